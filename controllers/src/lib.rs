@@ -1,0 +1,7 @@
+//! skiff-controllers is the controller manager: namespace, garbage collector,
+//! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
+//! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
+//! and event recording, each reconciling through shared informers.
+//!
+//! It must never import the API server or the store: it acts only through the
+//! Kubernetes API, exactly as an out-of-process controller would.

@@ -1,0 +1,76 @@
+//! skiff-store owns the cluster's memory: a revisioned, watchable key-value store
+//! with etcd v3 semantics (one global revision, per-key create/mod revision and
+//! version, compare-and-swap updates, ordered watch with history, compaction).
+//! The embedded sled backend is the default; the [`Store`] trait lets an etcd
+//! backend sit behind the same API.
+//!
+//! It must never know about Kubernetes objects: keys are strings, values are
+//! opaque bytes. A write is acknowledged only once it is durable on disk.
+
+mod types;
+
+pub use types::{Event, EventKind, KeyValue, ListResult, Revision, StoreError, WatchStream};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// The operations the API server needs from its storage, with etcd v3 semantics.
+///
+/// Every successful write gets the next global revision. Implementations must
+/// return from a write only after it is durable.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The newest revision written (1 on an empty store that was never written).
+    fn current_revision(&self) -> Revision;
+
+    /// The revision at or below which history has been dropped (0 when none was).
+    fn compact_revision(&self) -> Revision;
+
+    /// Reads one key at the current revision.
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError>;
+
+    /// Lists keys beginning with `prefix` in key order, strictly after
+    /// `start_after` when given, at most `limit` of them (0 means no limit).
+    /// The result says at which revision it was read and whether more remain.
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<ListResult, StoreError>;
+
+    /// Creates `key`; fails with [`StoreError::AlreadyExists`] when it exists.
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError>;
+
+    /// Replaces the value of an existing key. With `expected_mod_revision` the
+    /// write happens only when the key's mod revision equals it
+    /// ([`StoreError::Conflict`] otherwise); [`StoreError::NotFound`] when absent.
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected_mod_revision: Option<Revision>,
+    ) -> Result<KeyValue, StoreError>;
+
+    /// Deletes `key`, optionally only at `expected_mod_revision`, and returns the
+    /// value it held. The returned [`KeyValue`]'s `mod_revision` is the revision of
+    /// the deletion itself.
+    async fn delete(
+        &self,
+        key: &str,
+        expected_mod_revision: Option<Revision>,
+    ) -> Result<KeyValue, StoreError>;
+
+    /// Streams every change to keys under `prefix` with revision greater than
+    /// `from_revision`, in revision order, without gap or duplicate, each with
+    /// the previous value. Fails with [`StoreError::Compacted`] (immediately or
+    /// later in the stream) when that history is gone.
+    fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError>;
+
+    /// Drops history at and below `revision` (the latest value of each live key
+    /// is kept) and lets the backend reclaim the space.
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
+
+    /// Makes everything acknowledged so far durable and stops background work.
+    async fn close(&self) -> Result<(), StoreError>;
+}

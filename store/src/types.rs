@@ -1,0 +1,90 @@
+//! Value types shared by every backend.
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+
+/// A global store revision. Revisions start at 1 and strictly increase, also
+/// across restarts.
+pub type Revision = u64;
+
+/// One key with its value and etcd-style revision metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: Bytes,
+    /// Revision of the write that created this incarnation of the key.
+    pub create_revision: Revision,
+    /// Revision of the latest write to the key (for a delete: the deletion's).
+    pub mod_revision: Revision,
+    /// Number of writes since creation (1 after create).
+    pub version: u64,
+}
+
+/// The result of a (possibly partial) list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListResult {
+    pub items: Vec<KeyValue>,
+    /// The store revision the list was read at.
+    pub revision: Revision,
+    /// Whether keys beyond `limit` remain under the prefix.
+    pub more: bool,
+}
+
+/// What a change did to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Create or update; a create has no `prev`.
+    Put,
+    Delete,
+}
+
+/// One change, as delivered by a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    /// The key after the change. For a delete: the key, an empty value and the
+    /// deletion's revision as `mod_revision`.
+    pub kv: KeyValue,
+    /// The key's value before the change, if it existed.
+    pub prev: Option<KeyValue>,
+}
+
+impl Event {
+    /// The revision at which this change happened.
+    pub fn revision(&self) -> Revision {
+        self.kv.mod_revision
+    }
+}
+
+/// A stream of watch events; it ends only when the store closes or on error.
+pub type WatchStream = BoxStream<'static, Result<Event, StoreError>>;
+
+/// Everything that can go wrong in a store operation.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("key {key:?} not found")]
+    NotFound { key: String },
+    #[error("key {key:?} already exists")]
+    AlreadyExists { key: String },
+    #[error("conflict on key {key:?}: expected mod revision {expected}, found {actual}")]
+    Conflict {
+        key: String,
+        expected: Revision,
+        actual: Revision,
+    },
+    #[error("revision {requested} has been compacted (compact revision {compact_revision})")]
+    Compacted {
+        requested: Revision,
+        compact_revision: Revision,
+    },
+    #[error("corrupt store data at {what}: {detail}")]
+    Corrupt { what: String, detail: String },
+    #[error("store backend I/O failed while {context}: {source}")]
+    Backend {
+        context: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("store is closed")]
+    Closed,
+}
