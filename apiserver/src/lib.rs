@@ -6,3 +6,8 @@
 //!
 //! It is the only writer of the store. It must never run controllers or reach
 //! into another component's state: everything else talks to it through the API.
+
+pub mod authn;
+pub mod inprocess;
+pub mod serve;
+pub mod tls;

@@ -1,0 +1,296 @@
+//! Authentication: who is calling. Identities come from client certificates
+//! signed by the cluster CA (CN is the user, O fields the groups), from bearer
+//! tokens listed in a token file, or — for in-process clients — from a
+//! [`UserInfo`] the process itself attaches, which no network request can set.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use http::{HeaderMap, StatusCode, header};
+
+/// The authenticated caller, carried as a request extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// An authenticated user; `system:authenticated` is added to its groups as
+    /// upstream does.
+    pub fn new(name: impl Into<String>, groups: impl IntoIterator<Item = String>) -> Self {
+        let mut groups: Vec<String> = groups.into_iter().collect();
+        if !groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
+            groups.push(AUTHENTICATED_GROUP.to_string());
+        }
+        Self {
+            name: name.into(),
+            uid: String::new(),
+            groups,
+        }
+    }
+
+    /// The identity of a request that presented no credentials.
+    pub fn anonymous() -> Self {
+        Self {
+            name: "system:anonymous".to_string(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".to_string()],
+        }
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.name == "system:anonymous"
+    }
+}
+
+const AUTHENTICATED_GROUP: &str = "system:authenticated";
+
+/// Paths anyone may read without credentials, as on a default kube-apiserver.
+pub fn is_public_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version")
+        || path.starts_with("/healthz/")
+        || path.starts_with("/livez/")
+        || path.starts_with("/readyz/")
+}
+
+/// Why a token file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthnError {
+    #[error("cannot {action} token file {path}: {source}")]
+    TokenFile {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("token file {path} line {line}: {problem}")]
+    TokenLine {
+        path: PathBuf,
+        line: usize,
+        problem: &'static str,
+    },
+}
+
+/// Decides the identity of network requests.
+#[derive(Debug, Default, Clone)]
+pub struct Authenticator {
+    tokens: HashMap<String, UserInfo>,
+}
+
+/// The outcome of authenticating one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authenticated {
+    User(UserInfo),
+    Anonymous,
+    /// Credentials were presented and are wrong: always 401.
+    Rejected,
+}
+
+impl Authenticator {
+    /// Reads a static token file in kube-apiserver's format:
+    /// `token,user,uid,"group1,group2"` per line (groups optional).
+    pub fn from_token_file(path: &Path) -> Result<Self, AuthnError> {
+        let text = fs::read_to_string(path).map_err(|source| AuthnError::TokenFile {
+            action: "read",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut tokens = HashMap::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = |problem| AuthnError::TokenLine {
+                path: path.to_path_buf(),
+                line: index + 1,
+                problem,
+            };
+            let fields = split_csv(line);
+            if fields.len() < 3 {
+                return Err(bad("expected token,user,uid[,\"groups\"]"));
+            }
+            if fields[0].is_empty() || fields[1].is_empty() {
+                return Err(bad("token and user must not be empty"));
+            }
+            let groups = fields
+                .get(3)
+                .map(|g| {
+                    g.split(',')
+                        .map(str::trim)
+                        .filter(|g| !g.is_empty())
+                        .map(String::from)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            let mut user = UserInfo::new(fields[1].clone(), groups);
+            user.uid = fields[2].clone();
+            tokens.insert(fields[0].clone(), user);
+        }
+        Ok(Self { tokens })
+    }
+
+    /// Creates the token file with one admin token when it does not exist yet,
+    /// and returns the authenticator it describes.
+    pub fn load_or_create_token_file(path: &Path) -> Result<Self, AuthnError> {
+        if !path.exists() {
+            use rand::Rng;
+            let token: String = rand::rng()
+                .sample_iter(&rand::distr::Alphanumeric)
+                .take(40)
+                .map(char::from)
+                .collect();
+            let line = format!("{token},admin,admin,\"system:masters\"\n");
+            crate::tls::write_private(path, &line).map_err(|e| AuthnError::TokenFile {
+                action: "write",
+                path: path.to_path_buf(),
+                source: io::Error::other(e.to_string()),
+            })?;
+        }
+        Self::from_token_file(path)
+    }
+
+    /// Authenticates a request from its headers and the identity its TLS
+    /// connection proved, if any. A bearer token, when present, decides alone.
+    pub fn authenticate(&self, headers: &HeaderMap, peer: Option<&UserInfo>) -> Authenticated {
+        if let Some(value) = headers.get(header::AUTHORIZATION) {
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim);
+            return match token.and_then(|t| self.tokens.get(t)) {
+                Some(user) => Authenticated::User(user.clone()),
+                None => Authenticated::Rejected,
+            };
+        }
+        match peer {
+            Some(user) => Authenticated::User(user.clone()),
+            None => Authenticated::Anonymous,
+        }
+    }
+}
+
+/// Reads the identity out of a client certificate that the TLS layer already
+/// verified against the cluster CA.
+pub fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())?
+        .to_string();
+    let groups = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok())
+        .map(String::from)
+        .collect::<Vec<_>>();
+    Some(UserInfo::new(name, groups))
+}
+
+/// The body and code upstream answers an unauthenticated request with.
+pub fn unauthorized_status() -> (StatusCode, String) {
+    (
+        StatusCode::UNAUTHORIZED,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+            .to_string(),
+    )
+}
+
+/// Splits one CSV line, honouring double quotes around fields.
+fn split_csv(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(std::mem::take(&mut current).trim().to_string()),
+            c => current.push(c),
+        }
+    }
+    fields.push(current.trim().to_string());
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(auth: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(a) = auth {
+            h.insert(header::AUTHORIZATION, a.parse().expect("header"));
+        }
+        h
+    }
+
+    #[test]
+    fn token_file_lines_give_users_and_groups() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tokens.csv");
+        fs::write(
+            &path,
+            "# comment\nabc,alice,u1,\"dev,ops\"\nxyz,bob,u2\n",
+        )
+        .expect("write");
+        let authn = Authenticator::from_token_file(&path).expect("parse");
+        let Authenticated::User(alice) = authn.authenticate(&headers(Some("Bearer abc")), None)
+        else {
+            panic!("alice not authenticated");
+        };
+        assert_eq!(alice.name, "alice");
+        assert_eq!(alice.uid, "u1");
+        assert_eq!(alice.groups, vec!["dev", "ops", "system:authenticated"]);
+        assert_eq!(
+            authn.authenticate(&headers(Some("Bearer nope")), None),
+            Authenticated::Rejected
+        );
+        assert_eq!(
+            authn.authenticate(&headers(None), None),
+            Authenticated::Anonymous
+        );
+    }
+
+    #[test]
+    fn malformed_token_line_is_an_error_naming_the_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tokens.csv");
+        fs::write(&path, "ok,user,uid\nonlytoken\n").expect("write");
+        let err = Authenticator::from_token_file(&path).expect_err("must fail");
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_token_wins_over_a_good_certificate() {
+        let authn = Authenticator::default();
+        let cert_user = UserInfo::new("admin", vec!["system:masters".to_string()]);
+        assert_eq!(
+            authn.authenticate(&headers(Some("Bearer wrong")), Some(&cert_user)),
+            Authenticated::Rejected
+        );
+        assert_eq!(
+            authn.authenticate(&headers(None), Some(&cert_user)),
+            Authenticated::User(cert_user)
+        );
+    }
+
+    #[test]
+    fn certificate_subject_becomes_the_user() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let certs = crate::tls::ClusterCerts::load_or_create(dir.path(), &["localhost".into()])
+            .expect("certs");
+        let der = rustls_pemfile::certs(&mut certs.admin_cert_pem.as_bytes())
+            .next()
+            .expect("one cert")
+            .expect("pem");
+        let user = user_from_certificate(&der).expect("user");
+        assert_eq!(user.name, "admin");
+        assert!(user.groups.contains(&"system:masters".to_string()));
+    }
+}
