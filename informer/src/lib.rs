@@ -6,3 +6,16 @@
 //! It sees the cluster only through a `kube::Client`; it must never import the
 //! API server or the store, so that any component built on it can move out of
 //! process unchanged.
+
+pub mod cache;
+pub mod indexes;
+pub mod key;
+pub mod workqueue;
+
+pub use cache::{Cache, CacheError};
+pub use indexes::{
+    IndexFn, NAMESPACE_INDEX, NODE_NAME_INDEX, OWNER_UID_INDEX, label_value_index, namespace_index,
+    owner_uid_index, pod_node_name_index,
+};
+pub use key::{ObjectKey, key_for, object_key};
+pub use workqueue::WorkQueue;
