@@ -8,14 +8,21 @@
 //! process unchanged.
 
 pub mod cache;
+pub mod handler;
 pub mod indexes;
+pub mod informer;
 pub mod key;
+mod listener;
+mod reflector;
 pub mod workqueue;
 
 pub use cache::{Cache, CacheError};
+pub use handler::{EnqueueKeys, EventHandler, FilteringHandler, HandlerFns, Notification};
 pub use indexes::{
     IndexFn, NAMESPACE_INDEX, NODE_NAME_INDEX, OWNER_UID_INDEX, label_value_index, namespace_index,
     owner_uid_index, pod_node_name_index,
 };
+pub use informer::{Informer, InformerError, WatchConfig};
 pub use key::{ObjectKey, key_for, object_key};
+pub use listener::ListenerHandle;
 pub use workqueue::WorkQueue;
