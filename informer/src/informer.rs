@@ -135,6 +135,11 @@ where
         }
     }
 
+    /// True if both handles are the same shared informer.
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The informer's cache: `get`, `list`, `by_index` and selector listings.
     pub fn cache(&self) -> &Arc<Cache<K>> {
         &self.inner.cache

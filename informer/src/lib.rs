@@ -8,6 +8,9 @@
 //! process unchanged.
 
 pub mod cache;
+pub mod factory;
+#[cfg(test)]
+mod fake_api;
 pub mod handler;
 pub mod indexes;
 pub mod informer;
@@ -17,6 +20,7 @@ mod reflector;
 pub mod workqueue;
 
 pub use cache::{Cache, CacheError};
+pub use factory::SharedInformerFactory;
 pub use handler::{EnqueueKeys, EventHandler, FilteringHandler, HandlerFns, Notification};
 pub use indexes::{
     IndexFn, NAMESPACE_INDEX, NODE_NAME_INDEX, OWNER_UID_INDEX, label_value_index, namespace_index,
