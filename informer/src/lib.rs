@@ -8,6 +8,7 @@
 //! process unchanged.
 
 pub mod cache;
+pub mod controller;
 pub mod factory;
 #[cfg(test)]
 mod fake_api;
@@ -20,6 +21,7 @@ mod reflector;
 pub mod workqueue;
 
 pub use cache::{Cache, CacheError};
+pub use controller::{Action, Controller, ControllerMetrics, MetricsSnapshot};
 pub use factory::SharedInformerFactory;
 pub use handler::{EnqueueKeys, EventHandler, FilteringHandler, HandlerFns, Notification};
 pub use indexes::{

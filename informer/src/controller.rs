@@ -1,0 +1,357 @@
+//! The controller runner: N workers pulling keys from a work queue and calling
+//! an async reconcile function, retrying failures with backoff.
+
+use std::fmt::{Debug, Display};
+use std::future::Future;
+use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use crate::workqueue::WorkQueue;
+
+/// What a successful reconcile asks for next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the key is added again (by an event).
+    Done,
+    /// Reconcile the key again after this long (e.g. to check a deadline).
+    RequeueAfter(Duration),
+}
+
+/// Counters of one controller, readable while it runs.
+#[derive(Debug, Default)]
+pub struct ControllerMetrics {
+    reconciles: AtomicU64,
+    errors: AtomicU64,
+    panics: AtomicU64,
+    requeues_after: AtomicU64,
+}
+
+/// A point-in-time copy of [`ControllerMetrics`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// Reconcile calls finished (successful, failed or panicked).
+    pub reconciles: u64,
+    /// Reconciles that returned an error or panicked.
+    pub errors: u64,
+    /// Reconciles that panicked (also counted in `errors`).
+    pub panics: u64,
+    /// Successful reconciles that asked to run again after a delay.
+    pub requeues_after: u64,
+}
+
+impl ControllerMetrics {
+    /// Current values.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            reconciles: self.reconciles.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            panics: self.panics.load(Ordering::Relaxed),
+            requeues_after: self.requeues_after.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Runs reconcile over the keys of a work queue with a fixed number of workers.
+///
+/// Per key: a success forgets the key's failure history (and re-adds it after
+/// the requested delay, if any); an error or a panic re-adds it rate-limited.
+/// The queue guarantees a key is never reconciled by two workers at once.
+pub struct Controller<T> {
+    name: String,
+    queue: WorkQueue<T>,
+    workers: usize,
+    metrics: Arc<ControllerMetrics>,
+}
+
+impl<T> Controller<T>
+where
+    T: Eq + Hash + Clone + Debug + Send + Sync + 'static,
+{
+    /// A controller called `name` (for logs) working off `queue` with one worker.
+    pub fn new(name: impl Into<String>, queue: WorkQueue<T>) -> Self {
+        Self {
+            name: name.into(),
+            queue,
+            workers: 1,
+            metrics: Arc::default(),
+        }
+    }
+
+    /// Uses `workers` concurrent workers (at least one).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// The controller's counters.
+    pub fn metrics(&self) -> Arc<ControllerMetrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// The queue the workers pull from (event handlers add keys to it).
+    pub fn queue(&self) -> &WorkQueue<T> {
+        &self.queue
+    }
+
+    /// Runs the workers until the queue is shut down and they have finished.
+    pub async fn run<F, Fut, E>(self, reconcile: F)
+    where
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let reconcile = Arc::new(reconcile);
+        let name: Arc<str> = Arc::from(self.name.as_str());
+        let workers: Vec<_> = (0..self.workers)
+            .map(|_| {
+                let worker = Worker {
+                    name: Arc::clone(&name),
+                    queue: self.queue.clone(),
+                    metrics: Arc::clone(&self.metrics),
+                };
+                let reconcile = Arc::clone(&reconcile);
+                tokio::spawn(async move { worker.run(reconcile.as_ref()).await })
+            })
+            .collect();
+        for worker in workers {
+            if let Err(error) = worker.await {
+                tracing::error!(controller = %name, %error, "worker task failed");
+            }
+        }
+        tracing::debug!(controller = %name, "workers stopped");
+    }
+
+    /// Runs the workers until `stop` completes, then drains the queue (in-flight
+    /// and queued keys finish) and returns.
+    pub async fn run_until<F, Fut, E>(self, reconcile: F, stop: impl Future<Output = ()>)
+    where
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let queue = self.queue.clone();
+        let running = self.run(reconcile);
+        tokio::pin!(running);
+        tokio::select! {
+            _ = &mut running => return,
+            _ = stop => {}
+        }
+        queue.shutdown_with_drain().await;
+        running.await;
+    }
+}
+
+struct Worker<T> {
+    name: Arc<str>,
+    queue: WorkQueue<T>,
+    metrics: Arc<ControllerMetrics>,
+}
+
+impl<T> Worker<T>
+where
+    T: Eq + Hash + Clone + Debug + Send + Sync + 'static,
+{
+    async fn run<F, Fut, E>(&self, reconcile: &F)
+    where
+        F: Fn(T) -> Fut,
+        Fut: Future<Output = Result<Action, E>>,
+        E: Display,
+    {
+        while let Some(key) = self.queue.get().await {
+            let outcome = AssertUnwindSafe(async { reconcile(key.clone()).await })
+                .catch_unwind()
+                .await;
+            self.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
+            match outcome {
+                Ok(Ok(action)) => {
+                    self.queue.forget(&key);
+                    if let Action::RequeueAfter(delay) = action {
+                        self.metrics.requeues_after.fetch_add(1, Ordering::Relaxed);
+                        self.queue.add_after(key.clone(), delay);
+                    }
+                }
+                Ok(Err(error)) => {
+                    self.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        controller = %self.name,
+                        key = ?key,
+                        %error,
+                        retries = self.queue.num_requeues(&key),
+                        "reconcile failed; retrying with backoff"
+                    );
+                    self.queue.add_rate_limited(key.clone());
+                }
+                Err(_) => {
+                    self.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.panics.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        controller = %self.name,
+                        key = ?key,
+                        "reconcile panicked; retrying with backoff"
+                    );
+                    self.queue.add_rate_limited(key.clone());
+                }
+            }
+            self.queue.done(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{HashMap, HashSet};
+
+    use parking_lot::Mutex;
+    use tokio::time::Instant;
+
+    use crate::workqueue::ItemExponentialBackoff;
+
+    fn backoff_queue<T: Eq + Hash + Clone + Send + Sync + 'static>() -> WorkQueue<T> {
+        WorkQueue::with_rate_limiter(Box::new(ItemExponentialBackoff::new(
+            Duration::from_millis(5),
+            Duration::from_secs(1000),
+        )))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_retry_with_growing_backoff_and_success_forgets() {
+        let queue = backoff_queue();
+        let controller = Controller::new("test", queue.clone());
+        let metrics = controller.metrics();
+        let start = Instant::now();
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let seen = attempts.clone();
+        let observer = queue.clone();
+        queue.add("k");
+        let run = tokio::spawn(controller.run(move |key: &'static str| {
+            let seen = seen.clone();
+            let observer = observer.clone();
+            async move {
+                let mut seen = seen.lock();
+                seen.push((start.elapsed(), observer.num_requeues(&key)));
+                if seen.len() < 4 {
+                    Err("not yet")
+                } else {
+                    Ok(Action::Done)
+                }
+            }
+        }));
+        while metrics.snapshot().reconciles < 4 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(
+            *attempts.lock(),
+            [(ms(0), 0), (ms(5), 1), (ms(15), 2), (ms(35), 3)]
+        );
+        assert_eq!(queue.num_requeues(&"k"), 0, "success forgets the failures");
+        let snapshot = metrics.snapshot();
+        assert_eq!((snapshot.reconciles, snapshot.errors), (4, 3));
+        queue.shutdown_with_drain().await;
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requeue_after_runs_the_key_again_after_the_delay() {
+        let queue = WorkQueue::new();
+        let controller = Controller::new("test", queue.clone());
+        let metrics = controller.metrics();
+        let start = Instant::now();
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let seen = runs.clone();
+        queue.add("k");
+        let run = tokio::spawn(controller.run(move |_key: &'static str| {
+            let seen = seen.clone();
+            async move {
+                let mut seen = seen.lock();
+                seen.push(start.elapsed());
+                Ok::<_, String>(if seen.len() < 3 {
+                    Action::RequeueAfter(Duration::from_secs(30))
+                } else {
+                    Action::Done
+                })
+            }
+        }));
+        while metrics.snapshot().reconciles < 3 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(*runs.lock(), [0, 30, 60].map(Duration::from_secs).to_vec());
+        assert_eq!(metrics.snapshot().requeues_after, 2);
+        queue.shutdown();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_reconcile_is_retried_and_counted() {
+        let queue = backoff_queue();
+        let controller = Controller::new("test", queue.clone());
+        let metrics = controller.metrics();
+        let calls = Arc::new(AtomicU64::new(0));
+        let counted = calls.clone();
+        queue.add(1u32);
+        let run = tokio::spawn(controller.run(move |_key| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    panic!("reconcile bug");
+                }
+                Ok::<_, String>(Action::Done)
+            }
+        }));
+        while metrics.snapshot().reconciles < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let snapshot = metrics.snapshot();
+        assert_eq!((snapshot.errors, snapshot.panics), (1, 1));
+        queue.shutdown();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn workers_share_the_load_but_never_a_key() {
+        let queue = WorkQueue::<u32>::new();
+        let controller = Controller::new("test", queue.clone()).workers(4);
+        let in_flight = Arc::new(Mutex::new(HashSet::new()));
+        let overlaps = Arc::new(AtomicU64::new(0));
+        let per_key = Arc::new(Mutex::new(HashMap::<u32, u32>::new()));
+        let (inf, ovl, pk) = (in_flight.clone(), overlaps.clone(), per_key.clone());
+        let run = tokio::spawn(controller.run_until(
+            move |key: u32| {
+                let (inf, ovl, pk) = (inf.clone(), ovl.clone(), pk.clone());
+                async move {
+                    if !inf.lock().insert(key) {
+                        ovl.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_micros(300)).await;
+                    *pk.lock().entry(key).or_default() += 1;
+                    inf.lock().remove(&key);
+                    Ok::<_, String>(Action::Done)
+                }
+            },
+            {
+                let queue = queue.clone();
+                async move {
+                    for round in 0..50 {
+                        for key in 0..8 {
+                            queue.add(key);
+                        }
+                        if round % 5 == 0 {
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                    }
+                }
+            },
+        ));
+        run.await.unwrap();
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+        let per_key = per_key.lock();
+        assert_eq!(per_key.len(), 8, "every key reconciled");
+        assert!(queue.is_shutting_down());
+    }
+}
