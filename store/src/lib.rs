@@ -7,8 +7,13 @@
 //! It must never know about Kubernetes objects: keys are strings, values are
 //! opaque bytes. A write is acknowledged only once it is durable on disk.
 
+mod sled_store;
 mod types;
 
+pub use sled_store::{
+    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, SledConfig,
+    SledStore, StoreStats,
+};
 pub use types::{Event, EventKind, KeyValue, ListResult, Revision, StoreError, WatchStream};
 
 use async_trait::async_trait;

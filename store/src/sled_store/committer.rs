@@ -1,0 +1,533 @@
+//! The committer thread: the only writer of the sled tree. Owning every write
+//! makes revisions trivially ordered; draining its queue into one group per
+//! flush makes durability cheap (group commit): each write is applied as its
+//! own atomic sled batch, then a single flush + sync covers the whole group,
+//! and only then are the events published and the writers answered.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+
+use bytes::Bytes;
+use tokio::sync::{oneshot, watch};
+
+use super::codec::{self, IndexEntry, Record};
+use super::durability::Durability;
+use super::reader::{self, event_from};
+use super::state::{Shared, sled_error};
+use crate::{Event, KeyValue, Revision, StoreError};
+
+/// History records examined per compaction step, between two commit groups,
+/// so compaction never stalls writers for long.
+const COMPACTION_CHUNK: u64 = 1024;
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// A write as the API asked for it.
+pub(crate) enum WriteOp {
+    Create {
+        key: String,
+        value: Bytes,
+    },
+    Update {
+        key: String,
+        value: Bytes,
+        expected: Option<Revision>,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
+}
+
+pub(crate) enum Request {
+    Write {
+        op: WriteOp,
+        reply: Reply<KeyValue>,
+    },
+    /// `reply` is `None` for the background policy, which does not wait.
+    Compact {
+        revision: Revision,
+        reply: Option<Reply<()>>,
+    },
+    Close {
+        reply: Reply<()>,
+    },
+}
+
+/// Compaction in progress: records in `next..=target` are still to be examined.
+struct Compaction {
+    target: Revision,
+    next: Revision,
+    waiters: Vec<Reply<()>>,
+}
+
+/// What the committer knows at start-up, read from disk by the opener.
+pub(crate) struct Recovered {
+    pub revision: Revision,
+    pub compact: Revision,
+    pub compacted_through: Revision,
+}
+
+pub(crate) struct Committer {
+    shared: Arc<Shared>,
+    requests: mpsc::Receiver<Request>,
+    notify: watch::Sender<Revision>,
+    durability: Durability,
+    /// The newest revision assigned (may be ahead of the published one while
+    /// a group is being committed).
+    revision: Revision,
+    compaction: Option<Compaction>,
+    /// Set when a write or flush failed: what is on disk is then unknown, so
+    /// every later write fails rather than guessing.
+    poisoned: Option<String>,
+    max_group: usize,
+}
+
+/// The result of one write, before it is durable.
+type Applied = Result<(KeyValue, Event), StoreError>;
+
+impl Committer {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        requests: mpsc::Receiver<Request>,
+        notify: watch::Sender<Revision>,
+        durability: Durability,
+        recovered: Recovered,
+        max_group: usize,
+    ) -> Self {
+        let compaction = (recovered.compacted_through < recovered.compact).then(|| Compaction {
+            target: recovered.compact,
+            next: recovered.compacted_through + 1,
+            waiters: Vec::new(),
+        });
+        Self {
+            shared,
+            requests,
+            notify,
+            durability,
+            revision: recovered.revision,
+            compaction,
+            poisoned: None,
+            max_group,
+        }
+    }
+
+    /// Runs until the store is closed or every handle is gone.
+    pub(crate) fn run(mut self) {
+        loop {
+            let first = if self.compaction.is_some() && self.poisoned.is_none() {
+                match self.requests.try_recv() {
+                    Ok(request) => Some(request),
+                    Err(mpsc::TryRecvError::Empty) => None,
+                    Err(mpsc::TryRecvError::Disconnected) => break,
+                }
+            } else {
+                match self.requests.recv() {
+                    Ok(request) => Some(request),
+                    Err(_) => break,
+                }
+            };
+            if let Some(first) = first {
+                let mut group = vec![first];
+                while group.len() < self.max_group {
+                    match self.requests.try_recv() {
+                        Ok(request) => group.push(request),
+                        Err(_) => break,
+                    }
+                }
+                if self.commit_group(group) {
+                    return;
+                }
+            }
+            if self.compaction.is_some() && self.poisoned.is_none() {
+                self.compaction_step();
+            }
+        }
+        // Every handle is gone: make what was applied durable before exiting.
+        let _ = self.flush();
+    }
+
+    fn poison_error(reason: &str) -> StoreError {
+        StoreError::Backend {
+            context: "committing to a store whose earlier write failed",
+            source: Box::new(std::io::Error::other(reason.to_owned())),
+        }
+    }
+
+    fn poison(&mut self, err: &StoreError) {
+        tracing::error!(error = %err, "store write failed; refusing further writes");
+        if self.poisoned.is_none() {
+            self.poisoned = Some(err.to_string());
+        }
+    }
+
+    /// Commits one group; returns whether the committer must stop.
+    fn commit_group(&mut self, group: Vec<Request>) -> bool {
+        let mut replies: Vec<(Reply<KeyValue>, Result<KeyValue, StoreError>)> = Vec::new();
+        let mut events: Vec<Event> = Vec::new();
+        let mut closing: Vec<Reply<()>> = Vec::new();
+        let mut wrote = false;
+        for request in group {
+            match request {
+                Request::Write { op, reply } => {
+                    if let Some(reason) = &self.poisoned {
+                        replies.push((reply, Err(Self::poison_error(reason))));
+                        continue;
+                    }
+                    match self.apply(op) {
+                        Ok(Ok((kv, event))) => {
+                            wrote = true;
+                            events.push(event);
+                            replies.push((reply, Ok(kv)));
+                        }
+                        Ok(Err(refused)) => replies.push((reply, Err(refused))),
+                        Err(fatal) => {
+                            self.poison(&fatal);
+                            replies.push((reply, Err(fatal)));
+                        }
+                    }
+                }
+                Request::Compact { revision, reply } => {
+                    match self.start_compaction(revision, reply) {
+                        Ok(changed) => wrote |= changed,
+                        Err(fatal) => self.poison(&fatal),
+                    }
+                }
+                Request::Close { reply } => closing.push(reply),
+            }
+        }
+        if (wrote || !closing.is_empty())
+            && let Err(err) = self.flush()
+        {
+            self.poison(&err);
+        }
+        if let Some(reason) = self.poisoned.clone() {
+            // Nothing of this group is known to be durable.
+            for (reply, result) in replies {
+                let _ = reply.send(result.and(Err(Self::poison_error(&reason))));
+            }
+        } else {
+            self.publish(events);
+            for (reply, result) in replies {
+                let _ = reply.send(result);
+            }
+        }
+        if closing.is_empty() {
+            return false;
+        }
+        for reply in closing {
+            let result = match &self.poisoned {
+                Some(reason) => Err(Self::poison_error(reason)),
+                None => Ok(()),
+            };
+            let _ = reply.send(result);
+        }
+        true
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.shared
+            .db
+            .flush()
+            .map_err(|e| sled_error("flushing a commit group", e))?;
+        self.durability.sync()?;
+        self.shared.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn publish(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let count = events.len() as u64;
+        {
+            let mut ring = self.shared.ring.write();
+            for event in events {
+                ring.push(event);
+            }
+        }
+        let counters = &self.shared.counters;
+        counters.writes.fetch_add(count, Ordering::Relaxed);
+        counters.commit_groups.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .published
+            .store(self.revision, Ordering::Release);
+        self.notify.send_replace(self.revision);
+    }
+
+    /// Applies one write as an atomic sled batch. The outer error is fatal
+    /// (the tree may be in an unknown state); the inner one is a refusal.
+    fn apply(&mut self, op: WriteOp) -> Result<Applied, StoreError> {
+        let (key, value, expected, create) = match op {
+            WriteOp::Create { key, value } => (key, Some(value), None, true),
+            WriteOp::Update {
+                key,
+                value,
+                expected,
+            } => (key, Some(value), expected, false),
+            WriteOp::Delete { key, expected } => (key, None, expected, false),
+        };
+        let newest = match reader::read_index(&self.shared, &key) {
+            Ok(entry) => entry,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let live = newest.filter(|e| !e.deleted);
+        let revision = self.revision + 1;
+        let (record, prev) = match (create, live) {
+            (true, Some(_)) => return Ok(Err(StoreError::AlreadyExists { key })),
+            (false, None) => return Ok(Err(StoreError::NotFound { key })),
+            (true, None) => {
+                let record = Record {
+                    key: key.clone(),
+                    value: value.unwrap_or_default(),
+                    deleted: false,
+                    create_revision: revision,
+                    version: 1,
+                    // The tombstone this create follows lets compaction walk back.
+                    prev_revision: newest.map_or(0, |e| e.revision),
+                };
+                (record, None)
+            }
+            (false, Some(entry)) => {
+                if let Some(expected) = expected.filter(|e| *e != entry.revision) {
+                    return Ok(Err(StoreError::Conflict {
+                        key,
+                        expected,
+                        actual: entry.revision,
+                    }));
+                }
+                let prev = match reader::read_record(&self.shared, entry.revision) {
+                    Ok(Some(prev)) => prev,
+                    Ok(None) => {
+                        return Ok(Err(codec::corrupt(
+                            format!("history record {}", entry.revision),
+                            format!("missing, but the index of {key:?} points at it"),
+                        )));
+                    }
+                    Err(refused) => return Ok(Err(refused)),
+                };
+                let deleted = value.is_none();
+                let record = Record {
+                    key: key.clone(),
+                    deleted,
+                    value: value.unwrap_or_default(),
+                    create_revision: entry.create_revision,
+                    // A deletion records the version it removed.
+                    version: if deleted {
+                        entry.version
+                    } else {
+                        entry.version + 1
+                    },
+                    prev_revision: entry.revision,
+                };
+                let prev_kv = KeyValue {
+                    key: prev.key,
+                    value: prev.value,
+                    create_revision: prev.create_revision,
+                    mod_revision: entry.revision,
+                    version: prev.version,
+                };
+                (record, Some(prev_kv))
+            }
+        };
+        let entry = IndexEntry {
+            revision,
+            deleted: record.deleted,
+            create_revision: record.create_revision,
+            version: record.version,
+        };
+        let mut batch = sled::Batch::default();
+        batch.insert(&codec::record_key(revision), record.encode());
+        batch.insert(codec::index_key(&key), &entry.encode());
+        batch.insert(codec::META_REVISION, &revision.to_be_bytes());
+        self.shared
+            .db
+            .apply_batch(batch)
+            .map_err(|e| sled_error("applying a write", e))?;
+        self.revision = revision;
+
+        let answer = if record.deleted {
+            // A delete answers with the value it removed, at the deletion's revision.
+            KeyValue {
+                key: key.clone(),
+                value: prev.as_ref().map(|p| p.value.clone()).unwrap_or_default(),
+                create_revision: record.create_revision,
+                mod_revision: revision,
+                version: record.version,
+            }
+        } else {
+            KeyValue {
+                key: key.clone(),
+                value: record.value.clone(),
+                create_revision: record.create_revision,
+                mod_revision: revision,
+                version: record.version,
+            }
+        };
+        Ok(Ok((answer, event_from(revision, record, prev))))
+    }
+
+    /// Registers a compaction request; returns whether it wrote anything.
+    fn start_compaction(
+        &mut self,
+        requested: Revision,
+        reply: Option<Reply<()>>,
+    ) -> Result<bool, StoreError> {
+        // Compacting the future would drop history no one has seen yet.
+        let target = requested.min(self.revision);
+        let compact = self.shared.compact_revision();
+        if target <= compact {
+            match &mut self.compaction {
+                Some(running) => running.waiters.extend(reply),
+                None => {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Ok(()));
+                    }
+                }
+            }
+            return Ok(false);
+        }
+        // Records kept by an earlier compaction (the newest value of each key
+        // at its target) may be superseded now, so every compaction scans
+        // history from its start; what survives there is one record per key.
+        let mut batch = sled::Batch::default();
+        batch.insert(codec::META_COMPACT, &target.to_be_bytes());
+        batch.insert(codec::META_COMPACTED_THROUGH, &0u64.to_be_bytes());
+        self.shared
+            .db
+            .apply_batch(batch)
+            .map_err(|e| sled_error("recording the compact revision", e))?;
+        // From here on readers and watchers treat history up to `target` as gone;
+        // records are removed only afterwards, in chunks.
+        self.shared.compact.store(target, Ordering::Release);
+        match &mut self.compaction {
+            Some(running) => {
+                running.target = target;
+                running.next = 1;
+                running.waiters.extend(reply);
+            }
+            None => {
+                self.compaction = Some(Compaction {
+                    target,
+                    next: 1,
+                    waiters: reply.into_iter().collect(),
+                })
+            }
+        }
+        Ok(true)
+    }
+
+    fn compaction_step(&mut self) {
+        let result = self.compact_chunk();
+        let Some(running) = &self.compaction else {
+            return;
+        };
+        let finished = running.next > running.target;
+        match result {
+            Ok(()) if !finished => return,
+            Ok(()) => {
+                // Reclaimed space and the compaction marker become durable.
+                if let Err(err) = self.flush() {
+                    self.poison(&err);
+                    for waiter in self.compaction.take().into_iter().flat_map(|c| c.waiters) {
+                        let _ = waiter.send(Err(Self::poison_error(&err.to_string())));
+                    }
+                    return;
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "compaction failed");
+                if let Some(running) = self.compaction.take() {
+                    for waiter in running.waiters {
+                        let _ = waiter.send(Err(StoreError::Corrupt {
+                            what: "compaction".into(),
+                            detail: err.to_string(),
+                        }));
+                    }
+                }
+                return;
+            }
+        }
+        if let Some(running) = self.compaction.take() {
+            tracing::debug!(target = running.target, "compaction finished");
+            for waiter in running.waiters {
+                let _ = waiter.send(Ok(()));
+            }
+        }
+    }
+
+    /// Removes, among the next chunk of records at or below the target, every
+    /// record superseded by a later one at or below the target, and deletions
+    /// at or below it. The newest value at or below the target stays, so the
+    /// previous values of later events remain readable.
+    fn compact_chunk(&mut self) -> Result<(), StoreError> {
+        let Some(running) = &self.compaction else {
+            return Ok(());
+        };
+        let (target, from) = (running.target, running.next);
+        // The chunk is counted in records, not revisions: below an earlier
+        // compaction's target records are sparse.
+        let mut end = target;
+        let mut kept: HashMap<String, Revision> = HashMap::new();
+        let mut batch = sled::Batch::default();
+        let range = codec::record_key(from)..=codec::record_key(target);
+        for (examined, item) in self.shared.db.range(range).enumerate() {
+            let (raw_key, raw) = item.map_err(|e| sled_error("compacting", e))?;
+            let revision = codec::revision_of_record(&raw_key)?;
+            if examined as u64 == COMPACTION_CHUNK {
+                end = revision - 1;
+                break;
+            }
+            let record = Record::decode(revision, &raw)?;
+            let survivor = match kept.get(&record.key) {
+                Some(survivor) => *survivor,
+                None => {
+                    let survivor = self.newest_at_or_below(&record.key, target)?;
+                    kept.insert(record.key.clone(), survivor);
+                    survivor
+                }
+            };
+            let superseded = survivor == 0 || revision < survivor;
+            let dead_tombstone = revision == survivor && record.deleted;
+            if superseded || dead_tombstone {
+                batch.remove(&raw_key);
+            }
+            if dead_tombstone
+                && let Some(entry) = reader::read_index(&self.shared, &record.key)?
+                && entry.revision == revision
+            {
+                batch.remove(codec::index_key(&record.key));
+            }
+        }
+        batch.insert(codec::META_COMPACTED_THROUGH, &end.to_be_bytes());
+        self.shared
+            .db
+            .apply_batch(batch)
+            .map_err(|e| sled_error("removing compacted history", e))?;
+        if let Some(running) = &mut self.compaction {
+            running.next = end + 1;
+        }
+        Ok(())
+    }
+
+    /// The revision of `key`'s newest record at or below `target` (0 when the
+    /// key has no index entry left), walking back from its newest record.
+    fn newest_at_or_below(&self, key: &str, target: Revision) -> Result<Revision, StoreError> {
+        let Some(entry) = reader::read_index(&self.shared, key)? else {
+            return Ok(0);
+        };
+        let mut revision = entry.revision;
+        while revision > target {
+            let record = reader::read_record(&self.shared, revision)?.ok_or_else(|| {
+                codec::corrupt(
+                    format!("history record {revision}"),
+                    format!("missing from the history chain of {key:?}"),
+                )
+            })?;
+            revision = record.prev_revision;
+        }
+        Ok(revision)
+    }
+}

@@ -1,0 +1,104 @@
+//! How a [`SledStore`](super::SledStore) is opened: where, with how much memory,
+//! and how much history it keeps.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default sled page-cache size. sled's own default (1 GiB) is far too much for
+/// the edge devices skiff targets; cluster state is usually a few MiB.
+pub const DEFAULT_CACHE_CAPACITY: u64 = 16 * 1024 * 1024;
+
+/// Default number of recent events kept in memory for watchers.
+pub const DEFAULT_RING_EVENTS: usize = 4096;
+
+/// Default byte budget of the in-memory event ring (keys, values, prev values).
+pub const DEFAULT_RING_BYTES: usize = 8 * 1024 * 1024;
+
+/// When the background compactor drops history.
+///
+/// A revision is compacted only when it is both older than `min_age` and more
+/// than `min_revisions` behind the current revision, so watchers that reconnect
+/// after a short outage still find their history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionPolicy {
+    /// How often the compactor wakes up to record the revision and compact.
+    pub interval: Duration,
+    /// History younger than this is always kept.
+    pub min_age: Duration,
+    /// At least this many of the newest revisions are always kept.
+    pub min_revisions: u64,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(30),
+            min_age: Duration::from_secs(5 * 60),
+            min_revisions: 1000,
+        }
+    }
+}
+
+/// Configuration of a sled-backed store, built in builder style:
+///
+/// ```no_run
+/// # use skiff_store::{SledConfig, SledStore};
+/// let store = SledStore::open(SledConfig::new("/var/lib/skiff/store").cache_capacity(8 << 20))?;
+/// # Ok::<(), skiff_store::StoreError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SledConfig {
+    pub(crate) path: PathBuf,
+    pub(crate) cache_capacity: u64,
+    pub(crate) compaction: Option<CompactionPolicy>,
+    pub(crate) ring_events: usize,
+    pub(crate) ring_bytes: usize,
+    pub(crate) max_group: usize,
+}
+
+impl SledConfig {
+    /// A configuration for a store kept in the directory `path` (created if missing).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            compaction: Some(CompactionPolicy::default()),
+            ring_events: DEFAULT_RING_EVENTS,
+            ring_bytes: DEFAULT_RING_BYTES,
+            max_group: 1024,
+        }
+    }
+
+    /// Bytes of sled page cache (default [`DEFAULT_CACHE_CAPACITY`]).
+    pub fn cache_capacity(mut self, bytes: u64) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
+    /// The automatic compaction policy; `None` keeps all history until
+    /// [`Store::compact`](crate::Store::compact) is called.
+    pub fn compaction(mut self, policy: Option<CompactionPolicy>) -> Self {
+        self.compaction = policy;
+        self
+    }
+
+    /// Bounds of the in-memory ring of recent events that serves watchers
+    /// without touching disk. Watchers that fall further behind read history
+    /// from disk instead, so these bound memory, not correctness.
+    pub fn event_ring(mut self, max_events: usize, max_bytes: usize) -> Self {
+        self.ring_events = max_events.max(1);
+        self.ring_bytes = max_bytes;
+        self
+    }
+
+    /// The most writes committed together by one flush (default 1024).
+    pub fn max_group(mut self, writes: usize) -> Self {
+        self.max_group = writes.max(1);
+        self
+    }
+
+    /// The directory holding the store.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}

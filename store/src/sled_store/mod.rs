@@ -1,0 +1,430 @@
+//! The embedded sled backend: [`SledStore`].
+
+mod codec;
+mod committer;
+mod compactor;
+mod config;
+mod durability;
+mod reader;
+mod ring;
+mod state;
+mod watch;
+
+pub use config::{
+    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, SledConfig,
+};
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::oneshot;
+
+use crate::{KeyValue, ListResult, Revision, Store, StoreError, WatchStream};
+use codec::decode_u64;
+use committer::{Committer, Recovered, Request, WriteOp};
+use compactor::Compactor;
+use durability::Durability;
+use ring::EventRing;
+use state::{Counters, Shared, sled_error};
+
+/// A [`Store`] kept in a sled database in one directory.
+///
+/// Cloning is cheap and shares the store. Writes go through one committer
+/// thread that groups concurrent writes into one flush; reads run on the
+/// caller's task. The directory can be opened by one store at a time; it is
+/// released when every clone and every watch stream is dropped.
+#[derive(Clone)]
+pub struct SledStore {
+    handle: Arc<Handle>,
+}
+
+struct Handle {
+    path: std::path::PathBuf,
+    shared: Arc<Shared>,
+    requests: Mutex<Option<mpsc::Sender<Request>>>,
+    compactor: Mutex<Option<Compactor>>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Figures about a store's resource use, for benchmarks and operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreStats {
+    pub current_revision: Revision,
+    pub compact_revision: Revision,
+    /// Bytes of sled's files (log and blobs) by their length.
+    pub size_on_disk: u64,
+    /// Bytes the store directory occupies on disk (allocated blocks).
+    pub disk_usage: u64,
+    /// The sled page-cache budget in bytes.
+    pub cache_capacity: u64,
+    /// Flushes (each one `fsync`-class sync) since open.
+    pub flushes: u64,
+    /// Commit groups that wrote something since open.
+    pub commit_groups: u64,
+    /// Writes committed since open.
+    pub writes: u64,
+    /// Times a watcher had to read history from disk.
+    pub history_reads: u64,
+    /// Events and approximate bytes in the in-memory watch ring.
+    pub ring_events: usize,
+    pub ring_bytes: usize,
+}
+
+fn open_sled(config: &SledConfig) -> Result<sled::Db, StoreError> {
+    let sled_config = sled::Config::new()
+        .path(&config.path)
+        .cache_capacity(config.cache_capacity)
+        .mode(sled::Mode::LowSpace)
+        // The committer flushes every group itself; a timer flush adds nothing.
+        .flush_every_ms(None);
+    // sled 0.34 panics on some forms of damaged files; a damaged store must
+    // be an error the caller can report, not a crash.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sled_config.open())) {
+        Ok(result) => result.map_err(|e| sled_error("opening the database", e)),
+        Err(panic) => {
+            let detail = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "sled panicked while opening".to_owned());
+            Err(codec::corrupt(
+                format!("sled database at {}", config.path.display()),
+                detail,
+            ))
+        }
+    }
+}
+
+fn read_meta(db: &sled::Db, name: &'static [u8], what: &str) -> Result<Option<u64>, StoreError> {
+    db.get(name)
+        .map_err(|e| sled_error("reading store metadata", e))?
+        .map(|raw| decode_u64(what, &raw))
+        .transpose()
+}
+
+/// Reads (or, on a new store, writes) the metadata the committer starts from.
+fn recover(db: &sled::Db) -> Result<Recovered, StoreError> {
+    match read_meta(db, codec::META_FORMAT, "store format")? {
+        Some(codec::FORMAT_VERSION) => {}
+        Some(other) => {
+            return Err(codec::corrupt(
+                "store format",
+                format!("unknown format version {other}"),
+            ));
+        }
+        None if db.is_empty() => {
+            db.insert(codec::META_FORMAT, &codec::FORMAT_VERSION.to_be_bytes())
+                .map_err(|e| sled_error("initialising the store", e))?;
+        }
+        None => {
+            return Err(codec::corrupt(
+                "store format",
+                "data present but no format marker",
+            ));
+        }
+    }
+    let revision = read_meta(db, codec::META_REVISION, "current revision")?.unwrap_or(1);
+    let compact = read_meta(db, codec::META_COMPACT, "compact revision")?.unwrap_or(0);
+    let compacted_through =
+        read_meta(db, codec::META_COMPACTED_THROUGH, "compaction progress")?.unwrap_or(0);
+    if let Some(last) = db.scan_prefix(codec::RECORDS).next_back() {
+        let (raw_key, _) = last.map_err(|e| sled_error("reading the newest record", e))?;
+        let newest = codec::revision_of_record(&raw_key)?;
+        if newest > revision {
+            return Err(codec::corrupt(
+                "current revision",
+                format!("record {newest} is newer than the recorded revision {revision}"),
+            ));
+        }
+    }
+    if compact > revision {
+        return Err(codec::corrupt(
+            "compact revision",
+            format!("{compact} is newer than the current revision {revision}"),
+        ));
+    }
+    Ok(Recovered {
+        revision,
+        compact,
+        compacted_through: compacted_through.min(compact),
+    })
+}
+
+fn disk_usage(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_usage(&entry.path()),
+            Ok(meta) => meta.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn spawn_error(err: std::io::Error) -> StoreError {
+    StoreError::Backend {
+        context: "starting the store's threads",
+        source: Box::new(err),
+    }
+}
+
+impl SledStore {
+    /// Opens (creating if needed) the store in `config.path`, recovering the
+    /// revision, history and any compaction that was interrupted.
+    pub fn open(config: SledConfig) -> Result<Self, StoreError> {
+        let db = open_sled(&config)?;
+        let recovered = recover(&db)?;
+        db.flush()
+            .map_err(|e| sled_error("initialising the store", e))?;
+        let durability = Durability::open(&config.path)?;
+        let (notify_tx, notify_rx) = tokio::sync::watch::channel(recovered.revision);
+        let shared = Arc::new(Shared {
+            db,
+            published: AtomicU64::new(recovered.revision),
+            compact: AtomicU64::new(recovered.compact),
+            ring: RwLock::new(EventRing::new(config.ring_events, config.ring_bytes)),
+            notify: notify_rx,
+            counters: Counters::default(),
+            cache_capacity: config.cache_capacity,
+        });
+        let (requests, incoming) = mpsc::channel();
+        let committer = Committer::new(
+            shared.clone(),
+            incoming,
+            notify_tx,
+            durability,
+            recovered,
+            config.max_group,
+        );
+        let committer = std::thread::Builder::new()
+            .name("skiff-store-committer".into())
+            .spawn(move || committer.run())
+            .map_err(spawn_error)?;
+        let compactor = match config.compaction {
+            Some(policy) => Some(
+                Compactor::spawn(policy, shared.clone(), requests.clone()).map_err(spawn_error)?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            handle: Arc::new(Handle {
+                path: config.path,
+                shared,
+                requests: Mutex::new(Some(requests)),
+                compactor: Mutex::new(compactor),
+                committer: Mutex::new(Some(committer)),
+            }),
+        })
+    }
+
+    /// Resource figures of the store (disk, cache budget, flush counters).
+    pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        let shared = &self.handle.shared;
+        let size_on_disk = shared
+            .db
+            .size_on_disk()
+            .map_err(|e| sled_error("measuring the database", e))?;
+        let (ring_events, ring_bytes) = shared.ring.read().usage();
+        let counters = &shared.counters;
+        Ok(StoreStats {
+            current_revision: shared.published(),
+            compact_revision: shared.compact_revision(),
+            size_on_disk,
+            disk_usage: disk_usage(self.path()),
+            cache_capacity: shared.cache_capacity,
+            flushes: counters.flushes.load(Ordering::Relaxed),
+            commit_groups: counters.commit_groups.load(Ordering::Relaxed),
+            writes: counters.writes.load(Ordering::Relaxed),
+            history_reads: counters.history_reads.load(Ordering::Relaxed),
+            ring_events,
+            ring_bytes,
+        })
+    }
+
+    /// The directory holding the store.
+    pub fn path(&self) -> &Path {
+        &self.handle.path
+    }
+
+    fn send(&self, request: Request) -> Result<(), StoreError> {
+        let requests = self.handle.requests.lock();
+        let sender = requests.as_ref().ok_or(StoreError::Closed)?;
+        sender.send(request).map_err(|_| StoreError::Closed)
+    }
+
+    async fn write(&self, op: WriteOp) -> Result<KeyValue, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Write { op, reply })?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // Stop the policy first (it holds a sender), then let the committer
+        // drain, flush and exit so the directory is released on return.
+        drop(self.compactor.lock().take());
+        drop(self.requests.lock().take());
+        if let Some(thread) = self.committer.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SledStore {
+    fn current_revision(&self) -> Revision {
+        self.handle.shared.published()
+    }
+
+    fn compact_revision(&self) -> Revision {
+        self.handle.shared.compact_revision()
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        reader::get(&self.handle.shared, key)
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<ListResult, StoreError> {
+        let shared = self.handle.shared.clone();
+        let prefix = prefix.to_owned();
+        let start_after = start_after.map(str::to_owned);
+        tokio::task::spawn_blocking(move || {
+            reader::list(&shared, &prefix, start_after.as_deref(), limit)
+        })
+        .await
+        .map_err(|e| StoreError::Backend {
+            context: "listing keys",
+            source: Box::new(e),
+        })?
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError> {
+        self.write(WriteOp::Create {
+            key: key.to_owned(),
+            value,
+        })
+        .await
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected_mod_revision: Option<Revision>,
+    ) -> Result<KeyValue, StoreError> {
+        self.write(WriteOp::Update {
+            key: key.to_owned(),
+            value,
+            expected: expected_mod_revision,
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected_mod_revision: Option<Revision>,
+    ) -> Result<KeyValue, StoreError> {
+        self.write(WriteOp::Delete {
+            key: key.to_owned(),
+            expected: expected_mod_revision,
+        })
+        .await
+    }
+
+    fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError> {
+        let shared = &self.handle.shared;
+        let compact = shared.compact_revision();
+        if from_revision < compact {
+            return Err(StoreError::Compacted {
+                requested: from_revision,
+                compact_revision: compact,
+            });
+        }
+        Ok(watch::stream(shared.clone(), prefix, from_revision))
+    }
+
+    /// Compacts up to `revision`, clamped to the current revision (history
+    /// nobody has seen yet is never dropped); compacting at or below the
+    /// compact revision does nothing. Returns once the records are removed.
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Compact {
+            revision,
+            reply: Some(reply),
+        })?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        drop(self.handle.compactor.lock().take());
+        let (reply, answer) = oneshot::channel();
+        let sent = self.send(Request::Close { reply });
+        drop(self.handle.requests.lock().take());
+        let result = match sent {
+            Ok(()) => answer.await.map_err(|_| StoreError::Closed)?,
+            // Already closed.
+            Err(_) => Ok(()),
+        };
+        let committer = self.handle.committer.lock().take();
+        if let Some(thread) = committer {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(store: &SledStore, prefix: &[u8]) -> usize {
+        store.handle.shared.db.scan_prefix(prefix).count()
+    }
+
+    #[tokio::test]
+    async fn compaction_removes_superseded_records_and_dead_tombstones() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(SledConfig::new(dir.path()).compaction(None)).unwrap();
+        let v = Bytes::from_static(b"v");
+        for i in 0..10 {
+            store.create(&format!("k{i}"), v.clone()).await.unwrap(); // revisions 2..=11
+        }
+        for i in 0..10 {
+            store
+                .update(&format!("k{i}"), v.clone(), None)
+                .await
+                .unwrap(); // 12..=21
+        }
+        assert_eq!(count(&store, codec::RECORDS), 20);
+
+        // At 16, k0..k4 were updated (12..=16): their creates are superseded.
+        store.compact(16).await.unwrap();
+        assert_eq!(count(&store, codec::RECORDS), 15);
+
+        store.delete("k0", None).await.unwrap(); // 22
+        store.delete("k9", None).await.unwrap(); // 23
+        store.compact(23).await.unwrap();
+        // Only the newest value of each of the 8 live keys is left, and the
+        // deleted keys are gone from the index too.
+        assert_eq!(count(&store, codec::RECORDS), 8);
+        assert_eq!(count(&store, b"k"), 8);
+        assert_eq!(store.list("", None, 0).await.unwrap().items.len(), 8);
+    }
+}

@@ -1,0 +1,300 @@
+//! Reads at the published revision. Writes are applied to sled before their
+//! group is flushed, so a reader walks a key's history chain back past any
+//! record newer than the published revision: nobody ever sees a write that a
+//! crash could still take back.
+
+use bytes::Bytes;
+
+use super::codec::{self, IndexEntry, Record};
+use super::state::{Shared, sled_error};
+use crate::{Event, EventKind, KeyValue, ListResult, Revision, StoreError};
+
+/// How often a read restarts when a concurrent compaction removed a record it
+/// was about to read, before the store reports the data as corrupt.
+const READ_ATTEMPTS: usize = 8;
+
+/// The revision of the first write to a new store (it starts at 1, empty).
+const FIRST_WRITE: Revision = 2;
+
+/// The outcome of resolving one key at a revision.
+enum Resolved {
+    Found(KeyValue),
+    Absent,
+    /// A compaction overtook the read revision; read again at a newer one.
+    Retry,
+}
+
+pub(crate) fn read_record(
+    shared: &Shared,
+    revision: Revision,
+) -> Result<Option<Record>, StoreError> {
+    let raw = shared
+        .db
+        .get(codec::record_key(revision))
+        .map_err(|e| sled_error("reading a history record", e))?;
+    raw.map(|raw| Record::decode(revision, &raw)).transpose()
+}
+
+pub(crate) fn read_index(shared: &Shared, key: &str) -> Result<Option<IndexEntry>, StoreError> {
+    let raw = shared
+        .db
+        .get(codec::index_key(key))
+        .map_err(|e| sled_error("reading the key index", e))?;
+    raw.map(|raw| IndexEntry::decode(key, &raw)).transpose()
+}
+
+fn key_value(record: Record, revision: Revision) -> KeyValue {
+    KeyValue {
+        key: record.key,
+        value: record.value,
+        create_revision: record.create_revision,
+        mod_revision: revision,
+        version: record.version,
+    }
+}
+
+/// A missing record is fine only when compaction may have dropped it; if the
+/// compaction moved past `at`, the caller must retry at a newer revision.
+fn missing(shared: &Shared, revision: Revision, at: Revision) -> Result<Resolved, StoreError> {
+    let compact = shared.compact_revision();
+    if revision <= compact {
+        if compact > at {
+            return Ok(Resolved::Retry);
+        }
+        return Ok(Resolved::Absent);
+    }
+    Err(codec::corrupt(
+        format!("history record {revision}"),
+        format!("missing, but newer than the compact revision {compact}"),
+    ))
+}
+
+/// The key's state at revision `at`, starting from its newest index entry.
+fn resolve(
+    shared: &Shared,
+    key: &str,
+    entry: IndexEntry,
+    at: Revision,
+) -> Result<Resolved, StoreError> {
+    let mut revision = entry.revision;
+    let mut deleted = entry.deleted;
+    loop {
+        if revision <= at && deleted {
+            return Ok(Resolved::Absent);
+        }
+        let Some(record) = read_record(shared, revision)? else {
+            return missing(shared, revision, at);
+        };
+        if record.key != key {
+            return Err(codec::corrupt(
+                format!("history record {revision}"),
+                format!("belongs to {:?}, not {key:?}", record.key),
+            ));
+        }
+        if revision <= at {
+            return Ok(Resolved::Found(key_value(record, revision)));
+        }
+        // Not yet published: the state before it is what readers see.
+        if record.is_create() || record.prev_revision == 0 {
+            return Ok(Resolved::Absent);
+        }
+        revision = record.prev_revision;
+        deleted = false;
+    }
+}
+
+pub(crate) fn get(shared: &Shared, key: &str) -> Result<Option<KeyValue>, StoreError> {
+    for _ in 0..READ_ATTEMPTS {
+        let at = shared.published();
+        let Some(entry) = read_index(shared, key)? else {
+            // Compaction drops the index entry of a deleted key; that says
+            // nothing about revision `at` once compaction has passed it.
+            if shared.compact_revision() > at {
+                continue;
+            }
+            return Ok(None);
+        };
+        match resolve(shared, key, entry, at)? {
+            Resolved::Found(kv) => return Ok(Some(kv)),
+            Resolved::Absent => return Ok(None),
+            Resolved::Retry => continue,
+        }
+    }
+    Err(too_many_retries(key))
+}
+
+fn too_many_retries(what: &str) -> StoreError {
+    codec::corrupt(
+        format!("read of {what:?}"),
+        "records kept disappearing under concurrent compaction",
+    )
+}
+
+pub(crate) fn list(
+    shared: &Shared,
+    prefix: &str,
+    start_after: Option<&str>,
+    limit: usize,
+) -> Result<ListResult, StoreError> {
+    'attempt: for _ in 0..READ_ATTEMPTS {
+        let at = shared.published();
+        let start = match start_after {
+            Some(after) if after >= prefix => {
+                let mut k = codec::index_key(after);
+                // The smallest key strictly after `after`.
+                k.push(0);
+                k
+            }
+            _ => codec::index_key(prefix),
+        };
+        let index_prefix = codec::index_key(prefix);
+        let mut items = Vec::new();
+        let mut more = false;
+        for entry in shared.db.range(start..) {
+            let (raw_key, raw_entry) = entry.map_err(|e| sled_error("listing keys", e))?;
+            if !raw_key.starts_with(&index_prefix) {
+                break;
+            }
+            let key = codec::key_of_index(&raw_key)?;
+            let entry = IndexEntry::decode(&key, &raw_entry)?;
+            match resolve(shared, &key, entry, at)? {
+                Resolved::Found(kv) => {
+                    if limit > 0 && items.len() == limit {
+                        more = true;
+                        break;
+                    }
+                    items.push(kv);
+                }
+                Resolved::Absent => {}
+                Resolved::Retry => continue 'attempt,
+            }
+        }
+        if shared.compact_revision() > at {
+            continue 'attempt;
+        }
+        return Ok(ListResult {
+            items,
+            revision: at,
+            more,
+        });
+    }
+    Err(too_many_retries(prefix))
+}
+
+/// Turns the record written at `revision` into the watch event it stands for,
+/// reading the previous value from history.
+pub(crate) fn event_of(
+    shared: &Shared,
+    revision: Revision,
+    record: Record,
+) -> Result<Event, StoreError> {
+    let prev = if record.is_create() || record.prev_revision == 0 {
+        None
+    } else {
+        let prev_revision = record.prev_revision;
+        match read_record(shared, prev_revision)? {
+            Some(prev) => Some(key_value(prev, prev_revision)),
+            None => {
+                let compact = shared.compact_revision();
+                return Err(StoreError::Compacted {
+                    requested: revision,
+                    compact_revision: compact,
+                });
+            }
+        }
+    };
+    Ok(event_from(revision, record, prev))
+}
+
+/// The event for `record` at `revision` given its previous value.
+pub(crate) fn event_from(revision: Revision, record: Record, prev: Option<KeyValue>) -> Event {
+    if record.deleted {
+        Event {
+            kind: EventKind::Delete,
+            kv: KeyValue {
+                key: record.key,
+                value: Bytes::new(),
+                create_revision: 0,
+                mod_revision: revision,
+                version: 0,
+            },
+            prev,
+        }
+    } else {
+        Event {
+            kind: EventKind::Put,
+            kv: key_value(record, revision),
+            prev,
+        }
+    }
+}
+
+/// History events in `(after, through]` under `prefix`, scanning at most
+/// `max_scan` revisions, with the revision actually read up to.
+pub(crate) fn history(
+    shared: &Shared,
+    after: Revision,
+    through: Revision,
+    prefix: &str,
+    max_scan: usize,
+) -> Result<(Vec<Event>, Revision), StoreError> {
+    shared
+        .counters
+        .history_reads
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let compacted = |shared: &Shared| StoreError::Compacted {
+        requested: after,
+        compact_revision: shared.compact_revision(),
+    };
+    if after < shared.compact_revision() {
+        return Err(compacted(shared));
+    }
+    let mut events = Vec::new();
+    // Revision 1 is the empty store's; the first write is revision 2.
+    let mut expected = (after + 1).max(FIRST_WRITE);
+    let end = through.min(after.saturating_add(max_scan as u64));
+    if end < expected {
+        return Ok((events, end));
+    }
+    for item in shared
+        .db
+        .range(codec::record_key(expected)..=codec::record_key(end))
+    {
+        let (raw_key, raw) = item.map_err(|e| sled_error("reading history", e))?;
+        let revision = codec::revision_of_record(&raw_key)?;
+        if revision != expected {
+            // Revisions are contiguous above the compact revision.
+            if after < shared.compact_revision() {
+                return Err(compacted(shared));
+            }
+            return Err(codec::corrupt(
+                format!("history record {expected}"),
+                format!("missing (next record is {revision})"),
+            ));
+        }
+        let record = Record::decode(revision, &raw)?;
+        if record.key.starts_with(prefix) {
+            match event_of(shared, revision, record) {
+                Err(StoreError::Compacted { .. }) if after >= shared.compact_revision() => {
+                    return Err(codec::corrupt(
+                        format!("history record {revision}"),
+                        "its previous value is missing",
+                    ));
+                }
+                Err(StoreError::Compacted { .. }) => return Err(compacted(shared)),
+                other => events.push(other?),
+            }
+        }
+        expected += 1;
+    }
+    if expected <= end {
+        if after < shared.compact_revision() {
+            return Err(compacted(shared));
+        }
+        return Err(codec::corrupt(
+            format!("history record {expected}"),
+            "missing at the end of history",
+        ));
+    }
+    Ok((events, end))
+}

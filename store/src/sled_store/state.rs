@@ -1,0 +1,57 @@
+//! State shared by the store handle, the committer thread and watchers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+use tokio::sync::watch;
+
+use super::ring::EventRing;
+use crate::{Revision, StoreError};
+
+/// Counters a benchmark or operator can read through `SledStore::stats`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub flushes: AtomicU64,
+    pub commit_groups: AtomicU64,
+    pub writes: AtomicU64,
+    pub history_reads: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    pub db: sled::Db,
+    /// Newest revision that is durable and visible to readers. Records above
+    /// it may already be in sled (applied, not yet flushed) and are skipped.
+    pub published: AtomicU64,
+    /// Revision at or below which history may be gone.
+    pub compact: AtomicU64,
+    pub ring: RwLock<EventRing>,
+    /// Wakes watchers when `published` moves; closed when the committer stops.
+    pub notify: watch::Receiver<Revision>,
+    pub counters: Counters,
+    pub cache_capacity: u64,
+}
+
+impl Shared {
+    pub(crate) fn published(&self) -> Revision {
+        self.published.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn compact_revision(&self) -> Revision {
+        self.compact.load(Ordering::Acquire)
+    }
+}
+
+/// Maps a sled failure to the store's error: sled's own corruption report
+/// becomes [`StoreError::Corrupt`], everything else an I/O failure.
+pub(crate) fn sled_error(context: &'static str, err: sled::Error) -> StoreError {
+    match err {
+        sled::Error::Corruption { at, .. } => StoreError::Corrupt {
+            what: format!("sled data while {context}"),
+            detail: format!("sled reported corruption at {at:?}"),
+        },
+        other => StoreError::Backend {
+            context,
+            source: Box::new(other),
+        },
+    }
+}

@@ -1,0 +1,48 @@
+//! Helpers shared by the store tests.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use skiff_store::{Event, SledConfig, SledStore, StoreError, WatchStream};
+
+/// A store in `dir` without background compaction, so tests control history.
+pub fn open(dir: &Path) -> SledStore {
+    SledStore::open(config(dir)).expect("open store")
+}
+
+pub fn config(dir: &Path) -> SledConfig {
+    SledConfig::new(dir).compaction(None)
+}
+
+/// A fresh directory; on tmpfs so the many fsyncs of property tests stay cheap.
+pub fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("skiff-store-test")
+        .tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .expect("temp dir")
+}
+
+/// The next item of a watch, failing the test if none comes within 10 s.
+pub async fn next(stream: &mut WatchStream) -> Result<Event, StoreError> {
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("watch event within 10 s")
+        .expect("watch stream ended")
+}
+
+/// The next `n` events, all of which must be `Ok`.
+pub async fn take(stream: &mut WatchStream, n: usize) -> Vec<Event> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(next(stream).await.expect("watch event"));
+    }
+    out
+}
+
+/// Asserts that nothing more arrives within a short while.
+pub async fn assert_quiet(stream: &mut WatchStream) {
+    let more = tokio::time::timeout(Duration::from_millis(100), stream.next()).await;
+    assert!(more.is_err(), "unexpected watch item: {:?}", more);
+}
