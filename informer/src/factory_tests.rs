@@ -8,7 +8,7 @@ use super::*;
 use crate::fake_api::{FakeApi, config_map, gone};
 use crate::handler::HandlerFns;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_informer_per_type_and_scope() {
     let factory = SharedInformerFactory::new(FakeApi::default().client());
     let pods = factory.informer::<Pod>();
@@ -27,7 +27,7 @@ async fn one_informer_per_type_and_scope() {
     assert_eq!(factory.informer_count(), 4);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn start_lists_watches_and_syncs_every_informer() {
     let fake = FakeApi::default();
     fake.push_list("ConfigMap", "10", vec![config_map("ns", "a", "5")]);
@@ -60,7 +60,7 @@ async fn start_lists_watches_and_syncs_every_informer() {
     assert!(!informer.is_running());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn informers_created_after_start_are_started() {
     let fake = FakeApi::default();
     fake.push_list("ConfigMap", "1", vec![config_map("ns", "a", "1")]);
@@ -74,7 +74,7 @@ async fn informers_created_after_start_are_started() {
     factory.shutdown();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn scoping_reaches_the_list_and_watch_requests() {
     let fake = FakeApi::default();
     fake.push_list("Pod", "1", vec![]);
@@ -101,7 +101,7 @@ async fn scoping_reaches_the_list_and_watch_requests() {
     factory.shutdown();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_410_relist_delivers_deletes_missed_while_the_watch_was_gone() {
     let fake = FakeApi::default();
     fake.push_list(

@@ -1,8 +1,10 @@
 //! A scripted stand-in for an API server, served to a real `kube::Client` as a
 //! tower service (no socket): lists and watches answer from queues of canned
-//! JSON bodies, and every request path is recorded.
+//! JSON bodies, and every request path is recorded. Paths containing `/leases`
+//! are served from a small object store instead (get, create, replace with
+//! resourceVersion conflicts), enough for leader election.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -16,6 +18,9 @@ pub(crate) struct FakeApi {
     requests: Arc<Mutex<Vec<String>>>,
     lists: Arc<Mutex<VecDeque<String>>>,
     watches: Arc<Mutex<VecDeque<String>>>,
+    objects: Arc<Mutex<HashMap<String, Value>>>,
+    next_rv: Arc<Mutex<u64>>,
+    objects_unavailable: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl FakeApi {
@@ -45,6 +50,82 @@ impl FakeApi {
         self.requests.lock().clone()
     }
 
+    /// The stored object at `path`, if any.
+    pub(crate) fn object(&self, path: &str) -> Option<Value> {
+        self.objects.lock().get(path).cloned()
+    }
+
+    /// Overwrites the stored object at `path` as another writer would.
+    pub(crate) fn overwrite(&self, path: &str, edit: impl FnOnce(&mut Value)) {
+        let rv = self.bump();
+        let mut objects = self.objects.lock();
+        if let Some(obj) = objects.get_mut(path) {
+            edit(obj);
+            obj["metadata"]["resourceVersion"] = json!(rv);
+        }
+    }
+
+    /// Makes every object request fail with 503 (an unreachable store).
+    pub(crate) fn set_objects_unavailable(&self, unavailable: bool) {
+        self.objects_unavailable
+            .store(unavailable, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Serves get / create / replace of single objects with optimistic concurrency.
+    fn object_request(&self, method: &http::Method, path: &str, body: &[u8]) -> (u16, String) {
+        if self
+            .objects_unavailable
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return (503, status(503, "ServiceUnavailable"));
+        }
+        let mut objects = self.objects.lock();
+        let sent: Option<Value> = serde_json::from_slice(body).ok();
+        match *method {
+            http::Method::GET => match objects.get(path) {
+                Some(obj) => (200, obj.to_string()),
+                None => (404, status(404, "NotFound")),
+            },
+            http::Method::POST => {
+                let Some(mut obj) = sent else {
+                    return (400, status(400, "BadRequest"));
+                };
+                let name = obj["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let key = format!("{path}/{name}");
+                if objects.contains_key(&key) {
+                    return (409, status(409, "AlreadyExists"));
+                }
+                obj["metadata"]["resourceVersion"] = json!(self.bump());
+                objects.insert(key, obj.clone());
+                (201, obj.to_string())
+            }
+            http::Method::PUT => {
+                let Some(mut obj) = sent else {
+                    return (400, status(400, "BadRequest"));
+                };
+                let Some(stored) = objects.get(path) else {
+                    return (404, status(404, "NotFound"));
+                };
+                if obj["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
+                    return (409, status(409, "Conflict"));
+                }
+                obj["metadata"]["resourceVersion"] = json!(self.bump());
+                objects.insert(path.to_owned(), obj.clone());
+                (200, obj.to_string())
+            }
+            _ => (405, status(405, "MethodNotAllowed")),
+        }
+    }
+
+    fn bump(&self) -> String {
+        let mut rv = self.next_rv.lock();
+        *rv += 1;
+        rv.to_string()
+    }
+
     pub(crate) fn client(&self) -> Client {
         let fake = self.clone();
         let service = tower::service_fn(move |req: http::Request<Body>| {
@@ -52,6 +133,19 @@ impl FakeApi {
             async move {
                 let uri = req.uri().to_string();
                 fake.requests.lock().push(uri.clone());
+                if uri.contains("/leases") {
+                    let method = req.method().clone();
+                    let path = req.uri().path().to_owned();
+                    let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
+                    let (code, body) = fake.object_request(&method, &path, &bytes);
+                    return Ok::<_, Infallible>(
+                        http::Response::builder()
+                            .status(code)
+                            .header("content-type", "application/json")
+                            .body(Body::from(body.into_bytes()))
+                            .unwrap(),
+                    );
+                }
                 let body = if uri.contains("watch=true") {
                     let next = fake.watches.lock().pop_front();
                     match next {
@@ -77,6 +171,19 @@ impl FakeApi {
         });
         Client::new(service, "default")
     }
+}
+
+fn status(code: u16, reason: &str) -> String {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "message": reason,
+        "reason": reason,
+        "code": code,
+    })
+    .to_string()
 }
 
 /// A ConfigMap as the API would send it.

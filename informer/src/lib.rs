@@ -16,6 +16,7 @@ pub mod handler;
 pub mod indexes;
 pub mod informer;
 pub mod key;
+pub mod leader;
 mod listener;
 mod reflector;
 pub mod workqueue;
@@ -30,5 +31,6 @@ pub use indexes::{
 };
 pub use informer::{Informer, InformerError, WatchConfig};
 pub use key::{ObjectKey, key_for, object_key};
+pub use leader::{ElectionConfig, LeaderElector, Leadership};
 pub use listener::ListenerHandle;
 pub use workqueue::WorkQueue;
