@@ -160,3 +160,62 @@ async fn a_410_relist_delivers_deletes_missed_while_the_watch_was_gone() {
     assert_eq!(keys, ["ns/a"]);
     factory.shutdown();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_reconciles_keys_from_informer_events_against_the_cache() {
+    use crate::controller::{Action, Controller};
+    use crate::handler::EnqueueKeys;
+    use crate::key::ObjectKey;
+    use crate::workqueue::WorkQueue;
+
+    let fake = FakeApi::default();
+    fake.push_list(
+        "ConfigMap",
+        "10",
+        vec![config_map("ns", "a", "5"), config_map("ns", "b", "6")],
+    );
+    fake.push_watch(vec![
+        ("MODIFIED", config_map("ns", "a", "11")),
+        ("DELETED", config_map("ns", "b", "12")),
+    ]);
+    let factory = SharedInformerFactory::new(fake.client());
+    let informer = factory.informer::<ConfigMap>();
+    let queue = WorkQueue::<ObjectKey>::new();
+    informer
+        .add_event_handler(EnqueueKeys::new(queue.clone()))
+        .unwrap();
+    factory.start().unwrap();
+    factory.wait_for_sync().await;
+
+    // Reconcile reads the latest state from the cache, as controllers do.
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (cache, record) = (informer.cache().clone(), seen.clone());
+    let controller = Controller::new("configmaps", queue.clone()).workers(2);
+    let run = tokio::spawn(controller.run(move |key: ObjectKey| {
+        let state = cache
+            .get(key.namespace.as_deref().unwrap_or(""), &key.name)
+            .and_then(|c| c.metadata.resource_version.clone());
+        record.lock().push((key.to_string(), state));
+        async { Ok::<_, String>(Action::Done) }
+    }));
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            {
+                let seen = seen.lock();
+                let a_latest = seen
+                    .iter()
+                    .any(|(k, s)| k == "ns/a" && s.as_deref() == Some("11"));
+                let b_gone = seen.iter().any(|(k, s)| k == "ns/b" && s.is_none());
+                if a_latest && b_gone {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("reconciles seen: {:?}", seen.lock()));
+    queue.shutdown_with_drain().await;
+    run.await.unwrap();
+    factory.shutdown();
+}

@@ -7,6 +7,8 @@
 //! API server or the store, so that any component built on it can move out of
 //! process unchanged.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod controller;
 pub mod factory;
