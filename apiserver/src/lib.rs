@@ -11,3 +11,20 @@ pub mod authn;
 pub mod inprocess;
 pub mod serve;
 pub mod tls;
+
+mod admission;
+mod body;
+pub mod discovery;
+mod handlers;
+mod object;
+pub mod patch;
+mod query;
+pub mod registry;
+mod routing;
+pub mod selectors;
+mod server;
+pub mod status;
+pub mod validation;
+mod watch_cache;
+
+pub use server::{ApiServer, ApiServerConfig, ApiServerError, SYSTEM_NAMESPACES};

@@ -1,0 +1,340 @@
+//! What the server itself sets on objects before they are stored: system
+//! metadata (uid, creationTimestamp, generation, managedFields), the few
+//! defaults other components rely on, and the rules that keep spec and
+//! status writes apart.
+
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::object::{meta_mut, now_rfc3339, path_mut, set_field};
+use crate::registry::{ResourceInfo, Subresource};
+
+/// Characters upstream uses for generateName suffixes (no vowels, no
+/// look-alikes).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// `prefix` plus five random characters.
+pub fn generate_name(prefix: &str) -> String {
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+/// Who wrote and how, for the managedFields entry.
+#[derive(Debug, Clone)]
+pub struct WriteInfo {
+    pub manager: String,
+    pub subresource: Option<Subresource>,
+}
+
+/// Sets system metadata and defaults on an object about to be created.
+pub fn prepare_create(info: &ResourceInfo, object: &mut Value, write: &WriteInfo) {
+    let meta = meta_mut(object);
+    for field in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        meta.remove(field);
+    }
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+    if info.tracks_generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    if !info.namespaced {
+        meta.remove("namespace");
+    }
+    meta.remove("managedFields");
+    reset_status_on_create(info, object);
+    apply_defaults(info, object);
+    record_manager(info, object, write);
+}
+
+/// Upstream clears client-set status on create for resources with a status
+/// subresource (status belongs to controllers), except nodes.
+fn reset_status_on_create(info: &ResourceInfo, object: &mut Value) {
+    if !info.has(Subresource::Status) || info.resource == "nodes" {
+        return;
+    }
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let status = match (info.group, info.resource) {
+        ("", "pods") => Some(json!({ "phase": "Pending" })),
+        ("", "namespaces") => Some(json!({ "phase": "Active" })),
+        ("", "persistentvolumes" | "persistentvolumeclaims") => Some(json!({ "phase": "Pending" })),
+        _ => None,
+    };
+    match status {
+        Some(s) => {
+            map.insert("status".into(), s);
+        }
+        None => {
+            map.remove("status");
+        }
+    }
+}
+
+/// The defaults other components (and kubectl's output) depend on.
+fn apply_defaults(info: &ResourceInfo, object: &mut Value) {
+    match (info.group, info.resource) {
+        ("", "namespaces") => {
+            set_field(object, "spec", json!({ "finalizers": ["kubernetes"] }));
+        }
+        ("", "pods") => {
+            if let Some(spec) = path_mut(object, &["spec"]) {
+                default_pod_spec(spec);
+            }
+        }
+        ("", "services") => {
+            if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+                set_default(spec, "type", json!("ClusterIP"));
+                set_default(spec, "sessionAffinity", json!("None"));
+                if let Some(ports) = spec["ports"].as_array_mut() {
+                    for p in ports {
+                        set_default(p, "protocol", json!("TCP"));
+                        let port = p["port"].clone();
+                        set_default(p, "targetPort", port);
+                    }
+                }
+            }
+        }
+        ("apps", "deployments") => {
+            if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+                set_default(spec, "replicas", json!(1));
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(spec, "progressDeadlineSeconds", json!(600));
+                set_default(
+                    spec,
+                    "strategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+                );
+                if let Some(pod) = path_mut(spec, &["template", "spec"]) {
+                    default_pod_spec(pod);
+                }
+            }
+        }
+        ("apps", "replicasets" | "statefulsets" | "daemonsets")
+        | ("", "replicationcontrollers") => {
+            if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+                if info.resource != "daemonsets" {
+                    set_default(spec, "replicas", json!(1));
+                }
+                if let Some(pod) = path_mut(spec, &["template", "spec"]) {
+                    default_pod_spec(pod);
+                }
+            }
+        }
+        ("batch", "jobs") => {
+            if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+                set_default(spec, "backoffLimit", json!(6));
+                set_default(spec, "completions", json!(1));
+                set_default(spec, "parallelism", json!(1));
+                if let Some(pod) = path_mut(spec, &["template", "spec"]) {
+                    default_pod_spec(pod);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn set_default(target: &mut Value, field: &str, value: Value) {
+    if let Some(map) = target.as_object_mut() {
+        map.entry(field).or_insert(value);
+    }
+}
+
+fn default_pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "securityContext", json!({}));
+    for list in ["initContainers", "containers"] {
+        if let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) {
+            for c in containers {
+                let latest = c["image"].as_str().is_some_and(|i| {
+                    let tail = i.rsplit('/').next().unwrap_or(i);
+                    !tail.contains(':') && !i.contains('@') || tail.ends_with(":latest")
+                });
+                set_default(
+                    c,
+                    "imagePullPolicy",
+                    json!(if latest { "Always" } else { "IfNotPresent" }),
+                );
+                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "terminationMessagePolicy", json!("File"));
+                set_default(c, "resources", json!({}));
+            }
+        }
+    }
+}
+
+/// Carries what a main-resource update may not change from `old` into `new`,
+/// and bumps generation when the spec changed.
+pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
+    carry_system_metadata(old, new);
+    if info.has(Subresource::Status) {
+        match old.get("status") {
+            Some(s) => set_field(new, "status", s.clone()),
+            None => {
+                if let Some(m) = new.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+    }
+    if info.group.is_empty() && info.resource == "namespaces" {
+        let mut spec = new
+            .get("spec")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        match old["spec"].get("finalizers") {
+            Some(f) => set_field(&mut spec, "finalizers", f.clone()),
+            None => {
+                if let Some(m) = spec.as_object_mut() {
+                    m.remove("finalizers");
+                }
+            }
+        }
+        set_field(new, "spec", spec);
+    }
+    if info.tracks_generation {
+        let old_generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
+        let changed = spec_without_metadata(old) != spec_without_metadata(new);
+        meta_mut(new).insert(
+            "generation".into(),
+            json!(old_generation + i64::from(changed)),
+        );
+    }
+}
+
+/// The new object for a status write: `old` with only `status` taken from `new`.
+pub fn prepare_status_update(old: &Value, new: &Value) -> Value {
+    let mut result = old.clone();
+    match new.get("status") {
+        Some(s) => set_field(&mut result, "status", s.clone()),
+        None => {
+            if let Some(m) = result.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+    result
+}
+
+fn carry_system_metadata(old: &Value, new: &mut Value) {
+    let old_meta = old["metadata"].clone();
+    let meta = meta_mut(new);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "managedFields",
+        "namespace",
+        "name",
+    ] {
+        match old_meta.get(field) {
+            Some(v) => {
+                meta.insert(field.into(), v.clone());
+            }
+            None => {
+                meta.remove(field);
+            }
+        }
+    }
+}
+
+/// Everything but metadata and status: what a generation bump watches.
+fn spec_without_metadata(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(m) = copy.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    copy
+}
+
+/// Records (or refreshes) the writer's managedFields entry.
+pub fn record_manager(info: &ResourceInfo, object: &mut Value, write: &WriteInfo) {
+    let sub = write.subresource.map(Subresource::name);
+    let mut entry = json!({
+        "manager": write.manager,
+        "operation": "Update",
+        "apiVersion": info.api_version(),
+        "time": now_rfc3339(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {},
+    });
+    if let Some(s) = sub {
+        entry["subresource"] = json!(s);
+    }
+    let meta = meta_mut(object);
+    let entries = meta.entry("managedFields").or_insert_with(|| json!([]));
+    if !entries.is_array() {
+        *entries = json!([]);
+    }
+    let list = entries
+        .as_array_mut()
+        .expect("managedFields was just made an array");
+    list.retain(|e| {
+        !(e["manager"] == write.manager
+            && e["operation"] == "Update"
+            && e["subresource"].as_str() == sub)
+    });
+    list.push(entry);
+}
+
+/// Manager name upstream derives from a User-Agent (`kubectl/v1.32 ...` → `kubectl`).
+pub fn manager_from_user_agent(user_agent: Option<&str>) -> String {
+    user_agent
+        .and_then(|ua| ua.split('/').next())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    #[test]
+    fn generation_bumps_only_on_spec_change() {
+        let reg = Registry::builtin();
+        let info = reg.get("apps", "v1", "deployments").unwrap();
+        let old = json!({"metadata": {"name": "d", "generation": 3, "uid": "u"}, "spec": {"replicas": 1}, "status": {"replicas": 1}});
+        let mut same = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}, "status": {"replicas": 9}});
+        prepare_update(&info, &old, &mut same);
+        assert_eq!(same["metadata"]["generation"], 3);
+        assert_eq!(same["metadata"]["uid"], "u");
+        assert_eq!(
+            same["status"]["replicas"], 1,
+            "status is not writable through the main resource"
+        );
+        let mut changed = json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}});
+        prepare_update(&info, &old, &mut changed);
+        assert_eq!(changed["metadata"]["generation"], 4);
+    }
+
+    #[test]
+    fn generated_names_use_prefix() {
+        let n = generate_name("web-");
+        assert!(n.starts_with("web-") && n.len() == 9);
+        assert!(n[4..].bytes().all(|b| NAME_ALPHABET.contains(&b)));
+    }
+}

@@ -1,0 +1,74 @@
+//! Request bodies: size limit, media type, and JSON or YAML decoding.
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::HeaderMap;
+use serde_json::Value;
+
+use crate::status::{ApiError, MAX_BODY_BYTES};
+
+/// Media types accepted for object bodies, as a 415 lists them.
+const OBJECT_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// Reads the whole body, refusing more than [`MAX_BODY_BYTES`].
+pub async fn read(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(ApiError::TooLarge(MAX_BODY_BYTES));
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            if std::error::Error::source(&e).is_some_and(|s| s.to_string().contains("length limit"))
+                || e.to_string().contains("length limit")
+            {
+                ApiError::TooLarge(MAX_BODY_BYTES)
+            } else {
+                ApiError::BadRequest(format!("failed to read request body: {e}"))
+            }
+        })
+}
+
+/// The media type of the request without parameters, lower-cased.
+pub fn content_type(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|v| !v.is_empty())
+}
+
+/// Decodes an object body (create, update, subresource posts).
+pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = match content_type(headers).as_deref() {
+        None | Some("application/json") | Some("*/*") => {
+            serde_json::from_slice(bytes).map_err(|e| {
+                ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+            })?
+        }
+        Some("application/yaml") | Some("application/x-yaml") | Some("text/yaml") => {
+            let yaml: serde_yaml::Value = serde_yaml::from_slice(bytes).map_err(|e| {
+                ApiError::BadRequest(format!("couldn't get version/kind; yaml parse error: {e}"))
+            })?;
+            serde_json::to_value(yaml)
+                .map_err(|e| ApiError::BadRequest(format!("yaml is not valid JSON: {e}")))?
+        }
+        Some(_) => return Err(ApiError::UnsupportedMediaType(OBJECT_MEDIA_TYPES.into())),
+    };
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "couldn't get version/kind; json parse error: the body is not a JSON object".into(),
+        ));
+    }
+    Ok(value)
+}

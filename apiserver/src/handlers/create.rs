@@ -1,0 +1,179 @@
+//! POST to a collection: create an object.
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::storage::{self, WriteError};
+use super::{Ctx, check_type, respond};
+use crate::admission::{WriteInfo, generate_name, prepare_create};
+use crate::object::{is_terminating, meta_mut, meta_str};
+use crate::registry::ResourceInfo;
+use crate::server::Inner;
+use crate::status::ApiError;
+
+/// How many generated names are tried before giving up.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+pub(super) async fn create(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let object = crate::body::decode_object(&ctx.headers, &bytes)?;
+    let write = ctx.write_info(None);
+    let created = create_object(
+        &ctx.inner,
+        ctx.info(),
+        ctx.namespace(),
+        object,
+        &write,
+        ctx.params.dry_run,
+    )
+    .await?;
+    respond(StatusCode::CREATED, &created)
+}
+
+/// Fails unless the namespace exists and is not terminating.
+pub(crate) async fn check_namespace(
+    inner: &Inner,
+    info: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let ns_info = inner
+        .registry
+        .get("", "v1", "namespaces")
+        .ok_or(ApiError::PathNotFound)?;
+    let (ns, _) = storage::read(inner, &ns_info, &ns_info.key(None, namespace))
+        .await?
+        .ok_or_else(|| storage::not_found(&ns_info, namespace))?;
+    if is_terminating(&ns) || ns["status"]["phase"] == "Terminating" {
+        return Err(ApiError::Forbidden {
+            resource: info.qualified(),
+            group: info.group.to_string(),
+            name: name.to_string(),
+            detail: format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+            causes: vec![(
+                "NamespaceTerminating".into(),
+                format!("namespace {namespace} is being terminated"),
+                "metadata.namespace".into(),
+            )],
+        });
+    }
+    Ok(())
+}
+
+/// Admission (metadata, defaults, validation) for a new object.
+pub(crate) fn admit_new(
+    info: &ResourceInfo,
+    object: &mut Value,
+    write: &WriteInfo,
+) -> Result<Value, ApiError> {
+    prepare_create(info, object, write);
+    let errors = crate::validation::validate(info, object, None);
+    if !errors.is_empty() {
+        return Err(invalid(info, object, errors));
+    }
+    info.roundtrip(object).map_err(|e| cannot_handle(info, &e))
+}
+
+pub(crate) fn invalid(
+    info: &ResourceInfo,
+    object: &Value,
+    causes: Vec<crate::status::FieldError>,
+) -> ApiError {
+    let name = meta_str(object, "name")
+        .or_else(|| meta_str(object, "generateName"))
+        .unwrap_or("");
+    ApiError::Invalid {
+        kind: info.kind.to_string(),
+        group: info.group.to_string(),
+        name: name.to_string(),
+        causes,
+    }
+}
+
+/// The 400 upstream returns when a body does not decode into the type.
+pub(crate) fn cannot_handle(info: &ResourceInfo, error: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "{kind} in version \"{v}\" cannot be handled as a {kind}: {error}",
+        kind = info.kind,
+        v = info.version
+    ))
+}
+
+/// Creates `object` (in `info`'s version) under `namespace` from the path;
+/// returns the created object with its resourceVersion (none on dry run).
+pub(crate) async fn create_object(
+    inner: &Inner,
+    info: &ResourceInfo,
+    namespace: Option<&str>,
+    mut object: Value,
+    write: &WriteInfo,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    check_type(&mut object, &info.api_version(), info.kind)?;
+    if info.namespaced {
+        match (
+            namespace,
+            meta_str(&object, "namespace").filter(|s| !s.is_empty()),
+        ) {
+            (Some(path_ns), Some(body_ns)) if path_ns != body_ns => {
+                return Err(ApiError::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ));
+            }
+            (Some(path_ns), _) => {
+                meta_mut(&mut object).insert("namespace".into(), json!(path_ns));
+            }
+            _ => {}
+        }
+    }
+    let generate = meta_str(&object, "name").is_none_or(str::is_empty)
+        && meta_str(&object, "generateName").is_some_and(|g| !g.is_empty());
+    if info.namespaced
+        && let Some(ns) = meta_str(&object, "namespace").filter(|s| !s.is_empty())
+    {
+        let name = meta_str(&object, "name").unwrap_or("");
+        check_namespace(inner, info, ns, name).await?;
+    }
+    let attempts = if generate { GENERATE_NAME_ATTEMPTS } else { 1 };
+    for _ in 0..attempts {
+        let mut candidate = object.clone();
+        if generate {
+            let prefix = meta_str(&candidate, "generateName")
+                .unwrap_or("")
+                .to_string();
+            meta_mut(&mut candidate).insert("name".into(), json!(generate_name(&prefix)));
+        }
+        let admitted = admit_new(info, &mut candidate, write)?;
+        let name = meta_str(&admitted, "name").unwrap_or("").to_string();
+        let ns = meta_str(&admitted, "namespace").map(String::from);
+        let key = info.key(ns.as_deref(), &name);
+        if dry_run {
+            if storage::read(inner, info, &key).await?.is_some() {
+                return Err(already_exists(info, &name));
+            }
+            return Ok(admitted);
+        }
+        match storage::create(inner, info, &key, admitted).await {
+            Ok(created) => return Ok(created),
+            Err(WriteError::Conflict) if generate => continue,
+            Err(WriteError::Conflict) => return Err(already_exists(info, &name)),
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(ApiError::ServiceUnavailable(format!(
+        "failed to find an unused name for generateName {:?}",
+        meta_str(&object, "generateName").unwrap_or("")
+    )))
+}
+
+fn already_exists(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::AlreadyExists {
+        resource: info.qualified(),
+        group: info.group.to_string(),
+        name: name.to_string(),
+    }
+}

@@ -1,0 +1,329 @@
+//! DELETE of one object or a collection: graceful pod deletion, finalizers
+//! and deletionTimestamp, propagation policies, namespaces that terminate
+//! instead of vanishing.
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use serde_json::{Value, json};
+use skiff_store::Revision;
+
+use super::storage::{self, MODIFIED, WriteError};
+use super::update::commit;
+use super::{Ctx, respond};
+use crate::admission::WriteInfo;
+use crate::object::{
+    finalizers, is_terminating, meta_mut, meta_str, now_rfc3339, rfc3339_in, set_field,
+};
+use crate::registry::ResourceInfo;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::server::{Inner, UNDELETABLE_NAMESPACES};
+use crate::status::ApiError;
+
+/// Grace period of a pod that sets none.
+const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
+
+/// DeleteOptions from the body and the query string (the body wins).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub propagation_policy: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    pub fn from_request(ctx: &Ctx, body: &[u8]) -> Result<Self, ApiError> {
+        let mut options = DeleteOptions {
+            grace_period_seconds: ctx.params.grace_period_seconds,
+            propagation_policy: ctx.params.propagation_policy.clone(),
+            dry_run: ctx.params.dry_run,
+            ..Default::default()
+        };
+        if let Some(orphan) = ctx.params.orphan_dependents {
+            options
+                .propagation_policy
+                .get_or_insert(if orphan { "Orphan" } else { "Background" }.into());
+        }
+        if !body.iter().all(u8::is_ascii_whitespace) {
+            let value = crate::body::decode_object(&ctx.headers, body)?;
+            options.merge_body(&value)?;
+        }
+        Ok(options)
+    }
+
+    /// Applies the fields of a DeleteOptions object.
+    pub fn merge_body(&mut self, value: &Value) -> Result<(), ApiError> {
+        if let Some(g) = value.get("gracePeriodSeconds").filter(|v| !v.is_null()) {
+            self.grace_period_seconds = Some(g.as_i64().ok_or_else(|| {
+                ApiError::BadRequest("gracePeriodSeconds must be an integer".into())
+            })?);
+        }
+        if let Some(p) = value.get("propagationPolicy").and_then(Value::as_str) {
+            self.propagation_policy = Some(p.to_string());
+        }
+        if let Some(orphan) = value.get("orphanDependents").and_then(Value::as_bool) {
+            self.propagation_policy
+                .get_or_insert(if orphan { "Orphan" } else { "Background" }.into());
+        }
+        if let Some(uid) = value["preconditions"]["uid"].as_str() {
+            self.precondition_uid = Some(uid.to_string());
+        }
+        if let Some(rv) = value["preconditions"]["resourceVersion"].as_str() {
+            self.precondition_rv = Some(rv.to_string());
+        }
+        if value["dryRun"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|v| v == "All"))
+        {
+            self.dry_run = true;
+        }
+        if let Some(p) = &self.propagation_policy
+            && !["Orphan", "Background", "Foreground"].contains(&p.as_str())
+        {
+            return Err(ApiError::BadRequest(format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+            )));
+        }
+        Ok(())
+    }
+}
+
+pub(super) async fn delete(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let options = DeleteOptions::from_request(&ctx, &bytes)?;
+    let write = ctx.write_info(None);
+    let deleted = delete_object(
+        &ctx.inner,
+        ctx.info(),
+        &ctx.key()?,
+        ctx.name()?,
+        &options,
+        &write,
+    )
+    .await?;
+    respond(StatusCode::OK, &deleted)
+}
+
+/// Deletes (or starts deleting) one object; returns its state afterwards.
+pub(crate) async fn delete_object(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+    name: &str,
+    options: &DeleteOptions,
+    write: &WriteInfo,
+) -> Result<Value, ApiError> {
+    if info.group.is_empty()
+        && info.resource == "namespaces"
+        && UNDELETABLE_NAMESPACES.contains(&name)
+    {
+        return Err(ApiError::Forbidden {
+            resource: info.qualified(),
+            group: String::new(),
+            name: name.to_string(),
+            detail: "this namespace may not be deleted".into(),
+            causes: Vec::new(),
+        });
+    }
+    for _ in 0..8 {
+        let (current, revision) = storage::read_existing(inner, info, key, name).await?;
+        check_preconditions(info, name, &current, revision, options)?;
+        let plan = plan(info, &current, options);
+        let result = match plan {
+            Plan::Remove => {
+                if options.dry_run {
+                    return Ok(current);
+                }
+                storage::delete(inner, info, key, current, revision).await
+            }
+            Plan::Keep => return Ok(current),
+            Plan::Mark(next) => {
+                commit(
+                    inner,
+                    info,
+                    key,
+                    (&current, revision),
+                    next,
+                    write,
+                    options.dry_run,
+                )
+                .await
+            }
+        };
+        match result {
+            Ok(v) => return Ok(v),
+            Err(WriteError::Conflict) if options.precondition_rv.is_none() => continue,
+            Err(WriteError::Conflict) => return Err(storage::conflict(info, name, MODIFIED)),
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(storage::conflict(info, name, MODIFIED))
+}
+
+fn check_preconditions(
+    info: &ResourceInfo,
+    name: &str,
+    current: &Value,
+    revision: Revision,
+    options: &DeleteOptions,
+) -> Result<(), ApiError> {
+    if let Some(uid) = &options.precondition_uid {
+        let actual = meta_str(current, "uid").unwrap_or("");
+        if uid != actual {
+            return Err(storage::conflict(
+                info,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
+            ));
+        }
+    }
+    if let Some(rv) = &options.precondition_rv
+        && *rv != revision.to_string()
+    {
+        return Err(storage::conflict(
+            info,
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {revision}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What a delete does to an object.
+enum Plan {
+    /// Gone from the store now.
+    Remove,
+    /// Already terminating and nothing to change.
+    Keep,
+    /// Stays, marked (deletionTimestamp, finalizers); stored via update.
+    Mark(Value),
+}
+
+fn plan(info: &ResourceInfo, current: &Value, options: &DeleteOptions) -> Plan {
+    let is_pod = info.group.is_empty() && info.resource == "pods";
+    let is_namespace = info.group.is_empty() && info.resource == "namespaces";
+    let mut next = current.clone();
+    let mut wanted = finalizers(current);
+    match options.propagation_policy.as_deref() {
+        Some("Orphan") => add_unique(&mut wanted, "orphan"),
+        Some("Foreground") => add_unique(&mut wanted, "foregroundDeletion"),
+        _ => {}
+    }
+    let grace = if is_pod {
+        pod_grace(current, options)
+    } else {
+        0
+    };
+    let ns_held = is_namespace
+        && current["spec"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+    if is_terminating(current) {
+        let shorter = is_pod
+            && grace
+                < current["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(0);
+        if finalizers(current).is_empty() && !ns_held && (grace == 0 || !is_pod) {
+            return Plan::Remove;
+        }
+        if !shorter {
+            return Plan::Keep;
+        }
+    } else if wanted.is_empty() && grace == 0 && !ns_held {
+        return Plan::Remove;
+    }
+    let meta = meta_mut(&mut next);
+    if !wanted.is_empty() {
+        meta.insert("finalizers".into(), json!(wanted));
+    }
+    meta.insert(
+        "deletionTimestamp".into(),
+        json!(if grace > 0 {
+            rfc3339_in(grace)
+        } else {
+            now_rfc3339()
+        }),
+    );
+    meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    if info.tracks_generation {
+        let generation = current["metadata"]["generation"].as_i64().unwrap_or(0);
+        meta.insert("generation".into(), json!(generation + 1));
+    }
+    if is_namespace {
+        let mut status = next
+            .get("status")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        set_field(&mut status, "phase", json!("Terminating"));
+        set_field(&mut next, "status", status);
+    }
+    Plan::Mark(next)
+}
+
+fn add_unique(list: &mut Vec<String>, item: &str) {
+    if !list.iter().any(|f| f == item) {
+        list.push(item.to_string());
+    }
+}
+
+/// A pod's grace period: the request's, else its spec's, else 30 s; zero for
+/// pods never scheduled or already finished, which no node agent will stop.
+fn pod_grace(pod: &Value, options: &DeleteOptions) -> i64 {
+    let unscheduled = pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty);
+    let finished = matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    );
+    if unscheduled || finished {
+        return 0;
+    }
+    options
+        .grace_period_seconds
+        .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(DEFAULT_POD_GRACE_SECONDS)
+        .max(0)
+}
+
+pub(super) async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let options = DeleteOptions::from_request(&ctx, &bytes)?;
+    let info = ctx.info().clone();
+    let labels =
+        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
+    let fields = FieldSelector::parse(&ctx.params.field_selector, info.field_labels)
+        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let snapshot = ctx.inner.cache(&info)?.snapshot();
+    let prefix = info.collection_prefix(ctx.namespace());
+    let write = ctx.write_info(None);
+    let mut items = Vec::new();
+    for (key, object) in snapshot.objects.range(prefix.clone()..) {
+        if !key.starts_with(&prefix) {
+            break;
+        }
+        let object = info.from_storage((**object).clone());
+        if !labels.matches(&object) || !fields.matches(&object) {
+            continue;
+        }
+        let name = meta_str(&object, "name").unwrap_or("").to_string();
+        match delete_object(&ctx.inner, &info, key, &name, &options, &write).await {
+            Ok(deleted) => items.push(deleted),
+            Err(ApiError::NotFound { .. }) | Err(ApiError::Forbidden { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let list = json!({
+        "kind": info.list_kind(),
+        "apiVersion": info.api_version(),
+        "metadata": { "resourceVersion": ctx.inner.cache(&info)?.revision().to_string() },
+        "items": items,
+    });
+    respond(StatusCode::OK, &list)
+}

@@ -1,0 +1,175 @@
+//! Request dispatch: parse the path and query, pick the verb's handler, and
+//! turn every error into a Status response.
+
+pub(crate) mod create;
+mod delete;
+mod read;
+mod storage;
+mod subresources;
+mod update;
+mod watch;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::admission::{WriteInfo, manager_from_user_agent};
+use crate::discovery;
+use crate::query::Params;
+use crate::registry::{ResourceInfo, Subresource};
+use crate::routing::{self, Route, Target};
+use crate::server::Inner;
+use crate::status::{ApiError, json_response};
+
+/// One resource request, parsed.
+pub(crate) struct Ctx {
+    pub inner: Arc<Inner>,
+    pub target: Target,
+    pub params: Params,
+    pub headers: HeaderMap,
+}
+
+impl Ctx {
+    pub fn info(&self) -> &Arc<ResourceInfo> {
+        &self.target.info
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        self.target.namespace.as_deref()
+    }
+
+    /// The object name from the path (present for object routes).
+    pub fn name(&self) -> Result<&str, ApiError> {
+        self.target
+            .name
+            .as_deref()
+            .ok_or(ApiError::MethodNotAllowed)
+    }
+
+    pub fn key(&self) -> Result<String, ApiError> {
+        Ok(self.info().key(self.namespace(), self.name()?))
+    }
+
+    /// Who is writing: `fieldManager`, else derived from the User-Agent.
+    pub fn write_info(&self, subresource: Option<Subresource>) -> WriteInfo {
+        let manager = self.params.field_manager.clone().unwrap_or_else(|| {
+            manager_from_user_agent(
+                self.headers
+                    .get(http::header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok()),
+            )
+        });
+        WriteInfo {
+            manager,
+            subresource,
+        }
+    }
+}
+
+/// Entry point for every path not routed explicitly.
+pub(crate) async fn dispatch(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    match handle(inner, request).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let route = routing::parse(parts.uri.path(), &inner.registry)?;
+    let target = match route {
+        Route::CoreVersions => return only_get(&parts.method, discovery::core_versions()),
+        Route::Groups => return only_get(&parts.method, discovery::groups(&inner.registry)),
+        Route::Group(g) => return only_get(&parts.method, discovery::group(&inner.registry, &g)?),
+        Route::Resources { group, version } => {
+            return only_get(
+                &parts.method,
+                discovery::resources(&inner.registry, &group, &version)?,
+            );
+        }
+        Route::Resource(t) => t,
+    };
+    let mut params = Params::parse(parts.uri.query())?;
+    params.watch |= target.legacy_watch;
+    let ctx = Ctx {
+        inner,
+        target,
+        params,
+        headers: parts.headers,
+    };
+    route_verb(ctx, parts.method, body).await
+}
+
+fn only_get(method: &Method, doc: Value) -> Result<Response, ApiError> {
+    if method == Method::GET {
+        Ok(json_response(StatusCode::OK, &doc))
+    } else {
+        Err(ApiError::MethodNotAllowed)
+    }
+}
+
+async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, ApiError> {
+    use Subresource::*;
+    let has_name = ctx.target.name.is_some();
+    match (method, has_name, ctx.target.subresource) {
+        (Method::GET, false, None) if ctx.params.watch => watch::watch(ctx).await,
+        (Method::GET, false, None) => read::list(ctx).await,
+        (Method::GET, true, None) if ctx.params.watch => watch::watch_one(ctx).await,
+        (Method::GET, true, None) => read::get(ctx).await,
+        (Method::POST, false, None) if ctx.info().namespaced && ctx.namespace().is_none() => {
+            Err(ApiError::MethodNotAllowed)
+        }
+        (Method::POST, false, None) => create::create(ctx, body).await,
+        (Method::PUT, true, None) => update::update(ctx, body).await,
+        (Method::PATCH, true, None) => update::patch(ctx, body).await,
+        (Method::DELETE, true, None) => delete::delete(ctx, body).await,
+        (Method::DELETE, false, None) => delete::delete_collection(ctx, body).await,
+        (Method::GET, true, Some(Status)) => read::get(ctx).await,
+        (Method::PUT, true, Some(Status | Finalize | Approval)) => update::update(ctx, body).await,
+        (Method::PATCH, true, Some(Status | Approval)) => update::patch(ctx, body).await,
+        (Method::GET, true, Some(Approval)) => read::get(ctx).await,
+        (Method::GET, true, Some(Scale)) => subresources::get_scale(ctx).await,
+        (Method::PUT, true, Some(Scale)) => subresources::update_scale(ctx, body).await,
+        (Method::PATCH, true, Some(Scale)) => subresources::patch_scale(ctx, body).await,
+        (Method::POST, true, Some(Binding)) => subresources::bind(ctx, body).await,
+        (Method::POST, true, Some(Eviction)) => subresources::evict(ctx, body).await,
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// Checks a body's apiVersion/kind against the endpoint and fills them in
+/// when absent.
+pub(crate) fn check_type(
+    object: &mut Value,
+    api_version: &str,
+    kind: &str,
+) -> Result<(), ApiError> {
+    match object.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != api_version => {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+        Some(_) => {}
+        None => object["apiVersion"] = json!(api_version),
+    }
+    match object.get("kind").and_then(Value::as_str) {
+        Some(k) if k != kind => Err(ApiError::BadRequest(format!(
+            "the kind in the data ({k}) does not match the expected kind ({kind})"
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            object["kind"] = json!(kind);
+            Ok(())
+        }
+    }
+}
+
+/// A JSON object response.
+pub(crate) fn respond(code: StatusCode, object: &Value) -> Result<Response, ApiError> {
+    Ok(json_response(code, object))
+}

@@ -1,0 +1,165 @@
+//! GET of one object (from the store) and LIST of collections (from the
+//! watch cache, with selectors and limit/continue over a snapshot).
+
+use std::ops::Bound;
+
+use axum::response::Response;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http::StatusCode;
+use serde_json::{Value, json};
+use skiff_store::Revision;
+
+use super::storage;
+use super::{Ctx, respond};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::watch_cache::Snapshot;
+
+/// How long a list waits for the cache to reach a requested resourceVersion.
+const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_secs(3);
+
+pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
+    let info = ctx.info();
+    let (object, _) = storage::read_existing(&ctx.inner, info, &ctx.key()?, ctx.name()?).await?;
+    respond(StatusCode::OK, &object)
+}
+
+/// Where a continued list resumes.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: Revision,
+    start: String,
+}
+
+fn encode_continue(revision: Revision, last_key: &str) -> String {
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv: revision,
+        start: last_key.to_string(),
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> Result<ContinueToken, ApiError> {
+    let bad = || {
+        ApiError::BadRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into())
+    };
+    let bytes = URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|_| bad())?;
+    serde_json::from_slice(&bytes).map_err(|_| bad())
+}
+
+fn expired_continue() -> ApiError {
+    ApiError::Expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".into())
+}
+
+/// The snapshot a list reads, per its continue token or resourceVersion.
+async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snapshot, ApiError> {
+    let cache = ctx.inner.cache(ctx.info())?;
+    if let Some(token) = token {
+        return cache.snapshot_at(token.rv).ok_or_else(expired_continue);
+    }
+    let Some(rv) = ctx
+        .params
+        .resource_version
+        .as_deref()
+        .filter(|rv| *rv != "0")
+    else {
+        return Ok(cache.snapshot());
+    };
+    let rv: Revision = rv
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv}")))?;
+    if ctx.params.resource_version_match.as_deref() == Some("Exact") {
+        return cache.snapshot_at(rv).ok_or_else(|| {
+            ApiError::Expired(format!(
+                "too old resource version: {rv} ({})",
+                cache.revision()
+            ))
+        });
+    }
+    if !cache.wait_for(rv, WAIT_FOR_REVISION).await {
+        return Err(ApiError::ServiceUnavailable(format!(
+            "Too large resource version: {rv}, current: {}",
+            cache.revision()
+        )));
+    }
+    Ok(cache.snapshot())
+}
+
+pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
+    let info = ctx.info().clone();
+    let labels =
+        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
+    let fields = FieldSelector::parse(&ctx.params.field_selector, info.field_labels)
+        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let token = ctx
+        .params
+        .continue_token
+        .as_deref()
+        .map(decode_continue)
+        .transpose()?;
+    let snapshot = list_snapshot(&ctx, token.as_ref()).await?;
+    let prefix = info.collection_prefix(ctx.namespace());
+    let lower = match &token {
+        Some(t) if t.start.starts_with(&prefix) => Bound::Excluded(t.start.clone()),
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "continue key is not valid for this collection".into(),
+            ));
+        }
+        None => Bound::Included(prefix.clone()),
+    };
+    let limit = ctx.params.limit.unwrap_or(usize::MAX);
+    let selecting = !labels.is_empty() || !fields.is_empty();
+    let mut items = Vec::new();
+    let mut last_key: Option<&String> = None;
+    let mut more = false;
+    let mut remaining = 0usize;
+    for (key, object) in snapshot.objects.range((lower, Bound::Unbounded)) {
+        if !key.starts_with(&prefix) {
+            break;
+        }
+        let object = info.from_storage((**object).clone());
+        if selecting && !(labels.matches(&object) && fields.matches(&object)) {
+            continue;
+        }
+        if items.len() == limit {
+            more = true;
+            if selecting {
+                break;
+            }
+            remaining += 1;
+            continue;
+        }
+        items.push(strip_type(object));
+        last_key = Some(key);
+    }
+    let mut metadata = json!({ "resourceVersion": snapshot.revision.to_string() });
+    if more && let Some(last) = last_key {
+        ctx.inner.cache(&info)?.retain(&snapshot);
+        metadata["continue"] = json!(encode_continue(snapshot.revision, last));
+        if !selecting {
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+    }
+    let list = json!({
+        "kind": info.list_kind(),
+        "apiVersion": info.api_version(),
+        "metadata": metadata,
+        "items": items,
+    });
+    respond(StatusCode::OK, &list)
+}
+
+/// List items carry no apiVersion/kind, as upstream's typed lists.
+fn strip_type(mut object: Value) -> Value {
+    if let Some(m) = object.as_object_mut() {
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    object
+}

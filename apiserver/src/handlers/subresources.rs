@@ -1,0 +1,298 @@
+//! The scale, binding and eviction subresources.
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::delete::{DeleteOptions, delete_object};
+use super::storage::{self, MODIFIED, WriteError};
+use super::update::{commit, precondition};
+use super::{Ctx, check_type, respond};
+use crate::admission::prepare_update;
+use crate::object::{meta_str, set_field};
+use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
+use crate::registry::ResourceInfo;
+use crate::selectors::LabelSelector;
+use crate::status::{ApiError, FieldError, success_status};
+
+/// The autoscaling/v1 Scale view of a workload.
+fn scale_of(info: &ResourceInfo, object: &Value) -> Value {
+    let selector = if info.resource == "replicationcontrollers" {
+        object["spec"]["selector"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    } else {
+        LabelSelector::from_object(&object["spec"]["selector"])
+            .map(|s| s.to_query())
+            .unwrap_or_default()
+    };
+    let meta = &object["metadata"];
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": { "replicas": object["spec"]["replicas"].as_i64().unwrap_or(0) },
+        "status": { "replicas": object["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector },
+    })
+}
+
+pub(super) async fn get_scale(ctx: Ctx) -> Result<Response, ApiError> {
+    let (object, _) =
+        storage::read_existing(&ctx.inner, ctx.info(), &ctx.key()?, ctx.name()?).await?;
+    respond(StatusCode::OK, &scale_of(ctx.info(), &object))
+}
+
+pub(super) async fn update_scale(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let scale = crate::body::decode_object(&ctx.headers, &bytes)?;
+    write_scale(ctx, |_| Ok(scale.clone())).await
+}
+
+pub(super) async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let content_type = crate::body::content_type(&ctx.headers).unwrap_or_default();
+    let kind = PatchType::from_content_type(&content_type)
+        .ok_or_else(|| ApiError::UnsupportedMediaType(PATCH_MEDIA_TYPES.into()))?;
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    write_scale(ctx, move |current| {
+        let mut base = current.clone();
+        if let Some(m) = base["metadata"].as_object_mut() {
+            m.remove("resourceVersion");
+        }
+        patch::apply(kind, &base, &bytes).map_err(|e| ApiError::BadRequest(e.to_string()))
+    })
+    .await
+}
+
+/// Sets `spec.replicas` of the parent from the Scale `make_scale` returns
+/// (given the current Scale), honouring its resourceVersion.
+async fn write_scale(
+    ctx: Ctx,
+    make_scale: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Response, ApiError> {
+    let info = ctx.info().clone();
+    let name = ctx.name()?.to_string();
+    let key = ctx.key()?;
+    let write = ctx.write_info(ctx.target.subresource);
+    for _ in 0..8 {
+        let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
+        let mut scale = make_scale(&scale_of(&info, &current))?;
+        check_type(&mut scale, "autoscaling/v1", "Scale")?;
+        let wanted = precondition(&scale)?;
+        if wanted.is_some_and(|w| w != revision) {
+            return Err(storage::conflict(&info, &name, MODIFIED));
+        }
+        let replicas = match scale["spec"]["replicas"].as_i64() {
+            Some(r) if r >= 0 => r,
+            other => {
+                return Err(ApiError::Invalid {
+                    kind: "Scale".into(),
+                    group: "autoscaling".into(),
+                    name,
+                    causes: vec![FieldError::invalid(
+                        "spec.replicas",
+                        other.map(Value::from).unwrap_or(Value::Null),
+                        "must be greater than or equal to 0",
+                    )],
+                });
+            }
+        };
+        let mut next = current.clone();
+        let mut spec = next
+            .get("spec")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        set_field(&mut spec, "replicas", json!(replicas));
+        set_field(&mut next, "spec", spec);
+        prepare_update(&info, &current, &mut next);
+        match commit(
+            &ctx.inner,
+            &info,
+            &key,
+            (&current, revision),
+            next,
+            &write,
+            ctx.params.dry_run,
+        )
+        .await
+        {
+            Ok(stored) => return respond(StatusCode::OK, &scale_of(&info, &stored)),
+            Err(WriteError::Conflict) if wanted.is_none() => continue,
+            Err(WriteError::Conflict) => return Err(storage::conflict(&info, &name, MODIFIED)),
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(storage::conflict(&info, &name, MODIFIED))
+}
+
+/// POST pods/<name>/binding: assigns the pod to `target.name`, once.
+pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let mut binding = crate::body::decode_object(&ctx.headers, &bytes)?;
+    check_type(&mut binding, "v1", "Binding")?;
+    let info = ctx.info().clone();
+    let name = ctx.name()?.to_string();
+    if meta_str(&binding, "name").is_some_and(|n| n != name) {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            meta_str(&binding, "name").unwrap_or("")
+        )));
+    }
+    let node = binding["target"]["name"].as_str().unwrap_or("").to_string();
+    if node.is_empty() {
+        return Err(ApiError::Invalid {
+            kind: "Binding".into(),
+            group: String::new(),
+            name,
+            causes: vec![FieldError::required("target.name", "")],
+        });
+    }
+    let key = ctx.key()?;
+    let write = ctx.write_info(ctx.target.subresource);
+    let binding_conflict = |detail: String| ApiError::Conflict {
+        resource: "pods/binding".into(),
+        group: String::new(),
+        name: name.clone(),
+        detail,
+    };
+    for _ in 0..8 {
+        let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
+        if let Some(bound) = current["spec"]["nodeName"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+        {
+            return Err(binding_conflict(format!(
+                "pod {name} is already assigned to node \"{bound}\""
+            )));
+        }
+        if crate::object::is_terminating(&current) {
+            return Err(binding_conflict(format!(
+                "pod {name} is being deleted, cannot be assigned to a host"
+            )));
+        }
+        let mut next = current.clone();
+        let mut spec = next
+            .get("spec")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        set_field(&mut spec, "nodeName", json!(node));
+        set_field(&mut next, "spec", spec);
+        mark_scheduled(&mut next);
+        match commit(
+            &ctx.inner,
+            &info,
+            &key,
+            (&current, revision),
+            next,
+            &write,
+            ctx.params.dry_run,
+        )
+        .await
+        {
+            Ok(_) => return respond(StatusCode::CREATED, &success_status(201)),
+            Err(WriteError::Conflict) => continue,
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(storage::conflict(&info, &name, MODIFIED))
+}
+
+/// Adds the PodScheduled=True condition, as upstream's binding does.
+fn mark_scheduled(pod: &mut Value) {
+    let mut status = pod
+        .get("status")
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
+    conditions.retain(|c| c["type"] != "PodScheduled");
+    conditions.push(json!({
+        "type": "PodScheduled",
+        "status": "True",
+        "lastProbeTime": null,
+        "lastTransitionTime": crate::object::now_rfc3339(),
+    }));
+    set_field(&mut status, "conditions", json!(conditions));
+    set_field(pod, "status", status);
+}
+
+/// POST pods/<name>/eviction: deletes the pod unless a matching
+/// PodDisruptionBudget allows no disruption right now.
+pub(super) async fn evict(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let mut eviction = crate::body::decode_object(&ctx.headers, &bytes)?;
+    check_type(&mut eviction, "policy/v1", "Eviction")?;
+    let info = ctx.info().clone();
+    let name = ctx.name()?.to_string();
+    let key = ctx.key()?;
+    let (pod, _) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
+    let mut options = DeleteOptions {
+        dry_run: ctx.params.dry_run,
+        ..Default::default()
+    };
+    if let Some(delete_options) = eviction.get("deleteOptions").filter(|v| v.is_object()) {
+        options.merge_body(delete_options)?;
+    }
+    let running = pod["status"]["phase"] == "Running";
+    if running && !crate::object::is_terminating(&pod) {
+        check_disruption_budgets(&ctx, &pod)?;
+    }
+    let write = ctx.write_info(None);
+    delete_object(&ctx.inner, &info, &key, &name, &options, &write).await?;
+    respond(StatusCode::CREATED, &success_status(201))
+}
+
+fn check_disruption_budgets(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
+    let Some(pdbs) = ctx
+        .inner
+        .registry
+        .get("policy", "v1", "poddisruptionbudgets")
+    else {
+        return Ok(());
+    };
+    let namespace = meta_str(pod, "namespace").unwrap_or("");
+    let snapshot = ctx.inner.cache(&pdbs)?.snapshot();
+    let prefix = pdbs.collection_prefix(Some(namespace));
+    for (key, pdb) in snapshot.objects.range(prefix.clone()..) {
+        if !key.starts_with(&prefix) {
+            break;
+        }
+        let Ok(selector) = LabelSelector::from_object(&pdb["spec"]["selector"]) else {
+            continue;
+        };
+        if selector.is_empty() || !selector.matches(pod) {
+            continue;
+        }
+        let allowed = pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
+        if allowed <= 0 {
+            let pdb_name = meta_str(pdb, "name").unwrap_or("");
+            let desired = pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0);
+            let current = pdb["status"]["currentHealthy"].as_i64().unwrap_or(0);
+            return Err(ApiError::TooManyRequests {
+                message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+                causes: vec![(
+                    "DisruptionBudget".into(),
+                    format!(
+                        "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
+                    ),
+                    String::new(),
+                )],
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! PUT and PATCH of objects and of their status/finalize/approval
+//! subresources, with resourceVersion preconditions, retries for
+//! unconditional writes, and the finalizer rule (an object being deleted
+//! goes away when its last finalizer does).
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use serde_json::{Value, json};
+use skiff_store::Revision;
+
+use super::create::{cannot_handle, create_object, invalid};
+use super::storage::{self, MODIFIED, WriteError};
+use super::{Ctx, check_type, respond};
+use crate::admission::{WriteInfo, prepare_status_update, prepare_update, record_manager};
+use crate::object::{finalizers, is_terminating, meta_mut, meta_str, set_field};
+use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
+use crate::registry::{ResourceInfo, Subresource};
+use crate::server::Inner;
+use crate::status::ApiError;
+
+/// Retries of an unconditional write that lost a race.
+const RETRIES: usize = 8;
+
+/// The resourceVersion a body asks to write over, if any.
+pub(crate) fn precondition(object: &Value) -> Result<Option<Revision>, ApiError> {
+    match meta_str(object, "resourceVersion").filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(rv) => rv.parse().map(Some).map_err(|_| {
+            ApiError::BadRequest(format!("invalid resourceVersion {rv:?} in object metadata"))
+        }),
+    }
+}
+
+/// The stored form without volatile fields, to detect no-op writes.
+fn comparable(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("managedFields");
+    }
+    copy
+}
+
+/// Whether an object marked for deletion has nothing left holding it.
+fn ready_to_go(info: &ResourceInfo, object: &Value) -> bool {
+    let ns_held = info.group.is_empty()
+        && info.resource == "namespaces"
+        && object["spec"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+    // A pod in its grace period stays until deleted again with grace 0.
+    let in_grace = object["metadata"]["deletionGracePeriodSeconds"]
+        .as_i64()
+        .is_some_and(|g| g > 0);
+    is_terminating(object) && finalizers(object).is_empty() && !ns_held && !in_grace
+}
+
+/// Validates and stores `new` over `old` (at `old_revision`). Returns the
+/// object as now stored: unchanged `old` for a no-op, or the final state with
+/// the deletion's resourceVersion when the last finalizer went.
+pub(crate) async fn commit(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+    (old, old_revision): (&Value, Revision),
+    mut new: Value,
+    write: &WriteInfo,
+    dry_run: bool,
+) -> Result<Value, WriteError> {
+    if comparable(&new) == comparable(old) {
+        return Ok(old.clone());
+    }
+    let errors = crate::validation::validate(info, &new, Some(old));
+    if !errors.is_empty() {
+        return Err(WriteError::Api(invalid(info, &new, errors)));
+    }
+    record_manager(info, &mut new, write);
+    let new = info
+        .roundtrip(&new)
+        .map_err(|e| WriteError::Api(cannot_handle(info, &e)))?;
+    if dry_run {
+        return Ok(new);
+    }
+    if ready_to_go(info, &new) {
+        return storage::delete(inner, info, key, new, old_revision).await;
+    }
+    storage::update(inner, info, key, new, old_revision).await
+}
+
+pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let mut object = crate::body::decode_object(&ctx.headers, &bytes)?;
+    let info = ctx.info().clone();
+    let name = ctx.name()?.to_string();
+    check_type(&mut object, &info.api_version(), info.kind)?;
+    match meta_str(&object, "name") {
+        Some(n) if n != name => {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        Some(_) => {}
+        None => {
+            meta_mut(&mut object).insert("name".into(), json!(name));
+        }
+    }
+    if let (Some(path_ns), Some(body_ns)) = (ctx.namespace(), meta_str(&object, "namespace"))
+        && !body_ns.is_empty()
+        && path_ns != body_ns
+    {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    if let Some(ns) = ctx.namespace() {
+        meta_mut(&mut object).insert("namespace".into(), json!(ns));
+    }
+    let wanted = precondition(&object)?;
+    let sub = ctx.target.subresource;
+    let write = ctx.write_info(sub);
+    let key = ctx.key()?;
+    for _ in 0..RETRIES {
+        let Some((current, revision)) = storage::read(&ctx.inner, &info, &key).await? else {
+            if info.create_on_update && sub.is_none() {
+                let created = create_object(
+                    &ctx.inner,
+                    &info,
+                    ctx.namespace(),
+                    object,
+                    &write,
+                    ctx.params.dry_run,
+                )
+                .await?;
+                return respond(StatusCode::CREATED, &created);
+            }
+            return Err(storage::not_found(&info, &name));
+        };
+        if wanted.is_some_and(|w| w != revision) {
+            return Err(storage::conflict(&info, &name, MODIFIED));
+        }
+        let new = apply_to_current(&info, sub, &current, object.clone());
+        match commit(
+            &ctx.inner,
+            &info,
+            &key,
+            (&current, revision),
+            new,
+            &write,
+            ctx.params.dry_run,
+        )
+        .await
+        {
+            Ok(stored) => return respond(StatusCode::OK, &stored),
+            Err(WriteError::Conflict) if wanted.is_none() => continue,
+            Err(WriteError::Conflict) => return Err(storage::conflict(&info, &name, MODIFIED)),
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(storage::conflict(&info, &name, MODIFIED))
+}
+
+/// What a write through `sub` (or the main resource) makes of `current`.
+fn apply_to_current(
+    info: &ResourceInfo,
+    sub: Option<Subresource>,
+    current: &Value,
+    mut incoming: Value,
+) -> Value {
+    match sub {
+        Some(Subresource::Status) => prepare_status_update(current, &incoming),
+        Some(Subresource::Finalize) => {
+            let mut next = current.clone();
+            let finalizers = incoming["spec"]["finalizers"].clone();
+            let mut spec = next
+                .get("spec")
+                .filter(|s| s.is_object())
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            set_field(
+                &mut spec,
+                "finalizers",
+                if finalizers.is_null() {
+                    json!([])
+                } else {
+                    finalizers
+                },
+            );
+            set_field(&mut next, "spec", spec);
+            next
+        }
+        Some(Subresource::Approval) => {
+            let mut next = current.clone();
+            let conditions = incoming["status"]["conditions"].clone();
+            let mut status = next
+                .get("status")
+                .filter(|s| s.is_object())
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            set_field(&mut status, "conditions", conditions);
+            set_field(&mut next, "status", status);
+            next
+        }
+        _ => {
+            prepare_update(info, current, &mut incoming);
+            incoming
+        }
+    }
+}
+
+pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let content_type = crate::body::content_type(&ctx.headers).unwrap_or_default();
+    let kind = PatchType::from_content_type(&content_type)
+        .ok_or_else(|| ApiError::UnsupportedMediaType(PATCH_MEDIA_TYPES.into()))?;
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let info = ctx.info().clone();
+    let name = ctx.name()?.to_string();
+    let key = ctx.key()?;
+    let sub = ctx.target.subresource;
+    let write = ctx.write_info(sub);
+    for _ in 0..RETRIES {
+        let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
+        let mut base = current.clone();
+        meta_mut(&mut base).remove("resourceVersion");
+        let mut patched = patch::apply(kind, &base, &bytes).map_err(|e| match e {
+            patch::PatchError::Malformed(m) => ApiError::BadRequest(m),
+            patch::PatchError::Apply(m) => ApiError::Invalid {
+                kind: info.kind.to_string(),
+                group: info.group.to_string(),
+                name: name.clone(),
+                causes: vec![crate::status::FieldError::invalid("", Value::Null, m)],
+            },
+        })?;
+        if !patched.is_object() {
+            return Err(ApiError::BadRequest(
+                "the patch produced something other than an object".into(),
+            ));
+        }
+        let wanted = precondition(&patched)?;
+        if wanted.is_some_and(|w| w != revision) {
+            return Err(storage::conflict(&info, &name, MODIFIED));
+        }
+        if meta_str(&patched, "name") != Some(name.as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta_str(&patched, "name").unwrap_or("")
+            )));
+        }
+        check_type(&mut patched, &info.api_version(), info.kind)?;
+        let new = apply_to_current(&info, sub, &current, patched);
+        match commit(
+            &ctx.inner,
+            &info,
+            &key,
+            (&current, revision),
+            new,
+            &write,
+            ctx.params.dry_run,
+        )
+        .await
+        {
+            Ok(stored) => return respond(StatusCode::OK, &stored),
+            Err(WriteError::Conflict) if wanted.is_none() => continue,
+            Err(WriteError::Conflict) => return Err(storage::conflict(&info, &name, MODIFIED)),
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(storage::conflict(&info, &name, MODIFIED))
+}

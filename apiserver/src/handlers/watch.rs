@@ -1,0 +1,274 @@
+//! WATCH: a chunked stream of JSON events served from the watch cache, one
+//! task per watcher, with selectors applied per event (an object leaving the
+//! selection is DELETED, entering it ADDED), bookmarks, timeouts, 410 as an
+//! ERROR event, and a clean end on server shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use serde_json::{Value, json};
+use skiff_store::Revision;
+use tokio::sync::{broadcast, mpsc};
+
+use super::Ctx;
+use crate::registry::ResourceInfo;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::watch_cache::{CacheEvent, ChangeKind, Start, WatchCache};
+
+/// Encoded events buffered per watcher before its task waits for the client.
+const OUTBOX: usize = 64;
+
+#[derive(Serialize)]
+struct WireEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: &'a Value,
+}
+
+fn encode(kind: &str, object: &Value) -> Bytes {
+    let mut bytes = serde_json::to_vec(&WireEvent { kind, object }).unwrap_or_default();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+/// What one watcher wants to see.
+struct Filter {
+    info: Arc<ResourceInfo>,
+    prefix: String,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    /// The served form of a cached object if it is selected.
+    fn select(&self, key: &str, object: &Value) -> Option<Value> {
+        if !key.starts_with(&self.prefix) {
+            return None;
+        }
+        let served = self.info.from_storage(object.clone());
+        (self.labels.matches(&served) && self.fields.matches(&served)).then_some(served)
+    }
+
+    /// The wire event for a change, given what this watcher selects.
+    fn event(&self, event: &CacheEvent) -> Option<Bytes> {
+        let now = self.select(&event.key, &event.object);
+        match event.kind {
+            ChangeKind::Delete => now.map(|o| encode("DELETED", &o)),
+            ChangeKind::Put => {
+                let before = event.prev.as_ref().and_then(|p| self.select(&event.key, p));
+                match (before, now) {
+                    (None, Some(o)) => Some(encode("ADDED", &o)),
+                    (Some(_), Some(o)) => Some(encode("MODIFIED", &o)),
+                    (Some(_), None) => {
+                        // Left the selection: report its new state as DELETED.
+                        let served = self.info.from_storage((*event.object).clone());
+                        Some(encode("DELETED", &served))
+                    }
+                    (None, None) => None,
+                }
+            }
+        }
+    }
+}
+
+fn gone(message: String) -> Bytes {
+    let status = ApiError::Expired(message).to_status();
+    encode("ERROR", &status)
+}
+
+pub(super) async fn watch_one(mut ctx: Ctx) -> Result<Response, ApiError> {
+    let name = ctx.name()?.to_string();
+    let selector = if ctx.params.field_selector.is_empty() {
+        format!("metadata.name={name}")
+    } else {
+        format!("{},metadata.name={name}", ctx.params.field_selector)
+    };
+    ctx.params.field_selector = selector;
+    ctx.target.name = None;
+    watch(ctx).await
+}
+
+pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
+    let info = ctx.info().clone();
+    let labels =
+        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
+    let fields = FieldSelector::parse(&ctx.params.field_selector, info.field_labels)
+        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let from = match ctx.params.resource_version.as_deref() {
+        None | Some("0") => None,
+        Some(rv) if ctx.params.send_initial_events => {
+            rv.parse::<Revision>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv}")))?;
+            None
+        }
+        Some(rv) => Some(
+            rv.parse::<Revision>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv}")))?,
+        ),
+    };
+    let cache = ctx.inner.cache(&info)?.clone();
+    let filter = Filter {
+        prefix: info.collection_prefix(ctx.namespace()),
+        info,
+        labels,
+        fields,
+    };
+    let config = &ctx.inner.config;
+    let timeout = ctx
+        .params
+        .timeout_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(config.default_watch_timeout);
+    let options = WatchOptions {
+        from,
+        timeout,
+        bookmarks: ctx
+            .params
+            .allow_bookmarks
+            .then_some(config.bookmark_interval),
+        initial_events_end: ctx.params.send_initial_events && ctx.params.allow_bookmarks,
+    };
+    let (tx, mut rx) = mpsc::channel::<Bytes>(OUTBOX);
+    let shutdown = ctx.inner.shutdown.subscribe();
+    tokio::spawn(run_watcher(cache, filter, options, tx, shutdown));
+    let stream = futures::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|b| b.map(Ok::<_, std::convert::Infallible>))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    *response.status_mut() = StatusCode::OK;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+struct WatchOptions {
+    from: Option<Revision>,
+    timeout: Duration,
+    bookmarks: Option<Duration>,
+    /// Send the `k8s.io/initial-events-end` bookmark after the initial state.
+    initial_events_end: bool,
+}
+
+fn bookmark(info: &ResourceInfo, revision: Revision, initial_end: bool) -> Bytes {
+    let mut metadata = json!({ "resourceVersion": revision.to_string() });
+    if initial_end {
+        metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+    }
+    encode(
+        "BOOKMARK",
+        &json!({ "kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata }),
+    )
+}
+
+/// Feeds one watcher until the client goes, the timeout passes, the cache
+/// resets or the server shuts down. Dropping `tx` ends the HTTP stream.
+async fn run_watcher(
+    cache: Arc<WatchCache>,
+    filter: Filter,
+    options: WatchOptions,
+    tx: mpsc::Sender<Bytes>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let subscription = match cache.subscribe(options.from) {
+        Ok(s) => s,
+        Err(too_old) => {
+            let _ = tx.send(gone(too_old.to_string())).await;
+            return;
+        }
+    };
+    let mut live = subscription.live;
+    let mut last = options.from.unwrap_or(0);
+    match subscription.start {
+        Start::Snapshot(snapshot) => {
+            for (key, object) in snapshot.objects.iter() {
+                if let Some(served) = filter.select(key, object)
+                    && tx.send(encode("ADDED", &served)).await.is_err()
+                {
+                    return;
+                }
+            }
+            last = snapshot.revision;
+            if options.initial_events_end
+                && tx.send(bookmark(&filter.info, last, true)).await.is_err()
+            {
+                return;
+            }
+        }
+        Start::History(events) => {
+            for event in events {
+                last = event.revision;
+                if let Some(bytes) = filter.event(&event)
+                    && tx.send(bytes).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+    let deadline = tokio::time::sleep(options.timeout);
+    tokio::pin!(deadline);
+    let bookmark_every = options.bookmarks.unwrap_or(Duration::from_secs(3600));
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = &mut deadline => return,
+            _ = shutdown.changed() => return,
+            _ = tx.closed() => return,
+            _ = ticker.tick(), if options.bookmarks.is_some() => {
+                let revision = cache.revision().max(last);
+                if tx.send(bookmark(&filter.info, revision, false)).await.is_err() {
+                    return;
+                }
+            }
+            received = live.recv() => match received {
+                Ok(event) => {
+                    if event.revision <= last {
+                        continue;
+                    }
+                    last = event.revision;
+                    if let Some(bytes) = filter.event(&event)
+                        && tx.send(bytes).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Fell behind the live feed: catch up from history.
+                    match cache.subscribe(Some(last)) {
+                        Ok(resumed) => {
+                            live = resumed.live;
+                            if let Start::History(events) = resumed.start {
+                                for event in events {
+                                    last = event.revision;
+                                    if let Some(bytes) = filter.event(&event)
+                                        && tx.send(bytes).await.is_err()
+                                    {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                        Err(too_old) => {
+                            let _ = tx.send(gone(too_old.to_string())).await;
+                            return;
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+}

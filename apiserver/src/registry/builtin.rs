@@ -1,0 +1,283 @@
+//! The built-in resources and what upstream discovery says about each.
+
+use k8s_openapi::api::{
+    apps, autoscaling, batch, certificates, coordination, core, discovery, events, networking,
+    policy, rbac, scheduling, storage,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::conversion;
+use super::{ResourceInfo, Subresource};
+
+/// Maps a k8s-openapi scope marker to "is namespaced".
+trait ScopeFlag {
+    const NAMESPACED: bool;
+}
+impl ScopeFlag for NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+impl ScopeFlag for ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+fn roundtrip<T: Serialize + DeserializeOwned>(value: &Value) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+const ALL: &[&str] = &["all"];
+
+/// Starts a registry entry from a k8s-openapi type.
+fn of<T>() -> ResourceInfo
+where
+    T: Resource + Serialize + DeserializeOwned,
+    T::Scope: ScopeFlag,
+{
+    let group_segment = if T::GROUP.is_empty() {
+        "core"
+    } else {
+        T::GROUP
+    };
+    ResourceInfo {
+        group: T::GROUP,
+        version: T::VERSION,
+        resource: T::URL_PATH_SEGMENT,
+        kind: T::KIND,
+        namespaced: <T::Scope as ScopeFlag>::NAMESPACED,
+        short_names: &[],
+        categories: &[],
+        subresources: Vec::new(),
+        tracks_generation: false,
+        field_labels: &[],
+        create_on_update: false,
+        storage_prefix: format!("/registry/{group_segment}/{}/", T::URL_PATH_SEGMENT),
+        conversion: None,
+        roundtrip: roundtrip::<T>,
+    }
+}
+
+impl ResourceInfo {
+    fn short(mut self, names: &'static [&'static str]) -> Self {
+        self.short_names = names;
+        self
+    }
+    fn cats(mut self, categories: &'static [&'static str]) -> Self {
+        self.categories = categories;
+        self
+    }
+    fn subs(mut self, subs: &[Subresource]) -> Self {
+        self.subresources = subs.to_vec();
+        self
+    }
+    fn generation(mut self) -> Self {
+        self.tracks_generation = true;
+        self
+    }
+    fn fields(mut self, labels: &'static [&'static str]) -> Self {
+        self.field_labels = labels;
+        self
+    }
+    fn create_on_update(mut self) -> Self {
+        self.create_on_update = true;
+        self
+    }
+    fn stored_as(mut self, prefix: &str, conversion: conversion::Conversion) -> Self {
+        self.storage_prefix = prefix.to_string();
+        self.conversion = Some(conversion);
+        self
+    }
+}
+
+const POD_FIELDS: &[&str] = &[
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+const CORE_EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+const EVENTS_V1_FIELDS: &[&str] = &[
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reason",
+    "reportingController",
+    "type",
+];
+
+/// Every built-in resource in discovery order (groups in upstream's order).
+pub(super) fn resources() -> Vec<ResourceInfo> {
+    use Subresource::*;
+    vec![
+        // core/v1
+        of::<core::v1::ConfigMap>().short(&["cm"]),
+        of::<core::v1::Endpoints>()
+            .short(&["ep"])
+            .create_on_update(),
+        of::<core::v1::Event>()
+            .short(&["ev"])
+            .fields(CORE_EVENT_FIELDS)
+            .create_on_update(),
+        of::<core::v1::LimitRange>()
+            .short(&["limits"])
+            .create_on_update(),
+        of::<core::v1::Namespace>()
+            .short(&["ns"])
+            .subs(&[Finalize, Status])
+            .fields(&["status.phase"]),
+        of::<core::v1::Node>()
+            .short(&["no"])
+            .subs(&[Status])
+            .fields(&["spec.unschedulable"]),
+        of::<core::v1::PersistentVolumeClaim>()
+            .short(&["pvc"])
+            .subs(&[Status]),
+        of::<core::v1::PersistentVolume>()
+            .short(&["pv"])
+            .subs(&[Status]),
+        of::<core::v1::Pod>()
+            .short(&["po"])
+            .cats(ALL)
+            .subs(&[Binding, Eviction, Status])
+            .fields(POD_FIELDS),
+        of::<core::v1::PodTemplate>(),
+        of::<core::v1::ReplicationController>()
+            .short(&["rc"])
+            .cats(ALL)
+            .subs(&[Scale, Status])
+            .generation()
+            .fields(&["status.replicas"]),
+        of::<core::v1::ResourceQuota>()
+            .short(&["quota"])
+            .subs(&[Status]),
+        of::<core::v1::Secret>().fields(&["type"]),
+        of::<core::v1::ServiceAccount>().short(&["sa"]),
+        of::<core::v1::Service>()
+            .short(&["svc"])
+            .cats(ALL)
+            .subs(&[Status])
+            .fields(&["spec.clusterIP", "spec.type"]),
+        // apps/v1
+        of::<apps::v1::ControllerRevision>(),
+        of::<apps::v1::DaemonSet>()
+            .short(&["ds"])
+            .cats(ALL)
+            .subs(&[Status])
+            .generation(),
+        of::<apps::v1::Deployment>()
+            .short(&["deploy"])
+            .cats(ALL)
+            .subs(&[Scale, Status])
+            .generation(),
+        of::<apps::v1::ReplicaSet>()
+            .short(&["rs"])
+            .cats(ALL)
+            .subs(&[Scale, Status])
+            .generation()
+            .fields(&["status.replicas"]),
+        of::<apps::v1::StatefulSet>()
+            .short(&["sts"])
+            .cats(ALL)
+            .subs(&[Scale, Status])
+            .generation(),
+        // events.k8s.io/v1 shares storage with core/v1 events
+        of::<events::v1::Event>()
+            .short(&["ev"])
+            .fields(EVENTS_V1_FIELDS)
+            .create_on_update()
+            .stored_as("/registry/core/events/", conversion::EVENTS_V1),
+        // autoscaling: v2 is stored and preferred, v1 converts
+        of::<autoscaling::v2::HorizontalPodAutoscaler>()
+            .short(&["hpa"])
+            .cats(ALL)
+            .subs(&[Status])
+            .generation(),
+        of::<autoscaling::v1::HorizontalPodAutoscaler>()
+            .short(&["hpa"])
+            .cats(ALL)
+            .subs(&[Status])
+            .generation()
+            .stored_as(
+                "/registry/autoscaling/horizontalpodautoscalers/",
+                conversion::HPA_V1,
+            ),
+        // batch/v1
+        of::<batch::v1::CronJob>()
+            .short(&["cj"])
+            .cats(ALL)
+            .subs(&[Status])
+            .generation(),
+        of::<batch::v1::Job>()
+            .cats(ALL)
+            .subs(&[Status])
+            .generation()
+            .fields(&["status.successful"]),
+        // certificates.k8s.io/v1
+        of::<certificates::v1::CertificateSigningRequest>()
+            .short(&["csr"])
+            .subs(&[Approval, Status])
+            .fields(&["spec.signerName"]),
+        // networking.k8s.io/v1
+        of::<networking::v1::IngressClass>(),
+        of::<networking::v1::Ingress>()
+            .short(&["ing"])
+            .subs(&[Status])
+            .generation(),
+        of::<networking::v1::IPAddress>().short(&["ip"]),
+        of::<networking::v1::NetworkPolicy>()
+            .short(&["netpol"])
+            .generation(),
+        of::<networking::v1::ServiceCIDR>().subs(&[Status]),
+        // policy/v1
+        of::<policy::v1::PodDisruptionBudget>()
+            .short(&["pdb"])
+            .subs(&[Status])
+            .generation(),
+        // rbac.authorization.k8s.io/v1
+        of::<rbac::v1::ClusterRoleBinding>(),
+        of::<rbac::v1::ClusterRole>(),
+        of::<rbac::v1::RoleBinding>(),
+        of::<rbac::v1::Role>(),
+        // storage.k8s.io/v1
+        of::<storage::v1::CSIDriver>(),
+        of::<storage::v1::CSINode>(),
+        of::<storage::v1::CSIStorageCapacity>(),
+        of::<storage::v1::StorageClass>().short(&["sc"]),
+        of::<storage::v1::VolumeAttachment>().subs(&[Status]),
+        // apiextensions.k8s.io/v1 (stored only; serving custom resources comes later)
+        of::<apiextensions::v1::CustomResourceDefinition>()
+            .short(&["crd", "crds"])
+            .cats(&["api-extensions"])
+            .subs(&[Status])
+            .generation(),
+        // scheduling.k8s.io/v1
+        of::<scheduling::v1::PriorityClass>().short(&["pc"]),
+        // coordination.k8s.io/v1
+        of::<coordination::v1::Lease>(),
+        // discovery.k8s.io/v1
+        of::<discovery::v1::EndpointSlice>(),
+    ]
+}

@@ -1,0 +1,155 @@
+//! Conversions for resources served in a version other than the stored one:
+//! events.k8s.io/v1 events are stored as core/v1 events, autoscaling/v1
+//! HorizontalPodAutoscalers as autoscaling/v2. Field renames follow upstream's
+//! conversion functions; v2-only HPA fields do not survive a v1 write.
+
+use serde_json::{Map, Value, json};
+
+/// A pair of conversion functions between a served and the stored version.
+#[derive(Debug, Clone, Copy)]
+pub struct Conversion {
+    pub to_storage: fn(Value) -> Value,
+    pub from_storage: fn(Value) -> Value,
+}
+
+/// events.k8s.io/v1 Event <-> core/v1 Event.
+pub const EVENTS_V1: Conversion = Conversion {
+    to_storage: event_v1_to_core,
+    from_storage: core_event_to_v1,
+};
+
+/// autoscaling/v1 HorizontalPodAutoscaler <-> autoscaling/v2.
+pub const HPA_V1: Conversion = Conversion {
+    to_storage: hpa_v1_to_v2,
+    from_storage: hpa_v2_to_v1,
+};
+
+/// Field pairs (core/v1 name, events.k8s.io/v1 name).
+const EVENT_RENAMES: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+];
+
+fn rename(
+    object: Value,
+    api_version: &str,
+    pairs: impl Iterator<Item = (&'static str, &'static str)>,
+) -> Value {
+    let Value::Object(mut map) = object else {
+        return object;
+    };
+    for (from, to) in pairs {
+        if let Some(v) = map.remove(from) {
+            map.insert(to.to_string(), v);
+        }
+    }
+    map.insert("apiVersion".into(), json!(api_version));
+    Value::Object(map)
+}
+
+fn core_event_to_v1(object: Value) -> Value {
+    rename(object, "events.k8s.io/v1", EVENT_RENAMES.iter().copied())
+}
+
+fn event_v1_to_core(object: Value) -> Value {
+    rename(object, "v1", EVENT_RENAMES.iter().map(|(a, b)| (*b, *a)))
+}
+
+fn is_cpu_utilization(metric: &Value) -> bool {
+    metric["type"] == "Resource" && metric["resource"]["name"] == "cpu"
+}
+
+fn hpa_v2_to_v1(object: Value) -> Value {
+    let Value::Object(mut map) = object else {
+        return object;
+    };
+    map.insert("apiVersion".into(), json!("autoscaling/v1"));
+    if let Some(Value::Object(spec)) = map.get_mut("spec") {
+        let metrics = spec.remove("metrics");
+        spec.remove("behavior");
+        let target = metrics
+            .as_ref()
+            .and_then(Value::as_array)
+            .and_then(|m| m.iter().find(|m| is_cpu_utilization(m)))
+            .and_then(|m| m["resource"]["target"]["averageUtilization"].as_i64());
+        if let Some(t) = target {
+            spec.insert("targetCPUUtilizationPercentage".into(), json!(t));
+        }
+    }
+    if let Some(Value::Object(status)) = map.get_mut("status") {
+        let current = status.remove("currentMetrics");
+        status.remove("conditions");
+        let cpu = current
+            .as_ref()
+            .and_then(Value::as_array)
+            .and_then(|m| m.iter().find(|m| is_cpu_utilization(m)))
+            .and_then(|m| m["resource"]["current"]["averageUtilization"].as_i64());
+        if let Some(c) = cpu {
+            status.insert("currentCPUUtilizationPercentage".into(), json!(c));
+        }
+    }
+    Value::Object(map)
+}
+
+fn hpa_v1_to_v2(object: Value) -> Value {
+    let Value::Object(mut map) = object else {
+        return object;
+    };
+    map.insert("apiVersion".into(), json!("autoscaling/v2"));
+    let cpu_metric = |field: &str, value: Value| {
+        let mut inner = Map::new();
+        inner.insert("name".into(), json!("cpu"));
+        if field == "target" {
+            inner.insert(
+                "target".into(),
+                json!({ "type": "Utilization", "averageUtilization": value }),
+            );
+        } else {
+            inner.insert("current".into(), json!({ "averageUtilization": value }));
+        }
+        json!([{ "type": "Resource", "resource": inner }])
+    };
+    if let Some(Value::Object(spec)) = map.get_mut("spec")
+        && let Some(t) = spec.remove("targetCPUUtilizationPercentage")
+    {
+        spec.insert("metrics".into(), cpu_metric("target", t));
+    }
+    if let Some(Value::Object(status)) = map.get_mut("status")
+        && let Some(c) = status.remove("currentCPUUtilizationPercentage")
+    {
+        status.insert("currentMetrics".into(), cpu_metric("current", c));
+    }
+    Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_core() {
+        let v1 = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "note": "hi", "regarding": {"name": "p"}});
+        let core = event_v1_to_core(v1.clone());
+        assert_eq!(core["message"], "hi");
+        assert_eq!(core["involvedObject"]["name"], "p");
+        assert_eq!(core["apiVersion"], "v1");
+        assert_eq!(core_event_to_v1(core), v1);
+    }
+
+    #[test]
+    fn hpa_cpu_target_survives_v1_round_trip() {
+        let v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "spec": {"maxReplicas": 3, "targetCPUUtilizationPercentage": 50}});
+        let v2 = hpa_v1_to_v2(v1.clone());
+        assert_eq!(
+            v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            50
+        );
+        assert_eq!(hpa_v2_to_v1(v2), v1);
+    }
+}

@@ -1,0 +1,285 @@
+//! The resource registry: every group/version/resource the server serves, with
+//! what discovery advertises about it (verbs, short names, categories,
+//! subresources) and what the handlers need to treat it right (scope, storage
+//! prefix, typed decoding, version conversion, field selectors).
+
+mod builtin;
+mod conversion;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+pub use conversion::Conversion;
+
+/// A subresource served under `<resource>/<name>/<subresource>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// `status`: get/update/patch of `.status` only.
+    Status,
+    /// `scale`: autoscaling/v1 Scale view of `spec.replicas`.
+    Scale,
+    /// `pods/binding`: assigns a pod to a node once.
+    Binding,
+    /// `pods/eviction`: deletes a pod subject to disruption budgets.
+    Eviction,
+    /// `namespaces/finalize`: edits `spec.finalizers` of a namespace.
+    Finalize,
+    /// `certificatesigningrequests/approval`: edits approval conditions.
+    Approval,
+}
+
+impl Subresource {
+    /// The path segment naming this subresource.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+            Subresource::Binding => "binding",
+            Subresource::Eviction => "eviction",
+            Subresource::Finalize => "finalize",
+            Subresource::Approval => "approval",
+        }
+    }
+
+    /// Verbs discovery lists for it.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Subresource::Status | Subresource::Scale | Subresource::Approval => {
+                &["get", "patch", "update"]
+            }
+            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Finalize => &["update"],
+        }
+    }
+
+    /// The kind the subresource speaks, as `(group, version, kind)`; `None`
+    /// means the parent's own kind.
+    pub fn kind(self) -> Option<(&'static str, &'static str, &'static str)> {
+        match self {
+            Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
+            Subresource::Binding => Some(("", "v1", "Binding")),
+            Subresource::Eviction => Some(("policy", "v1", "Eviction")),
+            _ => None,
+        }
+    }
+}
+
+/// Decodes a JSON object into the typed k8s-openapi struct and back, which
+/// both checks its shape and drops fields the type does not know.
+pub type TypedRoundTrip = fn(&Value) -> Result<Value, String>;
+
+/// Everything known about one served group/version/resource.
+#[derive(Debug, Clone)]
+pub struct ResourceInfo {
+    pub group: &'static str,
+    pub version: &'static str,
+    /// Plural resource name (URL path segment).
+    pub resource: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub subresources: Vec<Subresource>,
+    /// `metadata.generation` is maintained (bumped on spec changes).
+    pub tracks_generation: bool,
+    /// Field selector labels accepted beyond metadata.name/namespace.
+    pub field_labels: &'static [&'static str],
+    /// PUT may create a missing object (upstream's AllowCreateOnUpdate).
+    pub create_on_update: bool,
+    /// Key prefix in the store shared by every version of this resource,
+    /// ending in `/`.
+    pub storage_prefix: String,
+    /// Converts between this version and the stored one, when they differ.
+    pub conversion: Option<Conversion>,
+    pub(crate) roundtrip: TypedRoundTrip,
+}
+
+impl ResourceInfo {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `configmaps` or `deployments.apps`, as upstream names resources in messages.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.to_string()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    /// Lower-case kind, discovery's `singularName`.
+    pub fn singular(&self) -> String {
+        self.kind.to_ascii_lowercase()
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    pub fn has(&self, sub: Subresource) -> bool {
+        self.subresources.contains(&sub)
+    }
+
+    /// The store key of one object.
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("{}{ns}/{name}", self.storage_prefix),
+            _ => format!("{}{name}", self.storage_prefix),
+        }
+    }
+
+    /// The key prefix of a collection, optionally limited to one namespace.
+    pub fn collection_prefix(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("{}{ns}/", self.storage_prefix),
+            _ => self.storage_prefix.clone(),
+        }
+    }
+
+    /// Checks the object's shape against the typed struct and normalises it.
+    pub fn roundtrip(&self, object: &Value) -> Result<Value, String> {
+        (self.roundtrip)(object)
+    }
+
+    /// Converts a stored object to this version (identity when they agree).
+    pub fn from_storage(&self, object: Value) -> Value {
+        match &self.conversion {
+            Some(c) => (c.from_storage)(object),
+            None => object,
+        }
+    }
+
+    /// Converts an object of this version to the stored version.
+    pub fn to_storage(&self, object: Value) -> Value {
+        match &self.conversion {
+            Some(c) => (c.to_storage)(object),
+            None => object,
+        }
+    }
+}
+
+/// One API group with its versions, newest preferred first.
+#[derive(Debug, Clone)]
+pub struct GroupInfo {
+    pub name: &'static str,
+    pub versions: Vec<&'static str>,
+}
+
+/// All served resources, looked up by group, version and plural name.
+#[derive(Debug)]
+pub struct Registry {
+    resources: Vec<Arc<ResourceInfo>>,
+    by_gvr: HashMap<(String, String, String), Arc<ResourceInfo>>,
+    groups: Vec<GroupInfo>,
+}
+
+impl Registry {
+    /// The built-in Kubernetes resources of k8s-openapi's v1.33 API.
+    pub fn builtin() -> Self {
+        Self::from_resources(builtin::resources())
+    }
+
+    fn from_resources(resources: Vec<ResourceInfo>) -> Self {
+        let resources: Vec<Arc<ResourceInfo>> = resources.into_iter().map(Arc::new).collect();
+        let mut by_gvr = HashMap::new();
+        let mut groups: Vec<GroupInfo> = Vec::new();
+        for r in &resources {
+            by_gvr.insert(
+                (
+                    r.group.to_string(),
+                    r.version.to_string(),
+                    r.resource.to_string(),
+                ),
+                r.clone(),
+            );
+            match groups.iter_mut().find(|g| g.name == r.group) {
+                Some(g) if !g.versions.contains(&r.version) => g.versions.push(r.version),
+                Some(_) => {}
+                None => groups.push(GroupInfo {
+                    name: r.group,
+                    versions: vec![r.version],
+                }),
+            }
+        }
+        Self {
+            resources,
+            by_gvr,
+            groups,
+        }
+    }
+
+    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+        self.by_gvr
+            .get(&(group.to_string(), version.to_string(), resource.to_string()))
+            .cloned()
+    }
+
+    /// Every served resource, in discovery order.
+    pub fn resources(&self) -> &[Arc<ResourceInfo>] {
+        &self.resources
+    }
+
+    /// Resources of one group version, in discovery order.
+    pub fn in_group_version<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<ResourceInfo>> {
+        self.resources
+            .iter()
+            .filter(move |r| r.group == group && r.version == version)
+    }
+
+    /// Groups with their versions (the core group has the empty name).
+    pub fn groups(&self) -> &[GroupInfo] {
+        &self.groups
+    }
+
+    /// The distinct storage prefixes (one watch cache each).
+    pub fn storage_prefixes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for r in &self.resources {
+            if !out.contains(&r.storage_prefix) {
+                out.push(r.storage_prefix.clone());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_registry_has_expected_shapes() {
+        let reg = Registry::builtin();
+        let pods = reg.get("", "v1", "pods").unwrap();
+        assert!(pods.namespaced);
+        assert_eq!(pods.kind, "Pod");
+        assert_eq!(pods.short_names, &["po"]);
+        assert!(pods.has(Subresource::Binding));
+        let ns = reg.get("", "v1", "namespaces").unwrap();
+        assert!(!ns.namespaced);
+        assert_eq!(ns.key(None, "default"), "/registry/core/namespaces/default");
+        let deploy = reg.get("apps", "v1", "deployments").unwrap();
+        assert_eq!(deploy.key(Some("a"), "b"), "/registry/apps/deployments/a/b");
+        assert_eq!(deploy.qualified(), "deployments.apps");
+        let ev2 = reg.get("events.k8s.io", "v1", "events").unwrap();
+        assert_eq!(ev2.storage_prefix, "/registry/core/events/");
+        let autoscaling = reg
+            .groups()
+            .iter()
+            .find(|g| g.name == "autoscaling")
+            .unwrap();
+        assert_eq!(autoscaling.versions, vec!["v2", "v1"]);
+    }
+}

@@ -1,0 +1,200 @@
+//! The API server object: registry, watch caches and the axum router over a
+//! store. Whoever owns the server also owns shutdown: call
+//! [`ApiServer::shutdown`] (ends every watch and stops the caches), stop
+//! serving, then [`skiff_store::Store::close`] to flush the store.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::StatusCode;
+use serde_json::json;
+use skiff_store::Store;
+use tokio::sync::watch;
+
+use crate::admission::WriteInfo;
+use crate::registry::{Registry, ResourceInfo};
+use crate::status::{ApiError, json_response};
+use crate::watch_cache::{FeedError, WatchCache};
+
+/// Tunables of the API server.
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// Events each watch cache keeps for watches from an older resourceVersion.
+    pub watch_history: usize,
+    /// How long a paginated list's snapshot stays valid for `continue`.
+    pub continue_ttl: Duration,
+    /// How often watchers that asked for bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// Watch duration when the client sets no `timeoutSeconds`.
+    pub default_watch_timeout: Duration,
+}
+
+impl Default for ApiServerConfig {
+    fn default() -> Self {
+        Self {
+            watch_history: 10_000,
+            continue_ttl: Duration::from_secs(300),
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// Failures while starting the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiServerError {
+    #[error(transparent)]
+    Cache(#[from] FeedError),
+    #[error("creating the system namespace {name} failed: {source}")]
+    Bootstrap {
+        name: String,
+        #[source]
+        source: ApiError,
+    },
+}
+
+/// Namespaces every cluster starts with.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Upstream refuses to delete these.
+pub const UNDELETABLE_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+/// How long a write waits for its watch cache to catch up, so the writer's
+/// next list sees its own write.
+pub(crate) const CACHE_CATCH_UP: Duration = Duration::from_secs(5);
+
+pub(crate) struct Inner {
+    pub store: Arc<dyn Store>,
+    pub registry: Registry,
+    pub caches: HashMap<String, Arc<WatchCache>>,
+    pub config: ApiServerConfig,
+    pub shutdown: watch::Sender<bool>,
+}
+
+impl Inner {
+    /// The watch cache behind a resource (shared by its versions).
+    pub fn cache(&self, info: &ResourceInfo) -> Result<&Arc<WatchCache>, ApiError> {
+        self.caches.get(&info.storage_prefix).ok_or_else(|| {
+            ApiError::Internal(format!("no watch cache for {}", info.storage_prefix))
+        })
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// The Kubernetes API over one store.
+#[derive(Clone)]
+pub struct ApiServer {
+    inner: Arc<Inner>,
+}
+
+impl ApiServer {
+    /// Fills a watch cache per resource from the store, starts following it,
+    /// and makes sure the system namespaces exist.
+    pub async fn new(
+        store: Arc<dyn Store>,
+        config: ApiServerConfig,
+    ) -> Result<Self, ApiServerError> {
+        let registry = Registry::builtin();
+        let (shutdown, _) = watch::channel(false);
+        let mut caches = HashMap::new();
+        for prefix in registry.storage_prefixes() {
+            let cache = WatchCache::new(prefix.clone(), config.watch_history, config.continue_ttl);
+            cache.load(store.as_ref()).await?;
+            caches.insert(prefix, cache);
+        }
+        for cache in caches.values() {
+            tokio::spawn(cache.clone().follow(store.clone(), shutdown.subscribe()));
+        }
+        let inner = Arc::new(Inner {
+            store,
+            registry,
+            caches,
+            config,
+            shutdown,
+        });
+        let server = Self { inner };
+        server.bootstrap().await?;
+        Ok(server)
+    }
+
+    async fn bootstrap(&self) -> Result<(), ApiServerError> {
+        let info = self
+            .inner
+            .registry
+            .get("", "v1", "namespaces")
+            .expect("namespaces are always registered");
+        let write = WriteInfo {
+            manager: "skiff-apiserver".into(),
+            subresource: None,
+        };
+        for name in SYSTEM_NAMESPACES {
+            let object =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            match crate::handlers::create::create_object(
+                &self.inner,
+                &info,
+                None,
+                object,
+                &write,
+                false,
+            )
+            .await
+            {
+                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+                Err(source) => {
+                    return Err(ApiServerError::Bootstrap {
+                        name: name.to_string(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every API path: discovery, version, health and resources.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route(
+                "/version",
+                get(|| async { json_response(StatusCode::OK, &crate::discovery::version()) }),
+            )
+            .route("/healthz", get(health))
+            .route("/livez", get(health))
+            .route("/readyz", get(readiness))
+            .fallback(crate::handlers::dispatch)
+            .with_state(self.inner.clone())
+    }
+
+    /// Ends every open watch (their streams finish cleanly), stops the watch
+    /// caches and makes `/readyz` fail. Does not close the store: the caller
+    /// does that after the listeners have drained.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+    }
+
+    /// The store this server writes to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+}
+
+async fn health() -> Response {
+    (StatusCode::OK, "ok").into_response()
+}
+
+async fn readiness(axum::extract::State(inner): axum::extract::State<Arc<Inner>>) -> Response {
+    if inner.is_shutting_down() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response()
+    } else {
+        (StatusCode::OK, "ok").into_response()
+    }
+}

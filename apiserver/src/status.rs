@@ -1,0 +1,404 @@
+//! API errors and their wire form: every failure a client sees is a
+//! Kubernetes `Status` object with upstream's code, reason and message shape,
+//! because clients (kubectl, client-go, kube-rs) branch on `reason` and `code`.
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+
+/// Largest request body accepted, as upstream's default (3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// What kind of problem one field has; renders as upstream's field error text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    Required,
+    Invalid(Value),
+    NotSupported {
+        value: Value,
+        supported: Vec<String>,
+    },
+    Forbidden,
+    Duplicate(Value),
+    TooLong(Value),
+}
+
+/// One invalid field of an object, reported as a `causes` entry of a 422.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub kind: FieldErrorKind,
+    pub detail: String,
+}
+
+impl FieldError {
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Required,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Into<Value>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Invalid(value.into()),
+            detail: detail.into(),
+        }
+    }
+
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Forbidden,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn duplicate(field: impl Into<String>, value: impl Into<Value>) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Duplicate(value.into()),
+            detail: String::new(),
+        }
+    }
+
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: impl Into<Value>,
+        supported: &[&str],
+    ) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::NotSupported {
+                value: value.into(),
+                supported: supported.iter().map(|s| s.to_string()).collect(),
+            },
+            detail: String::new(),
+        }
+    }
+
+    /// The `reason` of the Status cause, as upstream names it.
+    fn reason(&self) -> &'static str {
+        match self.kind {
+            FieldErrorKind::Required => "FieldValueRequired",
+            FieldErrorKind::Invalid(_) => "FieldValueInvalid",
+            FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
+            FieldErrorKind::Forbidden => "FieldValueForbidden",
+            FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
+            FieldErrorKind::TooLong(_) => "FieldValueTooLong",
+        }
+    }
+
+    /// The message without the field path (the cause's `message`).
+    fn body(&self) -> String {
+        let with_detail = |head: String| {
+            if self.detail.is_empty() {
+                head
+            } else {
+                format!("{head}: {}", self.detail)
+            }
+        };
+        match &self.kind {
+            FieldErrorKind::Required => with_detail("Required value".to_string()),
+            FieldErrorKind::Invalid(v) => {
+                with_detail(format!("Invalid value: {}", render_value(v)))
+            }
+            FieldErrorKind::NotSupported { value, supported } => {
+                let list: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
+                format!(
+                    "Unsupported value: {}: supported values: {}",
+                    render_value(value),
+                    list.join(", ")
+                )
+            }
+            FieldErrorKind::Forbidden => with_detail("Forbidden".to_string()),
+            FieldErrorKind::Duplicate(v) => format!("Duplicate value: {}", render_value(v)),
+            FieldErrorKind::TooLong(v) => with_detail(format!("Too long: {}", render_value(v))),
+        }
+    }
+
+    /// `field: message`, as in upstream's aggregated Invalid message.
+    pub fn render(&self) -> String {
+        format!("{}: {}", self.field, self.body())
+    }
+}
+
+fn render_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Null => "null".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Every failure of an API request, each mapping to one upstream Status.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        resource: String,
+        group: String,
+        name: String,
+    },
+    #[error("the server could not find the requested resource")]
+    PathNotFound,
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        resource: String,
+        group: String,
+        name: String,
+    },
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
+    Conflict {
+        resource: String,
+        group: String,
+        name: String,
+        detail: String,
+    },
+    #[error("{kind} \"{name}\" is invalid: {}", render_causes(causes))]
+    Invalid {
+        kind: String,
+        group: String,
+        name: String,
+        causes: Vec<FieldError>,
+    },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    Expired(String),
+    #[error("{resource} \"{name}\" is forbidden: {detail}")]
+    Forbidden {
+        resource: String,
+        group: String,
+        name: String,
+        detail: String,
+        causes: Vec<(String, String, String)>,
+    },
+    #[error("Request entity too large: limit is {0}")]
+    TooLarge(usize),
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
+    UnsupportedMediaType(String),
+    #[error("{message}")]
+    TooManyRequests {
+        message: String,
+        causes: Vec<(String, String, String)>,
+    },
+    #[error("{0}")]
+    ServiceUnavailable(String),
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+}
+
+fn render_causes(causes: &[FieldError]) -> String {
+    match causes {
+        [one] => one.render(),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(FieldError::render)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+impl ApiError {
+    /// The HTTP status code upstream uses for this error.
+    pub fn code(&self) -> StatusCode {
+        match self {
+            ApiError::NotFound { .. } | ApiError::PathNotFound => StatusCode::NOT_FOUND,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Expired(_) => StatusCode::GONE,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The machine-readable `reason` of the Status.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::Expired(_) => "Expired",
+            ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::Internal(_) => "InternalError",
+        }
+    }
+
+    fn details(&self) -> Option<Value> {
+        let named = |name: &str, group: &str, kind: &str| {
+            let mut d = json!({ "name": name, "kind": kind });
+            if !group.is_empty() {
+                d["group"] = json!(group);
+            }
+            d
+        };
+        let plain_resource =
+            |resource: &str| resource.split('.').next().unwrap_or(resource).to_string();
+        let causes_json = |causes: &[(String, String, String)]| -> Value {
+            causes
+                .iter()
+                .map(|(reason, message, field)| {
+                    let mut c = json!({ "reason": reason, "message": message });
+                    if !field.is_empty() {
+                        c["field"] = json!(field);
+                    }
+                    c
+                })
+                .collect()
+        };
+        match self {
+            ApiError::NotFound {
+                resource,
+                group,
+                name,
+            }
+            | ApiError::AlreadyExists {
+                resource,
+                group,
+                name,
+            }
+            | ApiError::Conflict {
+                resource,
+                group,
+                name,
+                ..
+            } => Some(named(name, group, &plain_resource(resource))),
+            ApiError::Forbidden {
+                resource,
+                group,
+                name,
+                causes,
+                ..
+            } => {
+                let mut d = named(name, group, &plain_resource(resource));
+                if !causes.is_empty() {
+                    d["causes"] = causes_json(causes);
+                }
+                Some(d)
+            }
+            ApiError::Invalid {
+                kind,
+                group,
+                name,
+                causes,
+            } => {
+                let mut d = named(name, group, kind);
+                d["causes"] = causes
+                    .iter()
+                    .map(|c| json!({ "reason": c.reason(), "message": c.body(), "field": c.field }))
+                    .collect();
+                Some(d)
+            }
+            ApiError::TooManyRequests { causes, .. } if !causes.is_empty() => {
+                Some(json!({ "causes": causes_json(causes) }))
+            }
+            _ => None,
+        }
+    }
+
+    /// The full `Status` object for this error.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code().as_u16(),
+        });
+        if let Some(details) = self.details() {
+            status["details"] = details;
+        }
+        status
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        json_response(self.code(), &self.to_status())
+    }
+}
+
+/// A JSON response with the given code.
+pub fn json_response(code: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut response = (code, bytes).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A `Status` reporting success, as returned by binding, eviction and some deletes.
+pub fn success_status(code: u16) -> Value {
+    json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_message_matches_upstream() {
+        let e = ApiError::Conflict {
+            resource: "configmaps".into(),
+            group: String::new(),
+            name: "x".into(),
+            detail: "the object has been modified; please apply your changes to the latest version and try again".into(),
+        };
+        let s = e.to_status();
+        assert_eq!(s["code"], 409);
+        assert_eq!(s["reason"], "Conflict");
+        assert_eq!(
+            s["message"],
+            "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        assert_eq!(s["details"]["kind"], "configmaps");
+    }
+
+    #[test]
+    fn invalid_lists_every_cause() {
+        let e = ApiError::Invalid {
+            kind: "Pod".into(),
+            group: String::new(),
+            name: "p".into(),
+            causes: vec![
+                FieldError::required("spec.containers[0].image", ""),
+                FieldError::invalid("metadata.name", "A", "bad"),
+            ],
+        };
+        let s = e.to_status();
+        assert_eq!(
+            s["message"],
+            "Pod \"p\" is invalid: [spec.containers[0].image: Required value, metadata.name: Invalid value: \"A\": bad]"
+        );
+        assert_eq!(s["details"]["causes"][0]["reason"], "FieldValueRequired");
+        assert_eq!(s["details"]["causes"][1]["field"], "metadata.name");
+    }
+}

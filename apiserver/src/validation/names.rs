@@ -1,0 +1,193 @@
+//! Name validation as upstream applies it: DNS-1123 subdomains for most
+//! objects, DNS-1123 labels for namespaces, DNS-1035 labels for services,
+//! path-segment names for RBAC and events.
+
+use crate::status::FieldError;
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// Which rule a resource's names follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    Subdomain,
+    Label,
+    Dns1035,
+    PathSegment,
+}
+
+impl NameRule {
+    /// The rule upstream applies to `resource` (plural name).
+    pub fn for_resource(group: &str, resource: &str) -> Self {
+        match (group, resource) {
+            ("", "namespaces") => NameRule::Label,
+            ("", "services") => NameRule::Dns1035,
+            ("rbac.authorization.k8s.io", _) | ("", "events") | ("events.k8s.io", _) => {
+                NameRule::PathSegment
+            }
+            ("", "serviceaccounts") => NameRule::Subdomain,
+            _ => NameRule::Subdomain,
+        }
+    }
+}
+
+fn is_label_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
+}
+
+/// RFC 1123 label: at most 63 of [a-z0-9-], alphanumeric at both ends.
+pub fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(is_label_char)
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+fn is_dns1035_label(s: &str) -> bool {
+    is_dns1123_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+/// Errors for `name` under `rule`, reported at `field`.
+pub fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    match rule {
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                errors.push(FieldError::invalid(
+                    field,
+                    name,
+                    "must be no more than 253 characters",
+                ));
+            }
+            if !is_dns1123_subdomain(name) {
+                errors.push(FieldError::invalid(field, name, SUBDOMAIN_MSG));
+            }
+        }
+        NameRule::Label | NameRule::Dns1035 => {
+            if name.len() > 63 {
+                errors.push(FieldError::invalid(
+                    field,
+                    name,
+                    "must be no more than 63 characters",
+                ));
+            }
+            let (ok, msg) = if rule == NameRule::Label {
+                (is_dns1123_label(name), LABEL_MSG)
+            } else {
+                (is_dns1035_label(name), DNS1035_MSG)
+            };
+            if !ok {
+                errors.push(FieldError::invalid(field, name, msg));
+            }
+        }
+        NameRule::PathSegment => {
+            if name == "." || name == ".." {
+                errors.push(FieldError::invalid(
+                    field,
+                    name,
+                    format!("may not be '{name}'"),
+                ));
+            }
+            for bad in ["/", "%"] {
+                if name.contains(bad) {
+                    errors.push(FieldError::invalid(
+                        field,
+                        name,
+                        format!("may not contain '{bad}'"),
+                    ));
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// Label/annotation key: optional DNS subdomain prefix and `/`, then a name
+/// of at most 63 characters of [A-Za-z0-9-_.] starting and ending alphanumeric.
+pub fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let mut errors = Vec::new();
+    if let Some(p) = prefix
+        && !is_dns1123_subdomain(p)
+    {
+        errors.push(FieldError::invalid(
+            field,
+            key,
+            format!("prefix part {SUBDOMAIN_MSG}"),
+        ));
+    }
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !name_ok {
+        errors.push(FieldError::invalid(
+            field,
+            key,
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        ));
+    }
+    errors
+}
+
+/// Label value: empty, or at most 63 of [A-Za-z0-9-_.] alphanumeric at both ends.
+pub fn validate_label_value(value: &str, field: &str) -> Vec<FieldError> {
+    let ok = value.is_empty()
+        || (value.len() <= 63
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && value.ends_with(|c: char| c.is_ascii_alphanumeric()));
+    if ok {
+        Vec::new()
+    } else {
+        vec![FieldError::invalid(
+            field,
+            value,
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subdomain_and_label_rules() {
+        assert!(is_dns1123_subdomain("a.b-c.d"));
+        assert!(!is_dns1123_subdomain("A"));
+        assert!(!is_dns1123_subdomain("a_b"));
+        assert!(!is_dns1123_subdomain("-a"));
+        assert!(is_dns1123_label("abc-1"));
+        assert!(!is_dns1123_label("a.b"));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(validate_name(NameRule::Dns1035, "1abc", "metadata.name").len() == 1);
+        assert!(validate_name(NameRule::PathSegment, "Mixed:Case", "metadata.name").is_empty());
+        assert!(!validate_name(NameRule::PathSegment, "a/b", "metadata.name").is_empty());
+    }
+
+    #[test]
+    fn qualified_names_and_values() {
+        assert!(validate_qualified_name("app.kubernetes.io/name", "k").is_empty());
+        assert!(validate_qualified_name("Foo_Bar", "k").is_empty());
+        assert!(!validate_qualified_name("-bad", "k").is_empty());
+        assert!(!validate_qualified_name("UPPER.io/x", "k").is_empty());
+        assert!(validate_label_value("", "v").is_empty());
+        assert!(!validate_label_value("a b", "v").is_empty());
+    }
+}

@@ -1,0 +1,185 @@
+//! Validation of pods, pod templates inside workloads, and services.
+
+use serde_json::Value;
+
+use super::names::{NameRule, is_dns1123_label, validate_name};
+use crate::selectors::LabelSelector;
+use crate::status::FieldError;
+
+pub(super) fn pod(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+    pod_spec(&object["spec"], "spec", errors);
+    if let Some(old) = old {
+        let (was, now) = (&old["spec"]["nodeName"], &object["spec"]["nodeName"]);
+        if was.is_string() && was != now {
+            errors.push(FieldError::forbidden(
+                "spec.nodeName",
+                "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+            ));
+        }
+    }
+}
+
+/// A PodSpec at `path`: containers present, each named (DNS label, unique)
+/// with an image, ports in range.
+pub(super) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let containers = spec["containers"].as_array();
+    if containers.is_none_or(|c| c.is_empty()) {
+        errors.push(FieldError::required(format!("{path}.containers"), ""));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            let at = format!("{path}.{list}[{i}]");
+            match c["name"].as_str() {
+                None | Some("") => errors.push(FieldError::required(format!("{at}.name"), "")),
+                Some(name) => {
+                    if !is_dns1123_label(name) {
+                        errors.extend(validate_name(NameRule::Label, name, &format!("{at}.name")));
+                    }
+                    if seen.contains(&name) {
+                        errors.push(FieldError::duplicate(format!("{at}.name"), name));
+                    }
+                    seen.push(name);
+                }
+            }
+            if c["image"].as_str().is_none_or(|s| s.trim().is_empty()) {
+                errors.push(FieldError::required(format!("{at}.image"), ""));
+            }
+            for (j, p) in c["ports"].as_array().into_iter().flatten().enumerate() {
+                port_number(
+                    &p["containerPort"],
+                    &format!("{at}.ports[{j}].containerPort"),
+                    true,
+                    errors,
+                );
+            }
+        }
+    }
+    if let Some(policy) = spec["restartPolicy"].as_str()
+        && !["Always", "OnFailure", "Never"].contains(&policy)
+    {
+        errors.push(FieldError::not_supported(
+            format!("{path}.restartPolicy"),
+            policy,
+            &["Always", "OnFailure", "Never"],
+        ));
+    }
+}
+
+fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<FieldError>) {
+    match value.as_i64() {
+        None if value.is_null() && required => errors.push(FieldError::required(field, "")),
+        None if value.is_null() => {}
+        Some(p) if (1..=65535).contains(&p) => {}
+        _ => errors.push(FieldError::invalid(
+            field,
+            value.clone(),
+            "must be between 1 and 65535, inclusive",
+        )),
+    }
+}
+
+/// Deployments, ReplicaSets, StatefulSets, DaemonSets: a selector that
+/// selects the template's labels, a valid template, non-negative replicas,
+/// and (on update) an unchanged selector.
+pub(super) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let spec = &object["spec"];
+    if let Some(r) = spec["replicas"].as_i64()
+        && r < 0
+    {
+        errors.push(FieldError::invalid(
+            "spec.replicas",
+            r,
+            "must be greater than or equal to 0",
+        ));
+    }
+    let selector = &spec["selector"];
+    if selector.is_null() {
+        errors.push(FieldError::required("spec.selector", ""));
+    } else {
+        match LabelSelector::from_object(selector) {
+            Ok(s) if s.is_empty() => errors.push(FieldError::invalid(
+                "spec.selector",
+                selector.clone(),
+                "empty selector is invalid for deployment",
+            )),
+            Ok(s) => {
+                if !s.matches(&spec["template"]) {
+                    errors.push(FieldError::invalid(
+                        "spec.template.metadata.labels",
+                        spec["template"]["metadata"]["labels"].clone(),
+                        "`selector` does not match template `labels`",
+                    ));
+                }
+            }
+            Err(e) => errors.push(FieldError::invalid("spec.selector", selector.clone(), e.0)),
+        }
+    }
+    pod_spec(&spec["template"]["spec"], "spec.template.spec", errors);
+    if let Some(old) = old
+        && !old["spec"]["selector"].is_null()
+        && old["spec"]["selector"] != *selector
+    {
+        errors.push(FieldError::invalid(
+            "spec.selector",
+            selector.clone(),
+            "field is immutable",
+        ));
+    }
+}
+
+pub(super) fn replication_controller(object: &Value, errors: &mut Vec<FieldError>) {
+    let spec = &object["spec"];
+    if let Some(selector) = spec["selector"].as_object() {
+        let template_labels = &spec["template"]["metadata"]["labels"];
+        let matches = selector.iter().all(|(k, v)| &template_labels[k] == v);
+        if !matches {
+            errors.push(FieldError::invalid(
+                "spec.template.metadata.labels",
+                template_labels.clone(),
+                "`selector` does not match template `labels`",
+            ));
+        }
+    }
+    if !spec["template"].is_null() {
+        pod_spec(&spec["template"]["spec"], "spec.template.spec", errors);
+    }
+}
+
+pub(super) fn service(object: &Value, errors: &mut Vec<FieldError>) {
+    let spec = &object["spec"];
+    let kind = spec["type"].as_str().unwrap_or("ClusterIP");
+    const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+    if !TYPES.contains(&kind) {
+        errors.push(FieldError::not_supported("spec.type", kind, TYPES));
+    }
+    let headless = spec["clusterIP"] == "None";
+    let ports = spec["ports"].as_array();
+    if kind != "ExternalName" && !headless && ports.is_none_or(|p| p.is_empty()) {
+        errors.push(FieldError::required("spec.ports", ""));
+    }
+    let many = ports.is_some_and(|p| p.len() > 1);
+    let mut names: Vec<&str> = Vec::new();
+    for (i, p) in ports.into_iter().flatten().enumerate() {
+        port_number(&p["port"], &format!("spec.ports[{i}].port"), true, errors);
+        match p["name"].as_str() {
+            None | Some("") if many => {
+                errors.push(FieldError::required(format!("spec.ports[{i}].name"), ""))
+            }
+            Some(n) if names.contains(&n) => {
+                errors.push(FieldError::duplicate(format!("spec.ports[{i}].name"), n))
+            }
+            Some(n) => names.push(n),
+            None => {}
+        }
+        if let Some(proto) = p["protocol"].as_str()
+            && !["TCP", "UDP", "SCTP"].contains(&proto)
+        {
+            errors.push(FieldError::not_supported(
+                format!("spec.ports[{i}].protocol"),
+                proto,
+                &["SCTP", "TCP", "UDP"],
+            ));
+        }
+    }
+}

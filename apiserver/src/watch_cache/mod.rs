@@ -1,0 +1,354 @@
+//! The watch cache: one per storage prefix. It holds the current objects
+//! (an `imbl` map, so a snapshot for a paginated list is an O(1) clone) and a
+//! bounded history of recent events, fed by a single store watch, and fans
+//! every event out to any number of watchers through a broadcast channel —
+//! a slow watcher falls behind on its own and resumes from history without
+//! holding up the others.
+
+mod feed;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use imbl::OrdMap;
+use parking_lot::RwLock;
+use serde_json::Value;
+use skiff_store::Revision;
+use tokio::sync::{broadcast, watch};
+
+pub use feed::FeedError;
+
+/// How many events a watcher may lag behind the cache before it has to
+/// resume from history.
+const BROADCAST_CAPACITY: usize = 1024;
+
+/// How many list snapshots are kept for continue tokens, and for how long.
+const RETAINED_SNAPSHOTS: usize = 64;
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    Put,
+    Delete,
+}
+
+/// One change as the cache saw it, shared by every watcher.
+#[derive(Debug)]
+pub struct CacheEvent {
+    pub revision: Revision,
+    pub kind: ChangeKind,
+    pub key: String,
+    /// The object after the change; for a delete, its last state with the
+    /// deletion's resourceVersion.
+    pub object: Arc<Value>,
+    /// The object before the change, when it existed.
+    pub prev: Option<Arc<Value>>,
+}
+
+/// The cache's objects at one revision.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub objects: OrdMap<String, Arc<Value>>,
+    pub revision: Revision,
+}
+
+/// Where a new watcher starts.
+pub enum Start {
+    /// Every current object (to be sent as ADDED), then events after `revision`.
+    Snapshot(Snapshot),
+    /// History events after the requested revision, then live ones.
+    History(Vec<Arc<CacheEvent>>),
+}
+
+/// A watcher's starting point plus its live feed.
+pub struct Subscription {
+    pub start: Start,
+    pub live: broadcast::Receiver<Arc<CacheEvent>>,
+}
+
+/// A watch asked for a revision older than the retained history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("too old resource version: {requested} ({oldest})")]
+pub struct TooOld {
+    pub requested: Revision,
+    pub oldest: Revision,
+}
+
+struct State {
+    objects: OrdMap<String, Arc<Value>>,
+    revision: Revision,
+    history: VecDeque<Arc<CacheEvent>>,
+    /// Watches from any revision >= this can be served from history.
+    history_floor: Revision,
+    sender: broadcast::Sender<Arc<CacheEvent>>,
+    retained: BTreeMap<Revision, (Instant, OrdMap<String, Arc<Value>>)>,
+}
+
+/// The cache of one storage prefix.
+pub struct WatchCache {
+    prefix: String,
+    history_capacity: usize,
+    snapshot_ttl: Duration,
+    state: RwLock<State>,
+    progress: watch::Sender<Revision>,
+}
+
+impl WatchCache {
+    /// An empty cache for `prefix`; [`WatchCache::reset`] fills it.
+    pub fn new(prefix: String, history_capacity: usize, snapshot_ttl: Duration) -> Arc<Self> {
+        let (sender, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let (progress, _) = watch::channel(0);
+        Arc::new(Self {
+            prefix,
+            history_capacity: history_capacity.max(1),
+            snapshot_ttl,
+            state: RwLock::new(State {
+                objects: OrdMap::new(),
+                revision: 0,
+                history: VecDeque::new(),
+                history_floor: 0,
+                sender,
+                retained: BTreeMap::new(),
+            }),
+            progress,
+        })
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The revision the cache is current at.
+    pub fn revision(&self) -> Revision {
+        self.state.read().revision
+    }
+
+    /// Replaces the whole content (after a (re)list). History is dropped and
+    /// every existing watcher's feed ends, so clients re-watch as upstream's
+    /// do when the cache re-initialises.
+    pub fn reset(&self, objects: OrdMap<String, Arc<Value>>, revision: Revision) {
+        let mut state = self.state.write();
+        let (sender, _) = broadcast::channel(BROADCAST_CAPACITY);
+        state.sender = sender;
+        state.objects = objects;
+        state.revision = revision;
+        state.history.clear();
+        state.history_floor = revision;
+        state.retained.clear();
+        drop(state);
+        self.progress.send_replace(revision);
+    }
+
+    /// Applies one change from the store and fans it out.
+    pub fn apply(&self, revision: Revision, kind: ChangeKind, key: String, object: Option<Value>) {
+        let mut state = self.state.write();
+        if revision <= state.revision {
+            return;
+        }
+        let prev = state.objects.get(&key).cloned();
+        let event = match kind {
+            ChangeKind::Put => {
+                let Some(object) = object else { return };
+                let object = Arc::new(object);
+                state.objects.insert(key.clone(), object.clone());
+                CacheEvent {
+                    revision,
+                    kind,
+                    key,
+                    object,
+                    prev,
+                }
+            }
+            ChangeKind::Delete => {
+                let Some(last) = prev.clone() else {
+                    state.revision = revision;
+                    drop(state);
+                    self.progress.send_replace(revision);
+                    return;
+                };
+                state.objects.remove(&key);
+                let mut gone = (*last).clone();
+                crate::object::set_resource_version(&mut gone, revision);
+                CacheEvent {
+                    revision,
+                    kind,
+                    key,
+                    object: Arc::new(gone),
+                    prev,
+                }
+            }
+        };
+        let event = Arc::new(event);
+        state.revision = revision;
+        state.history.push_back(event.clone());
+        while state.history.len() > self.history_capacity {
+            if let Some(old) = state.history.pop_front() {
+                state.history_floor = old.revision;
+            }
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = state.sender.send(event);
+        drop(state);
+        self.progress.send_replace(revision);
+    }
+
+    /// Waits until the cache has applied `revision` (or `timeout` passes);
+    /// returns whether it did.
+    pub async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
+        let mut rx = self.progress.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The current objects.
+    pub fn snapshot(&self) -> Snapshot {
+        let state = self.state.read();
+        Snapshot {
+            objects: state.objects.clone(),
+            revision: state.revision,
+        }
+    }
+
+    /// Keeps `snapshot` so a continue token at its revision can find it.
+    pub fn retain(&self, snapshot: &Snapshot) {
+        let mut state = self.state.write();
+        let now = Instant::now();
+        let ttl = self.snapshot_ttl;
+        state
+            .retained
+            .retain(|_, (at, _)| now.duration_since(*at) < ttl);
+        state
+            .retained
+            .insert(snapshot.revision, (now, snapshot.objects.clone()));
+        while state.retained.len() > RETAINED_SNAPSHOTS {
+            state.retained.pop_first();
+        }
+    }
+
+    /// The objects at `revision`, if that is the current revision or a
+    /// retained snapshot's.
+    pub fn snapshot_at(&self, revision: Revision) -> Option<Snapshot> {
+        let state = self.state.read();
+        if state.revision == revision {
+            return Some(Snapshot {
+                objects: state.objects.clone(),
+                revision,
+            });
+        }
+        let (at, objects) = state.retained.get(&revision)?;
+        (at.elapsed() < self.snapshot_ttl).then(|| Snapshot {
+            objects: objects.clone(),
+            revision,
+        })
+    }
+
+    /// Starts a watcher: from the current state (`None`) or after `from`.
+    pub fn subscribe(&self, from: Option<Revision>) -> Result<Subscription, TooOld> {
+        let state = self.state.read();
+        let live = state.sender.subscribe();
+        let start = match from {
+            None => Start::Snapshot(Snapshot {
+                objects: state.objects.clone(),
+                revision: state.revision,
+            }),
+            Some(rv) => {
+                if rv < state.history_floor {
+                    return Err(TooOld {
+                        requested: rv,
+                        oldest: state.history_floor + 1,
+                    });
+                }
+                Start::History(
+                    state
+                        .history
+                        .iter()
+                        .filter(|e| e.revision > rv)
+                        .cloned()
+                        .collect(),
+                )
+            }
+        };
+        Ok(Subscription { start, live })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cache() -> Arc<WatchCache> {
+        let c = WatchCache::new("/p/".into(), 2, Duration::from_secs(60));
+        c.reset(OrdMap::new(), 10);
+        c
+    }
+
+    #[test]
+    fn history_window_moves_and_reports_too_old() {
+        let c = cache();
+        for (i, rev) in [11u64, 12, 13].into_iter().enumerate() {
+            c.apply(
+                rev,
+                ChangeKind::Put,
+                format!("/p/{i}"),
+                Some(json!({"metadata": {}})),
+            );
+        }
+        // capacity 2: event 11 dropped, so rv 10 can no longer be served.
+        assert_eq!(
+            c.subscribe(Some(10)).err(),
+            Some(TooOld {
+                requested: 10,
+                oldest: 12
+            })
+        );
+        let Ok(Subscription {
+            start: Start::History(events),
+            ..
+        }) = c.subscribe(Some(11))
+        else {
+            panic!("expected history")
+        };
+        assert_eq!(
+            events.iter().map(|e| e.revision).collect::<Vec<_>>(),
+            vec![12, 13]
+        );
+    }
+
+    #[test]
+    fn snapshots_are_isolated_from_later_changes() {
+        let c = cache();
+        c.apply(
+            11,
+            ChangeKind::Put,
+            "/p/a".into(),
+            Some(json!({"metadata": {}})),
+        );
+        let snap = c.snapshot();
+        c.retain(&snap);
+        c.apply(12, ChangeKind::Delete, "/p/a".into(), None);
+        assert_eq!(c.snapshot().objects.len(), 0);
+        assert_eq!(c.snapshot_at(11).unwrap().objects.len(), 1);
+        assert!(c.snapshot_at(5).is_none());
+    }
+
+    #[tokio::test]
+    async fn live_receivers_see_deletes_with_last_state() {
+        let c = cache();
+        c.apply(
+            11,
+            ChangeKind::Put,
+            "/p/a".into(),
+            Some(json!({"metadata": {"name": "a"}})),
+        );
+        let mut sub = c.subscribe(None).unwrap();
+        c.apply(12, ChangeKind::Delete, "/p/a".into(), None);
+        let ev = sub.live.recv().await.unwrap();
+        assert_eq!(ev.kind, ChangeKind::Delete);
+        assert_eq!(ev.object["metadata"]["name"], "a");
+        assert_eq!(ev.object["metadata"]["resourceVersion"], "12");
+        assert!(c.wait_for(12, Duration::from_millis(10)).await);
+    }
+}

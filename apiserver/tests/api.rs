@@ -1,0 +1,24 @@
+//! Integration tests of the REST API, driving `ApiServer::router()` directly
+//! (no sockets) over an in-memory store.
+
+#[path = "api/harness.rs"]
+mod harness;
+#[path = "api/memstore.rs"]
+mod memstore;
+
+#[path = "api/crud.rs"]
+mod crud;
+#[path = "api/deletion.rs"]
+mod deletion;
+#[path = "api/discovery.rs"]
+mod discovery;
+#[path = "api/errors.rs"]
+mod errors;
+#[path = "api/list.rs"]
+mod list;
+#[path = "api/patch.rs"]
+mod patch;
+#[path = "api/subresources.rs"]
+mod subresources;
+#[path = "api/watch.rs"]
+mod watch;

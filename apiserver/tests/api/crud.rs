@@ -1,0 +1,294 @@
+use http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::{TestServer, assert_status};
+
+fn deployment(name: &str, replicas: i64) -> serde_json::Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+}
+
+#[tokio::test]
+async fn system_namespaces_exist_on_a_fresh_server() {
+    let s = TestServer::new().await;
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let (code, body) = s.get(&format!("/api/v1/namespaces/{ns}")).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(body["status"]["phase"], "Active");
+        assert_eq!(body["spec"]["finalizers"], json!(["kubernetes"]));
+    }
+}
+
+#[tokio::test]
+async fn create_get_update_round_trip_sets_metadata() {
+    let s = TestServer::new().await;
+    let created = s.configmap("default", "cm", json!({"a": "b"})).await;
+    let meta = &created["metadata"];
+    assert!(meta["uid"].as_str().is_some_and(|u| u.len() == 36));
+    assert!(
+        meta["creationTimestamp"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    let rv = meta["resourceVersion"].as_str().unwrap().to_string();
+    assert!(
+        meta.get("generation").is_none(),
+        "configmaps do not track generation"
+    );
+    assert_eq!(meta["managedFields"][0]["manager"], "skiff-tests");
+
+    let (code, got) = s.get("/api/v1/namespaces/default/configmaps/cm").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(got["metadata"]["resourceVersion"], rv);
+    assert_eq!(got["data"]["k"], "v");
+    assert_eq!(got["kind"], "ConfigMap");
+
+    let mut changed = got.clone();
+    changed["data"]["k"] = json!("w");
+    let (code, updated) = s
+        .put("/api/v1/namespaces/default/configmaps/cm", changed.clone())
+        .await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    assert_ne!(updated["metadata"]["resourceVersion"], rv);
+    assert_eq!(updated["metadata"]["uid"], meta["uid"]);
+
+    // The stale resourceVersion now conflicts, with upstream's message.
+    let (code, body) = s
+        .put("/api/v1/namespaces/default/configmaps/cm", changed)
+        .await;
+    assert_status(code, &body, 409, "Conflict");
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on configmaps \"cm\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    assert_eq!(body["details"]["name"], "cm");
+    assert_eq!(body["details"]["kind"], "configmaps");
+
+    // Without a resourceVersion the update is unconditional.
+    let mut blind = updated.clone();
+    blind["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    blind["data"]["k"] = json!("x");
+    let (code, body) = s
+        .put("/api/v1/namespaces/default/configmaps/cm", blind)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["k"], "x");
+}
+
+#[tokio::test]
+async fn no_op_update_keeps_resource_version() {
+    let s = TestServer::new().await;
+    let created = s.configmap("default", "same", json!({})).await;
+    let (code, body) = s
+        .put(
+            "/api/v1/namespaces/default/configmaps/same",
+            created.clone(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        body["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+}
+
+#[tokio::test]
+async fn generate_name_makes_unique_names() {
+    let s = TestServer::new().await;
+    let body = json!({"metadata": {"generateName": "gen-"}, "data": {}});
+    let (c1, a) = s
+        .post("/api/v1/namespaces/default/configmaps", body.clone())
+        .await;
+    let (c2, b) = s.post("/api/v1/namespaces/default/configmaps", body).await;
+    assert_eq!((c1, c2), (StatusCode::CREATED, StatusCode::CREATED));
+    let (na, nb) = (
+        a["metadata"]["name"].as_str().unwrap(),
+        b["metadata"]["name"].as_str().unwrap(),
+    );
+    assert!(na.starts_with("gen-") && na.len() == 9);
+    assert_ne!(na, nb);
+    assert_eq!(a["metadata"]["generateName"], "gen-");
+}
+
+#[tokio::test]
+async fn generation_tracks_spec_changes_only() {
+    let s = TestServer::new().await;
+    let (code, d) = s
+        .post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            deployment("web", 1),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{d}");
+    assert_eq!(d["metadata"]["generation"], 1);
+    assert_eq!(
+        d["spec"]["strategy"]["type"], "RollingUpdate",
+        "defaults applied"
+    );
+
+    let mut labelled = d.clone();
+    labelled["metadata"]["labels"] = json!({"x": "y"});
+    let (_, d2) = s
+        .put("/apis/apps/v1/namespaces/default/deployments/web", labelled)
+        .await;
+    assert_eq!(d2["metadata"]["generation"], 1, "{d2}");
+
+    let mut scaled = d2.clone();
+    scaled["spec"]["replicas"] = json!(3);
+    let (_, d3) = s
+        .put("/apis/apps/v1/namespaces/default/deployments/web", scaled)
+        .await;
+    assert_eq!(d3["metadata"]["generation"], 2);
+    assert_eq!(d3["spec"]["replicas"], 3);
+}
+
+#[tokio::test]
+async fn yaml_bodies_are_accepted() {
+    let s = TestServer::new().await;
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  a: \"1\"\n";
+    let (code, body) = s
+        .raw(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            "application/yaml",
+            yaml.into(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["data"]["a"], "1");
+}
+
+#[tokio::test]
+async fn namespace_must_exist_and_not_be_terminating() {
+    let s = TestServer::new().await;
+    let cm = json!({"metadata": {"name": "x"}});
+    let (code, body) = s
+        .post("/api/v1/namespaces/nope/configmaps", cm.clone())
+        .await;
+    assert_status(code, &body, 404, "NotFound");
+    assert_eq!(body["message"], "namespaces \"nope\" not found");
+
+    let (code, _) = s
+        .post(
+            "/api/v1/namespaces",
+            json!({"metadata": {"name": "doomed"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, ns) = s.delete("/api/v1/namespaces/doomed").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let (code, body) = s.post("/api/v1/namespaces/doomed/configmaps", cm).await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        body["message"],
+        "configmaps \"x\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
+    assert_eq!(
+        body["details"]["causes"][0]["reason"],
+        "NamespaceTerminating"
+    );
+}
+
+#[tokio::test]
+async fn cluster_scoped_resources_have_no_namespace() {
+    let s = TestServer::new().await;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "namespace": "ignored"},
+        "status": {"capacity": {"cpu": "2"}}});
+    let (code, body) = s.post("/api/v1/nodes", node).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert!(body["metadata"].get("namespace").is_none());
+    assert_eq!(
+        body["status"]["capacity"]["cpu"], "2",
+        "node status is kept on create"
+    );
+    assert!(
+        s.store
+            .keys()
+            .contains(&"/registry/core/nodes/n1".to_string())
+    );
+    let (code, _) = s.get("/api/v1/namespaces/default/nodes/n1").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn storage_layout_and_value_without_resource_version() {
+    let s = TestServer::new().await;
+    s.configmap("default", "stored", json!({})).await;
+    let key = "/registry/core/configmaps/default/stored";
+    assert!(s.store.keys().contains(&key.to_string()));
+    let (code, _) = s
+        .post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            deployment("d", 1),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert!(
+        s.store
+            .keys()
+            .contains(&"/registry/apps/deployments/default/d".to_string())
+    );
+    use skiff_store::Store;
+    let kv = s.store.get(key).await.unwrap().unwrap();
+    let raw: serde_json::Value = serde_json::from_slice(&kv.value).unwrap();
+    assert!(raw["metadata"].get("resourceVersion").is_none());
+}
+
+#[tokio::test]
+async fn dry_run_create_and_update_store_nothing() {
+    let s = TestServer::new().await;
+    let before = s.store.keys();
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps?dryRun=All",
+            json!({"metadata": {"name": "dry"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert!(body["metadata"]["uid"].is_string());
+    assert_eq!(s.store.keys(), before);
+    let created = s.configmap("default", "real", json!({})).await;
+    let mut changed = created.clone();
+    changed["data"] = json!({"k": "dry"});
+    let (code, body) = s
+        .put(
+            "/api/v1/namespaces/default/configmaps/real?dryRun=All",
+            changed,
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["data"]["k"], "dry");
+    let (_, now) = s.get("/api/v1/namespaces/default/configmaps/real").await;
+    assert_eq!(now["data"]["k"], "v");
+    assert_eq!(
+        now["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+}
+
+#[tokio::test]
+async fn events_are_shared_between_core_and_events_api() {
+    let s = TestServer::new().await;
+    let ev = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "me", "reportingInstance": "i",
+        "action": "Do", "reason": "Because", "note": "hello", "type": "Normal",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}});
+    let (code, body) = s
+        .post("/apis/events.k8s.io/v1/namespaces/default/events", ev)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, core) = s.get("/api/v1/namespaces/default/events/e1").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(core["message"], "hello");
+    assert_eq!(core["involvedObject"]["name"], "p");
+    let (_, list) = s
+        .get("/api/v1/events?fieldSelector=involvedObject.name%3Dp")
+        .await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+}

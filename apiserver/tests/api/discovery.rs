@@ -1,0 +1,86 @@
+use http::StatusCode;
+use serde_json::Value;
+
+use crate::harness::TestServer;
+
+fn resource<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("{name}"))
+}
+
+#[tokio::test]
+async fn version_and_health() {
+    let s = TestServer::new().await;
+    let (code, v) = s.get("/version").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(v["major"], "1");
+    assert_eq!(v["minor"], "33");
+    assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.33."));
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let (code, body) = s.get(path).await;
+        assert_eq!(code, StatusCode::OK, "{path}");
+        assert_eq!(body, Value::String("ok".into()));
+    }
+}
+
+#[tokio::test]
+async fn legacy_discovery_documents() {
+    let s = TestServer::new().await;
+    let (_, api) = s.get("/api").await;
+    assert_eq!(api["kind"], "APIVersions");
+    assert_eq!(api["versions"], serde_json::json!(["v1"]));
+
+    let (_, core) = s.get("/api/v1").await;
+    assert_eq!(core["kind"], "APIResourceList");
+    assert_eq!(core["groupVersion"], "v1");
+    let pods = resource(&core, "pods");
+    assert_eq!(pods["kind"], "Pod");
+    assert_eq!(pods["namespaced"], true);
+    assert_eq!(pods["shortNames"], serde_json::json!(["po"]));
+    assert_eq!(pods["categories"], serde_json::json!(["all"]));
+    assert_eq!(
+        resource(&core, "pods/binding")["verbs"],
+        serde_json::json!(["create"])
+    );
+    assert_eq!(resource(&core, "namespaces")["namespaced"], false);
+
+    let (_, groups) = s.get("/apis").await;
+    assert_eq!(groups["kind"], "APIGroupList");
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    for g in [
+        "apps",
+        "batch",
+        "autoscaling",
+        "rbac.authorization.k8s.io",
+        "apiextensions.k8s.io",
+        "coordination.k8s.io",
+    ] {
+        assert!(names.contains(&g), "{g}");
+    }
+    let (_, autoscaling) = s.get("/apis/autoscaling").await;
+    assert_eq!(autoscaling["kind"], "APIGroup");
+    assert_eq!(
+        autoscaling["preferredVersion"]["groupVersion"],
+        "autoscaling/v2"
+    );
+
+    let (_, apps) = s.get("/apis/apps/v1").await;
+    let scale = resource(&apps, "deployments/scale");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["group"], "autoscaling");
+    assert_eq!(
+        resource(&apps, "deployments")["shortNames"],
+        serde_json::json!(["deploy"])
+    );
+    let (code, _) = s.get("/apis/apps/v2").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}

@@ -1,0 +1,245 @@
+use http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::{TestServer, assert_status};
+
+#[tokio::test]
+async fn not_found_names_the_resource() {
+    let s = TestServer::new().await;
+    let (code, body) = s.get("/api/v1/namespaces/default/configmaps/x").await;
+    assert_status(code, &body, 404, "NotFound");
+    assert_eq!(body["message"], "configmaps \"x\" not found");
+    assert_eq!(body["details"], json!({"name": "x", "kind": "configmaps"}));
+    let (code, body) = s
+        .get("/apis/apps/v1/namespaces/default/deployments/d")
+        .await;
+    assert_status(code, &body, 404, "NotFound");
+    assert_eq!(body["message"], "deployments.apps \"d\" not found");
+    assert_eq!(body["details"]["group"], "apps");
+    let (code, body) = s.get("/apis/nothing.example/v1/widgets").await;
+    assert_status(code, &body, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn already_exists_is_409() {
+    let s = TestServer::new().await;
+    s.configmap("default", "dup", json!({})).await;
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "dup"}}),
+        )
+        .await;
+    assert_status(code, &body, 409, "AlreadyExists");
+    assert_eq!(body["message"], "configmaps \"dup\" already exists");
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_400_and_store_nothing() {
+    let s = TestServer::new().await;
+    let before = s.store.keys();
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (code, body) = s
+        .raw(
+            Method::POST,
+            path,
+            "application/json",
+            b"{not json".to_vec(),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    let (code, body) = s
+        .raw(
+            Method::POST,
+            path,
+            "application/yaml",
+            b"a: [unclosed".to_vec(),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    let (code, body) = s
+        .post(
+            path,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a"}}),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert_eq!(
+        body["message"],
+        "the kind in the data (Secret) does not match the expected kind (ConfigMap)"
+    );
+    let (code, body) = s
+        .post(
+            path,
+            json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    let (code, body) = s
+        .post(path, json!({"metadata": {"name": "a"}, "data": {"k": 5}}))
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap")
+    );
+    assert_eq!(
+        s.store.keys(),
+        before,
+        "rejected writes leave nothing behind"
+    );
+}
+
+#[tokio::test]
+async fn invalid_objects_are_422_with_causes() {
+    let s = TestServer::new().await;
+    let before = s.store.keys();
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "Bad_Name"}}),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(body["message"].as_str().unwrap().starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+    assert_eq!(body["details"]["kind"], "ConfigMap");
+    assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
+    assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueInvalid");
+
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {}}),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Required value: name or generateName is required"
+    );
+
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
+    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["message"],
+        "Pod \"p\" is invalid: spec.containers[0].image: Required value"
+    );
+
+    let pod = json!({"metadata": {"name": "p"}, "spec": {}});
+    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.containers");
+
+    let ns = json!({"metadata": {"name": "a.b"}});
+    let (code, body) = s.post("/api/v1/namespaces", ns).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(body["message"].as_str().unwrap().contains("RFC 1123 label"));
+
+    let svc = json!({"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}});
+    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(body["message"].as_str().unwrap().contains("DNS-1035 label"));
+
+    let labels = json!({"metadata": {"name": "ok", "labels": {"bad key!": "v"}}});
+    let (code, body) = s
+        .post("/api/v1/namespaces/default/configmaps", labels)
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(s.store.keys(), before);
+}
+
+#[tokio::test]
+async fn name_mismatch_on_update_is_400() {
+    let s = TestServer::new().await;
+    s.configmap("default", "a", json!({})).await;
+    let (code, body) = s
+        .put(
+            "/api/v1/namespaces/default/configmaps/a",
+            json!({"metadata": {"name": "b"}}),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert_eq!(
+        body["message"],
+        "the name of the object (b) does not match the name on the URL (a)"
+    );
+}
+
+#[tokio::test]
+async fn method_not_allowed_is_405() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .post("/api/v1/namespaces/default/configmaps/x", json!({}))
+        .await;
+    assert_status(code, &body, 405, "MethodNotAllowed");
+    let (code, body) = s
+        .call(
+            Method::PUT,
+            "/api/v1/namespaces/default/configmaps",
+            Some(json!({})),
+        )
+        .await;
+    assert_status(code, &body, 405, "MethodNotAllowed");
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413() {
+    let s = TestServer::new().await;
+    let big = "x".repeat(3 * 1024 * 1024 + 10);
+    let body = json!({"metadata": {"name": "big"}, "data": {"k": big}});
+    let (code, body) = s.post("/api/v1/namespaces/default/configmaps", body).await;
+    assert_status(code, &body, 413, "RequestEntityTooLarge");
+    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/big").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn unsupported_media_types_are_415() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .raw(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            "text/plain",
+            b"{}".to_vec(),
+        )
+        .await;
+    assert_status(code, &body, 415, "UnsupportedMediaType");
+    s.configmap("default", "p", json!({})).await;
+    let (code, body) = s
+        .patch(
+            "/api/v1/namespaces/default/configmaps/p",
+            "application/json",
+            json!({}),
+        )
+        .await;
+    assert_status(code, &body, 415, "UnsupportedMediaType");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("application/strategic-merge-patch+json")
+    );
+}
+
+#[tokio::test]
+async fn bad_selectors_and_parameters_are_400() {
+    let s = TestServer::new().await;
+    let (code, body) = s.get("/api/v1/pods?fieldSelector=spec.nope%3Dx").await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert_eq!(body["message"], "field label not supported: spec.nope");
+    let (code, body) = s.get("/api/v1/pods?labelSelector=a%20in%20b").await;
+    assert_status(code, &body, 400, "BadRequest");
+    let (code, body) = s.get("/api/v1/pods?limit=abc").await;
+    assert_status(code, &body, 400, "BadRequest");
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps?dryRun=Yes",
+            json!({"metadata": {"name": "a"}}),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+}

@@ -1,0 +1,181 @@
+//! A router over a fresh in-memory store, and helpers to call it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, BodyDataStream};
+use futures::StreamExt;
+use http::{Method, Request, StatusCode};
+use serde_json::Value;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use tower::ServiceExt;
+
+use crate::memstore::MemStore;
+
+pub struct TestServer {
+    pub server: ApiServer,
+    pub router: Router,
+    pub store: Arc<MemStore>,
+}
+
+impl TestServer {
+    pub async fn new() -> Self {
+        Self::with_config(ApiServerConfig::default()).await
+    }
+
+    pub async fn with_config(config: ApiServerConfig) -> Self {
+        let store = Arc::new(MemStore::new());
+        let server = ApiServer::new(store.clone(), config).await.unwrap();
+        let router = server.router();
+        Self {
+            server,
+            router,
+            store,
+        }
+    }
+
+    /// Sends a request with a JSON body (or none); returns code and JSON body
+    /// (`Value::String` when the body is not JSON).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let bytes = body
+            .map(|b| serde_json::to_vec(&b).unwrap())
+            .unwrap_or_default();
+        self.raw(method, path, "application/json", bytes).await
+    }
+
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .header("user-agent", "skiff-tests/v0")
+            .body(Body::from(body))
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let code = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (code, value)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    pub async fn patch(&self, path: &str, content_type: &str, body: Value) -> (StatusCode, Value) {
+        self.raw(
+            Method::PATCH,
+            path,
+            content_type,
+            serde_json::to_vec(&body).unwrap(),
+        )
+        .await
+    }
+
+    /// Starts a watch (path includes `watch=1`).
+    pub async fn watch(&self, path: &str) -> WatchReader {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "watch {path}");
+        WatchReader {
+            stream: response.into_body().into_data_stream(),
+            buffer: Vec::new(),
+        }
+    }
+
+    /// Creates a configmap `name` in `ns` with labels; returns it.
+    pub async fn configmap(&self, ns: &str, name: &str, labels: Value) -> Value {
+        let (code, body) = self
+            .post(
+                &format!("/api/v1/namespaces/{ns}/configmaps"),
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        body
+    }
+}
+
+/// Reads newline-delimited watch events from a streaming body.
+pub struct WatchReader {
+    stream: BodyDataStream,
+    buffer: Vec<u8>,
+}
+
+impl WatchReader {
+    /// The next event, or `None` when the stream ended; panics after 5 s.
+    pub async fn next(&mut self) -> Option<Value> {
+        self.next_within(Duration::from_secs(5))
+            .await
+            .expect("no watch event within 5s")
+    }
+
+    /// The next event within `wait`: `Err(())` on timeout, `Ok(None)` at the end.
+    pub async fn next_within(&mut self, wait: Duration) -> Result<Option<Value>, ()> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(pos) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=pos).collect();
+                return Ok(Some(serde_json::from_slice(&line).unwrap()));
+            }
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Err(_) => return Err(()),
+                Ok(None) => return Ok(None),
+                Ok(Some(chunk)) => self.buffer.extend_from_slice(&chunk.unwrap()),
+            }
+        }
+    }
+
+    /// (type, name) of the next event.
+    pub async fn next_summary(&mut self) -> (String, String) {
+        let e = self.next().await.expect("watch ended");
+        (
+            e["type"].as_str().unwrap().to_string(),
+            e["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        )
+    }
+}
+
+/// Asserts a Status failure with code and reason.
+pub fn assert_status(code: StatusCode, body: &Value, want_code: u16, want_reason: &str) {
+    assert_eq!(code.as_u16(), want_code, "{body}");
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["status"], "Failure", "{body}");
+    assert_eq!(body["code"], want_code, "{body}");
+    assert_eq!(body["reason"], want_reason, "{body}");
+}

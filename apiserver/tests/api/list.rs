@@ -1,0 +1,170 @@
+use std::time::Duration;
+
+use http::StatusCode;
+use serde_json::{Value, json};
+use skiff_apiserver::ApiServerConfig;
+
+use crate::harness::{TestServer, assert_status};
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn label_selectors_filter_lists() {
+    let s = TestServer::new().await;
+    s.configmap("default", "a", json!({"app": "web", "tier": "front"}))
+        .await;
+    s.configmap("default", "b", json!({"app": "db"})).await;
+    s.configmap("default", "c", json!({})).await;
+    let cases = [
+        ("app%3Dweb", vec!["a"]),
+        ("app%3D%3Dweb", vec!["a"]),
+        ("app!%3Dweb", vec!["b", "c"]),
+        ("app%20in%20(web,db)", vec!["a", "b"]),
+        ("app%20notin%20(web)", vec!["b", "c"]),
+        ("app", vec!["a", "b"]),
+        ("!app", vec!["c"]),
+        ("app,tier%3Dfront", vec!["a"]),
+    ];
+    for (selector, want) in cases {
+        let (code, list) = s
+            .get(&format!(
+                "/api/v1/namespaces/default/configmaps?labelSelector={selector}"
+            ))
+            .await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(names(&list), want, "{selector}");
+    }
+}
+
+#[tokio::test]
+async fn lists_are_typed_and_scoped() {
+    let s = TestServer::new().await;
+    s.post("/api/v1/namespaces", json!({"metadata": {"name": "other"}}))
+        .await;
+    s.configmap("default", "a", json!({})).await;
+    s.configmap("other", "b", json!({})).await;
+    let (_, list) = s.get("/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(names(&list), vec!["a"]);
+    assert!(
+        list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .is_ok()
+    );
+    let (_, all) = s.get("/api/v1/configmaps").await;
+    assert_eq!(names(&all), vec!["a", "b"]);
+    let (_, filtered) = s
+        .get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dother")
+        .await;
+    assert_eq!(names(&filtered), vec!["b"]);
+    let (_, by_name) = s
+        .get("/api/v1/configmaps?fieldSelector=metadata.name!%3Da")
+        .await;
+    assert_eq!(names(&by_name), vec!["b"]);
+}
+
+#[tokio::test]
+async fn pod_field_selectors() {
+    let s = TestServer::new().await;
+    for (name, node) in [("p1", Some("n1")), ("p2", None)] {
+        let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
+        if let Some(n) = node {
+            spec["nodeName"] = json!(n);
+        }
+        let (code, body) = s
+            .post(
+                "/api/v1/namespaces/default/pods",
+                json!({"metadata": {"name": name}, "spec": spec}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        assert_eq!(body["status"]["phase"], "Pending");
+    }
+    let (_, on_n1) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1").await;
+    assert_eq!(names(&on_n1), vec!["p1"]);
+    let (_, unscheduled) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3D").await;
+    assert_eq!(names(&unscheduled), vec!["p2"]);
+    let (_, pending) = s
+        .get("/api/v1/pods?fieldSelector=status.phase%3DPending,spec.nodeName!%3Dn1")
+        .await;
+    assert_eq!(names(&pending), vec!["p2"]);
+}
+
+#[tokio::test]
+async fn pagination_reads_one_consistent_snapshot() {
+    let s = TestServer::new().await;
+    for i in 0..5 {
+        s.configmap("default", &format!("cm{i}"), json!({})).await;
+    }
+    let (code, page1) = s.get("/api/v1/namespaces/default/configmaps?limit=2").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(names(&page1), vec!["cm0", "cm1"]);
+    assert_eq!(page1["metadata"]["remainingItemCount"], 3);
+    let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
+    let rv = page1["metadata"]["resourceVersion"].clone();
+
+    // Changes after the first page are not seen by its continuation.
+    s.configmap("default", "cm9", json!({})).await;
+    s.delete("/api/v1/namespaces/default/configmaps/cm3").await;
+
+    let (_, page2) = s
+        .get(&format!(
+            "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
+        ))
+        .await;
+    assert_eq!(names(&page2), vec!["cm2", "cm3"]);
+    assert_eq!(page2["metadata"]["resourceVersion"], rv);
+    let token = page2["metadata"]["continue"].as_str().unwrap().to_string();
+    let (_, page3) = s
+        .get(&format!(
+            "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
+        ))
+        .await;
+    assert_eq!(names(&page3), vec!["cm4"]);
+    assert!(page3["metadata"].get("continue").is_none());
+    assert!(page3["metadata"].get("remainingItemCount").is_none());
+
+    // Pagination with a selector counts only matches and omits the count.
+    let (_, sel) = s
+        .get("/api/v1/namespaces/default/configmaps?limit=1&labelSelector=missing!%3Dx")
+        .await;
+    assert_eq!(names(&sel), vec!["cm0"]);
+    assert!(sel["metadata"]["continue"].is_string());
+    assert!(sel["metadata"].get("remainingItemCount").is_none());
+}
+
+#[tokio::test]
+async fn expired_continue_is_410() {
+    let config = ApiServerConfig {
+        continue_ttl: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let s = TestServer::with_config(config).await;
+    for i in 0..3 {
+        s.configmap("default", &format!("cm{i}"), json!({})).await;
+    }
+    let (_, page1) = s.get("/api/v1/namespaces/default/configmaps?limit=1").await;
+    let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
+    s.configmap("default", "later", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (code, body) = s
+        .get(&format!(
+            "/api/v1/namespaces/default/configmaps?limit=1&continue={token}"
+        ))
+        .await;
+    assert_status(code, &body, 410, "Expired");
+    let (code, body) = s
+        .get("/api/v1/namespaces/default/configmaps?limit=1&continue=garbage")
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+}

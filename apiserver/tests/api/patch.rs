@@ -1,0 +1,139 @@
+use http::StatusCode;
+use serde_json::json;
+
+use crate::harness::{TestServer, assert_status};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps/p";
+
+#[tokio::test]
+async fn json_merge_and_strategic_patches_on_configmaps() {
+    let s = TestServer::new().await;
+    s.configmap("default", "p", json!({"a": "1"})).await;
+    let (code, body) = s
+        .patch(
+            CM,
+            "application/json-patch+json",
+            json!([{"op": "add", "path": "/data/n", "value": "x"}]),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["data"], json!({"k": "v", "n": "x"}));
+    let (_, body) = s
+        .patch(
+            CM,
+            "application/merge-patch+json",
+            json!({"data": {"k": null}}),
+        )
+        .await;
+    assert_eq!(body["data"], json!({"n": "x"}));
+    let (_, body) = s
+        .patch(
+            CM,
+            "application/strategic-merge-patch+json",
+            json!({"metadata": {"labels": {"b": "2"}}}),
+        )
+        .await;
+    assert_eq!(body["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+}
+
+#[tokio::test]
+async fn strategic_patch_merges_containers_by_name() {
+    let s = TestServer::new().await;
+    let d = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "d"}},
+        "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [
+            {"name": "a", "image": "one", "env": [{"name": "X", "value": "1"}]},
+            {"name": "b", "image": "two"}]}}}});
+    let (code, _) = s
+        .post("/apis/apps/v1/namespaces/default/deployments", d)
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "b", "image": "three"}, {"name": "a", "env": [{"name": "Y", "value": "2"}]}]}}}});
+    let (code, body) = s
+        .patch(
+            "/apis/apps/v1/namespaces/default/deployments/d",
+            "application/strategic-merge-patch+json",
+            patch,
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let containers = &body["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["image"], "one");
+    assert_eq!(
+        containers[0]["env"],
+        json!([{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}])
+    );
+    assert_eq!(containers[1]["image"], "three");
+    assert_eq!(body["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn patch_preconditions_and_missing_objects() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .patch(CM, "application/merge-patch+json", json!({"data": {}}))
+        .await;
+    assert_status(code, &body, 404, "NotFound");
+    let created = s.configmap("default", "p", json!({})).await;
+    s.patch(
+        CM,
+        "application/merge-patch+json",
+        json!({"data": {"k": "new"}}),
+    )
+    .await;
+    let stale = json!({"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {"k": "z"}});
+    let (code, body) = s.patch(CM, "application/merge-patch+json", stale).await;
+    assert_status(code, &body, 409, "Conflict");
+    let (code, body) = s
+        .patch(CM, "application/json-patch+json", json!({"not": "a list"}))
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    let (code, body) = s
+        .patch(
+            CM,
+            "application/json-patch+json",
+            json!([{"op": "test", "path": "/data/k", "value": "other"}]),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    let (_, now) = s.get(CM).await;
+    assert_eq!(now["data"]["k"], "new");
+}
+
+#[tokio::test]
+async fn patch_dry_run_changes_nothing() {
+    let s = TestServer::new().await;
+    s.configmap("default", "p", json!({})).await;
+    let (code, body) = s
+        .patch(
+            &format!("{CM}?dryRun=All"),
+            "application/merge-patch+json",
+            json!({"data": {"k": "dry"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["data"]["k"], "dry");
+    let (_, now) = s.get(CM).await;
+    assert_eq!(now["data"]["k"], "v");
+}
+
+#[tokio::test]
+async fn field_manager_is_recorded() {
+    let s = TestServer::new().await;
+    s.configmap("default", "p", json!({})).await;
+    let (_, body) = s
+        .patch(
+            &format!("{CM}?fieldManager=tester"),
+            "application/merge-patch+json",
+            json!({"data": {"k": "m"}}),
+        )
+        .await;
+    let managers: Vec<&str> = body["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(managers, vec!["skiff-tests", "tester"]);
+    assert_eq!(body["metadata"]["managedFields"][1]["operation"], "Update");
+}

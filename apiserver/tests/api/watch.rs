@@ -1,0 +1,192 @@
+use std::time::Duration;
+
+use serde_json::json;
+use skiff_apiserver::ApiServerConfig;
+
+use crate::harness::TestServer;
+
+fn ev(t: &str, n: &str) -> (String, String) {
+    (t.to_string(), n.to_string())
+}
+
+#[tokio::test]
+async fn watch_without_version_starts_with_current_state() {
+    let s = TestServer::new().await;
+    s.configmap("default", "a", json!({})).await;
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=true")
+        .await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "a"));
+    let b = s.configmap("default", "b", json!({})).await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "b"));
+    let mut changed = b.clone();
+    changed["data"] = json!({"k": "2"});
+    s.put("/api/v1/namespaces/default/configmaps/b", changed)
+        .await;
+    let e = w.next().await.unwrap();
+    assert_eq!(e["type"], "MODIFIED");
+    assert_eq!(e["object"]["data"]["k"], "2");
+    assert_eq!(e["object"]["kind"], "ConfigMap");
+    s.delete("/api/v1/namespaces/default/configmaps/a").await;
+    assert_eq!(w.next_summary().await, ev("DELETED", "a"));
+}
+
+#[tokio::test]
+async fn watch_from_a_version_sends_only_later_events() {
+    let s = TestServer::new().await;
+    let a = s.configmap("default", "a", json!({})).await;
+    s.configmap("default", "b", json!({})).await;
+    let rv = a["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut w = s
+        .watch(&format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
+        ))
+        .await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "b"));
+    assert!(
+        w.next_within(Duration::from_millis(100)).await.is_err(),
+        "nothing else"
+    );
+}
+
+#[tokio::test]
+async fn selectors_turn_transitions_into_added_and_deleted() {
+    let s = TestServer::new().await;
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1&labelSelector=app%3Dweb")
+        .await;
+    let other = s.configmap("default", "x", json!({"app": "db"})).await;
+    let mut moved = other.clone();
+    moved["metadata"]["labels"] = json!({"app": "web"});
+    let (_, moved) = s
+        .put("/api/v1/namespaces/default/configmaps/x", moved)
+        .await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "x"));
+    let mut back = moved.clone();
+    back["metadata"]["labels"] = json!({"app": "db"});
+    s.put("/api/v1/namespaces/default/configmaps/x", back).await;
+    let e = w.next().await.unwrap();
+    assert_eq!(e["type"], "DELETED");
+    assert_eq!(
+        e["object"]["metadata"]["labels"]["app"], "db",
+        "the new state is reported"
+    );
+}
+
+#[tokio::test]
+async fn single_object_watch_by_field_selector() {
+    let s = TestServer::new().await;
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1&fieldSelector=metadata.name%3Dme")
+        .await;
+    s.configmap("default", "other", json!({})).await;
+    s.configmap("default", "me", json!({})).await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "me"));
+}
+
+#[tokio::test]
+async fn timeout_ends_the_stream() {
+    let s = TestServer::new().await;
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1")
+        .await;
+    assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
+}
+
+#[tokio::test]
+async fn too_old_version_is_an_error_event() {
+    let config = ApiServerConfig {
+        watch_history: 2,
+        ..Default::default()
+    };
+    let s = TestServer::with_config(config).await;
+    let first = s.configmap("default", "a", json!({})).await;
+    for i in 0..4 {
+        s.configmap("default", &format!("b{i}"), json!({})).await;
+    }
+    let rv = first["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut w = s
+        .watch(&format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
+        ))
+        .await;
+    let e = w.next().await.unwrap();
+    assert_eq!(e["type"], "ERROR");
+    assert_eq!(e["object"]["code"], 410);
+    assert_eq!(e["object"]["reason"], "Expired");
+    assert!(
+        e["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version")
+    );
+    assert_eq!(w.next().await, None);
+}
+
+#[tokio::test]
+async fn bookmarks_carry_the_current_version() {
+    let config = ApiServerConfig {
+        bookmark_interval: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let s = TestServer::with_config(config).await;
+    let cm = s.configmap("default", "a", json!({})).await;
+    let rv = cm["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut w = s
+        .watch(&format!("/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"))
+        .await;
+    let e = w.next().await.unwrap();
+    assert_eq!(e["type"], "BOOKMARK");
+    assert_eq!(e["object"]["kind"], "ConfigMap");
+    assert_eq!(e["object"]["metadata"]["resourceVersion"], rv);
+}
+
+#[tokio::test]
+async fn shutdown_ends_every_watch() {
+    let s = TestServer::new().await;
+    let mut a = s.watch("/api/v1/configmaps?watch=1").await;
+    let mut b = s.watch("/api/v1/pods?watch=1").await;
+    s.server.shutdown();
+    assert_eq!(a.next().await, None);
+    assert_eq!(b.next().await, None);
+    let (code, _) = s.get("/readyz").await;
+    assert_eq!(code, http::StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn many_watchers_each_see_every_event() {
+    let s = TestServer::new().await;
+    let mut watchers = Vec::new();
+    for _ in 0..50 {
+        watchers.push(
+            s.watch("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1")
+                .await,
+        );
+    }
+    for i in 0..20 {
+        s.configmap("default", &format!("cm{i:02}"), json!({}))
+            .await;
+    }
+    for w in &mut watchers {
+        for i in 0..20 {
+            assert_eq!(w.next_summary().await, ev("ADDED", &format!("cm{i:02}")));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_watcher_catches_up_from_history() {
+    let s = TestServer::new().await;
+    // This watcher is not read while 1,500 events (more than the live
+    // buffer) happen, then must still see all of them in order.
+    let mut slow = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1")
+        .await;
+    for i in 0..1500 {
+        s.configmap("default", &format!("cm{i:04}"), json!({}))
+            .await;
+    }
+    for i in 0..1500 {
+        assert_eq!(slow.next_summary().await, ev("ADDED", &format!("cm{i:04}")));
+    }
+}
