@@ -5,3 +5,27 @@
 //!
 //! It must never import the API server or the store, and never writes a pod's
 //! `spec.nodeName` any other way than through the binding subresource.
+
+pub mod algorithm;
+pub mod binding;
+pub mod cache;
+pub mod clock;
+pub mod framework;
+pub mod listers;
+pub mod plugins;
+pub mod pod_info;
+pub mod preemption;
+pub mod queue;
+pub mod resource;
+pub mod scheduler;
+pub mod selectors;
+pub mod testing;
+
+pub use algorithm::{Algorithm, FitError, ScheduleError, ScheduleResult};
+pub use binding::{ApiError, Binder, Outcome, Preemptor, StatusReporter};
+pub use cache::{Cache, NodeInfo, Snapshot};
+pub use clock::{Clock, FakeClock, RealClock};
+pub use framework::{Framework, SchedulerConfig, Services};
+pub use plugins::in_tree_registry;
+pub use pod_info::PodInfo;
+pub use scheduler::{CycleOutcome, Failure, Scheduler};

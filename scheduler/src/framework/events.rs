@@ -1,0 +1,99 @@
+//! Cluster events that can make an unschedulable pod schedulable.
+//!
+//! Each plugin declares which events could undo its rejections; the queue moves a parked
+//! pod back only when such an event happens for one of the plugins that rejected it.
+
+/// The kind of object an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventResource {
+    /// A pod (assigned pods for Add/Delete; any pod for Update).
+    Pod,
+    /// A node.
+    Node,
+    /// A PersistentVolumeClaim.
+    PersistentVolumeClaim,
+    /// A PersistentVolume.
+    PersistentVolume,
+    /// A StorageClass.
+    StorageClass,
+    /// A namespace (label changes affect affinity namespace selectors).
+    Namespace,
+    /// Anything: used for the periodic flush and unknown changes.
+    Wildcard,
+}
+
+/// Bit set of actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ActionSet(pub u32);
+
+impl ActionSet {
+    /// Object added.
+    pub const ADD: ActionSet = ActionSet(1);
+    /// Object deleted.
+    pub const DELETE: ActionSet = ActionSet(1 << 1);
+    /// Node allocatable changed.
+    pub const UPDATE_NODE_ALLOCATABLE: ActionSet = ActionSet(1 << 2);
+    /// Node labels changed.
+    pub const UPDATE_NODE_LABEL: ActionSet = ActionSet(1 << 3);
+    /// Node taints or `unschedulable` changed.
+    pub const UPDATE_NODE_TAINT: ActionSet = ActionSet(1 << 4);
+    /// Node images or other status changed.
+    pub const UPDATE_NODE_OTHER: ActionSet = ActionSet(1 << 5);
+    /// Pod labels changed.
+    pub const UPDATE_POD_LABEL: ActionSet = ActionSet(1 << 6);
+    /// Pod resource requests scaled down.
+    pub const UPDATE_POD_SCALE_DOWN: ActionSet = ActionSet(1 << 7);
+    /// Any other update.
+    pub const UPDATE_OTHER: ActionSet = ActionSet(1 << 8);
+    /// Every update kind.
+    pub const UPDATE: ActionSet =
+        ActionSet((1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8));
+    /// Everything.
+    pub const ALL: ActionSet = ActionSet(u32::MAX);
+
+    /// Union.
+    pub const fn or(self, other: ActionSet) -> ActionSet {
+        ActionSet(self.0 | other.0)
+    }
+
+    /// True if the sets share an action.
+    pub fn intersects(self, other: ActionSet) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+/// A cluster event: which resource, which action(s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClusterEvent {
+    /// Resource.
+    pub resource: EventResource,
+    /// Actions.
+    pub actions: ActionSet,
+}
+
+impl ClusterEvent {
+    /// A new event.
+    pub const fn new(resource: EventResource, actions: ActionSet) -> Self {
+        ClusterEvent { resource, actions }
+    }
+
+    /// True if an event that happened (`self`) is one a plugin registered (`interest`).
+    pub fn matches(&self, interest: &ClusterEvent) -> bool {
+        (self.resource == EventResource::Wildcard
+            || interest.resource == EventResource::Wildcard
+            || self.resource == interest.resource)
+            && self.actions.intersects(interest.actions)
+    }
+
+    /// Unschedulable pods leftover for too long (moves everything).
+    pub const UNSCHEDULABLE_TIMEOUT: ClusterEvent =
+        ClusterEvent::new(EventResource::Wildcard, ActionSet::ALL);
+    /// A node was added.
+    pub const NODE_ADD: ClusterEvent = ClusterEvent::new(EventResource::Node, ActionSet::ADD);
+    /// An assigned pod was deleted.
+    pub const ASSIGNED_POD_DELETE: ClusterEvent =
+        ClusterEvent::new(EventResource::Pod, ActionSet::DELETE);
+    /// An assigned pod was added.
+    pub const ASSIGNED_POD_ADD: ClusterEvent =
+        ClusterEvent::new(EventResource::Pod, ActionSet::ADD);
+}

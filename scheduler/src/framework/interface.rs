@@ -1,0 +1,235 @@
+//! Extension-point traits. A plugin implements `Plugin` plus the extension traits it
+//! serves, and exposes them through the `as_*` methods so the framework can keep one
+//! typed list per extension point.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::cycle_state::CycleState;
+use super::events::ClusterEvent;
+use super::status::Status;
+use crate::cache::{NodeInfo, Snapshot};
+use crate::pod_info::PodInfo;
+
+/// Highest score a Score plugin may give after normalization.
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// Base trait of every plugin.
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin's registered name.
+    fn name(&self) -> &'static str;
+    /// Events that could make a pod this plugin rejected schedulable.
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        Vec::new()
+    }
+    /// PreFilter view.
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        None
+    }
+    /// Filter view.
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        None
+    }
+    /// PostFilter view.
+    fn as_post_filter(self: Arc<Self>) -> Option<Arc<dyn PostFilterPlugin>> {
+        None
+    }
+    /// PreScore view.
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        None
+    }
+    /// Score view.
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        None
+    }
+    /// Reserve view.
+    fn as_reserve(self: Arc<Self>) -> Option<Arc<dyn ReservePlugin>> {
+        None
+    }
+    /// Permit view.
+    fn as_permit(self: Arc<Self>) -> Option<Arc<dyn PermitPlugin>> {
+        None
+    }
+    /// PreBind view.
+    fn as_pre_bind(self: Arc<Self>) -> Option<Arc<dyn PreBindPlugin>> {
+        None
+    }
+    /// Bind view.
+    fn as_bind(self: Arc<Self>) -> Option<Arc<dyn BindPlugin>> {
+        None
+    }
+    /// PostBind view.
+    fn as_post_bind(self: Arc<Self>) -> Option<Arc<dyn PostBindPlugin>> {
+        None
+    }
+}
+
+/// What a PreFilter may narrow the candidate nodes to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreFilterResult {
+    /// Only these nodes can fit; `None` means all nodes.
+    pub node_names: Option<Vec<String>>,
+    /// Plugins that restricted the node set (filled in by the framework).
+    pub restricted_by: Vec<&'static str>,
+}
+
+/// Incremental updates of PreFilter state when pods are added to or removed from a node
+/// during simulation (nominated pods, preemption).
+pub trait PreFilterExtensions: Send + Sync {
+    /// `pod_to_add` is simulated onto `node`.
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        pod_to_add: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
+    /// `pod_to_remove` is simulated off `node`.
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        pod_to_remove: &Arc<PodInfo>,
+        node: &NodeInfo,
+    ) -> Status;
+}
+
+/// Runs once per pod before filtering; computes state and may reject the pod outright.
+pub trait PreFilterPlugin: Plugin {
+    /// Computes per-pod state. Skip disables this plugin's Filter for the cycle.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        snapshot: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status);
+    /// Incremental state updates, if the plugin keeps state that depends on other pods.
+    fn extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        None
+    }
+}
+
+/// Decides whether a pod fits one node.
+pub trait FilterPlugin: Plugin {
+    /// Success if the pod can run on the node.
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
+}
+
+/// The per-node verdicts of a failed filtering phase.
+pub type NodeToStatus = HashMap<String, Status>;
+
+/// What a PostFilter (preemption) achieved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostFilterResult {
+    /// Node the pod is nominated to run on once victims are gone.
+    pub nominated_node: Option<String>,
+    /// Pods to delete so the nominated node fits.
+    pub victims: Vec<Arc<PodInfo>>,
+    /// Lower-priority pods nominated to the same node that lose their nomination.
+    pub nominations_to_clear: Vec<Arc<PodInfo>>,
+}
+
+/// Runs when no node fits; may make room (preemption).
+pub trait PostFilterPlugin: Plugin {
+    /// Tries to make the pod schedulable later.
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        snapshot: &Snapshot,
+        statuses: &NodeToStatus,
+        ctx: &PostFilterContext<'_>,
+    ) -> (Option<PostFilterResult>, Status);
+}
+
+/// Framework services a PostFilter needs to simulate scheduling.
+pub struct PostFilterContext<'a> {
+    /// Runs the profile's filters (with PreFilter extensions) on simulated states.
+    pub framework: &'a super::runtime::Framework,
+    /// Pods nominated to nodes (preemptors waiting for their victims to leave).
+    pub nominated: &'a dyn NominatedPods,
+}
+
+/// Lookup of pods nominated to a node.
+pub trait NominatedPods: Send + Sync {
+    /// Pods nominated to `node`.
+    fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>>;
+}
+
+/// No nominated pods.
+pub struct NoNominatedPods;
+
+impl NominatedPods for NoNominatedPods {
+    fn nominated_pods_for_node(&self, _node: &str) -> Vec<Arc<PodInfo>> {
+        Vec::new()
+    }
+}
+
+/// Runs once per pod on the feasible nodes before scoring.
+pub trait PreScorePlugin: Plugin {
+    /// Computes per-pod scoring state. Skip disables this plugin's Score.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        snapshot: &Snapshot,
+    ) -> Status;
+}
+
+/// A node's score.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeScore {
+    /// Node name.
+    pub name: String,
+    /// Score.
+    pub score: i64,
+}
+
+/// Ranks feasible nodes.
+pub trait ScorePlugin: Plugin {
+    /// Raw score of a node.
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> (i64, Status);
+    /// Maps raw scores into [0, MAX_NODE_SCORE]; default: scores are already in range.
+    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
+        Status::success()
+    }
+}
+
+/// Reserves resources held outside the cache (volumes, devices) for the chosen node.
+pub trait ReservePlugin: Plugin {
+    /// Reserve; failure aborts the cycle and runs Unreserve.
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+    /// Undoes Reserve; must be idempotent.
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+}
+
+/// Approves, rejects or delays binding.
+pub trait PermitPlugin: Plugin {
+    /// Success, Unschedulable, or Wait with a timeout.
+    fn permit(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> (Status, Duration);
+}
+
+/// Work before binding (volume provisioning and the like).
+#[async_trait]
+pub trait PreBindPlugin: Plugin {
+    /// Runs before Bind; failure aborts binding.
+    async fn pre_bind(&self, pod: &PodInfo, node: &str) -> Status;
+}
+
+/// Binds a pod to a node. The first plugin not returning Skip decides.
+#[async_trait]
+pub trait BindPlugin: Plugin {
+    /// Binds.
+    async fn bind(&self, pod: &PodInfo, node: &str) -> Status;
+}
+
+/// Informational hook after a successful bind.
+#[async_trait]
+pub trait PostBindPlugin: Plugin {
+    /// Called after binding succeeded.
+    async fn post_bind(&self, pod: &PodInfo, node: &str);
+}

@@ -1,0 +1,43 @@
+//! DefaultBinder: binds through the API (`pods/binding`) via the `Binder` service.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::binding::Binder;
+use crate::framework::*;
+use crate::pod_info::PodInfo;
+
+/// Plugin name.
+pub const NAME: &str = "DefaultBinder";
+
+/// The DefaultBinder plugin.
+pub struct DefaultBinder {
+    binder: Arc<dyn Binder>,
+}
+
+/// Constructor for the registry.
+pub fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(DefaultBinder {
+        binder: s.binder.clone(),
+    }))
+}
+
+impl Plugin for DefaultBinder {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_bind(self: Arc<Self>) -> Option<Arc<dyn BindPlugin>> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl BindPlugin for DefaultBinder {
+    async fn bind(&self, pod: &PodInfo, node: &str) -> Status {
+        match self.binder.bind(&pod.pod, node).await {
+            Ok(()) => Status::success(),
+            Err(e) => Status::error(e.to_string()),
+        }
+    }
+}

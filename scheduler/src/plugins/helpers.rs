@@ -1,0 +1,209 @@
+//! Pieces several plugins share: toleration matching, the pod's node requirements and
+//! upstream's default score normalization.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+
+use crate::cache::NodeInfo;
+use crate::framework::{MAX_NODE_SCORE, NodeScore};
+use crate::pod_info::PodInfo;
+use crate::selectors::{CompiledNodeSelector, Labels};
+
+/// True if `tol` tolerates `taint`: effects match (empty tolerates all), and either the
+/// operator is Exists (empty key tolerates every key) or key and value are equal.
+pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
+    let effect_ok = tol
+        .effect
+        .as_deref()
+        .is_none_or(|e| e.is_empty() || e == taint.effect);
+    if !effect_ok {
+        return false;
+    }
+    let key = tol.key.as_deref().unwrap_or("");
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    match tol.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => true,
+        "Equal" | "" => {
+            !key.is_empty()
+                && tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
+        _ => false,
+    }
+}
+
+/// The first taint with one of `effects` that no toleration tolerates.
+pub fn first_untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    effects: &[&str],
+) -> Option<&'a Taint> {
+    taints
+        .iter()
+        .filter(|t| effects.contains(&t.effect.as_str()))
+        .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+/// The pod's hard node requirements: `nodeSelector` and required node affinity.
+#[derive(Debug, Clone)]
+pub struct RequiredNodeAffinity {
+    selector: Option<Labels>,
+    affinity: Option<CompiledNodeSelector>,
+}
+
+impl RequiredNodeAffinity {
+    /// Compiles the pod's requirements.
+    pub fn of(pod: &PodInfo) -> Self {
+        let spec = pod.spec();
+        let selector = spec.node_selector.clone().filter(|s| !s.is_empty());
+        let affinity = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|na| {
+                na.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(CompiledNodeSelector::compile);
+        RequiredNodeAffinity { selector, affinity }
+    }
+
+    /// True if the node satisfies both.
+    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+        if let Some(sel) = &self.selector
+            && !sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+        {
+            return false;
+        }
+        self.affinity
+            .as_ref()
+            .is_none_or(|a| a.matches(labels, node_name))
+    }
+
+    /// True if the node info's node satisfies both.
+    pub fn matches_node(&self, node: &NodeInfo) -> bool {
+        self.matches(node.labels(), node.name())
+    }
+
+    /// Node names the required affinity restricts the pod to, if it does.
+    pub fn name_restriction(&self) -> Option<Vec<String>> {
+        self.affinity.as_ref().and_then(|a| a.name_restriction())
+    }
+}
+
+/// Scales scores into [0, MAX_NODE_SCORE] relative to the maximum; `reverse` flips them
+/// so lower raw scores rank higher.
+pub fn default_normalize(scores: &mut [NodeScore], reverse: bool) {
+    let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+    if max == 0 {
+        if reverse {
+            for s in scores.iter_mut() {
+                s.score = MAX_NODE_SCORE;
+            }
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        let v = MAX_NODE_SCORE * s.score / max;
+        s.score = if reverse { MAX_NODE_SCORE - v } else { v };
+    }
+}
+
+/// Builds a `NodeInfo` from a node and pods (tests and simulations).
+pub fn node_info_with(
+    node: k8s_openapi::api::core::v1::Node,
+    pods: Vec<k8s_openapi::api::core::v1::Pod>,
+) -> NodeInfo {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let mut ni = NodeInfo::new(&name);
+    ni.set_node(Arc::new(node));
+    for p in pods {
+        ni.add_pod(Arc::new(PodInfo::new(Arc::new(p))));
+    }
+    ni
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tol(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
+        let o = |s: &str| {
+            if s.is_empty() {
+                None
+            } else {
+                Some(s.to_string())
+            }
+        };
+        Toleration {
+            key: o(key),
+            operator: o(op),
+            value: o(value),
+            effect: o(effect),
+            toleration_seconds: None,
+        }
+    }
+
+    fn taint(key: &str, value: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: Some(value.into()),
+            effect: effect.into(),
+            time_added: None,
+        }
+    }
+
+    #[test]
+    fn toleration_matching_table() {
+        let t = taint("dedicated", "gpu", "NoSchedule");
+        let cases = [
+            (tol("dedicated", "Equal", "gpu", "NoSchedule"), true),
+            (tol("dedicated", "", "gpu", ""), true),
+            (tol("dedicated", "Equal", "cpu", "NoSchedule"), false),
+            (tol("dedicated", "Exists", "", "NoSchedule"), true),
+            (tol("dedicated", "Exists", "", "NoExecute"), false),
+            (tol("", "Exists", "", ""), true),
+            (tol("", "Equal", "", ""), false),
+            (tol("other", "Exists", "", ""), false),
+        ];
+        for (tl, want) in cases {
+            assert_eq!(tolerates(&tl, &t), want, "{tl:?}");
+        }
+    }
+
+    #[test]
+    fn normalize_scales_and_reverses() {
+        let mut s = vec![
+            NodeScore {
+                name: "a".into(),
+                score: 2,
+            },
+            NodeScore {
+                name: "b".into(),
+                score: 4,
+            },
+        ];
+        default_normalize(&mut s, false);
+        assert_eq!((s[0].score, s[1].score), (50, 100));
+        let mut r = vec![
+            NodeScore {
+                name: "a".into(),
+                score: 0,
+            },
+            NodeScore {
+                name: "b".into(),
+                score: 4,
+            },
+        ];
+        default_normalize(&mut r, true);
+        assert_eq!((r[0].score, r[1].score), (100, 0));
+        let mut z = vec![NodeScore {
+            name: "a".into(),
+            score: 0,
+        }];
+        default_normalize(&mut z, true);
+        assert_eq!(z[0].score, 100);
+    }
+}

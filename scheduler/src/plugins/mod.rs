@@ -1,0 +1,36 @@
+//! The in-tree plugins, one module each, and the registry of their constructors.
+
+pub mod balanced_allocation;
+pub mod default_binder;
+pub mod helpers;
+pub mod image_locality;
+pub mod inter_pod_affinity;
+pub mod node_affinity;
+pub mod node_name;
+pub mod node_ports;
+pub mod node_resources_fit;
+pub mod node_unschedulable;
+pub mod pod_topology_spread;
+pub mod taint_toleration;
+pub mod volume_binding;
+
+use crate::framework::Registry;
+
+/// A registry with every in-tree plugin, including DefaultPreemption.
+pub fn in_tree_registry() -> Registry {
+    let mut r = Registry::new();
+    r.register(node_unschedulable::NAME, node_unschedulable::new);
+    r.register(node_name::NAME, node_name::new);
+    r.register(taint_toleration::NAME, taint_toleration::new);
+    r.register(node_affinity::NAME, node_affinity::new);
+    r.register(node_ports::NAME, node_ports::new);
+    r.register(node_resources_fit::NAME, node_resources_fit::new);
+    r.register(volume_binding::NAME, volume_binding::new);
+    r.register(pod_topology_spread::NAME, pod_topology_spread::new);
+    r.register(inter_pod_affinity::NAME, inter_pod_affinity::new);
+    r.register(balanced_allocation::NAME, balanced_allocation::new);
+    r.register(image_locality::NAME, image_locality::new);
+    r.register(default_binder::NAME, default_binder::new);
+    r.register(crate::preemption::NAME, crate::preemption::new);
+    r
+}

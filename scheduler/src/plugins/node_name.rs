@@ -1,0 +1,73 @@
+//! NodeName: a pod that names a node fits only that node.
+
+use std::sync::Arc;
+
+use crate::cache::NodeInfo;
+use crate::framework::*;
+use crate::pod_info::PodInfo;
+
+/// Plugin name.
+pub const NAME: &str = "NodeName";
+/// Rejection reason, as upstream.
+pub const REASON: &str = "node(s) didn't match the requested node name";
+
+/// The NodeName plugin.
+pub struct NodeName;
+
+/// Constructor for the registry.
+pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(NodeName))
+}
+
+impl Plugin for NodeName {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![ClusterEvent::NODE_ADD]
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for NodeName {
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        match pod.node_name() {
+            Some(n) if n != node.name() => Status::unresolvable(REASON),
+            _ => Status::success(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::helpers::node_info_with;
+    use crate::testing::{NodeBuilder, PodBuilder};
+
+    #[test]
+    fn filter_table() {
+        let node = node_info_with(NodeBuilder::new("n1").build(), vec![]);
+        let cases = [
+            ("no node name", PodBuilder::new("p"), Code::Success),
+            ("same node", PodBuilder::new("p").node("n1"), Code::Success),
+            (
+                "other node",
+                PodBuilder::new("p").node("n2"),
+                Code::UnschedulableAndUnresolvable,
+            ),
+        ];
+        for (name, pod, want) in cases {
+            let st = NodeName.filter(
+                &CycleState::new(),
+                &PodInfo::new(Arc::new(pod.build())),
+                &node,
+            );
+            assert_eq!(st.code(), want, "{name}");
+            if want != Code::Success {
+                assert_eq!(st.reasons(), [REASON]);
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! NodePorts: a pod's host ports must be free on the node (same protocol and port
+//! conflict when either IP is the wildcard or both IPs are equal).
+
+use std::sync::Arc;
+
+use crate::cache::NodeInfo;
+use crate::framework::*;
+use crate::pod_info::PodInfo;
+
+/// Plugin name.
+pub const NAME: &str = "NodePorts";
+/// Rejection reason, as upstream.
+pub const REASON: &str = "node(s) didn't have free ports for the requested pod ports";
+
+/// The NodePorts plugin.
+pub struct NodePorts;
+
+/// Constructor for the registry.
+pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(NodePorts))
+}
+
+impl Plugin for NodePorts {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![ClusterEvent::ASSIGNED_POD_DELETE, ClusterEvent::NODE_ADD]
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for NodePorts {
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        if pod.host_ports.iter().any(|p| node.port_conflicts(p)) {
+            Status::unschedulable(REASON)
+        } else {
+            Status::success()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::helpers::node_info_with;
+    use crate::testing::{NodeBuilder, PodBuilder};
+
+    #[test]
+    fn filter_table() {
+        let existing = || {
+            vec![
+                PodBuilder::new("e")
+                    .node("n")
+                    .host_port(8080, "TCP", "10.0.0.1")
+                    .build(),
+            ]
+        };
+        let cases = [
+            ("no ports", PodBuilder::new("p"), true),
+            (
+                "other port",
+                PodBuilder::new("p").host_port(9090, "TCP", ""),
+                true,
+            ),
+            (
+                "same port other protocol",
+                PodBuilder::new("p").host_port(8080, "UDP", ""),
+                true,
+            ),
+            (
+                "same port other ip",
+                PodBuilder::new("p").host_port(8080, "TCP", "10.0.0.2"),
+                true,
+            ),
+            (
+                "same port same ip",
+                PodBuilder::new("p").host_port(8080, "TCP", "10.0.0.1"),
+                false,
+            ),
+            (
+                "wildcard ip conflicts",
+                PodBuilder::new("p").host_port(8080, "TCP", ""),
+                false,
+            ),
+        ];
+        for (name, pod, want) in cases {
+            let ni = node_info_with(NodeBuilder::new("n").build(), existing());
+            let st = NodePorts.filter(
+                &CycleState::new(),
+                &PodInfo::new(Arc::new(pod.build())),
+                &ni,
+            );
+            assert_eq!(st.is_success(), want, "{name}");
+            if !want {
+                assert_eq!(
+                    (st.code(), st.message()),
+                    (Code::Unschedulable, REASON.to_string())
+                );
+            }
+        }
+    }
+}

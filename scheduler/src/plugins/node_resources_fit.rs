@@ -1,0 +1,493 @@
+//! NodeResourcesFit: the node must have room for the pod's effective requests (cpu,
+//! memory, ephemeral-storage, extended resources) and a free pod slot; scoring prefers
+//! the least allocated nodes by default (LeastAllocated) or the most (MostAllocated).
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::cache::{NodeInfo, Snapshot};
+use crate::framework::*;
+use crate::pod_info::PodInfo;
+use crate::resource::{CPU, MEMORY};
+
+/// Plugin name.
+pub const NAME: &str = "NodeResourcesFit";
+const PRE_FILTER_KEY: &str = "PreFilterNodeResourcesFit";
+
+/// One resource and its weight in scoring.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct ResourceSpec {
+    /// Resource name.
+    pub name: String,
+    /// Weight (default 1).
+    #[serde(default = "one")]
+    pub weight: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// Scoring strategy.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+pub enum StrategyType {
+    /// Prefer nodes with the most free capacity (spreads load).
+    #[default]
+    LeastAllocated,
+    /// Prefer nodes with the least free capacity (bin packing).
+    MostAllocated,
+}
+
+/// Scoring strategy args.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoringStrategy {
+    /// Strategy.
+    #[serde(rename = "type", default)]
+    pub kind: StrategyType,
+    /// Resources and weights; cpu and memory with weight 1 by default.
+    #[serde(default = "default_resources")]
+    pub resources: Vec<ResourceSpec>,
+}
+
+impl Default for ScoringStrategy {
+    fn default() -> Self {
+        ScoringStrategy {
+            kind: StrategyType::LeastAllocated,
+            resources: default_resources(),
+        }
+    }
+}
+
+/// The default scored resources: cpu and memory, weight 1 each.
+pub fn default_resources() -> Vec<ResourceSpec> {
+    vec![
+        ResourceSpec {
+            name: CPU.into(),
+            weight: 1,
+        },
+        ResourceSpec {
+            name: MEMORY.into(),
+            weight: 1,
+        },
+    ]
+}
+
+/// Plugin args (`NodeResourcesFitArgs`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Args {
+    /// Extended resources the filter ignores.
+    #[serde(default)]
+    pub ignored_resources: Vec<String>,
+    /// Scoring strategy.
+    #[serde(default)]
+    pub scoring_strategy: ScoringStrategy,
+}
+
+/// The NodeResourcesFit plugin.
+pub struct NodeResourcesFit {
+    args: Args,
+}
+
+/// Constructor for the registry.
+pub fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(NodeResourcesFit {
+        args: parse_args(NAME, args)?,
+    }))
+}
+
+impl NodeResourcesFit {
+    /// A plugin with the given args.
+    pub fn with_args(args: Args) -> Self {
+        NodeResourcesFit { args }
+    }
+}
+
+impl Plugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![
+            ClusterEvent::new(
+                EventResource::Pod,
+                ActionSet::DELETE.or(ActionSet::UPDATE_POD_SCALE_DOWN),
+            ),
+            ClusterEvent::new(
+                EventResource::Node,
+                ActionSet::ADD.or(ActionSet::UPDATE_NODE_ALLOCATABLE),
+            ),
+        ]
+    }
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for NodeResourcesFit {
+    fn pre_filter(
+        &self,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _s: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        // Requests are precomputed in PodInfo; nothing to store.
+        let _ = PRE_FILTER_KEY;
+        (None, Status::success())
+    }
+}
+
+/// One shortfall found by `insufficient_resources`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Insufficient {
+    /// Reason text ("Insufficient cpu", "Too many pods").
+    pub reason: String,
+    /// True when even an empty node could not fit the request (preemption cannot help).
+    pub unresolvable: bool,
+}
+
+/// Everything the node lacks for the pod.
+pub fn insufficient_resources(
+    pod: &PodInfo,
+    node: &NodeInfo,
+    ignored: &[String],
+) -> Vec<Insufficient> {
+    let mut out = Vec::new();
+    let alloc = &node.allocatable;
+    if node.pods.len() as i64 + 1 > alloc.allowed_pod_number {
+        out.push(Insufficient {
+            reason: "Too many pods".into(),
+            unresolvable: false,
+        });
+    }
+    let req = &pod.requests;
+    if req.is_zero() {
+        return out;
+    }
+    let used = &node.requested;
+    let mut check = |name: &str, want: i64, have: i64, used: i64| {
+        if want > 0 && want > have - used {
+            out.push(Insufficient {
+                reason: format!("Insufficient {name}"),
+                unresolvable: want > have,
+            });
+        }
+    };
+    check("cpu", req.milli_cpu, alloc.milli_cpu, used.milli_cpu);
+    check("memory", req.memory, alloc.memory, used.memory);
+    check(
+        "ephemeral-storage",
+        req.ephemeral_storage,
+        alloc.ephemeral_storage,
+        used.ephemeral_storage,
+    );
+    for (name, want) in &req.scalar {
+        if ignored.iter().any(|i| i == name) {
+            continue;
+        }
+        check(name, *want, alloc.get(name), used.get(name));
+    }
+    out
+}
+
+impl FilterPlugin for NodeResourcesFit {
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let missing = insufficient_resources(pod, node, &self.args.ignored_resources);
+        if missing.is_empty() {
+            return Status::success();
+        }
+        let code = if missing.iter().any(|m| m.unresolvable) {
+            Code::UnschedulableAndUnresolvable
+        } else {
+            Code::Unschedulable
+        };
+        Status::with_reasons(code, missing.into_iter().map(|m| m.reason).collect())
+    }
+}
+
+/// Requested (node plus pod, with scoring defaults for cpu/memory) and allocatable amount
+/// of one resource.
+pub fn requested_and_allocatable(
+    pod: &PodInfo,
+    node: &NodeInfo,
+    resource: &str,
+    non_zero: bool,
+) -> (i64, i64) {
+    let alloc = node.allocatable.get(resource);
+    let req = match (resource, non_zero) {
+        (CPU, true) => node.non_zero_requested.milli_cpu + pod.non_zero_milli_cpu,
+        (MEMORY, true) => node.non_zero_requested.memory + pod.non_zero_memory,
+        _ => node.requested.get(resource) + pod.requests.get(resource),
+    };
+    (req, alloc)
+}
+
+impl ScorePlugin for NodeResourcesFit {
+    fn score(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> (i64, Status) {
+        let (mut total, mut weights) = (0i64, 0i64);
+        for r in &self.args.scoring_strategy.resources {
+            let (req, alloc) = requested_and_allocatable(pod, node, &r.name, true);
+            if alloc == 0 {
+                continue;
+            }
+            let s = match self.args.scoring_strategy.kind {
+                StrategyType::LeastAllocated => {
+                    if req > alloc {
+                        0
+                    } else {
+                        (alloc - req) * MAX_NODE_SCORE / alloc
+                    }
+                }
+                StrategyType::MostAllocated => {
+                    if req > alloc {
+                        MAX_NODE_SCORE
+                    } else {
+                        req * MAX_NODE_SCORE / alloc
+                    }
+                }
+            };
+            total += s * r.weight;
+            weights += r.weight;
+        }
+        (
+            if weights == 0 { 0 } else { total / weights },
+            Status::success(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::helpers::node_info_with;
+    use crate::testing::{NodeBuilder, PodBuilder};
+
+    fn node(existing: Vec<PodBuilder>) -> NodeInfo {
+        node_info_with(
+            NodeBuilder::new("n")
+                .allocatable(&[
+                    ("cpu", "2"),
+                    ("memory", "4Gi"),
+                    ("ephemeral-storage", "10Gi"),
+                    ("pods", "3"),
+                    ("example.com/gpu", "1"),
+                ])
+                .build(),
+            existing.into_iter().map(|p| p.build()).collect(),
+        )
+    }
+
+    #[test]
+    fn filter_table() {
+        let plugin = NodeResourcesFit::with_args(Args::default());
+        let used = || {
+            vec![
+                PodBuilder::new("e1")
+                    .node("n")
+                    .container(&[("cpu", "1500m"), ("memory", "1Gi")]),
+            ]
+        };
+        type Case = (
+            &'static str,
+            Vec<PodBuilder>,
+            PodBuilder,
+            Code,
+            Vec<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "fits",
+                used(),
+                PodBuilder::new("p").container(&[("cpu", "500m")]),
+                Code::Success,
+                vec![],
+            ),
+            (
+                "insufficient cpu",
+                used(),
+                PodBuilder::new("p").container(&[("cpu", "600m")]),
+                Code::Unschedulable,
+                vec!["Insufficient cpu"],
+            ),
+            (
+                "cpu and memory both short",
+                used(),
+                PodBuilder::new("p").container(&[("cpu", "1"), ("memory", "3500Mi")]),
+                Code::Unschedulable,
+                vec!["Insufficient cpu", "Insufficient memory"],
+            ),
+            (
+                "request larger than the node is unresolvable",
+                vec![],
+                PodBuilder::new("p").container(&[("cpu", "3")]),
+                Code::UnschedulableAndUnresolvable,
+                vec!["Insufficient cpu"],
+            ),
+            (
+                "ephemeral storage",
+                vec![],
+                PodBuilder::new("p").container(&[("ephemeral-storage", "11Gi")]),
+                Code::UnschedulableAndUnresolvable,
+                vec!["Insufficient ephemeral-storage"],
+            ),
+            (
+                "extended resource fits",
+                vec![],
+                PodBuilder::new("p").container(&[("example.com/gpu", "1")]),
+                Code::Success,
+                vec![],
+            ),
+            (
+                "extended resource used up",
+                vec![
+                    PodBuilder::new("g")
+                        .node("n")
+                        .container(&[("example.com/gpu", "1")]),
+                ],
+                PodBuilder::new("p").container(&[("example.com/gpu", "1")]),
+                Code::Unschedulable,
+                vec!["Insufficient example.com/gpu"],
+            ),
+            (
+                "unknown extended resource",
+                vec![],
+                PodBuilder::new("p").container(&[("example.com/fpga", "1")]),
+                Code::UnschedulableAndUnresolvable,
+                vec!["Insufficient example.com/fpga"],
+            ),
+            (
+                "too many pods even with zero requests",
+                vec![
+                    PodBuilder::new("a").node("n"),
+                    PodBuilder::new("b").node("n"),
+                    PodBuilder::new("c").node("n"),
+                ],
+                PodBuilder::new("p"),
+                Code::Unschedulable,
+                vec!["Too many pods"],
+            ),
+            (
+                "init container max rule",
+                used(),
+                PodBuilder::new("p")
+                    .container(&[("cpu", "100m")])
+                    .init_container(&[("cpu", "1")], false),
+                Code::Unschedulable,
+                vec!["Insufficient cpu"],
+            ),
+            (
+                "sidecar counts toward running total",
+                used(),
+                PodBuilder::new("p")
+                    .container(&[("cpu", "300m")])
+                    .init_container(&[("cpu", "300m")], true),
+                Code::Unschedulable,
+                vec!["Insufficient cpu"],
+            ),
+            (
+                "overhead counts",
+                used(),
+                PodBuilder::new("p")
+                    .container(&[("cpu", "400m")])
+                    .overhead(&[("cpu", "200m")]),
+                Code::Unschedulable,
+                vec!["Insufficient cpu"],
+            ),
+        ];
+        for (name, existing, pod, code, reasons) in cases {
+            let st = plugin.filter(
+                &CycleState::new(),
+                &PodInfo::new(Arc::new(pod.build())),
+                &node(existing),
+            );
+            assert_eq!(st.code(), code, "{name}: {st}");
+            assert_eq!(
+                st.reasons(),
+                reasons.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                "{name}"
+            );
+        }
+        let ignoring = NodeResourcesFit::with_args(Args {
+            ignored_resources: vec!["example.com/fpga".into()],
+            ..Default::default()
+        });
+        let pod = PodInfo::new(Arc::new(
+            PodBuilder::new("p")
+                .container(&[("example.com/fpga", "1")])
+                .build(),
+        ));
+        assert!(
+            ignoring
+                .filter(&CycleState::new(), &pod, &node(vec![]))
+                .is_success()
+        );
+    }
+
+    #[test]
+    fn least_allocated_score() {
+        // Node: 4 cpu / 16Gi. Pod asks 1 cpu / 4Gi. Existing: 1 cpu / 4Gi.
+        // cpu: (4000-2000)*100/4000 = 50; mem: (16-8)*100/16 = 50 → 50.
+        let plugin = NodeResourcesFit::with_args(Args::default());
+        let ni = node_info_with(
+            NodeBuilder::new("n")
+                .allocatable(&[("cpu", "4"), ("memory", "16Gi"), ("pods", "10")])
+                .build(),
+            vec![
+                PodBuilder::new("e")
+                    .node("n")
+                    .container(&[("cpu", "1"), ("memory", "4Gi")])
+                    .build(),
+            ],
+        );
+        let pod = PodInfo::new(Arc::new(
+            PodBuilder::new("p")
+                .container(&[("cpu", "1"), ("memory", "4Gi")])
+                .build(),
+        ));
+        assert_eq!(plugin.score(&CycleState::new(), &pod, &ni).0, 50);
+        // Missing requests count as 100m / 200Mi for scoring: cpu (4000-100)*100/4000=97,
+        // memory (16384-200)*100/16384=98 → 97.
+        let empty = node_info_with(
+            NodeBuilder::new("m")
+                .allocatable(&[("cpu", "4"), ("memory", "16Gi"), ("pods", "10")])
+                .build(),
+            vec![],
+        );
+        let best_effort = PodInfo::new(Arc::new(PodBuilder::new("q").container(&[]).build()));
+        assert_eq!(plugin.score(&CycleState::new(), &best_effort, &empty).0, 97);
+        let most = NodeResourcesFit::with_args(Args {
+            scoring_strategy: ScoringStrategy {
+                kind: StrategyType::MostAllocated,
+                resources: default_resources(),
+            },
+            ..Default::default()
+        });
+        assert_eq!(most.score(&CycleState::new(), &pod, &ni).0, 50);
+        assert_eq!(most.score(&CycleState::new(), &best_effort, &empty).0, 1);
+    }
+
+    #[test]
+    fn args_parse_from_config_json() {
+        let args: Args = parse_args(
+            NAME,
+            &serde_json::json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 2}]}}),
+        )
+        .unwrap();
+        assert_eq!(args.scoring_strategy.kind, StrategyType::MostAllocated);
+        assert_eq!(
+            args.scoring_strategy.resources,
+            vec![ResourceSpec {
+                name: "cpu".into(),
+                weight: 2
+            }]
+        );
+    }
+}

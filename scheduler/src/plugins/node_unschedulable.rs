@@ -1,0 +1,110 @@
+//! NodeUnschedulable: cordoned nodes (`spec.unschedulable`) take only pods tolerating
+//! the `node.kubernetes.io/unschedulable:NoSchedule` taint.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Taint;
+
+use super::helpers::tolerates;
+use crate::cache::NodeInfo;
+use crate::framework::*;
+use crate::pod_info::PodInfo;
+
+/// Plugin name.
+pub const NAME: &str = "NodeUnschedulable";
+/// Rejection reason, as upstream.
+pub const REASON: &str = "node(s) were unschedulable";
+/// The taint a cordoned node implies.
+pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+
+/// The NodeUnschedulable plugin.
+pub struct NodeUnschedulable;
+
+/// Constructor for the registry.
+pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(NodeUnschedulable))
+}
+
+impl Plugin for NodeUnschedulable {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![ClusterEvent::new(
+            EventResource::Node,
+            ActionSet::ADD.or(ActionSet::UPDATE_NODE_TAINT),
+        )]
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for NodeUnschedulable {
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let cordoned = node
+            .node()
+            .and_then(|n| n.spec.as_ref())
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        if !cordoned {
+            return Status::success();
+        }
+        let taint = Taint {
+            key: UNSCHEDULABLE_TAINT_KEY.into(),
+            value: None,
+            effect: "NoSchedule".into(),
+            time_added: None,
+        };
+        if pod.tolerations().iter().any(|t| tolerates(t, &taint)) {
+            Status::success()
+        } else {
+            Status::unresolvable(REASON)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::helpers::node_info_with;
+    use crate::testing::{NodeBuilder, PodBuilder};
+
+    #[test]
+    fn filter_table() {
+        let cases = [
+            (
+                "schedulable node",
+                NodeBuilder::new("n"),
+                PodBuilder::new("p"),
+                Code::Success,
+            ),
+            (
+                "cordoned node",
+                NodeBuilder::new("n").unschedulable(),
+                PodBuilder::new("p"),
+                Code::UnschedulableAndUnresolvable,
+            ),
+            (
+                "cordoned node, tolerated",
+                NodeBuilder::new("n").unschedulable(),
+                PodBuilder::new("p").toleration(
+                    UNSCHEDULABLE_TAINT_KEY,
+                    "Exists",
+                    "",
+                    "NoSchedule",
+                ),
+                Code::Success,
+            ),
+        ];
+        for (name, node, pod, want) in cases {
+            let ni = node_info_with(node.build(), vec![]);
+            let st = NodeUnschedulable.filter(
+                &CycleState::new(),
+                &PodInfo::new(Arc::new(pod.build())),
+                &ni,
+            );
+            assert_eq!(st.code(), want, "{name}");
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! TaintToleration: filter out nodes with untolerated NoSchedule/NoExecute taints; prefer
+//! nodes with fewer untolerated PreferNoSchedule taints.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Toleration;
+
+use super::helpers::{default_normalize, first_untolerated, tolerates};
+use crate::cache::{NodeInfo, Snapshot};
+use crate::framework::*;
+use crate::pod_info::PodInfo;
+
+/// Plugin name.
+pub const NAME: &str = "TaintToleration";
+const STATE_KEY: &str = "PreScoreTaintToleration";
+
+/// The TaintToleration plugin.
+pub struct TaintToleration;
+
+/// Constructor for the registry.
+pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(TaintToleration))
+}
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![ClusterEvent::new(
+            EventResource::Node,
+            ActionSet::ADD.or(ActionSet::UPDATE_NODE_TAINT),
+        )]
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for TaintToleration {
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        match first_untolerated(
+            node.taints(),
+            pod.tolerations(),
+            &["NoSchedule", "NoExecute"],
+        ) {
+            None => Status::success(),
+            Some(t) => Status::unresolvable(format!(
+                "node(s) had untolerated taint {{{}: {}}}",
+                t.key,
+                t.value.as_deref().unwrap_or("")
+            )),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct PreScoreState {
+    tolerations: Vec<Toleration>,
+}
+
+impl PreScorePlugin for TaintToleration {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+        _s: &Snapshot,
+    ) -> Status {
+        // Only tolerations that can apply to PreferNoSchedule taints matter for scoring.
+        let tolerations = pod
+            .tolerations()
+            .iter()
+            .filter(|t| {
+                t.effect
+                    .as_deref()
+                    .is_none_or(|e| e.is_empty() || e == "PreferNoSchedule")
+            })
+            .cloned()
+            .collect();
+        state.write(STATE_KEY, PreScoreState { tolerations });
+        Status::success()
+    }
+}
+
+impl ScorePlugin for TaintToleration {
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> (i64, Status) {
+        let Some(s) = state.read::<PreScoreState>(STATE_KEY) else {
+            return (0, Status::error("TaintToleration prescore state missing"));
+        };
+        let count = node
+            .taints()
+            .iter()
+            .filter(|t| {
+                t.effect == "PreferNoSchedule" && !s.tolerations.iter().any(|tol| tolerates(tol, t))
+            })
+            .count();
+        (count as i64, Status::success())
+    }
+
+    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+        default_normalize(scores, true);
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::helpers::node_info_with;
+    use crate::testing::{NodeBuilder, PodBuilder};
+
+    #[test]
+    fn filter_table() {
+        let cases = [
+            (
+                "no taints",
+                NodeBuilder::new("n"),
+                PodBuilder::new("p"),
+                None,
+            ),
+            (
+                "untolerated NoSchedule",
+                NodeBuilder::new("n").taint("dedicated", "gpu", "NoSchedule"),
+                PodBuilder::new("p"),
+                Some("node(s) had untolerated taint {dedicated: gpu}"),
+            ),
+            (
+                "untolerated NoExecute",
+                NodeBuilder::new("n").taint("k", "", "NoExecute"),
+                PodBuilder::new("p"),
+                Some("node(s) had untolerated taint {k: }"),
+            ),
+            (
+                "PreferNoSchedule does not filter",
+                NodeBuilder::new("n").taint("k", "v", "PreferNoSchedule"),
+                PodBuilder::new("p"),
+                None,
+            ),
+            (
+                "tolerated by Equal",
+                NodeBuilder::new("n").taint("dedicated", "gpu", "NoSchedule"),
+                PodBuilder::new("p").toleration("dedicated", "Equal", "gpu", "NoSchedule"),
+                None,
+            ),
+            (
+                "toleration for other effect",
+                NodeBuilder::new("n").taint("dedicated", "gpu", "NoSchedule"),
+                PodBuilder::new("p").toleration("dedicated", "Equal", "gpu", "NoExecute"),
+                Some("node(s) had untolerated taint {dedicated: gpu}"),
+            ),
+            (
+                "tolerate everything",
+                NodeBuilder::new("n")
+                    .taint("a", "1", "NoSchedule")
+                    .taint("b", "2", "NoExecute"),
+                PodBuilder::new("p").toleration("", "Exists", "", ""),
+                None,
+            ),
+        ];
+        for (name, node, pod, want) in cases {
+            let ni = node_info_with(node.build(), vec![]);
+            let st = TaintToleration.filter(
+                &CycleState::new(),
+                &PodInfo::new(Arc::new(pod.build())),
+                &ni,
+            );
+            match want {
+                None => assert!(st.is_success(), "{name}: {st}"),
+                Some(msg) => {
+                    assert_eq!(st.code(), Code::UnschedulableAndUnresolvable, "{name}");
+                    assert_eq!(st.message(), msg, "{name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn score_prefers_fewer_intolerable_prefer_no_schedule_taints() {
+        let nodes = [
+            node_info_with(NodeBuilder::new("clean").build(), vec![]),
+            node_info_with(
+                NodeBuilder::new("one")
+                    .taint("a", "1", "PreferNoSchedule")
+                    .build(),
+                vec![],
+            ),
+            node_info_with(
+                NodeBuilder::new("two")
+                    .taint("a", "1", "PreferNoSchedule")
+                    .taint("b", "1", "PreferNoSchedule")
+                    .build(),
+                vec![],
+            ),
+            node_info_with(
+                NodeBuilder::new("tolerated")
+                    .taint("c", "1", "PreferNoSchedule")
+                    .build(),
+                vec![],
+            ),
+        ];
+        let pod = PodInfo::new(Arc::new(
+            PodBuilder::new("p")
+                .toleration("c", "Exists", "", "PreferNoSchedule")
+                .build(),
+        ));
+        let mut state = CycleState::new();
+        assert!(
+            TaintToleration
+                .pre_score(&mut state, &pod, &[], &Snapshot::new())
+                .is_success()
+        );
+        let mut scores: Vec<NodeScore> = nodes
+            .iter()
+            .map(|n| NodeScore {
+                name: n.name().into(),
+                score: TaintToleration.score(&state, &pod, n).0,
+            })
+            .collect();
+        TaintToleration.normalize(&state, &pod, &mut scores);
+        let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
+        assert_eq!(got, vec![100, 50, 0, 100]);
+    }
+}

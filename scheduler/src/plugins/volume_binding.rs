@@ -1,0 +1,326 @@
+//! VolumeBinding: pods using PVCs. A bound PVC pins the pod to nodes matching its PV's
+//! node affinity; an unbound PVC whose StorageClass uses `WaitForFirstConsumer` waits for
+//! the scheduler's choice (any node passes); an unbound PVC with `Immediate` binding makes
+//! the pod unschedulable until the PV controller binds it.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::PersistentVolume;
+
+use crate::cache::{NodeInfo, Snapshot};
+use crate::framework::*;
+use crate::listers::VolumeLister;
+use crate::pod_info::PodInfo;
+use crate::selectors::CompiledNodeSelector;
+
+/// Plugin name.
+pub const NAME: &str = "VolumeBinding";
+/// Rejection reason for a PV whose node affinity excludes the node, as upstream.
+pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+/// Rejection reason for unbound immediate claims, as upstream.
+pub const REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
+/// Rejection reason for a claim bound to a missing PV, as upstream.
+pub const REASON_MISSING_PV: &str =
+    "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+const STATE_KEY: &str = "PreFilterVolumeBinding";
+
+/// The VolumeBinding plugin.
+pub struct VolumeBinding {
+    volumes: Arc<dyn VolumeLister>,
+}
+
+/// Constructor for the registry.
+pub fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(VolumeBinding {
+        volumes: s.volumes.clone(),
+    }))
+}
+
+impl VolumeBinding {
+    /// A plugin reading volumes from `volumes`.
+    pub fn with(volumes: Arc<dyn VolumeLister>) -> Self {
+        VolumeBinding { volumes }
+    }
+}
+
+#[derive(Clone)]
+struct State {
+    /// Node affinity of each bound PV (None: PV has no affinity, any node).
+    bound: Vec<Option<CompiledNodeSelector>>,
+    missing_pv: bool,
+}
+
+impl Plugin for VolumeBinding {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn events_to_register(&self) -> Vec<ClusterEvent> {
+        vec![
+            ClusterEvent::new(
+                EventResource::PersistentVolumeClaim,
+                ActionSet::ADD.or(ActionSet::UPDATE),
+            ),
+            ClusterEvent::new(
+                EventResource::PersistentVolume,
+                ActionSet::ADD.or(ActionSet::UPDATE),
+            ),
+            ClusterEvent::new(
+                EventResource::StorageClass,
+                ActionSet::ADD.or(ActionSet::UPDATE),
+            ),
+            ClusterEvent::new(
+                EventResource::Node,
+                ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
+            ),
+        ]
+    }
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+fn pv_affinity(pv: &PersistentVolume) -> Option<CompiledNodeSelector> {
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.node_affinity.as_ref())
+        .and_then(|a| a.required.as_ref())
+        .map(CompiledNodeSelector::compile)
+}
+
+impl PreFilterPlugin for VolumeBinding {
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _s: &Snapshot,
+    ) -> (Option<PreFilterResult>, Status) {
+        let mut claims: Vec<String> = Vec::new();
+        for v in pod.spec().volumes.iter().flatten() {
+            if let Some(pvc) = &v.persistent_volume_claim {
+                claims.push(pvc.claim_name.clone());
+            } else if v.ephemeral.is_some() {
+                claims.push(format!("{}-{}", pod.name, v.name));
+            }
+        }
+        if claims.is_empty() {
+            return (None, Status::skip());
+        }
+        let mut st = State {
+            bound: Vec::new(),
+            missing_pv: false,
+        };
+        let mut unbound_immediate = false;
+        for name in claims {
+            let Some(pvc) = self.volumes.pvc(&pod.namespace, &name) else {
+                return (
+                    None,
+                    Status::unresolvable(format!("persistentvolumeclaim \"{name}\" not found")),
+                );
+            };
+            if pvc.metadata.deletion_timestamp.is_some() {
+                return (
+                    None,
+                    Status::unresolvable(format!(
+                        "persistentvolumeclaim \"{name}\" is being deleted"
+                    )),
+                );
+            }
+            let spec = pvc.spec.as_ref();
+            match spec
+                .and_then(|s| s.volume_name.as_deref())
+                .filter(|v| !v.is_empty())
+            {
+                Some(pv_name) => match self.volumes.pv(pv_name) {
+                    Some(pv) => st.bound.push(pv_affinity(&pv)),
+                    None => st.missing_pv = true,
+                },
+                None => {
+                    let class = spec
+                        .and_then(|s| s.storage_class_name.as_deref())
+                        .unwrap_or("");
+                    let delayed = self.volumes.storage_class(class).is_some_and(|sc| {
+                        sc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+                    });
+                    if !delayed {
+                        unbound_immediate = true;
+                    }
+                }
+            }
+        }
+        if unbound_immediate {
+            return (None, Status::unresolvable(REASON_UNBOUND_IMMEDIATE));
+        }
+        state.write(STATE_KEY, st);
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for VolumeBinding {
+    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+        let Some(st) = state.read::<State>(STATE_KEY) else {
+            return Status::success();
+        };
+        if st.missing_pv {
+            return Status::unresolvable(REASON_MISSING_PV);
+        }
+        let ok = st.bound.iter().all(|a| {
+            a.as_ref()
+                .is_none_or(|sel| sel.matches(node.labels(), node.name()))
+        });
+        if ok {
+            Status::success()
+        } else {
+            Status::unresolvable(REASON_NODE_CONFLICT)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listers::MemoryListers;
+    use crate::plugins::helpers::node_info_with;
+    use crate::testing::{NodeBuilder, PodBuilder, node_req};
+    use k8s_openapi::api::core::v1::{
+        NodeSelector, NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+        PersistentVolumeSpec, VolumeNodeAffinity,
+    };
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn meta(name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        }
+    }
+
+    fn listers() -> Arc<MemoryListers> {
+        let l = MemoryListers::new();
+        l.put_storage_class(StorageClass {
+            metadata: meta("wait"),
+            provisioner: "x".into(),
+            volume_binding_mode: Some("WaitForFirstConsumer".into()),
+            ..Default::default()
+        });
+        l.put_storage_class(StorageClass {
+            metadata: meta("now"),
+            provisioner: "x".into(),
+            volume_binding_mode: Some("Immediate".into()),
+            ..Default::default()
+        });
+        let pvc = |name: &str, class: &str, volume: Option<&str>| PersistentVolumeClaim {
+            metadata: meta(name),
+            spec: Some(PersistentVolumeClaimSpec {
+                storage_class_name: Some(class.into()),
+                volume_name: volume.map(String::from),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        l.put_pvc(pvc("bound", "now", Some("pv-zone-a")));
+        l.put_pvc(pvc("bound-free", "now", Some("pv-any")));
+        l.put_pvc(pvc("lazy", "wait", None));
+        l.put_pvc(pvc("eager", "now", None));
+        l.put_pvc(pvc("dangling", "now", Some("pv-gone")));
+        l.put_pv(PersistentVolume {
+            metadata: meta("pv-zone-a"),
+            spec: Some(PersistentVolumeSpec {
+                node_affinity: Some(VolumeNodeAffinity {
+                    required: Some(NodeSelector {
+                        node_selector_terms: vec![NodeSelectorTerm {
+                            match_expressions: Some(vec![node_req("zone", "In", &["a"])]),
+                            match_fields: None,
+                        }],
+                    }),
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        });
+        l.put_pv(PersistentVolume {
+            metadata: meta("pv-any"),
+            spec: Some(PersistentVolumeSpec::default()),
+            status: None,
+        });
+        Arc::new(l)
+    }
+
+    #[test]
+    fn table() {
+        let pl = VolumeBinding::with(listers());
+        let zone_a = node_info_with(NodeBuilder::new("a1").label("zone", "a").build(), vec![]);
+        let zone_b = node_info_with(NodeBuilder::new("b1").label("zone", "b").build(), vec![]);
+        // (name, claim, prefilter outcome, zone a, zone b)
+        let cases: Vec<(&str, Option<&str>, Code, Code, Code)> = vec![
+            ("no volumes", None, Code::Skip, Code::Success, Code::Success),
+            (
+                "bound to zone a PV",
+                Some("bound"),
+                Code::Success,
+                Code::Success,
+                Code::UnschedulableAndUnresolvable,
+            ),
+            (
+                "bound PV without affinity",
+                Some("bound-free"),
+                Code::Success,
+                Code::Success,
+                Code::Success,
+            ),
+            (
+                "unbound WaitForFirstConsumer",
+                Some("lazy"),
+                Code::Success,
+                Code::Success,
+                Code::Success,
+            ),
+            (
+                "unbound Immediate",
+                Some("eager"),
+                Code::UnschedulableAndUnresolvable,
+                Code::Success,
+                Code::Success,
+            ),
+            (
+                "missing claim",
+                Some("nope"),
+                Code::UnschedulableAndUnresolvable,
+                Code::Success,
+                Code::Success,
+            ),
+            (
+                "bound to missing PV",
+                Some("dangling"),
+                Code::Success,
+                Code::UnschedulableAndUnresolvable,
+                Code::UnschedulableAndUnresolvable,
+            ),
+        ];
+        for (name, claim, pre, a, b) in cases {
+            let mut pb = PodBuilder::new("p");
+            if let Some(c) = claim {
+                pb = pb.pvc(c);
+            }
+            let pod = PodInfo::new(Arc::new(pb.build()));
+            let mut state = CycleState::new();
+            let (_, st) = pl.pre_filter(&mut state, &pod, &Snapshot::new());
+            assert_eq!(st.code(), pre, "{name}: {st}");
+            if !st.is_success() {
+                if name == "unbound Immediate" {
+                    assert_eq!(st.message(), REASON_UNBOUND_IMMEDIATE);
+                }
+                if name == "missing claim" {
+                    assert_eq!(st.message(), "persistentvolumeclaim \"nope\" not found");
+                }
+                continue;
+            }
+            assert_eq!(pl.filter(&state, &pod, &zone_a).code(), a, "{name} zone a");
+            assert_eq!(pl.filter(&state, &pod, &zone_b).code(), b, "{name} zone b");
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! `PodInfo`: a pod plus everything the scheduler derives from it, computed once.
+//!
+//! Filters and scores run per node, thousands of times per pod; they read these
+//! precomputed fields (resource requests, host ports, compiled affinity terms) instead of
+//! walking the pod spec again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodAffinityTerm, PodSpec, Toleration};
+
+use crate::resource::{DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Resource};
+use crate::selectors::{Labels, Selector, labels_of};
+
+/// The cache and queue key of a pod: its UID, or `namespace/name` when it has none.
+pub type PodKey = String;
+
+/// One host port a container asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    /// Host IP; "0.0.0.0" when unset.
+    pub ip: String,
+    /// Protocol; "TCP" when unset.
+    pub protocol: String,
+    /// The host port number.
+    pub port: i32,
+}
+
+/// A compiled pod (anti-)affinity term.
+#[derive(Debug, Clone)]
+pub struct AffinityTerm {
+    /// Namespaces the term selects pods from (explicit list or the pod's own namespace).
+    pub namespaces: BTreeSet<String>,
+    /// Namespace label selector; `Some(everything)` for `{}`.
+    pub namespace_selector: Option<Selector>,
+    /// Pod label selector (with match/mismatch label keys folded in).
+    pub selector: Selector,
+    /// Node label whose value defines the topology domain.
+    pub topology_key: String,
+}
+
+impl AffinityTerm {
+    fn compile(term: &PodAffinityTerm, pod_ns: &str, pod_labels: &Labels) -> Self {
+        let mut selector = Selector::from_optional(term.label_selector.as_ref());
+        if term.label_selector.is_some() {
+            for key in term.match_label_keys.iter().flatten() {
+                if let Some(v) = pod_labels.get(key) {
+                    selector.require_equal(key, v);
+                }
+            }
+            for key in term.mismatch_label_keys.iter().flatten() {
+                if let Some(v) = pod_labels.get(key) {
+                    selector.require_not_equal(key, v);
+                }
+            }
+        }
+        let mut namespaces: BTreeSet<String> = term.namespaces.iter().flatten().cloned().collect();
+        let namespace_selector = term
+            .namespace_selector
+            .as_ref()
+            .map(Selector::from_label_selector);
+        if namespaces.is_empty() && namespace_selector.is_none() {
+            namespaces.insert(pod_ns.to_string());
+        }
+        AffinityTerm {
+            namespaces,
+            namespace_selector,
+            selector,
+            topology_key: term.topology_key.clone(),
+        }
+    }
+
+    /// True if `pod` is selected by this term. `ns_labels` looks up a namespace's labels for
+    /// terms with a namespace selector.
+    pub fn matches(&self, pod: &PodInfo, ns_labels: &dyn Fn(&str) -> Option<Labels>) -> bool {
+        let ns_ok = self.namespaces.contains(&pod.namespace)
+            || self.namespace_selector.as_ref().is_some_and(|sel| {
+                if sel.is_nothing() {
+                    return false;
+                }
+                match ns_labels(&pod.namespace) {
+                    Some(l) => sel.matches(&l),
+                    // Unknown namespace: only an empty selector ({}) can match it.
+                    None => sel.matches(&Labels::new()),
+                }
+            });
+        ns_ok && self.selector.matches(pod.labels())
+    }
+}
+
+/// A weighted (preferred) affinity term.
+#[derive(Debug, Clone)]
+pub struct WeightedAffinityTerm {
+    /// The term.
+    pub term: AffinityTerm,
+    /// Its weight (1-100).
+    pub weight: i64,
+}
+
+/// A pod with its derived scheduling data. Shared as `Arc<PodInfo>` between queue, cache
+/// and snapshot; never mutated after construction.
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    /// The API object.
+    pub pod: Arc<Pod>,
+    /// Cache/queue key.
+    pub key: PodKey,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.priority`, 0 when unset.
+    pub priority: i32,
+    /// Effective requests (init-container and sidecar rules, plus overhead).
+    pub requests: Resource,
+    /// CPU request with scoring defaults for containers that request none.
+    pub non_zero_milli_cpu: i64,
+    /// Memory request with scoring defaults for containers that request none.
+    pub non_zero_memory: i64,
+    /// Host ports the pod's containers bind.
+    pub host_ports: Vec<HostPort>,
+    /// Required pod affinity terms.
+    pub required_affinity: Vec<AffinityTerm>,
+    /// Required pod anti-affinity terms.
+    pub required_anti_affinity: Vec<AffinityTerm>,
+    /// Preferred pod affinity terms.
+    pub preferred_affinity: Vec<WeightedAffinityTerm>,
+    /// Preferred pod anti-affinity terms.
+    pub preferred_anti_affinity: Vec<WeightedAffinityTerm>,
+    /// Node chosen by the scheduler while the binding is in flight; overrides
+    /// `spec.nodeName` so assuming a pod never copies the API object.
+    pub assumed_node: Option<String>,
+}
+
+static EMPTY_SPEC: std::sync::LazyLock<PodSpec> = std::sync::LazyLock::new(PodSpec::default);
+
+impl PodInfo {
+    /// Derives the scheduling data of a pod.
+    pub fn new(pod: Arc<Pod>) -> Self {
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let key = match &pod.metadata.uid {
+            Some(uid) if !uid.is_empty() => uid.clone(),
+            _ => format!("{namespace}/{name}"),
+        };
+        let spec = pod.spec.as_ref().unwrap_or(&EMPTY_SPEC);
+        let (requests, non_zero) = pod_requests(spec);
+        let host_ports = host_ports(spec);
+        let labels = labels_of(&pod.metadata.labels).clone();
+        let compile = |terms: Option<&Vec<PodAffinityTerm>>| -> Vec<AffinityTerm> {
+            terms
+                .into_iter()
+                .flatten()
+                .map(|t| AffinityTerm::compile(t, &namespace, &labels))
+                .collect()
+        };
+        let compile_weighted =
+            |terms: Option<&Vec<k8s_openapi::api::core::v1::WeightedPodAffinityTerm>>| {
+                terms
+                    .into_iter()
+                    .flatten()
+                    .map(|w| WeightedAffinityTerm {
+                        term: AffinityTerm::compile(&w.pod_affinity_term, &namespace, &labels),
+                        weight: i64::from(w.weight),
+                    })
+                    .collect::<Vec<_>>()
+            };
+        let aff = spec.affinity.as_ref();
+        let pa = aff.and_then(|a| a.pod_affinity.as_ref());
+        let paa = aff.and_then(|a| a.pod_anti_affinity.as_ref());
+        PodInfo {
+            required_affinity: compile(pa.and_then(|p| {
+                p.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            required_anti_affinity: compile(paa.and_then(|p| {
+                p.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            preferred_affinity: compile_weighted(pa.and_then(|p| {
+                p.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            preferred_anti_affinity: compile_weighted(paa.and_then(|p| {
+                p.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            priority: spec.priority.unwrap_or(0),
+            assumed_node: None,
+            non_zero_milli_cpu: non_zero.0,
+            non_zero_memory: non_zero.1,
+            requests,
+            host_ports,
+            key,
+            namespace,
+            name,
+            pod,
+        }
+    }
+
+    /// The pod's spec (an empty spec when absent).
+    pub fn spec(&self) -> &PodSpec {
+        self.pod.spec.as_ref().unwrap_or(&EMPTY_SPEC)
+    }
+
+    /// The pod's labels.
+    pub fn labels(&self) -> &Labels {
+        labels_of(&self.pod.metadata.labels)
+    }
+
+    /// The pod's tolerations.
+    pub fn tolerations(&self) -> &[Toleration] {
+        self.spec().tolerations.as_deref().unwrap_or(&[])
+    }
+
+    /// The node the pod is on: the assumed node, else `spec.nodeName`.
+    pub fn node_name(&self) -> Option<&str> {
+        self.assumed_node
+            .as_deref()
+            .or_else(|| self.spec().node_name.as_deref().filter(|n| !n.is_empty()))
+    }
+
+    /// A copy of this pod assumed onto `node`.
+    pub fn assumed_on(&self, node: &str) -> PodInfo {
+        PodInfo {
+            assumed_node: Some(node.to_string()),
+            ..self.clone()
+        }
+    }
+
+    /// True if the pod has any pod affinity or anti-affinity term.
+    pub fn has_affinity(&self) -> bool {
+        !self.required_affinity.is_empty()
+            || !self.required_anti_affinity.is_empty()
+            || !self.preferred_affinity.is_empty()
+            || !self.preferred_anti_affinity.is_empty()
+    }
+
+    /// True if the pod is being deleted.
+    pub fn is_terminating(&self) -> bool {
+        self.pod.metadata.deletion_timestamp.is_some()
+    }
+
+    /// `namespace/name`, for messages.
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The pod's start time (or creation time) in seconds, for preemption tie-breaking.
+    pub fn start_time_secs(&self) -> i64 {
+        let t = self
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .or(self.pod.metadata.creation_timestamp.as_ref());
+        t.map_or(i64::MAX, |t| t.0.as_second())
+    }
+}
+
+impl PartialEq for PodInfo {
+    /// Pods are identified by key; derived data follows from the object.
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for PodInfo {}
+
+fn container_requests(c: &Container) -> (Resource, i64, i64) {
+    let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+    let r = reqs.map(Resource::from_map).unwrap_or_default();
+    let has = |name: &str| reqs.is_some_and(|m| m.contains_key(name));
+    let cpu = if has("cpu") {
+        r.milli_cpu
+    } else {
+        DEFAULT_MILLI_CPU_REQUEST
+    };
+    let mem = if has("memory") {
+        r.memory
+    } else {
+        DEFAULT_MEMORY_REQUEST
+    };
+    (r, cpu, mem)
+}
+
+/// Effective pod requests: regular containers and sidecars run together; each ordinary
+/// init container runs alone next to the sidecars started before it; the pod needs the
+/// maximum of both, plus overhead. Returns (requests, (non-zero cpu, non-zero memory)).
+fn pod_requests(spec: &PodSpec) -> (Resource, (i64, i64)) {
+    let mut reqs = Resource::default();
+    let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
+    for c in &spec.containers {
+        let (r, cpu, mem) = container_requests(c);
+        reqs.add(&r);
+        nz_cpu += cpu;
+        nz_mem += mem;
+    }
+    let mut sidecars = Resource::default();
+    let (mut sc_cpu, mut sc_mem) = (0i64, 0i64);
+    let mut init_max = Resource::default();
+    let (mut init_cpu, mut init_mem) = (0i64, 0i64);
+    for c in spec.init_containers.iter().flatten() {
+        let (r, cpu, mem) = container_requests(c);
+        let restartable = c.restart_policy.as_deref() == Some("Always");
+        let (during, d_cpu, d_mem) = if restartable {
+            reqs.add(&r);
+            nz_cpu += cpu;
+            nz_mem += mem;
+            sidecars.add(&r);
+            sc_cpu += cpu;
+            sc_mem += mem;
+            (sidecars.clone(), sc_cpu, sc_mem)
+        } else {
+            let mut t = r;
+            t.add(&sidecars);
+            (t, cpu + sc_cpu, mem + sc_mem)
+        };
+        init_max.set_max(&during);
+        init_cpu = init_cpu.max(d_cpu);
+        init_mem = init_mem.max(d_mem);
+    }
+    reqs.set_max(&init_max);
+    nz_cpu = nz_cpu.max(init_cpu);
+    nz_mem = nz_mem.max(init_mem);
+    if let Some(overhead) = &spec.overhead {
+        let o = Resource::from_map(overhead);
+        reqs.add(&o);
+        nz_cpu += o.milli_cpu;
+        nz_mem += o.memory;
+    }
+    (reqs, (nz_cpu, nz_mem))
+}
+
+fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let mut out: Vec<HostPort> = spec
+        .containers
+        .iter()
+        .chain(sidecars)
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter(|p| p.host_port.unwrap_or(0) > 0)
+        .map(|p| HostPort {
+            ip: p
+                .host_ip
+                .clone()
+                .filter(|ip| !ip.is_empty())
+                .unwrap_or_else(|| "0.0.0.0".to_string()),
+            protocol: p
+                .protocol
+                .clone()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "TCP".to_string()),
+            port: p.host_port.unwrap_or(0),
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Builds a map of resource requests for tests and fixtures.
+pub fn resource_map(
+    pairs: &[(&str, &str)],
+) -> BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(v.to_string()),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::PodBuilder;
+
+    #[test]
+    fn requests_follow_init_and_sidecar_rules() {
+        struct Case {
+            name: &'static str,
+            pod: PodBuilder,
+            cpu: i64,
+            mem: i64,
+        }
+        let cases = vec![
+            Case {
+                name: "sum of containers",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1"), ("memory", "1Gi")])
+                    .container(&[("cpu", "500m")]),
+                cpu: 1500,
+                mem: 1 << 30,
+            },
+            Case {
+                name: "init larger than sum",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .init_container(&[("cpu", "3")], false),
+                cpu: 3000,
+                mem: 0,
+            },
+            Case {
+                name: "init smaller than sum",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "2")])
+                    .init_container(&[("cpu", "1")], false),
+                cpu: 2000,
+                mem: 0,
+            },
+            Case {
+                name: "sidecar adds to containers and to later init containers",
+                pod: PodBuilder::new("p")
+                    .init_container(&[("cpu", "1")], true)
+                    .init_container(&[("cpu", "2")], false)
+                    .container(&[("cpu", "1")]),
+                // running: sidecar 1 + container 1 = 2; init phase: 2 + sidecar 1 = 3
+                cpu: 3000,
+                mem: 0,
+            },
+            Case {
+                name: "overhead added",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .overhead(&[("cpu", "250m"), ("memory", "120Mi")]),
+                cpu: 1250,
+                mem: 120 << 20,
+            },
+        ];
+        for c in cases {
+            let info = PodInfo::new(Arc::new(c.pod.build()));
+            assert_eq!(info.requests.milli_cpu, c.cpu, "{}", c.name);
+            assert_eq!(info.requests.memory, c.mem, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn non_zero_requests_default_missing_values() {
+        let info = PodInfo::new(Arc::new(
+            PodBuilder::new("p")
+                .container(&[])
+                .container(&[("cpu", "1")])
+                .build(),
+        ));
+        assert_eq!(info.requests.milli_cpu, 1000);
+        assert_eq!(info.non_zero_milli_cpu, 1100);
+        assert_eq!(info.non_zero_memory, 2 * DEFAULT_MEMORY_REQUEST);
+    }
+}

@@ -1,0 +1,175 @@
+//! DefaultPreemption (PostFilter): when no node fits, find nodes where evicting
+//! lower-priority pods would make room, choose the victims that disrupt least (respecting
+//! PodDisruptionBudgets where possible), pick the best node by upstream's criteria and
+//! nominate the pod to it.
+
+mod pdb;
+mod select;
+
+use std::sync::Arc;
+
+use crate::cache::Snapshot;
+use crate::framework::*;
+use crate::listers::PdbLister;
+use crate::pod_info::PodInfo;
+pub use select::{Candidate, pick_one_node};
+
+/// Plugin name.
+pub const NAME: &str = "DefaultPreemption";
+/// Status reason for nodes where preemption cannot help, as upstream.
+pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// Status reason for nodes where evicting every lower-priority pod is not enough.
+pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// Plugin args (`DefaultPreemptionArgs`).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Args {
+    /// Minimum share of nodes to dry-run, in percent.
+    #[serde(default = "default_pct")]
+    pub min_candidate_nodes_percentage: usize,
+    /// Minimum number of nodes to dry-run.
+    #[serde(default = "default_abs")]
+    pub min_candidate_nodes_absolute: usize,
+}
+
+fn default_pct() -> usize {
+    10
+}
+
+fn default_abs() -> usize {
+    100
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            min_candidate_nodes_percentage: 10,
+            min_candidate_nodes_absolute: 100,
+        }
+    }
+}
+
+/// The DefaultPreemption plugin.
+pub struct DefaultPreemption {
+    args: Args,
+    pdbs: Arc<dyn PdbLister>,
+}
+
+/// Constructor for the registry.
+pub fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(DefaultPreemption {
+        args: parse_args(NAME, args)?,
+        pdbs: s.pdbs.clone(),
+    }))
+}
+
+impl Plugin for DefaultPreemption {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn as_post_filter(self: Arc<Self>) -> Option<Arc<dyn PostFilterPlugin>> {
+        Some(self)
+    }
+}
+
+/// Formats a "0/N nodes are available: ..." message from a reason histogram.
+pub fn nodes_available_message(
+    num_nodes: usize,
+    reasons: impl IntoIterator<Item = String>,
+) -> String {
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for r in reasons {
+        *counts.entry(r).or_default() += 1;
+    }
+    let mut parts: Vec<String> = counts
+        .into_iter()
+        .map(|(r, c)| format!("{c} {r}"))
+        .collect();
+    parts.sort();
+    format!("0/{num_nodes} nodes are available: {}.", parts.join(", "))
+}
+
+impl DefaultPreemption {
+    fn eligible(&self, pod: &PodInfo, snapshot: &Snapshot) -> Result<(), String> {
+        if pod.spec().preemption_policy.as_deref() == Some("Never") {
+            return Err("not eligible due to preemptionPolicy=Never.".into());
+        }
+        // A pod that already preempted waits for its victims to leave instead of
+        // preempting again.
+        let nominated = pod
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        if let Some(node) = nominated.and_then(|n| snapshot.get(n))
+            && node
+                .pods
+                .iter()
+                .any(|p| p.is_terminating() && p.priority < pod.priority)
+        {
+            return Err("not eligible due to a terminating pod on the nominated node.".into());
+        }
+        Ok(())
+    }
+}
+
+impl PostFilterPlugin for DefaultPreemption {
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &Arc<PodInfo>,
+        snapshot: &Snapshot,
+        statuses: &NodeToStatus,
+        ctx: &PostFilterContext<'_>,
+    ) -> (Option<PostFilterResult>, Status) {
+        if let Err(msg) = self.eligible(pod, snapshot) {
+            return (None, Status::unresolvable(msg));
+        }
+        let n = snapshot.len();
+        let mut reasons: Vec<String> = Vec::with_capacity(n);
+        let mut potential = Vec::new();
+        for node in snapshot.nodes() {
+            match statuses.get(node.name()) {
+                Some(st) if st.code() == Code::Unschedulable => potential.push(node.clone()),
+                _ => reasons.push(NOT_HELPFUL.to_string()),
+            }
+        }
+        let budget = (n * self.args.min_candidate_nodes_percentage / 100)
+            .max(self.args.min_candidate_nodes_absolute)
+            .min(potential.len());
+        let pdbs = self.pdbs.pdbs();
+        let mut candidates = Vec::new();
+        for node in &potential {
+            if candidates.len() >= budget {
+                break;
+            }
+            match select::select_victims_on_node(ctx, state, pod, node, &pdbs) {
+                Some(c) => candidates.push(c),
+                None => reasons.push(NO_VICTIMS.to_string()),
+            }
+        }
+        let Some(best) = pick_one_node(candidates) else {
+            let msg = format!("preemption: {}", nodes_available_message(n, reasons));
+            return (None, Status::unschedulable(msg));
+        };
+        let nominations_to_clear = ctx
+            .nominated
+            .nominated_pods_for_node(&best.node)
+            .into_iter()
+            .filter(|p| p.priority < pod.priority && p.key != pod.key)
+            .collect();
+        (
+            Some(PostFilterResult {
+                nominated_node: Some(best.node),
+                victims: best.victims,
+                nominations_to_clear,
+            }),
+            Status::success(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,260 @@
+//! Resource quantities and the aggregate resource vectors the scheduler compares.
+//!
+//! Kubernetes quantities are strings ("250m", "1Gi", "1e3"); the scheduler parses them once
+//! per pod and node into integer vectors so filters and scores never re-parse.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// Resource name for CPU.
+pub const CPU: &str = "cpu";
+/// Resource name for memory.
+pub const MEMORY: &str = "memory";
+/// Resource name for node-local ephemeral storage.
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+/// Resource name for the node's pod capacity.
+pub const PODS: &str = "pods";
+
+/// CPU assumed for a container without a CPU request when scoring (100m, as upstream).
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+/// Memory assumed for a container without a memory request when scoring (200 MiB, as upstream).
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+/// Parses a quantity string into its value scaled by `scale` (1 for plain units, 1000 for
+/// milli-units), rounding up like upstream's `Value()`/`MilliValue()`.
+/// Returns `None` for strings that are not valid quantities.
+pub fn parse_scaled(s: &str, scale: i128) -> Option<i64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let (negative, rest) = match s.as_bytes()[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let num_end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(num_end);
+    if number.is_empty() || number == "." {
+        return None;
+    }
+    let (int_part, frac_part) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    if frac_part.contains('.') {
+        return None;
+    }
+    // mantissa = digits as integer, value = mantissa * 10^(exp10 - frac_len) * 2^exp2
+    let mut mantissa: i128 = 0;
+    for c in int_part.chars().chain(frac_part.chars()) {
+        mantissa = mantissa
+            .checked_mul(10)?
+            .checked_add(i128::from(c as u8 - b'0'))?;
+        if mantissa > i128::from(i64::MAX) * 1_000_000 {
+            return Some(if negative { i64::MIN } else { i64::MAX });
+        }
+    }
+    let (exp10, exp2): (i32, u32) = match suffix {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
+        other => {
+            let exp = other
+                .strip_prefix('e')
+                .or_else(|| other.strip_prefix('E'))?;
+            (exp.parse::<i32>().ok()?, 0)
+        }
+    };
+    let exp10 = exp10 - frac_part.len() as i32;
+    let mut numerator = mantissa.checked_mul(scale)?;
+    numerator = numerator.checked_mul(1i128.checked_shl(exp2)?)?;
+    let value = if exp10 >= 0 {
+        let mut v = numerator;
+        for _ in 0..exp10 {
+            v = match v.checked_mul(10) {
+                Some(v) if v <= i128::from(i64::MAX) => v,
+                _ => return Some(if negative { i64::MIN } else { i64::MAX }),
+            };
+        }
+        v
+    } else {
+        let divisor = 10i128.checked_pow((-exp10) as u32).unwrap_or(i128::MAX);
+        // Round away from zero, as upstream does when a quantity loses precision.
+        (numerator + divisor - 1) / divisor
+    };
+    let value = i64::try_from(value).unwrap_or(i64::MAX);
+    Some(if negative { -value } else { value })
+}
+
+/// The integer value of a quantity, rounded up; invalid quantities count as zero.
+pub fn quantity_value(q: &Quantity) -> i64 {
+    parse_scaled(&q.0, 1).unwrap_or(0)
+}
+
+/// The milli-value of a quantity, rounded up; invalid quantities count as zero.
+pub fn quantity_milli_value(q: &Quantity) -> i64 {
+    parse_scaled(&q.0, 1000).unwrap_or(0)
+}
+
+/// A vector of resource amounts: CPU in millicores, the rest in their base units.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resource {
+    /// CPU in millicores.
+    pub milli_cpu: i64,
+    /// Memory in bytes.
+    pub memory: i64,
+    /// Ephemeral storage in bytes.
+    pub ephemeral_storage: i64,
+    /// Pod slots (only meaningful for node allocatable).
+    pub allowed_pod_number: i64,
+    /// Extended and other scalar resources (hugepages, devices), by name.
+    pub scalar: BTreeMap<String, i64>,
+}
+
+impl Resource {
+    /// Builds a resource vector from a `requests`/`allocatable`-style map.
+    pub fn from_map(map: &BTreeMap<String, Quantity>) -> Self {
+        let mut r = Resource::default();
+        for (name, q) in map {
+            r.set(name, q);
+        }
+        r
+    }
+
+    fn set(&mut self, name: &str, q: &Quantity) {
+        match name {
+            CPU => self.milli_cpu = quantity_milli_value(q),
+            MEMORY => self.memory = quantity_value(q),
+            EPHEMERAL_STORAGE => self.ephemeral_storage = quantity_value(q),
+            PODS => self.allowed_pod_number = quantity_value(q),
+            // Volume storage is not a node resource.
+            "storage" => {}
+            other => {
+                self.scalar.insert(other.to_string(), quantity_value(q));
+            }
+        }
+    }
+
+    /// Adds `other` to `self` element-wise.
+    pub fn add(&mut self, other: &Resource) {
+        self.milli_cpu += other.milli_cpu;
+        self.memory += other.memory;
+        self.ephemeral_storage += other.ephemeral_storage;
+        self.allowed_pod_number += other.allowed_pod_number;
+        for (k, v) in &other.scalar {
+            *self.scalar.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+
+    /// Subtracts `other` from `self` element-wise.
+    pub fn sub(&mut self, other: &Resource) {
+        self.milli_cpu -= other.milli_cpu;
+        self.memory -= other.memory;
+        self.ephemeral_storage -= other.ephemeral_storage;
+        self.allowed_pod_number -= other.allowed_pod_number;
+        for (k, v) in &other.scalar {
+            *self.scalar.entry(k.clone()).or_insert(0) -= v;
+        }
+    }
+
+    /// Raises each element of `self` to at least the matching element of `other`.
+    pub fn set_max(&mut self, other: &Resource) {
+        self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
+        self.memory = self.memory.max(other.memory);
+        self.ephemeral_storage = self.ephemeral_storage.max(other.ephemeral_storage);
+        self.allowed_pod_number = self.allowed_pod_number.max(other.allowed_pod_number);
+        for (k, v) in &other.scalar {
+            let e = self.scalar.entry(k.clone()).or_insert(0);
+            *e = (*e).max(*v);
+        }
+    }
+
+    /// True when nothing is requested at all.
+    pub fn is_zero(&self) -> bool {
+        self.milli_cpu == 0
+            && self.memory == 0
+            && self.ephemeral_storage == 0
+            && self.scalar.values().all(|v| *v == 0)
+    }
+
+    /// The amount of a named resource.
+    pub fn get(&self, name: &str) -> i64 {
+        match name {
+            CPU => self.milli_cpu,
+            MEMORY => self.memory,
+            EPHEMERAL_STORAGE => self.ephemeral_storage,
+            PODS => self.allowed_pod_number,
+            other => self.scalar.get(other).copied().unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_quantities_like_upstream() {
+        let cases: &[(&str, i128, Option<i64>)] = &[
+            ("1", 1000, Some(1000)),
+            ("250m", 1000, Some(250)),
+            ("0.5", 1000, Some(500)),
+            ("1.5", 1, Some(2)),
+            ("1Ki", 1, Some(1024)),
+            ("1Gi", 1, Some(1 << 30)),
+            ("128974848", 1, Some(128_974_848)),
+            ("129e6", 1, Some(129_000_000)),
+            ("129M", 1, Some(129_000_000)),
+            ("123Mi", 1, Some(123 * 1024 * 1024)),
+            ("1m", 1, Some(1)),
+            ("100n", 1000, Some(1)),
+            ("-2", 1, Some(-2)),
+            ("", 1, None),
+            ("abc", 1, None),
+            ("1Qi", 1, None),
+            ("1.2.3", 1, None),
+        ];
+        for (s, scale, want) in cases {
+            assert_eq!(
+                parse_scaled(s, *scale),
+                *want,
+                "quantity {s:?} scale {scale}"
+            );
+        }
+    }
+
+    #[test]
+    fn builds_vectors_from_maps() {
+        let mut m = BTreeMap::new();
+        m.insert("cpu".to_string(), Quantity("2".into()));
+        m.insert("memory".to_string(), Quantity("1Gi".into()));
+        m.insert("pods".to_string(), Quantity("110".into()));
+        m.insert("example.com/gpu".to_string(), Quantity("4".into()));
+        let r = Resource::from_map(&m);
+        assert_eq!(r.milli_cpu, 2000);
+        assert_eq!(r.memory, 1 << 30);
+        assert_eq!(r.allowed_pod_number, 110);
+        assert_eq!(r.get("example.com/gpu"), 4);
+        let mut sum = r.clone();
+        sum.add(&r);
+        sum.sub(&r);
+        assert_eq!(sum, r);
+    }
+}

@@ -1,0 +1,466 @@
+//! Builders for pods and nodes, used by unit tests, integration tests and benchmarks.
+//!
+//! They build real `k8s-openapi` objects so tests exercise the same parsing as production.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
+    PodSchedulingGate, PodSpec, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
+    TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use crate::pod_info::resource_map;
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A label selector with `matchLabels` only.
+pub fn match_labels(pairs: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels(pairs)),
+        match_expressions: None,
+    }
+}
+
+/// A node selector requirement.
+pub fn node_req(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.into(),
+        operator: op.into(),
+        values: if values.is_empty() {
+            None
+        } else {
+            Some(values.iter().map(|s| s.to_string()).collect())
+        },
+    }
+}
+
+/// Builds a `Node`.
+#[derive(Clone)]
+pub struct NodeBuilder {
+    node: Node,
+}
+
+impl NodeBuilder {
+    /// A node with the given name, 4 CPUs, 16 GiB, 110 pods and the hostname label.
+    pub fn new(name: &str) -> Self {
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(labels(&[("kubernetes.io/hostname", name)])),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus {
+                allocatable: Some(resource_map(&[
+                    ("cpu", "4"),
+                    ("memory", "16Gi"),
+                    ("pods", "110"),
+                ])),
+                ..Default::default()
+            }),
+        };
+        NodeBuilder { node }
+    }
+
+    /// Replaces allocatable resources.
+    pub fn allocatable(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.node.status.get_or_insert_default().allocatable = Some(resource_map(pairs));
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.node
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(k.into(), v.into());
+        self
+    }
+
+    /// Adds a taint.
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        let spec = self.node.spec.get_or_insert_default();
+        spec.taints.get_or_insert_default().push(Taint {
+            key: key.into(),
+            value: if value.is_empty() {
+                None
+            } else {
+                Some(value.into())
+            },
+            effect: effect.into(),
+            time_added: None,
+        });
+        self
+    }
+
+    /// Marks the node unschedulable (cordoned).
+    pub fn unschedulable(mut self) -> Self {
+        self.node.spec.get_or_insert_default().unschedulable = Some(true);
+        self
+    }
+
+    /// Adds an image present on the node.
+    pub fn image(mut self, name: &str, size: i64) -> Self {
+        self.node
+            .status
+            .get_or_insert_default()
+            .images
+            .get_or_insert_default()
+            .push(ContainerImage {
+                names: Some(vec![name.into()]),
+                size_bytes: Some(size),
+            });
+        self
+    }
+
+    /// The node.
+    pub fn build(self) -> Node {
+        self.node
+    }
+}
+
+/// Builds a `Pod`.
+#[derive(Clone)]
+pub struct PodBuilder {
+    pod: Pod,
+}
+
+impl PodBuilder {
+    /// A pod in namespace "default" whose UID is its name.
+    pub fn new(name: &str) -> Self {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{name}")),
+                ..Default::default()
+            },
+            spec: Some(PodSpec::default()),
+            status: None,
+        };
+        PodBuilder { pod }
+    }
+
+    fn spec(&mut self) -> &mut PodSpec {
+        self.pod.spec.get_or_insert_default()
+    }
+
+    fn affinity(&mut self) -> &mut Affinity {
+        self.spec().affinity.get_or_insert_default()
+    }
+
+    /// Sets the namespace.
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.pod.metadata.namespace = Some(ns.into());
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.pod
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(k.into(), v.into());
+        self
+    }
+
+    /// Adds a container with the given requests.
+    pub fn container(mut self, requests: &[(&str, &str)]) -> Self {
+        let n = self.spec().containers.len();
+        self.spec().containers.push(Container {
+            name: format!("c{n}"),
+            resources: Some(ResourceRequirements {
+                requests: Some(resource_map(requests)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Adds a container with an image.
+    pub fn image(mut self, image: &str) -> Self {
+        let n = self.spec().containers.len();
+        self.spec().containers.push(Container {
+            name: format!("c{n}"),
+            image: Some(image.into()),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Adds an init container; `sidecar` makes it restartable (`restartPolicy: Always`).
+    pub fn init_container(mut self, requests: &[(&str, &str)], sidecar: bool) -> Self {
+        let inits = self.spec().init_containers.get_or_insert_default();
+        let n = inits.len();
+        inits.push(Container {
+            name: format!("init{n}"),
+            restart_policy: if sidecar { Some("Always".into()) } else { None },
+            resources: Some(ResourceRequirements {
+                requests: Some(resource_map(requests)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Sets pod overhead.
+    pub fn overhead(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.spec().overhead = Some(resource_map(pairs));
+        self
+    }
+
+    /// Adds a container binding a host port.
+    pub fn host_port(mut self, port: i32, protocol: &str, ip: &str) -> Self {
+        let n = self.spec().containers.len();
+        self.spec().containers.push(Container {
+            name: format!("c{n}"),
+            ports: Some(vec![ContainerPort {
+                container_port: port,
+                host_port: Some(port),
+                protocol: Some(protocol.into()),
+                host_ip: if ip.is_empty() { None } else { Some(ip.into()) },
+                name: None,
+            }]),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Sets `spec.nodeName`.
+    pub fn node(mut self, node: &str) -> Self {
+        self.spec().node_name = Some(node.into());
+        self
+    }
+
+    /// Sets `spec.priority`.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.spec().priority = Some(p);
+        self
+    }
+
+    /// Sets `spec.schedulerName`.
+    pub fn scheduler_name(mut self, name: &str) -> Self {
+        self.spec().scheduler_name = Some(name.into());
+        self
+    }
+
+    /// Adds a scheduling gate.
+    pub fn gate(mut self, name: &str) -> Self {
+        self.spec()
+            .scheduling_gates
+            .get_or_insert_default()
+            .push(PodSchedulingGate { name: name.into() });
+        self
+    }
+
+    /// Adds a node selector label.
+    pub fn node_selector(mut self, k: &str, v: &str) -> Self {
+        self.spec()
+            .node_selector
+            .get_or_insert_default()
+            .insert(k.into(), v.into());
+        self
+    }
+
+    /// Adds a toleration.
+    pub fn toleration(mut self, key: &str, op: &str, value: &str, effect: &str) -> Self {
+        let opt = |s: &str| {
+            if s.is_empty() {
+                None
+            } else {
+                Some(s.to_string())
+            }
+        };
+        self.spec()
+            .tolerations
+            .get_or_insert_default()
+            .push(Toleration {
+                key: opt(key),
+                operator: opt(op),
+                value: opt(value),
+                effect: opt(effect),
+                toleration_seconds: None,
+            });
+        self
+    }
+
+    /// Adds a required node affinity term.
+    pub fn required_node_term(
+        mut self,
+        exprs: Vec<NodeSelectorRequirement>,
+        fields: Vec<NodeSelectorRequirement>,
+    ) -> Self {
+        let na = self.affinity().node_affinity.get_or_insert_default();
+        let sel = na
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(|| NodeSelector {
+                node_selector_terms: vec![],
+            });
+        sel.node_selector_terms.push(NodeSelectorTerm {
+            match_expressions: if exprs.is_empty() { None } else { Some(exprs) },
+            match_fields: if fields.is_empty() {
+                None
+            } else {
+                Some(fields)
+            },
+        });
+        self
+    }
+
+    /// Adds a preferred node affinity term.
+    pub fn preferred_node_term(mut self, weight: i32, exprs: Vec<NodeSelectorRequirement>) -> Self {
+        let na: &mut NodeAffinity = self.affinity().node_affinity.get_or_insert_default();
+        na.preferred_during_scheduling_ignored_during_execution
+            .get_or_insert_default()
+            .push(PreferredSchedulingTerm {
+                weight,
+                preference: NodeSelectorTerm {
+                    match_expressions: Some(exprs),
+                    match_fields: None,
+                },
+            });
+        self
+    }
+
+    fn term(selector: &[(&str, &str)], topology_key: &str) -> PodAffinityTerm {
+        PodAffinityTerm {
+            label_selector: Some(match_labels(selector)),
+            topology_key: topology_key.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds a required pod affinity term.
+    pub fn pod_affinity(mut self, selector: &[(&str, &str)], topology_key: &str) -> Self {
+        let pa: &mut PodAffinity = self.affinity().pod_affinity.get_or_insert_default();
+        pa.required_during_scheduling_ignored_during_execution
+            .get_or_insert_default()
+            .push(Self::term(selector, topology_key));
+        self
+    }
+
+    /// Adds a required pod anti-affinity term.
+    pub fn pod_anti_affinity(mut self, selector: &[(&str, &str)], topology_key: &str) -> Self {
+        let pa: &mut PodAntiAffinity = self.affinity().pod_anti_affinity.get_or_insert_default();
+        pa.required_during_scheduling_ignored_during_execution
+            .get_or_insert_default()
+            .push(Self::term(selector, topology_key));
+        self
+    }
+
+    /// Adds a preferred pod affinity term.
+    pub fn preferred_pod_affinity(
+        mut self,
+        weight: i32,
+        selector: &[(&str, &str)],
+        topology_key: &str,
+    ) -> Self {
+        let pa: &mut PodAffinity = self.affinity().pod_affinity.get_or_insert_default();
+        pa.preferred_during_scheduling_ignored_during_execution
+            .get_or_insert_default()
+            .push(WeightedPodAffinityTerm {
+                weight,
+                pod_affinity_term: Self::term(selector, topology_key),
+            });
+        self
+    }
+
+    /// Adds a preferred pod anti-affinity term.
+    pub fn preferred_pod_anti_affinity(
+        mut self,
+        weight: i32,
+        selector: &[(&str, &str)],
+        topology_key: &str,
+    ) -> Self {
+        let pa: &mut PodAntiAffinity = self.affinity().pod_anti_affinity.get_or_insert_default();
+        pa.preferred_during_scheduling_ignored_during_execution
+            .get_or_insert_default()
+            .push(WeightedPodAffinityTerm {
+                weight,
+                pod_affinity_term: Self::term(selector, topology_key),
+            });
+        self
+    }
+
+    /// Adds a topology spread constraint.
+    pub fn spread(
+        mut self,
+        max_skew: i32,
+        topology_key: &str,
+        when: &str,
+        selector: &[(&str, &str)],
+    ) -> Self {
+        self.spec()
+            .topology_spread_constraints
+            .get_or_insert_default()
+            .push(TopologySpreadConstraint {
+                max_skew,
+                topology_key: topology_key.into(),
+                when_unsatisfiable: when.into(),
+                label_selector: Some(match_labels(selector)),
+                ..Default::default()
+            });
+        self
+    }
+
+    /// Adds a fully specified topology spread constraint.
+    pub fn spread_constraint(mut self, c: TopologySpreadConstraint) -> Self {
+        self.spec()
+            .topology_spread_constraints
+            .get_or_insert_default()
+            .push(c);
+        self
+    }
+
+    /// Adds a volume backed by a PVC.
+    pub fn pvc(mut self, claim: &str) -> Self {
+        let n = self.spec().volumes.as_ref().map_or(0, |v| v.len());
+        self.spec().volumes.get_or_insert_default().push(Volume {
+            name: format!("v{n}"),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: None,
+            }),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Sets `spec.preemptionPolicy`.
+    pub fn preemption_policy(mut self, policy: &str) -> Self {
+        self.spec().preemption_policy = Some(policy.into());
+        self
+    }
+
+    /// Sets `status.nominatedNodeName`.
+    pub fn nominated(mut self, node: &str) -> Self {
+        self.pod.status.get_or_insert_default().nominated_node_name = Some(node.into());
+        self
+    }
+
+    /// Sets the start time (seconds since the epoch), used by preemption tie-breaks.
+    pub fn start_time(mut self, secs: i64) -> Self {
+        let ts = k8s_openapi::jiff::Timestamp::from_second(secs).unwrap_or_default();
+        self.pod.status.get_or_insert_default().start_time =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts));
+        self
+    }
+
+    /// The pod.
+    pub fn build(self) -> Pod {
+        self.pod
+    }
+}
