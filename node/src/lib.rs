@@ -5,3 +5,16 @@
 //!
 //! It must never import the API server or the store: it sees only the pods
 //! bound to its node, through the Kubernetes API.
+//!
+//! The runtime layer lives in `containerd` (config and supervision of skiff's
+//! own containerd), `images` (registry-less image archives and import), `cri`
+//! (the typed CRI client) and `runtime` (the `Runtime` trait the pod workers
+//! drive).
+
+pub mod containerd;
+pub mod cri;
+pub mod images;
+pub mod runtime;
+
+pub use cri::{CriError, CriRuntime, CriTimeouts};
+pub use runtime::{ExecOutput, Runtime, RuntimeError, RuntimeHealth, RuntimeVersion, cri_api};

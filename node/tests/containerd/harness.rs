@@ -1,0 +1,375 @@
+//! A real containerd per test: its own temp data dir, pod CIDR and bridge,
+//! started through skiff's supervisor with skiff's images imported, and
+//! torn down completely afterwards (also when a test panics).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use skiff_node::containerd::config::{CniNetwork, ContainerdConfig, ContainerdPaths, PodCidr};
+use skiff_node::containerd::supervisor::{ContainerdSupervisor, SupervisorConfig};
+use skiff_node::cri_api as api;
+use skiff_node::images::{self, AirgapReport, ImageImporter};
+use skiff_node::{CriRuntime, Runtime};
+
+/// One containerd under test.
+pub struct TestNode {
+    // Dropped first (fields drop in order): the temp dir must outlive the
+    // emergency cleanup, which needs the socket and the state inside it.
+    guard: Cleanup,
+    pub dir: tempfile::TempDir,
+    pub paths: ContainerdPaths,
+    pub supervisor: Option<ContainerdSupervisor>,
+    pub cri: CriRuntime,
+    pub cidr: PodCidr,
+    pub bridge: String,
+    pub airgap: AirgapReport,
+    /// Config digests of the images built for this node, by name.
+    pub image_ids: HashMap<String, String>,
+}
+
+/// Last-resort cleanup when a test panics before `TestNode::teardown`.
+struct Cleanup {
+    base: PathBuf,
+    bridge: String,
+    armed: bool,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Remove the pods through CRI first (that stops their processes and
+        // releases their network), from a thread with its own runtime: the
+        // test's runtime may be the one unwinding.
+        let socket = ContainerdPaths::new(&self.base).socket();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let timeouts = skiff_node::CriTimeouts {
+                    default: Duration::from_secs(20),
+                    pull: Duration::from_secs(20),
+                };
+                let Ok(cri) = CriRuntime::new(&socket.to_string_lossy(), timeouts) else {
+                    return;
+                };
+                if let Ok(sandboxes) = cri.list_pod_sandboxes(None).await {
+                    for s in sandboxes {
+                        let _ = cri.stop_pod_sandbox(&s.id).await;
+                        let _ = cri.remove_pod_sandbox(&s.id).await;
+                    }
+                }
+            });
+        })
+        .join();
+        kill_processes_mentioning(&self.base);
+        kill_container_inits(&self.base.join("runc"));
+        unmount_under(&self.base);
+        delete_bridge(&self.bridge);
+    }
+}
+
+/// Kills the first process of every container runc still knows about.
+fn kill_container_inits(runc_root: &Path) {
+    let Ok(namespaces) = std::fs::read_dir(runc_root) else {
+        return;
+    };
+    for ns in namespaces.flatten() {
+        let Ok(containers) = std::fs::read_dir(ns.path()) else {
+            continue;
+        };
+        for c in containers.flatten() {
+            let Ok(state) = std::fs::read(c.path().join("state.json")) else {
+                continue;
+            };
+            let pid = serde_json::from_slice::<serde_json::Value>(&state)
+                .ok()
+                .and_then(|v| v["init_process_pid"].as_i64())
+                .and_then(|p| libc::pid_t::try_from(p).ok());
+            if let Some(pid) = pid.filter(|&p| p > 1) {
+                // SAFETY: kill(2) has no memory-safety preconditions.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Lazily unmounts whatever containerd left mounted under `base` (rootfs
+/// overlays, shm, network namespaces), deepest first.
+fn unmount_under(base: &Path) {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let prefix = base.to_string_lossy().into_owned();
+    let mut points: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .filter(|p| p.starts_with(&prefix))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        if let Ok(c) = std::ffi::CString::new(p) {
+            // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+pub fn assert_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the containerd tests run containerd, runc and CNI and need root; run them as root"
+    );
+}
+
+/// A pod CIDR and bridge unique to this test process and `slot`, so tests
+/// running in parallel (or a concurrent run) do not share a network.
+fn network_for(slot: u8) -> (PodCidr, String) {
+    let pid = std::process::id();
+    let third = (pid % 60) * 4 + u32::from(slot % 4);
+    let cidr = format!("10.231.{third}.0/24").parse().expect("valid CIDR");
+    let bridge = format!("skt{}s{}", pid % 1_000_000, slot);
+    (cidr, bridge)
+}
+
+impl TestNode {
+    /// Writes config, starts containerd through the supervisor, builds the
+    /// pause and busybox archives into an airgap dir and imports it.
+    pub async fn start(slot: u8) -> TestNode {
+        assert_root();
+        let dir = tempfile::Builder::new()
+            .prefix("skiff-ctd-")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        let paths = ContainerdPaths::new(dir.path().join("c"));
+        let (cidr, bridge) = network_for(slot);
+        let guard = Cleanup {
+            base: paths.base().to_path_buf(),
+            bridge: bridge.clone(),
+            armed: true,
+        };
+        let config = ContainerdConfig::new(paths.clone(), images::PAUSE_IMAGE);
+        config.write().expect("write containerd config");
+        let network = CniNetwork::new(format!("skiff-test-{bridge}"), &bridge, cidr, &paths)
+            .expect("network");
+        network
+            .write(&paths.cni_conf_dir())
+            .expect("write conflist");
+
+        let airgap_dir = dir.path().join("images");
+        std::fs::create_dir_all(&airgap_dir).expect("airgap dir");
+        let busybox = Path::new(images::builtin::HOST_BUSYBOX);
+        let mut image_ids = HashMap::new();
+        for (file, image) in [
+            (
+                "pause.tar",
+                images::pause_image(busybox).expect("pause image"),
+            ),
+            (
+                "busybox.tar",
+                images::busybox_image(busybox, images::BUSYBOX_IMAGE).expect("busybox image"),
+            ),
+        ] {
+            let summary = image
+                .write_docker_archive(&airgap_dir.join(file))
+                .expect("write archive");
+            image_ids.insert(summary.reference, summary.config_digest);
+        }
+
+        let mut sup_config = SupervisorConfig::new(paths.clone());
+        sup_config.backoff_initial = Duration::from_millis(200);
+        let supervisor = ContainerdSupervisor::start(sup_config)
+            .await
+            .unwrap_or_else(|e| panic!("containerd did not start: {e}\n{}", log_of(&paths)));
+        let cri = supervisor.cri();
+        let airgap = ImageImporter::new(paths.socket())
+            .import_dir(&airgap_dir)
+            .await
+            .expect("airgap dir readable");
+        assert!(
+            airgap.failed.is_empty(),
+            "imports failed: {:?}",
+            airgap.failed
+        );
+        TestNode {
+            guard,
+            dir,
+            paths,
+            supervisor: Some(supervisor),
+            cri,
+            cidr,
+            bridge,
+            airgap,
+            image_ids,
+        }
+    }
+
+    pub fn supervisor(&self) -> &ContainerdSupervisor {
+        self.supervisor.as_ref().expect("supervisor running")
+    }
+
+    /// Removes every sandbox, stops containerd, deletes the bridge, and
+    /// checks that no process of this containerd is left.
+    pub async fn teardown(mut self) {
+        if let Ok(sandboxes) = self.cri.list_pod_sandboxes(None).await {
+            for s in sandboxes {
+                let _ = self.cri.stop_pod_sandbox(&s.id).await;
+                let _ = self.cri.remove_pod_sandbox(&s.id).await;
+            }
+        }
+        let pid = self.supervisor().pid();
+        if let Some(supervisor) = self.supervisor.take() {
+            supervisor.shutdown().await;
+        }
+        if let Some(pid) = pid {
+            assert!(
+                !process_exists(pid),
+                "containerd {pid} still running after shutdown"
+            );
+        }
+        let left = processes_mentioning(self.paths.base());
+        assert!(left.is_empty(), "processes left behind: {left:?}");
+        delete_bridge(&self.bridge);
+        self.guard.armed = false;
+    }
+
+    /// A sandbox config for a pod named `name` with its log dir in the temp dir.
+    pub fn sandbox_config(&self, name: &str) -> api::PodSandboxConfig {
+        let uid = format!("uid-{name}-{}", std::process::id());
+        let log_directory = self.dir.path().join("pods").join(&uid);
+        std::fs::create_dir_all(&log_directory).expect("pod log dir");
+        api::PodSandboxConfig {
+            metadata: Some(api::PodSandboxMetadata {
+                name: name.to_string(),
+                uid: uid.clone(),
+                namespace: "default".to_string(),
+                attempt: 0,
+            }),
+            hostname: name.to_string(),
+            log_directory: log_directory.to_string_lossy().into_owned(),
+            labels: HashMap::from([("io.kubernetes.pod.uid".to_string(), uid)]),
+            linux: Some(api::LinuxPodSandboxConfig {
+                security_context: Some(api::LinuxSandboxSecurityContext {
+                    namespace_options: Some(api::NamespaceOption {
+                        network: api::NamespaceMode::Pod as i32,
+                        pid: api::NamespaceMode::Container as i32,
+                        ipc: api::NamespaceMode::Pod as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// A busybox container config running `command`, logging to `<name>_0.log`.
+pub fn container_config(name: &str, command: &[&str]) -> api::ContainerConfig {
+    api::ContainerConfig {
+        metadata: Some(api::ContainerMetadata {
+            name: name.to_string(),
+            attempt: 0,
+        }),
+        image: Some(api::ImageSpec {
+            image: images::BUSYBOX_IMAGE.to_string(),
+            ..Default::default()
+        }),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        log_path: format!("{name}_0.log"),
+        labels: HashMap::from([("io.kubernetes.container.name".to_string(), name.to_string())]),
+        ..Default::default()
+    }
+}
+
+/// Polls the container's status until `done` holds or `timeout` passes.
+pub async fn wait_container(
+    runtime: &dyn Runtime,
+    id: &str,
+    timeout: Duration,
+    done: impl Fn(&api::ContainerStatus) -> bool,
+) -> api::ContainerStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let status = runtime
+            .container_status(id)
+            .await
+            .expect("container status");
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "container {id} did not reach the expected state in {timeout:?}: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn log_of(paths: &ContainerdPaths) -> String {
+    let text = std::fs::read_to_string(paths.log_file()).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+pub fn process_exists(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// PIDs whose command line mentions `path` (containerd, its shims, ctr).
+pub fn processes_mentioning(path: &Path) -> Vec<(u32, String)> {
+    let needle = path.as_os_str().as_encoded_bytes();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if cmdline.windows(needle.len()).any(|w| w == needle) && process_exists(pid) {
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+fn kill_processes_mentioning(path: &Path) {
+    for (pid, _) in processes_mentioning(path) {
+        if let Ok(pid) = libc::pid_t::try_from(pid) {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+pub fn bridge_exists(bridge: &str) -> bool {
+    Path::new("/sys/class/net").join(bridge).exists()
+}
+
+fn delete_bridge(bridge: &str) {
+    if bridge_exists(bridge) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "delete", bridge])
+            .status();
+    }
+}

@@ -1,0 +1,149 @@
+//! Supervision of a real containerd: restart after it is killed, running
+//! containers surviving that, clean shutdown, an external endpoint left
+//! alone, and a containerd left by a crashed skiff being replaced.
+
+use std::time::{Duration, Instant};
+
+use skiff_node::Runtime;
+use skiff_node::containerd::supervisor::{ContainerdSupervisor, RuntimeService, SupervisorConfig};
+use skiff_node::cri_api as api;
+
+use crate::harness::{TestNode, container_config, process_exists, wait_container};
+
+const RUNNING: i32 = api::ContainerState::ContainerRunning as i32;
+
+fn sigkill(pid: u32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    assert_eq!(rc, 0, "kill {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_containerd_is_restarted_and_running_containers_survive() {
+    let node = TestNode::start(2).await;
+    let runtime: &dyn Runtime = &node.cri;
+
+    let sandbox_config = node.sandbox_config("survivor");
+    let sandbox = runtime
+        .run_pod_sandbox(&sandbox_config)
+        .await
+        .expect("RunPodSandbox");
+    let config = container_config("sleeper", &["sleep", "3600"]);
+    let container = runtime
+        .create_container(&sandbox, &config, &sandbox_config)
+        .await
+        .expect("CreateContainer");
+    runtime
+        .start_container(&container)
+        .await
+        .expect("StartContainer");
+    let before = wait_container(runtime, &container, Duration::from_secs(60), |s| {
+        s.state == RUNNING
+    })
+    .await;
+
+    let first = node.supervisor().pid().expect("containerd pid");
+    assert_eq!(node.supervisor().restarts(), 0);
+    sigkill(first);
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let second = loop {
+        match node.supervisor().pid() {
+            Some(pid) if pid != first && node.supervisor().restarts() == 1 => break pid,
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "containerd was not restarted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!process_exists(first), "old containerd {first} still there");
+    assert!(process_exists(second));
+
+    // The same client answers again (it reconnects) ...
+    let health = runtime.health().await.expect("Status after restart");
+    assert!(health.runtime_ready, "{}", health.message);
+    // ... and the container kept running through the restart.
+    let after = runtime
+        .container_status(&container)
+        .await
+        .expect("status after restart");
+    assert_eq!(after.state, RUNNING);
+    assert_eq!(after.started_at, before.started_at);
+    let out = runtime
+        .exec_sync(&container, &["true".to_string()], Duration::from_secs(30))
+        .await
+        .expect("exec after restart");
+    assert_eq!(out.exit_code, 0);
+
+    node.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_endpoint_is_used_but_never_stopped() {
+    let node = TestNode::start(3).await;
+    let pid = node.supervisor().pid().expect("pid");
+
+    let endpoint = format!("unix://{}", node.paths.socket().display());
+    let external = RuntimeService::external(&endpoint, Duration::from_secs(30))
+        .await
+        .expect("external runtime answers");
+    let version = external.cri().version().await.expect("Version");
+    assert_eq!(version.runtime_name, "containerd");
+    external.shutdown().await;
+    assert!(
+        process_exists(pid),
+        "shutting down an external runtime stopped it"
+    );
+    node.cri.version().await.expect("still answering");
+
+    // A missing endpoint is reported once the readiness deadline passes.
+    let missing = node.dir.path().join("missing.sock");
+    let err = RuntimeService::external(missing.to_str().unwrap(), Duration::from_millis(500))
+        .await
+        .expect_err("nothing listens there");
+    assert!(err.to_string().contains("missing.sock"), "{err}");
+
+    node.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_left_by_a_crashed_skiff_is_replaced() {
+    let mut node = TestNode::start(0).await;
+    let paths = node.paths.clone();
+    if let Some(supervisor) = node.supervisor.take() {
+        supervisor.shutdown().await;
+    }
+    assert!(
+        !paths.pid_file().exists(),
+        "a clean shutdown removes the pid file"
+    );
+
+    // What a crashed skiff leaves: containerd running on our config, and
+    // its pid file.
+    let mut stale = std::process::Command::new("containerd")
+        .arg("--config")
+        .arg(paths.config_file())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn containerd");
+    std::fs::write(paths.pid_file(), format!("{}\n", stale.id())).expect("pid file");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while node.cri.version().await.is_err() {
+        assert!(Instant::now() < deadline, "stale containerd never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let replacement = ContainerdSupervisor::start(SupervisorConfig::new(paths.clone()))
+        .await
+        .expect("start over a stale containerd");
+    let new_pid = replacement.pid().expect("pid");
+    assert_ne!(new_pid, stale.id());
+    assert!(
+        !process_exists(stale.id()),
+        "stale containerd still running"
+    );
+    assert!(stale.wait().is_ok());
+    replacement.cri().version().await.expect("Version");
+    node.supervisor = Some(replacement);
+    node.teardown().await;
+}
