@@ -464,3 +464,164 @@ impl PodBuilder {
         self.pod
     }
 }
+
+/// An in-memory stand-in for the API: records binds, reports and preemption calls, and
+/// can be told to fail the next binds.
+#[derive(Default)]
+pub struct FakeApi {
+    /// (pod namespace/name, node) per successful bind.
+    pub binds: parking_lot::Mutex<Vec<(String, String)>>,
+    /// (pod namespace/name, outcome) per report.
+    pub reports: parking_lot::Mutex<Vec<(String, crate::binding::Outcome)>>,
+    /// Deleted victims (namespace/name).
+    pub deleted: parking_lot::Mutex<Vec<String>>,
+    /// Pods whose nomination was cleared.
+    pub cleared: parking_lot::Mutex<Vec<String>>,
+    /// Number of upcoming binds to fail.
+    pub fail_binds: std::sync::atomic::AtomicUsize,
+}
+
+fn full_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+#[async_trait::async_trait]
+impl crate::binding::Binder for FakeApi {
+    async fn bind(&self, pod: &Pod, node: &str) -> Result<(), crate::binding::ApiError> {
+        use std::sync::atomic::Ordering;
+        if self.fail_binds.load(Ordering::SeqCst) > 0 {
+            self.fail_binds.fetch_sub(1, Ordering::SeqCst);
+            return Err(crate::binding::ApiError::Other(
+                "injected bind failure".into(),
+            ));
+        }
+        self.binds.lock().push((full_name(pod), node.to_string()));
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::binding::StatusReporter for FakeApi {
+    async fn report(
+        &self,
+        pod: &Pod,
+        outcome: &crate::binding::Outcome,
+    ) -> Result<(), crate::binding::ApiError> {
+        self.reports.lock().push((full_name(pod), outcome.clone()));
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::binding::Preemptor for FakeApi {
+    async fn delete_victim(
+        &self,
+        victim: &Pod,
+        _preemptor: &Pod,
+    ) -> Result<(), crate::binding::ApiError> {
+        self.deleted.lock().push(full_name(victim));
+        Ok(())
+    }
+    async fn clear_nomination(&self, pod: &Pod) -> Result<(), crate::binding::ApiError> {
+        self.cleared.lock().push(full_name(pod));
+        Ok(())
+    }
+}
+
+/// A scheduler wired to a `FakeApi`, in-memory listers and a fake clock.
+pub struct TestCluster {
+    /// The scheduler.
+    pub scheduler: std::sync::Arc<crate::scheduler::Scheduler>,
+    /// The fake API.
+    pub api: std::sync::Arc<FakeApi>,
+    /// Volume/PDB/namespace listers.
+    pub listers: std::sync::Arc<crate::listers::MemoryListers>,
+    /// The clock.
+    pub clock: crate::clock::FakeClock,
+}
+
+impl TestCluster {
+    /// A cluster with the given configuration.
+    pub fn with_config(
+        cfg: &crate::framework::SchedulerConfig,
+    ) -> Result<Self, crate::framework::ConfigError> {
+        let api = std::sync::Arc::new(FakeApi::default());
+        let listers = std::sync::Arc::new(crate::listers::MemoryListers::new());
+        let clock = crate::clock::FakeClock::new();
+        let services = crate::framework::Services::in_memory(listers.clone(), api.clone());
+        let scheduler = crate::scheduler::Scheduler::new(
+            cfg,
+            &crate::plugins::in_tree_registry(),
+            services,
+            api.clone(),
+            api.clone(),
+            std::sync::Arc::new(clock.clone()),
+        )?;
+        Ok(TestCluster {
+            scheduler: std::sync::Arc::new(scheduler),
+            api,
+            listers,
+            clock,
+        })
+    }
+
+    /// A cluster with the default configuration.
+    pub fn new() -> Self {
+        Self::with_config(&crate::framework::SchedulerConfig::default())
+            .expect("default config is valid")
+    }
+
+    /// Adds nodes.
+    pub fn add_nodes(&self, nodes: Vec<Node>) {
+        for n in nodes {
+            self.scheduler.on_node_add(std::sync::Arc::new(n));
+        }
+    }
+
+    /// Adds a pod (bound pods go to the cache, pending ones to the queue).
+    pub fn add_pod(&self, pod: Pod) {
+        self.scheduler.on_pod_add(std::sync::Arc::new(pod));
+    }
+
+    /// Runs scheduling cycles until the active queue is empty, binding each assumed pod
+    /// and confirming it through the informer path as the API would. Returns the node per
+    /// scheduled pod name, and the failures.
+    pub async fn schedule_all(&self) -> (Vec<(String, String)>, Vec<crate::scheduler::Failure>) {
+        let mut placed = Vec::new();
+        let mut failed = Vec::new();
+        while let Some(outcome) = self.scheduler.schedule_one() {
+            match outcome {
+                crate::scheduler::CycleOutcome::Bind(job) => {
+                    let pod = job.pod.clone();
+                    let node = job.node.clone();
+                    match self.scheduler.bind(*job).await {
+                        Ok(()) => {
+                            let mut bound = (*pod.pod).clone();
+                            bound.spec.get_or_insert_default().node_name = Some(node.clone());
+                            self.scheduler
+                                .on_pod_update(&pod.pod, std::sync::Arc::new(bound));
+                            placed.push((pod.name.clone(), node));
+                        }
+                        Err(f) => failed.push(f),
+                    }
+                }
+                crate::scheduler::CycleOutcome::Failed(f) => {
+                    self.scheduler.report_failure(&f).await;
+                    failed.push(f);
+                }
+                crate::scheduler::CycleOutcome::Skipped => {}
+            }
+        }
+        (placed, failed)
+    }
+}
+
+impl Default for TestCluster {
+    fn default() -> Self {
+        Self::new()
+    }
+}

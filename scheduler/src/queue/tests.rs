@@ -1,1 +1,267 @@
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
+use super::*;
+use crate::clock::FakeClock;
+use crate::framework::{ActionSet, EventResource, SchedulerConfig, Services};
+use crate::listers::MemoryListers;
+use crate::testing::{FakeApi, PodBuilder};
+
+fn queue() -> (SchedulingQueue, FakeClock) {
+    let clock = FakeClock::new();
+    let services =
+        Services::in_memory(Arc::new(MemoryListers::new()), Arc::new(FakeApi::default()));
+    let cfg = SchedulerConfig::default();
+    let fwk = Arc::new(
+        Framework::new(
+            &cfg.profiles[0],
+            &crate::plugins::in_tree_registry(),
+            &services,
+        )
+        .unwrap(),
+    );
+    let q = SchedulingQueue::new(
+        Arc::new(clock.clone()),
+        QueueConfig::default(),
+        &[fwk],
+        Arc::new(Nominator::new()),
+    );
+    (q, clock)
+}
+
+fn pod(name: &str) -> Arc<Pod> {
+    Arc::new(PodBuilder::new(name).build())
+}
+
+fn fail(q: &mut SchedulingQueue, plugins: &[&'static str]) -> String {
+    let qp = q.pop().expect("a pod is active");
+    let key = qp.pod.key.clone();
+    q.add_unschedulable(qp, plugins.iter().copied().collect(), false);
+    key
+}
+
+#[test]
+fn orders_by_priority_then_enqueue_time() {
+    let (mut q, clock) = queue();
+    q.add(Arc::new(PodBuilder::new("low-early").priority(1).build()));
+    clock.advance(Duration::from_millis(1));
+    q.add(Arc::new(PodBuilder::new("high").priority(100).build()));
+    clock.advance(Duration::from_millis(1));
+    q.add(Arc::new(PodBuilder::new("low-late").priority(1).build()));
+    clock.advance(Duration::from_millis(1));
+    q.add(Arc::new(PodBuilder::new("default").build()));
+    let order: Vec<String> = std::iter::from_fn(|| q.pop().map(|p| p.pod.name.clone())).collect();
+    assert_eq!(order, vec!["high", "low-early", "low-late", "default"]);
+}
+
+#[test]
+fn ignores_pods_of_other_schedulers() {
+    let (mut q, _) = queue();
+    assert!(
+        !q.add(Arc::new(
+            PodBuilder::new("mine-not")
+                .scheduler_name("other-scheduler")
+                .build()
+        ))
+    );
+    assert!(
+        q.add(Arc::new(
+            PodBuilder::new("mine")
+                .scheduler_name("default-scheduler")
+                .build()
+        ))
+    );
+    assert_eq!(q.lens(), (1, 0, 0));
+}
+
+#[test]
+fn errors_back_off_exponentially_up_to_ten_seconds() {
+    let (mut q, clock) = queue();
+    q.add(pod("p"));
+    let mut waits = Vec::new();
+    for _ in 0..6 {
+        let qp = q.pop().expect("active");
+        q.add_unschedulable(qp, BTreeSet::new(), true);
+        assert_eq!(q.location("uid-p"), Some(Location::Backoff));
+        let mut waited = 0;
+        while q.flush_backoff_completed() == 0 {
+            clock.advance(Duration::from_millis(500));
+            waited += 500;
+            assert!(waited <= 20_000, "backoff never completed");
+        }
+        waits.push(waited);
+    }
+    assert_eq!(waits, vec![1000, 2000, 4000, 8000, 10_000, 10_000]);
+}
+
+#[test]
+fn parked_pods_move_only_on_relevant_events() {
+    let (mut q, clock) = queue();
+    q.add(pod("p"));
+    let key = fail(&mut q, &["NodeResourcesFit"]);
+    assert_eq!(q.location(&key), Some(Location::Unschedulable));
+    // A node label change cannot help a pod short of resources.
+    assert_eq!(
+        q.on_event(ClusterEvent::new(
+            EventResource::Node,
+            ActionSet::UPDATE_NODE_LABEL
+        )),
+        0
+    );
+    assert_eq!(
+        q.on_event(ClusterEvent::new(
+            EventResource::PersistentVolumeClaim,
+            ActionSet::ADD
+        )),
+        0
+    );
+    assert_eq!(q.location(&key), Some(Location::Unschedulable));
+    // A deleted pod frees resources; the pod is still backing off, so it goes to backoffQ.
+    assert_eq!(q.on_event(ClusterEvent::ASSIGNED_POD_DELETE), 1);
+    assert_eq!(q.location(&key), Some(Location::Backoff));
+    clock.advance(Duration::from_secs(1));
+    q.flush_backoff_completed();
+    assert_eq!(q.location(&key), Some(Location::Active));
+}
+
+#[test]
+fn event_after_backoff_goes_straight_to_active() {
+    let (mut q, clock) = queue();
+    q.add(pod("p"));
+    let key = fail(&mut q, &["TaintToleration"]);
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        q.on_event(ClusterEvent::new(
+            EventResource::Node,
+            ActionSet::UPDATE_NODE_TAINT
+        )),
+        1
+    );
+    assert_eq!(q.location(&key), Some(Location::Active));
+}
+
+#[test]
+fn volume_events_requeue_volume_binding_failures() {
+    let (mut q, _) = queue();
+    q.add(pod("p"));
+    let key = fail(&mut q, &["VolumeBinding"]);
+    assert_eq!(q.on_event(ClusterEvent::ASSIGNED_POD_DELETE), 0);
+    assert_eq!(
+        q.on_event(ClusterEvent::new(
+            EventResource::PersistentVolumeClaim,
+            ActionSet::UPDATE_OTHER
+        )),
+        1
+    );
+    assert_ne!(q.location(&key), Some(Location::Unschedulable));
+}
+
+#[test]
+fn unschedulable_pods_flushed_after_five_minutes() {
+    let (mut q, clock) = queue();
+    q.add(pod("p"));
+    let key = fail(&mut q, &["NodeAffinity"]);
+    clock.advance(Duration::from_secs(299));
+    assert_eq!(q.flush_unschedulable_leftover(), 0);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(q.flush_unschedulable_leftover(), 1);
+    assert_eq!(q.location(&key), Some(Location::Active));
+}
+
+#[test]
+fn gated_pods_wait_for_gate_removal() {
+    let (mut q, clock) = queue();
+    q.add(Arc::new(
+        PodBuilder::new("g").gate("example.com/wait").build(),
+    ));
+    assert_eq!(q.location("uid-g"), Some(Location::Unschedulable));
+    assert!(q.pop().is_none());
+    assert_eq!(q.on_event(ClusterEvent::NODE_ADD), 0);
+    assert_eq!(q.on_event(ClusterEvent::UNSCHEDULABLE_TIMEOUT), 0);
+    clock.advance(Duration::from_secs(600));
+    assert_eq!(
+        q.flush_unschedulable_leftover(),
+        0,
+        "gated pods are not flushed"
+    );
+    // Another gate change keeps it gated.
+    q.update(Arc::new(
+        PodBuilder::new("g").gate("example.com/other").build(),
+    ));
+    assert_eq!(q.location("uid-g"), Some(Location::Unschedulable));
+    q.update(pod("g"));
+    assert_eq!(q.location("uid-g"), Some(Location::Active));
+    assert_eq!(q.pop().map(|p| p.pod.name.clone()).as_deref(), Some("g"));
+}
+
+#[test]
+fn move_request_during_cycle_sends_pod_to_backoff() {
+    let (mut q, _) = queue();
+    q.add(pod("p"));
+    let qp = q.pop().unwrap();
+    // A node appears while the pod is being scheduled against the old snapshot.
+    q.on_event(ClusterEvent::NODE_ADD);
+    q.add_unschedulable(qp, BTreeSet::from(["NodeResourcesFit"]), false);
+    assert_eq!(q.location("uid-p"), Some(Location::Backoff));
+}
+
+#[test]
+fn updates_and_deletes_while_in_flight() {
+    let (mut q, _) = queue();
+    q.add(pod("p"));
+    let qp = q.pop().unwrap();
+    assert_eq!(q.location("uid-p"), Some(Location::InFlight));
+    q.update(Arc::new(PodBuilder::new("p").label("v", "2").build()));
+    q.add_unschedulable(qp, BTreeSet::from(["NodeAffinity"]), false);
+    assert_eq!(
+        q.location("uid-p"),
+        Some(Location::Backoff),
+        "an updated pod is retried"
+    );
+    let (_, (_, retried)) = q
+        .backoff_items
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    assert_eq!(retried.pod.labels().get("v").map(String::as_str), Some("2"));
+
+    q.add(pod("d"));
+    // Drain: "d" is active, "p" in backoff.
+    let qd = q.pop().unwrap();
+    assert_eq!(qd.pod.name, "d");
+    q.delete(&qd.pod.key);
+    q.add_unschedulable(qd, BTreeSet::new(), true);
+    assert_eq!(
+        q.location("uid-d"),
+        None,
+        "deleted while in flight: dropped"
+    );
+}
+
+#[test]
+fn spec_update_of_parked_pod_requeues_it() {
+    let (mut q, clock) = queue();
+    q.add(pod("p"));
+    fail(&mut q, &["NodeAffinity"]);
+    // A status-only update changes nothing.
+    let mut same = PodBuilder::new("p").build();
+    same.status = Some(Default::default());
+    q.update(Arc::new(same));
+    assert_eq!(q.location("uid-p"), Some(Location::Unschedulable));
+    clock.advance(Duration::from_secs(5));
+    q.update(Arc::new(
+        PodBuilder::new("p").node_selector("zone", "a").build(),
+    ));
+    assert_eq!(q.location("uid-p"), Some(Location::Active));
+}
+
+#[test]
+fn nominations_follow_pod_status() {
+    let (mut q, _) = queue();
+    q.add(Arc::new(PodBuilder::new("p").nominated("n1").build()));
+    assert_eq!(q.nominator().node_of("uid-p").as_deref(), Some("n1"));
+    q.delete("uid-p");
+    assert_eq!(q.nominator().node_of("uid-p"), None);
+}
