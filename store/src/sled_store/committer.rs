@@ -1,19 +1,22 @@
 //! The committer thread: the only writer of the sled tree. Owning every write
-//! makes revisions trivially ordered; draining its queue into one group per
-//! flush makes durability cheap (group commit): each write is applied as its
-//! own atomic sled batch, then a single flush + sync covers the whole group,
-//! and only then are the events published and the writers answered.
+//! makes revisions trivially ordered. It drains its queue into a group, applies
+//! each write as its own atomic sled batch and hands the group to the flusher
+//! (see `flusher`), which makes it durable with one flush for everything
+//! applied meanwhile (group commit) before anyone sees it. Compaction runs
+//! here too, in chunks between groups.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use tokio::sync::{oneshot, watch};
 
 use super::codec::{self, IndexEntry, Record};
 use super::durability::Durability;
+use super::flusher::{Applied, Flusher, poison_error};
 use super::reader::{self, event_from};
 use super::state::{Shared, sled_error};
 use crate::{Event, KeyValue, Revision, StoreError};
@@ -73,51 +76,59 @@ pub(crate) struct Recovered {
 pub(crate) struct Committer {
     shared: Arc<Shared>,
     requests: mpsc::Receiver<Request>,
-    notify: watch::Sender<Revision>,
-    durability: Durability,
-    /// The newest revision assigned (may be ahead of the published one while
-    /// a group is being committed).
+    /// Applied groups go to the flusher; `None` once closed.
+    flusher: Option<mpsc::Sender<Applied>>,
+    flusher_thread: Option<JoinHandle<()>>,
+    /// The newest revision applied (ahead of the published one while groups
+    /// wait for their flush).
     revision: Revision,
     compaction: Option<Compaction>,
-    /// Set when a write or flush failed: what is on disk is then unknown, so
-    /// every later write fails rather than guessing.
-    poisoned: Option<String>,
     max_group: usize,
 }
 
 /// The result of one write, before it is durable.
-type Applied = Result<(KeyValue, Event), StoreError>;
+type Outcome = Result<(KeyValue, Event), StoreError>;
 
 impl Committer {
-    pub(crate) fn new(
+    /// Starts the flusher thread and prepares the committer (run it on its own thread).
+    pub(crate) fn start(
         shared: Arc<Shared>,
         requests: mpsc::Receiver<Request>,
         notify: watch::Sender<Revision>,
         durability: Durability,
         recovered: Recovered,
         max_group: usize,
-    ) -> Self {
+    ) -> std::io::Result<Self> {
+        let (flusher, groups) = mpsc::channel();
+        let stage = Flusher::new(shared.clone(), groups, notify, durability);
+        let flusher_thread = std::thread::Builder::new()
+            .name("skiff-store-flusher".into())
+            .spawn(move || stage.run())?;
         let compaction = (recovered.compacted_through < recovered.compact).then(|| Compaction {
             target: recovered.compact,
             next: recovered.compacted_through + 1,
             waiters: Vec::new(),
         });
-        Self {
+        Ok(Self {
             shared,
             requests,
-            notify,
-            durability,
+            flusher: Some(flusher),
+            flusher_thread: Some(flusher_thread),
             revision: recovered.revision,
             compaction,
-            poisoned: None,
             max_group,
-        }
+        })
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.lock().clone()
     }
 
     /// Runs until the store is closed or every handle is gone.
     pub(crate) fn run(mut self) {
         loop {
-            let first = if self.compaction.is_some() && self.poisoned.is_none() {
+            let working = self.compaction.is_some() && self.poisoned().is_none();
+            let first = if working {
                 match self.requests.try_recv() {
                     Ok(request) => Some(request),
                     Err(mpsc::TryRecvError::Empty) => None,
@@ -138,128 +149,84 @@ impl Committer {
                     }
                 }
                 if self.commit_group(group) {
-                    return;
+                    break;
                 }
             }
-            if self.compaction.is_some() && self.poisoned.is_none() {
+            if self.compaction.is_some() && self.poisoned().is_none() {
                 self.compaction_step();
             }
         }
-        // Every handle is gone: make what was applied durable before exiting.
-        let _ = self.flush();
-    }
-
-    fn poison_error(reason: &str) -> StoreError {
-        StoreError::Backend {
-            context: "committing to a store whose earlier write failed",
-            source: Box::new(std::io::Error::other(reason.to_owned())),
+        // Every handle is gone or the store closed: the flusher makes what was
+        // applied durable, answers, and exits once its queue is empty.
+        self.flusher.take();
+        if let Some(thread) = self.flusher_thread.take() {
+            let _ = thread.join();
         }
     }
 
     fn poison(&mut self, err: &StoreError) {
         tracing::error!(error = %err, "store write failed; refusing further writes");
-        if self.poisoned.is_none() {
-            self.poisoned = Some(err.to_string());
+        let mut poisoned = self.shared.poisoned.lock();
+        if poisoned.is_none() {
+            *poisoned = Some(err.to_string());
         }
     }
 
-    /// Commits one group; returns whether the committer must stop.
+    /// Hands work to the flusher (which answers every reply in it).
+    fn hand_off(&mut self, applied: Applied) {
+        if let Some(flusher) = &self.flusher
+            && let Err(mpsc::SendError(applied)) = flusher.send(applied)
+        {
+            // The flusher is gone (it panicked): nothing can become durable.
+            for (reply, _) in applied.replies {
+                let _ = reply.send(Err(StoreError::Closed));
+            }
+        }
+    }
+
+    /// Applies one group and hands it to the flusher; returns whether the
+    /// committer must stop (the store is closing).
     fn commit_group(&mut self, group: Vec<Request>) -> bool {
-        let mut replies: Vec<(Reply<KeyValue>, Result<KeyValue, StoreError>)> = Vec::new();
-        let mut events: Vec<Event> = Vec::new();
-        let mut closing: Vec<Reply<()>> = Vec::new();
-        let mut wrote = false;
+        let mut applied = Applied::default();
+        let mut closing = false;
         for request in group {
             match request {
                 Request::Write { op, reply } => {
-                    if let Some(reason) = &self.poisoned {
-                        replies.push((reply, Err(Self::poison_error(reason))));
+                    if let Some(reason) = self.poisoned() {
+                        applied.replies.push((reply, Err(poison_error(&reason))));
                         continue;
                     }
                     match self.apply(op) {
                         Ok(Ok((kv, event))) => {
-                            wrote = true;
-                            events.push(event);
-                            replies.push((reply, Ok(kv)));
+                            applied.events.push(event);
+                            applied.replies.push((reply, Ok(kv)));
                         }
-                        Ok(Err(refused)) => replies.push((reply, Err(refused))),
+                        Ok(Err(refused)) => applied.replies.push((reply, Err(refused))),
                         Err(fatal) => {
                             self.poison(&fatal);
-                            replies.push((reply, Err(fatal)));
+                            applied.replies.push((reply, Err(fatal)));
                         }
                     }
                 }
                 Request::Compact { revision, reply } => {
-                    match self.start_compaction(revision, reply) {
-                        Ok(changed) => wrote |= changed,
-                        Err(fatal) => self.poison(&fatal),
+                    if let Err(fatal) = self.start_compaction(revision, reply) {
+                        self.poison(&fatal);
                     }
                 }
-                Request::Close { reply } => closing.push(reply),
+                Request::Close { reply } => {
+                    applied.waiters.push(reply);
+                    closing = true;
+                }
             }
         }
-        if (wrote || !closing.is_empty())
-            && let Err(err) = self.flush()
-        {
-            self.poison(&err);
-        }
-        if let Some(reason) = self.poisoned.clone() {
-            // Nothing of this group is known to be durable.
-            for (reply, result) in replies {
-                let _ = reply.send(result.and(Err(Self::poison_error(&reason))));
-            }
-        } else {
-            self.publish(events);
-            for (reply, result) in replies {
-                let _ = reply.send(result);
-            }
-        }
-        if closing.is_empty() {
-            return false;
-        }
-        for reply in closing {
-            let result = match &self.poisoned {
-                Some(reason) => Err(Self::poison_error(reason)),
-                None => Ok(()),
-            };
-            let _ = reply.send(result);
-        }
-        true
-    }
-
-    fn flush(&mut self) -> Result<(), StoreError> {
-        self.shared
-            .db
-            .flush()
-            .map_err(|e| sled_error("flushing a commit group", e))?;
-        self.durability.sync()?;
-        self.shared.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn publish(&mut self, events: Vec<Event>) {
-        if events.is_empty() {
-            return;
-        }
-        let count = events.len() as u64;
-        {
-            let mut ring = self.shared.ring.write();
-            for event in events {
-                ring.push(event);
-            }
-        }
-        let counters = &self.shared.counters;
-        counters.writes.fetch_add(count, Ordering::Relaxed);
-        counters.commit_groups.fetch_add(1, Ordering::Relaxed);
-        self.shared
-            .published
-            .store(self.revision, Ordering::Release);
-        self.notify.send_replace(self.revision);
+        applied.through = self.revision;
+        self.hand_off(applied);
+        closing
     }
 
     /// Applies one write as an atomic sled batch. The outer error is fatal
     /// (the tree may be in an unknown state); the inner one is a refusal.
-    fn apply(&mut self, op: WriteOp) -> Result<Applied, StoreError> {
+    fn apply(&mut self, op: WriteOp) -> Result<Outcome, StoreError> {
         let (key, value, expected, create) = match op {
             WriteOp::Create { key, value } => (key, Some(value), None, true),
             WriteOp::Update {
@@ -374,9 +341,10 @@ impl Committer {
         &mut self,
         requested: Revision,
         reply: Option<Reply<()>>,
-    ) -> Result<bool, StoreError> {
-        // Compacting the future would drop history no one has seen yet.
-        let target = requested.min(self.revision);
+    ) -> Result<(), StoreError> {
+        // Compacting beyond what is published would drop history no one has
+        // seen yet (and records not yet durable).
+        let target = requested.min(self.shared.published());
         let compact = self.shared.compact_revision();
         if target <= compact {
             match &mut self.compaction {
@@ -387,7 +355,7 @@ impl Committer {
                     }
                 }
             }
-            return Ok(false);
+            return Ok(());
         }
         // Records kept by an earlier compaction (the newest value of each key
         // at its target) may be superseded now, so every compaction scans
@@ -416,7 +384,7 @@ impl Committer {
                 })
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     fn compaction_step(&mut self) {
@@ -426,15 +394,16 @@ impl Committer {
         };
         let finished = running.next > running.target;
         match result {
-            Ok(()) if !finished => return,
+            Ok(()) if !finished => {}
             Ok(()) => {
-                // Reclaimed space and the compaction marker become durable.
-                if let Err(err) = self.flush() {
-                    self.poison(&err);
-                    for waiter in self.compaction.take().into_iter().flat_map(|c| c.waiters) {
-                        let _ = waiter.send(Err(Self::poison_error(&err.to_string())));
-                    }
-                    return;
+                if let Some(running) = self.compaction.take() {
+                    tracing::debug!(target = running.target, "compaction finished");
+                    // Answered once the removals are durable.
+                    self.hand_off(Applied {
+                        through: self.revision,
+                        waiters: running.waiters,
+                        ..Applied::default()
+                    });
                 }
             }
             Err(err) => {
@@ -447,13 +416,6 @@ impl Committer {
                         }));
                     }
                 }
-                return;
-            }
-        }
-        if let Some(running) = self.compaction.take() {
-            tracing::debug!(target = running.target, "compaction finished");
-            for waiter in running.waiters {
-                let _ = waiter.send(Ok(()));
             }
         }
     }

@@ -5,6 +5,7 @@ mod committer;
 mod compactor;
 mod config;
 mod durability;
+mod flusher;
 mod reader;
 mod ring;
 mod state;
@@ -196,16 +197,18 @@ impl SledStore {
             notify: notify_rx,
             counters: Counters::default(),
             cache_capacity: config.cache_capacity,
+            poisoned: Mutex::new(None),
         });
         let (requests, incoming) = mpsc::channel();
-        let committer = Committer::new(
+        let committer = Committer::start(
             shared.clone(),
             incoming,
             notify_tx,
             durability,
             recovered,
             config.max_group,
-        );
+        )
+        .map_err(spawn_error)?;
         let committer = std::thread::Builder::new()
             .name("skiff-store-committer".into())
             .spawn(move || committer.run())

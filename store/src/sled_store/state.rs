@@ -29,6 +29,9 @@ pub(crate) struct Shared {
     pub notify: watch::Receiver<Revision>,
     pub counters: Counters,
     pub cache_capacity: u64,
+    /// Set when a write or flush failed: what is on disk is then unknown, so
+    /// every later write fails rather than guessing.
+    pub poisoned: parking_lot::Mutex<Option<String>>,
 }
 
 impl Shared {
