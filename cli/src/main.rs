@@ -2,6 +2,8 @@
 //! components into one process. It owns process supervision and start-up
 //! reporting; it must never hold cluster logic of its own.
 
+mod server;
+
 use clap::{Parser, Subcommand};
 
 /// skiff: a Kubernetes distribution in one binary.
@@ -14,16 +16,29 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the skiff version and the Kubernetes version it serves.
+    /// Run a cluster: API server, controllers, scheduler and node agent.
+    Server(server::ServerArgs),
+    /// Print the skiff version.
     Version,
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SKIFF_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     match cli.command {
+        Command::Server(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(server::run(args)),
         Command::Version => {
             println!("skiff {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
         }
     }
-    Ok(())
 }

@@ -1,0 +1,156 @@
+//! `skiff server`: opens the store, starts the API server over HTTPS and the
+//! in-process components, and stops them in order on SIGTERM or Ctrl-C.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use skiff_apiserver::authn::Authenticator;
+use skiff_apiserver::tls::{self, ClusterCerts};
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore, Store};
+
+/// Flags of `skiff server`; each can also be set through its `SKIFF_*`
+/// environment variable.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerArgs {
+    /// Directory for the store, certificates, kubeconfig and agent state.
+    #[arg(long, env = "SKIFF_DATA_DIR", default_value = "/var/lib/skiff")]
+    pub data_dir: PathBuf,
+
+    /// Port of the HTTPS API.
+    #[arg(long, env = "SKIFF_HTTPS_LISTEN_PORT", default_value_t = 6443)]
+    pub https_listen_port: u16,
+
+    /// Address the API listens on.
+    #[arg(long, env = "SKIFF_BIND_ADDRESS", default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+
+    /// Extra subject alternative names (host names or IPs) for the serving
+    /// certificate; repeatable.
+    #[arg(long = "tls-san", env = "SKIFF_TLS_SAN", value_delimiter = ',')]
+    pub tls_san: Vec<String>,
+
+    /// Run only the control plane, without the containerd-backed node agent.
+    #[arg(long, env = "SKIFF_DISABLE_AGENT")]
+    pub disable_agent: bool,
+
+    /// Page cache of the embedded store, in MiB.
+    #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
+    pub store_cache_mb: u64,
+}
+
+/// Runs the server until a termination signal, then stops cleanly.
+pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
+
+    let phase = Instant::now();
+    let store_dir = args.data_dir.join("db");
+    let store: Arc<dyn Store> = Arc::new(
+        SledStore::open(SledConfig::new(&store_dir).cache_capacity(args.store_cache_mb << 20))
+            .with_context(|| format!("opening the store in {}", store_dir.display()))?,
+    );
+    tracing::info!(
+        elapsed_ms = phase.elapsed().as_millis() as u64,
+        revision = store.current_revision(),
+        "store open"
+    );
+
+    let phase = Instant::now();
+    let certs = ClusterCerts::load_or_create(&args.data_dir, &tls::default_sans(&args.tls_san))
+        .context("preparing certificates")?;
+    let tls_config = certs.server_config().context("building TLS")?;
+    let authn = Arc::new(
+        Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
+            .context("loading the token file")?,
+    );
+    tracing::info!(elapsed_ms = phase.elapsed().as_millis() as u64, dir = %certs.dir.display(), "certificates ready");
+
+    let phase = Instant::now();
+    let api = ApiServer::new(store.clone(), ApiServerConfig::default())
+        .await
+        .context("starting the API server")?;
+    tracing::info!(
+        elapsed_ms = phase.elapsed().as_millis() as u64,
+        "API server ready"
+    );
+
+    let address = SocketAddr::new(args.bind_address, args.https_listen_port);
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listening on {address}"))?;
+    let local = listener
+        .local_addr()
+        .context("reading the listen address")?;
+    let kubeconfig = write_kubeconfig(&args.data_dir, &certs, local)?;
+    tracing::info!(
+        address = %local,
+        kubeconfig = %kubeconfig.display(),
+        "listening; kubeconfig written"
+    );
+    if !args.disable_agent {
+        tracing::warn!(
+            "the node agent is not part of this build yet; running the control plane only"
+        );
+    }
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "skiff server started"
+    );
+
+    let server = tokio::spawn(skiff_apiserver::serve::serve_https(
+        listener,
+        tls_config,
+        authn,
+        api.router(),
+        termination_signal(),
+        Duration::from_secs(10),
+    ));
+
+    // The listener stops accepting once the signal arrives; then end watches so
+    // the draining connections can close, and flush the store last.
+    server.await.context("HTTPS server task")?;
+    tracing::info!("stopping");
+    api.shutdown();
+    store.close().await.context("flushing the store")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn termination_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+/// Writes the admin kubeconfig (mode 0600) pointing at the listen address.
+fn write_kubeconfig(
+    dir: &Path,
+    certs: &ClusterCerts,
+    local: SocketAddr,
+) -> anyhow::Result<PathBuf> {
+    let host = if local.ip().is_unspecified() {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        local.ip()
+    };
+    let url = format!("https://{}", SocketAddr::new(host, local.port()));
+    let path = dir.join("kubeconfig.yaml");
+    tls::write_private(&path, &certs.admin_kubeconfig(&url))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}

@@ -1,0 +1,13 @@
+//! End-to-end tests: each starts a real `skiff server` process on a free port
+//! and drives it with real clients — kubectl, kube-rs over HTTPS, the Python
+//! `kubernetes` package — exactly as a user would.
+
+mod e2e {
+    pub mod support;
+
+    mod durability;
+    mod kube_rs;
+    mod kubectl;
+    mod python;
+    mod server;
+}

@@ -1,0 +1,108 @@
+//! The `skiff server` process itself: certificates, kubeconfig, authentication,
+//! clean shutdown.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use super::support::Server;
+
+fn curl(server: &Server, path: &str, extra: &[&str]) -> (u16, String) {
+    let ca = server.data_dir().join("tls/ca.crt");
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(
+            r#"
+import ssl, sys, urllib.request, urllib.error
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+req = urllib.request.Request(sys.argv[2])
+if len(sys.argv) > 3:
+    req.add_header("Authorization", "Bearer " + sys.argv[3])
+try:
+    with urllib.request.urlopen(req, context=ctx) as r:
+        print(r.status); print(r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code); print(e.read().decode())
+"#,
+        )
+        .arg(ca)
+        .arg(format!("https://localhost:{}{path}", server.port))
+        .args(extra)
+        .output()
+        .expect("python3");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (code, body) = text.split_once('\n').unwrap_or((&text, ""));
+    (
+        code.trim().parse().unwrap_or_else(|_| {
+            panic!(
+                "no status from python: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        }),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn kubeconfig_is_private_and_certificates_are_reused_across_restarts() {
+    let mut server = Server::start();
+    let mode = std::fs::metadata(server.kubeconfig())
+        .expect("kubeconfig")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "kubeconfig must be 0600");
+    assert!(
+        server.log().contains("kubeconfig.yaml"),
+        "log says where the kubeconfig is"
+    );
+    let ca_before = std::fs::read(server.data_dir().join("tls/ca.crt")).expect("ca");
+    let status = server.terminate();
+    assert!(status.success(), "SIGTERM exits 0, got {status}");
+    server.restart();
+    let ca_after = std::fs::read(server.data_dir().join("tls/ca.crt")).expect("ca");
+    assert_eq!(ca_before, ca_after, "the CA is reused");
+    server.kubectl_ok(&["get", "namespaces"]);
+}
+
+#[test]
+fn anonymous_requests_are_refused_except_health_and_version() {
+    let server = Server::start();
+    for path in ["/healthz", "/livez", "/readyz", "/version"] {
+        let (code, _) = curl(&server, path, &[]);
+        assert_eq!(code, 200, "{path} is public");
+    }
+    let (code, body) = curl(&server, "/api/v1/namespaces", &[]);
+    assert_eq!(code, 401);
+    assert!(body.contains("\"reason\":\"Unauthorized\""), "{body}");
+    let (code, _) = curl(&server, "/api/v1/namespaces", &["not-a-token"]);
+    assert_eq!(code, 401, "a wrong token is refused");
+    let tokens = std::fs::read_to_string(server.data_dir().join("token.csv")).expect("token file");
+    let token = tokens.split(',').next().expect("token");
+    let (code, body) = curl(&server, "/api/v1/namespaces", &[token]);
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("NamespaceList"), "{body}");
+}
+
+#[test]
+fn serving_certificate_names_the_extra_tls_sans() {
+    let server = Server::start_with(&["--disable-agent", "--tls-san", "skiff.example.test"]);
+    let pem = std::fs::read_to_string(server.data_dir().join("tls/serving.crt")).expect("cert");
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-ext", "subjectAltName"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(pem.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("skiff.example.test"), "{text}");
+    assert!(text.contains("127.0.0.1"), "{text}");
+    assert!(text.contains("localhost"), "{text}");
+}
