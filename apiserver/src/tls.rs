@@ -338,7 +338,7 @@ fn read_optional(path: &Path) -> Result<Option<String>, TlsError> {
 }
 
 /// Writes a file readable only by its owner (keys, kubeconfigs).
-pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
+pub fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
     write_mode(path, contents, 0o600)
 }
 
