@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::admission::WriteInfo;
 use crate::registry::{Registry, ResourceInfo};
 use crate::status::{ApiError, json_response};
-use crate::watch_cache::{FeedError, WatchCache};
+use crate::watch_cache::{CacheLimits, FeedError, WatchCache};
 
 /// Tunables of the API server.
 #[derive(Debug, Clone)]
@@ -31,6 +31,9 @@ pub struct ApiServerConfig {
     pub bookmark_interval: Duration,
     /// Watch duration when the client sets no `timeoutSeconds`.
     pub default_watch_timeout: Duration,
+    /// Live events buffered per watcher; one that falls further behind
+    /// resumes from the cache's history instead of slowing the others.
+    pub watch_fanout_buffer: usize,
 }
 
 impl Default for ApiServerConfig {
@@ -40,6 +43,7 @@ impl Default for ApiServerConfig {
             continue_ttl: Duration::from_secs(300),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
+            watch_fanout_buffer: 1024,
         }
     }
 }
@@ -105,8 +109,13 @@ impl ApiServer {
         let registry = Registry::builtin();
         let (shutdown, _) = watch::channel(false);
         let mut caches = HashMap::new();
+        let limits = CacheLimits {
+            history: config.watch_history,
+            fanout_buffer: config.watch_fanout_buffer,
+            snapshot_ttl: config.continue_ttl,
+        };
         for prefix in registry.storage_prefixes() {
-            let cache = WatchCache::new(prefix.clone(), config.watch_history, config.continue_ttl);
+            let cache = WatchCache::new(prefix.clone(), &limits);
             cache.load(store.as_ref()).await?;
             caches.insert(prefix, cache);
         }

@@ -1,10 +1,8 @@
 //! Integration tests of the REST API, driving `ApiServer::router()` directly
-//! (no sockets) over an in-memory store.
+//! (no sockets) over a sled store in a temporary directory.
 
 #[path = "api/harness.rs"]
 mod harness;
-#[path = "api/memstore.rs"]
-mod memstore;
 
 #[path = "api/crud.rs"]
 mod crud;
@@ -14,6 +12,8 @@ mod deletion;
 mod discovery;
 #[path = "api/errors.rs"]
 mod errors;
+#[path = "api/kubectl.rs"]
+mod kubectl;
 #[path = "api/list.rs"]
 mod list;
 #[path = "api/patch.rs"]

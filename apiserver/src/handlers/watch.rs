@@ -37,6 +37,17 @@ fn encode(kind: &str, object: &Value) -> Bytes {
     Bytes::from(bytes)
 }
 
+/// A wire event around an object that is already JSON.
+fn frame(kind: &str, object_json: &[u8]) -> Bytes {
+    let mut bytes = Vec::with_capacity(object_json.len() + 32);
+    bytes.extend_from_slice(b"{\"type\":\"");
+    bytes.extend_from_slice(kind.as_bytes());
+    bytes.extend_from_slice(b"\",\"object\":");
+    bytes.extend_from_slice(object_json);
+    bytes.extend_from_slice(b"}\n");
+    Bytes::from(bytes)
+}
+
 /// What one watcher wants to see.
 struct Filter {
     info: Arc<ResourceInfo>,
@@ -46,31 +57,53 @@ struct Filter {
 }
 
 impl Filter {
+    fn selects(&self, key: &str, served: &Value) -> bool {
+        key.starts_with(&self.prefix) && self.labels.matches(served) && self.fields.matches(served)
+    }
+
     /// The served form of a cached object if it is selected.
     fn select(&self, key: &str, object: &Value) -> Option<Value> {
         if !key.starts_with(&self.prefix) {
             return None;
         }
         let served = self.info.from_storage(object.clone());
-        (self.labels.matches(&served) && self.fields.matches(&served)).then_some(served)
+        self.selects(key, &served).then_some(served)
+    }
+
+    /// Whether a cached object is selected, converting only when needed.
+    fn selects_stored(&self, key: &str, object: &Value) -> bool {
+        if self.info.conversion.is_none() {
+            self.selects(key, object)
+        } else {
+            self.select(key, object).is_some()
+        }
+    }
+
+    /// The wire event for the object after a change.
+    fn encode_event(&self, kind: &str, event: &CacheEvent) -> Bytes {
+        if self.info.conversion.is_none() {
+            frame(kind, event.object_json())
+        } else {
+            encode(kind, &self.info.from_storage((*event.object).clone()))
+        }
     }
 
     /// The wire event for a change, given what this watcher selects.
     fn event(&self, event: &CacheEvent) -> Option<Bytes> {
-        let now = self.select(&event.key, &event.object);
+        let now = self.selects_stored(&event.key, &event.object);
         match event.kind {
-            ChangeKind::Delete => now.map(|o| encode("DELETED", &o)),
+            ChangeKind::Delete => now.then(|| self.encode_event("DELETED", event)),
             ChangeKind::Put => {
-                let before = event.prev.as_ref().and_then(|p| self.select(&event.key, p));
+                let before = event
+                    .prev
+                    .as_ref()
+                    .is_some_and(|p| self.selects_stored(&event.key, p));
                 match (before, now) {
-                    (None, Some(o)) => Some(encode("ADDED", &o)),
-                    (Some(_), Some(o)) => Some(encode("MODIFIED", &o)),
-                    (Some(_), None) => {
-                        // Left the selection: report its new state as DELETED.
-                        let served = self.info.from_storage((*event.object).clone());
-                        Some(encode("DELETED", &served))
-                    }
-                    (None, None) => None,
+                    (false, true) => Some(self.encode_event("ADDED", event)),
+                    (true, true) => Some(self.encode_event("MODIFIED", event)),
+                    // Left the selection: its new state goes out as DELETED.
+                    (true, false) => Some(self.encode_event("DELETED", event)),
+                    (false, false) => None,
                 }
             }
         }

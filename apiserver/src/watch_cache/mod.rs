@@ -8,7 +8,9 @@
 mod feed;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
 use std::time::{Duration, Instant};
 
 use imbl::OrdMap;
@@ -19,12 +21,19 @@ use tokio::sync::{broadcast, watch};
 
 pub use feed::FeedError;
 
-/// How many events a watcher may lag behind the cache before it has to
-/// resume from history.
-const BROADCAST_CAPACITY: usize = 1024;
-
 /// How many list snapshots are kept for continue tokens, and for how long.
 const RETAINED_SNAPSHOTS: usize = 64;
+
+/// Sizes of one cache.
+#[derive(Debug, Clone)]
+pub struct CacheLimits {
+    /// Events kept for watches from an older resourceVersion.
+    pub history: usize,
+    /// Live events buffered per watcher.
+    pub fanout_buffer: usize,
+    /// How long a list snapshot stays available to continue tokens.
+    pub snapshot_ttl: Duration,
+}
 
 /// What a change did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +53,16 @@ pub struct CacheEvent {
     pub object: Arc<Value>,
     /// The object before the change, when it existed.
     pub prev: Option<Arc<Value>>,
+    /// `object` serialised once, shared by every watcher that sends it as is.
+    encoded: OnceLock<Bytes>,
+}
+
+impl CacheEvent {
+    /// The JSON of `object`, serialised on first use.
+    pub fn object_json(&self) -> &Bytes {
+        self.encoded
+            .get_or_init(|| Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default()))
+    }
 }
 
 /// The cache's objects at one revision.
@@ -88,6 +107,9 @@ struct State {
 /// The cache of one storage prefix.
 pub struct WatchCache {
     prefix: String,
+    /// How many events a watcher may lag behind the live feed before it
+    /// has to resume from history.
+    fanout_buffer: usize,
     history_capacity: usize,
     snapshot_ttl: Duration,
     state: RwLock<State>,
@@ -96,13 +118,15 @@ pub struct WatchCache {
 
 impl WatchCache {
     /// An empty cache for `prefix`; [`WatchCache::reset`] fills it.
-    pub fn new(prefix: String, history_capacity: usize, snapshot_ttl: Duration) -> Arc<Self> {
-        let (sender, _) = broadcast::channel(BROADCAST_CAPACITY);
+    pub fn new(prefix: String, limits: &CacheLimits) -> Arc<Self> {
+        let fanout_buffer = limits.fanout_buffer.max(1);
+        let (sender, _) = broadcast::channel(fanout_buffer);
         let (progress, _) = watch::channel(0);
         Arc::new(Self {
             prefix,
-            history_capacity: history_capacity.max(1),
-            snapshot_ttl,
+            fanout_buffer,
+            history_capacity: limits.history.max(1),
+            snapshot_ttl: limits.snapshot_ttl,
             state: RwLock::new(State {
                 objects: OrdMap::new(),
                 revision: 0,
@@ -129,7 +153,7 @@ impl WatchCache {
     /// do when the cache re-initialises.
     pub fn reset(&self, objects: OrdMap<String, Arc<Value>>, revision: Revision) {
         let mut state = self.state.write();
-        let (sender, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let (sender, _) = broadcast::channel(self.fanout_buffer);
         state.sender = sender;
         state.objects = objects;
         state.revision = revision;
@@ -158,6 +182,7 @@ impl WatchCache {
                     key,
                     object,
                     prev,
+                    encoded: OnceLock::new(),
                 }
             }
             ChangeKind::Delete => {
@@ -176,6 +201,7 @@ impl WatchCache {
                     key,
                     object: Arc::new(gone),
                     prev,
+                    encoded: OnceLock::new(),
                 }
             }
         };
@@ -280,7 +306,12 @@ mod tests {
     use serde_json::json;
 
     fn cache() -> Arc<WatchCache> {
-        let c = WatchCache::new("/p/".into(), 2, Duration::from_secs(60));
+        let limits = CacheLimits {
+            history: 2,
+            fanout_buffer: 16,
+            snapshot_ttl: Duration::from_secs(60),
+        };
+        let c = WatchCache::new("/p/".into(), &limits);
         c.reset(OrdMap::new(), 10);
         c
     }

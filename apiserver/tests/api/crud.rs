@@ -208,8 +208,8 @@ async fn cluster_scoped_resources_have_no_namespace() {
         "node status is kept on create"
     );
     assert!(
-        s.store
-            .keys()
+        s.keys()
+            .await
             .contains(&"/registry/core/nodes/n1".to_string())
     );
     let (code, _) = s.get("/api/v1/namespaces/default/nodes/n1").await;
@@ -221,7 +221,7 @@ async fn storage_layout_and_value_without_resource_version() {
     let s = TestServer::new().await;
     s.configmap("default", "stored", json!({})).await;
     let key = "/registry/core/configmaps/default/stored";
-    assert!(s.store.keys().contains(&key.to_string()));
+    assert!(s.keys().await.contains(&key.to_string()));
     let (code, _) = s
         .post(
             "/apis/apps/v1/namespaces/default/deployments",
@@ -230,8 +230,8 @@ async fn storage_layout_and_value_without_resource_version() {
         .await;
     assert_eq!(code, StatusCode::CREATED);
     assert!(
-        s.store
-            .keys()
+        s.keys()
+            .await
             .contains(&"/registry/apps/deployments/default/d".to_string())
     );
     use skiff_store::Store;
@@ -243,7 +243,7 @@ async fn storage_layout_and_value_without_resource_version() {
 #[tokio::test]
 async fn dry_run_create_and_update_store_nothing() {
     let s = TestServer::new().await;
-    let before = s.store.keys();
+    let before = s.keys().await;
     let (code, body) = s
         .post(
             "/api/v1/namespaces/default/configmaps?dryRun=All",
@@ -252,7 +252,7 @@ async fn dry_run_create_and_update_store_nothing() {
         .await;
     assert_eq!(code, StatusCode::CREATED);
     assert!(body["metadata"]["uid"].is_string());
-    assert_eq!(s.store.keys(), before);
+    assert_eq!(s.keys().await, before);
     let created = s.configmap("default", "real", json!({})).await;
     let mut changed = created.clone();
     changed["data"] = json!({"k": "dry"});

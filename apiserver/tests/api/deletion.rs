@@ -43,8 +43,8 @@ async fn finalizers_hold_an_object_until_removed() {
     let (code, _) = s.get("/api/v1/namespaces/default/configmaps/f").await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     assert!(
-        !s.store
-            .keys()
+        !s.keys()
+            .await
             .iter()
             .any(|k| k.ends_with("/configmaps/default/f"))
     );

@@ -37,7 +37,7 @@ async fn already_exists_is_409() {
 #[tokio::test]
 async fn malformed_bodies_are_400_and_store_nothing() {
     let s = TestServer::new().await;
-    let before = s.store.keys();
+    let before = s.keys().await;
     let path = "/api/v1/namespaces/default/configmaps";
     let (code, body) = s
         .raw(
@@ -86,7 +86,7 @@ async fn malformed_bodies_are_400_and_store_nothing() {
             .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap")
     );
     assert_eq!(
-        s.store.keys(),
+        s.keys().await,
         before,
         "rejected writes leave nothing behind"
     );
@@ -95,7 +95,7 @@ async fn malformed_bodies_are_400_and_store_nothing() {
 #[tokio::test]
 async fn invalid_objects_are_422_with_causes() {
     let s = TestServer::new().await;
-    let before = s.store.keys();
+    let before = s.keys().await;
     let (code, body) = s
         .post(
             "/api/v1/namespaces/default/configmaps",
@@ -148,7 +148,7 @@ async fn invalid_objects_are_422_with_causes() {
         .post("/api/v1/namespaces/default/configmaps", labels)
         .await;
     assert_status(code, &body, 422, "Invalid");
-    assert_eq!(s.store.keys(), before);
+    assert_eq!(s.keys().await, before);
 }
 
 #[tokio::test]

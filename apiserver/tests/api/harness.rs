@@ -11,12 +11,13 @@ use serde_json::Value;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use tower::ServiceExt;
 
-use crate::memstore::MemStore;
+use skiff_store::{SledConfig, SledStore, Store};
 
 pub struct TestServer {
     pub server: ApiServer,
     pub router: Router,
-    pub store: Arc<MemStore>,
+    pub store: Arc<SledStore>,
+    _dir: tempfile::TempDir,
 }
 
 impl TestServer {
@@ -25,14 +26,22 @@ impl TestServer {
     }
 
     pub async fn with_config(config: ApiServerConfig) -> Self {
-        let store = Arc::new(MemStore::new());
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
         let server = ApiServer::new(store.clone(), config).await.unwrap();
         let router = server.router();
         Self {
             server,
             router,
             store,
+            _dir: dir,
         }
+    }
+
+    /// Every key stored under /registry/ (for "nothing was stored" checks).
+    pub async fn keys(&self) -> Vec<String> {
+        let listed = self.store.list("/registry/", None, 0).await.unwrap();
+        listed.items.into_iter().map(|kv| kv.key).collect()
     }
 
     /// Sends a request with a JSON body (or none); returns code and JSON body

@@ -1,0 +1,290 @@
+//! Shakes out what an unmodified kubectl (/usr/bin/kubectl) needs, against
+//! the router served over plain HTTP on a loopback port.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::harness::TestServer;
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    _server: TestServer,
+    _dir: tempfile::TempDir,
+}
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    async fn start() -> Self {
+        let server = TestServer::new().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let router = server.router.clone();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             contexts:\n- name: t\n  context:\n    cluster: t\n    user: u\ncurrent-context: t\nusers:\n- name: u\n  user: {{}}\n"
+        );
+        std::fs::write(&kubeconfig, config).unwrap();
+        Self {
+            kubeconfig,
+            _server: server,
+            _dir: dir,
+        }
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, None).await
+    }
+
+    async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new("/usr/bin/kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--request-timeout=10s")
+            .args(args);
+        cmd.env("HOME", self._dir.path());
+        let stdin = stdin.map(str::to_string);
+        let out = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            cmd.stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = cmd.spawn().expect("kubectl runs");
+            if let Some(input) = stdin {
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(input.as_bytes())
+                    .unwrap();
+            }
+            drop(child.stdin.take());
+            child.wait_with_output().unwrap()
+        })
+        .await
+        .unwrap();
+        Output {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs and asserts success; returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            out.ok,
+            "kubectl {args:?} failed:\n{}\n{}",
+            out.stdout, out.stderr
+        );
+        out.stdout
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_everyday_commands() {
+    let k = Kubectl::start().await;
+    let version = k.ok(&["version", "-o", "json"]).await;
+    assert!(version.contains("v1.33.0+skiff"), "{version}");
+
+    let resources = k.ok(&["api-resources"]).await;
+    assert!(
+        resources
+            .lines()
+            .any(|l| l.starts_with("pods") && l.contains("po") && l.contains("Pod")),
+        "{resources}"
+    );
+    assert!(
+        resources
+            .lines()
+            .any(|l| l.starts_with("deployments") && l.contains("apps/v1")),
+        "{resources}"
+    );
+    let versions = k.ok(&["api-versions"]).await;
+    assert!(
+        versions.lines().any(|l| l == "apps/v1") && versions.lines().any(|l| l == "v1"),
+        "{versions}"
+    );
+
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: demo\n";
+    let out = k
+        .run_with_stdin(&["create", "--validate=false", "-f", "-"], Some(ns))
+        .await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    let namespaces = k.ok(&["get", "namespaces", "-o", "name"]).await;
+    assert!(
+        namespaces.contains("namespace/demo") && namespaces.contains("namespace/kube-system"),
+        "{namespaces}"
+    );
+
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  k: v\n";
+    let out = k
+        .run_with_stdin(
+            &["-n", "demo", "create", "--validate=false", "-f", "-"],
+            Some(cm),
+        )
+        .await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    let json = k
+        .ok(&["-n", "demo", "get", "configmap", "cfg", "-o", "json"])
+        .await;
+    let cm: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(cm["data"]["k"], "v");
+    let yaml = k
+        .ok(&["-n", "demo", "get", "cm", "cfg", "-o", "yaml"])
+        .await;
+    assert!(yaml.contains("k: v"), "{yaml}");
+    let listed = k.ok(&["-n", "demo", "get", "cm"]).await;
+    assert!(listed.contains("cfg"), "{listed}");
+
+    k.ok(&["-n", "demo", "label", "cm", "cfg", "tier=gold"])
+        .await;
+    k.ok(&["-n", "demo", "annotate", "cm", "cfg", "note=hello"])
+        .await;
+    let selected = k
+        .ok(&["-n", "demo", "get", "cm", "-l", "tier=gold", "-o", "name"])
+        .await;
+    assert_eq!(selected.trim(), "configmap/cfg");
+    let none = k
+        .ok(&["-n", "demo", "get", "cm", "-l", "tier=silver", "-o", "name"])
+        .await;
+    assert_eq!(none.trim(), "");
+
+    k.ok(&[
+        "-n",
+        "demo",
+        "patch",
+        "cm",
+        "cfg",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"m":"1"}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "demo",
+        "patch",
+        "cm",
+        "cfg",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/data/j","value":"2"}]"#,
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "demo",
+        "patch",
+        "cm",
+        "cfg",
+        "-p",
+        r#"{"data":{"s":"3"}}"#,
+    ])
+    .await;
+    let data = k
+        .ok(&["-n", "demo", "get", "cm", "cfg", "-o", "jsonpath={.data}"])
+        .await;
+    for key in ["\"m\":\"1\"", "\"j\":\"2\"", "\"s\":\"3\""] {
+        assert!(data.contains(key), "{data}");
+    }
+
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - {name: c, image: busybox}\n";
+    let out = k
+        .run_with_stdin(
+            &["-n", "demo", "create", "--validate=false", "-f", "-"],
+            Some(deploy),
+        )
+        .await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    k.ok(&["-n", "demo", "scale", "deployment", "web", "--replicas=3"])
+        .await;
+    let replicas = k
+        .ok(&[
+            "-n",
+            "demo",
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(replicas, "3");
+    k.ok(&["-n", "demo", "get", "deploy", "-o", "wide"]).await;
+
+    let missing = k.run(&["-n", "demo", "get", "cm", "nope"]).await;
+    assert!(!missing.ok);
+    assert!(
+        missing
+            .stderr
+            .contains(r#"Error from server (NotFound): configmaps "nope" not found"#),
+        "{}",
+        missing.stderr
+    );
+
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: demo\ndata:\n  a: \"1\"\n";
+    let out = k
+        .run_with_stdin(&["apply", "--validate=false", "-f", "-"], Some(manifest))
+        .await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    let changed = manifest.replace("a: \"1\"", "b: \"2\"");
+    let out = k
+        .run_with_stdin(&["apply", "--validate=false", "-f", "-"], Some(&changed))
+        .await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    let data = k
+        .ok(&[
+            "-n",
+            "demo",
+            "get",
+            "cm",
+            "applied",
+            "-o",
+            "jsonpath={.data}",
+        ])
+        .await;
+    assert_eq!(data, r#"{"b":"2"}"#, "apply removed the dropped key");
+
+    let replaced = changed.replace("b: \"2\"", "c: \"3\"");
+    let out = k
+        .run_with_stdin(&["replace", "--validate=false", "-f", "-"], Some(&replaced))
+        .await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+
+    k.ok(&["-n", "demo", "delete", "cm", "cfg"]).await;
+    let gone = k.run(&["-n", "demo", "get", "cm", "cfg"]).await;
+    assert!(!gone.ok);
+
+    let health = k.ok(&["get", "--raw", "/readyz"]).await;
+    assert_eq!(health, "ok");
+    let apis = k.ok(&["get", "--raw", "/apis"]).await;
+    assert!(apis.contains("APIGroupList"));
+
+    let watch = k
+        .run(&[
+            "-n",
+            "demo",
+            "get",
+            "cm",
+            "-w",
+            "--request-timeout=2s",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert!(
+        watch.stdout.contains("configmap/applied"),
+        "{}{}",
+        watch.stdout,
+        watch.stderr
+    );
+}
