@@ -11,6 +11,7 @@ pub mod binding;
 pub mod cache;
 pub mod clock;
 pub mod framework;
+pub mod kube_api;
 pub mod listers;
 pub mod plugins;
 pub mod pod_info;

@@ -575,3 +575,141 @@ fn registry_name(name: &str, pl: &Arc<dyn Plugin>) -> &'static str {
     debug_assert_eq!(name, pl.name());
     pl.name()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::config::{PluginRef, PluginSet, Plugins};
+    use crate::listers::MemoryListers;
+    use crate::testing::{FakeApi, PodBuilder};
+
+    struct Gate;
+
+    impl Plugin for Gate {
+        fn name(&self) -> &'static str {
+            "Gate"
+        }
+        fn as_permit(self: Arc<Self>) -> Option<Arc<dyn PermitPlugin>> {
+            Some(self)
+        }
+    }
+
+    impl PermitPlugin for Gate {
+        fn permit(
+            &self,
+            _state: &mut CycleState,
+            pod: &PodInfo,
+            _node: &str,
+        ) -> (Status, Duration) {
+            if pod.name.starts_with("deny") {
+                (Status::unschedulable("denied by gate"), Duration::ZERO)
+            } else {
+                (
+                    Status::new(Code::Wait, "wait"),
+                    Duration::from_millis(if pod.name.starts_with("slow") {
+                        20
+                    } else {
+                        60_000
+                    }),
+                )
+            }
+        }
+    }
+
+    fn framework() -> Framework {
+        let mut registry = crate::plugins::in_tree_registry();
+        registry.register("Gate", |_, _| Ok(Arc::new(Gate)));
+        let profile = Profile {
+            plugins: Plugins {
+                permit: PluginSet {
+                    enabled: vec![PluginRef {
+                        name: "Gate".into(),
+                        weight: None,
+                    }],
+                    disabled: vec![],
+                },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let services =
+            Services::in_memory(Arc::new(MemoryListers::new()), Arc::new(FakeApi::default()));
+        Framework::new(&profile, &registry, &services).unwrap()
+    }
+
+    fn pod(name: &str) -> PodInfo {
+        PodInfo::new(Arc::new(PodBuilder::new(name).build()))
+    }
+
+    #[tokio::test]
+    async fn permit_wait_allow_reject_and_timeout() {
+        let fwk = Arc::new(framework());
+        let (st, _) = fwk.run_permit(&mut CycleState::new(), &pod("deny-me"), "n1");
+        assert_eq!(
+            (st.code(), st.plugin()),
+            (Code::Unschedulable, Some("Gate"))
+        );
+
+        let p = pod("ok");
+        let (st, timeout) = fwk.run_permit(&mut CycleState::new(), &p, "n1");
+        assert_eq!(st.code(), Code::Wait);
+        let f2 = fwk.clone();
+        let key = p.key.clone();
+        let allow = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            f2.allow_waiting_pod(&key, "Gate");
+        });
+        // Allowing before the wait starts must also work: the pending set is checked first.
+        allow.await.unwrap();
+        assert!(fwk.wait_on_permit(&p, timeout).await.is_success());
+
+        let r = pod("rejected");
+        let (_, timeout) = fwk.run_permit(&mut CycleState::new(), &r, "n1");
+        let f3 = fwk.clone();
+        let key = r.key.clone();
+        let waiter =
+            tokio::spawn(async move { f3.wait_on_permit(&pod("rejected"), timeout).await });
+        while !fwk
+            .waiting
+            .lock()
+            .get(&key)
+            .is_some_and(|w| w.done.is_some())
+        {
+            tokio::task::yield_now().await;
+        }
+        fwk.reject_waiting_pod(&key, "Gate", "no room in the gang");
+        let st = waiter.await.unwrap();
+        assert_eq!(
+            (st.code(), st.message()),
+            (Code::Unschedulable, "no room in the gang".to_string())
+        );
+
+        let s = pod("slow");
+        let (_, timeout) = fwk.run_permit(&mut CycleState::new(), &s, "n1");
+        let st = fwk.wait_on_permit(&s, timeout).await;
+        assert_eq!(
+            st.message(),
+            "rejected due to timeout after waiting at permit"
+        );
+    }
+
+    #[test]
+    fn default_profile_plugin_order() {
+        let fwk = framework();
+        assert_eq!(
+            fwk.filter_names(),
+            vec![
+                "NodeUnschedulable",
+                "NodeName",
+                "TaintToleration",
+                "NodeAffinity",
+                "NodePorts",
+                "NodeResourcesFit",
+                "VolumeBinding",
+                "PodTopologySpread",
+                "InterPodAffinity"
+            ]
+        );
+        assert!(fwk.has_post_filter());
+    }
+}

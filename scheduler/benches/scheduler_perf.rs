@@ -1,0 +1,184 @@
+//! In-memory workloads in the style of upstream's scheduler_perf, run back to back in one
+//! process: pods/s from the first pod enqueued to the last bind acknowledged by the
+//! (fake, in-memory) API, plus the process's peak memory.
+//!
+//! Run: `cargo bench -p skiff-scheduler --bench scheduler_perf` (add `-- quick` for
+//! smaller sizes). The API is a no-op here, so this measures the scheduler alone.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use skiff_scheduler::CycleOutcome;
+use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
+
+fn node(i: usize, zones: usize) -> Node {
+    NodeBuilder::new(&format!("node-{i}"))
+        .allocatable(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])
+        .label(
+            "topology.kubernetes.io/zone",
+            &format!("zone-{}", i % zones),
+        )
+        .build()
+}
+
+fn basic_pod(name: &str) -> PodBuilder {
+    PodBuilder::new(name).container(&[("cpu", "100m"), ("memory", "500Mi")])
+}
+
+struct Outcome {
+    scheduled: usize,
+    elapsed: Duration,
+}
+
+/// Schedules everything pending; confirms binds through the informer path; deletes
+/// preemption victims as the API would and advances the fake clock past backoffs.
+fn drive(c: &TestCluster, rt: &tokio::runtime::Runtime, expect: usize) -> Outcome {
+    let start = Instant::now();
+    let mut scheduled = 0;
+    let mut idle_rounds = 0;
+    while scheduled < expect && idle_rounds < 50 {
+        let Some(outcome) = c.scheduler.schedule_one() else {
+            idle_rounds += 1;
+            c.clock.advance(Duration::from_secs(1));
+            c.scheduler.flush();
+            continue;
+        };
+        idle_rounds = 0;
+        match outcome {
+            CycleOutcome::Bind(job) => {
+                let pod = job.pod.clone();
+                let node = job.node.clone();
+                if rt.block_on(c.scheduler.bind(*job)).is_ok() {
+                    let mut bound = (*pod.pod).clone();
+                    bound.spec.get_or_insert_default().node_name = Some(node);
+                    c.scheduler.on_pod_update(&pod.pod, Arc::new(bound));
+                    scheduled += 1;
+                }
+            }
+            CycleOutcome::Failed(f) => {
+                for v in &f.victims {
+                    c.scheduler.on_pod_delete(&v.pod);
+                }
+            }
+            CycleOutcome::Skipped => {}
+        }
+    }
+    Outcome {
+        scheduled,
+        elapsed: start.elapsed(),
+    }
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn report(name: &str, nodes: usize, pods: usize, o: &Outcome) {
+    let rate = o.scheduled as f64 / o.elapsed.as_secs_f64();
+    println!(
+        "{name:<28} nodes={nodes:<5} pods={pods:<6} scheduled={:<6} {:>8.1} ms  {:>9.0} pods/s  peak RSS {:.0} MiB",
+        o.scheduled,
+        o.elapsed.as_secs_f64() * 1000.0,
+        rate,
+        peak_rss_mib()
+    );
+}
+
+fn workload(
+    name: &str,
+    nodes: usize,
+    init: Vec<Pod>,
+    measured: Vec<Pod>,
+    rt: &tokio::runtime::Runtime,
+) {
+    let c = TestCluster::new();
+    for i in 0..nodes {
+        c.scheduler.on_node_add(Arc::new(node(i, 10)));
+    }
+    for p in init {
+        c.add_pod(p);
+    }
+    let n = measured.len();
+    let start = Instant::now();
+    for p in measured {
+        c.add_pod(p);
+    }
+    let mut o = drive(&c, rt, n);
+    o.elapsed = start.elapsed();
+    report(name, nodes, n, &o);
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let scale = if quick { 10 } else { 1 };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    let (nodes, pods) = (5000 / scale, 10_000 / scale);
+    let init = (0..1000 / scale)
+        .map(|i| {
+            basic_pod(&format!("init-{i}"))
+                .node(&format!("node-{}", i % nodes))
+                .build()
+        })
+        .collect();
+    let measured = (0..pods)
+        .map(|i| basic_pod(&format!("pod-{i}")).build())
+        .collect();
+    workload("SchedulingBasic", nodes, init, measured, &rt);
+
+    let (nodes, pods) = (1000 / scale, 1000 / scale);
+    let measured = (0..pods)
+        .map(|i| {
+            basic_pod(&format!("spread-{i}"))
+                .label("app", "spread")
+                .spread(
+                    1,
+                    "topology.kubernetes.io/zone",
+                    "DoNotSchedule",
+                    &[("app", "spread")],
+                )
+                .build()
+        })
+        .collect();
+    workload("PodTopologySpread", nodes, Vec::new(), measured, &rt);
+
+    let measured = (0..pods)
+        .map(|i| {
+            basic_pod(&format!("anti-{i}"))
+                .label("app", "anti")
+                .pod_anti_affinity(&[("app", "anti")], "kubernetes.io/hostname")
+                .build()
+        })
+        .collect();
+    workload("RequiredPodAntiAffinity", nodes, Vec::new(), measured, &rt);
+
+    // Every node is nearly full of low-priority pods; each high-priority pod preempts.
+    let init = (0..nodes * 4)
+        .map(|i| {
+            PodBuilder::new(&format!("low-{i}"))
+                .priority(1)
+                .container(&[("cpu", "900m")])
+                .node(&format!("node-{}", i / 4))
+                .build()
+        })
+        .collect();
+    let measured = (0..nodes / 2)
+        .map(|i| {
+            PodBuilder::new(&format!("high-{i}"))
+                .priority(100)
+                .container(&[("cpu", "3")])
+                .build()
+        })
+        .collect();
+    workload("PreemptionBasic", nodes, init, measured, &rt);
+}

@@ -1,0 +1,361 @@
+//! The API-facing traits implemented over a `kube::Client` (in-process or HTTPS):
+//! `pods/binding` for binds, `pods/status` patches for the `PodScheduled` condition and
+//! `nominatedNodeName`, core/v1 Events (`Scheduled`, `FailedScheduling`, `Preempted`),
+//! and graceful deletes of preemption victims.
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Binding, Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+
+use crate::binding::{ApiError, Binder, Outcome, Preemptor, StatusReporter};
+
+/// Scheduler writes through a kube client.
+#[derive(Clone)]
+pub struct KubeApi {
+    client: kube::Client,
+    /// Reported as the event source component (upstream: the profile's scheduler name).
+    component: String,
+}
+
+impl KubeApi {
+    /// Writes through `client`, reporting events as `component`.
+    pub fn new(client: kube::Client, component: impl Into<String>) -> Self {
+        KubeApi {
+            client,
+            component: component.into(),
+        }
+    }
+
+    fn pods(&self, pod: &Pod) -> Api<Pod> {
+        Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        )
+    }
+
+    async fn event(
+        &self,
+        pod: &Pod,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        let ns = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let now = Timestamp::now();
+        let ev = Event {
+            metadata: ObjectMeta {
+                // Unique per occurrence, as upstream's recorder does (name.<hex nanos>).
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(name),
+                namespace: Some(ns.clone()),
+                uid: pod.metadata.uid.clone(),
+                resource_version: pod.metadata.resource_version.clone(),
+                field_path: None,
+            },
+            type_: Some(type_.into()),
+            reason: Some(reason.into()),
+            action: Some(action.into()),
+            message: Some(message.into()),
+            source: Some(EventSource {
+                component: Some(self.component.clone()),
+                host: None,
+            }),
+            reporting_component: Some(self.component.clone()),
+            reporting_instance: Some(self.component.clone()),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            event_time: Some(MicroTime(now)),
+            count: Some(1),
+            ..Default::default()
+        };
+        Api::<Event>::namespaced(self.client.clone(), &ns)
+            .create(&PostParams::default(), &ev)
+            .await
+            .map(|_| ())
+            .map_err(map_err)
+    }
+}
+
+fn map_err(e: kube::Error) -> ApiError {
+    match &e {
+        kube::Error::Api(status) if status.code == 404 || status.code == 409 => {
+            ApiError::Conflict(e.to_string())
+        }
+        _ => ApiError::Other(e.to_string()),
+    }
+}
+
+fn full_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+#[async_trait]
+impl Binder for KubeApi {
+    async fn bind(&self, pod: &Pod, node: &str) -> Result<(), ApiError> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: pod.metadata.namespace.clone(),
+                uid: pod.metadata.uid.clone(),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..Default::default()
+            },
+        };
+        self.pods(pod)
+            .create_subresource::<Binding, serde_json::Value>(
+                "binding",
+                &name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+            .map(|_| ())
+            .map_err(map_err)
+    }
+}
+
+#[async_trait]
+impl StatusReporter for KubeApi {
+    async fn report(&self, pod: &Pod, outcome: &Outcome) -> Result<(), ApiError> {
+        match outcome {
+            // The binding subresource sets PodScheduled=True; only the event is ours.
+            Outcome::Scheduled { node } => {
+                let msg = format!("Successfully assigned {} to {node}", full_name(pod));
+                self.event(pod, "Normal", "Scheduled", "Binding", &msg)
+                    .await
+            }
+            Outcome::Failed {
+                reason,
+                message,
+                nominated_node,
+            } => {
+                let mut status = serde_json::json!({
+                    "conditions": [{
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": reason,
+                        "message": message,
+                        "lastProbeTime": null,
+                        "lastTransitionTime": Timestamp::now().to_string(),
+                    }]
+                });
+                if let Some(n) = nominated_node {
+                    status["nominatedNodeName"] = serde_json::Value::String(n.clone());
+                }
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                self.pods(pod)
+                    .patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Strategic(serde_json::json!({ "status": status })),
+                    )
+                    .await
+                    .map_err(map_err)?;
+                self.event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+                    .await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Preemptor for KubeApi {
+    async fn delete_victim(&self, victim: &Pod, preemptor: &Pod) -> Result<(), ApiError> {
+        let node = victim
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let msg = format!(
+            "Preempted by pod {} on node {node}",
+            preemptor.metadata.uid.as_deref().unwrap_or("")
+        );
+        self.event(victim, "Normal", "Preempted", "Preempting", &msg)
+            .await?;
+        let dp = DeleteParams {
+            preconditions: victim.metadata.uid.clone().map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.pods(victim)
+            .delete(victim.metadata.name.as_deref().unwrap_or(""), &dp)
+            .await
+            .map(|_| ())
+            .map_err(map_err)
+    }
+
+    async fn clear_nomination(&self, pod: &Pod) -> Result<(), ApiError> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.pods(pod)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Strategic(serde_json::json!({ "status": { "nominatedNodeName": null } })),
+            )
+            .await
+            .map(|_| ())
+            .map_err(map_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use http::{Request, Response};
+    use kube::client::Body;
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::testing::PodBuilder;
+
+    type Seen = Arc<Mutex<Vec<(String, String, serde_json::Value)>>>;
+
+    /// A client whose "API server" records each request and answers with `status`.
+    fn client(status: u16) -> (kube::Client, Seen) {
+        let seen: Seen = Arc::default();
+        let rec = seen.clone();
+        let svc = tower::service_fn(move |req: Request<Body>| {
+            let rec = rec.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let bytes = body.collect_bytes().await.unwrap_or_default();
+                let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+                let path = parts.uri.path().to_string();
+                rec.lock()
+                    .push((parts.method.to_string(), path.clone(), json));
+                let body = if status < 300 && path.ends_with("/events") {
+                    // Created objects echo back.
+                    String::from_utf8_lossy(&bytes).into_owned()
+                } else if status < 300 {
+                    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"default"}}"#.to_string()
+                } else {
+                    format!(
+                        r#"{{"apiVersion":"v1","kind":"Status","status":"Failure","message":"nope","reason":"Conflict","code":{status}}}"#
+                    )
+                };
+                Ok::<_, std::convert::Infallible>(
+                    Response::builder()
+                        .status(status)
+                        .body(Body::from(body.into_bytes()))
+                        .unwrap(),
+                )
+            }
+        });
+        (kube::Client::new(svc, "default"), seen)
+    }
+
+    #[tokio::test]
+    async fn bind_posts_the_binding_subresource() {
+        let (c, seen) = client(201);
+        let api = KubeApi::new(c, "default-scheduler");
+        api.bind(&PodBuilder::new("p").build(), "n1").await.unwrap();
+        let seen = seen.lock();
+        assert_eq!(seen[0].0, "POST");
+        assert_eq!(seen[0].1, "/api/v1/namespaces/default/pods/p/binding");
+        assert_eq!(seen[0].2["target"]["name"], "n1");
+        assert_eq!(seen[0].2["target"]["kind"], "Node");
+        assert_eq!(seen[0].2["metadata"]["uid"], "uid-p");
+    }
+
+    #[tokio::test]
+    async fn bind_conflict_maps_to_conflict() {
+        let (c, _) = client(409);
+        let err = KubeApi::new(c, "default-scheduler")
+            .bind(&PodBuilder::new("p").build(), "n1")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ApiError::Conflict(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn failure_patches_condition_and_records_event() {
+        let (c, seen) = client(200);
+        let api = KubeApi::new(c, "default-scheduler");
+        let outcome = Outcome::Failed {
+            reason: "Unschedulable".into(),
+            message: "0/1 nodes are available: 1 Insufficient cpu.".into(),
+            nominated_node: Some("n1".into()),
+        };
+        api.report(&PodBuilder::new("p").build(), &outcome)
+            .await
+            .unwrap();
+        let seen = seen.lock();
+        assert_eq!(
+            (seen[0].0.as_str(), seen[0].1.as_str()),
+            ("PATCH", "/api/v1/namespaces/default/pods/p/status")
+        );
+        let cond = &seen[0].2["status"]["conditions"][0];
+        assert_eq!(
+            (cond["type"].as_str(), cond["status"].as_str()),
+            (Some("PodScheduled"), Some("False"))
+        );
+        assert_eq!(cond["reason"], "Unschedulable");
+        assert_eq!(seen[0].2["status"]["nominatedNodeName"], "n1");
+        assert_eq!(
+            (seen[1].0.as_str(), seen[1].1.as_str()),
+            ("POST", "/api/v1/namespaces/default/events")
+        );
+        assert_eq!(seen[1].2["reason"], "FailedScheduling");
+        assert_eq!(seen[1].2["type"], "Warning");
+        assert_eq!(
+            seen[1].2["message"],
+            "0/1 nodes are available: 1 Insufficient cpu."
+        );
+        assert_eq!(seen[1].2["involvedObject"]["name"], "p");
+    }
+
+    #[tokio::test]
+    async fn scheduled_event_and_victim_deletion() {
+        let (c, seen) = client(200);
+        let api = KubeApi::new(c, "default-scheduler");
+        api.report(
+            &PodBuilder::new("p").build(),
+            &Outcome::Scheduled { node: "n1".into() },
+        )
+        .await
+        .unwrap();
+        let victim = PodBuilder::new("v").node("n1").build();
+        api.delete_victim(&victim, &PodBuilder::new("p").build())
+            .await
+            .unwrap();
+        let seen = seen.lock();
+        assert_eq!(seen[0].2["reason"], "Scheduled");
+        assert_eq!(
+            seen[0].2["message"],
+            "Successfully assigned default/p to n1"
+        );
+        assert_eq!(seen[1].2["reason"], "Preempted");
+        assert_eq!(seen[1].2["message"], "Preempted by pod uid-p on node n1");
+        assert_eq!(
+            (seen[2].0.as_str(), seen[2].1.as_str()),
+            ("DELETE", "/api/v1/namespaces/default/pods/v")
+        );
+        assert_eq!(seen[2].2["preconditions"]["uid"], "uid-v");
+    }
+}
