@@ -3,7 +3,7 @@
 //! Objects are shared as `Arc<K>`: readers get cheap clones of exactly what the
 //! informer holds and must treat them as immutable (clone before modifying).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -36,9 +36,12 @@ pub struct Cache<K> {
 struct Inner<K> {
     items: HashMap<String, Arc<K>>,
     index_fns: BTreeMap<String, IndexFn<K>>,
-    /// index name → index value → keys of the objects filed under it.
-    indices: HashMap<String, HashMap<String, HashSet<String>>>,
+    /// index name → index value → the objects filed under it, by key. Holding
+    /// the objects (not just keys) saves a second map lookup per result.
+    indices: HashMap<String, Index<K>>,
 }
+
+type Index<K> = HashMap<String, HashMap<String, Arc<K>>>;
 
 impl<K> Inner<K> {
     fn unindex(&mut self, key: &str, obj: &K) {
@@ -57,11 +60,14 @@ impl<K> Inner<K> {
         }
     }
 
-    fn index(&mut self, key: &str, obj: &K) {
+    fn index(&mut self, key: &str, obj: &Arc<K>) {
         for (name, index_fn) in &self.index_fns {
             let index = self.indices.entry(name.clone()).or_default();
             for value in index_fn(obj) {
-                index.entry(value).or_default().insert(key.to_owned());
+                index
+                    .entry(value)
+                    .or_default()
+                    .insert(key.to_owned(), Arc::clone(obj));
             }
         }
     }
@@ -74,11 +80,7 @@ impl<K> Inner<K> {
             .indices
             .get(index_name)
             .and_then(|index| index.get(value))
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| self.items.get(k).cloned())
-                    .collect()
-            })
+            .map(|objects| objects.values().cloned().collect())
             .unwrap_or_default())
     }
 }
@@ -109,10 +111,13 @@ impl<K: Resource> Cache<K> {
         if inner.index_fns.contains_key(name) {
             return Err(CacheError::IndexExists(name.to_owned()));
         }
-        let mut index: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut index: Index<K> = HashMap::new();
         for (key, obj) in &inner.items {
             for value in index_fn(obj) {
-                index.entry(value).or_default().insert(key.clone());
+                index
+                    .entry(value)
+                    .or_default()
+                    .insert(key.clone(), Arc::clone(obj));
             }
         }
         inner.indices.insert(name.to_owned(), index);
@@ -236,7 +241,7 @@ impl<K: Resource> Cache<K> {
             .indices
             .get(index_name)
             .and_then(|index| index.get(value))
-            .map(|keys| keys.iter().cloned().collect())
+            .map(|objects| objects.keys().cloned().collect())
             .unwrap_or_default())
     }
 

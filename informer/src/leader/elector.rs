@@ -47,14 +47,17 @@ impl Leadership {
     }
 
     /// Waits until this process leads. Returns false if the election ended first.
-    pub async fn acquired(&mut self) -> bool {
-        self.rx.wait_for(|leader| *leader).await.is_ok()
+    pub async fn acquired(&self) -> bool {
+        let mut rx = self.rx.clone();
+        rx.wait_for(|leader| *leader).await.is_ok()
     }
 
-    /// Waits until this process stops leading (lost, stepped down, or the
-    /// election ended).
-    pub async fn lost(&mut self) {
-        let _ = self.rx.wait_for(|leader| !*leader).await;
+    /// Waits until this process does not lead: returns at once if it does not
+    /// lead now, otherwise when leadership is lost, given up or the election ends.
+    /// Never returns for [`Leadership::always`].
+    pub async fn lost(&self) {
+        let mut rx = self.rx.clone();
+        let _ = rx.wait_for(|leader| !*leader).await;
     }
 
     /// A channel of leadership changes.
@@ -245,7 +248,7 @@ mod tests {
 
     #[tokio::test]
     async fn always_is_leader_at_once() {
-        let mut leadership = Leadership::always();
+        let leadership = Leadership::always();
         assert!(leadership.is_leader());
         assert!(leadership.acquired().await);
     }
@@ -254,10 +257,9 @@ mod tests {
     async fn one_of_two_candidates_leads_and_release_hands_over() {
         let fake = FakeApi::default();
         let client = fake.client();
-        let (a, mut lead_a) =
+        let (a, lead_a) =
             LeaderElector::new(client.clone(), "kube-system", "skiff", fast("a")).unwrap();
-        let (b, mut lead_b) =
-            LeaderElector::new(client, "kube-system", "skiff", fast("b")).unwrap();
+        let (b, lead_b) = LeaderElector::new(client, "kube-system", "skiff", fast("b")).unwrap();
         let (stop_a, stopped_a) = tokio::sync::oneshot::channel::<()>();
         let run_a = tokio::spawn(a.run(async move {
             let _ = stopped_a.await;
@@ -288,14 +290,13 @@ mod tests {
             .expect("b takes over after the release");
         stop_b.send(()).unwrap();
         run_b.await.unwrap();
-        let mut lost = lead_b.clone();
-        lost.lost().await;
+        lead_b.lost().await;
     }
 
     const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/skiff";
 
     async fn leading_candidate(fake: &FakeApi) -> (Leadership, tokio::sync::oneshot::Sender<()>) {
-        let (elector, mut leadership) =
+        let (elector, leadership) =
             LeaderElector::new(fake.client(), "kube-system", "skiff", fast("a")).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(elector.run(async move {
@@ -310,7 +311,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_leader_that_finds_another_holder_steps_down() {
         let fake = FakeApi::default();
-        let (mut leadership, _stop) = leading_candidate(&fake).await;
+        let (leadership, _stop) = leading_candidate(&fake).await;
         fake.overwrite(LEASE_PATH, |lease| {
             lease["spec"]["holderIdentity"] = serde_json::json!("intruder");
         });
@@ -325,7 +326,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_leader_that_cannot_renew_steps_down_at_the_renew_deadline() {
         let fake = FakeApi::default();
-        let (mut leadership, _stop) = leading_candidate(&fake).await;
+        let (leadership, _stop) = leading_candidate(&fake).await;
         let cut_off = Instant::now();
         fake.set_objects_unavailable(true);
         tokio::time::sleep(Duration::from_millis(1000)).await;
