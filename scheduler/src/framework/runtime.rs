@@ -669,11 +669,11 @@ mod tests {
         let key = r.key.clone();
         let waiter =
             tokio::spawn(async move { f3.wait_on_permit(&pod("rejected"), timeout).await });
-        while !fwk
+        while fwk
             .waiting
             .lock()
             .get(&key)
-            .is_some_and(|w| w.done.is_some())
+            .is_none_or(|w| w.done.is_none())
         {
             tokio::task::yield_now().await;
         }
