@@ -3,6 +3,7 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -88,8 +89,30 @@ struct Inner<K> {
     /// registers, so every listener sees one consistent sequence.
     core: Mutex<Core<K>>,
     synced: watch::Sender<bool>,
+    counters: Counters,
     source: Option<Source<K>>,
     task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Activity counters of one informer, for logs and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InformerStats {
+    /// Watcher events applied (list items included).
+    pub events: u64,
+    /// Notifications produced (each is delivered to every listener).
+    pub notifications: u64,
+    /// Complete lists applied: the first sync plus every relist.
+    pub lists: u64,
+    /// Errors reported by the watch (each followed by a backoff and a retry).
+    pub watch_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    events: AtomicU64,
+    notifications: AtomicU64,
+    lists: AtomicU64,
+    watch_errors: AtomicU64,
 }
 
 struct Core<K> {
@@ -129,6 +152,7 @@ where
                     processor: Processor::new(),
                 }),
                 synced: watch::Sender::new(false),
+                counters: Counters::default(),
                 source,
                 task: Mutex::new(None),
             }),
@@ -196,6 +220,17 @@ where
         self.inner.core.lock().processor.len()
     }
 
+    /// What the informer has done so far.
+    pub fn stats(&self) -> InformerStats {
+        let c = &self.inner.counters;
+        InformerStats {
+            events: c.events.load(Ordering::Relaxed),
+            notifications: c.notifications.load(Ordering::Relaxed),
+            lists: c.lists.load(Ordering::Relaxed),
+            watch_errors: c.watch_errors.load(Ordering::Relaxed),
+        }
+    }
+
     /// True once the first complete list has been applied to the cache.
     pub fn has_synced(&self) -> bool {
         *self.inner.synced.borrow()
@@ -260,6 +295,7 @@ where
                 event = events.next() => match event {
                     Some(Ok(event)) => self.handle_event(event),
                     Some(Err(error)) => {
+                        self.inner.counters.watch_errors.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
                             kind = %K::kind(&()),
                             %error,
@@ -281,7 +317,13 @@ where
             core.processor.distribute(notification);
         }
         drop(core);
+        let counters = &self.inner.counters;
+        counters.events.fetch_add(1, Ordering::Relaxed);
+        counters
+            .notifications
+            .fetch_add(applied.notifications.len() as u64, Ordering::Relaxed);
         if applied.list_completed {
+            counters.lists.fetch_add(1, Ordering::Relaxed);
             self.inner.synced.send_replace(true);
         }
     }

@@ -203,6 +203,11 @@ async fn relist_delivers_missed_deletes_with_last_known_state() {
         ]
     );
     assert!(informer.cache().get("ns", "b").is_none());
+    let stats = informer.stats();
+    assert_eq!(
+        (stats.lists, stats.notifications, stats.watch_errors),
+        (2, 5, 0)
+    );
 }
 
 #[tokio::test]
@@ -225,6 +230,7 @@ async fn watch_errors_are_survived_and_sync_is_awaitable() {
     assert_eq!(waiter.await.unwrap(), 1);
     assert!(informer.has_synced());
     assert!(matches!(informer.start(), Err(InformerError::NoSource)));
+    assert_eq!(informer.stats().watch_errors, 1);
 }
 
 #[tokio::test(start_paused = true)]

@@ -31,7 +31,7 @@ pub use indexes::{
     IndexFn, NAMESPACE_INDEX, NODE_NAME_INDEX, OWNER_UID_INDEX, label_value_index, namespace_index,
     owner_uid_index, pod_node_name_index,
 };
-pub use informer::{Informer, InformerError, WatchConfig};
+pub use informer::{Informer, InformerError, InformerStats, WatchConfig};
 pub use key::{ObjectKey, key_for, object_key};
 pub use leader::{ElectionConfig, LeaderElector, Leadership};
 pub use listener::ListenerHandle;
