@@ -417,3 +417,16 @@ async fn relists_while_handlers_run_keep_every_listener_consistent() {
         assert_eq!(*model.model.lock(), expected);
     }
 }
+
+#[tokio::test]
+async fn ensure_index_is_idempotent_for_users_of_a_shared_informer() {
+    let informer = Informer::<ConfigMap>::without_source();
+    let by_rv: crate::indexes::IndexFn<ConfigMap> =
+        Arc::new(|c: &ConfigMap| vec![rv(c).to_string()]);
+    informer.ensure_index("rv", by_rv.clone()).unwrap();
+    informer.ensure_index("rv", by_rv).unwrap();
+    informer.handle_event(watcher::Event::Apply(cm("a", 7)));
+    let found = informer.cache().by_index("rv", "7").unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].metadata.name.as_deref(), Some("a"));
+}

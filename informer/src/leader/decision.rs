@@ -54,6 +54,18 @@ impl ElectionConfig {
         Ok(())
     }
 
+    /// A candidate identity unique to this process: the host name (from
+    /// `HOSTNAME` or /etc/hostname) plus a random suffix, as upstream builds it.
+    pub fn unique_identity() -> String {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "skiff".to_owned());
+        format!("{host}_{:016x}", rand::random::<u64>())
+    }
+
     fn lease_duration_seconds(&self) -> i32 {
         i32::try_from(self.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
@@ -353,6 +365,16 @@ mod tests {
             renewed,
             renewed + Duration::from_secs(10)
         ));
+    }
+
+    #[test]
+    fn unique_identities_differ_between_candidates() {
+        let (a, b) = (
+            ElectionConfig::unique_identity(),
+            ElectionConfig::unique_identity(),
+        );
+        assert_ne!(a, b);
+        assert!(!a.is_empty() && a.contains('_'));
     }
 
     #[test]
