@@ -114,25 +114,67 @@ async fn kubectl_everyday_commands() {
         "{versions}"
     );
 
-    let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: demo\n";
-    let out = k
-        .run_with_stdin(&["create", "--validate=false", "-f", "-"], Some(ns))
-        .await;
-    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    // Generator commands send protobuf bodies.
+    k.ok(&["create", "namespace", "demo"]).await;
     let namespaces = k.ok(&["get", "namespaces", "-o", "name"]).await;
     assert!(
         namespaces.contains("namespace/demo") && namespaces.contains("namespace/kube-system"),
         "{namespaces}"
     );
 
-    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  k: v\n";
-    let out = k
-        .run_with_stdin(
-            &["-n", "demo", "create", "--validate=false", "-f", "-"],
-            Some(cm),
-        )
+    k.ok(&[
+        "-n",
+        "demo",
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=k=v",
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "demo",
+        "create",
+        "secret",
+        "generic",
+        "pw",
+        "--from-literal=password=hunter2",
+    ])
+    .await;
+    let secret = k
+        .ok(&[
+            "-n",
+            "demo",
+            "get",
+            "secret",
+            "pw",
+            "-o",
+            "jsonpath={.data.password}",
+        ])
         .await;
-    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    assert_eq!(secret, "aHVudGVyMg==");
+    k.ok(&[
+        "-n",
+        "demo",
+        "create",
+        "service",
+        "clusterip",
+        "svc",
+        "--tcp=80:8080",
+    ])
+    .await;
+    let port = k
+        .ok(&[
+            "-n",
+            "demo",
+            "get",
+            "svc",
+            "svc",
+            "-o",
+            "jsonpath={.spec.ports[0].targetPort}",
+        ])
+        .await;
+    assert_eq!(port, "8080");
     let json = k
         .ok(&["-n", "demo", "get", "configmap", "cfg", "-o", "json"])
         .await;
@@ -197,14 +239,21 @@ async fn kubectl_everyday_commands() {
         assert!(data.contains(key), "{data}");
     }
 
-    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - {name: c, image: busybox}\n";
-    let out = k
-        .run_with_stdin(
-            &["-n", "demo", "create", "--validate=false", "-f", "-"],
-            Some(deploy),
-        )
+    k.ok(&[
+        "-n",
+        "demo",
+        "create",
+        "deployment",
+        "web",
+        "--image=busybox",
+        "--replicas=2",
+    ])
+    .await;
+    let image_path = "jsonpath={.spec.template.spec.containers[0].image}";
+    let image = k
+        .ok(&["-n", "demo", "get", "deploy", "web", "-o", image_path])
         .await;
-    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    assert_eq!(image, "busybox");
     k.ok(&["-n", "demo", "scale", "deployment", "web", "--replicas=3"])
         .await;
     let replicas = k
