@@ -12,6 +12,8 @@ mod deletion;
 mod discovery;
 #[path = "api/errors.rs"]
 mod errors;
+#[path = "api/kube_client.rs"]
+mod kube_client;
 #[path = "api/kubectl.rs"]
 mod kubectl;
 #[path = "api/list.rs"]
