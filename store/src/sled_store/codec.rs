@@ -17,8 +17,9 @@ const RECORD_PREFIX: u8 = b'r';
 /// The sled key prefix of every history record.
 pub(crate) const RECORDS: &[u8] = &[RECORD_PREFIX];
 
-/// Metadata: the newest revision ever assigned (persisted with every write so
-/// that compacting a delete can never make the revision go backwards).
+/// Metadata: the revision when the last compaction started. The current
+/// revision is the newest record's; this keeps it from going backwards when
+/// compaction removed that record (a deletion).
 pub(crate) const META_REVISION: &[u8] = b"mrevision";
 /// Metadata: the revision at or below which history is gone.
 pub(crate) const META_COMPACT: &[u8] = b"mcompact";

@@ -16,7 +16,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::codec::{self, IndexEntry, Record};
 use super::durability::Durability;
-use super::flusher::{Applied, Flusher, poison_error};
+use super::flusher::{Applied, Flusher, nanos, poison_error};
 use super::reader::{self, event_from};
 use super::state::{Shared, sled_error};
 use crate::{Event, KeyValue, Revision, StoreError};
@@ -88,6 +88,15 @@ pub(crate) struct Committer {
 
 /// The result of one write, before it is durable.
 type Outcome = Result<(KeyValue, Event), StoreError>;
+
+/// The writes of the group being applied: one sled batch (atomic, applied
+/// once per group) and what later writes of the group must see of it.
+#[derive(Default)]
+struct Pending {
+    batch: sled::Batch,
+    index: HashMap<String, IndexEntry>,
+    records: HashMap<Revision, Record>,
+}
 
 impl Committer {
     /// Starts the flusher thread and prepares the committer (run it on its own thread).
@@ -188,7 +197,9 @@ impl Committer {
     /// committer must stop (the store is closing).
     fn commit_group(&mut self, group: Vec<Request>) -> bool {
         let mut applied = Applied::default();
+        let mut pending = Pending::default();
         let mut closing = false;
+        let start = std::time::Instant::now();
         for request in group {
             match request {
                 Request::Write { op, reply } => {
@@ -196,16 +207,12 @@ impl Committer {
                         applied.replies.push((reply, Err(poison_error(&reason))));
                         continue;
                     }
-                    match self.apply(op) {
-                        Ok(Ok((kv, event))) => {
+                    match self.apply(op, &mut pending) {
+                        Ok((kv, event)) => {
                             applied.events.push(event);
                             applied.replies.push((reply, Ok(kv)));
                         }
-                        Ok(Err(refused)) => applied.replies.push((reply, Err(refused))),
-                        Err(fatal) => {
-                            self.poison(&fatal);
-                            applied.replies.push((reply, Err(fatal)));
-                        }
+                        Err(refused) => applied.replies.push((reply, Err(refused))),
                     }
                 }
                 Request::Compact { revision, reply } => {
@@ -219,14 +226,39 @@ impl Committer {
                 }
             }
         }
+        if !pending.records.is_empty()
+            && let Err(err) = self.shared.db.apply_batch(pending.batch)
+        {
+            // The tree may now be in an unknown state: fail this group and all later writes.
+            let fatal = sled_error("applying writes", err);
+            self.poison(&fatal);
+        }
+        self.shared
+            .counters
+            .apply_nanos
+            .fetch_add(nanos(start.elapsed()), Ordering::Relaxed);
         applied.through = self.revision;
         self.hand_off(applied);
         closing
     }
 
-    /// Applies one write as an atomic sled batch. The outer error is fatal
-    /// (the tree may be in an unknown state); the inner one is a refusal.
-    fn apply(&mut self, op: WriteOp) -> Result<Outcome, StoreError> {
+    fn index(&self, pending: &Pending, key: &str) -> Result<Option<IndexEntry>, StoreError> {
+        match pending.index.get(key) {
+            Some(entry) => Ok(Some(*entry)),
+            None => reader::read_index(&self.shared, key),
+        }
+    }
+
+    fn record(&self, pending: &Pending, revision: Revision) -> Result<Option<Record>, StoreError> {
+        match pending.records.get(&revision) {
+            Some(record) => Ok(Some(record.clone())),
+            None => reader::read_record(&self.shared, revision),
+        }
+    }
+
+    /// Validates one write against the tree and the group's earlier writes and
+    /// adds it to the group's batch; an error is a refusal of this write only.
+    fn apply(&mut self, op: WriteOp, pending: &mut Pending) -> Outcome {
         let (key, value, expected, create) = match op {
             WriteOp::Create { key, value } => (key, Some(value), None, true),
             WriteOp::Update {
@@ -236,15 +268,12 @@ impl Committer {
             } => (key, Some(value), expected, false),
             WriteOp::Delete { key, expected } => (key, None, expected, false),
         };
-        let newest = match reader::read_index(&self.shared, &key) {
-            Ok(entry) => entry,
-            Err(refused) => return Ok(Err(refused)),
-        };
+        let newest = self.index(pending, &key)?;
         let live = newest.filter(|e| !e.deleted);
         let revision = self.revision + 1;
         let (record, prev) = match (create, live) {
-            (true, Some(_)) => return Ok(Err(StoreError::AlreadyExists { key })),
-            (false, None) => return Ok(Err(StoreError::NotFound { key })),
+            (true, Some(_)) => return Err(StoreError::AlreadyExists { key }),
+            (false, None) => return Err(StoreError::NotFound { key }),
             (true, None) => {
                 let record = Record {
                     key: key.clone(),
@@ -259,22 +288,18 @@ impl Committer {
             }
             (false, Some(entry)) => {
                 if let Some(expected) = expected.filter(|e| *e != entry.revision) {
-                    return Ok(Err(StoreError::Conflict {
+                    return Err(StoreError::Conflict {
                         key,
                         expected,
                         actual: entry.revision,
-                    }));
+                    });
                 }
-                let prev = match reader::read_record(&self.shared, entry.revision) {
-                    Ok(Some(prev)) => prev,
-                    Ok(None) => {
-                        return Ok(Err(codec::corrupt(
-                            format!("history record {}", entry.revision),
-                            format!("missing, but the index of {key:?} points at it"),
-                        )));
-                    }
-                    Err(refused) => return Ok(Err(refused)),
-                };
+                let prev = self.record(pending, entry.revision)?.ok_or_else(|| {
+                    codec::corrupt(
+                        format!("history record {}", entry.revision),
+                        format!("missing, but the index of {key:?} points at it"),
+                    )
+                })?;
                 let deleted = value.is_none();
                 let record = Record {
                     key: key.clone(),
@@ -305,14 +330,16 @@ impl Committer {
             create_revision: record.create_revision,
             version: record.version,
         };
-        let mut batch = sled::Batch::default();
-        batch.insert(&codec::record_key(revision), record.encode());
-        batch.insert(codec::index_key(&key), &entry.encode());
-        batch.insert(codec::META_REVISION, &revision.to_be_bytes());
-        self.shared
-            .db
-            .apply_batch(batch)
-            .map_err(|e| sled_error("applying a write", e))?;
+        // The current revision is not stored per write: it is the newest
+        // record's (see `recover`), so each write touches two keys only.
+        pending
+            .batch
+            .insert(&codec::record_key(revision), record.encode());
+        pending
+            .batch
+            .insert(codec::index_key(&key), &entry.encode());
+        pending.index.insert(key.clone(), entry);
+        pending.records.insert(revision, record.clone());
         self.revision = revision;
 
         let answer = if record.deleted {
@@ -333,7 +360,7 @@ impl Committer {
                 version: record.version,
             }
         };
-        Ok(Ok((answer, event_from(revision, record, prev))))
+        Ok((answer, event_from(revision, record, prev)))
     }
 
     /// Registers a compaction request; returns whether it wrote anything.
@@ -363,6 +390,9 @@ impl Committer {
         let mut batch = sled::Batch::default();
         batch.insert(codec::META_COMPACT, &target.to_be_bytes());
         batch.insert(codec::META_COMPACTED_THROUGH, &0u64.to_be_bytes());
+        // Compaction may remove the newest record (a deletion), which is what
+        // the current revision is recovered from; record it here instead.
+        batch.insert(codec::META_REVISION, &self.revision.to_be_bytes());
         self.shared
             .db
             .apply_batch(batch)

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -31,6 +32,10 @@ pub(crate) struct Flusher {
     groups: mpsc::Receiver<Applied>,
     notify: watch::Sender<Revision>,
     durability: Durability,
+}
+
+pub(crate) fn nanos(elapsed: Duration) -> u64 {
+    u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The error every write gets once a write or flush has failed.
@@ -68,12 +73,21 @@ impl Flusher {
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
+        let counters = &self.shared.counters;
+        let start = Instant::now();
         self.shared
             .db
             .flush()
             .map_err(|e| sled_error("flushing a commit group", e))?;
+        let flushed = Instant::now();
         self.durability.sync()?;
-        self.shared.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        counters.flushes.fetch_add(1, Ordering::Relaxed);
+        counters
+            .flush_nanos
+            .fetch_add(nanos(flushed - start), Ordering::Relaxed);
+        counters
+            .sync_nanos
+            .fetch_add(nanos(flushed.elapsed()), Ordering::Relaxed);
         Ok(())
     }
 

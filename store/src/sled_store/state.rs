@@ -15,6 +15,10 @@ pub(crate) struct Counters {
     pub commit_groups: AtomicU64,
     pub writes: AtomicU64,
     pub history_reads: AtomicU64,
+    /// Nanoseconds spent in sled's flush and in the extra sync, and applying writes.
+    pub flush_nanos: AtomicU64,
+    pub sync_nanos: AtomicU64,
+    pub apply_nanos: AtomicU64,
 }
 
 pub(crate) struct Shared {
