@@ -148,22 +148,29 @@ pub(crate) fn check_type(
     api_version: &str,
     kind: &str,
 ) -> Result<(), ApiError> {
-    match object.get("apiVersion").and_then(Value::as_str) {
+    let Some(map) = object.as_object_mut() else {
+        return Err(ApiError::BadRequest(format!(
+            "the body is not a {kind} object"
+        )));
+    };
+    match map.get("apiVersion").and_then(Value::as_str) {
         Some(v) if v != api_version => {
             return Err(ApiError::BadRequest(format!(
                 "the API version in the data ({v}) does not match the expected API version ({api_version})"
             )));
         }
         Some(_) => {}
-        None => object["apiVersion"] = json!(api_version),
+        None => {
+            map.insert("apiVersion".into(), json!(api_version));
+        }
     }
-    match object.get("kind").and_then(Value::as_str) {
+    match map.get("kind").and_then(Value::as_str) {
         Some(k) if k != kind => Err(ApiError::BadRequest(format!(
             "the kind in the data ({k}) does not match the expected kind ({kind})"
         ))),
         Some(_) => Ok(()),
         None => {
-            object["kind"] = json!(kind);
+            map.insert("kind".into(), json!(kind));
             Ok(())
         }
     }

@@ -2,6 +2,7 @@
 //! watch cache, with selectors and limit/continue over a snapshot).
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use axum::response::Response;
 use base64::Engine;
@@ -12,12 +13,13 @@ use skiff_store::Revision;
 
 use super::storage;
 use super::{Ctx, respond};
+use crate::object::decode_from_store;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::watch_cache::Snapshot;
+use crate::watch_cache::{Snapshot, WatchCache};
 
 /// How long a list waits for the cache to reach a requested resourceVersion.
-const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_secs(3);
+const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(500);
 
 pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info();
@@ -81,13 +83,41 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
             ))
         });
     }
-    if !cache.wait_for(rv, WAIT_FOR_REVISION).await {
+    if cache.wait_for(rv, WAIT_FOR_REVISION).await {
+        return Ok(cache.snapshot());
+    }
+    if rv > ctx.inner.store.current_revision() {
         return Err(ApiError::ServiceUnavailable(format!(
             "Too large resource version: {rv}, current: {}",
-            cache.revision()
+            ctx.inner.store.current_revision()
         )));
     }
-    Ok(cache.snapshot())
+    // The version came from a write elsewhere in the store; this resource's
+    // cache has nothing newer to wait for, so read the store itself.
+    store_snapshot(ctx, cache).await
+}
+
+/// A snapshot of the whole resource read from the store, retained so its
+/// continue tokens work like the cache's own.
+async fn store_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, ApiError> {
+    let listed = ctx
+        .inner
+        .store
+        .list(cache.prefix(), None, 0)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut objects = imbl::OrdMap::new();
+    for kv in &listed.items {
+        let object = decode_from_store(kv)
+            .map_err(|e| ApiError::Internal(format!("corrupt object at {}: {e}", kv.key)))?;
+        objects.insert(kv.key.clone(), Arc::new(object));
+    }
+    let snapshot = Snapshot {
+        objects,
+        revision: listed.revision,
+    };
+    cache.retain(&snapshot);
+    Ok(snapshot)
 }
 
 pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {

@@ -243,3 +243,30 @@ async fn bad_selectors_and_parameters_are_400() {
         .await;
     assert_status(code, &body, 400, "BadRequest");
 }
+
+#[tokio::test]
+async fn patches_that_replace_the_object_with_a_scalar_are_400() {
+    let s = TestServer::new().await;
+    s.configmap("default", "p", json!({})).await;
+    let root = json!([{"op": "replace", "path": "", "value": "x"}]);
+    let (code, body) = s
+        .patch(
+            "/api/v1/namespaces/default/configmaps/p",
+            "application/json-patch+json",
+            root.clone(),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    let d = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    s.post("/apis/apps/v1/namespaces/default/deployments", d)
+        .await;
+    let (code, body) = s
+        .patch(
+            "/apis/apps/v1/namespaces/default/deployments/d/scale",
+            "application/json-patch+json",
+            root,
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+}

@@ -168,3 +168,34 @@ async fn expired_continue_is_410() {
         .await;
     assert_status(code, &body, 400, "BadRequest");
 }
+
+#[tokio::test]
+async fn list_at_a_version_from_another_resource() {
+    let s = TestServer::new().await;
+    s.configmap("default", "a", json!({})).await;
+    // A newer revision produced by a write to another resource.
+    let (_, secret) = s
+        .post(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": "s"}}),
+        )
+        .await;
+    let rv = secret["metadata"]["resourceVersion"].as_str().unwrap();
+    let (code, list) = s
+        .get(&format!(
+            "/api/v1/namespaces/default/configmaps?resourceVersion={rv}"
+        ))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(names(&list), vec!["a"]);
+    let listed_at: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(listed_at >= rv.parse::<u64>().unwrap());
+    let (code, body) = s
+        .get("/api/v1/namespaces/default/configmaps?resourceVersion=999999")
+        .await;
+    assert_eq!(code.as_u16(), 503, "{body}");
+}
