@@ -18,6 +18,7 @@ pub mod discovery;
 mod handlers;
 mod object;
 pub mod patch;
+pub mod protobuf;
 mod protobuf_body;
 mod query;
 pub mod registry;

@@ -1,0 +1,99 @@
+//! Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`)
+//! decoded into the JSON the handlers work on. kubectl's typed commands
+//! (`create configmap|deployment|...`, `run`, `expose`) send protobuf; the
+//! server answers in JSON, which every client accepts.
+//!
+//! The bytes are decoded by prost into the k8s-pb message for the envelope's
+//! apiVersion/kind; the message is walked through its derived `Debug` output
+//! (k8s-pb has no serde or reflection) and named with the JSON field names
+//! traced from k8s-openapi's deserializers. No schema is written by hand or
+//! copied: both crates are ordinary dependencies.
+
+mod debug_tree;
+mod envelope;
+mod kinds;
+mod schema;
+mod to_json;
+
+use serde_json::Value;
+
+pub use envelope::{Envelope, MAGIC};
+
+/// The media type of Kubernetes protobuf bodies.
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// A protobuf body that could not be turned into JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtobufError {
+    /// The body does not start with `k8s\0`.
+    #[error(
+        "provided data does not appear to be a protobuf message, expected prefix {:?}",
+        MAGIC
+    )]
+    NoMagic,
+    /// The `runtime.Unknown` envelope is not valid protobuf.
+    #[error("invalid protobuf envelope: {0}")]
+    Envelope(prost::DecodeError),
+    /// The envelope is compressed or otherwise encoded.
+    #[error("unsupported protobuf content encoding {0:?}")]
+    ContentEncoding(String),
+    /// The envelope names no apiVersion or kind.
+    #[error("protobuf envelope has no apiVersion or kind")]
+    MissingTypeMeta,
+    /// No decoder for this apiVersion/kind.
+    #[error("no kind {kind:?} is registered for protobuf in version {api_version:?}")]
+    UnknownKind { api_version: String, kind: String },
+    /// The object's bytes are not a valid message of its kind.
+    #[error("invalid protobuf {kind}: {source}")]
+    Message {
+        kind: String,
+        source: prost::DecodeError,
+    },
+    /// The kind's JSON shape could not be learned.
+    #[error(transparent)]
+    Schema(#[from] schema::TraceError),
+    /// The decoded message could not be walked.
+    #[error(transparent)]
+    Dump(#[from] debug_tree::ParseError),
+    /// A decoded value has no JSON form.
+    #[error("invalid protobuf {kind}: {source}")]
+    Convert {
+        kind: String,
+        source: to_json::ConvertError,
+    },
+}
+
+/// Decodes a protobuf body into the object's JSON, with `apiVersion` and
+/// `kind` taken from the envelope.
+pub fn decode_object(body: &[u8]) -> Result<Value, ProtobufError> {
+    let envelope = Envelope::parse(body)?;
+    let kinds = kinds::Kinds::get();
+    let entry = kinds
+        .entry(&envelope.api_version, &envelope.kind)
+        .ok_or_else(|| ProtobufError::UnknownKind {
+            api_version: envelope.api_version.clone(),
+            kind: envelope.kind.clone(),
+        })?;
+    let root = entry.root.clone()?;
+    let dump = (entry.dump)(&envelope.raw).map_err(|source| ProtobufError::Message {
+        kind: envelope.kind.clone(),
+        source,
+    })?;
+    let tree = debug_tree::parse(&dump)?;
+    let nested = |bytes: &[u8]| decode_object(bytes).map_err(|e| e.to_string());
+    let converter = to_json::Converter::new(&kinds.schemas, &nested);
+    let fields = converter
+        .object(&tree, root)
+        .map_err(|source| ProtobufError::Convert {
+            kind: envelope.kind.clone(),
+            source,
+        })?;
+    let mut object = serde_json::Map::new();
+    object.insert("apiVersion".into(), Value::String(envelope.api_version));
+    object.insert("kind".into(), Value::String(envelope.kind));
+    object.extend(fields);
+    Ok(Value::Object(object))
+}
+
+#[cfg(test)]
+mod tests;
