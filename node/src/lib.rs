@@ -15,6 +15,7 @@ pub mod containerd;
 pub mod cri;
 pub mod images;
 pub mod runtime;
+pub mod simulated;
 
 pub use cri::{CriError, CriRuntime, CriTimeouts};
 pub use runtime::{ExecOutput, Runtime, RuntimeError, RuntimeHealth, RuntimeVersion, cri_api};

@@ -47,13 +47,6 @@ pub struct CriRuntime {
     timeouts: CriTimeouts,
 }
 
-/// `Request` with a deadline the runtime also sees (`grpc-timeout`).
-fn request<T>(message: T, deadline: Duration) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request.set_timeout(deadline);
-    request
-}
-
 impl CriRuntime {
     /// A client for the runtime at `endpoint` (`unix:///path` or `/path`).
     /// Nothing is dialled until the first call, so this succeeds while the
@@ -92,8 +85,10 @@ impl CriRuntime {
         deadline: Duration,
         rpc: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, CriError> {
-        // grpc-timeout alone does not bound connecting or a stuck server, so
-        // the deadline is enforced locally as well.
+        // One local deadline for connecting, sending and answering. No
+        // `grpc-timeout` header is sent: tonic would enforce it itself and
+        // report expiry as `Cancelled`. Dropping the call on expiry resets
+        // its HTTP/2 stream, which cancels the work in the runtime too.
         match tokio::time::timeout(deadline, rpc).await {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(CriError::rpc(method, status)),
@@ -108,12 +103,7 @@ impl CriRuntime {
     pub async fn version(&self) -> Result<RuntimeVersion, CriError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
-        let r = Self::call(
-            "Version",
-            d,
-            c.version(request(api::VersionRequest::default(), d)),
-        )
-        .await?;
+        let r = Self::call("Version", d, c.version(api::VersionRequest::default())).await?;
         Ok(RuntimeVersion {
             runtime_name: r.runtime_name,
             runtime_version: r.runtime_version,
@@ -125,12 +115,7 @@ impl CriRuntime {
     pub async fn status(&self, verbose: bool) -> Result<api::StatusResponse, CriError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
-        Self::call(
-            "Status",
-            d,
-            c.status(request(api::StatusRequest { verbose }, d)),
-        )
-        .await
+        Self::call("Status", d, c.status(api::StatusRequest { verbose })).await
     }
 
     /// `Status`, reduced to the two conditions every runtime must report.
@@ -155,7 +140,7 @@ impl CriRuntime {
             config: Some(config.clone()),
             runtime_handler: runtime_handler.to_string(),
         };
-        let r = Self::call("RunPodSandbox", d, c.run_pod_sandbox(request(message, d))).await?;
+        let r = Self::call("RunPodSandbox", d, c.run_pod_sandbox(message)).await?;
         Ok(r.pod_sandbox_id)
     }
 
@@ -167,7 +152,7 @@ impl CriRuntime {
         let message = api::StopPodSandboxRequest {
             pod_sandbox_id: sandbox_id.to_string(),
         };
-        Self::call("StopPodSandbox", d, c.stop_pod_sandbox(request(message, d))).await?;
+        Self::call("StopPodSandbox", d, c.stop_pod_sandbox(message)).await?;
         Ok(())
     }
 
@@ -178,12 +163,7 @@ impl CriRuntime {
         let message = api::RemovePodSandboxRequest {
             pod_sandbox_id: sandbox_id.to_string(),
         };
-        Self::call(
-            "RemovePodSandbox",
-            d,
-            c.remove_pod_sandbox(request(message, d)),
-        )
-        .await?;
+        Self::call("RemovePodSandbox", d, c.remove_pod_sandbox(message)).await?;
         Ok(())
     }
 
@@ -198,12 +178,7 @@ impl CriRuntime {
             pod_sandbox_id: sandbox_id.to_string(),
             verbose: false,
         };
-        let r = Self::call(
-            "PodSandboxStatus",
-            d,
-            c.pod_sandbox_status(request(message, d)),
-        )
-        .await?;
+        let r = Self::call("PodSandboxStatus", d, c.pod_sandbox_status(message)).await?;
         r.status.ok_or(CriError::MissingField {
             method: "PodSandboxStatus",
             field: "status",
@@ -218,7 +193,7 @@ impl CriRuntime {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::ListPodSandboxRequest { filter };
-        let r = Self::call("ListPodSandbox", d, c.list_pod_sandbox(request(message, d))).await?;
+        let r = Self::call("ListPodSandbox", d, c.list_pod_sandbox(message)).await?;
         Ok(r.items)
     }
 
@@ -236,12 +211,7 @@ impl CriRuntime {
             config: Some(config.clone()),
             sandbox_config: Some(sandbox_config.clone()),
         };
-        let r = Self::call(
-            "CreateContainer",
-            d,
-            c.create_container(request(message, d)),
-        )
-        .await?;
+        let r = Self::call("CreateContainer", d, c.create_container(message)).await?;
         Ok(r.container_id)
     }
 
@@ -252,7 +222,7 @@ impl CriRuntime {
         let message = api::StartContainerRequest {
             container_id: container_id.to_string(),
         };
-        Self::call("StartContainer", d, c.start_container(request(message, d))).await?;
+        Self::call("StartContainer", d, c.start_container(message)).await?;
         Ok(())
     }
 
@@ -272,7 +242,7 @@ impl CriRuntime {
             timeout: i64::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0))
                 .unwrap_or(i64::MAX),
         };
-        Self::call("StopContainer", d, c.stop_container(request(message, d))).await?;
+        Self::call("StopContainer", d, c.stop_container(message)).await?;
         Ok(())
     }
 
@@ -283,12 +253,7 @@ impl CriRuntime {
         let message = api::RemoveContainerRequest {
             container_id: container_id.to_string(),
         };
-        Self::call(
-            "RemoveContainer",
-            d,
-            c.remove_container(request(message, d)),
-        )
-        .await?;
+        Self::call("RemoveContainer", d, c.remove_container(message)).await?;
         Ok(())
     }
 
@@ -303,16 +268,13 @@ impl CriRuntime {
             container_id: container_id.to_string(),
             verbose: false,
         };
-        let r = Self::call(
-            "ContainerStatus",
-            d,
-            c.container_status(request(message, d)),
-        )
-        .await?;
-        r.status.ok_or(CriError::MissingField {
+        let r = Self::call("ContainerStatus", d, c.container_status(message)).await?;
+        let mut status = r.status.ok_or(CriError::MissingField {
             method: "ContainerStatus",
             field: "status",
-        })
+        })?;
+        clamp_start_to_finish(&mut status);
+        Ok(status)
     }
 
     /// `ListContainers`.
@@ -323,7 +285,7 @@ impl CriRuntime {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::ListContainersRequest { filter };
-        let r = Self::call("ListContainers", d, c.list_containers(request(message, d))).await?;
+        let r = Self::call("ListContainers", d, c.list_containers(message)).await?;
         Ok(r.containers)
     }
 
@@ -343,7 +305,7 @@ impl CriRuntime {
             cmd: cmd.to_vec(),
             timeout: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
         };
-        let r = Self::call("ExecSync", d, c.exec_sync(request(message, d))).await?;
+        let r = Self::call("ExecSync", d, c.exec_sync(message)).await?;
         Ok(ExecOutput {
             stdout: r.stdout,
             stderr: r.stderr,
@@ -355,7 +317,7 @@ impl CriRuntime {
     pub async fn exec(&self, message: api::ExecRequest) -> Result<String, CriError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
-        let r = Self::call("Exec", d, c.exec(request(message, d))).await?;
+        let r = Self::call("Exec", d, c.exec(message)).await?;
         Ok(r.url)
     }
 
@@ -363,7 +325,7 @@ impl CriRuntime {
     pub async fn attach(&self, message: api::AttachRequest) -> Result<String, CriError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
-        let r = Self::call("Attach", d, c.attach(request(message, d))).await?;
+        let r = Self::call("Attach", d, c.attach(message)).await?;
         Ok(r.url)
     }
 
@@ -375,7 +337,7 @@ impl CriRuntime {
             pod_sandbox_id: sandbox_id.to_string(),
             port: ports.to_vec(),
         };
-        let r = Self::call("PortForward", d, c.port_forward(request(message, d))).await?;
+        let r = Self::call("PortForward", d, c.port_forward(message)).await?;
         Ok(r.url)
     }
 
@@ -393,7 +355,7 @@ impl CriRuntime {
             auth,
             sandbox_config: sandbox_config.cloned(),
         };
-        let r = Self::call("PullImage", d, c.pull_image(request(message, d))).await?;
+        let r = Self::call("PullImage", d, c.pull_image(message)).await?;
         Ok(r.image_ref)
     }
 
@@ -405,7 +367,7 @@ impl CriRuntime {
             image: Some(image_spec(image)),
             verbose: false,
         };
-        let r = Self::call("ImageStatus", d, c.image_status(request(message, d))).await?;
+        let r = Self::call("ImageStatus", d, c.image_status(message)).await?;
         Ok(r.image)
     }
 
@@ -414,7 +376,7 @@ impl CriRuntime {
         let d = self.timeouts.default;
         let mut c = self.images.clone();
         let message = api::ListImagesRequest { filter: None };
-        let r = Self::call("ListImages", d, c.list_images(request(message, d))).await?;
+        let r = Self::call("ListImages", d, c.list_images(message)).await?;
         Ok(r.images)
     }
 
@@ -425,8 +387,18 @@ impl CriRuntime {
         let message = api::RemoveImageRequest {
             image: Some(image_spec(image)),
         };
-        Self::call("RemoveImage", d, c.remove_image(request(message, d))).await?;
+        Self::call("RemoveImage", d, c.remove_image(message)).await?;
         Ok(())
+    }
+}
+
+/// containerd 1.6 stamps `started_at` after the start call returns, while
+/// `finished_at` comes from the exit event; a process that exits at once can
+/// thus appear to finish before it started. A container cannot, so the start
+/// is moved back to the finish.
+fn clamp_start_to_finish(status: &mut api::ContainerStatus) {
+    if status.finished_at > 0 && status.started_at > status.finished_at {
+        status.started_at = status.finished_at;
     }
 }
 
@@ -440,6 +412,27 @@ fn image_spec(image: &str) -> api::ImageSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_container_never_finishes_before_it_started() {
+        let mut quick = api::ContainerStatus {
+            started_at: 1_000_500,
+            finished_at: 1_000_000,
+            ..Default::default()
+        };
+        clamp_start_to_finish(&mut quick);
+        assert_eq!(
+            (quick.started_at, quick.finished_at),
+            (1_000_000, 1_000_000)
+        );
+        let mut running = api::ContainerStatus {
+            started_at: 1_000_500,
+            finished_at: 0,
+            ..Default::default()
+        };
+        clamp_start_to_finish(&mut running);
+        assert_eq!(running.started_at, 1_000_500);
+    }
 
     #[tokio::test]
     async fn calls_to_a_missing_socket_fail_as_unavailable_within_the_deadline() {

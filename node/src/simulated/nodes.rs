@@ -1,0 +1,217 @@
+//! Node objects and Leases of the simulated nodes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+
+use super::{SimulatedConfig, SimulatedError, ips};
+
+/// The container runtime version every simulated Node reports.
+pub const SIMULATED_RUNTIME_VERSION: &str = "simulated://0.1.0";
+
+const LEASE_NAMESPACE: &str = "kube-node-lease";
+const LEASE_DURATION_SECONDS: i32 = 40;
+/// Node registrations in flight at once.
+const REGISTER_CONCURRENCY: usize = 32;
+
+/// The name of simulated node `index`.
+pub fn node_name(config: &SimulatedConfig, index: usize) -> String {
+    format!("{}{index}", config.name_prefix)
+}
+
+/// Creates (or refreshes) every simulated Node, then its Lease.
+pub async fn register_all(
+    client: &kube::Client,
+    config: &Arc<SimulatedConfig>,
+) -> Result<(), SimulatedError> {
+    let results: Vec<_> = futures::stream::iter(0..config.nodes)
+        .map(|index| {
+            let client = client.clone();
+            let config = config.clone();
+            async move { register(&client, &config, index).await }
+        })
+        .buffer_unordered(REGISTER_CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+async fn register(
+    client: &kube::Client,
+    config: &SimulatedConfig,
+    index: usize,
+) -> Result<(), SimulatedError> {
+    let name = node_name(config, index);
+    let err = |source| SimulatedError::Register {
+        node: name.clone(),
+        source,
+    };
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = node_object(config, index);
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => return Err(err(e)),
+    }
+    // Status is its own subresource: a create ignores it, so write it now (and
+    // refresh it after a restart).
+    let status = serde_json::json!({ "status": node.status });
+    nodes
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map_err(err)?;
+    renew_lease(client, &name).await.map_err(err)
+}
+
+fn node_object(config: &SimulatedConfig, index: usize) -> Node {
+    let name = node_name(config, index);
+    let now = Time(Timestamp::now());
+    let capacity: BTreeMap<String, Quantity> = [
+        ("cpu", config.cpu.clone()),
+        ("memory", config.memory.clone()),
+        ("pods", config.pods.to_string()),
+        ("ephemeral-storage", "100Gi".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), Quantity(v)))
+    .collect();
+    let condition = |type_: &str, status: &str, reason: &str, message: &str| NodeCondition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    };
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(
+                [
+                    ("kubernetes.io/hostname", name.as_str()),
+                    ("kubernetes.io/os", "linux"),
+                    ("kubernetes.io/arch", std::env::consts::ARCH),
+                    ("type", "simulated"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ),
+            annotations: Some(
+                [("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string())].into(),
+            ),
+            ..Default::default()
+        },
+        spec: None,
+        status: Some(NodeStatus {
+            capacity: Some(capacity.clone()),
+            allocatable: Some(capacity),
+            addresses: Some(vec![
+                NodeAddress {
+                    type_: "InternalIP".to_string(),
+                    address: ips::node_ip(index).to_string(),
+                },
+                NodeAddress {
+                    type_: "Hostname".to_string(),
+                    address: name.clone(),
+                },
+            ]),
+            conditions: Some(vec![
+                condition("Ready", "True", "KubeletReady", "simulated node is ready"),
+                condition(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    "simulated",
+                ),
+                condition(
+                    "DiskPressure",
+                    "False",
+                    "KubeletHasNoDiskPressure",
+                    "simulated",
+                ),
+                condition(
+                    "PIDPressure",
+                    "False",
+                    "KubeletHasSufficientPID",
+                    "simulated",
+                ),
+            ]),
+            node_info: Some(NodeSystemInfo {
+                architecture: std::env::consts::ARCH.to_string(),
+                container_runtime_version: SIMULATED_RUNTIME_VERSION.to_string(),
+                kubelet_version: "v1.33.0-skiff".to_string(),
+                kube_proxy_version: String::new(),
+                operating_system: "linux".to_string(),
+                os_image: "skiff simulated node".to_string(),
+                kernel_version: "simulated".to_string(),
+                machine_id: format!("simulated-{index}"),
+                system_uuid: format!("simulated-{index}"),
+                boot_id: format!("simulated-{index}"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Creates or renews the node's Lease in `kube-node-lease`.
+async fn renew_lease(client: &kube::Client, node: &str) -> Result<(), kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+    let now = MicroTime(Timestamp::now());
+    let patch = serde_json::json!({ "spec": { "renewTime": now } });
+    match leases
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(node.to_string()),
+                    namespace: Some(LEASE_NAMESPACE.to_string()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(node.to_string()),
+                    lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+                    renew_time: Some(now),
+                    ..Default::default()
+                }),
+            };
+            leases
+                .create(&PostParams::default(), &lease)
+                .await
+                .map(|_| ())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Renews every node's Lease each interval, spreading the writes over the
+/// interval instead of bursting them.
+pub async fn renew_leases(client: kube::Client, config: Arc<SimulatedConfig>) {
+    let per_node = config.lease_renew_interval / (config.nodes.max(1) as u32);
+    let mut ticker = tokio::time::interval(per_node.max(std::time::Duration::from_micros(100)));
+    let mut index = 0;
+    loop {
+        ticker.tick().await;
+        let name = node_name(&config, index);
+        let client = client.clone();
+        // Not awaited: one slow write must not delay every other node's renewal.
+        tokio::spawn(async move {
+            if let Err(error) = renew_lease(&client, &name).await {
+                tracing::warn!(node = %name, %error, "lease renewal failed");
+            }
+        });
+        index = (index + 1) % config.nodes.max(1);
+    }
+}

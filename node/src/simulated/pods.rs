@@ -1,0 +1,422 @@
+//! What a simulated node does with the pods bound to it: report them Running at
+//! once, finish the ones that do not restart, and remove the ones being deleted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use serde_json::{Value, json};
+use skiff_informer::{Action, Cache, ObjectKey};
+
+use super::ips::PodIps;
+use super::{EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION, SimulatedConfig};
+
+/// Drives the pods of every simulated node from one shared cache.
+#[derive(Clone)]
+pub struct PodReconciler {
+    client: kube::Client,
+    cache: Arc<Cache<Pod>>,
+    config: Arc<SimulatedConfig>,
+    ips: Arc<PodIps>,
+}
+
+/// What the next step for one pod is.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// Deleted or not ours: nothing to do.
+    Nothing,
+    /// Being deleted: containers "stop" at once, then the object goes.
+    Remove,
+    /// Bound but never started: report it running.
+    Start,
+    /// Running and due to exit at the given time.
+    ExitAt(Timestamp),
+    /// In its final phase.
+    Finished,
+}
+
+impl PodReconciler {
+    pub fn new(client: kube::Client, cache: Arc<Cache<Pod>>, config: Arc<SimulatedConfig>) -> Self {
+        Self {
+            client,
+            cache,
+            config,
+            ips: Arc::default(),
+        }
+    }
+
+    /// Moves one pod a step along its simulated life.
+    pub async fn reconcile(self, key: ObjectKey) -> Result<Action, kube::Error> {
+        let namespace = key.namespace.clone().unwrap_or_default();
+        let Some(pod) = self.cache.get(&namespace, &key.name) else {
+            return Ok(Action::Done);
+        };
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        match next_step(&pod, &self.config) {
+            Step::Nothing | Step::Finished => Ok(Action::Done),
+            Step::Remove => {
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(Preconditions {
+                        uid: pod.metadata.uid.clone(),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                match api.delete(&key.name, &params).await {
+                    Ok(_) => Ok(Action::Done),
+                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::Done),
+                    Err(e) => Err(e),
+                }
+            }
+            Step::Start => {
+                let index = self.node_index(&pod);
+                let ip = self.ips.next(index).to_string();
+                let status = running_status(&pod, &ip, &super::ips::node_ip(index).to_string());
+                patch_status(&api, &key.name, status).await?;
+                Ok(match finite_run(&pod, &self.config) {
+                    Some(run) => Action::RequeueAfter(run),
+                    None => Action::Done,
+                })
+            }
+            Step::ExitAt(when) => {
+                let now = Timestamp::now();
+                if when > now {
+                    let wait = (when - now)
+                        .total(k8s_openapi::jiff::Unit::Millisecond)
+                        .unwrap_or(0.0)
+                        .max(0.0);
+                    return Ok(Action::RequeueAfter(Duration::from_millis(wait as u64 + 1)));
+                }
+                let code = exit_code(&pod, &self.config);
+                patch_status(&api, &key.name, finished_status(&pod, code)).await?;
+                Ok(Action::Done)
+            }
+        }
+    }
+
+    fn node_index(&self, pod: &Pod) -> usize {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .and_then(|n| n.strip_prefix(&self.config.name_prefix))
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+async fn patch_status(api: &Api<Pod>, name: &str, status: Value) -> Result<(), kube::Error> {
+    match api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Deleted meanwhile: its delete event ends the story.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn next_step(pod: &Pod, config: &SimulatedConfig) -> Step {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Step::Remove;
+    }
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
+    match phase {
+        "Succeeded" | "Failed" => Step::Finished,
+        "Running" => match (finite_run(pod, config), started_at(pod)) {
+            (Some(run), Some(start)) => {
+                let run = k8s_openapi::jiff::SignedDuration::try_from(run).unwrap_or_default();
+                Step::ExitAt(start.checked_add(run).unwrap_or(start))
+            }
+            _ => Step::Nothing,
+        },
+        _ => Step::Start,
+    }
+}
+
+fn started_at(pod: &Pod) -> Option<Timestamp> {
+    pod.status.as_ref()?.start_time.as_ref().map(|t| t.0)
+}
+
+/// How long the pod's containers run, when they are not restarted forever.
+fn finite_run(pod: &Pod, config: &SimulatedConfig) -> Option<Duration> {
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always");
+    if policy == "Always" {
+        return None;
+    }
+    let annotated = annotation(pod, RUN_SECONDS_ANNOTATION).and_then(|v| v.parse::<f64>().ok());
+    Some(annotated.map_or(config.run_duration, |s| Duration::from_secs_f64(s.max(0.0))))
+}
+
+fn exit_code(pod: &Pod, config: &SimulatedConfig) -> i32 {
+    annotation(pod, EXIT_CODE_ANNOTATION)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(config.exit_code)
+}
+
+fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn container_names(pod: &Pod) -> Vec<(String, String)> {
+    pod.spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn condition(type_: &str, status: bool, now: &str) -> Value {
+    json!({
+        "type": type_,
+        "status": if status { "True" } else { "False" },
+        "lastProbeTime": null,
+        "lastTransitionTime": now,
+    })
+}
+
+/// Readiness gates must be set True by someone else before the pod is Ready.
+fn gates_satisfied(pod: &Pod) -> bool {
+    let gates = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .map(|g| {
+            g.iter()
+                .map(|g| g.condition_type.clone())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .cloned()
+        .unwrap_or_default();
+    gates.iter().all(|gate| {
+        conditions
+            .iter()
+            .any(|c| &c.type_ == gate && c.status == "True")
+    })
+}
+
+fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str) -> Value {
+    let now = Timestamp::now().to_string();
+    let ready = gates_satisfied(pod);
+    let statuses: Vec<Value> = container_names(pod)
+        .into_iter()
+        .map(|(name, image)| {
+            json!({
+                "name": name,
+                "image": image,
+                "imageID": format!("simulated://{image}"),
+                "containerID": format!("simulated://{}-{name}", pod.metadata.uid.as_deref().unwrap_or("")),
+                "ready": true,
+                "started": true,
+                "restartCount": 0,
+                "state": { "running": { "startedAt": now } },
+            })
+        })
+        .collect();
+    json!({
+        "phase": "Running",
+        "podIP": pod_ip,
+        "podIPs": [{ "ip": pod_ip }],
+        "hostIP": host_ip,
+        "hostIPs": [{ "ip": host_ip }],
+        "startTime": now,
+        "qosClass": qos_class(pod),
+        "conditions": [
+            condition("PodReadyToStartContainers", true, &now),
+            condition("Initialized", true, &now),
+            condition("Ready", ready, &now),
+            condition("ContainersReady", true, &now),
+            condition("PodScheduled", true, &now),
+        ],
+        "containerStatuses": statuses,
+    })
+}
+
+fn finished_status(pod: &Pod, exit_code: i32) -> Value {
+    let now = Timestamp::now().to_string();
+    let started = started_at(pod)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| now.clone());
+    let (phase, reason) = if exit_code == 0 {
+        ("Succeeded", "Completed")
+    } else {
+        ("Failed", "Error")
+    };
+    let statuses: Vec<Value> = container_names(pod)
+        .into_iter()
+        .map(|(name, image)| {
+            json!({
+                "name": name,
+                "image": image,
+                "imageID": format!("simulated://{image}"),
+                "containerID": format!("simulated://{}-{name}", pod.metadata.uid.as_deref().unwrap_or("")),
+                "ready": false,
+                "started": false,
+                "restartCount": 0,
+                "state": { "terminated": {
+                    "exitCode": exit_code, "reason": reason,
+                    "startedAt": started, "finishedAt": now,
+                }},
+            })
+        })
+        .collect();
+    json!({
+        "phase": phase,
+        "conditions": [
+            condition("PodReadyToStartContainers", false, &now),
+            condition("Initialized", true, &now),
+            condition("Ready", false, &now),
+            condition("ContainersReady", false, &now),
+            condition("PodScheduled", true, &now),
+        ],
+        "containerStatuses": statuses,
+    })
+}
+
+/// The QoS class as upstream computes it from requests and limits.
+fn qos_class(pod: &Pod) -> &'static str {
+    let Some(spec) = pod.spec.as_ref() else {
+        return "BestEffort";
+    };
+    let containers = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in containers {
+        let resources = c.resources.as_ref();
+        let requests = resources.and_then(|r| r.requests.as_ref());
+        let limits = resources.and_then(|r| r.limits.as_ref());
+        for name in ["cpu", "memory"] {
+            let request = requests.and_then(|r| r.get(name));
+            let limit = limits.and_then(|l| l.get(name));
+            if request.is_some() || limit.is_some() {
+                any = true;
+            }
+            match (request, limit) {
+                (_, None) => guaranteed = false,
+                (Some(r), Some(l)) if r != l => guaranteed = false,
+                _ => {}
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: Value) -> Pod {
+        serde_json::from_value(json).expect("pod")
+    }
+
+    #[test]
+    fn steps_follow_the_pod_lifecycle() {
+        let config = SimulatedConfig::new(1);
+        let bound = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "sim-node-0", "containers": [{"name": "c"}]}}),
+        );
+        assert_eq!(next_step(&bound, &config), Step::Start);
+        let running_forever = pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}));
+        assert_eq!(next_step(&running_forever, &config), Step::Nothing);
+        let job_pod = pod(json!({
+            "metadata": {"name": "p", "annotations": {RUN_SECONDS_ANNOTATION: "5"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}));
+        assert_eq!(
+            next_step(&job_pod, &config),
+            Step::ExitAt("2026-01-01T00:00:05Z".parse().expect("ts"))
+        );
+        let deleting =
+            pod(json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"}}));
+        assert_eq!(next_step(&deleting, &config), Step::Remove);
+        let done = pod(json!({"metadata": {"name": "p"}, "status": {"phase": "Succeeded"}}));
+        assert_eq!(next_step(&done, &config), Step::Finished);
+    }
+
+    #[test]
+    fn qos_class_follows_requests_and_limits() {
+        let best = pod(json!({"spec": {"containers": [{"name": "c"}]}}));
+        assert_eq!(qos_class(&best), "BestEffort");
+        let guaranteed = pod(json!({"spec": {"containers": [{"name": "c", "resources": {
+            "limits": {"cpu": "1", "memory": "1Gi"}}}]}}));
+        assert_eq!(qos_class(&guaranteed), "Guaranteed");
+        let burstable = pod(json!({"spec": {"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "100m"}}}]}}));
+        assert_eq!(qos_class(&burstable), "Burstable");
+    }
+
+    #[test]
+    fn readiness_gates_hold_ready_until_their_condition_is_true() {
+        let gated = pod(
+            json!({"spec": {"containers": [{"name": "c"}], "readinessGates": [{"conditionType": "example.com/ok"}]}}),
+        );
+        let status = running_status(&gated, "100.64.0.1", "100.64.0.0");
+        let ready = status["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+            .expect("Ready condition");
+        assert_eq!(ready["status"], "False");
+        let opened = pod(
+            json!({"spec": {"containers": [{"name": "c"}], "readinessGates": [{"conditionType": "example.com/ok"}]},
+            "status": {"conditions": [{"type": "example.com/ok", "status": "True"}]}}),
+        );
+        assert!(gates_satisfied(&opened));
+    }
+
+    #[test]
+    fn a_failing_exit_code_makes_the_pod_failed() {
+        let p = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+        );
+        let status = finished_status(&p, 3);
+        assert_eq!(status["phase"], "Failed");
+        assert_eq!(
+            status["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            3
+        );
+        assert_eq!(
+            status["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Error"
+        );
+    }
+}
