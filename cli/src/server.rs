@@ -7,10 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use skiff_apiserver::authn::Authenticator;
+use skiff_apiserver::authn::{Authenticator, UserInfo};
 use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_informer::SharedInformerFactory;
+use skiff_node::simulated::{self, SimulatedConfig};
 use skiff_store::{SledConfig, SledStore, Store};
+use tokio::sync::watch;
 
 /// Flags of `skiff server`; each can also be set through its `SKIFF_*`
 /// environment variable.
@@ -36,6 +39,11 @@ pub struct ServerArgs {
     /// Run only the control plane, without the containerd-backed node agent.
     #[arg(long, env = "SKIFF_DISABLE_AGENT")]
     pub disable_agent: bool,
+
+    /// Add this many simulated (kwok-style) nodes that run pods instantly with
+    /// fake IPs; for scale tests and benchmarks.
+    #[arg(long, env = "SKIFF_SIMULATED_NODES", default_value_t = 0)]
+    pub simulated_nodes: usize,
 
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
@@ -92,33 +100,59 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         kubeconfig = %kubeconfig.display(),
         "listening; kubeconfig written"
     );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let server = tokio::spawn(skiff_apiserver::serve::serve_https(
+        listener,
+        tls_config,
+        authn,
+        api.router(),
+        stopped(stop_rx.clone()),
+        Duration::from_secs(10),
+    ));
+
+    // Every in-process component shares one informer factory, and so one
+    // watch per resource type.
+    let client = skiff_apiserver::inprocess::client(
+        api.router(),
+        UserInfo::new("system:skiff", ["system:masters".to_string()]),
+    );
+    let factory = SharedInformerFactory::new(client.clone());
+    let mut components = tokio::task::JoinSet::new();
+    if args.simulated_nodes > 0 {
+        let config = SimulatedConfig::new(args.simulated_nodes);
+        let factory = factory.clone();
+        let stop = stopped(stop_rx.clone());
+        components.spawn(async move {
+            if let Err(error) = simulated::run(client, &factory, config, stop).await {
+                tracing::error!(%error, "simulated nodes stopped");
+            }
+        });
+    }
     if !args.disable_agent {
-        tracing::warn!(
-            "the node agent is not part of this build yet; running the control plane only"
-        );
+        tracing::warn!("the containerd node agent is not wired into this build yet");
     }
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "skiff server started"
     );
 
-    let server = tokio::spawn(skiff_apiserver::serve::serve_https(
-        listener,
-        tls_config,
-        authn,
-        api.router(),
-        termination_signal(),
-        Duration::from_secs(10),
-    ));
-
-    // The listener stops accepting once the signal arrives; then end watches so
-    // the draining connections can close, and flush the store last.
-    server.await.context("HTTPS server task")?;
+    termination_signal().await;
+    // Stop accepting and stop the components; then end watches so draining
+    // connections can close, and flush the store last.
     tracing::info!("stopping");
+    let _ = stop_tx.send(true);
+    factory.shutdown();
+    while components.join_next().await.is_some() {}
     api.shutdown();
+    server.await.context("HTTPS server task")?;
     store.close().await.context("flushing the store")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Resolves once the stop flag is raised.
+async fn stopped(mut flag: watch::Receiver<bool>) {
+    let _ = flag.wait_for(|stop| *stop).await;
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -10,4 +10,5 @@ mod e2e {
     mod kubectl;
     mod python;
     mod server;
+    mod simulated;
 }
