@@ -257,10 +257,10 @@ impl Algorithm {
         let mut best = 0usize;
         let mut ties = 0u64;
         for (i, s) in scores.iter().enumerate() {
-            if i == 0 || s.score > scores[best].score {
+            if i == 0 || *s > scores[best] {
                 best = i;
                 ties = 1;
-            } else if s.score == scores[best].score {
+            } else if *s == scores[best] {
                 ties += 1;
                 if self.next_random().is_multiple_of(ties) {
                     best = i;
@@ -268,7 +268,7 @@ impl Algorithm {
             }
         }
         Ok(ScheduleResult {
-            suggested_host: scores[best].name.clone(),
+            suggested_host: feasible[best].name().to_string(),
             evaluated_nodes: evaluated,
             feasible_nodes: feasible.len(),
         })

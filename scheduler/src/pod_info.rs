@@ -26,6 +26,18 @@ pub struct HostPort {
     pub port: i32,
 }
 
+/// The key of a pod without building its `PodInfo`.
+pub fn pod_key(pod: &Pod) -> PodKey {
+    match pod.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+        Some(uid) => uid.to_string(),
+        None => format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or("")
+        ),
+    }
+}
+
 /// A compiled pod (anti-)affinity term.
 #[derive(Debug, Clone)]
 pub struct AffinityTerm {
@@ -143,10 +155,7 @@ impl PodInfo {
             .clone()
             .unwrap_or_else(|| "default".to_string());
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let key = match &pod.metadata.uid {
-            Some(uid) if !uid.is_empty() => uid.clone(),
-            _ => format!("{namespace}/{name}"),
-        };
+        let key = pod_key(&pod);
         let spec = pod.spec.as_ref().unwrap_or(&EMPTY_SPEC);
         let (requests, non_zero) = pod_requests(spec);
         let host_ports = host_ports(spec);

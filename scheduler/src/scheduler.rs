@@ -21,7 +21,7 @@ use crate::framework::config::{ConfigError, DEFAULT_SCHEDULER_NAME, SchedulerCon
 use crate::framework::{
     ActionSet, ClusterEvent, Code, CycleState, EventResource, Framework, Registry, Services, Status,
 };
-use crate::pod_info::PodInfo;
+use crate::pod_info::{PodInfo, pod_key};
 use crate::queue::{Nominator, QueueConfig, QueuedPodInfo, SchedulingQueue};
 use crate::selectors::labels_of;
 
@@ -191,6 +191,10 @@ impl Scheduler {
         self.event(ClusterEvent::new(EventResource::Node, ActionSet::DELETE));
     }
 
+    fn is_assumed(&self, pod: &Pod) -> bool {
+        self.cache.lock().is_assumed(&pod_key(pod))
+    }
+
     fn assigned(pod: &Pod) -> bool {
         pod.spec
             .as_ref()
@@ -207,7 +211,10 @@ impl Scheduler {
                 tracing::debug!(error = %e, "pod add ignored by cache");
             }
             self.event(ClusterEvent::ASSIGNED_POD_ADD);
-        } else if pod.metadata.deletion_timestamp.is_none() && self.queue.lock().add(pod) {
+        } else if pod.metadata.deletion_timestamp.is_none()
+            && !self.is_assumed(&pod)
+            && self.queue.lock().add(pod)
+        {
             self.wake.notify_one();
         }
     }
@@ -215,8 +222,12 @@ impl Scheduler {
     /// A pod changed.
     pub fn on_pod_update(&self, old: &Pod, new: Arc<Pod>) {
         if !Self::assigned(&new) {
-            self.queue.lock().update(new);
-            self.wake.notify_one();
+            // A pod whose binding is in flight is not rescheduled by its own status
+            // updates (e.g. our FailedScheduling/nomination patches arriving late).
+            if !self.is_assumed(&new) {
+                self.queue.lock().update(new);
+                self.wake.notify_one();
+            }
             return;
         }
         if !Self::assigned(old) {
@@ -227,10 +238,16 @@ impl Scheduler {
         if labels_of(&old.metadata.labels) != labels_of(&new.metadata.labels) {
             actions = actions.or(ActionSet::UPDATE_POD_LABEL);
         }
+        // Status-only updates (the kubelet's) are frequent: compare specs before paying
+        // for a second PodInfo.
+        let spec_changed = old.spec != new.spec;
         let info = Arc::new(PodInfo::new(new));
-        let old_req = PodInfo::new(Arc::new(old.clone())).requests;
-        if info.requests.milli_cpu < old_req.milli_cpu || info.requests.memory < old_req.memory {
-            actions = actions.or(ActionSet::UPDATE_POD_SCALE_DOWN);
+        if spec_changed {
+            let old_req = PodInfo::new(Arc::new(old.clone())).requests;
+            if info.requests.milli_cpu < old_req.milli_cpu || info.requests.memory < old_req.memory
+            {
+                actions = actions.or(ActionSet::UPDATE_POD_SCALE_DOWN);
+            }
         }
         if let Err(e) = self.cache.lock().update_pod(info) {
             tracing::debug!(error = %e, "pod update ignored by cache");
@@ -240,15 +257,15 @@ impl Scheduler {
 
     /// A pod was deleted.
     pub fn on_pod_delete(&self, pod: &Pod) {
-        let info = PodInfo::new(Arc::new(pod.clone()));
+        let key = pod_key(pod);
         if Self::assigned(pod) {
-            self.cache.lock().remove_pod(&info.key);
+            self.cache.lock().remove_pod(&key);
             self.event(ClusterEvent::ASSIGNED_POD_DELETE);
         } else {
-            self.queue.lock().delete(&info.key);
+            self.queue.lock().delete(&key);
             // An assumed pod deleted before the informer saw its binding.
-            if self.cache.lock().is_assumed(&info.key) {
-                self.cache.lock().remove_pod(&info.key);
+            if self.cache.lock().is_assumed(&key) {
+                self.cache.lock().remove_pod(&key);
                 self.event(ClusterEvent::ASSIGNED_POD_DELETE);
             }
         }

@@ -2,7 +2,6 @@
 //! once and Filter/Score read per node.
 
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
 
 /// Data a plugin stores in the cycle state. Cloneable so preemption can simulate
 /// removing pods on a copy.
@@ -28,13 +27,14 @@ impl<T: Any + Clone + Send + Sync> StateData for T {
 }
 
 /// Scratch data for one scheduling cycle of one pod.
+///
+/// A handful of entries at most, read once per node per plugin: a small vector with
+/// string compares beats hashing here.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn StateData>>,
-    /// Filter plugins whose PreFilter returned Skip.
-    pub skip_filter: HashSet<&'static str>,
-    /// Score plugins whose PreScore returned Skip.
-    pub skip_score: HashSet<&'static str>,
+    data: Vec<(&'static str, Box<dyn StateData>)>,
+    skip_filter: Vec<&'static str>,
+    skip_score: Vec<&'static str>,
 }
 
 impl Clone for CycleState {
@@ -51,6 +51,11 @@ impl Clone for CycleState {
     }
 }
 
+/// Keys are `&'static str` constants: the pointer usually matches, so compare it first.
+fn same_key(a: &'static str, b: &'static str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
 impl CycleState {
     /// An empty state.
     pub fn new() -> Self {
@@ -59,20 +64,49 @@ impl CycleState {
 
     /// Stores data under a key (usually the plugin's name plus a suffix).
     pub fn write<T: StateData>(&mut self, key: &'static str, value: T) {
-        self.data.insert(key, Box::new(value));
+        match self.data.iter_mut().find(|(k, _)| same_key(k, key)) {
+            Some(slot) => slot.1 = Box::new(value),
+            None => self.data.push((key, Box::new(value))),
+        }
     }
 
     /// Reads data stored under a key.
     pub fn read<T: 'static>(&self, key: &'static str) -> Option<&T> {
         self.data
-            .get(key)
-            .and_then(|v| (**v).as_any().downcast_ref::<T>())
+            .iter()
+            .find(|(k, _)| same_key(k, key))
+            .and_then(|(_, v)| (**v).as_any().downcast_ref::<T>())
     }
 
     /// Mutable access to data stored under a key.
     pub fn read_mut<T: 'static>(&mut self, key: &'static str) -> Option<&mut T> {
         self.data
-            .get_mut(key)
-            .and_then(|v| (**v).as_any_mut().downcast_mut::<T>())
+            .iter_mut()
+            .find(|(k, _)| same_key(k, key))
+            .and_then(|(_, v)| (**v).as_any_mut().downcast_mut::<T>())
+    }
+
+    /// Marks a filter plugin as skipped for this cycle (its PreFilter returned Skip).
+    pub fn skip_filter(&mut self, plugin: &'static str) {
+        if !self.skip_filter.iter().any(|p| same_key(p, plugin)) {
+            self.skip_filter.push(plugin);
+        }
+    }
+
+    /// True if the filter plugin is skipped.
+    pub fn is_filter_skipped(&self, plugin: &'static str) -> bool {
+        self.skip_filter.iter().any(|p| same_key(p, plugin))
+    }
+
+    /// Marks a score plugin as skipped for this cycle (its PreScore returned Skip).
+    pub fn skip_score(&mut self, plugin: &'static str) {
+        if !self.skip_score.iter().any(|p| same_key(p, plugin)) {
+            self.skip_score.push(plugin);
+        }
+    }
+
+    /// True if the score plugin is skipped.
+    pub fn is_score_skipped(&self, plugin: &'static str) -> bool {
+        self.skip_score.iter().any(|p| same_key(p, plugin))
     }
 }

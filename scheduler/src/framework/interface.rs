@@ -157,6 +157,10 @@ pub struct PostFilterContext<'a> {
 pub trait NominatedPods: Send + Sync {
     /// Pods nominated to `node`.
     fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>>;
+    /// False when no pod is nominated anywhere (lets filtering skip per-node lookups).
+    fn any(&self) -> bool {
+        true
+    }
 }
 
 /// No nominated pods.
@@ -165,6 +169,9 @@ pub struct NoNominatedPods;
 impl NominatedPods for NoNominatedPods {
     fn nominated_pods_for_node(&self, _node: &str) -> Vec<Arc<PodInfo>> {
         Vec::new()
+    }
+    fn any(&self) -> bool {
+        false
     }
 }
 
@@ -180,11 +187,12 @@ pub trait PreScorePlugin: Plugin {
     ) -> Status;
 }
 
-/// A node's score.
+/// A node's score. Borrows the node name: scoring runs per node per pod, so it must not
+/// allocate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeScore {
+pub struct NodeScore<'a> {
     /// Node name.
-    pub name: String,
+    pub name: &'a str,
     /// Score.
     pub score: i64,
 }
@@ -194,7 +202,12 @@ pub trait ScorePlugin: Plugin {
     /// Raw score of a node.
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> (i64, Status);
     /// Maps raw scores into [0, MAX_NODE_SCORE]; default: scores are already in range.
-    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [NodeScore]) -> Status {
+    fn normalize(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        _scores: &mut [NodeScore<'_>],
+    ) -> Status {
         Status::success()
     }
 }

@@ -214,7 +214,7 @@ impl Framework {
         for pl in &self.pre_filter {
             let (res, st) = pl.pre_filter(state, pod, snapshot);
             if st.is_skip() {
-                state.skip_filter.insert(pl.name());
+                state.skip_filter(pl.name());
                 continue;
             }
             if !st.is_success() {
@@ -242,7 +242,7 @@ impl Framework {
     /// Runs Filter plugins on one node; returns the first non-success status.
     pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         for pl in &self.filter {
-            if state.skip_filter.contains(pl.name()) {
+            if state.is_filter_skipped(pl.name()) {
                 continue;
             }
             let st = pl.filter(state, pod, node);
@@ -267,6 +267,9 @@ impl Framework {
         node: &Arc<NodeInfo>,
         nominated: &dyn NominatedPods,
     ) -> Status {
+        if !nominated.any() {
+            return self.run_filter(state, pod, node);
+        }
         let others: Vec<Arc<PodInfo>> = nominated
             .nominated_pods_for_node(node.name())
             .into_iter()
@@ -300,7 +303,7 @@ impl Framework {
         node: &NodeInfo,
     ) -> Status {
         for pl in &self.pre_filter {
-            if state.skip_filter.contains(pl.name()) {
+            if state.is_filter_skipped(pl.name()) {
                 continue;
             }
             if let Some(ext) = pl.extensions() {
@@ -322,7 +325,7 @@ impl Framework {
         node: &NodeInfo,
     ) -> Status {
         for pl in &self.pre_filter {
-            if state.skip_filter.contains(pl.name()) {
+            if state.is_filter_skipped(pl.name()) {
                 continue;
             }
             if let Some(ext) = pl.extensions() {
@@ -373,7 +376,7 @@ impl Framework {
         for pl in &self.pre_score {
             let st = pl.pre_score(state, pod, nodes, snapshot);
             if st.is_skip() {
-                state.skip_score.insert(pl.name());
+                state.skip_score(pl.name());
                 continue;
             }
             if !st.is_success() {
@@ -389,18 +392,21 @@ impl Framework {
         state: &CycleState,
         pod: &PodInfo,
         nodes: &[Arc<NodeInfo>],
-    ) -> Result<Vec<NodeScore>, Status> {
-        let mut totals: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name().to_string(),
-                score: 0,
-            })
-            .collect();
-        let mut scratch: Vec<NodeScore> = totals.clone();
+    ) -> Result<Vec<i64>, Status> {
+        let mut totals = vec![0i64; nodes.len()];
+        let mut scratch: Vec<NodeScore> = Vec::new();
         for (pl, weight) in &self.score {
-            if state.skip_score.contains(pl.name()) {
+            if state.is_score_skipped(pl.name()) {
                 continue;
+            }
+            if scratch.is_empty() {
+                scratch = nodes
+                    .iter()
+                    .map(|n| NodeScore {
+                        name: n.name(),
+                        score: 0,
+                    })
+                    .collect();
             }
             for (i, n) in nodes.iter().enumerate() {
                 let (s, st) = pl.score(state, pod, n);
@@ -422,7 +428,7 @@ impl Framework {
                         s.name
                     )));
                 }
-                totals[i].score += s.score * weight;
+                totals[i] += s.score * weight;
             }
         }
         Ok(totals)

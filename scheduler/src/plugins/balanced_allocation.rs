@@ -52,25 +52,36 @@ impl Plugin for BalancedAllocation {
 
 impl ScorePlugin for BalancedAllocation {
     fn score(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> (i64, Status) {
-        let fractions: Vec<f64> = self
-            .resources
-            .iter()
-            .filter_map(|r| {
-                let (req, alloc) = requested_and_allocatable(pod, node, &r.name, false);
-                (alloc > 0).then(|| (req as f64 / alloc as f64).min(1.0))
-            })
-            .collect();
-        let std = match fractions.len() {
+        // Runs per node per pod: fractions live on the stack for the usual few resources.
+        let mut buf = [0f64; 8];
+        let mut spill: Vec<f64> = Vec::new();
+        let mut n = 0usize;
+        for r in &self.resources {
+            let (req, alloc) = requested_and_allocatable(pod, node, &r.name, false);
+            if alloc <= 0 {
+                continue;
+            }
+            let f = (req as f64 / alloc as f64).min(1.0);
+            if n < buf.len() {
+                buf[n] = f;
+            } else {
+                spill.push(f);
+            }
+            n += 1;
+        }
+        let fractions: Vec<f64>;
+        let fr: &[f64] = if spill.is_empty() {
+            &buf[..n]
+        } else {
+            fractions = buf.iter().copied().chain(spill).collect();
+            &fractions
+        };
+        let std = match fr.len() {
             0 | 1 => 0.0,
-            2 => (fractions[0] - fractions[1]).abs() / 2.0,
-            n => {
-                let mean = fractions.iter().sum::<f64>() / n as f64;
-                (fractions
-                    .iter()
-                    .map(|f| (f - mean) * (f - mean))
-                    .sum::<f64>()
-                    / n as f64)
-                    .sqrt()
+            2 => (fr[0] - fr[1]).abs() / 2.0,
+            len => {
+                let mean = fr.iter().sum::<f64>() / len as f64;
+                (fr.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / len as f64).sqrt()
             }
         };
         (

@@ -95,7 +95,7 @@ impl RequiredNodeAffinity {
 
 /// Scales scores into [0, MAX_NODE_SCORE] relative to the maximum; `reverse` flips them
 /// so lower raw scores rank higher.
-pub fn default_normalize(scores: &mut [NodeScore], reverse: bool) {
+pub fn default_normalize(scores: &mut [NodeScore<'_>], reverse: bool) {
     let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
     if max == 0 {
         if reverse {

@@ -114,7 +114,12 @@ impl Plugin for InterPodAffinity {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
-            ClusterEvent::new(EventResource::Pod, ActionSet::ALL),
+            ClusterEvent::new(
+                EventResource::Pod,
+                ActionSet::ADD
+                    .or(ActionSet::DELETE)
+                    .or(ActionSet::UPDATE_POD_LABEL),
+            ),
             ClusterEvent::new(
                 EventResource::Node,
                 ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
@@ -388,7 +393,12 @@ impl ScorePlugin for InterPodAffinity {
         (s, Status::success())
     }
 
-    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        scores: &mut [NodeScore<'_>],
+    ) -> Status {
         let min = scores.iter().map(|s| s.score).min().unwrap_or(0);
         let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
         let diff = max - min;
@@ -576,7 +586,7 @@ mod tests {
             .nodes()
             .iter()
             .map(|n| NodeScore {
-                name: n.name().into(),
+                name: n.name(),
                 score: pl.score(&state, &pod, n).0,
             })
             .collect();

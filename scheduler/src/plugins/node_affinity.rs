@@ -135,7 +135,12 @@ impl ScorePlugin for NodeAffinity {
         (s, Status::success())
     }
 
-    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        scores: &mut [NodeScore<'_>],
+    ) -> Status {
         default_normalize(scores, false);
         Status::success()
     }
@@ -299,7 +304,7 @@ mod tests {
         let mut scores: Vec<NodeScore> = nodes
             .iter()
             .map(|n| NodeScore {
-                name: n.name().into(),
+                name: n.name(),
                 score: NodeAffinity.score(&state, &pod, n).0,
             })
             .collect();

@@ -118,7 +118,12 @@ impl Plugin for PodTopologySpread {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
-            ClusterEvent::new(EventResource::Pod, ActionSet::ALL),
+            ClusterEvent::new(
+                EventResource::Pod,
+                ActionSet::ADD
+                    .or(ActionSet::DELETE)
+                    .or(ActionSet::UPDATE_POD_LABEL),
+            ),
             ClusterEvent::new(
                 EventResource::Node,
                 ActionSet::ADD
@@ -202,7 +207,13 @@ impl PreFilterPlugin for PodTopologySpread {
                     continue;
                 }
                 let n = count_on_node(c, pod, node);
-                *counts[i].entry(labels[&c.key].clone()).or_insert(0) += n;
+                let value = &labels[&c.key];
+                match counts[i].get_mut(value) {
+                    Some(slot) => *slot += n,
+                    None => {
+                        counts[i].insert(value.clone(), n);
+                    }
+                }
             }
         }
         let mut fs = FilterState {
@@ -370,17 +381,22 @@ impl ScorePlugin for PodTopologySpread {
         (score.round() as i64, Status::success())
     }
 
-    fn normalize(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize(
+        &self,
+        state: &CycleState,
+        _pod: &PodInfo,
+        scores: &mut [NodeScore<'_>],
+    ) -> Status {
         let Some(s) = state.read::<ScoreState>(SCORE_KEY) else {
             return Status::success();
         };
         let live = scores
             .iter()
-            .filter(|x| !s.ignored.contains(&x.name))
+            .filter(|x| !s.ignored.contains(x.name))
             .map(|x| x.score);
         let (min, max) = live.fold((i64::MAX, 0), |(lo, hi), v| (lo.min(v), hi.max(v)));
         for x in scores.iter_mut() {
-            x.score = if s.ignored.contains(&x.name) {
+            x.score = if s.ignored.contains(x.name) {
                 0
             } else if max == 0 {
                 MAX_NODE_SCORE
@@ -593,7 +609,7 @@ mod tests {
             .nodes()
             .iter()
             .map(|n| NodeScore {
-                name: n.name().into(),
+                name: n.name(),
                 score: PodTopologySpread.score(&state, &pod, n).0,
             })
             .collect();

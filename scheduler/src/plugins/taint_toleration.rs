@@ -104,7 +104,12 @@ impl ScorePlugin for TaintToleration {
         (count as i64, Status::success())
     }
 
-    fn normalize(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize(
+        &self,
+        _state: &CycleState,
+        _pod: &PodInfo,
+        scores: &mut [NodeScore<'_>],
+    ) -> Status {
         default_normalize(scores, true);
         Status::success()
     }
@@ -219,7 +224,7 @@ mod tests {
         let mut scores: Vec<NodeScore> = nodes
             .iter()
             .map(|n| NodeScore {
-                name: n.name().into(),
+                name: n.name(),
                 score: TaintToleration.score(&state, &pod, n).0,
             })
             .collect();
