@@ -5,3 +5,13 @@
 //!
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
+
+pub mod manager;
+
+pub use manager::{Context, ControllerManager, Stop};
+
+/// Every built-in controller, by name, in start order. Each controller module
+/// adds its own line here.
+fn defaults() -> Vec<(&'static str, manager::Starter)> {
+    vec![]
+}

@@ -1,0 +1,6 @@
+//! Integration tests of the controllers over the in-process API server: the test
+//! plays the node (patching pod status) where a controller needs one.
+
+mod controllers {
+    pub mod support;
+}
