@@ -57,7 +57,9 @@ struct Handle {
 /// Figures about a store's resource use, for benchmarks and operators.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreStats {
+    /// The newest published (durable, visible) revision.
     pub current_revision: Revision,
+    /// The revision at or below which history is gone.
     pub compact_revision: Revision,
     /// Bytes of sled's files (log and blobs) by their length.
     pub size_on_disk: u64,
@@ -79,8 +81,9 @@ pub struct StoreStats {
     pub sync_time: std::time::Duration,
     /// Time the committer spent applying writes to sled since open.
     pub apply_time: std::time::Duration,
-    /// Events and approximate bytes in the in-memory watch ring.
+    /// Events in the in-memory watch ring.
     pub ring_events: usize,
+    /// Approximate bytes held by the in-memory watch ring.
     pub ring_bytes: usize,
 }
 
