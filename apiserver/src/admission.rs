@@ -27,6 +27,8 @@ pub fn generate_name(prefix: &str) -> String {
 pub struct WriteInfo {
     pub manager: String,
     pub subresource: Option<Subresource>,
+    /// Recorded as operation `Apply` rather than `Update`.
+    pub apply: bool,
 }
 
 /// Sets system metadata and defaults on an object about to be created.
@@ -271,9 +273,10 @@ fn spec_without_metadata(object: &Value) -> Value {
 /// Records (or refreshes) the writer's managedFields entry.
 pub fn record_manager(info: &ResourceInfo, object: &mut Value, write: &WriteInfo) {
     let sub = write.subresource.map(Subresource::name);
+    let operation = if write.apply { "Apply" } else { "Update" };
     let mut entry = json!({
         "manager": write.manager,
-        "operation": "Update",
+        "operation": operation,
         "apiVersion": info.api_version(),
         "time": now_rfc3339(),
         "fieldsType": "FieldsV1",
@@ -292,7 +295,7 @@ pub fn record_manager(info: &ResourceInfo, object: &mut Value, write: &WriteInfo
         .expect("managedFields was just made an array");
     list.retain(|e| {
         !(e["manager"] == write.manager
-            && e["operation"] == "Update"
+            && e["operation"] == operation
             && e["subresource"].as_str() == sub)
     });
     list.push(entry);

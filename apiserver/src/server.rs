@@ -143,6 +143,7 @@ impl ApiServer {
         let write = WriteInfo {
             manager: "skiff-apiserver".into(),
             subresource: None,
+            apply: false,
         };
         for name in SYSTEM_NAMESPACES {
             let object =

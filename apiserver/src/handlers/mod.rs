@@ -66,6 +66,7 @@ impl Ctx {
         WriteInfo {
             manager,
             subresource,
+            apply: false,
         }
     }
 }

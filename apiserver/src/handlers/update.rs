@@ -209,6 +209,39 @@ fn apply_to_current(
     }
 }
 
+/// Server-side apply to a missing object creates it from the applied body.
+async fn apply_create(
+    ctx: &Ctx,
+    info: &ResourceInfo,
+    name: &str,
+    bytes: &[u8],
+    write: &WriteInfo,
+) -> Result<Response, ApiError> {
+    let mut object =
+        patch::parse_applied(bytes).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    match meta_str(&object, "name") {
+        Some(n) if n != name => {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        Some(_) => {}
+        None => {
+            meta_mut(&mut object).insert("name".into(), json!(name));
+        }
+    }
+    let created = create_object(
+        &ctx.inner,
+        info,
+        ctx.namespace(),
+        object,
+        write,
+        ctx.params.dry_run,
+    )
+    .await?;
+    respond(StatusCode::CREATED, &created)
+}
+
 pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let content_type = crate::body::content_type(&ctx.headers).unwrap_or_default();
     let kind = PatchType::from_content_type(&content_type)
@@ -218,9 +251,28 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let name = ctx.name()?.to_string();
     let key = ctx.key()?;
     let sub = ctx.target.subresource;
-    let write = ctx.write_info(sub);
+    let mut write = ctx.write_info(sub);
+    if kind == PatchType::Apply {
+        if ctx.params.field_manager.is_none() {
+            return Err(ApiError::Invalid {
+                kind: "PatchOptions".into(),
+                group: "meta.k8s.io".into(),
+                name: String::new(),
+                causes: vec![crate::status::FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            });
+        }
+        write.apply = true;
+    }
     for _ in 0..RETRIES {
-        let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
+        let Some((current, revision)) = storage::read(&ctx.inner, &info, &key).await? else {
+            if kind == PatchType::Apply && sub.is_none() {
+                return apply_create(&ctx, &info, &name, &bytes, &write).await;
+            }
+            return Err(storage::not_found(&info, &name));
+        };
         let mut base = current.clone();
         meta_mut(&mut base).remove("resourceVersion");
         let mut patched = patch::apply(kind, &base, &bytes).map_err(|e| match e {

@@ -14,6 +14,10 @@ pub enum PatchType {
     Json,
     Merge,
     StrategicMerge,
+    /// Server-side apply, approximated for now: the applied configuration is
+    /// strategic-merged onto the live object (no field ownership, no removal
+    /// of fields the manager stopped applying, no conflicts).
+    Apply,
 }
 
 /// Accepted media types, as upstream lists them in a 415.
@@ -26,6 +30,7 @@ impl PatchType {
             "application/json-patch+json" => Some(PatchType::Json),
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/strategic-merge-patch+json" => Some(PatchType::StrategicMerge),
+            "application/apply-patch+yaml" => Some(PatchType::Apply),
             _ => None,
         }
     }
@@ -60,7 +65,23 @@ pub fn apply(kind: PatchType, original: &Value, patch: &[u8]) -> Result<Value, P
             let p = parse_object(patch)?;
             strategic_merge(original, &p).map_err(PatchError::Apply)
         }
+        PatchType::Apply => {
+            let p = parse_applied(patch)?;
+            strategic_merge(original, &p).map_err(PatchError::Apply)
+        }
     }
+}
+
+/// An apply body: a YAML (or JSON) object.
+pub fn parse_applied(patch: &[u8]) -> Result<Value, PatchError> {
+    let yaml: serde_yaml::Value = serde_yaml::from_slice(patch)
+        .map_err(|e| PatchError::Malformed(format!("error decoding YAML: {e}")))?;
+    let value = serde_json::to_value(yaml)
+        .map_err(|e| PatchError::Malformed(format!("error decoding YAML: {e}")))?;
+    if !value.is_object() {
+        return Err(PatchError::Malformed("apply body must be an object".into()));
+    }
+    Ok(value)
 }
 
 fn parse_object(patch: &[u8]) -> Result<Value, PatchError> {

@@ -137,3 +137,41 @@ async fn field_manager_is_recorded() {
     assert_eq!(managers, vec!["skiff-tests", "tester"]);
     assert_eq!(body["metadata"]["managedFields"][1]["operation"], "Update");
 }
+
+#[tokio::test]
+async fn apply_patches_create_then_merge() {
+    let s = TestServer::new().await;
+    let path = "/api/v1/namespaces/default/configmaps/applied";
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: \"1\"\n";
+    let (code, body) = s
+        .raw(
+            http::Method::PATCH,
+            path,
+            "application/apply-patch+yaml",
+            yaml.as_bytes().to_vec(),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    let with_manager = format!("{path}?fieldManager=me");
+    let (code, body) = s
+        .raw(
+            http::Method::PATCH,
+            &with_manager,
+            "application/apply-patch+yaml",
+            yaml.as_bytes().to_vec(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["metadata"]["managedFields"][0]["operation"], "Apply");
+    let second = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  b: \"2\"\n";
+    let (code, body) = s
+        .raw(
+            http::Method::PATCH,
+            &with_manager,
+            "application/apply-patch+yaml",
+            second.as_bytes().to_vec(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["b"], "2");
+}
