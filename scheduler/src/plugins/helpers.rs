@@ -177,11 +177,11 @@ mod tests {
     fn normalize_scales_and_reverses() {
         let mut s = vec![
             NodeScore {
-                name: "a".into(),
+                name: "a",
                 score: 2,
             },
             NodeScore {
-                name: "b".into(),
+                name: "b",
                 score: 4,
             },
         ];
@@ -189,18 +189,18 @@ mod tests {
         assert_eq!((s[0].score, s[1].score), (50, 100));
         let mut r = vec![
             NodeScore {
-                name: "a".into(),
+                name: "a",
                 score: 0,
             },
             NodeScore {
-                name: "b".into(),
+                name: "b",
                 score: 4,
             },
         ];
         default_normalize(&mut r, true);
         assert_eq!((r[0].score, r[1].score), (100, 0));
         let mut z = vec![NodeScore {
-            name: "a".into(),
+            name: "a",
             score: 0,
         }];
         default_normalize(&mut z, true);
