@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::archive::{ImageArchiveError, ImageBuilder, LayerBuilder};
+use super::pause_binary::pause_elf;
 
 /// Name of skiff's pause image (containerd's `sandbox_image`).
 pub const PAUSE_IMAGE: &str = "skiff.local/pause:1";
@@ -53,15 +54,18 @@ fn base_layer(busybox: &Path) -> Result<LayerBuilder, ImageArchiveError> {
     Ok(l)
 }
 
-/// The pause image: `sleep` as the sandbox's long-lived process. CRI kills
-/// sandbox containers with SIGKILL, so a process that ignores SIGTERM (as
-/// PID 1 does without a handler) is fine.
-pub fn pause_image(busybox: &Path) -> Result<ImageBuilder, ImageArchiveError> {
-    let mut l = base_layer(busybox)?;
+/// The pause image. On x86_64 it holds only skiff's own pause program
+/// (`pause_binary`): exits 0 on SIGTERM, reaps zombies. Elsewhere it falls
+/// back to `busybox sleep`, which CRI's SIGKILL of sandboxes also stops.
+pub fn pause_image(busybox_fallback: &Path) -> Result<ImageBuilder, ImageArchiveError> {
+    if cfg!(target_arch = "x86_64") {
+        let mut l = LayerBuilder::new();
+        l.file("/pause", &pause_elf(), 0o755)?;
+        return Ok(ImageBuilder::new(PAUSE_IMAGE, l.finish()?).entrypoint(["/pause"]));
+    }
+    let mut l = base_layer(busybox_fallback)?;
     l.symlink("/bin/sleep", "busybox")?;
-    Ok(ImageBuilder::new(PAUSE_IMAGE, l.finish()?)
-        .entrypoint(["/bin/sleep", "2147483647"])
-        .stop_signal("SIGKILL"))
+    Ok(ImageBuilder::new(PAUSE_IMAGE, l.finish()?).entrypoint(["/bin/sleep", "2147483647"]))
 }
 
 /// The busybox image: `sh` by default, with the applets above linked in `/bin`.
@@ -134,20 +138,29 @@ mod tests {
     }
 
     #[test]
-    fn pause_image_sleeps_forever() {
+    fn pause_image_runs_the_pause_program() {
         let image = pause_image(Path::new(HOST_BUSYBOX)).unwrap();
         assert_eq!(image.reference(), PAUSE_IMAGE);
         let config: serde_json::Value = serde_json::from_slice(&image.config_json()).unwrap();
-        assert_eq!(
-            config["config"]["Entrypoint"],
-            serde_json::json!(["/bin/sleep", "2147483647"])
-        );
         let entries = layer_entries(&image);
-        assert!(
-            entries
-                .iter()
-                .any(|(n, _, t)| n == "bin/sleep" && t == "busybox")
-        );
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(
+                config["config"]["Entrypoint"],
+                serde_json::json!(["/pause"])
+            );
+            let names: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
+            assert_eq!(names, ["pause"]);
+        } else {
+            assert_eq!(
+                config["config"]["Entrypoint"],
+                serde_json::json!(["/bin/sleep", "2147483647"])
+            );
+            assert!(
+                entries
+                    .iter()
+                    .any(|(n, _, t)| n == "bin/sleep" && t == "busybox")
+            );
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod builtin;
 pub mod import;
+pub mod pause_binary;
 
 pub use archive::{ArchiveSummary, ImageArchiveError, ImageBuilder, LayerBuilder};
 pub use builtin::{BUSYBOX_IMAGE, PAUSE_IMAGE, busybox_image, pause_image};

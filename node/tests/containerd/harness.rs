@@ -132,7 +132,7 @@ pub fn assert_root() {
 /// running in parallel (or a concurrent run) do not share a network.
 fn network_for(slot: u8) -> (PodCidr, String) {
     let pid = std::process::id();
-    let third = (pid % 60) * 4 + u32::from(slot % 4);
+    let third = (pid % 30) * 8 + u32::from(slot % 8);
     let cidr = format!("10.231.{third}.0/24").parse().expect("valid CIDR");
     let bridge = format!("skt{}s{}", pid % 1_000_000, slot);
     (cidr, bridge)
@@ -241,6 +241,16 @@ impl TestNode {
 
     /// A sandbox config for a pod named `name` with its log dir in the temp dir.
     pub fn sandbox_config(&self, name: &str) -> api::PodSandboxConfig {
+        self.sandbox_config_with_pid_mode(name, api::NamespaceMode::Container)
+    }
+
+    /// As `sandbox_config`, with the given PID namespace mode (`Pod` is
+    /// `shareProcessNamespace: true`).
+    pub fn sandbox_config_with_pid_mode(
+        &self,
+        name: &str,
+        pid: api::NamespaceMode,
+    ) -> api::PodSandboxConfig {
         let uid = format!("uid-{name}-{}", std::process::id());
         let log_directory = self.dir.path().join("pods").join(&uid);
         std::fs::create_dir_all(&log_directory).expect("pod log dir");
@@ -258,7 +268,7 @@ impl TestNode {
                 security_context: Some(api::LinuxSandboxSecurityContext {
                     namespace_options: Some(api::NamespaceOption {
                         network: api::NamespaceMode::Pod as i32,
-                        pid: api::NamespaceMode::Container as i32,
+                        pid: pid as i32,
                         ipc: api::NamespaceMode::Pod as i32,
                         ..Default::default()
                     }),

@@ -293,6 +293,71 @@ async fn pod_sandbox_containers_logs_exec_and_cleanup() {
     node.teardown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_is_pid_1_of_a_shared_pid_namespace_and_reaps_orphans() {
+    let node = TestNode::start(5).await;
+    let runtime: &dyn Runtime = &node.cri;
+    let sandbox_config = node.sandbox_config_with_pid_mode("shared", api::NamespaceMode::Pod);
+    let sandbox = runtime
+        .run_pod_sandbox(&sandbox_config)
+        .await
+        .expect("RunPodSandbox");
+
+    // The subshell exits at once, orphaning a short `sleep` to PID 1.
+    let mut config = container_config("orphaner", &["sh", "-c", "(sleep 0.2 &); exec sleep 3600"]);
+    config.linux = Some(api::LinuxContainerConfig {
+        security_context: Some(api::LinuxContainerSecurityContext {
+            namespace_options: Some(api::NamespaceOption {
+                network: api::NamespaceMode::Pod as i32,
+                pid: api::NamespaceMode::Pod as i32,
+                ipc: api::NamespaceMode::Pod as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = runtime
+        .create_container(&sandbox, &config, &sandbox_config)
+        .await
+        .expect("CreateContainer");
+    runtime.start_container(&id).await.expect("StartContainer");
+    wait_container(runtime, &id, Duration::from_secs(60), |s| {
+        s.state == RUNNING
+    })
+    .await;
+
+    let list = [
+        "sh",
+        "-c",
+        "for f in /proc/[0-9]*/stat; do cat $f; echo; done",
+    ];
+    let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+    // Until the orphan has exited (and been reaped), keep looking.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let table = loop {
+        let out = runtime
+            .exec_sync(&id, &list, Duration::from_secs(10))
+            .await
+            .expect("ExecSync");
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        let orphan_gone = !table.contains("(sleep) ") || table.matches("(sleep) ").count() == 1;
+        if orphan_gone || std::time::Instant::now() >= deadline {
+            break table;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        table.lines().any(|l| l.starts_with("1 (pause) ")),
+        "{table}"
+    );
+    let zombies: Vec<&str> = table.lines().filter(|l| l.contains(") Z ")).collect();
+    assert!(zombies.is_empty(), "unreaped: {zombies:?}\n{table}");
+    assert_eq!(table.matches("(sleep) ").count(), 1, "{table}");
+
+    node.teardown().await;
+}
+
 fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {

@@ -107,7 +107,7 @@ async fn external_endpoint_is_used_but_never_stopped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containerd_left_by_a_crashed_skiff_is_replaced() {
-    let mut node = TestNode::start(0).await;
+    let mut node = TestNode::start(4).await;
     let paths = node.paths.clone();
     if let Some(supervisor) = node.supervisor.take() {
         supervisor.shutdown().await;
