@@ -14,6 +14,26 @@ use tokio::sync::watch;
 pub struct Context {
     pub client: kube::Client,
     pub factory: SharedInformerFactory,
+    /// The cluster CA certificate (PEM) published in every namespace as the
+    /// `kube-root-ca.crt` ConfigMap; None when the server has none to share.
+    pub root_ca_pem: Option<std::sync::Arc<str>>,
+}
+
+impl Context {
+    /// A context without a cluster CA to publish.
+    pub fn new(client: kube::Client, factory: SharedInformerFactory) -> Self {
+        Self {
+            client,
+            factory,
+            root_ca_pem: None,
+        }
+    }
+
+    /// The same context publishing `pem` as the cluster CA.
+    pub fn with_root_ca(mut self, pem: &str) -> Self {
+        self.root_ca_pem = Some(std::sync::Arc::from(pem));
+        self
+    }
 }
 
 /// The stop signal: controllers finish their in-flight work and return once

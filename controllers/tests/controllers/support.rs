@@ -12,6 +12,9 @@ use skiff_informer::SharedInformerFactory;
 use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::watch;
 
+/// The cluster CA the test clusters publish (any PEM text will do).
+pub const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nc2tpZmYtdGVzdA==\n-----END CERTIFICATE-----\n";
+
 pub struct TestCluster {
     pub client: kube::Client,
     pub factory: SharedInformerFactory,
@@ -36,10 +39,7 @@ impl TestCluster {
             UserInfo::new("system:kube-controller-manager", Vec::new()),
         );
         let factory = SharedInformerFactory::new(client.clone());
-        let context = Context {
-            client: client.clone(),
-            factory: factory.clone(),
-        };
+        let context = Context::new(client.clone(), factory.clone()).with_root_ca(TEST_CA_PEM);
         let all = ControllerManager::with_defaults(context.clone(), &[]);
         let disabled: Vec<&'static str> = match controllers {
             Some(wanted) => all.names().into_iter().filter(|n| !wanted.contains(n)).collect(),
