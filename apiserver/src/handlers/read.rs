@@ -1,13 +1,16 @@
 //! GET of one object (from the store) and LIST of collections (from the
 //! watch cache, with selectors and limit/continue over a snapshot).
 
+use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use axum::response::IntoResponse;
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use http::StatusCode;
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
 use serde_json::{Value, json};
 use skiff_store::Revision;
 
@@ -24,6 +27,16 @@ const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(
 pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info();
     let (object, _) = storage::read_existing(&ctx.inner, info, &ctx.key()?, ctx.name()?).await?;
+    let metadata = json!({ "resourceVersion": object.pointer("/metadata/resourceVersion") });
+    if let Some(table) = crate::table::for_request(
+        &ctx.headers,
+        ctx.params.include_object.as_deref(),
+        info,
+        std::slice::from_ref(&object),
+        metadata,
+    ) {
+        return respond(StatusCode::OK, &table?);
+    }
     respond(StatusCode::OK, &object)
 }
 
@@ -145,27 +158,32 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     };
     let limit = ctx.params.limit.unwrap_or(usize::MAX);
     let selecting = !labels.is_empty() || !fields.is_empty();
-    let mut items = Vec::new();
+    let mut items: Vec<Cow<'_, Value>> = Vec::new();
     let mut last_key: Option<&String> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for (key, object) in snapshot.objects.range((lower, Bound::Unbounded)) {
+    for (key, stored) in snapshot.objects.range((lower, Bound::Unbounded)) {
         if !key.starts_with(&prefix) {
             break;
         }
-        let object = info.from_storage((**object).clone());
+        if items.len() == limit && !selecting {
+            more = true;
+            remaining += 1;
+            continue;
+        }
+        // Objects are shared with the cache unless they need converting.
+        let object = match info.conversion {
+            None => Cow::Borrowed(&**stored),
+            Some(_) => Cow::Owned(info.from_storage((**stored).clone())),
+        };
         if selecting && !(labels.matches(&object) && fields.matches(&object)) {
             continue;
         }
         if items.len() == limit {
             more = true;
-            if selecting {
-                break;
-            }
-            remaining += 1;
-            continue;
+            break;
         }
-        items.push(strip_type(object));
+        items.push(object);
         last_key = Some(key);
     }
     let mut metadata = json!({ "resourceVersion": snapshot.revision.to_string() });
@@ -176,20 +194,60 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
-    let list = json!({
-        "kind": info.list_kind(),
-        "apiVersion": info.api_version(),
-        "metadata": metadata,
-        "items": items,
-    });
-    respond(StatusCode::OK, &list)
+    if let Some(table) = crate::table::for_request(
+        &ctx.headers,
+        ctx.params.include_object.as_deref(),
+        &info,
+        &items
+            .iter()
+            .map(|o| o.clone().into_owned())
+            .collect::<Vec<_>>(),
+        metadata.clone(),
+    ) {
+        return respond(StatusCode::OK, &table?);
+    }
+    let list = ListBody {
+        kind: info.list_kind(),
+        api_version: info.api_version(),
+        metadata,
+        items: items.iter().map(|o| WithoutType(o)).collect(),
+    };
+    let bytes = serde_json::to_vec(&list).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut response = (StatusCode::OK, bytes).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
 }
 
-/// List items carry no apiVersion/kind, as upstream's typed lists.
-fn strip_type(mut object: Value) -> Value {
-    if let Some(m) = object.as_object_mut() {
-        m.remove("apiVersion");
-        m.remove("kind");
+#[derive(Serialize)]
+struct ListBody<'a> {
+    kind: String,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    metadata: Value,
+    items: Vec<WithoutType<'a>>,
+}
+
+/// List items carry no apiVersion/kind, as upstream's typed lists; this
+/// writes an object without them and without copying it.
+struct WithoutType<'a>(&'a Value);
+
+impl Serialize for WithoutType<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self.0 {
+            Value::Object(fields) => {
+                let mut map = serializer.serialize_map(None)?;
+                for (k, v) in fields {
+                    if k != "apiVersion" && k != "kind" {
+                        map.serialize_entry(k, v)?;
+                    }
+                }
+                map.end()
+            }
+            other => other.serialize(serializer),
+        }
     }
-    object
 }
