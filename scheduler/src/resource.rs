@@ -113,6 +113,34 @@ pub fn quantity_milli_value(q: &Quantity) -> i64 {
     parse_scaled(&q.0, 1000).unwrap_or(0)
 }
 
+/// A resource name resolved once, so hot loops index instead of comparing strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceKind {
+    /// cpu.
+    Cpu,
+    /// memory.
+    Memory,
+    /// ephemeral-storage.
+    EphemeralStorage,
+    /// pods.
+    Pods,
+    /// Anything else (extended resources, hugepages).
+    Scalar(String),
+}
+
+impl ResourceKind {
+    /// Resolves a resource name.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            CPU => ResourceKind::Cpu,
+            MEMORY => ResourceKind::Memory,
+            EPHEMERAL_STORAGE => ResourceKind::EphemeralStorage,
+            PODS => ResourceKind::Pods,
+            other => ResourceKind::Scalar(other.to_string()),
+        }
+    }
+}
+
 /// A vector of resource amounts: CPU in millicores, the rest in their base units.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resource {
@@ -192,6 +220,17 @@ impl Resource {
             && self.memory == 0
             && self.ephemeral_storage == 0
             && self.scalar.values().all(|v| *v == 0)
+    }
+
+    /// The amount of a resolved resource.
+    pub fn get_kind(&self, kind: &ResourceKind) -> i64 {
+        match kind {
+            ResourceKind::Cpu => self.milli_cpu,
+            ResourceKind::Memory => self.memory,
+            ResourceKind::EphemeralStorage => self.ephemeral_storage,
+            ResourceKind::Pods => self.allowed_pod_number,
+            ResourceKind::Scalar(name) => self.scalar.get(name).copied().unwrap_or(0),
+        }
     }
 
     /// The amount of a named resource.

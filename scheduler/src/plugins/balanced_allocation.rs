@@ -7,13 +7,14 @@ use super::node_resources_fit::{ResourceSpec, default_resources, requested_and_a
 use crate::cache::NodeInfo;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
+use crate::resource::ResourceKind;
 
 /// Plugin name.
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
 
 /// The BalancedAllocation plugin.
 pub struct BalancedAllocation {
-    resources: Vec<ResourceSpec>,
+    resources: Vec<ResourceKind>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -30,13 +31,21 @@ pub fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, C
     } else {
         a.resources
     };
-    Ok(Arc::new(BalancedAllocation { resources }))
+    Ok(Arc::new(BalancedAllocation {
+        resources: resources
+            .iter()
+            .map(|r| ResourceKind::from_name(&r.name))
+            .collect(),
+    }))
 }
 
 impl Default for BalancedAllocation {
     fn default() -> Self {
         BalancedAllocation {
-            resources: default_resources(),
+            resources: default_resources()
+                .iter()
+                .map(|r| ResourceKind::from_name(&r.name))
+                .collect(),
         }
     }
 }
@@ -57,7 +66,7 @@ impl ScorePlugin for BalancedAllocation {
         let mut spill: Vec<f64> = Vec::new();
         let mut n = 0usize;
         for r in &self.resources {
-            let (req, alloc) = requested_and_allocatable(pod, node, &r.name, false);
+            let (req, alloc) = requested_and_allocatable(pod, node, r, false);
             if alloc <= 0 {
                 continue;
             }

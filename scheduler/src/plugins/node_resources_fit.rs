@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::cache::{NodeInfo, Snapshot};
+use crate::cache::NodeInfo;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
-use crate::resource::{CPU, MEMORY};
+use crate::resource::{CPU, MEMORY, ResourceKind};
 
 /// Plugin name.
 pub const NAME: &str = "NodeResourcesFit";
-const PRE_FILTER_KEY: &str = "PreFilterNodeResourcesFit";
 
 /// One resource and its weight in scoring.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -89,19 +88,28 @@ pub struct Args {
 /// The NodeResourcesFit plugin.
 pub struct NodeResourcesFit {
     args: Args,
+    scored: Vec<(ResourceKind, i64)>,
+}
+
+fn resolve(resources: &[ResourceSpec]) -> Vec<(ResourceKind, i64)> {
+    resources
+        .iter()
+        .map(|r| (ResourceKind::from_name(&r.name), r.weight))
+        .collect()
 }
 
 /// Constructor for the registry.
 pub fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
-    Ok(Arc::new(NodeResourcesFit {
-        args: parse_args(NAME, args)?,
-    }))
+    Ok(Arc::new(NodeResourcesFit::with_args(parse_args(
+        NAME, args,
+    )?)))
 }
 
 impl NodeResourcesFit {
     /// A plugin with the given args.
     pub fn with_args(args: Args) -> Self {
-        NodeResourcesFit { args }
+        let scored = resolve(&args.scoring_strategy.resources);
+        NodeResourcesFit { args, scored }
     }
 }
 
@@ -121,27 +129,11 @@ impl Plugin for NodeResourcesFit {
             ),
         ]
     }
-    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
-        Some(self)
-    }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
     }
     fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
         Some(self)
-    }
-}
-
-impl PreFilterPlugin for NodeResourcesFit {
-    fn pre_filter(
-        &self,
-        _state: &mut CycleState,
-        _pod: &PodInfo,
-        _s: &Snapshot,
-    ) -> (Option<PreFilterResult>, Status) {
-        // Requests are precomputed in PodInfo; nothing to store.
-        let _ = PRE_FILTER_KEY;
-        (None, Status::success())
     }
 }
 
@@ -218,14 +210,14 @@ impl FilterPlugin for NodeResourcesFit {
 pub fn requested_and_allocatable(
     pod: &PodInfo,
     node: &NodeInfo,
-    resource: &str,
+    resource: &ResourceKind,
     non_zero: bool,
 ) -> (i64, i64) {
-    let alloc = node.allocatable.get(resource);
+    let alloc = node.allocatable.get_kind(resource);
     let req = match (resource, non_zero) {
-        (CPU, true) => node.non_zero_requested.milli_cpu + pod.non_zero_milli_cpu,
-        (MEMORY, true) => node.non_zero_requested.memory + pod.non_zero_memory,
-        _ => node.requested.get(resource) + pod.requests.get(resource),
+        (ResourceKind::Cpu, true) => node.non_zero_requested.milli_cpu + pod.non_zero_milli_cpu,
+        (ResourceKind::Memory, true) => node.non_zero_requested.memory + pod.non_zero_memory,
+        _ => node.requested.get_kind(resource) + pod.requests.get_kind(resource),
     };
     (req, alloc)
 }
@@ -233,8 +225,8 @@ pub fn requested_and_allocatable(
 impl ScorePlugin for NodeResourcesFit {
     fn score(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> (i64, Status) {
         let (mut total, mut weights) = (0i64, 0i64);
-        for r in &self.args.scoring_strategy.resources {
-            let (req, alloc) = requested_and_allocatable(pod, node, &r.name, true);
+        for (kind, weight) in &self.scored {
+            let (req, alloc) = requested_and_allocatable(pod, node, kind, true);
             if alloc == 0 {
                 continue;
             }
@@ -254,8 +246,8 @@ impl ScorePlugin for NodeResourcesFit {
                     }
                 }
             };
-            total += s * r.weight;
-            weights += r.weight;
+            total += s * weight;
+            weights += weight;
         }
         (
             if weights == 0 { 0 } else { total / weights },
