@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use skiff_node::containerd::config::{CniNetwork, ContainerdConfig, ContainerdPaths, PodCidr};
-use skiff_node::containerd::supervisor::{ContainerdSupervisor, SupervisorConfig};
+use skiff_node::containerd::bringup::{BringUpOptions, NodeRuntime, PodNetwork};
+use skiff_node::containerd::config::{ContainerdPaths, PodCidr};
+use skiff_node::containerd::supervisor::ContainerdSupervisor;
 use skiff_node::cri_api as api;
-use skiff_node::images::{self, AirgapReport, ImageImporter};
+use skiff_node::images;
 use skiff_node::{CriRuntime, Runtime};
 
 /// One containerd under test.
@@ -18,12 +19,12 @@ pub struct TestNode {
     // emergency cleanup, which needs the socket and the state inside it.
     guard: Cleanup,
     pub dir: tempfile::TempDir,
+    pub options: BringUpOptions,
     pub paths: ContainerdPaths,
-    pub supervisor: Option<ContainerdSupervisor>,
+    pub runtime: Option<NodeRuntime>,
     pub cri: CriRuntime,
     pub cidr: PodCidr,
     pub bridge: String,
-    pub airgap: AirgapReport,
     /// Config digests of the images built for this node, by name.
     pub image_ids: HashMap<String, String>,
 }
@@ -139,79 +140,68 @@ fn network_for(slot: u8) -> (PodCidr, String) {
 }
 
 impl TestNode {
-    /// Writes config, starts containerd through the supervisor, builds the
-    /// pause and busybox archives into an airgap dir and imports it.
+    /// Brings the runtime up the way the agent does (`NodeRuntime::start`):
+    /// skiff's containerd in a temp dir with a pod network of its own, the
+    /// pause image, and an airgap dir holding a busybox archive.
     pub async fn start(slot: u8) -> TestNode {
         assert_root();
         let dir = tempfile::Builder::new()
             .prefix("skiff-ctd-")
             .tempdir_in("/tmp")
             .expect("temp dir");
-        let paths = ContainerdPaths::new(dir.path().join("c"));
         let (cidr, bridge) = network_for(slot);
+        let mut options = BringUpOptions::new(dir.path().join("agent"));
+        options.pod_network = Some(PodNetwork {
+            name: format!("skiff-test-{bridge}"),
+            bridge: bridge.clone(),
+            cidr,
+        });
+        let paths = options.containerd_paths();
         let guard = Cleanup {
             base: paths.base().to_path_buf(),
             bridge: bridge.clone(),
             armed: true,
         };
-        let config = ContainerdConfig::new(paths.clone(), images::PAUSE_IMAGE);
-        config.write().expect("write containerd config");
-        let network = CniNetwork::new(format!("skiff-test-{bridge}"), &bridge, cidr, &paths)
-            .expect("network");
-        network
-            .write(&paths.cni_conf_dir())
-            .expect("write conflist");
 
-        let airgap_dir = dir.path().join("images");
+        let airgap_dir = options.images_dir();
         std::fs::create_dir_all(&airgap_dir).expect("airgap dir");
         let busybox = Path::new(images::builtin::HOST_BUSYBOX);
-        let mut image_ids = HashMap::new();
-        for (file, image) in [
-            (
-                "pause.tar",
-                images::pause_image(busybox).expect("pause image"),
-            ),
-            (
-                "busybox.tar",
-                images::busybox_image(busybox, images::BUSYBOX_IMAGE).expect("busybox image"),
-            ),
-        ] {
-            let summary = image
-                .write_docker_archive(&airgap_dir.join(file))
-                .expect("write archive");
-            image_ids.insert(summary.reference, summary.config_digest);
-        }
+        let summary = images::busybox_image(busybox, images::BUSYBOX_IMAGE)
+            .expect("busybox image")
+            .write_docker_archive(&airgap_dir.join("busybox.tar"))
+            .expect("write archive");
+        let pause = images::pause_image(busybox)
+            .expect("pause image")
+            .to_docker_archive()
+            .expect("pause archive")
+            .1;
+        let image_ids = HashMap::from([
+            (summary.reference, summary.config_digest),
+            (pause.reference, pause.config_digest),
+        ]);
 
-        let mut sup_config = SupervisorConfig::new(paths.clone());
-        sup_config.backoff_initial = Duration::from_millis(200);
-        let supervisor = ContainerdSupervisor::start(sup_config)
+        let runtime = NodeRuntime::start(options.clone())
             .await
-            .unwrap_or_else(|e| panic!("containerd did not start: {e}\n{}", log_of(&paths)));
-        let cri = supervisor.cri();
-        let airgap = ImageImporter::new(paths.socket())
-            .import_dir(&airgap_dir)
-            .await
-            .expect("airgap dir readable");
-        assert!(
-            airgap.failed.is_empty(),
-            "imports failed: {:?}",
-            airgap.failed
-        );
+            .unwrap_or_else(|e| panic!("runtime did not come up: {e}\n{}", log_of(&paths)));
+        let cri = runtime.cri();
         TestNode {
             guard,
             dir,
+            options,
             paths,
-            supervisor: Some(supervisor),
+            runtime: Some(runtime),
             cri,
             cidr,
             bridge,
-            airgap,
             image_ids,
         }
     }
 
     pub fn supervisor(&self) -> &ContainerdSupervisor {
-        self.supervisor.as_ref().expect("supervisor running")
+        self.runtime
+            .as_ref()
+            .and_then(NodeRuntime::supervisor)
+            .expect("supervised containerd running")
     }
 
     /// Removes every sandbox, stops containerd, deletes the bridge, and
@@ -223,15 +213,15 @@ impl TestNode {
                 let _ = self.cri.remove_pod_sandbox(&s.id).await;
             }
         }
-        let pid = self.supervisor().pid();
-        if let Some(supervisor) = self.supervisor.take() {
-            supervisor.shutdown().await;
-        }
-        if let Some(pid) = pid {
-            assert!(
-                !process_exists(pid),
-                "containerd {pid} still running after shutdown"
-            );
+        if let Some(runtime) = self.runtime.take() {
+            let pid = runtime.supervisor().and_then(ContainerdSupervisor::pid);
+            runtime.shutdown().await;
+            if let Some(pid) = pid {
+                assert!(
+                    !process_exists(pid),
+                    "containerd {pid} still running after shutdown"
+                );
+            }
         }
         let left = processes_mentioning(self.paths.base());
         assert!(left.is_empty(), "processes left behind: {left:?}");

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use skiff_node::Runtime;
+use skiff_node::containerd::bringup::{BringUpError, BringUpOptions, NodeRuntime, PodNetwork};
 use skiff_node::containerd::supervisor::{ContainerdSupervisor, RuntimeService, SupervisorConfig};
 use skiff_node::cri_api as api;
 
@@ -93,6 +94,38 @@ async fn external_endpoint_is_used_but_never_stopped() {
         process_exists(pid),
         "shutting down an external runtime stopped it"
     );
+
+    // The same through the agent's bring-up: no containerd of its own, the
+    // airgap dir still imported, the pod network not skiff's to write.
+    let agent_dir = node.dir.path().join("agent-external");
+    let mut options = BringUpOptions::new(&agent_dir);
+    options.external_endpoint = Some(endpoint.clone());
+    std::fs::create_dir_all(options.images_dir()).expect("images dir");
+    std::fs::copy(
+        node.options.images_dir().join("busybox.tar"),
+        options.images_dir().join("again.tar"),
+    )
+    .expect("copy archive");
+    let runtime = NodeRuntime::start(options)
+        .await
+        .expect("external bring-up");
+    assert!(runtime.supervisor().is_none());
+    assert!(runtime.containerd_paths().is_none());
+    assert!(
+        !agent_dir.join("containerd").exists(),
+        "wrote containerd files"
+    );
+    assert_eq!(runtime.airgap_report().imported.len(), 1);
+    let network = PodNetwork::new("10.231.250.0/24".parse().expect("cidr"));
+    assert!(matches!(
+        runtime.set_pod_network(&network),
+        Err(BringUpError::NotManaged(_))
+    ));
+    runtime.shutdown().await;
+    assert!(
+        process_exists(pid),
+        "shutting down an external runtime stopped it"
+    );
     node.cri.version().await.expect("still answering");
 
     // A missing endpoint is reported once the readiness deadline passes.
@@ -109,8 +142,8 @@ async fn external_endpoint_is_used_but_never_stopped() {
 async fn containerd_left_by_a_crashed_skiff_is_replaced() {
     let mut node = TestNode::start(4).await;
     let paths = node.paths.clone();
-    if let Some(supervisor) = node.supervisor.take() {
-        supervisor.shutdown().await;
+    if let Some(runtime) = node.runtime.take() {
+        runtime.shutdown().await;
     }
     assert!(
         !paths.pid_file().exists(),
@@ -144,6 +177,10 @@ async fn containerd_left_by_a_crashed_skiff_is_replaced() {
     );
     assert!(stale.wait().is_ok());
     replacement.cri().version().await.expect("Version");
-    node.supervisor = Some(replacement);
+    replacement.shutdown().await;
+    assert!(
+        !process_exists(new_pid),
+        "containerd {new_pid} still running after shutdown"
+    );
     node.teardown().await;
 }
