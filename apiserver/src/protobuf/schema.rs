@@ -50,15 +50,22 @@ pub struct TypeSchema {
     pub name: &'static str,
     /// Fields in declaration order.
     pub fields: Vec<FieldSchema>,
+    /// Index into `fields` by [`normalize`]d name.
+    by_normalized: HashMap<String, usize>,
 }
 
 impl TypeSchema {
     /// The field whose JSON name normalizes like `name` (see [`normalize`]).
     pub fn field(&self, name: &str) -> Option<&FieldSchema> {
-        let wanted = normalize(name);
-        self.fields
-            .iter()
-            .find(|f| normalize(f.json_name) == wanted)
+        self.by_normalized
+            .get(&normalize(name))
+            .map(|&i| &self.fields[i])
+    }
+
+    fn push(&mut self, field: FieldSchema) {
+        self.by_normalized
+            .insert(normalize(field.json_name), self.fields.len());
+        self.fields.push(field);
     }
 }
 
@@ -322,6 +329,7 @@ impl<'de> Deserializer<'de> for Tracer {
                 registry.types.push(TypeSchema {
                     name,
                     fields: Vec::new(),
+                    by_normalized: HashMap::new(),
                 });
                 registry.index.insert((name, fields), id);
                 (id, self.mute)
@@ -455,12 +463,10 @@ impl<'de> MapAccess<'de> for Fields {
         })?;
         if let Some(id) = self.record {
             let Slot { shape } = slot.take();
-            self.registry.borrow_mut().types[id]
-                .fields
-                .push(FieldSchema {
-                    json_name: name,
-                    shape,
-                });
+            self.registry.borrow_mut().types[id].push(FieldSchema {
+                json_name: name,
+                shape,
+            });
         }
         Ok(value)
     }
