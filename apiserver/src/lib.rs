@@ -25,7 +25,9 @@ pub mod registry;
 mod routing;
 pub mod selectors;
 mod server;
+mod service_alloc;
 pub mod status;
+pub mod table;
 pub mod validation;
 mod watch_cache;
 

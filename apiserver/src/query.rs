@@ -23,6 +23,8 @@ pub struct Params {
     pub grace_period_seconds: Option<i64>,
     pub propagation_policy: Option<String>,
     pub orphan_dependents: Option<bool>,
+    /// `includeObject` of Table requests.
+    pub include_object: Option<String>,
 }
 
 fn truthy(v: &str) -> bool {
@@ -63,6 +65,7 @@ impl Params {
                 .filter(|s| !s.is_empty())
                 .map(String::from),
             orphan_dependents: get("orphanDependents").map(truthy),
+            include_object: get("includeObject").map(String::from),
             ..Default::default()
         };
         if let Some(v) = get("limit").filter(|s| !s.is_empty()) {

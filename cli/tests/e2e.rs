@@ -11,4 +11,5 @@ mod e2e {
     mod python;
     mod server;
     mod simulated;
+    mod tables;
 }

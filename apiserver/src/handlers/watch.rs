@@ -51,6 +51,8 @@ fn frame(kind: &str, object_json: &[u8]) -> Bytes {
 /// What one watcher wants to see.
 struct Filter {
     info: Arc<ResourceInfo>,
+    /// Set when the client asked for Table objects: (Table apiVersion, includeObject).
+    table: Option<(&'static str, crate::table::IncludeObject)>,
     prefix: String,
     labels: LabelSelector,
     fields: FieldSelector,
@@ -79,8 +81,33 @@ impl Filter {
         }
     }
 
+    /// The wire event for an object already in its served form: the object,
+    /// or a one-row Table when the client asked for Tables.
+    fn encode_served(&self, kind: &str, served: &Value) -> Bytes {
+        match self.table {
+            Some((version, include)) => {
+                let metadata =
+                    json!({ "resourceVersion": served.pointer("/metadata/resourceVersion") });
+                let table = crate::table::table(
+                    version,
+                    self.info.group,
+                    self.info.resource,
+                    std::slice::from_ref(served),
+                    include,
+                    metadata,
+                    k8s_openapi::jiff::Timestamp::now(),
+                );
+                encode(kind, &table)
+            }
+            None => encode(kind, served),
+        }
+    }
+
     /// The wire event for the object after a change.
     fn encode_event(&self, kind: &str, event: &CacheEvent) -> Bytes {
+        if self.table.is_some() {
+            return self.encode_served(kind, &self.info.from_storage((*event.object).clone()));
+        }
         if self.info.conversion.is_none() {
             frame(kind, event.object_json())
         } else {
@@ -146,7 +173,16 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
         ),
     };
     let cache = ctx.inner.cache(&info)?.clone();
+    let table = match crate::table::requested_table_version(&ctx.headers) {
+        Some(version) => Some((
+            version,
+            crate::table::IncludeObject::parse(ctx.params.include_object.as_deref())
+                .map_err(ApiError::BadRequest)?,
+        )),
+        None => None,
+    };
     let filter = Filter {
+        table,
         prefix: info.collection_prefix(ctx.namespace()),
         info,
         labels,
@@ -224,7 +260,10 @@ async fn run_watcher(
         Start::Snapshot(snapshot) => {
             for (key, object) in snapshot.objects.iter() {
                 if let Some(served) = filter.select(key, object)
-                    && tx.send(encode("ADDED", &served)).await.is_err()
+                    && tx
+                        .send(filter.encode_served("ADDED", &served))
+                        .await
+                        .is_err()
                 {
                     return;
                 }

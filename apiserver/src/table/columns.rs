@@ -1,0 +1,171 @@
+//! Column definitions and the helpers cell functions share.
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+/// One column of a Table, as announced in `columnDefinitions`.
+pub struct Column {
+    pub name: &'static str,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub kind: &'static str,
+    /// `name` for the NAME column; empty otherwise.
+    pub format: &'static str,
+    pub description: &'static str,
+    /// 0: always shown; 1: shown with `-o wide`.
+    pub priority: i32,
+}
+
+impl Column {
+    pub const fn new(name: &'static str, kind: &'static str, description: &'static str) -> Self {
+        Self {
+            name,
+            kind,
+            format: "",
+            description,
+            priority: 0,
+        }
+    }
+
+    pub const fn wide(name: &'static str, kind: &'static str, description: &'static str) -> Self {
+        Self {
+            name,
+            kind,
+            format: "",
+            description,
+            priority: 1,
+        }
+    }
+
+    pub const NAME: Column = Column {
+        name: "Name",
+        kind: "string",
+        format: "name",
+        description: "Name must be unique within a namespace.",
+        priority: 0,
+    };
+
+    pub const AGE: Column = Column::new(
+        "Age",
+        "string",
+        "CreationTimestamp is a timestamp representing the server time when this object was created.",
+    );
+
+    pub fn definition(&self) -> Value {
+        json!({
+            "name": self.name,
+            "type": self.kind,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        })
+    }
+}
+
+/// How one resource is printed.
+pub struct Printer {
+    pub columns: &'static [Column],
+    pub cells: fn(&Value, Timestamp) -> Vec<Value>,
+}
+
+/// The string at `path` (keys separated by `/`), if there is one.
+pub fn text<'a>(object: &'a Value, path: &str) -> Option<&'a str> {
+    at(object, path)?.as_str()
+}
+
+/// The value at `path` (keys separated by `/`).
+pub fn at<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('/').try_fold(object, |v, key| v.get(key))
+}
+
+/// The integer at `path`, 0 when absent (as Go's zero values print).
+pub fn int(object: &Value, path: &str) -> i64 {
+    at(object, path).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// The array at `path`, empty when absent.
+pub fn list<'a>(object: &'a Value, path: &str) -> &'a [Value] {
+    at(object, path)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+pub fn name(object: &Value) -> Value {
+    Value::from(text(object, "metadata/name").unwrap_or(""))
+}
+
+pub fn age(object: &Value, now: Timestamp) -> Value {
+    Value::from(super::age::age(
+        at(object, "metadata/creationTimestamp").unwrap_or(&Value::Null),
+        now,
+    ))
+}
+
+/// `<none>` for an empty string, as kubectl prints missing values.
+pub fn or_none(value: impl Into<String>) -> Value {
+    let value = value.into();
+    Value::from(if value.is_empty() {
+        "<none>".to_string()
+    } else {
+        value
+    })
+}
+
+/// A label selector (`matchLabels` and `matchExpressions`) in its string form.
+pub fn selector_string(selector: Option<&Value>) -> String {
+    let Some(selector) = selector else {
+        return String::new();
+    };
+    let mut parts: Vec<String> = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    for expr in selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = text(expr, "key").unwrap_or("");
+        let values: Vec<&str> = list(expr, "values")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match text(expr, "operator").unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other} ({})", values.join(",")),
+        });
+    }
+    parts.sort();
+    parts.join(",")
+}
+
+/// A map selector (`spec.selector` of Services and RCs) in its string form.
+pub fn map_selector_string(selector: Option<&Value>) -> String {
+    let mut parts: Vec<String> = selector
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    parts.sort();
+    parts.join(",")
+}
+
+/// Container names and images of a pod template, comma separated.
+pub fn containers_and_images(pod_spec: Option<&Value>) -> (String, String) {
+    let containers = pod_spec.map(|s| list(s, "containers")).unwrap_or(&[]);
+    let names: Vec<&str> = containers.iter().filter_map(|c| text(c, "name")).collect();
+    let images: Vec<&str> = containers.iter().filter_map(|c| text(c, "image")).collect();
+    (names.join(","), images.join(","))
+}

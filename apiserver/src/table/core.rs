@@ -1,0 +1,737 @@
+//! Core resources (services, endpoints, nodes, namespaces, events, config and
+//! storage objects), Leases, and the defaults for everything else.
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use super::age::{human_duration, seconds_since};
+use super::columns::{Column, Printer, age, at, list, map_selector_string, name, or_none, text};
+
+pub static SERVICES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Type",
+            "string",
+            "type determines how the Service is exposed.",
+        ),
+        Column::new(
+            "Cluster-IP",
+            "string",
+            "clusterIP is the IP address of the service and is usually assigned randomly by the master.",
+        ),
+        Column::new(
+            "External-IP",
+            "string",
+            "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
+        ),
+        Column::new(
+            "Port(s)",
+            "string",
+            "The list of ports that are exposed by this service.",
+        ),
+        Column::AGE,
+        Column::wide(
+            "Selector",
+            "string",
+            "Route service traffic to pods with label keys and values matching this selector.",
+        ),
+    ],
+    cells: |svc, now| {
+        let kind = text(svc, "spec/type").unwrap_or("ClusterIP");
+        vec![
+            name(svc),
+            Value::from(kind),
+            or_none(text(svc, "spec/clusterIP").unwrap_or("")),
+            Value::from(service_external_ip(svc, kind)),
+            or_none(service_ports(svc)),
+            age(svc, now),
+            or_none(map_selector_string(at(svc, "spec/selector"))),
+        ]
+    },
+};
+
+fn strings(object: &Value, path: &str) -> Vec<String> {
+    list(object, path)
+        .iter()
+        .filter_map(Value::as_str)
+        .map(String::from)
+        .collect()
+}
+
+fn service_external_ip(svc: &Value, kind: &str) -> String {
+    let external = strings(svc, "spec/externalIPs");
+    match kind {
+        "ExternalName" => text(svc, "spec/externalName").unwrap_or("").to_string(),
+        "LoadBalancer" => {
+            let mut ips: Vec<String> = list(svc, "status/loadBalancer/ingress")
+                .iter()
+                .filter_map(|i| text(i, "ip").or_else(|| text(i, "hostname")))
+                .map(String::from)
+                .collect();
+            ips.extend(external);
+            if ips.is_empty() {
+                "<pending>".to_string()
+            } else {
+                ips.join(",")
+            }
+        }
+        _ if external.is_empty() => "<none>".to_string(),
+        _ => external.join(","),
+    }
+}
+
+fn service_ports(svc: &Value) -> String {
+    list(svc, "spec/ports")
+        .iter()
+        .map(|p| {
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            let protocol = text(p, "protocol").unwrap_or("TCP");
+            match p.get("nodePort").and_then(Value::as_i64) {
+                Some(node_port) if node_port != 0 => format!("{port}:{node_port}/{protocol}"),
+                _ => format!("{port}/{protocol}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub static ENDPOINTS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Endpoints", "string", "Endpoints of the service"),
+        Column::AGE,
+    ],
+    cells: |ep, now| vec![name(ep), Value::from(endpoint_list(ep)), age(ep, now)],
+};
+
+/// At most three `ip:port` entries, then "+ N more...".
+fn endpoint_list(ep: &Value) -> String {
+    const MAX: usize = 3;
+    let subsets = list(ep, "subsets");
+    if subsets.is_empty() {
+        return "<none>".to_string();
+    }
+    let mut shown = Vec::new();
+    let mut count = 0;
+    for subset in subsets {
+        let addresses: Vec<&str> = list(subset, "addresses")
+            .iter()
+            .filter_map(|a| text(a, "ip"))
+            .collect();
+        let ports = list(subset, "ports");
+        if ports.is_empty() {
+            count += addresses.len();
+            shown.extend(addresses.iter().map(|ip| ip.to_string()));
+            continue;
+        }
+        for port in ports {
+            let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
+            count += addresses.len();
+            shown.extend(addresses.iter().map(|ip| {
+                if ip.contains(':') {
+                    format!("[{ip}]:{number}")
+                } else {
+                    format!("{ip}:{number}")
+                }
+            }));
+        }
+    }
+    if count > MAX {
+        shown.truncate(MAX);
+        format!("{} + {} more...", shown.join(","), count - MAX)
+    } else {
+        shown.join(",")
+    }
+}
+
+pub static NODES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Status", "string", "The status of the node"),
+        Column::new("Roles", "string", "The roles of the node"),
+        Column::AGE,
+        Column::new("Version", "string", "Kubelet Version reported by the node."),
+        Column::wide(
+            "Internal-IP",
+            "string",
+            "List of addresses reachable to the node. Queried from cloud provider, if available.",
+        ),
+        Column::wide(
+            "External-IP",
+            "string",
+            "List of addresses reachable to the node. Queried from cloud provider, if available.",
+        ),
+        Column::wide(
+            "OS-Image",
+            "string",
+            "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+        ),
+        Column::wide(
+            "Kernel-Version",
+            "string",
+            "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+        ),
+        Column::wide(
+            "Container-Runtime",
+            "string",
+            "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+        ),
+    ],
+    cells: |node, now| {
+        let address = |kind: &str| {
+            list(node, "status/addresses")
+                .iter()
+                .find(|a| text(a, "type") == Some(kind))
+                .and_then(|a| text(a, "address"))
+                .unwrap_or("")
+                .to_string()
+        };
+        let info = |field: &str| {
+            let value = text(node, &format!("status/nodeInfo/{field}")).unwrap_or("");
+            Value::from(if value.is_empty() { "<unknown>" } else { value })
+        };
+        vec![
+            name(node),
+            Value::from(node_status(node)),
+            or_none(node_roles(node)),
+            age(node, now),
+            Value::from(text(node, "status/nodeInfo/kubeletVersion").unwrap_or("")),
+            or_none(address("InternalIP")),
+            or_none(address("ExternalIP")),
+            info("osImage"),
+            info("kernelVersion"),
+            info("containerRuntimeVersion"),
+        ]
+    },
+};
+
+fn node_status(node: &Value) -> String {
+    let ready = list(node, "status/conditions")
+        .iter()
+        .find(|c| text(c, "type") == Some("Ready"));
+    let mut status = match ready.and_then(|c| text(c, "status")) {
+        Some("True") => "Ready".to_string(),
+        Some(_) => "NotReady".to_string(),
+        None => "Unknown".to_string(),
+    };
+    if at(node, "spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    status
+}
+
+fn node_roles(node: &Value) -> String {
+    let mut roles: Vec<String> = at(node, "metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(key, value)| {
+                    if let Some(role) = key.strip_prefix("node-role.kubernetes.io/") {
+                        Some(role.to_string())
+                    } else if key == "kubernetes.io/role" {
+                        value.as_str().map(String::from)
+                    } else {
+                        None
+                    }
+                })
+                .filter(|r| !r.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort();
+    roles.dedup();
+    roles.join(",")
+}
+
+pub static NAMESPACES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Status", "string", "The status of the namespace"),
+        Column::AGE,
+    ],
+    cells: |ns, now| {
+        vec![
+            name(ns),
+            Value::from(text(ns, "status/phase").unwrap_or("")),
+            age(ns, now),
+        ]
+    },
+};
+
+pub static EVENTS: Printer = Printer {
+    columns: &[
+        Column::new("Last Seen", "string", "Time when last event was observed"),
+        Column::new(
+            "Type",
+            "string",
+            "Type of this event (Normal, Warning), new types could be added in the future",
+        ),
+        Column::new(
+            "Reason",
+            "string",
+            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+        ),
+        Column::new("Object", "string", "The object that this event is about."),
+        Column::wide(
+            "Subobject",
+            "string",
+            "The subobject that this event is about.",
+        ),
+        Column::wide(
+            "Source",
+            "string",
+            "The component reporting this event. Should be a short machine understandable string.",
+        ),
+        Column::new(
+            "Message",
+            "string",
+            "A human-readable description of the status of this operation.",
+        ),
+        Column::wide(
+            "First Seen",
+            "string",
+            "The time at which the event was first recorded.",
+        ),
+        Column::wide(
+            "Count",
+            "string",
+            "The number of times this event has occurred.",
+        ),
+        Column {
+            name: "Name",
+            kind: "string",
+            format: "name",
+            description: "Name must be unique within a namespace.",
+            priority: 1,
+        },
+    ],
+    cells: |ev, now| {
+        let since = |path: &str| at(ev, path).and_then(|t| seconds_since(t, now));
+        let last = since("series/lastObservedTime")
+            .or_else(|| since("lastTimestamp"))
+            .or_else(|| since("eventTime"));
+        let first = since("firstTimestamp").or_else(|| since("eventTime"));
+        let count = at(ev, "series/count")
+            .or_else(|| at(ev, "count"))
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let object = format!(
+            "{}/{}",
+            text(ev, "involvedObject/kind").unwrap_or("").to_lowercase(),
+            text(ev, "involvedObject/name").unwrap_or("")
+        );
+        let source = match (text(ev, "source/component"), text(ev, "source/host")) {
+            (Some(c), Some(h)) if !h.is_empty() => format!("{c}, {h}"),
+            (Some(c), _) => c.to_string(),
+            _ => text(ev, "reportingComponent").unwrap_or("").to_string(),
+        };
+        let human = |s: Option<i64>| {
+            s.map(human_duration)
+                .unwrap_or_else(|| "<unknown>".to_string())
+        };
+        vec![
+            Value::from(human(last)),
+            Value::from(text(ev, "type").unwrap_or("")),
+            Value::from(text(ev, "reason").unwrap_or("")),
+            Value::from(object),
+            Value::from(text(ev, "involvedObject/fieldPath").unwrap_or("")),
+            Value::from(source),
+            Value::from(text(ev, "message").unwrap_or("").trim().to_string()),
+            Value::from(human(first)),
+            Value::from(count),
+            name(ev),
+        ]
+    },
+};
+
+fn entries(object: &Value, field: &str) -> usize {
+    object
+        .get(field)
+        .and_then(Value::as_object)
+        .map_or(0, |m| m.len())
+}
+
+pub static CONFIGMAPS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Data", "integer", "Number of data entries"),
+        Column::AGE,
+    ],
+    cells: |cm, now| {
+        vec![
+            name(cm),
+            Value::from(entries(cm, "data") + entries(cm, "binaryData")),
+            age(cm, now),
+        ]
+    },
+};
+
+pub static SECRETS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Type", "string", "The type of the secret"),
+        Column::new("Data", "integer", "Number of data entries"),
+        Column::AGE,
+    ],
+    cells: |secret, now| {
+        vec![
+            name(secret),
+            Value::from(text(secret, "type").unwrap_or("Opaque")),
+            Value::from(entries(secret, "data")),
+            age(secret, now),
+        ]
+    },
+};
+
+pub static SERVICEACCOUNTS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Secrets",
+            "string",
+            "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount",
+        ),
+        Column::AGE,
+    ],
+    cells: |sa, now| {
+        vec![
+            name(sa),
+            Value::from(list(sa, "secrets").len()),
+            age(sa, now),
+        ]
+    },
+};
+
+fn access_modes(object: &Value, path: &str) -> String {
+    list(object, path)
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|mode| match mode {
+            "ReadWriteOnce" => "RWO",
+            "ReadOnlyMany" => "ROX",
+            "ReadWriteMany" => "RWX",
+            "ReadWriteOncePod" => "RWOP",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn unset(value: Option<&str>) -> Value {
+    Value::from(value.filter(|v| !v.is_empty()).unwrap_or("<unset>"))
+}
+
+pub static PERSISTENTVOLUMES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Capacity",
+            "string",
+            "capacity is the description of the persistent volume's resources and capacity.",
+        ),
+        Column::new(
+            "Access Modes",
+            "string",
+            "accessModes contains all ways the volume can be mounted.",
+        ),
+        Column::new(
+            "Reclaim Policy",
+            "string",
+            "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
+        ),
+        Column::new(
+            "Status",
+            "string",
+            "phase indicates if a volume is available, bound to a claim, or released by a claim.",
+        ),
+        Column::new(
+            "Claim",
+            "string",
+            "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
+        ),
+        Column::new(
+            "StorageClass",
+            "string",
+            "storageClassName is the name of StorageClass to which this persistent volume belongs.",
+        ),
+        Column::new(
+            "VolumeAttributesClass",
+            "string",
+            "VolumeAttributesClass is the name of the VolumeAttributesClass this persistent volume belongs to.",
+        ),
+        Column::new(
+            "Reason",
+            "string",
+            "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
+        ),
+        Column::AGE,
+        Column::wide(
+            "VolumeMode",
+            "string",
+            "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.",
+        ),
+    ],
+    cells: |pv, now| {
+        let claim = match (
+            text(pv, "spec/claimRef/namespace"),
+            text(pv, "spec/claimRef/name"),
+        ) {
+            (Some(ns), Some(n)) => format!("{ns}/{n}"),
+            _ => String::new(),
+        };
+        let phase = if at(pv, "metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
+            "Terminating"
+        } else {
+            text(pv, "status/phase").unwrap_or("")
+        };
+        vec![
+            name(pv),
+            Value::from(text(pv, "spec/capacity/storage").unwrap_or("")),
+            Value::from(access_modes(pv, "spec/accessModes")),
+            Value::from(text(pv, "spec/persistentVolumeReclaimPolicy").unwrap_or("")),
+            Value::from(phase),
+            Value::from(claim),
+            Value::from(text(pv, "spec/storageClassName").unwrap_or("")),
+            unset(text(pv, "spec/volumeAttributesClassName")),
+            Value::from(text(pv, "status/reason").unwrap_or("")),
+            age(pv, now),
+            Value::from(text(pv, "spec/volumeMode").unwrap_or("Filesystem")),
+        ]
+    },
+};
+
+pub static PERSISTENTVOLUMECLAIMS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Status",
+            "string",
+            "Status is the current status of a persistent volume claim.",
+        ),
+        Column::new(
+            "Volume",
+            "string",
+            "volumeName is the binding reference to the PersistentVolume backing this claim.",
+        ),
+        Column::new(
+            "Capacity",
+            "string",
+            "capacity represents the actual resources of the underlying volume.",
+        ),
+        Column::new(
+            "Access Modes",
+            "string",
+            "accessModes contains the desired access modes the volume should have.",
+        ),
+        Column::new(
+            "StorageClass",
+            "string",
+            "storageClassName is the name of the StorageClass required by the claim.",
+        ),
+        Column::new(
+            "VolumeAttributesClass",
+            "string",
+            "volumeAttributesClassName may be used to set the VolumeAttributesClass used by this claim.",
+        ),
+        Column::AGE,
+        Column::wide(
+            "VolumeMode",
+            "string",
+            "volumeMode defines what type of volume is required by the claim.",
+        ),
+    ],
+    cells: |pvc, now| {
+        let phase = if at(pvc, "metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
+            "Terminating"
+        } else {
+            text(pvc, "status/phase").unwrap_or("")
+        };
+        vec![
+            name(pvc),
+            Value::from(phase),
+            Value::from(text(pvc, "spec/volumeName").unwrap_or("")),
+            Value::from(text(pvc, "status/capacity/storage").unwrap_or("")),
+            Value::from(access_modes(pvc, "status/accessModes")),
+            Value::from(text(pvc, "spec/storageClassName").unwrap_or("")),
+            unset(text(pvc, "spec/volumeAttributesClassName")),
+            age(pvc, now),
+            Value::from(text(pvc, "spec/volumeMode").unwrap_or("Filesystem")),
+        ]
+    },
+};
+
+pub static LEASES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Holder", "string", "The holder of the lease"),
+        Column::AGE,
+    ],
+    cells: |lease, now| {
+        vec![
+            name(lease),
+            Value::from(text(lease, "spec/holderIdentity").unwrap_or("")),
+            age(lease, now),
+        ]
+    },
+};
+
+/// NAME and CREATED AT, as CustomResourceDefinitions print.
+pub static CREATED_AT: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column {
+            name: "Created At",
+            kind: "date",
+            format: "",
+            description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            priority: 0,
+        },
+    ],
+    cells: |object, _| {
+        vec![
+            name(object),
+            at(object, "metadata/creationTimestamp")
+                .cloned()
+                .unwrap_or(Value::Null),
+        ]
+    },
+};
+
+/// NAME and AGE for every resource without a printer of its own.
+pub static DEFAULT: Printer = Printer {
+    columns: &[Column::NAME, Column::AGE],
+    cells: default_cells,
+};
+
+fn default_cells(object: &Value, now: Timestamp) -> Vec<Value> {
+    vec![name(object), age(object, now)]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn now() -> Timestamp {
+        "2026-01-01T01:00:00Z".parse().expect("ts")
+    }
+
+    #[test]
+    fn service_cells_by_type() {
+        let svc = json!({"metadata": {"name": "web"}, "spec": {"type": "NodePort", "clusterIP": "10.43.0.12",
+            "selector": {"app": "web"}, "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}});
+        let c = (SERVICES.cells)(&svc, now());
+        assert_eq!(
+            &c[1..5],
+            &[
+                json!("NodePort"),
+                json!("10.43.0.12"),
+                json!("<none>"),
+                json!("80:30080/TCP,53/UDP")
+            ]
+        );
+        assert_eq!(c[6], "app=web");
+        let lb = json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "clusterIP": "10.43.0.13", "ports": []}});
+        let c = (SERVICES.cells)(&lb, now());
+        assert_eq!(
+            (c[3].clone(), c[4].clone()),
+            (json!("<pending>"), json!("<none>"))
+        );
+        let lb = json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}});
+        assert_eq!((SERVICES.cells)(&lb, now())[3], "192.0.2.1");
+    }
+
+    #[test]
+    fn endpoints_show_three_then_count_the_rest() {
+        let ep = json!({"metadata": {"name": "e"}, "subsets": [{"addresses": [
+            {"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}, {"ip": "10.0.0.3"}, {"ip": "10.0.0.4"}, {"ip": "10.0.0.5"}],
+            "ports": [{"port": 80}]}]});
+        assert_eq!(
+            endpoint_list(&ep),
+            "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 2 more..."
+        );
+        assert_eq!(endpoint_list(&json!({})), "<none>");
+    }
+
+    #[test]
+    fn node_status_roles_and_runtime() {
+        let node = json!({"metadata": {"name": "n", "labels": {"node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/master": "true"}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                       "addresses": [{"type": "InternalIP", "address": "192.0.2.5"}],
+                       "nodeInfo": {"kubeletVersion": "v1.33.0", "containerRuntimeVersion": "containerd://1.6.20"}}});
+        let c = (NODES.cells)(&node, now());
+        assert_eq!(
+            &c[1..3],
+            &[
+                json!("Ready,SchedulingDisabled"),
+                json!("control-plane,master")
+            ]
+        );
+        assert_eq!(c[4], "v1.33.0");
+        assert_eq!(c[5], "192.0.2.5");
+        assert_eq!(c[6], "<none>");
+        assert_eq!(c[7], "<unknown>");
+        assert_eq!(c[9], "containerd://1.6.20");
+        let unknown = json!({"metadata": {"name": "n"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}});
+        assert_eq!((NODES.cells)(&unknown, now())[1], "NotReady");
+    }
+
+    #[test]
+    fn config_and_secret_counts() {
+        let cm =
+            json!({"metadata": {"name": "c"}, "data": {"a": "1"}, "binaryData": {"b": "AA=="}});
+        assert_eq!((CONFIGMAPS.cells)(&cm, now())[1], 2);
+        let secret = json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}});
+        assert_eq!(
+            &(SECRETS.cells)(&secret, now())[1..3],
+            &[json!("kubernetes.io/tls"), json!(2)]
+        );
+    }
+
+    #[test]
+    fn events_name_the_object_and_count() {
+        let ev = json!({"metadata": {"name": "e1"}, "type": "Warning", "reason": "FailedScheduling",
+            "involvedObject": {"kind": "Pod", "name": "web-1"}, "message": "0/3 nodes are available",
+            "source": {"component": "default-scheduler"}, "count": 4,
+            "firstTimestamp": "2026-01-01T00:50:00Z", "lastTimestamp": "2026-01-01T00:59:00Z"});
+        let c = (EVENTS.cells)(&ev, now());
+        assert_eq!(
+            &c[0..4],
+            &[
+                json!("60s"),
+                json!("Warning"),
+                json!("FailedScheduling"),
+                json!("pod/web-1")
+            ]
+        );
+        assert_eq!(c[5], "default-scheduler");
+        assert_eq!(c[7], "10m");
+        assert_eq!(c[8], 4);
+    }
+
+    #[test]
+    fn pv_and_pvc_cells() {
+        let pv = json!({"metadata": {"name": "pv1"}, "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+            "persistentVolumeReclaimPolicy": "Retain", "claimRef": {"namespace": "default", "name": "data"}, "storageClassName": "local"},
+            "status": {"phase": "Bound"}});
+        let c = (PERSISTENTVOLUMES.cells)(&pv, now());
+        assert_eq!(
+            &c[1..9],
+            &[
+                json!("1Gi"),
+                json!("RWO,ROX"),
+                json!("Retain"),
+                json!("Bound"),
+                json!("default/data"),
+                json!("local"),
+                json!("<unset>"),
+                json!("")
+            ]
+        );
+    }
+}

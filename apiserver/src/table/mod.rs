@@ -1,0 +1,267 @@
+//! Server-side printing for `kubectl get`: objects rendered as a
+//! `meta.k8s.io` Table with upstream's columns and cell formats, so kubectl
+//! shows what it shows against any cluster. Columns of priority 1 appear with
+//! `-o wide`. Row objects carry metadata so `-L`, `--show-labels` and `-A` work.
+
+mod age;
+mod columns;
+mod core;
+mod pods;
+mod workloads;
+
+use http::HeaderMap;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+pub use age::human_duration;
+use columns::{Column, Printer};
+
+/// What each row carries besides its cells (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    None,
+    /// A PartialObjectMetadata with the object's metadata (the default).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the `includeObject` query parameter.
+    pub fn parse(value: Option<&str>) -> Result<Self, String> {
+        match value {
+            None | Some("") | Some("Metadata") => Ok(Self::Metadata),
+            Some("None") => Ok(Self::None),
+            Some("Object") => Ok(Self::Object),
+            Some(other) => Err(format!(
+                "includeObject: Unsupported value: \"{other}\": supported values: \"Metadata\", \"None\", \"Object\""
+            )),
+        }
+    }
+}
+
+/// The Table API version the client asked for in `Accept`, if it asked for
+/// a Table at all (`application/json;as=Table;v=v1;g=meta.k8s.io`).
+pub fn requested_table_version(headers: &HeaderMap) -> Option<&'static str> {
+    let accept = headers.get(http::header::ACCEPT)?.to_str().ok()?;
+    // The first acceptable entry wins, as in content negotiation.
+    for entry in accept.split(',') {
+        let mut parts = entry.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        if media != "application/json" && media != "*/*" {
+            continue;
+        }
+        let params: Vec<(String, String)> = parts
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        let get = |key: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        match (get("as"), get("g"), get("v")) {
+            (Some("Table"), Some("meta.k8s.io"), Some("v1")) => return Some("meta.k8s.io/v1"),
+            (Some("Table"), Some("meta.k8s.io"), Some("v1beta1")) => {
+                return Some("meta.k8s.io/v1beta1");
+            }
+            (Some(_), _, _) => continue,
+            (None, _, _) => return None,
+        }
+    }
+    None
+}
+
+/// The Table for a request that asked for one (`None` when it did not):
+/// `objects` of resource `info`, with `metadata` as the Table's list metadata.
+pub fn for_request(
+    headers: &HeaderMap,
+    include_object: Option<&str>,
+    info: &crate::registry::ResourceInfo,
+    objects: &[Value],
+    metadata: Value,
+) -> Option<Result<Value, crate::status::ApiError>> {
+    let version = requested_table_version(headers)?;
+    Some(
+        IncludeObject::parse(include_object)
+            .map_err(crate::status::ApiError::BadRequest)
+            .map(|include| {
+                table(
+                    version,
+                    info.group,
+                    info.resource,
+                    objects,
+                    include,
+                    metadata,
+                    Timestamp::now(),
+                )
+            }),
+    )
+}
+
+/// Renders `objects` (all of one resource) as a Table.
+///
+/// `list_metadata` becomes the Table's metadata (resourceVersion, continue,
+/// remainingItemCount).
+pub fn table(
+    api_version: &str,
+    group: &str,
+    resource: &str,
+    objects: &[Value],
+    include: IncludeObject,
+    list_metadata: Value,
+    now: Timestamp,
+) -> Value {
+    let printer = printer_for(group, resource);
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|object| row(printer, object, include, now))
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": api_version,
+        "metadata": list_metadata,
+        "columnDefinitions": printer.columns.iter().map(Column::definition).collect::<Vec<_>>(),
+        "rows": rows,
+    })
+}
+
+fn row(printer: &Printer, object: &Value, include: IncludeObject, now: Timestamp) -> Value {
+    let mut row = Map::new();
+    row.insert("cells".into(), Value::Array((printer.cells)(object, now)));
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Object => {
+            row.insert("object".into(), object.clone());
+        }
+        IncludeObject::Metadata => {
+            row.insert(
+                "object".into(),
+                json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                }),
+            );
+        }
+    }
+    Value::Object(row)
+}
+
+/// The printer of a resource: upstream's for the built-in ones kubectl users
+/// know, NAME and AGE for the rest.
+fn printer_for(group: &str, resource: &str) -> &'static Printer {
+    match (group, resource) {
+        ("", "pods") => &pods::PODS,
+        ("", "services") => &core::SERVICES,
+        ("", "endpoints") => &core::ENDPOINTS,
+        ("", "nodes") => &core::NODES,
+        ("", "namespaces") => &core::NAMESPACES,
+        ("", "events") => &core::EVENTS,
+        ("", "configmaps") => &core::CONFIGMAPS,
+        ("", "secrets") => &core::SECRETS,
+        ("", "serviceaccounts") => &core::SERVICEACCOUNTS,
+        ("", "persistentvolumes") => &core::PERSISTENTVOLUMES,
+        ("", "persistentvolumeclaims") => &core::PERSISTENTVOLUMECLAIMS,
+        ("", "replicationcontrollers") => &workloads::REPLICATIONCONTROLLERS,
+        ("apps", "deployments") => &workloads::DEPLOYMENTS,
+        ("apps", "replicasets") => &workloads::REPLICASETS,
+        ("apps", "statefulsets") => &workloads::STATEFULSETS,
+        ("apps", "daemonsets") => &workloads::DAEMONSETS,
+        ("batch", "jobs") => &workloads::JOBS,
+        ("batch", "cronjobs") => &workloads::CRONJOBS,
+        ("coordination.k8s.io", "leases") => &core::LEASES,
+        ("apiextensions.k8s.io", "customresourcedefinitions") => &core::CREATED_AT,
+        _ => &core::DEFAULT,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_requested_only_through_the_meta_group() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+                .parse()
+                .expect("header"),
+        );
+        assert_eq!(requested_table_version(&headers), Some("meta.k8s.io/v1"));
+        headers.insert(
+            http::header::ACCEPT,
+            "application/json".parse().expect("header"),
+        );
+        assert_eq!(requested_table_version(&headers), None);
+        headers.insert(
+            http::header::ACCEPT,
+            "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+                .parse()
+                .expect("header"),
+        );
+        assert_eq!(requested_table_version(&headers), None);
+    }
+
+    #[test]
+    fn rows_carry_metadata_or_the_object() {
+        let cm = json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "a", "labels": {"x": "y"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "data": {"k": "v", "l": "w"}});
+        let now: Timestamp = "2026-01-01T00:05:00Z".parse().expect("ts");
+        let t = table(
+            "meta.k8s.io/v1",
+            "",
+            "configmaps",
+            &[cm.clone()],
+            IncludeObject::Metadata,
+            json!({"resourceVersion": "7"}),
+            now,
+        );
+        assert_eq!(t["kind"], "Table");
+        assert_eq!(t["metadata"]["resourceVersion"], "7");
+        let names: Vec<_> = t["columnDefinitions"]
+            .as_array()
+            .expect("cols")
+            .iter()
+            .map(|c| c["name"].clone())
+            .collect();
+        assert_eq!(names, vec!["Name", "Data", "Age"]);
+        assert_eq!(t["rows"][0]["cells"], json!(["a", 2, "5m"]));
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(t["rows"][0]["object"]["metadata"]["labels"]["x"], "y");
+        let t = table(
+            "meta.k8s.io/v1",
+            "",
+            "configmaps",
+            &[cm.clone()],
+            IncludeObject::Object,
+            json!({}),
+            now,
+        );
+        assert_eq!(t["rows"][0]["object"], cm);
+        let t = table(
+            "meta.k8s.io/v1",
+            "",
+            "configmaps",
+            &[cm],
+            IncludeObject::None,
+            json!({}),
+            now,
+        );
+        assert!(t["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn include_object_values_are_checked() {
+        assert_eq!(IncludeObject::parse(None), Ok(IncludeObject::Metadata));
+        assert_eq!(
+            IncludeObject::parse(Some("Object")),
+            Ok(IncludeObject::Object)
+        );
+        assert!(IncludeObject::parse(Some("All")).is_err());
+    }
+}

@@ -1,0 +1,414 @@
+//! Workload controllers: Deployments, ReplicaSets, ReplicationControllers,
+//! StatefulSets, DaemonSets, Jobs and CronJobs.
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use super::age::{human_duration, seconds_since};
+use super::columns::{
+    Column, Printer, age, at, containers_and_images, int, list, map_selector_string, name, or_none,
+    selector_string, text,
+};
+
+const CONTAINERS: Column = Column::wide(
+    "Containers",
+    "string",
+    "Names of each container in the template.",
+);
+const IMAGES: Column = Column::wide(
+    "Images",
+    "string",
+    "Images referenced by each container in the template.",
+);
+const SELECTOR: Column = Column::wide("Selector", "string", "Label selector for pods.");
+
+fn template_columns(object: &Value) -> (Value, Value) {
+    let (containers, images) = containers_and_images(at(object, "spec/template/spec"));
+    (Value::from(containers), Value::from(images))
+}
+
+fn replicas(object: &Value) -> i64 {
+    // An unset spec.replicas means 1, as the defaulting does.
+    at(object, "spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+pub static DEPLOYMENTS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Ready", "string", "Number of the pod with ready state"),
+        Column::new(
+            "Up-to-date",
+            "string",
+            "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+        ),
+        Column::new(
+            "Available",
+            "string",
+            "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+        ),
+        Column::AGE,
+        CONTAINERS,
+        IMAGES,
+        SELECTOR,
+    ],
+    cells: |d, now| {
+        let (containers, images) = template_columns(d);
+        vec![
+            name(d),
+            Value::from(format!(
+                "{}/{}",
+                int(d, "status/readyReplicas"),
+                replicas(d)
+            )),
+            Value::from(int(d, "status/updatedReplicas")),
+            Value::from(int(d, "status/availableReplicas")),
+            age(d, now),
+            containers,
+            images,
+            or_none(selector_string(at(d, "spec/selector"))),
+        ]
+    },
+};
+
+fn replica_set_cells(rs: &Value, now: Timestamp, selector: String) -> Vec<Value> {
+    let (containers, images) = template_columns(rs);
+    vec![
+        name(rs),
+        Value::from(replicas(rs)),
+        Value::from(int(rs, "status/replicas")),
+        Value::from(int(rs, "status/readyReplicas")),
+        age(rs, now),
+        containers,
+        images,
+        or_none(selector),
+    ]
+}
+
+const REPLICA_SET_COLUMNS: &[Column] = &[
+    Column::NAME,
+    Column::new(
+        "Desired",
+        "integer",
+        "Replicas is the number of desired replicas.",
+    ),
+    Column::new(
+        "Current",
+        "integer",
+        "Replicas is the most recently observed number of replicas.",
+    ),
+    Column::new(
+        "Ready",
+        "integer",
+        "The number of ready replicas for this replica set.",
+    ),
+    Column::AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+pub static REPLICASETS: Printer = Printer {
+    columns: REPLICA_SET_COLUMNS,
+    cells: |rs, now| replica_set_cells(rs, now, selector_string(at(rs, "spec/selector"))),
+};
+
+pub static REPLICATIONCONTROLLERS: Printer = Printer {
+    columns: REPLICA_SET_COLUMNS,
+    cells: |rc, now| replica_set_cells(rc, now, map_selector_string(at(rc, "spec/selector"))),
+};
+
+pub static STATEFULSETS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Ready", "string", "Number of the pod with ready state"),
+        Column::AGE,
+        CONTAINERS,
+        IMAGES,
+    ],
+    cells: |s, now| {
+        let (containers, images) = template_columns(s);
+        vec![
+            name(s),
+            Value::from(format!(
+                "{}/{}",
+                int(s, "status/readyReplicas"),
+                replicas(s)
+            )),
+            age(s, now),
+            containers,
+            images,
+        ]
+    },
+};
+
+pub static DAEMONSETS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Desired",
+            "integer",
+            "The total number of nodes that should be running the daemon pod.",
+        ),
+        Column::new(
+            "Current",
+            "integer",
+            "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+        ),
+        Column::new(
+            "Ready",
+            "integer",
+            "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+        ),
+        Column::new(
+            "Up-to-date",
+            "integer",
+            "The total number of nodes that are running updated daemon pod",
+        ),
+        Column::new(
+            "Available",
+            "integer",
+            "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available.",
+        ),
+        Column::new(
+            "Node Selector",
+            "string",
+            "NodeSelector is a selector which must be true for the pod to fit on a node.",
+        ),
+        Column::AGE,
+        CONTAINERS,
+        IMAGES,
+        SELECTOR,
+    ],
+    cells: |d, now| {
+        let (containers, images) = template_columns(d);
+        vec![
+            name(d),
+            Value::from(int(d, "status/desiredNumberScheduled")),
+            Value::from(int(d, "status/currentNumberScheduled")),
+            Value::from(int(d, "status/numberReady")),
+            Value::from(int(d, "status/updatedNumberScheduled")),
+            Value::from(int(d, "status/numberAvailable")),
+            or_none(map_selector_string(at(
+                d,
+                "spec/template/spec/nodeSelector",
+            ))),
+            age(d, now),
+            containers,
+            images,
+            or_none(selector_string(at(d, "spec/selector"))),
+        ]
+    },
+};
+
+fn condition_true(object: &Value, kind: &str) -> bool {
+    list(object, "status/conditions")
+        .iter()
+        .any(|c| text(c, "type") == Some(kind) && text(c, "status") == Some("True"))
+}
+
+fn job_status(job: &Value) -> &'static str {
+    if condition_true(job, "Complete") {
+        "Complete"
+    } else if condition_true(job, "Failed") {
+        "Failed"
+    } else if at(job, "metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
+        "Terminating"
+    } else if condition_true(job, "SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else if condition_true(job, "FailureTarget") {
+        "FailureTarget"
+    } else if condition_true(job, "Suspended") {
+        "Suspended"
+    } else {
+        "Running"
+    }
+}
+
+fn job_completions(job: &Value) -> String {
+    let succeeded = int(job, "status/succeeded");
+    if let Some(completions) = at(job, "spec/completions").and_then(Value::as_i64) {
+        return format!("{succeeded}/{completions}");
+    }
+    let parallelism = at(job, "spec/parallelism")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if parallelism > 1 {
+        format!("{succeeded}/1 of {parallelism}")
+    } else {
+        format!("{succeeded}/1")
+    }
+}
+
+fn job_duration(job: &Value, now: Timestamp) -> String {
+    let Some(start) = at(job, "status/startTime").and_then(|s| seconds_since(s, now)) else {
+        return String::new();
+    };
+    match at(job, "status/completionTime").and_then(|c| seconds_since(c, now)) {
+        Some(since_completion) => human_duration(start - since_completion),
+        None => human_duration(start),
+    }
+}
+
+pub static JOBS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Status", "string", "Status of the job."),
+        Column::new("Completions", "string", "The completion status of the job."),
+        Column::new("Duration", "string", "Time required to complete the job."),
+        Column::AGE,
+        CONTAINERS,
+        IMAGES,
+        SELECTOR,
+    ],
+    cells: |job, now| {
+        let (containers, images) = template_columns(job);
+        vec![
+            name(job),
+            Value::from(job_status(job)),
+            Value::from(job_completions(job)),
+            Value::from(job_duration(job, now)),
+            age(job, now),
+            containers,
+            images,
+            or_none(selector_string(at(job, "spec/selector"))),
+        ]
+    },
+};
+
+pub static CRONJOBS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Schedule", "string", "The schedule in Cron format."),
+        Column::new(
+            "Timezone",
+            "string",
+            "The time zone name for the given schedule.",
+        ),
+        Column::new(
+            "Suspend",
+            "boolean",
+            "This flag tells the controller to suspend subsequent executions.",
+        ),
+        Column::new(
+            "Active",
+            "integer",
+            "A list of pointers to currently running jobs.",
+        ),
+        Column::new(
+            "Last Schedule",
+            "string",
+            "Information when was the last time the job was successfully scheduled.",
+        ),
+        Column::AGE,
+        CONTAINERS,
+        IMAGES,
+        SELECTOR,
+    ],
+    cells: |cj, now| {
+        let (containers, images) =
+            containers_and_images(at(cj, "spec/jobTemplate/spec/template/spec"));
+        let last = at(cj, "status/lastScheduleTime")
+            .and_then(|t| seconds_since(t, now))
+            .map(human_duration)
+            .unwrap_or_default();
+        let suspend = at(cj, "spec/suspend")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        vec![
+            name(cj),
+            Value::from(text(cj, "spec/schedule").unwrap_or("")),
+            or_none(text(cj, "spec/timeZone").unwrap_or("")),
+            Value::from(if suspend { "True" } else { "False" }),
+            Value::from(list(cj, "status/active").len()),
+            or_none(last),
+            age(cj, now),
+            Value::from(containers),
+            Value::from(images),
+            or_none(selector_string(at(cj, "spec/jobTemplate/spec/selector"))),
+        ]
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn now() -> Timestamp {
+        "2026-01-01T01:00:00Z".parse().expect("ts")
+    }
+
+    #[test]
+    fn deployment_cells() {
+        let d = json!({"metadata": {"name": "web", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1"}, {"name": "side", "image": "busybox"}]}}},
+            "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}});
+        assert_eq!(
+            (DEPLOYMENTS.cells)(&d, now()),
+            vec![
+                json!("web"),
+                json!("2/3"),
+                json!(3),
+                json!(2),
+                json!("60m"),
+                json!("nginx,side"),
+                json!("nginx:1,busybox"),
+                json!("app=web")
+            ]
+        );
+    }
+
+    #[test]
+    fn job_completions_and_duration() {
+        let running = json!({"metadata": {"name": "j"}, "spec": {"completions": 5},
+            "status": {"succeeded": 2, "startTime": "2026-01-01T00:59:00Z"}});
+        let c = (JOBS.cells)(&running, now());
+        assert_eq!(
+            (c[1].clone(), c[2].clone(), c[3].clone()),
+            (json!("Running"), json!("2/5"), json!("60s"))
+        );
+        let done = json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3},
+            "status": {"succeeded": 1, "startTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:00:12Z",
+                       "conditions": [{"type": "Complete", "status": "True"}]}});
+        let c = (JOBS.cells)(&done, now());
+        assert_eq!(
+            (c[1].clone(), c[2].clone(), c[3].clone()),
+            (json!("Complete"), json!("1/1 of 3"), json!("12s"))
+        );
+    }
+
+    #[test]
+    fn cronjob_and_daemonset_cells() {
+        let cj = json!({"metadata": {"name": "c"}, "spec": {"schedule": "*/5 * * * *"},
+            "status": {"active": [{"name": "c-1"}], "lastScheduleTime": "2026-01-01T00:55:00Z"}});
+        let c = (CRONJOBS.cells)(&cj, now());
+        assert_eq!(
+            &c[1..6],
+            &[
+                json!("*/5 * * * *"),
+                json!("<none>"),
+                json!("False"),
+                json!(1),
+                json!("5m")
+            ]
+        );
+        let ds = json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/os": "linux"}}}},
+            "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 2, "updatedNumberScheduled": 3, "numberAvailable": 2}});
+        let c = (DAEMONSETS.cells)(&ds, now());
+        assert_eq!(
+            &c[1..7],
+            &[
+                json!(3),
+                json!(3),
+                json!(2),
+                json!(3),
+                json!(2),
+                json!("kubernetes.io/os=linux")
+            ]
+        );
+    }
+}
