@@ -677,3 +677,38 @@ fn decodes_kubectl_generator_output() {
         assert_eq!(decode_object(&hex(body)).unwrap(), expected);
     }
 }
+
+#[test]
+fn eviction_keeps_an_immediate_grace_period() {
+    use k8s_pb::api::policy::v1::Eviction;
+    let eviction = Eviction {
+        metadata: Some(meta::ObjectMeta {
+            namespace: s("default"),
+            ..meta_named("p")
+        }),
+        delete_options: Some(meta::DeleteOptions {
+            grace_period_seconds: Some(0),
+            propagation_policy: s(""),
+            dry_run: vec!["All".into()],
+            ..Default::default()
+        }),
+    };
+    assert_eq!(
+        decode("policy/v1", "Eviction", &eviction),
+        json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "p", "namespace": "default"},
+            "deleteOptions": {"gracePeriodSeconds": 0, "dryRun": ["All"]}
+        })
+    );
+    // A bare DeleteOptions body decodes under whichever group version it names.
+    let options = meta::DeleteOptions {
+        propagation_policy: s("Foreground"),
+        ..Default::default()
+    };
+    assert_eq!(
+        decode("apps/v1", "DeleteOptions", &options),
+        json!({"apiVersion": "apps/v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"})
+    );
+}
