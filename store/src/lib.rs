@@ -11,8 +11,8 @@ mod sled_store;
 mod types;
 
 pub use sled_store::{
-    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, SledConfig,
-    SledStore, StoreStats,
+    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS,
+    DefragPolicy, SledConfig, SledStore, StoreStats,
 };
 pub use types::{Event, EventKind, KeyValue, ListResult, Revision, StoreError, WatchStream};
 

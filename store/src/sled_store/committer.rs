@@ -15,7 +15,8 @@ use bytes::Bytes;
 use tokio::sync::{oneshot, watch};
 
 use super::codec::{self, IndexEntry, Record};
-use super::durability::Durability;
+use super::config::SledConfig;
+use super::defrag;
 use super::flusher::{Applied, Flusher, nanos, poison_error};
 use super::reader::{self, event_from};
 use super::state::{Shared, sled_error};
@@ -54,6 +55,10 @@ pub(crate) enum Request {
         revision: Revision,
         reply: Option<Reply<()>>,
     },
+    /// Rewrites the live data into a fresh generation (see `layout`).
+    Defragment {
+        reply: Reply<()>,
+    },
     Close {
         reply: Reply<()>,
     },
@@ -83,7 +88,7 @@ pub(crate) struct Committer {
     /// wait for their flush).
     revision: Revision,
     compaction: Option<Compaction>,
-    max_group: usize,
+    config: SledConfig,
 }
 
 /// The result of one write, before it is durable.
@@ -104,12 +109,11 @@ impl Committer {
         shared: Arc<Shared>,
         requests: mpsc::Receiver<Request>,
         notify: watch::Sender<Revision>,
-        durability: Durability,
         recovered: Recovered,
-        max_group: usize,
+        config: SledConfig,
     ) -> std::io::Result<Self> {
         let (flusher, groups) = mpsc::channel();
-        let stage = Flusher::new(shared.clone(), groups, notify, durability);
+        let stage = Flusher::new(shared.clone(), groups, notify);
         let flusher_thread = std::thread::Builder::new()
             .name("skiff-store-flusher".into())
             .spawn(move || stage.run())?;
@@ -125,7 +129,7 @@ impl Committer {
             flusher_thread: Some(flusher_thread),
             revision: recovered.revision,
             compaction,
-            max_group,
+            config,
         })
     }
 
@@ -151,7 +155,7 @@ impl Committer {
             };
             if let Some(first) = first {
                 let mut group = vec![first];
-                while group.len() < self.max_group {
+                while group.len() < self.config.max_group {
                     match self.requests.try_recv() {
                         Ok(request) => group.push(request),
                         Err(_) => break,
@@ -220,19 +224,22 @@ impl Committer {
                         self.poison(&fatal);
                     }
                 }
+                Request::Defragment { reply } => {
+                    // Writes of this group so far are committed first.
+                    let before = std::mem::take(&mut pending);
+                    self.apply_pending(before);
+                    let mut before = std::mem::take(&mut applied);
+                    before.through = self.revision;
+                    self.hand_off(before);
+                    let _ = reply.send(self.defragment());
+                }
                 Request::Close { reply } => {
                     applied.waiters.push(reply);
                     closing = true;
                 }
             }
         }
-        if !pending.records.is_empty()
-            && let Err(err) = self.shared.db.apply_batch(pending.batch)
-        {
-            // The tree may now be in an unknown state: fail this group and all later writes.
-            let fatal = sled_error("applying writes", err);
-            self.poison(&fatal);
-        }
+        self.apply_pending(pending);
         self.shared
             .counters
             .apply_nanos
@@ -240,6 +247,16 @@ impl Committer {
         applied.through = self.revision;
         self.hand_off(applied);
         closing
+    }
+
+    fn apply_pending(&mut self, pending: Pending) {
+        if !pending.records.is_empty()
+            && let Err(err) = self.shared.generation().db.apply_batch(pending.batch)
+        {
+            // The tree may now be in an unknown state: fail this group and all later writes.
+            let fatal = sled_error("applying writes", err);
+            self.poison(&fatal);
+        }
     }
 
     fn index(&self, pending: &Pending, key: &str) -> Result<Option<IndexEntry>, StoreError> {
@@ -394,6 +411,7 @@ impl Committer {
         // the current revision is recovered from; record it here instead.
         batch.insert(codec::META_REVISION, &self.revision.to_be_bytes());
         self.shared
+            .generation()
             .db
             .apply_batch(batch)
             .map_err(|e| sled_error("recording the compact revision", e))?;
@@ -417,24 +435,63 @@ impl Committer {
         Ok(())
     }
 
+    /// Finishes any compaction, waits until everything applied is durable,
+    /// then rewrites the live data into a fresh generation.
+    fn defragment(&mut self) -> Result<(), StoreError> {
+        while self.compaction.is_some() && self.poisoned().is_none() {
+            self.compaction_step_only();
+        }
+        if let Some(reason) = self.poisoned() {
+            return Err(poison_error(&reason));
+        }
+        let (barrier, flushed) = oneshot::channel();
+        self.hand_off(Applied {
+            through: self.revision,
+            waiters: vec![barrier],
+            ..Applied::default()
+        });
+        flushed.blocking_recv().map_err(|_| StoreError::Closed)??;
+        // Nothing is in flight now and only this thread writes.
+        defrag::rewrite(&self.shared, &self.config)
+    }
+
     fn compaction_step(&mut self) {
+        if self.compaction_step_only() {
+            match defrag::worthwhile(&self.shared, &self.config) {
+                Ok(true) => {
+                    if let Err(err) = self.defragment() {
+                        tracing::warn!(error = %err, "defragmentation after compaction failed");
+                    }
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot measure the store for defragmentation")
+                }
+            }
+        }
+    }
+
+    /// One compaction chunk; returns whether the compaction just finished.
+    fn compaction_step_only(&mut self) -> bool {
         let result = self.compact_chunk();
         let Some(running) = &self.compaction else {
-            return;
+            return false;
         };
         let finished = running.next > running.target;
         match result {
-            Ok(()) if !finished => {}
+            Ok(()) if !finished => false,
             Ok(()) => {
-                if let Some(running) = self.compaction.take() {
-                    tracing::debug!(target = running.target, "compaction finished");
-                    // Answered once the removals are durable.
-                    self.hand_off(Applied {
-                        through: self.revision,
-                        waiters: running.waiters,
-                        ..Applied::default()
-                    });
-                }
+                let Some(running) = self.compaction.take() else {
+                    return false;
+                };
+                tracing::debug!(target = running.target, "compaction finished");
+                // Answered once the removals are durable.
+                self.hand_off(Applied {
+                    through: self.revision,
+                    waiters: running.waiters,
+                    ..Applied::default()
+                });
+                true
             }
             Err(err) => {
                 tracing::error!(error = %err, "compaction failed");
@@ -446,6 +503,7 @@ impl Committer {
                         }));
                     }
                 }
+                false
             }
         }
     }
@@ -465,7 +523,8 @@ impl Committer {
         let mut kept: HashMap<String, Revision> = HashMap::new();
         let mut batch = sled::Batch::default();
         let range = codec::record_key(from)..=codec::record_key(target);
-        for (examined, item) in self.shared.db.range(range).enumerate() {
+        let generation = self.shared.generation();
+        for (examined, item) in generation.db.range(range).enumerate() {
             let (raw_key, raw) = item.map_err(|e| sled_error("compacting", e))?;
             let revision = codec::revision_of_record(&raw_key)?;
             if examined as u64 == COMPACTION_CHUNK {
@@ -494,7 +553,7 @@ impl Committer {
             }
         }
         batch.insert(codec::META_COMPACTED_THROUGH, &end.to_be_bytes());
-        self.shared
+        generation
             .db
             .apply_batch(batch)
             .map_err(|e| sled_error("removing compacted history", e))?;

@@ -39,6 +39,26 @@ impl Default for CompactionPolicy {
     }
 }
 
+/// When the store rewrites its live data into a fresh file after a
+/// compaction, to give back the space sled keeps at its high-water mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefragPolicy {
+    /// Files smaller than this are left alone.
+    pub min_size: u64,
+    /// Defragment when the file is more than this many times the live data
+    /// (current values plus retained history).
+    pub max_amplification: u64,
+}
+
+impl Default for DefragPolicy {
+    fn default() -> Self {
+        Self {
+            min_size: 64 * 1024 * 1024,
+            max_amplification: 4,
+        }
+    }
+}
+
 /// Configuration of a sled-backed store, built in builder style:
 ///
 /// ```no_run
@@ -51,6 +71,7 @@ pub struct SledConfig {
     pub(crate) path: PathBuf,
     pub(crate) cache_capacity: u64,
     pub(crate) compaction: Option<CompactionPolicy>,
+    pub(crate) defragmentation: Option<DefragPolicy>,
     pub(crate) ring_events: usize,
     pub(crate) ring_bytes: usize,
     pub(crate) max_group: usize,
@@ -63,6 +84,7 @@ impl SledConfig {
             path: path.into(),
             cache_capacity: DEFAULT_CACHE_CAPACITY,
             compaction: Some(CompactionPolicy::default()),
+            defragmentation: Some(DefragPolicy::default()),
             ring_events: DEFAULT_RING_EVENTS,
             ring_bytes: DEFAULT_RING_BYTES,
             max_group: 1024,
@@ -79,6 +101,13 @@ impl SledConfig {
     /// [`Store::compact`](crate::Store::compact) is called.
     pub fn compaction(mut self, policy: Option<CompactionPolicy>) -> Self {
         self.compaction = policy;
+        self
+    }
+
+    /// When to defragment after a compaction; `None` only defragments on
+    /// [`SledStore::defragment`](super::SledStore::defragment).
+    pub fn defragmentation(mut self, policy: Option<DefragPolicy>) -> Self {
+        self.defragmentation = policy;
         self
     }
 

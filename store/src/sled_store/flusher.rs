@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::committer::Reply;
-use super::durability::Durability;
 use super::state::{Shared, sled_error};
 use crate::{Event, KeyValue, Revision, StoreError};
 
@@ -31,7 +30,6 @@ pub(crate) struct Flusher {
     shared: Arc<Shared>,
     groups: mpsc::Receiver<Applied>,
     notify: watch::Sender<Revision>,
-    durability: Durability,
 }
 
 pub(crate) fn nanos(elapsed: Duration) -> u64 {
@@ -51,13 +49,11 @@ impl Flusher {
         shared: Arc<Shared>,
         groups: mpsc::Receiver<Applied>,
         notify: watch::Sender<Revision>,
-        durability: Durability,
     ) -> Self {
         Self {
             shared,
             groups,
             notify,
-            durability,
         }
     }
 
@@ -75,12 +71,13 @@ impl Flusher {
     fn flush(&mut self) -> Result<(), StoreError> {
         let counters = &self.shared.counters;
         let start = Instant::now();
-        self.shared
+        let generation = self.shared.generation();
+        generation
             .db
             .flush()
             .map_err(|e| sled_error("flushing a commit group", e))?;
         let flushed = Instant::now();
-        self.durability.sync()?;
+        generation.durability.lock().sync()?;
         counters.flushes.fetch_add(1, Ordering::Relaxed);
         counters
             .flush_nanos

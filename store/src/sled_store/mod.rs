@@ -4,15 +4,18 @@ mod codec;
 mod committer;
 mod compactor;
 mod config;
+mod defrag;
 mod durability;
 mod flusher;
+mod layout;
 mod reader;
 mod ring;
 mod state;
 mod watch;
 
 pub use config::{
-    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, SledConfig,
+    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS,
+    DefragPolicy, SledConfig,
 };
 
 use std::os::unix::fs::MetadataExt;
@@ -33,7 +36,7 @@ use committer::{Committer, Recovered, Request, WriteOp};
 use compactor::Compactor;
 use durability::Durability;
 use ring::EventRing;
-use state::{Counters, Shared, sled_error};
+use state::{Counters, Generation, Shared, sled_error};
 
 /// A [`Store`] kept in a sled database in one directory.
 ///
@@ -75,6 +78,8 @@ pub struct StoreStats {
     pub writes: u64,
     /// Times a watcher had to read history from disk.
     pub history_reads: u64,
+    /// Defragmentations (rewrites into a fresh file) since open.
+    pub defragmentations: u64,
     /// Time spent in sled's flush (write + `sync_file_range`) since open.
     pub flush_time: std::time::Duration,
     /// Time spent in the extra `fdatasync` after each flush since open.
@@ -85,31 +90,6 @@ pub struct StoreStats {
     pub ring_events: usize,
     /// Approximate bytes held by the in-memory watch ring.
     pub ring_bytes: usize,
-}
-
-fn open_sled(config: &SledConfig) -> Result<sled::Db, StoreError> {
-    let sled_config = sled::Config::new()
-        .path(&config.path)
-        .cache_capacity(config.cache_capacity)
-        .mode(sled::Mode::LowSpace)
-        // The committer flushes every group itself; a timer flush adds nothing.
-        .flush_every_ms(None);
-    // sled 0.34 panics on some forms of damaged files; a damaged store must
-    // be an error the caller can report, not a crash.
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sled_config.open())) {
-        Ok(result) => result.map_err(|e| sled_error("opening the database", e)),
-        Err(panic) => {
-            let detail = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "sled panicked while opening".to_owned());
-            Err(codec::corrupt(
-                format!("sled database at {}", config.path.display()),
-                detail,
-            ))
-        }
-    }
 }
 
 fn read_meta(db: &sled::Db, name: &'static [u8], what: &str) -> Result<Option<u64>, StoreError> {
@@ -192,14 +172,22 @@ impl SledStore {
     /// Opens (creating if needed) the store in `config.path`, recovering the
     /// revision, history and any compaction that was interrupted.
     pub fn open(config: SledConfig) -> Result<Self, StoreError> {
-        let db = open_sled(&config)?;
+        let number = layout::current(&config.path)?;
+        layout::remove_others(&config.path, number);
+        let dir = layout::generation_dir(&config.path, number);
+        let db = layout::open_sled(&dir, &config)?;
         let recovered = recover(&db)?;
         db.flush()
             .map_err(|e| sled_error("initialising the store", e))?;
-        let durability = Durability::open(&config.path)?;
+        let durability = Durability::open(&dir)?;
         let (notify_tx, notify_rx) = tokio::sync::watch::channel(recovered.revision);
         let shared = Arc::new(Shared {
-            db,
+            generation: RwLock::new(Arc::new(Generation {
+                number,
+                dir,
+                db,
+                durability: Mutex::new(durability),
+            })),
             published: AtomicU64::new(recovered.revision),
             compact: AtomicU64::new(recovered.compact),
             ring: RwLock::new(EventRing::new(config.ring_events, config.ring_bytes)),
@@ -213,16 +201,15 @@ impl SledStore {
             shared.clone(),
             incoming,
             notify_tx,
-            durability,
             recovered,
-            config.max_group,
+            config.clone(),
         )
         .map_err(spawn_error)?;
         let committer = std::thread::Builder::new()
             .name("skiff-store-committer".into())
             .spawn(move || committer.run())
             .map_err(spawn_error)?;
-        let compactor = match config.compaction {
+        let compactor = match config.compaction.clone() {
             Some(policy) => Some(
                 Compactor::spawn(policy, shared.clone(), requests.clone()).map_err(spawn_error)?,
             ),
@@ -243,6 +230,7 @@ impl SledStore {
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
         let shared = &self.handle.shared;
         let size_on_disk = shared
+            .generation()
             .db
             .size_on_disk()
             .map_err(|e| sled_error("measuring the database", e))?;
@@ -258,6 +246,7 @@ impl SledStore {
             commit_groups: counters.commit_groups.load(Ordering::Relaxed),
             writes: counters.writes.load(Ordering::Relaxed),
             history_reads: counters.history_reads.load(Ordering::Relaxed),
+            defragmentations: counters.defragmentations.load(Ordering::Relaxed),
             flush_time: std::time::Duration::from_nanos(
                 counters.flush_nanos.load(Ordering::Relaxed),
             ),
@@ -273,6 +262,17 @@ impl SledStore {
     /// The directory holding the store.
     pub fn path(&self) -> &Path {
         &self.handle.path
+    }
+
+    /// Rewrites the live data (current values and retained history) into a
+    /// fresh file and removes the old one, giving back the space sled keeps
+    /// after compaction. Writes wait while it runs; reads and watches go on.
+    /// Usually run automatically after a compaction (see
+    /// [`SledConfig::defragmentation`]).
+    pub async fn defragment(&self) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Defragment { reply })?;
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 
     fn send(&self, request: Request) -> Result<(), StoreError> {
@@ -414,7 +414,13 @@ mod tests {
     use super::*;
 
     fn count(store: &SledStore, prefix: &[u8]) -> usize {
-        store.handle.shared.db.scan_prefix(prefix).count()
+        store
+            .handle
+            .shared
+            .generation()
+            .db
+            .scan_prefix(prefix)
+            .count()
     }
 
     #[tokio::test]
@@ -464,7 +470,7 @@ mod tests {
         }
         {
             // As if the process died right after recording the compact revision.
-            let db = open_sled(&config).unwrap();
+            let db = layout::open_sled(&layout::generation_dir(dir.path(), 0), &config).unwrap();
             db.insert(codec::META_COMPACT, &40u64.to_be_bytes())
                 .unwrap();
             db.insert(codec::META_COMPACTED_THROUGH, &0u64.to_be_bytes())

@@ -29,6 +29,7 @@ pub(crate) fn read_record(
     revision: Revision,
 ) -> Result<Option<Record>, StoreError> {
     let raw = shared
+        .generation()
         .db
         .get(codec::record_key(revision))
         .map_err(|e| sled_error("reading a history record", e))?;
@@ -37,6 +38,7 @@ pub(crate) fn read_record(
 
 pub(crate) fn read_index(shared: &Shared, key: &str) -> Result<Option<IndexEntry>, StoreError> {
     let raw = shared
+        .generation()
         .db
         .get(codec::index_key(key))
         .map_err(|e| sled_error("reading the key index", e))?;
@@ -150,7 +152,8 @@ pub(crate) fn list(
         let index_prefix = codec::index_key(prefix);
         let mut items = Vec::new();
         let mut more = false;
-        for entry in shared.db.range(start..) {
+        let generation = shared.generation();
+        for entry in generation.db.range(start..) {
             let (raw_key, raw_entry) = entry.map_err(|e| sled_error("listing keys", e))?;
             if !raw_key.starts_with(&index_prefix) {
                 break;
@@ -256,7 +259,8 @@ pub(crate) fn history(
     if end < expected {
         return Ok((events, end));
     }
-    for item in shared
+    let generation = shared.generation();
+    for item in generation
         .db
         .range(codec::record_key(expected)..=codec::record_key(end))
     {

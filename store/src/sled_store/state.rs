@@ -1,10 +1,13 @@
 //! State shared by the store handle, the committer thread and watchers.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use super::durability::Durability;
 use super::ring::EventRing;
 use crate::{Revision, StoreError};
 
@@ -15,14 +18,25 @@ pub(crate) struct Counters {
     pub commit_groups: AtomicU64,
     pub writes: AtomicU64,
     pub history_reads: AtomicU64,
+    pub defragmentations: AtomicU64,
     /// Nanoseconds spent in sled's flush and in the extra sync, and applying writes.
     pub flush_nanos: AtomicU64,
     pub sync_nanos: AtomicU64,
     pub apply_nanos: AtomicU64,
 }
 
-pub(crate) struct Shared {
+/// One sled database of the store (see `layout`); replaced as a whole by
+/// defragmentation.
+pub(crate) struct Generation {
+    pub number: u64,
+    pub dir: PathBuf,
     pub db: sled::Db,
+    pub durability: parking_lot::Mutex<Durability>,
+}
+
+pub(crate) struct Shared {
+    /// The live generation. Operations take a handle for their duration.
+    pub generation: RwLock<Arc<Generation>>,
     /// Newest revision that is durable and visible to readers. Records above
     /// it may already be in sled (applied, not yet flushed) and are skipped.
     pub published: AtomicU64,
@@ -39,6 +53,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    pub(crate) fn generation(&self) -> Arc<Generation> {
+        self.generation.read().clone()
+    }
+
     pub(crate) fn published(&self) -> Revision {
         self.published.load(Ordering::Acquire)
     }

@@ -4,6 +4,7 @@ mod api;
 mod common;
 mod compaction;
 mod crash;
+mod defrag;
 mod model;
 mod restart;
 mod watch;

@@ -95,7 +95,7 @@ async fn a_damaged_store_is_an_error_not_a_panic() {
         store.close().await.unwrap();
     }
     // Overwrite the whole log with garbage.
-    let log = dir.path().join("db");
+    let log = dir.path().join("gen-0").join("db");
     let len = std::fs::metadata(&log).unwrap().len() as usize;
     std::fs::write(&log, vec![0xA5u8; len]).unwrap();
     match skiff_store::SledStore::open(super::common::config(dir.path())) {
@@ -120,7 +120,7 @@ async fn a_malformed_entry_reads_as_corrupt() {
     }
     {
         // Write a broken index entry behind the store's back.
-        let db = sled::open(dir.path()).unwrap();
+        let db = sled::open(dir.path().join("gen-0")).unwrap();
         db.insert(b"kbad", &b"\x07garbage"[..]).unwrap();
         db.flush().unwrap();
     }
