@@ -258,6 +258,19 @@ fn service_with_cluster_ips_and_int_or_string_target_port() {
                     app_protocol: None,
                 },
                 core::ServicePort {
+                    name: s("unset-target"),
+                    protocol: s("UDP"),
+                    port: Some(53),
+                    // Go's zero IntOrString: the server defaults it to the port.
+                    target_port: Some(IntOrString {
+                        r#type: Some(0),
+                        int_val: Some(0),
+                        str_val: s(""),
+                    }),
+                    node_port: Some(0),
+                    app_protocol: None,
+                },
+                core::ServicePort {
                     name: s("metrics"),
                     protocol: s("TCP"),
                     port: Some(9090),
@@ -293,6 +306,7 @@ fn service_with_cluster_ips_and_int_or_string_target_port() {
             "spec": {
                 "ports": [
                     {"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080},
+                    {"name": "unset-target", "protocol": "UDP", "port": 53},
                     {"name": "metrics", "protocol": "TCP", "port": 9090, "targetPort": "metrics"}
                 ],
                 "selector": {"app": "api"},

@@ -73,6 +73,10 @@ pub const ZERO_IS_A_VALUE: &[&str] = &[
     "orphanDependents",
 ];
 
+/// Int-or-string fields held by value in Go: their zero (`0`) is the
+/// "unset" the server defaults (a Service's targetPort becomes its port).
+pub const ZERO_INT_OR_STRING_IS_UNSET: &[&str] = &["targetPort"];
+
 /// String fields where "" is a deliberate choice (a claim that asks for no
 /// storage class, not the default one).
 pub const EMPTY_IS_A_VALUE: &[&str] = &["storageClassName"];
@@ -175,7 +179,10 @@ impl<'a> Converter<'a> {
                 empty: EMPTY_IS_A_VALUE.contains(&json_name.as_str()),
             };
             let shape = schema.map(|f| &f.shape);
-            if let Some(v) = self.field(value, shape, keep, &child_path)? {
+            let value = self.field(value, shape, keep, &child_path)?;
+            let unset = value.as_ref().is_some_and(|v| v.as_i64() == Some(0))
+                && ZERO_INT_OR_STRING_IS_UNSET.contains(&json_name.as_str());
+            if let Some(v) = value.filter(|_| !unset) {
                 out.insert(json_name, v);
             }
         }
