@@ -1,6 +1,7 @@
 //! Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`)
-//! decoded into the JSON the handlers work on. kubectl's typed commands
-//! (`create configmap|deployment|...`, `run`, `expose`) send protobuf; the
+//! decoded into the JSON the handlers work on. kubectl's typed generators
+//! (`create namespace|configmap|secret|deployment|service|job|cronjob|role|
+//! ...`, `autoscale`) send protobuf, as do client-go's typed clients; the
 //! server answers in JSON, which every client accepts.
 //!
 //! The bytes are decoded by prost into the k8s-pb message for the envelope's
