@@ -52,7 +52,7 @@ impl fmt::Display for FitError {
                 let mut counts: HashMap<&str, usize> = HashMap::new();
                 for st in self.diagnosis.node_to_status.values() {
                     for r in st.reasons() {
-                        *counts.entry(r.as_str()).or_default() += 1;
+                        *counts.entry(r.as_ref()).or_default() += 1;
                     }
                 }
                 let mut parts: Vec<String> = counts

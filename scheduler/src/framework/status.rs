@@ -1,6 +1,7 @@
 //! Plugin results: a code plus human-readable reasons, worded as upstream so
 //! `kubectl describe pod` shows familiar messages.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// The outcome class of a plugin call.
@@ -24,7 +25,9 @@ pub enum Code {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
     code: Code,
-    reasons: Vec<String>,
+    /// Mostly static texts: a rejection on thousands of nodes must not allocate a string
+    /// per node.
+    reasons: Vec<Cow<'static, str>>,
     plugin: Option<&'static str>,
 }
 
@@ -39,7 +42,7 @@ impl Status {
     }
 
     /// A status with a code and one reason.
-    pub fn new(code: Code, reason: impl Into<String>) -> Self {
+    pub fn new(code: Code, reason: impl Into<Cow<'static, str>>) -> Self {
         Status {
             code,
             reasons: vec![reason.into()],
@@ -48,7 +51,7 @@ impl Status {
     }
 
     /// A status with several reasons.
-    pub fn with_reasons(code: Code, reasons: Vec<String>) -> Self {
+    pub fn with_reasons(code: Code, reasons: Vec<Cow<'static, str>>) -> Self {
         Status {
             code,
             reasons,
@@ -57,17 +60,17 @@ impl Status {
     }
 
     /// Unschedulable with a reason.
-    pub fn unschedulable(reason: impl Into<String>) -> Self {
+    pub fn unschedulable(reason: impl Into<Cow<'static, str>>) -> Self {
         Self::new(Code::Unschedulable, reason)
     }
 
     /// UnschedulableAndUnresolvable with a reason.
-    pub fn unresolvable(reason: impl Into<String>) -> Self {
+    pub fn unresolvable(reason: impl Into<Cow<'static, str>>) -> Self {
         Self::new(Code::UnschedulableAndUnresolvable, reason)
     }
 
     /// An internal error.
-    pub fn error(reason: impl Into<String>) -> Self {
+    pub fn error(reason: impl Into<Cow<'static, str>>) -> Self {
         Self::new(Code::Error, reason)
     }
 
@@ -92,7 +95,7 @@ impl Status {
     }
 
     /// The reasons.
-    pub fn reasons(&self) -> &[String] {
+    pub fn reasons(&self) -> &[Cow<'static, str>] {
         &self.reasons
     }
 

@@ -2,6 +2,7 @@
 //! memory, ephemeral-storage, extended resources) and a free pod slot; scoring prefers
 //! the least allocated nodes by default (LeastAllocated) or the most (MostAllocated).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -141,7 +142,7 @@ impl Plugin for NodeResourcesFit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Insufficient {
     /// Reason text ("Insufficient cpu", "Too many pods").
-    pub reason: String,
+    pub reason: Cow<'static, str>,
     /// True when even an empty node could not fit the request (preemption cannot help).
     pub unresolvable: bool,
 }
@@ -165,18 +166,28 @@ pub fn insufficient_resources(
         return out;
     }
     let used = &node.requested;
-    let mut check = |name: &str, want: i64, have: i64, used: i64| {
+    let mut check = |reason: Cow<'static, str>, want: i64, have: i64, used: i64| {
         if want > 0 && want > have - used {
             out.push(Insufficient {
-                reason: format!("Insufficient {name}"),
+                reason,
                 unresolvable: want > have,
             });
         }
     };
-    check("cpu", req.milli_cpu, alloc.milli_cpu, used.milli_cpu);
-    check("memory", req.memory, alloc.memory, used.memory);
     check(
-        "ephemeral-storage",
+        Cow::Borrowed("Insufficient cpu"),
+        req.milli_cpu,
+        alloc.milli_cpu,
+        used.milli_cpu,
+    );
+    check(
+        Cow::Borrowed("Insufficient memory"),
+        req.memory,
+        alloc.memory,
+        used.memory,
+    );
+    check(
+        Cow::Borrowed("Insufficient ephemeral-storage"),
         req.ephemeral_storage,
         alloc.ephemeral_storage,
         used.ephemeral_storage,
@@ -185,7 +196,16 @@ pub fn insufficient_resources(
         if ignored.iter().any(|i| i == name) {
             continue;
         }
-        check(name, *want, alloc.get(name), used.get(name));
+        let have = alloc.get(name);
+        let in_use = used.get(name);
+        if *want > 0 && *want > have - in_use {
+            check(
+                Cow::Owned(format!("Insufficient {name}")),
+                *want,
+                have,
+                in_use,
+            );
+        }
     }
     out
 }
