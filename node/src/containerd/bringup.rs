@@ -136,7 +136,9 @@ impl NodeRuntime {
                 (RuntimeService::Supervised(supervisor), Some(paths))
             }
         };
-        let importer = ImageImporter::new(service.cri().socket()).with_ctr(options.ctr_bin.clone());
+        let importer = ImageImporter::new(service.cri().socket())
+            .with_ctr(options.ctr_bin.clone())
+            .wait_visible_through(service.cri());
         let runtime = Self {
             service,
             importer,

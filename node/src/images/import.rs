@@ -10,12 +10,15 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+use crate::cri::{CriError, CriRuntime};
+
 /// The containerd namespace CRI uses.
 pub const CRI_NAMESPACE: &str = "k8s.io";
 
-/// File name endings of archives an airgap directory may hold; `ctr`
-/// decompresses the compressed ones itself.
-const ARCHIVE_SUFFIXES: &[&str] = &[".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst"];
+/// File name endings of archives an airgap directory may hold. Only plain
+/// tar: `ctr images import` of containerd 1.6 rejects compressed archives
+/// ("archive/tar: invalid tar header").
+const ARCHIVE_SUFFIXES: &[&str] = &[".tar"];
 
 /// A failed import.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +49,17 @@ pub enum ImportError {
         /// The limit.
         after: Duration,
     },
+    /// containerd imported the images but CRI did not list them in time.
+    #[error("imported {names:?} but CRI did not see them within {after:?}")]
+    NotVisible {
+        /// The image names still missing.
+        names: Vec<String>,
+        /// How long we waited.
+        after: Duration,
+    },
+    /// Asking CRI for the imported images failed.
+    #[error("checking imported images through CRI: {0}")]
+    Cri(#[from] CriError),
     /// The airgap directory could not be read.
     #[error("reading image directory {dir}: {source}")]
     ReadDir {
@@ -62,6 +76,7 @@ pub struct ImageImporter {
     ctr_bin: PathBuf,
     socket: PathBuf,
     timeout: Duration,
+    visible_via: Option<CriRuntime>,
 }
 
 /// Outcome of importing an airgap directory: one bad archive does not stop
@@ -82,7 +97,17 @@ impl ImageImporter {
             ctr_bin: PathBuf::from("ctr"),
             socket: socket.into(),
             timeout: Duration::from_secs(300),
+            visible_via: None,
         }
+    }
+
+    /// After each import, waits until `cri` reports the imported images.
+    /// containerd's CRI plugin learns about images imported through its
+    /// image API from an asynchronous event, so a pod created right after
+    /// `ctr` returns could otherwise miss its image (or the pause image).
+    pub fn wait_visible_through(mut self, cri: CriRuntime) -> Self {
+        self.visible_via = Some(cri);
+        self
     }
 
     /// Uses another `ctr` binary.
@@ -133,7 +158,11 @@ impl ImageImporter {
                 stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
             });
         }
-        Ok(imported_names(&String::from_utf8_lossy(&output.stdout)))
+        let names = imported_names(&String::from_utf8_lossy(&output.stdout));
+        if let Some(cri) = &self.visible_via {
+            wait_visible(cri, &names, self.timeout).await?;
+        }
+        Ok(names)
     }
 
     /// Imports every archive in `dir` in name order. A missing directory
@@ -153,6 +182,35 @@ impl ImageImporter {
             }
         }
         Ok(report)
+    }
+}
+
+/// Polls CRI `ImageStatus` until every name is present.
+async fn wait_visible(
+    cri: &CriRuntime,
+    names: &[String],
+    timeout: Duration,
+) -> Result<(), ImportError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut missing: Vec<String> = names.to_vec();
+    loop {
+        let mut still = Vec::new();
+        for name in missing {
+            if cri.image_status(&name).await?.is_none() {
+                still.push(name);
+            }
+        }
+        if still.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ImportError::NotVisible {
+                names: still,
+                after: timeout,
+            });
+        }
+        missing = still;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -208,13 +266,7 @@ mod tests {
     #[test]
     fn airgap_directory_lists_archives_in_order_and_skips_the_rest() {
         let dir = tempfile::tempdir().unwrap();
-        for name in [
-            "b.tar",
-            "a.tar.gz",
-            "c.tar.zst",
-            "notes.txt",
-            "x.tar.partial",
-        ] {
+        for name in ["b.tar", "a.tar", "c.tar.gz", "notes.txt", "x.tar.partial"] {
             std::fs::write(dir.path().join(name), b"").unwrap();
         }
         std::fs::create_dir(dir.path().join("d.tar")).unwrap();
@@ -223,7 +275,7 @@ mod tests {
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["a.tar.gz", "b.tar", "c.tar.zst"]);
+        assert_eq!(names, ["a.tar", "b.tar"]);
         assert!(
             airgap_archives(&dir.path().join("missing"))
                 .unwrap()

@@ -106,6 +106,8 @@ async fn external_endpoint_is_used_but_never_stopped() {
         options.images_dir().join("again.tar"),
     )
     .expect("copy archive");
+    // One bad archive does not stop the others.
+    std::fs::write(options.images_dir().join("broken.tar"), b"not a tar").expect("write");
     let runtime = NodeRuntime::start(options)
         .await
         .expect("external bring-up");
@@ -115,7 +117,11 @@ async fn external_endpoint_is_used_but_never_stopped() {
         !agent_dir.join("containerd").exists(),
         "wrote containerd files"
     );
-    assert_eq!(runtime.airgap_report().imported.len(), 1);
+    let report = runtime.airgap_report();
+    assert_eq!(report.imported.len(), 1, "{report:?}");
+    assert!(report.imported[0].0.ends_with("again.tar"));
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(report.failed[0].0.ends_with("broken.tar"));
     let network = PodNetwork::new("10.231.250.0/24".parse().expect("cidr"));
     assert!(matches!(
         runtime.set_pod_network(&network),
