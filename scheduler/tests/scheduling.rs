@@ -410,6 +410,31 @@ mod lifecycle {
     }
 
     #[tokio::test]
+    async fn node_label_update_requeues_affinity_rejections() {
+        let c = TestCluster::new();
+        let plain = NodeBuilder::new("n1").build();
+        c.add_nodes(vec![plain.clone()]);
+        c.add_pod(PodBuilder::new("p").node_selector("disk", "ssd").build());
+        let (_, failed) = c.schedule_all().await;
+        assert_eq!(failed.len(), 1);
+        c.clock.advance(Duration::from_secs(1));
+        // A taint change cannot help a node-affinity rejection; a label change can.
+        c.scheduler.on_node_update(
+            &plain,
+            Arc::new(
+                NodeBuilder::new("n1")
+                    .taint("x", "y", "PreferNoSchedule")
+                    .build(),
+            ),
+        );
+        assert_eq!(c.scheduler.with_queue(|q| q.lens()), (0, 0, 1));
+        let labelled = NodeBuilder::new("n1").label("disk", "ssd").build();
+        c.scheduler.on_node_update(&plain, Arc::new(labelled));
+        let (placed, _) = c.schedule_all().await;
+        assert_eq!(placed, vec![("p".to_string(), "n1".to_string())]);
+    }
+
+    #[tokio::test]
     async fn other_schedulers_pods_are_left_alone() {
         let c = TestCluster::new();
         c.add_nodes(vec![NodeBuilder::new("n1").build()]);

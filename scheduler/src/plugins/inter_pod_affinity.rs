@@ -623,4 +623,60 @@ mod tests {
         assert_eq!(pl.score(&state, &pod, &snap.nodes()[0]).0, 1);
         assert_eq!(pl.score(&state, &pod, &snap.nodes()[1]).0, 0);
     }
+
+    #[test]
+    fn namespace_selector_selects_pods_in_labelled_namespaces() {
+        use k8s_openapi::api::core::v1::PodAffinityTerm;
+        let listers = MemoryListers::new();
+        listers.put_namespace("team-a", [("team".to_string(), "a".to_string())].into());
+        listers.put_namespace("team-b", [("team".to_string(), "b".to_string())].into());
+        let pl = InterPodAffinity::with(Args::default(), Arc::new(listers));
+        let mut pod = PodBuilder::new("p").build();
+        pod.spec.get_or_insert_default().affinity = Some(k8s_openapi::api::core::v1::Affinity {
+            pod_anti_affinity: Some(k8s_openapi::api::core::v1::PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                    label_selector: Some(crate::testing::match_labels(&[("app", "db")])),
+                    namespace_selector: Some(crate::testing::match_labels(&[("team", "a")])),
+                    topology_key: "zone".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let snap = Snapshot::from_nodes(vec![
+            node(
+                "n1",
+                "a",
+                vec![
+                    PodBuilder::new("db-a")
+                        .namespace("team-a")
+                        .label("app", "db"),
+                ],
+            ),
+            node(
+                "n2",
+                "b",
+                vec![
+                    PodBuilder::new("db-b")
+                        .namespace("team-b")
+                        .label("app", "db"),
+                ],
+            ),
+            node(
+                "n3",
+                "c",
+                vec![PodBuilder::new("db-default").label("app", "db")],
+            ),
+        ]);
+        let pod = PodInfo::new(Arc::new(pod));
+        let mut state = CycleState::new();
+        assert!(pl.pre_filter(&mut state, &pod, &snap).1.is_success());
+        let got: Vec<Code> = snap
+            .nodes()
+            .iter()
+            .map(|n| pl.filter(&state, &pod, n).code())
+            .collect();
+        assert_eq!(got, vec![Code::Unschedulable, Code::Success, Code::Success]);
+    }
 }
