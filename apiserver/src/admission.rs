@@ -186,6 +186,7 @@ fn default_pod_spec(spec: &mut Value) {
 /// and bumps generation when the spec changed.
 pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
     carry_system_metadata(old, new);
+    apply_defaults(info, new);
     if info.has(Subresource::Status) {
         match old.get("status") {
             Some(s) => set_field(new, "status", s.clone()),
@@ -212,9 +213,16 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
         }
         set_field(new, "spec", spec);
     }
+    if info.group.is_empty() && info.resource == "services" {
+        crate::service_alloc::keep_allocations(old, new);
+    }
     if info.tracks_generation {
         let old_generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
-        let changed = spec_without_metadata(old) != spec_without_metadata(new);
+        // Compare against the old object defaulted the same way, so a default
+        // added since it was stored is not taken for a change.
+        let mut old_defaulted = old.clone();
+        apply_defaults(info, &mut old_defaulted);
+        let changed = spec_without_metadata(&old_defaulted) != spec_without_metadata(new);
         meta_mut(new).insert(
             "generation".into(),
             json!(old_generation + i64::from(changed)),

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::admission::WriteInfo;
 use crate::registry::{Registry, ResourceInfo};
+use crate::service_alloc::{AllocConfigError, ServiceAllocator};
 use crate::status::{ApiError, json_response};
 use crate::watch_cache::{CacheLimits, FeedError, WatchCache};
 
@@ -34,6 +35,10 @@ pub struct ApiServerConfig {
     /// Live events buffered per watcher; one that falls further behind
     /// resumes from the cache's history instead of slowing the others.
     pub watch_fanout_buffer: usize,
+    /// Range Service cluster IPs come from (IPv4).
+    pub service_cidr: String,
+    /// Range NodePort/LoadBalancer Services' node ports come from.
+    pub node_port_range: std::ops::RangeInclusive<u16>,
 }
 
 impl Default for ApiServerConfig {
@@ -44,6 +49,8 @@ impl Default for ApiServerConfig {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             watch_fanout_buffer: 1024,
+            service_cidr: "10.43.0.0/16".to_string(),
+            node_port_range: 30000..=32767,
         }
     }
 }
@@ -53,6 +60,8 @@ impl Default for ApiServerConfig {
 pub enum ApiServerError {
     #[error(transparent)]
     Cache(#[from] FeedError),
+    #[error(transparent)]
+    Config(#[from] AllocConfigError),
     #[error("creating the system namespace {name} failed: {source}")]
     Bootstrap {
         name: String,
@@ -78,6 +87,7 @@ pub(crate) struct Inner {
     pub caches: HashMap<String, Arc<WatchCache>>,
     pub config: ApiServerConfig,
     pub shutdown: watch::Sender<bool>,
+    pub services: ServiceAllocator,
 }
 
 impl Inner {
@@ -107,6 +117,7 @@ impl ApiServer {
         config: ApiServerConfig,
     ) -> Result<Self, ApiServerError> {
         let registry = Registry::builtin();
+        let services = ServiceAllocator::new(&config.service_cidr, config.node_port_range.clone())?;
         let (shutdown, _) = watch::channel(false);
         let mut caches = HashMap::new();
         let limits = CacheLimits {
@@ -128,6 +139,7 @@ impl ApiServer {
             caches,
             config,
             shutdown,
+            services,
         });
         let server = Self { inner };
         server.bootstrap().await?;

@@ -147,7 +147,19 @@ pub(crate) async fn create_object(
                 .to_string();
             meta_mut(&mut candidate).insert("name".into(), json!(generate_name(&prefix)));
         }
-        let admitted = admit_new(info, &mut candidate, write)?;
+        let mut admitted = admit_new(info, &mut candidate, write)?;
+        // Held until the Service is stored, so no two get the same address.
+        let _allocating = if info.group.is_empty() && info.resource == "services" {
+            let guard = inner.services.lock().await;
+            let stored = inner.cache(info)?.snapshot();
+            inner
+                .services
+                .allocate(&mut admitted, stored.objects.values().map(|v| &**v))
+                .map_err(|causes| invalid(info, &admitted, causes))?;
+            Some(guard)
+        } else {
+            None
+        };
         let name = meta_str(&admitted, "name").unwrap_or("").to_string();
         let ns = meta_str(&admitted, "namespace").map(String::from);
         let key = info.key(ns.as_deref(), &name);

@@ -35,7 +35,7 @@ pub fn validate(info: &ResourceInfo, object: &Value, old: Option<&Value>) -> Vec
             "spec.jobTemplate.spec.template.spec",
             &mut errors,
         ),
-        ("", "services") => workloads::service(object, &mut errors),
+        ("", "services") => workloads::service(object, old, &mut errors),
         ("", "configmaps") => data_keys(object, &["data", "binaryData"], &mut errors),
         ("", "secrets") => data_keys(object, &["data", "stringData"], &mut errors),
         _ => {}

@@ -146,8 +146,20 @@ pub(super) fn replication_controller(object: &Value, errors: &mut Vec<FieldError
     }
 }
 
-pub(super) fn service(object: &Value, errors: &mut Vec<FieldError>) {
+pub(super) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
+    if let Some(old) = old
+        && let Some(was) = old["spec"]["clusterIP"]
+            .as_str()
+            .filter(|ip| !ip.is_empty())
+        && spec["clusterIP"].as_str().is_some_and(|now| now != was)
+    {
+        errors.push(FieldError::invalid(
+            "spec.clusterIPs[0]",
+            spec["clusterIP"].clone(),
+            "may not change once set",
+        ));
+    }
     let kind = spec["type"].as_str().unwrap_or("ClusterIP");
     const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
     if !TYPES.contains(&kind) {

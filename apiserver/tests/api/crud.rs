@@ -292,3 +292,53 @@ async fn events_are_shared_between_core_and_events_api() {
         .await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn services_get_cluster_ips_and_node_ports() {
+    let s = TestServer::new().await;
+    let svc = |name: &str| {
+        json!({"metadata": {"name": name}, "spec": {"type": "NodePort", "selector": {"app": "x"},
+            "ports": [{"port": 80}]}})
+    };
+    let (code, a) = s
+        .post("/api/v1/namespaces/default/services", svc("a"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{a}");
+    let (_, b) = s
+        .post("/api/v1/namespaces/default/services", svc("b"))
+        .await;
+    let ip_a = a["spec"]["clusterIP"].as_str().unwrap();
+    assert!(ip_a.starts_with("10.43."), "{ip_a}");
+    assert_ne!(ip_a, b["spec"]["clusterIP"].as_str().unwrap());
+    assert_eq!(a["spec"]["clusterIPs"], json!([ip_a]));
+    let port = a["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&port));
+    assert_ne!(Some(port), b["spec"]["ports"][0]["nodePort"].as_u64());
+    assert_eq!(a["spec"]["ports"][0]["targetPort"], 80);
+
+    // Taken addresses are refused; updates that omit them keep them.
+    let mut taken = svc("c");
+    taken["spec"]["clusterIP"] = json!(ip_a);
+    let (code, body) = s.post("/api/v1/namespaces/default/services", taken).await;
+    assert_status(code, &body, 422, "Invalid");
+    let mut replaced = a.clone();
+    replaced["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("clusterIP");
+    replaced["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("clusterIPs");
+    replaced["spec"]["ports"] = json!([{"port": 80}]);
+    let (code, body) = s
+        .put("/api/v1/namespaces/default/services/a", replaced)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["spec"]["clusterIP"], ip_a);
+    assert_eq!(body["spec"]["ports"][0]["nodePort"], port);
+    let mut moved = body.clone();
+    moved["spec"]["clusterIP"] = json!("10.43.99.99");
+    let (code, body) = s.put("/api/v1/namespaces/default/services/a", moved).await;
+    assert_status(code, &body, 422, "Invalid");
+}

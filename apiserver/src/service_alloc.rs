@@ -1,0 +1,294 @@
+//! Cluster IPs and node ports for Services, allocated on create from the
+//! service CIDR and the node-port range. Allocations are what the stored
+//! Services hold (read from the services watch cache), so nothing extra is
+//! persisted; one lock serialises "choose + store" so two creates never pick
+//! the same address.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::ops::RangeInclusive;
+
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, MutexGuard};
+
+use crate::object::set_field;
+use crate::status::FieldError;
+
+/// A service CIDR or node-port range that cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("invalid service network configuration: {0}")]
+pub struct AllocConfigError(String);
+
+/// Allocates cluster IPs and node ports.
+pub struct ServiceAllocator {
+    network: u32,
+    size: u32,
+    cidr: String,
+    node_ports: RangeInclusive<u16>,
+    lock: Mutex<()>,
+}
+
+fn ips_of(service: &Value) -> impl Iterator<Item = &str> {
+    let spec = &service["spec"];
+    spec["clusterIPs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .chain(spec["clusterIP"].as_str())
+}
+
+fn node_ports_of(service: &Value) -> impl Iterator<Item = u16> {
+    service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["nodePort"].as_u64())
+        .filter_map(|p| u16::try_from(p).ok())
+}
+
+impl ServiceAllocator {
+    /// `cidr` like `10.43.0.0/16` (IPv4, prefix 8..=30).
+    pub fn new(cidr: &str, node_ports: RangeInclusive<u16>) -> Result<Self, AllocConfigError> {
+        let bad = || AllocConfigError(format!("service CIDR {cidr:?}"));
+        let (addr, len) = cidr.split_once('/').ok_or_else(bad)?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
+        let len: u32 = len.parse().map_err(|_| bad())?;
+        if !(8..=30).contains(&len) || node_ports.is_empty() {
+            return Err(bad());
+        }
+        let mask = u32::MAX << (32 - len);
+        Ok(Self {
+            network: u32::from(addr) & mask,
+            size: 1 << (32 - len),
+            cidr: cidr.to_string(),
+            node_ports,
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// Held from allocation until the Service is stored.
+    pub async fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().await
+    }
+
+    fn contains(&self, ip: Ipv4Addr) -> bool {
+        let n = u32::from(ip);
+        n > self.network && n < self.network + self.size - 1
+    }
+
+    /// Fills `spec.clusterIP(s)` and node ports of a new Service, given the
+    /// Services already stored. Must run under [`ServiceAllocator::lock`].
+    pub fn allocate<'a>(
+        &self,
+        service: &mut Value,
+        existing: impl Iterator<Item = &'a Value>,
+    ) -> Result<(), Vec<FieldError>> {
+        let existing: Vec<&Value> = existing.collect();
+        let Some(spec) = service.get_mut("spec").filter(|s| s.is_object()) else {
+            return Ok(());
+        };
+        let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
+        let mut errors = Vec::new();
+        if kind != "ExternalName" {
+            let used: HashSet<&str> = existing.iter().flat_map(ips_of).collect();
+            let requested = spec["clusterIP"]
+                .as_str()
+                .or_else(|| spec["clusterIPs"][0].as_str())
+                .map(String::from);
+            let ip = match requested.as_deref() {
+                Some("None") => Some("None".to_string()),
+                Some("") | None => self.free_ip(&used).map(|ip| ip.to_string()),
+                Some(wanted) => {
+                    match wanted.parse::<Ipv4Addr>() {
+                        Ok(addr) if !self.contains(addr) => {
+                            errors.push(FieldError::invalid(
+                            "spec.clusterIPs[0]",
+                            wanted,
+                            format!(
+                                "failed to allocate IP {wanted}: provided IP is not in the valid range. The range of valid IPs is {}",
+                                self.cidr
+                            ),
+                        ));
+                            None
+                        }
+                        Ok(_) if used.contains(wanted) => {
+                            errors.push(FieldError::invalid(
+                            "spec.clusterIPs[0]",
+                            wanted,
+                            format!("failed to allocate IP {wanted}: provided IP is already allocated"),
+                        ));
+                            None
+                        }
+                        Ok(addr) => Some(addr.to_string()),
+                        Err(_) => {
+                            errors.push(FieldError::invalid(
+                                "spec.clusterIPs[0]",
+                                wanted,
+                                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                            ));
+                            None
+                        }
+                    }
+                }
+            };
+            match ip {
+                Some(ip) => {
+                    set_field(spec, "clusterIP", json!(ip));
+                    set_field(spec, "clusterIPs", json!([ip]));
+                    set_field(spec, "ipFamilies", json!(["IPv4"]));
+                    set_field(spec, "ipFamilyPolicy", json!("SingleStack"));
+                    if spec.get("internalTrafficPolicy").is_none() {
+                        set_field(spec, "internalTrafficPolicy", json!("Cluster"));
+                    }
+                }
+                None if errors.is_empty() => errors.push(FieldError::invalid(
+                    "spec.clusterIPs",
+                    Value::Null,
+                    format!(
+                        "failed to allocate a service IP: range is full ({})",
+                        self.cidr
+                    ),
+                )),
+                None => {}
+            }
+        }
+        if kind == "NodePort" || kind == "LoadBalancer" {
+            let mut used: HashSet<u16> = existing.iter().flat_map(|s| node_ports_of(s)).collect();
+            if spec.get("externalTrafficPolicy").is_none() {
+                set_field(spec, "externalTrafficPolicy", json!("Cluster"));
+            }
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                for (i, port) in ports.iter_mut().enumerate() {
+                    match port["nodePort"].as_u64() {
+                        Some(wanted) => {
+                            let ok = u16::try_from(wanted)
+                                .ok()
+                                .filter(|p| self.node_ports.contains(p));
+                            match ok {
+                                Some(p) if used.insert(p) => {}
+                                Some(_) => errors.push(FieldError::invalid(
+                                    format!("spec.ports[{i}].nodePort"),
+                                    wanted,
+                                    "provided port is already allocated",
+                                )),
+                                None => errors.push(FieldError::invalid(
+                                    format!("spec.ports[{i}].nodePort"),
+                                    wanted,
+                                    format!(
+                                        "provided port is not in the valid range. The range of valid ports is {}-{}",
+                                        self.node_ports.start(),
+                                        self.node_ports.end()
+                                    ),
+                                )),
+                            }
+                        }
+                        None => match self.node_ports.clone().find(|p| !used.contains(p)) {
+                            Some(p) => {
+                                used.insert(p);
+                                set_field(port, "nodePort", json!(p));
+                            }
+                            None => errors.push(FieldError::invalid(
+                                format!("spec.ports[{i}].nodePort"),
+                                Value::Null,
+                                "failed to allocate a node port: range is full",
+                            )),
+                        },
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn free_ip(&self, used: &HashSet<&str>) -> Option<Ipv4Addr> {
+        // The first address is kept for the `kubernetes` service.
+        let first = self.network + 2;
+        let last = self.network + self.size - 2;
+        let span = last.checked_sub(first)? + 1;
+        let start = rand::random::<u32>() % span;
+        (0..span)
+            .map(|i| Ipv4Addr::from(first + (start + i) % span))
+            .find(|ip| !used.contains(ip.to_string().as_str()))
+    }
+}
+
+/// On update, fields allocated at create are kept when the new object
+/// leaves them out (kubectl apply/replace often do).
+pub fn keep_allocations(old: &Value, new: &mut Value) {
+    let (old_spec, Some(spec)) = (&old["spec"], new.get_mut("spec").filter(|s| s.is_object()))
+    else {
+        return;
+    };
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if spec.get(field).is_none_or(|v| v.is_null() || v == "")
+            && let Some(v) = old_spec.get(field)
+        {
+            set_field(spec, field, v.clone());
+        }
+    }
+    let old_ports = old_spec["ports"].as_array().cloned().unwrap_or_default();
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for port in ports {
+            if port.get("nodePort").is_some() {
+                continue;
+            }
+            let protocol = |p: &Value| p["protocol"].as_str().unwrap_or("TCP").to_string();
+            let same = old_ports
+                .iter()
+                .find(|p| p["port"] == port["port"] && protocol(p) == protocol(port));
+            if let Some(node_port) = same.and_then(|p| p.get("nodePort")) {
+                set_field(port, "nodePort", node_port.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_unique_ips_and_ports() {
+        let a = ServiceAllocator::new("10.43.0.0/29", 30000..=30001).unwrap();
+        let mut existing: Vec<Value> = Vec::new();
+        for _ in 0..5 {
+            let mut svc = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+            if existing.len() < 2 {
+                a.allocate(&mut svc, existing.iter()).unwrap();
+                assert!(svc["spec"]["ports"][0]["nodePort"].is_u64());
+            } else {
+                // Two node ports only.
+                assert!(a.allocate(&mut svc, existing.iter()).is_err());
+                continue;
+            }
+            let ip: Ipv4Addr = svc["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
+            assert!(a.contains(ip) && ip != Ipv4Addr::new(10, 43, 0, 1));
+            existing.push(svc);
+        }
+        let ips: HashSet<&str> = existing.iter().flat_map(ips_of).collect();
+        assert_eq!(ips.len(), 2);
+        let mut taken = json!({"spec": {"clusterIP": existing[0]["spec"]["clusterIP"].clone(), "ports": [{"port": 1}]}});
+        let errors = a.allocate(&mut taken, existing.iter()).unwrap_err();
+        assert!(errors[0].render().contains("already allocated"));
+        let mut outside = json!({"spec": {"clusterIP": "192.168.0.1"}});
+        assert!(a.allocate(&mut outside, existing.iter()).is_err());
+        let mut headless = json!({"spec": {"clusterIP": "None"}});
+        a.allocate(&mut headless, existing.iter()).unwrap();
+        assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+    }
+
+    #[test]
+    fn updates_keep_allocations() {
+        let old = json!({"spec": {"clusterIP": "10.43.0.9", "clusterIPs": ["10.43.0.9"],
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30007}]}});
+        let mut new = json!({"spec": {"ports": [{"port": 80, "protocol": "TCP"}]}});
+        keep_allocations(&old, &mut new);
+        assert_eq!(new["spec"]["clusterIP"], "10.43.0.9");
+        assert_eq!(new["spec"]["ports"][0]["nodePort"], 30007);
+    }
+}
