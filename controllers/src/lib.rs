@@ -8,11 +8,17 @@
 
 pub mod events;
 pub mod manager;
+pub mod controller_utils;
+pub mod pod_control;
+pub mod replicaset;
 
 pub use manager::{Context, ControllerManager, Stop};
 
 /// Every built-in controller, by name, in start order. Each controller module
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
-    vec![]
+    vec![
+        manager::starter("replicaset", replicaset::run),
+        manager::starter("replicationcontroller", replicaset::run_replication_controllers),
+    ]
 }

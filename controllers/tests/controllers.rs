@@ -3,4 +3,6 @@
 
 mod controllers {
     pub mod support;
+    pub mod workload_helpers;
+    mod replicaset;
 }

@@ -1,0 +1,125 @@
+//! Small helpers the workload controllers share: the clock, owner references,
+//! label selectors and timestamps.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::core::{Selector, SelectorExt};
+
+/// The current time as an API timestamp.
+pub fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// A controller owner reference to `owner` (controller and blockOwnerDeletion
+/// set, as upstream's workload controllers write them).
+pub fn controller_owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: owner.meta().name.clone().unwrap_or_default(),
+        uid: owner.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The owner reference marked `controller: true`, if any.
+pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+/// The labels of an object (empty when it has none).
+pub fn labels_of(meta: &ObjectMeta) -> BTreeMap<String, String> {
+    meta.labels.clone().unwrap_or_default()
+}
+
+/// Turns a spec's label selector into a matcher. An absent or invalid selector
+/// selects nothing (upstream refuses to manage pods with one); an empty one
+/// also selects nothing for workloads, which must have a selector.
+pub fn workload_selector(selector: Option<&LabelSelector>) -> Option<Selector> {
+    let selector = selector?;
+    let parsed = Selector::try_from(selector.clone()).ok()?;
+    (!parsed.selects_all()).then_some(parsed)
+}
+
+/// True when `selector` matches `meta`'s labels.
+pub fn selects(selector: &Selector, meta: &ObjectMeta) -> bool {
+    selector.matches(meta.labels.as_ref().unwrap_or(&BTreeMap::new()))
+}
+
+/// The "namespace/name" key of an object.
+pub fn key_of(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Seconds between two timestamps (negative when `later` is earlier).
+pub fn seconds_between(earlier: &Time, later: &Time) -> i64 {
+    later.0.as_second() - earlier.0.as_second()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+
+    #[test]
+    fn controller_refs_block_owner_deletion() {
+        let rs = ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = controller_owner_ref(&rs);
+        assert_eq!(
+            (r.api_version.as_str(), r.kind.as_str(), r.name.as_str()),
+            ("apps/v1", "ReplicaSet", "web")
+        );
+        assert_eq!(
+            (r.controller, r.block_owner_deletion),
+            (Some(true), Some(true))
+        );
+        let meta = ObjectMeta {
+            owner_references: Some(vec![
+                OwnerReference {
+                    controller: None,
+                    ..r.clone()
+                },
+                r.clone(),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(controller_ref(&meta), Some(&r));
+    }
+
+    #[test]
+    fn empty_or_missing_selectors_select_nothing() {
+        assert!(workload_selector(None).is_none());
+        assert!(workload_selector(Some(&LabelSelector::default())).is_none());
+        let s = workload_selector(Some(&LabelSelector {
+            match_labels: Some([("app".to_string(), "web".to_string())].into()),
+            ..Default::default()
+        }))
+        .unwrap();
+        let meta = ObjectMeta {
+            labels: Some([("app".to_string(), "web".to_string())].into()),
+            ..Default::default()
+        };
+        assert!(selects(&s, &meta));
+        assert!(!selects(&s, &ObjectMeta::default()));
+    }
+}

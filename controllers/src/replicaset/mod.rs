@@ -1,0 +1,73 @@
+//! The ReplicaSet controller (and the ReplicationController controller, the
+//! same logic over the older type): keeps `spec.replicas` pods of the
+//! template running, adopting matching orphans and releasing pods that stop
+//! matching, and reports status.
+
+mod handlers;
+mod owner;
+mod status;
+mod sync;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use skiff_informer::{Controller, EnqueueKeys, ObjectKey, WorkQueue};
+
+use crate::events::EventRecorder;
+use crate::manager::{Context, Stop, stopped};
+use crate::pod_control::Expectations;
+
+pub use owner::ReplicaOwner;
+pub use sync::ReplicaSetError;
+
+/// Runs the ReplicaSet controller until `stop`.
+pub async fn run(ctx: Context, stop: Stop) {
+    run_for::<ReplicaSet>(ctx, stop).await;
+}
+
+/// Runs the ReplicationController controller until `stop`.
+pub async fn run_replication_controllers(ctx: Context, stop: Stop) {
+    run_for::<ReplicationController>(ctx, stop).await;
+}
+
+async fn run_for<K: ReplicaOwner>(ctx: Context, stop: Stop) {
+    let owners = ctx.factory.informer::<K>();
+    let pods = ctx.factory.informer::<Pod>();
+    let queue = WorkQueue::<ObjectKey>::new();
+    let expectations = Expectations::default();
+    let registered = owners
+        .add_event_handler(EnqueueKeys::new(queue.clone()))
+        .and_then(|_| {
+            pods.add_event_handler(handlers::PodEvents::<K>::new(
+                owners.cache().clone(),
+                queue.clone(),
+                expectations.clone(),
+            ))
+        });
+    if let Err(error) = registered {
+        tracing::error!(controller = K::CONTROLLER, %error, "cannot watch");
+        return;
+    }
+    tokio::select! {
+        _ = async { owners.wait_for_sync().await; pods.wait_for_sync().await } => {}
+        _ = stopped(stop.clone()) => return,
+    }
+    let syncer = Arc::new(sync::Syncer::<K> {
+        client: ctx.client.clone(),
+        owners: owners.cache().clone(),
+        pods: pods.cache().clone(),
+        expectations,
+        events: EventRecorder::new(ctx.client.clone(), K::CONTROLLER),
+    });
+    Controller::new(K::CONTROLLER, queue)
+        .workers(4)
+        .run_until(
+            move |key: ObjectKey| {
+                let syncer = syncer.clone();
+                async move { syncer.sync(key).await }
+            },
+            stopped(stop),
+        )
+        .await;
+}

@@ -1,0 +1,221 @@
+//! One sync of one ReplicaSet: claim pods, create or delete towards
+//! `spec.replicas` (unless earlier writes are still unobserved), write status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use skiff_informer::{Action, Cache, ObjectKey};
+
+use super::owner::ReplicaOwner;
+use super::status::{self, ManageFailure};
+use crate::controller_utils::{controller_owner_ref, now};
+use crate::events::{EventRecorder, object_reference};
+use crate::pod_control::{
+    BURST_REPLICAS, Expectations, PodControlError, claim_pods, is_active, pod_from_template,
+    pods_to_delete, seconds_until_available, slow_start_batch,
+};
+
+/// Why a ReplicaSet sync failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaSetError {
+    /// Adopting, releasing, creating or deleting a pod failed.
+    #[error(transparent)]
+    Pods(#[from] PodControlError),
+    /// Writing the owner's status failed.
+    #[error("updating status of {key}: {source}")]
+    Status {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Creating or deleting pods failed; status was still written.
+    #[error("{}: {}", .0.reason, .0.message)]
+    Manage(ManageFailure),
+}
+
+/// What a sync needs: the API, the caches and the expectations.
+pub struct Syncer<K> {
+    pub client: Client,
+    pub owners: Arc<Cache<K>>,
+    pub pods: Arc<Cache<Pod>>,
+    pub expectations: Expectations,
+    pub events: EventRecorder,
+}
+
+impl<K: ReplicaOwner> Syncer<K> {
+    /// Syncs the owner under `key`.
+    pub async fn sync(&self, key: ObjectKey) -> Result<Action, ReplicaSetError> {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let key_str = key.to_string();
+        let Some(owner) = self.owners.get(&ns, &key.name) else {
+            self.expectations.forget(&key_str);
+            return Ok(Action::Done);
+        };
+        let Some(selector) = owner.pod_selector() else {
+            tracing::warn!(owner = %key_str, "invalid or empty selector; not managing pods");
+            return Ok(Action::Done);
+        };
+        let needs_sync = self.expectations.satisfied(&key_str);
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let active: Vec<Arc<Pod>> = self
+            .pods
+            .list_namespace(&ns)
+            .into_iter()
+            .filter(|p| is_active(p))
+            .collect();
+        let deleting = owner.meta().deletion_timestamp.is_some();
+        let owner_ref = controller_owner_ref(owner.as_ref());
+        let pods = claim_pods(&pod_api, &owner_ref, deleting, &selector, active).await?;
+
+        let failure = if needs_sync && !deleting {
+            self.manage(&owner, &key_str, &pods, &pod_api).await
+        } else {
+            None
+        };
+        let at = now();
+        let new_status = status::calculate(owner.as_ref(), &pods, failure.as_ref(), &at);
+        if status::changed(&owner.status_json(), &new_status) {
+            let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
+            let patch = json!({ "status": new_status });
+            match api
+                .patch_status(
+                    &owner.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
+                Err(source) => {
+                    return Err(ReplicaSetError::Status {
+                        key: key_str,
+                        source,
+                    });
+                }
+            }
+        }
+        if let Some(f) = failure {
+            return Err(ReplicaSetError::Manage(f));
+        }
+        // Wake up when the next ready pod turns available.
+        let min_ready = owner.min_ready_seconds();
+        let next = pods
+            .iter()
+            .filter_map(|p| seconds_until_available(p, min_ready, &at))
+            .min();
+        Ok(match next {
+            Some(s) => Action::RequeueAfter(Duration::from_secs(s.max(1) as u64)),
+            None => Action::Done,
+        })
+    }
+
+    /// Creates or deletes pods towards the desired count.
+    async fn manage(
+        &self,
+        owner: &Arc<K>,
+        key: &str,
+        pods: &[Arc<Pod>],
+        api: &Api<Pod>,
+    ) -> Option<ManageFailure> {
+        let desired = owner.desired().max(0) as usize;
+        if pods.len() < desired {
+            let count = (desired - pods.len()).min(BURST_REPLICAS);
+            let template = owner.pod_template()?;
+            let pod = pod_from_template(
+                template,
+                &owner.namespace().unwrap_or_default(),
+                &format!("{}-", owner.name_any()),
+                Some(controller_owner_ref(owner.as_ref())),
+            );
+            self.expectations.expect_creations(key, count);
+            let (created, error) = slow_start_batch(count, || {
+                let pod = pod.clone();
+                async move {
+                    match api.create(&PostParams::default(), &pod).await {
+                        Ok(p) => {
+                            self.events.normal(
+                                &object_reference(owner.as_ref()),
+                                "SuccessfulCreate",
+                                "Create",
+                                format!("Created pod: {}", p.name_any()),
+                            );
+                            Ok(())
+                        }
+                        Err(e) => {
+                            self.events.warning(
+                                &object_reference(owner.as_ref()),
+                                "FailedCreate",
+                                "Create",
+                                format!("Error creating: {e}"),
+                            );
+                            Err(e)
+                        }
+                    }
+                }
+            })
+            .await;
+            // Creations that failed or were never tried will not be observed.
+            for _ in created..count {
+                self.expectations.creation_observed(key);
+            }
+            return error.map(|e| ManageFailure {
+                reason: "FailedCreate",
+                message: e.to_string(),
+            });
+        }
+        if pods.len() > desired {
+            let count = (pods.len() - desired).min(BURST_REPLICAS);
+            let victims = pods_to_delete(pods, pods, count);
+            let ns = owner.namespace().unwrap_or_default();
+            let keys: Vec<String> = victims
+                .iter()
+                .map(|p| format!("{ns}/{}", p.name_any()))
+                .collect();
+            self.expectations.expect_deletions(key, keys.clone());
+            let results = futures::future::join_all(victims.iter().map(|p| {
+                let name = p.name_any();
+                async move {
+                    let result = crate::pod_control::delete_pod(api, &name).await;
+                    (name, result)
+                }
+            }))
+            .await;
+            let mut failure = None;
+            for ((name, result), pod_key) in results.into_iter().zip(keys) {
+                match result {
+                    Ok(existed) => {
+                        if !existed {
+                            self.expectations.deletion_observed(key, &pod_key);
+                        }
+                        self.events.normal(
+                            &object_reference(owner.as_ref()),
+                            "SuccessfulDelete",
+                            "Delete",
+                            format!("Deleted pod: {name}"),
+                        );
+                    }
+                    Err(e) => {
+                        self.expectations.deletion_observed(key, &pod_key);
+                        self.events.warning(
+                            &object_reference(owner.as_ref()),
+                            "FailedDelete",
+                            "Delete",
+                            format!("Error deleting: {e}"),
+                        );
+                        failure.get_or_insert(ManageFailure {
+                            reason: "FailedDelete",
+                            message: e.to_string(),
+                        });
+                    }
+                }
+            }
+            return failure;
+        }
+        None
+    }
+}

@@ -1,0 +1,277 @@
+//! ReplicaSet and ReplicationController controllers over the real API server.
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use super::support::{TestCluster, eventually};
+use super::workload_helpers::{
+    WAIT, all_pods, event_reasons, make_ready, pods_owned_by, set_pod_status, template,
+};
+
+async fn create_rs(client: &Client, name: &str, replicas: i32, min_ready: i32) -> ReplicaSet {
+    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "minReadySeconds": min_ready,
+            "selector": {"matchLabels": {"app": name}},
+            "template": template(json!({"app": name, "tier": "web"}), "nginx:1.27"),
+        }
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &rs).await.unwrap()
+}
+
+async fn rs_status(client: &Client, name: &str) -> ReplicaSet {
+    Api::<ReplicaSet>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap()
+}
+
+async fn wait_for_pods(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
+    eventually(WAIT, &format!("{count} pods"), || async {
+        let pods = pods_owned_by(client, "default", uid).await;
+        (pods.len() == count).then_some(pods)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_pods_from_the_template_and_reports_status() {
+    let cluster = TestCluster::start(Some(&["replicaset"])).await;
+    let client = cluster.client.clone();
+    let rs = create_rs(&client, "web", 3, 0).await;
+    let uid = rs.uid().unwrap();
+    let pods = wait_for_pods(&client, &uid, 3).await;
+    for pod in &pods {
+        assert!(pod.name_any().starts_with("web-"), "{}", pod.name_any());
+        assert_eq!(pod.labels()["tier"], "web");
+        let owner = &pod.owner_references()[0];
+        assert_eq!(
+            (
+                owner.kind.as_str(),
+                owner.name.as_str(),
+                owner.block_owner_deletion
+            ),
+            ("ReplicaSet", "web", Some(true))
+        );
+    }
+    eventually(WAIT, "status replicas 3", || async {
+        let s = rs_status(&client, "web").await.status?;
+        (s.replicas == 3 && s.fully_labeled_replicas == Some(3) && s.observed_generation == Some(1))
+            .then_some(())
+    })
+    .await;
+    make_ready(&client, "default", &pods[0].name_any()).await;
+    make_ready(&client, "default", &pods[1].name_any()).await;
+    eventually(WAIT, "2 ready and available", || async {
+        let s = rs_status(&client, "web").await.status?;
+        (s.ready_replicas == Some(2) && s.available_replicas == Some(2)).then_some(())
+    })
+    .await;
+    eventually(WAIT, "SuccessfulCreate events", || async {
+        let reasons = event_reasons(&client, "default", "web").await;
+        reasons
+            .iter()
+            .any(|r| r == "SuccessfulCreate")
+            .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_down_deletes_the_least_useful_pods_first() {
+    let cluster = TestCluster::start(Some(&["replicaset"])).await;
+    let client = cluster.client.clone();
+    let rs = create_rs(&client, "rank", 3, 0).await;
+    let uid = rs.uid().unwrap();
+    let pods = wait_for_pods(&client, &uid, 3).await;
+    let (keeper, unready, pending) = (pods[0].name_any(), pods[1].name_any(), pods[2].name_any());
+    make_ready(&client, "default", &keeper).await;
+    set_pod_status(&client, "default", &unready, "Running", false).await;
+    eventually(WAIT, "ready pod counted", || async {
+        let s = rs_status(&client, "rank").await.status?;
+        (s.ready_replicas == Some(1)).then_some(())
+    })
+    .await;
+    // Scale through the scale subresource, as `kubectl scale` does.
+    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    api.patch_scale(
+        "rank",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
+    let left = wait_for_pods(&client, &uid, 1).await;
+    assert_eq!(
+        left[0].name_any(),
+        keeper,
+        "pending {pending} / unready {unready} go first"
+    );
+    eventually(WAIT, "status replicas 1", || async {
+        let s = rs_status(&client, "rank").await.status?;
+        (s.replicas == 1 && s.observed_generation == Some(2)).then_some(())
+    })
+    .await;
+    eventually(WAIT, "SuccessfulDelete events", || async {
+        let reasons = event_reasons(&client, "default", "rank").await;
+        (reasons.iter().filter(|r| *r == "SuccessfulDelete").count() >= 1).then_some(())
+    })
+    .await;
+    // Scaling up again replaces them.
+    api.patch_scale(
+        "rank",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 4}})),
+    )
+    .await
+    .unwrap();
+    wait_for_pods(&client, &uid, 4).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_events_never_creates_extra_pods() {
+    let cluster = TestCluster::start(Some(&["replicaset"])).await;
+    let client = cluster.client.clone();
+    let rs = create_rs(&client, "burst", 20, 0).await;
+    let uid = rs.uid().unwrap();
+    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    // Every annotation change wakes the controller while creations are in flight.
+    for i in 0..30 {
+        api.patch(
+            "burst",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"poke": i.to_string()}}})),
+        )
+        .await
+        .unwrap();
+        let pods = pods_owned_by(&client, "default", &uid).await;
+        assert!(pods.len() <= 20, "over-created: {} pods", pods.len());
+    }
+    wait_for_pods(&client, &uid, 20).await;
+    // Mark each pod ready (pod events keep arriving) and check no extras appear.
+    for pod in pods_owned_by(&client, "default", &uid).await {
+        make_ready(&client, "default", &pod.name_any()).await;
+    }
+    eventually(WAIT, "20 ready", || async {
+        let s = rs_status(&client, "burst").await.status?;
+        (s.ready_replicas == Some(20)).then_some(())
+    })
+    .await;
+    assert_eq!(all_pods(&client, "default").await.len(), 20);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopts_matching_orphans_and_releases_pods_that_stop_matching() {
+    let cluster = TestCluster::start(Some(&["replicaset"])).await;
+    let client = cluster.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let orphan: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "orphan", "labels": {"app": "adopt"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &orphan).await.unwrap();
+    let rs = create_rs(&client, "adopt", 2, 0).await;
+    let uid = rs.uid().unwrap();
+    let owned = wait_for_pods(&client, &uid, 2).await;
+    assert!(
+        owned.iter().any(|p| p.name_any() == "orphan"),
+        "orphan adopted"
+    );
+    assert_eq!(
+        all_pods(&client, "default").await.len(),
+        2,
+        "only one pod created"
+    );
+    let adopted = owned.iter().find(|p| p.name_any() == "orphan").unwrap();
+    assert_eq!(adopted.owner_references()[0].controller, Some(true));
+
+    // Relabel it: it is released and replaced.
+    pods.patch(
+        "orphan",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+    )
+    .await
+    .unwrap();
+    let owned = eventually(WAIT, "release and replacement", || async {
+        let owned = pods_owned_by(&client, "default", &uid).await;
+        (owned.len() == 2 && owned.iter().all(|p| p.name_any() != "orphan")).then_some(owned)
+    })
+    .await;
+    assert_eq!(owned.len(), 2);
+    let released = pods.get("orphan").await.unwrap();
+    assert!(
+        released.owner_references().is_empty(),
+        "released pod has no owner"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_delays_availability() {
+    let cluster = TestCluster::start(Some(&["replicaset"])).await;
+    let client = cluster.client.clone();
+    let rs = create_rs(&client, "slow", 1, 2).await;
+    let pods = wait_for_pods(&client, &rs.uid().unwrap(), 1).await;
+    make_ready(&client, "default", &pods[0].name_any()).await;
+    eventually(WAIT, "ready but not yet available", || async {
+        let s = rs_status(&client, "slow").await.status?;
+        (s.ready_replicas == Some(1)).then_some(())
+    })
+    .await;
+    let s = rs_status(&client, "slow").await.status.unwrap();
+    assert_eq!(s.available_replicas.unwrap_or(0), 0);
+    eventually(WAIT, "available after minReadySeconds", || async {
+        let s = rs_status(&client, "slow").await.status?;
+        (s.available_replicas == Some(1)).then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_controllers_keep_their_replicas() {
+    let cluster = TestCluster::start(Some(&["replicationcontroller"])).await;
+    let client = cluster.client.clone();
+    let api: Api<ReplicationController> = Api::namespaced(client.clone(), "default");
+    let rc: ReplicationController = serde_json::from_value(json!({
+        "metadata": {"name": "legacy"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"app": "legacy"},
+            "template": template(json!({"app": "legacy"}), "nginx"),
+        }
+    }))
+    .unwrap();
+    let rc = api.create(&PostParams::default(), &rc).await.unwrap();
+    let uid = rc.uid().unwrap();
+    let pods = wait_for_pods(&client, &uid, 2).await;
+    assert_eq!(pods[0].owner_references()[0].kind, "ReplicationController");
+    // A deleted pod is replaced.
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .delete(&pods[0].name_any(), &Default::default())
+        .await
+        .unwrap();
+    eventually(WAIT, "replacement", || async {
+        let now = pods_owned_by(&client, "default", &uid).await;
+        (now.len() == 2 && now.iter().all(|p| p.name_any() != pods[0].name_any())).then_some(())
+    })
+    .await;
+    eventually(WAIT, "rc status", || async {
+        let s = api.get("legacy").await.ok()?.status?;
+        (s.replicas == 2).then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}

@@ -1,0 +1,86 @@
+//! Helpers the workload controller tests share: pod templates, listing a
+//! controller's pods, and playing the node (pod status patches).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// How long a controller gets to react in these tests.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A pod template with `labels` and one container running `image`.
+pub fn template(labels: Value, image: &str) -> Value {
+    json!({
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "main", "image": image}]}
+    })
+}
+
+/// Pods in `ns` whose controller owner has `uid`, sorted by name.
+pub async fn pods_owned_by(client: &Client, ns: &str, uid: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut pods: Vec<Pod> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.owner_references()
+                .iter()
+                .any(|r| r.uid == uid && r.controller == Some(true))
+        })
+        .collect();
+    pods.sort_by_key(|p| p.name_any());
+    pods
+}
+
+/// Every pod in `ns`, sorted by name.
+pub async fn all_pods(client: &Client, ns: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut pods = api
+        .list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .items;
+    pods.sort_by_key(|p| p.name_any());
+    pods
+}
+
+/// Plays the node: sets the pod's phase and Ready condition.
+pub async fn set_pod_status(client: &Client, ns: &str, name: &str, phase: &str, ready: bool) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let ready_str = if ready { "True" } else { "False" };
+    let patch = json!({"status": {
+        "phase": phase,
+        "conditions": [
+            {"type": "Ready", "status": ready_str, "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": ready_str, "lastTransitionTime": now},
+        ],
+    }});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch pod status");
+}
+
+/// Marks the pod Running and Ready.
+pub async fn make_ready(client: &Client, ns: &str, name: &str) {
+    set_pod_status(client, ns, name, "Running", true).await;
+}
+
+/// Reasons of the events.k8s.io/v1 events about the object named `name`.
+pub async fn event_reasons(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
