@@ -36,7 +36,8 @@ fn sigkill_loses_no_acknowledged_write() {
 }
 
 /// Writes until killed: per writer, a create of a fresh key and an update of
-/// the writer's own key per step; writer 0 also compacts now and then.
+/// the writer's own key per step; writer 0 also compacts now and then, and
+/// writer 1 defragments (so kills also land inside a generation switch).
 async fn child(dir: std::path::PathBuf) {
     let cycle: usize = std::env::var(CYCLE_ENV)
         .ok()
@@ -60,11 +61,14 @@ async fn child(dir: std::path::PathBuf) {
                         other => other.unwrap(),
                     };
                     println!("ACK U {own} {}", kv.mod_revision);
-                    if w == 0 && i % 50 == 49 {
+                    if w == 0 && i % 10 == 4 {
                         store
                             .compact(store.current_revision().saturating_sub(40))
                             .await
                             .unwrap();
+                    }
+                    if w == 1 && i % 10 == 9 {
+                        store.defragment().await.unwrap();
                     }
                 }
             })
@@ -172,6 +176,15 @@ async fn verify(
     updates: &HashMap<String, u64>,
 ) {
     let store = open(dir);
+    let generations = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+        .count();
+    assert_eq!(
+        generations, 1,
+        "cycle {cycle}: leftover generations after open"
+    );
     let current = store.current_revision();
     assert!(
         current >= last_acked,
