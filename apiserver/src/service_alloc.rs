@@ -91,7 +91,7 @@ impl ServiceAllocator {
         let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
         let mut errors = Vec::new();
         if kind != "ExternalName" {
-            let used: HashSet<&str> = existing.iter().flat_map(ips_of).collect();
+            let used: HashSet<&str> = existing.iter().flat_map(|s| ips_of(s)).collect();
             let requested = spec["clusterIP"]
                 .as_str()
                 .or_else(|| spec["clusterIPs"][0].as_str())
