@@ -7,6 +7,9 @@
 //! Kubernetes API, exactly as an out-of-process controller would.
 
 pub mod events;
+pub mod garbage_collector;
+pub mod namespace;
+pub mod serviceaccount;
 pub mod manager;
 pub mod controller_utils;
 pub mod pod_control;
@@ -18,6 +21,10 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
+        manager::starter("namespace", namespace::run),
+        manager::starter("garbage-collector", garbage_collector::run),
+        manager::starter("serviceaccount", serviceaccount::run),
+        manager::starter("root-ca-cert-publisher", serviceaccount::run_root_ca_publisher),
         manager::starter("replicaset", replicaset::run),
         manager::starter("replicationcontroller", replicaset::run_replication_controllers),
     ]

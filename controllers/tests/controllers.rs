@@ -3,6 +3,9 @@
 
 mod controllers {
     pub mod support;
+    mod garbage_collector;
+    mod namespace;
+    mod serviceaccount;
     pub mod workload_helpers;
     mod replicaset;
 }

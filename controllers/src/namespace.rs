@@ -1,0 +1,426 @@
+//! The namespace controller: a namespace being deleted (deletionTimestamp set,
+//! phase Terminating, `kubernetes` still in spec.finalizers) has all its
+//! content deleted; its status conditions say how far that got; once empty
+//! the `kubernetes` finalizer is removed through `namespaces/{name}/finalize`
+//! and the API server lets the namespace go.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::{ApiCapabilities, verbs};
+use kube::{Api, ResourceExt};
+use skiff_informer::{Action, Controller, EnqueueKeys, ObjectKey, WorkQueue};
+
+use crate::garbage_collector::discovery::{ApiResources, group_resource};
+use crate::manager::{Context, Stop, stopped};
+
+/// The finalizer the namespace controller owns.
+pub const FINALIZER: &str = "kubernetes";
+
+/// How soon a namespace with content left (pods in their grace period,
+/// finalizers) is looked at again.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// Errors of one namespace's cleanup.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    /// The namespace's status or finalizers could not be written.
+    #[error("namespace {name}: {action}: {source}")]
+    Api {
+        name: String,
+        action: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Runs the namespace controller until `stop`.
+pub async fn run(ctx: Context, stop: Stop) {
+    let informer = ctx.factory.informer::<Namespace>();
+    let queue = WorkQueue::<ObjectKey>::new();
+    if let Err(error) = informer.add_event_handler(EnqueueKeys::new(queue.clone())) {
+        tracing::error!(%error, "namespace controller: cannot watch namespaces");
+        return;
+    }
+    informer.wait_for_sync().await;
+    let cache = informer.cache().clone();
+    let client = ctx.client.clone();
+    Controller::new("namespace", queue)
+        .workers(2)
+        .run_until(
+            move |key: ObjectKey| {
+                let ns = cache.get("", &key.name);
+                let client = client.clone();
+                async move {
+                    match ns {
+                        Some(ns) => sync(&client, &ns).await,
+                        None => Ok(Action::Done),
+                    }
+                }
+            },
+            stopped(stop),
+        )
+        .await;
+}
+
+/// One pass over a namespace: nothing unless it is being deleted.
+async fn sync(client: &kube::Client, ns: &Namespace) -> Result<Action, NamespaceError> {
+    let name = ns.name_any();
+    if ns.metadata.deletion_timestamp.is_none() || !holds_finalizer(ns) {
+        return Ok(Action::Done);
+    }
+    let report = match ApiResources::discover(client).await {
+        Ok(resources) => delete_content(client, &name, &resources).await,
+        Err(error) => CleanupReport {
+            discovery_error: Some(error.to_string()),
+            ..Default::default()
+        },
+    };
+    write_conditions(client, ns, &report).await?;
+    if !report.is_done() {
+        return Ok(Action::RequeueAfter(RECHECK));
+    }
+    finalize(client, ns).await?;
+    Ok(Action::Done)
+}
+
+fn holds_finalizer(ns: &Namespace) -> bool {
+    ns.spec
+        .as_ref()
+        .and_then(|s| s.finalizers.as_ref())
+        .is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+}
+
+/// What a cleanup pass found: errors, and what is still there.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct CleanupReport {
+    discovery_error: Option<String>,
+    /// Deletion failures, as "group resource: error".
+    failures: Vec<String>,
+    /// Objects left per group-resource.
+    remaining: BTreeMap<String, usize>,
+    /// Objects left per finalizer they still carry.
+    finalizers: BTreeMap<String, usize>,
+}
+
+impl CleanupReport {
+    fn is_done(&self) -> bool {
+        self.discovery_error.is_none() && self.failures.is_empty() && self.remaining.is_empty()
+    }
+}
+
+/// Deletes every object of every namespaced resource in `namespace`, then
+/// counts what is left.
+async fn delete_content(
+    client: &kube::Client,
+    namespace: &str,
+    resources: &ApiResources,
+) -> CleanupReport {
+    let mut report = CleanupReport::default();
+    for (ar, caps) in resources.namespaced_deletable() {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+        let gr = group_resource(&ar);
+        let left = match delete_all(&api, &caps).await {
+            Ok(left) => left,
+            Err(error) => {
+                report.failures.push(format!("{gr}: {error}"));
+                continue;
+            }
+        };
+        if left.is_empty() {
+            continue;
+        }
+        report.remaining.insert(gr, left.len());
+        for obj in &left {
+            for finalizer in obj.finalizers() {
+                *report.finalizers.entry(finalizer.clone()).or_default() += 1;
+            }
+        }
+    }
+    report
+}
+
+/// Deletes everything `api` lists; returns what is still there afterwards.
+async fn delete_all(
+    api: &Api<DynamicObject>,
+    caps: &ApiCapabilities,
+) -> Result<Vec<DynamicObject>, kube::Error> {
+    let listed = api.list(&ListParams::default()).await?.items;
+    let live: Vec<&DynamicObject> = listed
+        .iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_none())
+        .collect();
+    if !live.is_empty() {
+        if caps.supports_operation(verbs::DELETE_COLLECTION) {
+            api.delete_collection(&DeleteParams::default(), &ListParams::default())
+                .await?;
+        } else {
+            for obj in live {
+                match api.delete(&obj.name_any(), &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+    }
+    if listed.is_empty() {
+        return Ok(listed);
+    }
+    Ok(api.list(&ListParams::default()).await?.items)
+}
+
+/// The five deletion conditions upstream reports, from `report`.
+fn conditions(report: &CleanupReport) -> Vec<(String, bool, &'static str, String)> {
+    let mut out = Vec::new();
+    out.push(match &report.discovery_error {
+        Some(e) => (
+            "NamespaceDeletionDiscoveryFailure".into(),
+            true,
+            "DiscoveryFailed",
+            format!("Discovery failed for some groups: {e}"),
+        ),
+        None => (
+            "NamespaceDeletionDiscoveryFailure".into(),
+            false,
+            "ResourcesDiscovered",
+            "All resources successfully discovered".into(),
+        ),
+    });
+    out.push((
+        "NamespaceDeletionGroupVersionParsingFailure".into(),
+        false,
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed".into(),
+    ));
+    out.push(if report.failures.is_empty() {
+        (
+            "NamespaceDeletionContentFailure".into(),
+            false,
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization".into(),
+        )
+    } else {
+        (
+            "NamespaceDeletionContentFailure".into(),
+            true,
+            "ContentDeletionFailed",
+            format!(
+                "Failed to delete all resource types, {} remaining: {}",
+                report.failures.len(),
+                report.failures.join(", ")
+            ),
+        )
+    });
+    out.push(if report.remaining.is_empty() {
+        (
+            "NamespaceContentRemaining".into(),
+            false,
+            "ContentRemoved",
+            "All content successfully removed".into(),
+        )
+    } else {
+        let parts: Vec<String> = report
+            .remaining
+            .iter()
+            .map(|(gr, n)| format!("{gr} has {n} resource instances"))
+            .collect();
+        (
+            "NamespaceContentRemaining".into(),
+            true,
+            "SomeResourcesRemain",
+            format!("Some resources are remaining: {}", parts.join(", ")),
+        )
+    });
+    out.push(if report.finalizers.is_empty() {
+        (
+            "NamespaceFinalizersRemaining".into(),
+            false,
+            "ContentHasNoFinalizers",
+            "All content-preserving finalizers finished".into(),
+        )
+    } else {
+        let parts: Vec<String> = report
+            .finalizers
+            .iter()
+            .map(|(f, n)| format!("{f} in {n} resource instances"))
+            .collect();
+        (
+            "NamespaceFinalizersRemaining".into(),
+            true,
+            "SomeFinalizersRemain",
+            format!(
+                "Some content in the namespace has finalizers remaining: {}",
+                parts.join(", ")
+            ),
+        )
+    });
+    out
+}
+
+/// Writes the conditions through the status subresource when they changed;
+/// a condition keeps its lastTransitionTime while its status stays.
+async fn write_conditions(
+    client: &kube::Client,
+    ns: &Namespace,
+    report: &CleanupReport,
+) -> Result<(), NamespaceError> {
+    let name = ns.name_any();
+    let old = ns
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let now = Time(Timestamp::now());
+    let mut changed = false;
+    let new: Vec<NamespaceCondition> = conditions(report)
+        .into_iter()
+        .map(|(type_, status, reason, message)| {
+            let status = if status { "True" } else { "False" }.to_owned();
+            let previous = old.iter().find(|c| c.type_ == type_);
+            let same = previous.is_some_and(|p| {
+                p.status == status
+                    && p.reason.as_deref() == Some(reason)
+                    && p.message.as_deref() == Some(message.as_str())
+            });
+            changed |= !same;
+            let transition = match previous {
+                Some(p) if p.status == status => p.last_transition_time.clone(),
+                _ => Some(now.clone()),
+            };
+            NamespaceCondition {
+                type_,
+                status,
+                reason: Some(reason.to_owned()),
+                message: Some(message),
+                last_transition_time: transition,
+            }
+        })
+        .collect();
+    if !changed {
+        return Ok(());
+    }
+    let api: Api<Namespace> = Api::all(client.clone());
+    let patch = serde_json::json!({
+        "status": { "phase": "Terminating", "conditions": new }
+    });
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(NamespaceError::Api {
+            name,
+            action: "writing status conditions",
+            source,
+        }),
+    }
+}
+
+/// Removes the `kubernetes` finalizer through the finalize subresource (an
+/// update if the API lacks it).
+async fn finalize(client: &kube::Client, ns: &Namespace) -> Result<(), NamespaceError> {
+    let name = ns.name_any();
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut next = ns.clone();
+    if let Some(spec) = next.spec.as_mut() {
+        spec.finalizers = Some(
+            spec.finalizers
+                .iter()
+                .flatten()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect(),
+        );
+    }
+    let error = match api
+        .replace_subresource("finalize", &name, &PostParams::default(), &next)
+        .await
+    {
+        Ok(_) => return Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            return Err(NamespaceError::Api {
+                name,
+                action: "finalizing",
+                source: kube::Error::Api(s),
+            });
+        }
+        Err(error) => error,
+    };
+    match api.get_opt(&name).await {
+        Ok(None) => return Ok(()),
+        Ok(Some(_)) => {
+            tracing::warn!(namespace = %name, %error, "finalize subresource failed; removing the finalizer with an update");
+        }
+        Err(source) => {
+            return Err(NamespaceError::Api {
+                name,
+                action: "reading",
+                source,
+            });
+        }
+    }
+    match api.replace(&name, &PostParams::default(), &next).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(NamespaceError::Api {
+            name,
+            action: "removing the kubernetes finalizer",
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_report_remaining_content_and_finalizers() {
+        let report = CleanupReport {
+            remaining: [("pods".to_string(), 2), ("deployments.apps".to_string(), 1)].into(),
+            finalizers: [("example.com/hold".to_string(), 1)].into(),
+            ..Default::default()
+        };
+        let conds = conditions(&report);
+        let remaining = conds
+            .iter()
+            .find(|c| c.0 == "NamespaceContentRemaining")
+            .unwrap();
+        assert!(remaining.1);
+        assert_eq!(remaining.2, "SomeResourcesRemain");
+        assert_eq!(
+            remaining.3,
+            "Some resources are remaining: deployments.apps has 1 resource instances, pods has 2 resource instances"
+        );
+        let fin = conds
+            .iter()
+            .find(|c| c.0 == "NamespaceFinalizersRemaining")
+            .unwrap();
+        assert_eq!(
+            fin.3,
+            "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+        );
+        assert!(!report.is_done());
+    }
+
+    #[test]
+    fn an_empty_namespace_reports_every_condition_false() {
+        let report = CleanupReport::default();
+        assert!(report.is_done());
+        let conds = conditions(&report);
+        assert_eq!(conds.len(), 5);
+        assert!(conds.iter().all(|c| !c.1));
+        let failed = CleanupReport {
+            discovery_error: Some("boom".into()),
+            ..Default::default()
+        };
+        assert!(!failed.is_done());
+        assert!(conditions(&failed)[0].1);
+    }
+}

@@ -1,0 +1,230 @@
+//! Two per-namespace guarantees: the `default` ServiceAccount (the
+//! serviceaccount controller) and the `kube-root-ca.crt` ConfigMap carrying
+//! the cluster CA (the root-ca-cert-publisher). Both are recreated when
+//! deleted or (for the ConfigMap) changed, except in namespaces being deleted.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+use skiff_informer::{Action, Controller, HandlerFns, WatchConfig, WorkQueue};
+
+use crate::manager::{Context, Stop, stopped};
+
+/// The ServiceAccount every namespace gets.
+pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+/// The ConfigMap carrying the cluster CA in every namespace.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+/// Its key holding the PEM bundle.
+pub const ROOT_CA_KEY: &str = "ca.crt";
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+
+/// Errors of the two per-namespace controllers.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceAccountError {
+    /// Writing the object into `namespace` failed.
+    #[error("{what} in namespace {namespace}: {source}")]
+    Api {
+        what: &'static str,
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Enqueues the namespace of every namespace event, and of every deleted
+/// object named `name` (so deleting it recreates it).
+fn watch_namespaces_and<K>(
+    ctx: &Context,
+    queue: &WorkQueue<String>,
+    objects: &skiff_informer::Informer<K>,
+    name: &'static str,
+) -> Result<(), skiff_informer::InformerError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let namespaces = ctx.factory.informer::<Namespace>();
+    let (q1, q2) = (queue.clone(), queue.clone());
+    namespaces.add_event_handler(
+        HandlerFns::new()
+            .on_add(move |ns: &Arc<Namespace>| q1.add(ns.name_any()))
+            .on_update(move |_, ns: &Arc<Namespace>| q2.add(ns.name_any())),
+    )?;
+    let (q3, q4) = (queue.clone(), queue.clone());
+    objects.add_event_handler(
+        HandlerFns::new()
+            .on_update(move |_, obj: &Arc<K>| {
+                if obj.meta().name.as_deref() == Some(name) {
+                    q3.add(obj.namespace().unwrap_or_default());
+                }
+            })
+            .on_delete(move |obj: &Arc<K>| {
+                if obj.meta().name.as_deref() == Some(name) {
+                    q4.add(obj.namespace().unwrap_or_default());
+                }
+            }),
+    )?;
+    Ok(())
+}
+
+fn is_active(ns: Option<Arc<Namespace>>) -> bool {
+    ns.is_some_and(|ns| ns.metadata.deletion_timestamp.is_none())
+}
+
+/// Runs the serviceaccount controller until `stop`.
+pub async fn run(ctx: Context, stop: Stop) {
+    let accounts = ctx.factory.informer::<ServiceAccount>();
+    let namespaces = ctx.factory.informer::<Namespace>();
+    let queue = WorkQueue::<String>::new();
+    if let Err(error) = watch_namespaces_and(&ctx, &queue, &accounts, DEFAULT_SERVICE_ACCOUNT) {
+        tracing::error!(%error, "serviceaccount controller: cannot watch");
+        return;
+    }
+    namespaces.wait_for_sync().await;
+    accounts.wait_for_sync().await;
+    let (ns_cache, sa_cache) = (namespaces.cache().clone(), accounts.cache().clone());
+    let client = ctx.client.clone();
+    Controller::new("serviceaccount", queue)
+        .workers(2)
+        .run_until(
+            move |ns: String| {
+                let wanted = is_active(ns_cache.get("", &ns))
+                    && sa_cache.get(&ns, DEFAULT_SERVICE_ACCOUNT).is_none();
+                let client = client.clone();
+                async move {
+                    if wanted {
+                        create_default_account(&client, &ns).await?;
+                    }
+                    Ok::<_, ServiceAccountError>(Action::Done)
+                }
+            },
+            stopped(stop),
+        )
+        .await;
+}
+
+async fn create_default_account(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<(), ServiceAccountError> {
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(DEFAULT_SERVICE_ACCOUNT.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &account).await {
+        Ok(_) => Ok(()),
+        // Already there (the cache lagged), or the namespace is going away.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 403 || s.code == 404 => Ok(()),
+        Err(source) => Err(ServiceAccountError::Api {
+            what: "creating the default service account",
+            namespace: namespace.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Runs the root-ca-cert-publisher until `stop`; idles if the context has no
+/// CA to publish.
+pub async fn run_root_ca_publisher(ctx: Context, stop: Stop) {
+    let Some(pem) = ctx.root_ca_pem.clone() else {
+        tracing::info!("root-ca-cert-publisher: no cluster CA configured, nothing to publish");
+        stopped(stop).await;
+        return;
+    };
+    let configmaps = ctx.factory.informer_with::<ConfigMap>(
+        WatchConfig::default().fields(&format!("metadata.name={ROOT_CA_CONFIGMAP}")),
+    );
+    let namespaces = ctx.factory.informer::<Namespace>();
+    let queue = WorkQueue::<String>::new();
+    if let Err(error) = watch_namespaces_and(&ctx, &queue, &configmaps, ROOT_CA_CONFIGMAP) {
+        tracing::error!(%error, "root-ca-cert-publisher: cannot watch");
+        return;
+    }
+    namespaces.wait_for_sync().await;
+    configmaps.wait_for_sync().await;
+    let (ns_cache, cm_cache) = (namespaces.cache().clone(), configmaps.cache().clone());
+    let client = ctx.client.clone();
+    Controller::new("root-ca-cert-publisher", queue)
+        .workers(2)
+        .run_until(
+            move |ns: String| {
+                let active = is_active(ns_cache.get("", &ns));
+                let current = cm_cache.get(&ns, ROOT_CA_CONFIGMAP);
+                let client = client.clone();
+                let pem = Arc::clone(&pem);
+                async move {
+                    if active {
+                        publish(&client, &ns, current.as_deref(), &pem).await?;
+                    }
+                    Ok::<_, ServiceAccountError>(Action::Done)
+                }
+            },
+            stopped(stop),
+        )
+        .await;
+}
+
+fn root_ca_data(pem: &str) -> BTreeMap<String, String> {
+    [(ROOT_CA_KEY.to_owned(), pem.to_owned())].into()
+}
+
+/// Creates the CA ConfigMap in `namespace`, or puts its data back.
+async fn publish(
+    client: &kube::Client,
+    namespace: &str,
+    current: Option<&ConfigMap>,
+    pem: &str,
+) -> Result<(), ServiceAccountError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let wanted = root_ca_data(pem);
+    let result = match current {
+        Some(cm) if cm.data.as_ref() == Some(&wanted) => return Ok(()),
+        Some(cm) => {
+            let mut fixed = cm.clone();
+            fixed.data = Some(wanted);
+            fixed.binary_data = None;
+            api.replace(ROOT_CA_CONFIGMAP, &PostParams::default(), &fixed)
+                .await
+        }
+        None => {
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(ROOT_CA_CONFIGMAP.to_owned()),
+                    annotations: Some(
+                        [(
+                            "kubernetes.io/description".to_owned(),
+                            ROOT_CA_DESCRIPTION.to_owned(),
+                        )]
+                        .into(),
+                    ),
+                    ..Default::default()
+                },
+                data: Some(wanted),
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &cm).await
+        }
+    };
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => Ok(()),
+        Err(source) => Err(ServiceAccountError::Api {
+            what: "publishing the root CA configmap",
+            namespace: namespace.to_owned(),
+            source,
+        }),
+    }
+}
