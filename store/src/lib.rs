@@ -6,6 +6,17 @@
 //!
 //! It must never know about Kubernetes objects: keys are strings, values are
 //! opaque bytes. A write is acknowledged only once it is durable on disk.
+//!
+//! Opening the embedded store:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), skiff_store::StoreError> {
+//! use skiff_store::{SledConfig, SledStore, Store};
+//! let store = SledStore::open(SledConfig::new("/var/lib/skiff/store"))?;
+//! let kv = store.create("/registry/configmaps/default/a", "{}".into()).await?;
+//! let mut events = store.watch("/registry/configmaps/", kv.mod_revision)?;
+//! # Ok(()) }
+//! ```
 
 mod sled_store;
 mod types;
