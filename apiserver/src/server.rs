@@ -11,11 +11,12 @@ use axum::Router;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 use skiff_store::Store;
 use tokio::sync::watch;
 
 use crate::admission::WriteInfo;
+use crate::handlers::SYSTEM_PRIORITY_CLASSES;
 use crate::registry::{Registry, ResourceInfo};
 use crate::service_alloc::{AllocConfigError, ServiceAllocator};
 use crate::status::{ApiError, json_response};
@@ -62,7 +63,7 @@ pub enum ApiServerError {
     Cache(#[from] FeedError),
     #[error(transparent)]
     Config(#[from] AllocConfigError),
-    #[error("creating the system namespace {name} failed: {source}")]
+    #[error("creating the system object {name} failed: {source}")]
     Bootstrap {
         name: String,
         #[source]
@@ -147,19 +148,34 @@ impl ApiServer {
     }
 
     async fn bootstrap(&self) -> Result<(), ApiServerError> {
-        let info = self
-            .inner
-            .registry
-            .get("", "v1", "namespaces")
-            .expect("namespaces are always registered");
         let write = WriteInfo {
             manager: "skiff-apiserver".into(),
             subresource: None,
             apply: false,
         };
-        for name in SYSTEM_NAMESPACES {
-            let object =
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        let mut objects: Vec<(&str, &str, &str, Value)> = SYSTEM_NAMESPACES
+            .iter()
+            .map(|name| {
+                let ns =
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+                ("", "v1", "namespaces", ns)
+            })
+            .collect();
+        for (name, value, description) in SYSTEM_PRIORITY_CLASSES {
+            let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value, "description": description,
+                "preemptionPolicy": "PreemptLowerPriority"});
+            objects.push(("scheduling.k8s.io", "v1", "priorityclasses", class));
+        }
+        for (group, version, resource, object) in objects {
+            let info = self
+                .inner
+                .registry
+                .get(group, version, resource)
+                .expect("system objects are of registered kinds");
+            let name = crate::object::meta_str(&object, "name")
+                .unwrap_or("")
+                .to_string();
             match crate::handlers::create::create_object(
                 &self.inner,
                 &info,
@@ -171,12 +187,7 @@ impl ApiServer {
             .await
             {
                 Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
-                Err(source) => {
-                    return Err(ApiServerError::Bootstrap {
-                        name: name.to_string(),
-                        source,
-                    });
-                }
+                Err(source) => return Err(ApiServerError::Bootstrap { name, source }),
             }
         }
         Ok(())

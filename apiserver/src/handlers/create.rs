@@ -138,6 +138,9 @@ pub(crate) async fn create_object(
         let name = meta_str(&object, "name").unwrap_or("");
         check_namespace(inner, info, ns, name).await?;
     }
+    if info.group.is_empty() && info.resource == "pods" {
+        super::pod_admission::admit(inner, info, &mut object).await?;
+    }
     let attempts = if generate { GENERATE_NAME_ATTEMPTS } else { 1 };
     for _ in 0..attempts {
         let mut candidate = object.clone();

@@ -3,11 +3,14 @@
 
 pub(crate) mod create;
 mod delete;
+mod pod_admission;
 mod read;
 mod storage;
 mod subresources;
 mod update;
 mod watch;
+
+pub(crate) use pod_admission::SYSTEM_PRIORITY_CLASSES;
 
 use std::sync::Arc;
 
@@ -128,6 +131,10 @@ async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, Ap
         (Method::PUT, true, None) => update::update(ctx, body).await,
         (Method::PATCH, true, None) => update::patch(ctx, body).await,
         (Method::DELETE, true, None) => delete::delete(ctx, body).await,
+        // Namespaced collections are deleted per namespace, as upstream serves them.
+        (Method::DELETE, false, None) if ctx.info().namespaced && ctx.namespace().is_none() => {
+            Err(ApiError::MethodNotAllowed)
+        }
         (Method::DELETE, false, None) => delete::delete_collection(ctx, body).await,
         (Method::GET, true, Some(Status)) => read::get(ctx).await,
         (Method::PUT, true, Some(Status | Finalize | Approval)) => update::update(ctx, body).await,

@@ -342,3 +342,40 @@ async fn services_get_cluster_ips_and_node_ports() {
     let (code, body) = s.put("/api/v1/namespaces/default/services/a", moved).await;
     assert_status(code, &body, 422, "Invalid");
 }
+
+#[tokio::test]
+async fn pods_get_service_account_and_priority() {
+    let s = TestServer::new().await;
+    let pod = |name: &str, class: Option<&str>| {
+        let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
+        if let Some(c) = class {
+            spec["priorityClassName"] = json!(c);
+        }
+        json!({"metadata": {"name": name}, "spec": spec})
+    };
+    let (code, plain) = s
+        .post("/api/v1/namespaces/default/pods", pod("plain", None))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{plain}");
+    assert_eq!(plain["spec"]["serviceAccountName"], "default");
+    assert_eq!(plain["spec"]["priority"], 0);
+    let (code, critical) = s
+        .post(
+            "/api/v1/namespaces/default/pods",
+            pod("critical", Some("system-node-critical")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{critical}");
+    assert_eq!(critical["spec"]["priority"], 2_000_001_000);
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/pods",
+            pod("nope", Some("missing")),
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        body["message"],
+        "pods \"nope\" is forbidden: no PriorityClass with name missing was found"
+    );
+}

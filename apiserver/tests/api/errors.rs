@@ -270,3 +270,13 @@ async fn patches_that_replace_the_object_with_a_scalar_are_400() {
         .await;
     assert_status(code, &body, 400, "BadRequest");
 }
+
+#[tokio::test]
+async fn namespaced_collections_cannot_be_deleted_across_namespaces() {
+    let s = TestServer::new().await;
+    s.configmap("default", "keep", json!({})).await;
+    let (code, body) = s.delete("/api/v1/configmaps").await;
+    assert_status(code, &body, 405, "MethodNotAllowed");
+    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/keep").await;
+    assert_eq!(code, StatusCode::OK);
+}

@@ -190,3 +190,21 @@ async fn a_slow_watcher_catches_up_from_history() {
         assert_eq!(slow.next_summary().await, ev("ADDED", &format!("cm{i:04}")));
     }
 }
+
+#[tokio::test]
+async fn streaming_list_ends_initial_events_with_a_bookmark() {
+    let s = TestServer::new().await;
+    s.configmap("default", "a", json!({})).await;
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+        .await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "a"));
+    let bookmark = w.next().await.unwrap();
+    assert_eq!(bookmark["type"], "BOOKMARK");
+    assert_eq!(
+        bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    s.configmap("default", "b", json!({})).await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "b"));
+}

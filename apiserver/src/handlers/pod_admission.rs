@@ -1,0 +1,96 @@
+//! What upstream's admission plugins add to a new Pod: the `default`
+//! service account and its priority from its PriorityClass.
+
+use serde_json::{Value, json};
+
+use super::storage;
+use crate::object::{meta_str, path_mut, set_field};
+use crate::registry::ResourceInfo;
+use crate::server::Inner;
+use crate::status::ApiError;
+
+/// Priority classes every cluster has (created at start-up).
+pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
+
+/// Fills serviceAccountName, priority and preemptionPolicy of a pod.
+pub async fn admit(inner: &Inner, pods: &ResourceInfo, pod: &mut Value) -> Result<(), ApiError> {
+    let name = meta_str(pod, "name")
+        .or_else(|| meta_str(pod, "generateName"))
+        .unwrap_or("")
+        .to_string();
+    let Some(spec) = path_mut(pod, &["spec"]).filter(|s| s.is_object()) else {
+        return Ok(());
+    };
+    let account = spec["serviceAccountName"]
+        .as_str()
+        .or_else(|| spec["serviceAccount"].as_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_string();
+    set_field(spec, "serviceAccountName", json!(account));
+    set_field(spec, "serviceAccount", json!(account));
+    if spec.get("enableServiceLinks").is_none() {
+        set_field(spec, "enableServiceLinks", json!(true));
+    }
+    let Some(classes) = inner
+        .registry
+        .get("scheduling.k8s.io", "v1", "priorityclasses")
+    else {
+        return Ok(());
+    };
+    let class = match spec["priorityClassName"].as_str().filter(|s| !s.is_empty()) {
+        Some(class_name) => {
+            let key = classes.key(None, class_name);
+            match storage::read(inner, &classes, &key).await? {
+                Some((class, _)) => Some(class),
+                None => {
+                    return Err(ApiError::Forbidden {
+                        resource: pods.qualified(),
+                        group: String::new(),
+                        name,
+                        detail: format!("no PriorityClass with name {class_name} was found"),
+                        causes: Vec::new(),
+                    });
+                }
+            }
+        }
+        None => {
+            let snapshot = inner.cache(&classes)?.snapshot();
+            snapshot
+                .objects
+                .values()
+                .find(|c| c["globalDefault"] == true)
+                .map(|c| (**c).clone())
+        }
+    };
+    let priority = class
+        .as_ref()
+        .and_then(|c| c["value"].as_i64())
+        .unwrap_or(0);
+    set_field(spec, "priority", json!(priority));
+    if let Some(class) = &class {
+        if spec.get("priorityClassName").is_none()
+            && let Some(class_name) = meta_str(class, "name")
+        {
+            set_field(spec, "priorityClassName", json!(class_name));
+        }
+        let policy = class["preemptionPolicy"]
+            .as_str()
+            .unwrap_or("PreemptLowerPriority");
+        set_field(spec, "preemptionPolicy", json!(policy));
+    } else {
+        set_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    }
+    Ok(())
+}
