@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::config::{CniNetwork, ConfigError, ContainerdConfig, ContainerdPaths, PodCidr};
-use super::supervisor::{ContainerdSupervisor, RuntimeService, SupervisorConfig, SupervisorError};
+use super::supervisor::{ContainerdSupervisor, RuntimeEndpoint, SupervisorConfig, SupervisorError};
 use crate::cri::CriRuntime;
 use crate::images::{
     AirgapReport, ImageArchiveError, ImageImporter, ImportError, PAUSE_IMAGE, pause_image,
@@ -109,7 +109,7 @@ pub enum BringUpError {
 /// The node's running container runtime.
 #[derive(Debug)]
 pub struct NodeRuntime {
-    service: RuntimeService,
+    endpoint: RuntimeEndpoint,
     importer: ImageImporter,
     paths: Option<ContainerdPaths>,
     airgap: AirgapReport,
@@ -118,10 +118,10 @@ pub struct NodeRuntime {
 impl NodeRuntime {
     /// Brings the runtime up as described in the module docs.
     pub async fn start(options: BringUpOptions) -> Result<Self, BringUpError> {
-        let (service, paths) = match &options.external_endpoint {
+        let (endpoint_handle, paths) = match &options.external_endpoint {
             Some(endpoint) => {
-                let service = RuntimeService::external(endpoint, options.ready_timeout).await?;
-                (service, None)
+                let external = RuntimeEndpoint::external(endpoint, options.ready_timeout).await?;
+                (external, None)
             }
             None => {
                 let paths = options.containerd_paths();
@@ -133,14 +133,14 @@ impl NodeRuntime {
                 config.containerd_bin = options.containerd_bin.clone();
                 config.ready_timeout = options.ready_timeout;
                 let supervisor = ContainerdSupervisor::start(config).await?;
-                (RuntimeService::Supervised(supervisor), Some(paths))
+                (RuntimeEndpoint::Supervised(supervisor), Some(paths))
             }
         };
-        let importer = ImageImporter::new(service.cri().socket())
+        let importer = ImageImporter::new(endpoint_handle.cri().socket())
             .with_ctr(options.ctr_bin.clone())
-            .wait_visible_through(service.cri());
+            .wait_visible_through(endpoint_handle.cri());
         let runtime = Self {
-            service,
+            endpoint: endpoint_handle,
             importer,
             paths,
             airgap: AirgapReport::default(),
@@ -178,21 +178,21 @@ impl NodeRuntime {
         match &self.paths {
             Some(paths) => Ok(write_network(paths, network)?),
             None => Err(BringUpError::NotManaged(
-                self.service.cri().socket().display().to_string(),
+                self.endpoint.cri().socket().display().to_string(),
             )),
         }
     }
 
     /// A CRI client for the runtime.
     pub fn cri(&self) -> CriRuntime {
-        self.service.cri()
+        self.endpoint.cri()
     }
 
     /// The supervisor, when skiff runs containerd.
     pub fn supervisor(&self) -> Option<&ContainerdSupervisor> {
-        match &self.service {
-            RuntimeService::Supervised(s) => Some(s),
-            RuntimeService::External { .. } => None,
+        match &self.endpoint {
+            RuntimeEndpoint::Supervised(s) => Some(s),
+            RuntimeEndpoint::External { .. } => None,
         }
     }
 
@@ -213,7 +213,7 @@ impl NodeRuntime {
 
     /// Stops containerd if skiff started it.
     pub async fn shutdown(self) {
-        self.service.shutdown().await;
+        self.endpoint.shutdown().await;
     }
 }
 

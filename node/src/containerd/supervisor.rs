@@ -4,7 +4,7 @@
 //! skiff shuts down. Containers survive all of this: their shims are separate
 //! processes that a restarted containerd reconnects to.
 //!
-//! `RuntimeService::External` uses a runtime someone else runs and never
+//! `RuntimeEndpoint::External` uses a runtime someone else runs and never
 //! signals it.
 
 use std::fs::{self, OpenOptions};
@@ -107,6 +107,11 @@ struct ChildState {
 }
 
 /// A running containerd that skiff started and keeps running.
+///
+/// Stop it with `shutdown`. Dropping it instead makes its monitor task stop
+/// containerd in the background, which only completes if the tokio runtime
+/// keeps running; a containerd left behind that way (or by a crash) is
+/// replaced by the next `start` on the same directory.
 #[derive(Debug)]
 pub struct ContainerdSupervisor {
     config: SupervisorConfig,
@@ -196,7 +201,7 @@ impl ContainerdSupervisor {
 /// The CRI runtime the node agent uses: one skiff supervises, or an existing
 /// one (`--container-runtime-endpoint`) that skiff leaves alone.
 #[derive(Debug)]
-pub enum RuntimeService {
+pub enum RuntimeEndpoint {
     /// containerd started and supervised by skiff.
     Supervised(ContainerdSupervisor),
     /// A runtime someone else runs.
@@ -206,7 +211,7 @@ pub enum RuntimeService {
     },
 }
 
-impl RuntimeService {
+impl RuntimeEndpoint {
     /// Uses the runtime at `endpoint` after checking that it answers CRI
     /// `Status` within `ready_timeout`; it is never started or stopped.
     pub async fn external(

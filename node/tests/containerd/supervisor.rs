@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use skiff_node::Runtime;
 use skiff_node::containerd::bringup::{BringUpError, BringUpOptions, NodeRuntime, PodNetwork};
-use skiff_node::containerd::supervisor::{ContainerdSupervisor, RuntimeService, SupervisorConfig};
+use skiff_node::containerd::supervisor::{ContainerdSupervisor, RuntimeEndpoint, SupervisorConfig};
 use skiff_node::cri_api as api;
 
 use crate::harness::{TestNode, container_config, process_exists, wait_container};
@@ -84,7 +84,7 @@ async fn external_endpoint_is_used_but_never_stopped() {
     let pid = node.supervisor().pid().expect("pid");
 
     let endpoint = format!("unix://{}", node.paths.socket().display());
-    let external = RuntimeService::external(&endpoint, Duration::from_secs(30))
+    let external = RuntimeEndpoint::external(&endpoint, Duration::from_secs(30))
         .await
         .expect("external runtime answers");
     let version = external.cri().version().await.expect("Version");
@@ -136,7 +136,7 @@ async fn external_endpoint_is_used_but_never_stopped() {
 
     // A missing endpoint is reported once the readiness deadline passes.
     let missing = node.dir.path().join("missing.sock");
-    let err = RuntimeService::external(missing.to_str().unwrap(), Duration::from_millis(500))
+    let err = RuntimeEndpoint::external(missing.to_str().unwrap(), Duration::from_millis(500))
         .await
         .expect_err("nothing listens there");
     assert!(err.to_string().contains("missing.sock"), "{err}");
