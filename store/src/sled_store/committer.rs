@@ -88,6 +88,7 @@ pub(crate) struct Committer {
     /// wait for their flush).
     revision: Revision,
     compaction: Option<Compaction>,
+    defrag_trigger: defrag::Trigger,
     config: SledConfig,
 }
 
@@ -129,6 +130,7 @@ impl Committer {
             flusher_thread: Some(flusher_thread),
             revision: recovered.revision,
             compaction,
+            defrag_trigger: defrag::Trigger::default(),
             config,
         })
     }
@@ -457,7 +459,7 @@ impl Committer {
 
     fn compaction_step(&mut self) {
         if self.compaction_step_only() {
-            match defrag::worthwhile(&self.shared, &self.config) {
+            match self.defrag_trigger.worthwhile(&self.shared, &self.config) {
                 Ok(true) => {
                     if let Err(err) = self.defragment() {
                         tracing::warn!(error = %err, "defragmentation after compaction failed");

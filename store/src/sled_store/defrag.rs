@@ -23,26 +23,42 @@ const COPY_BATCH: usize = 4096;
 /// removal is left to the next open.
 const RETIRE_WAIT: Duration = Duration::from_secs(600);
 
-/// Whether the live generation's file is large enough, and enough larger than
-/// its data, for the configured policy.
-pub(crate) fn worthwhile(shared: &Shared, config: &SledConfig) -> Result<bool, StoreError> {
-    let Some(policy) = &config.defragmentation else {
-        return Ok(false);
-    };
-    let generation = shared.generation();
-    let size = generation
-        .db
-        .size_on_disk()
-        .map_err(|e| sled_error("measuring the database", e))?;
-    if size < policy.min_size {
-        return Ok(false);
+/// Decides when a defragmentation pays off, measuring the live data (a full
+/// scan) only when the file has grown noticeably since the last measurement.
+#[derive(Default)]
+pub(crate) struct Trigger {
+    /// File size at the last scan that found defragmentation not worthwhile.
+    measured_at: Option<u64>,
+}
+
+impl Trigger {
+    /// Whether the live generation's file is large enough, and enough larger
+    /// than its data, for the configured policy.
+    pub(crate) fn worthwhile(
+        &mut self,
+        shared: &Shared,
+        config: &SledConfig,
+    ) -> Result<bool, StoreError> {
+        let Some(policy) = &config.defragmentation else {
+            return Ok(false);
+        };
+        let generation = shared.generation();
+        let size = generation
+            .db
+            .size_on_disk()
+            .map_err(|e| sled_error("measuring the database", e))?;
+        if size < policy.min_size || self.measured_at.is_some_and(|at| size < at + at / 4) {
+            return Ok(false);
+        }
+        let mut live = 0u64;
+        for item in generation.db.iter() {
+            let (key, value) = item.map_err(|e| sled_error("measuring live data", e))?;
+            live += (key.len() + value.len()) as u64;
+        }
+        let worthwhile = size > live.max(1).saturating_mul(policy.max_amplification);
+        self.measured_at = (!worthwhile).then_some(size);
+        Ok(worthwhile)
     }
-    let mut live = 0u64;
-    for item in generation.db.iter() {
-        let (key, value) = item.map_err(|e| sled_error("measuring live data", e))?;
-        live += (key.len() + value.len()) as u64;
-    }
-    Ok(size > live.max(1).saturating_mul(policy.max_amplification))
 }
 
 /// Copies the live generation into the next one, switches to it, and removes
