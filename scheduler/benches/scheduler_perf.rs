@@ -3,7 +3,7 @@
 //! (fake, in-memory) API, plus the process's peak memory.
 //!
 //! Run: `cargo bench -p skiff-scheduler --bench scheduler_perf` (add `-- quick` for
-//! smaller sizes). The API is a no-op here, so this measures the scheduler alone.
+//! smaller sizes, `-- only=Spread` to run matching workloads only). The API is a no-op here, so this measures the scheduler alone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,6 +98,12 @@ fn workload(
     measured: Vec<Pod>,
     rt: &tokio::runtime::Runtime,
 ) {
+    let only: Vec<String> = std::env::args()
+        .filter_map(|a| a.strip_prefix("only=").map(String::from))
+        .collect();
+    if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
+        return;
+    }
     let c = TestCluster::new();
     for i in 0..nodes {
         c.scheduler.on_node_add(Arc::new(node(i, 10)));

@@ -35,6 +35,10 @@ pub struct NodeInfo {
     pub images: Arc<HashMap<String, i64>>,
     /// Bumped on every change; the snapshot copies a node only when this moved.
     pub generation: u64,
+    /// `spec.unschedulable`, kept here so filters do not chase the node object.
+    pub unschedulable: bool,
+    /// True if the node has any taint (lets taint checks skip untainted nodes cheaply).
+    pub tainted: bool,
 }
 
 impl NodeInfo {
@@ -64,6 +68,9 @@ impl NodeInfo {
 
     /// The node's taints.
     pub fn taints(&self) -> &[Taint] {
+        if !self.tainted {
+            return &[];
+        }
         self.node
             .as_deref()
             .and_then(|n| n.spec.as_ref())
@@ -73,6 +80,11 @@ impl NodeInfo {
 
     /// Sets (or replaces) the node object and recomputes allocatable and images.
     pub fn set_node(&mut self, node: Arc<Node>) {
+        let spec = node.spec.as_ref();
+        self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        self.tainted = spec
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| !t.is_empty());
         let status = node.status.as_ref();
         self.allocatable = status
             .and_then(|s| s.allocatable.as_ref())
@@ -92,6 +104,8 @@ impl NodeInfo {
     /// Drops the node object, keeping the pods (they may still be deleted later).
     pub fn clear_node(&mut self) {
         self.node = None;
+        self.unschedulable = false;
+        self.tainted = false;
         self.allocatable = Resource::default();
         self.images = Arc::new(HashMap::new());
     }

@@ -70,6 +70,11 @@ impl RequiredNodeAffinity {
         RequiredNodeAffinity { selector, affinity }
     }
 
+    /// True when the pod has neither a node selector nor required node affinity.
+    pub fn is_empty(&self) -> bool {
+        self.selector.is_none() && self.affinity.is_none()
+    }
+
     /// True if the node satisfies both.
     pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
         if let Some(sel) = &self.selector

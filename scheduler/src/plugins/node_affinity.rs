@@ -56,6 +56,9 @@ impl PreFilterPlugin for NodeAffinity {
         _s: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
         let req = RequiredNodeAffinity::of(pod);
+        if req.is_empty() {
+            return (None, Status::skip());
+        }
         let restriction = req.name_restriction();
         state.write(PRE_FILTER_KEY, req);
         match restriction {
@@ -156,6 +159,10 @@ mod tests {
         let pod = PodInfo::new(Arc::new(pod.build()));
         let mut state = CycleState::new();
         let (_, st) = NodeAffinity.pre_filter(&mut state, &pod, &Snapshot::new());
+        if st.is_skip() {
+            // Nothing required: the framework skips the filter, every node passes.
+            return Status::success();
+        }
         if !st.is_success() {
             return st;
         }

@@ -42,11 +42,7 @@ impl Plugin for NodeUnschedulable {
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        let cordoned = node
-            .node()
-            .and_then(|n| n.spec.as_ref())
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false);
+        let cordoned = node.unschedulable;
         if !cordoned {
             return Status::success();
         }

@@ -45,6 +45,9 @@ impl Plugin for TaintToleration {
 
 impl FilterPlugin for TaintToleration {
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        if !node.tainted {
+            return Status::success();
+        }
         match first_untolerated(
             node.taints(),
             pod.tolerations(),
@@ -70,9 +73,17 @@ impl PreScorePlugin for TaintToleration {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _nodes: &[Arc<NodeInfo>],
+        nodes: &[Arc<NodeInfo>],
         _s: &Snapshot,
     ) -> Status {
+        // Without PreferNoSchedule taints every node scores the same: skipping changes
+        // no ranking and saves two passes over the nodes.
+        if !nodes
+            .iter()
+            .any(|n| n.taints().iter().any(|t| t.effect == "PreferNoSchedule"))
+        {
+            return Status::skip();
+        }
         // Only tolerations that can apply to PreferNoSchedule taints matter for scoring.
         let tolerations = pod
             .tolerations()
@@ -188,27 +199,16 @@ mod tests {
 
     #[test]
     fn score_prefers_fewer_intolerable_prefer_no_schedule_taints() {
-        let nodes = [
-            node_info_with(NodeBuilder::new("clean").build(), vec![]),
-            node_info_with(
-                NodeBuilder::new("one")
-                    .taint("a", "1", "PreferNoSchedule")
-                    .build(),
-                vec![],
-            ),
-            node_info_with(
+        let node = |b: NodeBuilder| Arc::new(node_info_with(b.build(), vec![]));
+        let nodes: Vec<Arc<NodeInfo>> = vec![
+            node(NodeBuilder::new("clean")),
+            node(NodeBuilder::new("one").taint("a", "1", "PreferNoSchedule")),
+            node(
                 NodeBuilder::new("two")
                     .taint("a", "1", "PreferNoSchedule")
-                    .taint("b", "1", "PreferNoSchedule")
-                    .build(),
-                vec![],
+                    .taint("b", "1", "PreferNoSchedule"),
             ),
-            node_info_with(
-                NodeBuilder::new("tolerated")
-                    .taint("c", "1", "PreferNoSchedule")
-                    .build(),
-                vec![],
-            ),
+            node(NodeBuilder::new("tolerated").taint("c", "1", "PreferNoSchedule")),
         ];
         let pod = PodInfo::new(Arc::new(
             PodBuilder::new("p")
@@ -218,8 +218,18 @@ mod tests {
         let mut state = CycleState::new();
         assert!(
             TaintToleration
-                .pre_score(&mut state, &pod, &[], &Snapshot::new())
+                .pre_score(&mut state, &pod, &nodes, &Snapshot::new())
                 .is_success()
+        );
+        // Without any PreferNoSchedule taint, scoring is skipped (all nodes would tie).
+        let untainted = vec![
+            node(NodeBuilder::new("a")),
+            node(NodeBuilder::new("b").taint("x", "y", "NoSchedule")),
+        ];
+        assert!(
+            TaintToleration
+                .pre_score(&mut CycleState::new(), &pod, &untainted, &Snapshot::new())
+                .is_skip()
         );
         let mut scores: Vec<NodeScore> = nodes
             .iter()
