@@ -6,17 +6,60 @@ use super::names::{NameRule, is_dns1123_label, validate_name};
 use crate::selectors::LabelSelector;
 use crate::status::FieldError;
 
+const POD_UPDATE_RULE: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
 pub(super) fn pod(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     pod_spec(&object["spec"], "spec", errors);
-    if let Some(old) = old {
-        let (was, now) = (&old["spec"]["nodeName"], &object["spec"]["nodeName"]);
-        if was.is_string() && was != now {
-            errors.push(FieldError::forbidden(
-                "spec.nodeName",
-                "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
-            ));
+    if let Some(old) = old
+        && mutable_view(&old["spec"], &object["spec"])
+            != mutable_view(&object["spec"], &object["spec"])
+    {
+        errors.push(FieldError::forbidden("spec", POD_UPDATE_RULE));
+    }
+}
+
+/// A pod spec with the fields an update may change blanked out, so two specs
+/// compare equal when only those differ. `spec.nodeName` may go from unset
+/// to set (what a binding does); tolerations may only grow.
+fn mutable_view(spec: &Value, new: &Value) -> Value {
+    let mut view = spec.clone();
+    let Some(map) = view.as_object_mut() else {
+        return view;
+    };
+    for field in [
+        "activeDeadlineSeconds",
+        "terminationGracePeriodSeconds",
+        "ephemeralContainers",
+    ] {
+        map.remove(field);
+    }
+    if map
+        .get("nodeName")
+        .is_none_or(|n| n.as_str().is_none_or(str::is_empty))
+    {
+        map.remove("nodeName");
+        if let Some(n) = new.get("nodeName") {
+            map.insert("nodeName".into(), n.clone());
         }
     }
+    let tolerations = map
+        .remove("tolerations")
+        .and_then(|t| t.as_array().cloned())
+        .unwrap_or_default();
+    let kept = new["tolerations"]
+        .as_array()
+        .is_none_or(|now| tolerations.iter().all(|t| now.contains(t)));
+    map.insert("tolerationsKept".into(), Value::Bool(kept));
+    for list in ["containers", "initContainers"] {
+        if let Some(containers) = map.get_mut(list).and_then(Value::as_array_mut) {
+            for c in containers {
+                if let Some(c) = c.as_object_mut() {
+                    c.remove("image");
+                }
+            }
+        }
+    }
+    view
 }
 
 /// A PodSpec at `path`: containers present, each named (DNS label, unique)

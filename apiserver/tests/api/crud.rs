@@ -379,3 +379,30 @@ async fn pods_get_service_account_and_priority() {
         "pods \"nope\" is forbidden: no PriorityClass with name missing was found"
     );
 }
+
+#[tokio::test]
+async fn pod_specs_are_mostly_immutable() {
+    let s = TestServer::new().await;
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "one"}],
+        "tolerations": [{"key": "a", "operator": "Exists"}]}});
+    let (_, created) = s.post("/api/v1/namespaces/default/pods", pod).await;
+    let path = "/api/v1/namespaces/default/pods/p";
+    let mut image = created.clone();
+    image["spec"]["containers"][0]["image"] = json!("two");
+    image["spec"]["tolerations"] = json!([{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]);
+    let (code, updated) = s.put(path, image).await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    let mut restart = updated.clone();
+    restart["spec"]["restartPolicy"] = json!("Never");
+    let (code, body) = s.put(path, restart).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(body["message"].as_str().unwrap().contains("spec: Forbidden: pod updates may not change fields"));
+    let mut fewer = updated.clone();
+    fewer["spec"]["tolerations"] = json!([]);
+    let (code, body) = s.put(path, fewer).await;
+    assert_status(code, &body, 422, "Invalid");
+    let (code, body) = s
+        .patch(path, "application/merge-patch+json", json!({"metadata": {"labels": {"ok": "yes"}}}))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+}
