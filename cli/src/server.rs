@@ -118,6 +118,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     );
     let factory = SharedInformerFactory::new(client.clone());
     let mut components = tokio::task::JoinSet::new();
+    {
+        let mut context = skiff_controllers::Context::new(client.clone(), factory.clone());
+        context.root_ca_pem = Some(Arc::from(certs.ca_cert_pem.as_str()));
+        let manager = skiff_controllers::ControllerManager::with_defaults(context, &[]);
+        tracing::info!(controllers = ?manager.names(), "controller manager starting");
+        components.spawn(manager.run(stop_rx.clone()));
+    }
     if args.simulated_nodes > 0 {
         let config = SimulatedConfig::new(args.simulated_nodes);
         let factory = factory.clone();

@@ -124,13 +124,13 @@ fn missing_namespace_and_duplicate_create_errors() {
     let server = Server::start();
     let err = server.kubectl_err(&["create", "configmap", "x", "-n", "nowhere"]);
     assert!(
-        err.contains(r#"Error from server (NotFound): namespaces "nowhere" not found"#),
+        err.contains(r#"error: failed to create configmap: namespaces "nowhere" not found"#),
         "{err}"
     );
     server.kubectl_ok(&["create", "configmap", "dup"]);
     let err = server.kubectl_err(&["create", "configmap", "dup"]);
     assert!(
-        err.contains(r#"Error from server (AlreadyExists): configmaps "dup" already exists"#),
+        err.contains(r#"error: failed to create configmap: configmaps "dup" already exists"#),
         "{err}"
     );
 }
@@ -238,7 +238,12 @@ fn patch_of_each_type_and_replace() {
         "-p",
         r#"[{"op":"test","path":"/spec/replicas","value":99}]"#,
     ]);
-    assert!(err.contains("Error from server"), "{err}");
+    assert!(
+        err.contains("/spec/replicas"),
+        "the failed test operation is named: {err}"
+    );
+    let d = json(&server.kubectl_ok(&["get", "deploy", "app", "-o", "json"]));
+    assert_eq!(d["spec"]["replicas"], 3, "a failed patch changes nothing");
 
     let mut cm = json(&server.kubectl_ok(&[
         "create",

@@ -25,17 +25,26 @@ fn get_prints_upstream_columns() {
     assert_eq!(&out[1][..2], ["two", "2"]);
     let labelled = rows(&server.kubectl_ok(&["get", "cm", "two", "-L", "app", "--show-labels"]));
     assert_eq!(labelled[0], ["NAME", "DATA", "AGE", "APP", "LABELS"]);
-    assert_eq!(labelled[1][3..], ["demo".to_string(), "app=demo".to_string()]);
+    assert_eq!(
+        labelled[1][3..],
+        ["demo".to_string(), "app=demo".to_string()]
+    );
 
     let nodes = eventually(Duration::from_secs(20), "two nodes", || {
         let out = rows(&server.kubectl_ok(&["get", "nodes"]));
         (out.len() == 3).then_some(out)
     });
     assert_eq!(nodes[0], ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
-    assert_eq!(nodes[1][..3], ["sim-node-0".to_string(), "Ready".into(), "<none>".into()]);
+    assert_eq!(
+        nodes[1][..3],
+        ["sim-node-0".to_string(), "Ready".into(), "<none>".into()]
+    );
     assert_eq!(nodes[1][4], "v1.33.0-skiff");
     let wide = rows(&server.kubectl_ok(&["get", "nodes", "-o", "wide"]));
-    assert_eq!(wide[0][5..7], ["INTERNAL-IP".to_string(), "EXTERNAL-IP".into()]);
+    assert_eq!(
+        wide[0][5..7],
+        ["INTERNAL-IP".to_string(), "EXTERNAL-IP".into()]
+    );
     assert!(wide[1].iter().any(|c| c == "simulated://0.1.0"), "{wide:?}");
 
     server.kubectl_stdin(
@@ -48,11 +57,31 @@ fn get_prints_upstream_columns() {
         (out.len() == 2 && out[1][2] == "Running").then_some(out)
     });
     assert_eq!(pods[0], ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
-    assert_eq!(pods[1][..4], ["web".to_string(), "2/2".into(), "Running".into(), "0".into()]);
+    assert_eq!(
+        pods[1][..4],
+        [
+            "web".to_string(),
+            "2/2".into(),
+            "Running".into(),
+            "0".into()
+        ]
+    );
     let wide = rows(&server.kubectl_ok(&["get", "pods", "-o", "wide"]));
     assert_eq!(
         wide[0],
-        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED",
+            "NODE",
+            "READINESS",
+            "GATES"
+        ]
     );
     assert!(wide[1][5].starts_with("100.64.1."), "{wide:?}");
     assert_eq!(wide[1][6], "sim-node-1");
@@ -66,8 +95,27 @@ fn get_prints_upstream_columns() {
             "spec":{"clusterIP":"None","selector":{"app":"web"},"ports":[{"port":80,"protocol":"TCP"}]}}"#,
     );
     let svc = rows(&server.kubectl_ok(&["get", "svc", "svc"]));
-    assert_eq!(svc[0], ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]);
-    assert_eq!(svc[1][..5], ["svc".to_string(), "ClusterIP".into(), "None".into(), "<none>".into(), "80/TCP".into()]);
+    assert_eq!(
+        svc[0],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        svc[1][..5],
+        [
+            "svc".to_string(),
+            "ClusterIP".into(),
+            "None".into(),
+            "<none>".into(),
+            "80/TCP".into()
+        ]
+    );
 
     let ns = rows(&server.kubectl_ok(&["get", "ns", "default"]));
     assert_eq!(ns[0], ["NAME", "STATUS", "AGE"]);
