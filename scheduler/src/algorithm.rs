@@ -32,6 +32,8 @@ pub struct Diagnosis {
     pub pre_filter_msg: Option<String>,
     /// Message from PostFilter (preemption).
     pub post_filter_msg: Option<String>,
+    /// Nodes filtered plus nodes excluded by PreFilter.
+    pub evaluated: usize,
 }
 
 /// No node fits the pod.
@@ -195,6 +197,9 @@ impl Algorithm {
             self.next_start % all.len()
         };
         let mut processed = 0;
+        // Rejections are only reported when nothing fits: collect them cheaply and build
+        // the per-node map only then.
+        let mut rejected: Vec<(&Arc<NodeInfo>, Status)> = Vec::new();
         for i in 0..all.len() {
             if feasible.len() >= want {
                 break;
@@ -208,10 +213,18 @@ impl Algorithm {
                 if let Some(p) = st.plugin() {
                     diag.unschedulable_plugins.insert(p);
                 }
-                diag.node_to_status.insert(node.name().to_string(), st);
+                rejected.push((node, st));
             } else {
                 return Err(ScheduleError::Internal(st));
             }
+        }
+        diag.evaluated = processed + diag.node_to_status.len();
+        if feasible.is_empty() {
+            diag.node_to_status.extend(
+                rejected
+                    .into_iter()
+                    .map(|(n, st)| (n.name().to_string(), st)),
+            );
         }
         if restricted.is_none() && !all.is_empty() {
             self.next_start = (start + processed) % all.len();
@@ -232,7 +245,7 @@ impl Algorithm {
             return Err(ScheduleError::NoNodes);
         }
         let (feasible, diag) = self.find_nodes_that_fit(fwk, state, pod, snapshot, nominated)?;
-        let evaluated = feasible.len() + diag.node_to_status.len();
+        let evaluated = diag.evaluated;
         if feasible.is_empty() {
             return Err(ScheduleError::Fit(Box::new(FitError {
                 num_all_nodes: snapshot.len(),
