@@ -11,6 +11,7 @@ pub mod garbage_collector;
 pub mod namespace;
 pub mod serviceaccount;
 pub mod manager;
+pub mod deployment;
 pub mod controller_utils;
 pub mod pod_control;
 pub mod replicaset;
@@ -21,6 +22,7 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
+        manager::starter("deployment", deployment::run),
         manager::starter("namespace", namespace::run),
         manager::starter("garbage-collector", garbage_collector::run),
         manager::starter("serviceaccount", serviceaccount::run),

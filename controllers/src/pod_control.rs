@@ -5,12 +5,15 @@
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::Selector;
 use serde_json::json;
@@ -304,33 +307,38 @@ pub async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<bool, PodControlEr
     }
 }
 
-/// Which pods an owner keeps after claiming: its own matching pods plus the
-/// orphans it adopted; its pods that stopped matching are released.
-pub async fn claim_pods(
-    api: &Api<Pod>,
+/// Which objects (pods, or a Deployment's ReplicaSets) an owner keeps after
+/// claiming: its own matching ones plus the orphans it adopted; its objects
+/// that stopped matching are released.
+pub async fn claim<K>(
+    api: &Api<K>,
     owner_ref: &OwnerReference,
     owner_deleting: bool,
     selector: &Selector,
-    pods: Vec<Arc<Pod>>,
-) -> Result<Vec<Arc<Pod>>, PodControlError> {
+    objects: Vec<Arc<K>>,
+) -> Result<Vec<Arc<K>>, PodControlError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
     let mut claimed = Vec::new();
-    for pod in pods {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let matches = selects(selector, &pod.metadata);
-        match controller_ref(&pod.metadata) {
+    for obj in objects {
+        let meta = obj.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        let matches = selects(selector, meta);
+        match controller_ref(meta) {
             Some(r) if r.uid == owner_ref.uid => {
                 if matches || owner_deleting {
-                    claimed.push(pod);
-                } else if pod.metadata.deletion_timestamp.is_none() {
-                    release(api, &pod, &owner_ref.uid).await?;
+                    claimed.push(obj);
+                } else if meta.deletion_timestamp.is_none() {
+                    release(api, meta, &owner_ref.uid).await?;
                 }
             }
             Some(_) => {}
             None => {
-                if matches && !owner_deleting && pod.metadata.deletion_timestamp.is_none() {
+                if matches && !owner_deleting && meta.deletion_timestamp.is_none() {
                     let patch = json!({"metadata": {
                         "ownerReferences": [owner_ref],
-                        "uid": pod.metadata.uid,
+                        "uid": meta.uid,
                     }});
                     match api
                         .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
@@ -353,12 +361,15 @@ pub async fn claim_pods(
     Ok(claimed)
 }
 
-/// Removes the owner reference `owner_uid` from `pod`.
-async fn release(api: &Api<Pod>, pod: &Pod, owner_uid: &str) -> Result<(), PodControlError> {
-    let name = pod.metadata.name.clone().unwrap_or_default();
+/// Removes the owner reference `owner_uid` from the object.
+async fn release<K>(api: &Api<K>, meta: &ObjectMeta, owner_uid: &str) -> Result<(), PodControlError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let name = meta.name.clone().unwrap_or_default();
     let patch = json!({"metadata": {
         "ownerReferences": [{"$patch": "delete", "uid": owner_uid}],
-        "uid": pod.metadata.uid,
+        "uid": meta.uid,
     }});
     match api
         .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))

@@ -15,7 +15,7 @@ use super::status::{self, ManageFailure};
 use crate::controller_utils::{controller_owner_ref, now};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
-    BURST_REPLICAS, Expectations, PodControlError, claim_pods, is_active, pod_from_template,
+    BURST_REPLICAS, Expectations, PodControlError, claim, is_active, pod_from_template,
     pods_to_delete, seconds_until_available, slow_start_batch,
 };
 
@@ -69,7 +69,7 @@ impl<K: ReplicaOwner> Syncer<K> {
             .collect();
         let deleting = owner.meta().deletion_timestamp.is_some();
         let owner_ref = controller_owner_ref(owner.as_ref());
-        let pods = claim_pods(&pod_api, &owner_ref, deleting, &selector, active).await?;
+        let pods = claim(&pod_api, &owner_ref, deleting, &selector, active).await?;
 
         let failure = if needs_sync && !deleting {
             self.manage(&owner, &key_str, &pods, &pod_api).await

@@ -1,0 +1,413 @@
+//! The Deployment controller (with the ReplicaSet controller under it) over
+//! the real API server; the test plays the node by marking pods ready.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::support::{TestCluster, eventually};
+use super::workload_helpers::{WAIT, all_pods, event_reasons, make_ready, template};
+
+const REVISION: &str = "deployment.kubernetes.io/revision";
+
+async fn create(
+    client: &Client,
+    name: &str,
+    replicas: i32,
+    strategy: Value,
+    extra: Value,
+) -> Deployment {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let mut spec = json!({
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": name}},
+        "template": template(json!({"app": name}), "nginx:1"),
+        "strategy": strategy,
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let d: Deployment =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+    api.create(&PostParams::default(), &d).await.unwrap()
+}
+
+async fn get(client: &Client, name: &str) -> Deployment {
+    Api::<Deployment>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap()
+}
+
+async fn replica_sets(client: &Client) -> Vec<ReplicaSet> {
+    let mut rss = Api::<ReplicaSet>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    rss.sort_by_key(|rs| rs.metadata.creation_timestamp.clone().map(|t| t.0));
+    rss
+}
+
+fn spec_replicas(rs: &ReplicaSet) -> i32 {
+    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
+}
+
+fn image_of(rs: &ReplicaSet) -> String {
+    rs.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .as_ref()
+        .unwrap()
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+        .unwrap()
+}
+
+/// Marks every not-yet-ready pod ready; returns how many it marked.
+async fn ready_all(client: &Client) -> usize {
+    let mut marked = 0;
+    for pod in all_pods(client, "default").await {
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if !ready && pod.metadata.deletion_timestamp.is_none() {
+            make_ready(client, "default", &pod.name_any()).await;
+            marked += 1;
+        }
+    }
+    marked
+}
+
+fn condition(d: &Deployment, type_: &str) -> Option<(String, String)> {
+    d.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+/// Waits until the rollout is complete as `kubectl rollout status` sees it,
+/// marking pods ready along the way.
+async fn wait_rolled_out(client: &Client, name: &str) -> Deployment {
+    eventually(WAIT, "rollout complete", || async {
+        ready_all(client).await;
+        let d = get(client, name).await;
+        let s = d.status.clone()?;
+        let want = d.spec.as_ref()?.replicas?;
+        let done = s.observed_generation >= d.metadata.generation
+            && s.updated_replicas == Some(want)
+            && s.replicas == Some(want)
+            && s.available_replicas == Some(want)
+            && condition(&d, "Progressing").is_some_and(|(_, r)| r == "NewReplicaSetAvailable");
+        done.then_some(d)
+    })
+    .await
+}
+
+async fn set_image(client: &Client, name: &str, image: &str) {
+    Api::<Deployment>::namespaced(client.clone(), "default")
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}})),
+        )
+        .await
+        .unwrap();
+}
+
+const CONTROLLERS: &[&str] = &["deployment", "replicaset"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
+    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
+    let client = cluster.client.clone();
+    create(
+        &client,
+        "web",
+        3,
+        json!({"type": "RollingUpdate"}),
+        json!({}),
+    )
+    .await;
+    let d = wait_rolled_out(&client, "web").await;
+    let rss = replica_sets(&client).await;
+    assert_eq!(rss.len(), 1);
+    let rs = &rss[0];
+    let hash = rs.labels()["pod-template-hash"].clone();
+    assert_eq!(rs.name_any(), format!("web-{hash}"));
+    assert_eq!(rs.annotations()[REVISION], "1");
+    assert_eq!(
+        rs.annotations()["deployment.kubernetes.io/desired-replicas"],
+        "3"
+    );
+    assert_eq!(
+        rs.annotations()["deployment.kubernetes.io/max-replicas"],
+        "4"
+    );
+    assert_eq!(rs.owner_references()[0].kind, "Deployment");
+    assert_eq!(d.annotations()[REVISION], "1");
+    for pod in all_pods(&client, "default").await {
+        assert_eq!(pod.labels()["pod-template-hash"], hash);
+    }
+    let s = d.status.clone().unwrap();
+    assert_eq!(
+        (s.ready_replicas, s.unavailable_replicas),
+        (Some(3), Some(0))
+    );
+    assert_eq!(
+        condition(&d, "Available"),
+        Some(("True".into(), "MinimumReplicasAvailable".into()))
+    );
+    eventually(WAIT, "ScalingReplicaSet event", || async {
+        event_reasons(&client, "default", "web")
+            .await
+            .iter()
+            .any(|r| r == "ScalingReplicaSet")
+            .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_stays_within_surge_and_unavailability() {
+    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
+    let client = cluster.client.clone();
+    let strategy =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}});
+    create(&client, "roll", 4, strategy, json!({})).await;
+    wait_rolled_out(&client, "roll").await;
+    set_image(&client, "roll", "nginx:2").await;
+    // Step through the rollout one readiness at a time, checking the bounds.
+    let steps = std::sync::atomic::AtomicUsize::new(0);
+    eventually(WAIT, "rollout to nginx:2", || async {
+        let rss = replica_sets(&client).await;
+        let total: i32 = rss.iter().map(spec_replicas).sum();
+        assert!(total <= 4 + 1, "surge exceeded: {total} replicas");
+        let pods = all_pods(&client, "default").await;
+        let ready = pods
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        assert!(ready >= 4 - 1, "too many unavailable: {ready} ready");
+        assert!(pods.len() <= 5, "{} pods", pods.len());
+        // Play the node: one pod becomes ready per step.
+        if let Some(p) = pods.iter().find(|p| {
+            !p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        }) {
+            make_ready(&client, "default", &p.name_any()).await;
+            steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let new = rss.iter().find(|rs| image_of(rs) == "nginx:2")?;
+        let d = get(&client, "roll").await;
+        let s = d.status?;
+        (spec_replicas(new) == 4
+            && s.updated_replicas == Some(4)
+            && s.available_replicas == Some(4)
+            && s.replicas == Some(4))
+        .then_some(())
+    })
+    .await;
+    assert!(steps.into_inner() >= 4, "pods were replaced step by step");
+    let rss = replica_sets(&client).await;
+    assert_eq!(rss.len(), 2);
+    assert_eq!(spec_replicas(&rss[0]), 0);
+    assert_eq!(rss[1].annotations()[REVISION], "2");
+    assert_eq!(get(&client, "roll").await.annotations()[REVISION], "2");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreate_removes_old_pods_before_creating_new_ones() {
+    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
+    let client = cluster.client.clone();
+    create(&client, "rec", 2, json!({"type": "Recreate"}), json!({})).await;
+    wait_rolled_out(&client, "rec").await;
+    set_image(&client, "rec", "nginx:2").await;
+    eventually(WAIT, "recreated", || async {
+        let rss = replica_sets(&client).await;
+        let active = rss.iter().filter(|rs| spec_replicas(rs) > 0).count();
+        assert!(active <= 1, "old and new replica sets active together");
+        let pods = all_pods(&client, "default").await;
+        let images: std::collections::BTreeSet<String> = pods
+            .iter()
+            .map(|p| {
+                p.spec.as_ref().unwrap().containers[0]
+                    .image
+                    .clone()
+                    .unwrap()
+            })
+            .collect();
+        assert!(images.len() <= 1, "old and new pods together: {images:?}");
+        ready_all(&client).await;
+        let d = get(&client, "rec").await;
+        let s = d.status?;
+        (images.contains("nginx:2")
+            && s.available_replicas == Some(2)
+            && s.updated_replicas == Some(2))
+        .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_by_template_reuses_the_old_replica_set_with_a_new_revision() {
+    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
+    let client = cluster.client.clone();
+    create(
+        &client,
+        "undo",
+        2,
+        json!({"type": "RollingUpdate"}),
+        json!({}),
+    )
+    .await;
+    wait_rolled_out(&client, "undo").await;
+    let first = replica_sets(&client).await[0].name_any();
+    set_image(&client, "undo", "nginx:2").await;
+    wait_rolled_out(&client, "undo").await;
+    // What `kubectl rollout undo` does: put the old template back.
+    set_image(&client, "undo", "nginx:1").await;
+    let d = eventually(WAIT, "rolled back", || async {
+        ready_all(&client).await;
+        let d = wait_rolled_out(&client, "undo").await;
+        (d.annotations().get(REVISION).map(String::as_str) == Some("3")).then_some(d)
+    })
+    .await;
+    let rss = replica_sets(&client).await;
+    assert_eq!(rss.len(), 2, "no third replica set");
+    let back = rss.iter().find(|rs| rs.name_any() == first).unwrap();
+    assert_eq!(back.annotations()[REVISION], "3");
+    assert_eq!(
+        back.annotations()["deployment.kubernetes.io/revision-history"],
+        "1"
+    );
+    assert_eq!(spec_replicas(back), 2);
+    assert_eq!(d.status.unwrap().updated_replicas, Some(2));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_deployments_do_not_roll_out_until_resumed() {
+    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
+    let client = cluster.client.clone();
+    create(
+        &client,
+        "hold",
+        2,
+        json!({"type": "RollingUpdate"}),
+        json!({}),
+    )
+    .await;
+    wait_rolled_out(&client, "hold").await;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    api.patch(
+        "hold",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": true}})),
+    )
+    .await
+    .unwrap();
+    set_image(&client, "hold", "nginx:2").await;
+    eventually(WAIT, "paused condition", || async {
+        let d = get(&client, "hold").await;
+        (condition(&d, "Progressing") == Some(("Unknown".into(), "DeploymentPaused".into())))
+            .then_some(())
+    })
+    .await;
+    // Scaling still works while paused.
+    api.patch_scale(
+        "hold",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .unwrap();
+    eventually(WAIT, "scaled while paused", || async {
+        let rss = replica_sets(&client).await;
+        (rss.len() == 1 && spec_replicas(&rss[0]) == 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        replica_sets(&client).await.len(),
+        1,
+        "no rollout while paused"
+    );
+    api.patch(
+        "hold",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": false}})),
+    )
+    .await
+    .unwrap();
+    eventually(WAIT, "rolled out after resume", || async {
+        ready_all(&client).await;
+        let rss = replica_sets(&client).await;
+        let new = rss.iter().find(|rs| image_of(rs) == "nginx:2")?;
+        let d = get(&client, "hold").await;
+        (spec_replicas(new) == 3 && d.status?.available_replicas == Some(3)).then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_replica_sets_beyond_the_history_limit_are_deleted() {
+    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
+    let client = cluster.client.clone();
+    create(
+        &client,
+        "hist",
+        1,
+        json!({"type": "RollingUpdate"}),
+        json!({"revisionHistoryLimit": 1}),
+    )
+    .await;
+    wait_rolled_out(&client, "hist").await;
+    for image in ["nginx:2", "nginx:3", "nginx:4"] {
+        set_image(&client, "hist", image).await;
+        eventually(WAIT, "new revision", || async {
+            let d = wait_rolled_out(&client, "hist").await;
+            let rss = replica_sets(&client).await;
+            (rss.iter()
+                .any(|rs| image_of(rs) == image && spec_replicas(rs) == 1)
+                && d.status?.replicas == Some(1))
+            .then_some(())
+        })
+        .await;
+    }
+    let rss = eventually(WAIT, "history trimmed", || async {
+        let rss = replica_sets(&client).await;
+        (rss.len() == 2).then_some(rss)
+    })
+    .await;
+    let revisions: BTreeMap<String, String> = rss
+        .iter()
+        .map(|rs| (image_of(rs), rs.annotations()[REVISION].clone()))
+        .collect();
+    assert_eq!(revisions["nginx:4"], "4");
+    assert_eq!(revisions["nginx:3"], "3");
+    cluster.shutdown().await;
+}
