@@ -40,6 +40,9 @@ pub struct ApiServerConfig {
     pub service_cidr: String,
     /// Range NodePort/LoadBalancer Services' node ports come from.
     pub node_port_range: std::ops::RangeInclusive<u16>,
+    /// Where clients reach this server; when set, the `kubernetes` Service in
+    /// `default` (first service IP, port 443) and its endpoints point here.
+    pub advertise_address: Option<std::net::SocketAddr>,
 }
 
 impl Default for ApiServerConfig {
@@ -52,6 +55,7 @@ impl Default for ApiServerConfig {
             watch_fanout_buffer: 1024,
             service_cidr: "10.43.0.0/16".to_string(),
             node_port_range: 30000..=32767,
+            advertise_address: None,
         }
     }
 }
@@ -189,6 +193,69 @@ impl ApiServer {
                 Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
                 Err(source) => return Err(ApiServerError::Bootstrap { name, source }),
             }
+        }
+        if let Some(address) = self.inner.config.advertise_address {
+            self.publish_self(address, &write).await?;
+        }
+        Ok(())
+    }
+
+    /// The `kubernetes` Service, Endpoints and EndpointSlice in `default`,
+    /// pointing at `address` (updated when it changed since the last start).
+    async fn publish_self(
+        &self,
+        address: std::net::SocketAddr,
+        write: &WriteInfo,
+    ) -> Result<(), ApiServerError> {
+        let ip = address.ip().to_string();
+        let port = address.port();
+        let family = if address.is_ipv4() { "IPv4" } else { "IPv6" };
+        let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+            "spec": {"type": "ClusterIP", "clusterIP": self.inner.services.first_ip().to_string(),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}});
+        let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]});
+        let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": family,
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
+        let registry = &self.inner.registry;
+        let steps = [
+            (("", "v1", "services"), service, false),
+            (("", "v1", "endpoints"), endpoints, true),
+            (("discovery.k8s.io", "v1", "endpointslices"), slice, true),
+        ];
+        for ((group, version, resource), object, replace) in steps {
+            let info = registry
+                .get(group, version, resource)
+                .expect("system objects are of registered kinds");
+            let result = if replace {
+                crate::handlers::upsert(&self.inner, &info, object, write)
+                    .await
+                    .map(|_| ())
+            } else {
+                match crate::handlers::create::create_object(
+                    &self.inner,
+                    &info,
+                    None,
+                    object,
+                    write,
+                    false,
+                )
+                .await
+                {
+                    Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            };
+            result.map_err(|source| ApiServerError::Bootstrap {
+                name: format!("{resource}/kubernetes"),
+                source,
+            })?;
         }
         Ok(())
     }

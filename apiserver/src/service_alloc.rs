@@ -67,6 +67,12 @@ impl ServiceAllocator {
         })
     }
 
+    /// The address of the `kubernetes` Service (first in the range, never
+    /// handed out to other Services).
+    pub fn first_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.network + 1)
+    }
+
     /// Held from allocation until the Service is stored.
     pub async fn lock(&self) -> MutexGuard<'_, ()> {
         self.lock.lock().await
@@ -267,7 +273,7 @@ mod tests {
                 continue;
             }
             let ip: Ipv4Addr = svc["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
-            assert!(a.contains(ip) && ip != Ipv4Addr::new(10, 43, 0, 1));
+            assert!(a.contains(ip) && ip != a.first_ip());
             existing.push(svc);
         }
         let ips: HashSet<&str> = existing.iter().flat_map(ips_of).collect();

@@ -11,6 +11,7 @@ mod update;
 mod watch;
 
 pub(crate) use pod_admission::SYSTEM_PRIORITY_CLASSES;
+pub(crate) use update::upsert;
 
 use std::sync::Arc;
 

@@ -161,6 +161,34 @@ pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     Err(storage::conflict(&info, &name, MODIFIED))
 }
 
+/// Creates `object` or replaces what is stored under its name (system
+/// objects the server maintains itself, such as the `kubernetes` endpoints).
+pub(crate) async fn upsert(
+    inner: &Inner,
+    info: &ResourceInfo,
+    object: Value,
+    write: &WriteInfo,
+) -> Result<Value, ApiError> {
+    let name = meta_str(&object, "name").unwrap_or("").to_string();
+    let key = info.key(meta_str(&object, "namespace"), &name);
+    for _ in 0..RETRIES {
+        let Some((current, revision)) = storage::read(inner, info, &key).await? else {
+            match create_object(inner, info, None, object.clone(), write, false).await {
+                Err(ApiError::AlreadyExists { .. }) => continue,
+                other => return other,
+            }
+        };
+        let mut next = object.clone();
+        prepare_update(info, &current, &mut next);
+        match commit(inner, info, &key, (&current, revision), next, write, false).await {
+            Ok(stored) => return Ok(stored),
+            Err(WriteError::Conflict) => continue,
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(storage::conflict(info, &name, MODIFIED))
+}
+
 /// What a write through `sub` (or the main resource) makes of `current`.
 fn apply_to_current(
     info: &ResourceInfo,

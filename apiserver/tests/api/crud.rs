@@ -406,3 +406,21 @@ async fn pod_specs_are_mostly_immutable() {
         .await;
     assert_eq!(code, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn the_kubernetes_service_points_at_the_advertised_address() {
+    let config = skiff_apiserver::ApiServerConfig {
+        advertise_address: Some("192.0.2.10:6443".parse().unwrap()),
+        ..Default::default()
+    };
+    let s = TestServer::with_config(config).await;
+    let (code, svc) = s.get("/api/v1/namespaces/default/services/kubernetes").await;
+    assert_eq!(code, StatusCode::OK, "{svc}");
+    assert_eq!(svc["spec"]["clusterIP"], "10.43.0.1");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+    let (_, ep) = s.get("/api/v1/namespaces/default/endpoints/kubernetes").await;
+    assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "192.0.2.10");
+    assert_eq!(ep["subsets"][0]["ports"][0]["port"], 6443);
+    let (_, slice) = s.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes").await;
+    assert_eq!(slice["endpoints"][0]["addresses"][0], "192.0.2.10");
+}
