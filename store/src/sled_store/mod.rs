@@ -100,13 +100,19 @@ fn read_meta(db: &sled::Db, name: &'static [u8], what: &str) -> Result<Option<u6
 }
 
 /// Reads (or, on a new store, writes) the metadata the committer starts from.
-fn recover(db: &sled::Db) -> Result<Recovered, StoreError> {
+fn recover(db: &sled::Db, existed: bool) -> Result<Recovered, StoreError> {
     match read_meta(db, codec::META_FORMAT, "store format")? {
         Some(codec::FORMAT_VERSION) => {}
         Some(other) => {
             return Err(codec::corrupt(
                 "store format",
                 format!("unknown format version {other}"),
+            ));
+        }
+        None if db.is_empty() && existed => {
+            return Err(codec::corrupt(
+                "store format",
+                "the database file exists but holds no readable data",
             ));
         }
         None if db.is_empty() => {
@@ -175,8 +181,11 @@ impl SledStore {
         let number = layout::current(&config.path)?;
         layout::remove_others(&config.path, number);
         let dir = layout::generation_dir(&config.path, number);
+        // sled may open an unreadable log as an empty database; an existing,
+        // non-empty file without our data is damage, not a new store.
+        let existed = std::fs::metadata(dir.join("db")).is_ok_and(|m| m.len() > 0);
         let db = layout::open_sled(&dir, &config)?;
-        let recovered = recover(&db)?;
+        let recovered = recover(&db, existed)?;
         db.flush()
             .map_err(|e| sled_error("initialising the store", e))?;
         let durability = Durability::open(&dir)?;
