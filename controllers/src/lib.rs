@@ -7,6 +7,8 @@
 //! Kubernetes API, exactly as an out-of-process controller would.
 
 pub mod events;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod garbage_collector;
 pub mod namespace;
 pub mod serviceaccount;
@@ -22,6 +24,8 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
+        manager::starter("endpoint", endpoints::run),
+        manager::starter("endpointslice", endpointslice::run),
         manager::starter("deployment", deployment::run),
         manager::starter("namespace", namespace::run),
         manager::starter("garbage-collector", garbage_collector::run),

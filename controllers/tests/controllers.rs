@@ -3,6 +3,7 @@
 
 mod controllers {
     pub mod support;
+    mod endpointslice;
     mod deployment;
     mod garbage_collector;
     mod namespace;

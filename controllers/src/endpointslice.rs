@@ -1,0 +1,357 @@
+//! The EndpointSlice controller: for every Service with a selector, slices
+//! (discovery.k8s.io/v1, IPv4) listing the selected pods with their ready,
+//! serving and terminating conditions. Pods whose ports resolve differently
+//! (a named targetPort) land in different slices; at most
+//! [`MAX_ENDPOINTS_PER_SLICE`] endpoints per slice. Slices carry the
+//! `kubernetes.io/service-name` and `endpointslice.kubernetes.io/managed-by`
+//! labels and a controller ownerReference to the Service. A Service that
+//! selects no pod keeps one empty placeholder slice.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, ResourceExt};
+use skiff_informer::{Action, Controller, HandlerFns, ObjectKey, WorkQueue, label_value_index};
+
+use crate::endpoints::{
+    ResolvedPort, derived_labels, eligible, pod_hostname, pod_ports, pod_ready, pod_reference,
+    publish_not_ready, selected_pods, selector, watch_services_and_pods,
+};
+use crate::manager::{Context, Stop, stopped};
+
+/// Label naming a slice's Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Label naming the controller managing a slice.
+pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+/// This controller's value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+/// Upstream's default `--max-endpoints-per-slice`.
+pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
+
+const BY_SERVICE: &str = "endpointslice-service";
+
+/// Errors syncing one Service's slices.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointSliceError {
+    /// A write of a slice failed.
+    #[error("{action} endpointslice for {service}: {source}")]
+    Api {
+        action: &'static str,
+        service: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Runs the EndpointSlice controller until `stop`.
+pub async fn run(ctx: Context, stop: Stop) {
+    let queue = WorkQueue::<ObjectKey>::new();
+    let (services, pods) = match watch_services_and_pods(&ctx, &queue) {
+        Ok(informers) => informers,
+        Err(error) => {
+            tracing::error!(%error, "endpointslice controller: cannot watch");
+            return;
+        }
+    };
+    let slices = ctx.factory.informer::<EndpointSlice>();
+    if let Err(error) = slices.ensure_index(BY_SERVICE, label_value_index(SERVICE_NAME_LABEL)) {
+        tracing::error!(%error, "endpointslice controller: cannot index slices");
+        return;
+    }
+    let (q1, q2) = (queue.clone(), queue.clone());
+    let service_of = |s: &EndpointSlice| {
+        let managed = s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+        let name = s.labels().get(SERVICE_NAME_LABEL)?;
+        managed.then(|| ObjectKey::new(s.namespace().as_deref(), name))
+    };
+    if let Err(error) = slices.add_event_handler(
+        HandlerFns::new()
+            .on_update(move |_, s: &Arc<EndpointSlice>| {
+                if let Some(key) = service_of(s) {
+                    q1.add(key);
+                }
+            })
+            .on_delete(move |s: &Arc<EndpointSlice>| {
+                if let Some(key) = service_of(s) {
+                    q2.add(key);
+                }
+            }),
+    ) {
+        tracing::error!(%error, "endpointslice controller: cannot watch slices");
+        return;
+    }
+    services.wait_for_sync().await;
+    pods.wait_for_sync().await;
+    slices.wait_for_sync().await;
+    let (services, pods, slices) = (
+        services.cache().clone(),
+        pods.cache().clone(),
+        slices.cache().clone(),
+    );
+    let client = ctx.client.clone();
+    Controller::new("endpointslice", queue)
+        .workers(2)
+        .run_until(
+            move |key: ObjectKey| {
+                let ns = key.namespace.clone().unwrap_or_default();
+                let svc = services.get(&ns, &key.name);
+                let selected = svc
+                    .as_ref()
+                    .map(|s| selected_pods(s, &pods))
+                    .unwrap_or_default();
+                let current: Vec<Arc<EndpointSlice>> = slices
+                    .by_index(BY_SERVICE, &key.name)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|s| {
+                        s.namespace().as_deref() == Some(ns.as_str())
+                            && s.labels().get(MANAGED_BY_LABEL).map(String::as_str)
+                                == Some(MANAGED_BY)
+                    })
+                    .collect();
+                let client = client.clone();
+                async move { sync(&client, &key, svc, &selected, current).await }
+            },
+            stopped(stop),
+        )
+        .await;
+}
+
+/// The endpoints of `svc`, keyed by the port list they share.
+pub fn desired_endpoints(
+    svc: &Service,
+    pods: &[Arc<Pod>],
+) -> BTreeMap<Vec<ResolvedPort>, Vec<Endpoint>> {
+    let publish = publish_not_ready(svc);
+    let svc_has_ports = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .is_some_and(|p| !p.is_empty());
+    let mut groups: BTreeMap<Vec<ResolvedPort>, Vec<Endpoint>> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| eligible(p, true)) {
+        let mut ports = pod_ports(svc, pod);
+        if svc_has_ports && ports.is_empty() {
+            continue;
+        }
+        ports.sort();
+        let ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .unwrap_or_default();
+        if ip.contains(':') {
+            // IPv6 slices are not produced (single-stack IPv4 cluster).
+            continue;
+        }
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let serving = publish || pod_ready(pod);
+        groups.entry(ports).or_default().push(Endpoint {
+            addresses: vec![ip],
+            conditions: Some(EndpointConditions {
+                ready: Some(serving && !terminating),
+                serving: Some(serving),
+                terminating: Some(terminating),
+            }),
+            hostname: pod_hostname(svc, pod),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            target_ref: Some(pod_reference(pod)),
+            ..Default::default()
+        });
+    }
+    for endpoints in groups.values_mut() {
+        endpoints.sort_by(|a, b| a.addresses.cmp(&b.addresses));
+    }
+    groups
+}
+
+fn slice_ports(ports: &[ResolvedPort]) -> Vec<EndpointPort> {
+    ports
+        .iter()
+        .map(|(name, port, protocol, app_protocol)| EndpointPort {
+            name: name.clone(),
+            port: Some(*port),
+            protocol: Some(protocol.clone()),
+            app_protocol: app_protocol.clone(),
+        })
+        .collect()
+}
+
+fn owner_reference(svc: &Service) -> OwnerReference {
+    OwnerReference {
+        api_version: <Service as k8s_openapi::Resource>::API_VERSION.into(),
+        kind: <Service as k8s_openapi::Resource>::KIND.into(),
+        name: svc.name_any(),
+        uid: svc.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn sorted_ports(slice: &EndpointSlice) -> Vec<EndpointPort> {
+    let mut ports = slice.ports.clone().unwrap_or_default();
+    ports.sort_by(|a, b| (&a.name, a.port, &a.protocol).cmp(&(&b.name, b.port, &b.protocol)));
+    ports
+}
+
+async fn sync(
+    client: &kube::Client,
+    key: &ObjectKey,
+    svc: Option<Arc<Service>>,
+    pods: &[Arc<Pod>],
+    mut current: Vec<Arc<EndpointSlice>>,
+) -> Result<Action, EndpointSliceError> {
+    let namespace = key.namespace.clone().unwrap_or_default();
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &namespace);
+    let service = key.to_string();
+    let err = |action, source| EndpointSliceError::Api {
+        action,
+        service: service.clone(),
+        source,
+    };
+    let svc = match svc {
+        Some(svc) if selector(&svc).is_some() && svc.metadata.deletion_timestamp.is_none() => svc,
+        Some(_) => return Ok(Action::Done),
+        // The ownerReference lets the garbage collector remove them too.
+        None => {
+            for slice in current {
+                delete_slice(&api, &slice)
+                    .await
+                    .map_err(|e| err("deleting", e))?;
+            }
+            return Ok(Action::Done);
+        }
+    };
+    let mut labels = derived_labels(&svc);
+    labels.insert(SERVICE_NAME_LABEL.into(), svc.name_any());
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    let owner = owner_reference(&svc);
+
+    // Wanted slices: (ports, endpoints) chunks; an empty placeholder if none.
+    let mut wanted: Vec<(Vec<EndpointPort>, Vec<Endpoint>)> = Vec::new();
+    for (ports, endpoints) in desired_endpoints(&svc, pods) {
+        let ports = slice_ports(&ports);
+        for chunk in endpoints.chunks(MAX_ENDPOINTS_PER_SLICE) {
+            wanted.push((ports.clone(), chunk.to_vec()));
+        }
+    }
+    if wanted.is_empty() {
+        wanted.push((Vec::new(), Vec::new()));
+    }
+
+    for (ports, endpoints) in wanted {
+        let mut sorted = ports.clone();
+        sorted.sort_by(|a, b| (&a.name, a.port, &a.protocol).cmp(&(&b.name, b.port, &b.protocol)));
+        let reuse = current
+            .iter()
+            .position(|s| s.address_type == "IPv4" && sorted_ports(s) == sorted);
+        match reuse {
+            Some(i) => {
+                let existing = current.swap_remove(i);
+                let up_to_date = existing.endpoints == endpoints
+                    && existing.labels() == &labels
+                    && existing
+                        .owner_references()
+                        .iter()
+                        .any(|o| o.uid == owner.uid);
+                if up_to_date {
+                    continue;
+                }
+                let mut next = (*existing).clone();
+                next.endpoints = endpoints;
+                next.ports = Some(ports);
+                next.metadata.labels = Some(labels.clone());
+                next.metadata.owner_references = Some(vec![owner.clone()]);
+                api.replace(&next.name_any(), &PostParams::default(), &next)
+                    .await
+                    .map_err(|e| err("updating", e))?;
+            }
+            None => {
+                let slice = EndpointSlice {
+                    metadata: ObjectMeta {
+                        generate_name: Some(format!("{}-", svc.name_any())),
+                        labels: Some(labels.clone()),
+                        owner_references: Some(vec![owner.clone()]),
+                        ..Default::default()
+                    },
+                    address_type: "IPv4".into(),
+                    endpoints,
+                    ports: Some(ports),
+                };
+                api.create(&PostParams::default(), &slice)
+                    .await
+                    .map_err(|e| err("creating", e))?;
+            }
+        }
+    }
+    for stale in current {
+        delete_slice(&api, &stale)
+            .await
+            .map_err(|e| err("deleting", e))?;
+    }
+    Ok(Action::Done)
+}
+
+async fn delete_slice(api: &Api<EndpointSlice>, slice: &EndpointSlice) -> Result<(), kube::Error> {
+    match api
+        .delete(&slice.name_any(), &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, ip: &str, ready: bool, terminating: bool) -> Arc<Pod> {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "labels": {"app": "db"}},
+            "spec": {"containers": [{"name": "c", "image": "x",
+                     "ports": [{"name": "sql", "containerPort": 5432}]}]},
+            "status": {"phase": "Running", "podIP": ip,
+                       "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
+        }))
+        .unwrap();
+        if terminating {
+            pod.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ));
+        }
+        Arc::new(pod)
+    }
+
+    #[test]
+    fn conditions_follow_readiness_and_termination() {
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": "db", "namespace": "ns"},
+            "spec": {"selector": {"app": "db"}, "ports": [{"port": 5432, "targetPort": "sql"}]}
+        }))
+        .unwrap();
+        let pods = vec![
+            pod("a", "10.0.0.1", true, false),
+            pod("b", "10.0.0.2", false, false),
+            pod("c", "10.0.0.3", true, true),
+        ];
+        let groups = desired_endpoints(&svc, &pods);
+        assert_eq!(groups.len(), 1);
+        let (ports, endpoints) = groups.into_iter().next().unwrap();
+        assert_eq!(ports[0].1, 5432);
+        let cond = |i: usize| {
+            let c = endpoints[i].conditions.clone().unwrap();
+            (c.ready.unwrap(), c.serving.unwrap(), c.terminating.unwrap())
+        };
+        assert_eq!(cond(0), (true, true, false));
+        assert_eq!(cond(1), (false, false, false));
+        assert_eq!(cond(2), (false, true, true));
+    }
+}
