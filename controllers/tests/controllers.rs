@@ -3,6 +3,7 @@
 
 mod controllers {
     pub mod support;
+    pub mod endpoints;
     mod endpointslice;
     mod deployment;
     mod garbage_collector;
