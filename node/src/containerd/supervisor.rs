@@ -141,7 +141,7 @@ impl ContainerdSupervisor {
 
         let mut child = spawn(&config)?;
         let pid = child.id();
-        if let Err(e) = wait_ready(&probe, &mut child, config.ready_timeout).await {
+        if let Err(e) = wait_ready(&probe, &mut child, &config).await {
             terminate(&mut child, config.stop_grace).await;
             remove_pid_file(&config.paths);
             return Err(e);
@@ -303,13 +303,14 @@ fn spawn(config: &SupervisorConfig) -> Result<Child, SupervisorError> {
     Ok(child)
 }
 
-/// Polls CRI `Status` until it answers, the child exits, or `timeout` passes.
+/// Polls CRI `Status` until it answers, the child exits, or the ready
+/// timeout passes.
 async fn wait_ready(
     probe: &CriRuntime,
     child: &mut Child,
-    timeout: Duration,
+    config: &SupervisorConfig,
 ) -> Result<(), SupervisorError> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + config.ready_timeout;
     loop {
         let last_error = match probe.status(false).await {
             Ok(_) => return Ok(()),
@@ -318,24 +319,18 @@ async fn wait_ready(
         if let Ok(Some(status)) = child.try_wait() {
             return Err(SupervisorError::ExitedDuringStartup {
                 status,
-                log_tail: log_tail(&probe_log_path(probe)),
+                log_tail: log_tail(&config.paths.log_file()),
             });
         }
         if Instant::now() >= deadline {
             return Err(SupervisorError::NotReady {
                 socket: probe.socket().to_path_buf(),
-                after: timeout,
+                after: config.ready_timeout,
                 last_error,
             });
         }
         tokio::time::sleep(READY_POLL).await;
     }
-}
-
-/// The log file sits next to the socket (both directly under the base dir).
-fn probe_log_path(probe: &CriRuntime) -> PathBuf {
-    let base = probe.socket().parent().unwrap_or(Path::new("/"));
-    ContainerdPaths::new(base).log_file()
 }
 
 fn log_tail(path: &Path) -> String {
@@ -379,7 +374,7 @@ async fn monitor(
                         }
                     };
                     let ready = tokio::select! {
-                        r = wait_ready(&probe, &mut next, config.ready_timeout) => r,
+                        r = wait_ready(&probe, &mut next, &config) => r,
                         _ = stop.changed() => {
                             terminate(&mut next, config.stop_grace).await;
                             remove_pid_file(&config.paths);

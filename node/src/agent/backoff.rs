@@ -1,0 +1,147 @@
+//! Per-container back-off for restarts (CrashLoopBackOff) and image pulls
+//! (ImagePullBackOff): the first retry is immediate, then the delay starts
+//! at `initial` and doubles up to `max`; a container that ran longer than
+//! `reset_after` starts over.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+/// Back-off parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackoffConfig {
+    /// First delay.
+    pub initial: Duration,
+    /// Largest delay.
+    pub max: Duration,
+    /// A run at least this long forgets earlier failures.
+    pub reset_after: Duration,
+}
+
+impl BackoffConfig {
+    /// Upstream's container restart back-off: 10 s doubling to 5 min, reset
+    /// after 10 min of running.
+    pub fn crash_loop() -> Self {
+        Self {
+            initial: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+            reset_after: Duration::from_secs(600),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    delay: Duration,
+    /// When the failure that started the current delay happened.
+    since: SystemTime,
+}
+
+/// Delays keyed by container name.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    config: BackoffConfig,
+    entries: HashMap<String, Entry>,
+}
+
+/// Whether a retry may happen now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Go ahead.
+    Retry,
+    /// Wait until this time; the current delay is given for messages.
+    Wait {
+        /// When the retry may happen.
+        until: SystemTime,
+        /// The delay in force.
+        delay: Duration,
+    },
+}
+
+impl Backoff {
+    /// An empty back-off table.
+    pub fn new(config: BackoffConfig) -> Self {
+        Self {
+            config,
+            entries: HashMap::new(),
+        }
+    }
+
+    /// Asks whether `key`, which failed at `failed_at` after running for
+    /// `ran`, may be retried at `now`; a `Retry` answer also records the
+    /// retry (the next delay doubles).
+    pub fn check(&mut self, key: &str, failed_at: SystemTime, ran: Duration, now: SystemTime) -> Verdict {
+        if ran >= self.config.reset_after {
+            self.entries.remove(key);
+        }
+        match self.entries.get(key).copied() {
+            None => {
+                self.entries.insert(
+                    key.to_string(),
+                    Entry {
+                        delay: self.config.initial,
+                        since: failed_at,
+                    },
+                );
+                Verdict::Retry
+            }
+            Some(entry) => {
+                // A new failure after the last retry waits the current delay.
+                let until = failed_at.max(entry.since) + entry.delay;
+                if now >= until {
+                    self.entries.insert(
+                        key.to_string(),
+                        Entry {
+                            delay: (entry.delay * 2).min(self.config.max),
+                            since: failed_at,
+                        },
+                    );
+                    Verdict::Retry
+                } else {
+                    Verdict::Wait {
+                        until,
+                        delay: entry.delay,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets `key` (it succeeded).
+    pub fn reset(&mut self, key: &str) {
+        self.entries.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_retry_is_immediate_then_delays_double_to_the_max() {
+        let cfg = BackoffConfig {
+            initial: Duration::from_secs(10),
+            max: Duration::from_secs(25),
+            reset_after: Duration::from_secs(600),
+        };
+        let mut b = Backoff::new(cfg);
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let short = Duration::from_secs(1);
+        assert_eq!(b.check("c", t0, short, t0), Verdict::Retry);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(
+            b.check("c", t1, short, t1),
+            Verdict::Wait {
+                until: t1 + Duration::from_secs(10),
+                delay: Duration::from_secs(10)
+            }
+        );
+        assert_eq!(b.check("c", t1, short, t1 + Duration::from_secs(10)), Verdict::Retry);
+        let t2 = t1 + Duration::from_secs(11);
+        assert!(matches!(b.check("c", t2, short, t2), Verdict::Wait { delay, .. } if delay == Duration::from_secs(20)));
+        assert_eq!(b.check("c", t2, short, t2 + Duration::from_secs(20)), Verdict::Retry);
+        let t3 = t2 + Duration::from_secs(21);
+        assert!(matches!(b.check("c", t3, short, t3), Verdict::Wait { delay, .. } if delay == Duration::from_secs(25)));
+        // A long run forgets the history.
+        assert_eq!(b.check("c", t3, Duration::from_secs(600), t3), Verdict::Retry);
+    }
+}

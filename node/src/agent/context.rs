@@ -1,0 +1,31 @@
+//! What every pod worker shares: the API client, the runtime, the node's
+//! identity and directories, and the back-off settings.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::backoff::BackoffConfig;
+use super::downward::NodeAllocatable;
+use crate::runtime::Runtime;
+
+/// Shared, read-only state of the agent.
+pub struct AgentContext {
+    /// The API client (in-process in `skiff server`).
+    pub client: kube::Client,
+    /// The container runtime.
+    pub runtime: Arc<dyn Runtime>,
+    /// This node's name.
+    pub node_name: String,
+    /// This node's InternalIP (pods' `hostIP`).
+    pub host_ip: String,
+    /// `DATA_DIR/agent`.
+    pub agent_dir: PathBuf,
+    /// Root of the pod log directories.
+    pub log_root: PathBuf,
+    /// Allocatable resources (defaults of unset limits).
+    pub allocatable: NodeAllocatable,
+    /// Container restart back-off.
+    pub crash_backoff: BackoffConfig,
+    /// Image pull back-off.
+    pub image_backoff: BackoffConfig,
+}

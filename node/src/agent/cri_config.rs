@@ -1,0 +1,307 @@
+//! CRI configs built from a pod: the sandbox (metadata, hostname, log
+//! directory, labels with the pod UID, host ports) and each container
+//! (command, args, env, mounts, resources, log path).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::labels;
+use super::quantity;
+use crate::runtime::cri_api as api;
+
+/// Upstream's CFS period.
+const CPU_PERIOD_US: i64 = 100_000;
+/// The smallest cpu.shares value the kernel accepts.
+const MIN_SHARES: i64 = 2;
+
+/// The pod's log directory: `<root>/<namespace>_<name>_<uid>`.
+pub fn pod_log_dir(log_root: &Path, pod: &Pod) -> PathBuf {
+    let m = &pod.metadata;
+    log_root.join(format!(
+        "{}_{}_{}",
+        m.namespace.as_deref().unwrap_or("default"),
+        m.name.as_deref().unwrap_or_default(),
+        m.uid.as_deref().unwrap_or_default()
+    ))
+}
+
+/// A container instance's log file relative to the pod log dir.
+pub fn container_log_path(container: &str, restart_count: u32) -> String {
+    format!("{container}/{restart_count}.log")
+}
+
+/// The sandbox config of `pod`.
+pub fn sandbox_config(pod: &Pod, log_root: &Path, attempt: u32) -> api::PodSandboxConfig {
+    let m = &pod.metadata;
+    let namespace = m.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = m.name.clone().unwrap_or_default();
+    let uid = m.uid.clone().unwrap_or_default();
+    let spec = pod.spec.as_ref();
+    let mut sandbox_labels: HashMap<String, String> = m
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    sandbox_labels.extend(labels::pod_labels(&namespace, &name, &uid));
+    let hostname = spec
+        .and_then(|s| s.hostname.clone())
+        .unwrap_or_else(|| name.clone());
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    let share_pid = spec
+        .and_then(|s| s.share_process_namespace)
+        .unwrap_or(false);
+    let port_mappings = spec
+        .into_iter()
+        .flat_map(|s| s.containers.iter())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let host_port = p.host_port.filter(|h| *h > 0)?;
+            let protocol = match p.protocol.as_deref() {
+                Some("UDP") => api::Protocol::Udp,
+                Some("SCTP") => api::Protocol::Sctp,
+                _ => api::Protocol::Tcp,
+            };
+            Some(api::PortMapping {
+                protocol: protocol as i32,
+                container_port: p.container_port,
+                host_port,
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+            })
+        })
+        .collect();
+    api::PodSandboxConfig {
+        metadata: Some(api::PodSandboxMetadata {
+            name,
+            uid,
+            namespace,
+            attempt,
+        }),
+        hostname: if host_network { String::new() } else { hostname },
+        log_directory: pod_log_dir(log_root, pod).to_string_lossy().into_owned(),
+        // Without a DNS config containerd gives the pod the host's resolv.conf;
+        // cluster DNS is not served yet.
+        dns_config: None,
+        port_mappings,
+        labels: sandbox_labels,
+        annotations: m.annotations.clone().unwrap_or_default().into_iter().collect(),
+        linux: Some(api::LinuxPodSandboxConfig {
+            security_context: Some(api::LinuxSandboxSecurityContext {
+                namespace_options: Some(api::NamespaceOption {
+                    network: if host_network {
+                        api::NamespaceMode::Node
+                    } else {
+                        api::NamespaceMode::Pod
+                    } as i32,
+                    pid: if share_pid {
+                        api::NamespaceMode::Pod
+                    } else {
+                        api::NamespaceMode::Container
+                    } as i32,
+                    ipc: api::NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Everything a container config needs beyond the spec.
+pub struct ContainerInputs<'a> {
+    /// The pod.
+    pub pod: &'a Pod,
+    /// Image reference to run.
+    pub image: String,
+    /// Resolved environment.
+    pub env: Vec<(String, String)>,
+    /// Command after `$(VAR)` expansion.
+    pub command: Vec<String>,
+    /// Args after `$(VAR)` expansion.
+    pub args: Vec<String>,
+    /// Volume name → host path.
+    pub volumes: &'a HashMap<String, PathBuf>,
+    /// Restart count of the new instance.
+    pub restart_count: u32,
+    /// Whether it is an init container.
+    pub init: bool,
+}
+
+/// The CRI config of one container instance.
+pub fn container_config(container: &Container, inputs: &ContainerInputs<'_>) -> api::ContainerConfig {
+    let m = &inputs.pod.metadata;
+    let mut container_labels = labels::pod_labels(
+        m.namespace.as_deref().unwrap_or("default"),
+        m.name.as_deref().unwrap_or_default(),
+        m.uid.as_deref().unwrap_or_default(),
+    );
+    container_labels.insert(labels::CONTAINER_NAME.into(), container.name.clone());
+    let mut annotations = HashMap::from([(
+        labels::RESTART_COUNT.to_string(),
+        inputs.restart_count.to_string(),
+    )]);
+    if inputs.init {
+        annotations.insert(labels::INIT_CONTAINER.into(), "true".into());
+    }
+    let mounts = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .filter_map(|vm| {
+            let base = inputs.volumes.get(&vm.name)?;
+            let host = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                Some(sub) => {
+                    let p = base.join(sub);
+                    if !p.exists() {
+                        let _ = std::fs::create_dir_all(&p);
+                    }
+                    p
+                }
+                None => base.clone(),
+            };
+            Some(api::Mount {
+                container_path: vm.mount_path.clone(),
+                host_path: host.to_string_lossy().into_owned(),
+                readonly: vm.read_only.unwrap_or(false),
+                ..Default::default()
+            })
+        })
+        .collect();
+    let security = container.security_context.as_ref();
+    api::ContainerConfig {
+        metadata: Some(api::ContainerMetadata {
+            name: container.name.clone(),
+            attempt: inputs.restart_count,
+        }),
+        image: Some(api::ImageSpec {
+            image: inputs.image.clone(),
+            ..Default::default()
+        }),
+        command: inputs.command.clone(),
+        args: inputs.args.clone(),
+        working_dir: container.working_dir.clone().unwrap_or_default(),
+        envs: inputs
+            .env
+            .iter()
+            .map(|(key, value)| api::KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        mounts,
+        labels: container_labels,
+        annotations,
+        log_path: container_log_path(&container.name, inputs.restart_count),
+        stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
+        tty: container.tty.unwrap_or(false),
+        linux: Some(api::LinuxContainerConfig {
+            resources: Some(linux_resources(container)),
+            security_context: Some(api::LinuxContainerSecurityContext {
+                privileged: security.and_then(|s| s.privileged).unwrap_or(false),
+                readonly_rootfs: security
+                    .and_then(|s| s.read_only_root_filesystem)
+                    .unwrap_or(false),
+                run_as_user: security
+                    .and_then(|s| s.run_as_user)
+                    .map(|value| api::Int64Value { value }),
+                run_as_group: security
+                    .and_then(|s| s.run_as_group)
+                    .map(|value| api::Int64Value { value }),
+                namespace_options: Some(api::NamespaceOption {
+                    network: if inputs.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false) {
+                        api::NamespaceMode::Node
+                    } else {
+                        api::NamespaceMode::Pod
+                    } as i32,
+                    pid: if inputs
+                        .pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.share_process_namespace)
+                        .unwrap_or(false)
+                    {
+                        api::NamespaceMode::Pod
+                    } else {
+                        api::NamespaceMode::Container
+                    } as i32,
+                    ipc: api::NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                capabilities: security.and_then(|s| s.capabilities.as_ref()).map(|c| {
+                    api::Capability {
+                        add_capabilities: c.add.clone().unwrap_or_default(),
+                        drop_capabilities: c.drop.clone().unwrap_or_default(),
+                        ..Default::default()
+                    }
+                }),
+                ..Default::default()
+            }),
+        }),
+        ..Default::default()
+    }
+}
+
+/// CPU shares from the request, CFS quota and memory limit from the limits.
+pub fn linux_resources(container: &Container) -> api::LinuxContainerResources {
+    let resources = container.resources.as_ref();
+    let request = |name: &str| resources.and_then(|r| r.requests.as_ref()).and_then(|m| m.get(name));
+    let limit = |name: &str| resources.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(name));
+    // A limit without a request requests the limit (API defaulting does the
+    // same, but the agent may see objects from older servers).
+    let cpu_request = request("cpu").or(limit("cpu")).and_then(quantity::millicores);
+    let shares = cpu_request
+        .map(|milli| (milli * 1024 / 1000).max(MIN_SHARES))
+        .unwrap_or(MIN_SHARES);
+    let quota = limit("cpu")
+        .and_then(quantity::millicores)
+        .map(|milli| (milli * CPU_PERIOD_US / 1000).max(1000))
+        .unwrap_or(0);
+    api::LinuxContainerResources {
+        cpu_shares: shares,
+        cpu_period: if quota > 0 { CPU_PERIOD_US } else { 0 },
+        cpu_quota: quota,
+        memory_limit_in_bytes: limit("memory").and_then(quantity::bytes).unwrap_or(0),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_map_to_shares_quota_and_memory() {
+        let c: Container = serde_json::from_value(serde_json::json!({
+            "name": "c",
+            "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m", "memory": "64Mi"}}
+        }))
+        .unwrap();
+        let r = linux_resources(&c);
+        assert_eq!(r.cpu_shares, 256);
+        assert_eq!((r.cpu_period, r.cpu_quota), (100_000, 50_000));
+        assert_eq!(r.memory_limit_in_bytes, 64 << 20);
+        let none = linux_resources(&Container::default());
+        assert_eq!((none.cpu_shares, none.cpu_quota, none.memory_limit_in_bytes), (2, 0, 0));
+    }
+
+    #[test]
+    fn sandbox_carries_uid_labels_log_dir_and_host_ports() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}
+        }))
+        .unwrap();
+        let cfg = sandbox_config(&pod, Path::new("/logs"), 2);
+        assert_eq!(cfg.labels[labels::POD_UID], "u1");
+        assert_eq!(cfg.labels["app"], "x");
+        assert_eq!(cfg.log_directory, "/logs/ns_web_u1");
+        assert_eq!(cfg.hostname, "web");
+        assert_eq!(cfg.metadata.unwrap().attempt, 2);
+        assert_eq!(cfg.port_mappings[0].host_port, 8080);
+    }
+}

@@ -1,0 +1,414 @@
+//! The pod status the agent reports: phase, conditions, container statuses
+//! with state and last state, IPs, start time and QoS class — computed from
+//! what the runtime shows plus what the worker knows (waiting reasons,
+//! probe results).
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::probes::ContainerHealth;
+use super::runtime_view::{ContainerInstance, PodRuntimeView};
+
+/// What the worker observed in its last sync, beyond the runtime's view.
+#[derive(Debug, Default, Clone)]
+pub struct Observed {
+    /// The sandbox's address.
+    pub pod_ip: Option<String>,
+    /// The sandbox is ready.
+    pub sandbox_ready: bool,
+    /// Containers not running, with why (reason, message).
+    pub waiting: HashMap<String, (String, String)>,
+    /// Exited containers that will be started again.
+    pub will_restart: HashSet<String>,
+    /// Probe verdicts of running containers, by name.
+    pub health: HashMap<String, ContainerHealth>,
+    /// Every init container completed.
+    pub initialized: bool,
+    /// An init container failed for good.
+    pub init_failed: bool,
+}
+
+/// Nanoseconds since the epoch (CRI) as an API time; `None` for zero.
+pub fn time_from_nanos(nanos: i64) -> Option<Time> {
+    if nanos <= 0 {
+        return None;
+    }
+    Timestamp::from_nanosecond(i128::from(nanos)).ok().map(Time)
+}
+
+fn terminated_state(c: &ContainerInstance) -> ContainerStateTerminated {
+    let s = &c.status;
+    let reason = if !s.reason.is_empty() && s.reason != "Completed" && s.reason != "Error" {
+        s.reason.clone()
+    } else if s.exit_code == 0 {
+        "Completed".to_string()
+    } else {
+        "Error".to_string()
+    };
+    ContainerStateTerminated {
+        exit_code: s.exit_code,
+        reason: Some(reason),
+        message: Some(s.message.clone()).filter(|m| !m.is_empty()),
+        started_at: time_from_nanos(s.started_at),
+        finished_at: time_from_nanos(s.finished_at),
+        container_id: Some(format!("containerd://{}", c.id)),
+        signal: None,
+    }
+}
+
+fn container_status(
+    spec: &Container,
+    view: &PodRuntimeView,
+    observed: &Observed,
+    default_waiting: &str,
+) -> ContainerStatus {
+    let latest = view.latest(&spec.name);
+    let health = observed.health.get(&spec.name);
+    let waiting = observed.waiting.get(&spec.name);
+    let mut status = ContainerStatus {
+        name: spec.name.clone(),
+        image: spec.image.clone().unwrap_or_default(),
+        image_id: String::new(),
+        restart_count: latest.map_or(0, |c| i32::try_from(c.restart_count).unwrap_or(i32::MAX)),
+        started: Some(false),
+        ready: false,
+        ..Default::default()
+    };
+    let waiting_state = |reason: &str, message: Option<&str>| ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.to_string()),
+            message: message.map(str::to_string).filter(|m| !m.is_empty()),
+        }),
+        ..Default::default()
+    };
+    match latest {
+        Some(c) => {
+            status.container_id = Some(format!("containerd://{}", c.id));
+            status.image_id = c.status.image_ref.clone();
+            if c.is_running() {
+                let h = health.copied().unwrap_or(ContainerHealth {
+                    started: true,
+                    ready: true,
+                    liveness_failed: false,
+                    next_due: None,
+                });
+                status.started = Some(h.started);
+                status.ready = h.ready;
+                status.state = Some(ContainerState {
+                    running: Some(ContainerStateRunning {
+                        started_at: time_from_nanos(c.status.started_at),
+                    }),
+                    ..Default::default()
+                });
+                if let Some(prev) = view.previous(&spec.name).filter(|p| p.is_exited()) {
+                    status.last_state = Some(ContainerState {
+                        terminated: Some(terminated_state(prev)),
+                        ..Default::default()
+                    });
+                }
+            } else if c.is_exited() {
+                let terminated = ContainerState {
+                    terminated: Some(terminated_state(c)),
+                    ..Default::default()
+                };
+                if observed.will_restart.contains(&spec.name) || waiting.is_some() {
+                    let (reason, message) = waiting
+                        .map(|(r, m)| (r.as_str(), Some(m.as_str())))
+                        .unwrap_or(("ContainerCreating", None));
+                    status.state = Some(waiting_state(reason, message));
+                    status.last_state = Some(terminated);
+                } else {
+                    status.state = Some(terminated);
+                    if let Some(prev) = view.previous(&spec.name).filter(|p| p.is_exited()) {
+                        status.last_state = Some(ContainerState {
+                            terminated: Some(terminated_state(prev)),
+                            ..Default::default()
+                        });
+                    }
+                }
+            } else {
+                let (reason, message) = waiting
+                    .map(|(r, m)| (r.as_str(), Some(m.as_str())))
+                    .unwrap_or(("ContainerCreating", None));
+                status.state = Some(waiting_state(reason, message));
+            }
+        }
+        None => {
+            let (reason, message) = waiting
+                .map(|(r, m)| (r.as_str(), Some(m.as_str())))
+                .unwrap_or((default_waiting, None));
+            status.state = Some(waiting_state(reason, message));
+        }
+    }
+    status
+}
+
+/// The phase from the container statuses, as upstream derives it.
+fn phase(statuses: &[ContainerStatus], observed: &Observed) -> &'static str {
+    if observed.init_failed {
+        return "Failed";
+    }
+    if !observed.initialized {
+        return "Pending";
+    }
+    let (mut waiting, mut running, mut succeeded, mut failed, mut restarting) = (0, 0, 0, 0, 0);
+    for s in statuses {
+        let state = s.state.as_ref();
+        if state.and_then(|st| st.running.as_ref()).is_some() {
+            running += 1;
+        } else if let Some(t) = state.and_then(|st| st.terminated.as_ref()) {
+            if t.exit_code == 0 {
+                succeeded += 1;
+            } else {
+                failed += 1;
+            }
+        } else if s
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .is_some()
+        {
+            restarting += 1;
+        } else {
+            waiting += 1;
+        }
+    }
+    if waiting > 0 {
+        "Pending"
+    } else if running > 0 || restarting > 0 {
+        "Running"
+    } else if failed > 0 {
+        "Failed"
+    } else if succeeded > 0 {
+        "Succeeded"
+    } else {
+        "Pending"
+    }
+}
+
+/// The pod's status. Conditions keep their transition times when their
+/// status does not change; conditions owned by others are kept.
+pub fn pod_status(pod: &Pod, view: &PodRuntimeView, observed: &Observed, host_ip: &str) -> PodStatus {
+    let now = Time(Timestamp::now());
+    let previous = pod.status.clone().unwrap_or_default();
+    let spec = pod.spec.clone().unwrap_or_default();
+    let init_statuses: Vec<ContainerStatus> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| container_status(c, view, observed, "PodInitializing"))
+        .collect();
+    let default_waiting = if observed.initialized {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    };
+    let statuses: Vec<ContainerStatus> = spec
+        .containers
+        .iter()
+        .map(|c| container_status(c, view, observed, default_waiting))
+        .collect();
+    let phase = phase(&statuses, observed);
+    let terminal = phase == "Succeeded" || phase == "Failed";
+    let containers_ready = !terminal && statuses.iter().all(|s| s.ready);
+    let gates_ok = spec.readiness_gates.iter().flatten().all(|g| {
+        previous
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == g.condition_type && c.status == "True")
+    });
+    let bool_text = |b: bool| if b { "True" } else { "False" };
+    let not_ready_reason = if terminal { "PodCompleted" } else { "ContainersNotReady" };
+    let mut wanted: Vec<(&str, bool, Option<&str>)> = vec![
+        ("PodReadyToStartContainers", observed.sandbox_ready && !terminal, None),
+        (
+            "Initialized",
+            observed.initialized,
+            (!observed.initialized).then_some("ContainersNotInitialized"),
+        ),
+        ("Ready", containers_ready && gates_ok, Some(not_ready_reason)),
+        ("ContainersReady", containers_ready, Some(not_ready_reason)),
+        ("PodScheduled", true, None),
+    ];
+    if terminal && observed.initialized {
+        wanted[1].2 = Some("PodCompleted");
+    }
+    let mut conditions: Vec<PodCondition> = Vec::new();
+    for (type_, status, reason) in wanted {
+        let status = bool_text(status).to_string();
+        let old = previous
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == type_);
+        let transition = match old {
+            Some(o) if o.status == status => o.last_transition_time.clone(),
+            _ => Some(now.clone()),
+        };
+        conditions.push(PodCondition {
+            type_: type_.to_string(),
+            reason: if status == "False" {
+                reason.map(str::to_string)
+            } else {
+                None
+            },
+            status,
+            last_transition_time: transition,
+            ..Default::default()
+        });
+    }
+    for c in previous.conditions.iter().flatten() {
+        if !conditions.iter().any(|k| k.type_ == c.type_) {
+            conditions.push(c.clone());
+        }
+    }
+    let pod_ip = observed.pod_ip.clone().or(previous.pod_ip.clone());
+    PodStatus {
+        phase: Some(phase.to_string()),
+        conditions: Some(conditions),
+        host_ip: Some(host_ip.to_string()),
+        host_ips: Some(vec![HostIP {
+            ip: host_ip.to_string(),
+        }]),
+        pod_ips: pod_ip.clone().map(|ip| vec![PodIP { ip }]),
+        pod_ip,
+        start_time: previous.start_time.clone().or(Some(now)),
+        qos_class: Some(qos_class(pod).to_string()),
+        init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
+        container_statuses: Some(statuses),
+        ..Default::default()
+    }
+}
+
+/// The QoS class as upstream computes it from requests and limits.
+pub fn qos_class(pod: &Pod) -> &'static str {
+    let Some(spec) = pod.spec.as_ref() else {
+        return "BestEffort";
+    };
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+        let resources = c.resources.as_ref();
+        let requests = resources.and_then(|r| r.requests.as_ref());
+        let limits = resources.and_then(|r| r.limits.as_ref());
+        for name in ["cpu", "memory"] {
+            let request = requests.and_then(|r| r.get(name));
+            let limit = limits.and_then(|l| l.get(name));
+            if request.is_some() || limit.is_some() {
+                any = true;
+            }
+            match (request, limit) {
+                (_, None) => guaranteed = false,
+                (Some(r), Some(l)) if r != l => guaranteed = false,
+                _ => {}
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::cri_api as api;
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "img"}]}
+        }))
+        .unwrap()
+    }
+
+    fn instance(state: api::ContainerState, exit: i32, restart: u32) -> ContainerInstance {
+        ContainerInstance {
+            id: format!("id{restart}"),
+            name: "c".into(),
+            restart_count: restart,
+            status: api::ContainerStatus {
+                state: state as i32,
+                exit_code: exit,
+                started_at: 1_000_000_000,
+                finished_at: if state == api::ContainerState::ContainerExited { 2_000_000_000 } else { 0 },
+                ..Default::default()
+            },
+        }
+    }
+
+    fn view(instances: Vec<ContainerInstance>) -> PodRuntimeView {
+        PodRuntimeView {
+            sandboxes: Vec::new(),
+            containers: HashMap::from([("c".to_string(), instances)]),
+        }
+    }
+
+    #[test]
+    fn a_container_that_exited_zero_makes_the_pod_succeeded() {
+        let observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
+        let v = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
+        let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let t = s.container_statuses.unwrap()[0].state.clone().unwrap().terminated.unwrap();
+        assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
+    }
+
+    #[test]
+    fn a_crash_looping_container_waits_with_its_last_termination() {
+        let mut observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
+        observed.will_restart.insert("c".into());
+        observed
+            .waiting
+            .insert("c".into(), ("CrashLoopBackOff".into(), "back-off 10s".into()));
+        let v = view(vec![
+            instance(api::ContainerState::ContainerExited, 2, 3),
+            instance(api::ContainerState::ContainerExited, 2, 2),
+        ]);
+        let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let c = &s.container_statuses.unwrap()[0];
+        assert_eq!(c.restart_count, 3);
+        assert_eq!(
+            c.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(),
+            Some("CrashLoopBackOff")
+        );
+        let last = c.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!((last.exit_code, last.reason.as_deref()), (2, Some("Error")));
+    }
+
+    #[test]
+    fn readiness_comes_from_probe_health_and_conditions_follow() {
+        let mut observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
+        observed.health.insert(
+            "c".into(),
+            ContainerHealth { started: true, ready: false, liveness_failed: false, next_due: None },
+        );
+        let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
+        let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.status, "False");
+    }
+
+    #[test]
+    fn a_never_started_container_is_pending_with_its_reason() {
+        let mut observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
+        observed
+            .waiting
+            .insert("c".into(), ("ErrImageNeverPull".into(), "not present".into()));
+        let s = pod_status(&pod(), &view(Vec::new()), &observed, "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let w = s.container_statuses.unwrap()[0].state.clone().unwrap().waiting.unwrap();
+        assert_eq!(w.reason.as_deref(), Some("ErrImageNeverPull"));
+    }
+}

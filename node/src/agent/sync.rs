@@ -1,0 +1,502 @@
+//! One step of a pod worker: bring the runtime one step closer to the pod's
+//! spec (sandbox, then init containers in order, then containers, with
+//! back-off and probes), then report the status if it changed.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use super::backoff::{Backoff, Verdict};
+use super::context::AgentContext;
+use super::cri_config::{self, ContainerInputs};
+use super::env::{self, EnvContext};
+use super::images;
+use super::probes::ProbeResults;
+use super::runtime_view::{ContainerInstance, PodRuntimeView};
+use super::status::{self, Observed};
+use super::termination;
+use super::volumes::{self, VolumeContext};
+use crate::runtime::{RuntimeError, cri_api as api};
+
+/// How often a pod is looked at when nothing happens.
+const RESYNC: Duration = Duration::from_secs(10);
+/// Retry delay after a failed sandbox or volume set-up.
+const SETUP_RETRY: Duration = Duration::from_secs(2);
+
+/// What a worker remembers about its pod between steps.
+pub struct PodState {
+    crash: Backoff,
+    images: Backoff,
+    probes: ProbeResults,
+    volumes: Option<HashMap<String, PathBuf>>,
+    last_status: Option<serde_json::Value>,
+}
+
+impl PodState {
+    /// Fresh state for a pod (also for an adopted one).
+    pub fn new(ctx: &AgentContext) -> Self {
+        Self {
+            crash: Backoff::new(ctx.crash_backoff),
+            images: Backoff::new(ctx.image_backoff),
+            probes: ProbeResults::default(),
+            volumes: None,
+            last_status: None,
+        }
+    }
+}
+
+/// The outcome of a step.
+#[derive(Debug)]
+pub enum Step {
+    /// Look again at this time (or on the next change).
+    Continue(Option<Instant>),
+    /// The pod is gone from the node and from the API.
+    Finished,
+}
+
+/// A failed step (retried by the worker).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The runtime failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The API failed.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
+}
+
+fn should_restart(policy: &str, exit_code: i32) -> bool {
+    match policy {
+        "Never" => false,
+        "OnFailure" => exit_code != 0,
+        _ => true,
+    }
+}
+
+fn system_time(nanos: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
+}
+
+fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+/// One step for `pod`.
+pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result<Step, SyncError> {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let runtime = ctx.runtime.as_ref();
+    if pod.metadata.deletion_timestamp.is_some() {
+        termination::kill_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
+        termination::delete_object(ctx, pod).await?;
+        return Ok(Step::Finished);
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        // Finished: nothing may run, but containers stay for their logs.
+        let view = PodRuntimeView::load(runtime, &uid).await?;
+        for s in view.sandboxes.iter().filter(|s| s.state == api::PodSandboxState::SandboxReady as i32) {
+            runtime.stop_pod_sandbox(&s.id).await?;
+        }
+        return Ok(Step::Continue(None));
+    }
+
+    let mut view = PodRuntimeView::load(runtime, &uid).await?;
+    let mut observed = Observed::default();
+    let mut wake: Option<Instant> = Some(Instant::now() + RESYNC);
+
+    // Volumes first: a sandbox is only worth starting when they are there.
+    if state.volumes.is_none() {
+        let vctx = VolumeContext {
+            client: &ctx.client,
+            agent_dir: &ctx.agent_dir,
+            host_ip: &ctx.host_ip,
+            allocatable: &ctx.allocatable,
+        };
+        match volumes::prepare(&vctx, pod).await {
+            Ok(v) => state.volumes = Some(v),
+            Err(e) => {
+                tracing::info!(pod = ?pod.metadata.name, error = %e, "volumes not ready");
+                for c in all_containers(pod) {
+                    observed
+                        .waiting
+                        .insert(c.name.clone(), ("ContainerCreating".into(), e.to_string()));
+                }
+                report(ctx, state, pod, &view, &observed).await?;
+                return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
+            }
+        }
+    }
+    let volumes = state.volumes.clone().unwrap_or_default();
+
+    let sandbox_id = match view.ready_sandbox() {
+        Some(s) => s.id.clone(),
+        None => {
+            for old in &view.sandboxes {
+                let _ = runtime.stop_pod_sandbox(&old.id).await;
+                let _ = runtime.remove_pod_sandbox(&old.id).await;
+            }
+            let attempt = view
+                .sandboxes
+                .iter()
+                .filter_map(|s| s.metadata.as_ref().map(|m| m.attempt + 1))
+                .max()
+                .unwrap_or(0);
+            let config = cri_config::sandbox_config(pod, &ctx.log_root, attempt);
+            let _ = std::fs::create_dir_all(&config.log_directory);
+            match runtime.run_pod_sandbox(&config).await {
+                Ok(id) => {
+                    view = PodRuntimeView::load(runtime, &uid).await?;
+                    id
+                }
+                Err(e) => {
+                    tracing::warn!(pod = ?pod.metadata.name, error = %e, "sandbox failed");
+                    for c in all_containers(pod) {
+                        observed.waiting.insert(
+                            c.name.clone(),
+                            ("ContainerCreating".into(), format!("sandbox: {e}")),
+                        );
+                    }
+                    report(ctx, state, pod, &view, &observed).await?;
+                    return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
+                }
+            }
+        }
+    };
+    let sandbox_status = runtime.pod_sandbox_status(&sandbox_id).await?;
+    let attempt = sandbox_status.metadata.as_ref().map_or(0, |m| m.attempt);
+    let pod_ip = sandbox_status
+        .network
+        .as_ref()
+        .map(|n| n.ip.clone())
+        .filter(|ip| !ip.is_empty());
+    observed.sandbox_ready = true;
+    observed.pod_ip = pod_ip.clone();
+    let sandbox_config = cri_config::sandbox_config(pod, &ctx.log_root, attempt);
+    let starter = Starter {
+        ctx,
+        pod,
+        sandbox_id: &sandbox_id,
+        sandbox_config: &sandbox_config,
+        pod_ip: pod_ip.clone().unwrap_or_default(),
+        volumes: &volumes,
+    };
+    let policy = restart_policy(pod).to_string();
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut changed = false;
+
+    // Init containers, one at a time, in order.
+    let mut initialized = true;
+    for c in spec.init_containers.iter().flatten() {
+        match view.latest(&c.name).cloned() {
+            Some(i) if i.is_exited() && i.status.exit_code == 0 => continue,
+            Some(i) if i.is_running() => {}
+            Some(i) if i.is_exited() => {
+                if policy == "Never" {
+                    observed.init_failed = true;
+                } else {
+                    changed |= restart_with_backoff(&starter, state, &mut observed, &mut wake, c, &i, true).await;
+                    observed.will_restart.insert(c.name.clone());
+                }
+            }
+            Some(i) => {
+                changed = true;
+                start_created(ctx, &i, &mut observed).await;
+            }
+            None => {
+                changed |= starter.start(state, &mut observed, c, 0, true, &view).await;
+            }
+        }
+        initialized = false;
+        break;
+    }
+    observed.initialized = initialized;
+
+    if initialized {
+        for c in &spec.containers {
+            match view.latest(&c.name).cloned() {
+                None => {
+                    changed |= starter.start(state, &mut observed, c, 0, false, &view).await;
+                }
+                Some(i) if i.is_running() => {
+                    let running_for = SystemTime::now()
+                        .duration_since(system_time(i.status.started_at))
+                        .unwrap_or_default();
+                    let health = state
+                        .probes
+                        .check(runtime, c, &i.id, pod_ip.as_deref().unwrap_or_default(), running_for)
+                        .await;
+                    if let Some(due) = health.next_due {
+                        wake = earliest(wake, due);
+                    }
+                    if health.liveness_failed {
+                        tracing::info!(pod = ?pod.metadata.name, container = %c.name, "liveness probe failed; restarting");
+                        let grace = c
+                            .liveness_probe
+                            .as_ref()
+                            .and_then(|p| p.termination_grace_period_seconds)
+                            .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
+                            .unwrap_or_else(|| termination::grace_period(pod));
+                        runtime.stop_container(&i.id, grace).await?;
+                        changed = true;
+                    }
+                    observed.health.insert(c.name.clone(), health);
+                }
+                Some(i) if i.is_exited() => {
+                    if should_restart(&policy, i.status.exit_code) {
+                        observed.will_restart.insert(c.name.clone());
+                        changed |= restart_with_backoff(&starter, state, &mut observed, &mut wake, c, &i, false).await;
+                    }
+                }
+                Some(i) => {
+                    changed = true;
+                    start_created(ctx, &i, &mut observed).await;
+                }
+            }
+        }
+    }
+    let live: Vec<&str> = view.running().map(|c| c.id.as_str()).collect();
+    state.probes.retain(&live);
+    if changed {
+        view = PodRuntimeView::load(runtime, &uid).await?;
+        // A container started now: look again soon for its first state.
+        wake = earliest(wake, Instant::now() + Duration::from_millis(500));
+    }
+    let status = report(ctx, state, pod, &view, &observed).await?;
+    if matches!(status.as_str(), "Succeeded" | "Failed") {
+        runtime.stop_pod_sandbox(&sandbox_id).await?;
+        return Ok(Step::Continue(None));
+    }
+    Ok(Step::Continue(wake))
+}
+
+fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
+    pod.spec.iter().flat_map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+    })
+}
+
+async fn start_created(ctx: &AgentContext, instance: &ContainerInstance, observed: &mut Observed) {
+    if let Err(e) = ctx.runtime.start_container(&instance.id).await {
+        observed
+            .waiting
+            .insert(instance.name.clone(), ("RunContainerError".into(), e.to_string()));
+    }
+}
+
+/// Restarts an exited container unless its back-off says to wait; returns
+/// whether a container was started.
+async fn restart_with_backoff(
+    starter: &Starter<'_>,
+    state: &mut PodState,
+    observed: &mut Observed,
+    wake: &mut Option<Instant>,
+    container: &Container,
+    exited: &ContainerInstance,
+    init: bool,
+) -> bool {
+    let finished = system_time(exited.status.finished_at);
+    let ran = finished
+        .duration_since(system_time(exited.status.started_at))
+        .unwrap_or_default();
+    let now = SystemTime::now();
+    match state.crash.check(&container.name, finished, ran, now) {
+        Verdict::Retry => {
+            let view = PodRuntimeView {
+                sandboxes: Vec::new(),
+                containers: HashMap::new(),
+            };
+            let started = starter
+                .start(state, observed, container, exited.restart_count + 1, init, &view)
+                .await;
+            if started {
+                starter.prune(&container.name, exited).await;
+            }
+            started
+        }
+        Verdict::Wait { until, delay } => {
+            let pod = &starter.pod.metadata;
+            observed.waiting.insert(
+                container.name.clone(),
+                (
+                    "CrashLoopBackOff".into(),
+                    format!(
+                        "back-off {}s restarting failed container={} pod={}_{}({})",
+                        delay.as_secs(),
+                        container.name,
+                        pod.name.as_deref().unwrap_or_default(),
+                        pod.namespace.as_deref().unwrap_or_default(),
+                        pod.uid.as_deref().unwrap_or_default()
+                    ),
+                ),
+            );
+            let left = until.duration_since(now).unwrap_or_default();
+            *wake = earliest(*wake, Instant::now() + left);
+            false
+        }
+    }
+}
+
+/// Creates and starts container instances in one sandbox.
+struct Starter<'a> {
+    ctx: &'a AgentContext,
+    pod: &'a Pod,
+    sandbox_id: &'a str,
+    sandbox_config: &'a api::PodSandboxConfig,
+    pod_ip: String,
+    volumes: &'a HashMap<String, PathBuf>,
+}
+
+impl Starter<'_> {
+    /// Pulls (by policy), resolves env, creates and starts one instance;
+    /// on failure records the waiting reason. Returns whether it started.
+    async fn start(
+        &self,
+        state: &mut PodState,
+        observed: &mut Observed,
+        container: &Container,
+        restart_count: u32,
+        init: bool,
+        _view: &PodRuntimeView,
+    ) -> bool {
+        let runtime = self.ctx.runtime.as_ref();
+        let mut wait = |reason: &str, message: String| {
+            tracing::info!(pod = ?self.pod.metadata.name, container = %container.name, reason, %message, "container not started");
+            observed
+                .waiting
+                .insert(container.name.clone(), (reason.to_string(), message));
+        };
+        let image = match images::ensure(runtime, container, &mut state.images).await {
+            Ok(image) => image,
+            Err(problem) => {
+                wait(problem.reason, problem.message);
+                return false;
+            }
+        };
+        let env_ctx = EnvContext {
+            pod: self.pod,
+            host_ip: &self.ctx.host_ip,
+            pod_ip: &self.pod_ip,
+            allocatable: &self.ctx.allocatable,
+        };
+        let env = match env::resolve(&self.ctx.client, &env_ctx, container).await {
+            Ok(env) => env,
+            Err(e) => {
+                wait("CreateContainerConfigError", e.to_string());
+                return false;
+            }
+        };
+        let command = env::expand_args(container.command.as_deref().unwrap_or(&[]), &env);
+        let args = env::expand_args(container.args.as_deref().unwrap_or(&[]), &env);
+        let inputs = ContainerInputs {
+            pod: self.pod,
+            image,
+            env,
+            command,
+            args,
+            volumes: self.volumes,
+            restart_count,
+            init,
+        };
+        let config = cri_config::container_config(container, &inputs);
+        let log_dir = PathBuf::from(&self.sandbox_config.log_directory).join(&container.name);
+        let _ = std::fs::create_dir_all(&log_dir);
+        let id = match runtime
+            .create_container(self.sandbox_id, &config, self.sandbox_config)
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                wait("CreateContainerError", e.to_string());
+                return false;
+            }
+        };
+        if let Err(e) = runtime.start_container(&id).await {
+            wait("RunContainerError", e.to_string());
+            return false;
+        }
+        true
+    }
+
+    /// Removes instances older than `keep` (the one just replaced stays for
+    /// `lastState` and `logs --previous`).
+    async fn prune(&self, name: &str, keep: &ContainerInstance) {
+        let runtime = self.ctx.runtime.as_ref();
+        let uid = self.pod.metadata.uid.as_deref().unwrap_or_default();
+        let Ok(view) = PodRuntimeView::load(runtime, uid).await else {
+            return;
+        };
+        for old in view.containers.get(name).into_iter().flatten() {
+            if old.restart_count < keep.restart_count && old.is_exited() {
+                let _ = runtime.remove_container(&old.id).await;
+            }
+        }
+    }
+}
+
+/// Computes the status and writes it when it differs from the last one
+/// written; returns the phase.
+async fn report(
+    ctx: &AgentContext,
+    state: &mut PodState,
+    pod: &Pod,
+    view: &PodRuntimeView,
+    observed: &Observed,
+) -> Result<String, kube::Error> {
+    let status = status::pod_status(pod, view, observed, &ctx.host_ip);
+    let phase = status.phase.clone().unwrap_or_default();
+    let value = serde_json::to_value(&status).unwrap_or_default();
+    let unchanged_since_last = state.last_status.as_ref() == Some(&value);
+    let same_as_api = pod
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s).ok())
+        .is_some_and(|v| v == value);
+    if unchanged_since_last && same_as_api {
+        return Ok(phase);
+    }
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = serde_json::json!({ "status": value });
+    match api
+        .patch_status(
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            state.last_status = Some(value);
+            Ok(phase)
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(phase),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_policies() {
+        assert!(should_restart("Always", 0));
+        assert!(should_restart("OnFailure", 1));
+        assert!(!should_restart("OnFailure", 0));
+        assert!(!should_restart("Never", 1));
+    }
+}

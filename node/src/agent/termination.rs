@@ -1,0 +1,121 @@
+//! Ending a pod: preStop hooks, StopContainer with the remaining grace
+//! period (the runtime sends SIGTERM, then SIGKILL), removal of the sandbox
+//! and the pod's volumes, and finally the API object (grace 0, UID
+//! precondition, so a new pod of the same name is never deleted).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, Preconditions};
+
+use super::context::AgentContext;
+use super::runtime_view::PodRuntimeView;
+use super::volumes;
+use crate::runtime::RuntimeError;
+
+/// Default `terminationGracePeriodSeconds`.
+const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// The grace period for stopping `pod` now: the deletion's, else the spec's.
+pub fn grace_period(pod: &Pod) -> Duration {
+    let seconds = pod
+        .metadata
+        .deletion_grace_period_seconds
+        .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+        .unwrap_or(DEFAULT_GRACE_SECONDS)
+        .max(0);
+    Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
+}
+
+/// Stops every container of the pod (running preStop hooks first), then
+/// removes its sandboxes and volumes.
+pub async fn kill_pod(ctx: &AgentContext, pod: Option<&Pod>, uid: &str, grace: Duration) -> Result<(), RuntimeError> {
+    let runtime = ctx.runtime.as_ref();
+    let view = PodRuntimeView::load(runtime, uid).await?;
+    let deadline = Instant::now() + grace;
+    let stops = view.running().map(|c| {
+        let pre_stop = pod
+            .and_then(|p| p.spec.as_ref())
+            .and_then(|s| s.containers.iter().find(|spec| spec.name == c.name))
+            .and_then(|spec| spec.lifecycle.as_ref())
+            .and_then(|l| l.pre_stop.as_ref())
+            .and_then(|h| h.exec.as_ref())
+            .and_then(|e| e.command.clone());
+        let id = c.id.clone();
+        async move {
+            if let Some(cmd) = pre_stop {
+                let budget = deadline.saturating_duration_since(Instant::now());
+                if let Err(error) = runtime.exec_sync(&id, &cmd, budget).await {
+                    tracing::info!(container = %id, %error, "preStop hook failed");
+                }
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match runtime.stop_container(&id, remaining).await {
+                Err(e) if !e.is_not_found() => Err(e),
+                _ => Ok(()),
+            }
+        }
+    });
+    for result in futures::future::join_all(stops).await {
+        result?;
+    }
+    for sandbox in &view.sandboxes {
+        for step in [
+            runtime.stop_pod_sandbox(&sandbox.id).await,
+            runtime.remove_pod_sandbox(&sandbox.id).await,
+        ] {
+            if let Err(e) = step
+                && !e.is_not_found()
+            {
+                return Err(e);
+            }
+        }
+    }
+    let dir = volumes::pod_dir(&ctx.agent_dir, uid);
+    if let Err(error) = std::fs::remove_dir_all(&dir)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %dir.display(), %error, "removing pod directory");
+    }
+    Ok(())
+}
+
+/// Deletes the pod object now that nothing of it runs.
+pub async fn delete_object(ctx: &AgentContext, pod: &Pod) -> Result<(), kube::Error> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(pod.metadata.name.as_deref().unwrap_or_default(), &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_comes_from_the_deletion_then_the_spec() {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [], "terminationGracePeriodSeconds": 5}
+        }))
+        .unwrap();
+        assert_eq!(grace_period(&pod), Duration::from_secs(5));
+        pod.metadata.deletion_grace_period_seconds = Some(2);
+        assert_eq!(grace_period(&pod), Duration::from_secs(2));
+        pod.spec.as_mut().unwrap().termination_grace_period_seconds = None;
+        pod.metadata.deletion_grace_period_seconds = None;
+        assert_eq!(grace_period(&pod), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,353 @@
+//! Pod volumes as host directories under `AGENT_DIR/pods/<uid>/volumes`:
+//! emptyDir, hostPath, configMap, secret, downwardAPI and projected
+//! (configMap, secret, downwardAPI, and a placeholder service-account token
+//! until the API server issues tokens). Content volumes are rewritten at
+//! every sandbox start, so a restarted pod sees current data.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{
+    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, Volume,
+};
+use kube::Api;
+
+use super::downward::{self, NodeAllocatable};
+use super::env::{self, EnvError};
+
+/// Why a pod's volumes could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// A file or directory could not be written.
+    #[error("volume {volume}: {path}: {source}")]
+    Io {
+        /// The volume.
+        volume: String,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A ConfigMap, Secret or field the volume needs is not available.
+    #[error("volume {volume}: {source}")]
+    Source {
+        /// The volume.
+        volume: String,
+        /// Why.
+        source: EnvError,
+    },
+    /// An item path escapes the volume.
+    #[error("volume {volume}: invalid path {path:?}")]
+    InvalidPath {
+        /// The volume.
+        volume: String,
+        /// The item path.
+        path: String,
+    },
+    /// The volume type is not supported by this agent.
+    #[error("volume {0}: unsupported volume type")]
+    Unsupported(String),
+}
+
+/// The pod's state directory.
+pub fn pod_dir(agent_dir: &Path, uid: &str) -> PathBuf {
+    agent_dir.join("pods").join(uid)
+}
+
+/// What volume contents may refer to.
+pub struct VolumeContext<'a> {
+    /// API access for ConfigMaps and Secrets.
+    pub client: &'a kube::Client,
+    /// `AGENT_DIR`.
+    pub agent_dir: &'a Path,
+    /// The node's address.
+    pub host_ip: &'a str,
+    /// Allocatable resources (defaults of unset limits).
+    pub allocatable: &'a NodeAllocatable,
+}
+
+/// Sets up every volume of `pod`, returning each volume's host path.
+pub async fn prepare(
+    ctx: &VolumeContext<'_>,
+    pod: &Pod,
+) -> Result<HashMap<String, PathBuf>, VolumeError> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let base = pod_dir(ctx.agent_dir, uid).join("volumes");
+    let mut paths = HashMap::new();
+    for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let path = prepare_one(ctx, pod, &base, volume).await?;
+        paths.insert(volume.name.clone(), path);
+    }
+    Ok(paths)
+}
+
+async fn prepare_one(
+    ctx: &VolumeContext<'_>,
+    pod: &Pod,
+    base: &Path,
+    volume: &Volume,
+) -> Result<PathBuf, VolumeError> {
+    let name = volume.name.clone();
+    let io_err = |path: &Path| {
+        let name = name.clone();
+        let path = path.to_path_buf();
+        move |source| VolumeError::Io {
+            volume: name,
+            path,
+            source,
+        }
+    };
+    let source_err = |source| VolumeError::Source {
+        volume: name.clone(),
+        source,
+    };
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    if let Some(host) = &volume.host_path {
+        let path = PathBuf::from(&host.path);
+        match host.type_.as_deref() {
+            Some("DirectoryOrCreate") => {
+                std::fs::create_dir_all(&path).map_err(io_err(&path))?;
+            }
+            Some("FileOrCreate") if !path.exists() => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+                }
+                std::fs::write(&path, b"").map_err(io_err(&path))?;
+            }
+            _ => {}
+        }
+        return Ok(path);
+    }
+    let dir = base.join(&name);
+    if volume.empty_dir.is_some() {
+        // Medium "Memory" is served from disk too (no tmpfs mount yet).
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+            .map_err(io_err(&dir))?;
+        return Ok(dir);
+    }
+    let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
+    let mut default_mode = 0o644;
+    if let Some(cm) = &volume.config_map {
+        default_mode = mode(cm.default_mode, 0o644);
+        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+        let data = env::config_map_data(&api, &cm.name, cm.optional.unwrap_or(false))
+            .await
+            .map_err(source_err)?;
+        files.extend(select_items(
+            text_to_bytes(data),
+            cm.items.as_deref(),
+            default_mode,
+        ));
+    } else if let Some(secret) = &volume.secret {
+        default_mode = mode(secret.default_mode, 0o644);
+        let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+        let secret_name = secret.secret_name.clone().unwrap_or_default();
+        let data = env::secret_bytes(&api, &secret_name, secret.optional.unwrap_or(false))
+            .await
+            .map_err(source_err)?;
+        files.extend(select_items(data, secret.items.as_deref(), default_mode));
+    } else if let Some(d) = &volume.downward_api {
+        default_mode = mode(d.default_mode, 0o644);
+        files.extend(
+            downward_files(ctx, pod, d.items.as_deref().unwrap_or(&[]), default_mode)
+                .map_err(source_err)?,
+        );
+    } else if let Some(projected) = &volume.projected {
+        default_mode = mode(projected.default_mode, 0o644);
+        for source in projected.sources.iter().flatten() {
+            if let Some(cm) = &source.config_map {
+                let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+                let data = env::config_map_data(&api, &cm.name, cm.optional.unwrap_or(false))
+                    .await
+                    .map_err(source_err)?;
+                files.extend(select_items(
+                    text_to_bytes(data),
+                    cm.items.as_deref(),
+                    default_mode,
+                ));
+            }
+            if let Some(s) = &source.secret {
+                let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+                let data = env::secret_bytes(&api, &s.name, s.optional.unwrap_or(false))
+                    .await
+                    .map_err(source_err)?;
+                files.extend(select_items(data, s.items.as_deref(), default_mode));
+            }
+            if let Some(d) = &source.downward_api {
+                files.extend(
+                    downward_files(ctx, pod, d.items.as_deref().unwrap_or(&[]), default_mode)
+                        .map_err(source_err)?,
+                );
+            }
+            if let Some(token) = &source.service_account_token {
+                // The API server does not issue tokens yet; the file exists so
+                // that programs expecting it start.
+                files.push((token.path.clone(), Vec::new(), default_mode));
+            }
+        }
+    } else {
+        return Err(VolumeError::Unsupported(name));
+    }
+    write_files(&name, &dir, &files)?;
+    Ok(dir)
+}
+
+fn mode(mode: Option<i32>, default: u32) -> u32 {
+    mode.and_then(|m| u32::try_from(m).ok()).unwrap_or(default) & 0o7777
+}
+
+fn text_to_bytes(data: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, Vec<u8>>> {
+    data.map(|d| d.into_iter().map(|(k, v)| (k, v.into_bytes())).collect())
+}
+
+/// Every key as a file, or only the listed items under their paths.
+fn select_items(
+    data: Option<BTreeMap<String, Vec<u8>>>,
+    items: Option<&[KeyToPath]>,
+    default_mode: u32,
+) -> Vec<(String, Vec<u8>, u32)> {
+    let Some(data) = data else {
+        return Vec::new();
+    };
+    match items {
+        Some(items) => items
+            .iter()
+            .filter_map(|item| {
+                data.get(&item.key)
+                    .map(|v| (item.path.clone(), v.clone(), mode(item.mode, default_mode)))
+            })
+            .collect(),
+        None => data
+            .into_iter()
+            .map(|(k, v)| (k, v, default_mode))
+            .collect(),
+    }
+}
+
+fn downward_files(
+    ctx: &VolumeContext<'_>,
+    pod: &Pod,
+    items: &[DownwardAPIVolumeFile],
+    default_mode: u32,
+) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
+    let mut files = Vec::new();
+    for item in items {
+        let value = if let Some(field) = &item.field_ref {
+            downward::field_value(pod, &field.field_path, ctx.host_ip, "")?
+        } else if let Some(resource) = &item.resource_field_ref {
+            let container = pod.spec.as_ref().and_then(|s| {
+                s.containers
+                    .iter()
+                    .find(|c| Some(&c.name) == resource.container_name.as_ref())
+            });
+            match container {
+                Some(c) => downward::resource_value(c, resource, ctx.allocatable)?,
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        files.push((
+            item.path.clone(),
+            value.into_bytes(),
+            mode(item.mode, default_mode),
+        ));
+    }
+    Ok(files)
+}
+
+/// Replaces the volume's content with `files` (paths relative to `dir`).
+fn write_files(volume: &str, dir: &Path, files: &[(String, Vec<u8>, u32)]) -> Result<(), VolumeError> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| VolumeError::Io {
+            volume: volume.to_string(),
+            path,
+            source,
+        }
+    };
+    // Written next to the volume and swapped in, so a running container
+    // never sees half the files.
+    let staging = dir.with_extension("new");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
+    for (rel, data, file_mode) in files {
+        let relative = Path::new(rel);
+        let safe = !rel.is_empty()
+            && relative
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)));
+        if !safe {
+            return Err(VolumeError::InvalidPath {
+                volume: volume.to_string(),
+                path: rel.clone(),
+            });
+        }
+        let path = staging.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+        }
+        std::fs::write(&path, data).map_err(io_err(&path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*file_mode))
+            .map_err(io_err(&path))?;
+    }
+    if dir.exists() {
+        // Replace the content in place: the directory itself may be bind
+        // mounted into a running container.
+        for entry in std::fs::read_dir(dir).map_err(io_err(dir))?.flatten() {
+            let p = entry.path();
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+        }
+        for entry in std::fs::read_dir(&staging).map_err(io_err(&staging))?.flatten() {
+            let target = dir.join(entry.file_name());
+            std::fs::rename(entry.path(), &target).map_err(io_err(&target))?;
+        }
+        let _ = std::fs::remove_dir_all(&staging);
+    } else {
+        std::fs::rename(&staging, dir).map_err(io_err(dir))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_select_and_rename_keys_with_modes() {
+        let data = BTreeMap::from([
+            ("a".to_string(), b"1".to_vec()),
+            ("b".to_string(), b"2".to_vec()),
+        ]);
+        let items = [KeyToPath {
+            key: "b".into(),
+            path: "sub/bee".into(),
+            mode: Some(0o600),
+        }];
+        let files = select_items(Some(data.clone()), Some(&items), 0o644);
+        assert_eq!(files, vec![("sub/bee".to_string(), b"2".to_vec(), 0o600)]);
+        assert_eq!(select_items(Some(data), None, 0o644).len(), 2);
+    }
+
+    #[test]
+    fn files_are_written_and_replaced_and_paths_cannot_escape() {
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("cfg");
+        write_files("cfg", &vol, &[("x/y".into(), b"one".to_vec(), 0o640)]).unwrap();
+        assert_eq!(std::fs::read(vol.join("x/y")).unwrap(), b"one");
+        let m = std::fs::metadata(vol.join("x/y")).unwrap().permissions().mode();
+        assert_eq!(m & 0o777, 0o640);
+        write_files("cfg", &vol, &[("z".into(), b"two".to_vec(), 0o644)]).unwrap();
+        assert!(!vol.join("x").exists());
+        assert_eq!(std::fs::read(vol.join("z")).unwrap(), b"two");
+        let err = write_files("cfg", &vol, &[("../evil".into(), Vec::new(), 0o644)]);
+        assert!(matches!(err, Err(VolumeError::InvalidPath { .. })));
+    }
+}
