@@ -43,7 +43,8 @@ use state::{Counters, Generation, Shared, sled_error};
 /// Cloning is cheap and shares the store. Writes go through one committer
 /// thread that groups concurrent writes into one flush; reads run on the
 /// caller's task. The directory can be opened by one store at a time; it is
-/// released when every clone and every watch stream is dropped.
+/// released when every clone and every watch stream is dropped. Dropping the
+/// last clone waits for the committer to flush what it has applied.
 #[derive(Clone)]
 pub struct SledStore {
     handle: Arc<Handle>,
@@ -177,6 +178,10 @@ fn spawn_error(err: std::io::Error) -> StoreError {
 impl SledStore {
     /// Opens (creating if needed) the store in `config.path`, recovering the
     /// revision, history and any compaction that was interrupted.
+    ///
+    /// This blocks (disk reads, and up to a few seconds when the same
+    /// directory was just released by another handle in this process); call
+    /// it at start-up or from a blocking task.
     pub fn open(config: SledConfig) -> Result<Self, StoreError> {
         let number = layout::current(&config.path)?;
         layout::remove_others(&config.path, number);
