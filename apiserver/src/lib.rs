@@ -14,6 +14,7 @@ pub mod tls;
 
 mod admission;
 mod body;
+mod event_ttl;
 pub mod discovery;
 mod handlers;
 mod object;

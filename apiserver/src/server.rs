@@ -40,6 +40,8 @@ pub struct ApiServerConfig {
     pub service_cidr: String,
     /// Range NodePort/LoadBalancer Services' node ports come from.
     pub node_port_range: std::ops::RangeInclusive<u16>,
+    /// How long events live after their last activity (upstream: 1 h).
+    pub event_ttl: Duration,
     /// Where clients reach this server; when set, the `kubernetes` Service in
     /// `default` (first service IP, port 443) and its endpoints point here.
     pub advertise_address: Option<std::net::SocketAddr>,
@@ -56,6 +58,7 @@ impl Default for ApiServerConfig {
             service_cidr: "10.43.0.0/16".to_string(),
             node_port_range: 30000..=32767,
             advertise_address: None,
+            event_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -148,6 +151,13 @@ impl ApiServer {
         });
         let server = Self { inner };
         server.bootstrap().await?;
+        let reap_every = (server.inner.config.event_ttl / 10)
+            .clamp(Duration::from_millis(100), Duration::from_secs(60));
+        tokio::spawn(crate::event_ttl::reap(
+            server.inner.clone(),
+            server.inner.config.event_ttl,
+            reap_every,
+        ));
         Ok(server)
     }
 

@@ -195,3 +195,28 @@ async fn delete_collection_honours_selectors() {
         .collect();
     assert_eq!(names, vec!["c"]);
 }
+
+#[tokio::test]
+async fn events_expire_after_their_ttl() {
+    let config = skiff_apiserver::ApiServerConfig {
+        event_ttl: std::time::Duration::from_secs(1),
+        ..Default::default()
+    };
+    let s = TestServer::with_config(config).await;
+    let event = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"},
+        "reason": "Test", "message": "m", "type": "Normal"});
+    let (code, _) = s.post("/api/v1/namespaces/default/events", event).await;
+    assert_eq!(code, StatusCode::CREATED);
+    s.configmap("default", "keep", json!({})).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (code, _) = s.get("/api/v1/namespaces/default/events/e").await;
+        if code == StatusCode::NOT_FOUND {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "event never expired");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/keep").await;
+    assert_eq!(code, StatusCode::OK, "only events expire");
+}
