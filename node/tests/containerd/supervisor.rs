@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use skiff_node::Runtime;
 use skiff_node::containerd::bringup::{BringUpError, BringUpOptions, NodeRuntime, PodNetwork};
+use skiff_node::containerd::config::{ContainerdConfig, ContainerdPaths};
 use skiff_node::containerd::supervisor::{ContainerdSupervisor, RuntimeEndpoint, SupervisorConfig};
 use skiff_node::cri_api as api;
 
@@ -189,4 +190,78 @@ async fn containerd_left_by_a_crashed_skiff_is_replaced() {
         "containerd {new_pid} still running after shutdown"
     );
     node.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_containerd_that_keeps_failing_is_retried_with_growing_delays() {
+    crate::harness::assert_root();
+    let dir = tempfile::Builder::new()
+        .prefix("skiff-ctd-")
+        .tempdir_in("/tmp")
+        .expect("temp dir");
+    let paths = ContainerdPaths::new(dir.path().join("c"));
+    ContainerdConfig::new(paths.clone(), skiff_node::images::PAUSE_IMAGE)
+        .write()
+        .expect("config");
+    // Runs the real containerd the first time only; every later start
+    // records its time and fails at once.
+    let script = dir.path().join("flaky-containerd");
+    let starts = dir.path().join("starts");
+    let first = dir.path().join("first-done");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ ! -e {first} ]; then touch {first}; exec containerd \"$@\"; fi\n\
+             date +%s.%N >> {starts}\nexit 1\n",
+            first = first.display(),
+            starts = starts.display()
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let mut config = SupervisorConfig::new(paths.clone());
+    config.containerd_bin = script;
+    config.backoff_initial = Duration::from_millis(200);
+    config.backoff_max = Duration::from_secs(5);
+    let supervisor = ContainerdSupervisor::start(config)
+        .await
+        .expect("first start");
+    let pid = supervisor.pid().expect("pid");
+    sigkill(pid);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let times = loop {
+        let text = std::fs::read_to_string(&starts).unwrap_or_default();
+        let times: Vec<f64> = text.lines().filter_map(|l| l.parse().ok()).collect();
+        if times.len() >= 4 {
+            break times;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} restart attempts",
+            times.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(supervisor.pid(), None, "no containerd while restarts fail");
+    assert_eq!(supervisor.restarts(), 0, "failed attempts are not restarts");
+    // Each wait is at least the doubled delay before it: 0.4 s, 0.8 s, 1.6 s.
+    for (i, min) in [0.4, 0.8, 1.6].iter().enumerate() {
+        let gap = times[i + 1] - times[i];
+        assert!(
+            gap >= *min,
+            "attempt {} came {gap:.2}s after the previous one",
+            i + 2
+        );
+    }
+
+    // Shutting down in the middle of the backoff returns and leaves nothing.
+    tokio::time::timeout(Duration::from_secs(30), supervisor.shutdown())
+        .await
+        .expect("shutdown during backoff");
+    assert!(!process_exists(pid));
+    assert!(!paths.pid_file().exists());
+    let left = crate::harness::processes_mentioning(paths.base());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
 }
