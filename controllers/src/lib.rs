@@ -13,6 +13,7 @@ pub mod garbage_collector;
 pub mod namespace;
 pub mod serviceaccount;
 pub mod manager;
+pub mod job;
 pub mod deployment;
 pub mod controller_utils;
 pub mod pod_control;
@@ -24,6 +25,7 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
+        manager::starter("job", job::run),
         manager::starter("endpoint", endpoints::run),
         manager::starter("endpointslice", endpointslice::run),
         manager::starter("deployment", deployment::run),

@@ -3,6 +3,7 @@
 
 mod controllers {
     pub mod support;
+    mod job;
     pub mod endpoints;
     mod endpointslice;
     mod deployment;

@@ -1,0 +1,707 @@
+//! One sync of one Job: count finished pods (through the tracking
+//! finalizer), decide success or failure, create or delete pods, write
+//! status and conditions.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use skiff_informer::{Action, Cache, ObjectKey};
+
+use super::indexes;
+use super::pods::{TRACKING_FINALIZER, has_finalizer, index_of, is_indexed, new_pod};
+use crate::controller_utils::{controller_ref, now, seconds_between};
+use crate::events::{EventRecorder, object_reference};
+use crate::pod_control::{
+    BURST_REPLICAS, Expectations, PodControlError, delete_pod, is_ready, phase, pods_to_delete,
+    slow_start_batch,
+};
+
+/// Upstream's first delay before recreating a failed pod; it doubles per
+/// consecutive failure up to [`MAX_BACKOFF`].
+const BASE_BACKOFF: Duration = Duration::from_secs(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(360);
+
+/// Why a Job sync failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// Creating or deleting pods failed.
+    #[error(transparent)]
+    Pods(#[from] PodControlError),
+    /// An API write failed.
+    #[error("{what} for job {key}: {source}")]
+    Api {
+        what: &'static str,
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Consecutive failures of a Job since its last success, for the recreate
+/// backoff.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    failures: u32,
+    last: Instant,
+}
+
+/// What a sync needs, plus per-Job memory: pods whose finalizer this
+/// controller removed (the cache may still show it) and failure backoff.
+pub struct Syncer {
+    client: Client,
+    jobs: Arc<Cache<Job>>,
+    pods: Arc<Cache<Pod>>,
+    expectations: Expectations,
+    events: EventRecorder,
+    finalized: Mutex<HashMap<String, HashSet<String>>>,
+    backoff: Mutex<HashMap<String, Backoff>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+fn condition<'a>(status: &'a JobStatus, type_: &str) -> Option<&'a JobCondition> {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == type_)
+}
+
+fn is_true(status: &JobStatus, type_: &str) -> bool {
+    condition(status, type_).is_some_and(|c| c.status == "True")
+}
+
+/// Sets a condition, keeping the transition time when the status is unchanged.
+fn set_condition(status: &mut JobStatus, type_: &str, value: &str, reason: &str, message: &str) {
+    let at = now();
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if c.status == value && c.reason.as_deref() == Some(reason) {
+            return;
+        }
+        if c.status != value {
+            c.last_transition_time = Some(at.clone());
+        }
+        c.status = value.to_owned();
+        c.reason = Some(reason.to_owned());
+        c.message = Some(message.to_owned());
+        c.last_probe_time = Some(at);
+        return;
+    }
+    conditions.push(JobCondition {
+        type_: type_.to_owned(),
+        status: value.to_owned(),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_probe_time: Some(at.clone()),
+        last_transition_time: Some(at),
+    });
+}
+
+/// When the Job finished (Complete or Failed turned True).
+fn finished_at(status: &JobStatus) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    ["Complete", "Failed"]
+        .iter()
+        .filter_map(|t| condition(status, t))
+        .find(|c| c.status == "True")
+        .map(|c| c.last_transition_time.clone().unwrap_or_else(now))
+}
+
+fn restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0)
+}
+
+impl Syncer {
+    /// A syncer over the given caches.
+    pub fn new(
+        client: Client,
+        jobs: Arc<Cache<Job>>,
+        pods: Arc<Cache<Pod>>,
+        expectations: Expectations,
+        events: EventRecorder,
+    ) -> Self {
+        Self {
+            client,
+            jobs,
+            pods,
+            expectations,
+            events,
+            finalized: Mutex::default(),
+            backoff: Mutex::default(),
+        }
+    }
+
+    fn api_error(key: &str, what: &'static str, source: kube::Error) -> JobError {
+        JobError::Api {
+            what,
+            key: key.to_owned(),
+            source,
+        }
+    }
+
+    /// Syncs the Job under `key`.
+    pub async fn sync(&self, key: ObjectKey) -> Result<Action, JobError> {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let key_str = key.to_string();
+        let Some(job) = self.jobs.get(&ns, &key.name) else {
+            self.expectations.forget(&key_str);
+            lock(&self.finalized).remove(&key_str);
+            lock(&self.backoff).remove(&key_str);
+            return Ok(Action::Done);
+        };
+        let mut job = (*job).clone();
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let pods: Vec<Arc<Pod>> = self
+            .pods
+            .list_namespace(&ns)
+            .into_iter()
+            .filter(|p| controller_ref(&p.metadata).is_some_and(|r| r.uid == uid))
+            .collect();
+        let mut status = job.status.clone().unwrap_or_default();
+
+        if finished_at(&status).is_some() {
+            // Anything still tracked is released; then only the TTL matters.
+            let leftover: Vec<Arc<Pod>> =
+                pods.iter().filter(|p| has_finalizer(p)).cloned().collect();
+            self.remove_finalizers(&key_str, &pod_api, &leftover)
+                .await?;
+            return self.expire(&job, &key_str).await;
+        }
+
+        let spec = job.spec.clone().unwrap_or_default();
+        let indexed = is_indexed(&job);
+        let completions = spec.completions;
+        let parallelism = spec.parallelism.unwrap_or(1).max(0);
+        let backoff_limit = spec.backoff_limit.unwrap_or(6);
+        let suspended = spec.suspend == Some(true);
+        let on_failure = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.as_deref())
+            == Some("OnFailure");
+
+        // 1. Finished pods not yet counted.
+        let already: HashSet<String> = lock(&self.finalized)
+            .get(&key_str)
+            .cloned()
+            .unwrap_or_default();
+        let mut uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
+        let in_uncounted: HashSet<String> = uncounted
+            .succeeded
+            .iter()
+            .flatten()
+            .chain(uncounted.failed.iter().flatten())
+            .cloned()
+            .collect();
+        let mut completed = indexes::parse(
+            status.completed_indexes.as_deref(),
+            completions.unwrap_or(0),
+        );
+        let mut new_succeeded = 0;
+        let mut new_failed = 0;
+        let mut to_unfinalize: Vec<Arc<Pod>> = Vec::new();
+        for pod in &pods {
+            let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+            if !has_finalizer(pod) || already.contains(&pod_uid) {
+                continue;
+            }
+            if in_uncounted.contains(&pod_uid) {
+                to_unfinalize.push(pod.clone());
+                continue;
+            }
+            let outcome = match phase(pod) {
+                "Succeeded" => Some(true),
+                "Failed" => Some(false),
+                _ if pod.metadata.deletion_timestamp.is_some() => Some(false),
+                _ => None,
+            };
+            match outcome {
+                Some(true) => {
+                    uncounted
+                        .succeeded
+                        .get_or_insert_with(Vec::new)
+                        .push(pod_uid);
+                    new_succeeded += 1;
+                    if indexed && let Some(i) = index_of(pod, completions.unwrap_or(0)) {
+                        completed.insert(i);
+                    }
+                    to_unfinalize.push(pod.clone());
+                }
+                Some(false) => {
+                    uncounted.failed.get_or_insert_with(Vec::new).push(pod_uid);
+                    new_failed += 1;
+                    to_unfinalize.push(pod.clone());
+                }
+                None => {}
+            }
+        }
+        self.note_outcomes(&key_str, new_succeeded, new_failed);
+
+        let active: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && !matches!(phase(p), "Succeeded" | "Failed")
+            })
+            .cloned()
+            .collect();
+        let count = |v: &Option<Vec<String>>| v.as_ref().map_or(0, Vec::len) as i32;
+        let succeeded_total = if indexed {
+            completed.len() as i32
+        } else {
+            status.succeeded.unwrap_or(0) + count(&uncounted.succeeded)
+        };
+        let failed_total = status.failed.unwrap_or(0) + count(&uncounted.failed);
+
+        // 2. Start, suspension, success, failure.
+        if suspended {
+            if !is_true(&status, "Suspended") {
+                set_condition(
+                    &mut status,
+                    "Suspended",
+                    "True",
+                    "JobSuspended",
+                    "Job suspended",
+                );
+                self.events.normal(
+                    &object_reference(&job),
+                    "Suspended",
+                    "Suspend",
+                    "Job suspended",
+                );
+            }
+        } else {
+            if is_true(&status, "Suspended") {
+                set_condition(
+                    &mut status,
+                    "Suspended",
+                    "False",
+                    "JobResumed",
+                    "Job resumed",
+                );
+                self.events
+                    .normal(&object_reference(&job), "Resumed", "Resume", "Job resumed");
+                status.start_time = Some(now());
+            }
+            if status.start_time.is_none() {
+                status.start_time = Some(now());
+            }
+        }
+        let restarts_total: i32 = if on_failure {
+            active.iter().map(|p| restarts(p)).sum()
+        } else {
+            0
+        };
+        let mut failure = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "FailureTarget" && c.status == "True")
+            .map(|c| {
+                (
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            });
+        if failure.is_none() && failed_total + restarts_total > backoff_limit {
+            failure = Some((
+                "BackoffLimitExceeded".into(),
+                "Job has reached the specified backoff limit".into(),
+            ));
+        }
+        let mut deadline_left = None;
+        if failure.is_none()
+            && !suspended
+            && let (Some(ads), Some(start)) = (spec.active_deadline_seconds, &status.start_time)
+        {
+            let elapsed = seconds_between(start, &now());
+            if elapsed >= ads {
+                failure = Some((
+                    "DeadlineExceeded".into(),
+                    "Job was active longer than specified deadline".into(),
+                ));
+            } else {
+                deadline_left = Some(ads - elapsed);
+            }
+        }
+        let success = failure.is_none()
+            && (is_true(&status, "SuccessCriteriaMet")
+                || match completions {
+                    Some(c) => succeeded_total >= c,
+                    None => succeeded_total > 0 && active.is_empty(),
+                });
+
+        // 3. Pods.
+        let mut requeue = deadline_left.map(|s| Duration::from_secs(s.max(1) as u64));
+        let mut deleted: Vec<Arc<Pod>> = Vec::new();
+        if failure.is_some() || success || suspended {
+            deleted = self
+                .delete_pods(&job, &key_str, &pod_api, &active, active.len())
+                .await?;
+            if failure.is_some() {
+                for p in &deleted {
+                    uncounted
+                        .failed
+                        .get_or_insert_with(Vec::new)
+                        .push(p.metadata.uid.clone().unwrap_or_default());
+                }
+            }
+            to_unfinalize.extend(deleted.iter().cloned());
+        } else if self.expectations.satisfied(&key_str) {
+            requeue = self
+                .manage(
+                    &job,
+                    &key_str,
+                    &pod_api,
+                    &active,
+                    &completed,
+                    succeeded_total,
+                    parallelism,
+                )
+                .await?
+                .or(requeue);
+        }
+        let still_active = active.len() - deleted.len();
+        let terminating = pods
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_some()
+                    && !matches!(phase(p), "Succeeded" | "Failed")
+                    && !has_finalizer(p)
+            })
+            .count();
+
+        // 4. Status: first record uncounted pods, then release them, then count.
+        let ready = active.iter().filter(|p| is_ready(p)).count() as i32;
+        status.active = Some(still_active as i32);
+        status.ready = Some(if deleted.is_empty() { ready } else { 0 });
+        status.terminating = Some(terminating as i32);
+        if indexed {
+            status.completed_indexes = Some(indexes::format(&completed));
+        }
+        if !to_unfinalize.is_empty() {
+            status.uncounted_terminated_pods = Some(uncounted.clone());
+            job = self.write_status(&job, &key_str, &status).await?;
+            self.remove_finalizers(&key_str, &pod_api, &to_unfinalize)
+                .await?;
+        }
+        status.succeeded = Some(succeeded_total);
+        status.failed = Some(status.failed.unwrap_or(0) + count(&uncounted.failed));
+        status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
+        let nothing_running = still_active == 0 && terminating == 0;
+        if let Some((reason, message)) = &failure {
+            set_condition(&mut status, "FailureTarget", "True", reason, message);
+            if nothing_running && !is_true(&status, "Failed") {
+                set_condition(&mut status, "Failed", "True", reason, message);
+                self.events
+                    .warning(&object_reference(&job), reason, "Fail", message.clone());
+            }
+        } else if success {
+            let msg = "Reached expected number of succeeded pods";
+            set_condition(
+                &mut status,
+                "SuccessCriteriaMet",
+                "True",
+                "CompletionsReached",
+                msg,
+            );
+            if nothing_running && !is_true(&status, "Complete") {
+                set_condition(&mut status, "Complete", "True", "CompletionsReached", msg);
+                status.completion_time = Some(now());
+                self.events.normal(
+                    &object_reference(&job),
+                    "Completed",
+                    "Complete",
+                    "Job completed",
+                );
+            }
+        }
+        if Some(&status) != job.status.as_ref() {
+            job = self.write_status(&job, &key_str, &status).await?;
+        }
+        if finished_at(&status).is_some() {
+            return self.expire(&job, &key_str).await;
+        }
+        Ok(match requeue {
+            Some(d) => Action::RequeueAfter(d),
+            None => Action::Done,
+        })
+    }
+
+    fn note_outcomes(&self, key: &str, succeeded: usize, failed: usize) {
+        let mut backoff = lock(&self.backoff);
+        if succeeded > 0 {
+            backoff.remove(key);
+        }
+        if failed > 0 {
+            let entry = backoff.entry(key.to_owned()).or_insert(Backoff {
+                failures: 0,
+                last: Instant::now(),
+            });
+            entry.failures += failed as u32;
+            entry.last = Instant::now();
+        }
+    }
+
+    /// How long to wait before replacing failed pods (None: go ahead).
+    fn backoff_left(&self, key: &str) -> Option<Duration> {
+        let b = *lock(&self.backoff).get(key)?;
+        let exp = b.failures.saturating_sub(1).min(16);
+        let delay = BASE_BACKOFF.saturating_mul(1 << exp).min(MAX_BACKOFF);
+        delay.checked_sub(b.last.elapsed()).filter(|d| !d.is_zero())
+    }
+
+    /// Creates or deletes pods towards the wanted number of active ones.
+    /// Returns when to look again (failure backoff), if needed.
+    #[allow(clippy::too_many_arguments)]
+    async fn manage(
+        &self,
+        job: &Job,
+        key: &str,
+        api: &Api<Pod>,
+        active: &[Arc<Pod>],
+        completed: &BTreeSet<i32>,
+        succeeded: i32,
+        parallelism: i32,
+    ) -> Result<Option<Duration>, JobError> {
+        let completions = job.spec.as_ref().and_then(|s| s.completions);
+        let want = match completions {
+            None if succeeded > 0 => 0,
+            None => parallelism,
+            Some(c) => parallelism.min((c - succeeded).max(0)),
+        } as usize;
+        if active.len() > want {
+            self.delete_pods(job, key, api, active, active.len() - want)
+                .await?;
+            return Ok(None);
+        }
+        if active.len() == want {
+            return Ok(None);
+        }
+        if let Some(wait) = self.backoff_left(key) {
+            return Ok(Some(wait));
+        }
+        let count = (want - active.len()).min(BURST_REPLICAS);
+        let new_pods: Vec<Pod> = if is_indexed(job) {
+            let c = completions.unwrap_or(0);
+            let running: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p, c)).collect();
+            (0..c)
+                .filter(|i| !completed.contains(i) && !running.contains(i))
+                .take(count)
+                .map(|i| new_pod(job, Some(i)))
+                .collect()
+        } else {
+            (0..count).map(|_| new_pod(job, None)).collect()
+        };
+        let total = new_pods.len();
+        self.expectations.expect_creations(key, total);
+        let queue = Mutex::new(new_pods);
+        let (created, error) = slow_start_batch(total, || {
+            let pod = lock(&queue).pop();
+            async move {
+                let Some(pod) = pod else { return Ok(()) };
+                match api.create(&PostParams::default(), &pod).await {
+                    Ok(p) => {
+                        self.events.normal(
+                            &object_reference(job),
+                            "SuccessfulCreate",
+                            "Create",
+                            format!("Created pod: {}", p.name_any()),
+                        );
+                        Ok(())
+                    }
+                    Err(e) => {
+                        self.events.warning(
+                            &object_reference(job),
+                            "FailedCreate",
+                            "Create",
+                            format!("Error creating: {e}"),
+                        );
+                        Err(e)
+                    }
+                }
+            }
+        })
+        .await;
+        for _ in created..total {
+            self.expectations.creation_observed(key);
+        }
+        match error {
+            Some(source) => Err(Self::api_error(key, "creating pods", source)),
+            None => Ok(None),
+        }
+    }
+
+    /// Deletes `count` of the active pods (least useful first).
+    async fn delete_pods(
+        &self,
+        job: &Job,
+        key: &str,
+        api: &Api<Pod>,
+        active: &[Arc<Pod>],
+        count: usize,
+    ) -> Result<Vec<Arc<Pod>>, JobError> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let victims = pods_to_delete(active, active, count);
+        let ns = job.namespace().unwrap_or_default();
+        self.expectations.expect_deletions(
+            key,
+            victims.iter().map(|p| format!("{ns}/{}", p.name_any())),
+        );
+        for pod in &victims {
+            let name = pod.name_any();
+            match delete_pod(api, &name).await {
+                Ok(existed) => {
+                    if !existed {
+                        self.expectations
+                            .deletion_observed(key, &format!("{ns}/{name}"));
+                    }
+                    self.events.normal(
+                        &object_reference(job),
+                        "SuccessfulDelete",
+                        "Delete",
+                        format!("Deleted pod: {name}"),
+                    );
+                }
+                Err(e) => {
+                    self.expectations
+                        .deletion_observed(key, &format!("{ns}/{name}"));
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(victims)
+    }
+
+    async fn remove_finalizers(
+        &self,
+        key: &str,
+        api: &Api<Pod>,
+        pods: &[Arc<Pod>],
+    ) -> Result<(), JobError> {
+        for pod in pods {
+            let remaining: Vec<&String> = pod
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .filter(|f| *f != TRACKING_FINALIZER)
+                .collect();
+            let patch = json!({"metadata": {
+                "finalizers": remaining,
+                "resourceVersion": pod.metadata.resource_version,
+            }});
+            let result = api
+                .patch(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await;
+            match result {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    // changed under us: retry with a fresh copy
+                    let fresh = match api.get(&pod.name_any()).await {
+                        Ok(p) => p,
+                        Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                        Err(e) => return Err(Self::api_error(key, "reading a pod", e)),
+                    };
+                    let remaining: Vec<&String> = fresh
+                        .metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .filter(|f| *f != TRACKING_FINALIZER)
+                        .collect();
+                    let patch = json!({"metadata": {"finalizers": remaining}});
+                    match api
+                        .patch(
+                            &pod.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(patch),
+                        )
+                        .await
+                    {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(e) => return Err(Self::api_error(key, "removing a finalizer", e)),
+                    }
+                }
+                Err(e) => return Err(Self::api_error(key, "removing a finalizer", e)),
+            }
+            lock(&self.finalized)
+                .entry(key.to_owned())
+                .or_default()
+                .insert(pod.metadata.uid.clone().unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    async fn write_status(
+        &self,
+        job: &Job,
+        key: &str,
+        status: &JobStatus,
+    ) -> Result<Job, JobError> {
+        let api: Api<Job> =
+            Api::namespaced(self.client.clone(), &job.namespace().unwrap_or_default());
+        let mut body = job.clone();
+        body.status = Some(status.clone());
+        api.replace_status(&job.name_any(), &PostParams::default(), &body)
+            .await
+            .map_err(|e| Self::api_error(key, "updating status", e))
+    }
+
+    /// Deletes a finished Job once its ttlSecondsAfterFinished has passed.
+    async fn expire(&self, job: &Job, key: &str) -> Result<Action, JobError> {
+        let Some(ttl) = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) else {
+            return Ok(Action::Done);
+        };
+        let Some(at) = job.status.as_ref().and_then(finished_at) else {
+            return Ok(Action::Done);
+        };
+        let left = i64::from(ttl) - seconds_between(&at, &now());
+        if left > 0 {
+            return Ok(Action::RequeueAfter(Duration::from_secs(left as u64)));
+        }
+        if job.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::Done);
+        }
+        let api: Api<Job> =
+            Api::namespaced(self.client.clone(), &job.namespace().unwrap_or_default());
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Foreground),
+            preconditions: Some(kube::api::Preconditions {
+                uid: job.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&job.name_any(), &params).await {
+            Ok(_) => Ok(Action::Done),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::Done),
+            Err(e) => Err(Self::api_error(key, "deleting the expired job", e)),
+        }
+    }
+}

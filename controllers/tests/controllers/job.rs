@@ -1,0 +1,296 @@
+//! The Job controller over the real API server; the test plays the node by
+//! setting pod phases.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::support::{TestCluster, eventually};
+use super::workload_helpers::{WAIT, event_reasons, pods_owned_by, set_pod_status, template};
+
+async fn create(client: &Client, name: &str, spec: Value) -> Job {
+    let api: Api<Job> = Api::namespaced(client.clone(), "default");
+    let mut full = json!({
+        "template": template(json!({"app": name}), "busybox"),
+    });
+    full["template"]["spec"]["restartPolicy"] = json!("Never");
+    if let (Some(f), Some(s)) = (full.as_object_mut(), spec.as_object()) {
+        f.extend(s.clone());
+    }
+    let job: Job =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": full})).unwrap();
+    api.create(&PostParams::default(), &job).await.unwrap()
+}
+
+async fn get(client: &Client, name: &str) -> Job {
+    Api::<Job>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap()
+}
+
+fn condition(job: &Job, type_: &str) -> Option<(String, String)> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+fn running(pods: &[Pod]) -> Vec<&Pod> {
+    pods.iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && !matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                )
+        })
+        .collect()
+}
+
+async fn wait_running(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
+    eventually(WAIT, &format!("{count} running pods"), || async {
+        let pods = pods_owned_by(client, "default", uid).await;
+        let r: Vec<Pod> = running(&pods).into_iter().cloned().collect();
+        (r.len() == count).then_some(r)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_pods_to_completions_with_parallelism() {
+    let cluster = TestCluster::start(Some(&["job"])).await;
+    let client = cluster.client.clone();
+    let job = create(&client, "work", json!({"completions": 3, "parallelism": 2})).await;
+    let uid = job.uid().unwrap();
+    let pods = wait_running(&client, &uid, 2).await;
+    for pod in &pods {
+        assert!(pod.name_any().starts_with("work-"));
+        assert_eq!(pod.labels()["job-name"], "work");
+        assert_eq!(pod.labels()["batch.kubernetes.io/controller-uid"], uid);
+        assert!(
+            pod.finalizers()
+                .iter()
+                .any(|f| f == "batch.kubernetes.io/job-tracking")
+        );
+    }
+    eventually(WAIT, "active 2 and startTime", || async {
+        let s = get(&client, "work").await.status?;
+        (s.active == Some(2) && s.start_time.is_some()).then_some(())
+    })
+    .await;
+    set_pod_status(&client, "default", &pods[0].name_any(), "Succeeded", false).await;
+    // One more pod replaces the finished one; never more than parallelism.
+    let next = eventually(WAIT, "third pod", || async {
+        let all = pods_owned_by(&client, "default", &uid).await;
+        let r = running(&all);
+        assert!(r.len() <= 2, "parallelism exceeded");
+        (all.len() == 3 && r.len() == 2).then(|| r.iter().map(|p| p.name_any()).collect::<Vec<_>>())
+    })
+    .await;
+    for name in next {
+        set_pod_status(&client, "default", &name, "Succeeded", false).await;
+    }
+    let job = eventually(WAIT, "complete", || async {
+        let j = get(&client, "work").await;
+        (condition(&j, "Complete") == Some(("True".into(), "CompletionsReached".into())))
+            .then_some(j)
+    })
+    .await;
+    let s = job.status.clone().unwrap();
+    assert_eq!(
+        (s.succeeded, s.failed.unwrap_or(0), s.active.unwrap_or(0)),
+        (Some(3), 0, 0)
+    );
+    assert!(s.completion_time.is_some());
+    assert_eq!(condition(&job, "SuccessCriteriaMet").unwrap().0, "True");
+    assert_eq!(
+        pods_owned_by(&client, "default", &uid).await.len(),
+        3,
+        "no extra pods"
+    );
+    eventually(WAIT, "finalizers removed", || async {
+        let all = pods_owned_by(&client, "default", &uid).await;
+        all.iter().all(|p| p.finalizers().is_empty()).then_some(())
+    })
+    .await;
+    eventually(WAIT, "Completed event", || async {
+        let r = event_reasons(&client, "default", "work").await;
+        (r.iter().any(|r| r == "Completed") && r.iter().any(|r| r == "SuccessfulCreate"))
+            .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_pods_are_retried_until_the_backoff_limit() {
+    let cluster = TestCluster::start(Some(&["job"])).await;
+    let client = cluster.client.clone();
+    let job = create(&client, "flaky", json!({"backoffLimit": 1})).await;
+    let uid = job.uid().unwrap();
+    let first = wait_running(&client, &uid, 1).await;
+    set_pod_status(&client, "default", &first[0].name_any(), "Failed", false).await;
+    // The replacement comes after upstream's 10 s failure backoff.
+    let second = eventually(std::time::Duration::from_secs(30), "retry pod", || async {
+        let r = wait_running(&client, &uid, 1).await;
+        (r[0].name_any() != first[0].name_any()).then_some(r)
+    })
+    .await;
+    assert_eq!(get(&client, "flaky").await.status.unwrap().failed, Some(1));
+    set_pod_status(&client, "default", &second[0].name_any(), "Failed", false).await;
+    let job = eventually(WAIT, "failed", || async {
+        let j = get(&client, "flaky").await;
+        (condition(&j, "Failed") == Some(("True".into(), "BackoffLimitExceeded".into())))
+            .then_some(j)
+    })
+    .await;
+    assert_eq!(
+        condition(&job, "FailureTarget").unwrap().1,
+        "BackoffLimitExceeded"
+    );
+    assert_eq!(job.status.unwrap().failed, Some(2));
+    assert_eq!(pods_owned_by(&client, "default", &uid).await.len(), 2);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
+    let cluster = TestCluster::start(Some(&["job"])).await;
+    let client = cluster.client.clone();
+    let job = create(
+        &client,
+        "idx",
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed"}),
+    )
+    .await;
+    let uid = job.uid().unwrap();
+    let pods = wait_running(&client, &uid, 3).await;
+    let mut by_index = std::collections::BTreeMap::new();
+    for pod in &pods {
+        let index = pod.annotations()["batch.kubernetes.io/job-completion-index"].clone();
+        assert_eq!(
+            pod.labels()["batch.kubernetes.io/job-completion-index"],
+            index
+        );
+        assert_eq!(
+            pod.spec.as_ref().unwrap().hostname.as_deref(),
+            Some(format!("idx-{index}").as_str())
+        );
+        assert!(pod.name_any().starts_with(&format!("idx-{index}-")));
+        by_index.insert(index, pod.name_any());
+    }
+    assert_eq!(
+        by_index.keys().cloned().collect::<Vec<_>>(),
+        ["0", "1", "2"]
+    );
+    set_pod_status(&client, "default", &by_index["1"], "Succeeded", false).await;
+    eventually(WAIT, "index 1 completed", || async {
+        let s = get(&client, "idx").await.status?;
+        (s.completed_indexes.as_deref() == Some("1") && s.succeeded == Some(1)).then_some(())
+    })
+    .await;
+    set_pod_status(&client, "default", &by_index["0"], "Succeeded", false).await;
+    set_pod_status(&client, "default", &by_index["2"], "Succeeded", false).await;
+    let job = eventually(WAIT, "complete", || async {
+        let j = get(&client, "idx").await;
+        (condition(&j, "Complete").is_some_and(|c| c.0 == "True")).then_some(j)
+    })
+    .await;
+    assert_eq!(
+        job.status.unwrap().completed_indexes.as_deref(),
+        Some("0-2")
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_deadline_fails_the_job_and_removes_its_pods() {
+    let cluster = TestCluster::start(Some(&["job"])).await;
+    let client = cluster.client.clone();
+    let job = create(
+        &client,
+        "late",
+        json!({"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 2}),
+    )
+    .await;
+    let uid = job.uid().unwrap();
+    wait_running(&client, &uid, 2).await;
+    let job = eventually(WAIT, "deadline exceeded", || async {
+        let j = get(&client, "late").await;
+        (condition(&j, "Failed") == Some(("True".into(), "DeadlineExceeded".into()))).then_some(j)
+    })
+    .await;
+    let s = job.status.unwrap();
+    assert_eq!(s.active.unwrap_or(0), 0);
+    eventually(WAIT, "pods removed", || async {
+        pods_owned_by(&client, "default", &uid)
+            .await
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_jobs_run_nothing_until_resumed() {
+    let cluster = TestCluster::start(Some(&["job"])).await;
+    let client = cluster.client.clone();
+    let job = create(
+        &client,
+        "later",
+        json!({"suspend": true, "parallelism": 2, "completions": 2}),
+    )
+    .await;
+    let uid = job.uid().unwrap();
+    eventually(WAIT, "suspended", || async {
+        let j = get(&client, "later").await;
+        (condition(&j, "Suspended") == Some(("True".into(), "JobSuspended".into()))).then_some(())
+    })
+    .await;
+    assert!(pods_owned_by(&client, "default", &uid).await.is_empty());
+    Api::<Job>::namespaced(client.clone(), "default")
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": false}})),
+        )
+        .await
+        .unwrap();
+    wait_running(&client, &uid, 2).await;
+    let j = get(&client, "later").await;
+    assert_eq!(
+        condition(&j, "Suspended"),
+        Some(("False".into(), "JobResumed".into()))
+    );
+    assert!(j.status.unwrap().start_time.is_some());
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_are_deleted_after_their_ttl() {
+    let cluster = TestCluster::start(Some(&["job", "garbage-collector"])).await;
+    let client = cluster.client.clone();
+    let job = create(&client, "brief", json!({"ttlSecondsAfterFinished": 1})).await;
+    let uid = job.uid().unwrap();
+    let pods = wait_running(&client, &uid, 1).await;
+    set_pod_status(&client, "default", &pods[0].name_any(), "Succeeded", false).await;
+    eventually(WAIT, "job deleted after ttl", || async {
+        match Api::<Job>::namespaced(client.clone(), "default")
+            .get("brief")
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
+            Ok(j) if j.metadata.deletion_timestamp.is_some() => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    cluster.shutdown().await;
+}
