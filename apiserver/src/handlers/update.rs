@@ -76,7 +76,7 @@ pub(crate) async fn commit(
         return Err(WriteError::Api(invalid(info, &new, errors)));
     }
     record_manager(info, &mut new, write);
-    let new = info
+    let mut new = info
         .roundtrip(&new)
         .map_err(|e| WriteError::Api(cannot_handle(info, &e)))?;
     if dry_run {
@@ -85,6 +85,19 @@ pub(crate) async fn commit(
     if ready_to_go(info, &new) {
         return storage::delete(inner, info, key, new, old_revision).await;
     }
+    // A Service that became NodePort (or lost its address) gets what it
+    // lacks; the lock is held until the write is stored.
+    let _allocating = if info.group.is_empty() && info.resource == "services" {
+        let guard = inner.services.lock().await;
+        let others = inner.cache(info)?.snapshot();
+        inner
+            .services
+            .allocate(&mut new, others.objects.iter().filter(|(k, _)| k.as_str() != key).map(|(_, v)| &**v))
+            .map_err(|causes| WriteError::Api(invalid(info, &new, causes)))?;
+        Some(guard)
+    } else {
+        None
+    };
     storage::update(inner, info, key, new, old_revision).await
 }
 

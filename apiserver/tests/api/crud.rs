@@ -424,3 +424,21 @@ async fn the_kubernetes_service_points_at_the_advertised_address() {
     let (_, slice) = s.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes").await;
     assert_eq!(slice["endpoints"][0]["addresses"][0], "192.0.2.10");
 }
+
+#[tokio::test]
+async fn services_changed_to_node_port_get_node_ports() {
+    let s = TestServer::new().await;
+    let svc = json!({"metadata": {"name": "later"}, "spec": {"ports": [{"port": 80}]}});
+    let (_, created) = s.post("/api/v1/namespaces/default/services", svc).await;
+    assert!(created["spec"]["ports"][0].get("nodePort").is_none());
+    let (code, body) = s
+        .patch(
+            "/api/v1/namespaces/default/services/later",
+            "application/merge-patch+json",
+            json!({"spec": {"type": "NodePort"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert!(body["spec"]["ports"][0]["nodePort"].is_u64(), "{body}");
+    assert_eq!(body["spec"]["clusterIP"], created["spec"]["clusterIP"]);
+}
