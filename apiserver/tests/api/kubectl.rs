@@ -318,20 +318,32 @@ async fn kubectl_everyday_commands() {
     let apis = k.ok(&["get", "--raw", "/apis"]).await;
     assert!(apis.contains("APIGroupList"));
 
-    let watch = k
-        .run(&[
-            "-n",
-            "demo",
-            "get",
-            "cm",
-            "-w",
-            "--request-timeout=2s",
-            "-o",
-            "name",
-        ])
-        .await;
+    // `get -w` prints the current objects, then live changes.
+    let watching = k.run(&[
+        "-n",
+        "demo",
+        "get",
+        "cm",
+        "-w",
+        "--request-timeout=3s",
+        "-o",
+        "name",
+    ]);
+    let create_later = async {
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        k._server
+            .configmap("demo", "live", serde_json::json!({}))
+            .await;
+    };
+    let (watch, ()) = tokio::join!(watching, create_later);
     assert!(
         watch.stdout.contains("configmap/applied"),
+        "{}{}",
+        watch.stdout,
+        watch.stderr
+    );
+    assert!(
+        watch.stdout.contains("configmap/live"),
         "{}{}",
         watch.stdout,
         watch.stderr
