@@ -11,6 +11,7 @@
 //! (the typed CRI client) and `runtime` (the `Runtime` trait the pod workers
 //! drive).
 
+pub mod agent;
 pub mod containerd;
 pub mod cri;
 pub mod images;

@@ -69,7 +69,13 @@ impl Backoff {
     /// Asks whether `key`, which failed at `failed_at` after running for
     /// `ran`, may be retried at `now`; a `Retry` answer also records the
     /// retry (the next delay doubles).
-    pub fn check(&mut self, key: &str, failed_at: SystemTime, ran: Duration, now: SystemTime) -> Verdict {
+    pub fn check(
+        &mut self,
+        key: &str,
+        failed_at: SystemTime,
+        ran: Duration,
+        now: SystemTime,
+    ) -> Verdict {
         if ran >= self.config.reset_after {
             self.entries.remove(key);
         }
@@ -135,13 +141,26 @@ mod tests {
                 delay: Duration::from_secs(10)
             }
         );
-        assert_eq!(b.check("c", t1, short, t1 + Duration::from_secs(10)), Verdict::Retry);
+        assert_eq!(
+            b.check("c", t1, short, t1 + Duration::from_secs(10)),
+            Verdict::Retry
+        );
         let t2 = t1 + Duration::from_secs(11);
-        assert!(matches!(b.check("c", t2, short, t2), Verdict::Wait { delay, .. } if delay == Duration::from_secs(20)));
-        assert_eq!(b.check("c", t2, short, t2 + Duration::from_secs(20)), Verdict::Retry);
+        assert!(
+            matches!(b.check("c", t2, short, t2), Verdict::Wait { delay, .. } if delay == Duration::from_secs(20))
+        );
+        assert_eq!(
+            b.check("c", t2, short, t2 + Duration::from_secs(20)),
+            Verdict::Retry
+        );
         let t3 = t2 + Duration::from_secs(21);
-        assert!(matches!(b.check("c", t3, short, t3), Verdict::Wait { delay, .. } if delay == Duration::from_secs(25)));
+        assert!(
+            matches!(b.check("c", t3, short, t3), Verdict::Wait { delay, .. } if delay == Duration::from_secs(25))
+        );
         // A long run forgets the history.
-        assert_eq!(b.check("c", t3, Duration::from_secs(600), t3), Verdict::Retry);
+        assert_eq!(
+            b.check("c", t3, Duration::from_secs(600), t3),
+            Verdict::Retry
+        );
     }
 }

@@ -39,12 +39,8 @@ pub fn sandbox_config(pod: &Pod, log_root: &Path, attempt: u32) -> api::PodSandb
     let name = m.name.clone().unwrap_or_default();
     let uid = m.uid.clone().unwrap_or_default();
     let spec = pod.spec.as_ref();
-    let mut sandbox_labels: HashMap<String, String> = m
-        .labels
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
+    let mut sandbox_labels: HashMap<String, String> =
+        m.labels.clone().unwrap_or_default().into_iter().collect();
     sandbox_labels.extend(labels::pod_labels(&namespace, &name, &uid));
     let hostname = spec
         .and_then(|s| s.hostname.clone())
@@ -79,14 +75,23 @@ pub fn sandbox_config(pod: &Pod, log_root: &Path, attempt: u32) -> api::PodSandb
             namespace,
             attempt,
         }),
-        hostname: if host_network { String::new() } else { hostname },
+        hostname: if host_network {
+            String::new()
+        } else {
+            hostname
+        },
         log_directory: pod_log_dir(log_root, pod).to_string_lossy().into_owned(),
         // Without a DNS config containerd gives the pod the host's resolv.conf;
         // cluster DNS is not served yet.
         dns_config: None,
         port_mappings,
         labels: sandbox_labels,
-        annotations: m.annotations.clone().unwrap_or_default().into_iter().collect(),
+        annotations: m
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
         linux: Some(api::LinuxPodSandboxConfig {
             security_context: Some(api::LinuxSandboxSecurityContext {
                 namespace_options: Some(api::NamespaceOption {
@@ -132,7 +137,10 @@ pub struct ContainerInputs<'a> {
 }
 
 /// The CRI config of one container instance.
-pub fn container_config(container: &Container, inputs: &ContainerInputs<'_>) -> api::ContainerConfig {
+pub fn container_config(
+    container: &Container,
+    inputs: &ContainerInputs<'_>,
+) -> api::ContainerConfig {
     let m = &inputs.pod.metadata;
     let mut container_labels = labels::pod_labels(
         m.namespace.as_deref().unwrap_or("default"),
@@ -213,7 +221,13 @@ pub fn container_config(container: &Container, inputs: &ContainerInputs<'_>) -> 
                     .and_then(|s| s.run_as_group)
                     .map(|value| api::Int64Value { value }),
                 namespace_options: Some(api::NamespaceOption {
-                    network: if inputs.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false) {
+                    network: if inputs
+                        .pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.host_network)
+                        .unwrap_or(false)
+                    {
                         api::NamespaceMode::Node
                     } else {
                         api::NamespaceMode::Pod
@@ -249,11 +263,21 @@ pub fn container_config(container: &Container, inputs: &ContainerInputs<'_>) -> 
 /// CPU shares from the request, CFS quota and memory limit from the limits.
 pub fn linux_resources(container: &Container) -> api::LinuxContainerResources {
     let resources = container.resources.as_ref();
-    let request = |name: &str| resources.and_then(|r| r.requests.as_ref()).and_then(|m| m.get(name));
-    let limit = |name: &str| resources.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(name));
+    let request = |name: &str| {
+        resources
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|m| m.get(name))
+    };
+    let limit = |name: &str| {
+        resources
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|m| m.get(name))
+    };
     // A limit without a request requests the limit (API defaulting does the
     // same, but the agent may see objects from older servers).
-    let cpu_request = request("cpu").or(limit("cpu")).and_then(quantity::millicores);
+    let cpu_request = request("cpu")
+        .or(limit("cpu"))
+        .and_then(quantity::millicores);
     let shares = cpu_request
         .map(|milli| (milli * 1024 / 1000).max(MIN_SHARES))
         .unwrap_or(MIN_SHARES);
@@ -286,7 +310,10 @@ mod tests {
         assert_eq!((r.cpu_period, r.cpu_quota), (100_000, 50_000));
         assert_eq!(r.memory_limit_in_bytes, 64 << 20);
         let none = linux_resources(&Container::default());
-        assert_eq!((none.cpu_shares, none.cpu_quota, none.memory_limit_in_bytes), (2, 0, 0));
+        assert_eq!(
+            (none.cpu_shares, none.cpu_quota, none.memory_limit_in_bytes),
+            (2, 0, 0)
+        );
     }
 
     #[test]

@@ -61,11 +61,12 @@ pub async fn resolve(
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut env: Vec<(String, String)> = Vec::new();
-    let mut set = |env: &mut Vec<(String, String)>, name: String, value: String| {
-        match env.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 = value,
-            None => env.push((name, value)),
-        }
+    let set = |env: &mut Vec<(String, String)>, name: String, value: String| match env
+        .iter_mut()
+        .find(|(n, _)| *n == name)
+    {
+        Some(entry) => entry.1 = value,
+        None => env.push((name, value)),
     };
 
     for source in container.env_from.iter().flatten() {
@@ -136,13 +137,7 @@ async fn value_from(
     if let Some(key_ref) = &source.config_map_key_ref {
         let optional = key_ref.optional.unwrap_or(false);
         let data = config_map_data(configmaps, &key_ref.name, optional).await?;
-        return pick(
-            "configmap",
-            &key_ref.name,
-            &key_ref.key,
-            data,
-            optional,
-        );
+        return pick("configmap", &key_ref.name, &key_ref.key, data, optional);
     }
     if let Some(key_ref) = &source.secret_key_ref {
         let optional = key_ref.optional.unwrap_or(false);

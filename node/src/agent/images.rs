@@ -100,7 +100,10 @@ mod tests {
     fn default_policy_follows_the_tag() {
         assert_eq!(pull_policy(&container("busybox", None)), "Always");
         assert_eq!(pull_policy(&container("busybox:latest", None)), "Always");
-        assert_eq!(pull_policy(&container("skiff.local/busybox:1", None)), "IfNotPresent");
+        assert_eq!(
+            pull_policy(&container("skiff.local/busybox:1", None)),
+            "IfNotPresent"
+        );
         assert_eq!(pull_policy(&container("localhost:5000/x", None)), "Always");
         assert_eq!(pull_policy(&container("busybox", Some("Never"))), "Never");
     }

@@ -77,9 +77,23 @@ impl ProbeResults {
         let now = Instant::now();
         let mut next_due: Option<Instant> = None;
         let mut started = true;
-        if let Some((probe, due)) = self.tracker(container, container_id, running_for, now, ProbeKind::Startup) {
+        if let Some((probe, due)) = self.tracker(
+            container,
+            container_id,
+            running_for,
+            now,
+            ProbeKind::Startup,
+        ) {
             let result = self
-                .run_if_due(runtime, ProbeKind::Startup, &probe, container_id, pod_ip, due, now)
+                .run_if_due(
+                    runtime,
+                    ProbeKind::Startup,
+                    &probe,
+                    container_id,
+                    pod_ip,
+                    due,
+                    now,
+                )
                 .await;
             started = result == Some(true);
             if !started {
@@ -89,16 +103,44 @@ impl ProbeResults {
         let mut ready = started;
         let mut liveness_failed = false;
         if started {
-            if let Some((probe, due)) = self.tracker(container, container_id, running_for, now, ProbeKind::Liveness) {
+            if let Some((probe, due)) = self.tracker(
+                container,
+                container_id,
+                running_for,
+                now,
+                ProbeKind::Liveness,
+            ) {
                 let result = self
-                    .run_if_due(runtime, ProbeKind::Liveness, &probe, container_id, pod_ip, due, now)
+                    .run_if_due(
+                        runtime,
+                        ProbeKind::Liveness,
+                        &probe,
+                        container_id,
+                        pod_ip,
+                        due,
+                        now,
+                    )
                     .await;
                 liveness_failed = result == Some(false);
                 next_due = min_opt(next_due, self.due(container_id, ProbeKind::Liveness));
             }
-            if let Some((probe, due)) = self.tracker(container, container_id, running_for, now, ProbeKind::Readiness) {
+            if let Some((probe, due)) = self.tracker(
+                container,
+                container_id,
+                running_for,
+                now,
+                ProbeKind::Readiness,
+            ) {
                 let result = self
-                    .run_if_due(runtime, ProbeKind::Readiness, &probe, container_id, pod_ip, due, now)
+                    .run_if_due(
+                        runtime,
+                        ProbeKind::Readiness,
+                        &probe,
+                        container_id,
+                        pod_ip,
+                        due,
+                        now,
+                    )
                     .await;
                 ready = result == Some(true);
                 next_due = min_opt(next_due, self.due(container_id, ProbeKind::Readiness));
@@ -136,7 +178,9 @@ impl ProbeResults {
     }
 
     fn due(&self, id: &str, kind: ProbeKind) -> Option<Instant> {
-        self.trackers.get(&(id.to_string(), kind)).map(|t| t.next_due)
+        self.trackers
+            .get(&(id.to_string(), kind))
+            .map(|t| t.next_due)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -175,7 +219,8 @@ impl ProbeResults {
         }
         let result = self.trackers.get(&key).and_then(|t| t.result);
         // A startup probe that passed is never run again.
-        if kind == ProbeKind::Startup && result == Some(true)
+        if kind == ProbeKind::Startup
+            && result == Some(true)
             && let Some(t) = self.trackers.get_mut(&key)
         {
             t.next_due = now + Duration::from_secs(3600 * 24 * 365);
@@ -185,7 +230,8 @@ impl ProbeResults {
 
     /// Forgets containers that no longer run.
     pub fn retain(&mut self, live_ids: &[&str]) {
-        self.trackers.retain(|(id, _), _| live_ids.contains(&id.as_str()));
+        self.trackers
+            .retain(|(id, _), _| live_ids.contains(&id.as_str()));
     }
 }
 
@@ -197,7 +243,12 @@ fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// One probe attempt: true on success.
-pub async fn run_probe(runtime: &dyn Runtime, probe: &Probe, container_id: &str, pod_ip: &str) -> bool {
+pub async fn run_probe(
+    runtime: &dyn Runtime,
+    probe: &Probe,
+    container_id: &str,
+    pod_ip: &str,
+) -> bool {
     let timeout = secs(probe.timeout_seconds, 1).max(Duration::from_secs(1));
     if let Some(exec) = &probe.exec {
         let cmd = exec.command.clone().unwrap_or_default();
@@ -217,7 +268,11 @@ pub async fn run_probe(runtime: &dyn Runtime, probe: &Probe, container_id: &str,
             return false;
         };
         return matches!(
-            tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host.as_str(), port))).await,
+            tokio::time::timeout(
+                timeout,
+                tokio::net::TcpStream::connect((host.as_str(), port))
+            )
+            .await,
             Ok(Ok(_))
         );
     }
@@ -253,7 +308,7 @@ async fn http_get(action: &HTTPGetAction, pod_ip: &str) -> bool {
     if stream.write_all(request.as_bytes()).await.is_err() {
         return false;
     }
-    let mut head = vec![0u8; 64];
+    let mut head = [0u8; 64];
     let mut read = 0;
     while read < 12 {
         match stream.read(&mut head[read..]).await {

@@ -56,7 +56,7 @@ impl PodRuntimeView {
                 ..Default::default()
             }))
             .await?;
-        sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        sandboxes.sort_by_key(|s| std::cmp::Reverse(s.created_at));
         let listed = runtime
             .list_containers(Some(api::ContainerFilter {
                 label_selector: selector,
@@ -119,7 +119,10 @@ impl PodRuntimeView {
 
     /// Every running container instance.
     pub fn running(&self) -> impl Iterator<Item = &ContainerInstance> {
-        self.containers.values().flatten().filter(|c| c.is_running())
+        self.containers
+            .values()
+            .flatten()
+            .filter(|c| c.is_running())
     }
 
     /// Nothing of the pod exists in the runtime.

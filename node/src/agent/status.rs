@@ -194,7 +194,12 @@ fn phase(statuses: &[ContainerStatus], observed: &Observed) -> &'static str {
 
 /// The pod's status. Conditions keep their transition times when their
 /// status does not change; conditions owned by others are kept.
-pub fn pod_status(pod: &Pod, view: &PodRuntimeView, observed: &Observed, host_ip: &str) -> PodStatus {
+pub fn pod_status(
+    pod: &Pod,
+    view: &PodRuntimeView,
+    observed: &Observed,
+    host_ip: &str,
+) -> PodStatus {
     let now = Time(Timestamp::now());
     let previous = pod.status.clone().unwrap_or_default();
     let spec = pod.spec.clone().unwrap_or_default();
@@ -225,15 +230,27 @@ pub fn pod_status(pod: &Pod, view: &PodRuntimeView, observed: &Observed, host_ip
             .any(|c| c.type_ == g.condition_type && c.status == "True")
     });
     let bool_text = |b: bool| if b { "True" } else { "False" };
-    let not_ready_reason = if terminal { "PodCompleted" } else { "ContainersNotReady" };
+    let not_ready_reason = if terminal {
+        "PodCompleted"
+    } else {
+        "ContainersNotReady"
+    };
     let mut wanted: Vec<(&str, bool, Option<&str>)> = vec![
-        ("PodReadyToStartContainers", observed.sandbox_ready && !terminal, None),
+        (
+            "PodReadyToStartContainers",
+            observed.sandbox_ready && !terminal,
+            None,
+        ),
         (
             "Initialized",
             observed.initialized,
             (!observed.initialized).then_some("ContainersNotInitialized"),
         ),
-        ("Ready", containers_ready && gates_ok, Some(not_ready_reason)),
+        (
+            "Ready",
+            containers_ready && gates_ok,
+            Some(not_ready_reason),
+        ),
         ("ContainersReady", containers_ready, Some(not_ready_reason)),
         ("PodScheduled", true, None),
     ];
@@ -294,7 +311,11 @@ pub fn qos_class(pod: &Pod) -> &'static str {
     };
     let mut any = false;
     let mut guaranteed = true;
-    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
         let resources = c.resources.as_ref();
         let requests = resources.and_then(|r| r.requests.as_ref());
         let limits = resources.and_then(|r| r.limits.as_ref());
@@ -340,7 +361,11 @@ mod tests {
                 state: state as i32,
                 exit_code: exit,
                 started_at: 1_000_000_000,
-                finished_at: if state == api::ContainerState::ContainerExited { 2_000_000_000 } else { 0 },
+                finished_at: if state == api::ContainerState::ContainerExited {
+                    2_000_000_000
+                } else {
+                    0
+                },
                 ..Default::default()
             },
         }
@@ -355,21 +380,35 @@ mod tests {
 
     #[test]
     fn a_container_that_exited_zero_makes_the_pod_succeeded() {
-        let observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
+        let observed = Observed {
+            initialized: true,
+            sandbox_ready: true,
+            ..Default::default()
+        };
         let v = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
         let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
         assert_eq!(s.phase.as_deref(), Some("Succeeded"));
-        let t = s.container_statuses.unwrap()[0].state.clone().unwrap().terminated.unwrap();
+        let t = s.container_statuses.unwrap()[0]
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap();
         assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
     }
 
     #[test]
     fn a_crash_looping_container_waits_with_its_last_termination() {
-        let mut observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
+        let mut observed = Observed {
+            initialized: true,
+            sandbox_ready: true,
+            ..Default::default()
+        };
         observed.will_restart.insert("c".into());
-        observed
-            .waiting
-            .insert("c".into(), ("CrashLoopBackOff".into(), "back-off 10s".into()));
+        observed.waiting.insert(
+            "c".into(),
+            ("CrashLoopBackOff".into(), "back-off 10s".into()),
+        );
         let v = view(vec![
             instance(api::ContainerState::ContainerExited, 2, 3),
             instance(api::ContainerState::ContainerExited, 2, 2),
@@ -379,7 +418,14 @@ mod tests {
         let c = &s.container_statuses.unwrap()[0];
         assert_eq!(c.restart_count, 3);
         assert_eq!(
-            c.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(),
+            c.state
+                .as_ref()
+                .unwrap()
+                .waiting
+                .as_ref()
+                .unwrap()
+                .reason
+                .as_deref(),
             Some("CrashLoopBackOff")
         );
         let last = c.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
@@ -388,27 +434,51 @@ mod tests {
 
     #[test]
     fn readiness_comes_from_probe_health_and_conditions_follow() {
-        let mut observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
+        let mut observed = Observed {
+            initialized: true,
+            sandbox_ready: true,
+            ..Default::default()
+        };
         observed.health.insert(
             "c".into(),
-            ContainerHealth { started: true, ready: false, liveness_failed: false, next_due: None },
+            ContainerHealth {
+                started: true,
+                ready: false,
+                liveness_failed: false,
+                next_due: None,
+            },
         );
         let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
         let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
         assert_eq!(s.phase.as_deref(), Some("Running"));
-        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        let ready = s
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
         assert_eq!(ready.status, "False");
     }
 
     #[test]
     fn a_never_started_container_is_pending_with_its_reason() {
-        let mut observed = Observed { initialized: true, sandbox_ready: true, ..Default::default() };
-        observed
-            .waiting
-            .insert("c".into(), ("ErrImageNeverPull".into(), "not present".into()));
+        let mut observed = Observed {
+            initialized: true,
+            sandbox_ready: true,
+            ..Default::default()
+        };
+        observed.waiting.insert(
+            "c".into(),
+            ("ErrImageNeverPull".into(), "not present".into()),
+        );
         let s = pod_status(&pod(), &view(Vec::new()), &observed, "192.0.2.1");
         assert_eq!(s.phase.as_deref(), Some("Pending"));
-        let w = s.container_statuses.unwrap()[0].state.clone().unwrap().waiting.unwrap();
+        let w = s.container_statuses.unwrap()[0]
+            .state
+            .clone()
+            .unwrap()
+            .waiting
+            .unwrap();
         assert_eq!(w.reason.as_deref(), Some("ErrImageNeverPull"));
     }
 }

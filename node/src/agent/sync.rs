@@ -105,7 +105,11 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
     if matches!(phase, Some("Succeeded" | "Failed")) {
         // Finished: nothing may run, but containers stay for their logs.
         let view = PodRuntimeView::load(runtime, &uid).await?;
-        for s in view.sandboxes.iter().filter(|s| s.state == api::PodSandboxState::SandboxReady as i32) {
+        for s in view
+            .sandboxes
+            .iter()
+            .filter(|s| s.state == api::PodSandboxState::SandboxReady as i32)
+        {
             runtime.stop_pod_sandbox(&s.id).await?;
         }
         return Ok(Step::Continue(None));
@@ -205,7 +209,16 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                 if policy == "Never" {
                     observed.init_failed = true;
                 } else {
-                    changed |= restart_with_backoff(&starter, state, &mut observed, &mut wake, c, &i, true).await;
+                    changed |= restart_with_backoff(
+                        &starter,
+                        state,
+                        &mut observed,
+                        &mut wake,
+                        c,
+                        &i,
+                        true,
+                    )
+                    .await;
                     observed.will_restart.insert(c.name.clone());
                 }
             }
@@ -214,7 +227,7 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                 start_created(ctx, &i, &mut observed).await;
             }
             None => {
-                changed |= starter.start(state, &mut observed, c, 0, true, &view).await;
+                changed |= starter.start(state, &mut observed, c, 0, true).await;
             }
         }
         initialized = false;
@@ -226,7 +239,7 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
         for c in &spec.containers {
             match view.latest(&c.name).cloned() {
                 None => {
-                    changed |= starter.start(state, &mut observed, c, 0, false, &view).await;
+                    changed |= starter.start(state, &mut observed, c, 0, false).await;
                 }
                 Some(i) if i.is_running() => {
                     let running_for = SystemTime::now()
@@ -234,7 +247,13 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                         .unwrap_or_default();
                     let health = state
                         .probes
-                        .check(runtime, c, &i.id, pod_ip.as_deref().unwrap_or_default(), running_for)
+                        .check(
+                            runtime,
+                            c,
+                            &i.id,
+                            pod_ip.as_deref().unwrap_or_default(),
+                            running_for,
+                        )
                         .await;
                     if let Some(due) = health.next_due {
                         wake = earliest(wake, due);
@@ -255,7 +274,16 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                 Some(i) if i.is_exited() => {
                     if should_restart(&policy, i.status.exit_code) {
                         observed.will_restart.insert(c.name.clone());
-                        changed |= restart_with_backoff(&starter, state, &mut observed, &mut wake, c, &i, false).await;
+                        changed |= restart_with_backoff(
+                            &starter,
+                            state,
+                            &mut observed,
+                            &mut wake,
+                            c,
+                            &i,
+                            false,
+                        )
+                        .await;
                     }
                 }
                 Some(i) => {
@@ -291,9 +319,10 @@ fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
 
 async fn start_created(ctx: &AgentContext, instance: &ContainerInstance, observed: &mut Observed) {
     if let Err(e) = ctx.runtime.start_container(&instance.id).await {
-        observed
-            .waiting
-            .insert(instance.name.clone(), ("RunContainerError".into(), e.to_string()));
+        observed.waiting.insert(
+            instance.name.clone(),
+            ("RunContainerError".into(), e.to_string()),
+        );
     }
 }
 
@@ -315,12 +344,8 @@ async fn restart_with_backoff(
     let now = SystemTime::now();
     match state.crash.check(&container.name, finished, ran, now) {
         Verdict::Retry => {
-            let view = PodRuntimeView {
-                sandboxes: Vec::new(),
-                containers: HashMap::new(),
-            };
             let started = starter
-                .start(state, observed, container, exited.restart_count + 1, init, &view)
+                .start(state, observed, container, exited.restart_count + 1, init)
                 .await;
             if started {
                 starter.prune(&container.name, exited).await;
@@ -370,7 +395,6 @@ impl Starter<'_> {
         container: &Container,
         restart_count: u32,
         init: bool,
-        _view: &PodRuntimeView,
     ) -> bool {
         let runtime = self.ctx.runtime.as_ref();
         let mut wait = |reason: &str, message: String| {
@@ -459,13 +483,9 @@ async fn report(
     let status = status::pod_status(pod, view, observed, &ctx.host_ip);
     let phase = status.phase.clone().unwrap_or_default();
     let value = serde_json::to_value(&status).unwrap_or_default();
-    let unchanged_since_last = state.last_status.as_ref() == Some(&value);
-    let same_as_api = pod
-        .status
-        .as_ref()
-        .and_then(|s| serde_json::to_value(s).ok())
-        .is_some_and(|v| v == value);
-    if unchanged_since_last && same_as_api {
+    // Transition times are "now" until the API echoes ours back; they alone
+    // are no reason to write again.
+    if state.last_status.as_ref().map(without_times) == Some(without_times(&value)) {
         return Ok(phase);
     }
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -486,6 +506,18 @@ async fn report(
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(phase),
         Err(e) => Err(e),
     }
+}
+
+fn without_times(status: &serde_json::Value) -> serde_json::Value {
+    let mut copy = status.clone();
+    if let Some(conditions) = copy.get_mut("conditions").and_then(|c| c.as_array_mut()) {
+        for c in conditions {
+            if let Some(c) = c.as_object_mut() {
+                c.remove("lastTransitionTime");
+            }
+        }
+    }
+    copy
 }
 
 #[cfg(test)]

@@ -22,7 +22,11 @@ pub fn grace_period(pod: &Pod) -> Duration {
     let seconds = pod
         .metadata
         .deletion_grace_period_seconds
-        .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
         .unwrap_or(DEFAULT_GRACE_SECONDS)
         .max(0);
     Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
@@ -30,7 +34,12 @@ pub fn grace_period(pod: &Pod) -> Duration {
 
 /// Stops every container of the pod (running preStop hooks first), then
 /// removes its sandboxes and volumes.
-pub async fn kill_pod(ctx: &AgentContext, pod: Option<&Pod>, uid: &str, grace: Duration) -> Result<(), RuntimeError> {
+pub async fn kill_pod(
+    ctx: &AgentContext,
+    pod: Option<&Pod>,
+    uid: &str,
+    grace: Duration,
+) -> Result<(), RuntimeError> {
     let runtime = ctx.runtime.as_ref();
     let view = PodRuntimeView::load(runtime, uid).await?;
     let deadline = Instant::now() + grace;
@@ -93,7 +102,10 @@ pub async fn delete_object(ctx: &AgentContext, pod: &Pod) -> Result<(), kube::Er
         }),
         ..Default::default()
     };
-    match api.delete(pod.metadata.name.as_deref().unwrap_or_default(), &params).await {
+    match api
+        .delete(pod.metadata.name.as_deref().unwrap_or_default(), &params)
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(e) => Err(e),

@@ -36,7 +36,7 @@ pub enum VolumeError {
         /// The volume.
         volume: String,
         /// Why.
-        source: EnvError,
+        source: Box<EnvError>,
     },
     /// An item path escapes the volume.
     #[error("volume {volume}: invalid path {path:?}")]
@@ -101,7 +101,7 @@ async fn prepare_one(
     };
     let source_err = |source| VolumeError::Source {
         volume: name.clone(),
-        source,
+        source: Box::new(source),
     };
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     if let Some(host) = &volume.host_path {
@@ -129,7 +129,7 @@ async fn prepare_one(
         return Ok(dir);
     }
     let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
-    let mut default_mode = 0o644;
+    let default_mode;
     if let Some(cm) = &volume.config_map {
         default_mode = mode(cm.default_mode, 0o644);
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
@@ -260,7 +260,11 @@ fn downward_files(
 }
 
 /// Replaces the volume's content with `files` (paths relative to `dir`).
-fn write_files(volume: &str, dir: &Path, files: &[(String, Vec<u8>, u32)]) -> Result<(), VolumeError> {
+fn write_files(
+    volume: &str,
+    dir: &Path,
+    files: &[(String, Vec<u8>, u32)],
+) -> Result<(), VolumeError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| VolumeError::Io {
@@ -305,7 +309,10 @@ fn write_files(volume: &str, dir: &Path, files: &[(String, Vec<u8>, u32)]) -> Re
                 std::fs::remove_file(&p)
             };
         }
-        for entry in std::fs::read_dir(&staging).map_err(io_err(&staging))?.flatten() {
+        for entry in std::fs::read_dir(&staging)
+            .map_err(io_err(&staging))?
+            .flatten()
+        {
             let target = dir.join(entry.file_name());
             std::fs::rename(entry.path(), &target).map_err(io_err(&target))?;
         }
@@ -342,7 +349,10 @@ mod tests {
         let vol = dir.path().join("cfg");
         write_files("cfg", &vol, &[("x/y".into(), b"one".to_vec(), 0o640)]).unwrap();
         assert_eq!(std::fs::read(vol.join("x/y")).unwrap(), b"one");
-        let m = std::fs::metadata(vol.join("x/y")).unwrap().permissions().mode();
+        let m = std::fs::metadata(vol.join("x/y"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(m & 0o777, 0o640);
         write_files("cfg", &vol, &[("z".into(), b"two".to_vec(), 0o644)]).unwrap();
         assert!(!vol.join("x").exists());

@@ -1,0 +1,203 @@
+//! Facts about this machine for the Node object: name, addresses, capacity
+//! (CPU and memory from /proc, narrowed by the cgroup limits skiff runs
+//! under; disk from the agent's file system), OS and kernel, and the
+//! pressure signals behind the MemoryPressure/DiskPressure/PIDPressure
+//! conditions.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+/// Memory kept back from allocatable for the system (upstream's default
+/// hard eviction threshold).
+pub const RESERVED_MEMORY: u64 = 100 << 20;
+/// Fraction of the disk kept back from allocatable ephemeral storage.
+pub const RESERVED_DISK_FRACTION: f64 = 0.1;
+/// Pods per node.
+pub const MAX_PODS: u32 = 110;
+
+/// What the Node reports about the machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostFacts {
+    /// Host name (lowercased).
+    pub hostname: String,
+    /// The address other nodes reach this one on.
+    pub internal_ip: String,
+    /// Whole CPUs available.
+    pub cpus: u32,
+    /// Memory in bytes.
+    pub memory: u64,
+    /// Size of the agent's file system in bytes.
+    pub disk: u64,
+    /// `PRETTY_NAME` from /etc/os-release.
+    pub os_image: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// /etc/machine-id.
+    pub machine_id: String,
+    /// The boot id.
+    pub boot_id: String,
+}
+
+/// Reads the host's facts; anything unreadable gets a harmless default.
+pub fn read(agent_dir: &Path) -> HostFacts {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let hostname = {
+        let h = read("/proc/sys/kernel/hostname").to_lowercase();
+        if h.is_empty() {
+            "localhost".to_string()
+        } else {
+            h
+        }
+    };
+    HostFacts {
+        hostname,
+        internal_ip: internal_ip().to_string(),
+        cpus: cpus(),
+        memory: memory(),
+        disk: disk_size(agent_dir).0,
+        os_image: os_image(&read("/etc/os-release")),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        machine_id: read("/etc/machine-id"),
+        boot_id: read("/proc/sys/kernel/random/boot_id"),
+    }
+}
+
+/// The first non-loopback IPv4 address, else loopback.
+pub fn internal_ip() -> IpAddr {
+    if_addrs::get_if_addrs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter(|i| !i.is_loopback())
+        .map(|i| i.ip())
+        .find(|ip| ip.is_ipv4() && !ip.to_string().starts_with("169.254."))
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+fn cpus() -> u32 {
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    // cgroup v2 `cpu.max`: "quota period" or "max period".
+    let limited = std::fs::read_to_string("/sys/fs/cgroup/cpu.max")
+        .ok()
+        .and_then(|s| {
+            let mut parts = s.split_whitespace();
+            let quota: f64 = parts.next()?.parse().ok()?;
+            let period: f64 = parts.next()?.parse().ok()?;
+            Some((quota / period).ceil() as u32)
+        });
+    limited.map_or(online, |l| l.clamp(1, online))
+}
+
+fn meminfo(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+}
+
+fn memory() -> u64 {
+    let total = meminfo("MemTotal").unwrap_or(0);
+    let limit = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    limit.map_or(total, |l| l.min(total))
+}
+
+/// (size, available) of the file system holding `path`, in bytes.
+pub fn disk_size(path: &Path) -> (u64, u64) {
+    let mut probe = path.to_path_buf();
+    while !probe.exists() {
+        if !probe.pop() {
+            break;
+        }
+    }
+    let Ok(c) = std::ffi::CString::new(probe.as_os_str().as_encoded_bytes()) else {
+        return (0, 0);
+    };
+    // SAFETY: `stat` is plain data, written by statvfs; `c` is a valid
+    // NUL-terminated path for the duration of the call.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
+        return (0, 0);
+    }
+    let block = stat.f_frsize as u64;
+    (stat.f_blocks as u64 * block, stat.f_bavail as u64 * block)
+}
+
+fn os_image(os_release: &str) -> String {
+    os_release
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| "Linux".to_string())
+}
+
+/// The pressure signals, each true when under pressure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pressure {
+    /// Available memory below the reserve.
+    pub memory: bool,
+    /// Less than 10% of the disk free.
+    pub disk: bool,
+    /// More than 90% of pid_max in use.
+    pub pids: bool,
+}
+
+/// Reads the current pressure signals.
+pub fn pressure(agent_dir: &Path) -> Pressure {
+    let memory = meminfo("MemAvailable").is_some_and(|a| a < RESERVED_MEMORY);
+    let (size, available) = disk_size(agent_dir);
+    let disk = size > 0 && (available as f64) < size as f64 * RESERVED_DISK_FRACTION;
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    let pids_in_use = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                })
+                .count() as u64
+        })
+        .unwrap_or(0);
+    Pressure {
+        memory,
+        disk,
+        pids: pids_in_use * 10 > pid_max * 9,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_image_is_the_pretty_name() {
+        assert_eq!(
+            os_image("NAME=\"Debian\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
+            "Debian GNU/Linux 12 (bookworm)"
+        );
+        assert_eq!(os_image(""), "Linux");
+    }
+
+    #[test]
+    fn this_machine_has_cpus_memory_and_a_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let facts = read(dir.path());
+        assert!(facts.cpus >= 1);
+        assert!(facts.memory > RESERVED_MEMORY);
+        assert!(facts.disk > 0);
+        assert!(!facts.kernel.is_empty());
+        assert!(!pressure(dir.path()).pids);
+    }
+}

@@ -1,0 +1,248 @@
+//! The real node agent (skiff's kubelet) on containerd: it brings up the
+//! runtime, registers the Node and keeps its Lease and status fresh, waits
+//! for the pod CIDR to write the CNI network, then runs one worker per pod
+//! bound to the node, fed by a pod informer and by a relist of the runtime
+//! every second. Stopping the agent leaves containers running; a restarted
+//! agent adopts them by pod UID.
+
+pub mod backoff;
+pub mod context;
+pub mod cri_config;
+pub mod downward;
+pub mod env;
+pub mod expand;
+pub mod host;
+pub mod images;
+pub mod labels;
+pub mod logs;
+pub mod network;
+pub mod pleg;
+pub mod pod_workers;
+pub mod probes;
+pub mod quantity;
+pub mod registration;
+pub mod runtime_view;
+pub mod status;
+pub mod sync;
+pub mod termination;
+pub mod volumes;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use skiff_informer::{SharedInformerFactory, WatchConfig};
+use tokio::sync::{mpsc, watch};
+
+use crate::containerd::bringup::{BringUpError, BringUpOptions, NodeRuntime};
+use crate::containerd::config::PodCidr;
+use crate::runtime::Runtime;
+use backoff::BackoffConfig;
+use context::AgentContext;
+use downward::NodeAllocatable;
+
+/// How the agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The Node's name.
+    pub node_name: String,
+    /// How to bring up the runtime (`DATA_DIR/agent`, external endpoint...).
+    pub runtime: BringUpOptions,
+    /// The pod CIDR (`a.b.c.d/len`) to use when the control plane assigns
+    /// none within `pod_cidr_wait` (the agent then records it in the Node's
+    /// spec).
+    pub fallback_pod_cidr: String,
+    /// How long to wait for `spec.podCIDR`.
+    pub pod_cidr_wait: Duration,
+    /// CNI network name.
+    pub cni_network: String,
+    /// Linux bridge of the pod network.
+    pub cni_bridge: String,
+    /// Extra Node labels.
+    pub node_labels: BTreeMap<String, String>,
+    /// Lease renewal and node health interval.
+    pub heartbeat_interval: Duration,
+    /// How often the runtime is relisted.
+    pub relist_interval: Duration,
+    /// Container restart back-off.
+    pub crash_backoff: BackoffConfig,
+    /// Image pull back-off.
+    pub image_backoff: BackoffConfig,
+}
+
+impl AgentConfig {
+    /// Defaults for a node named `node_name` with its state in `agent_dir`.
+    pub fn new(node_name: impl Into<String>, agent_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            node_name: node_name.into(),
+            runtime: BringUpOptions::new(agent_dir),
+            fallback_pod_cidr: "10.42.0.0/24".to_string(),
+            pod_cidr_wait: Duration::from_secs(10),
+            cni_network: "skiff".into(),
+            cni_bridge: "skiff0".into(),
+            node_labels: BTreeMap::new(),
+            heartbeat_interval: Duration::from_secs(10),
+            relist_interval: Duration::from_secs(1),
+            crash_backoff: BackoffConfig::crash_loop(),
+            image_backoff: BackoffConfig::crash_loop(),
+        }
+    }
+
+    /// `DATA_DIR/agent`.
+    pub fn agent_dir(&self) -> &std::path::Path {
+        &self.runtime.agent_dir
+    }
+
+    /// Where pod log directories live (`AGENT_DIR/logs/pods`).
+    pub fn log_root(&self) -> PathBuf {
+        self.agent_dir().join("logs").join("pods")
+    }
+}
+
+/// Why the agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The runtime did not come up.
+    #[error("bringing up the container runtime: {0}")]
+    Runtime(#[from] BringUpError),
+    /// The Node could not be registered.
+    #[error("registering node {node}: {source}")]
+    Register {
+        /// The node.
+        node: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The pod informer could not start.
+    #[error("watching pods: {0}")]
+    Informer(#[from] skiff_informer::InformerError),
+    /// The CNI network could not be written.
+    #[error("configuring the pod network: {0}")]
+    Network(#[source] BringUpError),
+    /// The fallback pod CIDR is not a usable network.
+    #[error("pod CIDR: {0}")]
+    PodCidr(#[from] crate::containerd::config::ConfigError),
+}
+
+/// Runs the agent until `stop` is raised; then stops containerd (when skiff
+/// started it) and leaves pods running.
+pub async fn run(
+    client: kube::Client,
+    factory: &SharedInformerFactory,
+    config: AgentConfig,
+    stop: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    let started = std::time::Instant::now();
+    let node_runtime = NodeRuntime::start(config.runtime.clone()).await?;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        imported = node_runtime.airgap_report().imported.len(),
+        failed = node_runtime.airgap_report().failed.len(),
+        "container runtime ready"
+    );
+    let result = run_with_runtime(client, factory, &config, &node_runtime, stop).await;
+    node_runtime.shutdown().await;
+    result
+}
+
+async fn run_with_runtime(
+    client: kube::Client,
+    factory: &SharedInformerFactory,
+    config: &AgentConfig,
+    node_runtime: &NodeRuntime,
+    stop: watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    let runtime: Arc<dyn Runtime> = Arc::new(node_runtime.cri());
+    let agent_dir = config.agent_dir().to_path_buf();
+    let facts = host::read(&agent_dir);
+    let version = runtime.version().await.ok();
+    let node_name = config.node_name.clone();
+    let register_err = |source| AgentError::Register {
+        node: node_name.clone(),
+        source,
+    };
+    registration::register(
+        &client,
+        &registration::node_object(&node_name, &config.node_labels),
+    )
+    .await
+    .map_err(register_err)?;
+    let health = registration::observe(runtime.as_ref(), &agent_dir).await;
+    let status = registration::node_status(&node_name, &facts, version.as_ref(), &health, None);
+    let node = registration::write_status(&client, &node_name, &status)
+        .await
+        .map_err(register_err)?;
+    registration::renew_lease(&client, &node_name)
+        .await
+        .map_err(register_err)?;
+    tracing::info!(node = %node_name, runtime = ?version.as_ref().map(|v| v.node_runtime_version()), "node registered");
+
+    let heartbeat = registration::Heartbeat {
+        client: client.clone(),
+        runtime: runtime.clone(),
+        node_name: node_name.clone(),
+        facts: facts.clone(),
+        version,
+        agent_dir: agent_dir.clone(),
+        interval: config.heartbeat_interval,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let stop = stop.clone();
+        let previous = node.status.clone();
+        tasks.spawn(heartbeat.run(stop, previous, Some(health)));
+    }
+
+    if node_runtime.containerd_paths().is_some() {
+        let fallback: PodCidr = config.fallback_pod_cidr.parse()?;
+        let cidr = network::pod_cidr(&client, &node_name, config, fallback).await;
+        network::apply(node_runtime, config, cidr).map_err(AgentError::Network)?;
+        tracing::info!(%cidr, bridge = %config.cni_bridge, "pod network configured");
+    }
+
+    let allocatable = NodeAllocatable {
+        cpu: f64::from(facts.cpus),
+        memory: facts.memory.saturating_sub(host::RESERVED_MEMORY) as f64,
+        ephemeral_storage: facts.disk as f64 * (1.0 - host::RESERVED_DISK_FRACTION),
+    };
+    let ctx = Arc::new(AgentContext {
+        client: client.clone(),
+        runtime: runtime.clone(),
+        node_name: node_name.clone(),
+        host_ip: facts.internal_ip.clone(),
+        agent_dir: agent_dir.clone(),
+        log_root: config.log_root(),
+        allocatable,
+        crash_backoff: config.crash_backoff,
+        image_backoff: config.image_backoff,
+    });
+
+    let pods = factory
+        .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let listener = pods.add_event_handler(pod_workers::PodEvents::new(tx.clone()))?;
+    factory.start()?;
+    pods.wait_for_sync().await;
+    tracing::info!(pods = pods.cache().len(), "pod workers starting");
+    tasks.spawn(pleg::run(
+        runtime.clone(),
+        config.relist_interval,
+        tx.clone(),
+        stop.clone(),
+    ));
+    tasks.spawn(pod_workers::run(
+        ctx,
+        pods.cache().clone(),
+        tx,
+        rx,
+        stop.clone(),
+    ));
+
+    let mut stop_wait = stop;
+    let _ = stop_wait.wait_for(|s| *s).await;
+    pods.remove_event_handler(&listener);
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}

@@ -1,0 +1,431 @@
+//! The Node object and its heartbeats: registration, the status (capacity,
+//! allocatable, addresses, nodeInfo, conditions) refreshed when it changes
+//! and at least every minute, and the Lease renewed every 10 s. Ready
+//! follows the runtime's health.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use tokio::sync::watch;
+
+use super::host::{self, HostFacts, Pressure};
+use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
+
+/// The kubelet version skiff reports.
+pub const KUBELET_VERSION: &str = "v1.33.0-skiff";
+const LEASE_NAMESPACE: &str = "kube-node-lease";
+const LEASE_DURATION_SECONDS: i32 = 40;
+/// Status is written at least this often even when unchanged.
+const STATUS_REFRESH: Duration = Duration::from_secs(60);
+
+/// The pieces of the Node's status that change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeHealth {
+    /// The runtime's health, or the error reaching it.
+    pub runtime: Result<RuntimeHealth, String>,
+    /// Pressure signals.
+    pub pressure: Pressure,
+}
+
+/// The Node as registered: labels and addresses.
+pub fn node_object(name: &str, labels: &BTreeMap<String, String>) -> Node {
+    let mut all_labels: BTreeMap<String, String> = [
+        ("kubernetes.io/hostname", name),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", go_arch()),
+        ("beta.kubernetes.io/os", "linux"),
+        ("beta.kubernetes.io/arch", go_arch()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    all_labels.extend(labels.clone());
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(all_labels),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The architecture in Go's spelling, as Kubernetes labels use it.
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// The Node status.
+pub fn node_status(
+    name: &str,
+    facts: &HostFacts,
+    version: Option<&RuntimeVersion>,
+    health: &NodeHealth,
+    previous: Option<&NodeStatus>,
+) -> NodeStatus {
+    let now = Time(Timestamp::now());
+    let capacity: BTreeMap<String, Quantity> = [
+        ("cpu", facts.cpus.to_string()),
+        ("memory", format!("{}Ki", facts.memory / 1024)),
+        ("pods", host::MAX_PODS.to_string()),
+        ("ephemeral-storage", format!("{}Ki", facts.disk / 1024)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), Quantity(v)))
+    .collect();
+    let mut allocatable = capacity.clone();
+    allocatable.insert(
+        "memory".into(),
+        Quantity(format!(
+            "{}Ki",
+            facts.memory.saturating_sub(host::RESERVED_MEMORY) / 1024
+        )),
+    );
+    allocatable.insert(
+        "ephemeral-storage".into(),
+        Quantity(format!(
+            "{}",
+            (facts.disk as f64 * (1.0 - host::RESERVED_DISK_FRACTION)) as u64
+        )),
+    );
+    let (ready, ready_reason, ready_message) = match &health.runtime {
+        Ok(h) if h.is_ready() => (
+            true,
+            "KubeletReady",
+            "kubelet is posting ready status".to_string(),
+        ),
+        Ok(h) => (
+            false,
+            "KubeletNotReady",
+            format!("container runtime not ready: {}", h.message),
+        ),
+        Err(e) => (
+            false,
+            "KubeletNotReady",
+            format!("container runtime is down: {e}"),
+        ),
+    };
+    let p = health.pressure;
+    let wanted = [
+        ("Ready", ready, ready_reason, ready_message),
+        (
+            "MemoryPressure",
+            p.memory,
+            if p.memory {
+                "KubeletHasInsufficientMemory"
+            } else {
+                "KubeletHasSufficientMemory"
+            },
+            format!(
+                "kubelet has {} memory available",
+                if p.memory {
+                    "insufficient"
+                } else {
+                    "sufficient"
+                }
+            ),
+        ),
+        (
+            "DiskPressure",
+            p.disk,
+            if p.disk {
+                "KubeletHasDiskPressure"
+            } else {
+                "KubeletHasNoDiskPressure"
+            },
+            format!(
+                "kubelet has {}disk pressure",
+                if p.disk { "" } else { "no " }
+            ),
+        ),
+        (
+            "PIDPressure",
+            p.pids,
+            if p.pids {
+                "KubeletHasInsufficientPID"
+            } else {
+                "KubeletHasSufficientPID"
+            },
+            format!(
+                "kubelet has {} PID available",
+                if p.pids { "insufficient" } else { "sufficient" }
+            ),
+        ),
+    ];
+    let conditions = wanted
+        .into_iter()
+        .map(|(type_, on, reason, message)| {
+            let status = if on { "True" } else { "False" }.to_string();
+            let transition = previous
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+                .filter(|c| c.status == status)
+                .and_then(|c| c.last_transition_time.clone())
+                .unwrap_or_else(|| now.clone());
+            NodeCondition {
+                type_: type_.to_string(),
+                status,
+                reason: Some(reason.to_string()),
+                message: Some(message),
+                last_heartbeat_time: Some(now.clone()),
+                last_transition_time: Some(transition),
+            }
+        })
+        .collect();
+    NodeStatus {
+        capacity: Some(capacity),
+        allocatable: Some(allocatable),
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: facts.internal_ip.clone(),
+            },
+            NodeAddress {
+                type_: "Hostname".into(),
+                address: name.to_string(),
+            },
+        ]),
+        conditions: Some(conditions),
+        node_info: Some(NodeSystemInfo {
+            architecture: go_arch().to_string(),
+            container_runtime_version: version
+                .map(RuntimeVersion::node_runtime_version)
+                .unwrap_or_default(),
+            kubelet_version: KUBELET_VERSION.to_string(),
+            kube_proxy_version: String::new(),
+            operating_system: "linux".to_string(),
+            os_image: facts.os_image.clone(),
+            kernel_version: facts.kernel.clone(),
+            machine_id: facts.machine_id.clone(),
+            system_uuid: facts.machine_id.clone(),
+            boot_id: facts.boot_id.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Creates the Node if it does not exist.
+pub async fn register(client: &kube::Client, node: &Node) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    match nodes.create(&PostParams::default(), node).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the Node's status.
+pub async fn write_status(
+    client: &kube::Client,
+    name: &str,
+    status: &NodeStatus,
+) -> Result<Node, kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let patch = serde_json::json!({ "status": status });
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+}
+
+/// Creates or renews the node's Lease.
+pub async fn renew_lease(client: &kube::Client, node: &str) -> Result<(), kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+    let now = MicroTime(Timestamp::now());
+    let patch = serde_json::json!({ "spec": {
+        "renewTime": now, "holderIdentity": node, "leaseDurationSeconds": LEASE_DURATION_SECONDS } });
+    match leases
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(node.to_string()),
+                    namespace: Some(LEASE_NAMESPACE.to_string()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(node.to_string()),
+                    lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+                    renew_time: Some(now),
+                    ..Default::default()
+                }),
+            };
+            match leases.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the runtime's health and the host's pressure.
+pub async fn observe(runtime: &dyn Runtime, agent_dir: &std::path::Path) -> NodeHealth {
+    let runtime = runtime.health().await.map_err(|e| e.to_string());
+    NodeHealth {
+        runtime,
+        pressure: host::pressure(agent_dir),
+    }
+}
+
+/// Everything the heartbeat loop needs.
+pub struct Heartbeat {
+    /// API client.
+    pub client: kube::Client,
+    /// The runtime whose health decides Ready.
+    pub runtime: Arc<dyn Runtime>,
+    /// Node name.
+    pub node_name: String,
+    /// Host facts (fixed).
+    pub facts: HostFacts,
+    /// The runtime's version.
+    pub version: Option<RuntimeVersion>,
+    /// `DATA_DIR/agent` (its disk decides DiskPressure).
+    pub agent_dir: PathBuf,
+    /// Lease renewal and health check interval.
+    pub interval: Duration,
+}
+
+impl Heartbeat {
+    /// Renews the Lease every interval and writes the status when the
+    /// node's health changes (and every minute), until `stop` is raised.
+    pub async fn run(
+        self,
+        mut stop: watch::Receiver<bool>,
+        mut previous: Option<NodeStatus>,
+        mut last_health: Option<NodeHealth>,
+    ) {
+        let mut written = Instant::now();
+        let mut ticker = tokio::time::interval(self.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            if let Err(error) = renew_lease(&self.client, &self.node_name).await {
+                tracing::warn!(%error, "lease renewal failed");
+            }
+            let health = observe(self.runtime.as_ref(), &self.agent_dir).await;
+            if last_health.as_ref() == Some(&health) && written.elapsed() < STATUS_REFRESH {
+                continue;
+            }
+            let status = node_status(
+                &self.node_name,
+                &self.facts,
+                self.version.as_ref(),
+                &health,
+                previous.as_ref(),
+            );
+            match write_status(&self.client, &self.node_name, &status).await {
+                Ok(node) => {
+                    if last_health.as_ref().map(|h| h.runtime.is_ok())
+                        != Some(health.runtime.is_ok())
+                    {
+                        tracing::info!(runtime = ?health.runtime, "node status changed");
+                    }
+                    previous = node.status;
+                    last_health = Some(health);
+                    written = Instant::now();
+                }
+                Err(error) => tracing::warn!(%error, "node status update failed"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> HostFacts {
+        HostFacts {
+            hostname: "h".into(),
+            internal_ip: "192.0.2.7".into(),
+            cpus: 2,
+            memory: 4 << 30,
+            disk: 100 << 30,
+            os_image: "Debian".into(),
+            kernel: "6.1".into(),
+            machine_id: "m".into(),
+            boot_id: "b".into(),
+        }
+    }
+
+    #[test]
+    fn ready_follows_the_runtime_and_allocatable_is_reduced() {
+        let healthy = NodeHealth {
+            runtime: Ok(RuntimeHealth {
+                runtime_ready: true,
+                network_ready: true,
+                message: String::new(),
+            }),
+            pressure: Pressure::default(),
+        };
+        let version = RuntimeVersion {
+            runtime_name: "containerd".into(),
+            runtime_version: "1.6.20".into(),
+            runtime_api_version: "v1".into(),
+        };
+        let s = node_status("n", &facts(), Some(&version), &healthy, None);
+        let cond = |s: &NodeStatus, t: &str| {
+            s.conditions
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|c| c.type_ == t)
+                .unwrap()
+                .status
+                .clone()
+        };
+        assert_eq!(cond(&s, "Ready"), "True");
+        assert_eq!(cond(&s, "MemoryPressure"), "False");
+        assert_eq!(
+            s.node_info.as_ref().unwrap().container_runtime_version,
+            "containerd://1.6.20"
+        );
+        assert_eq!(
+            s.capacity.as_ref().unwrap()["memory"].0,
+            format!("{}Ki", 4u64 << 20)
+        );
+        assert_eq!(
+            s.allocatable.as_ref().unwrap()["memory"].0,
+            format!("{}Ki", (4u64 << 20) - 102400)
+        );
+        let down = NodeHealth {
+            runtime: Err("connection refused".into()),
+            pressure: Pressure::default(),
+        };
+        let s2 = node_status("n", &facts(), None, &down, Some(&s));
+        assert_eq!(cond(&s2, "Ready"), "False");
+        // Unchanged conditions keep their transition time.
+        let t = |s: &NodeStatus, ty: &str| {
+            s.conditions
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|c| c.type_ == ty)
+                .unwrap()
+                .last_transition_time
+                .clone()
+        };
+        assert_eq!(t(&s, "DiskPressure"), t(&s2, "DiskPressure"));
+    }
+}
