@@ -6,6 +6,8 @@
 //! It must never import the API server or the store, and never writes a pod's
 //! `spec.nodeName` any other way than through the binding subresource.
 
+#![warn(missing_docs)]
+
 pub mod algorithm;
 pub mod binding;
 pub mod cache;
