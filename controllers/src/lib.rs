@@ -11,6 +11,9 @@ pub mod endpoints;
 pub mod endpointslice;
 pub mod garbage_collector;
 pub mod namespace;
+pub mod node_ipam;
+pub mod node_lifecycle;
+pub mod podgc;
 pub mod serviceaccount;
 pub mod manager;
 pub mod job;
@@ -25,6 +28,9 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
+        manager::starter("node-lifecycle", node_lifecycle::run),
+        manager::starter("pod-garbage-collector", podgc::run),
+        manager::starter("node-ipam", node_ipam::run),
         manager::starter("job", job::run),
         manager::starter("endpoint", endpoints::run),
         manager::starter("endpointslice", endpointslice::run),

@@ -3,6 +3,9 @@
 
 mod controllers {
     pub mod support;
+    mod node_ipam;
+    mod node_lifecycle;
+    mod podgc;
     mod job;
     pub mod endpoints;
     mod endpointslice;

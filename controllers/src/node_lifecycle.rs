@@ -1,0 +1,513 @@
+//! Node lifecycle: a Node whose Lease (`kube-node-lease/<node>`) has not been
+//! renewed for the grace period (40 s by default) is unreachable: its
+//! conditions turn Unknown ("Kubelet stopped posting node status."), it gets
+//! the `node.kubernetes.io/unreachable` NoSchedule and NoExecute taints, its
+//! pods are marked not ready, and pods on it are evicted (deleted) once their
+//! toleration of the NoExecute taint runs out (300 s when they have none,
+//! which is what upstream's admission would have added). When the Lease is
+//! renewed again the taints go; the Ready condition is the node agent's to
+//! restore. A Node reporting Ready=False gets the `not-ready` taints.
+//!
+//! Staleness is judged by when this controller saw the Lease change, not by
+//! the timestamps in it, so clock skew between machines does not matter.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index};
+
+use crate::events::{EventRecorder, object_reference};
+use crate::manager::{Context, Stop, stopped};
+
+/// Taint of a node whose agent stopped reporting.
+pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+/// Taint of a node reporting Ready=False.
+pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+/// Namespace of the node Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+const NO_EXECUTE: &str = "NoExecute";
+const NO_SCHEDULE: &str = "NoSchedule";
+
+/// Settings of the node lifecycle controller.
+#[derive(Clone, Debug)]
+pub struct NodeLifecycleConfig {
+    /// A Lease not renewed for this long makes its node unreachable
+    /// (upstream's `--node-monitor-grace-period`).
+    pub grace: Duration,
+    /// How long pods without a matching toleration stay on a NoExecute-tainted node.
+    pub default_toleration: Duration,
+    /// How often nodes are checked (upstream's `--node-monitor-period`).
+    pub monitor_period: Duration,
+}
+
+impl Default for NodeLifecycleConfig {
+    fn default() -> Self {
+        Self {
+            grace: Duration::from_secs(40),
+            default_toleration: Duration::from_secs(300),
+            monitor_period: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Errors of one node's check.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeLifecycleError {
+    /// A request about `object` failed.
+    #[error("{action} {object}: {source}")]
+    Api {
+        action: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The last Lease state seen for a node and when it was seen to change.
+struct Probe {
+    renewed: Option<Timestamp>,
+    seen_at: Instant,
+}
+
+/// Runs the node lifecycle controller with default settings.
+pub async fn run(ctx: Context, stop: Stop) {
+    run_with(ctx, stop, NodeLifecycleConfig::default()).await;
+}
+
+/// Runs the node lifecycle controller with `config` until `stop`.
+pub async fn run_with(ctx: Context, stop: Stop, config: NodeLifecycleConfig) {
+    let nodes = ctx.factory.informer::<Node>();
+    let leases = ctx
+        .factory
+        .namespaced_informer::<Lease>(LEASE_NAMESPACE, WatchConfig::default());
+    let pods = ctx.factory.informer::<Pod>();
+    if let Err(error) = pods.ensure_index(NODE_NAME_INDEX, pod_node_name_index()) {
+        tracing::error!(%error, "node-lifecycle: cannot index pods by node");
+        return;
+    }
+    nodes.wait_for_sync().await;
+    leases.wait_for_sync().await;
+    pods.wait_for_sync().await;
+    let monitor = Monitor {
+        client: ctx.client.clone(),
+        events: EventRecorder::new(ctx.client.clone(), "node-controller"),
+        config,
+        pods: pods.cache().clone(),
+    };
+    let mut probes: HashMap<String, Probe> = HashMap::new();
+    loop {
+        let now = Instant::now();
+        let all = nodes.cache().list();
+        probes.retain(|name, _| all.iter().any(|n| &n.name_any() == name));
+        for node in all {
+            let name = node.name_any();
+            let renewed = leases
+                .cache()
+                .get(LEASE_NAMESPACE, &name)
+                .and_then(|l| l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0))
+                .or_else(|| {
+                    ready_condition(&node)?
+                        .last_heartbeat_time
+                        .as_ref()
+                        .map(|t| t.0)
+                });
+            let probe = probes.entry(name.clone()).or_insert(Probe {
+                renewed,
+                seen_at: now,
+            });
+            if probe.renewed != renewed {
+                probe.renewed = renewed;
+                probe.seen_at = now;
+            }
+            let stale = now.duration_since(probe.seen_at) > monitor.config.grace;
+            if let Err(error) = monitor.check(&node, stale).await {
+                tracing::warn!(node = %name, %error, "node-lifecycle: check failed");
+            }
+        }
+        tokio::select! {
+            _ = stopped(stop.clone()) => return,
+            _ = tokio::time::sleep(monitor.config.monitor_period) => {}
+        }
+    }
+}
+
+fn ready_condition(node: &Node) -> Option<&NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+}
+
+/// Conditions of a node whose agent went silent: every condition Unknown
+/// (a missing Ready added), heartbeat times kept.
+pub fn unknown_conditions(current: &[NodeCondition], now: &Time) -> Vec<NodeCondition> {
+    let mut out: Vec<NodeCondition> = current
+        .iter()
+        .map(|c| {
+            if c.status == "Unknown" {
+                return c.clone();
+            }
+            NodeCondition {
+                status: "Unknown".into(),
+                reason: Some("NodeStatusUnknown".into()),
+                message: Some("Kubelet stopped posting node status.".into()),
+                last_transition_time: Some(now.clone()),
+                ..c.clone()
+            }
+        })
+        .collect();
+    if !out.iter().any(|c| c.type_ == "Ready") {
+        out.push(NodeCondition {
+            type_: "Ready".into(),
+            status: "Unknown".into(),
+            reason: Some("NodeStatusNeverUpdated".into()),
+            message: Some("Kubelet never posted node status.".into()),
+            last_transition_time: Some(now.clone()),
+            last_heartbeat_time: None,
+        });
+    }
+    out
+}
+
+/// The taints `node` should carry for its `key`: NoSchedule and NoExecute
+/// when `wanted`, none otherwise; other taints untouched. None if no change.
+pub fn reconcile_taints(
+    current: &[Taint],
+    key: &str,
+    wanted: bool,
+    now: &Time,
+) -> Option<Vec<Taint>> {
+    let has = |effect: &str| current.iter().any(|t| t.key == key && t.effect == effect);
+    let complete = has(NO_EXECUTE) && has(NO_SCHEDULE);
+    let any = current.iter().any(|t| t.key == key);
+    if wanted == complete && (wanted || !any) {
+        return None;
+    }
+    let mut out: Vec<Taint> = current.iter().filter(|t| t.key != key).cloned().collect();
+    if wanted {
+        for effect in [NO_SCHEDULE, NO_EXECUTE] {
+            let kept = current.iter().find(|t| t.key == key && t.effect == effect);
+            out.push(kept.cloned().unwrap_or_else(|| Taint {
+                key: key.into(),
+                effect: effect.into(),
+                value: None,
+                time_added: (effect == NO_EXECUTE).then(|| now.clone()),
+            }));
+        }
+    }
+    Some(out)
+}
+
+/// Whether `toleration` tolerates `taint`.
+pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    let effect_ok = toleration
+        .effect
+        .as_deref()
+        .is_none_or(|e| e.is_empty() || e == taint.effect);
+    let key = toleration.key.as_deref().unwrap_or("");
+    let key_ok = match toleration.operator.as_deref() {
+        Some("Exists") => key.is_empty() || key == taint.key,
+        _ => {
+            key == taint.key
+                && toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
+    };
+    effect_ok && key_ok
+}
+
+/// How long `pod` may stay on a node with the NoExecute `taint`: None when a
+/// toleration has no limit; the shortest limit among matching tolerations;
+/// `default` when none matches.
+pub fn eviction_delay(pod: &Pod, taint: &Taint, default: Duration) -> Option<Duration> {
+    let matching: Vec<&Toleration> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.tolerations.iter().flatten())
+        .filter(|t| tolerates(t, taint))
+        .collect();
+    if matching.is_empty() {
+        return Some(default);
+    }
+    if matching.iter().any(|t| t.toleration_seconds.is_none()) {
+        return None;
+    }
+    matching
+        .iter()
+        .filter_map(|t| t.toleration_seconds)
+        .min()
+        .map(|s| Duration::from_secs(s.max(0) as u64))
+}
+
+struct Monitor {
+    client: kube::Client,
+    events: EventRecorder,
+    config: NodeLifecycleConfig,
+    pods: Arc<Cache<Pod>>,
+}
+
+impl Monitor {
+    async fn check(&self, node: &Node, stale: bool) -> Result<(), NodeLifecycleError> {
+        let name = node.name_any();
+        let now = Time(Timestamp::now());
+        if stale {
+            self.mark_unknown(node, &now).await?;
+        }
+        let ready_false = ready_condition(node).is_some_and(|c| c.status == "False") && !stale;
+        let mut taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        let mut changed = false;
+        for (key, wanted) in [(UNREACHABLE_TAINT, stale), (NOT_READY_TAINT, ready_false)] {
+            if let Some(next) = reconcile_taints(&taints, key, wanted, &now) {
+                taints = next;
+                changed = true;
+            }
+        }
+        if changed {
+            let api: Api<Node> = Api::all(self.client.clone());
+            let patch = serde_json::json!({
+                "metadata": { "resourceVersion": node.resource_version() },
+                "spec": { "taints": taints },
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|source| NodeLifecycleError::Api {
+                    action: "tainting node",
+                    object: name.clone(),
+                    source,
+                })?;
+        }
+        for taint in taints.iter().filter(|t| {
+            t.effect == NO_EXECUTE && (t.key == UNREACHABLE_TAINT || t.key == NOT_READY_TAINT)
+        }) {
+            self.evict(&name, taint).await?;
+        }
+        Ok(())
+    }
+
+    /// Turns the node's conditions Unknown and its pods not ready, once.
+    async fn mark_unknown(&self, node: &Node, now: &Time) -> Result<(), NodeLifecycleError> {
+        let name = node.name_any();
+        let current = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let next = unknown_conditions(&current, now);
+        if next == current {
+            return Ok(());
+        }
+        tracing::info!(node = %name, "node-lifecycle: node stopped reporting; marking it NotReady");
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = serde_json::json!({ "status": { "conditions": next } });
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| NodeLifecycleError::Api {
+                action: "marking node unknown",
+                object: name.clone(),
+                source,
+            })?;
+        self.events.normal(
+            &object_reference(node),
+            "NodeNotReady",
+            "NodeNotReady",
+            format!("Node {name} status is now: NodeNotReady"),
+        );
+        for pod in self
+            .pods
+            .by_index(NODE_NAME_INDEX, &name)
+            .unwrap_or_default()
+        {
+            self.mark_pod_not_ready(&pod, now).await?;
+        }
+        Ok(())
+    }
+
+    async fn mark_pod_not_ready(&self, pod: &Pod, now: &Time) -> Result<(), NodeLifecycleError> {
+        let Some(conditions) = pod.status.as_ref().and_then(|s| s.conditions.clone()) else {
+            return Ok(());
+        };
+        if !conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+        {
+            return Ok(());
+        }
+        let next: Vec<_> = conditions
+            .into_iter()
+            .map(|mut c| {
+                if c.type_ == "Ready" {
+                    c.status = "False".into();
+                    c.last_transition_time = Some(now.clone());
+                }
+                c
+            })
+            .collect();
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let patch = serde_json::json!({ "status": { "conditions": next } });
+        match api
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(source) => {
+                return Err(NodeLifecycleError::Api {
+                    action: "marking pod not ready",
+                    object: pod.name_any(),
+                    source,
+                });
+            }
+        }
+        self.events.warning(
+            &object_reference(pod),
+            "NodeNotReady",
+            "NodeNotReady",
+            "Node is not ready",
+        );
+        Ok(())
+    }
+
+    /// Deletes the node's pods whose toleration of `taint` ran out.
+    async fn evict(&self, node: &str, taint: &Taint) -> Result<(), NodeLifecycleError> {
+        let added = taint
+            .time_added
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_else(Timestamp::now);
+        let elapsed = Timestamp::now().duration_since(added).unsigned_abs();
+        for pod in self
+            .pods
+            .by_index(NODE_NAME_INDEX, node)
+            .unwrap_or_default()
+        {
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(delay) = eviction_delay(&pod, taint, self.config.default_toleration) else {
+                continue;
+            };
+            if elapsed < delay {
+                continue;
+            }
+            let namespace = pod.namespace().unwrap_or_default();
+            tracing::info!(pod = %pod.name_any(), %node, "node-lifecycle: evicting pod from tainted node");
+            self.events.normal(
+                &object_reference(pod.as_ref()),
+                "TaintManagerEviction",
+                "Delete",
+                format!("Marking for deletion Pod {namespace}/{}", pod.name_any()),
+            );
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+            match api.delete(&pod.name_any(), &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(source) => {
+                    return Err(NodeLifecycleError::Api {
+                        action: "evicting pod",
+                        object: pod.name_any(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn taint(key: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            effect: effect.into(),
+            ..Default::default()
+        }
+    }
+
+    fn pod_with(tolerations: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [], "tolerations": tolerations}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn eviction_delay_follows_tolerations() {
+        let t = taint(UNREACHABLE_TAINT, NO_EXECUTE);
+        let default = Duration::from_secs(300);
+        assert_eq!(
+            eviction_delay(&pod_with(json!([])), &t, default),
+            Some(default)
+        );
+        let limited = pod_with(json!([
+            {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+            {"operator": "Exists", "tolerationSeconds": 60}
+        ]));
+        assert_eq!(
+            eviction_delay(&limited, &t, default),
+            Some(Duration::from_secs(30))
+        );
+        let forever = pod_with(json!([{"key": UNREACHABLE_TAINT, "operator": "Exists"}]));
+        assert_eq!(eviction_delay(&forever, &t, default), None);
+        let other = pod_with(json!([{"key": "x", "operator": "Exists"},
+                                     {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]));
+        assert_eq!(eviction_delay(&other, &t, default), Some(default));
+    }
+
+    #[test]
+    fn taints_are_added_once_and_removed_cleanly() {
+        let now = Time(Timestamp::now());
+        let others = vec![taint("dedicated", "NoSchedule")];
+        let added = reconcile_taints(&others, UNREACHABLE_TAINT, true, &now).unwrap();
+        assert_eq!(added.len(), 3);
+        assert!(added.iter().any(|t| t.key == UNREACHABLE_TAINT
+            && t.effect == NO_EXECUTE
+            && t.time_added.is_some()));
+        assert!(reconcile_taints(&added, UNREACHABLE_TAINT, true, &now).is_none());
+        let removed = reconcile_taints(&added, UNREACHABLE_TAINT, false, &now).unwrap();
+        assert_eq!(removed, others);
+        assert!(reconcile_taints(&others, UNREACHABLE_TAINT, false, &now).is_none());
+    }
+
+    #[test]
+    fn silent_nodes_get_unknown_conditions() {
+        let now = Time(Timestamp::now());
+        let ready = NodeCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        };
+        let out = unknown_conditions(&[ready], &now);
+        assert_eq!(out[0].status, "Unknown");
+        assert_eq!(out[0].reason.as_deref(), Some("NodeStatusUnknown"));
+        assert_eq!(
+            out[0].message.as_deref(),
+            Some("Kubelet stopped posting node status.")
+        );
+        assert_eq!(unknown_conditions(&out, &now), out);
+        let never = unknown_conditions(&[], &now);
+        assert_eq!(never[0].reason.as_deref(), Some("NodeStatusNeverUpdated"));
+    }
+}

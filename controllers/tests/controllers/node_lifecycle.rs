@@ -1,0 +1,182 @@
+//! Node lifecycle: a node whose Lease stops being renewed turns Unknown and
+//! tainted, its untolerating pods are evicted, and the taints go when the
+//! Lease is renewed again.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::support::{TestCluster, eventually};
+use skiff_controllers::Context;
+use skiff_controllers::node_lifecycle::{NodeLifecycleConfig, run_with};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn ready_node(client: &kube::Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = json!({"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}
+    ]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    renew(client, name).await;
+}
+
+/// Plays the node agent's heartbeat.
+async fn renew(client: &kube::Client, name: &str) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
+                 "renewTime": MicroTime(Timestamp::now())}
+    });
+    leases
+        .patch(
+            name,
+            &PatchParams::apply("test-node"),
+            &Patch::Apply(&lease),
+        )
+        .await
+        .unwrap();
+}
+
+fn heartbeat(client: kube::Client, name: &'static str, mut stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            renew(&client, name).await;
+            tokio::select! {
+                _ = stop.changed() => {}
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+    });
+}
+
+async fn pod_on(client: &kube::Client, name: &str, node: &str, tolerations: serde_json::Value) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "tolerations": tolerations,
+                 "containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn unreachable_taints(node: &Node) -> Vec<String> {
+    let mut effects: Vec<String> = node
+        .spec
+        .iter()
+        .flat_map(|s| s.taints.iter().flatten())
+        .filter(|t| t.key == "node.kubernetes.io/unreachable")
+        .map(|t| t.effect.clone())
+        .collect();
+    effects.sort();
+    effects
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
+    let cluster = TestCluster::start(Some(&[])).await;
+    let client = cluster.client.clone();
+    ready_node(&client, "silent").await;
+    ready_node(&client, "healthy").await;
+    let (beat_stop, beat_rx) = watch::channel(false);
+    heartbeat(client.clone(), "healthy", beat_rx.clone());
+    pod_on(&client, "victim", "silent", json!([])).await;
+    pod_on(
+        &client,
+        "tolerant",
+        "silent",
+        json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]),
+    )
+    .await;
+    pod_on(&client, "bystander", "healthy", json!([])).await;
+
+    let (stop_tx, stop) = watch::channel(false);
+    let ctx = Context::new(client.clone(), cluster.factory.clone());
+    let config = NodeLifecycleConfig {
+        grace: Duration::from_secs(1),
+        default_toleration: Duration::from_secs(1),
+        monitor_period: Duration::from_millis(200),
+    };
+    let controller = tokio::spawn(run_with(ctx, stop, config));
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = eventually(WAIT, "the silent node to be tainted", || async {
+        let node = nodes.get("silent").await.unwrap();
+        (unreachable_taints(&node) == ["NoExecute", "NoSchedule"]).then_some(node)
+    })
+    .await;
+    let ready = node
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.status, "Unknown");
+    assert_eq!(ready.reason.as_deref(), Some("NodeStatusUnknown"));
+    assert_eq!(
+        ready.message.as_deref(),
+        Some("Kubelet stopped posting node status.")
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually(WAIT, "the untolerating pod to be evicted", || async {
+        let pod = pods.get_opt("victim").await.unwrap();
+        pod.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    let tolerant = pods.get("tolerant").await.unwrap();
+    assert!(tolerant.metadata.deletion_timestamp.is_none());
+    let not_ready = tolerant
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .any(|c| c.type_ == "Ready" && c.status == "False");
+    assert!(
+        not_ready,
+        "pods of an unreachable node are marked not ready"
+    );
+    let bystander = pods.get("bystander").await.unwrap();
+    assert!(bystander.metadata.deletion_timestamp.is_none());
+    assert!(unreachable_taints(&nodes.get("healthy").await.unwrap()).is_empty());
+
+    // The agent comes back: the taints go.
+    heartbeat(client.clone(), "silent", beat_rx);
+    eventually(WAIT, "the taints to be removed", || async {
+        let node = nodes.get("silent").await.unwrap();
+        unreachable_taints(&node).is_empty().then_some(())
+    })
+    .await;
+
+    let _ = beat_stop.send(true);
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    cluster.shutdown().await;
+}
