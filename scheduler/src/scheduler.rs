@@ -489,7 +489,7 @@ impl Scheduler {
             node,
             permit_wait,
             ..
-        } = *Box::new(job);
+        } = job;
         let mut st = Status::success();
         if let Some(t) = permit_wait {
             st = fwk.wait_on_permit(&pod, t).await;

@@ -120,9 +120,10 @@ impl Framework {
             out
         };
         let mut events = Vec::new();
-        for (name, pl) in &instances {
+        // Statuses carry the plugin's own name, so events are keyed by it too.
+        for pl in instances.values() {
             for ev in pl.events_to_register() {
-                events.push((registry_name(name, pl), ev));
+                events.push((pl.name(), ev));
             }
         }
         Ok(Framework {
@@ -575,11 +576,6 @@ impl Framework {
             pl.post_bind(pod, node).await;
         }
     }
-}
-
-fn registry_name(name: &str, pl: &Arc<dyn Plugin>) -> &'static str {
-    debug_assert_eq!(name, pl.name());
-    pl.name()
 }
 
 #[cfg(test)]
