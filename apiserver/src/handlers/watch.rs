@@ -37,17 +37,6 @@ fn encode(kind: &str, object: &Value) -> Bytes {
     Bytes::from(bytes)
 }
 
-/// A wire event around an object that is already JSON.
-fn frame(kind: &str, object_json: &[u8]) -> Bytes {
-    let mut bytes = Vec::with_capacity(object_json.len() + 32);
-    bytes.extend_from_slice(b"{\"type\":\"");
-    bytes.extend_from_slice(kind.as_bytes());
-    bytes.extend_from_slice(b"\",\"object\":");
-    bytes.extend_from_slice(object_json);
-    bytes.extend_from_slice(b"}\n");
-    Bytes::from(bytes)
-}
-
 /// What one watcher wants to see.
 struct Filter {
     info: Arc<ResourceInfo>,
@@ -109,7 +98,7 @@ impl Filter {
             return self.encode_served(kind, &self.info.from_storage((*event.object).clone()));
         }
         if self.info.conversion.is_none() {
-            frame(kind, event.object_json())
+            event.frame(kind)
         } else {
             encode(kind, &self.info.from_storage((*event.object).clone()))
         }

@@ -53,15 +53,32 @@ pub struct CacheEvent {
     pub object: Arc<Value>,
     /// The object before the change, when it existed.
     pub prev: Option<Arc<Value>>,
-    /// `object` serialised once, shared by every watcher that sends it as is.
-    encoded: OnceLock<Bytes>,
+    /// Wire frames of `object` as ADDED, MODIFIED and DELETED, each built
+    /// once and shared by every watcher that sends it as is.
+    encoded: [OnceLock<Bytes>; 3],
 }
 
 impl CacheEvent {
-    /// The JSON of `object`, serialised on first use.
-    pub fn object_json(&self) -> &Bytes {
-        self.encoded
-            .get_or_init(|| Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default()))
+    /// The watch frame `{"type":KIND,"object":OBJECT}\n` for `object`,
+    /// built on first use.
+    pub fn frame(&self, kind: &str) -> Bytes {
+        let slot = match kind {
+            "ADDED" => 0,
+            "MODIFIED" => 1,
+            _ => 2,
+        };
+        self.encoded[slot]
+            .get_or_init(|| {
+                let object = serde_json::to_vec(&*self.object).unwrap_or_default();
+                let mut bytes = Vec::with_capacity(object.len() + 32);
+                bytes.extend_from_slice(b"{\"type\":\"");
+                bytes.extend_from_slice(kind.as_bytes());
+                bytes.extend_from_slice(b"\",\"object\":");
+                bytes.extend_from_slice(&object);
+                bytes.extend_from_slice(b"}\n");
+                Bytes::from(bytes)
+            })
+            .clone()
     }
 }
 
@@ -182,7 +199,7 @@ impl WatchCache {
                     key,
                     object,
                     prev,
-                    encoded: OnceLock::new(),
+                    encoded: Default::default(),
                 }
             }
             ChangeKind::Delete => {
@@ -201,7 +218,7 @@ impl WatchCache {
                     key,
                     object: Arc::new(gone),
                     prev,
-                    encoded: OnceLock::new(),
+                    encoded: Default::default(),
                 }
             }
         };
