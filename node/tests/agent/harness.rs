@@ -1,0 +1,325 @@
+//! One API server plus one agent (with its own containerd, pod CIDR and
+//! bridge) per test, torn down completely afterwards.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::PostParams;
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_informer::SharedInformerFactory;
+use skiff_node::agent::{self, AgentConfig, backoff::BackoffConfig};
+use skiff_node::images;
+use skiff_node::{CriRuntime, CriTimeouts, Runtime};
+use skiff_store::{SledConfig, SledStore, Store};
+use tokio::sync::watch;
+
+pub struct TestCluster {
+    pub dir: tempfile::TempDir,
+    pub api: ApiServer,
+    pub client: kube::Client,
+    pub config: AgentConfig,
+    pub cri: CriRuntime,
+    agent: Option<RunningAgent>,
+}
+
+struct RunningAgent {
+    stop: watch::Sender<bool>,
+    factory: SharedInformerFactory,
+    task: tokio::task::JoinHandle<Result<(), agent::AgentError>>,
+}
+
+pub fn assert_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the agent tests run containerd and need root");
+}
+
+impl TestCluster {
+    /// API server, then an agent named `node-<slot>` on a pod network of its own.
+    pub async fn start(slot: u8) -> Self {
+        assert_root();
+        let dir = tempfile::Builder::new()
+            .prefix("skiff-agt-")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        let store: Arc<dyn Store> =
+            Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).expect("store"));
+        let api = ApiServer::new(store, ApiServerConfig::default())
+            .await
+            .expect("api server");
+        let client = skiff_apiserver::inprocess::client(
+            api.router(),
+            UserInfo::new("system:node:test", ["system:masters".to_string()]),
+        );
+        let pid = std::process::id();
+        let mut config = AgentConfig::new(format!("node-{slot}"), dir.path().join("agent"));
+        config.fallback_pod_cidr = format!("10.232.{}.0/24", (pid % 30) * 8 + u32::from(slot));
+        config.cni_bridge = format!("ska{}s{}", pid % 100_000, slot);
+        config.cni_network = format!("skiff-agent-test-{}", config.cni_bridge);
+        config.pod_cidr_wait = Duration::from_millis(200);
+        config.heartbeat_interval = Duration::from_secs(2);
+        config.crash_backoff = BackoffConfig {
+            initial: Duration::from_secs(2),
+            max: Duration::from_secs(4),
+            reset_after: Duration::from_secs(600),
+        };
+        let airgap = config.runtime.images_dir();
+        std::fs::create_dir_all(&airgap).expect("airgap dir");
+        images::busybox_image(
+            Path::new(images::builtin::HOST_BUSYBOX),
+            images::BUSYBOX_IMAGE,
+        )
+        .expect("busybox image")
+        .write_docker_archive(&airgap.join("busybox.tar"))
+        .expect("busybox archive");
+        let socket = config.runtime.containerd_paths().socket();
+        let cri = CriRuntime::new(&socket.to_string_lossy(), CriTimeouts::default()).expect("cri");
+        let mut cluster = Self {
+            dir,
+            api,
+            client,
+            config,
+            cri,
+            agent: None,
+        };
+        cluster.start_agent().await;
+        cluster
+    }
+
+    /// Starts the agent and waits until its Node is Ready.
+    pub async fn start_agent(&mut self) {
+        let (stop, stop_rx) = watch::channel(false);
+        let factory = SharedInformerFactory::new(self.client.clone());
+        let task = {
+            let client = self.client.clone();
+            let factory = factory.clone();
+            let config = self.config.clone();
+            tokio::spawn(async move { agent::run(client, &factory, config, stop_rx).await })
+        };
+        self.agent = Some(RunningAgent {
+            stop,
+            factory,
+            task,
+        });
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let name = self.config.node_name.clone();
+        let agent = self.agent.as_ref().expect("agent");
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            assert!(
+                !agent.task.is_finished(),
+                "agent stopped early:\n{}",
+                self.containerd_log()
+            );
+            let ready = nodes.get_opt(&name).await.ok().flatten().is_some_and(|n| {
+                n.status
+                    .and_then(|s| s.conditions)
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node never Ready:\n{}",
+                self.containerd_log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops the agent (and its containerd); pods keep running.
+    pub async fn stop_agent(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            let _ = agent.stop.send(true);
+            agent.factory.shutdown();
+            let result = tokio::time::timeout(Duration::from_secs(60), agent.task)
+                .await
+                .expect("agent stops in time")
+                .expect("agent task");
+            result.expect("agent ran without error");
+        }
+    }
+
+    pub fn containerd_log(&self) -> String {
+        let path = self.config.runtime.containerd_paths().log_file();
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// Creates a pod bound to this node from a JSON manifest.
+    pub async fn create_pod(&self, mut manifest: serde_json::Value) -> Pod {
+        manifest["spec"]["nodeName"] = serde_json::json!(self.config.node_name);
+        let pod: Pod = serde_json::from_value(manifest).expect("pod manifest");
+        self.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod")
+    }
+
+    /// Polls the pod until `check` holds.
+    pub async fn wait_pod(
+        &self,
+        name: &str,
+        timeout: Duration,
+        what: &str,
+        check: impl Fn(&Pod) -> bool,
+    ) -> Pod {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Ok(Some(pod)) = self.pods().get_opt(name).await {
+                if check(&pod) {
+                    return pod;
+                }
+                last = Some(pod);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pod {name}: timed out waiting for {what}; last status: {}",
+                serde_json::to_string_pretty(&last.and_then(|p| p.status)).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until the pod object is gone.
+    pub async fn wait_gone(&self, name: &str, timeout: Duration) -> Duration {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if self.pods().get_opt(name).await.expect("get pod").is_none() {
+                return start.elapsed();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("pod {name} not deleted within {timeout:?}");
+    }
+
+    pub fn log_root(&self) -> PathBuf {
+        self.config.log_root()
+    }
+
+    /// Removes every pod's containers, stops the agent and containerd, and
+    /// deletes the bridge.
+    pub async fn teardown(mut self) {
+        if let Ok(sandboxes) = self.cri.list_pod_sandboxes(None).await {
+            for s in sandboxes {
+                let _ = self.cri.stop_pod_sandbox(&s.id).await;
+                let _ = self.cri.remove_pod_sandbox(&s.id).await;
+            }
+        }
+        self.stop_agent().await;
+        self.api.shutdown();
+        cleanup_host(self.dir.path(), &self.config.cni_bridge);
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            let _ = agent.stop.send(true);
+            agent.task.abort();
+            cleanup_host(self.dir.path(), &self.config.cni_bridge);
+        }
+    }
+}
+
+/// Kills anything still running from `base`, unmounts, deletes the bridge.
+fn cleanup_host(base: &Path, bridge: &str) {
+    let needle = base.as_os_str().as_encoded_bytes().to_vec();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            if cmd.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                // SAFETY: kill(2) has no memory-safety preconditions.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let prefix = base.to_string_lossy().into_owned();
+    let mut points: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .filter(|p| p.starts_with(&prefix))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        if let Ok(c) = std::ffi::CString::new(p) {
+            // SAFETY: `c` is a valid NUL-terminated path for the call.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+    if Path::new("/sys/class/net").join(bridge).exists() {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "delete", bridge])
+            .status();
+    }
+}
+
+/// The runtime id of a container from its status.
+pub fn container_id(pod: &Pod, name: &str) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == name))
+        .and_then(|c| c.container_id.clone())
+        .and_then(|id| id.strip_prefix("containerd://").map(str::to_string))
+        .expect("container id in status")
+}
+
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+pub fn condition(pod: &Pod, kind: &str) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.clone())
+}
+
+pub fn container_status<'a>(
+    pod: &'a Pod,
+    name: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == name)
+}
+
+pub async fn exec(cri: &CriRuntime, id: &str, cmd: &[&str]) -> (i32, String) {
+    let cmd: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+    let out = Runtime::exec_sync(cri, id, &cmd, Duration::from_secs(20))
+        .await
+        .expect("exec");
+    (
+        out.exit_code,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}

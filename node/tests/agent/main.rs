@@ -1,0 +1,8 @@
+//! The node agent against a real containerd (started by skiff's supervisor
+//! in a temp dir) and a real in-process API server: pods run, crash, probe,
+//! read their volumes and environment, stop gracefully, and survive a
+//! restart of the agent. They need root, like containerd itself.
+
+mod harness;
+mod pods;
+mod restart;

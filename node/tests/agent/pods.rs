@@ -1,0 +1,279 @@
+//! Pods on one agent: run to completion with logs, crash-loop, volumes and
+//! env, readiness, a missing image, graceful deletion with a preStop hook.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+use skiff_node::agent::logs::{self, LogOptions, LogTarget};
+use skiff_node::images::BUSYBOX_IMAGE;
+
+use crate::harness::{TestCluster, condition, container_id, container_status, exec, phase};
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pods_run_crash_probe_and_stop_on_real_containerd() {
+    let cluster = TestCluster::start(1).await;
+
+    // The Node as registered.
+    let node = Api::<Node>::all(cluster.client.clone())
+        .get("node-1")
+        .await
+        .expect("node");
+    let status = node.status.clone().expect("node status");
+    let info = status.node_info.expect("node info");
+    assert!(
+        info.container_runtime_version
+            .starts_with("containerd://1."),
+        "{info:?}"
+    );
+    assert_eq!(info.kubelet_version, "v1.33.0-skiff");
+    let capacity = status.capacity.expect("capacity");
+    assert_eq!(capacity["pods"].0, "110");
+    assert!(capacity.contains_key("cpu") && capacity.contains_key("memory"));
+    assert_eq!(
+        node.spec.and_then(|s| s.pod_cidr).as_deref(),
+        Some(cluster.config.fallback_pod_cidr.as_str())
+    );
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        cluster.client.clone(),
+        "kube-node-lease",
+    )
+    .get("node-1")
+    .await
+    .expect("lease");
+    assert!(lease.spec.and_then(|s| s.renew_time).is_some());
+
+    Api::<ConfigMap>::namespaced(cluster.client.clone(), "default")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "settings"},
+                "data": {"greeting": "hello from a configmap", "mode": "fast"}
+            }))
+            .expect("configmap"),
+        )
+        .await
+        .expect("create configmap");
+
+    // 1. Prints and exits: Succeeded, exit 0, Completed, log content; env
+    //    from a configMapKeyRef, a fieldRef and $(VAR) expansion in args.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "hello"},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": BUSYBOX_IMAGE,
+                "command": ["sh", "-c"],
+                "args": ["echo \"$(GREETING) to $(POD_NAME) mode=$MODE\""],
+                "env": [
+                    {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "MODE", "value": "$(GREETING)!"}
+                ]
+            }]}
+        }))
+        .await;
+    let hello = cluster
+        .wait_pod("hello", LONG, "Succeeded", |p| phase(p) == "Succeeded")
+        .await;
+    let main = container_status(&hello, "main").expect("status of main");
+    let terminated = main
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("terminated");
+    assert_eq!(
+        (terminated.exit_code, terminated.reason.as_deref()),
+        (0, Some("Completed"))
+    );
+    let pod_status = hello.status.as_ref().expect("status");
+    assert!(
+        pod_status.pod_ip.is_some()
+            && pod_status.host_ip.is_some()
+            && pod_status.start_time.is_some()
+    );
+    assert_eq!(pod_status.qos_class.as_deref(), Some("BestEffort"));
+    let uid = hello.metadata.uid.clone().expect("uid");
+    let target = LogTarget {
+        log_root: &cluster.log_root(),
+        namespace: "default",
+        name: "hello",
+        uid: &uid,
+        container: "main",
+    };
+    let log = logs::read(&target, &LogOptions::default()).expect("log");
+    assert_eq!(
+        String::from_utf8_lossy(&log),
+        "hello from a configmap to hello mode=hello from a configmap!\n"
+    );
+
+    // 2. Crash loop: restartCount grows, CrashLoopBackOff with the last
+    //    termination (exit 3, Error), --previous log.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "crasher"},
+            "spec": {"containers": [{
+                "name": "c", "image": BUSYBOX_IMAGE,
+                "command": ["sh", "-c", "echo run; exit 3"]
+            }]}
+        }))
+        .await;
+    let crashing = cluster
+        .wait_pod("crasher", LONG, "CrashLoopBackOff after 2 restarts", |p| {
+            container_status(p, "c").is_some_and(|c| {
+                c.restart_count >= 2
+                    && c.state
+                        .as_ref()
+                        .and_then(|s| s.waiting.as_ref())
+                        .and_then(|w| w.reason.as_deref())
+                        == Some("CrashLoopBackOff")
+            })
+        })
+        .await;
+    let c = container_status(&crashing, "c").expect("status");
+    let last = c
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("last state");
+    assert_eq!((last.exit_code, last.reason.as_deref()), (3, Some("Error")));
+    assert_eq!(phase(&crashing), "Running");
+    let crasher_uid = crashing.metadata.uid.clone().expect("uid");
+    let previous = logs::read(
+        &LogTarget {
+            name: "crasher",
+            uid: &crasher_uid,
+            container: "c",
+            ..target.clone()
+        },
+        &LogOptions {
+            previous: true,
+            ..Default::default()
+        },
+    )
+    .expect("previous log");
+    assert_eq!(previous, b"run\n");
+
+    // 3. A configMap volume read through exec; readiness probe flips Ready.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "reader"},
+            "spec": {
+                "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}, {"name": "scratch", "emptyDir": {}}],
+                "containers": [{
+                    "name": "app", "image": BUSYBOX_IMAGE,
+                    "command": ["sh", "-c", "sleep 2; touch /scratch/ready; exec sleep 3600"],
+                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "scratch", "mountPath": "/scratch"}],
+                    "readinessProbe": {"exec": {"command": ["cat", "/scratch/ready"]}, "periodSeconds": 1, "failureThreshold": 1}
+                }]
+            }
+        }))
+        .await;
+    let running = cluster
+        .wait_pod("reader", LONG, "Running", |p| phase(p) == "Running")
+        .await;
+    let id = container_id(&running, "app");
+    let (code, out) = exec(&cluster.cri, &id, &["cat", "/etc/cfg/greeting"]).await;
+    assert_eq!((code, out.as_str()), (0, "hello from a configmap"));
+    cluster
+        .wait_pod("reader", LONG, "Ready", |p| {
+            condition(p, "Ready").as_deref() == Some("True")
+        })
+        .await;
+    let (code, _) = exec(&cluster.cri, &id, &["rm", "/scratch/ready"]).await;
+    assert_eq!(code, 0);
+    let unready = cluster
+        .wait_pod("reader", LONG, "not Ready", |p| {
+            condition(p, "Ready").as_deref() == Some("False")
+        })
+        .await;
+    assert_eq!(
+        condition(&unready, "ContainersReady").as_deref(),
+        Some("False")
+    );
+    assert_eq!(phase(&unready), "Running");
+
+    // 4. An absent image with pull policy Never.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "noimage"},
+            "spec": {"containers": [{"name": "x", "image": "skiff.local/absent:1", "imagePullPolicy": "Never"}]}
+        }))
+        .await;
+    let waiting = cluster
+        .wait_pod("noimage", LONG, "ErrImageNeverPull", |p| {
+            container_status(p, "x")
+                .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone())
+                .as_deref()
+                == Some("ErrImageNeverPull")
+        })
+        .await;
+    assert_eq!(phase(&waiting), "Pending");
+
+    // 5. Graceful deletion: preStop runs, SIGTERM ends the container well
+    //    before the grace period, the object is deleted by the agent.
+    let marker_dir = cluster.dir.path().join("prestop");
+    std::fs::create_dir_all(&marker_dir).expect("marker dir");
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "graceful"},
+            "spec": {
+                "terminationGracePeriodSeconds": 20,
+                "volumes": [{"name": "out", "hostPath": {"path": marker_dir.to_string_lossy()}}],
+                "containers": [{
+                    "name": "g", "image": BUSYBOX_IMAGE,
+                    "command": ["sh", "-c", "trap 'echo term > /out/term; exit 0' TERM; while true; do sleep 0.2; done"],
+                    "volumeMounts": [{"name": "out", "mountPath": "/out"}],
+                    "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo prestop > /out/prestop"]}}}
+                }]
+            }
+        }))
+        .await;
+    cluster
+        .wait_pod("graceful", LONG, "Running", |p| phase(p) == "Running")
+        .await;
+    cluster
+        .pods()
+        .delete("graceful", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let took = cluster.wait_gone("graceful", Duration::from_secs(40)).await;
+    assert!(
+        took < Duration::from_secs(20),
+        "deletion took {took:?}, the container ignored SIGTERM?"
+    );
+    assert_eq!(
+        std::fs::read_to_string(marker_dir.join("prestop")).expect("preStop ran"),
+        "prestop\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(marker_dir.join("term")).expect("SIGTERM seen"),
+        "term\n"
+    );
+
+    // Deleting the others removes their sandboxes from the runtime.
+    for name in ["hello", "crasher", "reader", "noimage"] {
+        cluster
+            .pods()
+            .delete(
+                name,
+                &DeleteParams {
+                    grace_period_seconds: Some(1),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("delete");
+    }
+    for name in ["hello", "crasher", "reader", "noimage"] {
+        cluster.wait_gone(name, LONG).await;
+    }
+    let left = skiff_node::Runtime::list_pod_sandboxes(&cluster.cri, None)
+        .await
+        .expect("list sandboxes");
+    assert!(left.is_empty(), "sandboxes left: {left:?}");
+    cluster.teardown().await;
+}
