@@ -3,6 +3,7 @@
 
 mod controllers {
     pub mod support;
+    mod statefulset;
     mod events;
     mod node_ipam;
     mod node_lifecycle;

@@ -1,0 +1,576 @@
+//! One sync of one StatefulSet: revisions, then one ordered step of
+//! creating, deleting or updating pods, then status.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use skiff_informer::{Action, Cache, ObjectKey};
+
+use super::revision::{REVISION_LABEL, matches, new_revision, template_of};
+use crate::controller_utils::{controller_owner_ref, controller_ref, now, workload_selector};
+use crate::events::{EventRecorder, object_reference};
+use crate::pod_control::{
+    PodControlError, claim, delete_pod, is_available, is_ready, phase, seconds_until_available,
+};
+
+/// Why a StatefulSet sync failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum StatefulSetError {
+    /// Adopting, releasing or deleting pods failed.
+    #[error(transparent)]
+    Pods(#[from] PodControlError),
+    /// An API write failed.
+    #[error("{what} for statefulset {key}: {source}")]
+    Api {
+        what: &'static str,
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A revision name is taken by a different template.
+    #[error("revision hash collision for statefulset {0}")]
+    HashCollision(String),
+}
+
+/// What a sync needs.
+pub struct Syncer {
+    pub client: Client,
+    pub sets: Arc<Cache<StatefulSet>>,
+    pub pods: Arc<Cache<Pod>>,
+    pub revisions: Arc<Cache<ControllerRevision>>,
+    pub events: EventRecorder,
+}
+
+/// The ordinal of `pod` if it is named `<set>-<n>`.
+pub fn ordinal_of(set_name: &str, pod: &Pod) -> Option<i32> {
+    pod.metadata
+        .name
+        .as_deref()?
+        .strip_prefix(set_name)?
+        .strip_prefix('-')?
+        .parse()
+        .ok()
+}
+
+fn revision_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(REVISION_LABEL)
+        .map(String::as_str)
+}
+
+fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// Running, Ready and not being deleted.
+fn healthy(pod: &Pod) -> bool {
+    phase(pod) == "Running" && is_ready(pod) && !is_terminating(pod)
+}
+
+impl Syncer {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> StatefulSetError {
+        StatefulSetError::Api {
+            what,
+            key: key.to_owned(),
+            source,
+        }
+    }
+
+    /// Syncs the StatefulSet under `key`.
+    pub async fn sync(&self, key: ObjectKey) -> Result<Action, StatefulSetError> {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let key_str = key.to_string();
+        let Some(set) = self.sets.get(&ns, &key.name) else {
+            return Ok(Action::Done);
+        };
+        let set = (*set).clone();
+        let Some(selector) = workload_selector(set.spec.as_ref().map(|s| &s.selector)) else {
+            return Ok(Action::Done);
+        };
+        let spec = set.spec.clone().unwrap_or_default();
+        let name = set.name_any();
+        let uid = set.metadata.uid.clone().unwrap_or_default();
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let deleting = set.metadata.deletion_timestamp.is_some();
+        let candidates = self.pods.list_namespace(&ns);
+        let pods = claim(
+            &pod_api,
+            &controller_owner_ref(&set),
+            deleting,
+            &selector,
+            candidates,
+        )
+        .await?;
+        let mut status = set.status.clone().unwrap_or_default();
+
+        // Revisions.
+        let mut revisions: Vec<ControllerRevision> = self
+            .revisions
+            .list_namespace(&ns)
+            .into_iter()
+            .filter(|r| controller_ref(&r.metadata).is_some_and(|o| o.uid == uid))
+            .map(|r| (*r).clone())
+            .collect();
+        revisions.sort_by_key(|r| r.revision);
+        let update = self
+            .update_revision(&set, &key_str, &mut revisions, &mut status)
+            .await?;
+        let update_name = update.metadata.name.clone().unwrap_or_default();
+        let current = status
+            .current_revision
+            .as_ref()
+            .and_then(|c| {
+                revisions
+                    .iter()
+                    .find(|r| r.metadata.name.as_ref() == Some(c))
+            })
+            .cloned()
+            .unwrap_or_else(|| update.clone());
+        let current_name = current.metadata.name.clone().unwrap_or_default();
+
+        let replicas = spec.replicas.unwrap_or(1).max(0);
+        let start = spec
+            .ordinals
+            .as_ref()
+            .and_then(|o| o.start)
+            .unwrap_or(0)
+            .max(0);
+        let end = start + replicas;
+        let parallel = spec.pod_management_policy.as_deref() == Some("Parallel");
+        let strategy = spec.update_strategy.clone().unwrap_or_default();
+        let on_delete = strategy.type_.as_deref() == Some("OnDelete");
+        let partition = strategy
+            .rolling_update
+            .as_ref()
+            .and_then(|r| r.partition)
+            .unwrap_or(0)
+            .max(0);
+        let min_ready = spec.min_ready_seconds.unwrap_or(0);
+
+        let mut by_ordinal: BTreeMap<i32, Arc<Pod>> = BTreeMap::new();
+        let mut condemned: Vec<Arc<Pod>> = Vec::new();
+        for pod in &pods {
+            match ordinal_of(&name, pod) {
+                Some(o) if (start..end).contains(&o) => {
+                    by_ordinal.insert(o, pod.clone());
+                }
+                _ => condemned.push(pod.clone()),
+            }
+        }
+        condemned.sort_by_key(|p| std::cmp::Reverse(ordinal_of(&name, p).unwrap_or(i32::MAX)));
+
+        if !deleting {
+            self.step(
+                &set,
+                &key_str,
+                &pod_api,
+                &by_ordinal,
+                &condemned,
+                (start, end, partition),
+                parallel,
+                on_delete,
+                (&current, &update),
+            )
+            .await?;
+        }
+
+        // Status over the pods as the caches show them.
+        let at = now();
+        let live: Vec<&Arc<Pod>> = pods.iter().filter(|p| !is_terminating(p)).collect();
+        status.observed_generation = set.metadata.generation;
+        status.replicas = live.len() as i32;
+        status.ready_replicas = Some(live.iter().filter(|p| is_ready(p)).count() as i32);
+        status.available_replicas = Some(
+            live.iter()
+                .filter(|p| is_available(p, min_ready, &at))
+                .count() as i32,
+        );
+        status.current_replicas = Some(
+            live.iter()
+                .filter(|p| revision_of(p) == Some(current_name.as_str()))
+                .count() as i32,
+        );
+        status.updated_replicas = Some(
+            live.iter()
+                .filter(|p| revision_of(p) == Some(update_name.as_str()))
+                .count() as i32,
+        );
+        status.current_revision = Some(current_name);
+        status.update_revision = Some(update_name.clone());
+        if !on_delete
+            && status.updated_replicas == Some(status.replicas)
+            && status.ready_replicas == Some(status.replicas)
+            && status.replicas == replicas
+        {
+            status.current_replicas = status.updated_replicas;
+            status.current_revision = Some(update_name);
+        }
+        if Some(&status) != set.status.as_ref() {
+            let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
+            let mut body = serde_json::to_value(&status).unwrap_or_default();
+            for f in [
+                "readyReplicas",
+                "availableReplicas",
+                "currentReplicas",
+                "updatedReplicas",
+            ] {
+                if body.get(f).is_none() {
+                    body[f] = json!(0);
+                }
+            }
+            match api
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": body})),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
+                Err(e) => return Err(Self::err(&key_str, "updating status", e)),
+            }
+        }
+        self.truncate_history(&set, &key_str, &revisions, &pods)
+            .await?;
+        let next = pods
+            .iter()
+            .filter_map(|p| seconds_until_available(p, min_ready, &at))
+            .min();
+        Ok(match next {
+            Some(s) => Action::RequeueAfter(Duration::from_secs(s.max(1) as u64)),
+            None => Action::Done,
+        })
+    }
+
+    /// The revision of the set's current template, created (or renumbered
+    /// as the newest) when needed.
+    async fn update_revision(
+        &self,
+        set: &StatefulSet,
+        key: &str,
+        revisions: &mut Vec<ControllerRevision>,
+        status: &mut k8s_openapi::api::apps::v1::StatefulSetStatus,
+    ) -> Result<ControllerRevision, StatefulSetError> {
+        let ns = set.namespace().unwrap_or_default();
+        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
+        let newest = revisions.last().map_or(0, |r| r.revision);
+        if let Some(i) = revisions.iter().position(|r| matches(r, set)) {
+            if revisions[i].revision == newest {
+                return Ok(revisions[i].clone());
+            }
+            let mut bumped = revisions[i].clone();
+            bumped.revision = newest + 1;
+            let updated = api
+                .replace(&bumped.name_any(), &PostParams::default(), &bumped)
+                .await
+                .map_err(|e| Self::err(key, "renumbering a revision", e))?;
+            revisions[i] = updated.clone();
+            return Ok(updated);
+        }
+        let revision = new_revision(set, newest + 1, status.collision_count);
+        match api.create(&PostParams::default(), &revision).await {
+            Ok(created) => {
+                revisions.push(created.clone());
+                Ok(created)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let existing = api
+                    .get(&revision.name_any())
+                    .await
+                    .map_err(|e| Self::err(key, "reading a revision", e))?;
+                if matches(&existing, set) {
+                    revisions.push(existing.clone());
+                    return Ok(existing);
+                }
+                status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
+                Err(StatefulSetError::HashCollision(key.to_owned()))
+            }
+            Err(e) => Err(Self::err(key, "creating a revision", e)),
+        }
+    }
+
+    /// One step towards the desired pods: create missing ordinals, remove
+    /// failed and condemned pods, update outdated ones (highest first).
+    #[allow(clippy::too_many_arguments)]
+    async fn step(
+        &self,
+        set: &StatefulSet,
+        key: &str,
+        api: &Api<Pod>,
+        by_ordinal: &BTreeMap<i32, Arc<Pod>>,
+        condemned: &[Arc<Pod>],
+        (start, end, partition): (i32, i32, i32),
+        parallel: bool,
+        on_delete: bool,
+        (current, update): (&ControllerRevision, &ControllerRevision),
+    ) -> Result<(), StatefulSetError> {
+        let update_name = update.metadata.name.clone().unwrap_or_default();
+        // Failed pods are replaced.
+        for pod in by_ordinal.values() {
+            if phase(pod) == "Failed" && !is_terminating(pod) {
+                self.delete(set, api, pod).await?;
+                if !parallel {
+                    return Ok(());
+                }
+            }
+        }
+        for ordinal in start..end {
+            match by_ordinal.get(&ordinal) {
+                None => {
+                    let (revision, rev_name) = if ordinal < start + partition {
+                        (current, current.metadata.name.clone().unwrap_or_default())
+                    } else {
+                        (update, update_name.clone())
+                    };
+                    let template = template_of(revision)
+                        .or_else(|| set.spec.as_ref().map(|s| s.template.clone()))
+                        .unwrap_or_default();
+                    self.create(set, key, api, ordinal, &template, &rev_name)
+                        .await?;
+                    if !parallel {
+                        return Ok(());
+                    }
+                }
+                Some(pod) if !parallel && !healthy(pod) => return Ok(()),
+                Some(_) => {}
+            }
+        }
+        let all_healthy = by_ordinal.values().all(|p| healthy(p));
+        for pod in condemned {
+            if is_terminating(pod) {
+                if !parallel {
+                    return Ok(());
+                }
+                continue;
+            }
+            if !parallel && !all_healthy {
+                return Ok(());
+            }
+            self.delete(set, api, pod).await?;
+            if !parallel {
+                return Ok(());
+            }
+        }
+        if on_delete || !all_healthy || by_ordinal.len() as i32 != end - start {
+            return Ok(());
+        }
+        // Rolling update: highest ordinal first, one pod at a time.
+        for ordinal in (start + partition..end).rev() {
+            if let Some(pod) = by_ordinal.get(&ordinal)
+                && revision_of(pod) != Some(update_name.as_str())
+            {
+                self.delete(set, api, pod).await?;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn create(
+        &self,
+        set: &StatefulSet,
+        key: &str,
+        api: &Api<Pod>,
+        ordinal: i32,
+        template: &PodTemplateSpec,
+        revision: &str,
+    ) -> Result<(), StatefulSetError> {
+        let set_name = set.name_any();
+        let ns = set.namespace().unwrap_or_default();
+        let pod_name = format!("{set_name}-{ordinal}");
+        let spec = set.spec.clone().unwrap_or_default();
+        let mut claims: HashMap<String, String> = HashMap::new();
+        let pvc_api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        for claim_template in spec.volume_claim_templates.iter().flatten() {
+            let template_name = claim_template.metadata.name.clone().unwrap_or_default();
+            let claim_name = format!("{template_name}-{pod_name}");
+            let mut labels = claim_template.metadata.labels.clone().unwrap_or_default();
+            labels.extend(spec.selector.match_labels.clone().unwrap_or_default());
+            let pvc = PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some(claim_name.clone()),
+                    namespace: Some(ns.clone()),
+                    labels: Some(labels),
+                    annotations: claim_template.metadata.annotations.clone(),
+                    ..Default::default()
+                },
+                spec: claim_template.spec.clone(),
+                status: None,
+            };
+            match pvc_api.create(&PostParams::default(), &pvc).await {
+                Ok(_) => self.events.normal(
+                    &object_reference(set),
+                    "SuccessfulCreate",
+                    "Create",
+                    format!(
+                        "create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"
+                    ),
+                ),
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => {
+                    self.events.warning(
+                        &object_reference(set),
+                        "FailedCreate",
+                        "Create",
+                        format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {e}"),
+                    );
+                    return Err(Self::err(key, "creating a claim", e));
+                }
+            }
+            claims.insert(template_name, claim_name);
+        }
+        let meta = template.metadata.clone().unwrap_or_default();
+        let mut labels = meta.labels.unwrap_or_default();
+        labels.insert(
+            "statefulset.kubernetes.io/pod-name".into(),
+            pod_name.clone(),
+        );
+        labels.insert("apps.kubernetes.io/pod-index".into(), ordinal.to_string());
+        labels.insert(REVISION_LABEL.into(), revision.to_owned());
+        let mut pod_spec = template.spec.clone().unwrap_or_default();
+        pod_spec.hostname = Some(pod_name.clone());
+        if let Some(service) = spec.service_name.clone().filter(|s| !s.is_empty()) {
+            pod_spec.subdomain = Some(service);
+        }
+        let volumes = pod_spec.volumes.get_or_insert_with(Vec::new);
+        for (volume, claim_name) in &claims {
+            volumes.retain(|v| &v.name != volume);
+            volumes.push(Volume {
+                name: volume.clone(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim_name.clone(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            });
+        }
+        if volumes.is_empty() {
+            pod_spec.volumes = None;
+        }
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(pod_name.clone()),
+                namespace: Some(ns),
+                labels: Some(labels),
+                annotations: meta.annotations,
+                owner_references: Some(vec![controller_owner_ref(set)]),
+                ..Default::default()
+            },
+            spec: Some(pod_spec),
+            status: None,
+        };
+        match api.create(&PostParams::default(), &pod).await {
+            Ok(_) => {
+                self.events.normal(
+                    &object_reference(set),
+                    "SuccessfulCreate",
+                    "Create",
+                    format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
+                );
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => {
+                self.events.warning(
+                    &object_reference(set),
+                    "FailedCreate",
+                    "Create",
+                    format!("create Pod {pod_name} in StatefulSet {set_name} failed error: {e}"),
+                );
+                Err(Self::err(key, "creating a pod", e))
+            }
+        }
+    }
+
+    async fn delete(
+        &self,
+        set: &StatefulSet,
+        api: &Api<Pod>,
+        pod: &Pod,
+    ) -> Result<(), StatefulSetError> {
+        let pod_name = pod.name_any();
+        delete_pod(api, &pod_name).await?;
+        self.events.normal(
+            &object_reference(set),
+            "SuccessfulDelete",
+            "Delete",
+            format!(
+                "delete Pod {pod_name} in StatefulSet {} successful",
+                set.name_any()
+            ),
+        );
+        Ok(())
+    }
+
+    /// Deletes the oldest revisions no pod uses beyond revisionHistoryLimit.
+    async fn truncate_history(
+        &self,
+        set: &StatefulSet,
+        key: &str,
+        revisions: &[ControllerRevision],
+        pods: &[Arc<Pod>],
+    ) -> Result<(), StatefulSetError> {
+        let limit = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10)
+            .max(0) as usize;
+        let status = set.status.clone().unwrap_or_default();
+        let live: Vec<&ControllerRevision> = revisions
+            .iter()
+            .filter(|r| {
+                let name = r.metadata.name.as_deref();
+                name != status.current_revision.as_deref()
+                    && name != status.update_revision.as_deref()
+                    && !pods.iter().any(|p| revision_of(p) == name)
+                    && revisions.last().map(|l| l.revision) != Some(r.revision)
+            })
+            .collect();
+        if live.len() <= limit {
+            return Ok(());
+        }
+        let api: Api<ControllerRevision> =
+            Api::namespaced(self.client.clone(), &set.namespace().unwrap_or_default());
+        for r in &live[..live.len() - limit] {
+            match api.delete(&r.name_any(), &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(Self::err(key, "deleting an old revision", e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_come_from_names() {
+        let pod = |n: &str| Pod {
+            metadata: ObjectMeta {
+                name: Some(n.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(ordinal_of("web", &pod("web-3")), Some(3));
+        assert_eq!(ordinal_of("web", &pod("web-x")), None);
+        assert_eq!(ordinal_of("web", &pod("webby-1")), None);
+        assert_eq!(ordinal_of("web", &pod("web-api-1")), None);
+    }
+}
