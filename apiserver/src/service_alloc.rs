@@ -166,6 +166,12 @@ impl ServiceAllocator {
             }
             if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
                 for (i, port) in ports.iter_mut().enumerate() {
+                    // 0 is Go's "unset" (protobuf bodies carry it explicitly).
+                    if port["nodePort"] == 0
+                        && let Some(p) = port.as_object_mut()
+                    {
+                        p.remove("nodePort");
+                    }
                     match port["nodePort"].as_u64() {
                         Some(wanted) => {
                             let ok = u16::try_from(wanted)
@@ -240,7 +246,7 @@ pub fn keep_allocations(old: &Value, new: &mut Value) {
     let old_ports = old_spec["ports"].as_array().cloned().unwrap_or_default();
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for port in ports {
-            if port.get("nodePort").is_some() {
+            if port.get("nodePort").is_some_and(|p| *p != 0) {
                 continue;
             }
             let protocol = |p: &Value| p["protocol"].as_str().unwrap_or("TCP").to_string();
@@ -283,6 +289,14 @@ mod tests {
         assert!(errors[0].render().contains("already allocated"));
         let mut outside = json!({"spec": {"clusterIP": "192.168.0.1"}});
         assert!(a.allocate(&mut outside, existing.iter()).is_err());
+        let mut zero = json!({"spec": {"type": "NodePort", "ports": [{"port": 9, "nodePort": 0}]}});
+        let fresh: Vec<Value> = Vec::new();
+        a.allocate(&mut zero, fresh.iter()).unwrap();
+        assert!(
+            zero["spec"]["ports"][0]["nodePort"]
+                .as_u64()
+                .is_some_and(|p| p >= 30000)
+        );
         let mut headless = json!({"spec": {"clusterIP": "None"}});
         a.allocate(&mut headless, existing.iter()).unwrap();
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));

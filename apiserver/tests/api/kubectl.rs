@@ -175,6 +175,24 @@ async fn kubectl_everyday_commands() {
         ])
         .await;
     assert_eq!(port, "8080");
+    let node_port_svc = [
+        "-n",
+        "demo",
+        "create",
+        "service",
+        "nodeport",
+        "np",
+        "--tcp=81:8081",
+    ];
+    k.ok(&node_port_svc).await;
+    let node_port_path = "jsonpath={.spec.ports[0].nodePort}";
+    let node_port = k
+        .ok(&["-n", "demo", "get", "svc", "np", "-o", node_port_path])
+        .await;
+    assert!(
+        node_port.parse::<u16>().is_ok_and(|p| p >= 30000),
+        "{node_port}"
+    );
     let json = k
         .ok(&["-n", "demo", "get", "configmap", "cfg", "-o", "json"])
         .await;
