@@ -59,3 +59,28 @@ pub trait Preemptor: Send + Sync {
     /// Clears `status.nominatedNodeName` of a pod whose nomination was taken.
     async fn clear_nomination(&self, pod: &Pod) -> Result<(), ApiError>;
 }
+
+/// Annotation asking the provisioner to create a volume for a claim on a node.
+pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+
+/// Writes the scheduler's node choice onto `WaitForFirstConsumer` claims.
+#[async_trait]
+pub trait ClaimAnnotator: Send + Sync {
+    /// Sets the `volume.kubernetes.io/selected-node` annotation on a claim.
+    async fn select_node(&self, namespace: &str, claim: &str, node: &str) -> Result<(), ApiError>;
+}
+
+/// A `ClaimAnnotator` for clusters without dynamic provisioning: does nothing.
+pub struct NoClaimAnnotator;
+
+#[async_trait]
+impl ClaimAnnotator for NoClaimAnnotator {
+    async fn select_node(
+        &self,
+        _namespace: &str,
+        _claim: &str,
+        _node: &str,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+}

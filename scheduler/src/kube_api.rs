@@ -4,12 +4,16 @@
 //! and graceful deletes of preemption victims.
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Binding, Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Binding, Event, EventSource, ObjectReference, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
-use crate::binding::{ApiError, Binder, Outcome, Preemptor, StatusReporter};
+use crate::binding::{
+    ApiError, Binder, ClaimAnnotator, Outcome, Preemptor, SELECTED_NODE_ANNOTATION, StatusReporter,
+};
 
 /// Scheduler writes through a kube client.
 #[derive(Clone)]
@@ -223,6 +227,18 @@ impl Preemptor for KubeApi {
     }
 }
 
+#[async_trait]
+impl ClaimAnnotator for KubeApi {
+    async fn select_node(&self, namespace: &str, claim: &str, node: &str) -> Result<(), ApiError> {
+        let patch = serde_json::json!({ "metadata": { "annotations": { SELECTED_NODE_ANNOTATION: node } } });
+        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace)
+            .patch(claim, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(map_err)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -252,6 +268,8 @@ mod tests {
                 let body = if status < 300 && path.ends_with("/events") {
                     // Created objects echo back.
                     String::from_utf8_lossy(&bytes).into_owned()
+                } else if status < 300 && path.contains("/persistentvolumeclaims/") {
+                    r#"{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data","namespace":"default"}}"#.to_string()
                 } else if status < 300 {
                     r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"default"}}"#.to_string()
                 } else {
@@ -328,6 +346,27 @@ mod tests {
             "0/1 nodes are available: 1 Insufficient cpu."
         );
         assert_eq!(seen[1].2["involvedObject"]["name"], "p");
+    }
+
+    #[tokio::test]
+    async fn selected_node_annotation_is_a_merge_patch() {
+        let (c, seen) = client(200);
+        KubeApi::new(c, "default-scheduler")
+            .select_node("default", "data", "n1")
+            .await
+            .unwrap();
+        let seen = seen.lock();
+        assert_eq!(
+            (seen[0].0.as_str(), seen[0].1.as_str()),
+            (
+                "PATCH",
+                "/api/v1/namespaces/default/persistentvolumeclaims/data"
+            )
+        );
+        assert_eq!(
+            seen[0].2["metadata"]["annotations"]["volume.kubernetes.io/selected-node"],
+            "n1"
+        );
     }
 
     #[tokio::test]

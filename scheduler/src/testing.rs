@@ -479,6 +479,23 @@ pub struct FakeApi {
     pub cleared: parking_lot::Mutex<Vec<String>>,
     /// Number of upcoming binds to fail.
     pub fail_binds: std::sync::atomic::AtomicUsize,
+    /// (namespace/claim, node) per selected-node annotation.
+    pub selected_nodes: parking_lot::Mutex<Vec<(String, String)>>,
+}
+
+#[async_trait::async_trait]
+impl crate::binding::ClaimAnnotator for FakeApi {
+    async fn select_node(
+        &self,
+        namespace: &str,
+        claim: &str,
+        node: &str,
+    ) -> Result<(), crate::binding::ApiError> {
+        self.selected_nodes
+            .lock()
+            .push((format!("{namespace}/{claim}"), node.to_string()));
+        Ok(())
+    }
 }
 
 fn full_name(pod: &Pod) -> String {
@@ -552,7 +569,8 @@ impl TestCluster {
         let api = std::sync::Arc::new(FakeApi::default());
         let listers = std::sync::Arc::new(crate::listers::MemoryListers::new());
         let clock = crate::clock::FakeClock::new();
-        let services = crate::framework::Services::in_memory(listers.clone(), api.clone());
+        let mut services = crate::framework::Services::in_memory(listers.clone(), api.clone());
+        services.claims = api.clone();
         let scheduler = crate::scheduler::Scheduler::new(
             cfg,
             &crate::plugins::in_tree_registry(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::config::ConfigError;
 use super::interface::Plugin;
-use crate::binding::Binder;
+use crate::binding::{Binder, ClaimAnnotator, NoClaimAnnotator};
 use crate::listers::{MemoryListers, NamespaceLister, PdbLister, VolumeLister};
 
 /// Shared services handed to plugin constructors.
@@ -19,6 +19,8 @@ pub struct Services {
     pub namespaces: Arc<dyn NamespaceLister>,
     /// Performs `pods/binding`.
     pub binder: Arc<dyn Binder>,
+    /// Annotates `WaitForFirstConsumer` claims with the chosen node.
+    pub claims: Arc<dyn ClaimAnnotator>,
 }
 
 impl Services {
@@ -29,6 +31,7 @@ impl Services {
             pdbs: listers.clone(),
             namespaces: listers,
             binder,
+            claims: Arc::new(NoClaimAnnotator),
         }
     }
 }

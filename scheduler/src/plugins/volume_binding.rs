@@ -1,17 +1,21 @@
 //! VolumeBinding: pods using PVCs. A bound PVC pins the pod to nodes matching its PV's
 //! node affinity; an unbound PVC whose StorageClass uses `WaitForFirstConsumer` waits for
-//! the scheduler's choice (any node passes); an unbound PVC with `Immediate` binding makes
-//! the pod unschedulable until the PV controller binds it.
+//! the scheduler's choice (nodes allowed by the class's `allowedTopologies` pass, and
+//! PreBind annotates the claim with `volume.kubernetes.io/selected-node` for the
+//! provisioner); an unbound PVC with `Immediate` binding makes the pod unschedulable
+//! until the PV controller binds it.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::PersistentVolume;
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, TopologySelectorTerm};
 
+use crate::binding::{ClaimAnnotator, NoClaimAnnotator, SELECTED_NODE_ANNOTATION};
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::VolumeLister;
 use crate::pod_info::PodInfo;
-use crate::selectors::CompiledNodeSelector;
+use crate::selectors::{CompiledNodeSelector, Labels};
 
 /// Plugin name.
 pub const NAME: &str = "VolumeBinding";
@@ -19,6 +23,8 @@ pub const NAME: &str = "VolumeBinding";
 pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
 /// Rejection reason for unbound immediate claims, as upstream.
 pub const REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
+/// Rejection reason when a delayed claim cannot be provisioned on the node, as upstream.
+pub const REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
 /// Rejection reason for a claim bound to a missing PV, as upstream.
 pub const REASON_MISSING_PV: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
@@ -27,26 +33,82 @@ const STATE_KEY: &str = "PreFilterVolumeBinding";
 /// The VolumeBinding plugin.
 pub struct VolumeBinding {
     volumes: Arc<dyn VolumeLister>,
+    claims: Arc<dyn ClaimAnnotator>,
 }
 
 /// Constructor for the registry.
 pub fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(VolumeBinding {
         volumes: s.volumes.clone(),
+        claims: s.claims.clone(),
     }))
 }
 
 impl VolumeBinding {
     /// A plugin reading volumes from `volumes`.
     pub fn with(volumes: Arc<dyn VolumeLister>) -> Self {
-        VolumeBinding { volumes }
+        VolumeBinding {
+            volumes,
+            claims: Arc::new(NoClaimAnnotator),
+        }
     }
+
+    /// A plugin that also annotates delayed claims through `claims`.
+    pub fn with_annotator(volumes: Arc<dyn VolumeLister>, claims: Arc<dyn ClaimAnnotator>) -> Self {
+        VolumeBinding { volumes, claims }
+    }
+
+    /// Claim names the pod's volumes refer to (ephemeral volumes use `<pod>-<volume>`).
+    fn claim_names(pod: &PodInfo) -> Vec<String> {
+        let mut claims = Vec::new();
+        for v in pod.spec().volumes.iter().flatten() {
+            if let Some(pvc) = &v.persistent_volume_claim {
+                claims.push(pvc.claim_name.clone());
+            } else if v.ephemeral.is_some() {
+                claims.push(format!("{}-{}", pod.name, v.name));
+            }
+        }
+        claims
+    }
+
+    /// The allowed topologies of an unbound claim's class, if it delays binding.
+    fn delayed(&self, pvc: &PersistentVolumeClaim) -> Option<Vec<TopologySelectorTerm>> {
+        let class = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+            .unwrap_or("");
+        self.volumes
+            .storage_class(class)
+            .filter(|sc| sc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
+            .map(|sc| sc.allowed_topologies.clone().unwrap_or_default())
+    }
+}
+
+/// True if the node satisfies one of the topology terms (no terms: any node).
+fn topology_allows(terms: &[TopologySelectorTerm], labels: &Labels) -> bool {
+    terms.is_empty()
+        || terms.iter().any(|t| {
+            t.match_label_expressions
+                .iter()
+                .flatten()
+                .all(|r| labels.get(&r.key).is_some_and(|v| r.values.contains(v)))
+        })
+}
+
+fn is_unbound(pvc: &PersistentVolumeClaim) -> bool {
+    pvc.spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .is_none_or(|v| v.is_empty())
 }
 
 #[derive(Clone)]
 struct State {
     /// Node affinity of each bound PV (None: PV has no affinity, any node).
     bound: Vec<Option<CompiledNodeSelector>>,
+    /// Allowed topologies of each delayed (WaitForFirstConsumer) claim.
+    delayed: Vec<Vec<TopologySelectorTerm>>,
     missing_pv: bool,
 }
 
@@ -80,6 +142,9 @@ impl Plugin for VolumeBinding {
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
     }
+    fn as_pre_bind(self: Arc<Self>) -> Option<Arc<dyn PreBindPlugin>> {
+        Some(self)
+    }
 }
 
 fn pv_affinity(pv: &PersistentVolume) -> Option<CompiledNodeSelector> {
@@ -97,19 +162,13 @@ impl PreFilterPlugin for VolumeBinding {
         pod: &PodInfo,
         _s: &Snapshot,
     ) -> (Option<PreFilterResult>, Status) {
-        let mut claims: Vec<String> = Vec::new();
-        for v in pod.spec().volumes.iter().flatten() {
-            if let Some(pvc) = &v.persistent_volume_claim {
-                claims.push(pvc.claim_name.clone());
-            } else if v.ephemeral.is_some() {
-                claims.push(format!("{}-{}", pod.name, v.name));
-            }
-        }
+        let claims = Self::claim_names(pod);
         if claims.is_empty() {
             return (None, Status::skip());
         }
         let mut st = State {
             bound: Vec::new(),
+            delayed: Vec::new(),
             missing_pv: false,
         };
         let mut unbound_immediate = false;
@@ -137,17 +196,10 @@ impl PreFilterPlugin for VolumeBinding {
                     Some(pv) => st.bound.push(pv_affinity(&pv)),
                     None => st.missing_pv = true,
                 },
-                None => {
-                    let class = spec
-                        .and_then(|s| s.storage_class_name.as_deref())
-                        .unwrap_or("");
-                    let delayed = self.volumes.storage_class(class).is_some_and(|sc| {
-                        sc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
-                    });
-                    if !delayed {
-                        unbound_immediate = true;
-                    }
-                }
+                None => match self.delayed(&pvc) {
+                    Some(topologies) => st.delayed.push(topologies),
+                    None => unbound_immediate = true,
+                },
             }
         }
         if unbound_immediate {
@@ -170,11 +222,41 @@ impl FilterPlugin for VolumeBinding {
             a.as_ref()
                 .is_none_or(|sel| sel.matches(node.labels(), node.name()))
         });
-        if ok {
-            Status::success()
-        } else {
-            Status::unresolvable(REASON_NODE_CONFLICT)
+        if !ok {
+            return Status::unresolvable(REASON_NODE_CONFLICT);
         }
+        if !st.delayed.iter().all(|t| topology_allows(t, node.labels())) {
+            return Status::unresolvable(REASON_BIND_CONFLICT);
+        }
+        Status::success()
+    }
+}
+
+#[async_trait]
+impl PreBindPlugin for VolumeBinding {
+    async fn pre_bind(&self, pod: &PodInfo, node: &str) -> Status {
+        // The provisioner creates the volume on the chosen node; the kubelet waits for the
+        // claim to bind before starting the pod.
+        for name in Self::claim_names(pod) {
+            let Some(pvc) = self.volumes.pvc(&pod.namespace, &name) else {
+                continue;
+            };
+            let already = pvc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
+            if !is_unbound(&pvc)
+                || already.is_some_and(|n| n == node)
+                || self.delayed(&pvc).is_none()
+            {
+                continue;
+            }
+            if let Err(e) = self.claims.select_node(&pod.namespace, &name, node).await {
+                return Status::error(format!("annotating persistentvolumeclaim \"{name}\": {e}"));
+            }
+        }
+        Status::success()
     }
 }
 
@@ -322,5 +404,64 @@ mod tests {
             assert_eq!(pl.filter(&state, &pod, &zone_a).code(), a, "{name} zone a");
             assert_eq!(pl.filter(&state, &pod, &zone_b).code(), b, "{name} zone b");
         }
+    }
+
+    #[tokio::test]
+    async fn delayed_binding_respects_allowed_topologies_and_annotates_claims() {
+        use k8s_openapi::api::core::v1::{TopologySelectorLabelRequirement, TopologySelectorTerm};
+        let l = listers();
+        l.put_storage_class(StorageClass {
+            metadata: meta("zonal"),
+            provisioner: "x".into(),
+            volume_binding_mode: Some("WaitForFirstConsumer".into()),
+            allowed_topologies: Some(vec![TopologySelectorTerm {
+                match_label_expressions: Some(vec![TopologySelectorLabelRequirement {
+                    key: "zone".into(),
+                    values: vec!["a".into()],
+                }]),
+            }]),
+            ..Default::default()
+        });
+        l.put_pvc(PersistentVolumeClaim {
+            metadata: meta("zonal-claim"),
+            spec: Some(PersistentVolumeClaimSpec {
+                storage_class_name: Some("zonal".into()),
+                ..Default::default()
+            }),
+            status: None,
+        });
+        let api = Arc::new(crate::testing::FakeApi::default());
+        let pl = VolumeBinding::with_annotator(l, api.clone());
+        let pod = PodInfo::new(Arc::new(
+            PodBuilder::new("p").pvc("zonal-claim").pvc("bound").build(),
+        ));
+        let mut state = CycleState::new();
+        assert!(
+            pl.pre_filter(&mut state, &pod, &Snapshot::new())
+                .1
+                .is_success()
+        );
+        let zone_a = node_info_with(NodeBuilder::new("a1").label("zone", "a").build(), vec![]);
+        let zone_b = node_info_with(NodeBuilder::new("b1").label("zone", "b").build(), vec![]);
+        assert!(pl.filter(&state, &pod, &zone_a).is_success());
+        let st = pl.filter(&state, &pod, &zone_b);
+        assert_eq!(st.code(), Code::UnschedulableAndUnresolvable);
+        assert_eq!(
+            st.message(),
+            REASON_NODE_CONFLICT,
+            "the bound PV pins zone a first"
+        );
+        assert!(pl.pre_bind(&pod, "a1").await.is_success());
+        assert_eq!(
+            api.selected_nodes.lock().clone(),
+            vec![("default/zonal-claim".to_string(), "a1".to_string())]
+        );
+        let only_delayed = PodInfo::new(Arc::new(PodBuilder::new("q").pvc("zonal-claim").build()));
+        let mut state = CycleState::new();
+        pl.pre_filter(&mut state, &only_delayed, &Snapshot::new());
+        assert_eq!(
+            pl.filter(&state, &only_delayed, &zone_b).message(),
+            REASON_BIND_CONFLICT
+        );
     }
 }
