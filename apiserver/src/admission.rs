@@ -112,23 +112,78 @@ fn apply_defaults(info: &ResourceInfo, object: &mut Value) {
                 set_default(spec, "replicas", json!(1));
                 set_default(spec, "revisionHistoryLimit", json!(10));
                 set_default(spec, "progressDeadlineSeconds", json!(600));
-                set_default(
-                    spec,
-                    "strategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-                );
+                set_default(spec, "strategy", json!({}));
+                if let Some(strategy) = path_mut(spec, &["strategy"]).filter(|s| s.is_object()) {
+                    set_default(strategy, "type", json!("RollingUpdate"));
+                    if strategy["type"] == "RollingUpdate" {
+                        set_default(strategy, "rollingUpdate", json!({}));
+                        if let Some(rolling) = path_mut(strategy, &["rollingUpdate"]) {
+                            set_default(rolling, "maxUnavailable", json!("25%"));
+                            set_default(rolling, "maxSurge", json!("25%"));
+                        }
+                    }
+                }
                 if let Some(pod) = path_mut(spec, &["template", "spec"]) {
                     default_pod_spec(pod);
                 }
             }
         }
-        ("apps", "replicasets" | "statefulsets" | "daemonsets")
-        | ("", "replicationcontrollers") => {
+        ("apps", "replicasets") | ("", "replicationcontrollers") => {
             if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
-                if info.resource != "daemonsets" {
-                    set_default(spec, "replicas", json!(1));
+                set_default(spec, "replicas", json!(1));
+                if let Some(pod) = path_mut(spec, &["template", "spec"]) {
+                    default_pod_spec(pod);
+                }
+            }
+        }
+        ("", "secrets") => set_default(object, "type", json!("Opaque")),
+        ("apps", "statefulsets") => {
+            if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+                set_default(spec, "replicas", json!(1));
+                set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(spec, "updateStrategy", json!({}));
+                if let Some(strategy) =
+                    path_mut(spec, &["updateStrategy"]).filter(|s| s.is_object())
+                {
+                    set_default(strategy, "type", json!("RollingUpdate"));
+                    if strategy["type"] == "RollingUpdate" {
+                        set_default(strategy, "rollingUpdate", json!({ "partition": 0 }));
+                    }
                 }
                 if let Some(pod) = path_mut(spec, &["template", "spec"]) {
+                    default_pod_spec(pod);
+                }
+            }
+        }
+        ("apps", "daemonsets") => {
+            if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(spec, "updateStrategy", json!({}));
+                if let Some(strategy) =
+                    path_mut(spec, &["updateStrategy"]).filter(|s| s.is_object())
+                {
+                    set_default(strategy, "type", json!("RollingUpdate"));
+                    if strategy["type"] == "RollingUpdate" {
+                        set_default(
+                            strategy,
+                            "rollingUpdate",
+                            json!({ "maxUnavailable": 1, "maxSurge": 0 }),
+                        );
+                    }
+                }
+                if let Some(pod) = path_mut(spec, &["template", "spec"]) {
+                    default_pod_spec(pod);
+                }
+            }
+        }
+        ("batch", "cronjobs") => {
+            if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+                set_default(spec, "concurrencyPolicy", json!("Allow"));
+                set_default(spec, "suspend", json!(false));
+                set_default(spec, "successfulJobsHistoryLimit", json!(3));
+                set_default(spec, "failedJobsHistoryLimit", json!(1));
+                if let Some(pod) = path_mut(spec, &["jobTemplate", "spec", "template", "spec"]) {
                     default_pod_spec(pod);
                 }
             }

@@ -63,7 +63,7 @@ pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiErro
             serde_json::to_value(yaml)
                 .map_err(|e| ApiError::BadRequest(format!("yaml is not valid JSON: {e}")))?
         }
-        Some(crate::protobuf_body::MEDIA_TYPE) => crate::protobuf_body::decode_object(bytes)
+        Some(crate::protobuf::MEDIA_TYPE) => crate::protobuf::decode_object(bytes)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?,
         Some(_) => return Err(ApiError::UnsupportedMediaType(OBJECT_MEDIA_TYPES.into())),
     };

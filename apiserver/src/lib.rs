@@ -14,13 +14,13 @@ pub mod tls;
 
 mod admission;
 mod body;
-mod event_ttl;
 pub mod discovery;
+mod event_ttl;
+mod key_locks;
 mod handlers;
 mod object;
 pub mod patch;
 pub mod protobuf;
-mod protobuf_body;
 mod query;
 pub mod registry;
 mod routing;
