@@ -96,6 +96,7 @@ pub(crate) struct Inner {
     pub config: ApiServerConfig,
     pub shutdown: watch::Sender<bool>,
     pub services: ServiceAllocator,
+    pub key_locks: crate::key_locks::KeyLocks,
 }
 
 impl Inner {
@@ -148,6 +149,7 @@ impl ApiServer {
             config,
             shutdown,
             services,
+            key_locks: Default::default(),
         });
         let server = Self { inner };
         server.bootstrap().await?;

@@ -127,6 +127,7 @@ pub(crate) async fn delete_object(
             causes: Vec::new(),
         });
     }
+    let _serialised = inner.key_locks.lock(key).await;
     for _ in 0..8 {
         let (current, revision) = storage::read_existing(inner, info, key, name).await?;
         check_preconditions(info, name, &current, revision, options)?;

@@ -86,6 +86,7 @@ async fn write_scale(
     let name = ctx.name()?.to_string();
     let key = ctx.key()?;
     let write = ctx.write_info(ctx.target.subresource);
+    let _serialised = ctx.inner.key_locks.lock(&key).await;
     for _ in 0..8 {
         let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
         let mut scale = make_scale(&scale_of(&info, &current))?;
@@ -168,6 +169,7 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         name: name.clone(),
         detail,
     };
+    let _serialised = ctx.inner.key_locks.lock(&key).await;
     for _ in 0..8 {
         let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
         if let Some(bound) = current["spec"]["nodeName"]

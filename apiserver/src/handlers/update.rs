@@ -92,7 +92,14 @@ pub(crate) async fn commit(
         let others = inner.cache(info)?.snapshot();
         inner
             .services
-            .allocate(&mut new, others.objects.iter().filter(|(k, _)| k.as_str() != key).map(|(_, v)| &**v))
+            .allocate(
+                &mut new,
+                others
+                    .objects
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != key)
+                    .map(|(_, v)| &**v),
+            )
             .map_err(|causes| WriteError::Api(invalid(info, &new, causes)))?;
         Some(guard)
     } else {
@@ -134,6 +141,7 @@ pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let sub = ctx.target.subresource;
     let write = ctx.write_info(sub);
     let key = ctx.key()?;
+    let _serialised = ctx.inner.key_locks.lock(&key).await;
     for _ in 0..RETRIES {
         let Some((current, revision)) = storage::read(&ctx.inner, &info, &key).await? else {
             if info.create_on_update && sub.is_none() {
@@ -307,6 +315,7 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         }
         write.apply = true;
     }
+    let _serialised = ctx.inner.key_locks.lock(&key).await;
     for _ in 0..RETRIES {
         let Some((current, revision)) = storage::read(&ctx.inner, &info, &key).await? else {
             if kind == PatchType::Apply && sub.is_none() {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -197,7 +197,7 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
     tokio::spawn(run_watcher(cache, filter, options, tx, shutdown));
     let stream = futures::stream::poll_fn(move |cx| {
         rx.poll_recv(cx)
-            .map(|b| b.map(Ok::<_, std::convert::Infallible>))
+            .map(|first| first.map(|f| Ok::<_, std::convert::Infallible>(coalesce(f, &mut rx))))
     });
     let mut response = Response::new(Body::from_stream(stream));
     *response.status_mut() = StatusCode::OK;
@@ -206,6 +206,25 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
         HeaderValue::from_static("application/json"),
     );
     Ok(response)
+}
+
+/// Frames already waiting go out in one chunk (one TLS record, one write)
+/// instead of one each, which is what keeps up under event bursts.
+fn coalesce(first: Bytes, rx: &mut mpsc::Receiver<Bytes>) -> Bytes {
+    const CHUNK: usize = 64 * 1024;
+    let Ok(second) = rx.try_recv() else {
+        return first;
+    };
+    let mut chunk = BytesMut::with_capacity((first.len() + second.len()) * 2);
+    chunk.extend_from_slice(&first);
+    chunk.extend_from_slice(&second);
+    while chunk.len() < CHUNK {
+        match rx.try_recv() {
+            Ok(next) => chunk.extend_from_slice(&next),
+            Err(_) => break,
+        }
+    }
+    chunk.freeze()
 }
 
 struct WatchOptions {
