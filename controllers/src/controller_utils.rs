@@ -69,6 +69,21 @@ pub fn seconds_between(earlier: &Time, later: &Time) -> i64 {
     later.0.as_second() - earlier.0.as_second()
 }
 
+/// FNV-1a, 32 bits, spelled with upstream's safe alphabet.
+pub fn safe_hash(data: &[u8], collision_count: Option<i32>) -> String {
+    let mut hash: u32 = 0x811c9dc5;
+    let extra = collision_count.map(i32::to_le_bytes);
+    for b in data.iter().chain(extra.iter().flatten()) {
+        hash ^= u32::from(*b);
+        hash = hash.wrapping_mul(0x01000193);
+    }
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    hash.to_string()
+        .bytes()
+        .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ pub mod node_lifecycle;
 pub mod podgc;
 pub mod serviceaccount;
 pub mod manager;
+pub mod daemonset;
 pub mod statefulset;
 pub mod job;
 pub mod deployment;
@@ -29,6 +30,7 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
+        manager::starter("daemonset", daemonset::run),
         manager::starter("statefulset", statefulset::run),
         manager::starter("node-lifecycle", node_lifecycle::run),
         manager::starter("pod-garbage-collector", podgc::run),

@@ -3,6 +3,7 @@
 
 mod controllers {
     pub mod support;
+    mod daemonset;
     mod statefulset;
     mod events;
     mod node_ipam;

@@ -10,25 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Value, json};
 
-use crate::controller_utils::controller_owner_ref;
+use crate::controller_utils::{controller_owner_ref, safe_hash};
 
 /// The pod label naming the revision a pod was made from.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
-
-/// FNV-1a, 32 bits, spelled with upstream's safe alphabet.
-pub fn safe_hash(data: &[u8], collision_count: Option<i32>) -> String {
-    let mut hash: u32 = 0x811c9dc5;
-    let extra = collision_count.map(i32::to_le_bytes);
-    for b in data.iter().chain(extra.iter().flatten()) {
-        hash ^= u32::from(*b);
-        hash = hash.wrapping_mul(0x01000193);
-    }
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    hash.to_string()
-        .bytes()
-        .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
-        .collect()
-}
 
 /// What a revision stores: the set's pod template as a replacing patch.
 pub fn revision_data(set: &StatefulSet) -> Value {

@@ -1,0 +1,303 @@
+//! One sync of one DaemonSet: per node, create the missing daemon pod or
+//! delete extra and misplaced ones; replace outdated pods within
+//! maxUnavailable; write status.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use skiff_informer::{Action, Cache, ObjectKey};
+
+use super::placement::{node_of, pin_to_node, should_run};
+use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
+use crate::events::{EventRecorder, object_reference};
+use crate::pod_control::{
+    Expectations, PodControlError, claim, delete_pod, is_available, is_ready, phase,
+    pod_from_template, seconds_until_available,
+};
+
+/// The pod label with the hash of the template a pod was made from.
+const HASH_LABEL: &str = "controller-revision-hash";
+
+/// Why a DaemonSet sync failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonSetError {
+    /// Adopting, releasing or deleting pods failed.
+    #[error(transparent)]
+    Pods(#[from] PodControlError),
+    /// An API write failed.
+    #[error("{what} for daemonset {key}: {source}")]
+    Api {
+        what: &'static str,
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What a sync needs.
+pub struct Syncer {
+    pub client: Client,
+    pub sets: Arc<Cache<DaemonSet>>,
+    pub pods: Arc<Cache<Pod>>,
+    pub nodes: Arc<Cache<Node>>,
+    pub expectations: Expectations,
+    pub events: EventRecorder,
+}
+
+fn hash_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(HASH_LABEL)
+        .map(String::as_str)
+}
+
+impl Syncer {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> DaemonSetError {
+        DaemonSetError::Api {
+            what,
+            key: key.to_owned(),
+            source,
+        }
+    }
+
+    /// Syncs the DaemonSet under `key`.
+    pub async fn sync(&self, key: ObjectKey) -> Result<Action, DaemonSetError> {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let key_str = key.to_string();
+        let Some(set) = self.sets.get(&ns, &key.name) else {
+            self.expectations.forget(&key_str);
+            return Ok(Action::Done);
+        };
+        let set = (*set).clone();
+        let Some(selector) = workload_selector(set.spec.as_ref().map(|s| &s.selector)) else {
+            return Ok(Action::Done);
+        };
+        let spec = set.spec.clone().unwrap_or_default();
+        let template_spec = spec.template.spec.clone().unwrap_or_default();
+        let hash = safe_hash(
+            &serde_json::to_vec(&spec.template).unwrap_or_default(),
+            None,
+        );
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let deleting = set.metadata.deletion_timestamp.is_some();
+        let candidates: Vec<Arc<Pod>> = self
+            .pods
+            .list_namespace(&ns)
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let pods = claim(
+            &api,
+            &controller_owner_ref(&set),
+            deleting,
+            &selector,
+            candidates,
+        )
+        .await?;
+        let mut by_node: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
+        for pod in &pods {
+            if let Some(node) = node_of(pod) {
+                by_node.entry(node).or_default().push(pod.clone());
+            }
+        }
+        let nodes = self.nodes.list();
+        let min_ready = spec.min_ready_seconds.unwrap_or(0);
+        let at = now();
+
+        let mut status = DaemonSetStatus {
+            observed_generation: set.metadata.generation,
+            collision_count: set.status.as_ref().and_then(|s| s.collision_count),
+            conditions: set.status.as_ref().and_then(|s| s.conditions.clone()),
+            ..Default::default()
+        };
+        let mut to_create: Vec<String> = Vec::new();
+        let mut to_delete: Vec<Arc<Pod>> = Vec::new();
+        let mut outdated: Vec<Arc<Pod>> = Vec::new();
+        let mut unavailable = 0;
+        for node in &nodes {
+            let name = node.name_any();
+            let mut here: Vec<Arc<Pod>> = by_node.remove(&name).unwrap_or_default();
+            if !should_run(&template_spec, node) {
+                if !here.is_empty() {
+                    status.number_misscheduled += 1;
+                    to_delete.extend(here);
+                }
+                continue;
+            }
+            status.desired_number_scheduled += 1;
+            // Failed daemon pods are replaced.
+            let (failed, alive): (Vec<_>, Vec<_>) =
+                here.drain(..).partition(|p| phase(p) == "Failed");
+            to_delete.extend(failed);
+            let mut alive = alive;
+            alive.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+            match alive.first() {
+                None => {
+                    to_create.push(name);
+                    unavailable += 1;
+                }
+                Some(pod) => {
+                    status.current_number_scheduled += 1;
+                    if is_ready(pod) {
+                        status.number_ready += 1;
+                    }
+                    let available = is_available(pod, min_ready, &at);
+                    if available {
+                        *status.number_available.get_or_insert(0) += 1;
+                    } else {
+                        unavailable += 1;
+                    }
+                    if hash_of(pod) == Some(hash.as_str()) {
+                        *status.updated_number_scheduled.get_or_insert(0) += 1;
+                    } else {
+                        outdated.push(pod.clone());
+                    }
+                    to_delete.extend(alive.iter().skip(1).cloned());
+                }
+            }
+        }
+        // Pods for nodes that no longer exist go too.
+        to_delete.extend(by_node.into_values().flatten());
+        status.number_unavailable = Some(unavailable);
+        status.number_available.get_or_insert(0);
+        status.updated_number_scheduled.get_or_insert(0);
+
+        if !deleting && self.expectations.satisfied(&key_str) {
+            // Rolling update: replace outdated pods, unavailable ones first,
+            // while no more than maxUnavailable are down.
+            let strategy = spec.update_strategy.clone().unwrap_or_default();
+            if strategy.type_.as_deref() != Some("OnDelete") && !outdated.is_empty() {
+                let max_unavailable = match strategy.rolling_update.and_then(|r| r.max_unavailable)
+                {
+                    Some(IntOrString::Int(i)) => i,
+                    Some(IntOrString::String(s)) => {
+                        let pct = s.trim_end_matches('%').parse::<i32>().unwrap_or(0);
+                        (pct * status.desired_number_scheduled) / 100
+                    }
+                    None => 1,
+                }
+                .max(1);
+                outdated.sort_by_key(|p| is_available(p, min_ready, &at));
+                let mut budget = max_unavailable - unavailable;
+                for pod in outdated {
+                    if !is_available(&pod, min_ready, &at) {
+                        to_delete.push(pod);
+                    } else if budget > 0 {
+                        budget -= 1;
+                        to_delete.push(pod);
+                    }
+                }
+            }
+            self.apply(&set, &key_str, &api, &hash, to_create, to_delete)
+                .await?;
+        }
+
+        if Some(&status) != set.status.as_ref() {
+            let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
+            let body = serde_json::to_value(&status).unwrap_or_default();
+            match sets
+                .patch_status(
+                    &set.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": body})),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
+                Err(e) => return Err(Self::err(&key_str, "updating status", e)),
+            }
+        }
+        let next = pods
+            .iter()
+            .filter_map(|p| seconds_until_available(p, min_ready, &at))
+            .min();
+        Ok(match next {
+            Some(s) => Action::RequeueAfter(Duration::from_secs(s.max(1) as u64)),
+            None => Action::Done,
+        })
+    }
+
+    async fn apply(
+        &self,
+        set: &DaemonSet,
+        key: &str,
+        api: &Api<Pod>,
+        hash: &str,
+        create_on: Vec<String>,
+        delete: Vec<Arc<Pod>>,
+    ) -> Result<(), DaemonSetError> {
+        let ns = set.namespace().unwrap_or_default();
+        let template = set.spec.clone().unwrap_or_default().template;
+        if !delete.is_empty() {
+            self.expectations
+                .expect_deletions(key, delete.iter().map(|p| format!("{ns}/{}", p.name_any())));
+            for pod in &delete {
+                let name = pod.name_any();
+                let result = delete_pod(api, &name).await;
+                if !matches!(result, Ok(true)) {
+                    self.expectations
+                        .deletion_observed(key, &format!("{ns}/{name}"));
+                }
+                result?;
+                self.events.normal(
+                    &object_reference(set),
+                    "SuccessfulDelete",
+                    "Delete",
+                    format!("Deleted pod: {name}"),
+                );
+            }
+            return Ok(());
+        }
+        if create_on.is_empty() {
+            return Ok(());
+        }
+        self.expectations.expect_creations(key, create_on.len());
+        let mut first_error = None;
+        for node in create_on {
+            let mut pod = pod_from_template(
+                &template,
+                &ns,
+                &format!("{}-", set.name_any()),
+                Some(controller_owner_ref(set)),
+            );
+            pod.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(HASH_LABEL.into(), hash.to_owned());
+            if let Some(spec) = pod.spec.as_mut() {
+                pin_to_node(spec, &node);
+            }
+            match api.create(&PostParams::default(), &pod).await {
+                Ok(p) => self.events.normal(
+                    &object_reference(set),
+                    "SuccessfulCreate",
+                    "Create",
+                    format!("Created pod: {}", p.name_any()),
+                ),
+                Err(e) => {
+                    self.expectations.creation_observed(key);
+                    self.events.warning(
+                        &object_reference(set),
+                        "FailedCreate",
+                        "Create",
+                        format!("Error creating: {e}"),
+                    );
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(Self::err(key, "creating pods", e)),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The DaemonSet controller over the real API server: the test makes nodes
+//! and plays the node agent by marking pods ready.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use super::support::{TestCluster, eventually};
+use super::workload_helpers::{WAIT, make_ready, pods_owned_by, template};
+
+async fn node(client: &Client, name: &str, taints: serde_json::Value) {
+    let n: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": taints}
+    }))
+    .unwrap();
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &n)
+        .await
+        .unwrap();
+}
+
+/// The node each live pod is pinned to (through its metadata.name affinity).
+fn pinned(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .unwrap()
+        .affinity
+        .as_ref()
+        .unwrap()
+        .node_affinity
+        .as_ref()
+        .unwrap()
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()
+        .unwrap()
+        .node_selector_terms[0]
+        .match_fields
+        .as_ref()
+        .unwrap()[0]
+        .values
+        .as_ref()
+        .unwrap()[0]
+        .clone()
+}
+
+async fn live(client: &Client, uid: &str) -> Vec<Pod> {
+    pods_owned_by(client, "default", uid)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pod_per_eligible_node_and_rolling_updates() {
+    let cluster = TestCluster::start(Some(&["daemonset"])).await;
+    let client = cluster.client.clone();
+    node(&client, "n1", json!([])).await;
+    node(
+        &client,
+        "n2",
+        json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]),
+    )
+    .await;
+    node(
+        &client,
+        "n3",
+        json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]),
+    )
+    .await;
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": template(json!({"app": "agent"}), "agent:1"),
+        }
+    }))
+    .unwrap();
+    let uid = api
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    let pods = eventually(WAIT, "pods on n1 and n2", || async {
+        let pods = live(&client, &uid).await;
+        let nodes: Vec<String> = {
+            let mut n: Vec<String> = pods.iter().map(pinned).collect();
+            n.sort();
+            n
+        };
+        (nodes == ["n1", "n2"]).then_some(pods)
+    })
+    .await;
+    for pod in &pods {
+        assert!(pod.name_any().starts_with("agent-"));
+        let tolerations = pod.spec.as_ref().unwrap().tolerations.clone().unwrap();
+        assert!(
+            tolerations
+                .iter()
+                .any(|t| t.key.as_deref() == Some("node.kubernetes.io/unreachable"))
+        );
+        make_ready(&client, "default", &pod.name_any()).await;
+    }
+    eventually(WAIT, "status", || async {
+        let s = api.get("agent").await.ok()?.status?;
+        (s.desired_number_scheduled == 2
+            && s.current_number_scheduled == 2
+            && s.number_ready == 2
+            && s.number_available == Some(2)
+            && s.updated_number_scheduled == Some(2)
+            && s.number_misscheduled == 0)
+            .then_some(())
+    })
+    .await;
+
+    // Tolerating the taint adds n3; the template change rolls every pod.
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}
+        ]}}}})),
+    )
+    .await
+    .unwrap();
+    let old: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+    eventually(WAIT, "rolled out to 3 nodes", || async {
+        let pods = live(&client, &uid).await;
+        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+        for p in &pods {
+            *per_node.entry(pinned(p)).or_default() += 1;
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if !ready {
+                make_ready(&client, "default", &p.name_any()).await;
+            }
+        }
+        assert!(
+            per_node.values().all(|n| *n == 1),
+            "one pod per node: {per_node:?}"
+        );
+        let s = api.get("agent").await.ok()?.status?;
+        (s.desired_number_scheduled == 3
+            && s.updated_number_scheduled == Some(3)
+            && s.number_available == Some(3)
+            && pods.iter().all(|p| !old.contains(&p.name_any())))
+        .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
