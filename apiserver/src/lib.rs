@@ -17,7 +17,6 @@ mod body;
 pub mod discovery;
 mod event_ttl;
 mod key_locks;
-mod key_locks;
 mod handlers;
 mod object;
 pub mod patch;
