@@ -45,6 +45,10 @@ pub struct ServerArgs {
     #[arg(long, env = "SKIFF_SIMULATED_NODES", default_value_t = 0)]
     pub simulated_nodes: usize,
 
+    /// The node agent (ignored with --disable-agent).
+    #[command(flatten)]
+    pub node: crate::agent::NodeFlags,
+
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
     pub store_cache_mb: u64,
@@ -125,6 +129,19 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         tracing::info!(controllers = ?manager.names(), "controller manager starting");
         components.spawn(manager.run(stop_rx.clone()));
     }
+    {
+        let factory = factory.clone();
+        let client = client.clone();
+        let stop = stopped(stop_rx.clone());
+        let config = skiff_scheduler::SchedulerConfig::default();
+        components.spawn(async move {
+            if let Err(error) =
+                skiff_scheduler::informers::run(client, &factory, &config, stop).await
+            {
+                tracing::error!(%error, "scheduler stopped");
+            }
+        });
+    }
     if args.simulated_nodes > 0 {
         let config = SimulatedConfig::new(args.simulated_nodes);
         let factory = factory.clone();
@@ -136,7 +153,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         });
     }
     if !args.disable_agent {
-        tracing::warn!("the containerd node agent is not wired into this build yet");
+        let config = args.node.agent_config(&args.data_dir)?;
+        crate::agent::spawn_in_server(&mut components, &factory, config, stop_rx.clone());
     }
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,

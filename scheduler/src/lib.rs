@@ -13,6 +13,7 @@ pub mod binding;
 pub mod cache;
 pub mod clock;
 pub mod framework;
+pub mod informers;
 pub mod kube_api;
 pub mod listers;
 pub mod plugins;

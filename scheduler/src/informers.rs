@@ -1,0 +1,159 @@
+//! Runs the scheduler on the process's shared informers: node and pod events
+//! drive the cache and queue, volume and namespace objects feed the plugins'
+//! listers, and the API side (binding, conditions, events, preemption) goes
+//! through [`KubeApi`].
+
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use skiff_informer::{HandlerFns, InformerError, SharedInformerFactory};
+
+use crate::framework::config::ConfigError;
+use crate::framework::events::{ActionSet, ClusterEvent, EventResource};
+use crate::kube_api::KubeApi;
+use crate::listers::MemoryListers;
+use crate::{RealClock, Scheduler, SchedulerConfig, Services, in_tree_registry};
+
+/// Why the scheduler could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The configuration does not describe a valid scheduler.
+    #[error("invalid scheduler configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// The shared informers refused a handler.
+    #[error("registering informer handlers: {0}")]
+    Informer(#[from] InformerError),
+}
+
+/// Builds the scheduler, registers its informer handlers, waits for the
+/// caches to sync and schedules until `stop` completes.
+pub async fn run(
+    client: kube::Client,
+    factory: &SharedInformerFactory,
+    config: &SchedulerConfig,
+    stop: impl Future<Output = ()>,
+) -> Result<(), RunError> {
+    let api = Arc::new(KubeApi::new(client, "default-scheduler"));
+    let listers = Arc::new(MemoryListers::new());
+    let services = Services {
+        volumes: listers.clone(),
+        pdbs: listers.clone(),
+        namespaces: listers.clone(),
+        binder: api.clone(),
+        claims: api.clone(),
+    };
+    let scheduler = Arc::new(Scheduler::new(
+        config,
+        &in_tree_registry(),
+        services,
+        api.clone(),
+        api,
+        Arc::new(RealClock),
+    )?);
+
+    let s = scheduler.clone();
+    let (s2, s3) = (s.clone(), s.clone());
+    factory.informer::<Node>().add_event_handler(
+        HandlerFns::new()
+            .on_add(move |node: &Arc<Node>| s.on_node_add(node.clone()))
+            .on_update(move |old: &Arc<Node>, new: &Arc<Node>| s2.on_node_update(old, new.clone()))
+            .on_delete(move |node: &Arc<Node>| {
+                s3.on_node_delete(node.metadata.name.as_deref().unwrap_or(""))
+            }),
+    )?;
+    let s = scheduler.clone();
+    let (s2, s3) = (s.clone(), s.clone());
+    factory.informer::<Pod>().add_event_handler(
+        HandlerFns::new()
+            .on_add(move |pod: &Arc<Pod>| s.on_pod_add(pod.clone()))
+            .on_update(move |old: &Arc<Pod>, new: &Arc<Pod>| s2.on_pod_update(old, new.clone()))
+            .on_delete(move |pod: &Arc<Pod>| s3.on_pod_delete(pod)),
+    )?;
+
+    feed(
+        factory,
+        &scheduler,
+        &listers,
+        EventResource::Namespace,
+        |l, ns: &Namespace| {
+            l.put_namespace(
+                ns.metadata.name.as_deref().unwrap_or(""),
+                ns.metadata.labels.clone().unwrap_or_default(),
+            )
+        },
+    )?;
+    feed(
+        factory,
+        &scheduler,
+        &listers,
+        EventResource::PersistentVolumeClaim,
+        |l, pvc: &PersistentVolumeClaim| l.put_pvc(pvc.clone()),
+    )?;
+    feed(
+        factory,
+        &scheduler,
+        &listers,
+        EventResource::PersistentVolume,
+        |l, pv: &PersistentVolume| l.put_pv(pv.clone()),
+    )?;
+    feed(
+        factory,
+        &scheduler,
+        &listers,
+        EventResource::StorageClass,
+        |l, sc: &StorageClass| l.put_storage_class(sc.clone()),
+    )?;
+    let pdb_listers = listers.clone();
+    factory
+        .informer::<PodDisruptionBudget>()
+        .add_event_handler(
+            HandlerFns::new()
+                .on_add(move |pdb: &Arc<PodDisruptionBudget>| pdb_listers.put_pdb((**pdb).clone())),
+        )?;
+
+    factory.start()?;
+    factory.wait_for_sync().await;
+    tracing::info!("scheduler caches synced; scheduling");
+    scheduler.run(stop).await;
+    Ok(())
+}
+
+/// Keeps a lister up to date from an informer and tells the scheduler, so
+/// pods parked as unschedulable are retried when something they wait on
+/// appears.
+fn feed<K>(
+    factory: &SharedInformerFactory,
+    scheduler: &Arc<Scheduler>,
+    listers: &Arc<MemoryListers>,
+    resource: EventResource,
+    put: fn(&MemoryListers, &K),
+) -> Result<(), InformerError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (l1, l2) = (listers.clone(), listers.clone());
+    let (s1, s2) = (scheduler.clone(), scheduler.clone());
+    factory
+        .informer::<K>()
+        .add_event_handler(
+            HandlerFns::new()
+                .on_add(move |obj: &Arc<K>| {
+                    put(&l1, obj);
+                    s1.on_cluster_event(ClusterEvent::new(resource, ActionSet::ADD));
+                })
+                .on_update(move |_old: &Arc<K>, new: &Arc<K>| {
+                    put(&l2, new);
+                    s2.on_cluster_event(ClusterEvent::new(resource, ActionSet::ALL));
+                }),
+        )
+        .map(|_| ())
+}
