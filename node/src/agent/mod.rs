@@ -21,6 +21,7 @@ pub mod pod_workers;
 pub mod probes;
 pub mod quantity;
 pub mod registration;
+pub mod remote;
 pub mod runtime_view;
 pub mod status;
 pub mod sync;
