@@ -273,19 +273,24 @@ impl SchedulingQueue {
             f.updated = true;
             return;
         }
-        match self.location(&key) {
+        let location = self.location(&key);
+        if matches!(location, Some(Location::InFlight) | None) {
+            self.add(info.pod.clone());
+            return;
+        }
+        // Status-only updates must not restart the 5-minute unschedulable clock.
+        let parked_since = self.unschedulable.get(&key).map(|(_, since)| *since);
+        let Some(mut q) = self.take(&key) else { return };
+        match location {
             Some(Location::Active) => {
-                let mut q = self.take(&key).expect("located in active");
                 q.pod = info;
                 self.push_active(q);
             }
             Some(Location::Backoff) => {
-                let mut q = self.take(&key).expect("located in backoff");
                 q.pod = info;
                 self.push_backoff(q);
             }
-            Some(Location::Unschedulable) => {
-                let mut q = self.take(&key).expect("located in pool");
+            _ => {
                 let was_gated = q.gated();
                 let changed = q.pod.pod.spec != info.pod.spec
                     || q.pod.pod.metadata.labels != info.pod.metadata.labels;
@@ -298,12 +303,9 @@ impl SchedulingQueue {
                 } else if changed {
                     self.push_active_or_backoff(q);
                 } else {
-                    let now = self.clock.now();
-                    self.unschedulable.insert(key, (q, now));
+                    let since = parked_since.unwrap_or_else(|| self.clock.now());
+                    self.unschedulable.insert(key, (q, since));
                 }
-            }
-            Some(Location::InFlight) | None => {
-                self.add(info.pod.clone());
             }
         }
     }
@@ -382,10 +384,9 @@ impl SchedulingQueue {
             if expiry > now {
                 break;
             }
-            let key = self
-                .backoff
-                .remove(&(expiry, seq))
-                .expect("first entry exists");
+            let Some(key) = self.backoff.remove(&(expiry, seq)) else {
+                break;
+            };
             if let Some((_, q)) = self.backoff_items.remove(&key) {
                 self.push_active(q);
                 moved += 1;

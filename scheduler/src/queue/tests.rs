@@ -170,6 +170,20 @@ fn unschedulable_pods_flushed_after_five_minutes() {
 }
 
 #[test]
+fn status_updates_do_not_postpone_the_flush() {
+    let (mut q, clock) = queue();
+    q.add(pod("p"));
+    fail(&mut q, &["NodeAffinity"]);
+    for _ in 0..5 {
+        clock.advance(Duration::from_secs(60));
+        let mut same = PodBuilder::new("p").build();
+        same.status = Some(Default::default());
+        q.update(Arc::new(same));
+    }
+    assert_eq!(q.flush_unschedulable_leftover(), 1);
+}
+
+#[test]
 fn gated_pods_wait_for_gate_removal() {
     let (mut q, clock) = queue();
     q.add(Arc::new(
