@@ -76,9 +76,36 @@ impl MemoryListers {
             .insert(sc.metadata.name.clone().unwrap_or_default(), Arc::new(sc));
     }
 
-    /// Adds a PDB.
+    /// Adds or replaces a PDB (matched by namespace and name).
     pub fn put_pdb(&self, pdb: PodDisruptionBudget) {
-        self.pdbs.write().push(Arc::new(pdb));
+        let mut pdbs = self.pdbs.write();
+        let same = |p: &Arc<PodDisruptionBudget>| {
+            p.metadata.namespace == pdb.metadata.namespace && p.metadata.name == pdb.metadata.name
+        };
+        match pdbs.iter().position(same) {
+            Some(i) => pdbs[i] = Arc::new(pdb),
+            None => pdbs.push(Arc::new(pdb)),
+        }
+    }
+
+    /// Removes a PDB.
+    pub fn remove_pdb(&self, namespace: &str, name: &str) {
+        self.pdbs.write().retain(|p| {
+            p.metadata.namespace.as_deref() != Some(namespace)
+                || p.metadata.name.as_deref() != Some(name)
+        });
+    }
+
+    /// Removes a PVC.
+    pub fn remove_pvc(&self, namespace: &str, name: &str) {
+        self.pvcs
+            .write()
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Removes a PV.
+    pub fn remove_pv(&self, name: &str) {
+        self.pvs.write().remove(name);
     }
 
     /// Sets a namespace's labels.
@@ -111,5 +138,43 @@ impl PdbLister for MemoryListers {
 impl NamespaceLister for MemoryListers {
     fn namespace_labels(&self, name: &str) -> Option<Labels> {
         self.namespaces.read().get(name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pdb(name: &str, allowed: i32) -> PodDisruptionBudget {
+        PodDisruptionBudget {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: None,
+            status: Some(PodDisruptionBudgetStatus {
+                disruptions_allowed: allowed,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn pdb_updates_replace_and_deletes_remove() {
+        let l = MemoryListers::new();
+        l.put_pdb(pdb("a", 0));
+        l.put_pdb(pdb("a", 2));
+        l.put_pdb(pdb("b", 1));
+        let got: Vec<i32> = l
+            .pdbs()
+            .iter()
+            .map(|p| p.status.as_ref().unwrap().disruptions_allowed)
+            .collect();
+        assert_eq!(got, vec![2, 1]);
+        l.remove_pdb("default", "a");
+        assert_eq!(l.pdbs().len(), 1);
     }
 }
