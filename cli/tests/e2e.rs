@@ -5,6 +5,7 @@
 mod e2e {
     pub mod support;
 
+    mod containerd;
     mod durability;
     mod kube_rs;
     mod kubectl;
@@ -12,4 +13,5 @@ mod e2e {
     mod server;
     mod simulated;
     mod tables;
+    mod workloads;
 }

@@ -1,0 +1,167 @@
+//! Controllers and scheduler end to end with kubectl, on simulated nodes:
+//! deployments roll out, scale, update and roll back; jobs complete;
+//! deletion propagates; a namespace deletion empties it.
+
+use std::time::Duration;
+
+use super::support::{Server, eventually};
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn count(server: &Server, args: &[&str]) -> usize {
+    server
+        .kubectl_ok(args)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+}
+
+#[test]
+fn deployment_lifecycle_with_kubectl() {
+    let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "3"]);
+    server.kubectl_ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=busybox:1",
+        "--replicas=3",
+    ]);
+    server.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    let d = json(&server.kubectl_ok(&["get", "deploy", "web", "-o", "json"]));
+    assert_eq!(d["status"]["availableReplicas"], 3);
+    let pods = json(&server.kubectl_ok(&["get", "pods", "-l", "app=web", "-o", "json"]));
+    for pod in pods["items"].as_array().expect("items") {
+        assert!(
+            pod["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("sim-node-")),
+            "scheduled onto a simulated node: {pod}"
+        );
+    }
+
+    server.kubectl_ok(&["scale", "deployment", "web", "--replicas=5"]);
+    server.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    eventually(Duration::from_secs(30), "5 pods", || {
+        (count(&server, &["get", "pods", "-l", "app=web", "-o", "name"]) == 5).then_some(())
+    });
+
+    server.kubectl_ok(&["set", "image", "deployment/web", "busybox=busybox:2"]);
+    server.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    let history = server.kubectl_ok(&["rollout", "history", "deployment/web"]);
+    assert!(history.contains('1') && history.contains('2'), "{history}");
+    server.kubectl_ok(&["rollout", "undo", "deployment/web"]);
+    server.kubectl_ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    let d = json(&server.kubectl_ok(&["get", "deploy", "web", "-o", "json"]));
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"], "busybox:1",
+        "undo restores the previous template"
+    );
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "3"
+    );
+    eventually(Duration::from_secs(30), "old pods replaced", || {
+        let pods = json(&server.kubectl_ok(&["get", "pods", "-l", "app=web", "-o", "json"]));
+        let items = pods["items"].as_array().cloned().unwrap_or_default();
+        (items.len() == 5
+            && items
+                .iter()
+                .all(|p| p["spec"]["containers"][0]["image"] == "busybox:1"))
+        .then_some(())
+    });
+
+    // Background deletion: the ReplicaSets and pods go with the Deployment.
+    server.kubectl_ok(&["delete", "deployment", "web", "--timeout=30s"]);
+    eventually(Duration::from_secs(30), "dependents collected", || {
+        (count(&server, &["get", "rs,pods", "-l", "app=web", "-o", "name"]) == 0).then_some(())
+    });
+}
+
+#[test]
+fn orphan_and_foreground_deletion() {
+    let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "2"]);
+    server.kubectl_ok(&[
+        "create",
+        "deployment",
+        "keep",
+        "--image=busybox:1",
+        "--replicas=2",
+    ]);
+    server.kubectl_ok(&["rollout", "status", "deployment/keep", "--timeout=60s"]);
+    server.kubectl_ok(&[
+        "delete",
+        "deployment",
+        "keep",
+        "--cascade=orphan",
+        "--timeout=30s",
+    ]);
+    // The ReplicaSet survives without its owner reference.
+    let rs = eventually(Duration::from_secs(30), "orphaned ReplicaSet", || {
+        let list = json(&server.kubectl_ok(&["get", "rs", "-l", "app=keep", "-o", "json"]));
+        list["items"]
+            .as_array()
+            .and_then(|i| i.first().cloned())
+            .filter(|rs| {
+                rs["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_none_or(|o| o.is_empty())
+            })
+    });
+    let rs_name = rs["metadata"]["name"].as_str().expect("name").to_string();
+    assert_eq!(
+        count(&server, &["get", "pods", "-l", "app=keep", "-o", "name"]),
+        2
+    );
+
+    server.kubectl_ok(&[
+        "delete",
+        "rs",
+        &rs_name,
+        "--cascade=foreground",
+        "--timeout=30s",
+    ]);
+    eventually(Duration::from_secs(30), "foreground deletion done", || {
+        (count(&server, &["get", "rs,pods", "-l", "app=keep", "-o", "name"]) == 0).then_some(())
+    });
+}
+
+#[test]
+fn job_runs_to_completion_and_namespace_deletion_empties_it() {
+    let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "2"]);
+    server.kubectl_ok(&["create", "namespace", "batch-work"]);
+    server.kubectl_ok(&[
+        "create",
+        "job",
+        "once",
+        "-n",
+        "batch-work",
+        "--image=busybox:1",
+    ]);
+    server.kubectl_ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/once",
+        "-n",
+        "batch-work",
+        "--timeout=60s",
+    ]);
+    let job = json(&server.kubectl_ok(&["get", "job", "once", "-n", "batch-work", "-o", "json"]));
+    assert_eq!(job["status"]["succeeded"], 1);
+    let table = server.kubectl_ok(&["get", "jobs", "-n", "batch-work"]);
+    assert!(
+        table.contains("Complete") && table.contains("1/1"),
+        "{table}"
+    );
+
+    server.kubectl_ok(&["create", "configmap", "left", "-n", "batch-work"]);
+    server.kubectl_ok(&["delete", "namespace", "batch-work", "--timeout=60s"]);
+    let err = server.kubectl_err(&["get", "namespace", "batch-work"]);
+    assert!(err.contains("NotFound"), "{err}");
+    let left = server.kubectl_ok(&["get", "configmaps,jobs,pods", "-A", "-o", "name"]);
+    assert!(
+        !left.contains("once") && !left.contains("configmap/left"),
+        "{left}"
+    );
+}
