@@ -382,6 +382,8 @@ async fn sync(
             };
             match api.create(&PostParams::default(), &endpoints).await {
                 Ok(_) => Ok(Action::Done),
+                // The namespace is being deleted: nothing to publish into.
+                Err(kube::Error::Api(s)) if s.code == 403 => Ok(Action::Done),
                 Err(e) => Err(error("creating", e)),
             }
         }

@@ -282,9 +282,12 @@ async fn sync(
                     endpoints,
                     ports: Some(ports),
                 };
-                api.create(&PostParams::default(), &slice)
-                    .await
-                    .map_err(|e| err("creating", e))?;
+                match api.create(&PostParams::default(), &slice).await {
+                    Ok(_) => {}
+                    // The namespace is being deleted: nothing to publish into.
+                    Err(kube::Error::Api(s)) if s.code == 403 => return Ok(Action::Done),
+                    Err(e) => return Err(err("creating", e)),
+                }
             }
         }
     }

@@ -238,15 +238,23 @@ enum Write {
 #[derive(Default)]
 struct Aggregator {
     seen: HashMap<SeriesKey, Written>,
+    /// When expired series were last dropped (a sweep per second at most).
+    swept: Option<Instant>,
 }
 
 impl Aggregator {
     /// Decides what `occurrence` (seen at `now`) writes.
     fn observe(&mut self, key: &SeriesKey, now: Instant) -> Write {
-        self.seen
-            .retain(|_, w| now.duration_since(w.last_seen) < AGGREGATION_WINDOW);
+        if self
+            .swept
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            self.seen
+                .retain(|_, w| now.duration_since(w.last_seen) < AGGREGATION_WINDOW);
+            self.swept = Some(now);
+        }
         match self.seen.get_mut(key) {
-            Some(written) => {
+            Some(written) if now.duration_since(written.last_seen) < AGGREGATION_WINDOW => {
                 written.count += 1;
                 written.last_seen = now;
                 Write::Series {
@@ -255,7 +263,7 @@ impl Aggregator {
                     count: written.count,
                 }
             }
-            None => Write::Create,
+            _ => Write::Create,
         }
     }
 
