@@ -16,6 +16,7 @@ pub mod node_lifecycle;
 pub mod podgc;
 pub mod serviceaccount;
 pub mod manager;
+pub mod cronjob;
 pub mod daemonset;
 pub mod statefulset;
 pub mod job;
@@ -30,6 +31,7 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
+        manager::starter("cronjob", cronjob::run),
         manager::starter("daemonset", daemonset::run),
         manager::starter("statefulset", statefulset::run),
         manager::starter("node-lifecycle", node_lifecycle::run),

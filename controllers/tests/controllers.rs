@@ -3,6 +3,7 @@
 
 mod controllers {
     pub mod support;
+    mod cronjob;
     mod daemonset;
     mod statefulset;
     mod events;

@@ -1,0 +1,447 @@
+//! One sync of one CronJob at a given instant (injected, so schedule
+//! decisions are testable): reconcile the active list, start the Job for the
+//! latest unmet schedule time if policy allows, trim history, and come back
+//! at the next scheduled time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use skiff_informer::{Action, Cache, ObjectKey};
+
+use super::schedule::Schedule;
+use crate::controller_utils::{controller_owner_ref, controller_ref};
+use crate::events::{EventRecorder, object_reference};
+
+/// Why a CronJob sync failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum CronJobError {
+    /// An API write failed.
+    #[error("{what} for cronjob {key}: {source}")]
+    Api {
+        what: &'static str,
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What a sync needs.
+pub struct Syncer {
+    pub client: Client,
+    pub cronjobs: Arc<Cache<CronJob>>,
+    pub jobs: Arc<Cache<Job>>,
+    pub events: EventRecorder,
+}
+
+/// "Complete" or "Failed" when the Job has finished.
+pub fn finished(job: &Job) -> Option<&'static str> {
+    let conditions = job.status.as_ref()?.conditions.as_ref()?;
+    ["Complete", "Failed"].into_iter().find(|t| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == *t && c.status == "True")
+    })
+}
+
+/// The name of the Job for a scheduled time: minutes since the epoch.
+pub fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
+    format!("{cronjob}-{}", scheduled.as_second().div_euclid(60))
+}
+
+/// What to do at `now`: the scheduled time to run (if any), and when to look
+/// again. `earliest` is the last schedule time (or creation).
+pub fn decide(
+    schedule: &Schedule,
+    earliest: Timestamp,
+    now: Timestamp,
+    starting_deadline: Option<i64>,
+) -> (Option<Timestamp>, Option<Timestamp>, bool) {
+    let mut from = earliest;
+    if let Some(d) = starting_deadline
+        && let Ok(floor) = now.checked_sub(jiff::SignedDuration::from_secs(d))
+        && floor > from
+    {
+        from = floor;
+    }
+    let next = schedule.next_after(now);
+    match schedule.most_recent(from, now) {
+        None => (None, next, false),
+        Some((t, _)) => {
+            let too_late = starting_deadline.is_some_and(|d| t.as_second() + d < now.as_second());
+            if too_late {
+                (None, next, true)
+            } else {
+                (Some(t), next, false)
+            }
+        }
+    }
+}
+
+fn job_reference(job: &Job) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        name: job.metadata.name.clone(),
+        namespace: job.metadata.namespace.clone(),
+        uid: job.metadata.uid.clone(),
+        resource_version: job.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+impl Syncer {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> CronJobError {
+        CronJobError::Api {
+            what,
+            key: key.to_owned(),
+            source,
+        }
+    }
+
+    /// Syncs the CronJob under `key` as of `now`.
+    pub async fn sync(&self, key: ObjectKey, now: Timestamp) -> Result<Action, CronJobError> {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let key_str = key.to_string();
+        let Some(cj) = self.cronjobs.get(&ns, &key.name) else {
+            return Ok(Action::Done);
+        };
+        let cj = (*cj).clone();
+        let uid = cj.metadata.uid.clone().unwrap_or_default();
+        let spec = cj.spec.clone().unwrap_or_default();
+        let mut status = cj.status.clone().unwrap_or_default();
+        let jobs: Vec<Arc<Job>> = self
+            .jobs
+            .list_namespace(&ns)
+            .into_iter()
+            .filter(|j| controller_ref(&j.metadata).is_some_and(|r| r.uid == uid))
+            .collect();
+
+        // Active list: drop finished or vanished Jobs, add running ones.
+        let mut active: Vec<ObjectReference> = Vec::new();
+        for job in &jobs {
+            match finished(job) {
+                None => active.push(job_reference(job)),
+                Some(outcome) => {
+                    let was_active = status
+                        .active
+                        .iter()
+                        .flatten()
+                        .any(|r| r.uid == job.metadata.uid);
+                    if was_active {
+                        self.events.normal(
+                            &object_reference(&cj),
+                            "SawCompletedJob",
+                            "Observe",
+                            format!(
+                                "Saw completed job: {}, condition: {outcome}",
+                                job.name_any()
+                            ),
+                        );
+                    }
+                    if outcome == "Complete"
+                        && let Some(done) =
+                            job.status.as_ref().and_then(|s| s.completion_time.clone())
+                        && status
+                            .last_successful_time
+                            .as_ref()
+                            .is_none_or(|t| t.0 < done.0)
+                    {
+                        status.last_successful_time = Some(done);
+                    }
+                }
+            }
+        }
+        active.sort_by(|a, b| a.name.cmp(&b.name));
+        status.active = (!active.is_empty()).then_some(active);
+
+        let mut requeue = None;
+        if cj.metadata.deletion_timestamp.is_none() && spec.suspend != Some(true) {
+            let time_zone = spec.time_zone.as_deref();
+            match Schedule::parse(&spec.schedule, time_zone) {
+                Err(e) => {
+                    self.events.warning(
+                        &object_reference(&cj),
+                        "UnparseableSchedule",
+                        "Schedule",
+                        format!("unparseable schedule: {:?} : {e}", spec.schedule),
+                    );
+                }
+                Ok(schedule) => {
+                    let earliest = status
+                        .last_schedule_time
+                        .as_ref()
+                        .or(cj.metadata.creation_timestamp.as_ref())
+                        .map(|t| t.0)
+                        .unwrap_or(now);
+                    let (due, next, missed) =
+                        decide(&schedule, earliest, now, spec.starting_deadline_seconds);
+                    if missed {
+                        self.events.warning(
+                            &object_reference(&cj),
+                            "MissSchedule",
+                            "Schedule",
+                            "Missed scheduled time to start a job".to_owned(),
+                        );
+                    }
+                    if let Some(t) = due {
+                        self.start_job(&cj, &key_str, &jobs, &mut status, t).await?;
+                    }
+                    requeue = next.map(|n| {
+                        let secs = (n.as_second() - now.as_second()).max(1);
+                        Duration::from_secs(secs as u64 + 1)
+                    });
+                }
+            }
+        }
+        self.trim_history(&cj, &key_str, &jobs).await?;
+        if Some(&status) != cj.status.as_ref() {
+            let api: Api<CronJob> = Api::namespaced(self.client.clone(), &ns);
+            let mut body = serde_json::to_value(&status).unwrap_or_default();
+            if status.active.is_none() {
+                body["active"] = serde_json::Value::Null;
+            }
+            match api
+                .patch_status(
+                    &cj.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": body})),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
+                Err(e) => return Err(Self::err(&key_str, "updating status", e)),
+            }
+        }
+        Ok(match requeue {
+            Some(d) => Action::RequeueAfter(d),
+            None => Action::Done,
+        })
+    }
+
+    async fn start_job(
+        &self,
+        cj: &CronJob,
+        key: &str,
+        jobs: &[Arc<Job>],
+        status: &mut CronJobStatus,
+        scheduled: Timestamp,
+    ) -> Result<(), CronJobError> {
+        let ns = cj.namespace().unwrap_or_default();
+        let name = job_name(&cj.name_any(), scheduled);
+        if jobs.iter().any(|j| j.name_any() == name) {
+            // Already started for this time (the status write may have been lost).
+            status.last_schedule_time = Some(Time(scheduled));
+            return Ok(());
+        }
+        let spec = cj.spec.clone().unwrap_or_default();
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &ns);
+        let running: Vec<ObjectReference> = status.active.clone().unwrap_or_default();
+        match spec.concurrency_policy.as_deref() {
+            Some("Forbid") if !running.is_empty() => {
+                self.events.normal(
+                    &object_reference(cj),
+                    "JobAlreadyActive",
+                    "Schedule",
+                    "Not starting job because prior execution is running and concurrency policy is Forbid".to_owned(),
+                );
+                return Ok(());
+            }
+            Some("Replace") => {
+                for r in &running {
+                    let Some(job_name) = r.name.as_deref() else {
+                        continue;
+                    };
+                    let params = DeleteParams {
+                        propagation_policy: Some(PropagationPolicy::Background),
+                        ..Default::default()
+                    };
+                    match api.delete(job_name, &params).await {
+                        Ok(_) => self.events.normal(
+                            &object_reference(cj),
+                            "SuccessfulDelete",
+                            "Delete",
+                            format!("Deleted job {job_name}"),
+                        ),
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(e) => return Err(Self::err(key, "replacing a job", e)),
+                    }
+                }
+                status.active = None;
+            }
+            _ => {}
+        }
+        let template = spec.job_template;
+        let meta = template.metadata.unwrap_or_default();
+        let mut annotations = meta.annotations.unwrap_or_default();
+        annotations.insert(
+            "batch.kubernetes.io/cronjob-scheduled-timestamp".into(),
+            scheduled.to_string(),
+        );
+        let job = Job {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ns),
+                labels: meta.labels,
+                annotations: Some(annotations),
+                owner_references: Some(vec![controller_owner_ref(cj)]),
+                ..Default::default()
+            },
+            spec: template.spec,
+            status: None,
+        };
+        let created = match api.create(&PostParams::default(), &job).await {
+            Ok(created) => {
+                self.events.normal(
+                    &object_reference(cj),
+                    "SuccessfulCreate",
+                    "Create",
+                    format!("Created job {name}"),
+                );
+                created
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => match api.get(&name).await {
+                Ok(existing) => existing,
+                Err(e) => return Err(Self::err(key, "reading an existing job", e)),
+            },
+            Err(e) => {
+                self.events.warning(
+                    &object_reference(cj),
+                    "FailedCreate",
+                    "Create",
+                    format!("Error creating job: {e}"),
+                );
+                return Err(Self::err(key, "creating a job", e));
+            }
+        };
+        let owned = controller_ref(&created.metadata)
+            .is_some_and(|r| Some(&r.uid) == cj.meta().uid.as_ref());
+        if owned {
+            status
+                .active
+                .get_or_insert_with(Vec::new)
+                .push(job_reference(&created));
+        }
+        status.last_schedule_time = Some(Time(scheduled));
+        Ok(())
+    }
+
+    /// Deletes the oldest finished Jobs beyond the success / failure limits.
+    async fn trim_history(
+        &self,
+        cj: &CronJob,
+        key: &str,
+        jobs: &[Arc<Job>],
+    ) -> Result<(), CronJobError> {
+        let spec = cj.spec.clone().unwrap_or_default();
+        let api: Api<Job> =
+            Api::namespaced(self.client.clone(), &cj.namespace().unwrap_or_default());
+        for (outcome, limit) in [
+            ("Complete", spec.successful_jobs_history_limit.unwrap_or(3)),
+            ("Failed", spec.failed_jobs_history_limit.unwrap_or(1)),
+        ] {
+            let mut done: Vec<&Arc<Job>> = jobs
+                .iter()
+                .filter(|j| finished(j) == Some(outcome) && j.metadata.deletion_timestamp.is_none())
+                .collect();
+            let excess = done.len() as i64 - i64::from(limit.max(0));
+            if excess <= 0 {
+                continue;
+            }
+            done.sort_by_key(|j| {
+                j.status
+                    .as_ref()
+                    .and_then(|s| s.start_time.clone())
+                    .or_else(|| j.metadata.creation_timestamp.clone())
+                    .map(|t| t.0)
+            });
+            for job in done.into_iter().take(excess as usize) {
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    ..Default::default()
+                };
+                match api.delete(&job.name_any(), &params).await {
+                    Ok(_) => self.events.normal(
+                        &object_reference(cj),
+                        "SuccessfulDelete",
+                        "Delete",
+                        format!("Deleted job {}", job.name_any()),
+                    ),
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(Self::err(key, "deleting an old job", e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn job_names_count_minutes_since_the_epoch() {
+        assert_eq!(
+            job_name("hello", ts("2025-01-10T10:47:00Z")),
+            "hello-28941767"
+        );
+    }
+
+    #[test]
+    fn decisions_respect_the_starting_deadline() {
+        let s = Schedule::parse("*/10 * * * *", None).unwrap();
+        // due at 10:40, looked at 10:47 with no deadline: run it
+        let (due, next, missed) = decide(
+            &s,
+            ts("2025-01-10T10:05:00Z"),
+            ts("2025-01-10T10:47:00Z"),
+            None,
+        );
+        assert_eq!(due, Some(ts("2025-01-10T10:40:00Z")));
+        assert_eq!(next, Some(ts("2025-01-10T10:50:00Z")));
+        assert!(!missed);
+        // a 60 s deadline has passed for 10:40 (and 10:30 is out of the window)
+        let (due, _, missed) = decide(
+            &s,
+            ts("2025-01-10T10:05:00Z"),
+            ts("2025-01-10T10:47:00Z"),
+            Some(60),
+        );
+        assert_eq!((due, missed), (None, false));
+        // a 500 s window still sees 10:40 but it is too late: 10:40 + 300 < 10:47
+        let (due, _, missed) = decide(
+            &s,
+            ts("2025-01-10T10:05:00Z"),
+            ts("2025-01-10T10:47:00Z"),
+            Some(300),
+        );
+        assert_eq!((due, missed), (None, false));
+        let (due, _, missed) = decide(
+            &s,
+            ts("2025-01-10T10:05:00Z"),
+            ts("2025-01-10T10:47:00Z"),
+            Some(500),
+        );
+        assert_eq!((due, missed), (Some(ts("2025-01-10T10:40:00Z")), false));
+        // nothing since the last run
+        let (due, next, _) = decide(
+            &s,
+            ts("2025-01-10T10:40:00Z"),
+            ts("2025-01-10T10:47:00Z"),
+            None,
+        );
+        assert_eq!((due, next), (None, Some(ts("2025-01-10T10:50:00Z"))));
+    }
+}

@@ -1,0 +1,113 @@
+//! The CronJob controller over the real API server. Schedule arithmetic is
+//! unit-tested next to the code; here one due run is observed end to end.
+
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::support::{TestCluster, eventually};
+use super::workload_helpers::{WAIT, event_reasons};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
+    let cluster = TestCluster::start(Some(&["cronjob"])).await;
+    let client = cluster.client.clone();
+    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
+    let cj: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "tick"},
+        "spec": {
+            "schedule": "* * * * *",
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {
+                "metadata": {"labels": {"team": "ops"}},
+                "spec": {"template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}]
+                }}}
+            }
+        }
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &cj).await.unwrap();
+    // Pretend the last run was three minutes ago: a run is due now.
+    let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
+    api.patch_status(
+        "tick",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}})),
+    )
+    .await
+    .unwrap();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let job = eventually(WAIT, "a job", || async {
+        jobs.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    let now_minutes = jiff::Timestamp::now().as_second() / 60;
+    let minutes: i64 = job
+        .name_any()
+        .strip_prefix("tick-")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (now_minutes - 1..=now_minutes).contains(&minutes),
+        "{} vs {now_minutes}",
+        job.name_any()
+    );
+    assert_eq!(job.labels()["team"], "ops");
+    assert_eq!(job.owner_references()[0].kind, "CronJob");
+    assert!(
+        job.annotations()
+            .contains_key("batch.kubernetes.io/cronjob-scheduled-timestamp")
+    );
+    let status = eventually(WAIT, "active job in status", || async {
+        let s = api.get("tick").await.ok()?.status?;
+        (s.active.as_ref()?.len() == 1).then_some(s)
+    })
+    .await;
+    assert_eq!(status.active.unwrap()[0].name, Some(job.name_any()));
+    assert_eq!(
+        status.last_schedule_time.unwrap().0.as_second(),
+        minutes * 60,
+        "lastScheduleTime is the scheduled minute"
+    );
+    // The job finishes (the job controller is not running: set its status).
+    let done = jiff::Timestamp::now().to_string();
+    jobs.patch_status(
+        &job.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "startTime": done, "completionTime": done, "succeeded": 1,
+            "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": done},
+                {"type": "Complete", "status": "True", "lastTransitionTime": done}
+            ]
+        }})),
+    )
+    .await
+    .unwrap();
+    eventually(WAIT, "success recorded", || async {
+        let s = api.get("tick").await.ok()?.status?;
+        (s.active.is_none() && s.last_successful_time.is_some()).then_some(())
+    })
+    .await;
+    eventually(WAIT, "events", || async {
+        let r = event_reasons(&client, "default", "tick").await;
+        (r.iter().any(|r| r == "SuccessfulCreate") && r.iter().any(|r| r == "SawCompletedJob"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        jobs.list(&ListParams::default()).await.unwrap().items.len(),
+        1,
+        "one run only"
+    );
+    cluster.shutdown().await;
+}
