@@ -389,20 +389,30 @@ async fn pod_specs_are_mostly_immutable() {
     let path = "/api/v1/namespaces/default/pods/p";
     let mut image = created.clone();
     image["spec"]["containers"][0]["image"] = json!("two");
-    image["spec"]["tolerations"] = json!([{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]);
+    image["spec"]["tolerations"] =
+        json!([{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]);
     let (code, updated) = s.put(path, image).await;
     assert_eq!(code, StatusCode::OK, "{updated}");
     let mut restart = updated.clone();
     restart["spec"]["restartPolicy"] = json!("Never");
     let (code, body) = s.put(path, restart).await;
     assert_status(code, &body, 422, "Invalid");
-    assert!(body["message"].as_str().unwrap().contains("spec: Forbidden: pod updates may not change fields"));
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec: Forbidden: pod updates may not change fields")
+    );
     let mut fewer = updated.clone();
     fewer["spec"]["tolerations"] = json!([]);
     let (code, body) = s.put(path, fewer).await;
     assert_status(code, &body, 422, "Invalid");
     let (code, body) = s
-        .patch(path, "application/merge-patch+json", json!({"metadata": {"labels": {"ok": "yes"}}}))
+        .patch(
+            path,
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"ok": "yes"}}}),
+        )
         .await;
     assert_eq!(code, StatusCode::OK, "{body}");
 }
@@ -414,14 +424,20 @@ async fn the_kubernetes_service_points_at_the_advertised_address() {
         ..Default::default()
     };
     let s = TestServer::with_config(config).await;
-    let (code, svc) = s.get("/api/v1/namespaces/default/services/kubernetes").await;
+    let (code, svc) = s
+        .get("/api/v1/namespaces/default/services/kubernetes")
+        .await;
     assert_eq!(code, StatusCode::OK, "{svc}");
     assert_eq!(svc["spec"]["clusterIP"], "10.43.0.1");
     assert_eq!(svc["spec"]["ports"][0]["port"], 443);
-    let (_, ep) = s.get("/api/v1/namespaces/default/endpoints/kubernetes").await;
+    let (_, ep) = s
+        .get("/api/v1/namespaces/default/endpoints/kubernetes")
+        .await;
     assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "192.0.2.10");
     assert_eq!(ep["subsets"][0]["ports"][0]["port"], 6443);
-    let (_, slice) = s.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes").await;
+    let (_, slice) = s
+        .get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes")
+        .await;
     assert_eq!(slice["endpoints"][0]["addresses"][0], "192.0.2.10");
 }
 
