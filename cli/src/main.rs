@@ -2,6 +2,7 @@
 //! components into one process. It owns process supervision and start-up
 //! reporting; it must never hold cluster logic of its own.
 
+mod agent;
 mod server;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +19,8 @@ struct Cli {
 enum Command {
     /// Run a cluster: API server, controllers, scheduler and node agent.
     Server(server::ServerArgs),
+    /// Run only the node agent, joining a skiff server.
+    Agent(agent::AgentArgs),
     /// Print the skiff version.
     Version,
 }
@@ -36,6 +39,10 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(server::run(args)),
+        Command::Agent(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(agent::run(args)),
         Command::Version => {
             println!("skiff {}", env!("CARGO_PKG_VERSION"));
             Ok(())

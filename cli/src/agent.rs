@@ -1,0 +1,161 @@
+//! The node agent's flags (shared by `skiff server` and `skiff agent`) and
+//! `skiff agent`: only the containerd-backed node, talking to a server over
+//! HTTPS.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use skiff_informer::SharedInformerFactory;
+use skiff_node::agent::{self, AgentConfig, remote};
+use tokio::sync::watch;
+
+/// Flags of the node agent.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NodeFlags {
+    /// Name of this node (default: the host name).
+    #[arg(long, env = "SKIFF_NODE_NAME")]
+    pub node_name: Option<String>,
+
+    /// Use this CRI socket (e.g. unix:///run/containerd/containerd.sock)
+    /// instead of starting skiff's own containerd.
+    #[arg(long, env = "SKIFF_CONTAINER_RUNTIME_ENDPOINT")]
+    pub container_runtime_endpoint: Option<String>,
+
+    /// Pod CIDR used when the control plane assigns none to this node.
+    #[arg(long, env = "SKIFF_POD_CIDR", default_value = "10.42.0.0/24")]
+    pub pod_cidr: String,
+
+    /// Linux bridge of the pod network.
+    #[arg(long, env = "SKIFF_CNI_BRIDGE", default_value = "skiff0")]
+    pub cni_bridge: String,
+
+    /// Extra node labels, `key=value`; repeatable.
+    #[arg(long = "node-label", env = "SKIFF_NODE_LABEL", value_delimiter = ',')]
+    pub node_labels: Vec<String>,
+}
+
+impl NodeFlags {
+    /// The agent's configuration with its state under `DATA_DIR/agent`.
+    pub fn agent_config(&self, data_dir: &Path) -> anyhow::Result<AgentConfig> {
+        let node_name = match &self.node_name {
+            Some(name) => name.clone(),
+            None => agent::host::read(data_dir).hostname,
+        };
+        let mut config = AgentConfig::new(node_name, data_dir.join("agent"));
+        config.runtime.external_endpoint = self.container_runtime_endpoint.clone();
+        config.fallback_pod_cidr = self.pod_cidr.clone();
+        config.cni_bridge = self.cni_bridge.clone();
+        let mut labels = BTreeMap::new();
+        for label in &self.node_labels {
+            let (k, v) = label
+                .split_once('=')
+                .with_context(|| format!("node label {label:?} is not key=value"))?;
+            labels.insert(k.to_string(), v.to_string());
+        }
+        config.node_labels = labels;
+        Ok(config)
+    }
+}
+
+/// Flags of `skiff agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// Directory for the agent's state (containerd, pods, logs).
+    #[arg(long, env = "SKIFF_DATA_DIR", default_value = "/var/lib/skiff")]
+    pub data_dir: PathBuf,
+
+    /// URL of the skiff server, e.g. https://10.0.0.1:6443.
+    #[arg(long, env = "SKIFF_SERVER", required_unless_present = "kubeconfig")]
+    pub server: Option<String>,
+
+    /// Bearer token to authenticate to the server.
+    #[arg(long, env = "SKIFF_TOKEN", requires = "server")]
+    pub token: Option<String>,
+
+    /// CA certificate (PEM) of the server; without it the server's
+    /// certificate is not verified.
+    #[arg(long, env = "SKIFF_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+
+    /// Kubeconfig to reach the server instead of --server/--token.
+    #[arg(long, env = "SKIFF_KUBECONFIG", conflicts_with = "server")]
+    pub kubeconfig: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub node: NodeFlags,
+}
+
+/// Runs the agent until SIGTERM or Ctrl-C.
+pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
+    let client = match (&args.kubeconfig, &args.server) {
+        (Some(path), _) => remote::client_from_kubeconfig(path).await?,
+        (None, Some(server)) => {
+            let token = args
+                .token
+                .as_deref()
+                .context("--token is required with --server")?;
+            if args.ca_file.is_none() {
+                tracing::warn!("no --ca-file: the server's certificate is not verified");
+            }
+            remote::client_from_token(server, token, args.ca_file.as_deref())?
+        }
+        (None, None) => anyhow::bail!("give --server and --token, or --kubeconfig"),
+    };
+    let config = args.node.agent_config(&args.data_dir)?;
+    let factory = SharedInformerFactory::new(client.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut agent = {
+        let factory = factory.clone();
+        tokio::spawn(async move { agent::run(client, &factory, config, stop_rx).await })
+    };
+    tokio::select! {
+        result = &mut agent => {
+            return match result.context("agent task")? {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        }
+        _ = termination_signal() => {}
+    }
+    tracing::info!("stopping");
+    let _ = stop_tx.send(true);
+    factory.shutdown();
+    agent.await.context("agent task")??;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Starts the node agent inside `skiff server`.
+pub fn spawn_in_server(
+    components: &mut tokio::task::JoinSet<()>,
+    factory: &SharedInformerFactory,
+    config: AgentConfig,
+    stop: watch::Receiver<bool>,
+) {
+    let factory = factory.clone();
+    components.spawn(async move {
+        let client = factory.client().clone();
+        if let Err(error) = agent::run(client, &factory, config, stop).await {
+            tracing::error!(%error, "node agent stopped");
+        }
+    });
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn termination_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
