@@ -20,6 +20,8 @@ use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::Semaphore;
 
 const CONCURRENCY: usize = 64;
+/// Objects the watch fan-out's events are spread over.
+const FANOUT_OBJECTS: usize = 100;
 
 fn scale(n: usize) -> usize {
     let factor: f64 = std::env::var("BENCH_SCALE")
@@ -288,10 +290,20 @@ async fn watch_fanout_api(
     rate: usize,
     seconds: usize,
 ) -> Result<(Duration, Duration), Box<dyn std::error::Error>> {
-    let target = cms
-        .create(&PostParams::default(), &configmap("fanout", "0"))
-        .await?;
-    let rv = target.metadata.resource_version.clone().unwrap_or_default();
+    // Events spread over many objects: one object's writes are serialized
+    // by the store's durability, so a single hot object cannot take 1,000
+    // writes a second on its own.
+    let mut rv = String::new();
+    for i in 0..FANOUT_OBJECTS {
+        let mut cm = configmap(&format!("fanout-{i}"), "0");
+        cm.metadata.labels = Some([("fanout".to_string(), "yes".to_string())].into());
+        let created = cms.create(&PostParams::default(), &cm).await?;
+        rv = created
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+    }
     let total = rate * seconds;
     let gate = Arc::new(Semaphore::new(0));
     let mut tasks = Vec::new();
@@ -327,13 +339,13 @@ async fn watch_fanout_api(
         }));
     }
     let _ = gate.acquire_many(watchers as u32).await?;
-    pace(total, rate, |_| {
+    pace(total, rate, |i| {
         let cms = cms.clone();
         async move {
             let patch = serde_json::json!({"data": {"payload": now_nanos().to_string()}});
             let _ = cms
                 .patch(
-                    "fanout",
+                    &format!("fanout-{}", i % FANOUT_OBJECTS),
                     &kube::api::PatchParams::default(),
                     &kube::api::Patch::Merge(patch),
                 )
@@ -350,13 +362,17 @@ async fn watch_fanout_store(
     rate: usize,
     seconds: usize,
 ) -> Result<(Duration, Duration), Box<dyn std::error::Error>> {
-    let key = "/registry/core/configmaps/default/fanout";
-    store.create(key, Bytes::from_static(b"0")).await?;
+    let prefix = "/registry/core/configmaps/fanout/";
+    for i in 0..FANOUT_OBJECTS {
+        store
+            .create(&format!("{prefix}{i}"), Bytes::from_static(b"0"))
+            .await?;
+    }
     let from = store.current_revision();
     let total = rate * seconds;
     let mut tasks = Vec::new();
     for _ in 0..watchers {
-        let mut stream = store.watch(key, from)?;
+        let mut stream = store.watch(prefix, from)?;
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(total);
             while latencies.len() < total {
@@ -376,11 +392,12 @@ async fn watch_fanout_store(
             latencies
         }));
     }
-    pace(total, rate, |_| {
+    pace(total, rate, |i| {
         let store = store.clone();
+        let key = format!("{prefix}{}", i % FANOUT_OBJECTS);
         async move {
             let _ = store
-                .update(key, Bytes::from(now_nanos().to_string()), None)
+                .update(&key, Bytes::from(now_nanos().to_string()), None)
                 .await;
         }
     })

@@ -10,6 +10,7 @@ mod e2e {
     mod kube_rs;
     mod kubectl;
     mod python;
+    mod scheduling;
     mod server;
     mod simulated;
     mod tables;

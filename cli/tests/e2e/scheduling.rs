@@ -1,0 +1,144 @@
+//! The scheduler with kubectl on simulated nodes: taints, node affinity,
+//! topology spread and the explanation of a pod that cannot be placed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::support::{Server, eventually};
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// Node name of every pod with label `app=<app>`, once all are bound.
+fn placements(server: &Server, app: &str, expected: usize) -> Vec<String> {
+    eventually(Duration::from_secs(30), "pods bound", || {
+        let pods =
+            json(&server.kubectl_ok(&["get", "pods", "-l", &format!("app={app}"), "-o", "json"]));
+        let nodes: Vec<String> = pods["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["spec"]["nodeName"].as_str().map(String::from))
+            .collect();
+        (nodes.len() == expected).then_some(nodes)
+    })
+}
+
+fn apply(server: &Server, manifest: &str) {
+    let out = server.kubectl_stdin(&["apply", "--validate=false", "-f", "-"], manifest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn deployment(name: &str, replicas: u32, pod_spec_extra: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},
+          "spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"{name}"}}}},
+            "template":{{"metadata":{{"labels":{{"app":"{name}"}}}},
+              "spec":{{"containers":[{{"name":"c","image":"busybox:1"}}]{pod_spec_extra}}}}}}}}}"#
+    )
+}
+
+#[test]
+fn taints_affinity_and_spread_place_pods_as_upstream() {
+    let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "3"]);
+    eventually(Duration::from_secs(20), "3 nodes", || {
+        (server
+            .kubectl_ok(&["get", "nodes", "-o", "name"])
+            .lines()
+            .count()
+            == 3)
+            .then_some(())
+    });
+    server.kubectl_ok(&["taint", "node", "sim-node-0", "dedicated=infra:NoSchedule"]);
+    server.kubectl_ok(&[
+        "label",
+        "node",
+        "sim-node-1",
+        "topology.kubernetes.io/zone=a",
+    ]);
+    server.kubectl_ok(&[
+        "label",
+        "node",
+        "sim-node-2",
+        "topology.kubernetes.io/zone=b",
+    ]);
+    server.kubectl_ok(&[
+        "label",
+        "node",
+        "sim-node-0",
+        "topology.kubernetes.io/zone=c",
+    ]);
+
+    // No toleration: never on the tainted node.
+    apply(&server, &deployment("plain", 6, ""));
+    let nodes = placements(&server, "plain", 6);
+    assert!(nodes.iter().all(|n| n != "sim-node-0"), "{nodes:?}");
+
+    // Node affinity pins to zone b.
+    apply(
+        &server,
+        &deployment(
+            "pinned",
+            3,
+            r#","affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"topology.kubernetes.io/zone","operator":"In","values":["b"]}]}]}}}"#,
+        ),
+    );
+    assert_eq!(placements(&server, "pinned", 3), vec!["sim-node-2"; 3]);
+
+    // Tolerating the taint and spreading hard over zones: one pod per zone.
+    apply(
+        &server,
+        &deployment(
+            "spread",
+            3,
+            r#","tolerations":[{"key":"dedicated","operator":"Equal","value":"infra","effect":"NoSchedule"}],
+               "topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"app":"spread"}}}]"#,
+        ),
+    );
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for node in placements(&server, "spread", 3) {
+        *per_node.entry(node).or_default() += 1;
+    }
+    assert_eq!(per_node.len(), 3, "one per zone: {per_node:?}");
+}
+
+#[test]
+fn unschedulable_pod_is_explained() {
+    let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "2"]);
+    eventually(Duration::from_secs(20), "2 nodes", || {
+        (server
+            .kubectl_ok(&["get", "nodes", "-o", "name"])
+            .lines()
+            .count()
+            == 2)
+            .then_some(())
+    });
+    apply(
+        &server,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"huge"},
+            "spec":{"containers":[{"name":"c","image":"busybox:1","resources":{"requests":{"cpu":"64"}}}]}}"#,
+    );
+    let condition = eventually(Duration::from_secs(30), "PodScheduled=False", || {
+        let pod = json(&server.kubectl_ok(&["get", "pod", "huge", "-o", "json"]));
+        pod["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+            .cloned()
+    });
+    assert_eq!(condition["reason"], "Unschedulable");
+    let message = condition["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with("0/2 nodes are available: 2 Insufficient cpu."),
+        "{message}"
+    );
+    let describe = eventually(Duration::from_secs(30), "FailedScheduling event", || {
+        let out = server.kubectl_ok(&["describe", "pod", "huge"]);
+        out.contains("FailedScheduling").then_some(out)
+    });
+    assert!(describe.contains("Insufficient cpu"), "{describe}");
+}
