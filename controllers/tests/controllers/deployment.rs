@@ -411,3 +411,31 @@ async fn old_replica_sets_beyond_the_history_limit_are_deleted() {
     assert_eq!(revisions["nginx:3"], "3");
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_rollout_reports_progress_deadline_exceeded() {
+    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
+    let client = cluster.client.clone();
+    create(
+        &client,
+        "stuck",
+        2,
+        json!({"type": "RollingUpdate"}),
+        json!({"progressDeadlineSeconds": 1}),
+    )
+    .await;
+    // No pod ever becomes ready.
+    let d = eventually(WAIT, "deadline exceeded", || async {
+        let d = get(&client, "stuck").await;
+        (condition(&d, "Progressing") == Some(("False".into(), "ProgressDeadlineExceeded".into())))
+            .then_some(d)
+    })
+    .await;
+    assert_eq!(
+        condition(&d, "Available"),
+        Some(("False".into(), "MinimumReplicasUnavailable".into()))
+    );
+    let s = d.status.unwrap();
+    assert_eq!((s.replicas, s.unavailable_replicas), (Some(2), Some(2)));
+    cluster.shutdown().await;
+}
