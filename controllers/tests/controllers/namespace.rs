@@ -1,5 +1,6 @@
 //! Namespace deletion: content is deleted, conditions report what remains,
-//! and the namespace goes away once empty.
+//! and the namespace goes away once empty, also while other controllers
+//! keep publishing into it.
 
 use std::time::Duration;
 
@@ -163,6 +164,52 @@ async fn content_with_finalizers_holds_the_namespace_and_conditions_say_why() {
     eventually(WAIT, "namespace held to disappear", || async {
         namespaces
             .get_opt("held")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_finishes_while_other_controllers_publish_into_the_namespace() {
+    let cluster = TestCluster::start(Some(&[
+        "namespace",
+        "garbage-collector",
+        "serviceaccount",
+        "root-ca-cert-publisher",
+        "endpoint",
+        "endpointslice",
+    ]))
+    .await;
+    let client = cluster.client.clone();
+    create_namespace(&client, "busy").await;
+    fill(&client, "busy").await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), "busy");
+    let svc = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "busy");
+    eventually(WAIT, "the default service account", || async {
+        accounts.get_opt("default").await.unwrap()
+    })
+    .await;
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete("busy", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(WAIT, "namespace busy to disappear", || async {
+        namespaces
+            .get_opt("busy")
             .await
             .unwrap()
             .is_none()
