@@ -6,9 +6,9 @@
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
 
-pub mod events;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod events;
 pub mod garbage_collector;
 pub mod namespace;
 pub mod node_ipam;
@@ -16,12 +16,12 @@ pub mod node_lifecycle;
 pub mod podgc;
 pub mod serviceaccount;
 pub mod manager;
+pub mod controller_utils;
 pub mod cronjob;
 pub mod daemonset;
 pub mod statefulset;
 pub mod job;
 pub mod deployment;
-pub mod controller_utils;
 pub mod pod_control;
 pub mod replicaset;
 
@@ -31,21 +31,21 @@ pub use manager::{Context, ControllerManager, Stop};
 /// adds its own line here.
 fn defaults() -> Vec<(&'static str, manager::Starter)> {
     vec![
-        manager::starter("cronjob", cronjob::run),
-        manager::starter("daemonset", daemonset::run),
-        manager::starter("statefulset", statefulset::run),
-        manager::starter("node-lifecycle", node_lifecycle::run),
-        manager::starter("pod-garbage-collector", podgc::run),
-        manager::starter("node-ipam", node_ipam::run),
-        manager::starter("job", job::run),
-        manager::starter("endpoint", endpoints::run),
-        manager::starter("endpointslice", endpointslice::run),
-        manager::starter("deployment", deployment::run),
         manager::starter("namespace", namespace::run),
         manager::starter("garbage-collector", garbage_collector::run),
         manager::starter("serviceaccount", serviceaccount::run),
         manager::starter("root-ca-cert-publisher", serviceaccount::run_root_ca_publisher),
+        manager::starter("endpoint", endpoints::run),
+        manager::starter("endpointslice", endpointslice::run),
+        manager::starter("node-lifecycle", node_lifecycle::run),
+        manager::starter("pod-garbage-collector", podgc::run),
+        manager::starter("node-ipam", node_ipam::run),
         manager::starter("replicaset", replicaset::run),
+        manager::starter("cronjob", cronjob::run),
+        manager::starter("daemonset", daemonset::run),
+        manager::starter("statefulset", statefulset::run),
+        manager::starter("job", job::run),
+        manager::starter("deployment", deployment::run),
         manager::starter("replicationcontroller", replicaset::run_replication_controllers),
     ]
 }
