@@ -3,20 +3,20 @@
 
 mod controllers {
     pub mod support;
-    mod cronjob;
-    mod daemonset;
-    mod statefulset;
+    pub mod endpoints;
+    mod endpointslice;
     mod events;
+    mod garbage_collector;
+    mod namespace;
     mod node_ipam;
     mod node_lifecycle;
     mod podgc;
-    mod job;
-    pub mod endpoints;
-    mod endpointslice;
-    mod deployment;
-    mod garbage_collector;
-    mod namespace;
     mod serviceaccount;
     pub mod workload_helpers;
     mod replicaset;
+    mod cronjob;
+    mod daemonset;
+    mod statefulset;
+    mod job;
+    mod deployment;
 }
