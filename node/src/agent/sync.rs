@@ -300,6 +300,16 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
         // A container started now: look again soon for its first state.
         wake = earliest(wake, Instant::now() + Duration::from_millis(500));
     }
+    // A container may have exited since it was looked at (or been stopped
+    // by its liveness probe): whether it comes back follows the policy.
+    for c in &spec.containers {
+        if let Some(i) = view.latest(&c.name)
+            && i.is_exited()
+            && should_restart(&policy, i.status.exit_code)
+        {
+            observed.will_restart.insert(c.name.clone());
+        }
+    }
     let status = report(ctx, state, pod, &view, &observed).await?;
     if matches!(status.as_str(), "Succeeded" | "Failed") {
         runtime.stop_pod_sandbox(&sandbox_id).await?;

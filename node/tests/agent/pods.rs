@@ -64,16 +64,26 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     cluster
         .create_pod(json!({
             "metadata": {"name": "hello"},
-            "spec": {"restartPolicy": "Never", "containers": [{
-                "name": "main", "image": BUSYBOX_IMAGE,
-                "command": ["sh", "-c"],
-                "args": ["echo \"$(GREETING) to $(POD_NAME) mode=$MODE\""],
-                "env": [
-                    {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
-                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                    {"name": "MODE", "value": "$(GREETING)!"}
-                ]
-            }]}
+            "spec": {
+                "restartPolicy": "Never",
+                "volumes": [{"name": "work", "emptyDir": {}}],
+                "initContainers": [{
+                    "name": "prepare", "image": BUSYBOX_IMAGE,
+                    "command": ["sh", "-c", "echo from-init > /work/msg"],
+                    "volumeMounts": [{"name": "work", "mountPath": "/work"}]
+                }],
+                "containers": [{
+                    "name": "main", "image": BUSYBOX_IMAGE,
+                    "command": ["sh", "-c"],
+                    "args": ["echo \"$(GREETING) to $(POD_NAME) mode=$MODE $(cat /work/msg)\""],
+                    "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+                    "env": [
+                        {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "MODE", "value": "$(GREETING)!"}
+                    ]
+                }]
+            }
         }))
         .await;
     let hello = cluster
@@ -90,6 +100,20 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
         (0, Some("Completed"))
     );
     let pod_status = hello.status.as_ref().expect("status");
+    let init = &pod_status
+        .init_container_statuses
+        .as_ref()
+        .expect("init statuses")[0];
+    let init_done = init
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("init terminated");
+    assert_eq!(
+        (init_done.exit_code, init_done.reason.as_deref()),
+        (0, Some("Completed"))
+    );
+    assert_eq!(condition(&hello, "Initialized").as_deref(), Some("True"));
     assert!(
         pod_status.pod_ip.is_some()
             && pod_status.host_ip.is_some()
@@ -107,7 +131,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     let log = logs::read(&target, &LogOptions::default()).expect("log");
     assert_eq!(
         String::from_utf8_lossy(&log),
-        "hello from a configmap to hello mode=hello from a configmap!\n"
+        "hello from a configmap to hello mode=hello from a configmap! from-init\n"
     );
 
     // 2. Crash loop: restartCount grows, CrashLoopBackOff with the last
@@ -213,7 +237,42 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
         .await;
     assert_eq!(phase(&waiting), "Pending");
 
-    // 5. Graceful deletion: preStop runs, SIGTERM ends the container well
+    // 5. A failing liveness probe restarts the container.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "lively"},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "l", "image": BUSYBOX_IMAGE,
+                    "command": ["sh", "-c", "touch /tmp/alive; exec sleep 3600"],
+                    "livenessProbe": {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 1}
+                }]
+            }
+        }))
+        .await;
+    let lively = cluster
+        .wait_pod("lively", LONG, "Running", |p| phase(p) == "Running")
+        .await;
+    let first = container_id(&lively, "l");
+    let (code, _) = exec(&cluster.cri, &first, &["rm", "/tmp/alive"]).await;
+    assert_eq!(code, 0);
+    let restarted = cluster
+        .wait_pod(
+            "lively",
+            LONG,
+            "a restart after the liveness failure",
+            |p| {
+                container_status(p, "l").is_some_and(|c| {
+                    c.restart_count == 1
+                        && c.state.as_ref().and_then(|s| s.running.as_ref()).is_some()
+                })
+            },
+        )
+        .await;
+    assert_ne!(container_id(&restarted, "l"), first);
+
+    // 6. Graceful deletion: preStop runs, SIGTERM ends the container well
     //    before the grace period, the object is deleted by the agent.
     let marker_dir = cluster.dir.path().join("prestop");
     std::fs::create_dir_all(&marker_dir).expect("marker dir");
@@ -255,7 +314,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     );
 
     // Deleting the others removes their sandboxes from the runtime.
-    for name in ["hello", "crasher", "reader", "noimage"] {
+    for name in ["hello", "crasher", "reader", "noimage", "lively"] {
         cluster
             .pods()
             .delete(
@@ -268,7 +327,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
             .await
             .expect("delete");
     }
-    for name in ["hello", "crasher", "reader", "noimage"] {
+    for name in ["hello", "crasher", "reader", "noimage", "lively"] {
         cluster.wait_gone(name, LONG).await;
     }
     let left = skiff_node::Runtime::list_pod_sandboxes(&cluster.cri, None)
