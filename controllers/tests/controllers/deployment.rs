@@ -232,8 +232,11 @@ async fn rolling_update_stays_within_surge_and_unavailability() {
     assert!(steps.into_inner() >= 4, "pods were replaced step by step");
     let rss = replica_sets(&client).await;
     assert_eq!(rss.len(), 2);
-    assert_eq!(spec_replicas(&rss[0]), 0);
-    assert_eq!(rss[1].annotations()[REVISION], "2");
+    let old = rss.iter().find(|rs| image_of(rs) == "nginx:1").unwrap();
+    let new = rss.iter().find(|rs| image_of(rs) == "nginx:2").unwrap();
+    assert_eq!(spec_replicas(old), 0);
+    assert_eq!(old.annotations()[REVISION], "1");
+    assert_eq!(new.annotations()[REVISION], "2");
     assert_eq!(get(&client, "roll").await.annotations()[REVISION], "2");
     cluster.shutdown().await;
 }
