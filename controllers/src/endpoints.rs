@@ -26,6 +26,11 @@ use crate::manager::{Context, Stop, stopped};
 
 /// Label upstream puts on the Endpoints and slices of headless Services.
 pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
+/// Most addresses an Endpoints object lists (upstream's limit); beyond it the
+/// object is truncated and says so in [`OVER_CAPACITY_ANNOTATION`].
+pub const MAX_ENDPOINTS_ADDRESSES: usize = 1000;
+/// Annotation marking a truncated Endpoints object (value `truncated`).
+pub const OVER_CAPACITY_ANNOTATION: &str = "endpoints.kubernetes.io/over-capacity";
 
 /// Errors writing one Service's Endpoints.
 #[derive(Debug, thiserror::Error)]
@@ -243,6 +248,39 @@ pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> 
         .collect()
 }
 
+/// Cuts `subsets` down to `max` addresses, ready ones kept first; true if
+/// anything was cut.
+pub fn truncate_subsets(subsets: &mut Vec<EndpointSubset>, max: usize) -> bool {
+    let count = |a: &Option<Vec<EndpointAddress>>| a.as_ref().map_or(0, Vec::len);
+    let total: usize = subsets
+        .iter()
+        .map(|s| count(&s.addresses) + count(&s.not_ready_addresses))
+        .sum();
+    if total <= max {
+        return false;
+    }
+    let mut budget = max;
+    for pick_ready in [true, false] {
+        for subset in subsets.iter_mut() {
+            let list = if pick_ready {
+                &mut subset.addresses
+            } else {
+                &mut subset.not_ready_addresses
+            };
+            if let Some(addresses) = list {
+                let keep = addresses.len().min(budget);
+                addresses.truncate(keep);
+                budget -= keep;
+                if addresses.is_empty() {
+                    *list = None;
+                }
+            }
+        }
+    }
+    subsets.retain(|s| s.addresses.is_some() || s.not_ready_addresses.is_some());
+    true
+}
+
 /// Enqueues the Services selecting `pod` (used by both endpoint controllers).
 pub(crate) fn enqueue_services_of(
     services: &Cache<Service>,
@@ -354,18 +392,26 @@ async fn sync(
     if selector(&svc).is_none() || svc.metadata.deletion_timestamp.is_some() {
         return Ok(Action::Done);
     }
-    let subsets = desired_subsets(&svc, pods);
+    let mut subsets = desired_subsets(&svc, pods);
+    let truncated = truncate_subsets(&mut subsets, MAX_ENDPOINTS_ADDRESSES);
     let labels = derived_labels(&svc);
     let wanted_subsets = (!subsets.is_empty()).then_some(subsets);
+    let marked = |e: &Endpoints| e.annotations().contains_key(OVER_CAPACITY_ANNOTATION);
     match current {
         Some(cur) => {
             let same_subsets = cur.subsets.clone().filter(|s| !s.is_empty()) == wanted_subsets;
-            if same_subsets && cur.labels() == &labels {
+            if same_subsets && cur.labels() == &labels && marked(&cur) == truncated {
                 return Ok(Action::Done);
             }
             let mut next = (*cur).clone();
             next.subsets = wanted_subsets;
             next.metadata.labels = Some(labels);
+            let annotations = next.metadata.annotations.get_or_insert_with(BTreeMap::new);
+            if truncated {
+                annotations.insert(OVER_CAPACITY_ANNOTATION.into(), "truncated".into());
+            } else {
+                annotations.remove(OVER_CAPACITY_ANNOTATION);
+            }
             match api.replace(&key.name, &PostParams::default(), &next).await {
                 Ok(_) => Ok(Action::Done),
                 Err(e) => Err(error("updating", e)),
@@ -376,6 +422,9 @@ async fn sync(
                 metadata: ObjectMeta {
                     name: Some(key.name.clone()),
                     labels: Some(labels),
+                    annotations: truncated.then(|| {
+                        [(OVER_CAPACITY_ANNOTATION.to_owned(), "truncated".to_owned())].into()
+                    }),
                     ..Default::default()
                 },
                 subsets: wanted_subsets,
@@ -451,6 +500,20 @@ mod tests {
             first.ports.as_ref().unwrap()[0].name.as_deref(),
             Some("http")
         );
+    }
+
+    #[test]
+    fn over_capacity_endpoints_keep_ready_addresses_first() {
+        let service = svc(json!(8080));
+        let pods: Vec<Arc<Pod>> = (0..6)
+            .map(|i| pod(&format!("p{i}"), &format!("10.0.0.{i}"), i % 2 == 0, "x", 1))
+            .collect();
+        let mut subsets = desired_subsets(&service, &pods);
+        assert!(!truncate_subsets(&mut subsets, 6));
+        assert!(truncate_subsets(&mut subsets, 4));
+        let ready = subsets[0].addresses.as_ref().map_or(0, Vec::len);
+        let not_ready = subsets[0].not_ready_addresses.as_ref().map_or(0, Vec::len);
+        assert_eq!((ready, not_ready), (3, 1));
     }
 
     #[test]
