@@ -231,15 +231,14 @@ fn scenario(server: &mut Server) {
     .expect("container log");
     assert_eq!(String::from_utf8_lossy(&log), "hello from containerd\n");
 
-    // A 3-replica Deployment, all Running (pods name the node directly
-    // while no scheduler runs in the server).
+    // A 3-replica Deployment, scheduled onto the node, all Running.
     apply(
         server,
         &format!(
             r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"web"}},
                "spec":{{"replicas":3,"selector":{{"matchLabels":{{"app":"web"}}}},
                  "template":{{"metadata":{{"labels":{{"app":"web"}}}},
-                   "spec":{{"nodeName":"{NODE}","terminationGracePeriodSeconds":2,"containers":[{{
+                   "spec":{{"terminationGracePeriodSeconds":2,"containers":[{{
                      "name":"httpd","image":"{}","command":["httpd","-f","-p","8080"]}}]}}}}}}}}"#,
             images::BUSYBOX_IMAGE
         ),
@@ -251,6 +250,7 @@ fn scenario(server: &mut Server) {
     });
     let ips = json(&server.kubectl_ok(&["get", "pods", "-l", "app=web", "-o", "json"]));
     for p in ips["items"].as_array().into_iter().flatten() {
+        assert_eq!(p["spec"]["nodeName"], NODE, "scheduled onto the node");
         assert!(
             p["status"]["podIP"]
                 .as_str()
