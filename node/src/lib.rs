@@ -9,7 +9,10 @@
 //! The runtime layer lives in `containerd` (config and supervision of skiff's
 //! own containerd), `images` (registry-less image archives and import), `cri`
 //! (the typed CRI client) and `runtime` (the `Runtime` trait the pod workers
-//! drive).
+//! drive). `agent` is the real node on top of it: registration and Lease,
+//! pod workers fed by a pod informer and a one-second relist of the runtime,
+//! volumes, env, probes, termination, status, and the log reader `pods/log`
+//! serves from.
 
 pub mod agent;
 pub mod containerd;
