@@ -189,16 +189,59 @@ fn apply_defaults(info: &ResourceInfo, object: &mut Value) {
             }
         }
         ("batch", "jobs") => {
+            let uid = object["metadata"]["uid"].as_str().map(String::from);
+            let name = object["metadata"]["name"].as_str().map(String::from);
             if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
                 set_default(spec, "backoffLimit", json!(6));
-                set_default(spec, "completions", json!(1));
+                // Both unset: one pod to one completion. Only parallelism set:
+                // a work queue, so completions stays unset.
+                if spec.get("parallelism").is_none() && spec.get("completions").is_none() {
+                    set_default(spec, "completions", json!(1));
+                }
                 set_default(spec, "parallelism", json!(1));
+                set_default(spec, "completionMode", json!("NonIndexed"));
+                set_default(spec, "suspend", json!(false));
+                set_default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+                let manual = spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
+                if let (false, Some(uid), Some(name)) = (manual, uid, name) {
+                    default_job_selector(spec, &uid, &name);
+                }
                 if let Some(pod) = path_mut(spec, &["template", "spec"]) {
                     default_pod_spec(pod);
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// A Job without a manual selector selects its pods by its own uid, and its
+/// pod template carries the labels that say so, as upstream generates them.
+fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
+    let labels = json!({
+        "batch.kubernetes.io/controller-uid": uid,
+        "batch.kubernetes.io/job-name": name,
+        "controller-uid": uid,
+        "job-name": name,
+    });
+    set_default(
+        spec,
+        "selector",
+        json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } }),
+    );
+    set_default(spec, "template", json!({}));
+    if let Some(template) = path_mut(spec, &["template"]) {
+        set_default(template, "metadata", json!({}));
+        if let Some(meta) = path_mut(template, &["metadata"]) {
+            set_default(meta, "labels", json!({}));
+            if let (Some(existing), Some(add)) =
+                (meta["labels"].as_object_mut(), labels.as_object())
+            {
+                for (k, v) in add {
+                    existing.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
     }
 }
 
