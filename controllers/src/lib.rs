@@ -6,24 +6,24 @@
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
 
+pub mod controller_utils;
+pub mod cronjob;
+pub mod daemonset;
+pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod events;
 pub mod garbage_collector;
+pub mod job;
+pub mod manager;
 pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
-pub mod podgc;
-pub mod serviceaccount;
-pub mod manager;
-pub mod controller_utils;
-pub mod cronjob;
-pub mod daemonset;
-pub mod statefulset;
-pub mod job;
-pub mod deployment;
 pub mod pod_control;
+pub mod podgc;
 pub mod replicaset;
+pub mod serviceaccount;
+pub mod statefulset;
 
 pub use manager::{Context, ControllerManager, Stop};
 
@@ -34,7 +34,10 @@ fn defaults() -> Vec<(&'static str, manager::Starter)> {
         manager::starter("namespace", namespace::run),
         manager::starter("garbage-collector", garbage_collector::run),
         manager::starter("serviceaccount", serviceaccount::run),
-        manager::starter("root-ca-cert-publisher", serviceaccount::run_root_ca_publisher),
+        manager::starter(
+            "root-ca-cert-publisher",
+            serviceaccount::run_root_ca_publisher,
+        ),
         manager::starter("endpoint", endpoints::run),
         manager::starter("endpointslice", endpointslice::run),
         manager::starter("node-lifecycle", node_lifecycle::run),
@@ -46,6 +49,9 @@ fn defaults() -> Vec<(&'static str, manager::Starter)> {
         manager::starter("statefulset", statefulset::run),
         manager::starter("job", job::run),
         manager::starter("deployment", deployment::run),
-        manager::starter("replicationcontroller", replicaset::run_replication_controllers),
+        manager::starter(
+            "replicationcontroller",
+            replicaset::run_replication_controllers,
+        ),
     ]
 }

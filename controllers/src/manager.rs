@@ -45,7 +45,8 @@ pub async fn stopped(mut stop: Stop) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-pub(crate) type Starter = Box<dyn FnOnce(Context, Stop) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+pub(crate) type Starter =
+    Box<dyn FnOnce(Context, Stop) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// A set of named controllers to run together.
 pub struct ControllerManager {

@@ -2,21 +2,21 @@
 //! plays the node (patching pod status) where a controller needs one.
 
 mod controllers {
-    pub mod support;
+    mod cronjob;
+    mod daemonset;
+    mod deployment;
     pub mod endpoints;
     mod endpointslice;
     mod events;
     mod garbage_collector;
+    mod job;
     mod namespace;
     mod node_ipam;
     mod node_lifecycle;
     mod podgc;
-    mod serviceaccount;
-    pub mod workload_helpers;
     mod replicaset;
-    mod cronjob;
-    mod daemonset;
+    mod serviceaccount;
     mod statefulset;
-    mod job;
-    mod deployment;
+    pub mod support;
+    pub mod workload_helpers;
 }

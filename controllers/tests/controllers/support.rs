@@ -13,7 +13,8 @@ use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::watch;
 
 /// The cluster CA the test clusters publish (any PEM text will do).
-pub const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nc2tpZmYtdGVzdA==\n-----END CERTIFICATE-----\n";
+pub const TEST_CA_PEM: &str =
+    "-----BEGIN CERTIFICATE-----\nc2tpZmYtdGVzdA==\n-----END CERTIFICATE-----\n";
 
 pub struct TestCluster {
     pub client: kube::Client,
@@ -42,7 +43,11 @@ impl TestCluster {
         let context = Context::new(client.clone(), factory.clone()).with_root_ca(TEST_CA_PEM);
         let all = ControllerManager::with_defaults(context.clone(), &[]);
         let disabled: Vec<&'static str> = match controllers {
-            Some(wanted) => all.names().into_iter().filter(|n| !wanted.contains(n)).collect(),
+            Some(wanted) => all
+                .names()
+                .into_iter()
+                .filter(|n| !wanted.contains(n))
+                .collect(),
             None => Vec::new(),
         };
         let manager = ControllerManager::with_defaults(context, &disabled);
