@@ -12,7 +12,7 @@ use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::SharedInformerFactory;
 use skiff_node::simulated::{self, SimulatedConfig};
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_store::{CompactionPolicy, SledConfig, SledStore, Store};
 use tokio::sync::watch;
 
 /// Flags of `skiff server`; each can also be set through its `SKIFF_*`
@@ -49,6 +49,23 @@ pub struct ServerArgs {
     #[command(flatten)]
     pub node: crate::agent::NodeFlags,
 
+    /// How often the store drops old history, in seconds.
+    #[arg(long, env = "SKIFF_STORE_COMPACTION_INTERVAL", default_value_t = 30)]
+    pub store_compaction_interval: u64,
+
+    /// History younger than this many seconds is always kept (watchers that
+    /// reconnect within it resume without a relist).
+    #[arg(long, env = "SKIFF_STORE_HISTORY_MIN_AGE", default_value_t = 300)]
+    pub store_history_min_age: u64,
+
+    /// At least this many of the newest revisions are always kept.
+    #[arg(
+        long,
+        env = "SKIFF_STORE_HISTORY_MIN_REVISIONS",
+        default_value_t = 1000
+    )]
+    pub store_history_min_revisions: u64,
+
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
     pub store_cache_mb: u64,
@@ -63,8 +80,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let phase = Instant::now();
     let store_dir = args.data_dir.join("db");
     let store: Arc<dyn Store> = Arc::new(
-        SledStore::open(SledConfig::new(&store_dir).cache_capacity(args.store_cache_mb << 20))
-            .with_context(|| format!("opening the store in {}", store_dir.display()))?,
+        SledStore::open(
+            SledConfig::new(&store_dir)
+                .cache_capacity(args.store_cache_mb << 20)
+                .compaction(Some(CompactionPolicy {
+                    interval: Duration::from_secs(args.store_compaction_interval.max(1)),
+                    min_age: Duration::from_secs(args.store_history_min_age),
+                    min_revisions: args.store_history_min_revisions,
+                })),
+        )
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?,
     );
     tracing::info!(
         elapsed_ms = phase.elapsed().as_millis() as u64,

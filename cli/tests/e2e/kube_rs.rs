@@ -259,3 +259,100 @@ fn watcher_resumes_across_a_server_restart() {
         "every write arrives once across the restart: {seen:?}"
     );
 }
+
+/// kube-runtime's watcher gets 410 Gone when the history it wants to resume
+/// from was compacted while it was disconnected, relists, and carries on.
+#[test]
+fn watcher_recovers_from_gone() {
+    use kube::runtime::watcher::{self, Event};
+
+    // Keep no history beyond the newest revision, compacting every second.
+    let mut server = Server::start_with(&[
+        "--disable-agent",
+        "--store-compaction-interval",
+        "1",
+        "--store-history-min-age",
+        "0",
+        "--store-history-min-revisions",
+        "1",
+    ]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let client = runtime.block_on(client_for(&server));
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let watched = api.clone();
+    runtime.spawn(async move {
+        // Selects nothing written below, so its resourceVersion stays at the
+        // initial list's while other writes move the store on.
+        let config = watcher::Config::default()
+            .labels("app=later")
+            .disable_bookmarks();
+        let mut stream = watcher::watcher(watched, config).boxed();
+        while let Some(event) = stream.next().await {
+            let note = match event {
+                Ok(Event::Init) => "<init>".to_string(),
+                Ok(Event::Apply(cm)) | Ok(Event::InitApply(cm)) => {
+                    cm.metadata.name.unwrap_or_default()
+                }
+                Ok(_) => continue,
+                Err(e) => format!("<error {e}>"),
+            };
+            if tx.send(note).is_err() {
+                return;
+            }
+        }
+    });
+    let next_init = |what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        while std::time::Instant::now() < deadline {
+            if let Ok(note) = rx.recv_timeout(Duration::from_millis(200)) {
+                if note == "<init>" {
+                    return seen;
+                }
+                seen.push(note);
+            }
+        }
+        panic!("no {what}; saw {seen:?}");
+    };
+    next_init("initial list");
+    server.terminate();
+    server.restart();
+    runtime.block_on(async {
+        for i in 0..20 {
+            api.create(
+                &PostParams::default(),
+                &configmap(&format!("noise-{i}"), &[]),
+            )
+            .await
+            .expect("create");
+        }
+    });
+    // Let the compactor pass the watcher's resourceVersion, then make it
+    // reconnect.
+    std::thread::sleep(Duration::from_secs(3));
+    server.terminate();
+    server.restart();
+    let seen = next_init("relist after 410 Gone");
+    assert!(
+        seen.iter().all(|n| n.starts_with("<error")),
+        "nothing but reconnection errors before the relist: {seen:?}"
+    );
+    runtime.block_on(async {
+        api.create(
+            &PostParams::default(),
+            &configmap("later", &[("app", "later")]),
+        )
+        .await
+        .expect("create");
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let note = rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .expect("the watcher keeps delivering after the relist");
+        if note == "later" {
+            break;
+        }
+    }
+}
