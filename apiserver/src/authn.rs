@@ -234,11 +234,7 @@ mod tests {
     fn token_file_lines_give_users_and_groups() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("tokens.csv");
-        fs::write(
-            &path,
-            "# comment\nabc,alice,u1,\"dev,ops\"\nxyz,bob,u2\n",
-        )
-        .expect("write");
+        fs::write(&path, "# comment\nabc,alice,u1,\"dev,ops\"\nxyz,bob,u2\n").expect("write");
         let authn = Authenticator::from_token_file(&path).expect("parse");
         let Authenticated::User(alice) = authn.authenticate(&headers(Some("Bearer abc")), None)
         else {

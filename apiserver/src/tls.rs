@@ -80,7 +80,13 @@ impl ClusterCerts {
                 write_private(&dir.join(CA_KEY), &key)?;
                 write_public(&dir.join(CA_CERT), &cert)?;
                 // A new CA invalidates everything it signed before.
-                for stale in [SERVING_CERT, SERVING_KEY, SERVING_SANS, ADMIN_CERT, ADMIN_KEY] {
+                for stale in [
+                    SERVING_CERT,
+                    SERVING_KEY,
+                    SERVING_SANS,
+                    ADMIN_CERT,
+                    ADMIN_KEY,
+                ] {
                     let _ = fs::remove_file(dir.join(stale));
                 }
                 (cert, key)
