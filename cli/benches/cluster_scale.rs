@@ -1,0 +1,185 @@
+//! Controller manager and scheduler at scale on simulated nodes: a real
+//! `skiff server --simulated-nodes 100`, one Deployment scaled 0 → 1,000
+//! replicas, then rolled to a new template.
+//!
+//! Run: `cargo bench -p skiff --bench cluster_scale`
+//! (`SCALE_NODES` and `SCALE_REPLICAS` change the sizes).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Config};
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(16443)
+}
+
+/// Peak and current resident memory of a process, in MiB.
+fn memory_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|kib| kib / 1024.0)
+            .unwrap_or(0.0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+async fn current_revision(api: &Api<Deployment>) -> u64 {
+    api.list(&ListParams::default().limit(1))
+        .await
+        .ok()
+        .and_then(|l| l.metadata.resource_version)
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the Deployment reports `replicas` updated and available pods
+/// for its newest generation; returns how long that took.
+async fn wait_rolled_out(
+    api: &Api<Deployment>,
+    name: &str,
+    replicas: i32,
+    started: Instant,
+) -> Duration {
+    loop {
+        if let Ok(d) = api.get(name).await {
+            let status = d.status.unwrap_or_default();
+            let current = d.metadata.generation == status.observed_generation;
+            if current
+                && status.available_replicas == Some(replicas)
+                && status.updated_replicas == Some(replicas)
+                && status.replicas == Some(replicas)
+            {
+                return started.elapsed();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let nodes = env_or("SCALE_NODES", 100);
+    let replicas = env_or("SCALE_REPLICAS", 1000) as i32;
+    let dir = tempfile::tempdir()?;
+    let port = free_port();
+    let log = std::fs::File::create(dir.path().join("server.log"))?;
+    let mut server = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--https-listen-port", &port.to_string()])
+        .args(["--simulated-nodes", &nodes.to_string()])
+        .env("SKIFF_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()?;
+    let pid = server.id();
+    let kubeconfig_path = dir.path().join("kubeconfig.yaml");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !kubeconfig_path.exists() {
+        if Instant::now() > deadline {
+            return Err("server did not start".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig_path)?;
+    let client =
+        Client::try_from(Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
+    let node_api: Api<Node> = Api::all(client.clone());
+    loop {
+        let ready = node_api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0);
+        if ready >= nodes {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (_, idle_rss) = memory_mib(pid);
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let manifest: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "scale"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "scale"}},
+                 "template": {"metadata": {"labels": {"app": "scale"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1",
+                                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}
+    }))?;
+    deployments
+        .create(&PostParams::default(), &manifest)
+        .await?;
+    wait_rolled_out(&deployments, "scale", 0, Instant::now()).await;
+
+    let rev_before = current_revision(&deployments).await;
+    let started = Instant::now();
+    deployments
+        .patch(
+            "scale",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    let scale_up = wait_rolled_out(&deployments, "scale", replicas, started).await;
+    let rev_after = current_revision(&deployments).await;
+    let (peak_after_scale, _) = memory_mib(pid);
+
+    let started = Instant::now();
+    deployments
+        .patch(
+            "scale",
+            &PatchParams::default(),
+            &Patch::Strategic(serde_json::json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}}})),
+        )
+        .await?;
+    let rollout = wait_rolled_out(&deployments, "scale", replicas, started).await;
+    let rev_rolled = current_revision(&deployments).await;
+    let (peak, rss) = memory_mib(pid);
+
+    let writes_up = rev_after.saturating_sub(rev_before) as f64 / scale_up.as_secs_f64();
+    let writes_roll = rev_rolled.saturating_sub(rev_after) as f64 / rollout.as_secs_f64();
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| simulated nodes | {nodes} |");
+    println!(
+        "| scale 0 → {replicas}: seconds until availableReplicas = {replicas} | {:.1} |",
+        scale_up.as_secs_f64()
+    );
+    println!("| scale-up: API writes committed per second | {writes_up:.0} |");
+    println!(
+        "| rolling update of {replicas} replicas: seconds until rolled out | {:.1} |",
+        rollout.as_secs_f64()
+    );
+    println!("| rolling update: API writes committed per second | {writes_roll:.0} |");
+    println!("| server RSS idle with {nodes} nodes | {idle_rss:.0} MiB |");
+    println!("| server peak RSS after scale-up | {peak_after_scale:.0} MiB |");
+    println!("| server peak RSS overall / RSS at end | {peak:.0} / {rss:.0} MiB |");
+
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
+    let _ = server.wait();
+    Ok(())
+}
