@@ -8,7 +8,7 @@
 //! `series.count` and `series.lastObservedTime` are updated instead, as
 //! upstream's event broadcaster does.
 //!
-//! ```ignore
+//! ```text
 //! let events = EventRecorder::new(ctx.client.clone(), "replicaset-controller");
 //! events.normal(&rs_ref, "SuccessfulCreate", "Create", format!("Created pod: {name}"));
 //! ```

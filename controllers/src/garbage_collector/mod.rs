@@ -59,6 +59,10 @@ struct Shared {
     graph: Mutex<Graph>,
     resources: Mutex<ApiResources>,
     queue: WorkQueue<String>,
+    /// Resource watches that have not finished their first list yet.
+    unsynced: std::sync::atomic::AtomicUsize,
+    /// Whether the first discovery has started every watch.
+    discovered: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -87,6 +91,8 @@ pub async fn run(ctx: Context, stop: Stop) {
         graph: Mutex::new(Graph::default()),
         resources: Mutex::new(ApiResources::default()),
         queue: WorkQueue::new(),
+        unsynced: std::sync::atomic::AtomicUsize::new(0),
+        discovered: std::sync::atomic::AtomicBool::new(false),
     });
     let watches = tokio::spawn(keep_watching(Arc::clone(&shared), stop.clone()));
     let workers = Arc::clone(&shared);
@@ -113,10 +119,16 @@ async fn keep_watching(shared: Arc<Shared>, stop: Stop) {
             Ok(resources) => {
                 for (ar, _) in resources.collectable() {
                     if watched.insert((ar.group.clone(), ar.plural.clone())) {
+                        shared
+                            .unsynced
+                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         tasks.spawn(watch_resource(Arc::clone(&shared), ar, stop.clone()));
                     }
                 }
                 *shared.resources.lock().unwrap_or_else(|e| e.into_inner()) = resources;
+                shared
+                    .discovered
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
             }
             Err(error) => tracing::warn!(%error, "garbage collector: discovery failed"),
         }
@@ -135,6 +147,7 @@ async fn watch_resource(shared: Arc<Shared>, ar: ApiResource, stop: Stop) {
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut listing: HashSet<String> = HashSet::new();
+    let mut first_list_done = false;
     loop {
         let event = tokio::select! {
             _ = stopped(stop.clone()) => return,
@@ -154,6 +167,12 @@ async fn watch_resource(shared: Arc<Shared>, ar: ApiResource, stop: Stop) {
                 None => Vec::new(),
             },
             Ok(watcher::Event::InitDone) => {
+                if !first_list_done {
+                    first_list_done = true;
+                    shared
+                        .unsynced
+                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
                 let mut graph = shared.graph();
                 let gone = graph.missing(&resource.group, &resource.plural, &listing);
                 let mut attention = Vec::new();
@@ -183,6 +202,14 @@ async fn watch_resource(shared: Arc<Shared>, ar: ApiResource, stop: Stop) {
 /// Looks at one object: an owner being deleted (foreground or orphan), or a
 /// dependent whose owners may be gone.
 async fn process(shared: &Shared, uid: &str) -> Result<Action, GcError> {
+    // Like upstream, act only on a complete graph: a dependent not listed
+    // yet would otherwise be missed by orphaning or foreground deletion, or
+    // look dangling.
+    if !shared.discovered.load(std::sync::atomic::Ordering::SeqCst)
+        || shared.unsynced.load(std::sync::atomic::Ordering::SeqCst) > 0
+    {
+        return Ok(Action::RequeueAfter(std::time::Duration::from_millis(100)));
+    }
     let Some(node) = shared.graph().get(uid).cloned() else {
         return Ok(Action::Done);
     };
