@@ -410,8 +410,11 @@ impl Committer {
         batch.insert(codec::META_COMPACT, &target.to_be_bytes());
         batch.insert(codec::META_COMPACTED_THROUGH, &0u64.to_be_bytes());
         // Compaction may remove the newest record (a deletion), which is what
-        // the current revision is recovered from; record it here instead.
-        batch.insert(codec::META_REVISION, &self.revision.to_be_bytes());
+        // the current revision is recovered from; record it here instead. Only
+        // the published (durable) revision: groups applied but not yet flushed
+        // may be lost in a crash, and a noted revision beyond them would leave
+        // a hole at the end of history.
+        batch.insert(codec::META_REVISION, &self.shared.published().to_be_bytes());
         self.shared
             .generation()
             .db
