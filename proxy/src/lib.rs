@@ -1,0 +1,23 @@
+//! skiff-proxy owns the node's service proxy: it turns Services,
+//! EndpointSlices and Nodes (from the shared informers) into one nftables
+//! table — cluster IPs, node ports, external and load-balancer IPs DNATed to
+//! ready endpoints with random balancing, ClientIP affinity, `Local` traffic
+//! policies, draining of terminating endpoints, rejection of Services without
+//! endpoints and masquerading for hairpin and off-cluster clients — and keeps
+//! it applied, one atomic `nft -f` transaction per change.
+//!
+//! It must never touch other tables (only its own, `ip skiff-proxy` by
+//! default), write to the API, or import the API server or the store.
+
+#![warn(missing_docs)]
+
+pub mod nft;
+pub mod plan;
+pub mod render;
+pub mod sync;
+pub mod sysctl;
+
+pub use nft::{Nft, NftError};
+pub use plan::{Endpoint, NodeFacts, PortPlan, Protocol, Target};
+pub use render::Ruleset;
+pub use sync::{Applied, Applier, DEFAULT_TABLE, ProxyConfig, ProxyError, Sources, run};

@@ -1,0 +1,135 @@
+//! Running the `nft` command: a script applied as one transaction through
+//! `nft -f -`, and the reads the proxy needs to notice a flushed table.
+//! Optionally inside a named network namespace (`ip netns exec`), which is
+//! how tests and benchmarks keep their rules off the host.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+/// A failed `nft` invocation.
+#[derive(Debug, thiserror::Error)]
+pub enum NftError {
+    /// The command could not be started.
+    #[error("running {command}: {source}")]
+    Spawn {
+        /// What was run.
+        command: String,
+        /// Why it did not start.
+        source: std::io::Error,
+    },
+    /// nft refused the input or the request.
+    #[error("{command} failed ({status}): {stderr}")]
+    Failed {
+        /// What was run.
+        command: String,
+        /// Exit status.
+        status: std::process::ExitStatus,
+        /// nft's error output.
+        stderr: String,
+    },
+}
+
+/// How to reach nftables: the binary and an optional network namespace.
+#[derive(Debug, Clone)]
+pub struct Nft {
+    binary: String,
+    netns: Option<String>,
+}
+
+impl Default for Nft {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Nft {
+    /// `nft` from `PATH`, in this process's network namespace.
+    pub fn new() -> Self {
+        Self {
+            binary: "nft".into(),
+            netns: None,
+        }
+    }
+
+    /// The same, inside the network namespace `name` (`ip netns`).
+    pub fn in_netns(name: impl Into<String>) -> Self {
+        Self {
+            binary: "nft".into(),
+            netns: Some(name.into()),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> (Command, String) {
+        let mut words: Vec<&str> = Vec::new();
+        if let Some(ns) = &self.netns {
+            words.extend(["ip", "netns", "exec", ns.as_str()]);
+        }
+        words.push(&self.binary);
+        words.extend(args);
+        let mut command = Command::new(words[0]);
+        command.args(&words[1..]);
+        (command, words.join(" "))
+    }
+
+    fn run(&self, args: &[&str], input: Option<&str>) -> Result<String, NftError> {
+        let (mut command, text) = self.command(args);
+        command
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let spawn_err = |source| NftError::Spawn {
+            command: text.clone(),
+            source,
+        };
+        let mut child = command.spawn().map_err(spawn_err)?;
+        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+            // A write error means nft exited early; its status tells why.
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        let output = child.wait_with_output().map_err(spawn_err)?;
+        if !output.status.success() {
+            return Err(NftError::Failed {
+                command: text,
+                status: output.status,
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Applies `script` atomically (`nft -f -`): all of it or nothing.
+    pub fn apply(&self, script: &str) -> Result<(), NftError> {
+        self.run(&["-f", "-"], Some(script)).map(|_| ())
+    }
+
+    /// `nft list table ip <table>`, or `None` when the table does not exist.
+    pub fn list_table(&self, table: &str) -> Result<Option<String>, NftError> {
+        self.list(&["list", "table", "ip", table])
+    }
+
+    /// `nft list chain ip <table> <chain>`, or `None` when it does not exist.
+    pub fn list_chain(&self, table: &str, chain: &str) -> Result<Option<String>, NftError> {
+        self.list(&["list", "chain", "ip", table, chain])
+    }
+
+    fn list(&self, args: &[&str]) -> Result<Option<String>, NftError> {
+        match self.run(args, None) {
+            Ok(text) => Ok(Some(text)),
+            Err(NftError::Failed { stderr, .. })
+                if stderr.contains("No such file or directory") =>
+            {
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Deletes the table if it exists.
+    pub fn delete_table(&self, table: &str) -> Result<(), NftError> {
+        self.apply(&format!("add table ip {table}\ndelete table ip {table}\n"))
+    }
+}
