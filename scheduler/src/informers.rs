@@ -6,7 +6,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use skiff_informer::{HandlerFns, InformerError, SharedInformerFactory};
@@ -15,6 +18,7 @@ use crate::framework::config::ConfigError;
 use crate::framework::events::{ActionSet, ClusterEvent, EventResource};
 use crate::kube_api::KubeApi;
 use crate::listers::MemoryListers;
+use crate::selectors::Selector;
 use crate::{RealClock, Scheduler, SchedulerConfig, Services, in_tree_registry};
 
 /// Why the scheduler could not start.
@@ -36,12 +40,29 @@ pub async fn run(
     config: &SchedulerConfig,
     stop: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
+    let scheduler = register(client, factory, config)?;
+    factory.start()?;
+    factory.wait_for_sync().await;
+    tracing::info!("scheduler caches synced; scheduling");
+    scheduler.run(stop).await;
+    Ok(())
+}
+
+/// Builds the scheduler and registers its informer handlers without starting
+/// the informers, so a caller (a benchmark, an embedding) can add its own
+/// handlers first and observe the scheduler while it runs.
+pub fn register(
+    client: kube::Client,
+    factory: &SharedInformerFactory,
+    config: &SchedulerConfig,
+) -> Result<Arc<Scheduler>, RunError> {
     let api = Arc::new(KubeApi::new(client, "default-scheduler"));
     let listers = Arc::new(MemoryListers::new());
     let services = Services {
         volumes: listers.clone(),
         pdbs: listers.clone(),
         namespaces: listers.clone(),
+        workloads: listers.clone(),
         binder: api.clone(),
         claims: api.clone(),
     };
@@ -106,6 +127,7 @@ pub async fn run(
         EventResource::StorageClass,
         |l, sc: &StorageClass| l.put_storage_class(sc.clone()),
     )?;
+    workload_selectors(factory, &listers)?;
     let pdb_listers = listers.clone();
     factory
         .informer::<PodDisruptionBudget>()
@@ -113,12 +135,7 @@ pub async fn run(
             HandlerFns::new()
                 .on_add(move |pdb: &Arc<PodDisruptionBudget>| pdb_listers.put_pdb((**pdb).clone())),
         )?;
-
-    factory.start()?;
-    factory.wait_for_sync().await;
-    tracing::info!("scheduler caches synced; scheduling");
-    scheduler.run(stop).await;
-    Ok(())
+    Ok(scheduler)
 }
 
 /// Keeps a lister up to date from an informer and tells the scheduler, so
@@ -156,4 +173,88 @@ where
                 }),
         )
         .map(|_| ())
+}
+
+/// Keeps the Service and controller selectors that default spreading constraints use.
+fn workload_selectors(
+    factory: &SharedInformerFactory,
+    listers: &Arc<MemoryListers>,
+) -> Result<(), InformerError> {
+    fn ns_name(meta: &kube::api::ObjectMeta) -> (&str, &str) {
+        (
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or(""),
+        )
+    }
+    let (l1, l2, l3) = (listers.clone(), listers.clone(), listers.clone());
+    let put_service = |l: &MemoryListers, svc: &Service| {
+        let (ns, name) = ns_name(&svc.metadata);
+        l.put_service(ns, name, svc.spec.as_ref().and_then(|s| s.selector.clone()));
+    };
+    factory.informer::<Service>().add_event_handler(
+        HandlerFns::new()
+            .on_add(move |svc: &Arc<Service>| put_service(&l1, svc))
+            .on_update(move |_: &Arc<Service>, svc: &Arc<Service>| put_service(&l2, svc))
+            .on_delete(move |svc: &Arc<Service>| {
+                let (ns, name) = ns_name(&svc.metadata);
+                l3.remove_service(ns, name);
+            }),
+    )?;
+    controller::<ReplicationController>(factory, listers, |rc| {
+        rc.spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .map_or_else(Selector::nothing, Selector::from_map)
+    })?;
+    controller::<ReplicaSet>(factory, listers, |rs| {
+        Selector::from_optional(rs.spec.as_ref().map(|s| &s.selector))
+    })?;
+    controller::<StatefulSet>(factory, listers, |ss| {
+        Selector::from_optional(ss.spec.as_ref().map(|s| &s.selector))
+    })?;
+    Ok(())
+}
+
+/// Keeps one controller kind's pod selectors in the listers.
+fn controller<K>(
+    factory: &SharedInformerFactory,
+    listers: &Arc<MemoryListers>,
+    selector: fn(&K) -> Selector,
+) -> Result<(), InformerError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let kind = K::kind(&());
+    let put = move |l: &MemoryListers, obj: &K| {
+        let meta = obj.meta();
+        l.put_controller(
+            &kind,
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or(""),
+            selector(obj),
+        );
+    };
+    let kind = K::kind(&()).to_string();
+    let (l1, l2, l3) = (listers.clone(), listers.clone(), listers.clone());
+    let put2 = put.clone();
+    factory.informer::<K>().add_event_handler(
+        HandlerFns::new()
+            .on_add(move |obj: &Arc<K>| put(&l1, obj))
+            .on_update(move |_: &Arc<K>, obj: &Arc<K>| put2(&l2, obj))
+            .on_delete(move |obj: &Arc<K>| {
+                let meta = obj.meta();
+                l3.remove_controller(
+                    &kind,
+                    meta.namespace.as_deref().unwrap_or("default"),
+                    meta.name.as_deref().unwrap_or(""),
+                );
+            }),
+    )?;
+    Ok(())
 }

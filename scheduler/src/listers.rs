@@ -1,5 +1,5 @@
 //! Read-only views of cluster objects that plugins consult (volumes, disruption budgets,
-//! namespaces), as traits so the informer integration can back them with its stores.
+//! namespaces, the selectors of Services and workload controllers), as traits so the informer integration can back them with its stores.
 //! `MemoryListers` is a simple in-memory implementation for tests and simulations.
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use parking_lot::RwLock;
 
-use crate::selectors::Labels;
+use crate::selectors::{Labels, Selector};
 
 /// Volume objects the VolumeBinding plugin reads.
 pub trait VolumeLister: Send + Sync {
@@ -34,9 +34,26 @@ pub trait NamespaceLister: Send + Sync {
     fn namespace_labels(&self, name: &str) -> Option<Labels>;
 }
 
+/// Selectors of Services and pod controllers, from which PodTopologySpread derives the
+/// pod set its system-default constraints spread.
+pub trait WorkloadLister: Send + Sync {
+    /// The map selectors of the Services in `namespace` whose non-empty selector
+    /// matches `labels`.
+    fn service_selectors(&self, namespace: &str, labels: &Labels) -> Vec<Labels>;
+    /// The selector of a controller (`ReplicationController`, `ReplicaSet` or
+    /// `StatefulSet`) by kind, namespace and name.
+    fn controller_selector(&self, kind: &str, namespace: &str, name: &str) -> Option<Selector>;
+}
+
+/// Kinds whose selectors [`WorkloadLister::controller_selector`] answers for.
+pub const SPREAD_CONTROLLER_KINDS: [&str; 3] =
+    ["ReplicationController", "ReplicaSet", "StatefulSet"];
+
 /// In-memory listers.
 #[derive(Default)]
 pub struct MemoryListers {
+    services: RwLock<HashMap<(String, String), Labels>>,
+    controllers: RwLock<HashMap<(String, String, String), Selector>>,
     pvcs: RwLock<HashMap<(String, String), Arc<PersistentVolumeClaim>>>,
     pvs: RwLock<HashMap<String, Arc<PersistentVolume>>>,
     classes: RwLock<HashMap<String, Arc<StorageClass>>>,
@@ -108,6 +125,39 @@ impl MemoryListers {
         self.pvs.write().remove(name);
     }
 
+    /// Adds or replaces a Service's selector (`None` or empty: it selects no pods).
+    pub fn put_service(&self, namespace: &str, name: &str, selector: Option<Labels>) {
+        let key = (namespace.to_string(), name.to_string());
+        match selector.filter(|s| !s.is_empty()) {
+            Some(sel) => self.services.write().insert(key, sel),
+            None => self.services.write().remove(&key),
+        };
+    }
+
+    /// Removes a Service.
+    pub fn remove_service(&self, namespace: &str, name: &str) {
+        self.services
+            .write()
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Adds or replaces a controller's pod selector.
+    pub fn put_controller(&self, kind: &str, namespace: &str, name: &str, selector: Selector) {
+        self.controllers.write().insert(
+            (kind.to_string(), namespace.to_string(), name.to_string()),
+            selector,
+        );
+    }
+
+    /// Removes a controller.
+    pub fn remove_controller(&self, kind: &str, namespace: &str, name: &str) {
+        self.controllers.write().remove(&(
+            kind.to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        ));
+    }
+
     /// Sets a namespace's labels.
     pub fn put_namespace(&self, name: &str, labels: Labels) {
         self.namespaces.write().insert(name.to_string(), labels);
@@ -138,6 +188,26 @@ impl PdbLister for MemoryListers {
 impl NamespaceLister for MemoryListers {
     fn namespace_labels(&self, name: &str) -> Option<Labels> {
         self.namespaces.read().get(name).cloned()
+    }
+}
+
+impl WorkloadLister for MemoryListers {
+    fn service_selectors(&self, namespace: &str, labels: &Labels) -> Vec<Labels> {
+        self.services
+            .read()
+            .iter()
+            .filter(|((ns, _), sel)| {
+                ns == namespace && sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+            })
+            .map(|(_, sel)| sel.clone())
+            .collect()
+    }
+
+    fn controller_selector(&self, kind: &str, namespace: &str, name: &str) -> Option<Selector> {
+        self.controllers
+            .read()
+            .get(&(kind.to_string(), namespace.to_string(), name.to_string()))
+            .cloned()
     }
 }
 

@@ -137,6 +137,27 @@ impl Selector {
     pub fn is_nothing(&self) -> bool {
         self.nothing
     }
+
+    /// True when the selector has no requirements and so matches every label set.
+    pub fn is_everything(&self) -> bool {
+        !self.nothing && self.requirements.is_empty()
+    }
+
+    /// A selector requiring every label of `set` (a Service's or ReplicationController's
+    /// map selector).
+    pub fn from_map(set: &Labels) -> Self {
+        let mut s = Selector::everything();
+        for (k, v) in set {
+            s.require_equal(k, v);
+        }
+        s
+    }
+
+    /// Adds every requirement of `other` (both must then hold).
+    pub fn and(&mut self, other: &Selector) {
+        self.nothing |= other.nothing;
+        self.requirements.extend(other.requirements.iter().cloned());
+    }
 }
 
 /// One compiled node selector term: label requirements plus `metadata.name` field

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::config::ConfigError;
 use super::interface::Plugin;
 use crate::binding::{Binder, ClaimAnnotator, NoClaimAnnotator};
-use crate::listers::{MemoryListers, NamespaceLister, PdbLister, VolumeLister};
+use crate::listers::{MemoryListers, NamespaceLister, PdbLister, VolumeLister, WorkloadLister};
 
 /// Shared services handed to plugin constructors.
 #[derive(Clone)]
@@ -21,6 +21,8 @@ pub struct Services {
     pub binder: Arc<dyn Binder>,
     /// Annotates `WaitForFirstConsumer` claims with the chosen node.
     pub claims: Arc<dyn ClaimAnnotator>,
+    /// Service and controller selectors (default spreading constraints).
+    pub workloads: Arc<dyn WorkloadLister>,
 }
 
 impl Services {
@@ -29,7 +31,8 @@ impl Services {
         Services {
             volumes: listers.clone(),
             pdbs: listers.clone(),
-            namespaces: listers,
+            namespaces: listers.clone(),
+            workloads: listers,
             binder,
             claims: Arc::new(NoClaimAnnotator),
         }
