@@ -19,7 +19,8 @@ use crate::cache::{Cache, Snapshot};
 use crate::clock::Clock;
 use crate::framework::config::{ConfigError, DEFAULT_SCHEDULER_NAME, SchedulerConfig};
 use crate::framework::{
-    ActionSet, ClusterEvent, Code, CycleState, EventResource, Framework, Registry, Services, Status,
+    ActionSet, ClusterEvent, Code, CycleState, EventObjects, EventResource, Framework, Registry,
+    Services, Status,
 };
 use crate::pod_info::{PodInfo, pod_key};
 use crate::queue::{Nominator, QueueConfig, QueuedPodInfo, SchedulingQueue};
@@ -149,7 +150,11 @@ impl Scheduler {
     }
 
     fn event(&self, ev: ClusterEvent) {
-        if self.queue.lock().on_event(ev) > 0 {
+        self.event_about(ev, &EventObjects::Unknown);
+    }
+
+    fn event_about(&self, ev: ClusterEvent, objects: &EventObjects<'_>) {
+        if self.queue.lock().on_event_with(ev, objects) > 0 {
             self.wake.notify_one();
         }
     }
@@ -158,8 +163,12 @@ impl Scheduler {
 
     /// A node was added.
     pub fn on_node_add(&self, node: Arc<Node>) {
-        self.cache.lock().add_or_update_node(node);
-        self.event(ClusterEvent::NODE_ADD);
+        self.cache.lock().add_or_update_node(node.clone());
+        let objects = EventObjects::Node {
+            old: None,
+            new: Some(&node),
+        };
+        self.event_about(ClusterEvent::NODE_ADD, &objects);
     }
 
     /// A node changed.
@@ -179,9 +188,13 @@ impl Scheduler {
         if os.and_then(|s| s.images.as_ref()) != ns.and_then(|s| s.images.as_ref()) {
             actions = actions.or(ActionSet::UPDATE_NODE_OTHER);
         }
-        self.cache.lock().add_or_update_node(new);
+        self.cache.lock().add_or_update_node(new.clone());
         if actions.0 != 0 {
-            self.event(ClusterEvent::new(EventResource::Node, actions));
+            let objects = EventObjects::Node {
+                old: Some(old),
+                new: Some(&new),
+            };
+            self.event_about(ClusterEvent::new(EventResource::Node, actions), &objects);
         }
     }
 
@@ -205,12 +218,16 @@ impl Scheduler {
     /// A pod was added.
     pub fn on_pod_add(&self, pod: Arc<Pod>) {
         if Self::assigned(&pod) {
-            let info = Arc::new(PodInfo::new(pod));
+            let info = Arc::new(PodInfo::new(pod.clone()));
             self.queue.lock().delete(&info.key);
             if let Err(e) = self.cache.lock().add_pod(info) {
                 tracing::debug!(error = %e, "pod add ignored by cache");
             }
-            self.event(ClusterEvent::ASSIGNED_POD_ADD);
+            let objects = EventObjects::Pod {
+                old: None,
+                new: Some(&pod),
+            };
+            self.event_about(ClusterEvent::ASSIGNED_POD_ADD, &objects);
         } else if pod.metadata.deletion_timestamp.is_none()
             && !self.is_assumed(&pod)
             && self.queue.lock().add(pod)
@@ -241,7 +258,7 @@ impl Scheduler {
         // Status-only updates (the kubelet's) are frequent: compare specs before paying
         // for a second PodInfo.
         let spec_changed = old.spec != new.spec;
-        let info = Arc::new(PodInfo::new(new));
+        let info = Arc::new(PodInfo::new(new.clone()));
         if spec_changed {
             let old_req = PodInfo::new(Arc::new(old.clone())).requests;
             if info.requests.milli_cpu < old_req.milli_cpu || info.requests.memory < old_req.memory
@@ -252,7 +269,11 @@ impl Scheduler {
         if let Err(e) = self.cache.lock().update_pod(info) {
             tracing::debug!(error = %e, "pod update ignored by cache");
         }
-        self.event(ClusterEvent::new(EventResource::Pod, actions));
+        let objects = EventObjects::Pod {
+            old: Some(old),
+            new: Some(&new),
+        };
+        self.event_about(ClusterEvent::new(EventResource::Pod, actions), &objects);
     }
 
     /// A pod was deleted.
@@ -260,7 +281,11 @@ impl Scheduler {
         let key = pod_key(pod);
         if Self::assigned(pod) {
             self.cache.lock().remove_pod(&key);
-            self.event(ClusterEvent::ASSIGNED_POD_DELETE);
+            let objects = EventObjects::Pod {
+                old: Some(pod),
+                new: None,
+            };
+            self.event_about(ClusterEvent::ASSIGNED_POD_DELETE, &objects);
         } else {
             self.queue.lock().delete(&key);
             // An assumed pod deleted before the informer saw its binding.

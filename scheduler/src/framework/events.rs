@@ -1,7 +1,10 @@
 //! Cluster events that can make an unschedulable pod schedulable.
 //!
 //! Each plugin declares which events could undo its rejections; the queue moves a parked
-//! pod back only when such an event happens for one of the plugins that rejected it.
+//! pod back only when such an event happens for one of the plugins that rejected it, and
+//! that plugin's queueing hint, looking at the objects involved, says it could help.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 /// The kind of object an event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,4 +99,46 @@ impl ClusterEvent {
     /// An assigned pod was added.
     pub const ASSIGNED_POD_ADD: ClusterEvent =
         ClusterEvent::new(EventResource::Pod, ActionSet::ADD);
+}
+
+/// The objects an event is about, handed to plugins' queueing hints.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum EventObjects<'a> {
+    /// Not known (periodic flushes, internal requeues): hints must say `Queue`.
+    #[default]
+    Unknown,
+    /// A node added (`old` None), updated, or deleted (`new` None).
+    Node {
+        /// Before the change.
+        old: Option<&'a Node>,
+        /// After the change.
+        new: Option<&'a Node>,
+    },
+    /// An assigned pod added (`old` None), updated, or deleted (`new` None).
+    Pod {
+        /// Before the change.
+        old: Option<&'a Pod>,
+        /// After the change.
+        new: Option<&'a Pod>,
+    },
+}
+
+/// A plugin's verdict on whether an event could make a pod it rejected schedulable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueingHint {
+    /// Retry the pod.
+    Queue,
+    /// The event cannot help this pod; leave it parked.
+    Skip,
+}
+
+impl QueueingHint {
+    /// `Queue` when `could_help`, else `Skip`.
+    pub fn from_bool(could_help: bool) -> Self {
+        if could_help {
+            QueueingHint::Queue
+        } else {
+            QueueingHint::Skip
+        }
+    }
 }

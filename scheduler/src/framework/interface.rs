@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::cycle_state::CycleState;
-use super::events::ClusterEvent;
+use super::events::{ClusterEvent, EventObjects, QueueingHint};
 use super::status::Status;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::pod_info::PodInfo;
@@ -24,6 +24,16 @@ pub trait Plugin: Send + Sync + 'static {
     /// Events that could make a pod this plugin rejected schedulable.
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         Vec::new()
+    }
+    /// Whether `event`, one of the registered ones, could make `pod` (which this plugin
+    /// rejected) schedulable, judged from the objects involved. The default retries.
+    fn queueing_hint(
+        &self,
+        _pod: &PodInfo,
+        _event: &ClusterEvent,
+        _objects: &EventObjects<'_>,
+    ) -> QueueingHint {
+        QueueingHint::Queue
     }
     /// PreFilter view.
     fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {

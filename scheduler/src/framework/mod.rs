@@ -11,7 +11,7 @@ pub mod status;
 
 pub use config::{ConfigError, SchedulerConfig};
 pub use cycle_state::CycleState;
-pub use events::{ActionSet, ClusterEvent, EventResource};
+pub use events::{ActionSet, ClusterEvent, EventObjects, EventResource, QueueingHint};
 pub use interface::*;
 pub use registry::{Registry, Services, parse_args};
 pub use runtime::Framework;

@@ -36,7 +36,7 @@ pub struct Framework {
     pre_bind: Vec<Arc<dyn PreBindPlugin>>,
     bind: Vec<Arc<dyn BindPlugin>>,
     post_bind: Vec<Arc<dyn PostBindPlugin>>,
-    events: Vec<(&'static str, ClusterEvent)>,
+    events: Vec<(&'static str, ClusterEvent, Arc<dyn Plugin>)>,
     waiting: Mutex<HashMap<PodKey, WaitingPod>>,
 }
 
@@ -123,7 +123,7 @@ impl Framework {
         // Statuses carry the plugin's own name, so events are keyed by it too.
         for pl in instances.values() {
             for ev in pl.events_to_register() {
-                events.push((pl.name(), ev));
+                events.push((pl.name(), ev, pl.clone()));
             }
         }
         Ok(Framework {
@@ -184,8 +184,9 @@ impl Framework {
         self.percentage_of_nodes_to_score
     }
 
-    /// (plugin, event) pairs the queue uses for event-driven requeueing.
-    pub fn events(&self) -> &[(&'static str, ClusterEvent)] {
+    /// (plugin name, event, plugin) triples the queue uses for event-driven requeueing
+    /// (the plugin answers queueing hints).
+    pub fn events(&self) -> &[(&'static str, ClusterEvent, Arc<dyn Plugin>)] {
         &self.events
     }
 

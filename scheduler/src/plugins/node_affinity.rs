@@ -34,6 +34,30 @@ impl Plugin for NodeAffinity {
             ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
         )]
     }
+    /// Only a node that now satisfies the pod's node selector and required affinity,
+    /// and did not before (or that is new), can help.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        _event: &ClusterEvent,
+        objects: &EventObjects<'_>,
+    ) -> QueueingHint {
+        let EventObjects::Node {
+            old,
+            new: Some(new),
+        } = objects
+        else {
+            return QueueingHint::Queue;
+        };
+        let required = RequiredNodeAffinity::of(pod);
+        let matches = |n: &k8s_openapi::api::core::v1::Node| {
+            required.matches(
+                crate::selectors::node_labels(n),
+                n.metadata.name.as_deref().unwrap_or(""),
+            )
+        };
+        QueueingHint::from_bool(matches(new) && old.is_none_or(|o| !matches(o)))
+    }
     fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
         Some(self)
     }

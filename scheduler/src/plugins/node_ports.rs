@@ -27,6 +27,29 @@ impl Plugin for NodePorts {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![ClusterEvent::ASSIGNED_POD_DELETE, ClusterEvent::NODE_ADD]
     }
+    /// A deleted pod helps only if it held a host port the pod wants.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        _event: &ClusterEvent,
+        objects: &EventObjects<'_>,
+    ) -> QueueingHint {
+        let EventObjects::Pod {
+            old: Some(deleted),
+            new: None,
+        } = objects
+        else {
+            return QueueingHint::Queue;
+        };
+        let freed = PodInfo::new(std::sync::Arc::new((*deleted).clone())).host_ports;
+        QueueingHint::from_bool(freed.iter().any(|u| {
+            pod.host_ports.iter().any(|w| {
+                u.port == w.port
+                    && u.protocol == w.protocol
+                    && (u.ip == w.ip || u.ip == "0.0.0.0" || w.ip == "0.0.0.0")
+            })
+        }))
+    }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
     }

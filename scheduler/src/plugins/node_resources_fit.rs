@@ -130,6 +130,60 @@ impl Plugin for NodeResourcesFit {
             ),
         ]
     }
+    /// A node helps only if its allocatable could hold the pod at all; a pod event only
+    /// if an assigned pod went away or gave back some of a resource the pod requests.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        _event: &ClusterEvent,
+        objects: &EventObjects<'_>,
+    ) -> QueueingHint {
+        match objects {
+            EventObjects::Node { new: Some(new), .. } => {
+                let mut empty = NodeInfo::new(new.metadata.name.as_deref().unwrap_or(""));
+                empty.set_node(Arc::new((*new).clone()));
+                QueueingHint::from_bool(
+                    insufficient_resources(pod, &empty, &self.args.ignored_resources).is_empty(),
+                )
+            }
+            EventObjects::Pod {
+                old: Some(deleted),
+                new: None,
+            } => QueueingHint::from_bool(
+                deleted
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty()),
+            ),
+            EventObjects::Pod {
+                old: Some(old),
+                new: Some(new),
+            } => {
+                let before = PodInfo::new(Arc::new((*old).clone())).requests;
+                let after = PodInfo::new(Arc::new((*new).clone())).requests;
+                let want = &pod.requests;
+                let freed = |w: i64, b: i64, a: i64| w > 0 && a < b;
+                QueueingHint::from_bool(
+                    freed(want.milli_cpu, before.milli_cpu, after.milli_cpu)
+                        || freed(want.memory, before.memory, after.memory)
+                        || freed(
+                            want.ephemeral_storage,
+                            before.ephemeral_storage,
+                            after.ephemeral_storage,
+                        )
+                        || want.scalar.iter().any(|(k, w)| {
+                            freed(
+                                *w,
+                                before.scalar.get(k).copied().unwrap_or(0),
+                                after.scalar.get(k).copied().unwrap_or(0),
+                            )
+                        }),
+                )
+            }
+            _ => QueueingHint::Queue,
+        }
+    }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
     }

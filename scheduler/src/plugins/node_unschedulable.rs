@@ -35,6 +35,25 @@ impl Plugin for NodeUnschedulable {
             ActionSet::ADD.or(ActionSet::UPDATE_NODE_TAINT),
         )]
     }
+    /// Only a node that is (now) not cordoned can help.
+    fn queueing_hint(
+        &self,
+        _pod: &PodInfo,
+        _event: &ClusterEvent,
+        objects: &EventObjects<'_>,
+    ) -> QueueingHint {
+        let EventObjects::Node {
+            old,
+            new: Some(new),
+        } = objects
+        else {
+            return QueueingHint::Queue;
+        };
+        let cordoned = |n: &k8s_openapi::api::core::v1::Node| {
+            n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+        };
+        QueueingHint::from_bool(!cordoned(new) && old.is_none_or(cordoned))
+    }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
     }

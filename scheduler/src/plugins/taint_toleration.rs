@@ -32,6 +32,32 @@ impl Plugin for TaintToleration {
             ActionSet::ADD.or(ActionSet::UPDATE_NODE_TAINT),
         )]
     }
+    /// Only a node whose scheduling taints the pod now tolerates, and did not before
+    /// (or that is new), can help.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        _event: &ClusterEvent,
+        objects: &EventObjects<'_>,
+    ) -> QueueingHint {
+        let EventObjects::Node {
+            old,
+            new: Some(new),
+        } = objects
+        else {
+            return QueueingHint::Queue;
+        };
+        let tolerated = |n: &k8s_openapi::api::core::v1::Node| {
+            let taints = n.spec.as_ref().and_then(|s| s.taints.as_deref());
+            first_untolerated(
+                taints.unwrap_or(&[]),
+                pod.tolerations(),
+                &["NoSchedule", "NoExecute"],
+            )
+            .is_none()
+        };
+        QueueingHint::from_bool(tolerated(new) && old.is_none_or(|o| !tolerated(o)))
+    }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
     }

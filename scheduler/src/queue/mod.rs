@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::clock::Clock;
 use crate::framework::config::DEFAULT_SCHEDULER_NAME;
-use crate::framework::{ClusterEvent, Framework};
+use crate::framework::{ClusterEvent, EventObjects, Framework, Plugin, QueueingHint};
 use crate::pod_info::{PodInfo, PodKey};
 pub use nominator::Nominator;
 
@@ -64,6 +64,9 @@ impl QueuedPodInfo {
 }
 
 type ActiveKey = (Reverse<i32>, Instant, u64);
+
+/// Per plugin name: the events it registered, with the plugin to ask for hints.
+type PluginEvents = HashMap<&'static str, Vec<(ClusterEvent, Arc<dyn Plugin>)>>;
 
 /// Queue tuning.
 #[derive(Debug, Clone)]
@@ -118,7 +121,7 @@ pub struct SchedulingQueue {
     in_flight: HashMap<PodKey, InFlight>,
     scheduling_cycle: u64,
     move_request_cycle: u64,
-    plugin_events: HashMap<&'static str, Vec<ClusterEvent>>,
+    plugin_events: PluginEvents,
     scheduler_names: HashSet<String>,
     nominator: Arc<Nominator>,
 }
@@ -131,12 +134,15 @@ impl SchedulingQueue {
         profiles: &[Arc<Framework>],
         nominator: Arc<Nominator>,
     ) -> Self {
-        let mut plugin_events: HashMap<&'static str, Vec<ClusterEvent>> = HashMap::new();
+        let mut plugin_events = PluginEvents::new();
         let mut scheduler_names = HashSet::new();
         for p in profiles {
             scheduler_names.insert(p.scheduler_name().to_string());
-            for (name, ev) in p.events() {
-                plugin_events.entry(name).or_default().push(*ev);
+            for (name, ev, plugin) in p.events() {
+                plugin_events
+                    .entry(name)
+                    .or_default()
+                    .push((*ev, plugin.clone()));
             }
         }
         SchedulingQueue {
@@ -417,11 +423,18 @@ impl SchedulingQueue {
     /// A cluster event happened: moves parked pods that a plugin interested in this event
     /// rejected. Returns how many moved.
     pub fn on_event(&mut self, event: ClusterEvent) -> usize {
+        self.on_event_with(event, &EventObjects::Unknown)
+    }
+
+    /// A cluster event about known objects happened: moves parked pods for which one of
+    /// the plugins that rejected them registered the event and, looking at the objects,
+    /// hints that it could help. Returns how many moved.
+    pub fn on_event_with(&mut self, event: ClusterEvent, objects: &EventObjects<'_>) -> usize {
         self.move_request_cycle = self.scheduling_cycle;
         let movable: Vec<PodKey> = self
             .unschedulable
             .iter()
-            .filter(|(_, (q, _))| !q.gated() && self.interested(q, &event))
+            .filter(|(_, (q, _))| !q.gated() && self.worth_retrying(q, &event, objects))
             .map(|(k, _)| k.clone())
             .collect();
         for k in &movable {
@@ -432,14 +445,22 @@ impl SchedulingQueue {
         movable.len()
     }
 
-    fn interested(&self, q: &QueuedPodInfo, event: &ClusterEvent) -> bool {
+    fn worth_retrying(
+        &self,
+        q: &QueuedPodInfo,
+        event: &ClusterEvent,
+        objects: &EventObjects<'_>,
+    ) -> bool {
         if q.unschedulable_plugins.is_empty() {
             return true;
         }
         q.unschedulable_plugins.iter().any(|p| {
-            self.plugin_events
-                .get(p)
-                .is_some_and(|evs| evs.iter().any(|interest| event.matches(interest)))
+            self.plugin_events.get(p).is_some_and(|evs| {
+                evs.iter().any(|(interest, plugin)| {
+                    event.matches(interest)
+                        && plugin.queueing_hint(&q.pod, event, objects) == QueueingHint::Queue
+                })
+            })
         })
     }
 

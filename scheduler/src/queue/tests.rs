@@ -279,3 +279,279 @@ fn nominations_follow_pod_status() {
     q.delete("uid-p");
     assert_eq!(q.nominator().node_of("uid-p"), None);
 }
+
+mod queueing_hints {
+    use super::*;
+    use crate::framework::EventObjects;
+    use crate::testing::NodeBuilder;
+
+    fn node_update(q: &mut SchedulingQueue, actions: ActionSet, old: &Node, new: &Node) -> usize {
+        q.on_event_with(
+            ClusterEvent::new(EventResource::Node, actions),
+            &EventObjects::Node {
+                old: Some(old),
+                new: Some(new),
+            },
+        )
+    }
+
+    fn node_add(q: &mut SchedulingQueue, new: &Node) -> usize {
+        q.on_event_with(
+            ClusterEvent::NODE_ADD,
+            &EventObjects::Node {
+                old: None,
+                new: Some(new),
+            },
+        )
+    }
+
+    use k8s_openapi::api::core::v1::Node;
+
+    #[test]
+    fn resources_fit_rejection_waits_for_a_node_big_enough() {
+        let (mut q, _) = queue();
+        q.add(Arc::new(
+            PodBuilder::new("big").container(&[("cpu", "8")]).build(),
+        ));
+        let key = fail(&mut q, &["NodeResourcesFit"]);
+        let small = NodeBuilder::new("small")
+            .allocatable(&[("cpu", "4"), ("pods", "110")])
+            .build();
+        // A new node too small for the pod leaves it parked.
+        assert_eq!(node_add(&mut q, &small), 0);
+        // Allocatable grows, but not enough.
+        let bigger = NodeBuilder::new("small")
+            .allocatable(&[("cpu", "6"), ("pods", "110")])
+            .build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_ALLOCATABLE, &small, &bigger),
+            0
+        );
+        // A label change together with nothing that adds resources is not even offered.
+        let relabelled = NodeBuilder::new("small")
+            .allocatable(&[("cpu", "6"), ("pods", "110")])
+            .label("tier", "gold")
+            .build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_LABEL, &bigger, &relabelled),
+            0
+        );
+        assert_eq!(q.location(&key), Some(Location::Unschedulable));
+        // Enough CPU now: retried.
+        let enough = NodeBuilder::new("small")
+            .allocatable(&[("cpu", "16"), ("pods", "110")])
+            .build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_ALLOCATABLE, &bigger, &enough),
+            1
+        );
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+    }
+
+    #[test]
+    fn resources_fit_rejection_requeued_by_assigned_pod_delete_only() {
+        let (mut q, _) = queue();
+        q.add(Arc::new(
+            PodBuilder::new("p").container(&[("cpu", "1")]).build(),
+        ));
+        let key = fail(&mut q, &["NodeResourcesFit"]);
+        let pending = PodBuilder::new("other-pending").build();
+        let deleted_pending = EventObjects::Pod {
+            old: Some(&pending),
+            new: None,
+        };
+        assert_eq!(
+            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &deleted_pending),
+            0
+        );
+        let bound = PodBuilder::new("other-bound")
+            .container(&[("cpu", "2")])
+            .node("n1")
+            .build();
+        let deleted_bound = EventObjects::Pod {
+            old: Some(&bound),
+            new: None,
+        };
+        assert_eq!(
+            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &deleted_bound),
+            1
+        );
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+    }
+
+    #[test]
+    fn taint_rejection_requeued_when_the_untolerated_taint_goes() {
+        let (mut q, _) = queue();
+        q.add(Arc::new(
+            PodBuilder::new("p")
+                .toleration("dedicated", "Equal", "gpu", "NoSchedule")
+                .build(),
+        ));
+        let key = fail(&mut q, &["TaintToleration"]);
+        let tainted = NodeBuilder::new("n")
+            .taint("dedicated", "db", "NoSchedule")
+            .build();
+        // Another untolerated taint replacing the first: no help.
+        let still = NodeBuilder::new("n")
+            .taint("dedicated", "web", "NoSchedule")
+            .build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &tainted, &still),
+            0
+        );
+        // A new node with a taint the pod does not tolerate: no help either.
+        assert_eq!(node_add(&mut q, &still), 0);
+        assert_eq!(q.location(&key), Some(Location::Unschedulable));
+        // The taint is removed: retried.
+        let clean = NodeBuilder::new("n").build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &still, &clean),
+            1
+        );
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+        // A tolerated taint on a new node also helps another such pod.
+        q.add(Arc::new(
+            PodBuilder::new("q")
+                .toleration("dedicated", "Equal", "gpu", "NoSchedule")
+                .build(),
+        ));
+        while let Some(p) = q.pop() {
+            if p.pod.name == "q" {
+                q.add_unschedulable(p, BTreeSet::from(["TaintToleration"]), false);
+            }
+        }
+        let gpu = NodeBuilder::new("g")
+            .taint("dedicated", "gpu", "NoSchedule")
+            .build();
+        assert_eq!(node_add(&mut q, &gpu), 1);
+    }
+
+    #[test]
+    fn node_affinity_rejection_requeued_only_by_a_newly_matching_node() {
+        let (mut q, _) = queue();
+        q.add(Arc::new(
+            PodBuilder::new("p").node_selector("disk", "ssd").build(),
+        ));
+        let key = fail(&mut q, &["NodeAffinity"]);
+        let hdd = NodeBuilder::new("n").label("disk", "hdd").build();
+        let hdd2 = NodeBuilder::new("n")
+            .label("disk", "hdd")
+            .label("x", "y")
+            .build();
+        assert_eq!(node_add(&mut q, &hdd), 0);
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_LABEL, &hdd, &hdd2),
+            0
+        );
+        let ssd = NodeBuilder::new("n").label("disk", "ssd").build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_LABEL, &hdd2, &ssd),
+            1
+        );
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+    }
+
+    #[test]
+    fn any_rejecting_plugin_hinting_queue_moves_the_pod() {
+        let (mut q, _) = queue();
+        q.add(Arc::new(
+            PodBuilder::new("p")
+                .node_selector("disk", "ssd")
+                .container(&[("cpu", "1")])
+                .build(),
+        ));
+        let key = fail(&mut q, &["NodeAffinity", "NodeResourcesFit"]);
+        // The node misses the selector but has room: NodeResourcesFit hints it could help.
+        let roomy = NodeBuilder::new("n")
+            .allocatable(&[("cpu", "8"), ("pods", "110")])
+            .build();
+        assert_eq!(node_add(&mut q, &roomy), 1);
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+    }
+
+    #[test]
+    fn events_without_objects_still_requeue() {
+        let (mut q, _) = queue();
+        q.add(pod("p"));
+        let key = fail(&mut q, &["TaintToleration"]);
+        assert_eq!(q.on_event(ClusterEvent::NODE_ADD), 1);
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+    }
+
+    #[test]
+    fn cordoned_rejection_requeued_when_uncordoned() {
+        let (mut q, _) = queue();
+        q.add(pod("p"));
+        let key = fail(&mut q, &["NodeUnschedulable"]);
+        let cordoned = NodeBuilder::new("n").unschedulable().build();
+        assert_eq!(node_add(&mut q, &cordoned), 0);
+        let relabelled = NodeBuilder::new("n")
+            .unschedulable()
+            .label("a", "b")
+            .build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &cordoned, &relabelled),
+            0
+        );
+        let open = NodeBuilder::new("n").build();
+        assert_eq!(
+            node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &relabelled, &open),
+            1
+        );
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+    }
+
+    #[test]
+    fn host_port_rejection_requeued_only_when_the_port_is_freed() {
+        let (mut q, _) = queue();
+        q.add(Arc::new(
+            PodBuilder::new("p").host_port(8080, "TCP", "").build(),
+        ));
+        let key = fail(&mut q, &["NodePorts"]);
+        let other_port = PodBuilder::new("a")
+            .host_port(9090, "TCP", "")
+            .node("n")
+            .build();
+        let ev = |p| EventObjects::Pod {
+            old: Some(p),
+            new: None,
+        };
+        assert_eq!(
+            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &ev(&other_port)),
+            0
+        );
+        let same_port = PodBuilder::new("b")
+            .host_port(8080, "TCP", "")
+            .node("n")
+            .build();
+        assert_eq!(
+            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &ev(&same_port)),
+            1
+        );
+        assert!(
+            q.location(&key)
+                .is_some_and(|l| l != Location::Unschedulable)
+        );
+    }
+}
