@@ -1,0 +1,172 @@
+//! skiff-dns is the cluster DNS (what CoreDNS is in k3s): it answers
+//! `<svc>.<ns>.svc.<domain>` (ClusterIPs, or ready endpoint IPs of headless
+//! Services), `<host>.<svc>.<ns>.svc.<domain>` (StatefulSet pods through the
+//! endpoints' hostnames), `<a-b-c-d>.<ns>.pod.<domain>`, SRV
+//! `_<port>._<proto>.<svc>.<ns>.svc.<domain>` for named ports and PTR for
+//! Service and Pod IPs, straight from the shared informer caches, so a new
+//! Service resolves as soon as its watch event arrives. Unknown cluster names
+//! get NXDOMAIN with the zone's SOA; every other name is forwarded to the
+//! host's resolvers. It serves UDP and TCP.
+//!
+//! It must never import the API server or the store: it reads the cluster
+//! through informers and writes only its own EndpointSlice.
+//!
+//! # Contract with the rest of skiff
+//!
+//! - The API server creates the Service `kube-system/kube-dns` (ClusterIP
+//!   10.43.0.10 by default, no selector, ports `dns` 53/UDP, `dns-tcp` 53/TCP,
+//!   `metrics` 9153/TCP, label `k8s-app=kube-dns`).
+//! - This crate publishes the EndpointSlice `kube-system/kube-dns-skiff`
+//!   (labels `kubernetes.io/service-name=kube-dns`,
+//!   `endpointslice.kubernetes.io/managed-by=skiff-dns`) with one ready
+//!   endpoint: the node address it advertises, and ports `dns`/`dns-tcp` set
+//!   to the port it really listens on (53 in production, any port in tests).
+//! - The service proxy DNATs the Service's ports to the slice's ports matched
+//!   by name, like any selector-less Service; `metrics` has no endpoint port.
+//! - The node agent writes `nameserver <cluster DNS IP>` into pods'
+//!   resolv.conf per `dnsPolicy` (see `skiff_node::agent::dns_config`).
+
+#![warn(missing_docs)]
+
+pub mod forward;
+pub mod names;
+pub mod publish;
+pub mod server;
+pub mod zone;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use skiff_informer::SharedInformerFactory;
+
+pub use forward::Forwarder;
+pub use server::{DnsHandler, RunningServer};
+pub use zone::{ClusterZone, Lookup, ZoneSources};
+
+/// The default cluster domain.
+pub const DEFAULT_DOMAIN: &str = "cluster.local";
+/// The default ClusterIP of `kube-dns` (the tenth address of 10.43.0.0/16).
+pub const DEFAULT_CLUSTER_DNS: &str = "10.43.0.10";
+
+/// How the DNS server runs.
+#[derive(Debug, Clone)]
+pub struct DnsConfig {
+    /// The cluster domain (`cluster.local`).
+    pub domain: String,
+    /// Addresses to serve UDP and TCP on (port 0: any free port).
+    pub listen: Vec<SocketAddr>,
+    /// Resolvers for non-cluster names, tried in order.
+    pub upstreams: Vec<SocketAddr>,
+    /// Per-attempt timeout of a forwarded query.
+    pub forward_timeout: Duration,
+    /// TTL of cluster answers, in seconds.
+    pub ttl: u32,
+    /// Where pods reach this server (the node's address); published as the
+    /// `kube-dns` endpoints with the listen port. None: publish nothing.
+    pub advertise: Option<IpAddr>,
+    /// The node the advertised address belongs to.
+    pub node_name: Option<String>,
+}
+
+impl DnsConfig {
+    /// Defaults for `domain`, listening on `listen`, no upstreams.
+    pub fn new(domain: &str, listen: SocketAddr) -> Self {
+        Self {
+            domain: domain.to_owned(),
+            listen: vec![listen],
+            upstreams: Vec::new(),
+            forward_timeout: Duration::from_secs(2),
+            ttl: 5,
+            advertise: None,
+            node_name: None,
+        }
+    }
+}
+
+/// Why the DNS server stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DnsError {
+    /// The zone could not be built.
+    #[error(transparent)]
+    Zone(#[from] zone::ZoneError),
+    /// A listener could not be bound.
+    #[error(transparent)]
+    Serve(#[from] server::ServeError),
+    /// The informers could not start.
+    #[error("starting the DNS informers: {0}")]
+    Informer(#[from] skiff_informer::InformerError),
+}
+
+/// A running cluster DNS server.
+pub struct ClusterDns {
+    server: RunningServer,
+}
+
+impl ClusterDns {
+    /// Builds the zone on `factory`'s Service, EndpointSlice and Pod
+    /// informers (starting them) and starts serving. Queries before the
+    /// caches' first list see an empty cluster.
+    pub async fn start(
+        factory: &SharedInformerFactory,
+        config: &DnsConfig,
+    ) -> Result<Self, DnsError> {
+        let sources = ZoneSources {
+            services: factory.informer::<Service>().cache().clone(),
+            slices: factory.informer::<EndpointSlice>().cache().clone(),
+            pods: factory.informer::<Pod>().cache().clone(),
+        };
+        let zone = Arc::new(ClusterZone::new(&config.domain, config.ttl, sources)?);
+        factory.start()?;
+        let forwarder = Forwarder::new(config.upstreams.clone(), config.forward_timeout);
+        let server = RunningServer::bind(&config.listen, DnsHandler::new(zone, forwarder)).await?;
+        Ok(Self { server })
+    }
+
+    /// The bound addresses.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        self.server.local_addrs()
+    }
+
+    /// Stops serving.
+    pub async fn shutdown(self) {
+        self.server.shutdown().await
+    }
+}
+
+/// Runs the DNS server until `stop` resolves, keeping the `kube-dns`
+/// endpoints pointed at it when `config.advertise` is set.
+pub async fn run(
+    factory: &SharedInformerFactory,
+    config: DnsConfig,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), DnsError> {
+    let dns = ClusterDns::start(factory, &config).await?;
+    tracing::info!(listen = ?dns.local_addrs(), upstreams = ?config.upstreams, domain = %config.domain, "cluster DNS serving");
+    let publisher = match (config.advertise, dns.local_addrs().first()) {
+        (Some(ip), Some(local)) => {
+            let address = SocketAddr::new(ip, local.port());
+            let client = factory.client().clone();
+            let node = config.node_name.clone();
+            Some(tokio::spawn(async move {
+                // The API may not accept writes yet at start-up; retry until it does.
+                loop {
+                    match publish::publish(&client, address, node.as_deref()).await {
+                        Ok(()) => break,
+                        Err(error) => tracing::warn!(%error, "retrying in 2 s"),
+                    }
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            }))
+        }
+        _ => None,
+    };
+    stop.await;
+    if let Some(publisher) = publisher {
+        publisher.abort();
+    }
+    dns.shutdown().await;
+    Ok(())
+}

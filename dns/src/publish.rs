@@ -1,0 +1,103 @@
+//! Publishes where this DNS server listens as the `kube-dns` Service's
+//! endpoints, so the service proxy can send 10.43.0.10:53 here.
+
+use std::net::{IpAddr, SocketAddr};
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use serde_json::json;
+
+use crate::zone::SERVICE_NAME_LABEL;
+
+/// Namespace of the `kube-dns` Service.
+pub const NAMESPACE: &str = "kube-system";
+/// Name of the Service pods' nameserver IP belongs to.
+pub const SERVICE: &str = "kube-dns";
+/// Name of the EndpointSlice this server owns.
+pub const SLICE: &str = "kube-dns-skiff";
+/// `endpointslice.kubernetes.io/managed-by` value of that slice (the
+/// EndpointSlice controller leaves slices of other managers alone).
+pub const MANAGED_BY: &str = "skiff-dns";
+
+/// Why publishing failed.
+#[derive(Debug, thiserror::Error)]
+#[error("publishing the kube-dns endpoints: {0}")]
+pub struct PublishError(#[from] kube::Error);
+
+/// The EndpointSlice saying `kube-dns` is served at `ip`:`port` (UDP and TCP).
+pub fn endpoint_slice(ip: IpAddr, port: u16, node: Option<&str>) -> EndpointSlice {
+    let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+    let mut endpoint = json!({"addresses": [ip.to_string()], "conditions": {"ready": true}});
+    if let Some(node) = node {
+        endpoint["nodeName"] = json!(node);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": SLICE, "namespace": NAMESPACE, "labels": {
+            SERVICE_NAME_LABEL: SERVICE,
+            "endpointslice.kubernetes.io/managed-by": MANAGED_BY,
+        }},
+        "addressType": family,
+        "endpoints": [endpoint],
+        "ports": [
+            {"name": "dns", "port": port, "protocol": "UDP"},
+            {"name": "dns-tcp", "port": port, "protocol": "TCP"},
+        ],
+    }))
+    .unwrap_or_default()
+}
+
+/// Creates or updates the slice for `address`.
+pub async fn publish(
+    client: &kube::Client,
+    address: SocketAddr,
+    node: Option<&str>,
+) -> Result<(), PublishError> {
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut wanted = endpoint_slice(address.ip(), address.port(), node);
+    match api.get_opt(SLICE).await? {
+        None => {
+            api.create(&PostParams::default(), &wanted).await?;
+        }
+        Some(current) if current.endpoints == wanted.endpoints && current.ports == wanted.ports => {
+        }
+        Some(current) => {
+            wanted.metadata = ObjectMeta {
+                resource_version: current.metadata.resource_version,
+                ..wanted.metadata
+            };
+            api.replace(SLICE, &PostParams::default(), &wanted).await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slice_names_the_service_and_both_protocols() {
+        let slice = endpoint_slice("192.0.2.2".parse().unwrap(), 53, Some("n1"));
+        let labels = slice.metadata.labels.unwrap();
+        assert_eq!(labels[SERVICE_NAME_LABEL], "kube-dns");
+        assert_eq!(slice.address_type, "IPv4");
+        assert_eq!(slice.endpoints[0].addresses, ["192.0.2.2"]);
+        assert_eq!(slice.endpoints[0].node_name.as_deref(), Some("n1"));
+        let ports: Vec<(String, i32, String)> = slice
+            .ports
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name.unwrap(), p.port.unwrap(), p.protocol.unwrap()))
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                ("dns".to_string(), 53, "UDP".to_string()),
+                ("dns-tcp".to_string(), 53, "TCP".to_string())
+            ]
+        );
+    }
+}

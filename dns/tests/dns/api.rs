@@ -1,0 +1,134 @@
+//! The DNS server on real informers over the in-process API server: a new
+//! Service resolves as soon as its watch event arrives, and the server
+//! publishes its address as the kube-dns endpoints.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_dns::{ClusterDns, DnsConfig};
+use skiff_informer::SharedInformerFactory;
+use skiff_store::{SledConfig, SledStore, Store};
+
+use super::support::{answers, ask};
+
+async fn api() -> (ApiServer, kube::Client, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(SledConfig::new(dir.path())).unwrap());
+    let api = ApiServer::new(store, ApiServerConfig::default())
+        .await
+        .unwrap();
+    let client = skiff_apiserver::inprocess::client(
+        api.router(),
+        UserInfo::new("system:skiff", vec!["system:masters".to_string()]),
+    );
+    (api, client, dir)
+}
+
+/// Polls `check` every 20 ms until it returns `Some` (fails after 10 s).
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn services_resolve_and_disappear_with_their_watch_events() {
+    let (api, client, _dir) = api().await;
+    let factory = SharedInformerFactory::new(client.clone());
+    let config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
+    let dns = ClusterDns::start(&factory, &config).await.unwrap();
+    factory.wait_for_sync().await;
+    let addr = dns.local_addrs()[0];
+
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    let ip = created.spec.unwrap().cluster_ip.expect("a cluster IP");
+    let name = "web.default.svc.cluster.local.";
+    let resolved = eventually("the new Service to resolve", || async {
+        let answer = ask(addr, name, RecordType::A, false).await;
+        (!answer.answers.is_empty()).then(|| answers(&answer))
+    })
+    .await;
+    assert_eq!(resolved, [ip]);
+
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the deleted Service to be gone", || async {
+        let answer = ask(addr, name, RecordType::A, false).await;
+        (answer.metadata.response_code == ResponseCode::NXDomain).then_some(())
+    })
+    .await;
+
+    dns.shutdown().await;
+    factory.shutdown();
+    api.shutdown();
+}
+
+#[tokio::test]
+async fn run_publishes_the_listen_port_as_the_kube_dns_endpoints() {
+    let (api, client, _dir) = api().await;
+    let factory = SharedInformerFactory::new(client.clone());
+    let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
+    config.advertise = Some("192.0.2.2".parse().unwrap());
+    config.node_name = Some("node-a".into());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = {
+        let factory = factory.clone();
+        tokio::spawn(async move {
+            skiff_dns::run(&factory, config, async {
+                let _ = stop_rx.await;
+            })
+            .await
+        })
+    };
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "kube-system");
+    let slice = eventually("the kube-dns slice", || async {
+        slices.get_opt(skiff_dns::publish::SLICE).await.unwrap()
+    })
+    .await;
+    let endpoint = &slice.endpoints[0];
+    assert_eq!(endpoint.addresses, ["192.0.2.2"]);
+    assert_eq!(endpoint.node_name.as_deref(), Some("node-a"));
+    let port = slice.ports.unwrap()[0].port.unwrap();
+    assert_ne!(port, 0, "the real listen port is published");
+    // The published port is where the server answers.
+    let local: SocketAddr = ([127, 0, 0, 1], port as u16).into();
+    let answer = ask(
+        local,
+        "nope.default.svc.cluster.local.",
+        RecordType::A,
+        false,
+    )
+    .await;
+    assert_eq!(answer.metadata.response_code, ResponseCode::NXDomain);
+
+    let _ = stop_tx.send(());
+    task.await.unwrap().unwrap();
+    factory.shutdown();
+    api.shutdown();
+}

@@ -1,0 +1,169 @@
+//! Cluster records over UDP and TCP.
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{RData, RecordType};
+use serde_json::json;
+
+use super::support::{TestDns, answers, ask};
+
+async fn cluster() -> TestDns {
+    let dns = TestDns::start(Vec::new()).await;
+    dns.add_service(
+        "default",
+        "kubernetes",
+        json!({"clusterIP": "10.43.0.1", "clusterIPs": ["10.43.0.1"],
+               "ports": [{"name": "https", "port": 443, "protocol": "TCP"}]}),
+    );
+    dns.add_service(
+        "apps",
+        "dual",
+        json!({"clusterIP": "10.43.0.30", "clusterIPs": ["10.43.0.30", "fd00:43::30"]}),
+    );
+    dns.add_service(
+        "db",
+        "pg",
+        json!({"clusterIP": "None", "ports": [{"name": "sql", "port": 5432}]}),
+    );
+    dns.add_slice(
+        "db",
+        "pg",
+        json!([
+            {"addresses": ["10.42.0.5"], "hostname": "pg-0", "conditions": {"ready": true}},
+            {"addresses": ["10.42.0.6"], "hostname": "pg-1", "conditions": {"ready": true}},
+            {"addresses": ["10.42.0.7"], "hostname": "pg-2", "conditions": {"ready": false}}
+        ]),
+        json!([{"name": "sql", "port": 5432, "protocol": "TCP"}]),
+    );
+    dns.add_pod("apps", "client", "10.42.0.9");
+    dns
+}
+
+#[tokio::test]
+async fn every_record_kind_answers_over_udp_and_tcp() {
+    let dns = cluster().await;
+    for tcp in [false, true] {
+        let a = ask(
+            dns.addr(),
+            "kubernetes.default.svc.cluster.local.",
+            RecordType::A,
+            tcp,
+        )
+        .await;
+        assert_eq!(a.metadata.response_code, ResponseCode::NoError);
+        assert!(a.metadata.authoritative);
+        assert_eq!(answers(&a), ["10.43.0.1"], "tcp={tcp}");
+
+        let aaaa = ask(
+            dns.addr(),
+            "dual.apps.svc.cluster.local.",
+            RecordType::AAAA,
+            tcp,
+        )
+        .await;
+        assert_eq!(answers(&aaaa), ["fd00:43::30"]);
+
+        let headless = ask(dns.addr(), "pg.db.svc.cluster.local.", RecordType::A, tcp).await;
+        assert_eq!(
+            answers(&headless),
+            ["10.42.0.5", "10.42.0.6"],
+            "ready endpoints only"
+        );
+
+        let member = ask(
+            dns.addr(),
+            "pg-1.pg.db.svc.cluster.local.",
+            RecordType::A,
+            tcp,
+        )
+        .await;
+        assert_eq!(answers(&member), ["10.42.0.6"]);
+
+        let pod = ask(
+            dns.addr(),
+            "10-42-0-9.apps.pod.cluster.local.",
+            RecordType::A,
+            tcp,
+        )
+        .await;
+        assert_eq!(answers(&pod), ["10.42.0.9"]);
+
+        let srv = ask(
+            dns.addr(),
+            "_https._tcp.kubernetes.default.svc.cluster.local.",
+            RecordType::SRV,
+            tcp,
+        )
+        .await;
+        assert_eq!(
+            answers(&srv),
+            ["0 100 443 kubernetes.default.svc.cluster.local."]
+        );
+        assert_eq!(answers_of(&srv.additionals), ["10.43.0.1"]);
+
+        let srv = ask(
+            dns.addr(),
+            "_sql._tcp.pg.db.svc.cluster.local.",
+            RecordType::SRV,
+            tcp,
+        )
+        .await;
+        assert_eq!(
+            answers(&srv),
+            [
+                "0 100 5432 pg-0.pg.db.svc.cluster.local.",
+                "0 100 5432 pg-1.pg.db.svc.cluster.local."
+            ]
+        );
+
+        let ptr = ask(dns.addr(), "1.0.43.10.in-addr.arpa.", RecordType::PTR, tcp).await;
+        assert_eq!(answers(&ptr), ["kubernetes.default.svc.cluster.local."]);
+        let ptr = ask(dns.addr(), "9.0.42.10.in-addr.arpa.", RecordType::PTR, tcp).await;
+        assert_eq!(answers(&ptr), ["10-42-0-9.apps.pod.cluster.local."]);
+        let ptr = ask(dns.addr(), "5.0.42.10.in-addr.arpa.", RecordType::PTR, tcp).await;
+        assert_eq!(answers(&ptr), ["pg-0.pg.db.svc.cluster.local."]);
+    }
+}
+
+fn answers_of(records: &[hickory_proto::rr::Record]) -> Vec<String> {
+    records.iter().map(|r| r.data.to_string()).collect()
+}
+
+#[tokio::test]
+async fn unknown_cluster_names_are_nxdomain_with_the_soa() {
+    let dns = cluster().await;
+    for tcp in [false, true] {
+        let missing = ask(
+            dns.addr(),
+            "nope.default.svc.cluster.local.",
+            RecordType::A,
+            tcp,
+        )
+        .await;
+        assert_eq!(missing.metadata.response_code, ResponseCode::NXDomain);
+        assert!(missing.answers.is_empty());
+        assert!(
+            matches!(
+                missing.authorities.first().map(|r| &r.data),
+                Some(RData::SOA(_))
+            ),
+            "NXDOMAIN carries the zone's SOA: {:?}",
+            missing.authorities
+        );
+        assert_eq!(missing.authorities[0].name.to_ascii(), "cluster.local.");
+
+        // The name exists, the type does not: NOERROR without answers, SOA.
+        let nodata = ask(
+            dns.addr(),
+            "kubernetes.default.svc.cluster.local.",
+            RecordType::AAAA,
+            tcp,
+        )
+        .await;
+        assert_eq!(nodata.metadata.response_code, ResponseCode::NoError);
+        assert!(nodata.answers.is_empty());
+        assert!(matches!(
+            nodata.authorities.first().map(|r| &r.data),
+            Some(RData::SOA(_))
+        ));
+    }
+}
