@@ -18,6 +18,7 @@ pub mod discovery;
 mod event_ttl;
 mod handlers;
 mod key_locks;
+mod managed_fields;
 mod object;
 pub mod patch;
 pub mod protobuf;

@@ -20,6 +20,8 @@ pub struct Params {
     pub timeout_seconds: Option<u64>,
     pub dry_run: bool,
     pub field_manager: Option<String>,
+    /// `force` of server-side apply: take over conflicting fields.
+    pub force: Option<bool>,
     pub grace_period_seconds: Option<i64>,
     pub propagation_policy: Option<String>,
     pub orphan_dependents: Option<bool>,
@@ -65,6 +67,7 @@ impl Params {
                 .filter(|s| !s.is_empty())
                 .map(String::from),
             orphan_dependents: get("orphanDependents").map(truthy),
+            force: get("force").map(truthy),
             include_object: get("includeObject").map(String::from),
             ..Default::default()
         };

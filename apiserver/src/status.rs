@@ -161,6 +161,13 @@ pub enum ApiError {
         name: String,
         detail: String,
     },
+    /// Server-side apply would change fields other managers own; causes are
+    /// `(reason, message, field)`.
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        causes: Vec<(String, String, String)>,
+    },
     #[error("{kind} \"{name}\" is invalid: {}", render_causes(causes))]
     Invalid {
         kind: String,
@@ -215,7 +222,9 @@ impl ApiError {
     pub fn code(&self) -> StatusCode {
         match self {
             ApiError::NotFound { .. } | ApiError::PathNotFound => StatusCode::NOT_FOUND,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -234,7 +243,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
@@ -312,6 +321,9 @@ impl ApiError {
                     .map(|c| json!({ "reason": c.reason(), "message": c.body(), "field": c.field }))
                     .collect();
                 Some(d)
+            }
+            ApiError::ApplyConflict { causes, .. } => {
+                Some(json!({ "causes": causes_json(causes) }))
             }
             ApiError::TooManyRequests { causes, .. } if !causes.is_empty() => {
                 Some(json!({ "causes": causes_json(causes) }))

@@ -4,6 +4,8 @@
 #[path = "api/harness.rs"]
 mod harness;
 
+#[path = "api/apply.rs"]
+mod apply;
 #[path = "api/crud.rs"]
 mod crud;
 #[path = "api/deletion.rs"]

@@ -12,8 +12,10 @@ use skiff_store::Revision;
 use super::create::{cannot_handle, create_object, invalid};
 use super::storage::{self, MODIFIED, WriteError};
 use super::{Ctx, check_type, respond};
-use crate::admission::{WriteInfo, prepare_status_update, prepare_update, record_manager};
+use crate::admission::{WriteInfo, prepare_status_update, prepare_update};
+use crate::managed_fields::{self, Scope};
 use crate::object::{finalizers, is_terminating, meta_mut, meta_str, set_field};
+use crate::patch::apply::{ApplyError, ApplyRequest, server_side_apply};
 use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
 use crate::registry::{ResourceInfo, Subresource};
 use crate::server::Inner;
@@ -32,12 +34,12 @@ pub(crate) fn precondition(object: &Value) -> Result<Option<Revision>, ApiError>
     }
 }
 
-/// The stored form without volatile fields, to detect no-op writes.
+/// The stored form without volatile fields, to detect no-op writes
+/// (managedFields count: a write that only changes ownership is stored).
 fn comparable(object: &Value) -> Value {
     let mut copy = object.clone();
     if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
-        meta.remove("managedFields");
     }
     copy
 }
@@ -68,6 +70,7 @@ pub(crate) async fn commit(
     write: &WriteInfo,
     dry_run: bool,
 ) -> Result<Value, WriteError> {
+    managed_fields::on_update(info, old, &mut new, write);
     if comparable(&new) == comparable(old) {
         return Ok(old.clone());
     }
@@ -75,7 +78,6 @@ pub(crate) async fn commit(
     if !errors.is_empty() {
         return Err(WriteError::Api(invalid(info, &new, errors)));
     }
-    record_manager(info, &mut new, write);
     let mut new = info
         .roundtrip(&new)
         .map_err(|e| WriteError::Api(cannot_handle(info, &e)))?;
@@ -211,7 +213,23 @@ pub(crate) async fn upsert(
 }
 
 /// What a write through `sub` (or the main resource) makes of `current`.
+/// managedFields the body carries are kept for `commit` to judge (upstream
+/// honours them on main-resource updates; apply sends its computed ones).
 fn apply_to_current(
+    info: &ResourceInfo,
+    sub: Option<Subresource>,
+    current: &Value,
+    incoming: Value,
+) -> Value {
+    let provided = incoming.pointer("/metadata/managedFields").cloned();
+    let mut next = written_object(info, sub, current, incoming);
+    if let Some(entries) = provided {
+        meta_mut(&mut next).insert("managedFields".into(), entries);
+    }
+    next
+}
+
+fn written_object(
     info: &ResourceInfo,
     sub: Option<Subresource>,
     current: &Value,
@@ -258,17 +276,13 @@ fn apply_to_current(
     }
 }
 
-/// Server-side apply to a missing object creates it from the applied body.
-async fn apply_create(
-    ctx: &Ctx,
-    info: &ResourceInfo,
-    name: &str,
-    bytes: &[u8],
-    write: &WriteInfo,
-) -> Result<Response, ApiError> {
-    let mut object =
+/// The configuration of a server-side apply: a YAML or JSON object of the
+/// endpoint's kind, named as the URL names it.
+fn applied_config(info: &ResourceInfo, name: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    let mut config =
         patch::parse_applied(bytes).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    match meta_str(&object, "name") {
+    check_type(&mut config, &info.api_version(), info.kind)?;
+    match meta_str(&config, "name") {
         Some(n) if n != name => {
             return Err(ApiError::BadRequest(format!(
                 "the name of the object ({n}) does not match the name on the URL ({name})"
@@ -276,9 +290,47 @@ async fn apply_create(
         }
         Some(_) => {}
         None => {
-            meta_mut(&mut object).insert("name".into(), json!(name));
+            meta_mut(&mut config).insert("name".into(), json!(name));
         }
     }
+    Ok(config)
+}
+
+/// Server-side apply of `config` onto `live` (`{}` when creating), with
+/// upstream's conflict Status when other managers own what would change.
+fn apply_config(
+    ctx: &Ctx,
+    info: &ResourceInfo,
+    write: &WriteInfo,
+    live: &Value,
+    config: &Value,
+) -> Result<Value, ApiError> {
+    let writer = managed_fields::writer(info, write);
+    let request = ApplyRequest {
+        schema: managed_fields::for_group(info.group),
+        scope: Scope::of(info, write.subresource),
+        writer: &writer,
+        force: ctx.params.force.unwrap_or(false),
+    };
+    server_side_apply(&request, live, config).map_err(|e| match e {
+        ApplyError::Conflicts(_) => ApiError::ApplyConflict {
+            message: e.to_string(),
+            causes: e.causes(),
+        },
+        ApplyError::Invalid(walk) => {
+            ApiError::BadRequest(format!("failed to create typed patch object: {walk}"))
+        }
+    })
+}
+
+/// Server-side apply to a missing object creates it from the applied body.
+async fn apply_create(
+    ctx: &Ctx,
+    info: &ResourceInfo,
+    config: &Value,
+    write: &WriteInfo,
+) -> Result<Response, ApiError> {
+    let object = apply_config(ctx, info, write, &json!({}), config)?;
     let created = create_object(
         &ctx.inner,
         info,
@@ -314,18 +366,40 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
             });
         }
         write.apply = true;
+    } else if ctx.params.force.is_some() {
+        return Err(ApiError::Invalid {
+            kind: "PatchOptions".into(),
+            group: "meta.k8s.io".into(),
+            name: String::new(),
+            causes: vec![crate::status::FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            )],
+        });
     }
+    let config = match kind {
+        PatchType::Apply => Some(applied_config(&info, &name, &bytes)?),
+        _ => None,
+    };
     let _serialised = ctx.inner.key_locks.lock(&key).await;
     for _ in 0..RETRIES {
         let Some((current, revision)) = storage::read(&ctx.inner, &info, &key).await? else {
-            if kind == PatchType::Apply && sub.is_none() {
-                return apply_create(&ctx, &info, &name, &bytes, &write).await;
+            if let Some(config) = config.as_ref().filter(|_| sub.is_none()) {
+                return apply_create(&ctx, &info, config, &write).await;
             }
             return Err(storage::not_found(&info, &name));
         };
         let mut base = current.clone();
         meta_mut(&mut base).remove("resourceVersion");
-        let mut patched = patch::apply(kind, &base, &bytes).map_err(|e| match e {
+        let patched = match &config {
+            Some(config) => Some(apply_config(&ctx, &info, &write, &base, config)?),
+            None => None,
+        };
+        let mut patched = match patched {
+            Some(applied) => Ok(applied),
+            None => patch::apply(kind, &base, &bytes),
+        }
+        .map_err(|e| match e {
             patch::PatchError::Malformed(m) => ApiError::BadRequest(m),
             patch::PatchError::Apply(m) => ApiError::Invalid {
                 kind: info.kind.to_string(),

@@ -1,8 +1,9 @@
 //! PATCH bodies: JSON Patch (RFC 6902), JSON Merge Patch (RFC 7386) and
 //! Kubernetes strategic merge patch, applied to the JSON form of an object.
 
+pub mod apply;
 mod strategic;
-mod strategic_schema;
+pub(crate) mod strategic_schema;
 
 use serde_json::Value;
 

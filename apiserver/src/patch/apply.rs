@@ -1,0 +1,340 @@
+//! Server-side apply (`application/apply-patch+yaml`): the applied
+//! configuration is merged into the live object by the schema's list keys,
+//! the applier comes to own exactly the fields it applied, fields it applied
+//! before but no longer does are removed unless another manager owns them,
+//! and changing a field another manager owns is a conflict unless forced.
+
+use serde_json::Value;
+
+use crate::managed_fields::{
+    self, BEFORE_FIRST_APPLY, Managers, Operation, Path, Schema, Scope, WalkError, Writer,
+    applied_fields, compare, display_path, merge, remove, without_nulls,
+};
+use crate::object::now_rfc3339;
+
+/// A field another manager owns and the apply would change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The owner as upstream prints it: `"name" using apps/v1`.
+    pub manager: String,
+    pub path: Path,
+}
+
+/// Why an apply was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// The configuration cannot be read against the schema (an associative
+    /// list element without its key, duplicates).
+    #[error("{0}")]
+    Invalid(#[from] WalkError),
+    /// Fields owned by other managers would change.
+    #[error("{}", conflict_message(.0))]
+    Conflicts(Vec<Conflict>),
+}
+
+impl ApplyError {
+    /// `(reason, message, field)` per conflict, the Status causes upstream sends.
+    pub fn causes(&self) -> Vec<(String, String, String)> {
+        match self {
+            ApplyError::Conflicts(list) => list
+                .iter()
+                .map(|c| {
+                    (
+                        "FieldManagerConflict".to_string(),
+                        format!("conflict with {}", c.manager),
+                        display_path(&c.path),
+                    )
+                })
+                .collect(),
+            ApplyError::Invalid(_) => Vec::new(),
+        }
+    }
+}
+
+/// Upstream's wording: one conflict on one line, several grouped by manager.
+fn conflict_message(conflicts: &[Conflict]) -> String {
+    if let [one] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            one.manager,
+            display_path(&one.path)
+        );
+    }
+    let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
+    managers.sort();
+    managers.dedup();
+    let mut lines = Vec::new();
+    for manager in managers {
+        lines.push(format!("conflicts with {manager}:"));
+        for c in conflicts.iter().filter(|c| c.manager == manager) {
+            lines.push(format!("- {}", display_path(&c.path)));
+        }
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
+}
+
+/// What one apply is: the schema of the kind, the part of the object the
+/// request may own, who applies, and whether conflicts are overridden.
+pub struct ApplyRequest<'a> {
+    pub schema: &'a dyn Schema,
+    pub scope: Scope,
+    pub writer: &'a Writer,
+    pub force: bool,
+}
+
+/// Applies `config` to `live` (an empty object when creating). Returns the
+/// new object with its managedFields; `live`'s other metadata is left for
+/// the caller's usual update rules.
+pub fn server_side_apply(
+    request: &ApplyRequest<'_>,
+    live: &Value,
+    config: &Value,
+) -> Result<Value, ApplyError> {
+    let ApplyRequest {
+        schema,
+        scope,
+        writer,
+        force,
+    } = *request;
+    debug_assert_eq!(writer.operation, Operation::Apply);
+    let mut config = without_nulls(config);
+    if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    let applied = applied_fields(schema, &scope.view(&config))?;
+    let live_view = scope.view(live);
+    let mut managers = managed_fields::stored(live).unwrap_or_default();
+    if managers.is_empty() {
+        // What the object held before anyone applied belongs to someone, so
+        // an apply cannot silently take it over.
+        let before = Writer {
+            manager: BEFORE_FIRST_APPLY.into(),
+            operation: Operation::Update,
+            api_version: writer.api_version.clone(),
+            subresource: writer.subresource.clone(),
+        };
+        managed_fields::track_update(
+            schema,
+            scope,
+            &mut managers,
+            &before,
+            (&serde_json::json!({}), live),
+        );
+    }
+    let mut merged = merge(schema, live, &config);
+    let previous = managers.get(writer).map(|e| e.fields.clone());
+    managers.entry(writer).fields = applied.clone();
+    if let Some(previous) = &previous {
+        let abandoned = previous.difference(&managers.all_fields());
+        remove(schema, &mut merged, &abandoned);
+    }
+    let merged_view = scope.view(&merged);
+    let diff = compare(schema, &live_view, &merged_view);
+    let changed = diff.changed();
+    let mut conflicts: Vec<Conflict> = managers
+        .entries
+        .iter()
+        .filter(|e| managers.get(writer) != Some(*e))
+        .flat_map(|e| {
+            let manager = e.describe();
+            e.fields
+                .intersection(&changed)
+                .paths()
+                .into_iter()
+                .map(move |path| Conflict {
+                    manager: manager.clone(),
+                    path,
+                })
+        })
+        .collect();
+    if !force && !conflicts.is_empty() {
+        conflicts.sort_by(|a, b| (&a.manager, &a.path).cmp(&(&b.manager, &b.path)));
+        return Err(ApplyError::Conflicts(conflicts));
+    }
+    managers.release(&changed.union(&diff.removed), Some(writer));
+    let entry = managers.entry(writer);
+    if previous.as_ref() != Some(&applied) || live_view != merged_view || entry.time.is_none() {
+        entry.time = Some(now_rfc3339());
+    }
+    managers.prune();
+    managed_fields::store(&mut merged, &managers);
+    Ok(merged)
+}
+
+/// Applies `config` with no schema knowledge beyond upstream's deduced one
+/// (every list atomic, maps field by field): the entry point for custom
+/// resources whose schema declares no list types.
+pub fn apply_deduced(
+    scope: Scope,
+    writer: &Writer,
+    force: bool,
+    live: &Value,
+    config: &Value,
+) -> Result<Value, ApplyError> {
+    let request = ApplyRequest {
+        schema: &managed_fields::Deduced,
+        scope,
+        writer,
+        force,
+    };
+    server_side_apply(&request, live, config)
+}
+
+/// Managers of `object`, for callers that inspect ownership.
+pub fn managers_of(object: &Value) -> Managers {
+    managed_fields::stored(object).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::managed_fields::schema::Builtin;
+    use serde_json::json;
+
+    fn applier(name: &str) -> Writer {
+        Writer {
+            manager: name.into(),
+            operation: Operation::Apply,
+            api_version: "v1".into(),
+            subresource: None,
+        }
+    }
+
+    fn apply(live: &Value, config: Value, who: &str, force: bool) -> Result<Value, ApplyError> {
+        let writer = applier(who);
+        let request = ApplyRequest {
+            schema: &Builtin,
+            scope: Scope::Whole,
+            writer: &writer,
+            force,
+        };
+        server_side_apply(&request, live, &config)
+    }
+
+    fn cm(data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
+    }
+
+    fn fields_of(object: &Value, manager: &str) -> Value {
+        object["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .map(|e| e["fieldsV1"].clone())
+            .unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn applier_owns_what_it_applied_and_drops_what_it_stopped_applying() {
+        let created = apply(&json!({}), cm(json!({"a": "1", "b": "2"})), "a", false).unwrap();
+        assert_eq!(
+            fields_of(&created, "a"),
+            json!({"f:data": {"f:a": {}, "f:b": {}}})
+        );
+        let second = apply(&created, cm(json!({"a": "1"})), "a", false).unwrap();
+        assert_eq!(second["data"], json!({"a": "1"}));
+        assert_eq!(fields_of(&second, "a"), json!({"f:data": {"f:a": {}}}));
+    }
+
+    #[test]
+    fn other_owners_conflict_unless_values_agree_or_forced() {
+        let created = apply(&json!({}), cm(json!({"k": "1"})), "a", false).unwrap();
+        let shared = apply(&created, cm(json!({"k": "1"})), "b", false).unwrap();
+        assert_eq!(fields_of(&shared, "b"), json!({"f:data": {"f:k": {}}}));
+        assert_eq!(fields_of(&shared, "a"), json!({"f:data": {"f:k": {}}}));
+        // a stops applying k: b still owns it, so it stays.
+        let kept = apply(&shared, cm(json!({"other": "x"})), "a", false).unwrap();
+        assert_eq!(kept["data"]["k"], "1");
+        let err = apply(&created, cm(json!({"k": "2"})), "b", false).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"a\" using v1: .data.k"
+        );
+        assert_eq!(
+            err.causes(),
+            vec![(
+                "FieldManagerConflict".to_string(),
+                "conflict with \"a\" using v1".to_string(),
+                ".data.k".to_string()
+            )]
+        );
+        let forced = apply(&created, cm(json!({"k": "2"})), "b", true).unwrap();
+        assert_eq!(forced["data"]["k"], "2");
+        assert_eq!(
+            fields_of(&forced, "a"),
+            Value::Null,
+            "a lost its only field"
+        );
+    }
+
+    #[test]
+    fn several_conflicts_are_grouped_by_manager() {
+        let created = apply(&json!({}), cm(json!({"x": "1", "y": "1"})), "a", false).unwrap();
+        let err = apply(&created, cm(json!({"x": "2", "y": "2"})), "b", false).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 2 conflicts: conflicts with \"a\" using v1:\n- .data.x\n- .data.y"
+        );
+    }
+
+    #[test]
+    fn containers_merge_by_name_and_items_are_removed_by_omission() {
+        let pod = |containers: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": containers}});
+        let created = apply(
+            &json!({}),
+            pod(json!([{"name": "a", "image": "1"}, {"name": "b", "image": "1"}])),
+            "me",
+            false,
+        )
+        .unwrap();
+        let mut live = created.clone();
+        live["spec"]["containers"][0]["imagePullPolicy"] = json!("Always");
+        let updated = apply(
+            &live,
+            pod(json!([{"name": "a", "image": "2"}])),
+            "me",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            updated["spec"]["containers"],
+            json!([{"name": "a", "image": "2", "imagePullPolicy": "Always"}])
+        );
+    }
+
+    #[test]
+    fn fields_present_before_the_first_apply_have_an_owner() {
+        let live = cm(json!({"k": "1"}));
+        let err = apply(&live, cm(json!({"k": "2"})), "a", false).unwrap_err();
+        assert!(err.to_string().contains(BEFORE_FIRST_APPLY), "{err}");
+    }
+
+    #[test]
+    fn deduced_schema_treats_lists_as_atomic() {
+        let cr = |items: Value| json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "x"}, "spec": {"items": items}});
+        let writer = applier("me");
+        let live = apply_deduced(
+            Scope::Whole,
+            &writer,
+            false,
+            &json!({}),
+            &cr(json!([{"name": "a"}])),
+        )
+        .unwrap();
+        let next = apply_deduced(
+            Scope::Whole,
+            &writer,
+            false,
+            &live,
+            &cr(json!([{"name": "b"}])),
+        )
+        .unwrap();
+        assert_eq!(next["spec"]["items"], json!([{"name": "b"}]));
+        assert_eq!(fields_of(&next, "me"), json!({"f:spec": {"f:items": {}}}));
+    }
+}

@@ -1,0 +1,326 @@
+//! Server-side apply and managedFields: ownership per manager, removal of
+//! fields by omission, conflicts, force, dry runs.
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::harness::{TestServer, assert_status};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const APPLY: &str = "application/apply-patch+yaml";
+
+fn cm(data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
+}
+
+async fn apply(s: &TestServer, query: &str, body: Value) -> (StatusCode, Value) {
+    let yaml = serde_yaml::to_string(&body).unwrap();
+    s.raw(
+        Method::PATCH,
+        &format!("{CMS}/c?{query}"),
+        APPLY,
+        yaml.into_bytes(),
+    )
+    .await
+}
+
+/// The fieldsV1 of `manager`'s entry with `operation` (Null when absent).
+fn owned(object: &Value, manager: &str, operation: &str) -> Value {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["manager"] == manager && e["operation"] == operation)
+        .map(|e| e["fieldsV1"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn apply_creates_then_updates_and_removes_omitted_fields() {
+    let s = TestServer::new().await;
+    let (code, created) = apply(&s, "fieldManager=a", cm(json!({"x": "1", "y": "2"}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let entry = &created["metadata"]["managedFields"][0];
+    assert_eq!(entry["manager"], "a");
+    assert_eq!(entry["operation"], "Apply");
+    assert_eq!(entry["apiVersion"], "v1");
+    assert_eq!(entry["fieldsType"], "FieldsV1");
+    assert!(
+        entry["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{entry}"
+    );
+    assert_eq!(entry["fieldsV1"], json!({"f:data": {"f:x": {}, "f:y": {}}}));
+
+    let (code, updated) = apply(&s, "fieldManager=a", cm(json!({"x": "9"}))).await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    let (_, stored) = s.get(&format!("{CMS}/c")).await;
+    assert_eq!(
+        stored["data"],
+        json!({"x": "9"}),
+        "y went when a stopped applying it"
+    );
+    assert_eq!(owned(&stored, "a", "Apply"), json!({"f:data": {"f:x": {}}}));
+    assert_eq!(
+        stored["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn conflicts_name_the_owner_and_force_takes_over() {
+    let s = TestServer::new().await;
+    apply(&s, "fieldManager=a", cm(json!({"k": "1", "other": "o"}))).await;
+    let (code, status) = apply(&s, "fieldManager=b", cm(json!({"k": "2"}))).await;
+    assert_status(code, &status, 409, "Conflict");
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"a\" using v1: .data.k"
+    );
+    assert_eq!(
+        status["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"a\" using v1", "field": ".data.k"}])
+    );
+    let (_, stored) = s.get(&format!("{CMS}/c")).await;
+    assert_eq!(stored["data"]["k"], "1", "a refused apply stores nothing");
+
+    let (code, forced) = apply(&s, "fieldManager=b&force=true", cm(json!({"k": "2"}))).await;
+    assert_eq!(code, StatusCode::OK, "{forced}");
+    assert_eq!(forced["data"], json!({"k": "2", "other": "o"}));
+    assert_eq!(
+        owned(&forced, "a", "Apply"),
+        json!({"f:data": {"f:other": {}}})
+    );
+    assert_eq!(owned(&forced, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
+    // a applies again without k: b owns it, so it stays.
+    let (code, again) = apply(&s, "fieldManager=a", cm(json!({"other": "o"}))).await;
+    assert_eq!(code, StatusCode::OK, "{again}");
+    assert_eq!(again["data"]["k"], "2");
+}
+
+#[tokio::test]
+async fn managers_agreeing_on_a_value_share_it() {
+    let s = TestServer::new().await;
+    apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
+    let (code, shared) = apply(&s, "fieldManager=b", cm(json!({"k": "1"}))).await;
+    assert_eq!(code, StatusCode::OK, "{shared}");
+    assert_eq!(owned(&shared, "a", "Apply"), json!({"f:data": {"f:k": {}}}));
+    assert_eq!(owned(&shared, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
+    // Neither can now change it alone.
+    let (code, status) = apply(&s, "fieldManager=a", cm(json!({"k": "2"}))).await;
+    assert_status(code, &status, 409, "Conflict");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "conflict with \"b\" using v1"
+    );
+}
+
+#[tokio::test]
+async fn dry_run_apply_returns_entries_and_stores_nothing() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let (code, body) = apply(&s, "fieldManager=a&dryRun=All", cm(json!({"k": "1"}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["metadata"]["managedFields"][0]["manager"], "a");
+    assert_eq!(s.keys().await, before);
+
+    apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
+    let (code, body) = apply(
+        &s,
+        "fieldManager=b&dryRun=All&force=true",
+        cm(json!({"k": "2"})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(owned(&body, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
+    let (_, stored) = s.get(&format!("{CMS}/c")).await;
+    assert_eq!(stored["data"]["k"], "1");
+    assert_eq!(owned(&stored, "b", "Apply"), Value::Null);
+}
+
+#[tokio::test]
+async fn updates_take_the_fields_they_change() {
+    let s = TestServer::new().await;
+    let (code, created) = s
+        .post(CMS, json!({"metadata": {"name": "c", "labels": {"app": "x"}}, "data": {"k": "1", "j": "1"}}))
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(
+        owned(&created, "skiff-tests", "Update"),
+        json!({"f:data": {".": {}, "f:j": {}, "f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
+    );
+    let (code, patched) = s
+        .patch(
+            &format!("{CMS}/c?fieldManager=editor"),
+            "application/merge-patch+json",
+            json!({"data": {"k": "2"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        owned(&patched, "editor", "Update"),
+        json!({"f:data": {"f:k": {}}})
+    );
+    assert_eq!(
+        owned(&patched, "skiff-tests", "Update"),
+        json!({"f:data": {".": {}, "f:j": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
+    );
+    // An applier changing what the editor set conflicts with it.
+    let (code, status) = apply(&s, "fieldManager=a", cm(json!({"k": "3"}))).await;
+    assert_status(code, &status, 409, "Conflict");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "conflict with \"editor\" using v1"
+    );
+    assert_eq!(status["details"]["causes"][0]["field"], ".data.k");
+    // A write that changes nothing keeps entries and resourceVersion.
+    let (_, same) = s
+        .patch(
+            &format!("{CMS}/c?fieldManager=idle"),
+            "application/merge-patch+json",
+            json!({"data": {"k": "2"}}),
+        )
+        .await;
+    assert_eq!(
+        same["metadata"]["resourceVersion"],
+        patched["metadata"]["resourceVersion"]
+    );
+    assert_eq!(owned(&same, "idle", "Update"), Value::Null);
+}
+
+#[tokio::test]
+async fn put_keeps_entries_unless_it_sends_its_own() {
+    let s = TestServer::new().await;
+    apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
+    let (code, replaced) = s
+        .put(
+            &format!("{CMS}/c?fieldManager=replacer"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "1", "n": "2"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{replaced}");
+    assert_eq!(
+        owned(&replaced, "a", "Apply"),
+        json!({"f:data": {"f:k": {}}})
+    );
+    assert_eq!(
+        owned(&replaced, "replacer", "Update"),
+        json!({"f:data": {"f:n": {}}})
+    );
+    // `[{}]` clears the entries, as upstream documents.
+    let (code, cleared) = s
+        .patch(
+            &format!("{CMS}/c"),
+            "application/merge-patch+json",
+            json!({"metadata": {"managedFields": [{}]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{cleared}");
+    assert!(
+        cleared["metadata"].get("managedFields").is_none(),
+        "{cleared}"
+    );
+    // The next apply finds the old fields owned by before-first-apply.
+    let (code, status) = apply(&s, "fieldManager=a", cm(json!({"k": "2"}))).await;
+    assert_status(code, &status, 409, "Conflict");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "conflict with \"before-first-apply\" using v1"
+    );
+}
+
+#[tokio::test]
+async fn deployments_merge_containers_by_name_and_ports_by_port_and_protocol() {
+    let s = TestServer::new().await;
+    let deploy = |containers: Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": containers}}}})
+    };
+    let path = "/apis/apps/v1/namespaces/default/deployments/web?fieldManager=ci";
+    let body = deploy(json!([
+        {"name": "app", "image": "nginx:1", "ports": [{"containerPort": 80}]},
+        {"name": "sidecar", "image": "busybox"}
+    ]));
+    let (code, created) = s
+        .raw(
+            Method::PATCH,
+            path,
+            APPLY,
+            serde_yaml::to_string(&body).unwrap().into_bytes(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let fields = owned(&created, "ci", "Apply");
+    let app = &fields["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"app"}"#];
+    assert_eq!(
+        app["f:ports"],
+        json!({r#"k:{"containerPort":80,"protocol":"TCP"}"#: {".": {}, "f:containerPort": {}}})
+    );
+    assert_eq!(
+        fields["f:spec"]["f:selector"],
+        json!({}),
+        "label selectors are atomic"
+    );
+    assert!(
+        fields["f:spec"].get("f:revisionHistoryLimit").is_none(),
+        "defaults are not the applier's"
+    );
+    let body =
+        deploy(json!([{"name": "app", "image": "nginx:2", "ports": [{"containerPort": 80}]}]));
+    let (code, updated) = s
+        .raw(
+            Method::PATCH,
+            path,
+            APPLY,
+            serde_yaml::to_string(&body).unwrap().into_bytes(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    let containers = updated["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(containers.len(), 1, "the sidecar went with its omission");
+    assert_eq!(containers[0]["image"], "nginx:2");
+    assert_eq!(containers[0]["ports"], json!([{"containerPort": 80}]));
+    assert_eq!(updated["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn apply_options_are_checked() {
+    let s = TestServer::new().await;
+    let (code, status) = apply(&s, "", cm(json!({"k": "1"}))).await;
+    assert_status(code, &status, 422, "Invalid");
+    assert_eq!(status["details"]["causes"][0]["field"], "fieldManager");
+    s.configmap("default", "c", json!({})).await;
+    let (code, status) = s
+        .patch(
+            &format!("{CMS}/c?force=true"),
+            "application/merge-patch+json",
+            json!({"data": {"k": "1"}}),
+        )
+        .await;
+    assert_status(code, &status, 422, "Invalid");
+    assert_eq!(status["details"]["causes"][0]["field"], "force");
+    let missing_key = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                             "spec": {"containers": [{"image": "x"}]}});
+    let (code, status) = s
+        .raw(
+            Method::PATCH,
+            "/api/v1/namespaces/default/pods/p?fieldManager=a",
+            APPLY,
+            serde_yaml::to_string(&missing_key).unwrap().into_bytes(),
+        )
+        .await;
+    assert_status(code, &status, 400, "BadRequest");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("omits key field \"name\""),
+        "{status}"
+    );
+}
