@@ -195,7 +195,7 @@ impl ServiceAllocator {
                                 )),
                             }
                         }
-                        None => match self.node_ports.clone().find(|p| !used.contains(p)) {
+                        None => match self.free_node_port(&used) {
                             Some(p) => {
                                 used.insert(p);
                                 set_field(port, "nodePort", json!(p));
@@ -215,6 +215,18 @@ impl ServiceAllocator {
         } else {
             Err(errors)
         }
+    }
+
+    /// A free node port from a random starting point, as upstream: fixed
+    /// ports chosen by users are then unlikely to be taken already, and
+    /// separate clusters on one host rarely pick the same port.
+    fn free_node_port(&self, used: &HashSet<u16>) -> Option<u16> {
+        let first = u32::from(*self.node_ports.start());
+        let span = u32::from(*self.node_ports.end()) - first + 1;
+        let start = rand::random::<u32>() % span;
+        (0..span)
+            .filter_map(|i| u16::try_from(first + (start + i) % span).ok())
+            .find(|p| !used.contains(p))
     }
 
     fn free_ip(&self, used: &HashSet<&str>) -> Option<Ipv4Addr> {

@@ -22,6 +22,8 @@ mod kubectl;
 mod list;
 #[path = "api/patch.rs"]
 mod patch;
+#[path = "api/service_alloc.rs"]
+mod service_alloc;
 #[path = "api/subresources.rs"]
 mod subresources;
 #[path = "api/watch.rs"]

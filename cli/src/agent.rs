@@ -33,6 +33,14 @@ pub struct NodeFlags {
     /// Extra node labels, `key=value`; repeatable.
     #[arg(long = "node-label", env = "SKIFF_NODE_LABEL", value_delimiter = ',')]
     pub node_labels: Vec<String>,
+
+    /// Do not run the service proxy (nftables rules for Services).
+    #[arg(long, env = "SKIFF_DISABLE_KUBE_PROXY")]
+    pub disable_kube_proxy: bool,
+
+    /// nftables table (family `ip`) the service proxy owns.
+    #[arg(long, env = "SKIFF_PROXY_TABLE", default_value = skiff_proxy::DEFAULT_TABLE)]
+    pub proxy_table: String,
 }
 
 impl NodeFlags {
@@ -56,6 +64,30 @@ impl NodeFlags {
         config.node_labels = labels;
         Ok(config)
     }
+
+    /// The service proxy's configuration, unless disabled.
+    pub fn proxy_config(&self, node_name: &str) -> Option<skiff_proxy::ProxyConfig> {
+        (!self.disable_kube_proxy).then(|| {
+            let mut config = skiff_proxy::ProxyConfig::new(node_name);
+            config.table = self.proxy_table.clone();
+            config
+        })
+    }
+}
+
+/// Starts the service proxy next to the node agent.
+pub fn spawn_proxy(
+    components: &mut tokio::task::JoinSet<()>,
+    factory: &SharedInformerFactory,
+    config: skiff_proxy::ProxyConfig,
+    stop: watch::Receiver<bool>,
+) {
+    let factory = factory.clone();
+    components.spawn(async move {
+        if let Err(error) = skiff_proxy::run(&factory, config, stop).await {
+            tracing::error!(%error, "service proxy stopped");
+        }
+    });
 }
 
 /// Flags of `skiff agent`.
@@ -107,6 +139,10 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let config = args.node.agent_config(&args.data_dir)?;
     let factory = SharedInformerFactory::new(client.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
+    let mut proxy = tokio::task::JoinSet::new();
+    if let Some(proxy_config) = args.node.proxy_config(&config.node_name) {
+        spawn_proxy(&mut proxy, &factory, proxy_config, stop_rx.clone());
+    }
     let mut agent = {
         let factory = factory.clone();
         tokio::spawn(async move { agent::run(client, &factory, config, stop_rx).await })
@@ -124,6 +160,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let _ = stop_tx.send(true);
     factory.shutdown();
     agent.await.context("agent task")??;
+    while proxy.join_next().await.is_some() {}
     tracing::info!("stopped");
     Ok(())
 }

@@ -66,6 +66,11 @@ pub struct ServerArgs {
     )]
     pub store_history_min_revisions: u64,
 
+    /// Range of Service cluster IPs (IPv4 CIDR); its first address is the
+    /// `kubernetes` Service's.
+    #[arg(long, env = "SKIFF_SERVICE_CIDR", default_value = "10.43.0.0/16")]
+    pub service_cidr: String,
+
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
     pub store_cache_mb: u64,
@@ -108,7 +113,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!(elapsed_ms = phase.elapsed().as_millis() as u64, dir = %certs.dir.display(), "certificates ready");
 
     let phase = Instant::now();
-    let api = ApiServer::new(store.clone(), ApiServerConfig::default())
+    let api_config = ApiServerConfig {
+        service_cidr: args.service_cidr.clone(),
+        ..ApiServerConfig::default()
+    };
+    let api = ApiServer::new(store.clone(), api_config)
         .await
         .context("starting the API server")?;
     tracing::info!(
@@ -179,6 +188,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     if !args.disable_agent {
         let config = args.node.agent_config(&args.data_dir)?;
+        if let Some(proxy) = args.node.proxy_config(&config.node_name) {
+            crate::agent::spawn_proxy(&mut components, &factory, proxy, stop_rx.clone());
+        }
         crate::agent::spawn_in_server(&mut components, &factory, config, stop_rx.clone());
     }
     tracing::info!(

@@ -12,6 +12,7 @@ mod e2e {
     mod python;
     mod scheduling;
     mod server;
+    mod services;
     mod simulated;
     mod tables;
     mod workloads;

@@ -12,11 +12,11 @@ use super::support::{Server, eventually};
 
 const NODE: &str = "e2e-containerd";
 
-fn json(text: &str) -> serde_json::Value {
+pub(super) fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-fn assert_root() {
+pub(super) fn assert_root() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let euid = status
         .lines()
@@ -30,7 +30,7 @@ fn assert_root() {
 }
 
 /// Kills what is left of the server's containers, unmounts, removes the bridge.
-fn cleanup_host(base: &Path, bridge: &str) {
+pub(super) fn cleanup_host(base: &Path, bridge: &str) {
     let needle = base.as_os_str().as_encoded_bytes().to_vec();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
@@ -70,7 +70,7 @@ fn cleanup_host(base: &Path, bridge: &str) {
 
 /// Builds the busybox test image from /bin/busybox and imports it into the
 /// server's containerd, waiting until CRI lists it.
-fn import_busybox(server: &Server) {
+pub(super) fn import_busybox(server: &Server) {
     let agent_dir = server.data_dir().join("agent");
     let archive = server.data_dir().join("busybox.tar");
     images::busybox_image(
@@ -94,7 +94,7 @@ fn import_busybox(server: &Server) {
     });
 }
 
-fn pod(server: &Server, name: &str) -> serde_json::Value {
+pub(super) fn pod(server: &Server, name: &str) -> serde_json::Value {
     json(&server.kubectl_ok(&["get", "pod", name, "-o", "json"]))
 }
 
@@ -169,7 +169,7 @@ fn wait_node_ready(server: &Server) {
 }
 
 /// `kubectl apply` of a JSON manifest, which must succeed.
-fn apply(server: &Server, manifest: &str) {
+pub(super) fn apply(server: &Server, manifest: &str) {
     // Client-side validation needs /openapi/v3, which is not what this
     // test is about.
     let out = server.kubectl_stdin(&["apply", "--validate=false", "-f", "-"], manifest);

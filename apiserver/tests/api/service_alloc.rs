@@ -1,0 +1,288 @@
+//! Service cluster IP and node port allocation through the API: distinct
+//! under concurrent creates, 422 (never a duplicate) when the range is full
+//! or a requested address or port is taken or out of range, released on
+//! delete, and remembered across a restart (the stored Services are the
+//! allocation record).
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{Value, json};
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore, Store};
+
+use crate::harness::{TestServer, assert_status};
+
+const SERVICES: &str = "/api/v1/namespaces/default/services";
+
+fn config(cidr: &str) -> ApiServerConfig {
+    ApiServerConfig {
+        service_cidr: cidr.to_string(),
+        ..ApiServerConfig::default()
+    }
+}
+
+fn service(name: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    if spec.get("ports").is_none() {
+        spec["ports"] = json!([{"port": 80}]);
+    }
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec})
+}
+
+fn cluster_ip(body: &Value) -> Ipv4Addr {
+    body["spec"]["clusterIP"]
+        .as_str()
+        .and_then(|ip| ip.parse().ok())
+        .unwrap_or_else(|| panic!("no cluster IP: {body}"))
+}
+
+/// Creates `count` Services at once; returns each response.
+async fn create_concurrently(
+    server: &TestServer,
+    count: usize,
+    spec: Value,
+) -> Vec<(StatusCode, Value)> {
+    let creates = (0..count).map(|i| {
+        let body = service(&format!("svc-{i}"), spec.clone());
+        async move { server.post(SERVICES, body).await }
+    });
+    futures::future::join_all(creates).await
+}
+
+/// The causes' messages of a 422.
+fn causes(body: &Value) -> Vec<String> {
+    body["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["field"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_creates_get_distinct_cluster_ips() {
+    let server = TestServer::with_config(config("10.43.0.0/16")).await;
+    let results = create_concurrently(&server, 1000, json!({})).await;
+    let mut ips = BTreeSet::new();
+    for (code, body) in &results {
+        assert_eq!(*code, StatusCode::CREATED, "{body}");
+        let ip = cluster_ip(body);
+        assert_eq!(ip.octets()[..2], [10, 43], "{ip} outside 10.43.0.0/16");
+        assert_ne!(
+            ip,
+            Ipv4Addr::new(10, 43, 0, 1),
+            "the kubernetes Service's address"
+        );
+        ips.insert(ip);
+    }
+    assert_eq!(ips.len(), 1000, "duplicate cluster IPs handed out");
+    // What is stored agrees with what was answered.
+    let (_, list) = server.get(SERVICES).await;
+    let stored: BTreeSet<Ipv4Addr> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("svc-"))
+        })
+        .map(cluster_ip)
+        .collect();
+    assert_eq!(stored, ips);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_range_answers_422_never_a_duplicate() {
+    // A /28: 16 addresses, minus network, broadcast and the first (kept for
+    // the `kubernetes` Service) = 13 for Services.
+    let server = TestServer::with_config(config("10.99.0.0/28")).await;
+    let results = create_concurrently(&server, 20, json!({})).await;
+    let mut ips = BTreeSet::new();
+    let mut refused = 0;
+    for (code, body) in &results {
+        if *code == StatusCode::CREATED {
+            let ip = cluster_ip(body);
+            assert!(ips.insert(ip), "{ip} handed out twice");
+            let last = ip.octets()[3];
+            assert!((2..=14).contains(&last), "{ip} outside the usable range");
+        } else {
+            assert_status(*code, body, 422, "Invalid");
+            assert!(
+                causes(body).iter().any(|c| c.contains("range is full")),
+                "{body}"
+            );
+            refused += 1;
+        }
+    }
+    assert_eq!((ips.len(), refused), (13, 7));
+    // Headless Services need no address and still fit.
+    let (code, body) = server
+        .post(SERVICES, service("headless", json!({"clusterIP": "None"})))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["spec"]["clusterIPs"], json!(["None"]));
+}
+
+#[tokio::test]
+async fn requested_addresses_and_ports_are_honoured_or_refused() {
+    let server = TestServer::with_config(config("10.99.0.0/24")).await;
+    let (code, body) = server
+        .post(
+            SERVICES,
+            service(
+                "fixed",
+                json!({"type": "NodePort", "clusterIP": "10.99.0.10",
+                    "ports": [{"port": 80, "nodePort": 30555}]}),
+            ),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["spec"]["clusterIP"], "10.99.0.10");
+    assert_eq!(body["spec"]["ports"][0]["nodePort"], 30555);
+
+    let refusals = [
+        (
+            json!({"clusterIP": "10.99.0.10"}),
+            "failed to allocate IP 10.99.0.10: provided IP is already allocated",
+        ),
+        (
+            json!({"clusterIP": "10.98.0.10"}),
+            "failed to allocate IP 10.98.0.10: provided IP is not in the valid range. The range of valid IPs is 10.99.0.0/24",
+        ),
+        (
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30555}]}),
+            "spec.ports[0].nodePort: Invalid value: 30555: provided port is already allocated",
+        ),
+        (
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}),
+            "spec.ports[0].nodePort: Invalid value: 80: provided port is not in the valid range. The range of valid ports is 30000-32767",
+        ),
+    ];
+    for (i, (spec, message)) in refusals.into_iter().enumerate() {
+        let (code, body) = server
+            .post(SERVICES, service(&format!("bad-{i}"), spec))
+            .await;
+        assert_status(code, &body, 422, "Invalid");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(message)),
+            "want {message:?} in {body}"
+        );
+        // Nothing half-created.
+        let (code, _) = server.get(&format!("{SERVICES}/bad-{i}")).await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+    }
+
+    // Deleting the Service releases both; they can be taken again.
+    let (code, body) = server.delete(&format!("{SERVICES}/fixed")).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, body) = server
+        .post(
+            SERVICES,
+            service(
+                "again",
+                json!({"type": "NodePort", "clusterIP": "10.99.0.10",
+                    "ports": [{"port": 80, "nodePort": 30555}]}),
+            ),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn node_ports_are_distinct_and_released_on_delete() {
+    let server = TestServer::with_config(config("10.99.0.0/24")).await;
+    let results = create_concurrently(
+        &server,
+        50,
+        json!({"type": "NodePort", "ports": [{"port": 80}]}),
+    )
+    .await;
+    let mut ports = BTreeSet::new();
+    for (code, body) in &results {
+        assert_eq!(*code, StatusCode::CREATED, "{body}");
+        let port = body["spec"]["ports"][0]["nodePort"]
+            .as_u64()
+            .expect("node port");
+        assert!((30000..=32767).contains(&port), "{port}");
+        assert!(ports.insert(port), "node port {port} handed out twice");
+    }
+}
+
+/// Calls a router directly (the restart test owns its store directory).
+async fn call(
+    router: &axum::Router,
+    method: http::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    use tower::ServiceExt;
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(
+            body.map(|b| b.to_string()).unwrap_or_default(),
+        ))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let code = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn allocations_survive_a_restart() {
+    use http::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let open = || Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let store = open();
+    let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
+        .await
+        .unwrap();
+    let router = first.router();
+    let mut taken = BTreeSet::new();
+    for i in 0..13 {
+        let body = service(&format!("s{i}"), json!({}));
+        let (code, body) = call(&router, Method::POST, SERVICES, Some(body)).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        taken.insert(cluster_ip(&body));
+    }
+    first.shutdown();
+    drop((first, router));
+    store.close().await.unwrap();
+    drop(store);
+
+    let store = open();
+    let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
+        .await
+        .unwrap();
+    let router = second.router();
+    // Still full after the restart: nothing handed out twice.
+    let late = service("late", json!({}));
+    let (code, body) = call(&router, Method::POST, SERVICES, Some(late.clone())).await;
+    assert_status(code, &body, 422, "Invalid");
+    // One released after the restart is handed out again.
+    let s3 = format!("{SERVICES}/s3");
+    let (_, gone) = call(&router, Method::GET, &s3, None).await;
+    let freed = cluster_ip(&gone);
+    let (code, _) = call(&router, Method::DELETE, &s3, None).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, body) = call(&router, Method::POST, SERVICES, Some(late)).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(cluster_ip(&body), freed);
+    assert!(taken.contains(&freed));
+}

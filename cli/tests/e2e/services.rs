@@ -1,0 +1,347 @@
+//! Service networking on real containerd (issue #8): busybox `httpd`
+//! backends that each serve their own hostname, reached through the service
+//! proxy's nftables rules — from a pod through the ClusterIP, from the host
+//! through the ClusterIP, a NodePort and an external IP; balanced over three
+//! replicas; a deleted backend no longer answers once its endpoint is gone;
+//! a pod reaches itself through its own Service (hairpin). The server gets
+//! its own service CIDR and nftables table so it cannot meet the rules of
+//! other servers on the machine. Needs root (containerd, runc, CNI, nft).
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use skiff_node::agent::logs::{self, LogOptions, LogTarget};
+use skiff_node::images::BUSYBOX_IMAGE;
+
+use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::support::{Server, eventually};
+
+const NODE: &str = "e2e-services";
+
+/// `GET /` from the host; the body, trimmed.
+fn host_get(address: SocketAddr) -> Result<String, String> {
+    let mut stream =
+        TcpStream::connect_timeout(&address, Duration::from_secs(3)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(b"GET / HTTP/1.0\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no HTTP response: {response:?}"))?;
+    if !head.starts_with("HTTP/1.") || !head.contains(" 200 ") {
+        return Err(head.to_string());
+    }
+    Ok(body.trim().to_string())
+}
+
+fn wait_node_ready(server: &Server) -> serde_json::Value {
+    eventually(Duration::from_secs(120), "node Ready", || {
+        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
+        if !out.status.success() {
+            return None;
+        }
+        let node = json(&String::from_utf8_lossy(&out.stdout));
+        node["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .then_some(node)
+    })
+}
+
+/// A container command: serve the pod's hostname on :8080 with httpd.
+const SERVE_HOSTNAME: &str =
+    "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www";
+
+fn backend_deployment(name: &str, replicas: u32) -> String {
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},
+           "spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"{name}"}}}},
+             "template":{{"metadata":{{"labels":{{"app":"{name}"}}}},
+               "spec":{{"terminationGracePeriodSeconds":30,"containers":[{{
+                 "name":"httpd","image":"{BUSYBOX_IMAGE}","command":["sh","-c","{SERVE_HOSTNAME}"],
+                 "ports":[{{"containerPort":8080,"name":"http"}}],
+                 "readinessProbe":{{"tcpSocket":{{"port":8080}},"periodSeconds":1}}}}]}}}}}}}}"#
+    )
+}
+
+/// Ready endpoint addresses of `service`'s slices.
+fn ready_endpoints(server: &Server, service: &str) -> BTreeSet<String> {
+    let selector = format!("kubernetes.io/service-name={service}");
+    let list = json(&server.kubectl_ok(&["get", "endpointslices", "-l", &selector, "-o", "json"]));
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] != false)
+        .filter_map(|e| e["addresses"][0].as_str().map(String::from))
+        .collect()
+}
+
+/// Hostnames of the Running pods labelled `app=<app>` by pod IP.
+fn backends(server: &Server, app: &str) -> Vec<(String, String)> {
+    let list =
+        json(&server.kubectl_ok(&["get", "pods", "-l", &format!("app={app}"), "-o", "json"]));
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .filter_map(|p| {
+            Some((
+                p["status"]["podIP"].as_str()?.to_string(),
+                p["metadata"]["name"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Runs a pod that fetches `url` `times` times and returns its log lines
+/// (each a body, or `FAIL`).
+fn fetch_from_pod(server: &Server, name: &str, url: &str, times: u32) -> Vec<String> {
+    // busybox 1.35's `wget -T` crashes; `busybox timeout` bounds each try.
+    let script = format!(
+        "for i in $(seq 1 {times}); do busybox timeout 5 wget -q -O - {url} || echo FAIL; done"
+    );
+    apply(
+        server,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": NODE, "restartPolicy": "Never", "containers": [{
+                "name": "main", "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script]}]}})
+        .to_string(),
+    );
+    let done = eventually(
+        Duration::from_secs(120),
+        &format!("{name} Succeeded"),
+        || {
+            let p = pod(server, name);
+            (p["status"]["phase"] == "Succeeded" || p["status"]["phase"] == "Failed").then_some(p)
+        },
+    );
+    read_log(server, &done)
+}
+
+fn read_log(server: &Server, pod: &serde_json::Value) -> Vec<String> {
+    let log_root = server.data_dir().join("agent/logs/pods");
+    let log = logs::read(
+        &LogTarget {
+            log_root: &log_root,
+            namespace: "default",
+            name: pod["metadata"]["name"].as_str().unwrap_or(""),
+            uid: pod["metadata"]["uid"].as_str().unwrap_or(""),
+            container: "main",
+        },
+        &LogOptions::default(),
+    )
+    .expect("container log");
+    String::from_utf8_lossy(&log)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn services_reach_pods_through_the_proxy_rules() {
+    assert_root();
+    let tag = std::process::id() % 100_000;
+    let bridge = format!("sks{tag}");
+    let table = format!("skiff-e2e-{tag}");
+    // Distinct networks per run: leftovers of other servers cannot match.
+    let octet = 100 + tag % 100;
+    let pod_cidr = format!("10.235.{octet}.0/24");
+    let service_cidr = format!("10.236.{octet}.0/24");
+    let mut server = Server::start_with(&[
+        "--node-name",
+        NODE,
+        "--cni-bridge",
+        &bridge,
+        "--pod-cidr",
+        &pod_cidr,
+        "--service-cidr",
+        &service_cidr,
+        "--proxy-table",
+        &table,
+    ]);
+    let base = server.data_dir().to_path_buf();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        scenario(&mut server, &table);
+    }));
+    let _ = server.kubectl(&["delete", "deployment", "--all", "--wait=false"]);
+    let _ = server.kubectl(&[
+        "delete",
+        "pods",
+        "--all",
+        "--grace-period=1",
+        "--timeout=60s",
+    ]);
+    server.terminate();
+    cleanup_host(&base, &bridge);
+    let _ = skiff_proxy::Nft::new().delete_table(&table);
+    if let Err(panic) = result {
+        eprintln!("server log:\n{}", server.log());
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn scenario(server: &mut Server, table: &str) {
+    let node = wait_node_ready(server);
+    let node_ip: std::net::IpAddr = node["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["type"] == "InternalIP")
+        .and_then(|a| a["address"].as_str()?.parse().ok())
+        .expect("node InternalIP");
+    import_busybox(server);
+
+    // One backend behind a NodePort Service.
+    apply(server, &backend_deployment("web", 1));
+    apply(
+        server,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc-b"},
+           "spec":{"type":"NodePort","selector":{"app":"web"},
+             "ports":[{"name":"http","port":80,"targetPort":"http"}]}}"#,
+    );
+    let svc = json(&server.kubectl_ok(&["get", "service", "svc-b", "-o", "json"]));
+    let cluster_ip: std::net::IpAddr = svc["spec"]["clusterIP"]
+        .as_str()
+        .and_then(|ip| ip.parse().ok())
+        .expect("cluster IP");
+    let node_port = svc["spec"]["ports"][0]["nodePort"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
+        .expect("node port");
+    let first = eventually(Duration::from_secs(120), "one web backend", || {
+        let b = backends(server, "web");
+        (b.len() == 1 && ready_endpoints(server, "svc-b").len() == 1).then_some(b)
+    });
+    let first_name = first[0].1.clone();
+    let via_cluster_ip = SocketAddr::new(cluster_ip, 80);
+    eventually(
+        Duration::from_secs(30),
+        "host reaches the ClusterIP",
+        || (host_get(via_cluster_ip).ok()? == first_name).then_some(()),
+    );
+    let nft = skiff_proxy::Nft::new()
+        .list_table(table)
+        .expect("nft")
+        .expect("the proxy's table exists");
+    assert!(nft.contains(&format!("{cluster_ip} . tcp . 80")), "{nft}");
+
+    // Pod → ClusterIP.
+    let lines = fetch_from_pod(server, "client-1", &format!("http://{cluster_ip}/"), 3);
+    assert_eq!(
+        lines,
+        vec![first_name.clone(); 3],
+        "pod through the ClusterIP"
+    );
+
+    // Host → NodePort on the node's address.
+    let via_node_port = SocketAddr::new(node_ip, node_port);
+    assert_eq!(host_get(via_node_port).as_deref(), Ok(first_name.as_str()));
+
+    // Three replicas: every one answers.
+    server.kubectl_ok(&["scale", "deployment", "web", "--replicas=3"]);
+    let three = eventually(Duration::from_secs(120), "three web backends", || {
+        let b = backends(server, "web");
+        (b.len() == 3 && ready_endpoints(server, "svc-b").len() == 3).then_some(b)
+    });
+    let names: BTreeSet<String> = three.iter().map(|(_, n)| n.clone()).collect();
+    let seen = eventually(Duration::from_secs(30), "answers from all three", || {
+        let mut seen = BTreeSet::new();
+        for _ in 0..60 {
+            seen.insert(host_get(via_cluster_ip).ok()?);
+            if seen == names {
+                return Some(seen);
+            }
+        }
+        None
+    });
+    assert_eq!(seen, names);
+    let lines = fetch_from_pod(server, "client-2", &format!("http://{cluster_ip}/"), 30);
+    let from_pod: BTreeSet<String> = lines.into_iter().collect();
+    assert_eq!(from_pod, names, "a pod sees every backend");
+
+    // Delete one backend: once its endpoint is gone, no request reaches it
+    // (it keeps serving for its 30 s grace period).
+    let (gone_ip, gone_name) = three[0].clone();
+    server.kubectl_ok(&["delete", "pod", &gone_name, "--wait=false"]);
+    eventually(Duration::from_secs(60), "endpoint removed", || {
+        (!ready_endpoints(server, "svc-b").contains(&gone_ip)).then_some(())
+    });
+    // The change reaches the rules within the proxy's coalescing delay.
+    std::thread::sleep(Duration::from_secs(1));
+    for _ in 0..40 {
+        let answer = host_get(via_cluster_ip);
+        assert_ne!(
+            answer.as_deref(),
+            Ok(gone_name.as_str()),
+            "request reached the deleted backend"
+        );
+    }
+
+    // A LoadBalancer Service with an external IP, reachable from the host.
+    let external_ip = format!("198.51.100.{}", 10 + std::process::id() % 200);
+    apply(
+        server,
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"svc-lb"}},
+               "spec":{{"type":"LoadBalancer","selector":{{"app":"web"}},"externalIPs":["{external_ip}"],
+                 "ports":[{{"name":"http","port":8081,"targetPort":8080}}]}}}}"#
+        ),
+    );
+    let via_external = SocketAddr::new(external_ip.parse().expect("ip"), 8081);
+    let answer = eventually(Duration::from_secs(30), "external IP answers", || {
+        host_get(via_external).ok()
+    });
+    assert!(
+        backends(server, "web").iter().any(|(_, n)| *n == answer),
+        "{answer} is not a live backend"
+    );
+
+    // Hairpin: the only backend of a Service fetches from that Service.
+    apply(
+        server,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"solo"},
+           "spec":{"selector":{"app":"solo"},"ports":[{"port":80,"targetPort":8080}]}}"#,
+    );
+    let solo = json(&server.kubectl_ok(&["get", "service", "solo", "-o", "json"]));
+    let solo_ip = solo["spec"]["clusterIP"]
+        .as_str()
+        .expect("cluster IP")
+        .to_string();
+    let script = format!(
+        "mkdir -p /tmp/www && hostname > /tmp/www/index.html && httpd -p 8080 -h /tmp/www && \
+         while true; do busybox timeout 5 wget -q -O - http://{solo_ip}/ || echo FAIL; sleep 1; done"
+    );
+    apply(
+        server,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "solo", "labels": {"app": "solo"}},
+            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "main", "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script]}]}})
+        .to_string(),
+    );
+    eventually(Duration::from_secs(90), "solo reaches itself", || {
+        let p = pod(server, "solo");
+        if p["status"]["phase"] != "Running" {
+            return None;
+        }
+        read_log(server, &p)
+            .iter()
+            .any(|l| l == "solo")
+            .then_some(())
+    });
+}
