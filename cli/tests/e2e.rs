@@ -12,6 +12,7 @@ mod e2e {
     mod python;
     mod scheduling;
     mod server;
+    mod server_side_apply;
     mod services;
     mod simulated;
     mod tables;
