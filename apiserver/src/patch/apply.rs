@@ -152,9 +152,18 @@ pub fn server_side_apply(
         })
         .collect();
     if !force && !conflicts.is_empty() {
+        let upgrading = LastApplied::allowed_conflicts(schema, scope, writer, live);
+        conflicts.retain(|c| {
+            !upgrading
+                .as_ref()
+                .is_some_and(|allowed| allowed.contains(&c.path))
+        });
+    }
+    if !force && !conflicts.is_empty() {
         conflicts.sort_by(|a, b| (&a.manager, &a.path).cmp(&(&b.manager, &b.path)));
         return Err(ApplyError::Conflicts(conflicts));
     }
+    LastApplied::sync(writer, live, &config, &mut merged);
     managers.release(&changed.union(&diff.removed), Some(writer));
     let entry = managers.entry(writer);
     if previous.as_ref() != Some(&applied) || live_view != merged_view || entry.time.is_none() {
@@ -163,6 +172,67 @@ pub fn server_side_apply(
     managers.prune();
     managed_fields::store(&mut merged, &managers);
     Ok(merged)
+}
+
+/// kubectl's move from client-side to server-side apply, as upstream eases
+/// it for the `kubectl` manager: conflicts on fields the client-side
+/// `last-applied-configuration` holds are taken over, and that annotation
+/// follows what is now applied, so either kind of apply can come next.
+struct LastApplied;
+
+impl LastApplied {
+    const ANNOTATION: &'static str = "kubectl.kubernetes.io/last-applied-configuration";
+    const MANAGER: &'static str = "kubectl";
+
+    fn annotation(object: &Value) -> Option<&str> {
+        object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(Self::ANNOTATION))
+            .and_then(Value::as_str)
+    }
+
+    /// The fields the last client-side apply set, when `writer` is kubectl.
+    fn allowed_conflicts(
+        schema: &dyn Schema,
+        scope: Scope,
+        writer: &Writer,
+        live: &Value,
+    ) -> Option<crate::managed_fields::set::FieldSet> {
+        if writer.manager != Self::MANAGER {
+            return None;
+        }
+        let last: Value = serde_json::from_str(Self::annotation(live)?).ok()?;
+        applied_fields(schema, &scope.view(&without_nulls(&last))).ok()
+    }
+
+    /// Rewrites the annotation (when the object has one) to the applied
+    /// configuration, without the annotation itself.
+    fn sync(writer: &Writer, live: &Value, config: &Value, merged: &mut Value) {
+        if writer.manager != Self::MANAGER || Self::annotation(live).is_none() {
+            return;
+        }
+        let mut applied = config.clone();
+        if let Some(annotations) = applied
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove(Self::ANNOTATION);
+            if annotations.is_empty()
+                && let Some(meta) = applied.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                meta.remove("annotations");
+            }
+        }
+        let Ok(text) = serde_json::to_string(&applied) else {
+            return;
+        };
+        if let Some(annotations) = merged
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.insert(Self::ANNOTATION.into(), Value::String(format!("{text}\n")));
+        }
+    }
 }
 
 /// Applies `config` with no schema knowledge beyond upstream's deduced one
@@ -312,6 +382,28 @@ mod tests {
         let live = cm(json!({"k": "1"}));
         let err = apply(&live, cm(json!({"k": "2"})), "a", false).unwrap_err();
         assert!(err.to_string().contains(BEFORE_FIRST_APPLY), "{err}");
+    }
+
+    #[test]
+    fn kubectl_takes_over_what_its_client_side_apply_set() {
+        let last =
+            r#"{"apiVersion":"v1","data":{"k":"1"},"kind":"ConfigMap","metadata":{"name":"c"}}"#;
+        let mut live = cm(json!({"k": "1"}));
+        live["metadata"]["annotations"] = json!({LastApplied::ANNOTATION: last});
+        live["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:k": {}}, "f:metadata": {"f:annotations": {"f:kubectl.kubernetes.io/last-applied-configuration": {}}}}
+        }]);
+        let err = apply(&live, cm(json!({"k": "2"})), "someone", false).unwrap_err();
+        assert!(matches!(err, ApplyError::Conflicts(_)));
+        let upgraded = apply(&live, cm(json!({"k": "2"})), "kubectl", false).unwrap();
+        assert_eq!(upgraded["data"]["k"], "2");
+        let annotation = upgraded["metadata"]["annotations"][LastApplied::ANNOTATION]
+            .as_str()
+            .unwrap();
+        let synced: Value = serde_json::from_str(annotation).unwrap();
+        assert_eq!(synced["data"], json!({"k": "2"}));
     }
 
     #[test]

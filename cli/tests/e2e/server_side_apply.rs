@@ -165,3 +165,27 @@ fn python_dynamic_client_server_side_apply() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn kubectl_moves_from_client_side_to_server_side_apply() {
+    let server = Server::start();
+    let out = server.kubectl_stdin(
+        &["apply", "--validate=false", "-f", "-"],
+        &configmap(&[("k", "1")]),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // kubectl's own server-side apply may change what its client-side apply set.
+    let out = server.kubectl_stdin(
+        &["apply", "--server-side", "--validate=false", "-f", "-"],
+        &configmap(&[("k", "2")]),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(data(&server), serde_json::json!({"k": "2"}));
+    // ... and the client-side apply after it sees its annotation in step.
+    let out = server.kubectl_stdin(
+        &["apply", "--validate=false", "-f", "-"],
+        &configmap(&[("k", "3")]),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(data(&server), serde_json::json!({"k": "3"}));
+}
