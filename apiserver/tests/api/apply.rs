@@ -324,3 +324,51 @@ async fn apply_options_are_checked() {
         "{status}"
     );
 }
+
+#[tokio::test]
+async fn status_applies_own_only_status_under_their_subresource() {
+    let s = TestServer::new().await;
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
+        "status": {"replicas": 5}});
+    let path = "/apis/apps/v1/namespaces/default/deployments/web";
+    let (code, created) = s
+        .raw(
+            Method::PATCH,
+            &format!("{path}?fieldManager=ci"),
+            APPLY,
+            serde_yaml::to_string(&deploy).unwrap().into_bytes(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert!(
+        owned(&created, "ci", "Apply").get("f:status").is_none(),
+        "the main resource does not own status: {created}"
+    );
+    let status = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                        "status": {"replicas": 2, "readyReplicas": 1}});
+    let (code, updated) = s
+        .raw(
+            Method::PATCH,
+            &format!("{path}/status?fieldManager=ctrl"),
+            APPLY,
+            serde_yaml::to_string(&status).unwrap().into_bytes(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    assert_eq!(updated["status"]["readyReplicas"], 1);
+    let entry = updated["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "ctrl")
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["subresource"], "status");
+    assert_eq!(
+        entry["fieldsV1"],
+        json!({"f:status": {"f:readyReplicas": {}, "f:replicas": {}}})
+    );
+}
