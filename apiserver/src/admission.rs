@@ -54,6 +54,7 @@ pub fn prepare_create(info: &ResourceInfo, object: &mut Value, write: &WriteInfo
     }
     meta.remove("managedFields");
     reset_status_on_create(info, object);
+    crate::crd::prepare_create(info, object);
     apply_defaults(info, object);
     record_manager(info, object, write);
 }
@@ -211,7 +212,7 @@ fn apply_defaults(info: &ResourceInfo, object: &mut Value) {
                 }
             }
         }
-        _ => {}
+        _ => crate::crd::apply_defaults(info, object),
     }
 }
 

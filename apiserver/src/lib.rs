@@ -14,6 +14,7 @@ pub mod tls;
 
 mod admission;
 mod body;
+pub mod crd;
 pub mod discovery;
 mod event_ttl;
 mod handlers;

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::admission::WriteInfo;
 use crate::handlers::SYSTEM_PRIORITY_CLASSES;
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::{LiveRegistry, ResourceInfo};
 use crate::service_alloc::{AllocConfigError, ServiceAllocator};
 use crate::status::{ApiError, json_response};
 use crate::watch_cache::{CacheLimits, FeedError, WatchCache};
@@ -91,8 +91,10 @@ pub(crate) const CACHE_CATCH_UP: Duration = Duration::from_secs(5);
 
 pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
-    pub registry: Registry,
+    pub registry: LiveRegistry,
     pub caches: HashMap<String, Arc<WatchCache>>,
+    /// Watch caches of custom resources, added as CRDs are established.
+    pub custom_caches: parking_lot::RwLock<HashMap<String, Arc<WatchCache>>>,
     pub config: ApiServerConfig,
     pub shutdown: watch::Sender<bool>,
     pub services: ServiceAllocator,
@@ -101,10 +103,17 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// The watch cache behind a resource (shared by its versions).
-    pub fn cache(&self, info: &ResourceInfo) -> Result<&Arc<WatchCache>, ApiError> {
-        self.caches.get(&info.storage_prefix).ok_or_else(|| {
-            ApiError::Internal(format!("no watch cache for {}", info.storage_prefix))
-        })
+    pub fn cache(&self, info: &ResourceInfo) -> Result<Arc<WatchCache>, ApiError> {
+        if let Some(cache) = self.caches.get(&info.storage_prefix) {
+            return Ok(cache.clone());
+        }
+        self.custom_caches
+            .read()
+            .get(&info.storage_prefix)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::Internal(format!("no watch cache for {}", info.storage_prefix))
+            })
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -125,7 +134,7 @@ impl ApiServer {
         store: Arc<dyn Store>,
         config: ApiServerConfig,
     ) -> Result<Self, ApiServerError> {
-        let registry = Registry::builtin();
+        let registry = LiveRegistry::new();
         let services = ServiceAllocator::new(&config.service_cidr, config.node_port_range.clone())?;
         let (shutdown, _) = watch::channel(false);
         let mut caches = HashMap::new();
@@ -134,7 +143,7 @@ impl ApiServer {
             fanout_buffer: config.watch_fanout_buffer,
             snapshot_ttl: config.continue_ttl,
         };
-        for prefix in registry.storage_prefixes() {
+        for prefix in registry.current().storage_prefixes() {
             let cache = WatchCache::new(prefix.clone(), &limits);
             cache.load(store.as_ref()).await?;
             caches.insert(prefix, cache);
@@ -146,13 +155,23 @@ impl ApiServer {
             store,
             registry,
             caches,
+            custom_caches: Default::default(),
             config,
             shutdown,
             services,
             key_locks: Default::default(),
         });
         let server = Self { inner };
+        // Custom resources are served from the first request on.
+        crate::crd::controller::sync(&server.inner).await?;
         server.bootstrap().await?;
+        tokio::spawn(crate::crd::controller::run(
+            server.inner.clone(),
+            crate::inprocess::client(
+                server.router(),
+                crate::authn::UserInfo::new("system:apiserver", ["system:masters".to_string()]),
+            ),
+        ));
         let reap_every = (server.inner.config.event_ttl / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         tokio::spawn(crate::event_ttl::reap(

@@ -168,7 +168,11 @@ pub enum ApiError {
         message: String,
         causes: Vec<(String, String, String)>,
     },
-    #[error("{kind} \"{name}\" is invalid: {}", render_causes(causes))]
+    #[error(
+        "{} \"{name}\" is invalid: {}",
+        qualified_kind(kind, group),
+        render_causes(causes)
+    )]
     Invalid {
         kind: String,
         group: String,
@@ -202,6 +206,15 @@ pub enum ApiError {
     ServiceUnavailable(String),
     #[error("Internal error occurred: {0}")]
     Internal(String),
+}
+
+/// `Kind` for the core group, `Kind.group` otherwise (upstream's GroupKind).
+fn qualified_kind(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    }
 }
 
 fn render_causes(causes: &[FieldError]) -> String {

@@ -85,15 +85,16 @@ pub(crate) async fn dispatch(State(inner): State<Arc<Inner>>, request: Request) 
 
 async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let route = routing::parse(parts.uri.path(), &inner.registry)?;
+    let registry = inner.registry.current();
+    let route = routing::parse(parts.uri.path(), &registry)?;
     let target = match route {
         Route::CoreVersions => return only_get(&parts.method, discovery::core_versions()),
-        Route::Groups => return only_get(&parts.method, discovery::groups(&inner.registry)),
-        Route::Group(g) => return only_get(&parts.method, discovery::group(&inner.registry, &g)?),
+        Route::Groups => return only_get(&parts.method, discovery::groups(&registry)),
+        Route::Group(g) => return only_get(&parts.method, discovery::group(&registry, &g)?),
         Route::Resources { group, version } => {
             return only_get(
                 &parts.method,
-                discovery::resources(&inner.registry, &group, &version)?,
+                discovery::resources(&registry, &group, &version)?,
             );
         }
         Route::Resource(t) => t,

@@ -107,7 +107,7 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
     }
     // The version came from a write elsewhere in the store; this resource's
     // cache has nothing newer to wait for, so read the store itself.
-    store_snapshot(ctx, cache).await
+    store_snapshot(ctx, &cache).await
 }
 
 /// A snapshot of the whole resource read from the store, retained so its
@@ -210,7 +210,10 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
         kind: info.list_kind(),
         api_version: info.api_version(),
         metadata,
-        items: items.iter().map(|o| WithoutType(o)).collect(),
+        items: items
+            .iter()
+            .map(|o| WithoutType(o, info.custom.is_some()))
+            .collect(),
     };
     let bytes = serde_json::to_vec(&list).map_err(|e| ApiError::Internal(e.to_string()))?;
     let mut response = (StatusCode::OK, bytes).into_response();
@@ -230,9 +233,10 @@ struct ListBody<'a> {
     items: Vec<WithoutType<'a>>,
 }
 
-/// List items carry no apiVersion/kind, as upstream's typed lists; this
+/// List items carry no apiVersion/kind, as upstream's typed lists (custom
+/// objects keep theirs, as upstream's unstructured lists do: the flag); this
 /// writes an object without them and without copying it.
-struct WithoutType<'a>(&'a Value);
+struct WithoutType<'a>(&'a Value, bool);
 
 impl Serialize for WithoutType<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -241,7 +245,7 @@ impl Serialize for WithoutType<'_> {
             Value::Object(fields) => {
                 let mut map = serializer.serialize_map(None)?;
                 for (k, v) in fields {
-                    if k != "apiVersion" && k != "kind" {
+                    if self.1 || (k != "apiVersion" && k != "kind") {
                         map.serialize_entry(k, v)?;
                     }
                 }

@@ -18,6 +18,9 @@ use crate::status::{ApiError, FieldError, success_status};
 
 /// The autoscaling/v1 Scale view of a workload.
 fn scale_of(info: &ResourceInfo, object: &Value) -> Value {
+    if let Some(paths) = info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+        return crate::crd::scale::view(paths, object);
+    }
     let selector = if info.resource == "replicationcontrollers" {
         object["spec"]["selector"]
             .as_object()
@@ -111,13 +114,18 @@ async fn write_scale(
             }
         };
         let mut next = current.clone();
-        let mut spec = next
-            .get("spec")
-            .filter(|s| s.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        set_field(&mut spec, "replicas", json!(replicas));
-        set_field(&mut next, "spec", spec);
+        match info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+            Some(paths) => crate::crd::scale::set_replicas(paths, &mut next, replicas),
+            None => {
+                let mut spec = next
+                    .get("spec")
+                    .filter(|s| s.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                set_field(&mut spec, "replicas", json!(replicas));
+                set_field(&mut next, "spec", spec);
+            }
+        }
         prepare_update(&info, &current, &mut next);
         match commit(
             &ctx.inner,

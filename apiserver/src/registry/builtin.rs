@@ -57,6 +57,7 @@ where
         storage_prefix: format!("/registry/{group_segment}/{}/", T::URL_PATH_SEGMENT),
         conversion: None,
         roundtrip: roundtrip::<T>,
+        custom: None,
     }
 }
 
@@ -161,7 +162,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<core::v1::Pod>()
             .short(&["po"])
             .cats(ALL)
-            .subs(&[Binding, Eviction, Status])
+            .subs(&[Attach, Binding, Eviction, Exec, Log, PortForward, Status])
             .fields(POD_FIELDS),
         of::<core::v1::PodTemplate>(),
         of::<core::v1::ReplicationController>()
@@ -267,7 +268,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<storage::v1::CSIStorageCapacity>(),
         of::<storage::v1::StorageClass>().short(&["sc"]),
         of::<storage::v1::VolumeAttachment>().subs(&[Status]),
-        // apiextensions.k8s.io/v1 (stored only; serving custom resources comes later)
+        // apiextensions.k8s.io/v1 (custom resources are served by crate::crd)
         of::<apiextensions::v1::CustomResourceDefinition>()
             .short(&["crd", "crds"])
             .cats(&["api-extensions"])

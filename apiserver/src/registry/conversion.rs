@@ -12,6 +12,21 @@ pub struct Conversion {
     pub from_storage: fn(Value) -> Value,
 }
 
+/// Marks custom resources: their per-version work (apiVersion, schema
+/// defaults) is done by `ResourceInfo::from_storage`/`to_storage` from the
+/// CRD version they serve; the marker only tells readers that stored
+/// objects are not served as they are.
+impl Conversion {
+    pub const CUSTOM: Conversion = Conversion {
+        to_storage: identity,
+        from_storage: identity,
+    };
+}
+
+fn identity(object: Value) -> Value {
+    object
+}
+
 /// events.k8s.io/v1 Event <-> core/v1 Event.
 pub const EVENTS_V1: Conversion = Conversion {
     to_storage: event_v1_to_core,

@@ -5,6 +5,8 @@
 
 mod builtin;
 mod conversion;
+mod intern;
+mod live;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +14,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use conversion::Conversion;
+pub use intern::{intern, intern_list};
+pub use live::LiveRegistry;
 
 /// A subresource served under `<resource>/<name>/<subresource>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +32,14 @@ pub enum Subresource {
     Finalize,
     /// `certificatesigningrequests/approval`: edits approval conditions.
     Approval,
+    /// `pods/log`: a container's log, from the pod's node.
+    Log,
+    /// `pods/exec`: a command in a container (upgraded stream).
+    Exec,
+    /// `pods/attach`: a container's main process (upgraded stream).
+    Attach,
+    /// `pods/portforward`: ports of the pod (upgraded stream).
+    PortForward,
 }
 
 impl Subresource {
@@ -40,6 +52,10 @@ impl Subresource {
             Subresource::Eviction => "eviction",
             Subresource::Finalize => "finalize",
             Subresource::Approval => "approval",
+            Subresource::Log => "log",
+            Subresource::Exec => "exec",
+            Subresource::Attach => "attach",
+            Subresource::PortForward => "portforward",
         }
     }
 
@@ -51,6 +67,10 @@ impl Subresource {
             }
             Subresource::Binding | Subresource::Eviction => &["create"],
             Subresource::Finalize => &["update"],
+            Subresource::Log => &["get"],
+            Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
+                &["create", "get"]
+            }
         }
     }
 
@@ -61,6 +81,9 @@ impl Subresource {
             Subresource::Scale => Some(("autoscaling", "v1", "Scale")),
             Subresource::Binding => Some(("", "v1", "Binding")),
             Subresource::Eviction => Some(("policy", "v1", "Eviction")),
+            Subresource::Exec => Some(("", "v1", "PodExecOptions")),
+            Subresource::Attach => Some(("", "v1", "PodAttachOptions")),
+            Subresource::PortForward => Some(("", "v1", "PodPortForwardOptions")),
             _ => None,
         }
     }
@@ -94,6 +117,9 @@ pub struct ResourceInfo {
     /// Converts between this version and the stored one, when they differ.
     pub conversion: Option<Conversion>,
     pub(crate) roundtrip: TypedRoundTrip,
+    /// Set for custom resources: the CRD version this entry serves, with its
+    /// schema, printer columns and subresource paths.
+    pub custom: Option<Arc<crate::crd::CustomVersion>>,
 }
 
 impl ResourceInfo {
@@ -151,6 +177,9 @@ impl ResourceInfo {
 
     /// Converts a stored object to this version (identity when they agree).
     pub fn from_storage(&self, object: Value) -> Value {
+        if let Some(custom) = &self.custom {
+            return custom.from_storage(object);
+        }
         match &self.conversion {
             Some(c) => (c.from_storage)(object),
             None => object,
@@ -159,6 +188,9 @@ impl ResourceInfo {
 
     /// Converts an object of this version to the stored version.
     pub fn to_storage(&self, object: Value) -> Value {
+        if let Some(custom) = &self.custom {
+            return custom.to_storage(object);
+        }
         match &self.conversion {
             Some(c) => (c.to_storage)(object),
             None => object,
@@ -184,22 +216,27 @@ pub struct Registry {
 impl Registry {
     /// The built-in Kubernetes resources of k8s-openapi's v1.33 API.
     pub fn builtin() -> Self {
-        Self::from_resources(builtin::resources())
+        Self::from_resources(builtin::resources().into_iter().map(Arc::new).collect())
     }
 
-    fn from_resources(resources: Vec<ResourceInfo>) -> Self {
-        let resources: Vec<Arc<ResourceInfo>> = resources.into_iter().map(Arc::new).collect();
+    /// A registry of exactly these resources, in this (discovery) order;
+    /// a later entry with the group/version/resource of an earlier one is
+    /// left out.
+    pub(crate) fn from_resources(resources: Vec<Arc<ResourceInfo>>) -> Self {
         let mut by_gvr = HashMap::new();
         let mut groups: Vec<GroupInfo> = Vec::new();
-        for r in &resources {
-            by_gvr.insert(
-                (
-                    r.group.to_string(),
-                    r.version.to_string(),
-                    r.resource.to_string(),
-                ),
-                r.clone(),
+        let mut kept = Vec::with_capacity(resources.len());
+        for r in resources {
+            let gvr = (
+                r.group.to_string(),
+                r.version.to_string(),
+                r.resource.to_string(),
             );
+            if by_gvr.contains_key(&gvr) {
+                continue;
+            }
+            by_gvr.insert(gvr, r.clone());
+            kept.push(r.clone());
             match groups.iter_mut().find(|g| g.name == r.group) {
                 Some(g) if !g.versions.contains(&r.version) => g.versions.push(r.version),
                 Some(_) => {}
@@ -210,7 +247,7 @@ impl Registry {
             }
         }
         Self {
-            resources,
+            resources: kept,
             by_gvr,
             groups,
         }

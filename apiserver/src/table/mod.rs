@@ -87,8 +87,16 @@ pub fn for_request(
     Some(
         IncludeObject::parse(include_object)
             .map_err(crate::status::ApiError::BadRequest)
-            .map(|include| {
-                table(
+            .map(|include| match &info.custom {
+                Some(custom) => crate::crd::printer::table(
+                    version,
+                    &custom.columns,
+                    objects,
+                    include,
+                    metadata,
+                    Timestamp::now(),
+                ),
+                None => table(
                     version,
                     info.group,
                     info.resource,
@@ -96,7 +104,7 @@ pub fn for_request(
                     include,
                     metadata,
                     Timestamp::now(),
-                )
+                ),
             }),
     )
 }

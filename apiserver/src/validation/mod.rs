@@ -38,7 +38,7 @@ pub fn validate(info: &ResourceInfo, object: &Value, old: Option<&Value>) -> Vec
         ("", "services") => workloads::service(object, old, &mut errors),
         ("", "configmaps") => data_keys(object, &["data", "binaryData"], &mut errors),
         ("", "secrets") => data_keys(object, &["data", "stringData"], &mut errors),
-        _ => {}
+        _ => crate::crd::validate(info, object, &mut errors),
     }
     errors
 }

@@ -38,6 +38,17 @@ impl TestServer {
         }
     }
 
+    /// A server over `store`, whose directory the caller keeps (restarts).
+    pub fn wrap(server: ApiServer, store: Arc<SledStore>) -> Self {
+        let router = server.router();
+        Self {
+            server,
+            router,
+            store,
+            _dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
     /// Every key stored under /registry/ (for "nothing was stored" checks).
     pub async fn keys(&self) -> Vec<String> {
         let listed = self.store.list("/registry/", None, 0).await.unwrap();

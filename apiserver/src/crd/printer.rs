@@ -1,0 +1,217 @@
+//! Table output for custom resources: NAME plus the version's
+//! `additionalPrinterColumns` (AGE when it has none). Cells come from a
+//! JSONPath subset: dotted fields with optional `[index]` steps, such as
+//! `.spec.replicas`, `.status.conditions[0].type` or
+//! `.metadata.creationTimestamp`; `date` columns print as ages.
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+use crate::status::FieldError;
+use crate::table::{IncludeObject, human_duration};
+
+const COLUMN_TYPES: &[&str] = &["boolean", "date", "integer", "number", "string"];
+
+/// One `additionalPrinterColumns` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub ty: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub json_path: String,
+}
+
+impl PrinterColumn {
+    pub(crate) fn parse(v: &Value) -> Self {
+        let text = |k: &str| v[k].as_str().unwrap_or("").to_string();
+        Self {
+            name: text("name"),
+            ty: text("type"),
+            format: text("format"),
+            description: text("description"),
+            priority: v["priority"].as_i64().unwrap_or(0),
+            json_path: text("jsonPath"),
+        }
+    }
+
+    /// The AGE column a version without printer columns gets.
+    fn age() -> Self {
+        Self {
+            name: "Age".into(),
+            ty: "date".into(),
+            format: String::new(),
+            description: "CreationTimestamp is a timestamp representing the server time when this object was created.".into(),
+            priority: 0,
+            json_path: ".metadata.creationTimestamp".into(),
+        }
+    }
+
+    fn definition(&self) -> Value {
+        json!({"name": self.name, "type": self.ty, "format": self.format,
+            "description": self.description, "priority": self.priority})
+    }
+
+    fn cell(&self, object: &Value, now: Timestamp) -> Value {
+        let Some(value) = lookup(object, &self.json_path) else {
+            return Value::Null;
+        };
+        match (self.ty.as_str(), value) {
+            ("date", Value::String(s)) => match s.parse::<Timestamp>() {
+                Ok(t) => json!(human_duration(now.as_second() - t.as_second())),
+                Err(_) => json!(s),
+            },
+            (_, Value::String(_) | Value::Number(_) | Value::Bool(_)) => value.clone(),
+            (_, Value::Null) => Value::Null,
+            (_, other) => json!(other.to_string()),
+        }
+    }
+}
+
+/// The value at a simple JSONPath (`.a.b[0].c`), if present.
+pub fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut current = object;
+    for step in path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|s| !s.is_empty())
+    {
+        let (field, indexes) = match step.find('[') {
+            Some(i) => (&step[..i], &step[i..]),
+            None => (step, ""),
+        };
+        if !field.is_empty() {
+            current = current.get(field)?;
+        }
+        for index in indexes.split('[').filter(|s| !s.is_empty()) {
+            let n: usize = index.trim_end_matches(']').parse().ok()?;
+            current = current.get(n)?;
+        }
+    }
+    Some(current)
+}
+
+/// Checks one printer column of a CRD version.
+pub fn validate_column(column: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    if column["name"].as_str().is_none_or(str::is_empty) {
+        errors.push(FieldError::required(format!("{path}.name"), ""));
+    }
+    match column["type"].as_str() {
+        None | Some("") => errors.push(FieldError::required(format!("{path}.type"), "")),
+        Some(t) if !COLUMN_TYPES.contains(&t) => errors.push(FieldError::not_supported(
+            format!("{path}.type"),
+            t,
+            COLUMN_TYPES,
+        )),
+        _ => {}
+    }
+    match column["jsonPath"].as_str() {
+        None | Some("") => errors.push(FieldError::required(format!("{path}.jsonPath"), "")),
+        Some(p) if !p.starts_with('.') => errors.push(FieldError::invalid(
+            format!("{path}.jsonPath"),
+            p,
+            "must be a simple json path starting with .",
+        )),
+        _ => {}
+    }
+}
+
+/// The Table of custom objects for one version's columns.
+pub fn table(
+    api_version: &str,
+    columns: &[PrinterColumn],
+    objects: &[Value],
+    include: IncludeObject,
+    list_metadata: Value,
+    now: Timestamp,
+) -> Value {
+    let age = [PrinterColumn::age()];
+    let columns = if columns.is_empty() {
+        &age[..]
+    } else {
+        columns
+    };
+    let mut definitions = vec![json!({"name": "Name", "type": "string", "format": "name",
+        "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+        "priority": 0})];
+    definitions.extend(columns.iter().map(PrinterColumn::definition));
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|object| {
+            let mut cells = vec![object["metadata"]["name"].clone()];
+            cells.extend(columns.iter().map(|c| c.cell(object, now)));
+            let mut row = Map::new();
+            row.insert("cells".into(), Value::Array(cells));
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Object => {
+                    row.insert("object".into(), object.clone());
+                }
+                IncludeObject::Metadata => {
+                    row.insert(
+                        "object".into(),
+                        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                            "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({}))}),
+                    );
+                }
+            }
+            Value::Object(row)
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": api_version, "metadata": list_metadata,
+        "columnDefinitions": definitions, "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_follow_json_paths_and_dates_print_as_ages() {
+        let columns = vec![
+            PrinterColumn::parse(
+                &json!({"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}),
+            ),
+            PrinterColumn::parse(
+                &json!({"name": "Phase", "type": "string", "jsonPath": ".status.phase"}),
+            ),
+            PrinterColumn::parse(
+                &json!({"name": "First", "type": "string", "jsonPath": ".spec.items[0].name"}),
+            ),
+            PrinterColumn::parse(
+                &json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}),
+            ),
+        ];
+        let w = json!({"metadata": {"name": "w1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"replicas": 3, "items": [{"name": "a"}]}});
+        let now: Timestamp = "2026-01-01T02:00:00Z".parse().unwrap();
+        let t = table(
+            "meta.k8s.io/v1",
+            &columns,
+            std::slice::from_ref(&w),
+            IncludeObject::None,
+            json!({}),
+            now,
+        );
+        assert_eq!(t["rows"][0]["cells"], json!(["w1", 3, null, "a", "120m"]));
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, vec!["Name", "Replicas", "Phase", "First", "Age"]);
+        let plain = table(
+            "meta.k8s.io/v1",
+            &[],
+            &[w],
+            IncludeObject::Metadata,
+            json!({}),
+            now,
+        );
+        assert_eq!(plain["rows"][0]["cells"], json!(["w1", "120m"]));
+        assert_eq!(plain["rows"][0]["object"]["metadata"]["name"], "w1");
+    }
+}

@@ -1,0 +1,129 @@
+//! The OpenAPI v3 schema of one CRD version, decoded from its JSON once
+//! (with its patterns compiled) so every object write can be checked,
+//! pruned and defaulted against it without re-parsing.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `additionalProperties`: a boolean or a schema for every other key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Additional {
+    Allowed(bool),
+    Schema(Box<Schema>),
+}
+
+/// One node of a structural schema (the subset of JSONSchemaProps that
+/// validation, pruning and defaulting use).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Schema {
+    #[serde(rename = "type")]
+    pub ty: Option<String>,
+    pub format: Option<String>,
+    #[serde(default)]
+    pub properties: BTreeMap<String, Schema>,
+    pub additional_properties: Option<Additional>,
+    pub items: Option<Box<Schema>>,
+    #[serde(default)]
+    pub required: Vec<String>,
+    #[serde(rename = "enum")]
+    pub enumeration: Option<Vec<Value>>,
+    pub minimum: Option<f64>,
+    pub maximum: Option<f64>,
+    #[serde(default)]
+    pub exclusive_minimum: bool,
+    #[serde(default)]
+    pub exclusive_maximum: bool,
+    pub min_length: Option<u64>,
+    pub max_length: Option<u64>,
+    pub min_items: Option<u64>,
+    pub max_items: Option<u64>,
+    pub min_properties: Option<u64>,
+    pub max_properties: Option<u64>,
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub nullable: bool,
+    pub default: Option<Value>,
+    #[serde(rename = "x-kubernetes-preserve-unknown-fields")]
+    pub preserve_unknown_fields: Option<bool>,
+    #[serde(rename = "x-kubernetes-int-or-string", default)]
+    pub int_or_string: bool,
+    #[serde(rename = "x-kubernetes-embedded-resource", default)]
+    pub embedded_resource: bool,
+    /// `pattern`, compiled by [`Schema::compile`]; `None` also when it does
+    /// not compile (CRD validation rejects such schemas before they serve).
+    #[serde(skip)]
+    pub regex: Option<Regex>,
+}
+
+impl Schema {
+    /// Decodes a schema from the CRD's JSON and compiles its patterns.
+    pub fn parse(value: &Value) -> Result<Self, serde_json::Error> {
+        let mut schema: Schema = serde_json::from_value(value.clone())?;
+        schema.compile();
+        Ok(schema)
+    }
+
+    fn compile(&mut self) {
+        self.regex = self.pattern.as_deref().and_then(|p| Regex::new(p).ok());
+        for child in self.properties.values_mut() {
+            child.compile();
+        }
+        if let Some(items) = &mut self.items {
+            items.compile();
+        }
+        if let Some(Additional::Schema(s)) = &mut self.additional_properties {
+            s.compile();
+        }
+    }
+
+    /// Unknown fields below this node are kept.
+    pub fn preserves_unknown(&self) -> bool {
+        self.preserve_unknown_fields == Some(true)
+    }
+
+    /// The schema of the value under `key` of an object at this node.
+    pub fn property(&self, key: &str) -> Option<&Schema> {
+        self.properties
+            .get(key)
+            .or(match &self.additional_properties {
+                Some(Additional::Schema(s)) => Some(s),
+                _ => None,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decodes_the_fields_validation_uses() {
+        let s = Schema::parse(&json!({"type": "object", "required": ["spec"],
+            "properties": {"spec": {"type": "object", "properties": {
+                "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "any": {"x-kubernetes-preserve-unknown-fields": true}}}}}))
+        .unwrap();
+        let spec = s.property("spec").unwrap();
+        let name = spec.property("name").unwrap();
+        assert!(name.regex.as_ref().unwrap().is_match("abc"));
+        assert_eq!(name.max_length, Some(5));
+        assert_eq!(
+            spec.property("labels")
+                .unwrap()
+                .property("anything")
+                .unwrap()
+                .ty
+                .as_deref(),
+            Some("string")
+        );
+        assert!(spec.property("any").unwrap().preserves_unknown());
+        assert_eq!(s.required, vec!["spec"]);
+    }
+}

@@ -1,0 +1,561 @@
+//! CustomResourceDefinitions end to end over the router: establishing,
+//! discovery, CRUD/list/watch of custom objects, tables with printer
+//! columns, schema validation, pruning and defaults, status and scale,
+//! several versions, name conflicts, deletion and restarts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore, Store};
+use tower::ServiceExt;
+
+use crate::harness::{TestServer, assert_status};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+
+/// A namespaced Widget CRD with a schema that exercises validation,
+/// defaults, pruning, printer columns and both subresources.
+fn widget_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                "shortNames": ["wd"], "categories": ["all"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                        "replicas": {"type": "integer", "default": 1},
+                        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                        "selector": {"type": "string"},
+                        "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                    "status": {"type": "object", "properties": {
+                        "ready": {"type": "integer"},
+                        "selector": {"type": "string"},
+                        "phase": {"type": "string"}}}}}},
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.ready",
+                    "labelSelectorPath": ".status.selector"}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+            }]
+        }
+    })
+}
+
+fn widget(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": name, "labels": {"app": name}}, "spec": spec})
+}
+
+/// The CRD once its Established condition is True (panics after 5 s).
+async fn established(s: &TestServer, name: &str) -> Value {
+    condition(s, name, "Established", "True").await
+}
+
+async fn condition(s: &TestServer, name: &str, ty: &str, status: &str) -> Value {
+    for _ in 0..100 {
+        let (code, crd) = s.get(&format!("{CRDS}/{name}")).await;
+        assert_eq!(code, StatusCode::OK, "{crd}");
+        let found = crd["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == status));
+        if found {
+            return crd;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{name} never had {ty}={status}");
+}
+
+async fn install(s: &TestServer, crd: Value) -> Value {
+    let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+    let (code, body) = s.post(CRDS, crd).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    established(s, &name).await
+}
+
+#[tokio::test]
+async fn a_new_crd_is_established_and_discoverable() {
+    let s = TestServer::new().await;
+    let crd = install(&s, widget_crd()).await;
+    let status = &crd["status"];
+    assert_eq!(status["acceptedNames"]["kind"], "Widget");
+    assert_eq!(status["acceptedNames"]["shortNames"], json!(["wd"]));
+    assert_eq!(status["storedVersions"], json!(["v1"]));
+    let names_accepted = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "NamesAccepted")
+        .unwrap();
+    assert_eq!(names_accepted["status"], "True");
+    assert_eq!(
+        crd["metadata"]["finalizers"],
+        json!(["customresourcecleanup.apiextensions.k8s.io"])
+    );
+    assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
+
+    let (_, groups) = s.get("/apis").await;
+    let group = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "example.com")
+        .expect("example.com in /apis");
+    assert_eq!(group["preferredVersion"]["groupVersion"], "example.com/v1");
+    let (code, resources) = s.get("/apis/example.com/v1").await;
+    assert_eq!(code, StatusCode::OK, "{resources}");
+    let names: Vec<&str> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["widgets", "widgets/status", "widgets/scale"]);
+    let main = &resources["resources"][0];
+    assert_eq!(main["kind"], "Widget");
+    assert_eq!(main["namespaced"], true);
+    assert_eq!(main["shortNames"], json!(["wd"]));
+    assert_eq!(main["categories"], json!(["all"]));
+    assert_eq!(resources["resources"][2]["kind"], "Scale");
+}
+
+#[tokio::test]
+async fn custom_objects_support_crud_selectors_and_watch() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    let mut watch = s.watch(&format!("{WIDGETS}?watch=1")).await;
+    let (code, a) = s.post(WIDGETS, widget("a", json!({"size": 2}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{a}");
+    assert_eq!(a["metadata"]["generation"], 1);
+    assert!(a["metadata"]["uid"].is_string());
+    assert_eq!(watch.next_summary().await, ("ADDED".into(), "a".into()));
+    let (code, _) = s.post(WIDGETS, widget("b", json!({"size": 3}))).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, dup) = s.post(WIDGETS, widget("b", json!({"size": 3}))).await;
+    assert_status(code, &dup, 409, "AlreadyExists");
+    assert_eq!(dup["details"]["group"], "example.com");
+    assert_eq!(dup["message"], "widgets.example.com \"b\" already exists");
+
+    let (code, list) = s.get(WIDGETS).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(list["kind"], "WidgetList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    let (_, by_label) = s.get(&format!("{WIDGETS}?labelSelector=app%3Db")).await;
+    assert_eq!(by_label["items"].as_array().unwrap().len(), 1);
+    assert_eq!(by_label["items"][0]["metadata"]["name"], "b");
+    let (_, by_field) = s
+        .get(&format!("{WIDGETS}?fieldSelector=metadata.name%3Da"))
+        .await;
+    assert_eq!(by_field["items"].as_array().unwrap().len(), 1);
+    let (_, all) = s.get("/apis/example.com/v1/widgets").await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 2);
+
+    let mut changed = a.clone();
+    changed["spec"]["size"] = json!(5);
+    let (code, updated) = s.put(&format!("{WIDGETS}/a"), changed).await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    assert_eq!(updated["spec"]["size"], 5);
+    assert_eq!(updated["metadata"]["generation"], 2);
+    let (code, stale) = s.put(&format!("{WIDGETS}/a"), a.clone()).await;
+    assert_status(code, &stale, 409, "Conflict");
+    let (code, patched) = s
+        .patch(
+            &format!("{WIDGETS}/a"),
+            "application/merge-patch+json",
+            json!({"spec": {"size": 6}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{patched}");
+    assert_eq!(patched["spec"]["size"], 6);
+    assert_eq!(watch.next_summary().await, ("ADDED".into(), "b".into()));
+    assert_eq!(watch.next_summary().await, ("MODIFIED".into(), "a".into()));
+
+    let (code, _) = s.delete(&format!("{WIDGETS}/a")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(watch.next_summary().await, ("MODIFIED".into(), "a".into()));
+    assert_eq!(watch.next_summary().await, ("DELETED".into(), "a".into()));
+    let (code, gone) = s.get(&format!("{WIDGETS}/a")).await;
+    assert_status(code, &gone, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn cluster_scoped_resources_live_outside_namespaces() {
+    let s = TestServer::new().await;
+    let mut crd = widget_crd();
+    crd["metadata"]["name"] = json!("gizmos.example.com");
+    crd["spec"]["scope"] = json!("Cluster");
+    crd["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
+    install(&s, crd).await;
+    let gizmo = json!({"apiVersion": "example.com/v1", "kind": "Gizmo",
+        "metadata": {"name": "g1"}, "spec": {"size": 1}});
+    let (code, created) = s.post("/apis/example.com/v1/gizmos", gizmo).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert!(created["metadata"].get("namespace").is_none());
+    let (code, _) = s.get("/apis/example.com/v1/gizmos/g1").await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = s
+        .get("/apis/example.com/v1/namespaces/default/gizmos/g1")
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn tables_use_the_printer_columns() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    s.post(WIDGETS, widget("a", json!({"size": 4}))).await;
+    let request = http::Request::builder()
+        .uri(WIDGETS)
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = s.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let table: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    assert_eq!(cells[0], "a");
+    assert_eq!(cells[1], 4);
+    assert_eq!(cells[2], Value::Null);
+    assert!(cells[3].as_str().unwrap().ends_with('s'), "{cells:?}");
+    assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "a");
+}
+
+#[tokio::test]
+async fn invalid_crds_are_rejected_with_field_paths() {
+    let s = TestServer::new().await;
+    let mut crd = widget_crd();
+    crd["metadata"]["name"] = json!("wrong.example.com");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"] =
+        json!({"minimum": 1});
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["labels"] = json!({"type": "object", "properties": {"a": {"type": "string"}},
+            "additionalProperties": {"type": "string"}});
+    let (code, body) = s.post(CRDS, crd).await;
+    assert_status(code, &body, 422, "Invalid");
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    let schema = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
+    assert!(fields.contains(&"metadata.name"), "{fields:?}");
+    assert!(
+        fields.contains(&format!("{schema}.properties[size].type").as_str()),
+        "{fields:?}"
+    );
+    assert!(
+        fields.contains(&format!("{schema}.properties[labels].additionalProperties").as_str()),
+        "{fields:?}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().starts_with(
+            "CustomResourceDefinition.apiextensions.k8s.io \"wrong.example.com\" is invalid"
+        ),
+        "{body}"
+    );
+
+    let mut no_storage = widget_crd();
+    no_storage["spec"]["versions"][0]["storage"] = json!(false);
+    let (code, body) = s.post(CRDS, no_storage).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("must have exactly one version marked as storage version"),
+        "{body}"
+    );
+    assert!(
+        !s.keys()
+            .await
+            .iter()
+            .any(|k| k.contains("customresourcedefinitions")),
+        "nothing stored"
+    );
+    let (code, _) = s.get("/apis/example.com/v1").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn invalid_objects_are_422_with_every_field_and_not_stored() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    let (code, body) = s
+        .post(
+            WIDGETS,
+            widget(
+                "bad",
+                json!({"size": "big", "color": "green", "replicas": 2}),
+            ),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(body["details"]["kind"], "Widget");
+    assert_eq!(body["details"]["group"], "example.com");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Widget.example.com \"bad\" is invalid: ["),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\""
+        ),
+        "{message}"
+    );
+    let (code, body) = s.post(WIDGETS, widget("bad", json!({"replicas": 2}))).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.size");
+    assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueRequired");
+    let (code, body) = s.post(WIDGETS, widget("bad", json!({"size": 11}))).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("should be less than or equal to 10")
+    );
+    assert!(
+        !s.keys().await.iter().any(|k| k.contains("/widgets/")),
+        "nothing stored"
+    );
+
+    let (_, good) = s.post(WIDGETS, widget("good", json!({"size": 1}))).await;
+    let mut bad_update = good.clone();
+    bad_update["spec"]["size"] = json!(0);
+    let (code, body) = s.put(&format!("{WIDGETS}/good"), bad_update).await;
+    assert_status(code, &body, 422, "Invalid");
+    let (_, stored) = s.get(&format!("{WIDGETS}/good")).await;
+    assert_eq!(stored["spec"]["size"], 1);
+}
+
+#[tokio::test]
+async fn unknown_fields_are_pruned_and_defaults_applied() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    let mut object = widget(
+        "p",
+        json!({"size": 2, "bogus": true, "extra": {"free": {"form": 1}}}),
+    );
+    object["topLevel"] = json!("dropped");
+    let (code, created) = s.post(WIDGETS, object).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created["spec"],
+        json!({"size": 2, "replicas": 1, "color": "red", "extra": {"free": {"form": 1}}})
+    );
+    assert!(created.get("topLevel").is_none());
+
+    // A default added later shows on objects stored before it.
+    let (_, mut crd) = s.get(&format!("{CRDS}/widgets.example.com")).await;
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["shape"] =
+        json!({"type": "string", "default": "round"});
+    let (code, body) = s.put(&format!("{CRDS}/widgets.example.com"), crd).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    for _ in 0..100 {
+        let (_, got) = s.get(&format!("{WIDGETS}/p")).await;
+        if got["spec"]["shape"] == "round" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the new default never appeared on read");
+}
+
+#[tokio::test]
+async fn status_and_scale_subresources() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    let (_, w) = s
+        .post(WIDGETS, {
+            let mut w = widget("s", json!({"size": 2, "replicas": 2}));
+            w["status"] = json!({"phase": "ignored on create"});
+            w
+        })
+        .await;
+    assert!(w.get("status").is_none(), "{w}");
+    let mut with_status = w.clone();
+    with_status["status"] = json!({"ready": 2, "selector": "app=s", "phase": "Running"});
+    with_status["spec"]["size"] = json!(9);
+    let (code, after) = s
+        .put(&format!("{WIDGETS}/s/status"), with_status.clone())
+        .await;
+    assert_eq!(code, StatusCode::OK, "{after}");
+    assert_eq!(after["status"]["phase"], "Running");
+    assert_eq!(after["spec"]["size"], 2, "status writes ignore spec");
+    let mut main = after.clone();
+    main["status"]["phase"] = json!("Hacked");
+    let (code, after) = s.put(&format!("{WIDGETS}/s"), main).await;
+    assert_eq!(code, StatusCode::OK, "{after}");
+    assert_eq!(
+        after["status"]["phase"], "Running",
+        "main writes ignore status"
+    );
+
+    let (code, scale) = s.get(&format!("{WIDGETS}/s/scale")).await;
+    assert_eq!(code, StatusCode::OK, "{scale}");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"], json!({"replicas": 2, "selector": "app=s"}));
+    let (code, scaled) = s
+        .patch(
+            &format!("{WIDGETS}/s/scale"),
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 7}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{scaled}");
+    assert_eq!(scaled["spec"]["replicas"], 7);
+    let (_, got) = s.get(&format!("{WIDGETS}/s")).await;
+    assert_eq!(got["spec"]["replicas"], 7);
+    assert_eq!(got["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn several_versions_share_the_storage_version() {
+    let s = TestServer::new().await;
+    let mut crd = widget_crd();
+    let mut beta = crd["spec"]["versions"][0].clone();
+    beta["name"] = json!("v1beta1");
+    beta["storage"] = json!(false);
+    crd["spec"]["versions"].as_array_mut().unwrap().push(beta);
+    let crd = install(&s, crd).await;
+    assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+    let (_, group) = s.get("/apis/example.com").await;
+    assert_eq!(
+        group["versions"],
+        json!([{"groupVersion": "example.com/v1", "version": "v1"},
+            {"groupVersion": "example.com/v1beta1", "version": "v1beta1"}])
+    );
+    let beta_path = "/apis/example.com/v1beta1/namespaces/default/widgets";
+    let mut object = widget("multi", json!({"size": 3}));
+    object["apiVersion"] = json!("example.com/v1beta1");
+    let (code, created) = s.post(beta_path, object).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(created["apiVersion"], "example.com/v1beta1");
+    let raw = s
+        .store
+        .get("/registry/example.com/widgets/default/multi")
+        .await
+        .unwrap()
+        .unwrap();
+    let stored: Value = serde_json::from_slice(&raw.value).unwrap();
+    assert_eq!(stored["apiVersion"], "example.com/v1");
+    let (_, as_v1) = s.get(&format!("{WIDGETS}/multi")).await;
+    assert_eq!(as_v1["apiVersion"], "example.com/v1");
+    let (_, listed) = s.get(beta_path).await;
+    assert_eq!(listed["items"][0]["apiVersion"], "example.com/v1beta1");
+}
+
+#[tokio::test]
+async fn conflicting_names_are_not_accepted() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    let mut other = widget_crd();
+    other["metadata"]["name"] = json!("gadgets.example.com");
+    other["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget", "shortNames": ["wd"]});
+    let (code, body) = s.post(CRDS, other).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let crd = condition(&s, "gadgets.example.com", "NamesAccepted", "False").await;
+    let names = crd["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "NamesAccepted")
+        .unwrap();
+    assert_eq!(names["reason"], "ShortNamesConflict");
+    assert_eq!(names["message"], "\"wd\" is already in use");
+    let (code, _) = s.get("/apis/example.com/v1/gadgets").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    for name in ["x", "y"] {
+        let (code, _) = s.post(WIDGETS, widget(name, json!({"size": 1}))).await;
+        assert_eq!(code, StatusCode::CREATED);
+    }
+    let (code, body) = s.delete(&format!("{CRDS}/widgets.example.com")).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    for _ in 0..100 {
+        let (code, _) = s.get(&format!("{CRDS}/widgets.example.com")).await;
+        if code == StatusCode::NOT_FOUND {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, _) = s.get(&format!("{CRDS}/widgets.example.com")).await;
+    assert_eq!(
+        code,
+        StatusCode::NOT_FOUND,
+        "the CRD went once its objects did"
+    );
+    assert!(
+        !s.keys().await.iter().any(|k| k.contains("/widgets/")),
+        "objects deleted"
+    );
+    let (code, _) = s.get(WIDGETS).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (code, _) = s.get("/apis/example.com/v1").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn custom_resources_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let store = open();
+    {
+        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+            .await
+            .unwrap();
+        let s = crate::harness::TestServer::wrap(server, store.clone());
+        install(&s, widget_crd()).await;
+        let (code, _) = s.post(WIDGETS, widget("kept", json!({"size": 2}))).await;
+        assert_eq!(code, StatusCode::CREATED);
+        s.server.shutdown();
+    }
+    store.close().await.unwrap();
+    drop(store);
+    let store = open();
+    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+        .await
+        .unwrap();
+    let s = crate::harness::TestServer::wrap(server, store);
+    // Served from the first request: no waiting for the controller.
+    let (code, kept) = s.call(Method::GET, &format!("{WIDGETS}/kept"), None).await;
+    assert_eq!(code, StatusCode::OK, "{kept}");
+    assert_eq!(kept["spec"]["size"], 2);
+    assert_eq!(kept["spec"]["replicas"], 1);
+}
