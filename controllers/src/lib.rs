@@ -23,6 +23,7 @@ pub mod pod_control;
 pub mod podgc;
 pub mod replicaset;
 pub mod serviceaccount;
+pub mod servicelb;
 pub mod statefulset;
 
 pub use manager::{Context, ControllerManager, Stop};
@@ -40,6 +41,7 @@ fn defaults() -> Vec<(&'static str, manager::Starter)> {
         ),
         manager::starter("endpoint", endpoints::run),
         manager::starter("endpointslice", endpointslice::run),
+        manager::starter("servicelb", servicelb::run),
         manager::starter("node-lifecycle", node_lifecycle::run),
         manager::starter("pod-garbage-collector", podgc::run),
         manager::starter("node-ipam", node_ipam::run),

@@ -16,6 +16,7 @@ mod controllers {
     mod podgc;
     mod replicaset;
     mod serviceaccount;
+    mod servicelb;
     mod statefulset;
     pub mod support;
     pub mod workload_helpers;

@@ -13,9 +13,10 @@
 //!
 //! # Contract with the rest of skiff
 //!
-//! - The API server creates the Service `kube-system/kube-dns` (ClusterIP
-//!   10.43.0.10 by default, no selector, ports `dns` 53/UDP, `dns-tcp` 53/TCP,
-//!   `metrics` 9153/TCP, label `k8s-app=kube-dns`).
+//! - This crate creates the Service `kube-system/kube-dns` when it is missing
+//!   (ClusterIP 10.43.0.10 by default, no selector, ports `dns` 53/UDP,
+//!   `dns-tcp` 53/TCP, `metrics` 9153/TCP, label `k8s-app=kube-dns`), right
+//!   after the API server starts, before any user Service can take the IP.
 //! - This crate publishes the EndpointSlice `kube-system/kube-dns-skiff`
 //!   (labels `kubernetes.io/service-name=kube-dns`,
 //!   `endpointslice.kubernetes.io/managed-by=skiff-dns`) with one ready
@@ -69,6 +70,9 @@ pub struct DnsConfig {
     pub advertise: Option<IpAddr>,
     /// The node the advertised address belongs to.
     pub node_name: Option<String>,
+    /// The `kube-dns` Service's ClusterIP; when set, the Service is created
+    /// if missing.
+    pub service_ip: Option<IpAddr>,
 }
 
 impl DnsConfig {
@@ -82,6 +86,7 @@ impl DnsConfig {
             ttl: 5,
             advertise: None,
             node_name: None,
+            service_ip: None,
         }
     }
 }
@@ -145,28 +150,34 @@ pub async fn run(
 ) -> Result<(), DnsError> {
     let dns = ClusterDns::start(factory, &config).await?;
     tracing::info!(listen = ?dns.local_addrs(), upstreams = ?config.upstreams, domain = %config.domain, "cluster DNS serving");
-    let publisher = match (config.advertise, dns.local_addrs().first()) {
-        (Some(ip), Some(local)) => {
-            let address = SocketAddr::new(ip, local.port());
-            let client = factory.client().clone();
-            let node = config.node_name.clone();
-            Some(tokio::spawn(async move {
-                // The API may not accept writes yet at start-up; retry until it does.
-                loop {
-                    match publish::publish(&client, address, node.as_deref()).await {
-                        Ok(()) => break,
-                        Err(error) => tracing::warn!(%error, "retrying in 2 s"),
-                    }
-                    tokio::time::sleep(Duration::from_secs(2)).await;
+    let advertised = config
+        .advertise
+        .zip(dns.local_addrs().first())
+        .map(|(ip, local)| SocketAddr::new(ip, local.port()));
+    let publisher = {
+        let client = factory.client().clone();
+        let node = config.node_name.clone();
+        let service_ip = config.service_ip;
+        tokio::spawn(async move {
+            // The API may not accept writes yet at start-up; retry until it does.
+            loop {
+                let mut result = Ok(());
+                if let Some(ip) = service_ip {
+                    result = publish::ensure_service(&client, ip).await;
                 }
-            }))
-        }
-        _ => None,
+                if let (Ok(()), Some(address)) = (&result, advertised) {
+                    result = publish::publish(&client, address, node.as_deref()).await;
+                }
+                match result {
+                    Ok(()) => break,
+                    Err(error) => tracing::warn!(%error, "retrying in 2 s"),
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        })
     };
     stop.await;
-    if let Some(publisher) = publisher {
-        publisher.abort();
-    }
+    publisher.abort();
     dns.shutdown().await;
     Ok(())
 }

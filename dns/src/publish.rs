@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -47,6 +48,49 @@ pub fn endpoint_slice(ip: IpAddr, port: u16, node: Option<&str>) -> EndpointSlic
         ],
     }))
     .unwrap_or_default()
+}
+
+/// The `kube-dns` Service at `cluster_ip`: no selector (its endpoints are
+/// this server's slice), ports `dns` 53/UDP, `dns-tcp` 53/TCP and `metrics`
+/// 9153/TCP, labelled `k8s-app=kube-dns` as upstream.
+pub fn service(cluster_ip: IpAddr) -> Service {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": {
+            "k8s-app": "kube-dns",
+            "kubernetes.io/cluster-service": "true",
+            "kubernetes.io/name": "CoreDNS",
+        }},
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": cluster_ip.to_string(),
+            "clusterIPs": [cluster_ip.to_string()],
+            "ports": [
+                {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153},
+            ],
+        },
+    }))
+    .unwrap_or_default()
+}
+
+/// Creates the `kube-dns` Service when it is missing; an existing one
+/// (perhaps edited by the admin) is left as it is.
+pub async fn ensure_service(client: &kube::Client, cluster_ip: IpAddr) -> Result<(), PublishError> {
+    let api: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+    if api.get_opt(SERVICE).await?.is_some() {
+        return Ok(());
+    }
+    match api
+        .create(&PostParams::default(), &service(cluster_ip))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Creates or updates the slice for `address`.

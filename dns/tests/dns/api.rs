@@ -90,12 +90,13 @@ async fn services_resolve_and_disappear_with_their_watch_events() {
 }
 
 #[tokio::test]
-async fn run_publishes_the_listen_port_as_the_kube_dns_endpoints() {
+async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     let (api, client, _dir) = api().await;
     let factory = SharedInformerFactory::new(client.clone());
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
     config.advertise = Some("192.0.2.2".parse().unwrap());
     config.node_name = Some("node-a".into());
+    config.service_ip = Some("10.43.0.10".parse().unwrap());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = {
         let factory = factory.clone();
@@ -126,6 +127,33 @@ async fn run_publishes_the_listen_port_as_the_kube_dns_endpoints() {
     )
     .await;
     assert_eq!(answer.metadata.response_code, ResponseCode::NXDomain);
+
+    let services: Api<Service> = Api::namespaced(client.clone(), "kube-system");
+    let svc = services
+        .get("kube-dns")
+        .await
+        .expect("the kube-dns Service");
+    let spec = svc.spec.unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("10.43.0.10"));
+    assert!(
+        spec.selector.is_none(),
+        "its endpoints are the published slice"
+    );
+    let ports: Vec<(String, i32, String)> = spec
+        .ports
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name.unwrap(), p.port, p.protocol.unwrap()))
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            ("dns".to_string(), 53, "UDP".to_string()),
+            ("dns-tcp".to_string(), 53, "TCP".to_string()),
+            ("metrics".to_string(), 9153, "TCP".to_string())
+        ]
+    );
+    assert_eq!(svc.metadata.labels.unwrap()["k8s-app"], "kube-dns");
 
     let _ = stop_tx.send(());
     task.await.unwrap().unwrap();
