@@ -38,6 +38,10 @@ pub struct ProxyConfig {
     /// Set the host sysctls the proxy needs (bridged traffic through
     /// netfilter, forwarding). Off for proxies in test namespaces.
     pub host_sysctls: bool,
+    /// Delete the table when the proxy stops cleanly, so a stopped skiff
+    /// leaves no rules behind (pointing at pods nobody manages any more).
+    /// Off, rules outlive the process as kube-proxy's do.
+    pub remove_on_stop: bool,
 }
 
 impl ProxyConfig {
@@ -51,6 +55,7 @@ impl ProxyConfig {
             resync: Duration::from_secs(30),
             nft: Nft::new(),
             host_sysctls: true,
+            remove_on_stop: true,
         }
     }
 }
@@ -188,12 +193,29 @@ impl Applier {
     }
 }
 
-/// Runs the proxy until `stop` is raised. The rules stay in place when it
-/// stops (connections keep working across a restart; the next start
-/// replaces the table).
+/// Runs the proxy until `stop` is raised; then removes the table when
+/// `config.remove_on_stop` (else the next start replaces it).
 pub async fn run(
     factory: &SharedInformerFactory,
     config: ProxyConfig,
+    stop: watch::Receiver<bool>,
+) -> Result<(), ProxyError> {
+    let result = sync_until_stopped(factory, &config, stop).await;
+    if config.remove_on_stop {
+        let (nft, table) = (config.nft.clone(), config.table.clone());
+        let removed = tokio::task::spawn_blocking(move || nft.delete_table(&table)).await;
+        match removed {
+            Ok(Ok(())) => tracing::info!(table = %config.table, "service rules removed"),
+            Ok(Err(error)) => tracing::warn!(%error, "removing the service rules"),
+            Err(error) => tracing::warn!(%error, "removing the service rules"),
+        }
+    }
+    result
+}
+
+async fn sync_until_stopped(
+    factory: &SharedInformerFactory,
+    config: &ProxyConfig,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ProxyError> {
     if config.host_sysctls {
@@ -220,7 +242,7 @@ pub async fn run(
             tokio::time::sleep(config.coalesce).await;
         }
         let started = Instant::now();
-        let ruleset = sources.ruleset(&config);
+        let ruleset = sources.ruleset(config);
         let nft = config.nft.clone();
         let table = config.table.clone();
         let check = periodic;

@@ -57,6 +57,9 @@ impl Server {
             .arg("127.0.0.1")
             .args(&self.args)
             .env("SKIFF_LOG", "info")
+            // Servers with a node agent run the service proxy: each gets
+            // its own nftables table, so concurrent servers never share one.
+            .env("SKIFF_PROXY_TABLE", format!("skiff-e2e-{}", self.port))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -187,6 +190,13 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+        // A killed server leaves its service rules; they would still match
+        // cluster IPs that later servers hand out again.
+        let table = format!("skiff-e2e-{}", self.port);
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", &table])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
