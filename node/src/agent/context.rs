@@ -28,4 +28,6 @@ pub struct AgentContext {
     pub crash_backoff: BackoffConfig,
     /// Image pull back-off.
     pub image_backoff: BackoffConfig,
+    /// Cluster DNS and the node's resolv.conf, for pods' DNS config.
+    pub dns: super::dns_config::PodDnsInputs,
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use super::dns_config;
 use super::labels;
 use super::quantity;
 use crate::runtime::cri_api as api;
@@ -32,8 +33,13 @@ pub fn container_log_path(container: &str, restart_count: u32) -> String {
     format!("{container}/{restart_count}.log")
 }
 
-/// The sandbox config of `pod`.
-pub fn sandbox_config(pod: &Pod, log_root: &Path, attempt: u32) -> api::PodSandboxConfig {
+/// The sandbox config of `pod`; `dns` gives its resolv.conf and host name.
+pub fn sandbox_config(
+    pod: &Pod,
+    log_root: &Path,
+    attempt: u32,
+    dns: &dns_config::PodDnsInputs,
+) -> api::PodSandboxConfig {
     let m = &pod.metadata;
     let namespace = m.namespace.clone().unwrap_or_else(|| "default".into());
     let name = m.name.clone().unwrap_or_default();
@@ -42,9 +48,7 @@ pub fn sandbox_config(pod: &Pod, log_root: &Path, attempt: u32) -> api::PodSandb
     let mut sandbox_labels: HashMap<String, String> =
         m.labels.clone().unwrap_or_default().into_iter().collect();
     sandbox_labels.extend(labels::pod_labels(&namespace, &name, &uid));
-    let hostname = spec
-        .and_then(|s| s.hostname.clone())
-        .unwrap_or_else(|| name.clone());
+    let hostname = dns_config::sandbox_hostname(pod, &dns.cluster.domain);
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
     let share_pid = spec
         .and_then(|s| s.share_process_namespace)
@@ -81,9 +85,7 @@ pub fn sandbox_config(pod: &Pod, log_root: &Path, attempt: u32) -> api::PodSandb
             hostname
         },
         log_directory: pod_log_dir(log_root, pod).to_string_lossy().into_owned(),
-        // Without a DNS config containerd gives the pod the host's resolv.conf;
-        // cluster DNS is not served yet.
-        dns_config: None,
+        dns_config: Some(dns_config::sandbox_dns(pod, dns)),
         port_mappings,
         labels: sandbox_labels,
         annotations: m
@@ -323,12 +325,19 @@ mod tests {
             "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}
         }))
         .unwrap();
-        let cfg = sandbox_config(&pod, Path::new("/logs"), 2);
+        let dns = dns_config::PodDnsInputs {
+            cluster: Default::default(),
+            host: dns_config::ResolvConf::parse("nameserver 192.0.2.53\n"),
+        };
+        let cfg = sandbox_config(&pod, Path::new("/logs"), 2, &dns);
         assert_eq!(cfg.labels[labels::POD_UID], "u1");
         assert_eq!(cfg.labels["app"], "x");
         assert_eq!(cfg.log_directory, "/logs/ns_web_u1");
         assert_eq!(cfg.hostname, "web");
         assert_eq!(cfg.metadata.unwrap().attempt, 2);
         assert_eq!(cfg.port_mappings[0].host_port, 8080);
+        let resolv = cfg.dns_config.expect("pods get a DNS config");
+        assert_eq!(resolv.servers, ["10.43.0.10"]);
+        assert_eq!(resolv.searches[0], "ns.svc.cluster.local");
     }
 }

@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod context;
 pub mod cri_config;
+pub mod dns_config;
 pub mod downward;
 pub mod env;
 pub mod expand;
@@ -71,6 +72,8 @@ pub struct AgentConfig {
     pub crash_backoff: BackoffConfig,
     /// Image pull back-off.
     pub image_backoff: BackoffConfig,
+    /// Cluster DNS handed to pods (resolv.conf per `dnsPolicy`).
+    pub dns: dns_config::ClusterDnsSettings,
 }
 
 impl AgentConfig {
@@ -88,6 +91,7 @@ impl AgentConfig {
             relist_interval: Duration::from_secs(1),
             crash_backoff: BackoffConfig::crash_loop(),
             image_backoff: BackoffConfig::crash_loop(),
+            dns: Default::default(),
         }
     }
 
@@ -218,6 +222,7 @@ async fn run_with_runtime(
         allocatable,
         crash_backoff: config.crash_backoff,
         image_backoff: config.image_backoff,
+        dns: dns_config::PodDnsInputs::load(&config.dns),
     });
 
     let pods = factory

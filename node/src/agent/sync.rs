@@ -156,7 +156,7 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                 .filter_map(|s| s.metadata.as_ref().map(|m| m.attempt + 1))
                 .max()
                 .unwrap_or(0);
-            let config = cri_config::sandbox_config(pod, &ctx.log_root, attempt);
+            let config = cri_config::sandbox_config(pod, &ctx.log_root, attempt, &ctx.dns);
             let _ = std::fs::create_dir_all(&config.log_directory);
             match runtime.run_pod_sandbox(&config).await {
                 Ok(id) => {
@@ -186,7 +186,7 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
         .filter(|ip| !ip.is_empty());
     observed.sandbox_ready = true;
     observed.pod_ip = pod_ip.clone();
-    let sandbox_config = cri_config::sandbox_config(pod, &ctx.log_root, attempt);
+    let sandbox_config = cri_config::sandbox_config(pod, &ctx.log_root, attempt, &ctx.dns);
     let starter = Starter {
         ctx,
         pod,
