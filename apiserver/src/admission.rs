@@ -34,6 +34,7 @@ pub struct WriteInfo {
 /// Sets system metadata and defaults on an object about to be created.
 pub fn prepare_create(info: &ResourceInfo, object: &mut Value, write: &WriteInfo) {
     let meta = meta_mut(object);
+    let provided_managers = meta.remove("managedFields");
     for field in [
         "resourceVersion",
         "deletionTimestamp",
@@ -52,11 +53,10 @@ pub fn prepare_create(info: &ResourceInfo, object: &mut Value, write: &WriteInfo
     if !info.namespaced {
         meta.remove("namespace");
     }
-    meta.remove("managedFields");
     reset_status_on_create(info, object);
     crate::crd::prepare_create(info, object);
     apply_defaults(info, object);
-    record_manager(info, object, write);
+    crate::managed_fields::on_create(info, object, provided_managers.as_ref(), write);
 }
 
 /// Upstream clears client-set status on create for resources with a status
@@ -375,37 +375,6 @@ fn spec_without_metadata(object: &Value) -> Value {
         m.remove("status");
     }
     copy
-}
-
-/// Records (or refreshes) the writer's managedFields entry.
-pub fn record_manager(info: &ResourceInfo, object: &mut Value, write: &WriteInfo) {
-    let sub = write.subresource.map(Subresource::name);
-    let operation = if write.apply { "Apply" } else { "Update" };
-    let mut entry = json!({
-        "manager": write.manager,
-        "operation": operation,
-        "apiVersion": info.api_version(),
-        "time": now_rfc3339(),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {},
-    });
-    if let Some(s) = sub {
-        entry["subresource"] = json!(s);
-    }
-    let meta = meta_mut(object);
-    let entries = meta.entry("managedFields").or_insert_with(|| json!([]));
-    if !entries.is_array() {
-        *entries = json!([]);
-    }
-    let list = entries
-        .as_array_mut()
-        .expect("managedFields was just made an array");
-    list.retain(|e| {
-        !(e["manager"] == write.manager
-            && e["operation"] == operation
-            && e["subresource"].as_str() == sub)
-    });
-    list.push(entry);
 }
 
 /// Manager name upstream derives from a User-Agent (`kubectl/v1.32 ...` → `kubectl`).

@@ -70,9 +70,7 @@ pub(crate) fn admit_new(
     object: &mut Value,
     write: &WriteInfo,
 ) -> Result<Value, ApiError> {
-    let provided = object.pointer("/metadata/managedFields").cloned();
     prepare_create(info, object, write);
-    crate::managed_fields::on_create(info, object, provided.as_ref(), write);
     let errors = crate::validation::validate(info, object, None);
     if !errors.is_empty() {
         return Err(invalid(info, object, errors));
