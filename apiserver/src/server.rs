@@ -45,6 +45,9 @@ pub struct ApiServerConfig {
     /// Where clients reach this server; when set, the `kubernetes` Service in
     /// `default` (first service IP, port 443) and its endpoints point here.
     pub advertise_address: Option<std::net::SocketAddr>,
+    /// Bearer token presented to node servers when proxying `pods/log`,
+    /// `pods/exec`, `pods/attach` and `pods/portforward`.
+    pub node_proxy_token: Option<String>,
 }
 
 impl Default for ApiServerConfig {
@@ -58,6 +61,7 @@ impl Default for ApiServerConfig {
             service_cidr: "10.43.0.0/16".to_string(),
             node_port_range: 30000..=32767,
             advertise_address: None,
+            node_proxy_token: None,
             event_ttl: Duration::from_secs(3600),
         }
     }

@@ -34,6 +34,11 @@ pub struct NodeFlags {
     #[arg(long = "node-label", env = "SKIFF_NODE_LABEL", value_delimiter = ',')]
     pub node_labels: Vec<String>,
 
+    /// Port of the node server the API server proxies logs, exec, attach
+    /// and port-forward to (0: any free port; the Node publishes it).
+    #[arg(long, env = "SKIFF_KUBELET_PORT", default_value_t = 10250)]
+    pub kubelet_port: u16,
+
     /// Do not run the service proxy (nftables rules for Services).
     #[arg(long, env = "SKIFF_DISABLE_KUBE_PROXY")]
     pub disable_kube_proxy: bool,
@@ -54,6 +59,7 @@ impl NodeFlags {
         config.runtime.external_endpoint = self.container_runtime_endpoint.clone();
         config.fallback_pod_cidr = self.pod_cidr.clone();
         config.cni_bridge = self.cni_bridge.clone();
+        config.server_port = self.kubelet_port;
         let mut labels = BTreeMap::new();
         for label in &self.node_labels {
             let (k, v) = label
@@ -114,6 +120,11 @@ pub struct AgentArgs {
     #[arg(long, env = "SKIFF_KUBECONFIG", conflicts_with = "server")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// The server's node-proxy token (its `DATA_DIR/tls/node-proxy.token`):
+    /// the node server accepts only requests that carry it.
+    #[arg(long, env = "SKIFF_NODE_PROXY_TOKEN")]
+    pub node_proxy_token: Option<String>,
+
     #[command(flatten)]
     pub node: NodeFlags,
 }
@@ -136,7 +147,13 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("give --server and --token, or --kubeconfig"),
     };
-    let config = args.node.agent_config(&args.data_dir)?;
+    let mut config = args.node.agent_config(&args.data_dir)?;
+    config.server_token = args.node_proxy_token.clone();
+    if config.server_token.is_none() {
+        tracing::warn!(
+            "no --node-proxy-token: logs, exec and port-forward to this node are refused"
+        );
+    }
     let factory = SharedInformerFactory::new(client.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut proxy = tokio::task::JoinSet::new();

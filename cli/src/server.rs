@@ -113,7 +113,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!(elapsed_ms = phase.elapsed().as_millis() as u64, dir = %certs.dir.display(), "certificates ready");
 
     let phase = Instant::now();
+    // The API server presents this token to node servers (logs, exec,
+    // attach, port-forward); the in-process agent requires it.
+    let node_proxy_token = skiff_node::agent::server::load_or_create_token(
+        &args.data_dir.join("tls/node-proxy.token"),
+    )
+    .context("loading the node-proxy token")?;
     let api_config = ApiServerConfig {
+        node_proxy_token: Some(node_proxy_token.clone()),
         service_cidr: args.service_cidr.clone(),
         ..ApiServerConfig::default()
     };
@@ -187,7 +194,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         });
     }
     if !args.disable_agent {
-        let config = args.node.agent_config(&args.data_dir)?;
+        let mut config = args.node.agent_config(&args.data_dir)?;
+        config.server_token = Some(node_proxy_token);
         if let Some(proxy) = args.node.proxy_config(&config.node_name) {
             crate::agent::spawn_proxy(&mut components, &factory, proxy, stop_rx.clone());
         }

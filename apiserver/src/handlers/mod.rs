@@ -6,6 +6,7 @@ mod delete;
 mod pod_admission;
 mod read;
 mod storage;
+mod streaming;
 mod subresources;
 mod update;
 mod watch;
@@ -99,6 +100,9 @@ async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiErro
         }
         Route::Resource(t) => t,
     };
+    if streaming::is_streaming(target.subresource) {
+        return streaming::serve(inner, target, Request::from_parts(parts, body)).await;
+    }
     let mut params = Params::parse(parts.uri.query())?;
     params.watch |= target.legacy_watch;
     let ctx = Ctx {

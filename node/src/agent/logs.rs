@@ -103,6 +103,23 @@ pub fn read(target: &LogTarget<'_>, options: &LogOptions) -> Result<Vec<u8>, Log
     Ok(render(&raw, options))
 }
 
+/// The length of the leading part of `raw` made of whole records: each
+/// ends in a newline, and the last is not a partial (`P`) line waiting for
+/// its continuation. A follower renders this much and keeps the rest.
+pub fn complete_prefix(raw: &[u8]) -> usize {
+    let mut end = 0;
+    let mut start = 0;
+    while let Some(nl) = raw[start..].iter().position(|&b| b == b'\n') {
+        let record = &raw[start..start + nl];
+        start += nl + 1;
+        let tag = record.split(|&b| b == b' ').nth(2);
+        if tag != Some(b"P".as_slice()) {
+            end = start;
+        }
+    }
+    end
+}
+
 /// One complete log line.
 struct Line<'a> {
     time: &'a str,
@@ -186,6 +203,14 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(render(RAW, &limit), b"one\nt");
+    }
+
+    #[test]
+    fn a_follower_keeps_unfinished_records_for_later() {
+        assert_eq!(complete_prefix(RAW), RAW.len());
+        let cut = b"2026-01-01T00:00:01Z stdout F one\n2026-01-01T00:00:02Z stderr P tw\n2026";
+        assert_eq!(complete_prefix(cut), 34);
+        assert_eq!(complete_prefix(b"no newline yet"), 0);
     }
 
     #[test]

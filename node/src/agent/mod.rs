@@ -24,6 +24,7 @@ pub mod quantity;
 pub mod registration;
 pub mod remote;
 pub mod runtime_view;
+pub mod server;
 pub mod status;
 pub mod sync;
 pub mod termination;
@@ -72,6 +73,12 @@ pub struct AgentConfig {
     pub crash_backoff: BackoffConfig,
     /// Image pull back-off.
     pub image_backoff: BackoffConfig,
+    /// Port of the node server (logs, exec, attach, port-forward); 0 picks
+    /// a free one. The bound port is published in the Node's status.
+    pub server_port: u16,
+    /// Bearer token the node server requires (the API server's node-proxy
+    /// token); without one the node server refuses every request.
+    pub server_token: Option<String>,
     /// Cluster DNS handed to pods (resolv.conf per `dnsPolicy`).
     pub dns: dns_config::ClusterDnsSettings,
 }
@@ -91,6 +98,8 @@ impl AgentConfig {
             relist_interval: Duration::from_secs(1),
             crash_backoff: BackoffConfig::crash_loop(),
             image_backoff: BackoffConfig::crash_loop(),
+            server_port: server::DEFAULT_PORT,
+            server_token: None,
             dns: Default::default(),
         }
     }
@@ -126,6 +135,9 @@ pub enum AgentError {
     /// The CNI network could not be written.
     #[error("configuring the pod network: {0}")]
     Network(#[source] BringUpError),
+    /// The node server could not start.
+    #[error("node server: {0}")]
+    Server(#[from] server::ServerError),
     /// The fallback pod CIDR is not a usable network.
     #[error("pod CIDR: {0}")]
     PodCidr(#[from] crate::containerd::config::ConfigError),
@@ -175,7 +187,17 @@ async fn run_with_runtime(
     .await
     .map_err(register_err)?;
     let health = registration::observe(runtime.as_ref(), &agent_dir).await;
-    let status = registration::node_status(&node_name, &facts, version.as_ref(), &health, None);
+    let server_listener = server::bind(config.server_port).await?;
+    let server_port = server_listener
+        .local_addr()
+        .map(|a| a.port())
+        .unwrap_or_default();
+    let mut status = registration::node_status(&node_name, &facts, version.as_ref(), &health, None);
+    status.daemon_endpoints = Some(k8s_openapi::api::core::v1::NodeDaemonEndpoints {
+        kubelet_endpoint: Some(k8s_openapi::api::core::v1::DaemonEndpoint {
+            port: i32::from(server_port),
+        }),
+    });
     let node = registration::write_status(&client, &node_name, &status)
         .await
         .map_err(register_err)?;
@@ -232,6 +254,17 @@ async fn run_with_runtime(
     factory.start()?;
     pods.wait_for_sync().await;
     tracing::info!(pods = pods.cache().len(), "pod workers starting");
+    tasks.spawn(server::serve(
+        server_listener,
+        server::NodeState {
+            runtime: runtime.clone(),
+            pods: pods.cache().clone(),
+            log_root: config.log_root(),
+            token: config.server_token.as_deref().map(Arc::from),
+        },
+        stop.clone(),
+    ));
+    tracing::info!(port = server_port, "node server listening");
     tasks.spawn(pleg::run(
         runtime.clone(),
         config.relist_interval,

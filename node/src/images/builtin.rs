@@ -23,7 +23,7 @@ const APPLETS: &[&str] = &[
     "sh", "ash", "cat", "chmod", "cp", "date", "dd", "df", "echo", "env", "false", "find", "grep",
     "head", "hostname", "httpd", "id", "ip", "kill", "ln", "ls", "mkdir", "mv", "nc", "nslookup",
     "ping", "printenv", "ps", "pwd", "rm", "rmdir", "sed", "seq", "sleep", "sort", "stat", "tail",
-    "tee", "test", "top", "touch", "tr", "true", "uname", "uptime", "wc", "wget", "whoami",
+    "tar", "tee", "test", "top", "touch", "tr", "true", "uname", "uptime", "wc", "wget", "whoami",
     "xargs", "yes", "[",
 ];
 

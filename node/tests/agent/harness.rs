@@ -17,6 +17,9 @@ use skiff_node::{CriRuntime, CriTimeouts, Runtime};
 use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::watch;
 
+/// The token the API server and the node server share in these tests.
+pub const NODE_PROXY_TOKEN: &str = "test-node-proxy-token";
+
 pub struct TestCluster {
     pub dir: tempfile::TempDir,
     pub api: ApiServer,
@@ -48,9 +51,11 @@ impl TestCluster {
             .expect("temp dir");
         let store: Arc<dyn Store> =
             Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).expect("store"));
-        let api = ApiServer::new(store, ApiServerConfig::default())
-            .await
-            .expect("api server");
+        let api_config = ApiServerConfig {
+            node_proxy_token: Some(NODE_PROXY_TOKEN.to_string()),
+            ..ApiServerConfig::default()
+        };
+        let api = ApiServer::new(store, api_config).await.expect("api server");
         let client = skiff_apiserver::inprocess::client(
             api.router(),
             UserInfo::new("system:node:test", ["system:masters".to_string()]),
@@ -62,6 +67,8 @@ impl TestCluster {
         config.cni_network = format!("skiff-agent-test-{}", config.cni_bridge);
         config.pod_cidr_wait = Duration::from_millis(200);
         config.heartbeat_interval = Duration::from_secs(2);
+        config.server_port = 0;
+        config.server_token = Some(NODE_PROXY_TOKEN.to_string());
         config.crash_backoff = BackoffConfig {
             initial: Duration::from_secs(2),
             max: Duration::from_secs(4),

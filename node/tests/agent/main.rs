@@ -6,3 +6,4 @@
 mod harness;
 mod pods;
 mod restart;
+mod streaming;
