@@ -372,3 +372,71 @@ async fn status_applies_own_only_status_under_their_subresource() {
         json!({"f:status": {"f:readyReplicas": {}, "f:replicas": {}}})
     );
 }
+
+#[tokio::test]
+async fn custom_resources_apply_with_atomic_lists() {
+    let s = TestServer::new().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "size": {"type": "integer"},
+                        "items": {"type": "array", "items": {"type": "object", "properties": {
+                            "name": {"type": "string"}}}}}}}}}}]}
+    });
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (code, body) = s.post(crds, crd).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let path = "/apis/example.com/v1/namespaces/default/gadgets/g";
+    let gadget = |spec: Value| {
+        let body = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+                          "metadata": {"name": "g"}, "spec": spec});
+        serde_yaml::to_string(&body).unwrap().into_bytes()
+    };
+    let mut created = None;
+    for _ in 0..100 {
+        let (code, body) = s
+            .raw(
+                Method::PATCH,
+                &format!("{path}?fieldManager=a"),
+                APPLY,
+                gadget(json!({"size": 1, "items": [{"name": "x"}, {"name": "y"}]})),
+            )
+            .await;
+        if code == StatusCode::CREATED {
+            created = Some(body);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let created = created.expect("the custom resource is served within 5 s");
+    assert_eq!(
+        owned(&created, "a", "Apply"),
+        json!({"f:spec": {"f:items": {}, "f:size": {}}}),
+        "lists of custom resources are atomic"
+    );
+    let (code, updated) = s
+        .raw(
+            Method::PATCH,
+            &format!("{path}?fieldManager=a"),
+            APPLY,
+            gadget(json!({"items": [{"name": "z"}]})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    assert_eq!(updated["spec"], json!({"items": [{"name": "z"}]}));
+    let (code, status) = s
+        .raw(
+            Method::PATCH,
+            &format!("{path}?fieldManager=b"),
+            APPLY,
+            gadget(json!({"items": []})),
+        )
+        .await;
+    assert_status(code, &status, 409, "Conflict");
+    assert_eq!(status["details"]["causes"][0]["field"], ".spec.items");
+}
