@@ -114,3 +114,142 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Result<Valu
         json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources }),
     )
 }
+
+/// Aggregated discovery (`apidiscovery.k8s.io`), which kubectl asks for
+/// first: every group, version and resource of `/api` or `/apis` in one
+/// document.
+pub mod aggregated {
+    use serde_json::{Value, json};
+
+    use crate::registry::{Registry, ResourceInfo};
+
+    /// The `apidiscovery.k8s.io` versions served.
+    const VERSIONS: &[&str] = &["v2", "v2beta1"];
+
+    /// The aggregated discovery version `Accept` asks for, if its first
+    /// acceptable entry is one; `None` means legacy discovery.
+    pub fn negotiate(headers: &http::HeaderMap) -> Option<&'static str> {
+        let accept = headers.get(http::header::ACCEPT)?.to_str().ok()?;
+        for entry in accept.split(',') {
+            let mut parts = entry.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("");
+            let (mut g, mut v, mut as_kind) = ("", "", "");
+            for param in parts {
+                match param.split_once('=') {
+                    Some(("g", x)) => g = x,
+                    Some(("v", x)) => v = x,
+                    Some(("as", x)) => as_kind = x,
+                    _ => {}
+                }
+            }
+            if media == "application/json"
+                && g == "apidiscovery.k8s.io"
+                && as_kind == "APIGroupDiscoveryList"
+                && let Some(version) = VERSIONS.iter().find(|x| **x == v)
+            {
+                return Some(version);
+            }
+            if g.is_empty() && matches!(media, "application/json" | "*/*" | "application/*") {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// The response Content-Type of one aggregated discovery version.
+    pub fn content_type(version: &str) -> String {
+        format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+    }
+
+    fn kind_json(group: &str, version: &str, kind: &str) -> Value {
+        json!({ "group": group, "version": version, "kind": kind })
+    }
+
+    fn resource_json(r: &ResourceInfo) -> Value {
+        let subresources: Vec<Value> = r
+            .subresources
+            .iter()
+            .map(|sub| {
+                let (g, v, k) = sub.kind().unwrap_or((r.group, r.version, r.kind));
+                json!({
+                    "subresource": sub.name(),
+                    "responseKind": kind_json(g, v, k),
+                    "verbs": sub.verbs(),
+                })
+            })
+            .collect();
+        let mut entry = json!({
+            "resource": r.resource,
+            "responseKind": kind_json(r.group, r.version, r.kind),
+            "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+            "singularResource": r.singular(),
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        });
+        if !r.short_names.is_empty() {
+            entry["shortNames"] = json!(r.short_names);
+        }
+        if !r.categories.is_empty() {
+            entry["categories"] = json!(r.categories);
+        }
+        if !subresources.is_empty() {
+            entry["subresources"] = json!(subresources);
+        }
+        entry
+    }
+
+    /// The `APIGroupDiscoveryList` of `/api` (`core`) or `/apis`.
+    pub fn document(registry: &Registry, core: bool, version: &str) -> Value {
+        let items: Vec<Value> = registry
+            .groups()
+            .iter()
+            .filter(|g| g.name.is_empty() == core)
+            .map(|g| {
+                let versions: Vec<Value> = g
+                    .versions
+                    .iter()
+                    .map(|v| {
+                        let resources: Vec<Value> = registry
+                            .in_group_version(g.name, v)
+                            .map(|r| resource_json(r))
+                            .collect();
+                        json!({ "version": v, "resources": resources, "freshness": "Current" })
+                    })
+                    .collect();
+                let metadata = if core {
+                    json!({ "creationTimestamp": null })
+                } else {
+                    json!({ "name": g.name, "creationTimestamp": null })
+                };
+                json!({ "metadata": metadata, "versions": versions })
+            })
+            .collect();
+        json!({
+            "kind": "APIGroupDiscoveryList",
+            "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+            "metadata": {},
+            "items": items,
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn negotiates_the_first_acceptable_entry() {
+            let mut h = http::HeaderMap::new();
+            h.insert(http::header::ACCEPT, http::HeaderValue::from_static(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+            ));
+            assert_eq!(negotiate(&h), Some("v2"));
+            h.insert(http::header::ACCEPT, http::HeaderValue::from_static(
+                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList, application/json",
+            ));
+            assert_eq!(negotiate(&h), Some("v2beta1"));
+            h.insert(http::header::ACCEPT, http::HeaderValue::from_static(
+                "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            ));
+            assert_eq!(negotiate(&h), None);
+        }
+    }
+}

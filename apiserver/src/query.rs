@@ -27,6 +27,8 @@ pub struct Params {
     pub orphan_dependents: Option<bool>,
     /// `includeObject` of Table requests.
     pub include_object: Option<String>,
+    /// `fieldValidation`: Ignore, Warn or Strict (see `field_validation`).
+    pub field_validation: Option<String>,
 }
 
 fn truthy(v: &str) -> bool {
@@ -69,6 +71,7 @@ impl Params {
             orphan_dependents: get("orphanDependents").map(truthy),
             force: get("force").map(truthy),
             include_object: get("includeObject").map(String::from),
+            field_validation: get("fieldValidation").map(String::from),
             ..Default::default()
         };
         if let Some(v) = get("limit").filter(|s| !s.is_empty()) {

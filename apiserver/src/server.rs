@@ -103,6 +103,7 @@ pub(crate) struct Inner {
     pub shutdown: watch::Sender<bool>,
     pub services: ServiceAllocator,
     pub key_locks: crate::key_locks::KeyLocks,
+    pub openapi: crate::openapi::OpenApiCache,
 }
 
 impl Inner {
@@ -164,6 +165,7 @@ impl ApiServer {
             shutdown,
             services,
             key_locks: Default::default(),
+            openapi: Default::default(),
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -302,6 +304,9 @@ impl ApiServer {
                 "/version",
                 get(|| async { json_response(StatusCode::OK, &crate::discovery::version()) }),
             )
+            .route("/openapi/v2", get(crate::openapi::v2))
+            .route("/openapi/v3", get(crate::openapi::v3_index))
+            .route("/openapi/v3/{*path}", get(crate::openapi::v3_document))
             .route("/healthz", get(health))
             .route("/livez", get(health))
             .route("/readyz", get(readiness))

@@ -16,12 +16,16 @@ mod deletion;
 mod discovery;
 #[path = "api/errors.rs"]
 mod errors;
+#[path = "api/field_validation.rs"]
+mod field_validation;
 #[path = "api/kube_client.rs"]
 mod kube_client;
 #[path = "api/kubectl.rs"]
 mod kubectl;
 #[path = "api/list.rs"]
 mod list;
+#[path = "api/openapi.rs"]
+mod openapi;
 #[path = "api/patch.rs"]
 mod patch;
 #[path = "api/service_alloc.rs"]

@@ -9,6 +9,7 @@ mod e2e {
     mod durability;
     mod kube_rs;
     mod kubectl;
+    mod kubectl_apply;
     mod python;
     mod scheduling;
     mod server;

@@ -5,7 +5,7 @@ pub(crate) mod create;
 mod delete;
 mod pod_admission;
 mod read;
-mod storage;
+pub(crate) mod storage;
 mod streaming;
 mod subresources;
 mod update;
@@ -88,6 +88,22 @@ async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiErro
     let (parts, body) = request.into_parts();
     let registry = inner.registry.current();
     let route = routing::parse(parts.uri.path(), &registry)?;
+    if matches!(route, Route::CoreVersions | Route::Groups)
+        && let Some(version) = discovery::aggregated::negotiate(&parts.headers)
+    {
+        let core = matches!(route, Route::CoreVersions);
+        let doc = discovery::aggregated::document(&registry, core, version);
+        let mut response = only_get(&parts.method, doc)?;
+        if let Ok(value) = discovery::aggregated::content_type(version).parse() {
+            response
+                .headers_mut()
+                .insert(http::header::CONTENT_TYPE, value);
+        }
+        response
+            .headers_mut()
+            .insert(http::header::VARY, http::HeaderValue::from_static("Accept"));
+        return Ok(response);
+    }
     let target = match route {
         Route::CoreVersions => return only_get(&parts.method, discovery::core_versions()),
         Route::Groups => return only_get(&parts.method, discovery::groups(&registry)),
@@ -105,13 +121,16 @@ async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiErro
     }
     let mut params = Params::parse(parts.uri.query())?;
     params.watch |= target.legacy_watch;
-    let ctx = Ctx {
+    let mut ctx = Ctx {
         inner,
         target,
         params,
         headers: parts.headers,
     };
-    route_verb(ctx, parts.method, body).await
+    let (body, warnings) = crate::field_validation::screen(&mut ctx, &parts.method, body).await?;
+    let mut response = route_verb(ctx, parts.method, body).await?;
+    crate::field_validation::add_warnings(&mut response, &warnings);
+    Ok(response)
 }
 
 fn only_get(method: &Method, doc: Value) -> Result<Response, ApiError> {

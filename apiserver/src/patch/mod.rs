@@ -8,6 +8,7 @@ pub(crate) mod strategic_schema;
 use serde_json::Value;
 
 pub use strategic::strategic_merge;
+pub(crate) use strategic_schema::{ListStrategy, list_strategy};
 
 /// The patch formats, by request Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

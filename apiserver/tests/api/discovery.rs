@@ -84,3 +84,92 @@ async fn legacy_discovery_documents() {
     let (code, _) = s.get("/apis/apps/v2").await;
     assert_eq!(code, StatusCode::NOT_FOUND);
 }
+
+/// Aggregated discovery: what kubectl asks for first.
+mod aggregated {
+    use http::StatusCode;
+    use serde_json::Value;
+
+    use super::super::harness::TestServer;
+    use super::super::openapi::fetch;
+
+    const ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+
+    #[tokio::test]
+    async fn apis_and_api_serve_group_discovery_lists() {
+        let ts = TestServer::new().await;
+        let (status, headers, body) = fetch(&ts, "/apis", &[("accept", ACCEPT)]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            headers["content-type"],
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        );
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(doc["kind"], "APIGroupDiscoveryList");
+        assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2");
+        let apps = doc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .expect("apps group");
+        let v1 = &apps["versions"][0];
+        assert_eq!(v1["version"], "v1");
+        assert_eq!(v1["freshness"], "Current");
+        let deployments = v1["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .expect("deployments");
+        assert_eq!(deployments["scope"], "Namespaced");
+        assert_eq!(deployments["shortNames"][0], "deploy");
+        assert_eq!(deployments["responseKind"]["kind"], "Deployment");
+        let scale = deployments["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "scale")
+            .expect("scale");
+        assert_eq!(scale["responseKind"]["group"], "autoscaling");
+        // autoscaling lists its preferred version first.
+        let autoscaling = doc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "autoscaling")
+            .unwrap();
+        assert_eq!(autoscaling["versions"][0]["version"], "v2");
+
+        let (status, headers, body) = fetch(
+            &ts,
+            "/api",
+            &[(
+                "accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+            )],
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            headers["content-type"],
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+        );
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        let core = &doc["items"][0];
+        assert!(core["metadata"].get("name").is_none());
+        let pods = core["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        assert_eq!(pods["singularResource"], "pod");
+
+        // Legacy discovery is still what plain JSON gets.
+        let (_, headers, body) = fetch(&ts, "/apis", &[("accept", "application/json")]).await;
+        assert_eq!(headers["content-type"], "application/json");
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(doc["kind"], "APIGroupList");
+    }
+}

@@ -1,0 +1,114 @@
+//! Screens the body of a create, update or patch before its handler runs,
+//! so the handlers need not know about field validation: the body is read
+//! once, checked, and handed on.
+
+use axum::body::Body;
+use http::Method;
+use serde_json::Value;
+
+use super::{Directive, Problem, decide, duplicate_fields, strip_unknown, unknown_fields};
+use crate::handlers::Ctx;
+use crate::patch::PatchType;
+use crate::registry::Subresource;
+use crate::status::ApiError;
+
+/// Media types whose bodies are JSON text (duplicates can be found).
+fn is_json(content_type: Option<&str>) -> bool {
+    matches!(
+        content_type,
+        None | Some("application/json")
+            | Some("application/merge-patch+json")
+            | Some("application/strategic-merge-patch+json")
+            | Some("application/json-patch+json")
+    )
+}
+
+/// Checks the body of a write for unknown and duplicate fields. Returns the
+/// body to hand on and the warnings to add to the response; a Strict
+/// request with offending fields fails here. Requests it does not screen
+/// (reads, deletes, apply patches, subresources of other kinds) pass
+/// untouched. A created or replaced object that passes with unknown fields
+/// is handed on without them (as JSON), as upstream drops them when it
+/// decodes.
+pub(crate) async fn screen(
+    ctx: &mut Ctx,
+    method: &Method,
+    body: Body,
+) -> Result<(Body, Vec<String>), ApiError> {
+    let info = ctx.info().clone();
+    let same_kind = matches!(ctx.target.subresource, None | Some(Subresource::Status));
+    let content_type = crate::body::content_type(&ctx.headers);
+    let patch_type = content_type
+        .as_deref()
+        .and_then(PatchType::from_content_type);
+    let screened = same_kind
+        && match *method {
+            Method::POST => ctx.target.name.is_none(),
+            Method::PUT => ctx.target.name.is_some(),
+            Method::PATCH => patch_type.is_some_and(|p| p != PatchType::Apply),
+            _ => false,
+        };
+    let directive = Directive::parse(ctx.params.field_validation.as_deref())?;
+    if !screened || directive == Directive::Ignore {
+        return Ok((body, Vec::new()));
+    }
+    let bytes = crate::body::read(&ctx.headers, body).await?;
+    let input: Option<Value> = match patch_type {
+        Some(kind) if *method == Method::PATCH => patched(ctx, kind, &bytes).await?,
+        _ => crate::body::decode_object(&ctx.headers, &bytes).ok(),
+    };
+    let mut problems = Vec::new();
+    let mut stripped = None;
+    if let Some(input) = &input
+        && let Ok(known) = info.roundtrip(input)
+    {
+        let unknown = unknown_fields(input, &known);
+        if !unknown.is_empty() && *method != Method::PATCH {
+            let mut object = input.clone();
+            strip_unknown(&mut object, &known);
+            stripped = Some(object);
+        }
+        problems.extend(unknown.into_iter().map(Problem::Unknown));
+    }
+    if is_json(content_type.as_deref()) {
+        problems.extend(duplicate_fields(&bytes).into_iter().map(Problem::Duplicate));
+    }
+    let context = if *method == Method::PATCH {
+        String::new()
+    } else {
+        format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: ",
+            kind = info.kind,
+            version = info.version
+        )
+    };
+    let warnings = decide(directive, &problems, &context)?;
+    if let Some(object) = stripped {
+        let json = serde_json::to_vec(&object).map_err(|e| ApiError::Internal(e.to_string()))?;
+        ctx.headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        ctx.headers.remove(http::header::CONTENT_LENGTH);
+        return Ok((Body::from(json), warnings));
+    }
+    Ok((Body::from(bytes), warnings))
+}
+
+/// The object a patch would produce from what is stored now (`None` when
+/// there is nothing to patch or the patch does not apply: the handler
+/// reports that).
+async fn patched(ctx: &Ctx, kind: PatchType, bytes: &[u8]) -> Result<Option<Value>, ApiError> {
+    let key = ctx.key()?;
+    let Some((mut current, _)) =
+        crate::handlers::storage::read(&ctx.inner, ctx.info(), &key).await?
+    else {
+        return Ok(None);
+    };
+    if let Some(meta) = current.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    Ok(crate::patch::apply(kind, &current, bytes)
+        .ok()
+        .filter(Value::is_object))
+}

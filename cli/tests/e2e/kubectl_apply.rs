@@ -1,0 +1,344 @@
+//! kubectl's object-file commands with its default validation on (no
+//! `--validate=false` anywhere): apply, create -f, replace, edit, diff,
+//! explain and get all, as a user types them. kubectl finds the
+//! `fieldValidation` parameter in the server's OpenAPI v3 documents, sends
+//! `fieldValidation=Strict` and leaves validation to the server.
+
+use std::process::{Command, Output, Stdio};
+
+use super::support::Server;
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs kubectl with a manifest on stdin, expecting success.
+fn with_stdin(server: &Server, args: &[&str], input: &str) -> String {
+    let out = server.kubectl_stdin(args, input);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}\n{}",
+        stderr(&out),
+        stdout(&out)
+    );
+    stdout(&out)
+}
+
+fn jsonpath(server: &Server, object: &[&str], path: &str) -> String {
+    let mut args = vec!["get"];
+    args.extend_from_slice(object);
+    let template = format!("jsonpath={path}");
+    args.extend(["-o", &template]);
+    server.kubectl_ok(&args)
+}
+
+fn deployment(replicas: u32, tier: &str, env: &[(&str, &str)]) -> String {
+    let env: String = env
+        .iter()
+        .map(|(n, v)| format!("        - name: {n}\n          value: \"{v}\"\n"))
+        .collect();
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    app: web
+{tier}spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        env:
+{env}",
+        tier = if tier.is_empty() {
+            String::new()
+        } else {
+            format!("    tier: {tier}\n")
+        },
+    )
+}
+
+#[test]
+fn apply_create_modify_remove_converges() {
+    let server = Server::start();
+    let out = with_stdin(
+        &server,
+        &["apply", "-f", "-"],
+        &deployment(1, "front", &[("A", "1"), ("B", "2")]),
+    );
+    assert_eq!(out.trim(), "deployment.apps/web created");
+    let applied = jsonpath(
+        &server,
+        &["deployment", "web"],
+        "{.metadata.annotations.kubectl\\.kubernetes\\.io/last-applied-configuration}",
+    );
+    assert!(applied.contains("\"replicas\":1"), "{applied}");
+
+    // Modify a field, drop a label and a list entry (merged by name).
+    let out = with_stdin(
+        &server,
+        &["apply", "-f", "-"],
+        &deployment(3, "", &[("A", "10")]),
+    );
+    assert_eq!(out.trim(), "deployment.apps/web configured");
+    assert_eq!(
+        jsonpath(&server, &["deployment", "web"], "{.spec.replicas}"),
+        "3"
+    );
+    assert_eq!(
+        jsonpath(&server, &["deployment", "web"], "{.metadata.labels}"),
+        r#"{"app":"web"}"#
+    );
+    assert_eq!(
+        jsonpath(
+            &server,
+            &["deployment", "web"],
+            "{.spec.template.spec.containers[0].env}"
+        ),
+        r#"[{"name":"A","value":"10"}]"#
+    );
+    // A field set by someone else survives apply (three-way merge)...
+    server.kubectl_ok(&["label", "deployment", "web", "owner=ops"]);
+    let out = with_stdin(
+        &server,
+        &["apply", "-f", "-"],
+        &deployment(3, "", &[("A", "10")]),
+    );
+    assert_eq!(out.trim(), "deployment.apps/web unchanged");
+    assert_eq!(
+        jsonpath(&server, &["deployment", "web"], "{.metadata.labels.owner}"),
+        "ops"
+    );
+    // ...and the applied state is what apply converged on.
+    let out = with_stdin(
+        &server,
+        &["apply", "-f", "-"],
+        &deployment(2, "back", &[("A", "10"), ("C", "3")]),
+    );
+    assert_eq!(out.trim(), "deployment.apps/web configured");
+    assert_eq!(
+        jsonpath(
+            &server,
+            &["deployment", "web"],
+            "{.spec.replicas} {.metadata.labels.tier} {.spec.template.spec.containers[0].env[*].name}"
+        ),
+        "2 back A C"
+    );
+}
+
+#[test]
+fn unknown_fields_fail_by_default_and_warn_on_request() {
+    let server = Server::start();
+    let manifest = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  colour: red
+data:
+  a: \"1\"
+";
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("strict decoding error: unknown field \"metadata.colour\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = server.kubectl_stdin(&["create", "-f", "-"], manifest);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("unknown field \"metadata.colour\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !server
+            .kubectl(&["get", "configmap", "settings"])
+            .status
+            .success()
+    );
+
+    let out = server.kubectl_stdin(&["apply", "--validate=warn", "-f", "-"], manifest);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Warning: unknown field \"metadata.colour\""),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        jsonpath(&server, &["configmap", "settings"], "{.data.a}"),
+        "1"
+    );
+}
+
+#[test]
+fn create_multi_document_and_list_then_replace() {
+    let server = Server::start();
+    let docs = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: one
+data:
+  k: v
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: two
+stringData:
+  password: hunter2
+";
+    let out = with_stdin(&server, &["create", "-f", "-"], docs);
+    assert!(out.contains("configmap/one created"), "{out}");
+    assert!(out.contains("secret/two created"), "{out}");
+
+    let list = r#"{"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "three"}, "data": {"num": "3"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "four"}, "data": {"num": "4"}}]}"#;
+    let out = with_stdin(&server, &["create", "-f", "-"], list);
+    assert!(out.contains("configmap/three created"), "{out}");
+    assert!(out.contains("configmap/four created"), "{out}");
+
+    let mut live = server.kubectl_ok(&["get", "configmap", "three", "-o", "yaml"]);
+    live = live.replace("num: \"3\"", "num: \"33\"");
+    let out = with_stdin(&server, &["replace", "-f", "-"], &live);
+    assert_eq!(out.trim(), "configmap/three replaced");
+    assert_eq!(
+        jsonpath(&server, &["configmap", "three"], "{.data.num}"),
+        "33"
+    );
+    // A stale resourceVersion is a conflict, as upstream.
+    let out = server.kubectl_stdin(&["replace", "-f", "-"], &live);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the object has been modified"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn edit_with_a_scripted_editor() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "configmap", "edited", "--from-literal=colour=red"]);
+    let editor = server.dir.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/colour: red/colour: blue/' \"$1\"\n",
+    )
+    .unwrap();
+    let status = Command::new("chmod")
+        .arg("+x")
+        .arg(&editor)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["edit", "configmap", "edited"])
+        .env("KUBE_EDITOR", &editor)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "configmap/edited edited");
+    assert_eq!(
+        jsonpath(&server, &["configmap", "edited"], "{.data.colour}"),
+        "blue"
+    );
+
+    // An editor that adds an unknown field: the server refuses it and
+    // kubectl reports the field.
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/^metadata:/metadata:\\n  colour: green/' \"$1\"\n",
+    )
+    .unwrap();
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["edit", "configmap", "edited"])
+        .env("KUBE_EDITOR", &editor)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("unknown field \"metadata.colour\""), "{text}");
+}
+
+#[test]
+fn diff_uses_server_dry_run() {
+    let server = Server::start();
+    let manifest = deployment(1, "front", &[("A", "1")]);
+    with_stdin(&server, &["apply", "-f", "-"], &manifest);
+    let out = server.kubectl_stdin(&["diff", "-f", "-"], &manifest);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+
+    let changed = deployment(4, "front", &[("A", "1")]);
+    let out = server.kubectl_stdin(&["diff", "-f", "-"], &changed);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("-  replicas: 1"), "{text}");
+    assert!(text.contains("+  replicas: 4"), "{text}");
+    // Nothing was written.
+    assert_eq!(
+        jsonpath(&server, &["deployment", "web"], "{.spec.replicas}"),
+        "1"
+    );
+}
+
+#[test]
+fn explain_and_get_all() {
+    let server = Server::start();
+    let out = server.kubectl_ok(&["explain", "pods.spec.containers"]);
+    assert!(out.contains("KIND:       Pod"), "{out}");
+    assert!(out.contains("FIELD: containers <[]Container>"), "{out}");
+    assert!(out.contains("image\t<string>"), "{out}");
+    assert!(out.contains("Container image name."), "{out}");
+    let out = server.kubectl_ok(&["explain", "deployment.spec.replicas"]);
+    assert!(out.contains("GROUP:      apps"), "{out}");
+    assert!(out.contains("FIELD: replicas <integer>"), "{out}");
+    // The OpenAPI v2 (protobuf) rendering.
+    let out = server.kubectl_ok(&[
+        "explain",
+        "pods.spec.containers.image",
+        "--output=plaintext-openapiv2",
+    ]);
+    assert!(out.contains("FIELD:    image <string>"), "{out}");
+    assert!(out.contains("Container image name."), "{out}");
+
+    with_stdin(
+        &server,
+        &["apply", "-f", "-"],
+        &deployment(1, "", &[("A", "1")]),
+    );
+    server.kubectl_ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    let out = server.kubectl_ok(&["get", "all"]);
+    assert!(out.contains("deployment.apps/web"), "{out}");
+    assert!(out.contains("service/web"), "{out}");
+    // Configuration objects are not in the "all" category.
+    server.kubectl_ok(&["create", "configmap", "not-in-all"]);
+    assert!(!server.kubectl_ok(&["get", "all"]).contains("not-in-all"));
+}
