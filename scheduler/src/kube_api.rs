@@ -1,7 +1,7 @@
 //! The API-facing traits implemented over a `kube::Client` (in-process or HTTPS):
 //! `pods/binding` for binds, `pods/status` patches for the `PodScheduled` condition and
 //! `nominatedNodeName`, core/v1 Events (`Scheduled`, `FailedScheduling`, `Preempted`),
-//! and graceful deletes of preemption victims.
+//! and graceful deletes of preemption victims. Events are written in the background.
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
@@ -14,22 +14,30 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use crate::binding::{
     ApiError, Binder, ClaimAnnotator, Outcome, Preemptor, SELECTED_NODE_ANNOTATION, StatusReporter,
 };
+use crate::recorder::EventRecorder;
 
 /// Scheduler writes through a kube client.
-#[derive(Clone)]
 pub struct KubeApi {
     client: kube::Client,
     /// Reported as the event source component (upstream: the profile's scheduler name).
     component: String,
+    events: EventRecorder,
 }
 
 impl KubeApi {
-    /// Writes through `client`, reporting events as `component`.
+    /// Writes through `client`, reporting events as `component`. Inside a Tokio runtime,
+    /// events are written in the background (see [`EventRecorder`]).
     pub fn new(client: kube::Client, component: impl Into<String>) -> Self {
         KubeApi {
+            events: EventRecorder::new(client.clone()),
             client,
             component: component.into(),
         }
+    }
+
+    /// Waits until the events recorded so far are written.
+    pub async fn flush_events(&self) {
+        self.events.flush().await;
     }
 
     fn pods(&self, pod: &Pod) -> Api<Pod> {
@@ -86,11 +94,8 @@ impl KubeApi {
             count: Some(1),
             ..Default::default()
         };
-        Api::<Event>::namespaced(self.client.clone(), &ns)
-            .create(&PostParams::default(), &ev)
-            .await
-            .map(|_| ())
-            .map_err(map_err)
+        self.events.record(ev).await;
+        Ok(())
     }
 }
 
@@ -323,6 +328,7 @@ mod tests {
         api.report(&PodBuilder::new("p").build(), &outcome)
             .await
             .unwrap();
+        api.flush_events().await;
         let seen = seen.lock();
         assert_eq!(
             (seen[0].0.as_str(), seen[0].1.as_str()),
@@ -379,11 +385,19 @@ mod tests {
         )
         .await
         .unwrap();
+        api.flush_events().await;
         let victim = PodBuilder::new("v").node("n1").build();
         api.delete_victim(&victim, &PodBuilder::new("p").build())
             .await
             .unwrap();
+        api.flush_events().await;
         let seen = seen.lock();
+        // The Preempted event is written in the background, so it may land after the
+        // delete; both are there.
+        let mut seen: Vec<_> = seen.iter().cloned().collect();
+        if seen[1].0 == "DELETE" {
+            seen.swap(1, 2);
+        }
         assert_eq!(seen[0].2["reason"], "Scheduled");
         assert_eq!(
             seen[0].2["message"],
