@@ -1,6 +1,7 @@
 //! Authentication: who is calling. Identities come from client certificates
 //! signed by the cluster CA (CN is the user, O fields the groups), from bearer
-//! tokens listed in a token file, or — for in-process clients — from a
+//! tokens listed in a token file, from service-account tokens this server
+//! signed ([`crate::tokens`]), or — for in-process clients — from a
 //! [`UserInfo`] the process itself attaches, which no network request can set.
 
 use std::collections::HashMap;
@@ -79,6 +80,7 @@ pub enum AuthnError {
 #[derive(Debug, Default, Clone)]
 pub struct Authenticator {
     tokens: HashMap<String, UserInfo>,
+    service_accounts: Option<crate::tokens::ServiceAccountTokens>,
 }
 
 /// The outcome of authenticating one request.
@@ -131,7 +133,19 @@ impl Authenticator {
             user.uid = fields[2].clone();
             tokens.insert(fields[0].clone(), user);
         }
-        Ok(Self { tokens })
+        Ok(Self {
+            tokens,
+            service_accounts: None,
+        })
+    }
+
+    /// Also accepts the service-account tokens `tokens` vouches for.
+    pub fn with_service_account_tokens(
+        mut self,
+        tokens: crate::tokens::ServiceAccountTokens,
+    ) -> Self {
+        self.service_accounts = Some(tokens);
+        self
     }
 
     /// Creates the token file with one admin token when it does not exist yet,
@@ -163,9 +177,19 @@ impl Authenticator {
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::trim);
-            return match token.and_then(|t| self.tokens.get(t)) {
-                Some(user) => Authenticated::User(user.clone()),
-                None => Authenticated::Rejected,
+            let Some(token) = token else {
+                return Authenticated::Rejected;
+            };
+            if let Some(user) = self.tokens.get(token) {
+                return Authenticated::User(user.clone());
+            }
+            return match &self.service_accounts {
+                Some(accounts) if crate::tokens::ServiceAccountTokens::looks_like_jwt(token) => {
+                    accounts
+                        .authenticate(token)
+                        .map_or(Authenticated::Rejected, Authenticated::User)
+                }
+                _ => Authenticated::Rejected,
             };
         }
         match peer {

@@ -11,6 +11,7 @@ pub mod authn;
 pub mod inprocess;
 pub mod serve;
 pub mod tls;
+pub mod tokens;
 
 mod admission;
 mod body;

@@ -48,6 +48,9 @@ pub struct ApiServerConfig {
     /// Bearer token presented to node servers when proxying `pods/log`,
     /// `pods/exec`, `pods/attach` and `pods/portforward`.
     pub node_proxy_token: Option<String>,
+    /// Where the service-account signing key is kept (created at first
+    /// start); `None` signs with a key that lives as long as the process.
+    pub service_account_key: Option<std::path::PathBuf>,
 }
 
 impl Default for ApiServerConfig {
@@ -63,6 +66,7 @@ impl Default for ApiServerConfig {
             advertise_address: None,
             node_proxy_token: None,
             event_ttl: Duration::from_secs(3600),
+            service_account_key: None,
         }
     }
 }
@@ -74,6 +78,8 @@ pub enum ApiServerError {
     Cache(#[from] FeedError),
     #[error(transparent)]
     Config(#[from] AllocConfigError),
+    #[error(transparent)]
+    Tokens(#[from] crate::tokens::SignerError),
     #[error("creating the system object {name} failed: {source}")]
     Bootstrap {
         name: String,
@@ -104,6 +110,7 @@ pub(crate) struct Inner {
     pub services: ServiceAllocator,
     pub key_locks: crate::key_locks::KeyLocks,
     pub openapi: crate::openapi::OpenApiCache,
+    pub tokens: crate::tokens::TokenSigner,
 }
 
 impl Inner {
@@ -141,6 +148,10 @@ impl ApiServer {
     ) -> Result<Self, ApiServerError> {
         let registry = LiveRegistry::new();
         let services = ServiceAllocator::new(&config.service_cidr, config.node_port_range.clone())?;
+        let tokens = match &config.service_account_key {
+            Some(path) => crate::tokens::TokenSigner::load_or_create(path)?,
+            None => crate::tokens::TokenSigner::ephemeral()?,
+        };
         let (shutdown, _) = watch::channel(false);
         let mut caches = HashMap::new();
         let limits = CacheLimits {
@@ -166,6 +177,7 @@ impl ApiServer {
             services,
             key_locks: Default::default(),
             openapi: Default::default(),
+            tokens,
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -307,6 +319,10 @@ impl ApiServer {
             .route("/openapi/v2", get(crate::openapi::v2))
             .route("/openapi/v3", get(crate::openapi::v3_index))
             .route("/openapi/v3/{*path}", get(crate::openapi::v3_document))
+            .route(
+                "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                axum::routing::post(crate::tokens::create_token),
+            )
             .route("/healthz", get(health))
             .route("/livez", get(health))
             .route("/readyz", get(readiness))
@@ -319,6 +335,12 @@ impl ApiServer {
     /// does that after the listeners have drained.
     pub fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
+    }
+
+    /// The authenticator of the service-account tokens this server signs
+    /// (for [`crate::authn::Authenticator::with_service_account_tokens`]).
+    pub fn service_account_tokens(&self) -> crate::tokens::ServiceAccountTokens {
+        crate::tokens::ServiceAccountTokens::new(self.inner.clone())
     }
 
     /// The store this server writes to.

@@ -32,5 +32,7 @@ mod patch;
 mod service_alloc;
 #[path = "api/subresources.rs"]
 mod subresources;
+#[path = "api/tokens.rs"]
+mod tokens;
 #[path = "api/watch.rs"]
 mod watch;

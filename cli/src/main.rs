@@ -3,6 +3,7 @@
 //! reporting; it must never hold cluster logic of its own.
 
 mod agent;
+mod images;
 mod server;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ enum Command {
     Server(server::ServerArgs),
     /// Run only the node agent, joining a skiff server.
     Agent(agent::AgentArgs),
+    /// Import and list container images of a running node.
+    Images(images::ImagesArgs),
     /// Print the skiff version.
     Version,
 }
@@ -43,6 +46,10 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(agent::run(args)),
+        Command::Images(args) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(images::run(args)),
         Command::Version => {
             println!("skiff {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -106,10 +106,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let certs = ClusterCerts::load_or_create(&args.data_dir, &tls::default_sans(&args.tls_san))
         .context("preparing certificates")?;
     let tls_config = certs.server_config().context("building TLS")?;
-    let authn = Arc::new(
-        Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
-            .context("loading the token file")?,
-    );
+    let authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
+        .context("loading the token file")?;
     tracing::info!(elapsed_ms = phase.elapsed().as_millis() as u64, dir = %certs.dir.display(), "certificates ready");
 
     let phase = Instant::now();
@@ -122,11 +120,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let api_config = ApiServerConfig {
         node_proxy_token: Some(node_proxy_token.clone()),
         service_cidr: args.service_cidr.clone(),
+        service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
         ..ApiServerConfig::default()
     };
     let api = ApiServer::new(store.clone(), api_config)
         .await
         .context("starting the API server")?;
+    let authn = Arc::new(authn.with_service_account_tokens(api.service_account_tokens()));
     tracing::info!(
         elapsed_ms = phase.elapsed().as_millis() as u64,
         "API server ready"

@@ -10,6 +10,7 @@ mod e2e {
     mod kube_rs;
     mod kubectl;
     mod kubectl_apply;
+    mod node_features;
     mod python;
     mod scheduling;
     mod server;

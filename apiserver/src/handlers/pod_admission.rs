@@ -43,6 +43,10 @@ pub async fn admit(inner: &Inner, pods: &ResourceInfo, pod: &mut Value) -> Resul
     if spec.get("enableServiceLinks").is_none() {
         set_field(spec, "enableServiceLinks", json!(true));
     }
+    crate::tokens::admission::inject_api_access(inner, pod);
+    let Some(spec) = path_mut(pod, &["spec"]).filter(|s| s.is_object()) else {
+        return Ok(());
+    };
     let Some(classes) = inner
         .registry
         .get("scheduling.k8s.io", "v1", "priorityclasses")

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::backoff::BackoffConfig;
 use super::downward::NodeAllocatable;
+use super::events::EventRecorder;
 use crate::runtime::Runtime;
 
 /// Shared, read-only state of the agent.
@@ -30,4 +31,6 @@ pub struct AgentContext {
     pub image_backoff: BackoffConfig,
     /// Cluster DNS and the node's resolv.conf, for pods' DNS config.
     pub dns: super::dns_config::PodDnsInputs,
+    /// Pod events (FailedMount, image pull failures).
+    pub events: EventRecorder,
 }

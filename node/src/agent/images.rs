@@ -1,10 +1,12 @@
-//! Making sure a container's image is present, by its `imagePullPolicy`.
+//! Making sure a container's image is present, by its `imagePullPolicy`,
+//! pulling with the pod's registry credentials ([`super::pull_secrets`]).
 
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::backoff::{Backoff, Verdict};
+use super::pull_secrets;
 use crate::runtime::Runtime;
 
 /// Why the image is not available (the container's waiting reason).
@@ -14,6 +16,23 @@ pub struct ImageProblem {
     pub reason: &'static str,
     /// Details.
     pub message: String,
+}
+
+/// Where pull credentials come from.
+pub struct PullContext<'a> {
+    /// API access for pull secrets and the service account.
+    pub client: &'a kube::Client,
+    /// The pod whose container is pulled.
+    pub pod: &'a Pod,
+}
+
+/// What a pull attempt tells the user besides the waiting reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PullNotes {
+    /// Pull secrets the pod names that do not exist.
+    pub missing_secrets: Vec<String>,
+    /// Whether a pull was attempted (and so an event is due).
+    pub pulled: bool,
 }
 
 /// The effective pull policy: the spec's, or upstream's default
@@ -36,8 +55,10 @@ pub fn pull_policy(container: &Container) -> String {
 /// says so. Returns the image reference to run.
 pub async fn ensure(
     runtime: &dyn Runtime,
+    pull: &PullContext<'_>,
     container: &Container,
     backoff: &mut Backoff,
+    notes: &mut PullNotes,
 ) -> Result<String, ImageProblem> {
     let image = container.image.clone().unwrap_or_default();
     let policy = pull_policy(container);
@@ -68,7 +89,16 @@ pub async fn ensure(
             message: format!("Back-off {}s pulling image \"{image}\"", delay.as_secs()),
         });
     }
-    match runtime.pull_image(&image, None, None).await {
+    let (credentials, missing) = pull_secrets::load(pull.client, pull.pod).await;
+    notes.missing_secrets = missing;
+    notes.pulled = true;
+    match pull_with(
+        runtime,
+        &image,
+        &pull_secrets::for_image(&credentials, &image),
+    )
+    .await
+    {
         Ok(_) => {
             backoff.reset(&container.name);
             Ok(image)
@@ -81,6 +111,24 @@ pub async fn ensure(
             message: format!("pulling image \"{image}\": {e}"),
         }),
     }
+}
+
+/// Pulls `image` with each matching credential in turn (the first that
+/// works wins), or anonymously when none match.
+pub async fn pull_with(
+    runtime: &dyn Runtime,
+    image: &str,
+    auths: &[crate::runtime::cri_api::AuthConfig],
+) -> Result<String, crate::runtime::RuntimeError> {
+    let Some((last, rest)) = auths.split_last() else {
+        return runtime.pull_image(image, None, None).await;
+    };
+    for auth in rest {
+        if let Ok(reference) = runtime.pull_image(image, Some(auth.clone()), None).await {
+            return Ok(reference);
+        }
+    }
+    runtime.pull_image(image, Some(last.clone()), None).await
 }
 
 #[cfg(test)]

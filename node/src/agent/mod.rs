@@ -6,11 +6,13 @@
 //! agent adopts them by pod UID.
 
 pub mod backoff;
+pub mod claims;
 pub mod context;
 pub mod cri_config;
 pub mod dns_config;
 pub mod downward;
 pub mod env;
+pub mod events;
 pub mod expand;
 pub mod host;
 pub mod images;
@@ -20,10 +22,12 @@ pub mod network;
 pub mod pleg;
 pub mod pod_workers;
 pub mod probes;
+pub mod pull_secrets;
 pub mod quantity;
 pub mod registration;
 pub mod remote;
 pub mod runtime_view;
+pub mod sa_token;
 pub mod server;
 pub mod status;
 pub mod sync;
@@ -245,7 +249,11 @@ async fn run_with_runtime(
         crash_backoff: config.crash_backoff,
         image_backoff: config.image_backoff,
         dns: dns_config::PodDnsInputs::load(&config.dns),
+        events: events::EventRecorder::new(client.clone(), node_name.clone()),
     });
+    if let Err(error) = claims::ensure_default_class(&client).await {
+        tracing::warn!(%error, "creating the local-path StorageClass");
+    }
 
     let pods = factory
         .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));

@@ -14,6 +14,7 @@ use super::backoff::{Backoff, Verdict};
 use super::context::AgentContext;
 use super::cri_config::{self, ContainerInputs};
 use super::env::{self, EnvContext};
+use super::events::EventType;
 use super::images;
 use super::probes::ProbeResults;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
@@ -33,6 +34,8 @@ pub struct PodState {
     images: Backoff,
     probes: ProbeResults,
     volumes: Option<HashMap<String, PathBuf>>,
+    /// When volume content (service-account tokens) must be written again.
+    volumes_refresh: Option<Instant>,
     last_status: Option<serde_json::Value>,
 }
 
@@ -44,6 +47,7 @@ impl PodState {
             images: Backoff::new(ctx.image_backoff),
             probes: ProbeResults::default(),
             volumes: None,
+            volumes_refresh: None,
             last_status: None,
         }
     }
@@ -120,17 +124,33 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
     let mut wake: Option<Instant> = Some(Instant::now() + RESYNC);
 
     // Volumes first: a sandbox is only worth starting when they are there.
-    if state.volumes.is_none() {
+    let refresh_due = state.volumes_refresh.is_some_and(|t| t <= Instant::now());
+    if state.volumes.is_none() || refresh_due {
+        let storage_dir = volumes::storage_dir(&ctx.agent_dir);
         let vctx = VolumeContext {
             client: &ctx.client,
             agent_dir: &ctx.agent_dir,
             host_ip: &ctx.host_ip,
             allocatable: &ctx.allocatable,
+            node_name: &ctx.node_name,
+            storage_dir: &storage_dir,
         };
         match volumes::prepare(&vctx, pod).await {
-            Ok(v) => state.volumes = Some(v),
+            Ok(v) => {
+                state.volumes = Some(v.paths);
+                state.volumes_refresh = v.refresh_at;
+            }
+            Err(e) if state.volumes.is_some() => {
+                // Running containers keep the old content; try again soon.
+                tracing::warn!(pod = ?pod.metadata.name, error = %e, "refreshing volumes failed");
+                state.volumes_refresh = Some(Instant::now() + SETUP_RETRY);
+            }
             Err(e) => {
                 tracing::info!(pod = ?pod.metadata.name, error = %e, "volumes not ready");
+                let message = format!("MountVolume.SetUp failed for {e}");
+                ctx.events
+                    .record(pod, EventType::Warning, "FailedMount", &message)
+                    .await;
                 for c in all_containers(pod) {
                     observed
                         .waiting
@@ -140,6 +160,9 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                 return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
             }
         }
+    }
+    if let Some(due) = state.volumes_refresh {
+        wake = earliest(wake, due);
     }
     let volumes = state.volumes.clone().unwrap_or_default();
 
@@ -413,7 +436,14 @@ impl Starter<'_> {
                 .waiting
                 .insert(container.name.clone(), (reason.to_string(), message));
         };
-        let image = match images::ensure(runtime, container, &mut state.images).await {
+        let pull = images::PullContext {
+            client: &self.ctx.client,
+            pod: self.pod,
+        };
+        let mut notes = images::PullNotes::default();
+        let pulled = images::ensure(runtime, &pull, container, &mut state.images, &mut notes).await;
+        self.image_events(container, &notes, &pulled).await;
+        let image = match pulled {
             Ok(image) => image,
             Err(problem) => {
                 wait(problem.reason, problem.message);
@@ -463,6 +493,50 @@ impl Starter<'_> {
             return false;
         }
         true
+    }
+
+    /// The events upstream records around image pulls.
+    async fn image_events(
+        &self,
+        container: &Container,
+        notes: &images::PullNotes,
+        outcome: &Result<String, images::ImageProblem>,
+    ) {
+        let events = &self.ctx.events;
+        if !notes.missing_secrets.is_empty() {
+            let message = format!(
+                "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                notes.missing_secrets.join(", ")
+            );
+            events
+                .record(
+                    self.pod,
+                    EventType::Warning,
+                    "FailedToRetrieveImagePullSecret",
+                    &message,
+                )
+                .await;
+        }
+        let image = container.image.as_deref().unwrap_or_default();
+        match outcome {
+            Ok(_) if notes.pulled => {
+                let message = format!("Successfully pulled image \"{image}\"");
+                events
+                    .record(self.pod, EventType::Normal, "Pulled", &message)
+                    .await;
+            }
+            Ok(_) => {}
+            Err(problem) => {
+                let reason = match problem.reason {
+                    "ImagePullBackOff" => "BackOff",
+                    "ErrImageNeverPull" => "ErrImageNeverPull",
+                    _ => "Failed",
+                };
+                events
+                    .record(self.pod, EventType::Warning, reason, &problem.message)
+                    .await;
+            }
+        }
     }
 
     /// Removes instances older than `keep` (the one just replaced stays for

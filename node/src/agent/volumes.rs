@@ -1,21 +1,25 @@
 //! Pod volumes as host directories under `AGENT_DIR/pods/<uid>/volumes`:
-//! emptyDir, hostPath, configMap, secret, downwardAPI and projected
-//! (configMap, secret, downwardAPI, and a placeholder service-account token
-//! until the API server issues tokens). Content volumes are rewritten at
-//! every sandbox start, so a restarted pod sees current data.
+//! emptyDir, hostPath, configMap, secret, downwardAPI, projected (configMap,
+//! secret, downwardAPI and service-account tokens bound to the pod) and
+//! persistentVolumeClaim (the bound PV's host directory, see [`super::claims`]).
+//! Content volumes are written when the worker starts and rewritten when a
+//! token is due for renewal (80 % of its lifetime).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, Volume,
 };
 use kube::Api;
 
+use super::claims::{self, ClaimContext, ClaimError};
 use super::downward::{self, NodeAllocatable};
 use super::env::{self, EnvError};
+use super::sa_token;
 
 /// Why a pod's volumes could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +50,22 @@ pub enum VolumeError {
         /// The item path.
         path: String,
     },
+    /// A persistentVolumeClaim has no usable volume (yet).
+    #[error("volume {volume}: {source}")]
+    Claim {
+        /// The volume.
+        volume: String,
+        /// Why.
+        source: ClaimError,
+    },
+    /// The service-account token could not be issued.
+    #[error("volume {volume}: requesting a service account token: {source}")]
+    Token {
+        /// The volume.
+        volume: String,
+        /// Why.
+        source: kube::Error,
+    },
     /// The volume type is not supported by this agent.
     #[error("volume {0}: unsupported volume type")]
     Unsupported(String),
@@ -66,21 +86,37 @@ pub struct VolumeContext<'a> {
     pub host_ip: &'a str,
     /// Allocatable resources (defaults of unset limits).
     pub allocatable: &'a NodeAllocatable,
+    /// This node's name (local-path claims placed here are provisioned).
+    pub node_name: &'a str,
+    /// Where provisioned volumes live (`DATA_DIR/storage`).
+    pub storage_dir: &'a Path,
+}
+
+/// A pod's volumes, ready to mount.
+#[derive(Debug, Clone, Default)]
+pub struct PreparedVolumes {
+    /// Each volume's host path.
+    pub paths: HashMap<String, PathBuf>,
+    /// When the content must be written again (the earliest token renewal).
+    pub refresh_at: Option<Instant>,
+}
+
+/// Where provisioned volumes live for an agent in `agent_dir`
+/// (`DATA_DIR/agent` → `DATA_DIR/storage`, as k3s keeps them).
+pub fn storage_dir(agent_dir: &Path) -> PathBuf {
+    agent_dir.parent().unwrap_or(agent_dir).join("storage")
 }
 
 /// Sets up every volume of `pod`, returning each volume's host path.
-pub async fn prepare(
-    ctx: &VolumeContext<'_>,
-    pod: &Pod,
-) -> Result<HashMap<String, PathBuf>, VolumeError> {
+pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolumes, VolumeError> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let base = pod_dir(ctx.agent_dir, uid).join("volumes");
-    let mut paths = HashMap::new();
+    let mut prepared = PreparedVolumes::default();
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        let path = prepare_one(ctx, pod, &base, volume).await?;
-        paths.insert(volume.name.clone(), path);
+        let path = prepare_one(ctx, pod, &base, volume, &mut prepared.refresh_at).await?;
+        prepared.paths.insert(volume.name.clone(), path);
     }
-    Ok(paths)
+    Ok(prepared)
 }
 
 async fn prepare_one(
@@ -88,6 +124,7 @@ async fn prepare_one(
     pod: &Pod,
     base: &Path,
     volume: &Volume,
+    refresh_at: &mut Option<Instant>,
 ) -> Result<PathBuf, VolumeError> {
     let name = volume.name.clone();
     let io_err = |path: &Path| {
@@ -119,6 +156,19 @@ async fn prepare_one(
             _ => {}
         }
         return Ok(path);
+    }
+    if let Some(claim) = &volume.persistent_volume_claim {
+        let cctx = ClaimContext {
+            client: ctx.client,
+            node_name: ctx.node_name,
+            storage_dir: ctx.storage_dir,
+        };
+        return claims::resolve(&cctx, namespace, &claim.claim_name)
+            .await
+            .map_err(|source| VolumeError::Claim {
+                volume: name.clone(),
+                source,
+            });
     }
     let dir = base.join(&name);
     if volume.empty_dir.is_some() {
@@ -182,10 +232,20 @@ async fn prepare_one(
                         .map_err(source_err)?,
                 );
             }
-            if let Some(token) = &source.service_account_token {
-                // The API server does not issue tokens yet; the file exists so
-                // that programs expecting it start.
-                files.push((token.path.clone(), Vec::new(), default_mode));
+            if let Some(projection) = &source.service_account_token {
+                let issued = sa_token::request(ctx.client, pod, projection)
+                    .await
+                    .map_err(|source| VolumeError::Token {
+                        volume: name.clone(),
+                        source,
+                    })?;
+                *refresh_at =
+                    Some(refresh_at.map_or(issued.refresh_at, |r| r.min(issued.refresh_at)));
+                files.push((
+                    projection.path.clone(),
+                    issued.token.into_bytes(),
+                    default_mode,
+                ));
             }
         }
     } else {

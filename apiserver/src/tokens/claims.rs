@@ -1,0 +1,36 @@
+//! The JWT claims of a bound service-account token, in upstream's layout
+//! (`kubernetes.io` holds the namespace, account and bound object).
+
+use serde::{Deserialize, Serialize};
+
+/// Name and UID of an object a token refers to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRef {
+    pub name: String,
+    pub uid: String,
+}
+
+/// The private `kubernetes.io` claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KubernetesClaim {
+    pub namespace: String,
+    pub serviceaccount: ObjectRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<ObjectRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<ObjectRef>,
+}
+
+/// Every claim of a token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    pub iss: String,
+    pub sub: String,
+    pub aud: Vec<String>,
+    pub exp: i64,
+    pub iat: i64,
+    pub nbf: i64,
+    pub jti: String,
+    #[serde(rename = "kubernetes.io")]
+    pub kubernetes: KubernetesClaim,
+}

@@ -1,0 +1,61 @@
+//! Service-account tokens as upstream issues them: the API server signs
+//! short-lived JWTs (ES256, key kept in the data dir) through the
+//! `serviceaccounts/<name>/token` subresource (TokenRequest), optionally bound
+//! to a pod or secret, and accepts them back as the service account's
+//! identity while the account and the bound object still exist.
+
+pub mod admission;
+mod claims;
+mod request;
+mod signer;
+mod verify;
+
+pub(crate) use request::create_token;
+pub use signer::{SignerError, TokenSigner};
+pub use verify::ServiceAccountTokens;
+
+/// The issuer and default audience of every token this server signs (the
+/// in-cluster name of the API server, as upstream defaults them).
+pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// Token lifetime when a TokenRequest names none (upstream: one hour).
+pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+
+/// The shortest lifetime a TokenRequest may ask for (upstream: ten minutes).
+pub const MIN_EXPIRATION_SECONDS: i64 = 600;
+
+/// Reads one object of a core/v1 resource from the watch cache (every
+/// write waits for the cache, so a just-written object is there).
+pub(crate) fn read_core(
+    inner: &crate::server::Inner,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<serde_json::Value>, crate::status::ApiError> {
+    use crate::status::ApiError;
+    let info = inner
+        .registry
+        .get("", "v1", resource)
+        .ok_or_else(|| ApiError::Internal(format!("{resource} are not registered")))?;
+    let key = info.key(Some(namespace), name);
+    Ok(inner
+        .cache(&info)?
+        .snapshot()
+        .objects
+        .get(&key)
+        .map(|o| (**o).clone()))
+}
+
+/// The user name of a service account.
+pub fn user_name(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// The groups every service account of `namespace` belongs to (without
+/// `system:authenticated`, which every user gets).
+pub fn groups(namespace: &str) -> Vec<String> {
+    vec![
+        "system:serviceaccounts".to_string(),
+        format!("system:serviceaccounts:{namespace}"),
+    ]
+}

@@ -1,0 +1,180 @@
+//! `POST .../serviceaccounts/<name>/token`: a TokenRequest in, the same
+//! request with its defaults filled and a signed token in `status` out.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+
+use super::claims::{Claims, KubernetesClaim, ObjectRef};
+use super::{DEFAULT_EXPIRATION_SECONDS, ISSUER, MIN_EXPIRATION_SECONDS, read_core};
+use crate::object::{meta_str, now_rfc3339};
+use crate::server::Inner;
+use crate::status::{ApiError, FieldError, json_response};
+
+/// Longer lifetimes are refused (upstream caps them at 2^32 seconds).
+const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
+
+const TOKEN_REQUEST: (&str, &str) = ("authentication.k8s.io/v1", "TokenRequest");
+
+/// The handler behind the `token` subresource of service accounts.
+pub(crate) async fn create_token(
+    State(inner): State<Arc<Inner>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match issue(&inner, &namespace, &name, &headers, body).await {
+        Ok(object) => json_response(StatusCode::CREATED, &object),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn not_found(resource: &str, name: &str) -> ApiError {
+    ApiError::NotFound {
+        resource: resource.to_string(),
+        group: String::new(),
+        name: name.to_string(),
+    }
+}
+
+fn invalid(name: &str, causes: Vec<FieldError>) -> ApiError {
+    ApiError::Invalid {
+        kind: "TokenRequest".into(),
+        group: "authentication.k8s.io".into(),
+        name: name.to_string(),
+        causes,
+    }
+}
+
+async fn issue(
+    inner: &Inner,
+    namespace: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Value, ApiError> {
+    let bytes = crate::body::read(headers, body).await?;
+    let mut request = if bytes.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        crate::body::decode_object(headers, &bytes)?
+    };
+    crate::handlers::check_type(&mut request, TOKEN_REQUEST.0, TOKEN_REQUEST.1)?;
+    let account = read_core(inner, "serviceaccounts", namespace, name)?
+        .ok_or_else(|| not_found("serviceaccounts", name))?;
+    let spec = &request["spec"];
+
+    let expiration = match &spec["expirationSeconds"] {
+        Value::Null => DEFAULT_EXPIRATION_SECONDS,
+        v => match v.as_i64() {
+            Some(s) if (MIN_EXPIRATION_SECONDS..=MAX_EXPIRATION_SECONDS).contains(&s) => s,
+            _ => {
+                return Err(invalid(
+                    name,
+                    vec![FieldError::invalid(
+                        "spec.expirationSeconds",
+                        v.clone(),
+                        "may not specify a duration less than 10 minutes",
+                    )],
+                ));
+            }
+        },
+    };
+    let audiences: Vec<String> = match spec["audiences"].as_array() {
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect(),
+        _ => vec![ISSUER.to_string()],
+    };
+
+    let mut kubernetes = KubernetesClaim {
+        namespace: namespace.to_string(),
+        serviceaccount: ObjectRef {
+            name: name.to_string(),
+            uid: meta_str(&account, "uid").unwrap_or_default().to_string(),
+        },
+        pod: None,
+        secret: None,
+    };
+    let bound = &spec["boundObjectRef"];
+    if bound.is_object() {
+        let kind = bound["kind"].as_str().unwrap_or_default();
+        let resource = match kind {
+            "Pod" => "pods",
+            "Secret" => "secrets",
+            other => {
+                return Err(invalid(
+                    name,
+                    vec![FieldError::invalid(
+                        "spec.boundObjectRef.kind",
+                        other,
+                        "supported values: \"Pod\", \"Secret\"",
+                    )],
+                ));
+            }
+        };
+        let bound_name = bound["name"].as_str().unwrap_or_default();
+        let object = read_core(inner, resource, namespace, bound_name)?
+            .ok_or_else(|| not_found(resource, bound_name))?;
+        let uid = meta_str(&object, "uid").unwrap_or_default().to_string();
+        if let Some(wanted) = bound["uid"].as_str().filter(|u| !u.is_empty())
+            && wanted != uid
+        {
+            return Err(ApiError::Conflict {
+                resource: resource.to_string(),
+                group: String::new(),
+                name: bound_name.to_string(),
+                detail: format!(
+                    "the UID in the bound object reference ({wanted}) does not match the UID in record ({uid})"
+                ),
+            });
+        }
+        let reference = Some(ObjectRef {
+            name: bound_name.to_string(),
+            uid,
+        });
+        if kind == "Pod" {
+            kubernetes.pod = reference;
+        } else {
+            kubernetes.secret = reference;
+        }
+    }
+
+    let now = jiff::Timestamp::now().as_second();
+    let claims = Claims {
+        iss: ISSUER.to_string(),
+        sub: super::user_name(namespace, name),
+        aud: audiences.clone(),
+        exp: now + expiration,
+        iat: now,
+        nbf: now,
+        jti: uuid::Uuid::new_v4().to_string(),
+        kubernetes,
+    };
+    let token = inner
+        .tokens
+        .sign(&claims)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut spec = spec.clone();
+    if !spec.is_object() {
+        spec = json!({});
+    }
+    spec["audiences"] = json!(audiences);
+    spec["expirationSeconds"] = json!(expiration);
+    let expires = jiff::Timestamp::from_second(claims.exp)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json!({
+        "kind": TOKEN_REQUEST.1,
+        "apiVersion": TOKEN_REQUEST.0,
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": now_rfc3339()},
+        "spec": spec,
+        "status": {"token": token, "expirationTimestamp": expires},
+    }))
+}

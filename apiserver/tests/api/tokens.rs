@@ -1,0 +1,221 @@
+//! Service-account tokens: TokenRequest, the API access volume admission
+//! adds to pods, and authentication with the issued tokens.
+
+use http::{HeaderMap, StatusCode, header};
+use serde_json::{Value, json};
+use skiff_apiserver::authn::{Authenticated, Authenticator};
+
+use crate::harness::{TestServer, assert_status};
+
+const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+fn bearer(token: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    h
+}
+
+fn pod(name: &str, account: &str, automount: Option<bool>) -> Value {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"serviceAccountName": account,
+                 "initContainers": [{"name": "init", "image": "busybox"}],
+                 "containers": [{"name": "main", "image": "busybox"}]}});
+    if let Some(a) = automount {
+        pod["spec"]["automountServiceAccountToken"] = json!(a);
+    }
+    pod
+}
+
+async fn service_account(server: &TestServer, name: &str, automount: Option<bool>) {
+    let mut sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}});
+    if let Some(a) = automount {
+        sa["automountServiceAccountToken"] = json!(a);
+    }
+    let (code, body) = server
+        .post("/api/v1/namespaces/default/serviceaccounts", sa)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+async fn request_token(server: &TestServer, account: &str, spec: Value) -> (StatusCode, Value) {
+    server
+        .post(
+            &format!("/api/v1/namespaces/default/serviceaccounts/{account}/token"),
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn pods_get_an_api_access_volume_unless_they_or_their_account_opt_out() {
+    let server = TestServer::new().await;
+    // Without its account a pod gets no credentials.
+    let (_, orphan) = server
+        .post(
+            "/api/v1/namespaces/default/pods",
+            pod("p0", "default", None),
+        )
+        .await;
+    assert!(orphan["spec"]["volumes"].is_null(), "{orphan}");
+    service_account(&server, "default", None).await;
+    service_account(&server, "quiet", Some(false)).await;
+    let (code, created) = server
+        .post(
+            "/api/v1/namespaces/default/pods",
+            pod("p1", "default", None),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let volumes = created["spec"]["volumes"].as_array().expect("volumes");
+    assert_eq!(volumes.len(), 1, "{created}");
+    let volume = &volumes[0];
+    let name = volume["name"].as_str().unwrap();
+    assert!(name.starts_with("kube-api-access-"), "{name}");
+    let sources = volume["projected"]["sources"].as_array().unwrap();
+    assert_eq!(sources[0]["serviceAccountToken"]["path"], "token");
+    assert_eq!(sources[1]["configMap"]["name"], "kube-root-ca.crt");
+    assert_eq!(
+        sources[2]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    for list in ["initContainers", "containers"] {
+        let mount = &created["spec"][list][0]["volumeMounts"][0];
+        assert_eq!(mount["name"], name);
+        assert_eq!(mount["mountPath"], MOUNT_PATH);
+        assert_eq!(mount["readOnly"], true);
+    }
+
+    let (_, opted_out) = server
+        .post(
+            "/api/v1/namespaces/default/pods",
+            pod("p2", "default", Some(false)),
+        )
+        .await;
+    assert!(opted_out["spec"]["volumes"].is_null(), "{opted_out}");
+    let (_, quiet) = server
+        .post("/api/v1/namespaces/default/pods", pod("p3", "quiet", None))
+        .await;
+    assert!(quiet["spec"]["volumes"].is_null(), "{quiet}");
+    // The pod's own choice wins over its account's.
+    let (_, forced) = server
+        .post(
+            "/api/v1/namespaces/default/pods",
+            pod("p4", "quiet", Some(true)),
+        )
+        .await;
+    assert_eq!(forced["spec"]["volumes"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
+    let server = TestServer::new().await;
+    service_account(&server, "builder", None).await;
+    let (_, created) = server
+        .post(
+            "/api/v1/namespaces/default/pods",
+            pod("worker", "builder", None),
+        )
+        .await;
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let (code, issued) = request_token(
+        &server,
+        "builder",
+        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "worker", "uid": uid}}),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{issued}");
+    assert_eq!(issued["kind"], "TokenRequest");
+    assert_eq!(issued["spec"]["expirationSeconds"], 3600);
+    assert!(issued["status"]["expirationTimestamp"].is_string());
+    let token = issued["status"]["token"].as_str().unwrap().to_string();
+
+    let authn = Authenticator::default()
+        .with_service_account_tokens(server.server.service_account_tokens());
+    let Authenticated::User(user) = authn.authenticate(&bearer(&token), None) else {
+        panic!("the token does not authenticate");
+    };
+    assert_eq!(user.name, "system:serviceaccount:default:builder");
+    for group in [
+        "system:serviceaccounts",
+        "system:serviceaccounts:default",
+        "system:authenticated",
+    ] {
+        assert!(user.groups.iter().any(|g| g == group), "{group}: {user:?}");
+    }
+    // Tampering breaks the signature.
+    let mut forged = token.clone();
+    forged.pop();
+    forged.push(if token.ends_with('A') { 'B' } else { 'A' });
+    assert_eq!(
+        authn.authenticate(&bearer(&forged), None),
+        Authenticated::Rejected
+    );
+
+    let (code, body) = server
+        .delete("/api/v1/namespaces/default/pods/worker?gracePeriodSeconds=0")
+        .await;
+    assert!(code.is_success(), "{body}");
+    assert_eq!(
+        authn.authenticate(&bearer(&token), None),
+        Authenticated::Rejected,
+        "a token bound to a deleted pod must stop working"
+    );
+}
+
+#[tokio::test]
+async fn token_requests_are_checked() {
+    let server = TestServer::new().await;
+    service_account(&server, "builder", None).await;
+    let (code, body) = request_token(&server, "builder", json!({"expirationSeconds": 60})).await;
+    assert_status(code, &body, 422, "Invalid");
+    let (code, body) = request_token(&server, "nobody", json!({})).await;
+    assert_status(code, &body, 404, "NotFound");
+    let (code, body) = request_token(
+        &server,
+        "builder",
+        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "ghost"}}),
+    )
+    .await;
+    assert_status(code, &body, 404, "NotFound");
+    let (code, body) = request_token(
+        &server,
+        "builder",
+        json!({"boundObjectRef": {"kind": "ConfigMap", "apiVersion": "v1", "name": "x"}}),
+    )
+    .await;
+    assert_status(code, &body, 422, "Invalid");
+
+    // A token for another audience is not accepted by the API server.
+    let (code, issued) = request_token(
+        &server,
+        "builder",
+        json!({"audiences": ["vault"], "expirationSeconds": 600}),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{issued}");
+    assert_eq!(issued["spec"]["audiences"], json!(["vault"]));
+    let authn = Authenticator::default()
+        .with_service_account_tokens(server.server.service_account_tokens());
+    let token = issued["status"]["token"].as_str().unwrap();
+    assert_eq!(
+        authn.authenticate(&bearer(token), None),
+        Authenticated::Rejected
+    );
+    // Deleting the account revokes its tokens.
+    let (_, issued) = request_token(&server, "builder", json!({})).await;
+    let token = issued["status"]["token"].as_str().unwrap().to_string();
+    assert!(matches!(
+        authn.authenticate(&bearer(&token), None),
+        Authenticated::User(_)
+    ));
+    server
+        .delete("/api/v1/namespaces/default/serviceaccounts/builder")
+        .await;
+    assert_eq!(
+        authn.authenticate(&bearer(&token), None),
+        Authenticated::Rejected
+    );
+}
