@@ -320,6 +320,7 @@ fn apply_config(
         ApplyError::Invalid(walk) => {
             ApiError::BadRequest(format!("failed to create typed patch object: {walk}"))
         }
+        ApplyError::ManagedFieldsSet => ApiError::BadRequest(e.to_string()),
     })
 }
 

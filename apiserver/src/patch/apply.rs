@@ -27,6 +27,9 @@ pub enum ApplyError {
     /// list element without its key, duplicates).
     #[error("{0}")]
     Invalid(#[from] WalkError),
+    /// The configuration carries managedFields, which only the server sets.
+    #[error("metadata.managedFields must be nil")]
+    ManagedFieldsSet,
     /// Fields owned by other managers would change.
     #[error("{}", conflict_message(.0))]
     Conflicts(Vec<Conflict>),
@@ -46,7 +49,7 @@ impl ApplyError {
                     )
                 })
                 .collect(),
-            ApplyError::Invalid(_) => Vec::new(),
+            ApplyError::Invalid(_) | ApplyError::ManagedFieldsSet => Vec::new(),
         }
     }
 }
@@ -101,10 +104,10 @@ pub fn server_side_apply(
         force,
     } = *request;
     debug_assert_eq!(writer.operation, Operation::Apply);
-    let mut config = without_nulls(config);
-    if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
+    if config.pointer("/metadata/managedFields").is_some() {
+        return Err(ApplyError::ManagedFieldsSet);
     }
+    let config = without_nulls(config);
     let applied = applied_fields(schema, &scope.view(&config))?;
     let live_view = scope.view(live);
     let mut managers = managed_fields::stored(live).unwrap_or_default();
@@ -339,6 +342,16 @@ mod tests {
             fields_of(&forced, "a"),
             Value::Null,
             "a lost its only field"
+        );
+    }
+
+    #[test]
+    fn configurations_may_not_carry_managed_fields() {
+        let mut config = cm(json!({"k": "1"}));
+        config["metadata"]["managedFields"] = json!([]);
+        assert_eq!(
+            apply(&json!({}), config, "a", false),
+            Err(ApplyError::ManagedFieldsSet)
         );
     }
 
