@@ -6,6 +6,7 @@ mod e2e {
     pub mod support;
 
     mod containerd;
+    mod crd;
     mod durability;
     mod kube_rs;
     mod kubectl;

@@ -68,10 +68,12 @@ pub(crate) async fn sync(inner: &Arc<Inner>) -> Result<Served, FeedError> {
     for info in &served.resources {
         ensure_cache(inner, &info.storage_prefix).await?;
     }
-    // Documents derived from the registry are generated per request.
-    let _changed = inner
+    if inner
         .registry
-        .set_custom(std::mem::take(&mut served.resources));
+        .set_custom(std::mem::take(&mut served.resources))
+    {
+        inner.openapi.invalidate();
+    }
     Ok(served)
 }
 

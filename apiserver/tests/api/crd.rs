@@ -559,3 +559,115 @@ async fn custom_resources_survive_a_restart() {
     assert_eq!(kept["spec"]["size"], 2);
     assert_eq!(kept["spec"]["replicas"], 1);
 }
+
+/// kube-rs with `#[derive(CustomResource)]`: install the generated CRD, wait
+/// for Established, then follow the objects with `kube::runtime::watcher`.
+mod kube_rs {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use kube::runtime::wait::{await_condition, conditions};
+    use kube::runtime::{WatchStreamExt, watcher};
+    use kube::{CustomResource, CustomResourceExt};
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+    use skiff_apiserver::authn::UserInfo;
+
+    use crate::harness::TestServer;
+
+    /// A knob that can be turned.
+    #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "kube.example.com",
+        version = "v1",
+        kind = "Knob",
+        namespaced,
+        status = "KnobStatus",
+        shortname = "kn",
+        printcolumn = r#"{"name":"Turns","type":"integer","jsonPath":".spec.turns"}"#
+    )]
+    pub struct KnobSpec {
+        pub turns: i32,
+        pub label: Option<String>,
+    }
+
+    /// What the knob reports.
+    #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+    pub struct KnobStatus {
+        pub settled: bool,
+    }
+
+    fn knob(name: &str, turns: i32) -> Knob {
+        Knob::new(name, KnobSpec { turns, label: None })
+    }
+
+    #[tokio::test]
+    async fn derived_crd_installs_and_its_objects_can_be_watched() {
+        let s = TestServer::new().await;
+        let client = skiff_apiserver::inprocess::client(
+            s.router.clone(),
+            UserInfo::new("system:test", Vec::new()),
+        );
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        crds.create(&PostParams::default(), &Knob::crd())
+            .await
+            .expect("the derived CRD is accepted");
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            await_condition(
+                crds,
+                "knobs.kube.example.com",
+                conditions::is_crd_established(),
+            ),
+        )
+        .await
+        .expect("established in time")
+        .expect("wait succeeded");
+
+        let knobs: Api<Knob> = Api::namespaced(client, "default");
+        knobs
+            .create(&PostParams::default(), &knob("first", 1))
+            .await
+            .unwrap();
+        let mut seen = watcher(knobs.clone(), watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        let first = tokio::time::timeout(Duration::from_secs(5), seen.next())
+            .await
+            .expect("initial object")
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.spec.turns, 1);
+
+        knobs
+            .create(&PostParams::default(), &knob("second", 2))
+            .await
+            .unwrap();
+        let status = json!({"status": {"settled": true}});
+        let patched = knobs
+            .patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+        assert!(patched.status.unwrap().settled);
+        let mut names = BTreeSet::new();
+        while names.len() < 2 {
+            let k = tokio::time::timeout(Duration::from_secs(5), seen.next())
+                .await
+                .expect("watch event")
+                .unwrap()
+                .unwrap();
+            names.insert(k.metadata.name.unwrap());
+        }
+        assert_eq!(
+            names,
+            BTreeSet::from(["first".to_string(), "second".to_string()])
+        );
+        let listed = knobs.list(&Default::default()).await.unwrap();
+        assert_eq!(listed.items.len(), 2);
+        assert_eq!(listed.items[0].spec.turns, 1);
+    }
+}
