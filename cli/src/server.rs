@@ -71,6 +71,10 @@ pub struct ServerArgs {
     #[arg(long, env = "SKIFF_SERVICE_CIDR", default_value = "10.43.0.0/16")]
     pub service_cidr: String,
 
+    /// Range the nodes' pod CIDRs (a /24 each) are carved from.
+    #[arg(long, env = "SKIFF_CLUSTER_CIDR", default_value = "10.42.0.0/16")]
+    pub cluster_cidr: String,
+
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
     pub store_cache_mb: u64,
@@ -166,7 +170,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     {
         let mut context = skiff_controllers::Context::new(client.clone(), factory.clone());
         context.root_ca_pem = Some(Arc::from(certs.ca_cert_pem.as_str()));
-        let manager = skiff_controllers::ControllerManager::with_defaults(context, &[]);
+        // Node IPAM carves pod CIDRs out of --cluster-cidr.
+        let mut manager =
+            skiff_controllers::ControllerManager::with_defaults(context, &["node-ipam"]);
+        let ipam = skiff_controllers::node_ipam::IpamConfig {
+            cluster_cidr: args.cluster_cidr.clone(),
+            ..Default::default()
+        };
+        manager.register("node-ipam", move |ctx, stop| {
+            skiff_controllers::node_ipam::run_with(ctx, stop, ipam)
+        });
         tracing::info!(controllers = ?manager.names(), "controller manager starting");
         components.spawn(manager.run(stop_rx.clone()));
     }

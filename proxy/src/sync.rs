@@ -155,6 +155,11 @@ impl Applier {
         }
     }
 
+    /// True once a ruleset was applied (and not forgotten since).
+    pub fn has_applied(&self) -> bool {
+        self.applied.is_some()
+    }
+
     /// Forgets what was applied, so the next apply replaces the table.
     pub fn invalidate(&mut self) {
         self.applied = None;
@@ -248,7 +253,7 @@ async fn sync_until_stopped(
         let check = periodic;
         let (result, returned) = tokio::task::spawn_blocking(move || {
             let mut applier = applier;
-            if check {
+            if check && applier.has_applied() {
                 match applier.intact() {
                     Ok(true) => {}
                     Ok(false) => {

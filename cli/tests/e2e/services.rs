@@ -1,9 +1,10 @@
 //! Service networking on real containerd (issue #8): busybox `httpd`
 //! backends that each serve their own hostname, reached through the service
 //! proxy's nftables rules — from a pod through the ClusterIP, from the host
-//! through the ClusterIP, a NodePort and an external IP; balanced over three
-//! replicas; a deleted backend no longer answers once its endpoint is gone;
-//! a pod reaches itself through its own Service (hairpin). The server gets
+//! through the ClusterIP, a NodePort, a LoadBalancer's EXTERNAL-IP (from
+//! ServiceLB) and an external IP; balanced over three replicas; a deleted
+//! backend no longer answers once its endpoint is gone; a pod reaches
+//! itself through its own Service (hairpin). The server gets
 //! its own service CIDR and nftables table so it cannot meet the rules of
 //! other servers on the machine. Needs root (containerd, runc, CNI, nft).
 
@@ -169,6 +170,8 @@ fn services_reach_pods_through_the_proxy_rules() {
         &bridge,
         "--pod-cidr",
         &pod_cidr,
+        "--cluster-cidr",
+        &pod_cidr,
         "--service-cidr",
         &service_cidr,
         "--proxy-table",
@@ -229,11 +232,12 @@ fn scenario(server: &mut Server, table: &str) {
     });
     let first_name = first[0].1.clone();
     let via_cluster_ip = SocketAddr::new(cluster_ip, 80);
-    eventually(
+    let answer = eventually(
         Duration::from_secs(30),
         "host reaches the ClusterIP",
-        || (host_get(via_cluster_ip).ok()? == first_name).then_some(()),
+        || host_get(via_cluster_ip).ok(),
     );
+    assert_eq!(answer, first_name, "the backend serves its hostname");
     let nft = skiff_proxy::Nft::new()
         .list_table(table)
         .expect("nft")
@@ -292,24 +296,45 @@ fn scenario(server: &mut Server, table: &str) {
         );
     }
 
-    // A LoadBalancer Service with an external IP, reachable from the host.
+    // A LoadBalancer Service: ServiceLB gives it the node's address as
+    // EXTERNAL-IP, reachable from the host on the Service's port.
+    apply(
+        server,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc-lb"},
+           "spec":{"type":"LoadBalancer","selector":{"app":"web"},
+             "ports":[{"name":"http","port":8081,"targetPort":8080}]}}"#,
+    );
+    let ingress: std::net::IpAddr = eventually(Duration::from_secs(30), "EXTERNAL-IP", || {
+        let svc = json(&server.kubectl_ok(&["get", "service", "svc-lb", "-o", "json"]));
+        svc["status"]["loadBalancer"]["ingress"][0]["ip"]
+            .as_str()?
+            .parse()
+            .ok()
+    });
+    assert_eq!(ingress, node_ip, "ServiceLB publishes the node's address");
+    let table_row = server.kubectl_ok(&["get", "service", "svc-lb"]);
+    assert!(table_row.contains(&ingress.to_string()), "{table_row}");
+    let live = |answer: &str| backends(server, "web").iter().any(|(_, n)| n == answer);
+    let answer = eventually(Duration::from_secs(30), "EXTERNAL-IP answers", || {
+        host_get(SocketAddr::new(ingress, 8081)).ok()
+    });
+    assert!(live(&answer), "{answer} is not a live backend");
+
+    // spec.externalIPs are served the same way.
     let external_ip = format!("198.51.100.{}", 10 + std::process::id() % 200);
     apply(
         server,
         &format!(
-            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"svc-lb"}},
-               "spec":{{"type":"LoadBalancer","selector":{{"app":"web"}},"externalIPs":["{external_ip}"],
-                 "ports":[{{"name":"http","port":8081,"targetPort":8080}}]}}}}"#
+            r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"svc-ext"}},
+               "spec":{{"selector":{{"app":"web"}},"externalIPs":["{external_ip}"],
+                 "ports":[{{"name":"http","port":8082,"targetPort":8080}}]}}}}"#
         ),
     );
-    let via_external = SocketAddr::new(external_ip.parse().expect("ip"), 8081);
+    let via_external = SocketAddr::new(external_ip.parse().expect("ip"), 8082);
     let answer = eventually(Duration::from_secs(30), "external IP answers", || {
         host_get(via_external).ok()
     });
-    assert!(
-        backends(server, "web").iter().any(|(_, n)| *n == answer),
-        "{answer} is not a live backend"
-    );
+    assert!(live(&answer), "{answer} is not a live backend");
 
     // Hairpin: the only backend of a Service fetches from that Service.
     apply(
