@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Directive, Problem, decide, duplicate_fields, strip_unknown, unknown_fields};
 use crate::handlers::Ctx;
 use crate::patch::PatchType;
-use crate::registry::Subresource;
+use crate::registry::{ResourceInfo, Subresource};
 use crate::status::ApiError;
 
 /// Media types whose bodies are JSON text (duplicates can be found).
@@ -60,7 +60,7 @@ pub(crate) async fn screen(
     let mut problems = Vec::new();
     let mut stripped = None;
     if let Some(input) = &input
-        && let Ok(known) = info.roundtrip(input)
+        && let Ok(known) = known_part(&info, input)
     {
         let unknown = unknown_fields(input, &known);
         if !unknown.is_empty() && *method != Method::PATCH {
@@ -93,6 +93,20 @@ pub(crate) async fn screen(
         return Ok((Body::from(json), warnings));
     }
     Ok((Body::from(bytes), warnings))
+}
+
+/// What of `input` the kind keeps: the typed round trip of a built-in kind,
+/// the schema-pruned object of a custom resource (its defaults added too,
+/// which is harmless: only fields of `input` missing here count).
+fn known_part(info: &ResourceInfo, input: &Value) -> Result<Value, String> {
+    match &info.custom {
+        Some(custom) => {
+            let mut known = input.clone();
+            custom.prune_and_default(&mut known);
+            Ok(known)
+        }
+        None => info.roundtrip(input),
+    }
 }
 
 /// The object a patch would produce from what is stored now (`None` when

@@ -200,3 +200,73 @@ async fn v2_document_lists_every_group() {
     assert_eq!(&body[..5], b"\x0a\x032.0");
     assert!(body.windows(23).any(|w| w == b"io.k8s.api.core.v1.Pod\x12"));
 }
+
+#[tokio::test]
+async fn custom_resources_appear_once_their_crd_is_served() {
+    let ts = TestServer::new().await;
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.org"},
+        "spec": {
+            "group": "example.org",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]
+        }
+    });
+    let (status, body) = ts
+        .post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            crd,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut url = None;
+    for _ in 0..100 {
+        let index = fetch_json(&ts, "/openapi/v3").await;
+        if let Some(u) = index["paths"]["apis/example.org/v1"]["serverRelativeURL"].as_str() {
+            url = Some(u.to_string());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let url = url.expect("the CRD's group version is never listed");
+    let doc = fetch_json(&ts, &url).await;
+    let schema = &doc["components"]["schemas"]["org.example.v1.Gadget"];
+    assert_eq!(
+        schema["x-kubernetes-group-version-kind"][0]["kind"],
+        "Gadget"
+    );
+    let patch =
+        &doc["paths"]["/apis/example.org/v1/namespaces/{namespace}/gadgets/{name}"]["patch"];
+    assert!(
+        patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation")
+    );
+    let content = &patch["requestBody"]["content"];
+    assert!(content["application/merge-patch+json"].is_object());
+    assert!(content["application/strategic-merge-patch+json"].is_null());
+
+    // Strict validation reports what the schema prunes.
+    let (status, body) = ts
+        .post(
+            "/apis/example.org/v1/namespaces/default/gadgets?fieldValidation=Strict",
+            serde_json::json!({"apiVersion": "example.org/v1", "kind": "Gadget",
+                "metadata": {"name": "g"}, "spec": {"size": 1, "bogus": true}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("strict decoding error: unknown field \"spec.bogus\""),
+        "{body}"
+    );
+}
