@@ -18,6 +18,7 @@ mod e2e {
     mod server_side_apply;
     mod services;
     mod simulated;
+    mod streaming;
     mod tables;
     mod workloads;
 }

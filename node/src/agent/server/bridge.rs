@@ -115,8 +115,11 @@ pub async fn run(client: Upgraded, runtime: Upgraded, flags: StreamFlags) {
         let out_tx = out_tx.clone();
         async move {
             while let Some(Ok(message)) = ws_rx.next().await {
+                // The Python client sends text frames (its channel byte a
+                // character); the runtime's server reads both alike.
                 let data = match message {
                     Message::Binary(b) => b,
+                    Message::Text(t) => Bytes::from(t),
                     Message::Close(_) => break,
                     _ => continue,
                 };

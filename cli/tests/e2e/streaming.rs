@@ -1,0 +1,339 @@
+//! Streaming against `skiff server` on real containerd, with kubectl 1.32
+//! and the Python client: logs (follow, previous, tail, since, timestamps,
+//! container), exec (output, stdin, exit codes), attach, cp both ways,
+//! port-forward, and the API's errors for missing pods and unscheduled ones.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use skiff_node::images::BUSYBOX_IMAGE;
+
+use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::support::{Server, eventually};
+
+const NODE: &str = "e2e-streaming";
+
+#[test]
+fn kubectl_and_python_stream_logs_exec_attach_cp_and_port_forward() {
+    assert_root();
+    let bridge = format!("sks{}", std::process::id() % 100_000);
+    let mut server = Server::start_with(&[
+        "--node-name",
+        NODE,
+        "--cni-bridge",
+        &bridge,
+        "--pod-cidr",
+        "10.233.8.0/24",
+        // Node IPAM would otherwise hand out 10.42.0.0/24, which other
+        // servers on the machine use too.
+        "--cluster-cidr",
+        "10.233.8.0/24",
+        "--kubelet-port",
+        "0",
+    ]);
+    let base = server.data_dir().to_path_buf();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        scenario(&server);
+    }));
+    let _ = server.kubectl(&[
+        "delete",
+        "pods",
+        "--all",
+        "--grace-period=1",
+        "--timeout=60s",
+    ]);
+    server.terminate();
+    cleanup_host(&base, &bridge);
+    if let Err(panic) = result {
+        eprintln!("server log:\n{}", server.log());
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn wait_running(server: &Server, name: &str) {
+    eventually(Duration::from_secs(120), &format!("{name} Running"), || {
+        (pod(server, name)["status"]["phase"] == "Running").then_some(())
+    });
+}
+
+fn busybox_pod(name: &str, containers: &[(&str, &str)], restart: &str) -> String {
+    let containers: Vec<serde_json::Value> = containers
+        .iter()
+        .map(|(c, script)| {
+            serde_json::json!({"name": c, "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "Never", "command": ["sh", "-c", script]})
+        })
+        .collect();
+    serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": restart, "terminationGracePeriodSeconds": 1,
+                 "containers": containers}})
+    .to_string()
+}
+
+fn scenario(server: &Server) {
+    eventually(Duration::from_secs(120), "node Ready", || {
+        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
+        if !out.status.success() {
+            return None;
+        }
+        let node = json(&String::from_utf8_lossy(&out.stdout));
+        node["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .then_some(node)
+    });
+    let node = json(&server.kubectl_ok(&["get", "node", NODE, "-o", "json"]));
+    let port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(port > 0, "kubelet port published: {node}");
+    import_busybox(server);
+
+    apply(
+        server,
+        &busybox_pod(
+            "ticker",
+            &[(
+                "main",
+                "for i in 1 2 3 4 5; do echo tick $i; sleep 0.5; done; sleep 3600",
+            )],
+            "Always",
+        ),
+    );
+    apply(
+        server,
+        &busybox_pod(
+            "duo",
+            &[
+                ("a", "echo from-a; sleep 3600"),
+                ("b", "echo from-b; sleep 3600"),
+            ],
+            "Always",
+        ),
+    );
+    apply(
+        server,
+        &busybox_pod(
+            "crasher",
+            &[("main", "echo run-output; sleep 1; exit 1")],
+            "Always",
+        ),
+    );
+    apply(
+        server,
+        &busybox_pod(
+            "web",
+            &[(
+                "httpd",
+                "mkdir -p /www && echo hello-from-httpd > /www/index.html && httpd -f -p 8080 -h /www",
+            )],
+            "Always",
+        ),
+    );
+    wait_running(server, "ticker");
+
+    // logs -f follows new lines as they are written (the container keeps
+    // running, so kubectl is stopped once all five arrived).
+    let mut follow = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["logs", "-f", "ticker"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl logs -f");
+    let mut followed = String::new();
+    let mut stdout = follow.stdout.take().expect("stdout");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut buffer = [0u8; 256];
+    while !followed.contains("tick 5\n") && Instant::now() < deadline {
+        match stdout.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => followed.push_str(&String::from_utf8_lossy(&buffer[..n])),
+        }
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert_eq!(followed, "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n");
+
+    assert_eq!(
+        server.kubectl_ok(&["logs", "ticker", "--tail=2"]),
+        "tick 4\ntick 5\n"
+    );
+    assert_eq!(
+        server
+            .kubectl_ok(&["logs", "ticker", "--since=1h"])
+            .lines()
+            .count(),
+        5
+    );
+    assert_eq!(
+        server.kubectl_ok(&["logs", "ticker", "--since-time=2999-01-01T00:00:00Z"]),
+        ""
+    );
+    let stamped = server.kubectl_ok(&["logs", "ticker", "--timestamps", "--tail=1"]);
+    let (time, text) = stamped
+        .trim_end()
+        .split_once(' ')
+        .expect("timestamped line");
+    assert_eq!(text, "tick 5");
+    assert!(
+        time.starts_with("20") && time.contains('T') && time.ends_with('Z'),
+        "{stamped}"
+    );
+
+    wait_running(server, "duo");
+    eventually(Duration::from_secs(30), "duo logs", || {
+        (server.kubectl_ok(&["logs", "duo", "-c", "b"]) == "from-b\n").then_some(())
+    });
+    assert_eq!(server.kubectl_ok(&["logs", "duo", "-c", "a"]), "from-a\n");
+    let err = server.kubectl_err(&["get", "--raw", "/api/v1/namespaces/default/pods/duo/log"]);
+    assert!(
+        err.contains("a container name must be specified for pod duo, choose one of: [a b]"),
+        "{err}"
+    );
+
+    // --previous shows the run before the restart.
+    eventually(Duration::from_secs(90), "crasher restarted", || {
+        let p = pod(server, "crasher");
+        (p["status"]["containerStatuses"][0]["restartCount"].as_i64() >= Some(1)).then_some(())
+    });
+    assert_eq!(
+        server.kubectl_ok(&["logs", "crasher", "--previous"]),
+        "run-output\n"
+    );
+
+    // exec: output, stderr, exit codes; stdin that ends.
+    let out = server.kubectl(&[
+        "exec",
+        "ticker",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("err\n"));
+    let out = server.kubectl_stdin(&["exec", "-i", "ticker", "--", "cat"], "through stdin\n");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "through stdin\n");
+
+    // cp to and from the pod (tar through exec with and without stdin).
+    let local = base_file(server, "upload.txt", "copied content\n");
+    server.kubectl_ok(&["cp", &local, "ticker:/tmp/upload.txt"]);
+    assert_eq!(
+        server.kubectl_ok(&["exec", "ticker", "--", "cat", "/tmp/upload.txt"]),
+        "copied content\n"
+    );
+    let back = server.data_dir().join("download.txt");
+    server.kubectl_ok(&["cp", "ticker:/tmp/upload.txt", &back.to_string_lossy()]);
+    assert_eq!(
+        std::fs::read_to_string(&back).expect("downloaded"),
+        "copied content\n"
+    );
+
+    // attach streams the main process's output.
+    apply(
+        server,
+        &busybox_pod(
+            "chatty",
+            &[(
+                "main",
+                "i=0; while true; do echo chat $i; i=$((i+1)); sleep 0.3; done",
+            )],
+            "Always",
+        ),
+    );
+    wait_running(server, "chatty");
+    let mut attach = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["attach", "chatty"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl attach");
+    let mut attached = String::new();
+    let mut stdout = attach.stdout.take().expect("stdout");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while attached.matches("chat ").count() < 3 && Instant::now() < deadline {
+        match stdout.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => attached.push_str(&String::from_utf8_lossy(&buffer[..n])),
+        }
+    }
+    let _ = attach.kill();
+    let _ = attach.wait();
+    assert!(attached.matches("chat ").count() >= 3, "{attached:?}");
+
+    // port-forward: an HTTP GET through the forwarded port.
+    wait_running(server, "web");
+    let local_port = super::support::free_port();
+    let mut forward = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["port-forward", "pod/web", &format!("{local_port}:8080")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl port-forward");
+    let reply = eventually(Duration::from_secs(30), "port-forward answers", || {
+        let mut tcp = TcpStream::connect(("127.0.0.1", local_port)).ok()?;
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        tcp.write_all(b"GET /index.html HTTP/1.0\r\nHost: web\r\n\r\n")
+            .ok()?;
+        let mut reply = String::new();
+        tcp.read_to_string(&mut reply).ok()?;
+        reply.contains("hello-from-httpd").then_some(reply)
+    });
+    let _ = forward.kill();
+    let _ = forward.wait();
+    assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+
+    // The Python client: exec (WebSocket) and port-forward.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/streaming.py");
+    let out = Command::new("python3")
+        .args([script, "default", "web", "8080"])
+        .env("KUBECONFIG", server.kubeconfig())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python streaming failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Errors as upstream: a missing pod is 404, a pod without a node 400.
+    let err = server.kubectl_err(&["get", "--raw", "/api/v1/namespaces/default/pods/nope/log"]);
+    assert!(
+        err.contains("NotFound") && err.contains("\"nope\" not found"),
+        "{err}"
+    );
+    let unscheduled = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "floating"},
+        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": BUSYBOX_IMAGE}]}});
+    apply(server, &unscheduled.to_string());
+    let err = server.kubectl_err(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/pods/floating/log",
+    ]);
+    assert!(
+        err.contains("BadRequest") && err.contains("pod floating does not have a host assigned"),
+        "{err}"
+    );
+    let err = server.kubectl_err(&["exec", "floating", "--", "true"]);
+    assert!(err.contains("does not have a host assigned"), "{err}");
+}
+
+/// Writes a file under the server's data dir; returns its path.
+fn base_file(server: &Server, name: &str, content: &str) -> String {
+    let path = server.data_dir().join(name);
+    std::fs::write(&path, content).expect("write local file");
+    path.to_string_lossy().into_owned()
+}
