@@ -66,6 +66,15 @@ impl CustomVersion {
         }
     }
 
+    /// A copy of `object` without the fields the schema does not allow.
+    pub fn pruned(&self, object: &Value) -> Value {
+        let mut copy = object.clone();
+        if let Some(schema) = &self.schema {
+            prune::prune_root(schema, &mut copy);
+        }
+        copy
+    }
+
     /// Every violation of the schema, with field paths.
     pub fn validate(&self, object: &Value) -> Vec<FieldError> {
         let mut errors = Vec::new();

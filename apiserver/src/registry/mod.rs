@@ -170,8 +170,13 @@ impl ResourceInfo {
         }
     }
 
-    /// Checks the object's shape against the typed struct and normalises it.
+    /// Checks the object's shape against the typed struct and normalises it;
+    /// a custom object comes back pruned to its schema, so what the round
+    /// trip drops is what field validation calls unknown.
     pub fn roundtrip(&self, object: &Value) -> Result<Value, String> {
+        if let Some(custom) = &self.custom {
+            return Ok(custom.pruned(object));
+        }
         (self.roundtrip)(object)
     }
 

@@ -392,6 +392,35 @@ async fn unknown_fields_are_pruned_and_defaults_applied() {
 }
 
 #[tokio::test]
+async fn strict_field_validation_names_fields_the_schema_lacks() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    let (code, body) = s
+        .post(
+            &format!("{WIDGETS}?fieldValidation=Strict"),
+            widget(
+                "strict",
+                json!({"size": 2, "bogus": 1, "extra": {"kept": true}}),
+            ),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert_eq!(
+        body["message"],
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.bogus\""
+    );
+    assert!(!s.keys().await.iter().any(|k| k.contains("/widgets/")));
+    let (code, created) = s
+        .post(
+            &format!("{WIDGETS}?fieldValidation=Ignore"),
+            widget("strict", json!({"size": 2, "bogus": 1})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert!(created["spec"].get("bogus").is_none());
+}
+
+#[tokio::test]
 async fn status_and_scale_subresources() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
