@@ -34,6 +34,25 @@ pub struct NodeFlags {
     #[arg(long = "node-label", env = "SKIFF_NODE_LABEL", value_delimiter = ',')]
     pub node_labels: Vec<String>,
 
+    /// Nameserver pods are told to use (the `kube-dns` Service's ClusterIP);
+    /// repeatable.
+    #[arg(
+        long = "cluster-dns",
+        env = "SKIFF_CLUSTER_DNS",
+        value_delimiter = ',',
+        default_value = skiff_dns::DEFAULT_CLUSTER_DNS
+    )]
+    pub cluster_dns: Vec<std::net::IpAddr>,
+
+    /// The cluster domain.
+    #[arg(long, env = "SKIFF_CLUSTER_DOMAIN", default_value = skiff_dns::DEFAULT_DOMAIN)]
+    pub cluster_domain: String,
+
+    /// The node's resolv.conf: pods with `dnsPolicy: Default` get it, and the
+    /// cluster DNS forwards other names to its nameservers.
+    #[arg(long, env = "SKIFF_RESOLV_CONF", default_value = "/etc/resolv.conf")]
+    pub resolv_conf: PathBuf,
+
     /// Port of the node server the API server proxies logs, exec, attach
     /// and port-forward to (0: any free port; the Node publishes it).
     #[arg(long, env = "SKIFF_KUBELET_PORT", default_value_t = 10250)]
@@ -59,6 +78,11 @@ impl NodeFlags {
         config.runtime.external_endpoint = self.container_runtime_endpoint.clone();
         config.fallback_pod_cidr = self.pod_cidr.clone();
         config.cni_bridge = self.cni_bridge.clone();
+        config.dns = agent::dns_config::ClusterDnsSettings {
+            servers: self.cluster_dns.clone(),
+            domain: self.cluster_domain.clone(),
+            resolv_conf: self.resolv_conf.clone(),
+        };
         config.server_port = self.kubelet_port;
         let mut labels = BTreeMap::new();
         for label in &self.node_labels {

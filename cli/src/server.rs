@@ -78,6 +78,15 @@ pub struct ServerArgs {
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
     pub store_cache_mb: u64,
+
+    /// Where the cluster DNS listens (UDP and TCP); the `kube-dns` Service's
+    /// endpoints are this node's address with this port.
+    #[arg(long, env = "SKIFF_CLUSTER_DNS_LISTEN", default_value = "0.0.0.0:53")]
+    pub cluster_dns_listen: SocketAddr,
+
+    /// Do not run the cluster DNS.
+    #[arg(long, env = "SKIFF_DISABLE_CLUSTER_DNS")]
+    pub disable_cluster_dns: bool,
 }
 
 /// Runs the server until a termination signal, then stops cleanly.
@@ -124,6 +133,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let api_config = ApiServerConfig {
         node_proxy_token: Some(node_proxy_token.clone()),
         service_cidr: args.service_cidr.clone(),
+        advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
         ..ApiServerConfig::default()
     };
@@ -196,6 +206,17 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             }
         });
     }
+    if !args.disable_cluster_dns {
+        let config = cluster_dns_config(&args);
+        let factory = factory.clone();
+        let stop = stopped(stop_rx.clone());
+        components.spawn(async move {
+            // A DNS that cannot start (port 53 taken) leaves the rest running.
+            if let Err(error) = skiff_dns::run(&factory, config, stop).await {
+                tracing::error!(%error, "cluster DNS not running");
+            }
+        });
+    }
     if args.simulated_nodes > 0 {
         let config = SimulatedConfig::new(args.simulated_nodes);
         let factory = factory.clone();
@@ -231,6 +252,52 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     store.close().await.context("flushing the store")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where the `kubernetes` Service's endpoints point: the bind address, or
+/// the node's address when binding every address.
+fn advertise_address(args: &ServerArgs) -> SocketAddr {
+    let ip = if args.bind_address.is_unspecified() {
+        skiff_node::agent::host::internal_ip()
+    } else {
+        args.bind_address
+    };
+    SocketAddr::new(ip, args.https_listen_port)
+}
+
+/// The cluster DNS: the node's resolv.conf nameservers as upstreams (never
+/// itself), published at the node's address.
+fn cluster_dns_config(args: &ServerArgs) -> skiff_dns::DnsConfig {
+    let flags = &args.node;
+    let listen = args.cluster_dns_listen;
+    let node_ip = skiff_node::agent::host::internal_ip();
+    let mut config = skiff_dns::DnsConfig::new(&flags.cluster_domain, listen);
+    if listen.ip().is_unspecified() {
+        // Answers must leave from the address the service proxy DNATs to,
+        // or conntrack cannot map them back to the kube-dns ClusterIP; a
+        // socket on 0.0.0.0 would answer pods from the bridge address.
+        config.listen = vec![SocketAddr::new(node_ip, listen.port())];
+        if !node_ip.is_loopback() {
+            config.listen.push(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                listen.port(),
+            ));
+        }
+    }
+    let resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
+    config.upstreams = skiff_dns::forward::nameservers(&resolv)
+        .into_iter()
+        .filter(|u| !flags.cluster_dns.contains(&u.ip()))
+        .filter(|u| {
+            let loops = u.port() == listen.port()
+                && (listen.ip().is_unspecified() || listen.ip() == u.ip() || u.ip().is_loopback());
+            !loops
+        })
+        .collect();
+    config.advertise = Some(node_ip);
+    config.node_name = flags.node_name.clone();
+    config.service_ip = flags.cluster_dns.first().copied();
+    config
 }
 
 /// Resolves once the stop flag is raised.

@@ -7,6 +7,7 @@ mod e2e {
 
     mod containerd;
     mod crd;
+    mod dns;
     mod durability;
     mod kube_rs;
     mod kubectl;

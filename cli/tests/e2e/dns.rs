@@ -1,0 +1,255 @@
+//! Cluster DNS on real containerd (issue #8): a busybox pod with the default
+//! `dnsPolicy` gets the cluster resolv.conf and resolves the `kubernetes`
+//! Service (by full name with nslookup, and as `kubernetes.default` through
+//! the search path with the libc resolver) to the API server's ClusterIP,
+//! asking the `kube-dns` ClusterIP that the service proxy sends to skiff's
+//! own DNS server; a headless Service's pods and a StatefulSet-style hostname
+//! resolve too; a LoadBalancer Service shows the node's EXTERNAL-IP. The
+//! server gets its own service CIDR, cluster DNS IP and DNS port so it
+//! cannot meet other servers on the machine. Needs root (containerd, runc,
+//! CNI, nft).
+
+use std::time::Duration;
+
+use skiff_node::agent::logs::{self, LogOptions, LogTarget};
+use skiff_node::images::BUSYBOX_IMAGE;
+
+use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::support::{Server, eventually, free_port};
+
+const NODE: &str = "e2e-dns";
+
+/// The networks of one run: distinct per process, so leftovers of other
+/// servers cannot match.
+struct Networks {
+    pod_cidr: String,
+    service_cidr: String,
+    kubernetes_ip: String,
+    cluster_dns: String,
+}
+
+fn networks() -> Networks {
+    let octet = 100 + std::process::id() % 100;
+    Networks {
+        pod_cidr: format!("10.237.{octet}.0/24"),
+        service_cidr: format!("10.238.{octet}.0/24"),
+        kubernetes_ip: format!("10.238.{octet}.1"),
+        cluster_dns: format!("10.238.{octet}.10"),
+    }
+}
+
+#[test]
+fn pods_resolve_cluster_names_through_the_cluster_dns() {
+    assert_root();
+    let nets = networks();
+    let bridge = format!("skd{}", std::process::id() % 100_000);
+    let dns_listen = format!("0.0.0.0:{}", free_port());
+    let mut server = Server::start_with(&[
+        "--node-name",
+        NODE,
+        "--cni-bridge",
+        &bridge,
+        "--pod-cidr",
+        &nets.pod_cidr,
+        "--cluster-cidr",
+        &nets.pod_cidr,
+        "--service-cidr",
+        &nets.service_cidr,
+        "--cluster-dns",
+        &nets.cluster_dns,
+        "--cluster-dns-listen",
+        &dns_listen,
+    ]);
+    let base = server.data_dir().to_path_buf();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        scenario(&server, &nets);
+    }));
+    let _ = server.kubectl(&[
+        "delete",
+        "pods",
+        "--all",
+        "--grace-period=1",
+        "--timeout=60s",
+    ]);
+    server.terminate();
+    cleanup_host(&base, &bridge);
+    if let Err(panic) = result {
+        eprintln!("server log:\n{}", server.log());
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn wait_node_ready(server: &Server) -> serde_json::Value {
+    eventually(Duration::from_secs(120), "node Ready", || {
+        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
+        if !out.status.success() {
+            return None;
+        }
+        let node = json(&String::from_utf8_lossy(&out.stdout));
+        node["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .then_some(node)
+    })
+}
+
+/// Runs `script` in a busybox pod to completion and returns its output.
+fn run_pod(server: &Server, name: &str, spec_extra: &str, script: &str) -> String {
+    let script = serde_json::to_string(script).expect("script as JSON");
+    apply(
+        server,
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","labels":{{"app":"{name}"}}}},
+               "spec":{{"restartPolicy":"Never","terminationGracePeriodSeconds":1{spec_extra},
+                 "containers":[{{"name":"main","image":"{BUSYBOX_IMAGE}","command":["sh","-c",{script}]}}]}}}}"#
+        ),
+    );
+    let done = eventually(
+        Duration::from_secs(120),
+        &format!("{name} finished"),
+        || {
+            let p = pod(server, name);
+            let phase = p["status"]["phase"].as_str().unwrap_or("");
+            matches!(phase, "Succeeded" | "Failed").then_some(p)
+        },
+    );
+    let uid = done["metadata"]["uid"].as_str().expect("uid").to_string();
+    let log_root = server.data_dir().join("agent/logs/pods");
+    let log = logs::read(
+        &LogTarget {
+            log_root: &log_root,
+            namespace: "default",
+            name,
+            uid: &uid,
+            container: "main",
+        },
+        &LogOptions::default(),
+    )
+    .expect("container log");
+    String::from_utf8_lossy(&log).into_owned()
+}
+
+fn scenario(server: &Server, nets: &Networks) {
+    let node = wait_node_ready(server);
+    import_busybox(server);
+
+    // The kube-dns Service and the endpoints pointing at skiff's DNS server.
+    let dns_svc = eventually(Duration::from_secs(30), "the kube-dns Service", || {
+        let out = server.kubectl(&["get", "svc", "-n", "kube-system", "kube-dns", "-o", "json"]);
+        out.status
+            .success()
+            .then(|| json(&String::from_utf8_lossy(&out.stdout)))
+    });
+    assert_eq!(dns_svc["spec"]["clusterIP"], nets.cluster_dns.as_str());
+    let slice = eventually(Duration::from_secs(30), "the kube-dns endpoints", || {
+        let out = server.kubectl(&[
+            "get",
+            "endpointslice",
+            "-n",
+            "kube-system",
+            "kube-dns-skiff",
+            "-o",
+            "json",
+        ]);
+        out.status
+            .success()
+            .then(|| json(&String::from_utf8_lossy(&out.stdout)))
+    });
+    let node_ip = node["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["type"] == "InternalIP")
+        .and_then(|a| a["address"].as_str())
+        .expect("the node's InternalIP")
+        .to_string();
+    assert_eq!(slice["endpoints"][0]["addresses"][0], node_ip.as_str());
+
+    // A headless Service whose endpoint has a hostname (as StatefulSet pods do).
+    apply(
+        server,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"db"},
+           "spec":{"clusterIP":"None","selector":{"app":"db-0"},"ports":[{"name":"sql","port":5432}]}}"#,
+    );
+    apply(
+        server,
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"db-0","labels":{{"app":"db-0"}}}},
+               "spec":{{"hostname":"db-0","subdomain":"db","terminationGracePeriodSeconds":1,
+                 "containers":[{{"name":"main","image":"{BUSYBOX_IMAGE}","command":["sleep","3600"]}}]}}}}"#
+        ),
+    );
+    let db_ip = eventually(Duration::from_secs(120), "db-0 Running", || {
+        let p = pod(server, "db-0");
+        let ip = p["status"]["podIP"].as_str().unwrap_or("").to_string();
+        (p["status"]["phase"] == "Running" && !ip.is_empty()).then_some(ip)
+    });
+
+    // busybox's nslookup (1.29 and later) does not apply the search list,
+    // so it gets the full name; the libc resolver (ping) shows the search
+    // path turning `kubernetes.default` into the Service's name.
+    let out = run_pod(
+        server,
+        "client",
+        "",
+        "cat /etc/resolv.conf; echo =====; \
+         for i in 1 2 3 4 5 6 7 8 9 10; do \
+           nslookup kubernetes.default.svc.cluster.local && break; sleep 1; done; echo =====; \
+         ping -c 1 -W 1 kubernetes.default; echo =====; \
+         nslookup db-0.db.default.svc.cluster.local; echo =====; hostname",
+    );
+    let sections: Vec<&str> = out.split("=====\n").collect();
+    assert_eq!(sections.len(), 5, "{out}");
+    let resolv = sections[0];
+    assert!(
+        resolv.contains(&format!("nameserver {}", nets.cluster_dns)),
+        "{resolv}"
+    );
+    assert!(
+        resolv.contains("search default.svc.cluster.local svc.cluster.local cluster.local"),
+        "{resolv}"
+    );
+    assert!(resolv.contains("options ndots:5"), "{resolv}");
+    let kubernetes = sections[1];
+    assert!(
+        kubernetes.contains(&format!("Server:\t\t{}", nets.cluster_dns))
+            && kubernetes.contains("Name:\tkubernetes.default.svc.cluster.local")
+            && kubernetes.contains(&format!("Address: {}", nets.kubernetes_ip)),
+        "nslookup kubernetes.default.svc.cluster.local:\n{kubernetes}"
+    );
+    let searched = sections[2];
+    assert!(
+        searched.contains(&format!("PING kubernetes.default ({})", nets.kubernetes_ip)),
+        "ping kubernetes.default:\n{searched}"
+    );
+    let member = sections[3];
+    assert!(
+        member.contains(&format!("Address: {db_ip}")),
+        "nslookup db-0.db:\n{member}"
+    );
+    assert_eq!(sections[4].trim(), "client");
+
+    // dnsPolicy None: only the pod's own dnsConfig.
+    let out = run_pod(
+        server,
+        "custom",
+        r#","dnsPolicy":"None","dnsConfig":{"nameservers":["192.0.2.53"],"searches":["example.test"],"options":[{"name":"ndots","value":"2"}]}"#,
+        "cat /etc/resolv.conf",
+    );
+    assert!(out.contains("nameserver 192.0.2.53"), "{out}");
+    assert!(out.contains("search example.test"), "{out}");
+    assert!(out.contains("options ndots:2"), "{out}");
+    assert!(!out.contains(&nets.cluster_dns), "{out}");
+
+    // ServiceLB: a LoadBalancer Service shows the node's address.
+    apply(
+        server,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"lb"},
+           "spec":{"type":"LoadBalancer","selector":{"app":"none"},"ports":[{"port":80}]}}"#,
+    );
+    eventually(Duration::from_secs(30), "the EXTERNAL-IP", || {
+        let table = server.kubectl_ok(&["get", "svc", "lb"]);
+        table.contains(&node_ip).then_some(())
+    });
+}
