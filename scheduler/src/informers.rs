@@ -1,7 +1,8 @@
 //! Runs the scheduler on the process's shared informers: node and pod events
-//! drive the cache and queue, volume and namespace objects feed the plugins'
-//! listers, and the API side (binding, conditions, events, preemption) goes
-//! through [`KubeApi`].
+//! drive the cache and queue; volume and namespace objects and the selectors of
+//! Services, ReplicationControllers, ReplicaSets and StatefulSets feed the plugins'
+//! listers; the API side (binding, conditions, events, preemption) goes through
+//! [`KubeApi`].
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,0 +1,484 @@
+//! The scheduler through the real API, in the style of upstream's scheduler_perf, all
+//! workloads in one run: for each, a fresh in-process API server on a sled store in a
+//! temporary directory, plain Node objects and pods created through the API, then the
+//! real scheduler (shared informers, `pods/binding`, `Scheduled` events) started on it.
+//! Throughput is pods bound per second from the first measured pod handed to the
+//! scheduler's queue (its informer delivering the pending pod) to the last binding the
+//! API acknowledged. The same workload also runs against the scheduler alone with an
+//! in-memory binder, side by side, so the cost of the API path shows as a ratio.
+//!
+//! Run: `cargo bench -p skiff --bench scheduler_api` (add `-- quick` for 1/10 sizes,
+//! `-- only=Spread` to run matching workloads only).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_informer::{HandlerFns, SharedInformerFactory};
+use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
+use skiff_scheduler::{CycleOutcome, SchedulerConfig};
+use skiff_store::{SledConfig, SledStore, Store};
+
+/// Counts live heap bytes, so a phase's memory growth can be read without the
+/// allocator's retention blurring it as RSS does.
+struct CountingAlloc;
+
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+fn live_mib() -> f64 {
+    LIVE_BYTES.load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)
+}
+
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// User+system CPU seconds of this process.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+struct Workload {
+    name: &'static str,
+    nodes: Vec<Node>,
+    /// Pods already bound (spec.nodeName set) before measuring.
+    init: Vec<Pod>,
+    /// Pending pods whose scheduling is measured.
+    measured: Vec<Pod>,
+    /// Upstream's scheduler_perf threshold for the nearest workload, and what it is.
+    upstream: (&'static str, &'static str),
+}
+
+fn node(i: usize, zones: usize) -> Node {
+    NodeBuilder::new(&format!("node-{i}"))
+        .allocatable(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])
+        .label("kubernetes.io/hostname", &format!("node-{i}"))
+        .label(
+            "topology.kubernetes.io/zone",
+            &format!("zone-{}", i % zones),
+        )
+        .build()
+}
+
+fn basic_pod(name: &str) -> PodBuilder {
+    PodBuilder::new(name).container(&[("cpu", "100m"), ("memory", "500Mi")])
+}
+
+/// Upstream's preemption templates delete victims at once.
+fn no_grace(mut pod: Pod) -> Pod {
+    pod.spec
+        .get_or_insert_default()
+        .termination_grace_period_seconds = Some(0);
+    pod
+}
+
+fn with_class(mut pod: Pod, class: &str) -> Pod {
+    let spec = pod.spec.get_or_insert_default();
+    spec.priority_class_name = Some(class.into());
+    pod
+}
+
+fn workloads(scale: usize) -> Vec<Workload> {
+    let mut out = Vec::new();
+
+    let nodes = 5000 / scale;
+    out.push(Workload {
+        name: "SchedulingBasic",
+        nodes: (0..nodes).map(|i| node(i, 10)).collect(),
+        init: (0..1000 / scale)
+            .map(|i| {
+                basic_pod(&format!("init-{i}"))
+                    .node(&format!("node-{}", i % nodes))
+                    .build()
+            })
+            .collect(),
+        measured: (0..10_000 / scale)
+            .map(|i| basic_pod(&format!("pod-{i}")).build())
+            .collect(),
+        upstream: ("680", "SchedulingBasic 5000Nodes_10000Pods"),
+    });
+
+    let nodes = 1000 / scale;
+    out.push(Workload {
+        name: "PodTopologySpread",
+        nodes: (0..nodes).map(|i| node(i, 3)).collect(),
+        init: Vec::new(),
+        measured: (0..1000 / scale)
+            .map(|i| {
+                basic_pod(&format!("spread-{i}"))
+                    .label("app", "spread")
+                    .spread(
+                        1,
+                        "topology.kubernetes.io/zone",
+                        "DoNotSchedule",
+                        &[("app", "spread")],
+                    )
+                    .build()
+            })
+            .collect(),
+        upstream: ("460", "TopologySpreading 5000Nodes_5000Pods"),
+    });
+
+    out.push(Workload {
+        name: "RequiredPodAntiAffinity",
+        nodes: (0..nodes).map(|i| node(i, 10)).collect(),
+        init: Vec::new(),
+        measured: (0..1000 / scale)
+            .map(|i| {
+                basic_pod(&format!("anti-{i}"))
+                    .label("color", "green")
+                    .pod_anti_affinity(&[("color", "green")], "kubernetes.io/hostname")
+                    .build()
+            })
+            .collect(),
+        upstream: ("60", "SchedulingPodAntiAffinity 5000Nodes_2000Pods"),
+    });
+
+    // As upstream's PreemptionBasic 1000Nodes: four 900m low-priority pods fill each
+    // node; every high-priority pod needs 3 CPUs, so it preempts three of them.
+    out.push(Workload {
+        name: "PreemptionBasic",
+        nodes: (0..nodes).map(|i| node(i, 10)).collect(),
+        init: (0..nodes * 4)
+            .map(|i| {
+                let p = PodBuilder::new(&format!("low-{i}"))
+                    .priority(1)
+                    .container(&[("cpu", "900m"), ("memory", "500Mi")])
+                    .node(&format!("node-{}", i / 4))
+                    .build();
+                with_class(no_grace(p), "low")
+            })
+            .collect(),
+        measured: (0..nodes)
+            .map(|i| {
+                let p = PodBuilder::new(&format!("high-{i}"))
+                    .priority(100)
+                    .container(&[("cpu", "3"), ("memory", "500Mi")])
+                    .build();
+                with_class(no_grace(p), "high")
+            })
+            .collect(),
+        upstream: ("none published", "PreemptionBasic 1000Nodes"),
+    });
+    out
+}
+
+/// What one run measured.
+struct Measure {
+    scheduled: usize,
+    elapsed: Duration,
+    cpu: f64,
+    /// Live-heap growth over the measured phase, MiB.
+    heap_mib: f64,
+    /// RSS growth over the measured phase, MiB.
+    rss_mib: f64,
+}
+
+impl Measure {
+    fn rate(&self) -> f64 {
+        self.scheduled as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// The scheduler alone: the fake binder, binds confirmed through the informer path as the
+/// API would, preemption victims deleted at once, the fake clock advanced past backoffs.
+fn in_memory(w: &Workload) -> Measure {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let heap0 = live_mib();
+    let rss0 = rss_mib();
+    let c = TestCluster::new();
+    for n in &w.nodes {
+        c.scheduler.on_node_add(Arc::new(n.clone()));
+    }
+    for p in &w.init {
+        c.add_pod(p.clone());
+    }
+    let expect = w.measured.len();
+    let start = Instant::now();
+    let cpu0 = cpu_seconds();
+    for p in &w.measured {
+        c.add_pod(p.clone());
+    }
+    let mut scheduled = 0;
+    let mut idle = 0;
+    while scheduled < expect && idle < 50 {
+        let Some(outcome) = c.scheduler.schedule_one() else {
+            idle += 1;
+            c.clock.advance(Duration::from_secs(1));
+            c.scheduler.flush();
+            continue;
+        };
+        idle = 0;
+        match outcome {
+            CycleOutcome::Bind(job) => {
+                let pod = job.pod.clone();
+                let node = job.node.clone();
+                if rt.block_on(c.scheduler.bind(*job)).is_ok() {
+                    let mut bound = (*pod.pod).clone();
+                    bound.spec.get_or_insert_default().node_name = Some(node);
+                    c.scheduler.on_pod_update(&pod.pod, Arc::new(bound));
+                    scheduled += 1;
+                }
+            }
+            CycleOutcome::Failed(f) => {
+                for v in &f.victims {
+                    c.scheduler.on_pod_delete(&v.pod);
+                }
+            }
+            CycleOutcome::Skipped => {}
+        }
+    }
+    let m = Measure {
+        scheduled,
+        elapsed: start.elapsed(),
+        cpu: cpu_seconds() - cpu0,
+        heap_mib: live_mib() - heap0,
+        rss_mib: rss_mib() - rss0,
+    };
+    drop(c);
+    m
+}
+
+/// Objects as a client sends them: no UID, no resourceVersion.
+fn for_create<K: kube::Resource>(mut obj: K) -> K {
+    obj.meta_mut().uid = None;
+    obj.meta_mut().resource_version = None;
+    obj
+}
+
+async fn create_all<K>(api: &Api<K>, objects: &[K]) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let results: Vec<Result<K, kube::Error>> = futures::stream::iter(objects.iter().cloned())
+        .map(|o| async move { api.create(&PostParams::default(), &for_create(o)).await })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    results.into_iter().map(|r| r.map(|_| ())).collect()
+}
+
+fn priority_class(name: &str, value: i32) -> PriorityClass {
+    PriorityClass {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        value,
+        ..Default::default()
+    }
+}
+
+/// A pod as a user would create it: containers name an image, and `spec.priority` is
+/// left to the admission controller to fill from the class.
+fn api_pod(mut pod: Pod) -> Pod {
+    if let Some(spec) = pod.spec.as_mut() {
+        if spec.priority_class_name.is_some() {
+            spec.priority = None;
+        }
+        for c in &mut spec.containers {
+            c.image.get_or_insert_with(|| "registry.k8s.io/pause:3.10".into());
+        }
+    }
+    pod
+}
+
+/// The real path: API server, store, informers, scheduler, `pods/binding`.
+async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(SledConfig::new(dir.path()))?);
+    let server = ApiServer::new(store.clone(), ApiServerConfig::default()).await?;
+    let admin = skiff_apiserver::inprocess::client(
+        server.router(),
+        UserInfo::new("bench-admin", ["system:masters".to_string()]),
+    );
+    let classes: Api<PriorityClass> = Api::all(admin.clone());
+    create_all(
+        &classes,
+        &[priority_class("low", 1), priority_class("high", 100)],
+    )
+    .await?;
+    create_all(&Api::<Node>::all(admin.clone()), &w.nodes).await?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let init: Vec<Pod> = w.init.iter().cloned().map(api_pod).collect();
+    let measured: Vec<Pod> = w.measured.iter().cloned().map(api_pod).collect();
+    create_all(&pods, &init).await?;
+    create_all(&pods, &measured).await?;
+
+    let heap0 = live_mib();
+    let rss0 = rss_mib();
+    let client = skiff_apiserver::inprocess::client(
+        server.router(),
+        UserInfo::new(
+            "system:kube-scheduler",
+            ["system:authenticated".to_string()],
+        ),
+    );
+    let factory = SharedInformerFactory::new(client.clone());
+    let first_enqueued: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let seen = first_enqueued.clone();
+    factory
+        .informer::<Pod>()
+        .add_event_handler(HandlerFns::new().on_add(move |pod: &Arc<Pod>| {
+            let pending = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_none();
+            if pending {
+                if let Ok(mut first) = seen.lock() {
+                    first.get_or_insert_with(Instant::now);
+                }
+            }
+        }))?;
+    let scheduler =
+        skiff_scheduler::informers::register(client, &factory, &SchedulerConfig::default())?;
+    let cpu0 = cpu_seconds();
+    factory.start()?;
+    factory.wait_for_sync().await;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let runner = tokio::spawn(scheduler.clone().run(async move {
+        let _ = stop_rx.await;
+    }));
+    let expect = w.measured.len() as u64;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while scheduler.bound_count() < expect && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let done = Instant::now();
+    let cpu = cpu_seconds() - cpu0;
+    let heap = live_mib() - heap0;
+    let rss = rss_mib() - rss0;
+    let scheduled = scheduler.bound_count() as usize;
+    let start = first_enqueued.lock().ok().and_then(|f| *f).unwrap_or(done);
+
+    let _ = stop_tx.send(());
+    let _ = runner.await;
+    factory.shutdown();
+    server.shutdown();
+    store.close().await?;
+    // Let the store's and server's background threads finish releasing memory, so the
+    // next workload's heap and RSS growth is its own.
+    drop(server);
+    drop(store);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(Measure {
+        scheduled,
+        elapsed: done.saturating_duration_since(start),
+        cpu,
+        heap_mib: heap,
+        rss_mib: rss,
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let scale = if args.iter().any(|a| a == "quick") {
+        10
+    } else {
+        1
+    };
+    let only: Vec<String> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("only=").map(String::from))
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+
+    let mut rows = Vec::new();
+    for w in workloads(scale) {
+        if !only.is_empty() && !only.iter().any(|o| w.name.contains(o.as_str())) {
+            continue;
+        }
+        let api = rt.block_on(through_api(&w))?;
+        let mem = in_memory(&w);
+        eprintln!(
+            "{:<24} api {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s); in-memory {:.0} pods/s",
+            w.name,
+            api.scheduled,
+            w.measured.len(),
+            api.elapsed.as_secs_f64() * 1000.0,
+            api.rate(),
+            api.cpu,
+            mem.rate()
+        );
+        rows.push((w, api, mem));
+    }
+
+    println!(
+        "| workload | nodes | pods | through the API: pods/s | pods per CPU-second | upstream threshold (workload) | in-memory binder: pods/s | API / in-memory | heap growth, API run (in-memory) | RSS growth, API run (in-memory) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (w, api, mem) in &rows {
+        let per_cpu = api.scheduled as f64 / api.cpu.max(0.01);
+        let complete = if api.scheduled < w.measured.len() {
+            format!(" (only {} bound)", api.scheduled)
+        } else {
+            String::new()
+        };
+        println!(
+            "| {} | {} | {} | {:.0}{} | {:.0} | {} ({}) | {:.0} | {:.2} | {:.0} MiB ({:.0} MiB) | {:.0} MiB ({:.0} MiB) |",
+            w.name,
+            w.nodes.len(),
+            w.measured.len(),
+            api.rate(),
+            complete,
+            per_cpu,
+            w.upstream.0,
+            w.upstream.1,
+            mem.rate(),
+            api.rate() / mem.rate().max(1e-9),
+            api.heap_mib,
+            mem.heap_mib,
+            api.rss_mib,
+            mem.rss_mib,
+        );
+    }
+    Ok(())
+}
