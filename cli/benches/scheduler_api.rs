@@ -322,7 +322,8 @@ fn api_pod(mut pod: Pod) -> Pod {
             spec.priority = None;
         }
         for c in &mut spec.containers {
-            c.image.get_or_insert_with(|| "registry.k8s.io/pause:3.10".into());
+            c.image
+                .get_or_insert_with(|| "registry.k8s.io/pause:3.10".into());
         }
     }
     pod
