@@ -90,7 +90,17 @@ impl ServiceAllocator {
         service: &mut Value,
         existing: impl Iterator<Item = &'a Value>,
     ) -> Result<(), Vec<FieldError>> {
-        let existing: Vec<&Value> = existing.collect();
+        // A Service of the same name is not competition: the create fails
+        // with AlreadyExists (409), as it should, not with its own address
+        // "already allocated" (the kubernetes Service is re-created so at
+        // every start).
+        let same = |other: &Value| {
+            let (a, b) = (&other["metadata"], &service["metadata"]);
+            b["name"].as_str().is_some_and(|n| !n.is_empty())
+                && a["name"] == b["name"]
+                && a["namespace"] == b["namespace"]
+        };
+        let existing: Vec<&Value> = existing.filter(|o| !same(o)).collect();
         let Some(spec) = service.get_mut("spec").filter(|s| s.is_object()) else {
             return Ok(());
         };
@@ -312,6 +322,26 @@ mod tests {
         let mut headless = json!({"spec": {"clusterIP": "None"}});
         a.allocate(&mut headless, existing.iter()).unwrap();
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+    }
+
+    #[test]
+    fn a_same_named_service_does_not_hold_the_address_against_it() {
+        let a = ServiceAllocator::new("10.43.0.0/24", 30000..=30001).unwrap();
+        let existing = [
+            json!({"metadata": {"name": "kubernetes", "namespace": "default"},
+            "spec": {"clusterIP": "10.43.0.1", "clusterIPs": ["10.43.0.1"]}}),
+        ];
+        let mut again = json!({"metadata": {"name": "kubernetes", "namespace": "default"},
+            "spec": {"clusterIP": "10.43.0.1"}});
+        assert!(a.allocate(&mut again, existing.iter()).is_ok());
+        let mut other = json!({"metadata": {"name": "other", "namespace": "default"},
+            "spec": {"clusterIP": "10.43.0.5"}});
+        let taken = [json!({"metadata": {"name": "x", "namespace": "default"},
+            "spec": {"clusterIP": "10.43.0.5"}})];
+        assert!(a.allocate(&mut other, taken.iter()).is_err());
+        let mut same_name_elsewhere = json!({"metadata": {"name": "x", "namespace": "other"},
+            "spec": {"clusterIP": "10.43.0.5"}});
+        assert!(a.allocate(&mut same_name_elsewhere, taken.iter()).is_err());
     }
 
     #[test]

@@ -184,6 +184,16 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
         assert_eq!(code, StatusCode::NOT_FOUND);
     }
 
+    // The same Service created twice: AlreadyExists, not its own address
+    // "already allocated".
+    let twice = service(
+        "fixed",
+        json!({"type": "NodePort", "clusterIP": "10.99.0.10",
+            "ports": [{"port": 80, "nodePort": 30555}]}),
+    );
+    let (code, body) = server.post(SERVICES, twice).await;
+    assert_status(code, &body, 409, "AlreadyExists");
+
     // Deleting the Service releases both; they can be taken again.
     let (code, body) = server.delete(&format!("{SERVICES}/fixed")).await;
     assert_eq!(code, StatusCode::OK, "{body}");

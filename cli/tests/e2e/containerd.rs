@@ -129,6 +129,10 @@ fn server_runs_pods_on_containerd_and_keeps_them_across_restarts() {
         &bridge,
         "--pod-cidr",
         "10.233.7.0/24",
+        // Node IPAM would otherwise hand out 10.42.0.0/24, which other
+        // servers on the machine use too.
+        "--cluster-cidr",
+        "10.233.7.0/24",
     ]);
     let base = server.data_dir().to_path_buf();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
