@@ -37,6 +37,8 @@ pub struct CustomVersion {
     /// `group/version` objects are stored in.
     pub storage_api_version: String,
     pub schema: Option<schema::Schema>,
+    /// The version's `openAPIV3Schema` as written, for OpenAPI documents.
+    pub openapi_schema: Option<Value>,
     pub columns: Vec<printer::PrinterColumn>,
     pub scale: Option<scale::ScalePaths>,
 }

@@ -122,6 +122,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 api_version: format!("{}/{}", def.group, v.name),
                 storage_api_version: storage_api_version.clone(),
                 schema: v.schema.as_ref().and_then(|s| Schema::parse(s).ok()),
+                openapi_schema: v.schema.clone(),
                 columns: v.columns.clone(),
                 scale: v.scale.clone(),
             };

@@ -19,7 +19,8 @@ fn info() -> Value {
 /// `None` when the kind's schema is unknown (it is then left out).
 fn resource_schema<'a>(set: &mut SchemaSet, info: &'a ResourceInfo) -> Option<ResourceSchema<'a>> {
     if info.custom.is_some() {
-        let schema = set.add_custom_kind(info.group, info.version, info.kind);
+        let declared = info.custom.as_ref().and_then(|c| c.openapi_schema.as_ref());
+        let schema = set.add_custom_kind(info.group, info.version, info.kind, declared);
         return Some(ResourceSchema {
             info,
             schema,

@@ -179,8 +179,15 @@ impl SchemaSet {
     /// Adds a custom resource kind under upstream's name for it (the group
     /// reversed: `com.example.stable.v1.CronTab`) and returns the name. Its
     /// schema names the standard fields and keeps every other field, so
-    /// clients leave validation to the server.
-    pub fn add_custom_kind(&mut self, group: &str, version: &str, kind: &str) -> String {
+    /// clients leave validation to the server; in v3 documents the CRD's
+    /// `declared` schema is used, with the standard metadata.
+    pub fn add_custom_kind(
+        &mut self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        declared: Option<&Value>,
+    ) -> String {
         let reversed: Vec<&str> = group.split('.').rev().collect();
         let name = format!("{}.{version}.{kind}", reversed.join("."));
         let gvk = (group.to_string(), version.to_string(), kind.to_string());
@@ -192,15 +199,31 @@ impl SchemaSet {
             Dialect::V3 => json!({ "allOf": [self.dialect.reference(OBJECT_META)] }),
             Dialect::V2 => self.dialect.reference(OBJECT_META),
         };
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "apiVersion": { "type": "string" },
-                "kind": { "type": "string" },
-                "metadata": metadata,
-            },
-            "x-kubernetes-preserve-unknown-fields": true,
-        });
+        let schema = match (self.dialect, declared.and_then(Value::as_object)) {
+            (Dialect::V3, Some(declared)) => {
+                let mut schema = declared.clone();
+                let properties = schema.entry("properties").or_insert_with(|| json!({}));
+                if let Some(properties) = properties.as_object_mut() {
+                    properties.insert("metadata".into(), metadata);
+                    properties
+                        .entry("apiVersion")
+                        .or_insert_with(|| json!({ "type": "string" }));
+                    properties
+                        .entry("kind")
+                        .or_insert_with(|| json!({ "type": "string" }));
+                }
+                Value::Object(schema)
+            }
+            _ => json!({
+                "type": "object",
+                "properties": {
+                    "apiVersion": { "type": "string" },
+                    "kind": { "type": "string" },
+                    "metadata": metadata,
+                },
+                "x-kubernetes-preserve-unknown-fields": true,
+            }),
+        };
         self.extra.insert(name.clone(), schema);
         self.kinds.push((name.clone(), gvk));
         name
@@ -372,7 +395,7 @@ mod tests {
             set.add_kind("stable.example.com", "v1", "CronTab")
                 .is_none()
         );
-        let name = set.add_custom_kind("stable.example.com", "v1", "CronTab");
+        let name = set.add_custom_kind("stable.example.com", "v1", "CronTab", None);
         assert_eq!(name, "com.example.stable.v1.CronTab");
         let defs = set.finish();
         let schema = &defs["com.example.stable.v1.CronTab"];

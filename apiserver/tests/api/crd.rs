@@ -134,6 +134,23 @@ async fn a_new_crd_is_established_and_discoverable() {
 }
 
 #[tokio::test]
+async fn openapi_v3_carries_the_declared_schema() {
+    let s = TestServer::new().await;
+    install(&s, widget_crd()).await;
+    let (code, doc) = s.get("/openapi/v3/apis/example.com/v1").await;
+    assert_eq!(code, StatusCode::OK, "{doc}");
+    let widget = &doc["components"]["schemas"]["com.example.v1.Widget"];
+    assert_eq!(
+        widget["properties"]["spec"]["properties"]["size"]["type"], "integer",
+        "{widget}"
+    );
+    assert_eq!(
+        widget["x-kubernetes-group-version-kind"][0]["kind"], "Widget",
+        "{widget}"
+    );
+}
+
+#[tokio::test]
 async fn custom_objects_support_crud_selectors_and_watch() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
