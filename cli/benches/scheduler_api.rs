@@ -300,7 +300,7 @@ where
         .buffer_unordered(64)
         .collect()
         .await;
-    results.into_iter().map(|r| r.map(|_| ())).collect()
+    results.into_iter().try_for_each(|r| r.map(|_| ()))
 }
 
 fn priority_class(name: &str, value: i32) -> PriorityClass {
@@ -371,10 +371,8 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
                 .as_ref()
                 .and_then(|s| s.node_name.as_ref())
                 .is_none();
-            if pending {
-                if let Ok(mut first) = seen.lock() {
-                    first.get_or_insert_with(Instant::now);
-                }
+            if pending && let Ok(mut first) = seen.lock() {
+                first.get_or_insert_with(Instant::now);
             }
         }))?;
     let scheduler =
