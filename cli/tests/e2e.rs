@@ -13,6 +13,7 @@ mod e2e {
     mod kubectl;
     mod kubectl_apply;
     mod node_features;
+    mod pod_lifecycle;
     mod python;
     mod scheduling;
     mod server;

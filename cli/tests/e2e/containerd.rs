@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use skiff_node::agent::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
 use super::support::{Server, eventually};
@@ -174,9 +173,7 @@ fn wait_node_ready(server: &Server) {
 
 /// `kubectl apply` of a JSON manifest, which must succeed.
 pub(super) fn apply(server: &Server, manifest: &str) {
-    // Client-side validation needs /openapi/v3, which is not what this
-    // test is about.
-    let out = server.kubectl_stdin(&["apply", "--validate=false", "-f", "-"], manifest);
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
     assert!(
         out.status.success(),
         "apply failed: {}",
@@ -218,22 +215,10 @@ fn scenario(server: &mut Server) {
     assert_eq!(terminated["reason"], "Completed");
     let table = server.kubectl_ok(&["get", "pod", "hello"]);
     assert!(table.contains("Completed"), "{table}");
-    // pods/log is not served by the API server yet: read the log the way it
-    // will, through the agent's log reader.
-    let uid = hello["metadata"]["uid"].as_str().expect("uid").to_string();
-    let log_root = server.data_dir().join("agent/logs/pods");
-    let log = logs::read(
-        &LogTarget {
-            log_root: &log_root,
-            namespace: "default",
-            name: "hello",
-            uid: &uid,
-            container: "main",
-        },
-        &LogOptions::default(),
-    )
-    .expect("container log");
-    assert_eq!(String::from_utf8_lossy(&log), "hello from containerd\n");
+    assert_eq!(
+        server.kubectl_ok(&["logs", "hello"]),
+        "hello from containerd\n"
+    );
 
     // A 3-replica Deployment, scheduled onto the node, all Running.
     apply(

@@ -130,6 +130,33 @@ fn run_pod(server: &Server, name: &str, spec_extra: &str, script: &str) -> Strin
     String::from_utf8_lossy(&log).into_owned()
 }
 
+/// Runs `script` in a busybox pod of `namespace` until it succeeds and
+/// returns what `kubectl logs` shows of it.
+fn run_pod_in(server: &Server, namespace: &str, name: &str, script: &str) -> String {
+    apply(
+        server,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
+                    "command": ["sh", "-c", script]}]}})
+        .to_string(),
+    );
+    let phase = eventually(
+        Duration::from_secs(120),
+        &format!("{namespace}/{name} finished"),
+        || {
+            let out = server.kubectl(&["get", "pod", "-n", namespace, name, "-o", "json"]);
+            let p = json(&String::from_utf8_lossy(&out.stdout));
+            let phase = p["status"]["phase"].as_str().unwrap_or("").to_string();
+            matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+        },
+    );
+    let log = server.kubectl_ok(&["logs", "-n", namespace, name]);
+    assert_eq!(phase, "Succeeded", "{namespace}/{name}: {log}");
+    log
+}
+
 fn scenario(server: &Server, nets: &Networks) {
     let node = wait_node_ready(server);
     import_busybox(server);
@@ -241,6 +268,43 @@ fn scenario(server: &Server, nets: &Networks) {
     assert!(out.contains("search example.test"), "{out}");
     assert!(out.contains("options ndots:2"), "{out}");
     assert!(!out.contains(&nets.cluster_dns), "{out}");
+
+    // Pod to pod by Service name: the short name from the backend's own
+    // namespace, the full name from another one.
+    server.kubectl_ok(&["create", "namespace", "other-ns"]);
+    apply(
+        server,
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"web-b","namespace":"other-ns","labels":{{"app":"web-b"}}}},
+               "spec":{{"terminationGracePeriodSeconds":1,"containers":[{{"name":"httpd","image":"{BUSYBOX_IMAGE}",
+                 "command":["sh","-c","mkdir -p /www && echo hello-from-b > /www/index.html && httpd -f -p 8080 -h /www"]}}]}}}}"#
+        ),
+    );
+    apply(
+        server,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc-b","namespace":"other-ns"},
+           "spec":{"selector":{"app":"web-b"},"ports":[{"port":80,"targetPort":8080}]}}"#,
+    );
+    let fetch = |url: &str| {
+        format!(
+            "for i in $(seq 1 30); do busybox timeout 5 wget -q -O - {url} && exit 0; sleep 1; done; exit 1"
+        )
+    };
+    assert_eq!(
+        run_pod_in(server, "other-ns", "fetch-short", &fetch("http://svc-b/")),
+        "hello-from-b\n",
+        "http://svc-b from the Service's namespace"
+    );
+    assert_eq!(
+        run_pod_in(
+            server,
+            "default",
+            "fetch-full",
+            &fetch("http://svc-b.other-ns.svc.cluster.local/")
+        ),
+        "hello-from-b\n",
+        "the full name from another namespace"
+    );
 
     // ServiceLB: a LoadBalancer Service shows the node's address.
     apply(

@@ -1,0 +1,236 @@
+//! Pod lifecycle on real containerd, as a kubectl user sees it (issue #7):
+//! a crash-looping pod shows `CrashLoopBackOff` with a growing restart
+//! count, a configMap volume is read through `kubectl exec`, a readiness
+//! probe flips the pod's READY column both ways, and `kubectl delete` waits
+//! for the grace period of a process that ignores SIGTERM but not for one
+//! that exits on it.
+
+use std::time::{Duration, Instant};
+
+use skiff_node::images::BUSYBOX_IMAGE;
+
+use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::support::{Server, eventually};
+
+const NODE: &str = "e2e-lifecycle";
+
+#[test]
+fn kubectl_sees_crash_loops_probes_volumes_and_graceful_deletion() {
+    assert_root();
+    let bridge = format!("skl{}", std::process::id() % 100_000);
+    let mut server = Server::start_with(&[
+        "--node-name",
+        NODE,
+        "--cni-bridge",
+        &bridge,
+        "--pod-cidr",
+        "10.233.9.0/24",
+        "--cluster-cidr",
+        "10.233.9.0/24",
+        "--kubelet-port",
+        "0",
+    ]);
+    let base = server.data_dir().to_path_buf();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        scenario(&server);
+    }));
+    let _ = server.kubectl(&[
+        "delete",
+        "pods",
+        "--all",
+        "--grace-period=1",
+        "--timeout=60s",
+    ]);
+    server.terminate();
+    cleanup_host(&base, &bridge);
+    if let Err(panic) = result {
+        eprintln!("server log:\n{}", server.log());
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A one-container busybox pod running `script`, with extra spec fields.
+fn busybox_pod(name: &str, script: &str, grace: u32, extra: serde_json::Value) -> String {
+    let mut container = serde_json::json!({"name": "main", "image": BUSYBOX_IMAGE,
+        "imagePullPolicy": "Never", "command": ["sh", "-c", script]});
+    let mut spec = serde_json::json!({"restartPolicy": "Always",
+        "terminationGracePeriodSeconds": grace, "containers": []});
+    if let Some(extra) = extra.as_object() {
+        for (key, value) in extra {
+            match key.strip_prefix("container.") {
+                Some(field) => container[field] = value.clone(),
+                None => spec[key] = value.clone(),
+            }
+        }
+    }
+    spec["containers"] = serde_json::json!([container]);
+    serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": spec})
+    .to_string()
+}
+
+/// The READY column of `kubectl get pod`, e.g. `1/1`.
+fn ready_column(server: &Server, name: &str) -> String {
+    let table = server.kubectl_ok(&["get", "pod", name, "--no-headers"]);
+    table
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn ready_condition(server: &Server, name: &str) -> String {
+    pod(server, name)["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn wait_running(server: &Server, name: &str) {
+    eventually(Duration::from_secs(120), &format!("{name} Running"), || {
+        (pod(server, name)["status"]["phase"] == "Running").then_some(())
+    });
+}
+
+fn scenario(server: &Server) {
+    eventually(Duration::from_secs(120), "node Ready", || {
+        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
+        let node = out
+            .status
+            .success()
+            .then(|| json(&String::from_utf8_lossy(&out.stdout)))?;
+        node["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .then_some(())
+    });
+    import_busybox(server);
+
+    server.kubectl_ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "--from-literal=greeting=hello from a configMap",
+    ]);
+    apply(
+        server,
+        &busybox_pod("crasher", "echo crashing; exit 2", 1, serde_json::json!({})),
+    );
+    apply(
+        server,
+        &busybox_pod(
+            "reader",
+            "sleep 3600",
+            1,
+            serde_json::json!({
+                "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}],
+                "container.volumeMounts": [{"name": "cfg", "mountPath": "/etc/settings"}],
+            }),
+        ),
+    );
+    apply(
+        server,
+        &busybox_pod(
+            "probed",
+            "sleep 3600",
+            1,
+            serde_json::json!({
+                "container.readinessProbe": {"exec": {"command": ["cat", "/tmp/ready"]},
+                    "periodSeconds": 1, "failureThreshold": 1},
+            }),
+        ),
+    );
+    // PID 1 ignores SIGTERM: only the grace period's SIGKILL ends it.
+    apply(
+        server,
+        &busybox_pod(
+            "stubborn",
+            "trap '' TERM; while true; do sleep 1; done",
+            4,
+            serde_json::json!({}),
+        ),
+    );
+    // This one exits on SIGTERM (as PID 1 it needs its own handler), well
+    // inside its 30 s grace period.
+    apply(
+        server,
+        &busybox_pod(
+            "polite",
+            "trap 'exit 0' TERM; while true; do sleep 1; done",
+            30,
+            serde_json::json!({}),
+        ),
+    );
+
+    // The crash loop: STATUS says CrashLoopBackOff and restarts grow.
+    let table = eventually(Duration::from_secs(120), "CrashLoopBackOff", || {
+        let table = server.kubectl_ok(&["get", "pod", "crasher"]);
+        table.contains("CrashLoopBackOff").then_some(table)
+    });
+    let restarts = |server: &Server| {
+        pod(server, "crasher")["status"]["containerStatuses"][0]["restartCount"]
+            .as_i64()
+            .unwrap_or(0)
+    };
+    let first = restarts(server);
+    assert!(first >= 1, "{table}");
+    eventually(Duration::from_secs(120), "restart count grows", || {
+        (restarts(server) > first).then_some(())
+    });
+    let waiting = &pod(server, "crasher")["status"]["containerStatuses"][0];
+    assert_eq!(
+        waiting["lastState"]["terminated"]["exitCode"], 2,
+        "{waiting}"
+    );
+    assert_eq!(
+        server.kubectl_ok(&["logs", "crasher", "--previous"]),
+        "crashing\n"
+    );
+
+    // A configMap volume read through exec.
+    wait_running(server, "reader");
+    assert_eq!(
+        server.kubectl_ok(&["exec", "reader", "--", "cat", "/etc/settings/greeting"]),
+        "hello from a configMap"
+    );
+
+    // The readiness probe flips Ready both ways.
+    wait_running(server, "probed");
+    assert_eq!(ready_column(server, "probed"), "0/1");
+    assert_eq!(ready_condition(server, "probed"), "False");
+    server.kubectl_ok(&["exec", "probed", "--", "touch", "/tmp/ready"]);
+    eventually(Duration::from_secs(30), "probed Ready", || {
+        (ready_column(server, "probed") == "1/1" && ready_condition(server, "probed") == "True")
+            .then_some(())
+    });
+    server.kubectl_ok(&["exec", "probed", "--", "rm", "/tmp/ready"]);
+    eventually(Duration::from_secs(30), "probed not Ready", || {
+        (ready_column(server, "probed") == "0/1").then_some(())
+    });
+
+    // Graceful deletion: kubectl waits out the grace period of a process
+    // that ignores SIGTERM, and not that of one that exits on it.
+    wait_running(server, "stubborn");
+    wait_running(server, "polite");
+    let asked = Instant::now();
+    server.kubectl_ok(&["delete", "pod", "stubborn", "--timeout=60s"]);
+    let stubborn = asked.elapsed();
+    assert!(
+        stubborn >= Duration::from_secs(4),
+        "stubborn pod gone after {stubborn:?}, before its 4 s grace period"
+    );
+    let asked = Instant::now();
+    server.kubectl_ok(&["delete", "pod", "polite", "--timeout=60s"]);
+    let polite = asked.elapsed();
+    assert!(
+        polite < Duration::from_secs(30),
+        "polite pod took {polite:?}: its SIGTERM was not delivered"
+    );
+    let gone = server.kubectl(&["get", "pod", "stubborn"]);
+    assert!(!gone.status.success(), "stubborn pod still listed");
+}
