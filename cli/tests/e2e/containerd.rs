@@ -119,20 +119,32 @@ fn running_container_ids(server: &Server, selector: &str) -> Vec<(String, String
 
 #[test]
 fn server_runs_pods_on_containerd_and_keeps_them_across_restarts() {
+    run_with_node("ske", "10.233.7.0/24", &["--node-name", NODE], scenario);
+}
+
+/// Runs `scenario` against a fresh `skiff server` whose node agent has its
+/// own bridge and pod CIDR (also given as the cluster CIDR, so node IPAM
+/// hands out exactly that range and concurrent servers cannot collide);
+/// afterwards deletes its workloads through the API, stops it and cleans the
+/// host, and prints the server log if the scenario panicked.
+pub(super) fn run_with_node(
+    bridge_prefix: &str,
+    pod_cidr: &str,
+    extra: &[&str],
+    scenario: impl FnOnce(&mut Server),
+) {
     assert_root();
-    let bridge = format!("ske{}", std::process::id() % 100_000);
-    let mut server = Server::start_with(&[
-        "--node-name",
-        NODE,
+    let bridge = format!("{bridge_prefix}{}", std::process::id() % 100_000);
+    let mut args = vec![
         "--cni-bridge",
         &bridge,
         "--pod-cidr",
-        "10.233.7.0/24",
-        // Node IPAM would otherwise hand out 10.42.0.0/24, which other
-        // servers on the machine use too.
+        pod_cidr,
         "--cluster-cidr",
-        "10.233.7.0/24",
-    ]);
+        pod_cidr,
+    ];
+    args.extend_from_slice(extra);
+    let mut server = Server::start_with(&args);
     let base = server.data_dir().to_path_buf();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         scenario(&mut server);
@@ -155,20 +167,20 @@ fn server_runs_pods_on_containerd_and_keeps_them_across_restarts() {
     }
 }
 
-/// Waits until the node is registered and Ready.
-fn wait_node_ready(server: &Server) {
+/// Waits until `node` is registered and Ready, and returns it.
+pub(super) fn wait_node_ready(server: &Server, node: &str) -> serde_json::Value {
     eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
+        let out = server.kubectl(&["get", "node", node, "-o", "json"]);
         if !out.status.success() {
             return None;
         }
-        let node = json(&String::from_utf8_lossy(&out.stdout));
-        node["status"]["conditions"]
+        let found = json(&String::from_utf8_lossy(&out.stdout));
+        found["status"]["conditions"]
             .as_array()?
             .iter()
             .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(())
-    });
+            .then_some(found)
+    })
 }
 
 /// `kubectl apply` of a JSON manifest, which must succeed.
@@ -182,7 +194,7 @@ pub(super) fn apply(server: &Server, manifest: &str) {
 }
 
 fn scenario(server: &mut Server) {
-    wait_node_ready(server);
+    wait_node_ready(server, NODE);
     let node = json(&server.kubectl_ok(&["get", "node", NODE, "-o", "json"]));
     let runtime = node["status"]["nodeInfo"]["containerRuntimeVersion"]
         .as_str()
@@ -252,7 +264,7 @@ fn scenario(server: &mut Server) {
     let status = server.terminate();
     assert!(status.success(), "server exit status {status}");
     server.restart();
-    wait_node_ready(server);
+    wait_node_ready(server, NODE);
     std::thread::sleep(Duration::from_secs(4));
     let after = eventually(Duration::from_secs(60), "web pods Running again", || {
         let ids = running_container_ids(server, "app=web");

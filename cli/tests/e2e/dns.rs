@@ -14,7 +14,7 @@ use std::time::Duration;
 use skiff_node::agent::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
 use super::support::{Server, eventually, free_port};
 
 const NODE: &str = "e2e-dns";
@@ -40,58 +40,23 @@ fn networks() -> Networks {
 
 #[test]
 fn pods_resolve_cluster_names_through_the_cluster_dns() {
-    assert_root();
     let nets = networks();
-    let bridge = format!("skd{}", std::process::id() % 100_000);
     let dns_listen = format!("0.0.0.0:{}", free_port());
-    let mut server = Server::start_with(&[
-        "--node-name",
-        NODE,
-        "--cni-bridge",
-        &bridge,
-        "--pod-cidr",
+    run_with_node(
+        "skd",
         &nets.pod_cidr,
-        "--cluster-cidr",
-        &nets.pod_cidr,
-        "--service-cidr",
-        &nets.service_cidr,
-        "--cluster-dns",
-        &nets.cluster_dns,
-        "--cluster-dns-listen",
-        &dns_listen,
-    ]);
-    let base = server.data_dir().to_path_buf();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scenario(&server, &nets);
-    }));
-    let _ = server.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "--grace-period=1",
-        "--timeout=60s",
-    ]);
-    server.terminate();
-    cleanup_host(&base, &bridge);
-    if let Err(panic) = result {
-        eprintln!("server log:\n{}", server.log());
-        std::panic::resume_unwind(panic);
-    }
-}
-
-fn wait_node_ready(server: &Server) -> serde_json::Value {
-    eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
-        if !out.status.success() {
-            return None;
-        }
-        let node = json(&String::from_utf8_lossy(&out.stdout));
-        node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(node)
-    })
+        &[
+            "--node-name",
+            NODE,
+            "--service-cidr",
+            &nets.service_cidr,
+            "--cluster-dns",
+            &nets.cluster_dns,
+            "--cluster-dns-listen",
+            &dns_listen,
+        ],
+        |server| scenario(server, &nets),
+    );
 }
 
 /// Runs `script` in a busybox pod to completion and returns its output.
@@ -158,7 +123,7 @@ fn run_pod_in(server: &Server, namespace: &str, name: &str, script: &str) -> Str
 }
 
 fn scenario(server: &Server, nets: &Networks) {
-    let node = wait_node_ready(server);
+    let node = wait_node_ready(server, NODE);
     import_busybox(server);
 
     // The kube-dns Service and the endpoints pointing at skiff's DNS server.

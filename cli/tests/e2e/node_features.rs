@@ -16,7 +16,7 @@ use std::time::Duration;
 use skiff_node::agent::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
-use super::containerd::{apply, assert_root, cleanup_host, json, pod};
+use super::containerd::{apply, json, pod, run_with_node, wait_node_ready};
 use super::support::{Server, eventually};
 
 const NODE: &str = "e2e-node-features";
@@ -147,46 +147,14 @@ fn shell_pod(name: &str, script: &str, extra_spec: &str) -> String {
 
 #[test]
 fn node_features_on_containerd() {
-    assert_root();
-    let bridge = format!("skf{}", std::process::id() % 100_000);
     let registry = RecordingRegistry::start();
-    let mut server = Server::start_with(&[
-        "--node-name",
-        NODE,
-        "--cni-bridge",
-        &bridge,
-        "--pod-cidr",
-        "10.233.9.0/24",
-    ]);
-    let base = server.data_dir().to_path_buf();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scenario(&server, &registry);
-    }));
-    let _ = server.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "--grace-period=1",
-        "--timeout=60s",
-    ]);
-    server.terminate();
-    cleanup_host(&base, &bridge);
-    if let Err(panic) = result {
-        eprintln!("server log:\n{}", server.log());
-        std::panic::resume_unwind(panic);
-    }
+    run_with_node("skf", "10.233.10.0/24", &["--node-name", NODE], |server| {
+        scenario(server, &registry)
+    });
 }
 
 fn scenario(server: &Server, registry: &RecordingRegistry) {
-    eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
-        let node = serde_json::from_slice::<serde_json::Value>(&out.stdout).ok()?;
-        node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(())
-    });
+    wait_node_ready(server, NODE);
 
     // `skiff images import` / `list` against the running node.
     let archive = server.data_dir().join("tools.tar");

@@ -9,44 +9,19 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
 use super::support::{Server, eventually};
 
 const NODE: &str = "e2e-lifecycle";
 
 #[test]
 fn kubectl_sees_crash_loops_probes_volumes_and_graceful_deletion() {
-    assert_root();
-    let bridge = format!("skl{}", std::process::id() % 100_000);
-    let mut server = Server::start_with(&[
-        "--node-name",
-        NODE,
-        "--cni-bridge",
-        &bridge,
-        "--pod-cidr",
-        "10.233.9.0/24",
-        "--cluster-cidr",
-        "10.233.9.0/24",
-        "--kubelet-port",
-        "0",
-    ]);
-    let base = server.data_dir().to_path_buf();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scenario(&server);
-    }));
-    let _ = server.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "--grace-period=1",
-        "--timeout=60s",
-    ]);
-    server.terminate();
-    cleanup_host(&base, &bridge);
-    if let Err(panic) = result {
-        eprintln!("server log:\n{}", server.log());
-        std::panic::resume_unwind(panic);
-    }
+    run_with_node(
+        "skl",
+        "10.233.11.0/24",
+        &["--node-name", NODE, "--kubelet-port", "0"],
+        |server| scenario(server),
+    );
 }
 
 /// A one-container busybox pod running `script`, with extra spec fields.
@@ -97,18 +72,7 @@ fn wait_running(server: &Server, name: &str) {
 }
 
 fn scenario(server: &Server) {
-    eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
-        let node = out
-            .status
-            .success()
-            .then(|| json(&String::from_utf8_lossy(&out.stdout)))?;
-        node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(())
-    });
+    wait_node_ready(server, NODE);
     import_busybox(server);
 
     server.kubectl_ok(&[

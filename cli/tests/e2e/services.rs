@@ -16,7 +16,9 @@ use std::time::Duration;
 use skiff_node::agent::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::containerd::{
+    apply, assert_root, cleanup_host, import_busybox, json, pod, wait_node_ready,
+};
 use super::support::{Server, eventually};
 
 const NODE: &str = "e2e-services";
@@ -42,21 +44,6 @@ fn host_get(address: SocketAddr) -> Result<String, String> {
         return Err(head.to_string());
     }
     Ok(body.trim().to_string())
-}
-
-fn wait_node_ready(server: &Server) -> serde_json::Value {
-    eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
-        if !out.status.success() {
-            return None;
-        }
-        let node = json(&String::from_utf8_lossy(&out.stdout));
-        node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(node)
-    })
 }
 
 /// A container command: serve the pod's hostname on :8080 with httpd.
@@ -199,7 +186,7 @@ fn services_reach_pods_through_the_proxy_rules() {
 }
 
 fn scenario(server: &mut Server, table: &str) {
-    let node = wait_node_ready(server);
+    let node = wait_node_ready(server, NODE);
     let node_ip: std::net::IpAddr = node["status"]["addresses"]
         .as_array()
         .into_iter()

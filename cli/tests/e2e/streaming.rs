@@ -10,46 +10,19 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, assert_root, cleanup_host, import_busybox, json, pod};
+use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
 use super::support::{Server, eventually};
 
 const NODE: &str = "e2e-streaming";
 
 #[test]
 fn kubectl_and_python_stream_logs_exec_attach_cp_and_port_forward() {
-    assert_root();
-    let bridge = format!("sks{}", std::process::id() % 100_000);
-    let mut server = Server::start_with(&[
-        "--node-name",
-        NODE,
-        "--cni-bridge",
-        &bridge,
-        "--pod-cidr",
+    run_with_node(
+        "sks",
         "10.233.8.0/24",
-        // Node IPAM would otherwise hand out 10.42.0.0/24, which other
-        // servers on the machine use too.
-        "--cluster-cidr",
-        "10.233.8.0/24",
-        "--kubelet-port",
-        "0",
-    ]);
-    let base = server.data_dir().to_path_buf();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scenario(&server);
-    }));
-    let _ = server.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "--grace-period=1",
-        "--timeout=60s",
-    ]);
-    server.terminate();
-    cleanup_host(&base, &bridge);
-    if let Err(panic) = result {
-        eprintln!("server log:\n{}", server.log());
-        std::panic::resume_unwind(panic);
-    }
+        &["--node-name", NODE, "--kubelet-port", "0"],
+        |server| scenario(server),
+    );
 }
 
 fn wait_running(server: &Server, name: &str) {
@@ -73,18 +46,7 @@ fn busybox_pod(name: &str, containers: &[(&str, &str)], restart: &str) -> String
 }
 
 fn scenario(server: &Server) {
-    eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", NODE, "-o", "json"]);
-        if !out.status.success() {
-            return None;
-        }
-        let node = json(&String::from_utf8_lossy(&out.stdout));
-        node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(node)
-    });
+    wait_node_ready(server, NODE);
     let node = json(&server.kubectl_ok(&["get", "node", NODE, "-o", "json"]));
     let port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
         .as_u64()
