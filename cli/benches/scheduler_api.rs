@@ -23,8 +23,8 @@ use kube::api::{ObjectMeta, PostParams};
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::{HandlerFns, SharedInformerFactory};
+use skiff_scheduler::SchedulerConfig;
 use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
-use skiff_scheduler::{CycleOutcome, SchedulerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
 /// Counts live heap bytes, so a phase's memory growth can be read without the
@@ -244,35 +244,7 @@ fn in_memory(w: &Workload) -> Measure {
     for p in &w.measured {
         c.add_pod(p.clone());
     }
-    let mut scheduled = 0;
-    let mut idle = 0;
-    while scheduled < expect && idle < 50 {
-        let Some(outcome) = c.scheduler.schedule_one() else {
-            idle += 1;
-            c.clock.advance(Duration::from_secs(1));
-            c.scheduler.flush();
-            continue;
-        };
-        idle = 0;
-        match outcome {
-            CycleOutcome::Bind(job) => {
-                let pod = job.pod.clone();
-                let node = job.node.clone();
-                if rt.block_on(c.scheduler.bind(*job)).is_ok() {
-                    let mut bound = (*pod.pod).clone();
-                    bound.spec.get_or_insert_default().node_name = Some(node);
-                    c.scheduler.on_pod_update(&pod.pod, Arc::new(bound));
-                    scheduled += 1;
-                }
-            }
-            CycleOutcome::Failed(f) => {
-                for v in &f.victims {
-                    c.scheduler.on_pod_delete(&v.pod);
-                }
-            }
-            CycleOutcome::Skipped => {}
-        }
-    }
+    let scheduled = c.drive_until(&rt, expect);
     let m = Measure {
         scheduled,
         elapsed: start.elapsed(),

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use skiff_scheduler::CycleOutcome;
 use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
 
 fn node(i: usize, zones: usize) -> Node {
@@ -36,35 +35,7 @@ struct Outcome {
 /// preemption victims as the API would and advances the fake clock past backoffs.
 fn drive(c: &TestCluster, rt: &tokio::runtime::Runtime, expect: usize) -> Outcome {
     let start = Instant::now();
-    let mut scheduled = 0;
-    let mut idle_rounds = 0;
-    while scheduled < expect && idle_rounds < 50 {
-        let Some(outcome) = c.scheduler.schedule_one() else {
-            idle_rounds += 1;
-            c.clock.advance(Duration::from_secs(1));
-            c.scheduler.flush();
-            continue;
-        };
-        idle_rounds = 0;
-        match outcome {
-            CycleOutcome::Bind(job) => {
-                let pod = job.pod.clone();
-                let node = job.node.clone();
-                if rt.block_on(c.scheduler.bind(*job)).is_ok() {
-                    let mut bound = (*pod.pod).clone();
-                    bound.spec.get_or_insert_default().node_name = Some(node);
-                    c.scheduler.on_pod_update(&pod.pod, Arc::new(bound));
-                    scheduled += 1;
-                }
-            }
-            CycleOutcome::Failed(f) => {
-                for v in &f.victims {
-                    c.scheduler.on_pod_delete(&v.pod);
-                }
-            }
-            CycleOutcome::Skipped => {}
-        }
-    }
+    let scheduled = c.drive_until(rt, expect);
     Outcome {
         scheduled,
         elapsed: start.elapsed(),

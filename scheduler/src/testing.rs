@@ -636,6 +636,45 @@ impl TestCluster {
         }
         (placed, failed)
     }
+
+    /// The benchmarks' loop: schedules until `expect` pods are bound (or 50
+    /// cycles in a row find nothing to do), confirming binds through the
+    /// informer path, deleting preemption victims as the API would, and
+    /// advancing the fake clock past backoffs when the queue runs dry.
+    /// Returns how many pods were bound.
+    pub fn drive_until(&self, rt: &tokio::runtime::Runtime, expect: usize) -> usize {
+        let mut scheduled = 0;
+        let mut idle = 0;
+        while scheduled < expect && idle < 50 {
+            let Some(outcome) = self.scheduler.schedule_one() else {
+                idle += 1;
+                self.clock.advance(std::time::Duration::from_secs(1));
+                self.scheduler.flush();
+                continue;
+            };
+            idle = 0;
+            match outcome {
+                crate::scheduler::CycleOutcome::Bind(job) => {
+                    let pod = job.pod.clone();
+                    let node = job.node.clone();
+                    if rt.block_on(self.scheduler.bind(*job)).is_ok() {
+                        let mut bound = (*pod.pod).clone();
+                        bound.spec.get_or_insert_default().node_name = Some(node);
+                        self.scheduler
+                            .on_pod_update(&pod.pod, std::sync::Arc::new(bound));
+                        scheduled += 1;
+                    }
+                }
+                crate::scheduler::CycleOutcome::Failed(f) => {
+                    for v in &f.victims {
+                        self.scheduler.on_pod_delete(&v.pod);
+                    }
+                }
+                crate::scheduler::CycleOutcome::Skipped => {}
+            }
+        }
+        scheduled
+    }
 }
 
 impl Default for TestCluster {
