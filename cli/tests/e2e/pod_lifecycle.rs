@@ -1,6 +1,7 @@
 //! Pod lifecycle on real containerd, as a kubectl user sees it (issue #7):
 //! a crash-looping pod shows `CrashLoopBackOff` with a growing restart
-//! count, a configMap volume is read through `kubectl exec`, a readiness
+//! count, a configMap volume is read through `kubectl exec`, `exec -it`
+//! gets a terminal and the exit code, a readiness
 //! probe flips the pod's READY column both ways, and `kubectl delete` waits
 //! for the grace period of a process that ignores SIGTERM but not for one
 //! that exits on it.
@@ -162,6 +163,22 @@ fn scenario(server: &Server) {
         server.kubectl_ok(&["exec", "reader", "--", "cat", "/etc/settings/greeting"]),
         "hello from a configMap"
     );
+
+    // An interactive TTY: `kubectl exec -it` under a pseudo-terminal
+    // (util-linux `script`): the process sees a terminal, its output and
+    // exit code come back.
+    let command = format!(
+        "kubectl --kubeconfig {} exec -it reader -- sh -c 'tty; exit 7'",
+        server.kubeconfig().display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("/dev/pts/"), "no terminal in the pod: {text}");
+    assert_eq!(out.status.code(), Some(7), "{text}");
 
     // The readiness probe flips Ready both ways.
     wait_running(server, "probed");
