@@ -256,7 +256,7 @@ fn patch_of_each_type_and_replace() {
     cm["data"]["k"] = "replaced".into();
     // Default validation needs /openapi/v3 (the API fidelity issue); the
     // server validates the object itself.
-    let out = server.kubectl_stdin(&["replace", "--validate=false", "-f", "-"], &cm.to_string());
+    let out = server.kubectl_stdin(&["replace", "-f", "-"], &cm.to_string());
     assert!(
         out.status.success(),
         "{}",
@@ -268,7 +268,7 @@ fn patch_of_each_type_and_replace() {
     // The object above carries the old resourceVersion: a second replace with
     // it conflicts.
     cm["data"]["k"] = "stale".into();
-    let out = server.kubectl_stdin(&["replace", "--validate=false", "-f", "-"], &cm.to_string());
+    let out = server.kubectl_stdin(&["replace", "-f", "-"], &cm.to_string());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(

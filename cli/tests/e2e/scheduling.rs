@@ -25,7 +25,7 @@ fn placements(server: &Server, app: &str, expected: usize) -> Vec<String> {
 }
 
 fn apply(server: &Server, manifest: &str) {
-    let out = server.kubectl_stdin(&["apply", "--validate=false", "-f", "-"], manifest);
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
     assert!(
         out.status.success(),
         "{}",

@@ -17,14 +17,7 @@ fn configmap(data: &[(&str, &str)]) -> String {
 /// `kubectl apply --server-side` of `yaml` as `manager`, with extra flags.
 fn apply(server: &Server, manager: &str, yaml: &str, extra: &[&str]) -> std::process::Output {
     let manager = format!("--field-manager={manager}");
-    let mut args = vec![
-        "apply",
-        "--server-side",
-        "--validate=false",
-        &manager,
-        "-f",
-        "-",
-    ];
+    let mut args = vec!["apply", "--server-side", &manager, "-f", "-"];
     args.extend_from_slice(extra);
     server.kubectl_stdin(&args, yaml)
 }
@@ -169,23 +162,17 @@ fn python_dynamic_client_server_side_apply() {
 #[test]
 fn kubectl_moves_from_client_side_to_server_side_apply() {
     let server = Server::start();
-    let out = server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
-        &configmap(&[("k", "1")]),
-    );
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], &configmap(&[("k", "1")]));
     assert!(out.status.success(), "{}", text(&out.stderr));
     // kubectl's own server-side apply may change what its client-side apply set.
     let out = server.kubectl_stdin(
-        &["apply", "--server-side", "--validate=false", "-f", "-"],
+        &["apply", "--server-side", "-f", "-"],
         &configmap(&[("k", "2")]),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(data(&server), serde_json::json!({"k": "2"}));
     // ... and the client-side apply after it sees its annotation in step.
-    let out = server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
-        &configmap(&[("k", "3")]),
-    );
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], &configmap(&[("k", "3")]));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(data(&server), serde_json::json!({"k": "3"}));
 }

@@ -58,7 +58,7 @@ fn simulated_nodes_register_and_run_pods() {
 
     // A long-running pod goes Running with an IP and Ready.
     server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "-f", "-"],
         &pod_manifest("web", "sim-node-0", "Always", ""),
     );
     eventually(Duration::from_secs(20), "web Running", || {
@@ -75,11 +75,11 @@ fn simulated_nodes_register_and_run_pods() {
 
     // Pods that do not restart finish: 0 → Succeeded, non-zero → Failed.
     server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "-f", "-"],
         &pod_manifest("ok", "sim-node-1", "Never", ""),
     );
     server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "-f", "-"],
         &pod_manifest(
             "bad",
             "sim-node-2",

@@ -17,7 +17,7 @@ fn get_prints_upstream_columns() {
     let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "2"]);
 
     server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "-f", "-"],
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"two","labels":{"app":"demo"}},"data":{"a":"1","b":"2"}}"#,
     );
     let out = rows(&server.kubectl_ok(&["get", "configmaps", "two"]));
@@ -48,7 +48,7 @@ fn get_prints_upstream_columns() {
     assert!(wide[1].iter().any(|c| c == "simulated://0.1.0"), "{wide:?}");
 
     server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "-f", "-"],
         r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},
             "spec":{"nodeName":"sim-node-1","containers":[{"name":"a","image":"busybox"},{"name":"b","image":"busybox"}]}}"#,
     );
@@ -90,7 +90,7 @@ fn get_prints_upstream_columns() {
     assert_eq!(all[1][..2], ["default".to_string(), "web".into()]);
 
     server.kubectl_stdin(
-        &["apply", "--validate=false", "-f", "-"],
+        &["apply", "-f", "-"],
         r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc"},
             "spec":{"clusterIP":"None","selector":{"app":"web"},"ports":[{"port":80,"protocol":"TCP"}]}}"#,
     );
