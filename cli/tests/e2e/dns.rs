@@ -164,19 +164,29 @@ fn scenario(server: &Server, nets: &Networks) {
         r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"db"},
            "spec":{"clusterIP":"None","selector":{"app":"db-0"},"ports":[{"name":"sql","port":5432}]}}"#,
     );
-    apply(
-        server,
-        &format!(
-            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"db-0","labels":{{"app":"db-0"}}}},
-               "spec":{{"hostname":"db-0","subdomain":"db","terminationGracePeriodSeconds":1,
-                 "containers":[{{"name":"main","image":"{BUSYBOX_IMAGE}","command":["sleep","3600"]}}]}}}}"#
-        ),
-    );
-    let db_ip = eventually(Duration::from_secs(120), "db-0 Running", || {
-        let p = pod(server, "db-0");
-        let ip = p["status"]["podIP"].as_str().unwrap_or("").to_string();
-        (p["status"]["phase"] == "Running" && !ip.is_empty()).then_some(ip)
-    });
+    let mut db_ips = Vec::new();
+    for member in ["db-0", "db-1"] {
+        apply(
+            server,
+            &format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{member}","labels":{{"app":"db-0"}}}},
+                   "spec":{{"hostname":"{member}","subdomain":"db","terminationGracePeriodSeconds":1,
+                     "containers":[{{"name":"main","image":"{BUSYBOX_IMAGE}","command":["sleep","3600"]}}]}}}}"#
+            ),
+        );
+    }
+    for member in ["db-0", "db-1"] {
+        db_ips.push(eventually(
+            Duration::from_secs(120),
+            &format!("{member} Running"),
+            || {
+                let p = pod(server, member);
+                let ip = p["status"]["podIP"].as_str().unwrap_or("").to_string();
+                (p["status"]["phase"] == "Running" && !ip.is_empty()).then_some(ip)
+            },
+        ));
+    }
+    let db_ip = db_ips[0].clone();
 
     // busybox's nslookup (1.29 and later) does not apply the search list,
     // so it gets the full name; the libc resolver (ping) shows the search
@@ -189,10 +199,13 @@ fn scenario(server: &Server, nets: &Networks) {
          for i in 1 2 3 4 5 6 7 8 9 10; do \
            nslookup kubernetes.default.svc.cluster.local && break; sleep 1; done; echo =====; \
          ping -c 1 -W 1 kubernetes.default; echo =====; \
-         nslookup db-0.db.default.svc.cluster.local; echo =====; hostname",
+         nslookup db-0.db.default.svc.cluster.local; echo =====; hostname; echo =====; \
+         for i in 1 2 3 4 5 6 7 8 9 10; do \
+           nslookup db.default.svc.cluster.local > /tmp/db; \
+           [ $(grep -c '^Address: ' /tmp/db) -ge 2 ] && break; sleep 1; done; cat /tmp/db",
     );
     let sections: Vec<&str> = out.split("=====\n").collect();
-    assert_eq!(sections.len(), 5, "{out}");
+    assert_eq!(sections.len(), 6, "{out}");
     let resolv = sections[0];
     assert!(
         resolv.contains(&format!("nameserver {}", nets.cluster_dns)),
@@ -221,6 +234,14 @@ fn scenario(server: &Server, nets: &Networks) {
         "nslookup db-0.db:\n{member}"
     );
     assert_eq!(sections[4].trim(), "client");
+    // The headless Service's name answers every member's pod IP.
+    let headless = sections[5];
+    for ip in &db_ips {
+        assert!(
+            headless.contains(&format!("Address: {ip}")),
+            "nslookup db (headless) misses {ip}:\n{headless}"
+        );
+    }
 
     // dnsPolicy None: only the pod's own dnsConfig.
     let out = run_pod(
