@@ -17,40 +17,9 @@ use crate::runtime::cri_api;
 /// The query parameters of a request, decoded, in order (keys repeat:
 /// `command=sh&command=-c`).
 pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .into_owned()
         .collect()
-}
-
-/// Decodes `%XX` escapes and `+` (form encoding's space).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |b: u8| (b as char).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The stream flags of exec and attach (`stdin=true`, or `1` as older
@@ -287,7 +256,7 @@ mod tests {
                 tty: true
             }
         );
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(query_pairs(Some("a=100%"))[0].1, "100%");
+        assert_eq!(query_pairs(Some("a=%zz"))[0].1, "%zz");
     }
 }
