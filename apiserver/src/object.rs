@@ -51,11 +51,31 @@ pub fn is_terminating(object: &Value) -> bool {
 /// The bytes stored for an object: its JSON without resourceVersion (the
 /// store's mod revision is the resourceVersion).
 pub fn encode_for_store(object: &Value) -> Bytes {
-    let mut copy = object.clone();
-    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
+    Bytes::from(serde_json::to_vec(&WithoutResourceVersion(object, 0)).unwrap_or_default())
+}
+
+/// Serialises a value as is, except that `metadata.resourceVersion` of the
+/// top-level object is left out, without copying the object first. The number
+/// is the depth: 0 for the object, 1 for its `metadata`.
+struct WithoutResourceVersion<'a>(&'a Value, u8);
+
+impl serde::Serialize for WithoutResourceVersion<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (Value::Object(map), depth @ (0 | 1)) = (self.0, self.1) else {
+            return self.0.serialize(serializer);
+        };
+        let skipped = usize::from(depth == 1 && map.contains_key("resourceVersion"));
+        let mut out = serializer.serialize_map(Some(map.len() - skipped))?;
+        for (key, value) in map {
+            match (depth, key.as_str()) {
+                (0, "metadata") => out.serialize_entry(key, &WithoutResourceVersion(value, 1))?,
+                (1, "resourceVersion") => {}
+                _ => out.serialize_entry(key, value)?,
+            }
+        }
+        out.end()
     }
-    Bytes::from(serde_json::to_vec(&copy).unwrap_or_default())
 }
 
 /// Decodes a stored value, setting resourceVersion from its mod revision.
@@ -94,5 +114,29 @@ pub fn path_mut<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Value
 pub fn set_field(object: &mut Value, field: &str, value: Value) {
     if let Some(map) = object.as_object_mut() {
         map.insert(field.to_string(), value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_form_leaves_out_only_the_top_level_resource_version() {
+        let object = json!({
+            "kind": "Pod",
+            "metadata": {"name": "a", "resourceVersion": "42", "labels": {"resourceVersion": "x"}},
+            "spec": {"metadata": {"resourceVersion": "7"}},
+        });
+        let stored: Value = serde_json::from_slice(&encode_for_store(&object)).expect("json");
+        assert_eq!(
+            stored,
+            json!({
+                "kind": "Pod",
+                "metadata": {"name": "a", "labels": {"resourceVersion": "x"}},
+                "spec": {"metadata": {"resourceVersion": "7"}},
+            })
+        );
+        assert_eq!(object["metadata"]["resourceVersion"], "42");
     }
 }

@@ -214,6 +214,12 @@ struct Measure {
     heap_mib: f64,
     /// RSS growth over the measured phase, MiB.
     rss_mib: f64,
+    /// Store writes and flushes over the measured phase (API runs only).
+    writes: u64,
+    flushes: u64,
+    /// Live heap the scheduler and its informers released when dropped after the
+    /// API run, MiB.
+    scheduler_mib: f64,
 }
 
 impl Measure {
@@ -251,6 +257,9 @@ fn in_memory(w: &Workload) -> Measure {
         cpu: cpu_seconds() - cpu0,
         heap_mib: live_mib() - heap0,
         rss_mib: rss_mib() - rss0,
+        writes: 0,
+        flushes: 0,
+        scheduler_mib: 0.0,
     };
     drop(c);
     m
@@ -304,7 +313,8 @@ fn api_pod(mut pod: Pod) -> Pod {
 /// The real path: API server, store, informers, scheduler, `pods/binding`.
 async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(SledConfig::new(dir.path()))?);
+    let sled = Arc::new(SledStore::open(SledConfig::new(dir.path()))?);
+    let store: Arc<dyn Store> = sled.clone();
     let server = ApiServer::new(store.clone(), ApiServerConfig::default()).await?;
     let admin = skiff_apiserver::inprocess::client(
         server.router(),
@@ -350,6 +360,7 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     let scheduler =
         skiff_scheduler::informers::register(client, &factory, &SchedulerConfig::default())?;
     let cpu0 = cpu_seconds();
+    let stats0 = sled.stats()?;
     factory.start()?;
     factory.wait_for_sync().await;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -366,17 +377,28 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     let heap = live_mib() - heap0;
     let rss = rss_mib() - rss0;
     let scheduled = scheduler.bound_count() as usize;
+    let stats = sled.stats()?;
     let start = first_enqueued.lock().ok().and_then(|f| *f).unwrap_or(done);
 
     let _ = stop_tx.send(());
     let _ = runner.await;
     factory.shutdown();
+    // What the scheduler holds (its cache, queue and snapshot, and the informers it
+    // registered): the live heap it gives back when it and its informers are dropped,
+    // once the API server has gone quiet.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = live_mib();
+    drop(scheduler);
+    drop(factory);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let scheduler_mib = held - live_mib();
     server.shutdown();
     store.close().await?;
     // Let the store's and server's background threads finish releasing memory, so the
     // next workload's heap and RSS growth is its own.
     drop(server);
     drop(store);
+    drop(sled);
     tokio::time::sleep(Duration::from_secs(2)).await;
     Ok(Measure {
         scheduled,
@@ -384,6 +406,9 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
         cpu,
         heap_mib: heap,
         rss_mib: rss,
+        writes: stats.writes - stats0.writes,
+        flushes: stats.flushes - stats0.flushes,
+        scheduler_mib,
     })
 }
 
@@ -402,30 +427,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
 
+    let selected: Vec<Workload> = workloads(scale)
+        .into_iter()
+        .filter(|w| only.is_empty() || only.iter().any(|o| w.name.contains(o.as_str())))
+        .collect();
+    // Every in-memory run comes first, on a quiet heap: an API run's server and store
+    // go on freeing memory for a while after they are dropped, which would make a
+    // following in-memory run's heap growth meaningless.
+    let in_memory_runs: Vec<Measure> = selected.iter().map(in_memory).collect();
     let mut rows = Vec::new();
-    for w in workloads(scale) {
-        if !only.is_empty() && !only.iter().any(|o| w.name.contains(o.as_str())) {
-            continue;
-        }
-        let api = rt.block_on(through_api(&w))?;
-        let mem = in_memory(&w);
+    for (w, mem) in selected.iter().zip(in_memory_runs) {
+        let api = rt.block_on(through_api(w))?;
         eprintln!(
-            "{:<24} api {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s); in-memory {:.0} pods/s",
+            "{:<24} api {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s, {} store writes in {} flushes, scheduler held {:.0} MiB); in-memory {:.0} pods/s",
             w.name,
             api.scheduled,
             w.measured.len(),
             api.elapsed.as_secs_f64() * 1000.0,
             api.rate(),
             api.cpu,
+            api.writes,
+            api.flushes,
+            api.scheduler_mib,
             mem.rate()
         );
         rows.push((w, api, mem));
     }
 
     println!(
-        "| workload | nodes | pods | through the API: pods/s | pods per CPU-second | upstream threshold (workload) | in-memory binder: pods/s | API / in-memory | heap growth, API run (in-memory) | RSS growth, API run (in-memory) |"
+        "| workload | nodes | pods | through the API: pods/s | pods per CPU-second | upstream threshold (workload) | in-memory binder: pods/s | API / in-memory | scheduler + informers held after the API run | scheduler alone, heap growth in memory | process RSS growth, API run |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (w, api, mem) in &rows {
         let per_cpu = api.scheduled as f64 / api.cpu.max(0.01);
         let complete = if api.scheduled < w.measured.len() {
@@ -434,7 +466,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             String::new()
         };
         println!(
-            "| {} | {} | {} | {:.0}{} | {:.0} | {} ({}) | {:.0} | {:.2} | {:.0} MiB ({:.0} MiB) | {:.0} MiB ({:.0} MiB) |",
+            "| {} | {} | {} | {:.0}{} | {:.0} | {} ({}) | {:.0} | {:.2} | {:.0} MiB | {:.0} MiB | {:.0} MiB |",
             w.name,
             w.nodes.len(),
             w.measured.len(),
@@ -445,10 +477,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             w.upstream.1,
             mem.rate(),
             api.rate() / mem.rate().max(1e-9),
-            api.heap_mib,
+            api.scheduler_mib,
             mem.heap_mib,
             api.rss_mib,
-            mem.rss_mib,
         );
     }
     Ok(())

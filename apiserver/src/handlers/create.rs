@@ -43,7 +43,9 @@ pub(crate) async fn check_namespace(
         .registry
         .get("", "v1", "namespaces")
         .ok_or(ApiError::PathNotFound)?;
-    let (ns, _) = storage::read(inner, &ns_info, &ns_info.key(None, namespace))
+    // As upstream's NamespaceLifecycle admission: the cache answers, and a
+    // namespace it does not hold yet is looked up in the store.
+    let (ns, _) = storage::read_cached(inner, &ns_info, &ns_info.key(None, namespace))
         .await?
         .ok_or_else(|| storage::not_found(&ns_info, namespace))?;
     if is_terminating(&ns) || ns["status"]["phase"] == "Terminating" {

@@ -65,6 +65,26 @@ pub async fn read(
     Ok(Some((info.from_storage(object), kv.mod_revision)))
 }
 
+/// Reads an object from the watch cache when it holds one, else from the
+/// store, as upstream's guaranteed update starts from the cached object. The
+/// cached copy may be a few writes behind: a write based on it must use the
+/// returned revision as its precondition and fall back to [`read`] on conflict.
+pub async fn read_cached(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+) -> Result<Option<(Value, Revision)>, ApiError> {
+    if let Ok(cache) = inner.cache(info)
+        && let Some(object) = cache.get(key)
+        && let Some(revision) = object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse::<Revision>().ok())
+    {
+        return Ok(Some((info.from_storage((*object).clone()), revision)));
+    }
+    read(inner, info, key).await
+}
+
 /// Reads an object or fails with NotFound.
 pub async fn read_existing(
     inner: &Inner,

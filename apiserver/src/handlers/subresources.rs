@@ -170,7 +170,6 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         });
     }
     let key = ctx.key()?;
-    let write = ctx.write_info(ctx.target.subresource);
     let binding_conflict = |detail: String| ApiError::Conflict {
         resource: "pods/binding".into(),
         group: String::new(),
@@ -178,41 +177,48 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         detail,
     };
     let _serialised = ctx.inner.key_locks.lock(&key).await;
-    for _ in 0..8 {
-        let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
+    // As upstream's binding, this is a storage-level update of two fields: no
+    // admission, validation or managed-fields entry. The first attempt starts
+    // from the watch cache; a conflict means it lagged, so retries read the store.
+    for attempt in 0..8 {
+        let read = if attempt == 0 {
+            storage::read_cached(&ctx.inner, &info, &key).await?
+        } else {
+            storage::read(&ctx.inner, &info, &key).await?
+        };
+        let (current, revision) = read.ok_or_else(|| storage::not_found(&info, &name))?;
         if let Some(bound) = current["spec"]["nodeName"]
             .as_str()
             .filter(|n| !n.is_empty())
         {
+            if attempt == 0 {
+                // The cache may be ahead of nothing but behind the store; only
+                // the store's answer is final.
+                continue;
+            }
             return Err(binding_conflict(format!(
                 "pod {name} is already assigned to node \"{bound}\""
             )));
         }
         if crate::object::is_terminating(&current) {
+            if attempt == 0 {
+                continue;
+            }
             return Err(binding_conflict(format!(
                 "pod {name} is being deleted, cannot be assigned to a host"
             )));
         }
-        let mut next = current.clone();
-        let mut spec = next
-            .get("spec")
-            .filter(|s| s.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        set_field(&mut spec, "nodeName", json!(node));
-        set_field(&mut next, "spec", spec);
+        let mut next = current;
+        if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("nodeName".into(), json!(node));
+        } else {
+            set_field(&mut next, "spec", json!({ "nodeName": node }));
+        }
         mark_scheduled(&mut next);
-        match commit(
-            &ctx.inner,
-            &info,
-            &key,
-            (&current, revision),
-            next,
-            &write,
-            ctx.params.dry_run,
-        )
-        .await
-        {
+        if ctx.params.dry_run {
+            return respond(StatusCode::CREATED, &success_status(201));
+        }
+        match storage::update(&ctx.inner, &info, &key, next, revision).await {
             Ok(_) => return respond(StatusCode::CREATED, &success_status(201)),
             Err(WriteError::Conflict) => continue,
             Err(WriteError::Api(e)) => return Err(e),

@@ -245,6 +245,13 @@ impl WatchCache {
             .is_ok_and(|r| r.is_ok())
     }
 
+    /// The current object at `key`, if the cache holds one. It may lag the
+    /// store by writes not yet fed in; writers that use it pass its
+    /// resourceVersion as a precondition and re-read the store on conflict.
+    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+        self.state.read().objects.get(key).cloned()
+    }
+
     /// The current objects.
     pub fn snapshot(&self) -> Snapshot {
         let state = self.state.read();

@@ -91,7 +91,7 @@ async fn binding_assigns_a_node_once() {
     let s = TestServer::new().await;
     let pod =
         json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
-    s.post("/api/v1/namespaces/default/pods", pod).await;
+    let (_, created) = s.post("/api/v1/namespaces/default/pods", pod).await;
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
     let (code, body) = s
@@ -102,6 +102,16 @@ async fn binding_assigns_a_node_once() {
     let (_, p) = s.get("/api/v1/namespaces/default/pods/p").await;
     assert_eq!(p["spec"]["nodeName"], "n1");
     assert_eq!(p["status"]["conditions"][0]["type"], "PodScheduled");
+    assert_eq!(p["status"]["conditions"][0]["status"], "True");
+    // As upstream, a binding is a storage-level write: it adds no managed-fields entry.
+    assert_eq!(
+        p["metadata"]["managedFields"],
+        created["metadata"]["managedFields"]
+    );
+    assert_ne!(
+        p["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
     let (code, body) = s
         .post("/api/v1/namespaces/default/pods/p/binding", binding)
         .await;
@@ -112,6 +122,39 @@ async fn binding_assigns_a_node_once() {
             .unwrap()
             .contains("is already assigned to node \"n1\"")
     );
+    let missing = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "gone"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    let (code, body) = s
+        .post("/api/v1/namespaces/default/pods/gone/binding", missing)
+        .await;
+    assert_status(code, &body, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn binding_a_recreated_pod_binds_the_new_one() {
+    let s = TestServer::new().await;
+    let pod =
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let binding = |node: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+    };
+    s.post("/api/v1/namespaces/default/pods", pod.clone()).await;
+    let (code, _) = s
+        .post("/api/v1/namespaces/default/pods/p/binding", binding("n1"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, _) = s
+        .delete("/api/v1/namespaces/default/pods/p?gracePeriodSeconds=0")
+        .await;
+    assert!(code.is_success());
+    s.post("/api/v1/namespaces/default/pods", pod).await;
+    let (code, body) = s
+        .post("/api/v1/namespaces/default/pods/p/binding", binding("n2"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (_, p) = s.get("/api/v1/namespaces/default/pods/p").await;
+    assert_eq!(p["spec"]["nodeName"], "n2");
 }
 
 #[tokio::test]
