@@ -25,7 +25,8 @@ impl ScopeFlag for ClusterResourceScope {
 }
 
 fn roundtrip<T: Serialize + DeserializeOwned>(value: &Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    // Deserialising from the borrowed value spares a deep copy of the object.
+    let typed = T::deserialize(value).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 

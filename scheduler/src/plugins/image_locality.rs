@@ -75,7 +75,11 @@ impl PreScorePlugin for ImageLocality {
             if let Some(img) = c.image.as_deref().filter(|i| !i.is_empty()) {
                 let n = normalize_image(img);
                 let spread = snapshot.image_node_count(&n) as f64 / total;
-                images.push((n, spread));
+                // An image no node has scores zero everywhere: leave it out, so
+                // scoring does not look it up on every node.
+                if spread > 0.0 {
+                    images.push((n, spread));
+                }
             }
         }
         if images.is_empty() {

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::RwLock;
 
@@ -13,6 +14,9 @@ use crate::pod_info::{PodInfo, PodKey};
 #[derive(Default)]
 pub struct Nominator {
     inner: RwLock<Inner>,
+    /// Pods nominated anywhere, kept beside the lock so the filters of a cluster
+    /// with no nominations (the usual case) skip a locked lookup per node.
+    count: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -33,11 +37,14 @@ impl Nominator {
         remove_locked(&mut g, &pod.key);
         g.node_of.insert(pod.key.clone(), node.to_string());
         g.by_node.entry(node.to_string()).or_default().push(pod);
+        self.count.store(g.node_of.len(), Ordering::Release);
     }
 
     /// Drops the pod's nomination.
     pub fn remove(&self, key: &str) {
-        remove_locked(&mut self.inner.write(), key);
+        let mut g = self.inner.write();
+        remove_locked(&mut g, key);
+        self.count.store(g.node_of.len(), Ordering::Release);
     }
 
     /// Follows a pod update: keeps the nomination in sync with `status.nominatedNodeName`.
@@ -88,5 +95,35 @@ impl NominatedPods for Nominator {
             .get(node)
             .cloned()
             .unwrap_or_default()
+    }
+
+    fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::PodBuilder;
+
+    #[test]
+    fn any_follows_nominations() {
+        let n = Nominator::new();
+        assert!(!n.any());
+        let a = Arc::new(PodInfo::new(Arc::new(PodBuilder::new("a").build())));
+        let b = Arc::new(PodInfo::new(Arc::new(PodBuilder::new("b").build())));
+        n.add(a.clone(), "n1");
+        n.add(b.clone(), "n2");
+        // A new nomination replaces the old one rather than adding to the count.
+        n.add(a.clone(), "n2");
+        assert!(n.any());
+        assert_eq!(n.nominated_pods_for_node("n2").len(), 2);
+        assert!(n.nominated_pods_for_node("n1").is_empty());
+        n.remove(&a.key);
+        assert!(n.any());
+        n.remove(&b.key);
+        assert!(!n.any());
+        assert!(n.nominated_pods_for_node("n2").is_empty());
     }
 }
