@@ -80,6 +80,22 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// The live heap once it has stopped moving (two readings 200 ms apart within
+/// 0.5 MiB, at most 10 s): background work of the API server, the store or an earlier
+/// workload still being freed would otherwise count against the scheduler.
+async fn settled_heap_mib() -> f64 {
+    let mut last = live_mib();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = live_mib();
+        if (now - last).abs() < 0.5 {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
 struct Workload {
     name: &'static str,
     nodes: Vec<Node>,
@@ -386,12 +402,10 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     // What the scheduler holds (its cache, queue and snapshot, and the informers it
     // registered): the live heap it gives back when it and its informers are dropped,
     // once the API server has gone quiet.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = live_mib();
+    let held = settled_heap_mib().await;
     drop(scheduler);
     drop(factory);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let scheduler_mib = held - live_mib();
+    let scheduler_mib = held - settled_heap_mib().await;
     server.shutdown();
     store.close().await?;
     // Let the store's and server's background threads finish releasing memory, so the
