@@ -36,6 +36,8 @@ pub struct CustomVersion {
     pub api_version: String,
     /// `group/version` objects are stored in.
     pub storage_api_version: String,
+    /// `spec.names.singular` (defaulted to the lower-case kind), for discovery.
+    pub singular: String,
     pub schema: Option<schema::Schema>,
     /// The version's `openAPIV3Schema` as written, for OpenAPI documents.
     pub openapi_schema: Option<Value>,

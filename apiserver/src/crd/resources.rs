@@ -121,6 +121,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 crd_name: def.name.clone(),
                 api_version: format!("{}/{}", def.group, v.name),
                 storage_api_version: storage_api_version.clone(),
+                singular: def.names.singular.clone(),
                 schema: v.schema.as_ref().and_then(|s| Schema::parse(s).ok()),
                 openapi_schema: v.schema.clone(),
                 columns: v.columns.clone(),

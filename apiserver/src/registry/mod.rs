@@ -141,9 +141,12 @@ impl ResourceInfo {
         }
     }
 
-    /// Lower-case kind, discovery's `singularName`.
+    /// Discovery's `singularName`: a CRD's `spec.names.singular`, else the lower-case kind.
     pub fn singular(&self) -> String {
-        self.kind.to_ascii_lowercase()
+        match &self.custom {
+            Some(custom) if !custom.singular.is_empty() => custom.singular.clone(),
+            _ => self.kind.to_ascii_lowercase(),
+        }
     }
 
     pub fn list_kind(&self) -> String {

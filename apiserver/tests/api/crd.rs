@@ -134,6 +134,23 @@ async fn a_new_crd_is_established_and_discoverable() {
 }
 
 #[tokio::test]
+async fn discovery_names_the_declared_singular() {
+    let s = TestServer::new().await;
+    let mut crd = widget_crd();
+    crd["metadata"]["name"] = json!("gadgets.example.com");
+    crd["spec"]["names"] = json!({"plural": "gadgets", "singular": "gizmo", "kind": "Gadget"});
+    install(&s, crd).await;
+    let (_, resources) = s.get("/apis/example.com/v1").await;
+    let gadgets = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "gadgets")
+        .expect("gadgets in discovery");
+    assert_eq!(gadgets["singularName"], "gizmo");
+}
+
+#[tokio::test]
 async fn openapi_v3_carries_the_declared_schema() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
