@@ -56,7 +56,7 @@ pub async fn admit(inner: &Inner, pods: &ResourceInfo, pod: &mut Value) -> Resul
     let class = match spec["priorityClassName"].as_str().filter(|s| !s.is_empty()) {
         Some(class_name) => {
             let key = classes.key(None, class_name);
-            match storage::read(inner, &classes, &key).await? {
+            match storage::read_cached(inner, &classes, &key).await? {
                 Some((class, _)) => Some(class),
                 None => {
                     return Err(ApiError::Forbidden {

@@ -206,3 +206,40 @@ async fn eviction_respects_disruption_budgets() {
         .await;
     assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+#[tokio::test]
+async fn log_options_are_checked_before_the_node_is_asked() {
+    let s = TestServer::new().await;
+    let pod =
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    s.post("/api/v1/namespaces/default/pods", pod).await;
+    let (code, body) = s
+        .get("/api/v1/namespaces/default/pods/p/log?tailLines=-1&limitBytes=0")
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(body["details"]["kind"], "PodLogOptions");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("tailLines: Invalid value: -1: must be greater than or equal to 0"),
+        "{message}"
+    );
+    assert!(
+        message.contains("limitBytes: Invalid value: 0"),
+        "{message}"
+    );
+    let (code, body) = s
+        .get("/api/v1/namespaces/default/pods/p/log?tailLines=two")
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    // Valid options reach the pod, which has no node yet.
+    let (code, body) = s
+        .get("/api/v1/namespaces/default/pods/p/log?tailLines=2")
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not have a host assigned")
+    );
+}

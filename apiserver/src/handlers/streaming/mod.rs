@@ -5,6 +5,7 @@
 //! at the Node's InternalIP and `daemonEndpoints.kubeletEndpoint.port`,
 //! authenticated with the cluster's node-proxy token.
 
+mod log_options;
 mod node;
 mod proxy;
 
@@ -50,10 +51,14 @@ pub(crate) async fn serve(
     else {
         return Err(ApiError::MethodNotAllowed);
     };
-    let key = target.info.key(Some(namespace), name);
-    let (pod, _) = storage::read_existing(&inner, &target.info, &key, name).await?;
     let query = request.uri().query().unwrap_or_default().to_string();
     let pairs = node::query_pairs(&query);
+    // As upstream, the options are checked before the pod is looked up.
+    if sub == Subresource::Log {
+        log_options::check(name, &pairs)?;
+    }
+    let key = target.info.key(Some(namespace), name);
+    let (pod, _) = storage::read_existing(&inner, &target.info, &key, name).await?;
     let path = match sub {
         Subresource::PortForward => format!("/portForward/{namespace}/{name}"),
         _ => {
