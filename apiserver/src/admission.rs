@@ -93,6 +93,7 @@ fn apply_defaults(info: &ResourceInfo, object: &mut Value) {
         ("", "pods") => {
             if let Some(spec) = path_mut(object, &["spec"]) {
                 default_pod_spec(spec);
+                default_toleration_seconds(spec);
             }
         }
         ("", "services") => {
@@ -252,6 +253,49 @@ fn set_default(target: &mut Value, field: &str, value: Value) {
     }
 }
 
+/// How long a pod stays on a node that turned not-ready or unreachable, as
+/// upstream's DefaultTolerationSeconds admission gives every pod.
+const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// Upstream's DefaultTolerationSeconds admission (pods only, not templates):
+/// a pod that does not already tolerate the `not-ready` or `unreachable`
+/// NoExecute taint (an empty key or effect matches any) gets a toleration of
+/// it for [`DEFAULT_TOLERATION_SECONDS`].
+fn default_toleration_seconds(spec: &mut Value) {
+    let Some(map) = spec.as_object_mut() else {
+        return;
+    };
+    let existing: Vec<Value> = map
+        .get("tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let tolerated = |key: &str| {
+        existing.iter().any(|t| {
+            let t_key = t["key"].as_str().unwrap_or("");
+            let effect = t["effect"].as_str().unwrap_or("");
+            (t_key == key || t_key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
+        })
+    };
+    let mut added = existing.clone();
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        if !tolerated(key) {
+            added.push(json!({
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+            }));
+        }
+    }
+    if added.len() != existing.len() {
+        map.insert("tolerations".into(), Value::Array(added));
+    }
+}
+
 fn default_pod_spec(spec: &mut Value) {
     if !spec.is_object() {
         return;
@@ -408,6 +452,56 @@ mod tests {
         let mut changed = json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}});
         prepare_update(&info, &old, &mut changed);
         assert_eq!(changed["metadata"]["generation"], 4);
+    }
+
+    #[test]
+    fn pods_get_default_not_ready_and_unreachable_tolerations() {
+        let keys = |spec: &Value| -> Vec<(String, Value)> {
+            spec["tolerations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| {
+                    (
+                        t["key"].as_str().unwrap_or("").to_string(),
+                        t["tolerationSeconds"].clone(),
+                    )
+                })
+                .collect()
+        };
+        let mut plain = json!({"containers": []});
+        default_toleration_seconds(&mut plain);
+        assert_eq!(
+            keys(&plain),
+            vec![
+                ("node.kubernetes.io/not-ready".to_string(), json!(300)),
+                ("node.kubernetes.io/unreachable".to_string(), json!(300)),
+            ]
+        );
+        // Applying twice adds nothing.
+        let again = plain.clone();
+        default_toleration_seconds(&mut plain);
+        assert_eq!(plain, again);
+        // A pod's own toleration of one taint is kept; only the other is added.
+        let mut own = json!({"tolerations": [{"key": "node.kubernetes.io/unreachable",
+            "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 6000}]});
+        default_toleration_seconds(&mut own);
+        assert_eq!(
+            keys(&own),
+            vec![
+                ("node.kubernetes.io/unreachable".to_string(), json!(6000)),
+                ("node.kubernetes.io/not-ready".to_string(), json!(300)),
+            ]
+        );
+        // Tolerating everything (empty key, any effect) needs nothing added.
+        let mut all = json!({"tolerations": [{"operator": "Exists"}]});
+        default_toleration_seconds(&mut all);
+        assert_eq!(all["tolerations"].as_array().unwrap().len(), 1);
+        // A NoSchedule toleration of the key does not count.
+        let mut schedule = json!({"tolerations": [{"key": "node.kubernetes.io/not-ready",
+            "operator": "Exists", "effect": "NoSchedule"}]});
+        default_toleration_seconds(&mut schedule);
+        assert_eq!(schedule["tolerations"].as_array().unwrap().len(), 3);
     }
 
     #[test]

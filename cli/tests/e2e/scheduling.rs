@@ -141,4 +141,14 @@ fn unschedulable_pod_is_explained() {
         out.contains("FailedScheduling").then_some(out)
     });
     assert!(describe.contains("Insufficient cpu"), "{describe}");
+    // Every pod tolerates a not-ready or unreachable node for 300 s, as upstream's
+    // DefaultTolerationSeconds admission sets it.
+    assert!(
+        describe.contains("node.kubernetes.io/not-ready:NoExecute op=Exists for 300s"),
+        "{describe}"
+    );
+    assert!(
+        describe.contains("node.kubernetes.io/unreachable:NoExecute op=Exists for 300s"),
+        "{describe}"
+    );
 }
