@@ -225,9 +225,12 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     effect_ok && key_ok
 }
 
-/// How long `pod` may stay on a node with the NoExecute `taint`: None when a
-/// toleration has no limit; the shortest limit among matching tolerations;
-/// `default` when none matches.
+/// How long `pod` may stay on a node with the NoExecute `taint`, as upstream's
+/// taint eviction reckons it: the shortest `tolerationSeconds` among the
+/// matching tolerations (a limited one wins over an unlimited one); None when
+/// every matching toleration is unlimited; `default` when none matches. The
+/// API server gives every pod limited tolerations of the not-ready and
+/// unreachable taints, so `default` only covers pods stored without them.
 pub fn eviction_delay(pod: &Pod, taint: &Taint, default: Duration) -> Option<Duration> {
     let matching: Vec<&Toleration> = pod
         .spec
@@ -237,9 +240,6 @@ pub fn eviction_delay(pod: &Pod, taint: &Taint, default: Duration) -> Option<Dur
         .collect();
     if matching.is_empty() {
         return Some(default);
-    }
-    if matching.iter().any(|t| t.toleration_seconds.is_none()) {
-        return None;
     }
     matching
         .iter()
@@ -471,6 +471,15 @@ mod tests {
         );
         let forever = pod_with(json!([{"key": UNREACHABLE_TAINT, "operator": "Exists"}]));
         assert_eq!(eviction_delay(&forever, &t, default), None);
+        // An unlimited toleration does not outlast a limited one that also matches.
+        let mixed = pod_with(json!([
+            {"operator": "Exists"},
+            {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        ]));
+        assert_eq!(
+            eviction_delay(&mixed, &t, default),
+            Some(Duration::from_secs(300))
+        );
         let other = pod_with(json!([{"key": "x", "operator": "Exists"},
                                      {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]));
         assert_eq!(eviction_delay(&other, &t, default), Some(default));

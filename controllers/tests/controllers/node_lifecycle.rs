@@ -103,7 +103,16 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
     ready_node(&client, "healthy").await;
     let (beat_stop, beat_rx) = watch::channel(false);
     heartbeat(client.clone(), "healthy", beat_rx.clone());
-    pod_on(&client, "victim", "silent", json!([])).await;
+    // The API server gives every pod a 300 s toleration of the unreachable taint; the
+    // victim's own, shorter one is what it gets instead.
+    pod_on(
+        &client,
+        "victim",
+        "silent",
+        json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+            "effect": "NoExecute", "tolerationSeconds": 1}]),
+    )
+    .await;
     pod_on(
         &client,
         "tolerant",
@@ -112,6 +121,8 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
     )
     .await;
     pod_on(&client, "bystander", "healthy", json!([])).await;
+    // No tolerations of its own: it keeps the API server's 300 s one.
+    pod_on(&client, "patient", "silent", json!([])).await;
 
     let (stop_tx, stop) = watch::channel(false);
     let ctx = Context::new(client.clone(), cluster.factory.clone());
@@ -152,6 +163,13 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
     .await;
     let tolerant = pods.get("tolerant").await.unwrap();
     assert!(tolerant.metadata.deletion_timestamp.is_none());
+    // Past the controller's own fallback for pods without tolerations (1 s here).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let patient = pods.get("patient").await.unwrap();
+    assert!(
+        patient.metadata.deletion_timestamp.is_none(),
+        "the default toleration (300 s) outlasts the victim's (1 s)"
+    );
     let not_ready = tolerant
         .status
         .unwrap()
