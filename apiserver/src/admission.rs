@@ -265,34 +265,41 @@ fn default_toleration_seconds(spec: &mut Value) {
     let Some(map) = spec.as_object_mut() else {
         return;
     };
-    let existing: Vec<Value> = map
-        .get("tolerations")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
     let tolerated = |key: &str| {
-        existing.iter().any(|t| {
-            let t_key = t["key"].as_str().unwrap_or("");
-            let effect = t["effect"].as_str().unwrap_or("");
-            (t_key == key || t_key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
-        })
+        map.get("tolerations")
+            .and_then(Value::as_array)
+            .is_some_and(|list| {
+                list.iter().any(|t| {
+                    let t_key = t["key"].as_str().unwrap_or("");
+                    let effect = t["effect"].as_str().unwrap_or("");
+                    (t_key == key || t_key.is_empty())
+                        && (effect == "NoExecute" || effect.is_empty())
+                })
+            })
     };
-    let mut added = existing.clone();
-    for key in [
+    let missing: Vec<Value> = [
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
-    ] {
-        if !tolerated(key) {
-            added.push(json!({
-                "key": key,
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
-            }));
-        }
+    ]
+    .into_iter()
+    .filter(|key| !tolerated(key))
+    .map(|key| {
+        json!({
+            "key": key,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+        })
+    })
+    .collect();
+    if missing.is_empty() {
+        return;
     }
-    if added.len() != existing.len() {
-        map.insert("tolerations".into(), Value::Array(added));
+    match map.get_mut("tolerations").and_then(Value::as_array_mut) {
+        Some(list) => list.extend(missing),
+        None => {
+            map.insert("tolerations".into(), Value::Array(missing));
+        }
     }
 }
 

@@ -181,19 +181,20 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     // admission, validation or managed-fields entry. The first attempt starts
     // from the watch cache; a conflict means it lagged, so retries read the store.
     for attempt in 0..8 {
-        let read = if attempt == 0 {
+        let from_cache = attempt == 0;
+        let read = if from_cache {
             storage::read_cached(&ctx.inner, &info, &key).await?
         } else {
             storage::read(&ctx.inner, &info, &key).await?
         };
         let (current, revision) = read.ok_or_else(|| storage::not_found(&info, &name))?;
+        // A refusal is only given on the store's copy: the cache's may be an
+        // older pod of the same name.
         if let Some(bound) = current["spec"]["nodeName"]
             .as_str()
             .filter(|n| !n.is_empty())
         {
-            if attempt == 0 {
-                // The cache may be ahead of nothing but behind the store; only
-                // the store's answer is final.
+            if from_cache {
                 continue;
             }
             return Err(binding_conflict(format!(
@@ -201,7 +202,7 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
             )));
         }
         if crate::object::is_terminating(&current) {
-            if attempt == 0 {
+            if from_cache {
                 continue;
             }
             return Err(binding_conflict(format!(
