@@ -29,6 +29,8 @@ pub struct WriteInfo {
     pub subresource: Option<Subresource>,
     /// Recorded as operation `Apply` rather than `Update`.
     pub apply: bool,
+    /// Who asked for the write, for the admission plugins that care.
+    pub user: crate::authn::UserInfo,
 }
 
 /// Sets system metadata and defaults on an object about to be created.

@@ -14,6 +14,8 @@ pub mod tls;
 pub mod tokens;
 
 mod admission;
+mod admission_plugins;
+pub mod authz;
 mod body;
 pub mod crd;
 pub mod discovery;

@@ -111,6 +111,8 @@ pub(crate) struct Inner {
     pub key_locks: crate::key_locks::KeyLocks,
     pub openapi: crate::openapi::OpenApiCache,
     pub tokens: crate::tokens::TokenSigner,
+    /// Decides every request before a handler sees it.
+    pub authorizer: crate::authz::Chain,
 }
 
 impl Inner {
@@ -178,6 +180,10 @@ impl ApiServer {
             key_locks: Default::default(),
             openapi: Default::default(),
             tokens,
+            authorizer: crate::authz::Chain::new(vec![
+                Arc::new(crate::authz::Masters),
+                Arc::new(crate::authz::AllowAll),
+            ]),
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -205,6 +211,10 @@ impl ApiServer {
             manager: "skiff-apiserver".into(),
             subresource: None,
             apply: false,
+            user: crate::authn::UserInfo::new(
+                "system:apiserver",
+                [crate::authz::MASTERS_GROUP.to_string()],
+            ),
         };
         let mut objects: Vec<(&str, &str, &str, Value)> = SYSTEM_NAMESPACES
             .iter()
@@ -327,6 +337,10 @@ impl ApiServer {
             .route("/livez", get(health))
             .route("/readyz", get(readiness))
             .fallback(crate::handlers::dispatch)
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.clone(),
+                crate::authz::middleware::authorize,
+            ))
             .with_state(self.inner.clone())
     }
 

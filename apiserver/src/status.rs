@@ -185,7 +185,7 @@ pub enum ApiError {
     MethodNotAllowed,
     #[error("{0}")]
     Expired(String),
-    #[error("{resource} \"{name}\" is forbidden: {detail}")]
+    #[error("{}", forbidden_message(resource, name, detail))]
     Forbidden {
         resource: String,
         group: String,
@@ -206,6 +206,16 @@ pub enum ApiError {
     ServiceUnavailable(String),
     #[error("Internal error occurred: {0}")]
     Internal(String),
+}
+
+/// Upstream's Forbidden wording: the resource and name are left out when
+/// the request named none.
+fn forbidden_message(resource: &str, name: &str, detail: &str) -> String {
+    match (resource.is_empty(), name.is_empty()) {
+        (true, _) => format!("forbidden: {detail}"),
+        (false, true) => format!("{resource} is forbidden: {detail}"),
+        (false, false) => format!("{resource} \"{name}\" is forbidden: {detail}"),
+    }
 }
 
 /// `Kind` for the core group, `Kind.group` otherwise (upstream's GroupKind).

@@ -153,6 +153,18 @@ pub(crate) async fn create_object(
             meta_mut(&mut candidate).insert("name".into(), json!(generate_name(&prefix)));
         }
         let mut admitted = admit_new(info, &mut candidate, write)?;
+        crate::admission_plugins::admit(
+            inner,
+            &crate::admission_plugins::WriteRequest {
+                user: &write.user,
+                operation: crate::admission_plugins::Operation::Create,
+                info,
+                subresource: write.subresource,
+                old: None,
+                new: Some(&admitted),
+            },
+        )
+        .await?;
         // Held until the Service is stored, so no two get the same address.
         let _allocating = if info.group.is_empty() && info.resource == "services" {
             let guard = inner.services.lock().await;

@@ -131,6 +131,18 @@ pub(crate) async fn delete_object(
     for _ in 0..8 {
         let (current, revision) = storage::read_existing(inner, info, key, name).await?;
         check_preconditions(info, name, &current, revision, options)?;
+        crate::admission_plugins::admit(
+            inner,
+            &crate::admission_plugins::WriteRequest {
+                user: &write.user,
+                operation: crate::admission_plugins::Operation::Delete,
+                info,
+                subresource: None,
+                old: Some(&current),
+                new: None,
+            },
+        )
+        .await?;
         let plan = plan(info, &current, options);
         let result = match plan {
             Plan::Remove => {

@@ -23,6 +23,7 @@ use http::{HeaderMap, Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::admission::{WriteInfo, manager_from_user_agent};
+use crate::authn::UserInfo;
 use crate::discovery;
 use crate::query::Params;
 use crate::registry::{ResourceInfo, Subresource};
@@ -36,6 +37,8 @@ pub(crate) struct Ctx {
     pub target: Target,
     pub params: Params,
     pub headers: HeaderMap,
+    /// The authenticated (and authorized) caller.
+    pub user: UserInfo,
 }
 
 impl Ctx {
@@ -72,6 +75,7 @@ impl Ctx {
             manager,
             subresource,
             apply: false,
+            user: self.user.clone(),
         }
     }
 }
@@ -121,11 +125,17 @@ async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiErro
     }
     let mut params = Params::parse(parts.uri.query())?;
     params.watch |= target.legacy_watch;
+    let user = parts
+        .extensions
+        .get::<UserInfo>()
+        .cloned()
+        .unwrap_or_else(UserInfo::anonymous);
     let mut ctx = Ctx {
         inner,
         target,
         params,
         headers: parts.headers,
+        user,
     };
     let (body, warnings) = crate::field_validation::screen(&mut ctx, &parts.method, body).await?;
     let mut response = route_verb(ctx, parts.method, body).await?;

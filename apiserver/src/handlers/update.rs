@@ -81,6 +81,18 @@ pub(crate) async fn commit(
     let mut new = info
         .roundtrip(&new)
         .map_err(|e| WriteError::Api(cannot_handle(info, &e)))?;
+    crate::admission_plugins::admit(
+        inner,
+        &crate::admission_plugins::WriteRequest {
+            user: &write.user,
+            operation: crate::admission_plugins::Operation::Update,
+            info,
+            subresource: write.subresource,
+            old: Some(old),
+            new: Some(&new),
+        },
+    )
+    .await?;
     if dry_run {
         return Ok(new);
     }

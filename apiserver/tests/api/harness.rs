@@ -8,10 +8,20 @@ use axum::body::{Body, BodyDataStream};
 use futures::StreamExt;
 use http::{Method, Request, StatusCode};
 use serde_json::Value;
+use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use tower::ServiceExt;
 
 use skiff_store::{SledConfig, SledStore, Store};
+
+/// The server's router with every request made as a cluster admin (as
+/// the HTTPS listener would attach an authenticated identity).
+pub fn admin_router(server: &ApiServer) -> Router {
+    server.router().layer(axum::Extension(UserInfo::new(
+        "test-admin",
+        ["system:masters".to_string()],
+    )))
+}
 
 pub struct TestServer {
     pub server: ApiServer,
@@ -29,7 +39,7 @@ impl TestServer {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
         let server = ApiServer::new(store.clone(), config).await.unwrap();
-        let router = server.router();
+        let router = admin_router(&server);
         Self {
             server,
             router,
@@ -40,7 +50,7 @@ impl TestServer {
 
     /// A server over `store`, whose directory the caller keeps (restarts).
     pub fn wrap(server: ApiServer, store: Arc<SledStore>) -> Self {
-        let router = server.router();
+        let router = admin_router(&server);
         Self {
             server,
             router,

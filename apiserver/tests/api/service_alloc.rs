@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, admin_router, assert_status};
 
 const SERVICES: &str = "/api/v1/namespaces/default/services";
 
@@ -263,7 +263,7 @@ async fn allocations_survive_a_restart() {
     let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
         .await
         .unwrap();
-    let router = first.router();
+    let router = admin_router(&first);
     let mut taken = BTreeSet::new();
     for i in 0..13 {
         let body = service(&format!("s{i}"), json!({}));
@@ -280,7 +280,7 @@ async fn allocations_survive_a_restart() {
     let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
         .await
         .unwrap();
-    let router = second.router();
+    let router = admin_router(&second);
     // Still full after the restart: nothing handed out twice.
     let late = service("late", json!({}));
     let (code, body) = call(&router, Method::POST, SERVICES, Some(late.clone())).await;

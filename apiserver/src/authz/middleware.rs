@@ -1,0 +1,44 @@
+//! The layer in front of every route: the caller's identity (set by the
+//! HTTPS listener or the in-process client) is turned into [`Attributes`]
+//! and checked before any handler runs.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::authn::{self, UserInfo};
+use crate::server::Inner;
+
+use super::request::attributes;
+
+/// Refuses the request unless the chain allows it.
+pub(crate) async fn authorize(
+    State(inner): State<Arc<Inner>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    // Every entry point attaches an identity; a request without one never
+    // passed authentication and gets no further.
+    let Some(user) = request.extensions().get::<UserInfo>().cloned() else {
+        let (code, body) = authn::unauthorized_status();
+        return (
+            code,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+    };
+    let attrs = attributes(
+        user,
+        request.method(),
+        request.uri().path(),
+        request.uri().query(),
+    );
+    if let Err(error) = inner.authorizer.check(&attrs) {
+        tracing::debug!(user = %attrs.user.name, verb = %attrs.verb, path = %request.uri().path(), "forbidden");
+        return error.into_response();
+    }
+    next.run(request).await
+}

@@ -1,0 +1,340 @@
+//! Authorization: may this user do this to that? Every request that reaches
+//! the router — from the network or from an in-process component — is
+//! described as [`Attributes`] (upstream's RequestInfo) and put to the
+//! [`Chain`]: `system:masters`, then the Node authorizer, then RBAC; the
+//! first that allows or denies decides, and a request nobody allows is
+//! refused with upstream's 403 wording ([`forbidden`]).
+//!
+//! Authorizers answer from memory (the watch caches and indexes built on
+//! them); they must never read the store or block on I/O, because they sit
+//! in front of every request.
+
+pub(crate) mod middleware;
+pub mod request;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::authorization::v1::{NonResourceRule, ResourceRule};
+
+use crate::authn::UserInfo;
+use crate::status::ApiError;
+
+/// The group whose members may do anything, checked before any policy.
+pub const MASTERS_GROUP: &str = "system:masters";
+
+/// What a request asks to do, as upstream's authorizer.Attributes. Empty
+/// strings mean "not given" (a cluster-scoped request has no namespace, a
+/// collection request no name), as in SubjectAccessReview.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attributes {
+    pub user: UserInfo,
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`, or a special verb (`impersonate`, `bind`,
+    /// `escalate`, `approve`, …); for non-resource paths the lower-cased
+    /// HTTP method (`get`, `post`, …).
+    pub verb: String,
+    pub request: RequestKind,
+}
+
+/// A request aimed at an API resource, or at a plain path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestKind {
+    Resource(ResourceAttributes),
+    /// `/healthz`, `/version`, `/api`, `/openapi/v2`, …
+    NonResource {
+        path: String,
+    },
+}
+
+/// The resource part of [`Attributes`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceAttributes {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Attributes {
+    /// The resource attributes, when this is a resource request.
+    pub fn resource(&self) -> Option<&ResourceAttributes> {
+        match &self.request {
+            RequestKind::Resource(r) => Some(r),
+            RequestKind::NonResource { .. } => None,
+        }
+    }
+}
+
+/// One authorizer's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Refused outright; later authorizers are not asked. The text is the
+    /// reason appended to the 403 message.
+    Deny(String),
+    /// Not this authorizer's call; the text (possibly empty) says why, for
+    /// the 403 message when nobody allows.
+    NoOpinion(String),
+}
+
+/// What a user may do in a namespace, for SelfSubjectRulesReview.
+#[derive(Debug, Clone, Default)]
+pub struct RulesReview {
+    pub resource_rules: Vec<ResourceRule>,
+    pub non_resource_rules: Vec<NonResourceRule>,
+    /// Some rules could not be listed (another authorizer decides too).
+    pub incomplete: bool,
+    pub evaluation_error: String,
+}
+
+/// One link of the chain.
+pub trait Authorizer: Send + Sync {
+    /// Decides one request; must answer from memory.
+    fn authorize(&self, attributes: &Attributes) -> Decision;
+
+    /// The rules `user` holds in `namespace` (empty: cluster-wide only),
+    /// as far as this authorizer can list them.
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> RulesReview {
+        RulesReview::default()
+    }
+}
+
+/// Allows members of `system:masters` everything.
+#[derive(Debug, Default)]
+pub struct Masters;
+
+impl Authorizer for Masters {
+    fn authorize(&self, attributes: &Attributes) -> Decision {
+        if attributes.user.groups.iter().any(|g| g == MASTERS_GROUP) {
+            Decision::Allow
+        } else {
+            Decision::NoOpinion(String::new())
+        }
+    }
+
+    fn rules_for(&self, user: &UserInfo, _namespace: &str) -> RulesReview {
+        if !user.groups.iter().any(|g| g == MASTERS_GROUP) {
+            return RulesReview::default();
+        }
+        let all = vec!["*".to_string()];
+        RulesReview {
+            resource_rules: vec![ResourceRule {
+                verbs: all.clone(),
+                api_groups: Some(all.clone()),
+                resources: Some(all.clone()),
+                resource_names: None,
+            }],
+            non_resource_rules: vec![NonResourceRule {
+                verbs: all.clone(),
+                non_resource_urls: Some(all),
+            }],
+            incomplete: false,
+            evaluation_error: String::new(),
+        }
+    }
+}
+
+/// Allows every request. The last link until the RBAC authorizer lands,
+/// so that skiff behaves as it did before authorization existed.
+#[derive(Debug, Default)]
+pub struct AllowAll;
+
+impl Authorizer for AllowAll {
+    fn authorize(&self, _: &Attributes) -> Decision {
+        Decision::Allow
+    }
+}
+
+/// Authorizers asked in order; the first to allow or deny decides.
+#[derive(Clone)]
+pub struct Chain {
+    links: Vec<Arc<dyn Authorizer>>,
+}
+
+impl Chain {
+    pub fn new(links: Vec<Arc<dyn Authorizer>>) -> Self {
+        Self { links }
+    }
+
+    /// Allow, or the reason for refusing (possibly empty), as upstream's
+    /// union authorizer joins the no-opinion reasons.
+    pub fn decide(&self, attributes: &Attributes) -> Result<(), String> {
+        let mut reasons: Vec<String> = Vec::new();
+        for link in &self.links {
+            match link.authorize(attributes) {
+                Decision::Allow => return Ok(()),
+                Decision::Deny(reason) => {
+                    if !reason.is_empty() {
+                        reasons.push(reason);
+                    }
+                    return Err(reasons.join(", "));
+                }
+                Decision::NoOpinion(reason) => {
+                    if !reason.is_empty() {
+                        reasons.push(reason);
+                    }
+                }
+            }
+        }
+        Err(reasons.join(", "))
+    }
+
+    /// Allows or fails with upstream's 403.
+    pub fn check(&self, attributes: &Attributes) -> Result<(), ApiError> {
+        self.decide(attributes)
+            .map_err(|reason| forbidden(attributes, &reason))
+    }
+
+    /// Every link's rules for `user` in `namespace`, merged.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> RulesReview {
+        let mut merged = RulesReview::default();
+        for link in &self.links {
+            let part = link.rules_for(user, namespace);
+            merged.resource_rules.extend(part.resource_rules);
+            merged.non_resource_rules.extend(part.non_resource_rules);
+            merged.incomplete |= part.incomplete;
+            if !part.evaluation_error.is_empty() {
+                if !merged.evaluation_error.is_empty() {
+                    merged.evaluation_error.push_str(", ");
+                }
+                merged.evaluation_error.push_str(&part.evaluation_error);
+            }
+        }
+        merged
+    }
+}
+
+/// Upstream's refusal: `secrets is forbidden: User "u" cannot list resource
+/// "secrets" in API group "" in the namespace "ns"`, with the name quoted
+/// after the resource when the request named an object, and `: <reason>`
+/// appended when an authorizer gave one.
+pub fn forbidden(attributes: &Attributes, reason: &str) -> ApiError {
+    let user = &attributes.user.name;
+    let verb = &attributes.verb;
+    let (message, resource, group, name) = match &attributes.request {
+        RequestKind::NonResource { path } => (
+            format!("User \"{user}\" cannot {verb} path \"{path}\""),
+            String::new(),
+            String::new(),
+            String::new(),
+        ),
+        RequestKind::Resource(r) => {
+            let mut resource = r.resource.clone();
+            if !r.subresource.is_empty() {
+                resource = format!("{resource}/{}", r.subresource);
+            }
+            let scope = if r.namespace.is_empty() {
+                "at the cluster scope".to_string()
+            } else {
+                format!("in the namespace \"{}\"", r.namespace)
+            };
+            let message = format!(
+                "User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
+                r.group
+            );
+            let qualified = if r.group.is_empty() {
+                r.resource.clone()
+            } else {
+                format!("{}.{}", r.resource, r.group)
+            };
+            (message, qualified, r.group.clone(), r.name.clone())
+        }
+    };
+    let detail = if reason.is_empty() {
+        message
+    } else {
+        format!("{message}: {reason}")
+    };
+    ApiError::Forbidden {
+        resource,
+        group,
+        name,
+        detail,
+        causes: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(user: UserInfo, verb: &str, r: ResourceAttributes) -> Attributes {
+        Attributes {
+            user,
+            verb: verb.into(),
+            request: RequestKind::Resource(r),
+        }
+    }
+
+    #[test]
+    fn forbidden_messages_read_as_upstream() {
+        let probe = UserInfo::new("system:serviceaccount:a:probe", Vec::new());
+        let list_secrets = attrs(
+            probe.clone(),
+            "list",
+            ResourceAttributes {
+                resource: "secrets".into(),
+                version: "v1".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            forbidden(&list_secrets, "").to_string(),
+            "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope"
+        );
+        let get_log = attrs(
+            probe.clone(),
+            "get",
+            ResourceAttributes {
+                resource: "pods".into(),
+                subresource: "log".into(),
+                namespace: "x".into(),
+                name: "web".into(),
+                version: "v1".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            forbidden(&get_log, "").to_string(),
+            "pods \"web\" is forbidden: User \"system:serviceaccount:a:probe\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"x\""
+        );
+        let path = Attributes {
+            user: probe,
+            verb: "get".into(),
+            request: RequestKind::NonResource {
+                path: "/metrics".into(),
+            },
+        };
+        assert_eq!(
+            forbidden(&path, "no").to_string(),
+            "forbidden: User \"system:serviceaccount:a:probe\" cannot get path \"/metrics\": no"
+        );
+    }
+
+    #[test]
+    fn chain_stops_at_the_first_decision() {
+        struct Fixed(Decision);
+        impl Authorizer for Fixed {
+            fn authorize(&self, _: &Attributes) -> Decision {
+                self.0.clone()
+            }
+        }
+        let user = UserInfo::new("u", Vec::new());
+        let a = attrs(user, "get", ResourceAttributes::default());
+        let chain = Chain::new(vec![
+            Arc::new(Masters),
+            Arc::new(Fixed(Decision::NoOpinion("first".into()))),
+            Arc::new(Fixed(Decision::Deny("second".into()))),
+            Arc::new(Fixed(Decision::Allow)),
+        ]);
+        assert_eq!(chain.decide(&a), Err("first, second".to_string()));
+        let master = attrs(
+            UserInfo::new("m", vec![MASTERS_GROUP.to_string()]),
+            "delete",
+            ResourceAttributes::default(),
+        );
+        assert_eq!(chain.decide(&master), Ok(()));
+    }
+}

@@ -1,0 +1,272 @@
+//! Upstream's RequestInfo: what an HTTP request asks to do, read from its
+//! method, path and query alone (before any routing), so that a request
+//! for something that does not exist is refused the same way as one for
+//! something that does.
+
+use http::Method;
+
+use super::{Attributes, RequestKind, ResourceAttributes};
+use crate::authn::UserInfo;
+
+/// Path segments that a namespace object has as its own subresources
+/// (`/api/v1/namespaces/<ns>/status`), not as a namespaced collection.
+const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
+
+/// Pod subresources that open a stream: upstream authorizes them as
+/// `create` whichever method opens them (a WebSocket upgrade is a GET).
+const STREAMING_SUBRESOURCES: &[&str] = &["exec", "attach", "portforward"];
+
+/// The attributes of a request by `user`.
+pub fn attributes(user: UserInfo, method: &Method, path: &str, query: Option<&str>) -> Attributes {
+    let (verb, request) = describe(method, path, query);
+    Attributes {
+        user,
+        verb,
+        request,
+    }
+}
+
+fn method_verb(method: &Method) -> String {
+    match *method {
+        Method::POST => "create",
+        Method::GET | Method::HEAD => "get",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "",
+    }
+    .to_string()
+}
+
+fn describe(method: &Method, path: &str, query: Option<&str>) -> (String, RequestKind) {
+    let non_resource = || {
+        (
+            method.as_str().to_ascii_lowercase(),
+            RequestKind::NonResource {
+                path: path.to_string(),
+            },
+        )
+    };
+    let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if parts.len() < 3 {
+        return non_resource();
+    }
+    let (group, rest) = match parts[0] {
+        "api" => ("", &parts[1..]),
+        "apis" if parts.len() >= 4 => (parts[1], &parts[2..]),
+        _ => return non_resource(),
+    };
+    let version = rest[0];
+    let mut rest = &rest[1..];
+    let verb = if rest.first() == Some(&"watch") && rest.len() >= 2 {
+        rest = &rest[1..];
+        "watch".to_string()
+    } else {
+        method_verb(method)
+    };
+    let mut namespace = "";
+    if rest.first() == Some(&"namespaces") && rest.len() > 1 {
+        namespace = rest[1];
+        if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2]) {
+            rest = &rest[2..];
+        }
+    }
+    let mut attrs = ResourceAttributes {
+        group: group.to_string(),
+        version: version.to_string(),
+        resource: rest.first().copied().unwrap_or("").to_string(),
+        name: rest.get(1).copied().unwrap_or("").to_string(),
+        subresource: rest.get(2).copied().unwrap_or("").to_string(),
+        namespace: namespace.to_string(),
+    };
+    let mut verb = verb;
+    if attrs.name.is_empty() && verb == "get" {
+        let (watch, name) = list_options(query);
+        verb = if watch { "watch" } else { "list" }.to_string();
+        if let Some(name) = name {
+            attrs.name = name;
+        }
+    }
+    if attrs.name.is_empty() && verb == "delete" {
+        verb = "deletecollection".to_string();
+    }
+    if attrs.group.is_empty()
+        && attrs.resource == "pods"
+        && STREAMING_SUBRESOURCES.contains(&attrs.subresource.as_str())
+        && verb == "get"
+    {
+        verb = "create".to_string();
+    }
+    (verb, RequestKind::Resource(attrs))
+}
+
+/// `watch=true|1` and a `metadata.name=<x>` field selector of a list.
+fn list_options(query: Option<&str>) -> (bool, Option<String>) {
+    let mut watch = false;
+    let mut name = None;
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match &*key {
+            "watch" => watch = matches!(&*value, "true" | "1"),
+            "fieldSelector" => name = exact_name(&value),
+            _ => {}
+        }
+    }
+    (watch, name)
+}
+
+/// The name a field selector pins, when it requires `metadata.name` to be
+/// exactly one value that could name an object.
+fn exact_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let (field, value) = term
+            .split_once("==")
+            .or_else(|| term.split_once('='))
+            .filter(|(f, _)| !f.ends_with('!'))?;
+        (field.trim() == "metadata.name"
+            && !value.is_empty()
+            && !matches!(value, "." | "..")
+            && !value.contains(['/', '%']))
+        .then(|| value.trim().to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn describe_str(method: Method, uri: &str) -> (String, RequestKind) {
+        let (path, query) = match uri.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (uri, None),
+        };
+        describe(&method, path, query)
+    }
+
+    fn res(group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> RequestKind {
+        RequestKind::Resource(ResourceAttributes {
+            group: group.into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        })
+    }
+
+    #[test]
+    fn verbs_and_targets_as_upstream_request_info() {
+        let cases = [
+            (
+                Method::GET,
+                "/api/v1/pods",
+                "list",
+                res("", "pods", "", "", ""),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a/pods?watch=true",
+                "watch",
+                res("", "pods", "", "a", ""),
+            ),
+            (
+                Method::GET,
+                "/api/v1/watch/namespaces/a/pods/p",
+                "watch",
+                res("", "pods", "", "a", "p"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a/pods?fieldSelector=metadata.name%3Dp",
+                "list",
+                res("", "pods", "", "a", "p"),
+            ),
+            (
+                Method::POST,
+                "/apis/apps/v1/namespaces/a/deployments",
+                "create",
+                res("apps", "deployments", "", "a", ""),
+            ),
+            (
+                Method::PUT,
+                "/apis/apps/v1/namespaces/a/deployments/d/scale",
+                "update",
+                res("apps", "deployments", "scale", "a", "d"),
+            ),
+            (
+                Method::DELETE,
+                "/api/v1/namespaces/a/configmaps",
+                "deletecollection",
+                res("", "configmaps", "", "a", ""),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a",
+                "get",
+                res("", "namespaces", "", "a", "a"),
+            ),
+            (
+                Method::PUT,
+                "/api/v1/namespaces/a/finalize",
+                "update",
+                res("", "namespaces", "finalize", "a", "a"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a/pods/p/exec?command=ls",
+                "create",
+                res("", "pods", "exec", "a", "p"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a/pods/p/log",
+                "get",
+                res("", "pods", "log", "a", "p"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/nodes/n1/proxy/stats",
+                "get",
+                res("", "nodes", "proxy", "", "n1"),
+            ),
+        ];
+        for (method, uri, verb, kind) in cases {
+            assert_eq!(describe_str(method, uri), (verb.to_string(), kind), "{uri}");
+        }
+    }
+
+    #[test]
+    fn short_paths_are_non_resource_requests() {
+        for uri in [
+            "/api",
+            "/apis",
+            "/api/v1",
+            "/apis/apps",
+            "/apis/apps/v1",
+            "/version",
+            "/openapi/v2",
+            "/healthz/ping",
+        ] {
+            assert_eq!(
+                describe_str(Method::GET, uri),
+                (
+                    "get".to_string(),
+                    RequestKind::NonResource { path: uri.into() }
+                ),
+                "{uri}"
+            );
+        }
+        assert_eq!(describe_str(Method::POST, "/foo").0, "post");
+    }
+
+    #[test]
+    fn field_selectors_pin_a_name_only_when_exact() {
+        assert_eq!(exact_name("metadata.name=x"), Some("x".into()));
+        assert_eq!(
+            exact_name("metadata.name==x,spec.nodeName=n"),
+            Some("x".into())
+        );
+        assert_eq!(exact_name("metadata.name!=x"), None);
+        assert_eq!(exact_name("spec.nodeName=n"), None);
+        assert_eq!(exact_name("metadata.name=a/b"), None);
+    }
+}
