@@ -34,6 +34,15 @@ impl UserInfo {
         }
     }
 
+    /// A service account's identity (`system:serviceaccount:<ns>:<name>`
+    /// in the service-account groups), as its token authenticates.
+    pub fn service_account(namespace: &str, name: &str) -> Self {
+        Self::new(
+            crate::tokens::user_name(namespace, name),
+            crate::tokens::groups(namespace),
+        )
+    }
+
     /// The identity of a request that presented no credentials.
     pub fn anonymous() -> Self {
         Self {

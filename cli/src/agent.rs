@@ -210,13 +210,13 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
 pub fn spawn_in_server(
     components: &mut tokio::task::JoinSet<()>,
     factory: &SharedInformerFactory,
+    clients: agent::AgentClients,
     config: AgentConfig,
     stop: watch::Receiver<bool>,
 ) {
     let factory = factory.clone();
     components.spawn(async move {
-        let client = factory.client().clone();
-        if let Err(error) = agent::run(client, &factory, config, stop).await {
+        if let Err(error) = agent::run(clients, &factory, config, stop).await {
             tracing::error!(%error, "node agent stopped");
         }
     });

@@ -170,15 +170,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     ));
 
     // Every in-process component shares one informer factory, and so one
-    // watch per resource type.
-    let client = skiff_apiserver::inprocess::client(
-        api.router(),
-        UserInfo::new("system:skiff", ["system:masters".to_string()]),
-    );
-    let factory = SharedInformerFactory::new(client.clone());
+    // watch per resource type; it lists and watches as the controller
+    // manager. Everything a component writes or reads directly goes out
+    // under its own identity (see `identities`).
+    let identities = Identities::new(api.router());
+    let factory = SharedInformerFactory::new(identities.controller_manager());
     let mut components = tokio::task::JoinSet::new();
     {
-        let mut context = skiff_controllers::Context::new(client.clone(), factory.clone());
+        let mut context =
+            skiff_controllers::Context::new(identities.controller_manager(), factory.clone())
+                .with_accounts(identities.controller_accounts());
         context.root_ca_pem = Some(Arc::from(certs.ca_cert_pem.as_str()));
         // Node IPAM carves pod CIDRs out of --cluster-cidr.
         let mut manager =
@@ -187,7 +188,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             cluster_cidr: args.cluster_cidr.clone(),
             ..Default::default()
         };
-        manager.register("node-ipam", move |ctx, stop| {
+        manager.register("node-ipam", "node-controller", move |ctx, stop| {
             skiff_controllers::node_ipam::run_with(ctx, stop, ipam)
         });
         tracing::info!(controllers = ?manager.names(), "controller manager starting");
@@ -195,7 +196,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     {
         let factory = factory.clone();
-        let client = client.clone();
+        let client = identities.scheduler();
         let stop = stopped(stop_rx.clone());
         let config = skiff_scheduler::SchedulerConfig::default();
         components.spawn(async move {
@@ -209,10 +210,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if !args.disable_cluster_dns {
         let config = cluster_dns_config(&args);
         let factory = factory.clone();
+        let client = identities.dns();
         let stop = stopped(stop_rx.clone());
         components.spawn(async move {
             // A DNS that cannot start (port 53 taken) leaves the rest running.
-            if let Err(error) = skiff_dns::run(&factory, config, stop).await {
+            if let Err(error) = skiff_dns::run(client, &factory, config, stop).await {
                 tracing::error!(%error, "cluster DNS not running");
             }
         });
@@ -220,6 +222,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.simulated_nodes > 0 {
         let config = SimulatedConfig::new(args.simulated_nodes);
         let factory = factory.clone();
+        let client = identities.simulated_nodes();
         let stop = stopped(stop_rx.clone());
         components.spawn(async move {
             if let Err(error) = simulated::run(client, &factory, config, stop).await {
@@ -233,7 +236,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         if let Some(proxy) = args.node.proxy_config(&config.node_name) {
             crate::agent::spawn_proxy(&mut components, &factory, proxy, stop_rx.clone());
         }
-        crate::agent::spawn_in_server(&mut components, &factory, config, stop_rx.clone());
+        let clients = identities.node_agent(&config.node_name);
+        crate::agent::spawn_in_server(&mut components, &factory, clients, config, stop_rx.clone());
     }
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -252,6 +256,72 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     store.close().await.context("flushing the store")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The users the in-process components act as, each bound by the bootstrap
+/// RBAC policy to no more than its job needs, as upstream names them.
+struct Identities {
+    router: axum::Router,
+}
+
+impl Identities {
+    fn new(router: axum::Router) -> Self {
+        Self { router }
+    }
+
+    fn user(&self, name: &str, groups: &[&str]) -> kube::Client {
+        skiff_apiserver::inprocess::client(
+            self.router.clone(),
+            UserInfo::new(name, groups.iter().map(|g| g.to_string())),
+        )
+    }
+
+    /// The controller manager itself: the shared informers' lists and
+    /// watches, and creating the controllers' service accounts.
+    fn controller_manager(&self) -> kube::Client {
+        self.user("system:kube-controller-manager", &[])
+    }
+
+    /// Each controller as `system:serviceaccount:kube-system:<account>`.
+    fn controller_accounts(&self) -> skiff_controllers::ClientForAccount {
+        let router = self.router.clone();
+        Arc::new(move |account: &str| {
+            skiff_apiserver::inprocess::client(
+                router.clone(),
+                UserInfo::service_account(skiff_controllers::ACCOUNTS_NAMESPACE, account),
+            )
+        })
+    }
+
+    fn scheduler(&self) -> kube::Client {
+        self.user("system:kube-scheduler", &[])
+    }
+
+    /// The cluster DNS, as upstream's kube-dns service account.
+    fn dns(&self) -> kube::Client {
+        skiff_apiserver::inprocess::client(
+            self.router.clone(),
+            UserInfo::service_account("kube-system", "kube-dns"),
+        )
+    }
+
+    /// The kwok-style hollow nodes of `--simulated-nodes` (a benchmarking
+    /// mode): one user for all of them, with a role of its own.
+    fn simulated_nodes(&self) -> kube::Client {
+        self.user("system:skiff:simulated-nodes", &[])
+    }
+
+    /// The node agent as `system:node:<name>`, and the local-path
+    /// provisioner it embeds as k3s's provisioner service account.
+    fn node_agent(&self, node: &str) -> skiff_node::agent::AgentClients {
+        skiff_node::agent::AgentClients {
+            node: self.user(&format!("system:node:{node}"), &["system:nodes"]),
+            provisioner: skiff_apiserver::inprocess::client(
+                self.router.clone(),
+                UserInfo::service_account("kube-system", "local-path-provisioner-service-account"),
+            ),
+        }
+    }
 }
 
 /// Where the `kubernetes` Service's endpoints point: the bind address, or

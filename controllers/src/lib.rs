@@ -26,33 +26,49 @@ pub mod serviceaccount;
 pub mod servicelb;
 pub mod statefulset;
 
-pub use manager::{Context, ControllerManager, Stop};
+pub use manager::{ACCOUNTS_NAMESPACE, ClientForAccount, Context, ControllerManager, Stop};
 
-/// Every built-in controller, by name, in start order. Each controller module
-/// adds its own line here.
-fn defaults() -> Vec<(&'static str, manager::Starter)> {
+/// Every built-in controller, by name, with the service account it acts as
+/// (upstream's names), in start order. Each controller module adds its own
+/// line here.
+fn defaults() -> Vec<manager::Registered> {
+    use manager::starter;
     vec![
-        manager::starter("namespace", namespace::run),
-        manager::starter("garbage-collector", garbage_collector::run),
-        manager::starter("serviceaccount", serviceaccount::run),
-        manager::starter(
+        starter("namespace", "namespace-controller", namespace::run),
+        starter(
+            "garbage-collector",
+            "generic-garbage-collector",
+            garbage_collector::run,
+        ),
+        starter(
+            "serviceaccount",
+            "service-account-controller",
+            serviceaccount::run,
+        ),
+        starter(
+            "root-ca-cert-publisher",
             "root-ca-cert-publisher",
             serviceaccount::run_root_ca_publisher,
         ),
-        manager::starter("endpoint", endpoints::run),
-        manager::starter("endpointslice", endpointslice::run),
-        manager::starter("servicelb", servicelb::run),
-        manager::starter("node-lifecycle", node_lifecycle::run),
-        manager::starter("pod-garbage-collector", podgc::run),
-        manager::starter("node-ipam", node_ipam::run),
-        manager::starter("replicaset", replicaset::run),
-        manager::starter("cronjob", cronjob::run),
-        manager::starter("daemonset", daemonset::run),
-        manager::starter("statefulset", statefulset::run),
-        manager::starter("job", job::run),
-        manager::starter("deployment", deployment::run),
-        manager::starter(
+        starter("endpoint", "endpoint-controller", endpoints::run),
+        starter(
+            "endpointslice",
+            "endpointslice-controller",
+            endpointslice::run,
+        ),
+        starter("servicelb", "service-lb-controller", servicelb::run),
+        starter("node-lifecycle", "node-controller", node_lifecycle::run),
+        starter("pod-garbage-collector", "pod-garbage-collector", podgc::run),
+        starter("node-ipam", "node-controller", node_ipam::run),
+        starter("replicaset", "replicaset-controller", replicaset::run),
+        starter("cronjob", "cronjob-controller", cronjob::run),
+        starter("daemonset", "daemon-set-controller", daemonset::run),
+        starter("statefulset", "statefulset-controller", statefulset::run),
+        starter("job", "job-controller", job::run),
+        starter("deployment", "deployment-controller", deployment::run),
+        starter(
             "replicationcontroller",
+            "replication-controller",
             replicaset::run_replication_controllers,
         ),
     ]

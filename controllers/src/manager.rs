@@ -3,30 +3,64 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{ObjectMeta, PostParams};
 
 use skiff_informer::SharedInformerFactory;
 use tokio::sync::watch;
+
+/// The namespace the controllers' service accounts live in.
+pub const ACCOUNTS_NAMESPACE: &str = "kube-system";
+
+/// Builds the client a controller acts with from its service account's
+/// name (in [`ACCOUNTS_NAMESPACE`]), as upstream's
+/// `--use-service-account-credentials`.
+pub type ClientForAccount = Arc<dyn Fn(&str) -> kube::Client + Send + Sync>;
 
 /// What every controller is given: the API client and the process-wide shared
 /// informers (so all controllers, the scheduler and the node agent share one
 /// watch per resource type).
 #[derive(Clone)]
 pub struct Context {
+    /// The client this controller writes (and reads directly) with: its own
+    /// service account's when the manager has [`Context::with_accounts`].
     pub client: kube::Client,
     pub factory: SharedInformerFactory,
     /// The cluster CA certificate (PEM) published in every namespace as the
     /// `kube-root-ca.crt` ConfigMap; None when the server has none to share.
     pub root_ca_pem: Option<std::sync::Arc<str>>,
+    accounts: Option<ClientForAccount>,
 }
 
 impl Context {
-    /// A context without a cluster CA to publish.
+    /// A context without a cluster CA to publish, in which every controller
+    /// acts with `client`.
     pub fn new(client: kube::Client, factory: SharedInformerFactory) -> Self {
         Self {
             client,
             factory,
             root_ca_pem: None,
+            accounts: None,
         }
+    }
+
+    /// The same context in which each controller acts as its own service
+    /// account, with the client `client_for` builds for it; the manager's
+    /// own client then only creates those accounts.
+    pub fn with_accounts(mut self, client_for: ClientForAccount) -> Self {
+        self.accounts = Some(client_for);
+        self
+    }
+
+    /// The context one controller runs with.
+    fn for_account(&self, account: &str) -> Self {
+        let mut context = self.clone();
+        if let Some(client_for) = &self.accounts {
+            context.client = client_for(account);
+        }
+        context
     }
 
     /// The same context publishing `pem` as the cluster CA.
@@ -48,10 +82,19 @@ pub async fn stopped(mut stop: Stop) {
 pub(crate) type Starter =
     Box<dyn FnOnce(Context, Stop) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
+/// One controller as the manager knows it.
+pub(crate) struct Registered {
+    pub name: &'static str,
+    /// The service account it acts as (upstream's names, e.g.
+    /// `replicaset-controller`).
+    pub account: &'static str,
+    pub start: Starter,
+}
+
 /// A set of named controllers to run together.
 pub struct ControllerManager {
     context: Context,
-    controllers: Vec<(&'static str, Starter)>,
+    controllers: Vec<Registered>,
 }
 
 impl ControllerManager {
@@ -67,34 +110,49 @@ impl ControllerManager {
     /// `disabled`.
     pub fn with_defaults(context: Context, disabled: &[&str]) -> Self {
         let mut manager = Self::new(context);
-        for (name, starter) in crate::defaults() {
-            if !disabled.contains(&name) {
-                manager.controllers.push((name, starter));
-            }
-        }
+        manager.controllers = crate::defaults()
+            .into_iter()
+            .filter(|c| !disabled.contains(&c.name))
+            .collect();
         manager
     }
 
-    /// Adds a controller; `start` runs it until the stop signal.
-    pub fn register<F, Fut>(&mut self, name: &'static str, start: F)
+    /// Adds a controller acting as service account `account`; `start` runs
+    /// it until the stop signal.
+    pub fn register<F, Fut>(&mut self, name: &'static str, account: &'static str, start: F)
     where
         F: FnOnce(Context, Stop) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.controllers
-            .push((name, Box::new(move |ctx, stop| Box::pin(start(ctx, stop)))));
+        self.controllers.push(starter(name, account, start));
     }
 
     /// The names of the registered controllers, in start order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.controllers.iter().map(|(n, _)| *n).collect()
+        self.controllers.iter().map(|c| c.name).collect()
+    }
+
+    /// The service accounts the registered controllers act as, each once.
+    pub fn accounts(&self) -> Vec<&'static str> {
+        let mut accounts: Vec<&'static str> = self.controllers.iter().map(|c| c.account).collect();
+        accounts.sort_unstable();
+        accounts.dedup();
+        accounts
     }
 
     /// Runs every controller until `stop` turns true and all have returned.
     pub async fn run(self, stop: Stop) {
+        if self.context.accounts.is_some() {
+            ensure_accounts(&self.context.client, &self.accounts()).await;
+        }
         let mut running = tokio::task::JoinSet::new();
-        for (name, start) in self.controllers {
-            let future = start(self.context.clone(), stop.clone());
+        for Registered {
+            name,
+            account,
+            start,
+        } in self.controllers
+        {
+            let future = start(self.context.for_account(account), stop.clone());
             running.spawn(async move {
                 future.await;
                 tracing::debug!(controller = name, "stopped");
@@ -112,10 +170,39 @@ impl ControllerManager {
 }
 
 /// Helps building the [`defaults`](crate::defaults) list.
-pub(crate) fn starter<F, Fut>(name: &'static str, start: F) -> (&'static str, Starter)
+pub(crate) fn starter<F, Fut>(name: &'static str, account: &'static str, start: F) -> Registered
 where
     F: FnOnce(Context, Stop) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    (name, Box::new(move |ctx, stop| Box::pin(start(ctx, stop))))
+    Registered {
+        name,
+        account,
+        start: Box::new(move |ctx, stop| Box::pin(start(ctx, stop))),
+    }
+}
+
+/// Creates the controllers' service accounts that do not exist yet, so
+/// `kubectl get sa -n kube-system` shows who acts, as upstream. A failure
+/// is logged and does not stop the controllers: their identity does not
+/// depend on the object.
+async fn ensure_accounts(client: &kube::Client, accounts: &[&str]) {
+    let api: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), ACCOUNTS_NAMESPACE);
+    for account in accounts {
+        let object = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some(account.to_string()),
+                namespace: Some(ACCOUNTS_NAMESPACE.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => {
+                tracing::warn!(%error, account, "creating a controller's service account failed")
+            }
+        }
+    }
 }

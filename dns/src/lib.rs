@@ -142,8 +142,11 @@ impl ClusterDns {
 }
 
 /// Runs the DNS server until `stop` resolves, keeping the `kube-dns`
-/// endpoints pointed at it when `config.advertise` is set.
+/// endpoints pointed at it when `config.advertise` is set. Reads come from
+/// the shared informers; `client` (the DNS's own identity) writes its
+/// Service and EndpointSlice.
 pub async fn run(
+    client: kube::Client,
     factory: &SharedInformerFactory,
     config: DnsConfig,
     stop: impl std::future::Future<Output = ()>,
@@ -155,7 +158,6 @@ pub async fn run(
         .zip(dns.local_addrs().first())
         .map(|(ip, local)| SocketAddr::new(ip, local.port()));
     let publisher = {
-        let client = factory.client().clone();
         let node = config.node_name.clone();
         let service_ip = config.service_ip;
         tokio::spawn(async move {

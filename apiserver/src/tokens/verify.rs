@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::claims::{Claims, ObjectRef};
-use super::{ISSUER, groups, user_name};
+use super::ISSUER;
 use crate::authn::UserInfo;
 use crate::object::meta_str;
 use crate::server::Inner;
@@ -39,10 +39,7 @@ impl ServiceAccountTokens {
         let claims = self.inner.tokens.verify(token, &[ISSUER])?;
         self.still_bound(&claims).then(|| {
             let k = &claims.kubernetes;
-            let mut user = UserInfo::new(
-                user_name(&k.namespace, &k.serviceaccount.name),
-                groups(&k.namespace),
-            );
+            let mut user = UserInfo::service_account(&k.namespace, &k.serviceaccount.name);
             user.uid = k.serviceaccount.uid.clone();
             user
         })

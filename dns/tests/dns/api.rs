@@ -100,8 +100,9 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = {
         let factory = factory.clone();
+        let client = client.clone();
         tokio::spawn(async move {
-            skiff_dns::run(&factory, config, async {
+            skiff_dns::run(client, &factory, config, async {
                 let _ = stop_rx.await;
             })
             .await

@@ -65,8 +65,10 @@ pub enum ClaimError {
 
 /// What resolving a claim needs.
 pub struct ClaimContext<'a> {
-    /// API access.
+    /// API access as the node: reads of the pod's claims and their volumes.
     pub client: &'a kube::Client,
+    /// API access as the local-path provisioner: creating and binding volumes.
+    pub provisioner: &'a kube::Client,
     /// This node (provisions only claims the scheduler placed here).
     pub node_name: &'a str,
     /// Where provisioned volumes live (`DATA_DIR/storage`).
@@ -244,7 +246,7 @@ async fn provision(
     else {
         return Ok(None);
     };
-    let classes: Api<StorageClass> = Api::all(ctx.client.clone());
+    let classes: Api<StorageClass> = Api::all(ctx.provisioner.clone());
     let Some(class) = get_opt(&classes, class_name)
         .await
         .map_err(api_err(&name))?
@@ -266,7 +268,7 @@ async fn provision(
     }
     let volume = provisioned_volume(claim, &class, &dir, ctx.node_name);
     let volume_name = volume.metadata.name.clone().unwrap_or_default();
-    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    let volumes: Api<PersistentVolume> = Api::all(ctx.provisioner.clone());
     match volumes.create(&PostParams::default(), &volume).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {}
@@ -278,7 +280,7 @@ async fn provision(
         .patch_status(&volume_name, &params, &Patch::Merge(&bound))
         .await
         .map_err(api_err(&name))?;
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.provisioner.clone(), &namespace);
     let binding = serde_json::json!({
         "metadata": {"annotations": {
             "pv.kubernetes.io/bind-completed": "yes",

@@ -11,8 +11,12 @@ use crate::runtime::Runtime;
 
 /// Shared, read-only state of the agent.
 pub struct AgentContext {
-    /// The API client (in-process in `skiff server`).
+    /// The API client, acting as this node (`system:node:<name>`; in-process
+    /// in `skiff server`).
     pub client: kube::Client,
+    /// The client the built-in local-path provisioner creates and binds
+    /// volumes with (a node may not create PersistentVolumes).
+    pub provisioner: kube::Client,
     /// The container runtime.
     pub runtime: Arc<dyn Runtime>,
     /// This node's name.

@@ -147,10 +147,30 @@ pub enum AgentError {
     PodCidr(#[from] crate::containerd::config::ConfigError),
 }
 
+/// The identities the agent acts with.
+#[derive(Clone)]
+pub struct AgentClients {
+    /// The node itself (`system:node:<name>` in `system:nodes`).
+    pub node: kube::Client,
+    /// The built-in local-path provisioner, which creates PersistentVolumes
+    /// and binds claims — rights a node does not have.
+    pub provisioner: kube::Client,
+}
+
+impl From<kube::Client> for AgentClients {
+    /// One client for both roles (a remote agent with a single credential).
+    fn from(client: kube::Client) -> Self {
+        Self {
+            node: client.clone(),
+            provisioner: client,
+        }
+    }
+}
+
 /// Runs the agent until `stop` is raised; then stops containerd (when skiff
 /// started it) and leaves pods running.
 pub async fn run(
-    client: kube::Client,
+    clients: impl Into<AgentClients>,
     factory: &SharedInformerFactory,
     config: AgentConfig,
     stop: watch::Receiver<bool>,
@@ -163,18 +183,22 @@ pub async fn run(
         failed = node_runtime.airgap_report().failed.len(),
         "container runtime ready"
     );
-    let result = run_with_runtime(client, factory, &config, &node_runtime, stop).await;
+    let result = run_with_runtime(clients.into(), factory, &config, &node_runtime, stop).await;
     node_runtime.shutdown().await;
     result
 }
 
 async fn run_with_runtime(
-    client: kube::Client,
+    clients: AgentClients,
     factory: &SharedInformerFactory,
     config: &AgentConfig,
     node_runtime: &NodeRuntime,
     stop: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
+    let AgentClients {
+        node: client,
+        provisioner,
+    } = clients;
     let runtime: Arc<dyn Runtime> = Arc::new(node_runtime.cri());
     let agent_dir = config.agent_dir().to_path_buf();
     let facts = host::read(&agent_dir);
@@ -240,6 +264,7 @@ async fn run_with_runtime(
     };
     let ctx = Arc::new(AgentContext {
         client: client.clone(),
+        provisioner: provisioner.clone(),
         runtime: runtime.clone(),
         node_name: node_name.clone(),
         host_ip: facts.internal_ip.clone(),
@@ -251,7 +276,7 @@ async fn run_with_runtime(
         dns: dns_config::PodDnsInputs::load(&config.dns),
         events: events::EventRecorder::new(client.clone(), node_name.clone()),
     });
-    if let Err(error) = claims::ensure_default_class(&client).await {
+    if let Err(error) = claims::ensure_default_class(&provisioner).await {
         tracing::warn!(%error, "creating the local-path StorageClass");
     }
 

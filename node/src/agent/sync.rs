@@ -129,6 +129,7 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
         let storage_dir = volumes::storage_dir(&ctx.agent_dir);
         let vctx = VolumeContext {
             client: &ctx.client,
+            provisioner: &ctx.provisioner,
             agent_dir: &ctx.agent_dir,
             host_ip: &ctx.host_ip,
             allocatable: &ctx.allocatable,

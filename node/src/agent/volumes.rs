@@ -78,8 +78,10 @@ pub fn pod_dir(agent_dir: &Path, uid: &str) -> PathBuf {
 
 /// What volume contents may refer to.
 pub struct VolumeContext<'a> {
-    /// API access for ConfigMaps and Secrets.
+    /// API access for ConfigMaps and Secrets, as the node.
     pub client: &'a kube::Client,
+    /// API access as the local-path provisioner.
+    pub provisioner: &'a kube::Client,
     /// `AGENT_DIR`.
     pub agent_dir: &'a Path,
     /// The node's address.
@@ -160,6 +162,7 @@ async fn prepare_one(
     if let Some(claim) = &volume.persistent_volume_claim {
         let cctx = ClaimContext {
             client: ctx.client,
+            provisioner: ctx.provisioner,
             node_name: ctx.node_name,
             storage_dir: ctx.storage_dir,
         };
