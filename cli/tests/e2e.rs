@@ -15,6 +15,7 @@ mod e2e {
     mod node_features;
     mod pod_lifecycle;
     mod python;
+    mod rbac;
     mod scheduling;
     mod server;
     mod server_side_apply;

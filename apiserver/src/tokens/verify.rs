@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::claims::{Claims, ObjectRef};
 use super::ISSUER;
+use super::claims::{Claims, ObjectRef};
 use crate::authn::UserInfo;
 use crate::object::meta_str;
 use crate::server::Inner;

@@ -1,0 +1,325 @@
+//! Authorization from the attacker's side: a ServiceAccount token is only
+//! worth what RBAC grants it, with kubectl and the Python client seeing
+//! upstream's refusals.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use super::support::Server;
+
+/// A kubeconfig for `server` that authenticates with `token` only (no
+/// client certificate), written next to the admin's.
+fn token_kubeconfig(server: &Server, name: &str, token: &str) -> PathBuf {
+    let admin: serde_json::Value = serde_json::from_str(
+        &server.kubectl_ok(&["config", "view", "--raw", "--minify", "-o", "json"]),
+    )
+    .expect("kubeconfig as JSON");
+    let cluster = admin["clusters"][0]["cluster"].clone();
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "skiff", "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": "skiff", "user": name}}],
+        "current-context": name,
+    });
+    let path = server.data_dir().join(format!("{name}.kubeconfig"));
+    std::fs::write(&path, config.to_string()).expect("write kubeconfig");
+    path
+}
+
+/// A service account in `namespace` and a kubeconfig holding its token.
+fn service_account(server: &Server, namespace: &str, name: &str) -> PathBuf {
+    server.kubectl_ok(&["create", "serviceaccount", name, "-n", namespace]);
+    let token = server.kubectl_ok(&["create", "token", name, "-n", namespace]);
+    token_kubeconfig(server, &format!("{namespace}-{name}"), token.trim())
+}
+
+fn kubectl_as(kubeconfig: &PathBuf, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kubectl")
+}
+
+fn ok_as(kubeconfig: &PathBuf, args: &[&str]) -> String {
+    let out = kubectl_as(kubeconfig, args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn refused_as(kubeconfig: &PathBuf, args: &[&str]) -> String {
+    let out = kubectl_as(kubeconfig, args);
+    assert!(
+        !out.status.success(),
+        "kubectl {args:?} was allowed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const PRIVILEGED_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": "owned", "namespace": "kube-system"},
+  "spec": {"hostNetwork": true, "hostPID": true, "containers": [{"name": "c",
+    "image": "busybox", "securityContext": {"privileged": true}}]}}"#;
+
+#[test]
+fn a_service_account_without_grants_gets_nothing() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "a"]);
+    let probe = service_account(&server, "a", "probe");
+
+    let err = refused_as(&probe, &["get", "secrets", "-A"]);
+    assert!(
+        err.contains(
+            r#"Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:a:probe" cannot list resource "secrets" in API group "" at the cluster scope"#
+        ),
+        "{err}"
+    );
+    let err = refused_as(&probe, &["get", "configmaps", "-n", "a"]);
+    assert!(
+        err.contains(r#"cannot list resource "configmaps" in API group "" in the namespace "a""#),
+        "{err}"
+    );
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&probe)
+        .args(["create", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(PRIVILEGED_POD.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("kubectl create");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("Forbidden"), "{err}");
+    let err = refused_as(&probe, &["delete", "node", "anything"]);
+    assert!(
+        err.contains(r#"cannot delete resource "nodes" in API group "" at the cluster scope"#),
+        "{err}"
+    );
+    // Nothing was created on its behalf.
+    let pods = server.kubectl_ok(&["get", "pods", "-n", "kube-system", "-o", "name"]);
+    assert!(!pods.contains("owned"), "{pods}");
+    // Discovery and the public paths stay open to any authenticated user.
+    ok_as(&probe, &["api-versions"]);
+    assert_eq!(ok_as(&probe, &["get", "--raw", "/healthz"]).trim(), "ok");
+}
+
+#[test]
+fn a_view_binding_opens_reads_in_its_namespace_only() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "a"]);
+    server.kubectl_ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "a",
+        "--from-literal=k=v",
+    ]);
+    server.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "key",
+        "-n",
+        "a",
+        "--from-literal=k=v",
+    ]);
+    let probe = service_account(&server, "a", "probe");
+    refused_as(&probe, &["get", "pods", "-n", "a"]);
+    server.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "probe-view",
+        "--clusterrole=view",
+        "--serviceaccount=a:probe",
+        "-n",
+        "a",
+    ]);
+    ok_as(&probe, &["get", "pods", "-n", "a"]);
+    let cms = ok_as(&probe, &["get", "configmaps", "-n", "a", "-o", "name"]);
+    assert!(cms.contains("configmap/settings"), "{cms}");
+    let err = refused_as(&probe, &["get", "secrets", "-n", "a"]);
+    assert!(
+        err.contains(r#"User "system:serviceaccount:a:probe" cannot list resource "secrets" in API group "" in the namespace "a""#),
+        "{err}"
+    );
+    let err = refused_as(&probe, &["get", "pods", "-n", "default"]);
+    assert!(err.contains(r#"in the namespace "default""#), "{err}");
+    let err = refused_as(&probe, &["delete", "configmap", "settings", "-n", "a"]);
+    assert!(
+        err.contains(r#"configmaps "settings" is forbidden"#),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_role_is_enforced_to_the_verb_and_the_name() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "a"]);
+    for name in ["allowed", "other"] {
+        server.kubectl_ok(&["create", "configmap", name, "-n", "a", "--from-literal=k=v"]);
+    }
+    let probe = service_account(&server, "a", "probe");
+    server.kubectl_ok(&[
+        "create",
+        "role",
+        "one-configmap",
+        "--verb=get",
+        "--resource=configmaps",
+        "--resource-name=allowed",
+        "-n",
+        "a",
+    ]);
+    server.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "probe-one",
+        "--role=one-configmap",
+        "--serviceaccount=a:probe",
+        "-n",
+        "a",
+    ]);
+    ok_as(&probe, &["get", "configmap", "allowed", "-n", "a"]);
+    let err = refused_as(&probe, &["get", "configmap", "other", "-n", "a"]);
+    assert!(err.contains(r#"configmaps "other" is forbidden"#), "{err}");
+    refused_as(&probe, &["get", "configmaps", "-n", "a"]);
+    refused_as(
+        &probe,
+        &["label", "configmap", "allowed", "-n", "a", "touched=yes"],
+    );
+}
+
+#[test]
+fn a_namespace_admin_cannot_grant_more_than_it_holds() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "team"]);
+    let boss = service_account(&server, "team", "boss");
+    server.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "boss-admin",
+        "--clusterrole=admin",
+        "--serviceaccount=team:boss",
+        "-n",
+        "team",
+    ]);
+    ok_as(
+        &boss,
+        &[
+            "create",
+            "role",
+            "readers",
+            "--verb=get,list,watch",
+            "--resource=pods,configmaps",
+            "-n",
+            "team",
+        ],
+    );
+    ok_as(
+        &boss,
+        &[
+            "create",
+            "rolebinding",
+            "readers",
+            "--role=readers",
+            "--serviceaccount=team:default",
+            "-n",
+            "team",
+        ],
+    );
+    let err = refused_as(
+        &boss,
+        &[
+            "create",
+            "role",
+            "everything",
+            "--verb=*",
+            "--resource=*.*",
+            "-n",
+            "team",
+        ],
+    );
+    assert!(
+        err.contains("is attempting to grant RBAC permissions not currently held"),
+        "{err}"
+    );
+    let err = refused_as(
+        &boss,
+        &[
+            "create",
+            "clusterrolebinding",
+            "boss-everywhere",
+            "--clusterrole=cluster-admin",
+            "--serviceaccount=team:boss",
+        ],
+    );
+    assert!(err.contains("Forbidden"), "{err}");
+    let err = refused_as(
+        &boss,
+        &[
+            "create",
+            "rolebinding",
+            "boss-cluster-admin",
+            "--clusterrole=cluster-admin",
+            "--serviceaccount=team:boss",
+            "-n",
+            "team",
+        ],
+    );
+    assert!(err.contains("Forbidden"), "{err}");
+    // Its own namespace only.
+    refused_as(&boss, &["get", "pods", "-n", "default"]);
+}
+
+#[test]
+fn python_client_sees_the_refusal_and_the_grant() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "a"]);
+    server.kubectl_ok(&["create", "serviceaccount", "probe", "-n", "a"]);
+    let token = server.kubectl_ok(&["create", "token", "probe", "-n", "a"]);
+    let kubeconfig = token_kubeconfig(&server, "py-probe", token.trim());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/rbac.py");
+    let run = |phase: &str| {
+        let out = Command::new("python3")
+            .arg(script)
+            .arg(phase)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "python rbac {phase} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run("before");
+    server.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "probe-view",
+        "--clusterrole=view",
+        "--serviceaccount=a:probe",
+        "-n",
+        "a",
+    ]);
+    run("after");
+}
