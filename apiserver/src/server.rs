@@ -142,6 +142,12 @@ pub struct ApiServer {
 }
 
 impl ApiServer {
+    /// The shared state, for unit tests that drive the handlers' helpers.
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
     /// Fills a watch cache per resource from the store, starts following it,
     /// and makes sure the system namespaces exist.
     pub async fn new(

@@ -14,6 +14,9 @@ use tokio::sync::{Mutex, MutexGuard};
 use crate::object::set_field;
 use crate::status::FieldError;
 
+/// Held from choosing a Service's addresses until the Service is stored.
+pub type AllocationGuard<'a> = MutexGuard<'a, ()>;
+
 /// A service CIDR or node-port range that cannot be used.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("invalid service network configuration: {0}")]
@@ -74,7 +77,7 @@ impl ServiceAllocator {
     }
 
     /// Held from allocation until the Service is stored.
-    pub async fn lock(&self) -> MutexGuard<'_, ()> {
+    pub async fn lock(&self) -> AllocationGuard<'_> {
         self.lock.lock().await
     }
 

@@ -8,8 +8,8 @@ use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_store::Revision;
 
-use super::storage::{self, MODIFIED, WriteError};
-use super::update::commit;
+use super::storage::{self, FirstRead, Next, guaranteed_update};
+use super::update::admit_update;
 use super::{Ctx, respond};
 use crate::admission::WriteInfo;
 use crate::object::{
@@ -127,52 +127,45 @@ pub(crate) async fn delete_object(
             causes: Vec::new(),
         });
     }
-    let _serialised = inner.key_locks.lock(key).await;
-    for _ in 0..8 {
-        let (current, revision) = storage::read_existing(inner, info, key, name).await?;
-        check_preconditions(info, name, &current, revision, options)?;
-        crate::admission_plugins::admit(
-            inner,
-            &crate::admission_plugins::WriteRequest {
-                user: &write.user,
-                operation: crate::admission_plugins::Operation::Delete,
-                info,
-                subresource: None,
-                old: Some(&current),
-                new: None,
-            },
-        )
-        .await?;
-        let plan = plan(info, &current, options);
-        let result = match plan {
-            Plan::Remove => {
-                if options.dry_run {
-                    return Ok(current);
-                }
-                storage::delete(inner, info, key, current, revision).await
-            }
-            Plan::Keep => return Ok(current),
-            Plan::Mark(next) => {
-                commit(
+    let pinned = options.precondition_rv.is_some();
+    guaranteed_update(inner, info, key, name, FirstRead::Store, move |current| {
+        Box::pin(async move {
+            let current = current.ok_or_else(|| storage::not_found(info, name))?;
+            check_preconditions(info, name, &current.object, current.revision, options)?;
+            crate::admission_plugins::admit(
+                inner,
+                &crate::admission_plugins::WriteRequest {
+                    user: &write.user,
+                    operation: crate::admission_plugins::Operation::Delete,
+                    info,
+                    subresource: None,
+                    old: Some(&current.object),
+                    new: None,
+                },
+            )
+            .await?;
+            Ok(match plan(info, &current.object, options) {
+                Plan::Remove if options.dry_run => Next::Done(current.object),
+                Plan::Remove => Next::Remove {
+                    object: current.object,
+                    pinned,
+                },
+                Plan::Keep => Next::Done(current.object),
+                Plan::Mark(next) => admit_update(
                     inner,
                     info,
                     key,
-                    (&current, revision),
+                    &current.object,
                     next,
                     write,
                     options.dry_run,
                 )
-                .await
-            }
-        };
-        match result {
-            Ok(v) => return Ok(v),
-            Err(WriteError::Conflict) if options.precondition_rv.is_none() => continue,
-            Err(WriteError::Conflict) => return Err(storage::conflict(info, name, MODIFIED)),
-            Err(WriteError::Api(e)) => return Err(e),
-        }
-    }
-    Err(storage::conflict(info, name, MODIFIED))
+                .await?
+                .pinned(pinned),
+            })
+        })
+    })
+    .await
 }
 
 fn check_preconditions(

@@ -1,14 +1,22 @@
 //! Store access for handlers: keys to objects in the served version, store
-//! errors to API errors, and waiting for the watch cache after each write so
-//! a client's next list or watch sees its own write.
+//! errors to API errors, waiting for the watch cache after each write so a
+//! client's next list or watch sees its own write, and
+//! [`guaranteed_update`], the one read-decide-write loop every
+//! read-modify-write goes through.
 
+use futures::future::BoxFuture;
 use serde_json::Value;
 use skiff_store::{Revision, StoreError};
 
 use crate::object::{decode_from_store, encode_for_store};
 use crate::registry::ResourceInfo;
 use crate::server::{CACHE_CATCH_UP, Inner};
+use crate::service_alloc::AllocationGuard;
 use crate::status::ApiError;
+
+/// Attempts of a guaranteed update that keeps losing races before it gives
+/// up with a conflict.
+const ATTEMPTS: usize = 8;
 
 /// The conflict detail upstream sends for a stale resourceVersion.
 pub const MODIFIED: &str =
@@ -168,5 +176,317 @@ pub async fn delete(
         }
         Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => Err(WriteError::Conflict),
         Err(e) => Err(WriteError::Api(internal(e))),
+    }
+}
+
+/// Where a guaranteed update reads the object its first attempt starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstRead {
+    /// The store: the usual start.
+    Store,
+    /// The watch cache (the store when the cache lacks the object), as
+    /// upstream starts some updates; later attempts read the store.
+    Cache,
+}
+
+/// The object one attempt of a guaranteed update starts from.
+pub(crate) struct Current {
+    pub object: Value,
+    /// Its store revision, the precondition of the attempt's write.
+    pub revision: Revision,
+    /// Read from the watch cache, so possibly behind the store: a refusal
+    /// based on it should be [`Next::Retry`] instead, which reads the store.
+    pub cached: bool,
+}
+
+/// What one attempt of a guaranteed update decided.
+pub(crate) enum Next<'a> {
+    /// Store `object` in place of the current one. `held` (an allocation
+    /// lock) is released once the write is done. With `pinned` (the caller
+    /// gave a resourceVersion precondition) a conflict is answered with
+    /// upstream's 409 instead of retried.
+    Replace {
+        object: Value,
+        held: Option<AllocationGuard<'a>>,
+        pinned: bool,
+    },
+    /// Remove the object from the store; `object` is its last state.
+    Remove { object: Value, pinned: bool },
+    /// Write nothing and answer with this object (no change, a dry run, or
+    /// what the attempt did instead, such as creating a missing object).
+    Done(Value),
+    /// Read again from the store and start over.
+    Retry,
+}
+
+impl Next<'_> {
+    /// Marks a write as made under the caller's resourceVersion precondition
+    /// when `pinned`.
+    pub fn pinned(self, pinned: bool) -> Self {
+        match self {
+            Next::Replace { object, held, .. } => Next::Replace {
+                object,
+                held,
+                pinned,
+            },
+            Next::Remove { object, .. } => Next::Remove { object, pinned },
+            other => other,
+        }
+    }
+}
+
+/// The 409 for a write whose resourceVersion precondition `wanted` is not
+/// the stored `revision`.
+pub fn check_precondition(
+    info: &ResourceInfo,
+    name: &str,
+    wanted: Option<Revision>,
+    revision: Revision,
+) -> Result<(), ApiError> {
+    match wanted {
+        Some(w) if w != revision => Err(conflict(info, name, MODIFIED)),
+        _ => Ok(()),
+    }
+}
+
+/// Reads the object at `key` (`None` when missing), lets `attempt` decide
+/// its next state, and writes that with the read revision as precondition;
+/// on a conflict it starts over from a fresh read, unless the write was
+/// pinned to the caller's resourceVersion (then upstream's 409). Writes to
+/// one key are serialised in this process, so races are rare.
+///
+/// `attempt` returns a boxed future (rather than being an async closure) so
+/// the handlers' futures stay provably `Send`.
+pub(crate) async fn guaranteed_update<'a, 'f>(
+    inner: &'a Inner,
+    info: &ResourceInfo,
+    key: &str,
+    name: &str,
+    first: FirstRead,
+    mut attempt: impl FnMut(Option<Current>) -> BoxFuture<'f, Result<Next<'a>, ApiError>>,
+) -> Result<Value, ApiError> {
+    let _serialised = inner.key_locks.lock(key).await;
+    let mut cached = first == FirstRead::Cache;
+    for _ in 0..ATTEMPTS {
+        let read = if cached {
+            read_cached(inner, info, key).await?
+        } else {
+            read(inner, info, key).await?
+        };
+        let revision = read.as_ref().map(|(_, revision)| *revision);
+        let current = read.map(|(object, revision)| Current {
+            object,
+            revision,
+            cached,
+        });
+        cached = false;
+        let next = attempt(current).await?;
+        let (written, pinned) = match (next, revision) {
+            (Next::Done(answer), _) => return Ok(answer),
+            (Next::Retry, _) => continue,
+            (
+                Next::Replace {
+                    object,
+                    held,
+                    pinned,
+                },
+                Some(revision),
+            ) => {
+                let written = update(inner, info, key, object, revision).await;
+                drop(held);
+                (written, pinned)
+            }
+            (Next::Remove { object, pinned }, Some(revision)) => {
+                (delete(inner, info, key, object, revision).await, pinned)
+            }
+            // Nothing was read, so there is nothing to replace or remove.
+            (Next::Replace { .. } | Next::Remove { .. }, None) => {
+                return Err(not_found(info, name));
+            }
+        };
+        match written {
+            Ok(stored) => return Ok(stored),
+            Err(WriteError::Conflict) if !pinned => continue,
+            Err(WriteError::Conflict) => return Err(conflict(info, name, MODIFIED)),
+            Err(WriteError::Api(e)) => return Err(e),
+        }
+    }
+    Err(conflict(info, name, MODIFIED))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+    use skiff_store::{SledConfig, SledStore};
+
+    use super::*;
+    use crate::server::{ApiServer, ApiServerConfig};
+
+    struct Fixture {
+        server: ApiServer,
+        info: Arc<ResourceInfo>,
+        key: String,
+        _dir: tempfile::TempDir,
+    }
+
+    /// A server with one stored ConfigMap `default/cm` holding `data.v = "0"`.
+    async fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("s"))).unwrap());
+        let server = ApiServer::new(store, ApiServerConfig::default())
+            .await
+            .unwrap();
+        let info = server.inner().registry.get("", "v1", "configmaps").unwrap();
+        let key = info.key(Some("default"), "cm");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}, "data": {"v": "0"}});
+        assert!(create(server.inner(), &info, &key, cm).await.is_ok());
+        Fixture {
+            server,
+            info,
+            key,
+            _dir: dir,
+        }
+    }
+
+    /// Writes `data.v = value` straight to the store, as another writer
+    /// racing the update would.
+    async fn write_behind(inner: &Inner, key: &str, value: &str) {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}, "data": {"v": value}});
+        inner
+            .store
+            .update(key, encode_for_store(&cm), None)
+            .await
+            .unwrap();
+    }
+
+    /// An update whose first attempt loses a race to another writer: it
+    /// retries from the other writer's state, or answers 409 when pinned.
+    async fn race(pinned: bool) -> (Result<Value, ApiError>, usize, Value) {
+        let f = fixture().await;
+        let inner = f.server.inner();
+        let attempts = &AtomicUsize::new(0);
+        let key = f.key.as_str();
+        let result = guaranteed_update(
+            inner,
+            &f.info,
+            key,
+            "cm",
+            FirstRead::Store,
+            move |current| {
+                Box::pin(async move {
+                    let current = current.expect("the ConfigMap exists");
+                    if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                        write_behind(inner, key, "other").await;
+                    }
+                    let mut next = current.object;
+                    let seen = next["data"]["v"].as_str().unwrap_or("").to_string();
+                    next["data"]["v"] = json!(format!("{seen}+mine"));
+                    Ok(Next::Replace {
+                        object: next,
+                        held: None,
+                        pinned,
+                    })
+                })
+            },
+        )
+        .await;
+        let (stored, _) = read(inner, &f.info, key).await.unwrap().unwrap();
+        (result, attempts.load(Ordering::SeqCst), stored)
+    }
+
+    #[tokio::test]
+    async fn a_lost_race_is_retried_from_the_winners_state() {
+        let (result, attempts, stored) = race(false).await;
+        let written = result.unwrap();
+        assert_eq!(attempts, 2);
+        assert_eq!(written["data"]["v"], "other+mine");
+        assert_eq!(stored["data"]["v"], "other+mine");
+    }
+
+    #[tokio::test]
+    async fn a_pinned_write_that_lost_a_race_is_a_conflict() {
+        let (result, attempts, stored) = race(true).await;
+        match result {
+            Err(ApiError::Conflict { detail, .. }) => assert_eq!(detail, MODIFIED),
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        assert_eq!(attempts, 1);
+        assert_eq!(
+            stored["data"]["v"], "other",
+            "the other writer's state stays"
+        );
+    }
+
+    #[tokio::test]
+    async fn done_writes_nothing_and_missing_objects_reach_the_attempt() {
+        let f = fixture().await;
+        let inner = f.server.inner();
+        let (_, before) = read(inner, &f.info, &f.key).await.unwrap().unwrap();
+        let answer = guaranteed_update(inner, &f.info, &f.key, "cm", FirstRead::Cache, |current| {
+            Box::pin(async move {
+                assert!(current.is_some_and(|c| c.cached));
+                Ok(Next::Done(json!("unchanged")))
+            })
+        })
+        .await
+        .unwrap();
+        assert_eq!(answer, json!("unchanged"));
+        let (_, after) = read(inner, &f.info, &f.key).await.unwrap().unwrap();
+        assert_eq!(before, after);
+
+        let missing = f.info.key(Some("default"), "absent");
+        let result = guaranteed_update(
+            inner,
+            &f.info,
+            &missing,
+            "absent",
+            FirstRead::Store,
+            |current| {
+                Box::pin(async move {
+                    assert!(current.is_none());
+                    Ok(Next::Replace {
+                        object: json!({}),
+                        held: None,
+                        pinned: false,
+                    })
+                })
+            },
+        )
+        .await;
+        assert!(matches!(result, Err(ApiError::NotFound { .. })));
+    }
+
+    #[tokio::test]
+    async fn endless_races_end_in_a_conflict() {
+        let f = fixture().await;
+        let inner = f.server.inner();
+        let attempts = &AtomicUsize::new(0);
+        let key = f.key.as_str();
+        let result = guaranteed_update(
+            inner,
+            &f.info,
+            key,
+            "cm",
+            FirstRead::Store,
+            move |current| {
+                Box::pin(async move {
+                    let n = attempts.fetch_add(1, Ordering::SeqCst);
+                    write_behind(inner, key, &n.to_string()).await;
+                    Ok(Next::Replace {
+                        object: current.expect("exists").object,
+                        held: None,
+                        pinned: false,
+                    })
+                })
+            },
+        )
+        .await;
+        assert!(matches!(result, Err(ApiError::Conflict { .. })));
+        assert_eq!(attempts.load(Ordering::SeqCst), ATTEMPTS);
     }
 }

@@ -6,8 +6,8 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::delete::{DeleteOptions, delete_object};
-use super::storage::{self, MODIFIED, WriteError};
-use super::update::{commit, precondition};
+use super::storage::{self, FirstRead, Next, check_precondition, guaranteed_update};
+use super::update::{admit_update, precondition};
 use super::{Ctx, check_type, respond};
 use crate::admission::prepare_update;
 use crate::object::{meta_str, set_field};
@@ -83,68 +83,58 @@ pub(super) async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response, ApiErr
 /// (given the current Scale), honouring its resourceVersion.
 async fn write_scale(
     ctx: Ctx,
-    make_scale: impl Fn(&Value) -> Result<Value, ApiError>,
+    make_scale: impl Fn(&Value) -> Result<Value, ApiError> + Sync,
 ) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
     let name = ctx.name()?.to_string();
     let key = ctx.key()?;
     let write = ctx.write_info(ctx.target.subresource);
-    let _serialised = ctx.inner.key_locks.lock(&key).await;
-    for _ in 0..8 {
-        let (current, revision) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
-        let mut scale = make_scale(&scale_of(&info, &current))?;
-        check_type(&mut scale, "autoscaling/v1", "Scale")?;
-        let wanted = precondition(&scale)?;
-        if wanted.is_some_and(|w| w != revision) {
-            return Err(storage::conflict(&info, &name, MODIFIED));
-        }
-        let replicas = match scale["spec"]["replicas"].as_i64() {
-            Some(r) if r >= 0 => r,
-            other => {
-                return Err(ApiError::Invalid {
-                    kind: "Scale".into(),
-                    group: "autoscaling".into(),
-                    name,
-                    causes: vec![FieldError::invalid(
-                        "spec.replicas",
-                        other.map(Value::from).unwrap_or(Value::Null),
-                        "must be greater than or equal to 0",
-                    )],
-                });
+    let inner = &*ctx.inner;
+    let dry_run = ctx.params.dry_run;
+    let (info, name, key, write, make_scale) = (&info, &name, &key, &write, &make_scale);
+    let stored = guaranteed_update(inner, info, key, name, FirstRead::Store, move |current| {
+        Box::pin(async move {
+            let current = current.ok_or_else(|| storage::not_found(info, name))?;
+            let mut scale = make_scale(&scale_of(info, &current.object))?;
+            check_type(&mut scale, "autoscaling/v1", "Scale")?;
+            let wanted = precondition(&scale)?;
+            check_precondition(info, name, wanted, current.revision)?;
+            let replicas = match scale["spec"]["replicas"].as_i64() {
+                Some(r) if r >= 0 => r,
+                other => {
+                    return Err(ApiError::Invalid {
+                        kind: "Scale".into(),
+                        group: "autoscaling".into(),
+                        name: name.clone(),
+                        causes: vec![FieldError::invalid(
+                            "spec.replicas",
+                            other.map(Value::from).unwrap_or(Value::Null),
+                            "must be greater than or equal to 0",
+                        )],
+                    });
+                }
+            };
+            let mut next = current.object.clone();
+            match info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+                Some(paths) => crate::crd::scale::set_replicas(paths, &mut next, replicas),
+                None => {
+                    let mut spec = next
+                        .get("spec")
+                        .filter(|s| s.is_object())
+                        .cloned()
+                        .unwrap_or_else(|| json!({}));
+                    set_field(&mut spec, "replicas", json!(replicas));
+                    set_field(&mut next, "spec", spec);
+                }
             }
-        };
-        let mut next = current.clone();
-        match info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
-            Some(paths) => crate::crd::scale::set_replicas(paths, &mut next, replicas),
-            None => {
-                let mut spec = next
-                    .get("spec")
-                    .filter(|s| s.is_object())
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                set_field(&mut spec, "replicas", json!(replicas));
-                set_field(&mut next, "spec", spec);
-            }
-        }
-        prepare_update(&info, &current, &mut next);
-        match commit(
-            &ctx.inner,
-            &info,
-            &key,
-            (&current, revision),
-            next,
-            &write,
-            ctx.params.dry_run,
-        )
-        .await
-        {
-            Ok(stored) => return respond(StatusCode::OK, &scale_of(&info, &stored)),
-            Err(WriteError::Conflict) if wanted.is_none() => continue,
-            Err(WriteError::Conflict) => return Err(storage::conflict(&info, &name, MODIFIED)),
-            Err(WriteError::Api(e)) => return Err(e),
-        }
-    }
-    Err(storage::conflict(&info, &name, MODIFIED))
+            prepare_update(info, &current.object, &mut next);
+            let next =
+                admit_update(inner, info, key, &current.object, next, write, dry_run).await?;
+            Ok(next.pinned(wanted.is_some()))
+        })
+    })
+    .await?;
+    respond(StatusCode::OK, &scale_of(info, &stored))
 }
 
 /// POST pods/<name>/binding: assigns the pod to `target.name`, once.
@@ -176,56 +166,60 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         name: name.clone(),
         detail,
     };
-    let _serialised = ctx.inner.key_locks.lock(&key).await;
+    let dry_run = ctx.params.dry_run;
+    let (info, name, key, node, binding_conflict) = (&info, &name, &key, &node, &binding_conflict);
     // As upstream's binding, this is a storage-level update of two fields: no
     // admission, validation or managed-fields entry. The first attempt starts
-    // from the watch cache; a conflict means it lagged, so retries read the store.
-    for attempt in 0..8 {
-        let from_cache = attempt == 0;
-        let read = if from_cache {
-            storage::read_cached(&ctx.inner, &info, &key).await?
-        } else {
-            storage::read(&ctx.inner, &info, &key).await?
-        };
-        let (current, revision) = read.ok_or_else(|| storage::not_found(&info, &name))?;
-        // A refusal is only given on the store's copy: the cache's may be an
-        // older pod of the same name.
-        if let Some(bound) = current["spec"]["nodeName"]
-            .as_str()
-            .filter(|n| !n.is_empty())
-        {
-            if from_cache {
-                continue;
-            }
-            return Err(binding_conflict(format!(
-                "pod {name} is already assigned to node \"{bound}\""
-            )));
-        }
-        if crate::object::is_terminating(&current) {
-            if from_cache {
-                continue;
-            }
-            return Err(binding_conflict(format!(
-                "pod {name} is being deleted, cannot be assigned to a host"
-            )));
-        }
-        let mut next = current;
-        if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
-            spec.insert("nodeName".into(), json!(node));
-        } else {
-            set_field(&mut next, "spec", json!({ "nodeName": node }));
-        }
-        mark_scheduled(&mut next);
-        if ctx.params.dry_run {
-            return respond(StatusCode::CREATED, &success_status(201));
-        }
-        match storage::update(&ctx.inner, &info, &key, next, revision).await {
-            Ok(_) => return respond(StatusCode::CREATED, &success_status(201)),
-            Err(WriteError::Conflict) => continue,
-            Err(WriteError::Api(e)) => return Err(e),
-        }
-    }
-    Err(storage::conflict(&info, &name, MODIFIED))
+    // from the watch cache; a refusal is only given on the store's copy (the
+    // cache's may be an older pod of the same name), so it retries from there.
+    guaranteed_update(
+        &ctx.inner,
+        info,
+        key,
+        name,
+        FirstRead::Cache,
+        move |current| {
+            Box::pin(async move {
+                let current = current.ok_or_else(|| storage::not_found(info, name))?;
+                if let Some(bound) = current.object["spec"]["nodeName"]
+                    .as_str()
+                    .filter(|n| !n.is_empty())
+                {
+                    if current.cached {
+                        return Ok(Next::Retry);
+                    }
+                    return Err(binding_conflict(format!(
+                        "pod {name} is already assigned to node \"{bound}\""
+                    )));
+                }
+                if crate::object::is_terminating(&current.object) {
+                    if current.cached {
+                        return Ok(Next::Retry);
+                    }
+                    return Err(binding_conflict(format!(
+                        "pod {name} is being deleted, cannot be assigned to a host"
+                    )));
+                }
+                let mut next = current.object;
+                if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.insert("nodeName".into(), json!(node));
+                } else {
+                    set_field(&mut next, "spec", json!({ "nodeName": node }));
+                }
+                mark_scheduled(&mut next);
+                if dry_run {
+                    return Ok(Next::Done(Value::Null));
+                }
+                Ok(Next::Replace {
+                    object: next,
+                    held: None,
+                    pinned: false,
+                })
+            })
+        },
+    )
+    .await?;
+    respond(StatusCode::CREATED, &success_status(201))
 }
 
 /// Adds the PodScheduled=True condition, as upstream's binding does.

@@ -3,6 +3,8 @@
 //! unconditional writes, and the finalizer rule (an object being deleted
 //! goes away when its last finalizer does).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use axum::body::Body;
 use axum::response::Response;
 use http::StatusCode;
@@ -10,7 +12,7 @@ use serde_json::{Value, json};
 use skiff_store::Revision;
 
 use super::create::{cannot_handle, create_object, invalid};
-use super::storage::{self, MODIFIED, WriteError};
+use super::storage::{self, FirstRead, Next, check_precondition, guaranteed_update};
 use super::{Ctx, check_type, respond};
 use crate::admission::{WriteInfo, prepare_status_update, prepare_update};
 use crate::managed_fields::{self, Scope};
@@ -20,9 +22,6 @@ use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
 use crate::registry::{ResourceInfo, Subresource};
 use crate::server::Inner;
 use crate::status::ApiError;
-
-/// Retries of an unconditional write that lost a race.
-const RETRIES: usize = 8;
 
 /// The resourceVersion a body asks to write over, if any.
 pub(crate) fn precondition(object: &Value) -> Result<Option<Revision>, ApiError> {
@@ -58,29 +57,28 @@ fn ready_to_go(info: &ResourceInfo, object: &Value) -> bool {
     is_terminating(object) && finalizers(object).is_empty() && !ns_held && !in_grace
 }
 
-/// Validates and stores `new` over `old` (at `old_revision`). Returns the
-/// object as now stored: unchanged `old` for a no-op, or the final state with
-/// the deletion's resourceVersion when the last finalizer went.
-pub(crate) async fn commit(
-    inner: &Inner,
+/// Validates and admits `new` over `old` and says what to write: nothing for
+/// a no-op (the answer is unchanged `old`) or a dry run, the object's removal
+/// when its last finalizer went, else `new` in its place (with the
+/// allocation lock held, for kinds that allocate).
+pub(crate) async fn admit_update<'a>(
+    inner: &'a Inner,
     info: &ResourceInfo,
     key: &str,
-    (old, old_revision): (&Value, Revision),
+    old: &Value,
     mut new: Value,
     write: &WriteInfo,
     dry_run: bool,
-) -> Result<Value, WriteError> {
+) -> Result<Next<'a>, ApiError> {
     managed_fields::on_update(info, old, &mut new, write);
     if comparable(&new) == comparable(old) {
-        return Ok(old.clone());
+        return Ok(Next::Done(old.clone()));
     }
     let errors = crate::validation::validate(info, &new, Some(old));
     if !errors.is_empty() {
-        return Err(WriteError::Api(invalid(info, &new, errors)));
+        return Err(invalid(info, &new, errors));
     }
-    let mut new = info
-        .roundtrip(&new)
-        .map_err(|e| WriteError::Api(cannot_handle(info, &e)))?;
+    let mut new = info.roundtrip(&new).map_err(|e| cannot_handle(info, &e))?;
     crate::admission_plugins::admit(
         inner,
         &crate::admission_plugins::WriteRequest {
@@ -94,14 +92,17 @@ pub(crate) async fn commit(
     )
     .await?;
     if dry_run {
-        return Ok(new);
+        return Ok(Next::Done(new));
     }
     if ready_to_go(info, &new) {
-        return storage::delete(inner, info, key, new, old_revision).await;
+        return Ok(Next::Remove {
+            object: new,
+            pinned: false,
+        });
     }
     // A Service that became NodePort (or lost its address) gets what it
     // lacks; the lock is held until the write is stored.
-    let _allocating = if info.group.is_empty() && info.resource == "services" {
+    let held = if info.group.is_empty() && info.resource == "services" {
         let guard = inner.services.lock().await;
         let others = inner.cache(info)?.snapshot();
         inner
@@ -114,12 +115,16 @@ pub(crate) async fn commit(
                     .filter(|(k, _)| k.as_str() != key)
                     .map(|(_, v)| &**v),
             )
-            .map_err(|causes| WriteError::Api(invalid(info, &new, causes)))?;
+            .map_err(|causes| invalid(info, &new, causes))?;
         Some(guard)
     } else {
         None
     };
-    storage::update(inner, info, key, new, old_revision).await
+    Ok(Next::Replace {
+        object: new,
+        held,
+        pinned: false,
+    })
 }
 
 pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
@@ -155,45 +160,36 @@ pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let sub = ctx.target.subresource;
     let write = ctx.write_info(sub);
     let key = ctx.key()?;
-    let _serialised = ctx.inner.key_locks.lock(&key).await;
-    for _ in 0..RETRIES {
-        let Some((current, revision)) = storage::read(&ctx.inner, &info, &key).await? else {
-            if info.create_on_update && sub.is_none() {
-                let created = create_object(
-                    &ctx.inner,
-                    &info,
-                    ctx.namespace(),
-                    object,
-                    &write,
-                    ctx.params.dry_run,
-                )
-                .await?;
-                return respond(StatusCode::CREATED, &created);
-            }
-            return Err(storage::not_found(&info, &name));
-        };
-        if wanted.is_some_and(|w| w != revision) {
-            return Err(storage::conflict(&info, &name, MODIFIED));
-        }
-        let new = apply_to_current(&info, sub, &current, object.clone());
-        match commit(
-            &ctx.inner,
-            &info,
-            &key,
-            (&current, revision),
-            new,
-            &write,
-            ctx.params.dry_run,
-        )
-        .await
-        {
-            Ok(stored) => return respond(StatusCode::OK, &stored),
-            Err(WriteError::Conflict) if wanted.is_none() => continue,
-            Err(WriteError::Conflict) => return Err(storage::conflict(&info, &name, MODIFIED)),
-            Err(WriteError::Api(e)) => return Err(e),
-        }
-    }
-    Err(storage::conflict(&info, &name, MODIFIED))
+    let inner = &*ctx.inner;
+    let dry_run = ctx.params.dry_run;
+    let created = &AtomicBool::new(false);
+    let (info, name, key, object, write) = (&info, &name, &key, &object, &write);
+    let namespace = ctx.namespace();
+    let stored = guaranteed_update(inner, info, key, name, FirstRead::Store, move |current| {
+        Box::pin(async move {
+            let Some(current) = current else {
+                if info.create_on_update && sub.is_none() {
+                    let object =
+                        create_object(inner, info, namespace, object.clone(), write, dry_run)
+                            .await?;
+                    created.store(true, Ordering::Relaxed);
+                    return Ok(Next::Done(object));
+                }
+                return Err(storage::not_found(info, name));
+            };
+            check_precondition(info, name, wanted, current.revision)?;
+            let new = apply_to_current(info, sub, &current.object, object.clone());
+            let next = admit_update(inner, info, key, &current.object, new, write, dry_run).await?;
+            Ok(next.pinned(wanted.is_some()))
+        })
+    })
+    .await?;
+    let code = if created.load(Ordering::Relaxed) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    respond(code, &stored)
 }
 
 /// Creates `object` or replaces what is stored under its name (system
@@ -206,22 +202,21 @@ pub(crate) async fn upsert(
 ) -> Result<Value, ApiError> {
     let name = meta_str(&object, "name").unwrap_or("").to_string();
     let key = info.key(meta_str(&object, "namespace"), &name);
-    for _ in 0..RETRIES {
-        let Some((current, revision)) = storage::read(inner, info, &key).await? else {
-            match create_object(inner, info, None, object.clone(), write, false).await {
-                Err(ApiError::AlreadyExists { .. }) => continue,
-                other => return other,
-            }
-        };
-        let mut next = object.clone();
-        prepare_update(info, &current, &mut next);
-        match commit(inner, info, &key, (&current, revision), next, write, false).await {
-            Ok(stored) => return Ok(stored),
-            Err(WriteError::Conflict) => continue,
-            Err(WriteError::Api(e)) => return Err(e),
-        }
-    }
-    Err(storage::conflict(info, &name, MODIFIED))
+    let (key, object) = (&key, &object);
+    guaranteed_update(inner, info, key, &name, FirstRead::Store, move |current| {
+        Box::pin(async move {
+            let Some(current) = current else {
+                return match create_object(inner, info, None, object.clone(), write, false).await {
+                    Err(ApiError::AlreadyExists { .. }) => Ok(Next::Retry),
+                    other => other.map(Next::Done),
+                };
+            };
+            let mut next = object.clone();
+            prepare_update(info, &current.object, &mut next);
+            admit_update(inner, info, key, &current.object, next, write, false).await
+        })
+    })
+    .await
 }
 
 /// What a write through `sub` (or the main resource) makes of `current`.
@@ -342,9 +337,9 @@ async fn apply_create(
     info: &ResourceInfo,
     config: &Value,
     write: &WriteInfo,
-) -> Result<Response, ApiError> {
+) -> Result<Value, ApiError> {
     let object = apply_config(ctx, info, write, &json!({}), config)?;
-    let created = create_object(
+    create_object(
         &ctx.inner,
         info,
         ctx.namespace(),
@@ -352,8 +347,7 @@ async fn apply_create(
         write,
         ctx.params.dry_run,
     )
-    .await?;
-    respond(StatusCode::CREATED, &created)
+    .await
 }
 
 pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
@@ -394,66 +388,72 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         PatchType::Apply => Some(applied_config(&info, &name, &bytes)?),
         _ => None,
     };
-    let _serialised = ctx.inner.key_locks.lock(&key).await;
-    for _ in 0..RETRIES {
-        let Some((current, revision)) = storage::read(&ctx.inner, &info, &key).await? else {
-            if let Some(config) = config.as_ref().filter(|_| sub.is_none()) {
-                return apply_create(&ctx, &info, config, &write).await;
+    let inner = &*ctx.inner;
+    let created = &AtomicBool::new(false);
+    let (ctx, info, name, key, config, write, bytes) =
+        (&ctx, &info, &name, &key, &config, &write, &bytes);
+    let stored = guaranteed_update(inner, info, key, name, FirstRead::Store, move |current| {
+        Box::pin(async move {
+            let Some(current) = current else {
+                if let Some(config) = config.as_ref().filter(|_| sub.is_none()) {
+                    let object = apply_create(ctx, info, config, write).await?;
+                    created.store(true, Ordering::Relaxed);
+                    return Ok(Next::Done(object));
+                }
+                return Err(storage::not_found(info, name));
+            };
+            let mut base = current.object.clone();
+            meta_mut(&mut base).remove("resourceVersion");
+            let patched = match &config {
+                Some(config) => Some(apply_config(ctx, info, write, &base, config)?),
+                None => None,
+            };
+            let mut patched = match patched {
+                Some(applied) => Ok(applied),
+                None => patch::apply(kind, &base, bytes),
             }
-            return Err(storage::not_found(&info, &name));
-        };
-        let mut base = current.clone();
-        meta_mut(&mut base).remove("resourceVersion");
-        let patched = match &config {
-            Some(config) => Some(apply_config(&ctx, &info, &write, &base, config)?),
-            None => None,
-        };
-        let mut patched = match patched {
-            Some(applied) => Ok(applied),
-            None => patch::apply(kind, &base, &bytes),
-        }
-        .map_err(|e| match e {
-            patch::PatchError::Malformed(m) => ApiError::BadRequest(m),
-            patch::PatchError::Apply(m) => ApiError::Invalid {
-                kind: info.kind.to_string(),
-                group: info.group.to_string(),
-                name: name.clone(),
-                causes: vec![crate::status::FieldError::invalid("", Value::Null, m)],
-            },
-        })?;
-        if !patched.is_object() {
-            return Err(ApiError::BadRequest(
-                "the patch produced something other than an object".into(),
-            ));
-        }
-        let wanted = precondition(&patched)?;
-        if wanted.is_some_and(|w| w != revision) {
-            return Err(storage::conflict(&info, &name, MODIFIED));
-        }
-        if meta_str(&patched, "name") != Some(name.as_str()) {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the object ({}) does not match the name on the URL ({name})",
-                meta_str(&patched, "name").unwrap_or("")
-            )));
-        }
-        check_type(&mut patched, &info.api_version(), info.kind)?;
-        let new = apply_to_current(&info, sub, &current, patched);
-        match commit(
-            &ctx.inner,
-            &info,
-            &key,
-            (&current, revision),
-            new,
-            &write,
-            ctx.params.dry_run,
-        )
-        .await
-        {
-            Ok(stored) => return respond(StatusCode::OK, &stored),
-            Err(WriteError::Conflict) if wanted.is_none() => continue,
-            Err(WriteError::Conflict) => return Err(storage::conflict(&info, &name, MODIFIED)),
-            Err(WriteError::Api(e)) => return Err(e),
-        }
-    }
-    Err(storage::conflict(&info, &name, MODIFIED))
+            .map_err(|e| match e {
+                patch::PatchError::Malformed(m) => ApiError::BadRequest(m),
+                patch::PatchError::Apply(m) => ApiError::Invalid {
+                    kind: info.kind.to_string(),
+                    group: info.group.to_string(),
+                    name: name.clone(),
+                    causes: vec![crate::status::FieldError::invalid("", Value::Null, m)],
+                },
+            })?;
+            if !patched.is_object() {
+                return Err(ApiError::BadRequest(
+                    "the patch produced something other than an object".into(),
+                ));
+            }
+            let wanted = precondition(&patched)?;
+            check_precondition(info, name, wanted, current.revision)?;
+            if meta_str(&patched, "name") != Some(name.as_str()) {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    meta_str(&patched, "name").unwrap_or("")
+                )));
+            }
+            check_type(&mut patched, &info.api_version(), info.kind)?;
+            let new = apply_to_current(info, sub, &current.object, patched);
+            let next = admit_update(
+                inner,
+                info,
+                key,
+                &current.object,
+                new,
+                write,
+                ctx.params.dry_run,
+            )
+            .await?;
+            Ok(next.pinned(wanted.is_some()))
+        })
+    })
+    .await?;
+    let code = if created.load(Ordering::Relaxed) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    respond(code, &stored)
 }
