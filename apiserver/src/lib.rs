@@ -23,6 +23,7 @@ mod event_ttl;
 pub mod field_validation;
 mod handlers;
 mod key_locks;
+mod kinds;
 mod managed_fields;
 mod object;
 pub mod openapi;

@@ -16,7 +16,6 @@ use skiff_store::Store;
 use tokio::sync::watch;
 
 use crate::admission::WriteInfo;
-use crate::handlers::SYSTEM_PRIORITY_CLASSES;
 use crate::registry::{LiveRegistry, ResourceInfo};
 use crate::service_alloc::{AllocConfigError, ServiceAllocator};
 use crate::status::{ApiError, json_response};
@@ -92,8 +91,19 @@ pub enum ApiServerError {
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
-/// Upstream refuses to delete these.
-pub const UNDELETABLE_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+/// Priority classes every cluster has (created at start-up).
+pub(crate) const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
 
 /// How long a write waits for its watch cache to catch up, so the writer's
 /// next list sees its own write.

@@ -18,6 +18,8 @@ mod discovery;
 mod errors;
 #[path = "api/field_validation.rs"]
 mod field_validation;
+#[path = "api/kinds.rs"]
+mod kinds;
 #[path = "api/kube_client.rs"]
 mod kube_client;
 #[path = "api/kubectl.rs"]

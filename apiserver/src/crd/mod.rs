@@ -23,7 +23,6 @@ pub mod values;
 
 use serde_json::{Value, json};
 
-use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 pub use resources::{Acceptance, Served, served_resources};
 
@@ -92,35 +91,5 @@ impl CustomVersion {
 fn set_api_version(object: &mut Value, api_version: &str) {
     if let Some(map) = object.as_object_mut() {
         map.insert("apiVersion".into(), json!(api_version));
-    }
-}
-
-/// Whether `info` is the CustomResourceDefinition resource itself.
-pub fn is_crd_resource(info: &ResourceInfo) -> bool {
-    info.group == "apiextensions.k8s.io" && info.resource == "customresourcedefinitions"
-}
-
-/// Admission defaults for CRDs and custom objects (create and update).
-pub(crate) fn apply_defaults(info: &ResourceInfo, object: &mut Value) {
-    if let Some(custom) = &info.custom {
-        custom.prune_and_default(object);
-    } else if is_crd_resource(info) {
-        definition::apply_defaults(object);
-    }
-}
-
-/// Admission steps only a create takes.
-pub(crate) fn prepare_create(info: &ResourceInfo, object: &mut Value) {
-    if is_crd_resource(info) {
-        definition::add_cleanup_finalizer(object);
-    }
-}
-
-/// Validation of CRDs and custom objects.
-pub(crate) fn validate(info: &ResourceInfo, object: &Value, errors: &mut Vec<FieldError>) {
-    if let Some(custom) = &info.custom {
-        errors.extend(custom.validate(object));
-    } else if is_crd_resource(info) {
-        definition::validate(object, errors);
     }
 }

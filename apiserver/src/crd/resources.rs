@@ -143,6 +143,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 conversion: Some(Conversion::CUSTOM),
                 roundtrip: keep_as_is,
                 custom: Some(Arc::new(custom)),
+                strategy: &crate::kinds::CustomResources,
             }
         })
         .collect()

@@ -140,9 +140,7 @@ pub(crate) async fn create_object(
         let name = meta_str(&object, "name").unwrap_or("");
         check_namespace(inner, info, ns, name).await?;
     }
-    if info.group.is_empty() && info.resource == "pods" {
-        super::pod_admission::admit(inner, info, &mut object).await?;
-    }
+    info.strategy.admit_create(inner, info, &mut object).await?;
     let attempts = if generate { GENERATE_NAME_ATTEMPTS } else { 1 };
     for _ in 0..attempts {
         let mut candidate = object.clone();
@@ -165,21 +163,14 @@ pub(crate) async fn create_object(
             },
         )
         .await?;
-        // Held until the Service is stored, so no two get the same address.
-        let _allocating = if info.group.is_empty() && info.resource == "services" {
-            let guard = inner.services.lock().await;
-            let stored = inner.cache(info)?.snapshot();
-            inner
-                .services
-                .allocate(&mut admitted, stored.objects.values().map(|v| &**v))
-                .map_err(|causes| invalid(info, &admitted, causes))?;
-            Some(guard)
-        } else {
-            None
-        };
         let name = meta_str(&admitted, "name").unwrap_or("").to_string();
         let ns = meta_str(&admitted, "namespace").map(String::from);
         let key = info.key(ns.as_deref(), &name);
+        // Held until the object is stored, so no two get the same address.
+        let _allocating = info
+            .strategy
+            .allocate(inner, info, &key, &mut admitted)
+            .await?;
         if dry_run {
             if storage::read(inner, info, &key).await?.is_some() {
                 return Err(already_exists(info, &name));

@@ -12,16 +12,11 @@ use super::storage::{self, FirstRead, Next, guaranteed_update};
 use super::update::admit_update;
 use super::{Ctx, respond};
 use crate::admission::WriteInfo;
-use crate::object::{
-    finalizers, is_terminating, meta_mut, meta_str, now_rfc3339, rfc3339_in, set_field,
-};
+use crate::object::{finalizers, is_terminating, meta_mut, meta_str, now_rfc3339, rfc3339_in};
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::server::{Inner, UNDELETABLE_NAMESPACES};
+use crate::server::Inner;
 use crate::status::ApiError;
-
-/// Grace period of a pod that sets none.
-const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
 
 /// DeleteOptions from the body and the query string (the body wins).
 #[derive(Debug, Clone, Default)]
@@ -115,18 +110,7 @@ pub(crate) async fn delete_object(
     options: &DeleteOptions,
     write: &WriteInfo,
 ) -> Result<Value, ApiError> {
-    if info.group.is_empty()
-        && info.resource == "namespaces"
-        && UNDELETABLE_NAMESPACES.contains(&name)
-    {
-        return Err(ApiError::Forbidden {
-            resource: info.qualified(),
-            group: String::new(),
-            name: name.to_string(),
-            detail: "this namespace may not be deleted".into(),
-            causes: Vec::new(),
-        });
-    }
+    info.strategy.check_delete(info, name)?;
     let pinned = options.precondition_rv.is_some();
     guaranteed_update(inner, info, key, name, FirstRead::Store, move |current| {
         Box::pin(async move {
@@ -212,8 +196,6 @@ enum Plan {
 }
 
 fn plan(info: &ResourceInfo, current: &Value, options: &DeleteOptions) -> Plan {
-    let is_pod = info.group.is_empty() && info.resource == "pods";
-    let is_namespace = info.group.is_empty() && info.resource == "namespaces";
     let mut next = current.clone();
     let mut wanted = finalizers(current);
     match options.propagation_policy.as_deref() {
@@ -221,28 +203,25 @@ fn plan(info: &ResourceInfo, current: &Value, options: &DeleteOptions) -> Plan {
         Some("Foreground") => add_unique(&mut wanted, "foregroundDeletion"),
         _ => {}
     }
-    let grace = if is_pod {
-        pod_grace(current, options)
-    } else {
-        0
-    };
-    let ns_held = is_namespace
-        && current["spec"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
+    // Kinds without graceful deletion have none: zero, and never shorter.
+    let graceful = info
+        .strategy
+        .deletion_grace(current, options.grace_period_seconds);
+    let grace = graceful.unwrap_or(0);
+    let held = info.strategy.held(current);
     if is_terminating(current) {
-        let shorter = is_pod
-            && grace
-                < current["metadata"]["deletionGracePeriodSeconds"]
-                    .as_i64()
-                    .unwrap_or(0);
-        if finalizers(current).is_empty() && !ns_held && (grace == 0 || !is_pod) {
+        let shorter = graceful.is_some_and(|g| {
+            g < current["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(0)
+        });
+        if finalizers(current).is_empty() && !held && (grace == 0 || graceful.is_none()) {
             return Plan::Remove;
         }
         if !shorter {
             return Plan::Keep;
         }
-    } else if wanted.is_empty() && grace == 0 && !ns_held {
+    } else if wanted.is_empty() && grace == 0 && !held {
         return Plan::Remove;
     }
     let meta = meta_mut(&mut next);
@@ -262,15 +241,7 @@ fn plan(info: &ResourceInfo, current: &Value, options: &DeleteOptions) -> Plan {
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(0);
         meta.insert("generation".into(), json!(generation + 1));
     }
-    if is_namespace {
-        let mut status = next
-            .get("status")
-            .filter(|s| s.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        set_field(&mut status, "phase", json!("Terminating"));
-        set_field(&mut next, "status", status);
-    }
+    info.strategy.mark_deleting(&mut next);
     Plan::Mark(next)
 }
 
@@ -278,24 +249,6 @@ fn add_unique(list: &mut Vec<String>, item: &str) {
     if !list.iter().any(|f| f == item) {
         list.push(item.to_string());
     }
-}
-
-/// A pod's grace period: the request's, else its spec's, else 30 s; zero for
-/// pods never scheduled or already finished, which no node agent will stop.
-fn pod_grace(pod: &Value, options: &DeleteOptions) -> i64 {
-    let unscheduled = pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty);
-    let finished = matches!(
-        pod["status"]["phase"].as_str(),
-        Some("Succeeded" | "Failed")
-    );
-    if unscheduled || finished {
-        return 0;
-    }
-    options
-        .grace_period_seconds
-        .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
-        .unwrap_or(DEFAULT_POD_GRACE_SECONDS)
-        .max(0)
 }
 
 pub(super) async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response, ApiError> {

@@ -3,7 +3,6 @@
 
 pub(crate) mod create;
 mod delete;
-mod pod_admission;
 mod read;
 pub(crate) mod storage;
 mod streaming;
@@ -11,7 +10,6 @@ mod subresources;
 mod update;
 mod watch;
 
-pub(crate) use pod_admission::SYSTEM_PRIORITY_CLASSES;
 pub(crate) use update::upsert;
 
 use std::sync::Arc;

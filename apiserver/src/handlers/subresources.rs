@@ -16,40 +16,9 @@ use crate::registry::ResourceInfo;
 use crate::selectors::LabelSelector;
 use crate::status::{ApiError, FieldError, success_status};
 
-/// The autoscaling/v1 Scale view of a workload.
+/// The autoscaling/v1 Scale view of a workload, as its kind shapes it.
 fn scale_of(info: &ResourceInfo, object: &Value) -> Value {
-    if let Some(paths) = info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
-        return crate::crd::scale::view(paths, object);
-    }
-    let selector = if info.resource == "replicationcontrollers" {
-        object["spec"]["selector"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default()
-    } else {
-        LabelSelector::from_object(&object["spec"]["selector"])
-            .map(|s| s.to_query())
-            .unwrap_or_default()
-    };
-    let meta = &object["metadata"];
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "uid": meta["uid"],
-            "resourceVersion": meta["resourceVersion"],
-            "creationTimestamp": meta["creationTimestamp"],
-        },
-        "spec": { "replicas": object["spec"]["replicas"].as_i64().unwrap_or(0) },
-        "status": { "replicas": object["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector },
-    })
+    info.strategy.scale(info, object)
 }
 
 pub(super) async fn get_scale(ctx: Ctx) -> Result<Response, ApiError> {
@@ -115,18 +84,7 @@ async fn write_scale(
                 }
             };
             let mut next = current.object.clone();
-            match info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
-                Some(paths) => crate::crd::scale::set_replicas(paths, &mut next, replicas),
-                None => {
-                    let mut spec = next
-                        .get("spec")
-                        .filter(|s| s.is_object())
-                        .cloned()
-                        .unwrap_or_else(|| json!({}));
-                    set_field(&mut spec, "replicas", json!(replicas));
-                    set_field(&mut next, "spec", spec);
-                }
-            }
+            info.strategy.set_replicas(info, &mut next, replicas);
             prepare_update(info, &current.object, &mut next);
             let next =
                 admit_update(inner, info, key, &current.object, next, write, dry_run).await?;

@@ -45,16 +45,14 @@ fn comparable(object: &Value) -> Value {
 
 /// Whether an object marked for deletion has nothing left holding it.
 fn ready_to_go(info: &ResourceInfo, object: &Value) -> bool {
-    let ns_held = info.group.is_empty()
-        && info.resource == "namespaces"
-        && object["spec"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
     // A pod in its grace period stays until deleted again with grace 0.
     let in_grace = object["metadata"]["deletionGracePeriodSeconds"]
         .as_i64()
         .is_some_and(|g| g > 0);
-    is_terminating(object) && finalizers(object).is_empty() && !ns_held && !in_grace
+    is_terminating(object)
+        && finalizers(object).is_empty()
+        && !info.strategy.held(object)
+        && !in_grace
 }
 
 /// Validates and admits `new` over `old` and says what to write: nothing for
@@ -102,24 +100,7 @@ pub(crate) async fn admit_update<'a>(
     }
     // A Service that became NodePort (or lost its address) gets what it
     // lacks; the lock is held until the write is stored.
-    let held = if info.group.is_empty() && info.resource == "services" {
-        let guard = inner.services.lock().await;
-        let others = inner.cache(info)?.snapshot();
-        inner
-            .services
-            .allocate(
-                &mut new,
-                others
-                    .objects
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != key)
-                    .map(|(_, v)| &**v),
-            )
-            .map_err(|causes| invalid(info, &new, causes))?;
-        Some(guard)
-    } else {
-        None
-    };
+    let held = info.strategy.allocate(inner, info, key, &mut new).await?;
     Ok(Next::Replace {
         object: new,
         held,

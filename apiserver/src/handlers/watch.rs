@@ -77,10 +77,9 @@ impl Filter {
             Some((version, include)) => {
                 let metadata =
                     json!({ "resourceVersion": served.pointer("/metadata/resourceVersion") });
-                let table = crate::table::table(
+                let table = crate::table::render(
+                    self.info.strategy.printer(),
                     version,
-                    self.info.group,
-                    self.info.resource,
                     std::slice::from_ref(served),
                     include,
                     metadata,

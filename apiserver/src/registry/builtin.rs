@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::conversion;
 use super::{ResourceInfo, Subresource};
+use crate::kinds::{self, KindStrategy};
 
 /// Maps a k8s-openapi scope marker to "is namespaced".
 trait ScopeFlag {
@@ -59,6 +60,7 @@ where
         conversion: None,
         roundtrip: roundtrip::<T>,
         custom: None,
+        strategy: &kinds::PLAIN,
     }
 }
 
@@ -85,6 +87,11 @@ impl ResourceInfo {
     }
     fn create_on_update(mut self) -> Self {
         self.create_on_update = true;
+        self
+    }
+    /// The kind's rules, where they differ from the plain default.
+    fn strategy(mut self, strategy: &'static dyn KindStrategy) -> Self {
+        self.strategy = strategy;
         self
     }
     fn stored_as(mut self, prefix: &str, conversion: conversion::Conversion) -> Self {
@@ -135,81 +142,101 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
     use Subresource::*;
     vec![
         // core/v1
-        of::<core::v1::ConfigMap>().short(&["cm"]),
+        of::<core::v1::ConfigMap>()
+            .short(&["cm"])
+            .strategy(&kinds::ConfigMaps),
         of::<core::v1::Endpoints>()
             .short(&["ep"])
-            .create_on_update(),
+            .create_on_update()
+            .strategy(&kinds::ENDPOINTS),
         of::<core::v1::Event>()
             .short(&["ev"])
             .fields(CORE_EVENT_FIELDS)
-            .create_on_update(),
+            .create_on_update()
+            .strategy(&kinds::Events),
         of::<core::v1::LimitRange>()
             .short(&["limits"])
             .create_on_update(),
         of::<core::v1::Namespace>()
             .short(&["ns"])
             .subs(&[Finalize, Status])
-            .fields(&["status.phase"]),
+            .fields(&["status.phase"])
+            .strategy(&kinds::Namespaces),
         of::<core::v1::Node>()
             .short(&["no"])
             .subs(&[Status])
-            .fields(&["spec.unschedulable"]),
+            .fields(&["spec.unschedulable"])
+            .strategy(&kinds::Nodes),
         of::<core::v1::PersistentVolumeClaim>()
             .short(&["pvc"])
-            .subs(&[Status]),
+            .subs(&[Status])
+            .strategy(&kinds::PersistentVolumeClaims),
         of::<core::v1::PersistentVolume>()
             .short(&["pv"])
-            .subs(&[Status]),
+            .subs(&[Status])
+            .strategy(&kinds::PersistentVolumes),
         of::<core::v1::Pod>()
             .short(&["po"])
             .cats(ALL)
             .subs(&[Attach, Binding, Eviction, Exec, Log, PortForward, Status])
-            .fields(POD_FIELDS),
-        of::<core::v1::PodTemplate>(),
+            .fields(POD_FIELDS)
+            .strategy(&kinds::Pods),
+        of::<core::v1::PodTemplate>().strategy(&kinds::PodTemplates),
         of::<core::v1::ReplicationController>()
             .short(&["rc"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
-            .fields(&["status.replicas"]),
+            .fields(&["status.replicas"])
+            .strategy(&kinds::ReplicationControllers),
         of::<core::v1::ResourceQuota>()
             .short(&["quota"])
             .subs(&[Status]),
-        of::<core::v1::Secret>().fields(&["type"]),
-        of::<core::v1::ServiceAccount>().short(&["sa"]),
+        of::<core::v1::Secret>()
+            .fields(&["type"])
+            .strategy(&kinds::Secrets),
+        of::<core::v1::ServiceAccount>()
+            .short(&["sa"])
+            .strategy(&kinds::SERVICE_ACCOUNTS),
         of::<core::v1::Service>()
             .short(&["svc"])
             .cats(ALL)
             .subs(&[Status])
-            .fields(&["spec.clusterIP", "spec.type"]),
+            .fields(&["spec.clusterIP", "spec.type"])
+            .strategy(&kinds::Services),
         // apps/v1
         of::<apps::v1::ControllerRevision>(),
         of::<apps::v1::DaemonSet>()
             .short(&["ds"])
             .cats(ALL)
             .subs(&[Status])
-            .generation(),
+            .generation()
+            .strategy(&kinds::DaemonSets),
         of::<apps::v1::Deployment>()
             .short(&["deploy"])
             .cats(ALL)
             .subs(&[Scale, Status])
-            .generation(),
+            .generation()
+            .strategy(&kinds::Deployments),
         of::<apps::v1::ReplicaSet>()
             .short(&["rs"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
-            .fields(&["status.replicas"]),
+            .fields(&["status.replicas"])
+            .strategy(&kinds::ReplicaSets),
         of::<apps::v1::StatefulSet>()
             .short(&["sts"])
             .cats(ALL)
             .subs(&[Scale, Status])
-            .generation(),
+            .generation()
+            .strategy(&kinds::StatefulSets),
         // events.k8s.io/v1 shares storage with core/v1 events
         of::<events::v1::Event>()
             .short(&["ev"])
             .fields(EVENTS_V1_FIELDS)
             .create_on_update()
+            .strategy(&kinds::EventsV1)
             .stored_as("/registry/core/events/", conversion::EVENTS_V1),
         // autoscaling: v2 is stored and preferred, v1 converts
         of::<autoscaling::v2::HorizontalPodAutoscaler>()
@@ -231,12 +258,14 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .short(&["cj"])
             .cats(ALL)
             .subs(&[Status])
-            .generation(),
+            .generation()
+            .strategy(&kinds::CronJobs),
         of::<batch::v1::Job>()
             .cats(ALL)
             .subs(&[Status])
             .generation()
-            .fields(&["status.successful"]),
+            .fields(&["status.successful"])
+            .strategy(&kinds::Jobs),
         // certificates.k8s.io/v1
         of::<certificates::v1::CertificateSigningRequest>()
             .short(&["csr"])
@@ -259,10 +288,10 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[Status])
             .generation(),
         // rbac.authorization.k8s.io/v1
-        of::<rbac::v1::ClusterRoleBinding>(),
-        of::<rbac::v1::ClusterRole>(),
-        of::<rbac::v1::RoleBinding>(),
-        of::<rbac::v1::Role>(),
+        of::<rbac::v1::ClusterRoleBinding>().strategy(&kinds::Rbac),
+        of::<rbac::v1::ClusterRole>().strategy(&kinds::Rbac),
+        of::<rbac::v1::RoleBinding>().strategy(&kinds::Rbac),
+        of::<rbac::v1::Role>().strategy(&kinds::Rbac),
         // storage.k8s.io/v1
         of::<storage::v1::CSIDriver>(),
         of::<storage::v1::CSINode>(),
@@ -274,11 +303,12 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .short(&["crd", "crds"])
             .cats(&["api-extensions"])
             .subs(&[Status])
-            .generation(),
+            .generation()
+            .strategy(&kinds::CustomResourceDefinitions),
         // scheduling.k8s.io/v1
         of::<scheduling::v1::PriorityClass>().short(&["pc"]),
         // coordination.k8s.io/v1
-        of::<coordination::v1::Lease>(),
+        of::<coordination::v1::Lease>().strategy(&kinds::LEASES),
         // discovery.k8s.io/v1
         of::<discovery::v1::EndpointSlice>(),
     ]

@@ -120,6 +120,9 @@ pub struct ResourceInfo {
     /// Set for custom resources: the CRD version this entry serves, with its
     /// schema, printer columns and subresource paths.
     pub custom: Option<Arc<crate::crd::CustomVersion>>,
+    /// The rules of this kind (defaults, validation, deletion, ...), which
+    /// the handlers follow without knowing which kind it is.
+    pub(crate) strategy: &'static dyn crate::kinds::KindStrategy,
 }
 
 impl ResourceInfo {

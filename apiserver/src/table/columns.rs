@@ -4,6 +4,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 /// One column of a Table, as announced in `columnDefinitions`.
+#[derive(Debug)]
 pub struct Column {
     pub name: &'static str,
     /// `string`, `integer`, `number`, `boolean` or `date`.
@@ -62,6 +63,7 @@ impl Column {
 }
 
 /// How one resource is printed.
+#[derive(Debug)]
 pub struct Printer {
     pub columns: &'static [Column],
     pub cells: fn(&Value, Timestamp) -> Vec<Value>,

@@ -5,16 +5,17 @@
 
 mod age;
 mod columns;
-mod core;
-mod pods;
-mod workloads;
+pub(crate) mod core;
+pub(crate) mod pods;
+pub(crate) mod workloads;
 
 use http::HeaderMap;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 pub use age::human_duration;
-use columns::{Column, Printer};
+use columns::Column;
+pub use columns::Printer;
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,42 +88,26 @@ pub fn for_request(
     Some(
         IncludeObject::parse(include_object)
             .map_err(crate::status::ApiError::BadRequest)
-            .map(|include| match &info.custom {
-                Some(custom) => crate::crd::printer::table(
-                    version,
-                    &custom.columns,
-                    objects,
-                    include,
-                    metadata,
-                    Timestamp::now(),
-                ),
-                None => table(
-                    version,
-                    info.group,
-                    info.resource,
-                    objects,
-                    include,
-                    metadata,
-                    Timestamp::now(),
-                ),
+            .map(|include| {
+                info.strategy
+                    .table(info, version, objects, include, metadata, Timestamp::now())
             }),
     )
 }
 
-/// Renders `objects` (all of one resource) as a Table.
+/// Renders `objects` (all of one resource) as a Table with `printer`'s
+/// columns (each kind's strategy names its printer).
 ///
 /// `list_metadata` becomes the Table's metadata (resourceVersion, continue,
 /// remainingItemCount).
-pub fn table(
+pub fn render(
+    printer: &Printer,
     api_version: &str,
-    group: &str,
-    resource: &str,
     objects: &[Value],
     include: IncludeObject,
     list_metadata: Value,
     now: Timestamp,
 ) -> Value {
-    let printer = printer_for(group, resource);
     let rows: Vec<Value> = objects
         .iter()
         .map(|object| row(printer, object, include, now))
@@ -156,34 +141,6 @@ fn row(printer: &Printer, object: &Value, include: IncludeObject, now: Timestamp
         }
     }
     Value::Object(row)
-}
-
-/// The printer of a resource: upstream's for the built-in ones kubectl users
-/// know, NAME and AGE for the rest.
-fn printer_for(group: &str, resource: &str) -> &'static Printer {
-    match (group, resource) {
-        ("", "pods") => &pods::PODS,
-        ("", "services") => &core::SERVICES,
-        ("", "endpoints") => &core::ENDPOINTS,
-        ("", "nodes") => &core::NODES,
-        ("", "namespaces") => &core::NAMESPACES,
-        ("", "events") => &core::EVENTS,
-        ("", "configmaps") => &core::CONFIGMAPS,
-        ("", "secrets") => &core::SECRETS,
-        ("", "serviceaccounts") => &core::SERVICEACCOUNTS,
-        ("", "persistentvolumes") => &core::PERSISTENTVOLUMES,
-        ("", "persistentvolumeclaims") => &core::PERSISTENTVOLUMECLAIMS,
-        ("", "replicationcontrollers") => &workloads::REPLICATIONCONTROLLERS,
-        ("apps", "deployments") => &workloads::DEPLOYMENTS,
-        ("apps", "replicasets") => &workloads::REPLICASETS,
-        ("apps", "statefulsets") => &workloads::STATEFULSETS,
-        ("apps", "daemonsets") => &workloads::DAEMONSETS,
-        ("batch", "jobs") => &workloads::JOBS,
-        ("batch", "cronjobs") => &workloads::CRONJOBS,
-        ("coordination.k8s.io", "leases") => &core::LEASES,
-        ("apiextensions.k8s.io", "customresourcedefinitions") => &core::CREATED_AT,
-        _ => &core::DEFAULT,
-    }
 }
 
 #[cfg(test)]
@@ -220,10 +177,9 @@ mod tests {
             "metadata": {"name": "a", "labels": {"x": "y"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
             "data": {"k": "v", "l": "w"}});
         let now: Timestamp = "2026-01-01T00:05:00Z".parse().expect("ts");
-        let t = table(
+        let t = render(
+            &core::CONFIGMAPS,
             "meta.k8s.io/v1",
-            "",
-            "configmaps",
             std::slice::from_ref(&cm),
             IncludeObject::Metadata,
             json!({"resourceVersion": "7"}),
@@ -241,20 +197,18 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"], json!(["a", 2, "5m"]));
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["rows"][0]["object"]["metadata"]["labels"]["x"], "y");
-        let t = table(
+        let t = render(
+            &core::CONFIGMAPS,
             "meta.k8s.io/v1",
-            "",
-            "configmaps",
             std::slice::from_ref(&cm),
             IncludeObject::Object,
             json!({}),
             now,
         );
         assert_eq!(t["rows"][0]["object"], cm);
-        let t = table(
+        let t = render(
+            &core::CONFIGMAPS,
             "meta.k8s.io/v1",
-            "",
-            "configmaps",
             &[cm],
             IncludeObject::None,
             json!({}),

@@ -1,9 +1,11 @@
 //! Admission validation: the field checks whose failures are a 422 Invalid
 //! with one cause per field. Runs on the JSON form before typed decoding, so
-//! a missing required field is reported as upstream reports it.
+//! a missing required field is reported as upstream reports it. Metadata is
+//! checked here for every kind; which other checks apply (and the name rule)
+//! is each kind's strategy's choice (`kinds/`), drawing on [`workloads`].
 
 mod names;
-mod workloads;
+pub(crate) mod workloads;
 
 use serde_json::Value;
 
@@ -16,30 +18,7 @@ pub use names::{NameRule, is_dns1123_label, is_dns1123_subdomain, validate_name}
 /// `old` object on updates.
 pub fn validate(info: &ResourceInfo, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = validate_metadata(info, object, old);
-    match (info.group, info.resource) {
-        ("", "pods") => workloads::pod(object, old, &mut errors),
-        ("", "podtemplates") => {
-            workloads::pod_spec(&object["template"]["spec"], "template.spec", &mut errors)
-        }
-        ("", "replicationcontrollers") => workloads::replication_controller(object, &mut errors),
-        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
-            workloads::workload(object, old, &mut errors)
-        }
-        ("batch", "jobs") => workloads::pod_spec(
-            &object["spec"]["template"]["spec"],
-            "spec.template.spec",
-            &mut errors,
-        ),
-        ("batch", "cronjobs") => workloads::pod_spec(
-            &object["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-            "spec.jobTemplate.spec.template.spec",
-            &mut errors,
-        ),
-        ("", "services") => workloads::service(object, old, &mut errors),
-        ("", "configmaps") => data_keys(object, &["data", "binaryData"], &mut errors),
-        ("", "secrets") => data_keys(object, &["data", "stringData"], &mut errors),
-        _ => crate::crd::validate(info, object, &mut errors),
-    }
+    info.strategy.validate(info, object, old, &mut errors);
     errors
 }
 
@@ -52,7 +31,7 @@ fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -
             "name or generateName is required",
         )),
         Some(name) => errors.extend(validate_name(
-            NameRule::for_resource(info.group, info.resource),
+            info.strategy.name_rule(),
             name,
             "metadata.name",
         )),
@@ -109,28 +88,4 @@ fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -
         }
     }
     errors
-}
-
-/// ConfigMap/Secret keys: [-._a-zA-Z0-9]+, at most 253 characters.
-fn data_keys(object: &Value, fields: &[&str], errors: &mut Vec<FieldError>) {
-    for field in fields {
-        for key in object[*field]
-            .as_object()
-            .into_iter()
-            .flat_map(|m| m.keys())
-        {
-            let ok = !key.is_empty()
-                && key.len() <= 253
-                && key
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
-            if !ok {
-                errors.push(FieldError::invalid(
-                    format!("{field}[{key}]"),
-                    key.as_str(),
-                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
-                ));
-            }
-        }
-    }
 }

@@ -8,28 +8,13 @@ const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lowe
 const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
-/// Which rule a resource's names follow.
+/// Which rule a resource's names follow (each kind's strategy says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {
     Subdomain,
     Label,
     Dns1035,
     PathSegment,
-}
-
-impl NameRule {
-    /// The rule upstream applies to `resource` (plural name).
-    pub fn for_resource(group: &str, resource: &str) -> Self {
-        match (group, resource) {
-            ("", "namespaces") => NameRule::Label,
-            ("", "services") => NameRule::Dns1035,
-            ("rbac.authorization.k8s.io", _) | ("", "events") | ("events.k8s.io", _) => {
-                NameRule::PathSegment
-            }
-            ("", "serviceaccounts") => NameRule::Subdomain,
-            _ => NameRule::Subdomain,
-        }
-    }
 }
 
 fn is_label_char(c: char) -> bool {

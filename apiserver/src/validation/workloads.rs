@@ -8,7 +8,7 @@ use crate::status::FieldError;
 
 const POD_UPDATE_RULE: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
-pub(super) fn pod(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+pub(crate) fn pod(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     pod_spec(&object["spec"], "spec", errors);
     if let Some(old) = old
         && mutable_view(&old["spec"], &object["spec"])
@@ -64,7 +64,7 @@ fn mutable_view(spec: &Value, new: &Value) -> Value {
 
 /// A PodSpec at `path`: containers present, each named (DNS label, unique)
 /// with an image, ports in range.
-pub(super) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let containers = spec["containers"].as_array();
     if containers.is_none_or(|c| c.is_empty()) {
         errors.push(FieldError::required(format!("{path}.containers"), ""));
@@ -125,7 +125,7 @@ fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<Fiel
 /// Deployments, ReplicaSets, StatefulSets, DaemonSets: a selector that
 /// selects the template's labels, a valid template, non-negative replicas,
 /// and (on update) an unchanged selector.
-pub(super) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+pub(crate) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     if let Some(r) = spec["replicas"].as_i64()
         && r < 0
@@ -171,7 +171,7 @@ pub(super) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<Fie
     }
 }
 
-pub(super) fn replication_controller(object: &Value, errors: &mut Vec<FieldError>) {
+pub(crate) fn replication_controller(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     if let Some(selector) = spec["selector"].as_object() {
         let template_labels = &spec["template"]["metadata"]["labels"];
@@ -189,7 +189,7 @@ pub(super) fn replication_controller(object: &Value, errors: &mut Vec<FieldError
     }
 }
 
-pub(super) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     if let Some(old) = old
         && let Some(was) = old["spec"]["clusterIP"]

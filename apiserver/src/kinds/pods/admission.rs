@@ -1,30 +1,21 @@
 //! What upstream's admission plugins add to a new Pod: the `default`
-//! service account and its priority from its PriorityClass.
+//! service account, the API-access token volume, and its priority from its
+//! PriorityClass. Reads the cluster (priority classes), writes nothing.
 
 use serde_json::{Value, json};
 
-use super::storage;
+use crate::handlers::storage;
 use crate::object::{meta_str, path_mut, set_field};
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::status::ApiError;
 
-/// Priority classes every cluster has (created at start-up).
-pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
-    (
-        "system-node-critical",
-        2_000_001_000,
-        "Used for system critical pods that must not be moved from their current node.",
-    ),
-    (
-        "system-cluster-critical",
-        2_000_000_000,
-        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
-    ),
-];
-
 /// Fills serviceAccountName, priority and preemptionPolicy of a pod.
-pub async fn admit(inner: &Inner, pods: &ResourceInfo, pod: &mut Value) -> Result<(), ApiError> {
+pub(super) async fn admit(
+    inner: &Inner,
+    pods: &ResourceInfo,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
     let name = meta_str(pod, "name")
         .or_else(|| meta_str(pod, "generateName"))
         .unwrap_or("")

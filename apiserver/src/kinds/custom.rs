@@ -1,0 +1,110 @@
+//! CustomResourceDefinitions and custom resources, delegating to `crd/`:
+//! a CRD gets its defaults, its cleanup finalizer and its checks from
+//! `crd::definition`; a custom object is pruned, defaulted and validated
+//! against its version's schema, scaled along its scale paths and printed
+//! with its printer columns.
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use super::KindStrategy;
+use crate::crd::definition;
+use crate::registry::ResourceInfo;
+use crate::status::FieldError;
+use crate::table::{IncludeObject, Printer};
+
+/// `apiextensions.k8s.io/v1` customresourcedefinitions.
+#[derive(Debug)]
+pub(crate) struct CustomResourceDefinitions;
+
+impl KindStrategy for CustomResourceDefinitions {
+    fn on_create(&self, object: &mut Value) {
+        definition::add_cleanup_finalizer(object);
+    }
+
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        definition::apply_defaults(object);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        definition::validate(object, errors);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &crate::table::core::CREATED_AT
+    }
+}
+
+/// Every served version of every CRD; the version's schema, scale paths
+/// and printer columns come with `info.custom`.
+#[derive(Debug)]
+pub(crate) struct CustomResources;
+
+impl KindStrategy for CustomResources {
+    fn apply_defaults(&self, info: &ResourceInfo, object: &mut Value) {
+        if let Some(custom) = &info.custom {
+            custom.prune_and_default(object);
+        }
+    }
+
+    fn validate(
+        &self,
+        info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        if let Some(custom) = &info.custom {
+            errors.extend(custom.validate(object));
+        }
+    }
+
+    fn scale(&self, info: &ResourceInfo, object: &Value) -> Value {
+        match info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+            Some(paths) => crate::crd::scale::view(paths, object),
+            None => super::scale::view(object, super::scale::label_selector(object)),
+        }
+    }
+
+    fn set_replicas(&self, info: &ResourceInfo, object: &mut Value, replicas: i64) {
+        match info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+            Some(paths) => crate::crd::scale::set_replicas(paths, object, replicas),
+            None => super::scale::set_spec_replicas(object, replicas),
+        }
+    }
+
+    fn table(
+        &self,
+        info: &ResourceInfo,
+        api_version: &str,
+        objects: &[Value],
+        include: IncludeObject,
+        list_metadata: Value,
+        now: Timestamp,
+    ) -> Value {
+        match &info.custom {
+            Some(custom) => crate::crd::printer::table(
+                api_version,
+                &custom.columns,
+                objects,
+                include,
+                list_metadata,
+                now,
+            ),
+            None => crate::table::render(
+                self.printer(),
+                api_version,
+                objects,
+                include,
+                list_metadata,
+                now,
+            ),
+        }
+    }
+}

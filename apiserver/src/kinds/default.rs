@@ -1,0 +1,38 @@
+//! Kinds with no rules of their own beyond, at most, their Table columns:
+//! the default strategy every built-in resource starts with, and the few
+//! that only print differently. A kind that needs more gets its own module.
+
+use super::KindStrategy;
+use crate::table::{Printer, core};
+
+/// Every default rule, printed with the given columns.
+#[derive(Debug)]
+pub(crate) struct Plain {
+    printer: &'static Printer,
+}
+
+impl KindStrategy for Plain {
+    fn printer(&self) -> &'static Printer {
+        self.printer
+    }
+}
+
+/// Kinds without a rule of their own: NAME and AGE.
+pub(crate) static PLAIN: Plain = Plain {
+    printer: &core::DEFAULT,
+};
+
+/// Endpoints print their addresses.
+pub(crate) static ENDPOINTS: Plain = Plain {
+    printer: &core::ENDPOINTS,
+};
+
+/// ServiceAccounts print their secret count.
+pub(crate) static SERVICE_ACCOUNTS: Plain = Plain {
+    printer: &core::SERVICEACCOUNTS,
+};
+
+/// Leases print their holder.
+pub(crate) static LEASES: Plain = Plain {
+    printer: &core::LEASES,
+};

@@ -1,0 +1,195 @@
+//! One strategy per kind, as upstream's registry strategies: everything the
+//! generic handlers do differently for one kind of object lives in that
+//! kind's module here — defaults, validation (with the name rule), the
+//! status a new object starts with, what an update may not change, how
+//! deletion goes, allocations, create-time admission that reads server
+//! state, the Scale view and the Table columns.
+//!
+//! Each resource's [`ResourceInfo`] carries its strategy, chosen once where
+//! the registry is built (`registry/builtin.rs` for built-ins, `crd/` for
+//! custom resources); handlers call `info.strategy` and never match on
+//! group or resource names. Strategies must not write the store: they say
+//! what to write, the handlers and `handlers/storage.rs` write it.
+
+mod config;
+mod custom;
+mod default;
+mod events;
+mod namespaces;
+mod nodes;
+mod pods;
+mod rbac;
+mod scale;
+mod services;
+mod volumes;
+mod workloads;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use crate::registry::ResourceInfo;
+use crate::server::Inner;
+use crate::service_alloc::AllocationGuard;
+use crate::status::{ApiError, FieldError};
+use crate::table::{IncludeObject, Printer};
+use crate::validation::NameRule;
+
+pub(crate) use config::{ConfigMaps, Secrets};
+pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
+pub(crate) use default::{ENDPOINTS, LEASES, PLAIN, SERVICE_ACCOUNTS};
+pub(crate) use events::{Events, EventsV1};
+pub(crate) use namespaces::Namespaces;
+pub(crate) use nodes::Nodes;
+pub(crate) use pods::Pods;
+pub(crate) use rbac::Rbac;
+pub(crate) use services::Services;
+pub(crate) use volumes::{PersistentVolumeClaims, PersistentVolumes};
+pub(crate) use workloads::{
+    CronJobs, DaemonSets, Deployments, Jobs, PodTemplates, ReplicaSets, ReplicationControllers,
+    StatefulSets,
+};
+
+/// What the status of a new object of a kind with a status subresource
+/// starts as (status belongs to controllers, so a client's is not kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InitialStatus {
+    /// Whatever the client sent stays (nodes report their own status).
+    Kept,
+    /// No status at all.
+    Cleared,
+    /// `{"phase": …}` and nothing else.
+    Phase(&'static str),
+}
+
+/// The rules of one kind. Every method has the behaviour most kinds share
+/// as its default, so a kind's module only says how it differs.
+#[async_trait]
+pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
+    /// The rule `metadata.name` must follow.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
+    }
+
+    /// The status a new object starts with, when the kind has a status
+    /// subresource.
+    fn initial_status(&self) -> InitialStatus {
+        InitialStatus::Cleared
+    }
+
+    /// Create-only changes after the status reset, before defaults (a CRD's
+    /// cleanup finalizer).
+    fn on_create(&self, _object: &mut Value) {}
+
+    /// Fills defaults. Runs on every create and update, and on the stored
+    /// object an update is compared with, so it must be idempotent.
+    fn apply_defaults(&self, _info: &ResourceInfo, _object: &mut Value) {}
+
+    /// The kind's own field checks of an object about to be written (`old`:
+    /// the stored one, on updates); metadata is checked for every kind.
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        _object: &Value,
+        _old: Option<&Value>,
+        _errors: &mut Vec<FieldError>,
+    ) {
+    }
+
+    /// Carries from `old` into `new` what an update of the main resource may
+    /// not change beyond system metadata and status (a namespace's
+    /// `spec.finalizers`, a Service's allocations).
+    fn carry_on_update(&self, _old: &Value, _new: &mut Value) {}
+
+    /// Create-time admission that reads server state (a pod's service
+    /// account, priority and API-access volume), before defaults and
+    /// validation.
+    async fn admit_create(
+        &self,
+        _inner: &Inner,
+        _info: &ResourceInfo,
+        _object: &mut Value,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Fills what the object at `key` needs from a shared pool (a Service's
+    /// cluster IP and node ports) after admission. The returned guard must
+    /// be held until the object is stored, so nothing else takes the same.
+    async fn allocate<'i>(
+        &self,
+        _inner: &'i Inner,
+        _info: &ResourceInfo,
+        _key: &str,
+        _object: &mut Value,
+    ) -> Result<Option<AllocationGuard<'i>>, ApiError> {
+        Ok(None)
+    }
+
+    /// Refuses to delete objects that must stay (system namespaces).
+    fn check_delete(&self, _info: &ResourceInfo, _name: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// The grace period a deletion of `object` gets, given the one the
+    /// request asked for; `None` for kinds deleted without one.
+    fn deletion_grace(&self, _object: &Value, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+
+    /// Whether something in the object itself, beyond
+    /// `metadata.finalizers`, keeps it from going once deletion started
+    /// (a namespace's `spec.finalizers`).
+    fn held(&self, _object: &Value) -> bool {
+        false
+    }
+
+    /// What else marks an object whose deletion starts (a namespace's
+    /// Terminating phase).
+    fn mark_deleting(&self, _object: &mut Value) {}
+
+    /// The autoscaling/v1 Scale view of an object, for kinds with a scale
+    /// subresource.
+    fn scale(&self, _info: &ResourceInfo, object: &Value) -> Value {
+        scale::view(object, scale::label_selector(object))
+    }
+
+    /// Sets the replica count a Scale write asked for.
+    fn set_replicas(&self, _info: &ResourceInfo, object: &mut Value, replicas: i64) {
+        scale::set_spec_replicas(object, replicas);
+    }
+
+    /// Upstream's columns for `kubectl get`.
+    fn printer(&self) -> &'static Printer {
+        &crate::table::core::DEFAULT
+    }
+
+    /// `objects` of this kind as a Table.
+    fn table(
+        &self,
+        _info: &ResourceInfo,
+        api_version: &str,
+        objects: &[Value],
+        include: IncludeObject,
+        list_metadata: Value,
+        now: Timestamp,
+    ) -> Value {
+        crate::table::render(
+            self.printer(),
+            api_version,
+            objects,
+            include,
+            list_metadata,
+            now,
+        )
+    }
+}
+
+/// Sets `field` of an object unless it is already there.
+fn set_default(target: &mut Value, field: &str, value: Value) {
+    if let Some(map) = target.as_object_mut() {
+        map.entry(field).or_insert(value);
+    }
+}

@@ -1,0 +1,84 @@
+//! Namespaces: a DNS label name, the `kubernetes` finalizer in
+//! `spec.finalizers` (which only `namespaces/finalize` changes, and which
+//! holds a deleted namespace in its Terminating phase), and the system
+//! namespaces that may not be deleted.
+
+use serde_json::{Value, json};
+
+use super::{InitialStatus, KindStrategy};
+use crate::object::set_field;
+use crate::registry::ResourceInfo;
+use crate::status::ApiError;
+use crate::table::Printer;
+use crate::validation::NameRule;
+
+/// Upstream refuses to delete these.
+const UNDELETABLE: &[&str] = &["default", "kube-system", "kube-public"];
+
+/// The `namespaces` resource.
+#[derive(Debug)]
+pub(crate) struct Namespaces;
+
+impl KindStrategy for Namespaces {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Label
+    }
+
+    fn initial_status(&self) -> InitialStatus {
+        InitialStatus::Phase("Active")
+    }
+
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        set_field(object, "spec", json!({ "finalizers": ["kubernetes"] }));
+    }
+
+    fn carry_on_update(&self, old: &Value, new: &mut Value) {
+        let mut spec = new
+            .get("spec")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        match old["spec"].get("finalizers") {
+            Some(f) => set_field(&mut spec, "finalizers", f.clone()),
+            None => {
+                if let Some(m) = spec.as_object_mut() {
+                    m.remove("finalizers");
+                }
+            }
+        }
+        set_field(new, "spec", spec);
+    }
+
+    fn check_delete(&self, info: &ResourceInfo, name: &str) -> Result<(), ApiError> {
+        if !UNDELETABLE.contains(&name) {
+            return Ok(());
+        }
+        Err(ApiError::Forbidden {
+            resource: info.qualified(),
+            group: String::new(),
+            name: name.to_string(),
+            detail: "this namespace may not be deleted".into(),
+            causes: Vec::new(),
+        })
+    }
+
+    fn held(&self, namespace: &Value) -> bool {
+        namespace["spec"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+    }
+
+    fn mark_deleting(&self, namespace: &mut Value) {
+        let mut status = namespace
+            .get("status")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        set_field(&mut status, "phase", json!("Terminating"));
+        set_field(namespace, "status", status);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &crate::table::core::NAMESPACES
+    }
+}

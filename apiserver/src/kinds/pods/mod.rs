@@ -1,0 +1,243 @@
+//! Pods: the defaults every pod spec gets (also those inside workload
+//! templates), upstream's DefaultTolerationSeconds, the spec fields an update
+//! may change, graceful deletion, the create-time admission that reads the
+//! cluster ([`admission`]), and `kubectl get pods` columns.
+
+mod admission;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{InitialStatus, KindStrategy, set_default};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
+use crate::server::Inner;
+use crate::status::{ApiError, FieldError};
+use crate::table::Printer;
+
+/// Grace period of a pod that sets none.
+const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
+
+/// How long a pod stays on a node that turned not-ready or unreachable, as
+/// upstream's DefaultTolerationSeconds admission gives every pod.
+const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// The `pods` resource.
+#[derive(Debug)]
+pub(crate) struct Pods;
+
+#[async_trait]
+impl KindStrategy for Pods {
+    fn initial_status(&self) -> InitialStatus {
+        InitialStatus::Phase("Pending")
+    }
+
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        if let Some(spec) = path_mut(object, &["spec"]) {
+            default_pod_spec(spec);
+            default_toleration_seconds(spec);
+        }
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        crate::validation::workloads::pod(object, old, errors);
+    }
+
+    async fn admit_create(
+        &self,
+        inner: &Inner,
+        info: &ResourceInfo,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        admission::admit(inner, info, object).await
+    }
+
+    /// The request's grace period, else the spec's, else 30 s; zero for pods
+    /// never scheduled or already finished, which no node agent will stop.
+    fn deletion_grace(&self, pod: &Value, requested: Option<i64>) -> Option<i64> {
+        let unscheduled = pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty);
+        let finished = matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        );
+        if unscheduled || finished {
+            return Some(0);
+        }
+        Some(
+            requested
+                .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
+                .unwrap_or(DEFAULT_POD_GRACE_SECONDS)
+                .max(0),
+        )
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &crate::table::pods::PODS
+    }
+}
+
+/// Defaults of a pod spec, wherever it appears (pods and pod templates).
+pub(super) fn default_pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "securityContext", json!({}));
+    for list in ["initContainers", "containers"] {
+        if let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) {
+            for c in containers {
+                let latest = c["image"].as_str().is_some_and(|i| {
+                    let tail = i.rsplit('/').next().unwrap_or(i);
+                    !tail.contains(':') && !i.contains('@') || tail.ends_with(":latest")
+                });
+                set_default(
+                    c,
+                    "imagePullPolicy",
+                    json!(if latest { "Always" } else { "IfNotPresent" }),
+                );
+                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "terminationMessagePolicy", json!("File"));
+                set_default(c, "resources", json!({}));
+            }
+        }
+    }
+}
+
+/// Upstream's DefaultTolerationSeconds admission (pods only, not templates):
+/// a pod that does not already tolerate the `not-ready` or `unreachable`
+/// NoExecute taint (an empty key or effect matches any) gets a toleration of
+/// it for [`DEFAULT_TOLERATION_SECONDS`].
+fn default_toleration_seconds(spec: &mut Value) {
+    let Some(map) = spec.as_object_mut() else {
+        return;
+    };
+    let tolerated = |key: &str| {
+        map.get("tolerations")
+            .and_then(Value::as_array)
+            .is_some_and(|list| {
+                list.iter().any(|t| {
+                    let t_key = t["key"].as_str().unwrap_or("");
+                    let effect = t["effect"].as_str().unwrap_or("");
+                    (t_key == key || t_key.is_empty())
+                        && (effect == "NoExecute" || effect.is_empty())
+                })
+            })
+    };
+    let missing: Vec<Value> = [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ]
+    .into_iter()
+    .filter(|key| !tolerated(key))
+    .map(|key| {
+        json!({
+            "key": key,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+        })
+    })
+    .collect();
+    if missing.is_empty() {
+        return;
+    }
+    match map.get_mut("tolerations").and_then(Value::as_array_mut) {
+        Some(list) => list.extend(missing),
+        None => {
+            map.insert("tolerations".into(), Value::Array(missing));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_get_default_not_ready_and_unreachable_tolerations() {
+        let keys = |spec: &Value| -> Vec<(String, Value)> {
+            spec["tolerations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| {
+                    (
+                        t["key"].as_str().unwrap_or("").to_string(),
+                        t["tolerationSeconds"].clone(),
+                    )
+                })
+                .collect()
+        };
+        let mut plain = json!({"containers": []});
+        default_toleration_seconds(&mut plain);
+        assert_eq!(
+            keys(&plain),
+            vec![
+                ("node.kubernetes.io/not-ready".to_string(), json!(300)),
+                ("node.kubernetes.io/unreachable".to_string(), json!(300)),
+            ]
+        );
+        // Applying twice adds nothing.
+        let again = plain.clone();
+        default_toleration_seconds(&mut plain);
+        assert_eq!(plain, again);
+        // A pod's own toleration of one taint is kept; only the other is added.
+        let mut own = json!({"tolerations": [{"key": "node.kubernetes.io/unreachable",
+            "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 6000}]});
+        default_toleration_seconds(&mut own);
+        assert_eq!(
+            keys(&own),
+            vec![
+                ("node.kubernetes.io/unreachable".to_string(), json!(6000)),
+                ("node.kubernetes.io/not-ready".to_string(), json!(300)),
+            ]
+        );
+        // Tolerating everything (empty key, any effect) needs nothing added.
+        let mut all = json!({"tolerations": [{"operator": "Exists"}]});
+        default_toleration_seconds(&mut all);
+        assert_eq!(all["tolerations"].as_array().unwrap().len(), 1);
+        // A NoSchedule toleration of the key does not count.
+        let mut schedule = json!({"tolerations": [{"key": "node.kubernetes.io/not-ready",
+            "operator": "Exists", "effect": "NoSchedule"}]});
+        default_toleration_seconds(&mut schedule);
+        assert_eq!(schedule["tolerations"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn only_scheduled_running_pods_get_a_grace_period() {
+        let pod = |node: &str, phase: &str, grace: Option<i64>| {
+            json!({"spec": {"nodeName": node, "terminationGracePeriodSeconds": grace},
+                "status": {"phase": phase}})
+        };
+        assert_eq!(
+            Pods.deletion_grace(&pod("", "Pending", None), None),
+            Some(0)
+        );
+        assert_eq!(
+            Pods.deletion_grace(&pod("n", "Succeeded", Some(5)), Some(9)),
+            Some(0)
+        );
+        assert_eq!(
+            Pods.deletion_grace(&pod("n", "Running", None), None),
+            Some(DEFAULT_POD_GRACE_SECONDS)
+        );
+        assert_eq!(
+            Pods.deletion_grace(&pod("n", "Running", Some(5)), None),
+            Some(5)
+        );
+        assert_eq!(
+            Pods.deletion_grace(&pod("n", "Running", Some(5)), Some(-3)),
+            Some(0),
+            "the request wins, never below zero"
+        );
+    }
+}

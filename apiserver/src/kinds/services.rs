@@ -1,0 +1,82 @@
+//! Services: defaults, a DNS-1035 name, cluster IPs and node ports allocated
+//! from the server's pools (and kept across updates that omit them), and
+//! `kubectl get services` columns.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{KindStrategy, set_default};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
+use crate::server::Inner;
+use crate::service_alloc::AllocationGuard;
+use crate::status::{ApiError, FieldError};
+use crate::table::Printer;
+use crate::validation::NameRule;
+
+/// The `services` resource.
+#[derive(Debug)]
+pub(crate) struct Services;
+
+#[async_trait]
+impl KindStrategy for Services {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1035
+    }
+
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+            return;
+        };
+        set_default(spec, "type", json!("ClusterIP"));
+        set_default(spec, "sessionAffinity", json!("None"));
+        if let Some(ports) = spec["ports"].as_array_mut() {
+            for p in ports {
+                set_default(p, "protocol", json!("TCP"));
+                let port = p["port"].clone();
+                set_default(p, "targetPort", port);
+            }
+        }
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        crate::validation::workloads::service(object, old, errors);
+    }
+
+    fn carry_on_update(&self, old: &Value, new: &mut Value) {
+        crate::service_alloc::keep_allocations(old, new);
+    }
+
+    /// A new Service, or one that became NodePort (or lost its address),
+    /// gets what it lacks, given every other stored Service.
+    async fn allocate<'i>(
+        &self,
+        inner: &'i Inner,
+        info: &ResourceInfo,
+        key: &str,
+        object: &mut Value,
+    ) -> Result<Option<AllocationGuard<'i>>, ApiError> {
+        let guard = inner.services.lock().await;
+        let stored = inner.cache(info)?.snapshot();
+        let others = stored
+            .objects
+            .iter()
+            .filter(|(k, _)| k.as_str() != key)
+            .map(|(_, v)| &**v);
+        inner
+            .services
+            .allocate(object, others)
+            .map_err(|causes| crate::handlers::create::invalid(info, object, causes))?;
+        Ok(Some(guard))
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &crate::table::core::SERVICES
+    }
+}

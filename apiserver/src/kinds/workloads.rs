@@ -1,0 +1,333 @@
+//! Workload controllers and pod templates: Deployments, ReplicaSets,
+//! ReplicationControllers, StatefulSets, DaemonSets, Jobs, CronJobs and
+//! PodTemplates — their defaults (each pod template gets the pod-spec
+//! defaults), the pod-template checks, the ReplicationController's map
+//! selector in its Scale, and their columns.
+
+use serde_json::{Value, json};
+
+use super::pods::default_pod_spec;
+use super::{KindStrategy, scale, set_default};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
+use crate::status::FieldError;
+use crate::table::{Printer, workloads as columns};
+use crate::validation::workloads as checks;
+
+/// The `spec` of a workload, when it is an object.
+fn spec_of(object: &mut Value) -> Option<&mut Value> {
+    path_mut(object, &["spec"]).filter(|s| s.is_object())
+}
+
+/// Pod-spec defaults for the template at `path` under `spec`.
+fn default_template(spec: &mut Value, path: &[&str]) {
+    if let Some(pod) = path_mut(spec, path) {
+        default_pod_spec(pod);
+    }
+}
+
+/// Defaults of `updateStrategy` when its type is (or defaults to)
+/// RollingUpdate.
+fn default_rolling_update(spec: &mut Value, rolling: Value) {
+    set_default(spec, "updateStrategy", json!({}));
+    if let Some(strategy) = path_mut(spec, &["updateStrategy"]).filter(|s| s.is_object()) {
+        set_default(strategy, "type", json!("RollingUpdate"));
+        if strategy["type"] == "RollingUpdate" {
+            set_default(strategy, "rollingUpdate", rolling);
+        }
+    }
+}
+
+/// `apps/v1` deployments.
+#[derive(Debug)]
+pub(crate) struct Deployments;
+
+impl KindStrategy for Deployments {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = spec_of(object) else {
+            return;
+        };
+        set_default(spec, "replicas", json!(1));
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(spec, "progressDeadlineSeconds", json!(600));
+        set_default(spec, "strategy", json!({}));
+        if let Some(strategy) = path_mut(spec, &["strategy"]).filter(|s| s.is_object()) {
+            set_default(strategy, "type", json!("RollingUpdate"));
+            if strategy["type"] == "RollingUpdate" {
+                set_default(strategy, "rollingUpdate", json!({}));
+                if let Some(rolling) = path_mut(strategy, &["rollingUpdate"]) {
+                    set_default(rolling, "maxUnavailable", json!("25%"));
+                    set_default(rolling, "maxSurge", json!("25%"));
+                }
+            }
+        }
+        default_template(spec, &["template", "spec"]);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::workload(object, old, errors);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &columns::DEPLOYMENTS
+    }
+}
+
+/// `apps/v1` replicasets.
+#[derive(Debug)]
+pub(crate) struct ReplicaSets;
+
+impl KindStrategy for ReplicaSets {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        if let Some(spec) = spec_of(object) {
+            set_default(spec, "replicas", json!(1));
+            default_template(spec, &["template", "spec"]);
+        }
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::workload(object, old, errors);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &columns::REPLICASETS
+    }
+}
+
+/// Core `replicationcontrollers`: a map selector instead of a label selector.
+#[derive(Debug)]
+pub(crate) struct ReplicationControllers;
+
+impl KindStrategy for ReplicationControllers {
+    fn apply_defaults(&self, info: &ResourceInfo, object: &mut Value) {
+        ReplicaSets.apply_defaults(info, object);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::replication_controller(object, errors);
+    }
+
+    /// The Scale's selector is the map selector as `k=v,…`.
+    fn scale(&self, _info: &ResourceInfo, object: &Value) -> Value {
+        let selector = object["spec"]["selector"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        scale::view(object, selector)
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &columns::REPLICATIONCONTROLLERS
+    }
+}
+
+/// `apps/v1` statefulsets.
+#[derive(Debug)]
+pub(crate) struct StatefulSets;
+
+impl KindStrategy for StatefulSets {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = spec_of(object) else {
+            return;
+        };
+        set_default(spec, "replicas", json!(1));
+        set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        default_rolling_update(spec, json!({ "partition": 0 }));
+        default_template(spec, &["template", "spec"]);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::workload(object, old, errors);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &columns::STATEFULSETS
+    }
+}
+
+/// `apps/v1` daemonsets.
+#[derive(Debug)]
+pub(crate) struct DaemonSets;
+
+impl KindStrategy for DaemonSets {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = spec_of(object) else {
+            return;
+        };
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        default_rolling_update(spec, json!({ "maxUnavailable": 1, "maxSurge": 0 }));
+        default_template(spec, &["template", "spec"]);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::workload(object, old, errors);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &columns::DAEMONSETS
+    }
+}
+
+/// `batch/v1` jobs.
+#[derive(Debug)]
+pub(crate) struct Jobs;
+
+impl KindStrategy for Jobs {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let uid = object["metadata"]["uid"].as_str().map(String::from);
+        let name = object["metadata"]["name"].as_str().map(String::from);
+        let Some(spec) = spec_of(object) else {
+            return;
+        };
+        set_default(spec, "backoffLimit", json!(6));
+        // Both unset: one pod to one completion. Only parallelism set: a
+        // work queue, so completions stays unset.
+        if spec.get("parallelism").is_none() && spec.get("completions").is_none() {
+            set_default(spec, "completions", json!(1));
+        }
+        set_default(spec, "parallelism", json!(1));
+        set_default(spec, "completionMode", json!("NonIndexed"));
+        set_default(spec, "suspend", json!(false));
+        set_default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+        let manual = spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
+        if let (false, Some(uid), Some(name)) = (manual, uid, name) {
+            default_job_selector(spec, &uid, &name);
+        }
+        default_template(spec, &["template", "spec"]);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::pod_spec(
+            &object["spec"]["template"]["spec"],
+            "spec.template.spec",
+            errors,
+        );
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &columns::JOBS
+    }
+}
+
+/// A Job without a manual selector selects its pods by its own uid, and its
+/// pod template carries the labels that say so, as upstream generates them.
+fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
+    let labels = json!({
+        "batch.kubernetes.io/controller-uid": uid,
+        "batch.kubernetes.io/job-name": name,
+        "controller-uid": uid,
+        "job-name": name,
+    });
+    set_default(
+        spec,
+        "selector",
+        json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } }),
+    );
+    set_default(spec, "template", json!({}));
+    if let Some(template) = path_mut(spec, &["template"]) {
+        set_default(template, "metadata", json!({}));
+        if let Some(meta) = path_mut(template, &["metadata"]) {
+            set_default(meta, "labels", json!({}));
+            if let (Some(existing), Some(add)) =
+                (meta["labels"].as_object_mut(), labels.as_object())
+            {
+                for (k, v) in add {
+                    existing.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+    }
+}
+
+/// `batch/v1` cronjobs.
+#[derive(Debug)]
+pub(crate) struct CronJobs;
+
+impl KindStrategy for CronJobs {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = spec_of(object) else {
+            return;
+        };
+        set_default(spec, "concurrencyPolicy", json!("Allow"));
+        set_default(spec, "suspend", json!(false));
+        set_default(spec, "successfulJobsHistoryLimit", json!(3));
+        set_default(spec, "failedJobsHistoryLimit", json!(1));
+        default_template(spec, &["jobTemplate", "spec", "template", "spec"]);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::pod_spec(
+            &object["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+            "spec.jobTemplate.spec.template.spec",
+            errors,
+        );
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &columns::CRONJOBS
+    }
+}
+
+/// Core `podtemplates`: checked as pod specs, not defaulted.
+#[derive(Debug)]
+pub(crate) struct PodTemplates;
+
+impl KindStrategy for PodTemplates {
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        checks::pod_spec(&object["template"]["spec"], "template.spec", errors);
+    }
+}

@@ -1,0 +1,109 @@
+//! Per-kind rules that only some kinds follow, checked through the API: each
+//! reaches its kind (and only its kind) through the registry's strategy.
+
+use http::StatusCode;
+use serde_json::json;
+
+use crate::harness::{TestServer, assert_status};
+
+#[tokio::test]
+async fn rbac_and_event_names_are_path_segments_others_subdomains() {
+    let s = TestServer::new().await;
+    let role = json!({"metadata": {"name": "system:controller:x"}, "rules": []});
+    let (code, body) = s
+        .post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+
+    let role = json!({"metadata": {"name": "50%"}, "rules": []});
+    let (code, body) = s
+        .post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("may not contain '%'")
+    );
+
+    let event = json!({"metadata": {"name": "Pod.p:1"}, "involvedObject": {"kind": "Pod"}});
+    let (code, body) = s.post("/api/v1/namespaces/default/events", event).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+
+    let cm = json!({"metadata": {"name": "system:x"}});
+    let (code, body) = s.post("/api/v1/namespaces/default/configmaps", cm).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("RFC 1123 subdomain")
+    );
+}
+
+#[tokio::test]
+async fn system_namespaces_cannot_be_deleted_others_terminate() {
+    let s = TestServer::new().await;
+    for name in ["default", "kube-system", "kube-public"] {
+        let (code, body) = s.delete(&format!("/api/v1/namespaces/{name}")).await;
+        assert_status(code, &body, 403, "Forbidden");
+        assert_eq!(
+            body["message"],
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")
+        );
+        let (code, ns) = s.get(&format!("/api/v1/namespaces/{name}")).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(ns["status"]["phase"], "Active");
+    }
+    let (code, body) = s
+        .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, ns) = s.delete("/api/v1/namespaces/team").await;
+    assert_eq!(code, StatusCode::OK, "{ns}");
+    assert_eq!(ns["status"]["phase"], "Terminating");
+}
+
+#[tokio::test]
+async fn new_nodes_keep_their_status_other_kinds_start_over() {
+    let s = TestServer::new().await;
+    let node = json!({"metadata": {"name": "n1"},
+        "status": {"capacity": {"cpu": "4"}, "phase": "Running"}});
+    let (code, body) = s.post("/api/v1/nodes", node).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["status"]["capacity"]["cpu"], "4");
+
+    let pv = json!({"metadata": {"name": "pv1"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": "/tmp/pv1"}},
+        "status": {"phase": "Bound"}});
+    let (code, body) = s.post("/api/v1/persistentvolumes", pv).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["status"], json!({"phase": "Pending"}));
+
+    let svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
+    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert!(body.get("status").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn a_replication_controllers_scale_selector_is_its_map() {
+    let s = TestServer::new().await;
+    let rc = json!({"metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"app": "web", "tier": "front"},
+            "template": {"metadata": {"labels": {"app": "web", "tier": "front"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let (code, body) = s
+        .post("/api/v1/namespaces/default/replicationcontrollers", rc)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, scale) = s
+        .get("/api/v1/namespaces/default/replicationcontrollers/web/scale")
+        .await;
+    assert_eq!(code, StatusCode::OK, "{scale}");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"]["selector"], "app=web,tier=front");
+}
