@@ -77,8 +77,8 @@ impl Filter {
             Some((version, include)) => {
                 let metadata =
                     json!({ "resourceVersion": served.pointer("/metadata/resourceVersion") });
-                let table = crate::table::render(
-                    self.info.strategy.printer(),
+                let table = self.info.strategy.table(
+                    &self.info,
                     version,
                     std::slice::from_ref(served),
                     include,

@@ -277,6 +277,19 @@ async fn tables_use_the_printer_columns() {
     assert_eq!(cells[2], Value::Null);
     assert!(cells[3].as_str().unwrap().ends_with('s'), "{cells:?}");
     assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "a");
+
+    // `kubectl get -w` prints the same columns.
+    let mut watch = s.watch_tables(&format!("{WIDGETS}?watch=1")).await;
+    let event = watch.next().await.expect("an ADDED event");
+    assert_eq!(event["type"], "ADDED");
+    let columns: Vec<&str> = event["object"]["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
+    assert_eq!(event["object"]["rows"][0]["cells"][1], 4);
 }
 
 #[tokio::test]

@@ -131,9 +131,20 @@ impl TestServer {
 
     /// Starts a watch (path includes `watch=1`).
     pub async fn watch(&self, path: &str) -> WatchReader {
+        self.watch_accepting(path, "application/json").await
+    }
+
+    /// Starts a watch whose events are one-row Tables (`kubectl get -w`).
+    pub async fn watch_tables(&self, path: &str) -> WatchReader {
+        self.watch_accepting(path, "application/json;as=Table;v=v1;g=meta.k8s.io")
+            .await
+    }
+
+    async fn watch_accepting(&self, path: &str, accept: &str) -> WatchReader {
         let request = Request::builder()
             .method(Method::GET)
             .uri(path)
+            .header(http::header::ACCEPT, accept)
             .body(Body::empty())
             .unwrap();
         let response = self.router.clone().oneshot(request).await.unwrap();
