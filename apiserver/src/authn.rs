@@ -4,7 +4,7 @@
 //! signed ([`crate::tokens`]), or — for in-process clients — from a
 //! [`UserInfo`] the process itself attaches, which no network request can set.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -12,11 +12,15 @@ use std::path::{Path, PathBuf};
 use http::{HeaderMap, StatusCode, header};
 
 /// The authenticated caller, carried as a request extension.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserInfo {
     pub name: String,
     pub uid: String,
     pub groups: Vec<String>,
+    /// Further facts an authenticator vouched for (upstream's user "extra",
+    /// e.g. the pod a service-account token is bound to); authorizers may
+    /// read them, and impersonation may set them.
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -31,6 +35,7 @@ impl UserInfo {
             name: name.into(),
             uid: String::new(),
             groups,
+            extra: BTreeMap::new(),
         }
     }
 
@@ -49,6 +54,7 @@ impl UserInfo {
             name: "system:anonymous".to_string(),
             uid: String::new(),
             groups: vec!["system:unauthenticated".to_string()],
+            extra: BTreeMap::new(),
         }
     }
 
@@ -57,7 +63,8 @@ impl UserInfo {
     }
 }
 
-const AUTHENTICATED_GROUP: &str = "system:authenticated";
+/// The group every authenticated user belongs to.
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 /// Paths anyone may read without credentials, as on a default kube-apiserver.
 pub fn is_public_path(path: &str) -> bool {
@@ -189,21 +196,40 @@ impl Authenticator {
             let Some(token) = token else {
                 return Authenticated::Rejected;
             };
-            if let Some(user) = self.tokens.get(token) {
-                return Authenticated::User(user.clone());
-            }
-            return match &self.service_accounts {
-                Some(accounts) if crate::tokens::ServiceAccountTokens::looks_like_jwt(token) => {
-                    accounts
-                        .authenticate(token)
-                        .map_or(Authenticated::Rejected, Authenticated::User)
-                }
-                _ => Authenticated::Rejected,
+            let own = [crate::tokens::ISSUER.to_string()];
+            return match self.authenticate_token(token, &own) {
+                Some((user, _)) => Authenticated::User(user),
+                None => Authenticated::Rejected,
             };
         }
         match peer {
             Some(user) => Authenticated::User(user.clone()),
             None => Authenticated::Anonymous,
+        }
+    }
+
+    /// Authenticates a bearer token on its own, as a TokenReview asks:
+    /// the user, and which of `audiences` the token is good for. Tokens of
+    /// the token file are good for this API server's audience only (they
+    /// name none of their own), as upstream treats audience-less tokens.
+    pub fn authenticate_token(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Option<(UserInfo, Vec<String>)> {
+        if let Some(user) = self.tokens.get(token) {
+            let matched: Vec<String> = audiences
+                .iter()
+                .filter(|a| *a == crate::tokens::ISSUER)
+                .cloned()
+                .collect();
+            return (!matched.is_empty()).then(|| (user.clone(), matched));
+        }
+        match &self.service_accounts {
+            Some(accounts) if crate::tokens::ServiceAccountTokens::looks_like_jwt(token) => {
+                accounts.authenticate_for(token, audiences)
+            }
+            _ => None,
         }
     }
 }

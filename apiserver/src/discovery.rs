@@ -75,7 +75,7 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Result<Valu
             "singularName": r.singular(),
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "verbs": r.verbs(),
         });
         if !r.short_names.is_empty() {
             entry["shortNames"] = json!(r.short_names);
@@ -183,7 +183,7 @@ pub mod aggregated {
             "responseKind": kind_json(r.group, r.version, r.kind),
             "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
             "singularResource": r.singular(),
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "verbs": r.verbs(),
         });
         if !r.short_names.is_empty() {
             entry["shortNames"] = json!(r.short_names);

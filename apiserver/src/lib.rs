@@ -31,6 +31,7 @@ pub mod patch;
 pub mod protobuf;
 mod query;
 pub mod registry;
+pub mod reviews;
 mod routing;
 pub mod selectors;
 mod server;

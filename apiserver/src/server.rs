@@ -123,6 +123,9 @@ pub(crate) struct Inner {
     pub tokens: crate::tokens::TokenSigner,
     /// Decides every request before a handler sees it.
     pub authorizer: crate::authz::Chain,
+    /// The authenticator of network requests, for TokenReview (set by
+    /// whoever builds it: it needs this server's service-account tokens).
+    pub authenticator: parking_lot::RwLock<Option<Arc<crate::authn::Authenticator>>>,
 }
 
 impl Inner {
@@ -142,6 +145,11 @@ impl Inner {
 
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// The network authenticator, once set.
+    pub fn authenticator(&self) -> Option<Arc<crate::authn::Authenticator>> {
+        self.authenticator.read().clone()
     }
 }
 
@@ -200,6 +208,7 @@ impl ApiServer {
                 Arc::new(crate::authz::Masters),
                 Arc::new(crate::authz::AllowAll),
             ]),
+            authenticator: Default::default(),
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -371,6 +380,13 @@ impl ApiServer {
     /// (for [`crate::authn::Authenticator::with_service_account_tokens`]).
     pub fn service_account_tokens(&self) -> crate::tokens::ServiceAccountTokens {
         crate::tokens::ServiceAccountTokens::new(self.inner.clone())
+    }
+
+    /// Lets TokenReviews check tokens with the authenticator the HTTPS
+    /// listener uses (the token file and this server's service-account
+    /// tokens). Until it is set, only service-account tokens are reviewed.
+    pub fn set_authenticator(&self, authenticator: Arc<crate::authn::Authenticator>) {
+        *self.inner.authenticator.write() = Some(authenticator);
     }
 
     /// The store this server writes to.

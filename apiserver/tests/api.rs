@@ -30,6 +30,8 @@ mod list;
 mod openapi;
 #[path = "api/patch.rs"]
 mod patch;
+#[path = "api/reviews.rs"]
+mod reviews;
 #[path = "api/service_alloc.rs"]
 mod service_alloc;
 #[path = "api/subresources.rs"]

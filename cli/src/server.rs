@@ -141,6 +141,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .await
         .context("starting the API server")?;
     let authn = Arc::new(authn.with_service_account_tokens(api.service_account_tokens()));
+    // TokenReviews check tokens exactly as the listener does.
+    api.set_authenticator(authn.clone());
     tracing::info!(
         elapsed_ms = phase.elapsed().as_millis() as u64,
         "API server ready"

@@ -158,18 +158,19 @@ impl Chain {
         Self { links }
     }
 
-    /// Allow, or the reason for refusing (possibly empty), as upstream's
-    /// union authorizer joins the no-opinion reasons.
-    pub fn decide(&self, attributes: &Attributes) -> Result<(), String> {
+    /// The chain's decision: the first link's Allow or Deny, else
+    /// NoOpinion with every link's reason joined, as upstream's union
+    /// authorizer.
+    pub fn authorize(&self, attributes: &Attributes) -> Decision {
         let mut reasons: Vec<String> = Vec::new();
         for link in &self.links {
             match link.authorize(attributes) {
-                Decision::Allow => return Ok(()),
+                Decision::Allow => return Decision::Allow,
                 Decision::Deny(reason) => {
                     if !reason.is_empty() {
                         reasons.push(reason);
                     }
-                    return Err(reasons.join(", "));
+                    return Decision::Deny(reasons.join(", "));
                 }
                 Decision::NoOpinion(reason) => {
                     if !reason.is_empty() {
@@ -178,7 +179,15 @@ impl Chain {
                 }
             }
         }
-        Err(reasons.join(", "))
+        Decision::NoOpinion(reasons.join(", "))
+    }
+
+    /// Allow, or the reason for refusing (possibly empty).
+    pub fn decide(&self, attributes: &Attributes) -> Result<(), String> {
+        match self.authorize(attributes) {
+            Decision::Allow => Ok(()),
+            Decision::Deny(reason) | Decision::NoOpinion(reason) => Err(reason),
+        }
     }
 
     /// Allows or fails with upstream's 403.
@@ -330,6 +339,18 @@ mod tests {
             Arc::new(Fixed(Decision::Allow)),
         ]);
         assert_eq!(chain.decide(&a), Err("first, second".to_string()));
+        assert_eq!(
+            chain.authorize(&a),
+            Decision::Deny("first, second".to_string())
+        );
+        let quiet = Chain::new(vec![
+            Arc::new(Masters),
+            Arc::new(Fixed(Decision::NoOpinion("nobody".into()))),
+        ]);
+        assert_eq!(
+            quiet.authorize(&a),
+            Decision::NoOpinion("nobody".to_string())
+        );
         let master = attrs(
             UserInfo::new("m", vec![MASTERS_GROUP.to_string()]),
             "delete",

@@ -144,6 +144,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 roundtrip: keep_as_is,
                 custom: Some(Arc::new(custom)),
                 strategy: &crate::kinds::CustomResources,
+                review: None,
             }
         })
         .collect()

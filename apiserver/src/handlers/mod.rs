@@ -151,6 +151,9 @@ fn only_get(method: &Method, doc: Value) -> Result<Response, ApiError> {
 
 async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, ApiError> {
     use Subresource::*;
+    if let Some(review) = ctx.info().review {
+        return crate::reviews::serve(ctx, review, method, body).await;
+    }
     let has_name = ctx.target.name.is_some();
     match (method, has_name, ctx.target.subresource) {
         (Method::GET, false, None) if ctx.params.watch => watch::watch(ctx).await,

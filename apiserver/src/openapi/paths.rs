@@ -241,6 +241,25 @@ fn resource_paths<'a>(
     collection_params.push(&PRETTY);
     let mut list_params: Vec<&Param> = LIST_PARAMS.iter().collect();
     list_params.sort_by_key(|p| p.name);
+    let create = Op {
+        method: "post",
+        action: "post",
+        id: format!("create{gv}{scope}{kind}"),
+        description: format!("create a {kind}"),
+        params: vec![&DRY_RUN, &FIELD_MANAGER, &FIELD_VALIDATION],
+        body: Some(Body::Object(&r.schema)),
+        responses: vec![
+            ("200", r.schema.to_string()),
+            ("201", r.schema.to_string()),
+            ("202", r.schema.to_string()),
+        ],
+        gvk,
+    };
+    if info.is_virtual() {
+        // Reviews are only ever created: one path, one operation.
+        out.push((collection, collection_params, vec![create]));
+        return out;
+    }
     out.push((
         collection.clone(),
         collection_params.clone(),
@@ -255,20 +274,7 @@ fn resource_paths<'a>(
                 responses: vec![("200", list_schema.clone())],
                 gvk,
             },
-            Op {
-                method: "post",
-                action: "post",
-                id: format!("create{gv}{scope}{kind}"),
-                description: format!("create a {kind}"),
-                params: vec![&DRY_RUN, &FIELD_MANAGER, &FIELD_VALIDATION],
-                body: Some(Body::Object(&r.schema)),
-                responses: vec![
-                    ("200", r.schema.to_string()),
-                    ("201", r.schema.to_string()),
-                    ("202", r.schema.to_string()),
-                ],
-                gvk,
-            },
+            create,
             Op {
                 method: "delete",
                 action: "deletecollection",

@@ -6,8 +6,8 @@
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
-    apps, autoscaling, batch, certificates, coordination, core, discovery, events, networking,
-    policy, rbac, scheduling, storage,
+    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
+    discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -65,6 +65,12 @@ fn builtin_kinds() -> Vec<BuiltinKind> {
         kind::<apps::v1::ReplicaSet>(),
         kind::<apps::v1::StatefulSet>(),
         kind::<events::v1::Event>(),
+        kind::<authentication::v1::SelfSubjectReview>(),
+        kind::<authentication::v1::TokenReview>(),
+        kind::<authorization::v1::LocalSubjectAccessReview>(),
+        kind::<authorization::v1::SelfSubjectAccessReview>(),
+        kind::<authorization::v1::SelfSubjectRulesReview>(),
+        kind::<authorization::v1::SubjectAccessReview>(),
         kind::<autoscaling::v2::HorizontalPodAutoscaler>(),
         kind::<autoscaling::v1::HorizontalPodAutoscaler>(),
         kind::<autoscaling::v1::Scale>(),

@@ -1,8 +1,8 @@
 //! The built-in resources and what upstream discovery says about each.
 
 use k8s_openapi::api::{
-    apps, autoscaling, batch, certificates, coordination, core, discovery, events, networking,
-    policy, rbac, scheduling, storage,
+    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
+    discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::conversion;
 use super::{ResourceInfo, Subresource};
 use crate::kinds::{self, KindStrategy};
+use crate::reviews::Review;
 
 /// Maps a k8s-openapi scope marker to "is namespaced".
 trait ScopeFlag {
@@ -61,6 +62,7 @@ where
         roundtrip: roundtrip::<T>,
         custom: None,
         strategy: &kinds::PLAIN,
+        review: None,
     }
 }
 
@@ -92,6 +94,11 @@ impl ResourceInfo {
     /// The kind's rules, where they differ from the plain default.
     fn strategy(mut self, strategy: &'static dyn KindStrategy) -> Self {
         self.strategy = strategy;
+        self
+    }
+    /// A create-only resource answered by `review` and never stored.
+    fn virtual_review(mut self, review: Review) -> Self {
+        self.review = Some(review);
         self
     }
     fn stored_as(mut self, prefix: &str, conversion: conversion::Conversion) -> Self {
@@ -238,6 +245,16 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .create_on_update()
             .strategy(&kinds::EventsV1)
             .stored_as("/registry/core/events/", conversion::EVENTS_V1),
+        // authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews,
+        // answered and never stored
+        of::<authentication::v1::SelfSubjectReview>().virtual_review(Review::SelfSubject),
+        of::<authentication::v1::TokenReview>().virtual_review(Review::Token),
+        of::<authorization::v1::LocalSubjectAccessReview>()
+            .virtual_review(Review::LocalSubjectAccess),
+        of::<authorization::v1::SelfSubjectAccessReview>()
+            .virtual_review(Review::SelfSubjectAccess),
+        of::<authorization::v1::SelfSubjectRulesReview>().virtual_review(Review::SelfSubjectRules),
+        of::<authorization::v1::SubjectAccessReview>().virtual_review(Review::SubjectAccess),
         // autoscaling: v2 is stored and preferred, v1 converts
         of::<autoscaling::v2::HorizontalPodAutoscaler>()
             .short(&["hpa"])

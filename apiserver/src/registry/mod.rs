@@ -123,7 +123,22 @@ pub struct ResourceInfo {
     /// The rules of this kind (defaults, validation, deletion, ...), which
     /// the handlers follow without knowing which kind it is.
     pub(crate) strategy: &'static dyn crate::kinds::KindStrategy,
+    /// Set for virtual resources: create-only, answered by this review and
+    /// never stored (no watch cache, nothing under the storage prefix).
+    pub review: Option<crate::reviews::Review>,
 }
+
+/// What discovery lists for a stored resource.
+const STORED_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 impl ResourceInfo {
     /// `v1` or `group/version`.
@@ -154,6 +169,20 @@ impl ResourceInfo {
 
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
+    }
+
+    /// A virtual resource: create-only, never stored.
+    pub fn is_virtual(&self) -> bool {
+        self.review.is_some()
+    }
+
+    /// The verbs discovery lists for the resource itself.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        if self.is_virtual() {
+            &["create"]
+        } else {
+            STORED_VERBS
+        }
     }
 
     pub fn has(&self, sub: Subresource) -> bool {
@@ -291,10 +320,11 @@ impl Registry {
         &self.groups
     }
 
-    /// The distinct storage prefixes (one watch cache each).
+    /// The distinct storage prefixes (one watch cache each) of the stored
+    /// resources.
     pub fn storage_prefixes(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for r in &self.resources {
+        for r in self.resources.iter().filter(|r| !r.is_virtual()) {
             if !out.contains(&r.storage_prefix) {
                 out.push(r.storage_prefix.clone());
             }
@@ -323,6 +353,18 @@ mod tests {
         assert_eq!(deploy.qualified(), "deployments.apps");
         let ev2 = reg.get("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(ev2.storage_prefix, "/registry/core/events/");
+        let sar = reg
+            .get("authorization.k8s.io", "v1", "subjectaccessreviews")
+            .unwrap();
+        assert!(sar.is_virtual() && !sar.namespaced);
+        assert_eq!(sar.verbs(), &["create"]);
+        assert!(!reg.storage_prefixes().contains(&sar.storage_prefix));
+        let lsar = reg
+            .get("authorization.k8s.io", "v1", "localsubjectaccessreviews")
+            .unwrap();
+        assert!(lsar.is_virtual() && lsar.namespaced);
+        assert!(!pods.is_virtual());
+        assert_eq!(pods.verbs().len(), 8);
         let autoscaling = reg
             .groups()
             .iter()

@@ -10,6 +10,13 @@ use crate::authn::UserInfo;
 use crate::object::meta_str;
 use crate::server::Inner;
 
+/// The user extra naming the pod a token is bound to.
+pub const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+/// The user extra holding that pod's UID.
+pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+/// The user extra identifying the credential itself (`JTI=<id>`).
+pub const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+
 /// Checks tokens against the server's signing key and current objects.
 #[derive(Clone)]
 pub struct ServiceAccountTokens {
@@ -34,15 +41,48 @@ impl ServiceAccountTokens {
         token.split('.').count() == 3
     }
 
-    /// The service account's identity, when `token` is valid now.
+    /// The service account's identity, when `token` is valid now for this
+    /// API server.
     pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
-        let claims = self.inner.tokens.verify(token, &[ISSUER])?;
-        self.still_bound(&claims).then(|| {
-            let k = &claims.kubernetes;
-            let mut user = UserInfo::service_account(&k.namespace, &k.serviceaccount.name);
-            user.uid = k.serviceaccount.uid.clone();
-            user
-        })
+        self.authenticate_for(token, &[ISSUER.to_string()])
+            .map(|(user, _)| user)
+    }
+
+    /// The service account's identity and the audiences (of `audiences`)
+    /// the token was issued for, when it is valid now for one of them.
+    pub fn authenticate_for(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Option<(UserInfo, Vec<String>)> {
+        let wanted: Vec<&str> = audiences.iter().map(String::as_str).collect();
+        let claims = self.inner.tokens.verify(token, &wanted)?;
+        if !self.still_bound(&claims) {
+            return None;
+        }
+        let k = &claims.kubernetes;
+        let mut user = UserInfo::service_account(&k.namespace, &k.serviceaccount.name);
+        user.uid = k.serviceaccount.uid.clone();
+        // As upstream, a pod-bound token tells authorizers which pod it
+        // was issued to, and every token its own id.
+        if let Some(pod) = &k.pod {
+            user.extra
+                .insert(EXTRA_POD_NAME.into(), vec![pod.name.clone()]);
+            user.extra
+                .insert(EXTRA_POD_UID.into(), vec![pod.uid.clone()]);
+        }
+        if !claims.jti.is_empty() {
+            user.extra.insert(
+                EXTRA_CREDENTIAL_ID.into(),
+                vec![format!("JTI={}", claims.jti)],
+            );
+        }
+        let matched = audiences
+            .iter()
+            .filter(|a| claims.aud.contains(a))
+            .cloned()
+            .collect();
+        Some((user, matched))
     }
 
     fn still_bound(&self, claims: &Claims) -> bool {

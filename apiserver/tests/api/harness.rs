@@ -103,6 +103,45 @@ impl TestServer {
         (code, value)
     }
 
+    /// Sends a JSON request as `user` (as the HTTPS listener would attach
+    /// that identity), with extra headers (e.g. `Impersonate-User`).
+    pub async fn call_as(
+        &self,
+        user: &UserInfo,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let bytes = body
+            .map(|b| serde_json::to_vec(&b).unwrap())
+            .unwrap_or_default();
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .header("user-agent", "skiff-tests/v0");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let mut request = builder.body(Body::from(bytes)).unwrap();
+        request.extensions_mut().insert(user.clone());
+        let response = self.server.router().oneshot(request).await.unwrap();
+        let code = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (code, value)
+    }
+
+    /// POSTs `body` as `user`.
+    pub async fn post_as(&self, user: &UserInfo, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call_as(user, Method::POST, path, Some(body), &[])
+            .await
+    }
+
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
         self.call(Method::GET, path, None).await
     }

@@ -1,0 +1,404 @@
+//! The review APIs: access reviews answered by the authorizer chain, token
+//! and self reviews by the authenticators; none of them stores anything.
+
+use std::sync::Arc;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::authn::{Authenticator, UserInfo};
+
+use crate::harness::{TestServer, assert_status};
+
+const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+const SSRR: &str = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+const WHOAMI: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+fn lsar_path(namespace: &str) -> String {
+    format!("/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews")
+}
+
+fn sar(kind: &str, spec: Value) -> Value {
+    json!({"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": spec})
+}
+
+fn list_secrets(namespace: &str) -> Value {
+    json!({"verb": "list", "resource": "secrets", "namespace": namespace})
+}
+
+#[tokio::test]
+async fn subject_access_review_answers_for_the_user_in_the_spec_and_stores_nothing() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let spec = json!({"user": "root-ish", "groups": ["system:masters"],
+        "resourceAttributes": list_secrets("default")});
+    let (code, body) = s.post(SAR, sar("SubjectAccessReview", spec.clone())).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["kind"], "SubjectAccessReview");
+    // The spec comes back as sent, with the answer in status.
+    assert_eq!(body["spec"], spec);
+    assert_eq!(body["status"]["allowed"], true, "{body}");
+    assert!(body["status"].get("denied").is_none(), "{body}");
+    assert_eq!(s.keys().await, before, "a review must not be stored");
+
+    // A review is only ever created.
+    let (code, body) = s.get(SAR).await;
+    assert_status(code, &body, 405, "MethodNotAllowed");
+    let (code, body) = s.get(&format!("{SAR}/x")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+    let (code, body) = s.get(&format!("{SAR}?watch=1")).await;
+    assert_status(code, &body, 405, "MethodNotAllowed");
+}
+
+#[tokio::test]
+async fn subject_access_reviews_are_validated_as_upstream() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .post(
+            SAR,
+            sar(
+                "SubjectAccessReview",
+                json!({"resourceAttributes": list_secrets("a")}),
+            ),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["message"],
+        "SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.user: Invalid value: \"\": at least one of user or group must be specified"
+    );
+    let (code, body) = s
+        .post(SAR, sar("SubjectAccessReview", json!({"user": "alice"})))
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["details"]["causes"][0]["field"], "spec.resourceAttributes",
+        "{body}"
+    );
+    let mut named = sar(
+        "SubjectAccessReview",
+        json!({"user": "alice", "resourceAttributes": list_secrets("a")}),
+    );
+    named["metadata"] = json!({"name": "keep-me"});
+    let (code, body) = s.post(SAR, named).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(body["details"]["causes"][0]["field"], "metadata", "{body}");
+    // No spec at all is an empty one, with both complaints.
+    let (code, body) = s
+        .post(
+            SAR,
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(body["details"]["causes"].as_array().unwrap().len(), 2);
+    let (code, body) = s.post(SAR, sar("SubjectAccessReview", json!("nope"))).await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("SubjectAccessReview in version \"v1\" cannot be handled"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn local_subject_access_review_must_ask_about_its_own_namespace() {
+    let s = TestServer::new().await;
+    let spec = |ns: &str| json!({"user": "m", "groups": ["system:masters"], "resourceAttributes": list_secrets(ns)});
+    let (code, body) = s
+        .post(
+            &lsar_path("default"),
+            sar("LocalSubjectAccessReview", spec("default")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["metadata"]["namespace"], "default");
+    assert_eq!(body["status"]["allowed"], true);
+
+    let (code, body) = s
+        .post(
+            &lsar_path("default"),
+            sar("LocalSubjectAccessReview", spec("kube-system")),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["message"],
+        "LocalSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes.namespace: Invalid value: \"kube-system\": must match metadata.namespace"
+    );
+
+    let mut elsewhere = sar("LocalSubjectAccessReview", spec("default"));
+    elsewhere["metadata"] = json!({"namespace": "kube-system"});
+    let (code, body) = s.post(&lsar_path("default"), elsewhere).await;
+    assert_status(code, &body, 400, "BadRequest");
+
+    let (code, body) = s
+        .post(
+            &lsar_path("default"),
+            sar(
+                "LocalSubjectAccessReview",
+                json!({"user": "m", "nonResourceAttributes": {"path": "/healthz", "verb": "get"}}),
+            ),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    // There is no cluster-wide collection of local reviews.
+    let (code, body) = s
+        .post(
+            "/apis/authorization.k8s.io/v1/localsubjectaccessreviews",
+            sar("LocalSubjectAccessReview", spec("default")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn self_reviews_answer_for_the_caller() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .post(
+            SSAR,
+            sar(
+                "SelfSubjectAccessReview",
+                json!({"resourceAttributes": {"verb": "create", "resource": "pods", "namespace": "default"}}),
+            ),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["status"]["allowed"], true, "{body}");
+    let (code, body) = s
+        .post(SSAR, sar("SelfSubjectAccessReview", json!({})))
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+
+    let (code, body) = s
+        .post(
+            SSRR,
+            sar("SelfSubjectRulesReview", json!({"namespace": "default"})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["spec"]["namespace"], "default");
+    let rules = body["status"]["resourceRules"].as_array().expect("rules");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["verbs"] == json!(["*"]) && r["resources"] == json!(["*"])),
+        "a master may do anything: {body}"
+    );
+    assert_eq!(
+        body["status"]["nonResourceRules"][0]["nonResourceURLs"],
+        json!(["*"])
+    );
+    let (code, body) = s.post(SSRR, sar("SelfSubjectRulesReview", json!({}))).await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert_eq!(body["message"], "no namespace on request");
+
+    let alice = UserInfo {
+        uid: "a-1".into(),
+        extra: [("scopes".to_string(), vec!["x".to_string()])].into(),
+        ..UserInfo::new("alice", ["dev".to_string()])
+    };
+    let (code, body) = s
+        .post_as(
+            &alice,
+            WHOAMI,
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let info = &body["status"]["userInfo"];
+    assert_eq!(info["username"], "alice");
+    assert_eq!(info["uid"], "a-1");
+    assert_eq!(info["groups"], json!(["dev", "system:authenticated"]));
+    assert_eq!(info["extra"]["scopes"], json!(["x"]));
+    assert!(body["metadata"]["creationTimestamp"].is_string(), "{body}");
+}
+
+fn token_review(token: &str, audiences: Option<Value>) -> Value {
+    let mut spec = json!({"token": token});
+    if let Some(a) = audiences {
+        spec["audiences"] = a;
+    }
+    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec})
+}
+
+#[tokio::test]
+async fn token_review_authenticates_the_servers_own_tokens_only() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts/robot/token",
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let jwt = body["status"]["token"].as_str().unwrap().to_string();
+
+    let before = s.keys().await;
+    let (code, body) = s.post(TOKEN_REVIEWS, token_review(&jwt, None)).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let status = &body["status"];
+    assert_eq!(status["authenticated"], true, "{body}");
+    assert_eq!(
+        status["user"]["username"],
+        "system:serviceaccount:default:robot"
+    );
+    assert_eq!(
+        status["user"]["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ])
+    );
+    assert!(status.get("audiences").is_none(), "{body}");
+    assert_eq!(s.keys().await, before);
+
+    // A token for another audience is refused when the server's is asked
+    // for, and the matching audience is reported when asked for.
+    let (_, body) = s
+        .post(
+            TOKEN_REVIEWS,
+            token_review(&jwt, Some(json!(["https://elsewhere"]))),
+        )
+        .await;
+    assert_eq!(body["status"]["authenticated"], false, "{body}");
+
+    let mut forged = jwt.clone();
+    forged.pop();
+    forged.push(if jwt.ends_with('A') { 'B' } else { 'A' });
+    for bad in [forged.as_str(), "not-a-token"] {
+        let (code, body) = s.post(TOKEN_REVIEWS, token_review(bad, None)).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        assert_eq!(body["status"]["authenticated"], false, "{body}");
+        assert!(body["status"].get("user").is_none(), "{body}");
+        assert_eq!(body["status"]["error"], "invalid bearer token");
+    }
+    let (code, body) = s.post(TOKEN_REVIEWS, token_review("", None)).await;
+    assert_status(code, &body, 400, "BadRequest");
+}
+
+#[tokio::test]
+async fn token_review_uses_the_listeners_authenticator_once_set() {
+    let s = TestServer::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens.csv");
+    std::fs::write(&path, "sekret,carol,c-1,\"ops\"\n").unwrap();
+    let (_, body) = s.post(TOKEN_REVIEWS, token_review("sekret", None)).await;
+    assert_eq!(body["status"]["authenticated"], false, "{body}");
+
+    let authn = Authenticator::from_token_file(&path)
+        .unwrap()
+        .with_service_account_tokens(s.server.service_account_tokens());
+    s.server.set_authenticator(Arc::new(authn));
+    let (_, body) = s
+        .post(
+            TOKEN_REVIEWS,
+            token_review(
+                "sekret",
+                Some(json!(["https://kubernetes.default.svc.cluster.local"])),
+            ),
+        )
+        .await;
+    let status = &body["status"];
+    assert_eq!(status["authenticated"], true, "{body}");
+    assert_eq!(status["user"]["username"], "carol");
+    assert_eq!(status["user"]["uid"], "c-1");
+    assert_eq!(
+        status["audiences"],
+        json!(["https://kubernetes.default.svc.cluster.local"])
+    );
+    // File tokens are for this API server only.
+    let (_, body) = s
+        .post(
+            TOKEN_REVIEWS,
+            token_review("sekret", Some(json!(["https://elsewhere"]))),
+        )
+        .await;
+    assert_eq!(body["status"]["authenticated"], false, "{body}");
+}
+
+fn find<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[key] == name)
+        .unwrap_or_else(|| panic!("{name} in {list}"))
+}
+
+#[tokio::test]
+async fn reviews_are_discoverable_as_create_only() {
+    let s = TestServer::new().await;
+    let (code, doc) = s.get("/apis/authorization.k8s.io/v1").await;
+    assert_eq!(code, StatusCode::OK, "{doc}");
+    for (name, namespaced) in [
+        ("subjectaccessreviews", false),
+        ("localsubjectaccessreviews", true),
+        ("selfsubjectaccessreviews", false),
+        ("selfsubjectrulesreviews", false),
+    ] {
+        let r = find(&doc["resources"], "name", name);
+        assert_eq!(r["verbs"], json!(["create"]), "{name}");
+        assert_eq!(r["namespaced"], namespaced, "{name}");
+    }
+    let (_, doc) = s.get("/apis/authentication.k8s.io/v1").await;
+    assert_eq!(
+        find(&doc["resources"], "name", "tokenreviews")["verbs"],
+        json!(["create"])
+    );
+    assert_eq!(
+        find(&doc["resources"], "name", "selfsubjectreviews")["kind"],
+        "SelfSubjectReview"
+    );
+
+    let (_, aggregated) = s
+        .call_as(
+            &UserInfo::new("m", ["system:masters".to_string()]),
+            Method::GET,
+            "/apis",
+            None,
+            &[(
+                "accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            )],
+        )
+        .await;
+    let group = aggregated["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "authorization.k8s.io")
+        .expect("authorization group");
+    let r = find(
+        &group["versions"][0]["resources"],
+        "resource",
+        "subjectaccessreviews",
+    );
+    assert_eq!(r["verbs"], json!(["create"]));
+    assert_eq!(r["scope"], "Cluster");
+
+    let (code, doc) = s.get("/openapi/v3/apis/authorization.k8s.io/v1").await;
+    assert_eq!(code, StatusCode::OK);
+    let paths = doc["paths"].as_object().unwrap();
+    let sar = &paths["/apis/authorization.k8s.io/v1/subjectaccessreviews"];
+    assert!(sar["post"].is_object() && sar.get("get").is_none(), "{sar}");
+    assert!(paths.contains_key(
+        "/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews"
+    ));
+    assert!(
+        !paths.keys().any(|p| p.ends_with("{name}")
+            || p.ends_with("/localsubjectaccessreviews") && !p.contains("{namespace}")),
+        "{paths:?}"
+    );
+}
