@@ -1,6 +1,7 @@
 //! The layer in front of every route: the caller's identity (set by the
-//! HTTPS listener or the in-process client) is turned into [`Attributes`]
-//! and checked before any handler runs.
+//! HTTPS listener or the in-process client), switched to the impersonated
+//! user when the request asks for it and may, is turned into
+//! [`Attributes`] and checked before any handler runs.
 
 use std::sync::Arc;
 
@@ -11,12 +12,13 @@ use axum::response::{IntoResponse, Response};
 use crate::authn::{self, UserInfo};
 use crate::server::Inner;
 
+use super::impersonation;
 use super::request::attributes;
 
 /// Refuses the request unless the chain allows it.
 pub(crate) async fn authorize(
     State(inner): State<Arc<Inner>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     // Every entry point attaches an identity; a request without one never
@@ -29,6 +31,20 @@ pub(crate) async fn authorize(
             body,
         )
             .into_response();
+    };
+    // Handlers see only the identity the request acts as.
+    let user = if impersonation::requested(request.headers()) {
+        match impersonation::impersonate(&inner.authorizer, &user, request.headers()) {
+            Ok(Some(acting)) => {
+                impersonation::strip(request.headers_mut());
+                request.extensions_mut().insert(acting.clone());
+                acting
+            }
+            Ok(None) => user,
+            Err(error) => return error.into_response(),
+        }
+    } else {
+        user
     };
     let attrs = attributes(
         user,

@@ -402,3 +402,64 @@ async fn reviews_are_discoverable_as_create_only() {
         "{paths:?}"
     );
 }
+
+fn whoami_body() -> Value {
+    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+}
+
+#[tokio::test]
+async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
+    let s = TestServer::new().await;
+    let master = UserInfo::new("boss", ["system:masters".to_string()]);
+    let (code, body) = s
+        .call_as(
+            &master,
+            Method::POST,
+            WHOAMI,
+            Some(whoami_body()),
+            &[
+                ("Impersonate-User", "system:serviceaccount:default:x"),
+                ("Impersonate-Extra-Reason", "debugging"),
+            ],
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let info = &body["status"]["userInfo"];
+    assert_eq!(info["username"], "system:serviceaccount:default:x");
+    assert_eq!(
+        info["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ])
+    );
+    assert_eq!(info["extra"]["reason"], json!(["debugging"]));
+
+    // The request itself is authorized as the acting user and groups.
+    let (code, body) = s
+        .call_as(
+            &master,
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "by-bob"}})),
+            &[
+                ("Impersonate-User", "bob"),
+                ("Impersonate-Group", "system:masters"),
+            ],
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+
+    // Groups without a user are refused before anything runs.
+    let (code, body) = s
+        .call_as(
+            &master,
+            Method::POST,
+            WHOAMI,
+            Some(whoami_body()),
+            &[("Impersonate-Group", "system:masters")],
+        )
+        .await;
+    assert_status(code, &body, 500, "InternalError");
+}
