@@ -79,6 +79,8 @@ pub enum ApiServerError {
     Config(#[from] AllocConfigError),
     #[error(transparent)]
     Tokens(#[from] crate::tokens::SignerError),
+    #[error("no watch cache for {0}, which authorization reads")]
+    MissingCache(String),
     #[error("creating the system object {name} failed: {source}")]
     Bootstrap {
         name: String,
@@ -193,6 +195,8 @@ impl ApiServer {
         for cache in caches.values() {
             tokio::spawn(cache.clone().follow(store.clone(), shutdown.subscribe()));
         }
+        let node_authorizer =
+            node_authorizer(&registry, &caches).map_err(ApiServerError::MissingCache)?;
         let inner = Arc::new(Inner {
             store,
             registry,
@@ -206,6 +210,7 @@ impl ApiServer {
             tokens,
             authorizer: crate::authz::Chain::new(vec![
                 Arc::new(crate::authz::Masters),
+                Arc::new(node_authorizer),
                 Arc::new(crate::authz::AllowAll),
             ]),
             authenticator: Default::default(),
@@ -393,6 +398,25 @@ impl ApiServer {
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
     }
+}
+
+/// The Node authorizer on the caches of the objects it follows (or the
+/// resource whose cache is missing).
+fn node_authorizer(
+    registry: &LiveRegistry,
+    caches: &HashMap<String, Arc<WatchCache>>,
+) -> Result<crate::authz::node::NodeAuthorizer, String> {
+    let cache = |group: &str, resource: &str| {
+        registry
+            .get(group, "v1", resource)
+            .and_then(|info| caches.get(&info.storage_prefix).cloned())
+            .ok_or_else(|| format!("{group}/{resource}"))
+    };
+    Ok(crate::authz::node::NodeAuthorizer::new(
+        cache("", "pods")?,
+        cache("", "persistentvolumeclaims")?,
+        cache("storage.k8s.io", "volumeattachments")?,
+    ))
 }
 
 async fn health() -> Response {

@@ -11,6 +11,7 @@
 
 pub mod impersonation;
 pub(crate) mod middleware;
+pub mod node;
 pub mod request;
 
 use std::sync::Arc;
