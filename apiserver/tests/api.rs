@@ -26,6 +26,8 @@ mod kube_client;
 mod kubectl;
 #[path = "api/list.rs"]
 mod list;
+#[path = "api/node_authz.rs"]
+mod node_authz;
 #[path = "api/openapi.rs"]
 mod openapi;
 #[path = "api/patch.rs"]

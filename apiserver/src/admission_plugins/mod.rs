@@ -6,6 +6,8 @@
 //!
 //! Plugins must not write anything: a refused request leaves no trace.
 
+pub(crate) mod node_restriction;
+
 use serde_json::Value;
 
 use crate::authn::UserInfo;
@@ -27,7 +29,8 @@ pub(crate) struct WriteRequest<'a> {
     pub operation: Operation,
     pub info: &'a ResourceInfo,
     pub subresource: Option<Subresource>,
-    /// The stored object (updates and deletes).
+    /// The stored object (updates and deletes; for an eviction the pod,
+    /// for a token request the service account).
     pub old: Option<&'a Value>,
     /// The object about to be stored (creates and updates), after defaults
     /// and validation.
@@ -35,7 +38,7 @@ pub(crate) struct WriteRequest<'a> {
 }
 
 /// Runs every plugin on `request`.
-pub(crate) async fn admit(_inner: &Inner, request: &WriteRequest<'_>) -> Result<(), ApiError> {
+pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), ApiError> {
     tracing::trace!(
         user = %request.user.name,
         operation = ?request.operation,
@@ -45,5 +48,6 @@ pub(crate) async fn admit(_inner: &Inner, request: &WriteRequest<'_>) -> Result<
         has_new = request.new.is_some(),
         "admission plugins"
     );
+    node_restriction::admit(inner, request)?;
     Ok(())
 }

@@ -326,7 +326,7 @@ impl Authorizer for NodeAuthorizer {
 
 /// What a pod may refer to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Secret,
     ConfigMap,
     Claim,
@@ -337,8 +337,10 @@ enum Kind {
     Attachment,
 }
 
-/// The names of the objects of `kind` a pod refers to.
-fn references(pod: &Value, kind: Kind) -> Vec<Cow<'_, str>> {
+/// The names of the objects of `kind` a pod refers to (upstream's
+/// VisitPodSecretNames and its kin): the one list of a pod's references,
+/// also used by NodeRestriction.
+pub(crate) fn references(pod: &Value, kind: Kind) -> Vec<Cow<'_, str>> {
     let spec = &pod["spec"];
     let mut names: Vec<&str> = Vec::new();
     let mut made: Vec<Cow<'_, str>> = Vec::new();

@@ -13,6 +13,7 @@ use crate::admission::prepare_update;
 use crate::object::{meta_str, set_field};
 use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
 use crate::registry::ResourceInfo;
+use crate::registry::Subresource;
 use crate::selectors::LabelSelector;
 use crate::status::{ApiError, FieldError, success_status};
 
@@ -209,6 +210,18 @@ pub(super) async fn evict(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let name = ctx.name()?.to_string();
     let key = ctx.key()?;
     let (pod, _) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
+    crate::admission_plugins::admit(
+        &ctx.inner,
+        &crate::admission_plugins::WriteRequest {
+            user: &ctx.user,
+            operation: crate::admission_plugins::Operation::Create,
+            info: &info,
+            subresource: Some(Subresource::Eviction),
+            old: Some(&pod),
+            new: Some(&eviction),
+        },
+    )
+    .await?;
     let mut options = DeleteOptions {
         dry_run: ctx.params.dry_run,
         ..Default::default()

@@ -77,18 +77,26 @@ pub(crate) async fn admit_update<'a>(
         return Err(invalid(info, &new, errors));
     }
     let mut new = info.roundtrip(&new).map_err(|e| cannot_handle(info, &e))?;
-    crate::admission_plugins::admit(
-        inner,
-        &crate::admission_plugins::WriteRequest {
-            user: &write.user,
-            operation: crate::admission_plugins::Operation::Update,
-            info,
-            subresource: write.subresource,
-            old: Some(old),
-            new: Some(&new),
-        },
-    )
-    .await?;
+    // Clients cannot touch the deletion marks (they are carried from the
+    // stored object), so a write that changes them is a delete's own step,
+    // already admitted as that delete, as upstream admits it once.
+    let deletion_step = ["deletionTimestamp", "deletionGracePeriodSeconds"]
+        .iter()
+        .any(|field| old["metadata"][field] != new["metadata"][field]);
+    if !deletion_step {
+        crate::admission_plugins::admit(
+            inner,
+            &crate::admission_plugins::WriteRequest {
+                user: &write.user,
+                operation: crate::admission_plugins::Operation::Update,
+                info,
+                subresource: write.subresource,
+                old: Some(old),
+                new: Some(&new),
+            },
+        )
+        .await?;
+    }
     if dry_run {
         return Ok(Next::Done(new));
     }

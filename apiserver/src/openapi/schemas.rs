@@ -66,6 +66,7 @@ fn builtin_kinds() -> Vec<BuiltinKind> {
         kind::<apps::v1::StatefulSet>(),
         kind::<events::v1::Event>(),
         kind::<authentication::v1::SelfSubjectReview>(),
+        kind::<authentication::v1::TokenRequest>(),
         kind::<authentication::v1::TokenReview>(),
         kind::<authorization::v1::LocalSubjectAccessReview>(),
         kind::<authorization::v1::SelfSubjectAccessReview>(),

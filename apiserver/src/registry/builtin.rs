@@ -204,6 +204,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .strategy(&kinds::Secrets),
         of::<core::v1::ServiceAccount>()
             .short(&["sa"])
+            .subs(&[Token])
             .strategy(&kinds::SERVICE_ACCOUNTS),
         of::<core::v1::Service>()
             .short(&["svc"])

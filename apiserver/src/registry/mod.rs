@@ -40,6 +40,8 @@ pub enum Subresource {
     Attach,
     /// `pods/portforward`: ports of the pod (upgraded stream).
     PortForward,
+    /// `serviceaccounts/token`: a TokenRequest for the account.
+    Token,
 }
 
 impl Subresource {
@@ -56,6 +58,7 @@ impl Subresource {
             Subresource::Exec => "exec",
             Subresource::Attach => "attach",
             Subresource::PortForward => "portforward",
+            Subresource::Token => "token",
         }
     }
 
@@ -65,7 +68,7 @@ impl Subresource {
             Subresource::Status | Subresource::Scale | Subresource::Approval => {
                 &["get", "patch", "update"]
             }
-            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Finalize => &["update"],
             Subresource::Log => &["get"],
             Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
@@ -84,6 +87,7 @@ impl Subresource {
             Subresource::Exec => Some(("", "v1", "PodExecOptions")),
             Subresource::Attach => Some(("", "v1", "PodAttachOptions")),
             Subresource::PortForward => Some(("", "v1", "PodPortForwardOptions")),
+            Subresource::Token => Some(("authentication.k8s.io", "v1", "TokenRequest")),
             _ => None,
         }
     }

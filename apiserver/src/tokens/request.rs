@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::claims::{Claims, KubernetesClaim, ObjectRef};
 use super::{DEFAULT_EXPIRATION_SECONDS, ISSUER, MIN_EXPIRATION_SECONDS, read_core};
+use crate::authn::UserInfo;
 use crate::object::{meta_str, now_rfc3339};
 use crate::server::Inner;
 use crate::status::{ApiError, FieldError, json_response};
@@ -24,10 +26,11 @@ const TOKEN_REQUEST: (&str, &str) = ("authentication.k8s.io/v1", "TokenRequest")
 pub(crate) async fn create_token(
     State(inner): State<Arc<Inner>>,
     Path((namespace, name)): Path<(String, String)>,
+    Extension(user): Extension<UserInfo>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match issue(&inner, &namespace, &name, &headers, body).await {
+    match issue(&inner, &user, &namespace, &name, &headers, body).await {
         Ok(object) => json_response(StatusCode::CREATED, &object),
         Err(e) => e.into_response(),
     }
@@ -52,6 +55,7 @@ fn invalid(name: &str, causes: Vec<FieldError>) -> ApiError {
 
 async fn issue(
     inner: &Inner,
+    user: &UserInfo,
     namespace: &str,
     name: &str,
     headers: &HeaderMap,
@@ -66,6 +70,22 @@ async fn issue(
     crate::handlers::check_type(&mut request, TOKEN_REQUEST.0, TOKEN_REQUEST.1)?;
     let account = read_core(inner, "serviceaccounts", namespace, name)?
         .ok_or_else(|| not_found("serviceaccounts", name))?;
+    let accounts = inner
+        .registry
+        .get("", "v1", "serviceaccounts")
+        .ok_or_else(|| ApiError::Internal("serviceaccounts are not registered".into()))?;
+    crate::admission_plugins::admit(
+        inner,
+        &crate::admission_plugins::WriteRequest {
+            user,
+            operation: crate::admission_plugins::Operation::Create,
+            info: &accounts,
+            subresource: Some(crate::registry::Subresource::Token),
+            old: Some(&account),
+            new: Some(&request),
+        },
+    )
+    .await?;
     let spec = &request["spec"];
 
     let expiration = match &spec["expirationSeconds"] {

@@ -20,9 +20,18 @@ pub(super) async fn admit(
         .or_else(|| meta_str(pod, "generateName"))
         .unwrap_or("")
         .to_string();
+    // A mirror pod is the API's copy of a node's static pod: it runs with
+    // no API credentials, so it gets no account and no token (upstream's
+    // ServiceAccount admission skips it too).
+    let mirror = !pod["metadata"]["annotations"]
+        [crate::admission_plugins::node_restriction::MIRROR_POD_ANNOTATION]
+        .is_null();
     let Some(spec) = path_mut(pod, &["spec"]).filter(|s| s.is_object()) else {
         return Ok(());
     };
+    if mirror {
+        return priority(inner, pods, &name, pod).await;
+    }
     let account = spec["serviceAccountName"]
         .as_str()
         .or_else(|| spec["serviceAccount"].as_str())
@@ -35,6 +44,17 @@ pub(super) async fn admit(
         set_field(spec, "enableServiceLinks", json!(true));
     }
     crate::tokens::admission::inject_api_access(inner, pod);
+    priority(inner, pods, &name, pod).await
+}
+
+/// Fills priority and preemptionPolicy from the pod's (or the default)
+/// PriorityClass.
+async fn priority(
+    inner: &Inner,
+    pods: &ResourceInfo,
+    name: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
     let Some(spec) = path_mut(pod, &["spec"]).filter(|s| s.is_object()) else {
         return Ok(());
     };
@@ -53,7 +73,7 @@ pub(super) async fn admit(
                     return Err(ApiError::Forbidden {
                         resource: pods.qualified(),
                         group: String::new(),
-                        name,
+                        name: name.to_string(),
                         detail: format!("no PriorityClass with name {class_name} was found"),
                         causes: Vec::new(),
                     });

@@ -1,0 +1,371 @@
+//! What a node (`system:node:<name>` in `system:nodes`) may do: the Node
+//! authorizer's reads and NodeRestriction's writes, tried from the side of
+//! a node that reaches for what is not its own.
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::authn::UserInfo;
+
+use crate::harness::{TestServer, assert_status};
+
+fn node(name: &str) -> UserInfo {
+    UserInfo::new(format!("system:node:{name}"), ["system:nodes".to_string()])
+}
+
+fn node_object(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+}
+
+async fn as_node(
+    s: &TestServer,
+    name: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    s.call_as(&node(name), method, path, body, &[]).await
+}
+
+/// A pod bound to `node_name`, created by the admin.
+async fn pod_on(s: &TestServer, name: &str, node_name: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    spec["nodeName"] = json!(node_name);
+    if spec["containers"].is_null() {
+        spec["containers"] = json!([{"name": "c", "image": "busybox"}]);
+    }
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/pods",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    body
+}
+
+fn forbidden_with(code: StatusCode, body: &Value, message: &str) {
+    assert_status(code, body, 403, "Forbidden");
+    assert_eq!(body["message"], message, "{body}");
+}
+
+#[tokio::test]
+async fn a_node_registers_and_edits_only_itself_and_never_its_restricted_labels() {
+    let s = TestServer::new().await;
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::POST,
+        "/api/v1/nodes",
+        Some(node_object("n2", json!({}))),
+    )
+    .await;
+    forbidden_with(
+        code,
+        &body,
+        "nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"",
+    );
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::POST,
+        "/api/v1/nodes",
+        Some(node_object(
+            "n1",
+            json!({"node-restriction.kubernetes.io/trusted": "yes"}),
+        )),
+    )
+    .await;
+    forbidden_with(
+        code,
+        &body,
+        "nodes \"n1\" is forbidden: node \"n1\" is not allowed to set the following labels: node-restriction.kubernetes.io/trusted",
+    );
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::POST,
+        "/api/v1/nodes",
+        Some(node_object(
+            "n1",
+            json!({"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux"}),
+        )),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+
+    // Its own labels, later: the restricted ones stay out of reach.
+    let patch = |labels: Value| {
+        http::Request::builder()
+            .method(Method::PATCH)
+            .uri("/api/v1/nodes/n1")
+            .header("content-type", "application/merge-patch+json")
+            .body(axum::body::Body::from(
+                serde_json::to_vec(&json!({"metadata": {"labels": labels}})).unwrap(),
+            ))
+            .unwrap()
+    };
+    let (code, body) = send_as(
+        &s,
+        &node("n1"),
+        patch(json!({"node-restriction.kubernetes.io/x": "1"})),
+    )
+    .await;
+    forbidden_with(
+        code,
+        &body,
+        "nodes \"n1\" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/x",
+    );
+    let (code, body) = send_as(
+        &s,
+        &node("n1"),
+        patch(json!({"node.kubernetes.io/pool": "a"})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+
+    // Another node's object is out of reach whatever the verb.
+    let (code, _) = s.post("/api/v1/nodes", node_object("n2", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (_, mut n2) = s.get("/api/v1/nodes/n2").await;
+    n2["spec"]["unschedulable"] = json!(true);
+    let (code, body) = as_node(&s, "n1", Method::PUT, "/api/v1/nodes/n2", Some(n2)).await;
+    forbidden_with(
+        code,
+        &body,
+        "nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"",
+    );
+    let (code, body) = as_node(&s, "n1", Method::DELETE, "/api/v1/nodes/n2", None).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    let (code, _) = s.get("/api/v1/nodes/n2").await;
+    assert_eq!(code, StatusCode::OK, "n2 still there");
+}
+
+async fn send_as(
+    s: &TestServer,
+    user: &UserInfo,
+    mut request: http::Request<axum::body::Body>,
+) -> (StatusCode, Value) {
+    use tower::ServiceExt;
+    request.extensions_mut().insert(user.clone());
+    let response = s.server.router().oneshot(request).await.unwrap();
+    let code = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_node_reports_status_of_and_deletes_only_its_own_pods() {
+    let s = TestServer::new().await;
+    pod_on(&s, "mine", "n1", json!({})).await;
+    pod_on(&s, "theirs", "n2", json!({})).await;
+
+    let (_, mut theirs) = s.get("/api/v1/namespaces/default/pods/theirs").await;
+    theirs["status"]["phase"] = json!("Failed");
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::PUT,
+        "/api/v1/namespaces/default/pods/theirs/status",
+        Some(theirs),
+    )
+    .await;
+    forbidden_with(
+        code,
+        &body,
+        "pods \"theirs\" is forbidden: node \"n1\" can only update pod status for pods with spec.nodeName set to itself",
+    );
+    let (_, after) = s.get("/api/v1/namespaces/default/pods/theirs").await;
+    assert_ne!(after["status"]["phase"], "Failed");
+
+    let (_, mut mine) = s.get("/api/v1/namespaces/default/pods/mine").await;
+    mine["status"]["phase"] = json!("Running");
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::PUT,
+        "/api/v1/namespaces/default/pods/mine/status",
+        Some(mine.clone()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (_, mut relabel) = s.get("/api/v1/namespaces/default/pods/mine").await;
+    relabel["metadata"]["labels"] = json!({"role": "admin"});
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::PUT,
+        "/api/v1/namespaces/default/pods/mine/status",
+        Some(relabel),
+    )
+    .await;
+    // A status update keeps the stored labels, so there is nothing to refuse
+    // here; the labels simply do not change.
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert!(body["metadata"]["labels"]["role"].is_null(), "{body}");
+
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::POST,
+        "/api/v1/namespaces/default/pods/theirs/eviction",
+        Some(
+            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "theirs"}}),
+        ),
+    )
+    .await;
+    forbidden_with(
+        code,
+        &body,
+        "pods \"theirs\" is forbidden: node n1 can only evict pods with spec.nodeName set to itself",
+    );
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::DELETE,
+        "/api/v1/namespaces/default/pods/theirs",
+        None,
+    )
+    .await;
+    forbidden_with(
+        code,
+        &body,
+        "pods \"theirs\" is forbidden: node \"n1\" can only delete pods with spec.nodeName set to itself",
+    );
+    let (code, _) = s.get("/api/v1/namespaces/default/pods/theirs").await;
+    assert_eq!(code, StatusCode::OK, "the other node's pod is untouched");
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::DELETE,
+        "/api/v1/namespaces/default/pods/mine",
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_node_creates_only_bare_mirror_pods_of_its_own() {
+    let s = TestServer::new().await;
+    let (_, created) = as_node(
+        &s,
+        "n1",
+        Method::POST,
+        "/api/v1/nodes",
+        Some(node_object("n1", json!({}))),
+    )
+    .await;
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let mirror = |node_name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["nodeName"] = json!(node_name);
+        spec["containers"] = json!([{"name": "c", "image": "busybox"}]);
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("static-{node_name}"),
+                "annotations": {"kubernetes.io/config.mirror": "hash"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": uid, "controller": true}]},
+            "spec": spec})
+    };
+    let pods = "/api/v1/namespaces/default/pods";
+    let mut plain = mirror("n1", json!({}));
+    plain["metadata"]["annotations"] = json!({});
+    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(plain)).await;
+    forbidden_with(
+        code,
+        &body,
+        "pods \"static-n1\" is forbidden: pod does not have \"kubernetes.io/config.mirror\" annotation, node \"n1\" can only create mirror pods",
+    );
+    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(mirror("n2", json!({})))).await;
+    forbidden_with(
+        code,
+        &body,
+        "pods \"static-n2\" is forbidden: node \"n1\" can only create pods with spec.nodeName set to itself",
+    );
+    let with_secret = mirror(
+        "n1",
+        json!({"volumes": [{"name": "s", "secret": {"secretName": "admin-token"}}]}),
+    );
+    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(with_secret)).await;
+    forbidden_with(
+        code,
+        &body,
+        "pods \"static-n1\" is forbidden: node \"n1\" can not create pods that reference secrets",
+    );
+    let mut stolen_owner = mirror("n1", json!({}));
+    stolen_owner["metadata"]["ownerReferences"][0]["uid"] = json!("not-the-node");
+    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(stolen_owner)).await;
+    assert_status(code, &body, 403, "Forbidden");
+
+    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(mirror("n1", json!({})))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // A mirror pod runs without API credentials.
+    assert!(body["spec"]["serviceAccountName"].is_null(), "{body}");
+    assert!(body["spec"]["volumes"].is_null(), "{body}");
+}
+
+#[tokio::test]
+async fn a_node_holds_only_its_own_lease() {
+    let s = TestServer::new().await;
+    let lease = |name: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name}, "spec": {"holderIdentity": name}})
+    };
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    let (code, body) = as_node(&s, "n1", Method::POST, leases, Some(lease("n2"))).await;
+    forbidden_with(
+        code,
+        &body,
+        "leases.coordination.k8s.io \"n2\" is forbidden: can only access node lease with the same name as the requesting node",
+    );
+    let (code, body) = as_node(&s, "n1", Method::POST, leases, Some(lease("n1"))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = as_node(
+        &s,
+        "n1",
+        Method::POST,
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+        Some(lease("n1")),
+    )
+    .await;
+    assert_status(code, &body, 403, "Forbidden");
+}
+
+#[tokio::test]
+async fn a_node_gets_tokens_only_for_its_own_pods() {
+    let s = TestServer::new().await;
+    let (code, _) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let mine = pod_on(&s, "mine", "n1", json!({"serviceAccountName": "app"})).await;
+    let theirs = pod_on(&s, "theirs", "n2", json!({"serviceAccountName": "app"})).await;
+    let request = |pod: Option<&Value>| {
+        let mut spec = json!({"audiences": ["https://kubernetes.default.svc.cluster.local"]});
+        if let Some(pod) = pod {
+            spec["boundObjectRef"] = json!({"apiVersion": "v1", "kind": "Pod",
+                "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]});
+        }
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+    };
+    let path = "/api/v1/namespaces/default/serviceaccounts/app/token";
+    let (code, body) = as_node(&s, "n1", Method::POST, path, Some(request(None))).await;
+    forbidden_with(
+        code,
+        &body,
+        "serviceaccounts \"app\" is forbidden: node requested token not bound to a pod",
+    );
+    let (code, body) = as_node(&s, "n1", Method::POST, path, Some(request(Some(&theirs)))).await;
+    forbidden_with(
+        code,
+        &body,
+        "serviceaccounts \"app\" is forbidden: node requested token bound to a pod scheduled on a different node",
+    );
+    let (code, body) = as_node(&s, "n1", Method::POST, path, Some(request(Some(&mine)))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert!(body["status"]["token"].is_string());
+}
