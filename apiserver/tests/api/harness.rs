@@ -105,7 +105,7 @@ impl TestServer {
 
     /// Sends a JSON request as `user` (as the HTTPS listener would attach
     /// that identity), with extra headers (e.g. `Impersonate-User`).
-    pub async fn call_as(
+    pub async fn call_with_headers(
         &self,
         user: &UserInfo,
         method: Method,
@@ -138,7 +138,7 @@ impl TestServer {
 
     /// POSTs `body` as `user`.
     pub async fn post_as(&self, user: &UserInfo, path: &str, body: Value) -> (StatusCode, Value) {
-        self.call_as(user, Method::POST, path, Some(body), &[])
+        self.call_with_headers(user, Method::POST, path, Some(body), &[])
             .await
     }
 

@@ -23,7 +23,8 @@ async fn as_node(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    s.call_as(&node(name), method, path, body, &[]).await
+    s.call_with_headers(&node(name), method, path, body, &[])
+        .await
 }
 
 /// A pod bound to `node_name`, created by the admin.

@@ -363,7 +363,7 @@ async fn reviews_are_discoverable_as_create_only() {
     );
 
     let (_, aggregated) = s
-        .call_as(
+        .call_with_headers(
             &UserInfo::new("m", ["system:masters".to_string()]),
             Method::GET,
             "/apis",
@@ -412,7 +412,7 @@ async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
     let s = TestServer::new().await;
     let master = UserInfo::new("boss", ["system:masters".to_string()]);
     let (code, body) = s
-        .call_as(
+        .call_with_headers(
             &master,
             Method::POST,
             WHOAMI,
@@ -438,7 +438,7 @@ async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
 
     // The request itself is authorized as the acting user and groups.
     let (code, body) = s
-        .call_as(
+        .call_with_headers(
             &master,
             Method::POST,
             "/api/v1/namespaces/default/configmaps",
@@ -453,7 +453,7 @@ async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
 
     // Groups without a user are refused before anything runs.
     let (code, body) = s
-        .call_as(
+        .call_with_headers(
             &master,
             Method::POST,
             WHOAMI,
