@@ -9,6 +9,7 @@
 
 pub mod authn;
 pub mod inprocess;
+pub mod kubelet_client;
 pub mod serve;
 pub mod tls;
 pub mod tokens;

@@ -44,9 +44,10 @@ pub struct ApiServerConfig {
     /// Where clients reach this server; when set, the `kubernetes` Service in
     /// `default` (first service IP, port 443) and its endpoints point here.
     pub advertise_address: Option<std::net::SocketAddr>,
-    /// Bearer token presented to node servers when proxying `pods/log`,
-    /// `pods/exec`, `pods/attach` and `pods/portforward`.
-    pub node_proxy_token: Option<String>,
+    /// How the API server reaches node servers for `pods/log`,
+    /// `pods/exec`, `pods/attach` and `pods/portforward` (TLS both ways);
+    /// without it those requests fail.
+    pub kubelet_client: Option<Arc<crate::kubelet_client::KubeletClientTls>>,
     /// Where the service-account signing key is kept (created at first
     /// start); `None` signs with a key that lives as long as the process.
     pub service_account_key: Option<std::path::PathBuf>,
@@ -63,7 +64,7 @@ impl Default for ApiServerConfig {
             service_cidr: "10.43.0.0/16".to_string(),
             node_port_range: 30000..=32767,
             advertise_address: None,
-            node_proxy_token: None,
+            kubelet_client: None,
             event_ttl: Duration::from_secs(3600),
             service_account_key: None,
         }

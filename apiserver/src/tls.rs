@@ -1,6 +1,8 @@
-//! The cluster's certificates: a CA, the API server's serving certificate and the
-//! admin client certificate, generated on first start and reused afterwards, and
-//! the rustls server configuration built from them.
+//! The cluster's certificates: a CA, the API server's serving certificate, the
+//! admin client certificate and the API server's client certificate for node
+//! servers, generated on first start and reused afterwards, and the rustls
+//! server configuration built from them. Keys are written mode 0600 in a
+//! 0700 directory.
 
 use std::fs;
 use std::io;
@@ -40,14 +42,29 @@ pub enum TlsError {
 
 /// The PEM-encoded certificates and keys of one cluster, as kept under
 /// `DATA_DIR/tls/`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClusterCerts {
     pub dir: PathBuf,
     pub ca_cert_pem: String,
+    /// The CA's key: whoever holds it can sign any identity (the in-process
+    /// node agent's serving certificate is signed with it).
+    pub ca_key_pem: String,
     pub serving_cert_pem: String,
     pub serving_key_pem: String,
     pub admin_cert_pem: String,
     pub admin_key_pem: String,
+    /// The API server's client certificate towards node servers
+    /// ([`crate::kubelet_client::KUBELET_CLIENT_USER`]).
+    pub kubelet_client_cert_pem: String,
+    pub kubelet_client_key_pem: String,
+}
+
+impl std::fmt::Debug for ClusterCerts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterCerts")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 const CA_CERT: &str = "ca.crt";
@@ -57,6 +74,8 @@ const SERVING_KEY: &str = "serving.key";
 const SERVING_SANS: &str = "serving.sans";
 const ADMIN_CERT: &str = "admin.crt";
 const ADMIN_KEY: &str = "admin.key";
+const KUBELET_CLIENT_CERT: &str = "kubelet-client.crt";
+const KUBELET_CLIENT_KEY: &str = "kubelet-client.key";
 
 impl ClusterCerts {
     /// Loads the certificates under `data_dir/tls`, creating whatever is missing.
@@ -64,11 +83,7 @@ impl ClusterCerts {
     /// subject alternative names change, so a new `--tls-san` takes effect.
     pub fn load_or_create(data_dir: &Path, sans: &[String]) -> Result<Self, TlsError> {
         let dir = data_dir.join("tls");
-        fs::create_dir_all(&dir).map_err(|source| TlsError::File {
-            action: "create",
-            path: dir.clone(),
-            source,
-        })?;
+        create_private_dir(&dir)?;
 
         let (ca_cert_pem, ca_key_pem) = match (
             read_optional(&dir.join(CA_CERT))?,
@@ -86,6 +101,8 @@ impl ClusterCerts {
                     SERVING_SANS,
                     ADMIN_CERT,
                     ADMIN_KEY,
+                    KUBELET_CLIENT_CERT,
+                    KUBELET_CLIENT_KEY,
                 ] {
                     let _ = fs::remove_file(dir.join(stale));
                 }
@@ -131,14 +148,45 @@ impl ClusterCerts {
             }
         };
 
+        // No group: what it may do on nodes comes from its own binding, not
+        // from system:masters.
+        let (kubelet_client_cert_pem, kubelet_client_key_pem) = match (
+            read_optional(&dir.join(KUBELET_CLIENT_CERT))?,
+            read_optional(&dir.join(KUBELET_CLIENT_KEY))?,
+        ) {
+            (Some(cert), Some(key)) => (cert, key),
+            _ => {
+                let (cert, key) =
+                    new_client(&issuer, crate::kubelet_client::KUBELET_CLIENT_USER, &[])?;
+                write_private(&dir.join(KUBELET_CLIENT_KEY), &key)?;
+                write_public(&dir.join(KUBELET_CLIENT_CERT), &cert)?;
+                (cert, key)
+            }
+        };
+
         Ok(Self {
             dir,
             ca_cert_pem,
+            ca_key_pem,
             serving_cert_pem,
             serving_key_pem,
             admin_cert_pem,
             admin_key_pem,
+            kubelet_client_cert_pem,
+            kubelet_client_key_pem,
         })
+    }
+
+    /// The API server's TLS client towards node servers.
+    pub fn kubelet_client(
+        &self,
+    ) -> Result<crate::kubelet_client::KubeletClientTls, crate::kubelet_client::KubeletClientError>
+    {
+        crate::kubelet_client::KubeletClientTls::from_pem(
+            &self.ca_cert_pem,
+            &self.kubelet_client_cert_pem,
+            &self.kubelet_client_key_pem,
+        )
     }
 
     /// A rustls server configuration that presents the serving certificate,
@@ -341,6 +389,17 @@ fn read_optional(path: &Path) -> Result<Option<String>, TlsError> {
             source,
         }),
     }
+}
+
+/// Creates `dir` (and its parents) and makes it private to its owner.
+pub fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
+    let err = |action, source| TlsError::File {
+        action,
+        path: dir.to_path_buf(),
+        source,
+    };
+    fs::create_dir_all(dir).map_err(|e| err("create", e))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| err("chmod", e))
 }
 
 /// Writes a file readable only by its owner (keys, kubeconfigs).

@@ -3,6 +3,7 @@
 //! HTTPS.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -53,10 +54,20 @@ pub struct NodeFlags {
     #[arg(long, env = "SKIFF_RESOLV_CONF", default_value = "/etc/resolv.conf")]
     pub resolv_conf: PathBuf,
 
+    /// The address this node publishes as its InternalIP (and where the
+    /// API server reaches its node server); default: the host's first
+    /// non-loopback IPv4 address.
+    #[arg(long, env = "SKIFF_NODE_IP")]
+    pub node_ip: Option<IpAddr>,
+
     /// Port of the node server the API server proxies logs, exec, attach
     /// and port-forward to (0: any free port; the Node publishes it).
     #[arg(long, env = "SKIFF_KUBELET_PORT", default_value_t = 10250)]
     pub kubelet_port: u16,
+
+    /// Address the node server listens on (default: the node IP).
+    #[arg(long, env = "SKIFF_KUBELET_ADDRESS")]
+    pub kubelet_address: Option<IpAddr>,
 
     /// Do not run the service proxy (nftables rules for Services).
     #[arg(long, env = "SKIFF_DISABLE_KUBE_PROXY")]
@@ -83,7 +94,9 @@ impl NodeFlags {
             domain: self.cluster_domain.clone(),
             resolv_conf: self.resolv_conf.clone(),
         };
+        config.node_ip = Some(self.node_ip());
         config.server_port = self.kubelet_port;
+        config.server_address = self.kubelet_address;
         let mut labels = BTreeMap::new();
         for label in &self.node_labels {
             let (k, v) = label
@@ -93,6 +106,12 @@ impl NodeFlags {
         }
         config.node_labels = labels;
         Ok(config)
+    }
+
+    /// The node's address: `--node-ip`, else the host's first non-loopback
+    /// IPv4 address.
+    pub fn node_ip(&self) -> IpAddr {
+        self.node_ip.unwrap_or_else(agent::host::internal_ip)
     }
 
     /// The service proxy's configuration, unless disabled.
@@ -135,19 +154,16 @@ pub struct AgentArgs {
     #[arg(long, env = "SKIFF_TOKEN", requires = "server")]
     pub token: Option<String>,
 
-    /// CA certificate (PEM) of the server; without it the server's
-    /// certificate is not verified.
-    #[arg(long, env = "SKIFF_CA_FILE")]
+    /// The cluster CA certificate (PEM; the server's `DATA_DIR/tls/ca.crt`):
+    /// the server's certificate must chain to it, and so must the client
+    /// certificates the node server accepts. Required with --server.
+    #[arg(long, env = "SKIFF_CA_FILE", requires = "server")]
     pub ca_file: Option<PathBuf>,
 
-    /// Kubeconfig to reach the server instead of --server/--token.
+    /// Kubeconfig to reach the server instead of --server/--token; it must
+    /// name the cluster CA (certificate-authority or -data).
     #[arg(long, env = "SKIFF_KUBECONFIG", conflicts_with = "server")]
     pub kubeconfig: Option<PathBuf>,
-
-    /// The server's node-proxy token (its `DATA_DIR/tls/node-proxy.token`):
-    /// the node server accepts only requests that carry it.
-    #[arg(long, env = "SKIFF_NODE_PROXY_TOKEN")]
-    pub node_proxy_token: Option<String>,
 
     #[command(flatten)]
     pub node: NodeFlags,
@@ -155,29 +171,28 @@ pub struct AgentArgs {
 
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
-    let client = match (&args.kubeconfig, &args.server) {
+    create_data_dir(&args.data_dir)?;
+    let remote = match (&args.kubeconfig, &args.server) {
         (Some(path), _) => remote::client_from_kubeconfig(path).await?,
         (None, Some(server)) => {
             let token = args
                 .token
                 .as_deref()
                 .context("--token is required with --server")?;
-            if args.ca_file.is_none() {
-                tracing::warn!("no --ca-file: the server's certificate is not verified");
-            }
-            remote::client_from_token(server, token, args.ca_file.as_deref())?
+            let ca_file = args
+                .ca_file
+                .as_deref()
+                .context("--ca-file is required with --server: the server must be verified")?;
+            remote::client_from_token(server, token, ca_file)?
         }
-        (None, None) => anyhow::bail!("give --server and --token, or --kubeconfig"),
+        (None, None) => anyhow::bail!("give --server, --token and --ca-file, or --kubeconfig"),
     };
+    let client = remote.client;
     let mut config = args.node.agent_config(&args.data_dir)?;
-    config.server_token = args.node_proxy_token.clone();
-    if config.server_token.is_none() {
-        tracing::warn!(
-            "no --node-proxy-token: logs, exec and port-forward to this node are refused"
-        );
-    }
+    config.server_tls = Some(agent::NodeServerTls {
+        ca_pem: remote.ca_pem,
+        signer: std::sync::Arc::new(agent::csr_signer::CsrSigner::new(client.clone())),
+    });
     let factory = SharedInformerFactory::new(client.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut proxy = tokio::task::JoinSet::new();
@@ -204,6 +219,26 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     while proxy.join_next().await.is_some() {}
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Creates the data directory private to its owner (0700); one that
+/// already exists keeps its mode, but is warned about when others may
+/// write to it.
+pub fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    match std::fs::metadata(dir) {
+        Ok(meta) => {
+            if meta.permissions().mode() & 0o022 != 0 {
+                tracing::warn!(dir = %dir.display(), "the data dir is writable by others; make it 0700");
+            }
+            Ok(())
+        }
+        Err(_) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating data dir {}", dir.display())),
+    }
 }
 
 /// Starts the node agent inside `skiff server`.

@@ -92,8 +92,7 @@ pub struct ServerArgs {
 /// Runs the server until a termination signal, then stops cleanly.
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
+    crate::agent::create_data_dir(&args.data_dir)?;
 
     let phase = Instant::now();
     let store_dir = args.data_dir.join("db");
@@ -124,14 +123,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!(elapsed_ms = phase.elapsed().as_millis() as u64, dir = %certs.dir.display(), "certificates ready");
 
     let phase = Instant::now();
-    // The API server presents this token to node servers (logs, exec,
-    // attach, port-forward); the in-process agent requires it.
-    let node_proxy_token = skiff_node::agent::server::load_or_create_token(
-        &args.data_dir.join("tls/node-proxy.token"),
-    )
-    .context("loading the node-proxy token")?;
+    // Logs, exec, attach and port-forward reach node servers over TLS with
+    // the API server's own client certificate.
+    let kubelet_client = certs
+        .kubelet_client()
+        .context("loading the API server's client certificate for nodes")?;
     let api_config = ApiServerConfig {
-        node_proxy_token: Some(node_proxy_token.clone()),
+        kubelet_client: Some(Arc::new(kubelet_client)),
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
@@ -234,7 +232,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     if !args.disable_agent {
         let mut config = args.node.agent_config(&args.data_dir)?;
-        config.server_token = Some(node_proxy_token);
+        config.server_tls = Some(in_process_node_tls(&certs)?);
         if let Some(proxy) = args.node.proxy_config(&config.node_name) {
             crate::agent::spawn_proxy(&mut components, &factory, proxy, stop_rx.clone());
         }
@@ -326,11 +324,37 @@ impl Identities {
     }
 }
 
+/// The in-process agent's node server TLS: its serving certificate is
+/// signed on the spot with the cluster CA, under the same rules the
+/// `kubernetes.io/kubelet-serving` signer applies to remote nodes.
+fn in_process_node_tls(certs: &ClusterCerts) -> anyhow::Result<skiff_node::agent::NodeServerTls> {
+    use skiff_controllers::certificates::kubelet_serving::ClusterSigner;
+    use skiff_node::agent::serving_cert::{LocalSigner, ServingCertRequest};
+    let signer = ClusterSigner::from_pem(&certs.ca_cert_pem, &certs.ca_key_pem)
+        .context("loading the cluster CA to sign the node's serving certificate")?;
+    let sign = move |request: &ServingCertRequest| {
+        let (cert, issued) = signer
+            .sign_kubelet_serving(&request.csr_pem)
+            .map_err(|e| e.to_string())?;
+        if issued.node_name != request.node_name {
+            return Err(format!(
+                "the request is for node {:?}, not {:?}",
+                issued.node_name, request.node_name
+            ));
+        }
+        Ok(cert)
+    };
+    Ok(skiff_node::agent::NodeServerTls {
+        ca_pem: certs.ca_cert_pem.clone(),
+        signer: Arc::new(LocalSigner(sign)),
+    })
+}
+
 /// Where the `kubernetes` Service's endpoints point: the bind address, or
 /// the node's address when binding every address.
 fn advertise_address(args: &ServerArgs) -> SocketAddr {
     let ip = if args.bind_address.is_unspecified() {
-        skiff_node::agent::host::internal_ip()
+        args.node.node_ip()
     } else {
         args.bind_address
     };
@@ -342,7 +366,7 @@ fn advertise_address(args: &ServerArgs) -> SocketAddr {
 fn cluster_dns_config(args: &ServerArgs) -> skiff_dns::DnsConfig {
     let flags = &args.node;
     let listen = args.cluster_dns_listen;
-    let node_ip = skiff_node::agent::host::internal_ip();
+    let node_ip = flags.node_ip();
     let mut config = skiff_dns::DnsConfig::new(&flags.cluster_domain, listen);
     if listen.ip().is_unspecified() {
         // Answers must leave from the address the service proxy DNATs to,

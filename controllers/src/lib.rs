@@ -6,6 +6,7 @@
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
 
+pub mod certificates;
 pub mod controller_utils;
 pub mod cronjob;
 pub mod daemonset;

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod claims;
 pub mod context;
 pub mod cri_config;
+pub mod csr_signer;
 pub mod dns_config;
 pub mod downward;
 pub mod env;
@@ -29,12 +30,16 @@ pub mod remote;
 pub mod runtime_view;
 pub mod sa_token;
 pub mod server;
+pub mod serving_cert;
 pub mod status;
 pub mod sync;
 pub mod termination;
+#[cfg(test)]
+pub(crate) mod test_pki;
 pub mod volumes;
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,12 +82,17 @@ pub struct AgentConfig {
     pub crash_backoff: BackoffConfig,
     /// Image pull back-off.
     pub image_backoff: BackoffConfig,
+    /// The address the Node publishes as its InternalIP (default: the
+    /// host's first non-loopback IPv4 address).
+    pub node_ip: Option<IpAddr>,
     /// Port of the node server (logs, exec, attach, port-forward); 0 picks
     /// a free one. The bound port is published in the Node's status.
     pub server_port: u16,
-    /// Bearer token the node server requires (the API server's node-proxy
-    /// token); without one the node server refuses every request.
-    pub server_token: Option<String>,
+    /// Address the node server listens on (default: the node's IP).
+    pub server_address: Option<IpAddr>,
+    /// The node server's certificates; without them it does not run (and
+    /// logs, exec and port-forward to this node fail).
+    pub server_tls: Option<NodeServerTls>,
     /// Cluster DNS handed to pods (resolv.conf per `dnsPolicy`).
     pub dns: dns_config::ClusterDnsSettings,
 }
@@ -102,8 +112,10 @@ impl AgentConfig {
             relist_interval: Duration::from_secs(1),
             crash_backoff: BackoffConfig::crash_loop(),
             image_backoff: BackoffConfig::crash_loop(),
+            node_ip: None,
             server_port: server::DEFAULT_PORT,
-            server_token: None,
+            server_address: None,
+            server_tls: None,
             dns: Default::default(),
         }
     }
@@ -116,6 +128,23 @@ impl AgentConfig {
     /// Where pod log directories live (`AGENT_DIR/logs/pods`).
     pub fn log_root(&self) -> PathBuf {
         self.agent_dir().join("logs").join("pods")
+    }
+}
+
+/// What the node server needs for TLS: the cluster CA (client certificates
+/// must chain to it, and so must the node's serving certificate) and who
+/// signs that serving certificate.
+#[derive(Clone)]
+pub struct NodeServerTls {
+    /// The cluster CA certificate(s), PEM.
+    pub ca_pem: String,
+    /// Signs the node's serving certificate requests.
+    pub signer: Arc<dyn serving_cert::ServingCertSigner>,
+}
+
+impl std::fmt::Debug for NodeServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeServerTls").finish_non_exhaustive()
     }
 }
 
@@ -201,7 +230,10 @@ async fn run_with_runtime(
     } = clients;
     let runtime: Arc<dyn Runtime> = Arc::new(node_runtime.cri());
     let agent_dir = config.agent_dir().to_path_buf();
-    let facts = host::read(&agent_dir);
+    let mut facts = host::read(&agent_dir);
+    if let Some(ip) = config.node_ip {
+        facts.internal_ip = ip.to_string();
+    }
     let version = runtime.version().await.ok();
     let node_name = config.node_name.clone();
     let register_err = |source| AgentError::Register {
@@ -215,9 +247,24 @@ async fn run_with_runtime(
     .await
     .map_err(register_err)?;
     let health = registration::observe(runtime.as_ref(), &agent_dir).await;
-    let server_listener = server::bind(config.server_port).await?;
+    let server_listener = match &config.server_tls {
+        Some(_) => {
+            let ip = config
+                .server_address
+                .or_else(|| facts.internal_ip.parse().ok())
+                .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+            Some(server::bind(ip, config.server_port).await?)
+        }
+        None => {
+            tracing::warn!(
+                "no TLS for the node server: logs, exec, attach and port-forward to this node are unavailable"
+            );
+            None
+        }
+    };
     let server_port = server_listener
-        .local_addr()
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
         .map(|a| a.port())
         .unwrap_or_default();
     let mut status = registration::node_status(&node_name, &facts, version.as_ref(), &health, None);
@@ -287,17 +334,26 @@ async fn run_with_runtime(
     factory.start()?;
     pods.wait_for_sync().await;
     tracing::info!(pods = pods.cache().len(), "pod workers starting");
-    tasks.spawn(server::serve(
-        server_listener,
-        server::NodeState {
+    if let (Some(listener), Some(tls)) = (server_listener, config.server_tls.clone()) {
+        let state = server::NodeState {
             runtime: runtime.clone(),
             pods: pods.cache().clone(),
             log_root: config.log_root(),
-            token: config.server_token.as_deref().map(Arc::from),
-        },
-        stop.clone(),
-    ));
-    tracing::info!(port = server_port, "node server listening");
+            authorizer: Arc::new(server::authz::CachedReviewer::new(Arc::new(
+                server::authz::SubjectAccessReviewer::new(client.clone(), node_name.clone()),
+            ))),
+        };
+        let addresses = vec![facts.internal_ip.clone(), node_name.clone()];
+        tasks.spawn(serve_node(
+            listener,
+            state,
+            tls,
+            agent_dir.join("pki"),
+            node_name.clone(),
+            addresses,
+            stop.clone(),
+        ));
+    }
     tasks.spawn(pleg::run(
         runtime.clone(),
         config.relist_interval,
@@ -317,4 +373,44 @@ async fn run_with_runtime(
     pods.remove_event_handler(&listener);
     while tasks.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Obtains the node's serving certificate (retrying while the signer
+/// fails, e.g. before a CertificateSigningRequest is approved), then serves
+/// the node server until `stop`.
+async fn serve_node(
+    listener: tokio::net::TcpListener,
+    state: server::NodeState,
+    tls: NodeServerTls,
+    pki_dir: PathBuf,
+    node_name: String,
+    addresses: Vec<String>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut delay = Duration::from_secs(1);
+    let config = loop {
+        let attempt = async {
+            let cert =
+                serving_cert::ensure(&pki_dir, &node_name, &addresses, &tls.ca_pem, &tls.signer)
+                    .await?;
+            Ok::<_, server::ServerError>(server::tls::server_config(&cert, &tls.ca_pem)?)
+        };
+        match attempt.await {
+            Ok(config) => break config,
+            Err(error) => {
+                tracing::warn!(%error, retry_in = ?delay, "node server not started");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            stopped = stop.wait_for(|s| *s) => {
+                drop(stopped);
+                return;
+            }
+        }
+        delay = (delay * 2).min(Duration::from_secs(60));
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    tracing::info!(port, ?addresses, "node server listening (TLS)");
+    server::serve(listener, config, state, stop).await;
 }

@@ -1,9 +1,12 @@
 //! The API client of an agent that runs apart from the server
-//! (`skiff agent`): from a kubeconfig, or from the server's URL and a
-//! bearer token, optionally pinning the cluster CA.
+//! (`skiff agent`): from a kubeconfig, or from the server's URL, a bearer
+//! token and the cluster CA. The server is always verified against the
+//! cluster CA, and that CA is also what the node server checks client
+//! certificates against.
 
 use std::path::Path;
 
+use base64::Engine as _;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 /// Why no client could be built.
@@ -17,6 +20,19 @@ pub enum RemoteError {
         /// Why.
         source: KubeconfigError,
     },
+    /// The kubeconfig does not pin the cluster CA.
+    #[error(
+        "kubeconfig {0}: the cluster names no certificate authority (or skips TLS verification); the agent must verify the server"
+    )]
+    NoCa(String),
+    /// The CA file could not be read or holds no certificate.
+    #[error("CA file {path}: {reason}")]
+    CaFile {
+        /// Its path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The server URL is not a URL.
     #[error("server URL {0:?} is invalid")]
     Url(String),
@@ -25,37 +41,67 @@ pub enum RemoteError {
     Client(#[from] kube::Error),
 }
 
-/// A client configured by the kubeconfig at `path`.
-pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, RemoteError> {
+/// A client of the server and the cluster CA it verifies the server with.
+#[derive(Clone)]
+pub struct Remote {
+    /// The API client.
+    pub client: kube::Client,
+    /// The cluster CA (PEM).
+    pub ca_pem: String,
+}
+
+/// A client configured by the kubeconfig at `path`, which must name the
+/// cluster CA.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<Remote, RemoteError> {
+    let shown = path.display().to_string();
     let err = |source| RemoteError::Kubeconfig {
-        path: path.display().to_string(),
+        path: shown.clone(),
         source,
     };
     let kubeconfig = Kubeconfig::read_from(path).map_err(err)?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(err)?;
-    Ok(kube::Client::try_from(config)?)
+    let ca_pem = match (&config.root_cert, config.accept_invalid_certs) {
+        (Some(ders), false) if !ders.is_empty() => ders.iter().map(|der| pem_of(der)).collect(),
+        _ => return Err(RemoteError::NoCa(shown)),
+    };
+    Ok(Remote {
+        client: kube::Client::try_from(config)?,
+        ca_pem,
+    })
 }
 
-/// A client for `server` authenticating with `token`. Without `ca_file` the
-/// server's certificate is not verified (the token still authenticates
-/// the agent, but not the server): pass the cluster CA in production.
-pub fn client_from_token(
-    server: &str,
-    token: &str,
-    ca_file: Option<&Path>,
-) -> Result<kube::Client, RemoteError> {
+/// A client for `server` authenticating with `token`, verifying the
+/// server against the CA in `ca_file`.
+pub fn client_from_token(server: &str, token: &str, ca_file: &Path) -> Result<Remote, RemoteError> {
     let url = server
         .parse()
         .map_err(|_| RemoteError::Url(server.to_string()))?;
+    let ca_err = |reason: String| RemoteError::CaFile {
+        path: ca_file.display().to_string(),
+        reason,
+    };
+    let ca_pem = std::fs::read_to_string(ca_file).map_err(|e| ca_err(e.to_string()))?;
+    super::serving_cert::pem_certs(&ca_pem).map_err(ca_err)?;
     let mut config = kube::Config::new(url);
     config.auth_info.token = Some(token.to_string().into());
-    match ca_file {
-        Some(ca) => config.root_cert_file = Some(ca.to_path_buf()),
-        None => config.accept_invalid_certs = true,
+    config.root_cert_file = Some(ca_file.to_path_buf());
+    Ok(Remote {
+        client: kube::Client::try_from(config)?,
+        ca_pem,
+    })
+}
+
+fn pem_of(der: &[u8]) -> String {
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in body.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
     }
-    Ok(kube::Client::try_from(config)?)
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
 }
 
 #[cfg(test)]
@@ -64,14 +110,43 @@ mod tests {
 
     #[tokio::test]
     async fn bad_inputs_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, "not a certificate").unwrap();
         assert!(matches!(
-            client_from_token("not a url", "t", None),
+            client_from_token("not a url", "t", &ca),
             Err(RemoteError::Url(_))
         ));
-        assert!(client_from_token("https://127.0.0.1:6443", "t", None).is_ok());
+        // A CA file without a certificate is refused, not ignored.
+        let Err(err) = client_from_token("https://127.0.0.1:6443", "t", &ca) else {
+            panic!("a CA file without a certificate was accepted");
+        };
+        assert!(matches!(err, RemoteError::CaFile { .. }), "{err}");
         let Err(err) = client_from_kubeconfig(Path::new("/nonexistent/kubeconfig")).await else {
             panic!("a missing kubeconfig was accepted");
         };
         assert!(err.to_string().contains("/nonexistent/kubeconfig"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_kubeconfig_without_a_ca_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        for cluster in [
+            "server: https://127.0.0.1:6443",
+            "server: https://127.0.0.1:6443\n    insecure-skip-tls-verify: true",
+        ] {
+            std::fs::write(
+                &path,
+                format!(
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    {cluster}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+                ),
+            )
+            .unwrap();
+            let Err(err) = client_from_kubeconfig(&path).await else {
+                panic!("a kubeconfig without a CA was accepted: {cluster}");
+            };
+            assert!(matches!(err, RemoteError::NoCa(_)), "{err}");
+        }
     }
 }

@@ -9,19 +9,21 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::tls::ClusterCerts;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::SharedInformerFactory;
+use skiff_node::agent::NodeServerTls;
+use skiff_node::agent::serving_cert::{LocalSigner, ServingCertRequest};
 use skiff_node::agent::{self, AgentConfig, backoff::BackoffConfig};
 use skiff_node::images;
 use skiff_node::{CriRuntime, CriTimeouts, Runtime};
 use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::watch;
 
-/// The token the API server and the node server share in these tests.
-pub const NODE_PROXY_TOKEN: &str = "test-node-proxy-token";
-
 pub struct TestCluster {
     pub dir: tempfile::TempDir,
+    /// The cluster CA and the API server's client certificate for nodes.
+    pub certs: ClusterCerts,
     pub api: ApiServer,
     pub client: kube::Client,
     pub config: AgentConfig,
@@ -51,8 +53,10 @@ impl TestCluster {
             .expect("temp dir");
         let store: Arc<dyn Store> =
             Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).expect("store"));
+        let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()])
+            .expect("cluster certificates");
         let api_config = ApiServerConfig {
-            node_proxy_token: Some(NODE_PROXY_TOKEN.to_string()),
+            kubelet_client: Some(Arc::new(certs.kubelet_client().expect("kubelet client"))),
             ..ApiServerConfig::default()
         };
         let api = ApiServer::new(store, api_config).await.expect("api server");
@@ -68,7 +72,7 @@ impl TestCluster {
         config.pod_cidr_wait = Duration::from_millis(200);
         config.heartbeat_interval = Duration::from_secs(2);
         config.server_port = 0;
-        config.server_token = Some(NODE_PROXY_TOKEN.to_string());
+        config.server_tls = Some(node_tls(&certs));
         config.crash_backoff = BackoffConfig {
             initial: Duration::from_secs(2),
             max: Duration::from_secs(4),
@@ -87,6 +91,7 @@ impl TestCluster {
         let cri = CriRuntime::new(&socket.to_string_lossy(), CriTimeouts::default()).expect("cri");
         let mut cluster = Self {
             dir,
+            certs,
             api,
             client,
             config,
@@ -239,6 +244,26 @@ impl Drop for TestCluster {
             agent.task.abort();
             cleanup_host(self.dir.path(), &self.config.cni_bridge);
         }
+    }
+}
+
+/// The node server's TLS, its serving certificate signed by the test
+/// cluster's CA as `skiff server` signs its own node's.
+fn node_tls(certs: &ClusterCerts) -> NodeServerTls {
+    let ca_cert = certs.ca_cert_pem.clone();
+    let ca_key = certs.ca_key_pem.clone();
+    let sign = move |request: &ServingCertRequest| {
+        let key = rcgen::KeyPair::from_pem(&ca_key).map_err(|e| e.to_string())?;
+        let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_cert, key).map_err(|e| e.to_string())?;
+        let mut csr = rcgen::CertificateSigningRequestParams::from_pem(&request.csr_pem)
+            .map_err(|e| e.to_string())?;
+        csr.params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        csr.params.use_authority_key_identifier_extension = true;
+        Ok(csr.signed_by(&issuer).map_err(|e| e.to_string())?.pem())
+    };
+    NodeServerTls {
+        ca_pem: certs.ca_cert_pem.clone(),
+        signer: Arc::new(LocalSigner(sign)),
     }
 }
 

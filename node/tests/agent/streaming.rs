@@ -1,30 +1,75 @@
-//! The node server on a real agent: token authentication, container logs
+//! The node server on a real agent: TLS with client certificates from the
+//! cluster CA (the API server's), container logs
 //! (options, follow until the container exits), and exec over WebSocket
 //! `v5.channel.k8s.io` (translated to containerd's v4) with output
 //! channels, stdin and the exit code in the error channel.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 
-use crate::harness::{NODE_PROXY_TOKEN, TestCluster, phase};
+use crate::harness::{TestCluster, phase};
 
 const LONG: Duration = Duration::from_secs(60);
 
+/// Where the node server is, and who calls it.
+struct NodeServer {
+    address: String,
+    port: u16,
+    ca_pem: String,
+    /// The API server's client certificate and key (PEM).
+    client: (String, String),
+}
+
+impl NodeServer {
+    /// A TLS connection verifying the node's certificate, presenting the
+    /// API server's client certificate when `authenticated`.
+    async fn connect(&self, authenticated: bool) -> TlsStream<TcpStream> {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in rustls_pemfile::certs(&mut self.ca_pem.as_bytes()) {
+            roots.add(ca.expect("CA PEM")).expect("CA");
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_root_certificates(roots);
+        let config = if authenticated {
+            let chain = rustls_pemfile::certs(&mut self.client.0.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .expect("client cert");
+            let key = rustls_pemfile::private_key(&mut self.client.1.as_bytes())
+                .expect("key PEM")
+                .expect("key");
+            builder
+                .with_client_auth_cert(chain, key)
+                .expect("client auth")
+        } else {
+            builder.with_no_client_auth()
+        };
+        let tcp = TcpStream::connect((self.address.as_str(), self.port))
+            .await
+            .expect("connect");
+        let name = rustls::pki_types::ServerName::try_from(self.address.clone()).expect("name");
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake with the node server")
+    }
+}
+
 /// One HTTP/1.1 GET; returns status and body (read to the end).
-async fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: node\r\n{auth}Connection: close\r\n\r\n");
+async fn get(node: &NodeServer, path: &str, authenticated: bool) -> (u16, String) {
+    let mut tcp = node.connect(authenticated).await;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n");
     tcp.write_all(request.as_bytes()).await.expect("write");
     let mut raw = Vec::new();
     tokio::time::timeout(LONG, tcp.read_to_end(&mut raw))
@@ -77,12 +122,10 @@ struct Session {
 
 /// Runs `/exec/...` over WebSocket as kubectl 1.32 does (v5 protocol),
 /// sending `stdin` (if any) on channel 0.
-async fn exec_ws(port: u16, path_and_query: &str, stdin: Option<&[u8]>) -> Session {
-    let mut tcp = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
+async fn exec_ws(node: &NodeServer, path_and_query: &str, stdin: Option<&[u8]>) -> Session {
+    let mut tcp = node.connect(true).await;
     let request = format!(
-        "GET {path_and_query} HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer {NODE_PROXY_TOKEN}\r\n\
+        "GET {path_and_query} HTTP/1.1\r\nHost: node\r\n\
          Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n"
     );
@@ -154,7 +197,7 @@ fn client_frame(payload: &[u8]) -> Vec<u8> {
 }
 
 /// The next server frame (unmasked), or `None` at end of stream.
-async fn read_frame(tcp: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
+async fn read_frame(tcp: &mut (impl AsyncRead + Unpin)) -> Option<(u8, Vec<u8>)> {
     let mut h = [0u8; 2];
     tcp.read_exact(&mut h).await.ok()?;
     let opcode = h[0] & 0x0f;
@@ -185,12 +228,29 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
         .expect("node");
     let port = node
         .status
-        .and_then(|s| s.daemon_endpoints)
-        .and_then(|d| d.kubelet_endpoint)
+        .as_ref()
+        .and_then(|s| s.daemon_endpoints.as_ref())
+        .and_then(|d| d.kubelet_endpoint.as_ref())
         .map(|k| k.port)
         .expect("daemonEndpoints.kubeletEndpoint.port published");
     let port = u16::try_from(port).expect("port");
     assert_ne!(port, 0);
+    let address = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address.clone())
+        .expect("InternalIP published");
+    let node = NodeServer {
+        address,
+        port,
+        ca_pem: cluster.certs.ca_cert_pem.clone(),
+        client: (
+            cluster.certs.kubelet_client_cert_pem.clone(),
+            cluster.certs.kubelet_client_key_pem.clone(),
+        ),
+    };
 
     // A pod that ticks and exits, and one that keeps running.
     cluster
@@ -214,17 +274,16 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
         })
         .await;
 
-    // Without the token, or with a wrong one: 401 and nothing else.
-    let (code, body) = get(port, "/containerLogs/default/ticker/main", None).await;
+    // Without a client certificate: 401 and nothing else.
+    let (code, body) = get(&node, "/containerLogs/default/ticker/main", false).await;
     assert_eq!(code, 401, "{body}");
-    let (code, _) = get(port, "/containerLogs/default/ticker/main", Some("nope")).await;
-    assert_eq!(code, 401);
+    assert!(!body.contains("tick"), "{body}");
 
     // follow=true streams until the container exits, then ends.
     let (code, body) = get(
-        port,
+        &node,
         "/containerLogs/default/ticker/main?follow=true",
-        Some(NODE_PROXY_TOKEN),
+        true,
     )
     .await;
     assert_eq!(code, 200, "{body}");
@@ -233,9 +292,9 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
         .wait_pod("ticker", LONG, "Succeeded", |p| phase(p) == "Succeeded")
         .await;
     let (_, tail) = get(
-        port,
+        &node,
         "/containerLogs/default/ticker/main?tailLines=2&timestamps=true",
-        Some(NODE_PROXY_TOKEN),
+        true,
     )
     .await;
     let lines: Vec<&str> = tail.lines().collect();
@@ -245,25 +304,20 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
         "{tail}"
     );
     let (_, limited) = get(
-        port,
+        &node,
         "/containerLogs/default/ticker/main?limitBytes=8",
-        Some(NODE_PROXY_TOKEN),
+        true,
     )
     .await;
     assert_eq!(limited, "tick 1\nt");
     let (code, body) = get(
-        port,
+        &node,
         "/containerLogs/default/ticker/main?previous=true",
-        Some(NODE_PROXY_TOKEN),
+        true,
     )
     .await;
     assert_eq!(code, 400, "{body}");
-    let (code, body) = get(
-        port,
-        "/containerLogs/default/missing/main",
-        Some(NODE_PROXY_TOKEN),
-    )
-    .await;
+    let (code, body) = get(&node, "/containerLogs/default/missing/main", true).await;
     assert_eq!(code, 404, "{body}");
     assert!(body.contains("\"kind\":\"Status\""), "{body}");
 
@@ -272,7 +326,7 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
         .wait_pod("shell", LONG, "Running", |p| phase(p) == "Running")
         .await;
     let session = exec_ws(
-        port,
+        &node,
         "/exec/default/shell/main?command=sh&command=-c&command=echo+out%3B+echo+err+%3E%262%3B+exit+3&stdout=true&stderr=true",
         None,
     )
@@ -288,7 +342,7 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
 
     // stdin reaches the command.
     let session = exec_ws(
-        port,
+        &node,
         "/exec/default/shell/main?command=head&command=-n1&stdin=true&stdout=true&stderr=true",
         Some(b"hello through stdin\n"),
     )

@@ -2,8 +2,10 @@
 //! text stream), `pods/exec`, `pods/attach` and `pods/portforward` (upgraded
 //! connections: WebSocket or SPDY, passed through untouched). The API server
 //! checks the request against the pod, then proxies it to the node server
-//! at the Node's InternalIP and `daemonEndpoints.kubeletEndpoint.port`,
-//! authenticated with the cluster's node-proxy token.
+//! at the Node's InternalIP and `daemonEndpoints.kubeletEndpoint.port`
+//! over TLS: the node must prove it is the pod's node
+//! ([`crate::kubelet_client`]) before anything is sent, and the API server
+//! authenticates with its own client certificate.
 
 mod log_options;
 mod node;
@@ -89,10 +91,14 @@ pub(crate) async fn serve(
     let forwarded = node_query(sub, &pairs);
     let refs: Vec<&(String, String)> = forwarded.iter().collect();
     let uri = location.uri(&path, &node::encode_query(&refs));
-    let token = inner.config.node_proxy_token.as_deref();
+    let Some(tls) = inner.config.kubelet_client.as_deref() else {
+        return Err(ApiError::ServiceUnavailable(format!(
+            "error dialing backend: node {node_name}: the API server has no client credentials for node servers"
+        )));
+    };
     match sub {
-        Subresource::Log => proxy::get(&location, &uri, token).await,
-        _ => proxy::upgrade(request, &location, &uri, token).await,
+        Subresource::Log => proxy::get(tls, &location, &uri).await,
+        _ => proxy::upgrade(tls, request, &location, &uri).await,
     }
 }
 

@@ -11,8 +11,12 @@ const DEFAULT_NODE_PORT: u16 = 10250;
 /// A node server's address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct NodeLocation {
-    /// The node's name (for messages).
+    /// The node's name: its serving certificate must be issued to
+    /// `system:node:<node>`.
     pub node: String,
+    /// The address dialed (IP or host name, no brackets): the certificate
+    /// must name it.
+    pub host: String,
     /// `ip:port` (IPv6 in brackets).
     pub authority: String,
 }
@@ -62,6 +66,7 @@ fn location_of(node: &str, object: &serde_json::Value) -> Result<NodeLocation, A
     };
     Ok(NodeLocation {
         node: node.to_string(),
+        host: address.to_string(),
         authority: format!("{host}:{port}"),
     })
 }

@@ -1,7 +1,9 @@
-//! The hop to the node server: a plain GET whose body streams back (logs),
-//! or an upgrade request replayed to the node, after which the client's and
-//! the node's connections are joined byte for byte (exec, attach,
-//! port-forward in any protocol the node accepts).
+//! The hop to the node server over TLS (the node's identity checked by
+//! [`crate::kubelet_client`] during the handshake): a GET whose body streams
+//! back (logs), or an upgrade request replayed to the node, after which the
+//! client's and the node's connections are joined byte for byte (exec,
+//! attach, port-forward in any protocol the node accepts). The client's own
+//! credentials never travel to the node.
 
 use std::time::Duration;
 
@@ -9,17 +11,23 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use http::StatusCode;
-use http::header::{self, HeaderValue};
+use http::header;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
 use super::node::NodeLocation;
+use crate::kubelet_client::KubeletClientTls;
 use crate::status::ApiError;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Opens an HTTP/1.1 connection to the node server.
-async fn connect(location: &NodeLocation, upgrades: bool) -> Result<SendRequest<Body>, ApiError> {
+/// Opens an HTTP/1.1 connection over TLS to the node server, which must
+/// prove it is `location.node` at `location.host`.
+async fn connect(
+    tls: &KubeletClientTls,
+    location: &NodeLocation,
+    upgrades: bool,
+) -> Result<SendRequest<Body>, ApiError> {
     let dial_error = |e: String| {
         ApiError::ServiceUnavailable(format!(
             "error dialing backend: node {} at {}: {e}",
@@ -33,7 +41,17 @@ async fn connect(location: &NodeLocation, upgrades: bool) -> Result<SendRequest<
     .await
     .map_err(|_| dial_error("timed out".into()))?
     .map_err(|e| dial_error(e.to_string()))?;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+    let _ = tcp.set_nodelay(true);
+    let server_name = rustls::pki_types::ServerName::try_from(location.host.clone())
+        .map_err(|e| dial_error(format!("{}: {e}", location.host)))?;
+    let connector = tls
+        .connector_for(&location.node)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(server_name, tcp))
+        .await
+        .map_err(|_| dial_error("TLS handshake timed out".into()))?
+        .map_err(|e| handshake_error(location, e))?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| dial_error(e.to_string()))?;
     tokio::spawn(async move {
@@ -49,8 +67,25 @@ async fn connect(location: &NodeLocation, upgrades: bool) -> Result<SendRequest<
     Ok(sender)
 }
 
-fn bearer(token: Option<&str>) -> Option<HeaderValue> {
-    token.and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok())
+/// A failed handshake: when the node's certificate was the reason, say so
+/// (no request was sent); otherwise it is a dial error like any other.
+fn handshake_error(location: &NodeLocation, error: std::io::Error) -> ApiError {
+    let rejected = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+        .is_some_and(|e| matches!(e, rustls::Error::InvalidCertificate(_)));
+    if rejected {
+        tracing::warn!(node = %location.node, address = %location.authority, %error, "node server certificate refused");
+        ApiError::Internal(format!(
+            "error dialing backend: node {} at {}: the node's serving certificate could not be verified: {error}",
+            location.node, location.authority
+        ))
+    } else {
+        ApiError::ServiceUnavailable(format!(
+            "error dialing backend: node {} at {}: TLS handshake: {error}",
+            location.node, location.authority
+        ))
+    }
 }
 
 fn backend_error(location: &NodeLocation, e: impl std::fmt::Display) -> ApiError {
@@ -59,19 +94,15 @@ fn backend_error(location: &NodeLocation, e: impl std::fmt::Display) -> ApiError
 
 /// GETs `uri` from the node and streams its answer back as it is.
 pub(super) async fn get(
+    tls: &KubeletClientTls,
     location: &NodeLocation,
     uri: &str,
-    token: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let mut sender = connect(location, false).await?;
-    let mut request = http::Request::builder()
+    let mut sender = connect(tls, location, false).await?;
+    let request = http::Request::builder()
         .method(http::Method::GET)
         .uri(uri)
-        .header(header::HOST, &location.authority);
-    if let Some(auth) = bearer(token) {
-        request = request.header(header::AUTHORIZATION, auth);
-    }
-    let request = request
+        .header(header::HOST, &location.authority)
         .body(Body::empty())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let answer = sender
@@ -82,26 +113,29 @@ pub(super) async fn get(
     Ok(Response::from_parts(parts, Body::new(body)))
 }
 
-/// Headers that belong to the client's hop.
+/// Headers that belong to the client's hop, its credentials among them.
 fn is_hop_header(name: &header::HeaderName) -> bool {
     name == header::HOST
         || name == header::AUTHORIZATION
+        || name == header::PROXY_AUTHORIZATION
+        || name == header::COOKIE
         || name == header::CONTENT_LENGTH
         || name == header::TRANSFER_ENCODING
+        || name.as_str().starts_with("impersonate-")
 }
 
 /// Replays an upgrade request to the node and joins the connections once
 /// the node switched protocols; any other answer is returned as it is.
 pub(super) async fn upgrade(
+    tls: &KubeletClientTls,
     mut request: Request,
     location: &NodeLocation,
     uri: &str,
-    token: Option<&str>,
 ) -> Result<Response, ApiError> {
     if !request.headers().contains_key(header::UPGRADE) {
         return Err(ApiError::BadRequest("Upgrade request required".to_string()));
     }
-    let mut sender = connect(location, true).await?;
+    let mut sender = connect(tls, location, true).await?;
     let mut outgoing = http::Request::builder()
         .method(request.method().clone())
         .uri(uri)
@@ -110,9 +144,6 @@ pub(super) async fn upgrade(
         if !is_hop_header(name) {
             outgoing = outgoing.header(name, value);
         }
-    }
-    if let Some(auth) = bearer(token) {
-        outgoing = outgoing.header(header::AUTHORIZATION, auth);
     }
     let outgoing = outgoing
         .body(Body::empty())

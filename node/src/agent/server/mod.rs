@@ -5,22 +5,30 @@
 //! - `/exec/{namespace}/{pod}/{container}`, `/attach/...` (upgrade)
 //! - `/portForward/{namespace}/{pod}` (upgrade)
 //!
-//! Every request must carry the cluster's node-proxy bearer token (shared
-//! with the API server); a server without a token refuses everything. The
-//! port actually bound is published in the Node's
+//! The server speaks HTTPS only ([`tls`]): it presents the node's serving
+//! certificate (`system:node:<name>`, signed by the cluster CA) and
+//! authenticates callers by client certificates from that CA; every request
+//! is then authorized as the kubelet's webhook mode does it ([`authz`]: a
+//! SubjectAccessReview for `<verb> nodes/<subresource>` on this node).
+//! No certificate: 401; not allowed: 403. It listens on the node's address,
+//! and the port actually bound is published in the Node's
 //! `status.daemonEndpoints.kubeletEndpoint.port`.
 
+pub mod authz;
 pub mod bridge;
 pub mod container_logs;
 pub mod spdy;
 pub mod status;
 pub mod streams;
 pub mod target;
+#[cfg(test)]
+mod tests;
+pub mod tls;
 pub mod tunnel;
 pub mod upgrade;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -48,8 +56,8 @@ pub struct NodeState {
     pub pods: Arc<Cache<Pod>>,
     /// Root of the pod log directories.
     pub log_root: PathBuf,
-    /// The bearer token every request must present.
-    pub token: Option<Arc<str>>,
+    /// Decides what each caller may do.
+    pub authorizer: Arc<dyn authz::Reviewer>,
 }
 
 /// Failures starting the node server.
@@ -63,26 +71,24 @@ pub enum ServerError {
         /// Why.
         source: std::io::Error,
     },
-    /// The token file could not be read or written.
-    #[error("node-proxy token file {path}: {source}")]
-    Token {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The TLS configuration could not be built.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// No serving certificate could be had.
+    #[error(transparent)]
+    Certificate(#[from] crate::agent::serving_cert::ServingCertError),
 }
 
-/// Binds the node server's port: `port` on every address, or when that is
-/// taken (another node on this host, parallel tests) any free port — the
-/// bound port is what the Node publishes, so clients follow it.
-pub async fn bind(port: u16) -> Result<TcpListener, ServerError> {
-    let address = SocketAddr::from(([0, 0, 0, 0], port));
+/// Binds the node server's port on `ip`: `port`, or when that is taken
+/// (another node on this host, parallel tests) any free port — the bound
+/// port is what the Node publishes, so clients follow it.
+pub async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, ServerError> {
+    let address = SocketAddr::new(ip, port);
     match TcpListener::bind(address).await {
         Ok(l) => Ok(l),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && port != 0 => {
             tracing::warn!(port, "node server port in use; binding a free port instead");
-            let any = SocketAddr::from(([0, 0, 0, 0], 0));
+            let any = SocketAddr::new(ip, 0);
             TcpListener::bind(any)
                 .await
                 .map_err(|source| ServerError::Bind {
@@ -94,7 +100,8 @@ pub async fn bind(port: u16) -> Result<TcpListener, ServerError> {
     }
 }
 
-/// The routes, behind the token check.
+/// The routes, behind the authorization check (the caller's identity comes
+/// from [`tls::serve`]).
 pub fn router(state: NodeState) -> Router {
     Router::new()
         .route(
@@ -107,94 +114,49 @@ pub fn router(state: NodeState) -> Router {
             any(streams::attach),
         )
         .route("/portForward/{namespace}/{pod}", any(streams::port_forward))
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
 }
 
-/// Serves until `stop` is raised.
-pub async fn serve(listener: TcpListener, state: NodeState, mut stop: watch::Receiver<bool>) {
-    let app = router(state);
-    let shutdown = async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
-    if let Err(error) = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
-        tracing::error!(%error, "node server stopped");
-    }
+/// Serves HTTPS with `tls` until `stop` is raised.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    state: NodeState,
+    stop: watch::Receiver<bool>,
+) {
+    tls::serve(listener, tls, router(state), stop).await;
 }
 
-async fn authenticate(State(state): State<NodeState>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match (&state.token, presented) {
-        (Some(want), Some(got)) if constant_time_eq(want.as_bytes(), got.as_bytes()) => {
-            next.run(request).await
+/// Refuses a request without a verified caller (401) or whose caller the
+/// authorizer does not allow (403), as the kubelet does.
+async fn authorize(State(state): State<NodeState>, request: Request, next: Next) -> Response {
+    let Some(tls::Peer(Some(caller))) = request.extensions().get::<tls::Peer>().cloned() else {
+        return status::failure(StatusCode::UNAUTHORIZED, "Unauthorized");
+    };
+    let path = request.uri().path();
+    let Some(action) = authz::NodeAction::of(request.method(), path) else {
+        return status::failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {} is not supported", request.method()),
+        );
+    };
+    let attributes = format!(
+        "user={}, verb={}, resource=nodes, subresource(s)=[{}]",
+        caller.name, action.verb, action.subresource
+    );
+    match state.authorizer.review(&caller, &action).await {
+        Ok(true) => next.run(request).await,
+        Ok(false) => {
+            tracing::debug!(%attributes, path, "node server request forbidden");
+            status::failure(StatusCode::FORBIDDEN, format!("Forbidden ({attributes})"))
         }
-        _ => status::failure(StatusCode::UNAUTHORIZED, "Unauthorized"),
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Reads the node-proxy token from `path`, creating it (random, mode 0600)
-/// when absent. `skiff server` shares it between its API server and agent.
-pub fn load_or_create_token(path: &Path) -> Result<String, ServerError> {
-    let err = |source| ServerError::Token {
-        path: path.to_path_buf(),
-        source,
-    };
-    match std::fs::read_to_string(path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(e)),
-    }
-    let mut random = [0u8; 24];
-    {
-        use std::io::Read;
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut random))
-            .map_err(err)?;
-    }
-    let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(err)?;
-        f.write_all(token.as_bytes()).map_err(err)?;
-    }
-    Ok(token)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_token_is_created_once_and_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub/node-token");
-        let first = load_or_create_token(&path).unwrap();
-        assert_eq!(first.len(), 48);
-        assert_eq!(load_or_create_token(&path).unwrap(), first);
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
+        Err(error) => {
+            tracing::warn!(%error, "node server authorization failed");
+            status::failure(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("Authorization error ({attributes})"),
+            )
+        }
     }
 }

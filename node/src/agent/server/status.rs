@@ -14,6 +14,8 @@ pub fn failure(code: StatusCode, message: impl Into<String>) -> Response {
     let reason = match code {
         StatusCode::BAD_REQUEST => "BadRequest",
         StatusCode::UNAUTHORIZED => "Unauthorized",
+        StatusCode::FORBIDDEN => "Forbidden",
+        StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
         StatusCode::NOT_FOUND => "NotFound",
         StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
         _ => "InternalError",

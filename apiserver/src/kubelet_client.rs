@@ -1,0 +1,208 @@
+//! The API server's credentials and checks for the hop to node servers
+//! (upstream's kubelet client). The server presents its own client
+//! certificate (`kube-apiserver-kubelet-client`), and accepts a node server
+//! only when its certificate chains to the cluster CA, names the address
+//! dialed, and is issued to `system:node:<the node the pod is bound to>`.
+//! Anything else fails the TLS handshake, so a listener that is not that
+//! node receives no request and no credential (under TLS 1.3 the client
+//! certificate is only sent after the server's was accepted).
+//!
+//! This module only builds TLS connectors; what is sent over them is the
+//! streaming handlers' business.
+
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, OtherError, SignatureScheme};
+
+/// The user the API server's client certificate names, as kubeadm names it.
+pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
+
+/// Why the kubelet client could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletClientError {
+    #[error("kubelet client {what}: {detail}")]
+    Pem { what: &'static str, detail: String },
+    #[error("kubelet client TLS configuration: {0}")]
+    Config(String),
+}
+
+/// The CA node servers must chain to and the API server's own client
+/// certificate, parsed once.
+pub struct KubeletClientTls {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    chain_verifier: Arc<WebPkiServerVerifier>,
+    client_chain: Vec<CertificateDer<'static>>,
+    client_key: PrivateKeyDer<'static>,
+}
+
+impl std::fmt::Debug for KubeletClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeletClientTls").finish_non_exhaustive()
+    }
+}
+
+impl KubeletClientTls {
+    /// From the cluster CA bundle and the client certificate and key (PEM).
+    pub fn from_pem(
+        ca_pem: &str,
+        cert_pem: &str,
+        key_pem: &str,
+    ) -> Result<Self, KubeletClientError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in certs(ca_pem, "CA")? {
+            roots.add(ca).map_err(|e| KubeletClientError::Pem {
+                what: "CA",
+                detail: e.to_string(),
+            })?;
+        }
+        let chain_verifier =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| KubeletClientError::Config(e.to_string()))?;
+        let client_chain = certs(cert_pem, "certificate")?;
+        let client_key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
+            .ok()
+            .flatten()
+            .ok_or(KubeletClientError::Pem {
+                what: "key",
+                detail: "no private key".into(),
+            })?;
+        Ok(Self {
+            provider,
+            chain_verifier,
+            client_chain,
+            client_key,
+        })
+    }
+
+    /// A connector that accepts only `node_name`'s serving certificate (for
+    /// the address given at connect time) and then authenticates as the
+    /// API server.
+    pub fn connector_for(
+        &self,
+        node_name: &str,
+    ) -> Result<tokio_rustls::TlsConnector, KubeletClientError> {
+        let verifier = Arc::new(NodeVerifier {
+            chain: self.chain_verifier.clone(),
+            user: format!("system:node:{node_name}"),
+        });
+        let mut config = rustls::ClientConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| KubeletClientError::Config(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_client_auth_cert(self.client_chain.clone(), self.client_key.clone_key())
+            .map_err(|e| KubeletClientError::Config(e.to_string()))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    }
+}
+
+fn certs(
+    pem: &str,
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, KubeletClientError> {
+    let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| KubeletClientError::Pem {
+            what,
+            detail: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(KubeletClientError::Pem {
+            what,
+            detail: "no PEM certificate".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// A node's certificate was valid but issued to someone else.
+#[derive(Debug)]
+struct WrongNode {
+    wanted: String,
+    found: String,
+}
+
+impl std::fmt::Display for WrongNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "certificate is issued to {:?}, not {:?}",
+            self.found, self.wanted
+        )
+    }
+}
+
+impl std::error::Error for WrongNode {}
+
+/// The usual chain and name checks, then the subject must be the node.
+#[derive(Debug)]
+struct NodeVerifier {
+    chain: Arc<WebPkiServerVerifier>,
+    user: String,
+}
+
+impl ServerCertVerifier for NodeVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.chain.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        let found = x509_parser::parse_x509_certificate(end_entity)
+            .ok()
+            .and_then(|(_, cert)| {
+                cert.subject()
+                    .iter_common_name()
+                    .next()
+                    .and_then(|cn| cn.as_str().ok())
+                    .map(String::from)
+            })
+            .unwrap_or_default();
+        if found != self.user {
+            return Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+                OtherError(Arc::new(WrongNode {
+                    wanted: self.user.clone(),
+                    found,
+                })),
+            )));
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}

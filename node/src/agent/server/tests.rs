@@ -1,0 +1,222 @@
+//! The node server from an attacker's side, over real TLS on loopback:
+//! no client certificate, a certificate from another CA, and a user the
+//! authorizer denies are all refused before any handler runs; an allowed
+//! caller reaches the handlers, and the authorizer is asked with the
+//! kubelet's attributes.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::authz::{AuthzError, Caller, NodeAction, Reviewer};
+use super::{NodeState, serve, tls};
+use crate::agent::serving_cert;
+use crate::agent::test_pki::{CaSigner, TestCa};
+
+/// Allows one user, denies everyone else, and remembers what it was asked.
+struct OneUser {
+    allowed: &'static str,
+    asked: Mutex<Vec<(String, NodeAction)>>,
+}
+
+#[async_trait]
+impl Reviewer for OneUser {
+    async fn review(&self, caller: &Caller, action: &NodeAction) -> Result<bool, AuthzError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((caller.name.clone(), action.clone()));
+        Ok(caller.name == self.allowed)
+    }
+}
+
+struct Running {
+    port: u16,
+    ca: Arc<TestCa>,
+    reviewer: Arc<OneUser>,
+    stop: watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("cluster-ca");
+    let signer: Arc<dyn serving_cert::ServingCertSigner> = Arc::new(CaSigner(ca.clone()));
+    let cert = serving_cert::ensure(
+        &dir.path().join("pki"),
+        "n1",
+        &["127.0.0.1".to_string(), "n1".to_string()],
+        &ca.cert_pem,
+        &signer,
+    )
+    .await
+    .unwrap();
+    let config = tls::server_config(&cert, &ca.cert_pem).unwrap();
+    let reviewer = Arc::new(OneUser {
+        allowed: "kube-apiserver-kubelet-client",
+        asked: Mutex::new(Vec::new()),
+    });
+    let state = NodeState {
+        // Never reached by these requests (no pod exists); connects lazily.
+        runtime: Arc::new(
+            crate::CriRuntime::new(
+                &format!("unix://{}/none.sock", dir.path().display()),
+                crate::CriTimeouts::default(),
+            )
+            .unwrap(),
+        ),
+        pods: Arc::new(skiff_informer::Cache::new()),
+        log_root: dir.path().join("logs"),
+        authorizer: reviewer.clone(),
+    };
+    let listener = super::bind("127.0.0.1".parse().unwrap(), 0).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(serve(listener, config, state, stop_rx));
+    Running {
+        port,
+        ca,
+        reviewer,
+        stop,
+        _dir: dir,
+    }
+}
+
+/// One request over TLS; the raw answer, or the error that ended the
+/// exchange (handshake or read).
+async fn request(
+    port: u16,
+    server_ca: &str,
+    client: Option<(String, String)>,
+    method: &str,
+    path: &str,
+) -> Result<String, String> {
+    let roots = serving_cert::root_store(server_ca).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                serving_cert::pem_certs(&cert).unwrap(),
+                rustls_pemfile::private_key(&mut key.as_bytes())
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut stream = connector
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let head = format!("{method} {path} HTTP/1.1\r\nHost: n1\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .await
+        .map_err(|e| format!("read: {e}"))?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+fn status_code(answer: &str) -> u16 {
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+}
+
+#[tokio::test]
+async fn callers_without_a_valid_allowed_certificate_are_refused() {
+    let node = start().await;
+    let logs = "/containerLogs/default/missing/main";
+
+    // No client certificate: the handshake completes, the request is 401.
+    let answer = request(node.port, &node.ca.cert_pem, None, "GET", logs)
+        .await
+        .unwrap();
+    assert_eq!(status_code(&answer), 401, "{answer}");
+    assert!(answer.contains("\"reason\":\"Unauthorized\""), "{answer}");
+
+    // A certificate from another CA, even naming the allowed user: the
+    // connection fails and no HTTP answer comes back.
+    let rogue = TestCa::new("rogue-ca");
+    let forged = rogue.client_cert("kube-apiserver-kubelet-client", &[]);
+    let refused = request(node.port, &node.ca.cert_pem, Some(forged), "GET", logs).await;
+    match refused {
+        Err(_) => {}
+        Ok(answer) => assert!(answer.is_empty(), "a forged certificate got {answer:?}"),
+    }
+
+    // A valid certificate whose user is not allowed: 403 with the
+    // kubelet's attributes.
+    let other = node.ca.client_cert(
+        "system:serviceaccount:default:sneaky",
+        &["system:serviceaccounts"],
+    );
+    let answer = request(
+        node.port,
+        &node.ca.cert_pem,
+        Some(other),
+        "POST",
+        "/exec/default/p/c",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status_code(&answer), 403, "{answer}");
+    assert!(
+        answer.contains(
+            "Forbidden (user=system:serviceaccount:default:sneaky, verb=create, resource=nodes, subresource(s)=[proxy])"
+        ),
+        "{answer}"
+    );
+
+    // None of the refused callers reached a handler; the unknown-CA one
+    // was not even put to the authorizer.
+    let asked: Vec<String> = node
+        .reviewer
+        .asked
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(u, a)| format!("{u} {} {}", a.verb, a.subresource))
+        .collect();
+    assert_eq!(asked, ["system:serviceaccount:default:sneaky create proxy"]);
+
+    // The allowed user gets through to the handler (no such pod: 404).
+    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
+    let answer = request(node.port, &node.ca.cert_pem, Some(admin), "GET", logs)
+        .await
+        .unwrap();
+    assert_eq!(status_code(&answer), 404, "{answer}");
+    let (user, action) = node.reviewer.asked.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(user, "kube-apiserver-kubelet-client");
+    assert_eq!((action.verb, action.subresource), ("get", "proxy"));
+    let _ = node.stop.send(true);
+}
+
+#[tokio::test]
+async fn the_server_proves_the_nodes_identity() {
+    let node = start().await;
+    // A client that trusts only another CA refuses the node's certificate.
+    let rogue = TestCa::new("rogue-ca");
+    let err = request(node.port, &rogue.cert_pem, None, "GET", "/stats")
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("handshake"), "{err}");
+    let _ = node.stop.send(true);
+}

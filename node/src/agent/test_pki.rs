@@ -1,0 +1,74 @@
+//! A throwaway cluster CA for the node crate's unit tests: it signs node
+//! serving requests as `skiff server` would and issues client certificates.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+
+use super::serving_cert::{ServingCertError, ServingCertRequest, ServingCertSigner};
+
+pub struct TestCa {
+    pub cert_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+    pub signed: AtomicUsize,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> Arc<Self> {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).unwrap();
+        let cert_pem = cert.pem();
+        let issuer = Issuer::from_ca_cert_pem(&cert_pem, key).unwrap();
+        Arc::new(Self {
+            cert_pem,
+            issuer,
+            signed: AtomicUsize::new(0),
+        })
+    }
+
+    /// Signs a request as it stands, as a server certificate.
+    pub fn sign_csr(&self, csr_pem: &str) -> String {
+        let mut csr = CertificateSigningRequestParams::from_pem(csr_pem).unwrap();
+        csr.params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        csr.params.use_authority_key_identifier_extension = true;
+        self.signed.fetch_add(1, Ordering::SeqCst);
+        csr.signed_by(&self.issuer).unwrap().pem()
+    }
+
+    /// A client certificate and key for `user` in `groups`.
+    pub fn client_cert(&self, user: &str, groups: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, user);
+        for g in groups {
+            params.distinguished_name.push(DnType::OrganizationName, *g);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        (
+            params.signed_by(&key, &self.issuer).unwrap().pem(),
+            key.serialize_pem(),
+        )
+    }
+}
+
+/// Signs every request with the CA.
+pub struct CaSigner(pub Arc<TestCa>);
+
+#[async_trait::async_trait]
+impl ServingCertSigner for CaSigner {
+    async fn sign(&self, request: &ServingCertRequest) -> Result<String, ServingCertError> {
+        Ok(self.0.sign_csr(&request.csr_pem))
+    }
+}
