@@ -28,6 +28,8 @@ mod kubectl;
 mod list;
 #[path = "api/node_authz.rs"]
 mod node_authz;
+#[path = "api/node_tls.rs"]
+mod node_tls;
 #[path = "api/openapi.rs"]
 mod openapi;
 #[path = "api/patch.rs"]
