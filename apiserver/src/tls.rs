@@ -434,3 +434,30 @@ fn write_mode(path: &Path, contents: &str, mode: u32) -> Result<(), TlsError> {
     fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(|e| err("chmod", e))?;
     fs::rename(&tmp, path).map_err(|e| err("rename", e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn keys_are_private_and_the_kubelet_client_is_not_a_master() {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        assert_eq!(mode(&certs.dir), 0o700);
+        for key in [CA_KEY, SERVING_KEY, ADMIN_KEY, KUBELET_CLIENT_KEY] {
+            assert_eq!(mode(&certs.dir.join(key)), 0o600, "{key}");
+        }
+        let der = parse_certs(&certs.kubelet_client_cert_pem, Path::new("x")).unwrap();
+        let user = crate::authn::user_from_certificate(&der[0]).unwrap();
+        assert_eq!(user.name, "kube-apiserver-kubelet-client");
+        assert_eq!(user.groups, vec!["system:authenticated".to_string()]);
+        // Reloading keeps the same certificates.
+        let again = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        assert_eq!(again.kubelet_client_cert_pem, certs.kubelet_client_cert_pem);
+        assert!(!format!("{certs:?}").contains("PRIVATE KEY"));
+    }
+}

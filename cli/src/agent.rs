@@ -272,3 +272,17 @@ async fn termination_signal() {
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_new_data_dir_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("a/b");
+        super::create_data_dir(&data).unwrap();
+        let mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+}

@@ -37,7 +37,7 @@ pub(crate) fn generation_dir(base: &Path, number: u64) -> PathBuf {
 /// The live generation (0 for a new store), creating the directory and
 /// `CURRENT` when missing.
 pub(crate) fn current(base: &Path) -> Result<u64, StoreError> {
-    fs::create_dir_all(base).map_err(|e| io_error("creating the store directory", e))?;
+    create_private_dir(base)?;
     match fs::read_to_string(base.join(CURRENT)) {
         Ok(text) => text
             .trim()
@@ -52,6 +52,19 @@ pub(crate) fn current(base: &Path) -> Result<u64, StoreError> {
         }
         Err(e) => Err(io_error("reading the store CURRENT file", e)),
     }
+}
+
+/// Creates the store directory readable by its owner only (0700): the
+/// store holds every Secret. An existing directory is made private too.
+fn create_private_dir(base: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(base)
+        .map_err(|e| io_error("creating the store directory", e))?;
+    fs::set_permissions(base, fs::Permissions::from_mode(0o700))
+        .map_err(|e| io_error("making the store directory private", e))
 }
 
 /// Makes `number` the live generation, durably and atomically.
@@ -128,5 +141,26 @@ fn open_sled_once(dir: &Path, config: &SledConfig) -> Result<sled::Db, StoreErro
                 detail,
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn the_store_directory_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("db");
+        current(&base).unwrap();
+        let mode = fs::metadata(&base).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // One left open by an older version is closed on the next start.
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+        current(&base).unwrap();
+        let mode = fs::metadata(&base).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
     }
 }
