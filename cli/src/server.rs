@@ -181,6 +181,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             skiff_controllers::Context::new(identities.controller_manager(), factory.clone())
                 .with_accounts(identities.controller_accounts());
         context.root_ca_pem = Some(Arc::from(certs.ca_cert_pem.as_str()));
+        // Remote agents' serving certificate requests are approved and
+        // signed with the cluster CA.
+        context.cluster_signer = Some(Arc::new(
+            skiff_controllers::certificates::kubelet_serving::ClusterSigner::from_pem(
+                &certs.ca_cert_pem,
+                &certs.ca_key_pem,
+            )
+            .context("loading the cluster CA for the certificate controller")?,
+        ));
         // Node IPAM carves pod CIDRs out of --cluster-cidr.
         let mut manager =
             skiff_controllers::ControllerManager::with_defaults(context, &["node-ipam"]);

@@ -61,6 +61,11 @@ fn defaults() -> Vec<manager::Registered> {
         starter("node-lifecycle", "node-controller", node_lifecycle::run),
         starter("pod-garbage-collector", "pod-garbage-collector", podgc::run),
         starter("node-ipam", "node-controller", node_ipam::run),
+        starter(
+            "certificates",
+            "certificate-controller",
+            certificates::controller::run,
+        ),
         starter("replicaset", "replicaset-controller", replicaset::run),
         starter("cronjob", "cronjob-controller", cronjob::run),
         starter("daemonset", "daemon-set-controller", daemonset::run),

@@ -31,6 +31,9 @@ pub struct Context {
     /// The cluster CA certificate (PEM) published in every namespace as the
     /// `kube-root-ca.crt` ConfigMap; None when the server has none to share.
     pub root_ca_pem: Option<std::sync::Arc<str>>,
+    /// The cluster CA, able to sign: kubelet serving certificate requests
+    /// are approved and signed only when it is given.
+    pub cluster_signer: Option<std::sync::Arc<crate::certificates::kubelet_serving::ClusterSigner>>,
     accounts: Option<ClientForAccount>,
 }
 
@@ -42,6 +45,7 @@ impl Context {
             client,
             factory,
             root_ca_pem: None,
+            cluster_signer: None,
             accounts: None,
         }
     }

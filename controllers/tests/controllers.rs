@@ -2,6 +2,7 @@
 //! plays the node (patching pod status) where a controller needs one.
 
 mod controllers {
+    mod certificates;
     mod cronjob;
     mod daemonset;
     mod deployment;

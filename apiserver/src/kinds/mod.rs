@@ -11,6 +11,7 @@
 //! group or resource names. Strategies must not write the store: they say
 //! what to write, the handlers and `handlers/storage.rs` write it.
 
+mod certificates;
 mod config;
 mod custom;
 mod default;
@@ -30,6 +31,7 @@ use async_trait::async_trait;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use crate::authn::UserInfo;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::service_alloc::AllocationGuard;
@@ -37,6 +39,7 @@ use crate::status::{ApiError, FieldError};
 use crate::table::{IncludeObject, Printer};
 use crate::validation::NameRule;
 
+pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
 pub(crate) use default::{ENDPOINTS, LEASES, PLAIN, SERVICE_ACCOUNTS};
@@ -82,6 +85,10 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// Create-only changes after the status reset, before defaults (a CRD's
     /// cleanup finalizer).
     fn on_create(&self, _object: &mut Value) {}
+
+    /// Create-only changes that record who creates (a
+    /// CertificateSigningRequest's requester), right after [`Self::on_create`].
+    fn on_create_by(&self, _object: &mut Value, _user: &UserInfo) {}
 
     /// Fills defaults. Runs on every create and update, and on the stored
     /// object an update is compared with, so it must be idempotent.

@@ -288,7 +288,8 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<certificates::v1::CertificateSigningRequest>()
             .short(&["csr"])
             .subs(&[Approval, Status])
-            .fields(&["spec.signerName"]),
+            .fields(&["spec.signerName"])
+            .strategy(&kinds::CertificateSigningRequests),
         // networking.k8s.io/v1
         of::<networking::v1::IngressClass>(),
         of::<networking::v1::Ingress>()

@@ -194,3 +194,96 @@ pub fn names_address(name: &str, addresses: &[String]) -> bool {
         Err(_) => addresses.iter().any(|a| a.eq_ignore_ascii_case(name)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, KeyPair};
+
+    fn request(cn: &str, orgs: &[&str], sans: Vec<SanType>, ca: bool) -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        for o in orgs {
+            params.distinguished_name.push(DnType::OrganizationName, *o);
+        }
+        params.subject_alt_names = sans;
+        if ca {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        }
+        params.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    fn ip(s: &str) -> SanType {
+        SanType::IpAddress(s.parse().unwrap())
+    }
+
+    #[test]
+    fn only_node_serving_requests_qualify() {
+        let good = request(
+            "system:node:n1",
+            &[NODES_GROUP],
+            vec![ip("10.0.0.1")],
+            false,
+        );
+        let (_, parsed) = parse_request(&good).unwrap();
+        assert_eq!(parsed.node_name, "n1");
+        assert_eq!(parsed.names, ["10.0.0.1"]);
+
+        for (what, pem) in [
+            (
+                "not a node",
+                request("admin", &[NODES_GROUP], vec![ip("10.0.0.1")], false),
+            ),
+            (
+                "empty node name",
+                request("system:node:", &[NODES_GROUP], vec![ip("10.0.0.1")], false),
+            ),
+            (
+                "no group",
+                request("system:node:n1", &[], vec![ip("10.0.0.1")], false),
+            ),
+            (
+                "an extra group",
+                request(
+                    "system:node:n1",
+                    &[NODES_GROUP, "system:masters"],
+                    vec![ip("10.0.0.1")],
+                    false,
+                ),
+            ),
+            (
+                "no names",
+                request("system:node:n1", &[NODES_GROUP], vec![], false),
+            ),
+            (
+                "an e-mail name",
+                request(
+                    "system:node:n1",
+                    &[NODES_GROUP],
+                    vec![SanType::Rfc822Name("a@b.c".try_into().unwrap())],
+                    false,
+                ),
+            ),
+            (
+                "a CA",
+                request("system:node:n1", &[NODES_GROUP], vec![ip("10.0.0.1")], true),
+            ),
+        ] {
+            assert!(
+                matches!(parse_request(&pem), Err(SignError::Refused(_))),
+                "{what} was accepted"
+            );
+        }
+        assert!(matches!(parse_request("garbage"), Err(SignError::Parse(_))));
+    }
+
+    #[test]
+    fn addresses_compare_by_value() {
+        let addresses = ["10.0.0.1".to_string(), "Node-1".to_string()];
+        assert!(names_address("10.0.0.1", &addresses));
+        assert!(names_address("node-1", &addresses));
+        assert!(!names_address("10.0.0.2", &addresses));
+        assert!(!names_address("node-2", &addresses));
+    }
+}

@@ -64,6 +64,11 @@ impl TestCluster {
         }
     }
 
+    /// A client acting as `user` (nodes, service accounts, ...).
+    pub fn client_as(&self, user: UserInfo) -> kube::Client {
+        skiff_apiserver::inprocess::client(self.api.router(), user)
+    }
+
     /// Stops the controllers and the API server.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
