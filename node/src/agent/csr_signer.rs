@@ -109,3 +109,123 @@ impl ServingCertSigner for CsrSigner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequestCondition;
+    use skiff_apiserver::authn::UserInfo;
+    use skiff_apiserver::{ApiServer, ApiServerConfig};
+    use skiff_store::{SledConfig, SledStore, Store};
+
+    use super::*;
+
+    async fn server() -> (ApiServer, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).unwrap());
+        (
+            ApiServer::new(store, ApiServerConfig::default())
+                .await
+                .unwrap(),
+            dir,
+        )
+    }
+
+    /// The one request in the cluster, once it exists.
+    async fn the_request(api: &Api<CertificateSigningRequest>) -> CertificateSigningRequest {
+        for _ in 0..200 {
+            if let Some(csr) = api.list(&Default::default()).await.unwrap().items.pop() {
+                return csr;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no CertificateSigningRequest was created");
+    }
+
+    fn request() -> ServingCertRequest {
+        ServingCertRequest {
+            node_name: "n1".into(),
+            csr_pem:
+                "-----BEGIN CERTIFICATE REQUEST-----\nAA==\n-----END CERTIFICATE REQUEST-----\n"
+                    .into(),
+            addresses: vec!["10.0.0.5".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn the_node_asks_as_itself_and_takes_the_signed_certificate() {
+        let (api_server, _dir) = server().await;
+        let node = skiff_apiserver::inprocess::client(
+            api_server.router(),
+            UserInfo::new("system:node:n1", ["system:nodes".to_string()]),
+        );
+        let admin = skiff_apiserver::inprocess::client(
+            api_server.router(),
+            UserInfo::new("admin", ["system:masters".to_string()]),
+        );
+        let signer = CsrSigner {
+            client: node,
+            wait: Duration::from_secs(10),
+            poll: Duration::from_millis(20),
+        };
+        let waiting = tokio::spawn(async move { signer.sign(&request()).await });
+
+        let api: Api<CertificateSigningRequest> = Api::all(admin);
+        let mut csr = the_request(&api).await;
+        assert_eq!(csr.spec.username.as_deref(), Some("system:node:n1"));
+        assert_eq!(csr.spec.signer_name, KUBELET_SERVING_SIGNER);
+        assert_eq!(
+            csr.spec.usages.clone().unwrap(),
+            ["digital signature", "key encipherment", "server auth"]
+        );
+        assert_eq!(csr.spec.request.0, request().csr_pem.into_bytes());
+        // Played by the controller manager: the certificate appears.
+        csr.status.get_or_insert_with(Default::default).certificate =
+            Some(ByteString(b"SIGNED PEM".to_vec()));
+        let name = csr.metadata.name.clone().unwrap();
+        api.replace_status(&name, &PostParams::default(), &csr)
+            .await
+            .unwrap();
+        assert_eq!(waiting.await.unwrap().unwrap(), "SIGNED PEM");
+    }
+
+    #[tokio::test]
+    async fn a_denied_request_is_an_error() {
+        let (api_server, _dir) = server().await;
+        let node = skiff_apiserver::inprocess::client(
+            api_server.router(),
+            UserInfo::new("system:node:n1", ["system:nodes".to_string()]),
+        );
+        let admin = skiff_apiserver::inprocess::client(
+            api_server.router(),
+            UserInfo::new("admin", ["system:masters".to_string()]),
+        );
+        let signer = CsrSigner {
+            client: node,
+            wait: Duration::from_secs(10),
+            poll: Duration::from_millis(20),
+        };
+        let waiting = tokio::spawn(async move { signer.sign(&request()).await });
+        let api: Api<CertificateSigningRequest> = Api::all(admin);
+        let mut csr = the_request(&api).await;
+        csr.status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(CertificateSigningRequestCondition {
+                type_: "Denied".into(),
+                status: "True".into(),
+                reason: Some("NotYours".into()),
+                message: Some("not your address".into()),
+                ..Default::default()
+            });
+        let name = csr.metadata.name.clone().unwrap();
+        api.replace_subresource("approval", &name, &PostParams::default(), &csr)
+            .await
+            .unwrap();
+        let err = waiting.await.unwrap().unwrap_err().to_string();
+        assert!(err.contains("denied: not your address"), "{err}");
+    }
+}
