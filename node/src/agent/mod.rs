@@ -375,9 +375,13 @@ async fn run_with_runtime(
     Ok(())
 }
 
+/// How often the serving certificate is checked for renewal while serving.
+const SERVING_CERT_CHECK: Duration = Duration::from_secs(3600);
+
 /// Obtains the node's serving certificate (retrying while the signer
 /// fails, e.g. before a CertificateSigningRequest is approved), then serves
-/// the node server until `stop`.
+/// the node server until `stop`, renewing the certificate when a fifth of
+/// its life is left.
 async fn serve_node(
     listener: tokio::net::TcpListener,
     state: server::NodeState,
@@ -387,16 +391,18 @@ async fn serve_node(
     addresses: Vec<String>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let obtain =
+        || serving_cert::ensure(&pki_dir, &node_name, &addresses, &tls.ca_pem, &tls.signer);
     let mut delay = Duration::from_secs(1);
-    let config = loop {
+    let (slot, config) = loop {
         let attempt = async {
-            let cert =
-                serving_cert::ensure(&pki_dir, &node_name, &addresses, &tls.ca_pem, &tls.signer)
-                    .await?;
-            Ok::<_, server::ServerError>(server::tls::server_config(&cert, &tls.ca_pem)?)
+            let cert = obtain().await?;
+            let slot = server::tls::ServingCertSlot::new(&cert)?;
+            let config = server::tls::server_config(slot.clone(), &tls.ca_pem)?;
+            Ok::<_, server::ServerError>((slot, config))
         };
         match attempt.await {
-            Ok(config) => break config,
+            Ok(ready) => break ready,
             Err(error) => {
                 tracing::warn!(%error, retry_in = ?delay, "node server not started");
             }
@@ -412,5 +418,23 @@ async fn serve_node(
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
     tracing::info!(port, ?addresses, "node server listening (TLS)");
-    server::serve(listener, config, state, stop).await;
+    let renew = async {
+        loop {
+            tokio::time::sleep(SERVING_CERT_CHECK).await;
+            // `ensure` keeps a certificate that still fits and renews one
+            // that does not; either way the slot presents the result.
+            match obtain().await {
+                Ok(cert) => {
+                    if let Err(error) = slot.replace(&cert) {
+                        tracing::warn!(%error, "presenting the renewed node serving certificate");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "renewing the node serving certificate"),
+            }
+        }
+    };
+    tokio::select! {
+        () = server::serve(listener, config, state, stop) => {}
+        () = renew => {}
+    }
 }

@@ -36,6 +36,8 @@ impl Reviewer for OneUser {
 
 struct Running {
     port: u16,
+    slot: Arc<tls::ServingCertSlot>,
+    dir: std::path::PathBuf,
     ca: Arc<TestCa>,
     reviewer: Arc<OneUser>,
     stop: watch::Sender<bool>,
@@ -55,7 +57,8 @@ async fn start() -> Running {
     )
     .await
     .unwrap();
-    let config = tls::server_config(&cert, &ca.cert_pem).unwrap();
+    let slot = tls::ServingCertSlot::new(&cert).unwrap();
+    let config = tls::server_config(slot.clone(), &ca.cert_pem).unwrap();
     let reviewer = Arc::new(OneUser {
         allowed: "kube-apiserver-kubelet-client",
         asked: Mutex::new(Vec::new()),
@@ -79,6 +82,8 @@ async fn start() -> Running {
     tokio::spawn(serve(listener, config, state, stop_rx));
     Running {
         port,
+        slot,
+        dir: dir.path().to_path_buf(),
         ca,
         reviewer,
         stop,
@@ -218,5 +223,52 @@ async fn the_server_proves_the_nodes_identity() {
         .await
         .unwrap_err();
     assert!(err.starts_with("handshake"), "{err}");
+    let _ = node.stop.send(true);
+}
+
+/// The leaf certificate (DER) a fresh connection is served.
+async fn presented(port: u16, ca_pem: &str) -> Vec<u8> {
+    let roots = serving_cert::root_store(ca_pem).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap();
+    stream.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+#[tokio::test]
+async fn a_renewed_certificate_is_presented_without_a_restart() {
+    let node = start().await;
+    let before = presented(node.port, &node.ca.cert_pem).await;
+    let signer: Arc<dyn serving_cert::ServingCertSigner> = Arc::new(CaSigner(node.ca.clone()));
+    // The node gained an address: a new certificate, swapped in.
+    let renewed = serving_cert::ensure(
+        &node.dir.join("pki"),
+        "n1",
+        &[
+            "127.0.0.1".to_string(),
+            "127.0.0.2".to_string(),
+            "n1".to_string(),
+        ],
+        &node.ca.cert_pem,
+        &signer,
+    )
+    .await
+    .unwrap();
+    node.slot.replace(&renewed).unwrap();
+    let after = presented(node.port, &node.ca.cert_pem).await;
+    assert_ne!(before, after);
+    assert_eq!(
+        after,
+        serving_cert::pem_certs(&renewed.cert_pem).unwrap()[0].to_vec()
+    );
     let _ = node.stop.send(true);
 }
