@@ -45,6 +45,14 @@ struct Running {
 }
 
 async fn start() -> Running {
+    let reviewer = Arc::new(OneUser {
+        allowed: "kube-apiserver-kubelet-client",
+        asked: Mutex::new(Vec::new()),
+    });
+    start_with(reviewer.clone(), reviewer).await
+}
+
+async fn start_with(authorizer: Arc<dyn Reviewer>, reviewer: Arc<OneUser>) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("cluster-ca");
     let signer: Arc<dyn serving_cert::ServingCertSigner> = Arc::new(CaSigner(ca.clone()));
@@ -59,10 +67,6 @@ async fn start() -> Running {
     .unwrap();
     let slot = tls::ServingCertSlot::new(&cert).unwrap();
     let config = tls::server_config(slot.clone(), &ca.cert_pem).unwrap();
-    let reviewer = Arc::new(OneUser {
-        allowed: "kube-apiserver-kubelet-client",
-        asked: Mutex::new(Vec::new()),
-    });
     let state = NodeState {
         // Never reached by these requests (no pod exists); connects lazily.
         runtime: Arc::new(
@@ -74,7 +78,7 @@ async fn start() -> Running {
         ),
         pods: Arc::new(skiff_informer::Cache::new()),
         log_root: dir.path().join("logs"),
-        authorizer: reviewer.clone(),
+        authorizer,
     };
     let listener = super::bind("127.0.0.1".parse().unwrap(), 0).await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -269,6 +273,73 @@ async fn a_renewed_certificate_is_presented_without_a_restart() {
     assert_eq!(
         after,
         serving_cert::pem_certs(&renewed.cert_pem).unwrap()[0].to_vec()
+    );
+    let _ = node.stop.send(true);
+}
+
+/// The production reviewer: a SubjectAccessReview through the node's own
+/// client. An unreachable API server fails closed (500, no handler).
+#[tokio::test]
+async fn decisions_come_from_subject_access_reviews_and_fail_closed() {
+    use skiff_apiserver::authn::UserInfo;
+    use skiff_store::{SledConfig, SledStore, Store};
+
+    use super::authz::{CachedReviewer, SubjectAccessReviewer};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).unwrap());
+    let api = skiff_apiserver::ApiServer::new(store, skiff_apiserver::ApiServerConfig::default())
+        .await
+        .unwrap();
+    let node_client = skiff_apiserver::inprocess::client(
+        api.router(),
+        UserInfo::new("system:node:n1", ["system:nodes".to_string()]),
+    );
+    let unused = Arc::new(OneUser {
+        allowed: "",
+        asked: Mutex::new(Vec::new()),
+    });
+    let node = start_with(
+        Arc::new(CachedReviewer::new(Arc::new(SubjectAccessReviewer::new(
+            node_client,
+            "n1",
+        )))),
+        unused.clone(),
+    )
+    .await;
+    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
+    let answer = request(
+        node.port,
+        &node.ca.cert_pem,
+        Some(admin),
+        "GET",
+        "/containerLogs/default/missing/main",
+    )
+    .await
+    .unwrap();
+    // Allowed by the API server: the handler answers (no such pod).
+    assert_eq!(status_code(&answer), 404, "{answer}");
+    let _ = node.stop.send(true);
+
+    // A node whose API server cannot be reached lets nothing through.
+    let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+    let dead = kube::Client::try_from(config).unwrap();
+    let node = start_with(Arc::new(SubjectAccessReviewer::new(dead, "n1")), unused).await;
+    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
+    let answer = request(
+        node.port,
+        &node.ca.cert_pem,
+        Some(admin),
+        "GET",
+        "/containerLogs/default/missing/main",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status_code(&answer), 500, "{answer}");
+    assert!(
+        answer.contains("Authorization error (user=kube-apiserver-kubelet-client, verb=get, resource=nodes, subresource(s)=[proxy])"),
+        "{answer}"
     );
     let _ = node.stop.send(true);
 }
