@@ -33,6 +33,9 @@ pub struct WriteInfo {
     pub apply: bool,
     /// Who asked for the write, for the admission plugins that care.
     pub user: crate::authn::UserInfo,
+    /// Where admission leaves warnings and audit annotations for the
+    /// response.
+    pub notes: crate::request_notes::RequestNotes,
 }
 
 /// Sets system metadata and defaults on an object about to be created.

@@ -32,6 +32,7 @@ pub mod patch;
 pub mod protobuf;
 mod query;
 pub mod registry;
+pub mod request_notes;
 pub mod reviews;
 mod routing;
 pub mod selectors;
@@ -42,4 +43,5 @@ pub mod table;
 pub mod validation;
 mod watch_cache;
 
+pub use admission_plugins::config::AdmissionConfigError;
 pub use server::{ApiServer, ApiServerConfig, ApiServerError, SYSTEM_NAMESPACES};

@@ -51,6 +51,10 @@ pub struct ApiServerConfig {
     /// Where the service-account signing key is kept (created at first
     /// start); `None` signs with a key that lives as long as the process.
     pub service_account_key: Option<std::path::PathBuf>,
+    /// Upstream's `AdmissionConfiguration` file (`--admission-control-config-file`):
+    /// the admission plugins' settings, such as Pod Security's defaults and
+    /// exemptions. `None` runs every plugin with its defaults.
+    pub admission_control_config_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ApiServerConfig {
@@ -67,6 +71,7 @@ impl Default for ApiServerConfig {
             kubelet_client: None,
             event_ttl: Duration::from_secs(3600),
             service_account_key: None,
+            admission_control_config_file: None,
         }
     }
 }
@@ -80,6 +85,8 @@ pub enum ApiServerError {
     Config(#[from] AllocConfigError),
     #[error(transparent)]
     Tokens(#[from] crate::tokens::SignerError),
+    #[error(transparent)]
+    Admission(#[from] crate::admission_plugins::config::AdmissionConfigError),
     #[error("no watch cache for {0}, which authorization reads")]
     MissingCache(String),
     #[error("creating the system object {name} failed: {source}")]
@@ -129,6 +136,8 @@ pub(crate) struct Inner {
     /// The authenticator of network requests, for TokenReview (set by
     /// whoever builds it: it needs this server's service-account tokens).
     pub authenticator: parking_lot::RwLock<Option<Arc<crate::authn::Authenticator>>>,
+    /// The admission plugins' settings.
+    pub admission: crate::admission_plugins::PluginSettings,
 }
 
 impl Inner {
@@ -175,6 +184,9 @@ impl ApiServer {
         store: Arc<dyn Store>,
         config: ApiServerConfig,
     ) -> Result<Self, ApiServerError> {
+        let admission = crate::admission_plugins::PluginSettings::load(
+            config.admission_control_config_file.as_deref(),
+        )?;
         let registry = LiveRegistry::new();
         let services = ServiceAllocator::new(&config.service_cidr, config.node_port_range.clone())?;
         let tokens = match &config.service_account_key {
@@ -215,6 +227,7 @@ impl ApiServer {
                 Arc::new(crate::authz::AllowAll),
             ]),
             authenticator: Default::default(),
+            admission,
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -246,6 +259,7 @@ impl ApiServer {
                 "system:apiserver",
                 [crate::authz::MASTERS_GROUP.to_string()],
             ),
+            notes: Default::default(),
         };
         let mut objects: Vec<(&str, &str, &str, Value)> = SYSTEM_NAMESPACES
             .iter()

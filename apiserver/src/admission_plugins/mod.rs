@@ -1,19 +1,49 @@
 //! Validating admission that depends on who writes: the checks upstream
 //! runs as admission plugins after an object is defaulted and validated and
-//! before it is stored (NodeRestriction, RBAC's escalation checks, and
-//! later Pod Security and quota). Each plugin is a module here; [`admit`]
-//! runs them in order, and the first refusal wins.
+//! before it is stored (NodeRestriction, RBAC's escalation checks, Pod
+//! Security, and later quota). Each plugin is a module here; [`admit`]
+//! runs them in order, and the first refusal wins. Plugins that have more
+//! to say than yes or no leave warnings and audit annotations in the
+//! request's notes. Their settings come from the admission configuration
+//! file (`config`), read once at start.
 //!
 //! Plugins must not write anything: a refused request leaves no trace.
 
+pub(crate) mod config;
 pub(crate) mod node_restriction;
+pub(crate) mod pod_security;
 
 use serde_json::Value;
 
 use crate::authn::UserInfo;
 use crate::registry::{ResourceInfo, Subresource};
+use crate::request_notes::RequestNotes;
 use crate::server::Inner;
 use crate::status::ApiError;
+use config::{AdmissionConfig, AdmissionConfigError};
+
+/// What the plugins were configured with at start.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PluginSettings {
+    pub pod_security: pod_security::PodSecurityConfig,
+}
+
+impl PluginSettings {
+    /// Each plugin's settings from the configuration file, or every
+    /// plugin's defaults without one.
+    pub fn load(file: Option<&std::path::Path>) -> Result<Self, AdmissionConfigError> {
+        let Some(file) = file else {
+            return Ok(Self::default());
+        };
+        let config = AdmissionConfig::load(file)?;
+        let pod_security = match config.plugin(pod_security::PLUGIN_NAME) {
+            Some(settings) => pod_security::PodSecurityConfig::parse(settings)
+                .map_err(|message| config.plugin_error(pod_security::PLUGIN_NAME, message))?,
+            None => Default::default(),
+        };
+        Ok(Self { pod_security })
+    }
+}
 
 /// What a write does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +56,8 @@ pub(crate) enum Operation {
 /// One write, as the plugins see it.
 pub(crate) struct WriteRequest<'a> {
     pub user: &'a UserInfo,
+    /// Where plugins leave warnings and audit annotations.
+    pub notes: &'a RequestNotes,
     pub operation: Operation,
     pub info: &'a ResourceInfo,
     pub subresource: Option<Subresource>,
@@ -49,5 +81,6 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(
         "admission plugins"
     );
     node_restriction::admit(inner, request)?;
+    pod_security::admit(inner, request).await?;
     Ok(())
 }

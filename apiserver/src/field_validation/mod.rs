@@ -15,9 +15,6 @@ mod unknown;
 
 pub(crate) use screen::screen;
 
-use axum::response::Response;
-use http::HeaderValue;
-
 pub use duplicates::duplicate_fields;
 pub use unknown::{strip_unknown, unknown_fields};
 
@@ -89,16 +86,6 @@ pub fn decide(
     }
 }
 
-/// Adds one `Warning: 299 - "<text>"` header per warning.
-pub fn add_warnings(response: &mut Response, warnings: &[String]) {
-    for warning in warnings {
-        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
-        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
-            response.headers_mut().append(http::header::WARNING, value);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,15 +112,5 @@ mod tests {
         assert!(decide(Directive::Ignore, &problems, "").unwrap().is_empty());
         assert!(Directive::parse(Some("strict")).is_err());
         assert_eq!(Directive::parse(None).unwrap(), Directive::Warn);
-    }
-
-    #[test]
-    fn warning_headers_escape_quotes() {
-        let mut response = Response::new(axum::body::Body::empty());
-        add_warnings(&mut response, &["unknown field \"spec.foo\"".to_string()]);
-        assert_eq!(
-            response.headers()[http::header::WARNING],
-            "299 - \"unknown field \\\"spec.foo\\\"\""
-        );
     }
 }

@@ -155,6 +155,7 @@ pub(crate) async fn create_object(
             inner,
             &crate::admission_plugins::WriteRequest {
                 user: &write.user,
+                notes: &write.notes,
                 operation: crate::admission_plugins::Operation::Create,
                 info,
                 subresource: write.subresource,

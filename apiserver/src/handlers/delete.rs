@@ -120,6 +120,7 @@ pub(crate) async fn delete_object(
                 inner,
                 &crate::admission_plugins::WriteRequest {
                     user: &write.user,
+                    notes: &write.notes,
                     operation: crate::admission_plugins::Operation::Delete,
                     info,
                     subresource: None,

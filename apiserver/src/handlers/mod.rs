@@ -25,6 +25,7 @@ use crate::authn::UserInfo;
 use crate::discovery;
 use crate::query::Params;
 use crate::registry::{ResourceInfo, Subresource};
+use crate::request_notes::RequestNotes;
 use crate::routing::{self, Route, Target};
 use crate::server::Inner;
 use crate::status::{ApiError, json_response};
@@ -37,6 +38,8 @@ pub(crate) struct Ctx {
     pub headers: HeaderMap,
     /// The authenticated (and authorized) caller.
     pub user: UserInfo,
+    /// Warnings and audit annotations for the response.
+    pub notes: RequestNotes,
 }
 
 impl Ctx {
@@ -74,19 +77,27 @@ impl Ctx {
             subresource,
             apply: false,
             user: self.user.clone(),
+            notes: self.notes.clone(),
         }
     }
 }
 
 /// Entry point for every path not routed explicitly.
 pub(crate) async fn dispatch(State(inner): State<Arc<Inner>>, request: Request) -> Response {
-    match handle(inner, request).await {
+    let notes = RequestNotes::default();
+    let mut response = match handle(inner, request, &notes).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
-    }
+    };
+    notes.write_to(&mut response);
+    response
 }
 
-async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiError> {
+async fn handle(
+    inner: Arc<Inner>,
+    request: Request,
+    notes: &RequestNotes,
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let registry = inner.registry.current();
     let route = routing::parse(parts.uri.path(), &registry)?;
@@ -134,11 +145,13 @@ async fn handle(inner: Arc<Inner>, request: Request) -> Result<Response, ApiErro
         params,
         headers: parts.headers,
         user,
+        notes: notes.clone(),
     };
     let (body, warnings) = crate::field_validation::screen(&mut ctx, &parts.method, body).await?;
-    let mut response = route_verb(ctx, parts.method, body).await?;
-    crate::field_validation::add_warnings(&mut response, &warnings);
-    Ok(response)
+    for warning in warnings {
+        notes.warn(warning);
+    }
+    route_verb(ctx, parts.method, body).await
 }
 
 fn only_get(method: &Method, doc: Value) -> Result<Response, ApiError> {

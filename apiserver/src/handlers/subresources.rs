@@ -214,6 +214,7 @@ pub(super) async fn evict(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         &ctx.inner,
         &crate::admission_plugins::WriteRequest {
             user: &ctx.user,
+            notes: &ctx.notes,
             operation: crate::admission_plugins::Operation::Create,
             info: &info,
             subresource: Some(Subresource::Eviction),

@@ -88,6 +88,7 @@ pub(crate) async fn admit_update<'a>(
             inner,
             &crate::admission_plugins::WriteRequest {
                 user: &write.user,
+                notes: &write.notes,
                 operation: crate::admission_plugins::Operation::Update,
                 info,
                 subresource: write.subresource,

@@ -14,6 +14,7 @@ use super::claims::{Claims, KubernetesClaim, ObjectRef};
 use super::{DEFAULT_EXPIRATION_SECONDS, ISSUER, MIN_EXPIRATION_SECONDS, read_core};
 use crate::authn::UserInfo;
 use crate::object::{meta_str, now_rfc3339};
+use crate::request_notes::RequestNotes;
 use crate::server::Inner;
 use crate::status::{ApiError, FieldError, json_response};
 
@@ -30,10 +31,14 @@ pub(crate) async fn create_token(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match issue(&inner, &user, &namespace, &name, &headers, body).await {
+    let notes = RequestNotes::default();
+    let mut response = match issue(&inner, &user, &notes, &namespace, &name, &headers, body).await
+    {
         Ok(object) => json_response(StatusCode::CREATED, &object),
         Err(e) => e.into_response(),
-    }
+    };
+    notes.write_to(&mut response);
+    response
 }
 
 fn not_found(resource: &str, name: &str) -> ApiError {
@@ -56,6 +61,7 @@ fn invalid(name: &str, causes: Vec<FieldError>) -> ApiError {
 async fn issue(
     inner: &Inner,
     user: &UserInfo,
+    notes: &RequestNotes,
     namespace: &str,
     name: &str,
     headers: &HeaderMap,
@@ -78,6 +84,7 @@ async fn issue(
         inner,
         &crate::admission_plugins::WriteRequest {
             user,
+            notes,
             operation: crate::admission_plugins::Operation::Create,
             info: &accounts,
             subresource: Some(crate::registry::Subresource::Token),

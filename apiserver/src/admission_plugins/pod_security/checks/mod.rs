@@ -1,0 +1,278 @@
+//! The Pod Security Standards as checks over a typed pod spec: which
+//! checks a level applies at a policy version, in which order, and how a
+//! pod fares against them.
+//!
+//! As upstream's registry: every check has an ID, a level and revisions
+//! that start at a policy version; a pinned version gets each check's
+//! newest revision at or below it, and none of a check that did not exist
+//! yet. Baseline is every baseline check; restricted is baseline without
+//! the checks a restricted revision overrides, plus the restricted checks.
+//! Results come baseline first, then restricted, each sorted by ID, so
+//! messages read the same as upstream's.
+//!
+//! Checks only look at the pod: they never read the cluster.
+
+mod baseline;
+mod restricted;
+
+use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, SecurityContext};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::policy::{Level, LevelVersion};
+
+/// One failed check: a short reason (`host namespaces`) and what exactly
+/// failed (`hostNetwork=true, hostPID=true`), possibly empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Violation {
+    pub reason: String,
+    pub detail: String,
+}
+
+impl Violation {
+    fn new(reason: impl Into<String>, detail: impl Into<String>) -> Option<Self> {
+        Some(Violation {
+            reason: reason.into(),
+            detail: detail.into(),
+        })
+    }
+}
+
+/// A check's verdict on one pod: `None` when it passes.
+type CheckFn = fn(&ObjectMeta, &PodSpec) -> Option<Violation>;
+
+/// One revision of a check, in force from policy `v1.<since>`.
+struct Revision {
+    since: u32,
+    check: CheckFn,
+    /// Baseline checks this (restricted) revision replaces.
+    overrides: &'static [&'static str],
+}
+
+/// A check with its revisions, oldest first.
+struct Check {
+    id: &'static str,
+    level: Level,
+    revisions: &'static [Revision],
+}
+
+impl Check {
+    /// The revision in force at policy `v1.<minor>`, if the check existed.
+    fn at(&self, minor: u32) -> Option<&Revision> {
+        self.revisions.iter().rev().find(|r| r.since <= minor)
+    }
+}
+
+const fn rev(since: u32, check: CheckFn) -> Revision {
+    Revision {
+        since,
+        check,
+        overrides: &[],
+    }
+}
+
+const fn rev_overriding(
+    since: u32,
+    check: CheckFn,
+    overrides: &'static [&'static str],
+) -> Revision {
+    Revision {
+        since,
+        check,
+        overrides,
+    }
+}
+
+/// Every check, baseline first and each level sorted by ID (a test keeps
+/// it so): the order failures are reported in.
+static CHECKS: &[Check] = &[
+    Check {
+        id: "appArmorProfile",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::app_armor_profile)],
+    },
+    Check {
+        id: "capabilities_baseline",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::capabilities)],
+    },
+    Check {
+        id: "hostNamespaces",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::host_namespaces)],
+    },
+    Check {
+        id: "hostPathVolumes",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::host_path_volumes)],
+    },
+    Check {
+        id: "hostPorts",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::host_ports)],
+    },
+    Check {
+        id: "privileged",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::privileged)],
+    },
+    Check {
+        id: "procMount",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::proc_mount)],
+    },
+    Check {
+        id: "seLinuxOptions",
+        level: Level::Baseline,
+        revisions: &[
+            rev(0, baseline::se_linux_options_1_0),
+            rev(31, baseline::se_linux_options_1_31),
+        ],
+    },
+    Check {
+        id: "seccompProfile_baseline",
+        level: Level::Baseline,
+        revisions: &[
+            rev(0, baseline::seccomp_annotations),
+            rev(19, baseline::seccomp_profile),
+        ],
+    },
+    Check {
+        id: "sysctls",
+        level: Level::Baseline,
+        revisions: &[
+            rev(0, baseline::sysctls_1_0),
+            rev(27, baseline::sysctls_1_27),
+            rev(29, baseline::sysctls_1_29),
+            rev(32, baseline::sysctls_1_32),
+        ],
+    },
+    Check {
+        id: "windowsHostProcess",
+        level: Level::Baseline,
+        revisions: &[rev(0, baseline::windows_host_process)],
+    },
+    Check {
+        id: "allowPrivilegeEscalation",
+        level: Level::Restricted,
+        revisions: &[
+            rev(8, restricted::allow_privilege_escalation),
+            rev(25, restricted::allow_privilege_escalation_linux),
+        ],
+    },
+    Check {
+        id: "capabilities_restricted",
+        level: Level::Restricted,
+        revisions: &[
+            rev_overriding(22, restricted::capabilities, &["capabilities_baseline"]),
+            rev_overriding(
+                25,
+                restricted::capabilities_linux,
+                &["capabilities_baseline"],
+            ),
+        ],
+    },
+    Check {
+        id: "restrictedVolumes",
+        level: Level::Restricted,
+        revisions: &[rev_overriding(
+            0,
+            restricted::volumes,
+            &["hostPathVolumes"],
+        )],
+    },
+    Check {
+        id: "runAsNonRoot",
+        level: Level::Restricted,
+        revisions: &[rev(0, restricted::run_as_non_root)],
+    },
+    Check {
+        id: "runAsUser",
+        level: Level::Restricted,
+        revisions: &[rev(23, restricted::run_as_user)],
+    },
+    Check {
+        id: "seccompProfile_restricted",
+        level: Level::Restricted,
+        revisions: &[
+            rev_overriding(19, restricted::seccomp_profile, &["seccompProfile_baseline"]),
+            rev_overriding(
+                25,
+                restricted::seccomp_profile_linux,
+                &["seccompProfile_baseline"],
+            ),
+        ],
+    },
+];
+
+/// The checks `policy` applies, in reporting order.
+fn checks_for(policy: LevelVersion) -> Vec<CheckFn> {
+    if policy.level == Level::Privileged {
+        return Vec::new();
+    }
+    let minor = policy.version.effective_minor();
+    let in_force: Vec<(&Check, &Revision)> = CHECKS
+        .iter()
+        .filter(|c| c.level <= policy.level)
+        .filter_map(|c| c.at(minor).map(|r| (c, r)))
+        .collect();
+    let overridden: Vec<&str> = in_force
+        .iter()
+        .flat_map(|(_, r)| r.overrides.iter().copied())
+        .collect();
+    in_force
+        .into_iter()
+        .filter(|(c, _)| !(c.level == Level::Baseline && overridden.contains(&c.id)))
+        .map(|(_, r)| r.check)
+        .collect()
+}
+
+/// Every check of `policy` that the pod (its metadata and spec) fails, in
+/// reporting order; empty when it passes.
+pub(crate) fn evaluate(policy: LevelVersion, meta: &ObjectMeta, spec: &PodSpec) -> Vec<Violation> {
+    checks_for(policy)
+        .into_iter()
+        .filter_map(|check| check(meta, spec))
+        .collect()
+}
+
+/// What the checks look at in a container, init container or ephemeral
+/// container.
+struct ContainerView<'a> {
+    name: &'a str,
+    security: Option<&'a SecurityContext>,
+    ports: &'a [ContainerPort],
+}
+
+/// Init containers, then containers, then ephemeral containers, as
+/// upstream visits them.
+fn containers(spec: &PodSpec) -> Vec<ContainerView<'_>> {
+    let regular = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .map(|c| ContainerView {
+            name: &c.name,
+            security: c.security_context.as_ref(),
+            ports: c.ports.as_deref().unwrap_or_default(),
+        });
+    let ephemeral = spec
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .map(|c| ContainerView {
+            name: &c.name,
+            security: c.security_context.as_ref(),
+            ports: c.ports.as_deref().unwrap_or_default(),
+        });
+    regular.chain(ephemeral).collect()
+}
+
+/// The pod declares itself a Windows pod (`spec.os.name: windows`), which
+/// the Linux-only restricted checks leave alone from policy v1.25.
+fn is_windows(spec: &PodSpec) -> bool {
+    spec.os.as_ref().is_some_and(|os| os.name == "windows")
+}
+
+#[cfg(test)]
+mod tests;

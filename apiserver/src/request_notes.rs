@@ -1,0 +1,141 @@
+//! What a request leaves beside its answer: the `Warning` headers the
+//! client prints (field validation's unknown fields, Pod Security's "would
+//! violate", ...) and the audit annotations the audit log records (Pod
+//! Security's enforced policy and audit-mode violations, ...). One
+//! [`RequestNotes`] lives per request; the handlers hand it to whatever has
+//! something to say, and the dispatcher writes it onto the response —
+//! success or failure alike, as upstream's warning recorder and audit
+//! context do.
+//!
+//! Notes never decide anything: nothing here may refuse or change a
+//! request.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use http::HeaderValue;
+use parking_lot::Mutex;
+
+/// The audit annotations of one request, as the response's extension: the
+/// audit log (a layer around the router) reads them from there; until it
+/// exists they are logged by [`RequestNotes::write_to`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditAnnotations(pub Vec<(String, String)>);
+
+/// Warnings and audit annotations gathered while one request is served.
+/// Clones share the same notes (a write may be attempted more than once
+/// and from nested helpers; every attempt notes into the one request).
+#[derive(Debug, Clone, Default)]
+pub struct RequestNotes {
+    inner: Arc<Mutex<Notes>>,
+}
+
+#[derive(Debug, Default)]
+struct Notes {
+    warnings: Vec<String>,
+    annotations: Vec<(String, String)>,
+}
+
+impl RequestNotes {
+    /// Adds a warning for the client; a text already noted is not repeated
+    /// (upstream's recorder drops duplicates, so a retried write does not
+    /// warn twice).
+    pub fn warn(&self, text: impl Into<String>) {
+        let text = text.into();
+        let mut notes = self.inner.lock();
+        if !notes.warnings.contains(&text) {
+            notes.warnings.push(text);
+        }
+    }
+
+    /// Records an audit annotation; the first value given for a key stays,
+    /// as upstream keeps it.
+    pub fn annotate(&self, key: impl Into<String>, value: impl Into<String>) {
+        let key = key.into();
+        let mut notes = self.inner.lock();
+        if !notes.annotations.iter().any(|(k, _)| *k == key) {
+            notes.annotations.push((key, value.into()));
+        }
+    }
+
+    /// The warnings so far, in the order they were noted.
+    pub fn warnings(&self) -> Vec<String> {
+        self.inner.lock().warnings.clone()
+    }
+
+    /// The audit annotations so far, in the order they were noted.
+    pub fn annotations(&self) -> Vec<(String, String)> {
+        self.inner.lock().annotations.clone()
+    }
+
+    /// Adds one `Warning: 299 - "<text>"` header per warning and the audit
+    /// annotations as an [`AuditAnnotations`] extension (logged, until an
+    /// audit log consumes them).
+    pub fn write_to(&self, response: &mut Response) {
+        let notes = self.inner.lock();
+        for warning in &notes.warnings {
+            if let Some(value) = warning_header(warning) {
+                response.headers_mut().append(http::header::WARNING, value);
+            }
+        }
+        if !notes.annotations.is_empty() {
+            for (key, value) in &notes.annotations {
+                tracing::info!(target: "audit", %key, %value, "audit annotation");
+            }
+            response
+                .extensions_mut()
+                .insert(AuditAnnotations(notes.annotations.clone()));
+        }
+    }
+}
+
+/// `299 - "<text>"` with quotes and backslashes escaped, as upstream's
+/// warning headers (RFC 7234 with the unknown-agent `-`); `None` for text
+/// no header can carry.
+fn warning_header(text: &str) -> Option<HeaderValue> {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    HeaderValue::from_str(&format!("299 - \"{escaped}\"")).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::response::IntoResponse;
+
+    #[test]
+    fn warnings_become_escaped_headers_once_each() {
+        let notes = RequestNotes::default();
+        notes.warn("unknown field \"spec.foo\"");
+        notes.clone().warn("unknown field \"spec.foo\"");
+        notes.warn("second");
+        let mut response = "ok".into_response();
+        notes.write_to(&mut response);
+        let headers: Vec<_> = response
+            .headers()
+            .get_all(http::header::WARNING)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            headers,
+            [r#"299 - "unknown field \"spec.foo\"""#, r#"299 - "second""#]
+        );
+        assert!(response.extensions().get::<AuditAnnotations>().is_none());
+    }
+
+    #[test]
+    fn annotations_keep_the_first_value_and_ride_on_the_response() {
+        let notes = RequestNotes::default();
+        notes.annotate("pod-security.kubernetes.io/enforce-policy", "restricted:latest");
+        notes.annotate("pod-security.kubernetes.io/enforce-policy", "baseline:latest");
+        let mut response = "ok".into_response();
+        notes.write_to(&mut response);
+        assert_eq!(
+            response.extensions().get::<AuditAnnotations>(),
+            Some(&AuditAnnotations(vec![(
+                "pod-security.kubernetes.io/enforce-policy".into(),
+                "restricted:latest".into()
+            )]))
+        );
+    }
+}
