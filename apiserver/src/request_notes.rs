@@ -80,7 +80,7 @@ impl RequestNotes {
         }
         if !notes.annotations.is_empty() {
             for (key, value) in &notes.annotations {
-                tracing::info!(target: "audit", %key, %value, "audit annotation");
+                tracing::debug!(target: "audit", %key, %value, "audit annotation");
             }
             response
                 .extensions_mut()

@@ -34,6 +34,8 @@ mod node_tls;
 mod openapi;
 #[path = "api/patch.rs"]
 mod patch;
+#[path = "api/pod_security.rs"]
+mod pod_security;
 #[path = "api/reviews.rs"]
 mod reviews;
 #[path = "api/service_alloc.rs"]

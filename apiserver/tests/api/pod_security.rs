@@ -1,0 +1,754 @@
+//! Pod Security admission through the API: a namespace's
+//! `pod-security.kubernetes.io/*` labels refuse pods (upstream's 403),
+//! warn about them (Warning headers) and audit them (annotations on the
+//! response for the audit log); workloads are warned about, never refused;
+//! namespace label changes are validated and answered with the existing
+//! pods that would fail; exemptions and defaults come from the admission
+//! configuration file. Checked from the side of someone trying to get a
+//! privileged pod in.
+
+use axum::body::Body;
+use http::{HeaderMap, Method, Request, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::request_notes::AuditAnnotations;
+use skiff_apiserver::{ApiServerConfig, ApiServerError};
+use tower::ServiceExt;
+
+use super::harness::{TestServer, assert_status};
+
+/// What a request got back.
+struct Answer {
+    code: StatusCode,
+    body: Value,
+    warnings: Vec<String>,
+    annotations: Vec<(String, String)>,
+}
+
+/// Sends `body` as `user` (the admin when `None`) with `content_type`.
+async fn send_as(
+    ts: &TestServer,
+    user: Option<&UserInfo>,
+    method: Method,
+    path: &str,
+    content_type: &str,
+    body: Option<Value>,
+) -> Answer {
+    let bytes = body
+        .map(|b| serde_json::to_vec(&b).unwrap())
+        .unwrap_or_default();
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(Body::from(bytes))
+        .unwrap();
+    let router = match user {
+        Some(user) => {
+            request.extensions_mut().insert(user.clone());
+            ts.server.router()
+        }
+        None => ts.router.clone(),
+    };
+    let response = router.oneshot(request).await.unwrap();
+    let code = response.status();
+    let warnings = warnings(response.headers());
+    let annotations = response
+        .extensions()
+        .get::<AuditAnnotations>()
+        .map(|a| a.0.clone())
+        .unwrap_or_default();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    Answer {
+        code,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        warnings,
+        annotations,
+    }
+}
+
+async fn send(ts: &TestServer, method: Method, path: &str, body: Option<Value>) -> Answer {
+    send_as(ts, None, method, path, "application/json", body).await
+}
+
+async fn label(ts: &TestServer, namespace: &str, labels: Value, query: &str) -> Answer {
+    send_as(
+        ts,
+        None,
+        Method::PATCH,
+        &format!("/api/v1/namespaces/{namespace}{query}"),
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"labels": labels}})),
+    )
+    .await
+}
+
+/// `Warning: 299 - "<text>"` headers, unescaped back to their text.
+fn warnings(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all("warning")
+        .iter()
+        .map(|v| {
+            let raw = v.to_str().unwrap();
+            let quoted = raw.strip_prefix("299 - ").expect("299 warning");
+            serde_json::from_str::<String>(quoted).expect("quoted warning text")
+        })
+        .collect()
+}
+
+async fn namespace(ts: &TestServer, name: &str, labels: Value) -> Answer {
+    send(
+        ts,
+        Method::POST,
+        "/api/v1/namespaces",
+        Some(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}})),
+    )
+    .await
+}
+
+/// The pod from the issue: privileged, the host's PIDs, `/` mounted.
+fn host_pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "hostPID": true,
+            "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true},
+                "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
+            "volumes": [{"name": "root", "hostPath": {"path": "/"}}]
+        }})
+}
+
+fn privileged_pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true}}]}})
+}
+
+/// A pod that passes restricted.
+fn restricted_pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "image": "busybox", "securityContext": {
+                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]
+        }})
+}
+
+const HOST_POD_RESTRICTED: &str = concat!(
+    r#"host namespaces (hostPID=true), "#,
+    r#"privileged (container "c" must not set securityContext.privileged=true), "#,
+    r#"allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), "#,
+    r#"unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), "#,
+    r#"restricted volume types (volume "root" uses restricted volume type "hostPath"), "#,
+    r#"runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), "#,
+    r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#
+);
+
+const PRIVILEGED_BASELINE: &str =
+    r#"privileged (container "c" must not set securityContext.privileged=true)"#;
+
+#[tokio::test]
+async fn enforce_refuses_a_privileged_host_pod_with_upstreams_status() {
+    let ts = TestServer::new().await;
+    let created = namespace(
+        &ts,
+        "secure",
+        json!({"pod-security.kubernetes.io/enforce": "restricted"}),
+    )
+    .await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+
+    let refused = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/secure/pods",
+        Some(host_pod("x")),
+    )
+    .await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    assert_eq!(
+        refused.body["message"],
+        format!(
+            "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": {HOST_POD_RESTRICTED}"
+        )
+    );
+    assert_eq!(refused.body["details"], json!({"name": "x", "kind": "pods"}));
+    assert!(refused.warnings.is_empty(), "{:?}", refused.warnings);
+    assert!(
+        refused
+            .annotations
+            .contains(&("pod-security.kubernetes.io/enforce-policy".into(), "restricted:latest".into())),
+        "{:?}",
+        refused.annotations
+    );
+    assert!(!ts.keys().await.iter().any(|k| k.contains("/pods/secure/")));
+
+    // A dry run is refused the same way, and generated names too.
+    let dry = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/secure/pods?dryRun=All",
+        Some(host_pod("x")),
+    )
+    .await;
+    assert_status(dry.code, &dry.body, 403, "Forbidden");
+    let mut generated = host_pod("");
+    generated["metadata"] = json!({"generateName": "x-"});
+    let refused = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/secure/pods",
+        Some(generated),
+    )
+    .await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+
+    // A pod that follows the standard goes in.
+    let ok = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/secure/pods",
+        Some(restricted_pod("fine")),
+    )
+    .await;
+    assert_eq!(ok.code, StatusCode::CREATED, "{}", ok.body);
+    assert!(ok.warnings.is_empty());
+}
+
+#[tokio::test]
+async fn a_pinned_enforce_version_applies_the_checks_of_that_version() {
+    let ts = TestServer::new().await;
+    namespace(
+        &ts,
+        "pinned",
+        json!({"pod-security.kubernetes.io/enforce": "restricted",
+               "pod-security.kubernetes.io/enforce-version": "v1.22"}),
+    )
+    .await;
+    // runAsUser=0 became a restricted failure at v1.23.
+    let mut pod = restricted_pod("root");
+    pod["spec"]["securityContext"]["runAsUser"] = json!(0);
+    pod["spec"]["securityContext"]["runAsNonRoot"] = json!(null);
+    pod["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = json!(true);
+    let created = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/pinned/pods",
+        Some(pod.clone()),
+    )
+    .await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+
+    label(
+        &ts,
+        "pinned",
+        json!({"pod-security.kubernetes.io/enforce-version": "v1.33"}),
+        "",
+    )
+    .await;
+    pod["metadata"]["name"] = json!("root-2");
+    let refused = send(&ts, Method::POST, "/api/v1/namespaces/pinned/pods", Some(pod)).await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    assert_eq!(
+        refused.body["message"],
+        "pods \"root-2\" is forbidden: violates PodSecurity \"restricted:v1.33\": runAsUser=0 (pod must not set runAsUser=0)"
+    );
+}
+
+#[tokio::test]
+async fn warn_answers_with_warning_headers_and_creates_the_pod() {
+    let ts = TestServer::new().await;
+    namespace(
+        &ts,
+        "loose",
+        json!({"pod-security.kubernetes.io/warn": "baseline"}),
+    )
+    .await;
+    let created = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/loose/pods",
+        Some(privileged_pod("p")),
+    )
+    .await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(
+        created.warnings,
+        [format!(
+            "would violate PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
+        )]
+    );
+
+    // Enforce baseline and warn restricted: a pod passing baseline only
+    // is created with the restricted warning; one failing baseline is
+    // refused without warnings.
+    namespace(
+        &ts,
+        "mixed",
+        json!({"pod-security.kubernetes.io/enforce": "baseline",
+               "pod-security.kubernetes.io/warn": "restricted"}),
+    )
+    .await;
+    let plain = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let created = send(&ts, Method::POST, "/api/v1/namespaces/mixed/pods", Some(plain)).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(
+        created.warnings,
+        [concat!(
+            r#"would violate PodSecurity "restricted:latest": "#,
+            r#"allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), "#,
+            r#"unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), "#,
+            r#"runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), "#,
+            r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#
+        )]
+    );
+    let refused = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/mixed/pods",
+        Some(privileged_pod("bad")),
+    )
+    .await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    assert!(refused.warnings.is_empty(), "{:?}", refused.warnings);
+}
+
+#[tokio::test]
+async fn audit_violations_are_annotations_for_the_audit_log() {
+    let ts = TestServer::new().await;
+    namespace(
+        &ts,
+        "watched",
+        json!({"pod-security.kubernetes.io/audit": "baseline"}),
+    )
+    .await;
+    let created = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/watched/pods",
+        Some(privileged_pod("p")),
+    )
+    .await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    assert!(created.warnings.is_empty());
+    assert_eq!(
+        created.annotations,
+        [
+            (
+                "pod-security.kubernetes.io/enforce-policy".to_string(),
+                "privileged:latest".to_string()
+            ),
+            (
+                "pod-security.kubernetes.io/audit-violations".to_string(),
+                format!("would violate PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}")
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn workload_templates_are_warned_about_never_refused() {
+    let ts = TestServer::new().await;
+    namespace(
+        &ts,
+        "apps",
+        json!({"pod-security.kubernetes.io/enforce": "baseline",
+               "pod-security.kubernetes.io/warn": "baseline",
+               "pod-security.kubernetes.io/audit": "baseline"}),
+    )
+    .await;
+    let template = json!({"metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true}}]}});
+    let mut job_template = template.clone();
+    job_template["spec"]["restartPolicy"] = json!("Never");
+    let workloads = [
+        (
+            "/apis/apps/v1/namespaces/apps/deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template}}),
+        ),
+        (
+            "/apis/apps/v1/namespaces/apps/daemonsets",
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds"},
+                "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template}}),
+        ),
+        (
+            "/apis/batch/v1/namespaces/apps/cronjobs",
+            json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cj"},
+                "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": job_template}}}}),
+        ),
+        (
+            "/api/v1/namespaces/apps/podtemplates",
+            json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "pt"},
+                "template": template}),
+        ),
+    ];
+    let warning = format!("would violate PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}");
+    for (path, object) in workloads {
+        let created = send(&ts, Method::POST, path, Some(object)).await;
+        assert_eq!(created.code, StatusCode::CREATED, "{path}: {}", created.body);
+        assert_eq!(created.warnings, [warning.clone()], "{path}");
+        assert!(
+            created
+                .annotations
+                .iter()
+                .any(|(k, v)| k == "pod-security.kubernetes.io/audit-violations" && *v == warning),
+            "{path}: {:?}",
+            created.annotations
+        );
+    }
+    // Updating one warns again; its scale subresource does not.
+    let patched = send_as(
+        &ts,
+        None,
+        Method::PATCH,
+        "/apis/apps/v1/namespaces/apps/deployments/d",
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"labels": {"tier": "web"}}})),
+    )
+    .await;
+    assert_eq!(patched.code, StatusCode::OK, "{}", patched.body);
+    assert_eq!(patched.warnings, [warning.clone()]);
+    let scaled = send_as(
+        &ts,
+        None,
+        Method::PATCH,
+        "/apis/apps/v1/namespaces/apps/deployments/d/scale",
+        "application/merge-patch+json",
+        Some(json!({"spec": {"replicas": 3}})),
+    )
+    .await;
+    assert_eq!(scaled.code, StatusCode::OK, "{}", scaled.body);
+    assert!(scaled.warnings.is_empty());
+
+    // The pods such a workload would make are refused.
+    let pod = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/apps/pods",
+        Some(privileged_pod("from-template")),
+    )
+    .await;
+    assert_status(pod.code, &pod.body, 403, "Forbidden");
+}
+
+#[tokio::test]
+async fn pod_updates_are_checked_only_when_they_change_what_the_checks_see() {
+    let ts = TestServer::new().await;
+    namespace(&ts, "legacy", json!({})).await;
+    let created = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/legacy/pods",
+        Some(privileged_pod("old")),
+    )
+    .await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    label(
+        &ts,
+        "legacy",
+        json!({"pod-security.kubernetes.io/enforce": "baseline"}),
+        "",
+    )
+    .await;
+
+    // Labels, annotations and tolerations of a running pod may change.
+    let relabeled = send_as(
+        &ts,
+        None,
+        Method::PATCH,
+        "/api/v1/namespaces/legacy/pods/old",
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"labels": {"x": "y"}, "annotations": {"a": "b"}}})),
+    )
+    .await;
+    assert_eq!(relabeled.code, StatusCode::OK, "{}", relabeled.body);
+
+    // A new image is checked, and the pod fails the namespace's level.
+    let reimaged = send_as(
+        &ts,
+        None,
+        Method::PATCH,
+        "/api/v1/namespaces/legacy/pods/old",
+        "application/strategic-merge-patch+json",
+        Some(json!({"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}})),
+    )
+    .await;
+    assert_status(reimaged.code, &reimaged.body, 403, "Forbidden");
+    assert_eq!(
+        reimaged.body["message"],
+        format!(
+            "pods \"old\" is forbidden: violates PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
+        )
+    );
+    let (_, stored) = ts.get("/api/v1/namespaces/legacy/pods/old").await;
+    assert_eq!(stored["spec"]["containers"][0]["image"], "busybox");
+}
+
+#[tokio::test]
+async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
+    let ts = TestServer::new().await;
+    namespace(&ts, "legacy", json!({})).await;
+    let host_network = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "net"},
+        "spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "busybox"}]}});
+    for pod in [
+        privileged_pod("b"),
+        privileged_pod("a"),
+        host_network,
+        restricted_pod("good"),
+    ] {
+        let created = send(&ts, Method::POST, "/api/v1/namespaces/legacy/pods", Some(pod)).await;
+        assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    }
+    let want = [
+        r#"existing pods in namespace "legacy" violate the new PodSecurity enforce level "baseline:latest""#,
+        "a (and 1 other pod): privileged",
+        "net: host namespaces",
+    ];
+
+    // A server-side dry run previews the warnings and changes nothing.
+    let dry = label(
+        &ts,
+        "legacy",
+        json!({"pod-security.kubernetes.io/enforce": "baseline"}),
+        "?dryRun=All",
+    )
+    .await;
+    assert_eq!(dry.code, StatusCode::OK, "{}", dry.body);
+    assert_eq!(dry.warnings, want);
+    let (_, ns) = ts.get("/api/v1/namespaces/legacy").await;
+    assert!(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"].is_null());
+
+    let labeled = label(
+        &ts,
+        "legacy",
+        json!({"pod-security.kubernetes.io/enforce": "baseline"}),
+        "",
+    )
+    .await;
+    assert_eq!(labeled.code, StatusCode::OK, "{}", labeled.body);
+    assert_eq!(labeled.warnings, want);
+    assert_eq!(
+        labeled.body["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "baseline"
+    );
+
+    // Relabelling to the same level, relaxing it, or a change that leaves
+    // enforce alone says nothing.
+    for labels in [
+        json!({"pod-security.kubernetes.io/enforce": "baseline", "team": "a"}),
+        json!({"pod-security.kubernetes.io/warn": "restricted"}),
+        json!({"pod-security.kubernetes.io/enforce": "privileged"}),
+    ] {
+        let quiet = label(&ts, "legacy", labels.clone(), "").await;
+        assert_eq!(quiet.code, StatusCode::OK, "{}", quiet.body);
+        assert!(quiet.warnings.is_empty(), "{labels}: {:?}", quiet.warnings);
+    }
+}
+
+#[tokio::test]
+async fn labels_pod_security_cannot_read_are_refused_so_enforcement_cannot_be_switched_off() {
+    let ts = TestServer::new().await;
+    let bad = namespace(
+        &ts,
+        "bad",
+        json!({"pod-security.kubernetes.io/enforce": "strict"}),
+    )
+    .await;
+    assert_status(bad.code, &bad.body, 422, "Invalid");
+    assert_eq!(
+        bad.body["message"],
+        "Namespace \"bad\" is invalid: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\": must be one of privileged, baseline, restricted"
+    );
+    assert_eq!(
+        bad.body["details"]["causes"][0]["field"],
+        "metadata.labels[pod-security.kubernetes.io/enforce]"
+    );
+
+    namespace(
+        &ts,
+        "secure",
+        json!({"pod-security.kubernetes.io/enforce": "restricted"}),
+    )
+    .await;
+    // Replacing the level or the version with garbage does not turn the
+    // check off: the write is refused and the namespace keeps its policy.
+    for labels in [
+        json!({"pod-security.kubernetes.io/enforce": "off"}),
+        json!({"pod-security.kubernetes.io/enforce-version": "1.33"}),
+        json!({"pod-security.kubernetes.io/warn": "loud"}),
+    ] {
+        let refused = label(&ts, "secure", labels.clone(), "").await;
+        assert_status(refused.code, &refused.body, 422, "Invalid");
+    }
+    let still = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/secure/pods",
+        Some(privileged_pod("p")),
+    )
+    .await;
+    assert_status(still.code, &still.body, 403, "Forbidden");
+}
+
+/// A server with `--admission-control-config-file` holding `psa`.
+async fn configured(psa: &str) -> (TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admission.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n{}",
+            psa.lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        ),
+    )
+    .unwrap();
+    let ts = TestServer::with_config(ApiServerConfig {
+        admission_control_config_file: Some(file),
+        ..ApiServerConfig::default()
+    })
+    .await;
+    (ts, dir)
+}
+
+const CONFIG: &str = r#"apiVersion: pod-security.admission.config.k8s.io/v1
+kind: PodSecurityConfiguration
+defaults:
+  enforce: baseline
+  enforce-version: latest
+exemptions:
+  usernames: [deployer]
+  runtimeClasses: [kata]
+  namespaces: [ops]
+"#;
+
+#[tokio::test]
+async fn defaults_and_exemptions_come_from_the_configuration_file() {
+    let (ts, _dir) = configured(CONFIG).await;
+
+    // Namespaces without labels get the configured default.
+    namespace(&ts, "plain", json!({})).await;
+    let refused = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/plain/pods",
+        Some(privileged_pod("p")),
+    )
+    .await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    assert_eq!(
+        refused.body["message"],
+        format!(
+            "pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
+        )
+    );
+
+    // An exempt namespace is told its labels will be ignored, and admits
+    // anything.
+    let ops = namespace(
+        &ts,
+        "ops",
+        json!({"pod-security.kubernetes.io/enforce": "restricted"}),
+    )
+    .await;
+    assert_eq!(ops.code, StatusCode::CREATED, "{}", ops.body);
+    assert_eq!(
+        ops.warnings,
+        ["namespace \"ops\" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"]
+    );
+    let admitted = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/ops/pods",
+        Some(host_pod("x")),
+    )
+    .await;
+    assert_eq!(admitted.code, StatusCode::CREATED, "{}", admitted.body);
+    assert!(
+        admitted
+            .annotations
+            .contains(&("pod-security.kubernetes.io/exempt".into(), "namespace".into()))
+    );
+
+    // An exempt user may; someone else in the same groups may not.
+    let masters = ["system:masters".to_string()];
+    let deployer = UserInfo::new("deployer", masters.clone());
+    let intruder = UserInfo::new("deployer2", masters);
+    let by_deployer = send_as(
+        &ts,
+        Some(&deployer),
+        Method::POST,
+        "/api/v1/namespaces/plain/pods",
+        "application/json",
+        Some(host_pod("by-deployer")),
+    )
+    .await;
+    assert_eq!(by_deployer.code, StatusCode::CREATED, "{}", by_deployer.body);
+    let by_intruder = send_as(
+        &ts,
+        Some(&intruder),
+        Method::POST,
+        "/api/v1/namespaces/plain/pods",
+        "application/json",
+        Some(host_pod("by-intruder")),
+    )
+    .await;
+    assert_status(by_intruder.code, &by_intruder.body, 403, "Forbidden");
+    // Impersonating the exempt user takes its exemption only when the
+    // impersonation is allowed (here: the admin may).
+    let impersonated = ts
+        .call_with_headers(
+            &UserInfo::new("admin", ["system:masters".to_string()]),
+            Method::POST,
+            "/api/v1/namespaces/plain/pods",
+            Some(host_pod("as-deployer")),
+            &[("Impersonate-User", "deployer")],
+        )
+        .await;
+    assert_eq!(impersonated.0, StatusCode::CREATED, "{}", impersonated.1);
+
+    // An exempt runtime class is not checked; any other is.
+    let mut kata = host_pod("kata");
+    kata["spec"]["runtimeClassName"] = json!("kata");
+    let admitted = send(&ts, Method::POST, "/api/v1/namespaces/plain/pods", Some(kata)).await;
+    assert_eq!(admitted.code, StatusCode::CREATED, "{}", admitted.body);
+    let mut runc = host_pod("runc");
+    runc["spec"]["runtimeClassName"] = json!("runc");
+    let refused = send(&ts, Method::POST, "/api/v1/namespaces/plain/pods", Some(runc)).await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+}
+
+#[tokio::test]
+async fn a_configuration_the_plugin_cannot_read_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admission.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    apiVersion: pod-security.admission.config.k8s.io/v1\n    kind: PodSecurityConfiguration\n    defaults:\n      enforce: strict\n",
+    )
+    .unwrap();
+    let store = std::sync::Arc::new(
+        skiff_store::SledStore::open(skiff_store::SledConfig::new(dir.path().join("store")))
+            .unwrap(),
+    );
+    let config = ApiServerConfig {
+        admission_control_config_file: Some(file),
+        ..ApiServerConfig::default()
+    };
+    let err = match skiff_apiserver::ApiServer::new(store, config).await {
+        Ok(_) => panic!("a server started with an unreadable PodSecurity configuration"),
+        Err(err) => err,
+    };
+    assert!(matches!(err, ApiServerError::Admission(_)), "{err}");
+    assert!(
+        err.to_string().contains(
+            "plugin PodSecurity: defaults.enforce: Invalid value: \"strict\": must be one of privileged, baseline, restricted"
+        ),
+        "{err}"
+    );
+}
