@@ -87,6 +87,12 @@ pub struct ServerArgs {
     /// Do not run the cluster DNS.
     #[arg(long, env = "SKIFF_DISABLE_CLUSTER_DNS")]
     pub disable_cluster_dns: bool,
+
+    /// Admission plugins' settings: upstream's AdmissionConfiguration
+    /// file (YAML or JSON), e.g. the PodSecurity plugin's defaults and
+    /// exemptions.
+    #[arg(long, env = "SKIFF_ADMISSION_CONTROL_CONFIG_FILE")]
+    pub admission_control_config_file: Option<PathBuf>,
 }
 
 /// Runs the server until a termination signal, then stops cleanly.
@@ -133,6 +139,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
+        admission_control_config_file: args.admission_control_config_file.clone(),
         ..ApiServerConfig::default()
     };
     let api = ApiServer::new(store.clone(), api_config)

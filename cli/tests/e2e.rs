@@ -15,6 +15,7 @@ mod e2e {
     mod kubectl_apply;
     mod node_features;
     mod pod_lifecycle;
+    mod pod_security;
     mod python;
     mod rbac;
     mod scheduling;

@@ -1,0 +1,169 @@
+//! Pod Security admission with real kubectl, as an administrator tries it:
+//! `kubectl label ns ... pod-security.kubernetes.io/enforce=restricted`
+//! keeps a privileged host pod out with upstream's message; a warn label
+//! prints kubectl's `Warning:` lines and lets the pod in; a stricter
+//! enforce label names the pods already there; and
+//! `--admission-control-config-file` sets defaults and exemptions.
+
+use std::process::Output;
+
+use super::support::Server;
+
+/// The pod from the issue: privileged, the host's PIDs, `/` mounted.
+const HOST_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": "x"},
+  "spec": {
+    "hostPID": true,
+    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+      "securityContext": {"privileged": true},
+      "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
+    "volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}"#;
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "secure"]);
+    let labeled = server.kubectl_ok(&[
+        "label",
+        "namespace",
+        "secure",
+        "pod-security.kubernetes.io/enforce=restricted",
+    ]);
+    assert!(labeled.contains("namespace/secure labeled"), "{labeled}");
+
+    let out = server.kubectl_stdin(&["create", "-n", "secure", "-f", "-"], HOST_POD);
+    assert!(!out.status.success(), "created: {}", stdout(&out));
+    let err = stderr(&out);
+    let want = concat!(
+        r#"Error from server (Forbidden): error when creating "STDIN": pods "x" is forbidden: "#,
+        r#"violates PodSecurity "restricted:latest": "#,
+        r#"host namespaces (hostPID=true), "#,
+        r#"privileged (container "c" must not set securityContext.privileged=true), "#,
+        r#"allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), "#,
+        r#"unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), "#,
+        r#"restricted volume types (volume "root" uses restricted volume type "hostPath"), "#,
+        r#"runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), "#,
+        r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#
+    );
+    assert_eq!(err.trim(), want);
+    let missing = server.kubectl_err(&["get", "pod", "x", "-n", "secure"]);
+    assert!(missing.contains("NotFound"), "{missing}");
+
+    // Nor does `kubectl run --privileged` get around it.
+    let err = server.kubectl_err(&[
+        "run",
+        "sneaky",
+        "-n",
+        "secure",
+        "--image=busybox",
+        "--privileged",
+    ]);
+    assert!(
+        err.contains(r#"pods "sneaky" is forbidden: violates PodSecurity "restricted:latest": privileged (container "sneaky" must not set securityContext.privileged=true)"#),
+        "{err}"
+    );
+
+    // Switching enforcement off with a value it cannot read is refused.
+    let err = server.kubectl_err(&[
+        "label",
+        "namespace",
+        "secure",
+        "--overwrite",
+        "pod-security.kubernetes.io/enforce=off",
+    ]);
+    assert!(
+        err.contains(r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "off": must be one of privileged, baseline, restricted"#),
+        "{err}"
+    );
+}
+
+#[test]
+fn kubectl_prints_warn_level_warnings_and_names_existing_pods_on_a_new_enforce_level() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "loose"]);
+    server.kubectl_ok(&[
+        "label",
+        "namespace",
+        "loose",
+        "pod-security.kubernetes.io/warn=baseline",
+    ]);
+    let out = server.kubectl_stdin(&["create", "-n", "loose", "-f", "-"], HOST_POD);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("pod/x created"), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        concat!(
+            r#"Warning: would violate PodSecurity "baseline:latest": "#,
+            r#"host namespaces (hostPID=true), hostPath volumes (volume "root"), "#,
+            r#"privileged (container "c" must not set securityContext.privileged=true)"#
+        )
+    );
+    server.kubectl_ok(&["get", "pod", "x", "-n", "loose"]);
+
+    // Enforcing baseline now: the label goes on, and kubectl prints which
+    // pods already there would be refused.
+    let out = server.kubectl(&[
+        "label",
+        "namespace",
+        "loose",
+        "pod-security.kubernetes.io/enforce=baseline",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("namespace/loose labeled"));
+    let err = stderr(&out);
+    assert_eq!(
+        err.lines().collect::<Vec<_>>(),
+        [
+            r#"Warning: existing pods in namespace "loose" violate the new PodSecurity enforce level "baseline:latest""#,
+            "Warning: x: host namespaces, hostPath volumes, privileged",
+        ],
+    );
+}
+
+#[test]
+fn the_admission_configuration_file_sets_defaults_and_exemptions() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("admission.yaml");
+    std::fs::write(
+        &config,
+        r#"apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: baseline
+    exemptions:
+      namespaces: [ops]
+"#,
+    )
+    .expect("write the admission configuration");
+    let config = config.to_string_lossy().into_owned();
+    let server = Server::start_with(&[
+        "--disable-agent",
+        "--admission-control-config-file",
+        &config,
+    ]);
+
+    // Unlabelled namespaces enforce the default...
+    let err = server.kubectl_err(&["run", "p", "--image=busybox", "--privileged"]);
+    assert!(
+        err.contains(r#"pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged (container "p" must not set securityContext.privileged=true)"#),
+        "{err}"
+    );
+    // ...except the exempt one.
+    server.kubectl_ok(&["create", "namespace", "ops"]);
+    let out = server.kubectl(&["run", "p", "-n", "ops", "--image=busybox", "--privileged"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("pod/p created"), "{}", stdout(&out));
+}
