@@ -126,8 +126,14 @@ mod tests {
     #[test]
     fn annotations_keep_the_first_value_and_ride_on_the_response() {
         let notes = RequestNotes::default();
-        notes.annotate("pod-security.kubernetes.io/enforce-policy", "restricted:latest");
-        notes.annotate("pod-security.kubernetes.io/enforce-policy", "baseline:latest");
+        notes.annotate(
+            "pod-security.kubernetes.io/enforce-policy",
+            "restricted:latest",
+        );
+        notes.annotate(
+            "pod-security.kubernetes.io/enforce-policy",
+            "baseline:latest",
+        );
         let mut response = "ok".into_response();
         notes.write_to(&mut response);
         assert_eq!(

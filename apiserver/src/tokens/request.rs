@@ -32,8 +32,7 @@ pub(crate) async fn create_token(
     body: Body,
 ) -> Response {
     let notes = RequestNotes::default();
-    let mut response = match issue(&inner, &user, &notes, &namespace, &name, &headers, body).await
-    {
+    let mut response = match issue(&inner, &user, &notes, &namespace, &name, &headers, body).await {
         Ok(object) => json_response(StatusCode::CREATED, &object),
         Err(e) => e.into_response(),
     };

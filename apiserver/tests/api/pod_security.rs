@@ -112,13 +112,13 @@ async fn namespace(ts: &TestServer, name: &str, labels: Value) -> Answer {
 /// The pod from the issue: privileged, the host's PIDs, `/` mounted.
 fn host_pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "hostPID": true,
-            "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true},
-                "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
-            "volumes": [{"name": "root", "hostPath": {"path": "/"}}]
-        }})
+    "metadata": {"name": name},
+    "spec": {
+        "hostPID": true,
+        "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true},
+            "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
+        "volumes": [{"name": "root", "hostPath": {"path": "/"}}]
+    }})
 }
 
 fn privileged_pod(name: &str) -> Value {
@@ -129,11 +129,11 @@ fn privileged_pod(name: &str) -> Value {
 /// A pod that passes restricted.
 fn restricted_pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {
-            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{"name": "c", "image": "busybox", "securityContext": {
-                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]
-        }})
+    "spec": {
+        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "c", "image": "busybox", "securityContext": {
+            "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]
+    }})
 }
 
 const HOST_POD_RESTRICTED: &str = concat!(
@@ -174,12 +174,16 @@ async fn enforce_refuses_a_privileged_host_pod_with_upstreams_status() {
             "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": {HOST_POD_RESTRICTED}"
         )
     );
-    assert_eq!(refused.body["details"], json!({"name": "x", "kind": "pods"}));
+    assert_eq!(
+        refused.body["details"],
+        json!({"name": "x", "kind": "pods"})
+    );
     assert!(refused.warnings.is_empty(), "{:?}", refused.warnings);
     assert!(
-        refused
-            .annotations
-            .contains(&("pod-security.kubernetes.io/enforce-policy".into(), "restricted:latest".into())),
+        refused.annotations.contains(&(
+            "pod-security.kubernetes.io/enforce-policy".into(),
+            "restricted:latest".into()
+        )),
         "{:?}",
         refused.annotations
     );
@@ -249,7 +253,13 @@ async fn a_pinned_enforce_version_applies_the_checks_of_that_version() {
     )
     .await;
     pod["metadata"]["name"] = json!("root-2");
-    let refused = send(&ts, Method::POST, "/api/v1/namespaces/pinned/pods", Some(pod)).await;
+    let refused = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/pinned/pods",
+        Some(pod),
+    )
+    .await;
     assert_status(refused.code, &refused.body, 403, "Forbidden");
     assert_eq!(
         refused.body["message"],
@@ -293,7 +303,13 @@ async fn warn_answers_with_warning_headers_and_creates_the_pod() {
     .await;
     let plain = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
-    let created = send(&ts, Method::POST, "/api/v1/namespaces/mixed/pods", Some(plain)).await;
+    let created = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/mixed/pods",
+        Some(plain),
+    )
+    .await;
     assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
     assert_eq!(
         created.warnings,
@@ -389,8 +405,13 @@ async fn workload_templates_are_warned_about_never_refused() {
     let warning = format!("would violate PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}");
     for (path, object) in workloads {
         let created = send(&ts, Method::POST, path, Some(object)).await;
-        assert_eq!(created.code, StatusCode::CREATED, "{path}: {}", created.body);
-        assert_eq!(created.warnings, [warning.clone()], "{path}");
+        assert_eq!(
+            created.code,
+            StatusCode::CREATED,
+            "{path}: {}",
+            created.body
+        );
+        assert_eq!(created.warnings, std::slice::from_ref(&warning), "{path}");
         assert!(
             created
                 .annotations
@@ -411,7 +432,7 @@ async fn workload_templates_are_warned_about_never_refused() {
     )
     .await;
     assert_eq!(patched.code, StatusCode::OK, "{}", patched.body);
-    assert_eq!(patched.warnings, [warning.clone()]);
+    assert_eq!(patched.warnings, std::slice::from_ref(&warning));
     let scaled = send_as(
         &ts,
         None,
@@ -500,7 +521,13 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
         host_network,
         restricted_pod("good"),
     ] {
-        let created = send(&ts, Method::POST, "/api/v1/namespaces/legacy/pods", Some(pod)).await;
+        let created = send(
+            &ts,
+            Method::POST,
+            "/api/v1/namespaces/legacy/pods",
+            Some(pod),
+        )
+        .await;
         assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
     }
     let want = [
@@ -659,7 +686,9 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     assert_eq!(ops.code, StatusCode::CREATED, "{}", ops.body);
     assert_eq!(
         ops.warnings,
-        ["namespace \"ops\" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"]
+        [
+            "namespace \"ops\" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"
+        ]
     );
     let admitted = send(
         &ts,
@@ -669,11 +698,10 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     )
     .await;
     assert_eq!(admitted.code, StatusCode::CREATED, "{}", admitted.body);
-    assert!(
-        admitted
-            .annotations
-            .contains(&("pod-security.kubernetes.io/exempt".into(), "namespace".into()))
-    );
+    assert!(admitted.annotations.contains(&(
+        "pod-security.kubernetes.io/exempt".into(),
+        "namespace".into()
+    )));
 
     // An exempt user may; someone else in the same groups may not.
     let masters = ["system:masters".to_string()];
@@ -688,7 +716,12 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
         Some(host_pod("by-deployer")),
     )
     .await;
-    assert_eq!(by_deployer.code, StatusCode::CREATED, "{}", by_deployer.body);
+    assert_eq!(
+        by_deployer.code,
+        StatusCode::CREATED,
+        "{}",
+        by_deployer.body
+    );
     let by_intruder = send_as(
         &ts,
         Some(&intruder),
@@ -715,11 +748,23 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     // An exempt runtime class is not checked; any other is.
     let mut kata = host_pod("kata");
     kata["spec"]["runtimeClassName"] = json!("kata");
-    let admitted = send(&ts, Method::POST, "/api/v1/namespaces/plain/pods", Some(kata)).await;
+    let admitted = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/plain/pods",
+        Some(kata),
+    )
+    .await;
     assert_eq!(admitted.code, StatusCode::CREATED, "{}", admitted.body);
     let mut runc = host_pod("runc");
     runc["spec"]["runtimeClassName"] = json!("runc");
-    let refused = send(&ts, Method::POST, "/api/v1/namespaces/plain/pods", Some(runc)).await;
+    let refused = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/plain/pods",
+        Some(runc),
+    )
+    .await;
     assert_status(refused.code, &refused.body, 403, "Forbidden");
 }
 

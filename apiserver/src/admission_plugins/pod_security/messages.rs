@@ -90,7 +90,10 @@ pub(super) fn violates(policy: LevelVersion, violations: &[Violation]) -> String
 
 /// The warn header text and the audit annotation value.
 pub(super) fn would_violate(policy: LevelVersion, violations: &[Violation]) -> String {
-    format!("would violate PodSecurity \"{policy}\": {}", detail(violations))
+    format!(
+        "would violate PodSecurity \"{policy}\": {}",
+        detail(violations)
+    )
 }
 
 /// The first warning of a namespace whose new enforce level some existing
@@ -141,14 +144,19 @@ pub(super) fn exempt_namespace(
     has_label: impl Fn(&str) -> bool,
 ) -> Option<String> {
     use super::policy::{
-        AUDIT_LABEL, AUDIT_VERSION_LABEL, ENFORCE_LABEL, ENFORCE_VERSION_LABEL, Level,
-        WARN_LABEL, WARN_VERSION_LABEL,
+        AUDIT_LABEL, AUDIT_VERSION_LABEL, ENFORCE_LABEL, ENFORCE_VERSION_LABEL, Level, WARN_LABEL,
+        WARN_VERSION_LABEL,
     };
     if policy.fully_privileged() || policy.equivalent(defaults) {
         return None;
     }
     let modes = [
-        ("enforce", policy.enforce, ENFORCE_LABEL, ENFORCE_VERSION_LABEL),
+        (
+            "enforce",
+            policy.enforce,
+            ENFORCE_LABEL,
+            ENFORCE_VERSION_LABEL,
+        ),
         ("audit", policy.audit, AUDIT_LABEL, AUDIT_VERSION_LABEL),
         ("warn", policy.warn, WARN_LABEL, WARN_VERSION_LABEL),
     ];
@@ -181,7 +189,10 @@ mod tests {
         let found = [
             violation("host namespaces", "hostPID=true"),
             violation("bare", ""),
-            violation("privileged", "container \"c\" must not set securityContext.privileged=true"),
+            violation(
+                "privileged",
+                "container \"c\" must not set securityContext.privileged=true",
+            ),
         ];
         assert_eq!(
             detail(&found),
@@ -203,9 +214,27 @@ mod tests {
     #[test]
     fn pod_warnings_name_the_first_pod_and_count_the_others() {
         let mut groups = BTreeMap::new();
-        groups.insert("privileged".to_string(), PodGroup { first: "b".into(), count: 1 });
-        groups.insert("host namespaces".to_string(), PodGroup { first: "a".into(), count: 2 });
-        groups.insert("hostPort".to_string(), PodGroup { first: "c".into(), count: 4 });
+        groups.insert(
+            "privileged".to_string(),
+            PodGroup {
+                first: "b".into(),
+                count: 1,
+            },
+        );
+        groups.insert(
+            "host namespaces".to_string(),
+            PodGroup {
+                first: "a".into(),
+                count: 2,
+            },
+        );
+        groups.insert(
+            "hostPort".to_string(),
+            PodGroup {
+                first: "c".into(),
+                count: 4,
+            },
+        );
         assert_eq!(
             pod_warnings(&groups),
             [

@@ -101,9 +101,9 @@ async fn admit_pod(
         request.notes.annotate(EXEMPT_ANNOTATION, reason);
         return Ok(());
     }
-    let labels = namespaces::labels(inner, namespace).await?.ok_or_else(|| {
-        ApiError::Internal(format!("failed to lookup namespace \"{namespace}\""))
-    })?;
+    let labels = namespaces::labels(inner, namespace)
+        .await?
+        .ok_or_else(|| ApiError::Internal(format!("failed to lookup namespace \"{namespace}\"")))?;
     let (policy, errors) = Policy::from_labels(&labels, &config.defaults);
     if errors.is_empty() && policy.fully_privileged() {
         return Ok(());
@@ -228,13 +228,12 @@ fn significant_update(pod: &Pod, old: &Pod) -> bool {
         return true;
     }
     let old_ephemeral = old_spec.ephemeral_containers.as_deref().unwrap_or_default();
-    spec.ephemeral_containers
-        .iter()
-        .flatten()
-        .any(|c| match old_ephemeral.iter().find(|o| o.name == c.name) {
+    spec.ephemeral_containers.iter().flatten().any(|c| {
+        match old_ephemeral.iter().find(|o| o.name == c.name) {
             None => true,
             Some(o) => changed(&c.name, &c.image, &o.image),
-        })
+        }
+    })
 }
 
 /// What is being checked, for messages and logs.
@@ -349,8 +348,10 @@ mod tests {
     use serde_json::json;
 
     fn pod(spec: Value, annotations: Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "p", "annotations": annotations}, "spec": spec}))
-            .unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "p", "annotations": annotations}, "spec": spec}),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -362,7 +363,10 @@ mod tests {
             json!({"note": "changed"}),
         );
         assert!(!significant_update(&relabeled, &old));
-        let new_image = pod(json!({"containers": [{"name": "a", "image": "y"}]}), json!({}));
+        let new_image = pod(
+            json!({"containers": [{"name": "a", "image": "y"}]}),
+            json!({}),
+        );
         assert!(significant_update(&new_image, &old));
         let seccomp = pod(
             base.clone(),

@@ -225,7 +225,9 @@ mod tests {
         assert_eq!(Version::parse("latest"), Some(Version::Latest));
         assert_eq!(Version::parse("v1.0"), Some(Version::Minor(0)));
         assert_eq!(Version::parse("v1.33"), Some(Version::Minor(33)));
-        for bad in ["", "1.33", "v1.033", "v2.1", "v1.", "v1.x", "Latest", "v1.-1"] {
+        for bad in [
+            "", "1.33", "v1.033", "v2.1", "v1.", "v1.x", "Latest", "v1.-1",
+        ] {
             assert_eq!(Version::parse(bad), None, "{bad}");
         }
         assert!(Version::Minor(99) < Version::Latest);

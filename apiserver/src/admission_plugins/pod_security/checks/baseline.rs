@@ -338,9 +338,8 @@ fn se_linux_options(_: &ObjectMeta, spec: &PodSpec, allowed: &[&str]) -> Option<
 /// Before policy v1.19: the seccomp alpha annotations may name only the
 /// runtime's default or a local profile.
 pub(super) fn seccomp_annotations(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let allowed = |v: &str| {
-        v == "runtime/default" || v == "docker/default" || v.starts_with("localhost/")
-    };
+    let allowed =
+        |v: &str| v == "runtime/default" || v == "docker/default" || v.starts_with("localhost/");
     let annotations = meta.annotations.as_ref();
     let value_of = |key: &str| annotations.and_then(|a| a.get(key));
     let mut forbidden = BTreeSet::new();

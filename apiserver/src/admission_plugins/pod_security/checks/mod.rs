@@ -174,11 +174,7 @@ static CHECKS: &[Check] = &[
     Check {
         id: "restrictedVolumes",
         level: Level::Restricted,
-        revisions: &[rev_overriding(
-            0,
-            restricted::volumes,
-            &["hostPathVolumes"],
-        )],
+        revisions: &[rev_overriding(0, restricted::volumes, &["hostPathVolumes"])],
     },
     Check {
         id: "runAsNonRoot",
@@ -194,7 +190,11 @@ static CHECKS: &[Check] = &[
         id: "seccompProfile_restricted",
         level: Level::Restricted,
         revisions: &[
-            rev_overriding(19, restricted::seccomp_profile, &["seccompProfile_baseline"]),
+            rev_overriding(
+                19,
+                restricted::seccomp_profile,
+                &["seccompProfile_baseline"],
+            ),
             rev_overriding(
                 25,
                 restricted::seccomp_profile_linux,

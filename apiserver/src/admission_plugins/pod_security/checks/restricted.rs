@@ -113,7 +113,10 @@ fn restricted_type(volume: &Volume) -> Option<&'static str> {
     let kinds = [
         (volume.host_path.is_some(), "hostPath"),
         (volume.gce_persistent_disk.is_some(), "gcePersistentDisk"),
-        (volume.aws_elastic_block_store.is_some(), "awsElasticBlockStore"),
+        (
+            volume.aws_elastic_block_store.is_some(),
+            "awsElasticBlockStore",
+        ),
         (volume.git_repo.is_some(), "gitRepo"),
         (volume.nfs.is_some(), "nfs"),
         (volume.iscsi.is_some(), "iscsi"),
@@ -128,7 +131,10 @@ fn restricted_type(volume: &Volume) -> Option<&'static str> {
         (volume.vsphere_volume.is_some(), "vsphereVolume"),
         (volume.quobyte.is_some(), "quobyte"),
         (volume.azure_disk.is_some(), "azureDisk"),
-        (volume.photon_persistent_disk.is_some(), "photonPersistentDisk"),
+        (
+            volume.photon_persistent_disk.is_some(),
+            "photonPersistentDisk",
+        ),
         (volume.portworx_volume.is_some(), "portworxVolume"),
         (volume.scale_io.is_some(), "scaleIO"),
         (volume.storageos.is_some(), "storageos"),
@@ -175,7 +181,10 @@ pub(super) fn volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
 /// The pod, or else every container, must set `runAsNonRoot: true`, and
 /// nothing may set it to false.
 pub(super) fn run_as_non_root(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let pod_setting = spec.security_context.as_ref().and_then(|sc| sc.run_as_non_root);
+    let pod_setting = spec
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.run_as_non_root);
     let mut explicitly_bad = Vec::new();
     let mut implicitly_bad = Vec::new();
     for c in containers(spec) {

@@ -55,7 +55,11 @@ fn case(patch: Value, baseline: &str, restricted: &str) {
     let mut pod = compliant();
     merge(&mut pod, &patch);
     assert_eq!(latest(Level::Baseline, &pod), baseline, "baseline: {patch}");
-    assert_eq!(latest(Level::Restricted, &pod), restricted, "restricted: {patch}");
+    assert_eq!(
+        latest(Level::Restricted, &pod),
+        restricted,
+        "restricted: {patch}"
+    );
     assert_eq!(latest(Level::Privileged, &pod), "", "privileged allows all");
 }
 
@@ -100,9 +104,7 @@ fn privileged() {
 
 #[test]
 fn capabilities_beyond_the_default_set() {
-    let spec = |add: Value| {
-        json!({"spec": {"containers": [container(json!({"capabilities": {"add": add}}))]}})
-    };
+    let spec = |add: Value| json!({"spec": {"containers": [container(json!({"capabilities": {"add": add}}))]}});
     case(
         spec(json!(["SYS_ADMIN", "NET_RAW", "CHOWN"])),
         r#"non-default capabilities (container "c" must not include "NET_RAW", "SYS_ADMIN" in securityContext.capabilities.add)"#,
@@ -231,7 +233,8 @@ fn se_linux_options() {
 
 #[test]
 fn seccomp_profiles() {
-    let both = r#"seccompProfile (pod must not set securityContext.seccompProfile.type to "Unconfined")"#;
+    let both =
+        r#"seccompProfile (pod must not set securityContext.seccompProfile.type to "Unconfined")"#;
     case(
         json!({"spec": {"securityContext": {"seccompProfile": {"type": "Unconfined"}}}}),
         both,
