@@ -797,3 +797,86 @@ async fn a_configuration_the_plugin_cannot_read_stops_the_server() {
         "{err}"
     );
 }
+
+/// Labels written before Pod Security checked them (straight into the
+/// store here) still govern: an unreadable enforce level enforces
+/// restricted, and the namespace can still be edited otherwise.
+#[tokio::test]
+async fn unreadable_labels_already_stored_fail_closed() {
+    use skiff_store::Store;
+
+    let ts = TestServer::new().await;
+    namespace(&ts, "old", json!({})).await;
+    let (_, mut stored) = ts.get("/api/v1/namespaces/old").await;
+    stored["metadata"]["labels"] = json!({
+        "pod-security.kubernetes.io/enforce": "bogus",
+        "pod-security.kubernetes.io/audit": "bogus"
+    });
+    stored["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    ts.store
+        .update(
+            "/registry/core/namespaces/old",
+            serde_json::to_vec(&stored).unwrap().into(),
+            None,
+        )
+        .await
+        .unwrap();
+    // Lists are served from the watch cache, which admission reads too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (_, list) = ts
+            .get("/api/v1/namespaces?fieldSelector=metadata.name%3Dold")
+            .await;
+        if list["items"][0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "bogus" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cache never saw {list}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let refused = send(
+        &ts,
+        Method::POST,
+        "/api/v1/namespaces/old/pods",
+        Some(privileged_pod("p")),
+    )
+    .await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    assert!(
+        refused.body["message"].as_str().unwrap().starts_with(
+            r#"pods "p" is forbidden: violates PodSecurity "restricted:latest": privileged"#
+        ),
+        "{}",
+        refused.body
+    );
+    let error = refused
+        .annotations
+        .iter()
+        .find(|(k, _)| k == "pod-security.kubernetes.io/error")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(
+        error,
+        Some(concat!(
+            "Failed to parse policy: [",
+            r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "bogus": must be one of privileged, baseline, restricted, "#,
+            r#"metadata.labels[pod-security.kubernetes.io/audit]: Invalid value: "bogus": must be one of privileged, baseline, restricted]"#
+        ))
+    );
+    // Audit fails open: nothing is recorded as an audit violation.
+    assert!(
+        !refused
+            .annotations
+            .iter()
+            .any(|(k, _)| k == "pod-security.kubernetes.io/audit-violations")
+    );
+
+    // The same unreadable labels do not block other edits of the namespace.
+    let edited = label(&ts, "old", json!({"team": "a"}), "").await;
+    assert_eq!(edited.code, StatusCode::OK, "{}", edited.body);
+}
