@@ -90,11 +90,12 @@ impl RequestNotes {
 }
 
 /// `299 - "<text>"` with quotes and backslashes escaped, as upstream's
-/// warning headers (RFC 7234 with the unknown-agent `-`); `None` for text
-/// no header can carry.
+/// warning headers (RFC 7234 with the unknown-agent `-`); UTF-8 text goes
+/// as is (Go clients read it so). `None` for text with control characters,
+/// which no header can carry.
 fn warning_header(text: &str) -> Option<HeaderValue> {
     let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
-    HeaderValue::from_str(&format!("299 - \"{escaped}\"")).ok()
+    HeaderValue::from_bytes(format!("299 - \"{escaped}\"").as_bytes()).ok()
 }
 
 #[cfg(test)]
@@ -121,6 +122,22 @@ mod tests {
             [r#"299 - "unknown field \"spec.foo\"""#, r#"299 - "second""#]
         );
         assert!(response.extensions().get::<AuditAnnotations>().is_none());
+    }
+
+    #[test]
+    fn utf8_warnings_are_kept_and_control_characters_dropped() {
+        let notes = RequestNotes::default();
+        notes.warn("profil «é»");
+        notes.warn("two\nlines");
+        let mut response = "ok".into_response();
+        notes.write_to(&mut response);
+        let headers: Vec<_> = response
+            .headers()
+            .get_all(http::header::WARNING)
+            .iter()
+            .map(|v| String::from_utf8(v.as_bytes().to_vec()).unwrap())
+            .collect();
+        assert_eq!(headers, ["299 - \"profil «é»\""]);
     }
 
     #[test]
