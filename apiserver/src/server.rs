@@ -138,6 +138,9 @@ pub(crate) struct Inner {
     pub authenticator: parking_lot::RwLock<Option<Arc<crate::authn::Authenticator>>>,
     /// The admission plugins' settings.
     pub admission: crate::admission_plugins::PluginSettings,
+    /// The RBAC link of `authorizer`, also the rule resolver of the
+    /// escalation checks.
+    pub rbac: Arc<crate::authz::rbac::Rbac>,
 }
 
 impl Inner {
@@ -210,6 +213,9 @@ impl ApiServer {
         }
         let node_authorizer =
             node_authorizer(&registry, &caches).map_err(ApiServerError::MissingCache)?;
+        let rbac = Arc::new(crate::authz::rbac::Rbac::new(
+            rbac_sources(&registry, &caches).map_err(ApiServerError::MissingCache)?,
+        ));
         let inner = Arc::new(Inner {
             store,
             registry,
@@ -224,10 +230,11 @@ impl ApiServer {
             authorizer: crate::authz::Chain::new(vec![
                 Arc::new(crate::authz::Masters),
                 Arc::new(node_authorizer),
-                Arc::new(crate::authz::AllowAll),
+                rbac.clone(),
             ]),
             authenticator: Default::default(),
             admission,
+            rbac,
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -432,6 +439,25 @@ fn node_authorizer(
         cache("", "persistentvolumeclaims")?,
         cache("storage.k8s.io", "volumeattachments")?,
     ))
+}
+
+/// The watch caches of the four RBAC resources, or the one missing.
+fn rbac_sources(
+    registry: &LiveRegistry,
+    caches: &HashMap<String, Arc<WatchCache>>,
+) -> Result<crate::authz::rbac::Sources, String> {
+    let cache = |resource: &str| {
+        registry
+            .get(crate::authz::rbac::GROUP, "v1", resource)
+            .and_then(|info| caches.get(&info.storage_prefix).cloned())
+            .ok_or_else(|| format!("{}/{resource}", crate::authz::rbac::GROUP))
+    };
+    Ok(crate::authz::rbac::Sources {
+        roles: cache("roles")?,
+        cluster_roles: cache("clusterroles")?,
+        role_bindings: cache("rolebindings")?,
+        cluster_role_bindings: cache("clusterrolebindings")?,
+    })
 }
 
 async fn health() -> Response {

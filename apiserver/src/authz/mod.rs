@@ -12,6 +12,7 @@
 pub mod impersonation;
 pub(crate) mod middleware;
 pub mod node;
+pub mod rbac;
 pub mod request;
 
 use std::sync::Arc;
@@ -135,17 +136,6 @@ impl Authorizer for Masters {
             incomplete: false,
             evaluation_error: String::new(),
         }
-    }
-}
-
-/// Allows every request. The last link until the RBAC authorizer lands,
-/// so that skiff behaves as it did before authorization existed.
-#[derive(Debug, Default)]
-pub struct AllowAll;
-
-impl Authorizer for AllowAll {
-    fn authorize(&self, _: &Attributes) -> Decision {
-        Decision::Allow
     }
 }
 

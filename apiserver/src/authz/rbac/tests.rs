@@ -1,0 +1,248 @@
+//! The authorizer over hand-filled watch caches: subjects, binding scopes,
+//! role references, and the policy following the caches as they move.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use imbl::OrdMap;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::authz::{RequestKind, ResourceAttributes};
+use crate::watch_cache::{CacheLimits, ChangeKind};
+
+fn cache(objects: &[Value], prefix: &str) -> Arc<WatchCache> {
+    let limits = CacheLimits {
+        history: 16,
+        fanout_buffer: 16,
+        snapshot_ttl: Duration::from_secs(60),
+    };
+    let c = WatchCache::new(prefix.to_string(), &limits);
+    let map: OrdMap<String, Arc<Value>> = objects
+        .iter()
+        .map(|o| (key(prefix, o), Arc::new(o.clone())))
+        .collect();
+    c.reset(map, 1);
+    c
+}
+
+fn key(prefix: &str, object: &Value) -> String {
+    let meta = &object["metadata"];
+    match meta["namespace"].as_str() {
+        Some(ns) => format!("{prefix}{ns}/{}", meta["name"].as_str().unwrap()),
+        None => format!("{prefix}{}", meta["name"].as_str().unwrap()),
+    }
+}
+
+struct Fixture {
+    sources: Sources,
+    rbac: Rbac,
+}
+
+fn fixture(roles: &[Value], cluster_roles: &[Value], bindings: &[Value], cluster_bindings: &[Value]) -> Fixture {
+    let sources = Sources {
+        roles: cache(roles, "/r/"),
+        cluster_roles: cache(cluster_roles, "/cr/"),
+        role_bindings: cache(bindings, "/rb/"),
+        cluster_role_bindings: cache(cluster_bindings, "/crb/"),
+    };
+    Fixture {
+        rbac: Rbac::new(sources.clone()),
+        sources,
+    }
+}
+
+fn role(ns: Option<&str>, name: &str, rules: Value) -> Value {
+    let mut meta = json!({"name": name});
+    if let Some(ns) = ns {
+        meta["namespace"] = json!(ns);
+    }
+    json!({"metadata": meta, "rules": rules})
+}
+
+fn binding(ns: Option<&str>, name: &str, kind: &str, role: &str, subjects: Value) -> Value {
+    let mut meta = json!({"name": name});
+    if let Some(ns) = ns {
+        meta["namespace"] = json!(ns);
+    }
+    json!({"metadata": meta, "subjects": subjects,
+        "roleRef": {"apiGroup": GROUP, "kind": kind, "name": role}})
+}
+
+fn request(user: &UserInfo, verb: &str, spec: &str) -> Attributes {
+    // `group resource ns name`, `-` for empty.
+    let parts: Vec<&str> = spec
+        .split(' ')
+        .map(|p| if p == "-" { "" } else { p })
+        .collect();
+    let (resource, sub) = parts[1].split_once('/').unwrap_or((parts[1], ""));
+    Attributes {
+        user: user.clone(),
+        verb: verb.into(),
+        request: RequestKind::Resource(ResourceAttributes {
+            group: parts[0].into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: parts[2].into(),
+            name: parts[3].into(),
+        }),
+    }
+}
+
+fn path(user: &UserInfo, verb: &str, p: &str) -> Attributes {
+    Attributes {
+        user: user.clone(),
+        verb: verb.into(),
+        request: RequestKind::NonResource { path: p.into() },
+    }
+}
+
+fn sa(ns: &str, name: &str) -> UserInfo {
+    UserInfo::new(
+        crate::tokens::user_name(ns, name),
+        crate::tokens::groups(ns),
+    )
+}
+
+fn allowed(rbac: &Rbac, a: &Attributes) -> bool {
+    rbac.authorize(a) == Decision::Allow
+}
+
+#[test]
+fn subjects_and_scopes_decide_as_upstream() {
+    let f = fixture(
+        &[
+            role(Some("a"), "cm-reader", json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}])),
+            role(Some("b"), "cm-reader", json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}])),
+        ],
+        &[
+            role(None, "pod-reader", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])),
+            role(None, "node-reader", json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}])),
+            role(None, "health", json!([{"nonResourceURLs": ["/healthz", "/version/*"], "verbs": ["get"]}])),
+        ],
+        &[
+            // A Role of the binding's namespace, for a user.
+            binding(Some("a"), "alice-cm", "Role", "cm-reader", json!([{"kind": "User", "name": "alice"}])),
+            // A ClusterRole granted in one namespace, for a group.
+            binding(Some("a"), "devs-pods", "ClusterRole", "pod-reader", json!([{"kind": "Group", "name": "devs"}])),
+            // A service account without namespace: the binding's own.
+            binding(Some("b"), "robot-cm", "Role", "cm-reader", json!([{"kind": "ServiceAccount", "name": "robot"}])),
+            // Every service account of namespace c.
+            binding(Some("c"), "c-accounts", "ClusterRole", "pod-reader", json!([{"kind": "Group", "name": "system:serviceaccounts:c"}])),
+        ],
+        &[
+            binding(None, "ops-nodes", "ClusterRole", "node-reader", json!([{"kind": "Group", "name": "ops"}, {"kind": "ServiceAccount", "name": "watcher", "namespace": "kube-system"}])),
+            binding(None, "public", "ClusterRole", "health", json!([{"kind": "Group", "name": "system:unauthenticated"}, {"kind": "Group", "name": "system:authenticated"}])),
+            // An account without namespace in a ClusterRoleBinding names nobody.
+            binding(None, "nobody", "ClusterRole", "pod-reader", json!([{"kind": "ServiceAccount", "name": "robot"}])),
+        ],
+    );
+    let alice = UserInfo::new("alice", Vec::new());
+    let dev = UserInfo::new("dave", vec!["devs".to_string()]);
+    let op = UserInfo::new("olga", vec!["ops".to_string()]);
+    let robot = sa("b", "robot");
+    let c_account = sa("c", "any");
+    let watcher = sa("kube-system", "watcher");
+    let anonymous = UserInfo::anonymous();
+    let cases = [
+        (request(&alice, "get", "- configmaps a x"), true),
+        (request(&alice, "list", "- configmaps a -"), true),
+        (request(&alice, "delete", "- configmaps a x"), false),
+        // RoleBindings grant nothing in other namespaces or cluster-wide.
+        (request(&alice, "get", "- configmaps b x"), false),
+        (request(&alice, "list", "- configmaps - -"), false),
+        (request(&dev, "watch", "- pods a -"), true),
+        (request(&dev, "watch", "- pods c -"), false),
+        (request(&dev, "list", "- pods - -"), false),
+        (request(&op, "get", "- nodes - n1"), true),
+        (request(&op, "list", "- nodes - -"), false),
+        (request(&watcher, "get", "- nodes - n1"), true),
+        (request(&robot, "delete", "- configmaps b x"), true),
+        (request(&robot, "get", "- configmaps a x"), false),
+        (request(&robot, "get", "- pods b x"), false),
+        (request(&c_account, "list", "- pods c -"), true),
+        (request(&c_account, "list", "- pods a -"), false),
+        (path(&anonymous, "get", "/healthz"), true),
+        (path(&anonymous, "get", "/version/"), true),
+        (path(&anonymous, "get", "/api"), false),
+        (path(&alice, "get", "/healthz"), true),
+        // Users are matched by name, groups by membership, nothing else.
+        (request(&UserInfo::new("devs", Vec::new()), "list", "- pods a -"), false),
+        (request(&UserInfo::new("x", vec!["alice".to_string()]), "get", "- configmaps a x"), false),
+    ];
+    for (attributes, want) in cases {
+        assert_eq!(allowed(&f.rbac, &attributes), want, "{attributes:?}");
+    }
+}
+
+#[test]
+fn missing_roles_are_the_reason_of_a_refusal() {
+    let f = fixture(
+        &[],
+        &[],
+        &[binding(Some("a"), "b1", "Role", "gone", json!([{"kind": "User", "name": "u"}]))],
+        &[binding(None, "b2", "ClusterRole", "absent", json!([{"kind": "User", "name": "u"}]))],
+    );
+    let u = UserInfo::new("u", Vec::new());
+    assert_eq!(
+        f.rbac.authorize(&request(&u, "get", "- pods - p")),
+        Decision::NoOpinion(
+            "RBAC: clusterrole.rbac.authorization.k8s.io \"absent\" not found".into()
+        )
+    );
+    assert_eq!(
+        f.rbac.authorize(&request(&u, "get", "- pods a p")),
+        Decision::NoOpinion("RBAC: [clusterrole.rbac.authorization.k8s.io \"absent\" not found, role.rbac.authorization.k8s.io \"gone\" not found]".into())
+    );
+    let nobody = UserInfo::new("v", Vec::new());
+    assert_eq!(
+        f.rbac.authorize(&request(&nobody, "get", "- pods a p")),
+        Decision::NoOpinion(String::new())
+    );
+}
+
+#[test]
+fn the_policy_follows_the_caches() {
+    let f = fixture(&[], &[role(None, "reader", json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}]))], &[], &[]);
+    let u = UserInfo::new("u", Vec::new());
+    let get = request(&u, "get", "apps deployments x d");
+    assert!(!allowed(&f.rbac, &get));
+    let b = binding(Some("x"), "b", "ClusterRole", "reader", json!([{"kind": "User", "name": "u"}]));
+    f.sources
+        .role_bindings
+        .apply(2, ChangeKind::Put, key("/rb/", &b), Some(b.clone()));
+    assert!(allowed(&f.rbac, &get), "a new binding takes effect");
+    let narrowed = role(None, "reader", json!([{"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}]));
+    f.sources
+        .cluster_roles
+        .apply(2, ChangeKind::Put, key("/cr/", &narrowed), Some(narrowed.clone()));
+    assert!(!allowed(&f.rbac, &get), "a changed role takes effect");
+    assert!(allowed(&f.rbac, &request(&u, "get", "- pods x p")));
+    f.sources
+        .role_bindings
+        .apply(3, ChangeKind::Delete, key("/rb/", &b), None);
+    assert!(!allowed(&f.rbac, &request(&u, "get", "- pods x p")), "a removed binding takes effect");
+}
+
+#[test]
+fn rules_for_lists_cluster_and_namespace_rules() {
+    let f = fixture(
+        &[role(Some("a"), "r", json!([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s"], "verbs": ["get"]}]))],
+        &[role(None, "c", json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]))],
+        &[binding(Some("a"), "b", "Role", "r", json!([{"kind": "User", "name": "u"}]))],
+        &[binding(None, "cb", "ClusterRole", "c", json!([{"kind": "User", "name": "u"}]))],
+    );
+    let u = UserInfo::new("u", Vec::new());
+    let cluster = f.rbac.rules_for(&u, "");
+    assert_eq!(cluster.resource_rules.len(), 1);
+    assert_eq!(cluster.non_resource_rules.len(), 1);
+    let in_a = f.rbac.rules_for(&u, "a");
+    assert_eq!(in_a.resource_rules.len(), 2);
+    assert_eq!(
+        in_a.resource_rules[1].resource_names,
+        Some(vec!["s".to_string()])
+    );
+    assert!(f.rbac.rules_for(&u, "b").resource_rules.len() == 1);
+    assert!(f.rbac.rules_for(&UserInfo::new("x", Vec::new()), "a").resource_rules.is_empty());
+}
