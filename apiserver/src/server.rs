@@ -89,6 +89,8 @@ pub enum ApiServerError {
     Admission(#[from] crate::admission_plugins::config::AdmissionConfigError),
     #[error("no watch cache for {0}, which authorization reads")]
     MissingCache(String),
+    #[error("the default RBAC policy: {0}")]
+    Policy(#[from] crate::authz::bootstrap::BootstrapError),
     #[error("creating the system object {name} failed: {source}")]
     Bootstrap {
         name: String,
@@ -240,12 +242,17 @@ impl ApiServer {
         // Custom resources are served from the first request on.
         crate::crd::controller::sync(&server.inner).await?;
         server.bootstrap().await?;
+        let own_client = crate::inprocess::client(
+            server.router(),
+            crate::authn::UserInfo::new(
+                "system:apiserver",
+                [crate::authz::MASTERS_GROUP.to_string()],
+            ),
+        );
+        crate::authz::bootstrap::ensure(&own_client).await?;
         tokio::spawn(crate::crd::controller::run(
             server.inner.clone(),
-            crate::inprocess::client(
-                server.router(),
-                crate::authn::UserInfo::new("system:apiserver", ["system:masters".to_string()]),
-            ),
+            own_client,
         ));
         let reap_every = (server.inner.config.event_ttl / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));

@@ -9,6 +9,7 @@
 //! them); they must never read the store or block on I/O, because they sit
 //! in front of every request.
 
+pub mod bootstrap;
 pub mod impersonation;
 pub(crate) mod middleware;
 pub mod node;

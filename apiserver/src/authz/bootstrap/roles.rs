@@ -1,0 +1,675 @@
+//! The default roles for people and for the system components (not the
+//! controllers, which are in `controllers.rs`), with their bindings. The
+//! rule lists follow what upstream grants each role; where skiff runs a
+//! component upstream does not have (the cluster DNS that publishes its
+//! own Service, the local-path provisioner), it has a `system:skiff:*`
+//! role of its own with just what it does.
+
+use super::table::*;
+
+/// The group whose members are authenticated.
+pub const AUTHENTICATED: &str = "system:authenticated";
+/// The group of requests without credentials.
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+
+/// The label that folds a role into `admin`.
+pub const AGGREGATE_TO_ADMIN: &str = "rbac.authorization.k8s.io/aggregate-to-admin";
+/// The label that folds a role into `edit`.
+pub const AGGREGATE_TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
+/// The label that folds a role into `view`.
+pub const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
+
+/// The user the in-process cluster DNS runs as.
+pub const DNS_USER: &str = "system:kube-dns";
+/// The user the node agent's local-path provisioner runs as.
+pub const LOCAL_PATH_USER: &str = "system:skiff:local-path-provisioner";
+
+/// Paths every client reads to find its way (discovery, OpenAPI, health).
+const DISCOVERY_PATHS: &[&str] = &[
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/openapi",
+    "/openapi/*",
+    "/version",
+    "/version/",
+    "/healthz",
+    "/livez",
+    "/readyz",
+];
+
+/// Paths that are safe to show to anyone, even without credentials.
+const PUBLIC_INFO_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
+
+pub fn cluster_roles() -> Vec<RoleSpec> {
+    vec![
+        RoleSpec::cluster(
+            "cluster-admin",
+            vec![
+                rule(&["*"]).groups(&["*"]).resources(&["*"]),
+                rule(&["*"]).urls(&["*"]),
+            ],
+        ),
+        RoleSpec::cluster(
+            "system:discovery",
+            vec![rule(&["get"]).urls(DISCOVERY_PATHS)],
+        ),
+        RoleSpec::cluster(
+            "system:public-info-viewer",
+            vec![rule(&["get"]).urls(PUBLIC_INFO_PATHS)],
+        ),
+        RoleSpec::cluster(
+            "system:monitoring",
+            vec![rule(&["get"]).urls(&[
+                "/metrics",
+                "/metrics/slis",
+                "/livez",
+                "/readyz",
+                "/healthz",
+                "/livez/*",
+                "/readyz/*",
+                "/healthz/*",
+            ])],
+        ),
+        RoleSpec::cluster(
+            "system:basic-user",
+            vec![
+                rule(&["create"])
+                    .groups(&[AUTHORIZATION])
+                    .resources(&["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
+                rule(&["create"])
+                    .groups(&[AUTHENTICATION])
+                    .resources(&["selfsubjectreviews"]),
+            ],
+        ),
+        RoleSpec::cluster(
+            "system:service-account-issuer-discovery",
+            vec![rule(&["get"]).urls(&[
+                "/.well-known/openid-configuration",
+                "/.well-known/openid-configuration/",
+                "/openid/v1/jwks",
+                "/openid/v1/jwks/",
+            ])],
+        ),
+        // The user-facing roles are filled from the roles carrying their
+        // aggregation label; edit is part of admin, view part of edit.
+        RoleSpec::cluster("admin", Vec::new()).aggregating(AGGREGATE_TO_ADMIN),
+        RoleSpec::cluster("edit", Vec::new())
+            .aggregating(AGGREGATE_TO_EDIT)
+            .labelled(AGGREGATE_TO_ADMIN),
+        RoleSpec::cluster("view", Vec::new())
+            .aggregating(AGGREGATE_TO_VIEW)
+            .labelled(AGGREGATE_TO_EDIT),
+        RoleSpec::cluster("system:aggregate-to-admin", aggregate_to_admin())
+            .labelled(AGGREGATE_TO_ADMIN),
+        RoleSpec::cluster("system:aggregate-to-edit", aggregate_to_edit())
+            .labelled(AGGREGATE_TO_EDIT),
+        RoleSpec::cluster("system:aggregate-to-view", aggregate_to_view())
+            .labelled(AGGREGATE_TO_VIEW),
+        RoleSpec::cluster(
+            "system:auth-delegator",
+            vec![
+                rule(&["create"])
+                    .groups(&[AUTHENTICATION])
+                    .resources(&["tokenreviews"]),
+                rule(&["create"])
+                    .groups(&[AUTHORIZATION])
+                    .resources(&["subjectaccessreviews"]),
+            ],
+        ),
+        RoleSpec::cluster("system:node", node()),
+        RoleSpec::cluster(
+            "system:node-proxier",
+            vec![
+                rule(&["list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["services", "endpoints"]),
+                rule(&["get", "list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["nodes"]),
+                events_rule(),
+                rule(&["list", "watch"])
+                    .groups(&[DISCOVERY])
+                    .resources(&["endpointslices"]),
+            ],
+        ),
+        RoleSpec::cluster(
+            "system:node-bootstrapper",
+            vec![
+                rule(&["create", "get", "list", "watch"])
+                    .groups(&[CERTIFICATES])
+                    .resources(&["certificatesigningrequests"]),
+            ],
+        ),
+        RoleSpec::cluster(
+            "system:kubelet-api-admin",
+            vec![
+                rule(&["get", "list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["nodes"]),
+                rule(&["proxy"]).groups(&[CORE]).resources(&["nodes"]),
+                rule(&["*"]).groups(&[CORE]).resources(&[
+                    "nodes/proxy",
+                    "nodes/metrics",
+                    "nodes/spec",
+                    "nodes/stats",
+                    "nodes/log",
+                ]),
+            ],
+        ),
+        RoleSpec::cluster("system:kube-scheduler", kube_scheduler()),
+        RoleSpec::cluster(
+            "system:volume-scheduler",
+            vec![
+                rule(&["get", "list", "watch", "update"])
+                    .groups(&[CORE])
+                    .resources(&["persistentvolumes", "persistentvolumeclaims"]),
+                rule(READ).groups(&[STORAGE]).resources(&["storageclasses"]),
+            ],
+        ),
+        RoleSpec::cluster("system:kube-controller-manager", kube_controller_manager()),
+        RoleSpec::cluster(
+            "system:kube-dns",
+            vec![
+                rule(&["list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["endpoints", "services"]),
+                rule(&["list", "watch"])
+                    .groups(&[DISCOVERY])
+                    .resources(&["endpointslices"]),
+            ],
+        ),
+        // skiff's DNS also answers for pods and publishes itself (its
+        // Service and EndpointSlice in kube-system, see `dns_publisher`).
+        RoleSpec::cluster(
+            "system:skiff:dns",
+            vec![
+                rule(&["list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["pods", "namespaces"]),
+            ],
+        ),
+        RoleSpec::cluster(
+            "system:persistent-volume-provisioner",
+            vec![
+                rule(&["get", "list", "watch", "create", "delete"])
+                    .groups(&[CORE])
+                    .resources(&["persistentvolumes"]),
+                rule(&["get", "list", "watch", "update"])
+                    .groups(&[CORE])
+                    .resources(&["persistentvolumeclaims"]),
+                rule(READ).groups(&[STORAGE]).resources(&["storageclasses"]),
+                rule(&["watch", "create", "update", "patch"])
+                    .groups(&[CORE])
+                    .resources(&["events"]),
+            ],
+        ),
+        RoleSpec::cluster("system:skiff:local-path-provisioner", local_path()),
+    ]
+}
+
+pub fn cluster_role_bindings() -> Vec<BindingSpec> {
+    vec![
+        BindingSpec::cluster("cluster-admin", vec![group(crate::authz::MASTERS_GROUP)]),
+        BindingSpec::cluster("system:discovery", vec![group(AUTHENTICATED)]),
+        BindingSpec::cluster("system:basic-user", vec![group(AUTHENTICATED)]),
+        BindingSpec::cluster(
+            "system:public-info-viewer",
+            vec![group(AUTHENTICATED), group(UNAUTHENTICATED)],
+        ),
+        BindingSpec::cluster("system:monitoring", vec![group("system:monitoring")]),
+        BindingSpec::cluster(
+            "system:service-account-issuer-discovery",
+            vec![group("system:serviceaccounts")],
+        ),
+        // Nodes are authorized by the Node authorizer; upstream keeps this
+        // binding with no subjects.
+        BindingSpec::cluster("system:node", Vec::new()),
+        BindingSpec::cluster("system:node-proxier", vec![user("system:kube-proxy")]),
+        BindingSpec::cluster("system:kube-scheduler", vec![user("system:kube-scheduler")]),
+        BindingSpec::cluster(
+            "system:volume-scheduler",
+            vec![user("system:kube-scheduler")],
+        ),
+        BindingSpec::cluster(
+            "system:kube-controller-manager",
+            vec![user("system:kube-controller-manager")],
+        ),
+        BindingSpec::cluster(
+            "system:kube-dns",
+            vec![service_account("kube-system", "kube-dns"), user(DNS_USER)],
+        ),
+        BindingSpec::cluster("system:skiff:dns", vec![user(DNS_USER)]),
+        BindingSpec::cluster(
+            "system:skiff:local-path-provisioner",
+            vec![user(LOCAL_PATH_USER)],
+        ),
+    ]
+}
+
+/// Namespaced defaults: leader-election locks and the DNS's own objects.
+pub fn roles() -> Vec<RoleSpec> {
+    vec![
+        RoleSpec::namespaced(
+            "kube-system",
+            "extension-apiserver-authentication-reader",
+            vec![
+                rule(READ)
+                    .groups(&[CORE])
+                    .resources(&["configmaps"])
+                    .names(&["extension-apiserver-authentication"]),
+            ],
+        ),
+        RoleSpec::namespaced(
+            "kube-system",
+            "system::leader-locking-kube-controller-manager",
+            vec![
+                rule(&["watch"]).groups(&[CORE]).resources(&["configmaps"]),
+                rule(&["get", "update"])
+                    .groups(&[CORE])
+                    .resources(&["configmaps"])
+                    .names(&["kube-controller-manager"]),
+            ],
+        ),
+        RoleSpec::namespaced(
+            "kube-system",
+            "system::leader-locking-kube-scheduler",
+            vec![
+                rule(&["watch"]).groups(&[CORE]).resources(&["configmaps"]),
+                rule(&["get", "update"])
+                    .groups(&[CORE])
+                    .resources(&["configmaps"])
+                    .names(&["kube-scheduler"]),
+            ],
+        ),
+        // What `skiff-dns` writes when it publishes itself.
+        RoleSpec::namespaced(
+            "kube-system",
+            "system:skiff:dns-publisher",
+            vec![
+                rule(&["get", "create"])
+                    .groups(&[CORE])
+                    .resources(&["services"]),
+                rule(&["get", "create", "update"])
+                    .groups(&[DISCOVERY])
+                    .resources(&["endpointslices"]),
+            ],
+        ),
+    ]
+}
+
+pub fn role_bindings() -> Vec<BindingSpec> {
+    vec![
+        BindingSpec::namespaced(
+            "kube-system",
+            "system::extension-apiserver-authentication-reader",
+            vec![
+                user("system:kube-controller-manager"),
+                user("system:kube-scheduler"),
+            ],
+        )
+        .of("extension-apiserver-authentication-reader"),
+        BindingSpec::namespaced(
+            "kube-system",
+            "system::leader-locking-kube-controller-manager",
+            vec![
+                user("system:kube-controller-manager"),
+                service_account("kube-system", "kube-controller-manager"),
+            ],
+        ),
+        BindingSpec::namespaced(
+            "kube-system",
+            "system::leader-locking-kube-scheduler",
+            vec![
+                user("system:kube-scheduler"),
+                service_account("kube-system", "kube-scheduler"),
+            ],
+        ),
+        BindingSpec::namespaced("kube-system", "system:skiff:dns-publisher", vec![user(DNS_USER)]),
+    ]
+}
+
+fn aggregate_to_admin() -> Vec<Rule> {
+    vec![
+        rule(&["create"])
+            .groups(&[AUTHORIZATION])
+            .resources(&["localsubjectaccessreviews"]),
+        rule(READ_WRITE)
+            .groups(&[RBAC])
+            .resources(&["roles", "rolebindings"]),
+    ]
+}
+
+fn aggregate_to_edit() -> Vec<Rule> {
+    vec![
+        // Reading these can lead to more rights (secrets, exec), so they
+        // are edit's, not view's.
+        rule(READ).groups(&[CORE]).resources(&[
+            "pods/attach",
+            "pods/proxy",
+            "pods/exec",
+            "pods/portforward",
+            "secrets",
+            "services/proxy",
+        ]),
+        rule(&["impersonate"])
+            .groups(&[CORE])
+            .resources(&["serviceaccounts"]),
+        rule(WRITE).groups(&[CORE]).resources(&[
+            "pods",
+            "pods/attach",
+            "pods/proxy",
+            "pods/exec",
+            "pods/portforward",
+        ]),
+        rule(&["create"])
+            .groups(&[CORE])
+            .resources(&["pods/eviction"]),
+        rule(WRITE).groups(&[CORE]).resources(&[
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "serviceaccounts",
+            "services",
+            "services/proxy",
+            "persistentvolumeclaims",
+            "configmaps",
+            "secrets",
+            "events",
+        ]),
+        rule(&["create"])
+            .groups(&[CORE])
+            .resources(&["serviceaccounts/token"]),
+        rule(WRITE).groups(&[APPS]).resources(&[
+            "statefulsets",
+            "statefulsets/scale",
+            "daemonsets",
+            "deployments",
+            "deployments/scale",
+            "deployments/rollback",
+            "replicasets",
+            "replicasets/scale",
+        ]),
+        rule(WRITE)
+            .groups(&[AUTOSCALING])
+            .resources(&["horizontalpodautoscalers"]),
+        rule(WRITE)
+            .groups(&[BATCH])
+            .resources(&["jobs", "cronjobs"]),
+        rule(WRITE).groups(&[EXTENSIONS]).resources(&[
+            "daemonsets",
+            "deployments",
+            "deployments/scale",
+            "deployments/rollback",
+            "ingresses",
+            "replicasets",
+            "replicasets/scale",
+            "replicationcontrollers/scale",
+            "networkpolicies",
+        ]),
+        rule(WRITE)
+            .groups(&[POLICY])
+            .resources(&["poddisruptionbudgets"]),
+        rule(WRITE)
+            .groups(&[NETWORKING])
+            .resources(&["networkpolicies", "ingresses"]),
+        rule(READ_WRITE)
+            .groups(&[COORDINATION])
+            .resources(&["leases"]),
+    ]
+}
+
+fn aggregate_to_view() -> Vec<Rule> {
+    vec![
+        rule(READ).groups(&[CORE]).resources(&[
+            "pods",
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "serviceaccounts",
+            "services",
+            "services/status",
+            "endpoints",
+            "persistentvolumeclaims",
+            "persistentvolumeclaims/status",
+            "configmaps",
+        ]),
+        rule(READ).groups(&[CORE]).resources(&[
+            "limitranges",
+            "resourcequotas",
+            "bindings",
+            "events",
+            "pods/status",
+            "resourcequotas/status",
+            "namespaces/status",
+            "replicationcontrollers/status",
+            "pods/log",
+        ]),
+        // In a RoleBinding this reads the binding's own namespace only.
+        rule(READ).groups(&[CORE]).resources(&["namespaces"]),
+        rule(READ)
+            .groups(&[DISCOVERY])
+            .resources(&["endpointslices"]),
+        rule(READ).groups(&[APPS]).resources(&[
+            "controllerrevisions",
+            "statefulsets",
+            "statefulsets/status",
+            "statefulsets/scale",
+            "daemonsets",
+            "daemonsets/status",
+            "deployments",
+            "deployments/status",
+            "deployments/scale",
+            "replicasets",
+            "replicasets/status",
+            "replicasets/scale",
+        ]),
+        rule(READ).groups(&[AUTOSCALING]).resources(&[
+            "horizontalpodautoscalers",
+            "horizontalpodautoscalers/status",
+        ]),
+        rule(READ)
+            .groups(&[BATCH])
+            .resources(&["jobs", "cronjobs", "cronjobs/status", "jobs/status"]),
+        rule(READ).groups(&[EXTENSIONS]).resources(&[
+            "daemonsets",
+            "daemonsets/status",
+            "deployments",
+            "deployments/scale",
+            "deployments/status",
+            "ingresses",
+            "ingresses/status",
+            "replicasets",
+            "replicasets/scale",
+            "replicasets/status",
+            "replicationcontrollers/scale",
+            "networkpolicies",
+        ]),
+        rule(READ)
+            .groups(&[POLICY])
+            .resources(&["poddisruptionbudgets", "poddisruptionbudgets/status"]),
+        rule(READ)
+            .groups(&[NETWORKING])
+            .resources(&["networkpolicies", "ingresses", "ingresses/status"]),
+    ]
+}
+
+fn node() -> Vec<Rule> {
+    vec![
+        rule(&["create"])
+            .groups(&[AUTHENTICATION])
+            .resources(&["tokenreviews"]),
+        rule(&["create"])
+            .groups(&[AUTHORIZATION])
+            .resources(&["subjectaccessreviews", "localsubjectaccessreviews"]),
+        rule(READ).groups(&[CORE]).resources(&["services"]),
+        rule(&["create", "get", "list", "watch"])
+            .groups(&[CORE])
+            .resources(&["nodes"]),
+        rule(&["update", "patch"])
+            .groups(&[CORE])
+            .resources(&["nodes/status"]),
+        rule(&["update", "patch"])
+            .groups(&[CORE])
+            .resources(&["nodes"]),
+        rule(&["create", "update", "patch"])
+            .groups(&[CORE])
+            .resources(&["events"]),
+        rule(READ).groups(&[CORE]).resources(&["pods"]),
+        rule(&["create", "delete"])
+            .groups(&[CORE])
+            .resources(&["pods"]),
+        rule(&["update", "patch"])
+            .groups(&[CORE])
+            .resources(&["pods/status"]),
+        rule(&["create"])
+            .groups(&[CORE])
+            .resources(&["pods/eviction"]),
+        rule(READ)
+            .groups(&[CORE])
+            .resources(&["secrets", "configmaps"]),
+        rule(&["get"])
+            .groups(&[CORE])
+            .resources(&["persistentvolumeclaims", "persistentvolumes"]),
+        rule(&["get"]).groups(&[CORE]).resources(&["endpoints"]),
+        rule(&["create", "get", "list", "watch"])
+            .groups(&[CERTIFICATES])
+            .resources(&["certificatesigningrequests"]),
+        rule(&["get", "create", "update", "patch", "delete"])
+            .groups(&[COORDINATION])
+            .resources(&["leases"]),
+        rule(&["get"])
+            .groups(&[STORAGE])
+            .resources(&["volumeattachments"]),
+        rule(&["create"])
+            .groups(&[CORE])
+            .resources(&["serviceaccounts/token"]),
+        rule(&["get", "update", "patch"])
+            .groups(&[CORE])
+            .resources(&["persistentvolumeclaims/status"]),
+        rule(READ).groups(&[STORAGE]).resources(&["csidrivers"]),
+        rule(&["get", "create", "update", "patch", "delete"])
+            .groups(&[STORAGE])
+            .resources(&["csinodes"]),
+        rule(READ).groups(&[NODE]).resources(&["runtimeclasses"]),
+    ]
+}
+
+fn kube_scheduler() -> Vec<Rule> {
+    vec![
+        events_rule(),
+        rule(&["create"])
+            .groups(&[COORDINATION])
+            .resources(&["leases"]),
+        rule(&["get", "update"])
+            .groups(&[COORDINATION])
+            .resources(&["leases"])
+            .names(&["kube-scheduler"]),
+        rule(&["create"]).groups(&[CORE]).resources(&["endpoints"]),
+        rule(&["get", "update"])
+            .groups(&[CORE])
+            .resources(&["endpoints"])
+            .names(&["kube-scheduler"]),
+        rule(READ).groups(&[CORE]).resources(&["nodes"]),
+        rule(&["get", "list", "watch", "delete"])
+            .groups(&[CORE])
+            .resources(&["pods"]),
+        rule(&["create"])
+            .groups(&[CORE])
+            .resources(&["pods/binding", "bindings"]),
+        rule(&["patch", "update"])
+            .groups(&[CORE])
+            .resources(&["pods/status"]),
+        rule(READ)
+            .groups(&[CORE])
+            .resources(&["services", "replicationcontrollers"]),
+        rule(READ)
+            .groups(&[APPS, EXTENSIONS])
+            .resources(&["replicasets"]),
+        rule(READ).groups(&[APPS]).resources(&["statefulsets"]),
+        rule(READ)
+            .groups(&[POLICY])
+            .resources(&["poddisruptionbudgets"]),
+        rule(READ)
+            .groups(&[CORE])
+            .resources(&["persistentvolumeclaims", "persistentvolumes"]),
+        rule(&["create"])
+            .groups(&[AUTHENTICATION])
+            .resources(&["tokenreviews"]),
+        rule(&["create"])
+            .groups(&[AUTHORIZATION])
+            .resources(&["subjectaccessreviews"]),
+        rule(READ).groups(&[STORAGE]).resources(&["csinodes"]),
+        rule(READ).groups(&[CORE]).resources(&["namespaces"]),
+        rule(READ).groups(&[STORAGE]).resources(&["csidrivers"]),
+        rule(READ)
+            .groups(&[STORAGE])
+            .resources(&["csistoragecapacities"]),
+    ]
+}
+
+fn kube_controller_manager() -> Vec<Rule> {
+    vec![
+        events_rule(),
+        rule(&["create"])
+            .groups(&[COORDINATION])
+            .resources(&["leases"]),
+        rule(&["get", "update"])
+            .groups(&[COORDINATION])
+            .resources(&["leases"])
+            .names(&["kube-controller-manager"]),
+        rule(&["create"]).groups(&[CORE]).resources(&["endpoints"]),
+        rule(&["get", "update"])
+            .groups(&[CORE])
+            .resources(&["endpoints"])
+            .names(&["kube-controller-manager"]),
+        rule(&["create"])
+            .groups(&[CORE])
+            .resources(&["secrets", "serviceaccounts"]),
+        rule(&["delete"]).groups(&[CORE]).resources(&["secrets"]),
+        rule(&["get"]).groups(&[CORE]).resources(&[
+            "configmaps",
+            "namespaces",
+            "secrets",
+            "serviceaccounts",
+        ]),
+        rule(&["update"])
+            .groups(&[CORE])
+            .resources(&["secrets", "serviceaccounts"]),
+        rule(&["create"])
+            .groups(&[AUTHENTICATION])
+            .resources(&["tokenreviews"]),
+        rule(&["create"])
+            .groups(&[AUTHORIZATION])
+            .resources(&["subjectaccessreviews"]),
+        // The shared informers of every controller.
+        rule(&["list", "watch"]).groups(&["*"]).resources(&["*"]),
+        rule(&["create"])
+            .groups(&[CORE])
+            .resources(&["serviceaccounts/token"]),
+    ]
+}
+
+/// What the node agent's local-path provisioner does: it provisions a
+/// PersistentVolume for a claim placed on its node, binds the two, and
+/// makes sure the `local-path` StorageClass exists.
+fn local_path() -> Vec<Rule> {
+    vec![
+        rule(&["get", "list", "watch", "update", "patch"])
+            .groups(&[CORE])
+            .resources(&["persistentvolumeclaims"]),
+        rule(&["update", "patch"])
+            .groups(&[CORE])
+            .resources(&["persistentvolumeclaims/status"]),
+        rule(&["get", "list", "watch", "create", "update", "patch", "delete"])
+            .groups(&[CORE])
+            .resources(&["persistentvolumes"]),
+        rule(&["update", "patch"])
+            .groups(&[CORE])
+            .resources(&["persistentvolumes/status"]),
+        rule(&["get", "list", "watch", "create"])
+            .groups(&[STORAGE])
+            .resources(&["storageclasses"]),
+        rule(READ).groups(&[CORE]).resources(&["nodes"]),
+        events_rule(),
+    ]
+}

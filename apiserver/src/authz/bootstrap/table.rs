@@ -1,0 +1,282 @@
+//! How the default policy is written down: role and binding specs, a rule
+//! builder, and the verb sets upstream's policy is phrased in. The roles
+//! themselves are in `roles.rs` and `controllers.rs`.
+
+use k8s_openapi::api::rbac::v1::{
+    AggregationRule, ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
+    Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+pub use crate::authz::rbac::Rule;
+use crate::authz::rbac::GROUP;
+
+/// Read verbs.
+pub const READ: &[&str] = &["get", "list", "watch"];
+/// Write verbs.
+pub const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+/// Read and write verbs.
+pub const READ_WRITE: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
+pub const CORE: &str = "";
+pub const APPS: &str = "apps";
+pub const BATCH: &str = "batch";
+pub const EXTENSIONS: &str = "extensions";
+pub const POLICY: &str = "policy";
+pub const NETWORKING: &str = "networking.k8s.io";
+pub const AUTOSCALING: &str = "autoscaling";
+pub const STORAGE: &str = "storage.k8s.io";
+pub const DISCOVERY: &str = "discovery.k8s.io";
+pub const EVENTS: &str = "events.k8s.io";
+pub const COORDINATION: &str = "coordination.k8s.io";
+pub const AUTHENTICATION: &str = "authentication.k8s.io";
+pub const AUTHORIZATION: &str = "authorization.k8s.io";
+pub const CERTIFICATES: &str = "certificates.k8s.io";
+pub const NODE: &str = "node.k8s.io";
+pub const RBAC: &str = GROUP;
+
+/// The annotation that lets the server bring an object back to its
+/// default at start; `"false"` leaves the object as the admin made it.
+pub const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
+/// The label every default policy object carries.
+pub const BOOTSTRAPPING: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-defaults");
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// A rule allowing `verbs`, completed with [`RuleBuilder`].
+pub fn rule(verbs: &[&str]) -> Rule {
+    Rule {
+        verbs: strings(verbs),
+        ..Default::default()
+    }
+}
+
+/// Builder methods for [`rule`].
+pub trait RuleBuilder {
+    fn groups(self, groups: &[&str]) -> Self;
+    fn resources(self, resources: &[&str]) -> Self;
+    fn names(self, names: &[&str]) -> Self;
+    fn urls(self, urls: &[&str]) -> Self;
+}
+
+impl RuleBuilder for Rule {
+    fn groups(mut self, groups: &[&str]) -> Self {
+        self.api_groups = strings(groups);
+        self
+    }
+    fn resources(mut self, resources: &[&str]) -> Self {
+        self.resources = strings(resources);
+        self
+    }
+    fn names(mut self, names: &[&str]) -> Self {
+        self.resource_names = strings(names);
+        self
+    }
+    fn urls(mut self, urls: &[&str]) -> Self {
+        self.non_resource_urls = strings(urls);
+        self
+    }
+}
+
+/// Upstream's rule for components that record events (both APIs).
+pub fn events_rule() -> Rule {
+    rule(&["create", "update", "patch"])
+        .groups(&[CORE, EVENTS])
+        .resources(&["events"])
+}
+
+/// A default Role or ClusterRole.
+#[derive(Debug, Clone)]
+pub struct RoleSpec {
+    pub name: String,
+    /// `Some` for a Role.
+    pub namespace: Option<&'static str>,
+    /// Labels besides [`BOOTSTRAPPING`] (the aggregation labels).
+    pub labels: Vec<(&'static str, &'static str)>,
+    pub rules: Vec<Rule>,
+    /// For an aggregated ClusterRole: the label (`key: "true"`) whose
+    /// roles it gathers.
+    pub aggregates: Option<&'static str>,
+}
+
+impl RoleSpec {
+    pub fn cluster(name: impl Into<String>, rules: Vec<Rule>) -> Self {
+        Self {
+            name: name.into(),
+            namespace: None,
+            labels: Vec::new(),
+            rules,
+            aggregates: None,
+        }
+    }
+
+    pub fn namespaced(namespace: &'static str, name: &'static str, rules: Vec<Rule>) -> Self {
+        Self {
+            namespace: Some(namespace),
+            ..Self::cluster(name, rules)
+        }
+    }
+
+    pub fn labelled(mut self, key: &'static str) -> Self {
+        self.labels.push((key, "true"));
+        self
+    }
+
+    pub fn aggregating(mut self, key: &'static str) -> Self {
+        self.aggregates = Some(key);
+        self
+    }
+
+    fn metadata(&self) -> ObjectMeta {
+        let mut labels: std::collections::BTreeMap<String, String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        labels.insert(BOOTSTRAPPING.0.into(), BOOTSTRAPPING.1.into());
+        ObjectMeta {
+            name: Some(self.name.clone()),
+            namespace: self.namespace.map(String::from),
+            labels: Some(labels),
+            annotations: Some([(AUTOUPDATE.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        }
+    }
+
+    fn policy_rules(&self) -> Option<Vec<PolicyRule>> {
+        Some(self.rules.iter().map(PolicyRule::from).collect())
+    }
+
+    pub fn cluster_role(&self) -> ClusterRole {
+        ClusterRole {
+            metadata: self.metadata(),
+            rules: self.policy_rules(),
+            aggregation_rule: self.aggregates.map(|key| AggregationRule {
+                cluster_role_selectors: Some(vec![LabelSelector {
+                    match_labels: Some([(key.to_string(), "true".to_string())].into()),
+                    match_expressions: None,
+                }]),
+            }),
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        Role {
+            metadata: self.metadata(),
+            rules: self.policy_rules(),
+        }
+    }
+}
+
+/// A default RoleBinding or ClusterRoleBinding.
+#[derive(Debug, Clone)]
+pub struct BindingSpec {
+    pub name: String,
+    /// `Some` for a RoleBinding.
+    pub namespace: Option<&'static str>,
+    /// `ClusterRole` or `Role`.
+    pub role_kind: &'static str,
+    pub role: String,
+    pub subjects: Vec<Subject>,
+}
+
+impl BindingSpec {
+    /// A ClusterRoleBinding of the ClusterRole of the same name.
+    pub fn cluster(name: impl Into<String>, subjects: Vec<Subject>) -> Self {
+        let name = name.into();
+        Self {
+            role: name.clone(),
+            name,
+            namespace: None,
+            role_kind: "ClusterRole",
+            subjects,
+        }
+    }
+
+    /// A RoleBinding in `namespace` of the Role of the same name.
+    pub fn namespaced(namespace: &'static str, name: &'static str, subjects: Vec<Subject>) -> Self {
+        Self {
+            namespace: Some(namespace),
+            role_kind: "Role",
+            ..Self::cluster(name, subjects)
+        }
+    }
+
+    /// The same binding naming another role.
+    pub fn of(mut self, role: &str) -> Self {
+        self.role = role.to_string();
+        self
+    }
+
+    fn metadata(&self) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(self.name.clone()),
+            namespace: self.namespace.map(String::from),
+            labels: Some([(BOOTSTRAPPING.0.to_string(), BOOTSTRAPPING.1.to_string())].into()),
+            annotations: Some([(AUTOUPDATE.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        }
+    }
+
+    pub fn role_ref(&self) -> RoleRef {
+        RoleRef {
+            api_group: GROUP.into(),
+            kind: self.role_kind.into(),
+            name: self.role.clone(),
+        }
+    }
+
+    pub fn cluster_role_binding(&self) -> ClusterRoleBinding {
+        ClusterRoleBinding {
+            metadata: self.metadata(),
+            role_ref: self.role_ref(),
+            subjects: Some(self.subjects.clone()),
+        }
+    }
+
+    pub fn role_binding(&self) -> RoleBinding {
+        RoleBinding {
+            metadata: self.metadata(),
+            role_ref: self.role_ref(),
+            subjects: Some(self.subjects.clone()),
+        }
+    }
+}
+
+pub fn user(name: &str) -> Subject {
+    Subject {
+        api_group: Some(GROUP.into()),
+        kind: "User".into(),
+        name: name.into(),
+        namespace: None,
+    }
+}
+
+pub fn group(name: &str) -> Subject {
+    Subject {
+        api_group: Some(GROUP.into()),
+        kind: "Group".into(),
+        name: name.into(),
+        namespace: None,
+    }
+}
+
+pub fn service_account(namespace: &str, name: &str) -> Subject {
+    Subject {
+        api_group: None,
+        kind: "ServiceAccount".into(),
+        name: name.into(),
+        namespace: Some(namespace.into()),
+    }
+}
