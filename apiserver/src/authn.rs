@@ -66,14 +66,6 @@ impl UserInfo {
 /// The group every authenticated user belongs to.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
-/// Paths anyone may read without credentials, as on a default kube-apiserver.
-pub fn is_public_path(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version")
-        || path.starts_with("/healthz/")
-        || path.starts_with("/livez/")
-        || path.starts_with("/readyz/")
-}
-
 /// Why a token file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthnError {

@@ -110,10 +110,11 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let user = match authn.authenticate(request.headers(), peer.as_ref()) {
         Authenticated::User(user) => user,
-        Authenticated::Anonymous if authn::is_public_path(request.uri().path()) => {
-            UserInfo::anonymous()
-        }
-        Authenticated::Anonymous | Authenticated::Rejected => {
+        // As upstream with anonymous requests enabled: the caller is
+        // `system:anonymous` and authorization decides (the default policy
+        // lets it read health and version only).
+        Authenticated::Anonymous => UserInfo::anonymous(),
+        Authenticated::Rejected => {
             let (code, body) = authn::unauthorized_status();
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = code;

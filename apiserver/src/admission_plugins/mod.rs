@@ -12,6 +12,7 @@
 pub(crate) mod config;
 pub(crate) mod node_restriction;
 pub(crate) mod pod_security;
+mod rbac_escalation;
 
 use serde_json::Value;
 
@@ -82,5 +83,6 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(
     );
     node_restriction::admit(inner, request)?;
     pod_security::admit(inner, request).await?;
+    rbac_escalation::check(&inner.authorizer, &inner.rbac, request)?;
     Ok(())
 }

@@ -104,6 +104,18 @@ impl TestServer {
     }
 
     /// Sends a JSON request as `user` (as the HTTPS listener would attach
+    /// the identity it authenticated); returns code and JSON body.
+    pub async fn call_as(
+        &self,
+        user: &UserInfo,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.call_with_headers(user, method, path, body, &[]).await
+    }
+
+    /// Sends a JSON request as `user` (as the HTTPS listener would attach
     /// that identity), with extra headers (e.g. `Impersonate-User`).
     pub async fn call_with_headers(
         &self,

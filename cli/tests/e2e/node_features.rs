@@ -283,6 +283,21 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
     let token = lines.next().expect("token line").trim().to_string();
     assert_eq!(token.split('.').count(), 3, "not a JWT: {log}");
     assert_eq!(lines.next(), Some("default"), "{log}");
+    // The account holds nothing until it is bound to a role.
+    let unbound = server.kubectl(&["--token", &token, "get", "pods"]);
+    assert!(!unbound.status.success());
+    assert!(
+        String::from_utf8_lossy(&unbound.stderr).contains("Forbidden"),
+        "{}",
+        String::from_utf8_lossy(&unbound.stderr)
+    );
+    server.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "default-view",
+        "--clusterrole=view",
+        "--serviceaccount=default:default",
+    ]);
     let as_pod = server.kubectl(&["--token", &token, "get", "pods", "-o", "name"]);
     assert!(
         as_pod.status.success(),
@@ -299,7 +314,13 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
     let created = server.kubectl_ok(&["create", "token", "default", "--duration", "15m"]);
     let created = created.trim();
     assert_eq!(created.split('.').count(), 3, "{created}");
-    let ok = server.kubectl(&["--token", created, "get", "--raw", "/api/v1/namespaces"]);
+    let ok = server.kubectl(&[
+        "--token",
+        created,
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/pods",
+    ]);
     assert!(
         ok.status.success(),
         "{}",

@@ -37,7 +37,12 @@ impl TestCluster {
             .expect("api server");
         let client = skiff_apiserver::inprocess::client(
             api.router(),
-            UserInfo::new("system:kube-controller-manager", Vec::new()),
+            // Every controller shares one client here, so it needs the
+            // union of their rights (skiff server runs them as masters too).
+            UserInfo::new(
+                "system:kube-controller-manager",
+                ["system:masters".to_string()],
+            ),
         );
         let factory = SharedInformerFactory::new(client.clone());
         let context = Context::new(client.clone(), factory.clone()).with_root_ca(TEST_CA_PEM);

@@ -164,7 +164,12 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
             vec![
                 rule(&["get", "list", "watch", "update"])
                     .groups(&[CORE])
-                    .resources(&["persistentvolumes", "persistentvolumeclaims"]),
+                    .resources(&["persistentvolumes"]),
+                // skiff's scheduler annotates the claim's selected node by
+                // patch where upstream's updates it.
+                rule(&["get", "list", "watch", "update", "patch"])
+                    .groups(&[CORE])
+                    .resources(&["persistentvolumeclaims"]),
                 rule(READ).groups(&[STORAGE]).resources(&["storageclasses"]),
             ],
         ),

@@ -1,0 +1,487 @@
+//! RBAC through the router as different users: what the default policy
+//! grants and refuses, bindings taking effect, escalation and bind checks,
+//! and the default policy surviving (and being repaired by) a restart.
+
+use std::sync::Arc;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore, Store};
+
+use crate::harness::{TestServer, assert_status};
+
+const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+
+fn account(namespace: &str, name: &str) -> UserInfo {
+    UserInfo::new(
+        format!("system:serviceaccount:{namespace}:{name}"),
+        [
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{namespace}"),
+        ],
+    )
+}
+
+async fn namespace(s: &TestServer, name: &str) {
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+fn role_binding(name: &str, kind: &str, role: &str, subject: Value) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+        "subjects": [subject]})
+}
+
+fn role(name: &str, rules: Value) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name}, "rules": rules})
+}
+
+async fn create(s: &TestServer, path: &str, body: Value) {
+    let (code, out) = s.post(path, body).await;
+    assert_eq!(code, StatusCode::CREATED, "{out}");
+}
+
+fn message(body: &Value) -> &str {
+    body["message"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    namespace(&s, "a").await;
+    let probe = account("a", "probe");
+    let (code, body) = s.call_as(&probe, Method::GET, "/api/v1/secrets", None).await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        message(&body),
+        "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope"
+    );
+    assert_eq!(body["details"]["kind"], "secrets");
+    // Its own namespace is no different without a binding.
+    let (code, _) = s
+        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    // What every authenticated user may do: discovery and basic reviews.
+    for path in ["/api", "/apis", "/version", "/api/v1"] {
+        let (code, body) = s.call_as(&probe, Method::GET, path, None).await;
+        assert_eq!(code, StatusCode::OK, "{path}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
+    let s = TestServer::new().await;
+    namespace(&s, "a").await;
+    namespace(&s, "b").await;
+    s.configmap("a", "visible", json!({})).await;
+    create(
+        &s,
+        &format!("{RBAC}/namespaces/a/rolebindings"),
+        role_binding(
+            "probe-view",
+            "ClusterRole",
+            "view",
+            json!({"kind": "ServiceAccount", "name": "probe", "namespace": "a"}),
+        ),
+    )
+    .await;
+    let probe = account("a", "probe");
+    let (code, body) = s
+        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, body) = s
+        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/configmaps/visible", None)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+
+    let refusals = [
+        (
+            Method::GET,
+            "/api/v1/namespaces/a/secrets",
+            "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" in the namespace \"a\"",
+        ),
+        (
+            Method::GET,
+            "/api/v1/namespaces/b/pods",
+            "pods is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"pods\" in API group \"\" in the namespace \"b\"",
+        ),
+        (
+            Method::GET,
+            "/api/v1/pods",
+            "pods is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"pods\" in API group \"\" at the cluster scope",
+        ),
+        (
+            Method::DELETE,
+            "/api/v1/namespaces/a/configmaps/visible",
+            "configmaps \"visible\" is forbidden: User \"system:serviceaccount:a:probe\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"a\"",
+        ),
+    ];
+    for (method, path, want) in refusals {
+        let (code, body) = s.call_as(&probe, method, path, None).await;
+        assert_status(code, &body, 403, "Forbidden");
+        assert_eq!(message(&body), want);
+    }
+    let (code, _) = s
+        .call_as(
+            &probe,
+            Method::POST,
+            "/api/v1/namespaces/a/configmaps",
+            Some(json!({"metadata": {"name": "mine"}})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(s.get("/api/v1/namespaces/a/configmaps/visible").await.0, StatusCode::OK);
+
+    // Removing the binding takes the rights away again.
+    let (code, _) = s
+        .delete(&format!("{RBAC}/namespaces/a/rolebindings/probe-view"))
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = s
+        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn a_binding_to_a_missing_role_says_so() {
+    let s = TestServer::new().await;
+    namespace(&s, "a").await;
+    create(
+        &s,
+        &format!("{RBAC}/namespaces/a/rolebindings"),
+        role_binding("dangling", "Role", "nowhere", json!({"kind": "User", "name": "carol"})),
+    )
+    .await;
+    let carol = UserInfo::new("carol", Vec::new());
+    let (code, body) = s
+        .call_as(&carol, Method::GET, "/api/v1/namespaces/a/pods", None)
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        message(&body),
+        "pods is forbidden: User \"carol\" cannot list resource \"pods\" in API group \"\" in the namespace \"a\": RBAC: role.rbac.authorization.k8s.io \"nowhere\" not found"
+    );
+}
+
+#[tokio::test]
+async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
+    let s = TestServer::new().await;
+    namespace(&s, "team").await;
+    namespace(&s, "other").await;
+    create(
+        &s,
+        &format!("{RBAC}/namespaces/team/rolebindings"),
+        role_binding("alice-admin", "ClusterRole", "admin", json!({"kind": "User", "name": "alice"})),
+    )
+    .await;
+    let alice = UserInfo::new("alice", Vec::new());
+    let roles = format!("{RBAC}/namespaces/team/roles");
+
+    // A role within what admin holds.
+    let readers = role(
+        "pod-reader",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+    );
+    let (code, body) = s
+        .call_as(&alice, Method::POST, &roles, Some(readers.clone()))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+
+    // A role granting everything.
+    let everything = role(
+        "too-much",
+        json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
+    );
+    let (code, body) = s
+        .call_as(&alice, Method::POST, &roles, Some(everything.clone()))
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        message(&body),
+        "roles.rbac.authorization.k8s.io \"too-much\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}"
+    );
+    assert_eq!(body["details"]["group"], "rbac.authorization.k8s.io");
+    assert_eq!(body["details"]["kind"], "roles");
+    assert_eq!(s.get(&format!("{roles}/too-much")).await.0, StatusCode::NOT_FOUND);
+
+    // Widening her role by update is the same escalation; the missing
+    // permissions are listed one group/resource per line.
+    let mut widened = s.get(&format!("{roles}/pod-reader")).await.1;
+    widened["rules"] = json!([
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list"]},
+    ]);
+    let (code, body) = s
+        .call_as(&alice, Method::PUT, &format!("{roles}/pod-reader"), Some(widened.clone()))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        message(&body).ends_with(
+            "not currently held:\n{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\" \"list\"]}"
+        ),
+        "{body}"
+    );
+    // Relabelling a role she holds is fine.
+    let mut labelled = s.get(&format!("{roles}/pod-reader")).await.1;
+    labelled["metadata"]["labels"] = json!({"team": "yes"});
+    let (code, body) = s
+        .call_as(&alice, Method::PUT, &format!("{roles}/pod-reader"), Some(labelled))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+
+    // Her rights stop at her namespace, and at cluster roles.
+    let (code, body) = s
+        .call_as(&alice, Method::POST, &format!("{RBAC}/namespaces/other/roles"), Some(readers.clone()))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert!(message(&body).contains("cannot create resource \"roles\""), "{body}");
+
+    // Bindings: to a role she holds all of, yes; to cluster-admin, no.
+    let bindings = format!("{RBAC}/namespaces/team/rolebindings");
+    let bob_edit = role_binding("bob-edit", "ClusterRole", "edit", json!({"kind": "User", "name": "bob"}));
+    let (code, body) = s
+        .call_as(&alice, Method::POST, &bindings, Some(bob_edit))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let bob_root = role_binding(
+        "bob-root",
+        "ClusterRole",
+        "cluster-admin",
+        json!({"kind": "User", "name": "bob"}),
+    );
+    let (code, body) = s
+        .call_as(&alice, Method::POST, &bindings, Some(bob_root.clone()))
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert!(
+        message(&body).starts_with(
+            "rolebindings.rbac.authorization.k8s.io \"bob-root\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n"
+        ),
+        "{body}"
+    );
+    assert!(message(&body).contains("{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}"), "{body}");
+    let bob = UserInfo::new("bob", Vec::new());
+    let (code, _) = s
+        .call_as(&bob, Method::DELETE, "/api/v1/namespaces/team/pods/x", None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "bob's edit binding works");
+
+    // `escalate` on roles and `bind` on cluster-admin lift the checks.
+    create(
+        &s,
+        &roles,
+        role(
+            "delegation",
+            json!([
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["escalate"]},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["cluster-admin"]},
+            ]),
+        ),
+    )
+    .await;
+    create(
+        &s,
+        &bindings,
+        role_binding("alice-delegation", "Role", "delegation", json!({"kind": "User", "name": "alice"})),
+    )
+    .await;
+    let (code, body) = s
+        .call_as(&alice, Method::POST, &roles, Some(everything))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = s
+        .call_as(&alice, Method::POST, &bindings, Some(bob_root))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn aggregation_rules_need_every_permission() {
+    let s = TestServer::new().await;
+    // A user who may create cluster roles (without `escalate`) and holds
+    // what her role grants, but not everything.
+    let clusterroles = format!("{RBAC}/clusterroles");
+    create(
+        &s,
+        &clusterroles,
+        json!({"metadata": {"name": "role-maker"}, "rules": [
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create", "get"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]}),
+    )
+    .await;
+    create(
+        &s,
+        &format!("{RBAC}/clusterrolebindings"),
+        json!({"metadata": {"name": "dora-role-maker"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "role-maker"},
+            "subjects": [{"kind": "User", "name": "dora"}]}),
+    )
+    .await;
+    let dora = UserInfo::new("dora", Vec::new());
+    let (code, body) = s
+        .call_as(
+            &dora,
+            Method::POST,
+            &clusterroles,
+            Some(json!({"metadata": {"name": "gatherer"},
+                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}})),
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        message(&body),
+        "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    );
+    let (code, body) = s
+        .call_as(
+            &dora,
+            Method::POST,
+            &clusterroles,
+            Some(json!({"metadata": {"name": "plain"}, "rules": [
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn anonymous_requests_reach_public_information_only() {
+    let s = TestServer::new().await;
+    let anonymous = UserInfo::anonymous();
+    for path in ["/version", "/healthz", "/livez", "/readyz"] {
+        let (code, body) = s.call_as(&anonymous, Method::GET, path, None).await;
+        assert_eq!(code, StatusCode::OK, "{path}: {body}");
+    }
+    let (code, body) = s.call_as(&anonymous, Method::GET, "/api", None).await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        message(&body),
+        "forbidden: User \"system:anonymous\" cannot get path \"/api\""
+    );
+    for path in ["/apis", "/openapi/v2", "/api/v1/namespaces", "/api/v1/namespaces/default/secrets"] {
+        let (code, _) = s.call_as(&anonymous, Method::GET, path, None).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}");
+    }
+    let (code, _) = s
+        .call_as(&anonymous, Method::POST, "/version", Some(json!({})))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn the_default_policy_is_served_and_aggregated_from_the_start() {
+    let s = TestServer::new().await;
+    let (code, view) = s.get(&format!("{RBAC}/clusterroles/view")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        view["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"],
+        "true"
+    );
+    let resources: Vec<&str> = view["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["resources"].as_array().unwrap().iter())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(resources.contains(&"pods"), "{view}");
+    assert!(!resources.contains(&"secrets"), "{view}");
+    let (code, admin) = s.get(&format!("{RBAC}/clusterroles/admin")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(admin["rules"].as_array().unwrap().len() > view["rules"].as_array().unwrap().len());
+    let (code, binding) = s
+        .get(&format!("{RBAC}/clusterrolebindings/system:controller:replicaset-controller"))
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(binding["subjects"][0]["name"], "replicaset-controller");
+    assert_eq!(binding["subjects"][0]["namespace"], "kube-system");
+    // The scheduler's identity is what upstream grants it: it binds pods
+    // and reads nodes, but cannot read secrets.
+    let scheduler = UserInfo::new("system:kube-scheduler", Vec::new());
+    assert_eq!(s.call_as(&scheduler, Method::GET, "/api/v1/nodes", None).await.0, StatusCode::OK);
+    assert_eq!(
+        s.call_as(&scheduler, Method::GET, "/api/v1/secrets", None).await.0,
+        StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let store = open();
+    {
+        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+            .await
+            .unwrap();
+        let s = TestServer::wrap(server, store.clone());
+        // basic-user loses a rule and gains one of the admin's own.
+        let path = format!("{RBAC}/clusterroles/system:basic-user");
+        let mut basic = s.get(&path).await.1;
+        basic["rules"] = json!([
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+        ]);
+        assert_eq!(s.put(&path, basic).await.0, StatusCode::OK);
+        // discovery is emptied and protected.
+        let path = format!("{RBAC}/clusterroles/system:discovery");
+        let mut discovery = s.get(&path).await.1;
+        discovery["rules"] = json!([]);
+        discovery["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] =
+            json!("false");
+        assert_eq!(s.put(&path, discovery).await.0, StatusCode::OK);
+        // public-info-viewer's binding is gone.
+        let (code, _) = s
+            .delete(&format!("{RBAC}/clusterrolebindings/system:public-info-viewer"))
+            .await;
+        assert_eq!(code, StatusCode::OK);
+        s.server.shutdown();
+    }
+    store.close().await.unwrap();
+    drop(store);
+    let store = open();
+    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+        .await
+        .unwrap();
+    let s = TestServer::wrap(server, store);
+    let basic = s.get(&format!("{RBAC}/clusterroles/system:basic-user")).await.1;
+    let rules = basic["rules"].as_array().unwrap();
+    let has = |resource: &str| {
+        rules
+            .iter()
+            .any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == resource))
+    };
+    assert!(has("selfsubjectaccessreviews"), "restored: {basic}");
+    assert!(has("selfsubjectreviews"), "restored: {basic}");
+    assert!(has("configmaps"), "the admin's addition stays: {basic}");
+    let discovery = s.get(&format!("{RBAC}/clusterroles/system:discovery")).await.1;
+    assert_eq!(discovery["rules"], json!([]), "left alone: {discovery}");
+    let (code, _) = s
+        .get(&format!("{RBAC}/clusterrolebindings/system:public-info-viewer"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "recreated");
+    let anonymous = UserInfo::anonymous();
+    assert_eq!(
+        s.call_as(&anonymous, Method::GET, "/healthz", None).await.0,
+        StatusCode::OK
+    );
+    // With discovery emptied, an authenticated user no longer reads /apis.
+    let nobody = UserInfo::new("nobody", Vec::new());
+    assert_eq!(
+        s.call_as(&nobody, Method::GET, "/apis", None).await.0,
+        StatusCode::FORBIDDEN
+    );
+}
