@@ -1,12 +1,13 @@
 //! skiff-controllers is the controller manager: namespace, garbage collector,
 //! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
 //! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
-//! and event recording, each reconciling through shared informers.
+//! ClusterRole aggregation, and event recording, each reconciling through shared informers.
 //!
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
 
 pub mod certificates;
+pub mod clusterrole_aggregation;
 pub mod controller_utils;
 pub mod cronjob;
 pub mod daemonset;
@@ -77,5 +78,6 @@ fn defaults() -> Vec<manager::Registered> {
             "replication-controller",
             replicaset::run_replication_controllers,
         ),
+        manager::starter("clusterrole-aggregation", clusterrole_aggregation::run),
     ]
 }

@@ -3,6 +3,7 @@
 
 mod controllers {
     mod certificates;
+    mod clusterrole_aggregation;
     mod cronjob;
     mod daemonset;
     mod deployment;
