@@ -58,7 +58,10 @@ mod tests {
             .expect("api server");
         let client = client(
             api.router(),
-            UserInfo::new("in-process-admin", [crate::authz::MASTERS_GROUP.to_string()]),
+            UserInfo::new(
+                "in-process-admin",
+                [crate::authz::MASTERS_GROUP.to_string()],
+            ),
         );
         let cms: Api<ConfigMap> = Api::default_namespaced(client);
 

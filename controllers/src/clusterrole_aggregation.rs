@@ -160,28 +160,38 @@ mod tests {
     #[test]
     fn selectors_gather_rules_in_order_once_without_the_role_itself() {
         let all = vec![
-            role(json!({"metadata": {"name": "agg", "labels": {"to-agg": "true"}},
+            role(
+                json!({"metadata": {"name": "agg", "labels": {"to-agg": "true"}},
                 "aggregationRule": {"clusterRoleSelectors": [
                     {"matchLabels": {"to-agg": "true"}},
                     {"matchExpressions": [{"key": "extra", "operator": "Exists"}]}]},
-                "rules": [{"apiGroups": [""], "resources": ["stale"], "verbs": ["get"]}]})),
-            role(json!({"metadata": {"name": "z", "labels": {"to-agg": "true"}},
+                "rules": [{"apiGroups": [""], "resources": ["stale"], "verbs": ["get"]}]}),
+            ),
+            role(
+                json!({"metadata": {"name": "z", "labels": {"to-agg": "true"}},
                 "rules": [{"apiGroups": [""], "resources": ["z"], "verbs": ["get"]},
-                          {"apiGroups": [""], "resources": ["shared"], "verbs": ["get"]}]})),
-            role(json!({"metadata": {"name": "a", "labels": {"to-agg": "true"}},
-                "rules": [{"apiGroups": [""], "resources": ["shared"], "verbs": ["get"]}]})),
+                          {"apiGroups": [""], "resources": ["shared"], "verbs": ["get"]}]}),
+            ),
+            role(
+                json!({"metadata": {"name": "a", "labels": {"to-agg": "true"}},
+                "rules": [{"apiGroups": [""], "resources": ["shared"], "verbs": ["get"]}]}),
+            ),
             role(json!({"metadata": {"name": "b", "labels": {"extra": "1"}},
                 "rules": [{"apiGroups": [""], "resources": ["b"], "verbs": ["get"]}]})),
-            role(json!({"metadata": {"name": "c", "labels": {"to-agg": "false"}},
-                "rules": [{"apiGroups": [""], "resources": ["c"], "verbs": ["get"]}]})),
+            role(
+                json!({"metadata": {"name": "c", "labels": {"to-agg": "false"}},
+                "rules": [{"apiGroups": [""], "resources": ["c"], "verbs": ["get"]}]}),
+            ),
         ];
         let rules = aggregated_rules(&all[0], &all).unwrap().unwrap();
         // First selector's matches by name (a, z), then the second's (b);
         // `shared` once; its own stale rule and `c` not at all.
         assert_eq!(resources(&rules), ["shared", "z", "b"]);
         assert!(aggregated_rules(&all[1], &all).unwrap().is_none());
-        let bad = role(json!({"metadata": {"name": "bad"}, "aggregationRule": {"clusterRoleSelectors": [
-            {"matchExpressions": [{"key": "k", "operator": "Sideways"}]}]}}));
+        let bad = role(
+            json!({"metadata": {"name": "bad"}, "aggregationRule": {"clusterRoleSelectors": [
+            {"matchExpressions": [{"key": "k", "operator": "Sideways"}]}]}}),
+        );
         assert!(aggregated_rules(&bad, &all).is_err());
     }
 }

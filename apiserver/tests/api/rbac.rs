@@ -60,7 +60,9 @@ async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
     let s = TestServer::new().await;
     namespace(&s, "a").await;
     let probe = account("a", "probe");
-    let (code, body) = s.call_as(&probe, Method::GET, "/api/v1/secrets", None).await;
+    let (code, body) = s
+        .call_as(&probe, Method::GET, "/api/v1/secrets", None)
+        .await;
     assert_status(code, &body, 403, "Forbidden");
     assert_eq!(
         message(&body),
@@ -102,7 +104,12 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
         .await;
     assert_eq!(code, StatusCode::OK, "{body}");
     let (code, body) = s
-        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/configmaps/visible", None)
+        .call_as(
+            &probe,
+            Method::GET,
+            "/api/v1/namespaces/a/configmaps/visible",
+            None,
+        )
         .await;
     assert_eq!(code, StatusCode::OK, "{body}");
 
@@ -142,7 +149,10 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
         )
         .await;
     assert_eq!(code, StatusCode::FORBIDDEN);
-    assert_eq!(s.get("/api/v1/namespaces/a/configmaps/visible").await.0, StatusCode::OK);
+    assert_eq!(
+        s.get("/api/v1/namespaces/a/configmaps/visible").await.0,
+        StatusCode::OK
+    );
 
     // Removing the binding takes the rights away again.
     let (code, _) = s
@@ -162,7 +172,12 @@ async fn a_binding_to_a_missing_role_says_so() {
     create(
         &s,
         &format!("{RBAC}/namespaces/a/rolebindings"),
-        role_binding("dangling", "Role", "nowhere", json!({"kind": "User", "name": "carol"})),
+        role_binding(
+            "dangling",
+            "Role",
+            "nowhere",
+            json!({"kind": "User", "name": "carol"}),
+        ),
     )
     .await;
     let carol = UserInfo::new("carol", Vec::new());
@@ -184,7 +199,12 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
     create(
         &s,
         &format!("{RBAC}/namespaces/team/rolebindings"),
-        role_binding("alice-admin", "ClusterRole", "admin", json!({"kind": "User", "name": "alice"})),
+        role_binding(
+            "alice-admin",
+            "ClusterRole",
+            "admin",
+            json!({"kind": "User", "name": "alice"}),
+        ),
     )
     .await;
     let alice = UserInfo::new("alice", Vec::new());
@@ -215,7 +235,10 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
     );
     assert_eq!(body["details"]["group"], "rbac.authorization.k8s.io");
     assert_eq!(body["details"]["kind"], "roles");
-    assert_eq!(s.get(&format!("{roles}/too-much")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        s.get(&format!("{roles}/too-much")).await.0,
+        StatusCode::NOT_FOUND
+    );
 
     // Widening her role by update is the same escalation; the missing
     // permissions are listed one group/resource per line.
@@ -225,7 +248,12 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list"]},
     ]);
     let (code, body) = s
-        .call_as(&alice, Method::PUT, &format!("{roles}/pod-reader"), Some(widened.clone()))
+        .call_as(
+            &alice,
+            Method::PUT,
+            &format!("{roles}/pod-reader"),
+            Some(widened.clone()),
+        )
         .await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
     assert!(
@@ -238,20 +266,38 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
     let mut labelled = s.get(&format!("{roles}/pod-reader")).await.1;
     labelled["metadata"]["labels"] = json!({"team": "yes"});
     let (code, body) = s
-        .call_as(&alice, Method::PUT, &format!("{roles}/pod-reader"), Some(labelled))
+        .call_as(
+            &alice,
+            Method::PUT,
+            &format!("{roles}/pod-reader"),
+            Some(labelled),
+        )
         .await;
     assert_eq!(code, StatusCode::OK, "{body}");
 
     // Her rights stop at her namespace, and at cluster roles.
     let (code, body) = s
-        .call_as(&alice, Method::POST, &format!("{RBAC}/namespaces/other/roles"), Some(readers.clone()))
+        .call_as(
+            &alice,
+            Method::POST,
+            &format!("{RBAC}/namespaces/other/roles"),
+            Some(readers.clone()),
+        )
         .await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
-    assert!(message(&body).contains("cannot create resource \"roles\""), "{body}");
+    assert!(
+        message(&body).contains("cannot create resource \"roles\""),
+        "{body}"
+    );
 
     // Bindings: to a role she holds all of, yes; to cluster-admin, no.
     let bindings = format!("{RBAC}/namespaces/team/rolebindings");
-    let bob_edit = role_binding("bob-edit", "ClusterRole", "edit", json!({"kind": "User", "name": "bob"}));
+    let bob_edit = role_binding(
+        "bob-edit",
+        "ClusterRole",
+        "edit",
+        json!({"kind": "User", "name": "bob"}),
+    );
     let (code, body) = s
         .call_as(&alice, Method::POST, &bindings, Some(bob_edit))
         .await;
@@ -272,7 +318,10 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         ),
         "{body}"
     );
-    assert!(message(&body).contains("{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}"), "{body}");
+    assert!(
+        message(&body).contains("{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}"),
+        "{body}"
+    );
     let bob = UserInfo::new("bob", Vec::new());
     let (code, _) = s
         .call_as(&bob, Method::DELETE, "/api/v1/namespaces/team/pods/x", None)
@@ -295,7 +344,12 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
     create(
         &s,
         &bindings,
-        role_binding("alice-delegation", "Role", "delegation", json!({"kind": "User", "name": "alice"})),
+        role_binding(
+            "alice-delegation",
+            "Role",
+            "delegation",
+            json!({"kind": "User", "name": "alice"}),
+        ),
     )
     .await;
     let (code, body) = s
@@ -371,7 +425,12 @@ async fn anonymous_requests_reach_public_information_only() {
         message(&body),
         "forbidden: User \"system:anonymous\" cannot get path \"/api\""
     );
-    for path in ["/apis", "/openapi/v2", "/api/v1/namespaces", "/api/v1/namespaces/default/secrets"] {
+    for path in [
+        "/apis",
+        "/openapi/v2",
+        "/api/v1/namespaces",
+        "/api/v1/namespaces/default/secrets",
+    ] {
         let (code, _) = s.call_as(&anonymous, Method::GET, path, None).await;
         assert_eq!(code, StatusCode::FORBIDDEN, "{path}");
     }
@@ -403,7 +462,9 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
     assert_eq!(code, StatusCode::OK);
     assert!(admin["rules"].as_array().unwrap().len() > view["rules"].as_array().unwrap().len());
     let (code, binding) = s
-        .get(&format!("{RBAC}/clusterrolebindings/system:controller:replicaset-controller"))
+        .get(&format!(
+            "{RBAC}/clusterrolebindings/system:controller:replicaset-controller"
+        ))
         .await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(binding["subjects"][0]["name"], "replicaset-controller");
@@ -411,9 +472,16 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
     // The scheduler's identity is what upstream grants it: it binds pods
     // and reads nodes, but cannot read secrets.
     let scheduler = UserInfo::new("system:kube-scheduler", Vec::new());
-    assert_eq!(s.call_as(&scheduler, Method::GET, "/api/v1/nodes", None).await.0, StatusCode::OK);
     assert_eq!(
-        s.call_as(&scheduler, Method::GET, "/api/v1/secrets", None).await.0,
+        s.call_as(&scheduler, Method::GET, "/api/v1/nodes", None)
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        s.call_as(&scheduler, Method::GET, "/api/v1/secrets", None)
+            .await
+            .0,
         StatusCode::FORBIDDEN
     );
 }
@@ -445,7 +513,9 @@ async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
         assert_eq!(s.put(&path, discovery).await.0, StatusCode::OK);
         // public-info-viewer's binding is gone.
         let (code, _) = s
-            .delete(&format!("{RBAC}/clusterrolebindings/system:public-info-viewer"))
+            .delete(&format!(
+                "{RBAC}/clusterrolebindings/system:public-info-viewer"
+            ))
             .await;
         assert_eq!(code, StatusCode::OK);
         s.server.shutdown();
@@ -457,20 +527,32 @@ async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
         .await
         .unwrap();
     let s = TestServer::wrap(server, store);
-    let basic = s.get(&format!("{RBAC}/clusterroles/system:basic-user")).await.1;
+    let basic = s
+        .get(&format!("{RBAC}/clusterroles/system:basic-user"))
+        .await
+        .1;
     let rules = basic["rules"].as_array().unwrap();
     let has = |resource: &str| {
-        rules
-            .iter()
-            .any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == resource))
+        rules.iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == resource)
+        })
     };
     assert!(has("selfsubjectaccessreviews"), "restored: {basic}");
     assert!(has("selfsubjectreviews"), "restored: {basic}");
     assert!(has("configmaps"), "the admin's addition stays: {basic}");
-    let discovery = s.get(&format!("{RBAC}/clusterroles/system:discovery")).await.1;
+    let discovery = s
+        .get(&format!("{RBAC}/clusterroles/system:discovery"))
+        .await
+        .1;
     assert_eq!(discovery["rules"], json!([]), "left alone: {discovery}");
     let (code, _) = s
-        .get(&format!("{RBAC}/clusterrolebindings/system:public-info-viewer"))
+        .get(&format!(
+            "{RBAC}/clusterrolebindings/system:public-info-viewer"
+        ))
         .await;
     assert_eq!(code, StatusCode::OK, "recreated");
     let anonymous = UserInfo::anonymous();

@@ -75,7 +75,10 @@ fn anonymous_requests_are_refused_except_health_and_version() {
     let (code, body) = curl(&server, "/api/v1/namespaces", &[]);
     assert_eq!(code, 403);
     assert!(body.contains("\"reason\":\"Forbidden\""), "{body}");
-    assert!(body.contains("User \\\"system:anonymous\\\" cannot list resource \\\"namespaces\\\""), "{body}");
+    assert!(
+        body.contains("User \\\"system:anonymous\\\" cannot list resource \\\"namespaces\\\""),
+        "{body}"
+    );
     let (code, _) = curl(&server, "/api/v1/namespaces", &["not-a-token"]);
     assert_eq!(code, 401, "a wrong token is refused");
     let tokens = std::fs::read_to_string(server.data_dir().join("token.csv")).expect("token file");

@@ -12,7 +12,11 @@ use crate::selectors::label::LabelSelector;
 /// The rules `role` aggregates from `all`, or `None` when it has no
 /// aggregation rule (or a selector that cannot be read).
 pub fn aggregated_rules(role: &ClusterRole, all: &[ClusterRole]) -> Option<Vec<PolicyRule>> {
-    let selectors = role.aggregation_rule.as_ref()?.cluster_role_selectors.as_ref();
+    let selectors = role
+        .aggregation_rule
+        .as_ref()?
+        .cluster_role_selectors
+        .as_ref();
     let mut sorted: Vec<&ClusterRole> = all.iter().collect();
     sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut rules: Vec<PolicyRule> = Vec::new();

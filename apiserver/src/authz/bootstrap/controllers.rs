@@ -30,7 +30,10 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
     ("statefulset", "statefulset-controller"),
     ("job", "job-controller"),
     ("deployment", "deployment-controller"),
-    ("clusterrole-aggregation", "clusterrole-aggregation-controller"),
+    (
+        "clusterrole-aggregation",
+        "clusterrole-aggregation-controller",
+    ),
 ];
 
 /// Every controller role, named `system:controller:<account>`.
@@ -52,9 +55,11 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 rule(&["get", "list", "watch", "update"])
                     .groups(&[BATCH])
                     .resources(&["cronjobs"]),
-                rule(&["get", "list", "watch", "create", "update", "delete", "patch"])
-                    .groups(&[BATCH])
-                    .resources(&["jobs"]),
+                rule(&[
+                    "get", "list", "watch", "create", "update", "delete", "patch",
+                ])
+                .groups(&[BATCH])
+                .resources(&["jobs"]),
                 rule(&["update", "patch"])
                     .groups(&[BATCH])
                     .resources(&["cronjobs/status"]),
@@ -86,9 +91,11 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 rule(&["create"])
                     .groups(&[CORE])
                     .resources(&["pods/binding"]),
-                rule(&["get", "list", "watch", "create", "delete", "update", "patch"])
-                    .groups(&[APPS])
-                    .resources(&["controllerrevisions"]),
+                rule(&[
+                    "get", "list", "watch", "create", "delete", "update", "patch",
+                ])
+                .groups(&[APPS])
+                .resources(&["controllerrevisions"]),
                 events_rule(),
             ],
         ),
@@ -104,9 +111,11 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 rule(&["update"])
                     .groups(&[EXTENSIONS, APPS])
                     .resources(&["deployments/finalizers"]),
-                rule(&["get", "list", "watch", "create", "update", "patch", "delete"])
-                    .groups(&[APPS, EXTENSIONS])
-                    .resources(&["replicasets"]),
+                rule(&[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ])
+                .groups(&[APPS, EXTENSIONS])
+                .resources(&["replicasets"]),
                 rule(&["get", "list", "watch", "update"])
                     .groups(&[CORE])
                     .resources(&["pods"]),
@@ -208,12 +217,8 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 rule(&["get", "list", "watch", "delete"])
                     .groups(&[CORE])
                     .resources(&["pods"]),
-                rule(&["get", "list"])
-                    .groups(&[CORE])
-                    .resources(&["nodes"]),
-                rule(&["patch"])
-                    .groups(&[CORE])
-                    .resources(&["pods/status"]),
+                rule(&["get", "list"]).groups(&[CORE]).resources(&["nodes"]),
+                rule(&["patch"]).groups(&[CORE]).resources(&["pods/status"]),
             ],
         ),
         (
@@ -296,9 +301,11 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 rule(&["get", "create", "delete", "update", "patch"])
                     .groups(&[CORE])
                     .resources(&["pods"]),
-                rule(&["get", "create", "delete", "update", "patch", "list", "watch"])
-                    .groups(&[APPS])
-                    .resources(&["controllerrevisions"]),
+                rule(&[
+                    "get", "create", "delete", "update", "patch", "list", "watch",
+                ])
+                .groups(&[APPS])
+                .resources(&["controllerrevisions"]),
                 rule(&["get", "create", "update", "delete"])
                     .groups(&[CORE])
                     .resources(&["persistentvolumeclaims"]),

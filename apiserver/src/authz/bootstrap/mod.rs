@@ -301,7 +301,11 @@ fn path<K: PolicyObject>(namespace: Option<&str>, name: Option<&str>) -> String 
 fn describe<K: PolicyObject>(object: &K) -> String {
     let meta = object.meta();
     match &meta.namespace {
-        Some(ns) => format!("{} {ns}/{}", K::RESOURCE, meta.name.as_deref().unwrap_or("")),
+        Some(ns) => format!(
+            "{} {ns}/{}",
+            K::RESOURCE,
+            meta.name.as_deref().unwrap_or("")
+        ),
         None => format!("{} {}", K::RESOURCE, meta.name.as_deref().unwrap_or("")),
     }
 }
@@ -409,7 +413,11 @@ async fn ensure_one<K: PolicyObject>(
             match created {
                 Ok(_) => return Ok(()),
                 Err(e) if is_status(&e, 409) => {
-                    found = Some(read(client, &expected).await.map_err(|e| failed("reading", e))?);
+                    found = Some(
+                        read(client, &expected)
+                            .await
+                            .map_err(|e| failed("reading", e))?,
+                    );
                     continue;
                 }
                 Err(e) => return Err(failed("creating", e)),
@@ -449,7 +457,11 @@ async fn ensure_one<K: PolicyObject>(
         match outcome {
             Ok(()) => return Ok(()),
             Err(e) if is_status(&e, 409) => {
-                found = Some(read(client, &expected).await.map_err(|e| failed("reading", e))?);
+                found = Some(
+                    read(client, &expected)
+                        .await
+                        .map_err(|e| failed("reading", e))?,
+                );
             }
             Err(e) => return Err(failed("updating", e)),
         }
@@ -475,7 +487,10 @@ async fn read<K: PolicyObject>(client: &kube::Client, like: &K) -> Result<K, kub
 /// Gives every aggregated ClusterRole the rules of the roles its
 /// selectors match, as the aggregation controller will keep doing.
 async fn fill_aggregated(client: &kube::Client) -> Result<(), BootstrapError> {
-    let mut all: Vec<ClusterRole> = list_all::<ClusterRole>(client).await?.into_values().collect();
+    let mut all: Vec<ClusterRole> = list_all::<ClusterRole>(client)
+        .await?
+        .into_values()
+        .collect();
     let changed = settle_aggregation(&mut all);
     let updates = changed.into_iter().map(|i| all[i].clone());
     try_join_all(updates.map(|role| async move {

@@ -331,7 +331,11 @@ pub fn role_bindings() -> Vec<BindingSpec> {
                 service_account("kube-system", "kube-scheduler"),
             ],
         ),
-        BindingSpec::namespaced("kube-system", "system:skiff:dns-publisher", vec![user(DNS_USER)]),
+        BindingSpec::namespaced(
+            "kube-system",
+            "system:skiff:dns-publisher",
+            vec![user(DNS_USER)],
+        ),
     ]
 }
 
@@ -472,9 +476,12 @@ fn aggregate_to_view() -> Vec<Rule> {
             "horizontalpodautoscalers",
             "horizontalpodautoscalers/status",
         ]),
-        rule(READ)
-            .groups(&[BATCH])
-            .resources(&["jobs", "cronjobs", "cronjobs/status", "jobs/status"]),
+        rule(READ).groups(&[BATCH]).resources(&[
+            "jobs",
+            "cronjobs",
+            "cronjobs/status",
+            "jobs/status",
+        ]),
         rule(READ).groups(&[EXTENSIONS]).resources(&[
             "daemonsets",
             "daemonsets/status",
@@ -492,9 +499,11 @@ fn aggregate_to_view() -> Vec<Rule> {
         rule(READ)
             .groups(&[POLICY])
             .resources(&["poddisruptionbudgets", "poddisruptionbudgets/status"]),
-        rule(READ)
-            .groups(&[NETWORKING])
-            .resources(&["networkpolicies", "ingresses", "ingresses/status"]),
+        rule(READ).groups(&[NETWORKING]).resources(&[
+            "networkpolicies",
+            "ingresses",
+            "ingresses/status",
+        ]),
     ]
 }
 
@@ -665,9 +674,11 @@ fn local_path() -> Vec<Rule> {
         rule(&["update", "patch"])
             .groups(&[CORE])
             .resources(&["persistentvolumeclaims/status"]),
-        rule(&["get", "list", "watch", "create", "update", "patch", "delete"])
-            .groups(&[CORE])
-            .resources(&["persistentvolumes"]),
+        rule(&[
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ])
+        .groups(&[CORE])
+        .resources(&["persistentvolumes"]),
         rule(&["update", "patch"])
             .groups(&[CORE])
             .resources(&["persistentvolumes/status"]),

@@ -8,8 +8,8 @@ use k8s_openapi::api::rbac::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-pub use crate::authz::rbac::Rule;
 use crate::authz::rbac::GROUP;
+pub use crate::authz::rbac::Rule;
 
 /// Read verbs.
 pub const READ: &[&str] = &["get", "list", "watch"];

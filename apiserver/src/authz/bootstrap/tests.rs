@@ -54,7 +54,10 @@ fn reconcile_adds_what_is_missing_and_keeps_what_the_admin_added() {
 
     let mut protected = existing.clone();
     protected.metadata.annotations = Some([(AUTOUPDATE.to_string(), "false".to_string())].into());
-    assert_eq!(reconcile(&protected, &expected), (Step::Keep, protected.clone()));
+    assert_eq!(
+        reconcile(&protected, &expected),
+        (Step::Keep, protected.clone())
+    );
 }
 
 fn existing_after(existing: &ClusterRole, expected: &ClusterRole) -> ClusterRole {
@@ -82,7 +85,10 @@ fn reconcile_bindings_by_subject_and_role_reference() {
 
     let mut moved = expected.clone();
     moved.role_ref.name = "other".into();
-    assert_eq!(reconcile(&moved, &expected), (Step::Recreate, expected.clone()));
+    assert_eq!(
+        reconcile(&moved, &expected),
+        (Step::Recreate, expected.clone())
+    );
     assert_eq!(reconcile(&expected, &expected).0, Step::Keep);
 }
 
@@ -91,12 +97,18 @@ fn aggregation_gathers_matching_roles_once_in_name_order() {
     let mut all = vec![
         cluster_role(json!({"metadata": {"name": "top"},
             "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"to-top": "true"}}]}})),
-        cluster_role(json!({"metadata": {"name": "mid", "labels": {"to-top": "true"}},
-            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"to-mid": "true"}}]}})),
-        cluster_role(json!({"metadata": {"name": "b", "labels": {"to-mid": "true"}},
-            "rules": [{"apiGroups": [""], "resources": ["b"], "verbs": ["get"]}]})),
-        cluster_role(json!({"metadata": {"name": "a", "labels": {"to-mid": "true", "to-top": "true"}},
-            "rules": [{"apiGroups": [""], "resources": ["a"], "verbs": ["get"]}]})),
+        cluster_role(
+            json!({"metadata": {"name": "mid", "labels": {"to-top": "true"}},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"to-mid": "true"}}]}}),
+        ),
+        cluster_role(
+            json!({"metadata": {"name": "b", "labels": {"to-mid": "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["b"], "verbs": ["get"]}]}),
+        ),
+        cluster_role(
+            json!({"metadata": {"name": "a", "labels": {"to-mid": "true", "to-top": "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["a"], "verbs": ["get"]}]}),
+        ),
         cluster_role(json!({"metadata": {"name": "unrelated"},
             "rules": [{"apiGroups": [""], "resources": ["z"], "verbs": ["get"]}]})),
     ];

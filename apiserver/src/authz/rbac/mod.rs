@@ -133,13 +133,21 @@ impl Authorizer for Rbac {
     fn authorize(&self, attributes: &Attributes) -> Decision {
         let namespace = attributes.resource().map_or("", |r| r.namespace.as_str());
         let resolved = self.current().resolve(&attributes.user);
-        let (roles, errors) = resolved.in_namespace(namespace);
-        let allowed = roles
-            .iter()
-            .any(|rules| rules.iter().any(|rule| rule.allows(&attributes.verb, &attributes.request)));
-        if allowed {
+        // The hot path allocates nothing: scan the caller's cluster-wide
+        // roles, then its roles in the request's namespace.
+        let allows = |rules: &policy::Rules| {
+            rules
+                .iter()
+                .any(|rule| rule.allows(&attributes.verb, &attributes.request))
+        };
+        if resolved.cluster.iter().any(allows)
+            || resolved
+                .scoped(namespace)
+                .is_some_and(|scoped| scoped.rules.iter().any(allows))
+        {
             return Decision::Allow;
         }
+        let (_, errors) = resolved.in_namespace(namespace);
         Decision::NoOpinion(resolution_reason(&errors))
     }
 
@@ -187,7 +195,10 @@ fn aggregate<S: AsRef<str>>(errors: &[S]) -> String {
         [one] => one.as_ref().to_string(),
         many => format!(
             "[{}]",
-            many.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(AsRef::as_ref)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }

@@ -57,15 +57,20 @@ pub(crate) struct Scoped {
 }
 
 impl Resolved {
+    /// What RoleBindings grant in `namespace` (none for the empty one).
+    pub fn scoped(&self, namespace: &str) -> Option<&Scoped> {
+        if namespace.is_empty() {
+            return None;
+        }
+        self.namespaces.get(namespace)
+    }
+
     /// The roles in force in `namespace` (cluster-wide ones first), and the
     /// problems met resolving them.
     pub fn in_namespace(&self, namespace: &str) -> (Vec<&Rules>, Vec<&str>) {
         let mut rules: Vec<&Rules> = self.cluster.iter().collect();
         let mut errors: Vec<&str> = self.cluster_errors.iter().map(String::as_str).collect();
-        if let Some(scoped) = (!namespace.is_empty())
-            .then(|| self.namespaces.get(namespace))
-            .flatten()
-        {
+        if let Some(scoped) = self.scoped(namespace) {
             rules.extend(scoped.rules.iter());
             errors.extend(scoped.errors.iter().map(String::as_str));
         }
@@ -152,7 +157,8 @@ impl Policy {
             inputs.cluster_role_bindings.revision,
         ];
         for object in inputs.roles.objects.values() {
-            if let (Some(ns), Some(name)) = (meta_str(object, "namespace"), meta_str(object, "name"))
+            if let (Some(ns), Some(name)) =
+                (meta_str(object, "namespace"), meta_str(object, "name"))
             {
                 policy
                     .roles

@@ -327,7 +327,12 @@ mod tests {
         let any_status = rule(&["update"], &["apps"], &["*/status"], &[]);
         let pod_logs = rule(&["get"], &[""], &["pods/log"], &[]);
         let pods_star = rule(&["get"], &[""], &["pods/*"], &[]);
-        let named = rule(&["get", "list", "create", "delete"], &[""], &["configmaps"], &["cfg"]);
+        let named = rule(
+            &["get", "list", "create", "delete"],
+            &[""],
+            &["configmaps"],
+            &["cfg"],
+        );
         let health = urls(&["get"], &["/healthz", "/version/*", "/logs*"]);
         let all_urls = urls(&["*"], &["*"]);
         let cases: Vec<(&Rule, &str, RequestKind, bool)> = vec![
@@ -337,12 +342,27 @@ mod tests {
             (&pods_read, "get", res("apps pods p"), false),
             (&pods_read, "get", res("'' pods/log p"), false),
             (&pods_read, "get", res("'' services s"), false),
-            (&everything, "escalate", res("rbac.authorization.k8s.io roles r"), true),
+            (
+                &everything,
+                "escalate",
+                res("rbac.authorization.k8s.io roles r"),
+                true,
+            ),
             (&everything, "get", res("'' pods/exec p"), true),
             (&everything, "get", path("/healthz"), false),
-            (&any_status, "update", res("apps deployments/status d"), true),
+            (
+                &any_status,
+                "update",
+                res("apps deployments/status d"),
+                true,
+            ),
             (&any_status, "update", res("apps deployments d"), false),
-            (&any_status, "update", res("apps deployments/scale d"), false),
+            (
+                &any_status,
+                "update",
+                res("apps deployments/scale d"),
+                false,
+            ),
             (&pod_logs, "get", res("'' pods/log p"), true),
             (&pod_logs, "get", res("'' pods p"), false),
             // `resource/*` is no wildcard upstream.
@@ -368,7 +388,11 @@ mod tests {
             (&all_urls, "delete", path("/anything/at/all"), true),
         ];
         for (rule, verb, request, want) in cases {
-            assert_eq!(rule.allows(verb, &request), want, "{rule:?} {verb} {request:?}");
+            assert_eq!(
+                rule.allows(verb, &request),
+                want,
+                "{rule:?} {verb} {request:?}"
+            );
         }
     }
 
@@ -387,7 +411,10 @@ mod tests {
             (rule(&["delete"], &[""], &["pods"], &[]), false),
             (rule(&["*"], &[""], &["pods"], &[]), false),
             (rule(&["get"], &["*"], &["pods"], &[]), false),
-            (rule(&["update"], &["apps"], &["deployments/scale"], &[]), true),
+            (
+                rule(&["update"], &["apps"], &["deployments/scale"], &[]),
+                true,
+            ),
             (rule(&["update"], &["apps"], &["deployments"], &[]), false),
             (rule(&["get"], &[""], &["secrets"], &["a"]), true),
             (rule(&["get"], &[""], &["secrets"], &["a", "c"]), false),

@@ -39,7 +39,12 @@ struct Fixture {
     rbac: Rbac,
 }
 
-fn fixture(roles: &[Value], cluster_roles: &[Value], bindings: &[Value], cluster_bindings: &[Value]) -> Fixture {
+fn fixture(
+    roles: &[Value],
+    cluster_roles: &[Value],
+    bindings: &[Value],
+    cluster_bindings: &[Value],
+) -> Fixture {
     let sources = Sources {
         roles: cache(roles, "/r/"),
         cluster_roles: cache(cluster_roles, "/cr/"),
@@ -113,29 +118,91 @@ fn allowed(rbac: &Rbac, a: &Attributes) -> bool {
 fn subjects_and_scopes_decide_as_upstream() {
     let f = fixture(
         &[
-            role(Some("a"), "cm-reader", json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}])),
-            role(Some("b"), "cm-reader", json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}])),
+            role(
+                Some("a"),
+                "cm-reader",
+                json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]),
+            ),
+            role(
+                Some("b"),
+                "cm-reader",
+                json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]),
+            ),
         ],
         &[
-            role(None, "pod-reader", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])),
-            role(None, "node-reader", json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}])),
-            role(None, "health", json!([{"nonResourceURLs": ["/healthz", "/version/*"], "verbs": ["get"]}])),
+            role(
+                None,
+                "pod-reader",
+                json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]),
+            ),
+            role(
+                None,
+                "node-reader",
+                json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]),
+            ),
+            role(
+                None,
+                "health",
+                json!([{"nonResourceURLs": ["/healthz", "/version/*"], "verbs": ["get"]}]),
+            ),
         ],
         &[
             // A Role of the binding's namespace, for a user.
-            binding(Some("a"), "alice-cm", "Role", "cm-reader", json!([{"kind": "User", "name": "alice"}])),
+            binding(
+                Some("a"),
+                "alice-cm",
+                "Role",
+                "cm-reader",
+                json!([{"kind": "User", "name": "alice"}]),
+            ),
             // A ClusterRole granted in one namespace, for a group.
-            binding(Some("a"), "devs-pods", "ClusterRole", "pod-reader", json!([{"kind": "Group", "name": "devs"}])),
+            binding(
+                Some("a"),
+                "devs-pods",
+                "ClusterRole",
+                "pod-reader",
+                json!([{"kind": "Group", "name": "devs"}]),
+            ),
             // A service account without namespace: the binding's own.
-            binding(Some("b"), "robot-cm", "Role", "cm-reader", json!([{"kind": "ServiceAccount", "name": "robot"}])),
+            binding(
+                Some("b"),
+                "robot-cm",
+                "Role",
+                "cm-reader",
+                json!([{"kind": "ServiceAccount", "name": "robot"}]),
+            ),
             // Every service account of namespace c.
-            binding(Some("c"), "c-accounts", "ClusterRole", "pod-reader", json!([{"kind": "Group", "name": "system:serviceaccounts:c"}])),
+            binding(
+                Some("c"),
+                "c-accounts",
+                "ClusterRole",
+                "pod-reader",
+                json!([{"kind": "Group", "name": "system:serviceaccounts:c"}]),
+            ),
         ],
         &[
-            binding(None, "ops-nodes", "ClusterRole", "node-reader", json!([{"kind": "Group", "name": "ops"}, {"kind": "ServiceAccount", "name": "watcher", "namespace": "kube-system"}])),
-            binding(None, "public", "ClusterRole", "health", json!([{"kind": "Group", "name": "system:unauthenticated"}, {"kind": "Group", "name": "system:authenticated"}])),
+            binding(
+                None,
+                "ops-nodes",
+                "ClusterRole",
+                "node-reader",
+                json!([{"kind": "Group", "name": "ops"}, {"kind": "ServiceAccount", "name": "watcher", "namespace": "kube-system"}]),
+            ),
+            binding(
+                None,
+                "public",
+                "ClusterRole",
+                "health",
+                json!([{"kind": "Group", "name": "system:unauthenticated"}, {"kind": "Group", "name": "system:authenticated"}]),
+            ),
             // An account without namespace in a ClusterRoleBinding names nobody.
-            binding(None, "nobody", "ClusterRole", "pod-reader", json!([{"kind": "ServiceAccount", "name": "robot"}])),
+            binding(
+                None,
+                "nobody",
+                "ClusterRole",
+                "pod-reader",
+                json!([{"kind": "ServiceAccount", "name": "robot"}]),
+            ),
         ],
     );
     let alice = UserInfo::new("alice", Vec::new());
@@ -168,8 +235,18 @@ fn subjects_and_scopes_decide_as_upstream() {
         (path(&anonymous, "get", "/api"), false),
         (path(&alice, "get", "/healthz"), true),
         // Users are matched by name, groups by membership, nothing else.
-        (request(&UserInfo::new("devs", Vec::new()), "list", "- pods a -"), false),
-        (request(&UserInfo::new("x", vec!["alice".to_string()]), "get", "- configmaps a x"), false),
+        (
+            request(&UserInfo::new("devs", Vec::new()), "list", "- pods a -"),
+            false,
+        ),
+        (
+            request(
+                &UserInfo::new("x", vec!["alice".to_string()]),
+                "get",
+                "- configmaps a x",
+            ),
+            false,
+        ),
     ];
     for (attributes, want) in cases {
         assert_eq!(allowed(&f.rbac, &attributes), want, "{attributes:?}");
@@ -181,8 +258,20 @@ fn missing_roles_are_the_reason_of_a_refusal() {
     let f = fixture(
         &[],
         &[],
-        &[binding(Some("a"), "b1", "Role", "gone", json!([{"kind": "User", "name": "u"}]))],
-        &[binding(None, "b2", "ClusterRole", "absent", json!([{"kind": "User", "name": "u"}]))],
+        &[binding(
+            Some("a"),
+            "b1",
+            "Role",
+            "gone",
+            json!([{"kind": "User", "name": "u"}]),
+        )],
+        &[binding(
+            None,
+            "b2",
+            "ClusterRole",
+            "absent",
+            json!([{"kind": "User", "name": "u"}]),
+        )],
     );
     let u = UserInfo::new("u", Vec::new());
     assert_eq!(
@@ -204,34 +293,79 @@ fn missing_roles_are_the_reason_of_a_refusal() {
 
 #[test]
 fn the_policy_follows_the_caches() {
-    let f = fixture(&[], &[role(None, "reader", json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}]))], &[], &[]);
+    let f = fixture(
+        &[],
+        &[role(
+            None,
+            "reader",
+            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}]),
+        )],
+        &[],
+        &[],
+    );
     let u = UserInfo::new("u", Vec::new());
     let get = request(&u, "get", "apps deployments x d");
     assert!(!allowed(&f.rbac, &get));
-    let b = binding(Some("x"), "b", "ClusterRole", "reader", json!([{"kind": "User", "name": "u"}]));
+    let b = binding(
+        Some("x"),
+        "b",
+        "ClusterRole",
+        "reader",
+        json!([{"kind": "User", "name": "u"}]),
+    );
     f.sources
         .role_bindings
         .apply(2, ChangeKind::Put, key("/rb/", &b), Some(b.clone()));
     assert!(allowed(&f.rbac, &get), "a new binding takes effect");
-    let narrowed = role(None, "reader", json!([{"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}]));
-    f.sources
-        .cluster_roles
-        .apply(2, ChangeKind::Put, key("/cr/", &narrowed), Some(narrowed.clone()));
+    let narrowed = role(
+        None,
+        "reader",
+        json!([{"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}]),
+    );
+    f.sources.cluster_roles.apply(
+        2,
+        ChangeKind::Put,
+        key("/cr/", &narrowed),
+        Some(narrowed.clone()),
+    );
     assert!(!allowed(&f.rbac, &get), "a changed role takes effect");
     assert!(allowed(&f.rbac, &request(&u, "get", "- pods x p")));
     f.sources
         .role_bindings
         .apply(3, ChangeKind::Delete, key("/rb/", &b), None);
-    assert!(!allowed(&f.rbac, &request(&u, "get", "- pods x p")), "a removed binding takes effect");
+    assert!(
+        !allowed(&f.rbac, &request(&u, "get", "- pods x p")),
+        "a removed binding takes effect"
+    );
 }
 
 #[test]
 fn rules_for_lists_cluster_and_namespace_rules() {
     let f = fixture(
-        &[role(Some("a"), "r", json!([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s"], "verbs": ["get"]}]))],
-        &[role(None, "c", json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]))],
-        &[binding(Some("a"), "b", "Role", "r", json!([{"kind": "User", "name": "u"}]))],
-        &[binding(None, "cb", "ClusterRole", "c", json!([{"kind": "User", "name": "u"}]))],
+        &[role(
+            Some("a"),
+            "r",
+            json!([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s"], "verbs": ["get"]}]),
+        )],
+        &[role(
+            None,
+            "c",
+            json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]),
+        )],
+        &[binding(
+            Some("a"),
+            "b",
+            "Role",
+            "r",
+            json!([{"kind": "User", "name": "u"}]),
+        )],
+        &[binding(
+            None,
+            "cb",
+            "ClusterRole",
+            "c",
+            json!([{"kind": "User", "name": "u"}]),
+        )],
     );
     let u = UserInfo::new("u", Vec::new());
     let cluster = f.rbac.rules_for(&u, "");
@@ -244,5 +378,10 @@ fn rules_for_lists_cluster_and_namespace_rules() {
         Some(vec!["s".to_string()])
     );
     assert!(f.rbac.rules_for(&u, "b").resource_rules.len() == 1);
-    assert!(f.rbac.rules_for(&UserInfo::new("x", Vec::new()), "a").resource_rules.is_empty());
+    assert!(
+        f.rbac
+            .rules_for(&UserInfo::new("x", Vec::new()), "a")
+            .resource_rules
+            .is_empty()
+    );
 }

@@ -1,0 +1,243 @@
+//! What RBAC authorization costs a request, as a ratio: the same ConfigMap
+//! creates and gets through the router (in-process kube clients, several
+//! concurrent tasks) as a `system:masters` user, decided by the first link
+//! of the chain, and as a service account whose only permission is one
+//! RoleBinding among 1,000 (one per namespace, each to its namespace's own
+//! account), decided by RBAC. The two identities take turns in rounds in
+//! one run (alternating who goes first), so machine noise hits both alike.
+//!
+//! Run: `cargo bench -p skiff-apiserver --bench rbac_authz`
+//! (env `BENCH_SCALE=0.1` for a quick smoke run).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore, Store};
+
+const CONCURRENCY: usize = 16;
+const NAMESPACES: usize = 1_000;
+/// The namespace whose account does the measured requests.
+const MEASURED: usize = NAMESPACES / 2;
+const ROUNDS: usize = 4;
+
+fn scale(n: usize) -> usize {
+    let factor: f64 = std::env::var("BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    ((n as f64 * factor) as usize).max(1)
+}
+
+fn namespace_name(i: usize) -> String {
+    format!("bench-{i:04}")
+}
+
+fn account(i: usize) -> UserInfo {
+    let ns = namespace_name(i);
+    UserInfo::new(
+        format!("system:serviceaccount:{ns}:writer"),
+        [
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{ns}"),
+        ],
+    )
+}
+
+fn configmap(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        data: Some([("payload".to_string(), "x".repeat(256))].into()),
+        ..Default::default()
+    }
+}
+
+/// Runs `op(0..total)` on [`CONCURRENCY`] tasks; returns operations per second.
+async fn throughput<F, Fut>(total: usize, op: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CONCURRENCY)
+        .map(|_| {
+            let (op, next) = (op.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total {
+                        break;
+                    }
+                    op(i).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Creates every namespace and its RoleBinding (`edit` for its writer).
+async fn populate(admin: &kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let admin = admin.clone();
+    let failures = Arc::new(AtomicUsize::new(0));
+    let counted = failures.clone();
+    throughput(NAMESPACES, move |i| {
+        let (namespaces, admin, failures) = (namespaces.clone(), admin.clone(), counted.clone());
+        async move {
+            let ns = namespace_name(i);
+            let namespace = Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let binding: Result<RoleBinding, _> = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "writer-edit"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": ns}]
+            }));
+            let bindings: Api<RoleBinding> = Api::namespaced(admin, &ns);
+            let ok = namespaces
+                .create(&PostParams::default(), &namespace)
+                .await
+                .is_ok()
+                && match binding {
+                    Ok(b) => bindings.create(&PostParams::default(), &b).await.is_ok(),
+                    Err(_) => false,
+                };
+            if !ok {
+                failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await;
+    match failures.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        n => Err(format!("{n} namespaces or bindings could not be created").into()),
+    }
+}
+
+#[derive(Default)]
+struct Rates {
+    creates: Vec<f64>,
+    gets: Vec<f64>,
+}
+
+impl Rates {
+    fn total(list: &[f64]) -> f64 {
+        list.iter().sum::<f64>() / list.len().max(1) as f64
+    }
+}
+
+async fn round(
+    client: &kube::Client,
+    tag: &str,
+    round: usize,
+    creates: usize,
+    gets: usize,
+    rates: &mut Rates,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace_name(MEASURED));
+    let failures = Arc::new(AtomicUsize::new(0));
+    let (api, failed) = (cms.clone(), failures.clone());
+    let prefix = format!("{tag}-{round}");
+    let rate = throughput(creates, move |i| {
+        let (api, failed, name) = (api.clone(), failed.clone(), format!("{prefix}-{i}"));
+        async move {
+            if api
+                .create(&PostParams::default(), &configmap(&name))
+                .await
+                .is_err()
+            {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await;
+    rates.creates.push(rate);
+    let (api, failed) = (cms, failures.clone());
+    let prefix = format!("{tag}-{round}");
+    let rate = throughput(gets, move |i| {
+        let (api, failed) = (api.clone(), failed.clone());
+        let name = format!("{prefix}-{}", i % creates);
+        async move {
+            if api.get(&name).await.is_err() {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await;
+    rates.gets.push(rate);
+    match failures.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        n => Err(format!("{tag}: {n} requests failed (not authorized?)").into()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(SledConfig::new(dir.path().join("db")))?);
+    let api = ApiServer::new(store.clone(), ApiServerConfig::default()).await?;
+    let master = skiff_apiserver::inprocess::client(
+        api.router(),
+        UserInfo::new("bench-admin", ["system:masters".to_string()]),
+    );
+    let started = Instant::now();
+    populate(&master).await?;
+    eprintln!(
+        "{NAMESPACES} namespaces with one RoleBinding each in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let account = skiff_apiserver::inprocess::client(api.router(), account(MEASURED));
+
+    let (creates, gets) = (scale(4_000), scale(40_000));
+    let (mut as_master, mut as_account) = (Rates::default(), Rates::default());
+    for r in 0..ROUNDS {
+        // Alternating who goes first evens out warm-up and drift.
+        if r % 2 == 0 {
+            round(&master, "master", r, creates, gets, &mut as_master).await?;
+            round(&account, "account", r, creates, gets, &mut as_account).await?;
+        } else {
+            round(&account, "account", r, creates, gets, &mut as_account).await?;
+            round(&master, "master", r, creates, gets, &mut as_master).await?;
+        }
+        eprintln!(
+            "round {r}: creates/s master {:.0} account {:.0}; gets/s master {:.0} account {:.0}",
+            as_master.creates[r], as_account.creates[r], as_master.gets[r], as_account.gets[r]
+        );
+    }
+    let (cm, ca) = (
+        Rates::total(&as_master.creates),
+        Rates::total(&as_account.creates),
+    );
+    let (gm, ga) = (
+        Rates::total(&as_master.gets),
+        Rates::total(&as_account.gets),
+    );
+    api.shutdown();
+    store.close().await?;
+    println!(
+        "rbac_authz: {NAMESPACES} namespaces x 1 RoleBinding, {CONCURRENCY} concurrent clients, {ROUNDS} rounds: \
+         creates/s masters {cm:.0} rbac {ca:.0} (rbac/masters {:.3}); gets/s masters {gm:.0} rbac {ga:.0} (rbac/masters {:.3})",
+        ca / cm,
+        ga / gm
+    );
+    Ok(())
+}
