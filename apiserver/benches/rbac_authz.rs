@@ -40,14 +40,7 @@ fn namespace_name(i: usize) -> String {
 }
 
 fn account(i: usize) -> UserInfo {
-    let ns = namespace_name(i);
-    UserInfo::new(
-        format!("system:serviceaccount:{ns}:writer"),
-        [
-            "system:serviceaccounts".to_string(),
-            format!("system:serviceaccounts:{ns}"),
-        ],
-    )
+    UserInfo::service_account(&namespace_name(i), "writer")
 }
 
 fn configmap(name: &str) -> ConfigMap {

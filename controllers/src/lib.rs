@@ -78,6 +78,10 @@ fn defaults() -> Vec<manager::Registered> {
             "replication-controller",
             replicaset::run_replication_controllers,
         ),
-        manager::starter("clusterrole-aggregation", clusterrole_aggregation::run),
+        starter(
+            "clusterrole-aggregation",
+            "clusterrole-aggregation-controller",
+            clusterrole_aggregation::run,
+        ),
     ]
 }

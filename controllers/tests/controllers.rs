@@ -2,6 +2,7 @@
 //! plays the node (patching pod status) where a controller needs one.
 
 mod controllers {
+    mod accounts;
     mod certificates;
     mod clusterrole_aggregation;
     mod cronjob;

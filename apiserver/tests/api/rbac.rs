@@ -15,13 +15,7 @@ use crate::harness::{TestServer, assert_status};
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
 fn account(namespace: &str, name: &str) -> UserInfo {
-    UserInfo::new(
-        format!("system:serviceaccount:{namespace}:{name}"),
-        [
-            "system:serviceaccounts".to_string(),
-            format!("system:serviceaccounts:{namespace}"),
-        ],
-    )
+    UserInfo::service_account(namespace, name)
 }
 
 async fn namespace(s: &TestServer, name: &str) {

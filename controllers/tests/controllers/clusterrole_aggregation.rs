@@ -30,17 +30,15 @@ async fn grants_widgets(api: &Api<ClusterRole>, name: &str) -> bool {
 #[tokio::test]
 async fn aggregated_roles_follow_their_labelled_parts() {
     let cluster = TestCluster::start(Some(&[])).await;
-    let account = UserInfo::new(
-        "system:serviceaccount:kube-system:clusterrole-aggregation-controller",
-        [
-            "system:serviceaccounts".to_string(),
-            "system:serviceaccounts:kube-system".to_string(),
-        ],
-    );
+    let account = UserInfo::service_account("kube-system", "clusterrole-aggregation-controller");
     let client = cluster.client_as(account);
     let factory = SharedInformerFactory::new(client.clone());
     let mut manager = ControllerManager::new(Context::new(client, factory.clone()));
-    manager.register("clusterrole-aggregation", clusterrole_aggregation::run);
+    manager.register(
+        "clusterrole-aggregation",
+        "clusterrole-aggregation-controller",
+        clusterrole_aggregation::run,
+    );
     let (stop, stop_rx) = watch::channel(false);
     let running = tokio::spawn(manager.run(stop_rx));
 

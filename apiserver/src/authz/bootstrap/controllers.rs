@@ -19,7 +19,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
     ("root-ca-cert-publisher", "root-ca-cert-publisher"),
     ("endpoint", "endpoint-controller"),
     ("endpointslice", "endpointslice-controller"),
-    ("servicelb", "servicelb"),
+    ("servicelb", "service-lb-controller"),
     ("node-lifecycle", "node-controller"),
     ("node-ipam", "node-controller"),
     ("pod-garbage-collector", "pod-garbage-collector"),
@@ -276,7 +276,7 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
             ],
         ),
         (
-            "servicelb",
+            "service-lb-controller",
             vec![
                 read(&[CORE], &["services", "nodes"]),
                 rule(&["update", "patch"])

@@ -19,10 +19,14 @@ pub const AGGREGATE_TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit
 /// The label that folds a role into `view`.
 pub const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
 
-/// The user the in-process cluster DNS runs as.
+/// The user upstream binds `system:kube-dns` to, besides the service
+/// account `kube-system/kube-dns` the in-process DNS runs as.
 pub const DNS_USER: &str = "system:kube-dns";
-/// The user the node agent's local-path provisioner runs as.
-pub const LOCAL_PATH_USER: &str = "system:skiff:local-path-provisioner";
+/// The service account (in kube-system) the node agent's local-path
+/// provisioner runs as: k3s's name for its provisioner.
+pub const LOCAL_PATH_ACCOUNT: &str = "local-path-provisioner-service-account";
+/// The user `--simulated-nodes` hollow nodes run as.
+pub const SIMULATED_NODES_USER: &str = "system:skiff:simulated-nodes";
 
 /// Paths every client reads to find its way (discovery, OpenAPI, health).
 const DISCOVERY_PATHS: &[&str] = &[
@@ -211,6 +215,7 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
             ],
         ),
         RoleSpec::cluster("system:skiff:local-path-provisioner", local_path()),
+        RoleSpec::cluster("system:skiff:simulated-nodes", simulated_nodes()),
     ]
 }
 
@@ -241,14 +246,15 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
             "system:kube-controller-manager",
             vec![user("system:kube-controller-manager")],
         ),
-        BindingSpec::cluster(
-            "system:kube-dns",
-            vec![service_account("kube-system", "kube-dns"), user(DNS_USER)],
-        ),
-        BindingSpec::cluster("system:skiff:dns", vec![user(DNS_USER)]),
+        BindingSpec::cluster("system:kube-dns", dns_subjects()),
+        BindingSpec::cluster("system:skiff:dns", dns_subjects()),
         BindingSpec::cluster(
             "system:skiff:local-path-provisioner",
-            vec![user(LOCAL_PATH_USER)],
+            vec![service_account("kube-system", LOCAL_PATH_ACCOUNT)],
+        ),
+        BindingSpec::cluster(
+            "system:skiff:simulated-nodes",
+            vec![user(SIMULATED_NODES_USER)],
         ),
     ]
 }
@@ -331,12 +337,13 @@ pub fn role_bindings() -> Vec<BindingSpec> {
                 service_account("kube-system", "kube-scheduler"),
             ],
         ),
-        BindingSpec::namespaced(
-            "kube-system",
-            "system:skiff:dns-publisher",
-            vec![user(DNS_USER)],
-        ),
+        BindingSpec::namespaced("kube-system", "system:skiff:dns-publisher", dns_subjects()),
     ]
+}
+
+/// Who the DNS runs as: upstream's account, and upstream's user.
+fn dns_subjects() -> Vec<Subject> {
+    vec![service_account("kube-system", "kube-dns"), user(DNS_USER)]
 }
 
 fn aggregate_to_admin() -> Vec<Rule> {
@@ -660,6 +667,29 @@ fn kube_controller_manager() -> Vec<Rule> {
         rule(&["create"])
             .groups(&[CORE])
             .resources(&["serviceaccounts/token"]),
+    ]
+}
+
+/// What `--simulated-nodes` hollow nodes do: register their Nodes and
+/// Leases, report their pods' status and remove terminated pods.
+fn simulated_nodes() -> Vec<Rule> {
+    vec![
+        rule(&["get", "create", "update", "patch"])
+            .groups(&[CORE])
+            .resources(&["nodes"]),
+        rule(&["update", "patch"])
+            .groups(&[CORE])
+            .resources(&["nodes/status"]),
+        rule(&["get", "create", "update", "patch"])
+            .groups(&[COORDINATION])
+            .resources(&["leases"]),
+        rule(&["get", "list", "watch", "delete"])
+            .groups(&[CORE])
+            .resources(&["pods"]),
+        rule(&["update", "patch"])
+            .groups(&[CORE])
+            .resources(&["pods/status"]),
+        events_rule(),
     ]
 }
 

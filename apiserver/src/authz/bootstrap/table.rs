@@ -2,9 +2,9 @@
 //! builder, and the verb sets upstream's policy is phrased in. The roles
 //! themselves are in `roles.rs` and `controllers.rs`.
 
+pub use k8s_openapi::api::rbac::v1::Subject;
 use k8s_openapi::api::rbac::v1::{
     AggregationRule, ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
-    Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
