@@ -281,10 +281,14 @@ impl ApiError {
     }
 
     fn details(&self) -> Option<Value> {
+        // Upstream's StatusDetails leave empty fields out (a refused list
+        // has no name; a refused path has neither name nor kind).
         let named = |name: &str, group: &str, kind: &str| {
-            let mut d = json!({ "name": name, "kind": kind });
-            if !group.is_empty() {
-                d["group"] = json!(group);
+            let mut d = json!({});
+            for (field, value) in [("name", name), ("group", group), ("kind", kind)] {
+                if !value.is_empty() {
+                    d[field] = json!(value);
+                }
             }
             d
         };
