@@ -45,7 +45,7 @@ pub fn aggregated_rules(
         return Ok(None);
     };
     let mut sorted: Vec<&Arc<ClusterRole>> = all.iter().collect();
-    sorted.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+    sorted.sort_by_key(|role| role.name_any());
     let mut rules: Vec<PolicyRule> = Vec::new();
     for selector in aggregation.cluster_role_selectors.iter().flatten() {
         let selector =

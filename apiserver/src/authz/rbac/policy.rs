@@ -98,7 +98,7 @@ pub(crate) struct Policy {
     by_group: HashMap<String, Vec<Grant>>,
     /// Callers already resolved, by a hash of (name, groups); the entries
     /// keep name and groups to tell colliding callers apart.
-    memo: RwLock<HashMap<u64, Vec<(Arc<Caller>, Arc<Resolved>)>>>,
+    memo: RwLock<HashMap<u64, Vec<Memoised>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -107,6 +107,9 @@ struct Caller {
     name: String,
     groups: Vec<String>,
 }
+
+/// One caller and what it resolved to.
+type Memoised = (Caller, Arc<Resolved>);
 
 #[derive(Deserialize)]
 struct RuleHolder {
@@ -269,10 +272,10 @@ impl Policy {
         let entries = memo.entry(key).or_default();
         if !entries.iter().any(|(c, _)| same(c)) {
             entries.push((
-                Arc::new(Caller {
+                Caller {
                     name: user.name.clone(),
                     groups: user.groups.clone(),
-                }),
+                },
                 resolved.clone(),
             ));
         }
