@@ -201,3 +201,249 @@ fn confirm_no_escalation(
     }
     Err(message)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::authz::Masters;
+    use crate::authz::rbac::testing::{binding, fixture, role};
+    use crate::registry::Registry;
+
+    fn subjects(user: &str) -> Value {
+        json!([{"kind": "User", "name": user}])
+    }
+
+    fn named(ns: Option<&str>, name: &str, body: Value) -> Value {
+        let mut meta = json!({"name": name});
+        if let Some(ns) = ns {
+            meta["namespace"] = json!(ns);
+        }
+        let mut object = body;
+        object["metadata"] = meta;
+        object
+    }
+
+    #[test]
+    fn writes_of_rbac_objects_are_checked_as_upstream() {
+        let pods_read =
+            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]);
+        let f = fixture(
+            &[role(
+                Some("a"),
+                "delegate",
+                json!([
+                    {"apiGroups": [GROUP], "resources": ["roles"], "verbs": ["escalate"]},
+                    {"apiGroups": [GROUP], "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["secret-reader"]},
+                ]),
+            )],
+            &[
+                role(None, "pod-reader", pods_read.clone()),
+                role(
+                    None,
+                    "secret-reader",
+                    json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]),
+                ),
+                role(
+                    None,
+                    "role-writer",
+                    json!([{"apiGroups": [GROUP], "resources": ["clusterroles"], "verbs": ["create", "update"]},
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+                ),
+            ],
+            &[
+                binding(
+                    Some("a"),
+                    "u-pods",
+                    "ClusterRole",
+                    "pod-reader",
+                    subjects("u"),
+                ),
+                binding(
+                    Some("a"),
+                    "d-pods",
+                    "ClusterRole",
+                    "pod-reader",
+                    subjects("d"),
+                ),
+                binding(Some("a"), "d-delegate", "Role", "delegate", subjects("d")),
+            ],
+            &[binding(
+                None,
+                "w",
+                "ClusterRole",
+                "role-writer",
+                subjects("w"),
+            )],
+        );
+        let rbac = Arc::new(f.rbac);
+        let chain = Chain::new(vec![Arc::new(Masters), rbac.clone()]);
+        let registry = Registry::builtin();
+        let info = |resource: &str| registry.get(GROUP, "v1", resource).unwrap();
+        let user = |name: &str| UserInfo::new(name, Vec::new());
+        let admin = UserInfo::new("root", [MASTERS_GROUP.to_string()]);
+        let everything =
+            json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
+        let pods_delete = json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]}]});
+        let bind = |kind: &str, name: &str| json!({"roleRef": {"apiGroup": GROUP, "kind": kind, "name": name}, "subjects": subjects("x")});
+        let mut owned = named(Some("a"), "r", everything.clone());
+        owned["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "1"}]);
+        let mut relabelled = named(Some("a"), "r", everything.clone());
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        let old_everything = named(Some("a"), "r", everything.clone());
+        let aggregated =
+            json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}});
+
+        // (who, resource, old, new, Ok or a part of the refusal)
+        let cases: Vec<(UserInfo, &str, Option<Value>, Value, Result<(), &str>)> = vec![
+            (
+                admin.clone(),
+                "roles",
+                None,
+                named(Some("a"), "r", everything.clone()),
+                Ok(()),
+            ),
+            (
+                user("u"),
+                "roles",
+                None,
+                named(Some("a"), "r", json!({"rules": pods_read.clone()})),
+                Ok(()),
+            ),
+            (
+                user("u"),
+                "roles",
+                None,
+                named(Some("a"), "r", pods_delete.clone()),
+                Err(
+                    "roles.rbac.authorization.k8s.io \"r\" is forbidden: user \"u\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}",
+                ),
+            ),
+            (
+                user("u"),
+                "roles",
+                None,
+                named(Some("b"), "r", json!({"rules": pods_read.clone()})),
+                Err("Verbs:[\"get\" \"list\"]}"),
+            ),
+            // escalate on roles in a lifts the check there, not elsewhere.
+            (
+                user("d"),
+                "roles",
+                None,
+                named(Some("a"), "r", everything.clone()),
+                Ok(()),
+            ),
+            (
+                user("d"),
+                "roles",
+                None,
+                named(Some("b"), "r", everything.clone()),
+                Err("not currently held"),
+            ),
+            // What the garbage collector writes is never an escalation.
+            (
+                user("u"),
+                "roles",
+                Some(old_everything.clone()),
+                owned,
+                Ok(()),
+            ),
+            (
+                user("u"),
+                "roles",
+                Some(old_everything),
+                relabelled,
+                Err("not currently held"),
+            ),
+            (
+                user("u"),
+                "rolebindings",
+                None,
+                named(Some("a"), "b", bind("ClusterRole", "pod-reader")),
+                Ok(()),
+            ),
+            (
+                user("u"),
+                "rolebindings",
+                None,
+                named(Some("a"), "b", bind("ClusterRole", "secret-reader")),
+                Err("rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: user \"u\""),
+            ),
+            (
+                user("d"),
+                "rolebindings",
+                None,
+                named(Some("a"), "b", bind("ClusterRole", "secret-reader")),
+                Ok(()),
+            ),
+            (
+                user("d"),
+                "rolebindings",
+                None,
+                named(Some("b"), "b", bind("ClusterRole", "secret-reader")),
+                Err("not currently held"),
+            ),
+            (
+                user("u"),
+                "rolebindings",
+                None,
+                named(Some("a"), "b", bind("ClusterRole", "nope")),
+                Err(
+                    "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: clusterrole.rbac.authorization.k8s.io \"nope\" not found",
+                ),
+            ),
+            // Holding pods in one namespace is not holding them cluster-wide.
+            (
+                user("u"),
+                "clusterrolebindings",
+                None,
+                named(None, "b", bind("ClusterRole", "pod-reader")),
+                Err("not currently held"),
+            ),
+            (
+                user("w"),
+                "clusterroles",
+                None,
+                named(None, "c", json!({"rules": pods_read.clone()})),
+                Ok(()),
+            ),
+            (
+                user("w"),
+                "clusterroles",
+                None,
+                named(None, "c", aggregated),
+                Err(
+                    "clusterroles.rbac.authorization.k8s.io \"c\" is forbidden: must have cluster-admin privileges to use the aggregationRule",
+                ),
+            ),
+        ];
+        for (who, resource, old, new, want) in cases {
+            let info = info(resource);
+            let request = WriteRequest {
+                user: &who,
+                operation: if old.is_some() {
+                    Operation::Update
+                } else {
+                    Operation::Create
+                },
+                info: &info,
+                subresource: None,
+                old: old.as_ref(),
+                new: Some(&new),
+            };
+            let got = check(&chain, &rbac, &request).map_err(|e| e.to_string());
+            match want {
+                Ok(()) => assert!(got.is_ok(), "{} {resource} {new}: {got:?}", who.name),
+                Err(part) => {
+                    let message = got.expect_err(&format!("{} {resource} {new} allowed", who.name));
+                    assert!(message.contains(part), "{message}");
+                }
+            }
+        }
+    }
+}

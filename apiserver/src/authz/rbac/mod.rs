@@ -204,4 +204,6 @@ fn aggregate<S: AsRef<str>>(errors: &[S]) -> String {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;

@@ -1,78 +1,12 @@
 //! The authorizer over hand-filled watch caches: subjects, binding scopes,
 //! role references, and the policy following the caches as they move.
 
-use std::sync::Arc;
-use std::time::Duration;
+use serde_json::json;
 
-use imbl::OrdMap;
-use serde_json::{Value, json};
-
+use super::testing::{binding, fixture, key, role};
 use super::*;
 use crate::authz::{RequestKind, ResourceAttributes};
-use crate::watch_cache::{CacheLimits, ChangeKind};
-
-fn cache(objects: &[Value], prefix: &str) -> Arc<WatchCache> {
-    let limits = CacheLimits {
-        history: 16,
-        fanout_buffer: 16,
-        snapshot_ttl: Duration::from_secs(60),
-    };
-    let c = WatchCache::new(prefix.to_string(), &limits);
-    let map: OrdMap<String, Arc<Value>> = objects
-        .iter()
-        .map(|o| (key(prefix, o), Arc::new(o.clone())))
-        .collect();
-    c.reset(map, 1);
-    c
-}
-
-fn key(prefix: &str, object: &Value) -> String {
-    let meta = &object["metadata"];
-    match meta["namespace"].as_str() {
-        Some(ns) => format!("{prefix}{ns}/{}", meta["name"].as_str().unwrap()),
-        None => format!("{prefix}{}", meta["name"].as_str().unwrap()),
-    }
-}
-
-struct Fixture {
-    sources: Sources,
-    rbac: Rbac,
-}
-
-fn fixture(
-    roles: &[Value],
-    cluster_roles: &[Value],
-    bindings: &[Value],
-    cluster_bindings: &[Value],
-) -> Fixture {
-    let sources = Sources {
-        roles: cache(roles, "/r/"),
-        cluster_roles: cache(cluster_roles, "/cr/"),
-        role_bindings: cache(bindings, "/rb/"),
-        cluster_role_bindings: cache(cluster_bindings, "/crb/"),
-    };
-    Fixture {
-        rbac: Rbac::new(sources.clone()),
-        sources,
-    }
-}
-
-fn role(ns: Option<&str>, name: &str, rules: Value) -> Value {
-    let mut meta = json!({"name": name});
-    if let Some(ns) = ns {
-        meta["namespace"] = json!(ns);
-    }
-    json!({"metadata": meta, "rules": rules})
-}
-
-fn binding(ns: Option<&str>, name: &str, kind: &str, role: &str, subjects: Value) -> Value {
-    let mut meta = json!({"name": name});
-    if let Some(ns) = ns {
-        meta["namespace"] = json!(ns);
-    }
-    json!({"metadata": meta, "subjects": subjects,
-        "roleRef": {"apiGroup": GROUP, "kind": kind, "name": role}})
-}
+use crate::watch_cache::ChangeKind;
 
 fn request(user: &UserInfo, verb: &str, spec: &str) -> Attributes {
     // `group resource ns name`, `-` for empty.
