@@ -299,7 +299,8 @@ mod tests {
             json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}});
 
         // (who, resource, old, new, Ok or a part of the refusal)
-        let cases: Vec<(UserInfo, &str, Option<Value>, Value, Result<(), &str>)> = vec![
+        type Case<'a> = (UserInfo, &'a str, Option<Value>, Value, Result<(), &'a str>);
+        let cases: Vec<Case> = vec![
             (
                 admin.clone(),
                 "roles",
