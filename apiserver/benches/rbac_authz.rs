@@ -6,6 +6,10 @@
 //! account), decided by RBAC. The two identities take turns in rounds in
 //! one run (alternating who goes first), so machine noise hits both alike.
 //!
+//! Beside the API rates, the chain's decision alone is timed for both
+//! identities on one thread, so its cost per request can be read against
+//! the CPU time a request takes.
+//!
 //! Run: `cargo bench -p skiff-apiserver --bench rbac_authz`
 //! (env `BENCH_SCALE=0.1` for a quick smoke run).
 
@@ -18,6 +22,7 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::authz::{Attributes, Chain, RequestKind, ResourceAttributes};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
@@ -183,6 +188,27 @@ async fn round(
     }
 }
 
+/// Nanoseconds per decision of `chain` on a create of a ConfigMap in the
+/// measured namespace by `user` (which must be allowed).
+fn decision_ns(chain: &Chain, user: UserInfo, decisions: usize) -> Result<f64, String> {
+    let attributes = Attributes {
+        user,
+        verb: "create".into(),
+        request: RequestKind::Resource(ResourceAttributes {
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            namespace: namespace_name(MEASURED),
+            ..Default::default()
+        }),
+    };
+    chain.decide(&attributes)?;
+    let started = Instant::now();
+    for _ in 0..decisions {
+        std::hint::black_box(chain.decide(std::hint::black_box(&attributes)))?;
+    }
+    Ok(started.elapsed().as_nanos() as f64 / decisions as f64)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
@@ -198,7 +224,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{NAMESPACES} namespaces with one RoleBinding each in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let account = skiff_apiserver::inprocess::client(api.router(), account(MEASURED));
+    let writer = skiff_apiserver::inprocess::client(api.router(), account(MEASURED));
 
     let (creates, gets) = (scale(4_000), scale(40_000));
     let (mut as_master, mut as_account) = (Rates::default(), Rates::default());
@@ -206,9 +232,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Alternating who goes first evens out warm-up and drift.
         if r % 2 == 0 {
             round(&master, "master", r, creates, gets, &mut as_master).await?;
-            round(&account, "account", r, creates, gets, &mut as_account).await?;
+            round(&writer, "account", r, creates, gets, &mut as_account).await?;
         } else {
-            round(&account, "account", r, creates, gets, &mut as_account).await?;
+            round(&writer, "account", r, creates, gets, &mut as_account).await?;
             round(&master, "master", r, creates, gets, &mut as_master).await?;
         }
         eprintln!(
@@ -224,13 +250,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Rates::total(&as_master.gets),
         Rates::total(&as_account.gets),
     );
+    let chain = api.authorizer();
+    let decisions = scale(2_000_000);
+    let admin = UserInfo::new("bench-admin", ["system:masters".to_string()]);
+    let (dm, da) = (
+        decision_ns(&chain, admin, decisions)?,
+        decision_ns(&chain, account(MEASURED), decisions)?,
+    );
+    // CPU time per get on this machine's two cores, for scale.
+    let get_cpu_ns = 2.0 * 1e9 / ga;
+    eprintln!(
+        "one decision: masters {dm:.0} ns, rbac {da:.0} ns; a get through the router takes ~{get_cpu_ns:.0} ns of CPU"
+    );
     api.shutdown();
     store.close().await?;
     println!(
         "rbac_authz: {NAMESPACES} namespaces x 1 RoleBinding, {CONCURRENCY} concurrent clients, {ROUNDS} rounds: \
-         creates/s masters {cm:.0} rbac {ca:.0} (rbac/masters {:.3}); gets/s masters {gm:.0} rbac {ga:.0} (rbac/masters {:.3})",
+         creates/s masters {cm:.0} rbac {ca:.0} (rbac/masters {:.3}); gets/s masters {gm:.0} rbac {ga:.0} (rbac/masters {:.3}); \
+         one decision masters {dm:.0} ns rbac {da:.0} ns (the difference is {:.2} % of a get's CPU)",
         ca / cm,
-        ga / gm
+        ga / gm,
+        100.0 * (da - dm) / get_cpu_ns
     );
     Ok(())
 }

@@ -423,6 +423,12 @@ impl ApiServer {
         *self.inner.authenticator.write() = Some(authenticator);
     }
 
+    /// The authorizer chain every request is put to (for reviews, embedders
+    /// and benchmarks that ask it directly).
+    pub fn authorizer(&self) -> crate::authz::Chain {
+        self.inner.authorizer.clone()
+    }
+
     /// The store this server writes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
