@@ -115,7 +115,10 @@ impl Rbac {
         let resolved = self.current().resolve(user);
         let (roles, errors) = resolved.in_namespace(namespace);
         (
-            roles.iter().flat_map(|r| r.iter().cloned()).collect(),
+            roles
+                .iter()
+                .flat_map(|r| r.iter().map(|c| c.rule.clone()))
+                .collect(),
             errors.into_iter().map(String::from).collect(),
         )
     }
@@ -125,7 +128,7 @@ impl Rbac {
     pub fn role_rules(&self, role: &RoleRef, namespace: &str) -> Result<Vec<Rule>, String> {
         self.current()
             .role_rules(role, namespace)
-            .map(|rules| rules.to_vec())
+            .map(|rules| rules.iter().map(|c| c.rule.clone()).collect())
     }
 }
 
@@ -135,10 +138,11 @@ impl Authorizer for Rbac {
         let resolved = self.current().resolve(&attributes.user);
         // The hot path allocates nothing: scan the caller's cluster-wide
         // roles, then its roles in the request's namespace.
+        let bit = rule::Compiled::verb_bit(&attributes.verb);
         let allows = |rules: &policy::Rules| {
             rules
                 .iter()
-                .any(|rule| rule.allows(&attributes.verb, &attributes.request))
+                .any(|rule| rule.allows(&attributes.verb, bit, &attributes.request))
         };
         if resolved.cluster.iter().any(allows)
             || resolved

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use skiff_store::Revision;
 
-use super::rule::Rule;
+use super::rule::{Compiled, Rule};
 use crate::authn::UserInfo;
 use crate::object::meta_str;
 use crate::watch_cache::Snapshot;
@@ -28,7 +28,7 @@ use crate::watch_cache::Snapshot;
 const MEMO_LIMIT: usize = 8192;
 
 /// The rules of one role, shared by every caller bound to it.
-pub(crate) type Rules = Arc<[Rule]>;
+pub(crate) type Rules = Arc<[Compiled]>;
 
 /// Which role a binding grants, and where.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ fn rules_of(object: &Value) -> Rules {
         .and_then(|h| h.rules)
         .unwrap_or_default()
         .iter()
-        .map(Rule::from)
+        .map(|rule| Compiled::from(Rule::from(rule)))
         .collect()
 }
 

@@ -77,12 +77,74 @@ fn url_matches(pattern: &str, path: &str) -> bool {
         .is_some_and(|prefix| path.starts_with(prefix.trim_end_matches('*')))
 }
 
+/// The verbs most requests carry, one bit each; anything else is compared
+/// as text.
+const COMMON_VERBS: [&str; 8] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+/// The bit of the `*` verb.
+const ALL_VERBS: u16 = 1 << 15;
+
+fn verb_bit(verb: &str) -> Option<u16> {
+    COMMON_VERBS.iter().position(|v| *v == verb).map(|i| 1 << i)
+}
+
+/// A rule as the authorizer keeps it: its common verbs as bits, so that
+/// the rules of the wrong verb — most of a caller's — are passed over with
+/// one mask test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compiled {
+    pub rule: Rule,
+    verbs: u16,
+}
+
+impl From<Rule> for Compiled {
+    fn from(rule: Rule) -> Self {
+        let verbs = rule.verbs.iter().fold(0, |bits, verb| {
+            bits | if verb == ALL {
+                ALL_VERBS
+            } else {
+                verb_bit(verb).unwrap_or(0)
+            }
+        });
+        Self { rule, verbs }
+    }
+}
+
+impl Compiled {
+    /// [`Rule::allows`], with `verb_bit` the bit of `verb` (from
+    /// [`Compiled::verb_bit`], computed once per request).
+    pub fn allows(&self, verb: &str, bit: Option<u16>, request: &RequestKind) -> bool {
+        let verb_ok = self.verbs & ALL_VERBS != 0
+            || match bit {
+                Some(bit) => self.verbs & bit != 0,
+                None => has(&self.rule.verbs, verb),
+            };
+        verb_ok && self.rule.targets(request)
+    }
+
+    /// The bit of a request's verb, if it is a common one.
+    pub fn verb_bit(verb: &str) -> Option<u16> {
+        verb_bit(verb)
+    }
+}
+
 impl Rule {
     /// Whether this rule allows `verb` on `request`.
     pub fn allows(&self, verb: &str, request: &RequestKind) -> bool {
-        if !has_or_all(&self.verbs, verb) {
-            return false;
-        }
+        has_or_all(&self.verbs, verb) && self.targets(request)
+    }
+
+    /// Whether this rule's groups, resources, names or paths take in
+    /// `request` (verbs aside).
+    fn targets(&self, request: &RequestKind) -> bool {
         match request {
             RequestKind::NonResource { path } => {
                 self.non_resource_urls.iter().any(|u| url_matches(u, path))
@@ -334,6 +396,12 @@ mod tests {
             &["cfg"],
         );
         let health = urls(&["get"], &["/healthz", "/version/*", "/logs*"]);
+        let binder = rule(
+            &["bind", "get"],
+            &["rbac.authorization.k8s.io"],
+            &["clusterroles"],
+            &[],
+        );
         let all_urls = urls(&["*"], &["*"]);
         let cases: Vec<(&Rule, &str, RequestKind, bool)> = vec![
             (&pods_read, "get", res("'' pods p"), true),
@@ -386,12 +454,37 @@ mod tests {
             (&health, "get", path("/logsx/y"), true),
             (&health, "get", res("'' pods p"), false),
             (&all_urls, "delete", path("/anything/at/all"), true),
+            (
+                &binder,
+                "bind",
+                res("rbac.authorization.k8s.io clusterroles c"),
+                true,
+            ),
+            (
+                &binder,
+                "escalate",
+                res("rbac.authorization.k8s.io clusterroles c"),
+                false,
+            ),
+            (
+                &binder,
+                "list",
+                res("rbac.authorization.k8s.io clusterroles"),
+                false,
+            ),
         ];
         for (rule, verb, request, want) in cases {
             assert_eq!(
                 rule.allows(verb, &request),
                 want,
                 "{rule:?} {verb} {request:?}"
+            );
+            // The authorizer's form decides the same.
+            let compiled = Compiled::from(rule.clone());
+            assert_eq!(
+                compiled.allows(verb, Compiled::verb_bit(verb), &request),
+                want,
+                "compiled {rule:?} {verb} {request:?}"
             );
         }
     }
