@@ -11,6 +11,7 @@ use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestSpec,
 };
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
@@ -110,6 +111,18 @@ async fn nodes_get_certificates_for_their_own_addresses_only() {
         None,
     )
     .await;
+    // An account allowed to ask for certificates (as upstream's
+    // node-bootstrapper role allows) still cannot ask as a node.
+    let grant: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "sneaky-csr"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-bootstrapper"},
+        "subjects": [{"kind": "ServiceAccount", "name": "sneaky", "namespace": "default"}]
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(cluster.client.clone())
+        .create(&PostParams::default(), &grant)
+        .await
+        .unwrap();
     let sa = cluster.client_as(UserInfo::service_account("default", "sneaky"));
     ask(
         &sa,

@@ -22,6 +22,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
     ("servicelb", "service-lb-controller"),
     ("node-lifecycle", "node-controller"),
     ("node-ipam", "node-controller"),
+    ("certificates", "certificate-controller"),
     ("pod-garbage-collector", "pod-garbage-collector"),
     ("replicaset", "replicaset-controller"),
     ("replicationcontroller", "replication-controller"),
@@ -47,6 +48,31 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 rule(&["escalate", "get", "list", "watch", "update", "patch"])
                     .groups(&[RBAC])
                     .resources(&["clusterroles"]),
+            ],
+        ),
+        (
+            "certificate-controller",
+            vec![
+                rule(&["get", "list", "watch", "delete"])
+                    .groups(&[CERTIFICATES])
+                    .resources(&["certificatesigningrequests"]),
+                rule(&["update"]).groups(&[CERTIFICATES]).resources(&[
+                    "certificatesigningrequests/status",
+                    "certificatesigningrequests/approval",
+                ]),
+                // skiff signs kubelet serving certificates only.
+                rule(&["approve", "sign"])
+                    .groups(&[CERTIFICATES])
+                    .resources(&["signers"])
+                    .names(&["kubernetes.io/kubelet-serving"]),
+                rule(&["create"])
+                    .groups(&[AUTHORIZATION])
+                    .resources(&["subjectaccessreviews"]),
+                // The approver checks the Node a request names.
+                rule(&["get", "list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["nodes"]),
+                events_rule(),
             ],
         ),
         (

@@ -237,6 +237,14 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
         // binding with no subjects.
         BindingSpec::cluster("system:node", Vec::new()),
         BindingSpec::cluster("system:node-proxier", vec![user("system:kube-proxy")]),
+        // The API server's own client certificate towards node servers
+        // (logs, exec, attach, port-forward), which they check with a
+        // SubjectAccessReview; bound as k3s and kubeadm bind it.
+        BindingSpec::cluster(
+            "kube-apiserver-kubelet-admin",
+            vec![user(crate::kubelet_client::KUBELET_CLIENT_USER)],
+        )
+        .of("system:kubelet-api-admin"),
         BindingSpec::cluster("system:kube-scheduler", vec![user("system:kube-scheduler")]),
         BindingSpec::cluster(
             "system:volume-scheduler",
