@@ -425,8 +425,10 @@ mod tests {
         ];
         for (who, resource, old, new, want) in cases {
             let info = info(resource);
+            let notes = crate::request_notes::RequestNotes::default();
             let request = WriteRequest {
                 user: &who,
+                notes: &notes,
                 operation: if old.is_some() {
                     Operation::Update
                 } else {

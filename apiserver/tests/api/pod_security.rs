@@ -733,14 +733,18 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     .await;
     assert_status(by_intruder.code, &by_intruder.body, 403, "Forbidden");
     // Impersonating the exempt user takes its exemption only when the
-    // impersonation is allowed (here: the admin may).
+    // impersonation is allowed (here: the admin may). The impersonated
+    // user keeps its group, as RBAC then judges the user it became.
     let impersonated = ts
         .call_with_headers(
             &UserInfo::new("admin", ["system:masters".to_string()]),
             Method::POST,
             "/api/v1/namespaces/plain/pods",
             Some(host_pod("as-deployer")),
-            &[("Impersonate-User", "deployer")],
+            &[
+                ("Impersonate-User", "deployer"),
+                ("Impersonate-Group", "system:masters"),
+            ],
         )
         .await;
     assert_eq!(impersonated.0, StatusCode::CREATED, "{}", impersonated.1);
