@@ -94,7 +94,11 @@ pub async fn run(ctx: Context, stop: Stop) {
         tracing::error!(%error, "clusterrole-aggregation: cannot watch clusterroles");
         return;
     }
-    roles.wait_for_sync().await;
+    // A stop before the first list ends the wait too.
+    tokio::select! {
+        _ = roles.wait_for_sync() => {}
+        _ = stopped(stop.clone()) => return,
+    }
     let cache = roles.cache().clone();
     let client = ctx.client.clone();
     Controller::new("clusterrole-aggregation", queue)

@@ -149,6 +149,12 @@ impl ControllerManager {
         if self.context.accounts.is_some() {
             ensure_accounts(&self.context.client, &self.accounts()).await;
         }
+        // Stopped while the accounts were being created: an informer a
+        // controller registered now would never be started (the factory is
+        // already shut down), and its wait for sync would never end.
+        if *stop.borrow() {
+            return;
+        }
         let mut running = tokio::task::JoinSet::new();
         for Registered {
             name,
