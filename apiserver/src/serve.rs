@@ -110,9 +110,9 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let user = match authn.authenticate(request.headers(), peer.as_ref()) {
         Authenticated::User(user) => user,
-        // As upstream with anonymous requests enabled: the caller is
-        // `system:anonymous` and authorization decides (the default policy
-        // lets it read health and version only).
+        // The caller is `system:anonymous` and authorization decides: the
+        // default policy opens health and version to it; anything else is a
+        // 401 (see `authz::middleware`).
         Authenticated::Anonymous => UserInfo::anonymous(),
         Authenticated::Rejected => {
             let (code, body) = authn::unauthorized_status();

@@ -24,13 +24,7 @@ pub(crate) async fn authorize(
     // Every entry point attaches an identity; a request without one never
     // passed authentication and gets no further.
     let Some(user) = request.extensions().get::<UserInfo>().cloned() else {
-        let (code, body) = authn::unauthorized_status();
-        return (
-            code,
-            [(http::header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response();
+        return unauthorized();
     };
     // Handlers see only the identity the request acts as.
     let user = if impersonation::requested(request.headers()) {
@@ -54,7 +48,24 @@ pub(crate) async fn authorize(
     );
     if let Err(error) = inner.authorizer.check(&attrs) {
         tracing::debug!(user = %attrs.user.name, verb = %attrs.verb, path = %request.uri().path(), "forbidden");
+        // A caller without credentials reaches what the policy opens to
+        // `system:anonymous` (health and version); anything else asks it to
+        // authenticate rather than telling it what exists.
+        if attrs.user.is_anonymous() {
+            return unauthorized();
+        }
         return error.into_response();
     }
     next.run(request).await
+}
+
+/// Upstream's 401 Status.
+fn unauthorized() -> Response {
+    let (code, body) = authn::unauthorized_status();
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }

@@ -414,26 +414,32 @@ async fn anonymous_requests_reach_public_information_only() {
         let (code, body) = s.call_as(&anonymous, Method::GET, path, None).await;
         assert_eq!(code, StatusCode::OK, "{path}: {body}");
     }
-    let (code, body) = s.call_as(&anonymous, Method::GET, "/api", None).await;
-    assert_status(code, &body, 403, "Forbidden");
-    assert_eq!(
-        message(&body),
-        "forbidden: User \"system:anonymous\" cannot get path \"/api\""
-    );
-    assert_eq!(body["details"], json!({}));
+    // Everything else asks the caller to authenticate, without saying what
+    // exists.
     for path in [
+        "/api",
         "/apis",
         "/openapi/v2",
         "/api/v1/namespaces",
         "/api/v1/namespaces/default/secrets",
+        "/api/v1/namespaces/default/secrets/missing",
     ] {
-        let (code, _) = s.call_as(&anonymous, Method::GET, path, None).await;
-        assert_eq!(code, StatusCode::FORBIDDEN, "{path}");
+        let (code, body) = s.call_as(&anonymous, Method::GET, path, None).await;
+        assert_status(code, &body, 401, "Unauthorized");
     }
     let (code, _) = s
         .call_as(&anonymous, Method::POST, "/version", Some(json!({})))
         .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    // The refusal wording for a path, as an authenticated user sees it.
+    let nobody = UserInfo::new("nobody-in-particular", Vec::new());
+    let (code, body) = s.call_as(&nobody, Method::GET, "/metrics", None).await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        message(&body),
+        "forbidden: User \"nobody-in-particular\" cannot get path \"/metrics\""
+    );
+    assert_eq!(body["details"], json!({}));
 }
 
 #[tokio::test]

@@ -71,14 +71,11 @@ fn anonymous_requests_are_refused_except_health_and_version() {
         assert_eq!(code, 200, "{path} is public");
     }
     // Without credentials the caller is system:anonymous, which the
-    // default RBAC policy lets read nothing else (upstream's 403).
+    // default RBAC policy lets read nothing else: it is asked to
+    // authenticate.
     let (code, body) = curl(&server, "/api/v1/namespaces", &[]);
-    assert_eq!(code, 403);
-    assert!(body.contains("\"reason\":\"Forbidden\""), "{body}");
-    assert!(
-        body.contains("User \\\"system:anonymous\\\" cannot list resource \\\"namespaces\\\""),
-        "{body}"
-    );
+    assert_eq!(code, 401);
+    assert!(body.contains("\"reason\":\"Unauthorized\""), "{body}");
     let (code, _) = curl(&server, "/api/v1/namespaces", &["not-a-token"]);
     assert_eq!(code, 401, "a wrong token is refused");
     let tokens = std::fs::read_to_string(server.data_dir().join("token.csv")).expect("token file");
