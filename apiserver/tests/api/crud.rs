@@ -381,6 +381,39 @@ async fn pods_get_service_account_and_priority() {
 }
 
 #[tokio::test]
+async fn pods_naming_no_pull_secrets_get_their_accounts() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"metadata": {"name": "puller"}, "imagePullSecrets": [{"name": "registry"}]}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let pod = |name: &str, own: Option<&str>| {
+        let mut spec = json!({"serviceAccountName": "puller",
+            "containers": [{"name": "c", "image": "i"}]});
+        if let Some(own) = own {
+            spec["imagePullSecrets"] = json!([{"name": own}]);
+        }
+        json!({"metadata": {"name": name}, "spec": spec})
+    };
+    let (code, inherited) = s
+        .post("/api/v1/namespaces/default/pods", pod("inherits", None))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{inherited}");
+    assert_eq!(
+        inherited["spec"]["imagePullSecrets"],
+        json!([{"name": "registry"}])
+    );
+    let (code, own) = s
+        .post("/api/v1/namespaces/default/pods", pod("own", Some("mine")))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{own}");
+    assert_eq!(own["spec"]["imagePullSecrets"], json!([{"name": "mine"}]));
+}
+
+#[tokio::test]
 async fn pod_specs_are_mostly_immutable() {
     let s = TestServer::new().await;
     let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "one"}],

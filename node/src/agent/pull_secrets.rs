@@ -1,12 +1,13 @@
 //! Registry credentials for image pulls, as the kubelet finds them: the
-//! pod's `imagePullSecrets` (or else its service account's), each a
+//! pod's `imagePullSecrets` (the API server's admission copies its service
+//! account's into a pod that names none), each a
 //! `kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg` Secret,
 //! matched against the image's registry host and path.
 
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use serde::Deserialize;
 
@@ -167,35 +168,18 @@ pub fn for_image(credentials: &[Credential], image: &str) -> Vec<AuthConfig> {
     found.into_iter().map(|c| c.auth.clone()).collect()
 }
 
-/// The pull secrets of `pod` (its own, or else its service account's),
+/// The pull secrets `pod` names,
 /// read from the API; missing secrets are named in the second list.
 pub async fn load(client: &kube::Client, pod: &Pod) -> (Vec<Credential>, Vec<String>) {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let spec = pod.spec.clone().unwrap_or_default();
-    let mut names: Vec<String> = spec
+    let names: Vec<String> = spec
         .image_pull_secrets
         .iter()
         .flatten()
         .map(|r| r.name.clone())
         .filter(|n| !n.is_empty())
         .collect();
-    if names.is_empty() {
-        let account = spec
-            .service_account_name
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .unwrap_or("default");
-        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-        if let Ok(sa) = accounts.get(account).await {
-            names = sa
-                .image_pull_secrets
-                .iter()
-                .flatten()
-                .map(|r| r.name.clone())
-                .filter(|n| !n.is_empty())
-                .collect();
-        }
-    }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut credentials = Vec::new();
     let mut missing = Vec::new();

@@ -44,7 +44,45 @@ pub(super) async fn admit(
         set_field(spec, "enableServiceLinks", json!(true));
     }
     crate::tokens::admission::inject_api_access(inner, pod);
+    pull_secrets_of_account(inner, &account, pod).await?;
     priority(inner, pods, &name, pod).await
+}
+
+/// Copies the service account's `imagePullSecrets` into a pod that names
+/// none, as upstream's ServiceAccount admission does: the node then needs
+/// only the secrets its pods name, which is all the Node authorizer lets it
+/// read.
+async fn pull_secrets_of_account(
+    inner: &Inner,
+    account: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
+    let has_own = pod["spec"]["imagePullSecrets"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty());
+    let Some(namespace) = meta_str(pod, "namespace").map(str::to_string) else {
+        return Ok(());
+    };
+    if has_own {
+        return Ok(());
+    }
+    let Some(accounts) = inner.registry.get("", "v1", "serviceaccounts") else {
+        return Ok(());
+    };
+    let key = accounts.key(Some(&namespace), account);
+    let Some((account, _)) = storage::read_cached(inner, &accounts, &key).await? else {
+        return Ok(());
+    };
+    let Some(secrets) = account["imagePullSecrets"]
+        .as_array()
+        .filter(|s| !s.is_empty())
+    else {
+        return Ok(());
+    };
+    if let Some(spec) = path_mut(pod, &["spec"]) {
+        set_field(spec, "imagePullSecrets", Value::Array(secrets.clone()));
+    }
+    Ok(())
 }
 
 /// Fills priority and preemptionPolicy from the pod's (or the default)
