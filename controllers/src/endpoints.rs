@@ -18,9 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
-use skiff_informer::{
-    Action, Cache, Controller, EnqueueKeys, HandlerFns, Informer, ObjectKey, WorkQueue,
-};
+use skiff_informer::{Action, Cache, Controller, EnqueueKeys, HandlerFns, ObjectKey, WorkQueue};
 
 use crate::manager::{Context, Stop, stopped};
 
@@ -295,58 +293,45 @@ pub(crate) fn enqueue_services_of(
     }
 }
 
-/// Registers the Service and Pod handlers both endpoint controllers use.
+/// Adds to `controller` the Service and Pod handlers both endpoint
+/// controllers use; returns it with the two caches.
 pub(crate) fn watch_services_and_pods(
     ctx: &Context,
-    queue: &WorkQueue<ObjectKey>,
-) -> Result<(Informer<Service>, Informer<Pod>), skiff_informer::InformerError> {
+    controller: Controller<ObjectKey>,
+) -> (Controller<ObjectKey>, Arc<Cache<Service>>, Arc<Cache<Pod>>) {
+    let queue = controller.queue().clone();
     let services = ctx.factory.informer::<Service>();
     let pods = ctx.factory.informer::<Pod>();
-    services.add_event_handler(EnqueueKeys::new(queue.clone()))?;
     let svc_cache = services.cache().clone();
     let (c1, c2, c3) = (svc_cache.clone(), svc_cache.clone(), svc_cache.clone());
     let (q1, q2, q3) = (queue.clone(), queue.clone(), queue.clone());
-    pods.add_event_handler(
-        HandlerFns::new()
-            .on_add(move |p: &Arc<Pod>| enqueue_services_of(&c1, &q1, p))
-            .on_update(move |old: &Arc<Pod>, new: &Arc<Pod>| {
-                if old.metadata.labels != new.metadata.labels {
-                    enqueue_services_of(&c2, &q2, old);
-                }
-                enqueue_services_of(&c2, &q2, new);
-            })
-            .on_delete(move |p: &Arc<Pod>| enqueue_services_of(&c3, &q3, p)),
-    )?;
-    Ok((services, pods))
+    let pod_handler = HandlerFns::new()
+        .on_add(move |p: &Arc<Pod>| enqueue_services_of(&c1, &q1, p))
+        .on_update(move |old: &Arc<Pod>, new: &Arc<Pod>| {
+            if old.metadata.labels != new.metadata.labels {
+                enqueue_services_of(&c2, &q2, old);
+            }
+            enqueue_services_of(&c2, &q2, new);
+        })
+        .on_delete(move |p: &Arc<Pod>| enqueue_services_of(&c3, &q3, p));
+    let controller = controller
+        .watch(&services, EnqueueKeys::new(queue))
+        .watch(&pods, pod_handler);
+    (controller, svc_cache, pods.cache().clone())
 }
 
 /// Runs the endpoints controller until `stop`.
 pub async fn run(ctx: Context, stop: Stop) {
-    let queue = WorkQueue::<ObjectKey>::new();
-    let (services, pods) = match watch_services_and_pods(&ctx, &queue) {
-        Ok(informers) => informers,
-        Err(error) => {
-            tracing::error!(%error, "endpoint controller: cannot watch");
-            return;
-        }
-    };
+    let controller = Controller::new("endpoint", WorkQueue::new()).workers(2);
+    let (controller, services, pods) = watch_services_and_pods(&ctx, controller);
     let endpoints = ctx.factory.informer::<Endpoints>();
-    let q = queue.clone();
-    if let Err(error) = endpoints.add_event_handler(
-        HandlerFns::new()
-            .on_update(move |_, e: &Arc<Endpoints>| q.add(ObjectKey::from_object(e.as_ref()))),
-    ) {
-        tracing::error!(%error, "endpoint controller: cannot watch endpoints");
-        return;
-    }
-    services.wait_for_sync().await;
-    pods.wait_for_sync().await;
-    endpoints.wait_for_sync().await;
-    let (services, pods) = (services.cache().clone(), pods.cache().clone());
+    let q = controller.queue().clone();
+    let endpoints_handler = HandlerFns::new()
+        .on_update(move |_, e: &Arc<Endpoints>| q.add(ObjectKey::from_object(e.as_ref())));
     let ep_cache = endpoints.cache().clone();
     let client = ctx.client.clone();
-    Controller::new("endpoint", queue)
-        .workers(2)
+    controller
+        .watch(&endpoints, endpoints_handler)
         .run_until(
             move |key: ObjectKey| {
                 let ns = key.namespace.clone().unwrap_or_default();

@@ -49,52 +49,34 @@ pub enum EndpointSliceError {
 
 /// Runs the EndpointSlice controller until `stop`.
 pub async fn run(ctx: Context, stop: Stop) {
-    let queue = WorkQueue::<ObjectKey>::new();
-    let (services, pods) = match watch_services_and_pods(&ctx, &queue) {
-        Ok(informers) => informers,
-        Err(error) => {
-            tracing::error!(%error, "endpointslice controller: cannot watch");
-            return;
-        }
-    };
+    let controller = Controller::new("endpointslice", WorkQueue::new()).workers(2);
+    let (controller, services, pods) = watch_services_and_pods(&ctx, controller);
     let slices = ctx.factory.informer::<EndpointSlice>();
-    if let Err(error) = slices.ensure_index(BY_SERVICE, label_value_index(SERVICE_NAME_LABEL)) {
-        tracing::error!(%error, "endpointslice controller: cannot index slices");
-        return;
-    }
-    let (q1, q2) = (queue.clone(), queue.clone());
+    let indexed = slices.ensure_index(BY_SERVICE, label_value_index(SERVICE_NAME_LABEL));
+    let queue = controller.queue().clone();
+    let (q1, q2) = (queue.clone(), queue);
     let service_of = |s: &EndpointSlice| {
         let managed = s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
         let name = s.labels().get(SERVICE_NAME_LABEL)?;
         managed.then(|| ObjectKey::new(s.namespace().as_deref(), name))
     };
-    if let Err(error) = slices.add_event_handler(
-        HandlerFns::new()
-            .on_update(move |_, s: &Arc<EndpointSlice>| {
-                if let Some(key) = service_of(s) {
-                    q1.add(key);
-                }
-            })
-            .on_delete(move |s: &Arc<EndpointSlice>| {
-                if let Some(key) = service_of(s) {
-                    q2.add(key);
-                }
-            }),
-    ) {
-        tracing::error!(%error, "endpointslice controller: cannot watch slices");
-        return;
-    }
-    services.wait_for_sync().await;
-    pods.wait_for_sync().await;
-    slices.wait_for_sync().await;
-    let (services, pods, slices) = (
-        services.cache().clone(),
-        pods.cache().clone(),
-        slices.cache().clone(),
-    );
+    let slice_handler = HandlerFns::new()
+        .on_update(move |_, s: &Arc<EndpointSlice>| {
+            if let Some(key) = service_of(s) {
+                q1.add(key);
+            }
+        })
+        .on_delete(move |s: &Arc<EndpointSlice>| {
+            if let Some(key) = service_of(s) {
+                q2.add(key);
+            }
+        });
+    let controller = controller
+        .watch_result(indexed)
+        .watch(&slices, slice_handler);
+    let slices = slices.cache().clone();
     let client = ctx.client.clone();
-    Controller::new("endpointslice", queue)
-        .workers(2)
+    controller
         .run_until(
             move |key: ObjectKey| {
                 let ns = key.namespace.clone().unwrap_or_default();

@@ -21,6 +21,7 @@ pub mod manager;
 pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
+pub mod owner_events;
 pub mod pod_control;
 pub mod podgc;
 pub mod replicaset;

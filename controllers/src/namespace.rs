@@ -42,15 +42,11 @@ pub enum NamespaceError {
 pub async fn run(ctx: Context, stop: Stop) {
     let informer = ctx.factory.informer::<Namespace>();
     let queue = WorkQueue::<ObjectKey>::new();
-    if let Err(error) = informer.add_event_handler(EnqueueKeys::new(queue.clone())) {
-        tracing::error!(%error, "namespace controller: cannot watch namespaces");
-        return;
-    }
-    informer.wait_for_sync().await;
     let cache = informer.cache().clone();
     let client = ctx.client.clone();
-    Controller::new("namespace", queue)
+    Controller::new("namespace", queue.clone())
         .workers(2)
+        .watch(&informer, EnqueueKeys::new(queue))
         .run_until(
             move |key: ObjectKey| {
                 let ns = cache.get("", &key.name);

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use skiff_informer::{Action, Controller, HandlerFns, WorkQueue};
+use skiff_informer::{Action, Controller, HandlerFns, WorkQueue, wait_synced};
 
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Stop, stopped};
@@ -193,7 +193,10 @@ pub async fn run_with(ctx: Context, stop: Stop, config: IpamConfig) {
         }
     };
     let nodes = ctx.factory.informer::<Node>();
-    nodes.wait_for_sync().await;
+    // Every CIDR already handed out is occupied before the first assignment.
+    if !wait_synced(&[&nodes], stopped(stop.clone())).await {
+        return;
+    }
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             allocator,
@@ -229,15 +232,11 @@ pub async fn run_with(ctx: Context, stop: Stop, config: IpamConfig) {
                 }
             }
         });
-    if let Err(error) = nodes.add_event_handler(handler) {
-        tracing::error!(%error, "node-ipam: cannot watch nodes");
-        return;
-    }
     let cache = nodes.cache().clone();
     let client = ctx.client.clone();
     let events = EventRecorder::new(ctx.client.clone(), "node-ipam-controller");
     Controller::new("node-ipam", queue)
-        .workers(1)
+        .watch(&nodes, handler)
         .run_until(
             move |name: String| {
                 let node = cache.get("", &name);

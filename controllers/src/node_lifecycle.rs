@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index};
+use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index, wait_synced};
 
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Stop, stopped};
@@ -93,9 +93,9 @@ pub async fn run_with(ctx: Context, stop: Stop, config: NodeLifecycleConfig) {
         tracing::error!(%error, "node-lifecycle: cannot index pods by node");
         return;
     }
-    nodes.wait_for_sync().await;
-    leases.wait_for_sync().await;
-    pods.wait_for_sync().await;
+    if !wait_synced(&[&nodes, &leases, &pods], stopped(stop.clone())).await {
+        return;
+    }
     let monitor = Monitor {
         client: ctx.client.clone(),
         events: EventRecorder::new(ctx.client.clone(), "node-controller"),

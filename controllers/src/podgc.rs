@@ -15,6 +15,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+use skiff_informer::wait_synced;
+
 use crate::manager::{Context, Stop, stopped};
 
 /// Settings of the pod garbage collector.
@@ -61,8 +63,9 @@ pub async fn run(ctx: Context, stop: Stop) {
 pub async fn run_with(ctx: Context, stop: Stop, config: PodGcConfig) {
     let pods = ctx.factory.informer::<Pod>();
     let nodes = ctx.factory.informer::<Node>();
-    pods.wait_for_sync().await;
-    nodes.wait_for_sync().await;
+    if !wait_synced(&[&pods, &nodes], stopped(stop.clone())).await {
+        return;
+    }
     let mut missing_since: HashMap<String, Instant> = HashMap::new();
     loop {
         let all_pods = pods.cache().list();

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
-use skiff_informer::{Action, Controller, HandlerFns, WatchConfig, WorkQueue};
+use skiff_informer::{Action, Cache, Controller, HandlerFns, WatchConfig, WorkQueue};
 
 use crate::manager::{Context, Stop, stopped};
 
@@ -35,14 +35,16 @@ pub enum ServiceAccountError {
     },
 }
 
-/// Enqueues the namespace of every namespace event, and of every deleted
-/// object named `name` (so deleting it recreates it).
+/// Adds to `controller` the handlers both controllers share: the namespace
+/// of every namespace event, and of every changed or deleted object named
+/// `name` (so deleting it recreates it), is enqueued. Returns it with the
+/// namespaces' cache.
 fn watch_namespaces_and<K>(
     ctx: &Context,
-    queue: &WorkQueue<String>,
+    controller: Controller<String>,
     objects: &skiff_informer::Informer<K>,
     name: &'static str,
-) -> Result<(), skiff_informer::InformerError>
+) -> (Controller<String>, Arc<Cache<Namespace>>)
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -53,27 +55,27 @@ where
         + 'static,
 {
     let namespaces = ctx.factory.informer::<Namespace>();
+    let queue = controller.queue();
     let (q1, q2) = (queue.clone(), queue.clone());
-    namespaces.add_event_handler(
-        HandlerFns::new()
-            .on_add(move |ns: &Arc<Namespace>| q1.add(ns.name_any()))
-            .on_update(move |_, ns: &Arc<Namespace>| q2.add(ns.name_any())),
-    )?;
+    let namespace_handler = HandlerFns::new()
+        .on_add(move |ns: &Arc<Namespace>| q1.add(ns.name_any()))
+        .on_update(move |_, ns: &Arc<Namespace>| q2.add(ns.name_any()));
     let (q3, q4) = (queue.clone(), queue.clone());
-    objects.add_event_handler(
-        HandlerFns::new()
-            .on_update(move |_, obj: &Arc<K>| {
-                if obj.meta().name.as_deref() == Some(name) {
-                    q3.add(obj.namespace().unwrap_or_default());
-                }
-            })
-            .on_delete(move |obj: &Arc<K>| {
-                if obj.meta().name.as_deref() == Some(name) {
-                    q4.add(obj.namespace().unwrap_or_default());
-                }
-            }),
-    )?;
-    Ok(())
+    let object_handler = HandlerFns::new()
+        .on_update(move |_, obj: &Arc<K>| {
+            if obj.meta().name.as_deref() == Some(name) {
+                q3.add(obj.namespace().unwrap_or_default());
+            }
+        })
+        .on_delete(move |obj: &Arc<K>| {
+            if obj.meta().name.as_deref() == Some(name) {
+                q4.add(obj.namespace().unwrap_or_default());
+            }
+        });
+    let controller = controller
+        .watch(&namespaces, namespace_handler)
+        .watch(objects, object_handler);
+    (controller, namespaces.cache().clone())
 }
 
 fn is_active(ns: Option<Arc<Namespace>>) -> bool {
@@ -83,18 +85,12 @@ fn is_active(ns: Option<Arc<Namespace>>) -> bool {
 /// Runs the serviceaccount controller until `stop`.
 pub async fn run(ctx: Context, stop: Stop) {
     let accounts = ctx.factory.informer::<ServiceAccount>();
-    let namespaces = ctx.factory.informer::<Namespace>();
-    let queue = WorkQueue::<String>::new();
-    if let Err(error) = watch_namespaces_and(&ctx, &queue, &accounts, DEFAULT_SERVICE_ACCOUNT) {
-        tracing::error!(%error, "serviceaccount controller: cannot watch");
-        return;
-    }
-    namespaces.wait_for_sync().await;
-    accounts.wait_for_sync().await;
-    let (ns_cache, sa_cache) = (namespaces.cache().clone(), accounts.cache().clone());
+    let controller = Controller::new("serviceaccount", WorkQueue::new()).workers(2);
+    let (controller, ns_cache) =
+        watch_namespaces_and(&ctx, controller, &accounts, DEFAULT_SERVICE_ACCOUNT);
+    let sa_cache = accounts.cache().clone();
     let client = ctx.client.clone();
-    Controller::new("serviceaccount", queue)
-        .workers(2)
+    controller
         .run_until(
             move |ns: String| {
                 let wanted = is_active(ns_cache.get("", &ns))
@@ -147,18 +143,12 @@ pub async fn run_root_ca_publisher(ctx: Context, stop: Stop) {
     let configmaps = ctx.factory.informer_with::<ConfigMap>(
         WatchConfig::default().fields(&format!("metadata.name={ROOT_CA_CONFIGMAP}")),
     );
-    let namespaces = ctx.factory.informer::<Namespace>();
-    let queue = WorkQueue::<String>::new();
-    if let Err(error) = watch_namespaces_and(&ctx, &queue, &configmaps, ROOT_CA_CONFIGMAP) {
-        tracing::error!(%error, "root-ca-cert-publisher: cannot watch");
-        return;
-    }
-    namespaces.wait_for_sync().await;
-    configmaps.wait_for_sync().await;
-    let (ns_cache, cm_cache) = (namespaces.cache().clone(), configmaps.cache().clone());
+    let controller = Controller::new("root-ca-cert-publisher", WorkQueue::new()).workers(2);
+    let (controller, ns_cache) =
+        watch_namespaces_and(&ctx, controller, &configmaps, ROOT_CA_CONFIGMAP);
+    let cm_cache = configmaps.cache().clone();
     let client = ctx.client.clone();
-    Controller::new("root-ca-cert-publisher", queue)
-        .workers(2)
+    controller
         .run_until(
             move |ns: String| {
                 let active = is_active(ns_cache.get("", &ns));

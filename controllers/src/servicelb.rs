@@ -126,19 +126,12 @@ pub async fn run(ctx: Context, stop: Stop) {
             }
         })
         .on_delete(move |_: &Arc<Node>| r3());
-    if let Err(error) = services
-        .add_event_handler(service_handler)
-        .and_then(|_| nodes.add_event_handler(node_handler))
-    {
-        tracing::error!(%error, "servicelb: cannot watch services and nodes");
-        return;
-    }
-    services.wait_for_sync().await;
-    nodes.wait_for_sync().await;
     let (service_cache, node_cache) = (services.cache().clone(), nodes.cache().clone());
     let client = ctx.client.clone();
     Controller::new("servicelb", queue)
         .workers(2)
+        .watch(&services, service_handler)
+        .watch(&nodes, node_handler)
         .run_until(
             move |key: ObjectKey| {
                 let (client, services, nodes) =

@@ -1,5 +1,12 @@
 //! The controller runner: N workers pulling keys from a work queue and calling
 //! an async reconcile function, retrying failures with backoff.
+//!
+//! A controller is declared by what it watches ([`Controller::watch`] registers
+//! an event handler and waits for that informer's first list) and how it
+//! reconciles ([`Controller::run_shared`] / [`Controller::run_until`]); the
+//! start-up every controller shares (refuse to run when a handler could not be
+//! registered, wait for the caches or the stop signal, one tracing span per
+//! reconcile named after the controller and the key) lives here once.
 
 use std::fmt::{Debug, Display};
 use std::future::Future;
@@ -10,7 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tracing::Instrument;
 
+use crate::handler::EventHandler;
+use crate::informer::{Informer, InformerError};
 use crate::workqueue::WorkQueue;
 
 /// What a successful reconcile asks for next.
@@ -66,6 +79,12 @@ pub struct Controller<T> {
     queue: WorkQueue<T>,
     workers: usize,
     metrics: Arc<ControllerMetrics>,
+    /// The informers whose first list must be in their caches before any
+    /// reconcile runs.
+    gates: Vec<watch::Receiver<bool>>,
+    /// The first event handler that could not be registered: the controller
+    /// would miss events, so it does not start.
+    watch_error: Option<InformerError>,
 }
 
 impl<T> Controller<T>
@@ -79,7 +98,38 @@ where
             queue,
             workers: 1,
             metrics: Arc::default(),
+            gates: Vec::new(),
+            watch_error: None,
         }
+    }
+
+    /// Registers `handler` on `informer` and waits for the informer's first
+    /// list before reconciling. A registration failure is kept and reported
+    /// by the run methods, which then return without reconciling.
+    pub fn watch<K>(mut self, informer: &Informer<K>, handler: impl EventHandler<K>) -> Self
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        if let Err(error) = informer.add_event_handler(handler) {
+            self.watch_error.get_or_insert(error);
+        }
+        self.after_sync(informer)
+    }
+
+    /// Waits for `informer`'s first list before reconciling (for an informer
+    /// the controller reads from its cache without watching it).
+    pub fn after_sync(mut self, informer: &dyn Syncable) -> Self {
+        self.gates.push(informer.synced_watch());
+        self
+    }
+
+    /// Keeps a failure to register an event handler that happened outside
+    /// [`watch`](Self::watch) (e.g. adding an index), with the same effect.
+    pub fn watch_result<R>(mut self, result: Result<R, impl Into<InformerError>>) -> Self {
+        if let Err(error) = result {
+            self.watch_error.get_or_insert(error.into());
+        }
+        self
     }
 
     /// Uses `workers` concurrent workers (at least one).
@@ -127,13 +177,25 @@ where
     }
 
     /// Runs the workers until `stop` completes, then drains the queue (in-flight
-    /// and queued keys finish) and returns.
-    pub async fn run_until<F, Fut, E>(self, reconcile: F, stop: impl Future<Output = ()>)
+    /// and queued keys finish) and returns. Reconciling starts once every
+    /// watched informer has synced; a stop before that returns at once, and
+    /// so does a handler that could not be registered (logged).
+    pub async fn run_until<F, Fut, E>(mut self, reconcile: F, stop: impl Future<Output = ()>)
     where
         F: Fn(T) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: Display + Send + 'static,
     {
+        if let Some(error) = self.watch_error.take() {
+            tracing::error!(controller = %self.name, %error, "cannot watch; not started");
+            return;
+        }
+        tokio::pin!(stop);
+        let gates = std::mem::take(&mut self.gates);
+        tokio::select! {
+            () = wait_all(gates) => {}
+            () = &mut stop => return,
+        }
         let queue = self.queue.clone();
         let running = self.run(reconcile);
         tokio::pin!(running);
@@ -143,6 +205,62 @@ where
         }
         queue.shutdown_with_drain().await;
         running.await;
+    }
+
+    /// As [`run_until`](Self::run_until), with the reconcile written as a
+    /// function of shared state (a syncer holding the client and caches) and
+    /// the key.
+    pub async fn run_shared<S, F, Fut, E>(
+        self,
+        state: Arc<S>,
+        reconcile: F,
+        stop: impl Future<Output = ()>,
+    ) where
+        S: Send + Sync + 'static,
+        F: Fn(Arc<S>, T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        self.run_until(move |key| reconcile(Arc::clone(&state), key), stop)
+            .await;
+    }
+}
+
+/// Resolves once every channel reads true (or its informer is gone).
+async fn wait_all(gates: Vec<watch::Receiver<bool>>) {
+    for mut gate in gates {
+        let _ = gate.wait_for(|synced| *synced).await;
+    }
+}
+
+/// Something whose first complete list can be waited for: an informer.
+pub trait Syncable: Send + Sync {
+    /// A channel that turns true once the first list is in the cache.
+    fn synced_watch(&self) -> watch::Receiver<bool>;
+}
+
+impl<K> Syncable for Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn synced_watch(&self) -> watch::Receiver<bool> {
+        Informer::synced_watch(self)
+    }
+}
+
+/// Waits until every one of `informers` has applied its first list, or
+/// `stop` resolves first; true when synced. For components that read caches
+/// without running a [`Controller`].
+pub fn wait_synced(
+    informers: &[&dyn Syncable],
+    stop: impl Future<Output = ()>,
+) -> impl Future<Output = bool> {
+    let gates = informers.iter().map(|i| i.synced_watch()).collect();
+    async move {
+        tokio::select! {
+            () = wait_all(gates) => true,
+            () = stop => false,
+        }
     }
 }
 
@@ -163,8 +281,12 @@ where
         E: Display,
     {
         while let Some(key) = self.queue.get().await {
+            // One span per reconcile, so every line a reconcile logs (and the
+            // client requests it makes) carries the controller and the key.
+            let span = tracing::info_span!("reconcile", controller = %self.name, key = ?key);
             let outcome = AssertUnwindSafe(async { reconcile(key.clone()).await })
                 .catch_unwind()
+                .instrument(span)
                 .await;
             self.metrics.reconciles.fetch_add(1, Ordering::Relaxed);
             match outcome {

@@ -34,6 +34,9 @@ pub enum InformerError {
     /// The informer was built without an API to watch (it is fed events directly).
     #[error("informer has no API source; feed it with run_stream or handle_event")]
     NoSource,
+    /// An index a handler relies on could not be added to the cache.
+    #[error("informer cache: {0}")]
+    Index(#[from] CacheError),
 }
 
 /// Label and field selectors narrowing what an informer lists and watches.

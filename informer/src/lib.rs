@@ -24,7 +24,9 @@ mod reflector;
 pub mod workqueue;
 
 pub use cache::{Cache, CacheError};
-pub use controller::{Action, Controller, ControllerMetrics, MetricsSnapshot};
+pub use controller::{
+    Action, Controller, ControllerMetrics, MetricsSnapshot, Syncable, wait_synced,
+};
 pub use factory::SharedInformerFactory;
 pub use handler::{EnqueueKeys, EventHandler, FilteringHandler, HandlerFns, Notification};
 pub use indexes::{

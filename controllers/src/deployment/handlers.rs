@@ -7,6 +7,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use skiff_informer::{Cache, EventHandler, ObjectKey, WorkQueue};
 
 use crate::controller_utils::{controller_ref, key_of, selects, workload_selector};
+use crate::owner_events::owner_key;
 
 /// The ReplicaSet informer handler.
 pub struct ReplicaSetEvents {
@@ -19,19 +20,8 @@ impl ReplicaSetEvents {
         Self { deployments, queue }
     }
 
-    fn owner(&self, rs: &ReplicaSet) -> Option<String> {
-        let r = controller_ref(&rs.metadata)?;
-        if r.kind != "Deployment" {
-            return None;
-        }
-        let d = self
-            .deployments
-            .get(rs.metadata.namespace.as_deref().unwrap_or(""), &r.name)?;
-        (d.metadata.uid.as_deref() == Some(r.uid.as_str())).then(|| key_of(&d.metadata))
-    }
-
     fn wake(&self, rs: &ReplicaSet) {
-        if let Some(key) = self.owner(rs) {
+        if let Some(key) = owner_key(&self.deployments, &rs.metadata) {
             self.queue.add(ObjectKey::parse(&key));
         } else if controller_ref(&rs.metadata).is_none() {
             let ns = rs.metadata.namespace.as_deref().unwrap_or("");

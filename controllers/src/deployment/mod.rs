@@ -27,35 +27,20 @@ pub async fn run(ctx: Context, stop: Stop) {
     let deployments = ctx.factory.informer::<Deployment>();
     let replica_sets = ctx.factory.informer::<ReplicaSet>();
     let queue = WorkQueue::<ObjectKey>::new();
-    let registered = deployments
-        .add_event_handler(EnqueueKeys::new(queue.clone()))
-        .and_then(|_| {
-            replica_sets.add_event_handler(handlers::ReplicaSetEvents::new(
-                deployments.cache().clone(),
-                queue.clone(),
-            ))
-        });
-    if let Err(error) = registered {
-        tracing::error!(controller = CONTROLLER, %error, "cannot watch");
-        return;
-    }
-    tokio::select! {
-        _ = async { deployments.wait_for_sync().await; replica_sets.wait_for_sync().await } => {}
-        _ = stopped(stop.clone()) => return,
-    }
     let syncer = Arc::new(sync::Syncer {
         client: ctx.client.clone(),
         deployments: deployments.cache().clone(),
         replica_sets: replica_sets.cache().clone(),
         events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
     });
-    Controller::new(CONTROLLER, queue)
+    let owner = handlers::ReplicaSetEvents::new(deployments.cache().clone(), queue.clone());
+    Controller::new(CONTROLLER, queue.clone())
         .workers(4)
-        .run_until(
-            move |key: ObjectKey| {
-                let syncer = syncer.clone();
-                async move { syncer.sync(key).await }
-            },
+        .watch(&deployments, EnqueueKeys::new(queue))
+        .watch(&replica_sets, owner)
+        .run_shared(
+            syncer,
+            |s, key| async move { s.sync(key).await },
             stopped(stop),
         )
         .await;

@@ -95,14 +95,11 @@ pub async fn run(ctx: Context, stop: Stop) {
         discovered: std::sync::atomic::AtomicBool::new(false),
     });
     let watches = tokio::spawn(keep_watching(Arc::clone(&shared), stop.clone()));
-    let workers = Arc::clone(&shared);
     Controller::new("garbage-collector", shared.queue.clone())
         .workers(4)
-        .run_until(
-            move |uid: String| {
-                let shared = Arc::clone(&workers);
-                async move { process(&shared, &uid).await }
-            },
+        .run_shared(
+            Arc::clone(&shared),
+            |shared, uid| async move { process(&shared, &uid).await },
             stopped(stop),
         )
         .await;

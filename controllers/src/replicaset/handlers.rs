@@ -10,6 +10,7 @@ use skiff_informer::{Cache, EventHandler, ObjectKey, WorkQueue};
 
 use super::owner::ReplicaOwner;
 use crate::controller_utils::{controller_ref, key_of, selects};
+use crate::owner_events::owner_key;
 use crate::pod_control::Expectations;
 
 /// The pod informer handler of one owner kind.
@@ -36,13 +37,7 @@ impl<K: ReplicaOwner> PodEvents<K> {
 
     /// The key of the owner of `pod` of our kind, if it still exists.
     fn owner_key(&self, pod: &Pod) -> Option<String> {
-        let r = controller_ref(&pod.metadata)?;
-        if r.kind != K::kind(&()) {
-            return None;
-        }
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-        let owner = self.owners.get(ns, &r.name)?;
-        (owner.meta().uid.as_deref() == Some(r.uid.as_str())).then(|| key_of(owner.meta()))
+        owner_key(&self.owners, &pod.metadata)
     }
 
     fn enqueue(&self, key: &str) {

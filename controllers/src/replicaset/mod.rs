@@ -36,37 +36,22 @@ async fn run_for<K: ReplicaOwner>(ctx: Context, stop: Stop) {
     let pods = ctx.factory.informer::<Pod>();
     let queue = WorkQueue::<ObjectKey>::new();
     let expectations = Expectations::default();
-    let registered = owners
-        .add_event_handler(EnqueueKeys::new(queue.clone()))
-        .and_then(|_| {
-            pods.add_event_handler(handlers::PodEvents::<K>::new(
-                owners.cache().clone(),
-                queue.clone(),
-                expectations.clone(),
-            ))
-        });
-    if let Err(error) = registered {
-        tracing::error!(controller = K::CONTROLLER, %error, "cannot watch");
-        return;
-    }
-    tokio::select! {
-        _ = async { owners.wait_for_sync().await; pods.wait_for_sync().await } => {}
-        _ = stopped(stop.clone()) => return,
-    }
     let syncer = Arc::new(sync::Syncer::<K> {
         client: ctx.client.clone(),
         owners: owners.cache().clone(),
         pods: pods.cache().clone(),
-        expectations,
+        expectations: expectations.clone(),
         events: EventRecorder::new(ctx.client.clone(), K::CONTROLLER),
     });
-    Controller::new(K::CONTROLLER, queue)
+    let pod_events =
+        handlers::PodEvents::<K>::new(owners.cache().clone(), queue.clone(), expectations);
+    Controller::new(K::CONTROLLER, queue.clone())
         .workers(4)
-        .run_until(
-            move |key: ObjectKey| {
-                let syncer = syncer.clone();
-                async move { syncer.sync(key).await }
-            },
+        .watch(&owners, EnqueueKeys::new(queue))
+        .watch(&pods, pod_events)
+        .run_shared(
+            syncer,
+            |s, key| async move { s.sync(key).await },
             stopped(stop),
         )
         .await;
