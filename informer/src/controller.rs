@@ -251,10 +251,10 @@ where
 /// Waits until every one of `informers` has applied its first list, or
 /// `stop` resolves first; true when synced. For components that read caches
 /// without running a [`Controller`].
-pub fn wait_synced(
+pub fn wait_synced<S: Future<Output = ()>>(
     informers: &[&dyn Syncable],
-    stop: impl Future<Output = ()>,
-) -> impl Future<Output = bool> {
+    stop: S,
+) -> impl Future<Output = bool> + use<S> {
     let gates = informers.iter().map(|i| i.synced_watch()).collect();
     async move {
         tokio::select! {
@@ -433,6 +433,71 @@ mod tests {
         assert_eq!((snapshot.errors, snapshot.panics), (1, 1));
         queue.shutdown();
         run.await.unwrap();
+    }
+
+    fn config_map(name: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.resource_version = Some("1".into());
+        cm
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_reconciled_before_the_watched_cache_has_synced() {
+        use kube::runtime::watcher::Event;
+        let informer = Informer::without_source();
+        let queue = WorkQueue::new();
+        let controller = Controller::new("test", queue.clone())
+            .watch(&informer, crate::EnqueueKeys::new(queue.clone()));
+        let metrics = controller.metrics();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let run = tokio::spawn(controller.run_until(
+            move |key: crate::ObjectKey| {
+                record.lock().push(key.to_string());
+                async { Ok::<_, String>(Action::Done) }
+            },
+            std::future::pending(),
+        ));
+        informer.handle_event(Event::Init);
+        informer.handle_event(Event::InitApply(config_map("a")));
+        queue.add(crate::ObjectKey::new(Some("ns"), "early"));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(metrics.snapshot().reconciles, 0, "ran before the sync");
+        informer.handle_event(Event::InitDone);
+        while metrics.snapshot().reconciles < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut seen = seen.lock().clone();
+        seen.sort();
+        assert_eq!(seen, ["ns/a", "ns/early"]);
+        queue.shutdown();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_before_the_sync_returns_without_reconciling() {
+        let informer = Informer::<k8s_openapi::api::core::v1::ConfigMap>::without_source();
+        let queue = WorkQueue::<u32>::new();
+        queue.add(1);
+        let calls = Arc::new(AtomicU64::new(0));
+        let counted = calls.clone();
+        let run = Controller::new("test", queue.clone())
+            .after_sync(&informer)
+            .run_until(
+                move |_key| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    async { Ok::<_, String>(Action::Done) }
+                },
+                tokio::time::sleep(Duration::from_secs(1)),
+            );
+        tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("returned at the stop signal");
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        let synced = wait_synced(&[&informer], tokio::time::sleep(Duration::from_secs(1)));
+        assert!(!synced.await, "an unsynced informer is reported as such");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
