@@ -54,16 +54,15 @@ impl ServiceAllocator {
     /// `cidr` like `10.43.0.0/16` (IPv4, prefix 8..=30).
     pub fn new(cidr: &str, node_ports: RangeInclusive<u16>) -> Result<Self, AllocConfigError> {
         let bad = || AllocConfigError(format!("service CIDR {cidr:?}"));
-        let (addr, len) = cidr.split_once('/').ok_or_else(bad)?;
-        let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
-        let len: u32 = len.parse().map_err(|_| bad())?;
-        if !(8..=30).contains(&len) || node_ports.is_empty() {
+        let net = skiff_common::cidr::parse_v4(cidr)
+            .and_then(|net| skiff_common::cidr::check_prefix(cidr, net, 8..=30))
+            .map_err(|_| bad())?;
+        if node_ports.is_empty() {
             return Err(bad());
         }
-        let mask = u32::MAX << (32 - len);
         Ok(Self {
-            network: u32::from(addr) & mask,
-            size: 1 << (32 - len),
+            network: u32::from(net.network()),
+            size: 1 << (32 - u32::from(net.prefix_len())),
             cidr: cidr.to_string(),
             node_ports,
             lock: Mutex::new(()),

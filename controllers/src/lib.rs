@@ -14,7 +14,7 @@ pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
-pub mod events;
+pub use skiff_common::events;
 pub mod garbage_collector;
 pub mod job;
 pub mod manager;

@@ -4,8 +4,8 @@
 //! deleted Node's CIDR becomes free again. When the range is exhausted the
 //! Node is left without a CIDR (logged, and a `CIDRNotAvailable` event).
 
+use skiff_common::cidr::{self, Ipv4Net};
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::Node;
@@ -56,24 +56,12 @@ pub enum IpamError {
 /// Hands out the node-sized subnets of the cluster CIDR.
 #[derive(Debug)]
 pub struct CidrAllocator {
-    base: u32,
-    cluster_mask: u8,
+    cluster: Ipv4Net,
     node_mask: u8,
     used: Vec<bool>,
     /// Where the next search starts, so a released CIDR is not handed out
     /// again at once.
     next: usize,
-}
-
-fn parse_cidr(cidr: &str) -> Option<(u32, u8)> {
-    let (ip, len) = cidr.split_once('/')?;
-    let ip: Ipv4Addr = ip.parse().ok()?;
-    let len: u8 = len.parse().ok()?;
-    (len <= 32).then_some((u32::from(ip), len))
-}
-
-fn mask(len: u8) -> u32 {
-    if len == 0 { 0 } else { u32::MAX << (32 - len) }
 }
 
 impl CidrAllocator {
@@ -84,7 +72,10 @@ impl CidrAllocator {
             mask: node_mask,
             reason,
         };
-        let (ip, len) = parse_cidr(cluster_cidr).ok_or_else(|| invalid("not an IPv4 CIDR"))?;
+        let cluster = cidr::parse_v4(cluster_cidr)
+            .map_err(|_| invalid("not an IPv4 CIDR"))?
+            .trunc();
+        let len = cluster.prefix_len();
         if node_mask < len || node_mask > 30 {
             return Err(invalid(
                 "the node mask must be between the cluster prefix and /30",
@@ -94,29 +85,25 @@ impl CidrAllocator {
             return Err(invalid("more than 2^20 node subnets"));
         }
         Ok(Self {
-            base: ip & mask(len),
-            cluster_mask: len,
+            cluster,
             node_mask,
             used: vec![false; 1 << (node_mask - len)],
             next: 0,
         })
     }
 
-    fn cidr_of(&self, index: usize) -> String {
-        let offset = (index as u32) << (32 - self.node_mask);
-        format!("{}/{}", Ipv4Addr::from(self.base + offset), self.node_mask)
+    fn cidr_of(&self, index: usize) -> Option<String> {
+        let index = u32::try_from(index).ok()?;
+        cidr::nth_subnet(self.cluster, self.node_mask, index).map(|net| net.to_string())
     }
 
     /// The slot of `cidr` if it is one of this range's node subnets.
     fn index_of(&self, cidr: &str) -> Option<usize> {
-        let (ip, len) = parse_cidr(cidr)?;
-        if len != self.node_mask || ip & mask(self.cluster_mask) != self.base {
+        let net = cidr::parse_v4(cidr).ok()?;
+        if net.prefix_len() != self.node_mask {
             return None;
         }
-        if ip & !mask(self.node_mask) != 0 {
-            return None;
-        }
-        Some(((ip - self.base) >> (32 - self.node_mask)) as usize)
+        cidr::subnet_index(self.cluster, net).map(|i| i as usize)
     }
 
     /// Marks `cidr` taken (from an existing Node); false if it is not ours.
@@ -145,7 +132,7 @@ impl CidrAllocator {
             .find(|&i| !self.used[i])?;
         self.used[i] = true;
         self.next = (i + 1) % n;
-        Some(self.cidr_of(i))
+        self.cidr_of(i)
     }
 }
 

@@ -165,9 +165,7 @@ impl NodeFacts {
 }
 
 fn valid_v4_cidr(cidr: &str) -> bool {
-    cidr.split_once('/').is_some_and(|(ip, len)| {
-        ip.parse::<Ipv4Addr>().is_ok() && len.parse::<u8>().is_ok_and(|l| l <= 32)
-    })
+    skiff_common::cidr::parse_v4(cidr).is_ok()
 }
 
 /// Plans every port of every Service, ordered by [`PortPlan::id`].

@@ -4,23 +4,21 @@
 //! and graceful deletes of preemption victims. Events are written in the background.
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{
-    Binding, Event, EventSource, ObjectReference, PersistentVolumeClaim, Pod,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
 use crate::binding::{
     ApiError, Binder, ClaimAnnotator, Outcome, Preemptor, SELECTED_NODE_ANNOTATION, StatusReporter,
 };
-use crate::recorder::EventRecorder;
+use skiff_common::events::{EventRecorder, EventType, object_reference};
 
 /// Scheduler writes through a kube client.
 pub struct KubeApi {
     client: kube::Client,
-    /// Reported as the event source component (upstream: the profile's scheduler name).
-    component: String,
+    /// Reports as the event source component (upstream: the profile's
+    /// scheduler name).
     events: EventRecorder,
 }
 
@@ -28,10 +26,10 @@ impl KubeApi {
     /// Writes through `client`, reporting events as `component`. Inside a Tokio runtime,
     /// events are written in the background (see [`EventRecorder`]).
     pub fn new(client: kube::Client, component: impl Into<String>) -> Self {
+        let component = component.into();
         KubeApi {
-            events: EventRecorder::new(client.clone()),
+            events: EventRecorder::core(client.clone(), &component, None),
             client,
-            component: component.into(),
         }
     }
 
@@ -55,46 +53,12 @@ impl KubeApi {
         action: &str,
         message: &str,
     ) -> Result<(), ApiError> {
-        let ns = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let now = Timestamp::now();
-        let ev = Event {
-            metadata: ObjectMeta {
-                // Unique per occurrence, as upstream's recorder does (name.<hex nanos>).
-                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(name),
-                namespace: Some(ns.clone()),
-                uid: pod.metadata.uid.clone(),
-                resource_version: pod.metadata.resource_version.clone(),
-                field_path: None,
-            },
-            type_: Some(type_.into()),
-            reason: Some(reason.into()),
-            action: Some(action.into()),
-            message: Some(message.into()),
-            source: Some(EventSource {
-                component: Some(self.component.clone()),
-                host: None,
-            }),
-            reporting_component: Some(self.component.clone()),
-            reporting_instance: Some(self.component.clone()),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: Some(MicroTime(now)),
-            count: Some(1),
-            ..Default::default()
+        let kind = match type_ {
+            "Warning" => EventType::Warning,
+            _ => EventType::Normal,
         };
-        self.events.record(ev).await;
+        self.events
+            .record(&object_reference(pod), kind, reason, action, message);
         Ok(())
     }
 }

@@ -20,7 +20,6 @@ pub mod plugins;
 pub mod pod_info;
 pub mod preemption;
 pub mod queue;
-pub mod recorder;
 pub mod resource;
 pub mod scheduler;
 pub mod selectors;

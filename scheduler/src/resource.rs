@@ -1,11 +1,13 @@
 //! Resource quantities and the aggregate resource vectors the scheduler compares.
 //!
 //! Kubernetes quantities are strings ("250m", "1Gi", "1e3"); the scheduler parses them once
-//! per pod and node into integer vectors so filters and scores never re-parse.
+//! per pod and node (with `skiff_common::quantity`) into integer vectors so filters and
+//! scores never re-parse.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use skiff_common::quantity;
 
 /// Resource name for CPU.
 pub const CPU: &str = "cpu";
@@ -21,96 +23,14 @@ pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 /// Memory assumed for a container without a memory request when scoring (200 MiB, as upstream).
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 
-/// Parses a quantity string into its value scaled by `scale` (1 for plain units, 1000 for
-/// milli-units), rounding up like upstream's `Value()`/`MilliValue()`.
-/// Returns `None` for strings that are not valid quantities.
-pub fn parse_scaled(s: &str, scale: i128) -> Option<i64> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let (negative, rest) = match s.as_bytes()[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let num_end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    let (number, suffix) = rest.split_at(num_end);
-    if number.is_empty() || number == "." {
-        return None;
-    }
-    let (int_part, frac_part) = match number.split_once('.') {
-        Some((i, f)) => (i, f),
-        None => (number, ""),
-    };
-    if frac_part.contains('.') {
-        return None;
-    }
-    // mantissa = digits as integer, value = mantissa * 10^(exp10 - frac_len) * 2^exp2
-    let mut mantissa: i128 = 0;
-    for c in int_part.chars().chain(frac_part.chars()) {
-        mantissa = mantissa
-            .checked_mul(10)?
-            .checked_add(i128::from(c as u8 - b'0'))?;
-        if mantissa > i128::from(i64::MAX) * 1_000_000 {
-            return Some(if negative { i64::MIN } else { i64::MAX });
-        }
-    }
-    let (exp10, exp2): (i32, u32) = match suffix {
-        "" => (0, 0),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        other => {
-            let exp = other
-                .strip_prefix('e')
-                .or_else(|| other.strip_prefix('E'))?;
-            (exp.parse::<i32>().ok()?, 0)
-        }
-    };
-    let exp10 = exp10 - frac_part.len() as i32;
-    let mut numerator = mantissa.checked_mul(scale)?;
-    numerator = numerator.checked_mul(1i128.checked_shl(exp2)?)?;
-    let value = if exp10 >= 0 {
-        let mut v = numerator;
-        for _ in 0..exp10 {
-            v = match v.checked_mul(10) {
-                Some(v) if v <= i128::from(i64::MAX) => v,
-                _ => return Some(if negative { i64::MIN } else { i64::MAX }),
-            };
-        }
-        v
-    } else {
-        let divisor = 10i128.checked_pow((-exp10) as u32).unwrap_or(i128::MAX);
-        // Round away from zero, as upstream does when a quantity loses precision.
-        (numerator + divisor - 1) / divisor
-    };
-    let value = i64::try_from(value).unwrap_or(i64::MAX);
-    Some(if negative { -value } else { value })
-}
-
 /// The integer value of a quantity, rounded up; invalid quantities count as zero.
 pub fn quantity_value(q: &Quantity) -> i64 {
-    parse_scaled(&q.0, 1).unwrap_or(0)
+    quantity::value(q).unwrap_or(0)
 }
 
 /// The milli-value of a quantity, rounded up; invalid quantities count as zero.
 pub fn quantity_milli_value(q: &Quantity) -> i64 {
-    parse_scaled(&q.0, 1000).unwrap_or(0)
+    quantity::milli_value(q).unwrap_or(0)
 }
 
 /// A resource name resolved once, so hot loops index instead of comparing strings.
@@ -248,36 +168,6 @@ impl Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_quantities_like_upstream() {
-        let cases: &[(&str, i128, Option<i64>)] = &[
-            ("1", 1000, Some(1000)),
-            ("250m", 1000, Some(250)),
-            ("0.5", 1000, Some(500)),
-            ("1.5", 1, Some(2)),
-            ("1Ki", 1, Some(1024)),
-            ("1Gi", 1, Some(1 << 30)),
-            ("128974848", 1, Some(128_974_848)),
-            ("129e6", 1, Some(129_000_000)),
-            ("129M", 1, Some(129_000_000)),
-            ("123Mi", 1, Some(123 * 1024 * 1024)),
-            ("1m", 1, Some(1)),
-            ("100n", 1000, Some(1)),
-            ("-2", 1, Some(-2)),
-            ("", 1, None),
-            ("abc", 1, None),
-            ("1Qi", 1, None),
-            ("1.2.3", 1, None),
-        ];
-        for (s, scale, want) in cases {
-            assert_eq!(
-                parse_scaled(s, *scale),
-                *want,
-                "quantity {s:?} scale {scale}"
-            );
-        }
-    }
 
     #[test]
     fn builds_vectors_from_maps() {

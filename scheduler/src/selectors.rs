@@ -1,164 +1,14 @@
-//! Label selectors and node selectors, compiled once so matching never re-parses.
+//! Node selectors, compiled once so matching never re-parses, on the label requirements
+//! of `skiff_common::labels` (whose `Selector` the scheduler uses for pod label
+//! selectors).
 //!
-//! Semantics follow the Kubernetes API: a `LabelSelector` with no requirements matches
-//! everything, an absent selector matches nothing (callers decide); node selector terms
-//! are ORed, requirements inside a term are ANDed, and an empty term matches nothing.
-
-use std::collections::BTreeMap;
+//! Semantics follow the Kubernetes API: node selector terms are ORed, requirements
+//! inside a term are ANDed, and an empty or invalid term matches nothing.
 
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use skiff_common::labels::{Operator, Requirement};
 
-/// Labels of an object, as stored on its metadata.
-pub type Labels = BTreeMap<String, String>;
-
-/// Operator of one compiled requirement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Op {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-    Gt(i64),
-    Lt(i64),
-}
-
-/// One compiled `key op values` requirement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Requirement {
-    key: String,
-    op: Op,
-    values: Vec<String>,
-}
-
-impl Requirement {
-    fn matches(&self, labels: &Labels) -> bool {
-        let value = labels.get(&self.key);
-        match &self.op {
-            Op::In => value.is_some_and(|v| self.values.iter().any(|x| x == v)),
-            Op::NotIn => value.is_none_or(|v| !self.values.iter().any(|x| x == v)),
-            Op::Exists => value.is_some(),
-            Op::DoesNotExist => value.is_none(),
-            Op::Gt(n) => value
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v > *n),
-            Op::Lt(n) => value
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v < *n),
-        }
-    }
-}
-
-/// A compiled pod label selector (`metav1.LabelSelector`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Selector {
-    requirements: Vec<Requirement>,
-    /// Set when the selector was invalid: it then matches nothing, which is safe for
-    /// affinity (no false matches) and spread (nothing counted).
-    nothing: bool,
-}
-
-impl Selector {
-    /// A selector matching every label set.
-    pub fn everything() -> Self {
-        Selector::default()
-    }
-
-    /// A selector matching no label set.
-    pub fn nothing() -> Self {
-        Selector {
-            requirements: Vec::new(),
-            nothing: true,
-        }
-    }
-
-    /// Compiles an API label selector; invalid operators yield a selector matching nothing.
-    pub fn from_label_selector(sel: &LabelSelector) -> Self {
-        let mut requirements = Vec::new();
-        if let Some(ml) = &sel.match_labels {
-            for (k, v) in ml {
-                requirements.push(Requirement {
-                    key: k.clone(),
-                    op: Op::In,
-                    values: vec![v.clone()],
-                });
-            }
-        }
-        for e in sel.match_expressions.iter().flatten() {
-            let values = e.values.clone().unwrap_or_default();
-            let op = match e.operator.as_str() {
-                "In" if !values.is_empty() => Op::In,
-                "NotIn" if !values.is_empty() => Op::NotIn,
-                "Exists" => Op::Exists,
-                "DoesNotExist" => Op::DoesNotExist,
-                _ => return Selector::nothing(),
-            };
-            requirements.push(Requirement {
-                key: e.key.clone(),
-                op,
-                values,
-            });
-        }
-        Selector {
-            requirements,
-            nothing: false,
-        }
-    }
-
-    /// Compiles an optional selector: `None` matches nothing.
-    pub fn from_optional(sel: Option<&LabelSelector>) -> Self {
-        sel.map_or_else(Selector::nothing, Selector::from_label_selector)
-    }
-
-    /// Adds `key In (value)` (used for `matchLabelKeys`).
-    pub fn require_equal(&mut self, key: &str, value: &str) {
-        self.requirements.push(Requirement {
-            key: key.into(),
-            op: Op::In,
-            values: vec![value.into()],
-        });
-    }
-
-    /// Adds `key NotIn (value)` (used for `mismatchLabelKeys`).
-    pub fn require_not_equal(&mut self, key: &str, value: &str) {
-        self.requirements.push(Requirement {
-            key: key.into(),
-            op: Op::NotIn,
-            values: vec![value.into()],
-        });
-    }
-
-    /// True if `labels` satisfy every requirement.
-    pub fn matches(&self, labels: &Labels) -> bool {
-        !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
-    }
-
-    /// True when the selector matches nothing at all.
-    pub fn is_nothing(&self) -> bool {
-        self.nothing
-    }
-
-    /// True when the selector has no requirements and so matches every label set.
-    pub fn is_everything(&self) -> bool {
-        !self.nothing && self.requirements.is_empty()
-    }
-
-    /// A selector requiring every label of `set` (a Service's or ReplicationController's
-    /// map selector).
-    pub fn from_map(set: &Labels) -> Self {
-        let mut s = Selector::everything();
-        for (k, v) in set {
-            s.require_equal(k, v);
-        }
-        s
-    }
-
-    /// Adds every requirement of `other` (both must then hold).
-    pub fn and(&mut self, other: &Selector) {
-        self.nothing |= other.nothing;
-        self.requirements.extend(other.requirements.iter().cloned());
-    }
-}
+pub use skiff_common::labels::{Labels, Selector};
 
 /// One compiled node selector term: label requirements plus `metadata.name` field
 /// requirements.
@@ -192,8 +42,9 @@ impl NodeTerm {
             .flatten()
             .filter_map(|r| {
                 // Only metadata.name with In/NotIn is a supported node field selector.
-                let c = compile_node_requirement(r)
-                    .filter(|c| r.key == "metadata.name" && matches!(c.op, Op::In | Op::NotIn));
+                let c = compile_node_requirement(r).filter(|c| {
+                    r.key == "metadata.name" && matches!(c.op, Operator::In(_) | Operator::NotIn(_))
+                });
                 if c.is_none() {
                     valid = false;
                 }
@@ -233,10 +84,10 @@ impl NodeTerm {
         }
         let mut out: Option<Vec<String>> = None;
         for f in &self.fields {
-            if f.op == Op::In {
+            if let Operator::In(values) = &f.op {
                 out = Some(match out {
-                    None => f.values.clone(),
-                    Some(prev) => prev.into_iter().filter(|n| f.values.contains(n)).collect(),
+                    None => values.clone(),
+                    Some(prev) => prev.into_iter().filter(|n| values.contains(n)).collect(),
                 });
             }
         }
@@ -254,19 +105,15 @@ fn compile_node_requirement(r: &NodeSelectorRequirement) -> Option<Requirement> 
         }
     };
     let op = match r.operator.as_str() {
-        "In" if !values.is_empty() => Op::In,
-        "NotIn" if !values.is_empty() => Op::NotIn,
-        "Exists" if values.is_empty() => Op::Exists,
-        "DoesNotExist" if values.is_empty() => Op::DoesNotExist,
-        "Gt" => Op::Gt(single_int()?),
-        "Lt" => Op::Lt(single_int()?),
+        "In" if !values.is_empty() => Operator::In(values),
+        "NotIn" if !values.is_empty() => Operator::NotIn(values),
+        "Exists" if values.is_empty() => Operator::Exists,
+        "DoesNotExist" if values.is_empty() => Operator::DoesNotExist,
+        "Gt" => Operator::Gt(single_int()?),
+        "Lt" => Operator::Lt(single_int()?),
         _ => return None,
     };
-    Some(Requirement {
-        key: r.key.clone(),
-        op,
-        values,
-    })
+    Some(Requirement::new(&r.key, op))
 }
 
 /// A compiled `NodeSelector`: the node matches if any term matches.
@@ -328,7 +175,6 @@ pub fn labels_of(labels: &Option<Labels>) -> &Labels {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
@@ -390,25 +236,5 @@ mod tests {
         );
         let empty = NodeTerm::compile(&NodeSelectorTerm::default());
         assert!(!empty.matches(&Labels::new(), "n1"));
-    }
-
-    #[test]
-    fn label_selector_semantics() {
-        let l = labels(&[("app", "web"), ("tier", "fe")]);
-        assert!(Selector::everything().matches(&l));
-        assert!(!Selector::nothing().matches(&l));
-        let sel = Selector::from_label_selector(&LabelSelector {
-            match_labels: Some(labels(&[("app", "web")])),
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "tier".into(),
-                operator: "NotIn".into(),
-                values: Some(vec!["be".into()]),
-            }]),
-        });
-        assert!(sel.matches(&l));
-        assert!(!sel.matches(&labels(&[("app", "db")])));
-        let mut with_key = sel.clone();
-        with_key.require_equal("version", "1");
-        assert!(!with_key.matches(&l));
     }
 }

@@ -1,32 +1,19 @@
-//! Label selectors: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`,
-//! `!a`, comma-separated and all required.
+//! Label selectors in the query syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`,
+//! `a notin (x)`, `a`, `!a`, `a>1`, comma-separated and all required; parsed
+//! here (with upstream's error wording) into the requirements of
+//! `skiff_common::labels`, which does the matching.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use skiff_common::labels::{Operator as Op, Requirement, Selector};
 
 use super::SelectorError;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Op {
-    In(Vec<String>),
-    NotIn(Vec<String>),
-    Exists,
-    DoesNotExist,
-    Gt(i64),
-    Lt(i64),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Requirement {
-    key: String,
-    op: Op,
-}
 
 /// A parsed label selector; the empty selector matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector {
-    requirements: Vec<Requirement>,
+    selector: Selector,
 }
 
 fn valid_key(key: &str) -> bool {
@@ -162,7 +149,13 @@ impl LabelSelector {
             .into_iter()
             .map(parse_requirement)
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { requirements })
+        Ok(Self::of(requirements))
+    }
+
+    fn of(requirements: Vec<Requirement>) -> Self {
+        Self {
+            selector: Selector::from_requirements(requirements),
+        }
     }
 
     /// Builds a selector from a `metav1.LabelSelector` object
@@ -205,35 +198,21 @@ impl LabelSelector {
             };
             requirements.push(Requirement { key, op });
         }
-        Ok(Self { requirements })
+        Ok(Self::of(requirements))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.requirements.is_empty()
+        self.selector.is_everything()
     }
 
     /// Whether an object with these labels is selected.
     pub fn matches_labels(&self, labels: &BTreeMap<&str, &str>) -> bool {
-        self.requirements.iter().all(|r| {
-            let value = labels.get(r.key.as_str());
-            match &r.op {
-                Op::In(vs) => value.is_some_and(|v| vs.iter().any(|x| x == v)),
-                Op::NotIn(vs) => value.is_none_or(|v| !vs.iter().any(|x| x == v)),
-                Op::Exists => value.is_some(),
-                Op::DoesNotExist => value.is_none(),
-                Op::Gt(n) => value
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .is_some_and(|v| v > *n),
-                Op::Lt(n) => value
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .is_some_and(|v| v < *n),
-            }
-        })
+        self.selector.matches_with(|key| labels.get(key).copied())
     }
 
     /// Whether an object (its `metadata.labels`) is selected.
     pub fn matches(&self, object: &Value) -> bool {
-        if self.requirements.is_empty() {
+        if self.is_empty() {
             return true;
         }
         let labels: BTreeMap<&str, &str> = object["metadata"]["labels"]
@@ -249,7 +228,8 @@ impl LabelSelector {
 
     /// The selector in query syntax (used by the scale subresource).
     pub fn to_query(&self) -> String {
-        self.requirements
+        self.selector
+            .requirements()
             .iter()
             .map(|r| match &r.op {
                 Op::In(vs) if vs.len() == 1 => format!("{}={}", r.key, vs[0]),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::backoff::BackoffConfig;
 use super::downward::NodeAllocatable;
-use super::events::EventRecorder;
 use crate::runtime::Runtime;
+use skiff_common::events::EventRecorder;
 
 /// Shared, read-only state of the agent.
 pub struct AgentContext {

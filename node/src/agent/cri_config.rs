@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::dns_config;
 use super::labels;
-use super::quantity;
 use crate::runtime::cri_api as api;
+use skiff_common::quantity;
 
 /// Upstream's CFS period.
 const CPU_PERIOD_US: i64 = 100_000;
@@ -279,19 +279,19 @@ pub fn linux_resources(container: &Container) -> api::LinuxContainerResources {
     // same, but the agent may see objects from older servers).
     let cpu_request = request("cpu")
         .or(limit("cpu"))
-        .and_then(quantity::millicores);
+        .and_then(quantity::milli_value);
     let shares = cpu_request
         .map(|milli| (milli * 1024 / 1000).max(MIN_SHARES))
         .unwrap_or(MIN_SHARES);
     let quota = limit("cpu")
-        .and_then(quantity::millicores)
+        .and_then(quantity::milli_value)
         .map(|milli| (milli * CPU_PERIOD_US / 1000).max(1000))
         .unwrap_or(0);
     api::LinuxContainerResources {
         cpu_shares: shares,
         cpu_period: if quota > 0 { CPU_PERIOD_US } else { 0 },
         cpu_quota: quota,
-        memory_limit_in_bytes: limit("memory").and_then(quantity::bytes).unwrap_or(0),
+        memory_limit_in_bytes: limit("memory").and_then(quantity::value).unwrap_or(0),
         ..Default::default()
     }
 }

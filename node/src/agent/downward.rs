@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::quantity;
+use skiff_common::quantity;
 
 /// A field or resource the agent cannot provide.
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +98,8 @@ pub fn resource_value(
             "limits" => resources.and_then(|r| r.limits.as_ref()),
             _ => resources.and_then(|r| r.requests.as_ref()),
         };
-        map.and_then(|m| m.get(name)).and_then(quantity::parse)
+        map.and_then(|m| m.get(name))
+            .and_then(quantity::milli_value)
     };
     let (which, name) = selector
         .resource
@@ -110,24 +111,20 @@ pub fn resource_value(
         "ephemeral-storage" => allocatable.ephemeral_storage,
         _ => return Err(FieldError::UnsupportedResource(selector.resource.clone())),
     };
+    // Everything in thousandths of a unit, so CPU and memory divide exactly.
     let value = match which {
-        "limits" => get("limits", name).unwrap_or(node_default),
-        "requests" => get("requests", name).unwrap_or(0.0),
+        "limits" => get("limits", name).unwrap_or((node_default * 1000.0).round() as i64),
+        "requests" => get("requests", name).unwrap_or(0),
         _ => return Err(FieldError::UnsupportedResource(selector.resource.clone())),
     };
     let default_divisor = Quantity("1".to_string());
     let divisor_q = selector.divisor.as_ref().unwrap_or(&default_divisor);
-    let divisor = quantity::parse(divisor_q)
-        .filter(|d| *d > 0.0)
+    let divisor = quantity::milli_value(divisor_q)
+        .filter(|d| *d > 0)
         .ok_or_else(|| FieldError::InvalidDivisor(divisor_q.0.clone()))?;
-    // Rounded up with a little tolerance for float noise (0.1/0.001 etc.).
-    let scaled = value / divisor;
-    let rounded = if (scaled - scaled.round()).abs() < 1e-9 {
-        scaled.round()
-    } else {
-        scaled.ceil()
-    };
-    Ok(format!("{}", rounded as i64))
+    // Rounded up, as upstream does.
+    let rounded = value / divisor + i64::from(value % divisor > 0);
+    Ok(rounded.to_string())
 }
 
 #[cfg(test)]

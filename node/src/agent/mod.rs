@@ -13,7 +13,6 @@ pub mod csr_signer;
 pub mod dns_config;
 pub mod downward;
 pub mod env;
-pub mod events;
 pub mod expand;
 pub mod host;
 pub mod images;
@@ -24,7 +23,6 @@ pub mod pleg;
 pub mod pod_workers;
 pub mod probes;
 pub mod pull_secrets;
-pub mod quantity;
 pub mod registration;
 pub mod remote;
 pub mod runtime_view;
@@ -45,6 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use skiff_common::events::EventRecorder;
 use skiff_informer::{SharedInformerFactory, WatchConfig};
 use tokio::sync::{mpsc, watch};
 
@@ -321,7 +320,7 @@ async fn run_with_runtime(
         crash_backoff: config.crash_backoff,
         image_backoff: config.image_backoff,
         dns: dns_config::PodDnsInputs::load(&config.dns),
-        events: events::EventRecorder::new(client.clone(), node_name.clone()),
+        events: EventRecorder::core(client.clone(), "kubelet", Some(&node_name)),
     });
     if let Err(error) = claims::ensure_default_class(&provisioner).await {
         tracing::warn!(%error, "creating the local-path StorageClass");

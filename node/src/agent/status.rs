@@ -297,45 +297,10 @@ pub fn pod_status(
         pod_ips: pod_ip.clone().map(|ip| vec![PodIP { ip }]),
         pod_ip,
         start_time: previous.start_time.clone().or(Some(now)),
-        qos_class: Some(qos_class(pod).to_string()),
+        qos_class: Some(skiff_common::qos::qos_class(pod).to_string()),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(statuses),
         ..Default::default()
-    }
-}
-
-/// The QoS class as upstream computes it from requests and limits.
-pub fn qos_class(pod: &Pod) -> &'static str {
-    let Some(spec) = pod.spec.as_ref() else {
-        return "BestEffort";
-    };
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
-        let resources = c.resources.as_ref();
-        let requests = resources.and_then(|r| r.requests.as_ref());
-        let limits = resources.and_then(|r| r.limits.as_ref());
-        for name in ["cpu", "memory"] {
-            let request = requests.and_then(|r| r.get(name));
-            let limit = limits.and_then(|l| l.get(name));
-            if request.is_some() || limit.is_some() {
-                any = true;
-            }
-            match (request, limit) {
-                (_, None) => guaranteed = false,
-                (Some(r), Some(l)) if r != l => guaranteed = false,
-                _ => {}
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
     }
 }
 

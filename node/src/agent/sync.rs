@@ -14,7 +14,6 @@ use super::backoff::{Backoff, Verdict};
 use super::context::AgentContext;
 use super::cri_config::{self, ContainerInputs};
 use super::env::{self, EnvContext};
-use super::events::EventType;
 use super::images;
 use super::probes::ProbeResults;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
@@ -22,6 +21,7 @@ use super::status::{self, Observed};
 use super::termination;
 use super::volumes::{self, VolumeContext};
 use crate::runtime::{RuntimeError, cri_api as api};
+use skiff_common::events::object_reference;
 
 /// How often a pod is looked at when nothing happens.
 const RESYNC: Duration = Duration::from_secs(10);
@@ -150,8 +150,7 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                 tracing::info!(pod = ?pod.metadata.name, error = %e, "volumes not ready");
                 let message = format!("MountVolume.SetUp failed for {e}");
                 ctx.events
-                    .record(pod, EventType::Warning, "FailedMount", &message)
-                    .await;
+                    .warning(&object_reference(pod), "FailedMount", "", message);
                 for c in all_containers(pod) {
                     observed
                         .waiting
@@ -504,27 +503,19 @@ impl Starter<'_> {
         outcome: &Result<String, images::ImageProblem>,
     ) {
         let events = &self.ctx.events;
+        let regarding = object_reference(self.pod);
         if !notes.missing_secrets.is_empty() {
             let message = format!(
                 "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
                 notes.missing_secrets.join(", ")
             );
-            events
-                .record(
-                    self.pod,
-                    EventType::Warning,
-                    "FailedToRetrieveImagePullSecret",
-                    &message,
-                )
-                .await;
+            events.warning(&regarding, "FailedToRetrieveImagePullSecret", "", message);
         }
         let image = container.image.as_deref().unwrap_or_default();
         match outcome {
             Ok(_) if notes.pulled => {
                 let message = format!("Successfully pulled image \"{image}\"");
-                events
-                    .record(self.pod, EventType::Normal, "Pulled", &message)
-                    .await;
+                events.normal(&regarding, "Pulled", "", message);
             }
             Ok(_) => {}
             Err(problem) => {
@@ -533,9 +524,7 @@ impl Starter<'_> {
                     "ErrImageNeverPull" => "ErrImageNeverPull",
                     _ => "Failed",
                 };
-                events
-                    .record(self.pod, EventType::Warning, reason, &problem.message)
-                    .await;
+                events.warning(&regarding, reason, "", problem.message.clone());
             }
         }
     }

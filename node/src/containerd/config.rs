@@ -10,6 +10,8 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use skiff_common::cidr::{self, Ipv4Net};
+
 /// Where CNI plugin binaries live on Debian (`containernetworking-plugins`).
 pub const DEFAULT_CNI_BIN_DIR: &str = "/usr/lib/cni";
 
@@ -35,13 +37,8 @@ pub enum ConfigError {
     #[error("socket path {0} is too long for a unix socket (max {MAX_SOCKET_PATH} bytes)")]
     SocketPathTooLong(PathBuf),
     /// The pod CIDR is not an IPv4 network of the form `a.b.c.d/len`.
-    #[error("invalid pod CIDR {cidr:?}: {reason}")]
-    InvalidPodCidr {
-        /// The text given.
-        cidr: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
+    #[error("invalid pod CIDR: {0}")]
+    InvalidPodCidr(#[source] cidr::CidrError),
     /// The bridge name is not a valid Linux interface name.
     #[error("invalid bridge name {0:?}: 1 to 15 characters from [A-Za-z0-9_.-]")]
     InvalidBridgeName(String),
@@ -219,65 +216,45 @@ impl ContainerdConfig {
 
 /// An IPv4 pod network such as `10.42.0.0/24`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PodCidr {
-    network: Ipv4Addr,
-    prefix_len: u8,
-}
+pub struct PodCidr(Ipv4Net);
 
 impl PodCidr {
     /// The network address.
     pub fn network(&self) -> Ipv4Addr {
-        self.network
+        self.0.network()
     }
 
     /// The prefix length.
     pub fn prefix_len(&self) -> u8 {
-        self.prefix_len
+        self.0.prefix_len()
     }
 
     /// The first host address, which the bridge takes as the pods' gateway.
     pub fn gateway(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.network) + 1)
+        Ipv4Addr::from(u32::from(self.0.network()) + 1)
     }
 
     /// Whether `ip` lies inside this network.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        let mask = u32::MAX << (32 - u32::from(self.prefix_len));
-        u32::from(ip) & mask == u32::from(self.network)
+        self.0.contains(&ip)
     }
 }
 
 impl FromStr for PodCidr {
     type Err = ConfigError;
 
+    /// A network without host bits; a /31 or /32 leaves no address for a
+    /// pod next to the gateway.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = |reason| ConfigError::InvalidPodCidr {
-            cidr: s.to_string(),
-            reason,
-        };
-        let (addr, len) = s
-            .split_once('/')
-            .ok_or_else(|| invalid("missing /prefix"))?;
-        let addr: Ipv4Addr = addr.parse().map_err(|_| invalid("not an IPv4 address"))?;
-        let prefix_len: u8 = len.parse().map_err(|_| invalid("prefix is not a number"))?;
-        // A /31 or /32 leaves no address for a pod next to the gateway.
-        if !(1..=30).contains(&prefix_len) {
-            return Err(invalid("prefix length must be between 1 and 30"));
-        }
-        let mask = u32::MAX << (32 - u32::from(prefix_len));
-        if u32::from(addr) & !mask != 0 {
-            return Err(invalid("host bits are set"));
-        }
-        Ok(Self {
-            network: addr,
-            prefix_len,
-        })
+        cidr::parse_v4_network(s, 1..=30)
+            .map(Self)
+            .map_err(ConfigError::InvalidPodCidr)
     }
 }
 
 impl std::fmt::Display for PodCidr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix_len)
+        self.0.fmt(f)
     }
 }
 

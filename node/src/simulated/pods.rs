@@ -249,7 +249,7 @@ fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str) -> Value {
         "hostIP": host_ip,
         "hostIPs": [{ "ip": host_ip }],
         "startTime": now,
-        "qosClass": qos_class(pod),
+        "qosClass": skiff_common::qos::qos_class(pod),
         "conditions": [
             condition("PodReadyToStartContainers", true, &now),
             condition("Initialized", true, &now),
@@ -302,41 +302,6 @@ fn finished_status(pod: &Pod, exit_code: i32) -> Value {
     })
 }
 
-/// The QoS class as upstream computes it from requests and limits.
-fn qos_class(pod: &Pod) -> &'static str {
-    let Some(spec) = pod.spec.as_ref() else {
-        return "BestEffort";
-    };
-    let containers = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten());
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in containers {
-        let resources = c.resources.as_ref();
-        let requests = resources.and_then(|r| r.requests.as_ref());
-        let limits = resources.and_then(|r| r.limits.as_ref());
-        for name in ["cpu", "memory"] {
-            let request = requests.and_then(|r| r.get(name));
-            let limit = limits.and_then(|l| l.get(name));
-            if request.is_some() || limit.is_some() {
-                any = true;
-            }
-            match (request, limit) {
-                (_, None) => guaranteed = false,
-                (Some(r), Some(l)) if r != l => guaranteed = false,
-                _ => {}
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,18 +335,6 @@ mod tests {
         assert_eq!(next_step(&deleting, &config), Step::Remove);
         let done = pod(json!({"metadata": {"name": "p"}, "status": {"phase": "Succeeded"}}));
         assert_eq!(next_step(&done, &config), Step::Finished);
-    }
-
-    #[test]
-    fn qos_class_follows_requests_and_limits() {
-        let best = pod(json!({"spec": {"containers": [{"name": "c"}]}}));
-        assert_eq!(qos_class(&best), "BestEffort");
-        let guaranteed = pod(json!({"spec": {"containers": [{"name": "c", "resources": {
-            "limits": {"cpu": "1", "memory": "1Gi"}}}]}}));
-        assert_eq!(qos_class(&guaranteed), "Guaranteed");
-        let burstable = pod(json!({"spec": {"containers": [{"name": "c", "resources": {
-            "requests": {"cpu": "100m"}}}]}}));
-        assert_eq!(qos_class(&burstable), "Burstable");
     }
 
     #[test]

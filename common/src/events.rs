@@ -1,12 +1,17 @@
-//! Recording events.k8s.io/v1 Events, as `kubectl describe` shows them.
+//! Recording Events, as `kubectl describe` shows them: the one recorder of
+//! the controllers, the scheduler and the node agent.
 //!
-//! [`EventRecorder`] is what every controller (and the scheduler) holds: cheap to
-//! clone, never blocking its caller. Recording puts the event on a bounded
-//! channel; one background task per recorder family writes it. Repeats of the
-//! same event (same regarding object, type, reason, action and note) within
-//! [`AGGREGATION_WINDOW`] do not create new Events: the first one's
-//! `series.count` and `series.lastObservedTime` are updated instead, as
-//! upstream's event broadcaster does.
+//! [`EventRecorder`] is cheap to clone and never blocks its caller: recording
+//! puts the occurrence on a bounded channel (beyond [`QUEUE_CAPACITY`] it is
+//! dropped and logged, as upstream drops: an event is a report, not state);
+//! one background task per recorder writes, a few requests in flight.
+//! Repeats of the same event (same regarding object, type, reason, action,
+//! note and reporter) within [`AGGREGATION_WINDOW`] do not create new Events:
+//! the first one's series (events.k8s.io/v1) or count (core/v1) is updated.
+//!
+//! Controllers write events.k8s.io/v1 ([`EventRecorder::new`]); the
+//! scheduler and the node agent write core/v1 with a `source`, as their
+//! upstream counterparts do ([`EventRecorder::core`]).
 //!
 //! ```text
 //! let events = EventRecorder::new(ctx.client.clone(), "replicaset-controller");
@@ -17,21 +22,27 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{self as core, EventSource, ObjectReference};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 
 /// Repeats within this long of the last occurrence update the existing Event's
 /// series instead of creating a new Event (upstream uses six minutes).
 pub const AGGREGATION_WINDOW: Duration = Duration::from_secs(6 * 60);
 
 /// Events waiting to be written; beyond this, new events are dropped (and
-/// logged) rather than slowing the controller down.
-const QUEUE_CAPACITY: usize = 4096;
+/// logged) rather than slowing the caller down.
+pub const QUEUE_CAPACITY: usize = 10_000;
+
+/// Event writes in flight at once per recorder, so a burst (a scheduler
+/// binding hundreds of pods) trails its work instead of queueing behind one
+/// request at a time.
+pub const CONCURRENT_WRITES: usize = 4;
 
 /// Upstream caps notes at 1 KiB.
 const MAX_NOTE_BYTES: usize = 1024;
@@ -54,12 +65,12 @@ impl EventType {
     }
 }
 
-/// Records Events on behalf of one reporting controller. Clones share the
+/// Records Events on behalf of one reporting component. Clones share the
 /// background writer.
 #[derive(Clone)]
 pub struct EventRecorder {
     reporter: Arc<Reporter>,
-    sender: mpsc::Sender<Occurrence>,
+    sender: mpsc::Sender<Message>,
 }
 
 /// Who reports: upstream's `reportingController` (e.g.
@@ -67,6 +78,21 @@ pub struct EventRecorder {
 struct Reporter {
     controller: String,
     instance: String,
+}
+
+/// Which Event API the writer speaks.
+#[derive(Clone, Debug)]
+enum Flavour {
+    /// events.k8s.io/v1, repeats in `series`.
+    V1,
+    /// core/v1 with `source` (component, host), repeats in `count`.
+    Core { host: Option<String> },
+}
+
+enum Message {
+    Occurrence(Box<Occurrence>),
+    /// Answered once everything queued before it has been written.
+    Flush(oneshot::Sender<()>),
 }
 
 /// One call to [`EventRecorder::record`].
@@ -100,14 +126,43 @@ impl EventRecorder {
         reporting_controller: &str,
         reporting_instance: &str,
     ) -> Self {
+        Self::spawn(
+            client,
+            Flavour::V1,
+            reporting_controller,
+            reporting_instance,
+        )
+    }
+
+    /// A recorder writing core/v1 Events with `source.component` set to
+    /// `component` and `source.host` to `host` (the kubelet names its node;
+    /// the scheduler none), as those components do upstream. The reporting
+    /// instance is the host, or the component without one.
+    pub fn core(client: kube::Client, component: &str, host: Option<&str>) -> Self {
+        let flavour = Flavour::Core {
+            host: host.map(str::to_owned),
+        };
+        Self::spawn(client, flavour, component, host.unwrap_or(component))
+    }
+
+    fn spawn(client: kube::Client, flavour: Flavour, controller: &str, instance: &str) -> Self {
         let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
-        tokio::spawn(write_events(client, receiver));
+        tokio::spawn(write_events(client, flavour, receiver));
         Self {
             reporter: Arc::new(Reporter {
-                controller: reporting_controller.to_owned(),
-                instance: reporting_instance.to_owned(),
+                controller: controller.to_owned(),
+                instance: instance.to_owned(),
             }),
             sender,
+        }
+    }
+
+    /// Waits until every event recorded so far has been written (or has
+    /// failed).
+    pub async fn flush(&self) {
+        let (done, written) = oneshot::channel();
+        if self.sender.send(Message::Flush(done)).await.is_ok() {
+            let _ = written.await;
         }
     }
 
@@ -154,7 +209,10 @@ impl EventRecorder {
             instance: self.reporter.instance.clone(),
             at: Timestamp::now(),
         };
-        if let Err(error) = self.sender.try_send(occurrence) {
+        if let Err(error) = self
+            .sender
+            .try_send(Message::Occurrence(Box::new(occurrence)))
+        {
             tracing::warn!(reason, %error, "event dropped: the event writer is behind");
         }
     }
@@ -294,12 +352,17 @@ fn event_namespace(regarding: &ObjectReference) -> String {
         .unwrap_or_else(|| "default".to_owned())
 }
 
+/// The Event's name: the regarding object's name and the time in hex
+/// nanoseconds, unique per occurrence as upstream's recorders make it.
+fn event_name(o: &Occurrence) -> String {
+    let base = o.regarding.name.as_deref().unwrap_or("event");
+    format!("{base}.{:x}", o.at.as_nanosecond())
+}
+
 fn new_event(o: &Occurrence, namespace: &str) -> Event {
-    let base = o.regarding.name.clone().unwrap_or_else(|| "event".into());
-    let nanos = o.at.as_nanosecond();
     Event {
         metadata: ObjectMeta {
-            name: Some(format!("{base}.{nanos:x}")),
+            name: Some(event_name(o)),
             namespace: Some(namespace.to_owned()),
             ..Default::default()
         },
@@ -315,48 +378,170 @@ fn new_event(o: &Occurrence, namespace: &str) -> Event {
     }
 }
 
-/// The background writer: one Event create or series patch per occurrence.
-async fn write_events(client: kube::Client, mut receiver: mpsc::Receiver<Occurrence>) {
+fn new_core_event(o: &Occurrence, namespace: &str, host: Option<&str>) -> core::Event {
+    core::Event {
+        metadata: ObjectMeta {
+            name: Some(event_name(o)),
+            namespace: Some(namespace.to_owned()),
+            ..Default::default()
+        },
+        involved_object: o.regarding.clone(),
+        reason: Some(o.reason.clone()),
+        // The kubelet's legacy events carry no action.
+        action: (!o.action.is_empty()).then(|| o.action.clone()),
+        message: Some(o.note.clone()),
+        type_: Some(o.kind.as_str().to_owned()),
+        source: Some(EventSource {
+            component: Some(o.controller.clone()),
+            host: host.map(str::to_owned),
+        }),
+        reporting_component: Some(o.controller.clone()),
+        reporting_instance: Some(o.instance.clone()),
+        first_timestamp: Some(Time(o.at)),
+        last_timestamp: Some(Time(o.at)),
+        event_time: Some(MicroTime(o.at)),
+        count: Some(1),
+        ..Default::default()
+    }
+}
+
+/// One write the writer runs.
+enum Job {
+    Create,
+    Series { name: String, count: i32 },
+}
+
+/// What a finished write reports back to the aggregator.
+struct Done {
+    key: SeriesKey,
+    occurrence: Box<Occurrence>,
+    job: Job,
+    result: Result<(), kube::Error>,
+}
+
+/// The background writer: decides per occurrence (in order) whether it is a
+/// new Event or a repeat, and runs the writes with up to
+/// [`CONCURRENT_WRITES`] in flight.
+async fn write_events(
+    client: kube::Client,
+    flavour: Flavour,
+    mut receiver: mpsc::Receiver<Message>,
+) {
     let mut aggregator = Aggregator::default();
-    while let Some(occurrence) = receiver.recv().await {
-        let key = SeriesKey::of(&occurrence);
-        let now = Instant::now();
-        if let Write::Series {
-            namespace,
-            name,
-            count,
-        } = aggregator.observe(&key, now)
-        {
-            let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-            let series = EventSeries {
-                count,
-                last_observed_time: MicroTime(occurrence.at),
-            };
-            let patch = serde_json::json!({ "series": series });
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => continue,
-                Err(error) => {
-                    // The Event expired or was deleted: start a new one.
-                    tracing::debug!(%error, event = %name, "event series update failed");
-                    aggregator.forget(&key);
+    let mut in_flight: JoinSet<Done> = JoinSet::new();
+    let writer = Writer { client, flavour };
+    while let Some(message) = receiver.recv().await {
+        match message {
+            Message::Occurrence(occurrence) => {
+                while in_flight.len() >= CONCURRENT_WRITES {
+                    settle(&writer, &mut aggregator, &mut in_flight).await;
                 }
+                let key = SeriesKey::of(&occurrence);
+                let now = Instant::now();
+                let job = match aggregator.observe(&key, now) {
+                    Write::Series { name, count, .. } => Job::Series { name, count },
+                    Write::Create => {
+                        let namespace = event_namespace(&occurrence.regarding);
+                        aggregator.created(key.clone(), namespace, event_name(&occurrence), now);
+                        Job::Create
+                    }
+                };
+                in_flight.spawn(writer.clone().run(key, occurrence, job));
+            }
+            Message::Flush(done) => {
+                while !in_flight.is_empty() {
+                    settle(&writer, &mut aggregator, &mut in_flight).await;
+                }
+                let _ = done.send(());
             }
         }
-        let namespace = event_namespace(&occurrence.regarding);
-        let event = new_event(&occurrence, &namespace);
-        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-        match api.create(&PostParams::default(), &event).await {
-            Ok(created) => {
-                let name = created.metadata.name.unwrap_or_default();
-                aggregator.created(key, namespace, name, now);
+    }
+    while !in_flight.is_empty() {
+        settle(&writer, &mut aggregator, &mut in_flight).await;
+    }
+}
+
+/// Takes one finished write: a failed create is forgotten (the next repeat
+/// creates afresh); a failed series update (the Event expired or was
+/// deleted) starts a new Event.
+async fn settle(writer: &Writer, aggregator: &mut Aggregator, in_flight: &mut JoinSet<Done>) {
+    let Some(joined) = in_flight.join_next().await else {
+        return;
+    };
+    let Ok(done) = joined else {
+        return;
+    };
+    let Err(error) = done.result else {
+        return;
+    };
+    aggregator.forget(&done.key);
+    match done.job {
+        Job::Create => {
+            tracing::warn!(%error, reason = %done.occurrence.reason, "could not write event");
+        }
+        Job::Series { name, .. } => {
+            tracing::debug!(%error, event = %name, "event series update failed");
+            let namespace = event_namespace(&done.occurrence.regarding);
+            let now = Instant::now();
+            aggregator.created(
+                done.key.clone(),
+                namespace,
+                event_name(&done.occurrence),
+                now,
+            );
+            in_flight.spawn(writer.clone().run(done.key, done.occurrence, Job::Create));
+        }
+    }
+}
+
+/// Writes one Event or one repeat in the recorder's flavour.
+#[derive(Clone)]
+struct Writer {
+    client: kube::Client,
+    flavour: Flavour,
+}
+
+impl Writer {
+    async fn run(self, key: SeriesKey, occurrence: Box<Occurrence>, job: Job) -> Done {
+        let result = self.write(&occurrence, &job).await;
+        Done {
+            key,
+            occurrence,
+            job,
+            result,
+        }
+    }
+
+    async fn write(&self, o: &Occurrence, job: &Job) -> Result<(), kube::Error> {
+        let namespace = event_namespace(&o.regarding);
+        let params = PatchParams::default();
+        match (&self.flavour, job) {
+            (Flavour::V1, Job::Create) => {
+                let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+                api.create(&PostParams::default(), &new_event(o, &namespace))
+                    .await?;
             }
-            Err(error) => {
-                tracing::warn!(%error, reason = %occurrence.reason, "could not write event");
+            (Flavour::V1, Job::Series { name, count }) => {
+                let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+                let series = EventSeries {
+                    count: *count,
+                    last_observed_time: MicroTime(o.at),
+                };
+                let patch = serde_json::json!({ "series": series });
+                api.patch(name, &params, &Patch::Merge(&patch)).await?;
+            }
+            (Flavour::Core { host }, Job::Create) => {
+                let api: Api<core::Event> = Api::namespaced(self.client.clone(), &namespace);
+                let event = new_core_event(o, &namespace, host.as_deref());
+                api.create(&PostParams::default(), &event).await?;
+            }
+            (Flavour::Core { .. }, Job::Series { name, count }) => {
+                let api: Api<core::Event> = Api::namespaced(self.client.clone(), &namespace);
+                let patch = serde_json::json!({ "count": count, "lastTimestamp": Time(o.at) });
+                api.patch(name, &params, &Patch::Merge(&patch)).await?;
             }
         }
+        Ok(())
     }
 }
 
@@ -414,6 +599,21 @@ mod tests {
         assert_eq!(agg.observe(&other, t0), Write::Create);
         let late = t0 + AGGREGATION_WINDOW + Duration::from_secs(1);
         assert_eq!(agg.observe(&key, late), Write::Create);
+    }
+
+    #[test]
+    fn core_events_carry_the_source_and_a_count() {
+        let o = occurrence("pulled");
+        let event = new_core_event(&o, "ns", Some("node-1"));
+        let source = event.source.clone().unwrap();
+        assert_eq!(
+            (source.component.as_deref(), source.host.as_deref()),
+            (Some("c"), Some("node-1"))
+        );
+        assert_eq!(event.count, Some(1));
+        assert_eq!(event.message.as_deref(), Some("pulled"));
+        assert_eq!(event.involved_object.name.as_deref(), Some("web"));
+        assert_eq!(event.metadata.name, new_event(&o, "ns").metadata.name);
     }
 
     #[test]

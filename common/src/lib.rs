@@ -1,0 +1,19 @@
+//! skiff-common is the one home of the Kubernetes rules that the client-side
+//! components (controllers, scheduler, node agent, proxy) and the API server
+//! all apply the same way: recording Events, reading resource quantities,
+//! a pod's QoS class, IPv4 CIDRs and label-selector matching.
+//!
+//! Why a crate of its own: these are not informer machinery (so not
+//! `skiff-informer`) and not one component's logic, yet each was written two
+//! or three times, once per component. Here they sit below every component.
+//! It must never import the API server, the store or any component crate:
+//! it depends only on `kube` and `k8s-openapi`, so whatever uses it stays an
+//! ordinary API client.
+
+#![warn(missing_docs)]
+
+pub mod cidr;
+pub mod events;
+pub mod labels;
+pub mod qos;
+pub mod quantity;
