@@ -33,6 +33,7 @@ pub mod protobuf;
 mod query;
 pub mod registry;
 pub mod request_notes;
+mod request_span;
 pub mod reviews;
 mod routing;
 pub mod selectors;

@@ -400,6 +400,7 @@ impl ApiServer {
                 self.inner.clone(),
                 crate::authz::middleware::authorize,
             ))
+            .layer(axum::middleware::from_fn(crate::request_span::trace))
             .with_state(self.inner.clone())
     }
 

@@ -20,12 +20,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::{HandlerFns, SharedInformerFactory};
 use skiff_scheduler::SchedulerConfig;
 use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_store::Store;
+use skiff_testkit::UserInfo;
 
 /// Counts live heap bytes, so a phase's memory growth can be read without the
 /// allocator's retention blurring it as RSS does.
@@ -328,14 +327,8 @@ fn api_pod(mut pod: Pod) -> Pod {
 
 /// The real path: API server, store, informers, scheduler, `pods/binding`.
 async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let sled = Arc::new(SledStore::open(SledConfig::new(dir.path()))?);
-    let store: Arc<dyn Store> = sled.clone();
-    let server = ApiServer::new(store.clone(), ApiServerConfig::default()).await?;
-    let admin = skiff_apiserver::inprocess::client(
-        server.router(),
-        UserInfo::new("bench-admin", ["system:masters".to_string()]),
-    );
+    let cluster = skiff_testkit::TestCluster::start().await;
+    let admin = cluster.admin();
     let classes: Api<PriorityClass> = Api::all(admin.clone());
     create_all(
         &classes,
@@ -351,13 +344,10 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
 
     let heap0 = live_mib();
     let rss0 = rss_mib();
-    let client = skiff_apiserver::inprocess::client(
-        server.router(),
-        UserInfo::new(
-            "system:kube-scheduler",
-            ["system:authenticated".to_string()],
-        ),
-    );
+    let client = cluster.client_as(UserInfo::new(
+        "system:kube-scheduler",
+        ["system:authenticated".to_string()],
+    ));
     let factory = SharedInformerFactory::new(client.clone());
     let first_enqueued: Arc<Mutex<Option<Instant>>> = Arc::default();
     let seen = first_enqueued.clone();
@@ -376,7 +366,7 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     let scheduler =
         skiff_scheduler::informers::register(client, &factory, &SchedulerConfig::default())?;
     let cpu0 = cpu_seconds();
-    let stats0 = sled.stats()?;
+    let stats0 = cluster.store.stats()?;
     factory.start()?;
     factory.wait_for_sync().await;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -393,7 +383,7 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     let heap = live_mib() - heap0;
     let rss = rss_mib() - rss0;
     let scheduled = scheduler.bound_count() as usize;
-    let stats = sled.stats()?;
+    let stats = cluster.store.stats()?;
     let start = first_enqueued.lock().ok().and_then(|f| *f).unwrap_or(done);
 
     let _ = stop_tx.send(());
@@ -406,13 +396,11 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     drop(scheduler);
     drop(factory);
     let scheduler_mib = held - settled_heap_mib().await;
-    server.shutdown();
-    store.close().await?;
+    cluster.shutdown();
+    cluster.store.close().await?;
     // Let the store's and server's background threads finish releasing memory, so the
     // next workload's heap and RSS growth is its own.
-    drop(server);
-    drop(store);
-    drop(sled);
+    drop(cluster);
     tokio::time::sleep(Duration::from_secs(2)).await;
     Ok(Measure {
         scheduled,

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod resource;
 pub mod scheduler;
 pub mod selectors;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use algorithm::{Algorithm, FitError, ScheduleError, ScheduleResult};

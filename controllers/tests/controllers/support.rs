@@ -1,16 +1,15 @@
-//! A cluster in the test process: the real API server on a temporary sled
-//! store, an in-process kube client, shared informers, and a controller
-//! manager running the controllers under test.
+//! A cluster in the test process (skiff-testkit: the real API server on a
+//! temporary store, an in-process client, shared informers) with a
+//! controller manager running the controllers under test.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_controllers::{Context, ControllerManager};
 use skiff_informer::SharedInformerFactory;
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_testkit::UserInfo;
 use tokio::sync::watch;
+
+pub use skiff_testkit::eventually;
 
 /// The cluster CA the test clusters publish (any PEM text will do).
 pub const TEST_CA_PEM: &str =
@@ -19,32 +18,25 @@ pub const TEST_CA_PEM: &str =
 pub struct TestCluster {
     pub client: kube::Client,
     pub factory: SharedInformerFactory,
-    api: ApiServer,
+    cluster: skiff_testkit::TestCluster,
     stop: watch::Sender<bool>,
     manager: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
 }
 
 impl TestCluster {
     /// Starts the API server and the named controllers (all built-in ones
-    /// when `controllers` is None).
+    /// when `controllers` is None), acting as the controller manager.
     pub async fn start(controllers: Option<&[&str]>) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store: Arc<dyn Store> =
-            Arc::new(SledStore::open(SledConfig::new(dir.path())).expect("store"));
-        let api = ApiServer::new(store, ApiServerConfig::default())
-            .await
-            .expect("api server");
-        let client = skiff_apiserver::inprocess::client(
-            api.router(),
+        let cluster = skiff_testkit::TestCluster::builder()
             // Every controller shares one client here, so it needs the
-            // union of their rights (skiff server runs them as masters too).
-            UserInfo::new(
+            // union of their rights.
+            .user(UserInfo::new(
                 "system:kube-controller-manager",
                 ["system:masters".to_string()],
-            ),
-        );
-        let factory = SharedInformerFactory::new(client.clone());
+            ))
+            .start()
+            .await;
+        let (client, factory) = (cluster.client.clone(), cluster.factory.clone());
         let context = Context::new(client.clone(), factory.clone()).with_root_ca(TEST_CA_PEM);
         let all = ControllerManager::with_defaults(context.clone(), &[]);
         let disabled: Vec<&'static str> = match controllers {
@@ -62,16 +54,15 @@ impl TestCluster {
         Self {
             client,
             factory,
-            api,
+            cluster,
             stop,
             manager: Some(manager),
-            _dir: dir,
         }
     }
 
     /// A client acting as `user` (nodes, service accounts, ...).
     pub fn client_as(&self, user: UserInfo) -> kube::Client {
-        skiff_apiserver::inprocess::client(self.api.router(), user)
+        self.cluster.client_as(user)
     }
 
     /// Stops the controllers and the API server.
@@ -81,22 +72,6 @@ impl TestCluster {
         if let Some(manager) = self.manager.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), manager).await;
         }
-        self.api.shutdown();
-    }
-}
-
-/// Polls `check` until it returns `Some`, panicking after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.cluster.shutdown();
     }
 }

@@ -3,8 +3,7 @@
 //! publishes its address as the kube-dns endpoints.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
@@ -12,47 +11,23 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_dns::{ClusterDns, DnsConfig};
-use skiff_informer::SharedInformerFactory;
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_testkit::TestCluster;
 
 use super::support::{answers, ask};
 
-async fn api() -> (ApiServer, kube::Client, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(SledConfig::new(dir.path())).unwrap());
-    let api = ApiServer::new(store, ApiServerConfig::default())
-        .await
-        .unwrap();
-    let client = skiff_apiserver::inprocess::client(
-        api.router(),
-        UserInfo::new("system:skiff", vec!["system:masters".to_string()]),
-    );
-    (api, client, dir)
-}
-
-/// Polls `check` every 20 ms until it returns `Some` (fails after 10 s).
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+/// Waits up to 10 s for `check`.
+async fn eventually<T, Fut>(what: &str, check: impl FnMut() -> Fut) -> T
 where
-    F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    skiff_testkit::eventually(Duration::from_secs(10), what, check).await
 }
 
 #[tokio::test]
 async fn services_resolve_and_disappear_with_their_watch_events() {
-    let (api, client, _dir) = api().await;
-    let factory = SharedInformerFactory::new(client.clone());
+    let cluster = TestCluster::start().await;
+    let (client, factory) = (cluster.client.clone(), cluster.factory.clone());
     let config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
     let dns = ClusterDns::start(&factory, &config).await.unwrap();
     factory.wait_for_sync().await;
@@ -85,14 +60,13 @@ async fn services_resolve_and_disappear_with_their_watch_events() {
     .await;
 
     dns.shutdown().await;
-    factory.shutdown();
-    api.shutdown();
+    cluster.shutdown();
 }
 
 #[tokio::test]
 async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
-    let (api, client, _dir) = api().await;
-    let factory = SharedInformerFactory::new(client.clone());
+    let cluster = TestCluster::start().await;
+    let (client, factory) = (cluster.client.clone(), cluster.factory.clone());
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
     config.advertise = Some("192.0.2.2".parse().unwrap());
     config.node_name = Some("node-a".into());
@@ -158,6 +132,5 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
 
     let _ = stop_tx.send(());
     task.await.unwrap().unwrap();
-    factory.shutdown();
-    api.shutdown();
+    cluster.shutdown();
 }

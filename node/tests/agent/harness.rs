@@ -8,23 +8,22 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::PostParams;
-use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::SharedInformerFactory;
 use skiff_node::agent::NodeServerTls;
 use skiff_node::agent::serving_cert::{LocalSigner, ServingCertRequest};
 use skiff_node::agent::{self, AgentConfig, backoff::BackoffConfig};
 use skiff_node::images;
 use skiff_node::{CriRuntime, CriTimeouts, Runtime};
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_testkit::UserInfo;
 use tokio::sync::watch;
 
 pub struct TestCluster {
-    pub dir: tempfile::TempDir,
     /// The cluster CA and the API server's client certificate for nodes.
     pub certs: ClusterCerts,
-    pub api: ApiServer,
+    /// The API server and its store (skiff-testkit), in a directory the
+    /// agent keeps its state in too.
+    pub api: skiff_testkit::TestCluster,
     pub client: kube::Client,
     pub config: AgentConfig,
     pub cri: CriRuntime,
@@ -51,21 +50,21 @@ impl TestCluster {
             .prefix("skiff-agt-")
             .tempdir_in("/tmp")
             .expect("temp dir");
-        let store: Arc<dyn Store> =
-            Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).expect("store"));
         let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()])
             .expect("cluster certificates");
-        let api_config = ApiServerConfig {
-            kubelet_client: Some(Arc::new(certs.kubelet_client().expect("kubelet client"))),
-            ..ApiServerConfig::default()
-        };
-        let api = ApiServer::new(store, api_config).await.expect("api server");
-        let client = skiff_apiserver::inprocess::client(
-            api.router(),
-            UserInfo::new("system:node:test", ["system:masters".to_string()]),
-        );
+        let kubelet_client = Arc::new(certs.kubelet_client().expect("kubelet client"));
+        let api = skiff_testkit::TestCluster::builder()
+            .in_dir(dir)
+            .config(|c| c.kubelet_client = Some(kubelet_client))
+            .user(UserInfo::new(
+                "system:node:test",
+                ["system:masters".to_string()],
+            ))
+            .start()
+            .await;
+        let client = api.client.clone();
         let pid = std::process::id();
-        let mut config = AgentConfig::new(format!("node-{slot}"), dir.path().join("agent"));
+        let mut config = AgentConfig::new(format!("node-{slot}"), api.dir().join("agent"));
         config.fallback_pod_cidr = format!("10.232.{}.0/24", (pid % 30) * 8 + u32::from(slot));
         config.cni_bridge = format!("ska{}s{}", pid % 100_000, slot);
         config.cni_network = format!("skiff-agent-test-{}", config.cni_bridge);
@@ -90,7 +89,6 @@ impl TestCluster {
         let socket = config.runtime.containerd_paths().socket();
         let cri = CriRuntime::new(&socket.to_string_lossy(), CriTimeouts::default()).expect("cri");
         let mut cluster = Self {
-            dir,
             certs,
             api,
             client,
@@ -233,7 +231,7 @@ impl TestCluster {
         }
         self.stop_agent().await;
         self.api.shutdown();
-        cleanup_host(self.dir.path(), &self.config.cni_bridge);
+        cleanup_host(self.api.dir(), &self.config.cni_bridge);
     }
 }
 
@@ -242,7 +240,7 @@ impl Drop for TestCluster {
         if let Some(agent) = self.agent.take() {
             let _ = agent.stop.send(true);
             agent.task.abort();
-            cleanup_host(self.dir.path(), &self.config.cni_bridge);
+            cleanup_host(self.api.dir(), &self.config.cni_bridge);
         }
     }
 }

@@ -274,7 +274,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
 
     // 6. Graceful deletion: preStop runs, SIGTERM ends the container well
     //    before the grace period, the object is deleted by the agent.
-    let marker_dir = cluster.dir.path().join("prestop");
+    let marker_dir = cluster.api.dir().join("prestop");
     std::fs::create_dir_all(&marker_dir).expect("marker dir");
     cluster
         .create_pod(json!({

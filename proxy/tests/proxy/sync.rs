@@ -10,11 +10,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_informer::SharedInformerFactory;
 use skiff_proxy::ProxyConfig;
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_testkit::TestCluster;
 
 use super::netns::Netns;
 
@@ -59,16 +56,8 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
     netns.serve("10.98.0.2", "backend");
     let ns = Arc::new(netns);
 
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> =
-        Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).unwrap());
-    let api = ApiServer::new(store, ApiServerConfig::default())
-        .await
-        .unwrap();
-    let client = skiff_apiserver::inprocess::client(
-        api.router(),
-        UserInfo::new("system:skiff", ["system:masters".to_string()]),
-    );
+    let cluster = TestCluster::start().await;
+    let client = cluster.client.clone();
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "n1"}, "spec": {"podCIDR": "10.98.0.0/24"}}))
@@ -95,7 +84,7 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
         .await
         .unwrap();
 
-    let factory = SharedInformerFactory::new(client);
+    let factory = cluster.factory.clone();
     let mut config = ProxyConfig::new("n1");
     config.table = "skp-sync".into();
     config.nft = ns.nft();
@@ -134,6 +123,5 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
     stop_tx.send(true).unwrap();
     proxy.await.unwrap().unwrap();
     assert_eq!(ns.nft().list_table("skp-sync").unwrap(), None);
-    factory.shutdown();
-    api.shutdown();
+    cluster.shutdown();
 }

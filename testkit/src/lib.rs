@@ -1,0 +1,153 @@
+//! skiff-testkit starts a cluster inside a test process: a sled store in a
+//! temporary directory, the real API server on it, in-process clients for
+//! any identity and shared informers, plus [`eventually`] to wait for what
+//! the components do. The controllers', node agent's, DNS's and proxy's
+//! tests and the benches build on it instead of each wiring its own.
+//!
+//! It is a development-only crate (`publish = false`) and must only ever be
+//! a dev-dependency: it imports the API server and the store, which no
+//! component may. It starts no component itself; each test starts the ones
+//! it exercises on [`TestCluster::factory`].
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_informer::SharedInformerFactory;
+use skiff_store::{SledConfig, SledStore, Store};
+
+pub use skiff_apiserver::authn::UserInfo;
+
+/// The administrator the clusters' default client acts as (in
+/// `system:masters`, so every request is allowed).
+pub const ADMIN: &str = "system:admin";
+
+/// A running in-process cluster; dropping it leaves the API server's
+/// tasks to the runtime, [`shutdown`](Self::shutdown) stops them.
+pub struct TestCluster {
+    /// The API server.
+    pub api: ApiServer,
+    /// The store under it (for tests that look at what was written).
+    pub store: Arc<SledStore>,
+    /// A client acting as the cluster's default identity (the administrator
+    /// unless [`Builder::user`] chose another).
+    pub client: kube::Client,
+    /// Shared informers listing and watching through [`client`](Self::client);
+    /// not started: the components under test start them.
+    pub factory: SharedInformerFactory,
+    dir: tempfile::TempDir,
+}
+
+/// How to start a [`TestCluster`].
+#[derive(Default)]
+pub struct Builder {
+    config: ApiServerConfig,
+    user: Option<UserInfo>,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Builder {
+    /// Changes the API server's configuration before it starts.
+    pub fn config(mut self, change: impl FnOnce(&mut ApiServerConfig)) -> Self {
+        change(&mut self.config);
+        self
+    }
+
+    /// The identity of the cluster's default client and informers.
+    pub fn user(mut self, user: UserInfo) -> Self {
+        self.user = Some(user);
+        self
+    }
+
+    /// Keeps the cluster in `dir` (made by the caller, e.g. with a short name
+    /// for sockets, or holding certificates the configuration points at)
+    /// instead of a fresh temporary directory.
+    pub fn in_dir(mut self, dir: tempfile::TempDir) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+
+    /// Opens the store in `<dir>/db` and starts the API server on it.
+    ///
+    /// Panics when the cluster cannot start: this is test set-up.
+    pub async fn start(self) -> TestCluster {
+        let dir = match self.dir {
+            Some(dir) => dir,
+            None => tempfile::tempdir().expect("a temporary directory"),
+        };
+        let store = Arc::new(
+            SledStore::open(SledConfig::new(dir.path().join("db"))).expect("the test store"),
+        );
+        let api = ApiServer::new(Arc::clone(&store) as Arc<dyn Store>, self.config)
+            .await
+            .expect("the API server");
+        let user = self.user.unwrap_or_else(admin);
+        let client = skiff_apiserver::inprocess::client(api.router(), user);
+        let factory = SharedInformerFactory::new(client.clone());
+        TestCluster {
+            api,
+            store,
+            client,
+            factory,
+            dir,
+        }
+    }
+}
+
+impl TestCluster {
+    /// A cluster with the default configuration, its client acting as
+    /// [`ADMIN`].
+    pub async fn start() -> Self {
+        Self::builder().start().await
+    }
+
+    /// Choose configuration, identity or directory before starting.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A client acting as the administrator (`system:masters`).
+    pub fn admin(&self) -> kube::Client {
+        self.client_as(admin())
+    }
+
+    /// A client acting as `user`, as an in-process component would.
+    pub fn client_as(&self, user: UserInfo) -> kube::Client {
+        skiff_apiserver::inprocess::client(self.api.router(), user)
+    }
+
+    /// The temporary directory the store lives in (`db/`); tests may put
+    /// their own state next to it. Removed when the cluster is dropped.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Stops the informers and the API server.
+    pub fn shutdown(&self) {
+        self.factory.shutdown();
+        self.api.shutdown();
+    }
+}
+
+fn admin() -> UserInfo {
+    UserInfo::new(ADMIN, ["system:masters".to_string()])
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, and returns that;
+/// panics naming `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
