@@ -1,7 +1,9 @@
 //! skiff-controllers is the controller manager: namespace, garbage collector,
 //! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
 //! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
-//! ClusterRole aggregation, and event recording, each reconciling through shared informers.
+//! ClusterRole aggregation and CSR approval and signing, each reconciling
+//! through shared informers (events are recorded with `skiff_common::events`,
+//! re-exported as `events`).
 //!
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.

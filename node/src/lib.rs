@@ -1,7 +1,8 @@
 //! skiff-node is the node agent (skiff's kubelet): node registration and lease,
 //! pod workers, the CRI runtime that drives containerd, the simulated runtime
-//! used for scale tests, probes, volumes, streaming, image import, the service
-//! proxy and DNS.
+//! used for scale tests, probes, volumes, streaming and image import. (The
+//! service proxy and cluster DNS that run next to it are `skiff-proxy` and
+//! `skiff-dns`.)
 //!
 //! It must never import the API server or the store: it sees only the pods
 //! bound to its node, through the Kubernetes API.
