@@ -18,7 +18,7 @@
 //! events.normal(&rs_ref, "SuccessfulCreate", "Create", format!("Created pod: {name}"));
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -419,6 +419,14 @@ struct Done {
     result: Result<(), kube::Error>,
 }
 
+/// The writes in flight, and the events they are about: a repeat waits for
+/// the write of its event to finish, so it updates what that write created.
+#[derive(Default)]
+struct InFlight {
+    tasks: JoinSet<Done>,
+    busy: HashSet<SeriesKey>,
+}
+
 /// The background writer: decides per occurrence (in order) whether it is a
 /// new Event or a repeat, and runs the writes with up to
 /// [`CONCURRENT_WRITES`] in flight.
@@ -428,15 +436,15 @@ async fn write_events(
     mut receiver: mpsc::Receiver<Message>,
 ) {
     let mut aggregator = Aggregator::default();
-    let mut in_flight: JoinSet<Done> = JoinSet::new();
+    let mut in_flight = InFlight::default();
     let writer = Writer { client, flavour };
     while let Some(message) = receiver.recv().await {
         match message {
             Message::Occurrence(occurrence) => {
-                while in_flight.len() >= CONCURRENT_WRITES {
+                let key = SeriesKey::of(&occurrence);
+                while in_flight.tasks.len() >= CONCURRENT_WRITES || in_flight.busy.contains(&key) {
                     settle(&writer, &mut aggregator, &mut in_flight).await;
                 }
-                let key = SeriesKey::of(&occurrence);
                 let now = Instant::now();
                 let job = match aggregator.observe(&key, now) {
                     Write::Series { name, count, .. } => Job::Series { name, count },
@@ -446,17 +454,20 @@ async fn write_events(
                         Job::Create
                     }
                 };
-                in_flight.spawn(writer.clone().run(key, occurrence, job));
+                in_flight.busy.insert(key.clone());
+                in_flight
+                    .tasks
+                    .spawn(writer.clone().run(key, occurrence, job));
             }
             Message::Flush(done) => {
-                while !in_flight.is_empty() {
+                while !in_flight.tasks.is_empty() {
                     settle(&writer, &mut aggregator, &mut in_flight).await;
                 }
                 let _ = done.send(());
             }
         }
     }
-    while !in_flight.is_empty() {
+    while !in_flight.tasks.is_empty() {
         settle(&writer, &mut aggregator, &mut in_flight).await;
     }
 }
@@ -464,19 +475,28 @@ async fn write_events(
 /// Takes one finished write: a failed create is forgotten (the next repeat
 /// creates afresh); a failed series update (the Event expired or was
 /// deleted) starts a new Event.
-async fn settle(writer: &Writer, aggregator: &mut Aggregator, in_flight: &mut JoinSet<Done>) {
-    let Some(joined) = in_flight.join_next().await else {
+async fn settle(writer: &Writer, aggregator: &mut Aggregator, in_flight: &mut InFlight) {
+    let Some(joined) = in_flight.tasks.join_next().await else {
         return;
     };
-    let Ok(done) = joined else {
-        return;
+    let done = match joined {
+        Ok(done) => done,
+        Err(error) => {
+            // The write task itself failed: nothing says which event it was,
+            // so every event may be repeated again.
+            tracing::warn!(%error, "event write task failed");
+            in_flight.busy.clear();
+            return;
+        }
     };
     let Err(error) = done.result else {
+        in_flight.busy.remove(&done.key);
         return;
     };
     aggregator.forget(&done.key);
     match done.job {
         Job::Create => {
+            in_flight.busy.remove(&done.key);
             tracing::warn!(%error, reason = %done.occurrence.reason, "could not write event");
         }
         Job::Series { name, .. } => {
@@ -489,7 +509,9 @@ async fn settle(writer: &Writer, aggregator: &mut Aggregator, in_flight: &mut Jo
                 event_name(&done.occurrence),
                 now,
             );
-            in_flight.spawn(writer.clone().run(done.key, done.occurrence, Job::Create));
+            in_flight
+                .tasks
+                .spawn(writer.clone().run(done.key, done.occurrence, Job::Create));
         }
     }
 }
@@ -599,6 +621,64 @@ mod tests {
         assert_eq!(agg.observe(&other, t0), Write::Create);
         let late = t0 + AGGREGATION_WINDOW + Duration::from_secs(1);
         assert_eq!(agg.observe(&key, late), Write::Create);
+    }
+
+    type Seen = Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>>;
+
+    /// A client whose API server records each request, answers slowly (so
+    /// writes overlap) and echoes what it is sent.
+    fn slow_client() -> (kube::Client, Seen) {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let seen: Seen = Arc::default();
+        let record = seen.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let record = record.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let bytes = body.collect_bytes().await.unwrap_or_default();
+                let json = serde_json::from_slice(&bytes).unwrap_or_default();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                record
+                    .lock()
+                    .unwrap()
+                    .push((parts.method.to_string(), json));
+                Ok::<_, std::convert::Infallible>(
+                    Response::builder()
+                        .status(200)
+                        .body(Body::from(bytes.to_vec()))
+                        .unwrap(),
+                )
+            }
+        });
+        (kube::Client::new(service, "default"), seen)
+    }
+
+    #[tokio::test]
+    async fn a_repeat_waits_for_its_event_and_counts_on_it() {
+        let (client, seen) = slow_client();
+        let recorder = EventRecorder::core(client, "default-scheduler", None);
+        let pod = occurrence("x").regarding;
+        for _ in 0..3 {
+            recorder.warning(&pod, "FailedScheduling", "Scheduling", "0/1 nodes");
+        }
+        recorder.normal(&pod, "Other", "Other", "another event");
+        recorder.flush().await;
+        let seen = seen.lock().unwrap();
+        let methods: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(
+            methods.iter().filter(|m| **m == "POST").count(),
+            2,
+            "{seen:?}"
+        );
+        let counts: Vec<i64> = seen
+            .iter()
+            .filter(|(m, _)| m == "PATCH")
+            .filter_map(|(_, body)| body["count"].as_i64())
+            .collect();
+        assert_eq!(counts, [2, 3], "{seen:?}");
+        let created = seen.iter().find(|(m, _)| m == "POST").unwrap();
+        assert_eq!(created.1["source"]["component"], "default-scheduler");
     }
 
     #[test]
