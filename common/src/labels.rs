@@ -16,6 +16,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 /// Labels of an object, as stored on its metadata.
 pub type Labels = BTreeMap<String, String>;
 
+/// Labels from `(key, value)` pairs (tests and builders).
+pub fn from_pairs(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// What one requirement asks of a label's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operator {
@@ -194,12 +202,7 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::from_pairs as labels;
 
     #[test]
     fn operators_read_the_label_value() {

@@ -2,8 +2,6 @@
 //!
 //! They build real `k8s-openapi` objects so tests exercise the same parsing as production.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerImage, ContainerPort, Node, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus,
@@ -15,12 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::pod_info::resource_map;
 
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use skiff_common::labels::from_pairs as labels;
 
 /// A label selector with `matchLabels` only.
 pub fn match_labels(pairs: &[(&str, &str)]) -> LabelSelector {

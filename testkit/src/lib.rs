@@ -135,6 +135,22 @@ fn admin() -> UserInfo {
     UserInfo::new(ADMIN, ["system:masters".to_string()])
 }
 
+/// Waits until `api` no longer finds `name` (deleted, finalizers done);
+/// panics after `timeout`.
+pub async fn eventually_gone<K>(timeout: Duration, api: &kube::Api<K>, name: &str)
+where
+    K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let what = format!("{name} to be gone");
+    eventually(timeout, &what, || async {
+        match api.get_opt(name).await {
+            Ok(None) => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, and returns that;
 /// panics naming `what` after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T

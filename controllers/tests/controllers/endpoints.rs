@@ -8,7 +8,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, eventually_gone};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 pub const NS: &str = "default";
@@ -140,15 +140,7 @@ async fn endpoints_follow_pods_readiness_and_named_ports() {
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually(WAIT, "endpoints to go with the service", || async {
-        endpoints
-            .get_opt("web")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(WAIT, &endpoints, "web").await;
     cluster.shutdown().await;
 }
 

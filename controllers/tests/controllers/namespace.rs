@@ -9,7 +9,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, eventually_gone};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -60,15 +60,7 @@ async fn deleting_a_namespace_empties_it_and_it_goes_away() {
         .delete("doomed", &DeleteParams::default())
         .await
         .unwrap();
-    eventually(WAIT, "namespace doomed to disappear", || async {
-        namespaces
-            .get_opt("doomed")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(WAIT, &namespaces, "doomed").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
     assert!(
         cms.list(&ListParams::default())
@@ -161,15 +153,7 @@ async fn content_with_finalizers_holds_the_namespace_and_conditions_say_why() {
     )
     .await
     .unwrap();
-    eventually(WAIT, "namespace held to disappear", || async {
-        namespaces
-            .get_opt("held")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(WAIT, &namespaces, "held").await;
     cluster.shutdown().await;
 }
 
@@ -207,14 +191,6 @@ async fn deletion_finishes_while_other_controllers_publish_into_the_namespace() 
         .delete("busy", &DeleteParams::default())
         .await
         .unwrap();
-    eventually(WAIT, "namespace busy to disappear", || async {
-        namespaces
-            .get_opt("busy")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(WAIT, &namespaces, "busy").await;
     cluster.shutdown().await;
 }

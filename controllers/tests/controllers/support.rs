@@ -9,7 +9,7 @@ use skiff_informer::SharedInformerFactory;
 use skiff_testkit::UserInfo;
 use tokio::sync::watch;
 
-pub use skiff_testkit::eventually;
+pub use skiff_testkit::{eventually, eventually_gone};
 
 /// The cluster CA the test clusters publish (any PEM text will do).
 pub const TEST_CA_PEM: &str =

@@ -141,4 +141,17 @@ impl QueueingHint {
             QueueingHint::Skip
         }
     }
+
+    /// The hint of a node event for a plugin that rejects nodes failing
+    /// `fits`: only an added node that fits, or an updated one that fits now
+    /// and did not before, can help. Other events queue.
+    pub fn node_now_fits(objects: &EventObjects<'_>, fits: impl Fn(&Node) -> bool) -> Self {
+        match objects {
+            EventObjects::Node {
+                old,
+                new: Some(new),
+            } => Self::from_bool(fits(new) && old.is_none_or(|o| !fits(o))),
+            _ => QueueingHint::Queue,
+        }
+    }
 }

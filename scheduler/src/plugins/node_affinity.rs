@@ -42,21 +42,13 @@ impl Plugin for NodeAffinity {
         _event: &ClusterEvent,
         objects: &EventObjects<'_>,
     ) -> QueueingHint {
-        let EventObjects::Node {
-            old,
-            new: Some(new),
-        } = objects
-        else {
-            return QueueingHint::Queue;
-        };
         let required = RequiredNodeAffinity::of(pod);
-        let matches = |n: &k8s_openapi::api::core::v1::Node| {
+        QueueingHint::node_now_fits(objects, |n| {
             required.matches(
                 crate::selectors::node_labels(n),
                 n.metadata.name.as_deref().unwrap_or(""),
             )
-        };
-        QueueingHint::from_bool(matches(new) && old.is_none_or(|o| !matches(o)))
+        })
     }
     fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
         Some(self)

@@ -42,17 +42,9 @@ impl Plugin for NodeUnschedulable {
         _event: &ClusterEvent,
         objects: &EventObjects<'_>,
     ) -> QueueingHint {
-        let EventObjects::Node {
-            old,
-            new: Some(new),
-        } = objects
-        else {
-            return QueueingHint::Queue;
-        };
-        let cordoned = |n: &k8s_openapi::api::core::v1::Node| {
-            n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
-        };
-        QueueingHint::from_bool(!cordoned(new) && old.is_none_or(cordoned))
+        QueueingHint::node_now_fits(objects, |n| {
+            n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true)
+        })
     }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)

@@ -40,14 +40,7 @@ impl Plugin for TaintToleration {
         _event: &ClusterEvent,
         objects: &EventObjects<'_>,
     ) -> QueueingHint {
-        let EventObjects::Node {
-            old,
-            new: Some(new),
-        } = objects
-        else {
-            return QueueingHint::Queue;
-        };
-        let tolerated = |n: &k8s_openapi::api::core::v1::Node| {
+        QueueingHint::node_now_fits(objects, |n| {
             let taints = n.spec.as_ref().and_then(|s| s.taints.as_deref());
             first_untolerated(
                 taints.unwrap_or(&[]),
@@ -55,8 +48,7 @@ impl Plugin for TaintToleration {
                 &["NoSchedule", "NoExecute"],
             )
             .is_none()
-        };
-        QueueingHint::from_bool(tolerated(new) && old.is_none_or(|o| !tolerated(o)))
+        })
     }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
