@@ -13,33 +13,14 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Config};
 
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+#[path = "support/mod.rs"]
+mod support;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(16443)
-}
+use support::{env_or, free_port, status_mib};
 
 /// Peak and current resident memory of a process, in MiB.
 fn memory_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map(|kib| kib / 1024.0)
-            .unwrap_or(0.0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
+    (status_mib(pid, "VmHWM:"), status_mib(pid, "VmRSS:"))
 }
 
 async fn current_revision(api: &Api<Deployment>) -> u64 {

@@ -30,28 +30,13 @@ const NODE: &str = "bench-node";
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+#[path = "support/mod.rs"]
+mod support;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(16443)
-}
+use support::{env_or, free_port, status_mib};
 
 fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
+    status_mib(pid, "VmRSS:")
 }
 
 fn percentile(samples: &[Duration], p: f64) -> Duration {

@@ -4,21 +4,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
 use super::{SimulatedConfig, SimulatedError, ips};
+use crate::agent::registration::renew_lease;
 
 /// The container runtime version every simulated Node reports.
 pub const SIMULATED_RUNTIME_VERSION: &str = "simulated://0.1.0";
 
-const LEASE_NAMESPACE: &str = "kube-node-lease";
-const LEASE_DURATION_SECONDS: i32 = 40;
 /// Node registrations in flight at once.
 const REGISTER_CONCURRENCY: usize = 32;
 
@@ -160,39 +158,6 @@ fn node_object(config: &SimulatedConfig, index: usize) -> Node {
             }),
             ..Default::default()
         }),
-    }
-}
-
-/// Creates or renews the node's Lease in `kube-node-lease`.
-async fn renew_lease(client: &kube::Client, node: &str) -> Result<(), kube::Error> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-    let now = MicroTime(Timestamp::now());
-    let patch = serde_json::json!({ "spec": { "renewTime": now } });
-    match leases
-        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(node.to_string()),
-                    namespace: Some(LEASE_NAMESPACE.to_string()),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(node.to_string()),
-                    lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
-                    renew_time: Some(now),
-                    ..Default::default()
-                }),
-            };
-            leases
-                .create(&PostParams::default(), &lease)
-                .await
-                .map(|_| ())
-        }
-        Err(e) => Err(e),
     }
 }
 
