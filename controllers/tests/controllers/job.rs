@@ -264,11 +264,12 @@ async fn suspended_jobs_run_nothing_until_resumed() {
         .await
         .unwrap();
     wait_running(&client, &uid, 2).await;
-    let j = get(&client, "later").await;
-    assert_eq!(
-        condition(&j, "Suspended"),
-        Some(("False".into(), "JobResumed".into()))
-    );
+    // The sync that creates the pods writes the condition after them.
+    let j = eventually(WAIT, "the JobResumed condition", || async {
+        let j = get(&client, "later").await;
+        (condition(&j, "Suspended") == Some(("False".into(), "JobResumed".into()))).then_some(j)
+    })
+    .await;
     assert!(j.status.unwrap().start_time.is_some());
     cluster.shutdown().await;
 }
