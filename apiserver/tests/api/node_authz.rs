@@ -370,3 +370,103 @@ async fn a_node_gets_tokens_only_for_its_own_pods() {
     assert_eq!(code, StatusCode::CREATED, "{body}");
     assert!(body["status"]["token"].is_string());
 }
+
+/// The Node authorizer's reads (RBAC behind it grants nodes nothing).
+mod reads {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_node_reads_the_secrets_of_its_own_pods_only() {
+        let s = TestServer::new().await;
+        for name in ["mine-secret", "their-secret"] {
+            let (code, body) = s
+                .post(
+                    "/api/v1/namespaces/default/secrets",
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                        "stringData": {"k": "v"}}),
+                )
+                .await;
+            assert_eq!(code, StatusCode::CREATED, "{body}");
+        }
+        let volume =
+            |secret: &str| json!({"volumes": [{"name": "s", "secret": {"secretName": secret}}]});
+        pod_on(&s, "mine", "n1", volume("mine-secret")).await;
+        pod_on(&s, "theirs", "n2", volume("their-secret")).await;
+
+        let (code, body) = as_node(
+            &s,
+            "n1",
+            Method::GET,
+            "/api/v1/namespaces/default/secrets/mine-secret",
+            None,
+        )
+        .await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        let (code, body) = as_node(
+            &s,
+            "n1",
+            Method::GET,
+            "/api/v1/namespaces/default/secrets/their-secret",
+            None,
+        )
+        .await;
+        forbidden_with(
+            code,
+            &body,
+            "secrets \"their-secret\" is forbidden: User \"system:node:n1\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\": no relationship found between node 'n1' and this object",
+        );
+        let (code, body) = as_node(
+            &s,
+            "n1",
+            Method::GET,
+            "/api/v1/namespaces/default/secrets",
+            None,
+        )
+        .await;
+        assert_status(code, &body, 403, "Forbidden");
+        // Once the pod is gone, so is the node's access.
+        let (code, _) = s
+            .delete("/api/v1/namespaces/default/pods/mine?gracePeriodSeconds=0")
+            .await;
+        assert_eq!(code, StatusCode::OK);
+        let (code, _) = as_node(
+            &s,
+            "n1",
+            Method::GET,
+            "/api/v1/namespaces/default/secrets/mine-secret",
+            None,
+        )
+        .await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+    }
+
+    #[tokio::test]
+    async fn a_node_reads_and_renews_its_own_lease_only() {
+        let s = TestServer::new().await;
+        let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+        for name in ["n1", "n2"] {
+            let (code, body) = as_node(
+                &s,
+                name,
+                Method::POST,
+                leases,
+                Some(
+                    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": name}, "spec": {"holderIdentity": name}}),
+                ),
+            )
+            .await;
+            assert_eq!(code, StatusCode::CREATED, "{body}");
+        }
+        let (code, body) = as_node(&s, "n1", Method::GET, &format!("{leases}/n1"), None).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        let (code, body) = as_node(&s, "n1", Method::GET, &format!("{leases}/n2"), None).await;
+        forbidden_with(
+            code,
+            &body,
+            "leases.coordination.k8s.io \"n2\" is forbidden: User \"system:node:n1\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\": can only access node lease with the same name as the requesting node",
+        );
+        let (code, _) = as_node(&s, "n1", Method::DELETE, &format!("{leases}/n2"), None).await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+    }
+}

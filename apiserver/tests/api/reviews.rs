@@ -463,3 +463,148 @@ async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
         .await;
     assert_status(code, &body, 500, "InternalError");
 }
+
+/// Tests that need RBAC behind the chain (a plain user is refused).
+mod with_rbac {
+    use super::*;
+
+    fn bob() -> UserInfo {
+        UserInfo::new("bob", Vec::new())
+    }
+
+    #[tokio::test]
+    async fn a_review_answers_no_for_a_plain_user_and_only_admins_may_ask_about_others() {
+        let s = TestServer::new().await;
+        let spec = json!({"user": "nobody", "groups": ["system:authenticated"],
+            "resourceAttributes": list_secrets("default")});
+        let (code, body) = s.post(SAR, sar("SubjectAccessReview", spec.clone())).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        assert_eq!(body["status"]["allowed"], false, "{body}");
+        // RBAC has no opinion rather than an explicit deny.
+        assert!(body["status"].get("denied").is_none(), "{body}");
+
+        // Asking about someone else is a privilege of its own...
+        let (code, body) = s
+            .post_as(&bob(), SAR, sar("SubjectAccessReview", spec))
+            .await;
+        assert_status(code, &body, 403, "Forbidden");
+        assert_eq!(
+            body["message"],
+            "subjectaccessreviews.authorization.k8s.io is forbidden: User \"bob\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope"
+        );
+        // ...asking about oneself is not.
+        let (code, body) = s
+            .post_as(
+                &bob(),
+                SSAR,
+                sar(
+                    "SelfSubjectAccessReview",
+                    json!({"resourceAttributes": {"verb": "get", "resource": "secrets", "namespace": "default"}}),
+                ),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        assert_eq!(body["status"]["allowed"], false, "{body}");
+        let (code, body) = s
+            .post_as(
+                &bob(),
+                SSRR,
+                sar("SelfSubjectRulesReview", json!({"namespace": "default"})),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        let rules = body["status"]["resourceRules"].as_array().unwrap();
+        assert!(
+            rules.iter().any(|r| r["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.contains(&json!("selfsubjectaccessreviews")))),
+            "system:basic-user's rules: {body}"
+        );
+        assert!(
+            !rules.iter().any(|r| r["verbs"] == json!(["*"])),
+            "no wildcard for bob: {body}"
+        );
+    }
+
+    #[tokio::test]
+    async fn impersonation_needs_the_impersonate_grant_for_each_claim() {
+        let s = TestServer::new().await;
+        let as_alice = [("Impersonate-User", "alice")];
+        let (code, body) = s
+            .call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
+            .await;
+        assert_status(code, &body, 403, "Forbidden");
+        assert_eq!(
+            body["message"],
+            "users \"alice\" is forbidden: User \"bob\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        );
+
+        let (code, body) = s
+            .post(
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": "impersonate-alice"},
+                    "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["alice"]}]}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        let (code, body) = s
+            .post(
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "bob-as-alice"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "impersonate-alice"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+
+        let (code, body) = s
+            .call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        assert_eq!(body["status"]["userInfo"]["username"], "alice");
+        // The grant names alice only, and no group.
+        let (code, body) = s
+            .call_with_headers(
+                &bob(),
+                Method::POST,
+                WHOAMI,
+                Some(whoami_body()),
+                &[("Impersonate-User", "carol")],
+            )
+            .await;
+        assert_status(code, &body, 403, "Forbidden");
+        let (code, body) = s
+            .call_with_headers(
+                &bob(),
+                Method::GET,
+                "/api/v1/secrets",
+                None,
+                &[
+                    ("Impersonate-User", "alice"),
+                    ("Impersonate-Group", "system:masters"),
+                ],
+            )
+            .await;
+        assert_status(code, &body, 403, "Forbidden");
+        assert!(
+            body["message"].as_str().unwrap().starts_with(
+                "groups \"system:masters\" is forbidden: User \"bob\" cannot impersonate"
+            ),
+            "{body}"
+        );
+        // Once switched, the request is alice's, who may not list secrets.
+        let (code, body) = s
+            .call_with_headers(&bob(), Method::GET, "/api/v1/secrets", None, &as_alice)
+            .await;
+        assert_status(code, &body, 403, "Forbidden");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("User \"alice\" cannot list"),
+            "{body}"
+        );
+    }
+}

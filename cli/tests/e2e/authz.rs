@@ -82,3 +82,22 @@ fn kubectl_auth_asks_the_review_apis() {
         "groups given replace the service account's own: {review}"
     );
 }
+
+#[test]
+fn kubectl_as_a_service_account_gets_its_answers_not_the_admins() {
+    let server = Server::start();
+    let sa = "--as=system:serviceaccount:default:x";
+    assert_eq!(can_i(&server, &["get", "secrets", sa]), "no");
+    assert_eq!(can_i(&server, &["create", "pods", sa]), "no");
+    assert_eq!(
+        can_i(&server, &["create", "selfsubjectaccessreviews", sa]),
+        "yes"
+    );
+    let err = server.kubectl_err(&["get", "secrets", sa]);
+    assert!(
+        err.contains(
+            "secrets is forbidden: User \"system:serviceaccount:default:x\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
+        ),
+        "{err}"
+    );
+}
