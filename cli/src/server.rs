@@ -183,6 +183,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let identities = Identities::new(api.router());
     let factory = SharedInformerFactory::new(identities.controller_manager());
     let mut components = tokio::task::JoinSet::new();
+    let mut proxy_factory = None;
     {
         let mut context =
             skiff_controllers::Context::new(identities.controller_manager(), factory.clone())
@@ -250,7 +251,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         let mut config = args.node.agent_config(&args.data_dir)?;
         config.server_tls = Some(in_process_node_tls(&certs)?);
         if let Some(proxy) = args.node.proxy_config(&config.node_name) {
-            crate::agent::spawn_proxy(&mut components, &factory, proxy, stop_rx.clone());
+            // The proxy reads Services, EndpointSlices and Nodes through
+            // informers of its own, as system:kube-proxy (upstream's
+            // system:node-proxier), not through the controller manager's.
+            let own = SharedInformerFactory::new(identities.kube_proxy());
+            crate::agent::spawn_proxy(&mut components, &own, proxy, stop_rx.clone());
+            proxy_factory = Some(own);
         }
         let clients = identities.node_agent(&config.node_name);
         crate::agent::spawn_in_server(&mut components, &factory, clients, config, stop_rx.clone());
@@ -266,6 +272,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
     factory.shutdown();
+    if let Some(proxy_factory) = &proxy_factory {
+        proxy_factory.shutdown();
+    }
     while components.join_next().await.is_some() {}
     api.shutdown();
     server.await.context("HTTPS server task")?;
@@ -319,6 +328,11 @@ impl Identities {
             self.router.clone(),
             UserInfo::service_account("kube-system", "kube-dns"),
         )
+    }
+
+    /// The service proxy, as upstream's kube-proxy user.
+    fn kube_proxy(&self) -> kube::Client {
+        self.user("system:kube-proxy", &[])
     }
 
     /// The kwok-style hollow nodes of `--simulated-nodes` (a benchmarking

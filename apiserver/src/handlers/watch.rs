@@ -9,10 +9,11 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Value, json};
-use skiff_store::Revision;
+use skiff_store::{Revision, Store, StoreError};
 use tokio::sync::{broadcast, mpsc};
 
 use super::Ctx;
@@ -193,7 +194,14 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
     };
     let (tx, mut rx) = mpsc::channel::<Bytes>(OUTBOX);
     let shutdown = ctx.inner.shutdown.subscribe();
-    tokio::spawn(run_watcher(cache, filter, options, tx, shutdown));
+    tokio::spawn(run_watcher(
+        cache,
+        ctx.inner.store.clone(),
+        filter,
+        options,
+        tx,
+        shutdown,
+    ));
     let stream = futures::stream::poll_fn(move |cx| {
         rx.poll_recv(cx)
             .map(|first| first.map(|f| Ok::<_, std::convert::Infallible>(coalesce(f, &mut rx))))
@@ -249,6 +257,7 @@ fn bookmark(info: &ResourceInfo, revision: Revision, initial_end: bool) -> Bytes
 /// resets or the server shuts down. Dropping `tx` ends the HTTP stream.
 async fn run_watcher(
     cache: Arc<WatchCache>,
+    store: Arc<dyn Store>,
     filter: Filter,
     options: WatchOptions,
     tx: mpsc::Sender<Bytes>,
@@ -256,10 +265,19 @@ async fn run_watcher(
 ) {
     let subscription = match cache.subscribe(options.from) {
         Ok(s) => s,
-        Err(too_old) => {
-            let _ = tx.send(gone(too_old.to_string())).await;
-            return;
-        }
+        Err(too_old) => match options.from {
+            // Older than the cache's history (a client resuming after a
+            // restart, whose cache starts at the store's revision then) but
+            // still in the store's: served from the store.
+            Some(from) if from >= store.compact_revision() => {
+                run_store_watcher(store, from, filter, options, tx, shutdown).await;
+                return;
+            }
+            _ => {
+                let _ = tx.send(gone(too_old.to_string())).await;
+                return;
+            }
+        },
     };
     let mut live = subscription.live;
     let mut last = options.from.unwrap_or(0);
@@ -347,6 +365,74 @@ async fn run_watcher(
                     }
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+}
+
+/// Feeds one watcher from a store watch rather than the cache: for a
+/// resume from a revision the cache's history no longer holds but the
+/// store's still does. The same selection and encoding as a cached watch;
+/// ends as one does, or with 410 Gone once the store compacts past it.
+async fn run_store_watcher(
+    store: Arc<dyn Store>,
+    from: Revision,
+    filter: Filter,
+    options: WatchOptions,
+    tx: mpsc::Sender<Bytes>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let too_old = |requested: Revision, compact: Revision| {
+        gone(format!("too old resource version: {requested} ({compact})"))
+    };
+    let mut stream = match store.watch(&filter.prefix, from) {
+        Ok(stream) => stream,
+        Err(StoreError::Compacted {
+            requested,
+            compact_revision,
+        }) => {
+            let _ = tx.send(too_old(requested, compact_revision)).await;
+            return;
+        }
+        Err(_) => return,
+    };
+    let mut last = from;
+    let deadline = tokio::time::sleep(options.timeout);
+    tokio::pin!(deadline);
+    let bookmark_every = options.bookmarks.unwrap_or(Duration::from_secs(3600));
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = &mut deadline => return,
+            _ = shutdown.changed() => return,
+            _ = tx.closed() => return,
+            _ = ticker.tick(), if options.bookmarks.is_some() => {
+                if tx.send(bookmark(&filter.info, last, false)).await.is_err() {
+                    return;
+                }
+            }
+            next = stream.next() => match next {
+                Some(Ok(event)) => {
+                    last = event.revision();
+                    if let Some(change) = CacheEvent::from_store(&event)
+                        && let Some(bytes) = filter.event(&change)
+                        && tx.send(bytes).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Some(Err(StoreError::Compacted {
+                    requested,
+                    compact_revision,
+                })) => {
+                    let _ = tx.send(too_old(requested, compact_revision)).await;
+                    return;
+                }
+                Some(Err(_)) | None => return,
             }
         }
     }

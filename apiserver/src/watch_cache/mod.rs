@@ -59,6 +59,37 @@ pub struct CacheEvent {
 }
 
 impl CacheEvent {
+    /// A change read straight from the store, in the cache's form (a watch
+    /// resuming from before the cache's history is served this way). `None`
+    /// for an undecodable value or the delete of a key with no known value.
+    pub fn from_store(event: &skiff_store::Event) -> Option<Self> {
+        let revision = event.revision();
+        let prev = event
+            .prev
+            .as_ref()
+            .and_then(|kv| crate::object::decode_from_store(kv).ok())
+            .map(Arc::new);
+        let (kind, object) = match event.kind {
+            skiff_store::EventKind::Put => (
+                ChangeKind::Put,
+                Arc::new(crate::object::decode_from_store(&event.kv).ok()?),
+            ),
+            skiff_store::EventKind::Delete => {
+                let mut gone = (**prev.as_ref()?).clone();
+                crate::object::set_resource_version(&mut gone, revision);
+                (ChangeKind::Delete, Arc::new(gone))
+            }
+        };
+        Some(CacheEvent {
+            revision,
+            kind,
+            key: event.kv.key.clone(),
+            object,
+            prev,
+            encoded: Default::default(),
+        })
+    }
+
     /// The watch frame `{"type":KIND,"object":OBJECT}\n` for `object`,
     /// built on first use.
     pub fn frame(&self, kind: &str) -> Bytes {

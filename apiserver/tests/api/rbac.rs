@@ -486,6 +486,57 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
             .0,
         StatusCode::FORBIDDEN
     );
+    // The DNS reads what it answers from and writes its own Service, but
+    // cannot write pods.
+    let dns = UserInfo::service_account("kube-system", "kube-dns");
+    assert_eq!(
+        s.call_as(&dns, Method::GET, "/api/v1/services", None)
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let pod =
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    assert_eq!(
+        s.call_as(
+            &dns,
+            Method::POST,
+            "/api/v1/namespaces/default/pods",
+            Some(pod.clone())
+        )
+        .await
+        .0,
+        StatusCode::FORBIDDEN
+    );
+    // The service proxy watches Services and EndpointSlices, and can change
+    // neither them nor pods, nor read secrets.
+    let proxy = UserInfo::new("system:kube-proxy", Vec::new());
+    assert_eq!(
+        s.call_as(
+            &proxy,
+            Method::GET,
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            None
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    for (method, path, body) in [
+        (Method::GET, "/api/v1/secrets", None),
+        (Method::POST, "/api/v1/namespaces/default/pods", Some(pod)),
+        (
+            Method::DELETE,
+            "/api/v1/namespaces/default/services/kubernetes",
+            None,
+        ),
+    ] {
+        assert_eq!(
+            s.call_as(&proxy, method.clone(), path, body).await.0,
+            StatusCode::FORBIDDEN,
+            "{method} {path}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
+use skiff_store::Store;
 
 use crate::harness::TestServer;
 
@@ -94,7 +95,7 @@ async fn timeout_ends_the_stream() {
 }
 
 #[tokio::test]
-async fn too_old_version_is_an_error_event() {
+async fn a_version_past_the_caches_history_is_served_from_the_store_until_compacted() {
     let config = ApiServerConfig {
         watch_history: 2,
         ..Default::default()
@@ -104,12 +105,33 @@ async fn too_old_version_is_an_error_event() {
     for i in 0..4 {
         s.configmap("default", &format!("b{i}"), json!({})).await;
     }
+    s.delete("/api/v1/namespaces/default/configmaps/b0").await;
     let rv = first["metadata"]["resourceVersion"].as_str().unwrap();
-    let mut w = s
-        .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
-        ))
-        .await;
+    let path = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}");
+    // The cache keeps two events; the store still has all five.
+    let mut w = s.watch(&path).await;
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let e = w.next().await.unwrap();
+        seen.push(format!(
+            "{} {}",
+            e["type"].as_str().unwrap(),
+            e["object"]["metadata"]["name"].as_str().unwrap()
+        ));
+    }
+    assert_eq!(
+        seen,
+        ["ADDED b0", "ADDED b1", "ADDED b2", "ADDED b3", "DELETED b0"]
+    );
+    // Live changes follow on the same stream.
+    s.configmap("default", "later", json!({})).await;
+    let e = w.next().await.unwrap();
+    assert_eq!(e["object"]["metadata"]["name"], "later");
+    drop(w);
+
+    // Once the store has compacted past it, the version is gone for good.
+    s.store.compact(s.store.current_revision()).await.unwrap();
+    let mut w = s.watch(&path).await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "ERROR");
     assert_eq!(e["object"]["code"], 410);
@@ -118,7 +140,8 @@ async fn too_old_version_is_an_error_event() {
         e["object"]["message"]
             .as_str()
             .unwrap()
-            .starts_with("too old resource version")
+            .starts_with("too old resource version"),
+        "{e}"
     );
     assert_eq!(w.next().await, None);
 }

@@ -335,3 +335,108 @@ fn python_client_sees_the_refusal_and_the_grant() {
     ]);
     run("after");
 }
+
+/// A plain TCP listener on loopback that records every byte of the first
+/// connection it accepts (for up to three seconds).
+fn recording_listener() -> (u16, std::thread::JoinHandle<Vec<u8>>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let recorder = std::thread::spawn(move || {
+        listener.set_nonblocking(true).expect("nonblocking");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut stream = loop {
+            match listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(_) => return Vec::new(),
+            }
+        };
+        stream.set_nonblocking(false).expect("blocking");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(3)))
+            .expect("timeout");
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stream.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        seen
+    });
+    (port, recorder)
+}
+
+#[test]
+fn a_fake_node_gets_nothing_usable() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "a"]);
+    let probe = service_account(&server, "a", "probe");
+    let dir = server.data_dir().to_path_buf();
+    let (port, recorder) = recording_listener();
+    let node = serde_json::json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "evil"},
+        "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                   "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}});
+    let node_file = dir.join("evil-node.json");
+    std::fs::write(&node_file, node.to_string()).expect("write node");
+    // Without grants the account cannot even make the Node.
+    let err = refused_as(&probe, &["create", "-f", node_file.to_str().expect("path")]);
+    assert!(
+        err.contains(r#"cannot create resource "nodes" in API group "" at the cluster scope"#),
+        "{err}"
+    );
+    // Granted Nodes and pods (the worst case), it points a Node at its own
+    // listener and binds a pod there.
+    server.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        "node-maker",
+        "--verb=create,get,update,patch",
+        "--resource=nodes,nodes/status,pods",
+    ]);
+    server.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "probe-node-maker",
+        "--clusterrole=node-maker",
+        "--serviceaccount=a:probe",
+    ]);
+    ok_as(&probe, &["create", "-f", node_file.to_str().expect("path")]);
+    let status = serde_json::json!({"status": node["status"]}).to_string();
+    ok_as(
+        &probe,
+        &[
+            "patch",
+            "node",
+            "evil",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status,
+        ],
+    );
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "bait", "namespace": "a"},
+        "spec": {"nodeName": "evil", "containers": [{"name": "c", "image": "busybox"}]}});
+    let pod_file = dir.join("bait-pod.json");
+    std::fs::write(&pod_file, pod.to_string()).expect("write pod");
+    ok_as(&probe, &["create", "-f", pod_file.to_str().expect("path")]);
+    // The account cannot ask for the logs itself...
+    let err = refused_as(&probe, &["logs", "bait", "-n", "a"]);
+    assert!(err.contains(r#"cannot get resource "pods/log""#), "{err}");
+    // ...and when an administrator does, the listener gets a TLS hello the
+    // API server abandons: no request, no header, no credential.
+    let err = server.kubectl_err(&["logs", "bait", "-n", "a"]);
+    assert!(err.contains("Error from server"), "{err}");
+    let seen = recorder.join().expect("recorder");
+    assert_eq!(seen.first(), Some(&0x16), "not a TLS handshake: {seen:?}");
+    let text = String::from_utf8_lossy(&seen);
+    for leak in ["GET ", "Authorization", "Bearer", "/containerLogs"] {
+        assert!(!text.contains(leak), "the listener saw {leak:?}: {text}");
+    }
+}
