@@ -1,7 +1,8 @@
 //! skiff-common is the one home of the Kubernetes rules that the client-side
 //! components (controllers, scheduler, node agent, proxy) and the API server
-//! all apply the same way: recording Events, reading resource quantities,
-//! a pod's QoS class, IPv4 CIDRs and label-selector matching.
+//! all apply the same way: recording Events, reading resource quantities
+//! (adding and printing them), what a ResourceQuota counts, a pod's QoS
+//! class, IPv4 CIDRs and label-selector matching.
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two
@@ -12,8 +13,10 @@
 
 #![warn(missing_docs)]
 
+pub mod amount;
 pub mod cidr;
 pub mod events;
 pub mod labels;
 pub mod qos;
 pub mod quantity;
+pub mod quota;
