@@ -88,9 +88,18 @@ impl Amount {
         self.milli == 0
     }
 
-    /// The sum, in this amount's notation (the other's when this is zero,
-    /// as upstream's sums take the first non-zero term's).
-    pub fn add(self, other: Amount) -> Amount {
+    /// As a [`Quantity`] in canonical form.
+    pub fn to_quantity(&self) -> Quantity {
+        Quantity(self.to_string())
+    }
+}
+
+/// The sum, in the first term's notation (the second's when the first is
+/// zero, as upstream's sums take the first non-zero term's).
+impl std::ops::Add for Amount {
+    type Output = Amount;
+
+    fn add(self, other: Amount) -> Amount {
         Amount {
             milli: self.milli.saturating_add(other.milli),
             format: if self.is_zero() {
@@ -100,18 +109,17 @@ impl Amount {
             },
         }
     }
+}
 
-    /// The difference, in this amount's notation.
-    pub fn sub(self, other: Amount) -> Amount {
+/// The difference, in the first term's notation.
+impl std::ops::Sub for Amount {
+    type Output = Amount;
+
+    fn sub(self, other: Amount) -> Amount {
         Amount {
             milli: self.milli.saturating_sub(other.milli),
             format: self.format,
         }
-    }
-
-    /// As a [`Quantity`] in canonical form.
-    pub fn to_quantity(&self) -> Quantity {
-        Quantity(self.to_string())
     }
 }
 
@@ -145,11 +153,12 @@ impl fmt::Display for Amount {
         }
         let sign = if self.milli < 0 { "-" } else { "" };
         let abs = self.milli.unsigned_abs();
-        let binary = self.format == Format::BinarySi && abs >= 1024 * 1000 && abs % 1000 == 0;
+        let binary =
+            self.format == Format::BinarySi && abs >= 1024 * 1000 && abs.is_multiple_of(1000);
         if binary {
             let mut units = abs / 1000;
             let mut power = 0;
-            while power + 1 < BINARY_SUFFIXES.len() && units % 1024 == 0 {
+            while power + 1 < BINARY_SUFFIXES.len() && units.is_multiple_of(1024) {
                 units /= 1024;
                 power += 1;
             }
@@ -157,7 +166,7 @@ impl fmt::Display for Amount {
         }
         let mut mantissa = abs;
         let mut exponent: i32 = -3;
-        while exponent < 18 && mantissa % 1000 == 0 {
+        while exponent < 18 && mantissa.is_multiple_of(1000) {
             mantissa /= 1000;
             exponent += 3;
         }
@@ -215,24 +224,18 @@ mod tests {
     #[test]
     fn a_small_or_fractional_binary_amount_prints_in_decimal() {
         assert_eq!(canonical("0.5Ki"), "512");
-        let half_byte = Amount::parse("1Ki")
-            .unwrap()
-            .sub(Amount::parse("1023500m").unwrap());
+        let half_byte = Amount::parse("1Ki").unwrap() - Amount::parse("1023500m").unwrap();
         assert_eq!(half_byte.to_string(), "500m");
     }
 
     #[test]
     fn sums_keep_the_first_non_zero_terms_notation() {
         let mi = Amount::parse("512Mi").unwrap();
-        let sum = Amount::ZERO.add(mi).add(mi);
+        let sum = Amount::ZERO + mi + mi;
         assert_eq!(sum.to_string(), "1Gi");
-        let cpu = Amount::parse("500m")
-            .unwrap()
-            .add(Amount::parse("0.5").unwrap());
+        let cpu = Amount::parse("500m").unwrap() + Amount::parse("0.5").unwrap();
         assert_eq!(cpu.to_string(), "1");
-        let mixed = Amount::parse("1G")
-            .unwrap()
-            .add(Amount::parse("1Gi").unwrap());
+        let mixed = Amount::parse("1G").unwrap() + Amount::parse("1Gi").unwrap();
         assert_eq!(mixed.to_string(), "2073741824");
     }
 

@@ -58,7 +58,7 @@ pub fn list_to_json(list: &ResourceList) -> Value {
 pub fn add(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut sum = a.clone();
     for (name, amount) in b {
-        let total = sum.get(name).map_or(*amount, |have| have.add(*amount));
+        let total = sum.get(name).map_or(*amount, |have| *have + *amount);
         sum.insert(name.clone(), total);
     }
     sum
@@ -69,7 +69,7 @@ pub fn add(a: &ResourceList, b: &ResourceList) -> ResourceList {
 pub fn subtract_non_negative(a: &ResourceList, b: &ResourceList) -> ResourceList {
     a.iter()
         .map(|(name, amount)| {
-            let left = b.get(name).map_or(*amount, |less| amount.sub(*less));
+            let left = b.get(name).map_or(*amount, |less| *amount - *less);
             let left = if left.milli() < 0 { Amount::ZERO } else { left };
             (name.clone(), left)
         })

@@ -121,7 +121,7 @@ fn pod_total(pod: &Value, field: &str) -> ResourceList {
     let overhead = read_list(&spec["overhead"]);
     for (name, amount) in overhead {
         if field == "requests" || total.contains_key(&name) {
-            let sum = total.get(&name).map_or(amount, |have| have.add(amount));
+            let sum = total.get(&name).map_or(amount, |have| *have + amount);
             total.insert(name, sum);
         }
     }
