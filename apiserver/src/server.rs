@@ -131,6 +131,9 @@ pub(crate) struct Inner {
     pub shutdown: watch::Sender<bool>,
     pub services: ServiceAllocator,
     pub key_locks: crate::key_locks::KeyLocks,
+    /// One lock per namespace, held by a write a quota counts from its
+    /// check until it is stored (`admission_plugins::resource_quota`).
+    pub quota_locks: crate::key_locks::KeyLocks,
     pub openapi: crate::openapi::OpenApiCache,
     pub tokens: crate::tokens::TokenSigner,
     /// Decides every request before a handler sees it.
@@ -227,6 +230,7 @@ impl ApiServer {
             shutdown,
             services,
             key_locks: Default::default(),
+            quota_locks: Default::default(),
             openapi: Default::default(),
             tokens,
             authorizer: crate::authz::Chain::new(vec![

@@ -1,22 +1,31 @@
 //! Validating admission that depends on who writes: the checks upstream
 //! runs as admission plugins after an object is defaulted and validated and
-//! before it is stored (NodeRestriction, RBAC's escalation checks, Pod
-//! Security, and later quota). Each plugin is a module here; [`admit`]
-//! runs them in order, and the first refusal wins. Plugins that have more
-//! to say than yes or no leave warnings and audit annotations in the
-//! request's notes. Their settings come from the admission configuration
-//! file (`config`), read once at start.
+//! before it is stored (NodeRestriction, RBAC's escalation checks,
+//! LimitRanger's checks, Pod Security, and ResourceQuota last). Each plugin
+//! is a module here; [`admit`] runs them in order, and the first refusal
+//! wins. Plugins that have more to say than yes or no leave warnings and
+//! audit annotations in the request's notes. Their settings come from the
+//! admission configuration file (`config`), read once at start.
+//! [`mutate_create`] is the one mutating step: LimitRanger's container
+//! defaults, after the kind's defaults and before validation.
 //!
 //! Plugins must not write anything: a refused request leaves no trace.
+//! What a plugin must hold until the write is stored (the namespace's quota
+//! lock) it hands back in [`Admitted`].
 
 pub(crate) mod config;
+pub(crate) mod limit_ranger;
 pub(crate) mod node_restriction;
 pub(crate) mod pod_security;
 mod rbac_escalation;
+pub(crate) mod resource_quota;
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::authn::UserInfo;
+use crate::key_locks::KeyGuard;
 use crate::registry::{ResourceInfo, Subresource};
 use crate::request_notes::RequestNotes;
 use crate::server::Inner;
@@ -70,8 +79,17 @@ pub(crate) struct WriteRequest<'a> {
     pub new: Option<&'a Value>,
 }
 
+/// What an admitted write holds until it is stored (or given up): the
+/// namespace's quota lock when a quota counted it, so no other write is
+/// checked against usage that does not include this one yet.
+#[must_use = "hold it until the write is stored"]
+#[derive(Default)]
+pub(crate) struct Admitted {
+    _quota: Option<KeyGuard>,
+}
+
 /// Runs every plugin on `request`.
-pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), ApiError> {
+pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<Admitted, ApiError> {
     tracing::trace!(
         user = %request.user.name,
         operation = ?request.operation,
@@ -82,7 +100,44 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(
         "admission plugins"
     );
     node_restriction::admit(inner, request)?;
+    limit_ranger::validate(inner, request)?;
     pod_security::admit(inner, request).await?;
     rbac_escalation::check(&inner.authorizer, &inner.rbac, request)?;
-    Ok(())
+    let quota = resource_quota::admit(inner, request).await?;
+    Ok(Admitted { _quota: quota })
+}
+
+/// Mutating admission of a new object, after its kind's defaults and
+/// before validation: LimitRanger's container defaults for pods.
+pub(crate) fn mutate_create(inner: &Inner, info: &ResourceInfo, object: &mut Value) {
+    limit_ranger::default_pod(inner, info, object);
+}
+
+/// The objects of the core `resource` stored in `namespace`, from its watch
+/// cache (empty when the resource has none).
+fn namespace_objects(inner: &Inner, resource: &str, namespace: &str) -> Vec<Arc<Value>> {
+    inner
+        .registry
+        .get("", "v1", resource)
+        .map(|info| cached_in_namespace(inner, &info, namespace))
+        .unwrap_or_default()
+}
+
+/// The objects of `info` stored in `namespace`, from its watch cache.
+pub(super) fn cached_in_namespace(
+    inner: &Inner,
+    info: &ResourceInfo,
+    namespace: &str,
+) -> Vec<Arc<Value>> {
+    let Ok(cache) = inner.cache(info) else {
+        return Vec::new();
+    };
+    let prefix = info.collection_prefix(Some(namespace));
+    let snapshot = cache.snapshot();
+    snapshot
+        .objects
+        .range(prefix.clone()..)
+        .take_while(|(key, _)| key.starts_with(&prefix))
+        .map(|(_, object)| object.clone())
+        .collect()
 }

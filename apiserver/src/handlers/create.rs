@@ -66,13 +66,16 @@ pub(crate) async fn check_namespace(
     Ok(())
 }
 
-/// Admission (metadata, defaults, validation) for a new object.
+/// Admission (metadata, defaults, mutating admission, validation) for a
+/// new object.
 pub(crate) fn admit_new(
+    inner: &Inner,
     info: &ResourceInfo,
     object: &mut Value,
     write: &WriteInfo,
 ) -> Result<Value, ApiError> {
     prepare_create(info, object, write);
+    crate::admission_plugins::mutate_create(inner, info, object);
     let errors = crate::validation::validate(info, object, None);
     if !errors.is_empty() {
         return Err(invalid(info, object, errors));
@@ -150,8 +153,10 @@ pub(crate) async fn create_object(
                 .to_string();
             meta_mut(&mut candidate).insert("name".into(), json!(generate_name(&prefix)));
         }
-        let mut admitted = admit_new(info, &mut candidate, write)?;
-        crate::admission_plugins::admit(
+        let mut admitted = admit_new(inner, info, &mut candidate, write)?;
+        // Held until the object is stored, so a quota counts it before the
+        // next write in its namespace is checked.
+        let _counted = crate::admission_plugins::admit(
             inner,
             &crate::admission_plugins::WriteRequest {
                 user: &write.user,

@@ -116,7 +116,8 @@ pub(crate) async fn delete_object(
         Box::pin(async move {
             let current = current.ok_or_else(|| storage::not_found(info, name))?;
             check_preconditions(info, name, &current.object, current.revision, options)?;
-            crate::admission_plugins::admit(
+            // Nothing to hold: quota counts no delete.
+            let _admitted = crate::admission_plugins::admit(
                 inner,
                 &crate::admission_plugins::WriteRequest {
                     user: &write.user,

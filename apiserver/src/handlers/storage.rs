@@ -199,15 +199,35 @@ pub(crate) struct Current {
     pub cached: bool,
 }
 
+/// What an attempt holds until its write is stored: a Service's
+/// allocation lock, and what admission holds (the namespace's quota lock).
+#[derive(Default)]
+pub(crate) struct Held<'a> {
+    _allocation: Option<AllocationGuard<'a>>,
+    _admission: crate::admission_plugins::Admitted,
+}
+
+impl<'a> Held<'a> {
+    pub fn new(
+        allocation: Option<AllocationGuard<'a>>,
+        admission: crate::admission_plugins::Admitted,
+    ) -> Self {
+        Held {
+            _allocation: allocation,
+            _admission: admission,
+        }
+    }
+}
+
 /// What one attempt of a guaranteed update decided.
 pub(crate) enum Next<'a> {
-    /// Store `object` in place of the current one. `held` (an allocation
-    /// lock) is released once the write is done. With `pinned` (the caller
+    /// Store `object` in place of the current one. `held` (allocation and
+    /// quota locks) is released once the write is done. With `pinned` (the caller
     /// gave a resourceVersion precondition) a conflict is answered with
     /// upstream's 409 instead of retried.
     Replace {
         object: Value,
-        held: Option<AllocationGuard<'a>>,
+        held: Held<'a>,
         pinned: bool,
     },
     /// Remove the object from the store; `object` is its last state.
@@ -388,7 +408,7 @@ mod tests {
                     next["data"]["v"] = json!(format!("{seen}+mine"));
                     Ok(Next::Replace {
                         object: next,
-                        held: None,
+                        held: Held::default(),
                         pinned,
                     })
                 })
@@ -451,7 +471,7 @@ mod tests {
                     assert!(current.is_none());
                     Ok(Next::Replace {
                         object: json!({}),
-                        held: None,
+                        held: Held::default(),
                         pinned: false,
                     })
                 })
@@ -479,7 +499,7 @@ mod tests {
                     write_behind(inner, key, &n.to_string()).await;
                     Ok(Next::Replace {
                         object: current.expect("exists").object,
-                        held: None,
+                        held: Held::default(),
                         pinned: false,
                     })
                 })

@@ -171,7 +171,7 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
                 }
                 Ok(Next::Replace {
                     object: next,
-                    held: None,
+                    held: storage::Held::default(),
                     pinned: false,
                 })
             })
@@ -210,7 +210,8 @@ pub(super) async fn evict(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let name = ctx.name()?.to_string();
     let key = ctx.key()?;
     let (pod, _) = storage::read_existing(&ctx.inner, &info, &key, &name).await?;
-    crate::admission_plugins::admit(
+    // Nothing to hold: quota counts no subresource or delete.
+    let _admitted = crate::admission_plugins::admit(
         &ctx.inner,
         &crate::admission_plugins::WriteRequest {
             user: &ctx.user,

@@ -58,7 +58,8 @@ fn ready_to_go(info: &ResourceInfo, object: &Value) -> bool {
 /// Validates and admits `new` over `old` and says what to write: nothing for
 /// a no-op (the answer is unchanged `old`) or a dry run, the object's removal
 /// when its last finalizer went, else `new` in its place (with the
-/// allocation lock held, for kinds that allocate).
+/// allocation lock held, for kinds that allocate, and the quota lock, when a
+/// quota counts the change).
 pub(crate) async fn admit_update<'a>(
     inner: &'a Inner,
     info: &ResourceInfo,
@@ -83,7 +84,9 @@ pub(crate) async fn admit_update<'a>(
     let deletion_step = ["deletionTimestamp", "deletionGracePeriodSeconds"]
         .iter()
         .any(|field| old["metadata"][field] != new["metadata"][field]);
-    if !deletion_step {
+    let admitted = if deletion_step {
+        crate::admission_plugins::Admitted::default()
+    } else {
         crate::admission_plugins::admit(
             inner,
             &crate::admission_plugins::WriteRequest {
@@ -96,8 +99,8 @@ pub(crate) async fn admit_update<'a>(
                 new: Some(&new),
             },
         )
-        .await?;
-    }
+        .await?
+    };
     if dry_run {
         return Ok(Next::Done(new));
     }
@@ -109,10 +112,10 @@ pub(crate) async fn admit_update<'a>(
     }
     // A Service that became NodePort (or lost its address) gets what it
     // lacks; the lock is held until the write is stored.
-    let held = info.strategy.allocate(inner, info, key, &mut new).await?;
+    let allocation = info.strategy.allocate(inner, info, key, &mut new).await?;
     Ok(Next::Replace {
         object: new,
-        held,
+        held: storage::Held::new(allocation, admitted),
         pinned: false,
     })
 }

@@ -163,7 +163,8 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .strategy(&kinds::Events),
         of::<core::v1::LimitRange>()
             .short(&["limits"])
-            .create_on_update(),
+            .create_on_update()
+            .strategy(&kinds::LimitRanges),
         of::<core::v1::Namespace>()
             .short(&["ns"])
             .subs(&[Finalize, Status])
@@ -198,7 +199,8 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .strategy(&kinds::ReplicationControllers),
         of::<core::v1::ResourceQuota>()
             .short(&["quota"])
-            .subs(&[Status]),
+            .subs(&[Status])
+            .strategy(&kinds::ResourceQuotas),
         of::<core::v1::Secret>()
             .fields(&["type"])
             .strategy(&kinds::Secrets),

@@ -577,6 +577,53 @@ pub static LEASES: Printer = Printer {
     },
 };
 
+/// Each hard resource as `name: used/hard`, limits in their own column.
+pub static RESOURCEQUOTAS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::AGE,
+        Column::new(
+            "Request",
+            "string",
+            "Request represents a minimum amount of cpu/memory that a container may consume.",
+        ),
+        Column::new(
+            "Limit",
+            "string",
+            "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+        ),
+    ],
+    cells: |quota, now| {
+        let (mut requests, mut limits) = (Vec::new(), Vec::new());
+        for name in quota["spec"]["hard"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(n, _)| n)
+        {
+            let figure = |section: &str| {
+                quota["status"][section][name.as_str()]
+                    .as_str()
+                    .and_then(skiff_common::amount::Amount::parse)
+                    .unwrap_or(skiff_common::amount::Amount::ZERO)
+                    .to_string()
+            };
+            let cell = format!("{name}: {}/{}", figure("used"), figure("hard"));
+            if name.split('.').next() == Some("limits") && name.contains('.') {
+                limits.push(cell);
+            } else {
+                requests.push(cell);
+            }
+        }
+        vec![
+            name(quota),
+            age(quota, now),
+            Value::from(requests.join(", ")),
+            Value::from(limits.join(", ")),
+        ]
+    },
+};
+
 /// NAME and CREATED AT, as CustomResourceDefinitions print.
 pub static CREATED_AT: Printer = Printer {
     columns: &[

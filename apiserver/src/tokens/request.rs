@@ -79,7 +79,8 @@ async fn issue(
         .registry
         .get("", "v1", "serviceaccounts")
         .ok_or_else(|| ApiError::Internal("serviceaccounts are not registered".into()))?;
-    crate::admission_plugins::admit(
+    // Nothing to hold: quota counts no subresource or delete.
+    let _admitted = crate::admission_plugins::admit(
         inner,
         &crate::admission_plugins::WriteRequest {
             user,

@@ -36,6 +36,7 @@ impl KindStrategy for Pods {
         if let Some(spec) = path_mut(object, &["spec"]) {
             default_pod_spec(spec);
             default_toleration_seconds(spec);
+            default_requests_to_limits(spec);
         }
     }
 
@@ -107,6 +108,33 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 set_default(c, "resources", json!({}));
+            }
+        }
+    }
+}
+
+/// A container that limits a resource without requesting it requests its
+/// limit (pods only: a template's containers are defaulted in the pods
+/// made from it).
+fn default_requests_to_limits(spec: &mut Value) {
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for resources in containers
+            .iter_mut()
+            .filter_map(|c| path_mut(c, &["resources"]))
+        {
+            let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            if !resources.get("requests").is_some_and(Value::is_object) {
+                resources["requests"] = json!({});
+            }
+            if let Some(requests) = resources["requests"].as_object_mut() {
+                for (name, value) in limits {
+                    requests.entry(name).or_insert(value);
+                }
             }
         }
     }
