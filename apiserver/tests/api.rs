@@ -38,6 +38,8 @@ mod patch;
 mod pod_security;
 #[path = "api/rbac.rs"]
 mod rbac;
+#[path = "api/quota.rs"]
+mod quota;
 #[path = "api/reviews.rs"]
 mod reviews;
 #[path = "api/service_alloc.rs"]

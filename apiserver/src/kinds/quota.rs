@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use skiff_common::amount::Amount;
 
 use super::KindStrategy;
+use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::table::Printer;
@@ -43,7 +44,8 @@ pub(crate) struct LimitRanges;
 
 impl KindStrategy for LimitRanges {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(items) = object["spec"]["limits"].as_array_mut() else {
+        let Some(items) = path_mut(object, &["spec", "limits"]).and_then(Value::as_array_mut)
+        else {
             return;
         };
         for item in items.iter_mut().filter(|i| i["type"] == "Container") {

@@ -109,6 +109,33 @@ pub fn pretty(list: &ResourceList) -> String {
         .join(",")
 }
 
+/// The resources (group, plural) with their own usage rules; any other is
+/// only counted, under `count/<resource>.<group>`.
+const EVALUATED: &[&str] = &[
+    "pods",
+    "services",
+    "persistentvolumeclaims",
+    "configmaps",
+    "secrets",
+    "replicationcontrollers",
+    "resourcequotas",
+];
+
+/// The resource (group, plural) whose objects are charged under the quota
+/// resource `name`; `None` for names nothing is charged under.
+pub fn resource_of(name: &str) -> Option<(String, String)> {
+    if let Some(counted) = name.strip_prefix("count/") {
+        return Some(match counted.split_once('.') {
+            Some((resource, group)) => (group.to_string(), resource.to_string()),
+            None => (String::new(), counted.to_string()),
+        });
+    }
+    EVALUATED
+        .iter()
+        .find(|resource| Evaluator::for_resource("", resource).matches(name))
+        .map(|resource| (String::new(), resource.to_string()))
+}
+
 /// How objects of one resource are charged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evaluator {
@@ -339,6 +366,25 @@ mod tests {
         assert!(claims.matches("gold.storageclass.storage.k8s.io/requests.storage"));
         assert!(claims.matches("gold.storageclass.storage.k8s.io/persistentvolumeclaims"));
         assert!(!claims.matches("requests.cpu"));
+    }
+
+    #[test]
+    fn each_name_leads_to_the_resource_charged_under_it() {
+        let of = |name: &str| resource_of(name).map(|(g, r)| format!("{g}/{r}"));
+        assert_eq!(of("pods").as_deref(), Some("/pods"));
+        assert_eq!(of("limits.memory").as_deref(), Some("/pods"));
+        assert_eq!(of("services.nodeports").as_deref(), Some("/services"));
+        assert_eq!(
+            of("gold.storageclass.storage.k8s.io/requests.storage").as_deref(),
+            Some("/persistentvolumeclaims")
+        );
+        assert_eq!(of("configmaps").as_deref(), Some("/configmaps"));
+        assert_eq!(of("count/secrets").as_deref(), Some("/secrets"));
+        assert_eq!(
+            of("count/widgets.example.com").as_deref(),
+            Some("example.com/widgets")
+        );
+        assert_eq!(of("bananas"), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::object::meta_mut;
+use crate::object::{meta_mut, path_mut};
 
 /// The annotation naming what LimitRanger set.
 pub(super) const ANNOTATION: &str = "kubernetes.io/limit-ranger";
@@ -64,7 +64,7 @@ pub(super) fn apply(range: &Value, pod: &mut Value) {
         ("containers", "container"),
         ("initContainers", "init container"),
     ] {
-        let Some(containers) = pod["spec"][list].as_array_mut() else {
+        let Some(containers) = path_mut(pod, &["spec", list]).and_then(Value::as_array_mut) else {
             continue;
         };
         for container in containers {

@@ -1,0 +1,574 @@
+//! ResourceQuota and LimitRange through the API: a count quota refuses the
+//! write past its limit in upstream's words and stores nothing, compute
+//! quotas demand what they constrain and count only live pods, scopes pick
+//! the pods a quota counts, concurrent creates never pass the limit,
+//! updates that grow usage are checked, and LimitRanges default and bound
+//! containers.
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::{TestServer, assert_status};
+
+async fn namespace(server: &TestServer, name: &str) {
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
+    let (code, body) = server
+        .post(
+            &format!("/api/v1/namespaces/{ns}/resourcequotas"),
+            json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                   "metadata": {"name": name}, "spec": spec}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+async fn limit_range(server: &TestServer, ns: &str, limits: Value) {
+    let (code, body) = server
+        .post(
+            &format!("/api/v1/namespaces/{ns}/limitranges"),
+            json!({"apiVersion": "v1", "kind": "LimitRange",
+                   "metadata": {"name": "limits"}, "spec": {"limits": limits}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+}
+
+fn pod(name: &str, resources: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
+}
+
+async fn create_pod(server: &TestServer, ns: &str, body: Value) -> (StatusCode, Value) {
+    server
+        .post(&format!("/api/v1/namespaces/{ns}/pods"), body)
+        .await
+}
+
+/// The 403 a quota or limit range answers, with its message.
+fn forbidden(code: StatusCode, body: &Value, message: &str) {
+    assert_status(code, body, 403, "Forbidden");
+    assert_eq!(body["message"], message, "{body}");
+}
+
+async fn names(server: &TestServer, path: &str) -> Vec<String> {
+    let (code, list) = server.get(path).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_count_quota_refuses_the_object_past_its_limit_and_stores_nothing() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    quota(&server, "x", "q", json!({"hard": {"configmaps": "1"}})).await;
+    let cms = "/api/v1/namespaces/x/configmaps";
+    let (code, body) = server.post(cms, configmap("a")).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server.post(cms, configmap("b")).await;
+    forbidden(
+        code,
+        &body,
+        "configmaps \"b\" is forbidden: exceeded quota: q, requested: configmaps=1, used: configmaps=1, limited: configmaps=1",
+    );
+    assert_eq!(body["details"]["name"], "b");
+    assert_eq!(body["details"]["kind"], "configmaps");
+    assert!(
+        !server
+            .keys()
+            .await
+            .iter()
+            .any(|k| k.ends_with("/configmaps/x/b"))
+    );
+    assert_eq!(names(&server, cms).await, vec!["a"]);
+
+    // Deleting the first frees its slot; other kinds and namespaces are free.
+    let (code, _) = server.delete(&format!("{cms}/a")).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, body) = server.post(cms, configmap("b")).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server
+        .post("/api/v1/namespaces/default/configmaps", configmap("c"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/x/secrets",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn count_names_cover_any_resource_and_a_dry_run_takes_no_slot() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    quota(
+        &server,
+        "x",
+        "objects",
+        json!({"hard": {"count/deployments.apps": "1", "count/secrets": "1"}}),
+    )
+    .await;
+    let deployment = |name: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+               "spec": {"selector": {"matchLabels": {"a": "b"}},
+                        "template": {"metadata": {"labels": {"a": "b"}},
+                                     "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    };
+    let deployments = "/apis/apps/v1/namespaces/x/deployments";
+    let (code, body) = server
+        .post(&format!("{deployments}?dryRun=All"), deployment("d0"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server.post(deployments, deployment("d1")).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server.post(deployments, deployment("d2")).await;
+    forbidden(
+        code,
+        &body,
+        "deployments.apps \"d2\" is forbidden: exceeded quota: objects, requested: count/deployments.apps=1, used: count/deployments.apps=1, limited: count/deployments.apps=1",
+    );
+}
+
+#[tokio::test]
+async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    quota(
+        &server,
+        "x",
+        "compute",
+        json!({"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "pods": "5"}}),
+    )
+    .await;
+    let (code, body) = create_pod(&server, "x", pod("bare", json!({}))).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"bare\" is forbidden: failed quota: compute: must specify limits.memory for: c; requests.cpu for: c",
+    );
+    let sized = |name: &str, cpu: &str| {
+        pod(
+            name,
+            json!({"requests": {"cpu": cpu}, "limits": {"memory": "512Mi"}}),
+        )
+    };
+    let (code, body) = create_pod(&server, "x", sized("p1", "600m")).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = create_pod(&server, "x", sized("p2", "600m")).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"p2\" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1",
+    );
+    let (code, body) = create_pod(&server, "x", sized("p3", "0.4")).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = create_pod(&server, "x", sized("p4", "100m")).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"p4\" is forbidden: exceeded quota: compute, requested: limits.memory=512Mi,requests.cpu=100m, used: limits.memory=1Gi,requests.cpu=1, limited: limits.memory=1Gi,requests.cpu=1",
+    );
+
+    // A finished pod no longer counts.
+    let (code, mut p1) = server.get("/api/v1/namespaces/x/pods/p1").await;
+    assert_eq!(code, StatusCode::OK);
+    p1["status"] = json!({"phase": "Succeeded"});
+    let (code, body) = server.put("/api/v1/namespaces/x/pods/p1/status", p1).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, body) = create_pod(&server, "x", sized("p5", "600m")).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn scopes_choose_the_pods_a_quota_counts() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    quota(
+        &server,
+        "x",
+        "best-effort",
+        json!({"hard": {"pods": "1"}, "scopes": ["BestEffort"]}),
+    )
+    .await;
+    let (code, body) = server
+        .post(
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                   "metadata": {"name": "high"}, "value": 1000}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    quota(
+        &server,
+        "x",
+        "high",
+        json!({"hard": {"pods": "1"}, "scopeSelector": {"matchExpressions": [
+            {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}),
+    )
+    .await;
+
+    let (code, body) = create_pod(&server, "x", pod("free-1", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = create_pod(&server, "x", pod("free-2", json!({}))).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"free-2\" is forbidden: exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1",
+    );
+    let sized = json!({"requests": {"cpu": "10m"}});
+    let (code, body) = create_pod(&server, "x", pod("sized-1", sized.clone())).await;
+    assert_eq!(code, StatusCode::CREATED, "not BestEffort: {body}");
+
+    let mut high = pod("high-1", sized.clone());
+    high["spec"]["priorityClassName"] = json!("high");
+    let (code, body) = create_pod(&server, "x", high.clone()).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    high["metadata"]["name"] = json!("high-2");
+    let (code, body) = create_pod(&server, "x", high).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"high-2\" is forbidden: exceeded quota: high, requested: pods=1, used: pods=1, limited: pods=1",
+    );
+    let (code, body) = create_pod(&server, "x", pod("sized-2", sized)).await;
+    assert_eq!(code, StatusCode::CREATED, "no class, not counted: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_creates_never_pass_the_hard_limit() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    quota(&server, "x", "q", json!({"hard": {"configmaps": "5"}})).await;
+    let creates = (0..24).map(|i| {
+        let server = &server;
+        async move {
+            server
+                .post(
+                    "/api/v1/namespaces/x/configmaps",
+                    configmap(&format!("cm-{i}")),
+                )
+                .await
+        }
+    });
+    let results = futures::future::join_all(creates).await;
+    let created = results
+        .iter()
+        .filter(|(code, _)| *code == StatusCode::CREATED)
+        .count();
+    for (code, body) in results
+        .iter()
+        .filter(|(code, _)| *code != StatusCode::CREATED)
+    {
+        assert_status(*code, body, 403, "Forbidden");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("exceeded quota: q, requested: configmaps=1, used: configmaps=5, limited: configmaps=5"),
+            "{body}"
+        );
+    }
+    assert_eq!(created, 5);
+    assert_eq!(
+        names(&server, "/api/v1/namespaces/x/configmaps")
+            .await
+            .len(),
+        5
+    );
+}
+
+#[tokio::test]
+async fn updates_that_grow_usage_are_checked() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    quota(
+        &server,
+        "x",
+        "svc",
+        json!({"hard": {"services.nodeports": "1", "services": "5"}}),
+    )
+    .await;
+    let services = "/api/v1/namespaces/x/services";
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}});
+    let (code, body) = server.post(services, svc).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server
+        .patch(
+            &format!("{services}/web"),
+            "application/merge-patch+json",
+            json!({"spec": {"type": "NodePort"}}),
+        )
+        .await;
+    forbidden(
+        code,
+        &body,
+        "services \"web\" is forbidden: exceeded quota: svc, requested: services.nodeports=2, used: services.nodeports=0, limited: services.nodeports=1",
+    );
+    let (_, stored) = server.get(&format!("{services}/web")).await;
+    assert_eq!(stored["spec"]["type"], "ClusterIP", "nothing changed");
+    // Changes that use nothing more pass.
+    let (code, body) = server
+        .patch(
+            &format!("{services}/web"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn claims_are_charged_their_storage_per_class() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    quota(
+        &server,
+        "x",
+        "storage",
+        json!({"hard": {"gold.storageclass.storage.k8s.io/requests.storage": "1Gi"}}),
+    )
+    .await;
+    let claim = |name: &str, class: &str, size: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+               "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": size}}}})
+    };
+    let claims = "/api/v1/namespaces/x/persistentvolumeclaims";
+    let (code, body) = server.post(claims, claim("a", "gold", "768Mi")).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server.post(claims, claim("b", "gold", "512Mi")).await;
+    forbidden(
+        code,
+        &body,
+        "persistentvolumeclaims \"b\" is forbidden: exceeded quota: storage, requested: gold.storageclass.storage.k8s.io/requests.storage=512Mi, used: gold.storageclass.storage.k8s.io/requests.storage=768Mi, limited: gold.storageclass.storage.k8s.io/requests.storage=1Gi",
+    );
+    let (code, body) = server.post(claims, claim("c", "silver", "5Gi")).await;
+    assert_eq!(code, StatusCode::CREATED, "another class: {body}");
+}
+
+#[tokio::test]
+async fn a_limit_range_defaults_containers_and_the_stored_pod_shows_it() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    limit_range(
+        &server,
+        "x",
+        json!([{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"},
+                "defaultRequest": {"cpu": "100m"}}]),
+    )
+    .await;
+    let (code, range) = server.get("/api/v1/namespaces/x/limitranges/limits").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        range["spec"]["limits"][0]["defaultRequest"],
+        json!({"cpu": "100m", "memory": "256Mi"}),
+        "defaultRequest takes what default has"
+    );
+    let (code, created) = create_pod(&server, "x", pod("p", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let (_, stored) = server.get("/api/v1/namespaces/x/pods/p").await;
+    assert_eq!(
+        stored["spec"]["containers"][0]["resources"],
+        json!({"limits": {"cpu": "500m", "memory": "256Mi"},
+               "requests": {"cpu": "100m", "memory": "256Mi"}})
+    );
+    assert_eq!(
+        stored["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
+        "LimitRanger plugin set: cpu, memory request for container c; cpu, memory limit for container c"
+    );
+    // A container that limits without requesting requests its limit.
+    let (code, created) = create_pod(
+        &server,
+        "x",
+        pod("limited", json!({"limits": {"cpu": "200m"}})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created["spec"]["containers"][0]["resources"],
+        json!({"limits": {"cpu": "200m", "memory": "256Mi"},
+               "requests": {"cpu": "200m", "memory": "256Mi"}})
+    );
+}
+
+#[tokio::test]
+async fn a_limit_range_refuses_containers_outside_its_bounds() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    limit_range(
+        &server,
+        "x",
+        json!([{"type": "Container", "min": {"cpu": "100m"}, "max": {"cpu": "1"}},
+               {"type": "PersistentVolumeClaim", "max": {"storage": "1Gi"}}]),
+    )
+    .await;
+    let (code, body) =
+        create_pod(&server, "x", pod("x", json!({"requests": {"cpu": "50m"}}))).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"x\" is forbidden: minimum cpu usage per Container is 100m, but request is 50m",
+    );
+    let (code, body) = create_pod(
+        &server,
+        "x",
+        pod(
+            "y",
+            json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
+        ),
+    )
+    .await;
+    forbidden(
+        code,
+        &body,
+        "pods \"y\" is forbidden: maximum cpu usage per Container is 1, but limit is 2",
+    );
+    let two = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "two"},
+        "spec": {"containers": [
+            {"name": "a", "image": "i", "resources": {"requests": {"cpu": "10m"}}},
+            {"name": "b", "image": "i", "resources": {"requests": {"cpu": "20m"}}}]}});
+    let (code, body) = create_pod(&server, "x", two).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"two\" is forbidden: [minimum cpu usage per Container is 100m, but request is 10m, minimum cpu usage per Container is 100m, but request is 20m]",
+    );
+    assert!(names(&server, "/api/v1/namespaces/x/pods").await.is_empty());
+    // Within bounds, and defaulted to the maximum as limit.
+    let (code, body) =
+        create_pod(&server, "x", pod("z", json!({"requests": {"cpu": "200m"}}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        body["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+        "1"
+    );
+
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "big"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}});
+    let (code, body) = server
+        .post("/api/v1/namespaces/x/persistentvolumeclaims", claim)
+        .await;
+    forbidden(
+        code,
+        &body,
+        "persistentvolumeclaims \"big\" is forbidden: maximum storage usage per PersistentVolumeClaim is 1Gi, but request is 2Gi",
+    );
+}
+
+#[tokio::test]
+async fn limit_range_defaults_satisfy_a_compute_quota() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    limit_range(
+        &server,
+        "x",
+        json!([{"type": "Container", "default": {"cpu": "300m"}}]),
+    )
+    .await;
+    quota(&server, "x", "cpu", json!({"hard": {"limits.cpu": "500m"}})).await;
+    let (code, body) = create_pod(&server, "x", pod("a", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = create_pod(&server, "x", pod("b", json!({}))).await;
+    forbidden(
+        code,
+        &body,
+        "pods \"b\" is forbidden: exceeded quota: cpu, requested: limits.cpu=300m, used: limits.cpu=300m, limited: limits.cpu=500m",
+    );
+}
+
+#[tokio::test]
+async fn quotas_print_used_and_hard_in_request_and_limit_columns() {
+    let server = TestServer::new().await;
+    namespace(&server, "x").await;
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/x/resourcequotas",
+            json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                   "spec": {"hard": {"pods": "2", "limits.cpu": "1", "requests.cpu": "500m"}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let mut with_status = body.clone();
+    with_status["status"] = json!({"hard": {"pods": "2", "limits.cpu": "1", "requests.cpu": "500m"},
+                                   "used": {"pods": "1", "limits.cpu": "250m", "requests.cpu": "0"}});
+    let (code, body) = server
+        .put("/api/v1/namespaces/x/resourcequotas/q/status", with_status)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, table) = server
+        .call_with_headers(
+            &skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]),
+            http::Method::GET,
+            "/api/v1/namespaces/x/resourcequotas",
+            None,
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{table}");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Age", "Request", "Limit"]);
+    let cells = &table["rows"][0]["cells"];
+    assert_eq!(cells[2], "pods: 1/2, requests.cpu: 0/500m");
+    assert_eq!(cells[3], "limits.cpu: 250m/1");
+}
+
+#[tokio::test]
+async fn invalid_quotas_and_limit_ranges_are_refused() {
+    let server = TestServer::new().await;
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/default/resourcequotas",
+            json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                   "spec": {"hard": {"pods": "-1"}}}),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.hard[pods]"),
+        "{body}"
+    );
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/default/limitranges",
+            json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"},
+                   "spec": {"limits": [{"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}}]}}),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("min value 2 is greater than max value 1"),
+        "{body}"
+    );
+}
