@@ -36,10 +36,10 @@ mod openapi;
 mod patch;
 #[path = "api/pod_security.rs"]
 mod pod_security;
-#[path = "api/rbac.rs"]
-mod rbac;
 #[path = "api/quota.rs"]
 mod quota;
+#[path = "api/rbac.rs"]
+mod rbac;
 #[path = "api/reviews.rs"]
 mod reviews;
 #[path = "api/service_alloc.rs"]

@@ -1,9 +1,9 @@
 //! skiff-controllers is the controller manager: namespace, garbage collector,
 //! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
 //! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
-//! ClusterRole aggregation and CSR approval and signing, each reconciling
-//! through shared informers (events are recorded with `skiff_common::events`,
-//! re-exported as `events`).
+//! ClusterRole aggregation, resource quota and CSR approval and signing, each
+//! reconciling through shared informers (events are recorded with
+//! `skiff_common::events`, re-exported as `events`).
 //!
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
@@ -27,6 +27,7 @@ pub mod owner_events;
 pub mod pod_control;
 pub mod podgc;
 pub mod replicaset;
+pub mod resource_quota;
 pub mod serviceaccount;
 pub mod servicelb;
 pub mod statefulset;
@@ -85,6 +86,11 @@ fn defaults() -> Vec<manager::Registered> {
             "clusterrole-aggregation",
             "clusterrole-aggregation-controller",
             clusterrole_aggregation::run,
+        ),
+        starter(
+            "resourcequota",
+            "resourcequota-controller",
+            resource_quota::run,
         ),
     ]
 }

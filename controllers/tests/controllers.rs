@@ -18,6 +18,7 @@ mod controllers {
     mod node_lifecycle;
     mod podgc;
     mod replicaset;
+    mod resource_quota;
     mod serviceaccount;
     mod servicelb;
     mod statefulset;

@@ -1,0 +1,130 @@
+//! The resource quota controller keeps `status.hard` equal to `spec.hard`
+//! and `status.used` equal to what the namespace holds, following creates,
+//! deletes, pods finishing and edits of the quota.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota, Secret};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::support::{TestCluster, eventually};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn object<K: k8s_openapi::serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).unwrap()
+}
+
+/// Waits until the quota's status reads `hard` and `used` exactly.
+async fn until_status(quotas: &Api<ResourceQuota>, what: &str, hard: Value, used: Value) {
+    eventually(WAIT, what, || async {
+        let quota = quotas.get("q").await.unwrap();
+        let status = serde_json::to_value(quota.status?).unwrap();
+        (status["hard"] == hard && status["used"] == used).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_used_follows_creates_deletes_and_finished_pods() {
+    let cluster = TestCluster::start(Some(&["resourcequota"])).await;
+    let client = cluster.client.clone();
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "team"}})),
+        )
+        .await
+        .unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "team");
+    let hard =
+        json!({"configmaps": "3", "pods": "2", "requests.cpu": "1", "requests.memory": "1Gi"});
+    quotas
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "q"}, "spec": {"hard": hard}})),
+        )
+        .await
+        .unwrap();
+    until_status(
+        &quotas,
+        "the first count",
+        hard.clone(),
+        json!({"configmaps": "0", "pods": "0", "requests.cpu": "0", "requests.memory": "0"}),
+    )
+    .await;
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
+    for name in ["a", "b"] {
+        cms.create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": name}})),
+        )
+        .await
+        .unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
+    for name in ["p1", "p2"] {
+        pods.create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": name}, "spec": {"containers": [
+                {"name": "c", "image": "i",
+                 "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]}})),
+        )
+        .await
+        .unwrap();
+    }
+    until_status(
+        &quotas,
+        "the creates to be counted",
+        hard.clone(),
+        json!({"configmaps": "2", "pods": "2", "requests.cpu": "500m", "requests.memory": "1Gi"}),
+    )
+    .await;
+
+    cms.delete("a", &DeleteParams::default()).await.unwrap();
+    pods.patch_status(
+        "p1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+    )
+    .await
+    .unwrap();
+    until_status(
+        &quotas,
+        "the delete and the finished pod to be released",
+        hard.clone(),
+        json!({"configmaps": "1", "pods": "1", "requests.cpu": "250m", "requests.memory": "512Mi"}),
+    )
+    .await;
+
+    // A changed spec is reported, counting what it now names.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "team");
+    secrets
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "s"}})),
+        )
+        .await
+        .unwrap();
+    quotas
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"hard": {"count/secrets": "5", "requests.memory": null}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    until_status(
+        &quotas,
+        "the new hard limits",
+        json!({"configmaps": "3", "count/secrets": "5", "pods": "2", "requests.cpu": "1"}),
+        json!({"configmaps": "1", "count/secrets": "1", "pods": "1", "requests.cpu": "250m"}),
+    )
+    .await;
+    cluster.shutdown().await;
+}
