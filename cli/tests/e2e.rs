@@ -17,6 +17,7 @@ mod e2e {
     mod pod_lifecycle;
     mod pod_security;
     mod python;
+    mod quota;
     mod rbac;
     mod scheduling;
     mod server;
