@@ -33,3 +33,44 @@ pub(super) fn used(
             )
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use skiff_common::quota::pretty;
+
+    use super::*;
+
+    #[test]
+    fn usage_sums_the_objects_in_scope_over_the_requested_names() {
+        let pods = Evaluator::for_resource("", "pods");
+        let quota = QuotaSpec::of(&json!({"spec": {
+            "hard": {"pods": "5", "requests.cpu": "2"}, "scopes": ["NotBestEffort"]}}));
+        let pod = |cpu: Option<&str>, phase: &str| {
+            let resources = cpu.map_or(json!({}), |c| json!({"requests": {"cpu": c}}));
+            Arc::new(
+                json!({"spec": {"containers": [{"name": "c", "resources": resources}]},
+                            "status": {"phase": phase}}),
+            )
+        };
+        let objects = vec![
+            pod(Some("250m"), "Running"),
+            pod(Some("500m"), "Pending"),
+            pod(Some("1"), "Succeeded"),
+            pod(None, "Running"),
+        ];
+        let requested: ResourceList = [
+            ("pods".to_string(), Amount::count(1)),
+            ("requests.cpu".to_string(), Amount::parse("100m").unwrap()),
+        ]
+        .into();
+        let now = Timestamp::UNIX_EPOCH;
+        assert_eq!(
+            pretty(&used(&pods, &quota, &requested, &objects, now)),
+            "pods=2,requests.cpu=750m",
+            "the finished pod and the BestEffort one do not count"
+        );
+        let only_pods: ResourceList = [("pods".to_string(), Amount::count(1))].into();
+        assert_eq!(pretty(&used(&pods, &quota, &only_pods, &[], now)), "pods=0");
+    }
+}
