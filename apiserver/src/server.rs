@@ -133,7 +133,7 @@ pub(crate) struct Inner {
     pub key_locks: crate::key_locks::KeyLocks,
     /// One lock per namespace, held by a write a quota counts from its
     /// check until it is stored (`admission_plugins::resource_quota`).
-    pub quota_locks: crate::key_locks::KeyLocks,
+    pub quota_locks: crate::admission_plugins::resource_quota::lock::QuotaLocks,
     pub openapi: crate::openapi::OpenApiCache,
     pub tokens: crate::tokens::TokenSigner,
     /// Decides every request before a handler sees it.

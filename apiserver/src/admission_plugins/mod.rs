@@ -25,7 +25,6 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::authn::UserInfo;
-use crate::key_locks::KeyGuard;
 use crate::registry::{ResourceInfo, Subresource};
 use crate::request_notes::RequestNotes;
 use crate::server::Inner;
@@ -85,7 +84,20 @@ pub(crate) struct WriteRequest<'a> {
 #[must_use = "hold it until the write is stored"]
 #[derive(Default)]
 pub(crate) struct Admitted {
-    _quota: Option<KeyGuard>,
+    quota: Option<resource_quota::lock::QuotaGuard>,
+}
+
+impl Admitted {
+    /// Records that the admitted write was stored as `object` (the quota
+    /// lock's next holder waits until `info`'s cache shows it).
+    pub fn stored(&mut self, info: &ResourceInfo, object: &Value) {
+        let revision = object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse().ok());
+        if let (Some(quota), Some(revision)) = (self.quota.as_mut(), revision) {
+            quota.stored(&info.storage_prefix, revision);
+        }
+    }
 }
 
 /// Runs every plugin on `request`.
@@ -104,7 +116,7 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
     pod_security::admit(inner, request).await?;
     rbac_escalation::check(&inner.authorizer, &inner.rbac, request)?;
     let quota = resource_quota::admit(inner, request).await?;
-    Ok(Admitted { _quota: quota })
+    Ok(Admitted { quota })
 }
 
 /// Mutating admission of a new object, after its kind's defaults and

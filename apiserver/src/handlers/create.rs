@@ -156,7 +156,7 @@ pub(crate) async fn create_object(
         let mut admitted = admit_new(inner, info, &mut candidate, write)?;
         // Held until the object is stored, so a quota counts it before the
         // next write in its namespace is checked.
-        let _counted = crate::admission_plugins::admit(
+        let mut counted = crate::admission_plugins::admit(
             inner,
             &crate::admission_plugins::WriteRequest {
                 user: &write.user,
@@ -184,7 +184,10 @@ pub(crate) async fn create_object(
             return Ok(admitted);
         }
         match storage::create(inner, info, &key, admitted).await {
-            Ok(created) => return Ok(created),
+            Ok(created) => {
+                counted.stored(info, &created);
+                return Ok(created);
+            }
             Err(WriteError::Conflict) if generate => continue,
             Err(WriteError::Conflict) => return Err(already_exists(info, &name)),
             Err(WriteError::Api(e)) => return Err(e),

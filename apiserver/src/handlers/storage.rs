@@ -204,7 +204,7 @@ pub(crate) struct Current {
 #[derive(Default)]
 pub(crate) struct Held<'a> {
     _allocation: Option<AllocationGuard<'a>>,
-    _admission: crate::admission_plugins::Admitted,
+    admission: crate::admission_plugins::Admitted,
 }
 
 impl<'a> Held<'a> {
@@ -214,7 +214,7 @@ impl<'a> Held<'a> {
     ) -> Self {
         Held {
             _allocation: allocation,
-            _admission: admission,
+            admission,
         }
     }
 }
@@ -312,7 +312,11 @@ pub(crate) async fn guaranteed_update<'a, 'f>(
                 },
                 Some(revision),
             ) => {
+                let mut held = held;
                 let written = update(inner, info, key, object, revision).await;
+                if let Ok(stored) = &written {
+                    held.admission.stored(info, stored);
+                }
                 drop(held);
                 (written, pinned)
             }

@@ -11,12 +11,13 @@
 //! compare-and-swap of `status.used`: a write a quota counts takes its
 //! namespace's lock, is checked against usage counted live from the watch
 //! caches (every earlier counted write is in them: each held the lock until
-//! stored and its cache caught up), and keeps the lock until it is stored
-//! (see [`super::Admitted`]). So two creates never both take the last slot,
+//! stored, and the next check waits for its cache to show it: `lock`), and
+//! keeps the lock until it is stored (see [`super::Admitted`]). So two creates never both take the last slot,
 //! a refused or failed write charges nothing, and no quota needs a status
 //! before it is enforced. The lock is this process's; skiff runs one API
 //! server per store. This plugin never writes.
 
+pub(crate) mod lock;
 mod usage;
 
 use std::sync::Arc;
@@ -28,8 +29,8 @@ use skiff_common::quota::{
 };
 
 use super::{Operation, WriteRequest, cached_in_namespace, namespace_objects};
-use crate::key_locks::KeyGuard;
 use crate::object::meta_str;
+use crate::server::CACHE_CATCH_UP;
 use crate::server::Inner;
 use crate::status::ApiError;
 
@@ -45,7 +46,7 @@ struct Counting {
 pub(crate) async fn admit(
     inner: &Inner,
     request: &WriteRequest<'_>,
-) -> Result<Option<KeyGuard>, ApiError> {
+) -> Result<Option<lock::QuotaGuard>, ApiError> {
     let info = request.info;
     let (Some(object), None, true) = (request.new, request.subresource, info.namespaced) else {
         return Ok(None);
@@ -84,6 +85,16 @@ pub(crate) async fn admit(
     }
     if is_zero(&delta) {
         return Ok(None);
+    }
+    // The last counted write of this resource must be in the cache counted.
+    if let Some(revision) = guard.last_write(&info.storage_prefix)
+        && let Ok(cache) = inner.cache(info)
+        && !cache.wait_for(revision, CACHE_CATCH_UP).await
+    {
+        return Err(ApiError::ServiceUnavailable(format!(
+            "the quota of namespace {namespace} cannot be checked now: the {} cache lags the store",
+            info.qualified()
+        )));
     }
     let objects = cached_in_namespace(inner, info, namespace);
     for quota in &quotas {
