@@ -1,6 +1,8 @@
-//! The resource quota controller keeps `status.hard` equal to `spec.hard`
-//! and `status.used` equal to what the namespace holds, following creates,
-//! deletes, pods finishing and edits of the quota.
+//! The resource quota controller, run as its own service account with the
+//! role the default policy gives it, keeps `status.hard` equal to
+//! `spec.hard` and `status.used` equal to what the namespace holds,
+//! following creates, deletes, pods finishing and edits of the quota; that
+//! account can write quota status and nothing else.
 
 use std::time::Duration;
 
@@ -8,6 +10,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota, Secre
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use skiff_apiserver::authn::UserInfo;
+use skiff_controllers::{Context, ControllerManager, resource_quota};
+use skiff_informer::SharedInformerFactory;
+use tokio::sync::watch;
 
 use super::support::{TestCluster, eventually};
 
@@ -29,7 +35,18 @@ async fn until_status(quotas: &Api<ResourceQuota>, what: &str, hard: Value, used
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_used_follows_creates_deletes_and_finished_pods() {
-    let cluster = TestCluster::start(Some(&["resourcequota"])).await;
+    let cluster = TestCluster::start(Some(&[])).await;
+    let account = UserInfo::service_account("kube-system", "resourcequota-controller");
+    let account_client = cluster.client_as(account);
+    let factory = SharedInformerFactory::new(account_client.clone());
+    let mut manager = ControllerManager::new(Context::new(account_client.clone(), factory.clone()));
+    manager.register(
+        "resourcequota",
+        "resourcequota-controller",
+        resource_quota::run,
+    );
+    let (stop, stop_rx) = watch::channel(false);
+    let running = tokio::spawn(manager.run(stop_rx));
     let client = cluster.client.clone();
     Api::<Namespace>::all(client.clone())
         .create(
@@ -126,5 +143,27 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
         json!({"configmaps": "1", "count/secrets": "1", "pods": "1", "requests.cpu": "250m"}),
     )
     .await;
+
+    // The account reports; it cannot change limits or make objects.
+    let as_controller: Api<ResourceQuota> = Api::namespaced(account_client.clone(), "team");
+    let refused = as_controller
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"hard": {"pods": "100"}}})),
+        )
+        .await;
+    assert!(matches!(refused, Err(kube::Error::Api(s)) if s.code == 403));
+    let refused = Api::<ConfigMap>::namespaced(account_client, "team")
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "sneaky"}})),
+        )
+        .await;
+    assert!(matches!(refused, Err(kube::Error::Api(s)) if s.code == 403));
+
+    let _ = stop.send(true);
+    factory.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
     cluster.shutdown().await;
 }

@@ -35,6 +35,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
         "clusterrole-aggregation",
         "clusterrole-aggregation-controller",
     ),
+    ("resourcequota", "resourcequota-controller"),
 ];
 
 /// Every controller role, named `system:controller:<account>`.
@@ -280,6 +281,17 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 rule(&["list", "watch", "patch", "create", "delete"])
                     .groups(&[CORE])
                     .resources(&["pods"]),
+                events_rule(),
+            ],
+        ),
+        (
+            "resourcequota-controller",
+            vec![
+                // It counts whatever a quota names, of any resource.
+                rule(&["list", "watch"]).groups(&["*"]).resources(&["*"]),
+                rule(&["update"])
+                    .groups(&[CORE])
+                    .resources(&["resourcequotas/status"]),
                 events_rule(),
             ],
         ),
