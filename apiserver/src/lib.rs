@@ -20,6 +20,7 @@ pub mod authz;
 mod body;
 pub mod crd;
 pub mod discovery;
+pub mod encryption;
 mod event_ttl;
 pub mod field_validation;
 mod handlers;

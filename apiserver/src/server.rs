@@ -55,6 +55,10 @@ pub struct ApiServerConfig {
     /// the admission plugins' settings, such as Pod Security's defaults and
     /// exemptions. `None` runs every plugin with its defaults.
     pub admission_control_config_file: Option<std::path::PathBuf>,
+    /// Encryption at rest (`--secrets-encryption` or
+    /// `--encryption-provider-config`): the configured resources reach the
+    /// store only as ciphertext. `None` stores every value as it is.
+    pub encryption: Option<crate::encryption::EncryptionSource>,
 }
 
 impl Default for ApiServerConfig {
@@ -72,6 +76,7 @@ impl Default for ApiServerConfig {
             event_ttl: Duration::from_secs(3600),
             service_account_key: None,
             admission_control_config_file: None,
+            encryption: None,
         }
     }
 }
@@ -87,6 +92,8 @@ pub enum ApiServerError {
     Tokens(#[from] crate::tokens::SignerError),
     #[error(transparent)]
     Admission(#[from] crate::admission_plugins::config::AdmissionConfigError),
+    #[error(transparent)]
+    Encryption(#[from] crate::encryption::EncryptionError),
     #[error("no watch cache for {0}, which authorization reads")]
     MissingCache(String),
     #[error("the default RBAC policy: {0}")]
@@ -146,6 +153,8 @@ pub(crate) struct Inner {
     /// The RBAC link of `authorizer`, also the rule resolver of the
     /// escalation checks.
     pub rbac: Arc<crate::authz::rbac::Rbac>,
+    /// Encryption at rest, when configured; `store` is this same store then.
+    pub encryption: Option<crate::encryption::EncryptedStore>,
 }
 
 impl Inner {
@@ -201,6 +210,19 @@ impl ApiServer {
             Some(path) => crate::tokens::TokenSigner::load_or_create(path)?,
             None => crate::tokens::TokenSigner::ephemeral()?,
         };
+        // Everything below, watch caches included, reads and writes through
+        // the encrypting store, so only it sees ciphertext.
+        let encryption = match config.encryption.clone() {
+            Some(source) => Some(crate::encryption::EncryptedStore::open(
+                store.clone(),
+                source,
+            )?),
+            None => None,
+        };
+        let store: Arc<dyn Store> = match &encryption {
+            Some(encrypted) => Arc::new(encrypted.clone()),
+            None => store,
+        };
         let (shutdown, _) = watch::channel(false);
         let mut caches = HashMap::new();
         let limits = CacheLimits {
@@ -241,6 +263,7 @@ impl ApiServer {
             authenticator: Default::default(),
             admission,
             rbac,
+            encryption,
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -395,6 +418,18 @@ impl ApiServer {
             .route(
                 "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
                 axum::routing::post(crate::tokens::create_token),
+            )
+            .route(
+                crate::encryption::STATUS_PATH,
+                get(crate::encryption::status_handler),
+            )
+            .route(
+                crate::encryption::ROTATE_KEYS_PATH,
+                axum::routing::post(crate::encryption::rotate_keys_handler),
+            )
+            .route(
+                crate::encryption::REENCRYPT_PATH,
+                axum::routing::post(crate::encryption::reencrypt_handler),
             )
             .route("/healthz", get(health))
             .route("/livez", get(health))

@@ -87,6 +87,11 @@ pub trait Store: Send + Sync + 'static {
     /// is kept) and lets the backend reclaim the space.
     async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
 
+    /// Gives the space compaction freed back to the file system, so values
+    /// dropped from history no longer linger in the backend's files (etcd's
+    /// defragment). Returns once the live data is in its new place.
+    async fn defragment(&self) -> Result<(), StoreError>;
+
     /// Makes everything acknowledged so far durable and stops background work.
     async fn close(&self) -> Result<(), StoreError>;
 }

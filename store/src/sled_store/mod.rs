@@ -405,6 +405,10 @@ impl Store for SledStore {
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
+    async fn defragment(&self) -> Result<(), StoreError> {
+        SledStore::defragment(self).await
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         drop(self.handle.compactor.lock().take());
         let (reply, answer) = oneshot::channel();
