@@ -14,6 +14,8 @@ mod crud;
 mod deletion;
 #[path = "api/discovery.rs"]
 mod discovery;
+#[path = "api/encryption.rs"]
+mod encryption;
 #[path = "api/errors.rs"]
 mod errors;
 #[path = "api/field_validation.rs"]
