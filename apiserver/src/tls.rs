@@ -1,8 +1,9 @@
 //! The cluster's certificates: a CA, the API server's serving certificate, the
 //! admin client certificate and the API server's client certificate for node
-//! servers, generated on first start and reused afterwards, and the rustls
-//! server configuration built from them. Keys are written mode 0600 in a
-//! 0700 directory.
+//! servers, generated on first start and reused afterwards — leaves renewed
+//! when close to expiry or on request (`lifetime`) — and the rustls server
+//! configuration built from them. Keys are written mode 0600 in a 0700
+//! directory.
 
 use std::fs;
 use std::io;
@@ -17,6 +18,10 @@ use rcgen::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+
+mod lifetime;
+
+pub use lifetime::{CertLifetimes, not_after};
 
 /// Why the certificates could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -78,10 +83,43 @@ const KUBELET_CLIENT_CERT: &str = "kubelet-client.crt";
 const KUBELET_CLIENT_KEY: &str = "kubelet-client.key";
 
 impl ClusterCerts {
-    /// Loads the certificates under `data_dir/tls`, creating whatever is missing.
-    /// The serving certificate is re-issued (by the same CA) when the wanted
-    /// subject alternative names change, so a new `--tls-san` takes effect.
+    /// Loads the certificates under `data_dir/tls` with the default
+    /// lifetimes, creating or renewing whatever is missing or due (see
+    /// [`ClusterCerts::load_or_create_with`]).
     pub fn load_or_create(data_dir: &Path, sans: &[String]) -> Result<Self, TlsError> {
+        Self::load_or_create_with(data_dir, sans, &CertLifetimes::default())
+    }
+
+    /// Loads the certificates under `data_dir/tls`, creating whatever is
+    /// missing. A leaf (serving, admin, kubelet-client) within
+    /// `lifetimes.renew_before` of its expiry is re-issued by the same CA;
+    /// the serving certificate also when the wanted subject alternative
+    /// names change, so a new `--tls-san` takes effect.
+    pub fn load_or_create_with(
+        data_dir: &Path,
+        sans: &[String],
+        lifetimes: &CertLifetimes,
+    ) -> Result<Self, TlsError> {
+        Self::prepare(data_dir, Some(sans), lifetimes, false)
+    }
+
+    /// Re-issues every leaf (serving, admin, kubelet-client) now, with the
+    /// same CA and the serving certificate's recorded names, as k3s's
+    /// `certificate rotate`. A running server presents the new ones from its
+    /// next start; certificates handed out before stay valid until they
+    /// expire, because the CA does not change.
+    pub fn rotate_leaves(data_dir: &Path, lifetimes: &CertLifetimes) -> Result<Self, TlsError> {
+        Self::prepare(data_dir, None, lifetimes, true)
+    }
+
+    /// `sans`: the serving certificate's wanted names (`None`: the recorded
+    /// ones); `rotate`: re-issue every leaf whatever its expiry.
+    fn prepare(
+        data_dir: &Path,
+        sans: Option<&[String]>,
+        lifetimes: &CertLifetimes,
+        rotate: bool,
+    ) -> Result<Self, TlsError> {
         let dir = data_dir.join("tls");
         create_private_dir(&dir)?;
 
@@ -91,14 +129,13 @@ impl ClusterCerts {
         ) {
             (Some(cert), Some(key)) => (cert, key),
             _ => {
-                let (cert, key) = new_ca()?;
+                let (cert, key) = new_ca(lifetimes.ca)?;
                 write_private(&dir.join(CA_KEY), &key)?;
                 write_public(&dir.join(CA_CERT), &cert)?;
                 // A new CA invalidates everything it signed before.
                 for stale in [
                     SERVING_CERT,
                     SERVING_KEY,
-                    SERVING_SANS,
                     ADMIN_CERT,
                     ADMIN_KEY,
                     KUBELET_CLIENT_CERT,
@@ -109,6 +146,12 @@ impl ClusterCerts {
                 (cert, key)
             }
         };
+        if lifetime::renewal_due(&ca_cert_pem, lifetimes.renew_before) {
+            tracing::warn!(
+                path = %dir.join(CA_CERT).display(),
+                "the cluster CA expires within the renewal window; skiff does not rotate CAs"
+            );
+        }
         let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|_| TlsError::BadPem {
             path: dir.join(CA_KEY),
             what: "private key",
@@ -118,51 +161,48 @@ impl ClusterCerts {
                 path: dir.join(CA_CERT),
                 what: "CA certificate",
             })?;
+        let leaf = |cert_file: &'static str, key_file: &'static str| Leaf {
+            dir: &dir,
+            cert_file,
+            key_file,
+            renew_before: lifetimes.renew_before,
+            rotate,
+        };
 
+        let recorded_sans = read_optional(&dir.join(SERVING_SANS))?;
+        let sans: Vec<String> = match sans {
+            Some(sans) => sans.to_vec(),
+            None => recorded_sans
+                .as_deref()
+                .unwrap_or("localhost")
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        };
         let wanted_sans = sans.join("\n");
-        let (serving_cert_pem, serving_key_pem) = match (
-            read_optional(&dir.join(SERVING_CERT))?,
-            read_optional(&dir.join(SERVING_KEY))?,
-            read_optional(&dir.join(SERVING_SANS))?,
-        ) {
-            (Some(cert), Some(key), Some(old)) if old == wanted_sans => (cert, key),
-            _ => {
-                let (cert, key) = new_serving(&issuer, sans)?;
-                write_private(&dir.join(SERVING_KEY), &key)?;
-                write_public(&dir.join(SERVING_CERT), &cert)?;
-                write_public(&dir.join(SERVING_SANS), &wanted_sans)?;
-                (cert, key)
-            }
-        };
+        let sans_changed = recorded_sans.as_deref() != Some(wanted_sans.as_str());
+        let (serving_cert_pem, serving_key_pem) = leaf(SERVING_CERT, SERVING_KEY)
+            .load_or_issue(sans_changed, || new_serving(&issuer, &sans, lifetimes.leaf))?;
+        if sans_changed {
+            write_public(&dir.join(SERVING_SANS), &wanted_sans)?;
+        }
 
-        let (admin_cert_pem, admin_key_pem) = match (
-            read_optional(&dir.join(ADMIN_CERT))?,
-            read_optional(&dir.join(ADMIN_KEY))?,
-        ) {
-            (Some(cert), Some(key)) => (cert, key),
-            _ => {
-                let (cert, key) = new_client(&issuer, "admin", &["system:masters"])?;
-                write_private(&dir.join(ADMIN_KEY), &key)?;
-                write_public(&dir.join(ADMIN_CERT), &cert)?;
-                (cert, key)
-            }
-        };
+        let (admin_cert_pem, admin_key_pem) = leaf(ADMIN_CERT, ADMIN_KEY)
+            .load_or_issue(false, || {
+                new_client(&issuer, "admin", &["system:masters"], lifetimes.leaf)
+            })?;
 
         // No group: what it may do on nodes comes from its own binding, not
         // from system:masters.
-        let (kubelet_client_cert_pem, kubelet_client_key_pem) = match (
-            read_optional(&dir.join(KUBELET_CLIENT_CERT))?,
-            read_optional(&dir.join(KUBELET_CLIENT_KEY))?,
-        ) {
-            (Some(cert), Some(key)) => (cert, key),
-            _ => {
-                let (cert, key) =
-                    new_client(&issuer, crate::kubelet_client::KUBELET_CLIENT_USER, &[])?;
-                write_private(&dir.join(KUBELET_CLIENT_KEY), &key)?;
-                write_public(&dir.join(KUBELET_CLIENT_CERT), &cert)?;
-                (cert, key)
-            }
-        };
+        let (kubelet_client_cert_pem, kubelet_client_key_pem) =
+            leaf(KUBELET_CLIENT_CERT, KUBELET_CLIENT_KEY).load_or_issue(false, || {
+                new_client(
+                    &issuer,
+                    crate::kubelet_client::KUBELET_CLIENT_USER,
+                    &[],
+                    lifetimes.leaf,
+                )
+            })?;
 
         Ok(Self {
             dir,
@@ -231,6 +271,45 @@ impl ClusterCerts {
     }
 }
 
+/// One leaf certificate's files and when it is re-issued.
+struct Leaf<'a> {
+    dir: &'a Path,
+    cert_file: &'static str,
+    key_file: &'static str,
+    renew_before: std::time::Duration,
+    /// Re-issue whatever the expiry (`skiff certificate rotate`).
+    rotate: bool,
+}
+
+impl Leaf<'_> {
+    /// The stored certificate and key, or new ones from `issue` when either
+    /// is missing, the certificate is due for renewal, or `reissue`.
+    fn load_or_issue(
+        &self,
+        reissue: bool,
+        issue: impl FnOnce() -> Result<(String, String), TlsError>,
+    ) -> Result<(String, String), TlsError> {
+        let cert_path = self.dir.join(self.cert_file);
+        let key_path = self.dir.join(self.key_file);
+        if let (Some(cert), Some(key)) = (read_optional(&cert_path)?, read_optional(&key_path)?) {
+            let due = lifetime::renewal_due(&cert, self.renew_before);
+            if !(reissue || self.rotate || due) {
+                return Ok((cert, key));
+            }
+            tracing::info!(
+                certificate = %cert_path.display(),
+                expires = lifetime::not_after(&cert).unwrap_or_default(),
+                due,
+                "re-issuing certificate"
+            );
+        }
+        let (cert, key) = issue()?;
+        write_private(&key_path, &key)?;
+        write_public(&cert_path, &cert)?;
+        Ok((cert, key))
+    }
+}
+
 /// The names a serving certificate should carry: localhost, the loopback
 /// addresses, the host name, every address of this host, and the extra names.
 pub fn default_sans(extra: &[String]) -> Vec<String> {
@@ -265,7 +344,7 @@ pub fn default_sans(extra: &[String]) -> Vec<String> {
     sans
 }
 
-fn new_ca() -> Result<(String, String), TlsError> {
+fn new_ca(lifetime: std::time::Duration) -> Result<(String, String), TlsError> {
     let key = KeyPair::generate().map_err(|source| TlsError::Generate {
         what: "CA key",
         source,
@@ -275,6 +354,7 @@ fn new_ca() -> Result<(String, String), TlsError> {
         .distinguished_name
         .push(DnType::CommonName, "skiff-ca");
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    lifetime::set_validity(&mut params, lifetime);
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -292,6 +372,7 @@ fn new_ca() -> Result<(String, String), TlsError> {
 fn new_serving(
     issuer: &Issuer<'_, KeyPair>,
     sans: &[String],
+    lifetime: std::time::Duration,
 ) -> Result<(String, String), TlsError> {
     let key = KeyPair::generate().map_err(|source| TlsError::Generate {
         what: "serving key",
@@ -305,6 +386,7 @@ fn new_serving(
     params
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
+    lifetime::set_validity(&mut params, lifetime);
     params.use_authority_key_identifier_extension = true;
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -326,6 +408,7 @@ pub fn new_client(
     issuer: &Issuer<'_, KeyPair>,
     user: &str,
     groups: &[&str],
+    lifetime: std::time::Duration,
 ) -> Result<(String, String), TlsError> {
     let key = KeyPair::generate().map_err(|source| TlsError::Generate {
         what: "client key",
@@ -338,6 +421,7 @@ pub fn new_client(
             .distinguished_name
             .push(DnType::OrganizationName, *group);
     }
+    lifetime::set_validity(&mut params, lifetime);
     params.use_authority_key_identifier_extension = true;
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -459,5 +543,102 @@ mod tests {
         let again = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
         assert_eq!(again.kubelet_client_cert_pem, certs.kubelet_client_cert_pem);
         assert!(!format!("{certs:?}").contains("PRIVATE KEY"));
+    }
+
+    fn serial(pem: &str) -> String {
+        let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+        block.parse_x509().unwrap().raw_serial_as_string()
+    }
+
+    fn days_left(pem: &str) -> i64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        (not_after(pem).unwrap() - now) / 86_400
+    }
+
+    fn leaves(certs: &ClusterCerts) -> [String; 3] {
+        [
+            serial(&certs.serving_cert_pem),
+            serial(&certs.admin_cert_pem),
+            serial(&certs.kubelet_client_cert_pem),
+        ]
+    }
+
+    #[test]
+    fn the_ca_lives_ten_years_and_leaves_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        assert!((3649..=3650).contains(&days_left(&certs.ca_cert_pem)));
+        for pem in [
+            &certs.serving_cert_pem,
+            &certs.admin_cert_pem,
+            &certs.kubelet_client_cert_pem,
+        ] {
+            assert!((364..=365).contains(&days_left(pem)));
+        }
+    }
+
+    #[test]
+    fn leaves_close_to_expiry_are_renewed_by_the_same_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let sans = ["localhost".to_string()];
+        // 100 days: inside the 120-day window from the start.
+        let short = CertLifetimes::with_leaf_days(100);
+        let first = ClusterCerts::load_or_create_with(dir.path(), &sans, &short).unwrap();
+        assert!((99..=100).contains(&days_left(&first.admin_cert_pem)));
+        let renewed = ClusterCerts::load_or_create(dir.path(), &sans).unwrap();
+        assert_eq!(renewed.ca_cert_pem, first.ca_cert_pem);
+        let (before, after) = (leaves(&first), leaves(&renewed));
+        for (old, new) in before.iter().zip(after.iter()) {
+            assert_ne!(old, new, "every leaf is re-issued");
+        }
+        assert!((364..=365).contains(&days_left(&renewed.admin_cert_pem)));
+        // The renewed admin certificate is still the admin, signed by the CA
+        // the server trusts; the old one would still be accepted too.
+        for pem in [&first.admin_cert_pem, &renewed.admin_cert_pem] {
+            let der = parse_certs(pem, Path::new("x")).unwrap();
+            let user = crate::authn::user_from_certificate(&der[0]).unwrap();
+            assert_eq!(user.name, "admin");
+        }
+        assert!(renewed.server_config().is_ok());
+        // Far from expiry now: the next start keeps them.
+        let kept = ClusterCerts::load_or_create(dir.path(), &sans).unwrap();
+        assert_eq!(leaves(&kept), after);
+    }
+
+    #[test]
+    fn rotation_reissues_every_leaf_with_the_recorded_names_and_keeps_the_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let sans = ["localhost".to_string(), "10.1.2.3".to_string()];
+        let first = ClusterCerts::load_or_create(dir.path(), &sans).unwrap();
+        let rotated = ClusterCerts::rotate_leaves(dir.path(), &CertLifetimes::default()).unwrap();
+        assert_eq!(rotated.ca_cert_pem, first.ca_cert_pem);
+        assert_eq!(rotated.ca_key_pem, first.ca_key_pem);
+        for (old, new) in leaves(&first).iter().zip(leaves(&rotated).iter()) {
+            assert_ne!(old, new);
+        }
+        assert_ne!(rotated.admin_key_pem, first.admin_key_pem);
+        let (_, block) =
+            x509_parser::pem::parse_x509_pem(rotated.serving_cert_pem.as_bytes()).unwrap();
+        let cert = block.parse_x509().unwrap();
+        let names: Vec<String> = cert
+            .subject_alternative_name()
+            .unwrap()
+            .unwrap()
+            .value
+            .general_names
+            .iter()
+            .map(|name| match name {
+                x509_parser::extensions::GeneralName::DNSName(dns) => dns.to_string(),
+                x509_parser::extensions::GeneralName::IPAddress(ip) => format!("{ip:?}"),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(names, ["localhost", "[10, 1, 2, 3]"]);
+        // What was written is what the next start loads.
+        let loaded = ClusterCerts::load_or_create(dir.path(), &sans).unwrap();
+        assert_eq!(leaves(&loaded), leaves(&rotated));
     }
 }
