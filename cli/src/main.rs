@@ -3,7 +3,9 @@
 //! reporting; it must never hold cluster logic of its own.
 
 mod agent;
+mod certificate;
 mod images;
+mod secrets_encrypt;
 mod server;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +26,11 @@ enum Command {
     Agent(agent::AgentArgs),
     /// Import and list container images of a running node.
     Images(images::ImagesArgs),
+    /// Show and rotate the keys that encrypt Secrets at rest (talks to the
+    /// running server).
+    SecretsEncrypt(secrets_encrypt::SecretsEncryptArgs),
+    /// Rotate the server's certificates (in the data dir; restart after).
+    Certificate(certificate::CertificateArgs),
     /// Print the skiff version.
     Version,
 }
@@ -50,6 +57,11 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(images::run(args)),
+        Command::SecretsEncrypt(args) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(secrets_encrypt::run(args)),
+        Command::Certificate(args) => certificate::run(args),
         Command::Version => {
             println!("skiff {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use skiff_apiserver::authn::{Authenticator, UserInfo};
+use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::SharedInformerFactory;
@@ -93,6 +94,41 @@ pub struct ServerArgs {
     /// exemptions.
     #[arg(long, env = "SKIFF_ADMISSION_CONTROL_CONFIG_FILE")]
     pub admission_control_config_file: Option<PathBuf>,
+
+    /// Encrypt Secrets at rest with keys skiff keeps in
+    /// DATA_DIR/cred/encryption-config.json (see `skiff secrets-encrypt`).
+    #[arg(
+        long,
+        env = "SKIFF_SECRETS_ENCRYPTION",
+        conflicts_with = "encryption_provider_config"
+    )]
+    pub secrets_encryption: bool,
+
+    /// Cipher of the keys `--secrets-encryption` generates.
+    #[arg(
+        long,
+        env = "SKIFF_SECRETS_ENCRYPTION_PROVIDER",
+        default_value = "aescbc",
+        value_parser = managed_provider
+    )]
+    pub secrets_encryption_provider: ProviderKind,
+
+    /// Encrypt resources at rest as this EncryptionConfiguration file
+    /// (apiserver.config.k8s.io/v1) says.
+    #[arg(long, env = "SKIFF_ENCRYPTION_PROVIDER_CONFIG")]
+    pub encryption_provider_config: Option<PathBuf>,
+
+    /// Lifetime of issued leaf certificates, in days (for tests: under 120
+    /// days they are renewed at every start).
+    #[arg(long, env = "SKIFF_CERTIFICATE_LIFETIME_DAYS", hide = true)]
+    pub certificate_lifetime_days: Option<u64>,
+}
+
+/// Reads `--secrets-encryption-provider`.
+fn managed_provider(name: &str) -> Result<ProviderKind, String> {
+    ProviderKind::from_name(name)
+        .filter(|kind| skiff_apiserver::encryption::MANAGED_PROVIDERS.contains(kind))
+        .ok_or_else(|| format!("{name:?} is not aescbc or secretbox"))
 }
 
 /// Runs the server until a termination signal, then stops cleanly.
@@ -121,8 +157,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     );
 
     let phase = Instant::now();
-    let certs = ClusterCerts::load_or_create(&args.data_dir, &tls::default_sans(&args.tls_san))
-        .context("preparing certificates")?;
+    let certs = ClusterCerts::load_or_create_with(
+        &args.data_dir,
+        &tls::default_sans(&args.tls_san),
+        &crate::certificate::lifetimes(args.certificate_lifetime_days),
+    )
+    .context("preparing certificates")?;
     let tls_config = certs.server_config().context("building TLS")?;
     let authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
         .context("loading the token file")?;
@@ -140,6 +180,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
         admission_control_config_file: args.admission_control_config_file.clone(),
+        encryption: EncryptionSource::from_flags(
+            &args.data_dir,
+            args.secrets_encryption,
+            args.secrets_encryption_provider,
+            args.encryption_provider_config.clone(),
+        ),
         ..ApiServerConfig::default()
     };
     let api = ApiServer::new(store.clone(), api_config)
