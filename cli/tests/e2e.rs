@@ -8,6 +8,7 @@ mod e2e {
     mod authz;
     mod containerd;
     mod crd;
+    mod data_protection;
     mod dns;
     mod durability;
     mod kube_rs;
