@@ -89,7 +89,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives the space compaction freed back to the file system, so values
     /// dropped from history no longer linger in the backend's files (etcd's
-    /// defragment). Returns once the live data is in its new place.
+    /// defragment). Returns once the live data is in its new place and,
+    /// unless a reader still holds the old files after a short wait, once
+    /// those are deleted.
     async fn defragment(&self) -> Result<(), StoreError>;
 
     /// Makes everything acknowledged so far durable and stops background work.

@@ -23,6 +23,10 @@ const COPY_BATCH: usize = 4096;
 /// removal is left to the next open.
 const RETIRE_WAIT: Duration = Duration::from_secs(600);
 
+/// How long the defragmentation itself waits for readers of the retired
+/// generation before leaving its removal to a thread.
+const RETIRE_NOW: Duration = Duration::from_secs(2);
+
 /// Decides when a defragmentation pays off, measuring the live data (a full
 /// scan) only when the file has grown noticeably since the last measurement.
 #[derive(Default)]
@@ -144,7 +148,20 @@ fn copy_into(
 }
 
 /// Drops the old generation once the last reader let go, then deletes it.
+/// Readers hold a generation only for one read, so the removal normally
+/// happens here, before the defragmentation is answered: a caller that
+/// defragments to get rid of old data (re-encryption) finds it gone from
+/// disk, and a close that follows leaves no half-removed directory. A reader
+/// that holds on longer hands the removal to a thread of its own.
 fn retire(old: Arc<Generation>) {
+    let deadline = Instant::now() + RETIRE_NOW;
+    while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if Arc::strong_count(&old) == 1 {
+        remove(old);
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name("skiff-store-retire".into())
         .spawn(move || {
@@ -156,13 +173,18 @@ fn retire(old: Arc<Generation>) {
                 tracing::warn!("old store generation still in use; it is removed at the next open");
                 return;
             }
-            let dir = old.dir.clone();
-            drop(old);
-            if let Err(err) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!(dir = %dir.display(), error = %err, "cannot remove an old store generation");
-            }
+            remove(old);
         });
     if let Err(err) = spawned {
         tracing::warn!(error = %err, "cannot start the generation retirement; it is removed at the next open");
+    }
+}
+
+/// Closes a generation no one uses and deletes its directory.
+fn remove(old: Arc<Generation>) {
+    let dir = old.dir.clone();
+    drop(old);
+    if let Err(err) = std::fs::remove_dir_all(&dir) {
+        tracing::warn!(dir = %dir.display(), error = %err, "cannot remove an old store generation");
     }
 }
