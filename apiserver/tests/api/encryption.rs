@@ -9,7 +9,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::authn::{Authenticated, Authenticator, UserInfo};
 use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
@@ -400,28 +400,109 @@ async fn a_server_whose_keys_cannot_read_its_secrets_does_not_start() {
     assert!(err.contains("cannot decrypt"), "{err}");
 }
 
+/// The admin endpoints with the verbs RBAC checks for them.
+const ENDPOINTS: [(Method, &str, &str); 3] = [
+    (Method::GET, "/v1-skiff/encrypt/status", "get"),
+    (Method::POST, "/v1-skiff/encrypt/rotate-keys", "post"),
+    (Method::POST, "/v1-skiff/encrypt/reencrypt", "post"),
+];
+
+/// A ServiceAccount, optionally bound cluster-wide to `cluster_role`, and
+/// the identity a token issued for it authenticates as.
+async fn service_account_identity(
+    server: &TestServer,
+    name: &str,
+    cluster_role: Option<&str>,
+) -> UserInfo {
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/default/serviceaccounts",
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    if let Some(role) = cluster_role {
+        let (code, body) = server
+            .post(
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                json!({"metadata": {"name": format!("{name}-{role}")},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+    }
+    let (code, issued) = server
+        .post(
+            &format!("/api/v1/namespaces/default/serviceaccounts/{name}/token"),
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{issued}");
+    let token = issued["status"]["token"].as_str().unwrap();
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    let authn = Authenticator::default()
+        .with_service_account_tokens(server.server.service_account_tokens());
+    match authn.authenticate(&headers, None) {
+        Authenticated::User(user) => user,
+        other => panic!("the token does not authenticate: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn only_cluster_admins_may_see_or_change_the_keys() {
     let dir = tempfile::tempdir().unwrap();
     let server = managed_server(dir.path(), true).await;
+    // Broad rights over resources are not the keys: `admin` and `edit`
+    // hold Secrets but no non-resource paths.
+    let plain = service_account_identity(&server, "plain", None).await;
+    let admin = service_account_identity(&server, "ns-admin", Some("admin")).await;
     let user = UserInfo::new("mallory", ["system:authenticated".to_string()]);
-    for (method, path, verb) in [
-        (Method::GET, "/v1-skiff/encrypt/status", "get"),
-        (Method::POST, "/v1-skiff/encrypt/rotate-keys", "post"),
-        (Method::POST, "/v1-skiff/encrypt/reencrypt", "post"),
-    ] {
-        let (code, body) = server
-            .call_with_headers(&user, method, path, None, &[])
-            .await;
-        assert_status(code, &body, 403, "Forbidden");
-        assert!(
-            body["message"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("User \"mallory\" cannot {verb} path \"{path}\"")),
-            "{body}"
-        );
+    for caller in [&plain, &admin, &user] {
+        for (method, path, verb) in ENDPOINTS {
+            let (code, body) = server
+                .call_with_headers(caller, method, path, None, &[])
+                .await;
+            assert_status(code, &body, 403, "Forbidden");
+            assert_eq!(
+                body["message"],
+                format!(
+                    "forbidden: User \"{}\" cannot {verb} path \"{path}\"",
+                    caller.name
+                ),
+                "{body}"
+            );
+        }
     }
-    // Nothing rotated.
-    assert_eq!(status(&server).await["keys"].as_array().unwrap().len(), 2);
+    // Without credentials the caller is asked to authenticate and learns
+    // nothing about the endpoints.
+    for (method, path, _) in ENDPOINTS {
+        let (code, body) = server
+            .call_with_headers(&UserInfo::anonymous(), method, path, None, &[])
+            .await;
+        assert_status(code, &body, 401, "Unauthorized");
+        assert!(body.get("keys").is_none(), "{body}");
+    }
+    // Nothing rotated or rewritten.
+    let before = status(&server).await;
+    assert_eq!(before["keys"].as_array().unwrap().len(), 2);
+    assert!(before["rewritten"].is_null(), "{before}");
+
+    // cluster-admin (any path) may, as a ServiceAccount too.
+    let root = service_account_identity(&server, "root", Some("cluster-admin")).await;
+    let (code, body) = server
+        .call_with_headers(
+            &root,
+            Method::POST,
+            "/v1-skiff/encrypt/rotate-keys",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["keys"].as_array().unwrap().len(), 3, "{body}");
 }

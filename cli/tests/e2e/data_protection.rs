@@ -9,7 +9,7 @@ use std::process::Command;
 
 use base64::Engine as _;
 
-use super::support::Server;
+use super::support::{Server, service_account};
 
 /// The distinctive value stored in Secrets.
 const VALUE: &str = "e2e-distinctive-passphrase-5c1d9";
@@ -156,6 +156,74 @@ fn secrets_stay_encrypted_on_disk_through_restarts_and_key_rotation() {
     let status: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
     assert_eq!(status["stale"], 0, "{status}");
     assert!(status["objects"].as_u64() >= Some(2), "{status}");
+}
+
+/// Runs `skiff secrets-encrypt <command>` with another kubeconfig; it must
+/// fail, and its error output is returned.
+fn secrets_encrypt_refused(server: &Server, kubeconfig: &Path, command: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["secrets-encrypt", command, "--data-dir"])
+        .arg(server.data_dir())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .expect("run skiff secrets-encrypt");
+    assert!(
+        !out.status.success(),
+        "skiff secrets-encrypt {command} succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn only_cluster_admins_reach_the_encryption_keys() {
+    let server = Server::start_with(&["--disable-agent", "--secrets-encryption"]);
+    // A ServiceAccount that may do anything with Secrets everywhere still
+    // may not see or change the keys.
+    let kubeconfig = service_account(&server, "default", "operator");
+    server.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "operator-admin",
+        "--clusterrole=admin",
+        "--serviceaccount=default:operator",
+    ]);
+    for (command, verb, path) in [
+        ("status", "get", "status"),
+        ("rotate-keys", "post", "rotate-keys"),
+        ("reencrypt", "post", "reencrypt"),
+    ] {
+        let err = secrets_encrypt_refused(&server, &kubeconfig, command);
+        assert!(
+            err.contains(&format!(
+                "User \"system:serviceaccount:default:operator\" cannot {verb} path \"/v1-skiff/encrypt/{path}\""
+            )),
+            "{err}"
+        );
+    }
+    // Without credentials: asked to authenticate (401), as for any API path.
+    let admin: serde_json::Value = serde_json::from_str(
+        &server.kubectl_ok(&["config", "view", "--raw", "--minify", "-o", "json"]),
+    )
+    .expect("kubeconfig as JSON");
+    let anonymous = server.data_dir().join("anonymous.kubeconfig");
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "skiff", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": "nobody", "user": {}}],
+        "contexts": [{"name": "nobody", "context": {"cluster": "skiff", "user": "nobody"}}],
+        "current-context": "nobody",
+    });
+    std::fs::write(&anonymous, config.to_string()).expect("write kubeconfig");
+    for command in ["status", "rotate-keys", "reencrypt"] {
+        let err = secrets_encrypt_refused(&server, &anonymous, command);
+        assert!(err.lines().any(|l| l.trim() == "Unauthorized"), "{err}");
+    }
+    // Nothing was rotated: one writing key, as at the start.
+    let status = secrets_encrypt(&server, "status");
+    assert_eq!(key_names(&status).len(), 1, "{status}");
 }
 
 /// Serial numbers of the leaf certificates in the data dir.

@@ -5,35 +5,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use super::support::Server;
-
-/// A kubeconfig for `server` that authenticates with `token` only (no
-/// client certificate), written next to the admin's.
-fn token_kubeconfig(server: &Server, name: &str, token: &str) -> PathBuf {
-    let admin: serde_json::Value = serde_json::from_str(
-        &server.kubectl_ok(&["config", "view", "--raw", "--minify", "-o", "json"]),
-    )
-    .expect("kubeconfig as JSON");
-    let cluster = admin["clusters"][0]["cluster"].clone();
-    let config = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "skiff", "cluster": cluster}],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": name, "context": {"cluster": "skiff", "user": name}}],
-        "current-context": name,
-    });
-    let path = server.data_dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(&path, config.to_string()).expect("write kubeconfig");
-    path
-}
-
-/// A service account in `namespace` and a kubeconfig holding its token.
-fn service_account(server: &Server, namespace: &str, name: &str) -> PathBuf {
-    server.kubectl_ok(&["create", "serviceaccount", name, "-n", namespace]);
-    let token = server.kubectl_ok(&["create", "token", name, "-n", namespace]);
-    token_kubeconfig(server, &format!("{namespace}-{name}"), token.trim())
-}
+use super::support::{Server, service_account, token_kubeconfig};
 
 fn kubectl_as(kubeconfig: &PathBuf, args: &[&str]) -> Output {
     Command::new("kubectl")

@@ -220,3 +220,31 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> O
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A kubeconfig for `server` that authenticates with `token` only (no
+/// client certificate), written next to the admin's.
+pub fn token_kubeconfig(server: &Server, name: &str, token: &str) -> PathBuf {
+    let admin: serde_json::Value = serde_json::from_str(
+        &server.kubectl_ok(&["config", "view", "--raw", "--minify", "-o", "json"]),
+    )
+    .expect("kubeconfig as JSON");
+    let cluster = admin["clusters"][0]["cluster"].clone();
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "skiff", "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": "skiff", "user": name}}],
+        "current-context": name,
+    });
+    let path = server.data_dir().join(format!("{name}.kubeconfig"));
+    std::fs::write(&path, config.to_string()).expect("write kubeconfig");
+    path
+}
+
+/// A service account in `namespace` and a kubeconfig holding its token.
+pub fn service_account(server: &Server, namespace: &str, name: &str) -> PathBuf {
+    server.kubectl_ok(&["create", "serviceaccount", name, "-n", namespace]);
+    let token = server.kubectl_ok(&["create", "token", name, "-n", namespace]);
+    token_kubeconfig(server, &format!("{namespace}-{name}"), token.trim())
+}
