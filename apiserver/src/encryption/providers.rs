@@ -318,7 +318,7 @@ fn open_cbc<C>(cipher: &C, body: &[u8]) -> Option<Vec<u8>>
 where
     C: Clone + cbc::cipher::BlockCipher + cbc::cipher::BlockDecryptMut,
 {
-    if body.len() < 2 * AES_BLOCK || body.len() % AES_BLOCK != 0 {
+    if body.len() < 2 * AES_BLOCK || !body.len().is_multiple_of(AES_BLOCK) {
         return None;
     }
     let (iv, sealed) = body.split_at(AES_BLOCK);
