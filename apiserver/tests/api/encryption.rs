@@ -132,6 +132,54 @@ async fn secrets_are_ciphertext_in_the_store_and_plaintext_to_clients() {
 }
 
 #[tokio::test]
+async fn a_watch_resumed_past_the_caches_history_reads_plaintext_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::with_config(ApiServerConfig {
+        encryption: Some(EncryptionSource::File(config_file(
+            dir.path(),
+            &["secrets"],
+        ))),
+        watch_history: 2,
+        ..ApiServerConfig::default()
+    })
+    .await;
+    let mut first = Value::Null;
+    for i in 0..4 {
+        let (code, created) = server
+            .post(
+                "/api/v1/namespaces/default/secrets",
+                secret(&format!("s{i}"), VALUE),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{created}");
+        if i == 0 {
+            first = created;
+        }
+    }
+    let (code, body) = server.delete("/api/v1/namespaces/default/secrets/s0").await;
+    assert!(code.is_success(), "{body}");
+    // The cache keeps two events, so this resume reads the store's history,
+    // which holds ciphertext only.
+    let rv = first["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut watch = server
+        .watch(&format!(
+            "/api/v1/namespaces/default/secrets?watch=1&resourceVersion={rv}"
+        ))
+        .await;
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let event = watch.next().await.unwrap();
+        assert_eq!(event["object"]["data"]["password"], b64(VALUE), "{event}");
+        seen.push(format!(
+            "{} {}",
+            event["type"].as_str().unwrap(),
+            event["object"]["metadata"]["name"].as_str().unwrap()
+        ));
+    }
+    assert_eq!(seen, ["ADDED s1", "ADDED s2", "ADDED s3", "DELETED s0"]);
+}
+
+#[tokio::test]
 async fn any_resource_the_configuration_names_is_encrypted() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_config(ApiServerConfig {
