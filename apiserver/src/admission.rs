@@ -85,6 +85,9 @@ fn reset_status_on_create(info: &ResourceInfo, object: &mut Value) {
         InitialStatus::Phase(phase) => {
             map.insert("status".into(), json!({ "phase": phase }));
         }
+        InitialStatus::Empty(status) => {
+            map.insert("status".into(), status());
+        }
     }
 }
 

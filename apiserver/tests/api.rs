@@ -10,6 +10,8 @@ mod apply;
 mod crd;
 #[path = "api/crud.rs"]
 mod crud;
+#[path = "api/defaults.rs"]
+mod defaults;
 #[path = "api/deletion.rs"]
 mod deletion;
 #[path = "api/discovery.rs"]

@@ -1,6 +1,8 @@
 //! ConfigMaps and Secrets: the keys their data maps may use, a Secret's
 //! default type, and their columns.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
@@ -33,8 +35,12 @@ impl KindStrategy for ConfigMaps {
 pub(crate) struct Secrets;
 
 impl KindStrategy for Secrets {
+    /// `stringData` is a write-only convenience: its entries are encoded
+    /// into `data` (winning over a key both name) and the field is dropped,
+    /// so it is never stored or returned.
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         set_default(object, "type", json!("Opaque"));
+        merge_string_data(object);
     }
 
     fn validate(
@@ -49,6 +55,37 @@ impl KindStrategy for Secrets {
 
     fn printer(&self) -> &'static Printer {
         &crate::table::core::SECRETS
+    }
+}
+
+/// Moves a Secret's `stringData` into `data`, base64-encoded. Values that
+/// are not strings are left for validation to refuse.
+fn merge_string_data(object: &mut Value) {
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(strings)) = map.get("stringData") else {
+        return;
+    };
+    let data_ok = map
+        .get("data")
+        .is_none_or(|d| d.is_null() || d.is_object());
+    if !data_ok || strings.values().any(|v| !v.is_string()) {
+        return;
+    }
+    let Some(Value::Object(strings)) = map.remove("stringData") else {
+        return;
+    };
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if data.is_null() {
+        *data = json!({});
+    }
+    let Some(data) = data.as_object_mut() else {
+        return;
+    };
+    for (key, value) in strings {
+        let plain = value.as_str().unwrap_or_default();
+        data.insert(key, json!(BASE64.encode(plain)));
     }
 }
 

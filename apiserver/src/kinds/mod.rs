@@ -59,7 +59,7 @@ pub(crate) use workloads::{
 
 /// What the status of a new object of a kind with a status subresource
 /// starts as (status belongs to controllers, so a client's is not kept).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum InitialStatus {
     /// Whatever the client sent stays (nodes report their own status).
     Kept,
@@ -67,6 +67,9 @@ pub(crate) enum InitialStatus {
     Cleared,
     /// `{"phase": …}` and nothing else.
     Phase(&'static str),
+    /// Exactly the object this returns (a Service's empty
+    /// `{"loadBalancer": {}}`, which upstream always writes).
+    Empty(fn() -> Value),
 }
 
 /// The rules of one kind. Every method has the behaviour most kinds share

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default};
+use super::{InitialStatus, KindStrategy, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -22,6 +22,12 @@ pub(crate) struct Services;
 impl KindStrategy for Services {
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035
+    }
+
+    /// Upstream's ServiceStatus always serializes its load balancer, empty
+    /// until the service LB controller fills it.
+    fn initial_status(&self) -> InitialStatus {
+        InitialStatus::Empty(|| json!({ "loadBalancer": {} }))
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {

@@ -111,7 +111,24 @@ impl KindStrategy for ReplicaSets {
 pub(crate) struct ReplicationControllers;
 
 impl KindStrategy for ReplicationControllers {
+    /// Besides the replica and pod-spec defaults, a controller without a
+    /// selector selects its template's labels, and one without labels of
+    /// its own carries them too (what `kubectl expose rc` reads).
     fn apply_defaults(&self, info: &ResourceInfo, object: &mut Value) {
+        let template_labels = object["spec"]["template"]["metadata"]["labels"].clone();
+        let has_labels = |v: &Value| v.as_object().is_some_and(|m| !m.is_empty());
+        if has_labels(&template_labels) {
+            if let Some(spec) = spec_of(object)
+                && !has_labels(&spec["selector"])
+            {
+                spec["selector"] = template_labels.clone();
+            }
+            if !has_labels(&object["metadata"]["labels"])
+                && let Some(meta) = path_mut(object, &["metadata"]).filter(|m| m.is_object())
+            {
+                meta["labels"] = template_labels;
+            }
+        }
         ReplicaSets.apply_defaults(info, object);
     }
 

@@ -108,7 +108,88 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 set_default(c, "resources", json!({}));
+                default_container_fields(c);
             }
+        }
+    }
+    if let Some(volumes) = path_mut(spec, &["volumes"]).and_then(Value::as_array_mut) {
+        for volume in volumes {
+            default_volume(volume);
+        }
+    }
+}
+
+/// Mode upstream gives files projected from a Secret, ConfigMap or the
+/// downward API when the volume names none (0644).
+const DEFAULT_VOLUME_MODE: i64 = 0o644;
+
+/// Container defaults beyond the top-level ones: port protocols, the
+/// `apiVersion` of `fieldRef`s in env, and probe timings.
+fn default_container_fields(container: &mut Value) {
+    if let Some(ports) = path_mut(container, &["ports"]).and_then(Value::as_array_mut) {
+        for port in ports {
+            set_default(port, "protocol", json!("TCP"));
+        }
+    }
+    if let Some(env) = path_mut(container, &["env"]).and_then(Value::as_array_mut) {
+        for var in env {
+            if let Some(field_ref) = path_mut(var, &["valueFrom", "fieldRef"]) {
+                set_default(field_ref, "apiVersion", json!("v1"));
+            }
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(probe) = path_mut(container, &[probe]).filter(|p| p.is_object()) {
+            set_default(probe, "timeoutSeconds", json!(1));
+            set_default(probe, "periodSeconds", json!(10));
+            set_default(probe, "successThreshold", json!(1));
+            set_default(probe, "failureThreshold", json!(3));
+            if let Some(get) = path_mut(probe, &["httpGet"]).filter(|g| g.is_object()) {
+                set_default(get, "path", json!("/"));
+                set_default(get, "scheme", json!("HTTP"));
+            }
+        }
+    }
+}
+
+/// A volume that names no source is an `emptyDir`; file-projecting sources
+/// get their default mode and `fieldRef` API version.
+fn default_volume(volume: &mut Value) {
+    let Some(map) = volume.as_object_mut() else {
+        return;
+    };
+    if map.keys().all(|k| k == "name") {
+        map.insert("emptyDir".into(), json!({}));
+        return;
+    }
+    for source in ["secret", "configMap", "downwardAPI"] {
+        if let Some(source) = map.get_mut(source).filter(|s| s.is_object()) {
+            set_default(source, "defaultMode", json!(DEFAULT_VOLUME_MODE));
+        }
+    }
+    if let Some(items) = path_mut(volume, &["downwardAPI", "items"]).and_then(Value::as_array_mut)
+    {
+        default_field_refs(items);
+    }
+    if let Some(projected) = path_mut(volume, &["projected"]).filter(|p| p.is_object()) {
+        set_default(projected, "defaultMode", json!(DEFAULT_VOLUME_MODE));
+        if let Some(sources) = path_mut(projected, &["sources"]).and_then(Value::as_array_mut) {
+            for source in sources {
+                if let Some(items) =
+                    path_mut(source, &["downwardAPI", "items"]).and_then(Value::as_array_mut)
+                {
+                    default_field_refs(items);
+                }
+            }
+        }
+    }
+}
+
+/// `fieldRef.apiVersion` of downward-API items defaults to `v1`.
+fn default_field_refs(items: &mut [Value]) {
+    for item in items {
+        if let Some(field_ref) = path_mut(item, &["fieldRef"]) {
+            set_default(field_ref, "apiVersion", json!("v1"));
         }
     }
 }

@@ -1,0 +1,144 @@
+//! Upstream's defaulting as a client sees it: what a created or updated
+//! object looks like in the response and when read back, for inputs that
+//! leave the defaulted fields out.
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::TestServer;
+
+/// Creates `body` at `path`, then reads it back from `path/name`; returns
+/// (created response, stored object).
+async fn create_and_read(s: &TestServer, path: &str, body: Value) -> (Value, Value) {
+    let name = body["metadata"]["name"].as_str().unwrap().to_string();
+    let (code, created) = s.post(path, body).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let (code, stored) = s.get(&format!("{path}/{name}")).await;
+    assert_eq!(code, StatusCode::OK, "{stored}");
+    (created, stored)
+}
+
+#[tokio::test]
+async fn a_secrets_string_data_is_merged_into_data_and_dropped() {
+    let s = TestServer::new().await;
+    let path = "/api/v1/namespaces/default/secrets";
+    let secret = json!({"metadata": {"name": "creds"},
+        "data": {"user": "YWRtaW4=", "pass": "b2xk"},
+        "stringData": {"pass": "s3cret", "host": "db"}});
+    let (created, stored) = create_and_read(&s, path, secret).await;
+    for object in [&created, &stored] {
+        assert!(object.get("stringData").is_none(), "{object}");
+        // stringData wins over data for a key both name.
+        assert_eq!(
+            object["data"],
+            json!({"user": "YWRtaW4=", "pass": "czNjcmV0", "host": "ZGI="}),
+            "{object}"
+        );
+        assert_eq!(object["type"], "Opaque");
+    }
+
+    // A replace carrying only stringData keeps nothing but what it names.
+    let mut update = stored.clone();
+    update.as_object_mut().unwrap().remove("data");
+    update["stringData"] = json!({"token": "abc"});
+    let (code, replaced) = s.put(&format!("{path}/creds"), update).await;
+    assert_eq!(code, StatusCode::OK, "{replaced}");
+    assert!(replaced.get("stringData").is_none(), "{replaced}");
+    assert_eq!(replaced["data"], json!({"token": "YWJj"}));
+
+    // A merge patch adding stringData lands in data beside the stored keys.
+    let (code, patched) = s
+        .patch(
+            &format!("{path}/creds"),
+            "application/merge-patch+json",
+            json!({"stringData": {"extra": "x"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{patched}");
+    assert!(patched.get("stringData").is_none(), "{patched}");
+    assert_eq!(patched["data"], json!({"token": "YWJj", "extra": "eA=="}));
+    let (_, stored) = s.get(&format!("{path}/creds")).await;
+    assert_eq!(stored["data"], patched["data"]);
+    assert!(stored.get("stringData").is_none(), "{stored}");
+}
+
+#[tokio::test]
+async fn a_replication_controller_takes_selector_and_labels_from_its_template() {
+    let s = TestServer::new().await;
+    let path = "/api/v1/namespaces/default/replicationcontrollers";
+    let template = json!({"metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let rc = json!({"metadata": {"name": "bare"}, "spec": {"template": template}});
+    let (created, stored) = create_and_read(&s, path, rc).await;
+    for object in [&created, &stored] {
+        assert_eq!(object["spec"]["selector"], json!({"app": "web"}), "{object}");
+        assert_eq!(object["metadata"]["labels"], json!({"app": "web"}), "{object}");
+        assert_eq!(object["spec"]["replicas"], 1);
+    }
+
+    // What the client set is kept.
+    let rc = json!({"metadata": {"name": "own", "labels": {"team": "a"}},
+        "spec": {"selector": {"app": "web"}, "template": template}});
+    let (created, _) = create_and_read(&s, path, rc).await;
+    assert_eq!(created["metadata"]["labels"], json!({"team": "a"}));
+    assert_eq!(created["spec"]["selector"], json!({"app": "web"}));
+}
+
+#[tokio::test]
+async fn pod_specs_get_empty_dir_volumes_and_field_ref_versions_in_pods_and_templates() {
+    let s = TestServer::new().await;
+    let pod_spec = json!({
+        "containers": [{"name": "c", "image": "i",
+            "ports": [{"containerPort": 80}],
+            "env": [{"name": "ME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "PLAIN", "value": "x"}],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/s"}]}],
+        "volumes": [{"name": "scratch"},
+            {"name": "cfg", "configMap": {"name": "settings"}},
+            {"name": "info", "downwardAPI": {"items": [
+                {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]});
+    let check = |spec: &Value| {
+        assert_eq!(spec["volumes"][0], json!({"name": "scratch", "emptyDir": {}}), "{spec}");
+        assert_eq!(spec["volumes"][1]["configMap"]["defaultMode"], 420, "{spec}");
+        assert_eq!(
+            spec["volumes"][2]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"],
+            "v1",
+            "{spec}"
+        );
+        let container = &spec["containers"][0];
+        assert_eq!(
+            container["env"][0]["valueFrom"]["fieldRef"],
+            json!({"apiVersion": "v1", "fieldPath": "metadata.name"}),
+            "{spec}"
+        );
+        assert_eq!(container["env"][1], json!({"name": "PLAIN", "value": "x"}));
+        assert_eq!(container["ports"][0]["protocol"], "TCP");
+    };
+
+    let pod = json!({"metadata": {"name": "p"}, "spec": pod_spec});
+    let (created, stored) = create_and_read(&s, "/api/v1/namespaces/default/pods", pod).await;
+    check(&created["spec"]);
+    check(&stored["spec"]);
+
+    let deployment = json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": pod_spec}}});
+    let (created, stored) = create_and_read(
+        &s,
+        "/apis/apps/v1/namespaces/default/deployments",
+        deployment,
+    )
+    .await;
+    check(&created["spec"]["template"]["spec"]);
+    check(&stored["spec"]["template"]["spec"]);
+}
+
+#[tokio::test]
+async fn a_created_service_has_an_empty_load_balancer_status() {
+    let s = TestServer::new().await;
+    let svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}});
+    let (created, stored) =
+        create_and_read(&s, "/api/v1/namespaces/default/services", svc).await;
+    assert_eq!(created["status"], json!({"loadBalancer": {}}), "{created}");
+    assert_eq!(stored["status"], json!({"loadBalancer": {}}), "{stored}");
+}
