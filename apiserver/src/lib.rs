@@ -44,6 +44,7 @@ pub mod status;
 pub mod table;
 pub mod validation;
 mod watch_cache;
+mod wire_order;
 
 pub use admission_plugins::config::AdmissionConfigError;
 pub use server::{ApiServer, ApiServerConfig, ApiServerError, SYSTEM_NAMESPACES};

@@ -383,9 +383,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A JSON response with the given code.
+/// A JSON response with the given code, its keys in upstream's order.
 pub fn json_response(code: StatusCode, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let bytes = crate::wire_order::to_vec(body);
     let mut response = (code, bytes).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

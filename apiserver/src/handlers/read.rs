@@ -20,6 +20,7 @@ use crate::object::decode_from_store;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::watch_cache::{Snapshot, WatchCache};
+use crate::wire_order::Ordered;
 
 /// How long a list waits for the cache to reach a requested resourceVersion.
 const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(500);
@@ -212,7 +213,7 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
         metadata,
         items: items
             .iter()
-            .map(|o| WithoutType(o, info.custom.is_some()))
+            .map(|o| Ordered::item(o, info.custom.is_some()))
             .collect(),
     };
     let bytes = serde_json::to_vec(&list).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -230,28 +231,8 @@ struct ListBody<'a> {
     #[serde(rename = "apiVersion")]
     api_version: String,
     metadata: Value,
-    items: Vec<WithoutType<'a>>,
+    /// Items carry no apiVersion/kind, as upstream's typed lists (custom
+    /// objects keep theirs, as upstream's unstructured lists do).
+    items: Vec<Ordered<'a>>,
 }
 
-/// List items carry no apiVersion/kind, as upstream's typed lists (custom
-/// objects keep theirs, as upstream's unstructured lists do: the flag); this
-/// writes an object without them and without copying it.
-struct WithoutType<'a>(&'a Value, bool);
-
-impl Serialize for WithoutType<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        match self.0 {
-            Value::Object(fields) => {
-                let mut map = serializer.serialize_map(None)?;
-                for (k, v) in fields {
-                    if self.1 || (k != "apiVersion" && k != "kind") {
-                        map.serialize_entry(k, v)?;
-                    }
-                }
-                map.end()
-            }
-            other => other.serialize(serializer),
-        }
-    }
-}

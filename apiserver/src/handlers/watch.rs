@@ -20,6 +20,7 @@ use super::Ctx;
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
+use crate::wire_order::Ordered;
 use crate::watch_cache::{CacheEvent, ChangeKind, Start, WatchCache};
 
 /// Encoded events buffered per watcher before its task waits for the client.
@@ -29,13 +30,28 @@ const OUTBOX: usize = 64;
 struct WireEvent<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
-    object: &'a Value,
+    object: Ordered<'a>,
 }
 
 fn encode(kind: &str, object: &Value) -> Bytes {
-    let mut bytes = serde_json::to_vec(&WireEvent { kind, object }).unwrap_or_default();
+    let mut bytes = serde_json::to_vec(&WireEvent {
+        kind,
+        object: Ordered::new(object),
+    }).unwrap_or_default();
     bytes.push(b'\n');
     Bytes::from(bytes)
+}
+
+/// How long a watch runs: the client's `timeoutSeconds` when it set one
+/// above zero, else between the server's default and twice that, spread so
+/// that clients started together do not all come back at once (as
+/// upstream's `minRequestTimeout`). A watch is a long-running request:
+/// `timeout=` (a client's own request deadline) is not read for it.
+fn watch_timeout(timeout_seconds: Option<u64>, default: Duration) -> Duration {
+    match timeout_seconds {
+        Some(seconds) if seconds > 0 => Duration::from_secs(seconds),
+        _ => default.mul_f64(1.0 + rand::random::<f64>()),
+    }
 }
 
 /// What one watcher wants to see.
@@ -178,11 +194,7 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
         fields,
     };
     let config = &ctx.inner.config;
-    let timeout = ctx
-        .params
-        .timeout_seconds
-        .map(Duration::from_secs)
-        .unwrap_or(config.default_watch_timeout);
+    let timeout = watch_timeout(ctx.params.timeout_seconds, config.default_watch_timeout);
     let options = WatchOptions {
         from,
         timeout,

@@ -100,7 +100,7 @@ impl CacheEvent {
         };
         self.encoded[slot]
             .get_or_init(|| {
-                let object = serde_json::to_vec(&*self.object).unwrap_or_default();
+                let object = crate::wire_order::to_vec(&self.object);
                 let mut bytes = Vec::with_capacity(object.len() + 32);
                 bytes.extend_from_slice(b"{\"type\":\"");
                 bytes.extend_from_slice(kind.as_bytes());

@@ -280,3 +280,65 @@ async fn namespaced_collections_cannot_be_deleted_across_namespaces() {
     let (code, _) = s.get("/api/v1/namespaces/default/configmaps/keep").await;
     assert_eq!(code, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn status_bodies_are_written_in_upstreams_key_order() {
+    let s = TestServer::new().await;
+    let (code, body) = s
+        .bytes(Method::GET, "/api/v1/namespaces/default/configmaps/missing", None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_eq!(
+        body,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"missing\" not found","reason":"NotFound","details":{"name":"missing","kind":"configmaps"},"code":404}"#
+    );
+
+    // Details with causes: name, group, kind, causes; each cause reason,
+    // message, field.
+    let bad = json!({"metadata": {"name": "Bad_Name"}});
+    let (code, body) = s
+        .bytes(Method::POST, "/apis/apps/v1/namespaces/default/deployments", Some(bad))
+        .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let order = |keys: &[&str]| {
+        let at: Vec<usize> = keys
+            .iter()
+            .map(|k| body.find(&format!("\"{k}\":")).unwrap_or_else(|| panic!("{k} in {body}")))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{keys:?} out of order in {body}");
+    };
+    order(&["kind", "apiVersion", "metadata", "status", "message", "reason", "details", "code"]);
+    order(&["\"name", "group", "causes"]);
+    assert!(body.contains(r#"{"reason":"FieldValueInvalid","message":"#), "{body}");
+}
+
+#[tokio::test]
+async fn objects_lists_and_watch_events_start_with_type_metadata_spec_status() {
+    let s = TestServer::new().await;
+    let svc = json!({"metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"ports": [{"port": 80}]}});
+    let (code, created) = s
+        .bytes(Method::POST, "/api/v1/namespaces/default/services", Some(svc))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let (_, read) = s
+        .bytes(Method::GET, "/api/v1/namespaces/default/services/web", None)
+        .await;
+    for body in [&created, &read] {
+        assert!(
+            body.starts_with(r#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"web","namespace":"default","uid":"#),
+            "{body}"
+        );
+        let spec = body.find(r#""spec":"#).unwrap();
+        let status = body.find(r#""status":"#).unwrap();
+        assert!(spec < status, "{body}");
+    }
+    let (_, list) = s
+        .bytes(Method::GET, "/api/v1/namespaces/default/services", None)
+        .await;
+    assert!(
+        list.starts_with(r#"{"kind":"ServiceList","apiVersion":"v1","metadata":{"#),
+        "{list}"
+    );
+    assert!(list.contains(r#""items":[{"metadata":{"name":"web","namespace":"default","#), "{list}");
+}

@@ -79,6 +79,25 @@ impl TestServer {
         self.raw(method, path, "application/json", bytes).await
     }
 
+    /// Sends a request and returns the response's code and exact bytes.
+    pub async fn bytes(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, String) {
+        let body = body
+            .map(|b| serde_json::to_vec(&b).unwrap())
+            .unwrap_or_default();
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let code = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (code, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
     pub async fn raw(
         &self,
         method: Method,

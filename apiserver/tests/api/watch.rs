@@ -95,6 +95,42 @@ async fn timeout_ends_the_stream() {
 }
 
 #[tokio::test]
+async fn a_watch_ignores_the_clients_request_timeout() {
+    let s = TestServer::new().await;
+    // kubectl's --request-timeout=1s arrives as `timeout=1s`.
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeout=1s")
+        .await;
+    assert_eq!(
+        w.next_within(Duration::from_millis(2500)).await,
+        Err(()),
+        "the watch is still open past its request timeout"
+    );
+    s.configmap("default", "late", json!({})).await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "late"));
+}
+
+#[tokio::test]
+async fn without_timeout_seconds_a_watch_ends_within_twice_the_default() {
+    let config = ApiServerConfig {
+        default_watch_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let s = TestServer::with_config(config).await;
+    // Zero is no timeout of the client's own, as upstream reads it.
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=0")
+        .await;
+    let started = std::time::Instant::now();
+    assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
+    let lasted = started.elapsed();
+    assert!(
+        lasted >= Duration::from_millis(900) && lasted < Duration::from_millis(2500),
+        "{lasted:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_version_past_the_caches_history_is_served_from_the_store_until_compacted() {
     let config = ApiServerConfig {
         watch_history: 2,
