@@ -179,6 +179,11 @@ pub enum ApiError {
         name: String,
         causes: Vec<FieldError>,
     },
+    /// A JSON patch whose operations could not be applied (a failed
+    /// `test`, a missing path): upstream's generic 422, which names neither
+    /// the object nor the operation.
+    #[error("the server rejected our request due to an error in our request")]
+    PatchNotApplied,
     #[error("{0}")]
     BadRequest(String),
     #[error("the server does not allow this method on the requested resource")]
@@ -248,7 +253,9 @@ impl ApiError {
             ApiError::AlreadyExists { .. }
             | ApiError::Conflict { .. }
             | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
-            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Invalid { .. } | ApiError::PatchNotApplied => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Expired(_) => StatusCode::GONE,
@@ -267,7 +274,7 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
-            ApiError::Invalid { .. } => "Invalid",
+            ApiError::Invalid { .. } | ApiError::PatchNotApplied => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Expired(_) => "Expired",
@@ -352,6 +359,7 @@ impl ApiError {
             ApiError::ApplyConflict { causes, .. } => {
                 Some(json!({ "causes": causes_json(causes) }))
             }
+            ApiError::PatchNotApplied => Some(json!({})),
             ApiError::TooManyRequests { causes, .. } if !causes.is_empty() => {
                 Some(json!({ "causes": causes_json(causes) }))
             }

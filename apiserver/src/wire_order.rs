@@ -49,7 +49,14 @@ const STATUS: &[&str] = &[
 ];
 
 /// `metav1.StatusDetails`.
-const STATUS_DETAILS: &[&str] = &["name", "group", "kind", "uid", "causes", "retryAfterSeconds"];
+const STATUS_DETAILS: &[&str] = &[
+    "name",
+    "group",
+    "kind",
+    "uid",
+    "causes",
+    "retryAfterSeconds",
+];
 
 /// `metav1.StatusCause`.
 const STATUS_CAUSE: &[&str] = &["reason", "message", "field"];
@@ -156,9 +163,13 @@ impl Serialize for Items<'_> {
         let mut out = serializer.serialize_seq(Some(elements.len()))?;
         for element in elements {
             match self.1 {
-                Inner::Causes => out.serialize_element(&Keys(element, STATUS_CAUSE, Inner::None))?,
+                Inner::Causes => {
+                    out.serialize_element(&Keys(element, STATUS_CAUSE, Inner::None))?
+                }
                 Inner::Objects => out.serialize_element(&Ordered::new(element))?,
-                Inner::RowObjects => out.serialize_element(&Keys(element, &[], Inner::RowObjects))?,
+                Inner::RowObjects => {
+                    out.serialize_element(&Keys(element, &[], Inner::RowObjects))?
+                }
                 Inner::None => out.serialize_element(element)?,
             }
         }

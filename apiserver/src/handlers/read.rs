@@ -235,4 +235,3 @@ struct ListBody<'a> {
     /// objects keep theirs, as upstream's unstructured lists do).
     items: Vec<Ordered<'a>>,
 }
-

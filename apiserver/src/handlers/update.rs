@@ -395,10 +395,15 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
                 }
                 return Err(storage::not_found(info, name));
             };
+            // Patches apply to the whole object, resourceVersion included,
+            // so a JSON patch may test or set it; an applied configuration
+            // names it only to ask for it as a precondition.
             let mut base = current.object.clone();
-            meta_mut(&mut base).remove("resourceVersion");
             let patched = match &config {
-                Some(config) => Some(apply_config(ctx, info, write, &base, config)?),
+                Some(config) => {
+                    meta_mut(&mut base).remove("resourceVersion");
+                    Some(apply_config(ctx, info, write, &base, config)?)
+                }
                 None => None,
             };
             let mut patched = match patched {
@@ -407,6 +412,9 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
             }
             .map_err(|e| match e {
                 patch::PatchError::Malformed(m) => ApiError::BadRequest(m),
+                // Upstream answers a JSON patch that cannot be applied
+                // with its generic 422, whatever the operation's error.
+                patch::PatchError::Apply(_) if kind == PatchType::Json => ApiError::PatchNotApplied,
                 patch::PatchError::Apply(m) => ApiError::Invalid {
                     kind: info.kind.to_string(),
                     group: info.group.to_string(),
@@ -421,6 +429,10 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
             }
             let wanted = precondition(&patched)?;
             check_precondition(info, name, wanted, current.revision)?;
+            // A patch that names the resourceVersion is pinned to it: a lost
+            // race is the client's 409, not a silent retry on newer data.
+            let wanted =
+                wanted.filter(|_| config.is_some() || patch::names_resource_version(kind, bytes));
             if meta_str(&patched, "name") != Some(name.as_str()) {
                 return Err(ApiError::BadRequest(format!(
                     "the name of the object ({}) does not match the name on the URL ({name})",

@@ -20,8 +20,8 @@ use super::Ctx;
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::wire_order::Ordered;
 use crate::watch_cache::{CacheEvent, ChangeKind, Start, WatchCache};
+use crate::wire_order::Ordered;
 
 /// Encoded events buffered per watcher before its task waits for the client.
 const OUTBOX: usize = 64;
@@ -37,7 +37,8 @@ fn encode(kind: &str, object: &Value) -> Bytes {
     let mut bytes = serde_json::to_vec(&WireEvent {
         kind,
         object: Ordered::new(object),
-    }).unwrap_or_default();
+    })
+    .unwrap_or_default();
     bytes.push(b'\n');
     Bytes::from(bytes)
 }

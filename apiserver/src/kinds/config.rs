@@ -67,9 +67,7 @@ fn merge_string_data(object: &mut Value) {
     let Some(Value::Object(strings)) = map.get("stringData") else {
         return;
     };
-    let data_ok = map
-        .get("data")
-        .is_none_or(|d| d.is_null() || d.is_object());
+    let data_ok = map.get("data").is_none_or(|d| d.is_null() || d.is_object());
     if !data_ok || strings.values().any(|v| !v.is_string()) {
         return;
     }

@@ -74,6 +74,29 @@ pub fn apply(kind: PatchType, original: &Value, patch: &[u8]) -> Result<Value, P
     }
 }
 
+/// Whether a patch body (of a kind other than apply) sets or tests
+/// `metadata.resourceVersion`, making it a precondition of the write. A body
+/// that cannot be read names nothing (applying it fails anyway).
+pub fn names_resource_version(kind: PatchType, patch: &[u8]) -> bool {
+    let Ok(body) = serde_json::from_slice::<Value>(patch) else {
+        return false;
+    };
+    match kind {
+        PatchType::Json => body.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| {
+                ["path", "from"].iter().any(|field| {
+                    op[*field].as_str().is_some_and(|path| {
+                        path == "/metadata/resourceVersion"
+                            || path == "/metadata"
+                            || path.is_empty()
+                    })
+                })
+            })
+        }),
+        _ => body["metadata"].get("resourceVersion").is_some(),
+    }
+}
+
 /// An apply body: a YAML (or JSON) object.
 pub fn parse_applied(patch: &[u8]) -> Result<Value, PatchError> {
     let yaml: serde_yaml::Value = serde_yaml::from_slice(patch)

@@ -71,8 +71,16 @@ async fn a_replication_controller_takes_selector_and_labels_from_its_template() 
     let rc = json!({"metadata": {"name": "bare"}, "spec": {"template": template}});
     let (created, stored) = create_and_read(&s, path, rc).await;
     for object in [&created, &stored] {
-        assert_eq!(object["spec"]["selector"], json!({"app": "web"}), "{object}");
-        assert_eq!(object["metadata"]["labels"], json!({"app": "web"}), "{object}");
+        assert_eq!(
+            object["spec"]["selector"],
+            json!({"app": "web"}),
+            "{object}"
+        );
+        assert_eq!(
+            object["metadata"]["labels"],
+            json!({"app": "web"}),
+            "{object}"
+        );
         assert_eq!(object["spec"]["replicas"], 1);
     }
 
@@ -98,11 +106,17 @@ async fn pod_specs_get_empty_dir_volumes_and_field_ref_versions_in_pods_and_temp
             {"name": "info", "downwardAPI": {"items": [
                 {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]});
     let check = |spec: &Value| {
-        assert_eq!(spec["volumes"][0], json!({"name": "scratch", "emptyDir": {}}), "{spec}");
-        assert_eq!(spec["volumes"][1]["configMap"]["defaultMode"], 420, "{spec}");
         assert_eq!(
-            spec["volumes"][2]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"],
-            "v1",
+            spec["volumes"][0],
+            json!({"name": "scratch", "emptyDir": {}}),
+            "{spec}"
+        );
+        assert_eq!(
+            spec["volumes"][1]["configMap"]["defaultMode"], 420,
+            "{spec}"
+        );
+        assert_eq!(
+            spec["volumes"][2]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"], "v1",
             "{spec}"
         );
         let container = &spec["containers"][0];
@@ -137,8 +151,7 @@ async fn pod_specs_get_empty_dir_volumes_and_field_ref_versions_in_pods_and_temp
 async fn a_created_service_has_an_empty_load_balancer_status() {
     let s = TestServer::new().await;
     let svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}});
-    let (created, stored) =
-        create_and_read(&s, "/api/v1/namespaces/default/services", svc).await;
+    let (created, stored) = create_and_read(&s, "/api/v1/namespaces/default/services", svc).await;
     assert_eq!(created["status"], json!({"loadBalancer": {}}), "{created}");
     assert_eq!(stored["status"], json!({"loadBalancer": {}}), "{stored}");
 }

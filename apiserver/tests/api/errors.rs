@@ -285,7 +285,11 @@ async fn namespaced_collections_cannot_be_deleted_across_namespaces() {
 async fn status_bodies_are_written_in_upstreams_key_order() {
     let s = TestServer::new().await;
     let (code, body) = s
-        .bytes(Method::GET, "/api/v1/namespaces/default/configmaps/missing", None)
+        .bytes(
+            Method::GET,
+            "/api/v1/namespaces/default/configmaps/missing",
+            None,
+        )
         .await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     assert_eq!(
@@ -297,19 +301,41 @@ async fn status_bodies_are_written_in_upstreams_key_order() {
     // message, field.
     let bad = json!({"metadata": {"name": "Bad_Name"}});
     let (code, body) = s
-        .bytes(Method::POST, "/apis/apps/v1/namespaces/default/deployments", Some(bad))
+        .bytes(
+            Method::POST,
+            "/apis/apps/v1/namespaces/default/deployments",
+            Some(bad),
+        )
         .await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let order = |keys: &[&str]| {
         let at: Vec<usize> = keys
             .iter()
-            .map(|k| body.find(&format!("\"{k}\":")).unwrap_or_else(|| panic!("{k} in {body}")))
+            .map(|k| {
+                body.find(&format!("\"{k}\":"))
+                    .unwrap_or_else(|| panic!("{k} in {body}"))
+            })
             .collect();
-        assert!(at.windows(2).all(|w| w[0] < w[1]), "{keys:?} out of order in {body}");
+        assert!(
+            at.windows(2).all(|w| w[0] < w[1]),
+            "{keys:?} out of order in {body}"
+        );
     };
-    order(&["kind", "apiVersion", "metadata", "status", "message", "reason", "details", "code"]);
-    order(&["\"name", "group", "causes"]);
-    assert!(body.contains(r#"{"reason":"FieldValueInvalid","message":"#), "{body}");
+    order(&[
+        "kind",
+        "apiVersion",
+        "metadata",
+        "status",
+        "message",
+        "reason",
+        "details",
+        "code",
+    ]);
+    order(&["name", "group", "causes"]);
+    assert!(
+        body.contains(r#"{"reason":"FieldValueInvalid","message":"#),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -318,7 +344,11 @@ async fn objects_lists_and_watch_events_start_with_type_metadata_spec_status() {
     let svc = json!({"metadata": {"name": "web", "labels": {"app": "web"}},
         "spec": {"ports": [{"port": 80}]}});
     let (code, created) = s
-        .bytes(Method::POST, "/api/v1/namespaces/default/services", Some(svc))
+        .bytes(
+            Method::POST,
+            "/api/v1/namespaces/default/services",
+            Some(svc),
+        )
         .await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     let (_, read) = s
@@ -340,5 +370,8 @@ async fn objects_lists_and_watch_events_start_with_type_metadata_spec_status() {
         list.starts_with(r#"{"kind":"ServiceList","apiVersion":"v1","metadata":{"#),
         "{list}"
     );
-    assert!(list.contains(r#""items":[{"metadata":{"name":"web","namespace":"default","#), "{list}");
+    assert!(
+        list.contains(r#""items":[{"metadata":{"name":"web","namespace":"default","#),
+        "{list}"
+    );
 }

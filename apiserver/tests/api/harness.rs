@@ -80,7 +80,12 @@ impl TestServer {
     }
 
     /// Sends a request and returns the response's code and exact bytes.
-    pub async fn bytes(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, String) {
+    pub async fn bytes(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, String) {
         let body = body
             .map(|b| serde_json::to_vec(&b).unwrap())
             .unwrap_or_default();

@@ -367,3 +367,93 @@ async fn kubectl_everyday_commands() {
         watch.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_expose_rc_reads_the_defaulted_selector() {
+    let k = Kubectl::start().await;
+    let rc = "apiVersion: v1\nkind: ReplicationController\nmetadata:\n  name: web\nspec:\n  \
+              template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      \
+              containers:\n      - name: c\n        image: busybox\n        ports:\n        - containerPort: 80\n";
+    let out = k.run_with_stdin(&["create", "-f", "-"], Some(rc)).await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    let out = k.run(&["expose", "rc", "web", "--port=80"]).await;
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    let selector = k
+        .ok(&["get", "svc", "web", "-o", "jsonpath={.spec.selector}"])
+        .await;
+    assert_eq!(selector, r#"{"app":"web"}"#);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_then_server_side_apply_migrates_managed_fields() {
+    let k = Kubectl::start().await;
+    let cm = |v: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: moved\ndata:\n  k: \"{v}\"\n")
+    };
+    let out = k
+        .run_with_stdin(&["apply", "-f", "-"], Some(&cm("1")))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+    let out = k
+        .run_with_stdin(&["apply", "--server-side", "-f", "-"], Some(&cm("2")))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("managed fields migration"),
+        "{}",
+        out.stderr
+    );
+    let managers = k
+        .ok(&[
+            "get",
+            "cm",
+            "moved",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+        ])
+        .await;
+    assert!(
+        !managers.contains("kubectl-client-side-apply"),
+        "{managers}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_raw_shows_upstreams_key_order() {
+    let k = Kubectl::start().await;
+    k.ok(&["create", "configmap", "present", "--from-literal=a=b"])
+        .await;
+    let raw = k
+        .ok(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps/present",
+        ])
+        .await;
+    assert!(
+        raw.starts_with(
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"present","namespace":"default","uid":"#
+        ),
+        "{raw}"
+    );
+    // kubectl prints an error body only at high verbosity: the Status
+    // bytes as the server wrote them, quoted in its log line.
+    let out = k
+        .run(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps/missing",
+            "-v=8",
+        ])
+        .await;
+    assert!(!out.ok);
+    let want = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"missing\" not found","reason":"NotFound","details":{"name":"missing","kind":"configmaps"},"code":404}"#;
+    let logged = want.replace('\\', "\\\\").replace('"', "\\\"");
+    assert!(
+        out.stderr.contains(&logged),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+}

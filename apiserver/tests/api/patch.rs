@@ -175,3 +175,47 @@ async fn apply_patches_create_then_merge() {
     assert_eq!(code, StatusCode::OK, "{body}");
     assert_eq!(body["data"]["b"], "2");
 }
+
+#[tokio::test]
+async fn json_patches_see_the_resource_version_and_can_test_it() {
+    let s = TestServer::new().await;
+    let created = s.configmap("default", "p", json!({})).await;
+    let first = created["metadata"]["resourceVersion"].clone();
+    let guarded = |rv: &serde_json::Value, value: &str| {
+        json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "replace", "path": "/data/k", "value": value}])
+    };
+    let (code, body) = s
+        .patch(CM, "application/json-patch+json", guarded(&first, "second"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["k"], "second");
+    assert_ne!(body["metadata"]["resourceVersion"], first);
+
+    // The same guard again is stale now: upstream's generic 422, nothing written.
+    let (code, body) = s
+        .patch(CM, "application/json-patch+json", guarded(&first, "third"))
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "the server rejected our request due to an error in our request",
+            "reason": "Invalid", "details": {}, "code": 422})
+    );
+    let (_, now) = s.get(CM).await;
+    assert_eq!(now["data"]["k"], "second");
+
+    // Setting a stale resourceVersion is a precondition that fails with 409.
+    let (code, body) = s
+        .patch(
+            CM,
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": first},
+                {"op": "replace", "path": "/data/k", "value": "fourth"}]),
+        )
+        .await;
+    assert_status(code, &body, 409, "Conflict");
+    let (_, now) = s.get(CM).await;
+    assert_eq!(now["data"]["k"], "second");
+}

@@ -47,6 +47,13 @@ fn kubectl_server_side_apply_owns_conflicts_and_forces() {
     // a stops applying `gone`: it is removed; `k` changes.
     let out = apply(&server, "a", &configmap(&[("k", "2")]), &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // kubectl moves the client-side manager's fields over with a JSON patch
+    // guarded by a test of the resourceVersion; it warns when refused.
+    assert!(
+        !text(&out.stderr).contains("managed fields migration"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(data(&server), serde_json::json!({"k": "2"}));
 
     // b wants another value for a's field.

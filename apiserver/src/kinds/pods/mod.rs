@@ -167,8 +167,7 @@ fn default_volume(volume: &mut Value) {
             set_default(source, "defaultMode", json!(DEFAULT_VOLUME_MODE));
         }
     }
-    if let Some(items) = path_mut(volume, &["downwardAPI", "items"]).and_then(Value::as_array_mut)
-    {
+    if let Some(items) = path_mut(volume, &["downwardAPI", "items"]).and_then(Value::as_array_mut) {
         default_field_refs(items);
     }
     if let Some(projected) = path_mut(volume, &["projected"]).filter(|p| p.is_object()) {
