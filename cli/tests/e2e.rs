@@ -11,6 +11,7 @@ mod e2e {
     mod data_protection;
     mod dns;
     mod durability;
+    mod fidelity;
     mod kube_rs;
     mod kubectl;
     mod kubectl_apply;

@@ -155,7 +155,8 @@ fn slice_ports(ports: &[ResolvedPort]) -> Vec<EndpointPort> {
     ports
         .iter()
         .map(|(name, port, protocol, app_protocol)| EndpointPort {
-            name: name.clone(),
+            // Always written, empty for an unnamed Service port, as upstream.
+            name: Some(name.clone().unwrap_or_default()),
             port: Some(*port),
             protocol: Some(protocol.clone()),
             app_protocol: app_protocol.clone(),
@@ -338,5 +339,20 @@ mod tests {
         assert_eq!(cond(0), (true, true, false));
         assert_eq!(cond(1), (false, false, false));
         assert_eq!(cond(2), (false, true, true));
+    }
+
+    #[test]
+    fn slice_ports_always_carry_a_name() {
+        let resolved: Vec<ResolvedPort> = vec![
+            (None, 5432, "TCP".into(), None),
+            (Some("http".into()), 80, "TCP".into(), Some("http".into())),
+        ];
+        let ports = slice_ports(&resolved);
+        assert_eq!(ports[0].name.as_deref(), Some(""));
+        assert_eq!(ports[1].name.as_deref(), Some("http"));
+        assert_eq!(
+            serde_json::to_value(&ports[0]).unwrap(),
+            json!({"name": "", "port": 5432, "protocol": "TCP"})
+        );
     }
 }

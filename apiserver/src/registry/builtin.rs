@@ -331,6 +331,6 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         // coordination.k8s.io/v1
         of::<coordination::v1::Lease>().strategy(&kinds::LEASES),
         // discovery.k8s.io/v1
-        of::<discovery::v1::EndpointSlice>(),
+        of::<discovery::v1::EndpointSlice>().strategy(&kinds::EndpointSlices),
     ]
 }

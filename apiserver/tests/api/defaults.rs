@@ -155,3 +155,25 @@ async fn a_created_service_has_an_empty_load_balancer_status() {
     assert_eq!(created["status"], json!({"loadBalancer": {}}), "{created}");
     assert_eq!(stored["status"], json!({"loadBalancer": {}}), "{stored}");
 }
+
+#[tokio::test]
+async fn endpoint_slice_ports_get_an_empty_name_and_tcp() {
+    let s = TestServer::new().await;
+    let slice = json!({"metadata": {"name": "web-1"}, "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.42.0.5"]}],
+        "ports": [{"port": 80}, {"name": "dns", "port": 53, "protocol": "UDP"}]});
+    let (created, stored) = create_and_read(
+        &s,
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+        slice,
+    )
+    .await;
+    for object in [&created, &stored] {
+        assert_eq!(
+            object["ports"],
+            json!([{"name": "", "port": 80, "protocol": "TCP"},
+                {"name": "dns", "port": 53, "protocol": "UDP"}]),
+            "{object}"
+        );
+    }
+}

@@ -457,3 +457,26 @@ async fn kubectl_get_raw_shows_upstreams_key_order() {
         out.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_describes_a_service_whose_slice_names_no_port() {
+    let k = Kubectl::start().await;
+    let svc = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"},
+        "spec":{"selector":{"app":"web"},"ports":[{"port":80,"targetPort":8080}]}}"#;
+    let out = k.run_with_stdin(&["create", "-f", "-"], Some(svc)).await;
+    assert!(out.ok, "{}", out.stderr);
+    // A slice written by another controller, its port unnamed.
+    let slice = r#"{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",
+        "metadata":{"name":"web-x","labels":{"kubernetes.io/service-name":"web"}},
+        "addressType":"IPv4","endpoints":[{"addresses":["10.42.0.9"],"conditions":{"ready":true}}],
+        "ports":[{"port":8080}]}"#;
+    let out = k.run_with_stdin(&["create", "-f", "-"], Some(slice)).await;
+    assert!(out.ok, "{}", out.stderr);
+    let described = k.ok(&["describe", "svc", "web"]).await;
+    assert!(
+        described
+            .lines()
+            .any(|l| l.starts_with("Endpoints:") && l.contains("10.42.0.9:8080")),
+        "{described}"
+    );
+}

@@ -1,0 +1,25 @@
+//! EndpointSlices (`discovery.k8s.io/v1`): each port names itself, if only
+//! with the empty name, and speaks TCP unless it says otherwise — upstream's
+//! defaults for every writer, so clients that read `name` as always present
+//! (kubectl's describe) find it on slices written by anyone.
+
+use serde_json::{Value, json};
+
+use super::{KindStrategy, set_default};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
+
+/// The `endpointslices` resource.
+#[derive(Debug)]
+pub(crate) struct EndpointSlices;
+
+impl KindStrategy for EndpointSlices {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        if let Some(ports) = path_mut(object, &["ports"]).and_then(Value::as_array_mut) {
+            for port in ports {
+                set_default(port, "name", json!(""));
+                set_default(port, "protocol", json!("TCP"));
+            }
+        }
+    }
+}
