@@ -173,6 +173,20 @@ impl Syncer {
                         format!("unparseable schedule: {:?} : {e}", spec.schedule),
                     );
                 }
+                // A schedule that parses yet names no real time (31 February)
+                // never fires: upstream reports it as invalid and waits
+                // for the spec to change.
+                Ok(schedule) if schedule.next_after(now).is_none() => {
+                    self.events.warning(
+                        &object_reference(&cj),
+                        "InvalidSchedule",
+                        "Schedule",
+                        format!(
+                            "invalid schedule: {} : time difference between two schedules is less than 1 second",
+                            spec.schedule
+                        ),
+                    );
+                }
                 Ok(schedule) => {
                     let earliest = status
                         .last_schedule_time

@@ -1,11 +1,13 @@
 //! The Job controller: runs pods to completion (parallelism, completions,
 //! Indexed completion), retries failures up to backoffLimit, enforces
 //! activeDeadlineSeconds, suspends and resumes, tracks finished pods with the
-//! `batch.kubernetes.io/job-tracking` finalizer, reports conditions as
+//! `batch.kubernetes.io/job-tracking` finalizer (released from the pods of
+//! a Job that is gone), reports conditions as
 //! upstream 1.33 does, and deletes finished Jobs after
 //! ttlSecondsAfterFinished.
 
 mod indexes;
+mod orphans;
 mod pods;
 mod sync;
 
@@ -40,10 +42,13 @@ pub async fn run(ctx: Context, stop: Stop) {
     ));
     // Pod events settle expectations and wake the owning Job.
     let owner = EnqueueOwner::new(jobs.cache().clone(), queue.clone()).expecting(expectations);
+    // Tracked pods whose Job is gone wake that Job's key to be released.
+    let orphans = orphans::EnqueueOrphans::new(jobs.cache().clone(), queue.clone());
     Controller::new(CONTROLLER, queue.clone())
         .workers(4)
         .watch(&jobs, EnqueueKeys::new(queue))
         .watch(&pods, owner)
+        .watch(&pods, orphans)
         .run_shared(
             syncer,
             |s, key| async move { s.sync(key).await },

@@ -159,6 +159,7 @@ impl Syncer {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(job) = self.jobs.get(&ns, &key.name) else {
+            self.release_orphans(&key_str, &ns, &key.name, None).await?;
             self.expectations.forget(&key_str);
             lock(&self.finalized).remove(&key_str);
             lock(&self.backoff).remove(&key_str);
@@ -166,6 +167,8 @@ impl Syncer {
         };
         let mut job = (*job).clone();
         let uid = job.metadata.uid.clone().unwrap_or_default();
+        self.release_orphans(&key_str, &ns, &key.name, Some(&uid))
+            .await?;
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let pods: Vec<Arc<Pod>> = self
             .pods
@@ -590,6 +593,35 @@ impl Syncer {
             }
         }
         Ok(victims)
+    }
+
+    /// Removes the tracking finalizer from pods whose controller is a Job
+    /// named `name` other than the live one (uid `live`; `None` when no Job
+    /// of that name exists): nobody will count them, and the finalizer
+    /// would keep them, and their namespace, from ever going.
+    async fn release_orphans(
+        &self,
+        key: &str,
+        ns: &str,
+        name: &str,
+        live: Option<&str>,
+    ) -> Result<(), JobError> {
+        let orphans: Vec<Arc<Pod>> = self
+            .pods
+            .list_namespace(ns)
+            .into_iter()
+            .filter(|p| {
+                has_finalizer(p)
+                    && controller_ref(&p.metadata).is_some_and(|r| {
+                        r.kind == "Job" && r.name == name && Some(r.uid.as_str()) != live
+                    })
+            })
+            .collect();
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        self.remove_finalizers(key, &api, &orphans).await
     }
 
     async fn remove_finalizers(

@@ -111,3 +111,53 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_that_never_fires_is_reported_invalid() {
+    let cluster = TestCluster::start(Some(&["cronjob"])).await;
+    let client = cluster.client.clone();
+    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
+    let cj: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "never"},
+        "spec": {
+            "schedule": "59 23 31 2 *",
+            "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]
+            }}}}
+        }
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &cj).await.unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let event = eventually(WAIT, "an InvalidSchedule event", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("never")
+                    && e.reason.as_deref() == Some("InvalidSchedule")
+            })
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.note.as_deref(),
+        Some(
+            "invalid schedule: 59 23 31 2 * : time difference between two schedules is less than 1 second"
+        )
+    );
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    assert!(
+        jobs.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    cluster.shutdown().await;
+}

@@ -295,3 +295,53 @@ async fn finished_jobs_are_deleted_after_their_ttl() {
     .await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
+    let cluster = TestCluster::start(Some(&["job"])).await;
+    let client = cluster.client.clone();
+    let job = create(&client, "gone", json!({"parallelism": 2, "completions": 2})).await;
+    let uid = job.uid().unwrap();
+    let pods = wait_running(&client, &uid, 2).await;
+    let tracked = |p: &Pod| {
+        p.finalizers()
+            .iter()
+            .any(|f| f == "batch.kubernetes.io/job-tracking")
+    };
+    assert!(pods.iter().all(tracked));
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    jobs.delete("gone", &Default::default()).await.unwrap();
+    // Deleting a pod (as the garbage collector would) now ends with it gone
+    // instead of Terminating for good.
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pod_api
+        .delete(&pods[0].name_any(), &Default::default())
+        .await
+        .unwrap();
+    eventually(WAIT, "the deleted pod gone, the other released", || async {
+        let first = pod_api.get_opt(&pods[0].name_any()).await.ok()?;
+        let second = pod_api.get(&pods[1].name_any()).await.ok()?;
+        (first.is_none() && !tracked(&second)).then_some(())
+    })
+    .await;
+
+    // A tracked pod naming a Job that no longer exists (or never did under
+    // that uid) is released when it is seen, with no Job event at all.
+    let stray: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "stray", "finalizers": ["batch.kubernetes.io/job-tracking"],
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "ghost",
+                "uid": "00000000-0000-0000-0000-000000000000", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    pod_api
+        .create(&PostParams::default(), &stray)
+        .await
+        .unwrap();
+    eventually(WAIT, "the stray pod released", || async {
+        let pod = pod_api.get("stray").await.ok()?;
+        (!tracked(&pod)).then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
