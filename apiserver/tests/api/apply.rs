@@ -285,7 +285,11 @@ async fn deployments_merge_containers_by_name_and_ports_by_port_and_protocol() {
         .unwrap();
     assert_eq!(containers.len(), 1, "the sidecar went with its omission");
     assert_eq!(containers[0]["image"], "nginx:2");
-    assert_eq!(containers[0]["ports"], json!([{"containerPort": 80}]));
+    assert_eq!(
+        containers[0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}]),
+        "the protocol defaulted, as upstream's container ports"
+    );
     assert_eq!(updated["metadata"]["generation"], 2);
 }
 
