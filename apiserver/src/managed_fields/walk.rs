@@ -423,18 +423,29 @@ fn merge_list(
 }
 
 /// Removes the member paths of `set` from `value`. Objects and lists left
-/// empty by the removal go too, as the fields that held them.
-pub fn remove(schema: &dyn Schema, value: &mut Value, set: &FieldSet) {
-    remove_at(schema, value, set, &mut Cursor::default());
+/// empty by the removal go too, as the fields that held them. A map or list
+/// element named in `set` stays when `keep` (what someone still owns) holds
+/// fields below it: losing the claim on the container itself (`.`) does
+/// not take what others, or the applier's new configuration, still own.
+pub fn remove(schema: &dyn Schema, value: &mut Value, set: &FieldSet, keep: &FieldSet) {
+    remove_at(schema, value, set, Some(keep), &mut Cursor::default());
 }
 
-fn remove_at(schema: &dyn Schema, value: &mut Value, set: &FieldSet, at: &mut Cursor) {
+fn remove_at(
+    schema: &dyn Schema,
+    value: &mut Value,
+    set: &FieldSet,
+    keep: Option<&FieldSet>,
+    at: &mut Cursor,
+) {
+    let kept_below = |element: &PathElement| keep.and_then(|k| k.children(element));
     match value {
         Value::Object(map) if !at.atomic_map(schema) => {
             let names: Vec<String> = map.keys().cloned().collect();
             for name in names {
                 let element = PathElement::field(&name);
-                if set.has_member(&element) {
+                let still_owned = kept_below(&element);
+                if set.has_member(&element) && still_owned.is_none() {
                     map.remove(&name);
                     continue;
                 }
@@ -444,7 +455,7 @@ fn remove_at(schema: &dyn Schema, value: &mut Value, set: &FieldSet, at: &mut Cu
                 at.enter_field(&name);
                 if let Some(child) = map.get_mut(&name) {
                     let was_empty = is_empty_container(child);
-                    remove_at(schema, child, children, at);
+                    remove_at(schema, child, children, still_owned, at);
                     if !was_empty && is_empty_container(child) {
                         map.remove(&name);
                     }
@@ -460,12 +471,13 @@ fn remove_at(schema: &dyn Schema, value: &mut Value, set: &FieldSet, at: &mut Cu
             let elements = stored_elements(&list_type, items);
             let mut kept = Vec::with_capacity(items.len());
             for (element, mut item) in elements.into_iter().zip(std::mem::take(items)) {
-                if set.has_member(&element) {
+                let still_owned = kept_below(&element);
+                if set.has_member(&element) && still_owned.is_none() {
                     continue;
                 }
                 if let Some(children) = set.children(&element) {
                     at.path.push(element.clone());
-                    remove_at(schema, &mut item, children, at);
+                    remove_at(schema, &mut item, children, still_owned, at);
                     at.path.pop();
                 }
                 kept.push(item);
@@ -617,7 +629,7 @@ mod tests {
             PathElement::field("containers"),
             PathElement::key(&[("name".into(), json!("y"))]),
         ]);
-        remove(&Builtin, &mut value, &set);
+        remove(&Builtin, &mut value, &set, &FieldSet::new());
         assert_eq!(
             value,
             json!({"metadata": {"name": "n"}, "spec": {"containers": [{"name": "x", "image": "i"}]}})

@@ -132,8 +132,9 @@ pub fn server_side_apply(
     let previous = managers.get(writer).map(|e| e.fields.clone());
     managers.entry(writer).fields = applied.clone();
     if let Some(previous) = &previous {
-        let abandoned = previous.difference(&managers.all_fields());
-        remove(schema, &mut merged, &abandoned);
+        let owned = managers.all_fields();
+        let abandoned = previous.difference(&owned);
+        remove(schema, &mut merged, &abandoned, &owned);
     }
     let merged_view = scope.view(&merged);
     let diff = compare(schema, &live_view, &merged_view);
@@ -417,6 +418,31 @@ mod tests {
             .unwrap();
         let synced: Value = serde_json::from_str(annotation).unwrap();
         assert_eq!(synced["data"], json!({"k": "2"}));
+    }
+
+    #[test]
+    fn an_applier_that_owned_a_map_itself_keeps_what_it_still_applies() {
+        // kubectl's migrated entry claims the maps themselves (`.`); its next
+        // apply does not, yet the keys it applies again and the annotation
+        // another manager owns stay.
+        let mut live = cm(json!({"k": "1"}));
+        live["metadata"]["annotations"] = json!({"kept": "x", "dropped": "y"});
+        live["metadata"]["managedFields"] = json!([
+            {"manager": "kubectl", "operation": "Apply", "apiVersion": "v1",
+             "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:data": {".": {}, "f:k": {}},
+                 "f:metadata": {"f:annotations": {".": {}, "f:kept": {}, "f:dropped": {}}}}},
+            {"manager": "other", "operation": "Apply", "apiVersion": "v1",
+             "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:annotations": {"f:kept": {}}}}}
+        ]);
+        let applied = apply(&live, cm(json!({"k": "2"})), "kubectl", false).unwrap();
+        assert_eq!(applied["data"], json!({"k": "2"}));
+        assert_eq!(applied["metadata"]["annotations"], json!({"kept": "x"}));
+        assert_eq!(
+            fields_of(&applied, "kubectl"),
+            json!({"f:data": {"f:k": {}}})
+        );
     }
 
     #[test]
