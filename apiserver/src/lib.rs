@@ -16,6 +16,7 @@ pub mod tokens;
 
 mod admission;
 mod admission_plugins;
+pub mod audit;
 pub mod authz;
 mod body;
 pub mod crd;

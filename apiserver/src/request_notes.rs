@@ -17,10 +17,18 @@ use http::HeaderValue;
 use parking_lot::Mutex;
 
 /// The audit annotations of one request, as the response's extension: the
-/// audit log (a layer around the router) reads them from there; until it
-/// exists they are logged by [`RequestNotes::write_to`].
+/// audit log (`crate::audit`, a layer around the router) reads them from
+/// there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditAnnotations(pub Vec<(String, String)>);
+
+/// The object a request named only in its body (a create), as the
+/// response's extension, so the audit log can name it at every level.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotedObject {
+    pub namespace: String,
+    pub name: String,
+}
 
 /// Warnings and audit annotations gathered while one request is served.
 /// Clones share the same notes (a write may be attempted more than once
@@ -34,6 +42,7 @@ pub struct RequestNotes {
 struct Notes {
     warnings: Vec<String>,
     annotations: Vec<(String, String)>,
+    object: Option<NotedObject>,
 }
 
 impl RequestNotes {
@@ -58,6 +67,23 @@ impl RequestNotes {
         }
     }
 
+    /// Notes the name and namespace of the object a request carries in its
+    /// body (the first object noted stays).
+    pub fn note_object(&self, object: &serde_json::Value) {
+        let meta = &object["metadata"];
+        let name = meta["name"].as_str().unwrap_or_default();
+        if name.is_empty() {
+            return;
+        }
+        let mut notes = self.inner.lock();
+        if notes.object.is_none() {
+            notes.object = Some(NotedObject {
+                namespace: meta["namespace"].as_str().unwrap_or_default().to_string(),
+                name: name.to_string(),
+            });
+        }
+    }
+
     /// The warnings so far, in the order they were noted.
     pub fn warnings(&self) -> Vec<String> {
         self.inner.lock().warnings.clone()
@@ -68,9 +94,9 @@ impl RequestNotes {
         self.inner.lock().annotations.clone()
     }
 
-    /// Adds one `Warning: 299 - "<text>"` header per warning and the audit
-    /// annotations as an [`AuditAnnotations`] extension (logged, until an
-    /// audit log consumes them).
+    /// Adds one `Warning: 299 - "<text>"` header per warning, and the audit
+    /// annotations and the noted object as [`AuditAnnotations`] and
+    /// [`NotedObject`] extensions for the audit log.
     pub fn write_to(&self, response: &mut Response) {
         let notes = self.inner.lock();
         for warning in &notes.warnings {
@@ -79,12 +105,12 @@ impl RequestNotes {
             }
         }
         if !notes.annotations.is_empty() {
-            for (key, value) in &notes.annotations {
-                tracing::debug!(target: "audit", %key, %value, "audit annotation");
-            }
             response
                 .extensions_mut()
                 .insert(AuditAnnotations(notes.annotations.clone()));
+        }
+        if let Some(object) = &notes.object {
+            response.extensions_mut().insert(object.clone());
         }
     }
 }

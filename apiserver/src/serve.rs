@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use http::{Request, Response, header};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -20,6 +20,11 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use crate::authn::{self, Authenticated, Authenticator, UserInfo};
+
+/// The peer address of the connection a request came on, as a request
+/// extension (the audit log's source IP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteAddr(pub std::net::SocketAddr);
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -75,12 +80,9 @@ pub async fn serve_https(
                 .and_then(|chain| chain.first())
                 .and_then(|cert| authn::user_from_certificate(cert));
             let service = tower::service_fn(move |request: Request<Incoming>| {
-                handle(
-                    router.clone(),
-                    authn.clone(),
-                    peer.clone(),
-                    request.map(Body::new),
-                )
+                let mut request = request.map(Body::new);
+                request.extensions_mut().insert(RemoteAddr(remote));
+                handle(router.clone(), authn.clone(), peer.clone(), request)
             });
             let builder = auto::Builder::new(TokioExecutor::new());
             let connection = builder.serve_connection_with_upgrades(
@@ -102,29 +104,25 @@ pub async fn serve_https(
 }
 
 /// Authenticates one request and hands it to the API with its identity.
+/// A request whose credentials are wrong goes on without one, so that the
+/// router's authorizer answers it 401 and the audit log records it.
 async fn handle(
     router: Router,
     authn: Arc<Authenticator>,
     peer: Option<UserInfo>,
     mut request: Request<Body>,
 ) -> Result<Response<Body>, Infallible> {
-    let user = match authn.authenticate(request.headers(), peer.as_ref()) {
-        Authenticated::User(user) => user,
+    match authn.authenticate(request.headers(), peer.as_ref()) {
+        Authenticated::User(user) => {
+            request.extensions_mut().insert(user);
+        }
         // The caller is `system:anonymous` and authorization decides: the
         // default policy opens health and version to it; anything else is a
         // 401 (see `authz::middleware`).
-        Authenticated::Anonymous => UserInfo::anonymous(),
-        Authenticated::Rejected => {
-            let (code, body) = authn::unauthorized_status();
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = code;
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/json"),
-            );
-            return Ok(response);
+        Authenticated::Anonymous => {
+            request.extensions_mut().insert(UserInfo::anonymous());
         }
-    };
-    request.extensions_mut().insert(user);
+        Authenticated::Rejected => {}
+    }
     router.oneshot(request).await
 }

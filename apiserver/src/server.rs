@@ -59,6 +59,9 @@ pub struct ApiServerConfig {
     /// `--encryption-provider-config`): the configured resources reach the
     /// store only as ciphertext. `None` stores every value as it is.
     pub encryption: Option<crate::encryption::EncryptionSource>,
+    /// The audit log (`--audit-log-path`, `--audit-policy-file`, rotation);
+    /// the default keeps none.
+    pub audit: crate::audit::AuditConfig,
 }
 
 impl Default for ApiServerConfig {
@@ -77,6 +80,7 @@ impl Default for ApiServerConfig {
             service_account_key: None,
             admission_control_config_file: None,
             encryption: None,
+            audit: Default::default(),
         }
     }
 }
@@ -94,6 +98,8 @@ pub enum ApiServerError {
     Admission(#[from] crate::admission_plugins::config::AdmissionConfigError),
     #[error(transparent)]
     Encryption(#[from] crate::encryption::EncryptionError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     #[error("no watch cache for {0}, which authorization reads")]
     MissingCache(String),
     #[error("the default RBAC policy: {0}")]
@@ -155,6 +161,8 @@ pub(crate) struct Inner {
     pub rbac: Arc<crate::authz::rbac::Rbac>,
     /// Encryption at rest, when configured; `store` is this same store then.
     pub encryption: Option<crate::encryption::EncryptedStore>,
+    /// The audit policy and log, when one is kept.
+    pub audit: Option<crate::audit::Auditor>,
 }
 
 impl Inner {
@@ -204,6 +212,7 @@ impl ApiServer {
         let admission = crate::admission_plugins::PluginSettings::load(
             config.admission_control_config_file.as_deref(),
         )?;
+        let audit = crate::audit::Auditor::from_config(&config.audit)?;
         let registry = LiveRegistry::new();
         let services = ServiceAllocator::new(&config.service_cidr, config.node_port_range.clone())?;
         let tokens = match &config.service_account_key {
@@ -264,6 +273,7 @@ impl ApiServer {
             admission,
             rbac,
             encryption,
+            audit,
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -439,6 +449,10 @@ impl ApiServer {
                 self.inner.clone(),
                 crate::authz::middleware::authorize,
             ))
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.clone(),
+                crate::audit::layer::audit,
+            ))
             .layer(axum::middleware::from_fn(crate::request_span::trace))
             .with_state(self.inner.clone())
     }
@@ -448,6 +462,20 @@ impl ApiServer {
     /// does that after the listeners have drained.
     pub fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
+    }
+
+    /// Writes the audit events still queued and stops the audit log (call
+    /// it once the listeners have drained; later events are dropped).
+    pub async fn close_audit_log(&self) {
+        if let Some(audit) = &self.inner.audit {
+            audit.close().await;
+        }
+    }
+
+    /// Audit events dropped because the log's writer was behind (0 when no
+    /// log is kept).
+    pub fn audit_events_dropped(&self) -> u64 {
+        self.inner.audit.as_ref().map_or(0, |a| a.sink.dropped())
     }
 
     /// The authenticator of the service-account tokens this server signs

@@ -273,7 +273,7 @@ mod tests {
             }
             let wanted = format!("{resource}/{}", r.name);
             if attributes.verb == "impersonate" && self.0.contains(&wanted.as_str()) {
-                Decision::Allow
+                Decision::Allow(String::new())
             } else {
                 Decision::NoOpinion(String::new())
             }

@@ -1,7 +1,8 @@
 //! The layer in front of every route: the caller's identity (set by the
 //! HTTPS listener or the in-process client), switched to the impersonated
 //! user when the request asks for it and may, is turned into
-//! [`Attributes`] and checked before any handler runs.
+//! [`Attributes`] and checked before any handler runs. The decision, its
+//! reason and the impersonated user are left for the audit log.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::audit::AuditSlot;
 use crate::authn::{self, UserInfo};
 use crate::server::Inner;
 
@@ -26,10 +28,15 @@ pub(crate) async fn authorize(
     let Some(user) = request.extensions().get::<UserInfo>().cloned() else {
         return unauthorized();
     };
+    // Present when the request is audited: the decision goes into its events.
+    let audit = request.extensions().get::<AuditSlot>().cloned();
     // Handlers see only the identity the request acts as.
     let user = if impersonation::requested(request.headers()) {
         match impersonation::impersonate(&inner.authorizer, &user, request.headers()) {
             Ok(Some(acting)) => {
+                if let Some(audit) = &audit {
+                    audit.impersonated(&acting);
+                }
                 impersonation::strip(request.headers_mut());
                 request.extensions_mut().insert(acting.clone());
                 acting
@@ -46,7 +53,14 @@ pub(crate) async fn authorize(
         request.uri().path(),
         request.uri().query(),
     );
-    if let Err(error) = inner.authorizer.check(&attrs) {
+    let decision = inner.authorizer.check(&attrs);
+    if let Some(audit) = &audit {
+        match &decision {
+            Ok(reason) => audit.authorized(true, reason),
+            Err((_, reason)) => audit.authorized(false, reason),
+        }
+    }
+    if let Err((error, _)) = decision {
         tracing::debug!(user = %attrs.user.name, verb = %attrs.verb, path = %request.uri().path(), "forbidden");
         // A caller without credentials reaches what the policy opens to
         // `system:anonymous` (health and version); anything else asks it to

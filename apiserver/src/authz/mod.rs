@@ -74,7 +74,9 @@ impl Attributes {
 /// One authorizer's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Allow,
+    /// Allowed; the text says why (upstream's reason: `RBAC: allowed by
+    /// …`, or empty), for the audit log and SubjectAccessReview.
+    Allow(String),
     /// Refused outright; later authorizers are not asked. The text is the
     /// reason appended to the 403 message.
     Deny(String),
@@ -112,7 +114,8 @@ pub struct Masters;
 impl Authorizer for Masters {
     fn authorize(&self, attributes: &Attributes) -> Decision {
         if attributes.user.groups.iter().any(|g| g == MASTERS_GROUP) {
-            Decision::Allow
+            // Upstream's privileged-group authorizer gives no reason.
+            Decision::Allow(String::new())
         } else {
             Decision::NoOpinion(String::new())
         }
@@ -158,7 +161,7 @@ impl Chain {
         let mut reasons: Vec<String> = Vec::new();
         for link in &self.links {
             match link.authorize(attributes) {
-                Decision::Allow => return Decision::Allow,
+                Decision::Allow(reason) => return Decision::Allow(reason),
                 Decision::Deny(reason) => {
                     if !reason.is_empty() {
                         reasons.push(reason);
@@ -177,16 +180,22 @@ impl Chain {
 
     /// Allow, or the reason for refusing (possibly empty).
     pub fn decide(&self, attributes: &Attributes) -> Result<(), String> {
+        self.decide_why(attributes).map(drop)
+    }
+
+    /// The reason for allowing (possibly empty), or for refusing.
+    pub fn decide_why(&self, attributes: &Attributes) -> Result<String, String> {
         match self.authorize(attributes) {
-            Decision::Allow => Ok(()),
+            Decision::Allow(reason) => Ok(reason),
             Decision::Deny(reason) | Decision::NoOpinion(reason) => Err(reason),
         }
     }
 
-    /// Allows or fails with upstream's 403.
-    pub fn check(&self, attributes: &Attributes) -> Result<(), ApiError> {
-        self.decide(attributes)
-            .map_err(|reason| forbidden(attributes, &reason))
+    /// Allows (with the reason, possibly empty) or fails with upstream's
+    /// 403 (and the authorizers' reason, for the audit log).
+    pub fn check(&self, attributes: &Attributes) -> Result<String, (ApiError, String)> {
+        self.decide_why(attributes)
+            .map_err(|reason| (forbidden(attributes, &reason), reason))
     }
 
     /// Every link's rules for `user` in `namespace`, merged.
@@ -329,7 +338,7 @@ mod tests {
             Arc::new(Masters),
             Arc::new(Fixed(Decision::NoOpinion("first".into()))),
             Arc::new(Fixed(Decision::Deny("second".into()))),
-            Arc::new(Fixed(Decision::Allow)),
+            Arc::new(Fixed(Decision::Allow(String::new()))),
         ]);
         assert_eq!(chain.decide(&a), Err("first, second".to_string()));
         assert_eq!(

@@ -190,7 +190,7 @@ impl NodeAuthorizer {
             }),
         };
         if found {
-            Decision::Allow
+            Decision::Allow(String::new())
         } else {
             Decision::NoOpinion(format!(
                 "no relationship found between node '{node}' and this object"
@@ -259,7 +259,7 @@ impl NodeAuthorizer {
                         "can only access node lease with the same name as the requesting node",
                     );
                 }
-                Decision::Allow
+                Decision::Allow(String::new())
             }
             ("storage.k8s.io", "csinodes") => {
                 if !["get", "create", "update", "patch", "delete"].contains(&verb) {
@@ -270,7 +270,7 @@ impl NodeAuthorizer {
                         "can only access CSINode with the same name as the requesting node",
                     );
                 }
-                Decision::Allow
+                Decision::Allow(String::new())
             }
             _ => rules_decision(verb, r),
         }
@@ -288,7 +288,7 @@ fn rules_decision(verb: &str, r: &ResourceAttributes) -> Decision {
         rule.group == r.group && rule.verbs.contains(&verb) && rule.resources.contains(&&*resource)
     });
     if granted {
-        Decision::Allow
+        Decision::Allow(String::new())
     } else {
         Decision::NoOpinion(String::new())
     }
@@ -553,18 +553,18 @@ mod tests {
         ] {
             assert_eq!(
                 a.authorize(&ask(n1(), "get", "", resource, "a", name)),
-                Decision::Allow,
+                Decision::Allow(String::new()),
                 "{resource}/{name}"
             );
         }
         // A watch of one object by name is a read too.
         assert_eq!(
             a.authorize(&ask(n1(), "watch", "", "secrets", "a", "vol-secret")),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
         assert_eq!(
             a.authorize(&ask(n1(), "get", "", "persistentvolumes", "", "pv-1")),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
         assert_eq!(
             a.authorize(&ask(
@@ -575,7 +575,7 @@ mod tests {
                 "a",
                 "web-sa"
             )),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
         assert_eq!(
             a.authorize(&ask(
@@ -586,7 +586,7 @@ mod tests {
                 "",
                 "att-1"
             )),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
 
         let unrelated =
@@ -609,7 +609,7 @@ mod tests {
         );
         assert_eq!(
             a.authorize(&ask(node("n2"), "get", "", "secrets", "a", "db-secret")),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
         // Listing every secret, or writing one, is never a node's business.
         assert!(matches!(
@@ -634,11 +634,11 @@ mod tests {
         };
         assert_eq!(
             lease(node("n1"), "update", NODE_LEASE_NAMESPACE, "n1"),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
         assert_eq!(
             lease(node("n1"), "create", NODE_LEASE_NAMESPACE, ""),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
         assert_eq!(
             lease(node("n1"), "update", NODE_LEASE_NAMESPACE, "n2"),
@@ -663,7 +663,7 @@ mod tests {
                 "",
                 "n1"
             )),
-            Decision::Allow
+            Decision::Allow(String::new())
         );
         assert!(matches!(
             a.authorize(&ask(
@@ -701,7 +701,7 @@ mod tests {
         ] {
             assert_eq!(
                 a.authorize(&ask(n1(), verb, group, resource, ns, name)),
-                Decision::Allow,
+                Decision::Allow(String::new()),
                 "{verb} {resource}"
             );
         }

@@ -38,7 +38,9 @@ fn method_verb(method: &Method) -> String {
     .to_string()
 }
 
-fn describe(method: &Method, path: &str, query: Option<&str>) -> (String, RequestKind) {
+/// The verb and target of a request, without the user (the audit layer
+/// decides its level from them before authorization runs).
+pub(crate) fn describe(method: &Method, path: &str, query: Option<&str>) -> (String, RequestKind) {
     let non_resource = || {
         (
             method.as_str().to_ascii_lowercase(),

@@ -19,6 +19,7 @@ const GENERATE_NAME_ATTEMPTS: usize = 8;
 pub(super) async fn create(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let bytes = crate::body::read(&ctx.headers, body).await?;
     let object = crate::body::decode_object(&ctx.headers, &bytes)?;
+    ctx.notes.note_object(&object);
     let write = ctx.write_info(None);
     let created = create_object(
         &ctx.inner,

@@ -126,7 +126,7 @@ fn decide(ctx: &Ctx, attributes: Attributes) -> SubjectAccessReviewStatus {
 /// explicit Deny, the reason (if any) either way.
 pub(crate) fn status(decision: Decision) -> SubjectAccessReviewStatus {
     let (allowed, denied, reason) = match decision {
-        Decision::Allow => (true, false, String::new()),
+        Decision::Allow(reason) => (true, false, reason),
         Decision::Deny(reason) => (false, true, reason),
         Decision::NoOpinion(reason) => (false, false, reason),
     };
@@ -312,8 +312,11 @@ mod tests {
 
     #[test]
     fn statuses_say_denied_only_for_an_explicit_deny() {
-        let allowed = status(Decision::Allow);
+        let allowed = status(Decision::Allow(String::new()));
         assert!(allowed.allowed && allowed.denied.is_none() && allowed.reason.is_none());
+        let bound = status(Decision::Allow("RBAC: allowed by x".into()));
+        assert!(bound.allowed && bound.denied.is_none());
+        assert_eq!(bound.reason.as_deref(), Some("RBAC: allowed by x"));
         let denied = status(Decision::Deny("no".into()));
         assert!(!denied.allowed);
         assert_eq!(denied.denied, Some(true));

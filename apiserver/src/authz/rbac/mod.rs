@@ -144,12 +144,13 @@ impl Authorizer for Rbac {
                 .iter()
                 .any(|rule| rule.allows(&attributes.verb, bit, &attributes.request))
         };
-        if resolved.cluster.iter().any(allows)
-            || resolved
-                .scoped(namespace)
-                .is_some_and(|scoped| scoped.rules.iter().any(allows))
+        if let Some(at) = resolved.cluster.iter().position(allows) {
+            return Decision::Allow(resolved.cluster_sources[at].to_string());
+        }
+        if let Some(scoped) = resolved.scoped(namespace)
+            && let Some(at) = scoped.rules.iter().position(allows)
         {
-            return Decision::Allow;
+            return Decision::Allow(scoped.sources[at].to_string());
         }
         let (_, errors) = resolved.in_namespace(namespace);
         Decision::NoOpinion(resolution_reason(&errors))

@@ -36,6 +36,10 @@ struct Grant {
     /// The binding's namespace; `None` for a ClusterRoleBinding.
     namespace: Option<String>,
     role: RoleRef,
+    /// Upstream's reason when this grant allows a request: `RBAC: allowed
+    /// by ClusterRoleBinding "b" of ClusterRole "r" to User "u"`, built
+    /// once per binding subject so the hot path only clones it.
+    source: Arc<str>,
 }
 
 /// What one caller may do: the rules of the roles bound to it, cluster-wide
@@ -45,6 +49,8 @@ struct Grant {
 #[derive(Debug, Default)]
 pub(crate) struct Resolved {
     pub cluster: Vec<Rules>,
+    /// Why each of `cluster` applies (same index): the allow reason.
+    pub cluster_sources: Vec<Arc<str>>,
     pub cluster_errors: Vec<String>,
     pub namespaces: HashMap<String, Scoped>,
 }
@@ -53,6 +59,8 @@ pub(crate) struct Resolved {
 #[derive(Debug, Default)]
 pub(crate) struct Scoped {
     pub rules: Vec<Rules>,
+    /// Why each of `rules` applies (same index): the allow reason.
+    pub sources: Vec<Arc<str>>,
     pub errors: Vec<String>,
 }
 
@@ -190,22 +198,16 @@ impl Policy {
         let Ok(binding) = BindingFields::deserialize(object) else {
             return;
         };
-        let grant = Grant {
-            namespace: namespace.map(String::from),
-            role: binding.role_ref,
-        };
+        let binding_name = meta_str(object, "name").unwrap_or("");
         for subject in binding.subjects.unwrap_or_default() {
+            let grant = Grant {
+                namespace: namespace.map(String::from),
+                source: allow_reason(binding_name, namespace, &binding.role_ref, &subject).into(),
+                role: binding.role_ref.clone(),
+            };
             match subject.kind.as_str() {
-                "User" => self
-                    .by_user
-                    .entry(subject.name)
-                    .or_default()
-                    .push(grant.clone()),
-                "Group" => self
-                    .by_group
-                    .entry(subject.name)
-                    .or_default()
-                    .push(grant.clone()),
+                "User" => self.by_user.entry(subject.name).or_default().push(grant),
+                "Group" => self.by_group.entry(subject.name).or_default().push(grant),
                 "ServiceAccount" => {
                     // In a RoleBinding an account without a namespace is
                     // one of the binding's own namespace, as upstream.
@@ -217,7 +219,7 @@ impl Policy {
                         self.by_user
                             .entry(crate::tokens::user_name(&ns, &subject.name))
                             .or_default()
-                            .push(grant.clone());
+                            .push(grant);
                     }
                 }
                 _ => {}
@@ -292,20 +294,63 @@ impl Policy {
         for grant in grants.flatten() {
             let namespace = grant.namespace.as_deref().unwrap_or("");
             let found = self.role_rules(&grant.role, namespace);
-            let (rules, errors) = match &grant.namespace {
-                None => (&mut resolved.cluster, &mut resolved.cluster_errors),
+            let (rules, sources, errors) = match &grant.namespace {
+                None => (
+                    &mut resolved.cluster,
+                    &mut resolved.cluster_sources,
+                    &mut resolved.cluster_errors,
+                ),
                 Some(ns) => {
                     let scoped = resolved.namespaces.entry(ns.clone()).or_default();
-                    (&mut scoped.rules, &mut scoped.errors)
+                    (&mut scoped.rules, &mut scoped.sources, &mut scoped.errors)
                 }
             };
             match found {
-                // A role bound twice is scanned once.
-                Ok(found) if !rules.iter().any(|r| Arc::ptr_eq(r, &found)) => rules.push(found),
+                // A role bound twice is scanned once (the first binding
+                // found is the one an allow names).
+                Ok(found) if !rules.iter().any(|r| Arc::ptr_eq(r, &found)) => {
+                    rules.push(found);
+                    sources.push(grant.source.clone());
+                }
                 Ok(_) => {}
                 Err(error) => errors.push(error),
             }
         }
         resolved
     }
+}
+
+/// Upstream's words for the binding subject that allowed a request:
+/// `RBAC: allowed by RoleBinding "b/ns" of Role "r" to ServiceAccount
+/// "sa/ns"` (a ClusterRoleBinding is named without a namespace; a service
+/// account without one is of the binding's namespace).
+fn allow_reason(
+    binding: &str,
+    namespace: Option<&str>,
+    role: &RoleRef,
+    subject: &Subject,
+) -> String {
+    use super::rule::go_quote;
+    let binding = match namespace {
+        Some(ns) => format!("RoleBinding {}", go_quote(&format!("{binding}/{ns}"))),
+        None => format!("ClusterRoleBinding {}", go_quote(binding)),
+    };
+    let who = match subject.kind.as_str() {
+        "ServiceAccount" => {
+            let ns = subject
+                .namespace
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .or(namespace)
+                .unwrap_or("");
+            go_quote(&format!("{}/{ns}", subject.name))
+        }
+        _ => go_quote(&subject.name),
+    };
+    format!(
+        "RBAC: allowed by {binding} of {} {} to {} {who}",
+        role.kind,
+        go_quote(&role.name),
+        subject.kind
+    )
 }

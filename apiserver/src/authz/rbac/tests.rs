@@ -45,7 +45,7 @@ fn sa(ns: &str, name: &str) -> UserInfo {
 }
 
 fn allowed(rbac: &Rbac, a: &Attributes) -> bool {
-    rbac.authorize(a) == Decision::Allow
+    matches!(rbac.authorize(a), Decision::Allow(_))
 }
 
 #[test]
@@ -317,5 +317,66 @@ fn rules_for_lists_cluster_and_namespace_rules() {
             .rules_for(&UserInfo::new("x", Vec::new()), "a")
             .resource_rules
             .is_empty()
+    );
+}
+
+#[test]
+fn an_allow_names_the_binding_subject_and_role_in_upstreams_words() {
+    let f = fixture(
+        &[role(
+            Some("a"),
+            "cm-reader",
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]),
+        )],
+        &[role(
+            None,
+            "node-reader",
+            json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]),
+        )],
+        &[binding(
+            Some("a"),
+            "robot-cm",
+            "Role",
+            "cm-reader",
+            json!([{"kind": "ServiceAccount", "name": "robot"}]),
+        )],
+        &[binding(
+            None,
+            "ops-nodes",
+            "ClusterRole",
+            "node-reader",
+            json!([{"kind": "Group", "name": "ops"}, {"kind": "User", "name": "carol"}]),
+        )],
+    );
+    let cases = [
+        (
+            UserInfo::new("dave", ["ops".to_string()]),
+            "- nodes - n1",
+            "RBAC: allowed by ClusterRoleBinding \"ops-nodes\" of ClusterRole \"node-reader\" to Group \"ops\"",
+        ),
+        (
+            UserInfo::new("carol", Vec::new()),
+            "- nodes - n1",
+            "RBAC: allowed by ClusterRoleBinding \"ops-nodes\" of ClusterRole \"node-reader\" to User \"carol\"",
+        ),
+        (
+            sa("a", "robot"),
+            "- configmaps a x",
+            "RBAC: allowed by RoleBinding \"robot-cm/a\" of Role \"cm-reader\" to ServiceAccount \"robot/a\"",
+        ),
+    ];
+    for (user, spec, reason) in cases {
+        assert_eq!(
+            f.rbac.authorize(&request(&user, "get", spec)),
+            Decision::Allow(reason.to_string()),
+            "{} {spec}",
+            user.name
+        );
+    }
+    // A refusal has no opinion and names nothing.
+    assert_eq!(
+        f.rbac
+            .authorize(&request(&sa("a", "robot"), "delete", "- configmaps a x")),
+        Decision::NoOpinion(String::new())
     );
 }
