@@ -6,6 +6,8 @@ mod harness;
 
 #[path = "api/apply.rs"]
 mod apply;
+#[path = "api/audit.rs"]
+mod audit;
 #[path = "api/crd.rs"]
 mod crd;
 #[path = "api/crud.rs"]

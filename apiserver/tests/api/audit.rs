@@ -1,0 +1,718 @@
+//! The audit log through the router: what each kind of request leaves in
+//! the file (who, what, the decision and its reason, impersonation, Pod
+//! Security's annotations), what each level records and what it must not
+//! (a Secret's data at Metadata), omitted stages, streams, and the
+//! `Audit-Id` header.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::body::Body;
+use http::{HeaderMap, Method, Request, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::audit::{AuditConfig, Event, Level, Stage};
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore};
+use tower::ServiceExt;
+
+/// A server keeping an audit log under `policy` (none: the default).
+struct Audited {
+    server: ApiServer,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+struct Answer {
+    code: StatusCode,
+    headers: HeaderMap,
+    body: Value,
+}
+
+impl Audited {
+    async fn new(policy: Option<&str>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log/audit.log");
+        let policy_file = policy.map(|text| {
+            let path = dir.path().join("policy.yaml");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
+        let store = std::sync::Arc::new(
+            SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap(),
+        );
+        let config = ApiServerConfig {
+            audit: AuditConfig {
+                log_path: Some(log.clone()),
+                policy_file,
+                ..Default::default()
+            },
+            ..ApiServerConfig::default()
+        };
+        let server = ApiServer::new(store, config).await.unwrap();
+        Self {
+            server,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Sends a request as `user` (none: unauthenticated, as a bad token
+    /// reaches the router).
+    async fn send(
+        &self,
+        user: Option<&UserInfo>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("user-agent", "audit-tests/v1");
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        {
+            builder = builder.header("content-type", "application/json");
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let bytes = body
+            .map(|b| serde_json::to_vec(&b).unwrap())
+            .unwrap_or_default();
+        let mut request = builder.body(Body::from(bytes)).unwrap();
+        if let Some(user) = user {
+            request.extensions_mut().insert(user.clone());
+        }
+        let response = self.server.router().oneshot(request).await.unwrap();
+        let code = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        Answer {
+            code,
+            headers,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
+        self.send(Some(&admin()), method, path, body, &[]).await
+    }
+
+    /// The events of the request with this audit ID, once its
+    /// ResponseComplete has been written (the writer flushes when idle).
+    async fn events_of(&self, audit_id: &str) -> Vec<Event> {
+        self.wait_for(|events| {
+            events
+                .iter()
+                .any(|e| e.audit_id == audit_id && e.stage == Stage::ResponseComplete)
+        })
+        .await
+        .into_iter()
+        .filter(|e| e.audit_id == audit_id)
+        .collect()
+    }
+
+    /// Every event in the file once `done` says so (fails after a while).
+    async fn wait_for(&self, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let events = read_events(&self.log);
+            if done(&events) {
+                return events;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the audit log never showed what was expected; it has {} events",
+                events.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn read_events(path: &Path) -> Vec<Event> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        // The last line may still be being written.
+        .filter_map(|line| serde_json::from_str::<Event>(line).ok())
+        .collect()
+}
+
+fn admin() -> UserInfo {
+    UserInfo::new("test-admin", ["system:masters".to_string()])
+}
+
+fn audit_id(answer: &Answer) -> String {
+    answer
+        .headers
+        .get("audit-id")
+        .expect("an Audit-Id header")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+fn complete(events: &[Event]) -> &Event {
+    events
+        .iter()
+        .find(|e| e.stage == Stage::ResponseComplete)
+        .expect("a ResponseComplete event")
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+        "data": {"k": "v"}})
+}
+
+#[tokio::test]
+async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
+    let s = Audited::new(None).await;
+    let created = s
+        .admin(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            Some(configmap("settings")),
+        )
+        .await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    let id = audit_id(&created);
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    let events = s.events_of(&id).await;
+    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
+    assert_eq!(stages, [Stage::RequestReceived, Stage::ResponseComplete]);
+    let event = complete(&events);
+    assert_eq!(event.level, Level::Metadata);
+    assert_eq!(event.verb, "create");
+    assert_eq!(event.request_uri, "/api/v1/namespaces/default/configmaps");
+    assert_eq!(event.user.username.as_deref(), Some("test-admin"));
+    assert_eq!(
+        event.user.groups.as_deref(),
+        Some(
+            &[
+                "system:masters".to_string(),
+                "system:authenticated".to_string()
+            ][..]
+        )
+    );
+    assert!(event.impersonated_user.is_none());
+    assert_eq!(event.user_agent, "audit-tests/v1");
+    let reference = event.object_ref.as_ref().expect("objectRef");
+    assert_eq!(reference.resource, "configmaps");
+    assert_eq!(reference.namespace, "default");
+    // The name came in the body only.
+    assert_eq!(reference.name, "settings");
+    assert_eq!(reference.api_version, "v1");
+    assert_eq!(reference.api_group, "");
+    let status = event.response_status.as_ref().expect("responseStatus");
+    assert_eq!(status.code, 201);
+    assert!(status.message.is_empty());
+    assert!(event.request_object.is_none() && event.response_object.is_none());
+    assert_eq!(
+        event
+            .annotations
+            .get("authorization.k8s.io/decision")
+            .map(String::as_str),
+        Some("allow")
+    );
+    assert_eq!(
+        event
+            .annotations
+            .get("authorization.k8s.io/reason")
+            .map(String::as_str),
+        Some("")
+    );
+    // RequestReceived comes before authorization, so it has no decision.
+    assert!(events[0].annotations.is_empty());
+    assert!(events[0].response_status.is_none());
+    assert!(event.stage_timestamp.0 >= event.request_received_timestamp.0);
+    assert_eq!(
+        events[0].request_received_timestamp,
+        event.request_received_timestamp
+    );
+    // Every line is a whole audit.k8s.io/v1 Event.
+    let text = std::fs::read_to_string(&s.log).unwrap();
+    let raw: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(raw["kind"], "Event");
+    assert_eq!(raw["apiVersion"], "audit.k8s.io/v1");
+}
+
+#[tokio::test]
+async fn a_forbidden_get_is_recorded_with_the_refusal_and_rbac_names_what_allowed() {
+    let s = Audited::new(None).await;
+    let alice = UserInfo::new("alice", Vec::new());
+    let refused = s
+        .send(
+            Some(&alice),
+            Method::GET,
+            "/api/v1/namespaces/default/secrets/db",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(refused.code, StatusCode::FORBIDDEN);
+    let events = s.events_of(&audit_id(&refused)).await;
+    let event = complete(&events);
+    assert_eq!(event.verb, "get");
+    assert_eq!(event.user.username.as_deref(), Some("alice"));
+    assert_eq!(event.object_ref.as_ref().unwrap().name, "db");
+    assert_eq!(
+        event
+            .annotations
+            .get("authorization.k8s.io/decision")
+            .map(String::as_str),
+        Some("forbid")
+    );
+    let status = event.response_status.as_ref().unwrap();
+    assert_eq!(status.code, 403);
+    assert_eq!(status.reason, "Forbidden");
+    assert_eq!(status.status, "Failure");
+    assert_eq!(
+        status.message,
+        "secrets \"db\" is forbidden: User \"alice\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\""
+    );
+
+    // What RBAC allows, it explains as upstream does.
+    let review = s
+        .send(
+            Some(&alice),
+            Method::POST,
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            Some(
+                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"verb": "create", "resource": "pods"}}}),
+            ),
+            &[],
+        )
+        .await;
+    assert_eq!(review.code, StatusCode::CREATED, "{}", review.body);
+    let events = s.events_of(&audit_id(&review)).await;
+    assert_eq!(
+        complete(&events)
+            .annotations
+            .get("authorization.k8s.io/reason")
+            .map(String::as_str),
+        Some(
+            "RBAC: allowed by ClusterRoleBinding \"system:basic-user\" of ClusterRole \"system:basic-user\" to Group \"system:authenticated\""
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_impersonated_request_records_the_real_caller_and_whom_it_acted_as() {
+    let s = Audited::new(None).await;
+    let listed = s
+        .send(
+            Some(&admin()),
+            Method::GET,
+            "/api/v1/namespaces/default/configmaps",
+            None,
+            &[("Impersonate-User", "bob"), ("Impersonate-Group", "devs")],
+        )
+        .await;
+    // bob may not list configmaps: the refusal is bob's, the caller the admin.
+    assert_eq!(listed.code, StatusCode::FORBIDDEN, "{}", listed.body);
+    let events = s.events_of(&audit_id(&listed)).await;
+    let event = complete(&events);
+    assert_eq!(event.verb, "list");
+    assert_eq!(event.user.username.as_deref(), Some("test-admin"));
+    let acting = event.impersonated_user.as_ref().expect("impersonatedUser");
+    assert_eq!(acting.username.as_deref(), Some("bob"));
+    assert_eq!(
+        acting.groups.as_deref(),
+        Some(&["devs".to_string(), "system:authenticated".to_string()][..])
+    );
+    assert_eq!(
+        event
+            .annotations
+            .get("authorization.k8s.io/decision")
+            .map(String::as_str),
+        Some("forbid")
+    );
+    assert!(
+        event
+            .response_status
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("User \"bob\" cannot list"),
+        "{:?}",
+        event.response_status
+    );
+    // The request as it arrived is the caller's; who it acts as is only
+    // known once impersonation was allowed.
+    assert!(events[0].impersonated_user.is_none());
+
+    // A refused impersonation is the caller's alone.
+    let alice = UserInfo::new("alice", Vec::new());
+    let refused = s
+        .send(
+            Some(&alice),
+            Method::GET,
+            "/api/v1/namespaces/default/configmaps",
+            None,
+            &[("Impersonate-User", "system:admin")],
+        )
+        .await;
+    assert_eq!(refused.code, StatusCode::FORBIDDEN);
+    let events = s.events_of(&audit_id(&refused)).await;
+    let event = complete(&events);
+    assert_eq!(event.user.username.as_deref(), Some("alice"));
+    assert!(event.impersonated_user.is_none());
+    assert_eq!(event.response_status.as_ref().unwrap().code, 403);
+}
+
+#[tokio::test]
+async fn pod_security_annotations_reach_the_log() {
+    let s = Audited::new(None).await;
+    let ns = s
+        .admin(
+            Method::POST,
+            "/api/v1/namespaces",
+            Some(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched",
+                "labels": {"pod-security.kubernetes.io/audit": "baseline",
+                    "pod-security.kubernetes.io/enforce": "privileged"}}}),
+            ),
+        )
+        .await;
+    assert_eq!(ns.code, StatusCode::CREATED, "{}", ns.body);
+    let created = s
+        .admin(
+            Method::POST,
+            "/api/v1/namespaces/watched/pods",
+            Some(
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                    "securityContext": {"privileged": true}}]}}),
+            ),
+        )
+        .await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    let events = s.events_of(&audit_id(&created)).await;
+    let annotations = &complete(&events).annotations;
+    assert_eq!(
+        annotations
+            .get("pod-security.kubernetes.io/enforce-policy")
+            .map(String::as_str),
+        Some("privileged:latest")
+    );
+    assert_eq!(
+        annotations
+            .get("pod-security.kubernetes.io/audit-violations")
+            .map(String::as_str),
+        Some(
+            "would violate PodSecurity \"baseline:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"
+        )
+    );
+    assert_eq!(
+        annotations
+            .get("authorization.k8s.io/decision")
+            .map(String::as_str),
+        Some("allow")
+    );
+}
+
+const LEVELS: &str = r#"
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: None
+    users: ["system:apiserver"]
+  - level: Metadata
+    resources: [{group: "", resources: ["secrets"]}]
+  - level: RequestResponse
+    resources: [{group: "", resources: ["configmaps"]}]
+    omitManagedFields: true
+  - level: Request
+    resources: [{group: "", resources: ["services"]}]
+  - level: Metadata
+    omitStages: ["ResponseStarted"]
+"#;
+
+#[tokio::test]
+async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
+    let s = Audited::new(Some(LEVELS)).await;
+    // Metadata: a Secret's value appears nowhere in the file.
+    let secret = s
+        .admin(
+            Method::POST,
+            "/api/v1/namespaces/default/secrets",
+            Some(
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+                "data": {"password": "aHVudGVyMi1zM2NyZXQ="},
+                "stringData": {"token": "plain-t0ken-value"}}),
+            ),
+        )
+        .await;
+    assert_eq!(secret.code, StatusCode::CREATED, "{}", secret.body);
+    let read = s
+        .admin(Method::GET, "/api/v1/namespaces/default/secrets/db", None)
+        .await;
+    assert_eq!(read.code, StatusCode::OK);
+    let events = s.events_of(&audit_id(&read)).await;
+    let event = complete(&events);
+    assert_eq!(event.level, Level::Metadata);
+    assert!(event.request_object.is_none() && event.response_object.is_none());
+    s.events_of(&audit_id(&secret)).await;
+    let text = std::fs::read_to_string(&s.log).unwrap();
+    for needle in [
+        "aHVudGVyMi1zM2NyZXQ=",
+        "hunter2-s3cret",
+        "plain-t0ken-value",
+        "cGxhaW4tdDBrZW4tdmFsdWU=",
+    ] {
+        assert!(!text.contains(needle), "{needle} is in the audit log");
+    }
+
+    // RequestResponse: both bodies, without managed fields as asked.
+    let created = s
+        .admin(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps?fieldManager=audit-test",
+            Some(configmap("both")),
+        )
+        .await;
+    assert_eq!(created.code, StatusCode::CREATED);
+    let events = s.events_of(&audit_id(&created)).await;
+    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
+    assert_eq!(
+        stages,
+        [Stage::ResponseComplete],
+        "RequestReceived is omitted"
+    );
+    let event = complete(&events);
+    assert_eq!(event.level, Level::RequestResponse);
+    let request = event.request_object.as_ref().expect("requestObject");
+    assert_eq!(request["data"]["k"], "v");
+    assert_eq!(request["metadata"]["name"], "both");
+    let response = event.response_object.as_ref().expect("responseObject");
+    assert_eq!(response["metadata"]["name"], "both");
+    assert!(response["metadata"]["uid"].is_string());
+    assert!(
+        response["metadata"].get("managedFields").is_none(),
+        "{response}"
+    );
+    assert!(created.body["metadata"]["managedFields"].is_array());
+    // A failure at RequestResponse carries the Status as the response.
+    let missing = s
+        .admin(
+            Method::GET,
+            "/api/v1/namespaces/default/configmaps/none",
+            None,
+        )
+        .await;
+    let events = s.events_of(&audit_id(&missing)).await;
+    let event = complete(&events);
+    assert_eq!(event.response_status.as_ref().unwrap().reason, "NotFound");
+    assert_eq!(event.response_object.as_ref().unwrap()["kind"], "Status");
+
+    // Request: the request body only.
+    let service = s
+        .admin(
+            Method::POST,
+            "/api/v1/namespaces/default/services",
+            Some(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                "spec": {"ports": [{"port": 80}]}}),
+            ),
+        )
+        .await;
+    assert_eq!(service.code, StatusCode::CREATED, "{}", service.body);
+    let events = s.events_of(&audit_id(&service)).await;
+    let event = complete(&events);
+    assert_eq!(event.level, Level::Request);
+    assert_eq!(
+        event.request_object.as_ref().unwrap()["spec"]["ports"][0]["port"],
+        80
+    );
+    assert!(event.response_object.is_none());
+
+    // A patch is recorded as sent.
+    let patched = s
+        .send(
+            Some(&admin()),
+            Method::PATCH,
+            "/api/v1/namespaces/default/services/web",
+            Some(json!({"metadata": {"labels": {"tier": "front"}}})),
+            &[("content-type", "application/merge-patch+json")],
+        )
+        .await;
+    assert_eq!(patched.code, StatusCode::OK, "{}", patched.body);
+    let events = s.events_of(&audit_id(&patched)).await;
+    assert_eq!(
+        complete(&events).request_object,
+        Some(json!({"metadata": {"labels": {"tier": "front"}}}))
+    );
+
+    // A rule of level None keeps a user out of the log entirely.
+    let everyone = read_events(&s.log);
+    assert!(
+        everyone
+            .iter()
+            .all(|e| e.user.username.as_deref() != Some("system:apiserver")),
+        "system:apiserver was audited"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_is_recorded_when_it_starts_and_when_it_ends() {
+    let s = Audited::new(None).await;
+    let watch = s
+        .admin(
+            Method::GET,
+            "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1",
+            None,
+        )
+        .await;
+    assert_eq!(watch.code, StatusCode::OK);
+    let events = s.events_of(&audit_id(&watch)).await;
+    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
+    assert_eq!(
+        stages,
+        [
+            Stage::RequestReceived,
+            Stage::ResponseStarted,
+            Stage::ResponseComplete
+        ]
+    );
+    assert_eq!(events[1].verb, "watch");
+    assert_eq!(events[1].response_status.as_ref().unwrap().code, 200);
+    // The end is recorded when the stream ended, after it started.
+    assert!(events[2].stage_timestamp.0 >= events[1].stage_timestamp.0);
+    assert!(
+        events[2]
+            .stage_timestamp
+            .0
+            .duration_since(events[1].stage_timestamp.0)
+            >= k8s_openapi::jiff::SignedDuration::from_millis(500),
+        "the watch lasted about a second"
+    );
+
+    // A rule may leave ResponseStarted out.
+    let s = Audited::new(Some(LEVELS)).await;
+    let watch = s
+        .admin(
+            Method::GET,
+            "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1",
+            None,
+        )
+        .await;
+    let events = s.events_of(&audit_id(&watch)).await;
+    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
+    assert_eq!(stages, [Stage::ResponseComplete]);
+}
+
+#[tokio::test]
+async fn unauthenticated_requests_are_recorded_and_every_answer_has_an_audit_id() {
+    let s = Audited::new(None).await;
+    let refused = s
+        .send(None, Method::GET, "/api/v1/namespaces", None, &[])
+        .await;
+    assert_eq!(refused.code, StatusCode::UNAUTHORIZED);
+    let events = s.events_of(&audit_id(&refused)).await;
+    let event = complete(&events);
+    assert_eq!(event.user, Default::default());
+    assert_eq!(event.response_status.as_ref().unwrap().code, 401);
+    assert_eq!(
+        event.response_status.as_ref().unwrap().reason,
+        "Unauthorized"
+    );
+
+    // A client's own audit ID is kept, as upstream keeps it.
+    let chosen = s
+        .send(
+            Some(&admin()),
+            Method::GET,
+            "/version",
+            None,
+            &[("Audit-Id", "d1b2c3")],
+        )
+        .await;
+    assert_eq!(audit_id(&chosen), "d1b2c3");
+    let events = s.events_of("d1b2c3").await;
+    assert_eq!(complete(&events).verb, "get");
+    assert!(complete(&events).object_ref.is_none());
+
+    // Without an audit log the header is still there.
+    let plain = crate::harness::TestServer::new().await;
+    let request = Request::builder()
+        .uri("/version")
+        .body(Body::empty())
+        .unwrap();
+    let response = plain.router.clone().oneshot(request).await.unwrap();
+    assert!(response.headers().contains_key("audit-id"));
+}
+
+#[tokio::test]
+async fn in_process_components_are_audited_under_their_own_names() {
+    let s = Audited::new(None).await;
+    let client = skiff_apiserver::inprocess::client(
+        s.server.router(),
+        UserInfo::new("system:kube-scheduler", Vec::new()),
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client);
+    pods.list(&Default::default()).await.unwrap();
+    let events = s
+        .wait_for(|events| {
+            events.iter().any(|e| {
+                e.user.username.as_deref() == Some("system:kube-scheduler")
+                    && e.stage == Stage::ResponseComplete
+            })
+        })
+        .await;
+    let event = events
+        .iter()
+        .find(|e| {
+            e.user.username.as_deref() == Some("system:kube-scheduler")
+                && e.stage == Stage::ResponseComplete
+        })
+        .unwrap();
+    assert_eq!(event.verb, "list");
+    assert!(event.source_ips.is_empty());
+    assert!(
+        event.annotations["authorization.k8s.io/reason"]
+            .starts_with("RBAC: allowed by ClusterRoleBinding \"system:kube-scheduler\""),
+        "{:?}",
+        event.annotations
+    );
+    // The API server's own start-up writes are there too.
+    assert!(
+        events
+            .iter()
+            .any(|e| e.user.username.as_deref() == Some("system:apiserver"))
+    );
+}
+
+#[tokio::test]
+async fn a_bad_policy_file_stops_the_server_from_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n",
+    )
+    .unwrap();
+    let store =
+        std::sync::Arc::new(SledStore::open(SledConfig::new(dir.path().join("s"))).unwrap());
+    let config = ApiServerConfig {
+        audit: AuditConfig {
+            log_path: Some(dir.path().join("audit.log")),
+            policy_file: Some(policy),
+            ..Default::default()
+        },
+        ..ApiServerConfig::default()
+    };
+    let error = ApiServer::new(store, config)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(error.contains("no rules"), "{error}");
+}
