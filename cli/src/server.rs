@@ -122,6 +122,40 @@ pub struct ServerArgs {
     /// days they are renewed at every start).
     #[arg(long, env = "SKIFF_CERTIFICATE_LIFETIME_DAYS", hide = true)]
     pub certificate_lifetime_days: Option<u64>,
+
+    /// Keep an audit log in this file (`-` for standard output), one
+    /// audit.k8s.io/v1 Event per line.
+    #[arg(long, env = "SKIFF_AUDIT_LOG_PATH")]
+    pub audit_log_path: Option<PathBuf>,
+
+    /// Upstream's audit Policy file (audit.k8s.io/v1); without one, every
+    /// request is logged at Metadata level.
+    #[arg(long, env = "SKIFF_AUDIT_POLICY_FILE")]
+    pub audit_policy_file: Option<PathBuf>,
+
+    /// Days to keep rotated audit logs (0: forever).
+    #[arg(
+        long = "audit-log-maxage",
+        env = "SKIFF_AUDIT_LOG_MAXAGE",
+        default_value_t = 0
+    )]
+    pub audit_log_maxage: u64,
+
+    /// Rotated audit logs to keep (0: all).
+    #[arg(
+        long = "audit-log-maxbackup",
+        env = "SKIFF_AUDIT_LOG_MAXBACKUP",
+        default_value_t = 0
+    )]
+    pub audit_log_maxbackup: usize,
+
+    /// Size in megabytes at which the audit log is rotated (0: 100).
+    #[arg(
+        long = "audit-log-maxsize",
+        env = "SKIFF_AUDIT_LOG_MAXSIZE",
+        default_value_t = 0
+    )]
+    pub audit_log_maxsize: u64,
 }
 
 /// Reads `--secrets-encryption-provider`.
@@ -186,6 +220,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             args.secrets_encryption_provider,
             args.encryption_provider_config.clone(),
         ),
+        audit: skiff_apiserver::audit::AuditConfig {
+            log_path: args.audit_log_path.clone(),
+            policy_file: args.audit_policy_file.clone(),
+            max_age_days: args.audit_log_maxage,
+            max_backups: args.audit_log_maxbackup,
+            max_size_mb: args.audit_log_maxsize,
+        },
         ..ApiServerConfig::default()
     };
     let api = ApiServer::new(store.clone(), api_config)
@@ -324,6 +365,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     while components.join_next().await.is_some() {}
     api.shutdown();
     server.await.context("HTTPS server task")?;
+    api.close_audit_log().await;
     store.close().await.context("flushing the store")?;
     tracing::info!("stopped");
     Ok(())

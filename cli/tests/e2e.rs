@@ -5,6 +5,7 @@
 mod e2e {
     pub mod support;
 
+    mod audit;
     mod authz;
     mod containerd;
     mod crd;
