@@ -6,8 +6,9 @@
 //! are allowed does the request go on as the impersonated user.
 //!
 //! This module decides who the request runs as; it must never let a header
-//! change the identity without that check, and it logs every switch (there
-//! is no audit log yet).
+//! change the identity without that check. The middleware records every
+//! switch for the audit log (`impersonatedUser`, with the real caller as
+//! `user`).
 
 use std::collections::BTreeMap;
 
