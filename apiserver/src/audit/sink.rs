@@ -264,7 +264,7 @@ impl RotatingFile {
             })
             .collect();
         // Newest first.
-        backups.sort_by(|a, b| b.0.cmp(&a.0));
+        backups.sort_by_key(|b| std::cmp::Reverse(b.0));
         let max_age = (self.rotation.max_age_days > 0).then(|| {
             k8s_openapi::jiff::SignedDuration::from_hours(24 * self.rotation.max_age_days as i64)
         });

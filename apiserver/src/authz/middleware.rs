@@ -53,14 +53,15 @@ pub(crate) async fn authorize(
         request.uri().path(),
         request.uri().query(),
     );
-    let decision = inner.authorizer.check(&attrs);
+    let decision = inner.authorizer.decide_why(&attrs);
     if let Some(audit) = &audit {
         match &decision {
             Ok(reason) => audit.authorized(true, reason),
-            Err((_, reason)) => audit.authorized(false, reason),
+            Err(reason) => audit.authorized(false, reason),
         }
     }
-    if let Err((error, _)) = decision {
+    if let Err(reason) = decision {
+        let error = super::forbidden(&attrs, &reason);
         tracing::debug!(user = %attrs.user.name, verb = %attrs.verb, path = %request.uri().path(), "forbidden");
         // A caller without credentials reaches what the policy opens to
         // `system:anonymous` (health and version); anything else asks it to

@@ -191,11 +191,10 @@ impl Chain {
         }
     }
 
-    /// Allows (with the reason, possibly empty) or fails with upstream's
-    /// 403 (and the authorizers' reason, for the audit log).
-    pub fn check(&self, attributes: &Attributes) -> Result<String, (ApiError, String)> {
-        self.decide_why(attributes)
-            .map_err(|reason| (forbidden(attributes, &reason), reason))
+    /// Allows or fails with upstream's 403.
+    pub fn check(&self, attributes: &Attributes) -> Result<(), ApiError> {
+        self.decide(attributes)
+            .map_err(|reason| forbidden(attributes, &reason))
     }
 
     /// Every link's rules for `user` in `namespace`, merged.
