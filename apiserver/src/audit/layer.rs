@@ -7,8 +7,9 @@
 //! stream: when its body ends or the client goes), `Panic` if the handler
 //! panicked.
 //!
-//! Bodies are read only at the levels that record them; a long-running
-//! request's bodies never are.
+//! Bodies are recorded only at the levels that ask for them, the request's
+//! as its handler reads it (so a refused request's body is never read), and
+//! a long-running request's never.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures::{FutureExt, StreamExt};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -164,22 +165,14 @@ async fn audited(auditor: &Auditor, audit_id: &str, request: Request, next: Next
     let slot = AuditSlot::default();
     let mut request = request;
     request.extensions_mut().insert(slot.clone());
+    // The body is recorded as the handler reads it: a request refused
+    // before its handler (unauthenticated, forbidden) is never read.
+    let mut seen = None;
     if decided.level >= Level::Request && !long_running {
         let (parts, body) = request.into_parts();
-        match crate::body::read(&parts.headers, body).await {
-            Ok(bytes) => {
-                if let Some(object) = request_object(&parts.headers, &bytes, &decided) {
-                    fill_from_object(&mut event, &object);
-                    event.request_object = Some(object);
-                }
-                request = Request::from_parts(parts, Body::from(bytes));
-            }
-            Err(error) => {
-                // The handler would refuse the body the same way.
-                let response = error.into_response();
-                return complete(auditor, &decided, event, response, false).await;
-            }
-        }
+        let tee = Tee::new(body);
+        seen = Some((parts.headers.clone(), tee.seen.clone()));
+        request = Request::from_parts(parts, Body::new(tee));
     }
 
     let response = match AssertUnwindSafe(next.run(request)).catch_unwind().await {
@@ -197,6 +190,13 @@ async fn audited(auditor: &Auditor, audit_id: &str, request: Request, next: Next
         }
     };
     slot.fill(&mut event);
+    if let Some((headers, seen)) = seen {
+        let bytes = std::mem::take(&mut *seen.lock());
+        if let Some(object) = request_object(&headers, &bytes, &decided) {
+            fill_from_object(&mut event, &object);
+            event.request_object = Some(object);
+        }
+    }
     if let Some(AuditAnnotations(notes)) = response.extensions().get::<AuditAnnotations>() {
         for (key, value) in notes {
             event
@@ -294,6 +294,52 @@ async fn complete(
     }
     send(event, Stage::ResponseComplete);
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A request body that keeps a copy of what the handler reads (up to the
+/// API's body limit; the handler refuses anything larger).
+struct Tee {
+    inner: Body,
+    seen: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Tee {
+    fn new(inner: Body) -> Self {
+        Self {
+            inner,
+            seen: Default::default(),
+        }
+    }
+}
+
+impl hyper::body::Body for Tee {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            let mut seen = this.seen.lock();
+            if seen.len() + data.len() <= crate::status::MAX_BODY_BYTES {
+                seen.extend_from_slice(data);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        hyper::body::Body::is_end_stream(&self.inner)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::Body::size_hint(&self.inner)
+    }
 }
 
 /// Records `ResponseComplete` of a stream when its body is dropped.

@@ -534,6 +534,26 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
     );
     assert!(event.response_object.is_none());
 
+    // A refused request's body is never read, so never recorded.
+    let alice = UserInfo::new("alice", Vec::new());
+    let refused = s
+        .send(
+            Some(&alice),
+            Method::POST,
+            "/api/v1/namespaces/default/services",
+            Some(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "sneaky"},
+                "spec": {"ports": [{"port": 81}]}}),
+            ),
+            &[],
+        )
+        .await;
+    assert_eq!(refused.code, StatusCode::FORBIDDEN);
+    let events = s.events_of(&audit_id(&refused)).await;
+    let event = complete(&events);
+    assert_eq!(event.level, Level::Request);
+    assert!(event.request_object.is_none(), "{:?}", event.request_object);
+
     // A patch is recorded as sent.
     let patched = s
         .send(

@@ -66,6 +66,9 @@ fn kubectl_requests_are_in_the_audit_log_saying_who_did_what() {
     let refused = server.kubectl_err(&["--as", "mallory", "get", "secret", "vault"]);
     assert!(refused.contains("forbidden"), "{refused}");
     server.kubectl_ok(&["delete", "configmap", "audited"]);
+    // Wrong credentials are answered 401 and recorded without a user.
+    let unauthorized = server.kubectl_err(&["--token", "not-a-token", "get", "pods"]);
+    assert!(unauthorized.contains("Unauthorized"), "{unauthorized}");
     let status = server.terminate();
     assert!(status.success(), "{status}\n{}", server.log());
 
@@ -125,4 +128,15 @@ fn kubectl_requests_are_in_the_audit_log_saying_who_did_what() {
         "forbid"
     );
     assert!(raw.get("responseObject").is_none(), "{raw}");
+
+    let (raw, rejected) = all
+        .iter()
+        .find(|(_, e)| {
+            e.response_status.as_ref().is_some_and(|s| s.code == 401)
+                && e.object_ref.as_ref().is_some_and(|r| r.resource == "pods")
+        })
+        .expect("the 401 in the audit log");
+    assert!(rejected.user.username.is_none(), "{raw}");
+    assert_eq!(rejected.source_ips, ["127.0.0.1"]);
+    assert_eq!(raw["responseStatus"]["reason"], "Unauthorized");
 }
