@@ -21,9 +21,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a cluster: API server, controllers, scheduler and node agent.
-    Server(server::ServerArgs),
+    // Boxed: these two have many more flags than the other commands.
+    Server(Box<server::ServerArgs>),
     /// Run only the node agent, joining a skiff server.
-    Agent(agent::AgentArgs),
+    Agent(Box<agent::AgentArgs>),
     /// Import and list container images of a running node.
     Images(images::ImagesArgs),
     /// Show and rotate the keys that encrypt Secrets at rest (talks to the
@@ -48,11 +49,11 @@ fn main() -> anyhow::Result<()> {
         Command::Server(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?
-            .block_on(server::run(args)),
+            .block_on(server::run(*args)),
         Command::Agent(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?
-            .block_on(agent::run(args)),
+            .block_on(agent::run(*args)),
         Command::Images(args) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
