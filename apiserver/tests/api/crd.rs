@@ -3,13 +3,12 @@
 //! columns, schema validation, pruning and defaults, status and scale,
 //! several versions, name conflicts, deletion and restarts.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_store::Store;
 use tower::ServiceExt;
 
 use crate::harness::{TestServer, assert_status};
@@ -610,7 +609,7 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
 #[tokio::test]
 async fn custom_resources_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let open = || Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let open = || crate::harness::open_store(&dir.path().join("store"));
     let store = open();
     {
         let server = ApiServer::new(store.clone(), ApiServerConfig::default())

@@ -2,13 +2,11 @@
 //! grants and refuses, bindings taking effect, escalation and bind checks,
 //! and the default policy surviving (and being repaired by) a restart.
 
-use std::sync::Arc;
-
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_store::Store;
 
 use crate::harness::{TestServer, assert_status};
 
@@ -542,7 +540,7 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
 #[tokio::test]
 async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
     let dir = tempfile::tempdir().unwrap();
-    let open = || Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let open = || crate::harness::open_store(&dir.path().join("store"));
     let store = open();
     {
         let server = ApiServer::new(store.clone(), ApiServerConfig::default())

@@ -6,12 +6,11 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_store::Store;
 
 use crate::harness::{TestServer, admin_router, assert_status};
 
@@ -258,7 +257,7 @@ async fn call(
 async fn allocations_survive_a_restart() {
     use http::Method;
     let dir = tempfile::tempdir().unwrap();
-    let open = || Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let open = || crate::harness::open_store(&dir.path().join("store"));
     let store = open();
     let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
         .await
