@@ -32,7 +32,20 @@ pub struct Observed {
     pub initialized: bool,
     /// An init container failed for good.
     pub init_failed: bool,
+    /// The pod was stopped for good (deleted): nothing of it runs again, so
+    /// the phase is terminal and every container that ran reads terminated,
+    /// as upstream's kubelet reports a pod it killed.
+    pub terminal: bool,
 }
+
+/// Upstream's reason and message for a container of a terminated pod whose
+/// end the runtime cannot show (never exited, or already removed).
+const STATUS_UNKNOWN: (&str, &str) = (
+    "ContainerStatusUnknown",
+    "The container could not be located when the pod was terminated",
+);
+/// The exit code upstream reports with [`STATUS_UNKNOWN`] (as if killed).
+const STATUS_UNKNOWN_EXIT: i32 = 137;
 
 /// Nanoseconds since the epoch (CRI) as an API time; `None` for zero.
 pub fn time_from_nanos(nanos: i64) -> Option<Time> {
@@ -67,6 +80,7 @@ fn container_status(
     view: &PodRuntimeView,
     observed: &Observed,
     default_waiting: &str,
+    previous: Option<&ContainerStatus>,
 ) -> ContainerStatus {
     let latest = view.latest(&spec.name);
     let health = observed.health.get(&spec.name);
@@ -146,13 +160,64 @@ fn container_status(
             status.state = Some(waiting_state(reason, message));
         }
     }
+    if observed.terminal {
+        terminate(&mut status, latest.is_some(), previous);
+    }
     status
+}
+
+/// The state of a container of a pod stopped for good: terminated. The
+/// runtime's exit wins; else what was reported before, when that was already
+/// a termination (the containers may be gone by now, on a repeated report);
+/// else, for a container that ran (`ran`) or was running, upstream's
+/// "status unknown" termination. A container that never started keeps its
+/// waiting state.
+fn terminate(status: &mut ContainerStatus, ran: bool, previous: Option<&ContainerStatus>) {
+    let state = status.state.get_or_insert_with(Default::default);
+    if state.terminated.is_some() {
+        return;
+    }
+    let before = previous.and_then(|p| p.state.as_ref());
+    if let Some(t) = before.and_then(|s| s.terminated.clone()) {
+        *state = ContainerState {
+            terminated: Some(t),
+            ..Default::default()
+        };
+        return;
+    }
+    let was_running = before.and_then(|s| s.running.as_ref()).is_some();
+    if ran || was_running {
+        *state = ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: STATUS_UNKNOWN_EXIT,
+                reason: Some(STATUS_UNKNOWN.0.to_string()),
+                message: Some(STATUS_UNKNOWN.1.to_string()),
+                container_id: status.container_id.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+    }
+    status.ready = false;
+    status.started = Some(false);
 }
 
 /// The phase from the container statuses, as upstream derives it.
 fn phase(statuses: &[ContainerStatus], observed: &Observed) -> &'static str {
     if observed.init_failed {
         return "Failed";
+    }
+    if observed.terminal {
+        // Upstream: a stopped pod succeeded only if every container ended
+        // with 0; anything else (never initialized, killed, unknown) failed.
+        let succeeded = observed.initialized
+            && statuses.iter().all(|s| {
+                s.state
+                    .as_ref()
+                    .and_then(|st| st.terminated.as_ref())
+                    .is_some_and(|t| t.exit_code == 0)
+            });
+        return if succeeded { "Succeeded" } else { "Failed" };
     }
     if !observed.initialized {
         return "Pending";
@@ -192,6 +257,13 @@ fn phase(statuses: &[ContainerStatus], observed: &Observed) -> &'static str {
     }
 }
 
+fn find_status<'a>(
+    statuses: Option<&'a [ContainerStatus]>,
+    name: &str,
+) -> Option<&'a ContainerStatus> {
+    statuses.into_iter().flatten().find(|s| s.name == name)
+}
+
 /// The pod's status. Conditions keep their transition times when their
 /// status does not change; conditions owned by others are kept.
 pub fn pod_status(
@@ -207,7 +279,10 @@ pub fn pod_status(
         .init_containers
         .iter()
         .flatten()
-        .map(|c| container_status(c, view, observed, "PodInitializing"))
+        .map(|c| {
+            let before = find_status(previous.init_container_statuses.as_deref(), &c.name);
+            container_status(c, view, observed, "PodInitializing", before)
+        })
         .collect();
     let default_waiting = if observed.initialized {
         "ContainerCreating"
@@ -217,7 +292,10 @@ pub fn pod_status(
     let statuses: Vec<ContainerStatus> = spec
         .containers
         .iter()
-        .map(|c| container_status(c, view, observed, default_waiting))
+        .map(|c| {
+            let before = find_status(previous.container_statuses.as_deref(), &c.name);
+            container_status(c, view, observed, default_waiting, before)
+        })
         .collect();
     let phase = phase(&statuses, observed);
     let terminal = phase == "Succeeded" || phase == "Failed";
@@ -445,5 +523,88 @@ mod tests {
             .waiting
             .unwrap();
         assert_eq!(w.reason.as_deref(), Some("ErrImageNeverPull"));
+    }
+
+    fn terminal() -> Observed {
+        Observed {
+            terminal: true,
+            initialized: true,
+            ..Default::default()
+        }
+    }
+
+    fn terminated(s: &PodStatus) -> ContainerStateTerminated {
+        s.container_statuses.as_ref().unwrap()[0]
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap()
+    }
+
+    #[test]
+    fn a_killed_pod_fails_with_its_container_terminated() {
+        // restartPolicy Always does not keep it Running: it was stopped for good.
+        let v = view(vec![instance(api::ContainerState::ContainerExited, 137, 0)]);
+        let s = pod_status(&pod(), &v, &terminal(), "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        let t = terminated(&s);
+        assert_eq!((t.exit_code, t.reason.as_deref()), (137, Some("Error")));
+        let ready = s
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready");
+        assert_eq!(ready.unwrap().reason.as_deref(), Some("PodCompleted"));
+    }
+
+    #[test]
+    fn a_stopped_pod_whose_containers_exited_zero_succeeded() {
+        let v = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
+        let s = pod_status(&pod(), &v, &terminal(), "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+    }
+
+    #[test]
+    fn a_stopped_pod_keeps_reported_exits_and_marks_lost_containers_unknown() {
+        let mut p = pod();
+        p.status = Some(PodStatus {
+            phase: Some("Failed".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "c".into(),
+                state: Some(ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: 143,
+                        reason: Some("Error".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        // The containers are already removed: the reported exit stays.
+        let s = pod_status(&p, &view(Vec::new()), &terminal(), "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(terminated(&s).exit_code, 143);
+
+        // A container that was running and cannot be found any more.
+        let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
+        let s = pod_status(&pod(), &v, &terminal(), "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        let t = terminated(&s);
+        assert_eq!(
+            (t.exit_code, t.reason.as_deref()),
+            (137, Some("ContainerStatusUnknown"))
+        );
+    }
+
+    #[test]
+    fn a_stopped_pod_that_never_started_fails_and_its_container_still_waits() {
+        let s = pod_status(&pod(), &view(Vec::new()), &terminal(), "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        let state = s.container_statuses.unwrap()[0].state.clone().unwrap();
+        assert!(state.waiting.is_some(), "{state:?}");
     }
 }

@@ -101,7 +101,13 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let runtime = ctx.runtime.as_ref();
     if pod.metadata.deletion_timestamp.is_some() {
-        termination::kill_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
+        // As upstream's kubelet: stop everything, report the terminal phase
+        // with the containers' exits, and only then remove what is left and
+        // delete the object — whoever watches the pod (a Job controller, a
+        // user) sees how it ended before it goes.
+        termination::stop_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
+        report_terminal(ctx, state, pod).await?;
+        termination::remove_pod(ctx, &uid).await?;
         termination::delete_object(ctx, pod).await?;
         return Ok(Step::Finished);
     }
@@ -543,6 +549,47 @@ impl Starter<'_> {
             }
         }
     }
+}
+
+/// Writes the status of a pod whose containers were all stopped for good:
+/// a terminal phase and terminated container states.
+async fn report_terminal(
+    ctx: &AgentContext,
+    state: &mut PodState,
+    pod: &Pod,
+) -> Result<(), SyncError> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let view = PodRuntimeView::load(ctx.runtime.as_ref(), uid).await?;
+    let observed = Observed {
+        terminal: true,
+        initialized: was_initialized(pod, &view),
+        ..Default::default()
+    };
+    report(ctx, state, pod, &view, &observed).await?;
+    Ok(())
+}
+
+/// Whether every init container completed (the runtime shows it exited 0,
+/// or the last report said so): upstream's test for whether a stopped
+/// pod's regular containers count at all.
+fn was_initialized(pod: &Pod, view: &PodRuntimeView) -> bool {
+    let inits = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default();
+    let reported = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Initialized" && c.status == "True");
+    reported
+        || inits.iter().all(|c| {
+            view.latest(&c.name)
+                .is_some_and(|i| i.is_exited() && i.status.exit_code == 0)
+        })
 }
 
 /// Computes the status and writes it when it differs from the last one

@@ -1,7 +1,10 @@
 //! Ending a pod: preStop hooks, StopContainer with the remaining grace
 //! period (the runtime sends SIGTERM, then SIGKILL), removal of the sandbox
 //! and the pod's volumes, and finally the API object (grace 0, UID
-//! precondition, so a new pod of the same name is never deleted).
+//! precondition, so a new pod of the same name is never deleted). Stopping
+//! and removing are separate steps so the worker can report the stopped
+//! containers' exit codes (the terminal status) in between; this module
+//! never writes a status itself.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +43,19 @@ pub async fn kill_pod(
     uid: &str,
     grace: Duration,
 ) -> Result<(), RuntimeError> {
+    stop_pod(ctx, pod, uid, grace).await?;
+    remove_pod(ctx, uid).await
+}
+
+/// Stops every container of the pod (running preStop hooks first) and its
+/// sandboxes; the exited containers stay, so their exit codes can still
+/// be read.
+pub async fn stop_pod(
+    ctx: &AgentContext,
+    pod: Option<&Pod>,
+    uid: &str,
+    grace: Duration,
+) -> Result<(), RuntimeError> {
     let runtime = ctx.runtime.as_ref();
     let view = PodRuntimeView::load(runtime, uid).await?;
     let deadline = Instant::now() + grace;
@@ -69,6 +85,20 @@ pub async fn kill_pod(
     for result in futures::future::join_all(stops).await {
         result?;
     }
+    for sandbox in &view.sandboxes {
+        if let Err(e) = runtime.stop_pod_sandbox(&sandbox.id).await
+            && !e.is_not_found()
+        {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Removes the pod's sandboxes (with their containers) and its volumes.
+pub async fn remove_pod(ctx: &AgentContext, uid: &str) -> Result<(), RuntimeError> {
+    let runtime = ctx.runtime.as_ref();
+    let view = PodRuntimeView::load(runtime, uid).await?;
     for sandbox in &view.sandboxes {
         for step in [
             runtime.stop_pod_sandbox(&sandbox.id).await,
