@@ -4,13 +4,14 @@
 //! gets a terminal and the exit code, a readiness
 //! probe flips the pod's READY column both ways, and `kubectl delete` waits
 //! for the grace period of a process that ignores SIGTERM but not for one
-//! that exits on it.
+//! that exits on it. And (issue #19) a deleted Job's Running pod goes away,
+//! last seen in a terminal phase, and its namespace can then be deleted.
 
 use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
 use super::support::{Server, eventually};
 
 const NODE: &str = "e2e-lifecycle";
@@ -214,4 +215,125 @@ fn scenario(server: &Server) {
     );
     let gone = server.kubectl(&["get", "pod", "stubborn"]);
     assert!(!gone.status.success(), "stubborn pod still listed");
+
+    deleted_job_pods_go_and_their_namespace_with_them(server);
+}
+
+/// Issue #19, as the user did it: a Job whose pod runs `sleep 300` (PID 1,
+/// so SIGTERM is ignored and only the grace period's SIGKILL ends it),
+/// Running, then `kubectl delete job` (kubectl's background propagation).
+/// The pod must go, its last state seen before it goes must be terminal
+/// (the node reports how it ended before its final delete), and then
+/// `kubectl delete namespace` completes.
+fn deleted_job_pods_go_and_their_namespace_with_them(server: &Server) {
+    const NS: &str = "issue19";
+    server.kubectl_ok(&["create", "namespace", NS]);
+    apply(
+        server,
+        &serde_json::json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "sleeper", "namespace": NS},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                "command": ["sleep", "300"]}]}}}})
+        .to_string(),
+    );
+    let name = eventually(Duration::from_secs(120), "the Job's pod Running", || {
+        let list = json(&server.kubectl_ok(&[
+            "get",
+            "pods",
+            "-n",
+            NS,
+            "-l",
+            "job-name=sleeper",
+            "-o",
+            "json",
+        ]));
+        let pod = list["items"].as_array()?.first()?.clone();
+        (pod["status"]["phase"] == "Running")
+            .then(|| pod["metadata"]["name"].as_str().map(str::to_string))?
+    });
+    let tracked = json(&server.kubectl_ok(&["get", "pod", "-n", NS, &name, "-o", "json"]));
+    assert_eq!(
+        tracked["metadata"]["finalizers"],
+        serde_json::json!(["batch.kubernetes.io/job-tracking"]),
+        "{tracked}"
+    );
+
+    // Every state of the pod from now on, as `kubectl get -w` shows them.
+    let watch_out = server.data_dir().join("issue19-watch.json");
+    let mut watch = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args([
+            "get",
+            "pod",
+            "-n",
+            NS,
+            &name,
+            "-w",
+            "-o",
+            "json",
+            "--output-watch-events",
+        ])
+        .stdout(std::fs::File::create(&watch_out).expect("watch output"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run kubectl get -w");
+    eventually(Duration::from_secs(30), "the watch's first event", || {
+        let text = std::fs::read_to_string(&watch_out).ok()?;
+        text.contains("ADDED").then_some(())
+    });
+
+    server.kubectl_ok(&["delete", "job", "sleeper", "-n", NS]);
+    // The 30 s default grace period passes before the SIGKILL.
+    eventually(
+        Duration::from_secs(120),
+        "the deleted Job's pod gone",
+        || {
+            let out = server.kubectl(&["get", "pod", "-n", NS, &name, "-o", "json"]);
+            (!out.status.success()).then_some(())
+        },
+    );
+    let events = eventually(Duration::from_secs(30), "the watch's DELETED event", || {
+        let text = std::fs::read_to_string(&watch_out).ok()?;
+        let events: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&text)
+            .into_iter::<serde_json::Value>()
+            .collect::<Result<_, _>>()
+            .ok()?;
+        (events.last()?["type"] == "DELETED").then_some(events)
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let phases: Vec<&str> = events
+        .iter()
+        .map(|e| e["object"]["status"]["phase"].as_str().unwrap_or(""))
+        .collect();
+    let last = &events[events.len() - 1]["object"];
+    assert_eq!(last["status"]["phase"], "Failed", "phases seen: {phases:?}");
+    let terminated = &last["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["exitCode"], 137, "{last}");
+    assert_eq!(terminated["reason"], "Error", "{last}");
+    // Once terminal, never Running again: the node wrote the end before the
+    // delete, not the other way round.
+    let first_terminal = phases
+        .iter()
+        .position(|p| *p == "Failed")
+        .unwrap_or(phases.len());
+    assert!(
+        phases[first_terminal..].iter().all(|p| *p == "Failed"),
+        "phases seen: {phases:?}"
+    );
+    assert!(
+        first_terminal < phases.len() - 1,
+        "the terminal phase was only seen in the DELETED event: {phases:?}"
+    );
+
+    let asked = Instant::now();
+    server.kubectl_ok(&["delete", "namespace", NS, "--timeout=90s"]);
+    let gone = server.kubectl(&["get", "namespace", NS]);
+    assert!(
+        !gone.status.success(),
+        "namespace still there {:?} after kubectl delete returned",
+        asked.elapsed()
+    );
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use skiff_node::agent::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
@@ -312,6 +312,57 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
         std::fs::read_to_string(marker_dir.join("term")).expect("SIGTERM seen"),
         "term\n"
     );
+
+    // 7. A pod killed on deletion (PID 1 ignores SIGTERM, so SIGKILL after
+    //    its grace) reports how it ended before the agent's grace-0 delete:
+    //    Failed even under restartPolicy Always, its container terminated
+    //    with the kill's exit code. A finalizer keeps the object to look at.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "held", "finalizers": ["skiff.test/hold"]},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "h", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]
+            }
+        }))
+        .await;
+    cluster
+        .wait_pod("held", LONG, "Running", |p| phase(p) == "Running")
+        .await;
+    cluster
+        .pods()
+        .delete("held", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = cluster
+        .wait_pod("held", LONG, "the agent's final delete", |p| {
+            p.metadata.deletion_grace_period_seconds == Some(0)
+        })
+        .await;
+    assert_eq!(phase(&held), "Failed", "{:?}", held.status);
+    let state = container_status(&held, "h")
+        .and_then(|c| c.state.clone())
+        .expect("container state");
+    let terminated = state.terminated.expect("terminated");
+    assert_eq!(
+        (terminated.exit_code, terminated.reason.as_deref()),
+        (137, Some("Error"))
+    );
+    assert!(
+        condition(&held, "Ready").as_deref() == Some("False"),
+        "{:?}",
+        held.status
+    );
+    cluster
+        .pods()
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release");
+    cluster.wait_gone("held", LONG).await;
 
     // Deleting the others removes their sandboxes from the runtime.
     for name in ["hello", "crasher", "reader", "noimage", "lively"] {
