@@ -26,6 +26,8 @@ pub use sync::JobError;
 
 /// The controller name in events and logs.
 const CONTROLLER: &str = "job-controller";
+/// The name of the loop releasing tracked pods that name no controller.
+const ORPHAN_POD_QUEUE: &str = "job-orphan-pod";
 
 /// Runs the Job controller until `stop`.
 pub async fn run(ctx: Context, stop: Stop) {
@@ -44,15 +46,25 @@ pub async fn run(ctx: Context, stop: Stop) {
     let owner = EnqueueOwner::new(jobs.cache().clone(), queue.clone()).expecting(expectations);
     // Tracked pods whose Job is gone wake that Job's key to be released.
     let orphans = orphans::EnqueueOrphans::new(jobs.cache().clone(), queue.clone());
-    Controller::new(CONTROLLER, queue.clone())
+    let jobs_loop = Controller::new(CONTROLLER, queue.clone())
         .workers(4)
         .watch(&jobs, EnqueueKeys::new(queue))
         .watch(&pods, owner)
         .watch(&pods, orphans)
         .run_shared(
-            syncer,
+            syncer.clone(),
             |s, key| async move { s.sync(key).await },
+            stopped(stop.clone()),
+        );
+    // Tracked pods that name no controller at all: keyed by pod, as
+    // upstream's orphan-pod queue.
+    let ownerless_queue = WorkQueue::<ObjectKey>::new();
+    let ownerless_loop = Controller::new(ORPHAN_POD_QUEUE, ownerless_queue.clone())
+        .watch(&pods, orphans::EnqueueOwnerless::new(ownerless_queue))
+        .run_shared(
+            syncer,
+            |s, key| async move { s.sync_ownerless(key).await },
             stopped(stop),
-        )
-        .await;
+        );
+    tokio::join!(jobs_loop, ownerless_loop);
 }

@@ -3,7 +3,10 @@
 //! (deleted, or replaced by a Job of the same name and another uid) would
 //! stay Terminating forever and keep its namespace from going. This handler
 //! wakes the Job key the pod names, so the sync releases it, as upstream's
-//! orphan-pod queue does. It only reads the Jobs' cache and adds keys.
+//! orphan-pod queue does. A tracked pod that names no controller at all
+//! (its Job deleted with orphan propagation) has no Job key to wake: its own
+//! key goes to a queue of its own, whose sync releases it. These handlers
+//! only read the Jobs' cache and add keys.
 
 use std::sync::Arc;
 
@@ -47,6 +50,35 @@ fn orphaned_job_key(jobs: &Cache<Job>, pod: &Pod) -> Option<ObjectKey> {
 }
 
 impl EventHandler<Pod> for EnqueueOrphans {
+    fn on_add(&self, pod: &Arc<Pod>) {
+        self.check(pod);
+    }
+
+    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+        self.check(new);
+    }
+}
+
+/// Enqueues the pod's own key when it carries the tracking finalizer and
+/// names no controller (see [`Syncer::sync_ownerless`](super::sync::Syncer::sync_ownerless)).
+pub struct EnqueueOwnerless {
+    queue: WorkQueue<ObjectKey>,
+}
+
+impl EnqueueOwnerless {
+    /// Wakes pod keys on `queue`.
+    pub fn new(queue: WorkQueue<ObjectKey>) -> Self {
+        Self { queue }
+    }
+
+    fn check(&self, pod: &Pod) {
+        if has_finalizer(pod) && controller_ref(&pod.metadata).is_none() {
+            self.queue.add(ObjectKey::from_object(pod));
+        }
+    }
+}
+
+impl EventHandler<Pod> for EnqueueOwnerless {
     fn on_add(&self, pod: &Arc<Pod>) {
         self.check(pod);
     }

@@ -595,6 +595,25 @@ impl Syncer {
         Ok(victims)
     }
 
+    /// Releases the pod `key` (a pod's key, not a Job's) when it carries the
+    /// tracking finalizer but names no controller at all — its Job was
+    /// deleted with orphan propagation, or someone removed the reference:
+    /// no Job will ever count it. A pod that has a controller by now (adopted
+    /// again) is left alone, as upstream's orphan-pod sync does.
+    pub async fn sync_ownerless(&self, key: ObjectKey) -> Result<Action, JobError> {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let Some(pod) = self.pods.get(&ns, &key.name) else {
+            return Ok(Action::Done);
+        };
+        if !has_finalizer(&pod) || controller_ref(&pod.metadata).is_some() {
+            return Ok(Action::Done);
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        self.remove_finalizers(&key.to_string(), &api, &[pod])
+            .await?;
+        Ok(Action::Done)
+    }
+
     /// Removes the tracking finalizer from pods whose controller is a Job
     /// named `name` other than the live one (uid `live`; `None` when no Job
     /// of that name exists): nobody will count them, and the finalizer

@@ -343,5 +343,26 @@ async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
         (!tracked(&pod)).then_some(())
     })
     .await;
+
+    // A tracked pod naming no controller at all (its Job deleted with
+    // orphan propagation: the garbage collector dropped the reference) is
+    // released too, and keeps running; other finalizers stay.
+    let ownerless: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "ownerless",
+            "finalizers": ["batch.kubernetes.io/job-tracking", "skiff.test/keep"]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    pod_api
+        .create(&PostParams::default(), &ownerless)
+        .await
+        .unwrap();
+    let released = eventually(WAIT, "the ownerless pod released", || async {
+        let pod = pod_api.get("ownerless").await.ok()?;
+        (!tracked(&pod)).then_some(pod)
+    })
+    .await;
+    assert_eq!(released.finalizers(), ["skiff.test/keep"]);
+    assert!(released.metadata.deletion_timestamp.is_none());
     cluster.shutdown().await;
 }
