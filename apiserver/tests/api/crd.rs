@@ -609,8 +609,8 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
 #[tokio::test]
 async fn custom_resources_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let open = || crate::harness::open_store(&dir.path().join("store"));
-    let store = open();
+    let open = || crate::harness::open_store(dir.path().join("store"));
+    let store = open().await;
     {
         let server = ApiServer::new(store.clone(), ApiServerConfig::default())
             .await
@@ -623,7 +623,7 @@ async fn custom_resources_survive_a_restart() {
     }
     store.close().await.unwrap();
     drop(store);
-    let store = open();
+    let store = open().await;
     let server = ApiServer::new(store.clone(), ApiServerConfig::default())
         .await
         .unwrap();

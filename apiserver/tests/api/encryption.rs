@@ -205,7 +205,7 @@ async fn any_resource_the_configuration_names_is_encrypted() {
 /// A server over the store in `dir/store` with the managed configuration
 /// in `dir/cred/`; the caller keeps `dir` across restarts.
 async fn managed_server(dir: &Path, encrypted: bool) -> TestServer {
-    let store = crate::harness::open_store(&dir.join("store"));
+    let store = crate::harness::open_store(dir.join("store")).await;
     let config = ApiServerConfig {
         encryption: encrypted.then(|| EncryptionSource::Managed {
             path: dir.join(skiff_apiserver::encryption::MANAGED_CONFIG),

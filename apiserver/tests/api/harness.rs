@@ -298,17 +298,18 @@ pub fn assert_status(code: StatusCode, body: &Value, want_code: u16, want_reason
 
 /// Opens the store at `path`, waiting (up to ten seconds) for a previous
 /// opening's database lock: after a restart's shutdown, the old server's
-/// background tasks let go of the store shortly after, not at once.
-pub fn open_store(path: &std::path::Path) -> Arc<SledStore> {
+/// background tasks let go of the store shortly after, not at once — and
+/// only if the runtime gets to run them, so the wait yields to it.
+pub async fn open_store(path: std::path::PathBuf) -> Arc<SledStore> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        match SledStore::open(SledConfig::new(path)) {
+        match SledStore::open(SledConfig::new(&path)) {
             Ok(store) => return Arc::new(store),
             Err(e)
                 if format!("{e:?}").contains("WouldBlock")
                     && std::time::Instant::now() < deadline =>
             {
-                std::thread::sleep(Duration::from_millis(50));
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(e) => panic!("opening the store at {}: {e:?}", path.display()),
         }

@@ -540,8 +540,8 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
 #[tokio::test]
 async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
     let dir = tempfile::tempdir().unwrap();
-    let open = || crate::harness::open_store(&dir.path().join("store"));
-    let store = open();
+    let open = || crate::harness::open_store(dir.path().join("store"));
+    let store = open().await;
     {
         let server = ApiServer::new(store.clone(), ApiServerConfig::default())
             .await
@@ -573,7 +573,7 @@ async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
     }
     store.close().await.unwrap();
     drop(store);
-    let store = open();
+    let store = open().await;
     let server = ApiServer::new(store.clone(), ApiServerConfig::default())
         .await
         .unwrap();

@@ -257,8 +257,8 @@ async fn call(
 async fn allocations_survive_a_restart() {
     use http::Method;
     let dir = tempfile::tempdir().unwrap();
-    let open = || crate::harness::open_store(&dir.path().join("store"));
-    let store = open();
+    let open = || crate::harness::open_store(dir.path().join("store"));
+    let store = open().await;
     let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
         .await
         .unwrap();
@@ -275,7 +275,7 @@ async fn allocations_survive_a_restart() {
     store.close().await.unwrap();
     drop(store);
 
-    let store = open();
+    let store = open().await;
     let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
         .await
         .unwrap();
