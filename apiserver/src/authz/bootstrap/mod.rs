@@ -112,11 +112,17 @@ pub enum Step {
 }
 
 /// One kind of default policy object.
-pub trait PolicyObject: Serialize + DeserializeOwned + Clone + Send + Sync {
-    /// The plural resource name.
-    const RESOURCE: &'static str;
-    fn meta(&self) -> &ObjectMeta;
-    fn meta_mut(&mut self) -> &mut ObjectMeta;
+/// The metadata and the plural resource name (`URL_PATH_SEGMENT`) come
+/// from k8s-openapi's own traits.
+pub trait PolicyObject:
+    k8s_openapi::Metadata<Ty = ObjectMeta>
+    + k8s_openapi::Resource
+    + Serialize
+    + DeserializeOwned
+    + Clone
+    + Send
+    + Sync
+{
     /// Brings the kind-specific parts of `self` (the stored object) toward
     /// `expected`; true when that cannot be done in place (recreate).
     fn merge_body(&mut self, expected: &Self) -> bool;
@@ -126,7 +132,7 @@ pub trait PolicyObject: Serialize + DeserializeOwned + Clone + Send + Sync {
 /// write and what to do with it.
 pub fn reconcile<K: PolicyObject>(existing: &K, expected: &K) -> (Step, K) {
     let protected = existing
-        .meta()
+        .metadata()
         .annotations
         .as_ref()
         .and_then(|a| a.get(AUTOUPDATE))
@@ -143,8 +149,8 @@ pub fn reconcile<K: PolicyObject>(existing: &K, expected: &K) -> (Step, K) {
     } else {
         Step::Update
     };
-    let meta = result.meta_mut();
-    let expected_meta = expected.meta();
+    let meta = result.metadata_mut();
+    let expected_meta = expected.metadata();
     if merge_map(&mut meta.labels, &expected_meta.labels)
         | merge_map(&mut meta.annotations, &expected_meta.annotations)
     {
@@ -208,13 +214,6 @@ fn merge_subjects(existing: &mut Option<Vec<Subject>>, expected: &Option<Vec<Sub
 }
 
 impl PolicyObject for ClusterRole {
-    const RESOURCE: &'static str = "clusterroles";
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
     fn merge_body(&mut self, expected: &Self) -> bool {
         merge_rules(&mut self.rules, &expected.rules);
         match (&mut self.aggregation_rule, &expected.aggregation_rule) {
@@ -236,13 +235,6 @@ impl PolicyObject for ClusterRole {
 }
 
 impl PolicyObject for Role {
-    const RESOURCE: &'static str = "roles";
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
     fn merge_body(&mut self, expected: &Self) -> bool {
         merge_rules(&mut self.rules, &expected.rules);
         false
@@ -250,13 +242,6 @@ impl PolicyObject for Role {
 }
 
 impl PolicyObject for ClusterRoleBinding {
-    const RESOURCE: &'static str = "clusterrolebindings";
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
     fn merge_body(&mut self, expected: &Self) -> bool {
         if self.role_ref != expected.role_ref {
             return true;
@@ -267,13 +252,6 @@ impl PolicyObject for ClusterRoleBinding {
 }
 
 impl PolicyObject for RoleBinding {
-    const RESOURCE: &'static str = "rolebindings";
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
     fn merge_body(&mut self, expected: &Self) -> bool {
         if self.role_ref != expected.role_ref {
             return true;
@@ -290,7 +268,7 @@ fn path<K: PolicyObject>(namespace: Option<&str>, name: Option<&str>) -> String 
     if let Some(ns) = namespace {
         path.push_str(&format!("namespaces/{ns}/"));
     }
-    path.push_str(K::RESOURCE);
+    path.push_str(K::URL_PATH_SEGMENT);
     if let Some(name) = name {
         path.push('/');
         path.push_str(name);
@@ -299,14 +277,18 @@ fn path<K: PolicyObject>(namespace: Option<&str>, name: Option<&str>) -> String 
 }
 
 fn describe<K: PolicyObject>(object: &K) -> String {
-    let meta = object.meta();
+    let meta = object.metadata();
     match &meta.namespace {
         Some(ns) => format!(
             "{} {ns}/{}",
-            K::RESOURCE,
+            K::URL_PATH_SEGMENT,
             meta.name.as_deref().unwrap_or("")
         ),
-        None => format!("{} {}", K::RESOURCE, meta.name.as_deref().unwrap_or("")),
+        None => format!(
+            "{} {}",
+            K::URL_PATH_SEGMENT,
+            meta.name.as_deref().unwrap_or("")
+        ),
     }
 }
 
@@ -349,14 +331,14 @@ async fn list_all<K: PolicyObject>(
         .await
         .map_err(|source| BootstrapError::Api {
             action: "listing",
-            what: K::RESOURCE.to_string(),
+            what: K::URL_PATH_SEGMENT.to_string(),
             source,
         })?;
     Ok(list
         .items
         .into_iter()
         .map(|item| {
-            let meta = item.meta();
+            let meta = item.metadata();
             (
                 (
                     meta.namespace.clone().unwrap_or_default(),
@@ -375,8 +357,8 @@ async fn ensure_all<K: PolicyObject>(
     let existing = list_all::<K>(client).await?;
     try_join_all(expected.into_iter().map(|want| {
         let key = (
-            want.meta().namespace.clone().unwrap_or_default(),
-            want.meta().name.clone().unwrap_or_default(),
+            want.metadata().namespace.clone().unwrap_or_default(),
+            want.metadata().name.clone().unwrap_or_default(),
         );
         let found = existing.get(&key).cloned();
         ensure_one(client, want, found)
@@ -394,8 +376,8 @@ async fn ensure_one<K: PolicyObject>(
     expected: K,
     mut found: Option<K>,
 ) -> Result<(), BootstrapError> {
-    let namespace = expected.meta().namespace.clone();
-    let name = expected.meta().name.clone().unwrap_or_default();
+    let namespace = expected.metadata().namespace.clone();
+    let name = expected.metadata().name.clone().unwrap_or_default();
     let failed = |action: &'static str, source| BootstrapError::Api {
         action,
         what: describe(&expected),
@@ -474,7 +456,7 @@ async fn ensure_one<K: PolicyObject>(
 }
 
 async fn read<K: PolicyObject>(client: &kube::Client, like: &K) -> Result<K, kube::Error> {
-    let meta = like.meta();
+    let meta = like.metadata();
     call(
         client,
         Method::GET,
