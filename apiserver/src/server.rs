@@ -144,9 +144,10 @@ pub(crate) struct Inner {
     pub shutdown: watch::Sender<bool>,
     pub services: ServiceAllocator,
     pub key_locks: crate::key_locks::KeyLocks,
-    /// One lock per namespace, held by a write a quota counts from its
-    /// check until it is stored (`admission_plugins::resource_quota`).
-    pub quota_locks: crate::admission_plugins::resource_quota::lock::QuotaLocks,
+    /// Quota charges of admitted writes the caches may not show yet, and
+    /// the per-namespace lock a quota check runs under
+    /// (`admission_plugins::resource_quota`).
+    pub quota_ledger: crate::admission_plugins::resource_quota::ledger::QuotaLedger,
     pub openapi: crate::openapi::OpenApiCache,
     pub tokens: crate::tokens::TokenSigner,
     /// Decides every request before a handler sees it.
@@ -261,7 +262,7 @@ impl ApiServer {
             shutdown,
             services,
             key_locks: Default::default(),
-            quota_locks: Default::default(),
+            quota_ledger: Default::default(),
             openapi: Default::default(),
             tokens,
             authorizer: crate::authz::Chain::new(vec![

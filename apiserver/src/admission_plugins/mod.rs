@@ -78,24 +78,24 @@ pub(crate) struct WriteRequest<'a> {
     pub new: Option<&'a Value>,
 }
 
-/// What an admitted write holds until it is stored (or given up): the
-/// namespace's quota lock when a quota counted it, so no other write is
-/// checked against usage that does not include this one yet.
+/// What an admitted write holds until it is stored (or given up): its
+/// quota charge when a quota counted it, so the next write checked counts
+/// it until the cache shows it (and a write that fails charges nothing).
 #[must_use = "hold it until the write is stored"]
 #[derive(Default)]
 pub(crate) struct Admitted {
-    quota: Option<resource_quota::lock::QuotaGuard>,
+    quota: Option<resource_quota::ledger::QuotaCharge>,
 }
 
 impl Admitted {
-    /// Records that the admitted write was stored as `object` (the quota
-    /// lock's next holder waits until `info`'s cache shows it).
-    pub fn stored(&mut self, info: &ResourceInfo, object: &Value) {
+    /// Records that the admitted write was stored as `object` (its quota
+    /// charge then lasts until the cache shows that revision).
+    pub fn stored(&mut self, object: &Value) {
         let revision = object["metadata"]["resourceVersion"]
             .as_str()
             .and_then(|rv| rv.parse().ok());
         if let (Some(quota), Some(revision)) = (self.quota.as_mut(), revision) {
-            quota.stored(&info.storage_prefix, revision);
+            quota.stored(revision);
         }
     }
 }
@@ -115,7 +115,7 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
     limit_ranger::validate(inner, request)?;
     pod_security::admit(inner, request).await?;
     rbac_escalation::check(&inner.authorizer, &inner.rbac, request)?;
-    let quota = resource_quota::admit(inner, request).await?;
+    let quota = resource_quota::admit(inner, request)?;
     Ok(Admitted { quota })
 }
 

@@ -155,8 +155,8 @@ pub(crate) async fn create_object(
             meta_mut(&mut candidate).insert("name".into(), json!(generate_name(&prefix)));
         }
         let mut admitted = admit_new(inner, info, &mut candidate, write)?;
-        // Held until the object is stored, so a quota counts it before the
-        // next write in its namespace is checked.
+        // Held until the object is stored: a quota's next check counts this
+        // write until its cache shows it; a write that fails charges nothing.
         let mut counted = crate::admission_plugins::admit(
             inner,
             &crate::admission_plugins::WriteRequest {
@@ -186,7 +186,7 @@ pub(crate) async fn create_object(
         }
         match storage::create(inner, info, &key, admitted).await {
             Ok(created) => {
-                counted.stored(info, &created);
+                counted.stored(&created);
                 return Ok(created);
             }
             Err(WriteError::Conflict) if generate => continue,

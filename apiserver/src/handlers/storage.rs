@@ -200,7 +200,7 @@ pub(crate) struct Current {
 }
 
 /// What an attempt holds until its write is stored: a Service's
-/// allocation lock, and what admission holds (the namespace's quota lock).
+/// allocation lock, and what admission holds (its quota charge).
 #[derive(Default)]
 pub(crate) struct Held<'a> {
     _allocation: Option<AllocationGuard<'a>>,
@@ -221,8 +221,8 @@ impl<'a> Held<'a> {
 
 /// What one attempt of a guaranteed update decided.
 pub(crate) enum Next<'a> {
-    /// Store `object` in place of the current one. `held` (allocation and
-    /// quota locks) is released once the write is done. With `pinned` (the caller
+    /// Store `object` in place of the current one. `held` (allocation lock and
+    /// quota charge) is released once the write is done. With `pinned` (the caller
     /// gave a resourceVersion precondition) a conflict is answered with
     /// upstream's 409 instead of retried.
     Replace {
@@ -315,7 +315,7 @@ pub(crate) async fn guaranteed_update<'a, 'f>(
                 let mut held = held;
                 let written = update(inner, info, key, object, revision).await;
                 if let Ok(stored) = &written {
-                    held.admission.stored(info, stored);
+                    held.admission.stored(stored);
                 }
                 drop(held);
                 (written, pinned)

@@ -58,7 +58,7 @@ fn ready_to_go(info: &ResourceInfo, object: &Value) -> bool {
 /// Validates and admits `new` over `old` and says what to write: nothing for
 /// a no-op (the answer is unchanged `old`) or a dry run, the object's removal
 /// when its last finalizer went, else `new` in its place (with the
-/// allocation lock held, for kinds that allocate, and the quota lock, when a
+/// allocation lock held, for kinds that allocate, and the quota charge, when a
 /// quota counts the change).
 pub(crate) async fn admit_update<'a>(
     inner: &'a Inner,

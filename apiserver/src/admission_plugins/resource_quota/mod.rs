@@ -7,30 +7,31 @@
 //! `skiff_common::quota`, the same rules the quota controller reports
 //! `status.used` with.
 //!
-//! Race-free by a per-namespace lock rather than upstream's
-//! compare-and-swap of `status.used`: a write a quota counts takes its
-//! namespace's lock, is checked against usage counted live from the watch
-//! caches (every earlier counted write is in them: each held the lock until
-//! stored, and the next check waits for its cache to show it: `lock`), and
-//! keeps the lock until it is stored (see [`super::Admitted`]). So two creates never both take the last slot,
-//! a refused or failed write charges nothing, and no quota needs a status
-//! before it is enforced. The lock is this process's; skiff runs one API
-//! server per store. This plugin never writes.
+//! Race-free without holding writes back: a write a quota counts is
+//! checked and charged under its namespace's lock, against usage counted
+//! live from the watch caches plus the charges of admitted writes those
+//! caches do not show yet (`ledger`). The lock is released before the write
+//! is stored, so two creates never both take the last slot, yet admitted
+//! writes still reach the store together. A refused or failed write charges
+//! nothing, and no quota needs a status before it is enforced. Upstream
+//! instead compares-and-swaps each quota's `status.used`, one durable write
+//! per admission. The ledger is this process's; skiff runs one API server
+//! per store. This plugin never writes.
 
-pub(crate) mod lock;
+pub(crate) mod ledger;
 mod usage;
 
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
+use skiff_common::amount::Amount;
 use skiff_common::quota::{
     Evaluator, QuotaSpec, ResourceList, exceeded, is_zero, mask, pretty, subtract_non_negative,
 };
 
-use super::{Operation, WriteRequest, cached_in_namespace, namespace_objects};
+use super::{Operation, WriteRequest, namespace_objects};
 use crate::object::meta_str;
-use crate::server::CACHE_CATCH_UP;
 use crate::server::Inner;
 use crate::status::ApiError;
 
@@ -41,12 +42,12 @@ struct Counting {
     charged: Vec<String>,
 }
 
-/// Checks `request` against the namespace's quotas; returns the namespace's
-/// quota lock, to be held until the write is stored, when a quota counts it.
-pub(crate) async fn admit(
+/// Checks `request` against the namespace's quotas; returns its charge, to
+/// be held until the write is stored, when a quota counts it.
+pub(crate) fn admit(
     inner: &Inner,
     request: &WriteRequest<'_>,
-) -> Result<Option<lock::QuotaGuard>, ApiError> {
+) -> Result<Option<ledger::QuotaCharge>, ApiError> {
     let info = request.info;
     let (Some(object), None, true) = (request.new, request.subresource, info.namespaced) else {
         return Ok(None);
@@ -75,8 +76,10 @@ pub(crate) async fn admit(
     if counting(inner, namespace, &evaluator, object).is_empty() {
         return Ok(None);
     }
-    // The quotas are read again under the lock: one created meanwhile counts.
-    let guard = inner.quota_locks.lock(namespace).await;
+    let cache = inner.cache(info).ok();
+    let charges = inner.quota_ledger.lock(namespace);
+    let mut locked = charges.lock();
+    // Read under the lock: a quota created meanwhile counts.
     let quotas = counting(inner, namespace, &evaluator, object);
     for quota in &quotas {
         evaluator
@@ -86,20 +89,38 @@ pub(crate) async fn admit(
     if is_zero(&delta) {
         return Ok(None);
     }
-    // The last counted write of this resource must be in the cache counted.
-    if let Some(revision) = guard.last_write(&info.storage_prefix)
-        && let Ok(cache) = inner.cache(info)
-        && !cache.wait_for(revision, CACHE_CATCH_UP).await
-    {
-        return Err(ApiError::ServiceUnavailable(format!(
-            "the quota of namespace {namespace} cannot be checked now: the {} cache lags the store",
-            info.qualified()
-        )));
-    }
-    let objects = cached_in_namespace(inner, info, namespace);
+    let snapshot = cache.as_ref().map(|cache| cache.snapshot());
+    let pending = snapshot
+        .as_ref()
+        .map(|snapshot| locked.pending(&info.storage_prefix, snapshot))
+        .unwrap_or_default();
+    let names: Vec<&str> = quotas.iter().map(|quota| quota.name.as_str()).collect();
+    locked.keep_tallies(&info.storage_prefix, &names);
+    let collection = info.collection_prefix(Some(namespace));
     for quota in &quotas {
         let requested = mask(&delta, quota.charged.iter().map(String::as_str));
-        let used = usage::used(&evaluator, &quota.spec, &requested, &objects, now);
+        let requested_names = requested.keys().map(String::as_str);
+        let mut used = match &snapshot {
+            Some(snapshot) => locked.used(
+                &info.storage_prefix,
+                &quota.name,
+                &quota.spec,
+                &evaluator,
+                &collection,
+                snapshot,
+                now,
+                requested_names,
+            ),
+            None => requested_names
+                .map(|n| (n.to_string(), Amount::ZERO))
+                .collect(),
+        };
+        for charge in &pending {
+            used = skiff_common::quota::add(
+                &used,
+                &mask(charge, requested.keys().map(String::as_str)),
+            );
+        }
         let after = skiff_common::quota::add(&used, &requested);
         let over = exceeded(&after, &quota.spec.hard);
         if !over.is_empty() {
@@ -113,7 +134,15 @@ pub(crate) async fn admit(
             )));
         }
     }
-    Ok(Some(guard))
+    let key = info.key(Some(namespace), meta_str(object, "name").unwrap_or(""));
+    Ok(Some(charges.charge(
+        &mut locked,
+        &info.storage_prefix,
+        &key,
+        old,
+        delta,
+        cache,
+    )))
 }
 
 /// The namespace's quotas that count `object`, in name order.

@@ -1,0 +1,264 @@
+//! What the admission chain and the audit log cost a create, as a ratio:
+//! the same Pod creates through the router (in-process kube clients, several
+//! concurrent tasks) on two API servers in one process, each on its own sled
+//! store. On the first, the pods' namespace enforces, warns and audits Pod
+//! Security `restricted`, holds a ResourceQuota that counts pods, CPU
+//! requests and memory limits, and every request is written to an audit log
+//! at `Metadata`. On the second, the namespace has no Pod Security labels and
+//! no quota, and there is no audit log (the plugins still run; they find
+//! nothing to do). The two take turns in rounds, alternating who goes first,
+//! so machine noise hits both alike.
+//!
+//! Run: `cargo bench -p skiff-apiserver --bench admission_cost`
+//! (env `BENCH_SCALE=0.1` for a quick smoke run, `BENCH_ROUNDS` for more rounds; `BENCH_PARTS=quota` or any
+//! comma-separated subset of `podsecurity,quota,audit` turns on only those,
+//! to see what each costs).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore, Store};
+
+const CONCURRENCY: usize = 16;
+/// Rounds each server runs (env `BENCH_ROUNDS` overrides).
+const ROUNDS: usize = 6;
+const NAMESPACE: &str = "bench";
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn scale(n: usize) -> usize {
+    let factor: f64 = std::env::var("BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    ((n as f64 * factor) as usize).max(1)
+}
+
+/// A pod `restricted` admits, with the requests and limits the quota counts.
+fn pod(name: &str) -> BenchResult<Pod> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "app",
+                "image": "registry.example/app:1",
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"]}
+                }
+            }]
+        }
+    }))?)
+}
+
+/// Which of the measured features the "on" server has.
+#[derive(Clone, Copy)]
+struct Parts {
+    pod_security: bool,
+    quota: bool,
+    audit: bool,
+}
+
+impl Parts {
+    const NONE: Parts = Parts {
+        pod_security: false,
+        quota: false,
+        audit: false,
+    };
+
+    fn from_env() -> Self {
+        let parts =
+            std::env::var("BENCH_PARTS").unwrap_or_else(|_| "podsecurity,quota,audit".into());
+        let has = |part: &str| parts.split(',').any(|p| p.trim() == part);
+        Parts {
+            pod_security: has("podsecurity"),
+            quota: has("quota"),
+            audit: has("audit"),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut on = Vec::new();
+        if self.pod_security {
+            on.push("PodSecurity restricted");
+        }
+        if self.quota {
+            on.push("ResourceQuota");
+        }
+        if self.audit {
+            on.push("audit Metadata");
+        }
+        on.join(" + ")
+    }
+}
+
+/// One API server, its store, and an admin client on it.
+struct Cluster {
+    api: ApiServer,
+    store: Arc<dyn Store>,
+    client: kube::Client,
+}
+
+impl Cluster {
+    async fn start(dir: &Path, parts: Parts) -> BenchResult<Self> {
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(SledConfig::new(dir.join("db")))?);
+        let mut config = ApiServerConfig::default();
+        if parts.audit {
+            let policy = dir.join("audit-policy.yaml");
+            std::fs::write(
+                &policy,
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+            )?;
+            config.audit.policy_file = Some(policy);
+            config.audit.log_path = Some(dir.join("audit.log"));
+        }
+        let api = ApiServer::new(store.clone(), config).await?;
+        let client = skiff_apiserver::inprocess::client(
+            api.router(),
+            UserInfo::new("bench-admin", ["system:masters".to_string()]),
+        );
+        let mut labels = serde_json::Map::new();
+        if parts.pod_security {
+            for mode in ["enforce", "warn", "audit"] {
+                labels.insert(
+                    format!("pod-security.kubernetes.io/{mode}"),
+                    json!("restricted"),
+                );
+            }
+        }
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": NAMESPACE, "labels": labels}}))?;
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await?;
+        if parts.quota {
+            let quota: ResourceQuota = serde_json::from_value(json!({
+                "metadata": {"name": "compute"},
+                "spec": {"hard": {
+                    "pods": "1000000",
+                    "requests.cpu": "100000",
+                    "requests.memory": "1000Ti",
+                    "limits.memory": "1000Ti",
+                    "count/configmaps": "1000"
+                }}
+            }))?;
+            Api::<ResourceQuota>::namespaced(client.clone(), NAMESPACE)
+                .create(&PostParams::default(), &quota)
+                .await?;
+        }
+        Ok(Self { api, store, client })
+    }
+
+    /// Creates `total` pods named `<prefix>-<i>` on [`CONCURRENCY`] tasks;
+    /// returns creates per second.
+    async fn creates(&self, prefix: &str, total: usize) -> BenchResult<f64> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let next = Arc::new(AtomicUsize::new(0));
+        let failed = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..CONCURRENCY)
+            .map(|_| {
+                let (pods, next, failed) = (pods.clone(), next.clone(), failed.clone());
+                let prefix = prefix.to_string();
+                tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= total {
+                            break;
+                        }
+                        let pod = pod(&format!("{prefix}-{i}")).ok();
+                        let created = match pod {
+                            Some(pod) => pods.create(&PostParams::default(), &pod).await.is_ok(),
+                            None => false,
+                        };
+                        if !created {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await?;
+        }
+        let rate = total as f64 / started.elapsed().as_secs_f64();
+        match failed.load(Ordering::Relaxed) {
+            0 => Ok(rate),
+            n => Err(format!("{prefix}: {n} of {total} creates failed").into()),
+        }
+    }
+
+    async fn stop(self) -> BenchResult<()> {
+        self.api.shutdown();
+        self.store.close().await?;
+        Ok(())
+    }
+}
+
+fn mean(rates: &[f64]) -> f64 {
+    rates.iter().sum::<f64>() / rates.len().max(1) as f64
+}
+
+#[tokio::main]
+async fn main() -> BenchResult<()> {
+    let (dir_on, dir_off) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let parts = Parts::from_env();
+    let on = Cluster::start(dir_on.path(), parts).await?;
+    let off = Cluster::start(dir_off.path(), Parts::NONE).await?;
+    let creates = scale(2_000);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(ROUNDS);
+    let (mut rates_on, mut rates_off) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        // Alternating who goes first evens out warm-up and drift.
+        if r % 2 == 0 {
+            rates_on.push(on.creates(&format!("on-{r}"), creates).await?);
+            rates_off.push(off.creates(&format!("off-{r}"), creates).await?);
+        } else {
+            rates_off.push(off.creates(&format!("off-{r}"), creates).await?);
+            rates_on.push(on.creates(&format!("on-{r}"), creates).await?);
+        }
+        eprintln!(
+            "round {r}: pod creates/s with {} {:.0}, without {:.0}",
+            parts.describe(),
+            rates_on[r],
+            rates_off[r]
+        );
+    }
+    let audit_lines = std::fs::read_to_string(dir_on.path().join("audit.log"))
+        .map(|log| log.lines().count())
+        .unwrap_or(0);
+    on.stop().await?;
+    off.stop().await?;
+    let (mean_on, mean_off) = (mean(&rates_on), mean(&rates_off));
+    // Each round's pair ran back to back, so its ratio is the least noisy
+    // figure; the median of those resists a round another process spoiled.
+    let mut ratios: Vec<f64> = rates_on
+        .iter()
+        .zip(&rates_off)
+        .map(|(on, off)| on / off)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    println!(
+        "admission_cost: {CONCURRENCY} concurrent clients, {rounds} rounds of {creates} pod creates: \
+         creates/s with {} {mean_on:.0}, without {mean_off:.0} (on/off of the means {:.3}; \
+         median of the rounds' on/off {median:.3}, cost {:.1} %); {audit_lines} audit lines written",
+        parts.describe(),
+        mean_on / mean_off,
+        100.0 * (1.0 - median)
+    );
+    Ok(())
+}
