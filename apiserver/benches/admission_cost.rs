@@ -205,6 +205,31 @@ impl Cluster {
     }
 }
 
+/// CPU seconds this process has used (user + system), from
+/// `/proc/self/stat`: its 14th and 15th fields, in clock ticks of 1/100 s.
+fn cpu_seconds() -> BenchResult<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The command name (field 2) may hold spaces; the fields after its
+    // closing parenthesis start at field 3.
+    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| -> BenchResult<f64> {
+        Ok(fields
+            .get(i)
+            .ok_or("short /proc/self/stat")?
+            .parse::<f64>()?)
+    };
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// Runs one round on `cluster`: creates per second and CPU microseconds per
+/// create (the whole process's, background threads included).
+async fn measured(cluster: &Cluster, prefix: &str, creates: usize) -> BenchResult<(f64, f64)> {
+    let cpu = cpu_seconds()?;
+    let rate = cluster.creates(prefix, creates).await?;
+    Ok((rate, (cpu_seconds()? - cpu) * 1e6 / creates as f64))
+}
+
 fn mean(rates: &[f64]) -> f64 {
     rates.iter().sum::<f64>() / rates.len().max(1) as f64
 }
@@ -221,20 +246,27 @@ async fn main() -> BenchResult<()> {
         .and_then(|r| r.parse().ok())
         .unwrap_or(ROUNDS);
     let (mut rates_on, mut rates_off) = (Vec::new(), Vec::new());
+    let (mut cpu_on, mut cpu_off) = (Vec::new(), Vec::new());
     for r in 0..rounds {
         // Alternating who goes first evens out warm-up and drift.
-        if r % 2 == 0 {
-            rates_on.push(on.creates(&format!("on-{r}"), creates).await?);
-            rates_off.push(off.creates(&format!("off-{r}"), creates).await?);
+        let (with, without) = if r % 2 == 0 {
+            let with = measured(&on, &format!("on-{r}"), creates).await?;
+            (with, measured(&off, &format!("off-{r}"), creates).await?)
         } else {
-            rates_off.push(off.creates(&format!("off-{r}"), creates).await?);
-            rates_on.push(on.creates(&format!("on-{r}"), creates).await?);
-        }
+            let without = measured(&off, &format!("off-{r}"), creates).await?;
+            (measured(&on, &format!("on-{r}"), creates).await?, without)
+        };
+        rates_on.push(with.0);
+        cpu_on.push(with.1);
+        rates_off.push(without.0);
+        cpu_off.push(without.1);
         eprintln!(
-            "round {r}: pod creates/s with {} {:.0}, without {:.0}",
+            "round {r}: pod creates/s with {} {:.0} ({:.0} us CPU each), without {:.0} ({:.0} us)",
             parts.describe(),
-            rates_on[r],
-            rates_off[r]
+            with.0,
+            with.1,
+            without.0,
+            without.1
         );
     }
     let audit_lines = std::fs::read_to_string(dir_on.path().join("audit.log"))
@@ -252,13 +284,17 @@ async fn main() -> BenchResult<()> {
         .collect();
     ratios.sort_by(f64::total_cmp);
     let median = ratios[ratios.len() / 2];
+    let (cpu_with, cpu_without) = (mean(&cpu_on), mean(&cpu_off));
     println!(
         "admission_cost: {CONCURRENCY} concurrent clients, {rounds} rounds of {creates} pod creates: \
          creates/s with {} {mean_on:.0}, without {mean_off:.0} (on/off of the means {:.3}; \
-         median of the rounds' on/off {median:.3}, cost {:.1} %); {audit_lines} audit lines written",
+         median of the rounds' on/off {median:.3}, cost {:.1} %); \
+         CPU per create {cpu_with:.0} us with, {cpu_without:.0} us without (+{:.1} %); \
+         {audit_lines} audit lines written",
         parts.describe(),
         mean_on / mean_off,
-        100.0 * (1.0 - median)
+        100.0 * (1.0 - median),
+        100.0 * (cpu_with / cpu_without - 1.0)
     );
     Ok(())
 }

@@ -5,9 +5,10 @@
 //!
 //! A request never waits for the disk: events are queued with `try_send`,
 //! and when the queue is full they are dropped and counted (with a
-//! warning), as upstream's batching backend does. The writer flushes
-//! whenever the queue runs dry, and everything queued is written before
-//! [`Sink::close`] returns.
+//! warning), as upstream's batching backend does. The writer flushes once
+//! the queue has stayed dry for a short batch window (so a busy server
+//! wakes it a few dozen times a second, not twice per request), and
+//! everything queued is written before [`Sink::close`] returns.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -148,14 +149,30 @@ impl Sink {
     }
 }
 
-/// The writer thread: one JSON line per event, a flush whenever nothing
-/// more is waiting.
+/// How long the writer waits for more events once the queue has run dry,
+/// before it flushes and sleeps until the next one. While it waits it is
+/// not parked on the queue, so requests queue events without waking it:
+/// under load it wakes about this often instead of once per event.
+pub const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The writer thread: one JSON line per event, a flush once nothing more
+/// came for a [`BATCH_WINDOW`].
 fn write_events(mut rx: mpsc::Receiver<Message>, mut output: Box<dyn Output>) {
     let mut line = Vec::with_capacity(4096);
     let mut failing = false;
     while let Some(message) = rx.blocking_recv() {
         let mut next = Some(message);
-        while let Some(message) = next.take() {
+        loop {
+            let Some(message) = next.take() else {
+                std::thread::sleep(BATCH_WINDOW);
+                match rx.try_recv() {
+                    Ok(message) => {
+                        next = Some(message);
+                        continue;
+                    }
+                    Err(_) => break,
+                }
+            };
             let Message::Event(event) = message else {
                 output.flush_quietly();
                 return;
@@ -163,6 +180,7 @@ fn write_events(mut rx: mpsc::Receiver<Message>, mut output: Box<dyn Output>) {
             line.clear();
             if let Err(error) = serde_json::to_writer(&mut line, &event) {
                 tracing::warn!(%error, "an audit event could not be encoded");
+                next = rx.try_recv().ok();
                 continue;
             }
             line.push(b'\n');
