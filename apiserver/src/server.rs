@@ -62,6 +62,9 @@ pub struct ApiServerConfig {
     /// The audit log (`--audit-log-path`, `--audit-policy-file`, rotation);
     /// the default keeps none.
     pub audit: crate::audit::AuditConfig,
+    /// The cluster CA (PEM), which admission webhooks without a `caBundle`
+    /// may chain to besides the system roots.
+    pub webhook_ca_pem: Option<String>,
 }
 
 impl Default for ApiServerConfig {
@@ -81,6 +84,7 @@ impl Default for ApiServerConfig {
             admission_control_config_file: None,
             encryption: None,
             audit: Default::default(),
+            webhook_ca_pem: None,
         }
     }
 }
@@ -164,6 +168,10 @@ pub(crate) struct Inner {
     pub encryption: Option<crate::encryption::EncryptedStore>,
     /// The audit policy and log, when one is kept.
     pub audit: Option<crate::audit::Auditor>,
+    /// The admission webhooks the stored configurations declare.
+    pub webhooks: crate::admission_plugins::webhook::WebhookSource,
+    /// Whom webhooks without a `caBundle` are trusted by.
+    pub webhook_trust: crate::admission_plugins::webhook::WebhookTrust,
 }
 
 impl Inner {
@@ -253,6 +261,8 @@ impl ApiServer {
         let rbac = Arc::new(crate::authz::rbac::Rbac::new(
             rbac_sources(&registry, &caches).map_err(ApiServerError::MissingCache)?,
         ));
+        let webhook_trust =
+            crate::admission_plugins::webhook::WebhookTrust::new(config.webhook_ca_pem.as_deref());
         let inner = Arc::new(Inner {
             store,
             registry,
@@ -275,6 +285,8 @@ impl ApiServer {
             rbac,
             encryption,
             audit,
+            webhooks: Default::default(),
+            webhook_trust,
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.

@@ -211,6 +211,15 @@ pub enum ApiError {
     ServiceUnavailable(String),
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// A refusal worded by someone else: an admission webhook's Status,
+    /// passed on with its code (at least 400), reason and details.
+    #[error("{message}")]
+    Refused {
+        code: u16,
+        reason: String,
+        message: String,
+        details: Option<Value>,
+    },
 }
 
 /// Upstream's Forbidden wording: the resource and name are left out when
@@ -265,11 +274,14 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Refused { code, .. } => {
+                StatusCode::from_u16(*code).unwrap_or(StatusCode::BAD_REQUEST)
+            }
         }
     }
 
     /// The machine-readable `reason` of the Status.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &str {
         match self {
             ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
@@ -284,6 +296,7 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Refused { reason, .. } => reason,
         }
     }
 
@@ -360,6 +373,7 @@ impl ApiError {
                 Some(json!({ "causes": causes_json(causes) }))
             }
             ApiError::PatchNotApplied => Some(json!({})),
+            ApiError::Refused { details, .. } => details.clone().filter(|d| !d.is_null()),
             ApiError::TooManyRequests { causes, .. } if !causes.is_empty() => {
                 Some(json!({ "causes": causes_json(causes) }))
             }
@@ -378,6 +392,12 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code().as_u16(),
         });
+        // Upstream leaves an empty reason out of the Status.
+        if self.reason().is_empty()
+            && let Some(map) = status.as_object_mut()
+        {
+            map.remove("reason");
+        }
         if let Some(details) = self.details() {
             status["details"] = details;
         }

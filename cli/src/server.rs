@@ -210,6 +210,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .context("loading the API server's client certificate for nodes")?;
     let api_config = ApiServerConfig {
         kubelet_client: Some(Arc::new(kubelet_client)),
+        // Webhooks without a caBundle may present a certificate the cluster
+        // CA signed (besides one from the system roots).
+        webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),

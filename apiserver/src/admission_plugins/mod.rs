@@ -1,13 +1,17 @@
 //! Validating admission that depends on who writes: the checks upstream
 //! runs as admission plugins after an object is defaulted and validated and
 //! before it is stored (NodeRestriction, RBAC's escalation checks,
-//! LimitRanger's checks, Pod Security, and ResourceQuota last). Each plugin
+//! LimitRanger's checks, Pod Security, the validating admission webhooks,
+//! and ResourceQuota last). Each plugin
 //! is a module here; [`admit`] runs them in order, and the first refusal
 //! wins. Plugins that have more to say than yes or no leave warnings and
 //! audit annotations in the request's notes. Their settings come from the
 //! admission configuration file (`config`), read once at start.
-//! [`mutate_create`] is the one mutating step: LimitRanger's container
-//! defaults, after the kind's defaults and before validation.
+//! [`mutate_create`] is the built-in mutating step: LimitRanger's container
+//! defaults, after the kind's defaults; the mutating admission webhooks
+//! (`webhook::mutate`, creates and updates) follow it, before validation.
+//! Validating webhooks (`webhook`) run in [`admit`] after the built-in
+//! plugins and before ResourceQuota, as upstream orders them.
 //!
 //! Plugins must not write anything: a refused request leaves no trace.
 //! What a plugin must hold until the write is stored (the namespace's quota
@@ -19,6 +23,7 @@ pub(crate) mod node_restriction;
 pub(crate) mod pod_security;
 mod rbac_escalation;
 pub(crate) mod resource_quota;
+pub(crate) mod webhook;
 
 use std::sync::Arc;
 
@@ -76,6 +81,9 @@ pub(crate) struct WriteRequest<'a> {
     /// The object about to be stored (creates and updates), after defaults
     /// and validation.
     pub new: Option<&'a Value>,
+    /// A dry run: nothing will be stored (webhooks with side effects
+    /// refuse it).
+    pub dry_run: bool,
 }
 
 /// What an admitted write holds until it is stored (or given up): its
@@ -115,6 +123,9 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
     limit_ranger::validate(inner, request)?;
     pod_security::admit(inner, request).await?;
     rbac_escalation::check(&inner.authorizer, &inner.rbac, request)?;
+    // ValidatingAdmissionPolicy goes here, before the webhooks, as upstream
+    // orders them.
+    webhook::validate(inner, request).await?;
     let quota = resource_quota::admit(inner, request)?;
     Ok(Admitted { quota })
 }

@@ -438,6 +438,7 @@ mod tests {
                 subresource: None,
                 old: old.as_ref(),
                 new: Some(&new),
+                dry_run: false,
             };
             let got = check(&chain, &rbac, &request).map_err(|e| e.to_string());
             match want {

@@ -67,16 +67,28 @@ pub(crate) async fn check_namespace(
     Ok(())
 }
 
-/// Admission (metadata, defaults, mutating admission, validation) for a
-/// new object.
-pub(crate) fn admit_new(
+/// Admission (metadata, defaults, mutating admission — the built-in step,
+/// then the webhooks — and validation) for a new object.
+pub(crate) async fn admit_new(
     inner: &Inner,
     info: &ResourceInfo,
     object: &mut Value,
     write: &WriteInfo,
+    dry_run: bool,
 ) -> Result<Value, ApiError> {
     prepare_create(info, object, write);
     crate::admission_plugins::mutate_create(inner, info, object);
+    let attributes = crate::admission_plugins::webhook::Attributes {
+        user: &write.user,
+        notes: &write.notes,
+        operation: crate::admission_plugins::Operation::Create,
+        info,
+        subresource: write.subresource,
+        old: None,
+        dry_run,
+        field_manager: Some(&write.manager),
+    };
+    crate::admission_plugins::webhook::mutate(inner, &attributes, object).await?;
     let errors = crate::validation::validate(info, object, None);
     if !errors.is_empty() {
         return Err(invalid(info, object, errors));
@@ -154,7 +166,7 @@ pub(crate) async fn create_object(
                 .to_string();
             meta_mut(&mut candidate).insert("name".into(), json!(generate_name(&prefix)));
         }
-        let mut admitted = admit_new(inner, info, &mut candidate, write)?;
+        let mut admitted = admit_new(inner, info, &mut candidate, write, dry_run).await?;
         // Held until the object is stored: a quota's next check counts this
         // write until its cache shows it; a write that fails charges nothing.
         let mut counted = crate::admission_plugins::admit(
@@ -167,6 +179,7 @@ pub(crate) async fn create_object(
                 subresource: write.subresource,
                 old: None,
                 new: Some(&admitted),
+                dry_run,
             },
         )
         .await?;

@@ -127,6 +127,7 @@ pub(crate) async fn delete_object(
                     subresource: None,
                     old: Some(&current.object),
                     new: None,
+                    dry_run: options.dry_run,
                 },
             )
             .await?;

@@ -221,6 +221,7 @@ pub(super) async fn evict(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
             subresource: Some(Subresource::Eviction),
             old: Some(&pod),
             new: Some(&eviction),
+            dry_run: ctx.params.dry_run,
         },
     )
     .await?;

@@ -70,6 +70,27 @@ pub(crate) async fn admit_update<'a>(
     dry_run: bool,
 ) -> Result<Next<'a>, ApiError> {
     managed_fields::on_update(info, old, &mut new, write);
+    // Clients cannot touch the deletion marks (they are carried from the
+    // stored object), so a write that changes them is a delete's own step,
+    // already admitted as that delete, as upstream admits it once.
+    let deletion_step = ["deletionTimestamp", "deletionGracePeriodSeconds"]
+        .iter()
+        .any(|field| old["metadata"][field] != new["metadata"][field]);
+    // Mutating webhooks see every update but a delete's own step and a
+    // Scale write (whose object is the parent's; not sent to them here).
+    if !deletion_step && write.subresource != Some(crate::registry::Subresource::Scale) {
+        let attributes = crate::admission_plugins::webhook::Attributes {
+            user: &write.user,
+            notes: &write.notes,
+            operation: crate::admission_plugins::Operation::Update,
+            info,
+            subresource: write.subresource,
+            old: Some(old),
+            dry_run,
+            field_manager: Some(&write.manager),
+        };
+        crate::admission_plugins::webhook::mutate(inner, &attributes, &mut new).await?;
+    }
     if comparable(&new) == comparable(old) {
         return Ok(Next::Done(old.clone()));
     }
@@ -78,12 +99,6 @@ pub(crate) async fn admit_update<'a>(
         return Err(invalid(info, &new, errors));
     }
     let mut new = info.roundtrip(&new).map_err(|e| cannot_handle(info, &e))?;
-    // Clients cannot touch the deletion marks (they are carried from the
-    // stored object), so a write that changes them is a delete's own step,
-    // already admitted as that delete, as upstream admits it once.
-    let deletion_step = ["deletionTimestamp", "deletionGracePeriodSeconds"]
-        .iter()
-        .any(|field| old["metadata"][field] != new["metadata"][field]);
     let admitted = if deletion_step {
         crate::admission_plugins::Admitted::default()
     } else {
@@ -97,6 +112,7 @@ pub(crate) async fn admit_update<'a>(
                 subresource: write.subresource,
                 old: Some(old),
                 new: Some(&new),
+                dry_run,
             },
         )
         .await?

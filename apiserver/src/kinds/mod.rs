@@ -25,6 +25,7 @@ mod rbac;
 mod scale;
 mod services;
 mod volumes;
+mod webhooks;
 mod workloads;
 
 use std::fmt;
@@ -54,6 +55,7 @@ pub(crate) use quota::{LimitRanges, ResourceQuotas};
 pub(crate) use rbac::Rbac;
 pub(crate) use services::Services;
 pub(crate) use volumes::{PersistentVolumeClaims, PersistentVolumes};
+pub(crate) use webhooks::{MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS};
 pub(crate) use workloads::{
     CronJobs, DaemonSets, Deployments, Jobs, PodTemplates, ReplicaSets, ReplicationControllers,
     StatefulSets,

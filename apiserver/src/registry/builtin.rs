@@ -1,7 +1,7 @@
 //! The built-in resources and what upstream discovery says about each.
 
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
+    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
     discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
@@ -319,6 +319,13 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<storage::v1::CSIStorageCapacity>(),
         of::<storage::v1::StorageClass>().short(&["sc"]),
         of::<storage::v1::VolumeAttachment>().subs(&[Status]),
+        // admissionregistration.k8s.io/v1
+        of::<admissionregistration::v1::MutatingWebhookConfiguration>()
+            .cats(&["api-extensions"])
+            .strategy(&kinds::MUTATING_WEBHOOKS),
+        of::<admissionregistration::v1::ValidatingWebhookConfiguration>()
+            .cats(&["api-extensions"])
+            .strategy(&kinds::VALIDATING_WEBHOOKS),
         // apiextensions.k8s.io/v1 (custom resources are served by crate::crd)
         of::<apiextensions::v1::CustomResourceDefinition>()
             .short(&["crd", "crds"])

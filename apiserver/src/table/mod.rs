@@ -4,7 +4,7 @@
 //! `-o wide`. Row objects carry metadata so `-L`, `--show-labels` and `-A` work.
 
 mod age;
-mod columns;
+pub(crate) mod columns;
 pub(crate) mod core;
 pub(crate) mod pods;
 pub(crate) mod workloads;

@@ -90,6 +90,7 @@ async fn issue(
             subresource: Some(crate::registry::Subresource::Token),
             old: Some(&account),
             new: Some(&request),
+            dry_run: false,
         },
     )
     .await?;

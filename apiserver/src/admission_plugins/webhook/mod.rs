@@ -1,0 +1,124 @@
+//! Dynamic admission webhooks (upstream's MutatingAdmissionWebhook and
+//! ValidatingAdmissionWebhook plugins): the hooks the stored
+//! `MutatingWebhookConfiguration`s and `ValidatingWebhookConfiguration`s
+//! declare are called with an `admission.k8s.io/v1` AdmissionReview over
+//! HTTPS for every write they match. Mutating hooks run after the built-in
+//! mutating step and before validation ([`mutate`]); validating hooks run
+//! inside `admission_plugins::admit`, after the built-in plugins and just
+//! before ResourceQuota ([`validate`]).
+//!
+//! One file per job: `source` (the configurations, parsed once per change),
+//! `matching` (rules, scope, selectors, match policy), `review` (the wire
+//! types and the checks on an answer), `target` (where a hook is reached:
+//! its URL, or its Service's ready endpoint), `client` (the TLS call),
+//! `patch` (a mutating hook's JSON patch), `dispatch` (the order, failure
+//! policies, reinvocation and error wording).
+//!
+//! Webhooks must never see the object other than over TLS, never receive
+//! any credential of this server or of the caller, and are never called for
+//! the admissionregistration objects themselves (a broken webhook must not
+//! lock the administrator out of fixing it).
+
+mod client;
+mod dispatch;
+mod matching;
+mod patch;
+mod review;
+mod source;
+mod target;
+
+use serde_json::Value;
+
+use super::{Operation, WriteRequest};
+use crate::authn::UserInfo;
+use crate::registry::{ResourceInfo, Subresource};
+use crate::request_notes::RequestNotes;
+use crate::server::Inner;
+use crate::status::ApiError;
+
+pub(crate) use client::WebhookTrust;
+pub(crate) use source::WebhookSource;
+
+/// The group whose objects no webhook is asked about.
+const EXEMPT_GROUP: &str = "admissionregistration.k8s.io";
+
+/// One write as the webhooks are told about it.
+pub(crate) struct Attributes<'a> {
+    pub user: &'a UserInfo,
+    pub notes: &'a RequestNotes,
+    pub operation: Operation,
+    pub info: &'a ResourceInfo,
+    pub subresource: Option<Subresource>,
+    /// The stored object (updates and deletes).
+    pub old: Option<&'a Value>,
+    pub dry_run: bool,
+    /// The `fieldManager` of the write, for the request's options.
+    pub field_manager: Option<&'a str>,
+}
+
+impl Attributes<'_> {
+    fn exempt(&self) -> bool {
+        self.info.group == EXEMPT_GROUP
+    }
+
+    /// The namespace the request is in: a namespaced object's, or a
+    /// Namespace's own name (as upstream puts it in the attributes).
+    fn namespace(&self, object: Option<&Value>) -> String {
+        let of = |o: &Value| o["metadata"]["namespace"].as_str().map(String::from);
+        if self.info.group.is_empty() && self.info.resource == "namespaces" {
+            return object
+                .or(self.old)
+                .and_then(|o| o["metadata"]["name"].as_str())
+                .unwrap_or("")
+                .to_string();
+        }
+        if !self.info.namespaced {
+            return String::new();
+        }
+        object
+            .and_then(of)
+            .or_else(|| self.old.and_then(of))
+            .unwrap_or_default()
+    }
+}
+
+/// Runs the mutating webhooks matching a create or update on `object`
+/// (already defaulted and mutated by the built-in step), applying their
+/// patches in order, with one reinvocation round as upstream.
+pub(crate) async fn mutate(
+    inner: &Inner,
+    attributes: &Attributes<'_>,
+    object: &mut Value,
+) -> Result<(), ApiError> {
+    if attributes.exempt() {
+        return Ok(());
+    }
+    let hooks = inner.webhooks.mutating(inner);
+    if hooks.is_empty() {
+        return Ok(());
+    }
+    dispatch::mutate(inner, &hooks, attributes, object).await
+}
+
+/// Runs the validating webhooks matching a write; the first refusal (in
+/// configuration order) is the answer.
+pub(crate) async fn validate(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), ApiError> {
+    let attributes = Attributes {
+        user: request.user,
+        notes: request.notes,
+        operation: request.operation,
+        info: request.info,
+        subresource: request.subresource,
+        old: request.old,
+        dry_run: request.dry_run,
+        field_manager: None,
+    };
+    if attributes.exempt() {
+        return Ok(());
+    }
+    let hooks = inner.webhooks.validating(inner);
+    if hooks.is_empty() {
+        return Ok(());
+    }
+    dispatch::validate(inner, &hooks, &attributes, request.new).await
+}

@@ -1,0 +1,143 @@
+//! MutatingWebhookConfiguration and ValidatingWebhookConfiguration
+//! (`admissionregistration.k8s.io/v1`): upstream's v1 defaults for every
+//! webhook they list, their field checks (`validation.rs`) and the
+//! `NAME WEBHOOKS AGE` columns. Calling the webhooks is admission's
+//! business (`admission_plugins::webhook`); this module only says what a
+//! well-formed configuration is.
+
+mod validation;
+
+use serde_json::{Value, json};
+
+use super::{KindStrategy, set_default};
+use crate::registry::ResourceInfo;
+use crate::status::FieldError;
+use crate::table::Printer;
+use crate::table::columns::{Column, age, list, name};
+
+/// Which of the two configuration kinds a strategy serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WebhookKind {
+    Mutating,
+    Validating,
+}
+
+/// The strategy of `mutatingwebhookconfigurations`.
+pub(crate) static MUTATING_WEBHOOKS: WebhookConfigurations =
+    WebhookConfigurations(WebhookKind::Mutating);
+/// The strategy of `validatingwebhookconfigurations`.
+pub(crate) static VALIDATING_WEBHOOKS: WebhookConfigurations =
+    WebhookConfigurations(WebhookKind::Validating);
+
+/// One of the two webhook configuration kinds.
+#[derive(Debug)]
+pub(crate) struct WebhookConfigurations(pub WebhookKind);
+
+impl KindStrategy for WebhookConfigurations {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(webhooks) = object.get_mut("webhooks").and_then(Value::as_array_mut) else {
+            return;
+        };
+        for hook in webhooks {
+            default_webhook(self.0, hook);
+        }
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        validation::configuration(self.0, object, old, errors);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &PRINTER
+    }
+}
+
+/// Upstream's v1 defaults of one webhook (sideEffects and
+/// admissionReviewVersions have none in v1: they are required).
+fn default_webhook(kind: WebhookKind, hook: &mut Value) {
+    if !hook.is_object() {
+        return;
+    }
+    set_default(hook, "failurePolicy", json!("Fail"));
+    set_default(hook, "matchPolicy", json!("Equivalent"));
+    set_default(hook, "namespaceSelector", json!({}));
+    set_default(hook, "objectSelector", json!({}));
+    set_default(hook, "timeoutSeconds", json!(10));
+    if kind == WebhookKind::Mutating {
+        set_default(hook, "reinvocationPolicy", json!("Never"));
+    }
+    if let Some(rules) = hook.get_mut("rules").and_then(Value::as_array_mut) {
+        for rule in rules {
+            set_default(rule, "scope", json!("*"));
+        }
+    }
+    if let Some(service) = hook
+        .get_mut("clientConfig")
+        .and_then(|c| c.get_mut("service"))
+        .filter(|s| s.is_object())
+    {
+        set_default(service, "port", json!(443));
+    }
+}
+
+static PRINTER: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Webhooks",
+            "integer",
+            "Webhooks indicates the number of webhooks in the configuration.",
+        ),
+        Column::AGE,
+    ],
+    cells: |object, now| {
+        vec![
+            name(object),
+            Value::from(list(object, "webhooks").len()),
+            age(object, now),
+        ]
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhooks_get_upstreams_v1_defaults() {
+        let mut hook = json!({"name": "a.b.c", "rules": [{"operations": ["CREATE"]}],
+            "clientConfig": {"service": {"namespace": "x", "name": "y"}}});
+        default_webhook(WebhookKind::Mutating, &mut hook);
+        assert_eq!(hook["failurePolicy"], "Fail");
+        assert_eq!(hook["matchPolicy"], "Equivalent");
+        assert_eq!(hook["namespaceSelector"], json!({}));
+        assert_eq!(hook["objectSelector"], json!({}));
+        assert_eq!(hook["timeoutSeconds"], 10);
+        assert_eq!(hook["reinvocationPolicy"], "Never");
+        assert_eq!(hook["rules"][0]["scope"], "*");
+        assert_eq!(hook["clientConfig"]["service"]["port"], 443);
+        assert!(hook.get("sideEffects").is_none());
+        assert!(hook.get("admissionReviewVersions").is_none());
+
+        let mut validating = json!({"name": "a.b.c", "timeoutSeconds": 3, "failurePolicy": "Ignore"});
+        default_webhook(WebhookKind::Validating, &mut validating);
+        assert_eq!(validating["timeoutSeconds"], 3);
+        assert_eq!(validating["failurePolicy"], "Ignore");
+        assert!(validating.get("reinvocationPolicy").is_none());
+    }
+
+    #[test]
+    fn the_table_counts_webhooks() {
+        let object = json!({"metadata": {"name": "cfg"}, "webhooks": [{"name": "a"}, {"name": "b"}]});
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let cells = (PRINTER.cells)(&object, now);
+        assert_eq!(cells[0], "cfg");
+        assert_eq!(cells[1], 2);
+    }
+}
