@@ -56,3 +56,5 @@ mod subresources;
 mod tokens;
 #[path = "api/watch.rs"]
 mod watch;
+#[path = "api/webhooks.rs"]
+mod webhooks;

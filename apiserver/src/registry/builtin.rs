@@ -1,8 +1,8 @@
 //! The built-in resources and what upstream discovery says about each.
 
 use k8s_openapi::api::{
-    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
-    discovery, events, networking, policy, rbac, scheduling, storage,
+    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
+    coordination, core, discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};

@@ -71,7 +71,9 @@ impl WebhookTrust {
         let mut roots = rustls::RootCertStore::empty();
         let (added, _) = roots.add_parsable_certificates(certs);
         if added == 0 {
-            return Err("unable to load root certificates: no certificates found in caBundle".into());
+            return Err(
+                "unable to load root certificates: no certificates found in caBundle".into(),
+            );
         }
         Ok(Arc::new(roots))
     }

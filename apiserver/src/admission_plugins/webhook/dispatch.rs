@@ -91,7 +91,8 @@ async fn call_mutating(
     round: usize,
     index: usize,
 ) -> Result<Outcome, ApiError> {
-    let Some(invocation) = invocation(inner, hook, attributes, Some(object), round, index, true).await?
+    let Some(invocation) =
+        invocation(inner, hook, attributes, Some(object), round, index, true).await?
     else {
         return Ok(Outcome::Skipped);
     };
@@ -139,17 +140,25 @@ async fn call_validating(
     object: Option<&Value>,
     index: usize,
 ) -> Result<(), ApiError> {
-    let Some(invocation) = invocation(inner, hook, attributes, object, 0, index, false).await? else {
+    let Some(invocation) = invocation(inner, hook, attributes, object, 0, index, false).await?
+    else {
         return Ok(());
     };
     let sent = &invocation.resource;
     let converted = (sent.group, sent.version) != (attributes.info.group, attributes.info.version);
-    let in_hook_version =
-        object.map(|o| match converted {
-            true => sent.from_storage(attributes.info.to_storage(o.clone())),
-            false => o.clone(),
-        });
-    let verdict = match call(inner, hook, attributes, sent, in_hook_version.as_ref(), false).await
+    let in_hook_version = object.map(|o| match converted {
+        true => sent.from_storage(attributes.info.to_storage(o.clone())),
+        false => o.clone(),
+    });
+    let verdict = match call(
+        inner,
+        hook,
+        attributes,
+        sent,
+        in_hook_version.as_ref(),
+        false,
+    )
+    .await
     {
         Ok(verdict) => verdict,
         Err(error) => {
@@ -229,7 +238,12 @@ async fn call(
         hook.timeout,
     )
     .await
-    .map_err(|e| CallError(format!("failed to call webhook: Post \"{}\": {e}", target.url)))?;
+    .map_err(|e| {
+        CallError(format!(
+            "failed to call webhook: Post \"{}\": {e}",
+            target.url
+        ))
+    })?;
     review::verify(&request.uid, mutating, &answer)
         .map_err(|e| CallError(format!("received invalid webhook response: {e}")))
 }
@@ -273,8 +287,15 @@ fn relay(hook: &Hook, attributes: &Attributes<'_>, verdict: &review::Verdict) {
 
 /// Upstream's mutation annotation: which configuration's hook ran in which
 /// round and whether it changed the object.
-fn annotate_mutation(hook: &Hook, attributes: &Attributes<'_>, round: usize, index: usize, mutated: bool) {
-    let value = json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": mutated});
+fn annotate_mutation(
+    hook: &Hook,
+    attributes: &Attributes<'_>,
+    round: usize,
+    index: usize,
+    mutated: bool,
+) {
+    let value =
+        json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": mutated});
     attributes.notes.annotate(
         format!("mutation.webhook.admission.k8s.io/round_{round}_index_{index}"),
         value.to_string(),
@@ -334,7 +355,11 @@ mod tests {
             "admission webhook \"deny.example.com\" denied the request without explanation"
         );
         // A code below 400 cannot make a refusal look like a success.
-        let low = denied("d.example.com", Some(json!({"code": 200, "reason": "Nope"}))).to_status();
+        let low = denied(
+            "d.example.com",
+            Some(json!({"code": 200, "reason": "Nope"})),
+        )
+        .to_status();
         assert_eq!(low["code"], 400);
         assert_eq!(
             low["message"],

@@ -167,11 +167,7 @@ async fn namespace_selected(
 }
 
 /// Whether the object selector picks the new or the old object.
-fn object_selected(
-    selector: &LabelSelector,
-    object: Option<&Value>,
-    old: Option<&Value>,
-) -> bool {
+fn object_selected(selector: &LabelSelector, object: Option<&Value>, old: Option<&Value>) -> bool {
     selector.is_empty()
         || [object, old]
             .into_iter()
@@ -223,7 +219,13 @@ pub(super) enum MatchError {
 mod tests {
     use super::*;
 
-    fn rule(ops: &[&str], groups: &[&str], versions: &[&str], resources: &[&str], scope: &str) -> Rule {
+    fn rule(
+        ops: &[&str],
+        groups: &[&str],
+        versions: &[&str],
+        resources: &[&str],
+        scope: &str,
+    ) -> Rule {
         let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
         Rule {
             operations: own(ops),
@@ -257,7 +259,10 @@ mod tests {
         assert!(rule_matches(&status, &request("pods", "status", "ns")));
         assert!(!rule_matches(&status, &request("pods", "", "ns")));
         let any_status = rule(&["*"], &[""], &["v1"], &["*/status"], "*");
-        assert!(rule_matches(&any_status, &request("services", "status", "ns")));
+        assert!(rule_matches(
+            &any_status,
+            &request("services", "status", "ns")
+        ));
     }
 
     #[test]
@@ -282,13 +287,17 @@ mod tests {
         assert!(rule_matches(&cluster, &request("nodes", "", "")));
         // A Namespace is cluster-scoped although the request names it.
         assert!(rule_matches(&cluster, &request("namespaces", "", "team-a")));
-        assert!(!rule_matches(&namespaced, &request("namespaces", "", "team-a")));
+        assert!(!rule_matches(
+            &namespaced,
+            &request("namespaces", "", "team-a")
+        ));
     }
 
     #[test]
     fn the_object_selector_takes_the_new_or_the_old_labels() {
         let selector =
-            LabelSelector::from_object(&serde_json::json!({"matchLabels": {"hook": "on"}})).unwrap();
+            LabelSelector::from_object(&serde_json::json!({"matchLabels": {"hook": "on"}}))
+                .unwrap();
         let on = serde_json::json!({"metadata": {"labels": {"hook": "on"}}});
         let off = serde_json::json!({"metadata": {"labels": {"hook": "off"}}});
         assert!(object_selected(&selector, Some(&on), None));

@@ -12,7 +12,9 @@ pub(super) enum PatchError {
     Malformed(String),
     #[error("{0}")]
     Apply(String),
-    #[error("admission webhook \"{hook}\" attempted to change the object's {field}, which is not allowed")]
+    #[error(
+        "admission webhook \"{hook}\" attempted to change the object's {field}, which is not allowed"
+    )]
     Renamed { hook: String, field: &'static str },
 }
 
@@ -82,11 +84,14 @@ mod tests {
             ("/kind", "kind"),
         ] {
             let mut object = pod();
-            let patch = serde_json::to_vec(&json!([{"op": "replace", "path": path, "value": "x"}])).unwrap();
+            let patch = serde_json::to_vec(&json!([{"op": "replace", "path": path, "value": "x"}]))
+                .unwrap();
             let error = apply("m.example.com", &mut object, &patch).unwrap_err();
             assert_eq!(
                 error.to_string(),
-                format!("admission webhook \"m.example.com\" attempted to change the object's {field}, which is not allowed")
+                format!(
+                    "admission webhook \"m.example.com\" attempted to change the object's {field}, which is not allowed"
+                )
             );
             assert_eq!(object, pod());
         }
@@ -96,8 +101,14 @@ mod tests {
     fn failing_and_malformed_patches_are_errors() {
         let mut object = pod();
         let failing = br#"[{"op":"remove","path":"/spec/missing"}]"#;
-        assert!(matches!(apply("h", &mut object, failing), Err(PatchError::Apply(_))));
-        assert!(matches!(apply("h", &mut object, b"{}"), Err(PatchError::Malformed(_))));
+        assert!(matches!(
+            apply("h", &mut object, failing),
+            Err(PatchError::Apply(_))
+        ));
+        assert!(matches!(
+            apply("h", &mut object, b"{}"),
+            Err(PatchError::Malformed(_))
+        ));
         assert_eq!(object, pod());
     }
 }

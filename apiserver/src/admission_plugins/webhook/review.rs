@@ -87,8 +87,10 @@ pub(super) fn request(
         request["subResource"] = json!(sub.name());
         request["requestSubResource"] = json!(sub.name());
     }
-    if attributes.info.namespaced {
-        request["namespace"] = json!(attributes.namespace(object));
+    // A Namespace's own requests name it here too, as upstream's do.
+    let namespace = attributes.namespace(subject);
+    if !namespace.is_empty() {
+        request["namespace"] = json!(namespace);
     }
     ReviewRequest {
         uid: uid.clone(),
@@ -205,8 +207,10 @@ mod tests {
     use super::*;
 
     fn answer(response: Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "response": response}))
+        serde_json::to_vec(
+            &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": response}),
+        )
         .unwrap()
     }
 
@@ -235,7 +239,8 @@ mod tests {
     #[test]
     fn patches_are_for_mutating_webhooks_only_and_must_be_json_patches() {
         let patch = BASE64.encode(br#"[{"op":"add","path":"/x","value":1}]"#);
-        let body = answer(json!({"uid": "u", "allowed": true, "patch": patch, "patchType": "JSONPatch"}));
+        let body =
+            answer(json!({"uid": "u", "allowed": true, "patch": patch, "patchType": "JSONPatch"}));
         assert_eq!(
             verify("u", false, &body).unwrap_err(),
             "unsupported fields in response: patch"
@@ -250,7 +255,8 @@ mod tests {
             verify("u", true, &untyped).unwrap_err(),
             "webhook returned response.patch but not response.patchType"
         );
-        let merge = answer(json!({"uid": "u", "allowed": true, "patch": patch, "patchType": "Merge"}));
+        let merge =
+            answer(json!({"uid": "u", "allowed": true, "patch": patch, "patchType": "Merge"}));
         assert_eq!(
             verify("u", true, &merge).unwrap_err(),
             "webhook returned invalid response.patchType of \"Merge\""

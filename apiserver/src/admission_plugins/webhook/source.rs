@@ -197,7 +197,10 @@ fn parse_hook(configuration: &str, hook: &Value) -> Hook {
         exact: hook["matchPolicy"] == "Exact",
         namespace_selector: selector(&hook["namespaceSelector"]),
         object_selector: selector(&hook["objectSelector"]),
-        side_effects: hook["sideEffects"].as_str().unwrap_or("Unknown").to_string(),
+        side_effects: hook["sideEffects"]
+            .as_str()
+            .unwrap_or("Unknown")
+            .to_string(),
         timeout: Duration::from_secs(hook["timeoutSeconds"].as_u64().unwrap_or(10).clamp(1, 30)),
         reinvoke_if_needed: hook["reinvocationPolicy"] == "IfNeeded",
         review_versions: strings(&hook["admissionReviewVersions"]),

@@ -61,8 +61,8 @@ pub(super) fn resolve(
             let path = if path.is_empty() { "/" } else { path.as_str() };
             let target_path = format!("{path}?timeout={timeout_seconds}s");
             let url = format!("https://{server_name}:{port}{target_path}");
-            let address = service_address(inner, namespace, name, *port)
-                .map_err(|e| (url.clone(), e))?;
+            let address =
+                service_address(inner, namespace, name, *port).map_err(|e| (url.clone(), e))?;
             Ok(Target {
                 dial: address,
                 server_name: server_name.clone(),
@@ -127,9 +127,10 @@ fn service_address(
         .map(|info| crate::admission_plugins::cached_in_namespace(inner, &info, namespace))
         .unwrap_or_default();
     let mut ready = Vec::new();
-    for slice in slices.iter().filter(|s| {
-        s["metadata"]["labels"]["kubernetes.io/service-name"].as_str() == Some(name)
-    }) {
+    for slice in slices
+        .iter()
+        .filter(|s| s["metadata"]["labels"]["kubernetes.io/service-name"].as_str() == Some(name))
+    {
         let Some(slice_port) = slice["ports"]
             .as_array()
             .into_iter()
@@ -178,6 +179,9 @@ mod tests {
         assert_eq!(bare.dial, "hooks.example.com:443");
         assert_eq!(bare.path, "/?timeout=10s");
         let v6 = from_url("https://[::1]:9443/x", 1).unwrap();
-        assert_eq!((v6.dial.as_str(), v6.server_name.as_str()), ("[::1]:9443", "::1"));
+        assert_eq!(
+            (v6.dial.as_str(), v6.server_name.as_str()),
+            ("[::1]:9443", "::1")
+        );
     }
 }

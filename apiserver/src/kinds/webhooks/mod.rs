@@ -125,7 +125,8 @@ mod tests {
         assert!(hook.get("sideEffects").is_none());
         assert!(hook.get("admissionReviewVersions").is_none());
 
-        let mut validating = json!({"name": "a.b.c", "timeoutSeconds": 3, "failurePolicy": "Ignore"});
+        let mut validating =
+            json!({"name": "a.b.c", "timeoutSeconds": 3, "failurePolicy": "Ignore"});
         default_webhook(WebhookKind::Validating, &mut validating);
         assert_eq!(validating["timeoutSeconds"], 3);
         assert_eq!(validating["failurePolicy"], "Ignore");
@@ -134,7 +135,8 @@ mod tests {
 
     #[test]
     fn the_table_counts_webhooks() {
-        let object = json!({"metadata": {"name": "cfg"}, "webhooks": [{"name": "a"}, {"name": "b"}]});
+        let object =
+            json!({"metadata": {"name": "cfg"}, "webhooks": [{"name": "a"}, {"name": "b"}]});
         let now = k8s_openapi::jiff::Timestamp::now();
         let cells = (PRINTER.cells)(&object, now);
         assert_eq!(cells[0], "cfg");

@@ -78,7 +78,13 @@ fn webhook(
     one_of(hook, "failurePolicy", FAILURE_POLICIES, path, errors);
     one_of(hook, "matchPolicy", MATCH_POLICIES, path, errors);
     if kind == WebhookKind::Mutating {
-        one_of(hook, "reinvocationPolicy", REINVOCATION_POLICIES, path, errors);
+        one_of(
+            hook,
+            "reinvocationPolicy",
+            REINVOCATION_POLICIES,
+            path,
+            errors,
+        );
     }
     match hook["sideEffects"].as_str() {
         None => errors.push(FieldError::required(
@@ -114,7 +120,11 @@ fn webhook(
             ));
         }
     }
-    client_config(&hook["clientConfig"], &format!("{path}.clientConfig"), errors);
+    client_config(
+        &hook["clientConfig"],
+        &format!("{path}.clientConfig"),
+        errors,
+    );
 }
 
 fn one_of(hook: &Value, field: &str, allowed: &[&str], path: &str, errors: &mut Vec<FieldError>) {
@@ -288,7 +298,10 @@ fn url(url: &str, path: &str, errors: &mut Vec<FieldError>) {
 fn service(service: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let name = service["name"].as_str().unwrap_or("");
     if name.is_empty() {
-        errors.push(FieldError::required(format!("{path}.name"), "service name is required"));
+        errors.push(FieldError::required(
+            format!("{path}.name"),
+            "service name is required",
+        ));
     } else if !is_dns1123_label(name) {
         errors.push(FieldError::invalid(
             format!("{path}.name"),
@@ -375,7 +388,9 @@ mod tests {
     fn timeouts_outside_one_to_thirty_seconds_are_refused() {
         assert_eq!(
             check(vec![with("timeoutSeconds", json!(31))]),
-            ["webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds"]
+            [
+                "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds"
+            ]
         );
         assert_eq!(check(vec![with("timeoutSeconds", json!(0))]).len(), 1);
         assert!(check(vec![with("timeoutSeconds", json!(30))]).is_empty());
@@ -389,7 +404,9 @@ mod tests {
         );
         assert_eq!(
             check(vec![with("name", json!("deny"))]),
-            ["webhooks[0].name: Invalid value: \"deny\": should be a domain with at least three segments separated by dots"]
+            [
+                "webhooks[0].name: Invalid value: \"deny\": should be a domain with at least three segments separated by dots"
+            ]
         );
     }
 
@@ -407,7 +424,9 @@ mod tests {
         );
         assert_eq!(
             check(vec![with("sideEffects", json!("Some"))]),
-            ["webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\""]
+            [
+                "webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\""
+            ]
         );
     }
 
@@ -437,14 +456,28 @@ mod tests {
         );
         assert_eq!(check(vec![with("clientConfig", json!({}))]).len(), 1);
         for (url, problem) in [
-            ("http://a.example/x", "'https' is the only allowed URL scheme"),
-            ("https://u:p@a.example/x", "user information is not permitted in the URL"),
-            ("https://a.example/x?q=1", "query parameters are not allowed"),
-            ("https://a.example/x#frag", "fragments are not permitted in the URL"),
+            (
+                "http://a.example/x",
+                "'https' is the only allowed URL scheme",
+            ),
+            (
+                "https://u:p@a.example/x",
+                "user information is not permitted in the URL",
+            ),
+            (
+                "https://a.example/x?q=1",
+                "query parameters are not allowed",
+            ),
+            (
+                "https://a.example/x#frag",
+                "fragments are not permitted in the URL",
+            ),
         ] {
             assert_eq!(
                 check(vec![with("clientConfig", json!({"url": url}))]),
-                [format!("webhooks[0].clientConfig.url: Invalid value: \"{url}\": {problem}")]
+                [format!(
+                    "webhooks[0].clientConfig.url: Invalid value: \"{url}\": {problem}"
+                )]
             );
         }
         let service = with(

@@ -1,0 +1,928 @@
+//! Admission webhooks against real HTTPS servers started by the test (an
+//! rcgen CA as the configuration's caBundle): refusals in upstream's words,
+//! patches applied on creates and updates, warnings relayed, timeouts and
+//! unreachable hooks under both failure policies, dry runs and side
+//! effects, namespace and object selectors, reinvocation, Service
+//! references resolved through an EndpointSlice — and from the attacker's
+//! side: a hook that cannot prove its name gets nothing, a patch cannot
+//! rename the object, a validating hook cannot patch, and no webhook can
+//! lock the administrator out of the configurations.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use http::{Method, Request, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use parking_lot::Mutex;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    SanType,
+};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::harness::{TestServer, assert_status};
+
+/// A CA that signs webhook serving certificates.
+struct TestCa {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl TestCa {
+    fn new() -> Self {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "webhook-test-ca");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        let pem = cert.pem();
+        let issuer = Issuer::from_ca_cert_pem(&pem, key).unwrap();
+        Self { pem, issuer }
+    }
+
+    fn bundle(&self) -> String {
+        BASE64.encode(&self.pem)
+    }
+
+    /// A serving certificate naming `names` (IPs or DNS names).
+    fn serving(&self, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "webhook");
+        params.subject_alt_names = names
+            .iter()
+            .map(|n| match n.parse() {
+                Ok(ip) => SanType::IpAddress(ip),
+                Err(_) => SanType::DnsName((*n).try_into().unwrap()),
+            })
+            .collect();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
+
+/// A webhook server on loopback: answers each review with what `answer`
+/// makes of its request (the response's fields; uid is filled in), after
+/// `delay`, and keeps every request it got.
+struct Hook {
+    port: u16,
+    seen: Arc<Mutex<Vec<Value>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hook {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Hook {
+    async fn start(cert: (String, String), delay: Duration, answer: Answer) -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain = rustls_pemfile::certs(&mut cert.0.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
+            .unwrap()
+            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorded = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                let answer = answer.clone();
+                let recorded = recorded.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service =
+                        tower::service_fn(move |request: Request<hyper::body::Incoming>| {
+                            let answer = answer.clone();
+                            let recorded = recorded.clone();
+                            async move {
+                                let bytes = axum::body::to_bytes(
+                                    Body::new(request.into_body()),
+                                    usize::MAX,
+                                )
+                                .await
+                                .unwrap_or_default();
+                                let review: Value =
+                                    serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                                recorded.lock().push(review["request"].clone());
+                                tokio::time::sleep(delay).await;
+                                let mut response = answer(&review["request"]);
+                                response["uid"] = review["request"]["uid"].clone();
+                                let body = json!({"apiVersion": "admission.k8s.io/v1",
+                                "kind": "AdmissionReview", "response": response});
+                                Ok::<_, std::convert::Infallible>(
+                                    http::Response::builder()
+                                        .header("content-type", "application/json")
+                                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                                        .unwrap(),
+                                )
+                            }
+                        });
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), TowerToHyperService::new(service))
+                        .await;
+                });
+            }
+        });
+        Self { port, seen, task }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.seen.lock().clone()
+    }
+}
+
+fn allow() -> Answer {
+    Arc::new(|_| json!({"allowed": true}))
+}
+
+fn deny(message: &'static str) -> Answer {
+    Arc::new(
+        move |_| json!({"allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": message}}),
+    )
+}
+
+/// Answers with a JSON patch adding the label `key=value`.
+fn add_label(key: &'static str, value: &'static str) -> Answer {
+    Arc::new(move |request| {
+        let has_labels = request["object"]["metadata"]["labels"].is_object();
+        let ops = if has_labels {
+            json!([{"op": "add", "path": format!("/metadata/labels/{key}"), "value": value}])
+        } else {
+            json!([{"op": "add", "path": "/metadata/labels", "value": {key: value}}])
+        };
+        json!({"allowed": true, "patchType": "JSONPatch",
+            "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
+    })
+}
+
+/// One webhook entry on configmaps in `url`'s hands.
+fn webhook(name: &str, client_config: Value, extra: Value) -> Value {
+    let mut hook = json!({"name": name, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+        "rules": [{"operations": ["CREATE", "UPDATE", "DELETE"], "apiGroups": [""],
+            "apiVersions": ["v1"], "resources": ["configmaps"]}],
+        "clientConfig": client_config});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        hook[k] = v.clone();
+    }
+    hook
+}
+
+fn url_config(ca: &TestCa, url: String) -> Value {
+    json!({"url": url, "caBundle": ca.bundle()})
+}
+
+async fn configure(server: &TestServer, kind: &str, name: &str, hooks: Vec<Value>) {
+    let resource = match kind {
+        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
+        _ => "validatingwebhookconfigurations",
+    };
+    let (code, body) = server
+        .post(
+            &format!("/apis/admissionregistration.k8s.io/v1/{resource}"),
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                "metadata": {"name": name}, "webhooks": hooks}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+fn configmap(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn configurations_get_defaults_validation_and_their_table() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    configure(
+        &server,
+        "MutatingWebhookConfiguration",
+        "defaults",
+        vec![webhook(
+            "m.example.com",
+            json!({"service": {"namespace": "default", "name": "hooks"}, "caBundle": ca.bundle()}),
+            json!({}),
+        )],
+    )
+    .await;
+    let (_, stored) = server
+        .get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/defaults")
+        .await;
+    let hook = &stored["webhooks"][0];
+    assert_eq!(hook["failurePolicy"], "Fail");
+    assert_eq!(hook["matchPolicy"], "Equivalent");
+    assert_eq!(hook["timeoutSeconds"], 10);
+    assert_eq!(hook["reinvocationPolicy"], "Never");
+    assert_eq!(hook["namespaceSelector"], json!({}));
+    assert_eq!(hook["objectSelector"], json!({}));
+    assert_eq!(hook["rules"][0]["scope"], "*");
+    assert_eq!(hook["clientConfig"]["service"]["port"], 443);
+
+    let bad = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "bad"},
+        "webhooks": [webhook("v.example.com", json!({"url": "http://127.0.0.1/x"}),
+                json!({"timeoutSeconds": 31})),
+            webhook("v.example.com", json!({"url": "https://127.0.0.1/x"}), json!({}))]});
+    let (code, body) = server
+        .post(
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            bad,
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    let message = body["message"].as_str().unwrap();
+    for part in [
+        "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
+        "webhooks[0].clientConfig.url: Invalid value: \"http://127.0.0.1/x\": 'https' is the only allowed URL scheme",
+        "webhooks[1].name: Duplicate value: \"v.example.com\"",
+    ] {
+        assert!(message.contains(part), "{message}");
+    }
+
+    let request = Request::builder()
+        .uri("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations")
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Body::empty())
+        .unwrap();
+    let response = server.router.clone().oneshot(request).await.unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let table: Value = serde_json::from_slice(&bytes).unwrap();
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Webhooks", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0], "defaults");
+    assert_eq!(table["rows"][0]["cells"][1], 1);
+}
+
+#[tokio::test]
+async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let hook = Hook::start(
+        ca.serving(&["127.0.0.1"]),
+        Duration::ZERO,
+        deny("no configmaps here"),
+    )
+    .await;
+    configure(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "deny",
+        vec![webhook(
+            "deny.example.com",
+            url_config(&ca, hook.url("/validate")),
+            json!({"objectSelector": {"matchLabels": {"guarded": "yes"}}}),
+        )],
+    )
+    .await;
+    let (code, body) = server
+        .post(CMS, configmap("refused", json!({"guarded": "yes"})))
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        body["message"],
+        "admission webhook \"deny.example.com\" denied the request: no configmaps here"
+    );
+    let (code, _) = server.get(&format!("{CMS}/refused")).await;
+    assert_eq!(
+        code,
+        StatusCode::NOT_FOUND,
+        "a refused object is not stored"
+    );
+
+    // The object selector leaves other objects alone.
+    let (code, body) = server
+        .post(CMS, configmap("free", json!({"guarded": "no"})))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // Labelling it into the selector is refused on update (new labels),
+    // as is its deletion once the stored object carries them.
+    let (code, body) = server
+        .put(
+            &format!("{CMS}/free"),
+            configmap("free", json!({"guarded": "yes"})),
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+
+    let requests = hook.requests();
+    assert_eq!(requests.len(), 2, "only selected writes reach the webhook");
+    let create = &requests[0];
+    assert_eq!(create["operation"], "CREATE");
+    assert_eq!(
+        create["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(
+        create["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
+    assert_eq!(create["requestKind"], create["kind"]);
+    assert_eq!(create["name"], "refused");
+    assert_eq!(create["namespace"], "default");
+    assert_eq!(create["userInfo"]["username"], "test-admin");
+    assert_eq!(create["dryRun"], false);
+    assert_eq!(create["options"]["kind"], "CreateOptions");
+    assert!(create["oldObject"].is_null());
+    assert_eq!(create["object"]["data"]["k"], "v");
+    let update = &requests[1];
+    assert_eq!(update["operation"], "UPDATE");
+    assert_eq!(update["oldObject"]["metadata"]["labels"]["guarded"], "no");
+    assert_eq!(update["object"]["metadata"]["labels"]["guarded"], "yes");
+}
+
+#[tokio::test]
+async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let patch_and_warn: Answer = Arc::new(|request| {
+        let mut response = add_label("mutated", "yes")(request);
+        response["warnings"] = json!(["configmaps are watched"]);
+        response["auditAnnotations"] = json!({"decision": "labelled"});
+        response
+    });
+    let hook = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, patch_and_warn).await;
+    configure(
+        &server,
+        "MutatingWebhookConfiguration",
+        "label",
+        vec![webhook(
+            "label.example.com",
+            url_config(&ca, hook.url("/mutate")),
+            json!({}),
+        )],
+    )
+    .await;
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(CMS)
+        .header("content-type", "application/json")
+        .body(Body::from(
+            serde_json::to_vec(&configmap("one", json!({"app": "a"}))).unwrap(),
+        ))
+        .unwrap();
+    let response = server.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let warnings: Vec<String> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(warnings, ["299 - \"configmaps are watched\""]);
+    let annotations = response
+        .extensions()
+        .get::<skiff_apiserver::request_notes::AuditAnnotations>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        annotations
+            .0
+            .contains(&("label.example.com/decision".into(), "labelled".into())),
+        "{annotations:?}"
+    );
+    let (_, stored) = server.get(&format!("{CMS}/one")).await;
+    assert_eq!(stored["metadata"]["labels"]["mutated"], "yes");
+    assert_eq!(stored["metadata"]["labels"]["app"], "a");
+
+    // An update that drops the label gets it back from the webhook.
+    let (code, updated) = server
+        .put(&format!("{CMS}/one"), configmap("one", json!({"app": "b"})))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    assert_eq!(
+        updated["metadata"]["labels"],
+        json!({"app": "b", "mutated": "yes"})
+    );
+    // A merge patch goes through the same step.
+    let (code, patched) = server
+        .patch(
+            &format!("{CMS}/one"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"mutated": null, "app": "c"}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{patched}");
+    assert_eq!(
+        patched["metadata"]["labels"],
+        json!({"app": "c", "mutated": "yes"})
+    );
+    assert_eq!(hook.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn failures_fail_closed_or_open_by_policy() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let slow = Hook::start(ca.serving(&["127.0.0.1"]), Duration::from_secs(5), allow()).await;
+    // A port nobody listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    configure(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "failing",
+        vec![
+            webhook(
+                "slow.example.com",
+                url_config(&ca, slow.url("/slow")),
+                json!({"timeoutSeconds": 1, "objectSelector": {"matchLabels": {"hook": "slow"}}}),
+            ),
+            webhook(
+                "slow-ignored.example.com",
+                url_config(&ca, slow.url("/slow")),
+                json!({"timeoutSeconds": 1, "failurePolicy": "Ignore",
+                    "objectSelector": {"matchLabels": {"hook": "slow-ignored"}}}),
+            ),
+            webhook(
+                "down.example.com",
+                url_config(&ca, format!("https://127.0.0.1:{closed_port}/x")),
+                json!({"objectSelector": {"matchLabels": {"hook": "down"}}}),
+            ),
+            webhook(
+                "down-ignored.example.com",
+                url_config(&ca, format!("https://127.0.0.1:{closed_port}/x")),
+                json!({"failurePolicy": "Ignore",
+                    "objectSelector": {"matchLabels": {"hook": "down-ignored"}}}),
+            ),
+        ],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let (code, body) = server
+        .post(CMS, configmap("slow", json!({"hook": "slow"})))
+        .await;
+    assert_status(code, &body, 500, "InternalError");
+    assert_eq!(
+        body["message"],
+        format!(
+            "Internal error occurred: failed calling webhook \"slow.example.com\": failed to call webhook: Post \"https://127.0.0.1:{}/slow?timeout=1s\": context deadline exceeded",
+            slow.port
+        )
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the timeout is enforced"
+    );
+
+    let (code, body) = server
+        .post(CMS, configmap("down", json!({"hook": "down"})))
+        .await;
+    assert_status(code, &body, 500, "InternalError");
+    assert_eq!(
+        body["message"],
+        format!(
+            "Internal error occurred: failed calling webhook \"down.example.com\": failed to call webhook: Post \"https://127.0.0.1:{closed_port}/x?timeout=10s\": dial tcp 127.0.0.1:{closed_port}: connect: connection refused"
+        )
+    );
+
+    for name in ["slow-ignored", "down-ignored"] {
+        let (code, body) = server
+            .post(CMS, configmap(name, json!({"hook": name})))
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{name}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn dry_runs_reach_only_webhooks_without_side_effects() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let hook = Hook::start(
+        ca.serving(&["127.0.0.1"]),
+        Duration::ZERO,
+        add_label("seen", "yes"),
+    )
+    .await;
+    configure(
+        &server,
+        "MutatingWebhookConfiguration",
+        "dry",
+        vec![webhook(
+            "dry.example.com",
+            url_config(&ca, hook.url("/m")),
+            json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}}),
+        )],
+    )
+    .await;
+    let (code, body) = server
+        .post(
+            &format!("{CMS}?dryRun=All"),
+            configmap("dry", json!({"hook": "dry"})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["metadata"]["labels"]["seen"], "yes");
+    assert_eq!(hook.requests()[0]["dryRun"], true);
+    assert_eq!(hook.requests()[0]["options"]["dryRun"], json!(["All"]));
+    let (code, _) = server.get(&format!("{CMS}/dry")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    // v1 no longer accepts a webhook with side effects; one stored before
+    // (written here straight to the store) refuses dry runs.
+    let legacy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "legacy", "uid": "1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "webhooks": [webhook("effects.example.com", url_config(&ca, hook.url("/v")),
+            json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+                "timeoutSeconds": 10, "namespaceSelector": {},
+                "objectSelector": {"matchLabels": {"hook": "effects"}}}))]});
+    use skiff_store::Store;
+    server
+        .store
+        .create(
+            "/registry/admissionregistration.k8s.io/validatingwebhookconfigurations/legacy",
+            serde_json::to_vec(&legacy).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, body) = server
+        .post(
+            &format!("{CMS}?dryRun=All"),
+            configmap("effects", json!({"hook": "effects"})),
+        )
+        .await;
+    assert_status(code, &body, 400, "BadRequest");
+    assert_eq!(
+        body["message"],
+        "admission webhook \"effects.example.com\" does not support dry run"
+    );
+    assert_eq!(
+        hook.requests().len(),
+        1,
+        "the hook with side effects was not called"
+    );
+}
+
+#[tokio::test]
+async fn the_namespace_selector_reads_the_namespaces_labels() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let hook = Hook::start(
+        ca.serving(&["127.0.0.1"]),
+        Duration::ZERO,
+        deny("guarded namespace"),
+    )
+    .await;
+    let namespace = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
+    for (name, labels) in [("labelled", json!({"webhooks": "on"})), ("open", json!({}))] {
+        let (code, body) = server
+            .post("/api/v1/namespaces", namespace(name, labels))
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+    }
+    let mut entry = webhook(
+        "ns.example.com",
+        url_config(&ca, hook.url("/v")),
+        json!({"namespaceSelector": {"matchLabels": {"webhooks": "on"}}}),
+    );
+    entry["rules"][0]["resources"] = json!(["configmaps", "namespaces"]);
+    configure(&server, "ValidatingWebhookConfiguration", "ns", vec![entry]).await;
+
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/labelled/configmaps",
+            configmap("c", json!({})),
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/open/configmaps",
+            configmap("c", json!({})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // A Namespace itself is judged by its own (new) labels.
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces",
+            namespace("new-labelled", json!({"webhooks": "on"})),
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    let (code, body) = server
+        .post("/api/v1/namespaces", namespace("new-open", json!({})))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, _) = server
+        .patch(
+            "/api/v1/namespaces/open",
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"webhooks": "on"}}}),
+        )
+        .await;
+    assert_eq!(
+        code,
+        StatusCode::FORBIDDEN,
+        "labelling a namespace into the selector"
+    );
+    let namespaces: Vec<String> = hook
+        .requests()
+        .iter()
+        .map(|r| r["namespace"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(namespaces, ["labelled", "new-labelled", "open"]);
+}
+
+#[tokio::test]
+async fn reinvocation_calls_an_if_needed_webhook_again_after_a_later_change() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let first: Answer = Arc::new(move |request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        // Sees the second webhook's label on its second call.
+        if request["object"]["metadata"]["labels"]["second"] == "yes" {
+            add_label("first-saw-second", "yes")(request)
+        } else {
+            json!({"allowed": true})
+        }
+    });
+    let first_hook = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, first).await;
+    let second_hook = Hook::start(
+        ca.serving(&["127.0.0.1"]),
+        Duration::ZERO,
+        add_label("second", "yes"),
+    )
+    .await;
+    // Configurations are called in name order: a-first before b-second.
+    configure(
+        &server,
+        "MutatingWebhookConfiguration",
+        "b-second",
+        vec![webhook(
+            "second.example.com",
+            url_config(&ca, second_hook.url("/m")),
+            json!({}),
+        )],
+    )
+    .await;
+    configure(
+        &server,
+        "MutatingWebhookConfiguration",
+        "a-first",
+        vec![webhook(
+            "first.example.com",
+            url_config(&ca, first_hook.url("/m")),
+            json!({"reinvocationPolicy": "IfNeeded"}),
+        )],
+    )
+    .await;
+    let (code, body) = server.post(CMS, configmap("r", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(body["metadata"]["labels"]["second"], "yes");
+    assert_eq!(body["metadata"]["labels"]["first-saw-second"], "yes");
+    assert_eq!(second_hook.requests().len(), 1, "Never: called once");
+}
+
+#[tokio::test]
+async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let hook = Hook::start(
+        ca.serving(&["hooks.webhooks.svc"]),
+        Duration::ZERO,
+        add_label("via", "service"),
+    )
+    .await;
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "webhooks"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/webhooks/services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
+                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hook.port}]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server
+        .post(
+            "/apis/discovery.k8s.io/v1/namespaces/webhooks/endpointslices",
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": "hooks-1", "labels": {"kubernetes.io/service-name": "hooks"}},
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": ["127.0.0.2"], "conditions": {"ready": false}},
+                              {"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+                "ports": [{"name": "https", "port": hook.port, "protocol": "TCP"}]}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    configure(
+        &server,
+        "MutatingWebhookConfiguration",
+        "svc",
+        vec![webhook(
+            "svc.example.com",
+            json!({"service": {"namespace": "webhooks", "name": "hooks", "path": "/mutate"},
+                "caBundle": ca.bundle()}),
+            json!({}),
+        )],
+    )
+    .await;
+    let (code, body) = server.post(CMS, configmap("s", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert_eq!(body["metadata"]["labels"]["via"], "service");
+}
+
+#[tokio::test]
+async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let other_ca = TestCa::new();
+    // Signed by a CA the configuration does not trust.
+    let impostor = Hook::start(other_ca.serving(&["127.0.0.1"]), Duration::ZERO, allow()).await;
+    // Trusted CA, but the certificate names another host.
+    let misnamed = Hook::start(
+        ca.serving(&["elsewhere.example.com"]),
+        Duration::ZERO,
+        allow(),
+    )
+    .await;
+    configure(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "tls",
+        vec![
+            webhook(
+                "impostor.example.com",
+                url_config(&ca, impostor.url("/v")),
+                json!({"objectSelector": {"matchLabels": {"hook": "impostor"}}}),
+            ),
+            webhook(
+                "misnamed.example.com",
+                url_config(&ca, misnamed.url("/v")),
+                json!({"objectSelector": {"matchLabels": {"hook": "misnamed"}}}),
+            ),
+        ],
+    )
+    .await;
+    for name in ["impostor", "misnamed"] {
+        let (code, body) = server
+            .post(CMS, configmap(name, json!({"hook": name})))
+            .await;
+        assert_status(code, &body, 500, "InternalError");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("failed calling webhook \"{name}.example.com\"")),
+            "{message}"
+        );
+        assert!(
+            message.contains("tls: invalid peer certificate"),
+            "{message}"
+        );
+    }
+    assert!(impostor.requests().is_empty() && misnamed.requests().is_empty());
+}
+
+#[tokio::test]
+async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let rename: Answer = Arc::new(|_| {
+        let ops = json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]);
+        json!({"allowed": true, "patchType": "JSONPatch",
+            "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
+    });
+    let renamer = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, rename).await;
+    let patcher = Hook::start(
+        ca.serving(&["127.0.0.1"]),
+        Duration::ZERO,
+        add_label("x", "y"),
+    )
+    .await;
+    configure(
+        &server,
+        "MutatingWebhookConfiguration",
+        "rename",
+        vec![webhook(
+            "rename.example.com",
+            url_config(&ca, renamer.url("/m")),
+            json!({"objectSelector": {"matchLabels": {"hook": "rename"}}}),
+        )],
+    )
+    .await;
+    configure(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "patching-validator",
+        vec![webhook(
+            "patcher.example.com",
+            url_config(&ca, patcher.url("/v")),
+            json!({"objectSelector": {"matchLabels": {"hook": "patcher"}}}),
+        )],
+    )
+    .await;
+    let (code, body) = server
+        .post(CMS, configmap("mine", json!({"hook": "rename"})))
+        .await;
+    assert_status(code, &body, 500, "InternalError");
+    assert_eq!(
+        body["message"],
+        "Internal error occurred: admission webhook \"rename.example.com\" attempted to change the object's name, which is not allowed"
+    );
+    let (code, body) = server
+        .post(CMS, configmap("v", json!({"hook": "patcher"})))
+        .await;
+    assert_status(code, &body, 500, "InternalError");
+    assert_eq!(
+        body["message"],
+        "Internal error occurred: failed calling webhook \"patcher.example.com\": received invalid webhook response: unsupported fields in response: patch"
+    );
+    let (code, _) = server.get(&format!("{CMS}/other")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let hook = Hook::start(
+        ca.serving(&["127.0.0.1"]),
+        Duration::ZERO,
+        deny("nothing passes"),
+    )
+    .await;
+    let mut everything = webhook(
+        "all.example.com",
+        url_config(&ca, hook.url("/v")),
+        json!({}),
+    );
+    everything["rules"] = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+        "resources": ["*/*"]}]);
+    configure(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "lockout",
+        vec![everything],
+    )
+    .await;
+    let (code, _) = server.post(CMS, configmap("blocked", json!({}))).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "the hook does refuse");
+    let (code, body) = server
+        .delete("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/lockout")
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, body) = server.post(CMS, configmap("free", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert!(
+        hook.requests()
+            .iter()
+            .all(|r| r["resource"]["group"] != "admissionregistration.k8s.io")
+    );
+}
