@@ -29,5 +29,6 @@ mod e2e {
     mod simulated;
     mod streaming;
     mod tables;
+    mod webhooks;
     mod workloads;
 }

@@ -1,0 +1,299 @@
+//! Admission webhooks with a real `skiff server` and real kubectl, against
+//! an HTTPS webhook this test serves (its CA given as the caBundle): a
+//! mutating webhook reached through `clientConfig.service` (a selector-less
+//! Service and a hand-written EndpointSlice pointing at loopback) labels
+//! what kubectl creates; a validating one reached by URL refuses in
+//! upstream's words; a webhook that is down fails writes under
+//! `failurePolicy: Fail` and is skipped under `Ignore`; a slow one runs
+//! into its timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    SanType,
+};
+use serde_json::{Value, json};
+
+use super::support::{Server, free_port};
+
+/// What the test webhook answers: a patch adding `mutated=yes` on
+/// `/mutate`, a refusal of names starting with `bad-` on `/validate`,
+/// and an allowed answer after three seconds on `/slow`.
+fn answer(path: &str, request: &Value) -> Value {
+    match path {
+        "/mutate" => {
+            let ops = if request["object"]["metadata"]["labels"].is_object() {
+                json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}])
+            } else {
+                json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
+            };
+            json!({"allowed": true, "patchType": "JSONPatch",
+                "patch": BASE64.encode(ops.to_string())})
+        }
+        "/validate" if request["name"].as_str().unwrap_or("").starts_with("bad-") => {
+            json!({"allowed": false, "status": {"code": 403, "reason": "Forbidden",
+                "message": "names starting with bad- are refused"}})
+        }
+        _ => json!({"allowed": true}),
+    }
+}
+
+/// The webhook's CA (PEM) and the port it serves on, with a certificate
+/// for 127.0.0.1 and `hooks.webhooks.svc`; it runs until the test ends.
+fn start_webhook() -> (String, u16) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "e2e-webhook-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, "hooks");
+    params.subject_alt_names = vec![
+        SanType::IpAddress("127.0.0.1".parse().unwrap()),
+        SanType::DnsName("hooks.webhooks.svc".try_into().unwrap()),
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let chain = rustls_pemfile::certs(&mut cert.pem().as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls_pemfile::private_key(&mut key.serialize_pem().as_bytes())
+        .unwrap()
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = tower::service_fn(
+                        |request: http::Request<hyper::body::Incoming>| async move {
+                            let path = request.uri().path().to_string();
+                            let body = axum::body::to_bytes(
+                                axum::body::Body::new(request.into_body()),
+                                usize::MAX,
+                            )
+                            .await
+                            .unwrap_or_default();
+                            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+                            if path == "/slow" {
+                                tokio::time::sleep(Duration::from_secs(3)).await;
+                            }
+                            let mut response = answer(&path, &review["request"]);
+                            response["uid"] = review["request"]["uid"].clone();
+                            let out = json!({"apiVersion": "admission.k8s.io/v1",
+                                "kind": "AdmissionReview", "response": response});
+                            Ok::<_, std::convert::Infallible>(
+                                http::Response::builder()
+                                    .header("content-type", "application/json")
+                                    .body(axum::body::Body::from(out.to_string()))
+                                    .unwrap(),
+                            )
+                        },
+                    );
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), TowerToHyperService::new(service))
+                        .await;
+                });
+            }
+        });
+    });
+    (ca_pem, port)
+}
+
+fn hook(name: &str, client_config: Value, extra: Value) -> Value {
+    let mut hook = json!({"name": name, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+            "resources": ["configmaps"]}],
+        "clientConfig": client_config});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        hook[k] = v.clone();
+    }
+    hook
+}
+
+fn create(server: &Server, object: Value) {
+    let out = server.kubectl_stdin(&["create", "-f", "-"], &object.to_string());
+    assert!(
+        out.status.success(),
+        "kubectl create failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn configuration(kind: &str, name: &str, hooks: Vec<Value>) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+        "metadata": {"name": name}, "webhooks": hooks})
+}
+
+#[test]
+fn kubectl_sees_a_webhooks_label_and_its_refusal() {
+    let server = Server::start();
+    let (ca, port) = start_webhook();
+    let bundle = BASE64.encode(&ca);
+    server.kubectl_ok(&["create", "namespace", "webhooks"]);
+    create(
+        &server,
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "hooks", "namespace": "webhooks"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}}),
+    );
+    create(
+        &server,
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "hooks-loopback", "namespace": "webhooks",
+                "labels": {"kubernetes.io/service-name": "hooks"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
+    );
+    create(
+        &server,
+        configuration(
+            "MutatingWebhookConfiguration",
+            "label",
+            vec![hook(
+                "label.e2e.skiff.dev",
+                json!({"service": {"namespace": "webhooks", "name": "hooks", "path": "/mutate"},
+                    "caBundle": bundle}),
+                json!({}),
+            )],
+        ),
+    );
+    create(
+        &server,
+        configuration(
+            "ValidatingWebhookConfiguration",
+            "names",
+            vec![hook(
+                "names.e2e.skiff.dev",
+                json!({"url": format!("https://127.0.0.1:{port}/validate"), "caBundle": bundle}),
+                json!({}),
+            )],
+        ),
+    );
+    let listed = server.kubectl_ok(&["get", "mutatingwebhookconfigurations"]);
+    let header: Vec<&str> = listed.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "WEBHOOKS", "AGE"], "{listed}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("label ") && l.split_whitespace().nth(1) == Some("1")),
+        "{listed}"
+    );
+
+    server.kubectl_ok(&["create", "configmap", "good", "--from-literal=k=v"]);
+    let shown = server.kubectl_ok(&["get", "configmap", "good", "--show-labels"]);
+    assert!(shown.contains("mutated=yes"), "{shown}");
+
+    let refused = server.kubectl_err(&["create", "configmap", "bad-one"]);
+    assert!(
+        refused.contains(
+            "admission webhook \"names.e2e.skiff.dev\" denied the request: names starting with bad- are refused"
+        ),
+        "{refused}"
+    );
+    let missing = server.kubectl_err(&["get", "configmap", "bad-one"]);
+    assert!(missing.contains("NotFound"), "{missing}");
+}
+
+#[test]
+fn failure_policies_decide_when_a_webhook_is_down_or_slow() {
+    let server = Server::start();
+    let (ca, port) = start_webhook();
+    let bundle = BASE64.encode(&ca);
+    let down = free_port();
+    let selected = |value: &str| json!({"objectSelector": {"matchLabels": {"hook": value}}});
+    create(
+        &server,
+        configuration(
+            "ValidatingWebhookConfiguration",
+            "failing",
+            vec![
+                hook(
+                    "down.e2e.skiff.dev",
+                    json!({"url": format!("https://127.0.0.1:{down}/validate"), "caBundle": bundle}),
+                    selected("down"),
+                ),
+                hook(
+                    "down-ignored.e2e.skiff.dev",
+                    json!({"url": format!("https://127.0.0.1:{down}/validate"), "caBundle": bundle}),
+                    json!({"failurePolicy": "Ignore",
+                        "objectSelector": {"matchLabels": {"hook": "down-ignored"}}}),
+                ),
+                hook(
+                    "slow.e2e.skiff.dev",
+                    json!({"url": format!("https://127.0.0.1:{port}/slow"), "caBundle": bundle}),
+                    json!({"timeoutSeconds": 1,
+                        "objectSelector": {"matchLabels": {"hook": "slow"}}}),
+                ),
+            ],
+        ),
+    );
+    let configmap = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {"hook": name}}})
+        .to_string()
+    };
+    let out = server.kubectl_stdin(&["create", "-f", "-"], &configmap("down"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!(
+            "Internal error occurred: failed calling webhook \"down.e2e.skiff.dev\": failed to call webhook: Post \"https://127.0.0.1:{down}/validate?timeout=10s\": dial tcp 127.0.0.1:{down}: connect: connection refused"
+        )),
+        "{err}"
+    );
+    let out = server.kubectl_stdin(&["create", "-f", "-"], &configmap("down-ignored"));
+    assert!(
+        out.status.success(),
+        "Ignore lets the write through: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = std::time::Instant::now();
+    let out = server.kubectl_stdin(&["create", "-f", "-"], &configmap("slow"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("failed calling webhook \"slow.e2e.skiff.dev\"")
+            && err.contains("context deadline exceeded"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the 1 s timeout was enforced"
+    );
+    server.kubectl_ok(&["get", "configmap", "down-ignored"]);
+}
