@@ -300,6 +300,9 @@ impl ApiServer {
             ),
         );
         crate::authz::bootstrap::ensure(&own_client).await?;
+        // The start-up objects are written; from here on every write is
+        // put to the configured admission webhooks.
+        server.inner.webhooks.activate();
         tokio::spawn(crate::crd::controller::run(
             server.inner.clone(),
             own_client,

@@ -82,6 +82,8 @@ type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
 struct Hook {
     port: u16,
     seen: Arc<Mutex<Vec<Value>>>,
+    /// The header names of every request, in order.
+    headers: Arc<Mutex<Vec<Vec<String>>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -111,6 +113,8 @@ impl Hook {
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let recorded = seen.clone();
+        let headers = Arc::new(Mutex::new(Vec::new()));
+        let recorded_headers = headers.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
@@ -119,6 +123,7 @@ impl Hook {
                 let acceptor = acceptor.clone();
                 let answer = answer.clone();
                 let recorded = recorded.clone();
+                let recorded_headers = recorded_headers.clone();
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
@@ -156,7 +161,12 @@ impl Hook {
                 });
             }
         });
-        Self { port, seen, task }
+        Self {
+            port,
+            seen,
+            headers,
+            task,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -353,6 +363,21 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
 
     let requests = hook.requests();
     assert_eq!(requests.len(), 2, "only selected writes reach the webhook");
+    // Nothing of the caller's credentials or the server's travels along.
+    for names in hook.headers.lock().iter() {
+        let mut names = names.clone();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "accept",
+                "content-length",
+                "content-type",
+                "host",
+                "user-agent"
+            ]
+        );
+    }
     let create = &requests[0];
     assert_eq!(create["operation"], "CREATE");
     assert_eq!(
@@ -925,4 +950,80 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
             .iter()
             .all(|r| r["resource"]["group"] != "admissionregistration.k8s.io")
     );
+}
+
+#[tokio::test]
+async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let hook = Hook::start(
+        ca.serving(&["127.0.0.1"]),
+        Duration::ZERO,
+        deny("kept as it is"),
+    )
+    .await;
+    let mut entry = webhook(
+        "keep.example.com",
+        url_config(&ca, hook.url("/v")),
+        json!({}),
+    );
+    entry["rules"] = json!([
+        {"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
+        {"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
+    let (code, body) = server.post(CMS, configmap("kept", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, body) = server
+        .post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    configure(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "keep",
+        vec![entry],
+    )
+    .await;
+
+    let (code, body) = server.delete(&format!("{CMS}/kept")).await;
+    assert_status(code, &body, 403, "Forbidden");
+    let (code, body) = server
+        .patch(
+            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 3}}),
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    // Scaling the deployment object itself is no scale write.
+    let (code, body) = server
+        .patch(
+            "/apis/apps/v1/namespaces/default/deployments/web",
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 2}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+
+    let requests = hook.requests();
+    assert_eq!(requests.len(), 2);
+    let delete = &requests[0];
+    assert_eq!(delete["operation"], "DELETE");
+    assert!(delete["object"].is_null());
+    assert_eq!(delete["oldObject"]["metadata"]["name"], "kept");
+    assert_eq!(delete["options"]["kind"], "DeleteOptions");
+    let scale = &requests[1];
+    assert_eq!(scale["subResource"], "scale");
+    assert_eq!(
+        scale["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(scale["object"]["kind"], "Scale");
+    assert_eq!(scale["object"]["spec"]["replicas"], 3);
+    assert_eq!(scale["oldObject"]["spec"]["replicas"], 1);
 }

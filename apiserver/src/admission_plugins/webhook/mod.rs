@@ -120,5 +120,16 @@ pub(crate) async fn validate(inner: &Inner, request: &WriteRequest<'_>) -> Resul
     if hooks.is_empty() {
         return Ok(());
     }
+    // A Scale write is about the Scale, not the object behind it.
+    if request.subresource == Some(Subresource::Scale) {
+        let scale = |o: &Value| request.info.strategy.scale(request.info, o);
+        let new = request.new.map(scale);
+        let old = request.old.map(scale);
+        let attributes = Attributes {
+            old: old.as_ref(),
+            ..attributes
+        };
+        return dispatch::validate(inner, &hooks, &attributes, new.as_ref()).await;
+    }
     dispatch::validate(inner, &hooks, &attributes, request.new).await
 }

@@ -5,6 +5,7 @@
 //! webhooks as listed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
@@ -84,18 +85,33 @@ struct Parsed {
 /// The webhooks currently configured, per kind.
 #[derive(Default)]
 pub(crate) struct WebhookSource {
+    /// Off while the server writes its own start-up objects, so a webhook
+    /// that is down cannot keep the server from starting (upstream's
+    /// bootstrap retries in the background instead).
+    active: AtomicBool,
     mutating: Mutex<Parsed>,
     validating: Mutex<Parsed>,
 }
 
 impl WebhookSource {
+    /// Starts calling webhooks (once the start-up objects are written).
+    pub(crate) fn activate(&self) {
+        self.active.store(true, Ordering::Release);
+    }
+
     /// The mutating webhooks, in calling order.
     pub(super) fn mutating(&self, inner: &Inner) -> Arc<Vec<Hook>> {
+        if !self.active.load(Ordering::Acquire) {
+            return Arc::default();
+        }
         current(inner, "mutatingwebhookconfigurations", &self.mutating)
     }
 
     /// The validating webhooks, in calling order.
     pub(super) fn validating(&self, inner: &Inner) -> Arc<Vec<Hook>> {
+        if !self.active.load(Ordering::Acquire) {
+            return Arc::default();
+        }
         current(inner, "validatingwebhookconfigurations", &self.validating)
     }
 }
