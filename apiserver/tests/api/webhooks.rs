@@ -132,6 +132,13 @@ impl Hook {
                         tower::service_fn(move |request: Request<hyper::body::Incoming>| {
                             let answer = answer.clone();
                             let recorded = recorded.clone();
+                            recorded_headers.lock().push(
+                                request
+                                    .headers()
+                                    .keys()
+                                    .map(|k| k.as_str().to_string())
+                                    .collect(),
+                            );
                             async move {
                                 let bytes = axum::body::to_bytes(
                                     Body::new(request.into_body()),
@@ -364,7 +371,9 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
     let requests = hook.requests();
     assert_eq!(requests.len(), 2, "only selected writes reach the webhook");
     // Nothing of the caller's credentials or the server's travels along.
-    for names in hook.headers.lock().iter() {
+    let headers = hook.headers.lock().clone();
+    assert_eq!(headers.len(), 2);
+    for names in headers.iter() {
         let mut names = names.clone();
         names.sort();
         assert_eq!(
