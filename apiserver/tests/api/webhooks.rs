@@ -1036,3 +1036,64 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     assert_eq!(scale["object"]["spec"]["replicas"], 3);
     assert_eq!(scale["oldObject"]["spec"]["replicas"], 1);
 }
+
+#[tokio::test]
+async fn match_policy_equivalent_sends_the_version_the_rule_names() {
+    let server = TestServer::new().await;
+    let ca = TestCa::new();
+    let equivalent = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, allow()).await;
+    let exact = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, allow()).await;
+    let rules = json!([{"operations": ["CREATE"], "apiGroups": ["events.k8s.io"],
+        "apiVersions": ["v1"], "resources": ["events"]}]);
+    let mut equivalent_entry = webhook(
+        "equivalent.example.com",
+        url_config(&ca, equivalent.url("/v")),
+        json!({}),
+    );
+    equivalent_entry["rules"] = rules.clone();
+    let mut exact_entry = webhook(
+        "exact.example.com",
+        url_config(&ca, exact.url("/v")),
+        json!({"matchPolicy": "Exact"}),
+    );
+    exact_entry["rules"] = rules;
+    configure(
+        &server,
+        "ValidatingWebhookConfiguration",
+        "events",
+        vec![equivalent_entry, exact_entry],
+    )
+    .await;
+    // A core/v1 Event is the same stored resource as events.k8s.io/v1's.
+    let (code, body) = server
+        .post(
+            "/api/v1/namespaces/default/events",
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
+                "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+                "reason": "Tested", "message": "hello", "type": "Normal"}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    assert!(
+        exact.requests().is_empty(),
+        "Exact does not match another version"
+    );
+    let requests = equivalent.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(
+        request["kind"],
+        json!({"group": "events.k8s.io", "version": "v1", "kind": "Event"})
+    );
+    assert_eq!(
+        request["requestKind"],
+        json!({"group": "", "version": "v1", "kind": "Event"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "events.k8s.io", "version": "v1", "resource": "events"})
+    );
+    assert_eq!(request["object"]["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(request["object"]["note"], "hello");
+    assert_eq!(request["object"]["regarding"]["name"], "p");
+}
