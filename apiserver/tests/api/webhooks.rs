@@ -1097,3 +1097,59 @@ async fn match_policy_equivalent_sends_the_version_the_rule_names() {
     assert_eq!(request["object"]["note"], "hello");
     assert_eq!(request["object"]["regarding"]["name"], "p");
 }
+
+#[tokio::test]
+async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
+    use skiff_apiserver::{ApiServer, ApiServerConfig};
+    use skiff_store::Store;
+    let dir = tempfile::tempdir().unwrap();
+    let open = || crate::harness::open_store(dir.path().join("store"));
+    let ca = TestCa::new();
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let down = format!(
+        "https://127.0.0.1:{}/x",
+        closed.local_addr().unwrap().port()
+    );
+    drop(closed);
+    let store = open().await;
+    {
+        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+            .await
+            .unwrap();
+        let s = TestServer::wrap(server, store.clone());
+        let everything = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+            "resources": ["*/*"]}]);
+        for kind in [
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ] {
+            let mut entry = webhook("down.example.com", url_config(&ca, down.clone()), json!({}));
+            entry["rules"] = everything.clone();
+            configure(&s, kind, "down", vec![entry]).await;
+        }
+        // Every write is refused now, a delete of a default binding too.
+        let (code, body) = s
+            .delete(
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:public-info-viewer",
+            )
+            .await;
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        s.server.shutdown();
+    }
+    store.close().await.unwrap();
+    drop(store);
+    let store = open().await;
+    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+        .await
+        .expect("the server starts although every write's webhook is down");
+    let s = TestServer::wrap(server, store);
+    let (code, body) = s.post(CMS, configmap("after", json!({}))).await;
+    assert_status(code, &body, 500, "InternalError");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("failed calling webhook \"down.example.com\""),
+        "{body}"
+    );
+}
