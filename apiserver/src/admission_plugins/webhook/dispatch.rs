@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::matching::{self, MatchError};
 use super::source::Hook;
 use super::{Attributes, client, patch, review, target};
+use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::status::ApiError;
 
@@ -97,12 +98,7 @@ async fn call_mutating(
         return Ok(Outcome::Skipped);
     };
     let sent = &invocation.resource;
-    let converted = (sent.group, sent.version) != (attributes.info.group, attributes.info.version);
-    let mut in_hook_version = if converted {
-        sent.from_storage(attributes.info.to_storage(object.clone()))
-    } else {
-        object.clone()
-    };
+    let mut in_hook_version = convert(attributes.info, sent, object);
     let verdict = match call(inner, hook, attributes, sent, Some(&in_hook_version), true).await {
         Ok(verdict) => verdict,
         Err(error) => {
@@ -121,13 +117,7 @@ async fn call_mutating(
     let changed = patch::apply(&hook.name, &mut in_hook_version, &patch)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     if changed {
-        *object = if converted {
-            attributes
-                .info
-                .from_storage(sent.to_storage(in_hook_version))
-        } else {
-            in_hook_version
-        };
+        *object = convert(sent, attributes.info, &in_hook_version);
     }
     annotate_mutation(hook, attributes, round, index, changed);
     Ok(Outcome::Called { changed })
@@ -145,11 +135,7 @@ async fn call_validating(
         return Ok(());
     };
     let sent = &invocation.resource;
-    let converted = (sent.group, sent.version) != (attributes.info.group, attributes.info.version);
-    let in_hook_version = object.map(|o| match converted {
-        true => sent.from_storage(attributes.info.to_storage(o.clone())),
-        false => o.clone(),
-    });
+    let in_hook_version = object.map(|o| convert(attributes.info, sent, o));
     let verdict = match call(
         inner,
         hook,
@@ -202,12 +188,21 @@ async fn invocation(
     Ok(Some(invocation))
 }
 
+/// `object`, of `from`'s version, in `to`'s (the same stored resource).
+fn convert(from: &ResourceInfo, to: &ResourceInfo, object: &Value) -> Value {
+    if (from.group, from.version) == (to.group, to.version) {
+        object.clone()
+    } else {
+        to.from_storage(from.to_storage(object.clone()))
+    }
+}
+
 /// One review sent and its answer checked.
 async fn call(
     inner: &Inner,
     hook: &Hook,
     attributes: &Attributes<'_>,
-    sent: &crate::registry::ResourceInfo,
+    sent: &ResourceInfo,
     object: Option<&Value>,
     mutating: bool,
 ) -> Result<review::Verdict, CallError> {
@@ -219,13 +214,7 @@ async fn call(
     let old_in_hook_version = attributes
         .old
         .filter(|_| attributes.operation != crate::admission_plugins::Operation::Create)
-        .map(|old| {
-            if (sent.group, sent.version) == (attributes.info.group, attributes.info.version) {
-                old.clone()
-            } else {
-                sent.from_storage(attributes.info.to_storage(old.clone()))
-            }
-        });
+        .map(|old| convert(attributes.info, sent, old));
     let request = review::request(attributes, sent, object, old_in_hook_version.as_ref());
     let target = target::resolve(inner, hook.endpoint.as_ref(), hook.timeout.as_secs())
         .map_err(|(url, e)| CallError(format!("failed to call webhook: Post \"{url}\": {e}")))?;
