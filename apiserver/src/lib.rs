@@ -20,6 +20,7 @@ mod admission_plugins;
 pub mod audit;
 pub mod authz;
 mod body;
+pub mod cel;
 pub mod crd;
 pub mod discovery;
 pub mod encryption;
