@@ -198,6 +198,17 @@ pub enum ApiError {
         detail: String,
         causes: Vec<(String, String, String)>,
     },
+    /// An admission policy refused the write: Forbidden's wording about
+    /// the object, with the policy's reason (and that reason's code).
+    #[error("{}", forbidden_message(resource, name, detail))]
+    AdmissionDenied {
+        resource: String,
+        group: String,
+        name: String,
+        detail: String,
+        /// `Invalid`, `Forbidden`, `Unauthorized` or `RequestEntityTooLarge`.
+        reason: &'static str,
+    },
     #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
@@ -269,6 +280,12 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Expired(_) => StatusCode::GONE,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::AdmissionDenied { reason, .. } => match *reason {
+                "Forbidden" => StatusCode::FORBIDDEN,
+                "Unauthorized" => StatusCode::UNAUTHORIZED,
+                "RequestEntityTooLarge" => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            },
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -291,6 +308,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Expired(_) => "Expired",
             ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::AdmissionDenied { reason, .. } => reason,
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooManyRequests { .. } => "TooManyRequests",
@@ -354,6 +372,17 @@ impl ApiError {
                 if !causes.is_empty() {
                     d["causes"] = causes_json(causes);
                 }
+                Some(d)
+            }
+            ApiError::AdmissionDenied {
+                resource,
+                group,
+                name,
+                detail,
+                ..
+            } => {
+                let mut d = named(name, group, &plain_resource(resource));
+                d["causes"] = json!([{ "message": detail }]);
                 Some(d)
             }
             ApiError::Invalid {

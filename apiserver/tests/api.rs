@@ -4,6 +4,8 @@
 #[path = "api/harness.rs"]
 mod harness;
 
+#[path = "api/admission_policy.rs"]
+mod admission_policy;
 #[path = "api/apply.rs"]
 mod apply;
 #[path = "api/audit.rs"]

@@ -1,8 +1,8 @@
 //! Validating admission that depends on who writes: the checks upstream
 //! runs as admission plugins after an object is defaulted and validated and
 //! before it is stored (NodeRestriction, RBAC's escalation checks,
-//! LimitRanger's checks, Pod Security, the validating admission webhooks,
-//! and ResourceQuota last). Each plugin
+//! LimitRanger's checks, Pod Security, ValidatingAdmissionPolicy, the
+//! validating admission webhooks, and ResourceQuota last). Each plugin
 //! is a module here; [`admit`] runs them in order, and the first refusal
 //! wins. Plugins that have more to say than yes or no leave warnings and
 //! audit annotations in the request's notes. Their settings come from the
@@ -23,6 +23,7 @@ pub(crate) mod node_restriction;
 pub(crate) mod pod_security;
 mod rbac_escalation;
 pub(crate) mod resource_quota;
+pub(crate) mod validating_policy;
 pub(crate) mod webhook;
 
 use std::sync::Arc;
@@ -123,8 +124,9 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
     limit_ranger::validate(inner, request)?;
     pod_security::admit(inner, request).await?;
     rbac_escalation::check(&inner.authorizer, &inner.rbac, request)?;
-    // ValidatingAdmissionPolicy goes here, before the webhooks, as upstream
-    // orders them.
+    // Upstream's order: built-in plugins, then ValidatingAdmissionPolicy,
+    // then validating webhooks, and ResourceQuota last.
+    validating_policy::admit(inner, request)?;
     webhook::validate(inner, request).await?;
     let quota = resource_quota::admit(inner, request)?;
     Ok(Admitted { quota })

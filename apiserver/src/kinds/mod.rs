@@ -11,6 +11,7 @@
 //! group or resource names. Strategies must not write the store: they say
 //! what to write, the handlers and `handlers/storage.rs` write it.
 
+mod admission_policies;
 mod certificates;
 mod config;
 mod custom;
@@ -42,6 +43,7 @@ use crate::status::{ApiError, FieldError};
 use crate::table::{IncludeObject, Printer};
 use crate::validation::NameRule;
 
+pub(crate) use admission_policies::{ValidatingAdmissionPolicies, ValidatingAdmissionPolicyBindings};
 pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};

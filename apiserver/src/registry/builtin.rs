@@ -323,6 +323,15 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<admissionregistration::v1::MutatingWebhookConfiguration>()
             .cats(&["api-extensions"])
             .strategy(&kinds::MUTATING_WEBHOOKS),
+        of::<admissionregistration::v1::ValidatingAdmissionPolicy>()
+            .cats(&["api-extensions"])
+            .subs(&[Status])
+            .generation()
+            .strategy(&kinds::ValidatingAdmissionPolicies),
+        of::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
+            .cats(&["api-extensions"])
+            .generation()
+            .strategy(&kinds::ValidatingAdmissionPolicyBindings),
         of::<admissionregistration::v1::ValidatingWebhookConfiguration>()
             .cats(&["api-extensions"])
             .strategy(&kinds::VALIDATING_WEBHOOKS),

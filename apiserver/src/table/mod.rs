@@ -3,6 +3,7 @@
 //! shows what it shows against any cluster. Columns of priority 1 appear with
 //! `-o wide`. Row objects carry metadata so `-L`, `--show-labels` and `-A` work.
 
+pub(crate) mod admission;
 mod age;
 pub(crate) mod columns;
 pub(crate) mod core;

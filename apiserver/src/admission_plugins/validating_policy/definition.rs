@@ -1,0 +1,426 @@
+//! A ValidatingAdmissionPolicy and its bindings as objects: upstream's
+//! defaults, the checks that refuse a bad one at create/update (every CEL
+//! expression must compile, with a field error naming where it sits), and
+//! the compiled form the plugin evaluates. Compiling here and only here
+//! keeps what is refused at write time and what runs at admission the same.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::cel::{self, CompileError, Declarations, Program};
+use crate::status::FieldError;
+
+/// The variables a policy's expressions may name.
+const ROOTS: &[&str] = &[
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+    "authorizer",
+    "variables",
+];
+
+const REASONS: &[&str] = &["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"];
+const ACTIONS: &[&str] = &["Deny", "Warn", "Audit"];
+
+/// What happens when an expression fails to evaluate (or a parameter
+/// cannot be found for a reason other than absence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailurePolicy {
+    Fail,
+    Ignore,
+}
+
+/// One compiled `spec.validations` entry.
+#[derive(Debug)]
+pub(crate) struct Validation {
+    pub expression: Arc<Program>,
+    pub message: Option<String>,
+    pub message_expression: Option<Arc<Program>>,
+    pub reason: Option<String>,
+}
+
+/// A policy's expressions, compiled.
+#[derive(Debug)]
+pub(crate) struct CompiledPolicy {
+    pub failure_policy: FailurePolicy,
+    pub match_conditions: Vec<(String, Arc<Program>)>,
+    pub variables: Vec<(String, Arc<Program>)>,
+    pub validations: Vec<Validation>,
+    pub audit_annotations: Vec<(String, Arc<Program>)>,
+}
+
+/// Upstream's defaults for a policy.
+pub(crate) fn default_policy(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.entry("failurePolicy").or_insert(json!("Fail"));
+    if let Some(constraints) = spec.get_mut("matchConstraints") {
+        default_match_resources(constraints);
+    }
+}
+
+/// Upstream's defaults for a binding.
+pub(crate) fn default_binding(object: &mut Value) {
+    if let Some(resources) = object
+        .get_mut("spec")
+        .and_then(|spec| spec.get_mut("matchResources"))
+    {
+        default_match_resources(resources);
+    }
+}
+
+fn default_match_resources(resources: &mut Value) {
+    let Some(map) = resources.as_object_mut() else {
+        return;
+    };
+    map.entry("matchPolicy").or_insert(json!("Equivalent"));
+    map.entry("namespaceSelector").or_insert(json!({}));
+    map.entry("objectSelector").or_insert(json!({}));
+    for rules in ["resourceRules", "excludeResourceRules"] {
+        for rule in map
+            .get_mut(rules)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(rule) = rule.as_object_mut() {
+                rule.entry("scope").or_insert(json!("*"));
+            }
+        }
+    }
+}
+
+/// The declarations for a policy whose `spec.variables` are `spec`'s.
+fn declarations(spec: &Value) -> Declarations {
+    let names = spec["variables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str().map(String::from))
+        .collect();
+    Declarations {
+        roots: ROOTS.to_vec(),
+        fields: Some(("variables", names)),
+    }
+}
+
+/// Compiles the expression at `path`, or notes why it does not.
+fn compile_at(
+    source: &str,
+    declared: &Declarations,
+    path: String,
+    errors: &mut Vec<FieldError>,
+) -> Option<Arc<Program>> {
+    if source.trim().is_empty() {
+        errors.push(FieldError::required(path, ""));
+        return None;
+    }
+    match cel::compile(source, declared) {
+        Ok(program) => Some(program),
+        Err(error) => {
+            errors.push(compile_error(path, source, &error));
+            None
+        }
+    }
+}
+
+/// Upstream's field error for an expression that does not compile.
+pub(crate) fn compile_error(path: String, source: &str, error: &CompileError) -> FieldError {
+    FieldError::invalid(path, source, format!("compilation failed: {error}"))
+}
+
+/// Compiles every expression of a policy's `spec`; the field errors name
+/// each one that does not compile, or is missing.
+pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let declared = declarations(spec);
+    let failure_policy = match spec["failurePolicy"].as_str() {
+        None | Some("Fail") => FailurePolicy::Fail,
+        Some("Ignore") => FailurePolicy::Ignore,
+        Some(other) => {
+            errors.push(FieldError::not_supported(
+                "spec.failurePolicy",
+                other,
+                &["Fail", "Ignore"],
+            ));
+            FailurePolicy::Fail
+        }
+    };
+    let mut named = |list: &str, expression: &str| -> Vec<(String, Arc<Program>)> {
+        let mut out = Vec::new();
+        for (i, entry) in spec[list].as_array().into_iter().flatten().enumerate() {
+            let path = format!("spec.{list}[{i}]");
+            let name = entry["name"].as_str().unwrap_or("");
+            if name.is_empty() {
+                errors.push(FieldError::required(format!("{path}.name"), ""));
+            } else if list == "variables" && !is_identifier(name) {
+                errors.push(FieldError::invalid(
+                    format!("{path}.name"),
+                    name,
+                    "name is not a valid CEL identifier",
+                ));
+            }
+            let source = entry[expression].as_str().unwrap_or("");
+            if let Some(program) =
+                compile_at(source, &declared, format!("{path}.{expression}"), &mut errors)
+            {
+                out.push((name.to_string(), program));
+            }
+        }
+        out
+    };
+    let match_conditions = named("matchConditions", "expression");
+    let variables = named("variables", "expression");
+    let mut validations = Vec::new();
+    for (i, entry) in spec["validations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!("spec.validations[{i}]");
+        let source = entry["expression"].as_str().unwrap_or("");
+        let expression = compile_at(source, &declared, format!("{path}.expression"), &mut errors);
+        let message_expression = entry["messageExpression"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .and_then(|source| {
+                compile_at(
+                    source,
+                    &declared,
+                    format!("{path}.messageExpression"),
+                    &mut errors,
+                )
+            });
+        let message = entry["message"].as_str().map(String::from);
+        if message.as_deref().is_some_and(|m| m.contains('\n')) {
+            errors.push(FieldError::invalid(
+                format!("{path}.message"),
+                message.clone().unwrap_or_default(),
+                "message must not contain line breaks",
+            ));
+        }
+        let reason = entry["reason"].as_str().map(String::from);
+        if let Some(reason) = &reason
+            && !REASONS.contains(&reason.as_str())
+        {
+            errors.push(FieldError::not_supported(
+                format!("{path}.reason"),
+                reason.as_str(),
+                REASONS,
+            ));
+        }
+        if let Some(expression) = expression {
+            validations.push(Validation {
+                expression,
+                message,
+                message_expression,
+                reason,
+            });
+        }
+    }
+    let mut audit_annotations = Vec::new();
+    for (i, entry) in spec["auditAnnotations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!("spec.auditAnnotations[{i}]");
+        let key = entry["key"].as_str().unwrap_or("");
+        if key.is_empty() {
+            errors.push(FieldError::required(format!("{path}.key"), ""));
+        }
+        let source = entry["valueExpression"].as_str().unwrap_or("");
+        if let Some(program) =
+            compile_at(source, &declared, format!("{path}.valueExpression"), &mut errors)
+        {
+            audit_annotations.push((key.to_string(), program));
+        }
+    }
+    if errors.is_empty() {
+        Ok(CompiledPolicy {
+            failure_policy,
+            match_conditions,
+            variables,
+            validations,
+            audit_annotations,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Every field error of a policy.
+pub(crate) fn validate_policy(object: &Value, errors: &mut Vec<FieldError>) {
+    let spec = &object["spec"];
+    let has = |field: &str| spec[field].as_array().is_some_and(|l| !l.is_empty());
+    if !has("validations") && !has("auditAnnotations") {
+        errors.push(FieldError::required(
+            "spec.validations",
+            "validations or auditAnnotations must contain at least one item",
+        ));
+    }
+    match spec.get("matchConstraints") {
+        Some(constraints) if constraints.is_object() => {
+            if !constraints["resourceRules"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty())
+            {
+                errors.push(FieldError::required(
+                    "spec.matchConstraints.resourceRules",
+                    "",
+                ));
+            }
+            validate_match_resources(constraints, "spec.matchConstraints", errors);
+        }
+        _ => errors.push(FieldError::required("spec.matchConstraints", "")),
+    }
+    if let Some(param_kind) = spec.get("paramKind").filter(|p| !p.is_null()) {
+        for field in ["apiVersion", "kind"] {
+            if param_kind[field].as_str().is_none_or(str::is_empty) {
+                errors.push(FieldError::required(format!("spec.paramKind.{field}"), ""));
+            }
+        }
+    }
+    if let Err(compile_errors) = compile_policy(spec) {
+        errors.extend(compile_errors);
+    }
+}
+
+/// Every field error of a binding.
+pub(crate) fn validate_binding(object: &Value, errors: &mut Vec<FieldError>) {
+    let spec = &object["spec"];
+    if spec["policyName"].as_str().is_none_or(str::is_empty) {
+        errors.push(FieldError::required("spec.policyName", ""));
+    }
+    let actions: Vec<&str> = spec["validationActions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if actions.is_empty() {
+        errors.push(FieldError::required(
+            "spec.validationActions",
+            "at least one validation action is required",
+        ));
+    }
+    for (i, action) in actions.iter().enumerate() {
+        let path = format!("spec.validationActions[{i}]");
+        if !ACTIONS.contains(action) {
+            errors.push(FieldError::not_supported(path, *action, ACTIONS));
+        } else if actions[..i].contains(action) {
+            errors.push(FieldError::duplicate(path, *action));
+        }
+    }
+    if actions.contains(&"Deny") && actions.contains(&"Warn") {
+        errors.push(FieldError::invalid(
+            "spec.validationActions",
+            json!(actions),
+            "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
+        ));
+    }
+    if let Some(param_ref) = spec.get("paramRef").filter(|p| !p.is_null()) {
+        let named = param_ref["name"].as_str().is_some_and(|n| !n.is_empty());
+        let selected = param_ref["selector"].is_object();
+        if named && selected {
+            errors.push(FieldError::forbidden(
+                "spec.paramRef.name",
+                "name and selector are mutually exclusive",
+            ));
+        } else if !named && !selected {
+            errors.push(FieldError::required(
+                "spec.paramRef",
+                "one of name or selector must be set",
+            ));
+        }
+        match param_ref["parameterNotFoundAction"].as_str() {
+            Some("Allow" | "Deny") => {}
+            Some(other) => errors.push(FieldError::not_supported(
+                "spec.paramRef.parameterNotFoundAction",
+                other,
+                &["Allow", "Deny"],
+            )),
+            None => errors.push(FieldError::required(
+                "spec.paramRef.parameterNotFoundAction",
+                "",
+            )),
+        }
+    }
+    if let Some(resources) = spec.get("matchResources").filter(|m| m.is_object()) {
+        validate_match_resources(resources, "spec.matchResources", errors);
+    }
+}
+
+fn validate_match_resources(resources: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    match resources["matchPolicy"].as_str() {
+        None | Some("Exact" | "Equivalent") => {}
+        Some(other) => errors.push(FieldError::not_supported(
+            format!("{path}.matchPolicy"),
+            other,
+            &["Equivalent", "Exact"],
+        )),
+    }
+    for rules in ["resourceRules", "excludeResourceRules"] {
+        for (i, rule) in resources[rules]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let at = format!("{path}.{rules}[{i}]");
+            for field in ["apiGroups", "apiVersions", "operations", "resources"] {
+                if !rule[field].as_array().is_some_and(|l| !l.is_empty()) {
+                    errors.push(FieldError::required(format!("{at}.{field}"), ""));
+                }
+            }
+            for (j, op) in rule["operations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let op = op.as_str().unwrap_or("");
+                if !["*", "CREATE", "UPDATE", "DELETE", "CONNECT"].contains(&op) {
+                    errors.push(FieldError::not_supported(
+                        format!("{at}.operations[{j}]"),
+                        op,
+                        &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"],
+                    ));
+                }
+            }
+            match rule["scope"].as_str() {
+                None | Some("*" | "Cluster" | "Namespaced") => {}
+                Some(other) => errors.push(FieldError::not_supported(
+                    format!("{at}.scope"),
+                    other,
+                    &["*", "Cluster", "Namespaced"],
+                )),
+            }
+        }
+    }
+    for selector in ["namespaceSelector", "objectSelector"] {
+        if let Some(value) = resources.get(selector).filter(|v| !v.is_null())
+            && let Err(error) = crate::selectors::label::LabelSelector::from_object(value)
+        {
+            errors.push(FieldError::invalid(
+                format!("{path}.{selector}"),
+                value.clone(),
+                error.to_string(),
+            ));
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! ValidatingAdmissionPolicies and their bindings, with upstream's columns.
+
+use serde_json::Value;
+
+use super::columns::{Column, Printer, age, list, name, text};
+
+pub static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Validations",
+            "integer",
+            "Validations indicates the number of validation rules defined in this configuration",
+        ),
+        Column::new(
+            "ParamKind",
+            "string",
+            "ParamKind specifies the kind of resources used to parameterize this policy",
+        ),
+        Column::AGE,
+    ],
+    cells: |policy, now| {
+        let param_kind = match (
+            text(policy, "spec/paramKind/apiVersion"),
+            text(policy, "spec/paramKind/kind"),
+        ) {
+            (Some(api_version), Some(kind)) => format!("{api_version}/{kind}"),
+            _ => "<unset>".to_string(),
+        };
+        vec![
+            name(policy),
+            Value::from(list(policy, "spec/validations").len()),
+            Value::from(param_kind),
+            age(policy, now),
+        ]
+    },
+};
+
+pub static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "PolicyName",
+            "string",
+            "PolicyName indicates the policy definition which the policy binding binded to",
+        ),
+        Column::new(
+            "ParamRef",
+            "string",
+            "ParamRef indicates the param resource which sets the configration param",
+        ),
+        Column::AGE,
+    ],
+    cells: |binding, now| {
+        let param_ref = match (
+            text(binding, "spec/paramRef/namespace").filter(|s| !s.is_empty()),
+            text(binding, "spec/paramRef/name").filter(|s| !s.is_empty()),
+        ) {
+            (Some(namespace), Some(name)) => format!("{namespace}/{name}"),
+            (None, Some(name)) => name.to_string(),
+            (Some(namespace), None) => format!("{namespace}/*"),
+            (None, None) if binding["spec"]["paramRef"].is_object() => "*".to_string(),
+            (None, None) => "<unset>".to_string(),
+        };
+        vec![
+            name(binding),
+            Value::from(text(binding, "spec/policyName").unwrap_or("")),
+            Value::from(param_ref),
+            age(binding, now),
+        ]
+    },
+};

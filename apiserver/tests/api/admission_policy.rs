@@ -1,0 +1,388 @@
+//! ValidatingAdmissionPolicy through the API: policies whose CEL does not
+//! compile are refused at write time; a bound policy refuses, warns about
+//! or audits writes as its binding says, with upstream's wording and the
+//! validation's reason; parameters, match conditions, variables and
+//! selectors decide what is checked; and from the attacker's side, an
+//! expression that errors or runs away fails closed under
+//! `failurePolicy: Fail` instead of letting the write through or hanging.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::request_notes::AuditAnnotations;
+use tower::ServiceExt;
+
+use super::harness::{TestServer, assert_status};
+
+const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+struct Answer {
+    code: StatusCode,
+    body: Value,
+    warnings: Vec<String>,
+    annotations: Vec<(String, String)>,
+}
+
+async fn send(ts: &TestServer, method: Method, path: &str, body: Value) -> Answer {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+        .unwrap();
+    let response = ts.router.clone().oneshot(request).await.unwrap();
+    let code = response.status();
+    let warnings = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| {
+            let raw = v.to_str().unwrap();
+            serde_json::from_str::<String>(raw.strip_prefix("299 - ").unwrap()).unwrap()
+        })
+        .collect();
+    let annotations = response
+        .extensions()
+        .get::<AuditAnnotations>()
+        .map(|a| a.0.clone())
+        .unwrap_or_default();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    Answer {
+        code,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        warnings,
+        annotations,
+    }
+}
+
+fn deployment(name: &str, replicas: i64, labels: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+    })
+}
+
+fn policy(name: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    if spec.get("matchConstraints").is_none() {
+        spec["matchConstraints"] = json!({"resourceRules": [{"apiGroups": ["apps"],
+            "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]});
+    }
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name}, "spec": spec})
+}
+
+fn binding(name: &str, policy: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    spec["policyName"] = json!(policy);
+    if spec.get("validationActions").is_none() {
+        spec["validationActions"] = json!(["Deny"]);
+    }
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name}, "spec": spec})
+}
+
+async fn install(ts: &TestServer, policy: Value, binding: Value) {
+    let created = send(ts, Method::POST, POLICIES, policy).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    let created = send(ts, Method::POST, BINDINGS, binding).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+}
+
+/// Creates `object` until the policies (read from watch caches that follow
+/// the store) answer something other than 201, or a second passes; returns
+/// the last answer. Anything created on the way is deleted.
+async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
+    let name = object["metadata"]["name"].as_str().unwrap().to_string();
+    for _ in 0..50 {
+        let answer = send(ts, Method::POST, DEPLOYMENTS, object.clone()).await;
+        if answer.code != StatusCode::CREATED {
+            return answer;
+        }
+        send(ts, Method::DELETE, &format!("{DEPLOYMENTS}/{name}"), json!({})).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    send(ts, Method::POST, DEPLOYMENTS, object).await
+}
+
+#[tokio::test]
+async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() {
+    let ts = TestServer::new().await;
+    let bad = policy(
+        "bad",
+        json!({"validations": [{"expression": "object.spec.replicas <= 5"},
+            {"expression": "object.spec.replicas <"}]}),
+    );
+    let answer = send(&ts, Method::POST, POLICIES, bad).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    let cause = &answer.body["details"]["causes"][0];
+    assert_eq!(cause["field"], "spec.validations[1].expression", "{}", answer.body);
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("ValidatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: spec.validations[1].expression: Invalid value: \"object.spec.replicas <\": compilation failed: "),
+        "{message}"
+    );
+    // Names nothing undeclared either: not a typo'd root, not an unknown variable.
+    let typo = policy(
+        "typo",
+        json!({"variables": [{"name": "small", "expression": "object.spec.replicas < 3"}],
+            "validations": [{"expression": "objekt.spec.replicas <= 5"},
+                {"expression": "variables.big", "messageExpression": "'x' +"}]}),
+    );
+    let answer = send(&ts, Method::POST, POLICIES, typo).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    let fields: Vec<&str> = answer.body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.validations[0].expression",
+            "spec.validations[1].expression",
+            "spec.validations[1].messageExpression"
+        ]
+    );
+    assert!(answer.body["message"].as_str().unwrap().contains("undeclared reference to 'objekt'"));
+    // Nothing was stored.
+    assert_eq!(ts.get(POLICIES).await.1["items"], json!([]));
+}
+
+#[tokio::test]
+async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
+    let ts = TestServer::new().await;
+    let created = send(&ts, Method::POST, POLICIES, policy("p", json!({"validations": [{"expression": "true"}]}))).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    let spec = &created.body["spec"];
+    assert_eq!(spec["failurePolicy"], "Fail");
+    assert_eq!(spec["matchConstraints"]["matchPolicy"], "Equivalent");
+    assert_eq!(spec["matchConstraints"]["namespaceSelector"], json!({}));
+    assert_eq!(spec["matchConstraints"]["objectSelector"], json!({}));
+    assert_eq!(spec["matchConstraints"]["resourceRules"][0]["scope"], "*");
+    let no_actions = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny", "Warn"]}});
+    let answer = send(&ts, Method::POST, BINDINGS, no_actions).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    assert_eq!(answer.body["details"]["causes"][0]["field"], "spec.validationActions");
+    let bad_ref = binding("b", "p", json!({"paramRef": {"name": "x"}}));
+    let answer = send(&ts, Method::POST, BINDINGS, bad_ref).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    assert_eq!(
+        answer.body["details"]["causes"][0]["field"],
+        "spec.paramRef.parameterNotFoundAction"
+    );
+}
+
+#[tokio::test]
+async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
+    let ts = TestServer::new().await;
+    install(
+        &ts,
+        policy("max-replicas", json!({"validations": [{"expression": "object.spec.replicas <= 5"}]})),
+        binding("max-replicas-binding", "max-replicas", json!({})),
+    )
+    .await;
+    let answer = create_until_refused(&ts, deployment("big", 6, json!({}))).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    assert_eq!(
+        answer.body["message"],
+        "deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5"
+    );
+    assert_eq!(
+        answer.body["details"]["causes"][0]["message"],
+        "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5"
+    );
+    let small = send(&ts, Method::POST, DEPLOYMENTS, deployment("small", 5, json!({}))).await;
+    assert_eq!(small.code, StatusCode::CREATED, "{}", small.body);
+    // An update past the limit is refused too; the stored object stays.
+    let mut grown = small.body.clone();
+    grown["spec"]["replicas"] = json!(9);
+    let answer = send(&ts, Method::PUT, &format!("{DEPLOYMENTS}/small"), grown).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    assert_eq!(ts.get(&format!("{DEPLOYMENTS}/small")).await.1["spec"]["replicas"], 5);
+    // Other resources are not the policy's business.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    assert_eq!(send(&ts, Method::POST, "/api/v1/namespaces/default/configmaps", cm).await.code, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn message_expressions_and_reasons_shape_the_refusal() {
+    let ts = TestServer::new().await;
+    install(
+        &ts,
+        policy("named", json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
+            "messageExpression": "'name ' + object.metadata.name + ' must start with ok-'",
+            "message": "static message", "reason": "Forbidden"}]})),
+        binding("named-binding", "named", json!({})),
+    )
+    .await;
+    let answer = create_until_refused(&ts, deployment("web", 1, json!({}))).await;
+    assert_status(answer.code, &answer.body, 403, "Forbidden");
+    assert_eq!(
+        answer.body["message"],
+        "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'named' with binding 'named-binding' denied request: name web must start with ok-"
+    );
+    let ok = send(&ts, Method::POST, DEPLOYMENTS, deployment("ok-web", 1, json!({}))).await;
+    assert_eq!(ok.code, StatusCode::CREATED, "{}", ok.body);
+}
+
+#[tokio::test]
+async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
+    let ts = TestServer::new().await;
+    install(
+        &ts,
+        policy("labelled", json!({"validations": [{"expression": "has(object.metadata.labels) && 'team' in object.metadata.labels",
+            "message": "every deployment needs a team label"}],
+            "auditAnnotations": [{"key": "replicas", "valueExpression": "string(object.spec.replicas)"}]})),
+        binding("labelled-binding", "labelled", json!({"validationActions": ["Warn", "Audit"]})),
+    )
+    .await;
+    let mut answer = None;
+    for i in 0..50 {
+        let a = send(&ts, Method::POST, DEPLOYMENTS, deployment(&format!("w{i}"), 2, json!({}))).await;
+        assert_eq!(a.code, StatusCode::CREATED, "{}", a.body);
+        if !a.warnings.is_empty() {
+            answer = Some(a);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer = answer.expect("a warning");
+    assert_eq!(
+        answer.warnings,
+        ["Validation failed for ValidatingAdmissionPolicy 'labelled' with binding 'labelled-binding': every deployment needs a team label"]
+    );
+    let failure = answer
+        .annotations
+        .iter()
+        .find(|(k, _)| k == "validation.policy.admission.k8s.io/validation_failure")
+        .expect("audit annotation");
+    let recorded: Value = serde_json::from_str(&failure.1).unwrap();
+    assert_eq!(recorded[0]["policy"], "labelled");
+    assert_eq!(recorded[0]["binding"], "labelled-binding");
+    assert_eq!(recorded[0]["message"], "every deployment needs a team label");
+    assert_eq!(recorded[0]["expressionIndex"], 0);
+    assert!(answer.annotations.contains(&("labelled/replicas".to_string(), "2".to_string())));
+    // A labelled one passes without a warning.
+    let quiet = send(&ts, Method::POST, DEPLOYMENTS, deployment("team", 2, json!({"team": "a"}))).await;
+    assert_eq!(quiet.code, StatusCode::CREATED);
+    assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
+}
+
+#[tokio::test]
+async fn params_match_conditions_variables_and_selectors_decide() {
+    let ts = TestServer::new().await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "limited", "labels": {"limits": "on"}}});
+    assert_eq!(send(&ts, Method::POST, "/api/v1/namespaces", ns).await.code, StatusCode::CREATED);
+    install(
+        &ts,
+        policy("param-max", json!({
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConditions": [{"name": "not-exempt", "expression": "!('exempt' in object.metadata.labels)"}],
+            "variables": [{"name": "max", "expression": "int(params.data.max)"}],
+            "validations": [{"expression": "object.spec.replicas <= variables.max",
+                "messageExpression": "'at most ' + string(variables.max) + ' replicas in ' + namespaceObject.metadata.name"}]})),
+        binding("param-max-binding", "param-max", json!({
+            "paramRef": {"name": "limits", "parameterNotFoundAction": "Deny"},
+            "matchResources": {"namespaceSelector": {"matchLabels": {"limits": "on"}}}})),
+    )
+    .await;
+    let limited = "/apis/apps/v1/namespaces/limited/deployments";
+    // No parameter object in the namespace yet: Deny says refuse.
+    let mut answer = None;
+    for _ in 0..50 {
+        let a = send(&ts, Method::POST, limited, deployment("d", 1, json!({}))).await;
+        if a.code != StatusCode::CREATED {
+            answer = Some(a);
+            break;
+        }
+        send(&ts, Method::DELETE, &format!("{limited}/d"), json!({})).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer = answer.expect("refused without params");
+    assert_eq!(
+        answer.body["message"],
+        "deployments.apps \"d\" is forbidden: ValidatingAdmissionPolicy 'param-max' with binding 'param-max-binding' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+    );
+    let params = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits"}, "data": {"max": "3"}});
+    assert_eq!(send(&ts, Method::POST, "/api/v1/namespaces/limited/configmaps", params).await.code, StatusCode::CREATED);
+    let mut answer = None;
+    for _ in 0..50 {
+        let a = send(&ts, Method::POST, limited, deployment("d", 4, json!({}))).await;
+        if a.body["message"].as_str().is_some_and(|m| m.contains("at most")) {
+            answer = Some(a);
+            break;
+        }
+        send(&ts, Method::DELETE, &format!("{limited}/d"), json!({})).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer = answer.expect("refused by the parameter");
+    assert!(answer.body["message"].as_str().unwrap().ends_with("denied request: at most 3 replicas in limited"), "{}", answer.body);
+    let fits = send(&ts, Method::POST, limited, deployment("fits", 3, json!({}))).await;
+    assert_eq!(fits.code, StatusCode::CREATED, "{}", fits.body);
+    // The match condition exempts; the namespace selector leaves other namespaces alone.
+    let exempt = send(&ts, Method::POST, limited, deployment("exempt", 9, json!({"exempt": "yes"}))).await;
+    assert_eq!(exempt.code, StatusCode::CREATED, "{}", exempt.body);
+    let elsewhere = send(&ts, Method::POST, DEPLOYMENTS, deployment("elsewhere", 9, json!({}))).await;
+    assert_eq!(elsewhere.code, StatusCode::CREATED, "{}", elsewhere.body);
+}
+
+#[tokio::test]
+async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ignore() {
+    let ts = TestServer::new().await;
+    // A field the object lacks: a runtime error, so Fail refuses.
+    install(
+        &ts,
+        policy("strict", json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]})),
+        binding("strict-binding", "strict", json!({})),
+    )
+    .await;
+    let answer = create_until_refused(&ts, deployment("d", 1, json!({}))).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("denied request: expression 'object.spec.missing.size() == 0' resulted in error: no such key: missing"),
+        "{message}"
+    );
+    // Under Ignore the same error lets the write through.
+    let mut ignore = ts.get(&format!("{POLICIES}/strict")).await.1;
+    ignore["spec"]["failurePolicy"] = json!("Ignore");
+    let put = send(&ts, Method::PUT, &format!("{POLICIES}/strict"), ignore).await;
+    assert_eq!(put.code, StatusCode::OK, "{}", put.body);
+    let mut created = None;
+    for _ in 0..50 {
+        let a = send(&ts, Method::POST, DEPLOYMENTS, deployment("d", 1, json!({}))).await;
+        if a.code == StatusCode::CREATED {
+            created = Some(a);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(created.is_some(), "Ignore lets an erroring policy through");
+    // A hostile expression (a hundred million iterations) is cut off by the
+    // budget and refused quickly rather than holding the server.
+    install(
+        &ts,
+        policy("hostile", json!({"validations": [{"expression":
+            "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, [1,2,3,4,5,6,7,8,9,10].all(f, [1,2,3,4,5,6,7,8,9,10].all(g, [1,2,3,4,5,6,7,8,9,10].all(h, a + b + c + d + e + f + g + h > 0))))))))"}]})),
+        binding("hostile-binding", "hostile", json!({})),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let answer = create_until_refused(&ts, deployment("h", 1, json!({}))).await;
+    assert_status(answer.code, &answer.body, 422, "Invalid");
+    let message = answer.body["message"].as_str().unwrap();
+    assert!(message.contains("hostile") && message.contains("operation cancelled"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
