@@ -29,23 +29,38 @@ const ALWAYS: &[&str] = &[
 ];
 
 /// Fails on the first identifier that is neither declared nor bound by an
-/// enclosing comprehension.
-pub(super) fn declared_only(expr: &IdedExpr, declared: &Declarations) -> Result<(), CompileError> {
-    let mut scope = Vec::new();
-    walk(expr, declared, &mut scope)
-}
-
-fn walk(
+/// enclosing comprehension; returns the declared roots the expression names.
+pub(super) fn declared_only(
     expr: &IdedExpr,
     declared: &Declarations,
-    scope: &mut Vec<String>,
-) -> Result<(), CompileError> {
+) -> Result<Vec<String>, CompileError> {
+    let mut walker = Walker {
+        declared,
+        scope: Vec::new(),
+        used: Vec::new(),
+    };
+    walker.walk(expr)?;
+    Ok(walker.used)
+}
+
+struct Walker<'d> {
+    declared: &'d Declarations,
+    /// Comprehension variables in scope.
+    scope: Vec<String>,
+    used: Vec<String>,
+}
+
+impl Walker<'_> {
+fn walk(&mut self, expr: &IdedExpr) -> Result<(), CompileError> {
+    let declared = self.declared;
     match &expr.expr {
         Expr::Ident(name) => {
-            let known = scope.iter().any(|s| s == name)
-                || declared.roots.contains(&name.as_str())
-                || ALWAYS.contains(&name.as_str());
-            if !known {
+            let bound = self.scope.iter().any(|s| s == name);
+            let root = declared.roots.contains(&name.as_str());
+            if !bound && root && !self.used.contains(name) {
+                self.used.push(name.clone());
+            }
+            if !(bound || root || ALWAYS.contains(&name.as_str())) {
                 return Err(CompileError::Undeclared(name.clone()));
             }
         }
@@ -53,41 +68,42 @@ fn walk(
             if let (Expr::Ident(root), Some((fields_root, names))) =
                 (&select.operand.expr, &declared.fields)
                 && root == fields_root
-                && !scope.iter().any(|s| s == root)
+                && !self.scope.iter().any(|s| s == root)
                 && !names.contains(&select.field)
             {
                 return Err(CompileError::UndefinedVariable(select.field.clone()));
             }
-            walk(&select.operand, declared, scope)?;
+            self.walk(&select.operand)?;
         }
         Expr::Call(call) => {
             if let Some(target) = &call.target {
-                walk(target, declared, scope)?;
+                self.walk(target)?;
             }
             for arg in &call.args {
-                walk(arg, declared, scope)?;
+                self.walk(arg)?;
             }
         }
         Expr::List(list) => {
             for element in &list.elements {
-                walk(element, declared, scope)?;
+                self.walk(element)?;
             }
         }
-        Expr::Map(map) => walk_entries(&map.entries, declared, scope)?,
-        Expr::Struct(s) => walk_entries(&s.entries, declared, scope)?,
+        Expr::Map(map) => self.walk_entries(&map.entries)?,
+        Expr::Struct(s) => self.walk_entries(&s.entries)?,
         Expr::Comprehension(c) => {
-            walk(&c.iter_range, declared, scope)?;
-            walk(&c.accu_init, declared, scope)?;
-            let depth = scope.len();
-            scope.push(c.iter_var.clone());
+            self.walk(&c.iter_range)?;
+            self.walk(&c.accu_init)?;
+            let depth = self.scope.len();
+            self.scope.push(c.iter_var.clone());
             if let Some(second) = &c.iter_var2 {
-                scope.push(second.clone());
+                self.scope.push(second.clone());
             }
-            scope.push(c.accu_var.clone());
-            let inner = walk(&c.loop_cond, declared, scope)
-                .and_then(|()| walk(&c.loop_step, declared, scope))
-                .and_then(|()| walk(&c.result, declared, scope));
-            scope.truncate(depth);
+            self.scope.push(c.accu_var.clone());
+            let inner = self
+                .walk(&c.loop_cond)
+                .and_then(|()| self.walk(&c.loop_step))
+                .and_then(|()| self.walk(&c.result));
+            self.scope.truncate(depth);
             inner?;
         }
         Expr::Literal(_) | Expr::Unspecified => {}
@@ -96,20 +112,20 @@ fn walk(
 }
 
 fn walk_entries(
+    &mut self,
     entries: &[cel::common::ast::IdedEntryExpr],
-    declared: &Declarations,
-    scope: &mut Vec<String>,
 ) -> Result<(), CompileError> {
     for entry in entries {
         match &entry.expr {
-            EntryExpr::StructField(field) => walk(&field.value, declared, scope)?,
+            EntryExpr::StructField(field) => self.walk(&field.value)?,
             EntryExpr::MapEntry(entry) => {
-                walk(&entry.key, declared, scope)?;
-                walk(&entry.value, declared, scope)?;
+                self.walk(&entry.key)?;
+                self.walk(&entry.value)?;
             }
         }
     }
     Ok(())
+}
 }
 
 /// Wraps one expression of every comprehension in a call to `cost`, so each

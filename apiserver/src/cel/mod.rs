@@ -99,12 +99,20 @@ static CACHE: LazyLock<Mutex<HashMap<String, Arc<Program>>>> =
 pub struct Program {
     source: String,
     expression: IdedExpr,
+    /// The declared root variables the expression names.
+    roots_used: Vec<String>,
 }
 
 impl Program {
     /// The expression as written.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// Whether the expression names the root variable `root` (a CRD rule
+    /// naming `oldSelf` is a transition rule).
+    pub fn uses(&self, root: &str) -> bool {
+        self.roots_used.iter().any(|r| r == root)
     }
 }
 
@@ -147,11 +155,12 @@ pub fn compile(source: &str, declared: &Declarations) -> Result<Arc<Program>, Co
         .compile(source)
         .map_err(|e| CompileError::Syntax(e.to_string()))?;
     let mut expression = parsed.expression().clone();
-    check::declared_only(&expression, declared)?;
+    let roots_used = check::declared_only(&expression, declared)?;
     check::meter_comprehensions(&mut expression, COST_FUNCTION);
     let program = Arc::new(Program {
         source: source.to_string(),
         expression,
+        roots_used,
     });
     let mut cache = CACHE.lock();
     if cache.len() >= CACHE_CAPACITY {

@@ -310,7 +310,10 @@ fn validate_versions(versions: &Value, errors: &mut Vec<FieldError>) {
         }
         let schema_path = format!("{path}.schema.openAPIV3Schema");
         match v["schema"].get("openAPIV3Schema") {
-            Some(schema) => super::structural::check_root(schema, &schema_path, errors),
+            Some(schema) => {
+                super::structural::check_root(schema, &schema_path, errors);
+                super::rules::check_definition(schema, &schema_path, errors);
+            }
             None => errors.push(FieldError::required(schema_path, "schemas are required")),
         }
         if let Some(columns) = v["additionalPrinterColumns"].as_array() {

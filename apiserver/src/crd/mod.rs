@@ -16,6 +16,7 @@ pub mod definition;
 pub mod printer;
 pub mod prune;
 mod resources;
+pub mod rules;
 pub mod scale;
 pub mod schema;
 pub mod structural;
@@ -78,11 +79,16 @@ impl CustomVersion {
         copy
     }
 
-    /// Every violation of the schema, with field paths.
-    pub fn validate(&self, object: &Value) -> Vec<FieldError> {
+    /// Every violation of the schema, with field paths: its structural
+    /// checks, then (when those pass) its `x-kubernetes-validations` rules,
+    /// transition rules seeing `old` (the stored object, on updates).
+    pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let mut errors = Vec::new();
         if let Some(schema) = &self.schema {
             values::validate(schema, object, "", &mut errors);
+            if errors.is_empty() {
+                rules::validate(schema, object, old, &mut errors);
+            }
         }
         errors
     }

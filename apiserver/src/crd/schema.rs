@@ -54,6 +54,16 @@ pub struct Schema {
     pub int_or_string: bool,
     #[serde(rename = "x-kubernetes-embedded-resource", default)]
     pub embedded_resource: bool,
+    /// `x-kubernetes-list-type` (`atomic`, `set`, `map`).
+    #[serde(rename = "x-kubernetes-list-type")]
+    pub list_type: Option<String>,
+    /// `x-kubernetes-list-map-keys`: what identifies an item of a `map` list.
+    #[serde(rename = "x-kubernetes-list-map-keys", default)]
+    pub list_map_keys: Vec<String>,
+    /// `x-kubernetes-validations`: CEL rules about the value at this node
+    /// (`crd::rules`).
+    #[serde(rename = "x-kubernetes-validations", default)]
+    pub rules: Vec<super::rules::Rule>,
     /// `pattern`, compiled by [`Schema::compile`]; `None` also when it does
     /// not compile (CRD validation rejects such schemas before they serve).
     #[serde(skip)]
@@ -70,6 +80,9 @@ impl Schema {
 
     fn compile(&mut self) {
         self.regex = self.pattern.as_deref().and_then(|p| Regex::new(p).ok());
+        for rule in &mut self.rules {
+            rule.compile();
+        }
         for child in self.properties.values_mut() {
             child.compile();
         }

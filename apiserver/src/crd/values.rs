@@ -88,7 +88,7 @@ fn child_path(path: &str, key: &str) -> String {
 }
 
 /// The JSON type names upstream reports for a value.
-fn type_name(value: &Value) -> &'static str {
+pub(crate) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -57,11 +57,11 @@ impl KindStrategy for CustomResources {
         &self,
         info: &ResourceInfo,
         object: &Value,
-        _old: Option<&Value>,
+        old: Option<&Value>,
         errors: &mut Vec<FieldError>,
     ) {
         if let Some(custom) = &info.custom {
-            errors.extend(custom.validate(object));
+            errors.extend(custom.validate(object, old));
         }
     }
 
