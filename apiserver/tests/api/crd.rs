@@ -746,3 +746,69 @@ mod kube_rs {
         assert_eq!(listed.items[0].spec.turns, 1);
     }
 }
+
+/// A Widget CRD whose schema carries `x-kubernetes-validations` rules: a
+/// cross-field rule reported at `spec.replicas` and a transition rule.
+fn ruled_crd() -> Value {
+    let mut crd = widget_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["maxReplicas"] =
+        json!({"type": "integer"});
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"] = json!([
+        {"rule": "!has(self.maxReplicas) || self.replicas <= self.maxReplicas",
+            "message": "must be at most maxReplicas", "fieldPath": ".replicas"},
+        {"rule": "self.size >= oldSelf.size", "messageExpression": "'size may not shrink below ' + string(oldSelf.size)"}
+    ]);
+    crd
+}
+
+#[tokio::test]
+async fn validation_rules_refuse_custom_objects_at_the_rules_path() {
+    let s = TestServer::new().await;
+    install(&s, ruled_crd()).await;
+    let (code, body) = s
+        .post(WIDGETS, widget("w", json!({"size": 3, "replicas": 7, "maxReplicas": 5})))
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["message"],
+        "Widget.example.com \"w\" is invalid: spec.replicas: Invalid value: \"object\": must be at most maxReplicas"
+    );
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.replicas");
+    let (code, created) = s
+        .post(WIDGETS, widget("w", json!({"size": 3, "replicas": 2, "maxReplicas": 5})))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    // The transition rule sees the stored object on update.
+    let mut shrunk = created.clone();
+    shrunk["spec"]["size"] = json!(2);
+    let (code, body) = s.put(&format!("{WIDGETS}/w"), shrunk).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["message"],
+        "Widget.example.com \"w\" is invalid: spec: Invalid value: \"object\": size may not shrink below 3"
+    );
+    let mut grown = created;
+    grown["spec"]["size"] = json!(4);
+    let (code, body) = s.put(&format!("{WIDGETS}/w"), grown).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_crd_whose_rule_does_not_compile_is_refused() {
+    let s = TestServer::new().await;
+    let mut crd = ruled_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"][0]["rule"] =
+        json!("self.replicas <=");
+    let (code, body) = s.post(CRDS, crd).await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["details"]["causes"][0]["field"],
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+    );
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("Invalid value: \"self.replicas <=\": compilation failed: ERROR: <input>"),
+        "{message}"
+    );
+    assert_eq!(s.get(&format!("{CRDS}/widgets.example.com")).await.0, StatusCode::NOT_FOUND);
+}
