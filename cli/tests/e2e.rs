@@ -5,6 +5,7 @@
 mod e2e {
     pub mod support;
 
+    mod admission_policy;
     mod audit;
     mod authz;
     mod containerd;

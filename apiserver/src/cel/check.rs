@@ -51,81 +51,81 @@ struct Walker<'d> {
 }
 
 impl Walker<'_> {
-fn walk(&mut self, expr: &IdedExpr) -> Result<(), CompileError> {
-    let declared = self.declared;
-    match &expr.expr {
-        Expr::Ident(name) => {
-            let bound = self.scope.iter().any(|s| s == name);
-            let root = declared.roots.contains(&name.as_str());
-            if !bound && root && !self.used.contains(name) {
-                self.used.push(name.clone());
+    fn walk(&mut self, expr: &IdedExpr) -> Result<(), CompileError> {
+        let declared = self.declared;
+        match &expr.expr {
+            Expr::Ident(name) => {
+                let bound = self.scope.iter().any(|s| s == name);
+                let root = declared.roots.contains(&name.as_str());
+                if !bound && root && !self.used.contains(name) {
+                    self.used.push(name.clone());
+                }
+                if !(bound || root || ALWAYS.contains(&name.as_str())) {
+                    return Err(CompileError::Undeclared(name.clone()));
+                }
             }
-            if !(bound || root || ALWAYS.contains(&name.as_str())) {
-                return Err(CompileError::Undeclared(name.clone()));
+            Expr::Select(select) => {
+                if let (Expr::Ident(root), Some((fields_root, names))) =
+                    (&select.operand.expr, &declared.fields)
+                    && root == fields_root
+                    && !self.scope.iter().any(|s| s == root)
+                    && !names.contains(&select.field)
+                {
+                    return Err(CompileError::UndefinedVariable(select.field.clone()));
+                }
+                self.walk(&select.operand)?;
             }
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.walk(target)?;
+                }
+                for arg in &call.args {
+                    self.walk(arg)?;
+                }
+            }
+            Expr::List(list) => {
+                for element in &list.elements {
+                    self.walk(element)?;
+                }
+            }
+            Expr::Map(map) => self.walk_entries(&map.entries)?,
+            Expr::Struct(s) => self.walk_entries(&s.entries)?,
+            Expr::Comprehension(c) => {
+                self.walk(&c.iter_range)?;
+                self.walk(&c.accu_init)?;
+                let depth = self.scope.len();
+                self.scope.push(c.iter_var.clone());
+                if let Some(second) = &c.iter_var2 {
+                    self.scope.push(second.clone());
+                }
+                self.scope.push(c.accu_var.clone());
+                let inner = self
+                    .walk(&c.loop_cond)
+                    .and_then(|()| self.walk(&c.loop_step))
+                    .and_then(|()| self.walk(&c.result));
+                self.scope.truncate(depth);
+                inner?;
+            }
+            Expr::Literal(_) | Expr::Unspecified => {}
         }
-        Expr::Select(select) => {
-            if let (Expr::Ident(root), Some((fields_root, names))) =
-                (&select.operand.expr, &declared.fields)
-                && root == fields_root
-                && !self.scope.iter().any(|s| s == root)
-                && !names.contains(&select.field)
-            {
-                return Err(CompileError::UndefinedVariable(select.field.clone()));
-            }
-            self.walk(&select.operand)?;
-        }
-        Expr::Call(call) => {
-            if let Some(target) = &call.target {
-                self.walk(target)?;
-            }
-            for arg in &call.args {
-                self.walk(arg)?;
-            }
-        }
-        Expr::List(list) => {
-            for element in &list.elements {
-                self.walk(element)?;
-            }
-        }
-        Expr::Map(map) => self.walk_entries(&map.entries)?,
-        Expr::Struct(s) => self.walk_entries(&s.entries)?,
-        Expr::Comprehension(c) => {
-            self.walk(&c.iter_range)?;
-            self.walk(&c.accu_init)?;
-            let depth = self.scope.len();
-            self.scope.push(c.iter_var.clone());
-            if let Some(second) = &c.iter_var2 {
-                self.scope.push(second.clone());
-            }
-            self.scope.push(c.accu_var.clone());
-            let inner = self
-                .walk(&c.loop_cond)
-                .and_then(|()| self.walk(&c.loop_step))
-                .and_then(|()| self.walk(&c.result));
-            self.scope.truncate(depth);
-            inner?;
-        }
-        Expr::Literal(_) | Expr::Unspecified => {}
+        Ok(())
     }
-    Ok(())
-}
 
-fn walk_entries(
-    &mut self,
-    entries: &[cel::common::ast::IdedEntryExpr],
-) -> Result<(), CompileError> {
-    for entry in entries {
-        match &entry.expr {
-            EntryExpr::StructField(field) => self.walk(&field.value)?,
-            EntryExpr::MapEntry(entry) => {
-                self.walk(&entry.key)?;
-                self.walk(&entry.value)?;
+    fn walk_entries(
+        &mut self,
+        entries: &[cel::common::ast::IdedEntryExpr],
+    ) -> Result<(), CompileError> {
+        for entry in entries {
+            match &entry.expr {
+                EntryExpr::StructField(field) => self.walk(&field.value)?,
+                EntryExpr::MapEntry(entry) => {
+                    self.walk(&entry.key)?;
+                    self.walk(&entry.value)?;
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
-}
 }
 
 /// Wraps one expression of every comprehension in a call to `cost`, so each
@@ -195,9 +195,8 @@ fn append_target<'e>(step: &'e mut IdedExpr, accu: &str) -> Option<&'e mut IdedE
     if call.target.is_some() {
         return None;
     }
-    let guarded = call.func_name == "_?_:_"
-        && call.args.len() == 3
-        && is_ident(&call.args[2], accu);
+    let guarded =
+        call.func_name == "_?_:_" && call.args.len() == 3 && is_ident(&call.args[2], accu);
     if guarded {
         return call.args.first_mut();
     }

@@ -231,14 +231,12 @@ pub fn evaluate(
     let charged = budget.clone();
     let overrun = Arc::new(Mutex::new(None::<EvalError>));
     let noted = overrun.clone();
-    let metered = context.add_function(COST_FUNCTION, move |value: Value| {
-        match charged.charge() {
-            Ok(()) => Ok(value),
-            Err(error) => {
-                let message = error.to_string();
-                *noted.lock() = Some(error);
-                Err(ExecutionError::function_error(COST_FUNCTION, message))
-            }
+    let metered = context.add_function(COST_FUNCTION, move |value: Value| match charged.charge() {
+        Ok(()) => Ok(value),
+        Err(error) => {
+            let message = error.to_string();
+            *noted.lock() = Some(error);
+            Err(ExecutionError::function_error(COST_FUNCTION, message))
         }
     });
     if let Err(error) = metered {

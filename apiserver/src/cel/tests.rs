@@ -2,7 +2,11 @@ use serde_json::json;
 
 use super::*;
 
-fn run(source: &str, roots: &[&'static str], vars: &[(&str, serde_json::Value)]) -> Result<Value, EvalError> {
+fn run(
+    source: &str,
+    roots: &[&'static str],
+    vars: &[(&str, serde_json::Value)],
+) -> Result<Value, EvalError> {
     let program = compile(source, &Declarations::roots(roots)).unwrap();
     let bound: Vec<(&str, Value)> = vars.iter().map(|(n, v)| (*n, from_json(v))).collect();
     evaluate(&program, &bound, &Budget::standard())
@@ -16,7 +20,9 @@ fn variables_are_json_objects_with_ints_and_doubles() {
     assert!(yes("object.spec.replicas == 3 && object.spec.replicas < 5"));
     assert!(yes("object.spec.ratio > 0.25"));
     assert!(yes("has(object.spec.name) && !has(object.spec.missing)"));
-    assert!(yes("object.spec.tags.all(t, t.size() == 1) && 'b' in object.spec.tags"));
+    assert!(yes(
+        "object.spec.tags.all(t, t.size() == 1) && 'b' in object.spec.tags"
+    ));
     assert!(yes("object.spec.tags.map(t, t + '!') == ['a!', 'b!']"));
     assert!(yes("object.spec.tags.filter(t, t != 'a').size() == 1"));
     assert!(yes("object.spec.name.matches('^w[a-z]+$')"));
@@ -34,7 +40,10 @@ fn extension_functions_are_there() {
 #[test]
 fn syntax_errors_and_undeclared_names_do_not_compile() {
     let roots = Declarations::roots(&["object"]);
-    assert!(matches!(compile("object.spec.replicas <", &roots), Err(CompileError::Syntax(_))));
+    assert!(matches!(
+        compile("object.spec.replicas <", &roots),
+        Err(CompileError::Syntax(_))
+    ));
     assert_eq!(
         compile("objekt.spec == 1", &roots).unwrap_err(),
         CompileError::Undeclared("objekt".into())
@@ -61,7 +70,10 @@ fn runtime_errors_are_reported() {
     let vars = [("object", json!({"spec": {}}))];
     let error = run("object.spec.replicas > 1", &["object"], &vars).unwrap_err();
     assert_eq!(error, EvalError::Runtime("no such key: replicas".into()));
-    assert!(matches!(as_bool(&Value::Int(1)), Err(EvalError::WrongType { .. })));
+    assert!(matches!(
+        as_bool(&Value::Int(1)),
+        Err(EvalError::WrongType { .. })
+    ));
 }
 
 #[test]
@@ -77,23 +89,38 @@ fn a_hostile_expression_runs_out_of_budget() {
     let bound = [("object", from_json(&vars[0].1))];
     // Either limit may stop it first (a debug build is slow); both must.
     let error = evaluate(&program, &bound, &Budget::standard()).unwrap_err();
-    assert!(matches!(error, EvalError::CostExceeded | EvalError::Timeout), "{error}");
+    assert!(
+        matches!(error, EvalError::CostExceeded | EvalError::Timeout),
+        "{error}"
+    );
     let by_count = Budget::new(10_000, Duration::from_secs(60));
-    assert_eq!(evaluate(&program, &bound, &by_count).unwrap_err(), EvalError::CostExceeded);
+    assert_eq!(
+        evaluate(&program, &bound, &by_count).unwrap_err(),
+        EvalError::CostExceeded
+    );
     let nested_map = compile(
         "object.l.map(a, object.l.map(b, b)).size() > 0",
         &Declarations::roots(&["object"]),
     )
     .unwrap();
     let by_count = Budget::new(10_000, Duration::from_secs(60));
-    assert_eq!(evaluate(&nested_map, &bound, &by_count).unwrap_err(), EvalError::CostExceeded);
+    assert_eq!(
+        evaluate(&nested_map, &bound, &by_count).unwrap_err(),
+        EvalError::CostExceeded
+    );
     // The same expression within budget succeeds.
     let small = [("object", from_json(&json!({"l": [1, 2, 3]})))];
-    assert_eq!(evaluate(&program, &small, &Budget::standard()), Ok(Value::Bool(true)));
+    assert_eq!(
+        evaluate(&program, &small, &Budget::standard()),
+        Ok(Value::Bool(true))
+    );
     // And a deadline in the past stops anything at its first iteration.
     let late = Budget::new(DEFAULT_ITERATIONS, Duration::ZERO);
     std::thread::sleep(Duration::from_millis(2));
-    assert_eq!(evaluate(&program, &small, &late).unwrap_err(), EvalError::Timeout);
+    assert_eq!(
+        evaluate(&program, &small, &late).unwrap_err(),
+        EvalError::Timeout
+    );
 }
 
 #[test]

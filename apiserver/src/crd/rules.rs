@@ -132,7 +132,12 @@ pub fn check_definition(schema: &Value, path: &str, errors: &mut Vec<FieldError>
 
 /// Runs every rule of `schema` on `object` (and `old`, the stored object
 /// on updates), adding a field error for each that fails.
-pub fn validate(schema: &Schema, object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+pub fn validate(
+    schema: &Schema,
+    object: &Value,
+    old: Option<&Value>,
+    errors: &mut Vec<FieldError>,
+) {
     let budget = Budget::standard();
     let mut walk = Walk {
         budget,
@@ -160,12 +165,14 @@ impl Walk<'_> {
         match value {
             Value::Object(map) => {
                 for (key, child) in map {
-                    let child_schema = schema.properties.get(key).or(match &schema
-                        .additional_properties
-                    {
-                        Some(Additional::Schema(s)) => Some(s.as_ref()),
-                        _ => None,
-                    });
+                    let child_schema =
+                        schema
+                            .properties
+                            .get(key)
+                            .or(match &schema.additional_properties {
+                                Some(Additional::Schema(s)) => Some(s.as_ref()),
+                                _ => None,
+                            });
                     if let Some(child_schema) = child_schema {
                         let old_child = old.and_then(|o| o.get(key));
                         let child_path = if schema.properties.contains_key(key) {

@@ -43,7 +43,9 @@ use crate::status::{ApiError, FieldError};
 use crate::table::{IncludeObject, Printer};
 use crate::validation::NameRule;
 
-pub(crate) use admission_policies::{ValidatingAdmissionPolicies, ValidatingAdmissionPolicyBindings};
+pub(crate) use admission_policies::{
+    ValidatingAdmissionPolicies, ValidatingAdmissionPolicyBindings,
+};
 pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};

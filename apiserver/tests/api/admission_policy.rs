@@ -108,7 +108,13 @@ async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
         if answer.code != StatusCode::CREATED {
             return answer;
         }
-        send(ts, Method::DELETE, &format!("{DEPLOYMENTS}/{name}"), json!({})).await;
+        send(
+            ts,
+            Method::DELETE,
+            &format!("{DEPLOYMENTS}/{name}"),
+            json!({}),
+        )
+        .await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     send(ts, Method::POST, DEPLOYMENTS, object).await
@@ -125,7 +131,11 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
     let answer = send(&ts, Method::POST, POLICIES, bad).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     let cause = &answer.body["details"]["causes"][0];
-    assert_eq!(cause["field"], "spec.validations[1].expression", "{}", answer.body);
+    assert_eq!(
+        cause["field"], "spec.validations[1].expression",
+        "{}",
+        answer.body
+    );
     let message = answer.body["message"].as_str().unwrap();
     assert!(
         message.starts_with("ValidatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: spec.validations[1].expression: Invalid value: \"object.spec.replicas <\": compilation failed: "),
@@ -154,7 +164,12 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
             "spec.validations[1].messageExpression"
         ]
     );
-    assert!(answer.body["message"].as_str().unwrap().contains("undeclared reference to 'objekt'"));
+    assert!(
+        answer.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("undeclared reference to 'objekt'")
+    );
     // Nothing was stored.
     assert_eq!(ts.get(POLICIES).await.1["items"], json!([]));
 }
@@ -162,7 +177,13 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
 #[tokio::test]
 async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
     let ts = TestServer::new().await;
-    let created = send(&ts, Method::POST, POLICIES, policy("p", json!({"validations": [{"expression": "true"}]}))).await;
+    let created = send(
+        &ts,
+        Method::POST,
+        POLICIES,
+        policy("p", json!({"validations": [{"expression": "true"}]})),
+    )
+    .await;
     assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
     let spec = &created.body["spec"];
     assert_eq!(spec["failurePolicy"], "Fail");
@@ -174,7 +195,10 @@ async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
         "metadata": {"name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny", "Warn"]}});
     let answer = send(&ts, Method::POST, BINDINGS, no_actions).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
-    assert_eq!(answer.body["details"]["causes"][0]["field"], "spec.validationActions");
+    assert_eq!(
+        answer.body["details"]["causes"][0]["field"],
+        "spec.validationActions"
+    );
     let bad_ref = binding("b", "p", json!({"paramRef": {"name": "x"}}));
     let answer = send(&ts, Method::POST, BINDINGS, bad_ref).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
@@ -189,7 +213,10 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
     let ts = TestServer::new().await;
     install(
         &ts,
-        policy("max-replicas", json!({"validations": [{"expression": "object.spec.replicas <= 5"}]})),
+        policy(
+            "max-replicas",
+            json!({"validations": [{"expression": "object.spec.replicas <= 5"}]}),
+        ),
         binding("max-replicas-binding", "max-replicas", json!({})),
     )
     .await;
@@ -203,17 +230,36 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
         answer.body["details"]["causes"][0]["message"],
         "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5"
     );
-    let small = send(&ts, Method::POST, DEPLOYMENTS, deployment("small", 5, json!({}))).await;
+    let small = send(
+        &ts,
+        Method::POST,
+        DEPLOYMENTS,
+        deployment("small", 5, json!({})),
+    )
+    .await;
     assert_eq!(small.code, StatusCode::CREATED, "{}", small.body);
     // An update past the limit is refused too; the stored object stays.
     let mut grown = small.body.clone();
     grown["spec"]["replicas"] = json!(9);
     let answer = send(&ts, Method::PUT, &format!("{DEPLOYMENTS}/small"), grown).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
-    assert_eq!(ts.get(&format!("{DEPLOYMENTS}/small")).await.1["spec"]["replicas"], 5);
+    assert_eq!(
+        ts.get(&format!("{DEPLOYMENTS}/small")).await.1["spec"]["replicas"],
+        5
+    );
     // Other resources are not the policy's business.
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
-    assert_eq!(send(&ts, Method::POST, "/api/v1/namespaces/default/configmaps", cm).await.code, StatusCode::CREATED);
+    assert_eq!(
+        send(
+            &ts,
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            cm
+        )
+        .await
+        .code,
+        StatusCode::CREATED
+    );
 }
 
 #[tokio::test]
@@ -221,9 +267,12 @@ async fn message_expressions_and_reasons_shape_the_refusal() {
     let ts = TestServer::new().await;
     install(
         &ts,
-        policy("named", json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
+        policy(
+            "named",
+            json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
             "messageExpression": "'name ' + object.metadata.name + ' must start with ok-'",
-            "message": "static message", "reason": "Forbidden"}]})),
+            "message": "static message", "reason": "Forbidden"}]}),
+        ),
         binding("named-binding", "named", json!({})),
     )
     .await;
@@ -233,7 +282,13 @@ async fn message_expressions_and_reasons_shape_the_refusal() {
         answer.body["message"],
         "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'named' with binding 'named-binding' denied request: name web must start with ok-"
     );
-    let ok = send(&ts, Method::POST, DEPLOYMENTS, deployment("ok-web", 1, json!({}))).await;
+    let ok = send(
+        &ts,
+        Method::POST,
+        DEPLOYMENTS,
+        deployment("ok-web", 1, json!({})),
+    )
+    .await;
     assert_eq!(ok.code, StatusCode::CREATED, "{}", ok.body);
 }
 
@@ -250,7 +305,13 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
     .await;
     let mut answer = None;
     for i in 0..50 {
-        let a = send(&ts, Method::POST, DEPLOYMENTS, deployment(&format!("w{i}"), 2, json!({}))).await;
+        let a = send(
+            &ts,
+            Method::POST,
+            DEPLOYMENTS,
+            deployment(&format!("w{i}"), 2, json!({})),
+        )
+        .await;
         assert_eq!(a.code, StatusCode::CREATED, "{}", a.body);
         if !a.warnings.is_empty() {
             answer = Some(a);
@@ -261,7 +322,9 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
     let answer = answer.expect("a warning");
     assert_eq!(
         answer.warnings,
-        ["Validation failed for ValidatingAdmissionPolicy 'labelled' with binding 'labelled-binding': every deployment needs a team label"]
+        [
+            "Validation failed for ValidatingAdmissionPolicy 'labelled' with binding 'labelled-binding': every deployment needs a team label"
+        ]
     );
     let failure = answer
         .annotations
@@ -271,11 +334,24 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
     let recorded: Value = serde_json::from_str(&failure.1).unwrap();
     assert_eq!(recorded[0]["policy"], "labelled");
     assert_eq!(recorded[0]["binding"], "labelled-binding");
-    assert_eq!(recorded[0]["message"], "every deployment needs a team label");
+    assert_eq!(
+        recorded[0]["message"],
+        "every deployment needs a team label"
+    );
     assert_eq!(recorded[0]["expressionIndex"], 0);
-    assert!(answer.annotations.contains(&("labelled/replicas".to_string(), "2".to_string())));
+    assert!(
+        answer
+            .annotations
+            .contains(&("labelled/replicas".to_string(), "2".to_string()))
+    );
     // A labelled one passes without a warning.
-    let quiet = send(&ts, Method::POST, DEPLOYMENTS, deployment("team", 2, json!({"team": "a"}))).await;
+    let quiet = send(
+        &ts,
+        Method::POST,
+        DEPLOYMENTS,
+        deployment("team", 2, json!({"team": "a"})),
+    )
+    .await;
     assert_eq!(quiet.code, StatusCode::CREATED);
     assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
 }
@@ -284,7 +360,10 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
 async fn params_match_conditions_variables_and_selectors_decide() {
     let ts = TestServer::new().await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "limited", "labels": {"limits": "on"}}});
-    assert_eq!(send(&ts, Method::POST, "/api/v1/namespaces", ns).await.code, StatusCode::CREATED);
+    assert_eq!(
+        send(&ts, Method::POST, "/api/v1/namespaces", ns).await.code,
+        StatusCode::CREATED
+    );
     install(
         &ts,
         policy("param-max", json!({
@@ -316,11 +395,24 @@ async fn params_match_conditions_variables_and_selectors_decide() {
         "deployments.apps \"d\" is forbidden: ValidatingAdmissionPolicy 'param-max' with binding 'param-max-binding' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
     );
     let params = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits"}, "data": {"max": "3"}});
-    assert_eq!(send(&ts, Method::POST, "/api/v1/namespaces/limited/configmaps", params).await.code, StatusCode::CREATED);
+    assert_eq!(
+        send(
+            &ts,
+            Method::POST,
+            "/api/v1/namespaces/limited/configmaps",
+            params
+        )
+        .await
+        .code,
+        StatusCode::CREATED
+    );
     let mut answer = None;
     for _ in 0..50 {
         let a = send(&ts, Method::POST, limited, deployment("d", 4, json!({}))).await;
-        if a.body["message"].as_str().is_some_and(|m| m.contains("at most")) {
+        if a.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("at most"))
+        {
             answer = Some(a);
             break;
         }
@@ -328,13 +420,32 @@ async fn params_match_conditions_variables_and_selectors_decide() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let answer = answer.expect("refused by the parameter");
-    assert!(answer.body["message"].as_str().unwrap().ends_with("denied request: at most 3 replicas in limited"), "{}", answer.body);
+    assert!(
+        answer.body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("denied request: at most 3 replicas in limited"),
+        "{}",
+        answer.body
+    );
     let fits = send(&ts, Method::POST, limited, deployment("fits", 3, json!({}))).await;
     assert_eq!(fits.code, StatusCode::CREATED, "{}", fits.body);
     // The match condition exempts; the namespace selector leaves other namespaces alone.
-    let exempt = send(&ts, Method::POST, limited, deployment("exempt", 9, json!({"exempt": "yes"}))).await;
+    let exempt = send(
+        &ts,
+        Method::POST,
+        limited,
+        deployment("exempt", 9, json!({"exempt": "yes"})),
+    )
+    .await;
     assert_eq!(exempt.code, StatusCode::CREATED, "{}", exempt.body);
-    let elsewhere = send(&ts, Method::POST, DEPLOYMENTS, deployment("elsewhere", 9, json!({}))).await;
+    let elsewhere = send(
+        &ts,
+        Method::POST,
+        DEPLOYMENTS,
+        deployment("elsewhere", 9, json!({})),
+    )
+    .await;
     assert_eq!(elsewhere.code, StatusCode::CREATED, "{}", elsewhere.body);
 }
 
@@ -344,7 +455,10 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     // A field the object lacks: a runtime error, so Fail refuses.
     install(
         &ts,
-        policy("strict", json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]})),
+        policy(
+            "strict",
+            json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]}),
+        ),
         binding("strict-binding", "strict", json!({})),
     )
     .await;
@@ -362,7 +476,13 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     assert_eq!(put.code, StatusCode::OK, "{}", put.body);
     let mut created = None;
     for _ in 0..50 {
-        let a = send(&ts, Method::POST, DEPLOYMENTS, deployment("d", 1, json!({}))).await;
+        let a = send(
+            &ts,
+            Method::POST,
+            DEPLOYMENTS,
+            deployment("d", 1, json!({})),
+        )
+        .await;
         if a.code == StatusCode::CREATED {
             created = Some(a);
             break;
@@ -383,6 +503,13 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     let answer = create_until_refused(&ts, deployment("h", 1, json!({}))).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     let message = answer.body["message"].as_str().unwrap();
-    assert!(message.contains("hostile") && message.contains("operation cancelled"), "{message}");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        message.contains("hostile") && message.contains("operation cancelled"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 }

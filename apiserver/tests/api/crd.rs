@@ -766,7 +766,10 @@ async fn validation_rules_refuse_custom_objects_at_the_rules_path() {
     let s = TestServer::new().await;
     install(&s, ruled_crd()).await;
     let (code, body) = s
-        .post(WIDGETS, widget("w", json!({"size": 3, "replicas": 7, "maxReplicas": 5})))
+        .post(
+            WIDGETS,
+            widget("w", json!({"size": 3, "replicas": 7, "maxReplicas": 5})),
+        )
         .await;
     assert_status(code, &body, 422, "Invalid");
     assert_eq!(
@@ -775,7 +778,10 @@ async fn validation_rules_refuse_custom_objects_at_the_rules_path() {
     );
     assert_eq!(body["details"]["causes"][0]["field"], "spec.replicas");
     let (code, created) = s
-        .post(WIDGETS, widget("w", json!({"size": 3, "replicas": 2, "maxReplicas": 5})))
+        .post(
+            WIDGETS,
+            widget("w", json!({"size": 3, "replicas": 2, "maxReplicas": 5})),
+        )
         .await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     // The transition rule sees the stored object on update.
@@ -797,8 +803,8 @@ async fn validation_rules_refuse_custom_objects_at_the_rules_path() {
 async fn a_crd_whose_rule_does_not_compile_is_refused() {
     let s = TestServer::new().await;
     let mut crd = ruled_crd();
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"][0]["rule"] =
-        json!("self.replicas <=");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"]
+        [0]["rule"] = json!("self.replicas <=");
     let (code, body) = s.post(CRDS, crd).await;
     assert_status(code, &body, 422, "Invalid");
     assert_eq!(
@@ -810,5 +816,8 @@ async fn a_crd_whose_rule_does_not_compile_is_refused() {
         message.contains("Invalid value: \"self.replicas <=\": compilation failed: ERROR: <input>"),
         "{message}"
     );
-    assert_eq!(s.get(&format!("{CRDS}/widgets.example.com")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        s.get(&format!("{CRDS}/widgets.example.com")).await.0,
+        StatusCode::NOT_FOUND
+    );
 }

@@ -22,7 +22,12 @@ const ROOTS: &[&str] = &[
     "variables",
 ];
 
-const REASONS: &[&str] = &["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"];
+const REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "Invalid",
+    "RequestEntityTooLarge",
+];
 const ACTIONS: &[&str] = &["Deny", "Warn", "Audit"];
 
 /// What happens when an expression fails to evaluate (or a parameter
@@ -165,9 +170,12 @@ pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldEr
                 ));
             }
             let source = entry[expression].as_str().unwrap_or("");
-            if let Some(program) =
-                compile_at(source, &declared, format!("{path}.{expression}"), &mut errors)
-            {
+            if let Some(program) = compile_at(
+                source,
+                &declared,
+                format!("{path}.{expression}"),
+                &mut errors,
+            ) {
                 out.push((name.to_string(), program));
             }
         }
@@ -236,9 +244,12 @@ pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldEr
             errors.push(FieldError::required(format!("{path}.key"), ""));
         }
         let source = entry["valueExpression"].as_str().unwrap_or("");
-        if let Some(program) =
-            compile_at(source, &declared, format!("{path}.valueExpression"), &mut errors)
-        {
+        if let Some(program) = compile_at(
+            source,
+            &declared,
+            format!("{path}.valueExpression"),
+            &mut errors,
+        ) {
             audit_annotations.push((key.to_string(), program));
         }
     }

@@ -130,7 +130,11 @@ fn namespace_matches(value: &Value, request: &RequestShape<'_>) -> bool {
         Err(()) => return false,
     };
     if request.is_namespace {
-        let own = request.new.or(request.old).map(labels_of).unwrap_or_default();
+        let own = request
+            .new
+            .or(request.old)
+            .map(labels_of)
+            .unwrap_or_default();
         return selector.matches_labels(&own);
     }
     if !request.namespaced {
@@ -202,7 +206,10 @@ mod tests {
         assert!(matches(&rule(any_op.clone()), &status_write, true));
         let mut star = any_op.clone();
         star["resources"] = json!(["*"]);
-        assert!(!matches(&rule(star.clone()), &status_write, true), "* leaves subresources out");
+        assert!(
+            !matches(&rule(star.clone()), &status_write, true),
+            "* leaves subresources out"
+        );
         star["resources"] = json!(["*/*"]);
         assert!(matches(&rule(star), &status_write, true));
         let mut cluster = base.clone();
@@ -225,12 +232,39 @@ mod tests {
         let ns = json!({"metadata": {"labels": {"env": "test"}}});
         let request = deployment_create(&new, &ns);
         let with = |field: &str, selector: Value| json!({field: selector});
-        assert!(matches(&with("namespaceSelector", json!({"matchLabels": {"env": "test"}})), &request, false));
-        assert!(!matches(&with("namespaceSelector", json!({"matchLabels": {"env": "prod"}})), &request, false));
-        assert!(matches(&with("objectSelector", json!({"matchLabels": {"tier": "front"}})), &request, false));
-        assert!(!matches(&with("objectSelector", json!({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]})), &request, false));
+        assert!(matches(
+            &with("namespaceSelector", json!({"matchLabels": {"env": "test"}})),
+            &request,
+            false
+        ));
+        assert!(!matches(
+            &with("namespaceSelector", json!({"matchLabels": {"env": "prod"}})),
+            &request,
+            false
+        ));
+        assert!(matches(
+            &with("objectSelector", json!({"matchLabels": {"tier": "front"}})),
+            &request,
+            false
+        ));
+        assert!(!matches(
+            &with(
+                "objectSelector",
+                json!({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]})
+            ),
+            &request,
+            false
+        ));
         // A cluster-scoped object ignores the namespace selector.
-        let node = RequestShape { namespaced: false, namespace_labels: None, ..deployment_create(&new, &ns) };
-        assert!(matches(&with("namespaceSelector", json!({"matchLabels": {"env": "prod"}})), &node, false));
+        let node = RequestShape {
+            namespaced: false,
+            namespace_labels: None,
+            ..deployment_create(&new, &ns)
+        };
+        assert!(matches(
+            &with("namespaceSelector", json!({"matchLabels": {"env": "prod"}})),
+            &node,
+            false
+        ));
     }
 }

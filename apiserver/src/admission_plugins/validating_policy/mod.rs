@@ -87,7 +87,13 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
     let base = Activation {
         object: request.new.map(cel::from_json).unwrap_or(cel::Value::Null),
         old_object: request.old.map(cel::from_json).unwrap_or(cel::Value::Null),
-        request: cel::from_json(&request_variable(request, name, namespace, operation, subresource)),
+        request: cel::from_json(&request_variable(
+            request,
+            name,
+            namespace,
+            operation,
+            subresource,
+        )),
         namespace_object: namespace_object
             .as_deref()
             .map(cel::from_json)
@@ -107,7 +113,9 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
         if !matching::matches(constraints, &shape, true) {
             continue;
         }
-        if let Some(resources) = binding["spec"].get("matchResources").filter(|m| m.is_object())
+        if let Some(resources) = binding["spec"]
+            .get("matchResources")
+            .filter(|m| m.is_object())
             && !matching::matches(resources, &shape, false)
         {
             continue;
@@ -262,7 +270,10 @@ fn evaluate_once(
             }
             Err(error) => on_error(
                 failures,
-                format!("expression '{source}' resulted in error: {}", error_text(&error)),
+                format!(
+                    "expression '{source}' resulted in error: {}",
+                    error_text(&error)
+                ),
             ),
         }
     }
@@ -273,12 +284,18 @@ fn evaluate_once(
                 Ok(text) => request.notes.annotate(format!("{policy_name}/{key}"), text),
                 Err(error) => on_error(
                     failures,
-                    format!("valueExpression '{}' resulted in error: {error}", program.source()),
+                    format!(
+                        "valueExpression '{}' resulted in error: {error}",
+                        program.source()
+                    ),
                 ),
             },
             Err(error) => on_error(
                 failures,
-                format!("valueExpression '{}' resulted in error: {error}", program.source()),
+                format!(
+                    "valueExpression '{}' resulted in error: {error}",
+                    program.source()
+                ),
             ),
         }
     }
@@ -430,7 +447,11 @@ fn all_of(inner: &Inner, info: &ResourceInfo) -> Vec<Arc<Value>> {
 fn namespace_object(inner: &Inner, namespace: &str) -> Option<Arc<Value>> {
     let info = inner.registry.get("", "v1", "namespaces")?;
     let cache = inner.cache(&info).ok()?;
-    cache.snapshot().objects.get(&info.key(None, namespace)).cloned()
+    cache
+        .snapshot()
+        .objects
+        .get(&info.key(None, namespace))
+        .cloned()
 }
 
 /// Why no parameters could be found.
@@ -489,7 +510,13 @@ fn resolve_params(
         Some(name) => inner
             .cache(&info)
             .ok()
-            .and_then(|cache| cache.snapshot().objects.get(&info.key(namespace, name)).cloned())
+            .and_then(|cache| {
+                cache
+                    .snapshot()
+                    .objects
+                    .get(&info.key(namespace, name))
+                    .cloned()
+            })
             .into_iter()
             .collect(),
         None => {

@@ -13,7 +13,8 @@ fn run(schema: &Schema, object: Value, old: Option<Value>) -> Vec<String> {
 }
 
 fn widget_schema() -> Schema {
-    schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+    schema(
+        json!({"type": "object", "properties": {"spec": {"type": "object",
         "x-kubernetes-validations": [
             {"rule": "self.replicas <= self.maxReplicas", "message": "must be at most maxReplicas", "fieldPath": ".replicas"},
             {"rule": "self.replicas >= oldSelf.replicas", "message": "replicas may not shrink"}],
@@ -27,14 +28,19 @@ fn widget_schema() -> Schema {
                         {"rule": "self == oldSelf", "message": "port is immutable", "reason": "FieldValueForbidden"}]}}}},
             "tags": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() <= 3"}]}},
             "limits": {"type": "object", "additionalProperties": {"type": "integer",
-                "x-kubernetes-validations": [{"rule": "self >= 0", "message": "must not be negative"}]}}}}}}))
+                "x-kubernetes-validations": [{"rule": "self >= 0", "message": "must not be negative"}]}}}}}}),
+    )
 }
 
 #[test]
 fn rules_at_nested_nodes_report_at_their_paths() {
     let s = widget_schema();
-    let errors = run(&s, json!({"spec": {"replicas": 7, "maxReplicas": 5, "name": "a",
-        "ports": [{"name": "http", "port": 80}], "tags": ["ok", "toolong"], "limits": {"cpu": -1, "mem": 2}}}), None);
+    let errors = run(
+        &s,
+        json!({"spec": {"replicas": 7, "maxReplicas": 5, "name": "a",
+        "ports": [{"name": "http", "port": 80}], "tags": ["ok", "toolong"], "limits": {"cpu": -1, "mem": 2}}}),
+        None,
+    );
     assert_eq!(
         errors,
         [
@@ -69,27 +75,41 @@ fn transition_rules_see_the_old_value_only_on_update() {
 
 #[test]
 fn optional_old_self_runs_on_create_too() {
-    let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+    let s = schema(
+        json!({"type": "object", "properties": {"spec": {"type": "object",
         "x-kubernetes-validations": [{"rule": "!oldSelf.hasValue() || self.mode == oldSelf.value().mode",
             "optionalOldSelf": true, "message": "mode is immutable"}, {"rule": "oldSelf.hasValue() || self.mode == 'a'", "optionalOldSelf": true, "message": "starts as a"}],
-        "properties": {"mode": {"type": "string"}}}}}));
-    assert_eq!(run(&s, json!({"spec": {"mode": "b"}}), None), ["spec: Invalid value: \"object\": starts as a"]);
+        "properties": {"mode": {"type": "string"}}}}}),
+    );
+    assert_eq!(
+        run(&s, json!({"spec": {"mode": "b"}}), None),
+        ["spec: Invalid value: \"object\": starts as a"]
+    );
     assert!(run(&s, json!({"spec": {"mode": "a"}}), None).is_empty());
     assert_eq!(
-        run(&s, json!({"spec": {"mode": "b"}}), Some(json!({"spec": {"mode": "a"}}))),
+        run(
+            &s,
+            json!({"spec": {"mode": "b"}}),
+            Some(json!({"spec": {"mode": "a"}}))
+        ),
         ["spec: Invalid value: \"object\": mode is immutable"]
     );
 }
 
 #[test]
 fn runtime_errors_and_exhausted_budgets_are_field_errors() {
-    let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+    let s = schema(
+        json!({"type": "object", "properties": {"spec": {"type": "object",
         "x-kubernetes-validations": [{"rule": "self.missing > 1"}],
         "properties": {"items": {"type": "array", "items": {"type": "integer"},
-            "x-kubernetes-validations": [{"rule": "self.all(a, self.all(b, self.all(c, a + b + c >= 0)))"}]}}}}}));
+            "x-kubernetes-validations": [{"rule": "self.all(a, self.all(b, self.all(c, a + b + c >= 0)))"}]}}}}}),
+    );
     let items: Vec<i64> = (0..200).collect();
     let errors = run(&s, json!({"spec": {"items": items}}), None);
-    assert_eq!(errors[0], "spec: Invalid value: \"object\": rule evaluation error: no such key: missing");
+    assert_eq!(
+        errors[0],
+        "spec: Invalid value: \"object\": rule evaluation error: no such key: missing"
+    );
     assert_eq!(
         errors[1],
         "spec.items: Forbidden: validation failed due to running out of cost budget, no further validation rules will be run"
@@ -104,7 +124,11 @@ fn rules_that_do_not_compile_refuse_the_definition() {
             {"rule": "self.x > 0", "optionalOldSelf": true}, {"rule": "self.x == oldSelf.x"}],
         "properties": {"x": {"type": "integer"}}}}});
     let mut errors = Vec::new();
-    check_definition(&written, "spec.versions[0].schema.openAPIV3Schema", &mut errors);
+    check_definition(
+        &written,
+        "spec.versions[0].schema.openAPIV3Schema",
+        &mut errors,
+    );
     let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
     let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations";
     assert_eq!(
@@ -117,6 +141,16 @@ fn rules_that_do_not_compile_refuse_the_definition() {
             format!("{at}[4].optionalOldSelf"),
         ]
     );
-    assert!(errors[0].render().contains("compilation failed: "), "{}", errors[0].render());
-    assert!(errors[1].render().contains("undeclared reference to 'other'"), "{}", errors[1].render());
+    assert!(
+        errors[0].render().contains("compilation failed: "),
+        "{}",
+        errors[0].render()
+    );
+    assert!(
+        errors[1]
+            .render()
+            .contains("undeclared reference to 'other'"),
+        "{}",
+        errors[1].render()
+    );
 }
