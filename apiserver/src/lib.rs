@@ -1,8 +1,10 @@
 //! skiff-apiserver owns the Kubernetes REST API: the resource registry, request
 //! handling (CRUD, watch, patch, subresources), the per-resource watch cache,
-//! admission (defaulting and validation, the built-in plugins and the
-//! admission webhooks of `admission_plugins::webhook`, which it calls over
-//! HTTPS), authentication and authorization, discovery, and TLS. Its router doubles as an in-process `tower::Service` on
+//! admission (defaulting and validation, the built-in plugins, the CEL
+//! policies of `admission_plugins::validating_policy` and CRD rules on the
+//! engine in `cel/`, and the admission webhooks of
+//! `admission_plugins::webhook`, which it calls over HTTPS), authentication
+//! and authorization, discovery, and TLS. Its router doubles as an in-process `tower::Service` on
 //! which the other components build their `kube::Client`.
 //!
 //! It is the only writer of the store. It must never run controllers or reach

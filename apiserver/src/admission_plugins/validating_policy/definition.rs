@@ -286,9 +286,9 @@ pub(crate) fn validate_policy(object: &Value, errors: &mut Vec<FieldError>) {
     }
     match spec.get("matchConstraints") {
         Some(constraints) if constraints.is_object() => {
-            if !constraints["resourceRules"]
+            if constraints["resourceRules"]
                 .as_array()
-                .is_some_and(|l| !l.is_empty())
+                .is_none_or(|l| l.is_empty())
             {
                 errors.push(FieldError::required(
                     "spec.matchConstraints.resourceRules",
@@ -394,7 +394,7 @@ fn validate_match_resources(resources: &Value, path: &str, errors: &mut Vec<Fiel
         {
             let at = format!("{path}.{rules}[{i}]");
             for field in ["apiGroups", "apiVersions", "operations", "resources"] {
-                if !rule[field].as_array().is_some_and(|l| !l.is_empty()) {
+                if rule[field].as_array().is_none_or(|l| l.is_empty()) {
                     errors.push(FieldError::required(format!("{at}.{field}"), ""));
                 }
             }
