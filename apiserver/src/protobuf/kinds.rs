@@ -145,6 +145,8 @@ fn build() -> Kinds {
     b.add::<pb::storage::v1::VolumeAttachment, oa::storage::v1::VolumeAttachment>();
     b.add::<pb::admissionregistration::v1::MutatingWebhookConfiguration, oa::admissionregistration::v1::MutatingWebhookConfiguration>();
     b.add::<pb::admissionregistration::v1::ValidatingWebhookConfiguration, oa::admissionregistration::v1::ValidatingWebhookConfiguration>();
+    b.add::<pb::admissionregistration::v1::ValidatingAdmissionPolicy, oa::admissionregistration::v1::ValidatingAdmissionPolicy>();
+    b.add::<pb::admissionregistration::v1::ValidatingAdmissionPolicyBinding, oa::admissionregistration::v1::ValidatingAdmissionPolicyBinding>();
     b.add::<pb_crd::CustomResourceDefinition, oa_crd::CustomResourceDefinition>();
     b.add::<pb::scheduling::v1::PriorityClass, oa::scheduling::v1::PriorityClass>();
     b.add::<pb::coordination::v1::Lease, oa::coordination::v1::Lease>();
