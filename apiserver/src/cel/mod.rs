@@ -48,7 +48,9 @@ const CACHE_CAPACITY: usize = 2048;
 /// puts after `compilation failed: `.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
-    #[error("ERROR: <input>: Syntax error: {0}")]
+    /// The parser's own report, already in cel-go's form
+    /// (`ERROR: <input>:1:23: Syntax error: …` with the caret lines).
+    #[error("{0}")]
     Syntax(String),
     #[error("ERROR: <input>: undeclared reference to '{0}' (in container '')")]
     Undeclared(String),

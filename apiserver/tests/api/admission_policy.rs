@@ -138,7 +138,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
     );
     let message = answer.body["message"].as_str().unwrap();
     assert!(
-        message.starts_with("ValidatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: spec.validations[1].expression: Invalid value: \"object.spec.replicas <\": compilation failed: "),
+        message.starts_with("ValidatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: spec.validations[1].expression: Invalid value: \"object.spec.replicas <\": compilation failed: ERROR: <input>:1:23: Syntax error: mismatched input '<EOF>'"),
         "{message}"
     );
     // Names nothing undeclared either: not a typo'd root, not an unknown variable.
