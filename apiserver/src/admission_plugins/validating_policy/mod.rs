@@ -70,6 +70,7 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
         .then(|| namespace_object(inner, namespace))
         .flatten();
     let operation = operation_name(request.operation);
+    let mut audited = Vec::new();
     let subresource = request.subresource.map(Subresource::name).unwrap_or("");
     let shape = RequestShape {
         operation,
@@ -122,9 +123,32 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
         }
         let binding_name = binding["metadata"]["name"].as_str().unwrap_or("");
         let failures = evaluate_binding(inner, request, policy, binding, namespace, &base);
-        act(request, policy_name, binding_name, binding, failures)?;
+        let acted = act(
+            request,
+            policy_name,
+            binding_name,
+            binding,
+            failures,
+            &mut audited,
+        );
+        if acted.is_err() {
+            record_audited(request, &audited);
+            return acted;
+        }
     }
+    record_audited(request, &audited);
     Ok(())
+}
+
+/// Every binding's Audit-action failures as one annotation (a JSON list),
+/// as upstream records them.
+fn record_audited(request: &WriteRequest<'_>, audited: &[Value]) {
+    if !audited.is_empty() {
+        request.notes.annotate(
+            VALIDATION_FAILURE_KEY,
+            Value::Array(audited.to_vec()).to_string(),
+        );
+    }
 }
 
 /// The variables every evaluation of one request shares.
@@ -311,13 +335,14 @@ fn composed_value(composed: &std::collections::HashMap<String, cel::Value>) -> c
 }
 
 /// Acts on a binding's failures with its validation actions: the first
-/// Deny refuses the request.
+/// Deny refuses the request; Audit entries are added to `audited`.
 fn act(
     request: &WriteRequest<'_>,
     policy: &str,
     binding_name: &str,
     binding: &Value,
     failures: Vec<Failure>,
+    audited: &mut Vec<Value>,
 ) -> Result<(), ApiError> {
     if failures.is_empty() {
         return Ok(());
@@ -337,24 +362,18 @@ fn act(
         }
     }
     if actions.contains(&"Audit") {
-        let entries: Vec<Value> = failures
-            .iter()
-            .map(|failure| {
-                let mut entry = json!({
-                    "message": failure.message,
-                    "policy": policy,
-                    "binding": binding_name,
-                    "validationActions": actions,
-                });
-                if let Some(index) = failure.expression_index {
-                    entry["expressionIndex"] = json!(index);
-                }
-                entry
-            })
-            .collect();
-        request
-            .notes
-            .annotate(VALIDATION_FAILURE_KEY, Value::Array(entries).to_string());
+        audited.extend(failures.iter().map(|failure| {
+            let mut entry = json!({
+                "message": failure.message,
+                "policy": policy,
+                "binding": binding_name,
+                "validationActions": actions,
+            });
+            if let Some(index) = failure.expression_index {
+                entry["expressionIndex"] = json!(index);
+            }
+            entry
+        }));
     }
     if actions.contains(&"Deny")
         && let Some(first) = failures.first()
