@@ -513,3 +513,51 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
+    let ts = TestServer::new().await;
+    install(
+        &ts,
+        policy(
+            "no-dry-runs",
+            json!({"validations": [{"expression": "!request.dryRun", "message": "no dry runs here"}]}),
+        ),
+        binding("no-dry-runs-binding", "no-dry-runs", json!({})),
+    )
+    .await;
+    let dry = json!({"metadata": {"name": "dry"}});
+    let mut refused = None;
+    for _ in 0..50 {
+        let answer = send(
+            &ts,
+            Method::POST,
+            &format!("{DEPLOYMENTS}?dryRun=All"),
+            deployment("dry", 1, dry["metadata"]["labels"].clone()),
+        )
+        .await;
+        if answer.code != StatusCode::CREATED {
+            refused = Some(answer);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = refused.expect("the policy never refused the dry run");
+    assert_status(refused.code, &refused.body, 422, "Invalid");
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("denied request: no dry runs here"),
+        "{}",
+        refused.body
+    );
+    let real = send(
+        &ts,
+        Method::POST,
+        DEPLOYMENTS,
+        deployment("real", 1, json!({})),
+    )
+    .await;
+    assert_eq!(real.code, StatusCode::CREATED, "{}", real.body);
+}

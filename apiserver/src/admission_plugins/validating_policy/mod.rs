@@ -444,7 +444,7 @@ fn request_variable(
             "groups": request.user.groups,
             "extra": request.user.extra,
         },
-        "dryRun": false,
+        "dryRun": request.dry_run,
     })
 }
 
