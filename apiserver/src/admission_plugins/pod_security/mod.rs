@@ -193,7 +193,8 @@ fn exemption(config: &PodSecurityConfig, namespace: &str, user: &str) -> Option<
 }
 
 fn decode_pod(value: &Value) -> Result<Pod, ApiError> {
-    serde_json::from_value(value.clone())
+    // Read from the borrowed tree: no copy of the pod is made to decode it.
+    <Pod as serde::Deserialize>::deserialize(value)
         .map_err(|e| ApiError::BadRequest(format!("failed to decode pod: {e}")))
 }
 

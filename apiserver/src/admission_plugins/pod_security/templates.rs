@@ -31,7 +31,7 @@ pub(super) fn extract(object: &Value, path: &[&str]) -> Result<Option<PodTemplat
             _ => return Ok(None),
         }
     }
-    serde_json::from_value(at.clone())
+    serde::Deserialize::deserialize(at)
         .map(Some)
         .map_err(|e| e.to_string())
 }
