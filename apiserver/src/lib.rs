@@ -16,6 +16,7 @@ pub mod kubelet_client;
 pub mod serve;
 pub mod tls;
 pub mod tokens;
+mod unread_body;
 
 mod admission;
 mod admission_plugins;
@@ -40,6 +41,7 @@ mod query;
 pub mod registry;
 pub mod request_notes;
 mod request_span;
+pub mod request_timeout;
 pub mod reviews;
 mod routing;
 pub mod selectors;

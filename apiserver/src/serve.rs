@@ -1,6 +1,8 @@
 //! The HTTPS listener: TLS with rustls, authentication of every request, HTTP/1.1
-//! and HTTP/2 with upgrades, and a graceful stop that lets in-flight requests
-//! finish.
+//! and HTTP/2 with upgrades, the connection-level timeouts (TLS handshake,
+//! request headers, HTTP/2 keep-alive pings), and a graceful stop that lets
+//! in-flight requests finish. Per-request deadlines are not kept here but in
+//! [`crate::request_timeout`], which knows which requests are long-running.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -11,7 +13,7 @@ use axum::Router;
 use axum::body::Body;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -29,8 +31,46 @@ pub struct RemoteAddr(pub std::net::SocketAddr);
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Upstream's limit on reading a request's headers (Go's `ReadHeaderTimeout`
+/// of kube-apiserver's server): a client trickling its headers is cut.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// How often an HTTP/2 connection is pinged, so a peer that vanished without
+/// closing its connection does not hold it (and its watches) forever.
+pub const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How long an HTTP/2 ping may go unanswered before the connection is closed.
+pub const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The connection-level limits of [`serve_https_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionTimeouts {
+    /// Time to finish the TLS handshake.
+    pub handshake: Duration,
+    /// Time to send a request's complete headers on HTTP/1.1. It also bounds
+    /// how long an idle keep-alive connection stays open, since waiting for
+    /// the next request's headers is what an idle HTTP/1.1 connection does.
+    pub header_read: Duration,
+    /// Interval of HTTP/2 keep-alive pings.
+    pub http2_ping_interval: Duration,
+    /// Time an HTTP/2 ping may go unanswered.
+    pub http2_ping_timeout: Duration,
+}
+
+impl Default for ConnectionTimeouts {
+    fn default() -> Self {
+        Self {
+            handshake: HANDSHAKE_TIMEOUT,
+            header_read: HEADER_READ_TIMEOUT,
+            http2_ping_interval: HTTP2_PING_INTERVAL,
+            http2_ping_timeout: HTTP2_PING_TIMEOUT,
+        }
+    }
+}
+
 /// Serves `router` over HTTPS on `listener` until `shutdown` completes, then
 /// stops accepting and waits up to `drain` for open connections to finish.
+/// The connections get the default [`ConnectionTimeouts`].
 pub async fn serve_https(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -38,6 +78,44 @@ pub async fn serve_https(
     router: Router,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
+) {
+    serve_https_with(
+        listener,
+        tls,
+        authn,
+        router,
+        shutdown,
+        drain,
+        ConnectionTimeouts::default(),
+    )
+    .await
+}
+
+/// The connection builder with `timeouts` applied to both protocols.
+fn connection_builder(timeouts: ConnectionTimeouts) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(timeouts.header_read);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(timeouts.http2_ping_interval)
+        .keep_alive_timeout(timeouts.http2_ping_timeout);
+    builder
+}
+
+/// [`serve_https`] with explicit connection timeouts.
+pub async fn serve_https_with(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    authn: Arc<Authenticator>,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+    timeouts: ConnectionTimeouts,
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
@@ -62,7 +140,7 @@ pub async fn serve_https(
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let tls_stream =
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                match tokio::time::timeout(timeouts.handshake, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => stream,
                     Ok(Err(error)) => {
                         tracing::debug!(%remote, %error, "TLS handshake failed");
@@ -80,11 +158,21 @@ pub async fn serve_https(
                 .and_then(|chain| chain.first())
                 .and_then(|cert| authn::user_from_certificate(cert));
             let service = tower::service_fn(move |request: Request<Incoming>| {
-                let mut request = request.map(Body::new);
+                let leftover = crate::unread_body::Leftover::default();
+                let mut request = request.map(|body| {
+                    Body::new(crate::unread_body::Tracked::new(body, leftover.clone()))
+                });
                 request.extensions_mut().insert(RemoteAddr(remote));
-                handle(router.clone(), authn.clone(), peer.clone(), request)
+                let answer = handle(router.clone(), authn.clone(), peer.clone(), request);
+                async move {
+                    let response = answer.await;
+                    // A body the handler left unread is read to its end
+                    // first, so HTTP/2 clients get the answer, not a reset.
+                    crate::unread_body::drain(&leftover).await;
+                    response
+                }
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let builder = connection_builder(timeouts);
             let connection = builder.serve_connection_with_upgrades(
                 TokioIo::new(tls_stream),
                 TowerToHyperService::new(service),

@@ -30,8 +30,13 @@ pub struct ApiServerConfig {
     pub continue_ttl: Duration,
     /// How often watchers that asked for bookmarks get one.
     pub bookmark_interval: Duration,
-    /// Watch duration when the client sets no `timeoutSeconds`.
+    /// Watch duration when the client sets no `timeoutSeconds`: each watch
+    /// runs a random time between this and twice this (upstream's
+    /// `--min-request-timeout`, 1800 s).
     pub default_watch_timeout: Duration,
+    /// Deadline of every request that is not long-running (upstream's
+    /// `--request-timeout`, 60 s); see [`crate::request_timeout`].
+    pub request_timeout: Duration,
     /// Live events buffered per watcher; one that falls further behind
     /// resumes from the cache's history instead of slowing the others.
     pub watch_fanout_buffer: usize,
@@ -74,6 +79,7 @@ impl Default for ApiServerConfig {
             continue_ttl: Duration::from_secs(300),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
+            request_timeout: crate::request_timeout::DEFAULT_REQUEST_TIMEOUT,
             watch_fanout_buffer: 1024,
             service_cidr: "10.43.0.0/16".to_string(),
             node_port_range: 30000..=32767,
@@ -465,6 +471,12 @@ impl ApiServer {
                 self.inner.clone(),
                 crate::authz::middleware::authorize,
             ))
+            // Inside the audit layer, so a request cut at its deadline is
+            // audited with its 504.
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.config.request_timeout,
+                crate::request_timeout::enforce,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
                 crate::audit::layer::audit,
@@ -561,10 +573,42 @@ async fn health() -> Response {
     (StatusCode::OK, "ok").into_response()
 }
 
-async fn readiness(axum::extract::State(inner): axum::extract::State<Arc<Inner>>) -> Response {
+/// `/readyz`, with upstream's body: `ok`, or every check as `[+]name ok` /
+/// `[-]name failed: reason withheld` and a 500 when one fails (the reason
+/// goes to the log, not to the possibly anonymous caller). `?verbose`
+/// lists the checks when all pass too.
+async fn readiness(
+    axum::extract::State(inner): axum::extract::State<Arc<Inner>>,
+    uri: http::Uri,
+) -> Response {
     if inner.is_shutting_down() {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response()
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    let store = inner.store.health();
+    if let Err(reason) = &store {
+        tracing::warn!(%reason, "readyz: store check failed");
+    }
+    let checks = [("ping", Ok(())), ("store", store.map_err(|_| ()))];
+    let failed = checks.iter().any(|(_, result)| result.is_err());
+    let verbose = uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    });
+    if !failed && !verbose {
+        return (StatusCode::OK, "ok").into_response();
+    }
+    let mut body = String::new();
+    for (name, result) in &checks {
+        match result {
+            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
+            Err(()) => body.push_str(&format!("[-]{name} failed: reason withheld\n")),
+        }
+    }
+    if failed {
+        body.push_str("readyz check failed\n");
+        (StatusCode::INTERNAL_SERVER_ERROR, body).into_response()
     } else {
-        (StatusCode::OK, "ok").into_response()
+        body.push_str("readyz check passed\n");
+        (StatusCode::OK, body).into_response()
     }
 }

@@ -220,6 +220,20 @@ pub enum ApiError {
     },
     #[error("{0}")]
     ServiceUnavailable(String),
+    /// Upstream's 504 `Timeout`: a request that ran past its deadline, or a
+    /// resourceVersion the server did not reach in time. `causes` are
+    /// `(reason, message, field)` as for the other variants.
+    #[error("Timeout: {message}")]
+    Timeout {
+        message: String,
+        retry_after_seconds: u32,
+        causes: Vec<(String, String, String)>,
+    },
+    /// A write refused because the store's disk is (nearly) full: 507,
+    /// which upstream has no reason for (etcd's NOSPACE reaches its clients
+    /// as a 500); the message names the disk and the data directory.
+    #[error("{0}")]
+    InsufficientStorage(String),
     #[error("Internal error occurred: {0}")]
     Internal(String),
     /// A refusal worded by someone else: an admission webhook's Status,
@@ -290,6 +304,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Refused { code, .. } => {
                 StatusCode::from_u16(*code).unwrap_or(StatusCode::BAD_REQUEST)
@@ -313,6 +329,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::Timeout { .. } => "Timeout",
+            ApiError::InsufficientStorage(_) => "InsufficientStorage",
             ApiError::Internal(_) => "InternalError",
             ApiError::Refused { reason, .. } => reason,
         }
@@ -403,6 +421,21 @@ impl ApiError {
             }
             ApiError::PatchNotApplied => Some(json!({})),
             ApiError::Refused { details, .. } => details.clone().filter(|d| !d.is_null()),
+            ApiError::Timeout {
+                retry_after_seconds,
+                causes,
+                ..
+            } => {
+                // Upstream always sends details here, empty when neither is set.
+                let mut d = json!({});
+                if !causes.is_empty() {
+                    d["causes"] = causes_json(causes);
+                }
+                if *retry_after_seconds > 0 {
+                    d["retryAfterSeconds"] = json!(retry_after_seconds);
+                }
+                Some(d)
+            }
             ApiError::TooManyRequests { causes, .. } if !causes.is_empty() => {
                 Some(json!({ "causes": causes_json(causes) }))
             }
@@ -431,6 +464,22 @@ impl ApiError {
             status["details"] = details;
         }
         status
+    }
+}
+
+impl ApiError {
+    /// Upstream's answer to a request from a resourceVersion the server has
+    /// not reached (after waiting for it briefly): retry in a second.
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        ApiError::Timeout {
+            message: format!("Too large resource version: {requested}, current: {current}"),
+            retry_after_seconds: 1,
+            causes: vec![(
+                "ResourceVersionTooLarge".into(),
+                "Too large resource version".into(),
+                String::new(),
+            )],
+        }
     }
 }
 
@@ -476,6 +525,26 @@ mod tests {
             "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
         );
         assert_eq!(s["details"]["kind"], "configmaps");
+    }
+
+    #[test]
+    fn too_large_resource_version_is_upstreams_timeout() {
+        let s = ApiError::too_large_resource_version(90, 12).to_status();
+        assert_eq!(s["code"], 504);
+        assert_eq!(s["reason"], "Timeout");
+        assert_eq!(
+            s["message"],
+            "Timeout: Too large resource version: 90, current: 12"
+        );
+        assert_eq!(
+            s["details"]["causes"][0]["reason"],
+            "ResourceVersionTooLarge"
+        );
+        assert_eq!(
+            s["details"]["causes"][0]["message"],
+            "Too large resource version"
+        );
+        assert_eq!(s["details"]["retryAfterSeconds"], 1);
     }
 
     #[test]

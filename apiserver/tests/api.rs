@@ -20,6 +20,8 @@ mod defaults;
 mod deletion;
 #[path = "api/discovery.rs"]
 mod discovery;
+#[path = "api/disk.rs"]
+mod disk;
 #[path = "api/encryption.rs"]
 mod encryption;
 #[path = "api/errors.rs"]

@@ -13,7 +13,7 @@ use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::SharedInformerFactory;
 use skiff_node::simulated::{self, SimulatedConfig};
-use skiff_store::{CompactionPolicy, SledConfig, SledStore, Store};
+use skiff_store::{CompactionPolicy, SledConfig, SledStore, SpaceReserve, Store};
 use tokio::sync::watch;
 
 /// Flags of `skiff server`; each can also be set through its `SKIFF_*`
@@ -66,6 +66,24 @@ pub struct ServerArgs {
         default_value_t = 1000
     )]
     pub store_history_min_revisions: u64,
+
+    /// Free disk space (MiB) the store keeps back on its data directory's
+    /// file system: below it creates and updates are refused (507) while
+    /// reads, watches and deletes go on; deletes stop at an eighth of it.
+    /// 0 turns the reserve off.
+    #[arg(long, env = "SKIFF_STORE_RESERVE_MB", default_value_t = 64)]
+    pub store_reserve_mb: u64,
+
+    /// Deadline of requests that are not long-running (watch, exec,
+    /// attach, logs, port-forward and proxy are exempt), a duration such as
+    /// 60s or 1m30s; a request past it gets 504 Timeout.
+    #[arg(long, env = "SKIFF_REQUEST_TIMEOUT", default_value = "60s", value_parser = request_timeout)]
+    pub request_timeout: Duration,
+
+    /// Seconds a watch lasts at least when the client sets no
+    /// timeoutSeconds; each runs a random time between this and twice this.
+    #[arg(long, env = "SKIFF_MIN_REQUEST_TIMEOUT", default_value_t = 1800)]
+    pub min_request_timeout: u64,
 
     /// Range of Service cluster IPs (IPv4 CIDR); its first address is the
     /// `kubernetes` Service's.
@@ -165,6 +183,18 @@ fn managed_provider(name: &str) -> Result<ProviderKind, String> {
         .ok_or_else(|| format!("{name:?} is not aescbc or secretbox"))
 }
 
+/// Reads `--request-timeout` (a Go duration, as upstream's flag).
+fn request_timeout(text: &str) -> Result<Duration, String> {
+    skiff_apiserver::request_timeout::parse_go_duration(text)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{text:?} is not a positive duration such as 60s or 1m30s"))
+}
+
+/// How long stopping may take in all after SIGTERM: components, draining
+/// connections and the store's final flush each get a share, and what is
+/// still running then is abandoned (see `run`).
+const SHUTDOWN_BUDGET: Duration = Duration::from_secs(8);
+
 /// Runs the server until a termination signal, then stops cleanly.
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -180,7 +210,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                     interval: Duration::from_secs(args.store_compaction_interval.max(1)),
                     min_age: Duration::from_secs(args.store_history_min_age),
                     min_revisions: args.store_history_min_revisions,
-                })),
+                }))
+                .space_reserve(
+                    (args.store_reserve_mb > 0)
+                        .then(|| SpaceReserve::new(args.store_reserve_mb << 20)),
+                ),
         )
         .with_context(|| format!("opening the store in {}", store_dir.display()))?,
     );
@@ -223,6 +257,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             args.secrets_encryption_provider,
             args.encryption_provider_config.clone(),
         ),
+        request_timeout: args.request_timeout,
+        default_watch_timeout: Duration::from_secs(args.min_request_timeout.max(1)),
         audit: skiff_apiserver::audit::AuditConfig {
             log_path: args.audit_log_path.clone(),
             policy_file: args.audit_policy_file.clone(),
@@ -263,7 +299,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         authn,
         api.router(),
         stopped(stop_rx.clone()),
-        Duration::from_secs(10),
+        DRAIN,
     ));
 
     // Every in-process component shares one informer factory, and so one
@@ -358,21 +394,54 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     termination_signal().await;
     // Stop accepting and stop the components; then end watches so draining
-    // connections can close, and flush the store last.
+    // connections can close, and flush the store last. Each step is bounded
+    // so that the whole stop fits in SHUTDOWN_BUDGET even when a component
+    // or the disk is stuck (a full disk, a hung flush).
     tracing::info!("stopping");
+    let stopping = Instant::now();
     let _ = stop_tx.send(true);
     factory.shutdown();
     if let Some(proxy_factory) = &proxy_factory {
         proxy_factory.shutdown();
     }
-    while components.join_next().await.is_some() {}
+    let components_done = async { while components.join_next().await.is_some() {} };
+    if tokio::time::timeout(COMPONENTS_STOP, components_done)
+        .await
+        .is_err()
+    {
+        tracing::warn!("components still stopping after {COMPONENTS_STOP:?}; leaving them");
+        components.abort_all();
+    }
     api.shutdown();
+    // The listener drains for at most DRAIN itself.
     server.await.context("HTTPS server task")?;
     api.close_audit_log().await;
-    store.close().await.context("flushing the store")?;
+    let left = SHUTDOWN_BUDGET
+        .saturating_sub(stopping.elapsed())
+        .max(Duration::from_secs(1));
+    match tokio::time::timeout(left, store.close()).await {
+        Ok(closed) => closed.context("flushing the store")?,
+        Err(_) => {
+            // Every acknowledged write is already durable (a write is
+            // answered only after its flush); what a stuck final flush
+            // holds is at most background work (compaction progress, which
+            // resumes at the next start). Waiting longer would only make
+            // the supervisor's SIGKILL do the same.
+            tracing::error!(
+                "the store's final flush did not finish within {left:?}; exiting without it"
+            );
+            std::process::exit(1);
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long open connections may take to finish after SIGTERM.
+const DRAIN: Duration = Duration::from_secs(3);
+
+/// How long the in-process components may take to stop after SIGTERM.
+const COMPONENTS_STOP: Duration = Duration::from_secs(3);
 
 /// The users the in-process components act as, each bound by the bootstrap
 /// RBAC policy to no more than its job needs, as upstream names them.

@@ -13,6 +13,7 @@ mod e2e {
     mod data_protection;
     mod dns;
     mod durability;
+    mod faults;
     mod fidelity;
     mod kube_rs;
     mod kubectl;

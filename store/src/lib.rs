@@ -7,6 +7,13 @@
 //! It must never know about Kubernetes objects: keys are strings, values are
 //! opaque bytes. A write is acknowledged only once it is durable on disk.
 //!
+//! A full disk is refused, not met: below a free-space reserve
+//! ([`SpaceReserve`]) creates and updates fail with [`StoreError::NoSpace`]
+//! before they reach sled, deletes only below a smaller reserve, and reads,
+//! watches, compaction and defragmentation never. A refused write changed
+//! nothing and got no revision; once space is back writes go on by
+//! themselves. [`Store::health`] says whether writes are being refused.
+//!
 //! Opening the embedded store:
 //!
 //! ```no_run
@@ -23,7 +30,7 @@ mod types;
 
 pub use sled_store::{
     CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS,
-    DefragPolicy, SledConfig, SledStore, StoreStats,
+    DEFAULT_WRITE_RESERVE, DefragPolicy, SledConfig, SledStore, SpaceReserve, StoreStats,
 };
 pub use types::{Event, EventKind, KeyValue, ListResult, Revision, StoreError, WatchStream};
 
@@ -96,4 +103,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Makes everything acknowledged so far durable and stops background work.
     async fn close(&self) -> Result<(), StoreError>;
+
+    /// Whether the store can take writes now: an error says why not (the
+    /// disk below its reserve, an earlier failed write). Reads may still
+    /// work; readiness checks report this.
+    fn health(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

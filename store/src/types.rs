@@ -87,4 +87,35 @@ pub enum StoreError {
     },
     #[error("store is closed")]
     Closed,
+    /// The disk holding the store is (nearly) full: the write was refused
+    /// before it reached the backend, and the store is otherwise intact.
+    #[error("{}", no_space_message(dir, *free, *reserve, *deletes_refused))]
+    NoSpace {
+        /// The store's data directory.
+        dir: std::path::PathBuf,
+        /// Free bytes on its file system when the write was refused.
+        free: u64,
+        /// The reserve the write would have eaten into.
+        reserve: u64,
+        /// Whether even deletes are refused (the delete reserve is reached).
+        deletes_refused: bool,
+    },
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn no_space_message(dir: &std::path::Path, free: u64, reserve: u64, deletes: bool) -> String {
+    let refused = if deletes {
+        "all writes, deletes included, are refused"
+    } else {
+        "writes are refused; reads, watches and deletes still work, and writes resume once space is freed"
+    };
+    format!(
+        "storage space exhausted: the disk of the data directory {} has {} free, below the {} reserve; {refused}",
+        dir.display(),
+        mib(free),
+        mib(reserve),
+    )
 }

@@ -151,6 +151,10 @@ impl Store for EncryptedStore {
         self.raw.current_revision()
     }
 
+    fn health(&self) -> Result<(), StoreError> {
+        self.raw.health()
+    }
+
     fn compact_revision(&self) -> Revision {
         self.raw.compact_revision()
     }

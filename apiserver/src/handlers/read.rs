@@ -97,14 +97,18 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
             ))
         });
     }
+    // Ahead of the store: wait briefly as upstream does, then 504.
+    let store = ctx.inner.store.as_ref();
+    if rv > store.current_revision()
+        && !super::watch::store_reaches(store, rv, super::watch::TOO_LARGE_WAIT).await
+    {
+        return Err(ApiError::too_large_resource_version(
+            rv,
+            store.current_revision(),
+        ));
+    }
     if cache.wait_for(rv, WAIT_FOR_REVISION).await {
         return Ok(cache.snapshot());
-    }
-    if rv > ctx.inner.store.current_revision() {
-        return Err(ApiError::ServiceUnavailable(format!(
-            "Too large resource version: {rv}, current: {}",
-            ctx.inner.store.current_revision()
-        )));
     }
     // The version came from a write elsewhere in the store; this resource's
     // cache has nothing newer to wait for, so read the store itself.

@@ -42,6 +42,7 @@ pub fn conflict(info: &ResourceInfo, name: &str, detail: &str) -> ApiError {
 fn internal(e: StoreError) -> ApiError {
     match e {
         StoreError::Closed => ApiError::ServiceUnavailable("the storage is shutting down".into()),
+        full @ StoreError::NoSpace { .. } => ApiError::InsufficientStorage(full.to_string()),
         other => ApiError::Internal(other.to_string()),
     }
 }

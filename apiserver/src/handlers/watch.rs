@@ -26,6 +26,26 @@ use crate::wire_order::Ordered;
 /// Encoded events buffered per watcher before its task waits for the client.
 const OUTBOX: usize = 64;
 
+/// How long a watch from a resourceVersion the store has not reached waits
+/// for it before failing (upstream's watch cache waits 3 s).
+pub(crate) const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
+
+/// Waits until the store's revision reaches `revision`, for at most
+/// `limit`; returns whether it did. Polls: the store has no notification
+/// of its revision, and this wait is rare (a client ahead of the server).
+pub(crate) async fn store_reaches(store: &dyn Store, revision: Revision, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if store.current_revision() >= revision {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[derive(Serialize)]
 struct WireEvent<'a> {
     #[serde(rename = "type")]
@@ -276,6 +296,20 @@ async fn run_watcher(
     tx: mpsc::Sender<Bytes>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    // A resourceVersion ahead of the store (from another server, or made
+    // up) gets a short wait, then upstream's 504 as an ERROR event.
+    if let Some(from) = options.from {
+        let reached = tokio::select! {
+            reached = store_reaches(store.as_ref(), from, TOO_LARGE_WAIT) => reached,
+            _ = tx.closed() => return,
+            _ = shutdown.changed() => return,
+        };
+        if !reached {
+            let status = ApiError::too_large_resource_version(from, store.current_revision());
+            let _ = tx.send(encode("ERROR", &status.to_status())).await;
+            return;
+        }
+    }
     let subscription = match cache.subscribe(options.from) {
         Ok(s) => s,
         Err(too_old) => match options.from {

@@ -4,7 +4,8 @@ use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 use skiff_store::Store;
 
-use crate::harness::TestServer;
+use crate::harness::{TestServer, assert_status};
+use http::StatusCode;
 
 fn ev(t: &str, n: &str) -> (String, String) {
     (t.to_string(), n.to_string())
@@ -266,4 +267,90 @@ async fn streaming_list_ends_initial_events_with_a_bookmark() {
     );
     s.configmap("default", "b", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "b"));
+}
+
+#[tokio::test]
+async fn a_watch_from_a_version_the_store_has_not_reached_fails_after_a_wait() {
+    let s = TestServer::new().await;
+    let current = s.store.current_revision();
+    let ahead = current + 1000;
+    let started = std::time::Instant::now();
+    let mut w = s
+        .watch(&format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={ahead}"
+        ))
+        .await;
+    let event = w
+        .next_within(Duration::from_secs(8))
+        .await
+        .unwrap()
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(2900) && waited < Duration::from_secs(6),
+        "{waited:?}"
+    );
+    assert_eq!(event["type"], "ERROR", "{event}");
+    let status = &event["object"];
+    assert_eq!(status["code"], 504, "{status}");
+    assert_eq!(status["reason"], "Timeout");
+    assert_eq!(
+        status["message"],
+        format!("Timeout: Too large resource version: {ahead}, current: {current}")
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+    assert_eq!(w.next_within(Duration::from_secs(2)).await, Ok(None));
+}
+
+#[tokio::test]
+async fn a_watch_slightly_ahead_is_served_once_the_store_gets_there() {
+    let s = TestServer::new().await;
+    let next = s.store.current_revision() + 1;
+    let mut w = s
+        .watch(&format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={next}"
+        ))
+        .await;
+    s.configmap("default", "first", json!({})).await; // at `next`: not sent
+    s.configmap("default", "second", json!({})).await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "second"));
+}
+
+#[tokio::test]
+async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
+    let s = TestServer::new().await;
+    let current = s.store.current_revision();
+    let ahead = current + 50;
+    let (code, body) = s
+        .get(&format!(
+            "/api/v1/namespaces/default/configmaps?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
+        ))
+        .await;
+    assert_status(code, &body, 504, "Timeout");
+    assert_eq!(
+        body["message"],
+        format!("Timeout: Too large resource version: {ahead}, current: {current}")
+    );
+    assert_eq!(body["details"]["retryAfterSeconds"], 1);
+}
+
+#[tokio::test]
+async fn a_watch_outlives_the_request_timeout() {
+    let config = ApiServerConfig {
+        request_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let s = TestServer::with_config(config).await;
+    let mut w = s
+        .watch("/api/v1/namespaces/default/configmaps?watch=1")
+        .await;
+    assert_eq!(w.next_within(Duration::from_millis(2500)).await, Err(()));
+    s.configmap("default", "late", json!({})).await;
+    assert_eq!(w.next_summary().await, ev("ADDED", "late"));
+    // Requests that are not long-running still answer within it.
+    let (code, _) = s.get("/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(code, StatusCode::OK);
 }

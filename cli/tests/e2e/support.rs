@@ -30,7 +30,13 @@ impl Server {
 
     /// Starts a server with extra flags and waits until it answers.
     pub fn start_with(extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp data dir");
+        Self::start_in(&std::env::temp_dir(), extra)
+    }
+
+    /// Starts a server whose data directory is a new directory in `parent`
+    /// (a small file system, say) and waits until it answers.
+    pub fn start_in(parent: &Path, extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir_in(parent).expect("temp data dir");
         let mut server = Server {
             child: None,
             port: free_port(),

@@ -19,6 +19,7 @@ use super::config::SledConfig;
 use super::defrag;
 use super::flusher::{Applied, Flusher, nanos, poison_error};
 use super::reader::{self, event_from};
+use super::space::{Measured, Need};
 use super::state::{Shared, sled_error};
 use crate::{Event, KeyValue, Revision, StoreError};
 
@@ -206,11 +207,22 @@ impl Committer {
         let mut pending = Pending::default();
         let mut closing = false;
         let start = std::time::Instant::now();
+        // Free space is measured once per group, when it has writes.
+        let mut space: Option<Measured> = None;
         for request in group {
             match request {
                 Request::Write { op, reply } => {
                     if let Some(reason) = self.poisoned() {
                         applied.replies.push((reply, Err(poison_error(&reason))));
+                        continue;
+                    }
+                    let measured = *space.get_or_insert_with(|| self.shared.space.measure());
+                    let need = match op {
+                        WriteOp::Delete { .. } => Need::Delete,
+                        _ => Need::Write,
+                    };
+                    if let Err(refused) = measured.admit(need, self.shared.space.dir()) {
+                        applied.replies.push((reply, Err(refused)));
                         continue;
                     }
                     match self.apply(op, &mut pending) {

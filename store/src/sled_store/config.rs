@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::space::{Probe, SpaceReserve};
+
 /// Default sled page-cache size. sled's own default (1 GiB) is far too much for
 /// the edge devices skiff targets; cluster state is usually a few MiB.
 pub const DEFAULT_CACHE_CAPACITY: u64 = 16 * 1024 * 1024;
@@ -75,6 +77,18 @@ pub struct SledConfig {
     pub(crate) ring_events: usize,
     pub(crate) ring_bytes: usize,
     pub(crate) max_group: usize,
+    pub(crate) reserve: Option<SpaceReserve>,
+    pub(crate) probe: Option<ProbeOverride>,
+}
+
+/// A replacement of the free-space measurement, for tests.
+#[derive(Clone)]
+pub(crate) struct ProbeOverride(pub Probe);
+
+impl std::fmt::Debug for ProbeOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProbeOverride")
+    }
 }
 
 impl SledConfig {
@@ -88,7 +102,25 @@ impl SledConfig {
             ring_events: DEFAULT_RING_EVENTS,
             ring_bytes: DEFAULT_RING_BYTES,
             max_group: 1024,
+            reserve: Some(SpaceReserve::default()),
+            probe: None,
         }
+    }
+
+    /// The free disk space the store keeps back (default
+    /// [`SpaceReserve::default`]: 64 MiB for creates and updates, 8 MiB
+    /// for deletes); `None` writes until the disk is full, when sled's own
+    /// failure stops every write until restart.
+    pub fn space_reserve(mut self, reserve: Option<SpaceReserve>) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
+    /// Measures free space with `probe` instead of `statvfs` (tests).
+    #[cfg(test)]
+    pub(crate) fn space_probe(mut self, probe: Probe) -> Self {
+        self.probe = Some(ProbeOverride(probe));
+        self
     }
 
     /// Bytes of sled page cache (default [`DEFAULT_CACHE_CAPACITY`]).

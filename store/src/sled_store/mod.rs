@@ -10,6 +10,7 @@ mod flusher;
 mod layout;
 mod reader;
 mod ring;
+mod space;
 mod state;
 mod watch;
 
@@ -17,6 +18,7 @@ pub use config::{
     CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS,
     DefragPolicy, SledConfig,
 };
+pub use space::{DEFAULT_WRITE_RESERVE, SpaceReserve};
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -209,6 +211,11 @@ impl SledStore {
             counters: Counters::default(),
             cache_capacity: config.cache_capacity,
             poisoned: Mutex::new(None),
+            space: space::Space::new(
+                config.path.clone(),
+                config.reserve,
+                config.probe.clone().map(|p| p.0),
+            ),
         });
         let (requests, incoming) = mpsc::channel();
         let committer = Committer::start(
@@ -409,6 +416,20 @@ impl Store for SledStore {
         SledStore::defragment(self).await
     }
 
+    /// Fails when an earlier write or flush failed (writes are refused
+    /// until restart) or the disk is below the write reserve (writes are
+    /// refused until space is freed).
+    fn health(&self) -> Result<(), StoreError> {
+        let shared = &self.handle.shared;
+        if let Some(reason) = shared.poisoned.lock().clone() {
+            return Err(flusher::poison_error(&reason));
+        }
+        shared
+            .space
+            .measure()
+            .admit(space::Need::Write, shared.space.dir())
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         drop(self.handle.compactor.lock().take());
         let (reply, answer) = oneshot::channel();
@@ -469,6 +490,90 @@ mod tests {
         assert_eq!(count(&store, codec::RECORDS), 8);
         assert_eq!(count(&store, b"k"), 8);
         assert_eq!(store.list("", None, 0).await.unwrap().items.len(), 8);
+    }
+
+    /// A store whose disk reports `free` bytes free, with an 8 MiB reserve.
+    fn on_small_disk(dir: &Path, free: Arc<AtomicU64>) -> SledConfig {
+        SledConfig::new(dir)
+            .compaction(None)
+            .space_reserve(Some(SpaceReserve::new(8 << 20)))
+            .space_probe(Arc::new(move |_: &Path| Ok(free.load(Ordering::Relaxed))))
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_refuses_writes_but_not_reads_watches_or_deletes() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = Arc::new(AtomicU64::new(100 << 20));
+        let config = on_small_disk(dir.path(), free.clone());
+        let store = SledStore::open(config.clone()).unwrap();
+        let v = Bytes::from_static(b"v");
+        for i in 0..4 {
+            store.create(&format!("k{i}"), v.clone()).await.unwrap();
+        }
+        assert!(store.health().is_ok());
+        let mut events = store.watch("k", store.current_revision()).unwrap();
+
+        free.store(5 << 20, Ordering::Relaxed); // below the 8 MiB write reserve
+        let refused = store.create("k9", v.clone()).await.unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                StoreError::NoSpace {
+                    deletes_refused: false,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains(&dir.path().display().to_string())
+        );
+        assert!(matches!(
+            store.update("k0", v.clone(), None).await,
+            Err(StoreError::NoSpace { .. })
+        ));
+        assert!(matches!(store.health(), Err(StoreError::NoSpace { .. })));
+        // Reads and deletes go on; the delete reaches watchers.
+        assert_eq!(store.get("k1").await.unwrap().unwrap().value, v);
+        assert_eq!(store.list("k", None, 0).await.unwrap().items.len(), 4);
+        let deleted = store.delete("k1", None).await.unwrap();
+        let event = futures::StreamExt::next(&mut events)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(event.revision(), deleted.mod_revision);
+
+        // Below the delete reserve even deletes stop.
+        free.store(1 << 19, Ordering::Relaxed);
+        assert!(matches!(
+            store.delete("k2", None).await,
+            Err(StoreError::NoSpace {
+                deletes_refused: true,
+                ..
+            })
+        ));
+
+        // Space is back: writes resume by themselves.
+        free.store(100 << 20, Ordering::Relaxed);
+        assert!(store.health().is_ok());
+        store.create("k9", v.clone()).await.unwrap();
+
+        // Everything acknowledged survives a restart; nothing refused is there.
+        store.close().await.unwrap();
+        drop(events);
+        drop(store);
+        let store = SledStore::open(config).unwrap();
+        let keys: Vec<String> = store
+            .list("k", None, 0)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|kv| kv.key)
+            .collect();
+        assert_eq!(keys, ["k0", "k2", "k3", "k9"]);
     }
 
     #[tokio::test]

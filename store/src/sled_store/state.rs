@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use super::durability::Durability;
 use super::ring::EventRing;
+use super::space::Space;
 use crate::{Revision, StoreError};
 
 /// Counters a benchmark or operator can read through `SledStore::stats`.
@@ -50,6 +51,9 @@ pub(crate) struct Shared {
     /// Set when a write or flush failed: what is on disk is then unknown, so
     /// every later write fails rather than guessing.
     pub poisoned: parking_lot::Mutex<Option<String>>,
+    /// The free-space reserve, measured by the committer per group and by
+    /// health checks.
+    pub space: Space,
 }
 
 impl Shared {

@@ -37,21 +37,24 @@ impl Watcher {
         if self.cursor >= published {
             return Ok(false);
         }
-        let compact = self.shared.compact_revision();
-        if self.cursor < compact {
-            return Err(StoreError::Compacted {
-                requested: self.cursor,
-                compact_revision: compact,
-            });
-        }
         let from_ring =
             self.shared
                 .ring
                 .read()
                 .read(self.cursor, published, &self.prefix, REFILL_SCAN);
         let (events, through) = match from_ring {
+            // The ring holds every event it has whatever compaction did on
+            // disk, so a watcher it can still serve is not cut off (a
+            // reclamation on a full disk compacts right up to the present).
             RingRead::Events { events, through } => (events, through),
             RingRead::Evicted => {
+                let compact = self.shared.compact_revision();
+                if self.cursor < compact {
+                    return Err(StoreError::Compacted {
+                        requested: self.cursor,
+                        compact_revision: compact,
+                    });
+                }
                 let shared = self.shared.clone();
                 let prefix = self.prefix.clone();
                 let cursor = self.cursor;

@@ -1,0 +1,148 @@
+//! A full disk, for real: the store on a small tmpfs (the tests run as
+//! root), filled with ConfigMaps until writes are refused.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::{SledConfig, SledStore, SpaceReserve, Store};
+
+use crate::harness::{TestServer, assert_status};
+
+/// A tmpfs of `mib` MiB mounted on a temporary directory, unmounted when
+/// dropped (also when the test fails).
+pub struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    pub fn mount(mib: u64) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("running mount");
+        assert!(status.success(), "mounting a tmpfs (needs root)");
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .args(["-l"])
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+fn filler(name: &str) -> serde_json::Value {
+    // 100 KiB per object: a 24 MiB disk fills in about a hundred and fifty.
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"fill": "yes"}},
+        "data": {"blob": "x".repeat(100 * 1024)}})
+}
+
+#[tokio::test]
+async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
+    let disk = Tmpfs::mount(24);
+    let store_dir: PathBuf = disk.path().join("store");
+    let open = |dir: PathBuf| {
+        SledStore::open(SledConfig::new(dir).space_reserve(Some(SpaceReserve::new(8 << 20))))
+            .unwrap()
+    };
+    let store = Arc::new(open(store_dir.clone()));
+    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+        .await
+        .unwrap();
+    let s = TestServer::wrap(server, store.clone());
+
+    s.configmap("default", "keep", json!({})).await;
+    let mut stored = Vec::new();
+    let refusal = loop {
+        let name = format!("fill-{}", stored.len());
+        let (code, body) = s
+            .post("/api/v1/namespaces/default/configmaps", filler(&name))
+            .await;
+        if code != StatusCode::CREATED {
+            break (code, body);
+        }
+        stored.push(name);
+        assert!(stored.len() < 400, "the disk never filled up");
+    };
+    let (code, body) = refusal;
+    assert_status(code, &body, 507, "InsufficientStorage");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("storage space exhausted"), "{message}");
+    assert!(
+        message.contains(&store_dir.display().to_string()),
+        "{message}"
+    );
+    assert!(stored.len() > 10, "only {} fitted", stored.len());
+
+    // Updates are refused too (one that changes something: an unchanged
+    // object is not written at all); reads and watches go on.
+    let (code, body) = s
+        .put(
+            &format!("/api/v1/namespaces/default/configmaps/{}", stored[0]),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": stored[0], "labels": {"fill": "yes"}},
+                "data": {"blob": "smaller"}}),
+        )
+        .await;
+    assert_status(code, &body, 507, "InsufficientStorage");
+    let (code, list) = s
+        .get("/api/v1/namespaces/default/configmaps?labelSelector=fill")
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(list["items"].as_array().unwrap().len(), stored.len());
+    let (code, readyz) = s.call(http::Method::GET, "/readyz", None).await;
+    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        readyz.as_str().unwrap().contains("[-]store failed"),
+        "{readyz}"
+    );
+    let mut watch = s
+        .watch(&format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}",
+            list["metadata"]["resourceVersion"].as_str().unwrap()
+        ))
+        .await;
+
+    // Deletes work and are seen by watchers.
+    for name in &stored {
+        let (code, body) = s
+            .delete(&format!("/api/v1/namespaces/default/configmaps/{name}"))
+            .await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+    }
+    assert_eq!(
+        watch.next_summary().await,
+        ("DELETED".into(), stored[0].clone())
+    );
+    // Still below the reserve (a log-structured store gives space back only
+    // when compacted and defragmented): writes are still refused, cleanly.
+    let (code, body) = s
+        .post("/api/v1/namespaces/default/configmaps", filler("after"))
+        .await;
+    assert_eq!(code.as_u16(), 507, "{}", body["message"]);
+
+    // What was acknowledged survives a restart.
+    s.server.shutdown();
+    store.close().await.unwrap();
+    drop(watch);
+    drop(s);
+    drop(store);
+    let store = crate::harness::open_store(store_dir).await;
+    let key = |name: &str| format!("/registry/core/configmaps/default/{name}");
+    assert!(store.get(&key("keep")).await.unwrap().is_some());
+    assert!(store.get(&key("fill-0")).await.unwrap().is_none());
+    assert!(store.get(&key("after")).await.unwrap().is_none());
+}

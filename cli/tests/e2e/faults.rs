@@ -1,0 +1,185 @@
+//! Faults a loaded or starved edge server meets (issue #15): a client that
+//! trickles its headers, a resourceVersion from the future, and a data
+//! directory on a full disk — each met as upstream meets it, and the server
+//! stopping promptly afterwards.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::support::Server;
+
+/// A tmpfs of `mib` MiB on a temporary mount point, unmounted when dropped,
+/// also when the test fails (declare it before the server that uses it, so
+/// the server is stopped first).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(mib: u64) -> Self {
+        let dir = tempfile::tempdir().expect("mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mounting a tmpfs (the tests run as root)");
+        Self { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Opens TLS to the server, starts a request and sends one header byte per
+/// second; prints how many seconds passed until the server hung up.
+const TRICKLE: &str = r#"
+import socket, ssl, sys, time
+port = int(sys.argv[1])
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.set_alpn_protocols(["http/1.1"])
+raw = socket.create_connection(("127.0.0.1", port))
+conn = ctx.wrap_socket(raw, server_hostname="localhost")
+start = time.monotonic()
+conn.sendall(b"GET /version HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+conn.settimeout(1.0)
+try:
+    for i in range(120):
+        conn.sendall(b"a")
+        try:
+            if conn.recv(1) == b"":
+                break
+        except socket.timeout:
+            pass
+except (ConnectionError, ssl.SSLError, OSError):
+    pass
+print(round(time.monotonic() - start, 1))
+"#;
+
+#[test]
+fn a_client_trickling_its_headers_is_cut_at_32_seconds() {
+    let server = Server::start();
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(TRICKLE)
+        .arg(server.port.to_string())
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seconds: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("seconds");
+    assert!(
+        (31.0..40.0).contains(&seconds),
+        "the trickling client was cut after {seconds} s"
+    );
+    // The server still serves everyone else.
+    server.kubectl_ok(&["get", "--raw", "/version"]);
+}
+
+#[test]
+fn a_resource_version_from_the_future_fails_as_upstreams_does() {
+    let server = Server::start();
+    let started = Instant::now();
+    let watched = server.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=99999999",
+    ]);
+    assert!(started.elapsed() >= Duration::from_millis(2900));
+    assert!(watched.contains(r#""type":"ERROR""#), "{watched}");
+    assert!(
+        watched.contains("Timeout: Too large resource version: 99999999, current: "),
+        "{watched}"
+    );
+    assert!(watched.contains("ResourceVersionTooLarge"), "{watched}");
+
+    let listed = server.kubectl_err(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps?resourceVersion=99999999&resourceVersionMatch=NotOlderThan",
+    ]);
+    assert!(listed.contains("Too large resource version"), "{listed}");
+}
+
+/// `count` ConfigMaps of about 120 KiB each, as one List for `kubectl create -f -`.
+fn fillers(first: usize, count: usize) -> String {
+    let blob = "x".repeat(120 * 1024);
+    let items: Vec<serde_json::Value> = (first..first + count)
+        .map(|i| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("fill-{i}"), "labels": {"fill": "yes"}},
+                "data": {"blob": blob}})
+        })
+        .collect();
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+#[test]
+fn a_full_disk_refuses_writes_keeps_reads_and_deletes_and_stops_promptly() {
+    let disk = Tmpfs::mount(24);
+    let mut server = Server::start_in(disk.path(), &["--disable-agent", "--store-reserve-mb", "8"]);
+
+    // Fill the disk until the server refuses.
+    let mut created = 0;
+    let refusal = loop {
+        let out = server.kubectl_stdin(&["create", "-f", "-"], &fillers(created, 10));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        created += String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.ends_with("created"))
+            .count();
+        if !out.status.success() {
+            break stderr;
+        }
+        assert!(created < 400, "the disk never filled");
+    };
+    assert!(
+        refusal.contains("InsufficientStorage") && refusal.contains("storage space exhausted"),
+        "{refusal}"
+    );
+    assert!(
+        refusal.contains(&server.data_dir().display().to_string()),
+        "the refusal names the data directory: {refusal}"
+    );
+    assert!(created >= 10, "only {created} objects fitted");
+
+    // Reads work, /readyz names the failing check, and other writes are refused.
+    let names = server.kubectl_ok(&["get", "configmaps", "-l", "fill=yes", "-o", "name"]);
+    assert_eq!(names.lines().count(), created);
+    let readyz = server.kubectl_err(&["get", "--raw", "/readyz"]);
+    assert!(readyz.contains("[-]store failed"), "{readyz}");
+    let refused = server.kubectl_err(&["create", "configmap", "small", "--from-literal=a=b"]);
+    assert!(refused.contains("storage space exhausted"), "{refused}");
+
+    // Deletes work (the space comes back to the file system only with
+    // compaction and defragmentation; the store is intact meanwhile).
+    server.kubectl_ok(&["delete", "configmaps", "-l", "fill=yes", "--wait=false"]);
+    let left = server.kubectl_ok(&["get", "configmaps", "-l", "fill=yes", "-o", "name"]);
+    assert_eq!(left.trim(), "");
+
+    // SIGTERM stops it well within ten seconds.
+    let stopping = Instant::now();
+    let status = server.terminate();
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(10), "stopping took {took:?}");
+    assert!(status.code().is_some(), "{status}\n{}", server.log());
+}
