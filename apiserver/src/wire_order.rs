@@ -85,6 +85,12 @@ impl<'a> Ordered<'a> {
     }
 }
 
+/// A list's `metadata` (upstream's `ListMeta`: resourceVersion, continue,
+/// remainingItemCount), for list bodies built field by field.
+pub(crate) fn list_metadata(value: &Value) -> impl Serialize + '_ {
+    Keys(value, METADATA, Inner::None)
+}
+
 /// `value` as JSON bytes in upstream's key order.
 pub(crate) fn to_vec(value: &Value) -> Vec<u8> {
     serde_json::to_vec(&Ordered::new(value)).unwrap_or_default()
@@ -242,6 +248,20 @@ mod tests {
             format!(
                 r#"{{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{{}},"columnDefinitions":[],"rows":[{{"cells":["n"],"object":{want}}}]}}"#
             )
+        );
+    }
+
+    #[test]
+    fn list_metadata_puts_resource_version_before_continue_and_count() {
+        let meta = json!({"remainingItemCount": 3, "continue": "c", "resourceVersion": "9"});
+        assert_eq!(
+            serde_json::to_string(&list_metadata(&meta)).unwrap(),
+            r#"{"resourceVersion":"9","continue":"c","remainingItemCount":3}"#
+        );
+        let list = json!({"items": [], "metadata": meta, "kind": "PodList", "apiVersion": "v1"});
+        assert_eq!(
+            text(&list),
+            r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"c","remainingItemCount":3},"items":[]}"#
         );
     }
 

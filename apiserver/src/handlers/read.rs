@@ -229,11 +229,17 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     Ok(response)
 }
 
+/// Writes a list's metadata in upstream's `ListMeta` order.
+fn ordered_list_metadata<S: serde::Serializer>(value: &Value, s: S) -> Result<S::Ok, S::Error> {
+    crate::wire_order::list_metadata(value).serialize(s)
+}
+
 #[derive(Serialize)]
 struct ListBody<'a> {
     kind: String,
     #[serde(rename = "apiVersion")]
     api_version: String,
+    #[serde(serialize_with = "ordered_list_metadata")]
     metadata: Value,
     /// Items carry no apiVersion/kind, as upstream's typed lists (custom
     /// objects keep theirs, as upstream's unstructured lists do).

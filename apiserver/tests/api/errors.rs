@@ -375,3 +375,49 @@ async fn objects_lists_and_watch_events_start_with_type_metadata_spec_status() {
         "{list}"
     );
 }
+
+#[tokio::test]
+async fn a_paged_lists_metadata_is_written_in_list_meta_order() {
+    let s = TestServer::new().await;
+    for name in ["a1", "a2", "a3"] {
+        s.configmap("default", name, json!({})).await;
+    }
+    let path = "/api/v1/namespaces/default/configmaps?limit=1";
+    let (code, list) = s.bytes(Method::GET, path, None).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    // Upstream's ListMeta: resourceVersion, continue, remainingItemCount,
+    // and the whole metadata before items.
+    assert!(
+        list.starts_with(
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":""#
+        ),
+        "{list}"
+    );
+    let at = |key: &str| list.find(key).unwrap_or_else(|| panic!("{key} in {list}"));
+    assert!(
+        at(r#""continue":"#) < at(r#""remainingItemCount":2}"#),
+        "{list}"
+    );
+    assert!(at(r#""remainingItemCount":2},"items":[{"#) > 0, "{list}");
+
+    // The same list as a Table (kubectl get) keeps the order.
+    let (code, table) = s
+        .bytes_accepting(
+            Method::GET,
+            path,
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{table}");
+    assert!(
+        table.starts_with(
+            r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":""#
+        ),
+        "{table}"
+    );
+    assert!(
+        table.find(r#""continue":"#) < table.find(r#""remainingItemCount":2"#),
+        "{table}"
+    );
+}

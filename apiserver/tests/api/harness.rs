@@ -86,6 +86,18 @@ impl TestServer {
         path: &str,
         body: Option<Value>,
     ) -> (StatusCode, String) {
+        self.bytes_accepting(method, path, "application/json", body)
+            .await
+    }
+
+    /// As `bytes`, asking for the response as `accept` says (e.g. a Table).
+    pub async fn bytes_accepting(
+        &self,
+        method: Method,
+        path: &str,
+        accept: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, String) {
         let body = body
             .map(|b| serde_json::to_vec(&b).unwrap())
             .unwrap_or_default();
@@ -93,6 +105,7 @@ impl TestServer {
             .method(method)
             .uri(path)
             .header("content-type", "application/json")
+            .header(http::header::ACCEPT, accept)
             .body(Body::from(body))
             .unwrap();
         let response = self.router.clone().oneshot(request).await.unwrap();
