@@ -1,5 +1,7 @@
 //! What a simulated node does with the pods bound to it: report them Running at
-//! once, finish the ones that do not restart, and remove the ones being deleted.
+//! once, finish the ones that do not restart, and remove the ones being deleted
+//! — first writing their terminal phase, as the containerd path (and upstream's
+//! kubelet) does, so controllers and watchers see how a deleted pod ended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +30,11 @@ pub struct PodReconciler {
 enum Step {
     /// Deleted or not ours: nothing to do.
     Nothing,
-    /// Being deleted: containers "stop" at once, then the object goes.
+    /// Being deleted and not yet in a final phase: containers "stop" at
+    /// once (as a process ended by SIGTERM), that is reported, then the
+    /// object goes.
+    StopAndRemove,
+    /// Being deleted and already in its final phase: the object goes.
     Remove,
     /// Bound but never started: report it running.
     Start,
@@ -57,21 +63,12 @@ impl PodReconciler {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
         match next_step(&pod, &self.config) {
             Step::Nothing | Step::Finished => Ok(Action::Done),
-            Step::Remove => {
-                let params = DeleteParams {
-                    grace_period_seconds: Some(0),
-                    preconditions: Some(Preconditions {
-                        uid: pod.metadata.uid.clone(),
-                        resource_version: None,
-                    }),
-                    ..Default::default()
-                };
-                match api.delete(&key.name, &params).await {
-                    Ok(_) => Ok(Action::Done),
-                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::Done),
-                    Err(e) => Err(e),
-                }
+            Step::StopAndRemove => {
+                let status = finished_status(&pod, STOPPED_EXIT_CODE);
+                patch_status(&api, &key.name, status).await?;
+                remove(&api, &pod).await
             }
+            Step::Remove => remove(&api, &pod).await,
             Step::Start => {
                 let index = self.node_index(&pod);
                 let ip = self.ips.next(index).to_string();
@@ -108,6 +105,29 @@ impl PodReconciler {
     }
 }
 
+/// The exit code a simulated container reports when its pod's deletion
+/// stopped it: 128 + SIGTERM, as a process ended by the runtime's SIGTERM.
+const STOPPED_EXIT_CODE: i32 = 143;
+
+/// The final delete (grace 0), only of this very pod (its UID), so a new
+/// pod of the same name is never removed.
+async fn remove(api: &Api<Pod>, pod: &Pod) -> Result<Action, kube::Error> {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(Action::Done),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::Done),
+        Err(e) => Err(e),
+    }
+}
+
 async fn patch_status(api: &Api<Pod>, name: &str, status: Value) -> Result<(), kube::Error> {
     match api
         .patch_status(
@@ -125,14 +145,19 @@ async fn patch_status(api: &Api<Pod>, name: &str, status: Value) -> Result<(), k
 }
 
 fn next_step(pod: &Pod, config: &SimulatedConfig) -> Step {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return Step::Remove;
-    }
     let phase = pod
         .status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("Pending");
+    let finished = matches!(phase, "Succeeded" | "Failed");
+    if pod.metadata.deletion_timestamp.is_some() {
+        return if finished {
+            Step::Remove
+        } else {
+            Step::StopAndRemove
+        };
+    }
     match phase {
         "Succeeded" | "Failed" => Step::Finished,
         "Running" => match (finite_run(pod, config), started_at(pod)) {
@@ -330,9 +355,14 @@ mod tests {
             next_step(&job_pod, &config),
             Step::ExitAt("2026-01-01T00:00:05Z".parse().expect("ts"))
         );
-        let deleting =
-            pod(json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"}}));
-        assert_eq!(next_step(&deleting, &config), Step::Remove);
+        let deleting = pod(json!({
+            "metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Running"}}));
+        assert_eq!(next_step(&deleting, &config), Step::StopAndRemove);
+        let deleting_done = pod(json!({
+            "metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Succeeded"}}));
+        assert_eq!(next_step(&deleting_done, &config), Step::Remove);
         let done = pod(json!({"metadata": {"name": "p"}, "status": {"phase": "Succeeded"}}));
         assert_eq!(next_step(&done, &config), Step::Finished);
     }

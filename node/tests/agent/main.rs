@@ -6,4 +6,5 @@
 mod harness;
 mod pods;
 mod restart;
+mod simulated;
 mod streaming;

@@ -1,0 +1,74 @@
+//! The simulated runtime against a real in-process API server (no
+//! containerd): a pod deleted while it runs is reported in its terminal
+//! phase before the node's final delete, as the containerd path does.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use skiff_node::simulated::{self, SimulatedConfig};
+use skiff_testkit::{TestCluster, eventually, eventually_gone};
+
+#[tokio::test]
+async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
+    let cluster = TestCluster::start().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut config = SimulatedConfig::new(1);
+    config.lease_renew_interval = Duration::from_secs(60);
+    let nodes = tokio::spawn({
+        let client = cluster.client.clone();
+        let factory = cluster.factory.clone();
+        async move {
+            simulated::run(client, &factory, config, async {
+                let _ = stopped.await;
+            })
+            .await
+        }
+    });
+
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    // A finalizer of the test's own keeps the object after the node's final
+    // delete, so the status it was left with can be read.
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "finalizers": ["example.com/hold"]},
+        "spec": {"nodeName": "sim-node-0",
+            "containers": [{"name": "c", "image": "busybox"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually(Duration::from_secs(10), "pod running", || async {
+        let p = pods.get("web").await.ok()?;
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+
+    pods.delete("web", &DeleteParams::default()).await.unwrap();
+    let last = eventually(
+        Duration::from_secs(10),
+        "the node's final delete",
+        || async {
+            let p = pods.get("web").await.ok()?;
+            (p.metadata.deletion_grace_period_seconds == Some(0)).then_some(p)
+        },
+    )
+    .await;
+    let status = last.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"), "{status:?}");
+    let container = &status.container_statuses.unwrap()[0];
+    let terminated = container.state.as_ref().unwrap().terminated.as_ref();
+    assert_eq!(terminated.map(|t| t.exit_code), Some(143), "{container:?}");
+    assert!(!container.ready);
+
+    pods.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually_gone(Duration::from_secs(10), &pods, "web").await;
+    let _ = stop.send(());
+    nodes.await.unwrap().unwrap();
+    cluster.shutdown();
+}
