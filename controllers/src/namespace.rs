@@ -17,6 +17,7 @@ use skiff_informer::{Action, Controller, EnqueueKeys, ObjectKey, WorkQueue};
 
 use crate::garbage_collector::discovery::{ApiResources, group_resource};
 use crate::manager::{Context, Stop, stopped};
+use kube::discovery::ApiResource;
 
 /// The finalizer the namespace controller owns.
 pub const FINALIZER: &str = "kubernetes";
@@ -97,7 +98,8 @@ struct CleanupReport {
     discovery_error: Option<String>,
     /// Deletion failures, as "group resource: error".
     failures: Vec<String>,
-    /// Objects left per group-resource.
+    /// Objects left per resource, named `resource.group` as upstream's
+    /// messages do (`pods.` for the core group).
     remaining: BTreeMap<String, usize>,
     /// Objects left per finalizer they still carry.
     finalizers: BTreeMap<String, usize>,
@@ -130,7 +132,7 @@ async fn delete_content(
         if left.is_empty() {
             continue;
         }
-        report.remaining.insert(gr, left.len());
+        report.remaining.insert(resource_dot_group(&ar), left.len());
         for obj in &left {
             for finalizer in obj.finalizers() {
                 *report.finalizers.entry(finalizer.clone()).or_default() += 1;
@@ -138,6 +140,12 @@ async fn delete_content(
         }
     }
     report
+}
+
+/// `resource.group`, the way upstream's namespace conditions name a
+/// resource (the core group leaves a bare trailing dot: `pods.`).
+fn resource_dot_group(ar: &ApiResource) -> String {
+    format!("{}.{}", ar.plural, ar.group)
 }
 
 /// Deletes everything `api` lists; returns what is still there afterwards.
@@ -178,7 +186,7 @@ fn conditions(report: &CleanupReport) -> Vec<(String, bool, &'static str, String
             "NamespaceDeletionDiscoveryFailure".into(),
             true,
             "DiscoveryFailed",
-            format!("Discovery failed for some groups: {e}"),
+            format!("Discovery failed for some groups, 1 failing: {e}"),
         ),
         None => (
             "NamespaceDeletionDiscoveryFailure".into(),
@@ -208,7 +216,7 @@ fn conditions(report: &CleanupReport) -> Vec<(String, bool, &'static str, String
             format!(
                 "Failed to delete all resource types, {} remaining: {}",
                 report.failures.len(),
-                report.failures.join(", ")
+                aggregate(&report.failures)
             ),
         )
     });
@@ -256,6 +264,15 @@ fn conditions(report: &CleanupReport) -> Vec<(String, bool, &'static str, String
         )
     });
     out
+}
+
+/// Several errors as one, worded as upstream's aggregate error: a single one
+/// as it is, more in brackets.
+fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
 }
 
 /// Writes the conditions through the status subresource when they changed;
@@ -379,7 +396,11 @@ mod tests {
     #[test]
     fn conditions_report_remaining_content_and_finalizers() {
         let report = CleanupReport {
-            remaining: [("pods".to_string(), 2), ("deployments.apps".to_string(), 1)].into(),
+            remaining: [
+                ("pods.".to_string(), 2),
+                ("deployments.apps".to_string(), 1),
+            ]
+            .into(),
             finalizers: [("example.com/hold".to_string(), 1)].into(),
             ..Default::default()
         };
@@ -392,7 +413,7 @@ mod tests {
         assert_eq!(remaining.2, "SomeResourcesRemain");
         assert_eq!(
             remaining.3,
-            "Some resources are remaining: deployments.apps has 1 resource instances, pods has 2 resource instances"
+            "Some resources are remaining: deployments.apps has 1 resource instances, pods. has 2 resource instances"
         );
         let fin = conds
             .iter()
@@ -417,6 +438,41 @@ mod tests {
             ..Default::default()
         };
         assert!(!failed.is_done());
-        assert!(conditions(&failed)[0].1);
+        let discovery = &conditions(&failed)[0];
+        assert!(discovery.1);
+        assert_eq!(discovery.2, "DiscoveryFailed");
+        assert_eq!(
+            discovery.3,
+            "Discovery failed for some groups, 1 failing: boom"
+        );
+    }
+
+    #[test]
+    fn failed_deletions_are_listed_as_one_aggregate() {
+        let one = CleanupReport {
+            failures: vec!["pods: forbidden".into()],
+            ..Default::default()
+        };
+        let content = &conditions(&one)[2];
+        assert_eq!(
+            (content.0.as_str(), content.1, content.2),
+            (
+                "NamespaceDeletionContentFailure",
+                true,
+                "ContentDeletionFailed"
+            )
+        );
+        assert_eq!(
+            content.3,
+            "Failed to delete all resource types, 1 remaining: pods: forbidden"
+        );
+        let two = CleanupReport {
+            failures: vec!["pods: a".into(), "secrets: b".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            conditions(&two)[2].3,
+            "Failed to delete all resource types, 2 remaining: [pods: a, secrets: b]"
+        );
     }
 }

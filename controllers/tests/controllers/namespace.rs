@@ -97,31 +97,69 @@ async fn deleting_a_namespace_empties_it_and_it_goes_away() {
     cluster.shutdown().await;
 }
 
+/// The namespace's condition `type_` once it reads `message`.
+async fn condition_reads(
+    namespaces: &Api<Namespace>,
+    name: &str,
+    type_: &str,
+    message: &str,
+) -> Namespace {
+    eventually(WAIT, &format!("{type_}: {message}"), || async {
+        let ns = namespaces.get(name).await.unwrap();
+        let conditions = ns.status.as_ref()?.conditions.clone()?;
+        let found = conditions.iter().find(|c| c.type_ == type_)?;
+        (found.message.as_deref() == Some(message)).then_some(ns)
+    })
+    .await
+}
+
+async fn release<K>(api: &Api<K>, name: &str)
+where
+    K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_with_finalizers_holds_the_namespace_and_conditions_say_why() {
     let cluster = TestCluster::start(Some(&["namespace"])).await;
     let client = cluster.client.clone();
     create_namespace(&client, "held").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "held");
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": "sticky", "finalizers": ["example.com/hold"]}
+    for name in ["sticky-1", "sticky-2"] {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": name, "finalizers": ["example.com/hold"]}
+        }))
+        .unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "held");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "worker", "finalizers": ["batch.kubernetes.io/job-tracking"]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
     }))
     .unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .delete("held", &DeleteParams::default())
         .await
         .unwrap();
-    let ns = eventually(WAIT, "conditions reporting the held content", || async {
-        let ns = namespaces.get("held").await.unwrap();
-        let conditions = ns.status.as_ref()?.conditions.clone()?;
-        let remaining = conditions
-            .iter()
-            .find(|c| c.type_ == "NamespaceFinalizersRemaining")?;
-        (remaining.status == "True").then_some(ns)
-    })
+    // Upstream's wording: resource.group (a bare dot for the core group),
+    // sorted; finalizers with the number of objects carrying each.
+    let ns = condition_reads(
+        &namespaces,
+        "held",
+        "NamespaceContentRemaining",
+        "Some resources are remaining: configmaps. has 2 resource instances, pods. has 1 resource instances",
+    )
     .await;
     let status = ns.status.unwrap();
     assert_eq!(status.phase.as_deref(), Some("Terminating"));
@@ -130,29 +168,56 @@ async fn content_with_finalizers_holds_the_namespace_and_conditions_say_why() {
     let content = find("NamespaceContentRemaining");
     assert_eq!(content.status, "True");
     assert_eq!(content.reason.as_deref(), Some("SomeResourcesRemain"));
+    let finalizers = find("NamespaceFinalizersRemaining");
     assert_eq!(
-        content.message.as_deref(),
-        Some("Some resources are remaining: configmaps has 1 resource instances")
+        (finalizers.status.as_str(), finalizers.reason.as_deref()),
+        ("True", Some("SomeFinalizersRemain"))
     );
     assert_eq!(
-        find("NamespaceFinalizersRemaining").message.as_deref(),
+        finalizers.message.as_deref(),
         Some(
-            "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+            "Some content in the namespace has finalizers remaining: batch.kubernetes.io/job-tracking in 1 resource instances, example.com/hold in 2 resource instances"
         )
     );
-    assert_eq!(find("NamespaceDeletionDiscoveryFailure").status, "False");
-    assert_eq!(find("NamespaceDeletionContentFailure").status, "False");
+    let discovery = find("NamespaceDeletionDiscoveryFailure");
+    assert_eq!(
+        (discovery.status.as_str(), discovery.reason.as_deref()),
+        ("False", Some("ResourcesDiscovered"))
+    );
+    let parsing = find("NamespaceDeletionGroupVersionParsingFailure");
+    assert_eq!(
+        (parsing.status.as_str(), parsing.reason.as_deref()),
+        ("False", Some("ParsedGroupVersions"))
+    );
+    let deletion = find("NamespaceDeletionContentFailure");
+    assert_eq!(
+        (deletion.status.as_str(), deletion.reason.as_deref()),
+        ("False", Some("ContentDeleted"))
+    );
     let spec_finalizers = ns.spec.unwrap().finalizers.unwrap();
     assert_eq!(spec_finalizers, ["kubernetes"]);
 
-    // Releasing the object lets the namespace go.
-    cms.patch(
-        "sticky",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    // The conditions follow the progress: the pod released, only the
+    // configmaps are left.
+    release(&pods, "worker").await;
+    condition_reads(
+        &namespaces,
+        "held",
+        "NamespaceFinalizersRemaining",
+        "Some content in the namespace has finalizers remaining: example.com/hold in 2 resource instances",
     )
-    .await
-    .unwrap();
+    .await;
+    condition_reads(
+        &namespaces,
+        "held",
+        "NamespaceContentRemaining",
+        "Some resources are remaining: configmaps. has 2 resource instances",
+    )
+    .await;
+
+    // Releasing the rest lets the namespace go.
+    release(&cms, "sticky-1").await;
+    release(&cms, "sticky-2").await;
     eventually_gone(WAIT, &namespaces, "held").await;
     cluster.shutdown().await;
 }
