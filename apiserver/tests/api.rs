@@ -14,6 +14,8 @@ mod audit;
 mod crd;
 #[path = "api/crud.rs"]
 mod crud;
+#[path = "api/defaulting/mod.rs"]
+mod defaulting;
 #[path = "api/defaults.rs"]
 mod defaults;
 #[path = "api/deletion.rs"]

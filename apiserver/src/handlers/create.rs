@@ -89,6 +89,7 @@ pub(crate) async fn admit_new(
         field_manager: Some(&write.manager),
     };
     crate::admission_plugins::webhook::mutate(inner, &attributes, object).await?;
+    info.strategy.finish_create(object);
     let errors = crate::validation::validate(info, object, None);
     if !errors.is_empty() {
         return Err(invalid(info, object, errors));

@@ -22,11 +22,6 @@ pub(crate) static PLAIN: Plain = Plain {
     printer: &core::DEFAULT,
 };
 
-/// Endpoints print their addresses.
-pub(crate) static ENDPOINTS: Plain = Plain {
-    printer: &core::ENDPOINTS,
-};
-
 /// ServiceAccounts print their secret count.
 pub(crate) static SERVICE_ACCOUNTS: Plain = Plain {
     printer: &core::SERVICEACCOUNTS,

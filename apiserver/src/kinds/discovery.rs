@@ -1,7 +1,9 @@
 //! EndpointSlices (`discovery.k8s.io/v1`): each port names itself, if only
 //! with the empty name, and speaks TCP unless it says otherwise — upstream's
 //! defaults for every writer, so clients that read `name` as always present
-//! (kubectl's describe) find it on slices written by anyone.
+//! (kubectl's describe) find it on slices written by anyone. The core
+//! Endpoints they succeed live here too: their ports speak TCP unless they
+//! say otherwise.
 
 use serde_json::{Value, json};
 
@@ -21,5 +23,28 @@ impl KindStrategy for EndpointSlices {
                 set_default(port, "protocol", json!("TCP"));
             }
         }
+    }
+}
+
+/// The core `endpoints` resource.
+#[derive(Debug)]
+pub(crate) struct Endpoints;
+
+impl KindStrategy for Endpoints {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(subsets) = path_mut(object, &["subsets"]).and_then(Value::as_array_mut) else {
+            return;
+        };
+        for port in subsets
+            .iter_mut()
+            .filter_map(|s| path_mut(s, &["ports"]).and_then(Value::as_array_mut))
+            .flatten()
+        {
+            set_default(port, "protocol", json!("TCP"));
+        }
+    }
+
+    fn printer(&self) -> &'static crate::table::Printer {
+        &crate::table::core::ENDPOINTS
     }
 }

@@ -12,6 +12,7 @@
 //! what to write, the handlers and `handlers/storage.rs` write it.
 
 mod admission_policies;
+mod autoscaling;
 mod certificates;
 mod config;
 mod custom;
@@ -19,12 +20,15 @@ mod default;
 mod discovery;
 mod events;
 mod namespaces;
+mod networking;
 mod nodes;
 mod pods;
 mod quota;
 mod rbac;
 mod scale;
+mod scheduling;
 mod services;
+mod storage;
 mod volumes;
 mod webhooks;
 mod workloads;
@@ -46,18 +50,22 @@ use crate::validation::NameRule;
 pub(crate) use admission_policies::{
     ValidatingAdmissionPolicies, ValidatingAdmissionPolicyBindings,
 };
+pub(crate) use autoscaling::HorizontalPodAutoscalers;
 pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
-pub(crate) use default::{ENDPOINTS, LEASES, PLAIN, SERVICE_ACCOUNTS};
-pub(crate) use discovery::EndpointSlices;
+pub(crate) use default::{LEASES, PLAIN, SERVICE_ACCOUNTS};
+pub(crate) use discovery::{EndpointSlices, Endpoints};
 pub(crate) use events::{Events, EventsV1};
 pub(crate) use namespaces::Namespaces;
+pub(crate) use networking::NetworkPolicies;
 pub(crate) use nodes::Nodes;
 pub(crate) use pods::Pods;
 pub(crate) use quota::{LimitRanges, ResourceQuotas};
 pub(crate) use rbac::Rbac;
+pub(crate) use scheduling::PriorityClasses;
 pub(crate) use services::Services;
+pub(crate) use storage::{CsiDrivers, StorageClasses};
 pub(crate) use volumes::{PersistentVolumeClaims, PersistentVolumes};
 pub(crate) use webhooks::{MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS};
 pub(crate) use workloads::{
@@ -106,6 +114,11 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// Fills defaults. Runs on every create and update, and on the stored
     /// object an update is compared with, so it must be idempotent.
     fn apply_defaults(&self, _info: &ResourceInfo, _object: &mut Value) {}
+
+    /// The last step of a create, after defaults, built-in admission and
+    /// mutating webhooks: fields upstream derives from the final object in
+    /// its PrepareForCreate (a pod's QoS class).
+    fn finish_create(&self, _object: &mut Value) {}
 
     /// The kind's own field checks of an object about to be written (`old`:
     /// the stored one, on updates); metadata is checked for every kind.

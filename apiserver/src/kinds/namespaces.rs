@@ -19,6 +19,9 @@ const UNDELETABLE: &[&str] = &["default", "kube-system", "kube-public"];
 #[derive(Debug)]
 pub(crate) struct Namespaces;
 
+/// The label every namespace carries with its own name.
+const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 impl KindStrategy for Namespaces {
     fn name_rule(&self) -> NameRule {
         NameRule::Label
@@ -28,8 +31,24 @@ impl KindStrategy for Namespaces {
         InitialStatus::Phase("Active")
     }
 
+    /// The `kubernetes` finalizer, and the label upstream keeps equal to
+    /// the name (so a namespace selector can pick a namespace by name).
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         set_field(object, "spec", json!({ "finalizers": ["kubernetes"] }));
+        let Some(name) = object["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+        else {
+            return;
+        };
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            if !labels.is_object() {
+                *labels = json!({});
+            }
+            labels[METADATA_NAME_LABEL] = json!(name);
+        }
     }
 
     fn carry_on_update(&self, old: &Value, new: &mut Value) {

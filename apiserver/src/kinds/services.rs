@@ -36,6 +36,26 @@ impl KindStrategy for Services {
         };
         set_default(spec, "type", json!("ClusterIP"));
         set_default(spec, "sessionAffinity", json!("None"));
+        let kind = spec["type"].as_str().unwrap_or_default().to_owned();
+        if kind != "ExternalName" {
+            set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+        }
+        if kind == "NodePort" || kind == "LoadBalancer" {
+            set_default(spec, "externalTrafficPolicy", json!("Cluster"));
+        }
+        if kind == "LoadBalancer" {
+            set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
+        }
+        if spec["sessionAffinity"] == "ClientIP" {
+            set_default(spec, "sessionAffinityConfig", json!({}));
+            if let Some(config) = path_mut(spec, &["sessionAffinityConfig"]) {
+                set_default(config, "clientIP", json!({}));
+                if let Some(client) = path_mut(config, &["clientIP"]) {
+                    // Three hours, upstream's sticky-session default.
+                    set_default(client, "timeoutSeconds", json!(10800));
+                }
+            }
+        }
         if let Some(ports) = spec["ports"].as_array_mut() {
             for p in ports {
                 set_default(p, "protocol", json!("TCP"));

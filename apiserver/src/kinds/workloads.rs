@@ -174,6 +174,26 @@ impl KindStrategy for StatefulSets {
         set_default(spec, "podManagementPolicy", json!("OrderedReady"));
         set_default(spec, "revisionHistoryLimit", json!(10));
         default_rolling_update(spec, json!({ "partition": 0 }));
+        set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({}));
+        if let Some(policy) = path_mut(spec, &["persistentVolumeClaimRetentionPolicy"]) {
+            set_default(policy, "whenDeleted", json!("Retain"));
+            set_default(policy, "whenScaled", json!("Retain"));
+        }
+        // Claim templates are whole claims to upstream's defaulting, status
+        // included: they read back with `status.phase: Pending`.
+        if let Some(claims) =
+            path_mut(spec, &["volumeClaimTemplates"]).and_then(Value::as_array_mut)
+        {
+            for claim in claims.iter_mut().filter(|c| c.is_object()) {
+                if let Some(claim_spec) = path_mut(claim, &["spec"]).filter(|s| s.is_object()) {
+                    super::volumes::default_claim_spec(claim_spec);
+                }
+                set_default(claim, "status", json!({}));
+                if let Some(status) = path_mut(claim, &["status"]) {
+                    set_default(status, "phase", json!("Pending"));
+                }
+            }
+        }
         default_template(spec, &["template", "spec"]);
     }
 

@@ -155,7 +155,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<core::v1::Endpoints>()
             .short(&["ep"])
             .create_on_update()
-            .strategy(&kinds::ENDPOINTS),
+            .strategy(&kinds::Endpoints),
         of::<core::v1::Event>()
             .short(&["ev"])
             .fields(CORE_EVENT_FIELDS)
@@ -263,12 +263,14 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .short(&["hpa"])
             .cats(ALL)
             .subs(&[Status])
-            .generation(),
+            .generation()
+            .strategy(&kinds::HorizontalPodAutoscalers),
         of::<autoscaling::v1::HorizontalPodAutoscaler>()
             .short(&["hpa"])
             .cats(ALL)
             .subs(&[Status])
             .generation()
+            .strategy(&kinds::HorizontalPodAutoscalers)
             .stored_as(
                 "/registry/autoscaling/horizontalpodautoscalers/",
                 conversion::HPA_V1,
@@ -301,7 +303,8 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<networking::v1::IPAddress>().short(&["ip"]),
         of::<networking::v1::NetworkPolicy>()
             .short(&["netpol"])
-            .generation(),
+            .generation()
+            .strategy(&kinds::NetworkPolicies),
         of::<networking::v1::ServiceCIDR>().subs(&[Status]),
         // policy/v1
         of::<policy::v1::PodDisruptionBudget>()
@@ -314,10 +317,12 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<rbac::v1::RoleBinding>().strategy(&kinds::Rbac),
         of::<rbac::v1::Role>().strategy(&kinds::Rbac),
         // storage.k8s.io/v1
-        of::<storage::v1::CSIDriver>(),
+        of::<storage::v1::CSIDriver>().strategy(&kinds::CsiDrivers),
         of::<storage::v1::CSINode>(),
         of::<storage::v1::CSIStorageCapacity>(),
-        of::<storage::v1::StorageClass>().short(&["sc"]),
+        of::<storage::v1::StorageClass>()
+            .short(&["sc"])
+            .strategy(&kinds::StorageClasses),
         of::<storage::v1::VolumeAttachment>().subs(&[Status]),
         // admissionregistration.k8s.io/v1
         of::<admissionregistration::v1::MutatingWebhookConfiguration>()
@@ -343,7 +348,9 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .generation()
             .strategy(&kinds::CustomResourceDefinitions),
         // scheduling.k8s.io/v1
-        of::<scheduling::v1::PriorityClass>().short(&["pc"]),
+        of::<scheduling::v1::PriorityClass>()
+            .short(&["pc"])
+            .strategy(&kinds::PriorityClasses),
         // coordination.k8s.io/v1
         of::<coordination::v1::Lease>().strategy(&kinds::LEASES),
         // discovery.k8s.io/v1

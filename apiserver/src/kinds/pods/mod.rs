@@ -37,6 +37,22 @@ impl KindStrategy for Pods {
             default_pod_spec(spec);
             default_toleration_seconds(spec);
             default_requests_to_limits(spec);
+            default_host_network_ports(spec);
+            default_resize_policy(spec);
+        }
+    }
+
+    /// A new pod's status names its QoS class, from its resources as
+    /// defaulting and admission (LimitRanger, webhooks) left them.
+    fn finish_create(&self, object: &mut Value) {
+        let Ok(pod) = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(object.clone())
+        else {
+            // Validation reports what does not decode.
+            return;
+        };
+        let class = skiff_common::qos::qos_class(&pod);
+        if let Some(status) = path_mut(object, &["status"]).filter(|s| s.is_object()) {
+            set_default(status, "qosClass", json!(class));
         }
     }
 
@@ -93,7 +109,7 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
-    for list in ["initContainers", "containers"] {
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
         if let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) {
             for c in containers {
                 let latest = c["image"].as_str().is_some_and(|i| {
@@ -144,9 +160,74 @@ fn default_container_fields(container: &mut Value) {
             set_default(probe, "periodSeconds", json!(10));
             set_default(probe, "successThreshold", json!(1));
             set_default(probe, "failureThreshold", json!(3));
-            if let Some(get) = path_mut(probe, &["httpGet"]).filter(|g| g.is_object()) {
-                set_default(get, "path", json!("/"));
-                set_default(get, "scheme", json!("HTTP"));
+            default_http_get(probe);
+        }
+    }
+    // Lifecycle hooks are the same handler type as probes' actions.
+    for hook in ["postStart", "preStop"] {
+        if let Some(hook) = path_mut(container, &["lifecycle", hook]) {
+            default_http_get(hook);
+        }
+    }
+}
+
+/// An `httpGet` action (probe or lifecycle hook) asks for `/` over HTTP
+/// unless it says otherwise.
+fn default_http_get(handler: &mut Value) {
+    if let Some(get) = path_mut(handler, &["httpGet"]).filter(|g| g.is_object()) {
+        set_default(get, "path", json!("/"));
+        set_default(get, "scheme", json!("HTTP"));
+    }
+}
+
+/// A pod on the host's network listens on the host's ports: each container
+/// port without a `hostPort` gets its `containerPort` (pods only; upstream
+/// no longer does this for templates).
+fn default_host_network_ports(spec: &mut Value) {
+    if spec["hostNetwork"] != json!(true) {
+        return;
+    }
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for port in containers
+            .iter_mut()
+            .filter_map(|c| path_mut(c, &["ports"]).and_then(Value::as_array_mut))
+            .flatten()
+        {
+            let container_port = port["containerPort"].clone();
+            if !container_port.is_null() {
+                set_default(port, "hostPort", container_port);
+            }
+        }
+    }
+}
+
+/// Upstream v1.33 (in-place resize on by default): a container that
+/// requests or limits CPU or memory may have it resized without a restart
+/// unless its `resizePolicy` says otherwise (pods only, regular containers).
+fn default_resize_policy(spec: &mut Value) {
+    let Some(containers) = path_mut(spec, &["containers"]).and_then(Value::as_array_mut) else {
+        return;
+    };
+    for container in containers {
+        let named = |resource: &str| {
+            ["requests", "limits"]
+                .iter()
+                .any(|k| container["resources"][*k].get(resource).is_some())
+        };
+        let wanted: Vec<&str> = ["cpu", "memory"].into_iter().filter(|r| named(r)).collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        set_default(container, "resizePolicy", json!([]));
+        let Some(policies) = container["resizePolicy"].as_array_mut() else {
+            continue;
+        };
+        for resource in wanted {
+            if !policies.iter().any(|p| p["resourceName"] == resource) {
+                policies.push(json!({"resourceName": resource, "restartPolicy": "NotRequired"}));
             }
         }
     }
@@ -167,6 +248,12 @@ fn default_volume(volume: &mut Value) {
             set_default(source, "defaultMode", json!(DEFAULT_VOLUME_MODE));
         }
     }
+    default_volume_source(volume);
+    if let Some(claim) =
+        path_mut(volume, &["ephemeral", "volumeClaimTemplate", "spec"]).filter(|s| s.is_object())
+    {
+        super::volumes::default_claim_spec(claim);
+    }
     if let Some(items) = path_mut(volume, &["downwardAPI", "items"]).and_then(Value::as_array_mut) {
         default_field_refs(items);
     }
@@ -174,11 +261,56 @@ fn default_volume(volume: &mut Value) {
         set_default(projected, "defaultMode", json!(DEFAULT_VOLUME_MODE));
         if let Some(sources) = path_mut(projected, &["sources"]).and_then(Value::as_array_mut) {
             for source in sources {
+                if let Some(token) = path_mut(source, &["serviceAccountToken"]) {
+                    set_default(token, "expirationSeconds", json!(3600));
+                }
                 if let Some(items) =
                     path_mut(source, &["downwardAPI", "items"]).and_then(Value::as_array_mut)
                 {
                     default_field_refs(items);
                 }
+            }
+        }
+    }
+}
+
+/// Defaults of the storage sources a pod volume and a PersistentVolume
+/// share (upstream defaults both the same way): hostPath's empty type,
+/// iSCSI's interface, RBD's pool, user and keyring, Azure Disk's caching,
+/// kind and filesystem, ScaleIO's provisioning and filesystem.
+pub(super) fn default_volume_source(source: &mut Value) {
+    let defaults: [(&str, &[(&str, Value)]); 5] = [
+        ("hostPath", &[("type", json!(""))]),
+        ("iscsi", &[("iscsiInterface", json!("default"))]),
+        (
+            "rbd",
+            &[
+                ("pool", json!("rbd")),
+                ("user", json!("admin")),
+                ("keyring", json!("/etc/ceph/keyring")),
+            ],
+        ),
+        (
+            "azureDisk",
+            &[
+                ("cachingMode", json!("ReadWrite")),
+                ("kind", json!("Shared")),
+                ("fsType", json!("ext4")),
+                ("readOnly", json!(false)),
+            ],
+        ),
+        (
+            "scaleIO",
+            &[
+                ("storageMode", json!("ThinProvisioned")),
+                ("fsType", json!("xfs")),
+            ],
+        ),
+    ];
+    for (name, fields) in defaults {
+        if let Some(source) = path_mut(source, &[name]).filter(|s| s.is_object()) {
+            for (field, value) in fields {
+                set_default(source, field, value.clone());
             }
         }
     }

@@ -1,0 +1,67 @@
+//! HorizontalPodAutoscalers (`autoscaling/v2`, stored, and `v1`): at least
+//! one replica; in v2 the CPU target upstream assumes when no metric is
+//! named, and the scaling behaviour's defaults once a behaviour is given
+//! (a missing one stays missing: the controller applies the same rules).
+
+use serde_json::{Value, json};
+
+use super::{KindStrategy, set_default};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
+
+/// Average CPU utilisation targeted when a v2 autoscaler names no metric.
+const DEFAULT_CPU_UTILIZATION: i64 = 80;
+
+/// How long scale-downs look back for the highest recommendation.
+const SCALE_DOWN_STABILIZATION_SECONDS: i64 = 300;
+
+/// The `horizontalpodautoscalers` resource in either version.
+#[derive(Debug)]
+pub(crate) struct HorizontalPodAutoscalers;
+
+impl KindStrategy for HorizontalPodAutoscalers {
+    fn apply_defaults(&self, info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+            return;
+        };
+        set_default(spec, "minReplicas", json!(1));
+        if info.version != "v2" {
+            return;
+        }
+        let no_metrics = spec
+            .get("metrics")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if no_metrics {
+            spec["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": DEFAULT_CPU_UTILIZATION}}}]);
+        }
+        if let Some(behavior) = path_mut(spec, &["behavior"]).filter(|b| b.is_object()) {
+            default_rules(
+                behavior,
+                "scaleUp",
+                0,
+                json!([{"type": "Pods", "value": 4, "periodSeconds": 15},
+                    {"type": "Percent", "value": 100, "periodSeconds": 15}]),
+            );
+            default_rules(
+                behavior,
+                "scaleDown",
+                SCALE_DOWN_STABILIZATION_SECONDS,
+                json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]),
+            );
+        }
+    }
+}
+
+/// One direction of a behaviour: its window, the Max select policy, and
+/// `policies` when it lists none.
+fn default_rules(behavior: &mut Value, direction: &str, window: i64, policies: Value) {
+    set_default(behavior, direction, json!({}));
+    let Some(rules) = path_mut(behavior, &[direction]).filter(|r| r.is_object()) else {
+        return;
+    };
+    set_default(rules, "stabilizationWindowSeconds", json!(window));
+    set_default(rules, "selectPolicy", json!("Max"));
+    set_default(rules, "policies", policies);
+}

@@ -1,0 +1,49 @@
+//! `networking.k8s.io/v1` NetworkPolicies: which directions a policy
+//! governs when it does not list them (always ingress, egress once it has
+//! egress rules), and TCP for ports that name no protocol.
+
+use serde_json::{Value, json};
+
+use super::{KindStrategy, set_default};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
+
+/// The `networkpolicies` resource.
+#[derive(Debug)]
+pub(crate) struct NetworkPolicies;
+
+impl KindStrategy for NetworkPolicies {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+            return;
+        };
+        for direction in ["ingress", "egress"] {
+            let Some(rules) = path_mut(spec, &[direction]).and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for port in rules
+                .iter_mut()
+                .filter_map(|r| path_mut(r, &["ports"]).and_then(Value::as_array_mut))
+                .flatten()
+            {
+                set_default(port, "protocol", json!("TCP"));
+            }
+        }
+        let listed = spec
+            .get("policyTypes")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty());
+        if !listed {
+            let egress = spec
+                .get("egress")
+                .and_then(Value::as_array)
+                .is_some_and(|e| !e.is_empty());
+            let types = if egress {
+                json!(["Ingress", "Egress"])
+            } else {
+                json!(["Ingress"])
+            };
+            spec["policyTypes"] = types;
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! `storage.k8s.io/v1` kinds with defaults of their own: StorageClasses
+//! (what happens to a released volume, when volumes bind) and CSIDrivers
+//! (what the driver is assumed to need when its object does not say).
+
+use serde_json::{Value, json};
+
+use super::{KindStrategy, set_default};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
+
+/// The `storageclasses` resource.
+#[derive(Debug)]
+pub(crate) struct StorageClasses;
+
+impl KindStrategy for StorageClasses {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        set_default(object, "reclaimPolicy", json!("Delete"));
+        set_default(object, "volumeBindingMode", json!("Immediate"));
+    }
+}
+
+/// The `csidrivers` resource.
+#[derive(Debug)]
+pub(crate) struct CsiDrivers;
+
+impl KindStrategy for CsiDrivers {
+    /// Upstream v1.33's answers for a driver that says nothing: it needs
+    /// attaching, wants no pod info, reports no capacity, manages its own
+    /// fsGroup only for ReadWriteOnce volumes with an fsType, serves
+    /// persistent volumes, needs no republishing and no SELinux mounts.
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+            return;
+        };
+        set_default(spec, "attachRequired", json!(true));
+        set_default(spec, "podInfoOnMount", json!(false));
+        set_default(spec, "storageCapacity", json!(false));
+        set_default(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
+        set_default(spec, "volumeLifecycleModes", json!(["Persistent"]));
+        set_default(spec, "requiresRepublish", json!(false));
+        set_default(spec, "seLinuxMount", json!(false));
+    }
+}
