@@ -58,7 +58,7 @@ pub(crate) use default::{LEASES, PLAIN, SERVICE_ACCOUNTS};
 pub(crate) use discovery::{EndpointSlices, Endpoints};
 pub(crate) use events::{Events, EventsV1};
 pub(crate) use namespaces::Namespaces;
-pub(crate) use networking::NetworkPolicies;
+pub(crate) use networking::{IngressClasses, NetworkPolicies};
 pub(crate) use nodes::Nodes;
 pub(crate) use pods::Pods;
 pub(crate) use quota::{LimitRanges, ResourceQuotas};

@@ -1,6 +1,7 @@
 //! `networking.k8s.io/v1` NetworkPolicies: which directions a policy
 //! governs when it does not list them (always ingress, egress once it has
-//! egress rules), and TCP for ports that name no protocol.
+//! egress rules), and TCP for ports that name no protocol. IngressClasses:
+//! parameters are cluster-scoped unless they say.
 
 use serde_json::{Value, json};
 
@@ -44,6 +45,20 @@ impl KindStrategy for NetworkPolicies {
                 json!(["Ingress"])
             };
             spec["policyTypes"] = types;
+        }
+    }
+}
+
+/// The `ingressclasses` resource.
+#[derive(Debug)]
+pub(crate) struct IngressClasses;
+
+impl KindStrategy for IngressClasses {
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        if let Some(parameters) =
+            path_mut(object, &["spec", "parameters"]).filter(|p| p.is_object())
+        {
+            set_default(parameters, "scope", json!("Cluster"));
         }
     }
 }

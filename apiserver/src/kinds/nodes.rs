@@ -1,7 +1,12 @@
 //! Nodes: the one kind with a status subresource whose status on create is
-//! kept (a node agent registers its node with its status).
+//! kept (a node agent registers its node with its status); a status that
+//! states capacity but no allocatable offers all of it.
+
+use serde_json::Value;
 
 use super::{InitialStatus, KindStrategy};
+use crate::object::path_mut;
+use crate::registry::ResourceInfo;
 use crate::table::Printer;
 
 /// The `nodes` resource.
@@ -11,6 +16,17 @@ pub(crate) struct Nodes;
 impl KindStrategy for Nodes {
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Kept
+    }
+
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        let Some(status) = path_mut(object, &["status"]).and_then(Value::as_object_mut) else {
+            return;
+        };
+        if !status.contains_key("allocatable")
+            && let Some(capacity) = status.get("capacity").filter(|c| c.is_object()).cloned()
+        {
+            status.insert("allocatable".into(), capacity);
+        }
     }
 
     fn printer(&self) -> &'static Printer {

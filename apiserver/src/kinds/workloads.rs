@@ -252,7 +252,16 @@ impl KindStrategy for Jobs {
         let Some(spec) = spec_of(object) else {
             return;
         };
-        set_default(spec, "backoffLimit", json!(6));
+        // A per-index limit takes over from the job-wide one, which then
+        // never stops the job by itself.
+        let per_index = spec
+            .get("backoffLimitPerIndex")
+            .is_some_and(|v| !v.is_null());
+        set_default(
+            spec,
+            "backoffLimit",
+            json!(if per_index { i64::from(i32::MAX) } else { 6 }),
+        );
         // Both unset: one pod to one completion. Only parallelism set: a
         // work queue, so completions stays unset.
         if spec.get("parallelism").is_none() && spec.get("completions").is_none() {
@@ -261,7 +270,17 @@ impl KindStrategy for Jobs {
         set_default(spec, "parallelism", json!(1));
         set_default(spec, "completionMode", json!("NonIndexed"));
         set_default(spec, "suspend", json!(false));
-        set_default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+        // With a pod failure policy a pod is only replaced once it failed.
+        let failure_policy = spec.get("podFailurePolicy").is_some_and(|v| !v.is_null());
+        set_default(
+            spec,
+            "podReplacementPolicy",
+            json!(if failure_policy {
+                "Failed"
+            } else {
+                "TerminatingOrFailed"
+            }),
+        );
         let manual = spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
         if let (false, Some(uid), Some(name)) = (manual, uid, name) {
             default_job_selector(spec, &uid, &name);

@@ -295,7 +295,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .fields(&["spec.signerName"])
             .strategy(&kinds::CertificateSigningRequests),
         // networking.k8s.io/v1
-        of::<networking::v1::IngressClass>(),
+        of::<networking::v1::IngressClass>().strategy(&kinds::IngressClasses),
         of::<networking::v1::Ingress>()
             .short(&["ing"])
             .subs(&[Status])

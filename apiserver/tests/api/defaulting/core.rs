@@ -341,6 +341,13 @@ async fn other_core_kinds_are_defaulted_as_upstream() {
             ],
         },
         Case {
+            what: "a node stating only its capacity",
+            path: "/api/v1/nodes",
+            body: json!({"metadata": {"name": "n1"},
+                "status": {"capacity": {"cpu": "2", "pods": "110"}}}),
+            want: vec![("/status/allocatable", json!({"cpu": "2", "pods": "110"}))],
+        },
+        Case {
             what: "a persistent volume claim",
             path: "/api/v1/namespaces/default/persistentvolumeclaims",
             body: json!({"metadata": {"name": "pvc"}, "spec": {"accessModes": ["ReadWriteOnce"],

@@ -40,6 +40,13 @@ async fn networking_kinds_are_defaulted_as_upstream() {
             want: vec![("/spec/policyTypes", json!(["Egress"]))],
         },
         Case {
+            what: "an ingress class with parameters",
+            path: "/apis/networking.k8s.io/v1/ingressclasses",
+            body: json!({"metadata": {"name": "ic"}, "spec": {"controller": "example.com/ic",
+                "parameters": {"apiGroup": "example.com", "kind": "Params", "name": "p"}}}),
+            want: vec![("/spec/parameters/scope", json!("Cluster"))],
+        },
+        Case {
             what: "an ingress (pathType is required, nothing defaulted)",
             path: "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
             body: json!({"metadata": {"name": "ing"}, "spec": {"rules": [{"http": {"paths": [

@@ -183,6 +183,21 @@ async fn batch_workloads_are_defaulted_as_upstream() {
             ],
         },
         Case {
+            what: "a job with a pod failure policy and per-index limits",
+            path: "/apis/batch/v1/namespaces/default/jobs",
+            body: json!({"metadata": {"name": "j-indexed"}, "spec": {
+                "completionMode": "Indexed", "completions": 2, "backoffLimitPerIndex": 1,
+                "podFailurePolicy": {"rules": [{"action": "FailJob",
+                    "onExitCodes": {"operator": "In", "values": [42]}}]},
+                "template": job_template()}}),
+            want: vec![
+                ("/spec/backoffLimit", json!(2147483647)),
+                ("/spec/podReplacementPolicy", json!("Failed")),
+                ("/spec/completions", json!(2)),
+                ("/spec/parallelism", json!(1)),
+            ],
+        },
+        Case {
             what: "a minimal cron job",
             path: "/apis/batch/v1/namespaces/default/cronjobs",
             body: json!({"metadata": {"name": "cj"}, "spec": {"schedule": "*/5 * * * *",
