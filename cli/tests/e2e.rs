@@ -15,6 +15,7 @@ mod e2e {
     mod durability;
     mod faults;
     mod fidelity;
+    mod kind_sweep;
     mod kube_rs;
     mod kubectl;
     mod kubectl_apply;

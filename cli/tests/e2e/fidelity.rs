@@ -1,5 +1,6 @@
 //! kubectl flows that depend on the server writing what upstream writes:
-//! EndpointSlice port names that kubectl's describe reads unguarded.
+//! EndpointSlice port names that kubectl's describe reads unguarded, and a
+//! Terminating namespace's conditions that `describe` shows.
 
 use std::time::Duration;
 
@@ -46,4 +47,72 @@ fn describe_service_with_endpoints_through_kubectl() {
         .find(|l| l.starts_with("Endpoints:"))
         .unwrap_or_else(|| panic!("no Endpoints line in\n{described}"));
     assert!(endpoints.contains(":8080"), "{described}");
+}
+
+#[test]
+fn describe_namespace_says_what_blocks_its_deletion() {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "held"]);
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"sticky",
+        "namespace":"held","finalizers":["example.com/hold"]}}"#;
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], cm);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.kubectl_ok(&["delete", "namespace", "held", "--wait=false"]);
+
+    // kubectl describe lists the conditions as TYPE STATUS TIME REASON MESSAGE.
+    let described = eventually(Duration::from_secs(30), "the blocking conditions", || {
+        let out = server.kubectl_ok(&["describe", "namespace", "held"]);
+        out.contains("SomeFinalizersRemain").then_some(out)
+    });
+    assert!(
+        described.contains("Status:       Terminating"),
+        "{described}"
+    );
+    let line = |type_: &str| {
+        described
+            .lines()
+            .find(|l| l.trim_start().starts_with(type_))
+            .unwrap_or_else(|| panic!("no {type_} in\n{described}"))
+            .to_string()
+    };
+    let content = line("NamespaceContentRemaining");
+    assert!(content.contains("True"), "{content}");
+    assert!(
+        content.contains("Some resources are remaining: configmaps. has 1 resource instances"),
+        "{content}"
+    );
+    let finalizers = line("NamespaceFinalizersRemaining");
+    assert!(
+        finalizers.contains(
+            "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+        ),
+        "{finalizers}"
+    );
+    for settled in [
+        "NamespaceDeletionDiscoveryFailure",
+        "NamespaceDeletionGroupVersionParsingFailure",
+        "NamespaceDeletionContentFailure",
+    ] {
+        assert!(line(settled).contains("False"), "{described}");
+    }
+
+    // Releasing the object lets the namespace finish.
+    server.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "sticky",
+        "-n",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    eventually(Duration::from_secs(30), "the namespace gone", || {
+        let out = server.kubectl(&["get", "namespace", "held"]);
+        (!out.status.success()).then_some(())
+    });
 }

@@ -58,12 +58,20 @@ impl KindStrategy for Pods {
 
     fn validate(
         &self,
-        _info: &ResourceInfo,
+        info: &ResourceInfo,
         object: &Value,
         old: Option<&Value>,
         errors: &mut Vec<FieldError>,
     ) {
-        crate::validation::workloads::pod(object, old, errors);
+        // The stored pod is compared as it reads today, as upstream defaults
+        // what it decodes from storage: a default added since it was written
+        // is not a change the update made to an immutable field.
+        let old = old.map(|o| {
+            let mut o = o.clone();
+            self.apply_defaults(info, &mut o);
+            o
+        });
+        crate::validation::workloads::pod(object, old.as_ref(), errors);
     }
 
     async fn admit_create(

@@ -399,3 +399,38 @@ async fn other_core_kinds_are_defaulted_as_upstream() {
     ])
     .await;
 }
+
+#[tokio::test]
+async fn a_pod_stored_before_a_default_existed_still_takes_label_patches() {
+    use skiff_store::Store;
+
+    let s = crate::harness::TestServer::new().await;
+    let body = pod(
+        "old",
+        json!({"containers": [{"name": "c", "image": "busybox:1.36",
+            "resources": {"limits": {"cpu": "1"}}}]}),
+    );
+    let (code, created) = s.post(PODS, body).await;
+    assert_eq!(code, http::StatusCode::CREATED, "{created}");
+    // As an older server wrote it: no resizePolicy.
+    let key = "/registry/core/pods/default/old";
+    let stored = s.store.get(key).await.unwrap().expect("stored pod");
+    let mut old: Value = serde_json::from_slice(&stored.value).unwrap();
+    old["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("resizePolicy");
+    s.store
+        .update(key, serde_json::to_vec(&old).unwrap().into(), None)
+        .await
+        .unwrap();
+    let (code, patched) = s
+        .patch(
+            &format!("{PODS}/old"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
+        )
+        .await;
+    assert_eq!(code, http::StatusCode::OK, "{patched}");
+    assert_eq!(patched["metadata"]["labels"]["touched"], "yes");
+}
