@@ -246,6 +246,27 @@ fn manifests() -> BTreeMap<&'static str, Value> {
             ),
         ),
         (
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+            cluster(
+                "ValidatingAdmissionPolicy",
+                "admissionregistration.k8s.io/v1",
+                "sweep-policy",
+                json!({"spec": {"matchConstraints": {"resourceRules": [{
+                    "operations": ["CREATE"], "apiGroups": ["sweep.example.com"],
+                    "apiVersions": ["v1"], "resources": ["nothing"]}]},
+                    "validations": [{"expression": "true"}]}}),
+            ),
+        ),
+        (
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
+            cluster(
+                "ValidatingAdmissionPolicyBinding",
+                "admissionregistration.k8s.io/v1",
+                "sweep-policy-binding",
+                json!({"spec": {"policyName": "sweep-policy", "validationActions": ["Deny"]}}),
+            ),
+        ),
+        (
             "apiextensions.k8s.io/v1/CustomResourceDefinition",
             cluster(
                 "CustomResourceDefinition",

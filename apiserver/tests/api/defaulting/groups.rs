@@ -194,6 +194,21 @@ async fn discovery_and_admission_kinds_are_defaulted_as_upstream() {
             ],
         },
         Case {
+            what: "a validating admission policy",
+            path: "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+            body: json!({"metadata": {"name": "vap"}, "spec": {
+                "matchConstraints": {"resourceRules": [{"operations": ["CREATE"],
+                    "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]},
+                "validations": [{"expression": "true"}]}}),
+            want: vec![
+                ("/spec/failurePolicy", json!("Fail")),
+                ("/spec/matchConstraints/matchPolicy", json!("Equivalent")),
+                ("/spec/matchConstraints/namespaceSelector", json!({})),
+                ("/spec/matchConstraints/objectSelector", json!({})),
+                ("/spec/matchConstraints/resourceRules/0/scope", json!("*")),
+            ],
+        },
+        Case {
             what: "a mutating webhook",
             path: "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
             body: json!({"metadata": {"name": "mwc"}, "webhooks": [{"name": "m.example.com",
