@@ -29,6 +29,7 @@ pub mod discovery;
 pub mod encryption;
 mod event_ttl;
 pub mod field_validation;
+pub mod flowcontrol;
 mod handlers;
 mod key_locks;
 mod kinds;

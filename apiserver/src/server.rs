@@ -114,6 +114,8 @@ pub enum ApiServerError {
     MissingCache(String),
     #[error("the default RBAC policy: {0}")]
     Policy(#[from] crate::authz::bootstrap::BootstrapError),
+    #[error("the priority and fairness configuration: {0}")]
+    FlowControl(#[from] crate::flowcontrol::bootstrap::FlowBootstrapError),
     #[error("creating the system object {name} failed: {source}")]
     Bootstrap {
         name: String,
@@ -306,6 +308,7 @@ impl ApiServer {
             ),
         );
         crate::authz::bootstrap::ensure(&own_client).await?;
+        crate::flowcontrol::bootstrap::ensure(&own_client).await?;
         // The start-up objects are written; from here on every write is
         // put to the configured admission webhooks.
         server.inner.webhooks.activate();

@@ -30,6 +30,8 @@ mod encryption;
 mod errors;
 #[path = "api/field_validation.rs"]
 mod field_validation;
+#[path = "api/flowcontrol.rs"]
+mod flowcontrol;
 #[path = "api/kinds.rs"]
 mod kinds;
 #[path = "api/kube_client.rs"]

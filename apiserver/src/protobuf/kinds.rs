@@ -151,6 +151,8 @@ fn build() -> Kinds {
     b.add::<pb::scheduling::v1::PriorityClass, oa::scheduling::v1::PriorityClass>();
     b.add::<pb::coordination::v1::Lease, oa::coordination::v1::Lease>();
     b.add::<pb::discovery::v1::EndpointSlice, oa::discovery::v1::EndpointSlice>();
+    b.add::<pb::flowcontrol::v1::FlowSchema, oa::flowcontrol::v1::FlowSchema>();
+    b.add::<pb::flowcontrol::v1::PriorityLevelConfiguration, oa::flowcontrol::v1::PriorityLevelConfiguration>();
     // ...and the bodies posted to their subresources and review endpoints.
     b.add::<pb::core::v1::Binding, oa::core::v1::Binding>();
     b.add::<pb::policy::v1::Eviction, oa::policy::v1::Eviction>();

@@ -2,7 +2,8 @@
 
 use k8s_openapi::api::{
     admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
-    coordination, core, discovery, events, networking, policy, rbac, scheduling, storage,
+    coordination, core, discovery, events, flowcontrol, networking, policy, rbac, scheduling,
+    storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
@@ -355,5 +356,14 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<coordination::v1::Lease>().strategy(&kinds::LEASES),
         // discovery.k8s.io/v1
         of::<discovery::v1::EndpointSlice>().strategy(&kinds::EndpointSlices),
+        // flowcontrol.apiserver.k8s.io/v1
+        of::<flowcontrol::v1::FlowSchema>()
+            .subs(&[Status])
+            .generation()
+            .strategy(&kinds::FlowSchemas),
+        of::<flowcontrol::v1::PriorityLevelConfiguration>()
+            .subs(&[Status])
+            .generation()
+            .strategy(&kinds::PriorityLevelConfigurations),
     ]
 }

@@ -7,6 +7,7 @@ pub(crate) mod admission;
 mod age;
 pub(crate) mod columns;
 pub(crate) mod core;
+pub(crate) mod flowcontrol;
 pub(crate) mod pods;
 pub(crate) mod workloads;
 

@@ -1,0 +1,315 @@
+//! API Priority and Fairness configuration through the API: upstream's
+//! mandatory and suggested FlowSchemas and PriorityLevelConfigurations are
+//! there from the first request with kubectl's columns; bad objects are
+//! refused at their fields; and across a restart the server restores the
+//! mandatory objects and what it manages, while an admin's
+//! `autoupdate-spec: "false"` edit and own objects are kept.
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_store::Store;
+
+use super::harness::{TestServer, assert_status, open_store};
+
+const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
+const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+fn names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn table(s: &TestServer, path: &str) -> Value {
+    let user = skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]);
+    let (code, table) = s
+        .call_with_headers(&user, Method::GET, path, None, &[("accept", TABLE)])
+        .await;
+    assert_eq!(code, StatusCode::OK, "{table}");
+    table
+}
+
+fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
+    table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == name)
+        .unwrap_or_else(|| panic!("no row {name} in {table}"))
+}
+
+#[tokio::test]
+async fn bootstrap_objects_are_served_with_kubectl_columns() {
+    let s = TestServer::new().await;
+    let (code, levels) = s.get(LEVELS).await;
+    assert_eq!(code, StatusCode::OK, "{levels}");
+    assert_eq!(
+        names(&levels),
+        [
+            "catch-all",
+            "exempt",
+            "global-default",
+            "leader-election",
+            "node-high",
+            "system",
+            "workload-high",
+            "workload-low"
+        ]
+    );
+    let (_, schemas) = s.get(SCHEMAS).await;
+    assert_eq!(
+        names(&schemas),
+        [
+            "catch-all",
+            "endpoint-controller",
+            "exempt",
+            "global-default",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kube-system-service-accounts",
+            "probes",
+            "service-accounts",
+            "system-leader-election",
+            "system-node-high",
+            "system-nodes",
+            "workload-leader-election"
+        ]
+    );
+    for item in schemas["items"].as_array().unwrap() {
+        assert_eq!(
+            item["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],
+            "true"
+        );
+    }
+
+    let levels = table(&s, LEVELS).await;
+    let columns: Vec<&str> = levels["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Name",
+            "Type",
+            "NominalConcurrencyShares",
+            "Queues",
+            "HandSize",
+            "QueueLengthLimit",
+            "Age"
+        ]
+    );
+    let cells = |r: &Value| r["cells"].as_array().unwrap()[..6].to_vec();
+    assert_eq!(
+        cells(row(&levels, "workload-low")),
+        [
+            json!("workload-low"),
+            json!("Limited"),
+            json!(100),
+            json!(128),
+            json!(6),
+            json!(50)
+        ]
+    );
+    assert_eq!(
+        cells(row(&levels, "exempt")),
+        [
+            json!("exempt"),
+            json!("Exempt"),
+            json!("<none>"),
+            json!("<none>"),
+            json!("<none>"),
+            json!("<none>")
+        ]
+    );
+    assert_eq!(
+        cells(row(&levels, "catch-all")),
+        [
+            json!("catch-all"),
+            json!("Limited"),
+            json!(5),
+            json!("<none>"),
+            json!("<none>"),
+            json!("<none>")
+        ]
+    );
+
+    let schemas = table(&s, SCHEMAS).await;
+    let columns: Vec<&str> = schemas["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Name",
+            "PriorityLevel",
+            "MatchingPrecedence",
+            "DistinguisherMethod",
+            "Age",
+            "MissingPL"
+        ]
+    );
+    let nodes = row(&schemas, "system-node-high")["cells"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        nodes[..4],
+        [
+            json!("system-node-high"),
+            json!("node-high"),
+            json!(400),
+            json!("ByUser")
+        ]
+    );
+    let exempt = row(&schemas, "exempt")["cells"].as_array().unwrap();
+    assert_eq!(exempt[3], "<none>");
+}
+
+#[tokio::test]
+async fn defaults_are_filled_and_bad_objects_refused() {
+    let s = TestServer::new().await;
+    let (code, level) = s
+        .post(
+            LEVELS,
+            json!({"metadata": {"name": "tenants"}, "spec": {"type": "Limited",
+                "limited": {"limitResponse": {"type": "Queue"}}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{level}");
+    assert_eq!(level["spec"]["limited"]["nominalConcurrencyShares"], 30);
+    assert_eq!(
+        level["spec"]["limited"]["limitResponse"]["queuing"],
+        json!({"queues": 64, "handSize": 8, "queueLengthLimit": 50})
+    );
+    let (code, schema) = s
+        .post(
+            SCHEMAS,
+            json!({"metadata": {"name": "tenants"}, "spec": {
+                "priorityLevelConfiguration": {"name": "tenants"},
+                "rules": [{"subjects": [{"kind": "Group", "group": {"name": "tenants"}}],
+                           "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/version"]}]}]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{schema}");
+    assert_eq!(schema["spec"]["matchingPrecedence"], 1000);
+
+    let (code, body) = s
+        .post(
+            SCHEMAS,
+            json!({"metadata": {"name": "bad"}, "spec": {
+                "matchingPrecedence": 0,
+                "priorityLevelConfiguration": {"name": "tenants"},
+                "rules": [{"subjects": [{"kind": "Robot"}],
+                           "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]}]}}),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.matchingPrecedence",
+            "spec.rules[0].subjects[0].kind",
+            "spec.rules[0].resourceRules[0].namespaces"
+        ]
+    );
+    let (code, body) = s
+        .post(
+            LEVELS,
+            json!({"metadata": {"name": "bad"}, "spec": {"type": "Limited",
+                "limited": {"limitResponse": {"type": "Queue", "queuing": {"queues": 2, "handSize": 3, "queueLengthLimit": 1}}}}}),
+        )
+        .await;
+    assert_status(code, &body, 422, "Invalid");
+    assert_eq!(
+        body["details"]["causes"][0]["field"],
+        "spec.limited.limitResponse.queuing.handSize"
+    );
+}
+
+#[tokio::test]
+async fn a_restart_restores_what_the_server_manages_and_keeps_the_admins_edits() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || open_store(dir.path().join("store"));
+    let store = open().await;
+    {
+        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+            .await
+            .unwrap();
+        let s = TestServer::wrap(server, store.clone());
+        // The admin takes over a suggested level, ...
+        let (_, mut low) = s.get(&format!("{LEVELS}/workload-low")).await;
+        low["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"] = json!("false");
+        low["spec"]["limited"]["nominalConcurrencyShares"] = json!(7);
+        let (code, body) = s.put(&format!("{LEVELS}/workload-low"), low).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        // ... edits a managed one and a mandatory one without the annotation,
+        for name in ["workload-high", "catch-all"] {
+            let (_, mut level) = s.get(&format!("{LEVELS}/{name}")).await;
+            level["spec"]["limited"]["nominalConcurrencyShares"] = json!(1);
+            let (code, body) = s.put(&format!("{LEVELS}/{name}"), level).await;
+            assert_eq!(code, StatusCode::OK, "{body}");
+        }
+        // ... removes a schema, and adds one of its own marked as managed.
+        let (code, _) = s.delete(&format!("{SCHEMAS}/probes")).await;
+        assert_eq!(code, StatusCode::OK);
+        let (code, body) = s
+            .post(
+                SCHEMAS,
+                json!({"metadata": {"name": "stale", "annotations": {"apf.kubernetes.io/autoupdate-spec": "true"}},
+                    "spec": {"priorityLevelConfiguration": {"name": "global-default"},
+                    "rules": [{"subjects": [{"kind": "User", "user": {"name": "x"}}],
+                               "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        s.server.shutdown();
+    }
+    store.close().await.unwrap();
+    drop(store);
+    let store = open().await;
+    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+        .await
+        .unwrap();
+    let s = TestServer::wrap(server, store);
+    let shares = |level: &Value| level["spec"]["limited"]["nominalConcurrencyShares"].clone();
+    let (_, low) = s.get(&format!("{LEVELS}/workload-low")).await;
+    assert_eq!(shares(&low), 7, "the admin's level was overwritten");
+    let (_, high) = s.get(&format!("{LEVELS}/workload-high")).await;
+    assert_eq!(shares(&high), 40, "a managed level was not restored");
+    let (_, catch_all) = s.get(&format!("{LEVELS}/catch-all")).await;
+    assert_eq!(
+        shares(&catch_all),
+        5,
+        "the mandatory level was not restored"
+    );
+    let (code, _) = s.get(&format!("{SCHEMAS}/probes")).await;
+    assert_eq!(
+        code,
+        StatusCode::OK,
+        "a deleted suggested schema comes back"
+    );
+    let (code, _) = s.get(&format!("{SCHEMAS}/stale")).await;
+    assert_eq!(
+        code,
+        StatusCode::NOT_FOUND,
+        "an unknown managed schema stays"
+    );
+}
