@@ -37,6 +37,14 @@ pub struct ApiServerConfig {
     /// Deadline of every request that is not long-running (upstream's
     /// `--request-timeout`, 60 s); see [`crate::request_timeout`].
     pub request_timeout: Duration,
+    /// Seats of API Priority and Fairness: the sum of this and
+    /// [`Self::max_mutating_requests_inflight`] is shared among the limited
+    /// priority levels (upstream's `--max-requests-inflight`, 400); when
+    /// both are 0 nothing is limited.
+    pub max_requests_inflight: usize,
+    /// Upstream's `--max-mutating-requests-inflight` (200); see
+    /// [`Self::max_requests_inflight`].
+    pub max_mutating_requests_inflight: usize,
     /// Live events buffered per watcher; one that falls further behind
     /// resumes from the cache's history instead of slowing the others.
     pub watch_fanout_buffer: usize,
@@ -80,6 +88,8 @@ impl Default for ApiServerConfig {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             request_timeout: crate::request_timeout::DEFAULT_REQUEST_TIMEOUT,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
             watch_fanout_buffer: 1024,
             service_cidr: "10.43.0.0/16".to_string(),
             node_port_range: 30000..=32767,
@@ -180,6 +190,8 @@ pub(crate) struct Inner {
     pub webhooks: crate::admission_plugins::webhook::WebhookSource,
     /// Whom webhooks without a `caBundle` are trusted by.
     pub webhook_trust: crate::admission_plugins::webhook::WebhookTrust,
+    /// API Priority and Fairness; `None` when no seats are configured.
+    pub flow_control: Option<crate::flowcontrol::config::FlowControl>,
 }
 
 impl Inner {
@@ -271,6 +283,8 @@ impl ApiServer {
         ));
         let webhook_trust =
             crate::admission_plugins::webhook::WebhookTrust::new(config.webhook_ca_pem.as_deref());
+        let flow_control =
+            flow_control(&registry, &caches, &config).map_err(ApiServerError::MissingCache)?;
         let inner = Arc::new(Inner {
             store,
             registry,
@@ -295,6 +309,7 @@ impl ApiServer {
             audit,
             webhooks: Default::default(),
             webhook_trust,
+            flow_control,
         });
         let server = Self { inner };
         // Custom resources are served from the first request on.
@@ -470,6 +485,12 @@ impl ApiServer {
             .route("/livez", get(health))
             .route("/readyz", get(readiness))
             .fallback(crate::handlers::dispatch)
+            // Inside authorization, which has switched to the impersonated
+            // user the request is classified by.
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.clone(),
+                crate::flowcontrol::filter::limit,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
                 crate::authz::middleware::authorize,
@@ -551,6 +572,30 @@ fn node_authorizer(
         cache("", "persistentvolumeclaims")?,
         cache("storage.k8s.io", "volumeattachments")?,
     ))
+}
+
+/// Priority and fairness over the FlowSchema and PriorityLevelConfiguration
+/// caches (or the resource whose cache is missing); `None` without seats.
+fn flow_control(
+    registry: &LiveRegistry,
+    caches: &HashMap<String, Arc<WatchCache>>,
+    config: &ApiServerConfig,
+) -> Result<Option<crate::flowcontrol::config::FlowControl>, String> {
+    let seats = config.max_requests_inflight + config.max_mutating_requests_inflight;
+    if seats == 0 {
+        return Ok(None);
+    }
+    let cache = |resource: &str| {
+        registry
+            .get("flowcontrol.apiserver.k8s.io", "v1", resource)
+            .and_then(|info| caches.get(&info.storage_prefix).cloned())
+            .ok_or_else(|| format!("flowcontrol.apiserver.k8s.io/{resource}"))
+    };
+    Ok(Some(crate::flowcontrol::config::FlowControl::new(
+        cache("flowschemas")?,
+        cache("prioritylevelconfigurations")?,
+        seats,
+    )))
 }
 
 /// The watch caches of the four RBAC resources, or the one missing.

@@ -80,6 +80,23 @@ pub struct ServerArgs {
     #[arg(long, env = "SKIFF_REQUEST_TIMEOUT", default_value = "60s", value_parser = request_timeout)]
     pub request_timeout: Duration,
 
+    /// API Priority and Fairness: this plus --max-mutating-requests-inflight
+    /// is the number of requests that run at once, shared among the limited
+    /// priority levels by their nominalConcurrencyShares; beyond that
+    /// requests wait in fair queues or get 429 TooManyRequests. Both 0: no
+    /// limit.
+    #[arg(long, env = "SKIFF_MAX_REQUESTS_INFLIGHT", default_value_t = 400)]
+    pub max_requests_inflight: usize,
+
+    /// See --max-requests-inflight (upstream's two limits, added together
+    /// under priority and fairness).
+    #[arg(
+        long,
+        env = "SKIFF_MAX_MUTATING_REQUESTS_INFLIGHT",
+        default_value_t = 200
+    )]
+    pub max_mutating_requests_inflight: usize,
+
     /// Seconds a watch lasts at least when the client sets no
     /// timeoutSeconds; each runs a random time between this and twice this.
     #[arg(long, env = "SKIFF_MIN_REQUEST_TIMEOUT", default_value_t = 1800)]
@@ -258,6 +275,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             args.encryption_provider_config.clone(),
         ),
         request_timeout: args.request_timeout,
+        max_requests_inflight: args.max_requests_inflight,
+        max_mutating_requests_inflight: args.max_mutating_requests_inflight,
         default_watch_timeout: Duration::from_secs(args.min_request_timeout.max(1)),
         audit: skiff_apiserver::audit::AuditConfig {
             log_path: args.audit_log_path.clone(),

@@ -1,9 +1,19 @@
 //! API Priority and Fairness: the `flowcontrol.apiserver.k8s.io/v1`
 //! FlowSchemas and PriorityLevelConfigurations — their defaults and checks
-//! (`definition`) and upstream's mandatory and suggested objects kept at
-//! every start (`bootstrap`). The REST plumbing of the two kinds is the
-//! generic one (`kinds/flowcontrol.rs` holds their strategies); this tree
-//! must never write the store itself.
+//! (`definition`), upstream's mandatory and suggested objects kept at every
+//! start (`bootstrap`), matching a request to its schema and flow
+//! (`classify`), the configuration built from the watch caches with each
+//! level's share of the seats (`config`), the seats and fair queues of a
+//! level (`dispatch`) and the middleware that applies them (`filter`).
+//! The REST plumbing of the two kinds is the generic one
+//! (`kinds/flowcontrol.rs` holds their strategies); this tree never writes
+//! the store.
 
 pub mod bootstrap;
+pub mod classify;
+pub mod config;
 pub mod definition;
+pub mod dispatch;
+pub(crate) mod filter;
+
+pub use filter::{FLOW_SCHEMA_HEADER, PRIORITY_LEVEL_HEADER};

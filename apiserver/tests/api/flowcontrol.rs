@@ -5,10 +5,15 @@
 //! mandatory objects and what it manages, while an admin's
 //! `autoupdate-spec: "false"` edit and own objects are kept.
 
-use http::{Method, StatusCode};
+use std::time::Duration;
+
+use axum::body::Body;
+use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
+use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::Store;
+use tower::ServiceExt;
 
 use super::harness::{TestServer, assert_status, open_store};
 
@@ -28,7 +33,7 @@ fn names(list: &Value) -> Vec<String> {
 }
 
 async fn table(s: &TestServer, path: &str) -> Value {
-    let user = skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]);
+    let user = UserInfo::new("admin", ["system:masters".to_string()]);
     let (code, table) = s
         .call_with_headers(&user, Method::GET, path, None, &[("accept", TABLE)])
         .await;
@@ -312,4 +317,233 @@ async fn a_restart_restores_what_the_server_manages_and_keeps_the_admins_edits()
         StatusCode::NOT_FOUND,
         "an unknown managed schema stays"
     );
+}
+
+/// A request as `user`; the code, the headers and the JSON body.
+async fn send_as(
+    s: &TestServer,
+    user: &UserInfo,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, http::HeaderMap, Value) {
+    let bytes = body
+        .map(|b| serde_json::to_vec(&b).unwrap())
+        .unwrap_or_default();
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(Body::from(bytes))
+        .unwrap();
+    request.extensions_mut().insert(user.clone());
+    let response = s.server.router().oneshot(request).await.unwrap();
+    let code = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        code,
+        headers,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn uid(s: &Value) -> String {
+    s["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
+    // Two seats in all; `request_timeout` 4 s lets a request wait 1 s.
+    let s = TestServer::with_config(ApiServerConfig {
+        max_requests_inflight: 1,
+        max_mutating_requests_inflight: 1,
+        request_timeout: Duration::from_secs(4),
+        ..ApiServerConfig::default()
+    })
+    .await;
+    let (code, level) = s
+        .post(
+            LEVELS,
+            json!({"metadata": {"name": "tiny"}, "spec": {"type": "Limited", "limited": {
+                "nominalConcurrencyShares": 1,
+                "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 1}}}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{level}");
+    let (code, schema) = s
+        .post(
+            SCHEMAS,
+            json!({"metadata": {"name": "flood"}, "spec": {
+                "priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [{"subjects": [{"kind": "User", "user": {"name": "flooder"}}],
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}]}]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{schema}");
+    // The flooder may do anything, so nothing but flow control stops it.
+    let flooder = UserInfo::new("flooder", Vec::<String>::new());
+    let (code, body) = s
+        .post(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            json!({"metadata": {"name": "flooder"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "User", "name": "flooder", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // A list from a revision the store has not reached waits 3 s for it:
+    // a request that holds the level's one seat that long.
+    let slow = "/api/v1/namespaces/default/configmaps?resourceVersion=99999999";
+    let holder = {
+        let s = s.server.clone();
+        let flooder = flooder.clone();
+        tokio::spawn(async move {
+            let mut request = Request::builder().uri(slow).body(Body::empty()).unwrap();
+            request.extensions_mut().insert(flooder);
+            s.router().oneshot(request).await.unwrap().status()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The next one waits in the only queue, and gives up after 1 s ...
+    let waiter = {
+        let s = s.server.clone();
+        let flooder = flooder.clone();
+        tokio::spawn(async move {
+            let mut request = Request::builder()
+                .uri("/api/v1/namespaces/default/configmaps")
+                .body(Body::empty())
+                .unwrap();
+            request.extensions_mut().insert(flooder);
+            let started = std::time::Instant::now();
+            let response = s.router().oneshot(request).await.unwrap();
+            (response.status(), started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ... and one more finds the queue full: refused at once, in upstream's words.
+    let (code, headers, body) = send_as(
+        &s,
+        &flooder,
+        Method::POST,
+        "/api/v1/namespaces/default/configmaps",
+        Some(json!({"metadata": {"name": "flood"}})),
+    )
+    .await;
+    assert_status(code, &body, 429, "TooManyRequests");
+    assert_eq!(
+        body["message"],
+        "Too many requests, please try again later."
+    );
+    assert_eq!(body["details"]["retryAfterSeconds"], 1);
+    assert_eq!(headers["retry-after"], "1");
+    assert_eq!(
+        headers["x-kubernetes-pf-flowschema-uid"],
+        uid(&schema).as_str()
+    );
+    assert_eq!(
+        headers["x-kubernetes-pf-prioritylevel-uid"],
+        uid(&level).as_str()
+    );
+    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/flood").await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "a refused write was stored");
+
+    // Meanwhile another user's flow and an admin are served at once.
+    let alice = UserInfo::new("alice", Vec::<String>::new());
+    let (code, headers, _) = send_as(&s, &alice, Method::GET, "/version", None).await;
+    assert_eq!(code, StatusCode::OK);
+    let (_, global_default) = s.get(&format!("{SCHEMAS}/global-default")).await;
+    assert_eq!(
+        headers["x-kubernetes-pf-flowschema-uid"],
+        uid(&global_default).as_str()
+    );
+    let admin = UserInfo::new("root", ["system:masters".to_string()]);
+    let (code, headers, body) = send_as(
+        &s,
+        &admin,
+        Method::POST,
+        "/api/v1/namespaces/default/configmaps",
+        Some(json!({"metadata": {"name": "admin"}})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (_, exempt) = s.get(&format!("{SCHEMAS}/exempt")).await;
+    assert_eq!(
+        headers["x-kubernetes-pf-flowschema-uid"],
+        uid(&exempt).as_str()
+    );
+
+    let (code, waited) = waiter.await.unwrap();
+    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500),
+        "{waited:?}"
+    );
+    assert_eq!(holder.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
+    // With the seat free again the flooder is served.
+    let (code, _, _) = send_as(
+        &s,
+        &flooder,
+        Method::GET,
+        "/api/v1/namespaces/default/configmaps",
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn open_watches_do_not_hold_their_levels_seats() {
+    let s = TestServer::with_config(ApiServerConfig {
+        max_requests_inflight: 1,
+        max_mutating_requests_inflight: 0,
+        ..ApiServerConfig::default()
+    })
+    .await;
+    // Without global-default, users fall to catch-all: one seat, no queue,
+    // so a seat still held by a watch would refuse the list below.
+    let (code, body) = s.delete(&format!("{SCHEMAS}/global-default")).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, body) = s
+        .post(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            json!({"metadata": {"name": "watcher"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "User", "name": "watcher", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let watcher = UserInfo::new("watcher", Vec::<String>::new());
+    // Five open watches at a level of one seat, then an ordinary list.
+    let mut open = Vec::new();
+    for _ in 0..5 {
+        let mut request = Request::builder()
+            .uri("/api/v1/namespaces/default/configmaps?watch=true")
+            .body(Body::empty())
+            .unwrap();
+        request.extensions_mut().insert(watcher.clone());
+        let response = s.server.router().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let (_, catch_all) = s.get(&format!("{SCHEMAS}/catch-all")).await;
+        assert_eq!(
+            response.headers()["x-kubernetes-pf-flowschema-uid"],
+            uid(&catch_all).as_str()
+        );
+        open.push(response);
+    }
+    let (code, _, body) = send_as(
+        &s,
+        &watcher,
+        Method::GET,
+        "/api/v1/namespaces/default/configmaps",
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
 }
