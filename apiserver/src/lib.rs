@@ -4,7 +4,8 @@
 //! policies of `admission_plugins::validating_policy` and CRD rules on the
 //! engine in `cel/`, and the admission webhooks of
 //! `admission_plugins::webhook`, which it calls over HTTPS), authentication
-//! and authorization, discovery, and TLS. Its router doubles as an in-process `tower::Service` on
+//! and authorization, API Priority and Fairness (`flowcontrol`), discovery,
+//! and TLS. Its router doubles as an in-process `tower::Service` on
 //! which the other components build their `kube::Client`.
 //!
 //! It is the only writer of the store. It must never run controllers or reach

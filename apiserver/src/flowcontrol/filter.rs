@@ -34,9 +34,9 @@ pub const PRIORITY_LEVEL_HEADER: &str = "X-Kubernetes-PF-PriorityLevel-UID";
 const RETRY_AFTER_SECONDS: u64 = 1;
 
 /// The longest a request may wait in its queue: a quarter of the request
-/// timeout, as upstream derives it, and never under a second.
+/// timeout, as upstream derives it (never under 100 ms).
 pub fn queue_wait_limit(request_timeout: Duration) -> Duration {
-    (request_timeout / 4).max(Duration::from_secs(1))
+    (request_timeout / 4).max(Duration::from_millis(100))
 }
 
 /// Upstream's 429 for a request that could not be queued or waited too long.
