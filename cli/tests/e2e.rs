@@ -20,6 +20,7 @@ mod e2e {
     mod kubectl;
     mod kubectl_apply;
     mod node_features;
+    mod overload;
     mod pod_lifecycle;
     mod pod_security;
     mod python;
