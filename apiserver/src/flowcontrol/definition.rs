@@ -276,13 +276,7 @@ pub fn validate_priority_level(object: &Value, errors: &mut Vec<FieldError>) {
             &["Exempt", "Limited"],
         )),
     }
-    if name == EXEMPT && kind != "Exempt" {
-        errors.push(FieldError::invalid(
-            "spec.type",
-            kind,
-            "type must be 'Exempt' if and only if name is 'exempt'",
-        ));
-    } else if name != EXEMPT && kind == "Exempt" {
+    if (name == EXEMPT) != (kind == "Exempt") {
         errors.push(FieldError::invalid(
             "spec.type",
             kind,
