@@ -267,6 +267,29 @@ fn manifests() -> BTreeMap<&'static str, Value> {
             ),
         ),
         (
+            "flowcontrol.apiserver.k8s.io/v1/PriorityLevelConfiguration",
+            cluster(
+                "PriorityLevelConfiguration",
+                "flowcontrol.apiserver.k8s.io/v1",
+                "sweep-level",
+                json!({"spec": {"type": "Limited", "limited": {
+                    "nominalConcurrencyShares": 5, "limitResponse": {"type": "Reject"}}}}),
+            ),
+        ),
+        (
+            "flowcontrol.apiserver.k8s.io/v1/FlowSchema",
+            cluster(
+                "FlowSchema",
+                "flowcontrol.apiserver.k8s.io/v1",
+                "sweep-schema",
+                // Matches only a user and a path nothing uses.
+                json!({"spec": {"priorityLevelConfiguration": {"name": "sweep-level"},
+                    "matchingPrecedence": 9000, "rules": [{
+                        "subjects": [{"kind": "User", "user": {"name": "sweeper"}}],
+                        "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/sweep"]}]}]}}),
+            ),
+        ),
+        (
             "apiextensions.k8s.io/v1/CustomResourceDefinition",
             cluster(
                 "CustomResourceDefinition",
