@@ -108,7 +108,10 @@ fn pods(server: &Server, selector: &str) -> BTreeMap<String, PodReport> {
             let meta = &p["metadata"];
             let report = PodReport {
                 uid: meta["uid"].as_str().unwrap_or_default().to_string(),
-                phase: p["status"]["phase"].as_str().unwrap_or_default().to_string(),
+                phase: p["status"]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
                 hash: meta["labels"]["pod-template-hash"]
                     .as_str()
                     .unwrap_or_default()
@@ -117,7 +120,10 @@ fn pods(server: &Server, selector: &str) -> BTreeMap<String, PodReport> {
                 init: reported(&p["status"]["initContainerStatuses"]),
                 containers: reported(&p["status"]["containerStatuses"]),
             };
-            (meta["name"].as_str().unwrap_or_default().to_string(), report)
+            (
+                meta["name"].as_str().unwrap_or_default().to_string(),
+                report,
+            )
         })
         .collect()
 }
@@ -143,9 +149,7 @@ impl RuntimeState {
 
 /// Lists the server's containerd over CRI; `None` while it does not answer.
 fn runtime_state(server: &Server) -> Option<RuntimeState> {
-    let socket = server
-        .data_dir()
-        .join("agent/containerd/containerd.sock");
+    let socket = server.data_dir().join("agent/containerd/containerd.sock");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -193,7 +197,8 @@ fn runtime_state(server: &Server) -> Option<RuntimeState> {
 const RUNNING: i32 = api::ContainerState::ContainerRunning as i32;
 
 /// Checks that the runtime holds exactly the given pods, each running one
-/// with one ready sandbox and one running container per spec container
+/// with one ready sandbox (a replaced one may stay, stopped) and one running
+/// container per spec container
 /// (restarted ones also keep the exited instance, for `lastState`), each
 /// finished one with one stopped sandbox and nothing running; returns what
 /// is wrong, if anything.
@@ -201,14 +206,15 @@ fn runtime_matches(state: &RuntimeState, pods: &BTreeMap<String, PodReport>) -> 
     let wanted: BTreeSet<String> = pods.values().map(|p| p.uid.clone()).collect();
     let orphans: Vec<_> = state.uids().difference(&wanted).cloned().collect();
     if !orphans.is_empty() {
-        return Err(format!("runtime objects of pods that are gone: {orphans:?}"));
+        return Err(format!(
+            "runtime objects of pods that are gone: {orphans:?}"
+        ));
     }
     for (name, pod) in pods {
         let sandboxes = state.sandboxes.get(&pod.uid).cloned().unwrap_or_default();
         let containers = state.containers.get(&pod.uid).cloned().unwrap_or_default();
         if matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
-            if sandboxes.len() != 1 || sandboxes[0].1 || containers.iter().any(|c| c.2 == RUNNING)
-            {
+            if sandboxes.len() != 1 || sandboxes[0].1 || containers.iter().any(|c| c.2 == RUNNING) {
                 return Err(format!(
                     "finished pod {name}: want one stopped sandbox and nothing running, \
                      runtime has {sandboxes:?} {containers:?}"
@@ -216,9 +222,13 @@ fn runtime_matches(state: &RuntimeState, pods: &BTreeMap<String, PodReport>) -> 
             }
             continue;
         }
-        if sandboxes.len() != 1 || !sandboxes[0].1 {
+        // A pod whose sandbox died keeps the stopped one with the previous
+        // containers (for `lastState` and `logs --previous`), never more.
+        let ready = sandboxes.iter().filter(|s| s.1).count();
+        if ready != 1 || sandboxes.len() > 2 {
             return Err(format!(
-                "pod {name}: want one ready sandbox, runtime has {sandboxes:?}"
+                "pod {name}: want one ready sandbox (and at most the previous one), \
+                 runtime has {sandboxes:?}"
             ));
         }
         for c in &pod.containers {
@@ -243,7 +253,11 @@ fn containerd_pids(data_dir: &Path) -> Vec<u32> {
     let needle = data_dir.as_os_str().as_encoded_bytes().to_vec();
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
@@ -260,13 +274,18 @@ fn containerd_pids(data_dir: &Path) -> Vec<u32> {
     pids
 }
 
-/// The processes inside a container: their cgroup path ends in its id.
-fn container_processes(container_id: &str) -> Vec<u32> {
+/// The processes inside a container or sandbox: their cgroup path ends in
+/// its id.
+fn cgroup_processes(container_id: &str) -> Vec<u32> {
     let id = container_id.trim_start_matches("containerd://");
     assert_eq!(id.len(), 64, "container id {container_id}");
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
@@ -276,6 +295,21 @@ fn container_processes(container_id: &str) -> Vec<u32> {
         }
     }
     pids
+}
+
+/// Polls `check` until it succeeds; on timeout fails with what it last
+/// said was missing.
+fn wait_for<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(last) if Instant::now() >= deadline => {
+                panic!("timed out waiting for {what}; last seen:\n{last}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
 }
 
 fn sigkill(pid: u32) {
@@ -320,18 +354,29 @@ fn containerd_killed(server: &mut Server) {
     let daemons = containerd_pids(server.data_dir());
     assert_eq!(daemons.len(), 1, "one containerd for the node: {daemons:?}");
     let old = daemons[0];
-    // One pod's process dies together with containerd: with restartPolicy
-    // Always it must be restarted once containerd is back; the others'
-    // containers must be the same ones, never restarted.
-    let (victim, victim_pod) = before.iter().next().expect("a pod");
-    let victim_container = victim_pod.containers[0].id.clone();
-    let processes = container_processes(&victim_container);
+    // With containerd, one pod's process dies, and another pod's sandbox
+    // (its pause process). With restartPolicy Always both containers must
+    // be running again once containerd is back — the second in a new
+    // sandbox, created exactly once — each counted as one restart; the
+    // third pod's container must be the same one, never restarted.
+    let mut names = before.keys().cloned();
+    let (victim, orphaned, untouched) = (
+        names.next().expect("3 pods"),
+        names.next().expect("3 pods"),
+        names.next().expect("3 pods"),
+    );
+    let victim_container = before[&victim].containers[0].id.clone();
+    let old_sandbox = runtime_before.sandboxes[&before[&orphaned].uid][0]
+        .0
+        .clone();
+    let victim_processes = cgroup_processes(&victim_container);
+    let pause_processes = cgroup_processes(&old_sandbox);
     assert!(
-        !processes.is_empty(),
-        "no process in the cgroup of {victim_container}"
+        !victim_processes.is_empty() && !pause_processes.is_empty(),
+        "no process in the cgroups of {victim_container} or sandbox {old_sandbox}"
     );
     sigkill(old);
-    for pid in processes {
+    for pid in victim_processes.into_iter().chain(pause_processes) {
         sigkill(pid);
     }
 
@@ -342,12 +387,17 @@ fn containerd_killed(server: &mut Server) {
     assert_ne!(new, old);
     wait_node_ready(server, CONTAINERD_NODE);
 
-    let after = eventually(Duration::from_secs(120), "steady pods Ready again", || {
+    let after = wait_for(Duration::from_secs(120), "steady pods Ready again", || {
         let now = pods(server, "app=steady");
         let recovered = now.len() == 3
             && now.values().all(PodReport::running_and_ready)
-            && now[victim].containers[0].restarts == 1;
-        recovered.then_some(now)
+            && now[&victim].containers[0].restarts == 1
+            && now[&orphaned].containers[0].restarts == 1;
+        if recovered {
+            Ok(now)
+        } else {
+            Err(format!("{now:#?}\n{:#?}", runtime_state(server)))
+        }
     });
     assert_eq!(
         after.keys().collect::<Vec<_>>(),
@@ -356,31 +406,48 @@ fn containerd_killed(server: &mut Server) {
     );
     for (name, pod) in &after {
         assert_eq!(pod.uid, before[name].uid, "{name} was recreated");
-        if name == victim {
-            assert_ne!(pod.containers[0].id, victim_container, "{name}");
-        } else {
-            assert_eq!(
-                pod.containers, before[name].containers,
-                "{name}'s container was restarted with containerd"
-            );
-        }
     }
-    let victim_status = json(&server.kubectl_ok(&["get", "pod", victim, "-o", "json"]));
-    let last = &victim_status["status"]["containerStatuses"][0]["lastState"]["terminated"];
-    assert_eq!(last["exitCode"], 137, "{victim_status}");
+    assert_ne!(after[&victim].containers[0].id, victim_container);
+    assert_ne!(
+        after[&orphaned].containers[0].id,
+        before[&orphaned].containers[0].id
+    );
+    assert_eq!(
+        after[&untouched].containers, before[&untouched].containers,
+        "{untouched}'s container was restarted with containerd"
+    );
+    for name in [&victim, &orphaned] {
+        let status = json(&server.kubectl_ok(&["get", "pod", name, "-o", "json"]));
+        let last = &status["status"]["containerStatuses"][0]["lastState"]["terminated"];
+        assert_eq!(last["exitCode"], 137, "{status}");
+    }
+    assert_eq!(
+        server.kubectl_ok(&["logs", &orphaned, "--previous"]),
+        "",
+        "the previous container's log is still there"
+    );
 
-    // Exactly one ready sandbox per pod, the same one as before: the killed
-    // container came back in its own sandbox.
-    let runtime_after = eventually(Duration::from_secs(30), "runtime matches the pods", || {
+    // Exactly one ready sandbox per pod: the same one where only a container
+    // died, one new one where the sandbox died (the old one stopped, kept
+    // with the previous container).
+    let settled = |server: &Server| {
         let state = runtime_state(server)?;
-        runtime_matches(&state, &after).ok().map(|()| state)
+        runtime_matches(&state, &after).ok()?;
+        let sandboxes = |name: &String| state.sandboxes[&after[name].uid].clone();
+        let replaced = sandboxes(&orphaned);
+        let kept = replaced.contains(&(old_sandbox.clone(), false)) && replaced.len() == 2;
+        (kept
+            && sandboxes(&victim) == runtime_before.sandboxes[&after[&victim].uid]
+            && sandboxes(&untouched) == runtime_before.sandboxes[&after[&untouched].uid])
+            .then_some(state)
+    };
+    let runtime_after = eventually(Duration::from_secs(30), "runtime matches the pods", || {
+        settled(server)
     });
-    assert_eq!(runtime_after.sandboxes, runtime_before.sandboxes);
     // And it stays that way: a few more relists change nothing.
     std::thread::sleep(Duration::from_secs(3));
-    let state = runtime_state(server).expect("runtime answers");
-    runtime_matches(&state, &after).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(state.sandboxes, runtime_before.sandboxes);
+    let state = settled(server).expect("runtime unchanged");
+    assert_eq!(state.sandboxes, runtime_after.sandboxes);
     assert_eq!(pods(server, "app=steady"), after);
 }
 
@@ -432,12 +499,7 @@ fn server_killed_mid_rollout(server: &mut Server) {
     server.restart();
     wait_node_ready(server, ROLLOUT_NODE);
 
-    let out = server.kubectl(&[
-        "rollout",
-        "status",
-        "deployment/fleet",
-        "--timeout=300s",
-    ]);
+    let out = server.kubectl(&["rollout", "status", "deployment/fleet", "--timeout=300s"]);
     assert!(
         out.status.success(),
         "rollout status: {}{}",
@@ -465,29 +527,42 @@ fn server_killed_mid_rollout(server: &mut Server) {
         assert_eq!(pod.containers.len(), 1);
     }
     let status = deployment_status(server, "fleet");
-    for field in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
+    for field in [
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+    ] {
         assert_eq!(status[field], FLEET, "{field}: {status}");
     }
     let sets = json(&server.kubectl_ok(&["get", "replicasets", "-l", "app=fleet", "-o", "json"]));
     for rs in sets["items"].as_array().into_iter().flatten() {
         let hash = rs["metadata"]["labels"]["pod-template-hash"].as_str();
-        let want = if hash == Some(old_hash.as_str()) { 0 } else { FLEET };
+        let want = if hash == Some(old_hash.as_str()) {
+            0
+        } else {
+            FLEET
+        };
         assert_eq!(rs["spec"]["replicas"], want, "{rs}");
         assert_eq!(rs["status"]["replicas"], want, "{rs}");
     }
 
     // The runtime holds those 50 pods and nothing else: no sandbox or
     // container of an old pod, none created twice across the kill.
-    eventually(Duration::from_secs(120), "runtime holds only the new pods", || {
-        let state = runtime_state(server)?;
-        match runtime_matches(&state, &last) {
-            Ok(()) => Some(()),
-            Err(problem) => {
-                eprintln!("{problem}");
-                None
+    eventually(
+        Duration::from_secs(120),
+        "runtime holds only the new pods",
+        || {
+            let state = runtime_state(server)?;
+            match runtime_matches(&state, &last) {
+                Ok(()) => Some(()),
+                Err(problem) => {
+                    eprintln!("{problem}");
+                    None
+                }
             }
-        }
-    });
+        },
+    );
     let state = runtime_state(server).expect("runtime answers");
     let sandboxes: usize = state.sandboxes.values().map(Vec::len).sum();
     let containers: usize = state.containers.values().map(Vec::len).sum();
@@ -578,7 +653,11 @@ fn agent_restarted(server: &mut Server) {
             (now.len() == 4 && now.values().all(PodReport::running_and_ready)).then_some(now)
         });
         assert_eq!(after, running, "after a {how} restart");
-        assert_eq!(pods(server, "").remove("done"), Some(done.clone()), "after {how}");
+        assert_eq!(
+            pods(server, "").remove("done"),
+            Some(done.clone()),
+            "after {how}"
+        );
         let state = runtime_state(server).expect("runtime answers");
         runtime_matches(&state, &everything).unwrap_or_else(|e| panic!("after {how}: {e}"));
         assert_eq!(state.sandboxes, runtime_before.sandboxes, "after {how}");
