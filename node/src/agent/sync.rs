@@ -1,6 +1,8 @@
 //! One step of a pod worker: bring the runtime one step closer to the pod's
 //! spec (sandbox, then init containers in order, then containers, with
-//! back-off and probes), then report the status if it changed.
+//! back-off and probes), then report the status if it changed. A sandbox
+//! that died is replaced once, its containers restarted in the new one by
+//! the restart policy, as upstream's kubelet does.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -771,6 +773,71 @@ fn without_times(status: &serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(policy: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {"restartPolicy": policy, "containers": [{"name": "a"}, {"name": "b"}]}
+        }))
+        .unwrap()
+    }
+
+    fn view(exits: &[(&str, Option<i32>)]) -> PodRuntimeView {
+        let mut view = PodRuntimeView {
+            sandboxes: vec![api::PodSandbox {
+                id: "old".into(),
+                state: api::PodSandboxState::SandboxNotready as i32,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for (name, exit) in exits {
+            let state = match exit {
+                Some(_) => api::ContainerState::ContainerExited,
+                None => api::ContainerState::ContainerRunning,
+            };
+            let instance = ContainerInstance {
+                id: format!("{name}-1"),
+                name: name.to_string(),
+                restart_count: 0,
+                sandbox_id: "old".into(),
+                status: api::ContainerStatus {
+                    state: state as i32,
+                    exit_code: exit.unwrap_or(0),
+                    ..Default::default()
+                },
+            };
+            view.containers.insert(name.to_string(), vec![instance]);
+        }
+        view
+    }
+
+    #[test]
+    fn a_dead_sandbox_is_replaced_unless_nothing_may_run_again() {
+        // Nothing ran yet: a first (or retried) sandbox.
+        assert!(!nothing_to_restart(&pod("Never"), &view(&[]), "Never"));
+        // Never: once anything ran, the pod is over.
+        let ran = view(&[("a", Some(0))]);
+        assert!(nothing_to_restart(&pod("Never"), &ran, "Never"));
+        // OnFailure: over only when every container succeeded.
+        let both = view(&[("a", Some(0)), ("b", Some(0))]);
+        assert!(nothing_to_restart(&pod("OnFailure"), &both, "OnFailure"));
+        let one_failed = view(&[("a", Some(0)), ("b", Some(1))]);
+        assert!(!nothing_to_restart(
+            &pod("OnFailure"),
+            &one_failed,
+            "OnFailure"
+        ));
+        let one_missing = view(&[("a", Some(0))]);
+        assert!(!nothing_to_restart(
+            &pod("OnFailure"),
+            &one_missing,
+            "OnFailure"
+        ));
+        // Always: a sandbox that died under running containers is replaced.
+        let running = view(&[("a", None), ("b", Some(0))]);
+        assert!(!nothing_to_restart(&pod("Always"), &running, "Always"));
+    }
 
     #[test]
     fn restart_policies() {
