@@ -342,41 +342,56 @@ fn containerd_killed(server: &mut Server) {
     wait_node_ready(server, CONTAINERD_NODE);
     import_busybox(server);
     apply(server, &sleeper_deployment("steady", 3, "1"));
-    let before = eventually(Duration::from_secs(120), "3 steady pods Ready", || {
-        let now = pods(server, "app=steady");
-        (now.len() == 3 && now.values().all(PodReport::running_and_ready)).then_some(now)
+    // A pod that must never run twice: when its sandbox dies it is over.
+    apply(
+        server,
+        &serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "once"},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}
+        })
+        .to_string(),
+    );
+    let before = eventually(Duration::from_secs(120), "4 pods Ready", || {
+        let now = pods(server, "");
+        (now.len() == 4 && now.values().all(PodReport::running_and_ready)).then_some(now)
     });
     let runtime_before = eventually(Duration::from_secs(30), "runtime settled", || {
         let state = runtime_state(server)?;
         runtime_matches(&state, &before).ok().map(|()| state)
     });
+    let sandbox_of = |name: &str| runtime_before.sandboxes[&before[name].uid][0].0.clone();
 
     let daemons = containerd_pids(server.data_dir());
     assert_eq!(daemons.len(), 1, "one containerd for the node: {daemons:?}");
     let old = daemons[0];
-    // With containerd, one pod's process dies, and another pod's sandbox
-    // (its pause process). With restartPolicy Always both containers must
-    // be running again once containerd is back — the second in a new
+    // With containerd, one pod's process dies, and two pods' sandboxes
+    // (their pause processes). With restartPolicy Always both containers
+    // must be running again once containerd is back — the second in a new
     // sandbox, created exactly once — each counted as one restart; the
-    // third pod's container must be the same one, never restarted.
-    let mut names = before.keys().cloned();
+    // third pod's container must be the same one, never restarted. The
+    // `Never` pod gets no second sandbox: it has failed.
+    let mut steady = before.keys().filter(|n| n.starts_with("steady-")).cloned();
     let (victim, orphaned, untouched) = (
-        names.next().expect("3 pods"),
-        names.next().expect("3 pods"),
-        names.next().expect("3 pods"),
+        steady.next().expect("3 pods"),
+        steady.next().expect("3 pods"),
+        steady.next().expect("3 pods"),
     );
     let victim_container = before[&victim].containers[0].id.clone();
-    let old_sandbox = runtime_before.sandboxes[&before[&orphaned].uid][0]
-        .0
-        .clone();
-    let victim_processes = cgroup_processes(&victim_container);
-    let pause_processes = cgroup_processes(&old_sandbox);
+    let old_sandbox = sandbox_of(&orphaned);
+    let targets = [
+        victim_container.clone(),
+        old_sandbox.clone(),
+        sandbox_of("once"),
+    ];
+    let processes: Vec<Vec<u32>> = targets.iter().map(|id| cgroup_processes(id)).collect();
     assert!(
-        !victim_processes.is_empty() && !pause_processes.is_empty(),
-        "no process in the cgroups of {victim_container} or sandbox {old_sandbox}"
+        processes.iter().all(|p| !p.is_empty()),
+        "no process in the cgroup of one of {targets:?}"
     );
     sigkill(old);
-    for pid in victim_processes.into_iter().chain(pause_processes) {
+    for pid in processes.into_iter().flatten() {
         sigkill(pid);
     }
 
@@ -387,12 +402,16 @@ fn containerd_killed(server: &mut Server) {
     assert_ne!(new, old);
     wait_node_ready(server, CONTAINERD_NODE);
 
-    let after = wait_for(Duration::from_secs(120), "steady pods Ready again", || {
-        let now = pods(server, "app=steady");
-        let recovered = now.len() == 3
-            && now.values().all(PodReport::running_and_ready)
+    let after = wait_for(Duration::from_secs(120), "pods recovered", || {
+        let now = pods(server, "");
+        let recovered = now.len() == 4
+            && now
+                .iter()
+                .filter(|(n, _)| n.starts_with("steady-"))
+                .all(|(_, p)| p.running_and_ready())
             && now[&victim].containers[0].restarts == 1
-            && now[&orphaned].containers[0].restarts == 1;
+            && now[&orphaned].containers[0].restarts == 1
+            && now["once"].phase == "Failed";
         if recovered {
             Ok(now)
         } else {
@@ -426,20 +445,31 @@ fn containerd_killed(server: &mut Server) {
         "",
         "the previous container's log is still there"
     );
+    let once = json(&server.kubectl_ok(&["get", "pod", "once", "-o", "json"]));
+    let main = &once["status"]["containerStatuses"][0];
+    assert_eq!(main["restartCount"], 0, "{once}");
+    assert_eq!(
+        main["containerID"],
+        before["once"].containers[0].id.as_str(),
+        "{once}"
+    );
+    assert_eq!(main["state"]["terminated"]["exitCode"], 137, "{once}");
 
-    // Exactly one ready sandbox per pod: the same one where only a container
-    // died, one new one where the sandbox died (the old one stopped, kept
-    // with the previous container).
+    // Exactly one ready sandbox per running pod: the same one where only a
+    // container died, one new one where the sandbox died (the old one
+    // stopped, kept with the previous container); the failed pod's old one,
+    // stopped, and no other.
     let settled = |server: &Server| {
         let state = runtime_state(server)?;
         runtime_matches(&state, &after).ok()?;
-        let sandboxes = |name: &String| state.sandboxes[&after[name].uid].clone();
+        let sandboxes = |name: &str| state.sandboxes[&after[name].uid].clone();
         let replaced = sandboxes(&orphaned);
         let kept = replaced.contains(&(old_sandbox.clone(), false)) && replaced.len() == 2;
         (kept
             && sandboxes(&victim) == runtime_before.sandboxes[&after[&victim].uid]
-            && sandboxes(&untouched) == runtime_before.sandboxes[&after[&untouched].uid])
-            .then_some(state)
+            && sandboxes(&untouched) == runtime_before.sandboxes[&after[&untouched].uid]
+            && sandboxes("once") == vec![(sandbox_of("once"), false)])
+        .then_some(state)
     };
     let runtime_after = eventually(Duration::from_secs(30), "runtime matches the pods", || {
         settled(server)
@@ -448,7 +478,7 @@ fn containerd_killed(server: &mut Server) {
     std::thread::sleep(Duration::from_secs(3));
     let state = settled(server).expect("runtime unchanged");
     assert_eq!(state.sandboxes, runtime_after.sandboxes);
-    assert_eq!(pods(server, "app=steady"), after);
+    assert_eq!(pods(server, ""), after);
 }
 
 const ROLLOUT_NODE: &str = "e2e-faults-rollout";
