@@ -19,7 +19,7 @@ use super::support::{Server, eventually};
 
 /// Flags every server here runs with: no node server port and no cluster
 /// DNS on port 53, both shared host resources not under test.
-fn node_flags<'a>(node: &'a str) -> Vec<&'a str> {
+fn node_flags(node: &str) -> Vec<&str> {
     vec![
         "--node-name",
         node,
