@@ -19,6 +19,7 @@ mod e2e {
     mod kube_rs;
     mod kubectl;
     mod kubectl_apply;
+    mod node_faults;
     mod node_features;
     mod overload;
     mod pod_lifecycle;

@@ -16,6 +16,8 @@ pub struct ContainerInstance {
     pub name: String,
     /// Restart count of this instance (0 for the first).
     pub restart_count: u32,
+    /// The sandbox it was created in.
+    pub sandbox_id: String,
     /// Full CRI status (state, exit code, times, reason, image ref).
     pub status: api::ContainerStatus,
 }
@@ -84,6 +86,7 @@ impl PodRuntimeView {
                     id: c.id,
                     name,
                     restart_count: labels::restart_count(&c.annotations),
+                    sandbox_id: c.pod_sandbox_id,
                     status,
                 });
         }
@@ -115,6 +118,14 @@ impl PodRuntimeView {
     /// The instance before the newest one (for `lastState` and `--previous`).
     pub fn previous(&self, name: &str) -> Option<&ContainerInstance> {
         self.containers.get(name).and_then(|v| v.get(1))
+    }
+
+    /// Whether any instance of the container is in `sandbox_id`.
+    pub fn has_instance_in(&self, sandbox_id: &str) -> bool {
+        self.containers
+            .values()
+            .flatten()
+            .any(|c| c.sandbox_id == sandbox_id)
     }
 
     /// Every running container instance.

@@ -400,6 +400,7 @@ mod tests {
             id: format!("id{restart}"),
             name: "c".into(),
             restart_count: restart,
+            sandbox_id: "sandbox".into(),
             status: api::ContainerStatus {
                 state: state as i32,
                 exit_code: exit,

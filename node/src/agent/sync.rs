@@ -1,8 +1,10 @@
 //! One step of a pod worker: bring the runtime one step closer to the pod's
 //! spec (sandbox, then init containers in order, then containers, with
-//! back-off and probes), then report the status if it changed.
+//! back-off and probes), then report the status if it changed. A sandbox
+//! that died is replaced once, its containers restarted in the new one by
+//! the restart policy, as upstream's kubelet does.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -172,13 +174,29 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
     }
     let volumes = state.volumes.clone().unwrap_or_default();
 
+    let policy = restart_policy(pod).to_string();
     let sandbox_id = match view.ready_sandbox() {
-        Some(s) => s.id.clone(),
-        None => {
-            for old in &view.sandboxes {
-                let _ = runtime.stop_pod_sandbox(&old.id).await;
-                let _ = runtime.remove_pod_sandbox(&old.id).await;
+        Some(s) => {
+            let id = s.id.clone();
+            if retire_sandboxes(runtime, &view, Some(&id), termination::grace_period(pod)).await? {
+                view = PodRuntimeView::load(runtime, &uid).await?;
             }
+            id
+        }
+        None if nothing_to_restart(pod, &view, &policy) => {
+            // As upstream's kubelet: a pod whose containers have run and
+            // none of which may run again gets no new sandbox; it is over.
+            retire_sandboxes(runtime, &view, None, termination::grace_period(pod)).await?;
+            report_terminal(ctx, state, pod).await?;
+            return Ok(Step::Continue(None));
+        }
+        None => {
+            // The sandbox died (or never was): a new one, created once.
+            // The containers of the old one are stopped with it and are
+            // restarted in the new one by the restart policy, counting
+            // from their last restart count; the old sandbox stays,
+            // stopped, while it holds their previous instances.
+            retire_sandboxes(runtime, &view, None, termination::grace_period(pod)).await?;
             let attempt = view
                 .sandboxes
                 .iter()
@@ -224,7 +242,6 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
         pod_ip: pod_ip.clone().unwrap_or_default(),
         volumes: &volumes,
     };
-    let policy = restart_policy(pod).to_string();
     let spec = pod.spec.clone().unwrap_or_default();
     let mut changed = false;
 
@@ -232,7 +249,15 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
     let mut initialized = true;
     for c in spec.init_containers.iter().flatten() {
         match view.latest(&c.name).cloned() {
-            Some(i) if i.is_exited() && i.status.exit_code == 0 => continue,
+            Some(i) if i.is_exited() && i.status.exit_code == 0 && i.sandbox_id == sandbox_id => {
+                continue;
+            }
+            // Init containers run again in a new sandbox, as upstream's.
+            Some(i) if i.is_exited() && i.status.exit_code == 0 => {
+                changed |= starter
+                    .start(state, &mut observed, c, i.restart_count + 1, true)
+                    .await;
+            }
             Some(i) if i.is_running() => {}
             Some(i) if i.is_exited() => {
                 if policy == "Never" {
@@ -250,6 +275,11 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                     .await;
                     observed.will_restart.insert(c.name.clone());
                 }
+            }
+            Some(i) if i.sandbox_id != sandbox_id => {
+                changed |= starter
+                    .replace_created(state, &mut observed, c, &i, true)
+                    .await;
             }
             Some(i) => {
                 changed = true;
@@ -315,6 +345,11 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
                         .await;
                     }
                 }
+                Some(i) if i.sandbox_id != sandbox_id => {
+                    changed |= starter
+                        .replace_created(state, &mut observed, c, &i, false)
+                        .await;
+                }
                 Some(i) => {
                     changed = true;
                     start_created(ctx, &i, &mut observed).await;
@@ -345,6 +380,80 @@ pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result
         return Ok(Step::Continue(None));
     }
     Ok(Step::Continue(wake))
+}
+
+/// Whether the pod is over without a sandbox: its containers ran and none
+/// may run again — with `restartPolicy: Never` once any container ran
+/// (upstream gives such a pod no second sandbox), otherwise once every
+/// container exited in a way its policy does not restart.
+fn nothing_to_restart(pod: &Pod, view: &PodRuntimeView, policy: &str) -> bool {
+    if view.sandboxes.is_empty() || view.containers.is_empty() {
+        return false;
+    }
+    if policy == "Never" {
+        return true;
+    }
+    pod.spec.iter().flat_map(|s| s.containers.iter()).all(|c| {
+        view.latest(&c.name)
+            .is_some_and(|i| i.is_exited() && !should_restart(policy, i.status.exit_code))
+    })
+}
+
+/// Stops every sandbox of the pod but `keep` (their running containers
+/// first, given `grace`), and removes those of them that hold neither the
+/// latest nor the previous instance of a container (what `lastState` and
+/// `logs --previous` read): a replaced sandbox stays, stopped, until the
+/// containers it held are superseded twice. Returns whether anything
+/// changed.
+async fn retire_sandboxes(
+    runtime: &dyn crate::runtime::Runtime,
+    view: &PodRuntimeView,
+    keep: Option<&str>,
+    grace: Duration,
+) -> Result<bool, RuntimeError> {
+    let holding: HashSet<&str> = view
+        .containers
+        .values()
+        .flat_map(|instances| instances.iter().take(2))
+        .map(|i| i.sandbox_id.as_str())
+        .collect();
+    let mut changed = false;
+    for sandbox in view
+        .sandboxes
+        .iter()
+        .filter(|s| Some(s.id.as_str()) != keep)
+    {
+        let ready = sandbox.state == api::PodSandboxState::SandboxReady as i32;
+        let running: Vec<&ContainerInstance> = view
+            .running()
+            .filter(|c| c.sandbox_id == sandbox.id)
+            .collect();
+        let remove = !holding.contains(sandbox.id.as_str());
+        if !running.is_empty() {
+            // A sandbox can die under running containers (its pause
+            // process killed): they are stopped as a pod's are, then
+            // restarted in the new sandbox by the restart policy.
+            let stops = running.iter().map(|c| runtime.stop_container(&c.id, grace));
+            for result in futures::future::join_all(stops).await {
+                ignore_not_found(result)?;
+            }
+        }
+        if ready || remove || !running.is_empty() {
+            ignore_not_found(runtime.stop_pod_sandbox(&sandbox.id).await)?;
+            changed = true;
+        }
+        if remove {
+            ignore_not_found(runtime.remove_pod_sandbox(&sandbox.id).await)?;
+        }
+    }
+    Ok(changed)
+}
+
+fn ignore_not_found(result: Result<(), RuntimeError>) -> Result<(), RuntimeError> {
+    match result {
+        Err(e) if !e.is_not_found() => Err(e),
+        _ => Ok(()),
+    }
 }
 
 fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
@@ -535,6 +644,26 @@ impl Starter<'_> {
         }
     }
 
+    /// Replaces an instance created (never started) in a sandbox that is
+    /// no longer the pod's: it is removed and a new one started here with
+    /// the same restart count.
+    async fn replace_created(
+        &self,
+        state: &mut PodState,
+        observed: &mut Observed,
+        container: &Container,
+        stale: &ContainerInstance,
+        init: bool,
+    ) -> bool {
+        if let Err(e) = self.ctx.runtime.remove_container(&stale.id).await
+            && !e.is_not_found()
+        {
+            tracing::warn!(container = %stale.id, error = %e, "removing a container of a replaced sandbox");
+        }
+        self.start(state, observed, container, stale.restart_count, init)
+            .await
+    }
+
     /// Removes instances older than `keep` (the one just replaced stays for
     /// `lastState` and `logs --previous`).
     async fn prune(&self, name: &str, keep: &ContainerInstance) {
@@ -644,6 +773,71 @@ fn without_times(status: &serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(policy: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {"restartPolicy": policy, "containers": [{"name": "a"}, {"name": "b"}]}
+        }))
+        .unwrap()
+    }
+
+    fn view(exits: &[(&str, Option<i32>)]) -> PodRuntimeView {
+        let mut view = PodRuntimeView {
+            sandboxes: vec![api::PodSandbox {
+                id: "old".into(),
+                state: api::PodSandboxState::SandboxNotready as i32,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for (name, exit) in exits {
+            let state = match exit {
+                Some(_) => api::ContainerState::ContainerExited,
+                None => api::ContainerState::ContainerRunning,
+            };
+            let instance = ContainerInstance {
+                id: format!("{name}-1"),
+                name: name.to_string(),
+                restart_count: 0,
+                sandbox_id: "old".into(),
+                status: api::ContainerStatus {
+                    state: state as i32,
+                    exit_code: exit.unwrap_or(0),
+                    ..Default::default()
+                },
+            };
+            view.containers.insert(name.to_string(), vec![instance]);
+        }
+        view
+    }
+
+    #[test]
+    fn a_dead_sandbox_is_replaced_unless_nothing_may_run_again() {
+        // Nothing ran yet: a first (or retried) sandbox.
+        assert!(!nothing_to_restart(&pod("Never"), &view(&[]), "Never"));
+        // Never: once anything ran, the pod is over.
+        let ran = view(&[("a", Some(0))]);
+        assert!(nothing_to_restart(&pod("Never"), &ran, "Never"));
+        // OnFailure: over only when every container succeeded.
+        let both = view(&[("a", Some(0)), ("b", Some(0))]);
+        assert!(nothing_to_restart(&pod("OnFailure"), &both, "OnFailure"));
+        let one_failed = view(&[("a", Some(0)), ("b", Some(1))]);
+        assert!(!nothing_to_restart(
+            &pod("OnFailure"),
+            &one_failed,
+            "OnFailure"
+        ));
+        let one_missing = view(&[("a", Some(0))]);
+        assert!(!nothing_to_restart(
+            &pod("OnFailure"),
+            &one_missing,
+            "OnFailure"
+        ));
+        // Always: a sandbox that died under running containers is replaced.
+        let running = view(&[("a", None), ("b", Some(0))]);
+        assert!(!nothing_to_restart(&pod("Always"), &running, "Always"));
+    }
 
     #[test]
     fn restart_policies() {

@@ -47,3 +47,82 @@ async fn a_restarted_agent_adopts_running_pods() {
     assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
     cluster.teardown().await;
 }
+
+/// Two ready sandboxes for one pod (as a crash between a sandbox's creation
+/// and its use could leave) are reconciled to one: the newest is kept, the
+/// container of the other is stopped and restarted in it (its init
+/// container first, as in any new sandbox), and the other stays stopped
+/// only as long as it holds the previous instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_duplicate_sandbox_is_reconciled_to_one() {
+    let cluster = TestCluster::start(4).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "twin"},
+            "spec": {"terminationGracePeriodSeconds": 1,
+                "initContainers": [{"name": "setup", "image": BUSYBOX_IMAGE, "command": ["true"]}],
+                "containers": [{"name": "s", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    let before = cluster
+        .wait_pod("twin", Duration::from_secs(60), "Running", |p| {
+            phase(p) == "Running"
+        })
+        .await;
+    let id = container_id(&before, "s");
+
+    let config = skiff_node::agent::cri_config::sandbox_config(
+        &before,
+        &cluster.log_root(),
+        1,
+        &skiff_node::agent::dns_config::PodDnsInputs::load(&Default::default()),
+    );
+    let duplicate = skiff_node::Runtime::run_pod_sandbox(&cluster.cri, &config)
+        .await
+        .expect("a second sandbox");
+
+    let after = cluster
+        .wait_pod("twin", Duration::from_secs(60), "restarted once", |p| {
+            phase(p) == "Running"
+                && container_status(p, "s").is_some_and(|c| {
+                    c.restart_count == 1
+                        && c.ready
+                        && c.container_id.as_deref() != Some(id.as_str())
+                })
+        })
+        .await;
+    let init = after
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|s| s.first())
+        .map(|s| s.restart_count);
+    assert_eq!(
+        init,
+        Some(1),
+        "the init container ran again in the kept sandbox"
+    );
+    // A few relists later: one ready sandbox (the newest), the old one
+    // stopped, nothing more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sandboxes = skiff_node::Runtime::list_pod_sandboxes(&cluster.cri, None)
+        .await
+        .expect("sandboxes");
+    let ready: Vec<&str> = sandboxes
+        .iter()
+        .filter(|s| s.state == skiff_node::cri_api::PodSandboxState::SandboxReady as i32)
+        .map(|s| s.id.as_str())
+        .collect();
+    assert_eq!(ready, [duplicate.as_str()], "{sandboxes:?}");
+    assert_eq!(sandboxes.len(), 2, "{sandboxes:?}");
+    let containers = skiff_node::Runtime::list_containers(&cluster.cri, None)
+        .await
+        .expect("containers");
+    let running: Vec<&str> = containers
+        .iter()
+        .filter(|c| c.state == skiff_node::cri_api::ContainerState::ContainerRunning as i32)
+        .map(|c| c.pod_sandbox_id.as_str())
+        .collect();
+    assert_eq!(running, [duplicate.as_str()], "{containers:?}");
+    cluster.teardown().await;
+}
