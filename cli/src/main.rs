@@ -3,6 +3,7 @@
 //! reporting; it must never hold cluster logic of its own.
 
 mod agent;
+mod allocator;
 mod certificate;
 mod images;
 mod secrets_encrypt;

@@ -3,6 +3,7 @@
 
 pub(crate) mod create;
 mod delete;
+mod list_body;
 mod read;
 pub(crate) mod storage;
 mod streaming;

@@ -1,26 +1,22 @@
 //! GET of one object (from the store) and LIST of collections (from the
 //! watch cache, with selectors and limit/continue over a snapshot).
 
-use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use axum::response::IntoResponse;
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use http::{HeaderValue, StatusCode, header};
-use serde::Serialize;
+use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_store::Revision;
 
-use super::storage;
 use super::{Ctx, respond};
+use super::{list_body, storage};
 use crate::object::decode_from_store;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::watch_cache::{Snapshot, WatchCache};
-use crate::wire_order::Ordered;
 
 /// How long a list waits for the cache to reach a requested resourceVersion.
 const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(500);
@@ -163,7 +159,9 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     };
     let limit = ctx.params.limit.unwrap_or(usize::MAX);
     let selecting = !labels.is_empty() || !fields.is_empty();
-    let mut items: Vec<Cow<'_, Value>> = Vec::new();
+    // Items stay shared with the snapshot unless they need converting; a
+    // converted one is made once here, for the selectors, and kept.
+    let mut items: Vec<Arc<Value>> = Vec::new();
     let mut last_key: Option<&String> = None;
     let mut more = false;
     let mut remaining = 0usize;
@@ -176,10 +174,9 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
             remaining += 1;
             continue;
         }
-        // Objects are shared with the cache unless they need converting.
         let object = match info.conversion {
-            None => Cow::Borrowed(&**stored),
-            Some(_) => Cow::Owned(info.from_storage((**stored).clone())),
+            None => stored.clone(),
+            Some(_) => Arc::new(info.from_storage((**stored).clone())),
         };
         if selecting && !(labels.matches(&object) && fields.matches(&object)) {
             continue;
@@ -199,49 +196,22 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
             metadata["remainingItemCount"] = json!(remaining);
         }
     }
-    if let Some(table) = crate::table::for_request(
-        &ctx.headers,
-        ctx.params.include_object.as_deref(),
-        &info,
-        &items
-            .iter()
-            .map(|o| o.clone().into_owned())
-            .collect::<Vec<_>>(),
-        metadata.clone(),
-    ) {
+    // Tables render from copies; only a Table request pays for them.
+    if crate::table::requested_table_version(&ctx.headers).is_some()
+        && let Some(table) = crate::table::for_request(
+            &ctx.headers,
+            ctx.params.include_object.as_deref(),
+            &info,
+            &items.iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
+            metadata.clone(),
+        )
+    {
         return respond(StatusCode::OK, &table?);
     }
-    let list = ListBody {
+    let head = list_body::ListHead {
         kind: info.list_kind(),
         api_version: info.api_version(),
         metadata,
-        items: items
-            .iter()
-            .map(|o| Ordered::item(o, info.custom.is_some()))
-            .collect(),
     };
-    let bytes = serde_json::to_vec(&list).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut response = (StatusCode::OK, bytes).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
-}
-
-/// Writes a list's metadata in upstream's `ListMeta` order.
-fn ordered_list_metadata<S: serde::Serializer>(value: &Value, s: S) -> Result<S::Ok, S::Error> {
-    crate::wire_order::list_metadata(value).serialize(s)
-}
-
-#[derive(Serialize)]
-struct ListBody<'a> {
-    kind: String,
-    #[serde(rename = "apiVersion")]
-    api_version: String,
-    #[serde(serialize_with = "ordered_list_metadata")]
-    metadata: Value,
-    /// Items carry no apiVersion/kind, as upstream's typed lists (custom
-    /// objects keep theirs, as upstream's unstructured lists do).
-    items: Vec<Ordered<'a>>,
+    list_body::respond(head, items, info.custom.is_some())
 }
