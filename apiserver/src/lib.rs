@@ -31,6 +31,8 @@ pub mod encryption;
 mod event_ttl;
 pub mod field_validation;
 pub mod flowcontrol;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handlers;
 mod key_locks;
 mod kinds;

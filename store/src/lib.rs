@@ -28,6 +28,9 @@
 mod sled_store;
 mod types;
 
+#[doc(hidden)]
+pub use sled_store::fuzzing;
+
 pub use sled_store::{
     CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS,
     DEFAULT_WRITE_RESERVE, DefragPolicy, SledConfig, SledStore, SpaceReserve, StoreStats,

@@ -11,7 +11,7 @@ mod subresources;
 mod update;
 mod watch;
 
-pub(crate) use update::upsert;
+pub(crate) use update::{apply_error, upsert};
 
 use std::sync::Arc;
 

@@ -328,7 +328,13 @@ fn apply_config(
         writer: &writer,
         force: ctx.params.force.unwrap_or(false),
     };
-    server_side_apply(&request, live, config).map_err(|e| match e {
+    server_side_apply(&request, live, config).map_err(apply_error)
+}
+
+/// The Status a failed server-side apply answers: 409 with a cause per
+/// conflicting field, 400 for a configuration that cannot be applied.
+pub(crate) fn apply_error(e: ApplyError) -> ApiError {
+    match e {
         ApplyError::Conflicts(_) => ApiError::ApplyConflict {
             message: e.to_string(),
             causes: e.causes(),
@@ -337,7 +343,7 @@ fn apply_config(
             ApiError::BadRequest(format!("failed to create typed patch object: {walk}"))
         }
         ApplyError::ManagedFieldsSet => ApiError::BadRequest(e.to_string()),
-    })
+    }
 }
 
 /// Server-side apply to a missing object creates it from the applied body.

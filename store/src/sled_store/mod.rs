@@ -7,6 +7,8 @@ mod config;
 mod defrag;
 mod durability;
 mod flusher;
+#[doc(hidden)]
+pub mod fuzzing;
 mod layout;
 mod reader;
 mod ring;

@@ -1,0 +1,31 @@
+//! Resource quantities (`250m`, `1.5Gi`, `1e3`) as quota, limit ranges, the
+//! scheduler and the node read them, and their canonical printing.
+#![no_main]
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use libfuzzer_sys::fuzz_target;
+use skiff_common::amount::Amount;
+use skiff_common::quantity;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let q = Quantity(text.to_string());
+    let value = quantity::value(&q);
+    let milli = quantity::milli_value(&q);
+    assert_eq!(value.is_some(), milli.is_some(), "{text:?}");
+    let Some(amount) = Amount::parse(text) else {
+        assert!(milli.is_none(), "{text:?} read as {milli:?} but not as an amount");
+        return;
+    };
+    assert_eq!(Some(amount.milli()), milli, "{text:?}");
+    // Quota status prints sums canonically; reading that text back must give
+    // the same amount.
+    let printed = amount.to_string();
+    let again = Amount::parse(&printed)
+        .unwrap_or_else(|| panic!("{text:?} printed as {printed:?}, which is refused"));
+    assert_eq!(again.milli(), amount.milli(), "{text:?} printed as {printed:?}");
+    let _ = amount + again;
+    let _ = amount - again;
+});
