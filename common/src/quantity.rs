@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// Parses a quantity into its value times `scale` (1 for plain units, 1000
 /// for milli-units), rounding away from zero like upstream; values beyond
-/// `i64` saturate. `None` for text that is not a quantity.
+/// `i64` saturate at `±i64::MAX`. `None` for text that is not a quantity.
 pub fn parse_scaled(s: &str, scale: i128) -> Option<i64> {
     let s = s.trim();
     if s.is_empty() {
@@ -29,37 +29,79 @@ pub fn parse_scaled(s: &str, scale: i128) -> Option<i64> {
     if frac_part.contains('.') {
         return None;
     }
-    let saturated = if negative { i64::MIN } else { i64::MAX };
-    // value = mantissa * 10^(exp10 - fraction digits) * 2^exp2
+    let (exp10, exp2) = suffix_exponents(suffix)?;
+    let magnitude = scaled_magnitude(int_part, frac_part, i64::from(exp10), exp2, scale)
+        // Symmetric, so a saturated value prints as a quantity that reads
+        // back as itself (`i64::MIN` has no positive counterpart).
+        .unwrap_or(i64::MAX);
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// Significant digits kept exactly; any further digits only round up. Far
+/// more than an `i64` holds, so every quantity short of that is exact.
+const KEPT_DIGITS: u32 = 24;
+
+/// `digits × 10^exp10 × 2^exp2 × scale`, rounded up; `None` beyond
+/// `i64::MAX`. The exponent comes from the user's text, so nothing here may
+/// grow with it: huge exponents decide the answer at once.
+fn scaled_magnitude(
+    int_part: &str,
+    frac_part: &str,
+    mut exp10: i64,
+    exp2: u32,
+    scale: i128,
+) -> Option<i64> {
+    let limit = 10i128.pow(KEPT_DIGITS);
     let mut mantissa: i128 = 0;
-    for c in int_part.chars().chain(frac_part.chars()) {
-        mantissa = mantissa
-            .checked_mul(10)?
-            .checked_add(i128::from(c as u8 - b'0'))?;
-        if mantissa > i128::from(i64::MAX) * 1_000_000 {
-            return Some(saturated);
+    let mut dropped_nonzero = false;
+    let int_len = int_part.len();
+    for (i, c) in int_part.bytes().chain(frac_part.bytes()).enumerate() {
+        let digit = i128::from(c - b'0');
+        let fraction = i >= int_len;
+        if mantissa < limit {
+            mantissa = mantissa * 10 + digit;
+            exp10 -= i64::from(fraction);
+        } else {
+            // A digit past the kept ones scales the value (in the integer
+            // part) or only says it is not exact (in the fraction).
+            exp10 += i64::from(!fraction);
+            dropped_nonzero |= digit != 0;
         }
     }
-    let (exp10, exp2) = suffix_exponents(suffix)?;
-    let exp10 = exp10 - frac_part.len() as i32;
-    let numerator = mantissa
-        .checked_mul(scale)?
-        .checked_mul(1i128.checked_shl(exp2)?)?;
+    mantissa += i128::from(dropped_nonzero);
+    if mantissa == 0 {
+        return Some(0);
+    }
+    // The mantissa is at least one, so from 10^26 up no value fits an i64.
+    if exp10 > 25 {
+        return None;
+    }
+    let mut numerator = mantissa;
+    for factor in [scale, 1i128 << exp2] {
+        numerator = loop {
+            match numerator.checked_mul(factor) {
+                Some(n) => break n,
+                // Only a division by a power of ten could bring it back:
+                // give up last digits (rounding up) rather than overflow.
+                None if exp10 < 0 => {
+                    numerator = numerator / 10 + i128::from(numerator % 10 != 0);
+                    exp10 += 1;
+                }
+                None => return None,
+            }
+        };
+    }
     let value = if exp10 >= 0 {
-        let mut v = numerator;
-        for _ in 0..exp10 {
-            v = match v.checked_mul(10) {
-                Some(v) if v <= i128::from(i64::MAX) => v,
-                _ => return Some(saturated),
-            };
-        }
-        v
+        let power = 10i128.checked_pow(u32::try_from(exp10).ok()?)?;
+        numerator.checked_mul(power)?
     } else {
-        let divisor = 10i128.checked_pow((-exp10) as u32).unwrap_or(i128::MAX);
-        (numerator + divisor - 1) / divisor
+        match u32::try_from(-exp10).ok().and_then(|e| 10i128.checked_pow(e)) {
+            Some(divisor) => numerator / divisor + i128::from(numerator % divisor != 0),
+            // 10^39 exceeds every numerator: a positive value below one.
+            None => 1,
+        }
     };
-    let value = i64::try_from(value).unwrap_or(i64::MAX);
-    Some(if negative { -value } else { value })
+    i64::try_from(value).ok()
 }
 
 /// The decimal and binary exponents a suffix stands for.
@@ -128,10 +170,35 @@ mod tests {
             ("12Q", 1, None),
             ("1.2.3", 1, None),
             ("9Ei", 1000, Some(i64::MAX)),
+            ("-9Ei", 1000, Some(-i64::MAX)),
+            ("1.000000000000000000000000000001", 1, Some(2)),
+            ("1.000000000000000000000000000000", 1000, Some(1000)),
+            ("100000000000000000000000000000e-25", 1, Some(10_000)),
+            ("0e2147483647", 1, Some(0)),
+            ("1e2147483647", 1, Some(i64::MAX)),
+            ("1e-2147483648", 1, Some(1)),
+            ("1.5e-2147483648", 1000, Some(1)),
+            ("-0.5e-2147483648", 1, Some(-1)),
+            ("922337203685477580700000e-50", 1000, Some(1)),
+            ("99999999999999999999999999Ei", 1000, Some(i64::MAX)),
+            ("1e2147483648", 1, None),
         ];
         for (s, scale, want) in cases {
             assert_eq!(parse_scaled(s, *scale), *want, "{s:?} at scale {scale}");
         }
+    }
+
+    /// Found by the `quantity` fuzz target: the most negative value printed
+    /// as a quantity that read back one higher, and extreme exponents
+    /// overflowed (a panic in debug builds, a wrong value in release) or
+    /// looped for billions of steps.
+    #[test]
+    fn saturated_and_extreme_quantities_read_back_as_themselves() {
+        let low = parse_scaled("-1E22", 1000).unwrap();
+        assert_eq!(low, -i64::MAX);
+        let printed = crate::amount::Amount::parse("-1E22").unwrap().to_string();
+        assert_eq!(parse_scaled(&printed, 1000), Some(low), "{printed}");
+        assert_eq!(parse_scaled("0.000e99999999", 1000), Some(0));
     }
 
     #[test]
