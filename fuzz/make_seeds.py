@@ -80,6 +80,10 @@ template = field(1, meta("", labels=[("app","web")])) + field(2, podspec)
 w("protobuf","deployment.pb", envelope("apps/v1","Deployment", field(1, meta("web","default")) + field(2, vfield(1,3) + field(2, selector) + field(3, template))))
 w("protobuf","unknown-kind.pb", envelope("v1","Nope", b""))
 w("protobuf","no-magic.pb", b"\x0a\x00")
+nested = envelope("v1","ConfigMap", b"")
+for _ in range(30):  # objects embedded 30 deep: refused past MAX_NESTING
+    nested = envelope("apps/v1","ControllerRevision", field(2, field(1, nested)))
+w("protobuf","regression-nested-30-deep", nested)
 
 # patch: <type byte><object>\0<patch>; 0 json, 1 merge, 2 strategic
 P = lambda t, obj, p: bytes([t]) + json.dumps(obj).encode() + b"\x00" + (p if isinstance(p, bytes) else json.dumps(p).encode())

@@ -726,3 +726,45 @@ fn eviction_keeps_an_immediate_grace_period() {
         json!({"apiVersion": "apps/v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"})
     );
 }
+
+/// A ControllerRevision whose data is another one's envelope, `depth` deep.
+fn nested_revisions(depth: usize) -> Vec<u8> {
+    let mut body = Envelope::encode("v1", "ConfigMap", Vec::new());
+    for _ in 0..depth {
+        let revision = apps::ControllerRevision {
+            data: Some(k8s_pb::apimachinery::pkg::runtime::RawExtension { raw: Some(body) }),
+            ..Default::default()
+        };
+        body = Envelope::encode("apps/v1", "ControllerRevision", revision.encode_to_vec());
+    }
+    body
+}
+
+/// Objects embedded in objects (RawExtension) are decoded only so deep: a
+/// body of a few hundred kilobytes could otherwise nest them thousands deep
+/// and take gigabytes (or the serving thread's stack) to decode.
+#[test]
+fn deeply_nested_embedded_objects_are_refused() {
+    let shallow = decode_object(&nested_revisions(MAX_NESTING)).unwrap();
+    assert_eq!(shallow["data"]["data"]["kind"], "ControllerRevision");
+    assert_eq!(
+        shallow.pointer("/data/data/data/data/kind"),
+        Some(&json!("ConfigMap"))
+    );
+    let deep = nested_revisions(MAX_NESTING + 1);
+    let error = decode_object(&deep).unwrap_err();
+    assert!(
+        error.to_string().contains("nested more than"),
+        "{error}"
+    );
+    // As a request body: a 400 Status, not a crash.
+    let far_too_deep = nested_revisions(4_000);
+    assert!(far_too_deep.len() < crate::status::MAX_BODY_BYTES);
+    let refused = std::thread::Builder::new()
+        .stack_size(2 << 20) // a tokio worker's stack
+        .spawn(move || crate::fuzzing::decode_body(Some(MEDIA_TYPE), &far_too_deep).unwrap_err())
+        .unwrap()
+        .join()
+        .expect("decoding did not overflow the stack");
+    assert_eq!(refused.code(), http::StatusCode::BAD_REQUEST);
+}
