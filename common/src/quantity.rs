@@ -95,7 +95,10 @@ fn scaled_magnitude(
         let power = 10i128.checked_pow(u32::try_from(exp10).ok()?)?;
         numerator.checked_mul(power)?
     } else {
-        match u32::try_from(-exp10).ok().and_then(|e| 10i128.checked_pow(e)) {
+        match u32::try_from(-exp10)
+            .ok()
+            .and_then(|e| 10i128.checked_pow(e))
+        {
             Some(divisor) => numerator / divisor + i128::from(numerator % divisor != 0),
             // 10^39 exceeds every numerator: a positive value below one.
             None => 1,

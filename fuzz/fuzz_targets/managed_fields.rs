@@ -37,7 +37,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let stored = fuzzing::track_update(flags, "fuzz", &old, &new);
     // What was stored is read back at the next write.
-    if let Some(entries) = stored.pointer("/metadata/managedFields").and_then(Value::as_array) {
+    if let Some(entries) = stored
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    {
         for entry in entries {
             let fields = &entry["fieldsV1"];
             let canonical = fuzzing::fields_v1_canonical(fields)

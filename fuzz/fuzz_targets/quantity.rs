@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
     let milli = quantity::milli_value(&q);
     assert_eq!(value.is_some(), milli.is_some(), "{text:?}");
     let Some(amount) = Amount::parse(text) else {
-        assert!(milli.is_none(), "{text:?} read as {milli:?} but not as an amount");
+        assert!(
+            milli.is_none(),
+            "{text:?} read as {milli:?} but not as an amount"
+        );
         return;
     };
     assert_eq!(Some(amount.milli()), milli, "{text:?}");
@@ -25,7 +28,11 @@ fuzz_target!(|data: &[u8]| {
     let printed = amount.to_string();
     let again = Amount::parse(&printed)
         .unwrap_or_else(|| panic!("{text:?} printed as {printed:?}, which is refused"));
-    assert_eq!(again.milli(), amount.milli(), "{text:?} printed as {printed:?}");
+    assert_eq!(
+        again.milli(),
+        amount.milli(),
+        "{text:?} printed as {printed:?}"
+    );
     let _ = amount + again;
     let _ = amount - again;
 });

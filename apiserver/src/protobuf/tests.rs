@@ -753,10 +753,7 @@ fn deeply_nested_embedded_objects_are_refused() {
     );
     let deep = nested_revisions(MAX_NESTING + 1);
     let error = decode_object(&deep).unwrap_err();
-    assert!(
-        error.to_string().contains("nested more than"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("nested more than"), "{error}");
     // As a request body: a 400 Status, not a crash.
     let far_too_deep = nested_revisions(4_000);
     assert!(far_too_deep.len() < crate::status::MAX_BODY_BYTES);
