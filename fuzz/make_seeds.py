@@ -94,6 +94,11 @@ w("patch","strategic-containers", P(2, deploy, {"spec":{"template":{"spec":{"con
 w("patch","strategic-directives", P(2, pod, {"metadata":{"labels":{"$patch":"replace","b":"2"}},"spec":{"containers":[{"name":"app","$patch":"delete"}],"$setElementOrder/containers":[{"name":"app"}]}}))
 w("patch","strategic-delete-primitive", P(2, {"metadata":{"name":"a","finalizers":["x","y"]}}, {"metadata":{"$deleteFromPrimitiveList/finalizers":["x"]},"$retainKeys":["metadata"]}))
 
+# JSON patch ops that add 125-deep arrays below each other: refused past patch::MAX_NESTING
+deep = "[" * 125 + "]" * 125
+ops = ",".join('{"op":"add","path":"/a%s/0","value":%s}' % ("/0" * (125 * i), deep) for i in range(2))
+w("patch","regression-deepening-json-patch", b"\x00" + b'{"a":[]}' + b"\x00" + ("[" + ops + "]").encode())
+
 # apply: <flags><live>\0<apply body YAML>; flags bits: which(0-1) status(2) force(3) kubectl(4)
 applied_deploy = b"""apiVersion: apps/v1
 kind: Deployment

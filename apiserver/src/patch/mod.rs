@@ -51,7 +51,10 @@ pub enum PatchError {
 pub fn apply(kind: PatchType, original: &Value, patch: &[u8]) -> Result<Value, PatchError> {
     match kind {
         PatchType::Json => {
-            let ops: json_patch::Patch = serde_json::from_slice(patch)
+            let ops: Value = serde_json::from_slice(patch)
+                .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
+            check_nesting(original, &ops)?;
+            let ops: json_patch::Patch = serde_json::from_value(ops)
                 .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
             let mut doc = original.clone();
             json_patch::patch(&mut doc, &ops).map_err(|e| PatchError::Apply(e.to_string()))?;
@@ -71,6 +74,54 @@ pub fn apply(kind: PatchType, original: &Value, patch: &[u8]) -> Result<Value, P
             let p = parse_applied(patch)?;
             strategic_merge(original, &p).map_err(PatchError::Apply)
         }
+    }
+}
+
+/// How deeply a patched object may nest arrays and objects. Every object is
+/// stored as JSON that must read back under serde_json's limit of 128, and
+/// values nested without bound overflow the stack of whatever walks them
+/// (dropping one included). Merge and strategic patches cannot nest deeper
+/// than the object or the patch they combine; a JSON patch can, by adding
+/// deep values at deep paths op after op.
+pub const MAX_NESTING: usize = 100;
+
+/// Refuses a JSON patch whose operations could nest the object deeper than
+/// [`MAX_NESTING`], before any is applied: a bound on the result from each
+/// operation's path and value, so nothing deep is ever built.
+fn check_nesting(original: &Value, ops: &Value) -> Result<(), PatchError> {
+    let segments = |op: &Value, field: &str| {
+        op.get(field)
+            .and_then(Value::as_str)
+            .map_or(0, |p| p.matches('/').count())
+    };
+    let mut bound = nesting(original);
+    for op in ops.as_array().into_iter().flatten() {
+        let placed = match op.get("op").and_then(Value::as_str) {
+            Some("add" | "replace" | "test") => {
+                segments(op, "path") + op.get("value").map_or(0, nesting)
+            }
+            // The copied subtree is at most as deep as what is below `from`.
+            Some("copy" | "move") => {
+                segments(op, "path") + bound.saturating_sub(segments(op, "from"))
+            }
+            _ => 0,
+        };
+        bound = bound.max(placed);
+        if bound > MAX_NESTING {
+            return Err(PatchError::Malformed(format!(
+                "the patch would nest the object more than {MAX_NESTING} levels deep"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Levels of arrays and objects in `value` (parsed JSON, so at most 128).
+fn nesting(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
     }
 }
 
@@ -124,6 +175,55 @@ fn parse_object(patch: &[u8]) -> Result<Value, PatchError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// JSON patch operations adding 125-deep arrays at the bottom of the last
+    /// ones, as many as fit in `bytes`: each is valid JSON, together they
+    /// nest thousands deep.
+    fn deepening_patch(bytes: usize) -> Vec<u8> {
+        let value = format!("{}{}", "[".repeat(125), "]".repeat(125));
+        let mut ops = Vec::new();
+        let (mut depth, mut size) = (0, 0);
+        loop {
+            let op = format!(
+                r#"{{"op":"add","path":"/a{}/0","value":{value}}}"#,
+                "/0".repeat(depth)
+            );
+            if size + op.len() > bytes {
+                break;
+            }
+            size += op.len() + 1;
+            ops.push(op);
+            depth += 125;
+        }
+        format!("[{}]", ops.join(",")).into_bytes()
+    }
+
+    /// Found while fuzzing the patch path: a 3 MB JSON patch nested the
+    /// object 19 000 deep and overflowed a 2 MB stack (a tokio worker's),
+    /// killing the server; it is refused as a bad request before any
+    /// operation is applied.
+    #[test]
+    fn json_patches_cannot_nest_objects_without_bound() {
+        let doc = json!({"a": []});
+        let two = deepening_patch(700);
+        assert!(matches!(
+            apply(PatchType::Json, &doc, &two),
+            Err(PatchError::Malformed(m)) if m.contains("more than 100 levels deep")
+        ));
+        let body = deepening_patch(crate::status::MAX_BODY_BYTES - 100);
+        let outcome = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || apply(PatchType::Json, &doc, &body).map(|_| ()))
+            .unwrap()
+            .join()
+            .expect("the patch did not overflow the stack");
+        assert!(matches!(outcome, Err(PatchError::Malformed(_))));
+        // Deep but within bounds, and copies that stay level, still apply.
+        let level = json!({"a": {"b": {"c": 1}}});
+        let ops = br#"[{"op":"copy","from":"/a/b","path":"/a/d"},{"op":"move","from":"/a/d","path":"/e"}]"#;
+        let out = apply(PatchType::Json, &level, ops).unwrap();
+        assert_eq!(out, json!({"a": {"b": {"c": 1}}, "e": {"c": 1}}));
+    }
 
     #[test]
     fn json_and_merge_patches() {
