@@ -310,6 +310,19 @@ impl FieldSet {
 
 #[cfg(test)]
 mod tests {
+    /// Found by the `managed_fields` fuzz target: a float in a list key read
+    /// back as its neighbour (serde_json's fast float parsing is not exact),
+    /// so a stored key stopped naming its item after one write.
+    #[test]
+    fn keys_holding_floats_read_back_unchanged() {
+        let port: serde_json::Value = serde_json::from_str("7.777777777777776e+105").unwrap();
+        let key = super::PathElement::key(&[("containerPort".into(), port)]);
+        let again = super::PathElement::parse(key.as_str()).unwrap();
+        assert_eq!(again, key);
+        let value = super::PathElement::value(&serde_json::json!(0.30000000000000004));
+        assert_eq!(super::PathElement::parse(value.as_str()).unwrap(), value);
+    }
+
     use super::*;
     use serde_json::json;
 
