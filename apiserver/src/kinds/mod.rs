@@ -17,6 +17,7 @@ mod certificates;
 mod config;
 mod custom;
 mod default;
+mod defined;
 mod discovery;
 mod events;
 mod flowcontrol;
@@ -49,7 +50,7 @@ use crate::table::{IncludeObject, Printer};
 use crate::validation::NameRule;
 
 pub(crate) use admission_policies::{
-    ValidatingAdmissionPolicies, ValidatingAdmissionPolicyBindings,
+    VALIDATING_ADMISSION_POLICIES, VALIDATING_ADMISSION_POLICY_BINDINGS,
 };
 pub(crate) use autoscaling::HorizontalPodAutoscalers;
 pub(crate) use certificates::CertificateSigningRequests;
@@ -58,7 +59,7 @@ pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
 pub(crate) use default::{LEASES, PLAIN, SERVICE_ACCOUNTS};
 pub(crate) use discovery::{EndpointSlices, Endpoints};
 pub(crate) use events::{Events, EventsV1};
-pub(crate) use flowcontrol::{FlowSchemas, PriorityLevelConfigurations};
+pub(crate) use flowcontrol::{FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS};
 pub(crate) use namespaces::Namespaces;
 pub(crate) use networking::{IngressClasses, NetworkPolicies};
 pub(crate) use nodes::Nodes;

@@ -333,11 +333,11 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .cats(&["api-extensions"])
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::ValidatingAdmissionPolicies),
+            .strategy(&kinds::VALIDATING_ADMISSION_POLICIES),
         of::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
             .cats(&["api-extensions"])
             .generation()
-            .strategy(&kinds::ValidatingAdmissionPolicyBindings),
+            .strategy(&kinds::VALIDATING_ADMISSION_POLICY_BINDINGS),
         of::<admissionregistration::v1::ValidatingWebhookConfiguration>()
             .cats(&["api-extensions"])
             .strategy(&kinds::VALIDATING_WEBHOOKS),
@@ -360,10 +360,10 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<flowcontrol::v1::FlowSchema>()
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::FlowSchemas),
+            .strategy(&kinds::FLOW_SCHEMAS),
         of::<flowcontrol::v1::PriorityLevelConfiguration>()
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::PriorityLevelConfigurations),
+            .strategy(&kinds::PRIORITY_LEVEL_CONFIGURATIONS),
     ]
 }

@@ -1,0 +1,43 @@
+//! The strategy of a kind whose rules all live in its own definition module
+//! (defaults, checks, columns): nothing per kind but which functions to call.
+
+use serde_json::Value;
+
+use super::KindStrategy;
+use crate::registry::ResourceInfo;
+use crate::status::FieldError;
+use crate::table::Printer;
+use crate::validation::NameRule;
+
+/// A kind described by its definition module's functions.
+#[derive(Debug)]
+pub(crate) struct Defined {
+    pub name_rule: NameRule,
+    pub defaults: fn(&mut Value),
+    pub validate: fn(&Value, &mut Vec<FieldError>),
+    pub printer: &'static Printer,
+}
+
+impl KindStrategy for Defined {
+    fn name_rule(&self) -> NameRule {
+        self.name_rule
+    }
+
+    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
+        (self.defaults)(object);
+    }
+
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        (self.validate)(object, errors);
+    }
+
+    fn printer(&self) -> &'static Printer {
+        self.printer
+    }
+}
