@@ -547,3 +547,38 @@ async fn open_watches_do_not_hold_their_levels_seats() {
     .await;
     assert_eq!(code, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn a_plain_user_can_neither_read_nor_change_the_configuration() {
+    let s = TestServer::new().await;
+    let user = UserInfo::new("mallory", ["system:authenticated".to_string()]);
+    let (code, body) = s.call_as(&user, Method::GET, SCHEMAS, None).await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        body["message"],
+        "flowschemas.flowcontrol.apiserver.k8s.io is forbidden: User \"mallory\" cannot list resource \"flowschemas\" in API group \"flowcontrol.apiserver.k8s.io\" at the cluster scope"
+    );
+    // Nor may it give itself a level that is never queued.
+    let (code, body) = s
+        .call_as(
+            &user,
+            Method::PUT,
+            &format!("{LEVELS}/exempt"),
+            Some(json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+                "kind": "PriorityLevelConfiguration", "metadata": {"name": "exempt"},
+                "spec": {"type": "Exempt"}})),
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    let (code, body) = s
+        .call_as(
+            &user,
+            Method::DELETE,
+            &format!("{LEVELS}/global-default"),
+            None,
+        )
+        .await;
+    assert_status(code, &body, 403, "Forbidden");
+    let (code, _) = s.get(&format!("{LEVELS}/global-default")).await;
+    assert_eq!(code, StatusCode::OK, "the level is still there");
+}
