@@ -55,8 +55,9 @@ pub async fn reap_once(inner: &Inner, ttl: Duration) -> usize {
         jiff::Timestamp::now().as_second() - i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
     let snapshot = cache.snapshot();
     let mut removed = 0;
-    for (key, event) in snapshot.objects.iter() {
-        if last_seen(event).is_none_or(|t| t >= cutoff) {
+    for (key, cached) in snapshot.objects.iter() {
+        let event = cached.to_value();
+        if last_seen(&event).is_none_or(|t| t >= cutoff) {
             continue;
         }
         let Some(revision) = event["metadata"]["resourceVersion"]

@@ -269,7 +269,8 @@ impl ApiServer {
             snapshot_ttl: config.continue_ttl,
         };
         for prefix in registry.current().storage_prefixes() {
-            let cache = WatchCache::new(prefix.clone(), &limits);
+            let form = registry.current().cache_form(&prefix);
+            let cache = WatchCache::with_form(prefix.clone(), &limits, form);
             cache.load(store.as_ref()).await?;
             caches.insert(prefix, cache);
         }

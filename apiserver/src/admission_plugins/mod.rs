@@ -163,6 +163,6 @@ pub(super) fn cached_in_namespace(
         .objects
         .range(prefix.clone()..)
         .take_while(|(key, _)| key.starts_with(&prefix))
-        .map(|(_, object)| object.clone())
+        .map(|(_, object)| object.value())
         .collect()
 }

@@ -150,7 +150,10 @@ impl NodeAuthorizer {
             .objects
             .range(prefix.clone()..)
             .take_while(|(key, _)| key.starts_with(&prefix))
-            .any(|(_, pod)| pod["spec"]["nodeName"] == node && refers(pod))
+            .any(|(_, pod)| {
+                let pod = pod.value();
+                pod["spec"]["nodeName"] == node && refers(&pod)
+            })
     }
 
     /// Whether `node` runs a pod using a claim bound to volume `name`.
@@ -159,6 +162,7 @@ impl NodeAuthorizer {
         snapshot
             .objects
             .values()
+            .map(|claim| claim.value())
             .filter(|claim| claim["spec"]["volumeName"] == name)
             .any(|claim| {
                 let namespace = claim["metadata"]["namespace"].as_str().unwrap_or("");
@@ -174,7 +178,7 @@ impl NodeAuthorizer {
         let key = format!("{}{name}", self.attachments.prefix());
         self.attachments
             .get(&key)
-            .is_some_and(|a| a["spec"]["nodeName"] == node)
+            .is_some_and(|a| a.value()["spec"]["nodeName"] == node)
     }
 
     /// A read (or token request) that needs a relationship.

@@ -55,7 +55,7 @@ fn stored_crds(inner: &Inner) -> Vec<Value> {
             .snapshot()
             .objects
             .values()
-            .map(|v| (**v).clone())
+            .map(|v| v.to_value())
             .collect(),
         Err(_) => Vec::new(),
     }
@@ -180,7 +180,7 @@ async fn clean_up(
             .snapshot()
             .objects
             .values()
-            .map(|v| (**v).clone())
+            .map(|v| v.to_value())
             .collect(),
         _ => Vec::new(),
     };

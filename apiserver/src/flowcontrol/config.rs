@@ -186,8 +186,8 @@ impl FlowControl {
         }
         let built = Config::build(
             wanted,
-            self.schemas.snapshot().objects.values().cloned(),
-            self.levels.snapshot().objects.values().cloned(),
+            self.schemas.snapshot().objects.values().map(|o| o.value()),
+            self.levels.snapshot().objects.values().map(|o| o.value()),
             self.total_seats,
             &current,
         );

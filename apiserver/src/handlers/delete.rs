@@ -270,7 +270,7 @@ pub(super) async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response, 
         if !key.starts_with(&prefix) {
             break;
         }
-        let object = info.from_storage((**object).clone());
+        let object = info.from_storage(object.to_value());
         if !labels.matches(&object) || !fields.matches(&object) {
             continue;
         }

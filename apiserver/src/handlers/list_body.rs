@@ -4,7 +4,6 @@
 //! list at a time, so an unpaginated list of 50 MB does not cost 50 MB.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -14,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::status::ApiError;
-use crate::wire_order::Ordered;
+use crate::watch_cache::Cached;
 
 /// Encoded bytes gathered before a chunk is handed to the connection: large
 /// enough that a write carries many small objects, small enough to be
@@ -68,7 +67,7 @@ fn opening(head: &ListHead) -> Result<Vec<u8>, ApiError> {
 /// theirs, as upstream's unstructured lists do).
 pub(super) fn respond(
     head: ListHead,
-    items: Vec<Arc<Value>>,
+    items: Vec<Cached>,
     with_type: bool,
 ) -> Result<Response, ApiError> {
     let opening = opening(&head)?;
@@ -86,7 +85,7 @@ pub(super) fn respond(
                 finished = true;
                 break;
             };
-            if let Err(e) = serde_json::to_writer(&mut buf, &Ordered::item(&item, with_type)) {
+            if let Err(e) = item.write_item(&mut buf, with_type) {
                 // Values always encode; should one not, the client sees a
                 // cut-off body rather than a list silently missing an item.
                 tracing::error!(error = %e, "encoding a list item failed; ending the body");
@@ -111,6 +110,7 @@ pub(super) fn respond(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     async fn body(items: Vec<Value>, with_type: bool) -> Value {
         let head = ListHead {
@@ -118,8 +118,15 @@ mod tests {
             api_version: "v1".into(),
             metadata: json!({"resourceVersion": "7"}),
         };
-        let response =
-            respond(head, items.into_iter().map(Arc::new).collect(), with_type).expect("response");
+        let response = respond(
+            head,
+            items
+                .into_iter()
+                .map(|v| Cached::Decoded(Arc::new(v)))
+                .collect(),
+            with_type,
+        )
+        .expect("response");
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .expect("body");

@@ -8,7 +8,7 @@ use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use skiff_store::Revision;
 
 use super::{Ctx, respond};
@@ -16,7 +16,7 @@ use super::{list_body, storage};
 use crate::object::decode_from_store;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::watch_cache::{Snapshot, WatchCache};
+use crate::watch_cache::{Cached, Snapshot, WatchCache};
 
 /// How long a list waits for the cache to reach a requested resourceVersion.
 const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(500);
@@ -124,7 +124,7 @@ async fn store_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, ApiEr
     for kv in &listed.items {
         let object = decode_from_store(kv)
             .map_err(|e| ApiError::Internal(format!("corrupt object at {}: {e}", kv.key)))?;
-        objects.insert(kv.key.clone(), Arc::new(object));
+        objects.insert(kv.key.clone(), Cached::hold(object, cache.form()));
     }
     let snapshot = Snapshot {
         objects,
@@ -160,8 +160,9 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     let limit = ctx.params.limit.unwrap_or(usize::MAX);
     let selecting = !labels.is_empty() || !fields.is_empty();
     // Items stay shared with the snapshot unless they need converting; a
-    // converted one is made once here, for the selectors, and kept.
-    let mut items: Vec<Arc<Value>> = Vec::new();
+    // converted one is made once here, for the selectors, and kept. An
+    // item held encoded is decoded only when a selector looks inside.
+    let mut items: Vec<Cached> = Vec::new();
     let mut last_key: Option<&String> = None;
     let mut more = false;
     let mut remaining = 0usize;
@@ -176,10 +177,13 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
         }
         let object = match info.conversion {
             None => stored.clone(),
-            Some(_) => Arc::new(info.from_storage((**stored).clone())),
+            Some(_) => Cached::Decoded(Arc::new(info.from_storage(stored.to_value()))),
         };
-        if selecting && !(labels.matches(&object) && fields.matches(&object)) {
-            continue;
+        if selecting {
+            let value = object.value();
+            if !(labels.matches(&value) && fields.matches(&value)) {
+                continue;
+            }
         }
         if items.len() == limit {
             more = true;
@@ -202,7 +206,7 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
             &ctx.headers,
             ctx.params.include_object.as_deref(),
             &info,
-            &items.iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
+            &items.iter().map(Cached::to_value).collect::<Vec<_>>(),
             metadata.clone(),
         )
     {

@@ -84,12 +84,15 @@ pub async fn read_cached(
     key: &str,
 ) -> Result<Option<(Value, Revision)>, ApiError> {
     if let Ok(cache) = inner.cache(info)
-        && let Some(object) = cache.get(key)
-        && let Some(revision) = object["metadata"]["resourceVersion"]
+        && let Some(cached) = cache.get(key)
+    {
+        let object = cached.to_value();
+        if let Some(revision) = object["metadata"]["resourceVersion"]
             .as_str()
             .and_then(|rv| rv.parse::<Revision>().ok())
-    {
-        return Ok(Some((info.from_storage((*object).clone()), revision)));
+        {
+            return Ok(Some((info.from_storage(object), revision)));
+        }
     }
     read(inner, info, key).await
 }

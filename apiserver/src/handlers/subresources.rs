@@ -256,6 +256,7 @@ fn check_disruption_budgets(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
         if !key.starts_with(&prefix) {
             break;
         }
+        let pdb = &*pdb.value();
         let Ok(selector) = LabelSelector::from_object(&pdb["spec"]["selector"]) else {
             continue;
         };

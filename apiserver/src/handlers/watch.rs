@@ -20,7 +20,7 @@ use super::Ctx;
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::watch_cache::{CacheEvent, ChangeKind, Start, WatchCache};
+use crate::watch_cache::{CacheEvent, Cached, ChangeKind, Start, WatchCache};
 use crate::wire_order::Ordered;
 
 /// Encoded events buffered per watcher before its task waits for the client.
@@ -90,22 +90,33 @@ impl Filter {
         key.starts_with(&self.prefix) && self.labels.matches(served) && self.fields.matches(served)
     }
 
-    /// The served form of a cached object if it is selected.
-    fn select(&self, key: &str, object: &Value) -> Option<Value> {
+    /// Whether a cached object is selected, decoding and converting it
+    /// only when a selector has to look inside.
+    fn selects_stored(&self, key: &str, object: &Cached) -> bool {
         if !key.starts_with(&self.prefix) {
-            return None;
+            return false;
         }
-        let served = self.info.from_storage(object.clone());
-        self.selects(key, &served).then_some(served)
+        if self.labels.is_empty() && self.fields.is_empty() {
+            return true;
+        }
+        let value = object.value();
+        if self.info.conversion.is_none() {
+            self.selects(key, &value)
+        } else {
+            self.selects(key, &self.info.from_storage((*value).clone()))
+        }
     }
 
-    /// Whether a cached object is selected, converting only when needed.
-    fn selects_stored(&self, key: &str, object: &Value) -> bool {
-        if self.info.conversion.is_none() {
-            self.selects(key, object)
-        } else {
-            self.select(key, object).is_some()
+    /// The wire event for a cached object: its bytes as they are when it is
+    /// held encoded and served unchanged, else encoded from its served form.
+    fn encode_cached(&self, kind: &str, object: &Cached) -> Bytes {
+        if self.table.is_none() && self.info.conversion.is_none() {
+            return match object.encoded_json() {
+                Some(json) => crate::watch_cache::frame(kind, json),
+                None => encode(kind, &object.value()),
+            };
         }
+        self.encode_served(kind, &self.info.from_storage(object.to_value()))
     }
 
     /// The wire event for an object already in its served form: the object,
@@ -131,13 +142,10 @@ impl Filter {
 
     /// The wire event for the object after a change.
     fn encode_event(&self, kind: &str, event: &CacheEvent) -> Bytes {
-        if self.table.is_some() {
-            return self.encode_served(kind, &self.info.from_storage((*event.object).clone()));
-        }
-        if self.info.conversion.is_none() {
+        if self.table.is_none() && self.info.conversion.is_none() {
             event.frame(kind)
         } else {
-            encode(kind, &self.info.from_storage((*event.object).clone()))
+            self.encode_cached(kind, &event.object)
         }
     }
 
@@ -331,9 +339,9 @@ async fn run_watcher(
     match subscription.start {
         Start::Snapshot(snapshot) => {
             for (key, object) in snapshot.objects.iter() {
-                if let Some(served) = filter.select(key, object)
+                if filter.selects_stored(key, object)
                     && tx
-                        .send(filter.encode_served("ADDED", &served))
+                        .send(filter.encode_cached("ADDED", object))
                         .await
                         .is_err()
                 {

@@ -9,12 +9,18 @@ use super::{KindStrategy, set_default};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::table::Printer;
+use crate::watch_cache::CacheForm;
 
 /// Core `configmaps`.
 #[derive(Debug)]
 pub(crate) struct ConfigMaps;
 
 impl KindStrategy for ConfigMaps {
+    /// Held as served JSON: bulk data the server itself rarely reads.
+    fn cache_form(&self) -> CacheForm {
+        CacheForm::Encoded
+    }
+
     fn validate(
         &self,
         _info: &ResourceInfo,
@@ -35,6 +41,11 @@ impl KindStrategy for ConfigMaps {
 pub(crate) struct Secrets;
 
 impl KindStrategy for Secrets {
+    /// Held as served JSON: bulk data the server itself rarely reads.
+    fn cache_form(&self) -> CacheForm {
+        CacheForm::Encoded
+    }
+
     /// `stringData` is a write-only convenience: its entries are encoded
     /// into `data` (winning over a key both name) and the field is dropped,
     /// so it is never stored or returned.

@@ -4,12 +4,18 @@
 use super::KindStrategy;
 use crate::table::Printer;
 use crate::validation::NameRule;
+use crate::watch_cache::CacheForm;
 
 /// Core `events`.
 #[derive(Debug)]
 pub(crate) struct Events;
 
 impl KindStrategy for Events {
+    /// Held as served JSON: bulk data the server itself rarely reads.
+    fn cache_form(&self) -> CacheForm {
+        CacheForm::Encoded
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
@@ -24,6 +30,11 @@ impl KindStrategy for Events {
 pub(crate) struct EventsV1;
 
 impl KindStrategy for EventsV1 {
+    /// Held as served JSON: bulk data the server itself rarely reads.
+    fn cache_form(&self) -> CacheForm {
+        CacheForm::Encoded
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }

@@ -48,6 +48,7 @@ use crate::service_alloc::AllocationGuard;
 use crate::status::{ApiError, FieldError};
 use crate::table::{IncludeObject, Printer};
 use crate::validation::NameRule;
+use crate::watch_cache::CacheForm;
 
 pub(crate) use admission_policies::{
     VALIDATING_ADMISSION_POLICIES, VALIDATING_ADMISSION_POLICY_BINDINGS,
@@ -195,6 +196,13 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// Sets the replica count a Scale write asked for.
     fn set_replicas(&self, _info: &ResourceInfo, object: &mut Value, replicas: i64) {
         scale::set_spec_replicas(object, replicas);
+    }
+
+    /// How the watch cache holds objects of this kind: decoded for kinds
+    /// the server reads on its own hot paths, encoded for bulk data that is
+    /// mostly served as it is.
+    fn cache_form(&self) -> CacheForm {
+        CacheForm::Decoded
     }
 
     /// Upstream's columns for `kubectl get`.

@@ -90,11 +90,13 @@ impl KindStrategy for Services {
     ) -> Result<Option<AllocationGuard<'i>>, ApiError> {
         let guard = inner.services.lock().await;
         let stored = inner.cache(info)?.snapshot();
-        let others = stored
+        let others: Vec<_> = stored
             .objects
             .iter()
             .filter(|(k, _)| k.as_str() != key)
-            .map(|(_, v)| &**v);
+            .map(|(_, v)| v.value())
+            .collect();
+        let others = others.iter().map(|v| &**v);
         inner
             .services
             .allocate(object, others)

@@ -335,6 +335,24 @@ impl Registry {
         }
         out
     }
+
+    /// How the watch cache of `prefix` holds its objects: encoded only when
+    /// every resource stored there asks for it.
+    pub fn cache_form(&self, prefix: &str) -> crate::watch_cache::CacheForm {
+        use crate::watch_cache::CacheForm;
+        let mut stored_here = self
+            .resources
+            .iter()
+            .filter(|r| !r.is_virtual() && r.storage_prefix == prefix)
+            .peekable();
+        if stored_here.peek().is_some()
+            && stored_here.all(|r| r.strategy.cache_form() == CacheForm::Encoded)
+        {
+            CacheForm::Encoded
+        } else {
+            CacheForm::Decoded
+        }
+    }
 }
 
 #[cfg(test)]

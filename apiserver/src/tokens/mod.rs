@@ -43,7 +43,7 @@ pub(crate) fn read_core(
         .snapshot()
         .objects
         .get(&key)
-        .map(|o| (**o).clone()))
+        .map(|o| o.to_value()))
 }
 
 /// The user name of a service account.

@@ -10,7 +10,7 @@ use imbl::OrdMap;
 use skiff_store::{EventKind, Store, StoreError};
 use tokio::sync::watch;
 
-use super::{ChangeKind, WatchCache};
+use super::{Cached, ChangeKind, WatchCache};
 use crate::object::decode_from_store;
 
 /// The store could not be read to (re)fill a cache.
@@ -36,7 +36,7 @@ impl WatchCache {
         for kv in &listed.items {
             match decode_from_store(kv) {
                 Ok(object) => {
-                    objects.insert(kv.key.clone(), Arc::new(object));
+                    objects.insert(kv.key.clone(), Cached::hold(object, self.form()));
                 }
                 Err(e) => {
                     tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored object")

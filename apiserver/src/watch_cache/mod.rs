@@ -5,6 +5,7 @@
 //! a slow watcher falls behind on its own and resumes from history without
 //! holding up the others.
 
+mod cached;
 mod feed;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -19,6 +20,7 @@ use serde_json::Value;
 use skiff_store::Revision;
 use tokio::sync::{broadcast, watch};
 
+pub use cached::{CacheForm, Cached};
 pub use feed::FeedError;
 
 /// How many list snapshots are kept for continue tokens, and for how long.
@@ -50,11 +52,12 @@ pub struct CacheEvent {
     pub key: String,
     /// The object after the change; for a delete, its last state with the
     /// deletion's resourceVersion.
-    pub object: Arc<Value>,
+    pub object: Cached,
     /// The object before the change, when it existed.
-    pub prev: Option<Arc<Value>>,
-    /// Wire frames of `object` as ADDED, MODIFIED and DELETED, each built
-    /// once and shared by every watcher that sends it as is.
+    pub prev: Option<Cached>,
+    /// Wire frames of a decoded `object` as ADDED, MODIFIED and DELETED,
+    /// each built once and shared by every watcher that sends it as is (an
+    /// encoded object's frame is a copy of its bytes, not kept).
     encoded: [OnceLock<Bytes>; 3],
 }
 
@@ -68,16 +71,16 @@ impl CacheEvent {
             .prev
             .as_ref()
             .and_then(|kv| crate::object::decode_from_store(kv).ok())
-            .map(Arc::new);
+            .map(|value| Cached::Decoded(Arc::new(value)));
         let (kind, object) = match event.kind {
             skiff_store::EventKind::Put => (
                 ChangeKind::Put,
-                Arc::new(crate::object::decode_from_store(&event.kv).ok()?),
+                Cached::Decoded(Arc::new(crate::object::decode_from_store(&event.kv).ok()?)),
             ),
             skiff_store::EventKind::Delete => {
-                let mut gone = (**prev.as_ref()?).clone();
+                let mut gone = prev.as_ref()?.to_value();
                 crate::object::set_resource_version(&mut gone, revision);
-                (ChangeKind::Delete, Arc::new(gone))
+                (ChangeKind::Delete, Cached::Decoded(Arc::new(gone)))
             }
         };
         Some(CacheEvent {
@@ -98,25 +101,34 @@ impl CacheEvent {
             "MODIFIED" => 1,
             _ => 2,
         };
-        self.encoded[slot]
-            .get_or_init(|| {
-                let object = crate::wire_order::to_vec(&self.object);
-                let mut bytes = Vec::with_capacity(object.len() + 32);
-                bytes.extend_from_slice(b"{\"type\":\"");
-                bytes.extend_from_slice(kind.as_bytes());
-                bytes.extend_from_slice(b"\",\"object\":");
-                bytes.extend_from_slice(&object);
-                bytes.extend_from_slice(b"}\n");
-                Bytes::from(bytes)
-            })
-            .clone()
+        match &self.object {
+            Cached::Encoded(_) => {
+                let object = self.object.encoded_json().map(|b| &b[..]).unwrap_or(b"{}");
+                frame(kind, object)
+            }
+            Cached::Decoded(value) => self.encoded[slot]
+                .get_or_init(|| frame(kind, &crate::wire_order::to_vec(value)))
+                .clone(),
+        }
     }
+}
+
+/// The watch frame `{"type":KIND,"object":OBJECT}\n` around an object's
+/// JSON.
+pub fn frame(kind: &str, object: &[u8]) -> Bytes {
+    let mut bytes = Vec::with_capacity(object.len() + 32);
+    bytes.extend_from_slice(b"{\"type\":\"");
+    bytes.extend_from_slice(kind.as_bytes());
+    bytes.extend_from_slice(b"\",\"object\":");
+    bytes.extend_from_slice(object);
+    bytes.extend_from_slice(b"}\n");
+    Bytes::from(bytes)
 }
 
 /// The cache's objects at one revision.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    pub objects: OrdMap<String, Arc<Value>>,
+    pub objects: OrdMap<String, Cached>,
     pub revision: Revision,
 }
 
@@ -143,13 +155,13 @@ pub struct TooOld {
 }
 
 struct State {
-    objects: OrdMap<String, Arc<Value>>,
+    objects: OrdMap<String, Cached>,
     revision: Revision,
     history: VecDeque<Arc<CacheEvent>>,
     /// Watches from any revision >= this can be served from history.
     history_floor: Revision,
     sender: broadcast::Sender<Arc<CacheEvent>>,
-    retained: BTreeMap<Revision, (Instant, OrdMap<String, Arc<Value>>)>,
+    retained: BTreeMap<Revision, (Instant, OrdMap<String, Cached>)>,
 }
 
 /// The cache of one storage prefix.
@@ -159,14 +171,21 @@ pub struct WatchCache {
     /// has to resume from history.
     fanout_buffer: usize,
     history_capacity: usize,
+    form: CacheForm,
     snapshot_ttl: Duration,
     state: RwLock<State>,
     progress: watch::Sender<Revision>,
 }
 
 impl WatchCache {
-    /// An empty cache for `prefix`; [`WatchCache::reset`] fills it.
+    /// An empty cache for `prefix` holding decoded objects;
+    /// [`WatchCache::reset`] fills it.
     pub fn new(prefix: String, limits: &CacheLimits) -> Arc<Self> {
+        Self::with_form(prefix, limits, CacheForm::Decoded)
+    }
+
+    /// An empty cache for `prefix` holding its objects in `form`.
+    pub fn with_form(prefix: String, limits: &CacheLimits, form: CacheForm) -> Arc<Self> {
         let fanout_buffer = limits.fanout_buffer.max(1);
         let (sender, _) = broadcast::channel(fanout_buffer);
         let (progress, _) = watch::channel(0);
@@ -174,6 +193,7 @@ impl WatchCache {
             prefix,
             fanout_buffer,
             history_capacity: limits.history.max(1),
+            form,
             snapshot_ttl: limits.snapshot_ttl,
             state: RwLock::new(State {
                 objects: OrdMap::new(),
@@ -191,6 +211,11 @@ impl WatchCache {
         &self.prefix
     }
 
+    /// The form this cache holds objects in.
+    pub fn form(&self) -> CacheForm {
+        self.form
+    }
+
     /// The revision the cache is current at.
     pub fn revision(&self) -> Revision {
         self.state.read().revision
@@ -199,7 +224,7 @@ impl WatchCache {
     /// Replaces the whole content (after a (re)list). History is dropped and
     /// every existing watcher's feed ends, so clients re-watch as upstream's
     /// do when the cache re-initialises.
-    pub fn reset(&self, objects: OrdMap<String, Arc<Value>>, revision: Revision) {
+    pub fn reset(&self, objects: OrdMap<String, Cached>, revision: Revision) {
         let mut state = self.state.write();
         let (sender, _) = broadcast::channel(self.fanout_buffer);
         state.sender = sender;
@@ -222,7 +247,7 @@ impl WatchCache {
         let event = match kind {
             ChangeKind::Put => {
                 let Some(object) = object else { return };
-                let object = Arc::new(object);
+                let object = Cached::hold(object, self.form);
                 state.objects.insert(key.clone(), object.clone());
                 CacheEvent {
                     revision,
@@ -241,13 +266,13 @@ impl WatchCache {
                     return;
                 };
                 state.objects.remove(&key);
-                let mut gone = (*last).clone();
+                let mut gone = last.to_value();
                 crate::object::set_resource_version(&mut gone, revision);
                 CacheEvent {
                     revision,
                     kind,
                     key,
-                    object: Arc::new(gone),
+                    object: Cached::hold(gone, self.form),
                     prev,
                     encoded: Default::default(),
                 }
@@ -279,7 +304,7 @@ impl WatchCache {
     /// The current object at `key`, if the cache holds one. It may lag the
     /// store by writes not yet fed in; writers that use it pass its
     /// resourceVersion as a precondition and re-read the store on conflict.
-    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+    pub fn get(&self, key: &str) -> Option<Cached> {
         self.state.read().objects.get(key).cloned()
     }
 
@@ -433,8 +458,52 @@ mod tests {
         c.apply(12, ChangeKind::Delete, "/p/a".into(), None);
         let ev = sub.live.recv().await.unwrap();
         assert_eq!(ev.kind, ChangeKind::Delete);
-        assert_eq!(ev.object["metadata"]["name"], "a");
-        assert_eq!(ev.object["metadata"]["resourceVersion"], "12");
+        assert_eq!(ev.object.value()["metadata"]["name"], "a");
+        assert_eq!(ev.object.value()["metadata"]["resourceVersion"], "12");
         assert!(c.wait_for(12, Duration::from_millis(10)).await);
+    }
+
+    #[tokio::test]
+    async fn an_encoded_cache_serves_the_same_frames_and_deletes_as_a_decoded_one() {
+        let limits = CacheLimits {
+            history: 8,
+            fanout_buffer: 16,
+            snapshot_ttl: Duration::from_secs(60),
+        };
+        let decoded = WatchCache::new("/p/".into(), &limits);
+        let encoded = WatchCache::with_form("/p/".into(), &limits, CacheForm::Encoded);
+        let object = json!({
+            "kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "a", "resourceVersion": "11"},
+            "data": {"k": "v"}
+        });
+        for c in [&decoded, &encoded] {
+            c.reset(OrdMap::new(), 10);
+            c.apply(11, ChangeKind::Put, "/p/a".into(), Some(object.clone()));
+            c.apply(12, ChangeKind::Delete, "/p/a".into(), None);
+        }
+        assert!(
+            matches!(encoded.subscribe(Some(10)), Ok(Subscription { start: Start::History(ref e), .. }) if matches!(e[0].object, Cached::Encoded(_)))
+        );
+        let frames = |c: &WatchCache| match c.subscribe(Some(10)) {
+            Ok(Subscription {
+                start: Start::History(events),
+                ..
+            }) => events
+                .iter()
+                .map(|e| {
+                    e.frame(if e.kind == ChangeKind::Put {
+                        "ADDED"
+                    } else {
+                        "DELETED"
+                    })
+                })
+                .collect::<Vec<_>>(),
+            _ => panic!("expected history"),
+        };
+        assert_eq!(frames(&decoded), frames(&encoded));
+        let deleted: Value = serde_json::from_slice(&frames(&encoded)[1]).unwrap();
+        assert_eq!(deleted["object"]["metadata"]["resourceVersion"], "12");
+        assert_eq!(deleted["object"]["data"]["k"], "v");
     }
 }

@@ -125,7 +125,7 @@ fn existing_pod_warnings(
         .objects
         .range(prefix.clone()..)
         .take_while(|(key, _)| key.starts_with(&prefix))
-        .filter_map(|(_, pod)| serde_json::from_value::<Pod>((**pod).clone()).ok())
+        .filter_map(|(_, pod)| serde_json::from_value::<Pod>(pod.to_value()).ok())
         .collect();
     let pods = prioritize(config, pods);
     let total = pods.len();

@@ -59,7 +59,11 @@ impl Charge {
         match (&self.from_version, cached) {
             (None, cached) => cached.is_some(),
             (Some(from), Some(object)) => {
-                meta_str(object, "resourceVersion") != Some(from.as_str())
+                object
+                    .resource_version()
+                    .map(|rv| rv.to_string())
+                    .as_deref()
+                    != Some(from.as_str())
             }
             // Deleted meanwhile: the update will fail.
             (Some(_), None) => true,

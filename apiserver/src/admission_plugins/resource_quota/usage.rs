@@ -11,7 +11,6 @@
 //! looked at again on every check.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 use imbl::OrdMap;
 use imbl::ordmap::DiffItem;
@@ -22,7 +21,7 @@ use skiff_common::quota::{
     Evaluator, QuotaSpec, ResourceList, add, is_zero, mask, subtract_non_negative,
 };
 
-use crate::watch_cache::Snapshot;
+use crate::watch_cache::{Cached, Snapshot};
 
 /// One quota's usage of one resource in one namespace, as of a snapshot.
 #[derive(Debug)]
@@ -30,7 +29,7 @@ pub(super) struct Tally {
     /// The quota it counts for, as it was read: another spec starts over.
     spec: QuotaSpec,
     /// The cache's objects it was last brought up to date with.
-    objects: OrdMap<String, Arc<Value>>,
+    objects: OrdMap<String, Cached>,
     /// What each counted object adds (only those that add something).
     counted: HashMap<String, ResourceList>,
     /// Objects being deleted: their part may end with time alone.
@@ -61,7 +60,7 @@ impl Tally {
             .range(prefix.to_string()..)
             .take_while(|(key, _)| key.starts_with(prefix));
         for (key, object) in objects {
-            tally.insert(evaluator, key, object, now);
+            tally.insert(evaluator, key, &object.value(), now);
         }
         tally.objects = snapshot.objects.clone();
         tally
@@ -82,7 +81,7 @@ impl Tally {
         now: Timestamp,
     ) {
         if !self.objects.ptr_eq(&snapshot.objects) {
-            let changed: Vec<(String, Option<Arc<Value>>)> = self
+            let changed: Vec<(String, Option<Cached>)> = self
                 .objects
                 .diff(&snapshot.objects)
                 .map(|item| match item {
@@ -97,7 +96,7 @@ impl Tally {
             for (key, object) in changed {
                 self.remove(&key);
                 if let Some(object) = object {
-                    self.insert(evaluator, &key, &object, now);
+                    self.insert(evaluator, &key, &object.value(), now);
                 }
             }
             self.objects = snapshot.objects.clone();
@@ -106,7 +105,7 @@ impl Tally {
         for key in deleting {
             if let Some(object) = snapshot.objects.get(&key).cloned() {
                 self.remove(&key);
-                self.insert(evaluator, &key, &object, now);
+                self.insert(evaluator, &key, &object.value(), now);
             }
         }
     }
@@ -151,6 +150,8 @@ impl Tally {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use serde_json::json;
     use skiff_common::quota::pretty;
 
@@ -168,7 +169,10 @@ mod tests {
 
     fn snapshot(objects: &OrdMap<String, Arc<Value>>, revision: u64) -> Snapshot {
         Snapshot {
-            objects: objects.clone(),
+            objects: objects
+                .iter()
+                .map(|(k, v)| (k.clone(), Cached::from(v.clone())))
+                .collect(),
             revision,
         }
     }

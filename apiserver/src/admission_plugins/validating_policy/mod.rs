@@ -460,7 +460,12 @@ fn all_of(inner: &Inner, info: &ResourceInfo) -> Vec<Arc<Value>> {
     let Ok(cache) = inner.cache(info) else {
         return Vec::new();
     };
-    cache.snapshot().objects.values().cloned().collect()
+    cache
+        .snapshot()
+        .objects
+        .values()
+        .map(|o| o.value())
+        .collect()
 }
 
 fn namespace_object(inner: &Inner, namespace: &str) -> Option<Arc<Value>> {
@@ -470,7 +475,7 @@ fn namespace_object(inner: &Inner, namespace: &str) -> Option<Arc<Value>> {
         .snapshot()
         .objects
         .get(&info.key(None, namespace))
-        .cloned()
+        .map(|o| o.value())
 }
 
 /// Why no parameters could be found.
@@ -534,7 +539,7 @@ fn resolve_params(
                     .snapshot()
                     .objects
                     .get(&info.key(namespace, name))
-                    .cloned()
+                    .map(|o| o.value())
             })
             .into_iter()
             .collect(),

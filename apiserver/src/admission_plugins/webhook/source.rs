@@ -130,7 +130,7 @@ fn current(inner: &Inner, resource: &str, parsed: &Mutex<Parsed>) -> Arc<Vec<Hoo
         let hooks = snapshot
             .objects
             .values()
-            .flat_map(|configuration| hooks_of(configuration))
+            .flat_map(|configuration| hooks_of(&configuration.value()))
             .collect();
         *parsed = Parsed {
             at: Some(snapshot.revision),

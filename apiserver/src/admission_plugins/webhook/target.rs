@@ -108,7 +108,9 @@ fn service_address(
         .get("", "v1", "services")
         .and_then(|info| {
             let cache = inner.cache(&info).ok()?;
-            cache.get(&info.key(Some(namespace), name))
+            cache
+                .get(&info.key(Some(namespace), name))
+                .map(|s| s.value())
         })
         .ok_or_else(|| TargetError::NoService(qualified.clone()))?;
     let service_port = service["spec"]["ports"]

@@ -21,7 +21,7 @@ use skiff_store::Revision;
 use super::rule::{Compiled, Rule};
 use crate::authn::UserInfo;
 use crate::object::meta_str;
-use crate::watch_cache::Snapshot;
+use crate::watch_cache::{Cached, Snapshot};
 
 /// More distinct callers than this and the memo starts over (it only
 /// saves work; a caller that falls out resolves again).
@@ -167,7 +167,8 @@ impl Policy {
             inputs.role_bindings.revision,
             inputs.cluster_role_bindings.revision,
         ];
-        for object in inputs.roles.objects.values() {
+        for object in inputs.roles.objects.values().map(Cached::value) {
+            let object = &*object;
             if let (Some(ns), Some(name)) =
                 (meta_str(object, "namespace"), meta_str(object, "name"))
             {
@@ -176,19 +177,27 @@ impl Policy {
                     .insert((ns.to_string(), name.to_string()), rules_of(object));
             }
         }
-        for object in inputs.cluster_roles.objects.values() {
+        for object in inputs.cluster_roles.objects.values().map(Cached::value) {
+            let object = &*object;
             if let Some(name) = meta_str(object, "name") {
                 policy
                     .cluster_roles
                     .insert(name.to_string(), rules_of(object));
             }
         }
-        for object in inputs.role_bindings.objects.values() {
+        for object in inputs.role_bindings.objects.values().map(Cached::value) {
+            let object = &*object;
             if let Some(ns) = meta_str(object, "namespace") {
                 policy.index_binding(object, Some(ns));
             }
         }
-        for object in inputs.cluster_role_bindings.objects.values() {
+        for object in inputs
+            .cluster_role_bindings
+            .objects
+            .values()
+            .map(Cached::value)
+        {
+            let object = &*object;
             policy.index_binding(object, None);
         }
         policy

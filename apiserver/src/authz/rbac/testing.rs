@@ -8,7 +8,7 @@ use imbl::OrdMap;
 use serde_json::{Value, json};
 
 use super::{GROUP, Rbac, Sources};
-use crate::watch_cache::{CacheLimits, WatchCache};
+use crate::watch_cache::{CacheLimits, Cached, WatchCache};
 
 pub(crate) fn cache(objects: &[Value], prefix: &str) -> Arc<WatchCache> {
     let limits = CacheLimits {
@@ -17,9 +17,9 @@ pub(crate) fn cache(objects: &[Value], prefix: &str) -> Arc<WatchCache> {
         snapshot_ttl: Duration::from_secs(60),
     };
     let c = WatchCache::new(prefix.to_string(), &limits);
-    let map: OrdMap<String, Arc<Value>> = objects
+    let map: OrdMap<String, Cached> = objects
         .iter()
-        .map(|o| (key(prefix, o), Arc::new(o.clone())))
+        .map(|o| (key(prefix, o), Cached::from(Arc::new(o.clone()))))
         .collect();
     c.reset(map, 1);
     c

@@ -123,8 +123,9 @@ async fn priority(
             snapshot
                 .objects
                 .values()
+                .map(|c| c.value())
                 .find(|c| c["globalDefault"] == true)
-                .map(|c| (**c).clone())
+                .map(|c| (*c).clone())
         }
     };
     let priority = class
