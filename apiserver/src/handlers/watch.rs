@@ -99,6 +99,16 @@ impl Filter {
         if self.labels.is_empty() && self.fields.is_empty() {
             return true;
         }
+        // A watch of one object by name (as kubelets watch the ConfigMaps
+        // and Secrets their pods use) is answered from the key, without
+        // decoding every object of the namespace for it.
+        if self.labels.is_empty()
+            && self.fields.only_names()
+            && let Some((namespace, name)) = self.info.names_in_key(key)
+        {
+            let names = json!({"metadata": {"name": name, "namespace": namespace}});
+            return self.fields.matches(&names);
+        }
         let value = object.value();
         if self.info.conversion.is_none() {
             self.selects(key, &value)

@@ -201,6 +201,17 @@ impl ResourceInfo {
         }
     }
 
+    /// The namespace (when namespaced) and name a storage key names.
+    pub fn names_in_key<'k>(&self, key: &'k str) -> Option<(Option<&'k str>, &'k str)> {
+        let rest = key.strip_prefix(self.storage_prefix.as_str())?;
+        if self.namespaced {
+            let (namespace, name) = rest.split_once('/')?;
+            Some((Some(namespace), name))
+        } else {
+            Some((None, rest))
+        }
+    }
+
     /// The key prefix of a collection, optionally limited to one namespace.
     pub fn collection_prefix(&self, namespace: Option<&str>) -> String {
         match namespace {

@@ -103,6 +103,14 @@ impl FieldSelector {
             .map(|r| r.value.as_str())
     }
 
+    /// Whether every requirement is on `metadata.name` or
+    /// `metadata.namespace`, which an object's storage key already says.
+    pub fn only_names(&self) -> bool {
+        self.requirements
+            .iter()
+            .all(|r| r.field == "metadata.name" || r.field == "metadata.namespace")
+    }
+
     /// Whether the object is selected. Absent fields read as "" (booleans as
     /// "true"/"false", numbers in decimal), as upstream's field sets do.
     pub fn matches(&self, object: &Value) -> bool {
