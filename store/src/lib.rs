@@ -25,17 +25,23 @@
 //! # Ok(()) }
 //! ```
 
+mod etcd_store;
+mod retention;
 mod sled_store;
 mod types;
 
 #[doc(hidden)]
 pub use sled_store::fuzzing;
 
+pub use etcd_store::{ConfigError as EtcdConfigError, EtcdConfig, EtcdStore};
+pub use retention::CompactionPolicy;
 pub use sled_store::{
-    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS,
-    DEFAULT_WRITE_RESERVE, DefragPolicy, SledConfig, SledStore, SpaceReserve, StoreStats,
+    DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, DEFAULT_WRITE_RESERVE,
+    DefragPolicy, SledConfig, SledStore, SpaceReserve, StoreStats,
 };
-pub use types::{Event, EventKind, KeyValue, ListResult, Revision, StoreError, WatchStream};
+pub use types::{
+    Event, EventKind, Exhausted, KeyValue, ListResult, Revision, StoreError, WatchStream,
+};
 
 use async_trait::async_trait;
 use bytes::Bytes;

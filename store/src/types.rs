@@ -87,35 +87,68 @@ pub enum StoreError {
     },
     #[error("store is closed")]
     Closed,
-    /// The disk holding the store is (nearly) full: the write was refused
-    /// before it reached the backend, and the store is otherwise intact.
-    #[error("{}", no_space_message(dir, *free, *reserve, *deletes_refused))]
+    /// The store is out of space: the write was refused before it reached
+    /// the backend, and the store is otherwise intact.
+    #[error("{exhausted}; {}", refusal(exhausted, *deletes_refused))]
     NoSpace {
+        /// What ran out.
+        exhausted: Exhausted,
+        /// Whether even deletes are refused (the delete reserve is reached).
+        deletes_refused: bool,
+    },
+}
+
+/// The space a [`StoreError::NoSpace`] ran out of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exhausted {
+    /// The disk of the embedded store's data directory is below its reserve.
+    Disk {
         /// The store's data directory.
         dir: std::path::PathBuf,
         /// Free bytes on its file system when the write was refused.
         free: u64,
         /// The reserve the write would have eaten into.
         reserve: u64,
-        /// Whether even deletes are refused (the delete reserve is reached).
-        deletes_refused: bool,
     },
+    /// etcd raised its NOSPACE alarm: its backend reached its quota
+    /// (`--quota-backend-bytes`). It stays refusing writes until an operator
+    /// compacts, defragments and disarms the alarm.
+    EtcdQuota {
+        /// The endpoints of the etcd cluster.
+        endpoints: String,
+    },
+}
+
+impl std::fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exhausted::Disk { dir, free, reserve } => write!(
+                f,
+                "storage space exhausted: the disk of the data directory {} has {} free, below the {} reserve",
+                dir.display(),
+                mib(*free),
+                mib(*reserve),
+            ),
+            Exhausted::EtcdQuota { endpoints } => write!(
+                f,
+                "storage space exhausted: etcd at {endpoints} raised its NOSPACE alarm (its database reached its quota)"
+            ),
+        }
+    }
 }
 
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-fn no_space_message(dir: &std::path::Path, free: u64, reserve: u64, deletes: bool) -> String {
-    let refused = if deletes {
-        "all writes, deletes included, are refused"
-    } else {
-        "writes are refused; reads, watches and deletes still work, and writes resume once space is freed"
-    };
-    format!(
-        "storage space exhausted: the disk of the data directory {} has {} free, below the {} reserve; {refused}",
-        dir.display(),
-        mib(free),
-        mib(reserve),
-    )
+fn refusal(exhausted: &Exhausted, deletes: bool) -> &'static str {
+    match exhausted {
+        _ if deletes => "all writes, deletes included, are refused",
+        Exhausted::Disk { .. } => {
+            "writes are refused; reads, watches and deletes still work, and writes resume once space is freed"
+        }
+        Exhausted::EtcdQuota { .. } => {
+            "writes are refused until the alarm is disarmed (after compaction and defragmentation); reads, watches and deletes still work"
+        }
+    }
 }

@@ -9,9 +9,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::committer::Request;
-use super::config::CompactionPolicy;
 use super::state::Shared;
-use crate::Revision;
+use crate::retention::{CompactionPolicy, compaction_target};
 
 /// Handle of the compactor thread; dropping it stops the thread.
 pub(crate) struct Compactor {
@@ -66,68 +65,5 @@ impl Drop for Compactor {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-    }
-}
-
-/// The revision to compact to, given `(time, revision)` samples: the newest
-/// revision sampled at least `min_age` ago, kept `min_revisions` behind the
-/// current one. Samples older than the newest aged one are dropped.
-pub(crate) fn compaction_target(
-    samples: &mut VecDeque<(Instant, Revision)>,
-    now: Instant,
-    current: Revision,
-    policy: &CompactionPolicy,
-) -> Option<Revision> {
-    let aged = samples
-        .iter()
-        .rposition(|(at, _)| now.saturating_duration_since(*at) >= policy.min_age)?;
-    samples.drain(..aged);
-    let old_enough = samples.front()?.1;
-    let target = old_enough.min(current.saturating_sub(policy.min_revisions));
-    (target > 0).then_some(target)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn policy() -> CompactionPolicy {
-        CompactionPolicy {
-            interval: Duration::from_secs(1),
-            min_age: Duration::from_secs(300),
-            min_revisions: 1000,
-        }
-    }
-
-    #[test]
-    fn keeps_young_history() {
-        let start = Instant::now();
-        let mut samples = VecDeque::from([(start, 5000)]);
-        let now = start + Duration::from_secs(299);
-        assert_eq!(compaction_target(&mut samples, now, 9000, &policy()), None);
-    }
-
-    #[test]
-    fn compacts_to_the_newest_aged_sample_but_keeps_min_revisions() {
-        let start = Instant::now();
-        let mut samples = VecDeque::from([
-            (start, 100),
-            (start + Duration::from_secs(60), 3000),
-            (start + Duration::from_secs(400), 8000),
-        ]);
-        let now = start + Duration::from_secs(400);
-        // 3000 is the newest revision at least 5 minutes old.
-        assert_eq!(
-            compaction_target(&mut samples, now, 8000, &policy()),
-            Some(3000)
-        );
-        assert_eq!(samples.len(), 2, "older samples are dropped");
-        // Few revisions since: the revision floor wins.
-        let mut samples = VecDeque::from([(start, 5000)]);
-        assert_eq!(
-            compaction_target(&mut samples, now, 5500, &policy()),
-            Some(4500)
-        );
     }
 }

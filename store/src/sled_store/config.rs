@@ -2,9 +2,9 @@
 //! and how much history it keeps.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use super::space::{Probe, SpaceReserve};
+use crate::retention::CompactionPolicy;
 
 /// Default sled page-cache size. sled's own default (1 GiB) is far too much for
 /// the edge devices skiff targets; cluster state is usually a few MiB.
@@ -15,31 +15,6 @@ pub const DEFAULT_RING_EVENTS: usize = 4096;
 
 /// Default byte budget of the in-memory event ring (keys, values, prev values).
 pub const DEFAULT_RING_BYTES: usize = 8 * 1024 * 1024;
-
-/// When the background compactor drops history.
-///
-/// A revision is compacted only when it is both older than `min_age` and more
-/// than `min_revisions` behind the current revision, so watchers that reconnect
-/// after a short outage still find their history.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompactionPolicy {
-    /// How often the compactor wakes up to record the revision and compact.
-    pub interval: Duration,
-    /// History younger than this is always kept.
-    pub min_age: Duration,
-    /// At least this many of the newest revisions are always kept.
-    pub min_revisions: u64,
-}
-
-impl Default for CompactionPolicy {
-    fn default() -> Self {
-        Self {
-            interval: Duration::from_secs(30),
-            min_age: Duration::from_secs(5 * 60),
-            min_revisions: 1000,
-        }
-    }
-}
 
 /// When the store rewrites its live data into a fresh file after a
 /// compaction, to give back the space sled keeps at its high-water mark.

@@ -17,8 +17,7 @@ mod state;
 mod watch;
 
 pub use config::{
-    CompactionPolicy, DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS,
-    DefragPolicy, SledConfig,
+    DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, DefragPolicy, SledConfig,
 };
 pub use space::{DEFAULT_WRITE_RESERVE, SpaceReserve};
 

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::StoreError;
+use crate::{Exhausted, StoreError};
 
 /// Default free space below which creates and updates are refused.
 pub const DEFAULT_WRITE_RESERVE: u64 = 64 * 1024 * 1024;
@@ -142,9 +142,11 @@ impl Measured {
     pub(crate) fn admit(&self, need: Need, dir: &Path) -> Result<(), StoreError> {
         match (self.refusal_limit(need), self.free) {
             (Some(reserve), Some(free)) => Err(StoreError::NoSpace {
-                dir: dir.to_path_buf(),
-                free,
-                reserve,
+                exhausted: Exhausted::Disk {
+                    dir: dir.to_path_buf(),
+                    free,
+                    reserve,
+                },
                 deletes_refused: need == Need::Delete,
             }),
             _ => Ok(()),
