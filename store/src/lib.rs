@@ -28,6 +28,8 @@
 mod etcd_store;
 mod retention;
 mod sled_store;
+#[doc(hidden)]
+pub mod testing;
 mod types;
 
 #[doc(hidden)]

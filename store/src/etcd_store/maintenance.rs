@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, CompactionOptions, GetOptions};
+use etcd_client::{CompactionOptions, GetOptions};
 
 use super::Inner;
 use super::convert::{self, is_compacted, wire};
@@ -69,19 +69,16 @@ pub(crate) async fn compact(inner: &Inner, revision: Revision) -> Result<(), Sto
 /// Defragments every member, one at a time (each member rewrites its own
 /// database file, and a member defragmenting does not serve).
 pub(crate) async fn defragment(inner: &Inner) -> Result<(), StoreError> {
-    for endpoint in &inner.config.endpoints {
+    for member in inner.members.iter() {
         let failed = |reason: String| StoreError::Backend {
             context: "defragmenting etcd",
             source: Box::new(MemberFailed {
-                endpoint: endpoint.clone(),
+                endpoint: member.endpoint.clone(),
                 reason,
             }),
         };
-        let one = async {
-            let mut client = Client::connect([endpoint], Some(inner.options.clone())).await?;
-            client.defragment().await
-        };
-        match tokio::time::timeout(MAINTENANCE_TIMEOUT, one).await {
+        let mut client = member.client.clone();
+        match tokio::time::timeout(MAINTENANCE_TIMEOUT, client.defragment()).await {
             Ok(Ok(response)) => inner.tracker.saw_header(response.header()),
             Ok(Err(e)) => return Err(failed(e.to_string())),
             Err(_) => return Err(failed(format!("no answer within {MAINTENANCE_TIMEOUT:?}"))),

@@ -13,6 +13,7 @@
 mod config;
 mod convert;
 mod maintenance;
+mod members;
 mod progress;
 mod revisions;
 mod watch;
@@ -26,7 +27,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use etcd_client::{Client, ConnectOptions, GetOptions, KvClient, MaintenanceClient, WatchClient};
+use etcd_client::{Client, GetOptions, KvClient, MaintenanceClient, WatchClient};
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
@@ -49,11 +50,13 @@ pub struct EtcdStore {
 }
 
 pub(crate) struct Inner {
+    /// The balanced client over the members that answer (`members.rs`).
+    client: Client,
+    members: members::Members,
     kv: KvClient,
     watch: WatchClient,
     maintenance: MaintenanceClient,
     config: EtcdConfig,
-    options: ConnectOptions,
     tracker: Tracker,
     closed: tokio::sync::watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -79,6 +82,9 @@ impl EtcdStore {
         let client = Client::connect(&config.endpoints, Some(options.clone()))
             .await
             .map_err(|e| convert::error("connecting to etcd", e))?;
+        let members = members::Members::new(&config.endpoints, &options)
+            .await
+            .map_err(|e| convert::error("connecting to etcd", e))?;
         let inner = Arc::new(Inner {
             kv: client
                 .kv_client()
@@ -88,7 +94,8 @@ impl EtcdStore {
                 .max_decoding_message_size(MAX_RESPONSE_BYTES),
             maintenance: client.maintenance_client(),
             tracker: Tracker::new(config.endpoint_list()),
-            options,
+            client,
+            members,
             closed: tokio::sync::watch::channel(false).0,
             tasks: Mutex::new(Vec::new()),
             config,

@@ -15,6 +15,7 @@
 //! says nothing of compaction or alarms.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmType, GetOptions};
 
@@ -64,6 +65,8 @@ pub(crate) struct ProbeError(String);
 impl Inner {
     /// Refreshes the current and compact revisions and the health.
     pub(crate) async fn probe(&self) -> Result<(), ProbeError> {
+        let timeout = self.config.request_timeout.min(Duration::from_secs(2));
+        self.members.check(&self.client, timeout).await;
         let result = self.probe_revisions().await;
         let result = match result {
             Ok(()) => self.probe_alarms().await,

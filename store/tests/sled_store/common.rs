@@ -40,9 +40,3 @@ pub async fn take(stream: &mut WatchStream, n: usize) -> Vec<Event> {
     }
     out
 }
-
-/// Asserts that nothing more arrives within a short while.
-pub async fn assert_quiet(stream: &mut WatchStream) {
-    let more = tokio::time::timeout(Duration::from_millis(100), stream.next()).await;
-    assert!(more.is_err(), "unexpected watch item: {:?}", more);
-}
