@@ -13,8 +13,13 @@ use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::SharedInformerFactory;
 use skiff_node::simulated::{self, SimulatedConfig};
-use skiff_store::{CompactionPolicy, SledConfig, SledStore, SpaceReserve, Store};
+use skiff_store::{
+    CompactionPolicy, EtcdConfig, EtcdStore, SledConfig, SledStore, SpaceReserve, Store,
+};
 use tokio::sync::watch;
+
+const DEFAULT_STORE_CACHE_MB: u64 = 16;
+const DEFAULT_STORE_RESERVE_MB: u64 = 64;
 
 /// Flags of `skiff server`; each can also be set through its `SKIFF_*`
 /// environment variable.
@@ -50,7 +55,41 @@ pub struct ServerArgs {
     #[command(flatten)]
     pub node: crate::agent::NodeFlags,
 
-    /// How often the store drops old history, in seconds.
+    /// Keep the cluster's state in etcd instead of the embedded store in
+    /// DATA_DIR/db: the client URLs of one etcd v3 cluster (http:// or
+    /// https://, comma-separated or repeated for several members).
+    #[arg(long, env = "SKIFF_DATASTORE_ENDPOINT", value_delimiter = ',')]
+    pub datastore_endpoint: Vec<String>,
+
+    /// CA bundle (PEM) that signed the etcd servers' certificates; needed
+    /// with https:// endpoints.
+    #[arg(long, env = "SKIFF_DATASTORE_CAFILE", requires = "datastore_endpoint")]
+    pub datastore_cafile: Option<PathBuf>,
+
+    /// Client certificate (PEM) presented to etcd.
+    #[arg(
+        long,
+        env = "SKIFF_DATASTORE_CERTFILE",
+        requires = "datastore_endpoint"
+    )]
+    pub datastore_certfile: Option<PathBuf>,
+
+    /// Key (PEM) of --datastore-certfile.
+    #[arg(long, env = "SKIFF_DATASTORE_KEYFILE", requires = "datastore_endpoint")]
+    pub datastore_keyfile: Option<PathBuf>,
+
+    /// Seconds start-up waits for the etcd cluster to answer before it
+    /// gives up.
+    #[arg(
+        long,
+        env = "SKIFF_DATASTORE_CONNECT_TIMEOUT",
+        default_value_t = 30,
+        requires = "datastore_endpoint"
+    )]
+    pub datastore_connect_timeout: u64,
+
+    /// How often the store drops old history, in seconds (the embedded
+    /// store and etcd alike).
     #[arg(long, env = "SKIFF_STORE_COMPACTION_INTERVAL", default_value_t = 30)]
     pub store_compaction_interval: u64,
 
@@ -67,11 +106,12 @@ pub struct ServerArgs {
     )]
     pub store_history_min_revisions: u64,
 
-    /// Free disk space (MiB) the store keeps back on its data directory's
-    /// file system: below it creates and updates are refused (507) while
-    /// reads, watches and deletes go on; deletes stop at an eighth of it.
-    /// 0 turns the reserve off.
-    #[arg(long, env = "SKIFF_STORE_RESERVE_MB", default_value_t = 64)]
+    /// Free disk space (MiB) the embedded store keeps back on its data
+    /// directory's file system: below it creates and updates are refused
+    /// (507) while reads, watches and deletes go on; deletes stop at an
+    /// eighth of it. 0 turns the reserve off. Not used with etcd, whose own
+    /// quota (NOSPACE alarm) plays this part.
+    #[arg(long, env = "SKIFF_STORE_RESERVE_MB", default_value_t = DEFAULT_STORE_RESERVE_MB)]
     pub store_reserve_mb: u64,
 
     /// Deadline of requests that are not long-running (watch, exec,
@@ -111,8 +151,8 @@ pub struct ServerArgs {
     #[arg(long, env = "SKIFF_CLUSTER_CIDR", default_value = "10.42.0.0/16")]
     pub cluster_cidr: String,
 
-    /// Page cache of the embedded store, in MiB.
-    #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = 16)]
+    /// Page cache of the embedded store, in MiB (not used with etcd).
+    #[arg(long, env = "SKIFF_STORE_CACHE_MB", default_value_t = DEFAULT_STORE_CACHE_MB)]
     pub store_cache_mb: u64,
 
     /// Where the cluster DNS listens (UDP and TCP); the `kube-dns` Service's
@@ -218,26 +258,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     crate::agent::create_data_dir(&args.data_dir)?;
 
     let phase = Instant::now();
-    let store_dir = args.data_dir.join("db");
-    let store: Arc<dyn Store> = Arc::new(
-        SledStore::open(
-            SledConfig::new(&store_dir)
-                .cache_capacity(args.store_cache_mb << 20)
-                .compaction(Some(CompactionPolicy {
-                    interval: Duration::from_secs(args.store_compaction_interval.max(1)),
-                    min_age: Duration::from_secs(args.store_history_min_age),
-                    min_revisions: args.store_history_min_revisions,
-                }))
-                .space_reserve(
-                    (args.store_reserve_mb > 0)
-                        .then(|| SpaceReserve::new(args.store_reserve_mb << 20)),
-                ),
-        )
-        .with_context(|| format!("opening the store in {}", store_dir.display()))?,
-    );
+    let store = open_store(&args).await?;
     tracing::info!(
         elapsed_ms = phase.elapsed().as_millis() as u64,
         revision = store.current_revision(),
+        backend = if args.datastore_endpoint.is_empty() {
+            "embedded"
+        } else {
+            "etcd"
+        },
         "store open"
     );
 
@@ -454,6 +483,51 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The store: etcd with `--datastore-endpoint`, else the embedded one in
+/// DATA_DIR/db. Both compact by the same policy.
+async fn open_store(args: &ServerArgs) -> anyhow::Result<Arc<dyn Store>> {
+    let compaction = CompactionPolicy {
+        interval: Duration::from_secs(args.store_compaction_interval.max(1)),
+        min_age: Duration::from_secs(args.store_history_min_age),
+        min_revisions: args.store_history_min_revisions,
+    };
+    if args.datastore_endpoint.is_empty() {
+        let store_dir = args.data_dir.join("db");
+        let store = SledStore::open(
+            SledConfig::new(&store_dir)
+                .cache_capacity(args.store_cache_mb << 20)
+                .compaction(Some(compaction))
+                .space_reserve(
+                    (args.store_reserve_mb > 0)
+                        .then(|| SpaceReserve::new(args.store_reserve_mb << 20)),
+                ),
+        )
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+        return Ok(Arc::new(store));
+    }
+    if args.store_cache_mb != DEFAULT_STORE_CACHE_MB
+        || args.store_reserve_mb != DEFAULT_STORE_RESERVE_MB
+    {
+        tracing::warn!(
+            "--store-cache-mb and --store-reserve-mb apply to the embedded store only; ignored with --datastore-endpoint"
+        );
+    }
+    let endpoints = args.datastore_endpoint.join(",");
+    let config = EtcdConfig::new(args.datastore_endpoint.iter().cloned())
+        .tls_files(
+            args.datastore_cafile.clone(),
+            args.datastore_certfile.clone(),
+            args.datastore_keyfile.clone(),
+        )
+        .connect_timeout(Duration::from_secs(args.datastore_connect_timeout.max(1)))
+        .compaction(Some(compaction));
+    tracing::info!(%endpoints, "connecting to the etcd datastore");
+    let store = EtcdStore::connect(config)
+        .await
+        .with_context(|| format!("connecting to the datastore at {endpoints}"))?;
+    Ok(Arc::new(store))
 }
 
 /// How long open connections may take to finish after SIGTERM.

@@ -13,6 +13,7 @@ mod e2e {
     mod data_protection;
     mod dns;
     mod durability;
+    mod etcd_datastore;
     mod faults;
     mod fidelity;
     mod kind_sweep;

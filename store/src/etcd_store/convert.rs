@@ -72,11 +72,33 @@ pub(crate) fn list_range(prefix: &str, start_after: Option<&str>) -> Option<(Vec
     Some((start, end))
 }
 
+/// A failed etcd call, told as etcd's status code and message (the client's
+/// own text repeats its transport internals).
+#[derive(Debug, thiserror::Error)]
+#[error("{summary}")]
+pub(crate) struct EtcdFailure {
+    summary: String,
+    #[source]
+    source: etcd_client::Error,
+}
+
+impl From<etcd_client::Error> for EtcdFailure {
+    fn from(source: etcd_client::Error) -> Self {
+        let summary = match &source {
+            etcd_client::Error::GRpcStatus(status) => {
+                format!("etcd answered {:?}: {}", status.code(), status.message())
+            }
+            other => other.to_string(),
+        };
+        Self { summary, source }
+    }
+}
+
 /// What a failed etcd call means for the store.
 pub(crate) fn error(context: &'static str, e: etcd_client::Error) -> StoreError {
     StoreError::Backend {
         context,
-        source: Box::new(e),
+        source: Box::new(EtcdFailure::from(e)),
     }
 }
 

@@ -24,6 +24,10 @@ use super::convert::{is_compacted, wire};
 use super::revisions::Health;
 use crate::Revision;
 
+/// How long a probe waits for an answer: its reads need no disk write in
+/// etcd, so a member slower than this is as good as gone for readiness.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A key nothing writes: probes read it for the header and the revision
 /// check only, so its value never matters.
 const PROBE_KEY: &[u8] = b"\0skiff-progress-probe";
@@ -65,8 +69,7 @@ pub(crate) struct ProbeError(String);
 impl Inner {
     /// Refreshes the current and compact revisions and the health.
     pub(crate) async fn probe(&self) -> Result<(), ProbeError> {
-        let timeout = self.config.request_timeout.min(Duration::from_secs(2));
-        self.members.check(&self.client, timeout).await;
+        self.members.check(&self.client, PROBE_TIMEOUT).await;
         let result = self.probe_revisions().await;
         let result = match result {
             Ok(()) => self.probe_alarms().await,
@@ -79,6 +82,16 @@ impl Inner {
         result.map(|_| ()).map_err(ProbeError)
     }
 
+    /// Runs one probe request within [`PROBE_TIMEOUT`].
+    async fn within<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<Result<T, etcd_client::Error>, String> {
+        tokio::time::timeout(PROBE_TIMEOUT, request)
+            .await
+            .map_err(|_| format!("no answer within {PROBE_TIMEOUT:?}"))
+    }
+
     /// Reads the probe key at `revision`: `Ok(true)` when etcd still has
     /// that revision, `Ok(false)` when it is compacted away.
     async fn readable_at(&self, revision: Revision) -> Result<bool, String> {
@@ -86,7 +99,7 @@ impl Inner {
             .with_count_only()
             .with_revision(wire(revision.max(1)));
         match self
-            .raw(self.kv.clone().get(PROBE_KEY, Some(options)))
+            .within(self.kv.clone().get(PROBE_KEY, Some(options)))
             .await
         {
             Ok(Ok(response)) => {
@@ -94,8 +107,8 @@ impl Inner {
                 Ok(true)
             }
             Ok(Err(e)) if is_compacted(&e) => Ok(false),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(timed_out) => Err(timed_out.to_string()),
+            Ok(Err(e)) => Err(super::convert::EtcdFailure::from(e).to_string()),
+            Err(timed_out) => Err(timed_out),
         }
     }
 
@@ -107,14 +120,13 @@ impl Inner {
         // Compacted past what we knew; the newest revision is readable
         // (this read also brings the current revision up to date).
         let latest = self
-            .raw(
+            .within(
                 self.kv
                     .clone()
                     .get(PROBE_KEY, Some(GetOptions::new().with_count_only())),
             )
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+            .await?
+            .map_err(|e| super::convert::EtcdFailure::from(e).to_string())?;
         self.tracker.saw_header(latest.header());
         let (mut unreadable, mut readable) = (known.max(1), self.tracker.current());
         while readable > unreadable + 1 {
@@ -135,14 +147,13 @@ impl Inner {
 
     async fn probe_alarms(&self) -> Result<Health, String> {
         let alarms = self
-            .raw(
+            .within(
                 self.maintenance
                     .clone()
                     .alarm(AlarmAction::Get, AlarmType::None, None),
             )
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+            .await?
+            .map_err(|e| super::convert::EtcdFailure::from(e).to_string())?;
         self.tracker.saw_header(alarms.header());
         let no_space = alarms
             .alarms()

@@ -242,3 +242,32 @@ async fn the_background_policy_compacts_etcd_but_keeps_the_newest_revisions() {
     let events = take(&mut watch, 10).await;
     assert_eq!(events.last().unwrap().kv.value, v("59"));
 }
+
+/// Sends `signal` to the test's own etcd.
+fn signal(etcd: &EtcdProcess, signal: i32) {
+    let pid = i32::try_from(etcd.pid()).expect("pid");
+    // SAFETY: kill(2) on the PID of a child this test started.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill({pid}, {signal})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_fails_while_etcd_does_not_answer_and_recovers_with_it() {
+    let dir = tmp();
+    let etcd = start_etcd(dir.path());
+    let store = connect(etcd.endpoint()).await;
+    store.create("k", v("1")).await.unwrap();
+    assert!(store.health().is_ok());
+    signal(&etcd, libc::SIGSTOP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        if let Err(e) = store.health() {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "still healthy with etcd stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    signal(&etcd, libc::SIGCONT);
+    assert!(err.to_string().contains(etcd.endpoint()), "{err}");
+    soon("healthy again", || store.health().is_ok()).await;
+    store.update("k", v("2"), None).await.unwrap();
+}

@@ -1,0 +1,146 @@
+//! `skiff server --datastore-endpoint`: the cluster's state in a real etcd
+//! the test starts itself (Debian's `/usr/bin/etcd`; missing, the test
+//! fails). kubectl works as on the embedded store, the objects are etcd's
+//! keys, a restarted server finds them, and an unreachable etcd stops the
+//! start with a message naming it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use skiff_store::testing::{EtcdProcess, free_port};
+use skiff_store::{EtcdConfig, EtcdStore, Store};
+
+use super::support::{Server, eventually};
+
+fn start_etcd(dir: &std::path::Path) -> EtcdProcess {
+    EtcdProcess::start(dir).unwrap_or_else(|e| panic!("cannot start the test etcd: {e}"))
+}
+
+/// The value etcd holds under `key`, read with a client of our own.
+fn etcd_value(endpoint: &str, key: &str) -> Option<String> {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let store = EtcdStore::connect(EtcdConfig::new([endpoint]).compaction(None))
+            .await
+            .expect("connect to the test etcd");
+        let kv = store.get(key).await.expect("read etcd");
+        store.close().await.expect("close");
+        kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+    })
+}
+
+#[test]
+fn a_server_on_etcd_serves_kubectl_and_finds_its_objects_after_a_restart() {
+    let etcd_dir = tempfile::tempdir().expect("temp dir");
+    let etcd = start_etcd(etcd_dir.path());
+    let mut server = Server::start_with(&[
+        "--disable-agent",
+        "--disable-cluster-dns",
+        "--datastore-endpoint",
+        etcd.endpoint(),
+    ]);
+    assert!(
+        !server.data_dir().join("db").exists(),
+        "no embedded store is opened"
+    );
+
+    server.kubectl_ok(&["create", "configmap", "a", "--from-literal=k=v1"]);
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["get", "configmaps", "-w", "-o", "name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let stdout = watch.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    server.kubectl_ok(&["create", "configmap", "b", "--from-literal=k=v2"]);
+    eventually(Duration::from_secs(20), "configmap/b on the watch", || {
+        rx.recv_timeout(Duration::from_millis(200))
+            .ok()
+            .filter(|line| line == "configmap/b")
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    let names = server.kubectl_ok(&["get", "configmaps", "-o", "name"]);
+    assert!(
+        names.contains("configmap/a") && names.contains("configmap/b"),
+        "{names}"
+    );
+    assert_eq!(
+        server.kubectl_ok(&["get", "configmap", "a", "-o", "jsonpath={.data.k}"]),
+        "v1"
+    );
+    // The object is etcd's key, where kube-apiserver would keep it.
+    let stored = etcd_value(etcd.endpoint(), "/registry/core/configmaps/default/b")
+        .expect("configmap b is in etcd");
+    assert!(stored.contains("\"v2\""), "{stored}");
+
+    let status = server.terminate();
+    assert!(status.success(), "server stopped with {status}");
+    server.restart();
+    assert_eq!(
+        server.kubectl_ok(&["get", "configmap", "b", "-o", "jsonpath={.data.k}"]),
+        "v2"
+    );
+    server.kubectl_ok(&["delete", "configmap", "a"]);
+    assert_eq!(
+        etcd_value(etcd.endpoint(), "/registry/core/configmaps/default/a"),
+        None
+    );
+}
+
+#[test]
+fn a_server_whose_etcd_is_unreachable_stops_at_start_up_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let endpoint = format!("http://127.0.0.1:{}", free_port().expect("free port"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .arg("server")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args([
+            "--https-listen-port",
+            &free_port().expect("port").to_string(),
+        ])
+        .args(["--bind-address", "127.0.0.1", "--disable-agent"])
+        .args(["--disable-cluster-dns", "--datastore-endpoint", &endpoint])
+        .args(["--datastore-connect-timeout", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn skiff server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the server kept running without its etcd");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("connecting to the datastore at {endpoint}")),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("kubeconfig.yaml").exists(),
+        "nothing was served"
+    );
+}
