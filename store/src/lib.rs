@@ -1,18 +1,20 @@
 //! skiff-store owns the cluster's memory: a revisioned, watchable key-value store
 //! with etcd v3 semantics (one global revision, per-key create/mod revision and
 //! version, compare-and-swap updates, ordered watch with history, compaction).
-//! The embedded sled backend is the default; the [`Store`] trait lets an etcd
-//! backend sit behind the same API.
+//! The embedded sled backend ([`SledStore`]) is the default; [`EtcdStore`]
+//! puts the same trait on an external etcd v3 cluster, whose revisions,
+//! watches and compaction it uses as they are.
 //!
 //! It must never know about Kubernetes objects: keys are strings, values are
 //! opaque bytes. A write is acknowledged only once it is durable on disk.
 //!
-//! A full disk is refused, not met: below a free-space reserve
+//! In the embedded store a full disk is refused, not met: below a free-space reserve
 //! ([`SpaceReserve`]) creates and updates fail with [`StoreError::NoSpace`]
 //! before they reach sled, deletes only below a smaller reserve, and reads,
 //! watches, compaction and defragmentation never. A refused write changed
 //! nothing and got no revision; once space is back writes go on by
-//! themselves. [`Store::health`] says whether writes are being refused.
+//! themselves. etcd's NOSPACE alarm is the same error there.
+//! [`Store::health`] says whether writes are being refused.
 //!
 //! Opening the embedded store:
 //!
@@ -22,6 +24,16 @@
 //! let store = SledStore::open(SledConfig::new("/var/lib/skiff/store"))?;
 //! let kv = store.create("/registry/configmaps/default/a", "{}".into()).await?;
 //! let mut events = store.watch("/registry/configmaps/", kv.mod_revision)?;
+//! # Ok(()) }
+//! ```
+//!
+//! Or an etcd cluster:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), skiff_store::StoreError> {
+//! use skiff_store::{EtcdConfig, EtcdStore, Store};
+//! let store = EtcdStore::connect(EtcdConfig::new(["http://127.0.0.1:2379"])).await?;
+//! let listed = store.list("/registry/configmaps/", None, 500).await?;
 //! # Ok(()) }
 //! ```
 

@@ -247,7 +247,11 @@ async fn the_background_policy_compacts_etcd_but_keeps_the_newest_revisions() {
 fn signal(etcd: &EtcdProcess, signal: i32) {
     let pid = i32::try_from(etcd.pid()).expect("pid");
     // SAFETY: kill(2) on the PID of a child this test started.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill({pid}, {signal})");
+    assert_eq!(
+        unsafe { libc::kill(pid, signal) },
+        0,
+        "kill({pid}, {signal})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
