@@ -114,6 +114,18 @@ pub(crate) fn is_no_space(e: &etcd_client::Error) -> bool {
     status_says(e, "database space exceeded")
 }
 
+/// Whether a failed call may be sent again: any unavailable member for an
+/// idempotent request, else only a connection that was never made (so the
+/// request never left).
+pub(crate) fn worth_retrying(e: &etcd_client::Error, idempotent: bool) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(status) if status.code() == tonic::Code::Unavailable => {
+            idempotent || status.message().contains("connect error")
+        }
+        _ => false,
+    }
+}
+
 /// etcd's errors reach clients only as gRPC statuses with fixed messages
 /// (its own Go client matches them the same way).
 fn status_says(e: &etcd_client::Error, text: &str) -> bool {
@@ -150,5 +162,19 @@ mod tests {
         assert_eq!(list_range("a/", Some("b")), None);
         assert_eq!(list_range("", None), Some((vec![0], vec![0])));
         assert_eq!(list_range("", Some("z")), Some((b"z\0".to_vec(), vec![0])));
+    }
+
+    #[test]
+    fn only_requests_that_never_left_are_written_again() {
+        let status = |s| etcd_client::Error::GRpcStatus(s);
+        let refused = status(tonic::Status::unavailable("tcp connect error"));
+        assert!(worth_retrying(&refused, false) && worth_retrying(&refused, true));
+        let cut = status(tonic::Status::unavailable("h2 protocol error"));
+        assert!(!worth_retrying(&cut, false) && worth_retrying(&cut, true));
+        let compacted = status(tonic::Status::out_of_range(
+            "etcdserver: mvcc: required revision has been compacted",
+        ));
+        assert!(!worth_retrying(&compacted, true));
+        assert!(is_compacted(&compacted) && !is_no_space(&compacted));
     }
 }

@@ -30,12 +30,10 @@ pub(crate) async fn compact(inner: &Inner, revision: Revision) -> Result<(), Sto
     // Compacting beyond etcd's revision is clamped, as the trait says;
     // this read brings the known revision up to date first.
     let latest = inner
-        .call(
+        .range(
             "reading etcd's revision",
-            inner
-                .kv
-                .clone()
-                .get("\0", Some(GetOptions::new().with_count_only())),
+            b"\0",
+            GetOptions::new().with_count_only(),
         )
         .await?;
     inner.tracker.saw_header(latest.header());

@@ -27,7 +27,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use etcd_client::{Client, GetOptions, KvClient, MaintenanceClient, WatchClient};
+use etcd_client::{
+    Client, GetOptions, GetResponse, KvClient, MaintenanceClient, Txn, TxnResponse, WatchClient,
+};
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
@@ -38,6 +40,9 @@ use revisions::{Tracker, Unreachable};
 /// prefix (the API server lists whole resources); etcd itself sends up to
 /// 2 GiB.
 const MAX_RESPONSE_BYTES: usize = i32::MAX as usize;
+
+/// How often a request is sent when members are unavailable.
+const ATTEMPTS: usize = 3;
 
 /// A [`Store`] on an etcd v3 cluster.
 ///
@@ -129,14 +134,52 @@ impl EtcdStore {
 }
 
 impl Inner {
-    /// Runs one unary etcd call within the request timeout; etcd's NOSPACE
-    /// refusal becomes [`StoreError::NoSpace`].
-    async fn call<T>(
+    /// A range read within the request timeout, tried again (up to
+    /// [`ATTEMPTS`] times) when the member it went to was unavailable: a
+    /// read is safe to repeat, and another member may answer.
+    async fn range(
         &self,
         context: &'static str,
-        request: impl Future<Output = Result<T, etcd_client::Error>>,
+        key: &[u8],
+        options: GetOptions,
+    ) -> Result<GetResponse, StoreError> {
+        let mut attempt = 1;
+        loop {
+            let mut kv = self.kv.clone();
+            match self.raw(kv.get(key, Some(options.clone()))).await {
+                Ok(Err(e)) if attempt < ATTEMPTS && convert::worth_retrying(&e, true) => {
+                    attempt += 1
+                }
+                outcome => return self.answer(context, outcome),
+            }
+        }
+    }
+
+    /// A transaction within the request timeout, tried again only when it
+    /// provably never reached etcd (the connection could not be made): a
+    /// write is not repeated when it may have happened.
+    async fn txn(&self, context: &'static str, txn: Txn) -> Result<TxnResponse, StoreError> {
+        let mut attempt = 1;
+        loop {
+            let mut kv = self.kv.clone();
+            match self.raw(kv.txn(txn.clone())).await {
+                Ok(Err(e)) if attempt < ATTEMPTS && convert::worth_retrying(&e, false) => {
+                    attempt += 1
+                }
+                outcome => return self.answer(context, outcome),
+            }
+        }
+    }
+
+    /// The store's view of a call's outcome; etcd's NOSPACE refusal becomes
+    /// [`StoreError::NoSpace`]. A write that timed out may still have
+    /// happened, as with any etcd client.
+    fn answer<T>(
+        &self,
+        context: &'static str,
+        outcome: Result<Result<T, etcd_client::Error>, TimedOut>,
     ) -> Result<T, StoreError> {
-        match self.raw(request).await {
+        match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) if convert::is_no_space(&e) => Err(self.tracker.no_space()),
             Ok(Err(e)) => Err(convert::error(context, e)),
@@ -187,7 +230,7 @@ impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
         let inner = &self.inner;
         let response = inner
-            .call("reading a key from etcd", inner.kv.clone().get(key, None))
+            .range("reading a key from etcd", key.as_bytes(), GetOptions::new())
             .await?;
         inner.tracker.saw_header(response.header());
         response.kvs().first().map(convert::key_value).transpose()
@@ -212,12 +255,7 @@ impl Store for EtcdStore {
             options = options.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
         }
         // One range read: the page and `more` are one snapshot of etcd.
-        let response = inner
-            .call(
-                "listing keys in etcd",
-                inner.kv.clone().get(start, Some(options)),
-            )
-            .await?;
+        let response = inner.range("listing keys in etcd", &start, options).await?;
         inner.tracker.saw_header(response.header());
         let items = response
             .kvs()

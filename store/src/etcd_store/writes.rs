@@ -31,9 +31,7 @@ pub(crate) async fn create(inner: &Inner, key: &str, value: Bytes) -> Result<Key
     let txn = Txn::new()
         .when([Compare::create_revision(key, CompareOp::Equal, 0)])
         .and_then([TxnOp::put(key, value.to_vec(), None)]);
-    let response = inner
-        .call("creating a key in etcd", inner.kv.clone().txn(txn))
-        .await?;
+    let response = inner.txn("creating a key in etcd", txn).await?;
     inner.tracker.saw_header(response.header());
     if !response.succeeded() {
         return Err(StoreError::AlreadyExists { key: key.into() });
@@ -101,9 +99,7 @@ pub(crate) async fn update(
             Some(PutOptions::new().with_prev_key()),
         )])
         .or_else([TxnOp::get(key, None)]);
-    let response = inner
-        .call("updating a key in etcd", inner.kv.clone().txn(txn))
-        .await?;
+    let response = inner.txn("updating a key in etcd", txn).await?;
     inner.tracker.saw_header(response.header());
     if !response.succeeded() {
         return Err(refusal(key, expected, &response)?);
@@ -138,9 +134,7 @@ pub(crate) async fn delete(
             Some(DeleteOptions::new().with_prev_key()),
         )])
         .or_else([TxnOp::get(key, None)]);
-    let response = inner
-        .call("deleting a key in etcd", inner.kv.clone().txn(txn))
-        .await?;
+    let response = inner.txn("deleting a key in etcd", txn).await?;
     inner.tracker.saw_header(response.header());
     if !response.succeeded() {
         return Err(refusal(key, expected, &response)?);
