@@ -11,9 +11,7 @@
 //! disk use after 100,000 updates over 1,000 keys and a compaction, against
 //! the live data size; the sled store's memory.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,6 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use etcd_client::{Client, CompactionOptions, GetOptions, WatchOptions};
 use futures::StreamExt;
+use skiff_store::testing::EtcdProcess;
 use skiff_store::{SledConfig, SledStore, Store, StoreError};
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -31,63 +30,18 @@ const LIST_KEYS: usize = 10_000;
 const SPACE_KEYS: usize = 1_000;
 const SPACE_UPDATES: usize = 100_000;
 
-/// An etcd server of our own, killed (by PID) when dropped.
+/// An etcd server of our own (killed by PID when dropped) with its
+/// temporary directory, and a client.
 struct Etcd {
-    child: Child,
-    endpoint: String,
-    data_dir: PathBuf,
+    process: EtcdProcess,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> BenchResult<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 async fn start_etcd() -> BenchResult<(Etcd, Client)> {
     let dir = tempfile::tempdir_in(std::env::temp_dir())?;
-    let data_dir = dir.path().join("etcd");
-    let (client_port, peer_port) = (free_port()?, free_port()?);
-    let client_url = format!("http://127.0.0.1:{client_port}");
-    let peer_url = format!("http://127.0.0.1:{peer_port}");
-    let child = Command::new("/usr/bin/etcd")
-        .arg("--name=bench")
-        .arg(format!("--data-dir={}", data_dir.display()))
-        .arg(format!("--listen-client-urls={client_url}"))
-        .arg(format!("--advertise-client-urls={client_url}"))
-        .arg(format!("--listen-peer-urls={peer_url}"))
-        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-        .arg(format!("--initial-cluster=bench={peer_url}"))
-        .arg("--initial-cluster-state=new")
-        .arg("--logger=zap")
-        .arg("--log-level=error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let etcd = Etcd {
-        child,
-        endpoint: client_url,
-        data_dir,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut client) = Client::connect([etcd.endpoint.as_str()], None).await
-            && client.status().await.is_ok()
-        {
-            return Ok((etcd, client));
-        }
-        if Instant::now() > deadline {
-            return Err("etcd did not become ready within 20 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let process = EtcdProcess::start(dir.path())?;
+    let client = Client::connect([process.endpoint()], None).await?;
+    Ok((Etcd { process, _dir: dir }, client))
 }
 
 /// Bytes a directory occupies on disk (allocated blocks, like `du`).
@@ -527,22 +481,22 @@ async fn etcd_space() -> BenchResult<(Space, (u64, u64))> {
     for task in tasks {
         task.await??;
     }
-    let before_compaction = disk_usage(&etcd.data_dir);
+    let before_compaction = disk_usage(etcd.process.data_dir());
     let status = client.status().await?;
     let revision = status.header().map_or(0, |h| h.revision());
     client
         .compact(revision, Some(CompactionOptions::new().with_physical()))
         .await?;
-    let after_compaction = disk_usage(&etcd.data_dir);
+    let after_compaction = disk_usage(etcd.process.data_dir());
     client.defragment().await?;
-    let after_defrag = disk_usage(&etcd.data_dir);
-    let backend = std::fs::metadata(etcd.data_dir.join("member/snap/db"))
+    let after_defrag = disk_usage(etcd.process.data_dir());
+    let backend = std::fs::metadata(etcd.process.data_dir().join("member/snap/db"))
         .map(|m| {
             use std::os::unix::fs::MetadataExt;
             m.blocks() * 512
         })
         .ok();
-    let memory = memory(&etcd.child.id().to_string());
+    let memory = memory(&etcd.process.pid().to_string());
     let live = (SPACE_KEYS * (space_key(0).len() + VALUE_SIZE)) as u64;
     Ok((
         Space {
@@ -619,7 +573,7 @@ async fn run() -> BenchResult<()> {
     etcd_fill(&client, LIST_KEYS, "list/").await?;
     let sled_lists = sled_list(&store).await?;
     let etcd_lists = etcd_list(&client).await?;
-    let (etcd_rss_main, _) = memory(&etcd.child.id().to_string());
+    let (etcd_rss_main, _) = memory(&etcd.process.pid().to_string());
     let main_stats = store.stats()?;
     let (bench_rss, bench_hwm) = memory(&std::process::id().to_string());
     drop(etcd);
