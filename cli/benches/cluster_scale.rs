@@ -5,18 +5,17 @@
 //! Run: `cargo bench -p skiff --bench cluster_scale`
 //! (`SCALE_NODES` and `SCALE_REPLICAS` change the sizes).
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Node;
+use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, Config};
 
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{env_or, free_port, status_mib};
+use support::{admin_client, env_or, free_port, server_command, status_mib, terminate};
 
 /// Peak and current resident memory of a process, in MiB.
 fn memory_mib(pid: u32) -> (f64, f64) {
@@ -62,29 +61,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let replicas = env_or("SCALE_REPLICAS", 1000) as i32;
     let dir = tempfile::tempdir()?;
     let port = free_port();
-    let log = std::fs::File::create(dir.path().join("server.log"))?;
-    let mut server = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--https-listen-port", &port.to_string()])
-        .args(["--simulated-nodes", &nodes.to_string()])
-        .env("SKIFF_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()?;
+    let mut server = server_command(
+        env!("CARGO_BIN_EXE_skiff"),
+        dir.path(),
+        port,
+        &dir.path().join("server.log"),
+    )?
+    .args(["--simulated-nodes", &nodes.to_string()])
+    .spawn()?;
     let pid = server.id();
-    let kubeconfig_path = dir.path().join("kubeconfig.yaml");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !kubeconfig_path.exists() {
-        if Instant::now() > deadline {
-            return Err("server did not start".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig_path)?;
-    let client =
-        Client::try_from(Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
+    let client = admin_client(dir.path(), true).await?;
     let node_api: Api<Node> = Api::all(client.clone());
     loop {
         let ready = node_api
@@ -157,10 +143,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| server peak RSS after scale-up | {peak_after_scale:.0} MiB |");
     println!("| server peak RSS overall / RSS at end | {peak:.0} / {rss:.0} MiB |");
 
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(pid.to_string())
-        .status();
-    let _ = server.wait();
+    terminate(&mut server);
     Ok(())
 }

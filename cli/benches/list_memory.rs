@@ -14,19 +14,18 @@
 //! e.g. allocator settings, to compare them; `MEM_SKIFF_BIN` runs another
 //! build of skiff, e.g. an older commit's, for a before/after).
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
-use kube::{Api, Client, Config};
 
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{env_or, free_port, status_mib};
+use support::{admin_client, env_or, free_port, server_command, status_mib};
 
 const NAMESPACE: &str = "mem";
 const WRITERS: usize = 32;
@@ -64,19 +63,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let quiet = Duration::from_secs(env_or("MEM_QUIET_SECONDS", 30) as u64);
     let dir = tempfile::tempdir()?;
     let port = free_port();
-    let log = std::fs::File::create(dir.path().join("server.log"))?;
     // `MEM_SKIFF_BIN` measures another build (e.g. an older commit's) the same way.
     let binary =
         std::env::var("MEM_SKIFF_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_skiff").into());
-    let mut server = Command::new(binary)
-        .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--https-listen-port", &port.to_string()])
+    let mut server = server_command(binary, dir.path(), port, &dir.path().join("server.log"))?
         .envs(server_env())
-        .env("SKIFF_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(log)
         .spawn()?;
     let pid = server.id();
     let result = run(pid, dir.path(), count, lists, quiet).await;
@@ -94,17 +85,7 @@ async fn run(
     lists: usize,
     quiet: Duration,
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let kubeconfig_path = dir.join("kubeconfig.yaml");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !kubeconfig_path.exists() {
-        if Instant::now() > deadline {
-            return Err("server did not start".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig_path)?;
-    let client =
-        Client::try_from(Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
+    let client = admin_client(dir, true).await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = Namespace {
         metadata: ObjectMeta {

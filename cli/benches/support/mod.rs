@@ -1,5 +1,9 @@
 //! What the benches that drive a real `skiff server` share: sizes from the
-//! environment, a free port, and a process's memory from `/proc`.
+//! environment, a free port, starting the server and connecting to it, and a
+//! process's memory from `/proc`.
+
+// Each bench includes this file as its own module and uses only part of it.
+#![allow(dead_code)]
 
 /// The number in environment variable `name`, or `default`.
 pub fn env_or(name: &str, default: usize) -> usize {
@@ -27,4 +31,55 @@ pub fn status_mib(pid: u32, field: &str) -> f64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// `skiff server` (`binary`, normally this build's) as the benches run it:
+/// control plane only, on loopback `port`, its data in `data_dir`, warnings
+/// and errors to `log`. Callers add their own flags before spawning.
+pub fn server_command(
+    binary: impl AsRef<std::ffi::OsStr>,
+    data_dir: &std::path::Path,
+    port: u16,
+    log: &std::path::Path,
+) -> std::io::Result<std::process::Command> {
+    let mut command = std::process::Command::new(binary);
+    command
+        .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--https-listen-port", &port.to_string()])
+        .env("SKIFF_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log)?);
+    Ok(command)
+}
+
+/// A client of the server whose data directory is `data_dir`, once the
+/// server has written its admin kubeconfig (within 60 s). With `retry`
+/// false kube-rs does not retry 429/503/504 itself, so a bench sees them.
+pub async fn admin_client(
+    data_dir: &std::path::Path,
+    retry: bool,
+) -> Result<kube::Client, Box<dyn std::error::Error>> {
+    let path = data_dir.join("kubeconfig.yaml");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        if std::time::Instant::now() > deadline {
+            return Err("server did not start".into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path)?;
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    config.default_retry = retry;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Stops a server the way an operator would (SIGTERM, so it flushes its
+/// store) and waits for it to exit.
+pub fn terminate(server: &mut std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let _ = server.wait();
 }
