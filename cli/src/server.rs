@@ -433,7 +433,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             proxy_factory = Some(own);
         }
         let clients = identities.node_agent(&config.node_name);
+        let node_name = config.node_name.clone();
         crate::agent::spawn_in_server(&mut components, &factory, clients, config, stop_rx.clone());
+        let server = identities.server();
+        let stop = stop_rx.clone();
+        components.spawn(async move {
+            skiff_node::agent::registration::mark_control_plane(server, &node_name, stop).await;
+        });
     }
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -586,6 +592,12 @@ impl Identities {
     /// The service proxy, as upstream's kube-proxy user.
     fn kube_proxy(&self) -> kube::Client {
         self.user("system:kube-proxy", &[])
+    }
+
+    /// The server itself, for what it does to its own node that the node
+    /// may not do (the control-plane role labels).
+    fn server(&self) -> kube::Client {
+        self.user("system:skiff:server", &[])
     }
 
     /// The kwok-style hollow nodes of `--simulated-nodes` (a benchmarking

@@ -183,6 +183,45 @@ pub(super) fn wait_node_ready(server: &Server, node: &str) -> serde_json::Value 
     })
 }
 
+/// The server's own Node shows ROLES `control-plane,master` (k3s's labels,
+/// set by the server); the node itself can neither drop them nor add a role.
+fn control_plane_role(server: &Server) {
+    let row = eventually(Duration::from_secs(30), "ROLES control-plane", || {
+        let table = server.kubectl_ok(&["get", "nodes", NODE, "--no-headers"]);
+        table.contains("control-plane,master").then_some(table)
+    });
+    assert!(row.starts_with(NODE), "{row}");
+    let as_node = format!("system:node:{NODE}");
+    for change in [
+        "node-role.kubernetes.io/control-plane-",
+        "node-role.kubernetes.io/worker=true",
+    ] {
+        let err = server.kubectl_err(&[
+            "label",
+            "node",
+            NODE,
+            change,
+            "--as",
+            &as_node,
+            "--as-group",
+            "system:nodes",
+        ]);
+        let key = change.trim_end_matches('-').split('=').next().unwrap_or("");
+        assert!(
+            err.contains(&format!("is not allowed to modify labels: {key}")),
+            "{change}: {err}"
+        );
+    }
+    let labels =
+        json(&server.kubectl_ok(&["get", "node", NODE, "-o", "json"]))["metadata"]["labels"]
+            .clone();
+    assert_eq!(labels["node-role.kubernetes.io/control-plane"], "true");
+    assert!(
+        labels["node-role.kubernetes.io/worker"].is_null(),
+        "{labels}"
+    );
+}
+
 /// `kubectl apply` of a JSON manifest, which must succeed.
 pub(super) fn apply(server: &Server, manifest: &str) {
     let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
@@ -195,6 +234,7 @@ pub(super) fn apply(server: &Server, manifest: &str) {
 
 fn scenario(server: &mut Server) {
     wait_node_ready(server, NODE);
+    control_plane_role(server);
     let node = json(&server.kubectl_ok(&["get", "node", NODE, "-o", "json"]));
     let runtime = node["status"]["nodeInfo"]["containerRuntimeVersion"]
         .as_str()

@@ -228,6 +228,60 @@ pub async fn register(client: &kube::Client, node: &Node) -> Result<(), kube::Er
     }
 }
 
+/// The role labels k3s's server puts on its own Node (`kubectl get nodes`
+/// shows ROLES `control-plane,master`). A node may not set them itself
+/// (NodeRestriction), so the server applies them with its own identity.
+pub const CONTROL_PLANE_LABELS: [(&str, &str); 2] = [
+    ("node-role.kubernetes.io/control-plane", "true"),
+    ("node-role.kubernetes.io/master", "true"),
+];
+
+/// Waits for the Node `name` to be registered, then gives it the
+/// control-plane role labels; at every start, as k3s does, so an
+/// administrator's removal lasts until the next one. `client` is the server's own identity, not the node's. Returns
+/// when done or when `stop` is raised; errors are retried every second.
+pub async fn mark_control_plane(client: kube::Client, name: &str, mut stop: watch::Receiver<bool>) {
+    let nodes: Api<Node> = Api::all(client);
+    let labels: serde_json::Map<String, serde_json::Value> = CONTROL_PLANE_LABELS
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+        .collect();
+    let patch = serde_json::json!({ "metadata": { "labels": labels } });
+    loop {
+        match nodes.get_opt(name).await {
+            Ok(Some(node)) => {
+                let present = node.metadata.labels.as_ref().is_some_and(|have| {
+                    CONTROL_PLANE_LABELS
+                        .iter()
+                        .all(|(k, v)| have.get(*k).map(String::as_str) == Some(*v))
+                });
+                if present {
+                    return;
+                }
+                match nodes
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(node = name, "control-plane role labels set");
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::warn!(node = name, %error, "cannot set the control-plane role labels")
+                    }
+                }
+            }
+            // Not registered yet: the agent creates it once its runtime is up.
+            Ok(None) => {}
+            Err(error) => tracing::warn!(node = name, %error, "reading the node to label it"),
+        }
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
 /// Writes the Node's status.
 pub async fn write_status(
     client: &kube::Client,

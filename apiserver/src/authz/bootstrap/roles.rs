@@ -27,6 +27,10 @@ pub const DNS_USER: &str = "system:kube-dns";
 pub const LOCAL_PATH_ACCOUNT: &str = "local-path-provisioner-service-account";
 /// The user `--simulated-nodes` hollow nodes run as.
 pub const SIMULATED_NODES_USER: &str = "system:skiff:simulated-nodes";
+/// The server's own identity towards its embedded node: it puts the
+/// control-plane role labels on that Node, which NodeRestriction keeps the
+/// node itself from setting (k3s's server does the same with its own client).
+pub const SERVER_USER: &str = "system:skiff:server";
 
 /// Paths every client reads to find its way (discovery, OpenAPI, health).
 const DISCOVERY_PATHS: &[&str] = &[
@@ -216,6 +220,14 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         ),
         RoleSpec::cluster("system:skiff:local-path-provisioner", local_path()),
         RoleSpec::cluster("system:skiff:simulated-nodes", simulated_nodes()),
+        RoleSpec::cluster(
+            "system:skiff:server",
+            vec![
+                rule(&["get", "patch"])
+                    .groups(&[CORE])
+                    .resources(&["nodes"]),
+            ],
+        ),
     ]
 }
 
@@ -264,6 +276,7 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
             "system:skiff:simulated-nodes",
             vec![user(SIMULATED_NODES_USER)],
         ),
+        BindingSpec::cluster("system:skiff:server", vec![user(SERVER_USER)]),
     ]
 }
 
