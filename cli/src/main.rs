@@ -9,6 +9,8 @@ mod images;
 mod secrets_encrypt;
 mod server;
 
+use std::io::IsTerminal;
+
 use clap::{Parser, Subcommand};
 
 /// skiff: a Kubernetes distribution in one binary.
@@ -45,6 +47,9 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: a journal, a log
+        // file or a pipe gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match cli.command {
         Command::Server(args) => tokio::runtime::Builder::new_multi_thread()

@@ -43,6 +43,20 @@ except urllib.error.HTTPError as e:
 }
 
 #[test]
+fn log_written_to_a_file_has_no_colour_codes() {
+    let mut server = Server::start();
+    assert!(server.terminate().success());
+    let log = std::fs::read(server.log_path()).expect("server log");
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.contains("skiff server started"), "{text}");
+    assert!(text.contains("stopped"), "{text}");
+    assert!(
+        !log.contains(&0x1b),
+        "escape sequences in a log file:\n{text}"
+    );
+}
+
+#[test]
 fn kubeconfig_is_private_and_certificates_are_reused_across_restarts() {
     let mut server = Server::start();
     let mode = std::fs::metadata(server.kubeconfig())
