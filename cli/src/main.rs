@@ -5,6 +5,7 @@
 mod agent;
 mod allocator;
 mod certificate;
+mod check_config;
 mod images;
 mod secrets_encrypt;
 mod server;
@@ -35,6 +36,10 @@ enum Command {
     SecretsEncrypt(secrets_encrypt::SecretsEncryptArgs),
     /// Rotate the server's certificates (in the data dir; restart after).
     Certificate(certificate::CertificateArgs),
+    /// Check that this host can run `skiff server`: kernel features,
+    /// binaries and free ports, one pass/fail line each (exit 1 when a
+    /// required one fails).
+    CheckConfig(check_config::CheckConfigArgs),
     /// Print the skiff version.
     Version,
 }
@@ -69,6 +74,7 @@ fn main() -> anyhow::Result<()> {
             .build()?
             .block_on(secrets_encrypt::run(args)),
         Command::Certificate(args) => certificate::run(args),
+        Command::CheckConfig(args) => check_config::run(args),
         Command::Version => {
             println!("skiff {}", env!("CARGO_PKG_VERSION"));
             Ok(())

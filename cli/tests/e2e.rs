@@ -8,6 +8,7 @@ mod e2e {
     mod admission_policy;
     mod audit;
     mod authz;
+    mod check_config;
     mod containerd;
     mod crd;
     mod data_protection;
