@@ -17,6 +17,7 @@ mod e2e {
     mod etcd_datastore;
     mod faults;
     mod fidelity;
+    mod install;
     mod kind_sweep;
     mod kube_rs;
     mod kubectl;
