@@ -410,6 +410,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             }
         });
     }
+    {
+        // k3s's auto-deploying manifests directory.
+        let dir = args.data_dir.join("server").join("manifests");
+        let client = identities.deploy();
+        let stop = stopped(stop_rx.clone());
+        components.spawn(skiff_controllers::deploy::run(client, dir, stop));
+    }
     if args.simulated_nodes > 0 {
         let config = SimulatedConfig::new(args.simulated_nodes);
         let factory = factory.clone();
@@ -598,6 +605,12 @@ impl Identities {
     /// may not do (the control-plane role labels).
     fn server(&self) -> kube::Client {
         self.user("system:skiff:server", &[])
+    }
+
+    /// The applier of `DATA_DIR/server/manifests` (bound to cluster-admin:
+    /// the files may hold any kind; see the bootstrap policy).
+    fn deploy(&self) -> kube::Client {
+        self.user("system:skiff:deploy", &[])
     }
 
     /// The kwok-style hollow nodes of `--simulated-nodes` (a benchmarking

@@ -22,6 +22,7 @@ mod e2e {
     mod kube_rs;
     mod kubectl;
     mod kubectl_apply;
+    mod manifests;
     mod node_faults;
     mod node_features;
     mod overload;

@@ -3,7 +3,8 @@
 //! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
 //! ClusterRole aggregation, resource quota and CSR approval and signing, each
 //! reconciling through shared informers (events are recorded with
-//! `skiff_common::events`, re-exported as `events`).
+//! `skiff_common::events`, re-exported as `events`); and the auto-deployed
+//! manifests directory (`deploy`, which polls files, not the API).
 //!
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
@@ -13,6 +14,7 @@ pub mod clusterrole_aggregation;
 pub mod controller_utils;
 pub mod cronjob;
 pub mod daemonset;
+pub mod deploy;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;

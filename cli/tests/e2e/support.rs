@@ -36,7 +36,12 @@ impl Server {
     /// Starts a server whose data directory is a new directory in `parent`
     /// (a small file system, say) and waits until it answers.
     pub fn start_in(parent: &Path, extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir_in(parent).expect("temp data dir");
+        Self::start_in_dir(tempfile::tempdir_in(parent).expect("temp data dir"), extra)
+    }
+
+    /// Starts a server on `dir` as its data directory (prepared by the
+    /// test) and waits until it answers.
+    pub fn start_in_dir(dir: tempfile::TempDir, extra: &[&str]) -> Self {
         let mut server = Server {
             child: None,
             port: free_port(),

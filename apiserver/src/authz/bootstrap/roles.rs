@@ -31,6 +31,8 @@ pub const SIMULATED_NODES_USER: &str = "system:skiff:simulated-nodes";
 /// control-plane role labels on that Node, which NodeRestriction keeps the
 /// node itself from setting (k3s's server does the same with its own client).
 pub const SERVER_USER: &str = "system:skiff:server";
+/// The user that applies the files of `DATA_DIR/server/manifests`.
+pub const DEPLOY_USER: &str = "system:skiff:deploy";
 
 /// Paths every client reads to find its way (discovery, OpenAPI, health).
 const DISCOVERY_PATHS: &[&str] = &[
@@ -277,6 +279,13 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
             vec![user(SIMULATED_NODES_USER)],
         ),
         BindingSpec::cluster("system:skiff:server", vec![user(SERVER_USER)]),
+        // The manifests directory may hold any kind, RBAC included (whose
+        // writes need every permission they grant), so no narrower role
+        // could apply it. Writing there already takes what cluster-admin
+        // gives: the directory sits in the 0700 data dir next to the CA key
+        // and the admin kubeconfig. The identity of its own keeps the audit
+        // log and managedFields telling the files' writes apart.
+        BindingSpec::cluster("system:skiff:deploy", vec![user(DEPLOY_USER)]).of("cluster-admin"),
     ]
 }
 
