@@ -84,8 +84,8 @@ pub enum DeployError {
         kind: String,
         /// The object's name.
         name: String,
-        /// What discovery said.
-        source: kube::Error,
+        /// What discovery said (boxed: kube's errors are large).
+        source: Box<kube::Error>,
     },
     /// The API server refused the apply.
     #[error("{path}: {kind} {name:?}: {source}")]
@@ -97,7 +97,7 @@ pub enum DeployError {
         /// The object's name.
         name: String,
         /// The API server's answer.
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 }
 
@@ -355,7 +355,7 @@ impl Deployer {
                 api_version: manifest.api_version.clone(),
                 kind: manifest.kind.clone(),
                 name: manifest.name.clone(),
-                source,
+                source: Box::new(source),
             })?;
             kinds.insert(key.clone(), found);
         }
@@ -385,7 +385,7 @@ impl Deployer {
             path: path.to_path_buf(),
             kind: manifest.kind.clone(),
             name: manifest.name.clone(),
-            source,
+            source: Box::new(source),
         })
     }
 
