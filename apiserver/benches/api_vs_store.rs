@@ -302,7 +302,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         get_p99.as_secs_f64() * 1e3,
         api_fan
             .quantile(0.99)
-            .map_or("inf".to_string(), |d| format!("{:.1}", d.as_secs_f64() * 1e3))
+            .map_or("inf".to_string(), |d| format!(
+                "{:.1}",
+                d.as_secs_f64() * 1e3
+            ))
     );
 
     api.shutdown();
@@ -352,8 +355,8 @@ struct Fanout {
     latencies: Vec<Duration>,
     /// Deliveries expected: watchers × successful writes.
     expected: usize,
-    /// Writes that failed (their events are not expected).
-    failed_writes: usize,
+    /// The writer's side (failed writes' events are not expected).
+    writes: Writes,
     /// Watch streams that ended before the run did (closed by the server or
     /// failed to start).
     ended_early: usize,
@@ -373,12 +376,12 @@ impl Fanout {
 
     fn report(&self, side: &str) {
         eprintln!(
-            "fan-out {side}: {} of {} deliveries arrived, {} writes failed, {} watches ended early",
+            "fan-out {side}: {} of {} deliveries arrived, {} watches ended early",
             self.latencies.len(),
             self.expected,
-            self.failed_writes,
             self.ended_early
         );
+        self.writes.report(side);
     }
 }
 
@@ -399,9 +402,7 @@ impl FanoutRun {
 
     fn record(&self, latencies: &mut Vec<Duration>, encoded: &[u8]) {
         if let Some(sent) = sent_nanos(encoded) {
-            latencies.push(Duration::from_nanos(
-                now_nanos().saturating_sub(sent) as u64
-            ));
+            latencies.push(Duration::from_nanos(now_nanos().saturating_sub(sent) as u64));
             self.delivered
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -430,7 +431,7 @@ impl FanoutRun {
 async fn gather(
     tasks: Vec<tokio::task::JoinHandle<(Vec<Duration>, bool)>>,
     expected: usize,
-    failed_writes: usize,
+    writes: Writes,
 ) -> Result<Fanout, Box<dyn std::error::Error>> {
     let mut latencies = Vec::with_capacity(expected);
     let mut ended_early = 0;
@@ -443,7 +444,7 @@ async fn gather(
     Ok(Fanout {
         latencies,
         expected,
-        failed_writes,
+        writes,
         ended_early,
     })
 }
@@ -531,7 +532,7 @@ async fn watch_fanout_api(
         eprintln!("warning: not every watch had started after 60 s");
     }
     let total = rate * seconds;
-    let failed = pace(total, rate, |i| {
+    let writes = pace(total, rate, |i| {
         let cms = cms.clone();
         async move {
             let patch = serde_json::json!({"data": {"sent": now_nanos().to_string()}});
@@ -541,13 +542,14 @@ async fn watch_fanout_api(
                 &kube::api::Patch::Merge(patch),
             )
             .await
-            .is_ok()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
         }
     })
     .await;
-    let expected = watchers * (total - failed);
+    let expected = watchers * (total - writes.failed);
     run.drain(expected).await;
-    gather(tasks, expected, failed).await
+    gather(tasks, expected, writes).await
 }
 
 /// The same fan-out on the bare store: `watchers` prefix watches, updates at
@@ -587,7 +589,7 @@ async fn watch_fanout_store(
         }));
     }
     let total = rate * seconds;
-    let failed = pace(total, rate, |i| {
+    let writes = pace(total, rate, |i| {
         let store = store.clone();
         let name = format!("fanout-{}", i % FANOUT_OBJECTS);
         async move {
@@ -598,35 +600,75 @@ async fn watch_fanout_store(
                     None,
                 )
                 .await
-                .is_ok()
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         }
     })
     .await;
-    let expected = watchers * (total - failed);
+    let expected = watchers * (total - writes.failed);
     run.drain(expected).await;
-    gather(tasks, expected, failed).await
+    gather(tasks, expected, writes).await
+}
+
+/// What the writer of a fan-out saw.
+struct Writes {
+    failed: usize,
+    first_error: Option<String>,
+    /// Each write's own latency (sent to acknowledged), sorted: the part of a
+    /// delivery's latency spent before the event exists.
+    latencies: Vec<Duration>,
+}
+
+impl Writes {
+    fn report(&self, side: &str) {
+        eprintln!(
+            "fan-out {side} writes: p50 {:.1} ms, p99 {:.1} ms, {} failed{}",
+            percentile(&self.latencies, 0.5).as_secs_f64() * 1e3,
+            percentile(&self.latencies, 0.99).as_secs_f64() * 1e3,
+            self.failed,
+            self.first_error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" (first: {e})"))
+        );
+    }
 }
 
 /// Starts `op` `total` times at `rate` per second without waiting for each to
-/// finish, so a slow write does not lower the offered rate; returns how many
-/// failed.
-async fn pace<F, Fut>(total: usize, rate: usize, op: F) -> usize
+/// finish, so a slow write does not lower the offered rate.
+async fn pace<F, Fut>(total: usize, rate: usize, op: F) -> Writes
 where
     F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = bool> + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
 {
     let started = Instant::now();
     let mut inflight = Vec::with_capacity(total);
     for i in 0..total {
         let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
         tokio::time::sleep_until(due.into()).await;
-        inflight.push(tokio::spawn(op(i)));
+        let write = op(i);
+        inflight.push(tokio::spawn(async move {
+            let t = Instant::now();
+            write.await.map(|()| t.elapsed())
+        }));
     }
-    let mut failed = 0;
+    let mut writes = Writes {
+        failed: 0,
+        first_error: None,
+        latencies: Vec::with_capacity(total),
+    };
     for t in inflight {
-        if !matches!(t.await, Ok(true)) {
-            failed += 1;
+        match t.await {
+            Ok(Ok(latency)) => writes.latencies.push(latency),
+            Ok(Err(e)) => {
+                writes.failed += 1;
+                writes.first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                writes.failed += 1;
+                writes.first_error.get_or_insert(e.to_string());
+            }
         }
     }
-    failed
+    writes.latencies.sort();
+    writes
 }

@@ -207,7 +207,11 @@ fn workloads(scale: usize) -> Vec<Workload> {
         key: "antiaffinity",
         nodes: (0..nodes).map(|i| node(i, 10)).collect(),
         init: (0..1000 / scale)
-            .map(|i| anti(format!("anti-init-{i}")).node(&format!("node-{i}")).build())
+            .map(|i| {
+                anti(format!("anti-init-{i}"))
+                    .node(&format!("node-{i}"))
+                    .build()
+            })
             .collect(),
         measured: (0..2000 / scale)
             .map(|i| anti(format!("anti-{i}")).build())
