@@ -106,9 +106,13 @@ fn container_status(
             status.container_id = Some(format!("containerd://{}", c.id));
             status.image_id = c.status.image_ref.clone();
             if c.is_running() {
+                // Before its probes first report, a container with a
+                // startup or readiness probe is not ready (as upstream): only
+                // a container without them is ready as soon as it runs.
+                let started = spec.startup_probe.is_none();
                 let h = health.copied().unwrap_or(ContainerHealth {
-                    started: true,
-                    ready: true,
+                    started,
+                    ready: started && spec.readiness_probe.is_none(),
                     liveness_failed: false,
                     next_due: None,
                 });
@@ -502,6 +506,33 @@ mod tests {
             .find(|c| c.type_ == "Ready")
             .unwrap();
         assert_eq!(ready.status, "False");
+    }
+
+    #[test]
+    fn a_running_container_with_a_readiness_probe_is_not_ready_before_the_probe_reports() {
+        let observed = Observed {
+            initialized: true,
+            sandbox_ready: true,
+            ..Default::default()
+        };
+        let mut probed = pod();
+        probed.spec.as_mut().unwrap().containers[0].readiness_probe = Some(Default::default());
+        let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
+        let ready = |p: &Pod| {
+            pod_status(p, &v, &observed, "192.0.2.1")
+                .conditions
+                .unwrap()
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .unwrap()
+                .status
+        };
+        assert_eq!(ready(&probed), "False");
+        assert_eq!(
+            ready(&pod()),
+            "True",
+            "without probes it is ready once running"
+        );
     }
 
     #[test]
