@@ -4,7 +4,9 @@
 //! transaction whose taken branch only reads does not advance etcd's).
 
 use bytes::Bytes;
-use etcd_client::{Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{
+    Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
+};
 
 use super::Inner;
 use super::convert::{self, wire};
@@ -91,20 +93,8 @@ pub(crate) async fn update(
     value: Bytes,
     expected: Option<Revision>,
 ) -> Result<KeyValue, StoreError> {
-    let txn = Txn::new()
-        .when(conditions(key, expected))
-        .and_then([TxnOp::put(
-            key,
-            value.to_vec(),
-            Some(PutOptions::new().with_prev_key()),
-        )])
-        .or_else([TxnOp::get(key, None)]);
-    let response = inner.txn("updating a key in etcd", txn).await?;
-    inner.tracker.saw_header(response.header());
-    if !response.succeeded() {
-        return Err(refusal(key, expected, &response)?);
-    }
-    let revision = written_at(inner, &response)?;
+    let put = TxnOp::put(key, value.to_vec(), Some(PutOptions::new().with_prev_key()));
+    let (response, revision) = guarded(inner, "updating a key in etcd", key, expected, put).await?;
     let prev = response
         .op_responses()
         .into_iter()
@@ -127,19 +117,9 @@ pub(crate) async fn delete(
     key: &str,
     expected: Option<Revision>,
 ) -> Result<KeyValue, StoreError> {
-    let txn = Txn::new()
-        .when(conditions(key, expected))
-        .and_then([TxnOp::delete(
-            key,
-            Some(DeleteOptions::new().with_prev_key()),
-        )])
-        .or_else([TxnOp::get(key, None)]);
-    let response = inner.txn("deleting a key in etcd", txn).await?;
-    inner.tracker.saw_header(response.header());
-    if !response.succeeded() {
-        return Err(refusal(key, expected, &response)?);
-    }
-    let revision = written_at(inner, &response)?;
+    let delete = TxnOp::delete(key, Some(DeleteOptions::new().with_prev_key()));
+    let (response, revision) =
+        guarded(inner, "deleting a key in etcd", key, expected, delete).await?;
     let prev = response
         .op_responses()
         .into_iter()
@@ -153,4 +133,27 @@ pub(crate) async fn delete(
         mod_revision: revision,
         ..convert::key_value(&prev)?
     })
+}
+
+/// Runs `op` on `key` only if it exists (at `expected`, when given), as one
+/// transaction that reads the key back otherwise, so a refusal says why.
+/// Returns the response and the revision of the write.
+async fn guarded(
+    inner: &Inner,
+    what: &'static str,
+    key: &str,
+    expected: Option<Revision>,
+    op: TxnOp,
+) -> Result<(TxnResponse, Revision), StoreError> {
+    let txn = Txn::new()
+        .when(conditions(key, expected))
+        .and_then([op])
+        .or_else([TxnOp::get(key, None)]);
+    let response = inner.txn(what, txn).await?;
+    inner.tracker.saw_header(response.header());
+    if !response.succeeded() {
+        return Err(refusal(key, expected, &response)?);
+    }
+    let revision = written_at(inner, &response)?;
+    Ok((response, revision))
 }
