@@ -36,10 +36,15 @@
 //! let listed = store.list("/registry/configmaps/", None, 500).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! A backup is a [`snapshot::Snapshot`]: every key at one revision, taken
+//! while the store serves writes, written to a checksummed file and
+//! restored into a new embedded store with [`SledStore::restore`].
 
 mod etcd_store;
 mod retention;
 mod sled_store;
+pub mod snapshot;
 #[doc(hidden)]
 pub mod testing;
 mod types;
@@ -123,6 +128,15 @@ pub trait Store: Send + Sync + 'static {
     /// unless a reader still holds the old files after a short wait, once
     /// those are deleted.
     async fn defragment(&self) -> Result<(), StoreError>;
+
+    /// Every live key at one revision, for a backup ([`snapshot`]): no
+    /// write after that revision is in it and none at or before it is
+    /// missing, while writes go on. The default is one unlimited
+    /// [`Store::list`] of every key, which both backends read at one
+    /// revision; it holds the whole store in memory.
+    async fn read_all(&self) -> Result<ListResult, StoreError> {
+        self.list("", None, 0).await
+    }
 
     /// Makes everything acknowledged so far durable and stops background work.
     async fn close(&self) -> Result<(), StoreError>;

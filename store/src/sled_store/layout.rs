@@ -54,6 +54,11 @@ pub(crate) fn current(base: &Path) -> Result<u64, StoreError> {
     }
 }
 
+/// Whether `base` holds a store already (its `CURRENT` file).
+pub(crate) fn exists(base: &Path) -> bool {
+    base.join(CURRENT).exists()
+}
+
 /// Creates the store directory readable by its owner only (0700): the
 /// store holds every Secret. An existing directory is made private too.
 fn create_private_dir(base: &Path) -> Result<(), StoreError> {

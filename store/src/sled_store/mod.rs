@@ -11,6 +11,7 @@ mod flusher;
 pub mod fuzzing;
 mod layout;
 mod reader;
+mod restore;
 mod ring;
 mod space;
 mod state;
@@ -246,6 +247,21 @@ impl SledStore {
                 committer: Mutex::new(Some(committer)),
             }),
         })
+    }
+
+    /// Creates a store in `config.path` holding what `snapshot` holds, at
+    /// its revision; open it with [`SledStore::open`] afterwards. Refuses a
+    /// directory that holds a store already. Blocks (disk writes).
+    pub fn restore(
+        config: &SledConfig,
+        snapshot: &crate::snapshot::Snapshot,
+    ) -> Result<(), StoreError> {
+        restore::restore(config, snapshot)
+    }
+
+    /// Whether `dir` holds an embedded store.
+    pub fn exists(dir: &Path) -> bool {
+        layout::exists(dir)
     }
 
     /// Resource figures of the store (disk, cache budget, flush counters).

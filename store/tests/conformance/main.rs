@@ -10,6 +10,7 @@ mod api;
 mod backend;
 mod compaction;
 mod etcd_only;
+mod snapshot;
 mod watch;
 
 /// Runs each named check once per backend, as `sled::<name>` and
@@ -58,4 +59,6 @@ conformance! {
     compaction::compaction_runs_alongside_writes,
     compaction::a_watch_behind_a_compaction_skips_nothing_silently,
     compaction::defragmenting_after_compaction_keeps_every_live_value,
+    snapshot::a_snapshot_is_one_revision_while_writes_go_on,
+    snapshot::a_restored_store_goes_on_from_the_snapshot,
 }
