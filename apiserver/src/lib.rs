@@ -51,6 +51,7 @@ mod routing;
 pub mod selectors;
 mod server;
 mod service_alloc;
+pub mod snapshots;
 pub mod status;
 pub mod table;
 pub mod validation;

@@ -78,6 +78,12 @@ pub struct ApiServerConfig {
     /// The cluster CA (PEM), which admission webhooks without a `caBundle`
     /// may chain to besides the system roots.
     pub webhook_ca_pem: Option<String>,
+    /// The snapshot directory `skiff snapshot` works on through
+    /// [`crate::snapshots`]; `None` (`--disable-snapshots`) refuses them.
+    pub snapshots: Option<Arc<skiff_store::snapshot::SnapshotDir>>,
+    /// Snapshots of one name kept by a prune that names no retention
+    /// (`--snapshot-retention`).
+    pub snapshot_retention: usize,
 }
 
 impl Default for ApiServerConfig {
@@ -101,6 +107,8 @@ impl Default for ApiServerConfig {
             encryption: None,
             audit: Default::default(),
             webhook_ca_pem: None,
+            snapshots: None,
+            snapshot_retention: 5,
         }
     }
 }
@@ -481,6 +489,18 @@ impl ApiServer {
             .route(
                 crate::encryption::REENCRYPT_PATH,
                 axum::routing::post(crate::encryption::reencrypt_handler),
+            )
+            .route(
+                crate::snapshots::SNAPSHOTS_PATH,
+                get(crate::snapshots::list_handler).post(crate::snapshots::save_handler),
+            )
+            .route(
+                &format!("{}/{{name}}", crate::snapshots::SNAPSHOTS_PATH),
+                axum::routing::delete(crate::snapshots::delete_handler),
+            )
+            .route(
+                crate::snapshots::PRUNE_PATH,
+                axum::routing::post(crate::snapshots::prune_handler),
             )
             .route("/healthz", get(health))
             .route("/livez", get(health))

@@ -79,12 +79,17 @@ pub struct NodeFlags {
 }
 
 impl NodeFlags {
-    /// The agent's configuration with its state under `DATA_DIR/agent`.
-    pub fn agent_config(&self, data_dir: &Path) -> anyhow::Result<AgentConfig> {
-        let node_name = match &self.node_name {
+    /// `--node-name`, else the host's name.
+    pub fn node_name(&self, data_dir: &Path) -> String {
+        match &self.node_name {
             Some(name) => name.clone(),
             None => agent::host::read(data_dir).hostname,
-        };
+        }
+    }
+
+    /// The agent's configuration with its state under `DATA_DIR/agent`.
+    pub fn agent_config(&self, data_dir: &Path) -> anyhow::Result<AgentConfig> {
+        let node_name = self.node_name(data_dir);
         let mut config = AgentConfig::new(node_name, data_dir.join("agent"));
         config.runtime.external_endpoint = self.container_runtime_endpoint.clone();
         config.fallback_pod_cidr = self.pod_cidr.clone();

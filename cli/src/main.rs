@@ -2,6 +2,7 @@
 //! components into one process. It owns process supervision and start-up
 //! reporting; it must never hold cluster logic of its own.
 
+mod admin_client;
 mod agent;
 mod allocator;
 mod certificate;
@@ -9,6 +10,7 @@ mod check_config;
 mod images;
 mod secrets_encrypt;
 mod server;
+mod snapshot;
 
 use std::io::IsTerminal;
 
@@ -34,6 +36,9 @@ enum Command {
     /// Show and rotate the keys that encrypt Secrets at rest (talks to the
     /// running server).
     SecretsEncrypt(secrets_encrypt::SecretsEncryptArgs),
+    /// Save, list, delete and prune snapshots of the cluster's store (on
+    /// the running server), or restore one into a data dir.
+    Snapshot(snapshot::SnapshotArgs),
     /// Rotate the server's certificates (in the data dir; restart after).
     Certificate(certificate::CertificateArgs),
     /// Check that this host can run `skiff server`: kernel features,
@@ -73,6 +78,10 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(secrets_encrypt::run(args)),
+        Command::Snapshot(args) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(snapshot::run(args)),
         Command::Certificate(args) => certificate::run(args),
         Command::CheckConfig(args) => check_config::run(args),
         Command::Version => {

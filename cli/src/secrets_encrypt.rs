@@ -54,25 +54,13 @@ pub async fn run(args: SecretsEncryptArgs) -> anyhow::Result<()> {
         .kubeconfig
         .clone()
         .unwrap_or_else(|| args.data_dir.join("kubeconfig.yaml"));
-    let client = client(&kubeconfig).await?;
+    let client = crate::admin_client::client(&kubeconfig).await?;
     let (method, path) = match args.command {
         SecretsEncryptCommand::Status => (http::Method::GET, STATUS_PATH),
         SecretsEncryptCommand::RotateKeys => (http::Method::POST, ROTATE_KEYS_PATH),
         SecretsEncryptCommand::Reencrypt => (http::Method::POST, REENCRYPT_PATH),
     };
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .body(Vec::new())
-        .context("building the request")?;
-    let answer = client
-        .request_text(request)
-        .await
-        .map_err(|e| match e {
-            kube::Error::Api(status) => anyhow::anyhow!("{}", status.message),
-            other => anyhow::Error::new(other),
-        })
-        .with_context(|| format!("asking the server at {path}"))?;
+    let answer = crate::admin_client::call(&client, method, path).await?;
     if args.output == "json" {
         println!("{answer}");
         return Ok(());
@@ -81,15 +69,6 @@ pub async fn run(args: SecretsEncryptArgs) -> anyhow::Result<()> {
         serde_json::from_str(&answer).context("reading the server's answer")?;
     print!("{}", render(&status));
     Ok(())
-}
-
-async fn client(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig)
-        .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .with_context(|| format!("loading {}", kubeconfig.display()))?;
-    kube::Client::try_from(config).context("building the API client")
 }
 
 /// The status as k3s prints it: a summary, then the keys with the active

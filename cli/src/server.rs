@@ -13,6 +13,7 @@ use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::SharedInformerFactory;
 use skiff_node::simulated::{self, SimulatedConfig};
+use skiff_store::snapshot::{Schedule, SnapshotDir};
 use skiff_store::{
     CompactionPolicy, EtcdConfig, EtcdStore, SledConfig, SledStore, SpaceReserve, Store,
 };
@@ -224,6 +225,47 @@ pub struct ServerArgs {
     )]
     pub audit_log_maxbackup: usize,
 
+    /// When scheduled snapshots are taken: a cron expression in local time
+    /// (five fields; a sixth, leading one gives seconds), as k3s's
+    /// --etcd-snapshot-schedule-cron.
+    #[arg(
+        long,
+        env = "SKIFF_SNAPSHOT_SCHEDULE_CRON",
+        default_value = "0 */12 * * *"
+    )]
+    pub snapshot_schedule_cron: String,
+
+    /// Scheduled snapshots to keep (older ones are deleted after each new
+    /// one); also what `skiff snapshot prune` keeps by default.
+    #[arg(long, env = "SKIFF_SNAPSHOT_RETENTION", default_value_t = 5)]
+    pub snapshot_retention: usize,
+
+    /// Where snapshots are written (default DATA_DIR/server/db/snapshots).
+    #[arg(long, env = "SKIFF_SNAPSHOT_DIR")]
+    pub snapshot_dir: Option<PathBuf>,
+
+    /// Name prefix of scheduled snapshots (`<name>-<node>-<unix time>`).
+    #[arg(long, env = "SKIFF_SNAPSHOT_NAME", default_value = "etcd-snapshot")]
+    pub snapshot_name: String,
+
+    /// Take no scheduled snapshots (`skiff snapshot save` still works).
+    #[arg(long, env = "SKIFF_DISABLE_SNAPSHOTS")]
+    pub disable_snapshots: bool,
+
+    /// With --cluster-reset-restore-path: restore that snapshot into the
+    /// data dir (its store is moved aside to db-old-<unix time>), then
+    /// exit; start again without these flags.
+    #[arg(long, env = "SKIFF_CLUSTER_RESET")]
+    pub cluster_reset: bool,
+
+    /// The snapshot file --cluster-reset restores.
+    #[arg(
+        long,
+        env = "SKIFF_CLUSTER_RESET_RESTORE_PATH",
+        requires = "cluster_reset"
+    )]
+    pub cluster_reset_restore_path: Option<PathBuf>,
+
     /// Size in megabytes at which the audit log is rotated (0: 100).
     #[arg(
         long = "audit-log-maxsize",
@@ -255,6 +297,20 @@ const SHUTDOWN_BUDGET: Duration = Duration::from_secs(8);
 /// Runs the server until a termination signal, then stops cleanly.
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    if args.cluster_reset {
+        return cluster_reset(&args);
+    }
+    let schedule = if args.disable_snapshots || args.snapshot_schedule_cron.trim().is_empty() {
+        None
+    } else {
+        Some(Schedule::parse(&args.snapshot_schedule_cron).context("--snapshot-schedule-cron")?)
+    };
+    if !skiff_store::snapshot::valid_name(&args.snapshot_name) {
+        anyhow::bail!(
+            "--snapshot-name {:?} is not a valid snapshot name",
+            args.snapshot_name
+        );
+    }
     crate::agent::create_data_dir(&args.data_dir)?;
 
     let phase = Instant::now();
@@ -288,7 +344,19 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let kubelet_client = certs
         .kubelet_client()
         .context("loading the API server's client certificate for nodes")?;
+    // Snapshots read the store under the encryption layer: Secrets stay
+    // ciphertext in the file, and the key travels beside them.
+    let snapshots = Arc::new(SnapshotDir::new(
+        args.snapshot_dir
+            .clone()
+            .unwrap_or_else(|| args.data_dir.join("server").join("db").join("snapshots")),
+        args.node.node_name(&args.data_dir),
+        store.clone(),
+        crate::snapshot::attachment_sources(&args.data_dir),
+    ));
     let api_config = ApiServerConfig {
+        snapshots: Some(snapshots.clone()),
+        snapshot_retention: args.snapshot_retention,
         kubelet_client: Some(Arc::new(kubelet_client)),
         // Webhooks without a caBundle may present a certificate the cluster
         // CA signed (besides one from the system roots).
@@ -448,6 +516,17 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             skiff_node::agent::registration::mark_control_plane(server, &node_name, stop).await;
         });
     }
+    if let Some(schedule) = schedule {
+        tracing::info!(cron = schedule.as_str(), dir = %snapshots.path().display(), retention = args.snapshot_retention, "scheduled snapshots on");
+        let name = args.snapshot_name.clone();
+        let retention = args.snapshot_retention;
+        let stop = stopped(stop_rx.clone());
+        components.spawn(async move {
+            snapshots
+                .run_schedule(schedule, name, retention, stop)
+                .await;
+        });
+    }
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "skiff server started"
@@ -495,6 +574,25 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         }
     }
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// `--cluster-reset --cluster-reset-restore-path FILE`, as k3s's: restores
+/// the snapshot into the data dir, moving the store there aside, and exits.
+fn cluster_reset(args: &ServerArgs) -> anyhow::Result<()> {
+    if !args.datastore_endpoint.is_empty() {
+        anyhow::bail!(
+            "--cluster-reset restores the embedded store; with --datastore-endpoint restore the etcd cluster with etcd's own tools"
+        );
+    }
+    let Some(file) = &args.cluster_reset_restore_path else {
+        anyhow::bail!(
+            "--cluster-reset needs --cluster-reset-restore-path: the embedded store has no cluster membership to reset"
+        );
+    };
+    let restored = crate::snapshot::restore(&args.data_dir, file, true)?;
+    tracing::info!("{}", restored.summary(&args.data_dir));
+    tracing::info!("cluster reset done; start again without --cluster-reset");
     Ok(())
 }
 

@@ -36,6 +36,7 @@ mod e2e {
     mod server_side_apply;
     mod services;
     mod simulated;
+    mod snapshots;
     mod streaming;
     mod tables;
     mod webhooks;

@@ -43,6 +43,26 @@ pub fn valid_name(name: &str) -> bool {
         })
 }
 
+/// Whether `name` can be a snapshot file in the directory: the name part
+/// is checked by [`valid_name`], the node's name comes from the host, so
+/// anything that stays a plain visible file name inside the directory.
+fn valid_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && !name.contains('/')
+        && !name.contains('\0')
+}
+
+impl std::fmt::Debug for SnapshotDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotDir")
+            .field("dir", &self.dir)
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
 impl SnapshotDir {
     /// Snapshots of `store` taken on node `node`, kept in `dir` (created
     /// 0700 at the first save), each carrying the files `sources` names
@@ -124,7 +144,7 @@ impl SnapshotDir {
                 continue;
             };
             // Temporary files of a save in progress start with a dot.
-            if !valid_name(&name) {
+            if !valid_file_name(&name) {
                 continue;
             }
             let Ok(meta) = entry.metadata() else { continue };
@@ -145,7 +165,7 @@ impl SnapshotDir {
 
     /// Removes the snapshot file `name` (a name `list` gives).
     pub fn delete(&self, name: &str) -> Result<(), SnapshotError> {
-        if !valid_name(name) {
+        if !valid_file_name(name) {
             return Err(SnapshotError::InvalidName { name: name.into() });
         }
         let path = self.dir.join(name);

@@ -1,0 +1,40 @@
+//! The client of the server's admin endpoints (`skiff secrets-encrypt`,
+//! `skiff snapshot`): the admin kubeconfig of the data dir or
+//! `--kubeconfig`, so these commands work while the server runs and are
+//! authenticated and authorized like any other request.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+/// A client from `kubeconfig`.
+pub async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .with_context(|| format!("loading {}", kubeconfig.display()))?;
+    kube::Client::try_from(config).context("building the API client")
+}
+
+/// Sends one bodiless request to `path` (with its query) and returns the
+/// answer's body; a refusal is the server's Status message.
+pub async fn call(
+    client: &kube::Client,
+    method: http::Method,
+    path: &str,
+) -> anyhow::Result<String> {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(Vec::new())
+        .context("building the request")?;
+    client
+        .request_text(request)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(status) => anyhow::anyhow!("{}", status.message),
+            other => anyhow::Error::new(other),
+        })
+        .with_context(|| format!("asking the server at {path}"))
+}

@@ -1,0 +1,304 @@
+//! Snapshots with real processes and kubectl, as k3s's `etcd-snapshot`: a
+//! snapshot taken while the server runs restores into a new data dir with
+//! the data from before it and not after (Secrets readable: the encryption
+//! key travels with it; old kubeconfigs work: so does the CA); scheduled
+//! snapshots with retention; damaged files refused; only cluster admins
+//! reach the endpoints.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use base64::Engine as _;
+
+use super::support::{Server, eventually, service_account};
+
+/// A value only the Secret holds.
+const VALUE: &str = "e2e-snapshot-passphrase-7f3a2";
+
+fn skiff(args: &[&str], data_dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .expect("run skiff")
+}
+
+fn skiff_ok(args: &[&str], data_dir: &Path) -> String {
+    let out = skiff(args, data_dir);
+    assert!(
+        out.status.success(),
+        "skiff {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn skiff_err(args: &[&str], data_dir: &Path) -> String {
+    let out = skiff(args, data_dir);
+    assert!(
+        !out.status.success(),
+        "skiff {args:?} unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn snapshot_dir(server: &Server) -> PathBuf {
+    server.data_dir().join("server/db/snapshots")
+}
+
+/// The snapshot files in `dir` whose names start with `prefix`, oldest first.
+fn snapshots(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter(|n| n.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort_by_key(|n| n.rsplit('-').next().and_then(|t| t.parse::<u64>().ok()));
+    names
+}
+
+#[test]
+fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
+    let mut server = Server::start_with(&[
+        "--disable-agent",
+        "--secrets-encryption",
+        "--disable-snapshots",
+    ]);
+    server.kubectl_ok(&["create", "configmap", "a", "--from-literal=k=before"]);
+    server.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "s",
+        &format!("--from-literal=password={VALUE}"),
+    ]);
+    let saved = skiff_ok(&["snapshot", "save"], server.data_dir());
+    let name = saved
+        .trim()
+        .strip_prefix("Snapshot ")
+        .and_then(|s| s.strip_suffix(" saved."))
+        .unwrap_or_else(|| panic!("unexpected output {saved:?}"))
+        .to_string();
+    assert!(name.starts_with("on-demand-"), "{name}");
+    server.kubectl_ok(&["create", "configmap", "b", "--from-literal=k=after"]);
+
+    let listed = skiff_ok(&["snapshot", "ls"], server.data_dir());
+    assert!(listed.starts_with("Name "), "{listed}");
+    assert!(listed.contains(&name), "{listed}");
+    let file = snapshot_dir(&server).join(&name);
+    let mode = std::fs::metadata(&file)
+        .expect("snapshot file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // The Secret is in the file as the store holds it: encrypted.
+    let raw = std::fs::read(&file).unwrap();
+    assert!(!raw.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()));
+
+    // Damaged files are refused before anything is written.
+    let spare = tempfile::tempdir().unwrap();
+    let cut = spare.path().join("cut");
+    std::fs::write(&cut, &raw[..raw.len() - 100]).unwrap();
+    let flipped = spare.path().join("flipped");
+    let mut bad = raw.clone();
+    bad[raw.len() / 2] ^= 1;
+    std::fs::write(&flipped, &bad).unwrap();
+    let untouched = spare.path().join("data");
+    for damaged in [&cut, &flipped] {
+        let err = skiff_err(
+            &["snapshot", "restore", damaged.to_str().unwrap()],
+            &untouched,
+        );
+        assert!(err.contains("checksum mismatch"), "{err}");
+        assert!(
+            !untouched.exists(),
+            "a refused restore created {untouched:?}"
+        );
+    }
+
+    let old_kubeconfig = server.kubeconfig();
+    server.terminate();
+
+    let restored_dir = tempfile::tempdir().unwrap();
+    let restored_path = restored_dir.path().to_path_buf();
+    let out = skiff_ok(
+        &["snapshot", "restore", file.to_str().unwrap()],
+        &restored_path,
+    );
+    assert!(out.contains("Snapshot restored into"), "{out}");
+    // Once there is a store, a second restore is refused.
+    let err = skiff_err(
+        &["snapshot", "restore", file.to_str().unwrap()],
+        &restored_path,
+    );
+    assert!(err.contains("already holds a store"), "{err}");
+
+    // No encryption flag: the restored managed configuration keeps it on.
+    let mut restored = Server::start_in_dir(restored_dir, &["--disable-agent"]);
+    assert_eq!(
+        restored.kubectl_ok(&["get", "configmap", "a", "-o", "jsonpath={.data.k}"]),
+        "before"
+    );
+    let password = restored.kubectl_ok(&["get", "secret", "s", "-o", "jsonpath={.data.password}"]);
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(password.trim())
+            .unwrap(),
+        VALUE.as_bytes()
+    );
+    let err = restored.kubectl_err(&["get", "configmap", "b"]);
+    assert!(err.contains("configmaps \"b\" not found"), "{err}");
+    // The old server's admin kubeconfig works against the restored one:
+    // same CA, same admin certificate.
+    let server_url = format!("https://127.0.0.1:{}", restored.port);
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&old_kubeconfig)
+        .args([
+            "--server",
+            &server_url,
+            "get",
+            "configmap",
+            "a",
+            "-o",
+            "name",
+        ])
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "old kubeconfig refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The restored cluster takes writes from its snapshot's revision on.
+    restored.kubectl_ok(&["create", "configmap", "c"]);
+
+    // k3s's way back: --cluster-reset restores over the server's own data
+    // dir, keeping the store it replaces, and exits.
+    restored.terminate();
+    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["server", "--cluster-reset", "--cluster-reset-restore-path"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(restored.data_dir())
+        .output()
+        .expect("run skiff server --cluster-reset");
+    assert!(
+        out.status.success(),
+        "cluster reset failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kept = std::fs::read_dir(restored.data_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("db-old-"))
+        .count();
+    assert_eq!(kept, 1, "the replaced store is kept aside");
+    restored.restart();
+    restored.kubectl_ok(&["get", "configmap", "a"]);
+    let err = restored.kubectl_err(&["get", "configmap", "c"]);
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[test]
+fn scheduled_snapshots_are_pruned_to_the_retention_and_only_admins_reach_them() {
+    let server = Server::start_with(&[
+        "--disable-agent",
+        "--snapshot-schedule-cron",
+        "*/2 * * * * *",
+        "--snapshot-retention",
+        "2",
+        "--snapshot-name",
+        "scheduled",
+    ]);
+    let dir = snapshot_dir(&server);
+    let on_demand = skiff_ok(&["snapshot", "save", "--name", "kept"], server.data_dir());
+    assert!(on_demand.contains("kept-"), "{on_demand}");
+
+    // Scheduled ones appear every two seconds; the oldest go once more than
+    // two are there, other names are left alone.
+    let first = eventually(Duration::from_secs(30), "a scheduled snapshot", || {
+        snapshots(&dir, "scheduled-").first().cloned()
+    });
+    eventually(
+        Duration::from_secs(30),
+        "the first scheduled snapshot pruned",
+        || {
+            let names = snapshots(&dir, "scheduled-");
+            (!names.contains(&first) && names.len() == 2).then_some(())
+        },
+    );
+    assert_eq!(snapshots(&dir, "kept-").len(), 1);
+
+    // An ordinary user, even one allowed everything on Secrets, is refused
+    // every snapshot operation, and nothing is written.
+    let kubeconfig = service_account(&server, "default", "operator");
+    server.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "operator-admin",
+        "--clusterrole=admin",
+        "--serviceaccount=default:operator",
+    ]);
+    let before = snapshots(&dir, "intruder-");
+    for (args, verb, path) in [
+        (
+            vec!["save", "--name", "intruder"],
+            "post",
+            "/v1-skiff/snapshots",
+        ),
+        (vec!["ls"], "get", "/v1-skiff/snapshots"),
+        (
+            vec!["delete", first.as_str()],
+            "delete",
+            &*format!("/v1-skiff/snapshots/{first}"),
+        ),
+        (
+            vec!["prune", "--name", "kept"],
+            "post",
+            "/v1-skiff/snapshot-prune",
+        ),
+    ] {
+        let mut full = vec!["snapshot"];
+        full.extend(&args);
+        full.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+        let err = skiff_err(&full, server.data_dir());
+        assert!(
+            err.contains(&format!(
+                "User \"system:serviceaccount:default:operator\" cannot {verb} path \"{path}\""
+            )),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(snapshots(&dir, "intruder-"), before);
+    assert_eq!(snapshots(&dir, "kept-").len(), 1);
+
+    // The admin prunes on demand and deletes by name.
+    let kept = snapshots(&dir, "kept-").remove(0);
+    let out = skiff_ok(
+        &[
+            "snapshot",
+            "prune",
+            "--name",
+            "kept",
+            "--snapshot-retention",
+            "0",
+        ],
+        server.data_dir(),
+    );
+    assert!(out.contains(&format!("Snapshot {kept} deleted.")), "{out}");
+    let err = skiff_err(
+        &["snapshot", "delete", "no-such-snapshot"],
+        server.data_dir(),
+    );
+    assert!(err.contains("not found"), "{err}");
+}
