@@ -13,7 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
-use skiff_store::snapshot::{SnapshotError, SnapshotFile};
+use skiff_store::snapshot::{SnapshotDir, SnapshotError, SnapshotFile};
 
 use crate::server::Inner;
 use crate::status::{ApiError, json_response};
@@ -65,42 +65,47 @@ impl From<SnapshotFile> for SnapshotInfo {
     }
 }
 
-fn api_error(e: SnapshotError) -> ApiError {
-    match e {
-        SnapshotError::InvalidName { .. } => ApiError::BadRequest(e.to_string()),
-        SnapshotError::NotFound { name, .. } => ApiError::NotFound {
-            resource: "snapshots".into(),
-            group: String::new(),
-            name,
-        },
-        SnapshotError::Store(skiff_store::StoreError::Closed) => {
-            ApiError::ServiceUnavailable("the storage is shutting down".into())
+impl From<SnapshotError> for ApiError {
+    fn from(e: SnapshotError) -> Self {
+        match e {
+            SnapshotError::InvalidName { .. } => ApiError::BadRequest(e.to_string()),
+            SnapshotError::NotFound { name, .. } => ApiError::NotFound {
+                resource: "snapshots".into(),
+                group: String::new(),
+                name,
+            },
+            SnapshotError::Store(skiff_store::StoreError::Closed) => {
+                ApiError::ServiceUnavailable("the storage is shutting down".into())
+            }
+            other => ApiError::Internal(other.to_string()),
         }
-        other => ApiError::Internal(other.to_string()),
     }
 }
 
-fn answer<T: Serialize>(result: Result<T, SnapshotError>) -> Response {
-    match result {
-        Ok(body) => match serde_json::to_value(&body) {
-            Ok(body) => json_response(StatusCode::OK, &body),
-            Err(e) => ApiError::Internal(e.to_string()).into_response(),
-        },
-        Err(e) => api_error(e).into_response(),
+fn answer<T: Serialize>(result: Result<T, ApiError>) -> Response {
+    match result
+        .and_then(|body| serde_json::to_value(&body).map_err(|e| ApiError::Internal(e.to_string())))
+    {
+        Ok(body) => json_response(StatusCode::OK, &body),
+        Err(e) => e.into_response(),
     }
 }
 
-fn disabled() -> Response {
-    ApiError::BadRequest("this server keeps no snapshots".into()).into_response()
+/// The server's snapshot directory, or why there is none.
+fn snapshot_dir(inner: &Inner) -> Result<&SnapshotDir, ApiError> {
+    inner
+        .config
+        .snapshots
+        .as_deref()
+        .ok_or_else(|| ApiError::BadRequest("this server keeps no snapshots".into()))
 }
 
 /// `GET /v1-skiff/snapshots`.
 pub(crate) async fn list_handler(State(inner): State<Arc<Inner>>) -> Response {
-    let Some(dir) = &inner.config.snapshots else {
-        return disabled();
-    };
-    answer(dir.list().map(|files| SnapshotList {
-        items: files.into_iter().map(SnapshotInfo::from).collect(),
+    answer(snapshot_dir(&inner).and_then(|dir| {
+        Ok(SnapshotList {
+            items: dir.list()?.into_iter().map(SnapshotInfo::from).collect(),
+        })
     }))
 }
 
@@ -109,11 +114,15 @@ pub(crate) async fn save_handler(
     State(inner): State<Arc<Inner>>,
     Query(query): Query<NameQuery>,
 ) -> Response {
-    let Some(dir) = &inner.config.snapshots else {
-        return disabled();
-    };
     let name = query.name.as_deref().unwrap_or(DEFAULT_ON_DEMAND_NAME);
-    answer(dir.save(name).await.map(SnapshotInfo::from))
+    answer(match snapshot_dir(&inner) {
+        Ok(dir) => dir
+            .save(name)
+            .await
+            .map(SnapshotInfo::from)
+            .map_err(ApiError::from),
+        Err(e) => Err(e),
+    })
 }
 
 /// `DELETE /v1-skiff/snapshots/<name>`.
@@ -121,10 +130,11 @@ pub(crate) async fn delete_handler(
     State(inner): State<Arc<Inner>>,
     Path(name): Path<String>,
 ) -> Response {
-    let Some(dir) = &inner.config.snapshots else {
-        return disabled();
-    };
-    answer(dir.delete(&name).map(|()| SnapshotList::default()))
+    answer(
+        snapshot_dir(&inner)
+            .and_then(|dir| Ok(dir.delete(&name)?))
+            .map(|()| SnapshotList::default()),
+    )
 }
 
 /// `POST /v1-skiff/snapshot-prune?name=N&retention=R`: answers the deleted
@@ -133,12 +143,13 @@ pub(crate) async fn prune_handler(
     State(inner): State<Arc<Inner>>,
     Query(query): Query<NameQuery>,
 ) -> Response {
-    let Some(dir) = &inner.config.snapshots else {
-        return disabled();
-    };
     let name = query.name.as_deref().unwrap_or(DEFAULT_ON_DEMAND_NAME);
     let retention = query.retention.unwrap_or(inner.config.snapshot_retention);
-    answer(dir.prune(name, retention).await.map(|deleted| {
+    let pruned = match snapshot_dir(&inner) {
+        Ok(dir) => dir.prune(name, retention).await.map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
+    answer(pruned.map(|deleted| {
         SnapshotList {
             items: deleted
                 .into_iter()

@@ -3,9 +3,38 @@
 //! `--kubeconfig`, so these commands work while the server runs and are
 //! authenticated and authorized like any other request.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+
+/// Which server an admin command talks to: the one whose data dir holds
+/// the admin kubeconfig, or the one `--kubeconfig` names.
+#[derive(Debug, clap::Args)]
+pub struct ServerTarget {
+    /// The server's data directory (its admin kubeconfig is used).
+    #[arg(
+        long,
+        env = "SKIFF_DATA_DIR",
+        default_value = "/var/lib/skiff",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+
+    /// Talk to the server with this kubeconfig instead.
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl ServerTarget {
+    /// A client of the server with the chosen kubeconfig.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        let kubeconfig = self
+            .kubeconfig
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("kubeconfig.yaml"));
+        client(&kubeconfig).await
+    }
+}
 
 /// A client from `kubeconfig`.
 pub async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {

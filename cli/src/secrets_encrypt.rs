@@ -4,8 +4,6 @@
 //! `--kubeconfig`, so it works while the server runs and is authorized like
 //! any other request.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use skiff_apiserver::encryption::{
     EncryptionStatus, ProviderKind, REENCRYPT_PATH, ROTATE_KEYS_PATH, STATUS_PATH,
@@ -14,18 +12,8 @@ use skiff_apiserver::encryption::{
 /// `skiff secrets-encrypt` arguments.
 #[derive(Debug, clap::Args)]
 pub struct SecretsEncryptArgs {
-    /// The server's data directory (its admin kubeconfig is used).
-    #[arg(
-        long,
-        env = "SKIFF_DATA_DIR",
-        default_value = "/var/lib/skiff",
-        global = true
-    )]
-    pub data_dir: PathBuf,
-
-    /// Talk to the server with this kubeconfig instead.
-    #[arg(long, global = true)]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: crate::admin_client::ServerTarget,
 
     /// Print the server's answer as JSON.
     #[arg(long, short = 'o', value_parser = ["text", "json"], default_value = "text", global = true)]
@@ -50,11 +38,7 @@ pub enum SecretsEncryptCommand {
 
 /// Runs `skiff secrets-encrypt ...`.
 pub async fn run(args: SecretsEncryptArgs) -> anyhow::Result<()> {
-    let kubeconfig = args
-        .kubeconfig
-        .clone()
-        .unwrap_or_else(|| args.data_dir.join("kubeconfig.yaml"));
-    let client = crate::admin_client::client(&kubeconfig).await?;
+    let client = args.target.client().await?;
     let (method, path) = match args.command {
         SecretsEncryptCommand::Status => (http::Method::GET, STATUS_PATH),
         SecretsEncryptCommand::RotateKeys => (http::Method::POST, ROTATE_KEYS_PATH),

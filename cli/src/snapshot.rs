@@ -47,19 +47,9 @@ pub fn attachment_sources(data_dir: &Path) -> Vec<(String, PathBuf)> {
 /// `skiff snapshot` arguments.
 #[derive(Debug, clap::Args)]
 pub struct SnapshotArgs {
-    /// The server's data directory (its admin kubeconfig is used; `restore`
-    /// writes into it).
-    #[arg(
-        long,
-        env = "SKIFF_DATA_DIR",
-        default_value = "/var/lib/skiff",
-        global = true
-    )]
-    pub data_dir: PathBuf,
-
-    /// Talk to the server with this kubeconfig instead.
-    #[arg(long, global = true)]
-    pub kubeconfig: Option<PathBuf>,
+    /// The server (`restore` writes into its `--data-dir` instead).
+    #[command(flatten)]
+    pub target: crate::admin_client::ServerTarget,
 
     #[command(subcommand)]
     pub command: SnapshotCommand,
@@ -99,6 +89,7 @@ pub enum SnapshotCommand {
     /// Restore a snapshot file into a data dir no server is running on
     /// (then start `skiff server --data-dir` on it).
     Restore {
+        /// The snapshot file (as `ls` shows its location on the server).
         file: PathBuf,
         /// Move a store already in the data dir aside (to
         /// `db-old-<unix time>`) instead of refusing.
@@ -110,15 +101,12 @@ pub enum SnapshotCommand {
 /// Runs `skiff snapshot ...`.
 pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     if let SnapshotCommand::Restore { file, force } = &args.command {
-        let restored = restore(&args.data_dir, file, *force)?;
-        println!("{}", restored.summary(&args.data_dir));
+        let data_dir = &args.target.data_dir;
+        let restored = restore(data_dir, file, *force)?;
+        println!("{}", restored.summary(data_dir));
         return Ok(());
     }
-    let kubeconfig = args
-        .kubeconfig
-        .clone()
-        .unwrap_or_else(|| args.data_dir.join("kubeconfig.yaml"));
-    let client = crate::admin_client::client(&kubeconfig).await?;
+    let client = args.target.client().await?;
     let call = |method, path: String| {
         let client = client.clone();
         async move { crate::admin_client::call(&client, method, &path).await }

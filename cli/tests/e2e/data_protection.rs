@@ -9,7 +9,7 @@ use std::process::Command;
 
 use base64::Engine as _;
 
-use super::support::{Server, service_account};
+use super::support::{Server, service_account, skiff_err, skiff_ok};
 
 /// The distinctive value stored in Secrets.
 const VALUE: &str = "e2e-distinctive-passphrase-5c1d9";
@@ -39,17 +39,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
 
 /// Runs `skiff secrets-encrypt <command>` against the server's data dir.
 fn secrets_encrypt(server: &Server, command: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(["secrets-encrypt", command, "--data-dir"])
-        .arg(server.data_dir())
-        .output()
-        .expect("run skiff secrets-encrypt");
-    assert!(
-        out.status.success(),
-        "skiff secrets-encrypt {command}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    skiff_ok(&["secrets-encrypt", command], server.data_dir())
 }
 
 fn read_password(server: &Server, name: &str) -> String {
@@ -161,19 +151,11 @@ fn secrets_stay_encrypted_on_disk_through_restarts_and_key_rotation() {
 /// Runs `skiff secrets-encrypt <command>` with another kubeconfig; it must
 /// fail, and its error output is returned.
 fn secrets_encrypt_refused(server: &Server, kubeconfig: &Path, command: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(["secrets-encrypt", command, "--data-dir"])
-        .arg(server.data_dir())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .output()
-        .expect("run skiff secrets-encrypt");
-    assert!(
-        !out.status.success(),
-        "skiff secrets-encrypt {command} succeeded: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let kubeconfig = kubeconfig.to_str().expect("UTF-8 path");
+    skiff_err(
+        &["secrets-encrypt", command, "--kubeconfig", kubeconfig],
+        server.data_dir(),
+    )
 }
 
 #[test]

@@ -7,45 +7,15 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::support::{Server, eventually, service_account};
+use super::support::{Server, eventually, service_account, skiff_err, skiff_ok};
 
 /// A value only the Secret holds.
 const VALUE: &str = "e2e-snapshot-passphrase-7f3a2";
-
-fn skiff(args: &[&str], data_dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .expect("run skiff")
-}
-
-fn skiff_ok(args: &[&str], data_dir: &Path) -> String {
-    let out = skiff(args, data_dir);
-    assert!(
-        out.status.success(),
-        "skiff {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn skiff_err(args: &[&str], data_dir: &Path) -> String {
-    let out = skiff(args, data_dir);
-    assert!(
-        !out.status.success(),
-        "skiff {args:?} unexpectedly succeeded: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn snapshot_dir(server: &Server) -> PathBuf {
     server.data_dir().join("server/db/snapshots")
@@ -185,17 +155,14 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
     // k3s's way back: --cluster-reset restores over the server's own data
     // dir, keeping the store it replaces, and exits.
     restored.terminate();
-    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(["server", "--cluster-reset", "--cluster-reset-restore-path"])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(restored.data_dir())
-        .output()
-        .expect("run skiff server --cluster-reset");
-    assert!(
-        out.status.success(),
-        "cluster reset failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    skiff_ok(
+        &[
+            "server",
+            "--cluster-reset",
+            "--cluster-reset-restore-path",
+            file.to_str().unwrap(),
+        ],
+        restored.data_dir(),
     );
     let kept = std::fs::read_dir(restored.data_dir())
         .unwrap()

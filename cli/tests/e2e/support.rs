@@ -259,3 +259,38 @@ pub fn service_account(server: &Server, namespace: &str, name: &str) -> PathBuf 
     let token = server.kubectl_ok(&["create", "token", name, "-n", namespace]);
     token_kubeconfig(server, &format!("{namespace}-{name}"), token.trim())
 }
+
+/// Runs `skiff ARGS --data-dir DIR`, a command an operator runs beside the
+/// server, and returns its output.
+pub fn skiff(args: &[&str], data_dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run skiff")
+}
+
+/// [`skiff`] that must succeed; returns its standard output.
+pub fn skiff_ok(args: &[&str], data_dir: &Path) -> String {
+    let out = skiff(args, data_dir);
+    assert!(
+        out.status.success(),
+        "skiff {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// [`skiff`] that must fail; returns its error output.
+pub fn skiff_err(args: &[&str], data_dir: &Path) -> String {
+    let out = skiff(args, data_dir);
+    assert!(
+        !out.status.success(),
+        "skiff {args:?} unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
