@@ -269,3 +269,38 @@ fn scheduled_snapshots_are_pruned_to_the_retention_and_only_admins_reach_them() 
     );
     assert!(err.contains("not found"), "{err}");
 }
+
+#[test]
+fn a_snapshot_of_a_server_on_etcd_restores_into_the_embedded_store() {
+    let etcd_dir = tempfile::tempdir().unwrap();
+    let etcd = skiff_store::testing::EtcdProcess::start(etcd_dir.path())
+        .unwrap_or_else(|e| panic!("cannot start the test etcd: {e}"));
+    let mut server = Server::start_with(&[
+        "--disable-agent",
+        "--disable-cluster-dns",
+        "--disable-snapshots",
+        "--datastore-endpoint",
+        etcd.endpoint(),
+    ]);
+    server.kubectl_ok(&["create", "configmap", "on-etcd", "--from-literal=k=v"]);
+    let saved = skiff_ok(&["snapshot", "save", "--name", "etcd"], server.data_dir());
+    assert!(saved.contains("etcd-"), "{saved}");
+    server.kubectl_ok(&["create", "configmap", "later"]);
+    let file = snapshots(&snapshot_dir(&server), "etcd-").remove(0);
+    let file = snapshot_dir(&server).join(file);
+    server.terminate();
+
+    let restored_dir = tempfile::tempdir().unwrap();
+    skiff_ok(
+        &["snapshot", "restore", file.to_str().unwrap()],
+        restored_dir.path(),
+    );
+    let restored =
+        Server::start_in_dir(restored_dir, &["--disable-agent", "--disable-cluster-dns"]);
+    assert_eq!(
+        restored.kubectl_ok(&["get", "configmap", "on-etcd", "-o", "jsonpath={.data.k}"]),
+        "v"
+    );
+    let err = restored.kubectl_err(&["get", "configmap", "later"]);
+    assert!(err.contains("not found"), "{err}");
+}
