@@ -226,6 +226,12 @@ impl Store for EncryptedStore {
         self.raw.defragment().await
     }
 
+    /// The stored bytes, not decrypted: a snapshot holds what the disk
+    /// holds, and the key travels beside it (see `skiff_store::snapshot`).
+    async fn read_all(&self) -> Result<skiff_store::ListResult, StoreError> {
+        self.raw.read_all().await
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         self.raw.close().await
     }
@@ -291,6 +297,10 @@ resources:
         let listed = store.list("/registry/", None, 0).await.unwrap();
         let values: Vec<_> = listed.items.iter().map(|kv| kv.value.clone()).collect();
         assert_eq!(values, ["{\"c\":1}", "{\"v\":2}"]);
+        // A backup holds what the disk holds: the Secret still encrypted.
+        let backup = store.read_all().await.unwrap();
+        assert_eq!(backup.items[0].value, "{\"c\":1}");
+        assert!(backup.items[1].value.starts_with(b"k8s:enc:aesgcm:v1:k1:"));
 
         let created = watch.next().await.unwrap().unwrap();
         assert_eq!(created.kv.value, "{\"v\":1}");
