@@ -166,3 +166,10 @@ w("store_codec","index-delete", b"\x01"+bytes([1])+be(13)+be(5)+be(3))
 w("store_codec","key-index", b"\x02k/registry/configmaps/default/a")
 w("store_codec","key-record", b"\x02r"+be(42))
 w("store_codec","meta-revision", b"\x03"+be(1234))
+# 4: a snapshot file's body (the target appends the digest)
+def blob(b):
+    return be(len(b)) + b
+snapshot = (b"SKIFFSNAP\n" + (1).to_bytes(4, "big") + be(9) + be(1700000000) + be(1) + be(1)
+            + blob(b"tls/ca.key") + blob(b"key")
+            + blob(b"/registry/configmaps/default/a") + be(2) + be(5) + be(2) + blob(b'{"data":{}}'))
+w("store_codec","snapshot", b"\x04"+snapshot)

@@ -238,6 +238,12 @@ pub fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Result<Rest
     let db = data_dir.join("db");
     let mut moved_aside = None;
     if SledStore::exists(&db) {
+        if SledStore::in_use(&db).with_context(|| format!("checking {}", db.display()))? {
+            bail!(
+                "{} is in use by a running server; stop it before restoring",
+                db.display()
+            );
+        }
         if !force {
             bail!(
                 "{} already holds a store; restore into a new data dir, or move it aside with --force (skiff snapshot restore) or --cluster-reset (skiff server)",

@@ -95,6 +95,14 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
         );
     }
 
+    // A restore never pulls the store from under a running server.
+    let err = skiff_err(
+        &["snapshot", "restore", "--force", file.to_str().unwrap()],
+        server.data_dir(),
+    );
+    assert!(err.contains("in use by a running server"), "{err}");
+    server.kubectl_ok(&["get", "configmap", "b"]);
+
     let old_kubeconfig = server.kubeconfig();
     server.terminate();
 

@@ -1,5 +1,6 @@
 //! Entry points for the fuzz targets in `fuzz/` (hidden from the docs, not an API):
-//! the on-disk codec, which decodes whatever bytes a damaged data directory holds.
+//! the on-disk codec, which decodes whatever bytes a damaged data directory holds,
+//! and the snapshot file, which restore reads from wherever the operator points.
 
 use super::codec::{self, IndexEntry, Record};
 use crate::{Revision, StoreError};
@@ -26,4 +27,14 @@ pub fn key_round_trip(raw: &[u8]) -> Result<Vec<u8>, StoreError> {
 /// Reads a metadata value (revision, compaction marks, format).
 pub fn decode_meta(raw: &[u8]) -> Result<u64, StoreError> {
     codec::decode_u64("fuzz", raw)
+}
+
+/// Decodes `body` sealed with its digest as a snapshot file, and encodes
+/// the result again: `Ok` holds the re-encoded file, `Err` why it was
+/// refused.
+pub fn snapshot_round_trip(body: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    use crate::snapshot::format;
+    let file = format::seal(body);
+    let snapshot = format::decode(&file)?;
+    Ok((file, format::to_bytes(&snapshot)))
 }

@@ -38,19 +38,52 @@ pub(crate) fn generation_dir(base: &Path, number: u64) -> PathBuf {
 /// `CURRENT` when missing.
 pub(crate) fn current(base: &Path) -> Result<u64, StoreError> {
     create_private_dir(base)?;
+    match recorded(base)? {
+        Some(number) => Ok(number),
+        None => {
+            switch(base, 0)?;
+            Ok(0)
+        }
+    }
+}
+
+/// The generation `CURRENT` names, if there is one.
+fn recorded(base: &Path) -> Result<Option<u64>, StoreError> {
     match fs::read_to_string(base.join(CURRENT)) {
         Ok(text) => text
             .trim()
             .strip_prefix(PREFIX)
             .and_then(|n| n.parse().ok())
+            .map(Some)
             .ok_or_else(|| {
                 codec::corrupt("store CURRENT file", format!("unreadable content {text:?}"))
             }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            switch(base, 0)?;
-            Ok(0)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error("reading the store CURRENT file", e)),
+    }
+}
+
+/// Whether a store is open on `base` now, in this process or another:
+/// sled holds an exclusive `flock` on its file while open.
+pub(crate) fn in_use(base: &Path) -> Result<bool, StoreError> {
+    use std::os::fd::AsRawFd;
+    let Some(number) = recorded(base)? else {
+        return Ok(false);
+    };
+    let file = match File::open(generation_dir(base, number).join("db")) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_error("opening the store's file", e)),
+    };
+    // SAFETY: flock on a descriptor this function owns for its duration.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        // Dropping the file releases the lock.
+        return Ok(false);
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(true),
+        _ => Err(io_error("checking the store's lock", err)),
     }
 }
 

@@ -264,6 +264,12 @@ impl SledStore {
         layout::exists(dir)
     }
 
+    /// Whether the store in `dir` is open now (a running server holds it),
+    /// in this process or another.
+    pub fn in_use(dir: &Path) -> Result<bool, StoreError> {
+        layout::in_use(dir)
+    }
+
     /// Resource figures of the store (disk, cache budget, flush counters).
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
         let shared = &self.handle.shared;

@@ -67,6 +67,28 @@ fn encode<W: Write>(snapshot: &Snapshot, out: &mut Hashing<W>) -> std::io::Resul
     Ok(())
 }
 
+/// The whole file's bytes (for the fuzz target's round trip).
+pub(crate) fn to_bytes(snapshot: &Snapshot) -> Vec<u8> {
+    let mut out = Hashing {
+        inner: Vec::new(),
+        digest: Sha256::new(),
+    };
+    // Writing to a Vec cannot fail.
+    let _ = encode(snapshot, &mut out);
+    let digest = out.digest.finalize();
+    let mut bytes = out.inner;
+    bytes.extend_from_slice(&digest);
+    bytes
+}
+
+/// `body` with its digest appended, as a file would end (for the fuzz
+/// target, which could never guess a digest).
+pub(crate) fn seal(body: &[u8]) -> Vec<u8> {
+    let mut bytes = body.to_vec();
+    bytes.extend_from_slice(&Sha256::digest(body));
+    bytes
+}
+
 pub(super) fn write(snapshot: &Snapshot, path: &Path) -> Result<u64, SnapshotError> {
     let name = path.file_name().ok_or_else(|| SnapshotError::Io {
         action: "write a snapshot to",
@@ -174,7 +196,7 @@ pub(super) fn read(path: &Path) -> Result<Snapshot, SnapshotError> {
     })
 }
 
-pub(super) fn decode(raw: &[u8]) -> Result<Snapshot, String> {
+pub(crate) fn decode(raw: &[u8]) -> Result<Snapshot, String> {
     if raw.len() < MAGIC.len() || &raw[..MAGIC.len()] != MAGIC {
         return Err("it does not start like a skiff snapshot".into());
     }
@@ -288,6 +310,22 @@ mod tests {
         assert_eq!(read(&path).unwrap(), sample());
         // No temporary file is left next to it.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_encoding_is_canonical() {
+        let file = to_bytes(&sample());
+        let body = &file[..file.len() - DIGEST];
+        assert_eq!(seal(body), file);
+        assert_eq!(to_bytes(&decode(&file).unwrap()), file);
+        // Trailing bytes behind the last entry are refused, not ignored.
+        let mut longer = body.to_vec();
+        longer.push(0);
+        assert!(
+            decode(&seal(&longer))
+                .unwrap_err()
+                .contains("after the last entry")
+        );
     }
 
     #[test]

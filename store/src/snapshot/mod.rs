@@ -15,7 +15,7 @@
 //! revision. Restoring is [`crate::SledStore::restore`].
 
 mod dir;
-mod format;
+pub(crate) mod format;
 mod schedule;
 
 use std::path::{Path, PathBuf};

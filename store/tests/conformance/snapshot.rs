@@ -144,3 +144,24 @@ pub async fn a_restored_store_goes_on_from_the_snapshot(store: Arc<dyn Store>) {
     assert_eq!(event.prev.map(|p| p.value), Some(Bytes::from("3")));
     restored.close().await.unwrap();
 }
+
+/// A store that is open is found in use (so a restore can refuse to pull
+/// it from under a running server), and no longer once it is closed.
+#[test]
+fn an_open_store_is_in_use() {
+    let dir = tmp();
+    let path = dir.path().join("db");
+    assert!(!SledStore::in_use(&path).unwrap());
+    let store = SledStore::open(SledConfig::new(&path).compaction(None)).unwrap();
+    assert!(SledStore::exists(&path));
+    assert!(SledStore::in_use(&path).unwrap());
+    drop(store);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while SledStore::in_use(&path).unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still in use after close"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
