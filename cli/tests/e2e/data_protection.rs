@@ -9,7 +9,7 @@ use std::process::Command;
 
 use base64::Engine as _;
 
-use super::support::{Server, service_account, skiff_err, skiff_ok};
+use super::support::{Server, admin_role_account, skiff_err, skiff_ok};
 
 /// The distinctive value stored in Secrets.
 const VALUE: &str = "e2e-distinctive-passphrase-5c1d9";
@@ -163,14 +163,7 @@ fn only_cluster_admins_reach_the_encryption_keys() {
     let server = Server::start_with(&["--disable-agent", "--secrets-encryption"]);
     // A ServiceAccount that may do anything with Secrets everywhere still
     // may not see or change the keys.
-    let kubeconfig = service_account(&server, "default", "operator");
-    server.kubectl_ok(&[
-        "create",
-        "clusterrolebinding",
-        "operator-admin",
-        "--clusterrole=admin",
-        "--serviceaccount=default:operator",
-    ]);
+    let kubeconfig = admin_role_account(&server, "operator");
     for (command, verb, path) in [
         ("status", "get", "status"),
         ("rotate-keys", "post", "rotate-keys"),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::support::{Server, eventually, service_account, skiff_err, skiff_ok};
+use super::support::{Server, admin_role_account, eventually, skiff_err, skiff_ok};
 
 /// A value only the Secret holds.
 const VALUE: &str = "e2e-snapshot-passphrase-7f3a2";
@@ -216,14 +216,7 @@ fn scheduled_snapshots_are_pruned_to_the_retention_and_only_admins_reach_them() 
 
     // An ordinary user, even one allowed everything on Secrets, is refused
     // every snapshot operation, and nothing is written.
-    let kubeconfig = service_account(&server, "default", "operator");
-    server.kubectl_ok(&[
-        "create",
-        "clusterrolebinding",
-        "operator-admin",
-        "--clusterrole=admin",
-        "--serviceaccount=default:operator",
-    ]);
+    let kubeconfig = admin_role_account(&server, "operator");
     let before = snapshots(&dir, "intruder-");
     for (args, verb, path) in [
         (

@@ -260,6 +260,21 @@ pub fn service_account(server: &Server, namespace: &str, name: &str) -> PathBuf 
     token_kubeconfig(server, &format!("{namespace}-{name}"), token.trim())
 }
 
+/// A service account `default/<name>` holding the `admin` ClusterRole in
+/// every namespace (everything on Secrets, not cluster-admin), and a
+/// kubeconfig with its token: the ordinary user admin endpoints refuse.
+pub fn admin_role_account(server: &Server, name: &str) -> PathBuf {
+    let kubeconfig = service_account(server, "default", name);
+    server.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &format!("{name}-admin"),
+        "--clusterrole=admin",
+        &format!("--serviceaccount=default:{name}"),
+    ]);
+    kubeconfig
+}
+
 /// Runs `skiff ARGS --data-dir DIR`, a command an operator runs beside the
 /// server, and returns its output.
 pub fn skiff(args: &[&str], data_dir: &Path) -> Output {
