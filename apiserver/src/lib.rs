@@ -5,7 +5,8 @@
 //! engine in `cel/`, and the admission webhooks of
 //! `admission_plugins::webhook`, which it calls over HTTPS), authentication
 //! and authorization, API Priority and Fairness (`flowcontrol`), discovery,
-//! and TLS. Its router doubles as an in-process `tower::Service` on
+//! TLS, and `/metrics` (every in-process component's Prometheus metrics,
+//! `metrics`). Its router doubles as an in-process `tower::Service` on
 //! which the other components build their `kube::Client`.
 //!
 //! It is the only writer of the store. It must never run controllers or reach
@@ -37,6 +38,7 @@ mod handlers;
 mod key_locks;
 mod kinds;
 mod managed_fields;
+mod metrics;
 mod object;
 pub mod openapi;
 pub mod patch;

@@ -320,6 +320,7 @@ impl ApiServer {
             webhook_trust,
             flow_control,
         });
+        crate::metrics::follow_storage(&inner);
         let server = Self { inner };
         // Custom resources are served from the first request on.
         crate::crd::controller::sync(&server.inner).await?;
@@ -505,6 +506,7 @@ impl ApiServer {
             .route("/healthz", get(health))
             .route("/livez", get(health))
             .route("/readyz", get(readiness))
+            .route("/metrics", get(crate::metrics::serve))
             .fallback(crate::handlers::dispatch)
             // Inside authorization, which has switched to the impersonated
             // user the request is classified by.
@@ -525,6 +527,12 @@ impl ApiServer {
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
                 crate::audit::layer::audit,
+            ))
+            // Outside everything that may refuse a request, so refusals
+            // are counted too.
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.clone(),
+                crate::metrics::instrument,
             ))
             .layer(axum::middleware::from_fn(crate::request_span::trace))
             .with_state(self.inner.clone())

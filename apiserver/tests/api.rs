@@ -40,6 +40,8 @@ mod kube_client;
 mod kubectl;
 #[path = "api/list.rs"]
 mod list;
+#[path = "api/metrics.rs"]
+mod metrics;
 #[path = "api/node_authz.rs"]
 mod node_authz;
 #[path = "api/node_tls.rs"]

@@ -27,6 +27,9 @@ use crate::watch_cache::WatchCache;
 pub struct Classification {
     pub schema_uid: String,
     pub level_uid: String,
+    /// The FlowSchema's and the level's names (the metrics' labels).
+    pub schema_name: String,
+    pub level_name: String,
     /// The limited level, `None` for an exempt one.
     pub level: Option<Arc<Level>>,
     /// The flow within the level.
@@ -120,9 +123,10 @@ impl Config {
             .iter()
             .filter(|s| self.levels.contains_key(&s.level))
             .find(|s| s.matches(attrs));
-        let (schema_uid, level_name, flow) = match matched {
+        let (schema_uid, schema_name, level_name, flow) = match matched {
             Some(schema) => (
                 schema.uid.clone(),
+                schema.name.as_str(),
                 schema.level.as_str(),
                 schema.flow(attrs),
             ),
@@ -130,6 +134,7 @@ impl Config {
             // schemas say.
             None => (
                 String::new(),
+                CATCH_ALL,
                 CATCH_ALL,
                 format!("{CATCH_ALL}\u{0}{}", attrs.user.name),
             ),
@@ -139,6 +144,8 @@ impl Config {
             schema_uid,
             level_uid: entry.uid.clone(),
             level: entry.level.clone(),
+            schema_name: schema_name.to_string(),
+            level_name: level_name.to_string(),
             flow,
         })
     }

@@ -20,8 +20,10 @@ use http::HeaderValue;
 use serde_json::json;
 
 use super::config::Classification;
+use super::dispatch::Refusal;
 use crate::authn::UserInfo;
 use crate::authz::request::attributes;
+use crate::metrics::flowcontrol as flow_metrics;
 use crate::server::Inner;
 use crate::status::ApiError;
 
@@ -91,12 +93,22 @@ pub(crate) async fn limit(
     let Some(class) = flow_control.classify(&attrs) else {
         return next.run(request).await;
     };
+    let (schema, level_name) = (class.schema_name.as_str(), class.level_name.as_str());
     let seat = match &class.level {
         Some(level) => {
             let wait = queue_wait_limit(inner.config.request_timeout);
-            match level.acquire(flow_hash(&class.flow), wait).await {
+            let waiting = flow_metrics::waiting(schema, level_name);
+            let acquired = level.acquire(flow_hash(&class.flow), wait).await;
+            drop(waiting);
+            match acquired {
                 Ok(seat) => Some(seat),
                 Err(refusal) => {
+                    let reason = match refusal {
+                        Refusal::Full if level.queuing().is_some() => "queue-full",
+                        Refusal::Full => "concurrency-limit",
+                        Refusal::TimedOut => "time-out",
+                    };
+                    flow_metrics::rejected(schema, level_name, reason);
                     tracing::debug!(user = %attrs.user.name, path = uri.path(), %refusal, "flow control refused");
                     let mut response = too_many_requests();
                     set_headers(&mut response, &class);
@@ -106,10 +118,12 @@ pub(crate) async fn limit(
         }
         None => None,
     };
+    let executing = flow_metrics::executing(schema, level_name);
     let mut response = next.run(request).await;
     // Held until the handler answered: a watch or stream is under way then,
     // and its body is not waited for.
     drop(seat);
+    drop(executing);
     set_headers(&mut response, &class);
     response
 }

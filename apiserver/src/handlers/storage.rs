@@ -66,7 +66,10 @@ pub async fn read(
     info: &ResourceInfo,
     key: &str,
 ) -> Result<Option<(Value, Revision)>, ApiError> {
-    let Some(kv) = inner.store.get(key).await.map_err(internal)? else {
+    let started = std::time::Instant::now();
+    let got = inner.store.get(key).await;
+    crate::metrics::observe_store("get", &info.qualified(), started);
+    let Some(kv) = got.map_err(internal)? else {
         return Ok(None);
     };
     let object = decode_from_store(&kv)
@@ -125,7 +128,10 @@ pub async fn create(
     object: Value,
 ) -> Result<Value, WriteError> {
     let stored = info.to_storage(object);
-    match inner.store.create(key, encode_for_store(&stored)).await {
+    let started = std::time::Instant::now();
+    let created = inner.store.create(key, encode_for_store(&stored)).await;
+    crate::metrics::observe_store("create", &info.qualified(), started);
+    match created {
         Ok(kv) => {
             caught_up(inner, info, kv.mod_revision).await;
             let mut out = info.from_storage(stored);
@@ -146,11 +152,13 @@ pub async fn update(
     expected: Revision,
 ) -> Result<Value, WriteError> {
     let stored = info.to_storage(object);
-    match inner
+    let started = std::time::Instant::now();
+    let updated = inner
         .store
         .update(key, encode_for_store(&stored), Some(expected))
-        .await
-    {
+        .await;
+    crate::metrics::observe_store("update", &info.qualified(), started);
+    match updated {
         Ok(kv) => {
             caught_up(inner, info, kv.mod_revision).await;
             let mut out = info.from_storage(stored);
@@ -171,7 +179,10 @@ pub async fn delete(
     last: Value,
     expected: Revision,
 ) -> Result<Value, WriteError> {
-    match inner.store.delete(key, Some(expected)).await {
+    let started = std::time::Instant::now();
+    let deleted = inner.store.delete(key, Some(expected)).await;
+    crate::metrics::observe_store("delete", &info.qualified(), started);
+    match deleted {
         Ok(kv) => {
             caught_up(inner, info, kv.mod_revision).await;
             let mut out = last;

@@ -245,14 +245,20 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
     };
     let (tx, mut rx) = mpsc::channel::<Bytes>(OUTBOX);
     let shutdown = ctx.inner.shutdown.subscribe();
-    tokio::spawn(run_watcher(
+    let registered =
+        crate::metrics::watcher(filter.info.group, filter.info.version, filter.info.kind);
+    let watcher = run_watcher(
         cache,
         ctx.inner.store.clone(),
         filter,
         options,
         tx,
         shutdown,
-    ));
+    );
+    tokio::spawn(async move {
+        watcher.await;
+        drop(registered);
+    });
     let stream = futures::stream::poll_fn(move |cx| {
         rx.poll_recv(cx)
             .map(|first| first.map(|f| Ok::<_, std::convert::Infallible>(coalesce(f, &mut rx))))

@@ -12,6 +12,7 @@ use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_common::metrics::exposition;
 use skiff_store::Store;
 use tower::ServiceExt;
 
@@ -442,6 +443,28 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
     );
     assert_eq!(body["details"]["retryAfterSeconds"], 1);
     assert_eq!(headers["retry-after"], "1");
+    // The metrics show the held seat, the waiter and the refusal.
+    let flood = [("flow_schema", "flood"), ("priority_level", "tiny")];
+    let samples = metrics(&s).await;
+    let gauge = |name: &str| exposition::value(&samples, name, &flood);
+    assert_eq!(
+        gauge("apiserver_flowcontrol_current_executing_requests"),
+        Some(1.0)
+    );
+    assert_eq!(
+        gauge("apiserver_flowcontrol_current_inqueue_requests"),
+        Some(1.0)
+    );
+    let refused = |samples: &[exposition::Sample], reason: &str| {
+        let mut labels = flood.to_vec();
+        labels.push(("reason", reason));
+        exposition::value(
+            samples,
+            "apiserver_flowcontrol_rejected_requests_total",
+            &labels,
+        )
+    };
+    assert_eq!(refused(&samples, "queue-full"), Some(1.0));
     assert_eq!(
         headers["x-kubernetes-pf-flowschema-uid"],
         uid(&schema).as_str()
@@ -485,6 +508,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         "{waited:?}"
     );
     assert_eq!(holder.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(refused(&metrics(&s).await, "time-out"), Some(1.0));
     // With the seat free again the flooder is served.
     let (code, _, _) = send_as(
         &s,
@@ -581,4 +605,11 @@ async fn a_plain_user_can_neither_read_nor_change_the_configuration() {
     assert_status(code, &body, 403, "Forbidden");
     let (code, _) = s.get(&format!("{LEVELS}/global-default")).await;
     assert_eq!(code, StatusCode::OK, "the level is still there");
+}
+
+/// The samples of `/metrics`, read as the admin.
+async fn metrics(s: &TestServer) -> Vec<exposition::Sample> {
+    let (code, text) = s.bytes(Method::GET, "/metrics", None).await;
+    assert_eq!(code, StatusCode::OK);
+    exposition::parse(&text).expect("exposition text")
 }

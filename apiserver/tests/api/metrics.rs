@@ -1,0 +1,189 @@
+//! `/metrics`: upstream's request, watch, storage and flow-control metrics
+//! move with the requests made, the page is valid exposition text, and
+//! only callers granted `get` on the path (group `system:monitoring`,
+//! cluster-admin) read it.
+//!
+//! The registry is the process's, shared by every test server of this
+//! binary, so counters are compared before and after, and gauges read as
+//! at least what this test holds open.
+
+use http::{Method, Request, StatusCode};
+use serde_json::json;
+use skiff_apiserver::authn::UserInfo;
+use skiff_common::metrics::exposition::{self, Sample};
+use tower::ServiceExt;
+
+use super::harness::*;
+
+/// `/metrics` as the admin: the samples, after checking the content type.
+async fn scrape(s: &TestServer) -> Vec<Sample> {
+    let request = Request::builder()
+        .uri("/metrics")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = s.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[http::header::CONTENT_TYPE],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    exposition::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    exposition::value(samples, name, labels).unwrap_or(0.0)
+}
+
+/// The labels of a request to the core group's configmaps.
+fn configmaps<'a>(
+    verb: &'a str,
+    scope: &'a str,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut labels = vec![
+        ("verb", verb),
+        ("group", ""),
+        ("version", "v1"),
+        ("resource", "configmaps"),
+        ("subresource", ""),
+        ("scope", scope),
+        ("component", "apiserver"),
+    ];
+    labels.extend_from_slice(extra);
+    labels
+}
+
+#[tokio::test]
+async fn requests_are_counted_with_upstreams_labels() {
+    let s = TestServer::new().await;
+    let created = configmaps("POST", "resource", &[("code", "201"), ("dry_run", "")]);
+    let dry = configmaps("POST", "resource", &[("code", "201"), ("dry_run", "All")]);
+    let listed = configmaps("LIST", "namespace", &[("code", "200")]);
+    let applied = configmaps("APPLY", "resource", &[("code", "201")]);
+    let latency = configmaps("POST", "resource", &[("dry_run", "")]);
+    let before = scrape(&s).await;
+
+    s.configmap("default", "counted", json!({})).await;
+    let (code, body) = s
+        .post(
+            "/api/v1/namespaces/default/configmaps?dryRun=All",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (code, _) = s.get("/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, body) = s
+        .raw(
+            Method::PATCH,
+            "/api/v1/namespaces/default/configmaps/applied?fieldManager=metrics-test",
+            "application/apply-patch+yaml",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n".to_vec(),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // A made-up resource is refused and leaves no series behind.
+    let (code, _) = s.get("/api/v1/namespaces/default/madeupthings").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+
+    let after = scrape(&s).await;
+    let moved = |labels: &[(&str, &str)]| {
+        value(&after, "apiserver_request_total", labels)
+            - value(&before, "apiserver_request_total", labels)
+    };
+    assert!(moved(&created) >= 1.0, "create not counted");
+    assert!(moved(&dry) >= 1.0, "dry-run create not counted");
+    assert!(moved(&listed) >= 1.0, "list not counted");
+    assert!(moved(&applied) >= 1.0, "apply not counted");
+    let count = "apiserver_request_duration_seconds_count";
+    assert!(value(&after, count, &latency) > value(&before, count, &latency));
+    assert!(
+        after
+            .iter()
+            .all(|sample| sample.label("resource") != Some("madeupthings")),
+        "a made-up resource got a series"
+    );
+    assert!(
+        value(
+            &after,
+            "apiserver_storage_objects",
+            &[("resource", "configmaps")]
+        ) >= 2.0
+    );
+    assert!(
+        value(
+            &after,
+            "etcd_request_duration_seconds_count",
+            &[("operation", "create"), ("type", "configmaps")]
+        ) >= 2.0
+    );
+    // The admin is system:masters: exempt from flow control, yet dispatched.
+    assert!(
+        value(
+            &after,
+            "apiserver_flowcontrol_dispatched_requests_total",
+            &[("flow_schema", "exempt"), ("priority_level", "exempt")]
+        ) >= 5.0
+    );
+}
+
+#[tokio::test]
+async fn open_watches_are_registered_and_long_running() {
+    let s = TestServer::new().await;
+    let mut watch = s
+        .watch("/apis/apps/v1/namespaces/default/deployments?watch=1")
+        .await;
+    let samples = scrape(&s).await;
+    let watchers = [("group", "apps"), ("version", "v1"), ("kind", "Deployment")];
+    assert!(value(&samples, "apiserver_registered_watchers", &watchers) >= 1.0);
+    let long_running = [
+        ("verb", "WATCH"),
+        ("resource", "deployments"),
+        ("scope", "namespace"),
+    ];
+    assert!(value(&samples, "apiserver_longrunning_requests", &long_running) >= 1.0);
+    // Watches are left out of the latency histogram, as upstream's.
+    assert!(
+        samples
+            .iter()
+            .filter(|x| x.name == "apiserver_request_duration_seconds_count")
+            .all(|x| x.label("verb") != Some("WATCH"))
+    );
+    assert!(
+        watch
+            .next_within(std::time::Duration::from_millis(10))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn only_monitoring_reads_metrics() {
+    let s = TestServer::new().await;
+    let monitor = UserInfo::new("prometheus", vec!["system:monitoring".to_string()]);
+    let (code, body) = s.call_as(&monitor, Method::GET, "/metrics", None).await;
+    assert_eq!(code, StatusCode::OK);
+    let text = body.as_str().expect("text");
+    assert!(
+        text.contains("# TYPE apiserver_request_total counter"),
+        "{text}"
+    );
+
+    let user = UserInfo::new("alice", vec!["system:authenticated".to_string()]);
+    let (code, body) = s.call_as(&user, Method::GET, "/metrics", None).await;
+    assert_status(code, &body, 403, "Forbidden");
+    assert_eq!(
+        body["message"],
+        "forbidden: User \"alice\" cannot get path \"/metrics\""
+    );
+    let anonymous = UserInfo::new(
+        "system:anonymous",
+        vec!["system:unauthenticated".to_string()],
+    );
+    let (code, body) = s.call_as(&anonymous, Method::GET, "/metrics", None).await;
+    assert_status(code, &body, 401, "Unauthorized");
+}
