@@ -92,9 +92,12 @@ where
     T: Eq + Hash + Clone + Debug + Send + Sync + 'static,
 {
     /// A controller called `name` (for logs) working off `queue` with one worker.
+    /// The queue is named after the controller in the `workqueue_*` metrics.
     pub fn new(name: impl Into<String>, queue: WorkQueue<T>) -> Self {
+        let name = name.into();
+        queue.instrument_as(&name);
         Self {
-            name: name.into(),
+            name,
             queue,
             workers: 1,
             metrics: Arc::default(),

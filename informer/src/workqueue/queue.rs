@@ -8,10 +8,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use skiff_common::metrics::prometheus::{
+    Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+};
+use skiff_common::metrics::{self as m, Component};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -56,6 +60,101 @@ struct State<T> {
     waiting_by_item: HashMap<T, (Instant, u64)>,
     next_seq: u64,
     lifecycle: Lifecycle,
+    /// Set once the queue is named ([`WorkQueue::instrument_as`]).
+    metrics: Option<QueueMetrics>,
+    /// When each dirty key was first added, and when each key a worker
+    /// holds was handed out: kept only for the metrics.
+    added_at: HashMap<T, Instant>,
+    started_at: HashMap<T, Instant>,
+}
+
+/// Upstream's `workqueue_*` metrics, each labelled with the queue's `name`.
+struct Family {
+    adds: IntCounterVec,
+    depth: IntGaugeVec,
+    queue_duration: HistogramVec,
+    work_duration: HistogramVec,
+    retries: IntCounterVec,
+    unfinished: GaugeVec,
+    longest: GaugeVec,
+}
+
+static FAMILY: LazyLock<Family> = LazyLock::new(|| {
+    const C: Component = Component::ControllerManager;
+    // Upstream's buckets: 10 ns to 1000 s.
+    let buckets = || m::exponential_buckets(10e-9, 10.0, 12);
+    Family {
+        adds: m::counter_vec(
+            C,
+            "workqueue_adds_total",
+            "Total number of adds handled by workqueue",
+            &["name"],
+        ),
+        depth: m::gauge_vec(
+            C,
+            "workqueue_depth",
+            "Current depth of workqueue",
+            &["name"],
+        ),
+        queue_duration: m::histogram_vec(
+            C,
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested.",
+            &["name"],
+            buckets(),
+        ),
+        work_duration: m::histogram_vec(
+            C,
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            &["name"],
+            buckets(),
+        ),
+        retries: m::counter_vec(
+            C,
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
+            &["name"],
+        ),
+        unfinished: m::float_gauge_vec(
+            C,
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+            &["name"],
+        ),
+        longest: m::float_gauge_vec(
+            C,
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            &["name"],
+        ),
+    }
+});
+
+/// One queue's labelled children of [`FAMILY`].
+struct QueueMetrics {
+    adds: IntCounter,
+    depth: IntGauge,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    retries: IntCounter,
+    unfinished: Gauge,
+    longest: Gauge,
+}
+
+impl QueueMetrics {
+    fn new(name: &str) -> Self {
+        let f = &*FAMILY;
+        Self {
+            adds: f.adds.with_label_values(&[name]),
+            depth: f.depth.with_label_values(&[name]),
+            queue_duration: f.queue_duration.with_label_values(&[name]),
+            work_duration: f.work_duration.with_label_values(&[name]),
+            retries: f.retries.with_label_values(&[name]),
+            unfinished: f.unfinished.with_label_values(&[name]),
+            longest: f.longest.with_label_values(&[name]),
+        }
+    }
 }
 
 impl<T: Eq + Hash + Clone> State<T> {
@@ -63,6 +162,15 @@ impl<T: Eq + Hash + Clone> State<T> {
     fn add(&mut self, item: T) -> bool {
         if self.lifecycle != Lifecycle::Running || self.dirty.contains(&item) {
             return false;
+        }
+        if let Some(metrics) = &self.metrics {
+            // As upstream: a key re-added while a worker holds it counts in
+            // the depth already, and waits from now.
+            metrics.adds.inc();
+            metrics.depth.inc();
+            self.added_at
+                .entry(item.clone())
+                .or_insert_with(Instant::now);
         }
         self.dirty.insert(item.clone());
         if self.processing.contains(&item) {
@@ -94,6 +202,39 @@ impl<T: Eq + Hash + Clone> State<T> {
     fn fully_drained(&self) -> bool {
         self.queue.is_empty() && self.processing.is_empty()
     }
+
+    /// Hands out the next queued key.
+    fn pop(&mut self) -> Option<T> {
+        let item = self.queue.pop_front()?;
+        self.dirty.remove(&item);
+        self.processing.insert(item.clone());
+        if let Some(metrics) = &self.metrics {
+            let now = Instant::now();
+            metrics.depth.dec();
+            if let Some(added) = self.added_at.remove(&item) {
+                metrics
+                    .queue_duration
+                    .observe(now.duration_since(added).as_secs_f64());
+            }
+            self.started_at.insert(item.clone(), now);
+        }
+        Some(item)
+    }
+
+    /// Work in progress as upstream reports it: the seconds held so far,
+    /// summed and the longest.
+    fn record_unfinished(&self) {
+        if let Some(metrics) = &self.metrics {
+            let now = Instant::now();
+            let held = self
+                .started_at
+                .values()
+                .map(|started| now.duration_since(*started).as_secs_f64());
+            let (sum, longest) = held.fold((0.0, 0.0f64), |(s, l), h| (s + h, l.max(h)));
+            metrics.unfinished.set(sum);
+            metrics.longest.set(longest);
+        }
+    }
 }
 
 impl<T: Eq + Hash + Clone + Send + Sync + 'static> Default for WorkQueue<T> {
@@ -121,11 +262,49 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
                     waiting_by_item: HashMap::new(),
                     next_seq: 0,
                     lifecycle: Lifecycle::Running,
+                    metrics: None,
+                    added_at: HashMap::new(),
+                    started_at: HashMap::new(),
                 }),
                 changed: Notify::new(),
                 limiter,
             }),
         }
+    }
+
+    /// Names the queue in upstream's `workqueue_*` metrics (label `name`)
+    /// and starts recording them; a queue already named keeps its name.
+    /// [`crate::Controller::new`] names its queue after the controller.
+    pub fn instrument_as(&self, name: &str) {
+        {
+            let mut state = self.shared.state.lock();
+            if state.metrics.is_some() {
+                return;
+            }
+            let metrics = QueueMetrics::new(name);
+            let now = Instant::now();
+            // What is queued already counts from now on.
+            metrics
+                .depth
+                .add(i64::try_from(state.dirty.len()).unwrap_or(0));
+            let dirty: Vec<T> = state.dirty.iter().cloned().collect();
+            state
+                .added_at
+                .extend(dirty.into_iter().map(|item| (item, now)));
+            let processing: Vec<T> = state.processing.iter().cloned().collect();
+            state
+                .started_at
+                .extend(processing.into_iter().map(|item| (item, now)));
+            state.metrics = Some(metrics);
+        }
+        let weak: Weak<Shared<T>> = Arc::downgrade(&self.shared);
+        m::on_scrape(Component::ControllerManager, move || match weak.upgrade() {
+            Some(shared) => {
+                shared.state.lock().record_unfinished();
+                true
+            }
+            None => false,
+        });
     }
 
     /// Queues `item` unless it is already queued; ignored after shutdown.
@@ -166,6 +345,9 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Queues `item` after the delay its rate limiter assigns (one more failure).
     pub fn add_rate_limited(&self, item: T) {
+        if let Some(metrics) = &self.shared.state.lock().metrics {
+            metrics.retries.inc();
+        }
         let delay = self.shared.limiter.when(&item);
         self.add_after(item, delay);
     }
@@ -198,9 +380,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
                     }
                     Lifecycle::Draining => {}
                 }
-                if let Some(item) = state.queue.pop_front() {
-                    state.dirty.remove(&item);
-                    state.processing.insert(item.clone());
+                if let Some(item) = state.pop() {
                     return Some(item);
                 }
                 if state.lifecycle == Lifecycle::Draining && state.fully_drained() {
@@ -225,6 +405,13 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         let mut state = self.shared.state.lock();
         if !state.processing.remove(item) {
             return;
+        }
+        if let Some(started) = state.started_at.remove(item)
+            && let Some(metrics) = &state.metrics
+        {
+            metrics
+                .work_duration
+                .observe(Instant::now().duration_since(started).as_secs_f64());
         }
         let requeue = state.dirty.contains(item) && state.lifecycle != Lifecycle::Stopped;
         if requeue {
@@ -265,6 +452,12 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
             let mut state = self.shared.state.lock();
             state.lifecycle = Lifecycle::Stopped;
             state.queue.clear();
+            if let Some(metrics) = &state.metrics {
+                metrics
+                    .depth
+                    .sub(i64::try_from(state.dirty.len()).unwrap_or(0));
+            }
+            state.added_at.clear();
             state.dirty.clear();
             state.waiting.clear();
             state.waiting_by_item.clear();
@@ -309,6 +502,39 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_named_queue_reports_upstreams_workqueue_metrics() {
+        use skiff_common::metrics::exposition;
+        let q = WorkQueue::new();
+        q.add("early");
+        q.instrument_as("metrics-test-queue");
+        q.add("a");
+        q.add("a");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(q.get().await, Some("early"));
+        assert_eq!(q.get().await, Some("a"));
+        q.add("a");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        q.done(&"early");
+        q.add_rate_limited("b");
+        let samples = exposition::parse(&m::gather(&[Component::ControllerManager])).unwrap();
+        let value = |name: &str| {
+            exposition::value(&samples, name, &[("name", "metrics-test-queue")]).unwrap_or(-1.0)
+        };
+        // "early" was queued before the name: it counts in the depth, not the adds.
+        assert_eq!(value("workqueue_adds_total"), 2.0);
+        // "a" again, re-added while a worker holds it.
+        assert_eq!(value("workqueue_depth"), 1.0);
+        assert_eq!(value("workqueue_retries_total"), 1.0);
+        assert_eq!(value("workqueue_queue_duration_seconds_count"), 2.0);
+        assert_eq!(value("workqueue_queue_duration_seconds_sum"), 4.0);
+        assert_eq!(value("workqueue_work_duration_seconds_count"), 1.0);
+        assert_eq!(value("workqueue_work_duration_seconds_sum"), 3.0);
+        // "a" has been held 3 s and is still being worked on.
+        assert_eq!(value("workqueue_unfinished_work_seconds"), 3.0);
+        assert_eq!(value("workqueue_longest_running_processor_seconds"), 3.0);
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use crate::workqueue::ItemExponentialBackoff;
