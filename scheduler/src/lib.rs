@@ -1,7 +1,8 @@
 //! skiff-scheduler places pods on nodes as kube-scheduler does: a scheduling
 //! queue (active, backoff, unschedulable), a cache of nodes and pods with
 //! assumed pods, the filter/score framework and its plugins, preemption, and
-//! asynchronous binding through `pods/binding`.
+//! asynchronous binding through `pods/binding`; its Prometheus metrics
+//! (`metrics`) carry upstream's names.
 //!
 //! It must never import the API server or the store, and never writes a pod's
 //! `spec.nodeName` any other way than through the binding subresource.
@@ -16,6 +17,7 @@ pub mod framework;
 pub mod informers;
 pub mod kube_api;
 pub mod listers;
+pub mod metrics;
 pub mod plugins;
 pub mod pod_info;
 pub mod preemption;

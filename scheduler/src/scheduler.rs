@@ -22,6 +22,7 @@ use crate::framework::{
     ActionSet, ClusterEvent, Code, CycleState, EventObjects, EventResource, Framework, Registry,
     Services, Status,
 };
+use crate::metrics::AttemptResult;
 use crate::pod_info::{PodInfo, pod_key};
 use crate::queue::{Nominator, QueueConfig, QueuedPodInfo, SchedulingQueue};
 use crate::selectors::labels_of;
@@ -526,8 +527,12 @@ impl Scheduler {
             st = fwk.run_bind(&pod, &node).await;
         }
         if st.is_success() {
-            self.cache.lock().finish_binding(&pod.key, self.clock.now());
+            let now = self.clock.now();
+            self.cache.lock().finish_binding(&pod.key, now);
             self.bound.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::attempt(AttemptResult::Scheduled, fwk.scheduler_name());
+            let first = queued.initial_attempt.unwrap_or(queued.timestamp);
+            crate::metrics::scheduled(queued.attempts, now.saturating_duration_since(first));
             fwk.run_post_bind(&pod, &node).await;
             return Ok(());
         }
@@ -554,6 +559,19 @@ impl Scheduler {
     /// Reports a scheduling failure: deletes preemption victims, clears taken
     /// nominations, then records the condition/event.
     pub async fn report_failure(&self, f: &Failure) {
+        let result = if f.reason == "SchedulerError" {
+            AttemptResult::Error
+        } else {
+            AttemptResult::Unschedulable
+        };
+        let profile = f
+            .pod
+            .spec()
+            .scheduler_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(DEFAULT_SCHEDULER_NAME);
+        crate::metrics::attempt(result, profile);
         for v in &f.victims {
             if let Err(e) = self.preemptor.delete_victim(&v.pod, &f.pod.pod).await {
                 tracing::warn!(victim = %v.full_name(), error = %e, "deleting preemption victim");
@@ -601,6 +619,7 @@ impl Scheduler {
     /// Runs the scheduler until `shutdown` resolves: one scheduling cycle at a time,
     /// binding and reporting on spawned tasks, housekeeping every second.
     pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        crate::metrics::follow(&self);
         let ticker = {
             let me = self.clone();
             tokio::spawn(async move {

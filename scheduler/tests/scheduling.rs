@@ -592,3 +592,64 @@ profiles:
         }
     }
 }
+
+mod metrics {
+    use super::*;
+    use skiff_common::metrics::{Component, exposition, gather};
+
+    fn samples() -> Vec<exposition::Sample> {
+        exposition::parse(&gather(&[Component::Scheduler])).expect("exposition text")
+    }
+
+    fn value(samples: &[exposition::Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+        exposition::value(samples, name, labels).unwrap_or(0.0)
+    }
+
+    // The registry is the process's: other tests of this binary schedule
+    // too, so counters are compared as at least what this test did.
+    #[tokio::test]
+    async fn attempts_latency_and_pending_pods_are_upstreams() {
+        let c = TestCluster::new();
+        skiff_scheduler::metrics::follow(&c.scheduler);
+        let attempts = "scheduler_schedule_attempts_total";
+        let scheduled = [("result", "scheduled"), ("profile", "default-scheduler")];
+        let unschedulable = [
+            ("result", "unschedulable"),
+            ("profile", "default-scheduler"),
+        ];
+        let sli = "scheduler_pod_scheduling_sli_duration_seconds_count";
+        let before = samples();
+
+        c.add_nodes(vec![
+            NodeBuilder::new("n1")
+                .allocatable(&[("cpu", "1"), ("memory", "1Gi"), ("pods", "10")])
+                .build(),
+        ]);
+        c.add_pod(
+            PodBuilder::new("fits")
+                .container(&[("cpu", "500m")])
+                .build(),
+        );
+        c.add_pod(
+            PodBuilder::new("too-big")
+                .container(&[("cpu", "2")])
+                .build(),
+        );
+        c.add_pod(PodBuilder::new("gated").gate("example.com/ready").build());
+        let (placed, failed) = c.schedule_all().await;
+        assert_eq!(placed.len(), 1);
+        assert_eq!(failed.len(), 1);
+
+        let after = samples();
+        let moved = |labels: &[(&str, &str)]| {
+            value(&after, attempts, labels) - value(&before, attempts, labels)
+        };
+        assert!(moved(&scheduled) >= 1.0);
+        assert!(moved(&unschedulable) >= 1.0);
+        let first = [("attempts", "1")];
+        assert!(value(&after, sli, &first) > value(&before, sli, &first));
+        let pending = |queue: &str| value(&after, "scheduler_pending_pods", &[("queue", queue)]);
+        assert!(pending("unschedulable") >= 1.0);
+        assert!(pending("gated") >= 1.0);
+    }
+}

@@ -473,6 +473,23 @@ impl SchedulingQueue {
         )
     }
 
+    /// Pending pods as upstream's `scheduler_pending_pods` splits them:
+    /// (active, backoff, unschedulable, gated), gated pods being the
+    /// unschedulable ones never attempted because of their gates.
+    pub fn pending(&self) -> [usize; 4] {
+        let gated = self
+            .unschedulable
+            .values()
+            .filter(|(q, _)| q.gated())
+            .count();
+        [
+            self.active_items.len(),
+            self.backoff_items.len(),
+            self.unschedulable.len() - gated,
+            gated,
+        ]
+    }
+
     /// The nominator shared with the scheduler.
     pub fn nominator(&self) -> &Arc<Nominator> {
         &self.nominator
