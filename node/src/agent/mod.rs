@@ -18,6 +18,7 @@ pub mod host;
 pub mod images;
 pub mod labels;
 pub mod logs;
+pub mod metrics;
 pub mod network;
 pub mod pleg;
 pub mod pod_workers;

@@ -21,6 +21,7 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut last: HashMap<String, Vec<(String, i32)>> = HashMap::new();
+    let mut counts = super::metrics::RelistCounts::default();
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -28,6 +29,7 @@ pub async fn run(
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        let started = std::time::Instant::now();
         let (sandboxes, containers) = match tokio::try_join!(
             runtime.list_pod_sandboxes(None),
             runtime.list_containers(None)
@@ -38,6 +40,8 @@ pub async fn run(
                 continue;
             }
         };
+        super::metrics::relisted(started.elapsed());
+        counts.update(&sandboxes, &containers);
         let mut now: BTreeMap<String, Vec<(String, i32)>> = BTreeMap::new();
         for s in sandboxes {
             if let Some(uid) = s.labels.get(labels::POD_UID) {

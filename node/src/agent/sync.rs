@@ -39,6 +39,9 @@ pub struct PodState {
     /// When volume content (service-account tokens) must be written again.
     volumes_refresh: Option<Instant>,
     last_status: Option<serde_json::Value>,
+    /// When this agent first saw the pod, until it is reported Running
+    /// (`kubelet_pod_start_duration_seconds`).
+    first_seen: Option<Instant>,
 }
 
 impl PodState {
@@ -51,6 +54,7 @@ impl PodState {
             volumes: None,
             volumes_refresh: None,
             last_status: None,
+            first_seen: Some(Instant::now()),
         }
     }
 }
@@ -751,6 +755,16 @@ async fn report(
     {
         Ok(_) => {
             state.last_status = Some(value);
+            // As upstream, a start is timed only from Pending (or no phase
+            // yet) to Running: an adopted pod that was running is not one.
+            let was = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if phase == "Running" {
+                if let Some(seen) = state.first_seen.take()
+                    && matches!(was, None | Some("Pending"))
+                {
+                    super::metrics::pod_started(seen.elapsed());
+                }
+            }
             Ok(phase)
         }
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(phase),

@@ -4,6 +4,7 @@
 //! - `GET /containerLogs/{namespace}/{pod}/{container}`
 //! - `/exec/{namespace}/{pod}/{container}`, `/attach/...` (upgrade)
 //! - `/portForward/{namespace}/{pod}` (upgrade)
+//! - `GET /metrics` (the agent's Prometheus metrics)
 //!
 //! The server speaks HTTPS only ([`tls`]): it presents the node's serving
 //! certificate (`system:node:<name>`, signed by the cluster CA) and
@@ -34,7 +35,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
@@ -114,8 +115,22 @@ pub fn router(state: NodeState) -> Router {
             any(streams::attach),
         )
         .route("/portForward/{namespace}/{pod}", any(streams::port_forward))
+        .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
+}
+
+/// `/metrics`: the agent's Prometheus metrics (authorized as `get
+/// nodes/metrics`, as the kubelet's).
+async fn metrics() -> Response {
+    (
+        [(
+            http::header::CONTENT_TYPE,
+            skiff_common::metrics::TEXT_CONTENT_TYPE,
+        )],
+        crate::agent::metrics::gather(),
+    )
+        .into_response()
 }
 
 /// Serves HTTPS with `tls` until `stop` is raised.

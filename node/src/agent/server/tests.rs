@@ -219,6 +219,60 @@ async fn callers_without_a_valid_allowed_certificate_are_refused() {
 }
 
 #[tokio::test]
+async fn metrics_are_served_to_callers_allowed_nodes_metrics() {
+    let node = start().await;
+    let answer = request(node.port, &node.ca.cert_pem, None, "GET", "/metrics")
+        .await
+        .unwrap();
+    assert_eq!(status_code(&answer), 401, "{answer}");
+    let other = node.ca.client_cert("alice", &["system:authenticated"]);
+    let answer = request(node.port, &node.ca.cert_pem, Some(other), "GET", "/metrics")
+        .await
+        .unwrap();
+    assert_eq!(status_code(&answer), 403, "{answer}");
+    assert!(
+        answer
+            .contains("Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[metrics])"),
+        "{answer}"
+    );
+
+    let allowed = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
+    let answer = request(
+        node.port,
+        &node.ca.cert_pem,
+        Some(allowed),
+        "GET",
+        "/metrics",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status_code(&answer), 200, "{answer}");
+    assert!(answer.contains("text/plain; version=0.0.4"), "{answer}");
+    let (_, body) = answer.split_once("\r\n\r\n").expect("a body");
+    let samples = skiff_common::metrics::exposition::parse(body).expect("exposition text");
+    for name in [
+        "kubelet_running_pods",
+        "kubelet_pleg_relist_duration_seconds_count",
+        "kubelet_pod_start_duration_seconds_count",
+    ] {
+        assert!(
+            samples.iter().any(|s| s.name == name),
+            "{name} missing: {body}"
+        );
+    }
+    // Only the kubelet's own metrics: the rest of the process is the API
+    // server's to show.
+    assert!(
+        samples.iter().all(|s| s.name.starts_with("kubelet_")),
+        "{body}"
+    );
+    let (user, action) = node.reviewer.asked.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(user, "kube-apiserver-kubelet-client");
+    assert_eq!((action.verb, action.subresource), ("get", "metrics"));
+    let _ = node.stop.send(true);
+}
+
+#[tokio::test]
 async fn the_server_proves_the_nodes_identity() {
     let node = start().await;
     // A client that trusts only another CA refuses the node's certificate.
