@@ -161,6 +161,17 @@ pub struct ServerArgs {
     #[arg(long, env = "SKIFF_CLUSTER_DNS_LISTEN", default_value = "0.0.0.0:53")]
     pub cluster_dns_listen: SocketAddr,
 
+    /// Where the cluster DNS serves its Prometheus metrics over plain
+    /// HTTP, as CoreDNS's `prometheus :9153` (the `kube-dns` Service's
+    /// `metrics` port); an unspecified address means the DNS's own
+    /// addresses, port 0 any free port.
+    #[arg(
+        long,
+        env = "SKIFF_CLUSTER_DNS_METRICS_LISTEN",
+        default_value = "0.0.0.0:9153"
+    )]
+    pub cluster_dns_metrics_listen: SocketAddr,
+
     /// Do not run the cluster DNS.
     #[arg(long, env = "SKIFF_DISABLE_CLUSTER_DNS")]
     pub disable_cluster_dns: bool,
@@ -786,6 +797,21 @@ fn cluster_dns_config(args: &ServerArgs) -> skiff_dns::DnsConfig {
             ));
         }
     }
+    let metrics = args.cluster_dns_metrics_listen;
+    config.metrics_listen = if metrics.ip().is_unspecified() {
+        // Beside the DNS: the node address the slice publishes (and
+        // loopback for the host's own scraper).
+        let mut on = vec![SocketAddr::new(node_ip, metrics.port())];
+        if !node_ip.is_loopback() {
+            on.push(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                metrics.port(),
+            ));
+        }
+        on
+    } else {
+        vec![metrics]
+    };
     let resolv = std::fs::read_to_string(&flags.resolv_conf).unwrap_or_default();
     config.upstreams = skiff_dns::forward::nameservers(&resolv)
         .into_iter()

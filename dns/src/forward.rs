@@ -52,6 +52,7 @@ impl Forwarder {
     pub async fn forward(&self, query: &[u8], over_tcp: bool) -> Result<Vec<u8>, ForwardError> {
         let mut last = Err(ForwardError::NoUpstream);
         for upstream in &self.upstreams {
+            crate::metrics::forwarded(*upstream);
             let attempt = if over_tcp {
                 self.tcp(*upstream, query).await
             } else {

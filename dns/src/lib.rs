@@ -21,15 +21,20 @@
 //!   (labels `kubernetes.io/service-name=kube-dns`,
 //!   `endpointslice.kubernetes.io/managed-by=skiff-dns`) with one ready
 //!   endpoint: the node address it advertises, and ports `dns`/`dns-tcp` set
-//!   to the port it really listens on (53 in production, any port in tests).
+//!   to the port it really listens on (53 in production, any port in tests),
+//!   and `metrics` to the port of its metrics listener (9153) when it has one.
 //! - The service proxy DNATs the Service's ports to the slice's ports matched
-//!   by name, like any selector-less Service; `metrics` has no endpoint port.
+//!   by name, like any selector-less Service.
+//! - CoreDNS's metrics (`coredns_*`, module `metrics`) are served on
+//!   `DnsConfig::metrics_listen` over plain HTTP as CoreDNS serves them,
+//!   and with every other component's on the API server's `/metrics`.
 //! - The node agent writes `nameserver <cluster DNS IP>` into pods'
 //!   resolv.conf per `dnsPolicy` (see `skiff_node::agent::dns_config`).
 
 #![warn(missing_docs)]
 
 pub mod forward;
+pub mod metrics;
 pub mod names;
 pub mod publish;
 pub mod server;
@@ -73,6 +78,10 @@ pub struct DnsConfig {
     /// The `kube-dns` Service's ClusterIP; when set, the Service is created
     /// if missing.
     pub service_ip: Option<IpAddr>,
+    /// Where `/metrics` is served over plain HTTP (CoreDNS's
+    /// `prometheus :9153`; port 0: any free port); empty: nowhere. The
+    /// first one's port is published as the slice's `metrics` port.
+    pub metrics_listen: Vec<SocketAddr>,
 }
 
 impl DnsConfig {
@@ -87,6 +96,7 @@ impl DnsConfig {
             advertise: None,
             node_name: None,
             service_ip: None,
+            metrics_listen: Vec::new(),
         }
     }
 }
@@ -103,11 +113,21 @@ pub enum DnsError {
     /// The informers could not start.
     #[error("starting the DNS informers: {0}")]
     Informer(#[from] skiff_informer::InformerError),
+    /// The metrics listener could not be bound.
+    #[error("binding the DNS metrics listener on {address}: {source}")]
+    Metrics {
+        /// The address.
+        address: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }
 
 /// A running cluster DNS server.
 pub struct ClusterDns {
     server: RunningServer,
+    /// The metrics listeners' addresses and tasks.
+    metrics: Vec<(SocketAddr, tokio::task::JoinHandle<()>)>,
 }
 
 impl ClusterDns {
@@ -127,7 +147,30 @@ impl ClusterDns {
         factory.start()?;
         let forwarder = Forwarder::new(config.upstreams.clone(), config.forward_timeout);
         let server = RunningServer::bind(&config.listen, DnsHandler::new(zone, forwarder)).await?;
-        Ok(Self { server })
+        let mut metrics = Vec::new();
+        for &address in &config.metrics_listen {
+            let listener = match tokio::net::TcpListener::bind(address).await {
+                // Another server on this host (parallel tests) has the
+                // port: any free one, which the slice publishes.
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && address.port() != 0 => {
+                    tracing::warn!(%address, "DNS metrics port in use; binding a free port instead");
+                    let any = SocketAddr::new(address.ip(), 0);
+                    tokio::net::TcpListener::bind(any).await
+                }
+                bound => bound,
+            }
+            .map_err(|source| DnsError::Metrics { address, source })?;
+            let bound = listener
+                .local_addr()
+                .map_err(|source| DnsError::Metrics { address, source })?;
+            metrics.push((bound, tokio::spawn(metrics::serve(listener))));
+        }
+        Ok(Self { server, metrics })
+    }
+
+    /// Where `/metrics` is served.
+    pub fn metrics_addrs(&self) -> Vec<SocketAddr> {
+        self.metrics.iter().map(|(address, _)| *address).collect()
     }
 
     /// The bound addresses.
@@ -137,6 +180,9 @@ impl ClusterDns {
 
     /// Stops serving.
     pub async fn shutdown(self) {
+        for (_, task) in &self.metrics {
+            task.abort();
+        }
         self.server.shutdown().await
     }
 }
@@ -152,7 +198,8 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), DnsError> {
     let dns = ClusterDns::start(factory, &config).await?;
-    tracing::info!(listen = ?dns.local_addrs(), upstreams = ?config.upstreams, domain = %config.domain, "cluster DNS serving");
+    let metrics_port = dns.metrics_addrs().first().map(|a| a.port());
+    tracing::info!(listen = ?dns.local_addrs(), metrics = ?dns.metrics_addrs(), upstreams = ?config.upstreams, domain = %config.domain, "cluster DNS serving");
     let advertised = config
         .advertise
         .zip(dns.local_addrs().first())
@@ -168,7 +215,8 @@ pub async fn run(
                     result = publish::ensure_service(&client, ip).await;
                 }
                 if let (Ok(()), Some(address)) = (&result, advertised) {
-                    result = publish::publish(&client, address, node.as_deref()).await;
+                    result =
+                        publish::publish(&client, address, metrics_port, node.as_deref()).await;
                 }
                 match result {
                     Ok(()) => break,

@@ -26,12 +26,25 @@ pub const MANAGED_BY: &str = "skiff-dns";
 #[error("publishing the kube-dns endpoints: {0}")]
 pub struct PublishError(#[from] kube::Error);
 
-/// The EndpointSlice saying `kube-dns` is served at `ip`:`port` (UDP and TCP).
-pub fn endpoint_slice(ip: IpAddr, port: u16, node: Option<&str>) -> EndpointSlice {
+/// The EndpointSlice saying `kube-dns` is served at `ip`:`port` (UDP and
+/// TCP), its metrics at `ip`:`metrics_port`.
+pub fn endpoint_slice(
+    ip: IpAddr,
+    port: u16,
+    metrics_port: Option<u16>,
+    node: Option<&str>,
+) -> EndpointSlice {
     let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
     let mut endpoint = json!({"addresses": [ip.to_string()], "conditions": {"ready": true}});
     if let Some(node) = node {
         endpoint["nodeName"] = json!(node);
+    }
+    let mut ports = vec![
+        json!({"name": "dns", "port": port, "protocol": "UDP"}),
+        json!({"name": "dns-tcp", "port": port, "protocol": "TCP"}),
+    ];
+    if let Some(metrics) = metrics_port {
+        ports.push(json!({"name": "metrics", "port": metrics, "protocol": "TCP"}));
     }
     serde_json::from_value(json!({
         "apiVersion": "discovery.k8s.io/v1",
@@ -42,10 +55,7 @@ pub fn endpoint_slice(ip: IpAddr, port: u16, node: Option<&str>) -> EndpointSlic
         }},
         "addressType": family,
         "endpoints": [endpoint],
-        "ports": [
-            {"name": "dns", "port": port, "protocol": "UDP"},
-            {"name": "dns-tcp", "port": port, "protocol": "TCP"},
-        ],
+        "ports": ports,
     }))
     .unwrap_or_default()
 }
@@ -93,14 +103,15 @@ pub async fn ensure_service(client: &kube::Client, cluster_ip: IpAddr) -> Result
     }
 }
 
-/// Creates or updates the slice for `address`.
+/// Creates or updates the slice for `address` (and the metrics port).
 pub async fn publish(
     client: &kube::Client,
     address: SocketAddr,
+    metrics_port: Option<u16>,
     node: Option<&str>,
 ) -> Result<(), PublishError> {
     let api: Api<EndpointSlice> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut wanted = endpoint_slice(address.ip(), address.port(), node);
+    let mut wanted = endpoint_slice(address.ip(), address.port(), metrics_port, node);
     match api.get_opt(SLICE).await? {
         None => {
             api.create(&PostParams::default(), &wanted).await?;
@@ -123,8 +134,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_slice_names_the_service_and_both_protocols() {
-        let slice = endpoint_slice("192.0.2.2".parse().unwrap(), 53, Some("n1"));
+    fn the_slice_names_the_service_both_protocols_and_the_metrics_port() {
+        let slice = endpoint_slice("192.0.2.2".parse().unwrap(), 53, Some(9153), Some("n1"));
         let labels = slice.metadata.labels.unwrap();
         assert_eq!(labels[SERVICE_NAME_LABEL], "kube-dns");
         assert_eq!(slice.address_type, "IPv4");
@@ -140,7 +151,8 @@ mod tests {
             ports,
             [
                 ("dns".to_string(), 53, "UDP".to_string()),
-                ("dns-tcp".to_string(), 53, "TCP".to_string())
+                ("dns-tcp".to_string(), 53, "TCP".to_string()),
+                ("metrics".to_string(), 9153, "TCP".to_string())
             ]
         );
     }

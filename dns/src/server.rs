@@ -44,12 +44,18 @@ pub enum ServeError {
 pub struct DnsHandler {
     zone: Arc<ClusterZone>,
     forwarder: Forwarder,
+    /// CoreDNS's `server` label, `dns://:<port>`, set once bound.
+    server: String,
 }
 
 impl DnsHandler {
     /// A handler answering from `zone`, forwarding other names with `forwarder`.
     pub fn new(zone: Arc<ClusterZone>, forwarder: Forwarder) -> Self {
-        Self { zone, forwarder }
+        Self {
+            zone,
+            forwarder,
+            server: String::new(),
+        }
     }
 
     async fn forward<R: ResponseHandler>(
@@ -94,15 +100,59 @@ impl RequestHandler for DnsHandler {
     async fn handle_request<R: ResponseHandler, T: Time>(
         &self,
         request: &Request,
-        mut response: R,
+        response: R,
     ) -> ResponseInfo {
+        let started = std::time::Instant::now();
+        let (info, plugin) = self.answer(request, response).await;
+        crate::metrics::record(&crate::metrics::Answered {
+            server: &self.server,
+            query_type: request.request_info().ok().map(|i| i.query.query_type()),
+            tcp: request.protocol() == Protocol::Tcp,
+            client: request.src(),
+            rcode: rcode_label(info.response_code),
+            plugin,
+            took: started.elapsed(),
+        });
+        info
+    }
+}
+
+/// CoreDNS's `rcode` label: the code's mnemonic.
+fn rcode_label(code: ResponseCode) -> &'static str {
+    match code {
+        ResponseCode::NoError => "NOERROR",
+        ResponseCode::FormErr => "FORMERR",
+        ResponseCode::ServFail => "SERVFAIL",
+        ResponseCode::NXDomain => "NXDOMAIN",
+        ResponseCode::NotImp => "NOTIMP",
+        ResponseCode::Refused => "REFUSED",
+        ResponseCode::YXDomain => "YXDOMAIN",
+        ResponseCode::NotAuth => "NOTAUTH",
+        _ => "other",
+    }
+}
+
+impl DnsHandler {
+    /// Answers one request; also says which part did (CoreDNS's `plugin`
+    /// label: `kubernetes` for cluster names, `forward` for the rest).
+    async fn answer<R: ResponseHandler>(
+        &self,
+        request: &Request,
+        mut response: R,
+    ) -> (ResponseInfo, &'static str) {
         if request.metadata.message_type != MessageType::Query
             || request.metadata.op_code != OpCode::Query
         {
-            return send_error(request, &mut response, ResponseCode::NotImp).await;
+            return (
+                send_error(request, &mut response, ResponseCode::NotImp).await,
+                "",
+            );
         }
         let Ok(info) = request.request_info() else {
-            return send_error(request, &mut response, ResponseCode::FormErr).await;
+            return (
+                send_error(request, &mut response, ResponseCode::FormErr).await,
+                "",
+            );
         };
         let edns = request.edns.as_ref().map(|_| {
             let mut edns = Edns::new();
@@ -112,7 +162,12 @@ impl RequestHandler for DnsHandler {
         let name = info.query.name().to_string();
         let lookup = self.zone.lookup(&name, info.query.query_type());
         let (code, answers, additionals, negative) = match lookup {
-            Lookup::Forward => return self.forward(request, &mut response, edns.as_ref()).await,
+            Lookup::Forward => {
+                return (
+                    self.forward(request, &mut response, edns.as_ref()).await,
+                    "forward",
+                );
+            }
             Lookup::Answer {
                 answers,
                 additionals,
@@ -142,7 +197,7 @@ impl RequestHandler for DnsHandler {
                 additionals.iter(),
             ))
             .await;
-        finish(sent, metadata)
+        (finish(sent, metadata), "kubernetes")
     }
 }
 
@@ -184,8 +239,8 @@ pub struct RunningServer {
 impl RunningServer {
     /// Binds UDP and TCP on each address (port 0: one free port shared by
     /// both protocols) and starts answering.
-    pub async fn bind(listen: &[SocketAddr], handler: DnsHandler) -> Result<Self, ServeError> {
-        let mut server = hickory_server::Server::new(handler);
+    pub async fn bind(listen: &[SocketAddr], mut handler: DnsHandler) -> Result<Self, ServeError> {
+        let mut pairs = Vec::new();
         let mut local = Vec::new();
         for address in listen {
             let (udp, tcp) = bind_pair(*address).await?;
@@ -194,9 +249,16 @@ impl RunningServer {
                 address: *address,
                 source,
             })?;
+            pairs.push((udp, tcp));
+            local.push(bound);
+        }
+        if let Some(first) = local.first() {
+            handler.server = format!("dns://:{}", first.port());
+        }
+        let mut server = hickory_server::Server::new(handler);
+        for (udp, tcp) in pairs {
             server.register_socket(udp);
             server.register_listener(tcp, TCP_IDLE, TCP_BUFFER);
-            local.push(bound);
         }
         Ok(Self { server, local })
     }

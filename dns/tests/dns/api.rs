@@ -71,6 +71,7 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     config.advertise = Some("192.0.2.2".parse().unwrap());
     config.node_name = Some("node-a".into());
     config.service_ip = Some("10.43.0.10".parse().unwrap());
+    config.metrics_listen = vec!["127.0.0.1:0".parse().unwrap()];
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = {
         let factory = factory.clone();
@@ -90,8 +91,14 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     let endpoint = &slice.endpoints[0];
     assert_eq!(endpoint.addresses, ["192.0.2.2"]);
     assert_eq!(endpoint.node_name.as_deref(), Some("node-a"));
-    let port = slice.ports.unwrap()[0].port.unwrap();
+    let slice_ports = slice.ports.unwrap();
+    let port = slice_ports[0].port.unwrap();
     assert_ne!(port, 0, "the real listen port is published");
+    let metrics = slice_ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .and_then(|p| p.port)
+        .expect("the metrics port is published");
     // The published port is where the server answers.
     let local: SocketAddr = ([127, 0, 0, 1], port as u16).into();
     let answer = ask(
@@ -102,6 +109,18 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     )
     .await;
     assert_eq!(answer.metadata.response_code, ResponseCode::NXDomain);
+    // The published metrics port serves CoreDNS's metrics, that query counted.
+    let page = http_get(([127, 0, 0, 1], metrics as u16).into(), "/metrics").await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("text/plain; version=0.0.4"), "{page}");
+    let (_, body) = page.split_once("\r\n\r\n").expect("a body");
+    let samples = skiff_common::metrics::exposition::parse(body).expect("exposition text");
+    let server = format!("dns://:{port}");
+    let labels = [("server", server.as_str()), ("rcode", "NXDOMAIN")];
+    assert_eq!(
+        skiff_common::metrics::exposition::value(&samples, "coredns_dns_responses_total", &labels),
+        Some(1.0)
+    );
 
     let services: Api<Service> = Api::namespaced(client.clone(), "kube-system");
     let svc = services
@@ -133,4 +152,15 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     let _ = stop_tx.send(());
     task.await.unwrap().unwrap();
     cluster.shutdown();
+}
+
+/// A plain HTTP/1.1 GET; the whole answer.
+async fn http_get(address: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: dns\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
 }

@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
+use skiff_common::metrics::exposition;
 
 use super::support::{EXAMPLE_IP, FakeUpstream, TestDns, answers, ask};
 
@@ -36,6 +37,54 @@ async fn other_names_are_answered_by_the_upstream() {
     .await;
     assert_eq!(cluster.metadata.response_code, ResponseCode::NXDomain);
     assert_eq!(upstream.udp_queries.load(Ordering::Relaxed), before);
+
+    // CoreDNS's metrics say the same; the server label names this
+    // server's port, so the counts are this test's alone.
+    let samples = exposition::parse(&skiff_dns::metrics::gather()).expect("exposition text");
+    let server = format!("dns://:{}", dns.addr().port());
+    let count = |name: &str, labels: &[(&str, &str)]| {
+        let mut labels = labels.to_vec();
+        labels.push(("server", &server));
+        exposition::value(&samples, name, &labels).unwrap_or(0.0)
+    };
+    let responses = "coredns_dns_responses_total";
+    assert_eq!(
+        count(responses, &[("rcode", "NOERROR"), ("plugin", "forward")]),
+        2.0
+    );
+    assert_eq!(
+        count(responses, &[("rcode", "NXDOMAIN"), ("plugin", "forward")]),
+        2.0
+    );
+    assert_eq!(
+        count(
+            responses,
+            &[("rcode", "NXDOMAIN"), ("plugin", "kubernetes")]
+        ),
+        1.0
+    );
+    let requests = "coredns_dns_requests_total";
+    let a = [("type", "A"), ("zone", "."), ("family", "1")];
+    assert_eq!(
+        count(requests, &[&a[..], &[("proto", "udp")]].concat()),
+        3.0
+    );
+    assert_eq!(
+        count(requests, &[&a[..], &[("proto", "tcp")]].concat()),
+        2.0
+    );
+    assert_eq!(
+        count(
+            "coredns_dns_request_duration_seconds_count",
+            &[("type", "A")]
+        ),
+        5.0
+    );
+    let to = upstream.addr.to_string();
+    assert_eq!(
+        exposition::value(&samples, "coredns_forward_requests_total", &[("to", &to)]),
+        Some(4.0)
+    );
 }
 
 #[tokio::test]
