@@ -23,6 +23,7 @@ mod e2e {
     mod kubectl;
     mod kubectl_apply;
     mod manifests;
+    mod metrics;
     mod node_faults;
     mod node_features;
     mod overload;
