@@ -289,6 +289,21 @@ fn scenario(server: &mut Server) {
         (ids.len() == 3 && ids.iter().all(|(_, id, _)| id.starts_with("containerd://")))
             .then_some(ids)
     });
+    // The node agent's metrics, read through the API server's /metrics
+    // (one process, one registry).
+    eventually(Duration::from_secs(10), "kubelet metrics", || {
+        let found = super::metrics::samples(&server.kubectl_ok(&["get", "--raw", "/metrics"]));
+        let value =
+            |name: &str, labels: &[(&str, &str)]| super::metrics::value(&found, name, labels);
+        (value("kubelet_running_pods", &[]) >= 3.0
+            && value(
+                "kubelet_running_containers",
+                &[("container_state", "running")],
+            ) >= 3.0
+            && value("kubelet_pod_start_duration_seconds_count", &[]) >= 3.0
+            && value("kubelet_pleg_relist_duration_seconds_count", &[]) >= 1.0)
+            .then_some(())
+    });
     let ips = json(&server.kubectl_ok(&["get", "pods", "-l", "app=web", "-o", "json"]));
     for p in ips["items"].as_array().into_iter().flatten() {
         assert_eq!(p["spec"]["nodeName"], NODE, "scheduled onto the node");

@@ -12,11 +12,13 @@ use skiff_common::metrics::exposition::{self, Sample};
 
 use super::support::{Server, eventually, free_port};
 
-fn samples(text: &str) -> Vec<Sample> {
+/// The samples of an exposition page (panics when it is not valid).
+pub(super) fn samples(text: &str) -> Vec<Sample> {
     exposition::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+/// The summed value of the matching samples, 0 when none.
+pub(super) fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     exposition::value(samples, name, labels).unwrap_or(0.0)
 }
 
