@@ -46,22 +46,24 @@ const COUNTED_PATHS: &[&str] = &[
     "/apis",
 ];
 
+/// The labels of a request's latency; its count adds `code`.
+const REQUEST_LABELS: [&str; 8] = [
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+];
+
 static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     m::counter_vec(
         C,
         "apiserver_request_total",
         "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
-        &[
-            "verb",
-            "dry_run",
-            "group",
-            "version",
-            "resource",
-            "subresource",
-            "scope",
-            "component",
-            "code",
-        ],
+        &[&REQUEST_LABELS[..], &["code"]].concat(),
     )
 });
 
@@ -70,16 +72,7 @@ static DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
         C,
         "apiserver_request_duration_seconds",
         "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
-        &[
-            "verb",
-            "dry_run",
-            "group",
-            "version",
-            "resource",
-            "subresource",
-            "scope",
-            "component",
-        ],
+        &REQUEST_LABELS,
         DURATION_BUCKETS.to_vec(),
     )
 });
@@ -134,10 +127,8 @@ static STORE_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
         "etcd_request_duration_seconds",
         "Etcd request latency in seconds for each operation and object type.",
         &["operation", "type"],
-        vec![
-            0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
-            8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
-        ],
+        // Upstream's etcd latency buckets are the request latency's.
+        DURATION_BUCKETS.to_vec(),
     )
 });
 
@@ -417,33 +408,23 @@ pub(crate) async fn instrument(
         scope,
         ..
     } = labels;
-    REQUESTS
-        .with_label_values(&[
-            verb,
-            dry_run,
-            group,
-            version,
-            resource,
-            subresource,
-            scope,
-            "apiserver",
-            status.as_str(),
-        ])
-        .inc();
+    let values = [
+        verb,
+        dry_run,
+        group,
+        version,
+        resource,
+        subresource,
+        scope,
+        "apiserver",
+        status.as_str(),
+    ];
+    REQUESTS.with_label_values(&values).inc();
     // Upstream leaves watches out of the latency histogram: their length
     // is the client's choice.
     if verb != "WATCH" {
         DURATION
-            .with_label_values(&[
-                verb,
-                dry_run,
-                group,
-                version,
-                resource,
-                subresource,
-                scope,
-                "apiserver",
-            ])
+            .with_label_values(&values[..REQUEST_LABELS.len()])
             .observe(started.elapsed().as_secs_f64());
     }
     if !labels.long_running || !status.is_success() {
