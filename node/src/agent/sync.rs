@@ -758,12 +758,11 @@ async fn report(
             // As upstream, a start is timed only from Pending (or no phase
             // yet) to Running: an adopted pod that was running is not one.
             let was = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            if phase == "Running" {
-                if let Some(seen) = state.first_seen.take()
-                    && matches!(was, None | Some("Pending"))
-                {
-                    super::metrics::pod_started(seen.elapsed());
-                }
+            if phase == "Running"
+                && let Some(seen) = state.first_seen.take()
+                && matches!(was, None | Some("Pending"))
+            {
+                super::metrics::pod_started(seen.elapsed());
             }
             Ok(phase)
         }
