@@ -266,7 +266,7 @@ impl Labels {
         let method = request.method();
         let uri = request.uri();
         let (verb, kind) = crate::authz::request::describe(method, uri.path(), uri.query());
-        let long_running = crate::request_timeout::is_long_running(method, uri.path(), uri.query());
+        let long_running = crate::request_timeout::described_long_running(&verb, &kind);
         let mutating = !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
         let dry_run = dry_run(uri.query());
         match kind {

@@ -34,7 +34,12 @@ const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "proxy", "log", "
 /// attach, port-forward and logs.
 pub fn is_long_running(method: &http::Method, path: &str, query: Option<&str>) -> bool {
     let (verb, kind) = crate::authz::request::describe(method, path, query);
-    if LONG_RUNNING_VERBS.contains(&verb.as_str()) {
+    described_long_running(&verb, &kind)
+}
+
+/// [`is_long_running`] for a request already described.
+pub(crate) fn described_long_running(verb: &str, kind: &crate::authz::RequestKind) -> bool {
+    if LONG_RUNNING_VERBS.contains(&verb) {
         return true;
     }
     match kind {
