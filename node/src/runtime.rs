@@ -173,6 +173,17 @@ pub trait Runtime: Send + Sync + 'static {
         filter: Option<cri_api::ContainerFilter>,
     ) -> Result<Vec<cri_api::Container>, RuntimeError>;
 
+    /// Resource usage of the containers matching `filter` (all when `None`).
+    async fn list_container_stats(
+        &self,
+        filter: Option<cri_api::ContainerStatsFilter>,
+    ) -> Result<Vec<cri_api::ContainerStats>, RuntimeError>;
+    /// Resource usage of whole pod sandboxes matching `filter`.
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<cri_api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<cri_api::PodSandboxStats>, RuntimeError>;
+
     /// Runs a command in a container and waits for it (exec probes).
     async fn exec_sync(
         &self,
@@ -282,6 +293,20 @@ impl Runtime for CriRuntime {
         filter: Option<cri_api::ContainerFilter>,
     ) -> Result<Vec<cri_api::Container>, RuntimeError> {
         Ok(CriRuntime::list_containers(self, filter).await?)
+    }
+
+    async fn list_container_stats(
+        &self,
+        filter: Option<cri_api::ContainerStatsFilter>,
+    ) -> Result<Vec<cri_api::ContainerStats>, RuntimeError> {
+        Ok(CriRuntime::list_container_stats(self, filter).await?)
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<cri_api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<cri_api::PodSandboxStats>, RuntimeError> {
+        Ok(CriRuntime::list_pod_sandbox_stats(self, filter).await?)
     }
 
     async fn exec_sync(

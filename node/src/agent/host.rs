@@ -94,7 +94,11 @@ fn cpus() -> u32 {
 }
 
 fn meminfo(field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_field(&std::fs::read_to_string("/proc/meminfo").ok()?, field)
+}
+
+/// One field of `/proc/meminfo`'s text, in bytes (the file says KiB).
+pub fn meminfo_field(text: &str, field: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())

@@ -30,6 +30,7 @@ pub mod runtime_view;
 pub mod sa_token;
 pub mod server;
 pub mod serving_cert;
+pub mod stats;
 pub mod status;
 pub mod sync;
 pub mod termination;
@@ -339,6 +340,10 @@ async fn run_with_runtime(
             runtime: runtime.clone(),
             pods: pods.cache().clone(),
             log_root: config.log_root(),
+            stats: Arc::new(stats::StatsProvider::new(
+                runtime.clone(),
+                node_name.clone(),
+            )),
             authorizer: Arc::new(server::authz::CachedReviewer::new(Arc::new(
                 server::authz::SubjectAccessReviewer::new(client.clone(), node_name.clone()),
             ))),

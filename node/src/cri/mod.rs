@@ -289,6 +289,33 @@ impl CriRuntime {
         Ok(r.containers)
     }
 
+    /// `ListContainerStats`: CPU, memory and writable-layer usage of the
+    /// containers matching `filter` (all when `None`).
+    pub async fn list_container_stats(
+        &self,
+        filter: Option<api::ContainerStatsFilter>,
+    ) -> Result<Vec<api::ContainerStats>, CriError> {
+        let d = self.timeouts.default;
+        let mut c = self.runtime.clone();
+        let message = api::ListContainerStatsRequest { filter };
+        let r = Self::call("ListContainerStats", d, c.list_container_stats(message)).await?;
+        Ok(r.stats)
+    }
+
+    /// `ListPodSandboxStats`: usage of whole pod sandboxes (their cgroup,
+    /// network and processes); runtimes that predate it answer
+    /// `Unimplemented`.
+    pub async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<api::PodSandboxStats>, CriError> {
+        let d = self.timeouts.default;
+        let mut c = self.runtime.clone();
+        let message = api::ListPodSandboxStatsRequest { filter };
+        let r = Self::call("ListPodSandboxStats", d, c.list_pod_sandbox_stats(message)).await?;
+        Ok(r.stats)
+    }
+
     /// `ExecSync`: runs `cmd` in the container and collects its output.
     /// `timeout` is the command's own limit (zero: none); the call's deadline
     /// is that plus the default.

@@ -5,6 +5,8 @@
 //! - `/exec/{namespace}/{pod}/{container}`, `/attach/...` (upgrade)
 //! - `/portForward/{namespace}/{pod}` (upgrade)
 //! - `GET /metrics` (the agent's Prometheus metrics)
+//! - `GET /stats/summary` and `GET /metrics/resource`: resource usage
+//!   ([`resource_usage`])
 //!
 //! The server speaks HTTPS only ([`tls`]): it presents the node's serving
 //! certificate (`system:node:<name>`, signed by the cluster CA) and
@@ -18,6 +20,7 @@
 pub mod authz;
 pub mod bridge;
 pub mod container_logs;
+pub mod resource_usage;
 pub mod spdy;
 pub mod status;
 pub mod streams;
@@ -57,6 +60,8 @@ pub struct NodeState {
     pub pods: Arc<Cache<Pod>>,
     /// Root of the pod log directories.
     pub log_root: PathBuf,
+    /// Resource usage of the node and its pods.
+    pub stats: Arc<crate::agent::stats::StatsProvider>,
     /// Decides what each caller may do.
     pub authorizer: Arc<dyn authz::Reviewer>,
 }
@@ -116,6 +121,8 @@ pub fn router(state: NodeState) -> Router {
         )
         .route("/portForward/{namespace}/{pod}", any(streams::port_forward))
         .route("/metrics", get(metrics))
+        .route("/stats/summary", get(resource_usage::summary))
+        .route("/metrics/resource", get(resource_usage::metrics))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
 }

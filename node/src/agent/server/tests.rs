@@ -67,15 +67,17 @@ async fn start_with(authorizer: Arc<dyn Reviewer>, reviewer: Arc<OneUser>) -> Ru
     .unwrap();
     let slot = tls::ServingCertSlot::new(&cert).unwrap();
     let config = tls::server_config(slot.clone(), &ca.cert_pem).unwrap();
+    // Never reached by these requests (no pod exists); connects lazily.
+    let runtime: Arc<dyn crate::runtime::Runtime> = Arc::new(
+        crate::CriRuntime::new(
+            &format!("unix://{}/none.sock", dir.path().display()),
+            crate::CriTimeouts::default(),
+        )
+        .unwrap(),
+    );
     let state = NodeState {
-        // Never reached by these requests (no pod exists); connects lazily.
-        runtime: Arc::new(
-            crate::CriRuntime::new(
-                &format!("unix://{}/none.sock", dir.path().display()),
-                crate::CriTimeouts::default(),
-            )
-            .unwrap(),
-        ),
+        runtime: runtime.clone(),
+        stats: Arc::new(crate::agent::stats::StatsProvider::new(runtime, "n1")),
         pods: Arc::new(skiff_informer::Cache::new()),
         log_root: dir.path().join("logs"),
         authorizer,
@@ -395,5 +397,51 @@ async fn decisions_come_from_subject_access_reviews_and_fail_closed() {
         answer.contains("Authorization error (user=kube-apiserver-kubelet-client, verb=get, resource=nodes, subresource(s)=[proxy])"),
         "{answer}"
     );
+    let _ = node.stop.send(true);
+}
+
+/// `/stats/summary` and `/metrics/resource` are asked as `get nodes/stats`
+/// and `get nodes/metrics`: a caller allowed neither gets a 403 naming
+/// them and no figures.
+#[tokio::test]
+async fn resource_usage_needs_nodes_stats_or_metrics() {
+    let node = start().await;
+    let other = node.ca.client_cert("someone", &["system:authenticated"]);
+    for (path, subresource) in [
+        ("/stats/summary", "stats"),
+        ("/metrics/resource", "metrics"),
+    ] {
+        let answer = request(
+            node.port,
+            &node.ca.cert_pem,
+            Some(other.clone()),
+            "GET",
+            path,
+        )
+        .await
+        .unwrap();
+        assert_eq!(status_code(&answer), 403, "{answer}");
+        assert!(
+            answer.contains(&format!(
+                "Forbidden (user=someone, verb=get, resource=nodes, subresource(s)=[{subresource}])"
+            )),
+            "{answer}"
+        );
+        assert!(!answer.contains("node_cpu"), "{answer}");
+    }
+    // The allowed caller reaches the collector (whose runtime is absent
+    // here: a 500 saying so, not a 403).
+    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
+    let answer = request(
+        node.port,
+        &node.ca.cert_pem,
+        Some(admin),
+        "GET",
+        "/metrics/resource",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status_code(&answer), 500, "{answer}");
+    assert!(answer.contains("failed to get resource usage"), "{answer}");
     let _ = node.stop.send(true);
 }
