@@ -22,6 +22,7 @@ mod unread_body;
 
 mod admission;
 mod admission_plugins;
+pub mod aggregator;
 pub mod audit;
 pub mod authz;
 mod body;
@@ -48,6 +49,7 @@ pub mod registry;
 pub mod request_notes;
 mod request_span;
 pub mod request_timeout;
+pub mod resource_metrics;
 pub mod reviews;
 mod routing;
 pub mod selectors;

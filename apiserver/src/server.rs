@@ -61,6 +61,10 @@ pub struct ApiServerConfig {
     /// `pods/exec`, `pods/attach` and `pods/portforward` (TLS both ways);
     /// without it those requests fail.
     pub kubelet_client: Option<Arc<crate::kubelet_client::KubeletClientTls>>,
+    /// How the aggregator reaches extension API servers (its front-proxy
+    /// client certificate); without it requests for Service-backed
+    /// APIServices fail with 503.
+    pub front_proxy: Option<Arc<crate::aggregator::FrontProxyTls>>,
     /// Where the service-account signing key is kept (created at first
     /// start); `None` signs with a key that lives as long as the process.
     pub service_account_key: Option<std::path::PathBuf>,
@@ -84,6 +88,10 @@ pub struct ApiServerConfig {
     /// Snapshots of one name kept by a prune that names no retention
     /// (`--snapshot-retention`).
     pub snapshot_retention: usize,
+    /// How often the nodes' resource metrics are scraped for
+    /// `metrics.k8s.io` (metrics-server's `--metric-resolution`, 15 s);
+    /// nothing is scraped without [`Self::kubelet_client`].
+    pub metrics_resolution: Duration,
 }
 
 impl Default for ApiServerConfig {
@@ -101,6 +109,7 @@ impl Default for ApiServerConfig {
             node_port_range: 30000..=32767,
             advertise_address: None,
             kubelet_client: None,
+            front_proxy: None,
             event_ttl: Duration::from_secs(3600),
             service_account_key: None,
             admission_control_config_file: None,
@@ -109,6 +118,7 @@ impl Default for ApiServerConfig {
             webhook_ca_pem: None,
             snapshots: None,
             snapshot_retention: 5,
+            metrics_resolution: crate::resource_metrics::DEFAULT_RESOLUTION,
         }
     }
 }
@@ -200,6 +210,13 @@ pub(crate) struct Inner {
     pub webhook_trust: crate::admission_plugins::webhook::WebhookTrust,
     /// API Priority and Fairness; `None` when no seats are configured.
     pub flow_control: Option<crate::flowcontrol::config::FlowControl>,
+    /// The nodes' last scraped resource figures (`metrics.k8s.io`).
+    pub resource_metrics: crate::resource_metrics::MetricsStore,
+    /// What each available Service-backed APIService serves, by name, for
+    /// discovery.
+    pub aggregated: parking_lot::RwLock<
+        std::collections::BTreeMap<String, crate::aggregator::discovery::Remote>,
+    >,
 }
 
 impl Inner {
@@ -219,6 +236,23 @@ impl Inner {
 
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// The objects of a built-in resource as its watch cache has them now
+    /// (none when it is not served).
+    pub fn cached_objects(&self, group: &str, version: &str, resource: &str) -> Vec<Value> {
+        let Some(info) = self.registry.get(group, version, resource) else {
+            return Vec::new();
+        };
+        match self.cache(&info) {
+            Ok(cache) => cache
+                .snapshot()
+                .objects
+                .values()
+                .map(|v| v.to_value())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// The network authenticator, once set.
@@ -319,6 +353,8 @@ impl ApiServer {
             webhooks: Default::default(),
             webhook_trust,
             flow_control,
+            resource_metrics: Default::default(),
+            aggregated: Default::default(),
         });
         crate::metrics::follow_storage(&inner);
         let server = Self { inner };
@@ -334,13 +370,27 @@ impl ApiServer {
         );
         crate::authz::bootstrap::ensure(&own_client).await?;
         crate::flowcontrol::bootstrap::ensure(&own_client).await?;
+        // The local APIServices, available from the first request (a
+        // failure is retried by the loop below).
+        crate::aggregator::sync(&server.inner, &own_client).await;
         // The start-up objects are written; from here on every write is
         // put to the configured admission webhooks.
         server.inner.webhooks.activate();
+        tokio::spawn(crate::aggregator::run(
+            server.inner.clone(),
+            own_client.clone(),
+        ));
         tokio::spawn(crate::crd::controller::run(
             server.inner.clone(),
             own_client,
         ));
+        if let Some(tls) = server.inner.config.kubelet_client.clone() {
+            tokio::spawn(crate::resource_metrics::scrape::run(
+                server.inner.clone(),
+                tls,
+                server.inner.config.metrics_resolution,
+            ));
+        }
         let reap_every = (server.inner.config.event_ttl / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         tokio::spawn(crate::event_ttl::reap(
@@ -402,7 +452,62 @@ impl ApiServer {
         if let Some(address) = self.inner.config.advertise_address {
             self.publish_self(address, &write).await?;
         }
+        if let Some(front_proxy) = &self.inner.config.front_proxy {
+            self.publish_request_header_config(front_proxy, &write)
+                .await?;
+        }
         Ok(())
+    }
+
+    /// `kube-system/extension-apiserver-authentication`: what extension API
+    /// servers read to trust the aggregator's identity headers (only from a
+    /// `front-proxy-client` certificate of the front-proxy CA) and to
+    /// verify client certificates themselves.
+    async fn publish_request_header_config(
+        &self,
+        front_proxy: &crate::aggregator::FrontProxyTls,
+        write: &WriteInfo,
+    ) -> Result<(), ApiServerError> {
+        let list = |items: &[&str]| serde_json::to_string(items).unwrap_or_default();
+        let mut data = serde_json::Map::new();
+        if let Some(ca) = &self.inner.config.webhook_ca_pem {
+            data.insert("client-ca-file".into(), json!(ca));
+        }
+        data.insert(
+            "requestheader-client-ca-file".into(),
+            json!(front_proxy.ca_pem),
+        );
+        data.insert(
+            "requestheader-allowed-names".into(),
+            json!(list(&[crate::tls::FRONT_PROXY_CLIENT_USER])),
+        );
+        data.insert(
+            "requestheader-extra-headers-prefix".into(),
+            json!(list(&["X-Remote-Extra-"])),
+        );
+        data.insert(
+            "requestheader-group-headers".into(),
+            json!(list(&["X-Remote-Group"])),
+        );
+        data.insert(
+            "requestheader-username-headers".into(),
+            json!(list(&["X-Remote-User"])),
+        );
+        let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+            "data": data});
+        let info = self
+            .inner
+            .registry
+            .get("", "v1", "configmaps")
+            .expect("system objects are of registered kinds");
+        crate::handlers::upsert(&self.inner, &info, config_map, write)
+            .await
+            .map(|_| ())
+            .map_err(|source| ApiServerError::Bootstrap {
+                name: "configmaps/extension-apiserver-authentication".into(),
+                source,
+            })
     }
 
     /// The `kubernetes` Service, Endpoints and EndpointSlice in `default`,

@@ -62,7 +62,19 @@ pub struct ClusterCerts {
     /// ([`crate::kubelet_client::KUBELET_CLIENT_USER`]).
     pub kubelet_client_cert_pem: String,
     pub kubelet_client_key_pem: String,
+    /// The front-proxy CA, which only signs the aggregator's client
+    /// certificate (extension API servers trust the identity headers of
+    /// requests presenting a certificate from it).
+    pub front_proxy_ca_cert_pem: String,
+    /// The API server's client certificate towards extension API servers
+    /// ([`FRONT_PROXY_CLIENT_USER`]).
+    pub front_proxy_client_cert_pem: String,
+    pub front_proxy_client_key_pem: String,
 }
+
+/// The name on the aggregator's front-proxy client certificate, which
+/// extension API servers are told to accept (`requestheader-allowed-names`).
+pub const FRONT_PROXY_CLIENT_USER: &str = "front-proxy-client";
 
 impl std::fmt::Debug for ClusterCerts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,6 +93,10 @@ const ADMIN_CERT: &str = "admin.crt";
 const ADMIN_KEY: &str = "admin.key";
 const KUBELET_CLIENT_CERT: &str = "kubelet-client.crt";
 const KUBELET_CLIENT_KEY: &str = "kubelet-client.key";
+const FRONT_PROXY_CA_CERT: &str = "front-proxy-ca.crt";
+const FRONT_PROXY_CA_KEY: &str = "front-proxy-ca.key";
+const FRONT_PROXY_CLIENT_CERT: &str = "front-proxy-client.crt";
+const FRONT_PROXY_CLIENT_KEY: &str = "front-proxy-client.key";
 
 impl ClusterCerts {
     /// Loads the certificates under `data_dir/tls` with the default
@@ -204,6 +220,46 @@ impl ClusterCerts {
                 )
             })?;
 
+        // A CA of its own, so that no certificate the cluster CA issues
+        // (a user's, a node's) can carry identity headers to extension API
+        // servers.
+        let (front_proxy_ca_cert_pem, front_proxy_ca_key_pem) = match (
+            read_optional(&dir.join(FRONT_PROXY_CA_CERT))?,
+            read_optional(&dir.join(FRONT_PROXY_CA_KEY))?,
+        ) {
+            (Some(cert), Some(key)) => (cert, key),
+            _ => {
+                let (cert, key) = new_named_ca("skiff-front-proxy-ca", lifetimes.ca)?;
+                write_private(&dir.join(FRONT_PROXY_CA_KEY), &key)?;
+                write_public(&dir.join(FRONT_PROXY_CA_CERT), &cert)?;
+                for stale in [FRONT_PROXY_CLIENT_CERT, FRONT_PROXY_CLIENT_KEY] {
+                    let _ = fs::remove_file(dir.join(stale));
+                }
+                (cert, key)
+            }
+        };
+        let front_proxy_key =
+            KeyPair::from_pem(&front_proxy_ca_key_pem).map_err(|_| TlsError::BadPem {
+                path: dir.join(FRONT_PROXY_CA_KEY),
+                what: "private key",
+            })?;
+        let front_proxy_issuer =
+            Issuer::from_ca_cert_pem(&front_proxy_ca_cert_pem, front_proxy_key).map_err(|_| {
+                TlsError::BadPem {
+                    path: dir.join(FRONT_PROXY_CA_CERT),
+                    what: "CA certificate",
+                }
+            })?;
+        let (front_proxy_client_cert_pem, front_proxy_client_key_pem) =
+            leaf(FRONT_PROXY_CLIENT_CERT, FRONT_PROXY_CLIENT_KEY).load_or_issue(false, || {
+                new_client(
+                    &front_proxy_issuer,
+                    FRONT_PROXY_CLIENT_USER,
+                    &[],
+                    lifetimes.leaf,
+                )
+            })?;
+
         Ok(Self {
             dir,
             ca_cert_pem,
@@ -214,6 +270,9 @@ impl ClusterCerts {
             admin_key_pem,
             kubelet_client_cert_pem,
             kubelet_client_key_pem,
+            front_proxy_ca_cert_pem,
+            front_proxy_client_cert_pem,
+            front_proxy_client_key_pem,
         })
     }
 
@@ -226,6 +285,17 @@ impl ClusterCerts {
             &self.ca_cert_pem,
             &self.kubelet_client_cert_pem,
             &self.kubelet_client_key_pem,
+        )
+    }
+
+    /// The aggregator's TLS client towards extension API servers.
+    pub fn front_proxy(
+        &self,
+    ) -> Result<crate::aggregator::FrontProxyTls, crate::aggregator::FrontProxyError> {
+        crate::aggregator::FrontProxyTls::from_pem(
+            &self.front_proxy_ca_cert_pem,
+            &self.front_proxy_client_cert_pem,
+            &self.front_proxy_client_key_pem,
         )
     }
 
@@ -345,14 +415,17 @@ pub fn default_sans(extra: &[String]) -> Vec<String> {
 }
 
 fn new_ca(lifetime: std::time::Duration) -> Result<(String, String), TlsError> {
+    new_named_ca("skiff-ca", lifetime)
+}
+
+/// A self-signed CA named `name`.
+fn new_named_ca(name: &str, lifetime: std::time::Duration) -> Result<(String, String), TlsError> {
     let key = KeyPair::generate().map_err(|source| TlsError::Generate {
         what: "CA key",
         source,
     })?;
     let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "skiff-ca");
+    params.distinguished_name.push(DnType::CommonName, name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     lifetime::set_validity(&mut params, lifetime);
     params.key_usages = vec![

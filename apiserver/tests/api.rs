@@ -6,6 +6,10 @@ mod harness;
 
 #[path = "api/admission_policy.rs"]
 mod admission_policy;
+#[path = "api/aggregator.rs"]
+mod aggregator;
+#[path = "api/aggregator_proxy.rs"]
+mod aggregator_proxy;
 #[path = "api/apply.rs"]
 mod apply;
 #[path = "api/audit.rs"]
@@ -56,6 +60,8 @@ mod pod_security;
 mod quota;
 #[path = "api/rbac.rs"]
 mod rbac;
+#[path = "api/resource_metrics.rs"]
+mod resource_metrics;
 #[path = "api/reviews.rs"]
 mod reviews;
 #[path = "api/service_alloc.rs"]

@@ -121,6 +121,12 @@ pub struct ServerArgs {
     #[arg(long, env = "SKIFF_REQUEST_TIMEOUT", default_value = "60s", value_parser = request_timeout)]
     pub request_timeout: Duration,
 
+    /// How often the nodes' resource usage is scraped for `kubectl top`
+    /// and the metrics.k8s.io API (metrics-server's --metric-resolution),
+    /// a duration such as 15s; CPU is the rate between two scrapes.
+    #[arg(long, env = "SKIFF_METRIC_RESOLUTION", default_value = "15s", value_parser = request_timeout)]
+    pub metric_resolution: Duration,
+
     /// API Priority and Fairness: this plus --max-mutating-requests-inflight
     /// is the number of requests that run at once, shared among the limited
     /// priority levels by their nominalConcurrencyShares; beyond that
@@ -293,7 +299,8 @@ fn managed_provider(name: &str) -> Result<ProviderKind, String> {
         .ok_or_else(|| format!("{name:?} is not aescbc or secretbox"))
 }
 
-/// Reads `--request-timeout` (a Go duration, as upstream's flag).
+/// Reads `--request-timeout` and `--metric-resolution` (positive Go
+/// durations, as upstream's flags).
 fn request_timeout(text: &str) -> Result<Duration, String> {
     skiff_apiserver::request_timeout::parse_go_duration(text)
         .filter(|d| !d.is_zero())
@@ -365,10 +372,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         store.clone(),
         crate::snapshot::attachment_sources(&args.data_dir),
     ));
+    // Requests for Service-backed APIServices reach extension API servers
+    // with the front-proxy client certificate.
+    let front_proxy = certs
+        .front_proxy()
+        .context("loading the API server's front-proxy client certificate")?;
     let api_config = ApiServerConfig {
         snapshots: Some(snapshots.clone()),
         snapshot_retention: args.snapshot_retention,
         kubelet_client: Some(Arc::new(kubelet_client)),
+        front_proxy: Some(Arc::new(front_proxy)),
         // Webhooks without a caBundle may present a certificate the cluster
         // CA signed (besides one from the system roots).
         webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
@@ -383,6 +396,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             args.encryption_provider_config.clone(),
         ),
         request_timeout: args.request_timeout,
+        metrics_resolution: args.metric_resolution,
         max_requests_inflight: args.max_requests_inflight,
         max_mutating_requests_inflight: args.max_mutating_requests_inflight,
         default_watch_timeout: Duration::from_secs(args.min_request_timeout.max(1)),

@@ -47,18 +47,7 @@ fn crd_info(inner: &Inner) -> Option<Arc<ResourceInfo>> {
 
 /// The CRDs as the watch cache has them now.
 fn stored_crds(inner: &Inner) -> Vec<Value> {
-    let Some(info) = crd_info(inner) else {
-        return Vec::new();
-    };
-    match inner.cache(&info) {
-        Ok(cache) => cache
-            .snapshot()
-            .objects
-            .values()
-            .map(|v| v.to_value())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+    inner.cached_objects("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 }
 
 /// Makes the registry serve exactly the accepted CRDs' versions, each

@@ -145,6 +145,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 custom: Some(Arc::new(custom)),
                 strategy: &crate::kinds::CustomResources,
                 review: None,
+                metrics: None,
             }
         })
         .collect()

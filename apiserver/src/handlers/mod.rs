@@ -6,7 +6,7 @@ mod delete;
 mod list_body;
 mod read;
 pub(crate) mod storage;
-mod streaming;
+pub(crate) mod streaming;
 mod subresources;
 mod update;
 mod watch;
@@ -99,6 +99,16 @@ async fn handle(
     request: Request,
     notes: &RequestNotes,
 ) -> Result<Response, ApiError> {
+    // A group/version an APIService hands to a Service (never one served
+    // here) goes there, as the caller authorized above.
+    if let Some(service) = crate::aggregator::proxy::remote_for(&inner, request.uri().path()) {
+        let user = request
+            .extensions()
+            .get::<UserInfo>()
+            .cloned()
+            .unwrap_or_else(UserInfo::anonymous);
+        return crate::aggregator::proxy::forward(&inner, &service, &user, request).await;
+    }
     let (parts, body) = request.into_parts();
     let registry = inner.registry.current();
     let route = routing::parse(parts.uri.path(), &registry)?;
@@ -106,7 +116,10 @@ async fn handle(
         && let Some(version) = discovery::aggregated::negotiate(&parts.headers)
     {
         let core = matches!(route, Route::CoreVersions);
-        let doc = discovery::aggregated::document(&registry, core, version);
+        let mut doc = discovery::aggregated::document(&registry, core, version);
+        if !core {
+            crate::aggregator::discovery::add_to_aggregated(&mut doc, &inner.aggregated.read());
+        }
         let mut response = only_get(&parts.method, doc)?;
         if let Ok(value) = discovery::aggregated::content_type(version).parse() {
             response
@@ -120,8 +133,18 @@ async fn handle(
     }
     let target = match route {
         Route::CoreVersions => return only_get(&parts.method, discovery::core_versions()),
-        Route::Groups => return only_get(&parts.method, discovery::groups(&registry)),
-        Route::Group(g) => return only_get(&parts.method, discovery::group(&registry, &g)?),
+        Route::Groups => {
+            let mut doc = discovery::groups(&registry);
+            crate::aggregator::discovery::add_to_group_list(&mut doc, &inner.aggregated.read());
+            return only_get(&parts.method, doc);
+        }
+        Route::Group(g) => {
+            // A local group first; else an aggregated one.
+            let doc = discovery::group(&registry, &g).or_else(|e| {
+                crate::aggregator::discovery::group(&inner.aggregated.read(), &g).ok_or(e)
+            })?;
+            return only_get(&parts.method, doc);
+        }
         Route::Resources { group, version } => {
             return only_get(
                 &parts.method,
@@ -167,6 +190,9 @@ async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, Ap
     use Subresource::*;
     if let Some(review) = ctx.info().review {
         return crate::reviews::serve(ctx, review, method, body).await;
+    }
+    if let Some(which) = ctx.info().metrics {
+        return crate::resource_metrics::serve(ctx, which, method).await;
     }
     let has_name = ctx.target.name.is_some();
     match (method, has_name, ctx.target.subresource) {

@@ -12,6 +12,7 @@
 //! what to write, the handlers and `handlers/storage.rs` write it.
 
 mod admission_policies;
+mod api_services;
 mod autoscaling;
 mod certificates;
 mod config;
@@ -21,6 +22,7 @@ mod defined;
 mod discovery;
 mod events;
 mod flowcontrol;
+mod metrics;
 mod namespaces;
 mod networking;
 mod nodes;
@@ -53,6 +55,7 @@ use crate::watch_cache::CacheForm;
 pub(crate) use admission_policies::{
     VALIDATING_ADMISSION_POLICIES, VALIDATING_ADMISSION_POLICY_BINDINGS,
 };
+pub(crate) use api_services::API_SERVICES;
 pub(crate) use autoscaling::HorizontalPodAutoscalers;
 pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
@@ -61,6 +64,7 @@ pub(crate) use default::{LEASES, PLAIN, SERVICE_ACCOUNTS};
 pub(crate) use discovery::{EndpointSlices, Endpoints};
 pub(crate) use events::{Events, EventsV1};
 pub(crate) use flowcontrol::{FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS};
+pub(crate) use metrics::{NODE_METRICS, POD_METRICS};
 pub(crate) use namespaces::Namespaces;
 pub(crate) use networking::{IngressClasses, NetworkPolicies};
 pub(crate) use nodes::Nodes;

@@ -95,6 +95,7 @@ fn builtin_kinds() -> Vec<BuiltinKind> {
         kind::<storage::v1::StorageClass>(),
         kind::<storage::v1::VolumeAttachment>(),
         kind::<apiextensions::v1::CustomResourceDefinition>(),
+        kind::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(),
         kind::<scheduling::v1::PriorityClass>(),
         kind::<coordination::v1::Lease>(),
         kind::<discovery::v1::EndpointSlice>(),

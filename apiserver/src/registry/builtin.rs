@@ -6,6 +6,7 @@ use k8s_openapi::api::{
     storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -14,6 +15,7 @@ use serde_json::Value;
 use super::conversion;
 use super::{ResourceInfo, Subresource};
 use crate::kinds::{self, KindStrategy};
+use crate::resource_metrics::MetricsResource;
 use crate::reviews::Review;
 
 /// Maps a k8s-openapi scope marker to "is namespaced".
@@ -41,29 +43,73 @@ where
     T: Resource + Serialize + DeserializeOwned,
     T::Scope: ScopeFlag,
 {
-    let group_segment = if T::GROUP.is_empty() {
-        "core"
-    } else {
-        T::GROUP
-    };
+    entry(
+        T::GROUP,
+        T::VERSION,
+        T::URL_PATH_SEGMENT,
+        T::KIND,
+        <T::Scope as ScopeFlag>::NAMESPACED,
+        roundtrip::<T>,
+    )
+}
+
+/// A plain registry entry, stored under `/registry/<group|core>/<resource>/`.
+fn entry(
+    group: &'static str,
+    version: &'static str,
+    resource: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    roundtrip: super::TypedRoundTrip,
+) -> ResourceInfo {
+    let group_segment = if group.is_empty() { "core" } else { group };
     ResourceInfo {
-        group: T::GROUP,
-        version: T::VERSION,
-        resource: T::URL_PATH_SEGMENT,
-        kind: T::KIND,
-        namespaced: <T::Scope as ScopeFlag>::NAMESPACED,
+        group,
+        version,
+        resource,
+        kind,
+        namespaced,
         short_names: &[],
         categories: &[],
         subresources: Vec::new(),
         tracks_generation: false,
         field_labels: &[],
         create_on_update: false,
-        storage_prefix: format!("/registry/{group_segment}/{}/", T::URL_PATH_SEGMENT),
+        storage_prefix: format!("/registry/{group_segment}/{resource}/"),
         conversion: None,
-        roundtrip: roundtrip::<T>,
+        roundtrip,
         custom: None,
         strategy: &kinds::PLAIN,
         review: None,
+        metrics: None,
+    }
+}
+
+/// An object without a k8s-openapi type is kept as it is.
+fn untyped(value: &Value) -> Result<Value, String> {
+    Ok(value.clone())
+}
+
+/// A `metrics.k8s.io/v1beta1` resource: read-only, computed from the
+/// nodes' figures, never stored.
+fn resource_metrics(
+    resource: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    which: MetricsResource,
+    strategy: &'static dyn KindStrategy,
+) -> ResourceInfo {
+    ResourceInfo {
+        strategy,
+        metrics: Some(which),
+        ..entry(
+            "metrics.k8s.io",
+            "v1beta1",
+            resource,
+            kind,
+            namespaced,
+            untyped,
+        )
     }
 }
 
@@ -348,6 +394,12 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[Status])
             .generation()
             .strategy(&kinds::CustomResourceDefinitions),
+        // apiregistration.k8s.io/v1 (what the aggregator does with them is
+        // crate::aggregator's)
+        of::<apiregistration::v1::APIService>()
+            .cats(&["api-extensions"])
+            .subs(&[Status])
+            .strategy(&kinds::API_SERVICES),
         // scheduling.k8s.io/v1
         of::<scheduling::v1::PriorityClass>()
             .short(&["pc"])
@@ -365,5 +417,21 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[Status])
             .generation()
             .strategy(&kinds::PRIORITY_LEVEL_CONFIGURATIONS),
+        // metrics.k8s.io/v1beta1, which upstream's metrics-server serves
+        // behind the aggregator: computed here from the nodes' figures
+        resource_metrics(
+            "nodes",
+            "NodeMetrics",
+            false,
+            MetricsResource::Nodes,
+            &kinds::NODE_METRICS,
+        ),
+        resource_metrics(
+            "pods",
+            "PodMetrics",
+            true,
+            MetricsResource::Pods,
+            &kinds::POD_METRICS,
+        ),
     ]
 }

@@ -130,6 +130,9 @@ pub struct ResourceInfo {
     /// Set for virtual resources: create-only, answered by this review and
     /// never stored (no watch cache, nothing under the storage prefix).
     pub review: Option<crate::reviews::Review>,
+    /// Set for the resource metrics (`metrics.k8s.io`): read-only, answered
+    /// from the figures scraped off the nodes and never stored.
+    pub metrics: Option<crate::resource_metrics::MetricsResource>,
 }
 
 /// What discovery lists for a stored resource.
@@ -175,14 +178,16 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
-    /// A virtual resource: create-only, never stored.
+    /// A virtual resource: never stored (a review, or resource metrics).
     pub fn is_virtual(&self) -> bool {
-        self.review.is_some()
+        self.review.is_some() || self.metrics.is_some()
     }
 
     /// The verbs discovery lists for the resource itself.
     pub fn verbs(&self) -> &'static [&'static str] {
-        if self.is_virtual() {
+        if self.metrics.is_some() {
+            &["get", "list"]
+        } else if self.is_virtual() {
             &["create"]
         } else {
             STORED_VERBS

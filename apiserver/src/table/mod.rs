@@ -5,9 +5,11 @@
 
 pub(crate) mod admission;
 mod age;
+pub(crate) mod aggregator;
 pub(crate) mod columns;
 pub(crate) mod core;
 pub(crate) mod flowcontrol;
+pub(crate) mod metrics;
 pub(crate) mod pods;
 pub(crate) mod workloads;
 

@@ -30,15 +30,29 @@ struct Seen {
     bytes: Vec<u8>,
 }
 
-fn pems(pem: &str) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+pub(crate) fn pems(pem: &str) -> Vec<rustls::pki_types::CertificateDer<'static>> {
     rustls_pemfile::certs(&mut pem.as_bytes())
         .collect::<Result<_, _>>()
         .unwrap()
 }
 
+/// The common name of the client certificate a TLS connection presented.
+pub(crate) fn client_cn(
+    stream: &tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+) -> Option<String> {
+    let der = stream.get_ref().1.peer_certificates()?.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?;
+    cn.as_str().ok().map(String::from)
+}
+
 /// A serving certificate for `cn` naming `ip`, signed by `issuer` (or
 /// self-signed when `None`).
-fn serving_cert(issuer: Option<&Issuer<'static, KeyPair>>, cn: &str, ip: &str) -> (String, String) {
+pub(crate) fn serving_cert(
+    issuer: Option<&Issuer<'static, KeyPair>>,
+    cn: &str,
+    ip: &str,
+) -> (String, String) {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, cn);
@@ -96,16 +110,7 @@ async fn fake_node(
                 };
             }
         };
-        let client = stream
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first())
-            .and_then(|c| {
-                let (_, cert) = x509_parser::parse_x509_certificate(c).ok()?;
-                let cn = cert.subject().iter_common_name().next()?;
-                cn.as_str().ok().map(String::from)
-            });
+        let client = client_cn(&stream);
         let mut bytes = Vec::new();
         let mut buf = [0u8; 4096];
         // Read the request head, if any comes.
@@ -164,7 +169,7 @@ async fn node_at(s: &TestServer, port: u16) {
     assert_eq!(code, StatusCode::OK, "{body}");
 }
 
-fn issuer(certs: &ClusterCerts) -> Issuer<'static, KeyPair> {
+pub(crate) fn issuer(certs: &ClusterCerts) -> Issuer<'static, KeyPair> {
     Issuer::from_ca_cert_pem(
         &certs.ca_cert_pem,
         KeyPair::from_pem(&certs.ca_key_pem).unwrap(),

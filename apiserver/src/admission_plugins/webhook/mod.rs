@@ -25,7 +25,7 @@ mod matching;
 mod patch;
 mod review;
 mod source;
-mod target;
+pub(crate) mod target;
 
 use serde_json::Value;
 

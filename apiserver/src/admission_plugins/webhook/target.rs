@@ -29,7 +29,7 @@ pub(super) struct Target {
 /// Why a hook's address could not be found (upstream's wording, as it
 /// appears after `Post "<url>": `).
 #[derive(Debug, thiserror::Error)]
-pub(super) enum TargetError {
+pub(crate) enum TargetError {
     #[error("webhook has no clientConfig")]
     Unset,
     #[error("invalid webhook URL {0:?}")]
@@ -95,8 +95,9 @@ fn from_url(url: &str, timeout_seconds: u64) -> Result<Target, (String, TargetEr
     })
 }
 
-/// A ready address of the Service's EndpointSlices for its `port`.
-fn service_address(
+/// A ready address of the Service's EndpointSlices for its `port`
+/// (`ip:port`, one picked at random among the ready ones).
+pub(crate) fn service_address(
     inner: &Inner,
     namespace: &str,
     name: &str,

@@ -117,6 +117,19 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
             .labelled(AGGREGATE_TO_EDIT),
         RoleSpec::cluster("system:aggregate-to-view", aggregate_to_view())
             .labelled(AGGREGATE_TO_VIEW),
+        // Who may read the resource metrics: everyone who may view, as
+        // the ClusterRole metrics-server installs.
+        RoleSpec::cluster(
+            "system:aggregated-metrics-reader",
+            vec![
+                rule(&["get", "list", "watch"])
+                    .groups(&["metrics.k8s.io"])
+                    .resources(&["pods", "nodes"]),
+            ],
+        )
+        .labelled(AGGREGATE_TO_VIEW)
+        .labelled(AGGREGATE_TO_EDIT)
+        .labelled(AGGREGATE_TO_ADMIN),
         RoleSpec::cluster(
             "system:auth-delegator",
             vec![

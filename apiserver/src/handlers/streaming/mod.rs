@@ -8,8 +8,8 @@
 //! authenticates with its own client certificate.
 
 mod log_options;
-mod node;
-mod proxy;
+pub(crate) mod node;
+pub(crate) mod proxy;
 
 use std::sync::Arc;
 

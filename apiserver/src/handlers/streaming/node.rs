@@ -10,7 +10,7 @@ const DEFAULT_NODE_PORT: u16 = 10250;
 
 /// A node server's address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct NodeLocation {
+pub(crate) struct NodeLocation {
     /// The node's name: its serving certificate must be issued to
     /// `system:node:<node>`.
     pub node: String,
@@ -43,7 +43,11 @@ pub(super) async fn locate(inner: &Inner, node: &str) -> Result<NodeLocation, Ap
     location_of(node, &object)
 }
 
-fn location_of(node: &str, object: &serde_json::Value) -> Result<NodeLocation, ApiError> {
+/// Where `node`'s server listens, from its Node object.
+pub(crate) fn location_of(
+    node: &str,
+    object: &serde_json::Value,
+) -> Result<NodeLocation, ApiError> {
     let addresses = object["status"]["addresses"].as_array();
     let address = ["InternalIP", "ExternalIP", "Hostname"]
         .iter()

@@ -93,7 +93,7 @@ fn backend_error(location: &NodeLocation, e: impl std::fmt::Display) -> ApiError
 }
 
 /// GETs `uri` from the node and streams its answer back as it is.
-pub(super) async fn get(
+pub(crate) async fn get(
     tls: &KubeletClientTls,
     location: &NodeLocation,
     uri: &str,

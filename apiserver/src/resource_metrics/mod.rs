@@ -1,0 +1,333 @@
+//! The resource metrics API (`metrics.k8s.io/v1beta1` NodeMetrics and
+//! PodMetrics), which upstream's metrics-server serves behind the
+//! aggregator and skiff serves itself: [`scrape`] fetches each Ready
+//! node's `/metrics/resource` periodically and keeps the last two samples;
+//! the handlers here answer get and list (label and field selectors, one
+//! namespace or all) for the Nodes and Pods in the watch caches that have
+//! figures, as metrics-server does (its objects carry the Node's or Pod's
+//! labels; CPU is a rate over the window between the two samples, memory
+//! the working set at its end).
+//!
+//! These are virtual registry entries ([`crate::registry::ResourceInfo::metrics`]):
+//! in discovery with verbs get and list, authorized like any resource
+//! (`get`/`list` on `nodes.metrics.k8s.io`, `pods.metrics.k8s.io`), never
+//! stored or watched.
+
+mod prometheus;
+pub(crate) mod scrape;
+
+use axum::response::Response;
+use http::{Method, StatusCode};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use crate::handlers::{Ctx, respond};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use scrape::{Measured, Usage};
+
+pub(crate) use scrape::MetricsStore;
+
+/// metrics-server's default resolution: how often the nodes are scraped.
+pub const DEFAULT_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Which resource metrics a registry entry serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsResource {
+    /// NodeMetrics, one per Node.
+    Nodes,
+    /// PodMetrics, one per Pod.
+    Pods,
+}
+
+impl MetricsResource {
+    /// The core resource whose objects the metrics describe.
+    fn source(self) -> &'static str {
+        match self {
+            Self::Nodes => "nodes",
+            Self::Pods => "pods",
+        }
+    }
+
+    /// The resource metrics-server names in its NotFound errors.
+    fn not_found(self, name: String) -> ApiError {
+        let resource = match self {
+            Self::Nodes => "nodemetrics.metrics.k8s.io",
+            Self::Pods => "podmetrics.metrics.k8s.io",
+        };
+        ApiError::NotFound {
+            resource: resource.to_string(),
+            group: "metrics.k8s.io".to_string(),
+            name,
+        }
+    }
+}
+
+/// Answers a get or list of NodeMetrics or PodMetrics.
+pub(crate) async fn serve(
+    ctx: Ctx,
+    which: MetricsResource,
+    method: Method,
+) -> Result<Response, ApiError> {
+    if ctx.target.subresource.is_some() {
+        return Err(ApiError::PathNotFound);
+    }
+    if method != Method::GET || ctx.params.watch {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let labels =
+        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
+    let fields = FieldSelector::parse(&ctx.params.field_selector, &[])
+        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let source = ctx
+        .inner
+        .registry
+        .get("", "v1", which.source())
+        .ok_or_else(|| ApiError::Internal(format!("{} are not served", which.source())))?;
+    let snapshot = ctx.inner.cache(&source)?.snapshot();
+    let store = &ctx.inner.resource_metrics;
+    let pods = match which {
+        MetricsResource::Pods => store.pods(),
+        MetricsResource::Nodes => Default::default(),
+    };
+    let metrics_of = |object: &Value| -> Option<Value> {
+        let name = object["metadata"]["name"].as_str()?;
+        match which {
+            MetricsResource::Nodes => Some(node_metrics(object, &store.node(name)?)),
+            MetricsResource::Pods => {
+                let namespace = object["metadata"]["namespace"].as_str()?;
+                let measured = pods.get(&(namespace.to_string(), name.to_string()))?;
+                Some(pod_metrics(object, measured))
+            }
+        }
+    };
+    let info = ctx.info().clone();
+    if let Some(name) = &ctx.target.name {
+        let shown = match ctx.namespace() {
+            Some(ns) if info.namespaced => format!("{ns}/{name}"),
+            _ => name.clone(),
+        };
+        let metrics = snapshot
+            .objects
+            .get(&source.key(ctx.namespace(), name))
+            .and_then(|object| metrics_of(&object.value()))
+            .ok_or_else(|| which.not_found(shown))?;
+        if let Some(table) = crate::table::for_request(
+            &ctx.headers,
+            ctx.params.include_object.as_deref(),
+            &info,
+            std::slice::from_ref(&metrics),
+            json!({}),
+        ) {
+            return respond(StatusCode::OK, &table?);
+        }
+        return respond(StatusCode::OK, &metrics);
+    }
+    let prefix = source.collection_prefix(ctx.namespace());
+    let mut items = Vec::new();
+    for (key, object) in snapshot.objects.range(prefix.clone()..) {
+        if !key.starts_with(&prefix) {
+            break;
+        }
+        let object = object.value();
+        if !(labels.matches(&object) && fields.matches(&object)) {
+            continue;
+        }
+        if let Some(metrics) = metrics_of(&object) {
+            items.push(metrics);
+        }
+    }
+    if let Some(table) = crate::table::for_request(
+        &ctx.headers,
+        ctx.params.include_object.as_deref(),
+        &info,
+        &items,
+        json!({}),
+    ) {
+        return respond(StatusCode::OK, &table?);
+    }
+    respond(
+        StatusCode::OK,
+        &json!({
+            "kind": info.list_kind(),
+            "apiVersion": info.api_version(),
+            "metadata": {},
+            "items": items,
+        }),
+    )
+}
+
+/// The metadata metrics-server gives a metrics object: the described
+/// object's name, namespace and labels, created now.
+fn metadata(object: &Value) -> Value {
+    let mut out = json!({
+        "name": object["metadata"]["name"],
+        "creationTimestamp": Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    });
+    if let Some(ns) = object["metadata"]["namespace"].as_str() {
+        out["namespace"] = json!(ns);
+    }
+    if let Some(labels) = object["metadata"]["labels"].as_object() {
+        out["labels"] = Value::Object(labels.clone());
+    }
+    out
+}
+
+fn timestamp(ms: i64) -> Value {
+    match Timestamp::from_millisecond(ms) {
+        Ok(t) => json!(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        Err(_) => Value::Null,
+    }
+}
+
+fn usage(usage: &Usage) -> Value {
+    json!({"cpu": cpu_quantity(usage.cpu_nano_cores), "memory": memory_quantity(usage.memory_bytes)})
+}
+
+fn node_metrics(node: &Value, measured: &Measured<Usage>) -> Value {
+    json!({
+        "kind": "NodeMetrics",
+        "apiVersion": "metrics.k8s.io/v1beta1",
+        "metadata": metadata(node),
+        "timestamp": timestamp(measured.time_ms),
+        "window": go_duration(measured.window_ms),
+        "usage": usage(&measured.usage),
+    })
+}
+
+fn pod_metrics(pod: &Value, measured: &Measured<Vec<(String, Usage)>>) -> Value {
+    let containers: Vec<Value> = measured
+        .usage
+        .iter()
+        .map(|(name, u)| json!({"name": name, "usage": usage(u)}))
+        .collect();
+    json!({
+        "kind": "PodMetrics",
+        "apiVersion": "metrics.k8s.io/v1beta1",
+        "metadata": metadata(pod),
+        "timestamp": timestamp(measured.time_ms),
+        "window": go_duration(measured.window_ms),
+        "containers": containers,
+    })
+}
+
+/// CPU in nanocores as a canonical decimal quantity (`250m`, `1500u`,
+/// `123456n`, `2`), as a quantity scaled by 10⁻⁹ prints.
+pub fn cpu_quantity(nano: u64) -> String {
+    if nano == 0 {
+        return "0".to_string();
+    }
+    for (divisor, suffix) in [(1_000_000_000, ""), (1_000_000, "m"), (1_000, "u")] {
+        if nano % divisor == 0 {
+            return format!("{}{suffix}", nano / divisor);
+        }
+    }
+    format!("{nano}n")
+}
+
+/// Bytes as a canonical binary quantity (`2Ki`, `1536Ki`, `1000`).
+pub fn memory_quantity(bytes: u64) -> String {
+    let mut value = bytes;
+    let mut suffix = 0;
+    const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    while value != 0 && value % 1024 == 0 && suffix < SUFFIXES.len() - 1 {
+        value /= 1024;
+        suffix += 1;
+    }
+    format!("{value}{}", SUFFIXES[suffix])
+}
+
+/// A window as Go's `time.Duration` prints it (`15.012s`, `1m0.5s`,
+/// `500ms`), which is how `metav1.Duration` is written.
+pub fn go_duration(ms: i64) -> String {
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    let sign = if ms < 0 { "-" } else { "" };
+    let ms = ms.unsigned_abs();
+    if ms < 1000 {
+        return format!("{sign}{ms}ms");
+    }
+    let seconds = |ms: u64| {
+        let whole = ms / 1000;
+        let frac = ms % 1000;
+        if frac == 0 {
+            format!("{whole}s")
+        } else {
+            let digits = format!("{frac:03}");
+            format!("{whole}.{}s", digits.trim_end_matches('0'))
+        }
+    };
+    let hours = ms / 3_600_000;
+    let minutes = (ms / 60_000) % 60;
+    let rest = ms % 60_000;
+    if hours > 0 {
+        format!("{sign}{hours}h{minutes}m{}", seconds(rest))
+    } else if minutes > 0 {
+        format!("{sign}{minutes}m{}", seconds(rest))
+    } else {
+        format!("{sign}{}", seconds(rest))
+    }
+}
+
+/// A PodMetrics' total CPU and memory over its containers, for its Table
+/// row.
+pub(crate) fn pod_totals(metrics: &Value) -> (String, String) {
+    let mut cpu = 0u64;
+    let mut memory = 0u64;
+    for container in metrics["containers"].as_array().into_iter().flatten() {
+        if let Some(c) = container["usage"]["cpu"]
+            .as_str()
+            .and_then(|q| skiff_common::quantity::parse_scaled(q, 1_000_000_000))
+        {
+            cpu = cpu.saturating_add(u64::try_from(c).unwrap_or(0));
+        }
+        if let Some(m) = container["usage"]["memory"]
+            .as_str()
+            .and_then(|q| skiff_common::quantity::parse_scaled(q, 1))
+        {
+            memory = memory.saturating_add(u64::try_from(m).unwrap_or(0));
+        }
+    }
+    (cpu_quantity(cpu), memory_quantity(memory))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_print_canonically() {
+        assert_eq!(cpu_quantity(0), "0");
+        assert_eq!(cpu_quantity(250_000_000), "250m");
+        assert_eq!(cpu_quantity(2_000_000_000), "2");
+        assert_eq!(cpu_quantity(1_500_000), "1500u");
+        assert_eq!(cpu_quantity(123_456_789), "123456789n");
+        assert_eq!(memory_quantity(0), "0");
+        assert_eq!(memory_quantity(2048), "2Ki");
+        assert_eq!(memory_quantity(1_572_864), "1536Ki");
+        assert_eq!(memory_quantity(1_048_576), "1Mi");
+        assert_eq!(memory_quantity(1000), "1000");
+    }
+
+    #[test]
+    fn windows_print_as_go_durations() {
+        assert_eq!(go_duration(15_000), "15s");
+        assert_eq!(go_duration(15_012), "15.012s");
+        assert_eq!(go_duration(15_500), "15.5s");
+        assert_eq!(go_duration(60_500), "1m0.5s");
+        assert_eq!(go_duration(500), "500ms");
+        assert_eq!(go_duration(3_600_000), "1h0m0s");
+    }
+
+    #[test]
+    fn pod_rows_sum_their_containers() {
+        let metrics = json!({"containers": [
+            {"name": "a", "usage": {"cpu": "250m", "memory": "1Mi"}},
+            {"name": "b", "usage": {"cpu": "1500u", "memory": "512Ki"}}]});
+        assert_eq!(
+            pod_totals(&metrics),
+            ("251500u".to_string(), "1536Ki".to_string())
+        );
+    }
+}

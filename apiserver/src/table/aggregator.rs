@@ -1,0 +1,50 @@
+//! APIServices with upstream's columns: where requests go (`Local` or the
+//! Service) and whether it is available (`False (Reason)` when not).
+
+use serde_json::Value;
+
+use super::columns::{Column, Printer, age, name, text};
+
+pub static API_SERVICES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Service",
+            "string",
+            "The reference to the service that hosts this API endpoint.",
+        ),
+        Column::new("Available", "string", "Whether this service is available."),
+        Column::AGE,
+    ],
+    cells: |service, now| {
+        let target = match (
+            text(service, "spec/service/namespace"),
+            text(service, "spec/service/name"),
+        ) {
+            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            _ => "Local".to_string(),
+        };
+        vec![
+            name(service),
+            Value::from(target),
+            Value::from(available(service)),
+            age(service, now),
+        ]
+    },
+};
+
+/// `True`, `False (Reason)`, or `Unknown` without the condition.
+fn available(service: &Value) -> String {
+    let condition = service["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"));
+    match condition {
+        None => "Unknown".to_string(),
+        Some(c) if c["status"] == "True" => "True".to_string(),
+        Some(c) => format!(
+            "{} ({})",
+            c["status"].as_str().unwrap_or("Unknown"),
+            c["reason"].as_str().unwrap_or("")
+        ),
+    }
+}

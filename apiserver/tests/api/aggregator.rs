@@ -1,0 +1,141 @@
+//! `apiregistration.k8s.io/v1` APIServices: a local one for every served
+//! group/version (available, `Local`), put back when someone deletes it or
+//! points it at a Service; a Service-backed one reports why it is not
+//! available; `kubectl get apiservices`' columns.
+
+use std::time::Duration;
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::TestServer;
+
+const PATH: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
+
+/// Waits until `check` accepts the APIService `name`.
+async fn eventually(s: &TestServer, name: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, body) = s.get(&format!("{PATH}/{name}")).await;
+        if code == StatusCode::OK && check(&body) {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: still {code}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn available(service: &Value) -> Option<(String, String)> {
+    let c = service["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Available")?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+    ))
+}
+
+#[tokio::test]
+async fn local_apiservices_are_registered_available_and_kept() {
+    let s = TestServer::new().await;
+    let metrics = eventually(&s, "v1beta1.metrics.k8s.io", |a| {
+        available(a) == Some(("True".into(), "Local".into()))
+    })
+    .await;
+    assert_eq!(metrics["spec"]["group"], "metrics.k8s.io");
+    assert_eq!(metrics["spec"]["version"], "v1beta1");
+    assert!(metrics["spec"].get("service").is_none());
+    assert_eq!(
+        metrics["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "onstart"
+    );
+    eventually(&s, "v1.", |a| a["spec"]["group"] == "").await;
+    eventually(&s, "v1.apps", |a| available(a).is_some()).await;
+
+    // From an attacker's side (one allowed to write APIServices): pointing
+    // a built-in group at a Service does not stick...
+    let (_, mut apps) = s.get(&format!("{PATH}/v1.apps")).await;
+    apps["spec"]["service"] = json!({"namespace": "default", "name": "evil", "port": 443});
+    apps["spec"]["insecureSkipTLSVerify"] = json!(true);
+    let (code, body) = s.put(&format!("{PATH}/v1.apps"), apps).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    eventually(&s, "v1.apps", |a| {
+        a["spec"].get("service").is_none() && a["spec"].get("insecureSkipTLSVerify").is_none()
+    })
+    .await;
+    // ...nor does deleting it; and apps is served locally all along.
+    let (code, _) = s.delete(&format!("{PATH}/v1.apps")).await;
+    assert_eq!(code, StatusCode::OK);
+    eventually(&s, "v1.apps", |a| available(a).is_some()).await;
+    let (code, _) = s.get("/apis/apps/v1/namespaces/default/deployments").await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_service_backed_apiservice_says_why_it_is_not_available() {
+    let s = TestServer::new().await;
+    let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1alpha1.example.com"},
+        "spec": {"group": "example.com", "version": "v1alpha1",
+            "groupPriorityMinimum": 1000, "versionPriority": 15,
+            "insecureSkipTLSVerify": true,
+            "service": {"namespace": "default", "name": "example-api", "port": 443}}});
+    let (code, body) = s.post(PATH, service).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let got = eventually(&s, "v1alpha1.example.com", |a| available(a).is_some()).await;
+    assert_eq!(
+        available(&got),
+        Some(("False".into(), "ServiceNotFound".into())),
+        "{got}"
+    );
+    let svc = json!({"metadata": {"name": "example-api"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}});
+    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    eventually(&s, "v1alpha1.example.com", |a| {
+        available(a) == Some(("False".into(), "MissingEndpoints".into()))
+    })
+    .await;
+
+    // The wrong name for its group/version is refused.
+    let bad = json!({"metadata": {"name": "v2.example.com"},
+        "spec": {"group": "example.com", "version": "v1",
+            "groupPriorityMinimum": 1000, "versionPriority": 15}});
+    let (code, body) = s.post(PATH, bad).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+
+    // kubectl's columns.
+    let (code, table) = s
+        .call_with_headers(
+            &skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]),
+            http::Method::GET,
+            PATH,
+            None,
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{table}");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(columns, ["Name", "Service", "Available", "Age"]);
+    let row = |name: &str| {
+        table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cells"][0] == name)
+            .map(|r| r["cells"].clone())
+            .unwrap_or_else(|| panic!("{name} in {table}"))
+    };
+    assert_eq!(row("v1alpha1.example.com")[1], "default/example-api");
+    assert_eq!(row("v1alpha1.example.com")[2], "False (MissingEndpoints)");
+    assert_eq!(row("v1beta1.metrics.k8s.io")[1], "Local");
+}

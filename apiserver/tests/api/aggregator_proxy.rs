@@ -1,0 +1,348 @@
+//! Aggregated API servers, from both sides: an APIService naming a Service
+//! gets the requests under its group/version — after authorization, with
+//! the caller's identity in the front-proxy headers, the front-proxy
+//! client certificate, the server's certificate checked against the
+//! `caBundle` — and its group in discovery once its discovery check
+//! passes. A caller RBAC refuses is answered 403 here and the extension
+//! server sees nothing; a server whose certificate the `caBundle` does not
+//! vouch for gets no request; a built-in group an APIService points at the
+//! Service stays served here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use http::{Method, StatusCode};
+use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+use serde_json::{Value, json};
+use skiff_apiserver::ApiServerConfig;
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::tls::ClusterCerts;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::harness::TestServer;
+use crate::node_tls::{client_cn, pems};
+
+/// A CA of the extension server's own and a serving certificate from it
+/// for `example-api.default.svc`.
+fn extension_certs() -> (String, (String, String)) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "example-ca");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::default();
+    leaf.distinguished_name
+        .push(DnType::CommonName, "example-api");
+    leaf.subject_alt_names = vec![SanType::DnsName(
+        "example-api.default.svc".try_into().unwrap(),
+    )];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    (ca_pem, (cert.pem(), key.serialize_pem()))
+}
+
+/// Every request the extension server got: (client CN, head).
+type Seen = Arc<parking_lot::Mutex<Vec<(Option<String>, String)>>>;
+
+/// The extension API server: requires a front-proxy client certificate,
+/// answers discovery for example.com/v1alpha1 and echoes the identity
+/// headers of any other request.
+async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Seen) -> u16 {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in pems(front_proxy_ca) {
+        roots.add(ca).unwrap();
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
+        .unwrap()
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(pems(&cert.0), key)
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let Ok(mut stream) = acceptor.accept(tcp).await else {
+                continue;
+            };
+            let client = client_cn(&stream);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                    _ => break,
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            seen.lock().push((client, head.clone()));
+            let path = head.split(' ').nth(1).unwrap_or("").to_string();
+            let body = if path == "/apis/example.com/v1alpha1" {
+                json!({"kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": "example.com/v1alpha1",
+                    "resources": [{"name": "widgets", "singularName": "widget",
+                        "namespaced": true, "kind": "Widget", "verbs": ["get", "list"]}]})
+            } else {
+                let headers: Vec<String> = head
+                    .lines()
+                    .skip(1)
+                    .map(|l| l.to_ascii_lowercase())
+                    .collect();
+                json!({"kind": "WidgetList", "apiVersion": "example.com/v1alpha1",
+                    "path": path, "headers": headers, "items": []})
+            }
+            .to_string();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        }
+    });
+    port
+}
+
+async fn available(s: &TestServer, name: &str, reason: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
+    loop {
+        let (_, service) = s
+            .get(&format!(
+                "/apis/apiregistration.k8s.io/v1/apiservices/{name}"
+            ))
+            .await;
+        let condition = service["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+            .cloned();
+        if condition.as_ref().is_some_and(|c| c["reason"] == reason) {
+            return condition.unwrap_or_default();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: not {reason}: {service}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
+    let config = ApiServerConfig {
+        front_proxy: Some(Arc::new(certs.front_proxy().unwrap())),
+        webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
+        ..ApiServerConfig::default()
+    };
+    let s = TestServer::with_config(config).await;
+
+    // What extension servers read to trust the headers.
+    let (_, auth) = s
+        .get("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication")
+        .await;
+    assert_eq!(
+        auth["data"]["requestheader-client-ca-file"],
+        certs.front_proxy_ca_cert_pem.as_str()
+    );
+    assert_eq!(
+        auth["data"]["requestheader-allowed-names"],
+        "[\"front-proxy-client\"]"
+    );
+    assert_eq!(
+        auth["data"]["requestheader-username-headers"],
+        "[\"X-Remote-User\"]"
+    );
+
+    let (ca_pem, serving) = extension_certs();
+    let seen = Seen::default();
+    let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
+    let svc = json!({"metadata": {"name": "example-api"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
+    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "example-api-1",
+            "labels": {"kubernetes.io/service-name": "example-api"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
+    let (code, body) = s
+        .post(
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            slice,
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
+    let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1alpha1.example.com"},
+        "spec": {"group": "example.com", "version": "v1alpha1",
+            "groupPriorityMinimum": 1000, "versionPriority": 15, "caBundle": bundle,
+            "service": {"namespace": "default", "name": "example-api", "port": 443}}});
+    let (code, body) = s
+        .post("/apis/apiregistration.k8s.io/v1/apiservices", service)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let condition = available(&s, "v1alpha1.example.com", "Passed").await;
+    assert_eq!(condition["status"], "True");
+
+    // Discovery lists the group and, aggregated, its resources.
+    let (_, groups) = s.get("/apis").await;
+    assert!(
+        groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "example.com"),
+        "{groups}"
+    );
+    let (code, group) = s.get("/apis/example.com").await;
+    assert_eq!(code, StatusCode::OK, "{group}");
+    assert_eq!(group["preferredVersion"]["version"], "v1alpha1");
+
+    // A caller RBAC allows: proxied, with the identity in headers and no
+    // credentials of the caller's.
+    let admin = UserInfo::new("alice", ["system:masters".to_string()]);
+    let (code, answer) = s
+        .call_with_headers(
+            &admin,
+            Method::GET,
+            "/apis/example.com/v1alpha1/namespaces/default/widgets",
+            None,
+            &[
+                ("authorization", "Bearer secret-token"),
+                ("x-remote-user", "forged"),
+            ],
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{answer}");
+    let headers: Vec<&str> = answer["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(headers.contains(&"x-remote-user: alice"), "{headers:?}");
+    assert!(
+        headers.contains(&"x-remote-group: system:masters"),
+        "{headers:?}"
+    );
+    assert!(!headers.iter().any(|h| h.contains("forged")), "{headers:?}");
+    assert!(
+        !headers.iter().any(|h| h.starts_with("authorization")),
+        "{headers:?}"
+    );
+    assert!(
+        seen.lock()
+            .iter()
+            .all(|(cn, _)| cn.as_deref() == Some("front-proxy-client")),
+        "{:?}",
+        seen.lock()
+    );
+
+    // A caller RBAC refuses: 403 here, nothing reaches the server.
+    let before = seen.lock().len();
+    let mallory = UserInfo::new("mallory", Vec::<String>::new());
+    let (code, _) = s
+        .call_as(
+            &mallory,
+            Method::GET,
+            "/apis/example.com/v1alpha1/namespaces/default/widgets",
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(seen.lock().len(), before);
+
+    // An APIService pointing a built-in group at the server does not take
+    // it over: apps stays served here and the server sees no apps request.
+    let (_, mut apps) = s
+        .get("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps")
+        .await;
+    apps["spec"]["service"] = json!({"namespace": "default", "name": "example-api", "port": 443});
+    apps["spec"]["caBundle"] = json!(bundle);
+    let (code, body) = s
+        .put("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps", apps)
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, list) = s.get("/apis/apps/v1/namespaces/default/deployments").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(list["kind"], "DeploymentList");
+    assert!(
+        !seen
+            .lock()
+            .iter()
+            .any(|(_, head)| head.contains("/apis/apps")),
+        "{:?}",
+        seen.lock()
+    );
+}
+
+#[tokio::test]
+async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
+    let config = ApiServerConfig {
+        front_proxy: Some(Arc::new(certs.front_proxy().unwrap())),
+        ..ApiServerConfig::default()
+    };
+    let s = TestServer::with_config(config).await;
+    let (_, serving) = extension_certs();
+    let (other_ca, _) = extension_certs();
+    let seen = Seen::default();
+    let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
+    let svc = json!({"metadata": {"name": "example-api"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
+    s.post("/api/v1/namespaces/default/services", svc).await;
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "example-api-1",
+            "labels": {"kubernetes.io/service-name": "example-api"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"]}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
+    s.post(
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+        slice,
+    )
+    .await;
+    let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1alpha1.example.com"},
+        "spec": {"group": "example.com", "version": "v1alpha1",
+            "groupPriorityMinimum": 1000, "versionPriority": 15,
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(&other_ca),
+            "service": {"namespace": "default", "name": "example-api", "port": 443}}});
+    s.post("/apis/apiregistration.k8s.io/v1/apiservices", service)
+        .await;
+    let condition = available(&s, "v1alpha1.example.com", "FailedDiscoveryCheck").await;
+    assert_eq!(condition["status"], "False");
+    let (code, _) = s
+        .get("/apis/example.com/v1alpha1/namespaces/default/widgets")
+        .await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(seen.lock().is_empty(), "{:?}", seen.lock());
+    let (_, groups) = s.get("/apis").await;
+    assert!(
+        !groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "example.com"),
+        "an unavailable group is not advertised"
+    );
+}

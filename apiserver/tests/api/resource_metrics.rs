@@ -1,0 +1,326 @@
+//! `metrics.k8s.io/v1beta1` served by the API server itself: it scrapes a
+//! node server's `/metrics/resource` (here a fake node on loopback with
+//! the node's certificate, answering growing counters) as its kubelet
+//! client, and answers NodeMetrics and PodMetrics as metrics-server does —
+//! CPU as a rate over two scrapes, selectors on the Pods' labels, one
+//! namespace or all — to those RBAC lets read them, and to nobody else.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use skiff_apiserver::ApiServerConfig;
+use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::tls::ClusterCerts;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::harness::TestServer;
+use crate::node_tls::{client_cn, issuer, pems, serving_cert};
+
+/// What the fake node saw: how many scrapes, and who asked for what.
+#[derive(Default)]
+struct Scrapes {
+    count: AtomicU64,
+    seen: parking_lot::Mutex<Vec<(Option<String>, String)>>,
+}
+
+/// The body of the `n`th scrape: every 15 s the node used 3 CPU-seconds
+/// (200m) and the pod's container 0.75 (50m).
+fn body(n: u64) -> String {
+    let t = 1_800_000_000_000 + n as i64 * 15_000;
+    let node_cpu = 100.0 + n as f64 * 3.0;
+    let cpu = 10.0 + n as f64 * 0.75;
+    format!(
+        "# TYPE node_cpu_usage_seconds_total counter\n\
+         node_cpu_usage_seconds_total {node_cpu} {t}\n\
+         node_memory_working_set_bytes 1048576 {t}\n\
+         container_cpu_usage_seconds_total{{container=\"main\",namespace=\"default\",pod=\"web\"}} {cpu} {t}\n\
+         container_memory_working_set_bytes{{container=\"main\",namespace=\"default\",pod=\"web\"}} 2048 {t}\n\
+         container_start_time_seconds{{container=\"main\",namespace=\"default\",pod=\"web\"}} 1.7e+09 {t}\n"
+    )
+}
+
+/// A node server on loopback that presents `system:node:n1`'s certificate
+/// and answers every request with the next scrape.
+async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in pems(&certs.ca_cert_pem) {
+        roots.add(ca).unwrap();
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let cert = serving_cert(Some(&issuer(certs)), "system:node:n1", "127.0.0.1");
+    let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
+        .unwrap()
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(pems(&cert.0), key)
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let Ok(mut stream) = acceptor.accept(tcp).await else {
+                continue;
+            };
+            let client = client_cn(&stream);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                    _ => break,
+                }
+            }
+            let line = String::from_utf8_lossy(&head)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            scrapes.seen.lock().push((client, line));
+            let n = scrapes.count.fetch_add(1, Ordering::SeqCst);
+            let text = body(n);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        }
+    });
+    port
+}
+
+async fn cluster() -> (TestServer, Arc<Scrapes>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
+    let config = ApiServerConfig {
+        kubelet_client: Some(Arc::new(certs.kubelet_client().unwrap())),
+        metrics_resolution: Duration::from_millis(100),
+        ..ApiServerConfig::default()
+    };
+    let s = TestServer::with_config(config).await;
+    let scrapes = Arc::new(Scrapes::default());
+    let port = fake_node(&certs, scrapes.clone()).await;
+    let node = json!({"metadata": {"name": "n1", "labels": {"tier": "edge"}}});
+    let (code, body) = s.post("/api/v1/nodes", node).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let (_, mut node) = s.get("/api/v1/nodes/n1").await;
+    node["status"] = json!({
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "nodeInfo": {"containerRuntimeVersion": "containerd://1.6.20"}});
+    let (code, body) = s.put("/api/v1/nodes/n1/status", node).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    for (name, labels) in [
+        ("web", json!({"app": "web"})),
+        ("quiet", json!({"app": "quiet"})),
+    ] {
+        let pod = json!({"metadata": {"name": name, "labels": labels}, "spec": {
+            "nodeName": "n1", "containers": [{"name": "main", "image": "i"}]}});
+        let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+    }
+    (s, scrapes, dir)
+}
+
+async fn eventually_ok(s: &TestServer, path: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, body) = s.get(path).await;
+        if code == StatusCode::OK {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path}: still {code}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
+    let (s, scrapes, _dir) = cluster().await;
+
+    let node = eventually_ok(&s, "/apis/metrics.k8s.io/v1beta1/nodes/n1").await;
+    assert_eq!(node["kind"], "NodeMetrics");
+    assert_eq!(node["apiVersion"], "metrics.k8s.io/v1beta1");
+    assert_eq!(node["metadata"]["labels"]["tier"], "edge");
+    assert_eq!(node["usage"]["cpu"], "200m", "{node}");
+    assert_eq!(node["usage"]["memory"], "1Mi", "{node}");
+    assert_eq!(node["window"], "15s");
+    assert!(node["timestamp"].as_str().unwrap().ends_with('Z'), "{node}");
+
+    // The scrapes came from the API server's kubelet client identity.
+    let seen = scrapes.seen.lock().clone();
+    assert!(
+        seen.iter().all(|(client, line)| {
+            client.as_deref() == Some("kube-apiserver-kubelet-client")
+                && line.starts_with("GET /metrics/resource ")
+        }),
+        "{seen:?}"
+    );
+
+    let pods = eventually_ok(
+        &s,
+        "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods?labelSelector=app%3Dweb",
+    )
+    .await;
+    assert_eq!(pods["kind"], "PodMetricsList");
+    let items = pods["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{pods}");
+    assert_eq!(items[0]["metadata"]["name"], "web");
+    assert_eq!(items[0]["metadata"]["namespace"], "default");
+    assert_eq!(items[0]["metadata"]["labels"]["app"], "web");
+    assert_eq!(items[0]["window"], "15s");
+    assert_eq!(
+        items[0]["containers"],
+        json!([{"name": "main", "usage": {"cpu": "50m", "memory": "2Ki"}}])
+    );
+
+    // A selector no pod with figures matches: an empty list.
+    let (code, none) = s
+        .get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods?labelSelector=app%3Dquiet")
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(none["items"], json!([]));
+    // All namespaces, and one by name.
+    let (_, all) = s.get("/apis/metrics.k8s.io/v1beta1/pods").await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 1, "{all}");
+    let (code, web) = s
+        .get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web")
+        .await;
+    assert_eq!(code, StatusCode::OK, "{web}");
+    assert_eq!(web["kind"], "PodMetrics");
+    // A pod without figures is NotFound with metrics-server's wording.
+    let (code, missing) = s
+        .get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/quiet")
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{missing}");
+    assert_eq!(
+        missing["message"],
+        "podmetrics.metrics.k8s.io \"default/quiet\" not found"
+    );
+    let (code, nodes) = s
+        .get("/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=tier%3Dcore")
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(nodes["items"], json!([]));
+
+    // Read-only: no writes, no watches.
+    let (code, _) = s
+        .post("/apis/metrics.k8s.io/v1beta1/nodes", json!({}))
+        .await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+    let (code, _) = s.get("/apis/metrics.k8s.io/v1beta1/nodes?watch=true").await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn discovery_lists_the_metrics_group_read_only() {
+    let s = TestServer::new().await;
+    let (_, groups) = s.get("/apis").await;
+    let group = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "metrics.k8s.io")
+        .cloned()
+        .unwrap_or_else(|| panic!("no metrics.k8s.io in {groups}"));
+    assert_eq!(group["preferredVersion"]["version"], "v1beta1");
+    let (code, resources) = s.get("/apis/metrics.k8s.io/v1beta1").await;
+    assert_eq!(code, StatusCode::OK);
+    let find = |name: &str| {
+        resources["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(find("nodes")["kind"], "NodeMetrics");
+    assert_eq!(find("nodes")["namespaced"], false);
+    assert_eq!(find("pods")["kind"], "PodMetrics");
+    assert_eq!(find("pods")["namespaced"], true);
+    assert_eq!(find("pods")["verbs"], json!(["get", "list"]));
+}
+
+/// From a user's side: without a binding, every metrics read is a 403;
+/// `view` (into which `system:aggregated-metrics-reader` aggregates) is
+/// enough.
+#[tokio::test]
+async fn reading_metrics_takes_rbac_rights() {
+    let s = TestServer::new().await;
+    let nobody = UserInfo::new("mallory", ["system:authenticated".to_string()]);
+    for path in [
+        "/apis/metrics.k8s.io/v1beta1/nodes",
+        "/apis/metrics.k8s.io/v1beta1/nodes/n1",
+        "/apis/metrics.k8s.io/v1beta1/pods",
+        "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+    ] {
+        let (code, body) = s.call_as(&nobody, Method::GET, path, None).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {body}");
+    }
+    let (_, reader) = s
+        .get("/apis/rbac.authorization.k8s.io/v1/clusterroles/system:aggregated-metrics-reader")
+        .await;
+    assert_eq!(
+        reader["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"], "true",
+        "{reader}"
+    );
+    let binding = json!({"metadata": {"name": "viewer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "viewer"}]});
+    let (code, body) = s
+        .post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            binding,
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let viewer = UserInfo::new("viewer", ["system:authenticated".to_string()]);
+    let (code, body) = s
+        .call_as(
+            &viewer,
+            Method::GET,
+            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    // A RoleBinding is one namespace's: other namespaces and the nodes
+    // stay refused.
+    let (code, _) = s
+        .call_as(
+            &viewer,
+            Method::GET,
+            "/apis/metrics.k8s.io/v1beta1/namespaces/kube-system/pods",
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let (code, _) = s
+        .call_as(
+            &viewer,
+            Method::GET,
+            "/apis/metrics.k8s.io/v1beta1/nodes",
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+}
