@@ -32,6 +32,7 @@ mod e2e {
     mod python;
     mod quota;
     mod rbac;
+    mod resource_metrics;
     mod scheduling;
     mod server;
     mod server_side_apply;

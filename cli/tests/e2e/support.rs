@@ -14,6 +14,15 @@ pub struct Server {
     args: Vec<String>,
 }
 
+/// The `skiff` binary under test: `SKIFF_E2E_BIN` when set (a copy taken
+/// right after the build, on machines where several checkouts share one
+/// target directory and so one `target/debug/skiff`), else cargo's.
+pub fn skiff_binary() -> PathBuf {
+    std::env::var_os("SKIFF_E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_skiff")))
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -58,7 +67,7 @@ impl Server {
             .append(true)
             .open(self.log_path())
             .expect("server log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        let child = Command::new(skiff_binary())
             .arg("server")
             .arg("--data-dir")
             .arg(self.dir.path())
