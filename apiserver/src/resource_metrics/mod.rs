@@ -218,7 +218,7 @@ pub fn cpu_quantity(nano: u64) -> String {
         return "0".to_string();
     }
     for (divisor, suffix) in [(1_000_000_000, ""), (1_000_000, "m"), (1_000, "u")] {
-        if nano % divisor == 0 {
+        if nano.is_multiple_of(divisor) {
             return format!("{}{suffix}", nano / divisor);
         }
     }
@@ -230,7 +230,7 @@ pub fn memory_quantity(bytes: u64) -> String {
     let mut value = bytes;
     let mut suffix = 0;
     const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    while value != 0 && value % 1024 == 0 && suffix < SUFFIXES.len() - 1 {
+    while value != 0 && value.is_multiple_of(1024) && suffix < SUFFIXES.len() - 1 {
         value /= 1024;
         suffix += 1;
     }

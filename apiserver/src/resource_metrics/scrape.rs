@@ -167,6 +167,9 @@ fn usage_between(before: &Point, after: &Point) -> Option<Measured<Usage>> {
     })
 }
 
+/// Each pod's (namespace, name) usage: its containers' in name order.
+pub(crate) type PodUsages = HashMap<(String, String), Measured<Vec<(String, Usage)>>>;
+
 /// The last two scrapes of a node.
 #[derive(Debug, Clone)]
 struct Scrapes {
@@ -227,10 +230,11 @@ impl MetricsStore {
 
     /// Every pod whose containers all have a window, by namespace and
     /// name: the containers' usage in name order.
-    pub fn pods(&self) -> HashMap<(String, String), Measured<Vec<(String, Usage)>>> {
+    pub fn pods(&self) -> PodUsages {
         let nodes = self.nodes.read();
-        let mut pods: HashMap<(String, String), Vec<Option<(String, Measured<Usage>)>>> =
-            HashMap::new();
+        // Per pod, each container's window (`None`: not measured yet).
+        type Windows = Vec<Option<(String, Measured<Usage>)>>;
+        let mut pods: HashMap<(String, String), Windows> = HashMap::new();
         for scrapes in nodes.values() {
             let Some(previous) = &scrapes.previous else {
                 continue;

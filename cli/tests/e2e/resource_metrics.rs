@@ -2,8 +2,9 @@
 //! nodes` and `kubectl top pods` show figures for a running busybox pod
 //! with no metrics-server installed; the node server's `/stats/summary`
 //! and `/metrics/resource` answer the cluster's admin and refuse (403) a
-//! certificate user without `nodes/stats` or `nodes/metrics`; a user
-//! without RBAC rights gets 403 from the metrics API.
+//! certificate user without `nodes/stats` or `nodes/metrics`; `kubectl get
+//! apiservices` shows the metrics API local and available; a user without
+//! RBAC rights gets 403 from the metrics API.
 
 use std::path::Path;
 use std::process::Command;
@@ -211,6 +212,20 @@ fn scenario(server: &Server) {
     assert_eq!(item["metadata"]["name"], "busy", "{list}");
     assert!(item["window"].as_str().is_some(), "{list}");
     assert_eq!(item["containers"][0]["name"], "main", "{list}");
+
+    // The metrics API is a local, available APIService, as kubectl shows.
+    let row = server.kubectl_ok(&[
+        "get",
+        "apiservices",
+        "v1beta1.metrics.k8s.io",
+        "--no-headers",
+    ]);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells[..3],
+        ["v1beta1.metrics.k8s.io", "Local", "True"],
+        "{row}"
+    );
 
     // A user without RBAC rights gets 403 from the metrics API.
     let stranger = service_account(server, "default", "stranger");
