@@ -303,6 +303,19 @@ fn manifests() -> BTreeMap<&'static str, Value> {
             ),
         ),
         (
+            "apiregistration.k8s.io/v1/APIService",
+            // A Service nobody runs: unavailable, so never in discovery.
+            cluster(
+                "APIService",
+                "apiregistration.k8s.io/v1",
+                "v1.sweep-agg.example.com",
+                json!({"spec": {"group": "sweep-agg.example.com", "version": "v1",
+                    "groupPriorityMinimum": 1000, "versionPriority": 15,
+                    "insecureSkipTLSVerify": true,
+                    "service": {"namespace": NS, "name": "sweep-api", "port": 443}}}),
+            ),
+        ),
+        (
             "apps/v1/ControllerRevision",
             ns(
                 "ControllerRevision",
