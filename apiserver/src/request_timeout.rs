@@ -65,44 +65,7 @@ fn client_timeout(query: Option<&str>) -> Result<Option<Duration>, ApiError> {
     })
 }
 
-/// A non-negative Go duration string: numbers with units h, m, s, ms, us
-/// (or µs) and ns, concatenated (`1h2m3.5s`). `None` when it is not one.
-/// (Also how `skiff server --request-timeout` is read, as upstream's flag.)
-pub fn parse_go_duration(text: &str) -> Option<Duration> {
-    if text == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut rest = text;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if number_end == 0 {
-            return None;
-        }
-        let number: f64 = rest[..number_end].parse().ok()?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_end] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        rest = &rest[unit_end..];
-        total += number * seconds;
-    }
-    Duration::try_from_secs_f64(total).ok()
-}
+pub use skiff_common::duration::parse_go_duration;
 
 /// Upstream's answer to a request that ran past its deadline.
 pub fn timed_out() -> ApiError {
@@ -180,16 +143,6 @@ mod tests {
 
     #[test]
     fn go_durations_parse_and_nonsense_is_refused() {
-        assert_eq!(parse_go_duration("30s"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_go_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_go_duration("1.5h"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
-        assert_eq!(parse_go_duration("30"), None);
-        assert_eq!(parse_go_duration("s"), None);
-        assert_eq!(parse_go_duration(""), None);
-        assert_eq!(parse_go_duration("-5s"), None);
-        assert_eq!(parse_go_duration("5 s"), None);
         assert!(matches!(
             client_timeout(Some("timeout=soon")),
             Err(ApiError::BadRequest(_))

@@ -118,14 +118,24 @@ pub struct ServerArgs {
     /// Deadline of requests that are not long-running (watch, exec,
     /// attach, logs, port-forward and proxy are exempt), a duration such as
     /// 60s or 1m30s; a request past it gets 504 Timeout.
-    #[arg(long, env = "SKIFF_REQUEST_TIMEOUT", default_value = "60s", value_parser = request_timeout)]
+    #[arg(long, env = "SKIFF_REQUEST_TIMEOUT", default_value = "60s", value_parser = positive_duration)]
     pub request_timeout: Duration,
 
     /// How often the nodes' resource usage is scraped for `kubectl top`
     /// and the metrics.k8s.io API (metrics-server's --metric-resolution),
     /// a duration such as 15s; CPU is the rate between two scrapes.
-    #[arg(long, env = "SKIFF_METRIC_RESOLUTION", default_value = "15s", value_parser = request_timeout)]
+    #[arg(long, env = "SKIFF_METRIC_RESOLUTION", default_value = "15s", value_parser = positive_duration)]
     pub metric_resolution: Duration,
+    /// How often the HorizontalPodAutoscaler controller looks at each
+    /// autoscaler (kube-controller-manager's flag of the same name), a
+    /// duration such as 15s.
+    #[arg(
+        long,
+        env = "SKIFF_HORIZONTAL_POD_AUTOSCALER_SYNC_PERIOD",
+        default_value = "15s",
+        value_parser = positive_duration
+    )]
+    pub horizontal_pod_autoscaler_sync_period: Duration,
 
     /// API Priority and Fairness: this plus --max-mutating-requests-inflight
     /// is the number of requests that run at once, shared among the limited
@@ -299,9 +309,10 @@ fn managed_provider(name: &str) -> Result<ProviderKind, String> {
         .ok_or_else(|| format!("{name:?} is not aescbc or secretbox"))
 }
 
-/// Reads `--request-timeout` and `--metric-resolution` (positive Go
-/// durations, as upstream's flags).
-fn request_timeout(text: &str) -> Result<Duration, String> {
+/// Reads `--request-timeout`, `--metric-resolution` and
+/// `--horizontal-pod-autoscaler-sync-period` (positive Go durations, as
+/// upstream's flags).
+fn positive_duration(text: &str) -> Result<Duration, String> {
     skiff_apiserver::request_timeout::parse_go_duration(text)
         .filter(|d| !d.is_zero())
         .ok_or_else(|| format!("{text:?} is not a positive duration such as 60s or 1m30s"))
@@ -465,9 +476,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             )
             .context("loading the cluster CA for the certificate controller")?,
         ));
-        // Node IPAM carves pod CIDRs out of --cluster-cidr.
-        let mut manager =
-            skiff_controllers::ControllerManager::with_defaults(context, &["node-ipam"]);
+        // Node IPAM carves pod CIDRs out of --cluster-cidr; the autoscaler
+        // runs at --horizontal-pod-autoscaler-sync-period.
+        let mut manager = skiff_controllers::ControllerManager::with_defaults(
+            context,
+            &["node-ipam", "horizontalpodautoscaling"],
+        );
         let ipam = skiff_controllers::node_ipam::IpamConfig {
             cluster_cidr: args.cluster_cidr.clone(),
             ..Default::default()
@@ -475,6 +489,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         manager.register("node-ipam", "node-controller", move |ctx, stop| {
             skiff_controllers::node_ipam::run_with(ctx, stop, ipam)
         });
+        let hpa = skiff_controllers::horizontal_pod_autoscaler::HpaConfig {
+            sync_period: args.horizontal_pod_autoscaler_sync_period,
+            ..Default::default()
+        };
+        manager.register(
+            "horizontalpodautoscaling",
+            "horizontal-pod-autoscaler",
+            move |ctx, stop| skiff_controllers::horizontal_pod_autoscaler::run_with(ctx, stop, hpa),
+        );
         tracing::info!(controllers = ?manager.names(), "controller manager starting");
         components.spawn(manager.run(stop_rx.clone()));
     }

@@ -2,9 +2,9 @@
 //! components (controllers, scheduler, node agent, proxy) and the API server
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
-//! class, IPv4 CIDRs, label-selector matching and the process's Prometheus
-//! registry (`metrics`, where every component's metrics are defined and
-//! gathered).
+//! class, IPv4 CIDRs, label-selector matching, Go duration text and the
+//! process's Prometheus registry (`metrics`, where every component's metrics
+//! are defined and gathered).
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two
@@ -17,6 +17,7 @@
 
 pub mod amount;
 pub mod cidr;
+pub mod duration;
 pub mod events;
 pub mod labels;
 pub mod metrics;

@@ -1,7 +1,8 @@
 //! skiff-controllers is the controller manager: namespace, garbage collector,
 //! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
 //! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
-//! ClusterRole aggregation, resource quota and CSR approval and signing, each
+//! ClusterRole aggregation, resource quota, horizontal pod autoscaling and CSR
+//! approval and signing, each
 //! reconciling through shared informers (events are recorded with
 //! `skiff_common::events`, re-exported as `events`); and the auto-deployed
 //! manifests directory (`deploy`, which polls files, not the API).
@@ -20,6 +21,7 @@ pub mod endpoints;
 pub mod endpointslice;
 pub use skiff_common::events;
 pub mod garbage_collector;
+pub mod horizontal_pod_autoscaler;
 pub mod job;
 pub mod manager;
 pub mod namespace;
@@ -93,6 +95,11 @@ fn defaults() -> Vec<manager::Registered> {
             "resourcequota",
             "resourcequota-controller",
             resource_quota::run,
+        ),
+        starter(
+            "horizontalpodautoscaling",
+            "horizontal-pod-autoscaler",
+            horizontal_pod_autoscaler::run,
         ),
     ]
 }

@@ -12,6 +12,7 @@ mod controllers {
     mod endpointslice;
     mod events;
     mod garbage_collector;
+    mod horizontal_pod_autoscaler;
     mod job;
     mod namespace;
     mod node_ipam;

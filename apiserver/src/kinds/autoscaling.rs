@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use super::{KindStrategy, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
+use crate::status::FieldError;
+use crate::table::{self, Printer};
 
 /// Average CPU utilisation targeted when a v2 autoscaler names no metric.
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
@@ -51,6 +53,54 @@ impl KindStrategy for HorizontalPodAutoscalers {
                 json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]),
             );
         }
+    }
+
+    /// Upstream's bounds and target checks. A minimum of zero needs the
+    /// alpha `HPAScaleToZero` gate upstream, which skiff does not offer.
+    fn validate(
+        &self,
+        _info: &ResourceInfo,
+        object: &Value,
+        _old: Option<&Value>,
+        errors: &mut Vec<FieldError>,
+    ) {
+        let spec = &object["spec"];
+        let target = &spec["scaleTargetRef"];
+        for field in ["kind", "name"] {
+            if target[field].as_str().is_none_or(str::is_empty) {
+                errors.push(FieldError::required(
+                    format!("spec.scaleTargetRef.{field}"),
+                    "",
+                ));
+            }
+        }
+        let min = spec["minReplicas"].as_i64();
+        if let Some(min) = min.filter(|m| *m < 1) {
+            errors.push(FieldError::invalid(
+                "spec.minReplicas",
+                min,
+                "must be greater than or equal to 1",
+            ));
+        }
+        let max = spec["maxReplicas"].as_i64().unwrap_or(0);
+        if max < 1 {
+            errors.push(FieldError::invalid(
+                "spec.maxReplicas",
+                max,
+                "must be greater than 0",
+            ));
+        }
+        if min.is_some_and(|min| min > max) {
+            errors.push(FieldError::invalid(
+                "spec.maxReplicas",
+                max,
+                "must be greater than or equal to `minReplicas`",
+            ));
+        }
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &table::autoscaling::HORIZONTALPODAUTOSCALERS
     }
 }
 

@@ -6,6 +6,7 @@
 pub(crate) mod admission;
 mod age;
 pub(crate) mod aggregator;
+pub(crate) mod autoscaling;
 pub(crate) mod columns;
 pub(crate) mod core;
 pub(crate) mod flowcontrol;

@@ -36,6 +36,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
         "clusterrole-aggregation-controller",
     ),
     ("resourcequota", "resourcequota-controller"),
+    ("horizontalpodautoscaling", "horizontal-pod-autoscaler"),
 ];
 
 /// Every controller role, named `system:controller:<account>`.
@@ -180,6 +181,30 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
             vec![
                 rule(&["get", "list", "watch", "patch", "update", "delete"])
                     .groups(&["*"])
+                    .resources(&["*"]),
+                events_rule(),
+            ],
+        ),
+        (
+            "horizontal-pod-autoscaler",
+            vec![
+                read(&[AUTOSCALING], &["horizontalpodautoscalers"]),
+                rule(&["update"])
+                    .groups(&[AUTOSCALING])
+                    .resources(&["horizontalpodautoscalers/status"]),
+                // Any kind with a scale subresource can be a target.
+                rule(&["get", "update"])
+                    .groups(&["*"])
+                    .resources(&["*/scale"]),
+                rule(&["list"]).groups(&[CORE]).resources(&["pods"]),
+                rule(&["list"])
+                    .groups(&["metrics.k8s.io"])
+                    .resources(&["pods"]),
+                rule(&["get", "list"])
+                    .groups(&["custom.metrics.k8s.io"])
+                    .resources(&["*"]),
+                rule(&["get", "list"])
+                    .groups(&["external.metrics.k8s.io"])
                     .resources(&["*"]),
                 events_rule(),
             ],

@@ -1,0 +1,414 @@
+//! The replica calculator: from the pods a target selects and their
+//! resource usage, the replica count that brings the average to its
+//! target, with upstream's treatment of pods that are not ready yet or have
+//! no figures (`GetResourceReplicas` and `GetRawResourceReplicas`).
+//!
+//! Pure functions of their inputs and `now`, so every rule is tested
+//! without a cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use skiff_common::quantity::milli_value;
+
+/// One pod's usage of one resource, in thousandths of its unit, with when
+/// and over how long it was measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PodMetric {
+    /// The end of the measurement window.
+    pub timestamp: Timestamp,
+    /// How long the usage was averaged over.
+    pub window: Duration,
+    /// Usage in thousandths (millicores, millibytes).
+    pub value: i64,
+}
+
+/// Usage per pod name.
+pub type PodMetrics = BTreeMap<String, PodMetric>;
+
+/// The calculator's tunables (upstream's controller-manager flags).
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// A usage ratio within this of 1.0 changes nothing
+    /// (`--horizontal-pod-autoscaler-tolerance`).
+    pub tolerance: f64,
+    /// How long after a pod starts its CPU samples are distrusted unless
+    /// the pod is ready and was measured after becoming so
+    /// (`--horizontal-pod-autoscaler-cpu-initialization-period`).
+    pub cpu_initialization_period: Duration,
+    /// How long after start a pod that never became ready counts as still
+    /// starting (`--horizontal-pod-autoscaler-initial-readiness-delay`).
+    pub initial_readiness_delay: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            tolerance: 0.1,
+            cpu_initialization_period: Duration::from_secs(300),
+            initial_readiness_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Tuning {
+    fn within(&self, ratio: f64) -> bool {
+        (1.0 - self.tolerance) <= ratio && ratio <= (1.0 + self.tolerance)
+    }
+}
+
+/// Why no replica count could be proposed (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CalcError {
+    /// The selector matched no pod.
+    #[error("no pods returned by selector while calculating replica count")]
+    NoPods,
+    /// Every pod with figures was left out (not ready, deleted, failed).
+    #[error("did not receive metrics for targeted pods (pods might be unready)")]
+    NoUsableMetrics,
+    /// A container names no request for the resource, so a percentage of
+    /// the request means nothing.
+    #[error("missing request for {resource} in container {container} of Pod {pod}")]
+    MissingRequest {
+        resource: String,
+        container: String,
+        pod: String,
+    },
+    /// The figures are for pods the selector did not return.
+    #[error("no metrics returned matched known pods")]
+    NoMatchingPods,
+}
+
+/// A proposal for one resource metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proposal {
+    /// The replica count proposed.
+    pub replicas: i32,
+    /// The average utilisation in percent of the requests (Utilization
+    /// targets only).
+    pub utilization: Option<i32>,
+    /// The average usage per pod, in thousandths.
+    pub average: i64,
+}
+
+/// The pods sorted by how their figures count.
+#[derive(Debug, Default, PartialEq)]
+struct Groups {
+    ready: usize,
+    unready: BTreeSet<String>,
+    missing: BTreeSet<String>,
+    ignored: BTreeSet<String>,
+}
+
+fn name_of(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap_or_default()
+}
+
+/// Deleted and failed pods are ignored, pending ones unready, pods without
+/// figures missing; for CPU, a pod is unready while its samples may still
+/// show start-up work: not ready, or within the initialisation period and
+/// measured before a full window since it turned ready, or never ready
+/// within the readiness delay after start.
+fn group_pods(
+    pods: &[Pod],
+    metrics: &PodMetrics,
+    resource: &str,
+    tuning: &Tuning,
+    now: Timestamp,
+) -> Groups {
+    let mut groups = Groups::default();
+    for pod in pods {
+        let name = name_of(pod);
+        let status = pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
+        if pod.metadata.deletion_timestamp.is_some() || phase == "Failed" {
+            groups.ignored.insert(name);
+            continue;
+        }
+        if phase == "Pending" {
+            groups.unready.insert(name);
+            continue;
+        }
+        let Some(metric) = metrics.get(&name) else {
+            groups.missing.insert(name);
+            continue;
+        };
+        if resource == "cpu" && cpu_unready(pod, metric, tuning, now) {
+            groups.unready.insert(name);
+            continue;
+        }
+        groups.ready += 1;
+    }
+    groups
+}
+
+fn cpu_unready(pod: &Pod, metric: &PodMetric, tuning: &Tuning, now: Timestamp) -> bool {
+    let status = pod.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let start = status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+    let (Some(ready), Some(start)) = (ready, start) else {
+        return true;
+    };
+    let transition = ready
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(start);
+    let not_ready = ready.status == "False";
+    if add(start, tuning.cpu_initialization_period) > now {
+        not_ready || metric.timestamp < add(transition, metric.window)
+    } else {
+        not_ready && add(start, tuning.initial_readiness_delay) > transition
+    }
+}
+
+fn add(at: Timestamp, by: Duration) -> Timestamp {
+    let by = jiff::SignedDuration::try_from(by).unwrap_or(jiff::SignedDuration::MAX);
+    at.checked_add(by).unwrap_or(Timestamp::MAX)
+}
+
+/// Each pod's summed request for `resource` (of `container` only, when
+/// named) over its containers and restartable init containers.
+fn pod_requests(
+    pods: &[Pod],
+    container: Option<&str>,
+    resource: &str,
+) -> Result<BTreeMap<String, i64>, CalcError> {
+    let mut requests = BTreeMap::new();
+    for pod in pods {
+        let Some(spec) = pod.spec.as_ref() else {
+            continue;
+        };
+        let sidecars = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+        let mut sum = 0i64;
+        for c in spec.containers.iter().chain(sidecars) {
+            if container.is_some_and(|wanted| wanted != c.name) {
+                continue;
+            }
+            let request = c
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get(resource))
+                .and_then(milli_value);
+            match request {
+                Some(milli) => sum = sum.saturating_add(milli),
+                None => {
+                    return Err(CalcError::MissingRequest {
+                        resource: resource.to_owned(),
+                        container: c.name.clone(),
+                        pod: name_of(pod),
+                    });
+                }
+            }
+        }
+        requests.insert(name_of(pod), sum);
+    }
+    Ok(requests)
+}
+
+/// Usage over requests of the pods with both: the ratio to the target,
+/// the utilisation in percent and the average usage.
+fn utilization_ratio(
+    metrics: &PodMetrics,
+    requests: &BTreeMap<String, i64>,
+    target: i32,
+) -> Result<(f64, i32, i64), CalcError> {
+    let (mut used, mut requested, mut entries) = (0i64, 0i64, 0i64);
+    for (pod, metric) in metrics {
+        let Some(request) = requests.get(pod) else {
+            continue;
+        };
+        used = used.saturating_add(metric.value);
+        requested = requested.saturating_add(*request);
+        entries += 1;
+    }
+    if requested == 0 {
+        return Err(CalcError::NoMatchingPods);
+    }
+    let utilization = i32::try_from(used.saturating_mul(100) / requested).unwrap_or(i32::MAX);
+    Ok((
+        f64::from(utilization) / f64::from(target),
+        utilization,
+        used / entries,
+    ))
+}
+
+/// Average usage over the pods with figures and its ratio to `target`.
+fn usage_ratio(metrics: &PodMetrics, target: i64) -> (f64, i64) {
+    let total: i64 = metrics.values().map(|m| m.value).sum();
+    let average = total / i64::try_from(metrics.len().max(1)).unwrap_or(i64::MAX);
+    (average as f64 / target as f64, average)
+}
+
+fn ceil_replicas(ratio: f64, pods: usize) -> i32 {
+    let replicas = (ratio * pods as f64).ceil();
+    if replicas >= f64::from(i32::MAX) {
+        i32::MAX
+    } else {
+        replicas as i32
+    }
+}
+
+/// Figures the calculator fills in for pods it could not count, once the
+/// direction of the change is known.
+struct Fallback {
+    /// What a missing pod is taken to use on a scale-down, per pod.
+    missing_on_scale_down: Box<dyn Fn(&str) -> i64>,
+}
+
+/// The shared second half of both calculations: with no unready or missing
+/// pods the ratio decides; otherwise missing pods are assumed to use their
+/// fallback on a scale-down and nothing on a scale-up, unready pods nothing
+/// on a scale-up, and the count is recomputed unless that would reverse
+/// the direction.
+#[allow(clippy::too_many_arguments)]
+fn settle(
+    current: i32,
+    ratio: f64,
+    groups: &Groups,
+    mut metrics: PodMetrics,
+    fallback: Fallback,
+    recompute: impl Fn(&PodMetrics) -> Result<f64, CalcError>,
+    tuning: &Tuning,
+) -> Result<i32, CalcError> {
+    let scale_up_with_unready = !groups.unready.is_empty() && ratio > 1.0;
+    if !scale_up_with_unready && groups.missing.is_empty() {
+        if tuning.within(ratio) {
+            return Ok(current);
+        }
+        return Ok(ceil_replicas(ratio, groups.ready));
+    }
+    let filler = |value: i64| PodMetric {
+        timestamp: Timestamp::UNIX_EPOCH,
+        window: Duration::ZERO,
+        value,
+    };
+    if ratio < 1.0 {
+        for pod in &groups.missing {
+            metrics.insert(pod.clone(), filler((fallback.missing_on_scale_down)(pod)));
+        }
+    } else if ratio > 1.0 {
+        for pod in &groups.missing {
+            metrics.insert(pod.clone(), filler(0));
+        }
+    }
+    if scale_up_with_unready {
+        for pod in &groups.unready {
+            metrics.insert(pod.clone(), filler(0));
+        }
+    }
+    let new_ratio = recompute(&metrics)?;
+    if tuning.within(new_ratio)
+        || (ratio < 1.0 && new_ratio > 1.0)
+        || (ratio > 1.0 && new_ratio < 1.0)
+    {
+        return Ok(current);
+    }
+    let replicas = ceil_replicas(new_ratio, metrics.len());
+    if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
+        return Ok(current);
+    }
+    Ok(replicas)
+}
+
+/// Groups the pods and keeps the figures of those that count.
+fn counted(
+    pods: &[Pod],
+    mut metrics: PodMetrics,
+    resource: &str,
+    tuning: &Tuning,
+    now: Timestamp,
+) -> Result<(Groups, PodMetrics), CalcError> {
+    if pods.is_empty() {
+        return Err(CalcError::NoPods);
+    }
+    let groups = group_pods(pods, &metrics, resource, tuning, now);
+    metrics.retain(|pod, _| !groups.ignored.contains(pod) && !groups.unready.contains(pod));
+    if metrics.is_empty() {
+        return Err(CalcError::NoUsableMetrics);
+    }
+    Ok((groups, metrics))
+}
+
+/// The replica count for a target average utilisation (percent of the
+/// pods' requests) of `resource`, over `container` only when named.
+#[allow(clippy::too_many_arguments)]
+pub fn utilization_replicas(
+    current: i32,
+    target: i32,
+    resource: &str,
+    container: Option<&str>,
+    pods: &[Pod],
+    metrics: PodMetrics,
+    tuning: &Tuning,
+    now: Timestamp,
+) -> Result<Proposal, CalcError> {
+    let (groups, metrics) = counted(pods, metrics, resource, tuning, now)?;
+    let requests = pod_requests(pods, container, resource)?;
+    let (ratio, utilization, average) = utilization_ratio(&metrics, &requests, target)?;
+    let fallback_percent = i64::from(target.max(100));
+    let for_missing = requests.clone();
+    let fallback = Fallback {
+        missing_on_scale_down: Box::new(move |pod| {
+            for_missing.get(pod).copied().unwrap_or(0) * fallback_percent / 100
+        }),
+    };
+    let replicas = settle(
+        current,
+        ratio,
+        &groups,
+        metrics,
+        fallback,
+        |m| utilization_ratio(m, &requests, target).map(|(r, _, _)| r),
+        tuning,
+    )?;
+    Ok(Proposal {
+        replicas,
+        utilization: Some(utilization),
+        average,
+    })
+}
+
+/// The replica count for a target average usage per pod of `resource`
+/// (`target` in thousandths).
+pub fn average_value_replicas(
+    current: i32,
+    target: i64,
+    resource: &str,
+    pods: &[Pod],
+    metrics: PodMetrics,
+    tuning: &Tuning,
+    now: Timestamp,
+) -> Result<Proposal, CalcError> {
+    let (groups, metrics) = counted(pods, metrics, resource, tuning, now)?;
+    let (ratio, average) = usage_ratio(&metrics, target);
+    let fallback = Fallback {
+        missing_on_scale_down: Box::new(move |_| target),
+    };
+    let replicas = settle(
+        current,
+        ratio,
+        &groups,
+        metrics,
+        fallback,
+        |m| Ok(usage_ratio(m, target).0),
+        tuning,
+    )?;
+    Ok(Proposal {
+        replicas,
+        utilization: None,
+        average,
+    })
+}
+
+#[cfg(test)]
+mod tests;
