@@ -603,72 +603,66 @@ impl Syncer {
         now: Timestamp,
     ) -> Result<(i32, String, MetricStatus), MetricFailure> {
         match spec.type_.as_str() {
-            "Resource" => {
-                let Some(source) = spec.resource.as_ref() else {
-                    return Err(invalid_source("Resource"));
-                };
-                let (proposal, name, value) = self
-                    .resource_proposal(
-                        &source.name,
+            kind @ ("Resource" | "ContainerResource") => {
+                // The two differ only in the container they narrow to and
+                // in their words.
+                let (name, container, target, reason, what) = match (kind, spec) {
+                    (
+                        "Resource",
+                        MetricSpec {
+                            resource: Some(r), ..
+                        },
+                    ) => (
+                        &r.name,
                         None,
-                        &source.target,
-                        namespace,
-                        selector,
-                        pods,
-                        current,
-                        now,
-                    )
-                    .await
-                    .map_err(|error| MetricFailure {
-                        reason: "FailedGetResourceMetric",
-                        error: format!(
-                            "failed to get {} resource metric value: {error}",
-                            source.name
-                        ),
-                    })?;
-                let status = MetricStatus {
-                    type_: "Resource".into(),
-                    resource: Some(ResourceMetricStatus {
-                        name: source.name.clone(),
-                        current: value,
-                    }),
-                    ..Default::default()
+                        &r.target,
+                        "FailedGetResourceMetric",
+                        "resource",
+                    ),
+                    (
+                        _,
+                        MetricSpec {
+                            container_resource: Some(c),
+                            ..
+                        },
+                    ) => (
+                        &c.name,
+                        Some(c.container.as_str()),
+                        &c.target,
+                        "FailedGetContainerResourceMetric",
+                        "container",
+                    ),
+                    _ => return Err(invalid_source(kind)),
                 };
-                Ok((proposal.replicas, name, status))
-            }
-            "ContainerResource" => {
-                let Some(source) = spec.container_resource.as_ref() else {
-                    return Err(invalid_source("ContainerResource"));
-                };
-                let (proposal, name, value) = self
+                let (proposal, metric, value) = self
                     .resource_proposal(
-                        &source.name,
-                        Some(&source.container),
-                        &source.target,
-                        namespace,
-                        selector,
-                        pods,
-                        current,
-                        now,
+                        name, container, target, namespace, selector, pods, current, now,
                     )
                     .await
                     .map_err(|error| MetricFailure {
-                        reason: "FailedGetContainerResourceMetric",
-                        error: format!(
-                            "failed to get {} container metric value: {error}",
-                            source.name
-                        ),
+                        reason,
+                        error: format!("failed to get {name} {what} metric value: {error}"),
                     })?;
-                let status = MetricStatus {
-                    type_: "ContainerResource".into(),
-                    container_resource: Some(ContainerResourceMetricStatus {
-                        name: source.name.clone(),
-                        container: source.container.clone(),
-                        current: value,
-                    }),
-                    ..Default::default()
+                let status = match container {
+                    None => MetricStatus {
+                        type_: kind.into(),
+                        resource: Some(ResourceMetricStatus {
+                            name: name.clone(),
+                            current: value,
+                        }),
+                        ..Default::default()
+                    },
+                    Some(container) => MetricStatus {
+                        type_: kind.into(),
+                        container_resource: Some(ContainerResourceMetricStatus {
+                            name: name.clone(),
+                            container: container.to_owned(),
+                            current: value,
+                        }),
+                        ..Default::default()
+                    },
                 };
-                Ok((proposal.replicas, name, status))
+                Ok((proposal.replicas, metric, status))
             }
             // The custom and external metrics APIs are not served by skiff.
             "Pods" => Err(MetricFailure {
