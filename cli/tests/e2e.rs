@@ -8,6 +8,7 @@ mod e2e {
     mod admission_policy;
     mod audit;
     mod authz;
+    mod autoscaling;
     mod check_config;
     mod containerd;
     mod crd;
