@@ -33,6 +33,8 @@ pub const SIMULATED_NODES_USER: &str = "system:skiff:simulated-nodes";
 pub const SERVER_USER: &str = "system:skiff:server";
 /// The user that applies the files of `DATA_DIR/server/manifests`.
 pub const DEPLOY_USER: &str = "system:skiff:deploy";
+/// The built-in ingress controller (`skiff-ingress`).
+pub const INGRESS_USER: &str = "system:skiff:ingress";
 
 /// Paths every client reads to find its way (discovery, OpenAPI, health).
 const DISCOVERY_PATHS: &[&str] = &[
@@ -235,6 +237,29 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         ),
         RoleSpec::cluster("system:skiff:local-path-provisioner", local_path()),
         RoleSpec::cluster("system:skiff:simulated-nodes", simulated_nodes()),
+        // The built-in ingress: reads what routing and TLS need (Secrets
+        // too, as every ingress controller does), writes Ingress status and
+        // creates its own IngressClass; nothing else.
+        RoleSpec::cluster(
+            "system:skiff:ingress",
+            vec![
+                rule(READ)
+                    .groups(&[NETWORKING])
+                    .resources(&["ingresses", "ingressclasses"]),
+                rule(&["update"])
+                    .groups(&[NETWORKING])
+                    .resources(&["ingresses/status"]),
+                rule(&["create"])
+                    .groups(&[NETWORKING])
+                    .resources(&["ingressclasses"]),
+                rule(READ)
+                    .groups(&[CORE])
+                    .resources(&["services", "secrets"]),
+                rule(READ)
+                    .groups(&[DISCOVERY])
+                    .resources(&["endpointslices"]),
+            ],
+        ),
         RoleSpec::cluster(
             "system:skiff:server",
             vec![
@@ -292,6 +317,7 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
             vec![user(SIMULATED_NODES_USER)],
         ),
         BindingSpec::cluster("system:skiff:server", vec![user(SERVER_USER)]),
+        BindingSpec::cluster("system:skiff:ingress", vec![user(INGRESS_USER)]),
         // The manifests directory may hold any kind, RBAC included (whose
         // writes need every permission they grant), so no narrower role
         // could apply it. Writing there already takes what cluster-admin
