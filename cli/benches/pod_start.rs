@@ -193,6 +193,7 @@ fn server_command(dir: &Path, port: u16, bridge: &str) -> Command {
         .arg(dir)
         .args(["--https-listen-port", &port.to_string()])
         .args(["--cni-bridge", bridge, "--pod-cidr", "10.233.11.0/24"])
+        .args(["--disable-ingress"])
         .env("SKIFF_LOG", "warn")
         .stdout(Stdio::null());
     command

@@ -36,6 +36,10 @@ pub struct CheckConfigArgs {
     /// The server will run without the service proxy (no `nft` needed).
     #[arg(long, env = "SKIFF_DISABLE_KUBE_PROXY")]
     pub disable_kube_proxy: bool,
+
+    /// The built-in ingress's ports (or that it is disabled).
+    #[command(flatten)]
+    pub ingress: crate::ingress::IngressFlags,
 }
 
 /// Runs every check, prints one line each, and fails when a required one
@@ -243,6 +247,14 @@ fn checks(host: &Host, args: &CheckConfigArgs) -> Vec<CheckResult> {
     if !args.disable_cluster_dns {
         results.push(tcp_port(args.cluster_dns_listen, "cluster DNS"));
         results.push(udp_port(args.cluster_dns_listen, "cluster DNS"));
+    }
+    if !args.ingress.disable_ingress {
+        for (port, what) in [
+            (args.ingress.ingress_http_port, "ingress HTTP"),
+            (args.ingress.ingress_https_port, "ingress HTTPS"),
+        ] {
+            results.push(tcp_port(SocketAddr::new(any, port), what));
+        }
     }
     results
 }

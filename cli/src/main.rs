@@ -8,6 +8,7 @@ mod allocator;
 mod certificate;
 mod check_config;
 mod images;
+mod ingress;
 mod secrets_encrypt;
 mod server;
 mod snapshot;

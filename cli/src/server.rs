@@ -192,6 +192,10 @@ pub struct ServerArgs {
     #[arg(long, env = "SKIFF_DISABLE_CLUSTER_DNS")]
     pub disable_cluster_dns: bool,
 
+    /// The built-in ingress controller.
+    #[command(flatten)]
+    pub ingress: crate::ingress::IngressFlags,
+
     /// Admission plugins' settings: upstream's AdmissionConfiguration
     /// file (YAML or JSON), e.g. the PodSecurity plugin's defaults and
     /// exemptions.
@@ -462,6 +466,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let factory = SharedInformerFactory::new(identities.controller_manager());
     let mut components = tokio::task::JoinSet::new();
     let mut proxy_factory = None;
+    let mut ingress_factory = None;
     {
         let mut context =
             skiff_controllers::Context::new(identities.controller_manager(), factory.clone())
@@ -526,6 +531,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             }
         });
     }
+    if let Some(config) = args.ingress.config(args.node.node_ip()) {
+        // Informers of its own, as system:skiff:ingress: it reads Secrets,
+        // which the controller manager's shared informers need not hold.
+        let own = SharedInformerFactory::new(identities.ingress());
+        crate::ingress::spawn(&mut components, &own, config, stop_rx.clone());
+        ingress_factory = Some(own);
+    }
     {
         // k3s's auto-deploying manifests directory.
         let dir = args.data_dir.join("server").join("manifests");
@@ -589,8 +601,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let stopping = Instant::now();
     let _ = stop_tx.send(true);
     factory.shutdown();
-    if let Some(proxy_factory) = &proxy_factory {
-        proxy_factory.shutdown();
+    for own in proxy_factory.iter().chain(ingress_factory.iter()) {
+        own.shutdown();
     }
     let components_done = async { while components.join_next().await.is_some() {} };
     if tokio::time::timeout(COMPONENTS_STOP, components_done)
@@ -745,6 +757,11 @@ impl Identities {
     /// The service proxy, as upstream's kube-proxy user.
     fn kube_proxy(&self) -> kube::Client {
         self.user("system:kube-proxy", &[])
+    }
+
+    /// The built-in ingress controller.
+    fn ingress(&self) -> kube::Client {
+        self.user("system:skiff:ingress", &[])
     }
 
     /// The server itself, for what it does to its own node that the node

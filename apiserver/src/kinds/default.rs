@@ -3,7 +3,7 @@
 //! that only print differently. A kind that needs more gets its own module.
 
 use super::KindStrategy;
-use crate::table::{Printer, core};
+use crate::table::{Printer, core, networking};
 
 /// Every default rule, printed with the given columns.
 #[derive(Debug)]
@@ -25,6 +25,11 @@ pub(crate) static PLAIN: Plain = Plain {
 /// ServiceAccounts print their secret count.
 pub(crate) static SERVICE_ACCOUNTS: Plain = Plain {
     printer: &core::SERVICEACCOUNTS,
+};
+
+/// Ingresses print their class, hosts, address and ports.
+pub(crate) static INGRESSES: Plain = Plain {
+    printer: &networking::INGRESSES,
 };
 
 /// Leases print their holder.

@@ -60,7 +60,7 @@ pub(crate) use autoscaling::HorizontalPodAutoscalers;
 pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
-pub(crate) use default::{LEASES, PLAIN, SERVICE_ACCOUNTS};
+pub(crate) use default::{INGRESSES, LEASES, PLAIN, SERVICE_ACCOUNTS};
 pub(crate) use discovery::{EndpointSlices, Endpoints};
 pub(crate) use events::{Events, EventsV1};
 pub(crate) use flowcontrol::{FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS};

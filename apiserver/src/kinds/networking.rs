@@ -1,13 +1,15 @@
 //! `networking.k8s.io/v1` NetworkPolicies: which directions a policy
 //! governs when it does not list them (always ingress, egress once it has
 //! egress rules), and TCP for ports that name no protocol. IngressClasses:
-//! parameters are cluster-scoped unless they say.
+//! parameters are cluster-scoped unless they say, and print upstream's
+//! columns.
 
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
+use crate::table::Printer;
 
 /// The `networkpolicies` resource.
 #[derive(Debug)]
@@ -60,5 +62,9 @@ impl KindStrategy for IngressClasses {
         {
             set_default(parameters, "scope", json!("Cluster"));
         }
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &crate::table::networking::INGRESS_CLASSES
     }
 }

@@ -346,7 +346,8 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<networking::v1::Ingress>()
             .short(&["ing"])
             .subs(&[Status])
-            .generation(),
+            .generation()
+            .strategy(&kinds::INGRESSES),
         of::<networking::v1::IPAddress>().short(&["ip"]),
         of::<networking::v1::NetworkPolicy>()
             .short(&["netpol"])

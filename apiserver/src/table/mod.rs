@@ -11,6 +11,7 @@ pub(crate) mod columns;
 pub(crate) mod core;
 pub(crate) mod flowcontrol;
 pub(crate) mod metrics;
+pub(crate) mod networking;
 pub(crate) mod pods;
 pub(crate) mod workloads;
 

@@ -49,6 +49,9 @@ pub fn server_command(
         .arg(data_dir)
         .args(["--https-listen-port", &port.to_string()])
         .env("SKIFF_LOG", "warn")
+        // The built-in ingress on free ports: 80 and 443 may be taken.
+        .env("SKIFF_INGRESS_HTTP_PORT", free_port().to_string())
+        .env("SKIFF_INGRESS_HTTPS_PORT", free_port().to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(log)?);
     Ok(command)

@@ -24,6 +24,10 @@ fn free_ports() -> Vec<String> {
         free_port().to_string(),
         "--cluster-dns-listen".into(),
         format!("127.0.0.1:{}", free_port()),
+        "--ingress-http-port".into(),
+        free_port().to_string(),
+        "--ingress-https-port".into(),
+        free_port().to_string(),
     ]
 }
 

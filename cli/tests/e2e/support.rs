@@ -11,6 +11,9 @@ pub struct Server {
     child: Option<Child>,
     pub dir: tempfile::TempDir,
     pub port: u16,
+    /// The built-in ingress's HTTP and HTTPS ports (free ports, so that
+    /// servers running side by side never contend for 80 and 443).
+    pub ingress_ports: (u16, u16),
     args: Vec<String>,
 }
 
@@ -54,6 +57,7 @@ impl Server {
         let mut server = Server {
             child: None,
             port: free_port(),
+            ingress_ports: (free_port(), free_port()),
             dir,
             args: extra.iter().map(|s| s.to_string()).collect(),
         };
@@ -80,6 +84,8 @@ impl Server {
             // Servers with a node agent run the service proxy: each gets
             // its own nftables table, so concurrent servers never share one.
             .env("SKIFF_PROXY_TABLE", format!("skiff-e2e-{}", self.port))
+            .env("SKIFF_INGRESS_HTTP_PORT", self.ingress_ports.0.to_string())
+            .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,0 +1,167 @@
+//! `networking.k8s.io` resources with columns of their own: Ingresses
+//! (class, hosts, load-balancer address, ports) and IngressClasses.
+
+use serde_json::Value;
+
+use super::columns::{Column, Printer, age, list, name, or_none, text};
+
+pub static INGRESSES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Class",
+            "string",
+            "The name of the IngressClass resource that should be used for additional configuration",
+        ),
+        Column::new(
+            "Hosts",
+            "string",
+            "Hosts that incoming requests are matched against before the ingress rule",
+        ),
+        Column::new(
+            "Address",
+            "string",
+            "Address is a list containing ingress points for the load-balancer",
+        ),
+        Column::new("Ports", "string", "Ports of TLS configurations that open"),
+        Column::AGE,
+    ],
+    cells: |ingress, now| {
+        let class = text(ingress, "spec/ingressClassName")
+            .or_else(|| {
+                ingress
+                    .pointer("/metadata/annotations/kubernetes.io~1ingress.class")
+                    .and_then(Value::as_str)
+            })
+            .unwrap_or("");
+        vec![
+            name(ingress),
+            or_none(class),
+            Value::from(ingress_hosts(ingress)),
+            Value::from(ingress_address(ingress)),
+            Value::from(if list(ingress, "spec/tls").is_empty() {
+                "80"
+            } else {
+                "80, 443"
+            }),
+            age(ingress, now),
+        ]
+    },
+};
+
+/// The rules' hosts, three at most then "+ N more...", or `*`.
+fn ingress_hosts(ingress: &Value) -> String {
+    const MAX: usize = 3;
+    let hosts: Vec<&str> = list(ingress, "spec/rules")
+        .iter()
+        .filter_map(|r| text(r, "host"))
+        .filter(|h| !h.is_empty())
+        .collect();
+    if hosts.is_empty() {
+        return "*".to_string();
+    }
+    let shown = hosts[..hosts.len().min(MAX)].join(",");
+    match hosts.len().saturating_sub(MAX) {
+        0 => shown,
+        more => format!("{shown} + {more} more..."),
+    }
+}
+
+/// The load balancer's IPs and host names, comma-separated.
+fn ingress_address(ingress: &Value) -> String {
+    list(ingress, "status/loadBalancer/ingress")
+        .iter()
+        .filter_map(|i| text(i, "ip").or_else(|| text(i, "hostname")))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub static INGRESS_CLASSES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Controller",
+            "string",
+            "Controller that is responsible for handling this class",
+        ),
+        Column::new(
+            "Parameters",
+            "string",
+            "A reference to a resource with additional parameters",
+        ),
+        Column::AGE,
+    ],
+    cells: |class, now| {
+        let parameters = match (
+            text(class, "spec/parameters/kind"),
+            text(class, "spec/parameters/name"),
+        ) {
+            (Some(kind), Some(target)) => match text(class, "spec/parameters/apiGroup") {
+                Some(group) if !group.is_empty() => format!("{kind}.{group}/{target}"),
+                _ => format!("{kind}/{target}"),
+            },
+            _ => String::new(),
+        };
+        vec![
+            name(class),
+            Value::from(text(class, "spec/controller").unwrap_or("")),
+            or_none(parameters),
+            age(class, now),
+        ]
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
+
+    use super::*;
+
+    fn now() -> Timestamp {
+        "2026-01-01T00:00:00Z".parse().expect("time")
+    }
+
+    #[test]
+    fn ingress_cells() {
+        let ingress = json!({"metadata": {"name": "web"},
+            "spec": {"ingressClassName": "skiff",
+                     "tls": [{"hosts": ["a.example"]}],
+                     "rules": [{"host": "a.example"}, {"host": "b.example"}, {"host": "c.example"},
+                               {"host": "d.example"}, {"http": {}}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}, {"hostname": "lb.example"}]}}});
+        let c = (INGRESSES.cells)(&ingress, now());
+        assert_eq!(
+            &c[1..5],
+            &[
+                json!("skiff"),
+                json!("a.example,b.example,c.example + 1 more..."),
+                json!("192.0.2.1,lb.example"),
+                json!("80, 443"),
+            ]
+        );
+        let bare = json!({"metadata": {"name": "b",
+            "annotations": {"kubernetes.io/ingress.class": "legacy"}}, "spec": {}});
+        let c = (INGRESSES.cells)(&bare, now());
+        assert_eq!(
+            &c[1..5],
+            &[json!("legacy"), json!("*"), json!(""), json!("80")]
+        );
+        let c = (INGRESSES.cells)(&json!({"metadata": {"name": "n"}}), now());
+        assert_eq!(c[1], "<none>");
+    }
+
+    #[test]
+    fn ingress_class_cells() {
+        let class =
+            json!({"metadata": {"name": "skiff"}, "spec": {"controller": "skiff.io/ingress"}});
+        let c = (INGRESS_CLASSES.cells)(&class, now());
+        assert_eq!(&c[1..3], &[json!("skiff.io/ingress"), json!("<none>")]);
+        let class = json!({"metadata": {"name": "x"}, "spec": {"controller": "c",
+            "parameters": {"apiGroup": "k8s.example.com", "kind": "IngressParameters", "name": "p"}}});
+        assert_eq!(
+            (INGRESS_CLASSES.cells)(&class, now())[2],
+            "IngressParameters.k8s.example.com/p"
+        );
+    }
+}
