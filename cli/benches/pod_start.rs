@@ -24,7 +24,7 @@ use kube::{Api, Client, Config};
 use skiff_node::agent::cri_config::{self, ContainerInputs};
 use skiff_node::agent::dns_config::{ClusterDnsSettings, PodDnsInputs};
 use skiff_node::agent::labels;
-use skiff_node::{CriRuntime, CriTimeouts, images};
+use skiff_node::{CriRuntime, images};
 
 const NODE: &str = "bench-node";
 
@@ -264,18 +264,7 @@ async fn run(
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
 
-    let socket = dir.join("agent/containerd/containerd.sock");
-    let archive = dir.join("busybox.tar");
-    images::busybox_image(
-        Path::new(images::builtin::HOST_BUSYBOX),
-        images::BUSYBOX_IMAGE,
-    )?
-    .write_docker_archive(&archive)?;
-    let cri = CriRuntime::new(&socket.to_string_lossy(), CriTimeouts::default())?;
-    images::ImageImporter::new(&socket)
-        .wait_visible_through(cri.clone())
-        .import(&archive)
-        .await?;
+    let cri = support::import_busybox(dir).await?;
     tokio::time::sleep(Duration::from_secs(10)).await;
     let idle_rss = rss_mib(pid);
 

@@ -105,6 +105,19 @@ impl<K> HandlerFns<K> {
     }
 }
 
+impl<K: Send + Sync + 'static> HandlerFns<K> {
+    /// A handler that wakes `changed` on every add, update and delete: for
+    /// components that rebuild their whole state from the caches on any
+    /// change (the service proxy, the ingress) rather than per object.
+    pub fn notifying(changed: &Arc<tokio::sync::Notify>) -> Self {
+        let (a, u, d) = (changed.clone(), changed.clone(), changed.clone());
+        Self::new()
+            .on_add(move |_| a.notify_one())
+            .on_update(move |_, _| u.notify_one())
+            .on_delete(move |_| d.notify_one())
+    }
+}
+
 impl<K: Send + Sync + 'static> EventHandler<K> for HandlerFns<K> {
     fn on_add(&self, obj: &Arc<K>) {
         if let Some(f) = &self.add {

@@ -116,11 +116,21 @@ impl Sources {
             slices: factory.informer(),
             secrets: factory.informer(),
         };
-        sources.ingresses.add_event_handler(notifier(changed))?;
-        sources.classes.add_event_handler(notifier(changed))?;
-        sources.services.add_event_handler(notifier(changed))?;
-        sources.slices.add_event_handler(notifier(changed))?;
-        sources.secrets.add_event_handler(notifier(changed))?;
+        sources
+            .ingresses
+            .add_event_handler(HandlerFns::notifying(changed))?;
+        sources
+            .classes
+            .add_event_handler(HandlerFns::notifying(changed))?;
+        sources
+            .services
+            .add_event_handler(HandlerFns::notifying(changed))?;
+        sources
+            .slices
+            .add_event_handler(HandlerFns::notifying(changed))?;
+        sources
+            .secrets
+            .add_event_handler(HandlerFns::notifying(changed))?;
         Ok(sources)
     }
 
@@ -131,14 +141,6 @@ impl Sources {
         self.slices.wait_for_sync().await;
         self.secrets.wait_for_sync().await;
     }
-}
-
-fn notifier<K: Send + Sync + 'static>(changed: &Arc<Notify>) -> HandlerFns<K> {
-    let (a, u, d) = (changed.clone(), changed.clone(), changed.clone());
-    HandlerFns::new()
-        .on_add(move |_| a.notify_one())
-        .on_update(move |_, _| u.notify_one())
-        .on_delete(move |_| d.notify_one())
 }
 
 /// A started ingress: its listeners' addresses and a handle to stop it.

@@ -111,9 +111,9 @@ impl Proxy {
         peer: SocketAddr,
         scheme: Scheme,
     ) -> Response<Body> {
-        let Some(host) = request_host(&request) else {
-            return plain(StatusCode::BAD_REQUEST, "no host in the request\n");
-        };
+        // An HTTP/1.0 request may name no host: only rules without a host
+        // and the default backend can match it.
+        let host = request_host(&request).unwrap_or_default();
         let endpoint = {
             let snapshot = self.snapshot();
             let Some(backend) = snapshot.routes.route(&host, request.uri().path()) else {
@@ -261,10 +261,12 @@ fn prepare<B>(
         "x-forwarded-proto",
         HeaderValue::from_static(scheme.as_str()),
     );
-    headers.insert(
-        "x-forwarded-host",
-        HeaderValue::from_str(host).map_err(http::Error::from)?,
-    );
+    if !host.is_empty() {
+        headers.insert(
+            "x-forwarded-host",
+            HeaderValue::from_str(host).map_err(http::Error::from)?,
+        );
+    }
     headers.insert("x-real-ip", HeaderValue::from_str(&peer.ip().to_string())?);
     Ok(())
 }

@@ -25,8 +25,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// an idle keep-alive connection is kept.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How long open connections may finish after the stop.
-const DRAIN: Duration = Duration::from_secs(3);
+/// How long open connections may finish after the stop (within the 3 s
+/// `skiff server` gives its components).
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// Why a listener could not start.
 #[derive(Debug, thiserror::Error)]

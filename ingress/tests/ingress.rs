@@ -182,6 +182,11 @@ async fn routes_by_host_and_path_to_ready_endpoints() {
     service(&admin, "web", &[(a, true)]).await;
     service(&admin, "api", &[(b, true)]).await;
     service(&admin, "down", &[(a, false)]).await;
+    // Ready in its slice, but nothing listens there.
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let closed_address = closed.local_addr().expect("address");
+    drop(closed);
+    service(&admin, "closed", &[(closed_address, true)]).await;
     let ingress = start_ingress(&cluster).await;
     let http = ingress.http.expect("http listener");
 
@@ -194,9 +199,17 @@ async fn routes_by_host_and_path_to_ready_endpoints() {
             rule("web.example", "/api", "Prefix", "api"),
             rule("*.wild.example", "/", "Prefix", "api"),
             rule("down.example", "/", "Prefix", "down"),
+            rule("closed.example", "/", "Prefix", "closed"),
         ]}}),
     )
     .await;
+    // DefaultIngressClass admission gave the classless Ingress the default
+    // class, which the ingress created at start.
+    let created = ingresses.get("web").await.expect("web");
+    assert_eq!(
+        created.spec.and_then(|s| s.ingress_class_name).as_deref(),
+        Some("skiff")
+    );
     let (status, body) = eventually("web.example to be routed", || async {
         let answer = get(http, "web.example", "/index.html").await;
         (answer.0 == 200).then_some(answer)
@@ -220,6 +233,7 @@ async fn routes_by_host_and_path_to_ready_endpoints() {
     assert_eq!(name(&body), "b");
     assert_eq!(get(http, "other.example", "/").await.0, 404);
     assert_eq!(get(http, "down.example", "/").await.0, 503);
+    assert_eq!(get(http, "closed.example", "/").await.0, 502);
 
     // The ingress reports its address; the class exists as the default.
     let status = eventually("status.loadBalancer", || async {
@@ -324,6 +338,15 @@ async fn balances_round_robin_over_the_ready_endpoints() {
     }
     bodies.sort();
     assert_eq!(bodies, ["one", "one", "two", "two"]);
+    // HTTP/1.0 without a Host header reaches the default backend too.
+    let mut stream = TcpStream::connect(http).await.expect("connect");
+    stream
+        .write_all(b"GET / HTTP/1.0\r\n\r\n")
+        .await
+        .expect("send");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("read");
+    assert_eq!(parse(&String::from_utf8_lossy(&response)).0, 200);
     ingress.shutdown().await;
 }
 

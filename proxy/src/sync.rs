@@ -91,9 +91,15 @@ impl Sources {
             slices: factory.informer::<EndpointSlice>(),
             nodes: factory.informer::<Node>(),
         };
-        sources.services.add_event_handler(notifier(&changed))?;
-        sources.slices.add_event_handler(notifier(&changed))?;
-        sources.nodes.add_event_handler(notifier(&changed))?;
+        sources
+            .services
+            .add_event_handler(HandlerFns::notifying(&changed))?;
+        sources
+            .slices
+            .add_event_handler(HandlerFns::notifying(&changed))?;
+        sources
+            .nodes
+            .add_event_handler(HandlerFns::notifying(&changed))?;
         factory.start()?;
         Ok(sources)
     }
@@ -117,14 +123,6 @@ impl Sources {
         let facts = NodeFacts::from_nodes(&config.node_name, nodes.iter().map(|n| &**n));
         render::render(&config.table, &plans, &facts)
     }
-}
-
-fn notifier<K: Send + Sync + 'static>(changed: &Arc<Notify>) -> HandlerFns<K> {
-    let (a, u, d) = (changed.clone(), changed.clone(), changed.clone());
-    HandlerFns::new()
-        .on_add(move |_| a.notify_one())
-        .on_update(move |_, _| u.notify_one())
-        .on_delete(move |_| d.notify_one())
 }
 
 /// Applies rulesets to one table, remembering what it applied.

@@ -8,7 +8,7 @@
 //! audit annotations in the request's notes. Their settings come from the
 //! admission configuration file (`config`), read once at start.
 //! [`mutate_create`] is the built-in mutating step: LimitRanger's container
-//! defaults, after the kind's defaults; the mutating admission webhooks
+//! defaults and DefaultIngressClass's class, after the kind's defaults; the mutating admission webhooks
 //! (`webhook::mutate`, creates and updates) follow it, before validation.
 //! Validating webhooks (`webhook`) run in [`admit`] after the built-in
 //! plugins and before ResourceQuota, as upstream orders them.
@@ -18,6 +18,7 @@
 //! lock) it hands back in [`Admitted`].
 
 pub(crate) mod config;
+mod default_ingress_class;
 pub(crate) mod limit_ranger;
 pub(crate) mod node_restriction;
 pub(crate) mod pod_security;
@@ -133,9 +134,11 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
 }
 
 /// Mutating admission of a new object, after its kind's defaults and
-/// before validation: LimitRanger's container defaults for pods.
+/// before validation: LimitRanger's container defaults for pods, and the
+/// default IngressClass for Ingresses that name none.
 pub(crate) fn mutate_create(inner: &Inner, info: &ResourceInfo, object: &mut Value) {
     limit_ranger::default_pod(inner, info, object);
+    default_ingress_class::default_class(inner, info, object);
 }
 
 /// The objects of the core `resource` stored in `namespace`, from its watch

@@ -86,3 +86,28 @@ pub fn terminate(server: &mut std::process::Child) {
         .status();
     let _ = server.wait();
 }
+
+/// Builds the busybox image from the host's busybox and imports it into the
+/// containerd of the server whose data directory is `data_dir`, waiting
+/// until CRI lists it; returns a CRI client of that containerd.
+pub async fn import_busybox(
+    data_dir: &std::path::Path,
+) -> Result<skiff_node::CriRuntime, Box<dyn std::error::Error + Send + Sync>> {
+    use skiff_node::images;
+    let socket = data_dir.join("agent/containerd/containerd.sock");
+    let archive = data_dir.join("busybox.tar");
+    images::busybox_image(
+        std::path::Path::new(images::builtin::HOST_BUSYBOX),
+        images::BUSYBOX_IMAGE,
+    )?
+    .write_docker_archive(&archive)?;
+    let cri = skiff_node::CriRuntime::new(
+        &socket.to_string_lossy(),
+        skiff_node::CriTimeouts::default(),
+    )?;
+    images::ImageImporter::new(&socket)
+        .wait_visible_through(cri.clone())
+        .import(&archive)
+        .await?;
+    Ok(cri)
+}

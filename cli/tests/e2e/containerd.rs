@@ -183,6 +183,18 @@ pub(super) fn wait_node_ready(server: &Server, node: &str) -> serde_json::Value 
     })
 }
 
+/// A Node's InternalIP address.
+pub(super) fn internal_ip(node: &serde_json::Value) -> String {
+    node["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["type"] == "InternalIP")
+        .and_then(|a| a["address"].as_str())
+        .expect("the node's InternalIP")
+        .to_string()
+}
+
 /// The server's own Node shows ROLES `control-plane,master` (k3s's labels,
 /// set by the server); the node itself can neither drop them nor add a role.
 fn control_plane_role(server: &Server) {

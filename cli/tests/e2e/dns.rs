@@ -14,7 +14,9 @@ use std::time::Duration;
 use skiff_node::agent::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
+use super::containerd::{
+    apply, import_busybox, internal_ip, json, pod, run_with_node, wait_node_ready,
+};
 use super::support::{Server, eventually, free_port};
 
 const NODE: &str = "e2e-dns";
@@ -148,14 +150,7 @@ fn scenario(server: &Server, nets: &Networks) {
             .success()
             .then(|| json(&String::from_utf8_lossy(&out.stdout)))
     });
-    let node_ip = node["status"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|a| a["type"] == "InternalIP")
-        .and_then(|a| a["address"].as_str())
-        .expect("the node's InternalIP")
-        .to_string();
+    let node_ip = internal_ip(&node);
     assert_eq!(slice["endpoints"][0]["addresses"][0], node_ip.as_str());
 
     // A headless Service whose endpoint has a hostname (as StatefulSet pods do).

@@ -11,16 +11,11 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-use skiff_node::images::BUSYBOX_IMAGE;
-
-use super::containerd::{apply, import_busybox, json, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, internal_ip, json, run_with_node, wait_node_ready};
+use super::services::backend_deployment;
 use super::support::{Server, eventually};
 
 const NODE: &str = "e2e-ingress";
-
-/// A container command: serve the pod's hostname on :8080 with httpd.
-const SERVE_HOSTNAME: &str =
-    "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www";
 
 #[test]
 fn ingress_routes_hosts_to_pods_and_serves_tls_from_secrets() {
@@ -78,14 +73,7 @@ fn certificates(dir: &std::path::Path, host: &str) -> (String, String, String) {
 
 fn scenario(server: &mut Server) {
     let node = wait_node_ready(server, NODE);
-    let node_ip = node["status"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|a| a["type"] == "InternalIP")
-        .and_then(|a| a["address"].as_str())
-        .expect("the node's InternalIP")
-        .to_string();
+    let node_ip = internal_ip(&node);
     import_busybox(server);
     let (http, https) = server.ingress_ports;
 
@@ -103,24 +91,13 @@ fn scenario(server: &mut Server) {
         "true"
     );
 
-    apply(
-        server,
-        &format!(
-            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"web"}},
-               "spec":{{"replicas":2,"selector":{{"matchLabels":{{"app":"web"}}}},
-                 "template":{{"metadata":{{"labels":{{"app":"web"}}}},
-                   "spec":{{"terminationGracePeriodSeconds":1,"containers":[{{
-                     "name":"httpd","image":"{BUSYBOX_IMAGE}","command":["sh","-c","{SERVE_HOSTNAME}"],
-                     "ports":[{{"containerPort":8080,"name":"http"}}],
-                     "readinessProbe":{{"tcpSocket":{{"port":8080}},"periodSeconds":1}}}}]}}}}}}}}"#
-        ),
-    );
+    apply(server, &backend_deployment("web", 2));
     apply(
         server,
         r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"},
             "spec":{"selector":{"app":"web"},"ports":[{"name":"http","port":80,"targetPort":"http"}]}}"#,
     );
-    // No class named: the default class's controller serves it.
+    // No class named: admission gives it the default class, skiff.
     apply(
         server,
         r#"{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"web"},
@@ -166,7 +143,19 @@ fn scenario(server: &mut Server) {
     for column in ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"] {
         assert!(header.contains(column), "{row}");
     }
-    assert!(row.contains("web.example"), "{row}");
+    let cells: Vec<&str> = row
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    // NAME CLASS HOSTS ADDRESS PORTS AGE; the class is the default one,
+    // given by DefaultIngressClass admission.
+    assert_eq!(
+        &cells[..5],
+        ["web", "skiff", "web.example", node_ip.as_str(), "80"],
+        "{row}"
+    );
 
     // TLS: the Secret's certificate for secure.example.
     let (ca, cert, key) = certificates(server.data_dir(), "secure.example");

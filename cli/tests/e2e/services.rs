@@ -17,7 +17,7 @@ use skiff_node::agent::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{
-    apply, assert_root, cleanup_host, import_busybox, json, pod, wait_node_ready,
+    apply, assert_root, cleanup_host, import_busybox, internal_ip, json, pod, wait_node_ready,
 };
 use super::support::{Server, eventually};
 
@@ -50,7 +50,10 @@ fn host_get(address: SocketAddr) -> Result<String, String> {
 const SERVE_HOSTNAME: &str =
     "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www";
 
-fn backend_deployment(name: &str, replicas: u32) -> String {
+/// A Deployment of `replicas` busybox httpd pods labelled `app=<name>`
+/// that serve their hostname on their port `http` (8080), ready once it
+/// accepts connections.
+pub(super) fn backend_deployment(name: &str, replicas: u32) -> String {
     format!(
         r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},
            "spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"{name}"}}}},
@@ -187,13 +190,7 @@ fn services_reach_pods_through_the_proxy_rules() {
 
 fn scenario(server: &mut Server, table: &str) {
     let node = wait_node_ready(server, NODE);
-    let node_ip: std::net::IpAddr = node["status"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|a| a["type"] == "InternalIP")
-        .and_then(|a| a["address"].as_str()?.parse().ok())
-        .expect("node InternalIP");
+    let node_ip: std::net::IpAddr = internal_ip(&node).parse().expect("node InternalIP");
     import_busybox(server);
 
     // One backend behind a NodePort Service.
