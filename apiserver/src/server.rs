@@ -24,8 +24,11 @@ use crate::watch_cache::{CacheLimits, FeedError, WatchCache};
 /// Tunables of the API server.
 #[derive(Debug, Clone)]
 pub struct ApiServerConfig {
-    /// Events each watch cache keeps for watches from an older resourceVersion.
+    /// Events each watch cache keeps for watches from an older resourceVersion, at most.
     pub watch_history: usize,
+    /// How long an event stays in a watch cache's history (older ones are
+    /// served from the store); see [`CacheLimits::history_max_age`].
+    pub watch_history_max_age: Duration,
     /// How long a paginated list's snapshot stays valid for `continue`.
     pub continue_ttl: Duration,
     /// How often watchers that asked for bookmarks get one.
@@ -94,10 +97,23 @@ pub struct ApiServerConfig {
     pub metrics_resolution: Duration,
 }
 
+impl ApiServerConfig {
+    /// The sizes every watch cache of this server gets.
+    pub(crate) fn cache_limits(&self) -> CacheLimits {
+        CacheLimits {
+            history: self.watch_history,
+            history_max_age: self.watch_history_max_age,
+            fanout_buffer: self.watch_fanout_buffer,
+            snapshot_ttl: self.continue_ttl,
+        }
+    }
+}
+
 impl Default for ApiServerConfig {
     fn default() -> Self {
         Self {
             watch_history: 10_000,
+            watch_history_max_age: Duration::from_secs(75),
             continue_ttl: Duration::from_secs(300),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
@@ -305,11 +321,7 @@ impl ApiServer {
         };
         let (shutdown, _) = watch::channel(false);
         let mut caches = HashMap::new();
-        let limits = CacheLimits {
-            history: config.watch_history,
-            fanout_buffer: config.watch_fanout_buffer,
-            snapshot_ttl: config.continue_ttl,
-        };
+        let limits = config.cache_limits();
         for prefix in registry.current().storage_prefixes() {
             let form = registry.current().cache_form(&prefix);
             let cache = WatchCache::with_form(prefix.clone(), &limits, form);

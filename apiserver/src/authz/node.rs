@@ -444,6 +444,7 @@ mod tests {
     fn cache(prefix: &str, objects: Vec<(String, Value)>) -> Arc<WatchCache> {
         let limits = CacheLimits {
             history: 10,
+            history_max_age: std::time::Duration::from_secs(3600),
             fanout_buffer: 10,
             snapshot_ttl: std::time::Duration::from_secs(1),
         };

@@ -21,7 +21,7 @@ use super::{Acceptance, Served, served_resources};
 use crate::object::{finalizers, now_rfc3339};
 use crate::registry::{Registry, ResourceInfo};
 use crate::server::Inner;
-use crate::watch_cache::{CacheLimits, FeedError, WatchCache};
+use crate::watch_cache::{FeedError, WatchCache};
 
 /// How often pending deletions are looked at again when nothing changes.
 const RETRY: Duration = Duration::from_millis(300);
@@ -70,11 +70,7 @@ async fn ensure_cache(inner: &Arc<Inner>, prefix: &str) -> Result<(), FeedError>
     if inner.caches.contains_key(prefix) || inner.custom_caches.read().contains_key(prefix) {
         return Ok(());
     }
-    let limits = CacheLimits {
-        history: inner.config.watch_history,
-        fanout_buffer: inner.config.watch_fanout_buffer,
-        snapshot_ttl: inner.config.continue_ttl,
-    };
+    let limits = inner.config.cache_limits();
     let cache = WatchCache::new(prefix.to_string(), &limits);
     cache.load(inner.store.as_ref()).await?;
     let mut caches = inner.custom_caches.write();

@@ -29,8 +29,15 @@ const RETAINED_SNAPSHOTS: usize = 64;
 /// Sizes of one cache.
 #[derive(Debug, Clone)]
 pub struct CacheLimits {
-    /// Events kept for watches from an older resourceVersion.
+    /// Events kept for watches from an older resourceVersion, at most.
     pub history: usize,
+    /// Events older than this are dropped from the history even below
+    /// `history` (upstream's watch cache keeps about 75 s, its
+    /// `eventFreshDuration`): a watch resuming from further back is served
+    /// from the store, so a long history only costs memory — for big,
+    /// busy objects (pods, EndpointSlices) 10,000 decoded events are
+    /// hundreds of MiB.
+    pub history_max_age: Duration,
     /// Live events buffered per watcher.
     pub fanout_buffer: usize,
     /// How long a list snapshot stays available to continue tokens.
@@ -157,7 +164,8 @@ pub struct TooOld {
 struct State {
     objects: OrdMap<String, Cached>,
     revision: Revision,
-    history: VecDeque<Arc<CacheEvent>>,
+    /// Recent events, each with when it was applied.
+    history: VecDeque<(Instant, Arc<CacheEvent>)>,
     /// Watches from any revision >= this can be served from history.
     history_floor: Revision,
     sender: broadcast::Sender<Arc<CacheEvent>>,
@@ -171,6 +179,7 @@ pub struct WatchCache {
     /// has to resume from history.
     fanout_buffer: usize,
     history_capacity: usize,
+    history_max_age: Duration,
     form: CacheForm,
     snapshot_ttl: Duration,
     state: RwLock<State>,
@@ -193,6 +202,7 @@ impl WatchCache {
             prefix,
             fanout_buffer,
             history_capacity: limits.history.max(1),
+            history_max_age: limits.history_max_age,
             form,
             snapshot_ttl: limits.snapshot_ttl,
             state: RwLock::new(State {
@@ -280,11 +290,15 @@ impl WatchCache {
         };
         let event = Arc::new(event);
         state.revision = revision;
-        state.history.push_back(event.clone());
-        while state.history.len() > self.history_capacity {
-            if let Some(old) = state.history.pop_front() {
-                state.history_floor = old.revision;
+        let now = Instant::now();
+        state.history.push_back((now, event.clone()));
+        while let Some((at, oldest)) = state.history.front().map(|(at, e)| (*at, e.revision)) {
+            let stale = now.saturating_duration_since(at) > self.history_max_age;
+            if !stale && state.history.len() <= self.history_capacity {
+                break;
             }
+            state.history_floor = oldest;
+            state.history.pop_front();
         }
         // No receivers is fine: nobody is watching.
         let _ = state.sender.send(event);
@@ -370,8 +384,8 @@ impl WatchCache {
                     state
                         .history
                         .iter()
-                        .filter(|e| e.revision > rv)
-                        .cloned()
+                        .filter(|(_, e)| e.revision > rv)
+                        .map(|(_, e)| e.clone())
                         .collect(),
                 )
             }
@@ -388,6 +402,7 @@ mod tests {
     fn cache() -> Arc<WatchCache> {
         let limits = CacheLimits {
             history: 2,
+            history_max_age: Duration::from_secs(3600),
             fanout_buffer: 16,
             snapshot_ttl: Duration::from_secs(60),
         };
@@ -429,6 +444,43 @@ mod tests {
     }
 
     #[test]
+    fn history_forgets_events_older_than_its_age() {
+        let limits = CacheLimits {
+            history: 100,
+            history_max_age: Duration::from_millis(50),
+            fanout_buffer: 16,
+            snapshot_ttl: Duration::from_secs(60),
+        };
+        let c = WatchCache::new("/p/".into(), &limits);
+        c.reset(OrdMap::new(), 10);
+        let put = |rev: u64| {
+            let object = Some(json!({"metadata": {}}));
+            c.apply(rev, ChangeKind::Put, format!("/p/{rev}"), object);
+        };
+        put(11);
+        put(12);
+        std::thread::sleep(Duration::from_millis(80));
+        put(13);
+        // Far below the count limit, but 11 and 12 are stale: a watch from
+        // before 12 is told to go to the store (the handler serves it there).
+        assert_eq!(
+            c.subscribe(Some(11)).err(),
+            Some(TooOld {
+                requested: 11,
+                oldest: 13
+            })
+        );
+        let Ok(Subscription {
+            start: Start::History(events),
+            ..
+        }) = c.subscribe(Some(12))
+        else {
+            panic!("expected history")
+        };
+        assert_eq!(events.iter().map(|e| e.revision).collect::<Vec<_>>(), [13]);
+    }
+
+    #[test]
     fn snapshots_are_isolated_from_later_changes() {
         let c = cache();
         c.apply(
@@ -467,6 +519,7 @@ mod tests {
     async fn an_encoded_cache_serves_the_same_frames_and_deletes_as_a_decoded_one() {
         let limits = CacheLimits {
             history: 8,
+            history_max_age: Duration::from_secs(3600),
             fanout_buffer: 16,
             snapshot_ttl: Duration::from_secs(60),
         };

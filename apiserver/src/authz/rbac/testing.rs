@@ -13,6 +13,7 @@ use crate::watch_cache::{CacheLimits, Cached, WatchCache};
 pub(crate) fn cache(objects: &[Value], prefix: &str) -> Arc<WatchCache> {
     let limits = CacheLimits {
         history: 16,
+        history_max_age: Duration::from_secs(3600),
         fanout_buffer: 16,
         snapshot_ttl: Duration::from_secs(60),
     };
