@@ -1,10 +1,16 @@
 //! HorizontalPodAutoscalers through kubectl: `kubectl autoscale` makes one,
 //! `kubectl get hpa` prints upstream's columns, and the controller (at a
-//! one-second sync period) reports on it. Without a metrics API serving
-//! PodMetrics, it says so in its condition and Events and scales nothing.
+//! one-second sync period) reports on it. With no node agent, the metrics
+//! API serves no PodMetrics: the controller says so in its condition and
+//! Events and scales nothing;
+//! on real containerd, a Deployment whose pod burns CPU above its target is
+//! scaled up from the figures skiff's own metrics API serves.
 
 use std::time::Duration;
 
+use skiff_node::images::BUSYBOX_IMAGE;
+
+use super::containerd::{apply, import_busybox, json, run_with_node, wait_node_ready};
 use super::support::{Server, eventually};
 
 fn rows(output: &str) -> Vec<Vec<String>> {
@@ -75,7 +81,7 @@ fn kubectl_autoscale_and_get_hpa() {
     ]);
     assert!(events.contains("FailedGetResourceMetric"), "{events}");
     assert!(
-        events.contains("unable to fetch metrics from resource metrics API"),
+        events.contains("no metrics returned from resource metrics API"),
         "{events}"
     );
     // A minimum of zero needs a gate skiff does not have (kubectl
@@ -91,5 +97,113 @@ fn kubectl_autoscale_and_get_hpa() {
     assert!(
         stderr.contains("spec.minReplicas: Invalid value: 0: must be greater than or equal to 1"),
         "{stderr}"
+    );
+}
+
+const NODE: &str = "e2e-hpa";
+
+#[test]
+fn hpa_scales_a_cpu_burning_deployment_on_containerd() {
+    run_with_node(
+        "skh",
+        "10.233.41.0/24",
+        &[
+            "--node-name",
+            NODE,
+            "--kubelet-port",
+            "0",
+            "--metric-resolution",
+            "2s",
+            "--horizontal-pod-autoscaler-sync-period",
+            "2s",
+        ],
+        |server| cpu_scale_up(server),
+    );
+}
+
+fn cpu_scale_up(server: &Server) {
+    wait_node_ready(server, NODE);
+    import_busybox(server);
+    // One pod that burns all the CPU its limit allows: four times its
+    // request, far above the 50 % target, so the controller wants more.
+    let deployment = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "burn"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "burn"}},
+            "template": {"metadata": {"labels": {"app": "burn"}},
+                "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "main",
+                    "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", "while :; do :; done"],
+                    "resources": {"requests": {"cpu": "50m"}, "limits": {"cpu": "200m"}}}]}}}});
+    apply(server, &deployment.to_string());
+    let hpa = serde_json::json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "burn"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "burn"},
+            "minReplicas": 1, "maxReplicas": 3,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 50}}}]}});
+    apply(server, &hpa.to_string());
+
+    let replicas = eventually(Duration::from_secs(120), "the Deployment scaled up", || {
+        let spec = server.kubectl_ok(&[
+            "get",
+            "deployment",
+            "burn",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ]);
+        spec.parse::<u32>().ok().filter(|&n| n > 1)
+    });
+    assert!(replicas <= 3, "above maxReplicas: {replicas}");
+    // The added pods really run on the node.
+    eventually(
+        Duration::from_secs(120),
+        "more than one burn pod ready",
+        || {
+            let ready = server.kubectl_ok(&[
+                "get",
+                "deployment",
+                "burn",
+                "-o",
+                "jsonpath={.status.readyReplicas}",
+            ]);
+            ready.parse::<u32>().ok().filter(|&n| n > 1)
+        },
+    );
+
+    // The HPA's status carries the CPU utilization it acted on.
+    let status = json(&server.kubectl_ok(&["get", "hpa", "burn", "-o", "json"]))["status"].clone();
+    let current = status["currentMetrics"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["type"] == "Resource"))
+        .unwrap_or_else(|| panic!("no Resource metric in {status}"));
+    assert_eq!(current["resource"]["name"], "cpu", "{status}");
+    let utilization = current["resource"]["current"]["averageUtilization"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no averageUtilization in {status}"));
+    assert!(utilization > 50, "{status}");
+    assert!(
+        status["desiredReplicas"].as_i64().unwrap_or(0) > 1,
+        "{status}"
+    );
+
+    // kubectl shows the figure against the target, and the rescale Event.
+    let row = server.kubectl_ok(&["get", "hpa", "burn", "--no-headers"]);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[..2], ["burn", "Deployment/burn"], "{row}");
+    assert!(
+        cells[3].ends_with("%/50%") && !cells[3].starts_with("<unknown>"),
+        "{row}"
+    );
+    let events = server.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.kind=HorizontalPodAutoscaler,involvedObject.name=burn",
+    ]);
+    assert!(events.contains("SuccessfulRescale"), "{events}");
+    assert!(events.contains("New size:"), "{events}");
+    assert!(
+        events.contains("cpu resource utilization (percentage of request) above target"),
+        "{events}"
     );
 }
