@@ -18,11 +18,10 @@ use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
 
 use crate::harness::TestServer;
-use crate::node_tls::{client_cn, pems};
+use crate::node_tls::{client_cn, read_head, tls_listener};
 
 /// A CA of the extension server's own and a serving certificate from it
 /// for `example-api.default.svc`.
@@ -52,43 +51,14 @@ type Seen = Arc<parking_lot::Mutex<Vec<(Option<String>, String)>>>;
 /// answers discovery for example.com/v1alpha1 and echoes the identity
 /// headers of any other request.
 async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Seen) -> u16 {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in pems(front_proxy_ca) {
-        roots.add(ca).unwrap();
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .unwrap();
-    let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
-        .unwrap()
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(pems(&cert.0), key)
-        .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (listener, port, acceptor) = tls_listener(&cert, front_proxy_ca, false).await;
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let Ok(mut stream) = acceptor.accept(tcp).await else {
                 continue;
             };
             let client = client_cn(&stream);
-            let mut head = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf).await {
-                    Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                    _ => break,
-                }
-            }
+            let head = read_head(&mut stream).await;
             let head = String::from_utf8_lossy(&head).into_owned();
             seen.lock().push((client, head.clone()));
             let path = head.split(' ').nth(1).unwrap_or("").to_string();

@@ -46,6 +46,60 @@ pub(crate) fn client_cn(
     cn.as_str().ok().map(String::from)
 }
 
+/// A TLS listener on loopback presenting `cert` (PEM chain, PEM key) and
+/// checking client certificates against `client_ca`; with
+/// `client_optional` a client without one still completes the handshake.
+pub(crate) async fn tls_listener(
+    cert: &(String, String),
+    client_ca: &str,
+    client_optional: bool,
+) -> (TcpListener, u16, tokio_rustls::TlsAcceptor) {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in pems(client_ca) {
+        roots.add(ca).unwrap();
+    }
+    let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+    let builder = if client_optional {
+        builder.allow_unauthenticated()
+    } else {
+        builder
+    };
+    let verifier = builder.build().unwrap();
+    let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
+        .unwrap()
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(pems(&cert.0), key)
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (
+        listener,
+        port,
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+    )
+}
+
+/// Reads a request head: until its blank line, or until the peer stops
+/// sending.
+pub(crate) async fn read_head(
+    stream: &mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+) -> Vec<u8> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    head
+}
+
 /// A serving certificate for `cn` naming `ip`, signed by `issuer` (or
 /// self-signed when `None`).
 pub(crate) fn serving_cert(
@@ -77,27 +131,7 @@ async fn fake_node(
     cert: (String, String),
     client_ca: &str,
 ) -> (u16, tokio::task::JoinHandle<Seen>) {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in pems(client_ca) {
-        roots.add(ca).unwrap();
-    }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .unwrap();
-    let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
-        .unwrap()
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(pems(&cert.0), key)
-        .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (listener, port, acceptor) = tls_listener(&cert, client_ca, true).await;
     let task = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
         let mut stream = match acceptor.accept(tcp).await {

@@ -14,11 +14,10 @@ use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
 
 use crate::harness::TestServer;
-use crate::node_tls::{client_cn, issuer, pems, serving_cert};
+use crate::node_tls::{client_cn, issuer, read_head, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.
 #[derive(Default)]
@@ -46,44 +45,15 @@ fn body(n: u64) -> String {
 /// A node server on loopback that presents `system:node:n1`'s certificate
 /// and answers every request with the next scrape.
 async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in pems(&certs.ca_cert_pem) {
-        roots.add(ca).unwrap();
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .unwrap();
     let cert = serving_cert(Some(&issuer(certs)), "system:node:n1", "127.0.0.1");
-    let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
-        .unwrap()
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(pems(&cert.0), key)
-        .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (listener, port, acceptor) = tls_listener(&cert, &certs.ca_cert_pem, false).await;
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let Ok(mut stream) = acceptor.accept(tcp).await else {
                 continue;
             };
             let client = client_cn(&stream);
-            let mut head = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf).await {
-                    Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                    _ => break,
-                }
-            }
+            let head = read_head(&mut stream).await;
             let line = String::from_utf8_lossy(&head)
                 .lines()
                 .next()
