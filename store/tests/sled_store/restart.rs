@@ -115,7 +115,7 @@ async fn a_malformed_entry_reads_as_corrupt() {
     }
     {
         // Write a broken index entry behind the store's back.
-        let db = sled::open(dir.path().join("gen-0")).unwrap();
+        let db = super::common::raw_sled(&dir.path().join("gen-0"));
         db.insert(b"kbad", &b"\x07garbage"[..]).unwrap();
         db.flush().unwrap();
     }
