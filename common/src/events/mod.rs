@@ -8,6 +8,9 @@
 //! Repeats of the same event (same regarding object, type, reason, action,
 //! note and reporter) within [`AGGREGATION_WINDOW`] do not create new Events:
 //! the first one's series (events.k8s.io/v1) or count (core/v1) is updated.
+//! Before that, [`correlate`] combines an object's events that differ only in
+//! their note once there are many, and drops a reporter's events about one
+//! object beyond a token-bucket budget, as upstream's correlator does.
 //!
 //! Controllers write events.k8s.io/v1 ([`EventRecorder::new`]); the
 //! scheduler and the node agent write core/v1 with a `source`, as their
@@ -30,6 +33,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
+
+pub mod correlate;
 
 /// Repeats within this long of the last occurrence update the existing Event's
 /// series instead of creating a new Event (upstream uses six minutes).
@@ -436,11 +441,23 @@ async fn write_events(
     mut receiver: mpsc::Receiver<Message>,
 ) {
     let mut aggregator = Aggregator::default();
+    let mut similar = correlate::SimilarEvents::default();
+    let mut spam = correlate::SpamFilter::default();
     let mut in_flight = InFlight::default();
     let writer = Writer { client, flavour };
     while let Some(message) = receiver.recv().await {
         match message {
-            Message::Occurrence(occurrence) => {
+            Message::Occurrence(mut occurrence) => {
+                let now = Instant::now();
+                similar.combine(&mut occurrence, now);
+                if !spam.allow(&occurrence, now) {
+                    tracing::debug!(
+                        reason = %occurrence.reason,
+                        object = occurrence.regarding.name.as_deref().unwrap_or(""),
+                        "event dropped: this reporter wrote too many about this object"
+                    );
+                    continue;
+                }
                 let key = SeriesKey::of(&occurrence);
                 while in_flight.tasks.len() >= CONCURRENT_WRITES || in_flight.busy.contains(&key) {
                     settle(&writer, &mut aggregator, &mut in_flight).await;
@@ -571,7 +588,7 @@ impl Writer {
 mod tests {
     use super::*;
 
-    fn occurrence(note: &str) -> Occurrence {
+    pub(super) fn occurrence(note: &str) -> Occurrence {
         Occurrence {
             regarding: ObjectReference {
                 kind: Some("Pod".into()),
@@ -679,6 +696,34 @@ mod tests {
         assert_eq!(counts, [2, 3], "{seen:?}");
         let created = seen.iter().find(|(m, _)| m == "POST").unwrap();
         assert_eq!(created.1["source"]["component"], "default-scheduler");
+    }
+
+    #[tokio::test]
+    async fn a_flood_about_one_object_is_combined_and_capped() {
+        let (client, seen) = slow_client();
+        let recorder = EventRecorder::core(client, "default-scheduler", None);
+        let pod = occurrence("x").regarding;
+        for i in 0..40 {
+            recorder.warning(
+                &pod,
+                "FailedScheduling",
+                "Scheduling",
+                format!("0/{i} nodes"),
+            );
+        }
+        recorder.flush().await;
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), correlate::SPAM_BURST as usize, "{seen:?}");
+        let created: Vec<&str> = seen
+            .iter()
+            .filter(|(m, _)| m == "POST")
+            .filter_map(|(_, body)| body["message"].as_str())
+            .collect();
+        assert_eq!(created.len(), correlate::SIMILAR_LIMIT + 1, "{created:?}");
+        assert_eq!(
+            created.last().copied(),
+            Some("(combined from similar events): 0/10 nodes")
+        );
     }
 
     #[test]
