@@ -5,6 +5,10 @@
 //! `cargo bench -p skiff-dns --bench dns` (env: DNS_BENCH_SECS per phase,
 //! DNS_BENCH_CLIENTS concurrent clients, DNS_BENCH_SERVICES cluster size).
 
+// A test stops at the first surprise (unwrapping is how it says so), and
+// nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 #[allow(dead_code)]
 #[path = "../tests/dns/support.rs"]
 mod support;

@@ -5,6 +5,10 @@
 //! Run: `cargo bench -p skiff-scheduler --bench scheduler_perf` (add `-- quick` for
 //! smaller sizes, `-- only=Spread` to run matching workloads only). The API is a no-op here, so this measures the scheduler alone.
 
+// A test stops at the first surprise (unwrapping is how it says so), and
+// nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,10 @@
 //! framework with the default plugins, binding through a fake API), checking that pods
 //! land where kubectl users expect and that failures read like upstream's.
 
+// A test stops at the first surprise (unwrapping is how it says so), and
+// nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

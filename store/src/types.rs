@@ -10,7 +10,9 @@ pub type Revision = u64;
 /// One key with its value and etcd-style revision metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyValue {
+    /// The key, as the caller wrote it.
     pub key: String,
+    /// The value's bytes; empty for a deletion.
     pub value: Bytes,
     /// Revision of the write that created this incarnation of the key.
     pub create_revision: Revision,
@@ -23,6 +25,7 @@ pub struct KeyValue {
 /// The result of a (possibly partial) list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListResult {
+    /// The keys found, in key order.
     pub items: Vec<KeyValue>,
     /// The store revision the list was read at.
     pub revision: Revision,
@@ -35,12 +38,14 @@ pub struct ListResult {
 pub enum EventKind {
     /// Create or update; a create has no `prev`.
     Put,
+    /// The key was deleted.
     Delete,
 }
 
 /// One change, as delivered by a watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// Whether the key was written or deleted.
     pub kind: EventKind,
     /// The key after the change. For a delete: the key, an empty value and the
     /// deletion's revision as `mod_revision`.
@@ -62,29 +67,54 @@ pub type WatchStream = BoxStream<'static, Result<Event, StoreError>>;
 /// Everything that can go wrong in a store operation.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// An update or delete of a key that does not exist.
     #[error("key {key:?} not found")]
-    NotFound { key: String },
+    NotFound {
+        /// The key.
+        key: String,
+    },
+    /// A create of a key that exists.
     #[error("key {key:?} already exists")]
-    AlreadyExists { key: String },
+    AlreadyExists {
+        /// The key.
+        key: String,
+    },
+    /// A compare-and-swap whose expected revision is no longer the key's.
     #[error("conflict on key {key:?}: expected mod revision {expected}, found {actual}")]
     Conflict {
+        /// The key.
         key: String,
+        /// The mod revision the caller expected.
         expected: Revision,
+        /// The key's mod revision now (0: the key is gone).
         actual: Revision,
     },
+    /// A read or watch at a revision whose history was dropped.
     #[error("revision {requested} has been compacted (compact revision {compact_revision})")]
     Compacted {
+        /// The revision asked for.
         requested: Revision,
+        /// The oldest revision still kept.
         compact_revision: Revision,
     },
+    /// Stored bytes that do not decode: nothing is guessed from them.
     #[error("corrupt store data at {what}: {detail}")]
-    Corrupt { what: String, detail: String },
+    Corrupt {
+        /// Where: a key, an index entry, a file.
+        what: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The backend (sled, the disk, etcd) failed.
     #[error("store backend I/O failed while {context}: {source}")]
     Backend {
+        /// What the store was doing.
         context: &'static str,
+        /// The backend's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The store was closed; nothing more is answered.
     #[error("store is closed")]
     Closed,
     /// The store is out of space: the write was refused before it reached

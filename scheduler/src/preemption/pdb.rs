@@ -9,7 +9,7 @@ use crate::selectors::Selector;
 
 /// Splits victims into (violating, non-violating) PDBs, consuming each PDB's allowed
 /// disruptions in order. A PDB with an empty selector matches nothing here, as upstream.
-pub fn split_by_pdb(
+pub(crate) fn split_by_pdb(
     victims: &[Arc<PodInfo>],
     pdbs: &[Arc<PodDisruptionBudget>],
 ) -> (Vec<Arc<PodInfo>>, Vec<Arc<PodInfo>>) {

@@ -30,7 +30,7 @@ fn more_important_first(a: &Arc<PodInfo>, b: &Arc<PodInfo>) -> std::cmp::Orderin
 /// Finds the minimal set of lower-priority pods to evict from `node` so `pod` fits:
 /// remove all of them, check the pod fits, then add back ("reprieve") as many as possible,
 /// PDB-protected pods first. `None` if even removing all of them is not enough.
-pub fn select_victims_on_node(
+pub(crate) fn select_victims_on_node(
     ctx: &PostFilterContext<'_>,
     state: &CycleState,
     pod: &Arc<PodInfo>,

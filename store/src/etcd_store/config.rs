@@ -11,26 +11,36 @@ use crate::retention::CompactionPolicy;
 /// A configuration the etcd client cannot be built from.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// `--datastore-endpoint` named nothing.
     #[error("no etcd endpoint given")]
     NoEndpoint,
+    /// An endpoint that is not an http(s) URL.
     #[error("etcd endpoint {0:?} is not an http:// or https:// URL")]
     Scheme(String),
+    /// Some endpoints are http://, others https://.
     #[error("etcd endpoints mix http:// and https:// ({0}); one cluster is reached one way")]
     MixedSchemes(String),
+    /// https:// endpoints without a CA to verify them with.
     #[error("https etcd endpoints need a CA file to verify the servers (--datastore-cafile)")]
     MissingCa,
+    /// TLS files given for http:// endpoints.
     #[error(
         "the CA, certificate and key files are only used with https:// endpoints, but {0} is http://"
     )]
     TlsWithoutHttps(String),
+    /// A client certificate without its key, or the other way round.
     #[error(
         "a client certificate needs its key and a key its certificate (--datastore-certfile and --datastore-keyfile)"
     )]
     HalfIdentity,
+    /// A TLS file could not be read.
     #[error("reading the etcd {what} {path}: {source}")]
     Read {
+        /// Which file: "CA file", "certificate" or "key".
         what: &'static str,
+        /// The file's path as given.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },

@@ -13,6 +13,7 @@ use crate::Store;
 pub struct SnapshotFile {
     /// The file name, which is also the name `delete` takes.
     pub name: String,
+    /// Where the file is.
     pub path: PathBuf,
     /// Size in bytes.
     pub size: u64,

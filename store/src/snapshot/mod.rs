@@ -28,7 +28,9 @@ use crate::{KeyValue, Revision, Store, StoreError};
 /// A file that travels with a snapshot, under a name the caller chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attachment {
+    /// The name it is restored under.
     pub name: String,
+    /// The file's bytes.
     pub data: Vec<u8>,
 }
 
@@ -42,30 +44,52 @@ pub struct Snapshot {
     pub created: u64,
     /// The keys with their values and revisions, in key order.
     pub entries: Vec<KeyValue>,
+    /// Files that travel with the keys (CA and signing keys, encryption
+    /// configuration), read when the snapshot was taken.
     pub attachments: Vec<Attachment>,
 }
 
 /// Why a snapshot could not be taken, read, listed or removed.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
+    /// A file or directory operation failed.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
+        /// What was being done, e.g. "write".
         action: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's reason.
         #[source]
         source: std::io::Error,
     },
     /// The file is not a whole snapshot: nothing was restored from it.
     #[error("{} is not a usable snapshot: {detail}", path.display())]
-    Corrupt { path: PathBuf, detail: String },
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The store could not be read at one revision.
     #[error("reading the store for a snapshot failed: {0}")]
     Store(#[from] StoreError),
+    /// A name that cannot be a snapshot file's.
     #[error(
         "invalid snapshot name {name:?}: use lower-case letters, digits, '-', '_' and '.' (at most 200), not starting with '.'"
     )]
-    InvalidName { name: String },
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// No snapshot of that name in the directory.
     #[error("snapshot {name:?} not found in {}", dir.display())]
-    NotFound { name: String, dir: PathBuf },
+    NotFound {
+        /// The name given.
+        name: String,
+        /// The directory looked in.
+        dir: PathBuf,
+    },
 }
 
 impl Snapshot {

@@ -20,7 +20,9 @@ pub struct Schedule {
 #[derive(Debug, thiserror::Error)]
 #[error("invalid cron expression {text:?}: {detail}")]
 pub struct ScheduleError {
+    /// The expression given.
     pub text: String,
+    /// What the cron parser said.
     pub detail: String,
 }
 
