@@ -2,9 +2,10 @@
 //! components (controllers, scheduler, node agent, proxy) and the API server
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
-//! class, IPv4 CIDRs, label-selector matching, Go duration text and the
+//! class, IPv4 CIDRs, label-selector matching, Go duration text, the
 //! process's Prometheus registry (`metrics`, where every component's metrics
-//! are defined and gathered).
+//! are defined and gathered) and nftables tables as data applied through
+//! `nft` (`nft`, shared by the service proxy and the network policies).
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two
@@ -21,6 +22,7 @@ pub mod duration;
 pub mod events;
 pub mod labels;
 pub mod metrics;
+pub mod nft;
 pub mod qos;
 pub mod quantity;
 pub mod quota;

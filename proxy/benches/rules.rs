@@ -132,7 +132,7 @@ fn main() {
     // Full replacement of the table (first sync, restart, flushed table).
     let mut full_times = Vec::new();
     for _ in 0..rounds {
-        let mut applier = Applier::new(nft.clone(), TABLE);
+        let mut applier = Applier::new(nft.clone(), skiff_proxy::Family::Ip, TABLE);
         let t = Instant::now();
         let how = applier
             .apply(ruleset(&services, &slices, &node))
@@ -143,7 +143,7 @@ fn main() {
     println!("full: render + nft -f:        {}", summary(&mut full_times));
 
     // One endpoint of one Service replaced (a pod rolled), as a diff.
-    let mut applier = Applier::new(nft.clone(), TABLE);
+    let mut applier = Applier::new(nft.clone(), skiff_proxy::Family::Ip, TABLE);
     applier
         .apply(ruleset(&services, &slices, &node))
         .expect("initial apply");
@@ -201,7 +201,10 @@ fn main() {
         "no-op nft -f on this table:              {}",
         summary(&mut noop_times)
     );
-    let listed = nft.list_table(TABLE).expect("nft list").expect("table");
+    let listed = nft
+        .list_table(skiff_proxy::Family::Ip, TABLE)
+        .expect("nft list")
+        .expect("table");
     assert!(listed.contains(&format!(
         "10.43.{}.{} . tcp . 80",
         (n_services + rounds - 1) / 250,

@@ -11,13 +11,11 @@
 
 #![warn(missing_docs)]
 
-pub mod nft;
 pub mod plan;
 pub mod render;
 pub mod sync;
-pub mod sysctl;
 
-pub use nft::{Nft, NftError};
 pub use plan::{Endpoint, NodeFacts, PortPlan, Protocol, Target};
 pub use render::Ruleset;
-pub use sync::{Applied, Applier, DEFAULT_TABLE, ProxyConfig, ProxyError, Sources, run};
+pub use skiff_common::nft::{Applied, Applier, Family, Nft, NftError};
+pub use sync::{DEFAULT_TABLE, ProxyConfig, ProxyError, Sources, intact, run};

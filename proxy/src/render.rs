@@ -1,7 +1,7 @@
-//! The nftables ruleset for a plan, as data: named chains holding rules and
-//! named sets/maps holding elements, in one `ip` table. `script` turns a
-//! ruleset into nft input, either the whole table (deleted and re-added in
-//! one transaction) or the difference from the previously applied ruleset.
+//! The nftables ruleset for a plan, as data (`skiff_common::nft::Ruleset`:
+//! named chains holding rules and named sets/maps holding elements) in one
+//! `ip` table; `full_script`/`diff_script` (re-exported from there) turn it
+//! into nft input.
 //!
 //! Traffic path: the nat hooks (prerouting for pods and other hosts, output
 //! for this host) jump to `services`, which looks the destination up in
@@ -11,8 +11,10 @@
 //! without usable endpoints are instead listed in `no-endpoint-*` maps read
 //! by the filter hooks, which reject (or drop, for `Local` policies).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
+use std::collections::BTreeSet;
+
+use skiff_common::nft::Family;
+pub use skiff_common::nft::{Chain, Ruleset, Set, diff_script, full_script};
 
 use crate::plan::{Endpoint, NodeFacts, PortPlan, Target};
 
@@ -61,45 +63,6 @@ pub mod sets {
     pub const POD_CIDRS: &str = "pod-cidrs";
 }
 
-/// A chain: its base-chain declaration (for hooked chains) and its rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chain {
-    /// e.g. `type nat hook prerouting priority dstnat; policy accept;`.
-    pub hook: Option<String>,
-    /// Rules in order.
-    pub rules: Vec<String>,
-}
-
-/// A set or map: its declaration and its static elements. Sets with
-/// `dynamic` elements (session affinity) render none; the kernel fills them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Set {
-    /// `set` or `map`.
-    pub keyword: &'static str,
-    /// e.g. `type ipv4_addr; flags interval;`.
-    pub declaration: String,
-    /// Elements (`key` or `key : value`).
-    pub elements: BTreeSet<String>,
-}
-
-impl Set {
-    /// The key of a map element (the whole element for a set).
-    fn key(element: &str) -> &str {
-        element.split_once(" : ").map_or(element, |(k, _)| k)
-    }
-}
-
-/// The whole table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ruleset {
-    /// Table name (family `ip`).
-    pub table: String,
-    /// Chains by name.
-    pub chains: BTreeMap<String, Chain>,
-    /// Sets and maps by name.
-    pub sets: BTreeMap<String, Set>,
-}
-
 /// The chain balancing in-cluster traffic of a Service port.
 pub fn service_chain(plan: &PortPlan) -> String {
     format!("svc-{}", plan.id())
@@ -121,41 +84,26 @@ pub fn affinity_set(plan: &PortPlan, endpoint: &Endpoint) -> String {
 }
 
 fn base(hook: &str) -> Chain {
-    Chain {
-        hook: Some(hook.to_string()),
-        rules: Vec::new(),
-    }
+    Chain::base(hook)
 }
 
 fn chain(rules: Vec<String>) -> Chain {
-    Chain { hook: None, rules }
+    Chain::regular(rules)
 }
 
 fn map(declaration: &str) -> Set {
-    Set {
-        keyword: "map",
-        declaration: declaration.to_string(),
-        elements: BTreeSet::new(),
-    }
+    Set::map(declaration)
 }
 
 fn set(declaration: &str) -> Set {
-    Set {
-        keyword: "set",
-        declaration: declaration.to_string(),
-        elements: BTreeSet::new(),
-    }
+    Set::new(declaration)
 }
 
 /// The ruleset for `plans` on a node described by `node`.
 pub fn render(table: &str, plans: &[PortPlan], node: &NodeFacts) -> Ruleset {
     use chains::*;
     use sets::*;
-    let mut r = Ruleset {
-        table: table.to_string(),
-        chains: BTreeMap::new(),
-        sets: BTreeMap::new(),
-    };
+    let mut r = Ruleset::new(Family::Ip, table);
     let fixed: [(&str, &str, Vec<String>); 6] = [
         (
             NAT_PREROUTING,
@@ -391,168 +339,6 @@ fn balance(plan: &PortPlan, eps: &[Endpoint]) -> Vec<String> {
         choices.join(", ")
     ));
     rules
-}
-
-fn write_set(out: &mut String, table: &str, name: &str, set: &Set, declare: bool, fill: bool) {
-    if declare {
-        let _ = writeln!(
-            out,
-            "add {} ip {table} {name} {{ {} }}",
-            set.keyword, set.declaration
-        );
-    }
-    if fill {
-        write_elements(
-            out,
-            table,
-            name,
-            "add",
-            set.elements.iter().map(String::as_str),
-        );
-    }
-}
-
-fn write_elements<'a>(
-    out: &mut String,
-    table: &str,
-    name: &str,
-    verb: &str,
-    elements: impl Iterator<Item = &'a str>,
-) {
-    let elements: Vec<&str> = elements.collect();
-    // Bounded batches keep each command line of reasonable size.
-    for batch in elements.chunks(500) {
-        let _ = writeln!(
-            out,
-            "{verb} element ip {table} {name} {{ {} }}",
-            batch.join(", ")
-        );
-    }
-}
-
-fn write_chain(out: &mut String, table: &str, name: &str, chain: &Chain) {
-    for rule in &chain.rules {
-        let _ = writeln!(out, "add rule ip {table} {name} {rule}");
-    }
-}
-
-fn add_chain(out: &mut String, table: &str, name: &str, chain: &Chain) {
-    match &chain.hook {
-        Some(hook) => {
-            let _ = writeln!(out, "add chain ip {table} {name} {{ {hook} }}");
-        }
-        None => {
-            let _ = writeln!(out, "add chain ip {table} {name}");
-        }
-    }
-}
-
-/// nft input replacing the whole table in one transaction (the table is
-/// added first so the delete cannot fail when it does not exist yet).
-pub fn full_script(new: &Ruleset) -> String {
-    let t = &new.table;
-    let mut out = String::with_capacity(256 * (new.chains.len() + new.sets.len()));
-    let _ = writeln!(out, "add table ip {t}");
-    let _ = writeln!(out, "delete table ip {t}");
-    let _ = writeln!(out, "add table ip {t}");
-    // Declarations first: elements and rules refer to chains and sets.
-    for (name, set) in &new.sets {
-        write_set(&mut out, t, name, set, true, false);
-    }
-    for (name, chain) in &new.chains {
-        add_chain(&mut out, t, name, chain);
-    }
-    for (name, set) in &new.sets {
-        write_set(&mut out, t, name, set, false, true);
-    }
-    for (name, chain) in &new.chains {
-        write_chain(&mut out, t, name, chain);
-    }
-    out
-}
-
-/// nft input turning the applied `old` into `new` in one transaction, or
-/// `None` when only a full replacement can (a set's or hook's declaration
-/// changed). An empty string means nothing to do.
-pub fn diff_script(old: &Ruleset, new: &Ruleset) -> Option<String> {
-    if old.table != new.table {
-        return None;
-    }
-    let declaration_changed = new.sets.iter().any(|(name, s)| {
-        old.sets
-            .get(name)
-            .is_some_and(|o| o.declaration != s.declaration || o.keyword != s.keyword)
-    }) || new
-        .chains
-        .iter()
-        .any(|(name, c)| old.chains.get(name).is_some_and(|o| o.hook != c.hook));
-    if declaration_changed {
-        return None;
-    }
-    let t = &new.table;
-    let mut out = String::new();
-    // 1. New chains and sets exist before anything refers to them.
-    for (name, chain) in &new.chains {
-        if !old.chains.contains_key(name) {
-            add_chain(&mut out, t, name, chain);
-        }
-    }
-    for (name, set) in &new.sets {
-        if !old.sets.contains_key(name) {
-            let _ = writeln!(
-                out,
-                "add {} ip {t} {name} {{ {} }}",
-                set.keyword, set.declaration
-            );
-        }
-    }
-    // 2. Rewrite changed chains.
-    for (name, chain) in &new.chains {
-        match old.chains.get(name) {
-            Some(o) if o.rules == chain.rules => {}
-            Some(_) => {
-                let _ = writeln!(out, "flush chain ip {t} {name}");
-                write_chain(&mut out, t, name, chain);
-            }
-            None => write_chain(&mut out, t, name, chain),
-        }
-    }
-    // 3. Elements: gone or changed ones out, new ones in.
-    for (name, set) in &new.sets {
-        let empty = BTreeSet::new();
-        let before = old.sets.get(name).map_or(&empty, |s| &s.elements);
-        let removed = before
-            .difference(&set.elements)
-            .map(|e| Set::key(e))
-            .collect::<BTreeSet<_>>();
-        write_elements(&mut out, t, name, "delete", removed.into_iter());
-        write_elements(
-            &mut out,
-            t,
-            name,
-            "add",
-            set.elements.difference(before).map(String::as_str),
-        );
-    }
-    // 4. Chains and sets nobody refers to any more: emptied first (they may
-    // refer to each other), then deleted.
-    let gone: Vec<&String> = old
-        .chains
-        .keys()
-        .filter(|n| !new.chains.contains_key(*n))
-        .collect();
-    for name in &gone {
-        let _ = writeln!(out, "flush chain ip {t} {name}");
-    }
-    for name in &gone {
-        let _ = writeln!(out, "delete chain ip {t} {name}");
-    }
-    for (name, set) in &old.sets {
-        if !new.sets.contains_key(name) {
-            let _ = writeln!(out, "delete {} ip {t} {name}", set.keyword);
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]

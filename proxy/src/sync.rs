@@ -14,7 +14,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use skiff_informer::{HandlerFns, Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
-use crate::nft::{Nft, NftError};
+use skiff_common::nft::{Applied, Applier, Family, Nft, NftError, sysctl};
+
 use crate::plan::{self, NodeFacts};
 use crate::render::{self, Ruleset, chains};
 
@@ -125,75 +126,13 @@ impl Sources {
     }
 }
 
-/// Applies rulesets to one table, remembering what it applied.
-pub struct Applier {
-    nft: Nft,
-    table: String,
-    applied: Option<Ruleset>,
-}
-
-/// How a sync went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applied {
-    /// Nothing differed.
-    Unchanged,
-    /// The difference was applied.
-    Incremental,
-    /// The whole table was replaced.
-    Full,
-}
-
-impl Applier {
-    /// An applier that has applied nothing yet (its first apply is full).
-    pub fn new(nft: Nft, table: impl Into<String>) -> Self {
-        Self {
-            nft,
-            table: table.into(),
-            applied: None,
-        }
-    }
-
-    /// True once a ruleset was applied (and not forgotten since).
-    pub fn has_applied(&self) -> bool {
-        self.applied.is_some()
-    }
-
-    /// Forgets what was applied, so the next apply replaces the table.
-    pub fn invalidate(&mut self) {
-        self.applied = None;
-    }
-
-    /// True when the table exists and its hooks still lead to the rules (a
-    /// `flush table` or `flush ruleset` breaks this).
-    pub fn intact(&self) -> Result<bool, NftError> {
-        let chain = self.nft.list_chain(&self.table, chains::NAT_PREROUTING)?;
-        Ok(chain.is_some_and(|text| text.contains(&format!("jump {}", chains::SERVICES))))
-    }
-
-    /// Applies `new`: the difference from the last applied ruleset, or the
-    /// whole table when there is none, or when the difference fails.
-    pub fn apply(&mut self, new: Ruleset) -> Result<Applied, NftError> {
-        if let Some(old) = &self.applied
-            && let Some(script) = render::diff_script(old, &new)
-        {
-            if script.is_empty() {
-                return Ok(Applied::Unchanged);
-            }
-            match self.nft.apply(&script) {
-                Ok(()) => {
-                    self.applied = Some(new);
-                    return Ok(Applied::Incremental);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "incremental rules update failed; replacing the table");
-                }
-            }
-        }
-        self.applied = None;
-        self.nft.apply(&render::full_script(&new))?;
-        self.applied = Some(new);
-        Ok(Applied::Full)
-    }
+/// True when the table exists and its nat prerouting hook still leads to
+/// the rules.
+pub fn intact(applier: &Applier) -> Result<bool, NftError> {
+    applier.intact(
+        chains::NAT_PREROUTING,
+        &format!("jump {}", chains::SERVICES),
+    )
 }
 
 /// Runs the proxy until `stop` is raised; then removes the table when
@@ -206,7 +145,8 @@ pub async fn run(
     let result = sync_until_stopped(factory, &config, stop).await;
     if config.remove_on_stop {
         let (nft, table) = (config.nft.clone(), config.table.clone());
-        let removed = tokio::task::spawn_blocking(move || nft.delete_table(&table)).await;
+        let removed =
+            tokio::task::spawn_blocking(move || nft.delete_table(Family::Ip, &table)).await;
         match removed {
             Ok(Ok(())) => tracing::info!(table = %config.table, "service rules removed"),
             Ok(Err(error)) => tracing::warn!(%error, "removing the service rules"),
@@ -222,7 +162,13 @@ async fn sync_until_stopped(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), ProxyError> {
     if config.host_sysctls {
-        crate::sysctl::prepare_host();
+        skiff_common::nft::sysctl::ensure(
+            &[
+                (sysctl::IP_FORWARD, "1"),
+                (sysctl::BRIDGE_NF_CALL_IPTABLES, "1"),
+            ],
+            "the service proxy (pod-to-Service traffic on one bridge)",
+        );
     }
     let changed = Arc::new(Notify::new());
     let sources = Sources::watch(factory, changed.clone())?;
@@ -230,7 +176,7 @@ async fn sync_until_stopped(
         _ = sources.wait_for_sync() => {}
         _ = stop.wait_for(|s| *s) => return Ok(()),
     }
-    let mut applier = Applier::new(config.nft.clone(), config.table.clone());
+    let mut applier = Applier::new(config.nft.clone(), Family::Ip, config.table.clone());
     let mut failures = 0u32;
     let mut resync = tokio::time::interval(config.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -252,7 +198,7 @@ async fn sync_until_stopped(
         let (result, returned) = tokio::task::spawn_blocking(move || {
             let mut applier = applier;
             if check && applier.has_applied() {
-                match applier.intact() {
+                match intact(&applier) {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::warn!(%table, "service rules missing or flushed; rebuilding");
@@ -271,7 +217,7 @@ async fn sync_until_stopped(
                     command: "sync".into(),
                     source: std::io::Error::other(join.to_string()),
                 }),
-                Applier::new(nft, config.table.clone()),
+                Applier::new(nft, Family::Ip, config.table.clone()),
             )
         });
         applier = returned;

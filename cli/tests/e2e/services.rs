@@ -181,7 +181,7 @@ fn services_reach_pods_through_the_proxy_rules() {
     ]);
     server.terminate();
     cleanup_host(&base, &bridge);
-    let _ = skiff_proxy::Nft::new().delete_table(&table);
+    let _ = skiff_proxy::Nft::new().delete_table(skiff_proxy::Family::Ip, &table);
     if let Err(panic) = result {
         eprintln!("server log:\n{}", server.log());
         std::panic::resume_unwind(panic);
@@ -223,7 +223,7 @@ fn scenario(server: &mut Server, table: &str) {
     );
     assert_eq!(answer, first_name, "the backend serves its hostname");
     let nft = skiff_proxy::Nft::new()
-        .list_table(table)
+        .list_table(skiff_proxy::Family::Ip, table)
         .expect("nft")
         .expect("the proxy's table exists");
     assert!(nft.contains(&format!("{cluster_ip} . tcp . 80")), "{nft}");

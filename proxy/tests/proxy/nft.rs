@@ -41,7 +41,9 @@ fn facts(node_ip: &str, pod_cidr: &str) -> NodeFacts {
 
 /// Chain names and the elements of `map` as `nft list table` shows them.
 fn listed(nft: &Nft, table: &str) -> String {
-    nft.list_table(table).unwrap().expect("table exists")
+    nft.list_table(skiff_proxy::Family::Ip, table)
+        .unwrap()
+        .expect("table exists")
 }
 
 fn listed_chains(listing: &str) -> Vec<String> {
@@ -67,7 +69,7 @@ fn ruleset_round_trips_and_updates_incrementally() {
     web.node_port = Some(30080);
     let empty = port("ns/empty", "10.43.0.21", Target::Reject);
     let first = render::render("skp", &[web.clone(), empty.clone()], &node);
-    let mut applier = Applier::new(nft.clone(), "skp");
+    let mut applier = Applier::new(nft.clone(), skiff_proxy::Family::Ip, "skp");
     assert_eq!(applier.apply(first.clone()).unwrap(), Applied::Full);
     let text = listed(&nft, "skp");
     assert_eq!(
@@ -78,7 +80,7 @@ fn ruleset_round_trips_and_updates_incrementally() {
     assert!(text.contains("10.43.0.21 . tcp . 80 : goto reject-chain"));
     assert!(text.contains("tcp . 30080 : goto ext-ns/web/tcp/http"));
     assert!(text.contains("dnat to 10.42.0.6:8080"));
-    assert!(applier.intact().unwrap());
+    assert!(skiff_proxy::intact(&applier).unwrap());
     assert_eq!(applier.apply(first.clone()).unwrap(), Applied::Unchanged);
 
     // One endpoint leaves, the empty Service gets one: applied as a diff.
@@ -100,14 +102,17 @@ fn ruleset_round_trips_and_updates_incrementally() {
 
     // Someone flushes the table: noticed, and rebuilt by a full apply.
     ns.exec_ok(&["nft", "flush", "table", "ip", "skp"]);
-    assert!(!applier.intact().unwrap());
+    assert!(!skiff_proxy::intact(&applier).unwrap());
     applier.invalidate();
     assert_eq!(applier.apply(second.clone()).unwrap(), Applied::Full);
-    assert!(applier.intact().unwrap());
+    assert!(skiff_proxy::intact(&applier).unwrap());
     // Or deletes it.
-    nft.delete_table("skp").unwrap();
-    assert!(!applier.intact().unwrap());
-    assert_eq!(nft.list_table("skp").unwrap(), None);
+    nft.delete_table(skiff_proxy::Family::Ip, "skp").unwrap();
+    assert!(!skiff_proxy::intact(&applier).unwrap());
+    assert_eq!(
+        nft.list_table(skiff_proxy::Family::Ip, "skp").unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -130,7 +135,7 @@ fn traffic_is_balanced_refused_and_sticky_as_planned() {
     external.external_ips = vec!["198.51.100.7".parse().unwrap()];
     let node = facts("10.99.0.1", "10.99.0.0/24");
     let ruleset = render::render("skp", &[web, empty, sticky, external], &node);
-    let mut applier = Applier::new(ns.nft(), "skp");
+    let mut applier = Applier::new(ns.nft(), skiff_proxy::Family::Ip, "skp");
     applier.apply(ruleset).unwrap();
 
     // The cluster IP reaches both endpoints.

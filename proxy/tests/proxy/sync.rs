@@ -122,6 +122,11 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
     // A clean stop removes the rules.
     stop_tx.send(true).unwrap();
     proxy.await.unwrap().unwrap();
-    assert_eq!(ns.nft().list_table("skp-sync").unwrap(), None);
+    assert_eq!(
+        ns.nft()
+            .list_table(skiff_proxy::Family::Ip, "skp-sync")
+            .unwrap(),
+        None
+    );
     cluster.shutdown();
 }

@@ -1,10 +1,12 @@
 //! Running the `nft` command: a script applied as one transaction through
-//! `nft -f -`, and the reads the proxy needs to notice a flushed table.
+//! `nft -f -`, and the reads that notice a flushed or deleted table.
 //! Optionally inside a named network namespace (`ip netns exec`), which is
 //! how tests and benchmarks keep their rules off the host.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
+
+use super::Family;
 
 /// A failed `nft` invocation.
 #[derive(Debug, thiserror::Error)]
@@ -106,14 +108,21 @@ impl Nft {
         self.run(&["-f", "-"], Some(script)).map(|_| ())
     }
 
-    /// `nft list table ip <table>`, or `None` when the table does not exist.
-    pub fn list_table(&self, table: &str) -> Result<Option<String>, NftError> {
-        self.list(&["list", "table", "ip", table])
+    /// `nft list table <family> <table>`, or `None` when the table does
+    /// not exist.
+    pub fn list_table(&self, family: Family, table: &str) -> Result<Option<String>, NftError> {
+        self.list(&["list", "table", family.as_str(), table])
     }
 
-    /// `nft list chain ip <table> <chain>`, or `None` when it does not exist.
-    pub fn list_chain(&self, table: &str, chain: &str) -> Result<Option<String>, NftError> {
-        self.list(&["list", "chain", "ip", table, chain])
+    /// `nft list chain <family> <table> <chain>`, or `None` when it does
+    /// not exist.
+    pub fn list_chain(
+        &self,
+        family: Family,
+        table: &str,
+        chain: &str,
+    ) -> Result<Option<String>, NftError> {
+        self.list(&["list", "chain", family.as_str(), table, chain])
     }
 
     fn list(&self, args: &[&str]) -> Result<Option<String>, NftError> {
@@ -129,7 +138,9 @@ impl Nft {
     }
 
     /// Deletes the table if it exists.
-    pub fn delete_table(&self, table: &str) -> Result<(), NftError> {
-        self.apply(&format!("add table ip {table}\ndelete table ip {table}\n"))
+    pub fn delete_table(&self, family: Family, table: &str) -> Result<(), NftError> {
+        self.apply(&format!(
+            "add table {family} {table}\ndelete table {family} {table}\n"
+        ))
     }
 }

@@ -1,0 +1,44 @@
+//! nftables as the node's components use it: `command` runs `nft` (one
+//! `nft -f -` transaction per change, optionally inside a network
+//! namespace), `ruleset` holds a table as data (named chains and sets) and
+//! writes the nft input replacing it or turning one version into the next,
+//! `applier` applies successive rulesets to one table remembering what it
+//! applied, and `sysctl` sets the host switches the rules depend on.
+//!
+//! The service proxy and the network policy controller both render their
+//! own table into a [`Ruleset`] and keep it applied through an [`Applier`];
+//! what they put in it is theirs.
+
+mod applier;
+mod command;
+mod ruleset;
+pub mod sysctl;
+
+pub use applier::{Applied, Applier};
+pub use command::{Nft, NftError};
+pub use ruleset::{Chain, Ruleset, Set, diff_script, full_script};
+
+/// The address family of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// `ip`: IPv4 only.
+    Ip,
+    /// `inet`: IPv4 and IPv6 in one table.
+    Inet,
+}
+
+impl Family {
+    /// The family as nft spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Ip => "ip",
+            Family::Inet => "inet",
+        }
+    }
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
