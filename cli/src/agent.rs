@@ -76,6 +76,14 @@ pub struct NodeFlags {
     /// nftables table (family `ip`) the service proxy owns.
     #[arg(long, env = "SKIFF_PROXY_TABLE", default_value = skiff_proxy::DEFAULT_TABLE)]
     pub proxy_table: String,
+
+    /// Do not enforce NetworkPolicies (the controller's table is removed).
+    #[arg(long, env = "SKIFF_DISABLE_NETWORK_POLICY")]
+    pub disable_network_policy: bool,
+
+    /// nftables table (family `inet`) the network policy controller owns.
+    #[arg(long, env = "SKIFF_NETPOL_TABLE", default_value = skiff_netpol::DEFAULT_TABLE)]
+    pub netpol_table: String,
 }
 
 impl NodeFlags {
@@ -127,6 +135,31 @@ impl NodeFlags {
             config
         })
     }
+}
+
+/// Starts the network policy controller next to the node agent, or, when
+/// it is disabled, removes the table an earlier run left (its rules would
+/// otherwise stay enforced, frozen).
+pub fn spawn_netpol(
+    components: &mut tokio::task::JoinSet<()>,
+    factory: &SharedInformerFactory,
+    flags: &NodeFlags,
+    node_name: &str,
+    stop: watch::Receiver<bool>,
+) {
+    if flags.disable_network_policy {
+        let table = flags.netpol_table.clone();
+        components.spawn(skiff_netpol::remove_table(skiff_netpol::Nft::new(), table));
+        return;
+    }
+    let mut config = skiff_netpol::NetpolConfig::new(node_name);
+    config.table = flags.netpol_table.clone();
+    let factory = factory.clone();
+    components.spawn(async move {
+        if let Err(error) = skiff_netpol::run(&factory, config, stop).await {
+            tracing::error!(%error, "network policy controller stopped");
+        }
+    });
 }
 
 /// Starts the service proxy next to the node agent.
@@ -204,6 +237,15 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     if let Some(proxy_config) = args.node.proxy_config(&config.node_name) {
         spawn_proxy(&mut proxy, &factory, proxy_config, stop_rx.clone());
     }
+    // As the node, like the proxy: the node authorizer lets it read what
+    // the policies need.
+    spawn_netpol(
+        &mut proxy,
+        &factory,
+        &args.node,
+        &config.node_name,
+        stop_rx.clone(),
+    );
     let mut agent = {
         let factory = factory.clone();
         tokio::spawn(async move { agent::run(client, &factory, config, stop_rx).await })

@@ -37,6 +37,11 @@ pub struct CheckConfigArgs {
     #[arg(long, env = "SKIFF_DISABLE_KUBE_PROXY")]
     pub disable_kube_proxy: bool,
 
+    /// The server will run without network policy enforcement (with the
+    /// service proxy also off, no `nft` is needed).
+    #[arg(long, env = "SKIFF_DISABLE_NETWORK_POLICY")]
+    pub disable_network_policy: bool,
+
     /// The built-in ingress's ports (or that it is disabled).
     #[command(flatten)]
     pub ingress: crate::ingress::IngressFlags,
@@ -195,7 +200,7 @@ const FEATURES: &[Feature] = &[
     Feature {
         module: "br_netfilter",
         symbol: "CONFIG_BRIDGE_NETFILTER",
-        used_for: "Service traffic between pods on one bridge",
+        used_for: "Service traffic and network policies between pods on one bridge",
         required: true,
         autoloads: false,
         evidence: Some("proc/sys/net/bridge/bridge-nf-call-iptables"),
@@ -203,7 +208,7 @@ const FEATURES: &[Feature] = &[
     Feature {
         module: "nf_tables",
         symbol: "CONFIG_NF_TABLES",
-        used_for: "the service proxy's nftables rules",
+        used_for: "the service proxy's and network policies' nftables rules",
         required: true,
         autoloads: true,
         evidence: None,
@@ -225,7 +230,7 @@ fn checks(host: &Host, args: &CheckConfigArgs) -> Vec<CheckResult> {
         for name in ["containerd", "containerd-shim-runc-v2", "runc", "ctr"] {
             results.push(binary(host, name, true));
         }
-        if !args.disable_kube_proxy {
+        if !args.disable_kube_proxy || !args.disable_network_policy {
             results.push(binary(host, "nft", true));
         }
         let cni = Path::new(skiff_node::containerd::config::DEFAULT_CNI_BIN_DIR);

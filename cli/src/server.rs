@@ -466,6 +466,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let factory = SharedInformerFactory::new(identities.controller_manager());
     let mut components = tokio::task::JoinSet::new();
     let mut proxy_factory = None;
+    let mut netpol_factory = None;
     let mut ingress_factory = None;
     {
         let mut context =
@@ -567,6 +568,17 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             crate::agent::spawn_proxy(&mut components, &own, proxy, stop_rx.clone());
             proxy_factory = Some(own);
         }
+        // The network policy controller: informers of its own too, as
+        // system:skiff:network-policy (reads pods, namespaces, policies).
+        let own = SharedInformerFactory::new(identities.network_policy());
+        crate::agent::spawn_netpol(
+            &mut components,
+            &own,
+            &args.node,
+            &config.node_name,
+            stop_rx.clone(),
+        );
+        netpol_factory = Some(own);
         let clients = identities.node_agent(&config.node_name);
         let node_name = config.node_name.clone();
         crate::agent::spawn_in_server(&mut components, &factory, clients, config, stop_rx.clone());
@@ -601,7 +613,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let stopping = Instant::now();
     let _ = stop_tx.send(true);
     factory.shutdown();
-    for own in proxy_factory.iter().chain(ingress_factory.iter()) {
+    for own in proxy_factory
+        .iter()
+        .chain(netpol_factory.iter())
+        .chain(ingress_factory.iter())
+    {
         own.shutdown();
     }
     let components_done = async { while components.join_next().await.is_some() {} };
@@ -757,6 +773,11 @@ impl Identities {
     /// The service proxy, as upstream's kube-proxy user.
     fn kube_proxy(&self) -> kube::Client {
         self.user("system:kube-proxy", &[])
+    }
+
+    /// The network policy controller.
+    fn network_policy(&self) -> kube::Client {
+        self.user("system:skiff:network-policy", &[])
     }
 
     /// The built-in ingress controller.

@@ -26,6 +26,7 @@ mod e2e {
     mod kubectl_apply;
     mod manifests;
     mod metrics;
+    mod network_policy;
     mod node_faults;
     mod node_features;
     mod overload;

@@ -119,6 +119,18 @@ const NODE_RULES: &[Rule] = &[
         group: "node.k8s.io",
         resources: &["runtimeclasses"],
     },
+    // Not upstream's: `skiff agent` runs the network policy controller as
+    // its node, which reads these (and pods, above) and writes nothing.
+    Rule {
+        verbs: &["list", "watch"],
+        group: "",
+        resources: &["namespaces"],
+    },
+    Rule {
+        verbs: &["list", "watch"],
+        group: "networking.k8s.io",
+        resources: &["networkpolicies"],
+    },
 ];
 
 /// The Node authorizer over the API server's watch caches.
@@ -695,6 +707,9 @@ mod tests {
             ("patch", "", "pods/status", "a", "web"),
             ("create", "", "events", "a", ""),
             ("list", "", "services", "", ""),
+            // What its network policy controller reads.
+            ("list", "", "namespaces", "", ""),
+            ("watch", "networking.k8s.io", "networkpolicies", "", ""),
             (
                 "create",
                 "authorization.k8s.io",
@@ -713,6 +728,9 @@ mod tests {
         for (verb, group, resource) in [
             ("delete", "", "nodes"),
             ("create", "", "namespaces"),
+            ("get", "", "namespaces"),
+            ("create", "networking.k8s.io", "networkpolicies"),
+            ("delete", "networking.k8s.io", "networkpolicies"),
             ("list", "apps", "deployments"),
             ("create", "", "pods/exec"),
             ("create", "rbac.authorization.k8s.io", "clusterrolebindings"),

@@ -84,6 +84,7 @@ impl Server {
             // Servers with a node agent run the service proxy: each gets
             // its own nftables table, so concurrent servers never share one.
             .env("SKIFF_PROXY_TABLE", format!("skiff-e2e-{}", self.port))
+            .env("SKIFF_NETPOL_TABLE", format!("skiff-e2e-np-{}", self.port))
             .env("SKIFF_INGRESS_HTTP_PORT", self.ingress_ports.0.to_string())
             .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string())
             .stdin(Stdio::null())
@@ -221,6 +222,12 @@ impl Drop for Server {
         let table = format!("skiff-e2e-{}", self.port);
         let _ = Command::new("nft")
             .args(["delete", "table", "ip", &table])
+            .stderr(Stdio::null())
+            .status();
+        // Policy rules stay after a stop by design; a test's must not.
+        let table = format!("skiff-e2e-np-{}", self.port);
+        let _ = Command::new("nft")
+            .args(["delete", "table", "inet", &table])
             .stderr(Stdio::null())
             .status();
     }

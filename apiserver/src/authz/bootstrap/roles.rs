@@ -35,6 +35,8 @@ pub const SERVER_USER: &str = "system:skiff:server";
 pub const DEPLOY_USER: &str = "system:skiff:deploy";
 /// The built-in ingress controller (`skiff-ingress`).
 pub const INGRESS_USER: &str = "system:skiff:ingress";
+/// The network policy controller (`skiff-netpol`) inside `skiff server`.
+pub const NETWORK_POLICY_USER: &str = "system:skiff:network-policy";
 
 /// Paths every client reads to find its way (discovery, OpenAPI, health).
 const DISCOVERY_PATHS: &[&str] = &[
@@ -260,6 +262,19 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
                     .resources(&["endpointslices"]),
             ],
         ),
+        // The network policy controller only reads what its rules come
+        // from (k3s's agent does this as system:k3s-controller).
+        RoleSpec::cluster(
+            "system:skiff:network-policy",
+            vec![
+                rule(&["list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["pods", "namespaces"]),
+                rule(&["list", "watch"])
+                    .groups(&[NETWORKING])
+                    .resources(&["networkpolicies"]),
+            ],
+        ),
         RoleSpec::cluster(
             "system:skiff:server",
             vec![
@@ -318,6 +333,10 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
         ),
         BindingSpec::cluster("system:skiff:server", vec![user(SERVER_USER)]),
         BindingSpec::cluster("system:skiff:ingress", vec![user(INGRESS_USER)]),
+        BindingSpec::cluster(
+            "system:skiff:network-policy",
+            vec![user(NETWORK_POLICY_USER)],
+        ),
         // The manifests directory may hold any kind, RBAC included (whose
         // writes need every permission they grant), so no narrower role
         // could apply it. Writing there already takes what cluster-admin
