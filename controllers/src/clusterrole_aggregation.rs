@@ -25,12 +25,19 @@ use crate::manager::{Context, Stop, stopped};
 pub enum AggregationError {
     /// An aggregation selector is not a valid label selector.
     #[error("clusterrole {role}: invalid aggregation selector: {message}")]
-    Selector { role: String, message: String },
+    Selector {
+        /// The aggregating ClusterRole.
+        role: String,
+        /// Why the selector was refused.
+        message: String,
+    },
     /// Writing the aggregated rules failed (a conflict included).
     #[error("updating the rules of clusterrole {role}: {source}")]
     Api {
+        /// The aggregating ClusterRole.
         role: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

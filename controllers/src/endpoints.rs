@@ -36,10 +36,14 @@ pub enum EndpointsError {
     /// A write of the Endpoints object failed.
     #[error("{action} endpoints {namespace}/{name}: {source}")]
     Api {
+        /// The write that failed (create, update or delete).
         action: &'static str,
+        /// The Service's namespace.
         namespace: String,
+        /// The Service's (and its Endpoints') name.
         name: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

@@ -40,9 +40,12 @@ pub enum EndpointSliceError {
     /// A write of a slice failed.
     #[error("{action} endpointslice for {service}: {source}")]
     Api {
+        /// The write that failed (create, update or delete).
         action: &'static str,
+        /// The Service's namespace/name.
         service: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

@@ -27,6 +27,7 @@ pub struct Context {
     /// The client this controller writes (and reads directly) with: its own
     /// service account's when the manager has [`Context::with_accounts`].
     pub client: kube::Client,
+    /// The shared informers, so every controller's watches of one resource type are one watch.
     pub factory: SharedInformerFactory,
     /// The cluster CA certificate (PEM) published in every namespace as the
     /// `kube-root-ca.crt` ConfigMap; None when the server has none to share.

@@ -32,9 +32,12 @@ pub enum NamespaceError {
     /// The namespace's status or finalizers could not be written.
     #[error("namespace {name}: {action}: {source}")]
     Api {
+        /// The namespace.
         name: String,
+        /// The step that failed, e.g. "finalizing".
         action: &'static str,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

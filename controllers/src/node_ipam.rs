@@ -40,15 +40,20 @@ pub enum IpamError {
     /// The configured cluster CIDR is not usable.
     #[error("invalid cluster CIDR {cidr:?} with node mask /{mask}: {reason}")]
     InvalidCidr {
+        /// The cluster CIDR as configured.
         cidr: String,
+        /// The prefix length of each node's range.
         mask: u8,
+        /// Why the pair is unusable.
         reason: &'static str,
     },
     /// Writing a Node's pod CIDR failed.
     #[error("setting the pod CIDR of node {node}: {source}")]
     Api {
+        /// The Node's name.
         node: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

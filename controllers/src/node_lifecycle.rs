@@ -64,9 +64,12 @@ pub enum NodeLifecycleError {
     /// A request about `object` failed.
     #[error("{action} {object}: {source}")]
     Api {
+        /// The request that failed, e.g. "tainting node".
         action: &'static str,
+        /// The node or pod the request was about.
         object: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

@@ -33,9 +33,12 @@ pub enum PodControlError {
     /// The API refused or failed a pod write.
     #[error("{action} pod {name:?} failed: {source}")]
     Api {
+        /// The write that failed, e.g. "delete".
         action: &'static str,
+        /// The pod's name.
         name: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

@@ -47,9 +47,12 @@ pub enum PodGcError {
     /// A request about one pod or node failed.
     #[error("{action} {object}: {source}")]
     Api {
+        /// The request that failed, e.g. "deleting pod".
         action: &'static str,
+        /// The pod or node the request was about.
         object: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

@@ -46,16 +46,21 @@ pub enum QuotaError {
     /// Listing what a quota counts, or writing its status, failed.
     #[error("{action} for quota {quota}: {source}")]
     Api {
+        /// The request that failed, e.g. "writing status".
         action: String,
+        /// The quota's namespace/name.
         quota: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
     /// A quota or a counted object did not convert to its JSON form.
     #[error("reading {what}: {source}")]
     Json {
+        /// What was being converted.
         what: String,
         #[source]
+        /// The conversion's error.
         source: serde_json::Error,
     },
 }

@@ -28,9 +28,12 @@ pub enum ServiceAccountError {
     /// Writing the object into `namespace` failed.
     #[error("{what} in namespace {namespace}: {source}")]
     Api {
+        /// The write that failed, e.g. "creating the default service account".
         what: &'static str,
+        /// The namespace written into.
         namespace: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

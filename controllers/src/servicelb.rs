@@ -31,6 +31,7 @@ pub enum ServiceLbError {
         /// namespace/name.
         service: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }

@@ -16,7 +16,12 @@ pub enum ScheduleError {
     FieldCount(usize, String),
     /// A field did not parse.
     #[error("invalid {field} field {value:?}")]
-    Field { field: &'static str, value: String },
+    Field {
+        /// Which of the five fields (minute, hour, ...).
+        field: &'static str,
+        /// The field as written.
+        value: String,
+    },
     /// The time zone is unknown.
     #[error("unknown time zone {0:?}")]
     TimeZone(String),

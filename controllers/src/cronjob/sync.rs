@@ -25,15 +25,18 @@ pub enum CronJobError {
     /// An API write failed.
     #[error("{what} for cronjob {key}: {source}")]
     Api {
+        /// The write that failed, e.g. "creating job".
         what: &'static str,
+        /// The CronJob's namespace/name.
         key: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }
 
 /// What a sync needs.
-pub struct Syncer {
+pub(super) struct Syncer {
     pub client: Client,
     pub cronjobs: Arc<Cache<CronJob>>,
     pub jobs: Arc<Cache<Job>>,
@@ -41,7 +44,7 @@ pub struct Syncer {
 }
 
 /// "Complete" or "Failed" when the Job has finished.
-pub fn finished(job: &Job) -> Option<&'static str> {
+pub(super) fn finished(job: &Job) -> Option<&'static str> {
     let conditions = job.status.as_ref()?.conditions.as_ref()?;
     ["Complete", "Failed"].into_iter().find(|t| {
         conditions
@@ -51,13 +54,13 @@ pub fn finished(job: &Job) -> Option<&'static str> {
 }
 
 /// The name of the Job for a scheduled time: minutes since the epoch.
-pub fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
+pub(super) fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
     format!("{cronjob}-{}", scheduled.as_second().div_euclid(60))
 }
 
 /// What to do at `now`: the scheduled time to run (if any), and when to look
 /// again. `earliest` is the last schedule time (or creation).
-pub fn decide(
+pub(super) fn decide(
     schedule: &Schedule,
     earliest: Timestamp,
     now: Timestamp,
@@ -106,7 +109,11 @@ impl Syncer {
     }
 
     /// Syncs the CronJob under `key` as of `now`.
-    pub async fn sync(&self, key: ObjectKey, now: Timestamp) -> Result<Action, CronJobError> {
+    pub(super) async fn sync(
+        &self,
+        key: ObjectKey,
+        now: Timestamp,
+    ) -> Result<Action, CronJobError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(cj) = self.cronjobs.get(&ns, &key.name) else {

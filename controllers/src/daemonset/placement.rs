@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 /// Tolerations every daemon pod gets, as upstream adds them.
-pub fn default_tolerations(host_network: bool) -> Vec<Toleration> {
+pub(super) fn default_tolerations(host_network: bool) -> Vec<Toleration> {
     let t = |key: &str, effect: &str| Toleration {
         key: Some(key.to_owned()),
         operator: Some("Exists".into()),
@@ -98,7 +98,7 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
 
 /// True when a pod with `spec` should run on `node`: selector, required
 /// affinity and NoSchedule/NoExecute taints (with the daemon tolerations).
-pub fn should_run(spec: &PodSpec, node: &Node) -> bool {
+pub(super) fn should_run(spec: &PodSpec, node: &Node) -> bool {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     if let Some(selector) = &spec.node_selector
         && selector.iter().any(|(k, v)| labels.get(k) != Some(v))
@@ -134,7 +134,7 @@ pub fn should_run(spec: &PodSpec, node: &Node) -> bool {
 /// Pins `spec` to `node_name` through required node affinity on
 /// metadata.name (the scheduler then binds it there), and adds the daemon
 /// tolerations.
-pub fn pin_to_node(spec: &mut PodSpec, node_name: &str) {
+pub(super) fn pin_to_node(spec: &mut PodSpec, node_name: &str) {
     let requirement = NodeSelectorRequirement {
         key: "metadata.name".into(),
         operator: "In".into(),
@@ -168,7 +168,7 @@ pub fn pin_to_node(spec: &mut PodSpec, node_name: &str) {
 
 /// The node a daemon pod is for: its nodeName once bound, else the node its
 /// affinity pins it to.
-pub fn node_of(pod: &Pod) -> Option<String> {
+pub(super) fn node_of(pod: &Pod) -> Option<String> {
     let spec = pod.spec.as_ref()?;
     if let Some(n) = spec.node_name.clone().filter(|n| !n.is_empty()) {
         return Some(n);

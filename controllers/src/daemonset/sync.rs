@@ -34,15 +34,18 @@ pub enum DaemonSetError {
     /// An API write failed.
     #[error("{what} for daemonset {key}: {source}")]
     Api {
+        /// The write that failed.
         what: &'static str,
+        /// The DaemonSet's namespace/name.
         key: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }
 
 /// What a sync needs.
-pub struct Syncer {
+pub(super) struct Syncer {
     pub client: Client,
     pub sets: Arc<Cache<DaemonSet>>,
     pub pods: Arc<Cache<Pod>>,
@@ -69,7 +72,7 @@ impl Syncer {
     }
 
     /// Syncs the DaemonSet under `key`.
-    pub async fn sync(&self, key: ObjectKey) -> Result<Action, DaemonSetError> {
+    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, DaemonSetError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(set) = self.sets.get(&ns, &key.name) else {

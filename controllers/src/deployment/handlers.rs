@@ -10,13 +10,13 @@ use crate::controller_utils::{controller_ref, key_of, selects, workload_selector
 use crate::owner_events::owner_key;
 
 /// The ReplicaSet informer handler.
-pub struct ReplicaSetEvents {
+pub(super) struct ReplicaSetEvents {
     deployments: Arc<Cache<Deployment>>,
     queue: WorkQueue<ObjectKey>,
 }
 
 impl ReplicaSetEvents {
-    pub fn new(deployments: Arc<Cache<Deployment>>, queue: WorkQueue<ObjectKey>) -> Self {
+    pub(super) fn new(deployments: Arc<Cache<Deployment>>, queue: WorkQueue<ObjectKey>) -> Self {
         Self { deployments, queue }
     }
 

@@ -6,7 +6,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Resolves an int-or-percent against `total`, rounding percentages up or
 /// down. An unparsable percentage counts as zero.
-pub fn scaled_value(value: Option<&IntOrString>, total: i32, round_up: bool, default: &str) -> i32 {
+pub(super) fn scaled_value(
+    value: Option<&IntOrString>,
+    total: i32,
+    round_up: bool,
+    default: &str,
+) -> i32 {
     let value = value
         .cloned()
         .unwrap_or_else(|| IntOrString::String(default.to_owned()));
@@ -29,7 +34,7 @@ pub fn scaled_value(value: Option<&IntOrString>, total: i32, round_up: bool, def
 
 /// (maxSurge, maxUnavailable) for `replicas`: surge rounds up, unavailable
 /// down, and both zero becomes unavailable = 1 so a rollout can progress.
-pub fn resolve_fenceposts(
+pub(super) fn resolve_fenceposts(
     max_surge: Option<&IntOrString>,
     max_unavailable: Option<&IntOrString>,
     replicas: i32,
@@ -45,7 +50,12 @@ pub fn resolve_fenceposts(
 
 /// The new ReplicaSet's size for the next step: grow by as much as the surge
 /// allows, never past `replicas`.
-pub fn new_rs_replicas(replicas: i32, max_surge: i32, all_replicas: i32, new_replicas: i32) -> i32 {
+pub(super) fn new_rs_replicas(
+    replicas: i32,
+    max_surge: i32,
+    all_replicas: i32,
+    new_replicas: i32,
+) -> i32 {
     let max_total = replicas + max_surge;
     if all_replicas >= max_total {
         return new_replicas;
@@ -56,7 +66,7 @@ pub fn new_rs_replicas(replicas: i32, max_surge: i32, all_replicas: i32, new_rep
 
 /// A ReplicaSet's counts as the rolling update sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
+pub(super) struct Counts {
     /// spec.replicas
     pub spec: i32,
     /// status.availableReplicas
@@ -65,7 +75,12 @@ pub struct Counts {
 
 /// How many old pods may go now: all pods minus what must stay available
 /// minus the new ReplicaSet's not-yet-available pods.
-pub fn max_scaled_down(all_spec: i32, replicas: i32, max_unavailable: i32, new_rs: Counts) -> i32 {
+pub(super) fn max_scaled_down(
+    all_spec: i32,
+    replicas: i32,
+    max_unavailable: i32,
+    new_rs: Counts,
+) -> i32 {
     let min_available = replicas - max_unavailable;
     let new_unavailable = new_rs.spec - new_rs.available;
     all_spec - min_available - new_unavailable
@@ -74,7 +89,7 @@ pub fn max_scaled_down(all_spec: i32, replicas: i32, max_unavailable: i32, new_r
 /// New sizes for old ReplicaSets (oldest first): first drop their
 /// unavailable pods (up to `budget`), then, while more than `min_available`
 /// pods are available overall, drop available ones.
-pub fn scale_down_old(
+pub(super) fn scale_down_old(
     old: &[Counts],
     budget: i32,
     all_available: i32,

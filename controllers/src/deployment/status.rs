@@ -10,13 +10,13 @@ use super::util::{
 use crate::controller_utils::{now, seconds_between};
 
 /// Condition reasons upstream uses (kubectl and users match on them).
-pub const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
-pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
-pub const RS_UPDATED: &str = "ReplicaSetUpdated";
-pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
-pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
-pub const PAUSED: &str = "DeploymentPaused";
-pub const RESUMED: &str = "DeploymentResumed";
+pub(super) const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
+pub(super) const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
+pub(super) const RS_UPDATED: &str = "ReplicaSetUpdated";
+pub(super) const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
+pub(super) const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+pub(super) const PAUSED: &str = "DeploymentPaused";
+pub(super) const RESUMED: &str = "DeploymentResumed";
 
 fn rs_status_field(
     rs: &ReplicaSet,
@@ -26,7 +26,7 @@ fn rs_status_field(
 }
 
 /// progressDeadlineSeconds, when the Deployment has one.
-pub fn progress_deadline(d: &Deployment) -> Option<i32> {
+pub(super) fn progress_deadline(d: &Deployment) -> Option<i32> {
     d.spec
         .as_ref()?
         .progress_deadline_seconds
@@ -34,7 +34,7 @@ pub fn progress_deadline(d: &Deployment) -> Option<i32> {
 }
 
 /// Counts and the Available condition; other conditions carried over.
-pub fn calculate(
+pub(super) fn calculate(
     d: &Deployment,
     all: &[ReplicaSet],
     new_rs: Option<&ReplicaSet>,
@@ -108,7 +108,7 @@ pub fn calculate(
 }
 
 /// True when every replica is updated and available and nothing old runs.
-pub fn complete(d: &Deployment, status: &DeploymentStatus) -> bool {
+pub(super) fn complete(d: &Deployment, status: &DeploymentStatus) -> bool {
     let replicas = desired(d);
     status.updated_replicas == Some(replicas)
         && status.replicas == Some(replicas)
@@ -128,7 +128,7 @@ fn progressing(old: &DeploymentStatus, new: &DeploymentStatus) -> bool {
 }
 
 /// True when the last progress is older than the deadline.
-pub fn timed_out(d: &Deployment, status: &DeploymentStatus) -> bool {
+pub(super) fn timed_out(d: &Deployment, status: &DeploymentStatus) -> bool {
     let Some(deadline) = progress_deadline(d) else {
         return false;
     };
@@ -146,7 +146,11 @@ pub fn timed_out(d: &Deployment, status: &DeploymentStatus) -> bool {
 }
 
 /// Adds the Progressing condition for a rollout step to `status`.
-pub fn set_progressing(d: &Deployment, status: &mut DeploymentStatus, new_rs: Option<&ReplicaSet>) {
+pub(super) fn set_progressing(
+    d: &Deployment,
+    status: &mut DeploymentStatus,
+    new_rs: Option<&ReplicaSet>,
+) {
     if progress_deadline(d).is_none() {
         return;
     }
@@ -193,7 +197,7 @@ pub fn set_progressing(d: &Deployment, status: &mut DeploymentStatus, new_rs: Op
 }
 
 /// Seconds until a progressing rollout would pass its deadline.
-pub fn seconds_to_deadline(d: &Deployment, status: &DeploymentStatus) -> Option<i64> {
+pub(super) fn seconds_to_deadline(d: &Deployment, status: &DeploymentStatus) -> Option<i64> {
     let deadline = progress_deadline(d)?;
     if complete(d, status) {
         return None;

@@ -35,9 +35,12 @@ pub enum DeploymentError {
     /// An API write failed.
     #[error("{what} for deployment {key}: {source}")]
     Api {
+        /// The write that failed.
         what: &'static str,
+        /// The Deployment's namespace/name.
         key: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
     /// The new ReplicaSet's name is taken by a different template; the
@@ -47,7 +50,7 @@ pub enum DeploymentError {
 }
 
 /// What a sync needs.
-pub struct Syncer {
+pub(super) struct Syncer {
     pub client: Client,
     pub deployments: Arc<Cache<Deployment>>,
     pub replica_sets: Arc<Cache<ReplicaSet>>,
@@ -76,7 +79,7 @@ fn creation_order(a: &ReplicaSet, b: &ReplicaSet) -> std::cmp::Ordering {
 
 impl Syncer {
     /// Syncs the Deployment under `key`.
-    pub async fn sync(&self, key: ObjectKey) -> Result<Action, DeploymentError> {
+    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, DeploymentError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let Some(d) = self.deployments.get(&ns, &key.name) else {
             return Ok(Action::Done);

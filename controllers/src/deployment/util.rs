@@ -10,15 +10,15 @@ use serde_json::Value;
 use crate::controller_utils::now;
 
 /// The label that ties pods and ReplicaSets to one template.
-pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+pub(super) const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// The revision of a ReplicaSet (and the Deployment's current one).
-pub const REVISION: &str = "deployment.kubernetes.io/revision";
+pub(super) const REVISION: &str = "deployment.kubernetes.io/revision";
 /// Earlier revisions a ReplicaSet had (when rolled back to).
-pub const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
+pub(super) const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
 /// spec.replicas of the Deployment when the ReplicaSet was last scaled.
-pub const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
+pub(super) const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
 /// replicas + maxSurge of the Deployment when the ReplicaSet was last scaled.
-pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
+pub(super) const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
 
 /// Annotations never copied from a Deployment to its ReplicaSets.
 const NOT_COPIED: &[&str] = &[
@@ -42,7 +42,7 @@ fn fnv32a(data: &[u8]) -> u32 {
 
 /// The pod-template-hash of `template` (with the collision count mixed in),
 /// spelled with upstream's safe alphabet (no vowels, no look-alikes).
-pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
+pub(super) fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     let mut bytes = serde_json::to_vec(template).unwrap_or_default();
     if let Some(c) = collision_count {
         bytes.extend_from_slice(&c.to_le_bytes());
@@ -75,12 +75,15 @@ fn template_without_hash(template: Option<&PodTemplateSpec>) -> Value {
 }
 
 /// True when the two templates are equal apart from pod-template-hash.
-pub fn equal_ignoring_hash(a: Option<&PodTemplateSpec>, b: Option<&PodTemplateSpec>) -> bool {
+pub(super) fn equal_ignoring_hash(
+    a: Option<&PodTemplateSpec>,
+    b: Option<&PodTemplateSpec>,
+) -> bool {
     template_without_hash(a) == template_without_hash(b)
 }
 
 /// The revision annotation of an object (0 when absent or unparsable).
-pub fn revision_of(annotations: Option<&BTreeMap<String, String>>) -> i64 {
+pub(super) fn revision_of(annotations: Option<&BTreeMap<String, String>>) -> i64 {
     annotations
         .and_then(|a| a.get(REVISION))
         .and_then(|r| r.parse().ok())
@@ -90,7 +93,7 @@ pub fn revision_of(annotations: Option<&BTreeMap<String, String>>) -> i64 {
 /// Sets the annotations a ReplicaSet of `d` carries: the Deployment's own
 /// (minus bookkeeping ones), its revision (recording a replaced one in the
 /// history), desired and max replicas. Returns true when anything changed.
-pub fn set_replica_set_annotations(
+pub(super) fn set_replica_set_annotations(
     rs: &mut ReplicaSet,
     d: &Deployment,
     revision: Option<i64>,
@@ -127,17 +130,17 @@ pub fn set_replica_set_annotations(
 }
 
 /// spec.replicas of a Deployment (1 when unset).
-pub fn desired(d: &Deployment) -> i32 {
+pub(super) fn desired(d: &Deployment) -> i32 {
     d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
 /// spec.replicas of a ReplicaSet (0 when unset, as upstream counts it).
-pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
+pub(super) fn rs_replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
 }
 
 /// status.availableReplicas of a ReplicaSet.
-pub fn rs_available(rs: &ReplicaSet) -> i32 {
+pub(super) fn rs_available(rs: &ReplicaSet) -> i32 {
     rs.status
         .as_ref()
         .and_then(|s| s.available_replicas)
@@ -145,7 +148,10 @@ pub fn rs_available(rs: &ReplicaSet) -> i32 {
 }
 
 /// A condition of `status` by type.
-pub fn condition<'a>(status: &'a DeploymentStatus, type_: &str) -> Option<&'a DeploymentCondition> {
+pub(super) fn condition<'a>(
+    status: &'a DeploymentStatus,
+    type_: &str,
+) -> Option<&'a DeploymentCondition> {
     status
         .conditions
         .iter()
@@ -154,7 +160,7 @@ pub fn condition<'a>(status: &'a DeploymentStatus, type_: &str) -> Option<&'a De
 }
 
 /// A new condition stamped now.
-pub fn new_condition(
+pub(super) fn new_condition(
     type_: &str,
     status: &str,
     reason: &str,
@@ -172,7 +178,7 @@ pub fn new_condition(
 
 /// Sets `cond` unless one with the same status and reason is there; keeps the
 /// old transition time when only the reason changes.
-pub fn set_condition(status: &mut DeploymentStatus, mut cond: DeploymentCondition) {
+pub(super) fn set_condition(status: &mut DeploymentStatus, mut cond: DeploymentCondition) {
     if let Some(current) = condition(status, &cond.type_) {
         if current.status == cond.status && current.reason == cond.reason {
             return;
@@ -186,7 +192,7 @@ pub fn set_condition(status: &mut DeploymentStatus, mut cond: DeploymentConditio
 }
 
 /// Removes the condition of `type_`.
-pub fn remove_condition(status: &mut DeploymentStatus, type_: &str) {
+pub(super) fn remove_condition(status: &mut DeploymentStatus, type_: &str) {
     if let Some(cs) = status.conditions.as_mut() {
         cs.retain(|c| c.type_ != type_);
     }

@@ -17,12 +17,19 @@ pub const ORPHAN: &str = "orphan";
 /// What the graph knows about one object.
 #[derive(Clone, Debug)]
 pub struct Node {
+    /// The object's uid, the key owner references point at.
     pub uid: String,
+    /// The object's resource, to read and delete it with.
     pub resource: Arc<ApiResource>,
+    /// The object's namespace; None when cluster-scoped.
     pub namespace: Option<String>,
+    /// The object's name.
     pub name: String,
+    /// The object's owner references.
     pub owners: Vec<OwnerReference>,
+    /// Whether the object has a deletion timestamp.
     pub deleting: bool,
+    /// The object's finalizers (foreground deletion and orphaning are read from them).
     pub finalizers: Vec<String>,
 }
 

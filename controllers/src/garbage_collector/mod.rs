@@ -39,16 +39,22 @@ pub enum GcError {
     /// A request about `object` failed.
     #[error("{action} {object}: {source}")]
     Api {
+        /// The request that failed, e.g. "deleting".
         action: &'static str,
+        /// The object the request was about.
         object: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
     /// An owner reference names a kind the API does not serve (yet).
     #[error("owner kind {api_version}/{kind} of {object} is not served")]
     UnknownKind {
+        /// The owner reference's apiVersion.
         api_version: String,
+        /// The owner reference's kind.
         kind: String,
+        /// The dependent holding the reference.
         object: String,
     },
 }

@@ -51,8 +51,10 @@ pub enum MetricsError {
     /// An item was not a PodMetrics.
     #[error("reading PodMetrics {name}: {source}")]
     Decode {
+        /// The item's name.
         name: String,
         #[source]
+        /// Why it did not decode.
         source: serde_json::Error,
     },
 }

@@ -156,7 +156,9 @@ const DOWN_LIMIT: (&str, &str) = (
 /// The bounds an autoscaler's count must stay in.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
+    /// The lowest count (`minReplicas`).
     pub min: i32,
+    /// The highest count (`maxReplicas`).
     pub max: i32,
 }
 

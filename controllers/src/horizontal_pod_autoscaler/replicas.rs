@@ -72,8 +72,11 @@ pub enum CalcError {
     /// the request means nothing.
     #[error("missing request for {resource} in container {container} of Pod {pod}")]
     MissingRequest {
+        /// The resource, e.g. `cpu`.
         resource: String,
+        /// The container without the request.
         container: String,
+        /// The pod holding the container.
         pod: String,
     },
     /// The figures are for pods the selector did not return.

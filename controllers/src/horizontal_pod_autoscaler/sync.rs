@@ -36,18 +36,38 @@ pub(super) type Histories = Arc<Mutex<HashMap<ObjectKey, History>>>;
 pub enum HpaError {
     /// The target's Scale could not be read.
     #[error("failed to query scale subresource for {reference}: {message}")]
-    GetScale { reference: String, message: String },
+    GetScale {
+        /// The scale target, as `Kind/namespace/name`.
+        reference: String,
+        /// Why it could not be read.
+        message: String,
+    },
     /// No metric gave a usable proposal.
     #[error(
         "failed to compute desired number of replicas based on listed metrics for {reference}: {message}"
     )]
-    Metrics { reference: String, message: String },
+    Metrics {
+        /// The scale target, as `Kind/namespace/name`.
+        reference: String,
+        /// Why no metric gave a proposal.
+        message: String,
+    },
     /// The new count could not be written.
     #[error("failed to rescale {reference}: {message}")]
-    Rescale { reference: String, message: String },
+    Rescale {
+        /// The scale target, as `Kind/namespace/name`.
+        reference: String,
+        /// Why the write failed.
+        message: String,
+    },
     /// The status could not be written.
     #[error("failed to update status for {name}: {message}")]
-    Status { name: String, message: String },
+    Status {
+        /// The autoscaler's name.
+        name: String,
+        /// Why the write failed.
+        message: String,
+    },
 }
 
 /// What a sync needs.
@@ -135,7 +155,7 @@ fn milli_quantity(milli: i64) -> k8s_openapi::apimachinery::pkg::api::resource::
 impl Syncer {
     /// Reconciles the autoscaler under `key`; comes back one sync period
     /// later while it exists.
-    pub async fn sync(&self, key: ObjectKey) -> Result<Action, HpaError> {
+    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, HpaError> {
         let namespace = key.namespace.clone().unwrap_or_default();
         let Some(hpa) = self.autoscalers.get(&namespace, &key.name) else {
             if let Ok(mut histories) = self.histories.lock() {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 /// Parses "1,3-5" into {1, 3, 4, 5}; malformed parts and indexes at or
 /// beyond `completions` are ignored.
-pub fn parse(text: Option<&str>, completions: i32) -> BTreeSet<i32> {
+pub(super) fn parse(text: Option<&str>, completions: i32) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
     for part in text.unwrap_or("").split(',').filter(|p| !p.is_empty()) {
         let (from, to) = match part.split_once('-') {
@@ -23,7 +23,7 @@ pub fn parse(text: Option<&str>, completions: i32) -> BTreeSet<i32> {
 
 /// Formats a set of indexes as upstream does: each run of consecutive
 /// indexes longer than one becomes "a-b".
-pub fn format(indexes: &BTreeSet<i32>) -> String {
+pub(super) fn format(indexes: &BTreeSet<i32>) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut iter = indexes.iter().copied().peekable();
     while let Some(start) = iter.next() {

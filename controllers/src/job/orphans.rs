@@ -18,14 +18,14 @@ use super::pods::has_finalizer;
 use crate::controller_utils::controller_ref;
 
 /// Enqueues the Job key of tracked pods whose Job is not in the cache.
-pub struct EnqueueOrphans {
+pub(super) struct EnqueueOrphans {
     jobs: Arc<Cache<Job>>,
     queue: WorkQueue<ObjectKey>,
 }
 
 impl EnqueueOrphans {
     /// Looks Jobs up in `jobs`, wakes their keys on `queue`.
-    pub fn new(jobs: Arc<Cache<Job>>, queue: WorkQueue<ObjectKey>) -> Self {
+    pub(super) fn new(jobs: Arc<Cache<Job>>, queue: WorkQueue<ObjectKey>) -> Self {
         Self { jobs, queue }
     }
 
@@ -61,13 +61,13 @@ impl EventHandler<Pod> for EnqueueOrphans {
 
 /// Enqueues the pod's own key when it carries the tracking finalizer and
 /// names no controller (see [`Syncer::sync_ownerless`](super::sync::Syncer::sync_ownerless)).
-pub struct EnqueueOwnerless {
+pub(super) struct EnqueueOwnerless {
     queue: WorkQueue<ObjectKey>,
 }
 
 impl EnqueueOwnerless {
     /// Wakes pod keys on `queue`.
-    pub fn new(queue: WorkQueue<ObjectKey>) -> Self {
+    pub(super) fn new(queue: WorkQueue<ObjectKey>) -> Self {
         Self { queue }
     }
 

@@ -10,18 +10,18 @@ use crate::controller_utils::controller_owner_ref;
 use crate::pod_control::pod_from_template;
 
 /// The finalizer that keeps a finished pod until the Job has counted it.
-pub const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+pub(super) const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
 /// Annotation (and label) with an Indexed Job pod's completion index.
-pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+pub(super) const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 /// True for Indexed Jobs.
-pub fn is_indexed(job: &Job) -> bool {
+pub(super) fn is_indexed(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed")
 }
 
 /// A pod for `job` (with `index` for Indexed Jobs): the template plus the
 /// Job's labels, the tracking finalizer and the completion index.
-pub fn new_pod(job: &Job, index: Option<i32>) -> Pod {
+pub(super) fn new_pod(job: &Job, index: Option<i32>) -> Pod {
     let spec = job.spec.clone().unwrap_or_default();
     let name = job.metadata.name.clone().unwrap_or_default();
     let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -84,7 +84,7 @@ pub fn new_pod(job: &Job, index: Option<i32>) -> Pod {
 }
 
 /// The completion index of a pod, if it has a valid one below `completions`.
-pub fn index_of(pod: &Pod, completions: i32) -> Option<i32> {
+pub(super) fn index_of(pod: &Pod, completions: i32) -> Option<i32> {
     pod.metadata
         .annotations
         .as_ref()?
@@ -95,7 +95,7 @@ pub fn index_of(pod: &Pod, completions: i32) -> Option<i32> {
 }
 
 /// True when the pod still carries the tracking finalizer.
-pub fn has_finalizer(pod: &Pod) -> bool {
+pub(super) fn has_finalizer(pod: &Pod) -> bool {
     pod.metadata
         .finalizers
         .iter()

@@ -36,9 +36,12 @@ pub enum JobError {
     /// An API write failed.
     #[error("{what} for job {key}: {source}")]
     Api {
+        /// The write that failed.
         what: &'static str,
+        /// The Job's namespace/name.
         key: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
 }
@@ -53,7 +56,7 @@ struct Backoff {
 
 /// What a sync needs, plus per-Job memory: pods whose finalizer this
 /// controller removed (the cache may still show it) and failure backoff.
-pub struct Syncer {
+pub(super) struct Syncer {
     client: Client,
     jobs: Arc<Cache<Job>>,
     pods: Arc<Cache<Pod>>,
@@ -128,7 +131,7 @@ fn restarts(pod: &Pod) -> i32 {
 
 impl Syncer {
     /// A syncer over the given caches.
-    pub fn new(
+    pub(super) fn new(
         client: Client,
         jobs: Arc<Cache<Job>>,
         pods: Arc<Cache<Pod>>,
@@ -155,7 +158,7 @@ impl Syncer {
     }
 
     /// Syncs the Job under `key`.
-    pub async fn sync(&self, key: ObjectKey) -> Result<Action, JobError> {
+    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, JobError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(job) = self.jobs.get(&ns, &key.name) else {
@@ -600,7 +603,7 @@ impl Syncer {
     /// deleted with orphan propagation, or someone removed the reference:
     /// no Job will ever count it. A pod that has a controller by now (adopted
     /// again) is left alone, as upstream's orphan-pod sync does.
-    pub async fn sync_ownerless(&self, key: ObjectKey) -> Result<Action, JobError> {
+    pub(super) async fn sync_ownerless(&self, key: ObjectKey) -> Result<Action, JobError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let Some(pod) = self.pods.get(&ns, &key.name) else {
             return Ok(Action::Done);

@@ -14,7 +14,7 @@ use crate::owner_events::owner_key;
 use crate::pod_control::Expectations;
 
 /// The pod informer handler of one owner kind.
-pub struct PodEvents<K> {
+pub(super) struct PodEvents<K> {
     owners: Arc<Cache<K>>,
     queue: WorkQueue<ObjectKey>,
     expectations: Expectations,
@@ -22,7 +22,7 @@ pub struct PodEvents<K> {
 }
 
 impl<K: ReplicaOwner> PodEvents<K> {
-    pub fn new(
+    pub(super) fn new(
         owners: Arc<Cache<K>>,
         queue: WorkQueue<ObjectKey>,
         expectations: Expectations,

@@ -22,7 +22,7 @@ pub struct ManageFailure {
 
 /// The new status for `owner` given its active pods and the outcome of
 /// managing replicas (None when nothing failed).
-pub fn calculate<K: ReplicaOwner>(
+pub(super) fn calculate<K: ReplicaOwner>(
     owner: &K,
     pods: &[Arc<Pod>],
     failure: Option<&ManageFailure>,
@@ -83,7 +83,7 @@ pub fn calculate<K: ReplicaOwner>(
 
 /// True when `new` (as built by [`calculate`]) differs from `old`, with
 /// absent fields read as zero / empty.
-pub fn changed(old: &Value, new: &Value) -> bool {
+pub(super) fn changed(old: &Value, new: &Value) -> bool {
     [
         "replicas",
         "fullyLabeledReplicas",

@@ -28,8 +28,10 @@ pub enum ReplicaSetError {
     /// Writing the owner's status failed.
     #[error("updating status of {key}: {source}")]
     Status {
+        /// The owner's namespace/name.
         key: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
     /// Creating or deleting pods failed; status was still written.
@@ -38,7 +40,7 @@ pub enum ReplicaSetError {
 }
 
 /// What a sync needs: the API, the caches and the expectations.
-pub struct Syncer<K> {
+pub(super) struct Syncer<K> {
     pub client: Client,
     pub owners: Arc<Cache<K>>,
     pub pods: Arc<Cache<Pod>>,
@@ -48,7 +50,7 @@ pub struct Syncer<K> {
 
 impl<K: ReplicaOwner> Syncer<K> {
     /// Syncs the owner under `key`.
-    pub async fn sync(&self, key: ObjectKey) -> Result<Action, ReplicaSetError> {
+    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, ReplicaSetError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(owner) = self.owners.get(&ns, &key.name) else {

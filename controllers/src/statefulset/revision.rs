@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use crate::controller_utils::{controller_owner_ref, safe_hash};
 
 /// The pod label naming the revision a pod was made from.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
+pub(super) const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// What a revision stores: the set's pod template as a replacing patch.
-pub fn revision_data(set: &StatefulSet) -> Value {
+pub(super) fn revision_data(set: &StatefulSet) -> Value {
     let template = set
         .spec
         .as_ref()
@@ -30,7 +30,7 @@ pub fn revision_data(set: &StatefulSet) -> Value {
 }
 
 /// The pod template a revision stores.
-pub fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
+pub(super) fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
     let mut template = revision
         .data
         .as_ref()?
@@ -45,7 +45,7 @@ pub fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
 }
 
 /// A new revision object for the set's current template.
-pub fn new_revision(
+pub(super) fn new_revision(
     set: &StatefulSet,
     number: i64,
     collision_count: Option<i32>,
@@ -77,7 +77,7 @@ pub fn new_revision(
 }
 
 /// True when `revision` stores the set's current template.
-pub fn matches(revision: &ControllerRevision, set: &StatefulSet) -> bool {
+pub(super) fn matches(revision: &ControllerRevision, set: &StatefulSet) -> bool {
     revision.data.as_ref().map(|d| &d.0) == Some(&revision_data(set))
 }
 

@@ -31,9 +31,12 @@ pub enum StatefulSetError {
     /// An API write failed.
     #[error("{what} for statefulset {key}: {source}")]
     Api {
+        /// The write that failed.
         what: &'static str,
+        /// The StatefulSet's namespace/name.
         key: String,
         #[source]
+        /// The API's error.
         source: kube::Error,
     },
     /// A revision name is taken by a different template.
@@ -42,7 +45,7 @@ pub enum StatefulSetError {
 }
 
 /// What a sync needs.
-pub struct Syncer {
+pub(super) struct Syncer {
     pub client: Client,
     pub sets: Arc<Cache<StatefulSet>>,
     pub pods: Arc<Cache<Pod>>,
@@ -51,7 +54,7 @@ pub struct Syncer {
 }
 
 /// The ordinal of `pod` if it is named `<set>-<n>`.
-pub fn ordinal_of(set_name: &str, pod: &Pod) -> Option<i32> {
+pub(super) fn ordinal_of(set_name: &str, pod: &Pod) -> Option<i32> {
     pod.metadata
         .name
         .as_deref()?
@@ -88,7 +91,7 @@ impl Syncer {
     }
 
     /// Syncs the StatefulSet under `key`.
-    pub async fn sync(&self, key: ObjectKey) -> Result<Action, StatefulSetError> {
+    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, StatefulSetError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(set) = self.sets.get(&ns, &key.name) else {
