@@ -13,6 +13,10 @@
 //! Run: `cargo bench -p skiff-apiserver --bench rbac_authz`
 //! (env `BENCH_SCALE=0.1` for a quick smoke run).
 
+// A test stops at the first surprise (unwrapping is how it says so), and
+// nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;

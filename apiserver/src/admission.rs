@@ -16,7 +16,7 @@ use crate::registry::{ResourceInfo, Subresource};
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// `prefix` plus five random characters.
-pub fn generate_name(prefix: &str) -> String {
+pub(crate) fn generate_name(prefix: &str) -> String {
     let mut rng = rand::rng();
     let suffix: String = (0..5)
         .map(|_| NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())] as char)
@@ -26,7 +26,7 @@ pub fn generate_name(prefix: &str) -> String {
 
 /// Who wrote and how, for the managedFields entry.
 #[derive(Debug, Clone)]
-pub struct WriteInfo {
+pub(crate) struct WriteInfo {
     pub manager: String,
     pub subresource: Option<Subresource>,
     /// Recorded as operation `Apply` rather than `Update`.
@@ -39,7 +39,7 @@ pub struct WriteInfo {
 }
 
 /// Sets system metadata and defaults on an object about to be created.
-pub fn prepare_create(info: &ResourceInfo, object: &mut Value, write: &WriteInfo) {
+pub(crate) fn prepare_create(info: &ResourceInfo, object: &mut Value, write: &WriteInfo) {
     let meta = meta_mut(object);
     let provided_managers = meta.remove("managedFields");
     for field in [
@@ -93,7 +93,7 @@ fn reset_status_on_create(info: &ResourceInfo, object: &mut Value) {
 
 /// Carries what a main-resource update may not change from `old` into `new`,
 /// and bumps generation when the spec changed.
-pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
+pub(crate) fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
     carry_system_metadata(old, new);
     info.strategy.apply_defaults(info, new);
     if info.has(Subresource::Status) {
@@ -122,7 +122,7 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
 }
 
 /// The new object for a status write: `old` with only `status` taken from `new`.
-pub fn prepare_status_update(old: &Value, new: &Value) -> Value {
+pub(crate) fn prepare_status_update(old: &Value, new: &Value) -> Value {
     let mut result = old.clone();
     match new.get("status") {
         Some(s) => set_field(&mut result, "status", s.clone()),
@@ -170,7 +170,7 @@ fn spec_without_metadata(object: &Value) -> Value {
 }
 
 /// Manager name upstream derives from a User-Agent (`kubectl/v1.32 ...` → `kubectl`).
-pub fn manager_from_user_agent(user_agent: Option<&str>) -> String {
+pub(crate) fn manager_from_user_agent(user_agent: Option<&str>) -> String {
     user_agent
         .and_then(|ua| ua.split('/').next())
         .map(str::trim)

@@ -14,8 +14,11 @@ use http::{HeaderMap, StatusCode, header};
 /// The authenticated caller, carried as a request extension.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserInfo {
+    /// The user name, e.g. `system:serviceaccount:default:builder`.
     pub name: String,
+    /// A unique id for the user; empty when the authenticator has none.
     pub uid: String,
+    /// The groups the user is in; authorization matches bindings on them.
     pub groups: Vec<String>,
     /// Further facts an authenticator vouched for (upstream's user "extra",
     /// e.g. the pod a service-account token is bound to); authorizers may
@@ -58,6 +61,7 @@ impl UserInfo {
         }
     }
 
+    /// Whether this is the anonymous user (no credentials presented).
     pub fn is_anonymous(&self) -> bool {
         self.name == "system:anonymous"
     }
@@ -69,17 +73,25 @@ pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 /// Why a token file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthnError {
+    /// The token file could not be read or written.
     #[error("cannot {action} token file {path}: {source}")]
     TokenFile {
+        /// What was being done, `read` or `write`.
         action: &'static str,
+        /// The token file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
+    /// A line of the token file is malformed.
     #[error("token file {path} line {line}: {problem}")]
     TokenLine {
+        /// The token file.
         path: PathBuf,
+        /// The line's number, from 1.
         line: usize,
+        /// What is wrong with the line.
         problem: &'static str,
     },
 }
@@ -94,7 +106,9 @@ pub struct Authenticator {
 /// The outcome of authenticating one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Authenticated {
+    /// Credentials or a client certificate named this user.
     User(UserInfo),
+    /// No credentials were presented.
     Anonymous,
     /// Credentials were presented and are wrong: always 401.
     Rejected,

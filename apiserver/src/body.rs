@@ -12,7 +12,7 @@ const OBJECT_MEDIA_TYPES: &str =
     "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 
 /// Reads the whole body, refusing more than [`MAX_BODY_BYTES`].
-pub async fn read(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+pub(crate) async fn read(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     let declared = headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -34,7 +34,7 @@ pub async fn read(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
 }
 
 /// The media type of the request without parameters, lower-cased.
-pub fn content_type(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn content_type(headers: &HeaderMap) -> Option<String> {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -49,7 +49,7 @@ pub fn content_type(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Decodes an object body (create, update, subresource posts).
-pub fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
     let value: Value = match content_type(headers).as_deref() {
         None | Some("application/json") | Some("*/*") => {
             serde_json::from_slice(bytes).map_err(|e| {

@@ -25,7 +25,7 @@ fn last_seen(event: &Value) -> Option<i64> {
 }
 
 /// Deletes expired events every `every` until shutdown.
-pub async fn reap(inner: Arc<Inner>, ttl: Duration, every: Duration) {
+pub(crate) async fn reap(inner: Arc<Inner>, ttl: Duration, every: Duration) {
     let mut shutdown = inner.shutdown.subscribe();
     let mut ticker = tokio::time::interval(every);
     loop {
@@ -44,7 +44,7 @@ pub async fn reap(inner: Arc<Inner>, ttl: Duration, every: Duration) {
 }
 
 /// One pass; returns how many events were deleted.
-pub async fn reap_once(inner: &Inner, ttl: Duration) -> usize {
+pub(crate) async fn reap_once(inner: &Inner, ttl: Duration) -> usize {
     let Some(info) = inner.registry.get("", "v1", "events") else {
         return 0;
     };

@@ -23,8 +23,15 @@ pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 /// Why the kubelet client could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletClientError {
+    /// A certificate or key is not usable PEM.
     #[error("kubelet client {what}: {detail}")]
-    Pem { what: &'static str, detail: String },
+    Pem {
+        /// Which one, e.g. `CA` or `key`.
+        what: &'static str,
+        /// Why it is unusable.
+        detail: String,
+    },
+    /// rustls refused the TLS configuration.
     #[error("kubelet client TLS configuration: {0}")]
     Config(String),
 }

@@ -7,7 +7,7 @@ use crate::status::ApiError;
 /// Query parameters the handlers understand; unknown ones are ignored as
 /// upstream does.
 #[derive(Debug, Clone, Default)]
-pub struct Params {
+pub(crate) struct Params {
     pub resource_version: Option<String>,
     pub resource_version_match: Option<String>,
     pub label_selector: String,
@@ -42,7 +42,7 @@ fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, ApiError> {
 
 impl Params {
     /// Parses a raw query string.
-    pub fn parse(query: Option<&str>) -> Result<Self, ApiError> {
+    pub(crate) fn parse(query: Option<&str>) -> Result<Self, ApiError> {
         let pairs: Vec<(String, String)> = match query {
             Some(q) => serde_urlencoded_pairs(q)?,
             None => Vec::new(),

@@ -26,7 +26,9 @@ pub struct AuditAnnotations(pub Vec<(String, String)>);
 /// response's extension, so the audit log can name it at every level.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NotedObject {
+    /// The object's namespace; empty when cluster-scoped.
     pub namespace: String,
+    /// The object's name.
     pub name: String,
 }
 

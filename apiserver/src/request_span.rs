@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::authn::UserInfo;
 
 /// The middleware: wraps the rest of the router in the request's span.
-pub async fn trace(request: Request, next: Next) -> Response {
+pub(crate) async fn trace(request: Request, next: Next) -> Response {
     let user = request
         .extensions()
         .get::<UserInfo>()

@@ -8,7 +8,7 @@ use crate::status::ApiError;
 
 /// What a path names.
 #[derive(Debug)]
-pub enum Route {
+pub(crate) enum Route {
     /// `/api`: the core group's versions.
     CoreVersions,
     /// `/apis`: every other group.
@@ -23,7 +23,7 @@ pub enum Route {
 
 /// A request aimed at resources.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     pub info: Arc<ResourceInfo>,
     /// The namespace from the path (`None`: all namespaces, or cluster scope).
     pub namespace: Option<String>,
@@ -34,7 +34,7 @@ pub struct Target {
 }
 
 /// Parses a request path against the registry.
-pub fn parse(path: &str, registry: &Registry) -> Result<Route, ApiError> {
+pub(crate) fn parse(path: &str, registry: &Registry) -> Result<Route, ApiError> {
     let segments: Vec<&str> = path
         .trim_matches('/')
         .split('/')

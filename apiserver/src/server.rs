@@ -142,27 +142,39 @@ impl Default for ApiServerConfig {
 /// Failures while starting the API server.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiServerError {
+    /// The watch caches could not be filled.
     #[error(transparent)]
     Cache(#[from] FeedError),
+    /// The service CIDR or node-port range is unusable.
     #[error(transparent)]
     Config(#[from] AllocConfigError),
+    /// The service-account token signer could not be set up.
     #[error(transparent)]
     Tokens(#[from] crate::tokens::SignerError),
+    /// The admission configuration is unusable.
     #[error(transparent)]
     Admission(#[from] crate::admission_plugins::config::AdmissionConfigError),
+    /// Encryption at rest could not be set up.
     #[error(transparent)]
     Encryption(#[from] crate::encryption::EncryptionError),
+    /// The audit log could not be set up.
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    /// A resource authorization reads has no watch cache.
     #[error("no watch cache for {0}, which authorization reads")]
     MissingCache(String),
+    /// The default RBAC policy could not be written.
     #[error("the default RBAC policy: {0}")]
     Policy(#[from] crate::authz::bootstrap::BootstrapError),
+    /// The default priority and fairness objects could not be written.
     #[error("the priority and fairness configuration: {0}")]
     FlowControl(#[from] crate::flowcontrol::bootstrap::FlowBootstrapError),
+    /// A system object (a system namespace or priority class) could not be created.
     #[error("creating the system object {name} failed: {source}")]
     Bootstrap {
+        /// The object's name.
         name: String,
+        /// Why it could not be created.
         #[source]
         source: ApiError,
     },
@@ -237,7 +249,7 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// The watch cache behind a resource (shared by its versions).
-    pub fn cache(&self, info: &ResourceInfo) -> Result<Arc<WatchCache>, ApiError> {
+    pub(crate) fn cache(&self, info: &ResourceInfo) -> Result<Arc<WatchCache>, ApiError> {
         if let Some(cache) = self.caches.get(&info.storage_prefix) {
             return Ok(cache.clone());
         }
@@ -250,13 +262,13 @@ impl Inner {
             })
     }
 
-    pub fn is_shutting_down(&self) -> bool {
+    pub(crate) fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
     }
 
     /// The objects of a built-in resource as its watch cache has them now
     /// (none when it is not served).
-    pub fn cached_objects(&self, group: &str, version: &str, resource: &str) -> Vec<Value> {
+    pub(crate) fn cached_objects(&self, group: &str, version: &str, resource: &str) -> Vec<Value> {
         let Some(info) = self.registry.get(group, version, resource) else {
             return Vec::new();
         };
@@ -272,7 +284,7 @@ impl Inner {
     }
 
     /// The network authenticator, once set.
-    pub fn authenticator(&self) -> Option<Arc<crate::authn::Authenticator>> {
+    pub(crate) fn authenticator(&self) -> Option<Arc<crate::authn::Authenticator>> {
         self.authenticator.read().clone()
     }
 }

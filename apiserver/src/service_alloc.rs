@@ -15,7 +15,7 @@ use crate::object::set_field;
 use crate::status::FieldError;
 
 /// Held from choosing a Service's addresses until the Service is stored.
-pub type AllocationGuard<'a> = MutexGuard<'a, ()>;
+pub(crate) type AllocationGuard<'a> = MutexGuard<'a, ()>;
 
 /// A service CIDR or node-port range that cannot be used.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -23,7 +23,7 @@ pub type AllocationGuard<'a> = MutexGuard<'a, ()>;
 pub struct AllocConfigError(String);
 
 /// Allocates cluster IPs and node ports.
-pub struct ServiceAllocator {
+pub(crate) struct ServiceAllocator {
     network: u32,
     size: u32,
     cidr: String,
@@ -52,7 +52,10 @@ fn node_ports_of(service: &Value) -> impl Iterator<Item = u16> {
 
 impl ServiceAllocator {
     /// `cidr` like `10.43.0.0/16` (IPv4, prefix 8..=30).
-    pub fn new(cidr: &str, node_ports: RangeInclusive<u16>) -> Result<Self, AllocConfigError> {
+    pub(crate) fn new(
+        cidr: &str,
+        node_ports: RangeInclusive<u16>,
+    ) -> Result<Self, AllocConfigError> {
         let bad = || AllocConfigError(format!("service CIDR {cidr:?}"));
         let net = skiff_common::cidr::parse_v4(cidr)
             .and_then(|net| skiff_common::cidr::check_prefix(cidr, net, 8..=30))
@@ -71,12 +74,12 @@ impl ServiceAllocator {
 
     /// The address of the `kubernetes` Service (first in the range, never
     /// handed out to other Services).
-    pub fn first_ip(&self) -> Ipv4Addr {
+    pub(crate) fn first_ip(&self) -> Ipv4Addr {
         Ipv4Addr::from(self.network + 1)
     }
 
     /// Held from allocation until the Service is stored.
-    pub async fn lock(&self) -> AllocationGuard<'_> {
+    pub(crate) async fn lock(&self) -> AllocationGuard<'_> {
         self.lock.lock().await
     }
 
@@ -87,7 +90,7 @@ impl ServiceAllocator {
 
     /// Fills `spec.clusterIP(s)` and node ports of a new Service, given the
     /// Services already stored. Must run under [`ServiceAllocator::lock`].
-    pub fn allocate<'a>(
+    pub(crate) fn allocate<'a>(
         &self,
         service: &mut Value,
         existing: impl Iterator<Item = &'a Value>,
@@ -255,7 +258,7 @@ impl ServiceAllocator {
 
 /// On update, fields allocated at create are kept when the new object
 /// leaves them out (kubectl apply/replace often do).
-pub fn keep_allocations(old: &Value, new: &mut Value) {
+pub(crate) fn keep_allocations(old: &Value, new: &mut Value) {
     let (old_spec, Some(spec)) = (&old["spec"], new.get_mut("spec").filter(|s| s.is_object()))
     else {
         return;

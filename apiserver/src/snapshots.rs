@@ -28,9 +28,11 @@ pub const DEFAULT_ON_DEMAND_NAME: &str = "on-demand";
 /// One snapshot file on the server, as `skiff snapshot ls` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotInfo {
+    /// The snapshot's name.
     pub name: String,
     /// `file://` URL of the file on the server.
     pub location: String,
+    /// The file's size in bytes.
     pub size: u64,
     /// RFC 3339, UTC.
     pub created: String,
@@ -39,6 +41,7 @@ pub struct SnapshotInfo {
 /// The answer of a list or a prune.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotList {
+    /// The snapshots listed or pruned.
     pub items: Vec<SnapshotInfo>,
 }
 

@@ -12,26 +12,38 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// What kind of problem one field has; renders as upstream's field error text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldErrorKind {
+    /// The field is missing (`FieldValueRequired`).
     Required,
+    /// The field's value is not allowed (`FieldValueInvalid`).
     Invalid(Value),
+    /// The value is not one of a fixed set (`FieldValueNotSupported`).
     NotSupported {
+        /// The value given.
         value: Value,
+        /// The values allowed.
         supported: Vec<String>,
     },
+    /// The field may not be set, or not changed (`FieldValueForbidden`).
     Forbidden,
+    /// The value appears twice where it must be unique (`FieldValueDuplicate`).
     Duplicate(Value),
+    /// The value is longer than allowed (`FieldValueTooLong`).
     TooLong(Value),
 }
 
 /// One invalid field of an object, reported as a `causes` entry of a 422.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
+    /// The field's path, e.g. `spec.containers[0].name`.
     pub field: String,
+    /// What is wrong with it.
     pub kind: FieldErrorKind,
+    /// More words after the kind's own; may be empty.
     pub detail: String,
 }
 
 impl FieldError {
+    /// `field` is missing.
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
             field: field.into(),
@@ -40,6 +52,7 @@ impl FieldError {
         }
     }
 
+    /// `field` holds `value`, which is not allowed.
     pub fn invalid(
         field: impl Into<String>,
         value: impl Into<Value>,
@@ -52,6 +65,7 @@ impl FieldError {
         }
     }
 
+    /// `field` may not be set, or not changed.
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
             field: field.into(),
@@ -60,6 +74,7 @@ impl FieldError {
         }
     }
 
+    /// `value` appears twice in `field`.
     pub fn duplicate(field: impl Into<String>, value: impl Into<Value>) -> Self {
         Self {
             field: field.into(),
@@ -68,6 +83,7 @@ impl FieldError {
         }
     }
 
+    /// `field` holds `value`, which is not one of `supported`.
     pub fn not_supported(
         field: impl Into<String>,
         value: impl Into<Value>,
@@ -140,43 +156,64 @@ fn render_value(v: &Value) -> String {
 /// Every failure of an API request, each mapping to one upstream Status.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
+    /// 404 `NotFound`: the named object does not exist.
     #[error("{resource} \"{name}\" not found")]
     NotFound {
+        /// The resource, e.g. `pods`.
         resource: String,
+        /// The API group; empty for the core group.
         group: String,
+        /// The object's name.
         name: String,
     },
+    /// 404 `NotFound` for a path that names no resource.
     #[error("the server could not find the requested resource")]
     PathNotFound,
+    /// 409 `AlreadyExists`: a create of a name already taken.
     #[error("{resource} \"{name}\" already exists")]
     AlreadyExists {
+        /// The resource, e.g. `pods`.
         resource: String,
+        /// The API group; empty for the core group.
         group: String,
+        /// The object's name.
         name: String,
     },
+    /// 409 `Conflict`: a stale resourceVersion, or a write the object's state does not allow.
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
     Conflict {
+        /// The resource, e.g. `pods`.
         resource: String,
+        /// The API group; empty for the core group.
         group: String,
+        /// The object's name.
         name: String,
+        /// Why the write cannot be done.
         detail: String,
     },
     /// Server-side apply would change fields other managers own; causes are
     /// `(reason, message, field)`.
     #[error("{message}")]
     ApplyConflict {
+        /// The whole message, naming the managers.
         message: String,
+        /// One cause per conflicting field.
         causes: Vec<(String, String, String)>,
     },
+    /// 422 `Invalid`: the object fails validation.
     #[error(
         "{} \"{name}\" is invalid: {}",
         qualified_kind(kind, group),
         render_causes(causes)
     )]
     Invalid {
+        /// The object's kind.
         kind: String,
+        /// The kind's API group; empty for the core group.
         group: String,
+        /// The object's name.
         name: String,
+        /// Every invalid field.
         causes: Vec<FieldError>,
     },
     /// A JSON patch whose operations could not be applied (a failed
@@ -184,40 +221,59 @@ pub enum ApiError {
     /// the object nor the operation.
     #[error("the server rejected our request due to an error in our request")]
     PatchNotApplied,
+    /// 400 `BadRequest`, with the message given.
     #[error("{0}")]
     BadRequest(String),
+    /// 405 `MethodNotAllowed`.
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
+    /// 410 `Expired`: a continue token or resourceVersion too old to serve.
     #[error("{0}")]
     Expired(String),
+    /// 403 `Forbidden`: authorization or a rule of the server refused the request.
     #[error("{}", forbidden_message(resource, name, detail))]
     Forbidden {
+        /// The resource; empty for non-resource requests.
         resource: String,
+        /// The API group; empty for the core group.
         group: String,
+        /// The object's name; empty for collections.
         name: String,
+        /// Why it was refused.
         detail: String,
+        /// `(reason, message, field)` causes, when there are any.
         causes: Vec<(String, String, String)>,
     },
     /// An admission policy refused the write: Forbidden's wording about
     /// the object, with the policy's reason (and that reason's code).
     #[error("{}", forbidden_message(resource, name, detail))]
     AdmissionDenied {
+        /// The resource.
         resource: String,
+        /// The API group; empty for the core group.
         group: String,
+        /// The object's name.
         name: String,
+        /// The policy's message.
         detail: String,
         /// `Invalid`, `Forbidden`, `Unauthorized` or `RequestEntityTooLarge`.
         reason: &'static str,
     },
+    /// 413 `RequestEntityTooLarge`: the body is over the limit (in bytes) given.
     #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
+    /// 415 `UnsupportedMediaType`: the body's Content-Type is not one the server decodes; the text lists those it does.
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
+    /// 429 `TooManyRequests`, e.g. an eviction a disruption budget does not allow.
     #[error("{message}")]
     TooManyRequests {
+        /// The Status's message.
         message: String,
+        /// `(reason, message, field)` causes.
         causes: Vec<(String, String, String)>,
     },
+    /// 503 `ServiceUnavailable`, with the message given.
     #[error("{0}")]
     ServiceUnavailable(String),
     /// Upstream's 504 `Timeout`: a request that ran past its deadline, or a
@@ -225,8 +281,11 @@ pub enum ApiError {
     /// `(reason, message, field)` as for the other variants.
     #[error("Timeout: {message}")]
     Timeout {
+        /// What ran out of time.
         message: String,
+        /// The `retryAfterSeconds` detail; 0 for none.
         retry_after_seconds: u32,
+        /// `(reason, message, field)` causes.
         causes: Vec<(String, String, String)>,
     },
     /// A write refused because the store's disk is (nearly) full: 507,
@@ -234,15 +293,20 @@ pub enum ApiError {
     /// as a 500); the message names the disk and the data directory.
     #[error("{0}")]
     InsufficientStorage(String),
+    /// 500 `InternalError`: a failure that is the server's, not the request's.
     #[error("Internal error occurred: {0}")]
     Internal(String),
     /// A refusal worded by someone else: an admission webhook's Status,
     /// passed on with its code (at least 400), reason and details.
     #[error("{message}")]
     Refused {
+        /// The HTTP status code.
         code: u16,
+        /// The Status's reason.
         reason: String,
+        /// The Status's message.
         message: String,
+        /// The Status's details, passed on as they are.
         details: Option<Value>,
     },
 }

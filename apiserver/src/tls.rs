@@ -26,21 +26,35 @@ pub use lifetime::{CertLifetimes, not_after};
 /// Why the certificates could not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// A certificate or key file could not be read or written.
     #[error("cannot {action} {path}: {source}")]
     File {
+        /// What was being done, e.g. `read`.
         action: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
+    /// A key or certificate could not be generated.
     #[error("cannot generate the {what}: {source}")]
     Generate {
+        /// Which one, e.g. `CA key`.
         what: &'static str,
+        /// rcgen's error.
         #[source]
         source: rcgen::Error,
     },
+    /// A file holds no certificate or key of the expected kind.
     #[error("{path} holds no usable {what}")]
-    BadPem { path: PathBuf, what: &'static str },
+    BadPem {
+        /// The file.
+        path: PathBuf,
+        /// What it should hold, e.g. `CA certificate`.
+        what: &'static str,
+    },
+    /// rustls refused the TLS configuration.
     #[error("cannot build the TLS configuration: {0}")]
     Config(String),
 }
@@ -49,18 +63,25 @@ pub enum TlsError {
 /// `DATA_DIR/tls/`.
 #[derive(Clone)]
 pub struct ClusterCerts {
+    /// The directory the files are kept in.
     pub dir: PathBuf,
+    /// The cluster CA's certificate, which clients trust the server by.
     pub ca_cert_pem: String,
     /// The CA's key: whoever holds it can sign any identity (the in-process
     /// node agent's serving certificate is signed with it).
     pub ca_key_pem: String,
+    /// The API server's serving certificate.
     pub serving_cert_pem: String,
+    /// The serving certificate's key.
     pub serving_key_pem: String,
+    /// The admin's client certificate (`admin` in `system:masters`), for the admin kubeconfig.
     pub admin_cert_pem: String,
+    /// The admin client certificate's key.
     pub admin_key_pem: String,
     /// The API server's client certificate towards node servers
     /// ([`crate::kubelet_client::KUBELET_CLIENT_USER`]).
     pub kubelet_client_cert_pem: String,
+    /// The key of the client certificate towards node servers.
     pub kubelet_client_key_pem: String,
     /// The front-proxy CA, which only signs the aggregator's client
     /// certificate (extension API servers trust the identity headers of
@@ -69,6 +90,7 @@ pub struct ClusterCerts {
     /// The API server's client certificate towards extension API servers
     /// ([`FRONT_PROXY_CLIENT_USER`]).
     pub front_proxy_client_cert_pem: String,
+    /// The key of the client certificate towards extension API servers.
     pub front_proxy_client_key_pem: String,
 }
 

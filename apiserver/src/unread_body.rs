@@ -19,23 +19,23 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 /// The most bytes drained after the handler is done; a client sending more
 /// gets its answer and the reset.
-pub const DRAIN_LIMIT: u64 = 8 * 1024 * 1024;
+pub(crate) const DRAIN_LIMIT: u64 = 8 * 1024 * 1024;
 
 /// How long draining may take.
-pub const DRAIN_TIME: Duration = Duration::from_secs(10);
+pub(crate) const DRAIN_TIME: Duration = Duration::from_secs(10);
 
 /// Where a dropped, unfinished body is left for the listener.
-pub type Leftover = Arc<parking_lot::Mutex<Option<Incoming>>>;
+pub(crate) type Leftover = Arc<parking_lot::Mutex<Option<Incoming>>>;
 
 /// A request body that leaves itself in `leftover` when dropped unfinished.
-pub struct Tracked {
+pub(crate) struct Tracked {
     inner: Option<Incoming>,
     leftover: Leftover,
 }
 
 impl Tracked {
     /// Wraps `body`; the caller keeps a clone of `leftover`.
-    pub fn new(body: Incoming, leftover: Leftover) -> Self {
+    pub(crate) fn new(body: Incoming, leftover: Leftover) -> Self {
         Self {
             inner: Some(body),
             leftover,
@@ -80,7 +80,7 @@ impl Drop for Tracked {
 
 /// Reads what is left of a body the handler dropped, up to [`DRAIN_LIMIT`]
 /// bytes and [`DRAIN_TIME`]; returns whether it reached the end.
-pub async fn drain(leftover: &Leftover) -> bool {
+pub(crate) async fn drain(leftover: &Leftover) -> bool {
     let Some(mut body) = leftover.lock().take() else {
         return true;
     };

@@ -21,26 +21,43 @@ const API_VERSIONS: &[&str] = &[
 /// start with a configuration it cannot honour.
 #[derive(Debug, thiserror::Error)]
 pub enum AdmissionConfigError {
+    /// The file could not be read.
     #[error("reading admission configuration {path}: {source}")]
     Read {
+        /// The configuration file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not YAML or JSON of the expected shape.
     #[error("parsing admission configuration {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The configuration file.
+        path: PathBuf,
+        /// Why it did not parse.
+        message: String,
+    },
+    /// The file holds some other kind of object.
     #[error(
         "admission configuration {path}: expected apiVersion apiserver.config.k8s.io/v1 and kind AdmissionConfiguration, got {api_version:?} {kind:?}"
     )]
     WrongKind {
+        /// The configuration file.
         path: PathBuf,
+        /// The apiVersion found.
         api_version: String,
+        /// The kind found.
         kind: String,
     },
+    /// One plugin's section is unusable.
     #[error("admission configuration {path}: plugin {plugin}: {message}")]
     Plugin {
+        /// The configuration file.
         path: PathBuf,
+        /// The plugin's name.
         plugin: String,
+        /// What is wrong with its section.
         message: String,
     },
 }
@@ -48,7 +65,7 @@ pub enum AdmissionConfigError {
 /// The plugins' settings from one `AdmissionConfiguration` (none when the
 /// server was given no file).
 #[derive(Debug, Clone, Default)]
-pub struct AdmissionConfig {
+pub(crate) struct AdmissionConfig {
     /// The file they came from, for error messages.
     path: PathBuf,
     plugins: Vec<(String, Value)>,
@@ -56,7 +73,7 @@ pub struct AdmissionConfig {
 
 impl AdmissionConfig {
     /// Reads `path`, and every plugin file it points to.
-    pub fn load(path: &Path) -> Result<Self, AdmissionConfigError> {
+    pub(crate) fn load(path: &Path) -> Result<Self, AdmissionConfigError> {
         let document = read_document(path)?;
         let api_version = document["apiVersion"].as_str().unwrap_or("").to_string();
         let kind = document["kind"].as_str().unwrap_or("").to_string();

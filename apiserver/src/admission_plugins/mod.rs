@@ -47,7 +47,7 @@ pub(crate) struct PluginSettings {
 impl PluginSettings {
     /// Each plugin's settings from the configuration file, or every
     /// plugin's defaults without one.
-    pub fn load(file: Option<&std::path::Path>) -> Result<Self, AdmissionConfigError> {
+    pub(crate) fn load(file: Option<&std::path::Path>) -> Result<Self, AdmissionConfigError> {
         let Some(file) = file else {
             return Ok(Self::default());
         };
@@ -100,7 +100,7 @@ pub(crate) struct Admitted {
 impl Admitted {
     /// Records that the admitted write was stored as `object` (its quota
     /// charge then lasts until the cache shows that revision).
-    pub fn stored(&mut self, object: &Value) {
+    pub(crate) fn stored(&mut self, object: &Value) {
         let revision = object["metadata"]["resourceVersion"]
             .as_str()
             .and_then(|rv| rv.parse().ok());

@@ -19,7 +19,7 @@ use crate::server::Inner;
 use crate::status::ApiError;
 
 /// The annotation that marks a mirror pod (a static pod's API copy).
-pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub(crate) const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// Label namespace only administrators may set on nodes.
 const RESTRICTED_LABEL_NAMESPACE: &str = "node-restriction.kubernetes.io";

@@ -23,10 +23,12 @@ pub struct Event {
     pub kind: String,
     /// Always `audit.k8s.io/v1`.
     pub api_version: String,
+    /// How much of the request this event records.
     pub level: Level,
     /// One per request, shared by its stages; also the `Audit-Id` header.
     #[serde(rename = "auditID")]
     pub audit_id: String,
+    /// When in the request's life the event was written.
     pub stage: Stage,
     /// Path and query as the client sent them.
     #[serde(rename = "requestURI")]
@@ -39,10 +41,13 @@ pub struct Event {
     /// Whom the caller acted as, when it impersonated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub impersonated_user: Option<EventUser>,
+    /// The addresses proxies named for the client (`X-Forwarded-For`), then the peer's.
     #[serde(default, rename = "sourceIPs", skip_serializing_if = "Vec::is_empty")]
     pub source_ips: Vec<String>,
+    /// The client's `User-Agent` header.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub user_agent: String,
+    /// What the request was aimed at; absent for non-resource requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_ref: Option<ObjectReference>,
     /// The outcome: the code, and for failures the Status's message and
@@ -55,7 +60,9 @@ pub struct Event {
     /// The response body, at RequestResponse.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_object: Option<Value>,
+    /// When the request arrived.
     pub request_received_timestamp: MicroTime,
+    /// When this stage was reached.
     pub stage_timestamp: MicroTime,
     /// `authorization.k8s.io/decision`, `authorization.k8s.io/reason` and
     /// whatever admission noted (Pod Security, …).
@@ -70,14 +77,19 @@ pub struct ResponseStatus {
     /// Always empty (upstream's list metadata).
     #[serde(default)]
     pub metadata: serde_json::Map<String, Value>,
+    /// `Success` or `Failure`; empty when the response was not a Status.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
+    /// The Status's message.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The Status's reason, e.g. `NotFound`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The Status's details.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// The HTTP status code.
     #[serde(default)]
     pub code: u16,
 }
@@ -96,27 +108,35 @@ impl ResponseStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
+    /// The resource, e.g. `pods`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource: String,
+    /// The namespace; empty for cluster-scoped resources.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// The object's name; empty for collections.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// The object's uid, when known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The API group; empty for the core group.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_group: String,
+    /// The API version of the request's path.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_version: String,
+    /// The object's resourceVersion, when known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
+    /// The subresource, e.g. `status`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subresource: String,
 }
 
 /// A user as events carry it (empty parts left out, as upstream's
 /// `omitempty`).
-pub fn event_user(user: &UserInfo) -> EventUser {
+pub(super) fn event_user(user: &UserInfo) -> EventUser {
     EventUser {
         username: (!user.name.is_empty()).then(|| user.name.clone()),
         uid: (!user.uid.is_empty()).then(|| user.uid.clone()),

@@ -63,12 +63,12 @@ struct Noted {
 
 impl AuditSlot {
     /// Records the authorizer's decision and its reason.
-    pub fn authorized(&self, allowed: bool, reason: &str) {
+    pub(crate) fn authorized(&self, allowed: bool, reason: &str) {
         self.0.lock().decision = Some((allowed, reason.to_string()));
     }
 
     /// Records whom the caller acts as.
-    pub fn impersonated(&self, user: &UserInfo) {
+    pub(crate) fn impersonated(&self, user: &UserInfo) {
         self.0.lock().impersonated = Some(user.clone());
     }
 

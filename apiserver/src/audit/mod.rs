@@ -44,8 +44,10 @@ pub struct AuditConfig {
 /// Why the audit log could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
+    /// The policy file is unusable.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The log could not be opened.
     #[error(transparent)]
     Sink(#[from] SinkError),
 }
@@ -61,7 +63,7 @@ impl Auditor {
     /// The auditor the settings describe, or `None` when there is no log
     /// to write (a policy file alone is still checked, as upstream loads
     /// it).
-    pub fn from_config(config: &AuditConfig) -> Result<Option<Self>, AuditError> {
+    pub(crate) fn from_config(config: &AuditConfig) -> Result<Option<Self>, AuditError> {
         let policy = match &config.policy_file {
             Some(path) => Some(Policy::load(path)?),
             None => None,
@@ -93,7 +95,7 @@ impl Auditor {
     }
 
     /// Writes what is queued and stops writing.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.sink.close().await;
     }
 }

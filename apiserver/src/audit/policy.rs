@@ -69,6 +69,7 @@ impl Stages {
 /// What the policy decided for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decided {
+    /// The level to record the request at.
     pub level: Level,
     /// Stages not to record (the rule's and the policy's).
     pub omit_stages: Stages,
@@ -79,20 +80,32 @@ pub struct Decided {
 /// Why a policy file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// The file could not be read.
     #[error("reading the audit policy file {path}: {source}")]
     Read {
+        /// The policy file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not a Policy in YAML or JSON.
     #[error("parsing the audit policy file {path}: {source}")]
     Parse {
+        /// The policy file.
         path: PathBuf,
+        /// Why it did not parse.
         #[source]
         source: serde_yaml::Error,
     },
+    /// The policy parsed but cannot be honoured.
     #[error("the audit policy file {path}: {problem}")]
-    Invalid { path: PathBuf, problem: String },
+    Invalid {
+        /// The policy file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 /// The file's form.

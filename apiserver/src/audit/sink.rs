@@ -22,13 +22,20 @@ use super::event::Event;
 
 /// Events waiting for the writer before new ones are dropped (upstream's
 /// default buffer).
-pub const QUEUE: usize = 10_000;
+pub(super) const QUEUE: usize = 10_000;
 
 /// Where the log goes and how it is rotated (upstream's `--audit-log-*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
+    /// One JSON line per event on standard output (`--audit-log-path -`).
     Stdout,
-    File { path: PathBuf, rotation: Rotation },
+    /// A file, rotated by size and age.
+    File {
+        /// The log file.
+        path: PathBuf,
+        /// When it is rotated and how many old files are kept.
+        rotation: Rotation,
+    },
 }
 
 /// Upstream's rotation settings; zero means no limit, except for the size,
@@ -56,12 +63,16 @@ impl Rotation {
 /// Why the log could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
+    /// The log file could not be opened.
     #[error("opening the audit log {path}: {source}")]
     Open {
+        /// The log file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
+    /// The writer thread could not be started.
     #[error("starting the audit log writer: {0}")]
     Thread(#[source] io::Error),
 }
@@ -73,7 +84,7 @@ enum Message {
 }
 
 /// The queue in front of the writer thread.
-pub struct Sink {
+pub(crate) struct Sink {
     queue: mpsc::Sender<Message>,
     dropped: AtomicU64,
     writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -90,7 +101,7 @@ impl std::fmt::Debug for Sink {
 impl Sink {
     /// Opens the target (creating the file 0600 and its directory) and
     /// starts the writer.
-    pub fn start(target: &Target, queue: usize) -> Result<Arc<Self>, SinkError> {
+    pub(crate) fn start(target: &Target, queue: usize) -> Result<Arc<Self>, SinkError> {
         let output: Box<dyn Output> = match target {
             Target::Stdout => Box::new(Stdout),
             Target::File { path, rotation } => Box::new(
@@ -114,7 +125,7 @@ impl Sink {
 
     /// Queues an event, or drops and counts it when the writer is behind
     /// (or closed).
-    pub fn send(&self, event: Event) {
+    pub(crate) fn send(&self, event: Event) {
         if self
             .queue
             .try_send(Message::Event(Box::new(event)))
@@ -131,13 +142,13 @@ impl Sink {
     }
 
     /// Events dropped so far.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
     /// Writes everything queued, flushes and stops the writer; events sent
     /// afterwards are dropped.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let _ = self.queue.send(Message::Close).await;
         let writer = self.writer.lock().take();
         if let Some(writer) = writer {
@@ -153,7 +164,7 @@ impl Sink {
 /// before it flushes and sleeps until the next one. While it waits it is
 /// not parked on the queue, so requests queue events without waking it:
 /// under load it wakes about this often instead of once per event.
-pub const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
+pub(super) const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The writer thread: one JSON line per event, a flush once nothing more
 /// came for a [`BATCH_WINDOW`].

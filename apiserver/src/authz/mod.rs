@@ -31,21 +31,25 @@ pub const MASTERS_GROUP: &str = "system:masters";
 /// collection request no name), as in SubjectAccessReview.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attributes {
+    /// Who asks.
     pub user: UserInfo,
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
     /// `deletecollection`, or a special verb (`impersonate`, `bind`,
     /// `escalate`, `approve`, …); for non-resource paths the lower-cased
     /// HTTP method (`get`, `post`, …).
     pub verb: String,
+    /// What the request is aimed at.
     pub request: RequestKind,
 }
 
 /// A request aimed at an API resource, or at a plain path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequestKind {
+    /// An API resource (`/api/...`, `/apis/...`).
     Resource(ResourceAttributes),
     /// `/healthz`, `/version`, `/api`, `/openapi/v2`, …
     NonResource {
+        /// The request's path.
         path: String,
     },
 }
@@ -53,11 +57,17 @@ pub enum RequestKind {
 /// The resource part of [`Attributes`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceAttributes {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The API version.
     pub version: String,
+    /// The resource, e.g. `pods`.
     pub resource: String,
+    /// The subresource, e.g. `status`.
     pub subresource: String,
+    /// The namespace; empty for cluster-scoped requests.
     pub namespace: String,
+    /// The object's name; empty for collection requests.
     pub name: String,
 }
 
@@ -88,10 +98,13 @@ pub enum Decision {
 /// What a user may do in a namespace, for SelfSubjectRulesReview.
 #[derive(Debug, Clone, Default)]
 pub struct RulesReview {
+    /// What the user may do to resources.
     pub resource_rules: Vec<ResourceRule>,
+    /// What the user may do on non-resource paths.
     pub non_resource_rules: Vec<NonResourceRule>,
     /// Some rules could not be listed (another authorizer decides too).
     pub incomplete: bool,
+    /// Why rules could not be listed; empty when all were.
     pub evaluation_error: String,
 }
 
@@ -150,6 +163,7 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// A chain asking `links` in order; the first to decide wins.
     pub fn new(links: Vec<Arc<dyn Authorizer>>) -> Self {
         Self { links }
     }

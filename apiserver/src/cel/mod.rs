@@ -52,8 +52,10 @@ pub enum CompileError {
     /// (`ERROR: <input>:1:23: Syntax error: …` with the caret lines).
     #[error("{0}")]
     Syntax(String),
+    /// A name that is neither a declared variable nor in scope.
     #[error("ERROR: <input>: undeclared reference to '{0}' (in container '')")]
     Undeclared(String),
+    /// A field of a declared map (`variables.x`) that is not declared.
     #[error("ERROR: <input>: undefined field '{0}'")]
     UndefinedVariable(String),
 }
@@ -73,7 +75,12 @@ pub enum EvalError {
     Timeout,
     /// The result has the wrong type for what the caller asked.
     #[error("expected {expected} but got {got}")]
-    WrongType { expected: &'static str, got: String },
+    WrongType {
+        /// The type the caller asked for.
+        expected: &'static str,
+        /// The type the expression gave.
+        got: String,
+    },
 }
 
 /// The environment every program runs in.
@@ -122,6 +129,7 @@ impl Program {
 /// that is a map of declared names (`variables`), those names.
 #[derive(Debug, Clone, Default)]
 pub struct Declarations {
+    /// The root variables, e.g. `self` or `object`.
     pub roots: Vec<&'static str>,
     /// The root whose fields must be declared, and its field names.
     pub fields: Option<(&'static str, Vec<String>)>,

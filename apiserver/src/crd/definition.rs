@@ -15,11 +15,17 @@ pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io"
 /// The names a CRD asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Names {
+    /// `plural`, the resource name in URLs.
     pub plural: String,
+    /// `singular`.
     pub singular: String,
+    /// `kind`.
     pub kind: String,
+    /// `listKind`.
     pub list_kind: String,
+    /// `shortNames`, for kubectl.
     pub short_names: Vec<String>,
+    /// `categories`, e.g. `all`.
     pub categories: Vec<String>,
 }
 
@@ -71,25 +77,40 @@ impl Names {
 /// One entry of `spec.versions`.
 #[derive(Debug, Clone)]
 pub struct VersionDef {
+    /// The version's name, e.g. `v1`.
     pub name: String,
+    /// Whether the version is served.
     pub served: bool,
+    /// Whether objects are stored in this version.
     pub storage: bool,
+    /// `schema.openAPIV3Schema`.
     pub schema: Option<Value>,
+    /// `additionalPrinterColumns`.
     pub columns: Vec<PrinterColumn>,
+    /// Whether the status subresource is enabled.
     pub status: bool,
+    /// The scale subresource's paths, when enabled.
     pub scale: Option<ScalePaths>,
 }
 
 /// The parts of a CRD that decide what is served.
 #[derive(Debug, Clone)]
 pub struct Definition {
+    /// The CRD's name, `<plural>.<group>`.
     pub name: String,
+    /// The CRD's uid.
     pub uid: String,
+    /// The API group served.
     pub group: String,
+    /// The names asked for.
     pub names: Names,
+    /// Whether the resource is namespaced.
     pub namespaced: bool,
+    /// `spec.versions`.
     pub versions: Vec<VersionDef>,
+    /// The CRD's creationTimestamp: the older CRD wins a name conflict.
     pub creation_timestamp: String,
+    /// Whether the CRD is being deleted.
     pub terminating: bool,
     /// Its current names were accepted before (`status.acceptedNames`), so
     /// it keeps them against any CRD that asks for them later.

@@ -38,10 +38,13 @@ pub struct CustomVersion {
     pub storage_api_version: String,
     /// `spec.names.singular` (defaulted to the lower-case kind), for discovery.
     pub singular: String,
+    /// The version's structural schema, for validation, pruning and defaulting.
     pub schema: Option<schema::Schema>,
     /// The version's `openAPIV3Schema` as written, for OpenAPI documents.
     pub openapi_schema: Option<Value>,
+    /// The version's printer columns, for tables.
     pub columns: Vec<printer::PrinterColumn>,
+    /// The scale subresource's paths, when enabled.
     pub scale: Option<scale::ScalePaths>,
 }
 

@@ -15,11 +15,17 @@ const COLUMN_TYPES: &[&str] = &["boolean", "date", "integer", "number", "string"
 /// One `additionalPrinterColumns` entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrinterColumn {
+    /// The column's header.
     pub name: String,
+    /// `type`: `boolean`, `date`, `integer`, `number` or `string`.
     pub ty: String,
+    /// The OpenAPI format, e.g. `int64`.
     pub format: String,
+    /// A human-readable description.
     pub description: String,
+    /// 0 for the default view; higher only with `-o wide`.
     pub priority: i64,
+    /// The JSONPath the cell is read from.
     pub json_path: String,
 }
 

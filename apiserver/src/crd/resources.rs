@@ -17,6 +17,7 @@ use crate::registry::{Conversion, ResourceInfo, Subresource, intern, intern_list
 /// Whether a CRD's names were accepted, and why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acceptance {
+    /// The names the CRD now serves under.
     Accepted(Names),
     /// `(reason, message)` of the NamesAccepted=False condition.
     Conflict(String, String),
@@ -25,6 +26,7 @@ pub enum Acceptance {
 /// What the current CRDs serve.
 #[derive(Debug, Default)]
 pub struct Served {
+    /// The resources served, one per served version.
     pub resources: Vec<ResourceInfo>,
     /// By CRD name.
     pub acceptance: HashMap<String, Acceptance>,
@@ -179,7 +181,7 @@ fn parse_version(v: &str) -> Option<(u64, u8, u64)> {
 }
 
 /// Orders versions as upstream's discovery does: most preferred first.
-pub fn version_priority(a: &str, b: &str) -> Ordering {
+pub(super) fn version_priority(a: &str, b: &str) -> Ordering {
     match (parse_version(a), parse_version(b)) {
         (Some((ma, sa, na)), Some((mb, sb, nb))) => sb.cmp(&sa).then(mb.cmp(&ma)).then(nb.cmp(&na)),
         (Some(_), None) => Ordering::Less,

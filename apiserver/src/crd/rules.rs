@@ -37,12 +37,18 @@ const REASONS: &[&str] = &[
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Rule {
+    /// The CEL expression; true means valid.
     #[serde(default)]
     pub rule: String,
+    /// The message when the rule fails.
     pub message: Option<String>,
+    /// A CEL expression giving the message instead.
     pub message_expression: Option<String>,
+    /// The failure's reason, e.g. `FieldValueForbidden`.
     pub reason: Option<String>,
+    /// The path to report the failure at, relative to the rule's node.
     pub field_path: Option<String>,
+    /// Evaluate the rule on create too, with `oldSelf` absent (an optional).
     pub optional_old_self: Option<bool>,
     #[serde(skip)]
     program: Option<Arc<Program>>,

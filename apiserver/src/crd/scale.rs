@@ -10,8 +10,11 @@ use crate::status::FieldError;
 /// The paths of one version's `subresources.scale`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScalePaths {
+    /// The JSONPath of the desired count, e.g. `.spec.replicas`.
     pub spec_replicas: String,
+    /// The JSONPath of the observed count, e.g. `.status.replicas`.
     pub status_replicas: String,
+    /// The JSONPath of the selector string in status, when the resource has one.
     pub label_selector: Option<String>,
 }
 

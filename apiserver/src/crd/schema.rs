@@ -12,7 +12,9 @@ use serde_json::Value;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum Additional {
+    /// `true` allows any other key, `false` none.
     Allowed(bool),
+    /// Every other key's value must match this schema.
     Schema(Box<Schema>),
 }
 
@@ -21,37 +23,60 @@ pub enum Additional {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Schema {
+    /// `type`.
     #[serde(rename = "type")]
     pub ty: Option<String>,
+    /// `format`, e.g. `int32` or `date-time`.
     pub format: Option<String>,
+    /// `properties`.
     #[serde(default)]
     pub properties: BTreeMap<String, Schema>,
+    /// `additionalProperties`.
     pub additional_properties: Option<Additional>,
+    /// `items`, for arrays.
     pub items: Option<Box<Schema>>,
+    /// `required`.
     #[serde(default)]
     pub required: Vec<String>,
+    /// `enum`.
     #[serde(rename = "enum")]
     pub enumeration: Option<Vec<Value>>,
+    /// `minimum`.
     pub minimum: Option<f64>,
+    /// `maximum`.
     pub maximum: Option<f64>,
+    /// `exclusiveMinimum`.
     #[serde(default)]
     pub exclusive_minimum: bool,
+    /// `exclusiveMaximum`.
     #[serde(default)]
     pub exclusive_maximum: bool,
+    /// `minLength`.
     pub min_length: Option<u64>,
+    /// `maxLength`.
     pub max_length: Option<u64>,
+    /// `minItems`.
     pub min_items: Option<u64>,
+    /// `maxItems`.
     pub max_items: Option<u64>,
+    /// `minProperties`.
     pub min_properties: Option<u64>,
+    /// `maxProperties`.
     pub max_properties: Option<u64>,
+    /// `pattern`, a regular expression.
     pub pattern: Option<String>,
+    /// `nullable`: null is kept rather than pruned or refused.
     #[serde(default)]
     pub nullable: bool,
+    /// `default`.
     pub default: Option<Value>,
+    /// `x-kubernetes-preserve-unknown-fields`: unknown fields are not pruned.
     #[serde(rename = "x-kubernetes-preserve-unknown-fields")]
     pub preserve_unknown_fields: Option<bool>,
+    /// `x-kubernetes-int-or-string`.
     #[serde(rename = "x-kubernetes-int-or-string", default)]
     pub int_or_string: bool,
+    /// `x-kubernetes-embedded-resource`: the value is an object with its own apiVersion, kind and metadata.
     #[serde(rename = "x-kubernetes-embedded-resource", default)]
     pub embedded_resource: bool,
     /// `x-kubernetes-list-type` (`atomic`, `set`, `map`).

@@ -17,28 +17,37 @@ use serde::{Deserialize, Serialize};
 use super::providers::{Provider, ProviderKind};
 
 /// The `apiVersion` accepted.
-pub const API_VERSION: &str = "apiserver.config.k8s.io/v1";
+pub(super) const API_VERSION: &str = "apiserver.config.k8s.io/v1";
 /// The `kind` accepted.
-pub const KIND: &str = "EncryptionConfiguration";
+pub(super) const KIND: &str = "EncryptionConfiguration";
 
 /// Why a configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read the encryption configuration {path}: {source}")]
     Read {
+        /// The configuration file.
         path: std::path::PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not an EncryptionConfiguration in YAML or JSON.
     #[error("the encryption configuration {path} cannot be parsed: {source}")]
     Parse {
+        /// The configuration file.
         path: std::path::PathBuf,
+        /// Why it did not parse.
         #[source]
         source: serde_yaml::Error,
     },
+    /// The configuration parsed but cannot be used.
     #[error("the encryption configuration {path} is invalid: {}", .problems.join("; "))]
     Invalid {
+        /// The configuration file.
         path: std::path::PathBuf,
+        /// Every problem found.
         problems: Vec<String>,
     },
 }
@@ -47,10 +56,13 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EncryptionConfiguration {
+    /// `EncryptionConfiguration`.
     #[serde(default)]
     pub kind: String,
+    /// `apiserver.config.k8s.io/v1`.
     #[serde(default)]
     pub api_version: String,
+    /// Which providers encrypt which resources.
     #[serde(default)]
     pub resources: Vec<ResourceConfiguration>,
 }
@@ -316,7 +328,7 @@ impl EncryptionConfiguration {
 pub(crate) struct ConfigProblem(pub String);
 
 /// Decodes a key's secret (standard base64, padding optional).
-pub fn decode_secret(secret: &str) -> Option<Vec<u8>> {
+pub(super) fn decode_secret(secret: &str) -> Option<Vec<u8>> {
     let engine = &base64::engine::general_purpose::STANDARD;
     engine.decode(secret.trim()).ok().or_else(|| {
         base64::engine::general_purpose::STANDARD_NO_PAD

@@ -31,7 +31,7 @@ const MANAGED_RESOURCES: &[&str] = &["secrets"];
 
 /// Reads the managed configuration at `path`, or creates it with one fresh
 /// `provider` key when it does not exist yet.
-pub fn load_or_create(
+pub(super) fn load_or_create(
     path: &Path,
     provider: ProviderKind,
 ) -> Result<EncryptionConfiguration, EncryptionError> {
@@ -97,7 +97,7 @@ fn new_key(provider: ProviderKind, taken: &[&str]) -> Result<Key, EncryptionErro
 /// `config` with a new `provider` key writing in every entry: first among
 /// the keys of a leading `provider` entry, else in a new leading entry.
 /// Every existing key stays for reading.
-pub fn with_new_key(
+pub(super) fn with_new_key(
     config: &EncryptionConfiguration,
     provider: ProviderKind,
 ) -> Result<EncryptionConfiguration, EncryptionError> {
@@ -130,7 +130,7 @@ pub fn with_new_key(
 /// `config` with only each entry's writing key (and `identity`, for data
 /// stored before encryption): once every object uses the writing key, the
 /// other keys decrypt nothing and are dropped.
-pub fn pruned(config: &EncryptionConfiguration) -> EncryptionConfiguration {
+pub(super) fn pruned(config: &EncryptionConfiguration) -> EncryptionConfiguration {
     let mut pruned = config.clone();
     for entry in &mut pruned.resources {
         let Some(mut writer) = entry.providers.first().cloned() else {
@@ -150,7 +150,7 @@ pub fn pruned(config: &EncryptionConfiguration) -> EncryptionConfiguration {
 
 /// Replaces the file at `path` atomically with `config`, mode 0600, its
 /// directory 0700.
-pub fn write(path: &Path, config: &EncryptionConfiguration) -> Result<(), EncryptionError> {
+pub(super) fn write(path: &Path, config: &EncryptionConfiguration) -> Result<(), EncryptionError> {
     let file_error = |action, source| EncryptionError::File {
         action,
         path: path.to_path_buf(),

@@ -55,7 +55,9 @@ pub enum EncryptionSource {
     /// `path` (Secrets only), creating it with a fresh key of `provider`,
     /// and rotates its keys on request.
     Managed {
+        /// The configuration file skiff writes and rotates.
         path: PathBuf,
+        /// The provider of newly made keys.
         provider: ProviderKind,
     },
     /// Upstream's `--encryption-provider-config`: the operator's file, read
@@ -90,48 +92,86 @@ pub const MANAGED_PROVIDERS: &[ProviderKind] = &[ProviderKind::AesCbc, ProviderK
 /// Everything that can go wrong encrypting, decrypting or rotating.
 #[derive(Debug, thiserror::Error)]
 pub enum EncryptionError {
+    /// A key has a length its provider does not take.
     #[error("{provider} key {key:?} is {length} bytes; {provider} takes {allowed:?}")]
     KeyLength {
+        /// The provider, e.g. `aesgcm`.
         provider: &'static str,
+        /// The key's name.
         key: String,
+        /// The key's length in bytes.
         length: usize,
+        /// The lengths the provider takes.
         allowed: &'static [usize],
     },
+    /// The named provider failed to encrypt.
     #[error("{0} could not encrypt the value")]
     Seal(&'static str),
+    /// A stored value did not decrypt with the key its prefix names.
     #[error("{provider} key {key:?} cannot decrypt the value: {why}")]
     Open {
+        /// The provider.
         provider: &'static str,
+        /// The key's name.
         key: String,
+        /// Why it did not decrypt.
         why: &'static str,
     },
+    /// A stored value's prefix names no configured provider and key.
     #[error("no configured provider can read a value starting with {prefix:?}")]
-    NoProvider { prefix: String },
+    NoProvider {
+        /// The value's prefix.
+        prefix: String,
+    },
+    /// The system's random source failed making a nonce or key.
     #[error("the system's random source failed: {0}")]
     Random(String),
+    /// The configuration is unusable.
     #[error("the encryption configuration cannot be used: {detail}")]
-    Config { detail: String },
+    Config {
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The configuration file is unusable.
     #[error(transparent)]
     ConfigFile(#[from] ConfigError),
+    /// The managed configuration file could not be written (or its permissions set).
     #[error("cannot {action} {path}: {source}")]
     File {
+        /// What was being done, e.g. `write`.
         action: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The managed configuration was asked for a provider it cannot rotate.
     #[error("{provider:?} cannot be the managed encryption provider; use aescbc or secretbox")]
-    ManagedProvider { provider: ProviderKind },
+    ManagedProvider {
+        /// The provider asked for.
+        provider: ProviderKind,
+    },
+    /// Key status or rotation was asked for while encryption is off.
     #[error(
         "secrets encryption is not enabled; start skiff server with --secrets-encryption or --encryption-provider-config"
     )]
     NotEnabled,
+    /// A rotation was asked for but the operator's own file configures encryption.
     #[error(
         "the encryption configuration is the file {path} given with --encryption-provider-config; add the new key to it as the first key, restart skiff server, then re-encrypt"
     )]
-    NotManaged { path: PathBuf },
+    NotManaged {
+        /// The operator's file.
+        path: PathBuf,
+    },
+    /// Re-encrypting a key lost every compare-and-swap race; running again finishes it.
     #[error("{key} kept changing while it was re-encrypted; run the re-encryption again")]
-    KeptChanging { key: String },
+    KeptChanging {
+        /// The store key.
+        key: String,
+    },
+    /// The store failed.
     #[error("the store failed: {0}")]
     Store(#[from] skiff_store::StoreError),
 }

@@ -19,7 +19,7 @@ use crypto_secretbox::XSalsa20Poly1305;
 use super::EncryptionError;
 
 /// What every encrypted value starts with.
-pub const ENCRYPTED_PREFIX: &[u8] = b"k8s:enc:";
+pub(super) const ENCRYPTED_PREFIX: &[u8] = b"k8s:enc:";
 
 /// Bytes of an AES-GCM nonce.
 const GCM_NONCE: usize = 12;
@@ -33,9 +33,13 @@ type Aes192Gcm = AesGcm<aes::Aes192, aes_gcm::aead::consts::U12>;
 /// The provider types of upstream's `EncryptionConfiguration`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderKind {
+    /// `aesgcm`: AES-GCM with a random nonce.
     AesGcm,
+    /// `aescbc`: AES-CBC with PKCS#7 padding.
     AesCbc,
+    /// `secretbox`: XSalsa20-Poly1305.
     Secretbox,
+    /// `identity`: no encryption (values written as they are).
     Identity,
 }
 
@@ -94,7 +98,7 @@ enum Cipher {
 }
 
 /// One provider with one key (or `identity`), ready to transform values.
-pub struct Provider {
+pub(crate) struct Provider {
     kind: ProviderKind,
     key_name: String,
     /// `k8s:enc:<kind>:v1:<key name>:`; empty for identity.
@@ -113,7 +117,7 @@ impl std::fmt::Debug for Provider {
 
 impl Provider {
     /// The provider that stores values as they are.
-    pub fn identity() -> Self {
+    pub(crate) fn identity() -> Self {
         Self {
             kind: ProviderKind::Identity,
             key_name: String::new(),
@@ -123,7 +127,7 @@ impl Provider {
     }
 
     /// A keyed provider; `secret` is the raw key (already base64-decoded).
-    pub fn keyed(
+    pub(crate) fn keyed(
         kind: ProviderKind,
         key_name: &str,
         secret: &[u8],
@@ -167,18 +171,18 @@ impl Provider {
         })
     }
 
-    pub fn kind(&self) -> ProviderKind {
+    pub(crate) fn kind(&self) -> ProviderKind {
         self.kind
     }
 
     /// The key's name (empty for identity).
-    pub fn key_name(&self) -> &str {
+    pub(crate) fn key_name(&self) -> &str {
         &self.key_name
     }
 
     /// Whether `stored` carries this provider's prefix (identity: whether it
     /// carries no encryption prefix at all).
-    pub fn wrote(&self, stored: &[u8]) -> bool {
+    pub(crate) fn wrote(&self, stored: &[u8]) -> bool {
         match self.cipher {
             Cipher::Identity => !stored.starts_with(ENCRYPTED_PREFIX),
             _ => stored.starts_with(&self.prefix),
@@ -186,7 +190,7 @@ impl Provider {
     }
 
     /// The stored form of `plaintext` for storage key `key`.
-    pub fn encrypt(&self, plaintext: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
+    pub(crate) fn encrypt(&self, plaintext: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
         let mut out = self.prefix.clone();
         match &self.cipher {
             Cipher::Identity => {
@@ -213,7 +217,7 @@ impl Provider {
 
     /// The plaintext of a value this provider wrote (see [`Provider::wrote`])
     /// for storage key `key`; a wrong key or tampered data is an error.
-    pub fn decrypt(&self, stored: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
+    pub(crate) fn decrypt(&self, stored: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
         let refused = |why: &'static str| EncryptionError::Open {
             provider: self.kind.name(),
             key: self.key_name.clone(),
@@ -255,7 +259,7 @@ fn random<const N: usize>() -> Result<[u8; N], EncryptionError> {
 }
 
 /// A fresh random key of `length` bytes.
-pub fn generate_key(length: usize) -> Result<Vec<u8>, EncryptionError> {
+pub(super) fn generate_key(length: usize) -> Result<Vec<u8>, EncryptionError> {
     let mut key = vec![0u8; length];
     OsRng
         .try_fill_bytes(&mut key)

@@ -10,30 +10,30 @@ use super::providers::{ENCRYPTED_PREFIX, Provider};
 
 /// The providers of one configuration entry, the writer first.
 #[derive(Debug)]
-pub struct Transformer {
+pub(crate) struct Transformer {
     providers: Vec<Provider>,
 }
 
 impl Transformer {
     /// The provider new values are written with.
-    pub fn active(&self) -> &Provider {
+    pub(crate) fn active(&self) -> &Provider {
         // `compile` refuses entries without providers.
         &self.providers[0]
     }
 
     /// Every provider, the writer first.
-    pub fn providers(&self) -> &[Provider] {
+    pub(crate) fn providers(&self) -> &[Provider] {
         &self.providers
     }
 
     /// The stored form of `plaintext` at storage key `key`.
-    pub fn write(&self, plaintext: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
+    pub(crate) fn write(&self, plaintext: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
         self.active().encrypt(plaintext, key)
     }
 
     /// The plaintext of a stored value: the providers whose prefix it
     /// carries are tried in order; a value carrying none is refused.
-    pub fn read(&self, stored: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
+    pub(crate) fn read(&self, stored: &[u8], key: &str) -> Result<Vec<u8>, EncryptionError> {
         let mut last = None;
         for provider in self.providers.iter().filter(|p| p.wrote(stored)) {
             match provider.decrypt(stored, key) {
@@ -47,7 +47,7 @@ impl Transformer {
     }
 
     /// Whether `stored` was written by the active provider (and key).
-    pub fn is_current(&self, stored: &[u8]) -> bool {
+    pub(crate) fn is_current(&self, stored: &[u8]) -> bool {
         self.active().wrote(stored)
     }
 }
@@ -71,13 +71,13 @@ fn describe_prefix(stored: &[u8]) -> String {
 /// A whole configuration, compiled: for each entry its resource patterns
 /// and providers.
 #[derive(Debug)]
-pub struct Transformers {
+pub(crate) struct Transformers {
     entries: Vec<(Vec<ResourcePattern>, Transformer)>,
 }
 
 impl Transformers {
     /// Builds the providers of every entry of a checked configuration.
-    pub fn compile(config: &EncryptionConfiguration) -> Result<Self, EncryptionError> {
+    pub(crate) fn compile(config: &EncryptionConfiguration) -> Result<Self, EncryptionError> {
         let mut entries = Vec::new();
         for (i, entry) in config.resources.iter().enumerate() {
             let patterns = entry
@@ -106,7 +106,7 @@ impl Transformers {
 
     /// The transformer for a storage key (`/registry/<group|core>/<resource>/…`),
     /// if its resource is configured.
-    pub fn for_key(&self, key: &str) -> Option<&Transformer> {
+    pub(crate) fn for_key(&self, key: &str) -> Option<&Transformer> {
         let (group, resource) = resource_of(key)?;
         self.entries
             .iter()
@@ -115,13 +115,13 @@ impl Transformers {
     }
 
     /// Every entry's transformer, in configuration order.
-    pub fn transformers(&self) -> impl Iterator<Item = &Transformer> {
+    pub(crate) fn transformers(&self) -> impl Iterator<Item = &Transformer> {
         self.entries.iter().map(|(_, t)| t)
     }
 }
 
 /// The group (`""` for core) and resource a storage key belongs to.
-pub fn resource_of(key: &str) -> Option<(&str, &str)> {
+pub(super) fn resource_of(key: &str) -> Option<(&str, &str)> {
     let rest = key.strip_prefix("/registry/")?;
     let mut parts = rest.splitn(3, '/');
     let group = parts.next()?;

@@ -23,9 +23,12 @@ use crate::status::ApiError;
 /// What the client asked to happen to unknown and duplicate fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Directive {
+    /// Unknown fields are dropped and duplicates resolved to the last, silently.
     Ignore,
+    /// The same, with a warning for each.
     #[default]
     Warn,
+    /// Refuse the request, naming each.
     Strict,
 }
 

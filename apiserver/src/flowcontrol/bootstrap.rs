@@ -27,16 +27,23 @@ pub const AUTOUPDATE: &str = "apf.kubernetes.io/autoupdate-spec";
 /// A bootstrap object could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum FlowBootstrapError {
+    /// An API request for a bootstrap object failed.
     #[error("{action} {what}: {source}")]
     Api {
+        /// The request, e.g. "creating".
         action: &'static str,
+        /// The object the request was about.
         what: String,
+        /// The API's error.
         #[source]
         source: kube::Error,
     },
+    /// A bootstrap object did not convert to JSON.
     #[error("encoding {what}: {source}")]
     Encode {
+        /// The object.
         what: String,
+        /// The conversion's error.
         #[source]
         source: serde_json::Error,
     },
@@ -45,15 +52,21 @@ pub enum FlowBootstrapError {
 /// Whether the server always restores an object or honours the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Always gets its spec back (`exempt`, `catch-all`).
     Mandatory,
+    /// Gets its spec back when annotated `"true"`, or unannotated and
+    /// unchanged since it was created.
     Suggested,
 }
 
 /// One bootstrap object: its name, whether it is mandatory, and its spec.
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
+    /// The object's name.
     pub name: &'static str,
+    /// Whether it is mandatory or suggested.
     pub kind: Kind,
+    /// The object's spec.
     pub spec: Value,
 }
 

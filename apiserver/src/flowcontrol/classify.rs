@@ -15,10 +15,15 @@ const ALL: &str = "*";
 /// One FlowSchema, as classification needs it.
 #[derive(Debug, Clone)]
 pub struct Schema {
+    /// The FlowSchema's name.
     pub name: String,
+    /// The FlowSchema's uid (the `X-Kubernetes-PF-FlowSchema-UID` header).
     pub uid: String,
+    /// `matchingPrecedence`: the lowest matching schema wins.
     pub precedence: i64,
+    /// The priority level the schema sends requests to.
     pub level: String,
+    /// How the schema's requests split into flows.
     pub distinguisher: Distinguisher,
     rules: Vec<Value>,
 }
@@ -26,8 +31,11 @@ pub struct Schema {
 /// How a schema splits its requests into flows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Distinguisher {
+    /// One flow for all its requests.
     None,
+    /// One flow per user.
     ByUser,
+    /// One flow per namespace (cluster-scoped requests share one).
     ByNamespace,
 }
 

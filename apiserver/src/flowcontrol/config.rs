@@ -25,10 +25,13 @@ use crate::watch_cache::WatchCache;
 /// Where one request goes.
 #[derive(Debug, Clone)]
 pub struct Classification {
+    /// The FlowSchema's uid (the `X-Kubernetes-PF-FlowSchema-UID` header).
     pub schema_uid: String,
+    /// The priority level's uid (the `X-Kubernetes-PF-PriorityLevel-UID` header).
     pub level_uid: String,
     /// The FlowSchema's and the level's names (the metrics' labels).
     pub schema_name: String,
+    /// The priority level's name.
     pub level_name: String,
     /// The limited level, `None` for an exempt one.
     pub level: Option<Arc<Level>>,

@@ -20,8 +20,11 @@ use tokio::sync::oneshot;
 /// Queuing of a level whose limit response is `Queue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Queuing {
+    /// The number of queues.
     pub queues: usize,
+    /// How many queues a flow is dealt (shuffle sharding); it joins the shortest.
     pub hand_size: usize,
+    /// Requests one queue holds before more are refused with 429.
     pub queue_length_limit: usize,
 }
 

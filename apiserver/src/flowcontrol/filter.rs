@@ -37,12 +37,12 @@ const RETRY_AFTER_SECONDS: u64 = 1;
 
 /// The longest a request may wait in its queue: a quarter of the request
 /// timeout, as upstream derives it (never under 100 ms).
-pub fn queue_wait_limit(request_timeout: Duration) -> Duration {
+pub(crate) fn queue_wait_limit(request_timeout: Duration) -> Duration {
     (request_timeout / 4).max(Duration::from_millis(100))
 }
 
 /// Upstream's 429 for a request that could not be queued or waited too long.
-pub fn too_many_requests() -> Response {
+pub(crate) fn too_many_requests() -> Response {
     let error = ApiError::Refused {
         code: 429,
         reason: "TooManyRequests".into(),

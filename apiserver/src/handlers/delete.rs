@@ -29,7 +29,7 @@ pub(crate) struct DeleteOptions {
 }
 
 impl DeleteOptions {
-    pub fn from_request(ctx: &Ctx, body: &[u8]) -> Result<Self, ApiError> {
+    pub(super) fn from_request(ctx: &Ctx, body: &[u8]) -> Result<Self, ApiError> {
         let mut options = DeleteOptions {
             grace_period_seconds: ctx.params.grace_period_seconds,
             propagation_policy: ctx.params.propagation_policy.clone(),
@@ -49,7 +49,7 @@ impl DeleteOptions {
     }
 
     /// Applies the fields of a DeleteOptions object.
-    pub fn merge_body(&mut self, value: &Value) -> Result<(), ApiError> {
+    pub(super) fn merge_body(&mut self, value: &Value) -> Result<(), ApiError> {
         if let Some(g) = value.get("gracePeriodSeconds").filter(|v| !v.is_null()) {
             self.grace_period_seconds = Some(g.as_i64().ok_or_else(|| {
                 ApiError::BadRequest("gracePeriodSeconds must be an integer".into())

@@ -44,28 +44,28 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub fn info(&self) -> &Arc<ResourceInfo> {
+    pub(crate) fn info(&self) -> &Arc<ResourceInfo> {
         &self.target.info
     }
 
-    pub fn namespace(&self) -> Option<&str> {
+    pub(crate) fn namespace(&self) -> Option<&str> {
         self.target.namespace.as_deref()
     }
 
     /// The object name from the path (present for object routes).
-    pub fn name(&self) -> Result<&str, ApiError> {
+    pub(crate) fn name(&self) -> Result<&str, ApiError> {
         self.target
             .name
             .as_deref()
             .ok_or(ApiError::MethodNotAllowed)
     }
 
-    pub fn key(&self) -> Result<String, ApiError> {
+    pub(crate) fn key(&self) -> Result<String, ApiError> {
         Ok(self.info().key(self.namespace(), self.name()?))
     }
 
     /// Who is writing: `fieldManager`, else derived from the User-Agent.
-    pub fn write_info(&self, subresource: Option<Subresource>) -> WriteInfo {
+    pub(crate) fn write_info(&self, subresource: Option<Subresource>) -> WriteInfo {
         let manager = self.params.field_manager.clone().unwrap_or_else(|| {
             manager_from_user_agent(
                 self.headers

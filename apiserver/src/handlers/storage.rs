@@ -19,10 +19,10 @@ use crate::status::ApiError;
 const ATTEMPTS: usize = 8;
 
 /// The conflict detail upstream sends for a stale resourceVersion.
-pub const MODIFIED: &str =
+pub(crate) const MODIFIED: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
-pub fn not_found(info: &ResourceInfo, name: &str) -> ApiError {
+pub(crate) fn not_found(info: &ResourceInfo, name: &str) -> ApiError {
     ApiError::NotFound {
         resource: info.qualified(),
         group: info.group.to_string(),
@@ -30,7 +30,7 @@ pub fn not_found(info: &ResourceInfo, name: &str) -> ApiError {
     }
 }
 
-pub fn conflict(info: &ResourceInfo, name: &str, detail: &str) -> ApiError {
+pub(crate) fn conflict(info: &ResourceInfo, name: &str, detail: &str) -> ApiError {
     ApiError::Conflict {
         resource: info.qualified(),
         group: info.group.to_string(),
@@ -48,7 +48,7 @@ fn internal(e: StoreError) -> ApiError {
 }
 
 /// Why a compare-and-swap write did not happen.
-pub enum WriteError {
+pub(crate) enum WriteError {
     /// The object changed since it was read.
     Conflict,
     Api(ApiError),
@@ -61,7 +61,7 @@ impl From<ApiError> for WriteError {
 }
 
 /// Reads an object in `info`'s version with its store revision.
-pub async fn read(
+pub(crate) async fn read(
     inner: &Inner,
     info: &ResourceInfo,
     key: &str,
@@ -81,7 +81,7 @@ pub async fn read(
 /// store, as upstream's guaranteed update starts from the cached object. The
 /// cached copy may be a few writes behind: a write based on it must use the
 /// returned revision as its precondition and fall back to [`read`] on conflict.
-pub async fn read_cached(
+pub(crate) async fn read_cached(
     inner: &Inner,
     info: &ResourceInfo,
     key: &str,
@@ -101,7 +101,7 @@ pub async fn read_cached(
 }
 
 /// Reads an object or fails with NotFound.
-pub async fn read_existing(
+pub(crate) async fn read_existing(
     inner: &Inner,
     info: &ResourceInfo,
     key: &str,
@@ -121,7 +121,7 @@ async fn caught_up(inner: &Inner, info: &ResourceInfo, revision: Revision) {
 }
 
 /// Creates an object given in `info`'s version; returns it as stored.
-pub async fn create(
+pub(crate) async fn create(
     inner: &Inner,
     info: &ResourceInfo,
     key: &str,
@@ -144,7 +144,7 @@ pub async fn create(
 }
 
 /// Replaces an object if it is still at `expected`.
-pub async fn update(
+pub(crate) async fn update(
     inner: &Inner,
     info: &ResourceInfo,
     key: &str,
@@ -172,7 +172,7 @@ pub async fn update(
 
 /// Deletes an object if it is still at `expected`; returns its last state
 /// with the deletion's resourceVersion.
-pub async fn delete(
+pub(crate) async fn delete(
     inner: &Inner,
     info: &ResourceInfo,
     key: &str,
@@ -223,7 +223,7 @@ pub(crate) struct Held<'a> {
 }
 
 impl<'a> Held<'a> {
-    pub fn new(
+    pub(crate) fn new(
         allocation: Option<AllocationGuard<'a>>,
         admission: crate::admission_plugins::Admitted,
     ) -> Self {
@@ -257,7 +257,7 @@ pub(crate) enum Next<'a> {
 impl Next<'_> {
     /// Marks a write as made under the caller's resourceVersion precondition
     /// when `pinned`.
-    pub fn pinned(self, pinned: bool) -> Self {
+    pub(crate) fn pinned(self, pinned: bool) -> Self {
         match self {
             Next::Replace { object, held, .. } => Next::Replace {
                 object,
@@ -272,7 +272,7 @@ impl Next<'_> {
 
 /// The 409 for a write whose resourceVersion precondition `wanted` is not
 /// the stored `revision`.
-pub fn check_precondition(
+pub(crate) fn check_precondition(
     info: &ResourceInfo,
     name: &str,
     wanted: Option<Revision>,

@@ -14,10 +14,10 @@ pub(crate) mod walk;
 
 use serde_json::{Map, Value, json};
 
-pub use entries::{Managers, Operation, Writer};
-pub use schema::{Deduced, Schema, for_group};
-pub use set::{Path, display_path};
-pub use walk::{WalkError, applied_fields, compare, merge, remove, without_nulls};
+pub(crate) use entries::{Managers, Operation, Writer};
+pub(crate) use schema::{Deduced, Schema, for_group};
+pub(crate) use set::{Path, display_path};
+pub(crate) use walk::{WalkError, applied_fields, compare, merge, remove, without_nulls};
 
 use crate::admission::WriteInfo;
 use crate::object::now_rfc3339;
@@ -40,7 +40,7 @@ const SERVER_METADATA: &[&str] = &[
 
 /// The name upstream gives the manager that owns what an object held before
 /// its first apply.
-pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+pub(crate) const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 
 /// Which part of an object a write may own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl Scope {
 }
 
 /// The identity of a write for its managedFields entry.
-pub fn writer(info: &ResourceInfo, write: &WriteInfo) -> Writer {
+pub(crate) fn writer(info: &ResourceInfo, write: &WriteInfo) -> Writer {
     Writer {
         manager: write.manager.clone(),
         operation: if write.apply {
@@ -111,7 +111,7 @@ pub fn writer(info: &ResourceInfo, write: &WriteInfo) -> Writer {
 /// An update from `old` to `new` by `writer`: the fields it added or
 /// changed become its own (taken from whoever held them), fields it removed
 /// are no one's. The writer's time moves only when it took fields.
-pub fn track_update(
+pub(crate) fn track_update(
     schema: &dyn Schema,
     scope: Scope,
     managers: &mut Managers,
@@ -134,13 +134,13 @@ pub fn track_update(
 }
 
 /// The entries stored in `object`, if any.
-pub fn stored(object: &Value) -> Option<Managers> {
+pub(crate) fn stored(object: &Value) -> Option<Managers> {
     Managers::decode(object.pointer("/metadata/managedFields"))
 }
 
 /// Writes `managers` into `object` (removing the field when none own
 /// anything).
-pub fn store(object: &mut Value, managers: &Managers) {
+pub(crate) fn store(object: &mut Value, managers: &Managers) {
     let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -155,7 +155,7 @@ pub fn store(object: &mut Value, managers: &Managers) {
 /// included). `provided` is the body's own managedFields, which upstream
 /// takes as the starting point; server-side apply passes the entries it
 /// already computed (with `write.apply`), which are kept as they are.
-pub fn on_create(
+pub(crate) fn on_create(
     info: &ResourceInfo,
     object: &mut Value,
     provided: Option<&Value>,
@@ -180,7 +180,7 @@ pub fn on_create(
 /// replace the stored ones (main resource only, as upstream); an object
 /// stored without entries stays without them. Apply writes arrive with their
 /// entries computed and are left alone.
-pub fn on_update(info: &ResourceInfo, old: &Value, new: &mut Value, write: &WriteInfo) {
+pub(crate) fn on_update(info: &ResourceInfo, old: &Value, new: &mut Value, write: &WriteInfo) {
     if write.apply {
         return;
     }

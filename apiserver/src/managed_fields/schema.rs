@@ -39,11 +39,11 @@ pub trait Schema: Sync {
 }
 
 /// The built-in Kubernetes kinds.
-pub struct Builtin;
+pub(crate) struct Builtin;
 
 /// Upstream's schema for objects it knows nothing about: lists atomic,
 /// maps granular.
-pub struct Deduced;
+pub(crate) struct Deduced;
 
 const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
 
@@ -114,7 +114,7 @@ fn builtin_group(group: &str) -> bool {
 
 /// The schema for objects of `group`: built-in knowledge for the built-in
 /// groups, the deduced schema for everything else (custom resources).
-pub fn for_group(group: &str) -> &'static dyn Schema {
+pub(crate) fn for_group(group: &str) -> &'static dyn Schema {
     if builtin_group(group) {
         &Builtin
     } else {

@@ -123,10 +123,10 @@ fn canonical(value: &Value) -> String {
 }
 
 /// A field path, from the object root.
-pub type Path = Vec<PathElement>;
+pub(crate) type Path = Vec<PathElement>;
 
 /// Prints a path as upstream does in conflict messages (`.spec.replicas`).
-pub fn display_path(path: &[PathElement]) -> String {
+pub(crate) fn display_path(path: &[PathElement]) -> String {
     path.iter().map(PathElement::display).collect()
 }
 

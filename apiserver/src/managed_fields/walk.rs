@@ -107,7 +107,7 @@ fn granular(list_type: &ListType) -> bool {
 /// The fields an applied configuration sets: every leaf, every atomic value
 /// and every element of a set or associative list. Fails on elements without
 /// their key and on duplicates, as upstream rejects such configurations.
-pub fn applied_fields(schema: &dyn Schema, config: &Value) -> Result<FieldSet, WalkError> {
+pub(crate) fn applied_fields(schema: &dyn Schema, config: &Value) -> Result<FieldSet, WalkError> {
     let mut out = FieldSet::new();
     collect_applied(schema, config, &mut Cursor::default(), &mut out)?;
     Ok(out)
@@ -160,7 +160,7 @@ fn collect_applied(
 
 /// What changed from one value to the next, as field sets.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     pub added: FieldSet,
     pub modified: FieldSet,
     pub removed: FieldSet,
@@ -168,11 +168,11 @@ pub struct Comparison {
 
 impl Comparison {
     /// Fields that now hold a value another writer did not set.
-    pub fn changed(&self) -> FieldSet {
+    pub(crate) fn changed(&self) -> FieldSet {
         self.added.union(&self.modified)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.added.is_empty() && self.modified.is_empty() && self.removed.is_empty()
     }
 }
@@ -190,7 +190,7 @@ fn always_present(element: &PathElement) -> bool {
 /// Compares `old` and `new`: leaves and atomic values that appeared,
 /// changed or went away, plus the objects and list elements that appeared
 /// or went away as a whole.
-pub fn compare(schema: &dyn Schema, old: &Value, new: &Value) -> Comparison {
+pub(crate) fn compare(schema: &dyn Schema, old: &Value, new: &Value) -> Comparison {
     let mut out = Comparison::default();
     compare_at(
         schema,
@@ -326,7 +326,7 @@ fn whole(schema: &dyn Schema, value: &Value, at: &mut Cursor, out: &mut FieldSet
 /// field, associative and set lists element by element (the configuration's
 /// order for shared elements, live-only elements kept where they were),
 /// everything else replaced by the configuration's value.
-pub fn merge(schema: &dyn Schema, live: &Value, config: &Value) -> Value {
+pub(crate) fn merge(schema: &dyn Schema, live: &Value, config: &Value) -> Value {
     merge_at(schema, Some(live), config, &mut Cursor::default())
 }
 
@@ -427,7 +427,7 @@ fn merge_list(
 /// element named in `set` stays when `keep` (what someone still owns) holds
 /// fields below it: losing the claim on the container itself (`.`) does
 /// not take what others, or the applier's new configuration, still own.
-pub fn remove(schema: &dyn Schema, value: &mut Value, set: &FieldSet, keep: &FieldSet) {
+pub(crate) fn remove(schema: &dyn Schema, value: &mut Value, set: &FieldSet, keep: &FieldSet) {
     remove_at(schema, value, set, Some(keep), &mut Cursor::default());
 }
 
@@ -498,7 +498,7 @@ fn is_empty_container(value: &Value) -> bool {
 
 /// `value` without nulls inside objects: an applied `field: null` sets
 /// nothing.
-pub fn without_nulls(value: &Value) -> Value {
+pub(crate) fn without_nulls(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()

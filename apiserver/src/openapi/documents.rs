@@ -92,7 +92,7 @@ fn v3_group_version(registry: &Registry, group: &str, version: &str) -> Value {
 }
 
 /// Every v3 document and the index pointing at them by hash.
-pub fn v3(registry: &Registry) -> V3Documents {
+pub(super) fn v3(registry: &Registry) -> V3Documents {
     let mut by_path = std::collections::BTreeMap::new();
     for group in registry.groups() {
         for version in &group.versions {
@@ -118,7 +118,7 @@ pub fn v3(registry: &Registry) -> V3Documents {
 }
 
 /// The v2 document of every served resource.
-pub fn v2(registry: &Registry) -> Value {
+pub(super) fn v2(registry: &Registry) -> Value {
     let mut set = SchemaSet::new(Dialect::V2);
     let resources: Vec<ResourceSchema<'_>> = registry
         .resources()

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use super::Document;
 
 /// Upper-case hex SHA-256.
-pub fn hash_hex(bytes: &[u8]) -> String {
+pub(super) fn hash_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(64);
     for b in digest {
@@ -21,7 +21,7 @@ pub fn hash_hex(bytes: &[u8]) -> String {
 }
 
 /// The `hash` query parameter, if any.
-pub fn query_hash(query: Option<&str>) -> Option<String> {
+pub(super) fn query_hash(query: Option<&str>) -> Option<String> {
     query?
         .split('&')
         .find_map(|pair| pair.strip_prefix("hash="))
@@ -29,7 +29,7 @@ pub fn query_hash(query: Option<&str>) -> Option<String> {
 }
 
 /// Whether `Accept` lists `media` (parameters and quality ignored).
-pub fn accepts(headers: &HeaderMap, media: &str) -> bool {
+pub(super) fn accepts(headers: &HeaderMap, media: &str) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -57,7 +57,7 @@ fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
 
 /// Serves `doc`. `addressed` is the request path and the hash it asked for,
 /// for documents listed in the v3 index.
-pub fn respond(
+pub(super) fn respond(
     doc: &Document,
     content_type: &str,
     headers: &HeaderMap,

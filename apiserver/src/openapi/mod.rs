@@ -33,6 +33,7 @@ pub const V2_PROTOBUF_RESPONSE: &str = "application/com.github.proto-openapi.spe
 /// One serialized document and the hash clients address it by.
 #[derive(Debug)]
 pub struct Document {
+    /// The document as served.
     pub bytes: Bytes,
     /// Upper-case hex SHA-256 of `bytes`.
     pub hash: String,
@@ -51,7 +52,9 @@ impl Document {
 /// Every v3 document: `api/v1`, `apis/apps/v1`, ... and the index.
 #[derive(Debug)]
 pub struct V3Documents {
+    /// The index, `/openapi/v3`, pointing at each document by hash.
     pub index: Document,
+    /// Each group version's document, by its path (`api/v1`, `apis/apps/v1`, ...).
     pub by_path: BTreeMap<String, Document>,
 }
 

@@ -155,7 +155,7 @@ struct Op<'a> {
 }
 
 /// What a resource's paths are generated from.
-pub struct ResourceSchema<'a> {
+pub(super) struct ResourceSchema<'a> {
     pub info: &'a ResourceInfo,
     /// Schema name of the resource's kind.
     pub schema: String,
@@ -589,7 +589,7 @@ fn render_op(op: &Op<'_>, tag_name: &str, dialect: Dialect) -> Value {
 }
 
 /// The `paths` object for a set of resources.
-pub fn paths(resources: &[ResourceSchema<'_>], dialect: Dialect) -> Map<String, Value> {
+pub(super) fn paths(resources: &[ResourceSchema<'_>], dialect: Dialect) -> Map<String, Value> {
     let mut out = Map::new();
     for r in resources {
         let tag_name = tag(r.info.group, r.info.version);

@@ -463,7 +463,7 @@ fn operation(v: &Value) -> Operation {
 }
 
 /// Encodes the JSON v2 document as gnostic protobuf.
-pub fn encode(doc: &Value) -> Vec<u8> {
+pub(super) fn encode(doc: &Value) -> Vec<u8> {
     let paths = doc["paths"].as_object().map(|paths| Paths {
         path: paths
             .iter()

@@ -105,7 +105,9 @@ fn builtin_kinds() -> Vec<BuiltinKind> {
 /// Where references point: OpenAPI v3 components or v2 definitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
+    /// OpenAPI v2: `#/definitions/`.
     V2,
+    /// OpenAPI v3: `#/components/schemas/`.
     V3,
 }
 
@@ -125,10 +127,10 @@ impl Dialect {
 }
 
 /// A kind to describe: `(group, version, kind)`.
-pub type Gvk = (String, String, String);
+pub(super) type Gvk = (String, String, String);
 
 /// Upstream's schema name of a kind's list (`io.k8s.api.core.v1.PodList`).
-pub fn list_name(item_name: &str) -> String {
+pub(super) fn list_name(item_name: &str) -> String {
     format!("{item_name}List")
 }
 
@@ -143,6 +145,7 @@ pub struct SchemaSet {
 }
 
 impl SchemaSet {
+    /// An empty set whose references are written for `dialect`.
     pub fn new(dialect: Dialect) -> Self {
         let settings = match dialect {
             // OpenAPI 3 moves `$ref` siblings (descriptions) into `allOf`,
@@ -266,11 +269,11 @@ impl SchemaSet {
 }
 
 /// The Status schema name.
-pub const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+pub(super) const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
 /// The DeleteOptions schema name.
-pub const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+pub(super) const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 /// The Patch schema name.
-pub const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+pub(super) const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 

@@ -17,6 +17,7 @@ use crate::object::now_rfc3339;
 pub struct Conflict {
     /// The owner as upstream prints it: `"name" using apps/v1`.
     pub manager: String,
+    /// The field.
     pub path: Path,
 }
 
@@ -83,9 +84,13 @@ fn conflict_message(conflicts: &[Conflict]) -> String {
 /// What one apply is: the schema of the kind, the part of the object the
 /// request may own, who applies, and whether conflicts are overridden.
 pub struct ApplyRequest<'a> {
+    /// The schema of the object's kind, for list and map merge keys.
     pub schema: &'a dyn Schema,
+    /// The part of the object the request may own.
     pub scope: Scope,
+    /// Who applies.
     pub writer: &'a Writer,
+    /// Whether fields other managers own are taken over rather than refused as conflicts.
     pub force: bool,
 }
 

@@ -13,8 +13,11 @@ pub(crate) use strategic_schema::{ListStrategy, list_strategy};
 /// The patch formats, by request Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
+    /// RFC 6902 JSON patch (`application/json-patch+json`).
     Json,
+    /// RFC 7386 JSON merge patch (`application/merge-patch+json`).
     Merge,
+    /// Kubernetes' strategic merge patch (`application/strategic-merge-patch+json`).
     StrategicMerge,
     /// Server-side apply, approximated for now: the applied configuration is
     /// strategic-merged onto the live object (no field ownership, no removal
@@ -41,8 +44,10 @@ impl PatchType {
 /// A patch that could not be parsed or applied.
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
+    /// The patch does not parse.
     #[error("{0}")]
     Malformed(String),
+    /// The patch parsed but does not apply to the object.
     #[error("{0}")]
     Apply(String),
 }

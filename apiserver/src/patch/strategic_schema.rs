@@ -4,7 +4,7 @@
 
 /// How a list field is patched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListStrategy {
+pub(crate) enum ListStrategy {
     /// The patch's list replaces the original.
     Replace,
     /// Lists of maps merge by this key.
@@ -17,7 +17,7 @@ const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralCon
 
 /// The strategy of the list at `path` (field names from the object root;
 /// list indexes are not part of it).
-pub fn list_strategy(path: &[&str]) -> ListStrategy {
+pub(crate) fn list_strategy(path: &[&str]) -> ListStrategy {
     use ListStrategy::*;
     let Some((field, parents)) = path.split_last() else {
         return Replace;

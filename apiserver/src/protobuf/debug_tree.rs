@@ -10,7 +10,7 @@ use std::fmt;
 
 /// One value of a decoded message, as its `Debug` output spelled it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Node {
+pub(super) enum Node {
     /// A message: its Rust type name and its fields in declaration order.
     Message {
         name: String,
@@ -41,7 +41,7 @@ pub struct ParseError {
 }
 
 /// Parses the `Debug` output of a prost message (`format!("{:?}", msg)`).
-pub fn parse(text: &str) -> Result<Node, ParseError> {
+pub(super) fn parse(text: &str) -> Result<Node, ParseError> {
     let mut parser = Parser {
         text: text.as_bytes(),
         pos: 0,

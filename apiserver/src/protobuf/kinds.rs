@@ -16,7 +16,7 @@ use super::schema::{Schemas, TraceError};
 type DumpFn = fn(&[u8]) -> Result<String, prost::DecodeError>;
 
 /// A kind the decoder knows.
-pub struct KindEntry {
+pub(super) struct KindEntry {
     /// Decodes the object's bytes into a dump to walk.
     pub dump: DumpFn,
     /// The kind's root type in [`Kinds::schemas`], or why it could not be traced.
@@ -24,7 +24,7 @@ pub struct KindEntry {
 }
 
 /// Every kind with a protobuf form, and the JSON shapes they reach.
-pub struct Kinds {
+pub(super) struct Kinds {
     /// The traced JSON shapes.
     pub schemas: Schemas,
     by_kind: HashMap<String, KindEntry>,
@@ -35,13 +35,13 @@ const DELETE_OPTIONS: &str = "DeleteOptions";
 
 impl Kinds {
     /// The table, built on first use.
-    pub fn get() -> &'static Kinds {
+    pub(super) fn get() -> &'static Kinds {
         static KINDS: OnceLock<Kinds> = OnceLock::new();
         KINDS.get_or_init(build)
     }
 
     /// The entry for `apiVersion`/`kind`, if the decoder knows it.
-    pub fn entry(&self, api_version: &str, kind: &str) -> Option<&KindEntry> {
+    pub(super) fn entry(&self, api_version: &str, kind: &str) -> Option<&KindEntry> {
         let version = if kind == DELETE_OPTIONS {
             ""
         } else {

@@ -43,11 +43,18 @@ pub enum ProtobufError {
     MissingTypeMeta,
     /// No decoder for this apiVersion/kind.
     #[error("no kind {kind:?} is registered for protobuf in version {api_version:?}")]
-    UnknownKind { api_version: String, kind: String },
+    UnknownKind {
+        /// The envelope's apiVersion.
+        api_version: String,
+        /// The envelope's kind.
+        kind: String,
+    },
     /// The object's bytes are not a valid message of its kind.
     #[error("invalid protobuf {kind}: {source}")]
     Message {
+        /// The object's kind.
         kind: String,
+        /// The decoder's error.
         source: prost::DecodeError,
     },
     /// The kind's JSON shape could not be learned.
@@ -62,7 +69,9 @@ pub enum ProtobufError {
     /// A decoded value has no JSON form.
     #[error("invalid protobuf {kind}: {source}")]
     Convert {
+        /// The object's kind.
         kind: String,
+        /// The conversion's error.
         source: to_json::ConvertError,
     },
 }

@@ -23,7 +23,7 @@ use serde::de::{
 
 /// What a field holds, as far as naming and zero values care.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Shape {
+pub(super) enum Shape {
     /// A string, number, bool, or something without named fields.
     Leaf,
     /// A struct with named fields: an index into [`Schemas::types`].
@@ -36,7 +36,7 @@ pub enum Shape {
 
 /// One field of a struct as JSON sees it.
 #[derive(Debug, Clone)]
-pub struct FieldSchema {
+pub(super) struct FieldSchema {
     /// The property name in JSON (`clusterIPs`).
     pub json_name: &'static str,
     /// What the field holds.
@@ -45,7 +45,7 @@ pub struct FieldSchema {
 
 /// The fields of one struct type.
 #[derive(Debug, Clone)]
-pub struct TypeSchema {
+pub(super) struct TypeSchema {
     /// The Go type name (`ServiceSpec`).
     pub name: &'static str,
     /// Fields in declaration order.
@@ -56,7 +56,7 @@ pub struct TypeSchema {
 
 impl TypeSchema {
     /// The field whose JSON name normalizes like `name` (see [`normalize`]).
-    pub fn field(&self, name: &str) -> Option<&FieldSchema> {
+    pub(super) fn field(&self, name: &str) -> Option<&FieldSchema> {
         self.by_normalized
             .get(&normalize(name))
             .map(|&i| &self.fields[i])
@@ -71,7 +71,7 @@ impl TypeSchema {
 
 /// Every struct type reached from the traced roots.
 #[derive(Debug, Default)]
-pub struct Schemas {
+pub(super) struct Schemas {
     /// The types, indexed by [`Shape::Struct`].
     pub types: Vec<TypeSchema>,
     index: HashMap<(&'static str, &'static [&'static str]), usize>,
@@ -79,7 +79,7 @@ pub struct Schemas {
 
 impl Schemas {
     /// Traces `T` (and everything it contains) and returns its type index.
-    pub fn trace<T: DeserializeOwned>(&mut self) -> Result<usize, TraceError> {
+    pub(super) fn trace<T: DeserializeOwned>(&mut self) -> Result<usize, TraceError> {
         let registry = Rc::new(RefCell::new(std::mem::take(self)));
         let slot = Rc::new(RefCell::new(Slot::default()));
         let result = T::deserialize(Tracer {
@@ -101,7 +101,7 @@ impl Schemas {
 
     /// The first traced type whose Go name normalizes like `name`; used where
     /// the parent gives no hint (the contents of special wrappers).
-    pub fn by_name(&self, name: &str) -> Option<usize> {
+    pub(super) fn by_name(&self, name: &str) -> Option<usize> {
         let wanted = normalize(name);
         self.types.iter().position(|t| normalize(t.name) == wanted)
     }
@@ -110,7 +110,7 @@ impl Schemas {
 /// Folds a name for matching across naming conventions: k8s-pb's snake case
 /// (`cluster_i_ps`, `x_kubernetes_list_type`, `r#ref`) and the JSON names
 /// (`clusterIPs`, `x-kubernetes-list-type`, `$ref`) become the same string.
-pub fn normalize(name: &str) -> String {
+pub(super) fn normalize(name: &str) -> String {
     name.chars()
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())

@@ -23,7 +23,7 @@ use super::schema::{Schemas, Shape};
 /// to nothing, absence defaults to one) and required fields whose zero is
 /// valid (a CRD version with `served: false`, a PriorityClass `value: 0`).
 /// Outside `status`, where Go's counters are plain ints.
-pub const ZERO_IS_A_VALUE: &[&str] = &[
+pub(super) const ZERO_IS_A_VALUE: &[&str] = &[
     "replicas",
     "revisionHistoryLimit",
     "progressDeadlineSeconds",
@@ -75,11 +75,11 @@ pub const ZERO_IS_A_VALUE: &[&str] = &[
 
 /// Int-or-string fields held by value in Go: their zero (`0`) is the
 /// "unset" the server defaults (a Service's targetPort becomes its port).
-pub const ZERO_INT_OR_STRING_IS_UNSET: &[&str] = &["targetPort"];
+pub(super) const ZERO_INT_OR_STRING_IS_UNSET: &[&str] = &["targetPort"];
 
 /// String fields where "" is a deliberate choice (a claim that asks for no
 /// storage class, not the default one).
-pub const EMPTY_IS_A_VALUE: &[&str] = &["storageClassName"];
+pub(super) const EMPTY_IS_A_VALUE: &[&str] = &["storageClassName"];
 
 /// Which zero values of a field are kept rather than read as "unset".
 #[derive(Debug, Clone, Copy)]
@@ -111,10 +111,10 @@ pub enum ConvertError {
 }
 
 /// Decodes embedded bytes that carry their own `k8s\0` envelope.
-pub type NestedDecoder<'a> = &'a dyn Fn(&[u8]) -> Result<Value, String>;
+pub(super) type NestedDecoder<'a> = &'a dyn Fn(&[u8]) -> Result<Value, String>;
 
 /// Walks a message tree into JSON.
-pub struct Converter<'a> {
+pub(super) struct Converter<'a> {
     schemas: &'a Schemas,
     nested: NestedDecoder<'a>,
 }
@@ -122,12 +122,16 @@ pub struct Converter<'a> {
 impl<'a> Converter<'a> {
     /// A converter naming fields from `schemas`; `nested` decodes protobuf
     /// objects embedded in raw extensions.
-    pub fn new(schemas: &'a Schemas, nested: NestedDecoder<'a>) -> Self {
+    pub(super) fn new(schemas: &'a Schemas, nested: NestedDecoder<'a>) -> Self {
         Converter { schemas, nested }
     }
 
     /// Converts the top-level message of type `root` into a JSON object.
-    pub fn object(&self, node: &Node, root: usize) -> Result<Map<String, Value>, ConvertError> {
+    pub(super) fn object(
+        &self,
+        node: &Node,
+        root: usize,
+    ) -> Result<Map<String, Value>, ConvertError> {
         match self.message(node, Some(root), "")? {
             Some(Value::Object(map)) => Ok(map),
             Some(other) => Err(unexpected("", &format!("{other}"))),
@@ -474,7 +478,7 @@ fn format_time(seconds: i64, nanos: Option<i64>, path: &str) -> Result<String, C
 }
 
 /// A duration in nanoseconds as Go prints it (`1h2m3.5s`, `150ms`, `0s`).
-pub fn go_duration(ns: i64) -> String {
+pub(super) fn go_duration(ns: i64) -> String {
     if ns == 0 {
         return "0s".to_string();
     }

@@ -8,7 +8,9 @@ use serde_json::{Map, Value, json};
 /// A pair of conversion functions between a served and the stored version.
 #[derive(Debug, Clone, Copy)]
 pub struct Conversion {
+    /// From the served version to the stored one.
     pub to_storage: fn(Value) -> Value,
+    /// From the stored version to the served one.
     pub from_storage: fn(Value) -> Value,
 }
 
@@ -17,6 +19,7 @@ pub struct Conversion {
 /// CRD version they serve; the marker only tells readers that stored
 /// objects are not served as they are.
 impl Conversion {
+    /// The marker of custom resources (both directions identity).
     pub const CUSTOM: Conversion = Conversion {
         to_storage: identity,
         from_storage: identity,
@@ -28,13 +31,13 @@ fn identity(object: Value) -> Value {
 }
 
 /// events.k8s.io/v1 Event <-> core/v1 Event.
-pub const EVENTS_V1: Conversion = Conversion {
+pub(super) const EVENTS_V1: Conversion = Conversion {
     to_storage: event_v1_to_core,
     from_storage: core_event_to_v1,
 };
 
 /// autoscaling/v1 HorizontalPodAutoscaler <-> autoscaling/v2.
-pub const HPA_V1: Conversion = Conversion {
+pub(super) const HPA_V1: Conversion = Conversion {
     to_storage: hpa_v1_to_v2,
     from_storage: hpa_v2_to_v1,
 };

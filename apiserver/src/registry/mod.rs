@@ -100,14 +100,21 @@ pub type TypedRoundTrip = fn(&Value) -> Result<Value, String>;
 /// Everything known about one served group/version/resource.
 #[derive(Debug, Clone)]
 pub struct ResourceInfo {
+    /// The API group; empty for the core group.
     pub group: &'static str,
+    /// The version, e.g. `v1`.
     pub version: &'static str,
     /// Plural resource name (URL path segment).
     pub resource: &'static str,
+    /// The kind, e.g. `Pod`.
     pub kind: &'static str,
+    /// Whether objects live in a namespace.
     pub namespaced: bool,
+    /// Short names for kubectl, e.g. `po`.
     pub short_names: &'static [&'static str],
+    /// Categories for kubectl, e.g. `all`.
     pub categories: &'static [&'static str],
+    /// The subresources served.
     pub subresources: Vec<Subresource>,
     /// `metadata.generation` is maintained (bumped on spec changes).
     pub tracks_generation: bool,
@@ -174,6 +181,7 @@ impl ResourceInfo {
         }
     }
 
+    /// The kind of a list, e.g. `PodList`.
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
     }
@@ -194,6 +202,7 @@ impl ResourceInfo {
         }
     }
 
+    /// Whether `sub` is served.
     pub fn has(&self, sub: Subresource) -> bool {
         self.subresources.contains(&sub)
     }
@@ -261,7 +270,9 @@ impl ResourceInfo {
 /// One API group with its versions, newest preferred first.
 #[derive(Debug, Clone)]
 pub struct GroupInfo {
+    /// The group's name; empty for the core group.
     pub name: &'static str,
+    /// The versions served.
     pub versions: Vec<&'static str>,
 }
 
@@ -313,6 +324,7 @@ impl Registry {
         }
     }
 
+    /// The resource served at `group/version/resource`, if any.
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
         self.by_gvr
             .get(&(group.to_string(), version.to_string(), resource.to_string()))

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 /// One sample: the family, its labels, the value and when it was taken
 /// (milliseconds since the epoch; `None` when the line had no timestamp).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(super) struct Sample {
     /// The metric's name.
     pub name: String,
     /// Its labels.
@@ -20,7 +20,7 @@ pub struct Sample {
 }
 
 /// Every sample of `wanted` families in `text`.
-pub fn parse(text: &str, wanted: &[&str]) -> Vec<Sample> {
+pub(super) fn parse(text: &str, wanted: &[&str]) -> Vec<Sample> {
     text.lines()
         .filter(|line| !line.starts_with('#'))
         .filter_map(|line| line_sample(line, wanted))

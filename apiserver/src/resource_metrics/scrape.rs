@@ -57,7 +57,7 @@ pub(crate) struct NodeScrape {
 impl NodeScrape {
     /// The figures in a `/metrics/resource` body; samples missing a
     /// counter, a gauge or a timestamp are left out.
-    pub fn from_text(text: &str) -> Self {
+    pub(crate) fn from_text(text: &str) -> Self {
         let samples = prometheus::parse(
             text,
             &[
@@ -189,13 +189,13 @@ pub(crate) struct MetricsStore {
 impl MetricsStore {
     /// Notes that `node`'s scrape failed; true when its previous one had
     /// not.
-    pub fn mark_failing(&self, node: &str) -> bool {
+    pub(crate) fn mark_failing(&self, node: &str) -> bool {
         self.failing.lock().insert(node.to_string())
     }
 
     /// Keeps a node's new scrape; one that brings no newer node sample
     /// (the node answered from the same collection) changes nothing.
-    pub fn record(&self, node: &str, scrape: NodeScrape) {
+    pub(crate) fn record(&self, node: &str, scrape: NodeScrape) {
         self.failing.lock().remove(node);
         let mut nodes = self.nodes.write();
         match nodes.get_mut(node) {
@@ -217,12 +217,12 @@ impl MetricsStore {
     }
 
     /// Forgets nodes that are gone or no longer scraped.
-    pub fn retain(&self, nodes: &HashSet<String>) {
+    pub(crate) fn retain(&self, nodes: &HashSet<String>) {
         self.nodes.write().retain(|name, _| nodes.contains(name));
     }
 
     /// The node's usage over its last window.
-    pub fn node(&self, name: &str) -> Option<Measured<Usage>> {
+    pub(crate) fn node(&self, name: &str) -> Option<Measured<Usage>> {
         let nodes = self.nodes.read();
         let scrapes = nodes.get(name)?;
         usage_between(&scrapes.previous.as_ref()?.node?, &scrapes.latest.node?)
@@ -230,7 +230,7 @@ impl MetricsStore {
 
     /// Every pod whose containers all have a window, by namespace and
     /// name: the containers' usage in name order.
-    pub fn pods(&self) -> PodUsages {
+    pub(crate) fn pods(&self) -> PodUsages {
         let nodes = self.nodes.read();
         // Per pod, each container's window (`None`: not measured yet).
         type Windows = Vec<Option<(String, Measured<Usage>)>>;

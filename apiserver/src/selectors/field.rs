@@ -90,6 +90,7 @@ impl FieldSelector {
         Ok(Self { requirements })
     }
 
+    /// Whether the selector has no requirement (and so matches everything).
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }

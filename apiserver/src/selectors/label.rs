@@ -201,6 +201,7 @@ impl LabelSelector {
         Ok(Self::of(requirements))
     }
 
+    /// Whether the selector matches everything.
     pub fn is_empty(&self) -> bool {
         self.selector.is_everything()
     }

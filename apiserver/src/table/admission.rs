@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::columns::{Column, Printer, age, list, name, text};
 
-pub static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
+pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -36,7 +36,7 @@ pub static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
     },
 };
 
-pub static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
+pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(

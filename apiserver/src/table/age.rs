@@ -65,13 +65,13 @@ pub fn human_duration(seconds: i64) -> String {
 }
 
 /// Seconds from the RFC 3339 time in `value` until `now`, if it is one.
-pub fn seconds_since(value: &Value, now: Timestamp) -> Option<i64> {
+pub(super) fn seconds_since(value: &Value, now: Timestamp) -> Option<i64> {
     let then: Timestamp = value.as_str()?.parse().ok()?;
     Some(now.as_second() - then.as_second())
 }
 
 /// The age of a timestamp as kubectl shows it, `<unknown>` when absent.
-pub fn age(value: &Value, now: Timestamp) -> String {
+pub(super) fn age(value: &Value, now: Timestamp) -> String {
     seconds_since(value, now).map_or_else(|| "<unknown>".to_string(), human_duration)
 }
 

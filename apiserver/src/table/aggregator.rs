@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::columns::{Column, Printer, age, name, text};
 
-pub static API_SERVICES: Printer = Printer {
+pub(crate) static API_SERVICES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(

@@ -10,7 +10,7 @@ use super::columns::{Column, Printer, age, at, int, list, name, text};
 /// How many metrics the TARGETS cell shows before summarising.
 const SHOWN_METRICS: usize = 2;
 
-pub static HORIZONTALPODAUTOSCALERS: Printer = Printer {
+pub(crate) static HORIZONTALPODAUTOSCALERS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(

@@ -65,38 +65,40 @@ impl Column {
 /// How one resource is printed.
 #[derive(Debug)]
 pub struct Printer {
+    /// The column definitions, in order.
     pub columns: &'static [Column],
+    /// The cells of an object's row; ages are counted to the time given (now).
     pub cells: fn(&Value, Timestamp) -> Vec<Value>,
 }
 
 /// The string at `path` (keys separated by `/`), if there is one.
-pub fn text<'a>(object: &'a Value, path: &str) -> Option<&'a str> {
+pub(crate) fn text<'a>(object: &'a Value, path: &str) -> Option<&'a str> {
     at(object, path)?.as_str()
 }
 
 /// The value at `path` (keys separated by `/`).
-pub fn at<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+pub(crate) fn at<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('/').try_fold(object, |v, key| v.get(key))
 }
 
 /// The integer at `path`, 0 when absent (as Go's zero values print).
-pub fn int(object: &Value, path: &str) -> i64 {
+pub(crate) fn int(object: &Value, path: &str) -> i64 {
     at(object, path).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// The array at `path`, empty when absent.
-pub fn list<'a>(object: &'a Value, path: &str) -> &'a [Value] {
+pub(crate) fn list<'a>(object: &'a Value, path: &str) -> &'a [Value] {
     at(object, path)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
 }
 
-pub fn name(object: &Value) -> Value {
+pub(crate) fn name(object: &Value) -> Value {
     Value::from(text(object, "metadata/name").unwrap_or(""))
 }
 
-pub fn age(object: &Value, now: Timestamp) -> Value {
+pub(crate) fn age(object: &Value, now: Timestamp) -> Value {
     Value::from(super::age::age(
         at(object, "metadata/creationTimestamp").unwrap_or(&Value::Null),
         now,
@@ -104,7 +106,7 @@ pub fn age(object: &Value, now: Timestamp) -> Value {
 }
 
 /// `<none>` for an empty string, as kubectl prints missing values.
-pub fn or_none(value: impl Into<String>) -> Value {
+pub(crate) fn or_none(value: impl Into<String>) -> Value {
     let value = value.into();
     Value::from(if value.is_empty() {
         "<none>".to_string()
@@ -114,7 +116,7 @@ pub fn or_none(value: impl Into<String>) -> Value {
 }
 
 /// A label selector (`matchLabels` and `matchExpressions`) in its string form.
-pub fn selector_string(selector: Option<&Value>) -> String {
+pub(crate) fn selector_string(selector: Option<&Value>) -> String {
     let Some(selector) = selector else {
         return String::new();
     };
@@ -151,7 +153,7 @@ pub fn selector_string(selector: Option<&Value>) -> String {
 }
 
 /// A map selector (`spec.selector` of Services and RCs) in its string form.
-pub fn map_selector_string(selector: Option<&Value>) -> String {
+pub(crate) fn map_selector_string(selector: Option<&Value>) -> String {
     let mut parts: Vec<String> = selector
         .and_then(Value::as_object)
         .map(|m| {
@@ -165,7 +167,7 @@ pub fn map_selector_string(selector: Option<&Value>) -> String {
 }
 
 /// Container names and images of a pod template, comma separated.
-pub fn containers_and_images(pod_spec: Option<&Value>) -> (String, String) {
+pub(crate) fn containers_and_images(pod_spec: Option<&Value>) -> (String, String) {
     let containers = pod_spec.map(|s| list(s, "containers")).unwrap_or(&[]);
     let names: Vec<&str> = containers.iter().filter_map(|c| text(c, "name")).collect();
     let images: Vec<&str> = containers.iter().filter_map(|c| text(c, "image")).collect();

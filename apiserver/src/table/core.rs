@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::age::{human_duration, seconds_since};
 use super::columns::{Column, Printer, age, at, list, map_selector_string, name, or_none, text};
 
-pub static SERVICES: Printer = Printer {
+pub(crate) static SERVICES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -96,7 +96,7 @@ fn service_ports(svc: &Value) -> String {
         .join(",")
 }
 
-pub static ENDPOINTS: Printer = Printer {
+pub(crate) static ENDPOINTS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Endpoints", "string", "Endpoints of the service"),
@@ -145,7 +145,7 @@ fn endpoint_list(ep: &Value) -> String {
     }
 }
 
-pub static NODES: Printer = Printer {
+pub(crate) static NODES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Status", "string", "The status of the node"),
@@ -245,7 +245,7 @@ fn node_roles(node: &Value) -> String {
     roles.join(",")
 }
 
-pub static NAMESPACES: Printer = Printer {
+pub(crate) static NAMESPACES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Status", "string", "The status of the namespace"),
@@ -260,7 +260,7 @@ pub static NAMESPACES: Printer = Printer {
     },
 };
 
-pub static EVENTS: Printer = Printer {
+pub(crate) static EVENTS: Printer = Printer {
     columns: &[
         Column::new("Last Seen", "string", "Time when last event was observed"),
         Column::new(
@@ -353,7 +353,7 @@ fn entries(object: &Value, field: &str) -> usize {
         .map_or(0, |m| m.len())
 }
 
-pub static CONFIGMAPS: Printer = Printer {
+pub(crate) static CONFIGMAPS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Data", "integer", "Number of data entries"),
@@ -368,7 +368,7 @@ pub static CONFIGMAPS: Printer = Printer {
     },
 };
 
-pub static SECRETS: Printer = Printer {
+pub(crate) static SECRETS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Type", "string", "The type of the secret"),
@@ -385,7 +385,7 @@ pub static SECRETS: Printer = Printer {
     },
 };
 
-pub static SERVICEACCOUNTS: Printer = Printer {
+pub(crate) static SERVICEACCOUNTS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -423,7 +423,7 @@ fn unset(value: Option<&str>) -> Value {
     Value::from(value.filter(|v| !v.is_empty()).unwrap_or("<unset>"))
 }
 
-pub static PERSISTENTVOLUMES: Printer = Printer {
+pub(crate) static PERSISTENTVOLUMES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -502,7 +502,7 @@ pub static PERSISTENTVOLUMES: Printer = Printer {
     },
 };
 
-pub static PERSISTENTVOLUMECLAIMS: Printer = Printer {
+pub(crate) static PERSISTENTVOLUMECLAIMS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -562,7 +562,7 @@ pub static PERSISTENTVOLUMECLAIMS: Printer = Printer {
     },
 };
 
-pub static LEASES: Printer = Printer {
+pub(crate) static LEASES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Holder", "string", "The holder of the lease"),
@@ -578,7 +578,7 @@ pub static LEASES: Printer = Printer {
 };
 
 /// Each hard resource as `name: used/hard`, limits in their own column.
-pub static RESOURCEQUOTAS: Printer = Printer {
+pub(crate) static RESOURCEQUOTAS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::AGE,
@@ -625,7 +625,7 @@ pub static RESOURCEQUOTAS: Printer = Printer {
 };
 
 /// NAME and CREATED AT, as CustomResourceDefinitions print.
-pub static CREATED_AT: Printer = Printer {
+pub(crate) static CREATED_AT: Printer = Printer {
     columns: &[
         Column::NAME,
         Column {
@@ -647,7 +647,7 @@ pub static CREATED_AT: Printer = Printer {
 };
 
 /// NAME and AGE for every resource without a printer of its own.
-pub static DEFAULT: Printer = Printer {
+pub(crate) static DEFAULT: Printer = Printer {
     columns: &[Column::NAME, Column::AGE],
     cells: default_cells,
 };

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::columns::{Column, Printer, age, at, list, name, text};
 
-pub static FLOW_SCHEMAS: Printer = Printer {
+pub(crate) static FLOW_SCHEMAS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -48,7 +48,7 @@ pub static FLOW_SCHEMAS: Printer = Printer {
     },
 };
 
-pub static PRIORITY_LEVELS: Printer = Printer {
+pub(crate) static PRIORITY_LEVELS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Type", "string", "Exempt or Limited"),

@@ -9,7 +9,7 @@ const CPU: Column = Column::new("CPU", "string", "CPU usage over the window");
 const MEMORY: Column = Column::new("Memory", "string", "Working set at the end of the window");
 const WINDOW: Column = Column::new("Window", "string", "What the CPU usage was measured over");
 
-pub static NODE_METRICS: Printer = Printer {
+pub(crate) static NODE_METRICS: Printer = Printer {
     columns: &[Column::NAME, CPU, MEMORY, WINDOW],
     cells: |metrics, _| {
         vec![
@@ -21,7 +21,7 @@ pub static NODE_METRICS: Printer = Printer {
     },
 };
 
-pub static POD_METRICS: Printer = Printer {
+pub(crate) static POD_METRICS: Printer = Printer {
     columns: &[Column::NAME, CPU, MEMORY, WINDOW],
     cells: |metrics, _| {
         let (cpu, memory) = crate::resource_metrics::pod_totals(metrics);

@@ -26,6 +26,7 @@ pub use columns::Printer;
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IncludeObject {
+    /// Cells only.
     None,
     /// A PartialObjectMetadata with the object's metadata (the default).
     #[default]

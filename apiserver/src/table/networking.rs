@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::columns::{Column, Printer, age, list, name, or_none, text};
 
-pub static INGRESSES: Printer = Printer {
+pub(crate) static INGRESSES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -76,7 +76,7 @@ fn ingress_address(ingress: &Value) -> String {
         .join(",")
 }
 
-pub static INGRESS_CLASSES: Printer = Printer {
+pub(crate) static INGRESS_CLASSES: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::age::{human_duration, seconds_since};
 use super::columns::{Column, Printer, age, list, name, or_none, text};
 
-pub static PODS: Printer = Printer {
+pub(crate) static PODS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(

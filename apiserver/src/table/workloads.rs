@@ -34,7 +34,7 @@ fn replicas(object: &Value) -> i64 {
         .unwrap_or(1)
 }
 
-pub static DEPLOYMENTS: Printer = Printer {
+pub(crate) static DEPLOYMENTS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Ready", "string", "Number of the pod with ready state"),
@@ -109,17 +109,17 @@ const REPLICA_SET_COLUMNS: &[Column] = &[
     SELECTOR,
 ];
 
-pub static REPLICASETS: Printer = Printer {
+pub(crate) static REPLICASETS: Printer = Printer {
     columns: REPLICA_SET_COLUMNS,
     cells: |rs, now| replica_set_cells(rs, now, selector_string(at(rs, "spec/selector"))),
 };
 
-pub static REPLICATIONCONTROLLERS: Printer = Printer {
+pub(crate) static REPLICATIONCONTROLLERS: Printer = Printer {
     columns: REPLICA_SET_COLUMNS,
     cells: |rc, now| replica_set_cells(rc, now, map_selector_string(at(rc, "spec/selector"))),
 };
 
-pub static STATEFULSETS: Printer = Printer {
+pub(crate) static STATEFULSETS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Ready", "string", "Number of the pod with ready state"),
@@ -143,7 +143,7 @@ pub static STATEFULSETS: Printer = Printer {
     },
 };
 
-pub static DAEMONSETS: Printer = Printer {
+pub(crate) static DAEMONSETS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new(
@@ -251,7 +251,7 @@ fn job_duration(job: &Value, now: Timestamp) -> String {
     }
 }
 
-pub static JOBS: Printer = Printer {
+pub(crate) static JOBS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Status", "string", "Status of the job."),
@@ -277,7 +277,7 @@ pub static JOBS: Printer = Printer {
     },
 };
 
-pub static CRONJOBS: Printer = Printer {
+pub(crate) static CRONJOBS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Schedule", "string", "The schedule in Cron format."),

@@ -5,14 +5,14 @@ use serde::{Deserialize, Serialize};
 
 /// Name and UID of an object a token refers to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectRef {
+pub(crate) struct ObjectRef {
     pub name: String,
     pub uid: String,
 }
 
 /// The private `kubernetes.io` claim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KubernetesClaim {
+pub(crate) struct KubernetesClaim {
     pub namespace: String,
     pub serviceaccount: ObjectRef,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,7 +23,7 @@ pub struct KubernetesClaim {
 
 /// Every claim of a token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
+pub(crate) struct Claims {
     pub iss: String,
     pub sub: String,
     pub aud: Vec<String>,

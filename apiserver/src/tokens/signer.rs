@@ -11,18 +11,35 @@ use super::claims::Claims;
 /// Why the signing key could not be loaded or a token not signed.
 #[derive(Debug, thiserror::Error)]
 pub enum SignerError {
+    /// The key file could not be read.
     #[error("reading the service-account key {path}: {source}")]
     Read {
+        /// The key file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A new key could not be written.
     #[error("writing the service-account key {path}: {message}")]
-    Write { path: PathBuf, message: String },
+    Write {
+        /// The key file.
+        path: PathBuf,
+        /// Why it could not be written.
+        message: String,
+    },
+    /// The key file holds no usable key.
     #[error("the service-account key {path} is not an ECDSA P-256 PEM key: {message}")]
-    BadKey { path: PathBuf, message: String },
+    BadKey {
+        /// The key file.
+        path: PathBuf,
+        /// Why the key is unusable.
+        message: String,
+    },
+    /// A new key could not be generated.
     #[error("generating the service-account key: {0}")]
     Generate(String),
+    /// A token could not be signed.
     #[error("signing a token: {0}")]
     Sign(#[from] jsonwebtoken::errors::Error),
 }

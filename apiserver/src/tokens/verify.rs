@@ -11,11 +11,11 @@ use crate::object::meta_str;
 use crate::server::Inner;
 
 /// The user extra naming the pod a token is bound to.
-pub const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+pub(super) const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
 /// The user extra holding that pod's UID.
-pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+pub(super) const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
 /// The user extra identifying the credential itself (`JTI=<id>`).
-pub const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+pub(super) const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 /// Checks tokens against the server's signing key and current objects.
 #[derive(Clone)]

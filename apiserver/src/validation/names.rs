@@ -11,9 +11,13 @@ const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanume
 /// Which rule a resource's names follow (each kind's strategy says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {
+    /// A DNS-1123 subdomain: lower-case alphanumerics, `-` and `.`, up to 253 characters.
     Subdomain,
+    /// A DNS-1123 label: lower-case alphanumerics and `-`, up to 63 characters.
     Label,
+    /// A DNS-1035 label: a DNS-1123 label starting with a letter.
     Dns1035,
+    /// Any name usable as a path segment: not `.` or `..`, without `/` or `%`.
     PathSegment,
 }
 
@@ -96,7 +100,7 @@ pub fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<FieldError>
 
 /// Label/annotation key: optional DNS subdomain prefix and `/`, then a name
 /// of at most 63 characters of [A-Za-z0-9-_.] starting and ending alphanumeric.
-pub fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError> {
+pub(super) fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -129,7 +133,7 @@ pub fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError> {
 }
 
 /// Label value: empty, or at most 63 of [A-Za-z0-9-_.] alphanumeric at both ends.
-pub fn validate_label_value(value: &str, field: &str) -> Vec<FieldError> {
+pub(super) fn validate_label_value(value: &str, field: &str) -> Vec<FieldError> {
     let ok = value.is_empty()
         || (value.len() <= 63
             && value

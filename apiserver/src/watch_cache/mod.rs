@@ -20,8 +20,8 @@ use serde_json::Value;
 use skiff_store::Revision;
 use tokio::sync::{broadcast, watch};
 
-pub use cached::{CacheForm, Cached};
-pub use feed::FeedError;
+pub(crate) use cached::{CacheForm, Cached};
+pub(crate) use feed::FeedError;
 
 /// How many list snapshots are kept for continue tokens, and for how long.
 const RETAINED_SNAPSHOTS: usize = 64;
@@ -122,7 +122,7 @@ impl CacheEvent {
 
 /// The watch frame `{"type":KIND,"object":OBJECT}\n` around an object's
 /// JSON.
-pub fn frame(kind: &str, object: &[u8]) -> Bytes {
+pub(crate) fn frame(kind: &str, object: &[u8]) -> Bytes {
     let mut bytes = Vec::with_capacity(object.len() + 32);
     bytes.extend_from_slice(b"{\"type\":\"");
     bytes.extend_from_slice(kind.as_bytes());

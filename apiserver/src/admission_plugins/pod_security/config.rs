@@ -35,7 +35,7 @@ pub(crate) struct PodSecurityConfig {
 impl PodSecurityConfig {
     /// Parses a `PodSecurityConfiguration` object; the error says what is
     /// wrong with it in upstream's field-path form.
-    pub fn parse(value: &Value) -> Result<Self, String> {
+    pub(crate) fn parse(value: &Value) -> Result<Self, String> {
         let api_version = value["apiVersion"].as_str().unwrap_or("");
         let kind = value["kind"].as_str().unwrap_or("");
         if !API_VERSIONS.contains(&api_version) || kind != "PodSecurityConfiguration" {
@@ -113,15 +113,15 @@ impl PodSecurityConfig {
         })
     }
 
-    pub fn exempt_namespace(&self, namespace: &str) -> bool {
+    pub(crate) fn exempt_namespace(&self, namespace: &str) -> bool {
         !namespace.is_empty() && self.exemptions.namespaces.iter().any(|n| n == namespace)
     }
 
-    pub fn exempt_user(&self, user: &str) -> bool {
+    pub(crate) fn exempt_user(&self, user: &str) -> bool {
         !user.is_empty() && self.exemptions.usernames.iter().any(|u| u == user)
     }
 
-    pub fn exempt_runtime_class(&self, runtime_class: Option<&str>) -> bool {
+    pub(crate) fn exempt_runtime_class(&self, runtime_class: Option<&str>) -> bool {
         runtime_class
             .filter(|rc| !rc.is_empty())
             .is_some_and(|rc| self.exemptions.runtime_classes.iter().any(|c| c == rc))

@@ -34,7 +34,7 @@ pub(crate) enum Level {
 
 impl Level {
     /// Parses a level name.
-    pub fn parse(value: &str) -> Option<Self> {
+    pub(crate) fn parse(value: &str) -> Option<Self> {
         match value {
             "privileged" => Some(Level::Privileged),
             "baseline" => Some(Level::Baseline),
@@ -43,7 +43,7 @@ impl Level {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Level::Privileged => "privileged",
             Level::Baseline => "baseline",
@@ -66,7 +66,7 @@ pub(crate) enum Version {
 
 impl Version {
     /// Parses `latest` or `v1.<minor>` (no leading zeros, as upstream).
-    pub fn parse(value: &str) -> Option<Self> {
+    pub(crate) fn parse(value: &str) -> Option<Self> {
         if value == "latest" {
             return Some(Version::Latest);
         }
@@ -82,7 +82,7 @@ impl Version {
 
     /// The minor version whose checks apply: `latest` and anything newer
     /// than the newest check revision evaluate as that revision.
-    pub fn effective_minor(self) -> u32 {
+    pub(crate) fn effective_minor(self) -> u32 {
         match self {
             Version::Minor(minor) => minor.min(NEWEST_POLICY_MINOR),
             Version::Latest => NEWEST_POLICY_MINOR,
@@ -107,7 +107,7 @@ pub(crate) struct LevelVersion {
 }
 
 impl LevelVersion {
-    pub const PRIVILEGED_LATEST: LevelVersion = LevelVersion {
+    pub(crate) const PRIVILEGED_LATEST: LevelVersion = LevelVersion {
         level: Level::Privileged,
         version: Version::Latest,
     };
@@ -140,7 +140,7 @@ impl Default for Policy {
 
 impl Policy {
     /// Nothing is enforced, audited or warned about.
-    pub fn fully_privileged(&self) -> bool {
+    pub(crate) fn fully_privileged(&self) -> bool {
         [self.enforce, self.audit, self.warn]
             .iter()
             .all(|lv| lv.level == Level::Privileged)
@@ -148,7 +148,7 @@ impl Policy {
 
     /// The same outcome as `other` for every pod: equal, or privileged in
     /// the same modes whatever their versions (upstream's `Equivalent`).
-    pub fn equivalent(&self, other: &Policy) -> bool {
+    pub(crate) fn equivalent(&self, other: &Policy) -> bool {
         let same = |a: LevelVersion, b: LevelVersion| {
             a == b || (a.level == Level::Privileged && b.level == Level::Privileged)
         };
@@ -161,7 +161,7 @@ impl Policy {
     /// back; the errors name every label whose value was not understood
     /// (its stand-in is `restricted` for enforce, `privileged` for audit
     /// and warn, `latest` for a version).
-    pub fn from_labels(
+    pub(crate) fn from_labels(
         labels: &BTreeMap<String, String>,
         defaults: &Policy,
     ) -> (Policy, Vec<FieldError>) {

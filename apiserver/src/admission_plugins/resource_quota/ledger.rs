@@ -86,7 +86,7 @@ impl Charges {
     /// resource's collection in this namespace) use of quota `name`'s
     /// `names`, from its tally brought up to date.
     #[allow(clippy::too_many_arguments)]
-    pub fn used<'n>(
+    pub(crate) fn used<'n>(
         &mut self,
         prefix: &str,
         name: &str,
@@ -112,14 +112,14 @@ impl Charges {
     }
 
     /// Forgets the tallies of `prefix` for quotas not in `names`.
-    pub fn keep_tallies(&mut self, prefix: &str, names: &[&str]) {
+    pub(crate) fn keep_tallies(&mut self, prefix: &str, names: &[&str]) {
         self.tallies
             .retain(|(p, name), _| p != prefix || names.contains(&name.as_str()));
     }
 
     /// The deltas of the charges of `prefix` that `snapshot` does not show
     /// yet; forgets those of `prefix` it shows for good.
-    pub fn pending(&mut self, prefix: &str, snapshot: &Snapshot) -> Vec<ResourceList> {
+    pub(crate) fn pending(&mut self, prefix: &str, snapshot: &Snapshot) -> Vec<ResourceList> {
         self.charges
             .retain(|c| c.prefix != prefix || c.stored.is_none() || !c.shown_in(snapshot));
         self.charges
@@ -142,7 +142,7 @@ const SWEEP_AT: usize = 4096;
 impl QuotaLedger {
     /// The namespace's charges, locked: a check and its charge happen under
     /// one lock, so no two writes both take the last of a quota.
-    pub fn lock(&self, namespace: &str) -> NamespaceCharges {
+    pub(crate) fn lock(&self, namespace: &str) -> NamespaceCharges {
         let charges = {
             let mut namespaces = self.namespaces.lock();
             if namespaces.len() >= SWEEP_AT {
@@ -164,7 +164,7 @@ pub(crate) struct NamespaceCharges {
 
 impl NamespaceCharges {
     /// Locks them for one check.
-    pub fn lock(&self) -> MutexGuard<'_, Charges> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Charges> {
         self.charges.lock()
     }
 
@@ -172,7 +172,7 @@ impl NamespaceCharges {
     /// must be the one the check ran under). The charge lasts until the
     /// returned handle is dropped without the write stored, or until the
     /// cache of `prefix` shows the stored write.
-    pub fn charge(
+    pub(crate) fn charge(
         &self,
         locked: &mut Charges,
         prefix: &str,
@@ -213,7 +213,7 @@ pub(crate) struct QuotaCharge {
 
 impl QuotaCharge {
     /// Records that the write was stored at `revision`.
-    pub fn stored(&mut self, revision: Revision) {
+    pub(crate) fn stored(&mut self, revision: Revision) {
         self.stored = Some(revision);
         let mut charges = self.charges.lock();
         if let Some(charge) = charges.charges.iter_mut().find(|c| c.id == self.id) {

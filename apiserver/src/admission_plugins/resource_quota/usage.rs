@@ -41,7 +41,7 @@ pub(super) struct Tally {
 impl Tally {
     /// Counts the objects of `snapshot` under `prefix` (one namespace's
     /// collection) for `spec`.
-    pub fn count(
+    pub(super) fn count(
         evaluator: &Evaluator,
         spec: &QuotaSpec,
         prefix: &str,
@@ -67,13 +67,13 @@ impl Tally {
     }
 
     /// Whether this tally counts for `spec` (else it must be counted anew).
-    pub fn is_for(&self, spec: &QuotaSpec) -> bool {
+    pub(super) fn is_for(&self, spec: &QuotaSpec) -> bool {
         self.spec == *spec
     }
 
     /// Brings the tally to `snapshot`: only the objects under `prefix` that
     /// changed since the last one are counted again, and those being deleted.
-    pub fn follow(
+    pub(super) fn follow(
         &mut self,
         evaluator: &Evaluator,
         prefix: &str,
@@ -112,7 +112,7 @@ impl Tally {
 
     /// What the counted objects use of each name in `names` (zero for names
     /// nothing uses, so a refusal prints `used: pods=0`).
-    pub fn used<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> ResourceList {
+    pub(super) fn used<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> ResourceList {
         names
             .into_iter()
             .map(|name| {

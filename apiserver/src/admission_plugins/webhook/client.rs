@@ -31,7 +31,7 @@ pub(crate) struct WebhookTrust {
 
 impl WebhookTrust {
     /// Trusts the system roots and the CA certificates in `cluster_ca_pem`.
-    pub fn new(cluster_ca_pem: Option<&str>) -> Self {
+    pub(crate) fn new(cluster_ca_pem: Option<&str>) -> Self {
         let cluster_ca = cluster_ca_pem
             .map(|pem| {
                 rustls_pemfile::certs(&mut pem.as_bytes())

@@ -69,7 +69,7 @@ pub(super) struct Hook {
 
 impl Hook {
     /// Whether the webhook has no side effects a dry run could cause.
-    pub fn dry_run_safe(&self) -> bool {
+    pub(super) fn dry_run_safe(&self) -> bool {
         matches!(self.side_effects.as_str(), "None" | "NoneOnDryRun")
     }
 }

@@ -37,16 +37,23 @@ use crate::authz::rbac::{GROUP, Rule, rule::uncovered};
 /// A default policy object could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
+    /// An API request for a policy object failed.
     #[error("{action} {what}: {source}")]
     Api {
+        /// The request, e.g. "listing".
         action: &'static str,
+        /// The object or kind the request was about.
         what: String,
+        /// The API's error.
         #[source]
         source: kube::Error,
     },
+    /// A policy object did not convert to JSON.
     #[error("encoding {what}: {source}")]
     Encode {
+        /// The object.
         what: String,
+        /// The conversion's error.
         #[source]
         source: serde_json::Error,
     },
@@ -55,9 +62,13 @@ pub enum BootstrapError {
 /// The whole default policy: every ClusterRole, ClusterRoleBinding, Role
 /// and RoleBinding the server keeps.
 pub struct DefaultPolicy {
+    /// The default ClusterRoles.
     pub cluster_roles: Vec<ClusterRole>,
+    /// The default ClusterRoleBindings.
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    /// The default Roles.
     pub roles: Vec<Role>,
+    /// The default RoleBindings.
     pub role_bindings: Vec<RoleBinding>,
 }
 

@@ -56,6 +56,7 @@ const DISCOVERY_PATHS: &[&str] = &[
 /// Paths that are safe to show to anyone, even without credentials.
 const PUBLIC_INFO_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
 
+/// The default ClusterRoles, upstream's set and skiff's own components'.
 pub fn cluster_roles() -> Vec<RoleSpec> {
     vec![
         RoleSpec::cluster(
@@ -286,6 +287,7 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
     ]
 }
 
+/// The default ClusterRoleBindings.
 pub fn cluster_role_bindings() -> Vec<BindingSpec> {
     vec![
         BindingSpec::cluster("cluster-admin", vec![group(crate::authz::MASTERS_GROUP)]),
@@ -398,6 +400,7 @@ pub fn roles() -> Vec<RoleSpec> {
     ]
 }
 
+/// The default RoleBindings, each in its namespace.
 pub fn role_bindings() -> Vec<BindingSpec> {
     vec![
         BindingSpec::namespaced(

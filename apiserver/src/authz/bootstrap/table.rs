@@ -27,21 +27,37 @@ pub const READ_WRITE: &[&str] = &[
     "deletecollection",
 ];
 
+/// The core API group ("").
 pub const CORE: &str = "";
+/// The `apps` API group.
 pub const APPS: &str = "apps";
+/// The `batch` API group.
 pub const BATCH: &str = "batch";
+/// The `extensions` API group (rules still name it, as upstream's).
 pub const EXTENSIONS: &str = "extensions";
+/// The `policy` API group.
 pub const POLICY: &str = "policy";
+/// The `networking.k8s.io` API group.
 pub const NETWORKING: &str = "networking.k8s.io";
+/// The `autoscaling` API group.
 pub const AUTOSCALING: &str = "autoscaling";
+/// The `storage.k8s.io` API group.
 pub const STORAGE: &str = "storage.k8s.io";
+/// The `discovery.k8s.io` API group.
 pub const DISCOVERY: &str = "discovery.k8s.io";
+/// The `events.k8s.io` API group.
 pub const EVENTS: &str = "events.k8s.io";
+/// The `coordination.k8s.io` API group.
 pub const COORDINATION: &str = "coordination.k8s.io";
+/// The `authentication.k8s.io` API group.
 pub const AUTHENTICATION: &str = "authentication.k8s.io";
+/// The `authorization.k8s.io` API group.
 pub const AUTHORIZATION: &str = "authorization.k8s.io";
+/// The `certificates.k8s.io` API group.
 pub const CERTIFICATES: &str = "certificates.k8s.io";
+/// The `node.k8s.io` API group.
 pub const NODE: &str = "node.k8s.io";
+/// The `rbac.authorization.k8s.io` API group.
 pub const RBAC: &str = GROUP;
 
 /// The annotation that lets the server bring an object back to its
@@ -64,9 +80,13 @@ pub fn rule(verbs: &[&str]) -> Rule {
 
 /// Builder methods for [`rule`].
 pub trait RuleBuilder {
+    /// The rule applies to these API groups.
     fn groups(self, groups: &[&str]) -> Self;
+    /// The rule applies to these resources.
     fn resources(self, resources: &[&str]) -> Self;
+    /// The rule applies to these objects only.
     fn names(self, names: &[&str]) -> Self;
+    /// The rule applies to these non-resource paths.
     fn urls(self, urls: &[&str]) -> Self;
 }
 
@@ -99,11 +119,13 @@ pub fn events_rule() -> Rule {
 /// A default Role or ClusterRole.
 #[derive(Debug, Clone)]
 pub struct RoleSpec {
+    /// The role's name.
     pub name: String,
     /// `Some` for a Role.
     pub namespace: Option<&'static str>,
     /// Labels besides [`BOOTSTRAPPING`] (the aggregation labels).
     pub labels: Vec<(&'static str, &'static str)>,
+    /// What the role allows.
     pub rules: Vec<Rule>,
     /// For an aggregated ClusterRole: the label (`key: "true"`) whose
     /// roles it gathers.
@@ -111,6 +133,7 @@ pub struct RoleSpec {
 }
 
 impl RoleSpec {
+    /// A ClusterRole.
     pub fn cluster(name: impl Into<String>, rules: Vec<Rule>) -> Self {
         Self {
             name: name.into(),
@@ -121,6 +144,7 @@ impl RoleSpec {
         }
     }
 
+    /// A Role in `namespace`.
     pub fn namespaced(namespace: &'static str, name: &'static str, rules: Vec<Rule>) -> Self {
         Self {
             namespace: Some(namespace),
@@ -128,11 +152,13 @@ impl RoleSpec {
         }
     }
 
+    /// Adds the aggregation label `key: "true"`, so that the ClusterRole aggregating `key` gathers this one's rules.
     pub fn labelled(mut self, key: &'static str) -> Self {
         self.labels.push((key, "true"));
         self
     }
 
+    /// Makes this an aggregated ClusterRole gathering the roles labelled `key: "true"`.
     pub fn aggregating(mut self, key: &'static str) -> Self {
         self.aggregates = Some(key);
         self
@@ -158,6 +184,7 @@ impl RoleSpec {
         Some(self.rules.iter().map(PolicyRule::from).collect())
     }
 
+    /// The ClusterRole object, with the bootstrapping label and the autoupdate annotation.
     pub fn cluster_role(&self) -> ClusterRole {
         ClusterRole {
             metadata: self.metadata(),
@@ -171,6 +198,7 @@ impl RoleSpec {
         }
     }
 
+    /// The Role object, with the bootstrapping label and the autoupdate annotation.
     pub fn role(&self) -> Role {
         Role {
             metadata: self.metadata(),
@@ -182,12 +210,15 @@ impl RoleSpec {
 /// A default RoleBinding or ClusterRoleBinding.
 #[derive(Debug, Clone)]
 pub struct BindingSpec {
+    /// The binding's name.
     pub name: String,
     /// `Some` for a RoleBinding.
     pub namespace: Option<&'static str>,
     /// `ClusterRole` or `Role`.
     pub role_kind: &'static str,
+    /// The name of the role bound.
     pub role: String,
+    /// Whom the binding grants the role to.
     pub subjects: Vec<Subject>,
 }
 
@@ -229,6 +260,7 @@ impl BindingSpec {
         }
     }
 
+    /// The reference to the bound role.
     pub fn role_ref(&self) -> RoleRef {
         RoleRef {
             api_group: GROUP.into(),
@@ -237,6 +269,7 @@ impl BindingSpec {
         }
     }
 
+    /// The ClusterRoleBinding object, with the bootstrapping label and the autoupdate annotation.
     pub fn cluster_role_binding(&self) -> ClusterRoleBinding {
         ClusterRoleBinding {
             metadata: self.metadata(),
@@ -245,6 +278,7 @@ impl BindingSpec {
         }
     }
 
+    /// The RoleBinding object, with the bootstrapping label and the autoupdate annotation.
     pub fn role_binding(&self) -> RoleBinding {
         RoleBinding {
             metadata: self.metadata(),
@@ -254,6 +288,7 @@ impl BindingSpec {
     }
 }
 
+/// A subject naming a user.
 pub fn user(name: &str) -> Subject {
     Subject {
         api_group: Some(GROUP.into()),
@@ -263,6 +298,7 @@ pub fn user(name: &str) -> Subject {
     }
 }
 
+/// A subject naming a group.
 pub fn group(name: &str) -> Subject {
     Subject {
         api_group: Some(GROUP.into()),
@@ -272,6 +308,7 @@ pub fn group(name: &str) -> Subject {
     }
 }
 
+/// A subject naming a service account.
 pub fn service_account(namespace: &str, name: &str) -> Subject {
     Subject {
         api_group: None,

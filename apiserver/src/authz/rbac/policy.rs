@@ -66,7 +66,7 @@ pub(crate) struct Scoped {
 
 impl Resolved {
     /// What RoleBindings grant in `namespace` (none for the empty one).
-    pub fn scoped(&self, namespace: &str) -> Option<&Scoped> {
+    pub(super) fn scoped(&self, namespace: &str) -> Option<&Scoped> {
         if namespace.is_empty() {
             return None;
         }
@@ -75,7 +75,7 @@ impl Resolved {
 
     /// The roles in force in `namespace` (cluster-wide ones first), and the
     /// problems met resolving them.
-    pub fn in_namespace(&self, namespace: &str) -> (Vec<&Rules>, Vec<&str>) {
+    pub(super) fn in_namespace(&self, namespace: &str) -> (Vec<&Rules>, Vec<&str>) {
         let mut rules: Vec<&Rules> = self.cluster.iter().collect();
         let mut errors: Vec<&str> = self.cluster_errors.iter().map(String::as_str).collect();
         if let Some(scoped) = self.scoped(namespace) {
@@ -146,7 +146,7 @@ fn rules_of(object: &Value) -> Rules {
 impl Policy {
     /// An empty policy that matches no revisions (so the first request
     /// builds a real one).
-    pub fn empty() -> Self {
+    pub(super) fn empty() -> Self {
         Self {
             revisions: [Revision::MAX; 4],
             roles: HashMap::new(),
@@ -159,7 +159,7 @@ impl Policy {
     }
 
     /// Indexes the four snapshots.
-    pub fn build(inputs: &Inputs) -> Self {
+    pub(super) fn build(inputs: &Inputs) -> Self {
         let mut policy = Self::empty();
         policy.revisions = [
             inputs.roles.revision,
@@ -238,7 +238,7 @@ impl Policy {
 
     /// The rules a role reference grants in `namespace` (a Role is looked
     /// up there), or upstream's "not found" message.
-    pub fn role_rules(&self, role: &RoleRef, namespace: &str) -> Result<Rules, String> {
+    pub(super) fn role_rules(&self, role: &RoleRef, namespace: &str) -> Result<Rules, String> {
         match role.kind.as_str() {
             "ClusterRole" => self.cluster_roles.get(&role.name).cloned().ok_or_else(|| {
                 format!(
@@ -261,7 +261,7 @@ impl Policy {
     }
 
     /// What `user` may do, resolved once per policy.
-    pub fn resolve(&self, user: &UserInfo) -> Arc<Resolved> {
+    pub(super) fn resolve(&self, user: &UserInfo) -> Arc<Resolved> {
         let mut hasher = self.hasher.build_hasher();
         user.name.hash(&mut hasher);
         user.groups.hash(&mut hasher);

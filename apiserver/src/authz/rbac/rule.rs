@@ -26,10 +26,15 @@ pub const ALL: &str = "*";
 /// A policy rule with its lists unwrapped (absent = empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Rule {
+    /// The verbs allowed.
     pub verbs: Vec<String>,
+    /// The API groups the rule covers.
     pub api_groups: Vec<String>,
+    /// The resources (and `resource/subresource`s) the rule covers.
     pub resources: Vec<String>,
+    /// The objects the rule is limited to; empty for all.
     pub resource_names: Vec<String>,
+    /// The non-resource paths the rule covers.
     pub non_resource_urls: Vec<String>,
 }
 
@@ -101,6 +106,7 @@ fn verb_bit(verb: &str) -> Option<u16> {
 /// one mask test.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compiled {
+    /// The rule as written.
     pub rule: Rule,
     verbs: u16,
 }

@@ -23,7 +23,7 @@ pub(crate) struct NodeLocation {
 
 impl NodeLocation {
     /// The request target on the node server.
-    pub fn uri(&self, path: &str, query: &str) -> String {
+    pub(crate) fn uri(&self, path: &str, query: &str) -> String {
         if query.is_empty() {
             path.to_string()
         } else {
