@@ -1,7 +1,8 @@
 //! Authentication: who is calling. Identities come from client certificates
 //! signed by the cluster CA (CN is the user, O fields the groups), from bearer
 //! tokens listed in a token file, from service-account tokens this server
-//! signed ([`crate::tokens`]), or — for in-process clients — from a
+//! signed ([`crate::tokens`]), from bootstrap tokens and the server token
+//! ([`crate::bootstrap_tokens`]), or — for in-process clients — from a
 //! [`UserInfo`] the process itself attaches, which no network request can set.
 
 use std::collections::{BTreeMap, HashMap};
@@ -101,6 +102,7 @@ pub enum AuthnError {
 pub struct Authenticator {
     tokens: HashMap<String, UserInfo>,
     service_accounts: Option<crate::tokens::ServiceAccountTokens>,
+    bootstrap: Option<crate::bootstrap_tokens::BootstrapTokens>,
 }
 
 /// The outcome of authenticating one request.
@@ -158,6 +160,7 @@ impl Authenticator {
         Ok(Self {
             tokens,
             service_accounts: None,
+            bootstrap: None,
         })
     }
 
@@ -167,6 +170,12 @@ impl Authenticator {
         tokens: crate::tokens::ServiceAccountTokens,
     ) -> Self {
         self.service_accounts = Some(tokens);
+        self
+    }
+
+    /// Also accepts bootstrap tokens and the server token (`tokens`).
+    pub fn with_bootstrap_tokens(mut self, tokens: crate::bootstrap_tokens::BootstrapTokens) -> Self {
+        self.bootstrap = Some(tokens);
         self
     }
 
@@ -230,6 +239,20 @@ impl Authenticator {
                 .cloned()
                 .collect();
             return (!matched.is_empty()).then(|| (user.clone(), matched));
+        }
+        if let Some(bootstrap) = &self.bootstrap
+            && crate::bootstrap_tokens::BootstrapTokens::claims(token)
+        {
+            // Like the token file's, good for this API server only.
+            let matched: Vec<String> = audiences
+                .iter()
+                .filter(|a| *a == crate::tokens::ISSUER)
+                .cloned()
+                .collect();
+            if matched.is_empty() {
+                return None;
+            }
+            return bootstrap.authenticate(token).map(|user| (user, matched));
         }
         match &self.service_accounts {
             Some(accounts) if crate::tokens::ServiceAccountTokens::looks_like_jwt(token) => {

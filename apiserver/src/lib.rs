@@ -13,6 +13,7 @@
 //! into another component's state: everything else talks to it through the API.
 
 pub mod authn;
+pub mod bootstrap_tokens;
 pub mod inprocess;
 pub mod kubelet_client;
 pub mod serve;

@@ -85,6 +85,10 @@ pub struct ApiServerConfig {
     /// The cluster CA (PEM), which admission webhooks without a `caBundle`
     /// may chain to besides the system roots.
     pub webhook_ca_pem: Option<String>,
+    /// The cluster CA bundle (PEM) served as it is at `/cacerts` (k3s's
+    /// path), which joining agents check against their token's hash before
+    /// trusting it; `None`: 404.
+    pub cacerts_pem: Option<String>,
     /// The snapshot directory `skiff snapshot` works on through
     /// [`crate::snapshots`]; `None` (`--disable-snapshots`) refuses them.
     pub snapshots: Option<Arc<skiff_store::snapshot::SnapshotDir>>,
@@ -132,6 +136,7 @@ impl Default for ApiServerConfig {
             encryption: None,
             audit: Default::default(),
             webhook_ca_pem: None,
+            cacerts_pem: None,
             snapshots: None,
             snapshot_retention: 5,
             metrics_resolution: crate::resource_metrics::DEFAULT_RESOLUTION,
@@ -632,6 +637,7 @@ impl ApiServer {
                 crate::snapshots::PRUNE_PATH,
                 axum::routing::post(crate::snapshots::prune_handler),
             )
+            .route("/cacerts", get(cacerts))
             .route("/healthz", get(health))
             .route("/livez", get(health))
             .route("/readyz", get(readiness))
@@ -692,6 +698,16 @@ impl ApiServer {
     /// (for [`crate::authn::Authenticator::with_service_account_tokens`]).
     pub fn service_account_tokens(&self) -> crate::tokens::ServiceAccountTokens {
         crate::tokens::ServiceAccountTokens::new(self.inner.clone())
+    }
+
+    /// The authenticator of bootstrap tokens (Secrets in kube-system, read
+    /// from this server's cache) and of the server token's `secret` (for
+    /// [`crate::authn::Authenticator::with_bootstrap_tokens`]).
+    pub fn bootstrap_tokens(
+        &self,
+        server_secret: Option<String>,
+    ) -> crate::bootstrap_tokens::BootstrapTokens {
+        crate::bootstrap_tokens::BootstrapTokens::new(self.inner.clone(), server_secret)
     }
 
     /// Lets TokenReviews check tokens with the authenticator the HTTPS
@@ -777,6 +793,21 @@ fn rbac_sources(
 
 async fn health() -> Response {
     (StatusCode::OK, "ok").into_response()
+}
+
+/// `/cacerts`: the cluster CA bundle, byte for byte as the join token
+/// hashes it. Public (k3s's agents fetch it before they trust anything;
+/// RBAC's `system:skiff:cacerts` grants it to everyone): it holds no secret.
+async fn cacerts(axum::extract::State(inner): axum::extract::State<Arc<Inner>>) -> Response {
+    match &inner.config.cacerts_pem {
+        Some(pem) => (
+            StatusCode::OK,
+            [(http::header::CONTENT_TYPE, "application/x-pem-file")],
+            pem.clone(),
+        )
+            .into_response(),
+        None => ApiError::PathNotFound.into_response(),
+    }
 }
 
 /// `/readyz`, with upstream's body: `ok`, or every check as `[+]name ok` /

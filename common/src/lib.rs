@@ -20,6 +20,7 @@ pub mod amount;
 pub mod cidr;
 pub mod duration;
 pub mod events;
+pub mod join_token;
 pub mod labels;
 pub mod metrics;
 pub mod nft;

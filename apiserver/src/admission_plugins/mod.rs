@@ -20,6 +20,7 @@
 pub(crate) mod config;
 mod default_ingress_class;
 pub(crate) mod limit_ranger;
+pub(crate) mod node_password;
 pub(crate) mod node_restriction;
 pub(crate) mod pod_security;
 mod rbac_escalation;

@@ -158,6 +158,10 @@ pub(crate) async fn create_object(
         check_namespace(inner, info, ns, name).await?;
     }
     info.strategy.admit_create(inner, info, &mut object).await?;
+    // Before anything can store or echo it: the node password leaves the
+    // request here (see the plugin).
+    crate::admission_plugins::node_password::admit(inner, info, &write.user, &mut object, dry_run)
+        .await?;
     let attempts = if generate { GENERATE_NAME_ATTEMPTS } else { 1 };
     for _ in 0..attempts {
         let mut candidate = object.clone();

@@ -1,13 +1,25 @@
-//! Kubelet serving certificates for remote nodes: approves a
-//! CertificateSigningRequest for `kubernetes.io/kubelet-serving` when its
-//! requester is the node it names — the API server recorded the requester
-//! as `system:node:<name>` in `system:nodes`, the request's subject is that
-//! same user, it asks only for serving usages, and every name it asks for is
-//! an address that Node publishes — and then signs approved ones with the
-//! cluster CA ([`super::kubelet_serving`]), writing the certificate to the
-//! request's status. A request that does not qualify is left pending for a
-//! human (approvers do not deny, as upstream); one the signer's rules refuse
-//! gets a `Failed` condition.
+//! The csrapproving and csrsigning controllers for the two signers skiff
+//! serves, with the cluster CA:
+//!
+//! - `kubernetes.io/kubelet-serving` (remote nodes' serving certificates):
+//!   approved when the requester is the node it names — the API server
+//!   recorded the requester as `system:node:<name>` in `system:nodes`, the
+//!   request's subject is that same user, it asks only for serving usages,
+//!   and every name it asks for is an address that Node publishes
+//!   ([`super::kubelet_serving`]);
+//! - `kubernetes.io/kube-apiserver-client-kubelet` (nodes' client
+//!   certificates, the kubelet TLS bootstrap): approved, as upstream's
+//!   csrapproving controller, when the request is a node client request
+//!   ([`super::kubelet_client`], client usages only) and a
+//!   SubjectAccessReview allows its requester to create
+//!   `certificatesigningrequests/selfnodeclient` (the node itself, renewing)
+//!   or `certificatesigningrequests/nodeclient` (anyone else: by default
+//!   the bootstrap identities).
+//!
+//! Approved requests are signed and the certificate written to the status.
+//! A request that does not qualify is left pending for a human (approvers
+//! do not deny, as upstream); one the signer's rules refuse gets a `Failed`
+//! condition.
 //!
 //! It runs only when the manager was given the cluster CA; it never writes
 //! the CA key anywhere and never touches requests of other signers.
@@ -16,6 +28,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
 };
@@ -23,8 +38,10 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
+use tracing::Instrument;
 use kube::api::PostParams;
 
+use super::kubelet_client;
 use super::kubelet_serving::{
     ClusterSigner, NODE_USER_PREFIX, NODES_GROUP, SIGNER_NAME, names_address, parse_request,
 };
@@ -47,14 +64,23 @@ pub async fn run(ctx: Context, mut stop: Stop) {
     csrs.wait_for_sync().await;
     nodes.wait_for_sync().await;
     let api: Api<CertificateSigningRequest> = Api::all(ctx.client.clone());
+    let reviews: Api<SubjectAccessReview> = Api::all(ctx.client.clone());
     loop {
         for csr in csrs.cache().list() {
-            if csr.spec.signer_name != SIGNER_NAME {
-                continue;
-            }
             let name = csr.metadata.name.clone().unwrap_or_default();
-            if let Err(error) = reconcile(&api, &csr, &nodes.cache().list(), &signer).await {
-                tracing::warn!(csr = %name, %error, "kubelet serving request");
+            let kind = if csr.spec.signer_name == SIGNER_NAME {
+                Kind::Serving
+            } else if csr.spec.signer_name == kubelet_client::SIGNER_NAME {
+                Kind::Client
+            } else {
+                continue;
+            };
+            let span = tracing::info_span!("reconcile", controller = "certificates", key = %name);
+            let done = reconcile(&api, &reviews, kind, &csr, &nodes.cache().list(), &signer)
+                .instrument(span)
+                .await;
+            if let Err(error) = done {
+                tracing::warn!(csr = %name, %error, signer = %csr.spec.signer_name, "certificate request");
             }
         }
         tokio::select! {
@@ -75,8 +101,17 @@ fn has_condition(csr: &CertificateSigningRequest, kind: &str) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
 }
 
+/// Which of the two signers a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Serving,
+    Client,
+}
+
 async fn reconcile(
     api: &Api<CertificateSigningRequest>,
+    reviews: &Api<SubjectAccessReview>,
+    kind: Kind,
     csr: &CertificateSigningRequest,
     nodes: &[Arc<Node>],
     signer: &ClusterSigner,
@@ -94,33 +129,60 @@ async fn reconcile(
     }
     let name = csr.metadata.name.clone().unwrap_or_default();
     if !has_condition(csr, "Approved") {
-        match approval(csr, nodes) {
-            Ok(()) => {
+        let decided = match kind {
+            Kind::Serving => approval(csr, nodes).map(|()| {
+                "approved: the requesting node asked for a serving certificate for its own addresses"
+            }),
+            Kind::Client => match client_approval(csr) {
+                Ok(subresource) => {
+                    if allowed(reviews, csr, subresource).await? {
+                        Ok(if subresource == "selfnodeclient" {
+                            "Auto approving self kubelet client certificate after SubjectAccessReview."
+                        } else {
+                            "Auto approving kubelet client certificate after SubjectAccessReview."
+                        })
+                    } else {
+                        Err(format!(
+                            "the requester may not create certificatesigningrequests/{subresource}"
+                        ))
+                    }
+                }
+                Err(why) => Err(why),
+            },
+        };
+        match decided {
+            Ok(message) => {
                 let mut approved = csr.clone();
-                add_condition(
-                    &mut approved,
-                    "Approved",
-                    "AutoApproved",
-                    "approved: the requesting node asked for a serving certificate for its own addresses",
-                );
+                add_condition(&mut approved, "Approved", "AutoApproved", message);
                 api.replace_subresource("approval", &name, &PostParams::default(), &approved)
                     .await?;
-                tracing::info!(csr = %name, "kubelet serving request approved");
+                tracing::info!(csr = %name, ?kind, "certificate request approved");
             }
-            Err(why) => tracing::debug!(csr = %name, %why, "kubelet serving request left pending"),
+            Err(why) => tracing::debug!(csr = %name, %why, ?kind, "certificate request left pending"),
         }
         // The approval comes back through the informer; sign on a later pass.
         return Ok(());
     }
     let pem = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
     let mut updated = csr.clone();
-    match signer.sign_kubelet_serving(&pem) {
-        Ok((certificate, _)) => {
+    let signed = match kind {
+        Kind::Serving => signer.sign_kubelet_serving(&pem).map(|(c, _)| c),
+        Kind::Client => {
+            let expiration = csr
+                .spec
+                .expiration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map(Duration::from_secs);
+            signer.sign_kubelet_client(&pem, expiration).map(|(c, _)| c)
+        }
+    };
+    match signed {
+        Ok(certificate) => {
             updated
                 .status
                 .get_or_insert_with(Default::default)
                 .certificate = Some(k8s_openapi::ByteString(certificate.into_bytes()));
-            tracing::info!(csr = %name, "kubelet serving certificate signed");
+            tracing::info!(csr = %name, ?kind, "certificate signed");
         }
         Err(error) => add_condition(
             &mut updated,
@@ -148,6 +210,64 @@ fn add_condition(csr: &mut CertificateSigningRequest, kind: &str, reason: &str, 
             last_update_time: Some(now.clone()),
             last_transition_time: Some(now),
         });
+}
+
+/// Whether a client request is a node client request, and which
+/// subresource its requester must be allowed to create for it to be
+/// approved: `selfnodeclient` when the node asks for itself, `nodeclient`
+/// otherwise (upstream's csrapproving recognizers). The error says why it
+/// is not one.
+pub fn client_approval(csr: &CertificateSigningRequest) -> Result<&'static str, String> {
+    let usages: BTreeSet<&str> = csr
+        .spec
+        .usages
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if !usages.contains("client auth")
+        || usages
+            .iter()
+            .any(|u| !kubelet_client::ALLOWED_USAGES.contains(u))
+    {
+        return Err(format!("usages {usages:?} are not a node client certificate's"));
+    }
+    let pem = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
+    let (_, node) = kubelet_client::parse_request(&pem).map_err(|e| e.to_string())?;
+    let requester = csr.spec.username.as_deref().unwrap_or_default();
+    let groups = csr.spec.groups.as_deref().unwrap_or_default();
+    let is_node = requester.strip_prefix(NODE_USER_PREFIX) == Some(node.as_str())
+        && groups.iter().any(|g| g == NODES_GROUP);
+    Ok(if is_node { "selfnodeclient" } else { "nodeclient" })
+}
+
+/// Whether the request's requester may create
+/// `certificatesigningrequests/<subresource>`, asked as a
+/// SubjectAccessReview with the identity the API server recorded.
+async fn allowed(
+    reviews: &Api<SubjectAccessReview>,
+    csr: &CertificateSigningRequest,
+    subresource: &str,
+) -> Result<bool, kube::Error> {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: csr.spec.username.clone(),
+            groups: csr.spec.groups.clone(),
+            uid: csr.spec.uid.clone(),
+            extra: csr.spec.extra.clone(),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("certificates.k8s.io".into()),
+                resource: Some("certificatesigningrequests".into()),
+                subresource: Some(subresource.into()),
+                verb: Some("create".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = reviews.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 /// Whether the request may be approved; the error says why not.

@@ -28,7 +28,7 @@ pub const NODE_USER_PREFIX: &str = "system:node:";
 /// How long an issued certificate is valid.
 pub const LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
 /// How far back the validity starts, for clocks a little behind ours.
-const BACKDATE: Duration = Duration::from_secs(5 * 60);
+pub(super) const BACKDATE: Duration = Duration::from_secs(5 * 60);
 
 /// Why a request was not signed.
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +124,7 @@ pub fn parse_request(
     Ok((csr, ServingRequest { node_name, names }))
 }
 
-fn dn_text(value: &DnValue) -> Option<String> {
+pub(super) fn dn_text(value: &DnValue) -> Option<String> {
     match value {
         DnValue::PrintableString(s) => Some(s.as_str().to_string()),
         DnValue::Utf8String(s) => Some(s.clone()),
@@ -136,7 +136,7 @@ fn dn_text(value: &DnValue) -> Option<String> {
 
 /// The cluster CA, ready to sign.
 pub struct ClusterSigner {
-    issuer: Issuer<'static, KeyPair>,
+    pub(super) issuer: Issuer<'static, KeyPair>,
 }
 
 impl std::fmt::Debug for ClusterSigner {

@@ -62,11 +62,15 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                     "certificatesigningrequests/status",
                     "certificatesigningrequests/approval",
                 ]),
-                // skiff signs kubelet serving certificates only.
+                // skiff signs kubelet serving and kubelet client
+                // certificates only.
                 rule(&["approve", "sign"])
                     .groups(&[CERTIFICATES])
                     .resources(&["signers"])
-                    .names(&["kubernetes.io/kubelet-serving"]),
+                    .names(&[
+                        "kubernetes.io/kubelet-serving",
+                        "kubernetes.io/kube-apiserver-client-kubelet",
+                    ]),
                 rule(&["create"])
                     .groups(&[AUTHORIZATION])
                     .resources(&["subjectaccessreviews"]),

@@ -170,6 +170,31 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
                     .resources(&["certificatesigningrequests"]),
             ],
         ),
+        // What the kubelet TLS bootstrap is checked against (upstream's
+        // csrapproving controller asks a SubjectAccessReview for these
+        // subresources): a new node's client certificate, and a node
+        // renewing its own.
+        RoleSpec::cluster(
+            NODE_CLIENT_ROLE,
+            vec![
+                rule(&["create"])
+                    .groups(&[CERTIFICATES])
+                    .resources(&["certificatesigningrequests/nodeclient"]),
+            ],
+        ),
+        RoleSpec::cluster(
+            SELF_NODE_CLIENT_ROLE,
+            vec![
+                rule(&["create"])
+                    .groups(&[CERTIFICATES])
+                    .resources(&["certificatesigningrequests/selfnodeclient"]),
+            ],
+        ),
+        // k3s's /cacerts: the CA a joining agent checks against its token.
+        RoleSpec::cluster(
+            "system:skiff:cacerts",
+            vec![rule(&["get"]).urls(&["/cacerts"])],
+        ),
         RoleSpec::cluster(
             "system:kubelet-api-admin",
             vec![
@@ -297,6 +322,28 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
             "system:public-info-viewer",
             vec![group(AUTHENTICATED), group(UNAUTHENTICATED)],
         ),
+        BindingSpec::cluster(
+            "system:skiff:cacerts",
+            vec![group(AUTHENTICATED), group(UNAUTHENTICATED)],
+        ),
+        // Bootstrap tokens (and the server token) may ask for node client
+        // certificates, which the csrapproving controller approves; nodes
+        // may renew their own (kubeadm binds the same three).
+        BindingSpec::cluster(
+            "system:skiff:node-bootstrapper",
+            vec![group(BOOTSTRAPPERS)],
+        )
+        .of("system:node-bootstrapper"),
+        BindingSpec::cluster(
+            "system:skiff:node-autoapprove-bootstrap",
+            vec![group(BOOTSTRAPPERS)],
+        )
+        .of(NODE_CLIENT_ROLE),
+        BindingSpec::cluster(
+            "system:skiff:node-autoapprove-certificate-rotation",
+            vec![group("system:nodes")],
+        )
+        .of(SELF_NODE_CLIENT_ROLE),
         BindingSpec::cluster("system:monitoring", vec![group("system:monitoring")]),
         BindingSpec::cluster(
             "system:service-account-issuer-discovery",
@@ -384,6 +431,17 @@ pub fn roles() -> Vec<RoleSpec> {
                     .names(&["kube-scheduler"]),
             ],
         ),
+        // Upstream's token cleaner: deletes expired bootstrap tokens.
+        RoleSpec::namespaced(
+            "kube-system",
+            "system:controller:token-cleaner",
+            vec![
+                rule(&["delete", "get", "list", "watch"])
+                    .groups(&[CORE])
+                    .resources(&["secrets"]),
+                events_rule(),
+            ],
+        ),
         // What `skiff-dns` writes when it publishes itself.
         RoleSpec::namespaced(
             "kube-system",
@@ -428,9 +486,24 @@ pub fn role_bindings() -> Vec<BindingSpec> {
                 service_account("kube-system", "kube-scheduler"),
             ],
         ),
+        BindingSpec::namespaced(
+            "kube-system",
+            "system:controller:token-cleaner",
+            vec![service_account("kube-system", TOKEN_CLEANER_ACCOUNT)],
+        ),
         BindingSpec::namespaced("kube-system", "system:skiff:dns-publisher", dns_subjects()),
     ]
 }
+
+/// The group of bootstrap-token identities.
+pub const BOOTSTRAPPERS: &str = "system:bootstrappers";
+/// Upstream's role allowing a new node's client certificate request.
+pub const NODE_CLIENT_ROLE: &str = "system:certificates.k8s.io:certificatesigningrequests:nodeclient";
+/// Upstream's role allowing a node to renew its own client certificate.
+pub const SELF_NODE_CLIENT_ROLE: &str =
+    "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient";
+/// The service account of the token cleaner.
+pub const TOKEN_CLEANER_ACCOUNT: &str = "token-cleaner";
 
 /// Who the DNS runs as: upstream's account, and upstream's user.
 fn dns_subjects() -> Vec<Subject> {

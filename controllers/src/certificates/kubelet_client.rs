@@ -1,0 +1,209 @@
+//! The `kubernetes.io/kube-apiserver-client-kubelet` signer's rules and
+//! signature: a node's client certificate towards the API server. A request
+//! qualifies when its subject is exactly `system:node:<name>` in the single
+//! group `system:nodes`, it names no DNS name, address, e-mail or URI, and
+//! asks for no CA powers; the certificate keeps only the subject and gets
+//! client-auth usages, for `expirationSeconds` when the request asks for
+//! less than [`LIFETIME`] (at least ten minutes, as upstream).
+//!
+//! Whether the *requester* may have it (a bootstrap identity allowed
+//! `certificatesigningrequests/nodeclient`, or the node itself renewing) is
+//! the approver's question ([`super::controller`]), not this module's.
+
+use std::time::{Duration, SystemTime};
+
+use rcgen::{
+    CertificateSigningRequestParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose,
+};
+
+use super::kubelet_serving::{
+    BACKDATE, ClusterSigner, LIFETIME, NODE_USER_PREFIX, NODES_GROUP, SignError, dn_text,
+};
+
+/// The signer name kubelets ask for client certificates with.
+pub const SIGNER_NAME: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+/// The usages a node client certificate may ask for ("client auth" is
+/// required).
+pub const ALLOWED_USAGES: &[&str] = &["digital signature", "key encipherment", "client auth"];
+/// The shortest lifetime a request may ask for (upstream's minimum
+/// `expirationSeconds`).
+pub const MIN_LIFETIME: Duration = Duration::from_secs(600);
+
+/// Reads a PEM request and checks it against the signer's rules; returns
+/// the node it names.
+pub fn parse_request(csr_pem: &str) -> Result<(CertificateSigningRequestParams, String), SignError> {
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| SignError::Parse(e.to_string()))?;
+    let mut cn = Vec::new();
+    let mut orgs = Vec::new();
+    for (kind, value) in csr.params.distinguished_name.iter() {
+        let text = dn_text(value).ok_or_else(|| {
+            SignError::Refused("the subject holds a value that is not text".into())
+        })?;
+        match kind {
+            DnType::CommonName => cn.push(text),
+            DnType::OrganizationName => orgs.push(text),
+            other => {
+                return Err(SignError::Refused(format!(
+                    "the subject may only hold a common name and organizations, not {other:?}"
+                )));
+            }
+        }
+    }
+    let node = match cn.as_slice() {
+        [one] => one
+            .strip_prefix(NODE_USER_PREFIX)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                SignError::Refused(format!(
+                    "the common name must be {NODE_USER_PREFIX}<node name>, not {one:?}"
+                ))
+            })?
+            .to_string(),
+        _ => {
+            return Err(SignError::Refused(
+                "the subject must hold exactly one common name".into(),
+            ));
+        }
+    };
+    if orgs != [NODES_GROUP] {
+        return Err(SignError::Refused(format!(
+            "the organization must be exactly [{NODES_GROUP}], not {orgs:?}"
+        )));
+    }
+    if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
+        return Err(SignError::Refused(
+            "a client certificate cannot be a CA".into(),
+        ));
+    }
+    if !csr.params.subject_alt_names.is_empty() {
+        return Err(SignError::Refused(
+            "a node client certificate names no DNS names, addresses, e-mails or URIs".into(),
+        ));
+    }
+    Ok((csr, node))
+}
+
+impl ClusterSigner {
+    /// Signs a node client request that follows the signer's rules, valid
+    /// for `expiration` (clamped to [`MIN_LIFETIME`]..[`LIFETIME`]) or
+    /// [`LIFETIME`]; returns the certificate (PEM) and the node.
+    pub fn sign_kubelet_client(
+        &self,
+        csr_pem: &str,
+        expiration: Option<Duration>,
+    ) -> Result<(String, String), SignError> {
+        let (mut csr, node) = parse_request(csr_pem)?;
+        let lifetime = expiration.map_or(LIFETIME, |d| d.clamp(MIN_LIFETIME, LIFETIME));
+        let now = SystemTime::now();
+        let params = &mut csr.params;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = (now - BACKDATE).into();
+        params.not_after = (now + lifetime).into();
+        params.serial_number = None;
+        params.use_authority_key_identifier_extension = true;
+        params.custom_extensions.clear();
+        params.crl_distribution_points.clear();
+        params.name_constraints = None;
+        params.subject_alt_names.clear();
+        let cert = csr
+            .signed_by(&self.issuer)
+            .map_err(|e| SignError::Sign(e.to_string()))?;
+        Ok((cert.pem(), node))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, KeyPair, SanType};
+
+    fn request(cn: &str, orgs: &[&str], sans: Vec<SanType>) -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        for o in orgs {
+            params.distinguished_name.push(DnType::OrganizationName, *o);
+        }
+        params.subject_alt_names = sans;
+        params.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    #[test]
+    fn only_node_client_requests_qualify() {
+        let (_, node) = parse_request(&request("system:node:n1", &[NODES_GROUP], vec![])).unwrap();
+        assert_eq!(node, "n1");
+        for (what, pem) in [
+            ("not a node", request("admin", &[NODES_GROUP], vec![])),
+            ("no group", request("system:node:n1", &[], vec![])),
+            (
+                "masters",
+                request("system:node:n1", &[NODES_GROUP, "system:masters"], vec![]),
+            ),
+            (
+                "an address",
+                request(
+                    "system:node:n1",
+                    &[NODES_GROUP],
+                    vec![SanType::IpAddress("10.0.0.1".parse().unwrap())],
+                ),
+            ),
+        ] {
+            assert!(
+                matches!(parse_request(&pem), Err(SignError::Refused(_))),
+                "{what} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn the_certificate_is_a_client_certificate_of_the_asked_lifetime() {
+        let certs = test_ca();
+        let signer = ClusterSigner::from_pem(&certs.0, &certs.1).unwrap();
+        let pem = request("system:node:n1", &[NODES_GROUP], vec![]);
+        let (cert, node) = signer
+            .sign_kubelet_client(&pem, Some(Duration::from_secs(3600)))
+            .unwrap();
+        assert_eq!(node, "n1");
+        let der = der_of(&cert);
+        let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let validity = parsed.validity();
+        let secs = validity.not_after.timestamp() - validity.not_before.timestamp();
+        assert_eq!(secs, 3600 + BACKDATE.as_secs() as i64);
+        let eku = parsed.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.client_auth && !eku.server_auth);
+        // Too short a request gets the minimum.
+        let (cert, _) = signer
+            .sign_kubelet_client(&pem, Some(Duration::from_secs(1)))
+            .unwrap();
+        let der = der_of(&cert);
+        let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let v = parsed.validity();
+        assert_eq!(
+            v.not_after.timestamp() - v.not_before.timestamp(),
+            (MIN_LIFETIME + BACKDATE).as_secs() as i64
+        );
+    }
+
+    /// A throwaway CA (certificate PEM, key PEM).
+    fn test_ca() -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, "test-ca");
+        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn der_of(pem: &str) -> Vec<u8> {
+        x509_parser::pem::parse_x509_pem(pem.as_bytes())
+            .unwrap()
+            .1
+            .contents
+    }
+}
