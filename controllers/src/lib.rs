@@ -35,6 +35,7 @@ pub mod resource_quota;
 pub mod serviceaccount;
 pub mod servicelb;
 pub mod statefulset;
+pub mod token_cleaner;
 
 pub use manager::{ACCOUNTS_NAMESPACE, ClientForAccount, Context, ControllerManager, Stop};
 
@@ -101,5 +102,6 @@ fn defaults() -> Vec<manager::Registered> {
             "horizontal-pod-autoscaler",
             horizontal_pod_autoscaler::run,
         ),
+        starter("tokencleaner", "token-cleaner", token_cleaner::run),
     ]
 }

@@ -200,3 +200,323 @@ fn rustls_pemfile_der(pem: &str) -> Vec<u8> {
         .decode(body)
         .unwrap()
 }
+
+/// A node client request (`CN=system:node:<node>`, `O=system:nodes`, no
+/// names) from `key`.
+fn client_request_pem(cn: &str, orgs: &[&str], key: &KeyPair) -> String {
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, cn);
+    for o in orgs {
+        params.distinguished_name.push(DnType::OrganizationName, *o);
+    }
+    params.serialize_request(key).unwrap().pem().unwrap()
+}
+
+const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+const CLIENT_USAGES: &[&str] = &["digital signature", "key encipherment", "client auth"];
+
+fn client_csr(
+    name: &str,
+    pem: String,
+    signer: &str,
+    usages: &[&str],
+    password: Option<&str>,
+) -> CertificateSigningRequest {
+    CertificateSigningRequest {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            annotations: password.map(|p| {
+                [("skiff.io/node-password".to_string(), p.to_string())]
+                    .into_iter()
+                    .collect()
+            }),
+            ..Default::default()
+        },
+        spec: CertificateSigningRequestSpec {
+            request: ByteString(pem.into_bytes()),
+            signer_name: signer.into(),
+            usages: Some(usages.iter().map(|u| u.to_string()).collect()),
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        },
+        status: None,
+    }
+}
+
+fn bootstrapper(cluster: &TestCluster, id: &str) -> kube::Client {
+    cluster.client_as(UserInfo::new(
+        format!("system:bootstrap:{id}"),
+        ["system:bootstrappers".to_string()],
+    ))
+}
+
+fn state(csr: &CertificateSigningRequest) -> (bool, bool) {
+    let status = csr.status.clone().unwrap_or_default();
+    let approved = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Approved" && c.status == "True");
+    (approved, status.certificate.is_some_and(|c| !c.0.is_empty()))
+}
+
+/// The kubelet TLS bootstrap from the attacker's side: a bootstrap identity
+/// gets a node client certificate (and the node renews its own), while
+/// other signers, wrong subjects or usages, identities without the
+/// `nodeclient` permission and a node asking for another node are never
+/// approved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrappers_get_node_client_certificates_and_nobody_else() {
+    let cluster = TestCluster::start(Some(&[])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+    let csrs: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
+    let boot = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "abcdef"));
+    let key = KeyPair::generate().unwrap();
+    let pp = PostParams::default();
+
+    // Refused ones first, so the controller has passed over them when the
+    // genuine ones are signed.
+    let wrong = [
+        (
+            "other-signer",
+            client_csr(
+                "other-signer",
+                client_request_pem("system:node:b1", &["system:nodes"], &key),
+                "kubernetes.io/kube-apiserver-client",
+                CLIENT_USAGES,
+                Some("pw-b1"),
+            ),
+        ),
+        (
+            "not-a-node",
+            client_csr(
+                "not-a-node",
+                client_request_pem("admin", &["system:nodes"], &key),
+                CLIENT_SIGNER,
+                CLIENT_USAGES,
+                Some("pw"),
+            ),
+        ),
+        (
+            "masters-group",
+            client_csr(
+                "masters-group",
+                client_request_pem("system:node:b2", &["system:nodes", "system:masters"], &key),
+                CLIENT_SIGNER,
+                CLIENT_USAGES,
+                Some("pw-b2"),
+            ),
+        ),
+        (
+            "server-usage",
+            client_csr(
+                "server-usage",
+                client_request_pem("system:node:b3", &["system:nodes"], &key),
+                CLIENT_SIGNER,
+                &["digital signature", "key encipherment", "client auth", "server auth"],
+                Some("pw-b3"),
+            ),
+        ),
+    ];
+    for (_, csr) in &wrong {
+        boot.create(&pp, csr).await.unwrap();
+    }
+    // An ordinary user who may create requests (node-bootstrapper) but not
+    // nodeclient.
+    let grant: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "alice-csr"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-bootstrapper"},
+        "subjects": [{"kind": "User", "name": "alice"}]
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(cluster.client.clone())
+        .create(&pp, &grant)
+        .await
+        .unwrap();
+    let alice = cluster.client_as(UserInfo::new("alice", Vec::<String>::new()));
+    Api::<CertificateSigningRequest>::all(alice)
+        .create(
+            &pp,
+            &client_csr(
+                "alice-as-node",
+                client_request_pem("system:node:b4", &["system:nodes"], &key),
+                CLIENT_SIGNER,
+                CLIENT_USAGES,
+                Some("pw-b4"),
+            ),
+        )
+        .await
+        .unwrap();
+    // A node asking for another node's client certificate: it is not
+    // selfnodeclient, and nodes are not allowed nodeclient.
+    Api::<CertificateSigningRequest>::all(node_client(&cluster, "n9"))
+        .create(
+            &pp,
+            &client_csr(
+                "n9-as-b5",
+                client_request_pem("system:node:b5", &["system:nodes"], &key),
+                CLIENT_SIGNER,
+                CLIENT_USAGES,
+                Some("pw-b5"),
+            ),
+        )
+        .await
+        .unwrap();
+    // The genuine bootstrap request, and b1 renewing its own certificate.
+    boot.create(
+        &pp,
+        &client_csr(
+            "b1-bootstrap",
+            client_request_pem("system:node:b1", &["system:nodes"], &key),
+            CLIENT_SIGNER,
+            CLIENT_USAGES,
+            Some("pw-b1"),
+        ),
+    )
+    .await
+    .unwrap();
+    Api::<CertificateSigningRequest>::all(node_client(&cluster, "b1"))
+        .create(
+            &pp,
+            &client_csr(
+                "b1-renewal",
+                client_request_pem("system:node:b1", &["system:nodes"], &key),
+                CLIENT_SIGNER,
+                CLIENT_USAGES,
+                None,
+            ),
+        )
+        .await
+        .unwrap();
+
+    let (stop_tx, stop) = watch::channel(false);
+    let mut ctx = Context::new(cluster.client.clone(), cluster.factory.clone());
+    ctx.cluster_signer = Some(Arc::new(
+        ClusterSigner::from_pem(&certs.ca_cert_pem, &certs.ca_key_pem).unwrap(),
+    ));
+    let controller = tokio::spawn(skiff_controllers::certificates::controller::run(ctx, stop));
+    cluster.factory.start().unwrap();
+
+    for name in ["b1-bootstrap", "b1-renewal"] {
+        let signed = eventually(Duration::from_secs(20), name, || {
+            let csrs = csrs.clone();
+            async move {
+                let csr = csrs.get(name).await.ok()?;
+                csr.status?.certificate.filter(|c| !c.0.is_empty())
+            }
+        })
+        .await;
+        let der = rustls_pemfile_der(&String::from_utf8(signed.0).unwrap());
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let subject = cert.subject();
+        assert_eq!(
+            subject.iter_common_name().next().unwrap().as_str().unwrap(),
+            "system:node:b1"
+        );
+        assert_eq!(
+            subject
+                .iter_organization()
+                .map(|o| o.as_str().unwrap())
+                .collect::<Vec<_>>(),
+            ["system:nodes"]
+        );
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.client_auth && !eku.server_auth, "{name}");
+        // The asked-for lifetime (an hour, plus the backdating).
+        let v = cert.validity();
+        assert!(v.not_after.timestamp() - v.not_before.timestamp() <= 3600 + 600);
+    }
+    // The password never reached the stored request.
+    let stored = csrs.get("b1-bootstrap").await.unwrap();
+    assert!(
+        !stored
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("skiff.io/node-password")
+    );
+    for name in wrong
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(["alice-as-node", "n9-as-b5"])
+    {
+        let csr = csrs.get(name).await.unwrap();
+        assert_eq!(state(&csr), (false, false), "{name} was approved or signed");
+    }
+    let _ = stop_tx.send(true);
+    let _ = controller.await;
+    cluster.shutdown().await;
+}
+
+/// The node password: the first bootstrap request for a name records it;
+/// another host (same shared token, another password, or none) is refused
+/// at once with a clear message; the node itself renews without one.
+#[tokio::test]
+async fn a_second_host_cannot_take_over_a_node_name() {
+    let cluster = TestCluster::start(Some(&[])).await;
+    let key = KeyPair::generate().unwrap();
+    let pp = PostParams::default();
+    let boot = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "abcdef"));
+    let pem = || client_request_pem("system:node:edge-1", &["system:nodes"], &key);
+    boot.create(
+        &pp,
+        &client_csr("first", pem(), CLIENT_SIGNER, CLIENT_USAGES, Some("host-a")),
+    )
+    .await
+    .unwrap();
+    // The same host again (a restart before its certificate arrived).
+    boot.create(
+        &pp,
+        &client_csr("again", pem(), CLIENT_SIGNER, CLIENT_USAGES, Some("host-a")),
+    )
+    .await
+    .unwrap();
+    for (name, password) in [("other-host", Some("host-b")), ("no-password", None)] {
+        let err = boot
+            .create(
+                &pp,
+                &client_csr(name, pem(), CLIENT_SIGNER, CLIENT_USAGES, password),
+            )
+            .await
+            .expect_err(name);
+        let kube::Error::Api(status) = err else {
+            panic!("{name}: {err}");
+        };
+        assert_eq!(status.code, 403, "{name}");
+        assert!(status.message.contains("edge-1"), "{}", status.message);
+        assert!(
+            status.message.contains("node password"),
+            "{}",
+            status.message
+        );
+    }
+    // A different bootstrap token changes nothing: the password decides.
+    let err = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "zzzzzz"))
+        .create(
+            &pp,
+            &client_csr("other-token", pem(), CLIENT_SIGNER, CLIENT_USAGES, Some("host-b")),
+        )
+        .await
+        .expect_err("another token, another password");
+    assert!(err.to_string().contains("another node password"), "{err}");
+    // The node itself renews with its certificate, no password.
+    Api::<CertificateSigningRequest>::all(node_client(&cluster, "edge-1"))
+        .create(
+            &pp,
+            &client_csr("renewal", pem(), CLIENT_SIGNER, CLIENT_USAGES, None),
+        )
+        .await
+        .unwrap();
+    // Only a hash is kept, in kube-system.
+    let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+        cluster.client.clone(),
+        "kube-system",
+    )
+    .get("edge-1.node-password.skiff")
+    .await
+    .unwrap();
+    let hash = String::from_utf8(secret.data.unwrap()["hash"].0.clone()).unwrap();
+    assert!(hash.starts_with("sha256:") && !hash.contains("host-a"), "{hash}");
+    cluster.shutdown().await;
+}
