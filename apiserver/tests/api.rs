@@ -18,6 +18,8 @@ mod aggregator_proxy;
 mod apply;
 #[path = "api/audit.rs"]
 mod audit;
+#[path = "api/bootstrap_tokens.rs"]
+mod bootstrap_tokens;
 #[path = "api/crd.rs"]
 mod crd;
 #[path = "api/crud.rs"]
