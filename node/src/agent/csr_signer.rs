@@ -66,47 +66,87 @@ pub fn csr_object(request: &ServingCertRequest) -> CertificateSigningRequest {
 #[async_trait]
 impl ServingCertSigner for CsrSigner {
     async fn sign(&self, request: &ServingCertRequest) -> Result<String, ServingCertError> {
-        let api: Api<CertificateSigningRequest> = Api::all(self.client.clone());
-        let created = api
-            .create(&PostParams::default(), &csr_object(request))
+        request_certificate(&self.client, &csr_object(request), self.wait, self.poll)
             .await
-            .map_err(|e| {
-                ServingCertError::Sign(format!("creating the CertificateSigningRequest: {e}"))
-            })?;
-        let name = created.metadata.name.unwrap_or_default();
-        tracing::info!(csr = %name, "waiting for the node serving certificate to be approved and signed");
-        let deadline = Instant::now() + self.wait;
-        loop {
-            match api.get(&name).await {
-                Ok(csr) => {
-                    let status = csr.status.unwrap_or_default();
-                    if let Some(refused) = status.conditions.iter().flatten().find(|c| {
-                        (c.type_ == "Denied" || c.type_ == "Failed") && c.status == "True"
-                    }) {
-                        return Err(ServingCertError::Sign(format!(
-                            "CertificateSigningRequest {name} {}: {}",
-                            refused.type_.to_lowercase(),
-                            refused.message.clone().unwrap_or_default()
-                        )));
-                    }
-                    if let Some(cert) = status.certificate.filter(|c| !c.0.is_empty()) {
-                        return String::from_utf8(cert.0).map_err(|_| {
-                            ServingCertError::Signed("the certificate is not PEM text".into())
-                        });
-                    }
+            .map_err(|e| match e {
+                CsrError::NotPem => {
+                    ServingCertError::Signed("the certificate is not PEM text".into())
                 }
-                Err(error) => {
-                    tracing::debug!(csr = %name, %error, "reading the CertificateSigningRequest")
+                other => ServingCertError::Sign(other.to_string()),
+            })
+    }
+}
+
+/// Why a CertificateSigningRequest brought no certificate.
+#[derive(Debug, thiserror::Error)]
+pub enum CsrError {
+    /// The request could not be created (the API's refusal).
+    #[error("creating the CertificateSigningRequest: {0}")]
+    Create(#[source] kube::Error),
+    /// An approver denied it, or the signer failed it.
+    #[error("CertificateSigningRequest {name} {verdict}: {message}")]
+    Refused {
+        /// The request.
+        name: String,
+        /// `denied` or `failed`.
+        verdict: String,
+        /// Why.
+        message: String,
+    },
+    /// Nobody signed it in time.
+    #[error("CertificateSigningRequest {name} was not signed within {wait:?}")]
+    Timeout {
+        /// The request.
+        name: String,
+        /// How long was waited.
+        wait: Duration,
+    },
+    /// The certificate is not text.
+    #[error("the issued certificate is not PEM text")]
+    NotPem,
+}
+
+/// Creates `csr` with `client` (whose identity the API server records as
+/// the requester) and waits up to `wait` for its certificate (PEM).
+pub async fn request_certificate(
+    client: &kube::Client,
+    csr: &CertificateSigningRequest,
+    wait: Duration,
+    poll: Duration,
+) -> Result<String, CsrError> {
+    let api: Api<CertificateSigningRequest> = Api::all(client.clone());
+    let created = api
+        .create(&PostParams::default(), csr)
+        .await
+        .map_err(CsrError::Create)?;
+    let name = created.metadata.name.unwrap_or_default();
+    tracing::info!(csr = %name, signer = %csr.spec.signer_name, "waiting for the certificate request to be approved and signed");
+    let deadline = Instant::now() + wait;
+    loop {
+        match api.get(&name).await {
+            Ok(csr) => {
+                let status = csr.status.unwrap_or_default();
+                if let Some(refused) = status.conditions.iter().flatten().find(|c| {
+                    (c.type_ == "Denied" || c.type_ == "Failed") && c.status == "True"
+                }) {
+                    return Err(CsrError::Refused {
+                        name,
+                        verdict: refused.type_.to_lowercase(),
+                        message: refused.message.clone().unwrap_or_default(),
+                    });
+                }
+                if let Some(cert) = status.certificate.filter(|c| !c.0.is_empty()) {
+                    return String::from_utf8(cert.0).map_err(|_| CsrError::NotPem);
                 }
             }
-            if Instant::now() >= deadline {
-                return Err(ServingCertError::Sign(format!(
-                    "CertificateSigningRequest {name} was not signed within {:?}",
-                    self.wait
-                )));
+            Err(error) => {
+                tracing::debug!(csr = %name, %error, "reading the CertificateSigningRequest")
             }
-            tokio::time::sleep(self.poll).await;
         }
+        if Instant::now() >= deadline {
+            return Err(CsrError::Timeout { name, wait });
+        }
+        tokio::time::sleep(poll).await;
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod backoff;
 pub mod claims;
+pub mod client_cert;
 pub mod context;
 pub mod cri_config;
 pub mod csr_signer;
@@ -16,6 +17,7 @@ pub mod env;
 pub mod expand;
 pub mod host;
 pub mod images;
+pub mod join;
 pub mod labels;
 pub mod logs;
 pub mod metrics;

@@ -295,7 +295,7 @@ fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
     }
 }
 
-fn read_optional(path: &Path) -> Result<Option<String>, ServingCertError> {
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, ServingCertError> {
     match fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -307,7 +307,7 @@ fn read_optional(path: &Path) -> Result<Option<String>, ServingCertError> {
     }
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), ServingCertError> {
+pub(crate) fn create_private_dir(dir: &Path) -> Result<(), ServingCertError> {
     let err = |action, source| ServingCertError::File {
         action,
         path: dir.to_path_buf(),
@@ -319,7 +319,7 @@ fn create_private_dir(dir: &Path) -> Result<(), ServingCertError> {
 
 /// Writes through a temporary file (mode 0600) and a rename, so a crash
 /// never leaves a half-written key behind.
-fn write_private(path: &Path, contents: &str) -> Result<(), ServingCertError> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), ServingCertError> {
     let err = |action, source| ServingCertError::File {
         action,
         path: path.to_path_buf(),

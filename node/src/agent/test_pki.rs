@@ -48,8 +48,23 @@ impl TestCa {
 
     /// A client certificate and key for `user` in `groups`.
     pub fn client_cert(&self, user: &str, groups: &[&str]) -> (String, String) {
+        self.client_cert_between(user, groups, None)
+    }
+
+    /// As [`Self::client_cert`], valid from `not_before` to `not_after`
+    /// when given.
+    pub fn client_cert_between(
+        &self,
+        user: &str,
+        groups: &[&str],
+        validity: Option<(std::time::SystemTime, std::time::SystemTime)>,
+    ) -> (String, String) {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::default();
+        if let Some((not_before, not_after)) = validity {
+            params.not_before = not_before.into();
+            params.not_after = not_after.into();
+        }
         params.distinguished_name.push(DnType::CommonName, user);
         for g in groups {
             params.distinguished_name.push(DnType::OrganizationName, *g);
