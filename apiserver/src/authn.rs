@@ -174,7 +174,10 @@ impl Authenticator {
     }
 
     /// Also accepts bootstrap tokens and the server token (`tokens`).
-    pub fn with_bootstrap_tokens(mut self, tokens: crate::bootstrap_tokens::BootstrapTokens) -> Self {
+    pub fn with_bootstrap_tokens(
+        mut self,
+        tokens: crate::bootstrap_tokens::BootstrapTokens,
+    ) -> Self {
         self.bootstrap = Some(tokens);
         self
     }

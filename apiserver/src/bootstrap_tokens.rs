@@ -92,9 +92,8 @@ impl BootstrapTokens {
     pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
         if let Some(secret) = join_token::server_secret(token) {
             let expected = self.server_secret.as_deref()?;
-            return constant_time_eq(secret.as_bytes(), expected.as_bytes()).then(|| {
-                UserInfo::new(SERVER_TOKEN_USER, [BOOTSTRAPPERS_GROUP.to_string()])
-            });
+            return constant_time_eq(secret.as_bytes(), expected.as_bytes())
+                .then(|| UserInfo::new(SERVER_TOKEN_USER, [BOOTSTRAPPERS_GROUP.to_string()]));
         }
         let (id, secret) = join_token::bootstrap_parts(token)?;
         let object = crate::tokens::read_core(
@@ -367,7 +366,10 @@ mod tests {
             v
         };
         let cases: Vec<(Value, Refused)> = vec![
-            (secret(&with("expiration", "2001-01-01T00:00:00Z")), Refused::Expired),
+            (
+                secret(&with("expiration", "2001-01-01T00:00:00Z")),
+                Refused::Expired,
+            ),
             (secret(&with("expiration", "not a time")), Refused::Expired),
             (
                 secret(&without("usage-bootstrap-authentication")),

@@ -7,8 +7,9 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use skiff_common::join_token::JoinToken;
 use skiff_informer::SharedInformerFactory;
-use skiff_node::agent::{self, AgentConfig, remote};
+use skiff_node::agent::{self, AgentConfig, join, remote};
 use tokio::sync::watch;
 
 /// Flags of the node agent.
@@ -188,13 +189,18 @@ pub struct AgentArgs {
     #[arg(long, env = "SKIFF_SERVER", required_unless_present = "kubeconfig")]
     pub server: Option<String>,
 
-    /// Bearer token to authenticate to the server.
+    /// The join token: the server's `DATA_DIR/token` or one `skiff token
+    /// create` printed (`K10<CA hash>::<credential>`); the agent checks the
+    /// server's CA against it, then gets a node client certificate (kubelet
+    /// TLS bootstrap) and uses that from then on. Any other token is used
+    /// as a bearer token as it is, with --ca-file.
     #[arg(long, env = "SKIFF_TOKEN", requires = "server")]
     pub token: Option<String>,
 
     /// The cluster CA certificate (PEM; the server's `DATA_DIR/tls/ca.crt`):
     /// the server's certificate must chain to it, and so must the client
-    /// certificates the node server accepts. Required with --server.
+    /// certificates the node server accepts. Required with a token that is
+    /// not a K10 join token (which carries the CA's hash instead).
     #[arg(long, env = "SKIFF_CA_FILE", requires = "server")]
     pub ca_file: Option<PathBuf>,
 
@@ -210,6 +216,8 @@ pub struct AgentArgs {
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
+    let mut config = args.node.agent_config(&args.data_dir)?;
+    let mut joined = None;
     let remote = match (&args.kubeconfig, &args.server) {
         (Some(path), _) => remote::client_from_kubeconfig(path).await?,
         (None, Some(server)) => {
@@ -217,16 +225,40 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
                 .token
                 .as_deref()
                 .context("--token is required with --server")?;
-            let ca_file = args
-                .ca_file
-                .as_deref()
-                .context("--ca-file is required with --server: the server must be verified")?;
-            remote::client_from_token(server, token, ca_file)?
+            let token = JoinToken::parse(token).context("--token")?;
+            if token.ca_hash.is_some() {
+                let join = join::JoinConfig {
+                    server: server.clone(),
+                    token,
+                    agent_dir: config.agent_dir().to_path_buf(),
+                    node_name: config.node_name.clone(),
+                };
+                let done = join::join(&join).await?;
+                if let Some(ca_file) = &args.ca_file {
+                    let given = std::fs::read_to_string(ca_file)
+                        .with_context(|| format!("reading {}", ca_file.display()))?;
+                    join::check_ca(server, &join.token, &given)
+                        .with_context(|| format!("--ca-file {}", ca_file.display()))?;
+                }
+                tracing::info!(node = %config.node_name, "joined with a node client certificate");
+                let remote = remote::Remote {
+                    client: done.client.clone(),
+                    ca_pem: done.ca_pem.clone(),
+                };
+                joined = Some(done);
+                remote
+            } else {
+                let ca_file = args.ca_file.as_deref().context(
+                    "--ca-file is required with a token that is not a K10 join token: the server must be verified",
+                )?;
+                remote::client_from_token(server, &token.credential, ca_file)?
+            }
         }
-        (None, None) => anyhow::bail!("give --server, --token and --ca-file, or --kubeconfig"),
+        (None, None) => anyhow::bail!(
+            "give --server and --token (and --ca-file for a plain token), or --kubeconfig"
+        ),
     };
     let client = remote.client;
-    let mut config = args.node.agent_config(&args.data_dir)?;
     config.server_tls = Some(agent::NodeServerTls {
         ca_pem: remote.ca_pem,
         signer: std::sync::Arc::new(agent::csr_signer::CsrSigner::new(client.clone())),
@@ -246,6 +278,16 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         &config.node_name,
         stop_rx.clone(),
     );
+    if let Some(joined) = joined {
+        // The client certificate is renewed before it expires.
+        proxy.spawn(join::keep_renewed(
+            joined,
+            config.agent_dir().to_path_buf(),
+            config.node_name.clone(),
+            join::RENEW_CHECK,
+            stop_rx.clone(),
+        ));
+    }
     let mut agent = {
         let factory = factory.clone();
         tokio::spawn(async move { agent::run(client, &factory, config, stop_rx).await })

@@ -12,6 +12,7 @@ mod ingress;
 mod secrets_encrypt;
 mod server;
 mod snapshot;
+mod token;
 
 use std::io::IsTerminal;
 
@@ -40,6 +41,9 @@ enum Command {
     /// Save, list, delete and prune snapshots of the cluster's store (on
     /// the running server), or restore one into a data dir.
     Snapshot(snapshot::SnapshotArgs),
+    /// Create, list and delete bootstrap tokens agents join with (on the
+    /// running server), as `kubeadm token`.
+    Token(token::TokenArgs),
     /// Rotate the server's certificates (in the data dir; restart after).
     Certificate(certificate::CertificateArgs),
     /// Check that this host can run `skiff server`: kernel features,
@@ -83,6 +87,10 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
             .block_on(snapshot::run(args)),
+        Command::Token(args) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(token::run(args)),
         Command::Certificate(args) => certificate::run(args),
         Command::CheckConfig(args) => check_config::run(args),
         Command::Version => {

@@ -369,6 +369,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let tls_config = certs.server_config().context("building TLS")?;
     let authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
         .context("loading the token file")?;
+    // k3s's DATA_DIR/token: agents join with it (`skiff agent --token`).
+    let server_token_secret = skiff_apiserver::bootstrap_tokens::load_or_create_server_token(
+        &args.data_dir.join("token"),
+        &certs.ca_cert_pem,
+    )
+    .context("preparing the server token")?;
     tracing::info!(elapsed_ms = phase.elapsed().as_millis() as u64, dir = %certs.dir.display(), "certificates ready");
 
     let phase = Instant::now();
@@ -400,6 +406,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         // Webhooks without a caBundle may present a certificate the cluster
         // CA signed (besides one from the system roots).
         webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
+        cacerts_pem: Some(certs.ca_cert_pem.clone()),
         service_cidr: args.service_cidr.clone(),
         advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
@@ -427,7 +434,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let api = ApiServer::new(store.clone(), api_config)
         .await
         .context("starting the API server")?;
-    let authn = Arc::new(authn.with_service_account_tokens(api.service_account_tokens()));
+    let authn = Arc::new(
+        authn
+            .with_service_account_tokens(api.service_account_tokens())
+            .with_bootstrap_tokens(api.bootstrap_tokens(Some(server_token_secret))),
+    );
     // TokenReviews check tokens exactly as the listener does.
     api.set_authenticator(authn.clone());
     tracing::info!(

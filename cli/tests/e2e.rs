@@ -20,6 +20,7 @@ mod e2e {
     mod fidelity;
     mod ingress;
     mod install;
+    mod join;
     mod kind_sweep;
     mod kube_rs;
     mod kubectl;

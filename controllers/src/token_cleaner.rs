@@ -58,9 +58,12 @@ pub async fn run_with(ctx: Context, mut stop: Stop, config: CleanerConfig) {
 
 async fn clean(api: &Api<Secret>) -> Result<(), kube::Error> {
     let now = Timestamp::now();
-    let secrets = api.list(&ListParams::default()).await.inspect_err(|error| {
-        tracing::warn!(%error, "listing bootstrap tokens");
-    })?;
+    let secrets = api
+        .list(&ListParams::default())
+        .await
+        .inspect_err(|error| {
+            tracing::warn!(%error, "listing bootstrap tokens");
+        })?;
     for secret in secrets.items {
         if secret.type_.as_deref() != Some(SECRET_TYPE) || !expired(&secret, now) {
             continue;
@@ -77,7 +80,9 @@ async fn clean(api: &Api<Secret>) -> Result<(), kube::Error> {
         };
         match api.delete(&name, &params).await {
             Ok(_) => tracing::info!(secret = %name, "deleted an expired bootstrap token"),
-            Err(error) => tracing::warn!(secret = %name, %error, "deleting an expired bootstrap token"),
+            Err(error) => {
+                tracing::warn!(secret = %name, %error, "deleting an expired bootstrap token")
+            }
         }
     }
     Ok(())

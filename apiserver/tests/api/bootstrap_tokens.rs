@@ -6,9 +6,9 @@
 
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::{Value, json};
+use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::{Authenticated, Authenticator, UserInfo};
 use skiff_apiserver::bootstrap_tokens::{self, NewToken};
-use skiff_apiserver::ApiServerConfig;
 
 use crate::harness::TestServer;
 
@@ -57,12 +57,22 @@ async fn bootstrap_tokens_authenticate_until_they_expire_or_go() {
         .with_bootstrap_tokens(server.server.bootstrap_tokens(Some("s3rv3rs3cr3t".into())));
     create_token(
         &server,
-        &token("abcdef", "0123456789abcdef", &["authentication", "signing"], Some("2099-01-01T00:00:00Z")),
+        &token(
+            "abcdef",
+            "0123456789abcdef",
+            &["authentication", "signing"],
+            Some("2099-01-01T00:00:00Z"),
+        ),
     )
     .await;
     create_token(
         &server,
-        &token("expird", "0123456789abcdef", &["authentication"], Some("2001-01-01T00:00:00Z")),
+        &token(
+            "expird",
+            "0123456789abcdef",
+            &["authentication"],
+            Some("2001-01-01T00:00:00Z"),
+        ),
     )
     .await;
     create_token(
@@ -73,7 +83,10 @@ async fn bootstrap_tokens_authenticate_until_they_expire_or_go() {
 
     let user = user_of(&authn, "abcdef.0123456789abcdef").expect("a valid token");
     assert_eq!(user.name, "system:bootstrap:abcdef");
-    assert_eq!(user.groups, ["system:bootstrappers", "system:authenticated"]);
+    assert_eq!(
+        user.groups,
+        ["system:bootstrappers", "system:authenticated"]
+    );
     for (what, bad) in [
         ("wrong secret", "abcdef.0123456789abcdeX"),
         ("expired", "expird.0123456789abcdef"),
@@ -85,12 +98,22 @@ async fn bootstrap_tokens_authenticate_until_they_expire_or_go() {
     }
     let server_user = user_of(&authn, "server:s3rv3rs3cr3t").expect("the server token");
     assert_eq!(server_user.name, bootstrap_tokens::SERVER_TOKEN_USER);
-    assert!(server_user.groups.iter().any(|g| g == "system:bootstrappers"));
+    assert!(
+        server_user
+            .groups
+            .iter()
+            .any(|g| g == "system:bootstrappers")
+    );
 
     // What a bootstrap identity may do: ask for certificates, not read the
     // cluster.
     let (code, body) = server
-        .call_as(&user, Method::GET, "/api/v1/namespaces/kube-system/secrets", None)
+        .call_as(
+            &user,
+            Method::GET,
+            "/api/v1/namespaces/kube-system/secrets",
+            None,
+        )
         .await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
     let (code, body) = server
@@ -128,7 +151,8 @@ async fn bootstrap_tokens_authenticate_until_they_expire_or_go() {
 #[tokio::test]
 async fn extra_groups_must_stay_under_bootstrappers() {
     let server = TestServer::new().await;
-    let authn = Authenticator::default().with_bootstrap_tokens(server.server.bootstrap_tokens(None));
+    let authn =
+        Authenticator::default().with_bootstrap_tokens(server.server.bootstrap_tokens(None));
     let mut good = token("grp001", "0123456789abcdef", &["authentication"], None);
     good.groups = vec!["system:bootstrappers:edge".into()];
     create_token(&server, &good).await;

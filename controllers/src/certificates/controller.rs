@@ -38,8 +38,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use tracing::Instrument;
 use kube::api::PostParams;
+use tracing::Instrument;
 
 use super::kubelet_client;
 use super::kubelet_serving::{
@@ -158,7 +158,9 @@ async fn reconcile(
                     .await?;
                 tracing::info!(csr = %name, ?kind, "certificate request approved");
             }
-            Err(why) => tracing::debug!(csr = %name, %why, ?kind, "certificate request left pending"),
+            Err(why) => {
+                tracing::debug!(csr = %name, %why, ?kind, "certificate request left pending")
+            }
         }
         // The approval comes back through the informer; sign on a later pass.
         return Ok(());
@@ -230,7 +232,9 @@ pub fn client_approval(csr: &CertificateSigningRequest) -> Result<&'static str, 
             .iter()
             .any(|u| !kubelet_client::ALLOWED_USAGES.contains(u))
     {
-        return Err(format!("usages {usages:?} are not a node client certificate's"));
+        return Err(format!(
+            "usages {usages:?} are not a node client certificate's"
+        ));
     }
     let pem = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
     let (_, node) = kubelet_client::parse_request(&pem).map_err(|e| e.to_string())?;
@@ -238,7 +242,11 @@ pub fn client_approval(csr: &CertificateSigningRequest) -> Result<&'static str, 
     let groups = csr.spec.groups.as_deref().unwrap_or_default();
     let is_node = requester.strip_prefix(NODE_USER_PREFIX) == Some(node.as_str())
         && groups.iter().any(|g| g == NODES_GROUP);
-    Ok(if is_node { "selfnodeclient" } else { "nodeclient" })
+    Ok(if is_node {
+        "selfnodeclient"
+    } else {
+        "nodeclient"
+    })
 }
 
 /// Whether the request's requester may create

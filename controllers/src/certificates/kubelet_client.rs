@@ -31,7 +31,9 @@ pub const MIN_LIFETIME: Duration = Duration::from_secs(600);
 
 /// Reads a PEM request and checks it against the signer's rules; returns
 /// the node it names.
-pub fn parse_request(csr_pem: &str) -> Result<(CertificateSigningRequestParams, String), SignError> {
+pub fn parse_request(
+    csr_pem: &str,
+) -> Result<(CertificateSigningRequestParams, String), SignError> {
     let csr = CertificateSigningRequestParams::from_pem(csr_pem)
         .map_err(|e| SignError::Parse(e.to_string()))?;
     let mut cn = Vec::new();
@@ -194,7 +196,9 @@ mod tests {
     fn test_ca() -> (String, String) {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, "test-ca");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "test-ca");
         params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let cert = params.self_signed(&key).unwrap();
         (cert.pem(), key.serialize_pem())

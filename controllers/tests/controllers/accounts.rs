@@ -35,15 +35,17 @@ async fn every_controller_account_has_a_bound_role() {
         .await
         .unwrap()
         .items;
-    let local_roles: Vec<String> = Api::<Role>::namespaced(cluster.client.clone(), ACCOUNTS_NAMESPACE)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|r| r.metadata.name)
-        .collect();
-    let names_account = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>, account: &str| {
+    let local_roles: Vec<String> =
+        Api::<Role>::namespaced(cluster.client.clone(), ACCOUNTS_NAMESPACE)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|r| r.metadata.name)
+            .collect();
+    let names_account = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>,
+                         account: &str| {
         subjects.iter().flatten().any(|s| {
             s.kind == "ServiceAccount"
                 && s.name == account
@@ -51,7 +53,10 @@ async fn every_controller_account_has_a_bound_role() {
         })
     };
     for account in manager.accounts() {
-        if let Some(binding) = bindings.iter().find(|b| names_account(&b.subjects, account)) {
+        if let Some(binding) = bindings
+            .iter()
+            .find(|b| names_account(&b.subjects, account))
+        {
             assert!(
                 roles.contains(&binding.role_ref.name),
                 "{account} is bound to the missing role {}",
@@ -63,13 +68,19 @@ async fn every_controller_account_has_a_bound_role() {
             .iter()
             .find(|b| names_account(&b.subjects, account))
         else {
-            panic!("no ClusterRoleBinding or kube-system RoleBinding names {ACCOUNTS_NAMESPACE}/{account}");
+            panic!(
+                "no ClusterRoleBinding or kube-system RoleBinding names {ACCOUNTS_NAMESPACE}/{account}"
+            );
         };
         let exists = match binding.role_ref.kind.as_str() {
             "Role" => local_roles.contains(&binding.role_ref.name),
             _ => roles.contains(&binding.role_ref.name),
         };
-        assert!(exists, "{account} is bound to the missing role {}", binding.role_ref.name);
+        assert!(
+            exists,
+            "{account} is bound to the missing role {}",
+            binding.role_ref.name
+        );
     }
     cluster.shutdown().await;
 }

@@ -257,7 +257,10 @@ fn state(csr: &CertificateSigningRequest) -> (bool, bool) {
         .iter()
         .flatten()
         .any(|c| c.type_ == "Approved" && c.status == "True");
-    (approved, status.certificate.is_some_and(|c| !c.0.is_empty()))
+    (
+        approved,
+        status.certificate.is_some_and(|c| !c.0.is_empty()),
+    )
 }
 
 /// The kubelet TLS bootstrap from the attacker's side: a bootstrap identity
@@ -314,7 +317,12 @@ async fn bootstrappers_get_node_client_certificates_and_nobody_else() {
                 "server-usage",
                 client_request_pem("system:node:b3", &["system:nodes"], &key),
                 CLIENT_SIGNER,
-                &["digital signature", "key encipherment", "client auth", "server auth"],
+                &[
+                    "digital signature",
+                    "key encipherment",
+                    "client auth",
+                    "server auth",
+                ],
                 Some("pw-b3"),
             ),
         ),
@@ -495,7 +503,13 @@ async fn a_second_host_cannot_take_over_a_node_name() {
     let err = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "zzzzzz"))
         .create(
             &pp,
-            &client_csr("other-token", pem(), CLIENT_SIGNER, CLIENT_USAGES, Some("host-b")),
+            &client_csr(
+                "other-token",
+                pem(),
+                CLIENT_SIGNER,
+                CLIENT_USAGES,
+                Some("host-b"),
+            ),
         )
         .await
         .expect_err("another token, another password");
@@ -517,6 +531,9 @@ async fn a_second_host_cannot_take_over_a_node_name() {
     .await
     .unwrap();
     let hash = String::from_utf8(secret.data.unwrap()["hash"].0.clone()).unwrap();
-    assert!(hash.starts_with("sha256:") && !hash.contains("host-a"), "{hash}");
+    assert!(
+        hash.starts_with("sha256:") && !hash.contains("host-a"),
+        "{hash}"
+    );
     cluster.shutdown().await;
 }

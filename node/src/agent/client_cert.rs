@@ -97,11 +97,13 @@ pub fn assess(cert_pem: &str, node_name: &str, ca_pem: &str) -> Fitness {
     }
     // The chain, validity and client-auth usage, as the API server checks them.
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = root_store(ca_pem).map_err(|e| e.to_string()).and_then(|roots| {
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-            .build()
-            .map_err(|e| e.to_string())
-    });
+    let verifier = root_store(ca_pem)
+        .map_err(|e| e.to_string())
+        .and_then(|roots| {
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| e.to_string())
+        });
     let verifier = match verifier {
         Ok(v) => v,
         Err(e) => return Fitness::Unusable(format!("CA: {e}")),
@@ -165,9 +167,8 @@ pub fn new_request(
     let csr = CertificateSigningRequest {
         metadata: ObjectMeta {
             generate_name: Some("node-csr-".into()),
-            annotations: password.map(|p| {
-                BTreeMap::from([(PASSWORD_ANNOTATION.to_string(), p.to_string())])
-            }),
+            annotations: password
+                .map(|p| BTreeMap::from([(PASSWORD_ANNOTATION.to_string(), p.to_string())])),
             ..Default::default()
         },
         spec: CertificateSigningRequestSpec {
@@ -241,7 +242,11 @@ pub async fn renew(
     if due == Fitness::Good {
         return Ok(false);
     }
-    tracing::info!(node = node_name, ?due, "renewing the node client certificate");
+    tracing::info!(
+        node = node_name,
+        ?due,
+        "renewing the node client certificate"
+    );
     let cert = obtain(client, pki_dir, node_name, ca_pem, None, wait).await?;
     slot.replace(&cert)
         .map_err(|e| ClientCertError::Signed(e.to_string()))?;
@@ -318,11 +323,20 @@ mod tests {
         let (good, _) = ca.client_cert("system:node:n1", &[NODES_GROUP]);
         assert_eq!(assess(&good, "n1", &ca.cert_pem), Fitness::Good);
         // Another node's, another group's, another CA's: unusable.
-        assert!(matches!(assess(&good, "n2", &ca.cert_pem), Fitness::Unusable(_)));
+        assert!(matches!(
+            assess(&good, "n2", &ca.cert_pem),
+            Fitness::Unusable(_)
+        ));
         let (admin, _) = ca.client_cert("system:node:n1", &["system:masters"]);
-        assert!(matches!(assess(&admin, "n1", &ca.cert_pem), Fitness::Unusable(_)));
+        assert!(matches!(
+            assess(&admin, "n1", &ca.cert_pem),
+            Fitness::Unusable(_)
+        ));
         let other = TestCa::new("other");
-        assert!(matches!(assess(&good, "n1", &other.cert_pem), Fitness::Unusable(_)));
+        assert!(matches!(
+            assess(&good, "n1", &other.cert_pem),
+            Fitness::Unusable(_)
+        ));
         // A fifth of its life left: renew; expired: unusable.
         let now = std::time::SystemTime::now();
         let (late, _) = ca.client_cert_between(
@@ -336,7 +350,10 @@ mod tests {
             &[NODES_GROUP],
             Some((now - 9 * HOUR, now - HOUR)),
         );
-        assert!(matches!(assess(&gone, "n1", &ca.cert_pem), Fitness::Unusable(_)));
+        assert!(matches!(
+            assess(&gone, "n1", &ca.cert_pem),
+            Fitness::Unusable(_)
+        ));
     }
 
     #[test]
@@ -346,11 +363,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pki = dir.path().join("pki");
         assert!(load(&pki).unwrap().is_none());
-        store(&pki, &ClientCert { cert_pem: cert_pem.clone(), key_pem }).unwrap();
+        store(
+            &pki,
+            &ClientCert {
+                cert_pem: cert_pem.clone(),
+                key_pem,
+            },
+        )
+        .unwrap();
         assert_eq!(load(&pki).unwrap().unwrap().cert_pem, cert_pem);
         use std::os::unix::fs::PermissionsExt;
         for file in [CERT_FILE, KEY_FILE] {
-            let mode = std::fs::metadata(pki.join(file)).unwrap().permissions().mode() & 0o777;
+            let mode = std::fs::metadata(pki.join(file))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
             assert_eq!(mode, 0o600, "{file}");
         }
     }
@@ -359,10 +387,7 @@ mod tests {
     fn requests_ask_for_a_node_client_certificate() {
         let (_, csr) = new_request("n1", Some("pw")).unwrap();
         assert_eq!(csr.spec.signer_name, SIGNER);
-        assert_eq!(
-            csr.metadata.annotations.unwrap()[PASSWORD_ANNOTATION],
-            "pw"
-        );
+        assert_eq!(csr.metadata.annotations.unwrap()[PASSWORD_ANNOTATION], "pw");
         let pem = String::from_utf8(csr.spec.request.0).unwrap();
         let parsed = rcgen::CertificateSigningRequestParams::from_pem(&pem).unwrap();
         let names: Vec<_> = parsed

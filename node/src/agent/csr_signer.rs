@@ -126,9 +126,11 @@ pub async fn request_certificate(
         match api.get(&name).await {
             Ok(csr) => {
                 let status = csr.status.unwrap_or_default();
-                if let Some(refused) = status.conditions.iter().flatten().find(|c| {
-                    (c.type_ == "Denied" || c.type_ == "Failed") && c.status == "True"
-                }) {
+                if let Some(refused) =
+                    status.conditions.iter().flatten().find(|c| {
+                        (c.type_ == "Denied" || c.type_ == "Failed") && c.status == "True"
+                    })
+                {
                     return Err(CsrError::Refused {
                         name,
                         verdict: refused.type_.to_lowercase(),

@@ -294,7 +294,11 @@ fn root_ders(ca_pem: &str) -> Result<Vec<Vec<u8>>, JoinError> {
 
 /// A client for the bootstrap: the server verified against `ca_pem`, the
 /// credential as a bearer token.
-fn bootstrap_client(server: &str, ca_pem: &str, credential: &str) -> Result<kube::Client, JoinError> {
+fn bootstrap_client(
+    server: &str,
+    ca_pem: &str,
+    credential: &str,
+) -> Result<kube::Client, JoinError> {
     let url = server
         .parse()
         .map_err(|_| JoinError::Url(server.to_string()))?;
@@ -329,10 +333,8 @@ pub fn client_with_cert(
         .https_only()
         .enable_http1()
         .wrap_connector(http);
-    let client = hyper_util::client::legacy::Client::builder(
-        hyper_util::rt::TokioExecutor::new(),
-    )
-    .build(https);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(https);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .service(client);

@@ -329,11 +329,8 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
         // Bootstrap tokens (and the server token) may ask for node client
         // certificates, which the csrapproving controller approves; nodes
         // may renew their own (kubeadm binds the same three).
-        BindingSpec::cluster(
-            "system:skiff:node-bootstrapper",
-            vec![group(BOOTSTRAPPERS)],
-        )
-        .of("system:node-bootstrapper"),
+        BindingSpec::cluster("system:skiff:node-bootstrapper", vec![group(BOOTSTRAPPERS)])
+            .of("system:node-bootstrapper"),
         BindingSpec::cluster(
             "system:skiff:node-autoapprove-bootstrap",
             vec![group(BOOTSTRAPPERS)],
@@ -498,7 +495,8 @@ pub fn role_bindings() -> Vec<BindingSpec> {
 /// The group of bootstrap-token identities.
 pub const BOOTSTRAPPERS: &str = "system:bootstrappers";
 /// Upstream's role allowing a new node's client certificate request.
-pub const NODE_CLIENT_ROLE: &str = "system:certificates.k8s.io:certificatesigningrequests:nodeclient";
+pub const NODE_CLIENT_ROLE: &str =
+    "system:certificates.k8s.io:certificatesigningrequests:nodeclient";
 /// Upstream's role allowing a node to renew its own client certificate.
 pub const SELF_NODE_CLIENT_ROLE: &str =
     "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient";

@@ -1,0 +1,276 @@
+//! Agents joining by token (issue #16), with a real `skiff agent` on
+//! containerd beside a control-plane-only server: `skiff token create` →
+//! `skiff agent --server --token` becomes a Ready node holding a
+//! `system:node:<name>` client certificate it got through the kubelet TLS
+//! bootstrap, and keeps using it after a restart; from the attacker's side,
+//! a token naming another CA is refused before anything is sent, a wrong
+//! secret is refused with 401, and a second host (another data dir, the
+//! same `--node-name`, even with the valid server token) cannot take the
+//! node's name. Needs root (containerd, runc, CNI).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::containerd::{assert_root, cleanup_host, json, wait_node_ready};
+use super::support::{Server, eventually, free_port, skiff_binary, skiff_ok};
+
+/// A `skiff agent` process in its own data dir.
+struct Agent {
+    child: Child,
+    dir: tempfile::TempDir,
+    bridge: String,
+}
+
+impl Agent {
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
+    }
+
+    fn stop(&mut self) {
+        // By PID: SIGTERM, then SIGKILL if it lingers.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.stop();
+        }
+        cleanup_host(self.dir.path(), &self.bridge);
+    }
+}
+
+/// Starts `skiff agent` joining `server` with `token` as `node`.
+fn start_agent(
+    server: &Server,
+    dir: tempfile::TempDir,
+    token: &str,
+    node: &str,
+    bridge: &str,
+    pod_cidr: &str,
+) -> Agent {
+    let child = spawn_agent(server, dir.path(), token, node, bridge, pod_cidr);
+    Agent {
+        child,
+        dir,
+        bridge: bridge.to_string(),
+    }
+}
+
+fn spawn_agent(
+    server: &Server,
+    dir: &Path,
+    token: &str,
+    node: &str,
+    bridge: &str,
+    pod_cidr: &str,
+) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("agent.log"))
+        .expect("agent log");
+    Command::new(skiff_binary())
+        .arg("agent")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
+        .args(["--token", token])
+        .args(["--node-name", node])
+        .args(["--cni-bridge", bridge])
+        .args(["--pod-cidr", pod_cidr])
+        .args(["--node-ip", "127.0.0.1"])
+        .args(["--kubelet-port", &free_port().to_string()])
+        .args(["--disable-kube-proxy"])
+        .env("SKIFF_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn skiff agent")
+}
+
+/// Runs an agent that must refuse to join: returns its log once it exited
+/// with a failure.
+fn refused(server: &Server, token: &str, node: &str, bridge: &str) -> String {
+    let dir = tempfile::tempdir().expect("agent dir");
+    let mut agent = start_agent(server, dir, token, node, bridge, "10.233.41.0/24");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = agent.child.try_wait().expect("agent status") {
+            assert!(!status.success(), "the agent joined:\n{}", agent.log());
+            return agent.log();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent neither joined nor gave up:\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn client_csrs(server: &Server) -> Vec<serde_json::Value> {
+    let list = json(&server.kubectl_ok(&["get", "csr", "-o", "json"]));
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet")
+        .cloned()
+        .collect()
+}
+
+/// The subject of the certificate in `path`.
+fn subject(path: &Path) -> String {
+    let pem = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).expect("PEM");
+    let cert = pem.parse_x509().expect("certificate");
+    cert.subject().to_string()
+}
+
+fn pki(agent: &Agent) -> PathBuf {
+    agent.dir.path().join("agent").join("pki")
+}
+
+#[test]
+fn agents_join_by_token_and_cannot_take_another_nodes_name() {
+    assert_root();
+    let id = std::process::id() % 10_000;
+    let server = Server::start_with(&["--disable-agent", "--cluster-cidr", "10.233.40.0/23"]);
+    let server_token = std::fs::read_to_string(server.data_dir().join("token"))
+        .expect("DATA_DIR/token")
+        .trim()
+        .to_string();
+    assert!(server_token.starts_with("K10"), "{server_token}");
+    let (hash, credential) = server_token[3..]
+        .split_once("::")
+        .expect("K10<hash>::<credential>");
+    assert!(credential.starts_with("server:"));
+
+    // A token naming another CA: refused before anything is sent.
+    let other_hash = "0".repeat(64);
+    assert_ne!(hash, other_hash);
+    let log = refused(
+        &server,
+        &format!("K10{other_hash}::{credential}"),
+        "join-x",
+        &format!("sjx{id}"),
+    );
+    assert!(log.contains("refusing to trust this server"), "{log}");
+    assert!(client_csrs(&server).is_empty(), "a request was made");
+
+    // The right CA, a wrong secret: 401.
+    let log = refused(
+        &server,
+        &format!("K10{hash}::abcdef.0123456789abcdef"),
+        "join-x",
+        &format!("sjx{id}"),
+    );
+    assert!(log.contains("refused the join token (401)"), "{log}");
+    assert!(log.contains("wrong or has expired"), "{log}");
+
+    // `skiff token create` → a Ready node with its own client certificate.
+    let token = skiff_ok(
+        &["token", "create", "--ttl", "1h", "--description", "e2e"],
+        server.data_dir(),
+    )
+    .trim()
+    .to_string();
+    assert!(token.starts_with(&format!("K10{hash}::")), "{token}");
+    let listed = skiff_ok(&["token", "list"], server.data_dir());
+    let short = token.rsplit("::").next().expect("id.secret");
+    assert!(listed.contains(short) && listed.contains("e2e"), "{listed}");
+
+    let node = "join-a";
+    let bridge = format!("sja{id}");
+    let mut agent = start_agent(
+        &server,
+        tempfile::tempdir().expect("agent dir"),
+        &token,
+        node,
+        &bridge,
+        "10.233.40.0/24",
+    );
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_node_ready(&server, node);
+        let cert = pki(&agent).join("kubelet-client.crt");
+        let subject = subject(&cert);
+        assert!(subject.contains("CN=system:node:join-a"), "{subject}");
+        assert!(subject.contains("O=system:nodes"), "{subject}");
+        let csrs = client_csrs(&server);
+        assert_eq!(csrs.len(), 1, "{csrs:?}");
+        let csr = &csrs[0];
+        let short_id = short.split('.').next().expect("token id");
+        assert_eq!(
+            csr["spec"]["username"],
+            format!("system:bootstrap:{short_id}")
+        );
+        assert!(
+            csr["metadata"]["annotations"]
+                .get("skiff.io/node-password")
+                .is_none(),
+            "the node password was stored: {csr}"
+        );
+        // The node's own identity reaches the API: its Lease is renewed.
+        let lease = json(&server.kubectl_ok(&[
+            "get",
+            "lease",
+            node,
+            "-n",
+            "kube-node-lease",
+            "-o",
+            "json",
+        ]));
+        assert_eq!(lease["spec"]["holderIdentity"], node);
+
+        // Another host with the same name, even with the server's own
+        // token: refused, with the reason.
+        let log = refused(&server, &server_token, node, &format!("sjb{id}"));
+        assert!(log.contains("another node password"), "{log}");
+        assert!(log.contains("join-a"), "{log}");
+
+        // A restart reuses the certificate: no new request.
+        agent.stop();
+        agent.child = spawn_agent(
+            &server,
+            agent.dir.path(),
+            &token,
+            node,
+            &bridge,
+            "10.233.40.0/24",
+        );
+        eventually(Duration::from_secs(60), "the restarted agent", || {
+            agent
+                .log()
+                .contains("using the stored node client certificate")
+                .then_some(())
+        });
+        wait_node_ready(&server, node);
+        assert_eq!(client_csrs(&server).len(), 1, "the restart asked again");
+
+        // Deleting the token ends it for new agents; the joined node keeps
+        // its certificate.
+        skiff_ok(&["token", "delete", short], server.data_dir());
+        let log = refused(&server, &token, "join-y", &format!("sjy{id}"));
+        assert!(log.contains("(401)"), "{log}");
+    }));
+    if let Err(panic) = result {
+        eprintln!("agent log:\n{}\nserver log:\n{}", agent.log(), server.log());
+        std::panic::resume_unwind(panic);
+    }
+    let _ = server.kubectl(&["delete", "node", node, "--wait=false"]);
+    drop(agent);
+}
