@@ -402,3 +402,110 @@ mod tests {
         assert!(renewal.metadata.annotations.is_none());
     }
 }
+
+#[cfg(test)]
+mod renewal_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use kube::Api;
+    use kube::api::PostParams;
+    use skiff_apiserver::authn::UserInfo;
+    use skiff_apiserver::{ApiServer, ApiServerConfig};
+    use skiff_store::{SledConfig, SledStore, Store};
+
+    use super::*;
+    use crate::agent::test_pki::TestCa;
+
+    /// A certificate with a fifth of its life or less left is renewed by
+    /// the node itself (no password), stored, and presented; a fresh one
+    /// is left alone.
+    #[tokio::test]
+    async fn a_certificate_near_its_end_is_renewed_by_the_node_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let db: Arc<dyn Store> =
+            Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).unwrap());
+        let api_server = ApiServer::new(db, ApiServerConfig::default())
+            .await
+            .unwrap();
+        let node = skiff_apiserver::inprocess::client(
+            api_server.router(),
+            UserInfo::new("system:node:n1", [NODES_GROUP.to_string()]),
+        );
+        let admin = skiff_apiserver::inprocess::client(
+            api_server.router(),
+            UserInfo::new("admin", ["system:masters".to_string()]),
+        );
+        let ca = TestCa::new("ca");
+        let now = std::time::SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        let (cert_pem, key_pem) = ca.client_cert_between(
+            "system:node:n1",
+            &[NODES_GROUP],
+            Some((now - 9 * hour, now + hour / 2)),
+        );
+        let pki = dir.path().join("pki");
+        let old = ClientCert { cert_pem, key_pem };
+        store(&pki, &old).unwrap();
+        let slot = ClientCertSlot::new(&old).unwrap();
+
+        let renewing = {
+            let (slot, pki, ca_pem) = (slot.clone(), pki.clone(), ca.cert_pem.clone());
+            tokio::spawn(async move {
+                renew(&node, &slot, &pki, "n1", &ca_pem, Duration::from_secs(20)).await
+            })
+        };
+        // Played by the controller manager: sign the node's request.
+        let csrs: Api<CertificateSigningRequest> = Api::all(admin);
+        let mut csr = None;
+        for _ in 0..200 {
+            if let Some(found) = csrs.list(&Default::default()).await.unwrap().items.pop() {
+                csr = Some(found);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut csr = csr.expect("a renewal request");
+        assert_eq!(csr.spec.username.as_deref(), Some("system:node:n1"));
+        assert_eq!(csr.spec.signer_name, SIGNER);
+        assert!(
+            csr.metadata.annotations.is_none(),
+            "a renewal carries no password"
+        );
+        let pem = String::from_utf8(csr.spec.request.0.clone()).unwrap();
+        csr.status.get_or_insert_with(Default::default).certificate =
+            Some(ByteString(ca.sign_client_csr(&pem).into_bytes()));
+        let name = csr.metadata.name.clone().unwrap();
+        csrs.replace_status(&name, &PostParams::default(), &csr)
+            .await
+            .unwrap();
+        assert!(renewing.await.unwrap().unwrap(), "nothing was renewed");
+        let renewed = load(&pki).unwrap().unwrap();
+        assert_ne!(renewed.cert_pem, old.cert_pem);
+        assert_eq!(assess(&renewed.cert_pem, "n1", &ca.cert_pem), Fitness::Good);
+        let presented = slot.resolve(&[], &[]).unwrap();
+        assert_eq!(
+            presented.cert[0].as_ref(),
+            pem_certs(&renewed.cert_pem).unwrap()[0].as_ref()
+        );
+        // Fresh now: nothing to do, no new request.
+        let node = skiff_apiserver::inprocess::client(
+            api_server.router(),
+            UserInfo::new("system:node:n1", [NODES_GROUP.to_string()]),
+        );
+        assert!(
+            !renew(
+                &node,
+                &slot,
+                &pki,
+                "n1",
+                &ca.cert_pem,
+                Duration::from_secs(1)
+            )
+            .await
+            .unwrap()
+        );
+        assert_eq!(csrs.list(&Default::default()).await.unwrap().items.len(), 1);
+    }
+}

@@ -46,6 +46,15 @@ impl TestCa {
         csr.signed_by(&self.issuer).unwrap().pem()
     }
 
+    /// Signs a request as it stands, as a client certificate.
+    pub fn sign_client_csr(&self, csr_pem: &str) -> String {
+        let mut csr = CertificateSigningRequestParams::from_pem(csr_pem).unwrap();
+        csr.params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        csr.params.use_authority_key_identifier_extension = true;
+        self.signed.fetch_add(1, Ordering::SeqCst);
+        csr.signed_by(&self.issuer).unwrap().pem()
+    }
+
     /// A client certificate and key for `user` in `groups`.
     pub fn client_cert(&self, user: &str, groups: &[&str]) -> (String, String) {
         self.client_cert_between(user, groups, None)
