@@ -15,6 +15,7 @@ fn install(dest: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
         .env("DESTDIR", dest)
         .env_remove("SKIFF_URL")
         .env_remove("SKIFF_TOKEN")
+        .env_remove("SKIFF_CA_FILE")
         .envs(env.iter().copied())
         .output()
         .expect("run scripts/install")
@@ -120,6 +121,42 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
         String::from_utf8_lossy(&refused.stderr)
     );
     assert_eq!(std::fs::read_dir(empty.path()).expect("dir").count(), 0);
+
+    // A K10 join token carries the CA's hash: no CA file needed; a plain
+    // token without one is refused.
+    let joined = tempfile::tempdir().expect("temp dir");
+    let k10 = format!("K10{}::server:s3cret", "a".repeat(64));
+    ok(&install(
+        joined.path(),
+        &[
+            ("SKIFF_URL", "https://10.0.0.1:6443"),
+            ("SKIFF_TOKEN", k10.as_str()),
+        ],
+        &[],
+    ));
+    let env = std::fs::read_to_string(
+        joined
+            .path()
+            .join("etc/systemd/system/skiff-agent.service.env"),
+    )
+    .expect("env");
+    assert!(env.contains(&format!("SKIFF_TOKEN={k10}\n")), "{env}");
+    assert!(!env.contains("SKIFF_CA_FILE"), "{env}");
+    let plain = tempfile::tempdir().expect("temp dir");
+    let refused = install(
+        plain.path(),
+        &[
+            ("SKIFF_URL", "https://10.0.0.1:6443"),
+            ("SKIFF_TOKEN", "plain"),
+        ],
+        &[],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("SKIFF_CA_FILE"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }
 
 #[test]
