@@ -289,14 +289,25 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines[0].starts_with("TOKEN"), "{text}");
-        assert!(
-            lines[1].starts_with(
-                "aaaaaa.0123456789abcdef   24h   2026-01-02T00:00:00Z   authentication,signing"
-            ),
+        let fields = |line: &str| {
+            line.split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            fields(lines[1]),
+            [
+                "aaaaaa.0123456789abcdef",
+                "24h",
+                "2026-01-02T00:00:00Z",
+                "authentication,signing",
+                "<none>"
+            ],
             "{text}"
         );
-        assert!(
-            lines[2].contains("<forever>") && lines[2].contains("<never>"),
+        assert_eq!(
+            fields(lines[2])[..3],
+            ["bbbbbb.0123456789abcdef", "<forever>", "<never>"],
             "{text}"
         );
     }
