@@ -537,3 +537,68 @@ async fn a_second_host_cannot_take_over_a_node_name() {
     );
     cluster.shutdown().await;
 }
+
+/// The token cleaner deletes expired bootstrap tokens and leaves live ones
+/// (and other Secrets) alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_cleaner_deletes_expired_tokens_only() {
+    use k8s_openapi::api::core::v1::Secret;
+    let cluster = TestCluster::start(Some(&[])).await;
+    let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), "kube-system");
+    let token = |name: &str, expiration: &str, kind: &str| -> Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "kube-system"},
+            "type": kind,
+            "stringData": {"token-id": "x", "token-secret": "y", "expiration": expiration}
+        }))
+        .unwrap()
+    };
+    let pp = PostParams::default();
+    for secret in [
+        token(
+            "bootstrap-token-old001",
+            "2001-01-01T00:00:00Z",
+            "bootstrap.kubernetes.io/token",
+        ),
+        token(
+            "bootstrap-token-new001",
+            "2099-01-01T00:00:00Z",
+            "bootstrap.kubernetes.io/token",
+        ),
+        token("not-a-token", "2001-01-01T00:00:00Z", "Opaque"),
+    ] {
+        secrets.create(&pp, &secret).await.unwrap();
+    }
+    let (stop_tx, stop) = watch::channel(false);
+    let ctx = Context::new(cluster.client.clone(), cluster.factory.clone());
+    let cleaner = tokio::spawn(skiff_controllers::token_cleaner::run_with(
+        ctx,
+        stop,
+        skiff_controllers::token_cleaner::CleanerConfig {
+            period: Duration::from_millis(200),
+        },
+    ));
+    eventually(Duration::from_secs(20), "the expired token deleted", || {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get_opt("bootstrap-token-old001")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(
+        secrets
+            .get_opt("bootstrap-token-new001")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(secrets.get_opt("not-a-token").await.unwrap().is_some());
+    let _ = stop_tx.send(true);
+    let _ = cleaner.await;
+    cluster.shutdown().await;
+}
