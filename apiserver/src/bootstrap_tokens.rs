@@ -47,16 +47,22 @@ pub const USAGES: &[&str] = &["authentication", "signing"];
 /// ever sees 401).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
+    /// No `bootstrap-token-<id>` Secret.
     #[error("no such bootstrap token")]
     Unknown,
+    /// The Secret has the name but not the type of a bootstrap token.
     #[error("the Secret is not of type {SECRET_TYPE}")]
     WrongType,
+    /// The token's secret half is wrong.
     #[error("the secret does not match")]
     WrongSecret,
+    /// Past the Secret's `expiration`.
     #[error("the token expired")]
     Expired,
+    /// The Secret lacks `usage-bootstrap-authentication: "true"`.
     #[error("the token is not allowed for authentication")]
     NotForAuthentication,
+    /// `auth-extra-groups` names a group outside `system:bootstrappers:`.
     #[error("an extra group does not start with system:bootstrappers:")]
     BadExtraGroup,
 }
@@ -250,21 +256,34 @@ pub fn secret_object(token: &NewToken) -> Value {
 /// Why the server token could not be kept.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerTokenError {
+    /// The token file exists but cannot be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The token file.
         path: String,
+        /// Why reading failed.
         source: std::io::Error,
     },
+    /// The token file does not hold a K10 token.
     #[error("{path}: {source}")]
     Parse {
+        /// The token file.
         path: String,
+        /// What is wrong with its contents.
         source: join_token::TokenError,
     },
+    /// The token file holds a bootstrap token, not the server's.
     #[error("{path} holds no server:<secret> credential")]
-    NotServer { path: String },
+    NotServer {
+        /// The token file.
+        path: String,
+    },
+    /// A new token file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
+        /// The token file.
         path: String,
+        /// Why writing failed.
         source: crate::tls::TlsError,
     },
 }

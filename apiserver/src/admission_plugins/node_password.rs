@@ -28,16 +28,16 @@ use crate::server::Inner;
 use crate::status::ApiError;
 
 /// The annotation a joining agent puts its node password in.
-pub const ANNOTATION: &str = "skiff.io/node-password";
+pub(crate) const ANNOTATION: &str = "skiff.io/node-password";
 /// The signer of node client certificates.
-pub const SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+pub(crate) const SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 /// The type of the Secrets holding password hashes.
-pub const SECRET_TYPE: &str = "skiff.io/node-password";
+pub(crate) const SECRET_TYPE: &str = "skiff.io/node-password";
 const NAMESPACE: &str = "kube-system";
 const NODE_PREFIX: &str = "system:node:";
 
 /// The Secret that keeps `node`'s password hash.
-pub fn secret_name(node: &str) -> String {
+pub(crate) fn secret_name(node: &str) -> String {
     format!("{node}.node-password.skiff")
 }
 
