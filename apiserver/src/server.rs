@@ -420,6 +420,8 @@ impl ApiServer {
                 server.inner.config.metrics_resolution,
             ));
         }
+        // Service allocations: released with their Services, repaired.
+        tokio::spawn(crate::service_alloc::repair::run(server.inner.clone()));
         let reap_every = (server.inner.config.event_ttl / 10)
             .clamp(Duration::from_millis(100), Duration::from_secs(60));
         tokio::spawn(crate::event_ttl::reap(

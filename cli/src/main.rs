@@ -5,6 +5,7 @@
 mod admin_client;
 mod agent;
 mod allocator;
+mod bootstrap;
 mod certificate;
 mod check_config;
 mod images;

@@ -11,7 +11,7 @@ use skiff_apiserver::authn::{Authenticator, UserInfo};
 use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_informer::SharedInformerFactory;
+use skiff_informer::{ElectionConfig, LeaderElector, Leadership, SharedInformerFactory};
 use skiff_node::simulated::{self, SimulatedConfig};
 use skiff_store::snapshot::{Schedule, SnapshotDir};
 use skiff_store::{
@@ -88,6 +88,21 @@ pub struct ServerArgs {
         requires = "datastore_endpoint"
     )]
     pub datastore_connect_timeout: u64,
+
+    /// Join the cluster of the server at this URL, which shares this
+    /// server's --datastore-endpoint: its CAs, signing keys and token file
+    /// are read from the datastore, decrypted with --token.
+    #[arg(
+        long,
+        env = "SKIFF_SERVER",
+        requires_all = ["token", "datastore_endpoint"]
+    )]
+    pub server: Option<String>,
+
+    /// The cluster's token (the first server's DATA_DIR/token); without it
+    /// the token in DATA_DIR/token, or a new one, is used.
+    #[arg(long, env = "SKIFF_TOKEN")]
+    pub token: Option<String>,
 
     /// How often the store drops old history, in seconds (the embedded
     /// store and etcd alike).
@@ -359,6 +374,20 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         "store open"
     );
 
+    // Servers on one datastore share their CAs and keys (bootstrap data,
+    // encrypted with the token); a wrong token stops the start here.
+    let token = crate::bootstrap::token(&args.data_dir, args.token.as_deref())?;
+    let bootstrap = if args.datastore_endpoint.is_empty() {
+        None
+    } else {
+        let joining = args.server.is_some();
+        Some(
+            crate::bootstrap::prepare(&*store, &args.data_dir, &token, joining)
+                .await
+                .context("reading the cluster's bootstrap data")?,
+        )
+    };
+
     let phase = Instant::now();
     let certs = ClusterCerts::load_or_create_with(
         &args.data_dir,
@@ -369,7 +398,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let tls_config = certs.server_config().context("building TLS")?;
     let authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
         .context("loading the token file")?;
-    // k3s's DATA_DIR/token: agents join with it (`skiff agent --token`).
+    // k3s's DATA_DIR/token: agents join with it (`skiff agent --token`), and
+    // other servers (`skiff server --server --token`): a joining server
+    // keeps the cluster's secret.
+    crate::bootstrap::keep_token(&args.data_dir, &token, &certs.ca_cert_pem)?;
     let server_token_secret = skiff_apiserver::bootstrap_tokens::load_or_create_server_token(
         &args.data_dir.join("token"),
         &certs.ca_cert_pem,
@@ -434,6 +466,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let api = ApiServer::new(store.clone(), api_config)
         .await
         .context("starting the API server")?;
+    if let Some(prepared) = bootstrap {
+        crate::bootstrap::publish(&*store, &args.data_dir, &token, prepared)
+            .await
+            .context("storing the cluster's bootstrap data")?;
+    }
     let authn = Arc::new(
         authn
             .with_service_account_tokens(api.service_account_tokens())
@@ -515,21 +552,38 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             "horizontal-pod-autoscaler",
             move |ctx, stop| skiff_controllers::horizontal_pod_autoscaler::run_with(ctx, stop, hpa),
         );
-        tracing::info!(controllers = ?manager.names(), "controller manager starting");
-        components.spawn(manager.run(stop_rx.clone()));
+        let leadership = elect(
+            &args,
+            &mut components,
+            identities.controller_manager(),
+            "kube-controller-manager",
+            &stop_rx,
+        )?;
+        let stop = stop_rx.clone();
+        components.spawn(while_leading(leadership, stop_rx.clone(), async move {
+            tracing::info!(controllers = ?manager.names(), "controller manager starting");
+            manager.run(stop).await;
+        }));
     }
     {
         let factory = factory.clone();
         let client = identities.scheduler();
         let stop = stopped(stop_rx.clone());
         let config = skiff_scheduler::SchedulerConfig::default();
-        components.spawn(async move {
+        let leadership = elect(
+            &args,
+            &mut components,
+            identities.scheduler(),
+            "kube-scheduler",
+            &stop_rx,
+        )?;
+        components.spawn(while_leading(leadership, stop_rx.clone(), async move {
             if let Err(error) =
                 skiff_scheduler::informers::run(client, &factory, &config, stop).await
             {
                 tracing::error!(%error, "scheduler stopped");
             }
-        });
+        }));
     }
     if !args.disable_cluster_dns {
         let config = cluster_dns_config(&args);
@@ -726,6 +780,53 @@ async fn open_store(args: &ServerArgs) -> anyhow::Result<Arc<dyn Store>> {
         .await
         .with_context(|| format!("connecting to the datastore at {endpoints}"))?;
     Ok(Arc::new(store))
+}
+
+/// Leadership of the Lease `kube-system/<lease>`: with the embedded store
+/// one server is the cluster, so it leads at once; on a shared datastore
+/// (several servers) an elector competes for the Lease as `client`, as
+/// upstream's kube-controller-manager and kube-scheduler do.
+fn elect(
+    args: &ServerArgs,
+    components: &mut tokio::task::JoinSet<()>,
+    client: kube::Client,
+    lease: &str,
+    stop: &watch::Receiver<bool>,
+) -> anyhow::Result<Leadership> {
+    if args.datastore_endpoint.is_empty() {
+        return Ok(Leadership::always());
+    }
+    let identity = ElectionConfig::unique_identity();
+    tracing::info!(%lease, %identity, "competing for the lease");
+    let (elector, leadership) =
+        LeaderElector::new(client, "kube-system", lease, ElectionConfig::new(identity))
+            .with_context(|| format!("electing the {lease} leader"))?;
+    components.spawn(elector.run(stopped(stop.clone())));
+    Ok(leadership)
+}
+
+/// Runs `component` once this server leads. Losing the lease while the
+/// server is not stopping ends the process, as upstream's components exit
+/// then: another server has taken over, and a component that went on would
+/// act beside it (the supervisor starts this server again, as a follower).
+async fn while_leading(
+    leadership: Leadership,
+    stop: watch::Receiver<bool>,
+    component: impl std::future::Future<Output = ()>,
+) {
+    tokio::select! {
+        acquired = leadership.acquired() => if !acquired { return },
+        _ = stopped(stop.clone()) => return,
+    }
+    tokio::select! {
+        _ = component => {}
+        _ = leadership.lost() => {
+            if !*stop.borrow() {
+                tracing::error!("leader lease lost; exiting so that only the new leader acts");
+                std::process::exit(1);
+            }
+        }
+    }
 }
 
 /// How long open connections may take to finish after SIGTERM.

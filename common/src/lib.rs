@@ -3,6 +3,7 @@
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
 //! class, IPv4 CIDRs, label-selector matching, Go duration text, the
+//! cluster's join token (`join_token`), the
 //! process's Prometheus registry (`metrics`, where every component's metrics
 //! are defined and gathered) and nftables tables as data applied through
 //! `nft` (`nft`, shared by the service proxy and the network policies).

@@ -192,7 +192,7 @@ pub(crate) async fn create_object(
         let ns = meta_str(&admitted, "namespace").map(String::from);
         let key = info.key(ns.as_deref(), &name);
         // Held until the object is stored, so no two get the same address.
-        let _allocating = info
+        let mut allocating = info
             .strategy
             .allocate(inner, info, &key, &mut admitted)
             .await?;
@@ -205,6 +205,9 @@ pub(crate) async fn create_object(
         match storage::create(inner, info, &key, admitted).await {
             Ok(created) => {
                 counted.stored(&created);
+                if let Some(allocation) = allocating.as_mut() {
+                    allocation.stored();
+                }
                 return Ok(created);
             }
             Err(WriteError::Conflict) if generate => continue,

@@ -39,7 +39,7 @@ pub(crate) fn conflict(info: &ResourceInfo, name: &str, detail: &str) -> ApiErro
     }
 }
 
-fn internal(e: StoreError) -> ApiError {
+pub(crate) fn internal(e: StoreError) -> ApiError {
     match e {
         StoreError::Closed => ApiError::ServiceUnavailable("the storage is shutting down".into()),
         full @ StoreError::NoSpace { .. } => ApiError::InsufficientStorage(full.to_string()),
@@ -218,7 +218,7 @@ pub(crate) struct Current {
 /// allocation lock, and what admission holds (its quota charge).
 #[derive(Default)]
 pub(crate) struct Held<'a> {
-    _allocation: Option<AllocationGuard<'a>>,
+    allocation: Option<AllocationGuard<'a>>,
     admission: crate::admission_plugins::Admitted,
 }
 
@@ -228,7 +228,7 @@ impl<'a> Held<'a> {
         admission: crate::admission_plugins::Admitted,
     ) -> Self {
         Held {
-            _allocation: allocation,
+            allocation,
             admission,
         }
     }
@@ -331,6 +331,9 @@ pub(crate) async fn guaranteed_update<'a, 'f>(
                 let written = update(inner, info, key, object, revision).await;
                 if let Ok(stored) = &written {
                     held.admission.stored(stored);
+                    if let Some(allocation) = held.allocation.as_mut() {
+                        allocation.stored();
+                    }
                 }
                 drop(held);
                 (written, pinned)

@@ -80,7 +80,8 @@ impl KindStrategy for Services {
     }
 
     /// A new Service, or one that became NodePort (or lost its address),
-    /// gets what it lacks, given every other stored Service.
+    /// gets what it lacks, given every other stored Service, and claims it
+    /// in the store so no other API server hands out the same.
     async fn allocate<'i>(
         &self,
         inner: &'i Inner,
@@ -88,20 +89,9 @@ impl KindStrategy for Services {
         key: &str,
         object: &mut Value,
     ) -> Result<Option<AllocationGuard<'i>>, ApiError> {
-        let guard = inner.services.lock().await;
-        let stored = inner.cache(info)?.snapshot();
-        let others: Vec<_> = stored
-            .objects
-            .iter()
-            .filter(|(k, _)| k.as_str() != key)
-            .map(|(_, v)| v.value())
-            .collect();
-        let others = others.iter().map(|v| &**v);
-        inner
-            .services
-            .allocate(object, others)
-            .map_err(|causes| crate::handlers::create::invalid(info, object, causes))?;
-        Ok(Some(guard))
+        crate::service_alloc::claim_for(inner, info, key, object)
+            .await
+            .map(Some)
     }
 
     fn printer(&self) -> &'static Printer {

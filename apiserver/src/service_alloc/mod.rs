@@ -1,21 +1,27 @@
 //! Cluster IPs and node ports for Services, allocated on create from the
-//! service CIDR and the node-port range. Allocations are what the stored
-//! Services hold (read from the services watch cache), so nothing extra is
-//! persisted; one lock serialises "choose + store" so two creates never pick
-//! the same address.
+//! service CIDR and the node-port range, unique across every API server on
+//! one store: each allocated address and port is a record in the store
+//! (`claims`), created only if absent, so of two servers choosing the same
+//! one only the first stores it and the other chooses again. The choice
+//! itself starts from what the services watch cache shows (so conflicts are
+//! rare); a Service's records are released when it is deleted or stops
+//! holding them, and a repair loop (`repair`) releases leaked records and
+//! records what stored Services hold without one.
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 
 use serde_json::{Value, json};
-use tokio::sync::{Mutex, MutexGuard};
 
 use crate::object::set_field;
 use crate::status::FieldError;
 
-/// Held from choosing a Service's addresses until the Service is stored.
-pub(crate) type AllocationGuard<'a> = MutexGuard<'a, ()>;
+mod claims;
+pub(crate) mod repair;
+
+pub use claims::AllocationGuard;
+pub(crate) use claims::claim_for;
 
 /// A service CIDR or node-port range that cannot be used.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -28,10 +34,28 @@ pub(crate) struct ServiceAllocator {
     size: u32,
     cidr: String,
     node_ports: RangeInclusive<u16>,
-    lock: Mutex<()>,
 }
 
-fn ips_of(service: &Value) -> impl Iterator<Item = &str> {
+/// Addresses and ports known to be taken when choosing.
+#[derive(Default, Debug)]
+pub(crate) struct Used {
+    pub ips: HashSet<String>,
+    pub ports: HashSet<u16>,
+}
+
+impl Used {
+    /// What `services` hold.
+    pub fn of<'a>(services: impl Iterator<Item = &'a Value>) -> Self {
+        let mut used = Used::default();
+        for service in services {
+            used.ips.extend(ips_of(service).map(String::from));
+            used.ports.extend(node_ports_of(service));
+        }
+        used
+    }
+}
+
+pub(crate) fn ips_of(service: &Value) -> impl Iterator<Item = &str> {
     let spec = &service["spec"];
     spec["clusterIPs"]
         .as_array()
@@ -41,7 +65,7 @@ fn ips_of(service: &Value) -> impl Iterator<Item = &str> {
         .chain(spec["clusterIP"].as_str())
 }
 
-fn node_ports_of(service: &Value) -> impl Iterator<Item = u16> {
+pub(crate) fn node_ports_of(service: &Value) -> impl Iterator<Item = u16> {
     service["spec"]["ports"]
         .as_array()
         .into_iter()
@@ -68,7 +92,6 @@ impl ServiceAllocator {
             size: 1 << (32 - u32::from(net.prefix_len())),
             cidr: cidr.to_string(),
             node_ports,
-            lock: Mutex::new(()),
         })
     }
 
@@ -78,19 +101,16 @@ impl ServiceAllocator {
         Ipv4Addr::from(self.network + 1)
     }
 
-    /// Held from allocation until the Service is stored.
-    pub(crate) async fn lock(&self) -> AllocationGuard<'_> {
-        self.lock.lock().await
-    }
-
     fn contains(&self, ip: Ipv4Addr) -> bool {
         let n = u32::from(ip);
         n > self.network && n < self.network + self.size - 1
     }
 
     /// Fills `spec.clusterIP(s)` and node ports of a new Service, given the
-    /// Services already stored. Must run under [`ServiceAllocator::lock`].
-    pub(crate) fn allocate<'a>(
+    /// Services already stored (only a choice: [`claim_for`] makes it
+    /// durable).
+    #[cfg(test)]
+    pub fn allocate<'a>(
         &self,
         service: &mut Value,
         existing: impl Iterator<Item = &'a Value>,
@@ -105,14 +125,23 @@ impl ServiceAllocator {
                 && a["name"] == b["name"]
                 && a["namespace"] == b["namespace"]
         };
-        let existing: Vec<&Value> = existing.filter(|o| !same(o)).collect();
+        let used = Used::of(existing.filter(|o| !same(o)));
+        self.allocate_with(service, &used)
+    }
+
+    /// [`ServiceAllocator::allocate`] with what is taken given directly.
+    pub(crate) fn allocate_with(
+        &self,
+        service: &mut Value,
+        taken: &Used,
+    ) -> Result<(), Vec<FieldError>> {
         let Some(spec) = service.get_mut("spec").filter(|s| s.is_object()) else {
             return Ok(());
         };
         let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
         let mut errors = Vec::new();
         if kind != "ExternalName" {
-            let used: HashSet<&str> = existing.iter().flat_map(|s| ips_of(s)).collect();
+            let used: HashSet<&str> = taken.ips.iter().map(String::as_str).collect();
             let requested = spec["clusterIP"]
                 .as_str()
                 .or_else(|| spec["clusterIPs"][0].as_str())
@@ -175,7 +204,7 @@ impl ServiceAllocator {
             }
         }
         if kind == "NodePort" || kind == "LoadBalancer" {
-            let mut used: HashSet<u16> = existing.iter().flat_map(|s| node_ports_of(s)).collect();
+            let mut used: HashSet<u16> = taken.ports.clone();
             if spec.get("externalTrafficPolicy").is_none() {
                 set_field(spec, "externalTrafficPolicy", json!("Cluster"));
             }
