@@ -18,6 +18,7 @@ mod e2e {
     mod etcd_datastore;
     mod faults;
     mod fidelity;
+    mod ha;
     mod ingress;
     mod install;
     mod join;

@@ -184,6 +184,7 @@ pub(crate) async fn delete(
     crate::metrics::observe_store("delete", &info.qualified(), started);
     match deleted {
         Ok(kv) => {
+            info.strategy.deleted(inner, &last).await;
             caught_up(inner, info, kv.mod_revision).await;
             let mut out = last;
             crate::object::set_resource_version(&mut out, kv.mod_revision);

@@ -169,6 +169,10 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
         Ok(None)
     }
 
+    /// After the object was deleted from the store (`last` is its final
+    /// state): gives back what it held from a shared pool.
+    async fn deleted(&self, _inner: &Inner, _last: &Value) {}
+
     /// Refuses to delete objects that must stay (system namespaces).
     fn check_delete(&self, _info: &ResourceInfo, _name: &str) -> Result<(), ApiError> {
         Ok(())

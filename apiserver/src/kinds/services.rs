@@ -94,6 +94,12 @@ impl KindStrategy for Services {
             .map(Some)
     }
 
+    /// Its addresses and ports are free again at once (the services watch
+    /// would free them too, a moment later).
+    async fn deleted(&self, inner: &Inner, last: &Value) {
+        crate::service_alloc::repair::release_held(inner.store.as_ref(), last).await;
+    }
+
     fn printer(&self) -> &'static Printer {
         &crate::table::core::SERVICES
     }

@@ -102,6 +102,15 @@ async fn release_dropped(store: &dyn Store, event: &Event) {
     }
 }
 
+/// Releases every record the (deleted) `service` holds, at once, so its
+/// addresses can be requested again by the next write.
+pub(crate) async fn release_held(store: &dyn Store, service: &Value) {
+    let uid = meta_str(service, "uid").unwrap_or_default();
+    for item in items_of(service) {
+        release_if_held_by(store, &item, uid).await;
+    }
+}
+
 /// Deletes the record of `item` if `uid` holds it.
 async fn release_if_held_by(store: &dyn Store, item: &Item, uid: &str) {
     let key = item.key();

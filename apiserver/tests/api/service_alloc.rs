@@ -1,8 +1,10 @@
 //! Service cluster IP and node port allocation through the API: distinct
 //! under concurrent creates, 422 (never a duplicate) when the range is full
 //! or a requested address or port is taken or out of range, released on
-//! delete, and remembered across a restart (the stored Services are the
-//! allocation record).
+//! delete, and remembered across a restart; unique across two API servers
+//! sharing one store (each allocation is a record in the store, created
+//! only if absent), and repaired at start (leaked records released, missing
+//! ones written).
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -294,4 +296,139 @@ async fn allocations_survive_a_restart() {
     assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(cluster_ip(&body), freed);
     assert!(taken.contains(&freed));
+}
+
+/// The allocation record of a cluster IP.
+fn ip_record(ip: Ipv4Addr) -> String {
+    format!("/skiff/ranges/serviceips/{ip}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_store_never_hand_out_the_same_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::harness::open_store(dir.path().join("store")).await;
+    // A /26 (61 addresses for Services) and 50 Services: choosing at random
+    // from their own watch caches, the two would collide without records.
+    let a = ApiServer::new(store.clone(), config("10.99.0.0/26"))
+        .await
+        .unwrap();
+    let b = ApiServer::new(store.clone(), config("10.99.0.0/26"))
+        .await
+        .unwrap();
+    let (ra, rb) = (admin_router(&a), admin_router(&b));
+    let creates = (0..50).map(|i| {
+        let router = if i % 2 == 0 { ra.clone() } else { rb.clone() };
+        let spec = json!({"type": "NodePort", "ports": [{"port": 80}]});
+        async move {
+            let body = service(&format!("svc-{i}"), spec);
+            call(&router, http::Method::POST, SERVICES, Some(body)).await
+        }
+    });
+    let results = futures::future::join_all(creates).await;
+    let mut ips = BTreeSet::new();
+    let mut ports = BTreeSet::new();
+    for (code, body) in &results {
+        assert_eq!(*code, StatusCode::CREATED, "{body}");
+        assert!(
+            ips.insert(cluster_ip(body)),
+            "{body}: address handed out twice"
+        );
+        let port = body["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+        assert!(ports.insert(port), "{body}: node port handed out twice");
+    }
+    // One record per address a stored Service holds.
+    let records = store
+        .list("/skiff/ranges/serviceips/", None, 0)
+        .await
+        .unwrap();
+    let (_, list) = call(&ra, http::Method::GET, "/api/v1/services", None).await;
+    let held = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["spec"]["clusterIP"]
+                .as_str()
+                .is_some_and(|ip| ip != "None")
+        })
+        .count();
+    assert!(held >= 50, "{list}");
+    assert_eq!(records.items.len(), held);
+    // A deleted Service's address is free at once, through either server.
+    let freed = cluster_ip(&results[0].1);
+    let (code, _) = call(
+        &rb,
+        http::Method::DELETE,
+        &format!("{SERVICES}/svc-0"),
+        None,
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(store.get(&ip_record(freed)).await.unwrap().is_none());
+    let again = service("again", json!({"clusterIP": freed.to_string()}));
+    let (code, body) = call(&ra, http::Method::POST, SERVICES, Some(again)).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // An address the other server handed out is refused by this one.
+    let taken = cluster_ip(&results[1].1);
+    let thief = service("thief", json!({"clusterIP": taken.to_string()}));
+    let (code, body) = call(&ra, http::Method::POST, SERVICES, Some(thief)).await;
+    assert_status(code, &body, 422, "Invalid");
+    a.shutdown();
+    b.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_releases_leaked_records_and_records_what_services_hold() {
+    use http::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let open = || crate::harness::open_store(dir.path().join("store"));
+    let store = open().await;
+    let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
+        .await
+        .unwrap();
+    let router = admin_router(&first);
+    let (code, body) = call(
+        &router,
+        Method::POST,
+        SERVICES,
+        Some(service("kept", json!({}))),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let kept = cluster_ip(&body);
+    first.shutdown();
+    drop((first, router));
+    // A server that died between its record and its Service left one
+    // behind, long ago; another record went missing.
+    let leaked = ip_record(Ipv4Addr::new(10, 99, 0, 9));
+    let old = json!({"uid": "gone", "service": "default/gone", "allocatedAt": 0});
+    store.create(&leaked, old.to_string().into()).await.unwrap();
+    store.delete(&ip_record(kept), None).await.unwrap();
+    // A record written just now (a create on its way) is left alone.
+    let fresh = ip_record(Ipv4Addr::new(10, 99, 0, 10));
+    let now = json!({"uid": "new", "service": "default/new",
+        "allocatedAt": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()});
+    store.create(&fresh, now.to_string().into()).await.unwrap();
+    store.close().await.unwrap();
+    drop(store);
+
+    let store = open().await;
+    let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let leaked_gone = store.get(&leaked).await.unwrap().is_none();
+        let kept_back = store.get(&ip_record(kept)).await.unwrap().is_some();
+        if leaked_gone && kept_back {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not repaired: leaked gone {leaked_gone}, kept recorded {kept_back}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(store.get(&fresh).await.unwrap().is_some());
+    second.shutdown();
 }
