@@ -55,6 +55,10 @@ pub struct ApiServerConfig {
     pub service_cidr: String,
     /// Range NodePort/LoadBalancer Services' node ports come from.
     pub node_port_range: std::ops::RangeInclusive<u16>,
+    /// Other API servers write the same store (an etcd datastore shared by
+    /// several servers): quota charges are then also made durable
+    /// (ResourceQuota `status.used`, compare-and-swap), as upstream does.
+    pub shared_store: bool,
     /// How long events live after their last activity (upstream: 1 h).
     pub event_ttl: Duration,
     /// Where clients reach this server; when set, the `kubernetes` Service in
@@ -127,6 +131,7 @@ impl Default for ApiServerConfig {
             watch_fanout_buffer: 1024,
             service_cidr: "10.43.0.0/16".to_string(),
             node_port_range: 30000..=32767,
+            shared_store: false,
             advertise_address: None,
             kubelet_client: None,
             front_proxy: None,

@@ -440,6 +440,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
         cacerts_pem: Some(certs.ca_cert_pem.clone()),
         service_cidr: args.service_cidr.clone(),
+        shared_store: !args.datastore_endpoint.is_empty(),
         advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
         admission_control_config_file: args.admission_control_config_file.clone(),

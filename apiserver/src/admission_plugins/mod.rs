@@ -131,6 +131,16 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
     validating_policy::admit(inner, request)?;
     webhook::validate(inner, request).await?;
     let quota = resource_quota::admit(inner, request)?;
+    if let Some(charge) = &quota
+        && !charge.shared.is_empty()
+        && !request.dry_run
+    {
+        let namespace = request
+            .new
+            .and_then(|o| crate::object::meta_str(o, "namespace"))
+            .unwrap_or("");
+        resource_quota::shared::reserve(inner, request, namespace, &charge.shared).await?;
+    }
     Ok(Admitted { quota })
 }
 

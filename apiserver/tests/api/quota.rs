@@ -572,3 +572,77 @@ async fn invalid_quotas_and_limit_ranges_are_refused() {
         "{body}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_store_never_pass_a_count_quota_together() {
+    use skiff_apiserver::{ApiServer, ApiServerConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::harness::open_store(dir.path().join("store")).await;
+    let config = || ApiServerConfig {
+        shared_store: true,
+        ..ApiServerConfig::default()
+    };
+    let a = TestServer::wrap(
+        ApiServer::new(store.clone(), config()).await.unwrap(),
+        store.clone(),
+    );
+    let b = TestServer::wrap(
+        ApiServer::new(store.clone(), config()).await.unwrap(),
+        store.clone(),
+    );
+    namespace(&a, "shared").await;
+    quota(
+        &a,
+        "shared",
+        "five",
+        json!({"hard": {"count/configmaps": "5"}}),
+    )
+    .await;
+    // Each server enforces the quotas it knows of; wait until the second
+    // has seen this one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, list) = b.get("/api/v1/namespaces/shared/resourcequotas").await;
+        if list["items"]
+            .as_array()
+            .is_some_and(|items| items.len() == 1)
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let creates = (0..12).map(|i| {
+        let server = if i % 2 == 0 { &a } else { &b };
+        async move {
+            server
+                .post(
+                    "/api/v1/namespaces/shared/configmaps",
+                    configmap(&format!("cm-{i}")),
+                )
+                .await
+        }
+    });
+    let results = futures::future::join_all(creates).await;
+    let created = results
+        .iter()
+        .filter(|(code, _)| *code == StatusCode::CREATED)
+        .count();
+    for (code, body) in &results {
+        if *code != StatusCode::CREATED {
+            assert_status(*code, body, 403, "Forbidden");
+            assert!(
+                body["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("exceeded quota: five")),
+                "{body}"
+            );
+        }
+    }
+    assert_eq!(created, 5, "the two servers together passed the quota");
+    // The charges are durable: the quota's status records them.
+    let (_, five) = a.get("/api/v1/namespaces/shared/resourcequotas/five").await;
+    assert_eq!(five["status"]["used"]["count/configmaps"], "5", "{five}");
+    a.server.shutdown();
+    b.server.shutdown();
+}

@@ -196,6 +196,7 @@ impl NamespaceCharges {
             id,
             stored: None,
             cache,
+            shared: Vec::new(),
         }
     }
 }
@@ -209,6 +210,9 @@ pub(crate) struct QuotaCharge {
     /// The written resource's cache, to drop the charge at once when it
     /// already shows the write.
     cache: Option<Arc<WatchCache>>,
+    /// On a shared store, each counting quota's part, for the durable
+    /// charge (`shared::reserve`).
+    pub shared: Vec<super::shared::SharedCharge>,
 }
 
 impl QuotaCharge {

@@ -15,10 +15,12 @@
 //! writes still reach the store together. A refused or failed write charges
 //! nothing, and no quota needs a status before it is enforced. Upstream
 //! instead compares-and-swaps each quota's `status.used`, one durable write
-//! per admission. The ledger is this process's; skiff runs one API server
-//! per store. This plugin never writes.
+//! per admission. The ledger is this process's: on a store several API
+//! servers share, each charge is also made durable upstream's way
+//! (`shared`, compare-and-swap of the quotas' `status.used`).
 
 pub(crate) mod ledger;
+pub(crate) mod shared;
 mod usage;
 
 use std::sync::Arc;
@@ -95,6 +97,7 @@ pub(crate) fn admit(
         .map(|snapshot| locked.pending(&info.storage_prefix, snapshot))
         .unwrap_or_default();
     let names: Vec<&str> = quotas.iter().map(|quota| quota.name.as_str()).collect();
+    let mut shared = Vec::new();
     locked.keep_tallies(&info.storage_prefix, &names);
     let collection = info.collection_prefix(Some(namespace));
     for quota in &quotas {
@@ -115,6 +118,9 @@ pub(crate) fn admit(
                 .map(|n| (n.to_string(), Amount::ZERO))
                 .collect(),
         };
+        // What the stored objects use, before this server's own writes
+        // in flight (those reach a shared store's quota status themselves).
+        let live = used.clone();
         for charge in &pending {
             used = skiff_common::quota::add(
                 &used,
@@ -133,16 +139,18 @@ pub(crate) fn admit(
                 pick(&quota.spec.hard),
             )));
         }
+        if inner.config.shared_store {
+            shared.push(shared::SharedCharge {
+                quota: quota.name.clone(),
+                live,
+                requested,
+            });
+        }
     }
     let key = info.key(Some(namespace), meta_str(object, "name").unwrap_or(""));
-    Ok(Some(charges.charge(
-        &mut locked,
-        &info.storage_prefix,
-        &key,
-        old,
-        delta,
-        cache,
-    )))
+    let mut charge = charges.charge(&mut locked, &info.storage_prefix, &key, old, delta, cache);
+    charge.shared = shared;
+    Ok(Some(charge))
 }
 
 /// The namespace's quotas that count `object`, in name order.
