@@ -500,4 +500,90 @@ mod tests {
             Err(BootstrapError::Corrupt(_))
         ));
     }
+
+    /// A store of its own, in a temporary directory.
+    fn store(dir: &Path) -> skiff_store::SledStore {
+        skiff_store::SledStore::open(skiff_store::SledConfig::new(dir.join("store")))
+            .expect("open the store")
+    }
+
+    fn token(secret: &str) -> JoinToken {
+        JoinToken::parse(secret).expect("token")
+    }
+
+    #[tokio::test]
+    async fn a_joining_server_takes_the_first_ones_files_and_only_with_its_token() {
+        let root = tempfile::tempdir().unwrap();
+        let store = store(root.path());
+        let (first, second) = (root.path().join("first"), root.path().join("second"));
+        std::fs::create_dir_all(first.join("tls")).unwrap();
+        std::fs::write(first.join("tls/ca.crt"), "CA").unwrap();
+        std::fs::write(first.join("tls/ca.key"), "CA KEY").unwrap();
+        std::fs::write(first.join("token.csv"), "t,admin,1").unwrap();
+
+        // Joining before any server stored anything: nothing to join.
+        assert!(matches!(
+            prepare(&store, &second, &token("s3cret"), true).await,
+            Err(BootstrapError::NothingToJoin)
+        ));
+        let prepared = prepare(&store, &first, &token("s3cret"), false)
+            .await
+            .unwrap();
+        publish(&store, &first, &token("s3cret"), prepared)
+            .await
+            .unwrap();
+        let sealed = store.get(KEY).await.unwrap().expect("stored");
+        assert!(!String::from_utf8_lossy(&sealed.value).contains("CA KEY"));
+
+        // The wrong secret, or a hash naming another CA, is refused and
+        // writes nothing.
+        assert!(matches!(
+            prepare(&store, &second, &token("wrong"), true).await,
+            Err(BootstrapError::WrongToken)
+        ));
+        let other_ca = JoinToken::server(b"another CA", "s3cret");
+        assert!(matches!(
+            prepare(&store, &second, &other_ca, true).await,
+            Err(BootstrapError::CaMismatch)
+        ));
+        assert!(!second.join("tls/ca.key").exists());
+
+        // A stale serving certificate of the joining host goes with its CA.
+        std::fs::create_dir_all(second.join("tls")).unwrap();
+        std::fs::write(second.join("tls/ca.crt"), "OWN CA").unwrap();
+        std::fs::write(second.join("tls/serving.crt"), "OWN SERVING").unwrap();
+        let full = JoinToken::server(b"CA", "s3cret");
+        let prepared = prepare(&store, &second, &full, true).await.unwrap();
+        for (file, content) in [
+            ("tls/ca.crt", "CA"),
+            ("tls/ca.key", "CA KEY"),
+            ("token.csv", "t,admin,1"),
+        ] {
+            assert_eq!(std::fs::read_to_string(second.join(file)).unwrap(), content);
+        }
+        assert!(!second.join("tls/serving.crt").exists());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(second.join("tls/ca.key"))
+                .unwrap()
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        // Nothing newer here: nothing published again.
+        publish(&store, &second, &full, prepared).await.unwrap();
+        assert_eq!(
+            store.get(KEY).await.unwrap().unwrap().mod_revision,
+            sealed.mod_revision
+        );
+
+        // Two first servers racing: the second to store is told so.
+        let late = Prepared {
+            stored: None,
+            local_newer: true,
+        };
+        assert!(matches!(
+            publish(&store, &first, &token("s3cret"), late).await,
+            Err(BootstrapError::Raced)
+        ));
+        store.close().await.unwrap();
+    }
 }
