@@ -507,8 +507,13 @@ mod tests {
             .expect("open the store")
     }
 
-    fn token(secret: &str) -> JoinToken {
-        JoinToken::parse(secret).expect("token")
+    fn token(secret: &str) -> ServerToken {
+        ServerToken::from_join(JoinToken::parse(secret).expect("token"))
+    }
+
+    fn full_token(ca_pem: &[u8], secret: &str) -> ServerToken {
+        let text = JoinToken::format(ca_pem, &join_token::server_credential(secret));
+        token(&text)
     }
 
     #[tokio::test]
@@ -541,7 +546,7 @@ mod tests {
             prepare(&store, &second, &token("wrong"), true).await,
             Err(BootstrapError::WrongToken)
         ));
-        let other_ca = JoinToken::server(b"another CA", "s3cret");
+        let other_ca = full_token(b"another CA", "s3cret");
         assert!(matches!(
             prepare(&store, &second, &other_ca, true).await,
             Err(BootstrapError::CaMismatch)
@@ -552,7 +557,7 @@ mod tests {
         std::fs::create_dir_all(second.join("tls")).unwrap();
         std::fs::write(second.join("tls/ca.crt"), "OWN CA").unwrap();
         std::fs::write(second.join("tls/serving.crt"), "OWN SERVING").unwrap();
-        let full = JoinToken::server(b"CA", "s3cret");
+        let full = full_token(b"CA", "s3cret");
         let prepared = prepare(&store, &second, &full, true).await.unwrap();
         for (file, content) in [
             ("tls/ca.crt", "CA"),

@@ -46,7 +46,7 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    pub fn parse(value: &[u8]) -> Option<Self> {
+    pub(crate) fn parse(value: &[u8]) -> Option<Self> {
         serde_json::from_slice(value).ok()
     }
 
@@ -81,7 +81,7 @@ pub(crate) enum Item {
 
 impl Item {
     /// Its record's key.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         match self {
             Item::Ip(ip) => format!("{IPS_PREFIX}{ip}"),
             Item::Port(port) => format!("{PORTS_PREFIX}{port}"),
@@ -89,7 +89,7 @@ impl Item {
     }
 
     /// The item a record key names.
-    pub fn from_key(key: &str) -> Option<Self> {
+    pub(crate) fn from_key(key: &str) -> Option<Self> {
         if let Some(ip) = key.strip_prefix(IPS_PREFIX) {
             return Some(Item::Ip(ip.to_string()));
         }
@@ -118,7 +118,7 @@ pub(crate) fn items_of(service: &Value) -> Vec<Item> {
 
 /// The records one write created, held until the Service is stored: if
 /// it is not (refused, failed, a dry run), they are deleted again.
-pub struct AllocationGuard<'a> {
+pub(crate) struct AllocationGuard<'a> {
     store: Arc<dyn Store>,
     created: Vec<(String, Revision)>,
     stored: bool,
@@ -127,7 +127,7 @@ pub struct AllocationGuard<'a> {
 
 impl AllocationGuard<'_> {
     /// The Service holding these records is stored: keep them.
-    pub fn stored(&mut self) {
+    pub(crate) fn stored(&mut self) {
         self.stored = true;
     }
 

@@ -20,7 +20,7 @@ use crate::status::FieldError;
 mod claims;
 pub(crate) mod repair;
 
-pub use claims::AllocationGuard;
+pub(crate) use claims::AllocationGuard;
 pub(crate) use claims::claim_for;
 
 /// A service CIDR or node-port range that cannot be used.
@@ -45,7 +45,7 @@ pub(crate) struct Used {
 
 impl Used {
     /// What `services` hold.
-    pub fn of<'a>(services: impl Iterator<Item = &'a Value>) -> Self {
+    pub(crate) fn of<'a>(services: impl Iterator<Item = &'a Value>) -> Self {
         let mut used = Used::default();
         for service in services {
             used.ips.extend(ips_of(service).map(String::from));
@@ -110,7 +110,7 @@ impl ServiceAllocator {
     /// Services already stored (only a choice: [`claim_for`] makes it
     /// durable).
     #[cfg(test)]
-    pub fn allocate<'a>(
+    pub(crate) fn allocate<'a>(
         &self,
         service: &mut Value,
         existing: impl Iterator<Item = &'a Value>,
