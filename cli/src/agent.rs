@@ -85,6 +85,17 @@ pub struct NodeFlags {
     /// nftables table (family `inet`) the network policy controller owns.
     #[arg(long, env = "SKIFF_NETPOL_TABLE", default_value = skiff_netpol::DEFAULT_TABLE)]
     pub netpol_table: String,
+
+    /// How pod traffic crosses between nodes: `vxlan` (an overlay on the
+    /// kernel's VXLAN device, UDP 8472), `host-gw` (routes via the other
+    /// nodes' addresses; nodes on one L2 network) or `none` (this node's
+    /// pods only).
+    #[arg(long, env = "SKIFF_FLANNEL_BACKEND", default_value = "vxlan")]
+    pub flannel_backend: agent::overlay::Backend,
+
+    /// nftables table (family `ip`) of the pod network's masquerade rules.
+    #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
+    pub pod_network_table: String,
 }
 
 impl NodeFlags {
@@ -111,6 +122,8 @@ impl NodeFlags {
         config.node_ip = Some(self.node_ip());
         config.server_port = self.kubelet_port;
         config.server_address = self.kubelet_address;
+        config.overlay.backend = self.flannel_backend;
+        config.overlay.table = self.pod_network_table.clone();
         let mut labels = BTreeMap::new();
         for label in &self.node_labels {
             let (k, v) = label

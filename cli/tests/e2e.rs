@@ -28,6 +28,7 @@ mod e2e {
     mod kubectl_apply;
     mod manifests;
     mod metrics;
+    mod multi_node;
     mod network_policy;
     mod node_faults;
     mod node_features;

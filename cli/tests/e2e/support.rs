@@ -85,6 +85,14 @@ impl Server {
             // its own nftables table, so concurrent servers never share one.
             .env("SKIFF_PROXY_TABLE", format!("skiff-e2e-{}", self.port))
             .env("SKIFF_NETPOL_TABLE", format!("skiff-e2e-np-{}", self.port))
+            // Likewise the pod network's masquerade table; and no VXLAN
+            // device: servers side by side on one host would contend for
+            // its name and port (multi_node runs nodes in namespaces).
+            .env(
+                "SKIFF_POD_NETWORK_TABLE",
+                format!("skiff-e2e-net-{}", self.port),
+            )
+            .env("SKIFF_FLANNEL_BACKEND", "none")
             .env("SKIFF_INGRESS_HTTP_PORT", self.ingress_ports.0.to_string())
             .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string())
             .stdin(Stdio::null())
@@ -219,11 +227,15 @@ impl Drop for Server {
         self.kill();
         // A killed server leaves its service rules; they would still match
         // cluster IPs that later servers hand out again.
-        let table = format!("skiff-e2e-{}", self.port);
-        let _ = Command::new("nft")
-            .args(["delete", "table", "ip", &table])
-            .stderr(Stdio::null())
-            .status();
+        for table in [
+            format!("skiff-e2e-{}", self.port),
+            format!("skiff-e2e-net-{}", self.port),
+        ] {
+            let _ = Command::new("nft")
+                .args(["delete", "table", "ip", &table])
+                .stderr(Stdio::null())
+                .status();
+        }
         // Policy rules stay after a stop by design; a test's must not.
         let table = format!("skiff-e2e-np-{}", self.port);
         let _ = Command::new("nft")

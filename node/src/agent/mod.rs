@@ -22,6 +22,7 @@ pub mod labels;
 pub mod logs;
 pub mod metrics;
 pub mod network;
+pub mod overlay;
 pub mod pleg;
 pub mod pod_workers;
 pub mod probes;
@@ -98,6 +99,9 @@ pub struct AgentConfig {
     pub server_tls: Option<NodeServerTls>,
     /// Cluster DNS handed to pods (resolv.conf per `dnsPolicy`).
     pub dns: dns_config::ClusterDnsSettings,
+    /// The pod network across nodes (backend, VXLAN device, masquerade
+    /// table).
+    pub overlay: overlay::OverlayConfig,
 }
 
 impl AgentConfig {
@@ -120,6 +124,7 @@ impl AgentConfig {
             server_address: None,
             server_tls: None,
             dns: Default::default(),
+            overlay: Default::default(),
         }
     }
 
@@ -303,8 +308,21 @@ async fn run_with_runtime(
     if node_runtime.containerd_paths().is_some() {
         let fallback: PodCidr = config.fallback_pod_cidr.parse()?;
         let cidr = network::pod_cidr(&client, &node_name, config, fallback).await;
-        network::apply(node_runtime, config, cidr).map_err(AgentError::Network)?;
-        tracing::info!(%cidr, bridge = %config.cni_bridge, "pod network configured");
+        let prepared = network::prepare_overlay(config, &facts.internal_ip, cidr).await;
+        let mtu = prepared.as_ref().and_then(|p| p.pod_mtu);
+        network::apply(node_runtime, config, cidr, prepared.as_ref())
+            .map_err(AgentError::Network)?;
+        tracing::info!(%cidr, bridge = %config.cni_bridge, ?mtu, backend = %config.overlay.backend, "pod network configured");
+        if let Some(prepared) = prepared {
+            tasks.spawn(overlay::run(
+                client.clone(),
+                factory.clone(),
+                node_name.clone(),
+                config.overlay.clone(),
+                prepared,
+                stop.clone(),
+            ));
+        }
     }
 
     let allocatable = NodeAllocatable {

@@ -45,6 +45,13 @@ pub struct PodNetwork {
     pub bridge: String,
     /// The node's pod CIDR (`spec.podCIDR`).
     pub cidr: PodCidr,
+    /// MTU of the pods' interfaces (none: the bridge's default); the VXLAN
+    /// overlay needs it 50 bytes below the link's.
+    pub mtu: Option<u32>,
+    /// Whether the bridge masquerades traffic leaving the pod CIDR (CNI's
+    /// `ipMasq`); off when the agent's pod network masquerades instead,
+    /// which keeps pod-to-pod traffic across nodes unmasqueraded.
+    pub ip_masq: bool,
 }
 
 impl PodNetwork {
@@ -54,6 +61,8 @@ impl PodNetwork {
             name: "skiff".to_string(),
             bridge: "skiff0".to_string(),
             cidr,
+            mtu: None,
+            ip_masq: true,
         }
     }
 }
@@ -218,7 +227,9 @@ impl NodeRuntime {
 }
 
 fn write_network(paths: &ContainerdPaths, network: &PodNetwork) -> Result<PathBuf, ConfigError> {
-    let cni = CniNetwork::new(&network.name, &network.bridge, network.cidr, paths)?;
+    let mut cni = CniNetwork::new(&network.name, &network.bridge, network.cidr, paths)?;
+    cni.mtu = network.mtu;
+    cni.ip_masq = network.ip_masq;
     cni.write(&paths.cni_conf_dir())
 }
 

@@ -271,6 +271,10 @@ pub struct CniNetwork {
     pub pod_cidr: PodCidr,
     /// Where host-local keeps its allocations.
     pub ipam_data_dir: PathBuf,
+    /// MTU of the pods' interfaces (none: the bridge plugin's default).
+    pub mtu: Option<u32>,
+    /// Whether the bridge plugin masquerades traffic leaving the pod CIDR.
+    pub ip_masq: bool,
 }
 
 /// File name of skiff's network in the CNI conf dir. containerd loads only
@@ -299,12 +303,14 @@ impl CniNetwork {
             bridge,
             pod_cidr,
             ipam_data_dir: paths.cni_ipam_dir(),
+            mtu: None,
+            ip_masq: true,
         })
     }
 
     /// Renders the conflist JSON.
     pub fn render(&self) -> String {
-        let conflist = serde_json::json!({
+        let mut conflist = serde_json::json!({
             "cniVersion": "1.0.0",
             "name": self.name,
             "plugins": [
@@ -312,7 +318,7 @@ impl CniNetwork {
                     "type": "bridge",
                     "bridge": self.bridge,
                     "isGateway": true,
-                    "ipMasq": true,
+                    "ipMasq": self.ip_masq,
                     "hairpinMode": true,
                     "ipam": {
                         "type": "host-local",
@@ -333,6 +339,9 @@ impl CniNetwork {
                 }
             ]
         });
+        if let Some(mtu) = self.mtu {
+            conflist["plugins"][0]["mtu"] = mtu.into();
+        }
         // Serialising a `Value` built from strings and bools cannot fail.
         serde_json::to_string_pretty(&conflist).unwrap_or_default()
     }
@@ -500,6 +509,21 @@ mod tests {
         assert_eq!(ipam["ranges"][0][0]["gateway"], "10.42.0.1");
         assert_eq!(ipam["dataDir"], "/d/cni/ipam");
         assert_eq!(plugins[1]["capabilities"]["portMappings"], true);
+    }
+
+    #[test]
+    fn the_pod_network_sets_the_pod_mtu_and_may_take_over_masquerading() {
+        let paths = ContainerdPaths::new("/d");
+        let mut net =
+            CniNetwork::new("skiff", "skiff0", "10.42.0.0/24".parse().unwrap(), &paths).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&net.render()).unwrap();
+        assert_eq!(v["plugins"][0]["ipMasq"], true);
+        assert!(v["plugins"][0].get("mtu").is_none());
+        net.mtu = Some(1450);
+        net.ip_masq = false;
+        let v: serde_json::Value = serde_json::from_str(&net.render()).unwrap();
+        assert_eq!(v["plugins"][0]["mtu"], 1450);
+        assert_eq!(v["plugins"][0]["ipMasq"], false);
     }
 
     #[test]

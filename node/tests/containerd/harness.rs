@@ -154,7 +154,7 @@ impl TestNode {
         options.pod_network = Some(PodNetwork {
             name: format!("skiff-test-{bridge}"),
             bridge: bridge.clone(),
-            cidr,
+            ..PodNetwork::new(cidr)
         });
         let paths = options.containerd_paths();
         let guard = Cleanup {
