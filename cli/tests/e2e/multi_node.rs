@@ -24,8 +24,9 @@ use cluster::Cluster;
 /// A container command: serve the hostname at `/` and the client's address
 /// at `/cgi-bin/ip` (busybox httpd's CGI sets REMOTE_ADDR) on :8080.
 const SERVE: &str = "mkdir -p /tmp/www/cgi-bin && hostname > /tmp/www/index.html \
-    && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' > /tmp/www/cgi-bin/ip \
-    && chmod +x /tmp/www/cgi-bin/ip && exec httpd -f -p 8080 -h /tmp/www";
+    && cd /tmp/www/cgi-bin && echo '#!/bin/sh' > ip && echo 'echo Content-Type: text/plain' >> ip \
+    && echo 'echo' >> ip && echo 'echo $REMOTE_ADDR' >> ip && chmod +x ip \
+    && exec httpd -f -p 8080 -h /tmp/www";
 
 /// A pod on `node`: `web` serves (labelled app=web), else it sleeps.
 fn pod(name: &str, node: &str, serve: bool) -> serde_json::Value {
@@ -87,7 +88,12 @@ fn fetch_until(cluster: &Cluster, name: &str, url: &str, expected: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = Err(String::new());
     while Instant::now() < deadline {
-        last = exec(cluster, name, &script);
+        // httpd gives an IPv4 client as `[::ffff:a.b.c.d]`.
+        last = exec(cluster, name, &script).map(|body| {
+            body.trim_start_matches("[::ffff:")
+                .trim_end_matches(']')
+                .to_string()
+        });
         if last.as_deref() == Ok(expected) {
             return;
         }

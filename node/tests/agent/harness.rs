@@ -68,6 +68,10 @@ impl TestCluster {
         config.fallback_pod_cidr = format!("10.232.{}.0/24", (pid % 30) * 8 + u32::from(slot));
         config.cni_bridge = format!("ska{}s{}", pid % 100_000, slot);
         config.cni_network = format!("skiff-agent-test-{}", config.cni_bridge);
+        // Agents of concurrent tests share the host's network namespace: no
+        // VXLAN device (one name and port for all), a masquerade table each.
+        config.overlay.backend = skiff_node::agent::overlay::Backend::None;
+        config.overlay.table = config.cni_network.clone();
         config.pod_cidr_wait = Duration::from_millis(200);
         config.heartbeat_interval = Duration::from_secs(2);
         config.server_port = 0;
@@ -242,6 +246,10 @@ impl Drop for TestCluster {
             agent.task.abort();
             cleanup_host(self.api.dir(), &self.config.cni_bridge);
         }
+        let _ = std::process::Command::new("nft")
+            .args(["delete", "table", "ip", &self.config.overlay.table])
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 

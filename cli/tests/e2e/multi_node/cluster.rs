@@ -517,10 +517,42 @@ impl Drop for Cluster {
         if let Some(mut child) = self.server.take() {
             terminate(&mut child);
         }
-        for pid in self.processes() {
+        let processes = self.processes();
+        // The pods' network namespaces (containerd's `/run/netns/cni-*`)
+        // of the containers about to be killed.
+        let pod_namespaces: BTreeSet<u64> = processes
+            .iter()
+            .filter_map(|pid| netns_inode(Path::new(&format!("/proc/{pid}/ns/net"))))
+            .collect();
+        for pid in &processes {
             let _ = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status();
+        }
+        for entry in std::fs::read_dir("/run/netns")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("cni-")
+                && netns_inode(&entry.path()).is_some_and(|i| pod_namespaces.contains(&i))
+            {
+                let _ = Command::new("ip").args(["netns", "delete", &name]).status();
+            }
+        }
+        // containerd's mounts (container root file systems, shm) under the
+        // data dirs.
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let prefix = self.dir.path().to_string_lossy().into_owned();
+        let mut points: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split(' ').nth(1))
+            .filter(|p| p.starts_with(&prefix))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for point in points {
+            let _ = Command::new("umount").args(["-l", point]).status();
         }
         for netns in &self.namespaces {
             let _ = Command::new("ip").args(["netns", "delete", netns]).status();
@@ -543,11 +575,22 @@ impl Drop for Cluster {
     }
 }
 
-/// `skiff` inside the network namespace `netns`.
+/// `skiff` inside the network namespace `netns`. Only the network
+/// namespace changes (`nsenter --net`, not `ip netns exec`, whose fresh
+/// `/sys` has no cgroup mounts, which runc needs).
 fn in_netns(netns: &str) -> Command {
-    let mut command = Command::new("ip");
-    command.args(["netns", "exec", netns]).arg(skiff_binary());
+    let mut command = Command::new("nsenter");
     command
+        .arg(format!("--net=/run/netns/{netns}"))
+        .arg("--")
+        .arg(skiff_binary());
+    command
+}
+
+/// The inode of a network namespace (of a process or a `/run/netns` file).
+fn netns_inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.ino())
 }
 
 /// SIGTERM, then SIGKILL if it has not exited within 15 s.
