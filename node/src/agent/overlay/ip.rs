@@ -240,40 +240,54 @@ pub struct KernelState {
 /// Reads [`KernelState`]; `device` is the VXLAN device (absent: no
 /// neighbours or forwarding entries).
 pub fn read_state(device: Option<&str>) -> Result<KernelState, OverlayError> {
-    let mut state = KernelState::default();
     let proto = ROUTE_PROTO.to_string();
-    for route in json("ip", &["-j", "-4", "route", "show", "proto", &proto])? {
-        let Some(dst) = route["dst"].as_str().and_then(parse_dst) else {
-            continue;
-        };
-        let gateway = route["gateway"].as_str().and_then(|g| g.parse().ok());
-        let dev = route["dev"].as_str().unwrap_or_default().to_string();
-        state.routes.insert(dst, (gateway, dev));
-    }
-    let Some(device) = device else {
-        return Ok(state);
+    let routes = json("ip", &["-j", "-4", "route", "show", "proto", &proto])?;
+    let (neighbours, fdb) = match device {
+        Some(device) => (
+            json("ip", &["-j", "-4", "neigh", "show", "dev", device])?,
+            json("bridge", &["-j", "fdb", "show", "dev", device])?,
+        ),
+        None => (Vec::new(), Vec::new()),
     };
-    for neighbour in json("ip", &["-j", "-4", "neigh", "show", "dev", device])? {
-        let permanent = neighbour["state"]
-            .as_array()
-            .is_some_and(|s| s.iter().any(|v| v == "PERMANENT"));
-        if let (true, Some(ip), Some(mac)) = (
-            permanent,
-            neighbour["dst"].as_str().and_then(|d| d.parse().ok()),
-            neighbour["lladdr"].as_str(),
-        ) {
-            state.neighbours.insert(ip, mac.to_ascii_lowercase());
+    Ok(KernelState::parse(&routes, &neighbours, &fdb))
+}
+
+impl KernelState {
+    /// The state from `ip -j route show proto 173`, `ip -j neigh show dev
+    /// DEVICE` and `bridge -j fdb show dev DEVICE`: only permanent
+    /// neighbours, and only forwarding entries with a remote destination.
+    pub fn parse(routes: &[Value], neighbours: &[Value], fdb: &[Value]) -> Self {
+        let mut state = KernelState::default();
+        for route in routes {
+            let Some(dst) = route["dst"].as_str().and_then(parse_dst) else {
+                continue;
+            };
+            let gateway = route["gateway"].as_str().and_then(|g| g.parse().ok());
+            let dev = route["dev"].as_str().unwrap_or_default().to_string();
+            state.routes.insert(dst, (gateway, dev));
         }
-    }
-    for entry in json("bridge", &["-j", "fdb", "show", "dev", device])? {
-        if let (Some(mac), Some(dst)) = (
-            entry["mac"].as_str(),
-            entry["dst"].as_str().and_then(|d| d.parse().ok()),
-        ) {
-            state.fdb.insert((mac.to_ascii_lowercase(), dst));
+        for neighbour in neighbours {
+            let permanent = neighbour["state"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|v| v == "PERMANENT"));
+            if let (true, Some(ip), Some(mac)) = (
+                permanent,
+                neighbour["dst"].as_str().and_then(|d| d.parse().ok()),
+                neighbour["lladdr"].as_str(),
+            ) {
+                state.neighbours.insert(ip, mac.to_ascii_lowercase());
+            }
         }
+        for entry in fdb {
+            if let (Some(mac), Some(dst)) = (
+                entry["mac"].as_str(),
+                entry["dst"].as_str().and_then(|d| d.parse().ok()),
+            ) {
+                state.fdb.insert((mac.to_ascii_lowercase(), dst));
+            }
+        }
+        state
     }
-    Ok(state)
 }
 
 /// A route's `dst` as `ip -j` writes it (`10.42.1.0/24`, or a bare address
@@ -297,5 +311,54 @@ pub fn enable_forwarding() -> Result<(), OverlayError> {
             command: format!("write 1 to {path}"),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(text: &str) -> Vec<Value> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn kernel_state_reads_what_ip_and_bridge_print() {
+        // As iproute2 6.1 prints them.
+        let routes = values(
+            r#"[{"dst":"10.221.1.0/24","gateway":"10.221.1.0","dev":"skiff.vxlan","flags":["onlink"]},
+                {"dst":"10.222.5.7","gateway":"192.0.2.5","dev":"eth0","flags":[]}]"#,
+        );
+        let neighbours = values(
+            r#"[{"dst":"10.221.1.0","lladdr":"86:00:0A:20:EB:F6","state":["PERMANENT"]},
+                {"dst":"10.221.9.0","lladdr":"86:00:0a:20:eb:f7","state":["STALE"]}]"#,
+        );
+        let fdb = values(
+            r#"[{"mac":"86:00:0a:20:eb:f6","dst":"10.209.1.12","flags":["self"],"state":"permanent"},
+                {"mac":"33:33:00:00:00:01","flags":["self"],"state":"permanent"}]"#,
+        );
+        let state = KernelState::parse(&routes, &neighbours, &fdb);
+        assert_eq!(
+            state.routes.get(&"10.221.1.0/24".parse().unwrap()),
+            Some(&(
+                Some("10.221.1.0".parse().unwrap()),
+                "skiff.vxlan".to_string()
+            ))
+        );
+        assert!(state.routes.contains_key(&"10.222.5.7/32".parse().unwrap()));
+        assert_eq!(
+            state.neighbours.into_iter().collect::<Vec<_>>(),
+            [(
+                "10.221.1.0".parse().unwrap(),
+                "86:00:0a:20:eb:f6".to_string()
+            )]
+        );
+        assert_eq!(
+            state.fdb.into_iter().collect::<Vec<_>>(),
+            [(
+                "86:00:0a:20:eb:f6".to_string(),
+                "10.209.1.12".parse().unwrap()
+            )]
+        );
     }
 }
