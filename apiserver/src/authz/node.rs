@@ -131,6 +131,14 @@ const NODE_RULES: &[Rule] = &[
         group: "networking.k8s.io",
         resources: &["networkpolicies"],
     },
+    // Not upstream's either: `skiff agent` runs the service proxy as its
+    // node (k3s's agents hold a kube-proxy certificate on the same host
+    // instead), which reads these besides Services and Nodes (above).
+    Rule {
+        verbs: &["list", "watch"],
+        group: "discovery.k8s.io",
+        resources: &["endpointslices"],
+    },
 ];
 
 /// The Node authorizer over the API server's watch caches.
@@ -710,6 +718,8 @@ mod tests {
             // What its network policy controller reads.
             ("list", "", "namespaces", "", ""),
             ("watch", "networking.k8s.io", "networkpolicies", "", ""),
+            // What its service proxy reads.
+            ("watch", "discovery.k8s.io", "endpointslices", "", ""),
             (
                 "create",
                 "authorization.k8s.io",
@@ -731,6 +741,7 @@ mod tests {
             ("get", "", "namespaces"),
             ("create", "networking.k8s.io", "networkpolicies"),
             ("delete", "networking.k8s.io", "networkpolicies"),
+            ("create", "discovery.k8s.io", "endpointslices"),
             ("list", "apps", "deployments"),
             ("create", "", "pods/exec"),
             ("create", "rbac.authorization.k8s.io", "clusterrolebindings"),

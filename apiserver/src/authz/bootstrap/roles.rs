@@ -350,13 +350,6 @@ pub fn cluster_role_bindings() -> Vec<BindingSpec> {
         // binding with no subjects.
         BindingSpec::cluster("system:node", Vec::new()),
         BindingSpec::cluster("system:node-proxier", vec![user("system:kube-proxy")]),
-        // `skiff agent` runs the service proxy with the node's own (single)
-        // credential, so nodes read what a proxy reads. k3s's agents hold a
-        // kube-proxy certificate on the same host, so a node gains nothing
-        // it would not have there: read-only Services, Endpoints,
-        // EndpointSlices and Nodes.
-        BindingSpec::cluster("system:skiff:node-proxier", vec![group("system:nodes")])
-            .of("system:node-proxier"),
         // The API server's own client certificate towards node servers
         // (logs, exec, attach, port-forward), which they check with a
         // SubjectAccessReview; bound as k3s and kubeadm bind it.
