@@ -9,10 +9,9 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 
 use skiff_common::cidr::Ipv4Net;
+use skiff_common::nft::Nft;
 
 use super::OverlayError;
 
@@ -48,30 +47,7 @@ pub fn script(table: &str, own: Ipv4Net, all: &BTreeSet<Ipv4Net>) -> String {
 
 /// Applies `script` with `nft -f -` (one transaction).
 pub fn apply(script: &str) -> Result<(), OverlayError> {
-    let command = "nft -f -".to_string();
-    let spawn_error = |source| OverlayError::Spawn {
-        command: command.clone(),
-        source,
-    };
-    let mut child = Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_error)?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(script.as_bytes()).map_err(spawn_error)?;
-    }
-    let out = child.wait_with_output().map_err(spawn_error)?;
-    if !out.status.success() {
-        return Err(OverlayError::Failed {
-            command,
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(())
+    Ok(Nft::new().apply(script)?)
 }
 
 #[cfg(test)]

@@ -144,6 +144,9 @@ pub enum OverlayError {
         /// What was wrong.
         detail: String,
     },
+    /// The masquerade table could not be applied.
+    #[error(transparent)]
+    Nft(#[from] skiff_common::nft::NftError),
     /// The node address is not IPv4 (the pod network is IPv4 only).
     #[error("the node address {0:?} is not an IPv4 address")]
     NodeAddress(String),
