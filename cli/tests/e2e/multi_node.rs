@@ -275,6 +275,23 @@ fn multi_node_vxlan_pods_services_dns_failover_and_node_names() {
         "the agent's error names the refusal:\n{log}"
     );
     assert_eq!(internal_ip(&node(&cluster, &b)), cluster.agents[1].ip);
+    // Nor can another host join with the cluster's own join token under B's
+    // name: its node password differs from the one B registered with.
+    let thief_dir = cluster.dir.path().join("thief");
+    let join_token = cluster.join_token();
+    let mut thief = cluster.spawn_agent(&cluster.agents[0], &b, &join_token, &thief_dir, "-thief");
+    let status = eventually(
+        Duration::from_secs(120),
+        "the agent joining under a taken name to exit",
+        || thief.try_wait().ok().flatten(),
+    );
+    assert!(!status.success(), "a second host took over node {b}");
+    let log = cluster.log(&format!("{b}-thief"));
+    assert!(
+        log.contains("node password"),
+        "the agent's error names the node password:\n{log}"
+    );
+    assert_eq!(internal_ip(&node(&cluster, &b)), cluster.agents[1].ip);
 
     // A Deployment preferring B, tolerating B's loss for 5 s only.
     let toleration = |key: &str| {

@@ -301,12 +301,23 @@ impl Cluster {
     /// Starts agent `i` (again, after [`stop_agent`](Self::stop_agent)).
     pub fn start_agent(&mut self, i: usize) {
         let agent = &self.agents[i];
-        let child = self.spawn_agent(agent, &agent.node, &agent.token, &agent.data_dir, "");
+        let token = self.join_token();
+        let child = self.spawn_agent(agent, &agent.node, &token, &agent.data_dir, "");
         self.agents[i].child = Some(child);
     }
 
+    /// The server's join token (`DATA_DIR/token`, `K10<CA hash>::server:…`):
+    /// agents join with it by TLS bootstrap, as `skiff agent --token` does.
+    pub fn join_token(&self) -> String {
+        std::fs::read_to_string(self.server_dir().join("token"))
+            .expect("the server's join token")
+            .trim()
+            .to_string()
+    }
+
     /// Joins a host to the cluster: `skiff agent` in `host`'s namespace
-    /// with `--server`, `--token` and `--ca-file`. (The one place that knows
+    /// with `--server` and `--token` (a K10 join token, checked against the
+    /// CA it names; any other token with `--ca-file`). (The one place that knows
     /// how agents join; `log_suffix` keeps the logs of extra agents apart.)
     pub fn spawn_agent(
         &self,
@@ -326,8 +337,12 @@ impl Cluster {
             .arg(data_dir)
             .args(["--server", &format!("https://{}:6443", self.server_ip)])
             .args(["--token", token])
-            .arg("--ca-file")
-            .arg(self.ca_file())
+            .args(
+                (!token.starts_with("K10"))
+                    .then(|| ["--ca-file".into(), self.ca_file().into_os_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(["--node-name", node])
             .args(["--node-ip", &host.ip])
             .args(["--cni-bridge", &host.bridge])
