@@ -400,12 +400,18 @@ async fn a_start_releases_leaked_records_and_records_what_services_hold() {
     drop((first, router));
     // A server that died between its record and its Service left one
     // behind, long ago; another record went missing.
-    let leaked = ip_record(Ipv4Addr::new(10, 99, 0, 9));
+    // (Two addresses of the range that `kept` did not get: its pick is
+    // random.)
+    let mut free = (2..15)
+        .map(|last| Ipv4Addr::new(10, 99, 0, last))
+        .filter(|ip| *ip != kept);
+    let (leaked_ip, fresh_ip) = (free.next().unwrap(), free.next().unwrap());
+    let leaked = ip_record(leaked_ip);
     let old = json!({"uid": "gone", "service": "default/gone", "allocatedAt": 0});
     store.create(&leaked, old.to_string().into()).await.unwrap();
     store.delete(&ip_record(kept), None).await.unwrap();
     // A record written just now (a create on its way) is left alone.
-    let fresh = ip_record(Ipv4Addr::new(10, 99, 0, 10));
+    let fresh = ip_record(fresh_ip);
     let now = json!({"uid": "new", "service": "default/new",
         "allocatedAt": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()});
     store.create(&fresh, now.to_string().into()).await.unwrap();

@@ -4,9 +4,10 @@
 //! reach each other by IP (keeping their own source address) and through a
 //! Service name, from both nodes, over the VXLAN overlay or host-gw routes;
 //! pod traffic leaving the cluster is masqueraded; the cluster DNS answers
-//! from both nodes; a node cannot register under another node's name; a
-//! stopped agent's Node turns NotReady and its Deployment pods come back on
-//! the other node; a deleted Node's routes go. Needs root (namespaces,
+//! from both nodes; a default-deny NetworkPolicy cuts cross-node traffic until
+//! an allow rule admits one labelled client; a node cannot register under
+//! another node's name; a stopped agent's Node turns NotReady and its
+//! Deployment pods come back on the other node; a deleted Node's routes go. Needs root (namespaces,
 //! containerd, runc, CNI, nft).
 
 mod cluster;
@@ -100,6 +101,24 @@ fn fetch_until(cluster: &Cluster, name: &str, url: &str, expected: &str) {
         std::thread::sleep(Duration::from_millis(500));
     }
     panic!("{name} fetching {url}: wanted {expected:?}, last got {last:?}");
+}
+
+/// Waits until GETs of `url` from pod `name` fail (a policy may take a
+/// moment to reach the node), then checks that two more fail too.
+fn fetch_fails(cluster: &Cluster, name: &str, url: &str) {
+    let script = format!("busybox timeout 3 wget -q -O - {url}");
+    eventually(
+        Duration::from_secs(60),
+        &format!("{name} refused {url}"),
+        || exec(cluster, name, &script).is_err().then_some(()),
+    );
+    for _ in 0..2 {
+        let got = exec(cluster, name, &script);
+        assert!(
+            got.is_err(),
+            "{name} reached {url} through the policy: {got:?}"
+        );
+    }
 }
 
 /// The routes skiff's pod network installed on `netns` (`proto 173`), as
@@ -237,6 +256,33 @@ fn multi_node_vxlan_pods_services_dns_failover_and_node_names() {
             .unwrap_or_else(|e| panic!("nslookup from {client}: {e}"));
         assert!(answer.contains(&cluster_ip), "{client}: {answer}");
     }
+
+    // A default-deny NetworkPolicy in the namespace cuts the cross-node path
+    // to web-b until an allow rule admits pods labelled role=client, and
+    // only them: enforced on B for traffic from A's pods.
+    cluster.apply(&pod("other-a", &a, false));
+    ready_pod_ip(&cluster, "other-a");
+    cluster.kubectl_ok(&["label", "pod", "client-a", "role=client"]);
+    cluster.apply(&serde_json::json!({"apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy", "metadata": {"name": "default-deny"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}));
+    let web_url = format!("http://{web_ip}:8080/");
+    fetch_fails(&cluster, "client-a", &web_url);
+    fetch_fails(&cluster, "other-a", &web_url);
+    cluster.apply(&serde_json::json!({"apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy", "metadata": {"name": "web-from-clients"},
+        "spec": {"podSelector": {"matchLabels": {"app": "web"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}],
+                "ports": [{"protocol": "TCP", "port": 8080}]}]}}));
+    fetch_until(&cluster, "client-a", &web_url, "web-b");
+    fetch_fails(&cluster, "other-a", &web_url);
+    cluster.kubectl_ok(&[
+        "delete",
+        "networkpolicy",
+        "default-deny",
+        "web-from-clients",
+    ]);
+    fetch_until(&cluster, "other-a", &web_url, "web-b");
 
     // Traffic leaving the cluster leaves with the node's address.
     let gateway = format!("10.209.{}.1", cluster.n);
