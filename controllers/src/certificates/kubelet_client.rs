@@ -12,13 +12,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use rcgen::{
-    CertificateSigningRequestParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose,
-};
+use rcgen::{CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose};
 
-use super::kubelet_serving::{
-    BACKDATE, ClusterSigner, LIFETIME, NODE_USER_PREFIX, NODES_GROUP, SignError, dn_text,
-};
+use super::kubelet_serving::{BACKDATE, ClusterSigner, LIFETIME, SignError, node_subject};
 
 /// The signer name kubelets ask for client certificates with.
 pub const SIGNER_NAME: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -36,43 +32,7 @@ pub fn parse_request(
 ) -> Result<(CertificateSigningRequestParams, String), SignError> {
     let csr = CertificateSigningRequestParams::from_pem(csr_pem)
         .map_err(|e| SignError::Parse(e.to_string()))?;
-    let mut cn = Vec::new();
-    let mut orgs = Vec::new();
-    for (kind, value) in csr.params.distinguished_name.iter() {
-        let text = dn_text(value).ok_or_else(|| {
-            SignError::Refused("the subject holds a value that is not text".into())
-        })?;
-        match kind {
-            DnType::CommonName => cn.push(text),
-            DnType::OrganizationName => orgs.push(text),
-            other => {
-                return Err(SignError::Refused(format!(
-                    "the subject may only hold a common name and organizations, not {other:?}"
-                )));
-            }
-        }
-    }
-    let node = match cn.as_slice() {
-        [one] => one
-            .strip_prefix(NODE_USER_PREFIX)
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                SignError::Refused(format!(
-                    "the common name must be {NODE_USER_PREFIX}<node name>, not {one:?}"
-                ))
-            })?
-            .to_string(),
-        _ => {
-            return Err(SignError::Refused(
-                "the subject must hold exactly one common name".into(),
-            ));
-        }
-    };
-    if orgs != [NODES_GROUP] {
-        return Err(SignError::Refused(format!(
-            "the organization must be exactly [{NODES_GROUP}], not {orgs:?}"
-        )));
-    }
+    let node = node_subject(&csr)?;
     if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
         return Err(SignError::Refused(
             "a client certificate cannot be a CA".into(),
@@ -122,8 +82,9 @@ impl ClusterSigner {
 
 #[cfg(test)]
 mod tests {
+    use super::super::kubelet_serving::NODES_GROUP;
     use super::*;
-    use rcgen::{CertificateParams, KeyPair, SanType};
+    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
 
     fn request(cn: &str, orgs: &[&str], sans: Vec<SanType>) -> String {
         let key = KeyPair::generate().unwrap();

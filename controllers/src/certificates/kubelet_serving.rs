@@ -56,12 +56,10 @@ pub struct ServingRequest {
     pub names: Vec<String>,
 }
 
-/// Reads a PEM certificate request and checks it against the signer's rules.
-pub fn parse_request(
-    csr_pem: &str,
-) -> Result<(CertificateSigningRequestParams, ServingRequest), SignError> {
-    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-        .map_err(|e| SignError::Parse(e.to_string()))?;
+/// The node a request for a node's certificate names: its subject must be
+/// exactly `CN=system:node:<name>, O=system:nodes` (the rule both kubelet
+/// signers share).
+pub(super) fn node_subject(csr: &CertificateSigningRequestParams) -> Result<String, SignError> {
     let mut cn = Vec::new();
     let mut orgs = Vec::new();
     for (kind, value) in csr.params.distinguished_name.iter() {
@@ -78,7 +76,7 @@ pub fn parse_request(
             }
         }
     }
-    let node_name = match cn.as_slice() {
+    let node = match cn.as_slice() {
         [one] => one
             .strip_prefix(NODE_USER_PREFIX)
             .filter(|n| !n.is_empty())
@@ -99,6 +97,16 @@ pub fn parse_request(
             "the organization must be exactly [{NODES_GROUP}], not {orgs:?}"
         )));
     }
+    Ok(node)
+}
+
+/// Reads a PEM certificate request and checks it against the signer's rules.
+pub fn parse_request(
+    csr_pem: &str,
+) -> Result<(CertificateSigningRequestParams, ServingRequest), SignError> {
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| SignError::Parse(e.to_string()))?;
+    let node_name = node_subject(&csr)?;
     if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
         return Err(SignError::Refused(
             "a serving certificate cannot be a CA".into(),
