@@ -7,6 +7,7 @@ mod agent;
 mod allocator;
 mod bootstrap;
 mod certificate;
+mod code_pages;
 mod check_config;
 mod images;
 mod ingress;

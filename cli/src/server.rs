@@ -20,6 +20,9 @@ use skiff_store::{
 use tokio::sync::watch;
 
 const DEFAULT_STORE_CACHE_MB: u64 = 16;
+/// How long after start-up the server gives its start-up code pages back:
+/// past the components' first syncs and the node's registration.
+const STARTUP_SETTLE: Duration = Duration::from_secs(15);
 const DEFAULT_STORE_RESERVE_MB: u64 = 64;
 
 /// Flags of `skiff server`; each can also be set through its `SKIFF_*`
@@ -206,6 +209,12 @@ pub struct ServerArgs {
     /// Do not run the cluster DNS.
     #[arg(long, env = "SKIFF_DISABLE_CLUSTER_DNS")]
     pub disable_cluster_dns: bool,
+
+    /// Keep the code pages start-up touched resident, instead of giving
+    /// them back to the kernel once the server has settled (see
+    /// `code_pages`).
+    #[arg(long, env = "SKIFF_KEEP_STARTUP_CODE")]
+    pub keep_startup_code: bool,
 
     /// The built-in ingress controller.
     #[command(flatten)]
@@ -669,6 +678,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "skiff server started"
     );
+    if !args.keep_startup_code {
+        components.spawn(crate::code_pages::release_after(
+            STARTUP_SETTLE,
+            stopped(stop_rx.clone()),
+        ));
+    }
 
     termination_signal().await;
     // Stop accepting and stop the components; then end watches so draining
