@@ -11,7 +11,9 @@
 //! of the node gets back, and RSS is what the operator and the OOM killer see.
 //!
 //! Only the executable's read-only file mappings are advised: writable ones
-//! may hold private copies that paging out would have to swap.
+//! may hold private copies that paging out would have to swap. The kernel
+//! leaves pages that another process maps too (a second `skiff` from the
+//! same file) where they are.
 
 use std::fs;
 use std::io;
@@ -92,19 +94,20 @@ fn read_only_mappings_of(maps: &str, executable: &Path) -> Vec<Mapping> {
 pub(crate) fn release() -> Result<Released, ReleaseError> {
     let executable: PathBuf = fs::read_link("/proc/self/exe").map_err(ReleaseError::Executable)?;
     let maps = fs::read_to_string("/proc/self/maps").map_err(ReleaseError::Maps)?;
+    // Reclaim skips dirty page-cache pages, which a binary installed or
+    // built moments before start still has: write them back first (a
+    // no-op for a file long on disk).
+    if let Err(error) = fs::File::open("/proc/self/exe").and_then(|f| f.sync_data()) {
+        tracing::debug!(%error, "the executable's pages not written back; dirty ones stay resident");
+    }
     let mut released = Released::default();
     for mapping in read_only_mappings_of(&maps, &executable) {
         let len = mapping.end - mapping.start;
         // SAFETY: the range is one whole mapping of this process, read from
         // its own maps; MADV_PAGEOUT on a clean, read-only file mapping only
         // drops pages the kernel can read back, and changes no contents.
-        let answer = unsafe {
-            libc::madvise(
-                mapping.start as *mut libc::c_void,
-                len,
-                libc::MADV_PAGEOUT,
-            )
-        };
+        let answer =
+            unsafe { libc::madvise(mapping.start as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
         if answer != 0 {
             return Err(ReleaseError::Advise {
                 start: mapping.start,
@@ -134,7 +137,8 @@ pub(crate) fn resident_bytes() -> Option<usize> {
         } else if let Some((range, perms, path)) = header(line)
             && range.contains('-')
         {
-            counting = Path::new(path) == executable && perms.starts_with('r') && !perms.contains('w');
+            counting =
+                Path::new(path) == executable && perms.starts_with('r') && !perms.contains('w');
         }
     }
     Some(total)
@@ -180,9 +184,18 @@ mod tests {
         assert_eq!(
             mappings,
             vec![
-                Mapping { start: 0x55d0a0000000, end: 0x55d0a1000000 },
-                Mapping { start: 0x55d0a1000000, end: 0x55d0a4000000 },
-                Mapping { start: 0x55d0a4000000, end: 0x55d0a4100000 },
+                Mapping {
+                    start: 0x55d0a0000000,
+                    end: 0x55d0a1000000
+                },
+                Mapping {
+                    start: 0x55d0a1000000,
+                    end: 0x55d0a4000000
+                },
+                Mapping {
+                    start: 0x55d0a4000000,
+                    end: 0x55d0a4100000
+                },
             ]
         );
     }
