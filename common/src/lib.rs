@@ -3,7 +3,8 @@
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
 //! class, IPv4 CIDRs, label-selector matching, Go duration text, the
-//! cluster's join token (`join_token`), the
+//! cluster's join token (`join_token`), where a node's password hash is
+//! kept (`node_password`), the
 //! process's Prometheus registry (`metrics`, where every component's metrics
 //! are defined and gathered) and nftables tables as data applied through
 //! `nft` (`nft`, shared by the service proxy and the network policies).
@@ -25,6 +26,7 @@ pub mod join_token;
 pub mod labels;
 pub mod metrics;
 pub mod nft;
+pub mod node_password;
 pub mod qos;
 pub mod quantity;
 pub mod quota;

@@ -1,8 +1,8 @@
 //! skiff-controllers is the controller manager: namespace, garbage collector,
 //! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
 //! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
-//! ClusterRole aggregation, resource quota, horizontal pod autoscaling and CSR
-//! approval and signing, each
+//! ClusterRole aggregation, resource quota, horizontal pod autoscaling, CSR
+//! approval and signing and k3s's node-password cleanup, each
 //! reconciling through shared informers (events are recorded with
 //! `skiff_common::events`, re-exported as `events`); and the auto-deployed
 //! manifests directory (`deploy`, which polls files, not the API).
@@ -27,6 +27,7 @@ pub mod manager;
 pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
+pub mod node_password;
 pub mod owner_events;
 pub mod pod_control;
 pub mod podgc;
@@ -103,5 +104,6 @@ fn defaults() -> Vec<manager::Registered> {
             horizontal_pod_autoscaler::run,
         ),
         starter("tokencleaner", "token-cleaner", token_cleaner::run),
+        starter("node-password", node_password::ACCOUNT, node_password::run),
     ]
 }

@@ -14,7 +14,8 @@
 //! (encrypted at rest when Secrets are). A node renewing its own
 //! certificate proves itself with that certificate and needs no password;
 //! `system:masters` may ask for any node's certificate without one.
-//! Deleting the Secret frees the name for another host.
+//! Deleting the Secret frees the name for another host; the controller
+//! manager's `node-password` controller does so when the Node is deleted.
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -31,15 +32,8 @@ use crate::status::ApiError;
 pub(crate) const ANNOTATION: &str = "skiff.io/node-password";
 /// The signer of node client certificates.
 pub(crate) const SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-/// The type of the Secrets holding password hashes.
-pub(crate) const SECRET_TYPE: &str = "skiff.io/node-password";
-const NAMESPACE: &str = "kube-system";
+use skiff_common::node_password::{NAMESPACE, SECRET_TYPE, secret_name};
 const NODE_PREFIX: &str = "system:node:";
-
-/// The Secret that keeps `node`'s password hash.
-pub(crate) fn secret_name(node: &str) -> String {
-    format!("{node}.node-password.skiff")
-}
 
 /// Takes the password out of a new CertificateSigningRequest and checks it
 /// (recording it for a new node name unless `dry_run`).

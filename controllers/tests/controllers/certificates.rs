@@ -538,6 +538,82 @@ async fn a_second_host_cannot_take_over_a_node_name() {
     cluster.shutdown().await;
 }
 
+/// k3s's node-password cleanup, from a re-provisioned host's side: while
+/// Node edge-2 exists another host stays refused; once an administrator
+/// deletes the Node, its password Secret goes with it (deleted by the
+/// controller acting as its own service account) and a host with another
+/// password can register under the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_node_frees_its_name_for_a_new_host() {
+    use k8s_openapi::api::core::v1::Secret;
+    use skiff_controllers::{ControllerManager, node_password};
+    let cluster = TestCluster::start(Some(&[])).await;
+    let account = cluster.client_as(UserInfo::new(
+        format!(
+            "system:serviceaccount:kube-system:{}",
+            node_password::ACCOUNT
+        ),
+        [
+            "system:serviceaccounts".to_string(),
+            "system:serviceaccounts:kube-system".to_string(),
+        ],
+    ));
+    let ctx = Context::new(cluster.client.clone(), cluster.factory.clone())
+        .with_accounts(Arc::new(move |_: &str| account.clone()));
+    let mut manager = ControllerManager::new(ctx);
+    manager.register("node-password", node_password::ACCOUNT, node_password::run);
+    let (stop_tx, stop) = watch::channel(false);
+    let controller = tokio::spawn(manager.run(stop));
+
+    let key = KeyPair::generate().unwrap();
+    let pp = PostParams::default();
+    let boot = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "abcdef"));
+    let pem = || client_request_pem("system:node:edge-2", &["system:nodes"], &key);
+    let join = |name: &'static str, password: &'static str| {
+        let boot = boot.clone();
+        let csr = client_csr(name, pem(), CLIENT_SIGNER, CLIENT_USAGES, Some(password));
+        async move { boot.create(&PostParams::default(), &csr).await }
+    };
+    join("host-a-join", "host-a").await.unwrap();
+    let nodes = Api::<Node>::all(cluster.client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "edge-2"}})).unwrap();
+    nodes.create(&pp, &node).await.unwrap();
+    // Another Node's deletion leaves edge-2's password alone.
+    let other: Node = serde_json::from_value(json!({"metadata": {"name": "edge-3"}})).unwrap();
+    nodes.create(&pp, &other).await.unwrap();
+    nodes.delete("edge-3", &Default::default()).await.unwrap();
+    let secrets = Api::<Secret>::namespaced(cluster.client.clone(), "kube-system");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        secrets
+            .get_opt("edge-2.node-password.skiff")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let err = join("host-b-early", "host-b")
+        .await
+        .expect_err("the node exists");
+    assert!(err.to_string().contains("another node password"), "{err}");
+
+    nodes.delete("edge-2", &Default::default()).await.unwrap();
+    super::support::eventually_gone(
+        Duration::from_secs(20),
+        &secrets,
+        "edge-2.node-password.skiff",
+    )
+    .await;
+    join("host-b-join", "host-b").await.unwrap();
+    // The new host's password now guards the name: the old one is refused.
+    let err = join("host-a-back", "host-a")
+        .await
+        .expect_err("the name moved");
+    assert!(err.to_string().contains("another node password"), "{err}");
+    let _ = stop_tx.send(true);
+    let _ = controller.await;
+    cluster.shutdown().await;
+}
+
 /// The token cleaner deletes expired bootstrap tokens and leaves live ones
 /// (and other Secrets) alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -439,6 +439,16 @@ pub fn roles() -> Vec<RoleSpec> {
                 events_rule(),
             ],
         ),
+        // k3s's node-password cleanup: a deleted Node's password Secret.
+        RoleSpec::namespaced(
+            "kube-system",
+            "system:controller:node-password-controller",
+            vec![
+                rule(&["get", "delete"])
+                    .groups(&[CORE])
+                    .resources(&["secrets"]),
+            ],
+        ),
         // What `skiff-dns` writes when it publishes itself.
         RoleSpec::namespaced(
             "kube-system",
@@ -488,6 +498,11 @@ pub fn role_bindings() -> Vec<BindingSpec> {
             "system:controller:token-cleaner",
             vec![service_account("kube-system", TOKEN_CLEANER_ACCOUNT)],
         ),
+        BindingSpec::namespaced(
+            "kube-system",
+            "system:controller:node-password-controller",
+            vec![service_account("kube-system", NODE_PASSWORD_ACCOUNT)],
+        ),
         BindingSpec::namespaced("kube-system", "system:skiff:dns-publisher", dns_subjects()),
     ]
 }
@@ -502,6 +517,8 @@ pub const SELF_NODE_CLIENT_ROLE: &str =
     "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient";
 /// The service account of the token cleaner.
 pub const TOKEN_CLEANER_ACCOUNT: &str = "token-cleaner";
+/// The service account of the node-password cleanup.
+pub const NODE_PASSWORD_ACCOUNT: &str = "node-password-controller";
 
 /// Who the DNS runs as: upstream's account, and upstream's user.
 fn dns_subjects() -> Vec<Subject> {
