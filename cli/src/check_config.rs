@@ -42,6 +42,11 @@ pub struct CheckConfigArgs {
     #[arg(long, env = "SKIFF_DISABLE_NETWORK_POLICY")]
     pub disable_network_policy: bool,
 
+    /// How pod traffic will cross between nodes: with `vxlan` (the
+    /// default) the kernel's vxlan device is required.
+    #[arg(long, env = "SKIFF_FLANNEL_BACKEND", default_value = "vxlan")]
+    pub flannel_backend: skiff_node::agent::overlay::Backend,
+
     /// The built-in ingress's ports (or that it is disabled).
     #[command(flatten)]
     pub ingress: crate::ingress::IngressFlags,
@@ -224,8 +229,21 @@ const FEATURES: &[Feature] = &[
 ];
 
 fn checks(host: &Host, args: &CheckConfigArgs) -> Vec<CheckResult> {
-    let mut results: Vec<CheckResult> = FEATURES.iter().map(|f| kernel(host, f)).collect();
+    let vxlan =
+        !args.disable_agent && args.flannel_backend == skiff_node::agent::overlay::Backend::Vxlan;
+    let mut results: Vec<CheckResult> = FEATURES
+        .iter()
+        .map(|f| {
+            let mut result = kernel(host, f);
+            // The overlay the node agent will set up needs it.
+            result.required |= vxlan && f.module == "vxlan";
+            result
+        })
+        .collect();
     results.push(cgroups(host));
+    if vxlan {
+        results.push(vxlan_link());
+    }
     if !args.disable_agent {
         for name in ["containerd", "containerd-shim-runc-v2", "runc", "ctr"] {
             results.push(binary(host, name, true));
@@ -421,6 +439,33 @@ fn port_result(item: String, outcome: std::io::Result<()>) -> CheckResult {
         passed: outcome.is_ok(),
         required: true,
         detail,
+    }
+}
+
+/// Whether a vxlan link can really be made (the module loads, the process
+/// may create links), tried in a network namespace of its own so the host
+/// keeps no trace of it.
+fn vxlan_link() -> CheckResult {
+    let outcome = Command::new("unshare")
+        .args(["--net", "ip", "link", "add", "skiff-check", "type", "vxlan"])
+        .args(["id", "1", "dstport", "8472"])
+        .output();
+    let (passed, detail) = match outcome {
+        Ok(out) if out.status.success() => (true, "created one in a scratch namespace".to_string()),
+        Ok(out) => (
+            false,
+            format!(
+                "cannot create one: {} (needs the vxlan module and root)",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ),
+        Err(e) => (false, format!("cannot run `unshare --net ip`: {e}")),
+    };
+    CheckResult {
+        item: "network: vxlan link".into(),
+        passed,
+        required: true,
+        detail: format!("{detail} (for the vxlan flannel backend)"),
     }
 }
 

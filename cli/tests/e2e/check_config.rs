@@ -1,6 +1,6 @@
 //! `skiff check-config` on this machine: every required item passes when
-//! the ports are free, and a port someone listens on fails the check by
-//! name.
+//! the ports are free (a vxlan link can be made for the default backend),
+//! and a port someone listens on fails the check by name.
 
 use std::net::TcpListener;
 use std::process::{Command, Output};
@@ -50,6 +50,9 @@ fn check_config_passes_on_this_machine() {
         "binary: containerd",
         "binary: runc",
         "CNI plugin: bridge",
+        // The default vxlan backend: the module, and a link really made.
+        "kernel: vxlan",
+        "network: vxlan link",
     ] {
         assert!(
             stdout.contains(&format!("pass  {item}:")),
@@ -58,6 +61,20 @@ fn check_config_passes_on_this_machine() {
     }
     assert!(!stdout.contains("FAIL"), "{stdout}");
     assert!(stdout.ends_with("all required checks passed\n"), "{stdout}");
+}
+
+/// With the host-gw backend no vxlan device is made, so none is tried and
+/// the vxlan module is only advice.
+#[test]
+fn the_vxlan_link_is_checked_for_the_vxlan_backend_only() {
+    let mut args = free_ports();
+    args.extend(["--flannel-backend".to_string(), "host-gw".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = check_config(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(!stdout.contains("vxlan link"), "{stdout}");
+    assert!(stdout.contains("kernel: vxlan:"), "{stdout}");
 }
 
 #[test]
