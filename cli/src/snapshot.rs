@@ -18,8 +18,12 @@ use skiff_store::{SledConfig, SledStore};
 /// cluster CA (so existing kubeconfigs and node certificates stay valid),
 /// the clients' certificates it signed, the service-account signing key
 /// (so existing tokens verify), the token file, and the managed encryption
-/// configuration (without which restored Secrets cannot be read). The
-/// names are paths relative to the data dir; restore writes only these.
+/// configuration (without which restored Secrets cannot be read), and the
+/// join token `DATA_DIR/token` (so agents and servers joined with it still
+/// reach the restored server, and bootstrap data sealed with it in an etcd
+/// datastore still opens; it is no more secret than the CA key beside it,
+/// and the file is 0600). The names are paths relative to the data dir;
+/// restore writes only these.
 pub const ATTACHMENTS: &[&str] = &[
     "tls/ca.crt",
     "tls/ca.key",
@@ -29,8 +33,14 @@ pub const ATTACHMENTS: &[&str] = &[
     "tls/kubelet-client.key",
     "tls/service-account.key",
     "token.csv",
+    JOIN_TOKEN,
     skiff_apiserver::encryption::MANAGED_CONFIG,
 ];
+
+/// The join token's file. Snapshots taken before it was carried lack it: a
+/// restore then keeps the one the data dir has, rather than leaving the
+/// server to make a new one its agents do not know.
+const JOIN_TOKEN: &str = "token";
 
 /// Files of the data dir a restore removes so they are made anew for this
 /// host under the restored CA (the serving certificate names the host).
@@ -272,6 +282,7 @@ pub fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Result<Rest
         let path = data_dir.join(name);
         match snapshot.attachment(name) {
             Some(attachment) => write_private(&path, &attachment.data)?,
+            None if *name == JOIN_TOKEN => {}
             // Not in the snapshot (no encryption then): one left in the
             // data dir would not match the restored data.
             None => match std::fs::remove_file(&path) {

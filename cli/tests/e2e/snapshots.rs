@@ -1,7 +1,8 @@
 //! Snapshots with real processes and kubectl, as k3s's `etcd-snapshot`: a
 //! snapshot taken while the server runs restores into a new data dir with
 //! the data from before it and not after (Secrets readable: the encryption
-//! key travels with it; old kubeconfigs work: so does the CA); scheduled
+//! key travels with it; old kubeconfigs work: so does the CA; the join
+//! token still authenticates: it travels too, on sled and on etcd); scheduled
 //! snapshots with retention; damaged files refused; only cluster admins
 //! reach the endpoints.
 
@@ -34,6 +35,47 @@ fn snapshots(dir: &Path, prefix: &str) -> Vec<String> {
         .unwrap_or_default();
     names.sort_by_key(|n| n.rsplit('-').next().and_then(|t| t.parse::<u64>().ok()));
     names
+}
+
+/// The server's join token (`K10<CA hash>::server:<secret>`).
+fn join_token(server: &Server) -> String {
+    std::fs::read_to_string(server.data_dir().join("token"))
+        .expect("DATA_DIR/token")
+        .trim()
+        .to_string()
+}
+
+/// The restored server kept the old join token (same file, mode 0600) and
+/// accepts its credential, as a joining agent presents it; a made-up one
+/// it refuses.
+fn the_join_token_still_works(restored: &Server, token: &str) {
+    assert_eq!(join_token(restored), token);
+    let mode = std::fs::metadata(restored.data_dir().join("token"))
+        .expect("token file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let (_, credential) = token.split_once("::").expect("K10<hash>::<credential>");
+    let server_url = format!("https://127.0.0.1:{}", restored.port);
+    let whoami = |credential: &str| {
+        Command::new("kubectl")
+            .args(["--server", &server_url, "--insecure-skip-tls-verify"])
+            .args(["--token", credential, "auth", "whoami", "-o", "json"])
+            .env("KUBECONFIG", "/dev/null")
+            .output()
+            .expect("kubectl")
+    };
+    let out = whoami(credential);
+    assert!(
+        out.status.success(),
+        "the old join token is refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wrong = whoami("server:not-the-secret");
+    assert!(
+        !wrong.status.success(),
+        "a made-up server token is accepted"
+    );
 }
 
 #[test]
@@ -104,6 +146,7 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
     server.kubectl_ok(&["get", "configmap", "b"]);
 
     let old_kubeconfig = server.kubeconfig();
+    let token = join_token(&server);
     server.terminate();
 
     let restored_dir = tempfile::tempdir().unwrap();
@@ -135,6 +178,7 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
     );
     let err = restored.kubectl_err(&["get", "configmap", "b"]);
     assert!(err.contains("configmaps \"b\" not found"), "{err}");
+    the_join_token_still_works(&restored, &token);
     // The old server's admin kubeconfig works against the restored one:
     // same CA, same admin certificate.
     let server_url = format!("https://127.0.0.1:{}", restored.port);
@@ -289,6 +333,7 @@ fn a_snapshot_of_a_server_on_etcd_restores_into_the_embedded_store() {
     server.kubectl_ok(&["create", "configmap", "later"]);
     let file = snapshots(&snapshot_dir(&server), "etcd-").remove(0);
     let file = snapshot_dir(&server).join(file);
+    let token = join_token(&server);
     server.terminate();
 
     let restored_dir = tempfile::tempdir().unwrap();
@@ -304,4 +349,5 @@ fn a_snapshot_of_a_server_on_etcd_restores_into_the_embedded_store() {
     );
     let err = restored.kubectl_err(&["get", "configmap", "later"]);
     assert!(err.contains("not found"), "{err}");
+    the_join_token_still_works(&restored, &token);
 }
