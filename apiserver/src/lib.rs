@@ -44,6 +44,7 @@ mod metrics;
 mod object;
 pub mod openapi;
 pub mod patch;
+pub mod peer_endpoints;
 pub mod protobuf;
 mod query;
 pub mod registry;

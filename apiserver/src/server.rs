@@ -414,6 +414,17 @@ impl ApiServer {
             server.inner.clone(),
             own_client.clone(),
         ));
+        if let Some(address) = server.inner.config.advertise_address {
+            // The endpoints exist (with this server) once start returns.
+            if let Err(error) = crate::peer_endpoints::reconcile_once(&own_client, address).await {
+                tracing::warn!(%error, "kubernetes endpoints not written at start");
+            }
+            tokio::spawn(crate::peer_endpoints::run(
+                own_client.clone(),
+                address,
+                server.inner.shutdown.subscribe(),
+            ));
+        }
         tokio::spawn(crate::crd::controller::run(
             server.inner.clone(),
             own_client,
@@ -546,64 +557,39 @@ impl ApiServer {
             })
     }
 
-    /// The `kubernetes` Service, Endpoints and EndpointSlice in `default`,
-    /// pointing at `address` (updated when it changed since the last start).
+    /// The `kubernetes` Service in `default`, targeting `address`'s port;
+    /// its endpoints list every live server (`peer_endpoints`).
     async fn publish_self(
         &self,
         address: std::net::SocketAddr,
         write: &WriteInfo,
     ) -> Result<(), ApiServerError> {
-        let ip = address.ip().to_string();
-        let port = address.port();
-        let family = if address.is_ipv4() { "IPv4" } else { "IPv6" };
         let labels = json!({"component": "apiserver", "provider": "kubernetes"});
         let service = json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
             "spec": {"type": "ClusterIP", "clusterIP": self.inner.services.first_ip().to_string(),
-                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}});
-        let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
-            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-            "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]});
-        let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
-            "addressType": family,
-            "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
-            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
-        let registry = &self.inner.registry;
-        let steps = [
-            (("", "v1", "services"), service, false),
-            (("", "v1", "endpoints"), endpoints, true),
-            (("discovery.k8s.io", "v1", "endpointslices"), slice, true),
-        ];
-        for ((group, version, resource), object, replace) in steps {
-            let info = registry
-                .get(group, version, resource)
-                .expect("system objects are of registered kinds");
-            let result = if replace {
-                crate::handlers::upsert(&self.inner, &info, object, write)
-                    .await
-                    .map(|_| ())
-            } else {
-                match crate::handlers::create::create_object(
-                    &self.inner,
-                    &info,
-                    None,
-                    object,
-                    write,
-                    false,
-                )
-                .await
-                {
-                    Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            };
-            result.map_err(|source| ApiServerError::Bootstrap {
-                name: format!("{resource}/kubernetes"),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": address.port()}]}});
+        let info = self
+            .inner
+            .registry
+            .get("", "v1", "services")
+            .expect("system objects are of registered kinds");
+        match crate::handlers::create::create_object(
+            &self.inner,
+            &info,
+            None,
+            service,
+            write,
+            false,
+        )
+        .await
+        {
+            Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
+            Err(source) => Err(ApiServerError::Bootstrap {
+                name: "services/kubernetes".into(),
                 source,
-            })?;
+            }),
         }
-        Ok(())
     }
 
     /// Every API path: discovery, version, health and resources.

@@ -3,8 +3,10 @@
 //! the same CA, objects written through one read through the other, Service
 //! addresses unique across both while they allocate at once — and when the
 //! server holding the controller-manager and scheduler leases is SIGKILLed,
-//! the survivor takes over. A server with a wrong token, or a token naming
-//! another CA, refuses to start.
+//! the survivor takes over. The `kubernetes` endpoints list both servers
+//! (each advertising its own node address) and drop the killed one within
+//! its lease's TTL. A server with a wrong token, or a token naming another
+//! CA, refuses to start.
 
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
@@ -33,6 +35,39 @@ fn server_flags(etcd: &str) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
+}
+
+/// Binds every address, advertising `ip` (a loopback address of its own)
+/// in the `kubernetes` endpoints.
+fn advertising(mut flags: Vec<String>, ip: &str) -> Vec<String> {
+    flags.extend(["--bind-address", "0.0.0.0", "--node-ip", ip].map(String::from));
+    flags
+}
+
+/// The `kubernetes` Endpoints' addresses (sorted as served) and the
+/// EndpointSlices' addresses, through `server`.
+fn api_endpoints(server: &Server) -> (String, String) {
+    let endpoints = server.kubectl(&[
+        "get",
+        "endpoints",
+        "kubernetes",
+        "-o",
+        "jsonpath={.subsets[*].addresses[*].ip}",
+    ]);
+    let slices = server.kubectl(&[
+        "get",
+        "endpointslices",
+        "-l",
+        "kubernetes.io/service-name=kubernetes",
+        "-o",
+        "jsonpath={.items[*].endpoints[*].addresses[*]}",
+    ]);
+    (
+        String::from_utf8_lossy(&endpoints.stdout)
+            .trim()
+            .to_string(),
+        String::from_utf8_lossy(&slices.stdout).trim().to_string(),
+    )
 }
 
 fn start(flags: &[String]) -> Server {
@@ -124,7 +159,7 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
         .unwrap_or_else(|e| panic!("cannot start the test etcd: {e}"));
     let endpoint = etcd.endpoint().to_string();
 
-    let mut first = start(&server_flags(&endpoint));
+    let mut first = start(&advertising(server_flags(&endpoint), "127.0.0.2"));
     let token = std::fs::read_to_string(first.data_dir().join("token"))
         .expect("the first server writes DATA_DIR/token")
         .trim()
@@ -167,7 +202,7 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
     assert!(wrong_ca.contains("CA hash does not match"), "{wrong_ca}");
 
     // The second server joins with the token and runs the nodes.
-    let mut joined = server_flags(&endpoint);
+    let mut joined = advertising(server_flags(&endpoint), "127.0.0.3");
     joined.extend([
         "--server".to_string(),
         format!("https://127.0.0.1:{}", first.port),
@@ -240,6 +275,28 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
         "{}",
         String::from_utf8_lossy(&whoami.stderr)
     );
+    // Both servers are the `kubernetes` endpoints, sorted, through either;
+    // each keeps its lease.
+    let both = (
+        "127.0.0.2 127.0.0.3".to_string(),
+        "127.0.0.2 127.0.0.3".to_string(),
+    );
+    for server in [&first, &second] {
+        eventually(Duration::from_secs(20), "both servers as endpoints", || {
+            (api_endpoints(server) == both).then_some(())
+        });
+    }
+    let leases = first.kubectl_ok(&[
+        "get",
+        "leases",
+        "-n",
+        "kube-system",
+        "-l",
+        "apiserver.kubernetes.io/identity=kube-apiserver",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(leases.lines().count(), 2, "{leases}");
     // The joined server waits: it does not lead while the first renews.
     assert_eq!(
         holder(&second, "kube-controller-manager").as_deref(),
@@ -347,6 +404,14 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
         },
     );
     assert!(killed_at.elapsed() < Duration::from_secs(45));
+    // Within the killed server's lease TTL (15 s) and one renewal (5 s) of
+    // the survivor's, only the survivor is left.
+    let only_survivor = ("127.0.0.3".to_string(), "127.0.0.3".to_string());
+    eventually(
+        (killed_at + Duration::from_secs(22)).saturating_duration_since(Instant::now()),
+        "only the survivor as endpoints",
+        || (api_endpoints(&second) == only_survivor).then_some(()),
+    );
     let new_cm = holder(&second, "kube-controller-manager").expect("a new leader");
     let new_sched = holder(&second, "kube-scheduler").expect("a new leader");
     assert!(

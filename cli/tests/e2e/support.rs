@@ -77,8 +77,13 @@ impl Server {
             .arg(self.dir.path())
             .arg("--https-listen-port")
             .arg(self.port.to_string())
-            .arg("--bind-address")
-            .arg("127.0.0.1")
+            // Loopback unless the test binds elsewhere itself.
+            .args(
+                (!self.args.iter().any(|a| a == "--bind-address"))
+                    .then_some(["--bind-address", "127.0.0.1"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(&self.args)
             .env("SKIFF_LOG", "info")
             // Servers with a node agent run the service proxy: each gets
