@@ -338,6 +338,38 @@ fn multi_node_vxlan_pods_services_dns_failover_and_node_names() {
         "the agent's error names the node password:\n{log}"
     );
     assert_eq!(internal_ip(&node(&cluster, &b)), cluster.agents[1].ip);
+    // A host with a wrong token (the cluster's CA hash, another secret) is
+    // refused at the first request, and says why.
+    let (hash, _) = join_token
+        .split_once("::")
+        .expect("K10<hash>::<credential>");
+    let wrong_dir = cluster.dir.path().join("wrong-token");
+    let wrong_token = format!("{hash}::abcdef.0123456789abcdef");
+    let mut wrong = cluster.spawn_agent(
+        &cluster.agents[0],
+        "wrong-token",
+        &wrong_token,
+        &wrong_dir,
+        "-wrong",
+    );
+    let status = eventually(
+        Duration::from_secs(60),
+        "the agent with a wrong token to exit",
+        || wrong.try_wait().ok().flatten(),
+    );
+    assert!(!status.success(), "an agent joined with a wrong token");
+    let log = cluster.log("wrong-token-wrong");
+    assert!(
+        log.contains("refused the join token (401)") && log.contains("wrong or has expired"),
+        "the agent's error names the wrong token:\n{log}"
+    );
+    assert!(
+        !cluster
+            .kubectl(&["get", "node", "wrong-token"])
+            .status
+            .success(),
+        "a Node was registered with a wrong token"
+    );
 
     // A Deployment preferring B, tolerating B's loss for 5 s only.
     let toleration = |key: &str| {
