@@ -1,5 +1,5 @@
 //! Small helpers the workload controllers share: the clock, owner references,
-//! label selectors and timestamps.
+//! label selectors, timestamps and deleting exactly one object.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::core::{Selector, SelectorExt};
+
+/// Delete options that delete only the object `meta` describes (by uid):
+/// one re-created meanwhile under the same name, which the caller did not
+/// judge, stays.
+pub fn delete_exactly(meta: &ObjectMeta) -> kube::api::DeleteParams {
+    kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: meta.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    }
+}
 
 /// The current time as an API timestamp.
 pub fn now() -> Time {

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Preconditions};
 use skiff_common::node_password::{NAMESPACE, SECRET_TYPE, secret_name};
 use skiff_informer::{Action, Controller, HandlerFns, WorkQueue};
 
@@ -80,14 +79,7 @@ async fn forget(secrets: &Api<Secret>, node: &str) -> Result<Action, NodePasswor
     if secret.type_.as_deref() != Some(SECRET_TYPE) {
         return Ok(Action::Done);
     }
-    // Only the Secret that was looked at.
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: secret.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
+    let params = crate::controller_utils::delete_exactly(&secret.metadata);
     match secrets.delete(&name, &params).await {
         Ok(_) => {
             tracing::info!(%node, "node deleted: its node password was removed");

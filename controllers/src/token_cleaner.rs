@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Preconditions};
+use kube::api::ListParams;
 
 use crate::manager::{Context, Stop};
 
@@ -69,15 +69,8 @@ async fn clean(api: &Api<Secret>) -> Result<(), kube::Error> {
             continue;
         }
         let name = secret.metadata.name.clone().unwrap_or_default();
-        // Only the Secret that was judged: a token re-created meanwhile
-        // under the same name stays.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: secret.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
+        // Only the Secret that was judged.
+        let params = crate::controller_utils::delete_exactly(&secret.metadata);
         match api.delete(&name, &params).await {
             Ok(_) => tracing::info!(secret = %name, "deleted an expired bootstrap token"),
             Err(error) => {
