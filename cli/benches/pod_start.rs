@@ -21,9 +21,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, Config};
-use skiff_node::agent::cri_config::{self, ContainerInputs};
-use skiff_node::agent::dns_config::{ClusterDnsSettings, PodDnsInputs};
-use skiff_node::agent::labels;
+use skiff_node::agent::pod::cri_config::{self, ContainerInputs};
+use skiff_node::agent::pod::dns_config::{ClusterDnsSettings, PodDnsInputs};
+use skiff_node::agent::pod::labels;
 use skiff_node::{CriRuntime, images};
 
 const NODE: &str = "bench-node";

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use skiff_common::join_token::JoinToken;
 use skiff_informer::SharedInformerFactory;
-use skiff_node::agent::{self, AgentConfig, join, remote};
+use skiff_node::agent::identity::{join, remote};
+use skiff_node::agent::{self, AgentConfig};
 use tokio::sync::watch;
 
 /// Flags of the node agent.
@@ -103,7 +104,7 @@ impl NodeFlags {
     pub fn node_name(&self, data_dir: &Path) -> String {
         match &self.node_name {
             Some(name) => name.clone(),
-            None => agent::host::read(data_dir).hostname,
+            None => agent::node::host::read(data_dir).hostname,
         }
     }
 
@@ -114,7 +115,7 @@ impl NodeFlags {
         config.runtime.external_endpoint = self.container_runtime_endpoint.clone();
         config.fallback_pod_cidr = self.pod_cidr.clone();
         config.cni_bridge = self.cni_bridge.clone();
-        config.dns = agent::dns_config::ClusterDnsSettings {
+        config.dns = agent::pod::dns_config::ClusterDnsSettings {
             servers: self.cluster_dns.clone(),
             domain: self.cluster_domain.clone(),
             resolv_conf: self.resolv_conf.clone(),
@@ -138,7 +139,7 @@ impl NodeFlags {
     /// The node's address: `--node-ip`, else the host's first non-loopback
     /// IPv4 address.
     pub fn node_ip(&self) -> IpAddr {
-        self.node_ip.unwrap_or_else(agent::host::internal_ip)
+        self.node_ip.unwrap_or_else(agent::node::host::internal_ip)
     }
 
     /// The service proxy's configuration, unless disabled.
@@ -274,7 +275,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let client = remote.client;
     config.server_tls = Some(agent::NodeServerTls {
         ca_pem: remote.ca_pem,
-        signer: std::sync::Arc::new(agent::csr_signer::CsrSigner::new(client.clone())),
+        signer: std::sync::Arc::new(agent::identity::csr_signer::CsrSigner::new(client.clone())),
     });
     let factory = SharedInformerFactory::new(client.clone());
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -73,8 +73,8 @@ fn rotate(args: &CertificateArgs) -> anyhow::Result<()> {
     }
     let pki = args.data_dir.join("agent").join("pki");
     for file in [
-        skiff_node::agent::serving_cert::CERT_FILE,
-        skiff_node::agent::serving_cert::KEY_FILE,
+        skiff_node::agent::identity::serving_cert::CERT_FILE,
+        skiff_node::agent::identity::serving_cert::KEY_FILE,
     ] {
         match std::fs::remove_file(pki.join(file)) {
             Ok(()) => println!(

@@ -660,7 +660,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         let server = identities.server();
         let stop = stop_rx.clone();
         components.spawn(async move {
-            skiff_node::agent::registration::mark_control_plane(server, &node_name, stop).await;
+            skiff_node::agent::node::registration::mark_control_plane(server, &node_name, stop)
+                .await;
         });
     }
     if let Some(schedule) = schedule {
@@ -949,7 +950,7 @@ impl Identities {
 /// `kubernetes.io/kubelet-serving` signer applies to remote nodes.
 fn in_process_node_tls(certs: &ClusterCerts) -> anyhow::Result<skiff_node::agent::NodeServerTls> {
     use skiff_controllers::certificates::kubelet_serving::ClusterSigner;
-    use skiff_node::agent::serving_cert::{LocalSigner, ServingCertRequest};
+    use skiff_node::agent::identity::serving_cert::{LocalSigner, ServingCertRequest};
     let signer = ClusterSigner::from_pem(&certs.ca_cert_pem, &certs.ca_key_pem)
         .context("loading the cluster CA to sign the node's serving certificate")?;
     let sign = move |request: &ServingCertRequest| {

@@ -29,7 +29,7 @@
 //!   `DnsConfig::metrics_listen` over plain HTTP as CoreDNS serves them,
 //!   and with every other component's on the API server's `/metrics`.
 //! - The node agent writes `nameserver <cluster DNS IP>` into pods'
-//!   resolv.conf per `dnsPolicy` (see `skiff_node::agent::dns_config`).
+//!   resolv.conf per `dnsPolicy` (see `skiff_node::agent::pod::dns_config`).
 
 #![warn(missing_docs)]
 

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use skiff_node::agent::logs::{self, LogOptions, LogTarget};
+use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use skiff_node::agent::logs::{self, LogOptions, LogTarget};
+use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
 use super::containerd::{apply, json, pod, run_with_node, wait_node_ready};

@@ -5,40 +5,11 @@
 //! every second. Stopping the agent leaves containers running; a restarted
 //! agent adopts them by pod UID.
 
-pub mod backoff;
-pub mod claims;
-pub mod client_cert;
-pub mod context;
-pub mod cri_config;
-pub mod csr_signer;
-pub mod dns_config;
-pub mod downward;
-pub mod env;
-pub mod expand;
-pub mod host;
-pub mod images;
-pub mod join;
-pub mod labels;
-pub mod logs;
-pub mod metrics;
-pub mod network;
+pub mod identity;
+pub mod node;
 pub mod overlay;
-pub mod pleg;
-pub mod pod_workers;
-pub mod probes;
-pub mod pull_secrets;
-pub mod registration;
-pub mod remote;
-pub mod runtime_view;
-pub mod sa_token;
+pub mod pod;
 pub mod server;
-pub mod serving_cert;
-pub mod stats;
-pub mod status;
-pub mod sync;
-pub mod termination;
-#[cfg(test)]
-pub(crate) mod test_pki;
 pub mod volumes;
 
 use std::collections::BTreeMap;
@@ -55,9 +26,13 @@ use tokio::sync::{mpsc, watch};
 use crate::containerd::bringup::{BringUpError, BringUpOptions, NodeRuntime};
 use crate::containerd::config::PodCidr;
 use crate::runtime::Runtime;
-use backoff::BackoffConfig;
-use context::AgentContext;
-use downward::NodeAllocatable;
+use identity::serving_cert;
+use node::{host, network, registration, stats};
+use pod::backoff::BackoffConfig;
+use pod::context::AgentContext;
+use pod::downward::NodeAllocatable;
+use pod::{dns_config, pleg, pod_workers};
+use volumes::claims;
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -281,7 +256,7 @@ async fn run_with_runtime(
             port: i32::from(server_port),
         }),
     });
-    let node = registration::write_status(&client, &node_name, &status)
+    let registered = registration::write_status(&client, &node_name, &status)
         .await
         .map_err(register_err)?;
     registration::renew_lease(&client, &node_name)
@@ -301,7 +276,7 @@ async fn run_with_runtime(
     let mut tasks = tokio::task::JoinSet::new();
     {
         let stop = stop.clone();
-        let previous = node.status.clone();
+        let previous = registered.status.clone();
         tasks.spawn(heartbeat.run(stop, previous, Some(health)));
     }
 

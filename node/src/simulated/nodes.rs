@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
 use super::{SimulatedConfig, SimulatedError, ips};
-use crate::agent::registration::renew_lease;
+use crate::agent::node::registration::renew_lease;
 
 /// The container runtime version every simulated Node reports.
 pub const SIMULATED_RUNTIME_VERSION: &str = "simulated://0.1.0";

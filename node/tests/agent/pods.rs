@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use skiff_node::agent::logs::{self, LogOptions, LogTarget};
+use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use crate::harness::{TestCluster, condition, container_id, container_status, exec, phase};

@@ -71,11 +71,11 @@ async fn a_duplicate_sandbox_is_reconciled_to_one() {
         .await;
     let id = container_id(&before, "s");
 
-    let config = skiff_node::agent::cri_config::sandbox_config(
+    let config = skiff_node::agent::pod::cri_config::sandbox_config(
         &before,
         &cluster.log_root(),
         1,
-        &skiff_node::agent::dns_config::PodDnsInputs::load(&Default::default()),
+        &skiff_node::agent::pod::dns_config::PodDnsInputs::load(&Default::default()),
     );
     let duplicate = skiff_node::Runtime::run_pod_sandbox(&cluster.cri, &config)
         .await

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::NodeState;
 use super::status::failure;
 use super::target::{self, TargetError};
-use crate::agent::logs::{self, LogError, LogOptions, LogTarget};
+use crate::agent::pod::logs::{self, LogError, LogOptions, LogTarget};
 use crate::runtime::cri_api;
 
 /// How often a follower looks for new lines.
@@ -199,7 +199,7 @@ impl Follower {
 /// Whether a container instance writes `path` (its restart count names the
 /// file).
 fn writes(container: &cri_api::Container, path: &std::path::Path) -> bool {
-    let run = crate::agent::labels::restart_count(&container.annotations);
+    let run = crate::agent::pod::labels::restart_count(&container.annotations);
     path.file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n == format!("{run}.log"))

@@ -61,7 +61,7 @@ pub struct NodeState {
     /// Root of the pod log directories.
     pub log_root: PathBuf,
     /// Resource usage of the node and its pods.
-    pub stats: Arc<crate::agent::stats::StatsProvider>,
+    pub stats: Arc<crate::agent::node::stats::StatsProvider>,
     /// Decides what each caller may do.
     pub authorizer: Arc<dyn authz::Reviewer>,
 }
@@ -82,7 +82,7 @@ pub enum ServerError {
     Tls(#[from] tls::TlsError),
     /// No serving certificate could be had.
     #[error(transparent)]
-    Certificate(#[from] crate::agent::serving_cert::ServingCertError),
+    Certificate(#[from] crate::agent::identity::serving_cert::ServingCertError),
 }
 
 /// Binds the node server's port on `ip`: `port`, or when that is taken
@@ -135,7 +135,7 @@ async fn metrics() -> Response {
             http::header::CONTENT_TYPE,
             skiff_common::metrics::TEXT_CONTENT_TYPE,
         )],
-        crate::agent::metrics::gather(),
+        crate::agent::node::metrics::gather(),
     )
         .into_response()
 }

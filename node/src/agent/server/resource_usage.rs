@@ -9,7 +9,7 @@ use http::StatusCode;
 
 use super::NodeState;
 use super::status::failure;
-use crate::agent::stats;
+use crate::agent::node::stats;
 
 /// The kubelet's Summary API document.
 pub async fn summary(State(state): State<NodeState>) -> Response {

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::target::TargetError;
 use super::upgrade::UpgradeError;
-use crate::agent::logs::LogError;
+use crate::agent::pod::logs::LogError;
 
 /// A failure Status with upstream's reason for `code`.
 pub fn failure(code: StatusCode, message: impl Into<String>) -> Response {

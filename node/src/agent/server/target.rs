@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use skiff_informer::Cache;
 
-use crate::agent::labels;
+use crate::agent::pod::labels;
 use crate::runtime::{Runtime, RuntimeError, cri_api};
 
 /// Why a request's target could not be found.

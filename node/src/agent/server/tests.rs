@@ -14,8 +14,8 @@ use tokio::sync::watch;
 
 use super::authz::{AuthzError, Caller, NodeAction, Reviewer};
 use super::{NodeState, serve, tls};
-use crate::agent::serving_cert;
-use crate::agent::test_pki::{CaSigner, TestCa};
+use crate::agent::identity::serving_cert;
+use crate::agent::identity::test_pki::{CaSigner, TestCa};
 
 /// Allows one user, denies everyone else, and remembers what it was asked.
 struct OneUser {
@@ -77,7 +77,7 @@ async fn start_with(authorizer: Arc<dyn Reviewer>, reviewer: Arc<OneUser>) -> Ru
     );
     let state = NodeState {
         runtime: runtime.clone(),
-        stats: Arc::new(crate::agent::stats::StatsProvider::new(runtime, "n1")),
+        stats: Arc::new(crate::agent::node::stats::StatsProvider::new(runtime, "n1")),
         pods: Arc::new(skiff_informer::Cache::new()),
         log_root: dir.path().join("logs"),
         authorizer,

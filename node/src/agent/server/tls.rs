@@ -25,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::authz::Caller;
-use crate::agent::serving_cert::{self, ServingCert};
+use crate::agent::identity::serving_cert::{self, ServingCert};
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -347,10 +347,14 @@ mod tests {
 
     #[test]
     fn the_ca_must_match_the_tokens_hash() {
-        let pem = crate::agent::test_pki::TestCa::new("ca-1").cert_pem.clone();
+        let pem = crate::agent::identity::test_pki::TestCa::new("ca-1")
+            .cert_pem
+            .clone();
         let token = JoinToken::parse(&JoinToken::format(pem.as_bytes(), "server:x")).unwrap();
         assert!(check_ca("https://s", &token, &pem).is_ok());
-        let other = crate::agent::test_pki::TestCa::new("ca-2").cert_pem.clone();
+        let other = crate::agent::identity::test_pki::TestCa::new("ca-2")
+            .cert_pem
+            .clone();
         let err = check_ca("https://s", &token, &other).unwrap_err();
         assert!(matches!(err, JoinError::CaMismatch { .. }), "{err}");
         assert!(err.to_string().contains("nothing was sent"), "{err}");

@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, Preconditions};
 
 use super::context::AgentContext;
 use super::runtime_view::PodRuntimeView;
-use super::volumes;
+use crate::agent::volumes;
 use crate::runtime::RuntimeError;
 
 /// Default `terminationGracePeriodSeconds`.

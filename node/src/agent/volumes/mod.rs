@@ -1,9 +1,12 @@
 //! Pod volumes as host directories under `AGENT_DIR/pods/<uid>/volumes`:
 //! emptyDir, hostPath, configMap, secret, downwardAPI, projected (configMap,
 //! secret, downwardAPI and service-account tokens bound to the pod) and
-//! persistentVolumeClaim (the bound PV's host directory, see [`super::claims`]).
+//! persistentVolumeClaim (the bound PV's host directory, see [`claims`]).
 //! Content volumes are written when the worker starts and rewritten when a
 //! token is due for renewal (80 % of its lifetime).
+
+pub mod claims;
+pub mod sa_token;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -16,10 +19,9 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::Api;
 
-use super::claims::{self, ClaimContext, ClaimError};
-use super::downward::{self, NodeAllocatable};
-use super::env::{self, EnvError};
-use super::sa_token;
+use crate::agent::pod::downward::{self, NodeAllocatable};
+use crate::agent::pod::env::{self, EnvError};
+use claims::{ClaimContext, ClaimError};
 
 /// Why a pod's volumes could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::agent::{host, labels};
+use crate::agent::node::host;
+use crate::agent::pod::labels;
 use crate::runtime::{Runtime, RuntimeError, cri_api};
 
 /// Cumulative CPU time and, when known, the current rate.

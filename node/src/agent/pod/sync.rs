@@ -21,7 +21,7 @@ use super::probes::ProbeResults;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use super::status::{self, Observed};
 use super::termination;
-use super::volumes::{self, VolumeContext};
+use crate::agent::volumes::{self, VolumeContext};
 use crate::runtime::{RuntimeError, cri_api as api};
 use skiff_common::events::object_reference;
 
@@ -762,7 +762,7 @@ async fn report(
                 && let Some(seen) = state.first_seen.take()
                 && matches!(was, None | Some("Pending"))
             {
-                super::metrics::pod_started(seen.elapsed());
+                crate::agent::node::metrics::pod_started(seen.elapsed());
             }
             Ok(phase)
         }

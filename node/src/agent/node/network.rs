@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use super::{AgentConfig, overlay};
+use crate::agent::{AgentConfig, overlay};
 use crate::containerd::bringup::{BringUpError, NodeRuntime, PodNetwork};
 use crate::containerd::config::PodCidr;
 

@@ -313,7 +313,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::agent::test_pki::TestCa;
+    use crate::agent::identity::test_pki::TestCa;
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -416,7 +416,7 @@ mod renewal_tests {
     use skiff_store::{SledConfig, SledStore, Store};
 
     use super::*;
-    use crate::agent::test_pki::TestCa;
+    use crate::agent::identity::test_pki::TestCa;
 
     /// A certificate with a fifth of its life or less left is renewed by
     /// the node itself (no password), stored, and presented; a fresh one

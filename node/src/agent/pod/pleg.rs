@@ -21,7 +21,7 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut last: HashMap<String, Vec<(String, i32)>> = HashMap::new();
-    let mut counts = super::metrics::RelistCounts::default();
+    let mut counts = crate::agent::node::metrics::RelistCounts::default();
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -40,7 +40,7 @@ pub async fn run(
                 continue;
             }
         };
-        super::metrics::relisted(started.elapsed());
+        crate::agent::node::metrics::relisted(started.elapsed());
         counts.update(&sandboxes, &containers);
         let mut now: BTreeMap<String, Vec<(String, i32)>> = BTreeMap::new();
         for s in sandboxes {

@@ -345,7 +345,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::agent::test_pki::{CaSigner, TestCa};
+    use crate::agent::identity::test_pki::{CaSigner, TestCa};
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o777

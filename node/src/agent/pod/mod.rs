@@ -1,0 +1,27 @@
+//! How a pod runs on this node: one worker per pod ([`pod_workers`]) woken
+//! by the pod informer and by the runtime's relist ([`pleg`]); each wake is
+//! one [`sync`] step — sandbox, image ([`images`], [`pull_secrets`]), init
+//! containers then containers built from the pod ([`cri_config`], [`env`],
+//! [`dns_config`]), [`probes`], restart [`backoff`] — followed by the
+//! [`status`] report; a deleted pod ends through [`termination`]. The
+//! runtime is read back by pod UID ([`labels`], [`runtime_view`]), and the
+//! containers' log files are read by [`logs`].
+
+pub mod backoff;
+pub mod context;
+pub mod cri_config;
+pub mod dns_config;
+pub mod downward;
+pub mod env;
+pub mod expand;
+pub mod images;
+pub mod labels;
+pub mod logs;
+pub mod pleg;
+pub mod pod_workers;
+pub mod probes;
+pub mod pull_secrets;
+pub mod runtime_view;
+pub mod status;
+pub mod sync;
+pub mod termination;
