@@ -10,7 +10,7 @@ pub mod node;
 pub mod overlay;
 pub mod pod;
 pub mod server;
-pub mod volumes;
+pub(crate) mod volumes;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, watch};
 use crate::containerd::bringup::{BringUpError, BringUpOptions, NodeRuntime};
 use crate::containerd::config::PodCidr;
 use crate::runtime::Runtime;
+use identity::pki::CertSlot;
 use identity::serving_cert;
 use node::{host, network, registration, stats};
 use pod::backoff::BackoffConfig;
@@ -397,7 +398,7 @@ async fn serve_node(
     let (slot, config) = loop {
         let attempt = async {
             let cert = obtain().await?;
-            let slot = server::tls::ServingCertSlot::new(&cert)?;
+            let slot = CertSlot::new(&cert).map_err(server::tls::TlsError::Serving)?;
             let config = server::tls::server_config(slot.clone(), &tls.ca_pem)?;
             Ok::<_, server::ServerError>((slot, config))
         };

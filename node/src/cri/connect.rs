@@ -34,7 +34,7 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, CriError> {
 
 /// A channel that dials `socket` on first use and again whenever the
 /// connection breaks, so a client outlives restarts of the runtime.
-pub fn lazy_unix_channel(socket: &Path, connect_timeout: Duration) -> Channel {
+pub(super) fn lazy_unix_channel(socket: &Path, connect_timeout: Duration) -> Channel {
     // The URI is required by tonic but never dialled: the connector below
     // always opens the unix socket.
     let endpoint = Endpoint::from_static("http://cri.invalid").connect_timeout(connect_timeout);

@@ -181,7 +181,8 @@ pub fn pause_elf() -> Vec<u8> {
     elf
 }
 
-#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+#[cfg(test)]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

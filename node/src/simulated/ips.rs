@@ -10,20 +10,20 @@ const BASE: u32 = u32::from_be_bytes([100, 64, 0, 0]);
 const BLOCK: u32 = 256;
 
 /// The address of simulated node `index`.
-pub fn node_ip(index: usize) -> Ipv4Addr {
+pub(super) fn node_ip(index: usize) -> Ipv4Addr {
     Ipv4Addr::from(BASE + (index as u32) * BLOCK)
 }
 
 /// Hands out pod addresses within one node's block, round robin.
 #[derive(Debug, Default)]
-pub struct PodIps {
+pub(super) struct PodIps {
     next: AtomicU32,
 }
 
 impl PodIps {
     /// The next pod address on node `index`. Addresses are reused after 254
     /// pods, which is fine for fake pods that never carry traffic.
-    pub fn next(&self, index: usize) -> Ipv4Addr {
+    pub(super) fn next(&self, index: usize) -> Ipv4Addr {
         let slot = self.next.fetch_add(1, Ordering::Relaxed) % (BLOCK - 2) + 1;
         Ipv4Addr::from(BASE + (index as u32) * BLOCK + slot)
     }

@@ -31,9 +31,11 @@ pub struct SimulatedConfig {
     pub nodes: usize,
     /// Node names are `{prefix}{index}`.
     pub name_prefix: String,
-    /// Capacity of each node.
+    /// CPU capacity of each node (a quantity).
     pub cpu: String,
+    /// Memory capacity of each node (a quantity).
     pub memory: String,
+    /// How many pods each node takes.
     pub pods: u32,
     /// How long containers of pods whose restartPolicy is not Always run before
     /// they exit.
@@ -67,12 +69,16 @@ impl SimulatedConfig {
 /// Why the simulated nodes stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum SimulatedError {
+    /// A Node could not be created.
     #[error("registering simulated node {node}: {source}")]
     Register {
+        /// The node.
         node: String,
+        /// The API error.
         #[source]
         source: kube::Error,
     },
+    /// The pod informer could not start.
     #[error("watching pods: {0}")]
     Informer(#[from] skiff_informer::InformerError),
 }

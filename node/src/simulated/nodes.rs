@@ -26,7 +26,7 @@ pub fn node_name(config: &SimulatedConfig, index: usize) -> String {
 }
 
 /// Creates (or refreshes) every simulated Node, then its Lease.
-pub async fn register_all(
+pub(super) async fn register_all(
     client: &kube::Client,
     config: &Arc<SimulatedConfig>,
 ) -> Result<(), SimulatedError> {
@@ -163,7 +163,7 @@ fn node_object(config: &SimulatedConfig, index: usize) -> Node {
 
 /// Renews every node's Lease each interval, spreading the writes over the
 /// interval instead of bursting them.
-pub async fn renew_leases(client: kube::Client, config: Arc<SimulatedConfig>) {
+pub(super) async fn renew_leases(client: kube::Client, config: Arc<SimulatedConfig>) {
     let per_node = config.lease_renew_interval / (config.nodes.max(1) as u32);
     let mut ticker = tokio::time::interval(per_node.max(std::time::Duration::from_micros(100)));
     let mut index = 0;

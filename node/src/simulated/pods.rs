@@ -18,7 +18,7 @@ use super::{EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION, SimulatedConfig};
 
 /// Drives the pods of every simulated node from one shared cache.
 #[derive(Clone)]
-pub struct PodReconciler {
+pub(super) struct PodReconciler {
     client: kube::Client,
     cache: Arc<Cache<Pod>>,
     config: Arc<SimulatedConfig>,
@@ -45,7 +45,11 @@ enum Step {
 }
 
 impl PodReconciler {
-    pub fn new(client: kube::Client, cache: Arc<Cache<Pod>>, config: Arc<SimulatedConfig>) -> Self {
+    pub(super) fn new(
+        client: kube::Client,
+        cache: Arc<Cache<Pod>>,
+        config: Arc<SimulatedConfig>,
+    ) -> Self {
         Self {
             client,
             cache,
@@ -55,7 +59,7 @@ impl PodReconciler {
     }
 
     /// Moves one pod a step along its simulated life.
-    pub async fn reconcile(self, key: ObjectKey) -> Result<Action, kube::Error> {
+    pub(super) async fn reconcile(self, key: ObjectKey) -> Result<Action, kube::Error> {
         let namespace = key.namespace.clone().unwrap_or_default();
         let Some(pod) = self.cache.get(&namespace, &key.name) else {
             return Ok(Action::Done);

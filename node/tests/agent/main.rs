@@ -3,6 +3,8 @@
 //! read their volumes and environment, stop gracefully, and survive a
 //! restart of the agent. They need root, like containerd itself.
 
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 mod harness;
 mod pods;
 mod restart;

@@ -5,7 +5,7 @@
 //! bootstrap), kept in `AGENT_DIR/pki/` (key and certificate 0600) and used
 //! from then on, across restarts, while it still chains to the cluster CA.
 //! When a fifth of its life is left, [`renew`] asks for a new one with the
-//! node's own identity (`selfnodeclient`) and [`ClientCertSlot`] presents
+//! node's own identity (`selfnodeclient`) and [`CertSlot`](super::pki::CertSlot) presents
 //! it from the next TLS handshake on, without rebuilding the API client.
 //!
 //! The private key never leaves this module's files and the slot: the API
@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
@@ -21,16 +21,15 @@ use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rcgen::{CertificateParams, DnType, KeyPair};
-use rustls::client::ResolvesClientCert;
+use rcgen::KeyPair;
 use rustls::pki_types::UnixTime;
-use rustls::sign::CertifiedKey;
 
 use super::csr_signer::{CsrError, request_certificate};
-use super::serving_cert::{
-    NODES_GROUP, ServingCertError, create_private_dir, node_user, pem_certs, read_optional,
-    root_store, write_private,
+use super::pki::{
+    CertFileError, CertSlot, NODES_GROUP, NodeCert, check_issued_to, node_subject, pem_certs,
+    renewal_due, root_store,
 };
+use super::serving_cert::ServingCertError;
 
 /// The certificate's file in the agent's `pki/` directory.
 pub const CERT_FILE: &str = "kubelet-client.crt";
@@ -41,21 +40,6 @@ pub const SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 /// The annotation the node password travels in (taken out by the API
 /// server before the request is stored).
 pub const PASSWORD_ANNOTATION: &str = "skiff.io/node-password";
-
-/// A client certificate and its key, PEM-encoded.
-#[derive(Clone)]
-pub struct ClientCert {
-    /// Certificate (leaf first).
-    pub cert_pem: String,
-    /// Private key.
-    pub key_pem: String,
-}
-
-impl std::fmt::Debug for ClientCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientCert").finish_non_exhaustive()
-    }
-}
 
 /// How a stored certificate fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,14 +63,8 @@ pub fn assess(cert_pem: &str, node_name: &str, ca_pem: &str) -> Fitness {
     let Ok((_, parsed)) = x509_parser::parse_x509_certificate(&chain[0]) else {
         return Fitness::Unusable("the certificate does not parse".into());
     };
-    let cn = parsed
-        .subject()
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
-        .unwrap_or_default();
-    if cn != node_user(node_name) {
-        return Fitness::Unusable(format!("issued to {cn:?}, not {:?}", node_user(node_name)));
+    if let Err(why) = check_issued_to(&parsed, node_name) {
+        return Fitness::Unusable(why);
     }
     if !parsed
         .subject()
@@ -111,16 +89,7 @@ pub fn assess(cert_pem: &str, node_name: &str, ca_pem: &str) -> Fitness {
     if let Err(e) = verifier.verify_client_cert(&chain[0], &chain[1..], UnixTime::now()) {
         return Fitness::Unusable(format!("not valid for the cluster CA now: {e}"));
     }
-    let validity = parsed.validity();
-    let (from, to) = (
-        validity.not_before.timestamp(),
-        validity.not_after.timestamp(),
-    );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default();
-    if now >= to - (to - from) / 5 {
+    if renewal_due(&parsed) {
         Fitness::Renew
     } else {
         Fitness::Good
@@ -128,20 +97,13 @@ pub fn assess(cert_pem: &str, node_name: &str, ca_pem: &str) -> Fitness {
 }
 
 /// The certificate and key in `pki_dir`, if both are there.
-pub fn load(pki_dir: &Path) -> Result<Option<ClientCert>, ServingCertError> {
-    let cert = read_optional(&pki_dir.join(CERT_FILE))?;
-    let key = read_optional(&pki_dir.join(KEY_FILE))?;
-    Ok(match (cert, key) {
-        (Some(cert_pem), Some(key_pem)) => Some(ClientCert { cert_pem, key_pem }),
-        _ => None,
-    })
+pub fn load(pki_dir: &Path) -> Result<Option<NodeCert>, CertFileError> {
+    NodeCert::load(pki_dir, CERT_FILE, KEY_FILE)
 }
 
 /// Stores `cert` in `pki_dir` (0700), key first, both 0600.
-pub fn store(pki_dir: &Path, cert: &ClientCert) -> Result<(), ServingCertError> {
-    create_private_dir(pki_dir)?;
-    write_private(&pki_dir.join(KEY_FILE), &cert.key_pem)?;
-    write_private(&pki_dir.join(CERT_FILE), &cert.cert_pem)
+pub fn store(pki_dir: &Path, cert: &NodeCert) -> Result<(), CertFileError> {
+    cert.store(pki_dir, CERT_FILE, KEY_FILE)
 }
 
 /// A new key and the CertificateSigningRequest asking for its client
@@ -153,14 +115,7 @@ pub fn new_request(
 ) -> Result<(KeyPair, CertificateSigningRequest), ServingCertError> {
     let generate = |what, source| ServingCertError::Generate { what, source };
     let key = KeyPair::generate().map_err(|e| generate("client key", e))?;
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, node_user(node_name));
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, NODES_GROUP);
-    let pem = params
+    let pem = node_subject(node_name)
         .serialize_request(&key)
         .and_then(|r| r.pem())
         .map_err(|e| generate("client certificate request", e))?;
@@ -189,9 +144,12 @@ pub fn new_request(
 /// Why no client certificate was had.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientCertError {
-    /// A file, the key or the request.
+    /// The key or the request.
     #[error(transparent)]
     Local(#[from] ServingCertError),
+    /// A file.
+    #[error(transparent)]
+    File(#[from] CertFileError),
     /// The certificates API did not deliver.
     #[error(transparent)]
     Request(#[from] CsrError),
@@ -209,13 +167,13 @@ pub async fn obtain(
     ca_pem: &str,
     password: Option<&str>,
     wait: Duration,
-) -> Result<ClientCert, ClientCertError> {
+) -> Result<NodeCert, ClientCertError> {
     let (key, csr) = new_request(node_name, password)?;
     let cert_pem = request_certificate(client, &csr, wait, Duration::from_secs(1)).await?;
     if let Fitness::Unusable(why) = assess(&cert_pem, node_name, ca_pem) {
         return Err(ClientCertError::Signed(why));
     }
-    let cert = ClientCert {
+    let cert = NodeCert {
         cert_pem,
         key_pem: key.serialize_pem(),
     };
@@ -228,7 +186,7 @@ pub async fn obtain(
 /// one; returns whether it renewed.
 pub async fn renew(
     client: &kube::Client,
-    slot: &ClientCertSlot,
+    slot: &CertSlot,
     pki_dir: &Path,
     node_name: &str,
     ca_pem: &str,
@@ -248,64 +206,9 @@ pub async fn renew(
         "renewing the node client certificate"
     );
     let cert = obtain(client, pki_dir, node_name, ca_pem, None, wait).await?;
-    slot.replace(&cert)
-        .map_err(|e| ClientCertError::Signed(e.to_string()))?;
+    slot.replace(&cert).map_err(ClientCertError::Signed)?;
     tracing::info!(node = node_name, "node client certificate renewed");
     Ok(true)
-}
-
-/// The client certificate the API client presents, swappable while it
-/// runs (a renewed certificate applies to the next handshake).
-#[derive(Debug)]
-pub struct ClientCertSlot {
-    current: RwLock<Arc<CertifiedKey>>,
-}
-
-impl ClientCertSlot {
-    /// A slot holding `cert`.
-    pub fn new(cert: &ClientCert) -> Result<Arc<Self>, String> {
-        Ok(Arc::new(Self {
-            current: RwLock::new(certified_key(cert)?),
-        }))
-    }
-
-    /// Presents `cert` from the next handshake on.
-    pub fn replace(&self, cert: &ClientCert) -> Result<(), String> {
-        let key = certified_key(cert)?;
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = key;
-        Ok(())
-    }
-}
-
-impl ResolvesClientCert for ClientCertSlot {
-    fn resolve(
-        &self,
-        _root_hint_subjects: &[&[u8]],
-        _sigschemes: &[rustls::SignatureScheme],
-    ) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-        )
-    }
-
-    fn has_certs(&self) -> bool {
-        true
-    }
-}
-
-fn certified_key(cert: &ClientCert) -> Result<Arc<CertifiedKey>, String> {
-    let chain = pem_certs(&cert.cert_pem)?;
-    let key = rustls_pemfile::private_key(&mut cert.key_pem.as_bytes())
-        .ok()
-        .flatten()
-        .ok_or_else(|| "no usable private key".to_string())?;
-    let provider = rustls::crypto::ring::default_provider();
-    CertifiedKey::from_der(chain, key, &provider)
-        .map(Arc::new)
-        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -365,7 +268,7 @@ mod tests {
         assert!(load(&pki).unwrap().is_none());
         store(
             &pki,
-            &ClientCert {
+            &NodeCert {
                 cert_pem: cert_pem.clone(),
                 key_pem,
             },
@@ -446,9 +349,9 @@ mod renewal_tests {
             Some((now - 9 * hour, now + hour / 2)),
         );
         let pki = dir.path().join("pki");
-        let old = ClientCert { cert_pem, key_pem };
+        let old = NodeCert { cert_pem, key_pem };
         store(&pki, &old).unwrap();
-        let slot = ClientCertSlot::new(&old).unwrap();
+        let slot = CertSlot::new(&old).unwrap();
 
         let renewing = {
             let (slot, pki, ca_pem) = (slot.clone(), pki.clone(), ca.cert_pem.clone());
@@ -484,7 +387,8 @@ mod renewal_tests {
         let renewed = load(&pki).unwrap().unwrap();
         assert_ne!(renewed.cert_pem, old.cert_pem);
         assert_eq!(assess(&renewed.cert_pem, "n1", &ca.cert_pem), Fitness::Good);
-        let presented = slot.resolve(&[], &[]).unwrap();
+        let presented =
+            rustls::client::ResolvesClientCert::resolve(slot.as_ref(), &[], &[]).unwrap();
         assert_eq!(
             presented.cert[0].as_ref(),
             pem_certs(&renewed.cert_pem).unwrap()[0].as_ref()

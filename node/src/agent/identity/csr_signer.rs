@@ -196,9 +196,14 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_node_asks_as_itself_and_takes_the_signed_certificate() {
-        let (api_server, _dir) = server().await;
+    /// Node n1 asks for a serving certificate (in a task); the admin client
+    /// plays the controller manager.
+    fn node_asks(
+        api_server: &ApiServer,
+    ) -> (
+        tokio::task::JoinHandle<Result<String, ServingCertError>>,
+        kube::Client,
+    ) {
         let node = skiff_apiserver::inprocess::client(
             api_server.router(),
             UserInfo::new("system:node:n1", ["system:nodes".to_string()]),
@@ -213,6 +218,13 @@ mod tests {
             poll: Duration::from_millis(20),
         };
         let waiting = tokio::spawn(async move { signer.sign(&request()).await });
+        (waiting, admin)
+    }
+
+    #[tokio::test]
+    async fn the_node_asks_as_itself_and_takes_the_signed_certificate() {
+        let (api_server, _dir) = server().await;
+        let (waiting, admin) = node_asks(&api_server);
 
         let api: Api<CertificateSigningRequest> = Api::all(admin);
         let mut csr = the_request(&api).await;
@@ -236,20 +248,7 @@ mod tests {
     #[tokio::test]
     async fn a_denied_request_is_an_error() {
         let (api_server, _dir) = server().await;
-        let node = skiff_apiserver::inprocess::client(
-            api_server.router(),
-            UserInfo::new("system:node:n1", ["system:nodes".to_string()]),
-        );
-        let admin = skiff_apiserver::inprocess::client(
-            api_server.router(),
-            UserInfo::new("admin", ["system:masters".to_string()]),
-        );
-        let signer = CsrSigner {
-            client: node,
-            wait: Duration::from_secs(10),
-            poll: Duration::from_millis(20),
-        };
-        let waiting = tokio::spawn(async move { signer.sign(&request()).await });
+        let (waiting, admin) = node_asks(&api_server);
         let api: Api<CertificateSigningRequest> = Api::all(admin);
         let mut csr = the_request(&api).await;
         csr.status

@@ -25,9 +25,9 @@ use kube::client::ConfigExt;
 use skiff_common::join_token::{self, JoinToken};
 use tokio::sync::watch;
 
-use super::client_cert::{self, ClientCertError, ClientCertSlot, Fitness};
+use super::client_cert::{self, ClientCertError, Fitness};
 use super::csr_signer::CsrError;
-use super::serving_cert::pem_certs;
+use super::pki::{CertSlot, pem_certs};
 
 /// The node password's file in the agent's directory.
 pub const PASSWORD_FILE: &str = "node-password";
@@ -118,7 +118,7 @@ pub struct Joined {
     /// The cluster CA (PEM), exactly as served.
     pub ca_pem: String,
     /// The presented client certificate.
-    pub slot: Arc<ClientCertSlot>,
+    pub slot: Arc<CertSlot>,
 }
 
 /// Fetches `/cacerts` from `server` without trusting the connection (its
@@ -200,7 +200,7 @@ pub async fn join(config: &JoinConfig) -> Result<Joined, JoinError> {
             .map_err(|e| refused_or(&config.server, e))?
         }
     };
-    let slot = ClientCertSlot::new(&cert).map_err(JoinError::Client)?;
+    let slot = CertSlot::new(&cert).map_err(JoinError::Client)?;
     let client = client_with_cert(&config.server, &ca_pem, slot.clone())?;
     Ok(Joined {
         client,
@@ -279,7 +279,7 @@ pub fn node_password(agent_dir: &Path) -> Result<String, JoinError> {
         .map_err(err)?;
     let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     std::fs::create_dir_all(agent_dir).map_err(err)?;
-    super::serving_cert::write_private(&path, &format!("{password}\n"))
+    super::pki::write_private(&path, &format!("{password}\n"))
         .map_err(|e| err(std::io::Error::other(e.to_string())))?;
     Ok(password)
 }
@@ -314,7 +314,7 @@ fn bootstrap_client(
 pub fn client_with_cert(
     server: &str,
     ca_pem: &str,
-    slot: Arc<ClientCertSlot>,
+    slot: Arc<CertSlot>,
 ) -> Result<kube::Client, JoinError> {
     let url = server
         .parse()

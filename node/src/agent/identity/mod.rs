@@ -8,6 +8,7 @@
 pub mod client_cert;
 pub mod csr_signer;
 pub mod join;
+pub mod pki;
 pub mod remote;
 pub mod serving_cert;
 #[cfg(test)]

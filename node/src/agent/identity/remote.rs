@@ -83,7 +83,7 @@ pub fn client_from_token(server: &str, token: &str, ca_file: &Path) -> Result<Re
         reason,
     };
     let ca_pem = std::fs::read_to_string(ca_file).map_err(|e| ca_err(e.to_string()))?;
-    super::serving_cert::pem_certs(&ca_pem).map_err(ca_err)?;
+    super::pki::pem_certs(&ca_pem).map_err(ca_err)?;
     let mut config = kube::Config::new(url);
     config.auth_info.token = Some(token.to_string().into());
     config.root_cert_file = Some(ca_file.to_path_buf());

@@ -12,42 +12,28 @@
 //! request.
 
 use std::collections::BTreeSet;
-use std::fs;
-use std::io::{self, Write};
 use std::net::IpAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rcgen::{CertificateParams, DnType, KeyPair, SanType};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rcgen::{KeyPair, SanType};
+use rustls::pki_types::{ServerName, UnixTime};
+
+use super::pki::{
+    CertFileError, NodeCert, check_issued_to, node_subject, pem_certs, renewal_due, root_store,
+};
 
 /// The certificate's file in the agent's `pki/` directory.
 pub const CERT_FILE: &str = "kubelet-serving.crt";
 /// The key's file in the agent's `pki/` directory.
 pub const KEY_FILE: &str = "kubelet-serving.key";
-/// The group every node's certificates carry.
-pub const NODES_GROUP: &str = "system:nodes";
-
-/// The user a node's certificates name.
-pub fn node_user(node_name: &str) -> String {
-    format!("system:node:{node_name}")
-}
-
 /// Why no serving certificate could be had.
 #[derive(Debug, thiserror::Error)]
 pub enum ServingCertError {
     /// A file could not be read or written.
-    #[error("cannot {action} {path}: {source}")]
-    File {
-        /// What was tried.
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] CertFileError),
     /// The key or the request could not be made.
     #[error("generating the node's {what}: {source}")]
     Generate {
@@ -100,21 +86,6 @@ where
     }
 }
 
-/// A serving certificate and its key, PEM-encoded.
-#[derive(Clone)]
-pub struct ServingCert {
-    /// Certificate chain (leaf first).
-    pub cert_pem: String,
-    /// Private key.
-    pub key_pem: String,
-}
-
-impl std::fmt::Debug for ServingCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServingCert").finish_non_exhaustive()
-    }
-}
-
 /// The certificate in `pki_dir` when it still fits `node_name`, the
 /// `addresses` and the CA; else a new one from `signer`, stored there.
 pub async fn ensure(
@@ -123,13 +94,10 @@ pub async fn ensure(
     addresses: &[String],
     ca_pem: &str,
     signer: &Arc<dyn ServingCertSigner>,
-) -> Result<ServingCert, ServingCertError> {
-    let cert_path = pki_dir.join(CERT_FILE);
-    let key_path = pki_dir.join(KEY_FILE);
-    if let (Some(cert_pem), Some(key_pem)) = (read_optional(&cert_path)?, read_optional(&key_path)?)
-    {
-        match check(&cert_pem, node_name, addresses, ca_pem) {
-            Ok(()) => return Ok(ServingCert { cert_pem, key_pem }),
+) -> Result<NodeCert, ServingCertError> {
+    if let Some(stored) = NodeCert::load(pki_dir, CERT_FILE, KEY_FILE)? {
+        match check(&stored.cert_pem, node_name, addresses, ca_pem) {
+            Ok(()) => return Ok(stored),
             Err(why) => {
                 tracing::info!(node = node_name, %why, "renewing the node serving certificate")
             }
@@ -148,11 +116,12 @@ pub async fn ensure(
         })
         .await?;
     check(&cert_pem, node_name, addresses, ca_pem).map_err(ServingCertError::Signed)?;
-    let key_pem = key.serialize_pem();
-    create_private_dir(pki_dir)?;
-    write_private(&key_path, &key_pem)?;
-    write_private(&cert_path, &cert_pem)?;
-    Ok(ServingCert { cert_pem, key_pem })
+    let cert = NodeCert {
+        cert_pem,
+        key_pem: key.serialize_pem(),
+    };
+    cert.store(pki_dir, CERT_FILE, KEY_FILE)?;
+    Ok(cert)
 }
 
 /// The PKCS#10 request for `node_name` naming `addresses` (IPs as IP
@@ -166,13 +135,7 @@ pub fn request_pem(
         what: "certificate request",
         source,
     };
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, node_user(node_name));
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, NODES_GROUP);
+    let mut params = node_subject(node_name);
     params.subject_alt_names = addresses
         .iter()
         .map(|a| match a.parse::<IpAddr>() {
@@ -202,15 +165,7 @@ pub fn check(
     };
     let (_, parsed) =
         x509_parser::parse_x509_certificate(leaf).map_err(|e| format!("certificate: {e}"))?;
-    let cn = parsed
-        .subject()
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
-        .unwrap_or_default();
-    if cn != node_user(node_name) {
-        return Err(format!("issued to {cn:?}, not {:?}", node_user(node_name)));
-    }
+    check_issued_to(&parsed, node_name)?;
     let mut named = BTreeSet::new();
     if let Ok(Some(sans)) = parsed.subject_alternative_name() {
         for name in &sans.value.general_names {
@@ -234,16 +189,7 @@ pub fn check(
     if named != wanted {
         return Err(format!("names {named:?}, the node has {wanted:?}"));
     }
-    let validity = parsed.validity();
-    let (from, to) = (
-        validity.not_before.timestamp(),
-        validity.not_after.timestamp(),
-    );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default();
-    if now >= to - (to - from) / 5 {
+    if renewal_due(&parsed) {
         return Err("expires soon".into());
     }
     // The chain to the CA, checked as a client will check it.
@@ -267,26 +213,6 @@ pub fn check(
         .map_err(|e| format!("not trusted by the cluster CA: {e}"))
 }
 
-/// The certificates in a PEM bundle.
-pub fn pem_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    if certs.is_empty() {
-        return Err("no PEM certificate".into());
-    }
-    Ok(certs)
-}
-
-/// A root store holding the CA certificates of `ca_pem`.
-pub fn root_store(ca_pem: &str) -> Result<rustls::RootCertStore, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in pem_certs(ca_pem)? {
-        roots.add(ca).map_err(|e| e.to_string())?;
-    }
-    Ok(roots)
-}
-
 fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
     match bytes.len() {
         4 => <[u8; 4]>::try_from(bytes).ok().map(IpAddr::from),
@@ -295,53 +221,10 @@ fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
     }
 }
 
-pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, ServingCertError> {
-    match fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ServingCertError::File {
-            action: "read",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-pub(crate) fn create_private_dir(dir: &Path) -> Result<(), ServingCertError> {
-    let err = |action, source| ServingCertError::File {
-        action,
-        path: dir.to_path_buf(),
-        source,
-    };
-    fs::create_dir_all(dir).map_err(|e| err("create", e))?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| err("chmod", e))
-}
-
-/// Writes through a temporary file (mode 0600) and a rename, so a crash
-/// never leaves a half-written key behind.
-pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), ServingCertError> {
-    let err = |action, source| ServingCertError::File {
-        action,
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| err("create", e))?;
-    file.write_all(contents.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| err("write", e))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600)).map_err(|e| err("chmod", e))?;
-    fs::rename(&tmp, path).map_err(|e| err("rename", e))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
     use std::sync::atomic::Ordering;
 
     use super::*;

@@ -11,14 +11,14 @@ use rcgen::{
 
 use super::serving_cert::{ServingCertError, ServingCertRequest, ServingCertSigner};
 
-pub struct TestCa {
+pub(crate) struct TestCa {
     pub cert_pem: String,
     issuer: Issuer<'static, KeyPair>,
     pub signed: AtomicUsize,
 }
 
 impl TestCa {
-    pub fn new(name: &str) -> Arc<Self> {
+    pub(crate) fn new(name: &str) -> Arc<Self> {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, name);
@@ -38,31 +38,31 @@ impl TestCa {
     }
 
     /// Signs a request as it stands, as a server certificate.
-    pub fn sign_csr(&self, csr_pem: &str) -> String {
-        let mut csr = CertificateSigningRequestParams::from_pem(csr_pem).unwrap();
-        csr.params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        csr.params.use_authority_key_identifier_extension = true;
-        self.signed.fetch_add(1, Ordering::SeqCst);
-        csr.signed_by(&self.issuer).unwrap().pem()
+    pub(crate) fn sign_csr(&self, csr_pem: &str) -> String {
+        self.sign_for(csr_pem, ExtendedKeyUsagePurpose::ServerAuth)
     }
 
     /// Signs a request as it stands, as a client certificate.
-    pub fn sign_client_csr(&self, csr_pem: &str) -> String {
+    pub(crate) fn sign_client_csr(&self, csr_pem: &str) -> String {
+        self.sign_for(csr_pem, ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn sign_for(&self, csr_pem: &str, usage: ExtendedKeyUsagePurpose) -> String {
         let mut csr = CertificateSigningRequestParams::from_pem(csr_pem).unwrap();
-        csr.params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        csr.params.extended_key_usages = vec![usage];
         csr.params.use_authority_key_identifier_extension = true;
         self.signed.fetch_add(1, Ordering::SeqCst);
         csr.signed_by(&self.issuer).unwrap().pem()
     }
 
     /// A client certificate and key for `user` in `groups`.
-    pub fn client_cert(&self, user: &str, groups: &[&str]) -> (String, String) {
+    pub(crate) fn client_cert(&self, user: &str, groups: &[&str]) -> (String, String) {
         self.client_cert_between(user, groups, None)
     }
 
     /// As [`Self::client_cert`], valid from `not_before` to `not_after`
     /// when given.
-    pub fn client_cert_between(
+    pub(crate) fn client_cert_between(
         &self,
         user: &str,
         groups: &[&str],
@@ -88,7 +88,7 @@ impl TestCa {
 }
 
 /// Signs every request with the CA.
-pub struct CaSigner(pub Arc<TestCa>);
+pub(crate) struct CaSigner(pub Arc<TestCa>);
 
 #[async_trait::async_trait]
 impl ServingCertSigner for CaSigner {

@@ -94,12 +94,12 @@ impl Counts {
 /// What one agent's last relist saw, as added to the gauges; dropping it
 /// (the agent stopped) takes that share back.
 #[derive(Debug, Default)]
-pub struct RelistCounts(Counts);
+pub(crate) struct RelistCounts(Counts);
 
 impl RelistCounts {
     /// Counts a relist's sandboxes and containers and moves the gauges by
     /// the change since this agent's previous relist.
-    pub fn update(&mut self, sandboxes: &[api::PodSandbox], containers: &[api::Container]) {
+    pub(crate) fn update(&mut self, sandboxes: &[api::PodSandbox], containers: &[api::Container]) {
         let pods = sandboxes
             .iter()
             .filter(|s| s.state == api::PodSandboxState::SandboxReady as i32)
@@ -125,17 +125,17 @@ impl Drop for RelistCounts {
 }
 
 /// Records one relist's duration.
-pub fn relisted(took: Duration) {
+pub(crate) fn relisted(took: Duration) {
     RELIST_DURATION.observe(took.as_secs_f64());
 }
 
 /// Records a pod that reached Running `took` after the agent first saw it.
-pub fn pod_started(took: Duration) {
+pub(crate) fn pod_started(took: Duration) {
     POD_START_DURATION.observe(took.as_secs_f64());
 }
 
 /// The agent's metrics in the text format (the node server's `/metrics`).
-pub fn gather() -> String {
+pub(crate) fn gather() -> String {
     // Listed from the first scrape on, before the agent has recorded any.
     LazyLock::force(&RUNNING_PODS);
     LazyLock::force(&RELIST_DURATION);

@@ -4,7 +4,7 @@
 //! server reports about it ([`stats`], [`metrics`]).
 
 pub mod host;
-pub mod metrics;
-pub mod network;
+pub(crate) mod metrics;
+pub(crate) mod network;
 pub mod registration;
-pub mod stats;
+pub(crate) mod stats;

@@ -14,7 +14,7 @@ use crate::containerd::config::PodCidr;
 
 /// Waits up to `config.pod_cidr_wait` for the Node's `spec.podCIDR`; falls
 /// back to `fallback` and records it.
-pub async fn pod_cidr(
+pub(crate) async fn pod_cidr(
     client: &kube::Client,
     node: &str,
     config: &AgentConfig,
@@ -51,7 +51,7 @@ pub async fn pod_cidr(
 /// Sets up this node's end of the pod network across nodes (see
 /// `overlay`). A failure is logged and leaves the node with its own bridge
 /// only: pods on it still run and reach each other, as on a single node.
-pub async fn prepare_overlay(
+pub(crate) async fn prepare_overlay(
     config: &AgentConfig,
     node_ip: &str,
     cidr: PodCidr,
@@ -84,7 +84,7 @@ pub async fn prepare_overlay(
 /// Writes the CNI network for `cidr`, for pods with the MTU `prepared`
 /// gives; without a prepared pod network the bridge masquerades (as on a
 /// node of its own), with one its masquerade table does.
-pub fn apply(
+pub(crate) fn apply(
     runtime: &NodeRuntime,
     config: &AgentConfig,
     cidr: PodCidr,

@@ -26,7 +26,7 @@ use crate::runtime::{Runtime, RuntimeError, cri_api};
 
 /// Cumulative CPU time and, when known, the current rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuFigures {
+pub(crate) struct CpuFigures {
     /// When sampled (nanoseconds since the epoch).
     pub time_ns: i64,
     /// CPU time used so far, in core-nanoseconds.
@@ -37,7 +37,7 @@ pub struct CpuFigures {
 
 /// Memory in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct MemoryFigures {
+pub(crate) struct MemoryFigures {
     /// When sampled (nanoseconds since the epoch).
     pub time_ns: i64,
     /// Memory that cannot be reclaimed without swapping: what limits and
@@ -57,7 +57,7 @@ pub struct MemoryFigures {
 
 /// One running container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerUsage {
+pub(crate) struct ContainerUsage {
     /// The container's name in the pod spec.
     pub name: String,
     /// The runtime's id of this instance.
@@ -72,7 +72,7 @@ pub struct ContainerUsage {
 
 /// One pod with a ready sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodUsage {
+pub(crate) struct PodUsage {
     /// The pod's namespace.
     pub namespace: String,
     /// The pod's name.
@@ -91,7 +91,7 @@ pub struct PodUsage {
 
 /// Everything one collection found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// The node's name.
     pub node_name: String,
     /// When the host booted (nanoseconds since the epoch).
@@ -106,7 +106,7 @@ pub struct Summary {
 
 /// Why usage could not be collected.
 #[derive(Debug, thiserror::Error)]
-pub enum StatsError {
+pub(crate) enum StatsError {
     /// The runtime failed to list containers or their stats.
     #[error("runtime stats: {0}")]
     Runtime(#[from] RuntimeError),
@@ -184,7 +184,7 @@ fn rate(before: Sample, now: Sample) -> Option<u64> {
 }
 
 /// Collects usage for one node.
-pub struct StatsProvider {
+pub(crate) struct StatsProvider {
     runtime: Arc<dyn Runtime>,
     node_name: String,
     proc_root: PathBuf,
@@ -195,12 +195,12 @@ pub struct StatsProvider {
 
 impl StatsProvider {
     /// A provider reading the host's `/proc`.
-    pub fn new(runtime: Arc<dyn Runtime>, node_name: impl Into<String>) -> Self {
+    pub(crate) fn new(runtime: Arc<dyn Runtime>, node_name: impl Into<String>) -> Self {
         Self::with_proc_root(runtime, node_name, "/proc")
     }
 
     /// A provider reading `proc_root` as the host's `/proc` (tests).
-    pub fn with_proc_root(
+    pub(crate) fn with_proc_root(
         runtime: Arc<dyn Runtime>,
         node_name: impl Into<String>,
         proc_root: impl Into<PathBuf>,
@@ -215,7 +215,7 @@ impl StatsProvider {
     }
 
     /// The usage of the node and every pod with a ready sandbox now.
-    pub async fn summary(&self) -> Result<Summary, StatsError> {
+    pub(crate) async fn summary(&self) -> Result<Summary, StatsError> {
         let now_ns = now_ns();
         let (node_cpu_ns, boot_s) = self.node_cpu()?;
         let memory = self.node_memory(now_ns)?;
@@ -413,7 +413,7 @@ fn clock_ticks() -> u64 {
 
 /// CPU time of every CPU (core-nanoseconds; idle and iowait excluded) and
 /// the boot time (seconds) from `/proc/stat`.
-pub fn parse_proc_stat(text: &str, ticks_per_second: u64) -> Option<(u64, i64)> {
+pub(crate) fn parse_proc_stat(text: &str, ticks_per_second: u64) -> Option<(u64, i64)> {
     let cpu = text.lines().find_map(|l| l.strip_prefix("cpu "))?;
     let fields: Vec<u64> = cpu
         .split_whitespace()
@@ -438,7 +438,7 @@ pub fn parse_proc_stat(text: &str, ticks_per_second: u64) -> Option<(u64, i64)> 
 /// The node's memory from `/proc/meminfo`: in use is all but the free
 /// memory, the working set that minus the inactive page cache (which the
 /// kernel reclaims first), available the capacity left beside it.
-pub fn parse_meminfo(text: &str, time_ns: i64) -> Option<MemoryFigures> {
+pub(crate) fn parse_meminfo(text: &str, time_ns: i64) -> Option<MemoryFigures> {
     let total = host::meminfo_field(text, "MemTotal")?;
     let free = host::meminfo_field(text, "MemFree")?;
     let inactive_file = host::meminfo_field(text, "Inactive(file)").unwrap_or(0);
@@ -550,7 +550,7 @@ fn memory_json(memory: &MemoryFigures) -> Value {
 /// The kubelet's Summary API document (`stats/v1alpha1`), with the CPU and
 /// memory figures this node collects (no network, file system or volume
 /// figures yet).
-pub fn summary_json(summary: &Summary) -> Value {
+pub(crate) fn summary_json(summary: &Summary) -> Value {
     let pods: Vec<Value> = summary
         .pods
         .iter()
@@ -610,7 +610,7 @@ fn seconds(ns: u64) -> f64 {
 /// node's, each pod's and each container's cumulative CPU seconds and
 /// working set, each sample stamped with when it was taken (milliseconds),
 /// and `resource_scrape_error` 0.
-pub fn resource_metrics(summary: &Summary) -> String {
+pub(crate) fn resource_metrics(summary: &Summary) -> String {
     let mut out = String::new();
     let ms = |ns: i64| ns / 1_000_000;
     let family = |out: &mut String, name: &str, kind: &str, help: &str| {

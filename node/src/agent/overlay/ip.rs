@@ -17,7 +17,7 @@ use super::OverlayError;
 /// The routing protocol number skiff's pod-network routes carry, so that
 /// they can be told from every other route (the kernel keeps it; `ip route
 /// show proto 173` lists exactly ours).
-pub const ROUTE_PROTO: u8 = 173;
+pub(crate) const ROUTE_PROTO: u8 = 173;
 
 /// Runs `program args`, feeding `input`, and returns its standard output.
 fn run(program: &str, args: &[&str], input: Option<&str>) -> Result<String, OverlayError> {
@@ -77,7 +77,7 @@ fn json(program: &str, args: &[&str]) -> Result<Vec<Value>, OverlayError> {
 /// Runs `lines` through `ip -batch -` (or `bridge`), going on past a failed
 /// line (`-force`) so one bad entry does not hold up the rest; the error
 /// names what failed.
-pub fn batch(program: &str, lines: &[String]) -> Result<(), OverlayError> {
+pub(crate) fn batch(program: &str, lines: &[String]) -> Result<(), OverlayError> {
     if lines.is_empty() {
         return Ok(());
     }
@@ -87,7 +87,7 @@ pub fn batch(program: &str, lines: &[String]) -> Result<(), OverlayError> {
 }
 
 /// The MTU of the link that holds `address`, if any does.
-pub fn mtu_of_link_with(address: Ipv4Addr) -> Result<Option<(String, u32)>, OverlayError> {
+pub(crate) fn mtu_of_link_with(address: Ipv4Addr) -> Result<Option<(String, u32)>, OverlayError> {
     let links = json("ip", &["-j", "addr", "show"])?;
     Ok(links.iter().find_map(|link| {
         let holds = link["addr_info"]
@@ -101,7 +101,7 @@ pub fn mtu_of_link_with(address: Ipv4Addr) -> Result<Option<(String, u32)>, Over
 
 /// A VXLAN device as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VxlanLink {
+pub(crate) struct VxlanLink {
     /// Its MAC.
     pub mac: String,
     /// VXLAN network identifier.
@@ -117,7 +117,7 @@ pub struct VxlanLink {
 }
 
 /// The device `name`, if it exists.
-pub fn link(name: &str) -> Result<Option<VxlanLink>, OverlayError> {
+pub(crate) fn link(name: &str) -> Result<Option<VxlanLink>, OverlayError> {
     let links = json("ip", &["-d", "-j", "link", "show"])?;
     let Some(found) = links.iter().find(|l| l["ifname"] == name) else {
         return Ok(None);
@@ -146,7 +146,7 @@ pub fn link(name: &str) -> Result<Option<VxlanLink>, OverlayError> {
 
 /// What the VXLAN device must be.
 #[derive(Debug, Clone)]
-pub struct VxlanSpec<'a> {
+pub(crate) struct VxlanSpec<'a> {
     /// Device name.
     pub name: &'a str,
     /// VXLAN network identifier.
@@ -164,7 +164,7 @@ pub struct VxlanSpec<'a> {
 /// Creates the VXLAN device as `spec` says, or keeps the one there when it
 /// already matches (so its MAC, which peers have recorded, stays); returns
 /// its MAC.
-pub fn ensure_vxlan(spec: &VxlanSpec<'_>) -> Result<String, OverlayError> {
+pub(crate) fn ensure_vxlan(spec: &VxlanSpec<'_>) -> Result<String, OverlayError> {
     let existing = link(spec.name)?;
     let fits = existing.as_ref().is_some_and(|l| {
         l.is_vxlan
@@ -217,7 +217,7 @@ pub fn ensure_vxlan(spec: &VxlanSpec<'_>) -> Result<String, OverlayError> {
 }
 
 /// Deletes the device `name` when it exists.
-pub fn delete_link(name: &str) -> Result<(), OverlayError> {
+pub(crate) fn delete_link(name: &str) -> Result<(), OverlayError> {
     if link(name)?.is_some() {
         run("ip", &["link", "delete", name], None)?;
     }
@@ -228,7 +228,7 @@ pub fn delete_link(name: &str) -> Result<(), OverlayError> {
 /// device), and on the VXLAN device its permanent neighbours (IP → MAC) and
 /// remote forwarding entries (MAC → remote address).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KernelState {
+pub(crate) struct KernelState {
     /// Routes with [`ROUTE_PROTO`].
     pub routes: BTreeMap<Ipv4Net, (Option<Ipv4Addr>, String)>,
     /// Permanent neighbours on the VXLAN device.
@@ -239,7 +239,7 @@ pub struct KernelState {
 
 /// Reads [`KernelState`]; `device` is the VXLAN device (absent: no
 /// neighbours or forwarding entries).
-pub fn read_state(device: Option<&str>) -> Result<KernelState, OverlayError> {
+pub(crate) fn read_state(device: Option<&str>) -> Result<KernelState, OverlayError> {
     let proto = ROUTE_PROTO.to_string();
     let routes = json("ip", &["-j", "-4", "route", "show", "proto", &proto])?;
     let (neighbours, fdb) = match device {
@@ -256,7 +256,7 @@ impl KernelState {
     /// The state from `ip -j route show proto 173`, `ip -j neigh show dev
     /// DEVICE` and `bridge -j fdb show dev DEVICE`: only permanent
     /// neighbours, and only forwarding entries with a remote destination.
-    pub fn parse(routes: &[Value], neighbours: &[Value], fdb: &[Value]) -> Self {
+    pub(crate) fn parse(routes: &[Value], neighbours: &[Value], fdb: &[Value]) -> Self {
         let mut state = KernelState::default();
         for route in routes {
             let Some(dst) = route["dst"].as_str().and_then(parse_dst) else {
@@ -303,7 +303,7 @@ fn parse_dst(dst: &str) -> Option<Ipv4Net> {
 
 /// Lets the node forward between its interfaces (pods ↔ the overlay); a new
 /// network namespace starts with forwarding off.
-pub fn enable_forwarding() -> Result<(), OverlayError> {
+pub(crate) fn enable_forwarding() -> Result<(), OverlayError> {
     let path = "/proc/sys/net/ipv4/ip_forward";
     match std::fs::read_to_string(path) {
         Ok(v) if v.trim() == "1" => Ok(()),

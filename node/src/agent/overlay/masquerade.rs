@@ -17,7 +17,7 @@ use super::OverlayError;
 
 /// The table's nft script for a node whose pods are in `own` when the pod
 /// CIDRs of all nodes are `all`.
-pub fn script(table: &str, own: Ipv4Net, all: &BTreeSet<Ipv4Net>) -> String {
+pub(crate) fn script(table: &str, own: Ipv4Net, all: &BTreeSet<Ipv4Net>) -> String {
     let mut cidrs: BTreeSet<Ipv4Net> = all.clone();
     cidrs.insert(own);
     let elements: Vec<String> = cidrs.iter().map(|c| c.to_string()).collect();
@@ -46,7 +46,7 @@ pub fn script(table: &str, own: Ipv4Net, all: &BTreeSet<Ipv4Net>) -> String {
 }
 
 /// Applies `script` with `nft -f -` (one transaction).
-pub fn apply(script: &str) -> Result<(), OverlayError> {
+pub(crate) fn apply(script: &str) -> Result<(), OverlayError> {
     Ok(Nft::new().apply(script)?)
 }
 

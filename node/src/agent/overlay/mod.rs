@@ -23,10 +23,10 @@
 //! Entries of Nodes that go away are removed at the next sync; a periodic
 //! resync repairs anything changed behind the agent's back.
 
-pub mod ip;
-pub mod masquerade;
-pub mod peers;
-pub mod routes;
+pub(crate) mod ip;
+pub(crate) mod masquerade;
+pub(crate) mod peers;
+pub(crate) mod routes;
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;

@@ -13,13 +13,13 @@ use skiff_common::cidr::{self, Ipv4Net};
 use super::Backend;
 
 /// Which backend the node runs (`vxlan`, `host-gw`).
-pub const BACKEND_TYPE: &str = "flannel.alpha.coreos.com/backend-type";
+pub(crate) const BACKEND_TYPE: &str = "flannel.alpha.coreos.com/backend-type";
 /// Backend details: `{"VNI":1,"VtepMAC":"..."}` for VXLAN, `null` otherwise.
-pub const BACKEND_DATA: &str = "flannel.alpha.coreos.com/backend-data";
+pub(crate) const BACKEND_DATA: &str = "flannel.alpha.coreos.com/backend-data";
 /// The address other nodes send the node's pod traffic to.
-pub const PUBLIC_IP: &str = "flannel.alpha.coreos.com/public-ip";
+pub(crate) const PUBLIC_IP: &str = "flannel.alpha.coreos.com/public-ip";
 /// Subnets come from the Nodes' `spec.podCIDR` (flannel's kube subnet manager).
-pub const SUBNET_MANAGER: &str = "flannel.alpha.coreos.com/kube-subnet-manager";
+pub(crate) const SUBNET_MANAGER: &str = "flannel.alpha.coreos.com/kube-subnet-manager";
 
 /// This node's end of the pod network, as published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,7 @@ impl LocalEnd {
 
 /// Another node the pod network reaches.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// Its pod CIDR.
     pub pod_cidr: Ipv4Net,
     /// Its address.
@@ -74,7 +74,7 @@ pub struct Peer {
 impl Peer {
     /// The peer's VTEP address on the overlay: its pod CIDR's network
     /// address, which the peer puts on its VXLAN device (as flannel does).
-    pub fn vtep_ip(&self) -> Ipv4Addr {
+    pub(crate) fn vtep_ip(&self) -> Ipv4Addr {
         self.pod_cidr.network()
     }
 }
@@ -84,7 +84,7 @@ impl Peer {
 /// same backend (and, for VXLAN, the same VNI and a MAC). Nodes that publish
 /// nothing yet (or another backend, or a pod CIDR overlapping this node's)
 /// are left out until they do.
-pub fn peers<'a>(
+pub(crate) fn peers<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
     own: &str,
     own_cidr: Ipv4Net,
@@ -135,7 +135,7 @@ fn peer(node: &Node, backend: Backend, vni: u32) -> Option<Peer> {
 
 /// `aa:bb:cc:dd:ee:ff`, a unicast address (what a VTEP has). Anything else
 /// is refused: the value goes into `ip`/`bridge` commands.
-pub fn valid_mac(mac: &str) -> bool {
+pub(crate) fn valid_mac(mac: &str) -> bool {
     let octets: Vec<&str> = mac.split(':').collect();
     octets.len() == 6
         && octets

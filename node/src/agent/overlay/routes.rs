@@ -15,7 +15,7 @@ use super::peers::Peer;
 
 /// Lines for `ip -batch` and `bridge -batch`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Changes {
+pub(crate) struct Changes {
     /// `ip` lines (routes, neighbours).
     pub ip: Vec<String>,
     /// `bridge` lines (forwarding entries).
@@ -24,13 +24,19 @@ pub struct Changes {
 
 impl Changes {
     /// Nothing to do.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.ip.is_empty() && self.bridge.is_empty()
     }
 }
 
 /// What makes `current` match `peers` for `backend` on `device`.
-pub fn plan(backend: Backend, device: &str, peers: &[Peer], current: &KernelState) -> Changes {
+pub(crate) fn plan(
+    backend: Backend,
+    device: &str,
+    peers: &[Peer],
+    current: &KernelState,
+) -> Changes {
     let mut changes = Changes::default();
     let mut wanted_routes = BTreeSet::new();
     let mut wanted_neighbours = BTreeSet::new();

@@ -10,7 +10,7 @@ use crate::runtime::Runtime;
 use skiff_common::events::EventRecorder;
 
 /// Shared, read-only state of the agent.
-pub struct AgentContext {
+pub(crate) struct AgentContext {
     /// The API client, acting as this node (`system:node:<name>`; in-process
     /// in `skiff server`).
     pub client: kube::Client,

@@ -10,7 +10,7 @@ use skiff_common::quantity;
 
 /// A field or resource the agent cannot provide.
 #[derive(Debug, thiserror::Error)]
-pub enum FieldError {
+pub(crate) enum FieldError {
     /// The field path is not one the downward API offers.
     #[error("unsupported fieldRef {0:?}")]
     UnsupportedField(String),
@@ -25,7 +25,7 @@ pub enum FieldError {
 /// The node's allocatable CPU (cores) and memory (bytes): the values of
 /// `limits.*` for containers without a limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NodeAllocatable {
+pub(crate) struct NodeAllocatable {
     /// CPU cores.
     pub cpu: f64,
     /// Memory in bytes.
@@ -36,7 +36,7 @@ pub struct NodeAllocatable {
 
 /// The value of a pod field such as `metadata.name` or
 /// `metadata.labels['app']`.
-pub fn field_value(
+pub(crate) fn field_value(
     pod: &Pod,
     path: &str,
     host_ip: &str,
@@ -78,7 +78,7 @@ pub fn field_value(
 }
 
 /// `key="value"` lines, sorted by key, as downwardAPI files show maps.
-pub fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
+pub(crate) fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
     map.into_iter()
         .flatten()
         .map(|(k, v)| format!("{k}={v:?}\n"))
@@ -87,7 +87,7 @@ pub fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
 
 /// The value of `limits.cpu`, `requests.memory`, ... for `container`,
 /// divided by the divisor and rounded up as upstream does.
-pub fn resource_value(
+pub(crate) fn resource_value(
     container: &Container,
     selector: &ResourceFieldSelector,
     allocatable: &NodeAllocatable,

@@ -13,7 +13,7 @@ use super::expand::expand;
 
 /// Why the environment could not be built (`CreateContainerConfigError`).
 #[derive(Debug, thiserror::Error)]
-pub enum EnvError {
+pub(crate) enum EnvError {
     /// A referenced ConfigMap or Secret, or one of its keys, is missing.
     #[error("{kind} {name:?} {what}")]
     Missing {
@@ -40,7 +40,7 @@ pub enum EnvError {
 }
 
 /// What the environment may refer to besides the API.
-pub struct EnvContext<'a> {
+pub(crate) struct EnvContext<'a> {
     /// The pod.
     pub pod: &'a Pod,
     /// The node's address (`status.hostIP`).
@@ -52,7 +52,7 @@ pub struct EnvContext<'a> {
 }
 
 /// Builds the environment of `container`, in order.
-pub async fn resolve(
+pub(crate) async fn resolve(
     client: &kube::Client,
     ctx: &EnvContext<'_>,
     container: &Container,
@@ -167,7 +167,7 @@ fn pick(
 
 /// A ConfigMap's data (binary data as lossy text); `None` when it is absent
 /// and optional.
-pub async fn config_map_data(
+pub(crate) async fn config_map_data(
     api: &Api<ConfigMap>,
     name: &str,
     optional: bool,
@@ -195,7 +195,7 @@ pub async fn config_map_data(
 }
 
 /// A Secret's data as text; `None` when it is absent and optional.
-pub async fn secret_data(
+pub(crate) async fn secret_data(
     api: &Api<Secret>,
     name: &str,
     optional: bool,
@@ -211,7 +211,7 @@ pub async fn secret_data(
 
 /// A Secret's data (`stringData` is merged by the API server); `None` when
 /// it is absent and optional.
-pub async fn secret_bytes(
+pub(crate) async fn secret_bytes(
     api: &Api<Secret>,
     name: &str,
     optional: bool,
@@ -244,7 +244,7 @@ pub async fn secret_bytes(
 }
 
 /// Expands `$(VAR)` in a command or args list with the container's env.
-pub fn expand_args(args: &[String], env: &[(String, String)]) -> Vec<String> {
+pub(crate) fn expand_args(args: &[String], env: &[(String, String)]) -> Vec<String> {
     args.iter()
         .map(|a| {
             expand(a, |name| {

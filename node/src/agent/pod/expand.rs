@@ -3,7 +3,7 @@
 //! `$$` escapes a `$` (so `$$(VAR)` yields the text `$(VAR)`).
 
 /// Expands `$(NAME)` references in `input` using `lookup`.
-pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+pub(crate) fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(input.len());
     let bytes = input.as_bytes();
     let mut i = 0;

@@ -11,7 +11,7 @@ use crate::runtime::Runtime;
 
 /// Why the image is not available (the container's waiting reason).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageProblem {
+pub(crate) struct ImageProblem {
     /// `ErrImageNeverPull`, `ErrImagePull` or `ImagePullBackOff`.
     pub reason: &'static str,
     /// Details.
@@ -19,7 +19,7 @@ pub struct ImageProblem {
 }
 
 /// Where pull credentials come from.
-pub struct PullContext<'a> {
+pub(crate) struct PullContext<'a> {
     /// API access for pull secrets and the service account.
     pub client: &'a kube::Client,
     /// The pod whose container is pulled.
@@ -28,7 +28,7 @@ pub struct PullContext<'a> {
 
 /// What a pull attempt tells the user besides the waiting reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PullNotes {
+pub(crate) struct PullNotes {
     /// Pull secrets the pod names that do not exist.
     pub missing_secrets: Vec<String>,
     /// Whether a pull was attempted (and so an event is due).
@@ -37,7 +37,7 @@ pub struct PullNotes {
 
 /// The effective pull policy: the spec's, or upstream's default
 /// (`Always` for `:latest` or untagged images, `IfNotPresent` otherwise).
-pub fn pull_policy(container: &Container) -> String {
+pub(crate) fn pull_policy(container: &Container) -> String {
     if let Some(p) = &container.image_pull_policy {
         return p.clone();
     }
@@ -53,7 +53,7 @@ pub fn pull_policy(container: &Container) -> String {
 
 /// Ensures the image of `container` is present, pulling when the policy
 /// says so. Returns the image reference to run.
-pub async fn ensure(
+pub(crate) async fn ensure(
     runtime: &dyn Runtime,
     pull: &PullContext<'_>,
     container: &Container,
@@ -115,7 +115,7 @@ pub async fn ensure(
 
 /// Pulls `image` with each matching credential in turn (the first that
 /// works wins), or anonymously when none match.
-pub async fn pull_with(
+pub(crate) async fn pull_with(
     runtime: &dyn Runtime,
     image: &str,
     auths: &[crate::runtime::cri_api::AuthConfig],

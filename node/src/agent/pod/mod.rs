@@ -8,20 +8,20 @@
 //! containers' log files are read by [`logs`].
 
 pub mod backoff;
-pub mod context;
+pub(crate) mod context;
 pub mod cri_config;
 pub mod dns_config;
-pub mod downward;
-pub mod env;
-pub mod expand;
-pub mod images;
+pub(crate) mod downward;
+pub(crate) mod env;
+pub(crate) mod expand;
+pub(crate) mod images;
 pub mod labels;
 pub mod logs;
-pub mod pleg;
-pub mod pod_workers;
-pub mod probes;
-pub mod pull_secrets;
-pub mod runtime_view;
-pub mod status;
-pub mod sync;
-pub mod termination;
+pub(crate) mod pleg;
+pub(crate) mod pod_workers;
+pub(crate) mod probes;
+pub(crate) mod pull_secrets;
+pub(crate) mod runtime_view;
+pub(crate) mod status;
+pub(crate) mod sync;
+pub(crate) mod termination;

@@ -14,7 +14,7 @@ use super::pod_workers::WorkerEvent;
 use crate::runtime::Runtime;
 
 /// Relists until `stop` is raised.
-pub async fn run(
+pub(crate) async fn run(
     runtime: Arc<dyn Runtime>,
     interval: Duration,
     tx: mpsc::UnboundedSender<WorkerEvent>,

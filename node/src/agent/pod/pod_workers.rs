@@ -21,7 +21,7 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 
 /// What the workers are told.
 #[derive(Debug)]
-pub enum WorkerEvent {
+pub(crate) enum WorkerEvent {
     /// The pod was added or changed.
     Update(Arc<Pod>),
     /// The pod object is gone from the API.
@@ -33,13 +33,13 @@ pub enum WorkerEvent {
 }
 
 /// The informer handler feeding the workers.
-pub struct PodEvents {
+pub(crate) struct PodEvents {
     tx: mpsc::UnboundedSender<WorkerEvent>,
 }
 
 impl PodEvents {
     /// A handler sending to `tx`.
-    pub fn new(tx: mpsc::UnboundedSender<WorkerEvent>) -> Self {
+    pub(crate) fn new(tx: mpsc::UnboundedSender<WorkerEvent>) -> Self {
         Self { tx }
     }
 }
@@ -69,7 +69,7 @@ struct Worker {
 
 /// Runs the dispatcher until `stop` resolves; workers stop with it and leave
 /// their containers running.
-pub async fn run(
+pub(crate) async fn run(
     ctx: Arc<AgentContext>,
     pods: Arc<Cache<Pod>>,
     tx: mpsc::UnboundedSender<WorkerEvent>,

@@ -14,7 +14,7 @@ use crate::runtime::Runtime;
 
 /// Which probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProbeKind {
+pub(crate) enum ProbeKind {
     /// Gates the other two until it succeeds once.
     Startup,
     /// Restarts the container when it fails.
@@ -34,13 +34,13 @@ struct Tracker {
 
 /// The probe results of one pod's container instances.
 #[derive(Debug, Default)]
-pub struct ProbeResults {
+pub(crate) struct ProbeResults {
     trackers: HashMap<(String, ProbeKind), Tracker>,
 }
 
 /// What the probes say about one running container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ContainerHealth {
+pub(crate) struct ContainerHealth {
     /// Started (startup probe passed, or none).
     pub started: bool,
     /// Ready (readiness probe passed, or none, once started).
@@ -66,7 +66,7 @@ fn secs(v: Option<i32>, default: i32) -> Duration {
 impl ProbeResults {
     /// Runs the probes of a running container that are due and returns its
     /// health. `running_for` is how long ago the container started.
-    pub async fn check(
+    pub(crate) async fn check(
         &mut self,
         runtime: &dyn Runtime,
         container: &Container,
@@ -229,7 +229,7 @@ impl ProbeResults {
     }
 
     /// Forgets containers that no longer run.
-    pub fn retain(&mut self, live_ids: &[&str]) {
+    pub(crate) fn retain(&mut self, live_ids: &[&str]) {
         self.trackers
             .retain(|(id, _), _| live_ids.contains(&id.as_str()));
     }
@@ -243,7 +243,7 @@ fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// One probe attempt: true on success.
-pub async fn run_probe(
+pub(crate) async fn run_probe(
     runtime: &dyn Runtime,
     probe: &Probe,
     container_id: &str,

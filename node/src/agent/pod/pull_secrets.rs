@@ -40,7 +40,7 @@ struct DockerConfigJson {
 /// Credentials for registries whose key (`host[:port][/path]`, optionally
 /// with a scheme or a `*.` wildcard) matches the image.
 #[derive(Debug, Clone)]
-pub struct Credential {
+pub(crate) struct Credential {
     /// The key as written in the secret, normalised (no scheme, no trailing
     /// slash).
     pub key: String,
@@ -50,7 +50,7 @@ pub struct Credential {
 
 /// Reads the credentials of one pull secret; other secret types and
 /// malformed content give none.
-pub fn parse_secret(secret: &Secret) -> Vec<Credential> {
+pub(crate) fn parse_secret(secret: &Secret) -> Vec<Credential> {
     let data = secret.data.clone().unwrap_or_default();
     let entries: BTreeMap<String, DockerEntry> = match secret.type_.as_deref() {
         Some("kubernetes.io/dockerconfigjson") => data
@@ -121,7 +121,7 @@ fn normalise_key(key: &str) -> String {
 
 /// The registry host and repository path of an image reference, as Docker
 /// normalises it (`busybox` → `docker.io`, `library/busybox`).
-pub fn split_image(image: &str) -> (String, String) {
+pub(crate) fn split_image(image: &str) -> (String, String) {
     let name = image.split('@').next().unwrap_or(image);
     // Drop the tag (a colon after the last slash).
     let name = match name.rfind(':') {
@@ -158,7 +158,7 @@ fn matches(key: &str, host: &str, path: &str) -> bool {
 }
 
 /// The credentials to try for `image`, most specific key first.
-pub fn for_image(credentials: &[Credential], image: &str) -> Vec<AuthConfig> {
+pub(crate) fn for_image(credentials: &[Credential], image: &str) -> Vec<AuthConfig> {
     let (host, path) = split_image(image);
     let mut found: Vec<&Credential> = credentials
         .iter()
@@ -170,7 +170,7 @@ pub fn for_image(credentials: &[Credential], image: &str) -> Vec<AuthConfig> {
 
 /// The pull secrets `pod` names,
 /// read from the API; missing secrets are named in the second list.
-pub async fn load(client: &kube::Client, pod: &Pod) -> (Vec<Credential>, Vec<String>) {
+pub(crate) async fn load(client: &kube::Client, pod: &Pod) -> (Vec<Credential>, Vec<String>) {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let spec = pod.spec.clone().unwrap_or_default();
     let names: Vec<String> = spec

@@ -9,7 +9,7 @@ use super::labels;
 
 /// A container instance with its status.
 #[derive(Debug, Clone)]
-pub struct ContainerInstance {
+pub(crate) struct ContainerInstance {
     /// Runtime id.
     pub id: String,
     /// Container name in the pod spec.
@@ -24,24 +24,19 @@ pub struct ContainerInstance {
 
 impl ContainerInstance {
     /// The process runs.
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.status.state == api::ContainerState::ContainerRunning as i32
     }
 
     /// The process ran and exited.
-    pub fn is_exited(&self) -> bool {
+    pub(crate) fn is_exited(&self) -> bool {
         self.status.state == api::ContainerState::ContainerExited as i32
-    }
-
-    /// Created but never started.
-    pub fn is_created(&self) -> bool {
-        self.status.state == api::ContainerState::ContainerCreated as i32
     }
 }
 
 /// The pod's objects in the runtime.
 #[derive(Debug, Clone, Default)]
-pub struct PodRuntimeView {
+pub(crate) struct PodRuntimeView {
     /// Every sandbox of the pod, newest first.
     pub sandboxes: Vec<api::PodSandbox>,
     /// Every container instance, grouped by container name, newest first.
@@ -50,7 +45,7 @@ pub struct PodRuntimeView {
 
 impl PodRuntimeView {
     /// Reads the pod's sandboxes and containers from the runtime.
-    pub async fn load(runtime: &dyn Runtime, uid: &str) -> Result<Self, RuntimeError> {
+    pub(crate) async fn load(runtime: &dyn Runtime, uid: &str) -> Result<Self, RuntimeError> {
         let selector = HashMap::from([(labels::POD_UID.to_string(), uid.to_string())]);
         let mut sandboxes = runtime
             .list_pod_sandboxes(Some(api::PodSandboxFilter {
@@ -104,40 +99,27 @@ impl PodRuntimeView {
     }
 
     /// The newest sandbox if it is ready.
-    pub fn ready_sandbox(&self) -> Option<&api::PodSandbox> {
+    pub(crate) fn ready_sandbox(&self) -> Option<&api::PodSandbox> {
         self.sandboxes
             .first()
             .filter(|s| s.state == api::PodSandboxState::SandboxReady as i32)
     }
 
     /// The newest instance of a container.
-    pub fn latest(&self, name: &str) -> Option<&ContainerInstance> {
+    pub(crate) fn latest(&self, name: &str) -> Option<&ContainerInstance> {
         self.containers.get(name).and_then(|v| v.first())
     }
 
     /// The instance before the newest one (for `lastState` and `--previous`).
-    pub fn previous(&self, name: &str) -> Option<&ContainerInstance> {
+    pub(crate) fn previous(&self, name: &str) -> Option<&ContainerInstance> {
         self.containers.get(name).and_then(|v| v.get(1))
     }
 
-    /// Whether any instance of the container is in `sandbox_id`.
-    pub fn has_instance_in(&self, sandbox_id: &str) -> bool {
-        self.containers
-            .values()
-            .flatten()
-            .any(|c| c.sandbox_id == sandbox_id)
-    }
-
     /// Every running container instance.
-    pub fn running(&self) -> impl Iterator<Item = &ContainerInstance> {
+    pub(crate) fn running(&self) -> impl Iterator<Item = &ContainerInstance> {
         self.containers
             .values()
             .flatten()
             .filter(|c| c.is_running())
-    }
-
-    /// Nothing of the pod exists in the runtime.
-    pub fn is_empty(&self) -> bool {
-        self.sandboxes.is_empty() && self.containers.is_empty()
     }
 }

@@ -17,7 +17,7 @@ use super::runtime_view::{ContainerInstance, PodRuntimeView};
 
 /// What the worker observed in its last sync, beyond the runtime's view.
 #[derive(Debug, Default, Clone)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// The sandbox's address.
     pub pod_ip: Option<String>,
     /// The sandbox is ready.
@@ -48,7 +48,7 @@ const STATUS_UNKNOWN: (&str, &str) = (
 const STATUS_UNKNOWN_EXIT: i32 = 137;
 
 /// Nanoseconds since the epoch (CRI) as an API time; `None` for zero.
-pub fn time_from_nanos(nanos: i64) -> Option<Time> {
+pub(crate) fn time_from_nanos(nanos: i64) -> Option<Time> {
     if nanos <= 0 {
         return None;
     }
@@ -270,7 +270,7 @@ fn find_status<'a>(
 
 /// The pod's status. Conditions keep their transition times when their
 /// status does not change; conditions owned by others are kept.
-pub fn pod_status(
+pub(crate) fn pod_status(
     pod: &Pod,
     view: &PodRuntimeView,
     observed: &Observed,

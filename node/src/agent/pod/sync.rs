@@ -31,7 +31,7 @@ const RESYNC: Duration = Duration::from_secs(10);
 const SETUP_RETRY: Duration = Duration::from_secs(2);
 
 /// What a worker remembers about its pod between steps.
-pub struct PodState {
+pub(crate) struct PodState {
     crash: Backoff,
     images: Backoff,
     probes: ProbeResults,
@@ -46,7 +46,7 @@ pub struct PodState {
 
 impl PodState {
     /// Fresh state for a pod (also for an adopted one).
-    pub fn new(ctx: &AgentContext) -> Self {
+    pub(crate) fn new(ctx: &AgentContext) -> Self {
         Self {
             crash: Backoff::new(ctx.crash_backoff),
             images: Backoff::new(ctx.image_backoff),
@@ -61,7 +61,7 @@ impl PodState {
 
 /// The outcome of a step.
 #[derive(Debug)]
-pub enum Step {
+pub(crate) enum Step {
     /// Look again at this time (or on the next change).
     Continue(Option<Instant>),
     /// The pod is gone from the node and from the API.
@@ -70,7 +70,7 @@ pub enum Step {
 
 /// A failed step (retried by the worker).
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     /// The runtime failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
@@ -103,7 +103,11 @@ fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
 }
 
 /// One step for `pod`.
-pub async fn sync(ctx: &AgentContext, state: &mut PodState, pod: &Pod) -> Result<Step, SyncError> {
+pub(crate) async fn sync(
+    ctx: &AgentContext,
+    state: &mut PodState,
+    pod: &Pod,
+) -> Result<Step, SyncError> {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let runtime = ctx.runtime.as_ref();
     if pod.metadata.deletion_timestamp.is_some() {

@@ -21,7 +21,7 @@ use crate::runtime::RuntimeError;
 const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 /// The grace period for stopping `pod` now: the deletion's, else the spec's.
-pub fn grace_period(pod: &Pod) -> Duration {
+pub(crate) fn grace_period(pod: &Pod) -> Duration {
     let seconds = pod
         .metadata
         .deletion_grace_period_seconds
@@ -37,7 +37,7 @@ pub fn grace_period(pod: &Pod) -> Duration {
 
 /// Stops every container of the pod (running preStop hooks first), then
 /// removes its sandboxes and volumes.
-pub async fn kill_pod(
+pub(crate) async fn kill_pod(
     ctx: &AgentContext,
     pod: Option<&Pod>,
     uid: &str,
@@ -50,7 +50,7 @@ pub async fn kill_pod(
 /// Stops every container of the pod (running preStop hooks first) and its
 /// sandboxes; the exited containers stay, so their exit codes can still
 /// be read.
-pub async fn stop_pod(
+pub(crate) async fn stop_pod(
     ctx: &AgentContext,
     pod: Option<&Pod>,
     uid: &str,
@@ -96,7 +96,7 @@ pub async fn stop_pod(
 }
 
 /// Removes the pod's sandboxes (with their containers) and its volumes.
-pub async fn remove_pod(ctx: &AgentContext, uid: &str) -> Result<(), RuntimeError> {
+pub(crate) async fn remove_pod(ctx: &AgentContext, uid: &str) -> Result<(), RuntimeError> {
     let runtime = ctx.runtime.as_ref();
     let view = PodRuntimeView::load(runtime, uid).await?;
     for sandbox in &view.sandboxes {
@@ -121,7 +121,7 @@ pub async fn remove_pod(ctx: &AgentContext, uid: &str) -> Result<(), RuntimeErro
 }
 
 /// Deletes the pod object now that nothing of it runs.
-pub async fn delete_object(ctx: &AgentContext, pod: &Pod) -> Result<(), kube::Error> {
+pub(crate) async fn delete_object(ctx: &AgentContext, pod: &Pod) -> Result<(), kube::Error> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let params = DeleteParams {

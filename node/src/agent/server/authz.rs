@@ -23,9 +23,9 @@ use kube::Api;
 use kube::api::PostParams;
 
 /// How long an allowed answer is reused.
-pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
+pub(crate) const ALLOWED_TTL: Duration = Duration::from_secs(300);
 /// How long a denied answer is reused.
-pub const DENIED_TTL: Duration = Duration::from_secs(30);
+pub(crate) const DENIED_TTL: Duration = Duration::from_secs(30);
 /// Cached answers kept at most; expired ones are dropped first.
 const CACHE_LIMIT: usize = 4096;
 
@@ -66,7 +66,7 @@ impl Caller {
 
 /// What a request asks of this node: `verb nodes/subresource`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct NodeAction {
+pub(crate) struct NodeAction {
     /// `get`, `create`, `update`, `patch` or `delete`.
     pub verb: &'static str,
     /// `proxy`, `log`, `stats`, `metrics`, `spec` or `checkpoint`.
@@ -76,7 +76,7 @@ pub struct NodeAction {
 impl NodeAction {
     /// The action of a request, or `None` for a method the kubelet gives
     /// no verb (such requests are refused).
-    pub fn of(method: &Method, path: &str) -> Option<Self> {
+    pub(crate) fn of(method: &Method, path: &str) -> Option<Self> {
         Some(Self {
             verb: verb_for(method)?,
             subresource: subresource_for(path),
@@ -85,7 +85,7 @@ impl NodeAction {
 }
 
 /// The verb of an HTTP method, as the kubelet maps them.
-pub fn verb_for(method: &Method) -> Option<&'static str> {
+pub(crate) fn verb_for(method: &Method) -> Option<&'static str> {
     match *method {
         Method::GET | Method::HEAD => Some("get"),
         Method::POST => Some("create"),
@@ -100,7 +100,7 @@ pub fn verb_for(method: &Method) -> Option<&'static str> {
 /// families have their own, so they can be granted without granting
 /// exec; everything else (logs of containers, exec, attach, port-forward,
 /// run) is `proxy`, the full power over the node.
-pub fn subresource_for(path: &str) -> &'static str {
+pub(crate) fn subresource_for(path: &str) -> &'static str {
     let under = |prefix: &str| {
         path == prefix
             || path
@@ -124,7 +124,7 @@ pub fn subresource_for(path: &str) -> &'static str {
 
 /// Why no decision could be had.
 #[derive(Debug, thiserror::Error)]
-pub enum AuthzError {
+pub(crate) enum AuthzError {
     /// The SubjectAccessReview could not be created.
     #[error("SubjectAccessReview for {user} ({verb} nodes/{subresource}): {source}")]
     Review {
@@ -141,21 +141,21 @@ pub enum AuthzError {
 
 /// A source of authorization decisions for one node.
 #[async_trait]
-pub trait Reviewer: Send + Sync + 'static {
+pub(crate) trait Reviewer: Send + Sync + 'static {
     /// Whether `caller` may do `action` on this node.
     async fn review(&self, caller: &Caller, action: &NodeAction) -> Result<bool, AuthzError>;
 }
 
 /// Asks the API server through SubjectAccessReviews, with the node's own
 /// client.
-pub struct SubjectAccessReviewer {
+pub(crate) struct SubjectAccessReviewer {
     client: kube::Client,
     node_name: String,
 }
 
 impl SubjectAccessReviewer {
     /// A reviewer for `node_name` (the `name` of every review).
-    pub fn new(client: kube::Client, node_name: impl Into<String>) -> Self {
+    pub(crate) fn new(client: kube::Client, node_name: impl Into<String>) -> Self {
         Self {
             client,
             node_name: node_name.into(),
@@ -164,7 +164,11 @@ impl SubjectAccessReviewer {
 }
 
 /// The review that asks whether `caller` may do `action` on `node_name`.
-pub fn review_for(node_name: &str, caller: &Caller, action: &NodeAction) -> SubjectAccessReview {
+pub(crate) fn review_for(
+    node_name: &str,
+    caller: &Caller,
+    action: &NodeAction,
+) -> SubjectAccessReview {
     SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(caller.name.clone()),
@@ -208,7 +212,7 @@ impl Reviewer for SubjectAccessReviewer {
 
 /// A [`Reviewer`] in front of another that remembers its answers for a
 /// while (allowed ones longer than denied ones); errors are never cached.
-pub struct CachedReviewer {
+pub(crate) struct CachedReviewer {
     inner: Arc<dyn Reviewer>,
     allowed_ttl: Duration,
     denied_ttl: Duration,
@@ -217,12 +221,12 @@ pub struct CachedReviewer {
 
 impl CachedReviewer {
     /// Upstream's lifetimes: [`ALLOWED_TTL`] and [`DENIED_TTL`].
-    pub fn new(inner: Arc<dyn Reviewer>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn Reviewer>) -> Self {
         Self::with_ttls(inner, ALLOWED_TTL, DENIED_TTL)
     }
 
     /// Chosen lifetimes (tests).
-    pub fn with_ttls(
+    pub(crate) fn with_ttls(
         inner: Arc<dyn Reviewer>,
         allowed_ttl: Duration,
         denied_ttl: Duration,

@@ -85,7 +85,7 @@ enum Out {
 
 /// Runs one session between the client's WebSocket and the runtime's SPDY
 /// connection, until the runtime ends it or the client goes away.
-pub async fn run(client: Upgraded, runtime: Upgraded, flags: StreamFlags) {
+pub(crate) async fn run(client: Upgraded, runtime: Upgraded, flags: StreamFlags) {
     let ws = WebSocketStream::from_raw_socket(TokioIo::new(client), Role::Server, None).await;
     let (mut ws_tx, mut ws_rx) = ws.split();
     let (spdy_rx, spdy_tx) = tokio::io::split(TokioIo::new(runtime));

@@ -26,7 +26,7 @@ const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// The query of `pods/log` as the node receives it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LogQuery {
+pub(crate) struct LogQuery {
     /// Stream until the container stops.
     #[serde(default)]
     pub follow: bool,
@@ -48,7 +48,7 @@ pub struct LogQuery {
 
 impl LogQuery {
     /// The reader's options, or why the query is invalid.
-    pub fn options(&self) -> Result<LogOptions, String> {
+    pub(crate) fn options(&self) -> Result<LogOptions, String> {
         let since = match (self.since_seconds, &self.since_time) {
             (Some(_), Some(_)) => {
                 return Err("at most one of sinceSeconds or sinceTime may be specified".into());
@@ -80,7 +80,7 @@ impl LogQuery {
 }
 
 /// Serves a container's log.
-pub async fn serve(
+pub(crate) async fn serve(
     State(state): State<NodeState>,
     Path((namespace, name, container)): Path<(String, String, String)>,
     Query(query): Query<LogQuery>,

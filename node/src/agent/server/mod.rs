@@ -17,19 +17,19 @@
 //! and the port actually bound is published in the Node's
 //! `status.daemonEndpoints.kubeletEndpoint.port`.
 
-pub mod authz;
-pub mod bridge;
-pub mod container_logs;
-pub mod resource_usage;
-pub mod spdy;
-pub mod status;
-pub mod streams;
-pub mod target;
+pub(crate) mod authz;
+pub(crate) mod bridge;
+pub(crate) mod container_logs;
+pub(crate) mod resource_usage;
+pub(crate) mod spdy;
+pub(crate) mod status;
+pub(crate) mod streams;
+pub(crate) mod target;
 #[cfg(test)]
 mod tests;
 pub mod tls;
-pub mod tunnel;
-pub mod upgrade;
+pub(crate) mod tunnel;
+pub(crate) mod upgrade;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -53,7 +53,7 @@ pub const DEFAULT_PORT: u16 = 10250;
 
 /// What the handlers share.
 #[derive(Clone)]
-pub struct NodeState {
+pub(crate) struct NodeState {
     /// The container runtime.
     pub runtime: Arc<dyn Runtime>,
     /// The pods bound to this node (the agent's cache).
@@ -88,7 +88,7 @@ pub enum ServerError {
 /// Binds the node server's port on `ip`: `port`, or when that is taken
 /// (another node on this host, parallel tests) any free port — the bound
 /// port is what the Node publishes, so clients follow it.
-pub async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, ServerError> {
+pub(crate) async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, ServerError> {
     let address = SocketAddr::new(ip, port);
     match TcpListener::bind(address).await {
         Ok(l) => Ok(l),
@@ -108,7 +108,7 @@ pub async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, ServerError> {
 
 /// The routes, behind the authorization check (the caller's identity comes
 /// from [`tls::serve`]).
-pub fn router(state: NodeState) -> Router {
+pub(crate) fn router(state: NodeState) -> Router {
     Router::new()
         .route(
             "/containerLogs/{namespace}/{pod}/{container}",
@@ -141,7 +141,7 @@ async fn metrics() -> Response {
 }
 
 /// Serves HTTPS with `tls` until `stop` is raised.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     state: NodeState,

@@ -12,7 +12,7 @@ use super::status::failure;
 use crate::agent::node::stats;
 
 /// The kubelet's Summary API document.
-pub async fn summary(State(state): State<NodeState>) -> Response {
+pub(crate) async fn summary(State(state): State<NodeState>) -> Response {
     match state.stats.summary().await {
         Ok(summary) => (
             [(http::header::CONTENT_TYPE, "application/json")],
@@ -24,7 +24,7 @@ pub async fn summary(State(state): State<NodeState>) -> Response {
 }
 
 /// The kubelet's resource metrics in the Prometheus text format.
-pub async fn metrics(State(state): State<NodeState>) -> Response {
+pub(crate) async fn metrics(State(state): State<NodeState>) -> Response {
     match state.stats.summary().await {
         Ok(summary) => (
             [(

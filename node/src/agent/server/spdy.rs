@@ -17,13 +17,13 @@ const RST_STREAM: u16 = 3;
 const PING: u16 = 6;
 const GOAWAY: u16 = 7;
 /// The FIN flag of DATA and SYN frames.
-pub const FLAG_FIN: u8 = 0x01;
+pub(crate) const FLAG_FIN: u8 = 0x01;
 /// Frames larger than this are refused (the runtime sends at most 32 KiB).
 const MAX_FRAME: usize = 16 << 20;
 
 /// A frame read from the server.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// Data on a stream; `fin` half-closes it.
     Data {
         /// The stream.
@@ -54,14 +54,14 @@ pub enum Frame {
 }
 
 /// Writes frames; owns the header compression stream.
-pub struct Writer<W> {
+pub(crate) struct Writer<W> {
     io: W,
     header_stream_started: bool,
 }
 
 impl<W: AsyncWrite + Unpin> Writer<W> {
     /// Frames written to `io`.
-    pub fn new(io: W) -> Self {
+    pub(crate) fn new(io: W) -> Self {
         Self {
             io,
             header_stream_started: false,
@@ -69,7 +69,11 @@ impl<W: AsyncWrite + Unpin> Writer<W> {
     }
 
     /// Opens stream `id` with `headers` (lower-case names).
-    pub async fn syn_stream(&mut self, id: u32, headers: &[(&str, &str)]) -> std::io::Result<()> {
+    pub(crate) async fn syn_stream(
+        &mut self,
+        id: u32,
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<()> {
         let block = self.header_block(headers);
         let mut body = Vec::with_capacity(10 + block.len());
         body.extend_from_slice(&(id & 0x7fff_ffff).to_be_bytes());
@@ -80,7 +84,7 @@ impl<W: AsyncWrite + Unpin> Writer<W> {
     }
 
     /// Sends `data` on stream `id`, half-closing it when `fin`.
-    pub async fn data(&mut self, id: u32, data: &[u8], fin: bool) -> std::io::Result<()> {
+    pub(crate) async fn data(&mut self, id: u32, data: &[u8], fin: bool) -> std::io::Result<()> {
         for (i, chunk) in data.chunks(0xff_ffff).enumerate() {
             let last = (i + 1) * 0xff_ffff >= data.len();
             self.data_frame(id, chunk, fin && last).await?;
@@ -92,7 +96,7 @@ impl<W: AsyncWrite + Unpin> Writer<W> {
     }
 
     /// Echoes a PING.
-    pub async fn ping(&mut self, id: u32) -> std::io::Result<()> {
+    pub(crate) async fn ping(&mut self, id: u32) -> std::io::Result<()> {
         self.control(PING, 0, &id.to_be_bytes()).await
     }
 
@@ -151,7 +155,7 @@ fn stored_block(out: &mut Vec<u8>, data: &[u8]) {
 }
 
 /// Reads the next frame; `None` at the end of the connection.
-pub async fn read_frame<R: AsyncRead + Unpin>(io: &mut R) -> std::io::Result<Option<Frame>> {
+pub(crate) async fn read_frame<R: AsyncRead + Unpin>(io: &mut R) -> std::io::Result<Option<Frame>> {
     let mut head = [0u8; 8];
     match io.read_exact(&mut head).await {
         Ok(_) => {}

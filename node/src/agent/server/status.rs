@@ -10,7 +10,7 @@ use super::upgrade::UpgradeError;
 use crate::agent::pod::logs::LogError;
 
 /// A failure Status with upstream's reason for `code`.
-pub fn failure(code: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn failure(code: StatusCode, message: impl Into<String>) -> Response {
     let reason = match code {
         StatusCode::BAD_REQUEST => "BadRequest",
         StatusCode::UNAUTHORIZED => "Unauthorized",

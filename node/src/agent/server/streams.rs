@@ -16,7 +16,7 @@ use crate::runtime::cri_api;
 
 /// The query parameters of a request, decoded, in order (keys repeat:
 /// `command=sh&command=-c`).
-pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(query.unwrap_or_default().as_bytes())
         .into_owned()
         .collect()
@@ -25,7 +25,7 @@ pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
 /// The stream flags of exec and attach (`stdin=true`, or `1` as older
 /// clients send).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct StreamFlags {
+pub(crate) struct StreamFlags {
     /// Forward the client's input.
     pub stdin: bool,
     /// Return the output.
@@ -38,7 +38,7 @@ pub struct StreamFlags {
 
 impl StreamFlags {
     /// Reads the flags from the query.
-    pub fn parse(pairs: &[(String, String)]) -> Self {
+    pub(crate) fn parse(pairs: &[(String, String)]) -> Self {
         let flag = |name: &str| {
             pairs
                 .iter()
@@ -65,7 +65,7 @@ impl StreamFlags {
 }
 
 /// Runs a command in a container and proxies its streams.
-pub async fn exec(
+pub(crate) async fn exec(
     State(state): State<NodeState>,
     Path((namespace, name, container)): Path<(String, String, String)>,
     request: Request,
@@ -105,7 +105,7 @@ pub async fn exec(
 }
 
 /// Attaches to a container's main process and proxies its streams.
-pub async fn attach(
+pub(crate) async fn attach(
     State(state): State<NodeState>,
     Path((namespace, name, container)): Path<(String, String, String)>,
     request: Request,
@@ -135,7 +135,7 @@ pub async fn attach(
 }
 
 /// Forwards ports of a pod's network namespace.
-pub async fn port_forward(
+pub(crate) async fn port_forward(
     State(state): State<NodeState>,
     Path((namespace, name)): Path<(String, String)>,
     mut request: Request,

@@ -13,7 +13,7 @@ use crate::runtime::{Runtime, RuntimeError, cri_api};
 
 /// Why a request's target could not be found.
 #[derive(Debug, thiserror::Error)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     /// The pod is not bound to this node (or not known yet).
     #[error("pod {namespace}/{name} not found on this node")]
     PodNotFound {
@@ -44,7 +44,11 @@ pub enum TargetError {
 }
 
 /// A pod bound to this node, as the agent's cache holds it.
-pub fn pod(cache: &Cache<Pod>, namespace: &str, name: &str) -> Result<Arc<Pod>, TargetError> {
+pub(crate) fn pod(
+    cache: &Cache<Pod>,
+    namespace: &str,
+    name: &str,
+) -> Result<Arc<Pod>, TargetError> {
     cache
         .get(namespace, name)
         .ok_or_else(|| TargetError::PodNotFound {
@@ -54,13 +58,13 @@ pub fn pod(cache: &Cache<Pod>, namespace: &str, name: &str) -> Result<Arc<Pod>, 
 }
 
 /// The pod's UID.
-pub fn uid(pod: &Pod) -> &str {
+pub(crate) fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or_default()
 }
 
 /// Checks that `container` is one of the pod's (init, regular or ephemeral)
 /// containers.
-pub fn check_container(pod: &Pod, container: &str) -> Result<(), TargetError> {
+pub(crate) fn check_container(pod: &Pod, container: &str) -> Result<(), TargetError> {
     let spec = pod.spec.as_ref();
     let known = spec.is_some_and(|s| {
         s.containers.iter().any(|c| c.name == container)
@@ -84,7 +88,7 @@ pub fn check_container(pod: &Pod, container: &str) -> Result<(), TargetError> {
 }
 
 /// The newest instance of the pod's `container` in the runtime, if any.
-pub async fn newest_container(
+pub(crate) async fn newest_container(
     runtime: &dyn Runtime,
     pod_uid: &str,
     container: &str,
@@ -103,7 +107,7 @@ pub async fn newest_container(
 }
 
 /// The running instance of the pod's `container`.
-pub async fn running_container(
+pub(crate) async fn running_container(
     runtime: &dyn Runtime,
     pod: &Pod,
     container: &str,
@@ -119,7 +123,7 @@ pub async fn running_container(
 }
 
 /// The pod's ready sandbox.
-pub async fn ready_sandbox(runtime: &dyn Runtime, pod: &Pod) -> Result<String, TargetError> {
+pub(crate) async fn ready_sandbox(runtime: &dyn Runtime, pod: &Pod) -> Result<String, TargetError> {
     let filter = cri_api::PodSandboxFilter {
         label_selector: HashMap::from([(labels::POD_UID.to_string(), uid(pod).to_string())]),
         ..Default::default()

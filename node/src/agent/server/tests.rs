@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use super::authz::{AuthzError, Caller, NodeAction, Reviewer};
 use super::{NodeState, serve, tls};
+use crate::agent::identity::pki::{self, CertSlot};
 use crate::agent::identity::serving_cert;
 use crate::agent::identity::test_pki::{CaSigner, TestCa};
 
@@ -36,7 +37,7 @@ impl Reviewer for OneUser {
 
 struct Running {
     port: u16,
-    slot: Arc<tls::ServingCertSlot>,
+    slot: Arc<CertSlot>,
     dir: std::path::PathBuf,
     ca: Arc<TestCa>,
     reviewer: Arc<OneUser>,
@@ -65,7 +66,7 @@ async fn start_with(authorizer: Arc<dyn Reviewer>, reviewer: Arc<OneUser>) -> Ru
     )
     .await
     .unwrap();
-    let slot = tls::ServingCertSlot::new(&cert).unwrap();
+    let slot = CertSlot::new(&cert).unwrap();
     let config = tls::server_config(slot.clone(), &ca.cert_pem).unwrap();
     // Never reached by these requests (no pod exists); connects lazily.
     let runtime: Arc<dyn crate::runtime::Runtime> = Arc::new(
@@ -106,7 +107,7 @@ async fn request(
     method: &str,
     path: &str,
 ) -> Result<String, String> {
-    let roots = serving_cert::root_store(server_ca).unwrap();
+    let roots = pki::root_store(server_ca).unwrap();
     let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -116,7 +117,7 @@ async fn request(
     let config = match client {
         Some((cert, key)) => builder
             .with_client_auth_cert(
-                serving_cert::pem_certs(&cert).unwrap(),
+                pki::pem_certs(&cert).unwrap(),
                 rustls_pemfile::private_key(&mut key.as_bytes())
                     .unwrap()
                     .unwrap(),
@@ -288,7 +289,7 @@ async fn the_server_proves_the_nodes_identity() {
 
 /// The leaf certificate (DER) a fresh connection is served.
 async fn presented(port: u16, ca_pem: &str) -> Vec<u8> {
-    let roots = serving_cert::root_store(ca_pem).unwrap();
+    let roots = pki::root_store(ca_pem).unwrap();
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -328,7 +329,7 @@ async fn a_renewed_certificate_is_presented_without_a_restart() {
     assert_ne!(before, after);
     assert_eq!(
         after,
-        serving_cert::pem_certs(&renewed.cert_pem).unwrap()[0].to_vec()
+        pki::pem_certs(&renewed.cert_pem).unwrap()[0].to_vec()
     );
     let _ = node.stop.send(true);
 }

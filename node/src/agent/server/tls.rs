@@ -7,7 +7,7 @@
 //! This module authenticates only; what a caller may do is
 //! [`super::authz`]'s decision.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,15 +17,14 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
-use rustls::sign::CertifiedKey;
+use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::authz::Caller;
-use crate::agent::identity::serving_cert::{self, ServingCert};
+use crate::agent::identity::pki::{self, CertSlot};
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,61 +47,15 @@ pub enum TlsError {
     Serving(String),
 }
 
-/// The serving certificate the server presents, swappable while it runs
-/// (a renewed certificate applies to the next handshake).
-#[derive(Debug)]
-pub struct ServingCertSlot {
-    current: RwLock<Arc<CertifiedKey>>,
-}
-
-impl ServingCertSlot {
-    /// A slot holding `cert`.
-    pub fn new(cert: &ServingCert) -> Result<Arc<Self>, TlsError> {
-        Ok(Arc::new(Self {
-            current: RwLock::new(certified_key(cert)?),
-        }))
-    }
-
-    /// Presents `cert` from the next handshake on.
-    pub fn replace(&self, cert: &ServingCert) -> Result<(), TlsError> {
-        let key = certified_key(cert)?;
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = key;
-        Ok(())
-    }
-}
-
-impl ResolvesServerCert for ServingCertSlot {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-        )
-    }
-}
-
-fn certified_key(cert: &ServingCert) -> Result<Arc<CertifiedKey>, TlsError> {
-    let chain = serving_cert::pem_certs(&cert.cert_pem).map_err(TlsError::Serving)?;
-    let key = rustls_pemfile::private_key(&mut cert.key_pem.as_bytes())
-        .ok()
-        .flatten()
-        .ok_or_else(|| TlsError::Serving("no usable private key".into()))?;
-    let provider = rustls::crypto::ring::default_provider();
-    CertifiedKey::from_der(chain, key, &provider)
-        .map(Arc::new)
-        .map_err(|e| TlsError::Serving(e.to_string()))
-}
-
 /// The server configuration: the certificate in `slot` presented, client
 /// certificates checked against `client_ca_pem`, HTTP/1.1 only (every
 /// streaming protocol the node speaks is an HTTP/1.1 upgrade).
 pub fn server_config(
-    slot: Arc<ServingCertSlot>,
+    slot: Arc<CertSlot>,
     client_ca_pem: &str,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = serving_cert::root_store(client_ca_pem).map_err(TlsError::ClientCa)?;
+    let roots = pki::root_store(client_ca_pem).map_err(TlsError::ClientCa)?;
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .allow_unauthenticated()
         .build()

@@ -13,12 +13,12 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
 /// The WebSocket subprotocol of tunnelled SPDY port-forwarding.
-pub const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
+pub(crate) const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
 /// The SPDY subprotocol of port-forwarding.
-pub const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
+pub(crate) const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
 
 /// Carries the session until either side closes.
-pub async fn run(client: Upgraded, runtime: Upgraded) {
+pub(crate) async fn run(client: Upgraded, runtime: Upgraded) {
     let ws = WebSocketStream::from_raw_socket(TokioIo::new(client), Role::Server, None).await;
     let (mut ws_tx, mut ws_rx) = ws.split();
     let (mut rt_rx, mut rt_tx) = tokio::io::split(TokioIo::new(runtime));

@@ -19,15 +19,15 @@ use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
 /// kubectl 1.32's remote-command WebSocket protocol.
-pub const V5_CHANNEL: &str = "v5.channel.k8s.io";
+pub(crate) const V5_CHANNEL: &str = "v5.channel.k8s.io";
 /// The newest remote-command WebSocket protocol containerd 1.6 speaks.
-pub const V4_CHANNEL: &str = "v4.channel.k8s.io";
+pub(crate) const V4_CHANNEL: &str = "v4.channel.k8s.io";
 
 const WEBSOCKET_PROTOCOL: HeaderName = header::SEC_WEBSOCKET_PROTOCOL;
 
 /// A failed proxy set-up (before any upgrade).
 #[derive(Debug, thiserror::Error)]
-pub enum UpgradeError {
+pub(crate) enum UpgradeError {
     /// The runtime's URL is unusable.
     #[error("streaming URL {url:?}: {reason}")]
     Url {
@@ -114,7 +114,7 @@ fn target(url: &str, query: Option<&str>) -> Result<(String, String), UpgradeErr
 
 /// Sends an upgrade request with `headers` to the runtime's `url` and
 /// returns its answer (101 when it switched protocols).
-pub async fn send_upstream(
+pub(crate) async fn send_upstream(
     url: &str,
     query: Option<&str>,
     method: http::Method,
@@ -149,7 +149,7 @@ pub async fn send_upstream(
 /// Opens an SPDY/3.1 connection to the runtime speaking `protocol`
 /// (`v4.channel.k8s.io`, `portforward.k8s.io`). A refusal comes back as
 /// the runtime's response, to pass on to the client.
-pub async fn spdy_upstream(
+pub(crate) async fn spdy_upstream(
     url: &str,
     query: Option<&str>,
     protocol: &str,
@@ -169,10 +169,10 @@ pub async fn spdy_upstream(
 }
 
 /// `X-Stream-Protocol-Version`, the SPDY subprotocol negotiation header.
-pub const STREAM_PROTOCOL: HeaderName = HeaderName::from_static("x-stream-protocol-version");
+pub(crate) const STREAM_PROTOCOL: HeaderName = HeaderName::from_static("x-stream-protocol-version");
 
 /// Whether the request asks to switch to WebSocket.
-pub fn is_websocket(request: &Request) -> bool {
+pub(crate) fn is_websocket(request: &Request) -> bool {
     request
         .headers()
         .get(header::UPGRADE)
@@ -181,7 +181,7 @@ pub fn is_websocket(request: &Request) -> bool {
 }
 
 /// The WebSocket subprotocols the client offers.
-pub fn offered_protocols(headers: &http::HeaderMap) -> Vec<String> {
+pub(crate) fn offered_protocols(headers: &http::HeaderMap) -> Vec<String> {
     headers
         .get_all(&WEBSOCKET_PROTOCOL)
         .iter()
@@ -194,7 +194,7 @@ pub fn offered_protocols(headers: &http::HeaderMap) -> Vec<String> {
 
 /// Accepts the client's WebSocket with `protocol`: the 101 answer to send
 /// and the connection it yields once sent.
-pub fn accept_websocket(
+pub(crate) fn accept_websocket(
     request: &mut Request,
     protocol: &str,
 ) -> Result<(Response, hyper::upgrade::OnUpgrade), UpgradeError> {
@@ -215,7 +215,7 @@ pub fn accept_websocket(
 
 /// A WebSocket close with status 1000: clients treat any other ending (even
 /// a close without a code) as an error on every open stream.
-pub fn normal_close() -> tokio_tungstenite::tungstenite::Message {
+pub(crate) fn normal_close() -> tokio_tungstenite::tungstenite::Message {
     use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, coding::CloseCode};
     tokio_tungstenite::tungstenite::Message::Close(Some(CloseFrame {
         code: CloseCode::Normal,
@@ -226,7 +226,7 @@ pub fn normal_close() -> tokio_tungstenite::tungstenite::Message {
 /// Replays `request` to `url` (adding the request's own query when the URL
 /// has none) and, when the runtime switches protocols, joins the two
 /// connections. Any other answer of the runtime is returned as it is.
-pub async fn proxy(mut request: Request, url: &str) -> Result<Response, UpgradeError> {
+pub(crate) async fn proxy(mut request: Request, url: &str) -> Result<Response, UpgradeError> {
     let offered = offered_protocols(request.headers());
     let mut headers = request.headers().clone();
     headers.remove(&WEBSOCKET_PROTOCOL);

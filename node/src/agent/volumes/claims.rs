@@ -17,15 +17,15 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
 /// The default StorageClass every skiff cluster gets.
-pub const LOCAL_PATH_CLASS: &str = "local-path";
+pub(crate) const LOCAL_PATH_CLASS: &str = "local-path";
 /// The provisioner name of that class.
-pub const LOCAL_PATH_PROVISIONER: &str = "skiff.io/local-path";
+pub(crate) const LOCAL_PATH_PROVISIONER: &str = "skiff.io/local-path";
 /// Set by the scheduler on delayed claims once their pod has a node.
-pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+pub(crate) const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 
 /// Why a claim gives no directory (yet).
 #[derive(Debug, thiserror::Error)]
-pub enum ClaimError {
+pub(crate) enum ClaimError {
     /// No such claim.
     #[error("persistentvolumeclaim \"{0}\" not found")]
     NotFound(String),
@@ -64,7 +64,7 @@ pub enum ClaimError {
 }
 
 /// What resolving a claim needs.
-pub struct ClaimContext<'a> {
+pub(crate) struct ClaimContext<'a> {
     /// API access as the node: reads of the pod's claims and their volumes.
     pub client: &'a kube::Client,
     /// API access as the local-path provisioner: creating and binding volumes.
@@ -95,7 +95,7 @@ where
 
 /// The host directory behind claim `name` in `namespace`, provisioning it
 /// first when it is a local-path claim placed on this node.
-pub async fn resolve(
+pub(crate) async fn resolve(
     ctx: &ClaimContext<'_>,
     namespace: &str,
     name: &str,
@@ -124,7 +124,7 @@ pub async fn resolve(
 
 /// The PV a claim is bound to (skiff has no binder controller: a claim
 /// naming its volume counts as bound, as the scheduler also sees it).
-pub fn bound_volume(claim: &PersistentVolumeClaim) -> Option<&str> {
+pub(crate) fn bound_volume(claim: &PersistentVolumeClaim) -> Option<&str> {
     claim
         .spec
         .as_ref()
@@ -133,7 +133,7 @@ pub fn bound_volume(claim: &PersistentVolumeClaim) -> Option<&str> {
 }
 
 /// The host directory of a hostPath or local PV.
-pub fn volume_path(volume: &PersistentVolume) -> Option<PathBuf> {
+pub(crate) fn volume_path(volume: &PersistentVolume) -> Option<PathBuf> {
     let spec = volume.spec.as_ref()?;
     spec.host_path
         .as_ref()
@@ -153,7 +153,7 @@ fn ours_to_provision(claim: &PersistentVolumeClaim, class: &StorageClass, node: 
 }
 
 /// The directory of a provisioned claim (k3s's naming: unique and readable).
-pub fn provisioned_dir(storage_dir: &Path, claim: &PersistentVolumeClaim) -> PathBuf {
+pub(crate) fn provisioned_dir(storage_dir: &Path, claim: &PersistentVolumeClaim) -> PathBuf {
     let meta = &claim.metadata;
     storage_dir.join(format!(
         "pvc-{}_{}_{}",
@@ -164,7 +164,7 @@ pub fn provisioned_dir(storage_dir: &Path, claim: &PersistentVolumeClaim) -> Pat
 }
 
 /// The PV that backs a provisioned claim on `node`.
-pub fn provisioned_volume(
+pub(crate) fn provisioned_volume(
     claim: &PersistentVolumeClaim,
     class: &StorageClass,
     dir: &Path,
@@ -309,7 +309,7 @@ async fn provision(
 
 /// Makes sure the default `local-path` StorageClass exists (k3s ships the
 /// same): WaitForFirstConsumer, reclaim Delete.
-pub async fn ensure_default_class(client: &kube::Client) -> Result<(), kube::Error> {
+pub(crate) async fn ensure_default_class(client: &kube::Client) -> Result<(), kube::Error> {
     let classes: Api<StorageClass> = Api::all(client.clone());
     let class = StorageClass {
         metadata: ObjectMeta {

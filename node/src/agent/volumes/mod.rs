@@ -5,8 +5,8 @@
 //! Content volumes are written when the worker starts and rewritten when a
 //! token is due for renewal (80 % of its lifetime).
 
-pub mod claims;
-pub mod sa_token;
+pub(crate) mod claims;
+pub(crate) mod sa_token;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -25,7 +25,7 @@ use claims::{ClaimContext, ClaimError};
 
 /// Why a pod's volumes could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum VolumeError {
+pub(crate) enum VolumeError {
     /// A file or directory could not be written.
     #[error("volume {volume}: {path}: {source}")]
     Io {
@@ -74,12 +74,12 @@ pub enum VolumeError {
 }
 
 /// The pod's state directory.
-pub fn pod_dir(agent_dir: &Path, uid: &str) -> PathBuf {
+pub(crate) fn pod_dir(agent_dir: &Path, uid: &str) -> PathBuf {
     agent_dir.join("pods").join(uid)
 }
 
 /// What volume contents may refer to.
-pub struct VolumeContext<'a> {
+pub(crate) struct VolumeContext<'a> {
     /// API access for ConfigMaps and Secrets, as the node.
     pub client: &'a kube::Client,
     /// API access as the local-path provisioner.
@@ -98,7 +98,7 @@ pub struct VolumeContext<'a> {
 
 /// A pod's volumes, ready to mount.
 #[derive(Debug, Clone, Default)]
-pub struct PreparedVolumes {
+pub(crate) struct PreparedVolumes {
     /// Each volume's host path.
     pub paths: HashMap<String, PathBuf>,
     /// When the content must be written again (the earliest token renewal).
@@ -107,12 +107,15 @@ pub struct PreparedVolumes {
 
 /// Where provisioned volumes live for an agent in `agent_dir`
 /// (`DATA_DIR/agent` → `DATA_DIR/storage`, as k3s keeps them).
-pub fn storage_dir(agent_dir: &Path) -> PathBuf {
+pub(crate) fn storage_dir(agent_dir: &Path) -> PathBuf {
     agent_dir.parent().unwrap_or(agent_dir).join("storage")
 }
 
 /// Sets up every volume of `pod`, returning each volume's host path.
-pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolumes, VolumeError> {
+pub(crate) async fn prepare(
+    ctx: &VolumeContext<'_>,
+    pod: &Pod,
+) -> Result<PreparedVolumes, VolumeError> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let base = pod_dir(ctx.agent_dir, uid).join("volumes");
     let mut prepared = PreparedVolumes::default();

@@ -14,7 +14,7 @@ const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 
 /// A token and when to ask for the next one.
 #[derive(Debug, Clone)]
-pub struct IssuedToken {
+pub(crate) struct IssuedToken {
     /// The JWT.
     pub token: String,
     /// 80 % into its lifetime.
@@ -22,13 +22,13 @@ pub struct IssuedToken {
 }
 
 /// When a token valid for `lifetime` should be replaced.
-pub fn refresh_after(lifetime: Duration) -> Duration {
+pub(crate) fn refresh_after(lifetime: Duration) -> Duration {
     lifetime.mul_f64(0.8)
 }
 
 /// Asks the API server for a token of the pod's service account, bound to
 /// the pod.
-pub async fn request(
+pub(crate) async fn request(
     client: &kube::Client,
     pod: &Pod,
     projection: &ServiceAccountTokenProjection,
