@@ -10,10 +10,14 @@
 //! The runtime layer lives in `containerd` (config and supervision of skiff's
 //! own containerd), `images` (registry-less image archives and import), `cri`
 //! (the typed CRI client) and `runtime` (the `Runtime` trait the pod workers
-//! drive). `agent` is the real node on top of it: registration and Lease,
-//! pod workers fed by a pod informer and a one-second relist of the runtime,
-//! volumes, env, probes, termination, status, and the log reader `pods/log`
-//! serves from.
+//! drive). `agent` is the real node on top of it, one folder per job:
+//! `agent::pod` (pod workers fed by a pod informer and a one-second relist
+//! of the runtime, env, probes, termination, status, and the log reader
+//! `pods/log` serves from), `agent::volumes`, `agent::node` (registration
+//! and Lease, host facts, pod network, stats), `agent::identity` (joining,
+//! the node's client and serving certificates), `agent::server` (the node
+//! server) and `agent::overlay` (the pod network across nodes).
+//! `simulated` runs kwok-style hollow nodes for scale tests.
 
 pub mod agent;
 pub mod containerd;

@@ -4,6 +4,11 @@
 //! bound to the node, fed by a pod informer and by a relist of the runtime
 //! every second. Stopping the agent leaves containers running; a restarted
 //! agent adopts them by pod UID.
+//!
+//! This module wires the parts together; each job has its folder: `pod`
+//! (how a pod runs), `volumes`, `node` (the Node object and this
+//! machine), `identity` (credentials and certificates), `server` (the
+//! node server) and `overlay` (the pod network across nodes).
 
 pub mod identity;
 pub mod node;

@@ -284,6 +284,16 @@ pub fn node_password(agent_dir: &Path) -> Result<String, JoinError> {
     Ok(password)
 }
 
+/// A client configuration for `server` that trusts only `ca_pem`.
+fn verified_config(server: &str, ca_pem: &str) -> Result<kube::Config, JoinError> {
+    let url = server
+        .parse()
+        .map_err(|_| JoinError::Url(server.to_string()))?;
+    let mut config = kube::Config::new(url);
+    config.root_cert = Some(root_ders(ca_pem)?);
+    Ok(config)
+}
+
 fn root_ders(ca_pem: &str) -> Result<Vec<Vec<u8>>, JoinError> {
     Ok(pem_certs(ca_pem)
         .map_err(JoinError::Client)?
@@ -299,11 +309,7 @@ fn bootstrap_client(
     ca_pem: &str,
     credential: &str,
 ) -> Result<kube::Client, JoinError> {
-    let url = server
-        .parse()
-        .map_err(|_| JoinError::Url(server.to_string()))?;
-    let mut config = kube::Config::new(url);
-    config.root_cert = Some(root_ders(ca_pem)?);
+    let mut config = verified_config(server, ca_pem)?;
     config.auth_info.token = Some(credential.to_string().into());
     kube::Client::try_from(config).map_err(|e| JoinError::Client(e.to_string()))
 }
@@ -316,11 +322,7 @@ pub fn client_with_cert(
     ca_pem: &str,
     slot: Arc<CertSlot>,
 ) -> Result<kube::Client, JoinError> {
-    let url = server
-        .parse()
-        .map_err(|_| JoinError::Url(server.to_string()))?;
-    let mut config = kube::Config::new(url);
-    config.root_cert = Some(root_ders(ca_pem)?);
+    let config = verified_config(server, ca_pem)?;
     let mut tls = config
         .rustls_client_config()
         .map_err(|e| JoinError::Client(e.to_string()))?;

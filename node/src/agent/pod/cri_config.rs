@@ -50,9 +50,6 @@ pub fn sandbox_config(
     sandbox_labels.extend(labels::pod_labels(&namespace, &name, &uid));
     let hostname = dns_config::sandbox_hostname(pod, &dns.cluster.domain);
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
-    let share_pid = spec
-        .and_then(|s| s.share_process_namespace)
-        .unwrap_or(false);
     let port_mappings = spec
         .into_iter()
         .flat_map(|s| s.containers.iter())
@@ -96,24 +93,36 @@ pub fn sandbox_config(
             .collect(),
         linux: Some(api::LinuxPodSandboxConfig {
             security_context: Some(api::LinuxSandboxSecurityContext {
-                namespace_options: Some(api::NamespaceOption {
-                    network: if host_network {
-                        api::NamespaceMode::Node
-                    } else {
-                        api::NamespaceMode::Pod
-                    } as i32,
-                    pid: if share_pid {
-                        api::NamespaceMode::Pod
-                    } else {
-                        api::NamespaceMode::Container
-                    } as i32,
-                    ipc: api::NamespaceMode::Pod as i32,
-                    ..Default::default()
-                }),
+                namespace_options: Some(namespace_options(pod)),
                 ..Default::default()
             }),
             ..Default::default()
         }),
+        ..Default::default()
+    }
+}
+
+/// The namespaces the sandbox and each of its containers run in: the
+/// host's network for `hostNetwork`, one PID namespace for the pod with
+/// `shareProcessNamespace`, IPC always shared by the pod.
+fn namespace_options(pod: &Pod) -> api::NamespaceOption {
+    let spec = pod.spec.as_ref();
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    let share_pid = spec
+        .and_then(|s| s.share_process_namespace)
+        .unwrap_or(false);
+    api::NamespaceOption {
+        network: if host_network {
+            api::NamespaceMode::Node
+        } else {
+            api::NamespaceMode::Pod
+        } as i32,
+        pid: if share_pid {
+            api::NamespaceMode::Pod
+        } else {
+            api::NamespaceMode::Container
+        } as i32,
+        ipc: api::NamespaceMode::Pod as i32,
         ..Default::default()
     }
 }
@@ -222,32 +231,7 @@ pub fn container_config(
                 run_as_group: security
                     .and_then(|s| s.run_as_group)
                     .map(|value| api::Int64Value { value }),
-                namespace_options: Some(api::NamespaceOption {
-                    network: if inputs
-                        .pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.host_network)
-                        .unwrap_or(false)
-                    {
-                        api::NamespaceMode::Node
-                    } else {
-                        api::NamespaceMode::Pod
-                    } as i32,
-                    pid: if inputs
-                        .pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.share_process_namespace)
-                        .unwrap_or(false)
-                    {
-                        api::NamespaceMode::Pod
-                    } else {
-                        api::NamespaceMode::Container
-                    } as i32,
-                    ipc: api::NamespaceMode::Pod as i32,
-                    ..Default::default()
-                }),
+                namespace_options: Some(namespace_options(inputs.pod)),
                 capabilities: security.and_then(|s| s.capabilities.as_ref()).map(|c| {
                     api::Capability {
                         add_capabilities: c.add.clone().unwrap_or_default(),

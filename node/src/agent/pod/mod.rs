@@ -1,11 +1,11 @@
-//! How a pod runs on this node: one worker per pod ([`pod_workers`]) woken
-//! by the pod informer and by the runtime's relist ([`pleg`]); each wake is
-//! one [`sync`] step — sandbox, image ([`images`], [`pull_secrets`]), init
-//! containers then containers built from the pod ([`cri_config`], [`env`],
-//! [`dns_config`]), [`probes`], restart [`backoff`] — followed by the
-//! [`status`] report; a deleted pod ends through [`termination`]. The
-//! runtime is read back by pod UID ([`labels`], [`runtime_view`]), and the
-//! containers' log files are read by [`logs`].
+//! How a pod runs on this node: one worker per pod (`pod_workers`) woken
+//! by the pod informer and by the runtime's relist (`pleg`); each wake is
+//! one `sync` step — sandbox, image (`images`, `pull_secrets`), init
+//! containers then containers built from the pod (`cri_config`, `env`,
+//! `dns_config`), `probes`, restart `backoff` — followed by the
+//! `status` report; a deleted pod ends through `termination`. The
+//! runtime is read back by pod UID (`labels`, `runtime_view`), and the
+//! containers' log files are read by `logs`.
 
 pub mod backoff;
 pub(crate) mod context;

@@ -75,26 +75,17 @@ impl ProbeResults {
         running_for: Duration,
     ) -> ContainerHealth {
         let now = Instant::now();
-        let mut next_due: Option<Instant> = None;
-        let mut started = true;
-        if let Some((probe, due)) = self.tracker(
+        let target = Target {
+            runtime,
             container,
             container_id,
+            pod_ip,
             running_for,
             now,
-            ProbeKind::Startup,
-        ) {
-            let result = self
-                .run_if_due(
-                    runtime,
-                    ProbeKind::Startup,
-                    &probe,
-                    container_id,
-                    pod_ip,
-                    due,
-                    now,
-                )
-                .await;
+        };
+        let mut next_due: Option<Instant> = None;
+        let mut started = true;
+        if let Some(result) = self.probe(&target, ProbeKind::Startup).await {
             started = result == Some(true);
             if !started {
                 next_due = self.due(container_id, ProbeKind::Startup);
@@ -103,45 +94,11 @@ impl ProbeResults {
         let mut ready = started;
         let mut liveness_failed = false;
         if started {
-            if let Some((probe, due)) = self.tracker(
-                container,
-                container_id,
-                running_for,
-                now,
-                ProbeKind::Liveness,
-            ) {
-                let result = self
-                    .run_if_due(
-                        runtime,
-                        ProbeKind::Liveness,
-                        &probe,
-                        container_id,
-                        pod_ip,
-                        due,
-                        now,
-                    )
-                    .await;
+            if let Some(result) = self.probe(&target, ProbeKind::Liveness).await {
                 liveness_failed = result == Some(false);
                 next_due = min_opt(next_due, self.due(container_id, ProbeKind::Liveness));
             }
-            if let Some((probe, due)) = self.tracker(
-                container,
-                container_id,
-                running_for,
-                now,
-                ProbeKind::Readiness,
-            ) {
-                let result = self
-                    .run_if_due(
-                        runtime,
-                        ProbeKind::Readiness,
-                        &probe,
-                        container_id,
-                        pod_ip,
-                        due,
-                        now,
-                    )
-                    .await;
+            if let Some(result) = self.probe(&target, ProbeKind::Readiness).await {
                 ready = result == Some(true);
                 next_due = min_opt(next_due, self.due(container_id, ProbeKind::Readiness));
             }
@@ -152,6 +109,20 @@ impl ProbeResults {
             liveness_failed,
             next_due,
         }
+    }
+
+    /// Runs the container's `kind` probe when it is due: `None` when the
+    /// container has no such probe, else the probe's latest result (`None`
+    /// while it has none).
+    async fn probe(&mut self, target: &Target<'_>, kind: ProbeKind) -> Option<Option<bool>> {
+        let (probe, due) = self.tracker(
+            target.container,
+            target.container_id,
+            target.running_for,
+            target.now,
+            kind,
+        )?;
+        Some(self.run_if_due(target, kind, &probe, due).await)
     }
 
     fn tracker(
@@ -183,20 +154,16 @@ impl ProbeResults {
             .map(|t| t.next_due)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn run_if_due(
         &mut self,
-        runtime: &dyn Runtime,
+        target: &Target<'_>,
         kind: ProbeKind,
         probe: &Probe,
-        container_id: &str,
-        pod_ip: &str,
         due: Instant,
-        now: Instant,
     ) -> Option<bool> {
-        let key = (container_id.to_string(), kind);
-        if now >= due {
-            let ok = run_probe(runtime, probe, container_id, pod_ip).await;
+        let key = (target.container_id.to_string(), kind);
+        if target.now >= due {
+            let ok = run_probe(target.runtime, probe, target.container_id, target.pod_ip).await;
             let success_threshold = probe.success_threshold.unwrap_or(1).max(1);
             let failure_threshold = probe.failure_threshold.unwrap_or(3).max(1);
             let period = secs(probe.period_seconds, 10).max(Duration::from_secs(1));
@@ -223,7 +190,7 @@ impl ProbeResults {
             && result == Some(true)
             && let Some(t) = self.trackers.get_mut(&key)
         {
-            t.next_due = now + Duration::from_secs(3600 * 24 * 365);
+            t.next_due = target.now + Duration::from_secs(3600 * 24 * 365);
         }
         result
     }
@@ -233,6 +200,16 @@ impl ProbeResults {
         self.trackers
             .retain(|(id, _), _| live_ids.contains(&id.as_str()));
     }
+}
+
+/// The container instance one round of probes is about.
+struct Target<'a> {
+    runtime: &'a dyn Runtime,
+    container: &'a Container,
+    container_id: &'a str,
+    pod_ip: &'a str,
+    running_for: Duration,
+    now: Instant,
 }
 
 fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

@@ -190,23 +190,33 @@ async fn prepare_one(
     let default_mode;
     if let Some(cm) = &volume.config_map {
         default_mode = mode(cm.default_mode, 0o644);
-        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-        let data = env::config_map_data(&api, &cm.name, cm.optional.unwrap_or(false))
+        files.extend(
+            config_map_files(
+                ctx,
+                namespace,
+                &cm.name,
+                cm.optional,
+                cm.items.as_deref(),
+                default_mode,
+            )
             .await
-            .map_err(source_err)?;
-        files.extend(select_items(
-            text_to_bytes(data),
-            cm.items.as_deref(),
-            default_mode,
-        ));
+            .map_err(source_err)?,
+        );
     } else if let Some(secret) = &volume.secret {
         default_mode = mode(secret.default_mode, 0o644);
-        let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-        let secret_name = secret.secret_name.clone().unwrap_or_default();
-        let data = env::secret_bytes(&api, &secret_name, secret.optional.unwrap_or(false))
+        let secret_name = secret.secret_name.as_deref().unwrap_or_default();
+        files.extend(
+            secret_files(
+                ctx,
+                namespace,
+                secret_name,
+                secret.optional,
+                secret.items.as_deref(),
+                default_mode,
+            )
             .await
-            .map_err(source_err)?;
-        files.extend(select_items(data, secret.items.as_deref(), default_mode));
+            .map_err(source_err)?,
+        );
     } else if let Some(d) = &volume.downward_api {
         default_mode = mode(d.default_mode, 0o644);
         files.extend(
@@ -217,22 +227,32 @@ async fn prepare_one(
         default_mode = mode(projected.default_mode, 0o644);
         for source in projected.sources.iter().flatten() {
             if let Some(cm) = &source.config_map {
-                let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-                let data = env::config_map_data(&api, &cm.name, cm.optional.unwrap_or(false))
+                files.extend(
+                    config_map_files(
+                        ctx,
+                        namespace,
+                        &cm.name,
+                        cm.optional,
+                        cm.items.as_deref(),
+                        default_mode,
+                    )
                     .await
-                    .map_err(source_err)?;
-                files.extend(select_items(
-                    text_to_bytes(data),
-                    cm.items.as_deref(),
-                    default_mode,
-                ));
+                    .map_err(source_err)?,
+                );
             }
             if let Some(s) = &source.secret {
-                let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-                let data = env::secret_bytes(&api, &s.name, s.optional.unwrap_or(false))
+                files.extend(
+                    secret_files(
+                        ctx,
+                        namespace,
+                        &s.name,
+                        s.optional,
+                        s.items.as_deref(),
+                        default_mode,
+                    )
                     .await
-                    .map_err(source_err)?;
-                files.extend(select_items(data, s.items.as_deref(), default_mode));
+                    .map_err(source_err)?,
+                );
             }
             if let Some(d) = &source.downward_api {
                 files.extend(
@@ -265,6 +285,34 @@ async fn prepare_one(
 
 fn mode(mode: Option<i32>, default: u32) -> u32 {
     mode.and_then(|m| u32::try_from(m).ok()).unwrap_or(default) & 0o7777
+}
+
+/// A ConfigMap's keys as files (a configMap volume or projected source).
+async fn config_map_files(
+    ctx: &VolumeContext<'_>,
+    namespace: &str,
+    name: &str,
+    optional: Option<bool>,
+    items: Option<&[KeyToPath]>,
+    default_mode: u32,
+) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let data = env::config_map_data(&api, name, optional.unwrap_or(false)).await?;
+    Ok(select_items(text_to_bytes(data), items, default_mode))
+}
+
+/// A Secret's keys as files (a secret volume or projected source).
+async fn secret_files(
+    ctx: &VolumeContext<'_>,
+    namespace: &str,
+    name: &str,
+    optional: Option<bool>,
+    items: Option<&[KeyToPath]>,
+    default_mode: u32,
+) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let data = env::secret_bytes(&api, name, optional.unwrap_or(false)).await?;
+    Ok(select_items(data, items, default_mode))
 }
 
 fn text_to_bytes(data: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, Vec<u8>>> {
