@@ -5,6 +5,10 @@
 //! Run: `cargo bench -p skiff --bench cluster_scale`
 //! (`SCALE_NODES` and `SCALE_REPLICAS` change the sizes).
 
+// A bench or test stops at the first surprise (unwrapping is how it says so),
+// and nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;

@@ -14,6 +14,10 @@
 //! e.g. allocator settings, to compare them; `MEM_SKIFF_BIN` runs another
 //! build of skiff, e.g. an older commit's, for a before/after).
 
+// A bench or test stops at the first surprise (unwrapping is how it says so),
+// and nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

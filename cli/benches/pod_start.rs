@@ -10,6 +10,10 @@
 //! `cargo bench -p skiff --bench pod_start`
 //! (`POD_START_SEQUENTIAL`, `POD_START_CONCURRENT` change the counts).
 
+// A bench or test stops at the first surprise (unwrapping is how it says so),
+// and nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

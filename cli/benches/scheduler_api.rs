@@ -12,6 +12,10 @@
 //! compared over time (issue #17):
 //! `scheduler_api: basic_pods_per_s=… spread_pods_per_s=… antiaffinity_pods_per_s=… preemption_pods_per_s=…`.
 
+// A bench or test stops at the first surprise (unwrapping is how it says so),
+// and nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -23,6 +23,10 @@
 //! Run: `cargo bench -p skiff --bench soak` (30 minutes; `SOAK_SECONDS=120`
 //! for a short run). Not part of `scripts/test`.
 
+// A bench or test stops at the first surprise (unwrapping is how it says so),
+// and nothing outside this binary sees its items.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@ use anyhow::Context;
 /// Which server an admin command talks to: the one whose data dir holds
 /// the admin kubeconfig, or the one `--kubeconfig` names.
 #[derive(Debug, clap::Args)]
-pub struct ServerTarget {
+pub(crate) struct ServerTarget {
     /// The server's data directory (its admin kubeconfig is used).
     #[arg(
         long,
@@ -27,7 +27,7 @@ pub struct ServerTarget {
 
 impl ServerTarget {
     /// A client of the server with the chosen kubeconfig.
-    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+    pub(crate) async fn client(&self) -> anyhow::Result<kube::Client> {
         let kubeconfig = self
             .kubeconfig
             .clone()
@@ -37,7 +37,7 @@ impl ServerTarget {
 }
 
 /// A client from `kubeconfig`.
-pub async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+pub(crate) async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     let file = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
     let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
@@ -48,7 +48,7 @@ pub async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
 
 /// Sends one bodiless request to `path` (with its query) and returns the
 /// answer's body; a refusal is the server's Status message.
-pub async fn call(
+pub(crate) async fn call(
     client: &kube::Client,
     method: http::Method,
     path: &str,

@@ -16,7 +16,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's `const char *malloc_conf`: a plain pointer to a C string.
 #[repr(transparent)]
-pub struct MallocConf(*const std::ffi::c_char);
+pub(crate) struct MallocConf(*const std::ffi::c_char);
 
 // SAFETY: the pointer is to a static, immutable C string.
 unsafe impl Sync for MallocConf {}
@@ -25,5 +25,5 @@ unsafe impl Sync for MallocConf {}
 /// prefix tikv-jemalloc-sys builds jemalloc with).
 #[allow(non_upper_case_globals)]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-pub static malloc_conf: MallocConf =
+pub(crate) static malloc_conf: MallocConf =
     MallocConf(c"background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:0".as_ptr());

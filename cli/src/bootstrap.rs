@@ -34,7 +34,7 @@ use skiff_common::join_token::{self, JoinToken, TokenError};
 /// The server token as bootstrap data needs it: the CA hash it names (if
 /// any) and the secret the data's key is derived from.
 #[derive(Clone)]
-pub struct ServerToken {
+pub(crate) struct ServerToken {
     ca_hash: Option<String>,
     secret: String,
 }
@@ -62,12 +62,12 @@ use skiff_store::{Revision, Store, StoreError};
 
 /// Where the bootstrap data is kept in the datastore: outside the API's
 /// key space (`/registry/`).
-pub const KEY: &str = "/skiff/bootstrap";
+pub(crate) const KEY: &str = "/skiff/bootstrap";
 
 /// The data-dir files servers share: what snapshots carry (see
 /// [`crate::snapshot::ATTACHMENTS`]) plus the front-proxy CA, whose
 /// certificates extension API servers trust.
-pub fn files() -> Vec<&'static str> {
+pub(crate) fn files() -> Vec<&'static str> {
     let mut files = crate::snapshot::ATTACHMENTS.to_vec();
     files.extend(["tls/front-proxy-ca.crt", "tls/front-proxy-ca.key"]);
     files
@@ -91,7 +91,7 @@ const ITERATIONS: u32 = 100_000;
 
 /// Why the bootstrap data could not be read, written or applied.
 #[derive(Debug, thiserror::Error)]
-pub enum BootstrapError {
+pub(crate) enum BootstrapError {
     #[error("the datastore: {0}")]
     Store(#[from] StoreError),
     #[error(
@@ -154,7 +154,7 @@ struct Entry {
 /// What [`prepare`] found, for [`publish`] after the server made whatever
 /// files were missing.
 #[derive(Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// The stored data's mod revision (`None`: nothing stored yet).
     stored: Option<Revision>,
     /// Whether some local file is newer than the stored copy.
@@ -166,7 +166,7 @@ const TOKEN_FILE: &str = "token";
 
 /// The server's token: `--token`, else the one in `DATA_DIR/token`, else a
 /// new random one (written out by [`keep_token`] once the CA is known).
-pub fn token(data_dir: &Path, flag: Option<&str>) -> Result<ServerToken, BootstrapError> {
+pub(crate) fn token(data_dir: &Path, flag: Option<&str>) -> Result<ServerToken, BootstrapError> {
     if let Some(text) = flag {
         return Ok(ServerToken::from_join(JoinToken::parse(text)?));
     }
@@ -188,7 +188,7 @@ pub fn token(data_dir: &Path, flag: Option<&str>) -> Result<ServerToken, Bootstr
 /// Once the CA is ready: refuses a token naming another CA, and writes
 /// `DATA_DIR/token` as `K10<CA hash>::server:<secret>` when it says
 /// anything else (the API server then keeps that secret).
-pub fn keep_token(
+pub(crate) fn keep_token(
     data_dir: &Path,
     token: &ServerToken,
     ca_pem: &str,
@@ -221,7 +221,7 @@ pub fn keep_token(
 /// newer than the stored copy is kept (and published later) unless
 /// `joining`, where the cluster's copy always wins. With `joining` and no
 /// data stored, fails: there is no cluster to join.
-pub async fn prepare(
+pub(crate) async fn prepare(
     store: &dyn Store,
     data_dir: &Path,
     token: &ServerToken,
@@ -282,7 +282,7 @@ pub async fn prepare(
 /// nothing was stored yet (create-if-absent: of two first servers racing,
 /// one wins and the other is told to start again) or a local file is newer
 /// (compare-and-swap on the revision [`prepare`] read).
-pub async fn publish(
+pub(crate) async fn publish(
     store: &dyn Store,
     data_dir: &Path,
     token: &ServerToken,

@@ -12,7 +12,7 @@ use skiff_apiserver::tls::{CertLifetimes, ClusterCerts};
 
 /// `skiff certificate` arguments.
 #[derive(Debug, clap::Args)]
-pub struct CertificateArgs {
+pub(crate) struct CertificateArgs {
     /// The server's data directory.
     #[arg(
         long,
@@ -37,18 +37,18 @@ pub struct CertificateArgs {
 
 /// What to do.
 #[derive(Debug, clap::Subcommand)]
-pub enum CertificateCommand {
+pub(crate) enum CertificateCommand {
     /// Re-issue the leaf certificates with the same CA.
     Rotate,
 }
 
 /// The certificate lifetimes a `--certificate-lifetime-days` value asks for.
-pub fn lifetimes(days: Option<u64>) -> CertLifetimes {
+pub(crate) fn lifetimes(days: Option<u64>) -> CertLifetimes {
     days.map_or_else(CertLifetimes::default, CertLifetimes::with_leaf_days)
 }
 
 /// Runs `skiff certificate ...`.
-pub fn run(args: CertificateArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: CertificateArgs) -> anyhow::Result<()> {
     match args.command {
         CertificateCommand::Rotate => rotate(&args),
     }

@@ -11,7 +11,7 @@ use skiff_node::{CriRuntime, CriTimeouts};
 
 /// `skiff images` arguments.
 #[derive(Debug, clap::Args)]
-pub struct ImagesArgs {
+pub(crate) struct ImagesArgs {
     /// The node's data directory (its containerd socket is under `agent/`).
     #[arg(
         long,
@@ -31,7 +31,7 @@ pub struct ImagesArgs {
 
 /// What to do with images.
 #[derive(Debug, clap::Subcommand)]
-pub enum ImagesCommand {
+pub(crate) enum ImagesCommand {
     /// Import docker-archive or OCI-layout tar files.
     Import {
         /// Archives to import.
@@ -51,7 +51,7 @@ fn socket(args: &ImagesArgs) -> anyhow::Result<PathBuf> {
 }
 
 /// Runs `skiff images ...`.
-pub async fn run(args: ImagesArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ImagesArgs) -> anyhow::Result<()> {
     let socket = socket(&args)?;
     if !socket.exists() {
         anyhow::bail!(

@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 /// Flags of the built-in ingress controller.
 #[derive(Debug, Clone, clap::Args)]
-pub struct IngressFlags {
+pub(crate) struct IngressFlags {
     /// Port the ingress serves plain HTTP on (every address).
     #[arg(long, env = "SKIFF_INGRESS_HTTP_PORT", default_value_t = 80)]
     pub ingress_http_port: u16,
@@ -25,7 +25,7 @@ pub struct IngressFlags {
 impl IngressFlags {
     /// The ingress's configuration, reporting `node_ip` in the status of
     /// the Ingresses it serves; None when disabled.
-    pub fn config(&self, node_ip: IpAddr) -> Option<skiff_ingress::IngressConfig> {
+    pub(crate) fn config(&self, node_ip: IpAddr) -> Option<skiff_ingress::IngressConfig> {
         let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         (!self.disable_ingress).then(|| {
             skiff_ingress::IngressConfig::new(
@@ -40,7 +40,7 @@ impl IngressFlags {
 /// Starts the ingress on `factory` (whose client is the ingress's own
 /// identity) until `stop`. A port it cannot bind leaves the rest of the
 /// process running, as the cluster DNS does.
-pub fn spawn(
+pub(crate) fn spawn(
     components: &mut tokio::task::JoinSet<()>,
     factory: &SharedInformerFactory,
     config: skiff_ingress::IngressConfig,

@@ -11,7 +11,7 @@ use skiff_apiserver::encryption::{
 
 /// `skiff secrets-encrypt` arguments.
 #[derive(Debug, clap::Args)]
-pub struct SecretsEncryptArgs {
+pub(crate) struct SecretsEncryptArgs {
     #[command(flatten)]
     pub target: crate::admin_client::ServerTarget,
 
@@ -25,7 +25,7 @@ pub struct SecretsEncryptArgs {
 
 /// What to do.
 #[derive(Debug, clap::Subcommand)]
-pub enum SecretsEncryptCommand {
+pub(crate) enum SecretsEncryptCommand {
     /// Show whether Secrets are encrypted, the keys, and whether every
     /// Secret uses the active key.
     Status,
@@ -37,7 +37,7 @@ pub enum SecretsEncryptCommand {
 }
 
 /// Runs `skiff secrets-encrypt ...`.
-pub async fn run(args: SecretsEncryptArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: SecretsEncryptArgs) -> anyhow::Result<()> {
     let client = args.target.client().await?;
     let (method, path) = match args.command {
         SecretsEncryptCommand::Status => (http::Method::GET, STATUS_PATH),

@@ -28,7 +28,7 @@ const DEFAULT_STORE_RESERVE_MB: u64 = 64;
 /// Flags of `skiff server`; each can also be set through its `SKIFF_*`
 /// environment variable.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ServerArgs {
+pub(crate) struct ServerArgs {
     /// Directory for the store, certificates, kubeconfig and agent state.
     #[arg(long, env = "SKIFF_DATA_DIR", default_value = "/var/lib/skiff")]
     pub data_dir: PathBuf,
@@ -352,7 +352,7 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
 const SHUTDOWN_BUDGET: Duration = Duration::from_secs(8);
 
 /// Runs the server until a termination signal, then stops cleanly.
-pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     if args.cluster_reset {
         return cluster_reset(&args);

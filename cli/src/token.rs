@@ -19,7 +19,7 @@ use skiff_common::join_token::{self, JoinToken};
 
 /// `skiff token` arguments.
 #[derive(Debug, clap::Args)]
-pub struct TokenArgs {
+pub(crate) struct TokenArgs {
     /// The server.
     #[command(flatten)]
     pub target: crate::admin_client::ServerTarget,
@@ -30,7 +30,7 @@ pub struct TokenArgs {
 
 /// What to do.
 #[derive(Debug, clap::Subcommand)]
-pub enum TokenCommand {
+pub(crate) enum TokenCommand {
     /// Create a bootstrap token and print its join token.
     Create {
         /// How long the token works, a duration such as 24h or 30m; 0:
@@ -64,7 +64,7 @@ pub enum TokenCommand {
 }
 
 /// Runs `skiff token`.
-pub async fn run(args: TokenArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: TokenArgs) -> anyhow::Result<()> {
     let client = args.target.client().await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     match args.command {
