@@ -11,14 +11,7 @@ use std::time::Duration;
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, json, run_with_node, wait_node_ready};
-use super::support::{Server, eventually};
-
-fn rows(output: &str) -> Vec<Vec<String>> {
-    output
-        .lines()
-        .map(|l| l.split_whitespace().map(String::from).collect())
-        .collect()
-}
+use super::support::{Server, eventually, rows};
 
 #[test]
 fn kubectl_autoscale_and_get_hpa() {

@@ -2,9 +2,7 @@
 //! Established, tables with printer columns, short names, scale, a 422 for
 //! an invalid object, deletion) and the Python dynamic client.
 
-use std::process::Command;
-
-use super::support::Server;
+use super::support::{Server, python_ok, rows};
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -47,13 +45,6 @@ spec:
     - {name: Replicas, type: integer, jsonPath: .spec.replicas}
     - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
 "#;
-
-fn rows(output: &str) -> Vec<Vec<String>> {
-    output
-        .lines()
-        .map(|l| l.split_whitespace().map(String::from).collect())
-        .collect()
-}
 
 #[test]
 fn kubectl_drives_a_custom_resource_through_its_life() {
@@ -134,16 +125,5 @@ fn kubectl_drives_a_custom_resource_through_its_life() {
 #[test]
 fn python_dynamic_client_manages_crds_and_custom_objects() {
     let server = Server::start_with(&["--disable-agent"]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/crd.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .env("KUBECONFIG", server.kubeconfig())
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "python client failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_ok(&server.kubeconfig(), "crd.py", &[]);
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use super::support::{Server, service_account, token_kubeconfig};
+use super::support::{Server, python_ok, service_account, token_kubeconfig};
 
 fn kubectl_as(kubeconfig: &PathBuf, args: &[&str]) -> Output {
     Command::new("kubectl")
@@ -280,21 +280,7 @@ fn python_client_sees_the_refusal_and_the_grant() {
     server.kubectl_ok(&["create", "serviceaccount", "probe", "-n", "a"]);
     let token = server.kubectl_ok(&["create", "token", "probe", "-n", "a"]);
     let kubeconfig = token_kubeconfig(&server, "py-probe", token.trim());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/rbac.py");
-    let run = |phase: &str| {
-        let out = Command::new("python3")
-            .arg(script)
-            .arg(phase)
-            .env("KUBECONFIG", &kubeconfig)
-            .output()
-            .expect("python3");
-        assert!(
-            out.status.success(),
-            "python rbac {phase} failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let run = |phase: &str| python_ok(&kubeconfig, "rbac.py", &[phase]);
     run("before");
     server.kubectl_ok(&[
         "create",

@@ -2,9 +2,7 @@
 //! (create, update, conflicts between field managers, `--force-conflicts`,
 //! `--show-managed-fields`) and the Python client's dynamic client.
 
-use std::process::Command;
-
-use super::support::Server;
+use super::support::{Server, python_ok};
 
 fn configmap(data: &[(&str, &str)]) -> String {
     let mut yaml = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n");
@@ -149,21 +147,7 @@ fn kubectl_server_side_apply_merges_containers_by_name() {
 #[test]
 fn python_dynamic_client_server_side_apply() {
     let server = Server::start();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/server_side_apply.py"
-    );
-    let out = Command::new("python3")
-        .arg(script)
-        .env("KUBECONFIG", server.kubeconfig())
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "python client failed:\n{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    python_ok(&server.kubeconfig(), "server_side_apply.py", &[]);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually};
+use super::support::{Server, eventually, python_ok};
 
 const NODE: &str = "e2e-streaming";
 
@@ -257,17 +257,10 @@ fn scenario(server: &Server) {
     assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
 
     // The Python client: exec (WebSocket) and port-forward.
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/streaming.py");
-    let out = Command::new("python3")
-        .args([script, "default", "web", "8080"])
-        .env("KUBECONFIG", server.kubeconfig())
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "python streaming failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    python_ok(
+        &server.kubeconfig(),
+        "streaming.py",
+        &["default", "web", "8080"],
     );
 
     // Errors as upstream: a missing pod is 404, a pod without a node 400.

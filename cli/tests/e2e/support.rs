@@ -271,6 +271,35 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> O
     }
 }
 
+/// A kubectl table's lines split into whitespace-separated columns.
+pub fn rows(output: &str) -> Vec<Vec<String>> {
+    output
+        .lines()
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+/// Runs the Python client script `tests/python/<script>` with `args`
+/// against the cluster `kubeconfig` points at, failing the test with the
+/// script's output when it does not succeed.
+pub fn python_ok(kubeconfig: &Path, script: &str, args: &[&str]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let out = Command::new("python3")
+        .arg(&path)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python {script} {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A kubeconfig for `server` that authenticates with `token` only (no
 /// client certificate), written next to the admin's.
 pub fn token_kubeconfig(server: &Server, name: &str, token: &str) -> PathBuf {

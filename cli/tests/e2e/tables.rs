@@ -2,15 +2,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually};
-
-/// The output's lines split into whitespace-separated columns.
-fn rows(output: &str) -> Vec<Vec<String>> {
-    output
-        .lines()
-        .map(|l| l.split_whitespace().map(String::from).collect())
-        .collect()
-}
+use super::support::{Server, eventually, rows};
 
 #[test]
 fn get_prints_upstream_columns() {
