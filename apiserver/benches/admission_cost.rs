@@ -18,6 +18,8 @@
 // nothing outside this binary sees its items.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+mod support;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,20 +33,14 @@ use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
+use crate::support::scale;
+
 const CONCURRENCY: usize = 16;
 /// Rounds each server runs (env `BENCH_ROUNDS` overrides).
 const ROUNDS: usize = 6;
 const NAMESPACE: &str = "bench";
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
-
-fn scale(n: usize) -> usize {
-    let factor: f64 = std::env::var("BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    ((n as f64 * factor) as usize).max(1)
-}
 
 /// A pod `restricted` admits, with the requests and limits the quota counts.
 fn pod(name: &str) -> BenchResult<Pod> {

@@ -13,6 +13,8 @@
 // nothing outside this binary sees its items.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,20 +27,11 @@ use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store};
 
+use crate::support::{env_number, scale};
+
 type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const CONCURRENCY: usize = 64;
-
-fn env_number(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-fn scale(n: usize) -> usize {
-    ((n as f64 * env_number("BENCH_SCALE", 1.0)) as usize).max(1)
-}
 
 /// One API server on one store, with an admin client.
 struct Served {

@@ -17,6 +17,8 @@
 // nothing outside this binary sees its items.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,17 +33,11 @@ use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::Semaphore;
 
+use crate::support::scale;
+
 const CONCURRENCY: usize = 64;
 /// Objects the watch fan-out's events are spread over.
 const FANOUT_OBJECTS: usize = 100;
-
-fn scale(n: usize) -> usize {
-    let factor: f64 = std::env::var("BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    ((n as f64 * factor) as usize).max(1)
-}
 
 fn now_nanos() -> u128 {
     SystemTime::now()

@@ -17,6 +17,8 @@
 // nothing outside this binary sees its items.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -30,19 +32,13 @@ use skiff_apiserver::authz::{Attributes, Chain, RequestKind, ResourceAttributes}
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
+use crate::support::scale;
+
 const CONCURRENCY: usize = 16;
 const NAMESPACES: usize = 1_000;
 /// The namespace whose account does the measured requests.
 const MEASURED: usize = NAMESPACES / 2;
 const ROUNDS: usize = 4;
-
-fn scale(n: usize) -> usize {
-    let factor: f64 = std::env::var("BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    ((n as f64 * factor) as usize).max(1)
-}
 
 fn namespace_name(i: usize) -> String {
     format!("bench-{i:04}")
