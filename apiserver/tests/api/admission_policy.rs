@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use skiff_apiserver::request_notes::AuditAnnotations;
 use tower::ServiceExt;
 
-use super::harness::{TestServer, assert_status};
+use super::harness::{TestServer, assert_status, message_of, strings};
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
 const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
@@ -150,12 +150,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
     );
     let answer = send(&ts, Method::POST, POLICIES, typo).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
-    let fields: Vec<&str> = answer.body["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
+    let fields = strings(&answer.body["details"]["causes"], "field");
     assert_eq!(
         fields,
         [
@@ -164,12 +159,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
             "spec.validations[1].messageExpression"
         ]
     );
-    assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("undeclared reference to 'objekt'")
-    );
+    assert!(message_of(&answer.body).contains("undeclared reference to 'objekt'"));
     // Nothing was stored.
     assert_eq!(ts.get(POLICIES).await.1["items"], json!([]));
 }
@@ -421,10 +411,7 @@ async fn params_match_conditions_variables_and_selectors_decide() {
     }
     let answer = answer.expect("refused by the parameter");
     assert!(
-        answer.body["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("denied request: at most 3 replicas in limited"),
+        message_of(&answer.body).ends_with("denied request: at most 3 replicas in limited"),
         "{}",
         answer.body
     );
@@ -545,10 +532,7 @@ async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
     let refused = refused.expect("the policy never refused the dry run");
     assert_status(refused.code, &refused.body, 422, "Invalid");
     assert!(
-        refused.body["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("denied request: no dry runs here"),
+        message_of(&refused.body).ends_with("denied request: no dry runs here"),
         "{}",
         refused.body
     );

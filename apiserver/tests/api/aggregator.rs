@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::TestServer;
+use crate::harness::{TestServer, strings};
 
 const PATH: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 
@@ -119,12 +119,7 @@ async fn a_service_backed_apiservice_says_why_it_is_not_available() {
         )
         .await;
     assert_eq!(code, StatusCode::OK, "{table}");
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let columns = strings(&table["columnDefinitions"], "name");
     assert_eq!(columns, ["Name", "Service", "Available", "Age"]);
     let row = |name: &str| {
         table["rows"]

@@ -4,7 +4,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, message_of};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const APPLY: &str = "application/apply-patch+yaml";
@@ -321,10 +321,7 @@ async fn apply_options_are_checked() {
         .await;
     assert_status(code, &status, 400, "BadRequest");
     assert!(
-        status["message"]
-            .as_str()
-            .unwrap()
-            .contains("omits key field \"name\""),
+        message_of(&status).contains("omits key field \"name\""),
         "{status}"
     );
 }

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::Store;
 use tower::ServiceExt;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{KeptStore, TestServer, assert_status, message_of, strings};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -117,12 +116,7 @@ async fn a_new_crd_is_established_and_discoverable() {
     assert_eq!(group["preferredVersion"]["groupVersion"], "example.com/v1");
     let (code, resources) = s.get("/apis/example.com/v1").await;
     assert_eq!(code, StatusCode::OK, "{resources}");
-    let names: Vec<&str> = resources["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = strings(&resources["resources"], "name");
     assert_eq!(names, vec!["widgets", "widgets/status", "widgets/scale"]);
     let main = &resources["resources"][0];
     assert_eq!(main["kind"], "Widget");
@@ -263,12 +257,7 @@ async fn tables_use_the_printer_columns() {
         .unwrap();
     let table: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(table["kind"], "Table");
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
     assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
     let cells = table["rows"][0]["cells"].as_array().unwrap();
     assert_eq!(cells[0], "a");
@@ -281,12 +270,7 @@ async fn tables_use_the_printer_columns() {
     let mut watch = s.watch_tables(&format!("{WIDGETS}?watch=1")).await;
     let event = watch.next().await.expect("an ADDED event");
     assert_eq!(event["type"], "ADDED");
-    let columns: Vec<&str> = event["object"]["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns: Vec<&str> = strings(&event["object"]["columnDefinitions"], "name");
     assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
     assert_eq!(event["object"]["rows"][0]["cells"][1], 4);
 }
@@ -302,12 +286,7 @@ async fn invalid_crds_are_rejected_with_field_paths() {
             "additionalProperties": {"type": "string"}});
     let (code, body) = s.post(CRDS, crd).await;
     assert_status(code, &body, 422, "Invalid");
-    let fields: Vec<&str> = body["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
+    let fields: Vec<&str> = strings(&body["details"]["causes"], "field");
     let schema = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
     assert!(fields.contains(&"metadata.name"), "{fields:?}");
     assert!(
@@ -330,10 +309,7 @@ async fn invalid_crds_are_rejected_with_field_paths() {
     let (code, body) = s.post(CRDS, no_storage).await;
     assert_status(code, &body, 422, "Invalid");
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("must have exactly one version marked as storage version"),
+        message_of(&body).contains("must have exactly one version marked as storage version"),
         "{body}"
     );
     assert!(
@@ -384,12 +360,7 @@ async fn invalid_objects_are_422_with_every_field_and_not_stored() {
     assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueRequired");
     let (code, body) = s.post(WIDGETS, widget("bad", json!({"size": 11}))).await;
     assert_status(code, &body, 422, "Invalid");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("should be less than or equal to 10")
-    );
+    assert!(message_of(&body).contains("should be less than or equal to 10"));
     assert!(
         !s.keys().await.iter().any(|k| k.contains("/widgets/")),
         "nothing stored"
@@ -608,26 +579,15 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
 
 #[tokio::test]
 async fn custom_resources_survive_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let open = || crate::harness::open_store(dir.path().join("store"));
-    let store = open().await;
+    let disk = KeptStore::new();
     {
-        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-            .await
-            .unwrap();
-        let s = crate::harness::TestServer::wrap(server, store.clone());
+        let s = disk.start().await;
         install(&s, widget_crd()).await;
         let (code, _) = s.post(WIDGETS, widget("kept", json!({"size": 2}))).await;
         assert_eq!(code, StatusCode::CREATED);
-        s.server.shutdown();
+        s.stop().await;
     }
-    store.close().await.unwrap();
-    drop(store);
-    let store = open().await;
-    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-        .await
-        .unwrap();
-    let s = crate::harness::TestServer::wrap(server, store);
+    let s = disk.start().await;
     // Served from the first request: no waiting for the controller.
     let (code, kept) = s.call(Method::GET, &format!("{WIDGETS}/kept"), None).await;
     assert_eq!(code, StatusCode::OK, "{kept}");

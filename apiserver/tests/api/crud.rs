@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, message_of};
 
 fn deployment(name: &str, replicas: i64) -> serde_json::Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
@@ -430,12 +430,7 @@ async fn pod_specs_are_mostly_immutable() {
     restart["spec"]["restartPolicy"] = json!("Never");
     let (code, body) = s.put(path, restart).await;
     assert_status(code, &body, 422, "Invalid");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("spec: Forbidden: pod updates may not change fields")
-    );
+    assert!(message_of(&body).contains("spec: Forbidden: pod updates may not change fields"));
     let mut fewer = updated.clone();
     fewer["spec"]["tolerations"] = json!([]);
     let (code, body) = s.put(path, fewer).await;

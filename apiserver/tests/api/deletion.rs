@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, item_names};
 
 fn pod(name: &str, node: Option<&str>) -> serde_json::Value {
     let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
@@ -187,13 +187,7 @@ async fn delete_collection_honours_selectors() {
     assert_eq!(code, StatusCode::OK, "{body}");
     assert_eq!(body["items"].as_array().unwrap().len(), 2);
     let (_, list) = s.get("/api/v1/namespaces/default/configmaps").await;
-    let names: Vec<&str> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["metadata"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, vec!["c"]);
+    assert_eq!(item_names(&list), vec!["c"]);
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 use http::StatusCode;
 use serde_json::Value;
 
-use crate::harness::TestServer;
+use crate::harness::{TestServer, strings};
 
 fn resource<'a>(list: &'a Value, name: &str) -> &'a Value {
     list["resources"]
@@ -50,12 +50,7 @@ async fn legacy_discovery_documents() {
 
     let (_, groups) = s.get("/apis").await;
     assert_eq!(groups["kind"], "APIGroupList");
-    let names: Vec<&str> = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = strings(&groups["groups"], "name");
     for g in [
         "apps",
         "batch",

@@ -14,7 +14,7 @@ use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, message_of, strings};
 
 /// The distinctive value the tests store in Secrets.
 const VALUE: &str = "correct-horse-battery-staple-7f3a";
@@ -308,12 +308,7 @@ async fn rotation_and_reencryption_keep_secrets_readable_and_leave_no_old_data()
     );
     assert_eq!(done["stage"], "reencrypt_finished");
     // The retired key decrypts nothing any more and is dropped.
-    let names: Vec<&str> = done["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = strings(&done["keys"], "name");
     assert_eq!(names, [second_key.as_str(), ""]);
     for name in ["before", "after", "rotated"] {
         let raw = raw_value(&server, &format!("/registry/core/secrets/default/{name}")).await;
@@ -378,12 +373,7 @@ async fn rotation_needs_a_managed_configuration_and_encryption() {
         .call(Method::POST, "/v1-skiff/encrypt/rotate-keys", None)
         .await;
     assert_status(code, &body, 400, "BadRequest");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("--encryption-provider-config")
-    );
+    assert!(message_of(&body).contains("--encryption-provider-config"));
     let (code, body) = file
         .call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
         .await;
@@ -396,12 +386,7 @@ async fn rotation_needs_a_managed_configuration_and_encryption() {
         .call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
         .await;
     assert_status(code, &body, 400, "BadRequest");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("--secrets-encryption")
-    );
+    assert!(message_of(&body).contains("--secrets-encryption"));
 }
 
 #[tokio::test]

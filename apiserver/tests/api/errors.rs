@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, message_of};
 
 #[tokio::test]
 async fn not_found_names_the_resource() {
@@ -80,9 +80,7 @@ async fn malformed_bodies_are_400_and_store_nothing() {
         .await;
     assert_status(code, &body, 400, "BadRequest");
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
+        message_of(&body)
             .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap")
     );
     assert_eq!(
@@ -217,12 +215,7 @@ async fn unsupported_media_types_are_415() {
         )
         .await;
     assert_status(code, &body, 415, "UnsupportedMediaType");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("application/strategic-merge-patch+json")
-    );
+    assert!(message_of(&body).contains("application/strategic-merge-patch+json"));
 }
 
 #[tokio::test]

@@ -10,13 +10,12 @@ use std::time::Duration;
 use axum::body::Body;
 use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
+use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_common::metrics::exposition;
-use skiff_store::Store;
 use tower::ServiceExt;
 
-use super::harness::{TestServer, assert_status, open_store};
+use super::harness::{KeptStore, TestServer, assert_status, strings};
 
 const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
@@ -96,12 +95,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
     }
 
     let levels = table(&s, LEVELS).await;
-    let columns: Vec<&str> = levels["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns: Vec<&str> = strings(&levels["columnDefinitions"], "name");
     assert_eq!(
         columns,
         [
@@ -150,12 +144,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
     );
 
     let schemas = table(&s, SCHEMAS).await;
-    let columns: Vec<&str> = schemas["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns: Vec<&str> = strings(&schemas["columnDefinitions"], "name");
     assert_eq!(
         columns,
         [
@@ -222,12 +211,7 @@ async fn defaults_are_filled_and_bad_objects_refused() {
         )
         .await;
     assert_status(code, &body, 422, "Invalid");
-    let fields: Vec<&str> = body["details"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["field"].as_str().unwrap())
-        .collect();
+    let fields: Vec<&str> = strings(&body["details"]["causes"], "field");
     assert_eq!(
         fields,
         [
@@ -252,14 +236,9 @@ async fn defaults_are_filled_and_bad_objects_refused() {
 
 #[tokio::test]
 async fn a_restart_restores_what_the_server_manages_and_keeps_the_admins_edits() {
-    let dir = tempfile::tempdir().unwrap();
-    let open = || open_store(dir.path().join("store"));
-    let store = open().await;
+    let disk = KeptStore::new();
     {
-        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-            .await
-            .unwrap();
-        let s = TestServer::wrap(server, store.clone());
+        let s = disk.start().await;
         // The admin takes over a suggested level, ...
         let (_, mut low) = s.get(&format!("{LEVELS}/workload-low")).await;
         low["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"] = json!("false");
@@ -286,15 +265,9 @@ async fn a_restart_restores_what_the_server_manages_and_keeps_the_admins_edits()
             )
             .await;
         assert_eq!(code, StatusCode::CREATED, "{body}");
-        s.server.shutdown();
+        s.stop().await;
     }
-    store.close().await.unwrap();
-    drop(store);
-    let store = open().await;
-    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-        .await
-        .unwrap();
-    let s = TestServer::wrap(server, store);
+    let s = disk.start().await;
     let shares = |level: &Value| level["spec"]["limited"]["nominalConcurrencyShares"].clone();
     let (_, low) = s.get(&format!("{LEVELS}/workload-low")).await;
     assert_eq!(shares(&low), 7, "the admin's level was overwritten");

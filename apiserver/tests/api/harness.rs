@@ -300,6 +300,67 @@ impl WatchReader {
     }
 }
 
+/// A store in a directory of its own that outlives the servers on it, for
+/// tests of what a restart keeps, repairs or refuses.
+pub struct KeptStore {
+    dir: tempfile::TempDir,
+}
+
+impl KeptStore {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A server with the default configuration on the store (once the
+    /// previous server has let go of it).
+    pub async fn start(&self) -> TestServer {
+        let store = open_store(self.dir.path().join("store")).await;
+        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
+            .await
+            .expect("the server starts on the kept store");
+        TestServer::wrap(server, store)
+    }
+}
+
+impl TestServer {
+    /// Shuts the server down and closes its store, as a stopped process
+    /// would leave it.
+    pub async fn stop(self) {
+        self.server.shutdown();
+        let store = self.store.clone();
+        drop(self);
+        store.close().await.unwrap();
+    }
+}
+
+/// The `field` of every element of the JSON array `array` (names of
+/// columns, resources, causes), in order.
+pub fn strings<'a>(array: &'a Value, field: &str) -> Vec<&'a str> {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|element| element[field].as_str().unwrap())
+        .collect()
+}
+
+/// The names of a list's items, in order.
+pub fn item_names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A `Status` body's message.
+pub fn message_of(body: &Value) -> &str {
+    body["message"].as_str().unwrap()
+}
+
 /// Asserts a Status failure with code and reason.
 pub fn assert_status(code: StatusCode, body: &Value, want_code: u16, want_reason: &str) {
     assert_eq!(code.as_u16(), want_code, "{body}");

@@ -4,7 +4,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, message_of};
 
 #[tokio::test]
 async fn rbac_and_event_names_are_path_segments_others_subdomains() {
@@ -20,12 +20,7 @@ async fn rbac_and_event_names_are_path_segments_others_subdomains() {
         .post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
         .await;
     assert_status(code, &body, 422, "Invalid");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("may not contain '%'")
-    );
+    assert!(message_of(&body).contains("may not contain '%'"));
 
     let event = json!({"metadata": {"name": "Pod.p:1"}, "involvedObject": {"kind": "Pod"}});
     let (code, body) = s.post("/api/v1/namespaces/default/events", event).await;
@@ -34,12 +29,7 @@ async fn rbac_and_event_names_are_path_segments_others_subdomains() {
     let cm = json!({"metadata": {"name": "system:x"}});
     let (code, body) = s.post("/api/v1/namespaces/default/configmaps", cm).await;
     assert_status(code, &body, 422, "Invalid");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("RFC 1123 subdomain")
-    );
+    assert!(message_of(&body).contains("RFC 1123 subdomain"));
 }
 
 #[tokio::test]

@@ -1,19 +1,10 @@
 use std::time::Duration;
 
 use http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 
-use crate::harness::{TestServer, assert_status};
-
-fn names(list: &Value) -> Vec<String> {
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
-        .collect()
-}
+use crate::harness::{TestServer, assert_status, item_names};
 
 #[tokio::test]
 async fn label_selectors_filter_lists() {
@@ -39,7 +30,7 @@ async fn label_selectors_filter_lists() {
             ))
             .await;
         assert_eq!(code, StatusCode::OK);
-        assert_eq!(names(&list), want, "{selector}");
+        assert_eq!(item_names(&list), want, "{selector}");
     }
 }
 
@@ -53,7 +44,7 @@ async fn lists_are_typed_and_scoped() {
     let (_, list) = s.get("/api/v1/namespaces/default/configmaps").await;
     assert_eq!(list["kind"], "ConfigMapList");
     assert_eq!(list["apiVersion"], "v1");
-    assert_eq!(names(&list), vec!["a"]);
+    assert_eq!(item_names(&list), vec!["a"]);
     assert!(
         list["metadata"]["resourceVersion"]
             .as_str()
@@ -62,15 +53,15 @@ async fn lists_are_typed_and_scoped() {
             .is_ok()
     );
     let (_, all) = s.get("/api/v1/configmaps").await;
-    assert_eq!(names(&all), vec!["a", "b"]);
+    assert_eq!(item_names(&all), vec!["a", "b"]);
     let (_, filtered) = s
         .get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dother")
         .await;
-    assert_eq!(names(&filtered), vec!["b"]);
+    assert_eq!(item_names(&filtered), vec!["b"]);
     let (_, by_name) = s
         .get("/api/v1/configmaps?fieldSelector=metadata.name!%3Da")
         .await;
-    assert_eq!(names(&by_name), vec!["b"]);
+    assert_eq!(item_names(&by_name), vec!["b"]);
 }
 
 #[tokio::test]
@@ -91,13 +82,13 @@ async fn pod_field_selectors() {
         assert_eq!(body["status"]["phase"], "Pending");
     }
     let (_, on_n1) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1").await;
-    assert_eq!(names(&on_n1), vec!["p1"]);
+    assert_eq!(item_names(&on_n1), vec!["p1"]);
     let (_, unscheduled) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3D").await;
-    assert_eq!(names(&unscheduled), vec!["p2"]);
+    assert_eq!(item_names(&unscheduled), vec!["p2"]);
     let (_, pending) = s
         .get("/api/v1/pods?fieldSelector=status.phase%3DPending,spec.nodeName!%3Dn1")
         .await;
-    assert_eq!(names(&pending), vec!["p2"]);
+    assert_eq!(item_names(&pending), vec!["p2"]);
 }
 
 #[tokio::test]
@@ -108,7 +99,7 @@ async fn pagination_reads_one_consistent_snapshot() {
     }
     let (code, page1) = s.get("/api/v1/namespaces/default/configmaps?limit=2").await;
     assert_eq!(code, StatusCode::OK);
-    assert_eq!(names(&page1), vec!["cm0", "cm1"]);
+    assert_eq!(item_names(&page1), vec!["cm0", "cm1"]);
     assert_eq!(page1["metadata"]["remainingItemCount"], 3);
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
     let rv = page1["metadata"]["resourceVersion"].clone();
@@ -122,7 +113,7 @@ async fn pagination_reads_one_consistent_snapshot() {
             "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
         ))
         .await;
-    assert_eq!(names(&page2), vec!["cm2", "cm3"]);
+    assert_eq!(item_names(&page2), vec!["cm2", "cm3"]);
     assert_eq!(page2["metadata"]["resourceVersion"], rv);
     let token = page2["metadata"]["continue"].as_str().unwrap().to_string();
     let (_, page3) = s
@@ -130,7 +121,7 @@ async fn pagination_reads_one_consistent_snapshot() {
             "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
         ))
         .await;
-    assert_eq!(names(&page3), vec!["cm4"]);
+    assert_eq!(item_names(&page3), vec!["cm4"]);
     assert!(page3["metadata"].get("continue").is_none());
     assert!(page3["metadata"].get("remainingItemCount").is_none());
 
@@ -138,7 +129,7 @@ async fn pagination_reads_one_consistent_snapshot() {
     let (_, sel) = s
         .get("/api/v1/namespaces/default/configmaps?limit=1&labelSelector=missing!%3Dx")
         .await;
-    assert_eq!(names(&sel), vec!["cm0"]);
+    assert_eq!(item_names(&sel), vec!["cm0"]);
     assert!(sel["metadata"]["continue"].is_string());
     assert!(sel["metadata"].get("remainingItemCount").is_none());
 }
@@ -187,7 +178,7 @@ async fn list_at_a_version_from_another_resource() {
         ))
         .await;
     assert_eq!(code, StatusCode::OK, "{list}");
-    assert_eq!(names(&list), vec!["a"]);
+    assert_eq!(item_names(&list), vec!["a"]);
     let listed_at: u64 = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()

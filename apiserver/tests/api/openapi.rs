@@ -7,7 +7,7 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::Value;
 use tower::ServiceExt;
 
-use super::harness::TestServer;
+use super::harness::{TestServer, message_of, strings};
 
 /// GET with extra headers; returns status, headers and body bytes.
 pub async fn fetch(
@@ -182,13 +182,7 @@ async fn v2_document_lists_every_group() {
             .iter()
             .any(|c| c == "application/strategic-merge-patch+json")
     );
-    assert!(
-        patch["parameters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["name"] == "fieldValidation")
-    );
+    assert!(strings(&patch["parameters"], "name").contains(&"fieldValidation"));
     let proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
     let (status, headers, body) = fetch(&ts, "/openapi/v2", &[("accept", proto)]).await;
     assert_eq!(status, StatusCode::OK);
@@ -242,13 +236,7 @@ async fn custom_resources_appear_once_their_crd_is_served() {
     );
     let patch =
         &doc["paths"]["/apis/example.org/v1/namespaces/{namespace}/gadgets/{name}"]["patch"];
-    assert!(
-        patch["parameters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["name"] == "fieldValidation")
-    );
+    assert!(strings(&patch["parameters"], "name").contains(&"fieldValidation"));
     let content = &patch["requestBody"]["content"];
     assert!(content["application/merge-patch+json"].is_object());
     assert!(content["application/strategic-merge-patch+json"].is_null());
@@ -263,10 +251,7 @@ async fn custom_resources_appear_once_their_crd_is_served() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("strict decoding error: unknown field \"spec.bogus\""),
+        message_of(&body).ends_with("strict decoding error: unknown field \"spec.bogus\""),
         "{body}"
     );
 }

@@ -1,7 +1,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, strings};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps/p";
 
@@ -128,12 +128,7 @@ async fn field_manager_is_recorded() {
             json!({"data": {"k": "m"}}),
         )
         .await;
-    let managers: Vec<&str> = body["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["manager"].as_str().unwrap())
-        .collect();
+    let managers: Vec<&str> = strings(&body["metadata"]["managedFields"], "manager");
     assert_eq!(managers, vec!["skiff-tests", "tester"]);
     assert_eq!(body["metadata"]["managedFields"][1]["operation"], "Update");
 }

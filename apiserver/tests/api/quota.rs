@@ -8,7 +8,7 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, item_names, message_of, strings};
 
 async fn namespace(server: &TestServer, name: &str) {
     let (code, body) = server
@@ -66,12 +66,7 @@ fn forbidden(code: StatusCode, body: &Value, message: &str) {
 async fn names(server: &TestServer, path: &str) -> Vec<String> {
     let (code, list) = server.get(path).await;
     assert_eq!(code, StatusCode::OK, "{list}");
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
-        .collect()
+    item_names(&list)
 }
 
 #[tokio::test]
@@ -281,10 +276,7 @@ async fn concurrent_creates_never_pass_the_hard_limit() {
     {
         assert_status(*code, body, 403, "Forbidden");
         assert!(
-            body["message"]
-                .as_str()
-                .unwrap()
-                .ends_with("exceeded quota: q, requested: configmaps=1, used: configmaps=5, limited: configmaps=5"),
+            message_of(body).ends_with("exceeded quota: q, requested: configmaps=1, used: configmaps=5, limited: configmaps=5"),
             "{body}"
         );
     }
@@ -526,12 +518,7 @@ async fn quotas_print_used_and_hard_in_request_and_limit_columns() {
         )
         .await;
     assert_eq!(code, StatusCode::OK, "{table}");
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
     assert_eq!(columns, ["Name", "Age", "Request", "Limit"]);
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[2], "pods: 1/2, requests.cpu: 0/500m");
@@ -549,13 +536,7 @@ async fn invalid_quotas_and_limit_ranges_are_refused() {
         )
         .await;
     assert_status(code, &body, 422, "Invalid");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("spec.hard[pods]"),
-        "{body}"
-    );
+    assert!(message_of(&body).contains("spec.hard[pods]"), "{body}");
     let (code, body) = server
         .post(
             "/api/v1/namespaces/default/limitranges",
@@ -565,10 +546,7 @@ async fn invalid_quotas_and_limit_ranges_are_refused() {
         .await;
     assert_status(code, &body, 422, "Invalid");
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("min value 2 is greater than max value 1"),
+        message_of(&body).contains("min value 2 is greater than max value 1"),
         "{body}"
     );
 }

@@ -5,10 +5,8 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::Store;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{KeptStore, TestServer, assert_status};
 
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
@@ -539,14 +537,9 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
 
 #[tokio::test]
 async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
-    let dir = tempfile::tempdir().unwrap();
-    let open = || crate::harness::open_store(dir.path().join("store"));
-    let store = open().await;
+    let disk = KeptStore::new();
     {
-        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-            .await
-            .unwrap();
-        let s = TestServer::wrap(server, store.clone());
+        let s = disk.start().await;
         // basic-user loses a rule and gains one of the admin's own.
         let path = format!("{RBAC}/clusterroles/system:basic-user");
         let mut basic = s.get(&path).await.1;
@@ -569,15 +562,9 @@ async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
             ))
             .await;
         assert_eq!(code, StatusCode::OK);
-        s.server.shutdown();
+        s.stop().await;
     }
-    store.close().await.unwrap();
-    drop(store);
-    let store = open().await;
-    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-        .await
-        .unwrap();
-    let s = TestServer::wrap(server, store);
+    let s = disk.start().await;
     let basic = s
         .get(&format!("{RBAC}/clusterroles/system:basic-user"))
         .await

@@ -7,7 +7,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticator, UserInfo};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, message_of};
 
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -96,10 +96,7 @@ async fn subject_access_reviews_are_validated_as_upstream() {
     let (code, body) = s.post(SAR, sar("SubjectAccessReview", json!("nope"))).await;
     assert_status(code, &body, 400, "BadRequest");
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("SubjectAccessReview in version \"v1\" cannot be handled"),
+        message_of(&body).starts_with("SubjectAccessReview in version \"v1\" cannot be handled"),
         "{body}"
     );
 }
@@ -600,10 +597,7 @@ mod with_rbac {
             .await;
         assert_status(code, &body, 403, "Forbidden");
         assert!(
-            body["message"]
-                .as_str()
-                .unwrap()
-                .contains("User \"alice\" cannot list"),
+            message_of(&body).contains("User \"alice\" cannot list"),
             "{body}"
         );
     }

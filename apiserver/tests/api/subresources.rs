@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{TestServer, assert_status, message_of};
 
 const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments/web";
 
@@ -116,12 +116,7 @@ async fn binding_assigns_a_node_once() {
         .post("/api/v1/namespaces/default/pods/p/binding", binding)
         .await;
     assert_status(code, &body, 409, "Conflict");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("is already assigned to node \"n1\"")
-    );
+    assert!(message_of(&body).contains("is already assigned to node \"n1\""));
     let missing = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "gone"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
     let (code, body) = s
@@ -236,10 +231,5 @@ async fn log_options_are_checked_before_the_node_is_asked() {
         .get("/api/v1/namespaces/default/pods/p/log?tailLines=2")
         .await;
     assert_status(code, &body, 400, "BadRequest");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("does not have a host assigned")
-    );
+    assert!(message_of(&body).contains("does not have a host assigned"));
 }

@@ -27,7 +27,7 @@ use rcgen::{
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{KeptStore, TestServer, assert_status, message_of, strings};
 
 /// A CA that signs webhook serving certificates.
 struct TestCa {
@@ -306,12 +306,7 @@ async fn configurations_get_defaults_validation_and_their_table() {
         .await
         .unwrap();
     let table: Value = serde_json::from_slice(&bytes).unwrap();
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
     assert_eq!(columns, ["Name", "Webhooks", "Age"]);
     assert_eq!(table["rows"][0]["cells"][0], "defaults");
     assert_eq!(table["rows"][0]["cells"][1], 1);
@@ -1100,10 +1095,7 @@ async fn match_policy_equivalent_sends_the_version_the_rule_names() {
 
 #[tokio::test]
 async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
-    use skiff_apiserver::{ApiServer, ApiServerConfig};
-    use skiff_store::Store;
-    let dir = tempfile::tempdir().unwrap();
-    let open = || crate::harness::open_store(dir.path().join("store"));
+    let disk = KeptStore::new();
     let ca = TestCa::new();
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let down = format!(
@@ -1111,12 +1103,8 @@ async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
         closed.local_addr().unwrap().port()
     );
     drop(closed);
-    let store = open().await;
     {
-        let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-            .await
-            .unwrap();
-        let s = TestServer::wrap(server, store.clone());
+        let s = disk.start().await;
         let everything = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
             "resources": ["*/*"]}]);
         for kind in [
@@ -1134,22 +1122,13 @@ async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
             )
             .await;
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-        s.server.shutdown();
+        s.stop().await;
     }
-    store.close().await.unwrap();
-    drop(store);
-    let store = open().await;
-    let server = ApiServer::new(store.clone(), ApiServerConfig::default())
-        .await
-        .expect("the server starts although every write's webhook is down");
-    let s = TestServer::wrap(server, store);
+    let s = disk.start().await;
     let (code, body) = s.post(CMS, configmap("after", json!({}))).await;
     assert_status(code, &body, 500, "InternalError");
     assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .contains("failed calling webhook \"down.example.com\""),
+        message_of(&body).contains("failed calling webhook \"down.example.com\""),
         "{body}"
     );
 }
