@@ -4,11 +4,26 @@
 //! starts without rights when it acts as its own account.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::Api;
 use kube::api::ListParams;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
 use skiff_controllers::{ACCOUNTS_NAMESPACE, Context, ControllerManager};
 
 use super::support::TestCluster;
+
+/// The names of every object `api` lists.
+async fn names<K>(api: Api<K>) -> Vec<String>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|object| object.meta().name.clone())
+        .collect()
+}
 
 #[tokio::test]
 async fn every_controller_account_has_a_bound_role() {
@@ -22,28 +37,17 @@ async fn every_controller_account_has_a_bound_role() {
         .await
         .unwrap()
         .items;
-    let roles: Vec<String> = Api::<ClusterRole>::all(cluster.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|r| r.metadata.name)
-        .collect();
+    let roles = names(Api::<ClusterRole>::all(cluster.client.clone())).await;
     let local_bindings = Api::<RoleBinding>::namespaced(cluster.client.clone(), ACCOUNTS_NAMESPACE)
         .list(&ListParams::default())
         .await
         .unwrap()
         .items;
-    let local_roles: Vec<String> =
-        Api::<Role>::namespaced(cluster.client.clone(), ACCOUNTS_NAMESPACE)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|r| r.metadata.name)
-            .collect();
+    let local_roles = names(Api::<Role>::namespaced(
+        cluster.client.clone(),
+        ACCOUNTS_NAMESPACE,
+    ))
+    .await;
     let names_account = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>,
                          account: &str| {
         subjects.iter().flatten().any(|s| {

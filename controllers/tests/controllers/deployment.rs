@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::support::{TestCluster, eventually};
-use super::workload_helpers::{WAIT, all_pods, event_reasons, make_ready, template};
+use super::workload_helpers::{
+    WAIT, all_pods, create_workload, event_reasons, make_ready, template,
+};
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
 
@@ -20,19 +22,13 @@ async fn create(
     strategy: Value,
     extra: Value,
 ) -> Deployment {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    let mut spec = json!({
+    let spec = json!({
         "replicas": replicas,
         "selector": {"matchLabels": {"app": name}},
         "template": template(json!({"app": name}), "nginx:1"),
         "strategy": strategy,
     });
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-        spec.extend(extra.clone());
-    }
-    let d: Deployment =
-        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
-    api.create(&PostParams::default(), &d).await.unwrap()
+    create_workload(client, name, spec, extra).await
 }
 
 async fn get(client: &Client, name: &str) -> Deployment {

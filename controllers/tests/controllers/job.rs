@@ -8,20 +8,16 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::support::{TestCluster, eventually};
-use super::workload_helpers::{WAIT, event_reasons, pods_owned_by, set_pod_status, template};
+use super::workload_helpers::{
+    WAIT, create_workload, event_reasons, pods_owned_by, set_pod_status, template,
+};
 
 async fn create(client: &Client, name: &str, spec: Value) -> Job {
-    let api: Api<Job> = Api::namespaced(client.clone(), "default");
     let mut full = json!({
         "template": template(json!({"app": name}), "busybox"),
     });
     full["template"]["spec"]["restartPolicy"] = json!("Never");
-    if let (Some(f), Some(s)) = (full.as_object_mut(), spec.as_object()) {
-        f.extend(s.clone());
-    }
-    let job: Job =
-        serde_json::from_value(json!({"metadata": {"name": name}, "spec": full})).unwrap();
-    api.create(&PostParams::default(), &job).await.unwrap()
+    create_workload(client, name, full, spec).await
 }
 
 async fn get(client: &Client, name: &str) -> Job {

@@ -4,27 +4,21 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::support::{TestCluster, eventually};
-use super::workload_helpers::{WAIT, make_ready, pods_owned_by, template};
+use super::workload_helpers::{WAIT, create_workload, make_ready, pods_owned_by, template};
 
 async fn create(client: &Client, name: &str, replicas: i32, extra: Value) -> StatefulSet {
-    let api: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
-    let mut spec = json!({
+    let spec = json!({
         "replicas": replicas,
         "serviceName": name,
         "selector": {"matchLabels": {"app": name}},
         "template": template(json!({"app": name}), "postgres:16"),
     });
-    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
-        s.extend(e.clone());
-    }
-    let set: StatefulSet =
-        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
-    api.create(&PostParams::default(), &set).await.unwrap()
+    create_workload(client, name, spec, extra).await
 }
 
 async fn names(client: &Client, uid: &str) -> Vec<String> {

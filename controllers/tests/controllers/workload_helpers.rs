@@ -3,9 +3,12 @@
 
 use std::time::Duration;
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use k8s_openapi::serde::Serialize;
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 /// How long a controller gets to react in these tests.
@@ -17,6 +20,28 @@ pub fn template(labels: Value, image: &str) -> Value {
         "metadata": {"labels": labels},
         "spec": {"containers": [{"name": "main", "image": image}]}
     })
+}
+
+/// Creates workload `name` in `default` from `spec`, with the test's
+/// `extra` fields laid over it (replacing those of the same name).
+pub async fn create_workload<K>(client: &Client, name: &str, mut spec: Value, extra: Value) -> K
+where
+    K: Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let object: K =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+    Api::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap()
 }
 
 /// Pods in `ns` whose controller owner has `uid`, sorted by name.
