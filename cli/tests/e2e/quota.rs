@@ -97,30 +97,25 @@ fn kubectl_limit_range_defaults_show_on_a_pod_and_bounds_refuse() {
     );
 
     server.kubectl_ok(&["run", "p", "--image=busybox", "-n", "y"]);
-    let resources = server.kubectl_ok(&[
-        "get",
-        "pod",
-        "p",
-        "-n",
-        "y",
-        "-o",
-        "jsonpath={.spec.containers[0].resources}",
-    ]);
+    let pod_field = |path: &str| {
+        server.kubectl_ok(&[
+            "get",
+            "pod",
+            "p",
+            "-n",
+            "y",
+            "-o",
+            &format!("jsonpath={path}"),
+        ])
+    };
+    let resources = pod_field("{.spec.containers[0].resources}");
     let resources: Value = serde_json::from_str(&resources).expect("resources JSON");
     assert_eq!(
         resources,
         json!({"limits": {"cpu": "300m", "memory": "128Mi"},
                "requests": {"cpu": "100m", "memory": "128Mi"}})
     );
-    let annotation = server.kubectl_ok(&[
-        "get",
-        "pod",
-        "p",
-        "-n",
-        "y",
-        "-o",
-        r"jsonpath={.metadata.annotations.kubernetes\.io/limit-ranger}",
-    ]);
+    let annotation = pod_field(r"{.metadata.annotations.kubernetes\.io/limit-ranger}");
     assert_eq!(
         annotation,
         "LimitRanger plugin set: cpu, memory request for container p; cpu, memory limit for container p"

@@ -116,15 +116,7 @@ fn a_view_binding_opens_reads_in_its_namespace_only() {
     ]);
     let probe = service_account(&server, "a", "probe");
     refused_as(&probe, &["get", "pods", "-n", "a"]);
-    server.kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "probe-view",
-        "--clusterrole=view",
-        "--serviceaccount=a:probe",
-        "-n",
-        "a",
-    ]);
+    grant_probe_view(&server);
     ok_as(&probe, &["get", "pods", "-n", "a"]);
     let cms = ok_as(&probe, &["get", "configmaps", "-n", "a", "-o", "name"]);
     assert!(cms.contains("configmap/settings"), "{cms}");
@@ -282,6 +274,12 @@ fn python_client_sees_the_refusal_and_the_grant() {
     let kubeconfig = token_kubeconfig(&server, "py-probe", token.trim());
     let run = |phase: &str| python_ok(&kubeconfig, "rbac.py", &[phase]);
     run("before");
+    grant_probe_view(&server);
+    run("after");
+}
+
+/// Binds service account `a/probe` to the `view` ClusterRole in namespace `a`.
+fn grant_probe_view(server: &Server) {
     server.kubectl_ok(&[
         "create",
         "rolebinding",
@@ -291,7 +289,6 @@ fn python_client_sees_the_refusal_and_the_grant() {
         "-n",
         "a",
     ]);
-    run("after");
 }
 
 /// A plain TCP listener on loopback that records every byte of the first
