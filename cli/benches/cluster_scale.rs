@@ -19,7 +19,9 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{admin_client, env_or, free_port, server_command, status_mib, terminate};
+use support::{
+    admin_client, env_or, free_port, server_command, status_mib, terminate, wait_rolled_out,
+};
 
 /// Peak and current resident memory of a process, in MiB.
 fn memory_mib(pid: u32) -> (f64, f64) {
@@ -33,30 +35,6 @@ async fn current_revision(api: &Api<Deployment>) -> u64 {
         .and_then(|l| l.metadata.resource_version)
         .and_then(|rv| rv.parse().ok())
         .unwrap_or(0)
-}
-
-/// Waits until the Deployment reports `replicas` updated and available pods
-/// for its newest generation; returns how long that took.
-async fn wait_rolled_out(
-    api: &Api<Deployment>,
-    name: &str,
-    replicas: i32,
-    started: Instant,
-) -> Duration {
-    loop {
-        if let Ok(d) = api.get(name).await {
-            let status = d.status.unwrap_or_default();
-            let current = d.metadata.generation == status.observed_generation;
-            if current
-                && status.available_replicas == Some(replicas)
-                && status.updated_replicas == Some(replicas)
-                && status.replicas == Some(replicas)
-            {
-                return started.elapsed();
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::main]

@@ -5,7 +5,9 @@
 //! Throughput is pods bound per second from the first measured pod handed to the
 //! scheduler's queue (its informer delivering the pending pod) to the last binding the
 //! API acknowledged. The same workload also runs against the scheduler alone with an
-//! in-memory binder, side by side, so the cost of the API path shows as a ratio.
+//! in-memory binder, side by side, so the cost of the API path shows as a ratio, and
+//! through an API server on etcd (Debian's etcd, a fresh one per workload, started by the
+//! bench), so the store's cost shows as a sled / etcd ratio (issue #16).
 //!
 //! Run: `cargo bench -p skiff --bench scheduler_api` (add `-- quick` for 1/10 sizes,
 //! `-- only=Spread` to run matching workloads only). The last line is the summary
@@ -26,10 +28,12 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
+use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::{HandlerFns, SharedInformerFactory};
 use skiff_scheduler::SchedulerConfig;
 use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
-use skiff_store::Store;
+use skiff_store::testing::EtcdProcess;
+use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store};
 use skiff_testkit::UserInfo;
 
 /// Counts live heap bytes, so a phase's memory growth can be read without the
@@ -359,10 +363,80 @@ fn api_pod(mut pod: Pod) -> Pod {
     pod
 }
 
+/// Which store the API server of a run keeps its objects in.
+#[derive(Clone, Copy, PartialEq)]
+enum Backend {
+    Sled,
+    Etcd,
+}
+
+/// An in-process API server on a fresh store of one backend.
+struct ApiCluster {
+    api: ApiServer,
+    store: Arc<dyn Store>,
+    /// The sled store, whose write and flush counts the table reports.
+    sled: Option<Arc<SledStore>>,
+    etcd: Option<EtcdProcess>,
+    _dir: tempfile::TempDir,
+}
+
+impl ApiCluster {
+    async fn start(backend: Backend) -> Result<Self, Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let (store, sled, etcd): (Arc<dyn Store>, _, _) = match backend {
+            Backend::Sled => {
+                let sled = Arc::new(SledStore::open(SledConfig::new(dir.path().join("db")))?);
+                (sled.clone(), Some(sled), None)
+            }
+            Backend::Etcd => {
+                let etcd = EtcdProcess::start(dir.path())?;
+                let store = EtcdStore::connect(EtcdConfig::new([etcd.endpoint()])).await?;
+                (Arc::new(store), None, Some(etcd))
+            }
+        };
+        let api = ApiServer::new(store.clone(), ApiServerConfig::default()).await?;
+        Ok(Self {
+            api,
+            store,
+            sled,
+            etcd,
+            _dir: dir,
+        })
+    }
+
+    fn client_as(&self, user: UserInfo) -> kube::Client {
+        skiff_apiserver::inprocess::client(self.api.router(), user)
+    }
+
+    /// Store writes and flushes so far (sled only; zero on etcd).
+    fn writes_and_flushes(&self) -> Result<(u64, u64), Box<dyn std::error::Error>> {
+        Ok(match &self.sled {
+            Some(sled) => {
+                let stats = sled.stats()?;
+                (stats.writes, stats.flushes)
+            }
+            None => (0, 0),
+        })
+    }
+
+    async fn stop(mut self) -> Result<(), Box<dyn std::error::Error>> {
+        self.api.shutdown();
+        self.store.close().await?;
+        drop(self.etcd.take());
+        Ok(())
+    }
+}
+
 /// The real path: API server, store, informers, scheduler, `pods/binding`.
-async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>> {
-    let cluster = skiff_testkit::TestCluster::start().await;
-    let admin = cluster.admin();
+async fn through_api(
+    w: &Workload,
+    backend: Backend,
+) -> Result<Measure, Box<dyn std::error::Error>> {
+    let cluster = ApiCluster::start(backend).await?;
+    let admin = cluster.client_as(UserInfo::new(
+        skiff_testkit::ADMIN,
+        ["system:masters".to_string()],
+    ));
     let classes: Api<PriorityClass> = Api::all(admin.clone());
     create_all(
         &classes,
@@ -400,7 +474,7 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     let scheduler =
         skiff_scheduler::informers::register(client, &factory, &SchedulerConfig::default())?;
     let cpu0 = cpu_seconds();
-    let stats0 = cluster.store.stats()?;
+    let stats0 = cluster.writes_and_flushes()?;
     factory.start()?;
     factory.wait_for_sync().await;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -417,7 +491,7 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     let heap = live_mib() - heap0;
     let rss = rss_mib() - rss0;
     let scheduled = scheduler.bound_count() as usize;
-    let stats = cluster.store.stats()?;
+    let stats = cluster.writes_and_flushes()?;
     let start = first_enqueued.lock().ok().and_then(|f| *f).unwrap_or(done);
 
     let _ = stop_tx.send(());
@@ -430,11 +504,9 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
     drop(scheduler);
     drop(factory);
     let scheduler_mib = held - settled_heap_mib().await;
-    cluster.shutdown();
-    cluster.store.close().await?;
     // Let the store's and server's background threads finish releasing memory, so the
     // next workload's heap and RSS growth is its own.
-    drop(cluster);
+    cluster.stop().await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     Ok(Measure {
         scheduled,
@@ -442,8 +514,8 @@ async fn through_api(w: &Workload) -> Result<Measure, Box<dyn std::error::Error>
         cpu,
         heap_mib: heap,
         rss_mib: rss,
-        writes: stats.writes - stats0.writes,
-        flushes: stats.flushes - stats0.flushes,
+        writes: stats.0 - stats0.0,
+        flushes: stats.1 - stats0.1,
         scheduler_mib,
     })
 }
@@ -473,7 +545,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let in_memory_runs: Vec<Measure> = selected.iter().map(in_memory).collect();
     let mut rows = Vec::new();
     for (w, mem) in selected.iter().zip(in_memory_runs) {
-        let api = rt.block_on(through_api(w))?;
+        let api = rt.block_on(through_api(w, Backend::Sled))?;
+        let on_etcd = rt.block_on(through_api(w, Backend::Etcd))?;
+        eprintln!(
+            "{:<24} api on etcd {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s)",
+            w.name,
+            on_etcd.scheduled,
+            w.measured.len(),
+            on_etcd.elapsed.as_secs_f64() * 1000.0,
+            on_etcd.rate(),
+            on_etcd.cpu,
+        );
         eprintln!(
             "{:<24} api {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s, {} store writes in {} flushes, scheduler held {:.0} MiB); in-memory {:.0} pods/s",
             w.name,
@@ -487,14 +569,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             api.scheduler_mib,
             mem.rate()
         );
-        rows.push((w, api, mem));
+        rows.push((w, api, mem, on_etcd));
     }
 
     println!(
         "| workload | nodes | pods | through the API: pods/s | pods per CPU-second | upstream threshold (workload) | in-memory binder: pods/s | API / in-memory | scheduler + informers held after the API run | scheduler alone, heap growth in memory | process RSS growth, API run |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for (w, api, mem) in &rows {
+    for (w, api, mem, _) in &rows {
         let per_cpu = api.scheduled as f64 / api.cpu.max(0.01);
         let complete = if api.scheduled < w.measured.len() {
             format!(" (only {} bound)", api.scheduled)
@@ -518,6 +600,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             api.rss_mib,
         );
     }
+    println!();
+    println!(
+        "| workload | nodes | pods | API on sled: pods/s | API on etcd 3.4: pods/s | sled / etcd | pods per CPU-second of the bench process (etcd's own not counted), sled / etcd |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (w, api, _, etcd) in &rows {
+        let per_cpu = |m: &Measure| m.scheduled as f64 / m.cpu.max(0.01);
+        let complete = |m: &Measure| {
+            if m.scheduled < w.measured.len() {
+                format!(" (only {} bound)", m.scheduled)
+            } else {
+                String::new()
+            }
+        };
+        println!(
+            "| {} | {} | {} | {:.0}{} | {:.0}{} | {:.2} | {:.0} / {:.0} |",
+            w.name,
+            w.nodes.len(),
+            w.measured.len(),
+            api.rate(),
+            complete(api),
+            etcd.rate(),
+            complete(etcd),
+            api.rate() / etcd.rate().max(1e-9),
+            per_cpu(api),
+            per_cpu(etcd),
+        );
+    }
     // The line compared over time (issue #17): pods/s through the API per workload,
     // `na` for one not run.
     let summary: Vec<String> = ["basic", "spread", "antiaffinity", "preemption"]
@@ -525,8 +635,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|key| {
             let rate = rows
                 .iter()
-                .find(|(w, _, _)| w.key == *key)
-                .map_or("na".to_string(), |(_, api, _)| format!("{:.0}", api.rate()));
+                .find(|(w, _, _, _)| w.key == *key)
+                .map_or("na".to_string(), |(_, api, _, _)| {
+                    format!("{:.0}", api.rate())
+                });
             format!("{key}_pods_per_s={rate}")
         })
         .collect();

@@ -223,6 +223,20 @@ pub struct AgentArgs {
     #[arg(long, env = "SKIFF_KUBECONFIG", conflicts_with = "server")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Benchmarking mode: instead of a containerd-backed node, run this
+    /// many simulated (kwok-style) nodes named `<node-name>-sim-<i>`. Each
+    /// joins by --token as its own node (its own `system:node:<name>`
+    /// client certificate through the kubelet TLS bootstrap, kept under
+    /// DATA_DIR/agent/simulated/), so it may write only what a kubelet of
+    /// that name may.
+    #[arg(
+        long,
+        env = "SKIFF_SIMULATED_NODES",
+        default_value_t = 0,
+        requires = "token"
+    )]
+    pub simulated_nodes: usize,
+
     #[command(flatten)]
     pub node: NodeFlags,
 }
@@ -230,6 +244,9 @@ pub struct AgentArgs {
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
+    if args.simulated_nodes > 0 {
+        return run_simulated(&args).await;
+    }
     let mut config = args.node.agent_config(&args.data_dir)?;
     let mut joined = None;
     let remote = match (&args.kubeconfig, &args.server) {
@@ -320,6 +337,85 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     factory.shutdown();
     agent.await.context("agent task")??;
     while proxy.join_next().await.is_some() {}
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `skiff agent --simulated-nodes N`: joins as the agent's own node (whose
+/// identity watches the pods), gives each hollow node its own node
+/// identity, and runs them until SIGTERM or Ctrl-C.
+async fn run_simulated(args: &AgentArgs) -> anyhow::Result<()> {
+    use skiff_node::simulated::{self, NodeClients, SimulatedConfig, identities};
+    let (Some(server), Some(token)) = (&args.server, &args.token) else {
+        anyhow::bail!(
+            "--simulated-nodes needs --server and a K10 join token: every simulated node joins by it"
+        );
+    };
+    let token = JoinToken::parse(token).context("--token")?;
+    anyhow::ensure!(
+        token.ca_hash.is_some(),
+        "--simulated-nodes needs a K10 join token (K10<CA hash>::…): every simulated node joins by it"
+    );
+    let node_name = args.node.node_name(&args.data_dir);
+    let agent_dir = args.data_dir.join("agent");
+    let own = join::join(&join::JoinConfig {
+        server: server.clone(),
+        token: token.clone(),
+        agent_dir: agent_dir.clone(),
+        node_name: node_name.clone(),
+    })
+    .await?;
+    let mut config = SimulatedConfig::new(args.simulated_nodes);
+    config.name_prefix = format!("{node_name}-sim-");
+    let names: Vec<String> = (0..config.nodes)
+        .map(|index| simulated::node_name(&config, index))
+        .collect();
+    tracing::info!(nodes = names.len(), "joining the simulated nodes");
+    let hollow =
+        identities::join_all(server, &token, &own.ca_pem, &agent_dir, names.clone()).await?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut renewals = tokio::task::JoinSet::new();
+    let mut renew = |joined: join::Joined, dir: PathBuf, name: String| {
+        renewals.spawn(join::keep_renewed(
+            joined,
+            dir,
+            name,
+            join::RENEW_CHECK,
+            stop_rx.clone(),
+        ));
+    };
+    let clients = NodeClients::PerNode(std::sync::Arc::new(
+        hollow.iter().map(|joined| joined.client.clone()).collect(),
+    ));
+    for (joined, name) in hollow.into_iter().zip(names) {
+        renew(joined, identities::node_dir(&agent_dir, &name), name);
+    }
+    renew(own.clone(), agent_dir, node_name);
+
+    let factory = SharedInformerFactory::new(own.client);
+    let mut nodes = {
+        let factory = factory.clone();
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            simulated::run(clients, &factory, config, shutdown).await
+        })
+    };
+    tokio::select! {
+        result = &mut nodes => {
+            result.context("simulated nodes task")??;
+            anyhow::bail!("the simulated nodes stopped");
+        }
+        _ = termination_signal() => {}
+    }
+    tracing::info!("stopping");
+    let _ = stop_tx.send(true);
+    factory.shutdown();
+    nodes.await.context("simulated nodes task")??;
+    while renewals.join_next().await.is_some() {}
     tracing::info!("stopped");
     Ok(())
 }

@@ -627,7 +627,8 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
         let client = identities.simulated_nodes();
         let stop = stopped(stop_rx.clone());
         components.spawn(async move {
-            if let Err(error) = simulated::run(client, &factory, config, stop).await {
+            let clients = simulated::NodeClients::Shared(client);
+            if let Err(error) = simulated::run(clients, &factory, config, stop).await {
                 tracing::error!(%error, "simulated nodes stopped");
             }
         });

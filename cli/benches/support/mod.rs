@@ -111,3 +111,28 @@ pub async fn import_busybox(
         .await?;
     Ok(cri)
 }
+
+/// Waits until the Deployment `name` reports `replicas` updated and available
+/// pods for its newest generation; returns how long that took since
+/// `started`.
+pub async fn wait_rolled_out(
+    api: &kube::Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+    replicas: i32,
+    started: std::time::Instant,
+) -> std::time::Duration {
+    loop {
+        if let Ok(d) = api.get(name).await {
+            let status = d.status.unwrap_or_default();
+            let current = d.metadata.generation == status.observed_generation;
+            if current
+                && status.available_replicas == Some(replicas)
+                && status.updated_replicas == Some(replicas)
+                && status.replicas == Some(replicas)
+            {
+                return started.elapsed();
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -1,9 +1,12 @@
 //! The simulated node runtime (`--simulated-nodes`): hollow nodes that register,
-//! stay Ready and run pods instantly.
+//! stay Ready and run pods instantly, inside the server or behind a joined
+//! `skiff agent`, where each hollow node is a node identity of its own.
 
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::support::{Server, eventually};
+use super::support::{Server, eventually, skiff_binary, skiff_ok};
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -97,4 +100,160 @@ fn simulated_nodes_register_and_run_pods() {
     // Graceful deletion completes because the node confirms it.
     server.kubectl_ok(&["delete", "pod", "web", "--timeout=20s"]);
     server.kubectl_err(&["get", "pod", "web"]);
+}
+
+fn ready_nodes(server: &Server, prefix: &str) -> Vec<String> {
+    let list = json(&server.kubectl_ok(&["get", "nodes", "-o", "json"]));
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| {
+            n["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str().map(String::from))
+        .filter(|name| name.starts_with(prefix))
+        .collect()
+}
+
+fn client_csr_count(server: &Server) -> usize {
+    let list = json(&server.kubectl_ok(&["get", "csr", "-o", "json"]));
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet")
+        .count()
+}
+
+fn spawn_simulated_agent(server: &Server, dir: &Path, token: &str) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("agent.log"))
+        .expect("agent log");
+    Command::new(skiff_binary())
+        .arg("agent")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
+        .args(["--token", token, "--node-name", "simjoin"])
+        .args(["--simulated-nodes", "3"])
+        .env("SKIFF_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn skiff agent")
+}
+
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+/// kubectl acting with hollow node `node`'s own client certificate.
+fn kubectl_as_node(server: &Server, pki: &Path, args: &[&str]) -> std::process::Output {
+    let ca = server.data_dir().join("tls").join("ca.crt");
+    Command::new("kubectl")
+        .arg("--kubeconfig=/dev/null")
+        .arg(format!("--server=https://127.0.0.1:{}", server.port))
+        .arg(format!("--certificate-authority={}", ca.display()))
+        .arg(format!(
+            "--client-certificate={}",
+            pki.join("kubelet-client.crt").display()
+        ))
+        .arg(format!(
+            "--client-key={}",
+            pki.join("kubelet-client.key").display()
+        ))
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+#[test]
+fn a_joined_agent_runs_simulated_nodes_each_as_its_own_node() {
+    let server = Server::start_with(&["--disable-agent"]);
+    let token = skiff_ok(&["token", "create", "--ttl", "1h"], server.data_dir())
+        .trim()
+        .to_string();
+    let dir = tempfile::tempdir().expect("agent dir");
+    let mut agent = spawn_simulated_agent(&server, dir.path(), &token);
+    let agent_log = || std::fs::read_to_string(dir.path().join("agent.log")).unwrap_or_default();
+    let pki = |node: &str| -> PathBuf { dir.path().join("agent/simulated").join(node).join("pki") };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        eventually(Duration::from_secs(90), "three Ready hollow nodes", || {
+            (ready_nodes(&server, "simjoin-sim-").len() == 3).then_some(())
+        });
+        // The agent and each hollow node asked for their own certificate.
+        assert_eq!(client_csr_count(&server), 4);
+        let whoami = kubectl_as_node(
+            &server,
+            &pki("simjoin-sim-1"),
+            &["auth", "whoami", "-o", "json"],
+        );
+        let whoami = json(&String::from_utf8_lossy(&whoami.stdout));
+        assert_eq!(
+            whoami["status"]["userInfo"]["username"], "system:node:simjoin-sim-1",
+            "{whoami}"
+        );
+
+        // A pod bound to one of them runs (simulated).
+        server.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &pod_manifest("on-sim", "simjoin-sim-1", "Always", ""),
+        );
+        eventually(Duration::from_secs(30), "on-sim Running", || {
+            (phase(&server, "on-sim") == "Running").then_some(())
+        });
+
+        // A hollow node may write its own Node, not another's.
+        let own = kubectl_as_node(
+            &server,
+            &pki("simjoin-sim-0"),
+            &["label", "node", "simjoin-sim-0", "bench=own"],
+        );
+        assert!(
+            own.status.success(),
+            "{}",
+            String::from_utf8_lossy(&own.stderr)
+        );
+        let other = kubectl_as_node(
+            &server,
+            &pki("simjoin-sim-0"),
+            &["label", "node", "simjoin-sim-1", "bench=stolen"],
+        );
+        let stderr = String::from_utf8_lossy(&other.stderr);
+        assert!(!other.status.success(), "another Node was modified");
+        assert!(
+            stderr.contains("Forbidden") || stderr.contains("forbidden"),
+            "{stderr}"
+        );
+        let labels = json(&server.kubectl_ok(&["get", "node", "simjoin-sim-1", "-o", "json"]));
+        assert!(
+            labels["metadata"]["labels"].get("bench").is_none(),
+            "{labels}"
+        );
+
+        // A restart reuses every stored certificate: no new request.
+        stop(&mut agent);
+        agent = spawn_simulated_agent(&server, dir.path(), &token);
+        eventually(
+            Duration::from_secs(60),
+            "the restarted agent's nodes",
+            || (agent_log().matches("simulated nodes ready").count() == 2).then_some(()),
+        );
+        assert_eq!(client_csr_count(&server), 4, "the restart asked again");
+    }));
+    stop(&mut agent);
+    if let Err(panic) = result {
+        eprintln!("agent log:\n{}\nserver log:\n{}", agent_log(), server.log());
+        std::panic::resume_unwind(panic);
+    }
 }

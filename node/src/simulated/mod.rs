@@ -5,8 +5,13 @@
 //! and benchmarks. Every simulated Node says `simulated://` as its runtime
 //! version, so nobody mistakes it for the containerd path.
 //!
-//! All simulated nodes share one pod informer and one work queue.
+//! All simulated nodes share one pod informer and one work queue. Who they
+//! act as is [`NodeClients`]: inside `skiff server` one in-process user for
+//! all; in a joined `skiff agent` each hollow node its own
+//! `system:node:<name>` client certificate ([`identities`]), so the Node
+//! authorizer and NodeRestriction judge every write as a real kubelet's.
 
+pub mod identities;
 mod ips;
 mod nodes;
 mod pods;
@@ -66,6 +71,27 @@ impl SimulatedConfig {
     }
 }
 
+/// The API clients the hollow nodes write with.
+#[derive(Clone)]
+pub enum NodeClients {
+    /// One identity for every node (the server's in-process
+    /// `system:skiff:simulated-nodes`).
+    Shared(kube::Client),
+    /// One client per node, in index order, each authenticating as that
+    /// node.
+    PerNode(Arc<Vec<kube::Client>>),
+}
+
+impl NodeClients {
+    /// The client node `index` writes with.
+    fn for_node(&self, index: usize) -> &kube::Client {
+        match self {
+            Self::Shared(client) => client,
+            Self::PerNode(clients) => &clients[index % clients.len().max(1)],
+        }
+    }
+}
+
 /// Why the simulated nodes stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum SimulatedError {
@@ -78,6 +104,14 @@ pub enum SimulatedError {
         #[source]
         source: kube::Error,
     },
+    /// The node clients do not match the nodes (one shared, or one per node).
+    #[error("{clients} node clients for {nodes} simulated nodes")]
+    Clients {
+        /// Simulated nodes configured.
+        nodes: usize,
+        /// Node clients given.
+        clients: usize,
+    },
     /// The pod informer could not start.
     #[error("watching pods: {0}")]
     Informer(#[from] skiff_informer::InformerError),
@@ -85,15 +119,23 @@ pub enum SimulatedError {
 
 /// Registers the nodes and runs their pods until `shutdown` resolves.
 pub async fn run(
-    client: kube::Client,
+    clients: NodeClients,
     factory: &SharedInformerFactory,
     config: SimulatedConfig,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), SimulatedError> {
     let config = Arc::new(config);
     tracing::info!(nodes = config.nodes, "registering simulated nodes");
-    nodes::register_all(&client, &config).await?;
-    let leases = tokio::spawn(nodes::renew_leases(client.clone(), config.clone()));
+    if let NodeClients::PerNode(list) = &clients
+        && list.len() != config.nodes
+    {
+        return Err(SimulatedError::Clients {
+            nodes: config.nodes,
+            clients: list.len(),
+        });
+    }
+    nodes::register_all(&clients, &config).await?;
+    let leases = tokio::spawn(nodes::renew_leases(clients.clone(), config.clone()));
 
     let queue = WorkQueue::<ObjectKey>::new();
     let prefix = config.name_prefix.clone();
@@ -111,7 +153,7 @@ pub async fn run(
     factory.wait_for_sync().await;
     tracing::info!(nodes = config.nodes, "simulated nodes ready");
 
-    let reconciler = pods::PodReconciler::new(client, pods.cache().clone(), config.clone());
+    let reconciler = pods::PodReconciler::new(clients, pods.cache().clone(), config.clone());
     let workers = skiff_informer::Controller::new("simulated-pods", queue)
         .workers(config.workers)
         .run_until(move |key| reconciler.clone().reconcile(key), shutdown);

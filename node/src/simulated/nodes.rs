@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
-use super::{SimulatedConfig, SimulatedError, ips};
+use super::{NodeClients, SimulatedConfig, SimulatedError, ips};
 use crate::agent::node::registration::renew_lease;
 
 /// The container runtime version every simulated Node reports.
@@ -27,12 +27,12 @@ pub fn node_name(config: &SimulatedConfig, index: usize) -> String {
 
 /// Creates (or refreshes) every simulated Node, then its Lease.
 pub(super) async fn register_all(
-    client: &kube::Client,
+    clients: &NodeClients,
     config: &Arc<SimulatedConfig>,
 ) -> Result<(), SimulatedError> {
     let results: Vec<_> = futures::stream::iter(0..config.nodes)
         .map(|index| {
-            let client = client.clone();
+            let client = clients.for_node(index).clone();
             let config = config.clone();
             async move { register(&client, &config, index).await }
         })
@@ -163,14 +163,14 @@ fn node_object(config: &SimulatedConfig, index: usize) -> Node {
 
 /// Renews every node's Lease each interval, spreading the writes over the
 /// interval instead of bursting them.
-pub(super) async fn renew_leases(client: kube::Client, config: Arc<SimulatedConfig>) {
+pub(super) async fn renew_leases(clients: NodeClients, config: Arc<SimulatedConfig>) {
     let per_node = config.lease_renew_interval / (config.nodes.max(1) as u32);
     let mut ticker = tokio::time::interval(per_node.max(std::time::Duration::from_micros(100)));
     let mut index = 0;
     loop {
         ticker.tick().await;
         let name = node_name(&config, index);
-        let client = client.clone();
+        let client = clients.for_node(index).clone();
         // Not awaited: one slow write must not delay every other node's renewal.
         tokio::spawn(async move {
             if let Err(error) = renew_lease(&client, &name).await {

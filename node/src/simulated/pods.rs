@@ -14,12 +14,12 @@ use serde_json::{Value, json};
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::ips::PodIps;
-use super::{EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION, SimulatedConfig};
+use super::{EXIT_CODE_ANNOTATION, NodeClients, RUN_SECONDS_ANNOTATION, SimulatedConfig};
 
 /// Drives the pods of every simulated node from one shared cache.
 #[derive(Clone)]
 pub(super) struct PodReconciler {
-    client: kube::Client,
+    clients: NodeClients,
     cache: Arc<Cache<Pod>>,
     config: Arc<SimulatedConfig>,
     ips: Arc<PodIps>,
@@ -45,13 +45,9 @@ enum Step {
 }
 
 impl PodReconciler {
-    pub(super) fn new(
-        client: kube::Client,
-        cache: Arc<Cache<Pod>>,
-        config: Arc<SimulatedConfig>,
-    ) -> Self {
+    pub(super) fn new(clients: NodeClients, cache: Arc<Cache<Pod>>, config: Arc<SimulatedConfig>) -> Self {
         Self {
-            client,
+            clients,
             cache,
             config,
             ips: Arc::default(),
@@ -64,7 +60,9 @@ impl PodReconciler {
         let Some(pod) = self.cache.get(&namespace, &key.name) else {
             return Ok(Action::Done);
         };
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        // As the node the pod is bound to: a node may only write its own pods.
+        let index = self.node_index(&pod);
+        let api: Api<Pod> = Api::namespaced(self.clients.for_node(index).clone(), &namespace);
         match next_step(&pod, &self.config) {
             Step::Nothing | Step::Finished => Ok(Action::Done),
             Step::StopAndRemove => {
@@ -74,7 +72,6 @@ impl PodReconciler {
             }
             Step::Remove => remove(&api, &pod).await,
             Step::Start => {
-                let index = self.node_index(&pod);
                 let ip = self.ips.next(index).to_string();
                 let status = running_status(&pod, &ip, &super::ips::node_ip(index).to_string());
                 patch_status(&api, &key.name, status).await?;

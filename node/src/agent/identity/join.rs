@@ -169,6 +169,14 @@ pub async fn join(config: &JoinConfig) -> Result<Joined, JoinError> {
     let ca_pem = fetch_ca(&config.server).await?;
     check_ca(&config.server, &config.token, &ca_pem)?;
     tracing::info!(server = %config.server, "cluster CA matches the token");
+    join_with_ca(config, ca_pem).await
+}
+
+/// The second half of [`join`], for a CA already checked against the
+/// token: the stored client certificate or a new one through the kubelet
+/// TLS bootstrap. Hollow nodes of one agent each join this way, sharing
+/// the one CA check.
+pub async fn join_with_ca(config: &JoinConfig, ca_pem: String) -> Result<Joined, JoinError> {
     let pki = config.agent_dir.join("pki");
     let stored = client_cert::load(&pki)
         .map_err(|e| JoinError::Bootstrap(e.into()))?
