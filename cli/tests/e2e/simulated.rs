@@ -27,20 +27,11 @@ fn phase(server: &Server, name: &str) -> String {
 #[test]
 fn simulated_nodes_register_and_run_pods() {
     let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "3"]);
-    let nodes = eventually(Duration::from_secs(30), "three Ready nodes", || {
-        let list = json(&server.kubectl_ok(&["get", "nodes", "-o", "json"]));
-        let items = list["items"].as_array().cloned().unwrap_or_default();
-        let ready = items
-            .iter()
-            .filter(|n| {
-                n["status"]["conditions"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-            })
-            .count();
-        (ready == 3).then_some(items)
+    eventually(Duration::from_secs(30), "three Ready nodes", || {
+        (ready_nodes(&server, "sim-node-").len() == 3).then_some(())
     });
+    let list = json(&server.kubectl_ok(&["get", "nodes", "-o", "json"]));
+    let nodes = list["items"].as_array().cloned().unwrap_or_default();
     for node in &nodes {
         assert_eq!(
             node["status"]["nodeInfo"]["containerRuntimeVersion"], "simulated://0.1.0",
