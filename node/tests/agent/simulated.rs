@@ -21,9 +21,14 @@ async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
         let client = cluster.client.clone();
         let factory = cluster.factory.clone();
         async move {
-            simulated::run(client, &factory, config, async {
-                let _ = stopped.await;
-            })
+            simulated::run(
+                simulated::NodeClients::Shared(client),
+                &factory,
+                config,
+                async {
+                    let _ = stopped.await;
+                },
+            )
             .await
         }
     });
