@@ -1,6 +1,6 @@
 //! Node identities for the hollow nodes of a joined agent (`skiff agent
 //! --simulated-nodes N`). Each hollow node goes through the same kubelet
-//! TLS bootstrap as a real agent ([`crate::agent::join`]): a
+//! TLS bootstrap as a real agent ([`crate::agent::identity::join`]): a
 //! CertificateSigningRequest for `kubernetes.io/kube-apiserver-client-kubelet`
 //! made with the join token, carrying a node password of its own, approved
 //! and signed by the cluster's controllers. It then writes only as
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use futures::StreamExt;
 use skiff_common::join_token::JoinToken;
 
-use crate::agent::join::{self, JoinConfig, JoinError, Joined};
+use crate::agent::identity::join::{self, JoinConfig, JoinError, Joined};
 
 /// Hollow nodes bootstrapping at once.
 pub const BOOTSTRAP_CONCURRENCY: usize = 32;
