@@ -15,6 +15,8 @@
 //! creates per server, default 2000). The last line is the summary:
 //! `ha_scale: nodes=… nodes_ready_s=… creates_per_s=a/b/c replicas=… pods_running_s=… server_rss_mib=a/b/c agent_rss_mib=…`.
 
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

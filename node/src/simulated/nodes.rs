@@ -61,12 +61,26 @@ async fn register(
     }
     // Status is its own subresource: a create ignores it, so write it now (and
     // refresh it after a restart).
-    let status = serde_json::json!({ "status": node.status });
-    nodes
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .map_err(err)?;
+    post_status(client, config, index).await.map_err(err)?;
     renew_lease(client, &name).await.map_err(err)
+}
+
+/// Writes the node's status as it is now: Ready, heartbeats at this moment.
+async fn post_status(
+    client: &kube::Client,
+    config: &SimulatedConfig,
+    index: usize,
+) -> Result<(), kube::Error> {
+    let node = node_object(config, index);
+    let status = serde_json::json!({ "status": node.status });
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            &node_name(config, index),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .map(drop)
 }
 
 fn node_object(config: &SimulatedConfig, index: usize) -> Node {
@@ -163,20 +177,37 @@ fn node_object(config: &SimulatedConfig, index: usize) -> Node {
 
 /// Renews every node's Lease each interval, spreading the writes over the
 /// interval instead of bursting them.
+/// Every this many Lease renewals a node also posts its status again, as a
+/// kubelet reports its status periodically: a Node whose renewals were
+/// refused for a while (429 under overload) and which the node lifecycle
+/// controller marked Unknown turns Ready again.
+const STATUS_EVERY_RENEWALS: usize = 6;
+
 pub(super) async fn renew_leases(clients: NodeClients, config: Arc<SimulatedConfig>) {
     let per_node = config.lease_renew_interval / (config.nodes.max(1) as u32);
     let mut ticker = tokio::time::interval(per_node.max(std::time::Duration::from_micros(100)));
     let mut index = 0;
+    let mut round = 0usize;
     loop {
         ticker.tick().await;
         let name = node_name(&config, index);
         let client = clients.for_node(index).clone();
+        let report = (round % STATUS_EVERY_RENEWALS == STATUS_EVERY_RENEWALS - 1)
+            .then(|| (config.clone(), index));
         // Not awaited: one slow write must not delay every other node's renewal.
         tokio::spawn(async move {
             if let Err(error) = renew_lease(&client, &name).await {
                 tracing::warn!(node = %name, %error, "lease renewal failed");
             }
+            if let Some((config, index)) = report
+                && let Err(error) = post_status(&client, &config, index).await
+            {
+                tracing::warn!(node = %name, %error, "node status report failed");
+            }
         });
         index = (index + 1) % config.nodes.max(1);
+        if index == 0 {
+            round += 1;
+        }
     }
 }

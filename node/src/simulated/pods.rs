@@ -45,7 +45,11 @@ enum Step {
 }
 
 impl PodReconciler {
-    pub(super) fn new(clients: NodeClients, cache: Arc<Cache<Pod>>, config: Arc<SimulatedConfig>) -> Self {
+    pub(super) fn new(
+        clients: NodeClients,
+        cache: Arc<Cache<Pod>>,
+        config: Arc<SimulatedConfig>,
+    ) -> Self {
         Self {
             clients,
             cache,

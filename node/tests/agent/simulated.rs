@@ -77,3 +77,62 @@ async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
     nodes.await.unwrap().unwrap();
     cluster.shutdown();
 }
+
+#[tokio::test]
+async fn a_node_marked_unknown_reports_itself_ready_again() {
+    let cluster = TestCluster::start().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut config = SimulatedConfig::new(1);
+    // Renewals every 100 ms: a status report every 6 of them.
+    config.lease_renew_interval = Duration::from_millis(100);
+    let nodes = tokio::spawn({
+        let client = cluster.client.clone();
+        let factory = cluster.factory.clone();
+        async move {
+            simulated::run(
+                simulated::NodeClients::Shared(client),
+                &factory,
+                config,
+                async {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+        }
+    });
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let ready = |api: Api<k8s_openapi::api::core::v1::Node>| async move {
+        let node = api.get("sim-node-0").await.ok()?;
+        let conditions = node.status?.conditions?;
+        conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status)
+    };
+    eventually(Duration::from_secs(10), "node registered Ready", || async {
+        (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    // What the node lifecycle controller writes when renewals stop arriving.
+    let marked = api
+        .patch_status(
+            "sim-node-0",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [
+                {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}})),
+        )
+        .await
+        .unwrap();
+    let marked_ready = marked
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|c| c.into_iter().find(|c| c.type_ == "Ready").map(|c| c.status));
+    assert_eq!(marked_ready.as_deref(), Some("Unknown"));
+    eventually(Duration::from_secs(10), "node Ready again", || async {
+        (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    let _ = stop.send(());
+    nodes.await.unwrap().unwrap();
+    cluster.shutdown();
+}
