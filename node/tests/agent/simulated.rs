@@ -11,27 +11,38 @@ use serde_json::json;
 use skiff_node::simulated::{self, SimulatedConfig};
 use skiff_testkit::{TestCluster, eventually, eventually_gone};
 
+/// Runs one simulated node (`sim-node-0`) renewing its Lease every
+/// `renew`; the sender stops it, the handle says how it ended.
+fn one_node(
+    cluster: &TestCluster,
+    renew: Duration,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), simulated::SimulatedError>>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut config = SimulatedConfig::new(1);
+    config.lease_renew_interval = renew;
+    let client = cluster.client.clone();
+    let factory = cluster.factory.clone();
+    let nodes = tokio::spawn(async move {
+        simulated::run(
+            simulated::NodeClients::Shared(client),
+            &factory,
+            config,
+            async {
+                let _ = stopped.await;
+            },
+        )
+        .await
+    });
+    (stop, nodes)
+}
+
 #[tokio::test]
 async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
     let cluster = TestCluster::start().await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut config = SimulatedConfig::new(1);
-    config.lease_renew_interval = Duration::from_secs(60);
-    let nodes = tokio::spawn({
-        let client = cluster.client.clone();
-        let factory = cluster.factory.clone();
-        async move {
-            simulated::run(
-                simulated::NodeClients::Shared(client),
-                &factory,
-                config,
-                async {
-                    let _ = stopped.await;
-                },
-            )
-            .await
-        }
-    });
+    let (stop, nodes) = one_node(&cluster, Duration::from_secs(60));
 
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
     // A finalizer of the test's own keeps the object after the node's final
@@ -81,25 +92,8 @@ async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
 #[tokio::test]
 async fn a_node_marked_unknown_reports_itself_ready_again() {
     let cluster = TestCluster::start().await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut config = SimulatedConfig::new(1);
     // Renewals every 100 ms: a status report every 6 of them.
-    config.lease_renew_interval = Duration::from_millis(100);
-    let nodes = tokio::spawn({
-        let client = cluster.client.clone();
-        let factory = cluster.factory.clone();
-        async move {
-            simulated::run(
-                simulated::NodeClients::Shared(client),
-                &factory,
-                config,
-                async {
-                    let _ = stopped.await;
-                },
-            )
-            .await
-        }
-    });
+    let (stop, nodes) = one_node(&cluster, Duration::from_millis(100));
     let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
     let ready = |api: Api<k8s_openapi::api::core::v1::Node>| async move {
         let node = api.get("sim-node-0").await.ok()?;
