@@ -44,8 +44,8 @@ fn advertising(mut flags: Vec<String>, ip: &str) -> Vec<String> {
     flags
 }
 
-/// The `kubernetes` Endpoints' addresses (sorted as served) and the
-/// EndpointSlices' addresses, through `server`.
+/// The `kubernetes` Endpoints' addresses and the EndpointSlices'
+/// addresses, each sorted, through `server`.
 fn api_endpoints(server: &Server) -> (String, String) {
     let endpoints = server.kubectl(&[
         "get",
@@ -62,12 +62,16 @@ fn api_endpoints(server: &Server) -> (String, String) {
         "-o",
         "jsonpath={.items[*].endpoints[*].addresses[*]}",
     ]);
-    (
-        String::from_utf8_lossy(&endpoints.stdout)
-            .trim()
-            .to_string(),
-        String::from_utf8_lossy(&slices.stdout).trim().to_string(),
-    )
+    // The servers under test listen on ports of their own, so each address
+    // comes in a subset (and a slice) of its port, ordered by port: sort
+    // the addresses to compare the sets.
+    let sorted = |out: &[u8]| {
+        let text = String::from_utf8_lossy(out);
+        let mut ips: Vec<&str> = text.split_whitespace().collect();
+        ips.sort_unstable();
+        ips.join(" ")
+    };
+    (sorted(&endpoints.stdout), sorted(&slices.stdout))
 }
 
 fn start(flags: &[String]) -> Server {
