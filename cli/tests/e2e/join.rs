@@ -9,11 +9,11 @@
 //! node's name. Needs root (containerd, runc, CNI).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use super::containerd::{assert_root, cleanup_host, json, wait_node_ready};
-use super::support::{Server, eventually, free_port, skiff_binary, skiff_ok};
+use super::support::{Server, eventually, free_port, skiff_ok, spawn_joined_agent};
 
 /// A `skiff agent` process in its own data dir.
 struct Agent {
@@ -77,29 +77,25 @@ fn spawn_agent(
     bridge: &str,
     pod_cidr: &str,
 ) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("agent.log"))
-        .expect("agent log");
-    Command::new(skiff_binary())
-        .arg("agent")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
-        .args(["--token", token])
-        .args(["--node-name", node])
-        .args(["--cni-bridge", bridge])
-        .args(["--pod-cidr", pod_cidr])
-        .args(["--node-ip", "127.0.0.1"])
-        .args(["--kubelet-port", &free_port().to_string()])
-        .args(["--disable-kube-proxy"])
-        .env("SKIFF_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn skiff agent")
+    let kubelet_port = free_port().to_string();
+    spawn_joined_agent(
+        server,
+        dir,
+        token,
+        &[
+            "--node-name",
+            node,
+            "--cni-bridge",
+            bridge,
+            "--pod-cidr",
+            pod_cidr,
+            "--node-ip",
+            "127.0.0.1",
+            "--kubelet-port",
+            &kubelet_port,
+            "--disable-kube-proxy",
+        ],
+    )
 }
 
 /// Runs an agent that must refuse to join: returns its log once it exited

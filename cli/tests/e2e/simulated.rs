@@ -3,10 +3,10 @@
 //! `skiff agent`, where each hollow node is a node identity of its own.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use super::support::{Server, eventually, skiff_binary, skiff_ok};
+use super::support::{Server, eventually, skiff_ok, spawn_joined_agent};
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -121,24 +121,12 @@ fn client_csr_count(server: &Server) -> usize {
 }
 
 fn spawn_simulated_agent(server: &Server, dir: &Path, token: &str) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("agent.log"))
-        .expect("agent log");
-    Command::new(skiff_binary())
-        .arg("agent")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
-        .args(["--token", token, "--node-name", "simjoin"])
-        .args(["--simulated-nodes", "3"])
-        .env("SKIFF_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn skiff agent")
+    spawn_joined_agent(
+        server,
+        dir,
+        token,
+        &["--node-name", "simjoin", "--simulated-nodes", "3"],
+    )
 }
 
 fn stop(child: &mut Child) {

@@ -377,3 +377,26 @@ pub fn skiff_err(args: &[&str], data_dir: &Path) -> String {
     );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Starts `skiff agent` joining `server` with `token`, its data directory
+/// `dir` (log in `dir/agent.log`), plus `extra` flags.
+pub fn spawn_joined_agent(server: &Server, dir: &Path, token: &str, extra: &[&str]) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("agent.log"))
+        .expect("agent log");
+    Command::new(skiff_binary())
+        .arg("agent")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
+        .args(["--token", token])
+        .args(extra)
+        .env("SKIFF_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn skiff agent")
+}
