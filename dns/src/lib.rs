@@ -17,8 +17,9 @@
 //!   (ClusterIP 10.43.0.10 by default, no selector, ports `dns` 53/UDP,
 //!   `dns-tcp` 53/TCP, `metrics` 9153/TCP, label `k8s-app=kube-dns`), right
 //!   after the API server starts, before any user Service can take the IP.
-//! - This crate publishes the EndpointSlice `kube-system/kube-dns-skiff`
-//!   (labels `kubernetes.io/service-name=kube-dns`,
+//! - This crate publishes the EndpointSlice
+//!   `kube-system/kube-dns-skiff-<hash>`, one per server, owned by that
+//!   server's identity Lease so that it goes with the server (labels `kubernetes.io/service-name=kube-dns`,
 //!   `endpointslice.kubernetes.io/managed-by=skiff-dns`) with one ready
 //!   endpoint: the node address it advertises, and ports `dns`/`dns-tcp` set
 //!   to the port it really listens on (53 in production, any port in tests),
@@ -75,6 +76,11 @@ pub struct DnsConfig {
     pub advertise: Option<IpAddr>,
     /// The node the advertised address belongs to.
     pub node_name: Option<String>,
+    /// The identity Lease of the API server this DNS runs beside
+    /// (`kube-system/apiserver-<hash>`): the published slice is named after
+    /// it and owned by it, so it goes when that server is gone. None: the
+    /// one slice `kube-dns-skiff`, owned by nobody.
+    pub owner_lease: Option<String>,
     /// The `kube-dns` Service's ClusterIP; when set, the Service is created
     /// if missing.
     pub service_ip: Option<IpAddr>,
@@ -95,6 +101,7 @@ impl DnsConfig {
             ttl: 5,
             advertise: None,
             node_name: None,
+            owner_lease: None,
             service_ip: None,
             metrics_listen: Vec::new(),
         }
@@ -187,6 +194,9 @@ impl ClusterDns {
     }
 }
 
+/// How often a published slice is checked again.
+const REPUBLISH_EVERY: Duration = Duration::from_secs(30);
+
 /// Runs the DNS server until `stop` resolves, keeping the `kube-dns`
 /// endpoints pointed at it when `config.advertise` is set. Reads come from
 /// the shared informers; `client` (the DNS's own identity) writes its
@@ -206,23 +216,36 @@ pub async fn run(
         .map(|(ip, local)| SocketAddr::new(ip, local.port()));
     let publisher = {
         let node = config.node_name.clone();
+        let owner = config.owner_lease.clone();
         let service_ip = config.service_ip;
         tokio::spawn(async move {
-            // The API may not accept writes yet at start-up; retry until it does.
+            // The API may not accept writes yet at start-up, nor hold the
+            // owner Lease; retry until it does. After that, check again now
+            // and then: a slice deleted with a Lease that lapsed (a long
+            // pause) comes back once the Lease is renewed.
             loop {
                 let mut result = Ok(());
                 if let Some(ip) = service_ip {
                     result = publish::ensure_service(&client, ip).await;
                 }
                 if let (Ok(()), Some(address)) = (&result, advertised) {
-                    result =
-                        publish::publish(&client, address, metrics_port, node.as_deref()).await;
+                    result = publish::publish(
+                        &client,
+                        address,
+                        metrics_port,
+                        node.as_deref(),
+                        owner.as_deref(),
+                    )
+                    .await;
                 }
-                match result {
-                    Ok(()) => break,
-                    Err(error) => tracing::warn!(%error, "retrying in 2 s"),
-                }
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                let wait = match result {
+                    Ok(()) => REPUBLISH_EVERY,
+                    Err(error) => {
+                        tracing::warn!(%error, "retrying in 2 s");
+                        Duration::from_secs(2)
+                    }
+                };
+                tokio::time::sleep(wait).await;
             }
         })
     };

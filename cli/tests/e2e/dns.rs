@@ -142,14 +142,17 @@ fn scenario(server: &Server, nets: &Networks) {
             "endpointslice",
             "-n",
             "kube-system",
-            "kube-dns-skiff",
+            "-l",
+            "endpointslice.kubernetes.io/managed-by=skiff-dns",
             "-o",
             "json",
         ]);
-        out.status
-            .success()
-            .then(|| json(&String::from_utf8_lossy(&out.stdout)))
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        // One slice, this server's, owned by its identity Lease.
+        (out.status.success() && items.len() == 1).then(|| items[0].clone())
     });
+    assert_eq!(slice["metadata"]["ownerReferences"][0]["kind"], "Lease");
     let node_ip = internal_ip(&node);
     assert_eq!(slice["endpoints"][0]["addresses"][0], node_ip.as_str());
 

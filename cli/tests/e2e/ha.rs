@@ -5,7 +5,8 @@
 //! server holding the controller-manager and scheduler leases is SIGKILLed,
 //! the survivor takes over. The `kubernetes` endpoints list both servers
 //! (each advertising its own node address) and drop the killed one within
-//! its lease's TTL. A server with a wrong token, or a token naming another
+//! its lease's TTL; each server's DNS is a `kube-dns` endpoint, and the
+//! killed one's goes with its Lease. A server with a wrong token, or a token naming another
 //! CA, refuses to start.
 
 use std::collections::HashSet;
@@ -22,19 +23,55 @@ use super::support::{Server, eventually, free_port};
 /// without records in the store (61 addresses, 41 Services).
 const SERVICE_CIDR: &str = "10.96.0.0/26";
 
+/// The cluster DNS's address in [`SERVICE_CIDR`].
+const CLUSTER_DNS: &str = "10.96.0.10";
+
+/// One DNS port for all servers: each listens on its own node address.
+fn dns_port() -> u16 {
+    static PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *PORT.get_or_init(free_port)
+}
+
 fn server_flags(etcd: &str) -> Vec<String> {
+    let dns_listen = format!("0.0.0.0:{}", dns_port());
     [
         "--disable-agent",
-        "--disable-cluster-dns",
         "--disable-snapshots",
         "--datastore-endpoint",
         etcd,
         "--service-cidr",
         SERVICE_CIDR,
+        "--cluster-dns",
+        CLUSTER_DNS,
+        "--cluster-dns-listen",
+        &dns_listen,
+        "--cluster-dns-metrics-listen",
+        "0.0.0.0:0",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect()
+}
+
+/// The addresses of the `kube-dns` EndpointSlices through `server`, sorted:
+/// each server's DNS publishes its own.
+fn dns_endpoints(server: &Server) -> String {
+    let out = server.kubectl(&[
+        "get",
+        "endpointslices",
+        "-n",
+        "kube-system",
+        "-l",
+        "kubernetes.io/service-name=kube-dns",
+        "-o",
+        "jsonpath={.items[*].endpoints[*].addresses[*]}",
+    ]);
+    let mut addresses: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    addresses.sort();
+    addresses.join(" ")
 }
 
 /// Binds every address, advertising `ip` (a loopback address of its own)
@@ -290,6 +327,12 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
             (api_endpoints(server) == both).then_some(())
         });
     }
+    // Each server's DNS is a `kube-dns` endpoint of its own.
+    eventually(
+        Duration::from_secs(20),
+        "both DNS servers as endpoints",
+        || (dns_endpoints(&first) == "127.0.0.2 127.0.0.3").then_some(()),
+    );
     let leases = first.kubectl_ok(&[
         "get",
         "leases",
@@ -415,6 +458,13 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
         (killed_at + Duration::from_secs(22)).saturating_duration_since(Instant::now()),
         "only the survivor as endpoints",
         || (api_endpoints(&second) == only_survivor).then_some(()),
+    );
+    // A TTL after that its Lease is deleted, and with it (the garbage
+    // collector, now the survivor's) its DNS slice.
+    eventually(
+        (killed_at + Duration::from_secs(75)).saturating_duration_since(Instant::now()),
+        "only the survivor's DNS as endpoints",
+        || (dns_endpoints(&second) == "127.0.0.3").then_some(()),
     );
     let new_cm = holder(&second, "kube-controller-manager").expect("a new leader");
     let new_sched = holder(&second, "kube-scheduler").expect("a new leader");

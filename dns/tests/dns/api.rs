@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
@@ -148,6 +149,83 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
         ]
     );
     assert_eq!(svc.metadata.labels.unwrap()["k8s-app"], "kube-dns");
+
+    let _ = stop_tx.send(());
+    task.await.unwrap().unwrap();
+    cluster.shutdown();
+}
+
+#[tokio::test]
+async fn a_server_s_slice_is_owned_by_its_identity_lease_and_replaces_the_shared_one() {
+    let cluster = TestCluster::start().await;
+    let (client, factory) = (cluster.client.clone(), cluster.factory.clone());
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "kube-system");
+    // The slice every server wrote before slices were per server.
+    let shared = skiff_dns::publish::endpoint_slice(
+        skiff_dns::publish::SLICE,
+        "192.0.2.9".parse().unwrap(),
+        53,
+        None,
+        None,
+    );
+    slices
+        .create(&PostParams::default(), &shared)
+        .await
+        .unwrap();
+
+    let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
+    config.advertise = Some("192.0.2.2".parse().unwrap());
+    config.owner_lease = Some("apiserver-00aa11bb".into());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = {
+        let factory = factory.clone();
+        let client = client.clone();
+        tokio::spawn(async move {
+            skiff_dns::run(client, &factory, config, async {
+                let _ = stop_rx.await;
+            })
+            .await
+        })
+    };
+    // Nothing is published while the owner is missing: a slice nothing owns
+    // would outlive its server.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        slices
+            .get_opt("kube-dns-skiff-00aa11bb")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "apiserver-00aa11bb", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "apiserver-00aa11bb", "leaseDurationSeconds": 15},
+    }))
+    .unwrap();
+    let lease = leases.create(&PostParams::default(), &lease).await.unwrap();
+
+    let slice = eventually("the server's own slice", || async {
+        slices.get_opt("kube-dns-skiff-00aa11bb").await.unwrap()
+    })
+    .await;
+    assert_eq!(slice.endpoints[0].addresses, ["192.0.2.2"]);
+    let owners = slice.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(
+        (owners[0].kind.as_str(), owners[0].name.as_str()),
+        ("Lease", "apiserver-00aa11bb")
+    );
+    assert_eq!(Some(&owners[0].uid), lease.metadata.uid.as_ref());
+    eventually("the shared slice gone", || async {
+        slices
+            .get_opt(skiff_dns::publish::SLICE)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
 
     let _ = stop_tx.send(());
     task.await.unwrap().unwrap();

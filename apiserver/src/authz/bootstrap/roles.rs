@@ -460,6 +460,16 @@ pub fn roles() -> Vec<RoleSpec> {
                 rule(&["get", "create", "update"])
                     .groups(&[DISCOVERY])
                     .resources(&["endpointslices"]),
+                // The slice every server shared before slices were per
+                // server; only that one.
+                rule(&["delete"])
+                    .groups(&[DISCOVERY])
+                    .resources(&["endpointslices"])
+                    .names(&["kube-dns-skiff"]),
+                // Its slice's owner: the server's identity Lease.
+                rule(&["get"])
+                    .groups(&[COORDINATION])
+                    .resources(&["leases"]),
             ],
         ),
     ]
