@@ -44,7 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let port = free_port();
     let mut server = server_command(
-        env!("CARGO_BIN_EXE_skiff"),
+        support::skiff_binary(),
         dir.path(),
         port,
         &dir.path().join("server.log"),

@@ -60,12 +60,7 @@ fn start_server(
     let dir = root.join(format!("server-{n}"));
     std::fs::create_dir_all(&dir)?;
     let port = free_port();
-    let mut command = server_command(
-        env!("CARGO_BIN_EXE_skiff"),
-        &dir,
-        port,
-        &dir.join("server.log"),
-    )?;
+    let mut command = server_command(support::skiff_binary(), &dir, port, &dir.join("server.log"))?;
     command.args([
         "--datastore-endpoint",
         etcd,
@@ -212,7 +207,7 @@ async fn run(
     std::fs::create_dir_all(&agent_dir)?;
     let started = Instant::now();
     *agent = Some(
-        Command::new(env!("CARGO_BIN_EXE_skiff"))
+        Command::new(support::skiff_binary())
             .arg("agent")
             .arg("--data-dir")
             .arg(&agent_dir)

@@ -274,7 +274,7 @@ async fn main() -> Result<(), Error> {
     let table = format!("skiff-bench-{}", std::process::id());
     let (api_port, http_port, https_port) = (free_port(), free_port(), free_port());
     let log = std::fs::File::create(dir.path().join("server.log"))?;
-    let mut server = Command::new(env!("CARGO_BIN_EXE_skiff"))
+    let mut server = Command::new(support::skiff_binary())
         .args(["server", "--bind-address", "127.0.0.1", "--node-name", NODE])
         .arg("--data-dir")
         .arg(dir.path())

@@ -11,7 +11,7 @@
 //! Run: `cargo bench -p skiff --bench list_memory`
 //! (`MEM_CONFIGMAPS`, `MEM_LISTS`, `MEM_QUIET_SECONDS` change the sizes;
 //! `MEM_SERVER_ENV=NAME=VALUE,...` starts the server with extra environment,
-//! e.g. allocator settings, to compare them; `MEM_SKIFF_BIN` runs another
+//! e.g. allocator settings, to compare them; `SKIFF_BENCH_BIN` runs another
 //! build of skiff, e.g. an older commit's, for a before/after).
 
 // A bench or test stops at the first surprise (unwrapping is how it says so),
@@ -67,12 +67,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let quiet = Duration::from_secs(env_or("MEM_QUIET_SECONDS", 30) as u64);
     let dir = tempfile::tempdir()?;
     let port = free_port();
-    // `MEM_SKIFF_BIN` measures another build (e.g. an older commit's) the same way.
-    let binary =
-        std::env::var("MEM_SKIFF_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_skiff").into());
-    let mut server = server_command(binary, dir.path(), port, &dir.path().join("server.log"))?
-        .envs(server_env())
-        .spawn()?;
+    let mut server = server_command(
+        support::skiff_binary(),
+        dir.path(),
+        port,
+        &dir.path().join("server.log"),
+    )?
+    .envs(server_env())
+    .spawn()?;
     let pid = server.id();
     let result = run(pid, dir.path(), count, lists, quiet).await;
     let _ = server.kill();

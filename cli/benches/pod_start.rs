@@ -190,7 +190,7 @@ fn print_rows(rows: &[Row]) {
 }
 
 fn server_command(dir: &Path, port: u16, bridge: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_skiff"));
+    let mut command = Command::new(support::skiff_binary());
     command
         .args(["server", "--bind-address", "127.0.0.1", "--node-name", NODE])
         .arg("--data-dir")

@@ -304,7 +304,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let data_dir = dir.path().join("data");
     let log = dir.path().join("server.log");
-    let mut server = server_command(env!("CARGO_BIN_EXE_skiff"), &data_dir, free_port(), &log)?
+    let mut server = server_command(support::skiff_binary(), &data_dir, free_port(), &log)?
         // Other servers on this machine may hold port 53; DNS is not what is soaked.
         .args(["--disable-cluster-dns", "--simulated-nodes"])
         .arg(settings.nodes.to_string())

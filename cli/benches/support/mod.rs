@@ -13,6 +13,15 @@ pub fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The `skiff` binary the bench runs: this build's, or `SKIFF_BENCH_BIN`
+/// (another build — an older commit's, or the shipped `--release` one — is
+/// measured the same way, by the same driver).
+pub fn skiff_binary() -> std::path::PathBuf {
+    std::env::var_os("SKIFF_BENCH_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_skiff").into())
+}
+
 /// A loopback port nobody listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
