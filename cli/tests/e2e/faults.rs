@@ -172,7 +172,13 @@ fn a_full_disk_refuses_writes_keeps_reads_and_deletes_and_stops_promptly() {
 
     // Deletes work (the space comes back to the file system only with
     // compaction and defragmentation; the store is intact meanwhile).
-    server.kubectl_ok(&["delete", "configmaps", "-l", "fill=yes", "--wait=false"]);
+    let deleted = server.kubectl(&["delete", "configmaps", "-l", "fill=yes", "--wait=false"]);
+    assert!(
+        deleted.status.success(),
+        "deletes refused: {}\n{}",
+        String::from_utf8_lossy(&deleted.stderr),
+        server.log()
+    );
     let left = server.kubectl_ok(&["get", "configmaps", "-l", "fill=yes", "-o", "name"]);
     assert_eq!(left.trim(), "");
 
