@@ -5,9 +5,13 @@
 use std::sync::{Arc, OnceLock};
 
 use http::{HeaderMap, HeaderValue};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::flowcontrol::v1::FlowSchema;
 use serde_json::Value;
 
 use crate::admission::WriteInfo;
+use crate::kinds::GroupResource;
 use crate::managed_fields::set::FieldSet;
 use crate::managed_fields::{self, Operation, Scope, Writer};
 use crate::patch::apply::{ApplyRequest, server_side_apply};
@@ -30,13 +34,13 @@ pub fn decode_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Value, Ap
 fn resource(which: u8) -> Arc<ResourceInfo> {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     let registry = REGISTRY.get_or_init(Registry::builtin);
-    let (group, resource) = match which % 3 {
-        0 => ("apps", "deployments"),
-        1 => ("", "configmaps"),
-        _ => ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+    let resource = match which % 3 {
+        0 => GroupResource::of::<Deployment>(),
+        1 => GroupResource::of::<ConfigMap>(),
+        _ => GroupResource::of::<FlowSchema>(),
     };
     registry
-        .get(group, "v1", resource)
+        .get(resource.group, "v1", resource.resource)
         .expect("built-in resource present in the registry")
 }
 

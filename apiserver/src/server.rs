@@ -16,6 +16,7 @@ use skiff_store::Store;
 use tokio::sync::watch;
 
 use crate::admission::WriteInfo;
+use crate::kinds::{self, GroupResource};
 use crate::registry::{LiveRegistry, ResourceInfo};
 use crate::service_alloc::{AllocConfigError, ServiceAllocator};
 use crate::status::{ApiError, json_response};
@@ -728,16 +729,16 @@ fn node_authorizer(
     registry: &LiveRegistry,
     caches: &HashMap<String, Arc<WatchCache>>,
 ) -> Result<crate::authz::node::NodeAuthorizer, String> {
-    let cache = |group: &str, resource: &str| {
+    let cache = |GroupResource { group, resource }| {
         registry
             .get(group, "v1", resource)
             .and_then(|info| caches.get(&info.storage_prefix).cloned())
             .ok_or_else(|| format!("{group}/{resource}"))
     };
     Ok(crate::authz::node::NodeAuthorizer::new(
-        cache("", "pods")?,
-        cache("", "persistentvolumeclaims")?,
-        cache("storage.k8s.io", "volumeattachments")?,
+        cache(kinds::Pods::RESOURCE)?,
+        cache(kinds::PersistentVolumeClaims::RESOURCE)?,
+        cache(kinds::VolumeAttachments::RESOURCE)?,
     ))
 }
 

@@ -6,13 +6,16 @@
 //! status, and tokens bound to its own pods. The Node authorizer decides
 //! what a node may read; this plugin looks at the objects written.
 //!
-//! It reads the pods and nodes it compares against from the watch caches
-//! and never writes; users that are not nodes pass untouched.
+//! Which of these checks a write gets is the written kind's strategy's to
+//! say (`KindStrategy::node_writes`). It reads the pods and nodes it
+//! compares against from the watch caches and never writes; users that are
+//! not nodes pass untouched.
 
 use serde_json::{Map, Value};
 
 use super::{Operation, WriteRequest};
 use crate::authz::node::{Kind, NODE_LEASE_NAMESPACE, node_name, references};
+use crate::kinds::NodeWrites;
 use crate::object::meta_str;
 use crate::registry::Subresource;
 use crate::server::Inner;
@@ -76,14 +79,14 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
         object,
         namespace: meta_str(object, "namespace").unwrap_or(""),
     };
-    let verdict = match (request.info.group, request.info.resource) {
-        ("", "pods") => check.pod(),
-        ("", "nodes") => check.node(),
-        ("", "persistentvolumeclaims") => check.claim(),
-        ("", "serviceaccounts") => check.token(),
-        ("coordination.k8s.io", "leases") => check.lease(),
-        ("storage.k8s.io", "csinodes") => check.own_name("CSINode"),
-        _ => Ok(()),
+    let verdict = match request.info.strategy.node_writes() {
+        NodeWrites::OwnPods => check.pod(),
+        NodeWrites::OwnNode => check.node(),
+        NodeWrites::ClaimStatus => check.claim(),
+        NodeWrites::PodTokens => check.token(),
+        NodeWrites::OwnLease => check.lease(),
+        NodeWrites::OwnName(what) => check.own_name(what),
+        NodeWrites::Unchecked => Ok(()),
     };
     match verdict {
         Ok(()) => Ok(()),

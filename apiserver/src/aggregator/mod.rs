@@ -23,6 +23,8 @@ pub use proxy::{FrontProxyError, FrontProxyTls};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::Api;
@@ -30,6 +32,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::admission_plugins::webhook::target::{TargetError, service_address};
+use crate::kinds::GroupResource;
 use crate::registry::Registry;
 use crate::server::Inner;
 
@@ -295,12 +298,12 @@ pub(crate) async fn sync(inner: &Inner, client: &kube::Client) -> bool {
 pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client) {
     let revisions = |inner: &Inner| -> Vec<u64> {
         [
-            ("apiregistration.k8s.io", "apiservices"),
-            ("", "services"),
-            ("discovery.k8s.io", "endpointslices"),
+            GroupResource::of::<APIService>(),
+            GroupResource::of::<Service>(),
+            GroupResource::of::<EndpointSlice>(),
         ]
         .iter()
-        .filter_map(|(g, r)| inner.registry.get(g, "v1", r))
+        .filter_map(|r| inner.registry.get(r.group, "v1", r.resource))
         .filter_map(|info| inner.cache(&info).ok())
         .map(|cache| cache.revision())
         .collect()

@@ -5,7 +5,9 @@
 //! are readable by a node only while a pod bound to it (`spec.nodeName`)
 //! refers to them; its Lease and CSINode only under its own name; anything
 //! else as upstream's `system:node` rules grant. Users that are not nodes
-//! get no opinion.
+//! get no opinion. Like upstream's, it switches on the resource a request
+//! names, before any strategy is looked up, so it matches the kinds' typed
+//! `RESOURCE` constants.
 //!
 //! Relationships are found by scanning the API server's watch caches on
 //! each request (the pods of the object's namespace; for a volume, the
@@ -19,6 +21,10 @@ use serde_json::Value;
 
 use super::{Attributes, Authorizer, Decision, RequestKind, ResourceAttributes, RulesReview};
 use crate::authn::UserInfo;
+use crate::kinds::{
+    ConfigMaps, CsiNodes, GroupResource, Leases, PersistentVolumeClaims, PersistentVolumes,
+    Secrets, ServiceAccounts, VolumeAttachments,
+};
 use crate::watch_cache::WatchCache;
 
 /// The prefix of node user names.
@@ -224,8 +230,9 @@ impl NodeAuthorizer {
 
     fn decide(&self, node: &str, verb: &str, r: &ResourceAttributes) -> Decision {
         let refused = |why: &str| Decision::NoOpinion(why.to_string());
-        match (r.group.as_str(), r.resource.as_str()) {
-            ("", "secrets") | ("", "configmaps") => {
+        let resource = GroupResource::new(&r.group, &r.resource);
+        match resource {
+            Secrets::RESOURCE | ConfigMaps::RESOURCE => {
                 if !READ.contains(&verb) {
                     return refused("can only read resources of this type");
                 }
@@ -235,39 +242,41 @@ impl NodeAuthorizer {
                 if r.namespace.is_empty() {
                     return refused("can only read namespaced object of this type");
                 }
-                let kind = if r.resource == "secrets" {
+                let kind = if resource == Secrets::RESOURCE {
                     Kind::Secret
                 } else {
                     Kind::ConfigMap
                 };
                 self.related(node, r, kind)
             }
-            ("", "persistentvolumeclaims") if r.subresource == "status" => rules_decision(verb, r),
-            ("", "persistentvolumeclaims") | ("", "persistentvolumes") => {
+            PersistentVolumeClaims::RESOURCE if r.subresource == "status" => {
+                rules_decision(verb, r)
+            }
+            PersistentVolumeClaims::RESOURCE | PersistentVolumes::RESOURCE => {
                 if verb != "get" {
                     return refused("can only get individual resources of this type");
                 }
                 if !r.subresource.is_empty() {
                     return refused("cannot get subresource");
                 }
-                let kind = if r.resource == "persistentvolumes" {
+                let kind = if resource == PersistentVolumes::RESOURCE {
                     Kind::Volume
                 } else {
                     Kind::Claim
                 };
                 self.related(node, r, kind)
             }
-            ("", "serviceaccounts") => match (verb, r.subresource.as_str()) {
+            ServiceAccounts::RESOURCE => match (verb, r.subresource.as_str()) {
                 ("get", "") | ("create", "token") => self.related(node, r, Kind::ServiceAccount),
                 _ => refused("can only get service accounts or create their tokens"),
             },
-            ("storage.k8s.io", "volumeattachments") => {
+            VolumeAttachments::RESOURCE => {
                 if verb != "get" {
                     return refused("can only get individual resources of this type");
                 }
                 self.related(node, r, Kind::Attachment)
             }
-            ("coordination.k8s.io", "leases") => {
+            Leases::RESOURCE => {
                 if !["get", "create", "update", "patch", "delete"].contains(&verb) {
                     return refused("can only get, create, update, patch, or delete a node lease");
                 }
@@ -285,7 +294,7 @@ impl NodeAuthorizer {
                 }
                 Decision::Allow(String::new())
             }
-            ("storage.k8s.io", "csinodes") => {
+            CsiNodes::RESOURCE => {
                 if !["get", "create", "update", "patch", "delete"].contains(&verb) {
                     return refused("can only get, create, update, patch, or delete a CSINode");
                 }

@@ -5,7 +5,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default};
+use super::{GroupResource, KindStrategy, set_default};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::table::Printer;
@@ -14,6 +14,12 @@ use crate::watch_cache::CacheForm;
 /// Core `configmaps`.
 #[derive(Debug)]
 pub(crate) struct ConfigMaps;
+
+impl ConfigMaps {
+    /// Core `configmaps`, for the Node authorizer.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::core::v1::ConfigMap>();
+}
 
 impl KindStrategy for ConfigMaps {
     /// Held as served JSON: bulk data the server itself rarely reads.
@@ -39,6 +45,12 @@ impl KindStrategy for ConfigMaps {
 /// Core `secrets`.
 #[derive(Debug)]
 pub(crate) struct Secrets;
+
+impl Secrets {
+    /// Core `secrets`, for the Node authorizer.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::core::v1::Secret>();
+}
 
 impl KindStrategy for Secrets {
     /// Held as served JSON: bulk data the server itself rarely reads.

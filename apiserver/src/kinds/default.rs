@@ -22,17 +22,7 @@ pub(crate) static PLAIN: Plain = Plain {
     printer: &core::DEFAULT,
 };
 
-/// ServiceAccounts print their secret count.
-pub(crate) static SERVICE_ACCOUNTS: Plain = Plain {
-    printer: &core::SERVICEACCOUNTS,
-};
-
 /// Ingresses print their class, hosts, address and ports.
 pub(crate) static INGRESSES: Plain = Plain {
     printer: &networking::INGRESSES,
-};
-
-/// Leases print their holder.
-pub(crate) static LEASES: Plain = Plain {
-    printer: &core::LEASES,
 };

@@ -3,19 +3,28 @@
 //! kind's module here — defaults, validation (with the name rule), the
 //! status a new object starts with, what an update may not change, how
 //! deletion goes, allocations, create-time admission that reads server
-//! state, the Scale view and the Table columns.
+//! state, the Scale view, the Table columns, and what the admission plugins
+//! look at in it (its pod template for Pod Security, what NodeRestriction
+//! checks when a node writes it).
 //!
 //! Each resource's [`ResourceInfo`] carries its strategy, chosen once where
 //! the registry is built (`registry/builtin.rs` for built-ins, `crd/` for
 //! custom resources); handlers call `info.strategy` and never match on
-//! group or resource names. Strategies must not write the store: they say
+//! group or resource names; nor do the admission plugins, which ask the
+//! strategy what to check. Strategies must not write the store: they say
 //! what to write, the handlers and `handlers/storage.rs` write it.
+//!
+//! Code that must name one resource rather than ask a strategy (finding its
+//! watch cache, the Node authorizer deciding on request attributes before
+//! any strategy is looked up) uses the kind's typed [`GroupResource`]
+//! constant, `<Strategy>::RESOURCE`, never a pair of strings.
 
 mod admission_policies;
 mod api_services;
 mod autoscaling;
 mod certificates;
 mod config;
+mod coordination;
 mod custom;
 mod default;
 mod defined;
@@ -31,6 +40,7 @@ mod quota;
 mod rbac;
 mod scale;
 mod scheduling;
+mod service_accounts;
 mod services;
 mod storage;
 mod volumes;
@@ -59,8 +69,9 @@ pub(crate) use api_services::API_SERVICES;
 pub(crate) use autoscaling::HorizontalPodAutoscalers;
 pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
+pub(crate) use coordination::Leases;
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
-pub(crate) use default::{INGRESSES, LEASES, PLAIN, SERVICE_ACCOUNTS};
+pub(crate) use default::{INGRESSES, PLAIN};
 pub(crate) use discovery::{EndpointSlices, Endpoints};
 pub(crate) use events::{Events, EventsV1};
 pub(crate) use flowcontrol::{FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS};
@@ -72,8 +83,9 @@ pub(crate) use pods::Pods;
 pub(crate) use quota::{LimitRanges, ResourceQuotas};
 pub(crate) use rbac::Rbac;
 pub(crate) use scheduling::PriorityClasses;
+pub(crate) use service_accounts::ServiceAccounts;
 pub(crate) use services::Services;
-pub(crate) use storage::{CsiDrivers, StorageClasses};
+pub(crate) use storage::{CsiDrivers, CsiNodes, StorageClasses, VolumeAttachments};
 pub(crate) use volumes::{PersistentVolumeClaims, PersistentVolumes};
 pub(crate) use webhooks::{MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS};
 pub(crate) use workloads::{
@@ -94,6 +106,68 @@ pub(crate) enum InitialStatus {
     /// Exactly the object this returns (a Service's empty
     /// `{"loadBalancer": {}}`, which upstream always writes).
     Empty(fn() -> Value),
+}
+
+/// A resource named by its API group and plural name. Each kind that code
+/// outside this module must name has one as `<Strategy>::RESOURCE`, built
+/// from its k8s-openapi type ([`GroupResource::of`]) so the names cannot be
+/// misspelt; it matches as a pattern against [`GroupResource::new`] of a
+/// request's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GroupResource<'a> {
+    /// The API group; empty for the core group.
+    pub(crate) group: &'a str,
+    /// The plural resource name.
+    pub(crate) resource: &'a str,
+}
+
+impl<'a> GroupResource<'a> {
+    /// The resource `resource` of `group`, as a request names it.
+    pub(crate) const fn new(group: &'a str, resource: &'a str) -> Self {
+        Self { group, resource }
+    }
+}
+
+impl GroupResource<'static> {
+    /// The resource of the k8s-openapi type `T`.
+    pub(crate) const fn of<T: k8s_openapi::Resource>() -> Self {
+        Self::new(T::GROUP, T::URL_PATH_SEGMENT)
+    }
+}
+
+/// What Pod Security admission checks in an object of a kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PodSecurityCheck {
+    /// Nothing: the kind holds no pod spec.
+    Nothing,
+    /// A namespace's `pod-security.kubernetes.io/*` labels.
+    NamespaceLabels,
+    /// The pod itself, refused when it fails the enforced level.
+    Pod,
+    /// The pod template at this path, warned and audited about but never
+    /// refused (the pods made from it are checked when they are created).
+    Template(&'static [&'static str]),
+}
+
+/// What NodeRestriction admission allows a node to write of a kind (the
+/// checks themselves are `admission_plugins::node_restriction`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeWrites {
+    /// Anything the authorizers allowed.
+    Unchecked,
+    /// Status of pods bound to it, mirror pods bound to it, evictions and
+    /// deletions of its own pods.
+    OwnPods,
+    /// Its own Node, without steering labels, taints or a config source.
+    OwnNode,
+    /// Claim status, and in it only what a kubelet reports.
+    ClaimStatus,
+    /// Tokens bound to pods on it.
+    PodTokens,
+    /// Its own Lease in the node lease namespace.
+    OwnLease,
+    /// Only the object named after it, called this in refusals.
+    OwnName(&'static str),
 }
 
 /// The rules of one kind. Every method has the behaviour most kinds share
@@ -204,6 +278,24 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// Sets the replica count a Scale write asked for.
     fn set_replicas(&self, _info: &ResourceInfo, object: &mut Value, replicas: i64) {
         scale::set_spec_replicas(object, replicas);
+    }
+
+    /// Where an object of this kind keeps the pod template its pods are
+    /// made from (a workload's `spec.template`); `None` when it has none.
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
+    /// What Pod Security admission checks in objects of this kind: by
+    /// default their pod template, when they have one.
+    fn pod_security(&self) -> PodSecurityCheck {
+        self.pod_template()
+            .map_or(PodSecurityCheck::Nothing, PodSecurityCheck::Template)
+    }
+
+    /// What NodeRestriction admission lets a node write of this kind.
+    fn node_writes(&self) -> NodeWrites {
+        NodeWrites::Unchecked
     }
 
     /// How the watch cache holds objects of this kind: decoded for kinds

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{InitialStatus, KindStrategy};
+use super::{InitialStatus, KindStrategy, PodSecurityCheck};
 use crate::object::set_field;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
@@ -25,6 +25,10 @@ const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 impl KindStrategy for Namespaces {
     fn name_rule(&self) -> NameRule {
         NameRule::Label
+    }
+
+    fn pod_security(&self) -> PodSecurityCheck {
+        PodSecurityCheck::NamespaceLabels
     }
 
     fn initial_status(&self) -> InitialStatus {

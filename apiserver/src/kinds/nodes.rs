@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{InitialStatus, KindStrategy};
+use super::{InitialStatus, KindStrategy, NodeWrites};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::table::Printer;
@@ -16,6 +16,10 @@ pub(crate) struct Nodes;
 impl KindStrategy for Nodes {
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Kept
+    }
+
+    fn node_writes(&self) -> NodeWrites {
+        NodeWrites::OwnNode
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {

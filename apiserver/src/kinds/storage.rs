@@ -1,10 +1,12 @@
-//! `storage.k8s.io/v1` kinds with defaults of their own: StorageClasses
-//! (what happens to a released volume, when volumes bind) and CSIDrivers
-//! (what the driver is assumed to need when its object does not say).
+//! `storage.k8s.io/v1` kinds with rules of their own: StorageClasses
+//! (what happens to a released volume, when volumes bind), CSIDrivers
+//! (what the driver is assumed to need when its object does not say),
+//! CSINodes (a node writes only its own) and VolumeAttachments (named by
+//! the Node authorizer).
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default};
+use super::{GroupResource, KindStrategy, NodeWrites, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 
@@ -41,3 +43,32 @@ impl KindStrategy for CsiDrivers {
         set_default(spec, "seLinuxMount", json!(false));
     }
 }
+
+/// The `csinodes` resource: one per node, named after it.
+#[derive(Debug)]
+pub(crate) struct CsiNodes;
+
+impl CsiNodes {
+    /// `storage.k8s.io` csinodes, for the Node authorizer.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::storage::v1::CSINode>();
+}
+
+impl KindStrategy for CsiNodes {
+    fn node_writes(&self) -> NodeWrites {
+        NodeWrites::OwnName("CSINode")
+    }
+}
+
+/// The `volumeattachments` resource: no rules of its own, but its name for
+/// the Node authorizer and its watch cache.
+#[derive(Debug)]
+pub(crate) struct VolumeAttachments;
+
+impl VolumeAttachments {
+    /// `storage.k8s.io` volumeattachments.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::storage::v1::VolumeAttachment>();
+}
+
+impl KindStrategy for VolumeAttachments {}

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::pods::default_volume_source;
-use super::{InitialStatus, KindStrategy, set_default};
+use super::{GroupResource, InitialStatus, KindStrategy, NodeWrites, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::table::Printer;
@@ -18,6 +18,12 @@ pub(super) fn default_claim_spec(spec: &mut Value) {
 /// Core `persistentvolumes`.
 #[derive(Debug)]
 pub(crate) struct PersistentVolumes;
+
+impl PersistentVolumes {
+    /// Core `persistentvolumes`, for the Node authorizer.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::core::v1::PersistentVolume>();
+}
 
 impl KindStrategy for PersistentVolumes {
     fn initial_status(&self) -> InitialStatus {
@@ -44,9 +50,19 @@ impl KindStrategy for PersistentVolumes {
 #[derive(Debug)]
 pub(crate) struct PersistentVolumeClaims;
 
+impl PersistentVolumeClaims {
+    /// Core `persistentvolumeclaims`, for the Node authorizer and its watch cache.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::core::v1::PersistentVolumeClaim>();
+}
+
 impl KindStrategy for PersistentVolumeClaims {
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Phase("Pending")
+    }
+
+    fn node_writes(&self) -> NodeWrites {
+        NodeWrites::ClaimStatus
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {

@@ -1,8 +1,9 @@
 //! Workload controllers and pod templates: Deployments, ReplicaSets,
 //! ReplicationControllers, StatefulSets, DaemonSets, Jobs, CronJobs and
 //! PodTemplates — their defaults (each pod template gets the pod-spec
-//! defaults), the pod-template checks, the ReplicationController's map
-//! selector in its Scale, and their columns.
+//! defaults), where each keeps its pod template, the pod-template checks,
+//! the ReplicationController's map selector in its Scale, and their
+//! columns.
 
 use serde_json::{Value, json};
 
@@ -13,6 +14,9 @@ use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::table::{Printer, workloads as columns};
 use crate::validation::workloads as checks;
+
+/// Where most workloads keep their pod template.
+const SPEC_TEMPLATE: &[&str] = &["spec", "template"];
 
 /// The `spec` of a workload, when it is an object.
 fn spec_of(object: &mut Value) -> Option<&mut Value> {
@@ -43,6 +47,10 @@ fn default_rolling_update(spec: &mut Value, rolling: Value) {
 pub(crate) struct Deployments;
 
 impl KindStrategy for Deployments {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(SPEC_TEMPLATE)
+    }
+
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let Some(spec) = spec_of(object) else {
             return;
@@ -84,6 +92,10 @@ impl KindStrategy for Deployments {
 pub(crate) struct ReplicaSets;
 
 impl KindStrategy for ReplicaSets {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(SPEC_TEMPLATE)
+    }
+
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         if let Some(spec) = spec_of(object) {
             set_default(spec, "replicas", json!(1));
@@ -111,6 +123,10 @@ impl KindStrategy for ReplicaSets {
 pub(crate) struct ReplicationControllers;
 
 impl KindStrategy for ReplicationControllers {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(SPEC_TEMPLATE)
+    }
+
     /// Besides the replica and pod-spec defaults, a controller without a
     /// selector selects its template's labels, and one without labels of
     /// its own carries them too (what `kubectl expose rc` reads).
@@ -166,6 +182,10 @@ impl KindStrategy for ReplicationControllers {
 pub(crate) struct StatefulSets;
 
 impl KindStrategy for StatefulSets {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(SPEC_TEMPLATE)
+    }
+
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let Some(spec) = spec_of(object) else {
             return;
@@ -217,6 +237,10 @@ impl KindStrategy for StatefulSets {
 pub(crate) struct DaemonSets;
 
 impl KindStrategy for DaemonSets {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(SPEC_TEMPLATE)
+    }
+
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let Some(spec) = spec_of(object) else {
             return;
@@ -246,6 +270,10 @@ impl KindStrategy for DaemonSets {
 pub(crate) struct Jobs;
 
 impl KindStrategy for Jobs {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(SPEC_TEMPLATE)
+    }
+
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let uid = object["metadata"]["uid"].as_str().map(String::from);
         let name = object["metadata"]["name"].as_str().map(String::from);
@@ -342,6 +370,10 @@ fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
 pub(crate) struct CronJobs;
 
 impl KindStrategy for CronJobs {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(&["spec", "jobTemplate", "spec", "template"])
+    }
+
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let Some(spec) = spec_of(object) else {
             return;
@@ -377,6 +409,10 @@ impl KindStrategy for CronJobs {
 pub(crate) struct PodTemplates;
 
 impl KindStrategy for PodTemplates {
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(&["template"])
+    }
+
     fn validate(
         &self,
         _info: &ResourceInfo,

@@ -254,7 +254,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<core::v1::ServiceAccount>()
             .short(&["sa"])
             .subs(&[Token])
-            .strategy(&kinds::SERVICE_ACCOUNTS),
+            .strategy(&kinds::ServiceAccounts),
         of::<core::v1::Service>()
             .short(&["svc"])
             .cats(ALL)
@@ -366,12 +366,14 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<rbac::v1::Role>().strategy(&kinds::Rbac),
         // storage.k8s.io/v1
         of::<storage::v1::CSIDriver>().strategy(&kinds::CsiDrivers),
-        of::<storage::v1::CSINode>(),
+        of::<storage::v1::CSINode>().strategy(&kinds::CsiNodes),
         of::<storage::v1::CSIStorageCapacity>(),
         of::<storage::v1::StorageClass>()
             .short(&["sc"])
             .strategy(&kinds::StorageClasses),
-        of::<storage::v1::VolumeAttachment>().subs(&[Status]),
+        of::<storage::v1::VolumeAttachment>()
+            .subs(&[Status])
+            .strategy(&kinds::VolumeAttachments),
         // admissionregistration.k8s.io/v1
         of::<admissionregistration::v1::MutatingWebhookConfiguration>()
             .cats(&["api-extensions"])
@@ -406,7 +408,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .short(&["pc"])
             .strategy(&kinds::PriorityClasses),
         // coordination.k8s.io/v1
-        of::<coordination::v1::Lease>().strategy(&kinds::LEASES),
+        of::<coordination::v1::Lease>().strategy(&kinds::Leases),
         // discovery.k8s.io/v1
         of::<discovery::v1::EndpointSlice>().strategy(&kinds::EndpointSlices),
         // flowcontrol.apiserver.k8s.io/v1

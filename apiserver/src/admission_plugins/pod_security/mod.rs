@@ -12,7 +12,8 @@
 //!
 //! Modules: `policy` (levels, versions, labels), `checks` (the standards),
 //! `messages` (upstream's wording), `config` (defaults and exemptions),
-//! `templates` (workload kinds), `namespaces` (label changes).
+//! `templates` (reading a workload's pod template; where it is, is the
+//! kind's strategy's to say), `namespaces` (label changes).
 //!
 //! It reads namespaces and pods from the watch caches and never writes:
 //! its only outputs are a refusal, warnings and audit annotations.
@@ -31,6 +32,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::{Operation, WriteRequest};
+use crate::kinds::PodSecurityCheck;
 use crate::object::meta_str;
 use crate::registry::Subresource;
 use crate::request_notes::RequestNotes;
@@ -60,13 +62,11 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(
         return Ok(());
     };
     let config = &inner.admission.pod_security;
-    match (request.info.group, request.info.resource) {
-        ("", "namespaces") => namespaces::admit(inner, config, request, new),
-        ("", "pods") => admit_pod(inner, config, request, new).await,
-        (group, resource) => match templates::template_path(group, resource) {
-            Some(path) => admit_template(inner, config, request, new, path).await,
-            None => Ok(()),
-        },
+    match request.info.strategy.pod_security() {
+        PodSecurityCheck::NamespaceLabels => namespaces::admit(inner, config, request, new),
+        PodSecurityCheck::Pod => admit_pod(inner, config, request, new).await,
+        PodSecurityCheck::Template(path) => admit_template(inner, config, request, new, path).await,
+        PodSecurityCheck::Nothing => Ok(()),
     }
 }
 

@@ -1,24 +1,12 @@
-//! Which kinds carry a pod template, and the template itself: the
-//! workloads upstream's Pod Security warns and audits about (Deployments,
-//! ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
-//! ReplicationControllers, PodTemplates) but never refuses, since the pods
-//! they make are checked when they are created.
+//! The pod template of a workload, read where its kind's strategy says it
+//! is (`KindStrategy::pod_template`): the workloads upstream's Pod Security
+//! warns and audits about (Deployments, ReplicaSets, StatefulSets,
+//! DaemonSets, Jobs, CronJobs, ReplicationControllers, PodTemplates) but
+//! never refuses, since the pods they make are checked when they are
+//! created.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::Value;
-
-/// Where `group`/`resource` keeps its pod template; `None` for kinds
-/// without one.
-pub(super) fn template_path(group: &str, resource: &str) -> Option<&'static [&'static str]> {
-    match (group, resource) {
-        ("", "replicationcontrollers")
-        | ("apps", "replicasets" | "deployments" | "statefulsets" | "daemonsets")
-        | ("batch", "jobs") => Some(&["spec", "template"]),
-        ("", "podtemplates") => Some(&["template"]),
-        ("batch", "cronjobs") => Some(&["spec", "jobTemplate", "spec", "template"]),
-        _ => None,
-    }
-}
 
 /// The pod template at `path` in `object`: `Ok(None)` when the object has
 /// none (a ReplicationController's is optional), `Err` with the decoding
@@ -39,36 +27,48 @@ pub(super) fn extract(object: &Value, path: &[&str]) -> Result<Option<PodTemplat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::{self, KindStrategy, PodSecurityCheck};
     use serde_json::json;
+
+    fn template_path(strategy: &dyn KindStrategy) -> &'static [&'static str] {
+        match strategy.pod_security() {
+            PodSecurityCheck::Template(path) => path,
+            other => panic!("{strategy:?} is checked as {other:?}"),
+        }
+    }
 
     #[test]
     fn every_upstream_workload_kind_has_its_template_found() {
         let deployment = json!({"spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
-        let template = extract(&deployment, template_path("apps", "deployments").unwrap())
+        let template = extract(&deployment, template_path(&kinds::Deployments))
             .unwrap()
             .unwrap();
         assert_eq!(template.spec.unwrap().containers[0].name, "a");
         let cronjob = json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "b"}]}}}}}});
-        let template = extract(&cronjob, template_path("batch", "cronjobs").unwrap())
+        let template = extract(&cronjob, template_path(&kinds::CronJobs))
             .unwrap()
             .unwrap();
         assert_eq!(template.spec.unwrap().containers[0].name, "b");
         let rc = json!({"spec": {"replicas": 1}});
         assert!(
-            extract(&rc, template_path("", "replicationcontrollers").unwrap())
+            extract(&rc, template_path(&kinds::ReplicationControllers))
                 .unwrap()
                 .is_none()
         );
-        for (group, resource) in [
-            ("", "podtemplates"),
-            ("apps", "replicasets"),
-            ("apps", "statefulsets"),
-            ("apps", "daemonsets"),
-            ("batch", "jobs"),
+        let pod_template = json!({"template": {"spec": {"containers": [{"name": "c"}]}}});
+        let template = extract(&pod_template, template_path(&kinds::PodTemplates))
+            .unwrap()
+            .unwrap();
+        assert_eq!(template.spec.unwrap().containers[0].name, "c");
+        for strategy in [
+            &kinds::ReplicaSets as &dyn KindStrategy,
+            &kinds::StatefulSets,
+            &kinds::DaemonSets,
+            &kinds::Jobs,
         ] {
-            assert!(template_path(group, resource).is_some(), "{resource}");
+            assert_eq!(template_path(strategy), ["spec", "template"]);
         }
-        assert!(template_path("", "pods").is_none());
-        assert!(template_path("", "configmaps").is_none());
+        assert_eq!(kinds::Pods.pod_security(), PodSecurityCheck::Pod);
+        assert_eq!(kinds::ConfigMaps.pod_security(), PodSecurityCheck::Nothing);
     }
 }

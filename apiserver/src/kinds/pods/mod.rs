@@ -8,7 +8,9 @@ mod admission;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{InitialStatus, KindStrategy, set_default};
+use super::{
+    GroupResource, InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default,
+};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -26,10 +28,24 @@ const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 #[derive(Debug)]
 pub(crate) struct Pods;
 
+impl Pods {
+    /// Core `pods`, for the Node authorizer's watch cache.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::core::v1::Pod>();
+}
+
 #[async_trait]
 impl KindStrategy for Pods {
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Phase("Pending")
+    }
+
+    fn pod_security(&self) -> PodSecurityCheck {
+        PodSecurityCheck::Pod
+    }
+
+    fn node_writes(&self) -> NodeWrites {
+        NodeWrites::OwnPods
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {

@@ -1,0 +1,25 @@
+//! ServiceAccounts: a node may only ask for tokens bound to pods on it
+//! (NodeRestriction), and they print their secret count.
+
+use super::{GroupResource, KindStrategy, NodeWrites};
+use crate::table::{Printer, core};
+
+/// Core `serviceaccounts`.
+#[derive(Debug)]
+pub(crate) struct ServiceAccounts;
+
+impl ServiceAccounts {
+    /// Core `serviceaccounts`, for the Node authorizer.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::core::v1::ServiceAccount>();
+}
+
+impl KindStrategy for ServiceAccounts {
+    fn node_writes(&self) -> NodeWrites {
+        NodeWrites::PodTokens
+    }
+
+    fn printer(&self) -> &'static Printer {
+        &core::SERVICEACCOUNTS
+    }
+}
