@@ -17,6 +17,32 @@ use crate::pod_info::PodInfo;
 /// Highest score a Score plugin may give after normalization.
 pub const MAX_NODE_SCORE: i64 = 100;
 
+/// The `as_*` views of a [`Plugin`] for the extension points its type
+/// implements, each the plugin itself: `views!(filter, score);` inside its
+/// `impl Plugin` lists its extension points once, instead of three lines
+/// per point.
+macro_rules! views {
+    ($($point:ident),+ $(,)?) => { $($crate::framework::views!(@point $point);)+ };
+    (@point pre_filter) => { $crate::framework::views!(@as as_pre_filter, PreFilterPlugin); };
+    (@point filter) => { $crate::framework::views!(@as as_filter, FilterPlugin); };
+    (@point post_filter) => { $crate::framework::views!(@as as_post_filter, PostFilterPlugin); };
+    (@point pre_score) => { $crate::framework::views!(@as as_pre_score, PreScorePlugin); };
+    (@point score) => { $crate::framework::views!(@as as_score, ScorePlugin); };
+    (@point reserve) => { $crate::framework::views!(@as as_reserve, ReservePlugin); };
+    (@point permit) => { $crate::framework::views!(@as as_permit, PermitPlugin); };
+    (@point pre_bind) => { $crate::framework::views!(@as as_pre_bind, PreBindPlugin); };
+    (@point bind) => { $crate::framework::views!(@as as_bind, BindPlugin); };
+    (@point post_bind) => { $crate::framework::views!(@as as_post_bind, PostBindPlugin); };
+    (@as $view:ident, $point:ident) => {
+        fn $view(
+            self: ::std::sync::Arc<Self>,
+        ) -> Option<::std::sync::Arc<dyn $crate::framework::$point>> {
+            Some(self)
+        }
+    };
+}
+pub(crate) use views;
+
 /// Base trait of every plugin.
 pub trait Plugin: Send + Sync + 'static {
     /// The plugin's registered name.

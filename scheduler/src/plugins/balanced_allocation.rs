@@ -54,9 +54,7 @@ impl Plugin for BalancedAllocation {
     fn name(&self) -> &'static str {
         NAME
     }
-    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
-        Some(self)
-    }
+    views!(score);
 }
 
 impl ScorePlugin for BalancedAllocation {

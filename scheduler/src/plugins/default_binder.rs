@@ -27,9 +27,7 @@ impl Plugin for DefaultBinder {
     fn name(&self) -> &'static str {
         NAME
     }
-    fn as_bind(self: Arc<Self>) -> Option<Arc<dyn BindPlugin>> {
-        Some(self)
-    }
+    views!(bind);
 }
 
 #[async_trait]

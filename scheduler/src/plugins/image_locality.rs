@@ -45,12 +45,7 @@ impl Plugin for ImageLocality {
     fn name(&self) -> &'static str {
         NAME
     }
-    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
-        Some(self)
-    }
-    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
-        Some(self)
-    }
+    views!(pre_score, score);
 }
 
 impl PreScorePlugin for ImageLocality {

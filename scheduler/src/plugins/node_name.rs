@@ -26,9 +26,7 @@ impl Plugin for NodeName {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![ClusterEvent::NODE_ADD]
     }
-    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
-        Some(self)
-    }
+    views!(filter);
 }
 
 impl FilterPlugin for NodeName {

@@ -50,9 +50,7 @@ impl Plugin for NodePorts {
             })
         }))
     }
-    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
-        Some(self)
-    }
+    views!(filter);
 }
 
 impl FilterPlugin for NodePorts {

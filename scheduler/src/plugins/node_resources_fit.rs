@@ -184,12 +184,7 @@ impl Plugin for NodeResourcesFit {
             _ => QueueingHint::Queue,
         }
     }
-    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
-        Some(self)
-    }
-    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
-        Some(self)
-    }
+    views!(filter, score);
 }
 
 /// One shortfall found by `insufficient_resources`.

@@ -46,9 +46,7 @@ impl Plugin for NodeUnschedulable {
             n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true)
         })
     }
-    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
-        Some(self)
-    }
+    views!(filter);
 }
 
 impl FilterPlugin for NodeUnschedulable {

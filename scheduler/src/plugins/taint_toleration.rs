@@ -50,15 +50,7 @@ impl Plugin for TaintToleration {
             .is_none()
         })
     }
-    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
-        Some(self)
-    }
-    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
-        Some(self)
-    }
-    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
-        Some(self)
-    }
+    views!(filter, pre_score, score);
 }
 
 impl FilterPlugin for TaintToleration {

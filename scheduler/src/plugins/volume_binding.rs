@@ -136,15 +136,7 @@ impl Plugin for VolumeBinding {
             ),
         ]
     }
-    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
-        Some(self)
-    }
-    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
-        Some(self)
-    }
-    fn as_pre_bind(self: Arc<Self>) -> Option<Arc<dyn PreBindPlugin>> {
-        Some(self)
-    }
+    views!(pre_filter, filter, pre_bind);
 }
 
 fn pv_affinity(pv: &PersistentVolume) -> Option<CompiledNodeSelector> {

@@ -68,9 +68,7 @@ impl Plugin for DefaultPreemption {
     fn name(&self) -> &'static str {
         NAME
     }
-    fn as_post_filter(self: Arc<Self>) -> Option<Arc<dyn PostFilterPlugin>> {
-        Some(self)
-    }
+    views!(post_filter);
 }
 
 /// Formats a "0/N nodes are available: ..." message from a reason histogram.
