@@ -1,5 +1,6 @@
-//! Small helpers the workload controllers share: the clock, owner references,
-//! label selectors, timestamps and deleting exactly one object.
+//! Small helpers the controllers share: the clock, owner references, label
+//! selectors, timestamps, deleting exactly one object, and the error of a
+//! request that failed.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,62 @@ pub fn delete_exactly(meta: &ObjectMeta) -> kube::api::DeleteParams {
             resource_version: None,
         }),
         ..Default::default()
+    }
+}
+
+/// A request to the API server that failed: what it did, the object it was
+/// about and the API's error, for the controllers whose errors are only
+/// these (one shape, one message: `deleting pod ns/name: ...`).
+#[derive(Debug, thiserror::Error)]
+#[error("{action} {object}: {source}")]
+pub struct RequestFailed {
+    /// The request that failed, e.g. "deleting pod".
+    pub action: &'static str,
+    /// The object the request was about.
+    pub object: String,
+    /// The API's error.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl RequestFailed {
+    /// The failure of `action` on `object`, given the API's error (for
+    /// `map_err`).
+    pub fn of(action: &'static str, object: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let object = object.into();
+        move |source| Self {
+            action,
+            object,
+            source,
+        }
+    }
+}
+
+/// An API write of a workload controller that failed, for the object it
+/// syncs: `creating pod for daemonset ns/name: ...`.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} for {kind} {key}: {source}")]
+pub struct WriteFailed {
+    /// The write that failed, e.g. "creating job".
+    pub what: &'static str,
+    /// The synced object's kind, as the message names it ("daemonset").
+    pub kind: &'static str,
+    /// The synced object's namespace/name.
+    pub key: String,
+    /// The API's error.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl WriteFailed {
+    /// The failure of `what` while syncing the `kind` object `key`.
+    pub fn new(kind: &'static str, key: &str, what: &'static str, source: kube::Error) -> Self {
+        Self {
+            what,
+            kind,
+            key: key.to_owned(),
+            source,
+        }
     }
 }
 

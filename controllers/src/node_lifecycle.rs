@@ -23,6 +23,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index, wait_synced};
 
+use crate::controller_utils::RequestFailed;
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Stop, stopped};
 
@@ -58,21 +59,9 @@ impl Default for NodeLifecycleConfig {
     }
 }
 
-/// Errors of one node's check.
-#[derive(Debug, thiserror::Error)]
-pub enum NodeLifecycleError {
-    /// A request about `object` failed.
-    #[error("{action} {object}: {source}")]
-    Api {
-        /// The request that failed, e.g. "tainting node".
-        action: &'static str,
-        /// The node or pod the request was about.
-        object: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
-}
+/// Errors of one node's check: a request about the node or one of its
+/// pods failed.
+pub type NodeLifecycleError = RequestFailed;
 
 /// The last Lease state seen for a node and when it was seen to change.
 struct Probe {
@@ -286,11 +275,7 @@ impl Monitor {
             });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(|source| NodeLifecycleError::Api {
-                    action: "tainting node",
-                    object: name.clone(),
-                    source,
-                })?;
+                .map_err(RequestFailed::of("tainting node", name.clone()))?;
         }
         for taint in taints.iter().filter(|t| {
             t.effect == NO_EXECUTE && (t.key == UNREACHABLE_TAINT || t.key == NOT_READY_TAINT)
@@ -317,11 +302,7 @@ impl Monitor {
         let patch = serde_json::json!({ "status": { "conditions": next } });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(|source| NodeLifecycleError::Api {
-                action: "marking node unknown",
-                object: name.clone(),
-                source,
-            })?;
+            .map_err(RequestFailed::of("marking node unknown", name.clone()))?;
         self.events.normal(
             &object_reference(node),
             "NodeNotReady",
@@ -372,11 +353,9 @@ impl Monitor {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(source) => {
-                return Err(NodeLifecycleError::Api {
-                    action: "marking pod not ready",
-                    object: pod.name_any(),
+                return Err(RequestFailed::of("marking pod not ready", pod.name_any())(
                     source,
-                });
+                ));
             }
         }
         self.events.warning(
@@ -423,11 +402,7 @@ impl Monitor {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(source) => {
-                    return Err(NodeLifecycleError::Api {
-                        action: "evicting pod",
-                        object: pod.name_any(),
-                        source,
-                    });
+                    return Err(RequestFailed::of("evicting pod", pod.name_any())(source));
                 }
             }
         }

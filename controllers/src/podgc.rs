@@ -17,6 +17,7 @@ use kube::{Api, ResourceExt};
 
 use skiff_informer::wait_synced;
 
+use crate::controller_utils::RequestFailed;
 use crate::manager::{Context, Stop, stopped};
 
 /// Settings of the pod garbage collector.
@@ -41,21 +42,8 @@ impl Default for PodGcConfig {
     }
 }
 
-/// Errors of one pod GC pass.
-#[derive(Debug, thiserror::Error)]
-pub enum PodGcError {
-    /// A request about one pod or node failed.
-    #[error("{action} {object}: {source}")]
-    Api {
-        /// The request that failed, e.g. "deleting pod".
-        action: &'static str,
-        /// The pod or node the request was about.
-        object: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
-}
+/// Errors of one pod GC pass: a request about one pod or node failed.
+pub type PodGcError = RequestFailed;
 
 /// Runs the pod garbage collector with default settings.
 pub async fn run(ctx: Context, stop: Stop) {
@@ -142,11 +130,10 @@ async fn force_delete(client: &kube::Client, pod: &Pod) -> Result<(), PodGcError
     match api.delete(&pod.name_any(), &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(source) => Err(PodGcError::Api {
-            action: "deleting pod",
-            object: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
-            source,
-        }),
+        Err(source) => Err(RequestFailed::of(
+            "deleting pod",
+            format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+        )(source)),
     }
 }
 
@@ -207,11 +194,7 @@ async fn collect_orphans(
             Ok(Some(_)) => continue,
             Ok(None) => {}
             Err(source) => {
-                return Err(PodGcError::Api {
-                    action: "looking up node",
-                    object: node,
-                    source,
-                });
+                return Err(RequestFailed::of("looking up node", node)(source));
             }
         }
         for pod in pods.iter().filter(|p| node_of(p) == Some(node.as_str())) {
@@ -257,11 +240,9 @@ async fn mark_failed(client: &kube::Client, pod: &Pod) -> Result<(), PodGcError>
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(PodGcError::Api {
-            action: "marking pod failed",
-            object: pod.name_any(),
+        Err(source) => Err(RequestFailed::of("marking pod failed", pod.name_any())(
             source,
-        }),
+        )),
     }
 }
 

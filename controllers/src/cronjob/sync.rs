@@ -16,6 +16,7 @@ use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::schedule::Schedule;
+use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_owner_ref, controller_ref};
 use crate::events::{EventRecorder, object_reference};
 
@@ -23,16 +24,8 @@ use crate::events::{EventRecorder, object_reference};
 #[derive(Debug, thiserror::Error)]
 pub enum CronJobError {
     /// An API write failed.
-    #[error("{what} for cronjob {key}: {source}")]
-    Api {
-        /// The write that failed, e.g. "creating job".
-        what: &'static str,
-        /// The CronJob's namespace/name.
-        key: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] WriteFailed),
 }
 
 /// What a sync needs.
@@ -101,11 +94,7 @@ fn job_reference(job: &Job) -> ObjectReference {
 
 impl Syncer {
     fn err(key: &str, what: &'static str, source: kube::Error) -> CronJobError {
-        CronJobError::Api {
-            what,
-            key: key.to_owned(),
-            source,
-        }
+        WriteFailed::new("cronjob", key, what, source).into()
     }
 
     /// Syncs the CronJob under `key` as of `now`.

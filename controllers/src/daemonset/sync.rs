@@ -15,6 +15,7 @@ use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::placement::{node_of, pin_to_node, should_run};
+use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
@@ -32,16 +33,8 @@ pub enum DaemonSetError {
     #[error(transparent)]
     Pods(#[from] PodControlError),
     /// An API write failed.
-    #[error("{what} for daemonset {key}: {source}")]
-    Api {
-        /// The write that failed.
-        what: &'static str,
-        /// The DaemonSet's namespace/name.
-        key: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] WriteFailed),
 }
 
 /// What a sync needs.
@@ -64,11 +57,7 @@ fn hash_of(pod: &Pod) -> Option<&str> {
 
 impl Syncer {
     fn err(key: &str, what: &'static str, source: kube::Error) -> DaemonSetError {
-        DaemonSetError::Api {
-            what,
-            key: key.to_owned(),
-            source,
-        }
+        WriteFailed::new("daemonset", key, what, source).into()
     }
 
     /// Syncs the DaemonSet under `key`.

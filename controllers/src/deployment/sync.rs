@@ -22,6 +22,7 @@ use super::util::{
     equal_ignoring_hash, new_condition, revision_of, rs_available, rs_replicas, set_condition,
     set_replica_set_annotations, template_hash,
 };
+use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_owner_ref, controller_ref, workload_selector};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{PodControlError, claim};
@@ -33,16 +34,8 @@ pub enum DeploymentError {
     #[error(transparent)]
     Claim(#[from] PodControlError),
     /// An API write failed.
-    #[error("{what} for deployment {key}: {source}")]
-    Api {
-        /// The write that failed.
-        what: &'static str,
-        /// The Deployment's namespace/name.
-        key: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] WriteFailed),
     /// The new ReplicaSet's name is taken by a different template; the
     /// collision count was raised and the next sync uses another hash.
     #[error("hash collision for deployment {0}: retrying with a new pod-template-hash")]
@@ -154,11 +147,7 @@ impl Rollout<'_> {
     }
 
     fn api_error(&self, what: &'static str, source: kube::Error) -> DeploymentError {
-        DeploymentError::Api {
-            what,
-            key: self.key.clone(),
-            source,
-        }
+        WriteFailed::new("deployment", &self.key, what, source).into()
     }
 
     fn status_mut(&mut self) -> &mut DeploymentStatus {

@@ -24,6 +24,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Controller, WorkQueue};
 
+use crate::controller_utils::RequestFailed;
 use crate::manager::{Context, Stop, stopped};
 use discovery::ApiResources;
 use graph::{FOREGROUND, Graph, Node, ORPHAN};
@@ -36,17 +37,9 @@ const FOREGROUND_RECHECK: Duration = Duration::from_secs(5);
 /// Errors of one garbage collection step.
 #[derive(Debug, thiserror::Error)]
 pub enum GcError {
-    /// A request about `object` failed.
-    #[error("{action} {object}: {source}")]
-    Api {
-        /// The request that failed, e.g. "deleting".
-        action: &'static str,
-        /// The object the request was about.
-        object: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
+    /// A request about an object failed.
+    #[error(transparent)]
+    Api(#[from] RequestFailed),
     /// An owner reference names a kind the API does not serve (yet).
     #[error("owner kind {api_version}/{kind} of {object} is not served")]
     UnknownKind {
@@ -311,11 +304,9 @@ async fn owner_state(
             })
         }
         Ok(_) => Ok(OwnerState::Absent),
-        Err(source) => Err(GcError::Api {
-            action: "looking up owner of",
-            object: describe(dependent),
-            source,
-        }),
+        Err(source) => {
+            Err(RequestFailed::of("looking up owner of", describe(dependent))(source).into())
+        }
     }
 }
 
@@ -386,11 +377,7 @@ async fn delete(shared: &Shared, node: &Node, policy: &str) -> Result<(), GcErro
         Ok(_) => Ok(()),
         // Gone already, or replaced by a namesake (uid precondition).
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(source) => Err(GcError::Api {
-            action: "deleting",
-            object: describe(node),
-            source,
-        }),
+        Err(source) => Err(RequestFailed::of("deleting", describe(node))(source).into()),
     }
 }
 
@@ -406,11 +393,7 @@ async fn remove_owner_refs(
         Ok(Some(live)) if live.metadata.uid.as_deref() == Some(node.uid.as_str()) => live,
         Ok(_) => return Ok(()),
         Err(source) => {
-            return Err(GcError::Api {
-                action: "reading",
-                object: describe(node),
-                source,
-            });
+            return Err(RequestFailed::of("reading", describe(node))(source).into());
         }
     };
     let refs = live.metadata.owner_references.clone().unwrap_or_default();
@@ -437,11 +420,7 @@ async fn remove_finalizer(shared: &Shared, node: &Node, finalizer: &str) -> Resu
         Ok(Some(live)) if live.metadata.uid.as_deref() == Some(node.uid.as_str()) => live,
         Ok(_) => return Ok(()),
         Err(source) => {
-            return Err(GcError::Api {
-                action: "reading",
-                object: describe(node),
-                source,
-            });
+            return Err(RequestFailed::of("reading", describe(node))(source).into());
         }
     };
     let finalizers = live.finalizers().to_vec();
@@ -470,10 +449,6 @@ async fn patch_metadata(
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(GcError::Api {
-            action,
-            object: describe(node),
-            source,
-        }),
+        Err(source) => Err(RequestFailed::of(action, describe(node))(source).into()),
     }
 }

@@ -15,6 +15,7 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::indexes;
 use super::pods::{TRACKING_FINALIZER, has_finalizer, index_of, is_indexed, new_pod};
+use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_ref, now, seconds_between};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
@@ -34,16 +35,8 @@ pub enum JobError {
     #[error(transparent)]
     Pods(#[from] PodControlError),
     /// An API write failed.
-    #[error("{what} for job {key}: {source}")]
-    Api {
-        /// The write that failed.
-        what: &'static str,
-        /// The Job's namespace/name.
-        key: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] WriteFailed),
 }
 
 /// Consecutive failures of a Job since its last success, for the recreate
@@ -150,11 +143,7 @@ impl Syncer {
     }
 
     fn api_error(key: &str, what: &'static str, source: kube::Error) -> JobError {
-        JobError::Api {
-            what,
-            key: key.to_owned(),
-            source,
-        }
+        WriteFailed::new("job", key, what, source).into()
     }
 
     /// Syncs the Job under `key`.

@@ -16,6 +16,7 @@ use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::revision::{REVISION_LABEL, matches, new_revision, template_of};
+use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_owner_ref, controller_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
@@ -29,16 +30,8 @@ pub enum StatefulSetError {
     #[error(transparent)]
     Pods(#[from] PodControlError),
     /// An API write failed.
-    #[error("{what} for statefulset {key}: {source}")]
-    Api {
-        /// The write that failed.
-        what: &'static str,
-        /// The StatefulSet's namespace/name.
-        key: String,
-        #[source]
-        /// The API's error.
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Api(#[from] WriteFailed),
     /// A revision name is taken by a different template.
     #[error("revision hash collision for statefulset {0}")]
     HashCollision(String),
@@ -83,11 +76,7 @@ fn healthy(pod: &Pod) -> bool {
 
 impl Syncer {
     fn err(key: &str, what: &'static str, source: kube::Error) -> StatefulSetError {
-        StatefulSetError::Api {
-            what,
-            key: key.to_owned(),
-            source,
-        }
+        WriteFailed::new("statefulset", key, what, source).into()
     }
 
     /// Syncs the StatefulSet under `key`.
