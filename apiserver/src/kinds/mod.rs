@@ -89,8 +89,8 @@ pub(crate) use storage::{CsiDrivers, CsiNodes, StorageClasses, VolumeAttachments
 pub(crate) use volumes::{PersistentVolumeClaims, PersistentVolumes};
 pub(crate) use webhooks::{MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS};
 pub(crate) use workloads::{
-    CronJobs, DaemonSets, Deployments, Jobs, PodTemplates, ReplicaSets, ReplicationControllers,
-    StatefulSets,
+    CronJobs, DAEMON_SETS, DEPLOYMENTS, Jobs, PodTemplates, REPLICA_SETS, ReplicationControllers,
+    STATEFUL_SETS,
 };
 
 /// What the status of a new object of a kind with a status subresource

@@ -3,7 +3,8 @@
 //! PodTemplates — their defaults (each pod template gets the pod-spec
 //! defaults), where each keeps its pod template, the pod-template checks,
 //! the ReplicationController's map selector in its Scale, and their
-//! columns.
+//! columns. The four `apps/v1` kinds share one strategy type,
+//! [`AppsWorkload`], that differs only in their spec defaults and columns.
 
 use serde_json::{Value, json};
 
@@ -42,63 +43,24 @@ fn default_rolling_update(spec: &mut Value, rolling: Value) {
     }
 }
 
-/// `apps/v1` deployments.
+/// The `apps/v1` workloads (Deployments, ReplicaSets, StatefulSets,
+/// DaemonSets): the same rules but for the defaults of their own spec fields
+/// and their columns.
 #[derive(Debug)]
-pub(crate) struct Deployments;
-
-impl KindStrategy for Deployments {
-    fn pod_template(&self) -> Option<&'static [&'static str]> {
-        Some(SPEC_TEMPLATE)
-    }
-
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
-        set_default(spec, "replicas", json!(1));
-        set_default(spec, "revisionHistoryLimit", json!(10));
-        set_default(spec, "progressDeadlineSeconds", json!(600));
-        set_default(spec, "strategy", json!({}));
-        if let Some(strategy) = path_mut(spec, &["strategy"]).filter(|s| s.is_object()) {
-            set_default(strategy, "type", json!("RollingUpdate"));
-            if strategy["type"] == "RollingUpdate" {
-                set_default(strategy, "rollingUpdate", json!({}));
-                if let Some(rolling) = path_mut(strategy, &["rollingUpdate"]) {
-                    set_default(rolling, "maxUnavailable", json!("25%"));
-                    set_default(rolling, "maxSurge", json!("25%"));
-                }
-            }
-        }
-        default_template(spec, &["template", "spec"]);
-    }
-
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
-        checks::workload(object, old, errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::DEPLOYMENTS
-    }
+pub(crate) struct AppsWorkload {
+    /// Defaults of the kind's own `spec` fields (its pod template's follow).
+    spec_defaults: fn(&mut Value),
+    printer: &'static Printer,
 }
 
-/// `apps/v1` replicasets.
-#[derive(Debug)]
-pub(crate) struct ReplicaSets;
-
-impl KindStrategy for ReplicaSets {
+impl KindStrategy for AppsWorkload {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
         Some(SPEC_TEMPLATE)
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         if let Some(spec) = spec_of(object) {
-            set_default(spec, "replicas", json!(1));
+            (self.spec_defaults)(spec);
             default_template(spec, &["template", "spec"]);
         }
     }
@@ -114,9 +76,38 @@ impl KindStrategy for ReplicaSets {
     }
 
     fn printer(&self) -> &'static Printer {
-        &columns::REPLICASETS
+        self.printer
     }
 }
+
+/// `apps/v1` deployments.
+pub(crate) static DEPLOYMENTS: AppsWorkload = AppsWorkload {
+    spec_defaults: deployment_defaults,
+    printer: &columns::DEPLOYMENTS,
+};
+
+fn deployment_defaults(spec: &mut Value) {
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "progressDeadlineSeconds", json!(600));
+    set_default(spec, "strategy", json!({}));
+    if let Some(strategy) = path_mut(spec, &["strategy"]).filter(|s| s.is_object()) {
+        set_default(strategy, "type", json!("RollingUpdate"));
+        if strategy["type"] == "RollingUpdate" {
+            set_default(strategy, "rollingUpdate", json!({}));
+            if let Some(rolling) = path_mut(strategy, &["rollingUpdate"]) {
+                set_default(rolling, "maxUnavailable", json!("25%"));
+                set_default(rolling, "maxSurge", json!("25%"));
+            }
+        }
+    }
+}
+
+/// `apps/v1` replicasets.
+pub(crate) static REPLICA_SETS: AppsWorkload = AppsWorkload {
+    spec_defaults: |spec| set_default(spec, "replicas", json!(1)),
+    printer: &columns::REPLICASETS,
+};
 
 /// Core `replicationcontrollers`: a map selector instead of a label selector.
 #[derive(Debug)]
@@ -145,7 +136,7 @@ impl KindStrategy for ReplicationControllers {
                 meta["labels"] = template_labels;
             }
         }
-        ReplicaSets.apply_defaults(info, object);
+        REPLICA_SETS.apply_defaults(info, object);
     }
 
     fn validate(
@@ -178,92 +169,44 @@ impl KindStrategy for ReplicationControllers {
 }
 
 /// `apps/v1` statefulsets.
-#[derive(Debug)]
-pub(crate) struct StatefulSets;
+pub(crate) static STATEFUL_SETS: AppsWorkload = AppsWorkload {
+    spec_defaults: stateful_set_defaults,
+    printer: &columns::STATEFULSETS,
+};
 
-impl KindStrategy for StatefulSets {
-    fn pod_template(&self) -> Option<&'static [&'static str]> {
-        Some(SPEC_TEMPLATE)
+fn stateful_set_defaults(spec: &mut Value) {
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    default_rolling_update(spec, json!({ "partition": 0 }));
+    set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({}));
+    if let Some(policy) = path_mut(spec, &["persistentVolumeClaimRetentionPolicy"]) {
+        set_default(policy, "whenDeleted", json!("Retain"));
+        set_default(policy, "whenScaled", json!("Retain"));
     }
-
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
-        set_default(spec, "replicas", json!(1));
-        set_default(spec, "podManagementPolicy", json!("OrderedReady"));
-        set_default(spec, "revisionHistoryLimit", json!(10));
-        default_rolling_update(spec, json!({ "partition": 0 }));
-        set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({}));
-        if let Some(policy) = path_mut(spec, &["persistentVolumeClaimRetentionPolicy"]) {
-            set_default(policy, "whenDeleted", json!("Retain"));
-            set_default(policy, "whenScaled", json!("Retain"));
-        }
-        // Claim templates are whole claims to upstream's defaulting, status
-        // included: they read back with `status.phase: Pending`.
-        if let Some(claims) =
-            path_mut(spec, &["volumeClaimTemplates"]).and_then(Value::as_array_mut)
-        {
-            for claim in claims.iter_mut().filter(|c| c.is_object()) {
-                if let Some(claim_spec) = path_mut(claim, &["spec"]).filter(|s| s.is_object()) {
-                    super::volumes::default_claim_spec(claim_spec);
-                }
-                set_default(claim, "status", json!({}));
-                if let Some(status) = path_mut(claim, &["status"]) {
-                    set_default(status, "phase", json!("Pending"));
-                }
+    // Claim templates are whole claims to upstream's defaulting, status
+    // included: they read back with `status.phase: Pending`.
+    if let Some(claims) = path_mut(spec, &["volumeClaimTemplates"]).and_then(Value::as_array_mut) {
+        for claim in claims.iter_mut().filter(|c| c.is_object()) {
+            if let Some(claim_spec) = path_mut(claim, &["spec"]).filter(|s| s.is_object()) {
+                super::volumes::default_claim_spec(claim_spec);
+            }
+            set_default(claim, "status", json!({}));
+            if let Some(status) = path_mut(claim, &["status"]) {
+                set_default(status, "phase", json!("Pending"));
             }
         }
-        default_template(spec, &["template", "spec"]);
-    }
-
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
-        checks::workload(object, old, errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::STATEFULSETS
     }
 }
 
 /// `apps/v1` daemonsets.
-#[derive(Debug)]
-pub(crate) struct DaemonSets;
-
-impl KindStrategy for DaemonSets {
-    fn pod_template(&self) -> Option<&'static [&'static str]> {
-        Some(SPEC_TEMPLATE)
-    }
-
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
+pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
+    spec_defaults: |spec| {
         set_default(spec, "revisionHistoryLimit", json!(10));
         default_rolling_update(spec, json!({ "maxUnavailable": 1, "maxSurge": 0 }));
-        default_template(spec, &["template", "spec"]);
-    }
-
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
-        checks::workload(object, old, errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::DAEMONSETS
-    }
-}
+    },
+    printer: &columns::DAEMONSETS,
+};
 
 /// `batch/v1` jobs.
 #[derive(Debug)]

@@ -268,26 +268,26 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .cats(ALL)
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::DaemonSets),
+            .strategy(&kinds::DAEMON_SETS),
         of::<apps::v1::Deployment>()
             .short(&["deploy"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
-            .strategy(&kinds::Deployments),
+            .strategy(&kinds::DEPLOYMENTS),
         of::<apps::v1::ReplicaSet>()
             .short(&["rs"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
             .fields(&["status.replicas"])
-            .strategy(&kinds::ReplicaSets),
+            .strategy(&kinds::REPLICA_SETS),
         of::<apps::v1::StatefulSet>()
             .short(&["sts"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
-            .strategy(&kinds::StatefulSets),
+            .strategy(&kinds::STATEFUL_SETS),
         // events.k8s.io/v1 shares storage with core/v1 events
         of::<events::v1::Event>()
             .short(&["ev"])

@@ -40,7 +40,7 @@ mod tests {
     #[test]
     fn every_upstream_workload_kind_has_its_template_found() {
         let deployment = json!({"spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
-        let template = extract(&deployment, template_path(&kinds::Deployments))
+        let template = extract(&deployment, template_path(&kinds::DEPLOYMENTS))
             .unwrap()
             .unwrap();
         assert_eq!(template.spec.unwrap().containers[0].name, "a");
@@ -61,9 +61,9 @@ mod tests {
             .unwrap();
         assert_eq!(template.spec.unwrap().containers[0].name, "c");
         for strategy in [
-            &kinds::ReplicaSets as &dyn KindStrategy,
-            &kinds::StatefulSets,
-            &kinds::DaemonSets,
+            &kinds::REPLICA_SETS as &dyn KindStrategy,
+            &kinds::STATEFUL_SETS,
+            &kinds::DAEMON_SETS,
             &kinds::Jobs,
         ] {
             assert_eq!(template_path(strategy), ["spec", "template"]);
