@@ -1,19 +1,16 @@
 //! The controller loop: NetworkPolicies, Pods and Namespaces from the
-//! informers; a change schedules a sync after a short coalescing delay; a
-//! periodic resync checks the table is still there and intact and rebuilds
-//! it when not. Each sync applies only the difference from what was last
-//! applied, as one `nft -f` transaction (the first one, and any after a
-//! failure or a tampered table, replace the whole table).
+//! informers, rendered into the table that `skiff_common::nft::keep_applied`
+//! keeps applied (a sync per burst of changes and per resync period, which
+//! rebuilds a table found missing or tampered with).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use skiff_common::nft::{Applied, Applier, Nft, NftError, Ruleset, sysctl};
+use skiff_common::nft::{Applier, Nft, NftError, Ruleset, TableSync, keep_applied, sysctl};
 use skiff_informer::{HandlerFns, Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
-use tracing::Instrument as _;
 
 use crate::facts::{self, PodFacts};
 use crate::plan;
@@ -152,13 +149,7 @@ pub async fn run(
 /// Deletes the table if it exists (a controller that is turned off must not
 /// leave the last rules it applied enforced for ever).
 pub async fn remove_table(nft: Nft, table: String) {
-    let name = table.clone();
-    let removed = tokio::task::spawn_blocking(move || nft.delete_table(FAMILY, &name)).await;
-    match removed {
-        Ok(Ok(())) => tracing::info!(%table, "network policy rules removed"),
-        Ok(Err(error)) => tracing::warn!(%error, "removing the network policy rules"),
-        Err(error) => tracing::warn!(%error, "removing the network policy rules"),
-    }
+    skiff_common::nft::remove_table(nft, FAMILY, table, "network policy rules").await;
 }
 
 async fn sync_until_stopped(
@@ -178,79 +169,15 @@ async fn sync_until_stopped(
         _ = sources.wait_for_sync() => {}
         _ = stop.wait_for(|s| *s) => return Ok(()),
     }
-    let mut applier = Some(Applier::new(
-        config.nft.clone(),
-        FAMILY,
-        config.table.clone(),
-    ));
-    let mut failures = 0u32;
-    let mut resync = tokio::time::interval(config.resync);
-    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let periodic = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return Ok(()),
-            _ = changed.notified() => false,
-            _ = resync.tick() => true,
-        };
-        if !periodic {
-            // Coalesce a burst of changes into one sync.
-            tokio::time::sleep(config.coalesce).await;
-        }
-        let span = tracing::info_span!("netpol_sync", table = %config.table, periodic);
-        let started = Instant::now();
-        let ruleset = sources.ruleset(config);
-        let mut taken = applier
-            .take()
-            .unwrap_or_else(|| Applier::new(config.nft.clone(), FAMILY, config.table.clone()));
-        let table = config.table.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            if periodic && taken.has_applied() {
-                match intact(&taken) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(%table, "network policy rules missing or flushed; rebuilding");
-                        taken.invalidate();
-                    }
-                    Err(error) => tracing::warn!(%error, "checking the network policy rules"),
-                }
-            }
-            let result = taken.apply(ruleset);
-            (result, taken)
-        });
-        let result = match task.instrument(span.clone()).await {
-            Ok((result, returned)) => {
-                applier = Some(returned);
-                result
-            }
-            // The applier went with the task; a new one replaces the table.
-            Err(join) => Err(NftError::Spawn {
-                command: "nft sync".into(),
-                source: std::io::Error::other(join.to_string()),
-            }),
-        };
-        let _entered = span.enter();
-        match result {
-            Ok(how) => {
-                failures = 0;
-                if how != Applied::Unchanged {
-                    tracing::debug!(
-                        ?how,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "network policy rules synced"
-                    );
-                }
-            }
-            Err(error) => {
-                failures += 1;
-                tracing::error!(%error, "applying network policy rules failed");
-                // Retry soon, backing off up to the resync period.
-                let delay = Duration::from_millis(500 << failures.min(6)).min(config.resync);
-                let retry = changed.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    retry.notify_one();
-                });
-            }
-        }
-    }
+    let sync = TableSync {
+        nft: config.nft.clone(),
+        family: FAMILY,
+        table: config.table.clone(),
+        coalesce: config.coalesce,
+        resync: config.resync,
+        what: "network policy rules",
+        intact,
+    };
+    keep_applied(&sync, changed, stop, || sources.ruleset(config)).await;
+    Ok(())
 }

@@ -1,20 +1,17 @@
 //! The proxy loop: Services, EndpointSlices and Nodes from the shared
-//! informers; a change schedules a sync after a short coalescing delay; a
-//! periodic resync checks that the table is still there and intact (someone
-//! may have flushed it) and rebuilds it when not. Each sync applies only the
-//! difference from what was last applied, as one transaction; the first sync
-//! after a start, and any after a failure or a tampered table, replace the
-//! whole table.
+//! informers, rendered into the table that `skiff_common::nft::keep_applied`
+//! keeps applied (a sync per burst of changes and per resync period, which
+//! rebuilds a table someone flushed or removed).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use skiff_informer::{HandlerFns, Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
-use skiff_common::nft::{Applied, Applier, Family, Nft, NftError, sysctl};
+use skiff_common::nft::{Applier, Family, Nft, NftError, TableSync, keep_applied, sysctl};
 
 use crate::plan::{self, NodeFacts};
 use crate::render::{self, Ruleset, chains};
@@ -145,13 +142,7 @@ pub async fn run(
     let result = sync_until_stopped(factory, &config, stop).await;
     if config.remove_on_stop {
         let (nft, table) = (config.nft.clone(), config.table.clone());
-        let removed =
-            tokio::task::spawn_blocking(move || nft.delete_table(Family::Ip, &table)).await;
-        match removed {
-            Ok(Ok(())) => tracing::info!(table = %config.table, "service rules removed"),
-            Ok(Err(error)) => tracing::warn!(%error, "removing the service rules"),
-            Err(error) => tracing::warn!(%error, "removing the service rules"),
-        }
+        skiff_common::nft::remove_table(nft, Family::Ip, table, "service rules").await;
     }
     result
 }
@@ -176,73 +167,15 @@ async fn sync_until_stopped(
         _ = sources.wait_for_sync() => {}
         _ = stop.wait_for(|s| *s) => return Ok(()),
     }
-    let mut applier = Applier::new(config.nft.clone(), Family::Ip, config.table.clone());
-    let mut failures = 0u32;
-    let mut resync = tokio::time::interval(config.resync);
-    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let periodic = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return Ok(()),
-            _ = changed.notified() => false,
-            _ = resync.tick() => true,
-        };
-        if !periodic {
-            // Coalesce a burst of changes into one sync.
-            tokio::time::sleep(config.coalesce).await;
-        }
-        let started = Instant::now();
-        let ruleset = sources.ruleset(config);
-        let nft = config.nft.clone();
-        let table = config.table.clone();
-        let check = periodic;
-        let (result, returned) = tokio::task::spawn_blocking(move || {
-            let mut applier = applier;
-            if check && applier.has_applied() {
-                match intact(&applier) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(%table, "service rules missing or flushed; rebuilding");
-                        applier.invalidate();
-                    }
-                    Err(error) => tracing::warn!(%error, "checking the service rules"),
-                }
-            }
-            (applier.apply(ruleset), applier)
-        })
-        .await
-        .unwrap_or_else(|join| {
-            tracing::error!(error = %join, "rules sync task failed");
-            (
-                Err(NftError::Spawn {
-                    command: "sync".into(),
-                    source: std::io::Error::other(join.to_string()),
-                }),
-                Applier::new(nft, Family::Ip, config.table.clone()),
-            )
-        });
-        applier = returned;
-        match result {
-            Ok(how) => {
-                failures = 0;
-                if how != Applied::Unchanged {
-                    tracing::debug!(
-                        ?how,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "service rules synced"
-                    );
-                }
-            }
-            Err(error) => {
-                failures += 1;
-                tracing::error!(%error, "applying service rules failed");
-                // Retry soon, backing off up to the resync period.
-                let delay = Duration::from_millis(500 << failures.min(6)).min(config.resync);
-                let retry = changed.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    retry.notify_one();
-                });
-            }
-        }
-    }
+    let sync = TableSync {
+        nft: config.nft.clone(),
+        family: Family::Ip,
+        table: config.table.clone(),
+        coalesce: config.coalesce,
+        resync: config.resync,
+        what: "service rules",
+        intact,
+    };
+    keep_applied(&sync, changed, stop, || sources.ruleset(config)).await;
+    Ok(())
 }

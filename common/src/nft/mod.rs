@@ -3,20 +3,23 @@
 //! namespace), `ruleset` holds a table as data (named chains and sets) and
 //! writes the nft input replacing it or turning one version into the next,
 //! `applier` applies successive rulesets to one table remembering what it
-//! applied, and `sysctl` sets the host switches the rules depend on.
+//! applied, `sync` keeps one table applied as the cluster changes, and
+//! `sysctl` sets the host switches the rules depend on.
 //!
 //! The service proxy and the network policy controller both render their
-//! own table into a [`Ruleset`] and keep it applied through an [`Applier`];
+//! own table into a [`Ruleset`] and keep it applied with [`keep_applied`];
 //! what they put in it is theirs.
 
 mod applier;
 mod command;
 mod ruleset;
+mod sync;
 pub mod sysctl;
 
 pub use applier::{Applied, Applier};
 pub use command::{Nft, NftError};
 pub use ruleset::{Chain, Ruleset, Set, diff_script, full_script};
+pub use sync::{TableSync, keep_applied, remove_table};
 
 /// The address family of a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
