@@ -5,10 +5,10 @@
 //! `.metadata.creationTimestamp`; `date` columns print as ages.
 
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::status::FieldError;
-use crate::table::{IncludeObject, human_duration};
+use crate::table::{TableRequest, human_duration};
 
 const COLUMN_TYPES: &[&str] = &["boolean", "date", "integer", "number", "string"];
 
@@ -125,14 +125,7 @@ pub fn validate_column(column: &Value, path: &str, errors: &mut Vec<FieldError>)
 }
 
 /// The Table of custom objects for one version's columns.
-pub fn table(
-    api_version: &str,
-    columns: &[PrinterColumn],
-    objects: &[Value],
-    include: IncludeObject,
-    list_metadata: Value,
-    now: Timestamp,
-) -> Value {
+pub fn table(columns: &[PrinterColumn], request: TableRequest<'_>) -> Value {
     let age = [PrinterColumn::age()];
     let columns = if columns.is_empty() {
         &age[..]
@@ -143,36 +136,17 @@ pub fn table(
         "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
         "priority": 0})];
     definitions.extend(columns.iter().map(PrinterColumn::definition));
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|object| {
-            let mut cells = vec![object["metadata"]["name"].clone()];
-            cells.extend(columns.iter().map(|c| c.cell(object, now)));
-            let mut row = Map::new();
-            row.insert("cells".into(), Value::Array(cells));
-            match include {
-                IncludeObject::None => {}
-                IncludeObject::Object => {
-                    row.insert("object".into(), object.clone());
-                }
-                IncludeObject::Metadata => {
-                    row.insert(
-                        "object".into(),
-                        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                            "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({}))}),
-                    );
-                }
-            }
-            Value::Object(row)
-        })
-        .collect();
-    json!({"kind": "Table", "apiVersion": api_version, "metadata": list_metadata,
-        "columnDefinitions": definitions, "rows": rows})
+    request.render(definitions, |object, now| {
+        let mut cells = vec![object["metadata"]["name"].clone()];
+        cells.extend(columns.iter().map(|c| c.cell(object, now)));
+        cells
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::IncludeObject;
 
     #[test]
     fn columns_follow_json_paths_and_dates_print_as_ages() {
@@ -193,13 +167,16 @@ mod tests {
         let w = json!({"metadata": {"name": "w1", "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"replicas": 3, "items": [{"name": "a"}]}});
         let now: Timestamp = "2026-01-01T02:00:00Z".parse().unwrap();
-        let t = table(
-            "meta.k8s.io/v1",
-            &columns,
-            std::slice::from_ref(&w),
-            IncludeObject::None,
-            json!({}),
+        let request = |objects, include| TableRequest {
+            api_version: "meta.k8s.io/v1",
+            objects,
+            include,
+            list_metadata: json!({}),
             now,
+        };
+        let t = table(
+            &columns,
+            request(std::slice::from_ref(&w), IncludeObject::None),
         );
         assert_eq!(t["rows"][0]["cells"], json!(["w1", 3, null, "a", "120m"]));
         let names: Vec<&str> = t["columnDefinitions"]
@@ -210,12 +187,8 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["Name", "Replicas", "Phase", "First", "Age"]);
         let plain = table(
-            "meta.k8s.io/v1",
             &[],
-            &[w],
-            IncludeObject::Metadata,
-            json!({}),
-            now,
+            request(std::slice::from_ref(&w), IncludeObject::Metadata),
         );
         assert_eq!(plain["rows"][0]["cells"], json!(["w1", "120m"]));
         assert_eq!(plain["rows"][0]["object"]["metadata"]["name"], "w1");

@@ -136,14 +136,14 @@ impl Filter {
             Some((version, include)) => {
                 let metadata =
                     json!({ "resourceVersion": served.pointer("/metadata/resourceVersion") });
-                let table = self.info.strategy.table(
-                    &self.info,
-                    version,
-                    std::slice::from_ref(served),
+                let request = crate::table::TableRequest {
+                    api_version: version,
+                    objects: std::slice::from_ref(served),
                     include,
-                    metadata,
-                    k8s_openapi::jiff::Timestamp::now(),
-                );
+                    list_metadata: metadata,
+                    now: k8s_openapi::jiff::Timestamp::now(),
+                };
+                let table = self.info.strategy.table(&self.info, request);
                 encode(kind, &table)
             }
             None => encode(kind, served),

@@ -4,14 +4,13 @@
 //! against its version's schema, scaled along its scale paths and printed
 //! with its printer columns.
 
-use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::KindStrategy;
 use crate::crd::definition;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::{IncludeObject, Printer};
+use crate::table::{Printer, TableRequest};
 
 /// `apiextensions.k8s.io/v1` customresourcedefinitions.
 #[derive(Debug)]
@@ -79,32 +78,10 @@ impl KindStrategy for CustomResources {
         }
     }
 
-    fn table(
-        &self,
-        info: &ResourceInfo,
-        api_version: &str,
-        objects: &[Value],
-        include: IncludeObject,
-        list_metadata: Value,
-        now: Timestamp,
-    ) -> Value {
+    fn table(&self, info: &ResourceInfo, request: TableRequest<'_>) -> Value {
         match &info.custom {
-            Some(custom) => crate::crd::printer::table(
-                api_version,
-                &custom.columns,
-                objects,
-                include,
-                list_metadata,
-                now,
-            ),
-            None => crate::table::render(
-                self.printer(),
-                api_version,
-                objects,
-                include,
-                list_metadata,
-                now,
-            ),
+            Some(custom) => crate::crd::printer::table(&custom.columns, request),
+            None => crate::table::render(self.printer(), request),
         }
     }
 }

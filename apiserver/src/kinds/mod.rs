@@ -50,7 +50,6 @@ mod workloads;
 use std::fmt;
 
 use async_trait::async_trait;
-use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::authn::UserInfo;
@@ -58,7 +57,7 @@ use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::service_alloc::AllocationGuard;
 use crate::status::{ApiError, FieldError};
-use crate::table::{IncludeObject, Printer};
+use crate::table::{Printer, TableRequest};
 use crate::validation::NameRule;
 use crate::watch_cache::CacheForm;
 
@@ -310,24 +309,9 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
         &crate::table::core::DEFAULT
     }
 
-    /// `objects` of this kind as a Table.
-    fn table(
-        &self,
-        _info: &ResourceInfo,
-        api_version: &str,
-        objects: &[Value],
-        include: IncludeObject,
-        list_metadata: Value,
-        now: Timestamp,
-    ) -> Value {
-        crate::table::render(
-            self.printer(),
-            api_version,
-            objects,
-            include,
-            list_metadata,
-            now,
-        )
+    /// Objects of this kind as a Table.
+    fn table(&self, _info: &ResourceInfo, request: TableRequest<'_>) -> Value {
+        crate::table::render(self.printer(), request)
     }
 }
 

@@ -96,41 +96,70 @@ pub fn for_request(
         IncludeObject::parse(include_object)
             .map_err(crate::status::ApiError::BadRequest)
             .map(|include| {
-                info.strategy
-                    .table(info, version, objects, include, metadata, Timestamp::now())
+                let request = TableRequest {
+                    api_version: version,
+                    objects,
+                    include,
+                    list_metadata: metadata,
+                    now: Timestamp::now(),
+                };
+                info.strategy.table(info, request)
             }),
     )
 }
 
-/// Renders `objects` (all of one resource) as a Table with `printer`'s
-/// columns (each kind's strategy names its printer).
-///
-/// `list_metadata` becomes the Table's metadata (resourceVersion, continue,
-/// remainingItemCount).
-pub fn render(
-    printer: &Printer,
-    api_version: &str,
-    objects: &[Value],
-    include: IncludeObject,
-    list_metadata: Value,
-    now: Timestamp,
-) -> Value {
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|object| row(printer, object, include, now))
-        .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": api_version,
-        "metadata": list_metadata,
-        "columnDefinitions": printer.columns.iter().map(Column::definition).collect::<Vec<_>>(),
-        "rows": rows,
-    })
+/// What a Table is asked of: `objects` (all of one resource) at
+/// `api_version`, what each row carries besides its cells, the Table's
+/// metadata (resourceVersion, continue, remainingItemCount) and the time
+/// ages are counted to.
+#[derive(Debug)]
+pub struct TableRequest<'a> {
+    /// The Table's API version (`meta.k8s.io/v1` or `v1beta1`).
+    pub api_version: &'a str,
+    /// The objects, one row each.
+    pub objects: &'a [Value],
+    /// What each row carries besides its cells.
+    pub include: IncludeObject,
+    /// The Table's metadata.
+    pub list_metadata: Value,
+    /// Now, for age columns.
+    pub now: Timestamp,
 }
 
-fn row(printer: &Printer, object: &Value, include: IncludeObject, now: Timestamp) -> Value {
+impl TableRequest<'_> {
+    /// The Table with these column definitions, each object's row holding
+    /// `cells(object, now)`: the one assembly built-in kinds (a [`Printer`])
+    /// and custom resources (their printer columns) share.
+    pub fn render(
+        self,
+        definitions: Vec<Value>,
+        cells: impl Fn(&Value, Timestamp) -> Vec<Value>,
+    ) -> Value {
+        let rows: Vec<Value> = self
+            .objects
+            .iter()
+            .map(|object| row(cells(object, self.now), object, self.include))
+            .collect();
+        json!({
+            "kind": "Table",
+            "apiVersion": self.api_version,
+            "metadata": self.list_metadata,
+            "columnDefinitions": definitions,
+            "rows": rows,
+        })
+    }
+}
+
+/// Renders a Table with `printer`'s columns (each kind's strategy names its
+/// printer).
+pub fn render(printer: &Printer, request: TableRequest<'_>) -> Value {
+    let definitions = printer.columns.iter().map(Column::definition).collect();
+    request.render(definitions, printer.cells)
+}
+
+fn row(cells: Vec<Value>, object: &Value, include: IncludeObject) -> Value {
     let mut row = Map::new();
-    row.insert("cells".into(), Value::Array((printer.cells)(object, now)));
+    row.insert("cells".into(), Value::Array(cells));
     match include {
         IncludeObject::None => {}
         IncludeObject::Object => {
@@ -184,13 +213,20 @@ mod tests {
             "metadata": {"name": "a", "labels": {"x": "y"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
             "data": {"k": "v", "l": "w"}});
         let now: Timestamp = "2026-01-01T00:05:00Z".parse().expect("ts");
+        let request = |objects, include, list_metadata| TableRequest {
+            api_version: "meta.k8s.io/v1",
+            objects,
+            include,
+            list_metadata,
+            now,
+        };
         let t = render(
             &core::CONFIGMAPS,
-            "meta.k8s.io/v1",
-            std::slice::from_ref(&cm),
-            IncludeObject::Metadata,
-            json!({"resourceVersion": "7"}),
-            now,
+            request(
+                std::slice::from_ref(&cm),
+                IncludeObject::Metadata,
+                json!({"resourceVersion": "7"}),
+            ),
         );
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["metadata"]["resourceVersion"], "7");
@@ -206,20 +242,12 @@ mod tests {
         assert_eq!(t["rows"][0]["object"]["metadata"]["labels"]["x"], "y");
         let t = render(
             &core::CONFIGMAPS,
-            "meta.k8s.io/v1",
-            std::slice::from_ref(&cm),
-            IncludeObject::Object,
-            json!({}),
-            now,
+            request(std::slice::from_ref(&cm), IncludeObject::Object, json!({})),
         );
         assert_eq!(t["rows"][0]["object"], cm);
         let t = render(
             &core::CONFIGMAPS,
-            "meta.k8s.io/v1",
-            &[cm],
-            IncludeObject::None,
-            json!({}),
-            now,
+            request(std::slice::from_ref(&cm), IncludeObject::None, json!({})),
         );
         assert!(t["rows"][0].get("object").is_none());
     }
