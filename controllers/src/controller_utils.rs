@@ -80,6 +80,49 @@ impl WriteFailed {
     }
 }
 
+/// Merges `patch` into the status of `pod` (gone already counts as done):
+/// the status writes node lifecycle and pod GC make to pods they judge.
+pub async fn patch_pod_status(
+    client: &kube::Client,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    patch: &serde_json::Value,
+    action: &'static str,
+) -> Result<(), RequestFailed> {
+    use kube::ResourceExt as _;
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    let params = kube::api::PatchParams::default();
+    match api
+        .patch_status(&pod.name_any(), &params, &kube::api::Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(RequestFailed::of(action, pod.name_any())(source)),
+    }
+}
+
+/// Merges `status` into the status of the object `name` through `api`:
+/// `Ok(false)` when the object is gone (its sync is then done).
+pub async fn write_status<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<bool, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = kube::api::Patch::Merge(serde_json::json!({ "status": status }));
+    match api
+        .patch_status(name, &kube::api::PatchParams::default(), &patch)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The current time as an API timestamp.
 pub fn now() -> Time {
     Time(Timestamp::now())

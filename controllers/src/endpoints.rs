@@ -112,6 +112,15 @@ pub(crate) fn publish_not_ready(svc: &Service) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the Service lists any port (a pod then needs one of them to be
+/// an endpoint).
+pub(crate) fn has_ports(svc: &Service) -> bool {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .is_some_and(|p| !p.is_empty())
+}
+
 /// The container port `target` names on `pod` (for `protocol`), or the
 /// number itself.
 pub(crate) fn resolve_target_port(pod: &Pod, port: &ServicePort) -> Option<i32> {
@@ -195,11 +204,7 @@ pub(crate) fn derived_labels(svc: &Service) -> BTreeMap<String, String> {
 /// lists, sorted for stable output.
 pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
     let publish = publish_not_ready(svc);
-    let svc_has_ports = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .is_some_and(|p| !p.is_empty());
+    let svc_has_ports = has_ports(svc);
     // port list → (ready, not ready)
     type Addrs = (Vec<EndpointAddress>, Vec<EndpointAddress>);
     let mut groups: BTreeMap<Vec<ResolvedPort>, Addrs> = BTreeMap::new();

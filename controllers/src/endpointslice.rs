@@ -18,8 +18,8 @@ use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Controller, HandlerFns, ObjectKey, WorkQueue, label_value_index};
 
 use crate::endpoints::{
-    ResolvedPort, derived_labels, eligible, pod_hostname, pod_ports, pod_ready, pod_reference,
-    publish_not_ready, selected_pods, selector, watch_services_and_pods,
+    ResolvedPort, derived_labels, eligible, has_ports, pod_hostname, pod_ports, pod_ready,
+    pod_reference, publish_not_ready, selected_pods, selector, watch_services_and_pods,
 };
 use crate::manager::{Context, Stop, stopped};
 
@@ -112,11 +112,7 @@ pub fn desired_endpoints(
     pods: &[Arc<Pod>],
 ) -> BTreeMap<Vec<ResolvedPort>, Vec<Endpoint>> {
     let publish = publish_not_ready(svc);
-    let svc_has_ports = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .is_some_and(|p| !p.is_empty());
+    let svc_has_ports = has_ports(svc);
     let mut groups: BTreeMap<Vec<ResolvedPort>, Vec<Endpoint>> = BTreeMap::new();
     for pod in pods.iter().filter(|p| eligible(p, true)) {
         let mut ports = pod_ports(svc, pod);

@@ -23,7 +23,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index, wait_synced};
 
-use crate::controller_utils::RequestFailed;
+use crate::controller_utils::{RequestFailed, patch_pod_status};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Stop, stopped};
 
@@ -339,25 +339,8 @@ impl Monitor {
                 c
             })
             .collect();
-        let api: Api<Pod> =
-            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
         let patch = serde_json::json!({ "status": { "conditions": next } });
-        match api
-            .patch_status(
-                &pod.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => {
-                return Err(RequestFailed::of("marking pod not ready", pod.name_any())(
-                    source,
-                ));
-            }
-        }
+        patch_pod_status(&self.client, pod, &patch, "marking pod not ready").await?;
         self.events.warning(
             &object_reference(pod),
             "NodeNotReady",

@@ -17,6 +17,7 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::Selector;
 use serde_json::json;
+use skiff_informer::Action;
 
 use crate::controller_utils::{controller_ref, seconds_between, selects};
 
@@ -176,6 +177,20 @@ pub fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: &Time) ->
     let since = ready_since(pod)??;
     let left = i64::from(min_ready_seconds) - seconds_between(since, now);
     (left > 0).then_some(left)
+}
+
+/// When a workload's sync must look again: as the first ready pod of
+/// `pods` turns available (a second away at the least), else only on the
+/// next event.
+pub fn requeue_when_available(pods: &[Arc<Pod>], min_ready_seconds: i32, now: &Time) -> Action {
+    let next = pods
+        .iter()
+        .filter_map(|p| seconds_until_available(p, min_ready_seconds, now))
+        .min();
+    match next {
+        Some(s) => Action::RequeueAfter(Duration::from_secs(s.max(1) as u64)),
+        None => Action::Done,
+    }
 }
 
 fn restarts(pod: &Pod) -> i32 {

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 
 use skiff_informer::wait_synced;
 
-use crate::controller_utils::RequestFailed;
+use crate::controller_utils::{RequestFailed, patch_pod_status};
 use crate::manager::{Context, Stop, stopped};
 
 /// Settings of the pod garbage collector.
@@ -212,7 +212,6 @@ async fn mark_failed(client: &kube::Client, pod: &Pod) -> Result<(), PodGcError>
     if is_finished(pod) {
         return Ok(());
     }
-    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
     let mut conditions = pod
         .status
         .as_ref()
@@ -230,20 +229,7 @@ async fn mark_failed(client: &kube::Client, pod: &Pod) -> Result<(), PodGcError>
         ..Default::default()
     });
     let patch = serde_json::json!({ "status": { "phase": "Failed", "conditions": conditions } });
-    match api
-        .patch_status(
-            &pod.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(RequestFailed::of("marking pod failed", pod.name_any())(
-            source,
-        )),
-    }
+    patch_pod_status(client, pod, &patch, "marking pod failed").await
 }
 
 #[cfg(test)]

@@ -214,19 +214,23 @@ fn add_condition(csr: &mut CertificateSigningRequest, kind: &str, reason: &str, 
         });
 }
 
+/// The key usages a request asks for.
+fn usages(csr: &CertificateSigningRequest) -> BTreeSet<&str> {
+    csr.spec
+        .usages
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect()
+}
+
 /// Whether a client request is a node client request, and which
 /// subresource its requester must be allowed to create for it to be
 /// approved: `selfnodeclient` when the node asks for itself, `nodeclient`
 /// otherwise (upstream's csrapproving recognizers). The error says why it
 /// is not one.
 pub fn client_approval(csr: &CertificateSigningRequest) -> Result<&'static str, String> {
-    let usages: BTreeSet<&str> = csr
-        .spec
-        .usages
-        .iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let usages = usages(csr);
     if !usages.contains("client auth")
         || usages
             .iter()
@@ -288,13 +292,7 @@ pub fn approval(csr: &CertificateSigningRequest, nodes: &[Arc<Node>]) -> Result<
     if !groups.iter().any(|g| g == NODES_GROUP) {
         return Err(format!("requester {requester:?} is not in {NODES_GROUP}"));
     }
-    let usages: BTreeSet<&str> = csr
-        .spec
-        .usages
-        .iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let usages = usages(csr);
     if !usages.contains("server auth") || usages.iter().any(|u| !ALLOWED_USAGES.contains(u)) {
         return Err(format!("usages {usages:?} are not a serving certificate's"));
     }

@@ -10,11 +10,11 @@
 //! `certificatesigningrequests/nodeclient`, or the node itself renewing) is
 //! the approver's question ([`super::controller`]), not this module's.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use rcgen::{CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose};
+use rcgen::{CertificateSigningRequestParams, ExtendedKeyUsagePurpose};
 
-use super::kubelet_serving::{BACKDATE, ClusterSigner, LIFETIME, SignError, node_subject};
+use super::kubelet_serving::{ClusterSigner, LIFETIME, SignError, leaf_params, node_request};
 
 /// The signer name kubelets ask for client certificates with.
 pub const SIGNER_NAME: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -30,14 +30,7 @@ pub const MIN_LIFETIME: Duration = Duration::from_secs(600);
 pub fn parse_request(
     csr_pem: &str,
 ) -> Result<(CertificateSigningRequestParams, String), SignError> {
-    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-        .map_err(|e| SignError::Parse(e.to_string()))?;
-    let node = node_subject(&csr)?;
-    if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
-        return Err(SignError::Refused(
-            "a client certificate cannot be a CA".into(),
-        ));
-    }
+    let (csr, node) = node_request(csr_pem, "client")?;
     if !csr.params.subject_alt_names.is_empty() {
         return Err(SignError::Refused(
             "a node client certificate names no DNS names, addresses, e-mails or URIs".into(),
@@ -57,22 +50,12 @@ impl ClusterSigner {
     ) -> Result<(String, String), SignError> {
         let (mut csr, node) = parse_request(csr_pem)?;
         let lifetime = expiration.map_or(LIFETIME, |d| d.clamp(MIN_LIFETIME, LIFETIME));
-        let now = SystemTime::now();
-        let params = &mut csr.params;
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        params.not_before = (now - BACKDATE).into();
-        params.not_after = (now + lifetime).into();
-        params.serial_number = None;
-        params.use_authority_key_identifier_extension = true;
-        params.custom_extensions.clear();
-        params.crl_distribution_points.clear();
-        params.name_constraints = None;
-        params.subject_alt_names.clear();
+        leaf_params(
+            &mut csr.params,
+            ExtendedKeyUsagePurpose::ClientAuth,
+            lifetime,
+        );
+        csr.params.subject_alt_names.clear();
         let cert = csr
             .signed_by(&self.issuer)
             .map_err(|e| SignError::Sign(e.to_string()))?;
@@ -82,19 +65,12 @@ impl ClusterSigner {
 
 #[cfg(test)]
 mod tests {
-    use super::super::kubelet_serving::NODES_GROUP;
+    use super::super::kubelet_serving::{BACKDATE, NODES_GROUP};
     use super::*;
-    use rcgen::{CertificateParams, DnType, KeyPair, SanType};
+    use rcgen::{CertificateParams, DnType, IsCa, KeyPair, SanType};
 
     fn request(cn: &str, orgs: &[&str], sans: Vec<SanType>) -> String {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        for o in orgs {
-            params.distinguished_name.push(DnType::OrganizationName, *o);
-        }
-        params.subject_alt_names = sans;
-        params.serialize_request(&key).unwrap().pem().unwrap()
+        super::super::testing::request(cn, orgs, sans, false)
     }
 
     #[test]

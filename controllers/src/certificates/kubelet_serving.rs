@@ -15,8 +15,8 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    CertificateSigningRequestParams, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose, SanType,
+    CertificateParams, CertificateSigningRequestParams, DnType, DnValue, ExtendedKeyUsagePurpose,
+    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 /// The signer name kubelets ask for serving certificates with.
@@ -54,6 +54,24 @@ pub struct ServingRequest {
     pub node_name: String,
     /// The DNS names and IP addresses asked for, IPs in canonical form.
     pub names: Vec<String>,
+}
+
+/// Reads a PEM request for a node's `what` ("client", "serving")
+/// certificate: it must name the node as [`node_subject`] says and not ask
+/// for a CA. Returns the request and the node's name.
+pub(super) fn node_request(
+    csr_pem: &str,
+    what: &str,
+) -> Result<(CertificateSigningRequestParams, String), SignError> {
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| SignError::Parse(e.to_string()))?;
+    let node = node_subject(&csr)?;
+    if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
+        return Err(SignError::Refused(format!(
+            "a {what} certificate cannot be a CA"
+        )));
+    }
+    Ok((csr, node))
 }
 
 /// The node a request for a node's certificate names: its subject must be
@@ -104,14 +122,7 @@ pub(super) fn node_subject(csr: &CertificateSigningRequestParams) -> Result<Stri
 pub fn parse_request(
     csr_pem: &str,
 ) -> Result<(CertificateSigningRequestParams, ServingRequest), SignError> {
-    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-        .map_err(|e| SignError::Parse(e.to_string()))?;
-    let node_name = node_subject(&csr)?;
-    if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
-        return Err(SignError::Refused(
-            "a serving certificate cannot be a CA".into(),
-        ));
-    }
+    let (csr, node_name) = node_request(csr_pem, "serving")?;
     let mut names = Vec::new();
     for san in &csr.params.subject_alt_names {
         match san {
@@ -169,27 +180,41 @@ impl ClusterSigner {
         csr_pem: &str,
     ) -> Result<(String, ServingRequest), SignError> {
         let (mut csr, request) = parse_request(csr_pem)?;
-        let now = SystemTime::now();
-        let params = &mut csr.params;
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        params.not_before = (now - BACKDATE).into();
-        params.not_after = (now + LIFETIME).into();
-        // rcgen derives the serial from the (fresh) public key.
-        params.serial_number = None;
-        params.use_authority_key_identifier_extension = true;
-        params.custom_extensions.clear();
-        params.crl_distribution_points.clear();
-        params.name_constraints = None;
+        leaf_params(
+            &mut csr.params,
+            ExtendedKeyUsagePurpose::ServerAuth,
+            LIFETIME,
+        );
         let cert = csr
             .signed_by(&self.issuer)
             .map_err(|e| SignError::Sign(e.to_string()))?;
         Ok((cert.pem(), request))
     }
+}
+
+/// What a kubelet certificate is, whatever its request asked: a leaf for
+/// `purpose`, valid for `lifetime` from a little before now, with only the
+/// extensions the signer adds.
+pub(super) fn leaf_params(
+    params: &mut CertificateParams,
+    purpose: ExtendedKeyUsagePurpose,
+    lifetime: Duration,
+) {
+    let now = SystemTime::now();
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![purpose];
+    params.not_before = (now - BACKDATE).into();
+    params.not_after = (now + lifetime).into();
+    // rcgen derives the serial from the (fresh) public key.
+    params.serial_number = None;
+    params.use_authority_key_identifier_extension = true;
+    params.custom_extensions.clear();
+    params.crl_distribution_points.clear();
+    params.name_constraints = None;
 }
 
 /// Whether `name` (as a request names it) is one of `addresses` (as a
@@ -205,22 +230,8 @@ pub fn names_address(name: &str, addresses: &[String]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::request;
     use super::*;
-    use rcgen::{BasicConstraints, CertificateParams, KeyPair};
-
-    fn request(cn: &str, orgs: &[&str], sans: Vec<SanType>, ca: bool) -> String {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        for o in orgs {
-            params.distinguished_name.push(DnType::OrganizationName, *o);
-        }
-        params.subject_alt_names = sans;
-        if ca {
-            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        }
-        params.serialize_request(&key).unwrap().pem().unwrap()
-    }
 
     fn ip(s: &str) -> SanType {
         SanType::IpAddress(s.parse().unwrap())

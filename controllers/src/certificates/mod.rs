@@ -7,3 +7,25 @@
 pub mod controller;
 pub mod kubelet_client;
 pub mod kubelet_serving;
+
+/// Certificate requests for the signers' tests.
+#[cfg(test)]
+mod testing {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+
+    /// A PEM request with subject `CN=<cn>` and `O=<orgs>`, asking for
+    /// `sans`, and for a CA when `ca`.
+    pub(super) fn request(cn: &str, orgs: &[&str], sans: Vec<SanType>, ca: bool) -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        for o in orgs {
+            params.distinguished_name.push(DnType::OrganizationName, *o);
+        }
+        params.subject_alt_names = sans;
+        if ca {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        }
+        params.serialize_request(&key).unwrap().pem().unwrap()
+    }
+}

@@ -10,13 +10,12 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::schedule::Schedule;
-use crate::controller_utils::WriteFailed;
+use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, controller_ref};
 use crate::events::{EventRecorder, object_reference};
 
@@ -217,17 +216,11 @@ impl Syncer {
             if status.active.is_none() {
                 body["active"] = serde_json::Value::Null;
             }
-            match api
-                .patch_status(
-                    &cj.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": body})),
-                )
+            let written = write_status(&api, &cj.name_any(), body)
                 .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
-                Err(e) => return Err(Self::err(&key_str, "updating status", e)),
+                .map_err(|e| Self::err(&key_str, "updating status", e))?;
+            if !written {
+                return Ok(Action::Done);
             }
         }
         Ok(match requeue {

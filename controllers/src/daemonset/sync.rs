@@ -4,23 +4,21 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::placement::{node_of, pin_to_node, should_run};
-use crate::controller_utils::WriteFailed;
+use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
     Expectations, PodControlError, claim, delete_pod, is_available, is_ready, phase,
-    pod_from_template, seconds_until_available,
+    pod_from_template, requeue_when_available,
 };
 
 /// The pod label with the hash of the template a pod was made from.
@@ -195,27 +193,14 @@ impl Syncer {
         if Some(&status) != set.status.as_ref() {
             let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
             let body = serde_json::to_value(&status).unwrap_or_default();
-            match sets
-                .patch_status(
-                    &set.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": body})),
-                )
+            let written = write_status(&sets, &set.name_any(), body)
                 .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
-                Err(e) => return Err(Self::err(&key_str, "updating status", e)),
+                .map_err(|e| Self::err(&key_str, "updating status", e))?;
+            if !written {
+                return Ok(Action::Done);
             }
         }
-        let next = pods
-            .iter()
-            .filter_map(|p| seconds_until_available(p, min_ready, &at))
-            .min();
-        Ok(match next {
-            Some(s) => Action::RequeueAfter(Duration::from_secs(s.max(1) as u64)),
-            None => Action::Done,
-        })
+        Ok(requeue_when_available(&pods, min_ready, &at))
     }
 
     async fn apply(

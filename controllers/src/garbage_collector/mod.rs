@@ -381,6 +381,18 @@ async fn delete(shared: &Shared, node: &Node, policy: &str) -> Result<(), GcErro
     }
 }
 
+/// The live object `node` stands for; `None` when it is gone or replaced
+/// by a namesake (another uid).
+async fn read_live(
+    api: &Api<DynamicObject>,
+    node: &Node,
+) -> Result<Option<DynamicObject>, GcError> {
+    match api.get_opt(&node.name).await {
+        Ok(live) => Ok(live.filter(|l| l.metadata.uid.as_deref() == Some(node.uid.as_str()))),
+        Err(source) => Err(RequestFailed::of("reading", describe(node))(source).into()),
+    }
+}
+
 /// Rewrites the live object's ownerReferences without `owner_uids`, guarded
 /// by its resourceVersion (a conflict retries the whole step).
 async fn remove_owner_refs(
@@ -389,12 +401,8 @@ async fn remove_owner_refs(
     owner_uids: &[&str],
 ) -> Result<(), GcError> {
     let api = api_for(shared, node);
-    let live = match api.get_opt(&node.name).await {
-        Ok(Some(live)) if live.metadata.uid.as_deref() == Some(node.uid.as_str()) => live,
-        Ok(_) => return Ok(()),
-        Err(source) => {
-            return Err(RequestFailed::of("reading", describe(node))(source).into());
-        }
+    let Some(live) = read_live(&api, node).await? else {
+        return Ok(());
     };
     let refs = live.metadata.owner_references.clone().unwrap_or_default();
     let kept: Vec<&OwnerReference> = refs
@@ -416,12 +424,8 @@ async fn remove_owner_refs(
 /// Removes `finalizer` from the live object, guarded by its resourceVersion.
 async fn remove_finalizer(shared: &Shared, node: &Node, finalizer: &str) -> Result<(), GcError> {
     let api = api_for(shared, node);
-    let live = match api.get_opt(&node.name).await {
-        Ok(Some(live)) if live.metadata.uid.as_deref() == Some(node.uid.as_str()) => live,
-        Ok(_) => return Ok(()),
-        Err(source) => {
-            return Err(RequestFailed::of("reading", describe(node))(source).into());
-        }
+    let Some(live) = read_live(&api, node).await? else {
+        return Ok(());
     };
     let finalizers = live.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == finalizer) {

@@ -642,13 +642,7 @@ impl Syncer {
         pods: &[Arc<Pod>],
     ) -> Result<(), JobError> {
         for pod in pods {
-            let remaining: Vec<&String> = pod
-                .metadata
-                .finalizers
-                .iter()
-                .flatten()
-                .filter(|f| *f != TRACKING_FINALIZER)
-                .collect();
+            let remaining = finalizers_but_tracking(pod);
             let patch = json!({"metadata": {
                 "finalizers": remaining,
                 "resourceVersion": pod.metadata.resource_version,
@@ -670,13 +664,7 @@ impl Syncer {
                         Err(kube::Error::Api(s)) if s.code == 404 => continue,
                         Err(e) => return Err(Self::api_error(key, "reading a pod", e)),
                     };
-                    let remaining: Vec<&String> = fresh
-                        .metadata
-                        .finalizers
-                        .iter()
-                        .flatten()
-                        .filter(|f| *f != TRACKING_FINALIZER)
-                        .collect();
+                    let remaining = finalizers_but_tracking(&fresh);
                     let patch = json!({"metadata": {"finalizers": remaining}});
                     match api
                         .patch(
@@ -747,4 +735,14 @@ impl Syncer {
             Err(e) => Err(Self::api_error(key, "deleting the expired job", e)),
         }
     }
+}
+
+/// The pod's finalizers without the Job controller's tracking one.
+fn finalizers_but_tracking(pod: &Pod) -> Vec<&String> {
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != TRACKING_FINALIZER)
+        .collect()
 }

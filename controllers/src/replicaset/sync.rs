@@ -2,21 +2,19 @@
 //! `spec.replicas` (unless earlier writes are still unobserved), write status.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::owner::ReplicaOwner;
 use super::status::{self, ManageFailure};
-use crate::controller_utils::{controller_owner_ref, now};
+use crate::controller_utils::{controller_owner_ref, now, write_status};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
     BURST_REPLICAS, Expectations, PodControlError, claim, is_active, pod_from_template,
-    pods_to_delete, seconds_until_available, slow_start_batch,
+    pods_to_delete, requeue_when_available, slow_start_batch,
 };
 
 /// Why a ReplicaSet sync failed (it is retried with backoff).
@@ -82,23 +80,14 @@ impl<K: ReplicaOwner> Syncer<K> {
         let new_status = status::calculate(owner.as_ref(), &pods, failure.as_ref(), &at);
         if status::changed(&owner.status_json(), &new_status) {
             let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
-            let patch = json!({ "status": new_status });
-            match api
-                .patch_status(
-                    &owner.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(patch),
-                )
+            let written = write_status(&api, &owner.name_any(), new_status)
                 .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
-                Err(source) => {
-                    return Err(ReplicaSetError::Status {
-                        key: key_str,
-                        source,
-                    });
-                }
+                .map_err(|source| ReplicaSetError::Status {
+                    key: key_str.clone(),
+                    source,
+                })?;
+            if !written {
+                return Ok(Action::Done);
             }
         }
         if let Some(f) = failure {
@@ -106,14 +95,7 @@ impl<K: ReplicaOwner> Syncer<K> {
         }
         // Wake up when the next ready pod turns available.
         let min_ready = owner.min_ready_seconds();
-        let next = pods
-            .iter()
-            .filter_map(|p| seconds_until_available(p, min_ready, &at))
-            .min();
-        Ok(match next {
-            Some(s) => Action::RequeueAfter(Duration::from_secs(s.max(1) as u64)),
-            None => Action::Done,
-        })
+        Ok(requeue_when_available(&pods, min_ready, &at))
     }
 
     /// Creates or deletes pods towards the desired count.

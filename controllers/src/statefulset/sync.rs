@@ -3,24 +3,23 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::revision::{REVISION_LABEL, matches, new_revision, template_of};
-use crate::controller_utils::WriteFailed;
+use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, controller_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
-    PodControlError, claim, delete_pod, is_available, is_ready, phase, seconds_until_available,
+    PodControlError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
 };
 
 /// Why a StatefulSet sync failed (it is retried with backoff).
@@ -221,29 +220,16 @@ impl Syncer {
                     body[f] = json!(0);
                 }
             }
-            match api
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": body})),
-                )
+            let written = write_status(&api, &name, body)
                 .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Done),
-                Err(e) => return Err(Self::err(&key_str, "updating status", e)),
+                .map_err(|e| Self::err(&key_str, "updating status", e))?;
+            if !written {
+                return Ok(Action::Done);
             }
         }
         self.truncate_history(&set, &key_str, &revisions, &pods)
             .await?;
-        let next = pods
-            .iter()
-            .filter_map(|p| seconds_until_available(p, min_ready, &at))
-            .min();
-        Ok(match next {
-            Some(s) => Action::RequeueAfter(Duration::from_secs(s.max(1) as u64)),
-            None => Action::Done,
-        })
+        Ok(requeue_when_available(&pods, min_ready, &at))
     }
 
     /// The revision of the set's current template, created (or renumbered
