@@ -33,11 +33,17 @@ pub(crate) fn set_resource_version(object: &mut Value, revision: Revision) {
 
 /// The list of `metadata.finalizers` as strings.
 pub(crate) fn finalizers(object: &Value) -> Vec<String> {
-    object["metadata"]["finalizers"]
-        .as_array()
+    strings(&object["metadata"]["finalizers"])
+}
+
+/// The strings of a JSON list (none when it is not a list; other items are
+/// skipped).
+pub(crate) fn strings(list: &Value) -> Vec<String> {
+    list.as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
+                .filter_map(Value::as_str)
+                .map(String::from)
                 .collect()
         })
         .unwrap_or_default()

@@ -228,44 +228,47 @@ impl NodeAuthorizer {
         }
     }
 
+    /// A read of one Secret or ConfigMap (`kind`) of a namespace.
+    fn read_namespaced(
+        &self,
+        node: &str,
+        verb: &str,
+        r: &ResourceAttributes,
+        kind: Kind,
+    ) -> Decision {
+        if !READ.contains(&verb) {
+            return Decision::NoOpinion("can only read resources of this type".into());
+        }
+        if !r.subresource.is_empty() {
+            return Decision::NoOpinion("cannot read subresource".into());
+        }
+        if r.namespace.is_empty() {
+            return Decision::NoOpinion("can only read namespaced object of this type".into());
+        }
+        self.related(node, r, kind)
+    }
+
+    /// A get of one claim or volume (`kind`).
+    fn get_one(&self, node: &str, verb: &str, r: &ResourceAttributes, kind: Kind) -> Decision {
+        if verb != "get" {
+            return Decision::NoOpinion("can only get individual resources of this type".into());
+        }
+        if !r.subresource.is_empty() {
+            return Decision::NoOpinion("cannot get subresource".into());
+        }
+        self.related(node, r, kind)
+    }
+
     fn decide(&self, node: &str, verb: &str, r: &ResourceAttributes) -> Decision {
         let refused = |why: &str| Decision::NoOpinion(why.to_string());
-        let resource = GroupResource::new(&r.group, &r.resource);
-        match resource {
-            Secrets::RESOURCE | ConfigMaps::RESOURCE => {
-                if !READ.contains(&verb) {
-                    return refused("can only read resources of this type");
-                }
-                if !r.subresource.is_empty() {
-                    return refused("cannot read subresource");
-                }
-                if r.namespace.is_empty() {
-                    return refused("can only read namespaced object of this type");
-                }
-                let kind = if resource == Secrets::RESOURCE {
-                    Kind::Secret
-                } else {
-                    Kind::ConfigMap
-                };
-                self.related(node, r, kind)
-            }
+        match GroupResource::new(&r.group, &r.resource) {
+            Secrets::RESOURCE => self.read_namespaced(node, verb, r, Kind::Secret),
+            ConfigMaps::RESOURCE => self.read_namespaced(node, verb, r, Kind::ConfigMap),
             PersistentVolumeClaims::RESOURCE if r.subresource == "status" => {
                 rules_decision(verb, r)
             }
-            PersistentVolumeClaims::RESOURCE | PersistentVolumes::RESOURCE => {
-                if verb != "get" {
-                    return refused("can only get individual resources of this type");
-                }
-                if !r.subresource.is_empty() {
-                    return refused("cannot get subresource");
-                }
-                let kind = if resource == PersistentVolumes::RESOURCE {
-                    Kind::Volume
-                } else {
-                    Kind::Claim
-                };
-                self.related(node, r, kind)
-            }
+            PersistentVolumeClaims::RESOURCE => self.get_one(node, verb, r, Kind::Claim),
+            PersistentVolumes::RESOURCE => self.get_one(node, verb, r, Kind::Volume),
             ServiceAccounts::RESOURCE => match (verb, r.subresource.as_str()) {
                 ("get", "") | ("create", "token") => self.related(node, r, Kind::ServiceAccount),
                 _ => refused("can only get service accounts or create their tokens"),
@@ -377,32 +380,18 @@ pub(crate) fn references(pod: &Value, kind: Kind) -> Vec<Cow<'_, str>> {
     let spec = &pod["spec"];
     let mut names: Vec<&str> = Vec::new();
     let mut made: Vec<Cow<'_, str>> = Vec::new();
-    let containers = ["containers", "initContainers", "ephemeralContainers"]
-        .into_iter()
-        .flat_map(|field| spec[field].as_array().into_iter().flatten());
     let volumes = || spec["volumes"].as_array().into_iter().flatten();
     match kind {
         Kind::Secret => {
             for secret in spec["imagePullSecrets"].as_array().into_iter().flatten() {
                 names.extend(secret["name"].as_str());
             }
-            for container in containers {
-                for var in container["env"].as_array().into_iter().flatten() {
-                    names.extend(var["valueFrom"]["secretKeyRef"]["name"].as_str());
-                }
-                for from in container["envFrom"].as_array().into_iter().flatten() {
-                    names.extend(from["secretRef"]["name"].as_str());
-                }
-            }
+            data_refs(
+                spec,
+                ["secretKeyRef", "secretRef", "secret", "secretName"],
+                &mut names,
+            );
             for volume in volumes() {
-                names.extend(volume["secret"]["secretName"].as_str());
-                for source in volume["projected"]["sources"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                {
-                    names.extend(source["secret"]["name"].as_str());
-                }
                 // Volume plugins that log in with a secret.
                 for plugin in [
                     "csi",
@@ -420,24 +409,11 @@ pub(crate) fn references(pod: &Value, kind: Kind) -> Vec<Cow<'_, str>> {
             }
         }
         Kind::ConfigMap => {
-            for container in containers {
-                for var in container["env"].as_array().into_iter().flatten() {
-                    names.extend(var["valueFrom"]["configMapKeyRef"]["name"].as_str());
-                }
-                for from in container["envFrom"].as_array().into_iter().flatten() {
-                    names.extend(from["configMapRef"]["name"].as_str());
-                }
-            }
-            for volume in volumes() {
-                names.extend(volume["configMap"]["name"].as_str());
-                for source in volume["projected"]["sources"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                {
-                    names.extend(source["configMap"]["name"].as_str());
-                }
-            }
+            data_refs(
+                spec,
+                ["configMapKeyRef", "configMapRef", "configMap", "name"],
+                &mut names,
+            );
         }
         Kind::Claim => {
             let pod_name = pod["metadata"]["name"].as_str().unwrap_or("");
@@ -461,6 +437,38 @@ pub(crate) fn references(pod: &Value, kind: Kind) -> Vec<Cow<'_, str>> {
     }
     made.extend(names.into_iter().map(Cow::Borrowed));
     made
+}
+
+/// The names of Secrets or ConfigMaps a pod's containers read through
+/// `env` and `envFrom` and its volumes mount, directly or projected, given
+/// the fields that name them: `[key_ref, env_from, volume, volume_name]`
+/// (`secretKeyRef`, `secretRef`, `secret`, `secretName` for Secrets).
+fn data_refs<'a>(
+    spec: &'a Value,
+    [key_ref, env_from, volume, volume_name]: [&str; 4],
+    names: &mut Vec<&'a str>,
+) {
+    let containers = ["containers", "initContainers", "ephemeralContainers"]
+        .into_iter()
+        .flat_map(|field| spec[field].as_array().into_iter().flatten());
+    for container in containers {
+        for var in container["env"].as_array().into_iter().flatten() {
+            names.extend(var["valueFrom"][key_ref]["name"].as_str());
+        }
+        for from in container["envFrom"].as_array().into_iter().flatten() {
+            names.extend(from[env_from]["name"].as_str());
+        }
+    }
+    for mounted in spec["volumes"].as_array().into_iter().flatten() {
+        names.extend(mounted[volume][volume_name].as_str());
+        for source in mounted["projected"]["sources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            names.extend(source[volume]["name"].as_str());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -257,15 +257,7 @@ fn desired_status(crd: &Value, def: &Definition, acceptance: Option<&Acceptance>
             c["lastTransitionTime"] = prev["lastTransitionTime"].clone();
         }
     }
-    let mut stored: Vec<String> = old["storedVersions"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut stored = crate::object::strings(&old["storedVersions"]);
     if let (Some(Acceptance::Accepted(_)), Some(v)) = (acceptance, def.storage_version())
         && !stored.iter().any(|s| s == v)
     {

@@ -32,17 +32,7 @@ pub struct Names {
 impl Names {
     fn parse(names: &Value) -> Self {
         let text = |k: &str| names[k].as_str().unwrap_or("").to_string();
-        let list = |k: &str| -> Vec<String> {
-            names[k]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let list = |k: &str| crate::object::strings(&names[k]);
         let kind = text("kind");
         let singular = Some(text("singular"))
             .filter(|s| !s.is_empty())

@@ -67,20 +67,12 @@ pub fn view(paths: &ScalePaths, object: &Value) -> Value {
         .and_then(|p| lookup(object, p))
         .and_then(Value::as_str)
         .unwrap_or("");
-    let meta = &object["metadata"];
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "uid": meta["uid"],
-            "resourceVersion": meta["resourceVersion"],
-            "creationTimestamp": meta["creationTimestamp"],
-        },
-        "spec": { "replicas": replicas(&paths.spec_replicas) },
-        "status": { "replicas": replicas(&paths.status_replicas), "selector": selector },
-    })
+    crate::kinds::scale_of(
+        object,
+        replicas(&paths.spec_replicas),
+        replicas(&paths.status_replicas),
+        selector,
+    )
 }
 
 /// Writes `replicas` at the spec replicas path, creating missing objects.

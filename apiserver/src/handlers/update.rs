@@ -142,17 +142,7 @@ pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
     let name = ctx.name()?.to_string();
     check_type(&mut object, &info.api_version(), info.kind)?;
-    match meta_str(&object, "name") {
-        Some(n) if n != name => {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )));
-        }
-        Some(_) => {}
-        None => {
-            meta_mut(&mut object).insert("name".into(), json!(name));
-        }
-    }
+    name_as_on_url(&mut object, &name)?;
     if let (Some(path_ns), Some(body_ns)) = (ctx.namespace(), meta_str(&object, "namespace"))
         && !body_ns.is_empty()
         && path_ns != body_ns
@@ -292,23 +282,28 @@ fn written_object(
     }
 }
 
+/// Names `object` as the URL does when it carries no name; refuses one
+/// that names another object.
+fn name_as_on_url(object: &mut Value, name: &str) -> Result<(), ApiError> {
+    match meta_str(object, "name") {
+        Some(n) if n != name => Err(ApiError::BadRequest(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            meta_mut(object).insert("name".into(), json!(name));
+            Ok(())
+        }
+    }
+}
+
 /// The configuration of a server-side apply: a YAML or JSON object of the
 /// endpoint's kind, named as the URL names it.
 fn applied_config(info: &ResourceInfo, name: &str, bytes: &[u8]) -> Result<Value, ApiError> {
     let mut config =
         patch::parse_applied(bytes).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_type(&mut config, &info.api_version(), info.kind)?;
-    match meta_str(&config, "name") {
-        Some(n) if n != name => {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )));
-        }
-        Some(_) => {}
-        None => {
-            meta_mut(&mut config).insert("name".into(), json!(name));
-        }
-    }
+    name_as_on_url(&mut config, name)?;
     Ok(config)
 }
 

@@ -81,6 +81,7 @@ pub(crate) use nodes::Nodes;
 pub(crate) use pods::Pods;
 pub(crate) use quota::{LimitRanges, ResourceQuotas};
 pub(crate) use rbac::Rbac;
+pub(crate) use scale::scale_of;
 pub(crate) use scheduling::PriorityClasses;
 pub(crate) use service_accounts::ServiceAccounts;
 pub(crate) use services::Services;

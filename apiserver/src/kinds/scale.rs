@@ -16,6 +16,13 @@ pub(super) fn label_selector(object: &Value) -> String {
 
 /// The Scale of `object`, with `selector` as `status.selector`.
 pub(super) fn view(object: &Value, selector: String) -> Value {
+    let replicas = |part: &str| object[part]["replicas"].as_i64().unwrap_or(0);
+    scale_of(object, replicas("spec"), replicas("status"), &selector)
+}
+
+/// The autoscaling/v1 Scale of `object` (built-in or custom) with these
+/// replica counts and `status.selector`.
+pub(crate) fn scale_of(object: &Value, spec: i64, status: i64, selector: &str) -> Value {
     let meta = &object["metadata"];
     json!({
         "kind": "Scale",
@@ -27,8 +34,8 @@ pub(super) fn view(object: &Value, selector: String) -> Value {
             "resourceVersion": meta["resourceVersion"],
             "creationTimestamp": meta["creationTimestamp"],
         },
-        "spec": { "replicas": object["spec"]["replicas"].as_i64().unwrap_or(0) },
-        "status": { "replicas": object["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector },
+        "spec": { "replicas": spec },
+        "status": { "replicas": status, "selector": selector },
     })
 }
 

@@ -120,15 +120,7 @@ pub(crate) fn selector_string(selector: Option<&Value>) -> String {
     let Some(selector) = selector else {
         return String::new();
     };
-    let mut parts: Vec<String> = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut parts = label_pairs(selector.get("matchLabels"));
     for expr in selector
         .get("matchExpressions")
         .and_then(Value::as_array)
@@ -154,16 +146,20 @@ pub(crate) fn selector_string(selector: Option<&Value>) -> String {
 
 /// A map selector (`spec.selector` of Services and RCs) in its string form.
 pub(crate) fn map_selector_string(selector: Option<&Value>) -> String {
-    let mut parts: Vec<String> = selector
-        .and_then(Value::as_object)
+    let mut parts = label_pairs(selector);
+    parts.sort();
+    parts.join(",")
+}
+
+/// `key=value` for each entry of a label map (none when it is not one).
+fn label_pairs(map: Option<&Value>) -> Vec<String> {
+    map.and_then(Value::as_object)
         .map(|m| {
             m.iter()
                 .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
                 .collect()
         })
-        .unwrap_or_default();
-    parts.sort();
-    parts.join(",")
+        .unwrap_or_default()
 }
 
 /// Container names and images of a pod template, comma separated.
