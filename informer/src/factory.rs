@@ -98,6 +98,21 @@ impl SharedInformerFactory {
         self.informer_with(WatchConfig::default())
     }
 
+    /// The shared informer of every `K`, waking `changed` on every change:
+    /// for components that rebuild their whole state from the caches on any
+    /// change (the service proxy, the policy controller, the ingress).
+    pub fn notifying_informer<K>(
+        &self,
+        changed: &Arc<tokio::sync::Notify>,
+    ) -> Result<Informer<K>, InformerError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let informer = self.informer::<K>();
+        informer.add_event_handler(crate::handler::HandlerFns::notifying(changed))?;
+        Ok(informer)
+    }
+
     /// The shared informer of the `K` objects matching `config`'s selectors.
     pub fn informer_with<K>(&self, config: WatchConfig) -> Informer<K>
     where

@@ -32,7 +32,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-use skiff_informer::{HandlerFns, Informer, SharedInformerFactory};
+use skiff_informer::{Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
 pub use certs::CertStore;
@@ -110,27 +110,12 @@ impl Sources {
         changed: &Arc<Notify>,
     ) -> Result<Self, skiff_informer::InformerError> {
         let sources = Self {
-            ingresses: factory.informer(),
-            classes: factory.informer(),
-            services: factory.informer(),
-            slices: factory.informer(),
-            secrets: factory.informer(),
+            ingresses: factory.notifying_informer(changed)?,
+            classes: factory.notifying_informer(changed)?,
+            services: factory.notifying_informer(changed)?,
+            slices: factory.notifying_informer(changed)?,
+            secrets: factory.notifying_informer(changed)?,
         };
-        sources
-            .ingresses
-            .add_event_handler(HandlerFns::notifying(changed))?;
-        sources
-            .classes
-            .add_event_handler(HandlerFns::notifying(changed))?;
-        sources
-            .services
-            .add_event_handler(HandlerFns::notifying(changed))?;
-        sources
-            .slices
-            .add_event_handler(HandlerFns::notifying(changed))?;
-        sources
-            .secrets
-            .add_event_handler(HandlerFns::notifying(changed))?;
         Ok(sources)
     }
 

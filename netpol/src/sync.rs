@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use skiff_common::nft::{Applier, Nft, NftError, Ruleset, TableSync, keep_applied, sysctl};
-use skiff_informer::{HandlerFns, Informer, SharedInformerFactory};
+use skiff_informer::{Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
 use crate::facts::{self, PodFacts};
@@ -85,19 +85,10 @@ impl Sources {
         changed: Arc<Notify>,
     ) -> Result<Self, NetpolError> {
         let sources = Self {
-            policies: factory.informer::<NetworkPolicy>(),
-            pods: factory.informer::<Pod>(),
-            namespaces: factory.informer::<Namespace>(),
+            policies: factory.notifying_informer(&changed)?,
+            pods: factory.notifying_informer(&changed)?,
+            namespaces: factory.notifying_informer(&changed)?,
         };
-        sources
-            .policies
-            .add_event_handler(HandlerFns::notifying(&changed))?;
-        sources
-            .pods
-            .add_event_handler(HandlerFns::notifying(&changed))?;
-        sources
-            .namespaces
-            .add_event_handler(HandlerFns::notifying(&changed))?;
         factory.start()?;
         Ok(sources)
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use skiff_informer::{HandlerFns, Informer, SharedInformerFactory};
+use skiff_informer::{Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
 use skiff_common::nft::{Applier, Family, Nft, NftError, TableSync, keep_applied, sysctl};
@@ -85,19 +85,10 @@ impl Sources {
         changed: Arc<Notify>,
     ) -> Result<Self, ProxyError> {
         let sources = Self {
-            services: factory.informer::<Service>(),
-            slices: factory.informer::<EndpointSlice>(),
-            nodes: factory.informer::<Node>(),
+            services: factory.notifying_informer(&changed)?,
+            slices: factory.notifying_informer(&changed)?,
+            nodes: factory.notifying_informer(&changed)?,
         };
-        sources
-            .services
-            .add_event_handler(HandlerFns::notifying(&changed))?;
-        sources
-            .slices
-            .add_event_handler(HandlerFns::notifying(&changed))?;
-        sources
-            .nodes
-            .add_event_handler(HandlerFns::notifying(&changed))?;
         factory.start()?;
         Ok(sources)
     }
