@@ -153,6 +153,21 @@ impl Cache {
         }
     }
 
+    /// Puts `pod` on `node`, assumed (bound here, not yet seen bound) or
+    /// confirmed.
+    fn place(&mut self, pod: Arc<PodInfo>, node: String, assumed: bool) {
+        self.touch(&node).add_pod(pod.clone());
+        self.pods.insert(
+            pod.key.clone(),
+            PodState {
+                pod,
+                node,
+                assumed,
+                deadline: None,
+            },
+        );
+    }
+
     /// Assumes `pod` (whose `spec.nodeName` is set to the chosen node) is bound.
     pub fn assume_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
         let node = pod
@@ -162,16 +177,7 @@ impl Cache {
         if self.pods.contains_key(&pod.key) {
             return Err(CacheError::AlreadyPresent(pod.full_name()));
         }
-        self.touch(&node).add_pod(pod.clone());
-        self.pods.insert(
-            pod.key.clone(),
-            PodState {
-                pod,
-                node,
-                assumed: true,
-                deadline: None,
-            },
-        );
+        self.place(pod, node, true);
         Ok(())
     }
 
@@ -223,16 +229,7 @@ impl Cache {
             // node if someone else bound it).
             self.remove_from_node(&ps.node, &pod.key);
         }
-        self.touch(&node).add_pod(pod.clone());
-        self.pods.insert(
-            pod.key.clone(),
-            PodState {
-                pod,
-                node,
-                assumed: false,
-                deadline: None,
-            },
-        );
+        self.place(pod, node, false);
         Ok(())
     }
 
