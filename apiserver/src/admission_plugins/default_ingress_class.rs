@@ -6,9 +6,11 @@
 //!
 //! It reads IngressClasses from their watch cache and never writes.
 
+use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
 
 use super::cached_in_namespace;
+use crate::kinds::GroupResource;
 use crate::object::meta_str;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -18,7 +20,7 @@ const DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
 
 /// Sets a new Ingress's class to the default one when it names none.
 pub(crate) fn default_class(inner: &Inner, info: &ResourceInfo, ingress: &mut Value) {
-    if info.group != "networking.k8s.io" || info.resource != "ingresses" {
+    if !info.is(GroupResource::of::<Ingress>()) {
         return;
     }
     if names_a_class(ingress) {

@@ -44,7 +44,7 @@ pub(crate) async fn admit(
     object: &mut Value,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    if info.group != "certificates.k8s.io" || info.resource != "certificatesigningrequests" {
+    if !info.is(crate::kinds::CertificateSigningRequests::RESOURCE) {
         return Ok(());
     }
     let password = take_password(object);

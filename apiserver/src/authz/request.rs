@@ -7,6 +7,7 @@ use http::Method;
 
 use super::{Attributes, RequestKind, ResourceAttributes};
 use crate::authn::UserInfo;
+use crate::kinds::{GroupResource, Pods};
 
 /// Path segments that a namespace object has as its own subresources
 /// (`/api/v1/namespaces/<ns>/status`), not as a namespaced collection.
@@ -92,8 +93,7 @@ pub(crate) fn describe(method: &Method, path: &str, query: Option<&str>) -> (Str
     if attrs.name.is_empty() && verb == "delete" {
         verb = "deletecollection".to_string();
     }
-    if attrs.group.is_empty()
-        && attrs.resource == "pods"
+    if GroupResource::new(&attrs.group, &attrs.resource) == Pods::RESOURCE
         && STREAMING_SUBRESOURCES.contains(&attrs.subresource.as_str())
         && verb == "get"
     {

@@ -5,12 +5,19 @@
 
 use serde_json::{Value, json};
 
-use super::KindStrategy;
+use super::{GroupResource, KindStrategy};
 use crate::authn::UserInfo;
 
 /// `certificates.k8s.io/v1` CertificateSigningRequests.
 #[derive(Debug)]
 pub(crate) struct CertificateSigningRequests;
+
+impl CertificateSigningRequests {
+    /// `certificates.k8s.io` certificatesigningrequests, for the node
+    /// password admission.
+    pub(crate) const RESOURCE: GroupResource<'static> =
+        GroupResource::of::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>();
+}
 
 impl KindStrategy for CertificateSigningRequests {
     fn on_create_by(&self, object: &mut Value, user: &UserInfo) {

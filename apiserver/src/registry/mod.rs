@@ -155,6 +155,12 @@ const STORED_VERBS: &[&str] = &[
 ];
 
 impl ResourceInfo {
+    /// Whether this is the resource `resource` (in any version), for code
+    /// that must single one out (see [`crate::kinds::GroupResource`]).
+    pub(crate) fn is(&self, resource: crate::kinds::GroupResource<'_>) -> bool {
+        self.group == resource.group && self.resource == resource.resource
+    }
+
     /// `v1` or `group/version`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

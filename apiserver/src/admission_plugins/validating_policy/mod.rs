@@ -80,7 +80,7 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
         subresource,
         name,
         namespaced: request.info.namespaced,
-        is_namespace: request.info.group.is_empty() && request.info.resource == "namespaces",
+        is_namespace: request.info.is(crate::kinds::Namespaces::RESOURCE),
         namespace_labels: namespace_object.as_deref(),
         new: request.new,
         old: request.old,

@@ -95,7 +95,7 @@ fn matching_resource(
                 resource: candidate.resource,
                 subresource,
                 namespace,
-                is_namespace: info.group.is_empty() && info.resource == "namespaces",
+                is_namespace: info.is(crate::kinds::Namespaces::RESOURCE),
             },
         )
     };
@@ -139,7 +139,7 @@ async fn namespace_selected(
     object: Option<&Value>,
     namespace: &str,
 ) -> Result<bool, ApiError> {
-    let is_namespace = attributes.info.group.is_empty() && attributes.info.resource == "namespaces";
+    let is_namespace = attributes.info.is(crate::kinds::Namespaces::RESOURCE);
     if selector.is_empty() || (namespace.is_empty() && !is_namespace) {
         return Ok(true);
     }

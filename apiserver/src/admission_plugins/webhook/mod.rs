@@ -65,7 +65,7 @@ impl Attributes<'_> {
     /// Namespace's own name (as upstream puts it in the attributes).
     fn namespace(&self, object: Option<&Value>) -> String {
         let of = |o: &Value| o["metadata"]["namespace"].as_str().map(String::from);
-        if self.info.group.is_empty() && self.info.resource == "namespaces" {
+        if self.info.is(crate::kinds::Namespaces::RESOURCE) {
             return object
                 .or(self.old)
                 .and_then(|o| o["metadata"]["name"].as_str())

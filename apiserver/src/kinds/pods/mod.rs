@@ -29,7 +29,7 @@ const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 pub(crate) struct Pods;
 
 impl Pods {
-    /// Core `pods`, for the Node authorizer's watch cache.
+    /// Core `pods`, for the Node authorizer and streaming subresources.
     pub(crate) const RESOURCE: GroupResource<'static> =
         GroupResource::of::<k8s_openapi::api::core::v1::Pod>();
 }
