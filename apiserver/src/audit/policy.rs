@@ -389,7 +389,6 @@ fn path_matches(path: &str, spec: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authz::ResourceAttributes;
 
     const POLICY: &str = r#"
 apiVersion: audit.k8s.io/v1
@@ -429,15 +428,7 @@ rules:
 "#;
 
     fn res(group: &str, resource: &str, ns: &str, name: &str) -> RequestKind {
-        let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
-        RequestKind::Resource(ResourceAttributes {
-            group: group.into(),
-            version: "v1".into(),
-            resource: resource.into(),
-            subresource: sub.into(),
-            namespace: ns.into(),
-            name: name.into(),
-        })
+        RequestKind::v1(group, resource, ns, name)
     }
 
     fn path(p: &str) -> RequestKind {

@@ -71,6 +71,23 @@ pub struct ResourceAttributes {
     pub name: String,
 }
 
+#[cfg(test)]
+impl RequestKind {
+    /// A `v1` resource request, for tests: `resource` may end in
+    /// `/<subresource>`.
+    pub(crate) fn v1(group: &str, resource: &str, namespace: &str, name: &str) -> Self {
+        let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+        RequestKind::Resource(ResourceAttributes {
+            group: group.into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+}
+
 impl Attributes {
     /// The resource attributes, when this is a resource request.
     pub fn resource(&self) -> Option<&ResourceAttributes> {

@@ -562,18 +562,10 @@ mod tests {
         ns: &str,
         name: &str,
     ) -> Attributes {
-        let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
         Attributes {
             user,
             verb: verb.into(),
-            request: RequestKind::Resource(ResourceAttributes {
-                group: group.into(),
-                version: "v1".into(),
-                resource: resource.into(),
-                subresource: subresource.into(),
-                namespace: ns.into(),
-                name: name.into(),
-            }),
+            request: RequestKind::v1(group, resource, ns, name),
         }
     }
 

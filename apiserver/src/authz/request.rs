@@ -145,14 +145,12 @@ mod tests {
     }
 
     fn res(group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> RequestKind {
-        RequestKind::Resource(ResourceAttributes {
-            group: group.into(),
-            version: "v1".into(),
-            resource: resource.into(),
-            subresource: sub.into(),
-            namespace: ns.into(),
-            name: name.into(),
-        })
+        let resource = if sub.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}/{sub}")
+        };
+        RequestKind::v1(group, &resource, ns, name)
     }
 
     #[test]

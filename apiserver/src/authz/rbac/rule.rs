@@ -345,7 +345,6 @@ pub fn go_quoted_list(list: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authz::ResourceAttributes;
 
     fn rule(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Rule {
         let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
@@ -373,15 +372,7 @@ mod tests {
         let group = parts.next().unwrap_or("").trim_matches('\'');
         let resource = parts.next().unwrap_or("");
         let name = parts.next().unwrap_or("");
-        let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
-        RequestKind::Resource(ResourceAttributes {
-            group: group.into(),
-            version: "v1".into(),
-            resource: resource.into(),
-            subresource: sub.into(),
-            namespace: "ns".into(),
-            name: name.into(),
-        })
+        RequestKind::v1(group, resource, "ns", name)
     }
 
     fn path(p: &str) -> RequestKind {
