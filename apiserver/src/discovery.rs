@@ -7,7 +7,7 @@ use crate::registry::Registry;
 use crate::status::ApiError;
 
 /// The Kubernetes version this server implements.
-pub fn version() -> Value {
+pub(crate) fn version() -> Value {
     json!({
         "major": "1",
         "minor": "33",
@@ -22,7 +22,7 @@ pub fn version() -> Value {
 }
 
 /// `/api`.
-pub fn core_versions() -> Value {
+pub(crate) fn core_versions() -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -43,7 +43,7 @@ fn group_json(name: &str, versions: &[&str]) -> Value {
 }
 
 /// `/apis`.
-pub fn groups(registry: &Registry) -> Value {
+pub(crate) fn groups(registry: &Registry) -> Value {
     let groups: Vec<Value> = registry
         .groups()
         .iter()
@@ -54,7 +54,7 @@ pub fn groups(registry: &Registry) -> Value {
 }
 
 /// `/apis/<group>`.
-pub fn group(registry: &Registry, name: &str) -> Result<Value, ApiError> {
+pub(crate) fn group(registry: &Registry, name: &str) -> Result<Value, ApiError> {
     let g = registry
         .groups()
         .iter()
@@ -67,7 +67,11 @@ pub fn group(registry: &Registry, name: &str) -> Result<Value, ApiError> {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`.
-pub fn resources(registry: &Registry, group: &str, version: &str) -> Result<Value, ApiError> {
+pub(crate) fn resources(
+    registry: &Registry,
+    group: &str,
+    version: &str,
+) -> Result<Value, ApiError> {
     let mut resources = Vec::new();
     for r in registry.in_group_version(group, version) {
         let mut entry = json!({
@@ -118,7 +122,7 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Result<Valu
 /// Aggregated discovery (`apidiscovery.k8s.io`), which kubectl asks for
 /// first: every group, version and resource of `/api` or `/apis` in one
 /// document.
-pub mod aggregated {
+pub(crate) mod aggregated {
     use serde_json::{Value, json};
 
     use crate::registry::{Registry, ResourceInfo};
@@ -128,7 +132,7 @@ pub mod aggregated {
 
     /// The aggregated discovery version `Accept` asks for, if its first
     /// acceptable entry is one; `None` means legacy discovery.
-    pub fn negotiate(headers: &http::HeaderMap) -> Option<&'static str> {
+    pub(crate) fn negotiate(headers: &http::HeaderMap) -> Option<&'static str> {
         let accept = headers.get(http::header::ACCEPT)?.to_str().ok()?;
         for entry in accept.split(',') {
             let mut parts = entry.split(';').map(str::trim);
@@ -157,7 +161,7 @@ pub mod aggregated {
     }
 
     /// The response Content-Type of one aggregated discovery version.
-    pub fn content_type(version: &str) -> String {
+    pub(crate) fn content_type(version: &str) -> String {
         format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
     }
 
@@ -198,7 +202,7 @@ pub mod aggregated {
     }
 
     /// The `APIGroupDiscoveryList` of `/api` (`core`) or `/apis`.
-    pub fn document(registry: &Registry, core: bool, version: &str) -> Value {
+    pub(crate) fn document(registry: &Registry, core: bool, version: &str) -> Value {
         let items: Vec<Value> = registry
             .groups()
             .iter()

@@ -18,7 +18,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, OtherError, SignatureScheme};
 
 /// The user the API server's client certificate names, as kubeadm names it.
-pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
+pub(crate) const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 
 /// Why the kubelet client could not be set up.
 #[derive(Debug, thiserror::Error)]

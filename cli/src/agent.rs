@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 /// Flags of the node agent.
 #[derive(Debug, Clone, clap::Args)]
-pub struct NodeFlags {
+pub(crate) struct NodeFlags {
     /// Name of this node (default: the host name).
     #[arg(long, env = "SKIFF_NODE_NAME")]
     pub node_name: Option<String>,
@@ -101,7 +101,7 @@ pub struct NodeFlags {
 
 impl NodeFlags {
     /// `--node-name`, else the host's name.
-    pub fn node_name(&self, data_dir: &Path) -> String {
+    pub(crate) fn node_name(&self, data_dir: &Path) -> String {
         match &self.node_name {
             Some(name) => name.clone(),
             None => agent::node::host::read(data_dir).hostname,
@@ -109,7 +109,7 @@ impl NodeFlags {
     }
 
     /// The agent's configuration with its state under `DATA_DIR/agent`.
-    pub fn agent_config(&self, data_dir: &Path) -> anyhow::Result<AgentConfig> {
+    pub(crate) fn agent_config(&self, data_dir: &Path) -> anyhow::Result<AgentConfig> {
         let node_name = self.node_name(data_dir);
         let mut config = AgentConfig::new(node_name, data_dir.join("agent"));
         config.runtime.external_endpoint = self.container_runtime_endpoint.clone();
@@ -138,12 +138,12 @@ impl NodeFlags {
 
     /// The node's address: `--node-ip`, else the host's first non-loopback
     /// IPv4 address.
-    pub fn node_ip(&self) -> IpAddr {
+    pub(crate) fn node_ip(&self) -> IpAddr {
         self.node_ip.unwrap_or_else(agent::node::host::internal_ip)
     }
 
     /// The service proxy's configuration, unless disabled.
-    pub fn proxy_config(&self, node_name: &str) -> Option<skiff_proxy::ProxyConfig> {
+    pub(crate) fn proxy_config(&self, node_name: &str) -> Option<skiff_proxy::ProxyConfig> {
         (!self.disable_kube_proxy).then(|| {
             let mut config = skiff_proxy::ProxyConfig::new(node_name);
             config.table = self.proxy_table.clone();
@@ -155,7 +155,7 @@ impl NodeFlags {
 /// Starts the network policy controller next to the node agent, or, when
 /// it is disabled, removes the table an earlier run left (its rules would
 /// otherwise stay enforced, frozen).
-pub fn spawn_netpol(
+pub(crate) fn spawn_netpol(
     components: &mut tokio::task::JoinSet<()>,
     factory: &SharedInformerFactory,
     flags: &NodeFlags,
@@ -178,7 +178,7 @@ pub fn spawn_netpol(
 }
 
 /// Starts the service proxy next to the node agent.
-pub fn spawn_proxy(
+pub(crate) fn spawn_proxy(
     components: &mut tokio::task::JoinSet<()>,
     factory: &SharedInformerFactory,
     config: skiff_proxy::ProxyConfig,
@@ -194,7 +194,7 @@ pub fn spawn_proxy(
 
 /// Flags of `skiff agent`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct AgentArgs {
+pub(crate) struct AgentArgs {
     /// Directory for the agent's state (containerd, pods, logs).
     #[arg(long, env = "SKIFF_DATA_DIR", default_value = "/var/lib/skiff")]
     pub data_dir: PathBuf,
@@ -242,7 +242,7 @@ pub struct AgentArgs {
 }
 
 /// Runs the agent until SIGTERM or Ctrl-C.
-pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
     if args.simulated_nodes > 0 {
         return run_simulated(&args).await;
@@ -423,7 +423,7 @@ async fn run_simulated(args: &AgentArgs) -> anyhow::Result<()> {
 /// Creates the data directory private to its owner (0700); one that
 /// already exists keeps its mode, but is warned about when others may
 /// write to it.
-pub fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     match std::fs::metadata(dir) {
         Ok(meta) => {
@@ -441,7 +441,7 @@ pub fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Starts the node agent inside `skiff server`.
-pub fn spawn_in_server(
+pub(crate) fn spawn_in_server(
     components: &mut tokio::task::JoinSet<()>,
     factory: &SharedInformerFactory,
     clients: agent::AgentClients,

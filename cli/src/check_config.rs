@@ -11,7 +11,7 @@ use std::process::Command;
 /// Flags of `skiff check-config`: the server's own flags (and `SKIFF_*`
 /// variables) that change what is checked.
 #[derive(Debug, Clone, clap::Args)]
-pub struct CheckConfigArgs {
+pub(crate) struct CheckConfigArgs {
     /// Port of the HTTPS API.
     #[arg(long, env = "SKIFF_HTTPS_LISTEN_PORT", default_value_t = 6443)]
     pub https_listen_port: u16,
@@ -54,7 +54,7 @@ pub struct CheckConfigArgs {
 
 /// Runs every check, prints one line each, and fails when a required one
 /// did not pass.
-pub fn run(args: CheckConfigArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: CheckConfigArgs) -> anyhow::Result<()> {
     let host = Host::real();
     let results = checks(&host, &args);
     let mut failed = 0;
@@ -73,7 +73,7 @@ pub fn run(args: CheckConfigArgs) -> anyhow::Result<()> {
 
 /// The outcome of one item.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckResult {
+pub(crate) struct CheckResult {
     /// What was checked, e.g. `kernel: overlay`.
     pub item: String,
     /// Whether it is fine.

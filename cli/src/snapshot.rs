@@ -24,7 +24,7 @@ use skiff_store::{SledConfig, SledStore};
 /// datastore still opens; it is no more secret than the CA key beside it,
 /// and the file is 0600). The names are paths relative to the data dir;
 /// restore writes only these.
-pub const ATTACHMENTS: &[&str] = &[
+pub(crate) const ATTACHMENTS: &[&str] = &[
     "tls/ca.crt",
     "tls/ca.key",
     "tls/admin.crt",
@@ -47,7 +47,7 @@ const JOIN_TOKEN: &str = "token";
 const HOST_SPECIFIC: &[&str] = &["tls/serving.crt", "tls/serving.key", "tls/serving.sans"];
 
 /// `(attachment name, path)` for every file snapshots carry.
-pub fn attachment_sources(data_dir: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn attachment_sources(data_dir: &Path) -> Vec<(String, PathBuf)> {
     ATTACHMENTS
         .iter()
         .map(|name| (name.to_string(), data_dir.join(name)))
@@ -56,7 +56,7 @@ pub fn attachment_sources(data_dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// `skiff snapshot` arguments.
 #[derive(Debug, clap::Args)]
-pub struct SnapshotArgs {
+pub(crate) struct SnapshotArgs {
     /// The server (`restore` writes into its `--data-dir` instead).
     #[command(flatten)]
     pub target: crate::admin_client::ServerTarget,
@@ -67,7 +67,7 @@ pub struct SnapshotArgs {
 
 /// What to do.
 #[derive(Debug, clap::Subcommand)]
-pub enum SnapshotCommand {
+pub(crate) enum SnapshotCommand {
     /// Take a snapshot now, on the server, into its snapshot directory.
     Save {
         /// Name prefix: the file is `<name>-<node>-<unix time>`.
@@ -109,7 +109,7 @@ pub enum SnapshotCommand {
 }
 
 /// Runs `skiff snapshot ...`.
-pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     if let SnapshotCommand::Restore { file, force } = &args.command {
         let data_dir = &args.target.data_dir;
         let restored = restore(data_dir, file, *force)?;
@@ -212,7 +212,7 @@ fn render(list: &SnapshotList) -> String {
 }
 
 /// What a restore did.
-pub struct Restored {
+pub(crate) struct Restored {
     pub revision: u64,
     pub keys: usize,
     /// Where a store that was in the data dir was moved.
@@ -221,7 +221,7 @@ pub struct Restored {
 
 impl Restored {
     /// One line for the operator.
-    pub fn summary(&self, data_dir: &Path) -> String {
+    pub(crate) fn summary(&self, data_dir: &Path) -> String {
         let mut text = format!(
             "Snapshot restored into {} ({} keys at revision {}).",
             data_dir.display(),
@@ -242,7 +242,7 @@ impl Restored {
 /// and the files it carries. The file is read and checked whole first, so
 /// a damaged one changes nothing. A data dir that holds a store is refused
 /// unless `force`, which moves that store aside rather than deleting it.
-pub fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Result<Restored> {
+pub(crate) fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Result<Restored> {
     let snapshot = Snapshot::read(file)?;
     crate::agent::create_data_dir(data_dir)?;
     let db = data_dir.join("db");

@@ -14,7 +14,7 @@ use kube::core::{Selector, SelectorExt};
 /// Delete options that delete only the object `meta` describes (by uid):
 /// one re-created meanwhile under the same name, which the caller did not
 /// judge, stays.
-pub fn delete_exactly(meta: &ObjectMeta) -> kube::api::DeleteParams {
+pub(crate) fn delete_exactly(meta: &ObjectMeta) -> kube::api::DeleteParams {
     kube::api::DeleteParams {
         preconditions: Some(kube::api::Preconditions {
             uid: meta.uid.clone(),
@@ -56,7 +56,7 @@ impl RequestFailed {
 /// syncs: `creating pod for daemonset ns/name: ...`.
 #[derive(Debug, thiserror::Error)]
 #[error("{what} for {kind} {key}: {source}")]
-pub struct WriteFailed {
+pub(crate) struct WriteFailed {
     /// The write that failed, e.g. "creating job".
     pub what: &'static str,
     /// The synced object's kind, as the message names it ("daemonset").
@@ -70,7 +70,12 @@ pub struct WriteFailed {
 
 impl WriteFailed {
     /// The failure of `what` while syncing the `kind` object `key`.
-    pub fn new(kind: &'static str, key: &str, what: &'static str, source: kube::Error) -> Self {
+    pub(crate) fn new(
+        kind: &'static str,
+        key: &str,
+        what: &'static str,
+        source: kube::Error,
+    ) -> Self {
         Self {
             what,
             kind,
@@ -82,7 +87,7 @@ impl WriteFailed {
 
 /// Merges `patch` into the status of `pod` (gone already counts as done):
 /// the status writes node lifecycle and pod GC make to pods they judge.
-pub async fn patch_pod_status(
+pub(crate) async fn patch_pod_status(
     client: &kube::Client,
     pod: &k8s_openapi::api::core::v1::Pod,
     patch: &serde_json::Value,
@@ -104,7 +109,7 @@ pub async fn patch_pod_status(
 
 /// Merges `status` into the status of the object `name` through `api`:
 /// `Ok(false)` when the object is gone (its sync is then done).
-pub async fn write_status<K>(
+pub(crate) async fn write_status<K>(
     api: &kube::Api<K>,
     name: &str,
     status: serde_json::Value,
@@ -124,13 +129,13 @@ where
 }
 
 /// The current time as an API timestamp.
-pub fn now() -> Time {
+pub(crate) fn now() -> Time {
     Time(Timestamp::now())
 }
 
 /// A controller owner reference to `owner` (controller and blockOwnerDeletion
 /// set, as upstream's workload controllers write them).
-pub fn controller_owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
+pub(crate) fn controller_owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
     OwnerReference {
         api_version: K::api_version(&()).into_owned(),
         kind: K::kind(&()).into_owned(),
@@ -142,34 +147,29 @@ pub fn controller_owner_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerRe
 }
 
 /// The owner reference marked `controller: true`, if any.
-pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
+pub(crate) fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references
         .iter()
         .flatten()
         .find(|r| r.controller == Some(true))
 }
 
-/// The labels of an object (empty when it has none).
-pub fn labels_of(meta: &ObjectMeta) -> BTreeMap<String, String> {
-    meta.labels.clone().unwrap_or_default()
-}
-
 /// Turns a spec's label selector into a matcher. An absent or invalid selector
 /// selects nothing (upstream refuses to manage pods with one); an empty one
 /// also selects nothing for workloads, which must have a selector.
-pub fn workload_selector(selector: Option<&LabelSelector>) -> Option<Selector> {
+pub(crate) fn workload_selector(selector: Option<&LabelSelector>) -> Option<Selector> {
     let selector = selector?;
     let parsed = Selector::try_from(selector.clone()).ok()?;
     (!parsed.selects_all()).then_some(parsed)
 }
 
 /// True when `selector` matches `meta`'s labels.
-pub fn selects(selector: &Selector, meta: &ObjectMeta) -> bool {
+pub(crate) fn selects(selector: &Selector, meta: &ObjectMeta) -> bool {
     selector.matches(meta.labels.as_ref().unwrap_or(&BTreeMap::new()))
 }
 
 /// The "namespace/name" key of an object.
-pub fn key_of(meta: &ObjectMeta) -> String {
+pub(crate) fn key_of(meta: &ObjectMeta) -> String {
     format!(
         "{}/{}",
         meta.namespace.as_deref().unwrap_or(""),
@@ -178,12 +178,12 @@ pub fn key_of(meta: &ObjectMeta) -> String {
 }
 
 /// Seconds between two timestamps (negative when `later` is earlier).
-pub fn seconds_between(earlier: &Time, later: &Time) -> i64 {
+pub(crate) fn seconds_between(earlier: &Time, later: &Time) -> i64 {
     later.0.as_second() - earlier.0.as_second()
 }
 
 /// FNV-1a, 32 bits, spelled with upstream's safe alphabet.
-pub fn safe_hash(data: &[u8], collision_count: Option<i32>) -> String {
+pub(crate) fn safe_hash(data: &[u8], collision_count: Option<i32>) -> String {
     let mut hash: u32 = 0x811c9dc5;
     let extra = collision_count.map(i32::to_le_bytes);
     for b in data.iter().chain(extra.iter().flatten()) {

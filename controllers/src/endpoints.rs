@@ -23,16 +23,16 @@ use skiff_informer::{Action, Cache, Controller, EnqueueKeys, HandlerFns, ObjectK
 use crate::manager::{Context, Stop, stopped};
 
 /// Label upstream puts on the Endpoints and slices of headless Services.
-pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
+pub(crate) const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
 /// Most addresses an Endpoints object lists (upstream's limit); beyond it the
 /// object is truncated and says so in [`OVER_CAPACITY_ANNOTATION`].
-pub const MAX_ENDPOINTS_ADDRESSES: usize = 1000;
+pub(crate) const MAX_ENDPOINTS_ADDRESSES: usize = 1000;
 /// Annotation marking a truncated Endpoints object (value `truncated`).
-pub const OVER_CAPACITY_ANNOTATION: &str = "endpoints.kubernetes.io/over-capacity";
+pub(crate) const OVER_CAPACITY_ANNOTATION: &str = "endpoints.kubernetes.io/over-capacity";
 
 /// Errors writing one Service's Endpoints.
 #[derive(Debug, thiserror::Error)]
-pub enum EndpointsError {
+pub(crate) enum EndpointsError {
     /// A write of the Endpoints object failed.
     #[error("{action} endpoints {namespace}/{name}: {source}")]
     Api {
@@ -202,7 +202,7 @@ pub(crate) fn derived_labels(svc: &Service) -> BTreeMap<String, String> {
 
 /// The subsets of `svc` over `pods`: addresses grouped by identical port
 /// lists, sorted for stable output.
-pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
+pub(crate) fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
     let publish = publish_not_ready(svc);
     let svc_has_ports = has_ports(svc);
     // port list → (ready, not ready)
@@ -257,7 +257,7 @@ pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> 
 
 /// Cuts `subsets` down to `max` addresses, ready ones kept first; true if
 /// anything was cut.
-pub fn truncate_subsets(subsets: &mut Vec<EndpointSubset>, max: usize) -> bool {
+pub(crate) fn truncate_subsets(subsets: &mut Vec<EndpointSubset>, max: usize) -> bool {
     let count = |a: &Option<Vec<EndpointAddress>>| a.as_ref().map_or(0, Vec::len);
     let total: usize = subsets
         .iter()
@@ -330,7 +330,7 @@ pub(crate) fn watch_services_and_pods(
 }
 
 /// Runs the endpoints controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let controller = Controller::new("endpoint", WorkQueue::new()).workers(2);
     let (controller, services, pods) = watch_services_and_pods(&ctx, controller);
     let endpoints = ctx.factory.informer::<Endpoints>();

@@ -24,19 +24,19 @@ use crate::endpoints::{
 use crate::manager::{Context, Stop, stopped};
 
 /// Label naming a slice's Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Label naming the controller managing a slice.
-pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub(crate) const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 /// This controller's value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+pub(crate) const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 /// Upstream's default `--max-endpoints-per-slice`.
-pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
+pub(crate) const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 const BY_SERVICE: &str = "endpointslice-service";
 
 /// Errors syncing one Service's slices.
 #[derive(Debug, thiserror::Error)]
-pub enum EndpointSliceError {
+pub(crate) enum EndpointSliceError {
     /// A write of a slice failed.
     #[error("{action} endpointslice for {service}: {source}")]
     Api {
@@ -51,7 +51,7 @@ pub enum EndpointSliceError {
 }
 
 /// Runs the EndpointSlice controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let controller = Controller::new("endpointslice", WorkQueue::new()).workers(2);
     let (controller, services, pods) = watch_services_and_pods(&ctx, controller);
     let slices = ctx.factory.informer::<EndpointSlice>();
@@ -107,7 +107,7 @@ pub async fn run(ctx: Context, stop: Stop) {
 }
 
 /// The endpoints of `svc`, keyed by the port list they share.
-pub fn desired_endpoints(
+pub(crate) fn desired_endpoints(
     svc: &Service,
     pods: &[Arc<Pod>],
 ) -> BTreeMap<Vec<ResolvedPort>, Vec<Endpoint>> {

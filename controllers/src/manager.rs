@@ -80,7 +80,7 @@ impl Context {
 pub type Stop = watch::Receiver<bool>;
 
 /// Resolves once `stop` turns true (or its sender is gone).
-pub async fn stopped(mut stop: Stop) {
+pub(crate) async fn stopped(mut stop: Stop) {
     let _ = stop.wait_for(|s| *s).await;
 }
 

@@ -20,7 +20,7 @@ use crate::manager::{Context, Stop, stopped};
 use kube::discovery::ApiResource;
 
 /// The finalizer the namespace controller owns.
-pub const FINALIZER: &str = "kubernetes";
+pub(crate) const FINALIZER: &str = "kubernetes";
 
 /// How soon a namespace with content left (pods in their grace period,
 /// finalizers) is looked at again.
@@ -28,7 +28,7 @@ const RECHECK: Duration = Duration::from_secs(2);
 
 /// Errors of one namespace's cleanup.
 #[derive(Debug, thiserror::Error)]
-pub enum NamespaceError {
+pub(crate) enum NamespaceError {
     /// The namespace's status or finalizers could not be written.
     #[error("namespace {name}: {action}: {source}")]
     Api {
@@ -43,7 +43,7 @@ pub enum NamespaceError {
 }
 
 /// Runs the namespace controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let informer = ctx.factory.informer::<Namespace>();
     let queue = WorkQueue::<ObjectKey>::new();
     let cache = informer.cache().clone();

@@ -20,7 +20,7 @@ use crate::pod_control::Expectations;
 /// The key of the object of kind `O` that controls `meta`'s object, when its
 /// controller reference names one that is in `owners` with the same uid (a
 /// reference to a deleted and re-created owner wakes nobody).
-pub fn owner_key<O>(owners: &Cache<O>, meta: &ObjectMeta) -> Option<String>
+pub(crate) fn owner_key<O>(owners: &Cache<O>, meta: &ObjectMeta) -> Option<String>
 where
     O: Resource<DynamicType = ()>,
 {
@@ -37,7 +37,7 @@ where
 /// for the first time settles one expected creation and one that is being
 /// or has been deleted settles its expected deletion, as upstream's
 /// controllers count the pods they asked for.
-pub struct EnqueueOwner<O> {
+pub(crate) struct EnqueueOwner<O> {
     owners: Arc<Cache<O>>,
     queue: WorkQueue<ObjectKey>,
     expectations: Option<Expectations>,
@@ -46,7 +46,7 @@ pub struct EnqueueOwner<O> {
 
 impl<O: Resource<DynamicType = ()>> EnqueueOwner<O> {
     /// Wakes owners found in `owners` through `queue`.
-    pub fn new(owners: Arc<Cache<O>>, queue: WorkQueue<ObjectKey>) -> Self {
+    pub(crate) fn new(owners: Arc<Cache<O>>, queue: WorkQueue<ObjectKey>) -> Self {
         Self {
             owners,
             queue,
@@ -56,7 +56,7 @@ impl<O: Resource<DynamicType = ()>> EnqueueOwner<O> {
     }
 
     /// Also settles `expectations` as owned objects appear and go.
-    pub fn expecting(mut self, expectations: Expectations) -> Self {
+    pub(crate) fn expecting(mut self, expectations: Expectations) -> Self {
         self.expectations = Some(expectations);
         self
     }

@@ -26,11 +26,11 @@ use crate::controller_utils::{controller_ref, seconds_between, selects};
 const EXPECTATIONS_TTL: Duration = Duration::from_secs(5 * 60);
 
 /// Upstream's cap on pods created or deleted by one sync.
-pub const BURST_REPLICAS: usize = 500;
+pub(crate) const BURST_REPLICAS: usize = 500;
 
 /// Errors of pod writes.
 #[derive(Debug, thiserror::Error)]
-pub enum PodControlError {
+pub(crate) enum PodControlError {
     /// The API refused or failed a pod write.
     #[error("{action} pod {name:?} failed: {source}")]
     Api {
@@ -55,7 +55,7 @@ struct Expectation {
 /// informer, per owner key. While an owner has pending expectations its sync
 /// must not create or delete pods again (its cache is known to be stale).
 #[derive(Debug, Default, Clone)]
-pub struct Expectations {
+pub(crate) struct Expectations {
     inner: Arc<Mutex<HashMap<String, Expectation>>>,
 }
 
@@ -69,7 +69,7 @@ impl Expectations {
     }
 
     /// True when `key` may be synced: nothing pending, or the record expired.
-    pub fn satisfied(&self, key: &str) -> bool {
+    pub(crate) fn satisfied(&self, key: &str) -> bool {
         self.with(|m| match m.get(key) {
             None => true,
             Some(e) => {
@@ -79,7 +79,7 @@ impl Expectations {
     }
 
     /// Expects `adds` pod creations for `key` (replacing any old record).
-    pub fn expect_creations(&self, key: &str, adds: usize) {
+    pub(crate) fn expect_creations(&self, key: &str, adds: usize) {
         self.with(|m| {
             m.insert(
                 key.to_owned(),
@@ -93,7 +93,7 @@ impl Expectations {
     }
 
     /// Expects the deletion of these pods (by "namespace/name") for `key`.
-    pub fn expect_deletions(&self, key: &str, pods: impl IntoIterator<Item = String>) {
+    pub(crate) fn expect_deletions(&self, key: &str, pods: impl IntoIterator<Item = String>) {
         self.with(|m| {
             m.insert(
                 key.to_owned(),
@@ -107,7 +107,7 @@ impl Expectations {
     }
 
     /// One expected creation was observed (or will never happen).
-    pub fn creation_observed(&self, key: &str) {
+    pub(crate) fn creation_observed(&self, key: &str) {
         self.with(|m| {
             if let Some(e) = m.get_mut(key) {
                 e.adds -= 1;
@@ -116,7 +116,7 @@ impl Expectations {
     }
 
     /// The deletion of `pod` was observed (or will never happen).
-    pub fn deletion_observed(&self, key: &str, pod: &str) {
+    pub(crate) fn deletion_observed(&self, key: &str, pod: &str) {
         self.with(|m| {
             if let Some(e) = m.get_mut(key) {
                 e.deletes.remove(pod);
@@ -125,7 +125,7 @@ impl Expectations {
     }
 
     /// Forgets `key` (its owner is gone).
-    pub fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &str) {
         self.with(|m| {
             m.remove(key);
         });
@@ -133,13 +133,13 @@ impl Expectations {
 }
 
 /// True for pods that count towards a workload: not finished, not being deleted.
-pub fn is_active(pod: &Pod) -> bool {
+pub(crate) fn is_active(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     !matches!(phase, Some("Succeeded" | "Failed")) && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// The phase of a pod ("Pending" when unset).
-pub fn phase(pod: &Pod) -> &str {
+pub(crate) fn phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -147,7 +147,7 @@ pub fn phase(pod: &Pod) -> &str {
 }
 
 /// When the pod's Ready condition last turned True, if it is True.
-pub fn ready_since(pod: &Pod) -> Option<Option<&Time>> {
+pub(crate) fn ready_since(pod: &Pod) -> Option<Option<&Time>> {
     pod.status
         .as_ref()?
         .conditions
@@ -158,12 +158,12 @@ pub fn ready_since(pod: &Pod) -> Option<Option<&Time>> {
 }
 
 /// True when the pod's Ready condition is True.
-pub fn is_ready(pod: &Pod) -> bool {
+pub(crate) fn is_ready(pod: &Pod) -> bool {
     ready_since(pod).is_some()
 }
 
 /// True when the pod has been ready for at least `min_ready_seconds` at `now`.
-pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: &Time) -> bool {
+pub(crate) fn is_available(pod: &Pod, min_ready_seconds: i32, now: &Time) -> bool {
     match ready_since(pod) {
         None => false,
         Some(_) if min_ready_seconds <= 0 => true,
@@ -173,7 +173,11 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: &Time) -> bool {
 }
 
 /// Seconds until a ready pod becomes available, if it is ready and not yet so.
-pub fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: &Time) -> Option<i64> {
+pub(crate) fn seconds_until_available(
+    pod: &Pod,
+    min_ready_seconds: i32,
+    now: &Time,
+) -> Option<i64> {
     let since = ready_since(pod)??;
     let left = i64::from(min_ready_seconds) - seconds_between(since, now);
     (left > 0).then_some(left)
@@ -182,7 +186,11 @@ pub fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: &Time) ->
 /// When a workload's sync must look again: as the first ready pod of
 /// `pods` turns available (a second away at the least), else only on the
 /// next event.
-pub fn requeue_when_available(pods: &[Arc<Pod>], min_ready_seconds: i32, now: &Time) -> Action {
+pub(crate) fn requeue_when_available(
+    pods: &[Arc<Pod>],
+    min_ready_seconds: i32,
+    now: &Time,
+) -> Action {
     let next = pods
         .iter()
         .filter_map(|p| seconds_until_available(p, min_ready_seconds, now))
@@ -213,7 +221,7 @@ fn phase_rank(pod: &Pod) -> u8 {
 /// before assigned, Pending < Unknown < Running, not ready before ready, pods
 /// doubled up on a node (higher `rank`) first, ready for less time first, more
 /// restarts first, newer first.
-pub fn deletion_order(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> Ordering {
+pub(crate) fn deletion_order(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> Ordering {
     let assigned = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
     assigned(a)
         .cmp(&assigned(b))
@@ -236,7 +244,11 @@ pub fn deletion_order(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize) -> Orderin
 
 /// Picks the `count` pods to delete from `pods`, ranking each by how many of
 /// `related` (the owner's active pods) share its node.
-pub fn pods_to_delete(pods: &[Arc<Pod>], related: &[Arc<Pod>], count: usize) -> Vec<Arc<Pod>> {
+pub(crate) fn pods_to_delete(
+    pods: &[Arc<Pod>],
+    related: &[Arc<Pod>],
+    count: usize,
+) -> Vec<Arc<Pod>> {
     let mut per_node: HashMap<&str, usize> = HashMap::new();
     for p in related {
         if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
@@ -257,7 +269,7 @@ pub fn pods_to_delete(pods: &[Arc<Pod>], related: &[Arc<Pod>], count: usize) -> 
 
 /// A pod for `template`, owned by `owner`, named `<generate_name>xxxxx` (or
 /// exactly `name` when given).
-pub fn pod_from_template(
+pub(crate) fn pod_from_template(
     template: &PodTemplateSpec,
     namespace: &str,
     generate_name: &str,
@@ -283,7 +295,7 @@ pub fn pod_from_template(
 /// in all), stopping after the first batch with a failure, so a broken
 /// template costs one failed request rather than hundreds. Returns how many
 /// succeeded and the first error.
-pub async fn slow_start_batch<F, Fut, E>(count: usize, create: F) -> (usize, Option<E>)
+pub(crate) async fn slow_start_batch<F, Fut, E>(count: usize, create: F) -> (usize, Option<E>)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<(), E>>,
@@ -313,7 +325,7 @@ where
 }
 
 /// Deletes the pod `name`; Ok(false) when it was already gone.
-pub async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<bool, PodControlError> {
+pub(crate) async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<bool, PodControlError> {
     match api.delete(name, &Default::default()).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
@@ -328,7 +340,7 @@ pub async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<bool, PodControlEr
 /// Which objects (pods, or a Deployment's ReplicaSets) an owner keeps after
 /// claiming: its own matching ones plus the orphans it adopted; its objects
 /// that stopped matching are released.
-pub async fn claim<K>(
+pub(crate) async fn claim<K>(
     api: &Api<K>,
     owner_ref: &OwnerReference,
     owner_deleting: bool,

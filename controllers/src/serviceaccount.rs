@@ -15,16 +15,16 @@ use skiff_informer::{Action, Cache, Controller, HandlerFns, WatchConfig, WorkQue
 use crate::manager::{Context, Stop, stopped};
 
 /// The ServiceAccount every namespace gets.
-pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+pub(crate) const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 /// The ConfigMap carrying the cluster CA in every namespace.
-pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+pub(crate) const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 /// Its key holding the PEM bundle.
-pub const ROOT_CA_KEY: &str = "ca.crt";
+pub(crate) const ROOT_CA_KEY: &str = "ca.crt";
 const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
 /// Errors of the two per-namespace controllers.
 #[derive(Debug, thiserror::Error)]
-pub enum ServiceAccountError {
+pub(crate) enum ServiceAccountError {
     /// Writing the object into `namespace` failed.
     #[error("{what} in namespace {namespace}: {source}")]
     Api {
@@ -86,7 +86,7 @@ fn is_active(ns: Option<Arc<Namespace>>) -> bool {
 }
 
 /// Runs the serviceaccount controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let accounts = ctx.factory.informer::<ServiceAccount>();
     let controller = Controller::new("serviceaccount", WorkQueue::new()).workers(2);
     let (controller, ns_cache) =
@@ -137,7 +137,7 @@ async fn create_default_account(
 
 /// Runs the root-ca-cert-publisher until `stop`; idles if the context has no
 /// CA to publish.
-pub async fn run_root_ca_publisher(ctx: Context, stop: Stop) {
+pub(crate) async fn run_root_ca_publisher(ctx: Context, stop: Stop) {
     let Some(pem) = ctx.root_ca_pem.clone() else {
         tracing::info!("root-ca-cert-publisher: no cluster CA configured, nothing to publish");
         stopped(stop).await;

@@ -20,11 +20,11 @@ use skiff_informer::{Action, Cache, Controller, HandlerFns, ObjectKey, WorkQueue
 use crate::manager::{Context, Stop, stopped};
 
 /// The Node label that limits which Nodes serve load balancers.
-pub const ENABLE_LB_LABEL: &str = "svccontroller.k3s.cattle.io/enablelb";
+pub(crate) const ENABLE_LB_LABEL: &str = "svccontroller.k3s.cattle.io/enablelb";
 
 /// Errors of the ServiceLB controller.
 #[derive(Debug, thiserror::Error)]
-pub enum ServiceLbError {
+pub(crate) enum ServiceLbError {
     /// Writing a Service's status failed.
     #[error("updating the load balancer status of service {service}: {source}")]
     Api {
@@ -37,7 +37,7 @@ pub enum ServiceLbError {
 }
 
 /// The ingress addresses the ready serving Nodes give, sorted.
-pub fn node_addresses(nodes: &[Arc<Node>]) -> Vec<String> {
+pub(crate) fn node_addresses(nodes: &[Arc<Node>]) -> Vec<String> {
     let labelled = |n: &Node| n.labels().get(ENABLE_LB_LABEL).map(String::as_str) == Some("true");
     let restricted = nodes.iter().any(|n| labelled(n));
     let mut ips = BTreeSet::new();
@@ -98,7 +98,7 @@ fn current_ingress(svc: &Service) -> Vec<String> {
 }
 
 /// Runs ServiceLB until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let services = ctx.factory.informer::<Service>();
     let nodes = ctx.factory.informer::<Node>();
     let queue = WorkQueue::<ObjectKey>::new();

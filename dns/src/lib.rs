@@ -36,10 +36,10 @@
 
 pub mod forward;
 pub mod metrics;
-pub mod names;
+pub(crate) mod names;
 pub mod publish;
-pub mod server;
-pub mod zone;
+pub(crate) mod server;
+pub(crate) mod zone;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -4,12 +4,12 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// `10.42.0.7` → `10-42-0-7`; `fd00::7` → `fd00--7` (as pod A records spell them).
-pub fn dashed(ip: IpAddr) -> String {
+pub(crate) fn dashed(ip: IpAddr) -> String {
     ip.to_string().replace(['.', ':'], "-")
 }
 
 /// The IP a dashed label stands for, if it is one.
-pub fn undashed(label: &str) -> Option<IpAddr> {
+pub(crate) fn undashed(label: &str) -> Option<IpAddr> {
     if label.split('-').count() == 4
         && let Ok(v4) = label.replace('-', ".").parse::<Ipv4Addr>()
     {
@@ -24,7 +24,7 @@ pub fn undashed(label: &str) -> Option<IpAddr> {
 
 /// The address a reverse name (lowercase, without the trailing dot) asks for:
 /// `7.0.42.10.in-addr.arpa` or the 32 nibbles under `ip6.arpa`.
-pub fn reverse_ip(name: &str) -> Option<IpAddr> {
+pub(crate) fn reverse_ip(name: &str) -> Option<IpAddr> {
     if let Some(rest) = name.strip_suffix(".in-addr.arpa") {
         let mut octets = [0u8; 4];
         let labels: Vec<&str> = rest.split('.').collect();
@@ -52,7 +52,7 @@ pub fn reverse_ip(name: &str) -> Option<IpAddr> {
 }
 
 /// True for names in the reverse zones.
-pub fn is_reverse(name: &str) -> bool {
+pub(crate) fn is_reverse(name: &str) -> bool {
     name.ends_with(".in-addr.arpa") || name.ends_with(".ip6.arpa")
 }
 

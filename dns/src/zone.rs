@@ -14,7 +14,7 @@ use skiff_informer::{Cache, CacheError, IndexFn};
 use crate::names::{dashed, is_reverse, reverse_ip, undashed};
 
 /// Label that ties an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// EndpointSlices by "namespace/service".
 const SLICE_BY_SERVICE: &str = "dns/service";
 /// Services by each of their cluster IPs.

@@ -9,15 +9,15 @@
 
 #![warn(missing_docs)]
 
-pub mod cache;
-pub mod controller;
-pub mod factory;
+pub(crate) mod cache;
+pub(crate) mod controller;
+pub(crate) mod factory;
 #[cfg(test)]
 mod fake_api;
 pub mod handler;
-pub mod indexes;
-pub mod informer;
-pub mod key;
+pub(crate) mod indexes;
+pub(crate) mod informer;
+pub(crate) mod key;
 pub mod leader;
 mod listener;
 mod reflector;

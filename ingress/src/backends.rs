@@ -52,7 +52,7 @@ impl Pool {
 
 /// The ready endpoints of `backend`'s Service port (empty when the Service
 /// or port does not exist), sorted.
-pub fn resolve(
+pub(crate) fn resolve(
     backend: &BackendRef,
     services: &Cache<Service>,
     slices: &Cache<EndpointSlice>,
@@ -106,7 +106,7 @@ pub fn resolve(
 }
 
 /// Resolves every backend in `backends` once.
-pub fn resolve_all<'a>(
+pub(crate) fn resolve_all<'a>(
     backends: impl IntoIterator<Item = &'a BackendRef>,
     services: &Cache<Service>,
     slices: &Cache<EndpointSlice>,

@@ -14,7 +14,7 @@ use rustls::sign::CertifiedKey;
 use skiff_informer::Cache;
 
 /// The common name of the default certificate.
-pub const DEFAULT_CERT_NAME: &str = "skiff ingress default certificate";
+pub(crate) const DEFAULT_CERT_NAME: &str = "skiff ingress default certificate";
 
 /// Why a certificate could not be made or loaded.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,7 @@ pub enum CertError {
 }
 
 /// Builds a rustls key from a PEM certificate chain and private key.
-pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, CertError> {
+pub(crate) fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, CertError> {
     let chain: Vec<_> = rustls_pemfile::certs(&mut &cert_pem[..])
         .collect::<Result<_, _>>()
         .map_err(|e| CertError::Pem(format!("reading the certificate: {e}")))?;
@@ -46,7 +46,7 @@ pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, Ce
 }
 
 /// A self-signed certificate for `DEFAULT_CERT_NAME`.
-pub fn default_certificate() -> Result<CertifiedKey, CertError> {
+pub(crate) fn default_certificate() -> Result<CertifiedKey, CertError> {
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
     params
         .distinguished_name

@@ -13,10 +13,10 @@ use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
 /// The annotation marking the default IngressClass.
-pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 
 /// The class annotation that preceded `spec.ingressClassName`.
-pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+pub(crate) const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 
 /// Decides which Ingresses belong to this controller.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ impl ClassFilter {
 
 /// Creates the IngressClass `name` for `controller`, marked as the default
 /// class, unless a class of that name exists (a user's edits stay).
-pub async fn ensure_class(
+pub(crate) async fn ensure_class(
     client: kube::Client,
     name: &str,
     controller: &str,

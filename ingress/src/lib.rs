@@ -16,13 +16,13 @@
 
 #![warn(missing_docs)]
 
-pub mod backends;
-pub mod certs;
-pub mod class;
-pub mod proxy;
-pub mod routes;
-pub mod server;
-pub mod status;
+pub(crate) mod backends;
+pub(crate) mod certs;
+pub(crate) mod class;
+pub(crate) mod proxy;
+pub(crate) mod routes;
+pub(crate) mod server;
+pub(crate) mod status;
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};

@@ -27,7 +27,7 @@ use crate::backends::Pool;
 use crate::routes::{BackendRef, RouteTable};
 
 /// What the proxy answers with.
-pub type Body = BoxBody<Bytes, hyper::Error>;
+pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
 
 /// The routes and the backends' endpoints, rebuilt as a whole on every
 /// change and swapped in, so a request sees one consistent state.

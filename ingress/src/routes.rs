@@ -55,7 +55,7 @@ impl BackendRef {
 
 /// How a path rule matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathMatch {
+pub(crate) enum PathMatch {
     /// The request path equals the rule's.
     Exact,
     /// The rule's path elements are the first elements of the request's.

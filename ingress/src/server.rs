@@ -47,14 +47,14 @@ pub enum ServeError {
 }
 
 /// Binds `address`.
-pub async fn bind(address: SocketAddr) -> Result<TcpListener, ServeError> {
+pub(crate) async fn bind(address: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(address)
         .await
         .map_err(|source| ServeError::Bind { address, source })
 }
 
 /// The rustls server configuration of the HTTPS listener.
-pub fn tls_config(certs: Arc<CertStore>) -> Result<Arc<rustls::ServerConfig>, ServeError> {
+pub(crate) fn tls_config(certs: Arc<CertStore>) -> Result<Arc<rustls::ServerConfig>, ServeError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -65,7 +65,7 @@ pub fn tls_config(certs: Arc<CertStore>) -> Result<Arc<rustls::ServerConfig>, Se
 }
 
 /// Serves `proxy` on `listener` (TLS when `tls` is given) until `stop`.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     proxy: Proxy,

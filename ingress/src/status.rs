@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::PostParams;
 
 /// The status an Ingress served on `addresses` should have.
-pub fn desired(addresses: &[IpAddr]) -> IngressLoadBalancerStatus {
+pub(crate) fn desired(addresses: &[IpAddr]) -> IngressLoadBalancerStatus {
     IngressLoadBalancerStatus {
         ingress: Some(
             addresses
@@ -26,7 +26,7 @@ pub fn desired(addresses: &[IpAddr]) -> IngressLoadBalancerStatus {
 }
 
 /// True when `ingress` already reports `wanted`.
-pub fn is_current(ingress: &Ingress, wanted: &IngressLoadBalancerStatus) -> bool {
+pub(crate) fn is_current(ingress: &Ingress, wanted: &IngressLoadBalancerStatus) -> bool {
     let current = ingress
         .status
         .as_ref()
@@ -41,7 +41,7 @@ pub fn is_current(ingress: &Ingress, wanted: &IngressLoadBalancerStatus) -> bool
 /// Writes `wanted` into `ingress`'s status (a PUT of the status
 /// subresource with the cached resourceVersion: a conflict means a newer
 /// version is on its way through the informer, which brings another try).
-pub async fn write(
+pub(crate) async fn write(
     client: kube::Client,
     ingress: &Ingress,
     wanted: &IngressLoadBalancerStatus,

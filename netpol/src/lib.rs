@@ -16,9 +16,9 @@
 
 pub mod facts;
 pub mod plan;
-pub mod ranges;
+pub(crate) mod ranges;
 pub mod render;
-pub mod sync;
+pub(crate) mod sync;
 
 pub use facts::{PodFacts, Protocol};
 pub use plan::{Plan, plan};

@@ -21,9 +21,9 @@
 
 pub mod agent;
 pub mod containerd;
-pub mod cri;
+pub(crate) mod cri;
 pub mod images;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod simulated;
 
 pub use cri::{CriError, CriRuntime, CriTimeouts};

@@ -13,7 +13,7 @@
 
 pub mod plan;
 pub mod render;
-pub mod sync;
+pub(crate) mod sync;
 
 pub use plan::{Endpoint, NodeFacts, PortPlan, Protocol, Target};
 pub use render::Ruleset;

@@ -97,7 +97,7 @@ pub enum ScheduleError {
 
 /// How many feasible nodes to find before scoring: all nodes on small clusters; on large
 /// ones an adaptive share (50% minus 1% per 125 nodes, at least 5%) but at least 100.
-pub fn num_feasible_nodes_to_find(percentage: u32, num_all: usize) -> usize {
+pub(crate) fn num_feasible_nodes_to_find(percentage: u32, num_all: usize) -> usize {
     const MIN_NODES: usize = 100;
     if num_all < MIN_NODES || percentage >= 100 {
         return num_all;

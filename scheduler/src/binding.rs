@@ -61,7 +61,7 @@ pub trait Preemptor: Send + Sync {
 }
 
 /// Annotation asking the provisioner to create a volume for a claim on a node.
-pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+pub(crate) const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 
 /// Writes the scheduler's node choice onto `WaitForFirstConsumer` claims.
 #[async_trait]
@@ -71,7 +71,7 @@ pub trait ClaimAnnotator: Send + Sync {
 }
 
 /// A `ClaimAnnotator` for clusters without dynamic provisioning: does nothing.
-pub struct NoClaimAnnotator;
+pub(crate) struct NoClaimAnnotator;
 
 #[async_trait]
 impl ClaimAnnotator for NoClaimAnnotator {

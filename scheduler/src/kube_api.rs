@@ -15,7 +15,7 @@ use crate::binding::{
 use skiff_common::events::{EventRecorder, EventType, object_reference};
 
 /// Scheduler writes through a kube client.
-pub struct KubeApi {
+pub(crate) struct KubeApi {
     client: kube::Client,
     /// Reports as the event source component (upstream: the profile's
     /// scheduler name).
@@ -25,7 +25,7 @@ pub struct KubeApi {
 impl KubeApi {
     /// Writes through `client`, reporting events as `component`. Inside a Tokio runtime,
     /// events are written in the background (see [`EventRecorder`]).
-    pub fn new(client: kube::Client, component: impl Into<String>) -> Self {
+    pub(crate) fn new(client: kube::Client, component: impl Into<String>) -> Self {
         let component = component.into();
         KubeApi {
             events: EventRecorder::core(client.clone(), &component, None),
@@ -33,8 +33,9 @@ impl KubeApi {
         }
     }
 
+    #[cfg(test)]
     /// Waits until the events recorded so far are written.
-    pub async fn flush_events(&self) {
+    pub(crate) async fn flush_events(&self) {
         self.events.flush().await;
     }
 

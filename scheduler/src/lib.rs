@@ -9,22 +9,22 @@
 
 #![warn(missing_docs)]
 
-pub mod algorithm;
-pub mod binding;
-pub mod cache;
-pub mod clock;
+pub(crate) mod algorithm;
+pub(crate) mod binding;
+pub(crate) mod cache;
+pub(crate) mod clock;
 pub mod framework;
 pub mod informers;
-pub mod kube_api;
-pub mod listers;
+pub(crate) mod kube_api;
+pub(crate) mod listers;
 pub mod metrics;
-pub mod plugins;
-pub mod pod_info;
-pub mod preemption;
-pub mod queue;
-pub mod resource;
-pub mod scheduler;
-pub mod selectors;
+pub(crate) mod plugins;
+pub(crate) mod pod_info;
+pub(crate) mod preemption;
+pub(crate) mod queue;
+pub(crate) mod resource;
+pub(crate) mod scheduler;
+pub(crate) mod selectors;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

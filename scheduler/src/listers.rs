@@ -46,7 +46,7 @@ pub trait WorkloadLister: Send + Sync {
 }
 
 /// Kinds whose selectors [`WorkloadLister::controller_selector`] answers for.
-pub const SPREAD_CONTROLLER_KINDS: [&str; 3] =
+pub(crate) const SPREAD_CONTROLLER_KINDS: [&str; 3] =
     ["ReplicationController", "ReplicaSet", "StatefulSet"];
 
 /// In-memory listers.

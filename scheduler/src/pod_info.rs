@@ -13,7 +13,7 @@ use crate::resource::{DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Resourc
 use crate::selectors::{Labels, Selector, labels_of};
 
 /// The cache and queue key of a pod: its UID, or `namespace/name` when it has none.
-pub type PodKey = String;
+pub(crate) type PodKey = String;
 
 /// One host port a container asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,7 +27,7 @@ pub struct HostPort {
 }
 
 /// The key of a pod without building its `PodInfo`.
-pub fn pod_key(pod: &Pod) -> PodKey {
+pub(crate) fn pod_key(pod: &Pod) -> PodKey {
     match pod.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
         Some(uid) => uid.to_string(),
         None => format!(
@@ -377,7 +377,7 @@ fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
 }
 
 /// Builds a map of resource requests for tests and fixtures.
-pub fn resource_map(
+pub(crate) fn resource_map(
     pairs: &[(&str, &str)],
 ) -> BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> {
     pairs

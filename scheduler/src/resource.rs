@@ -10,26 +10,26 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use skiff_common::quantity;
 
 /// Resource name for CPU.
-pub const CPU: &str = "cpu";
+pub(crate) const CPU: &str = "cpu";
 /// Resource name for memory.
-pub const MEMORY: &str = "memory";
+pub(crate) const MEMORY: &str = "memory";
 /// Resource name for node-local ephemeral storage.
-pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+pub(crate) const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 /// Resource name for the node's pod capacity.
-pub const PODS: &str = "pods";
+pub(crate) const PODS: &str = "pods";
 
 /// CPU assumed for a container without a CPU request when scoring (100m, as upstream).
-pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+pub(crate) const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 /// Memory assumed for a container without a memory request when scoring (200 MiB, as upstream).
-pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+pub(crate) const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 
 /// The integer value of a quantity, rounded up; invalid quantities count as zero.
-pub fn quantity_value(q: &Quantity) -> i64 {
+pub(crate) fn quantity_value(q: &Quantity) -> i64 {
     quantity::value(q).unwrap_or(0)
 }
 
 /// The milli-value of a quantity, rounded up; invalid quantities count as zero.
-pub fn quantity_milli_value(q: &Quantity) -> i64 {
+pub(crate) fn quantity_milli_value(q: &Quantity) -> i64 {
     quantity::milli_value(q).unwrap_or(0)
 }
 

@@ -28,7 +28,7 @@ use crate::queue::{Nominator, QueueConfig, QueuedPodInfo, SchedulingQueue};
 use crate::selectors::labels_of;
 
 /// How long a finished but unconfirmed binding keeps its assumption.
-pub const ASSUMED_POD_TTL: Duration = Duration::from_secs(15 * 60);
+pub(crate) const ASSUMED_POD_TTL: Duration = Duration::from_secs(15 * 60);
 
 /// A pod assumed onto a node, waiting for its binding cycle.
 pub struct BindingJob {

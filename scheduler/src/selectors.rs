@@ -8,12 +8,12 @@
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use skiff_common::labels::{Operator, Requirement};
 
-pub use skiff_common::labels::{Labels, Selector};
+pub(crate) use skiff_common::labels::{Labels, Selector};
 
 /// One compiled node selector term: label requirements plus `metadata.name` field
 /// requirements.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeTerm {
+pub(crate) struct NodeTerm {
     labels: Vec<Requirement>,
     fields: Vec<Requirement>,
     /// Invalid terms (bad operators, unsupported fields) match nothing.
@@ -22,7 +22,7 @@ pub struct NodeTerm {
 
 impl NodeTerm {
     /// Compiles an API node selector term.
-    pub fn compile(term: &NodeSelectorTerm) -> Self {
+    pub(crate) fn compile(term: &NodeSelectorTerm) -> Self {
         let mut valid = true;
         let labels = term
             .match_expressions
@@ -62,7 +62,7 @@ impl NodeTerm {
     }
 
     /// True if the node (labels and name) satisfies the term.
-    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+    pub(crate) fn matches(&self, labels: &Labels, node_name: &str) -> bool {
         if !self.valid {
             return false;
         }
@@ -78,7 +78,7 @@ impl NodeTerm {
     }
 
     /// Node names this term is restricted to by `metadata.name In (...)`, if any.
-    pub fn name_restriction(&self) -> Option<Vec<String>> {
+    pub(crate) fn name_restriction(&self) -> Option<Vec<String>> {
         if !self.valid {
             return Some(Vec::new());
         }
@@ -118,13 +118,13 @@ fn compile_node_requirement(r: &NodeSelectorRequirement) -> Option<Requirement> 
 
 /// A compiled `NodeSelector`: the node matches if any term matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompiledNodeSelector {
+pub(crate) struct CompiledNodeSelector {
     terms: Vec<NodeTerm>,
 }
 
 impl CompiledNodeSelector {
     /// Compiles an API node selector.
-    pub fn compile(sel: &NodeSelector) -> Self {
+    pub(crate) fn compile(sel: &NodeSelector) -> Self {
         CompiledNodeSelector {
             terms: sel
                 .node_selector_terms
@@ -135,21 +135,13 @@ impl CompiledNodeSelector {
     }
 
     /// True if any term matches the node.
-    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+    pub(crate) fn matches(&self, labels: &Labels, node_name: &str) -> bool {
         self.terms.iter().any(|t| t.matches(labels, node_name))
-    }
-
-    /// True if any term matches the node object.
-    pub fn matches_node(&self, node: &Node) -> bool {
-        self.matches(
-            node_labels(node),
-            node.metadata.name.as_deref().unwrap_or(""),
-        )
     }
 
     /// The union of node names the terms restrict to, or `None` if some term allows any
     /// node name.
-    pub fn name_restriction(&self) -> Option<Vec<String>> {
+    pub(crate) fn name_restriction(&self) -> Option<Vec<String>> {
         let mut all = Vec::new();
         for t in &self.terms {
             all.extend(t.name_restriction()?);
@@ -163,12 +155,12 @@ impl CompiledNodeSelector {
 static EMPTY_LABELS: Labels = Labels::new();
 
 /// A node's labels, or an empty set.
-pub fn node_labels(node: &Node) -> &Labels {
+pub(crate) fn node_labels(node: &Node) -> &Labels {
     node.metadata.labels.as_ref().unwrap_or(&EMPTY_LABELS)
 }
 
 /// An object's labels from its metadata, or an empty set.
-pub fn labels_of(labels: &Option<Labels>) -> &Labels {
+pub(crate) fn labels_of(labels: &Option<Labels>) -> &Labels {
     labels.as_ref().unwrap_or(&EMPTY_LABELS)
 }
 

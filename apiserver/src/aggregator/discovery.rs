@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 /// What one available remote APIService serves.
 #[derive(Debug, Clone)]
-pub struct Remote {
+pub(crate) struct Remote {
     group: String,
     version: String,
     group_priority: i64,

@@ -15,10 +15,10 @@
 //! through the server's in-process client (`system:apiserver`), like the
 //! CRD controller.
 
-pub mod discovery;
-pub mod proxy;
+pub(crate) mod discovery;
+pub(crate) mod proxy;
 
-pub use proxy::{FrontProxyError, FrontProxyTls};
+pub(crate) use proxy::{FrontProxyError, FrontProxyTls};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +37,7 @@ use crate::registry::Registry;
 use crate::server::Inner;
 
 /// The label upstream puts on the APIServices it manages.
-pub const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
+pub(crate) const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
 
 /// How often everything is looked at without any change.
 const RESYNC: Duration = Duration::from_secs(30);

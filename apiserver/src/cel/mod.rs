@@ -27,8 +27,10 @@ use cel::common::ast::IdedExpr;
 use cel::{Context, Env, ExecutionError};
 use parking_lot::Mutex;
 
-pub use cel::Value;
-pub use values::{from_json, to_json};
+pub(crate) use cel::Value;
+pub(crate) use values::from_json;
+#[cfg(test)]
+pub(crate) use values::to_json;
 
 /// The internal function every comprehension iteration calls to charge the
 /// budget; `@` keeps it out of reach of expressions as written.
@@ -36,10 +38,10 @@ const COST_FUNCTION: &str = "@skiff_cost";
 
 /// Loop iterations one evaluation may run (upstream's per-call cost limit
 /// is a million units; an iteration is our unit).
-pub const DEFAULT_ITERATIONS: u64 = 1_000_000;
+pub(crate) const DEFAULT_ITERATIONS: u64 = 1_000_000;
 
 /// Wall-clock time one evaluation may take.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Compiled programs kept before the cache starts over.
 const CACHE_CAPACITY: usize = 2048;
@@ -47,7 +49,7 @@ const CACHE_CAPACITY: usize = 2048;
 /// Why an expression does not compile; the text is the message upstream
 /// puts after `compilation failed: `.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CompileError {
+pub(crate) enum CompileError {
     /// The parser's own report, already in cel-go's form
     /// (`ERROR: <input>:1:23: Syntax error: …` with the caret lines).
     #[error("{0}")]
@@ -62,7 +64,7 @@ pub enum CompileError {
 
 /// Why an evaluation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EvalError {
+pub(crate) enum EvalError {
     /// The expression went wrong on this input (no such key, no overload,
     /// division by zero, ...).
     #[error("{0}")]
@@ -105,7 +107,7 @@ static CACHE: LazyLock<Mutex<HashMap<String, Arc<Program>>>> =
 
 /// A compiled expression, ready to evaluate any number of times.
 #[derive(Debug)]
-pub struct Program {
+pub(crate) struct Program {
     source: String,
     expression: IdedExpr,
     /// The declared root variables the expression names.
@@ -114,13 +116,13 @@ pub struct Program {
 
 impl Program {
     /// The expression as written.
-    pub fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
     /// Whether the expression names the root variable `root` (a CRD rule
     /// naming `oldSelf` is a transition rule).
-    pub fn uses(&self, root: &str) -> bool {
+    pub(crate) fn uses(&self, root: &str) -> bool {
         self.roots_used.iter().any(|r| r == root)
     }
 }
@@ -128,7 +130,7 @@ impl Program {
 /// What a program may name: its root variables, and for a root variable
 /// that is a map of declared names (`variables`), those names.
 #[derive(Debug, Clone, Default)]
-pub struct Declarations {
+pub(crate) struct Declarations {
     /// The root variables, e.g. `self` or `object`.
     pub roots: Vec<&'static str>,
     /// The root whose fields must be declared, and its field names.
@@ -137,7 +139,7 @@ pub struct Declarations {
 
 impl Declarations {
     /// Only these root variables.
-    pub fn roots(roots: &[&'static str]) -> Self {
+    pub(crate) fn roots(roots: &[&'static str]) -> Self {
         Self {
             roots: roots.to_vec(),
             fields: None,
@@ -156,7 +158,7 @@ impl Declarations {
 
 /// Compiles `source` for a program that may name what `declared` says,
 /// from the cache when it was compiled before.
-pub fn compile(source: &str, declared: &Declarations) -> Result<Arc<Program>, CompileError> {
+pub(crate) fn compile(source: &str, declared: &Declarations) -> Result<Arc<Program>, CompileError> {
     let key = declared.cache_key(source);
     if let Some(program) = CACHE.lock().get(&key) {
         return Ok(program.clone());
@@ -184,14 +186,14 @@ pub fn compile(source: &str, declared: &Declarations) -> Result<Arc<Program>, Co
 /// budget may be shared by several evaluations (every rule of one custom
 /// object, every expression of one policy).
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     iterations: AtomicU64,
     deadline: Instant,
 }
 
 impl Budget {
     /// `iterations` loop iterations, until `timeout` from now.
-    pub fn new(iterations: u64, timeout: Duration) -> Arc<Self> {
+    pub(crate) fn new(iterations: u64, timeout: Duration) -> Arc<Self> {
         Arc::new(Self {
             iterations: AtomicU64::new(iterations),
             deadline: Instant::now() + timeout,
@@ -199,7 +201,7 @@ impl Budget {
     }
 
     /// The default limits.
-    pub fn standard() -> Arc<Self> {
+    pub(crate) fn standard() -> Arc<Self> {
         Self::new(DEFAULT_ITERATIONS, DEFAULT_TIMEOUT)
     }
 
@@ -228,7 +230,7 @@ impl Budget {
 }
 
 /// Runs `program` with `variables` bound, charging `budget`.
-pub fn evaluate(
+pub(crate) fn evaluate(
     program: &Program,
     variables: &[(&str, Value)],
     budget: &Arc<Budget>,
@@ -270,7 +272,7 @@ fn runtime_message(error: &ExecutionError) -> String {
 }
 
 /// A result that must be a bool.
-pub fn as_bool(value: &Value) -> Result<bool, EvalError> {
+pub(crate) fn as_bool(value: &Value) -> Result<bool, EvalError> {
     match value {
         Value::Bool(b) => Ok(*b),
         other => Err(EvalError::WrongType {
@@ -281,7 +283,7 @@ pub fn as_bool(value: &Value) -> Result<bool, EvalError> {
 }
 
 /// A result that must be a string.
-pub fn as_string(value: &Value) -> Result<String, EvalError> {
+pub(crate) fn as_string(value: &Value) -> Result<String, EvalError> {
     match value {
         Value::String(s) => Ok(s.to_string()),
         other => Err(EvalError::WrongType {
@@ -292,7 +294,7 @@ pub fn as_string(value: &Value) -> Result<String, EvalError> {
 }
 
 /// CEL's name for the type of `value`.
-pub fn type_name(value: &Value) -> String {
+pub(crate) fn type_name(value: &Value) -> String {
     value.type_of().to_string()
 }
 

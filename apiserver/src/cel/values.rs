@@ -10,7 +10,7 @@ use cel::objects::{Key, Map};
 use serde_json::Value as Json;
 
 /// `json` as a CEL value.
-pub fn from_json(json: &Json) -> Value {
+pub(crate) fn from_json(json: &Json) -> Value {
     match json {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Bool(*b),
@@ -33,9 +33,10 @@ pub fn from_json(json: &Json) -> Value {
     }
 }
 
+#[cfg(test)]
 /// A CEL value as JSON; `None` for values JSON cannot hold (functions,
 /// opaque values, non-finite doubles).
-pub fn to_json(value: &Value) -> Option<Json> {
+pub(crate) fn to_json(value: &Value) -> Option<Json> {
     Some(match value {
         Value::Null => Json::Null,
         Value::Bool(b) => Json::Bool(*b),

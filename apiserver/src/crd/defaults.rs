@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::schema::{Additional, Schema};
 
 /// Fills in the schema's defaults below `value`.
-pub fn apply(schema: &Schema, value: &mut Value) {
+pub(crate) fn apply(schema: &Schema, value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, child) in &schema.properties {

@@ -10,11 +10,11 @@ use crate::status::FieldError;
 use crate::validation::{is_dns1123_label, is_dns1123_subdomain};
 
 /// Added on create; the CRD stays until all its objects are deleted.
-pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+pub(crate) const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 /// The names a CRD asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Names {
+pub(crate) struct Names {
     /// `plural`, the resource name in URLs.
     pub plural: String,
     /// `singular`.
@@ -51,7 +51,7 @@ impl Names {
     }
 
     /// The `status.acceptedNames` form.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut v = json!({"plural": self.plural, "singular": self.singular,
             "kind": self.kind, "listKind": self.list_kind});
         if !self.short_names.is_empty() {
@@ -66,7 +66,7 @@ impl Names {
 
 /// One entry of `spec.versions`.
 #[derive(Debug, Clone)]
-pub struct VersionDef {
+pub(crate) struct VersionDef {
     /// The version's name, e.g. `v1`.
     pub name: String,
     /// Whether the version is served.
@@ -85,11 +85,9 @@ pub struct VersionDef {
 
 /// The parts of a CRD that decide what is served.
 #[derive(Debug, Clone)]
-pub struct Definition {
+pub(crate) struct Definition {
     /// The CRD's name, `<plural>.<group>`.
     pub name: String,
-    /// The CRD's uid.
-    pub uid: String,
     /// The API group served.
     pub group: String,
     /// The names asked for.
@@ -109,7 +107,7 @@ pub struct Definition {
 
 impl Definition {
     /// Reads a (validated) CRD object.
-    pub fn parse(crd: &Value) -> Self {
+    pub(crate) fn parse(crd: &Value) -> Self {
         let spec = &crd["spec"];
         let versions = spec["versions"]
             .as_array()
@@ -117,7 +115,6 @@ impl Definition {
             .unwrap_or_default();
         Self {
             name: crd["metadata"]["name"].as_str().unwrap_or("").to_string(),
-            uid: crd["metadata"]["uid"].as_str().unwrap_or("").to_string(),
             group: spec["group"].as_str().unwrap_or("").to_string(),
             names: Names::parse(&spec["names"]),
             namespaced: spec["scope"] != "Cluster",
@@ -137,7 +134,7 @@ impl Definition {
     }
 
     /// The version objects are stored in.
-    pub fn storage_version(&self) -> Option<&str> {
+    pub(crate) fn storage_version(&self) -> Option<&str> {
         self.versions
             .iter()
             .find(|v| v.storage)
@@ -163,7 +160,7 @@ fn parse_version(v: &Value) -> VersionDef {
 
 /// Fills in what upstream defaults on a CRD: singular and list kind,
 /// conversion strategy `None`.
-pub fn apply_defaults(crd: &mut Value) {
+pub(crate) fn apply_defaults(crd: &mut Value) {
     let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -187,7 +184,7 @@ pub fn apply_defaults(crd: &mut Value) {
 }
 
 /// Adds the cleanup finalizer to a new CRD.
-pub fn add_cleanup_finalizer(crd: &mut Value) {
+pub(crate) fn add_cleanup_finalizer(crd: &mut Value) {
     let meta = crate::object::meta_mut(crd);
     let list = meta.entry("finalizers").or_insert_with(|| json!([]));
     if let Some(items) = list.as_array_mut()
@@ -198,7 +195,7 @@ pub fn add_cleanup_finalizer(crd: &mut Value) {
 }
 
 /// Every field error of a CRD about to be written.
-pub fn validate(crd: &Value, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate(crd: &Value, errors: &mut Vec<FieldError>) {
     let spec = &crd["spec"];
     let group = spec["group"].as_str().unwrap_or("");
     if group.is_empty() {

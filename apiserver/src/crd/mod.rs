@@ -11,21 +11,21 @@
 //! admission hooks and the in-process API client of the controller.
 
 pub(crate) mod controller;
-pub mod defaults;
-pub mod definition;
-pub mod printer;
-pub mod prune;
+pub(crate) mod defaults;
+pub(crate) mod definition;
+pub(crate) mod printer;
+pub(crate) mod prune;
 mod resources;
-pub mod rules;
-pub mod scale;
-pub mod schema;
-pub mod structural;
-pub mod values;
+pub(crate) mod rules;
+pub(crate) mod scale;
+pub(crate) mod schema;
+pub(crate) mod structural;
+pub(crate) mod values;
 
 use serde_json::{Value, json};
 
 use crate::status::FieldError;
-pub use resources::{Acceptance, Served, served_resources};
+pub(crate) use resources::{Acceptance, Served, served_resources};
 
 /// Everything the handlers need about one served version of a CRD.
 #[derive(Debug)]
@@ -51,6 +51,8 @@ pub struct CustomVersion {
 impl CustomVersion {
     /// A stored object as this version serves it: its apiVersion rewritten
     /// (conversion strategy None) and the schema's defaults applied.
+    // Named for the direction it converts in, beside `to_storage`.
+    #[allow(clippy::wrong_self_convention)]
     pub fn from_storage(&self, mut object: Value) -> Value {
         set_api_version(&mut object, &self.api_version);
         if let Some(schema) = &self.schema {

@@ -76,7 +76,7 @@ impl PrinterColumn {
 }
 
 /// The value at a simple JSONPath (`.a.b[0].c`), if present.
-pub fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+pub(crate) fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     let path = path.trim().trim_start_matches('{').trim_end_matches('}');
     let mut current = object;
     for step in path
@@ -100,7 +100,7 @@ pub fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 /// Checks one printer column of a CRD version.
-pub fn validate_column(column: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate_column(column: &Value, path: &str, errors: &mut Vec<FieldError>) {
     if column["name"].as_str().is_none_or(str::is_empty) {
         errors.push(FieldError::required(format!("{path}.name"), ""));
     }
@@ -125,7 +125,7 @@ pub fn validate_column(column: &Value, path: &str, errors: &mut Vec<FieldError>)
 }
 
 /// The Table of custom objects for one version's columns.
-pub fn table(columns: &[PrinterColumn], request: TableRequest<'_>) -> Value {
+pub(crate) fn table(columns: &[PrinterColumn], request: TableRequest<'_>) -> Value {
     let age = [PrinterColumn::age()];
     let columns = if columns.is_empty() {
         &age[..]

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::schema::{Additional, Schema};
 
 /// Removes every field of `value` that `schema` does not allow.
-pub fn prune_root(schema: &Schema, value: &mut Value) {
+pub(crate) fn prune_root(schema: &Schema, value: &mut Value) {
     prune(schema, value, true);
 }
 

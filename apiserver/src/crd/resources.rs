@@ -16,7 +16,7 @@ use crate::registry::{Conversion, ResourceInfo, Subresource, intern, intern_list
 
 /// Whether a CRD's names were accepted, and why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Acceptance {
+pub(crate) enum Acceptance {
     /// The names the CRD now serves under.
     Accepted(Names),
     /// `(reason, message)` of the NamesAccepted=False condition.
@@ -25,7 +25,7 @@ pub enum Acceptance {
 
 /// What the current CRDs serve.
 #[derive(Debug, Default)]
-pub struct Served {
+pub(crate) struct Served {
     /// The resources served, one per served version.
     pub resources: Vec<ResourceInfo>,
     /// By CRD name.
@@ -35,7 +35,7 @@ pub struct Served {
 /// Decides names and builds registry entries for `crds`; `reserved` holds
 /// the resource names built-in groups already use (by group), which no CRD
 /// may take.
-pub fn served_resources(crds: &[Value], reserved: &HashMap<String, Vec<String>>) -> Served {
+pub(crate) fn served_resources(crds: &[Value], reserved: &HashMap<String, Vec<String>>) -> Served {
     let mut defs: Vec<Definition> = crds.iter().map(Definition::parse).collect();
     // Names already held are kept; then the oldest CRD wins.
     defs.sort_by(|a, b| {

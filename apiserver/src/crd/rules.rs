@@ -72,7 +72,7 @@ impl Rule {
 
 /// Refuses every rule of a schema (as written in the CRD, at `path`) that
 /// does not compile, has no rule text, or gives an unknown reason.
-pub fn check_definition(schema: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(crate) fn check_definition(schema: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let Some(node) = schema.as_object() else {
         return;
     };
@@ -138,7 +138,7 @@ pub fn check_definition(schema: &Value, path: &str, errors: &mut Vec<FieldError>
 
 /// Runs every rule of `schema` on `object` (and `old`, the stored object
 /// on updates), adding a field error for each that fails.
-pub fn validate(
+pub(crate) fn validate(
     schema: &Schema,
     object: &Value,
     old: Option<&Value>,

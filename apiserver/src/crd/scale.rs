@@ -30,7 +30,7 @@ impl ScalePaths {
 }
 
 /// Checks a CRD version's scale subresource.
-pub fn validate(scale: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate(scale: &Value, path: &str, errors: &mut Vec<FieldError>) {
     for (field, prefix) in [
         ("specReplicasPath", ".spec."),
         ("statusReplicasPath", ".status."),
@@ -59,7 +59,7 @@ fn allowed_path(field: &str, prefix: &str, path: &str) -> bool {
 }
 
 /// The autoscaling/v1 Scale view of a custom object.
-pub fn view(paths: &ScalePaths, object: &Value) -> Value {
+pub(crate) fn view(paths: &ScalePaths, object: &Value) -> Value {
     let replicas = |p: &str| lookup(object, p).and_then(Value::as_i64).unwrap_or(0);
     let selector = paths
         .label_selector
@@ -76,7 +76,7 @@ pub fn view(paths: &ScalePaths, object: &Value) -> Value {
 }
 
 /// Writes `replicas` at the spec replicas path, creating missing objects.
-pub fn set_replicas(paths: &ScalePaths, object: &mut Value, replicas: i64) {
+pub(crate) fn set_replicas(paths: &ScalePaths, object: &mut Value, replicas: i64) {
     let steps: Vec<&str> = paths
         .spec_replicas
         .trim_start_matches('.')

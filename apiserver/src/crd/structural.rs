@@ -13,7 +13,7 @@ use crate::status::FieldError;
 const TYPES: &[&str] = &["array", "boolean", "integer", "number", "object", "string"];
 
 /// Field errors of the schema JSON at `path` (the root of a version's schema).
-pub fn check_root(schema: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(crate) fn check_root(schema: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let Some(map) = schema.as_object() else {
         errors.push(FieldError::invalid(
             path,

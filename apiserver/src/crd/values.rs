@@ -9,7 +9,7 @@ use super::schema::{Additional, Schema};
 use crate::status::FieldError;
 
 /// Every field error of `value` at `path` against `schema`.
-pub fn validate(schema: &Schema, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate(schema: &Schema, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
     if value.is_null() {
         if !schema.nullable && schema.ty.is_some() && !schema.int_or_string {
             errors.push(type_error(schema, value, path));

@@ -9,7 +9,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 /// Paths of every repeated key in a JSON text (`metadata.name`,
 /// `spec.containers[0].image`); empty when the text is not valid JSON (the
 /// decoder reports that).
-pub fn duplicate_fields(json: &[u8]) -> Vec<String> {
+pub(crate) fn duplicate_fields(json: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
     let mut de = serde_json::Deserializer::from_slice(json);
     let scan = Scan {

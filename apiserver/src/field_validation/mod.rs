@@ -15,14 +15,14 @@ mod unknown;
 
 pub(crate) use screen::screen;
 
-pub use duplicates::duplicate_fields;
-pub use unknown::{strip_unknown, unknown_fields};
+pub(crate) use duplicates::duplicate_fields;
+pub(crate) use unknown::{strip_unknown, unknown_fields};
 
 use crate::status::ApiError;
 
 /// What the client asked to happen to unknown and duplicate fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Directive {
+pub(crate) enum Directive {
     /// Unknown fields are dropped and duplicates resolved to the last, silently.
     Ignore,
     /// The same, with a warning for each.
@@ -35,7 +35,7 @@ pub enum Directive {
 impl Directive {
     /// Parses the `fieldValidation` query parameter (absent means Warn, as
     /// upstream).
-    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+    pub(crate) fn parse(value: Option<&str>) -> Result<Self, ApiError> {
         match value {
             None | Some("") => Ok(Directive::Warn),
             Some("Ignore") => Ok(Directive::Ignore),
@@ -50,7 +50,7 @@ impl Directive {
 
 /// One offending field of a request body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// A field the kind does not have, by path (`spec.containers[0].foo`).
     Unknown(String),
     /// A field given more than once in one object.
@@ -71,7 +71,7 @@ impl std::fmt::Display for Problem {
 ///
 /// `context` prefixes the message as upstream does for decoding errors of
 /// whole objects (`Pod in version "v1" cannot be handled as a Pod: `).
-pub fn decide(
+pub(crate) fn decide(
     directive: Directive,
     problems: &[Problem],
     context: &str,

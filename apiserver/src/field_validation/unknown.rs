@@ -6,7 +6,7 @@ use serde_json::Value;
 /// Paths of the fields of `input` missing from `known` (its typed round
 /// trip), e.g. `spec.containers[0].foo`. A missing field's children are not
 /// listed; null fields are never unknown (they decode to "unset").
-pub fn unknown_fields(input: &Value, known: &Value) -> Vec<String> {
+pub(crate) fn unknown_fields(input: &Value, known: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(input, known, &mut String::new(), &mut out);
     out
@@ -46,7 +46,7 @@ fn walk(input: &Value, known: &Value, path: &mut String, out: &mut Vec<String>) 
 /// Removes from `input` the fields `unknown_fields` would report, so what
 /// the handlers see is what will be stored (an unknown field must not count
 /// as a change).
-pub fn strip_unknown(input: &mut Value, known: &Value) {
+pub(crate) fn strip_unknown(input: &mut Value, known: &Value) {
     match (input, known) {
         (Value::Object(fields), Value::Object(known_fields)) => {
             fields.retain(|key, value| value.is_null() || known_fields.contains_key(key));

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::definition::{CATCH_ALL, EXEMPT};
 
 /// The annotation saying whether the server keeps an object's spec.
-pub const AUTOUPDATE: &str = "apf.kubernetes.io/autoupdate-spec";
+pub(crate) const AUTOUPDATE: &str = "apf.kubernetes.io/autoupdate-spec";
 
 /// A bootstrap object could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +51,7 @@ pub enum FlowBootstrapError {
 
 /// Whether the server always restores an object or honours the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Always gets its spec back (`exempt`, `catch-all`).
     Mandatory,
     /// Gets its spec back when annotated `"true"`, or unannotated and
@@ -61,7 +61,7 @@ pub enum Kind {
 
 /// One bootstrap object: its name, whether it is mandatory, and its spec.
 #[derive(Debug, Clone)]
-pub struct Bootstrap {
+pub(crate) struct Bootstrap {
     /// The object's name.
     pub name: &'static str,
     /// Whether it is mandatory or suggested.
@@ -88,7 +88,7 @@ fn limited(shares: i64, lendable: i64, queuing: Option<(i64, i64, i64)>) -> Valu
 }
 
 /// The priority levels, mandatory first.
-pub fn priority_levels() -> Vec<Bootstrap> {
+pub(crate) fn priority_levels() -> Vec<Bootstrap> {
     let level = |name, kind, spec| Bootstrap { name, kind, spec };
     vec![
         level(
@@ -177,7 +177,7 @@ fn schema(
 }
 
 /// The flow schemas, mandatory first.
-pub fn flow_schemas() -> Vec<Bootstrap> {
+pub(crate) fn flow_schemas() -> Vec<Bootstrap> {
     use Kind::*;
     let by_user = Some("ByUser");
     let by_namespace = Some("ByNamespace");
@@ -310,7 +310,7 @@ pub fn flow_schemas() -> Vec<Bootstrap> {
 
 /// What to do with a stored bootstrap object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Leave it (up to date, or the admin's).
     Keep,
     /// Write this object back.
@@ -319,7 +319,7 @@ pub enum Action {
 
 /// Decides whether the stored `existing` object (JSON) gets `expected`'s
 /// spec back.
-pub fn reconcile(existing: &Value, expected: &Bootstrap) -> Action {
+pub(crate) fn reconcile(existing: &Value, expected: &Bootstrap) -> Action {
     let annotation = existing["metadata"]["annotations"][AUTOUPDATE].as_str();
     let takes_update = match expected.kind {
         Kind::Mandatory => true,
@@ -440,7 +440,7 @@ where
 
 /// Creates or reconciles every bootstrap priority level and flow schema
 /// through `client`.
-pub async fn ensure(client: &kube::Client) -> Result<(), FlowBootstrapError> {
+pub(crate) async fn ensure(client: &kube::Client) -> Result<(), FlowBootstrapError> {
     futures::try_join!(
         ensure_kind(
             Api::<PriorityLevelConfiguration>::all(client.clone()),

@@ -14,7 +14,7 @@ const ALL: &str = "*";
 
 /// One FlowSchema, as classification needs it.
 #[derive(Debug, Clone)]
-pub struct Schema {
+pub(crate) struct Schema {
     /// The FlowSchema's name.
     pub name: String,
     /// The FlowSchema's uid (the `X-Kubernetes-PF-FlowSchema-UID` header).
@@ -30,7 +30,7 @@ pub struct Schema {
 
 /// How a schema splits its requests into flows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Distinguisher {
+pub(crate) enum Distinguisher {
     /// One flow for all its requests.
     None,
     /// One flow per user.
@@ -41,7 +41,7 @@ pub enum Distinguisher {
 
 impl Schema {
     /// A schema from its JSON object.
-    pub fn from_object(object: &Value) -> Self {
+    pub(crate) fn from_object(object: &Value) -> Self {
         let text = |v: &Value| v.as_str().unwrap_or("").to_string();
         let spec = &object["spec"];
         Self {
@@ -59,14 +59,14 @@ impl Schema {
     }
 
     /// Whether one of the schema's rules matches the request.
-    pub fn matches(&self, attrs: &Attributes) -> bool {
+    pub(crate) fn matches(&self, attrs: &Attributes) -> bool {
         self.rules
             .iter()
             .any(|rule| subjects_match(&rule["subjects"], attrs) && request_matches(rule, attrs))
     }
 
     /// The flow a matched request belongs to within its level.
-    pub fn flow(&self, attrs: &Attributes) -> String {
+    pub(crate) fn flow(&self, attrs: &Attributes) -> String {
         let distinguisher = match self.distinguisher {
             Distinguisher::None => "",
             Distinguisher::ByUser => attrs.user.name.as_str(),
@@ -77,7 +77,7 @@ impl Schema {
 }
 
 /// The schemas in matching order.
-pub fn sort(schemas: &mut [Schema]) {
+pub(crate) fn sort(schemas: &mut [Schema]) {
     schemas.sort_by(|a, b| (a.precedence, &a.name).cmp(&(b.precedence, &b.name)));
 }
 

@@ -24,7 +24,7 @@ use crate::watch_cache::WatchCache;
 
 /// Where one request goes.
 #[derive(Debug, Clone)]
-pub struct Classification {
+pub(crate) struct Classification {
     /// The FlowSchema's uid (the `X-Kubernetes-PF-FlowSchema-UID` header).
     pub schema_uid: String,
     /// The priority level's uid (the `X-Kubernetes-PF-PriorityLevel-UID` header).
@@ -155,7 +155,7 @@ impl Config {
 }
 
 /// The live configuration over the two watch caches.
-pub struct FlowControl {
+pub(crate) struct FlowControl {
     schemas: Arc<WatchCache>,
     levels: Arc<WatchCache>,
     total_seats: usize,
@@ -173,7 +173,11 @@ impl std::fmt::Debug for FlowControl {
 impl FlowControl {
     /// Follows `schemas` and `levels`, sharing `total_seats` among the
     /// limited levels.
-    pub fn new(schemas: Arc<WatchCache>, levels: Arc<WatchCache>, total_seats: usize) -> Self {
+    pub(crate) fn new(
+        schemas: Arc<WatchCache>,
+        levels: Arc<WatchCache>,
+        total_seats: usize,
+    ) -> Self {
         Self {
             schemas,
             levels,
@@ -207,7 +211,7 @@ impl FlowControl {
 
     /// Where the request goes; `None` while no configuration exists yet
     /// (only during the server's own start-up writes).
-    pub fn classify(&self, attrs: &Attributes) -> Option<Classification> {
+    pub(crate) fn classify(&self, attrs: &Attributes) -> Option<Classification> {
         self.config().classify(attrs)
     }
 }

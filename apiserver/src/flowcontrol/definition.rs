@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use crate::status::FieldError;
 
 /// The FlowSchema name upstream reserves for the exempt schema.
-pub const EXEMPT: &str = "exempt";
+pub(crate) const EXEMPT: &str = "exempt";
 /// The name of the mandatory catch-all schema and priority level.
-pub const CATCH_ALL: &str = "catch-all";
+pub(crate) const CATCH_ALL: &str = "catch-all";
 
 /// Upstream's default `matchingPrecedence`.
 const DEFAULT_PRECEDENCE: i64 = 1000;
@@ -35,14 +35,14 @@ fn set_default(object: &mut Value, key: &str, value: Value) {
 }
 
 /// Fills a FlowSchema's defaults (idempotent).
-pub fn default_flow_schema(object: &mut Value) {
+pub(crate) fn default_flow_schema(object: &mut Value) {
     if let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) {
         set_default(spec, "matchingPrecedence", json!(DEFAULT_PRECEDENCE));
     }
 }
 
 /// Fills a PriorityLevelConfiguration's defaults (idempotent).
-pub fn default_priority_level(object: &mut Value) {
+pub(crate) fn default_priority_level(object: &mut Value) {
     let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
         return;
     };
@@ -85,7 +85,7 @@ fn check_wildcard_alone(list: &[&str], field: &str, errors: &mut Vec<FieldError>
 }
 
 /// Checks a FlowSchema.
-pub fn validate_flow_schema(object: &Value, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate_flow_schema(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     let precedence = spec["matchingPrecedence"].as_i64().unwrap_or(0);
     if !(1..=MAX_PRECEDENCE).contains(&precedence) {
@@ -238,7 +238,7 @@ fn kind_of(field: &str) -> &'static str {
 }
 
 /// Checks a PriorityLevelConfiguration.
-pub fn validate_priority_level(object: &Value, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate_priority_level(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     let name = object["metadata"]["name"].as_str().unwrap_or("");
     let kind = spec["type"].as_str().unwrap_or("");

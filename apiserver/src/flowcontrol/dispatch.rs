@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 
 /// Queuing of a level whose limit response is `Queue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Queuing {
+pub(crate) struct Queuing {
     /// The number of queues.
     pub queues: usize,
     /// How many queues a flow is dealt (shuffle sharding); it joins the shortest.
@@ -30,7 +30,7 @@ pub struct Queuing {
 
 /// Why a request got no seat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Reject level without a free seat, or the flow's queue is full.
     #[error("no seat and no room to wait")]
     Full,
@@ -48,7 +48,7 @@ struct State {
 }
 
 /// One limited priority level.
-pub struct Level {
+pub(crate) struct Level {
     queuing: Option<Queuing>,
     state: Mutex<State>,
 }
@@ -66,7 +66,7 @@ impl std::fmt::Debug for Level {
 
 /// A seat held while a request runs; dropping it frees the seat.
 #[derive(Debug)]
-pub struct Seat {
+pub(crate) struct Seat {
     level: Arc<Level>,
     armed: bool,
 }
@@ -82,7 +82,7 @@ impl Drop for Seat {
 impl Level {
     /// A level of `limit` seats (at least one), queuing as `queuing` says
     /// or rejecting at once when it is `None`.
-    pub fn new(limit: usize, queuing: Option<Queuing>) -> Arc<Self> {
+    pub(crate) fn new(limit: usize, queuing: Option<Queuing>) -> Arc<Self> {
         let queues = queuing.map_or(0, |q| q.queues.max(1));
         Arc::new(Self {
             queuing,
@@ -96,26 +96,31 @@ impl Level {
     }
 
     /// The queuing this level was made with.
-    pub fn queuing(&self) -> Option<Queuing> {
+    pub(crate) fn queuing(&self) -> Option<Queuing> {
         self.queuing
     }
 
     /// Changes the number of seats (a configuration change), handing out
     /// any that became free.
-    pub fn set_limit(self: &Arc<Self>, limit: usize) {
+    pub(crate) fn set_limit(self: &Arc<Self>, limit: usize) {
         let mut state = self.state.lock();
         state.limit = limit.max(1);
         self.dispatch(&mut state);
     }
 
+    #[cfg(test)]
     /// Requests running now.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.state.lock().in_flight
     }
 
     /// A seat for a request of the flow hashed to `flow`, waiting at most
     /// `wait` in its queue.
-    pub async fn acquire(self: &Arc<Self>, flow: u64, wait: Duration) -> Result<Seat, Refusal> {
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        flow: u64,
+        wait: Duration,
+    ) -> Result<Seat, Refusal> {
         let receiver = {
             let mut state = self.state.lock();
             let waiting = state.queues.iter().any(|q| !q.is_empty());
@@ -184,7 +189,7 @@ impl Level {
 
 /// `hand_size` distinct queue indices out of `queues`, picked by `hash`
 /// (the same flow always gets the same hand).
-pub fn deal(hash: u64, queues: usize, hand_size: usize) -> Vec<usize> {
+pub(crate) fn deal(hash: u64, queues: usize, hand_size: usize) -> Vec<usize> {
     let hand_size = hand_size.min(queues);
     let mut remaining = hash;
     let mut hand: Vec<usize> = Vec::with_capacity(hand_size);

@@ -28,9 +28,9 @@ use crate::server::Inner;
 use crate::status::ApiError;
 
 /// Upstream's response header naming the matched FlowSchema's UID.
-pub const FLOW_SCHEMA_HEADER: &str = "X-Kubernetes-PF-FlowSchema-UID";
+pub(crate) const FLOW_SCHEMA_HEADER: &str = "X-Kubernetes-PF-FlowSchema-UID";
 /// Upstream's response header naming the priority level's UID.
-pub const PRIORITY_LEVEL_HEADER: &str = "X-Kubernetes-PF-PriorityLevel-UID";
+pub(crate) const PRIORITY_LEVEL_HEADER: &str = "X-Kubernetes-PF-PriorityLevel-UID";
 
 /// The seconds a refused client is told to wait.
 const RETRY_AFTER_SECONDS: u64 = 1;

@@ -9,11 +9,9 @@
 //! (`kinds/flowcontrol.rs` holds their strategies); this tree never writes
 //! the store.
 
-pub mod bootstrap;
-pub mod classify;
-pub mod config;
-pub mod definition;
-pub mod dispatch;
+pub(crate) mod bootstrap;
+pub(crate) mod classify;
+pub(crate) mod config;
+pub(crate) mod definition;
+pub(crate) mod dispatch;
 pub(crate) mod filter;
-
-pub use filter::{FLOW_SCHEMA_HEADER, PRIORITY_LEVEL_HEADER};

@@ -22,17 +22,16 @@ use crate::registry::Registry;
 use crate::server::Inner;
 use crate::status::ApiError;
 
-pub use schemas::{Dialect, SchemaSet};
-
 /// The media type clients ask for gnostic's protobuf OpenAPI v2 document by.
-pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 /// The Content-Type it is served with: `@` is no token character, so
 /// clients that parse the response header (Go's `mime`) need the dotted form.
-pub const V2_PROTOBUF_RESPONSE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+pub(crate) const V2_PROTOBUF_RESPONSE: &str =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 /// One serialized document and the hash clients address it by.
 #[derive(Debug)]
-pub struct Document {
+pub(crate) struct Document {
     /// The document as served.
     pub bytes: Bytes,
     /// Upper-case hex SHA-256 of `bytes`.
@@ -51,7 +50,7 @@ impl Document {
 
 /// Every v3 document: `api/v1`, `apis/apps/v1`, ... and the index.
 #[derive(Debug)]
-pub struct V3Documents {
+pub(crate) struct V3Documents {
     /// The index, `/openapi/v3`, pointing at each document by hash.
     pub index: Document,
     /// Each group version's document, by its path (`api/v1`, `apis/apps/v1`, ...).
@@ -65,7 +64,7 @@ type Cached<T> = Mutex<Option<(Arc<Registry>, Arc<T>)>>;
 /// whole when the served resources change (CRDs), so a cached document is
 /// current exactly while it was made from the registry now served.
 #[derive(Default)]
-pub struct OpenApiCache {
+pub(crate) struct OpenApiCache {
     v3: Cached<V3Documents>,
     v2: Cached<(Document, Document)>,
 }
@@ -84,13 +83,13 @@ fn cached<T>(slot: &Cached<T>, registry: &Arc<Registry>, make: impl FnOnce() -> 
 
 impl OpenApiCache {
     /// The v3 documents of this registry, generated on first use.
-    pub fn v3(&self, registry: &Arc<Registry>) -> Arc<V3Documents> {
+    pub(crate) fn v3(&self, registry: &Arc<Registry>) -> Arc<V3Documents> {
         cached(&self.v3, registry, || documents::v3(registry))
     }
 
     /// The v2 document of this registry as JSON and as protobuf,
     /// generated on first use.
-    pub fn v2(&self, registry: &Arc<Registry>) -> Arc<(Document, Document)> {
+    pub(crate) fn v2(&self, registry: &Arc<Registry>) -> Arc<(Document, Document)> {
         cached(&self.v2, registry, || {
             let doc = documents::v2(registry);
             let proto = proto_v2::encode(&doc);
@@ -101,7 +100,7 @@ impl OpenApiCache {
 
     /// Forgets every document. Not needed when the registry is replaced
     /// (documents follow it), only when a schema changes in place.
-    pub fn invalidate(&self) {
+    pub(crate) fn invalidate(&self) {
         *self.v3.lock() = None;
         *self.v2.lock() = None;
     }

@@ -104,7 +104,7 @@ fn builtin_kinds() -> Vec<BuiltinKind> {
 
 /// Where references point: OpenAPI v3 components or v2 definitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// OpenAPI v2: `#/definitions/`.
     V2,
     /// OpenAPI v3: `#/components/schemas/`.
@@ -113,7 +113,7 @@ pub enum Dialect {
 
 impl Dialect {
     /// The prefix of every `$ref`.
-    pub fn ref_prefix(self) -> &'static str {
+    pub(crate) fn ref_prefix(self) -> &'static str {
         match self {
             Dialect::V2 => "#/definitions/",
             Dialect::V3 => "#/components/schemas/",
@@ -121,7 +121,7 @@ impl Dialect {
     }
 
     /// A reference to a named schema.
-    pub fn reference(self, name: &str) -> Value {
+    pub(crate) fn reference(self, name: &str) -> Value {
         json!({ "$ref": format!("{}{name}", self.ref_prefix()) })
     }
 }
@@ -135,7 +135,7 @@ pub(super) fn list_name(item_name: &str) -> String {
 }
 
 /// Collects the schemas of a set of kinds and what they reference.
-pub struct SchemaSet {
+pub(crate) struct SchemaSet {
     generator: SchemaGenerator,
     dialect: Dialect,
     /// Schema name of each kind added, with its GVK.
@@ -146,7 +146,7 @@ pub struct SchemaSet {
 
 impl SchemaSet {
     /// An empty set whose references are written for `dialect`.
-    pub fn new(dialect: Dialect) -> Self {
+    pub(crate) fn new(dialect: Dialect) -> Self {
         let settings = match dialect {
             // OpenAPI 3 moves `$ref` siblings (descriptions) into `allOf`,
             // the form upstream serves and kubectl's patch code follows.
@@ -173,7 +173,7 @@ impl SchemaSet {
 
     /// Adds a kind's schema; returns its schema name, or `None` when no
     /// schema is known for it.
-    pub fn add_kind(&mut self, group: &str, version: &str, kind: &str) -> Option<String> {
+    pub(crate) fn add_kind(&mut self, group: &str, version: &str, kind: &str) -> Option<String> {
         let gvk = (group.to_string(), version.to_string(), kind.to_string());
         if let Some((name, _)) = self.kinds.iter().find(|(_, k)| *k == gvk) {
             return Some(name.clone());
@@ -192,7 +192,7 @@ impl SchemaSet {
     /// schema names the standard fields and keeps every other field, so
     /// clients leave validation to the server; in v3 documents the CRD's
     /// `declared` schema is used, with the standard metadata.
-    pub fn add_custom_kind(
+    pub(crate) fn add_custom_kind(
         &mut self,
         group: &str,
         version: &str,
@@ -240,16 +240,8 @@ impl SchemaSet {
         name
     }
 
-    /// The schema name of a kind already added.
-    pub fn name_of(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
-        self.kinds
-            .iter()
-            .find(|(_, (g, v, k))| g == group && v == version && k == kind)
-            .map(|(n, _)| n.as_str())
-    }
-
     /// Every schema, by name, with the Kubernetes extensions added.
-    pub fn finish(mut self) -> Map<String, Value> {
+    pub(crate) fn finish(mut self) -> Map<String, Value> {
         let mut definitions = self.generator.take_definitions(true);
         definitions.append(&mut self.extra);
         for (name, (group, version, kind)) in &self.kinds {

@@ -11,7 +11,7 @@ static STRINGS: LazyLock<Mutex<HashSet<&'static str>>> = LazyLock::new(Default::
 static LISTS: LazyLock<Mutex<HashSet<&'static [&'static str]>>> = LazyLock::new(Default::default);
 
 /// The one `'static` copy of `s`.
-pub fn intern(s: &str) -> &'static str {
+pub(crate) fn intern(s: &str) -> &'static str {
     let mut set = STRINGS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(existing) = set.get(s) {
         return existing;
@@ -22,7 +22,7 @@ pub fn intern(s: &str) -> &'static str {
 }
 
 /// The one `'static` copy of a list of strings (short names, categories).
-pub fn intern_list(items: &[String]) -> &'static [&'static str] {
+pub(crate) fn intern_list(items: &[String]) -> &'static [&'static str] {
     let interned: Vec<&'static str> = items.iter().map(|s| intern(s)).collect();
     let mut set = LISTS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(existing) = set.get(interned.as_slice()) {

@@ -10,14 +10,14 @@ use super::{Registry, ResourceInfo};
 
 /// Built-in resources and the currently served custom ones.
 #[derive(Debug)]
-pub struct LiveRegistry {
+pub(crate) struct LiveRegistry {
     builtin: Vec<Arc<ResourceInfo>>,
     current: RwLock<Arc<Registry>>,
 }
 
 impl LiveRegistry {
     /// Serves the built-in resources only.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let builtin = Registry::builtin();
         let resources = builtin.resources().to_vec();
         Self {
@@ -27,12 +27,17 @@ impl LiveRegistry {
     }
 
     /// The registry as it is now; later CRD changes do not alter it.
-    pub fn current(&self) -> Arc<Registry> {
+    pub(crate) fn current(&self) -> Arc<Registry> {
         self.current.read().clone()
     }
 
     /// One served resource.
-    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+    pub(crate) fn get(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<ResourceInfo>> {
         self.current.read().get(group, version, resource)
     }
 
@@ -40,7 +45,7 @@ impl LiveRegistry {
     /// built-in ones. A custom entry cannot shadow a built-in resource.
     /// Returns whether what is served changed (documents built from the
     /// registry, such as OpenAPI, are then stale).
-    pub fn set_custom(&self, custom: Vec<ResourceInfo>) -> bool {
+    pub(crate) fn set_custom(&self, custom: Vec<ResourceInfo>) -> bool {
         let mut all = self.builtin.clone();
         all.extend(custom.into_iter().map(Arc::new));
         let next = Registry::from_resources(all);

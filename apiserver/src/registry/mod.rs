@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use conversion::Conversion;
-pub use intern::{intern, intern_list};
-pub use live::LiveRegistry;
+pub(crate) use conversion::Conversion;
+pub(crate) use intern::{intern, intern_list};
+pub(crate) use live::LiveRegistry;
 
 /// A subresource served under `<resource>/<name>/<subresource>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl Subresource {
 
 /// Decodes a JSON object into the typed k8s-openapi struct and back, which
 /// both checks its shape and drops fields the type does not know.
-pub type TypedRoundTrip = fn(&Value) -> Result<Value, String>;
+pub(crate) type TypedRoundTrip = fn(&Value) -> Result<Value, String>;
 
 /// Everything known about one served group/version/resource.
 #[derive(Debug, Clone)]
@@ -251,6 +251,8 @@ impl ResourceInfo {
     }
 
     /// Converts a stored object to this version (identity when they agree).
+    // Named for the direction it converts in, beside `to_storage`.
+    #[allow(clippy::wrong_self_convention)]
     pub fn from_storage(&self, object: Value) -> Value {
         if let Some(custom) = &self.custom {
             return custom.from_storage(object);
@@ -275,7 +277,7 @@ impl ResourceInfo {
 
 /// One API group with its versions, newest preferred first.
 #[derive(Debug, Clone)]
-pub struct GroupInfo {
+pub(crate) struct GroupInfo {
     /// The group's name; empty for the core group.
     pub name: &'static str,
     /// The versions served.
@@ -284,7 +286,7 @@ pub struct GroupInfo {
 
 /// All served resources, looked up by group, version and plural name.
 #[derive(Debug)]
-pub struct Registry {
+pub(crate) struct Registry {
     resources: Vec<Arc<ResourceInfo>>,
     by_gvr: HashMap<(String, String, String), Arc<ResourceInfo>>,
     groups: Vec<GroupInfo>,
@@ -292,7 +294,7 @@ pub struct Registry {
 
 impl Registry {
     /// The built-in Kubernetes resources of k8s-openapi's v1.33 API.
-    pub fn builtin() -> Self {
+    pub(crate) fn builtin() -> Self {
         Self::from_resources(builtin::resources().into_iter().map(Arc::new).collect())
     }
 
@@ -331,19 +333,24 @@ impl Registry {
     }
 
     /// The resource served at `group/version/resource`, if any.
-    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+    pub(crate) fn get(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<Arc<ResourceInfo>> {
         self.by_gvr
             .get(&(group.to_string(), version.to_string(), resource.to_string()))
             .cloned()
     }
 
     /// Every served resource, in discovery order.
-    pub fn resources(&self) -> &[Arc<ResourceInfo>] {
+    pub(crate) fn resources(&self) -> &[Arc<ResourceInfo>] {
         &self.resources
     }
 
     /// Resources of one group version, in discovery order.
-    pub fn in_group_version<'a>(
+    pub(crate) fn in_group_version<'a>(
         &'a self,
         group: &'a str,
         version: &'a str,
@@ -354,13 +361,13 @@ impl Registry {
     }
 
     /// Groups with their versions (the core group has the empty name).
-    pub fn groups(&self) -> &[GroupInfo] {
+    pub(crate) fn groups(&self) -> &[GroupInfo] {
         &self.groups
     }
 
     /// The distinct storage prefixes (one watch cache each) of the stored
     /// resources.
-    pub fn storage_prefixes(&self) -> Vec<String> {
+    pub(crate) fn storage_prefixes(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for r in self.resources.iter().filter(|r| !r.is_virtual()) {
             if !out.contains(&r.storage_prefix) {
@@ -372,7 +379,7 @@ impl Registry {
 
     /// How the watch cache of `prefix` holds its objects: encoded only when
     /// every resource stored there asks for it.
-    pub fn cache_form(&self, prefix: &str) -> crate::watch_cache::CacheForm {
+    pub(crate) fn cache_form(&self, prefix: &str) -> crate::watch_cache::CacheForm {
         use crate::watch_cache::CacheForm;
         let mut stored_here = self
             .resources

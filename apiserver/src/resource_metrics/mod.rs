@@ -29,7 +29,7 @@ use scrape::{Measured, Usage};
 pub(crate) use scrape::MetricsStore;
 
 /// metrics-server's default resolution: how often the nodes are scraped.
-pub const DEFAULT_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(15);
+pub(crate) const DEFAULT_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Which resource metrics a registry entry serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +213,7 @@ fn pod_metrics(pod: &Value, measured: &Measured<Vec<(String, Usage)>>) -> Value 
 
 /// CPU in nanocores as a canonical decimal quantity (`250m`, `1500u`,
 /// `123456n`, `2`), as a quantity scaled by 10⁻⁹ prints.
-pub fn cpu_quantity(nano: u64) -> String {
+pub(crate) fn cpu_quantity(nano: u64) -> String {
     if nano == 0 {
         return "0".to_string();
     }
@@ -226,7 +226,7 @@ pub fn cpu_quantity(nano: u64) -> String {
 }
 
 /// Bytes as a canonical binary quantity (`2Ki`, `1536Ki`, `1000`).
-pub fn memory_quantity(bytes: u64) -> String {
+pub(crate) fn memory_quantity(bytes: u64) -> String {
     let mut value = bytes;
     let mut suffix = 0;
     const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
@@ -239,7 +239,7 @@ pub fn memory_quantity(bytes: u64) -> String {
 
 /// A window as Go's `time.Duration` prints it (`15.012s`, `1m0.5s`,
 /// `500ms`), which is how `metav1.Duration` is written.
-pub fn go_duration(ms: i64) -> String {
+pub(crate) fn go_duration(ms: i64) -> String {
     if ms == 0 {
         return "0s".to_string();
     }

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 /// A duration in seconds, shortened the way upstream's human-readable
 /// durations are: more precision for short spans, less for long ones.
-pub fn human_duration(seconds: i64) -> String {
+pub(crate) fn human_duration(seconds: i64) -> String {
     // Clocks that disagree by a second still count as "now".
     if seconds < -1 {
         return "<invalid>".to_string();

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 /// One column of a Table, as announced in `columnDefinitions`.
 #[derive(Debug)]
-pub struct Column {
+pub(crate) struct Column {
     pub name: &'static str,
     /// `string`, `integer`, `number`, `boolean` or `date`.
     pub kind: &'static str,
@@ -17,7 +17,11 @@ pub struct Column {
 }
 
 impl Column {
-    pub const fn new(name: &'static str, kind: &'static str, description: &'static str) -> Self {
+    pub(crate) const fn new(
+        name: &'static str,
+        kind: &'static str,
+        description: &'static str,
+    ) -> Self {
         Self {
             name,
             kind,
@@ -27,7 +31,11 @@ impl Column {
         }
     }
 
-    pub const fn wide(name: &'static str, kind: &'static str, description: &'static str) -> Self {
+    pub(crate) const fn wide(
+        name: &'static str,
+        kind: &'static str,
+        description: &'static str,
+    ) -> Self {
         Self {
             name,
             kind,
@@ -37,7 +45,7 @@ impl Column {
         }
     }
 
-    pub const NAME: Column = Column {
+    pub(crate) const NAME: Column = Column {
         name: "Name",
         kind: "string",
         format: "name",
@@ -45,13 +53,13 @@ impl Column {
         priority: 0,
     };
 
-    pub const AGE: Column = Column::new(
+    pub(crate) const AGE: Column = Column::new(
         "Age",
         "string",
         "CreationTimestamp is a timestamp representing the server time when this object was created.",
     );
 
-    pub fn definition(&self) -> Value {
+    pub(crate) fn definition(&self) -> Value {
         json!({
             "name": self.name,
             "type": self.kind,
@@ -64,7 +72,7 @@ impl Column {
 
 /// How one resource is printed.
 #[derive(Debug)]
-pub struct Printer {
+pub(crate) struct Printer {
     /// The column definitions, in order.
     pub columns: &'static [Column],
     /// The cells of an object's row; ages are counted to the time given (now).

@@ -19,13 +19,13 @@ use http::HeaderMap;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
-pub use age::human_duration;
+pub(crate) use age::human_duration;
 use columns::Column;
-pub use columns::Printer;
+pub(crate) use columns::Printer;
 
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IncludeObject {
+pub(crate) enum IncludeObject {
     /// Cells only.
     None,
     /// A PartialObjectMetadata with the object's metadata (the default).
@@ -37,7 +37,7 @@ pub enum IncludeObject {
 
 impl IncludeObject {
     /// Parses the `includeObject` query parameter.
-    pub fn parse(value: Option<&str>) -> Result<Self, String> {
+    pub(crate) fn parse(value: Option<&str>) -> Result<Self, String> {
         match value {
             None | Some("") | Some("Metadata") => Ok(Self::Metadata),
             Some("None") => Ok(Self::None),
@@ -51,7 +51,7 @@ impl IncludeObject {
 
 /// The Table API version the client asked for in `Accept`, if it asked for
 /// a Table at all (`application/json;as=Table;v=v1;g=meta.k8s.io`).
-pub fn requested_table_version(headers: &HeaderMap) -> Option<&'static str> {
+pub(crate) fn requested_table_version(headers: &HeaderMap) -> Option<&'static str> {
     let accept = headers.get(http::header::ACCEPT)?.to_str().ok()?;
     // The first acceptable entry wins, as in content negotiation.
     for entry in accept.split(',') {
@@ -84,7 +84,7 @@ pub fn requested_table_version(headers: &HeaderMap) -> Option<&'static str> {
 
 /// The Table for a request that asked for one (`None` when it did not):
 /// `objects` of resource `info`, with `metadata` as the Table's list metadata.
-pub fn for_request(
+pub(crate) fn for_request(
     headers: &HeaderMap,
     include_object: Option<&str>,
     info: &crate::registry::ResourceInfo,
@@ -113,7 +113,7 @@ pub fn for_request(
 /// metadata (resourceVersion, continue, remainingItemCount) and the time
 /// ages are counted to.
 #[derive(Debug)]
-pub struct TableRequest<'a> {
+pub(crate) struct TableRequest<'a> {
     /// The Table's API version (`meta.k8s.io/v1` or `v1beta1`).
     pub api_version: &'a str,
     /// The objects, one row each.
@@ -130,7 +130,7 @@ impl TableRequest<'_> {
     /// The Table with these column definitions, each object's row holding
     /// `cells(object, now)`: the one assembly built-in kinds (a [`Printer`])
     /// and custom resources (their printer columns) share.
-    pub fn render(
+    pub(crate) fn render(
         self,
         definitions: Vec<Value>,
         cells: impl Fn(&Value, Timestamp) -> Vec<Value>,
@@ -152,7 +152,7 @@ impl TableRequest<'_> {
 
 /// Renders a Table with `printer`'s columns (each kind's strategy names its
 /// printer).
-pub fn render(printer: &Printer, request: TableRequest<'_>) -> Value {
+pub(crate) fn render(printer: &Printer, request: TableRequest<'_>) -> Value {
     let definitions = printer.columns.iter().map(Column::definition).collect();
     request.render(definitions, printer.cells)
 }

@@ -11,7 +11,7 @@ use crate::object::{meta_str, path_mut};
 use crate::server::Inner;
 
 /// Where programs find their service-account credentials.
-pub const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(crate) const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Token lifetime of the injected volume (upstream's 3607 s: one hour plus
 /// a few seconds, which lets the API server tell such tokens apart).

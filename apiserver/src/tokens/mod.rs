@@ -4,25 +4,25 @@
 //! to a pod or secret, and accepts them back as the service account's
 //! identity while the account and the bound object still exist.
 
-pub mod admission;
+pub(crate) mod admission;
 mod claims;
 mod request;
 mod signer;
 mod verify;
 
 pub(crate) use request::create_token;
-pub use signer::{SignerError, TokenSigner};
-pub use verify::ServiceAccountTokens;
+pub(crate) use signer::{SignerError, TokenSigner};
+pub(crate) use verify::ServiceAccountTokens;
 
 /// The issuer and default audience of every token this server signs (the
 /// in-cluster name of the API server, as upstream defaults them).
-pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+pub(crate) const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 /// Token lifetime when a TokenRequest names none (upstream: one hour).
-pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+pub(crate) const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 
 /// The shortest lifetime a TokenRequest may ask for (upstream: ten minutes).
-pub const MIN_EXPIRATION_SECONDS: i64 = 600;
+pub(crate) const MIN_EXPIRATION_SECONDS: i64 = 600;
 
 /// Reads one object of a core/v1 resource from the watch cache (every
 /// write waits for the cache, so a just-written object is there).
@@ -47,13 +47,13 @@ pub(crate) fn read_core(
 }
 
 /// The user name of a service account.
-pub fn user_name(namespace: &str, name: &str) -> String {
+pub(crate) fn user_name(namespace: &str, name: &str) -> String {
     format!("system:serviceaccount:{namespace}:{name}")
 }
 
 /// The groups every service account of `namespace` belongs to (without
 /// `system:authenticated`, which every user gets).
-pub fn groups(namespace: &str) -> Vec<String> {
+pub(crate) fn groups(namespace: &str) -> Vec<String> {
     vec![
         "system:serviceaccounts".to_string(),
         format!("system:serviceaccounts:{namespace}"),

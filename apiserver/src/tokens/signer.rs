@@ -46,7 +46,7 @@ pub enum SignerError {
 
 /// Signs and checks service-account JWTs with one key pair.
 #[derive(Clone)]
-pub struct TokenSigner {
+pub(crate) struct TokenSigner {
     encoding: EncodingKey,
     decoding: DecodingKey,
     key_id: String,
@@ -62,7 +62,7 @@ impl std::fmt::Debug for TokenSigner {
 
 impl TokenSigner {
     /// Loads the key at `path`, creating it first when absent.
-    pub fn load_or_create(path: &Path) -> Result<Self, SignerError> {
+    pub(crate) fn load_or_create(path: &Path) -> Result<Self, SignerError> {
         if !path.exists() {
             let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
                 .map_err(|e| SignerError::Generate(e.to_string()))?;
@@ -91,7 +91,7 @@ impl TokenSigner {
 
     /// A key that lives only as long as this process (servers without a
     /// data dir, tests).
-    pub fn ephemeral() -> Result<Self, SignerError> {
+    pub(crate) fn ephemeral() -> Result<Self, SignerError> {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
             .map_err(|e| SignerError::Generate(e.to_string()))?;
         Self::from_pem(&key.serialize_pem()).map_err(SignerError::Generate)

@@ -12,11 +12,15 @@ use serde_json::Value;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 
-pub use names::{NameRule, is_dns1123_label, is_dns1123_subdomain, validate_name};
+pub(crate) use names::{NameRule, is_dns1123_label, is_dns1123_subdomain, validate_name};
 
 /// All field errors of `object` (about to be written), given the stored
 /// `old` object on updates.
-pub fn validate(info: &ResourceInfo, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+pub(crate) fn validate(
+    info: &ResourceInfo,
+    object: &Value,
+    old: Option<&Value>,
+) -> Vec<FieldError> {
     let mut errors = validate_metadata(info, object, old);
     info.strategy.validate(info, object, old, &mut errors);
     errors

@@ -10,7 +10,7 @@ const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanume
 
 /// Which rule a resource's names follow (each kind's strategy says).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
+pub(crate) enum NameRule {
     /// A DNS-1123 subdomain: lower-case alphanumerics, `-` and `.`, up to 253 characters.
     Subdomain,
     /// A DNS-1123 label: lower-case alphanumerics and `-`, up to 63 characters.
@@ -26,7 +26,7 @@ fn is_label_char(c: char) -> bool {
 }
 
 /// RFC 1123 label: at most 63 of [a-z0-9-], alphanumeric at both ends.
-pub fn is_dns1123_label(s: &str) -> bool {
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars().all(is_label_char)
@@ -35,7 +35,7 @@ pub fn is_dns1123_label(s: &str) -> bool {
 }
 
 /// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
@@ -44,7 +44,7 @@ fn is_dns1035_label(s: &str) -> bool {
 }
 
 /// Errors for `name` under `rule`, reported at `field`.
-pub fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<FieldError> {
+pub(crate) fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     match rule {
         NameRule::Subdomain => {

@@ -15,7 +15,7 @@ use crate::wire_order::Ordered;
 
 /// The form a cache holds its objects in, chosen per kind by its strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CacheForm {
+pub(crate) enum CacheForm {
     /// As a decoded value, shared with every reader.
     #[default]
     Decoded,
@@ -25,7 +25,7 @@ pub enum CacheForm {
 
 /// One cached object (cheap to clone: both forms are shared).
 #[derive(Debug, Clone)]
-pub enum Cached {
+pub(crate) enum Cached {
     Decoded(Arc<Value>),
     Encoded(EncodedObject),
 }
@@ -34,7 +34,7 @@ pub enum Cached {
 /// first), and where the rest begins so a typed list's item, which leaves
 /// them out, is a copy of the tail.
 #[derive(Debug, Clone)]
-pub struct EncodedObject {
+pub(crate) struct EncodedObject {
     json: Bytes,
     /// Offset of the first byte after `{"kind":…,"apiVersion":…,` (1 when
     /// the object has neither).
@@ -44,7 +44,7 @@ pub struct EncodedObject {
 impl Cached {
     /// Holds `value` in `form`. An object whose encoding does not start
     /// with its type keys as expected stays decoded.
-    pub fn hold(value: Value, form: CacheForm) -> Self {
+    pub(crate) fn hold(value: Value, form: CacheForm) -> Self {
         match form {
             CacheForm::Decoded => Cached::Decoded(Arc::new(value)),
             CacheForm::Encoded => match EncodedObject::encode(&value) {
@@ -55,7 +55,7 @@ impl Cached {
     }
 
     /// The object's value, decoded now when it is held encoded.
-    pub fn value(&self) -> Arc<Value> {
+    pub(crate) fn value(&self) -> Arc<Value> {
         match self {
             Cached::Decoded(value) => value.clone(),
             Cached::Encoded(encoded) => Arc::new(encoded.decode()),
@@ -63,7 +63,7 @@ impl Cached {
     }
 
     /// An owned copy of the object's value.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         match self {
             Cached::Decoded(value) => (**value).clone(),
             Cached::Encoded(encoded) => encoded.decode(),
@@ -71,7 +71,7 @@ impl Cached {
     }
 
     /// The object's `metadata.resourceVersion`.
-    pub fn resource_version(&self) -> Option<Revision> {
+    pub(crate) fn resource_version(&self) -> Option<Revision> {
         self.value()["metadata"]["resourceVersion"]
             .as_str()
             .and_then(|rv| rv.parse().ok())
@@ -79,7 +79,11 @@ impl Cached {
 
     /// Appends the object as a list item: without `kind` and `apiVersion`
     /// unless `with_type`, as typed lists write their items.
-    pub fn write_item(&self, out: &mut Vec<u8>, with_type: bool) -> Result<(), serde_json::Error> {
+    pub(crate) fn write_item(
+        &self,
+        out: &mut Vec<u8>,
+        with_type: bool,
+    ) -> Result<(), serde_json::Error> {
         match self {
             Cached::Decoded(value) => serde_json::to_writer(out, &Ordered::item(value, with_type)),
             Cached::Encoded(encoded) if with_type => {
@@ -95,7 +99,7 @@ impl Cached {
     }
 
     /// The object as a whole JSON document, when it is held encoded.
-    pub fn encoded_json(&self) -> Option<&Bytes> {
+    pub(crate) fn encoded_json(&self) -> Option<&Bytes> {
         match self {
             Cached::Decoded(_) => None,
             Cached::Encoded(encoded) => Some(&encoded.json),

@@ -24,7 +24,7 @@ pub struct FeedError {
 
 impl WatchCache {
     /// Lists the prefix from the store and replaces the cache's content.
-    pub async fn load(&self, store: &dyn Store) -> Result<(), FeedError> {
+    pub(crate) async fn load(&self, store: &dyn Store) -> Result<(), FeedError> {
         let listed = store
             .list(self.prefix(), None, 0)
             .await
@@ -48,7 +48,7 @@ impl WatchCache {
     }
 
     /// Follows the store until `shutdown` turns true or the store closes.
-    pub async fn follow(
+    pub(crate) async fn follow(
         self: Arc<Self>,
         store: Arc<dyn Store>,
         mut shutdown: watch::Receiver<bool>,

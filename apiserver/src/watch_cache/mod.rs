@@ -28,7 +28,7 @@ const RETAINED_SNAPSHOTS: usize = 64;
 
 /// Sizes of one cache.
 #[derive(Debug, Clone)]
-pub struct CacheLimits {
+pub(crate) struct CacheLimits {
     /// Events kept for watches from an older resourceVersion, at most.
     pub history: usize,
     /// Events older than this are dropped from the history even below
@@ -46,14 +46,14 @@ pub struct CacheLimits {
 
 /// What a change did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     Put,
     Delete,
 }
 
 /// One change as the cache saw it, shared by every watcher.
 #[derive(Debug)]
-pub struct CacheEvent {
+pub(crate) struct CacheEvent {
     pub revision: Revision,
     pub kind: ChangeKind,
     pub key: String,
@@ -72,7 +72,7 @@ impl CacheEvent {
     /// A change read straight from the store, in the cache's form (a watch
     /// resuming from before the cache's history is served this way). `None`
     /// for an undecodable value or the delete of a key with no known value.
-    pub fn from_store(event: &skiff_store::Event) -> Option<Self> {
+    pub(crate) fn from_store(event: &skiff_store::Event) -> Option<Self> {
         let revision = event.revision();
         let prev = event
             .prev
@@ -102,7 +102,7 @@ impl CacheEvent {
 
     /// The watch frame `{"type":KIND,"object":OBJECT}\n` for `object`,
     /// built on first use.
-    pub fn frame(&self, kind: &str) -> Bytes {
+    pub(crate) fn frame(&self, kind: &str) -> Bytes {
         let slot = match kind {
             "ADDED" => 0,
             "MODIFIED" => 1,
@@ -134,13 +134,13 @@ pub(crate) fn frame(kind: &str, object: &[u8]) -> Bytes {
 
 /// The cache's objects at one revision.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub objects: OrdMap<String, Cached>,
     pub revision: Revision,
 }
 
 /// Where a new watcher starts.
-pub enum Start {
+pub(crate) enum Start {
     /// Every current object (to be sent as ADDED), then events after `revision`.
     Snapshot(Snapshot),
     /// History events after the requested revision, then live ones.
@@ -148,7 +148,7 @@ pub enum Start {
 }
 
 /// A watcher's starting point plus its live feed.
-pub struct Subscription {
+pub(crate) struct Subscription {
     pub start: Start,
     pub live: broadcast::Receiver<Arc<CacheEvent>>,
 }
@@ -156,7 +156,7 @@ pub struct Subscription {
 /// A watch asked for a revision older than the retained history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("too old resource version: {requested} ({oldest})")]
-pub struct TooOld {
+pub(crate) struct TooOld {
     pub requested: Revision,
     pub oldest: Revision,
 }
@@ -173,7 +173,7 @@ struct State {
 }
 
 /// The cache of one storage prefix.
-pub struct WatchCache {
+pub(crate) struct WatchCache {
     prefix: String,
     /// How many events a watcher may lag behind the live feed before it
     /// has to resume from history.
@@ -189,12 +189,12 @@ pub struct WatchCache {
 impl WatchCache {
     /// An empty cache for `prefix` holding decoded objects;
     /// [`WatchCache::reset`] fills it.
-    pub fn new(prefix: String, limits: &CacheLimits) -> Arc<Self> {
+    pub(crate) fn new(prefix: String, limits: &CacheLimits) -> Arc<Self> {
         Self::with_form(prefix, limits, CacheForm::Decoded)
     }
 
     /// An empty cache for `prefix` holding its objects in `form`.
-    pub fn with_form(prefix: String, limits: &CacheLimits, form: CacheForm) -> Arc<Self> {
+    pub(crate) fn with_form(prefix: String, limits: &CacheLimits, form: CacheForm) -> Arc<Self> {
         let fanout_buffer = limits.fanout_buffer.max(1);
         let (sender, _) = broadcast::channel(fanout_buffer);
         let (progress, _) = watch::channel(0);
@@ -217,24 +217,24 @@ impl WatchCache {
         })
     }
 
-    pub fn prefix(&self) -> &str {
+    pub(crate) fn prefix(&self) -> &str {
         &self.prefix
     }
 
     /// The form this cache holds objects in.
-    pub fn form(&self) -> CacheForm {
+    pub(crate) fn form(&self) -> CacheForm {
         self.form
     }
 
     /// The revision the cache is current at.
-    pub fn revision(&self) -> Revision {
+    pub(crate) fn revision(&self) -> Revision {
         self.state.read().revision
     }
 
     /// Replaces the whole content (after a (re)list). History is dropped and
     /// every existing watcher's feed ends, so clients re-watch as upstream's
     /// do when the cache re-initialises.
-    pub fn reset(&self, objects: OrdMap<String, Cached>, revision: Revision) {
+    pub(crate) fn reset(&self, objects: OrdMap<String, Cached>, revision: Revision) {
         let mut state = self.state.write();
         let (sender, _) = broadcast::channel(self.fanout_buffer);
         state.sender = sender;
@@ -248,7 +248,13 @@ impl WatchCache {
     }
 
     /// Applies one change from the store and fans it out.
-    pub fn apply(&self, revision: Revision, kind: ChangeKind, key: String, object: Option<Value>) {
+    pub(crate) fn apply(
+        &self,
+        revision: Revision,
+        kind: ChangeKind,
+        key: String,
+        object: Option<Value>,
+    ) {
         let mut state = self.state.write();
         if revision <= state.revision {
             return;
@@ -308,7 +314,7 @@ impl WatchCache {
 
     /// Waits until the cache has applied `revision` (or `timeout` passes);
     /// returns whether it did.
-    pub async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
+    pub(crate) async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
         let mut rx = self.progress.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
             .await
@@ -318,12 +324,12 @@ impl WatchCache {
     /// The current object at `key`, if the cache holds one. It may lag the
     /// store by writes not yet fed in; writers that use it pass its
     /// resourceVersion as a precondition and re-read the store on conflict.
-    pub fn get(&self, key: &str) -> Option<Cached> {
+    pub(crate) fn get(&self, key: &str) -> Option<Cached> {
         self.state.read().objects.get(key).cloned()
     }
 
     /// The current objects.
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let state = self.state.read();
         Snapshot {
             objects: state.objects.clone(),
@@ -332,7 +338,7 @@ impl WatchCache {
     }
 
     /// Keeps `snapshot` so a continue token at its revision can find it.
-    pub fn retain(&self, snapshot: &Snapshot) {
+    pub(crate) fn retain(&self, snapshot: &Snapshot) {
         let mut state = self.state.write();
         let now = Instant::now();
         let ttl = self.snapshot_ttl;
@@ -349,7 +355,7 @@ impl WatchCache {
 
     /// The objects at `revision`, if that is the current revision or a
     /// retained snapshot's.
-    pub fn snapshot_at(&self, revision: Revision) -> Option<Snapshot> {
+    pub(crate) fn snapshot_at(&self, revision: Revision) -> Option<Snapshot> {
         let state = self.state.read();
         if state.revision == revision {
             return Some(Snapshot {
@@ -365,7 +371,7 @@ impl WatchCache {
     }
 
     /// Starts a watcher: from the current state (`None`) or after `from`.
-    pub fn subscribe(&self, from: Option<Revision>) -> Result<Subscription, TooOld> {
+    pub(crate) fn subscribe(&self, from: Option<Revision>) -> Result<Subscription, TooOld> {
         let state = self.state.read();
         let live = state.sender.subscribe();
         let start = match from {

@@ -15,14 +15,11 @@ use crate::events::EventRecorder;
 use crate::manager::{Context, Stop, stopped};
 use crate::owner_events::EnqueueOwner;
 
-pub use schedule::{Schedule, ScheduleError};
-pub use sync::CronJobError;
-
 /// The controller name in events and logs.
 const CONTROLLER: &str = "cronjob-controller";
 
 /// Runs the CronJob controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let cronjobs = ctx.factory.informer::<CronJob>();
     let jobs = ctx.factory.informer::<Job>();
     let queue = WorkQueue::<ObjectKey>::new();

@@ -10,7 +10,7 @@ use jiff::{Timestamp, ToSpan, Zoned};
 
 /// Why a schedule could not be parsed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ScheduleError {
+pub(crate) enum ScheduleError {
     /// Not five fields (or a known shorthand).
     #[error("expected exactly 5 fields, found {0}: {1:?}")]
     FieldCount(usize, String),
@@ -29,7 +29,7 @@ pub enum ScheduleError {
 
 /// A parsed schedule.
 #[derive(Debug, Clone)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     minutes: u64,
     hours: u64,
     days: u64,
@@ -104,7 +104,7 @@ fn field(
 impl Schedule {
     /// Parses `spec` in `time_zone` (UTC when None); a `CRON_TZ=` or `TZ=`
     /// prefix in the schedule wins over it.
-    pub fn parse(spec: &str, time_zone: Option<&str>) -> Result<Self, ScheduleError> {
+    pub(crate) fn parse(spec: &str, time_zone: Option<&str>) -> Result<Self, ScheduleError> {
         let mut spec = spec.trim();
         let mut zone_name = time_zone.map(str::to_owned);
         for prefix in ["CRON_TZ=", "TZ="] {
@@ -162,7 +162,7 @@ impl Schedule {
     }
 
     /// The first scheduled time strictly after `after`.
-    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let start = after.to_zoned(self.zone.clone());
         // Start at the next whole minute.
         let mut t: Zoned = start
@@ -205,7 +205,11 @@ impl Schedule {
 
     /// The latest scheduled time in (`earliest`, `now`], with how many
     /// scheduled times fell in that window (counting stops past 100).
-    pub fn most_recent(&self, earliest: Timestamp, now: Timestamp) -> Option<(Timestamp, usize)> {
+    pub(crate) fn most_recent(
+        &self,
+        earliest: Timestamp,
+        now: Timestamp,
+    ) -> Option<(Timestamp, usize)> {
         let mut last = None;
         let mut count = 0;
         let mut t = earliest;

@@ -21,7 +21,7 @@ use crate::events::{EventRecorder, object_reference};
 
 /// Why a CronJob sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
-pub enum CronJobError {
+pub(crate) enum CronJobError {
     /// An API write failed.
     #[error(transparent)]
     Api(#[from] WriteFailed),

@@ -18,13 +18,11 @@ use crate::manager::{Context, Stop, stopped};
 use crate::owner_events::EnqueueOwner;
 use crate::pod_control::Expectations;
 
-pub use sync::DaemonSetError;
-
 /// The controller name in events and logs.
 const CONTROLLER: &str = "daemonset-controller";
 
 /// Runs the DaemonSet controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let sets = ctx.factory.informer::<DaemonSet>();
     let pods = ctx.factory.informer::<Pod>();
     let nodes = ctx.factory.informer::<Node>();

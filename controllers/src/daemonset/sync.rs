@@ -26,7 +26,7 @@ const HASH_LABEL: &str = "controller-revision-hash";
 
 /// Why a DaemonSet sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
-pub enum DaemonSetError {
+pub(crate) enum DaemonSetError {
     /// Adopting, releasing or deleting pods failed.
     #[error(transparent)]
     Pods(#[from] PodControlError),

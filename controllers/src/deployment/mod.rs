@@ -17,13 +17,11 @@ use skiff_informer::{Controller, EnqueueKeys, ObjectKey, WorkQueue};
 use crate::events::EventRecorder;
 use crate::manager::{Context, Stop, stopped};
 
-pub use sync::DeploymentError;
-
 /// The controller name in events and logs.
 const CONTROLLER: &str = "deployment-controller";
 
 /// Runs the Deployment controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let deployments = ctx.factory.informer::<Deployment>();
     let replica_sets = ctx.factory.informer::<ReplicaSet>();
     let queue = WorkQueue::<ObjectKey>::new();

@@ -29,7 +29,7 @@ use crate::pod_control::{PodControlError, claim};
 
 /// Why a Deployment sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
-pub enum DeploymentError {
+pub(crate) enum DeploymentError {
     /// Adopting or releasing ReplicaSets failed.
     #[error(transparent)]
     Claim(#[from] PodControlError),

@@ -22,15 +22,13 @@ use crate::manager::{Context, Stop, stopped};
 use crate::owner_events::EnqueueOwner;
 use crate::pod_control::Expectations;
 
-pub use sync::JobError;
-
 /// The controller name in events and logs.
 const CONTROLLER: &str = "job-controller";
 /// The name of the loop releasing tracked pods that name no controller.
 const ORPHAN_POD_QUEUE: &str = "job-orphan-pod";
 
 /// Runs the Job controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let jobs = ctx.factory.informer::<Job>();
     let pods = ctx.factory.informer::<Pod>();
     let queue = WorkQueue::<ObjectKey>::new();

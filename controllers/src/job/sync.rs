@@ -30,7 +30,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(360);
 
 /// Why a Job sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
-pub enum JobError {
+pub(crate) enum JobError {
     /// Creating or deleting pods failed.
     #[error(transparent)]
     Pods(#[from] PodControlError),

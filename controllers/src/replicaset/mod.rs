@@ -18,16 +18,15 @@ use crate::events::EventRecorder;
 use crate::manager::{Context, Stop, stopped};
 use crate::pod_control::Expectations;
 
-pub use owner::ReplicaOwner;
-pub use sync::ReplicaSetError;
+pub(crate) use owner::ReplicaOwner;
 
 /// Runs the ReplicaSet controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     run_for::<ReplicaSet>(ctx, stop).await;
 }
 
 /// Runs the ReplicationController controller until `stop`.
-pub async fn run_replication_controllers(ctx: Context, stop: Stop) {
+pub(crate) async fn run_replication_controllers(ctx: Context, stop: Stop) {
     run_for::<ReplicationController>(ctx, stop).await;
 }
 

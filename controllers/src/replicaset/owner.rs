@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::controller_utils::workload_selector;
 
 /// A workload that keeps `desired()` copies of a pod template running.
-pub trait ReplicaOwner:
+pub(crate) trait ReplicaOwner:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + DeserializeOwned

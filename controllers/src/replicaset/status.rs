@@ -13,7 +13,7 @@ use crate::pod_control::{is_available, is_ready};
 /// Why the last attempt to reach the desired count failed, for the
 /// ReplicaFailure condition.
 #[derive(Debug, Clone)]
-pub struct ManageFailure {
+pub(crate) struct ManageFailure {
     /// FailedCreate or FailedDelete.
     pub reason: &'static str,
     /// The API's error.

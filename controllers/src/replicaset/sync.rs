@@ -19,7 +19,7 @@ use crate::pod_control::{
 
 /// Why a ReplicaSet sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
-pub enum ReplicaSetError {
+pub(crate) enum ReplicaSetError {
     /// Adopting, releasing, creating or deleting a pod failed.
     #[error(transparent)]
     Pods(#[from] PodControlError),

@@ -17,13 +17,11 @@ use crate::events::EventRecorder;
 use crate::manager::{Context, Stop, stopped};
 use crate::owner_events::EnqueueOwner;
 
-pub use sync::StatefulSetError;
-
 /// The controller name in events and logs.
 const CONTROLLER: &str = "statefulset-controller";
 
 /// Runs the StatefulSet controller until `stop`.
-pub async fn run(ctx: Context, stop: Stop) {
+pub(crate) async fn run(ctx: Context, stop: Stop) {
     let sets = ctx.factory.informer::<StatefulSet>();
     let pods = ctx.factory.informer::<Pod>();
     let revisions = ctx.factory.informer::<ControllerRevision>();

@@ -24,7 +24,7 @@ use crate::pod_control::{
 
 /// Why a StatefulSet sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
-pub enum StatefulSetError {
+pub(crate) enum StatefulSetError {
     /// Adopting, releasing or deleting pods failed.
     #[error(transparent)]
     Pods(#[from] PodControlError),

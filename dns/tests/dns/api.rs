@@ -25,6 +25,26 @@ where
     skiff_testkit::eventually(Duration::from_secs(10), what, check).await
 }
 
+/// Runs `skiff_dns::run` in a task until the sender is used or dropped.
+fn spawn_dns(
+    client: &kube::Client,
+    factory: &skiff_informer::SharedInformerFactory,
+    config: DnsConfig,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), skiff_dns::DnsError>>,
+) {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (client, factory) = (client.clone(), factory.clone());
+    let task = tokio::spawn(async move {
+        skiff_dns::run(client, &factory, config, async {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+    (stop_tx, task)
+}
+
 #[tokio::test]
 async fn services_resolve_and_disappear_with_their_watch_events() {
     let cluster = TestCluster::start().await;
@@ -73,17 +93,7 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     config.node_name = Some("node-a".into());
     config.service_ip = Some("10.43.0.10".parse().unwrap());
     config.metrics_listen = vec!["127.0.0.1:0".parse().unwrap()];
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = {
-        let factory = factory.clone();
-        let client = client.clone();
-        tokio::spawn(async move {
-            skiff_dns::run(client, &factory, config, async {
-                let _ = stop_rx.await;
-            })
-            .await
-        })
-    };
+    let (stop_tx, task) = spawn_dns(&client, &factory, config);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "kube-system");
     let slice = eventually("the kube-dns slice", || async {
         slices.get_opt(skiff_dns::publish::SLICE).await.unwrap()
@@ -176,17 +186,7 @@ async fn a_server_s_slice_is_owned_by_its_identity_lease_and_replaces_the_shared
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
     config.advertise = Some("192.0.2.2".parse().unwrap());
     config.owner_lease = Some("apiserver-00aa11bb".into());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = {
-        let factory = factory.clone();
-        let client = client.clone();
-        tokio::spawn(async move {
-            skiff_dns::run(client, &factory, config, async {
-                let _ = stop_rx.await;
-            })
-            .await
-        })
-    };
+    let (stop_tx, task) = spawn_dns(&client, &factory, config);
     // Nothing is published while the owner is missing: a slice nothing owns
     // would outlive its server.
     tokio::time::sleep(Duration::from_millis(500)).await;

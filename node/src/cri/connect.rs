@@ -12,7 +12,7 @@ use super::error::CriError;
 /// Turns `unix:///run/x.sock` or `/run/x.sock` into the socket path. Other
 /// schemes (tcp, npipe) are not supported: CRI runtimes on Linux listen on
 /// unix sockets.
-pub fn socket_path(endpoint: &str) -> Result<PathBuf, CriError> {
+pub(crate) fn socket_path(endpoint: &str) -> Result<PathBuf, CriError> {
     let path = match endpoint.split_once("://") {
         Some(("unix", path)) => path,
         Some((scheme, _)) => {

@@ -13,7 +13,7 @@ use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
-pub use connect::socket_path;
+pub(crate) use connect::socket_path;
 pub use error::CriError;
 
 use crate::runtime::{ExecOutput, RuntimeHealth, RuntimeVersion};

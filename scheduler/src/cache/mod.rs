@@ -6,8 +6,8 @@
 //! forgotten when binding fails, and expires if the binding finished but the informer
 //! never confirmed it.
 
-pub mod node_info;
-pub mod snapshot;
+pub(crate) mod node_info;
+pub(crate) mod snapshot;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -10,10 +10,10 @@ use crate::pod_info::PodInfo;
 use crate::resource::ResourceKind;
 
 /// Plugin name.
-pub const NAME: &str = "NodeResourcesBalancedAllocation";
+pub(crate) const NAME: &str = "NodeResourcesBalancedAllocation";
 
 /// The BalancedAllocation plugin.
-pub struct BalancedAllocation {
+pub(crate) struct BalancedAllocation {
     resources: Vec<ResourceKind>,
 }
 
@@ -24,7 +24,7 @@ struct Args {
 }
 
 /// Constructor for the registry.
-pub fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     let a: Args = parse_args(NAME, args)?;
     let resources = if a.resources.is_empty() {
         default_resources()

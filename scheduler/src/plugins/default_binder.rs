@@ -9,15 +9,15 @@ use crate::framework::*;
 use crate::pod_info::PodInfo;
 
 /// Plugin name.
-pub const NAME: &str = "DefaultBinder";
+pub(crate) const NAME: &str = "DefaultBinder";
 
 /// The DefaultBinder plugin.
-pub struct DefaultBinder {
+pub(crate) struct DefaultBinder {
     binder: Arc<dyn Binder>,
 }
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(DefaultBinder {
         binder: s.binder.clone(),
     }))

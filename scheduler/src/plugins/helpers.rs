@@ -1,6 +1,7 @@
 //! Pieces several plugins share: toleration matching, the pod's node requirements and
 //! upstream's default score normalization.
 
+#[cfg(test)]
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
@@ -12,7 +13,7 @@ use crate::selectors::{CompiledNodeSelector, Labels};
 
 /// True if `tol` tolerates `taint`: effects match (empty tolerates all), and either the
 /// operator is Exists (empty key tolerates every key) or key and value are equal.
-pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
+pub(crate) fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
     let effect_ok = tol
         .effect
         .as_deref()
@@ -35,7 +36,7 @@ pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
 }
 
 /// The first taint with one of `effects` that no toleration tolerates.
-pub fn first_untolerated<'a>(
+pub(crate) fn first_untolerated<'a>(
     taints: &'a [Taint],
     tolerations: &[Toleration],
     effects: &[&str],
@@ -48,14 +49,14 @@ pub fn first_untolerated<'a>(
 
 /// The pod's hard node requirements: `nodeSelector` and required node affinity.
 #[derive(Debug, Clone)]
-pub struct RequiredNodeAffinity {
+pub(crate) struct RequiredNodeAffinity {
     selector: Option<Labels>,
     affinity: Option<CompiledNodeSelector>,
 }
 
 impl RequiredNodeAffinity {
     /// Compiles the pod's requirements.
-    pub fn of(pod: &PodInfo) -> Self {
+    pub(crate) fn of(pod: &PodInfo) -> Self {
         let spec = pod.spec();
         let selector = spec.node_selector.clone().filter(|s| !s.is_empty());
         let affinity = spec
@@ -71,12 +72,12 @@ impl RequiredNodeAffinity {
     }
 
     /// True when the pod has neither a node selector nor required node affinity.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.selector.is_none() && self.affinity.is_none()
     }
 
     /// True if the node satisfies both.
-    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+    pub(crate) fn matches(&self, labels: &Labels, node_name: &str) -> bool {
         if let Some(sel) = &self.selector
             && !sel.iter().all(|(k, v)| labels.get(k) == Some(v))
         {
@@ -88,19 +89,19 @@ impl RequiredNodeAffinity {
     }
 
     /// True if the node info's node satisfies both.
-    pub fn matches_node(&self, node: &NodeInfo) -> bool {
+    pub(crate) fn matches_node(&self, node: &NodeInfo) -> bool {
         self.matches(node.labels(), node.name())
     }
 
     /// Node names the required affinity restricts the pod to, if it does.
-    pub fn name_restriction(&self) -> Option<Vec<String>> {
+    pub(crate) fn name_restriction(&self) -> Option<Vec<String>> {
         self.affinity.as_ref().and_then(|a| a.name_restriction())
     }
 }
 
 /// Scales scores into [0, MAX_NODE_SCORE] relative to the maximum; `reverse` flips them
 /// so lower raw scores rank higher.
-pub fn default_normalize(scores: &mut [NodeScore<'_>], reverse: bool) {
+pub(crate) fn default_normalize(scores: &mut [NodeScore<'_>], reverse: bool) {
     let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
     if max == 0 {
         if reverse {
@@ -116,8 +117,9 @@ pub fn default_normalize(scores: &mut [NodeScore<'_>], reverse: bool) {
     }
 }
 
+#[cfg(test)]
 /// Builds a `NodeInfo` from a node and pods (tests and simulations).
-pub fn node_info_with(
+pub(crate) fn node_info_with(
     node: k8s_openapi::api::core::v1::Node,
     pods: Vec<k8s_openapi::api::core::v1::Pod>,
 ) -> NodeInfo {

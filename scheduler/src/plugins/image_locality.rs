@@ -8,7 +8,7 @@ use crate::framework::*;
 use crate::pod_info::PodInfo;
 
 /// Plugin name.
-pub const NAME: &str = "ImageLocality";
+pub(crate) const NAME: &str = "ImageLocality";
 const STATE_KEY: &str = "PreScoreImageLocality";
 const MB: i64 = 1024 * 1024;
 /// Below this total the score is 0.
@@ -17,15 +17,18 @@ const MIN_THRESHOLD: i64 = 23 * MB;
 const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 
 /// The ImageLocality plugin.
-pub struct ImageLocality;
+pub(crate) struct ImageLocality;
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(
+    _args: &serde_json::Value,
+    _s: &Services,
+) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(ImageLocality))
 }
 
 /// Adds ":latest" to image names without a tag or digest, as the runtime does.
-pub fn normalize_image(name: &str) -> String {
+pub(crate) fn normalize_image(name: &str) -> String {
     let last = name.rsplit('/').next().unwrap_or(name);
     if last.contains(':') || last.contains('@') {
         name.to_string()

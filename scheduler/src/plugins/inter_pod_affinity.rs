@@ -14,13 +14,13 @@ use crate::pod_info::{AffinityTerm, PodInfo};
 use crate::selectors::Labels;
 
 /// Plugin name.
-pub const NAME: &str = "InterPodAffinity";
+pub(crate) const NAME: &str = "InterPodAffinity";
 /// Rejection reason for unmet affinity, as upstream.
-pub const REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
+pub(crate) const REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
 /// Rejection reason for the pod's own anti-affinity, as upstream.
-pub const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+pub(crate) const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
 /// Rejection reason for existing pods' anti-affinity, as upstream.
-pub const REASON_EXISTING_ANTI_AFFINITY: &str =
+pub(crate) const REASON_EXISTING_ANTI_AFFINITY: &str =
     "node(s) didn't satisfy existing pods anti-affinity rules";
 const FILTER_KEY: &str = "PreFilterInterPodAffinity";
 const SCORE_KEY: &str = "PreScoreInterPodAffinity";
@@ -28,7 +28,7 @@ const SCORE_KEY: &str = "PreScoreInterPodAffinity";
 /// Plugin args (`InterPodAffinityArgs`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Args {
+pub(crate) struct Args {
     /// Score an existing pod's required affinity towards the incoming pod contributes.
     #[serde(default = "default_hard_weight")]
     pub hard_pod_affinity_weight: i64,
@@ -51,13 +51,13 @@ impl Default for Args {
 }
 
 /// The InterPodAffinity plugin.
-pub struct InterPodAffinity {
+pub(crate) struct InterPodAffinity {
     args: Args,
     namespaces: Arc<dyn NamespaceLister>,
 }
 
 /// Constructor for the registry.
-pub fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(InterPodAffinity {
         args: parse_args(NAME, args)?,
         namespaces: s.namespaces.clone(),
@@ -65,8 +65,9 @@ pub fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, Co
 }
 
 impl InterPodAffinity {
+    #[cfg(test)]
     /// A plugin with the given args and namespace lister.
-    pub fn with(args: Args, namespaces: Arc<dyn NamespaceLister>) -> Self {
+    pub(crate) fn with(args: Args, namespaces: Arc<dyn NamespaceLister>) -> Self {
         InterPodAffinity { args, namespaces }
     }
 

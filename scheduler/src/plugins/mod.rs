@@ -1,18 +1,18 @@
 //! The in-tree plugins, one module each, and the registry of their constructors.
 
-pub mod balanced_allocation;
-pub mod default_binder;
-pub mod helpers;
-pub mod image_locality;
-pub mod inter_pod_affinity;
-pub mod node_affinity;
-pub mod node_name;
-pub mod node_ports;
-pub mod node_resources_fit;
-pub mod node_unschedulable;
-pub mod pod_topology_spread;
-pub mod taint_toleration;
-pub mod volume_binding;
+pub(crate) mod balanced_allocation;
+pub(crate) mod default_binder;
+pub(crate) mod helpers;
+pub(crate) mod image_locality;
+pub(crate) mod inter_pod_affinity;
+pub(crate) mod node_affinity;
+pub(crate) mod node_name;
+pub(crate) mod node_ports;
+pub(crate) mod node_resources_fit;
+pub(crate) mod node_unschedulable;
+pub(crate) mod pod_topology_spread;
+pub(crate) mod taint_toleration;
+pub(crate) mod volume_binding;
 
 use crate::framework::Registry;
 

@@ -10,17 +10,20 @@ use crate::pod_info::PodInfo;
 use crate::selectors::NodeTerm;
 
 /// Plugin name.
-pub const NAME: &str = "NodeAffinity";
+pub(crate) const NAME: &str = "NodeAffinity";
 /// Rejection reason, as upstream.
-pub const REASON: &str = "node(s) didn't match Pod's node affinity/selector";
+pub(crate) const REASON: &str = "node(s) didn't match Pod's node affinity/selector";
 const PRE_FILTER_KEY: &str = "PreFilterNodeAffinity";
 const PRE_SCORE_KEY: &str = "PreScoreNodeAffinity";
 
 /// The NodeAffinity plugin.
-pub struct NodeAffinity;
+pub(crate) struct NodeAffinity;
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(
+    _args: &serde_json::Value,
+    _s: &Services,
+) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(NodeAffinity))
 }
 

@@ -7,15 +7,18 @@ use crate::framework::*;
 use crate::pod_info::PodInfo;
 
 /// Plugin name.
-pub const NAME: &str = "NodeName";
+pub(crate) const NAME: &str = "NodeName";
 /// Rejection reason, as upstream.
-pub const REASON: &str = "node(s) didn't match the requested node name";
+pub(crate) const REASON: &str = "node(s) didn't match the requested node name";
 
 /// The NodeName plugin.
-pub struct NodeName;
+pub(crate) struct NodeName;
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(
+    _args: &serde_json::Value,
+    _s: &Services,
+) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(NodeName))
 }
 

@@ -8,15 +8,18 @@ use crate::framework::*;
 use crate::pod_info::PodInfo;
 
 /// Plugin name.
-pub const NAME: &str = "NodePorts";
+pub(crate) const NAME: &str = "NodePorts";
 /// Rejection reason, as upstream.
-pub const REASON: &str = "node(s) didn't have free ports for the requested pod ports";
+pub(crate) const REASON: &str = "node(s) didn't have free ports for the requested pod ports";
 
 /// The NodePorts plugin.
-pub struct NodePorts;
+pub(crate) struct NodePorts;
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(
+    _args: &serde_json::Value,
+    _s: &Services,
+) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(NodePorts))
 }
 

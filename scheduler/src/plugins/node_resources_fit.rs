@@ -13,11 +13,11 @@ use crate::pod_info::PodInfo;
 use crate::resource::{CPU, MEMORY, ResourceKind};
 
 /// Plugin name.
-pub const NAME: &str = "NodeResourcesFit";
+pub(crate) const NAME: &str = "NodeResourcesFit";
 
 /// One resource and its weight in scoring.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-pub struct ResourceSpec {
+pub(crate) struct ResourceSpec {
     /// Resource name.
     pub name: String,
     /// Weight (default 1).
@@ -31,7 +31,7 @@ fn one() -> i64 {
 
 /// Scoring strategy.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
-pub enum StrategyType {
+pub(crate) enum StrategyType {
     /// Prefer nodes with the most free capacity (spreads load).
     #[default]
     LeastAllocated,
@@ -42,7 +42,7 @@ pub enum StrategyType {
 /// Scoring strategy args.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct ScoringStrategy {
+pub(crate) struct ScoringStrategy {
     /// Strategy.
     #[serde(rename = "type", default)]
     pub kind: StrategyType,
@@ -61,7 +61,7 @@ impl Default for ScoringStrategy {
 }
 
 /// The default scored resources: cpu and memory, weight 1 each.
-pub fn default_resources() -> Vec<ResourceSpec> {
+pub(crate) fn default_resources() -> Vec<ResourceSpec> {
     vec![
         ResourceSpec {
             name: CPU.into(),
@@ -77,7 +77,7 @@ pub fn default_resources() -> Vec<ResourceSpec> {
 /// Plugin args (`NodeResourcesFitArgs`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
-pub struct Args {
+pub(crate) struct Args {
     /// Extended resources the filter ignores.
     #[serde(default)]
     pub ignored_resources: Vec<String>,
@@ -87,7 +87,7 @@ pub struct Args {
 }
 
 /// The NodeResourcesFit plugin.
-pub struct NodeResourcesFit {
+pub(crate) struct NodeResourcesFit {
     args: Args,
     scored: Vec<(ResourceKind, i64)>,
 }
@@ -100,7 +100,7 @@ fn resolve(resources: &[ResourceSpec]) -> Vec<(ResourceKind, i64)> {
 }
 
 /// Constructor for the registry.
-pub fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(NodeResourcesFit::with_args(parse_args(
         NAME, args,
     )?)))
@@ -108,7 +108,7 @@ pub fn new(args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, C
 
 impl NodeResourcesFit {
     /// A plugin with the given args.
-    pub fn with_args(args: Args) -> Self {
+    pub(crate) fn with_args(args: Args) -> Self {
         let scored = resolve(&args.scoring_strategy.resources);
         NodeResourcesFit { args, scored }
     }
@@ -189,7 +189,7 @@ impl Plugin for NodeResourcesFit {
 
 /// One shortfall found by `insufficient_resources`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Insufficient {
+pub(crate) struct Insufficient {
     /// Reason text ("Insufficient cpu", "Too many pods").
     pub reason: Cow<'static, str>,
     /// True when even an empty node could not fit the request (preemption cannot help).
@@ -197,7 +197,7 @@ pub struct Insufficient {
 }
 
 /// Everything the node lacks for the pod.
-pub fn insufficient_resources(
+pub(crate) fn insufficient_resources(
     pod: &PodInfo,
     node: &NodeInfo,
     ignored: &[String],
@@ -276,7 +276,7 @@ impl FilterPlugin for NodeResourcesFit {
 
 /// Requested (node plus pod, with scoring defaults for cpu/memory) and allocatable amount
 /// of one resource.
-pub fn requested_and_allocatable(
+pub(crate) fn requested_and_allocatable(
     pod: &PodInfo,
     node: &NodeInfo,
     resource: &ResourceKind,

@@ -11,17 +11,20 @@ use crate::framework::*;
 use crate::pod_info::PodInfo;
 
 /// Plugin name.
-pub const NAME: &str = "NodeUnschedulable";
+pub(crate) const NAME: &str = "NodeUnschedulable";
 /// Rejection reason, as upstream.
-pub const REASON: &str = "node(s) were unschedulable";
+pub(crate) const REASON: &str = "node(s) were unschedulable";
 /// The taint a cordoned node implies.
-pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+pub(crate) const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 
 /// The NodeUnschedulable plugin.
-pub struct NodeUnschedulable;
+pub(crate) struct NodeUnschedulable;
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(
+    _args: &serde_json::Value,
+    _s: &Services,
+) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(NodeUnschedulable))
 }
 

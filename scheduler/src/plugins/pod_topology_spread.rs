@@ -26,11 +26,11 @@ use crate::pod_info::PodInfo;
 use crate::selectors::{Labels, Selector};
 
 /// Plugin name.
-pub const NAME: &str = "PodTopologySpread";
+pub(crate) const NAME: &str = "PodTopologySpread";
 /// Rejection reason, as upstream.
-pub const REASON: &str = "node(s) didn't match pod topology spread constraints";
+pub(crate) const REASON: &str = "node(s) didn't match pod topology spread constraints";
 /// Rejection reason when the node lacks a topology key, as upstream.
-pub const REASON_MISSING_LABEL: &str =
+pub(crate) const REASON_MISSING_LABEL: &str =
     "node(s) didn't match pod topology spread constraints (missing required label)";
 const FILTER_KEY: &str = "PreFilterPodTopologySpread";
 const SCORE_KEY: &str = "PreScorePodTopologySpread";
@@ -62,7 +62,7 @@ impl Constraint {
 
 /// How pods without constraints of their own are spread (`defaultingType`).
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-pub enum DefaultingType {
+pub(crate) enum DefaultingType {
     /// The built-in zone (maxSkew 5) and hostname (maxSkew 3) `ScheduleAnyway` constraints.
     #[default]
     System,
@@ -73,7 +73,7 @@ pub enum DefaultingType {
 /// Plugin args (`PodTopologySpreadArgs`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Args {
+pub(crate) struct Args {
     /// Constraints for pods without their own, when `defaultingType` is `List`; they
     /// must not carry a label selector (it is derived from the pod's Services and
     /// controller).
@@ -85,7 +85,7 @@ pub struct Args {
 }
 
 /// The system default constraints, as upstream.
-pub fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
+pub(crate) fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
     let c = |key: &str, skew: i32| TopologySpreadConstraint {
         topology_key: key.into(),
         max_skew: skew,
@@ -103,15 +103,16 @@ struct PodConstraints {
 }
 
 /// The PodTopologySpread plugin.
-pub struct PodTopologySpread {
+pub(crate) struct PodTopologySpread {
     defaults: Vec<TopologySpreadConstraint>,
     system_defaulting: bool,
     workloads: Option<Arc<dyn WorkloadLister>>,
 }
 
 impl PodTopologySpread {
+    #[cfg(test)]
     /// A plugin that applies no default constraints (tests of explicit constraints).
-    pub fn without_defaults() -> Self {
+    pub(crate) fn without_defaults() -> Self {
         PodTopologySpread {
             defaults: Vec::new(),
             system_defaulting: false,
@@ -120,7 +121,10 @@ impl PodTopologySpread {
     }
 
     /// A plugin with `args`, reading Service and controller selectors from `workloads`.
-    pub fn with_args(args: Args, workloads: Arc<dyn WorkloadLister>) -> Result<Self, ConfigError> {
+    pub(crate) fn with_args(
+        args: Args,
+        workloads: Arc<dyn WorkloadLister>,
+    ) -> Result<Self, ConfigError> {
         let system = args.defaulting_type == DefaultingType::System;
         if system && !args.default_constraints.is_empty() {
             return Err(ConfigError::InvalidArgs {
@@ -273,7 +277,7 @@ fn count_on_node(c: &Constraint, pod: &PodInfo, node: &NodeInfo) -> i64 {
 }
 
 /// Constructor for the registry.
-pub fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(PodTopologySpread::with_args(
         parse_args(NAME, args)?,
         s.workloads.clone(),

@@ -11,14 +11,17 @@ use crate::framework::*;
 use crate::pod_info::PodInfo;
 
 /// Plugin name.
-pub const NAME: &str = "TaintToleration";
+pub(crate) const NAME: &str = "TaintToleration";
 const STATE_KEY: &str = "PreScoreTaintToleration";
 
 /// The TaintToleration plugin.
-pub struct TaintToleration;
+pub(crate) struct TaintToleration;
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, _s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(
+    _args: &serde_json::Value,
+    _s: &Services,
+) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(TaintToleration))
 }
 

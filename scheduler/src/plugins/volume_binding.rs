@@ -10,7 +10,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, TopologySelectorTerm};
 
-use crate::binding::{ClaimAnnotator, NoClaimAnnotator, SELECTED_NODE_ANNOTATION};
+#[cfg(test)]
+use crate::binding::NoClaimAnnotator;
+use crate::binding::{ClaimAnnotator, SELECTED_NODE_ANNOTATION};
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::VolumeLister;
@@ -18,26 +20,28 @@ use crate::pod_info::PodInfo;
 use crate::selectors::{CompiledNodeSelector, Labels};
 
 /// Plugin name.
-pub const NAME: &str = "VolumeBinding";
+pub(crate) const NAME: &str = "VolumeBinding";
 /// Rejection reason for a PV whose node affinity excludes the node, as upstream.
-pub const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+pub(crate) const REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
 /// Rejection reason for unbound immediate claims, as upstream.
-pub const REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
+pub(crate) const REASON_UNBOUND_IMMEDIATE: &str =
+    "pod has unbound immediate PersistentVolumeClaims";
 /// Rejection reason when a delayed claim cannot be provisioned on the node, as upstream.
-pub const REASON_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+pub(crate) const REASON_BIND_CONFLICT: &str =
+    "node(s) didn't find available persistent volumes to bind";
 /// Rejection reason for a claim bound to a missing PV, as upstream.
-pub const REASON_MISSING_PV: &str =
+pub(crate) const REASON_MISSING_PV: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 const STATE_KEY: &str = "PreFilterVolumeBinding";
 
 /// The VolumeBinding plugin.
-pub struct VolumeBinding {
+pub(crate) struct VolumeBinding {
     volumes: Arc<dyn VolumeLister>,
     claims: Arc<dyn ClaimAnnotator>,
 }
 
 /// Constructor for the registry.
-pub fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(VolumeBinding {
         volumes: s.volumes.clone(),
         claims: s.claims.clone(),
@@ -45,16 +49,21 @@ pub fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, C
 }
 
 impl VolumeBinding {
+    #[cfg(test)]
     /// A plugin reading volumes from `volumes`.
-    pub fn with(volumes: Arc<dyn VolumeLister>) -> Self {
+    pub(crate) fn with(volumes: Arc<dyn VolumeLister>) -> Self {
         VolumeBinding {
             volumes,
             claims: Arc::new(NoClaimAnnotator),
         }
     }
 
+    #[cfg(test)]
     /// A plugin that also annotates delayed claims through `claims`.
-    pub fn with_annotator(volumes: Arc<dyn VolumeLister>, claims: Arc<dyn ClaimAnnotator>) -> Self {
+    pub(crate) fn with_annotator(
+        volumes: Arc<dyn VolumeLister>,
+        claims: Arc<dyn ClaimAnnotator>,
+    ) -> Self {
         VolumeBinding { volumes, claims }
     }
 

@@ -12,19 +12,21 @@ use crate::cache::Snapshot;
 use crate::framework::*;
 use crate::listers::PdbLister;
 use crate::pod_info::PodInfo;
-pub use select::{Candidate, pick_one_node};
+#[cfg(test)]
+pub(crate) use select::Candidate;
+pub(crate) use select::pick_one_node;
 
 /// Plugin name.
-pub const NAME: &str = "DefaultPreemption";
+pub(crate) const NAME: &str = "DefaultPreemption";
 /// Status reason for nodes where preemption cannot help, as upstream.
-pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+pub(crate) const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 /// Status reason for nodes where evicting every lower-priority pod is not enough.
-pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+pub(crate) const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 
 /// Plugin args (`DefaultPreemptionArgs`).
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Args {
+pub(crate) struct Args {
     /// Minimum share of nodes to dry-run, in percent.
     #[serde(default = "default_pct")]
     pub min_candidate_nodes_percentage: usize,
@@ -51,13 +53,13 @@ impl Default for Args {
 }
 
 /// The DefaultPreemption plugin.
-pub struct DefaultPreemption {
+pub(crate) struct DefaultPreemption {
     args: Args,
     pdbs: Arc<dyn PdbLister>,
 }
 
 /// Constructor for the registry.
-pub fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
+pub(crate) fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plugin>, ConfigError> {
     Ok(Arc::new(DefaultPreemption {
         args: parse_args(NAME, args)?,
         pdbs: s.pdbs.clone(),
@@ -72,7 +74,7 @@ impl Plugin for DefaultPreemption {
 }
 
 /// Formats a "0/N nodes are available: ..." message from a reason histogram.
-pub fn nodes_available_message(
+pub(crate) fn nodes_available_message(
     num_nodes: usize,
     reasons: impl IntoIterator<Item = String>,
 ) -> String {

@@ -11,7 +11,7 @@ use crate::pod_info::PodInfo;
 
 /// A node where preemption would work, with its victims.
 #[derive(Debug, Clone)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Node name.
     pub node: String,
     /// Pods to evict, most important first.
@@ -105,7 +105,7 @@ pub(crate) fn select_victims_on_node(
 /// violations, then the lowest highest-priority victim, then the smallest sum of victim
 /// priorities, then the fewest victims, then the latest start among the highest-priority
 /// victims; remaining ties go to the first candidate.
-pub fn pick_one_node(candidates: Vec<Candidate>) -> Option<Candidate> {
+pub(crate) fn pick_one_node(candidates: Vec<Candidate>) -> Option<Candidate> {
     if let Some(i) = candidates.iter().position(|c| c.victims.is_empty()) {
         return candidates.into_iter().nth(i);
     }

@@ -4,7 +4,7 @@
 //! Pods with scheduling gates wait in the pool until an update removes the gates.
 //! Time comes from an injectable `Clock`; the owner calls the flush methods periodically.
 
-pub mod nominator;
+pub(crate) mod nominator;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -17,10 +17,10 @@ use crate::clock::Clock;
 use crate::framework::config::DEFAULT_SCHEDULER_NAME;
 use crate::framework::{ClusterEvent, EventObjects, Framework, Plugin, QueueingHint};
 use crate::pod_info::{PodInfo, PodKey};
-pub use nominator::Nominator;
+pub(crate) use nominator::Nominator;
 
 /// The pseudo-plugin that holds gated pods, as upstream's SchedulingGates.
-pub const SCHEDULING_GATES: &str = "SchedulingGates";
+pub(crate) const SCHEDULING_GATES: &str = "SchedulingGates";
 
 /// A pod in the queue with its scheduling history.
 #[derive(Debug, Clone)]
