@@ -75,12 +75,29 @@ impl EtcdProcess {
         Self::start_with(dir, None, &[])
     }
 
-    /// Starts an etcd with optional TLS and extra flags.
+    /// Starts an etcd with optional TLS and extra flags. The ports are
+    /// picked free just before etcd binds them, so a test running beside
+    /// may take one first; then etcd is started again on other ports.
     pub fn start_with(
         dir: &Path,
         tls: Option<&EtcdTls>,
         extra: &[&str],
     ) -> Result<Self, HarnessError> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(dir, tls, extra) {
+                Err(error)
+                    if attempt < 3 && error.to_string().contains("address already in use") =>
+                {
+                    let _ = std::fs::remove_dir_all(dir.join("etcd-data"));
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn start_once(dir: &Path, tls: Option<&EtcdTls>, extra: &[&str]) -> Result<Self, HarnessError> {
         let binary = etcd_binary();
         if !binary.exists() {
             return Err(HarnessError::Missing(binary));

@@ -6,12 +6,12 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use skiff_store::testing::{EtcdProcess, free_port};
 use skiff_store::{EtcdConfig, EtcdStore, Store};
 
-use super::support::{Server, eventually};
+use super::support::{Server, eventually, refused_exit};
 
 fn start_etcd(dir: &std::path::Path) -> EtcdProcess {
     EtcdProcess::start(dir).unwrap_or_else(|e| panic!("cannot start the test etcd: {e}"))
@@ -104,7 +104,7 @@ fn a_server_on_etcd_serves_kubectl_and_finds_its_objects_after_a_restart() {
 fn a_server_whose_etcd_is_unreachable_stops_at_start_up_naming_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let endpoint = format!("http://127.0.0.1:{}", free_port().expect("free port"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_skiff"))
+    let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
         .arg("server")
         .arg("--data-dir")
         .arg(dir.path())
@@ -120,21 +120,11 @@ fn a_server_whose_etcd_is_unreachable_stops_at_start_up_naming_it() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn skiff server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the server kept running without its etcd");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("read stderr");
-    assert!(!status.success(), "{stderr}");
+    let stderr = refused_exit(
+        child,
+        Duration::from_secs(20),
+        "the server kept running without its etcd",
+    );
     assert!(
         stderr.contains(&format!("connecting to the datastore at {endpoint}")),
         "{stderr}"

@@ -17,7 +17,7 @@ use serde_json::Value;
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, Store};
 
-use super::support::{Server, eventually, free_port};
+use super::support::{Server, eventually, free_port, refused_exit};
 
 /// A small range, so that two servers choosing at random would collide
 /// without records in the store (61 addresses, 41 Services).
@@ -136,7 +136,7 @@ fn etcd_values(endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
 /// Runs `skiff server` expected to refuse to start; returns its stderr.
 fn refused_start(etcd: &str, first: &Server, token: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(super::support::skiff_binary())
+    let child = Command::new(super::support::skiff_binary())
         .arg("server")
         .arg("--data-dir")
         .arg(dir.path())
@@ -150,22 +150,11 @@ fn refused_start(etcd: &str, first: &Server, token: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn skiff server");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("a server with a bad token kept running");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("read stderr");
-    assert!(!status.success(), "{stderr}");
+    let stderr = refused_exit(
+        child,
+        Duration::from_secs(60),
+        "a server with a bad token kept running",
+    );
     assert!(
         !dir.path().join("kubeconfig.yaml").exists(),
         "nothing was served: {stderr}"

@@ -259,6 +259,30 @@ fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid} failed");
 }
 
+/// Waits for `child` (spawned with its stderr piped), which must refuse
+/// to run: it has to exit within `within`, unsuccessfully (else the test
+/// fails with `kept_running`). Its stderr.
+pub fn refused_exit(mut child: Child, within: Duration, kept_running: &str) -> String {
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{kept_running}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("read stderr");
+    }
+    assert!(!status.success(), "{stderr}");
+    stderr
+}
+
 /// Polls `check` until it returns `Some`, failing after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
