@@ -4,14 +4,12 @@
 //! keys, a restarted server finds them, and an unreachable etcd stops the
 //! start with a message naming it.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use skiff_store::testing::{EtcdProcess, free_port};
 use skiff_store::{EtcdConfig, EtcdStore, Store};
 
-use super::support::{Server, eventually, refused_exit};
+use super::support::{Server, eventually, refused_server};
 
 fn start_etcd(dir: &std::path::Path) -> EtcdProcess {
     EtcdProcess::start(dir).unwrap_or_else(|e| panic!("cannot start the test etcd: {e}"))
@@ -46,23 +44,7 @@ fn a_server_on_etcd_serves_kubectl_and_finds_its_objects_after_a_restart() {
     );
 
     server.kubectl_ok(&["create", "configmap", "a", "--from-literal=k=v1"]);
-    let mut watch = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["get", "configmaps", "-w", "-o", "name"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kubectl get -w");
-    let stdout = watch.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut watch, rx) = server.kubectl_lines(&["get", "configmaps", "-w", "-o", "name"]);
     server.kubectl_ok(&["create", "configmap", "b", "--from-literal=k=v2"]);
     eventually(Duration::from_secs(20), "configmap/b on the watch", || {
         rx.recv_timeout(Duration::from_millis(200))
@@ -104,24 +86,16 @@ fn a_server_on_etcd_serves_kubectl_and_finds_its_objects_after_a_restart() {
 fn a_server_whose_etcd_is_unreachable_stops_at_start_up_naming_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let endpoint = format!("http://127.0.0.1:{}", free_port().expect("free port"));
-    let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .arg("server")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args([
-            "--https-listen-port",
-            &free_port().expect("port").to_string(),
-        ])
-        .args(["--bind-address", "127.0.0.1", "--disable-agent"])
-        .args(["--disable-cluster-dns", "--datastore-endpoint", &endpoint])
-        .args(["--datastore-connect-timeout", "2"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn skiff server");
-    let stderr = refused_exit(
-        child,
+    let stderr = refused_server(
+        dir.path(),
+        &[
+            "--disable-agent",
+            "--disable-cluster-dns",
+            "--datastore-endpoint",
+            &endpoint,
+            "--datastore-connect-timeout",
+            "2",
+        ],
         Duration::from_secs(20),
         "the server kept running without its etcd",
     );

@@ -10,14 +10,14 @@
 //! CA, refuses to start.
 
 use std::collections::HashSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, Store};
 
-use super::support::{Server, eventually, free_port, refused_exit};
+use super::support::{Server, eventually, free_port, refused_server};
 
 /// A small range, so that two servers choosing at random would collide
 /// without records in the store (61 addresses, 41 Services).
@@ -136,22 +136,17 @@ fn etcd_values(endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
 /// Runs `skiff server` expected to refuse to start; returns its stderr.
 fn refused_start(etcd: &str, first: &Server, token: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
-    let child = Command::new(super::support::skiff_binary())
-        .arg("server")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--https-listen-port", &free_port().to_string()])
-        .args(["--bind-address", "127.0.0.1"])
-        .args(server_flags(etcd))
-        .args(["--server", &format!("https://127.0.0.1:{}", first.port)])
-        .args(["--token", token])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn skiff server");
-    let stderr = refused_exit(
-        child,
+    let mut args = server_flags(etcd);
+    args.extend([
+        "--server".to_string(),
+        format!("https://127.0.0.1:{}", first.port),
+        "--token".to_string(),
+        token.to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let stderr = refused_server(
+        dir.path(),
+        &args,
         Duration::from_secs(60),
         "a server with a bad token kept running",
     );

@@ -1,8 +1,6 @@
 //! The kubectl suite: everyday commands against a control-plane-only server,
 //! with the output and errors a user sees.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::support::{Server, eventually};
@@ -284,23 +282,7 @@ fn patch_of_each_type_and_replace() {
 fn watch_prints_live_events() {
     let server = Server::start();
     server.kubectl_ok(&["create", "configmap", "w0"]);
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["get", "configmaps", "-w", "-o", "name"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kubectl get -w");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, rx) = server.kubectl_lines(&["get", "configmaps", "-w", "-o", "name"]);
     let first = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("initial list");

@@ -149,6 +149,33 @@ impl Server {
         }
     }
 
+    /// Starts a long-running kubectl against this server (`get -w`, say);
+    /// its stdout arrives line by line on the receiver.
+    pub fn kubectl_lines(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+        use std::io::BufRead;
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kubectl");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (child, rx)
+    }
+
     /// Runs kubectl against this server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         Command::new("kubectl")
@@ -257,6 +284,30 @@ fn signal(pid: u32, name: &str) {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// Runs `skiff server` on `data_dir` (loopback, a free port, then `args`),
+/// which must refuse to start within `within` (see [`refused_exit`]); its
+/// stderr.
+pub fn refused_server(
+    data_dir: &Path,
+    args: &[&str],
+    within: Duration,
+    kept_running: &str,
+) -> String {
+    let child = Command::new(skiff_binary())
+        .arg("server")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--https-listen-port", &free_port().to_string()])
+        .args(["--bind-address", "127.0.0.1"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn skiff server");
+    refused_exit(child, within, kept_running)
 }
 
 /// Waits for `child` (spawned with its stderr piped), which must refuse
