@@ -10,10 +10,12 @@
 //!
 //! In the embedded store a full disk is refused, not met: below a free-space reserve
 //! ([`SpaceReserve`]) creates and updates fail with [`StoreError::NoSpace`]
-//! before they reach sled, deletes only below a smaller reserve, and reads,
-//! watches, compaction and defragmentation never. A refused write changed
-//! nothing and got no revision; once space is back writes go on by
-//! themselves. etcd's NOSPACE alarm is the same error there.
+//! before they reach sled, deletes only below a smaller reserve, and reads
+//! and watches never. A refused write changed nothing and got no revision;
+//! once space is back writes go on by themselves, and after deletes on a
+//! short disk the store gives their space back itself, rewriting its live
+//! data without history into a fresh file. etcd's NOSPACE alarm is the
+//! same error there.
 //! [`Store::health`] says whether writes are being refused.
 //!
 //! Opening the embedded store:

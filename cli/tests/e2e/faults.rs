@@ -1,13 +1,14 @@
 //! Faults a loaded or starved edge server meets (issue #15): a client that
 //! trickles its headers, a resourceVersion from the future, and a data
-//! directory on a full disk — each met as upstream meets it, and the server
-//! stopping promptly afterwards.
+//! directory on a full disk — each met as upstream meets it, the full disk
+//! giving its space back once objects are deleted, and the server stopping
+//! promptly afterwards.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::support::Server;
+use super::support::{Server, eventually};
 
 /// A tmpfs of `mib` MiB on a temporary mount point, unmounted when dropped,
 /// also when the test fails (declare it before the server that uses it, so
@@ -134,9 +135,10 @@ fn fillers(first: usize, count: usize) -> String {
 }
 
 #[test]
-fn a_full_disk_refuses_writes_keeps_reads_and_deletes_and_stops_promptly() {
+fn a_full_disk_refuses_writes_keeps_reads_and_deletes_reclaims_and_stops_promptly() {
     let disk = Tmpfs::mount(24);
     let mut server = Server::start_in(disk.path(), &["--disable-agent", "--store-reserve-mb", "8"]);
+    server.kubectl_ok(&["create", "configmap", "before", "--from-literal=kept=yes"]);
 
     // Fill the disk until the server refuses.
     let mut created = 0;
@@ -170,8 +172,7 @@ fn a_full_disk_refuses_writes_keeps_reads_and_deletes_and_stops_promptly() {
     let refused = server.kubectl_err(&["create", "configmap", "small", "--from-literal=a=b"]);
     assert!(refused.contains("storage space exhausted"), "{refused}");
 
-    // Deletes work (the space comes back to the file system only with
-    // compaction and defragmentation; the store is intact meanwhile).
+    // Deletes work.
     let deleted = server.kubectl(&["delete", "configmaps", "-l", "fill=yes", "--wait=false"]);
     assert!(
         deleted.status.success(),
@@ -181,6 +182,26 @@ fn a_full_disk_refuses_writes_keeps_reads_and_deletes_and_stops_promptly() {
     );
     let left = server.kubectl_ok(&["get", "configmaps", "-l", "fill=yes", "-o", "name"]);
     assert_eq!(left.trim(), "");
+
+    // The store gives the deleted objects' space back by itself, and writes
+    // resume; what was there before the disk filled is still there.
+    eventually(Duration::from_secs(60), "writes resuming", || {
+        server
+            .kubectl(&["create", "configmap", "after", "--from-literal=a=b"])
+            .status
+            .success()
+            .then_some(())
+    });
+    let log = server.log();
+    let reclaimed = log
+        .lines()
+        .find(|l| l.contains("reclaimed space on the short disk"));
+    assert!(reclaimed.is_some(), "{log}");
+    eprintln!("{}", reclaimed.unwrap_or_default());
+    let readyz = server.kubectl_ok(&["get", "--raw", "/readyz"]);
+    assert_eq!(readyz.trim(), "ok");
+    let kept = server.kubectl_ok(&["get", "configmap", "before", "-o", "jsonpath={.data.kept}"]);
+    assert_eq!(kept, "yes");
 
     // SIGTERM stops it well within ten seconds.
     let stopping = Instant::now();

@@ -14,6 +14,8 @@ use crate::{Revision, StoreError};
 
 const INDEX_PREFIX: u8 = b'k';
 const RECORD_PREFIX: u8 = b'r';
+/// The sled key prefix of every index entry.
+pub(crate) const INDEX: &[u8] = &[INDEX_PREFIX];
 /// The sled key prefix of every history record.
 pub(crate) const RECORDS: &[u8] = &[RECORD_PREFIX];
 

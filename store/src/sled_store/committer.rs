@@ -3,13 +3,15 @@
 //! each write as its own atomic sled batch and hands the group to the flusher
 //! (see `flusher`), which makes it durable with one flush for everything
 //! applied meanwhile (group commit) before anyone sees it. Compaction runs
-//! here too, in chunks between groups.
+//! here too, in chunks between groups; while the disk is short of space it
+//! waits, and a compacting rewrite gives the space back instead (`reclaim`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{oneshot, watch};
@@ -19,6 +21,7 @@ use super::config::SledConfig;
 use super::defrag;
 use super::flusher::{Applied, Flusher, nanos, poison_error};
 use super::reader::{self, event_from};
+use super::reclaim;
 use super::space::{Measured, Need};
 use super::state::{Shared, sled_error};
 use crate::{Event, KeyValue, Revision, StoreError};
@@ -26,6 +29,10 @@ use crate::{Event, KeyValue, Revision, StoreError};
 /// History records examined per compaction step, between two commit groups,
 /// so compaction never stalls writers for long.
 const COMPACTION_CHUNK: u64 = 1024;
+
+/// While the disk is short, how often the committer wakes without requests
+/// to measure again and see whether reclaiming is due.
+const SHORT_DISK_WAKE: Duration = Duration::from_secs(1);
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
@@ -90,6 +97,9 @@ pub(crate) struct Committer {
     revision: Revision,
     compaction: Option<Compaction>,
     defrag_trigger: defrag::Trigger,
+    /// Whether the last measurement found the disk below the write reserve.
+    short_of_space: bool,
+    reclaim_schedule: reclaim::Schedule,
     config: SledConfig,
 }
 
@@ -132,6 +142,8 @@ impl Committer {
             revision: recovered.revision,
             compaction,
             defrag_trigger: defrag::Trigger::default(),
+            short_of_space: false,
+            reclaim_schedule: reclaim::Schedule::default(),
             config,
         })
     }
@@ -143,8 +155,14 @@ impl Committer {
     /// Runs until the store is closed or every handle is gone.
     pub(crate) fn run(mut self) {
         loop {
-            let working = self.compaction.is_some() && self.poisoned().is_none();
-            let first = if working {
+            let compacting = self.compaction.is_some() && self.poisoned().is_none();
+            let first = if self.short_of_space {
+                match self.requests.recv_timeout(SHORT_DISK_WAKE) {
+                    Ok(request) => Some(request),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            } else if compacting {
                 match self.requests.try_recv() {
                     Ok(request) => Some(request),
                     Err(mpsc::TryRecvError::Empty) => None,
@@ -168,7 +186,9 @@ impl Committer {
                     break;
                 }
             }
-            if self.compaction.is_some() && self.poisoned().is_none() {
+            if self.short_of_space {
+                self.reclaim_if_due();
+            } else if self.compaction.is_some() && self.poisoned().is_none() {
                 self.compaction_step();
             }
         }
@@ -217,6 +237,7 @@ impl Committer {
                         continue;
                     }
                     let measured = *space.get_or_insert_with(|| self.shared.space.measure());
+                    self.short_of_space = measured.short();
                     let need = match op {
                         WriteOp::Delete { .. } => Need::Delete,
                         _ => Need::Write,
@@ -458,6 +479,13 @@ impl Committer {
         while self.compaction.is_some() && self.poisoned().is_none() {
             self.compaction_step_only();
         }
+        self.wait_durable()?;
+        // Nothing is in flight now and only this thread writes.
+        defrag::rewrite(&self.shared, &self.config)
+    }
+
+    /// Waits until everything applied is durable and published.
+    fn wait_durable(&mut self) -> Result<(), StoreError> {
         if let Some(reason) = self.poisoned() {
             return Err(poison_error(&reason));
         }
@@ -467,9 +495,61 @@ impl Committer {
             waiters: vec![barrier],
             ..Applied::default()
         });
-        flushed.blocking_recv().map_err(|_| StoreError::Closed)??;
-        // Nothing is in flight now and only this thread writes.
-        defrag::rewrite(&self.shared, &self.config)
+        flushed.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// On a short disk: measures again, and when a look is due and the
+    /// compacting rewrite pays off and fits, runs it (see `reclaim`).
+    fn reclaim_if_due(&mut self) {
+        if self.poisoned().is_some() {
+            return;
+        }
+        let measured = self.shared.space.measure();
+        self.short_of_space = measured.short();
+        let now = Instant::now();
+        if !self.short_of_space || !self.reclaim_schedule.due(self.revision, now) {
+            return;
+        }
+        self.reclaim_schedule.looked(self.revision, now);
+        if let Err(err) = self.reclaim(measured.free.unwrap_or(0)) {
+            tracing::warn!(error = %err, "reclaiming space on the short disk failed");
+        }
+    }
+
+    /// The compacting rewrite, when it pays off and fits `free` bytes.
+    fn reclaim(&mut self, free: u64) -> Result<(), StoreError> {
+        let old = self.shared.generation();
+        let size = old
+            .db
+            .size_on_disk()
+            .map_err(|e| sled_error("measuring the database", e))?;
+        let live = reclaim::live_bytes(&old.db)?;
+        drop(old);
+        if let Err(skip) = reclaim::decide(size, live, free) {
+            tracing::debug!(?skip, "not reclaiming space on the short disk");
+            return Ok(());
+        }
+        self.wait_durable()?;
+        let revision = self.revision;
+        // Readers treat the history as gone before the tree without it is
+        // live, so none looks for it there.
+        self.shared.compact.fetch_max(revision, Ordering::AcqRel);
+        defrag::rewrite_with(&self.shared, &self.config, |old, new| {
+            reclaim::copy_present(old, new, revision)
+        })?;
+        // A compaction under way is done: its target is at or below `revision`.
+        if let Some(running) = self.compaction.take() {
+            for waiter in running.waiters {
+                let _ = waiter.send(Ok(()));
+            }
+        }
+        tracing::info!(
+            revision,
+            before_bytes = size,
+            live_bytes = live,
+            "reclaimed space on the short disk: history compacted to the current revision"
+        );
+        Ok(())
     }
 
     fn compaction_step(&mut self) {

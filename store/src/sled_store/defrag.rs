@@ -68,6 +68,17 @@ impl Trigger {
 /// Copies the live generation into the next one, switches to it, and removes
 /// the old one once no reader uses it any more.
 pub(crate) fn rewrite(shared: &Shared, config: &SledConfig) -> Result<(), StoreError> {
+    rewrite_with(shared, config, copy_all)
+}
+
+/// Writes the next generation with `copy` (from the live generation's tree
+/// into an empty one), switches to it, and retires the live one. A failed
+/// copy leaves the live generation as it was.
+pub(crate) fn rewrite_with(
+    shared: &Shared,
+    config: &SledConfig,
+    copy: impl FnOnce(&sled::Db, &sled::Db) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let started = Instant::now();
     let old = shared.generation();
     let number = old.number + 1;
@@ -81,7 +92,7 @@ pub(crate) fn rewrite(shared: &Shared, config: &SledConfig) -> Result<(), StoreE
             context: "clearing a leftover store generation",
             source: Box::new(e),
         })
-        .and_then(|()| copy_into(&old.db, &dir, config));
+        .and_then(|()| open_and_copy(&old.db, &dir, config, copy));
     let (db, durability) = match fresh {
         Ok(fresh) => fresh,
         Err(err) => {
@@ -121,12 +132,22 @@ pub(crate) fn rewrite(shared: &Shared, config: &SledConfig) -> Result<(), StoreE
     Ok(())
 }
 
-fn copy_into(
+fn open_and_copy(
     old: &sled::Db,
     dir: &std::path::Path,
     config: &SledConfig,
+    copy: impl FnOnce(&sled::Db, &sled::Db) -> Result<(), StoreError>,
 ) -> Result<(sled::Db, Durability), StoreError> {
     let db = layout::open_sled(dir, config)?;
+    copy(old, &db)?;
+    db.flush()
+        .map_err(|e| sled_error("flushing the new generation", e))?;
+    let durability = Durability::open(dir)?;
+    Ok((db, durability))
+}
+
+/// Copies every entry, history included.
+fn copy_all(old: &sled::Db, db: &sled::Db) -> Result<(), StoreError> {
     let mut batch = sled::Batch::default();
     let mut in_batch = 0;
     for item in old.iter() {
@@ -140,11 +161,7 @@ fn copy_into(
         }
     }
     db.apply_batch(batch)
-        .map_err(|e| sled_error("copying live data", e))?;
-    db.flush()
-        .map_err(|e| sled_error("flushing the new generation", e))?;
-    let durability = Durability::open(dir)?;
-    Ok((db, durability))
+        .map_err(|e| sled_error("copying live data", e))
 }
 
 /// Drops the old generation once the last reader let go, then deletes it.

@@ -11,6 +11,7 @@ mod flusher;
 pub mod fuzzing;
 mod layout;
 mod reader;
+mod reclaim;
 mod restore;
 mod ring;
 mod space;
@@ -597,6 +598,71 @@ mod tests {
             .map(|kv| kv.key)
             .collect();
         assert_eq!(keys, ["k0", "k2", "k3", "k9"]);
+    }
+
+    #[tokio::test]
+    async fn a_short_disk_gives_back_the_space_of_deleted_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = Arc::new(AtomicU64::new(100 << 20));
+        let config = on_small_disk(dir.path(), free.clone());
+        let store = SledStore::open(config.clone()).unwrap();
+        let big = Bytes::from(vec![b'x'; 100 * 1024]);
+        store
+            .create("kept", Bytes::from_static(b"v"))
+            .await
+            .unwrap();
+        for i in 0..60 {
+            store.create(&format!("big{i}"), big.clone()).await.unwrap();
+        }
+        let before = store.stats().unwrap().size_on_disk;
+        assert!(before > 6 << 20, "{before}");
+        let old_revision = store.current_revision();
+
+        // The disk is short: creates are refused, the big objects deleted.
+        free.store(5 << 20, Ordering::Relaxed);
+        assert!(matches!(
+            store.create("new", Bytes::from_static(b"v")).await,
+            Err(StoreError::NoSpace { .. })
+        ));
+        for i in 0..60 {
+            store.delete(&format!("big{i}"), None).await.unwrap();
+        }
+        let deleted_at = store.current_revision();
+
+        // The store rewrites what is live into a fresh file, dropping history.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while store.compact_revision() < deleted_at || count(&store, codec::RECORDS) != 1 {
+            assert!(std::time::Instant::now() < deadline, "no space reclaimed");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let after = store.stats().unwrap().size_on_disk;
+        assert!(after < before / 2, "{before} bytes before, {after} after");
+        assert_eq!(count(&store, b"k"), 1, "deleted keys left the index");
+        let kept = store.get("kept").await.unwrap().unwrap();
+        assert_eq!((kept.value.as_ref(), kept.version), (&b"v"[..], 1));
+        assert!(matches!(
+            store.watch("", old_revision),
+            Err(StoreError::Compacted { .. })
+        ));
+        assert!(store.watch("", deleted_at).is_ok());
+
+        // Space back: writes resume, and it all survives a restart.
+        free.store(100 << 20, Ordering::Relaxed);
+        let created = store.create("new", Bytes::from_static(b"v")).await.unwrap();
+        assert_eq!(created.mod_revision, deleted_at + 1);
+        store.close().await.unwrap();
+        drop(store);
+        let store = SledStore::open(config).unwrap();
+        assert_eq!(store.compact_revision(), deleted_at);
+        let keys: Vec<String> = store
+            .list("", None, 0)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|kv| kv.key)
+            .collect();
+        assert_eq!(keys, ["kept", "new"]);
     }
 
     #[tokio::test]

@@ -137,6 +137,12 @@ impl Measured {
         (free < limit).then_some(limit)
     }
 
+    /// Whether creates and updates are refused: the disk is short, and only
+    /// deletes (and reclaiming, see `reclaim`) go on.
+    pub(crate) fn short(&self) -> bool {
+        self.refusal_limit(Need::Write).is_some()
+    }
+
     /// `Ok` when a write of kind `need` may go ahead, else the error naming
     /// the disk, the directory and the figures.
     pub(crate) fn admit(&self, need: Need, dir: &Path) -> Result<(), StoreError> {
