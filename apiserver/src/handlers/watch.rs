@@ -93,6 +93,18 @@ impl Filter {
     /// Whether a cached object is selected, decoding and converting it
     /// only when a selector has to look inside.
     fn selects_stored(&self, key: &str, object: &Cached) -> bool {
+        self.selects_cached(key, object, || object.selection_view())
+    }
+
+    /// As [`Self::selects_stored`], with the object's selection view from
+    /// `view` (an event's, decoded once for every watcher) when labels and
+    /// names are all the selectors read.
+    fn selects_cached(
+        &self,
+        key: &str,
+        object: &Cached,
+        view: impl FnOnce() -> Arc<Value>,
+    ) -> bool {
         if !key.starts_with(&self.prefix) {
             return false;
         }
@@ -109,12 +121,13 @@ impl Filter {
             let names = json!({"metadata": {"name": name, "namespace": namespace}});
             return self.fields.matches(&names);
         }
-        let value = object.value();
-        if self.info.conversion.is_none() {
-            self.selects(key, &value)
-        } else {
-            self.selects(key, &self.info.from_storage((*value).clone()))
+        if self.info.conversion.is_some() {
+            return self.selects(key, &self.info.from_storage(object.to_value()));
         }
+        if self.fields.only_names() {
+            return self.selects(key, &view());
+        }
+        self.selects(key, &object.value())
     }
 
     /// The wire event for a cached object: its bytes as they are when it is
@@ -161,14 +174,15 @@ impl Filter {
 
     /// The wire event for a change, given what this watcher selects.
     fn event(&self, event: &CacheEvent) -> Option<Bytes> {
-        let now = self.selects_stored(&event.key, &event.object);
+        let now = self.selects_cached(&event.key, &event.object, || event.object_view());
         match event.kind {
             ChangeKind::Delete => now.then(|| self.encode_event("DELETED", event)),
             ChangeKind::Put => {
-                let before = event
-                    .prev
-                    .as_ref()
-                    .is_some_and(|p| self.selects_stored(&event.key, p));
+                let before = event.prev.as_ref().is_some_and(|p| {
+                    self.selects_cached(&event.key, p, || {
+                        event.prev_view().unwrap_or_else(|| p.selection_view())
+                    })
+                });
                 match (before, now) {
                     (false, true) => Some(self.encode_event("ADDED", event)),
                     (true, true) => Some(self.encode_event("MODIFIED", event)),

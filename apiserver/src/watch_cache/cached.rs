@@ -62,6 +62,17 @@ impl Cached {
         }
     }
 
+    /// What label selectors and name field selectors read: the object
+    /// itself when it is held decoded; for an encoded one only its
+    /// `metadata.name`, `.namespace` and `.labels`, decoded while the rest
+    /// of the JSON is skipped over, not built.
+    pub(crate) fn selection_view(&self) -> Arc<Value> {
+        match self {
+            Cached::Decoded(value) => value.clone(),
+            Cached::Encoded(encoded) => Arc::new(encoded.decode_selection()),
+        }
+    }
+
     /// An owned copy of the object's value.
     pub(crate) fn to_value(&self) -> Value {
         match self {
@@ -137,6 +148,13 @@ impl EncodedObject {
         })
     }
 
+    fn decode_selection(&self) -> Value {
+        match serde_json::from_slice::<SelectionView>(&self.json) {
+            Ok(view) => serde_json::json!({ "metadata": view.metadata }),
+            Err(_) => self.decode(),
+        }
+    }
+
     fn decode(&self) -> Value {
         // The bytes were encoded from a value here; should they not parse
         // back (nesting past serde_json's limit), readers see an empty
@@ -146,6 +164,24 @@ impl EncodedObject {
             Value::Object(Default::default())
         })
     }
+}
+
+/// The part of an object selectors read (see [`Cached::selection_view`]);
+/// serde skips every other field without building it.
+#[derive(serde::Deserialize)]
+struct SelectionView {
+    #[serde(default)]
+    metadata: SelectionMeta,
+}
+
+#[derive(serde::Deserialize, serde::Serialize, Default)]
+struct SelectionMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    labels: Option<serde_json::Map<String, Value>>,
 }
 
 /// Where the bytes after the leading `kind` and `apiVersion` entries of
@@ -201,6 +237,28 @@ mod tests {
         untyped.as_object_mut().unwrap().remove("kind");
         untyped.as_object_mut().unwrap().remove("apiVersion");
         assert_eq!(item(&cached, false), untyped);
+    }
+
+    #[test]
+    fn an_encoded_objects_selection_view_holds_its_names_and_labels_only() {
+        let value = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "d", "labels": {"app": "web"},
+                         "annotations": {"big": "x"}, "resourceVersion": "7"},
+            "data": {"k": "v"}
+        });
+        let view = Cached::hold(value.clone(), CacheForm::Encoded).selection_view();
+        assert_eq!(
+            *view,
+            json!({"metadata": {"name": "a", "namespace": "d", "labels": {"app": "web"}}})
+        );
+        // A decoded object is its own view.
+        let decoded = Cached::hold(value.clone(), CacheForm::Decoded);
+        assert_eq!(*decoded.selection_view(), value);
+        // Without labels or a namespace, the view has none either.
+        let bare = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}});
+        let view = Cached::hold(bare, CacheForm::Encoded).selection_view();
+        assert_eq!(*view, json!({"metadata": {"name": "n"}}));
     }
 
     #[test]

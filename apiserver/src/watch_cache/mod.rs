@@ -66,9 +66,44 @@ pub(crate) struct CacheEvent {
     /// each built once and shared by every watcher that sends it as is (an
     /// encoded object's frame is a copy of its bytes, not kept).
     encoded: [OnceLock<Bytes>; 3],
+    /// What selectors look at in `object` and `prev` (see
+    /// [`Cached::selection_view`]), decoded once for every watcher.
+    views: [OnceLock<Arc<Value>>; 2],
 }
 
 impl CacheEvent {
+    fn new(
+        revision: Revision,
+        kind: ChangeKind,
+        key: String,
+        object: Cached,
+        prev: Option<Cached>,
+    ) -> Self {
+        Self {
+            revision,
+            kind,
+            key,
+            object,
+            prev,
+            encoded: Default::default(),
+            views: Default::default(),
+        }
+    }
+
+    /// The selection view of the object after the change, shared by every
+    /// watcher that selects on labels or names.
+    pub(crate) fn object_view(&self) -> Arc<Value> {
+        self.views[0]
+            .get_or_init(|| self.object.selection_view())
+            .clone()
+    }
+
+    /// The selection view of the object before the change, when it existed.
+    pub(crate) fn prev_view(&self) -> Option<Arc<Value>> {
+        let prev = self.prev.as_ref()?;
+        Some(self.views[1].get_or_init(|| prev.selection_view()).clone())
+    }
+
     /// A change read straight from the store, in the cache's form (a watch
     /// resuming from before the cache's history is served this way). `None`
     /// for an undecodable value or the delete of a key with no known value.
@@ -90,14 +125,13 @@ impl CacheEvent {
                 (ChangeKind::Delete, Cached::Decoded(Arc::new(gone)))
             }
         };
-        Some(CacheEvent {
+        Some(CacheEvent::new(
             revision,
             kind,
-            key: event.kv.key.clone(),
+            event.kv.key.clone(),
             object,
             prev,
-            encoded: Default::default(),
-        })
+        ))
     }
 
     /// The watch frame `{"type":KIND,"object":OBJECT}\n` for `object`,
@@ -265,14 +299,7 @@ impl WatchCache {
                 let Some(object) = object else { return };
                 let object = Cached::hold(object, self.form);
                 state.objects.insert(key.clone(), object.clone());
-                CacheEvent {
-                    revision,
-                    kind,
-                    key,
-                    object,
-                    prev,
-                    encoded: Default::default(),
-                }
+                CacheEvent::new(revision, kind, key, object, prev)
             }
             ChangeKind::Delete => {
                 let Some(last) = prev.clone() else {
@@ -284,14 +311,7 @@ impl WatchCache {
                 state.objects.remove(&key);
                 let mut gone = last.to_value();
                 crate::object::set_resource_version(&mut gone, revision);
-                CacheEvent {
-                    revision,
-                    kind,
-                    key,
-                    object: Cached::hold(gone, self.form),
-                    prev,
-                    encoded: Default::default(),
-                }
+                CacheEvent::new(revision, kind, key, Cached::hold(gone, self.form), prev)
             }
         };
         let event = Arc::new(event);
