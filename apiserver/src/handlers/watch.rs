@@ -20,7 +20,7 @@ use super::Ctx;
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::watch_cache::{CacheEvent, Cached, ChangeKind, Start, WatchCache};
+use crate::watch_cache::{CacheEvent, Cached, ChangeKind, Frame, Start, WatchCache};
 use crate::wire_order::Ordered;
 
 /// Encoded events buffered per watcher before its task waits for the client.
@@ -132,14 +132,15 @@ impl Filter {
 
     /// The wire event for a cached object: its bytes as they are when it is
     /// held encoded and served unchanged, else encoded from its served form.
-    fn encode_cached(&self, kind: &str, object: &Cached) -> Bytes {
+    fn encode_cached(&self, kind: &'static str, object: &Cached) -> Frame {
         if self.table.is_none() && self.info.conversion.is_none() {
-            return match object.encoded_json() {
-                Some(json) => crate::watch_cache::frame(kind, json),
-                None => encode(kind, &object.value()),
+            return match object {
+                Cached::Encoded(_) => Frame::around(kind, object),
+                Cached::Decoded(value) => encode(kind, value).into(),
             };
         }
         self.encode_served(kind, &self.info.from_storage(object.to_value()))
+            .into()
     }
 
     /// The wire event for an object already in its served form: the object,
@@ -164,7 +165,7 @@ impl Filter {
     }
 
     /// The wire event for the object after a change.
-    fn encode_event(&self, kind: &str, event: &CacheEvent) -> Bytes {
+    fn encode_event(&self, kind: &'static str, event: &CacheEvent) -> Frame {
         if self.table.is_none() && self.info.conversion.is_none() {
             event.frame(kind)
         } else {
@@ -173,7 +174,7 @@ impl Filter {
     }
 
     /// The wire event for a change, given what this watcher selects.
-    fn event(&self, event: &CacheEvent) -> Option<Bytes> {
+    fn event(&self, event: &CacheEvent) -> Option<Frame> {
         let now = self.selects_cached(&event.key, &event.object, || event.object_view());
         match event.kind {
             ChangeKind::Delete => now.then(|| self.encode_event("DELETED", event)),
@@ -257,7 +258,7 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
             .then_some(config.bookmark_interval),
         initial_events_end: ctx.params.send_initial_events && ctx.params.allow_bookmarks,
     };
-    let (tx, mut rx) = mpsc::channel::<Bytes>(OUTBOX);
+    let (tx, mut rx) = mpsc::channel::<Frame>(OUTBOX);
     let shutdown = ctx.inner.shutdown.subscribe();
     let registered =
         crate::metrics::watcher(filter.info.group, filter.info.version, filter.info.kind);
@@ -288,17 +289,17 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
 
 /// Frames already waiting go out in one chunk (one TLS record, one write)
 /// instead of one each, which is what keeps up under event bursts.
-fn coalesce(first: Bytes, rx: &mut mpsc::Receiver<Bytes>) -> Bytes {
+fn coalesce(first: Frame, rx: &mut mpsc::Receiver<Frame>) -> Bytes {
     const CHUNK: usize = 64 * 1024;
     let Ok(second) = rx.try_recv() else {
-        return first;
+        return first.into_bytes();
     };
     let mut chunk = BytesMut::with_capacity((first.len() + second.len()) * 2);
-    chunk.extend_from_slice(&first);
-    chunk.extend_from_slice(&second);
+    first.write_to(&mut chunk);
+    second.write_to(&mut chunk);
     while chunk.len() < CHUNK {
         match rx.try_recv() {
-            Ok(next) => chunk.extend_from_slice(&next),
+            Ok(next) => next.write_to(&mut chunk),
             Err(_) => break,
         }
     }
@@ -331,7 +332,7 @@ async fn run_watcher(
     store: Arc<dyn Store>,
     filter: Filter,
     options: WatchOptions,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Frame>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     // A resourceVersion ahead of the store (from another server, or made
@@ -344,7 +345,7 @@ async fn run_watcher(
         };
         if !reached {
             let status = ApiError::too_large_resource_version(from, store.current_revision());
-            let _ = tx.send(encode("ERROR", &status.to_status())).await;
+            let _ = tx.send(encode("ERROR", &status.to_status()).into()).await;
             return;
         }
     }
@@ -359,7 +360,7 @@ async fn run_watcher(
                 return;
             }
             _ => {
-                let _ = tx.send(gone(too_old.to_string())).await;
+                let _ = tx.send(gone(too_old.to_string()).into()).await;
                 return;
             }
         },
@@ -380,7 +381,10 @@ async fn run_watcher(
             }
             last = snapshot.revision;
             if options.initial_events_end
-                && tx.send(bookmark(&filter.info, last, true)).await.is_err()
+                && tx
+                    .send(bookmark(&filter.info, last, true).into())
+                    .await
+                    .is_err()
             {
                 return;
             }
@@ -411,7 +415,7 @@ async fn run_watcher(
             _ = tx.closed() => return,
             _ = ticker.tick(), if options.bookmarks.is_some() => {
                 let revision = cache.revision().max(last);
-                if tx.send(bookmark(&filter.info, revision, false)).await.is_err() {
+                if tx.send(bookmark(&filter.info, revision, false).into()).await.is_err() {
                     return;
                 }
             }
@@ -444,7 +448,7 @@ async fn run_watcher(
                             }
                         }
                         Err(too_old) => {
-                            let _ = tx.send(gone(too_old.to_string())).await;
+                            let _ = tx.send(gone(too_old.to_string()).into()).await;
                             return;
                         }
                     }
@@ -464,7 +468,7 @@ async fn run_store_watcher(
     from: Revision,
     filter: Filter,
     options: WatchOptions,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Frame>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let too_old = |requested: Revision, compact: Revision| {
@@ -476,7 +480,7 @@ async fn run_store_watcher(
             requested,
             compact_revision,
         }) => {
-            let _ = tx.send(too_old(requested, compact_revision)).await;
+            let _ = tx.send(too_old(requested, compact_revision).into()).await;
             return;
         }
         Err(_) => return,
@@ -496,7 +500,7 @@ async fn run_store_watcher(
             _ = shutdown.changed() => return,
             _ = tx.closed() => return,
             _ = ticker.tick(), if options.bookmarks.is_some() => {
-                if tx.send(bookmark(&filter.info, last, false)).await.is_err() {
+                if tx.send(bookmark(&filter.info, last, false).into()).await.is_err() {
                     return;
                 }
             }
@@ -514,7 +518,7 @@ async fn run_store_watcher(
                     requested,
                     compact_revision,
                 })) => {
-                    let _ = tx.send(too_old(requested, compact_revision)).await;
+                    let _ = tx.send(too_old(requested, compact_revision).into()).await;
                     return;
                 }
                 Some(Err(_)) | None => return,

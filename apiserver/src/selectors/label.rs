@@ -211,20 +211,20 @@ impl LabelSelector {
         self.selector.matches_with(|key| labels.get(key).copied())
     }
 
-    /// Whether an object (its `metadata.labels`) is selected.
+    /// Whether an object (its `metadata.labels`) is selected. Labels are
+    /// looked up in the object's own map (a value that is not a string
+    /// reads as ""): a watch event is matched against every watcher's
+    /// selector, so nothing is built per match.
     pub fn matches(&self, object: &Value) -> bool {
         if self.is_empty() {
             return true;
         }
-        let labels: BTreeMap<&str, &str> = object["metadata"]["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or("")))
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.matches_labels(&labels)
+        let labels = object["metadata"]["labels"].as_object();
+        self.selector.matches_with(|key| {
+            labels
+                .and_then(|m| m.get(key))
+                .map(|v| v.as_str().unwrap_or(""))
+        })
     }
 
     /// The selector in query syntax (used by the scale subresource).

@@ -136,33 +136,94 @@ impl CacheEvent {
 
     /// The watch frame `{"type":KIND,"object":OBJECT}\n` for `object`,
     /// built on first use.
-    pub(crate) fn frame(&self, kind: &str) -> Bytes {
+    pub(crate) fn frame(&self, kind: &'static str) -> Frame {
         let slot = match kind {
             "ADDED" => 0,
             "MODIFIED" => 1,
             _ => 2,
         };
         match &self.object {
-            Cached::Encoded(_) => {
-                let object = self.object.encoded_json().map(|b| &b[..]).unwrap_or(b"{}");
-                frame(kind, object)
-            }
-            Cached::Decoded(value) => self.encoded[slot]
-                .get_or_init(|| frame(kind, &crate::wire_order::to_vec(value)))
-                .clone(),
+            Cached::Encoded(_) => Frame::around(kind, &self.object),
+            Cached::Decoded(value) => Frame::Ready(
+                self.encoded[slot]
+                    .get_or_init(|| frame(kind, &crate::wire_order::to_vec(value)))
+                    .clone(),
+            ),
         }
     }
+}
+
+/// One watch frame on its way to a watcher: built, or an encoded object's
+/// JSON with the frame's ends still to be written around it. The second
+/// costs nothing per watcher until it is written out, and frames that
+/// wait together are written into one chunk (see `handlers::watch`), so
+/// under load an event's bytes are copied once per watcher, not twice.
+#[derive(Debug, Clone)]
+pub(crate) enum Frame {
+    Ready(Bytes),
+    Around { kind: &'static str, object: Bytes },
+}
+
+impl Frame {
+    /// The frame of an object held encoded (of `{}` otherwise: callers
+    /// check the form first).
+    pub(crate) fn around(kind: &'static str, object: &Cached) -> Self {
+        Frame::Around {
+            kind,
+            object: object
+                .encoded_json()
+                .cloned()
+                .unwrap_or_else(|| Bytes::from_static(b"{}")),
+        }
+    }
+
+    /// Its length in bytes once written.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Frame::Ready(bytes) => bytes.len(),
+            Frame::Around { kind, object } => FRAME_OVERHEAD + kind.len() + object.len(),
+        }
+    }
+
+    /// Appends the frame to `out`.
+    pub(crate) fn write_to(&self, out: &mut bytes::BytesMut) {
+        match self {
+            Frame::Ready(bytes) => out.extend_from_slice(bytes),
+            Frame::Around { kind, object } => write_frame(out, kind, object),
+        }
+    }
+
+    /// The frame's bytes, built now when they are not yet.
+    pub(crate) fn into_bytes(self) -> Bytes {
+        match self {
+            Frame::Ready(bytes) => bytes,
+            Frame::Around { kind, object } => frame(kind, &object),
+        }
+    }
+}
+
+impl From<Bytes> for Frame {
+    fn from(bytes: Bytes) -> Self {
+        Frame::Ready(bytes)
+    }
+}
+
+/// Bytes a frame adds around its kind and object.
+const FRAME_OVERHEAD: usize = br#"{"type":"","object":}"#.len() + 1;
+
+fn write_frame(out: &mut impl bytes::BufMut, kind: &str, object: &[u8]) {
+    out.put_slice(b"{\"type\":\"");
+    out.put_slice(kind.as_bytes());
+    out.put_slice(b"\",\"object\":");
+    out.put_slice(object);
+    out.put_slice(b"}\n");
 }
 
 /// The watch frame `{"type":KIND,"object":OBJECT}\n` around an object's
 /// JSON.
 pub(crate) fn frame(kind: &str, object: &[u8]) -> Bytes {
-    let mut bytes = Vec::with_capacity(object.len() + 32);
-    bytes.extend_from_slice(b"{\"type\":\"");
-    bytes.extend_from_slice(kind.as_bytes());
-    bytes.extend_from_slice(b"\",\"object\":");
-    bytes.extend_from_slice(object);
-    bytes.extend_from_slice(b"}\n");
+    let mut bytes = Vec::with_capacity(FRAME_OVERHEAD + kind.len() + object.len());
+    write_frame(&mut bytes, kind, object);
     Bytes::from(bytes)
 }
 
@@ -576,6 +637,7 @@ mod tests {
                     } else {
                         "DELETED"
                     })
+                    .into_bytes()
                 })
                 .collect::<Vec<_>>(),
             _ => panic!("expected history"),
@@ -584,5 +646,26 @@ mod tests {
         let deleted: Value = serde_json::from_slice(&frames(&encoded)[1]).unwrap();
         assert_eq!(deleted["object"]["metadata"]["resourceVersion"], "12");
         assert_eq!(deleted["object"]["data"]["k"], "v");
+    }
+
+    #[test]
+    fn a_frame_around_an_encoded_object_writes_the_bytes_a_built_one_has() {
+        let object = Cached::hold(
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+            CacheForm::Encoded,
+        );
+        let around = Frame::around("MODIFIED", &object);
+        let built = frame("MODIFIED", object.encoded_json().unwrap());
+        assert!(matches!(around, Frame::Around { .. }));
+        assert_eq!(around.len(), built.len());
+        let mut out = bytes::BytesMut::new();
+        around.write_to(&mut out);
+        Frame::Ready(built.clone()).write_to(&mut out);
+        assert_eq!(&out[..built.len()], &built[..]);
+        assert_eq!(&out[built.len()..], &built[..]);
+        assert_eq!(around.into_bytes(), built);
+        let parsed: Value = serde_json::from_slice(&built).unwrap();
+        assert_eq!(parsed["type"], "MODIFIED");
+        assert_eq!(parsed["object"]["metadata"]["name"], "a");
     }
 }
