@@ -476,6 +476,12 @@ impl Store for SledStore {
 mod tests {
     use super::*;
 
+    /// The keys listed under `prefix`.
+    async fn keys(store: &SledStore, prefix: &str) -> Vec<String> {
+        let listed = store.list(prefix, None, 0).await.unwrap();
+        listed.items.into_iter().map(|kv| kv.key).collect()
+    }
+
     fn count(store: &SledStore, prefix: &[u8]) -> usize {
         store
             .handle
@@ -589,15 +595,7 @@ mod tests {
         drop(events);
         drop(store);
         let store = SledStore::open(config).unwrap();
-        let keys: Vec<String> = store
-            .list("k", None, 0)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|kv| kv.key)
-            .collect();
-        assert_eq!(keys, ["k0", "k2", "k3", "k9"]);
+        assert_eq!(keys(&store, "k").await, ["k0", "k2", "k3", "k9"]);
     }
 
     #[tokio::test]
@@ -654,15 +652,7 @@ mod tests {
         drop(store);
         let store = SledStore::open(config).unwrap();
         assert_eq!(store.compact_revision(), deleted_at);
-        let keys: Vec<String> = store
-            .list("", None, 0)
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|kv| kv.key)
-            .collect();
-        assert_eq!(keys, ["kept", "new"]);
+        assert_eq!(keys(&store, "").await, ["kept", "new"]);
     }
 
     #[tokio::test]
