@@ -1,8 +1,9 @@
 //! Test support: a throwaway single-member etcd server (Debian's
 //! `/usr/bin/etcd`, installed by `scripts/bootstrap`) on free loopback
 //! ports with its data in a directory the caller owns, killed by its PID
-//! when dropped. Used by the store's conformance tests, the end-to-end tests
-//! and benchmarks; never by the server itself.
+//! when dropped, and waiting on a store's watch with a deadline. Used by
+//! the store's conformance tests, the end-to-end tests and benchmarks;
+//! never by the server itself.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -219,4 +220,25 @@ impl Drop for EtcdProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The next item of a watch; panics (failing the test) when none comes
+/// within 10 s or the stream ends.
+pub async fn next_event(
+    stream: &mut crate::WatchStream,
+) -> Result<crate::Event, crate::StoreError> {
+    use futures::StreamExt;
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("watch event within 10 s")
+        .expect("watch stream ended")
+}
+
+/// The next `n` events of a watch, all of which must be `Ok`.
+pub async fn take_events(stream: &mut crate::WatchStream, n: usize) -> Vec<crate::Event> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(next_event(stream).await.expect("watch event"));
+    }
+    out
 }

@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use skiff_store::testing::EtcdProcess;
-use skiff_store::{
-    EtcdConfig, EtcdStore, Event, SledConfig, SledStore, Store, StoreError, WatchStream,
-};
+use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store, WatchStream};
 
 /// A store and whatever must outlive it (its directory, its etcd).
 pub struct Fixture {
@@ -75,22 +73,7 @@ pub fn v(s: &str) -> bytes::Bytes {
     bytes::Bytes::copy_from_slice(s.as_bytes())
 }
 
-/// The next item of a watch, failing the check if none comes within 10 s.
-pub async fn next(stream: &mut WatchStream) -> Result<Event, StoreError> {
-    tokio::time::timeout(Duration::from_secs(10), stream.next())
-        .await
-        .expect("watch event within 10 s")
-        .expect("watch stream ended")
-}
-
-/// The next `n` events, all of which must be `Ok`.
-pub async fn take(stream: &mut WatchStream, n: usize) -> Vec<Event> {
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        out.push(next(stream).await.expect("watch event"));
-    }
-    out
-}
+pub use skiff_store::testing::{next_event as next, take_events as take};
 
 /// Asserts that nothing more arrives within a short while.
 pub async fn assert_quiet(stream: &mut WatchStream) {

@@ -3,8 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use futures::StreamExt;
-use skiff_store::{Event, SledConfig, SledStore, StoreError, WatchStream};
+use skiff_store::{SledConfig, SledStore};
 
 /// A store in `dir` without background compaction, so tests control history.
 pub fn open(dir: &Path) -> SledStore {
@@ -42,19 +41,4 @@ pub fn tmp() -> tempfile::TempDir {
         .expect("temp dir")
 }
 
-/// The next item of a watch, failing the test if none comes within 10 s.
-pub async fn next(stream: &mut WatchStream) -> Result<Event, StoreError> {
-    tokio::time::timeout(Duration::from_secs(10), stream.next())
-        .await
-        .expect("watch event within 10 s")
-        .expect("watch stream ended")
-}
-
-/// The next `n` events, all of which must be `Ok`.
-pub async fn take(stream: &mut WatchStream, n: usize) -> Vec<Event> {
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        out.push(next(stream).await.expect("watch event"));
-    }
-    out
-}
+pub use skiff_store::testing::{next_event as next, take_events as take};
