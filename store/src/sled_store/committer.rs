@@ -533,10 +533,14 @@ impl Committer {
         let revision = self.revision;
         // Readers treat the history as gone before the tree without it is
         // live, so none looks for it there.
-        self.shared.compact.fetch_max(revision, Ordering::AcqRel);
-        defrag::rewrite_with(&self.shared, &self.config, |old, new| {
+        let compact_before = self.shared.compact.fetch_max(revision, Ordering::AcqRel);
+        if let Err(err) = defrag::rewrite_with(&self.shared, &self.config, |old, new| {
             reclaim::copy_present(old, new, revision)
-        })?;
+        }) {
+            // The old tree, still live, holds that history: serve it again.
+            self.shared.compact.store(compact_before, Ordering::Release);
+            return Err(err);
+        }
         // A compaction under way is done: its target is at or below `revision`.
         if let Some(running) = self.compaction.take() {
             for waiter in running.waiters {
