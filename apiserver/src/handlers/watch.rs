@@ -179,11 +179,10 @@ impl Filter {
         match event.kind {
             ChangeKind::Delete => now.then(|| self.encode_event("DELETED", event)),
             ChangeKind::Put => {
-                let before = event.prev.as_ref().is_some_and(|p| {
-                    self.selects_cached(&event.key, p, || {
-                        event.prev_view().unwrap_or_else(|| p.selection_view())
-                    })
-                });
+                let before = event
+                    .prev
+                    .as_ref()
+                    .is_some_and(|p| self.selects_cached(&event.key, p, || event.prev_view(p)));
                 match (before, now) {
                     (false, true) => Some(self.encode_event("ADDED", event)),
                     (true, true) => Some(self.encode_event("MODIFIED", event)),

@@ -98,10 +98,10 @@ impl CacheEvent {
             .clone()
     }
 
-    /// The selection view of the object before the change, when it existed.
-    pub(crate) fn prev_view(&self) -> Option<Arc<Value>> {
-        let prev = self.prev.as_ref()?;
-        Some(self.views[1].get_or_init(|| prev.selection_view()).clone())
+    /// The selection view of `prev`, the object before the change (the
+    /// caller's borrow of `self.prev`), shared like [`Self::object_view`].
+    pub(crate) fn prev_view(&self, prev: &Cached) -> Arc<Value> {
+        self.views[1].get_or_init(|| prev.selection_view()).clone()
     }
 
     /// A change read straight from the store, in the cache's form (a watch

@@ -149,14 +149,22 @@ impl Server {
         }
     }
 
+    /// A kubectl command against this server, with `args`.
+    fn kubectl_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args);
+        command
+    }
+
     /// Starts a long-running kubectl against this server (`get -w`, say);
     /// its stdout arrives line by line on the receiver.
     pub fn kubectl_lines(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
         use std::io::BufRead;
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
+        let mut child = self
+            .kubectl_command(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -178,10 +186,7 @@ impl Server {
 
     /// Runs kubectl against this server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
+        self.kubectl_command(args)
             .stdin(Stdio::null())
             .output()
             .expect("run kubectl")
@@ -190,10 +195,8 @@ impl Server {
     /// Runs kubectl with `input` on its standard input.
     pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
         use std::io::Write;
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
+        let mut child = self
+            .kubectl_command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -35,7 +35,8 @@ const RECORD_FORMAT: u8 = 1;
 const KIND_PUT: u8 = 0;
 const KIND_DELETE: u8 = 1;
 const RECORD_HEADER: usize = 1 + 1 + 8 + 8 + 8 + 4;
-const INDEX_LEN: usize = 1 + 8 + 8 + 8;
+/// The length of an encoded [`IndexEntry`].
+pub(crate) const INDEX_LEN: usize = 1 + 8 + 8 + 8;
 
 /// The sled key of `key`'s index entry.
 pub(crate) fn index_key(key: &str) -> Vec<u8> {

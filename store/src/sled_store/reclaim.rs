@@ -83,7 +83,9 @@ pub(crate) fn decide(size: u64, live: u64, free: u64) -> Result<(), Skip> {
 pub(crate) fn live_bytes(db: &sled::Db) -> Result<u64, StoreError> {
     let mut bytes = 0u64;
     for_each_live(db, |key, entry, raw| {
-        bytes += (1 + key.len() + codec::record_key(entry.revision).len() + raw.len() + 25) as u64;
+        let index = codec::index_key(key).len() + codec::INDEX_LEN;
+        let record = codec::record_key(entry.revision).len() + raw.len();
+        bytes += (index + record) as u64;
         Ok(())
     })?;
     Ok(bytes)
