@@ -46,7 +46,7 @@ pub(crate) async fn check_namespace(
         .ok_or(ApiError::PathNotFound)?;
     // As upstream's NamespaceLifecycle admission: the cache answers, and a
     // namespace it does not hold yet is looked up in the store.
-    let (ns, _) = storage::read_cached(inner, &ns_info, &ns_info.key(None, namespace))
+    let ns = storage::lookup(inner, &ns_info, &ns_info.key(None, namespace))
         .await?
         .ok_or_else(|| storage::not_found(&ns_info, namespace))?;
     if is_terminating(&ns) || ns["status"]["phase"] == "Terminating" {
@@ -164,7 +164,13 @@ pub(crate) async fn create_object(
         .await?;
     let attempts = if generate { GENERATE_NAME_ATTEMPTS } else { 1 };
     for _ in 0..attempts {
-        let mut candidate = object.clone();
+        // Only a generated name can be tried again, so only then is the
+        // request's object kept for the next attempt.
+        let mut candidate = if generate {
+            object.clone()
+        } else {
+            std::mem::take(&mut object)
+        };
         if generate {
             let prefix = meta_str(&candidate, "generateName")
                 .unwrap_or("")

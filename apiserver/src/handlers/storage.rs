@@ -4,6 +4,8 @@
 //! [`guaranteed_update`], the one read-decide-write loop every
 //! read-modify-write goes through.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use serde_json::Value;
 use skiff_store::{Revision, StoreError};
@@ -98,6 +100,27 @@ pub(crate) async fn read_cached(
         }
     }
     read(inner, info, key).await
+}
+
+/// An object only looked at (a namespace's labels, a service account's
+/// pull secrets): the watch cache's own copy, shared rather than cloned, when
+/// the cache holds it in the served version; else read as [`read_cached`]
+/// reads it.
+pub(crate) async fn lookup(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+) -> Result<Option<Arc<Value>>, ApiError> {
+    let served_as_stored = info.conversion.is_none() && info.custom.is_none();
+    if served_as_stored
+        && let Ok(cache) = inner.cache(info)
+        && let Some(cached) = cache.get(key)
+    {
+        return Ok(Some(cached.value()));
+    }
+    Ok(read_cached(inner, info, key)
+        .await?
+        .map(|(object, _)| Arc::new(object)))
 }
 
 /// Reads an object or fails with NotFound.

@@ -35,8 +35,8 @@ pub(super) async fn labels(
         .registry
         .get("", "v1", "namespaces")
         .ok_or_else(|| ApiError::Internal("namespaces are not registered".into()))?;
-    let found = storage::read_cached(inner, &info, &info.key(None, name)).await?;
-    Ok(found.map(|(namespace, _)| labels_of(&namespace)))
+    let found = storage::lookup(inner, &info, &info.key(None, name)).await?;
+    Ok(found.map(|namespace| labels_of(&namespace)))
 }
 
 /// A namespace create or update.

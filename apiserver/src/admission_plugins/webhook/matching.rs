@@ -151,9 +151,9 @@ async fn namespace_selected(
         .registry
         .get("", "v1", "namespaces")
         .ok_or_else(|| ApiError::Internal("namespaces are not served".into()))?;
-    let stored = storage::read_cached(inner, &ns_info, &ns_info.key(None, namespace)).await?;
+    let stored = storage::lookup(inner, &ns_info, &ns_info.key(None, namespace)).await?;
     let labels = match &stored {
-        Some((ns, _)) => labels_of(ns),
+        Some(ns) => labels_of(ns),
         None => match attributes.old.filter(|_| is_namespace) {
             Some(old) => labels_of(old),
             None => {

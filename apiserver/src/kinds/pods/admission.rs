@@ -70,7 +70,7 @@ async fn pull_secrets_of_account(
         return Ok(());
     };
     let key = accounts.key(Some(&namespace), account);
-    let Some((account, _)) = storage::read_cached(inner, &accounts, &key).await? else {
+    let Some(account) = storage::lookup(inner, &accounts, &key).await? else {
         return Ok(());
     };
     let Some(secrets) = account["imagePullSecrets"]
@@ -105,8 +105,8 @@ async fn priority(
     let class = match spec["priorityClassName"].as_str().filter(|s| !s.is_empty()) {
         Some(class_name) => {
             let key = classes.key(None, class_name);
-            match storage::read_cached(inner, &classes, &key).await? {
-                Some((class, _)) => Some(class),
+            match storage::lookup(inner, &classes, &key).await? {
+                Some(class) => Some(class),
                 None => {
                     return Err(ApiError::Forbidden {
                         resource: pods.qualified(),
@@ -125,7 +125,6 @@ async fn priority(
                 .values()
                 .map(|c| c.value())
                 .find(|c| c["globalDefault"] == true)
-                .map(|c| (*c).clone())
         }
     };
     let priority = class
