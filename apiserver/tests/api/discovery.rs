@@ -15,8 +15,7 @@ fn resource<'a>(list: &'a Value, name: &str) -> &'a Value {
 #[tokio::test]
 async fn version_and_health() {
     let s = TestServer::new().await;
-    let (code, v) = s.get("/version").await;
-    assert_eq!(code, StatusCode::OK);
+    let v = s.get_ok("/version").await;
     assert_eq!(v["major"], "1");
     assert_eq!(v["minor"], "33");
     assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.33."));
@@ -76,8 +75,7 @@ async fn legacy_discovery_documents() {
         resource(&apps, "deployments")["shortNames"],
         serde_json::json!(["deploy"])
     );
-    let (code, _) = s.get("/apis/apps/v2").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.get_not_found("/apis/apps/v2").await;
 }
 
 /// Aggregated discovery: what kubectl asks for first.

@@ -9,7 +9,7 @@ use serde_json::json;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, SpaceReserve, Store};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{Expect, TestServer, assert_status};
 
 /// A tmpfs of `mib` MiB mounted on a temporary directory, unmounted when
 /// dropped (also when the test fails).
@@ -89,22 +89,22 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
 
     // Updates are refused too (one that changes something: an unchanged
     // object is not written at all); reads and watches go on.
-    let (code, body) = s
-        .put(
-            &format!("/api/v1/namespaces/default/configmaps/{}", stored[0]),
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
+    s.put(
+        &format!("/api/v1/namespaces/default/configmaps/{}", stored[0]),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": stored[0], "labels": {"fill": "yes"}},
                 "data": {"blob": "smaller"}}),
-        )
+    )
+    .await
+    .expect_failure(507, "InsufficientStorage");
+    let list = s
+        .get_ok("/api/v1/namespaces/default/configmaps?labelSelector=fill")
         .await;
-    assert_status(code, &body, 507, "InsufficientStorage");
-    let (code, list) = s
-        .get("/api/v1/namespaces/default/configmaps?labelSelector=fill")
-        .await;
-    assert_eq!(code, StatusCode::OK);
     assert_eq!(list["items"].as_array().unwrap().len(), stored.len());
-    let (code, readyz) = s.call(http::Method::GET, "/readyz", None).await;
-    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+    let readyz = s
+        .call(http::Method::GET, "/readyz", None)
+        .await
+        .expect_code(StatusCode::INTERNAL_SERVER_ERROR);
     assert!(
         readyz.as_str().unwrap().contains("[-]store failed"),
         "{readyz}"
@@ -118,10 +118,8 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
 
     // Deletes work and are seen by watchers.
     for name in &stored {
-        let (code, body) = s
-            .delete(&format!("/api/v1/namespaces/default/configmaps/{name}"))
+        s.delete_ok(&format!("/api/v1/namespaces/default/configmaps/{name}"))
             .await;
-        assert_eq!(code, StatusCode::OK, "{body}");
     }
     assert_eq!(
         watch.next_summary().await,

@@ -1,10 +1,9 @@
 use std::time::Duration;
 
-use http::StatusCode;
 use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 
-use crate::harness::{TestServer, assert_status, item_names};
+use crate::harness::{Expect, TestServer, item_names};
 
 #[tokio::test]
 async fn label_selectors_filter_lists() {
@@ -24,12 +23,11 @@ async fn label_selectors_filter_lists() {
         ("app,tier%3Dfront", vec!["a"]),
     ];
     for (selector, want) in cases {
-        let (code, list) = s
-            .get(&format!(
+        let list = s
+            .get_ok(&format!(
                 "/api/v1/namespaces/default/configmaps?labelSelector={selector}"
             ))
             .await;
-        assert_eq!(code, StatusCode::OK);
         assert_eq!(item_names(&list), want, "{selector}");
     }
 }
@@ -72,13 +70,12 @@ async fn pod_field_selectors() {
         if let Some(n) = node {
             spec["nodeName"] = json!(n);
         }
-        let (code, body) = s
-            .post(
+        let body = s
+            .created(
                 "/api/v1/namespaces/default/pods",
                 json!({"metadata": {"name": name}, "spec": spec}),
             )
             .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
         assert_eq!(body["status"]["phase"], "Pending");
     }
     let (_, on_n1) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1").await;
@@ -97,8 +94,9 @@ async fn pagination_reads_one_consistent_snapshot() {
     for i in 0..5 {
         s.configmap("default", &format!("cm{i}"), json!({})).await;
     }
-    let (code, page1) = s.get("/api/v1/namespaces/default/configmaps?limit=2").await;
-    assert_eq!(code, StatusCode::OK);
+    let page1 = s
+        .get_ok("/api/v1/namespaces/default/configmaps?limit=2")
+        .await;
     assert_eq!(item_names(&page1), vec!["cm0", "cm1"]);
     assert_eq!(page1["metadata"]["remainingItemCount"], 3);
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
@@ -148,16 +146,14 @@ async fn expired_continue_is_410() {
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
     s.configmap("default", "later", json!({})).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let (code, body) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?limit=1&continue={token}"
-        ))
-        .await;
-    assert_status(code, &body, 410, "Expired");
-    let (code, body) = s
-        .get("/api/v1/namespaces/default/configmaps?limit=1&continue=garbage")
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+    s.get(&format!(
+        "/api/v1/namespaces/default/configmaps?limit=1&continue={token}"
+    ))
+    .await
+    .expect_failure(410, "Expired");
+    s.get("/api/v1/namespaces/default/configmaps?limit=1&continue=garbage")
+        .await
+        .expect_failure(400, "BadRequest");
 }
 
 #[tokio::test]
@@ -172,12 +168,11 @@ async fn list_at_a_version_from_another_resource() {
         )
         .await;
     let rv = secret["metadata"]["resourceVersion"].as_str().unwrap();
-    let (code, list) = s
-        .get(&format!(
+    let list = s
+        .get_ok(&format!(
             "/api/v1/namespaces/default/configmaps?resourceVersion={rv}"
         ))
         .await;
-    assert_eq!(code, StatusCode::OK, "{list}");
     assert_eq!(item_names(&list), vec!["a"]);
     let listed_at: u64 = list["metadata"]["resourceVersion"]
         .as_str()

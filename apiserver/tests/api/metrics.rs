@@ -68,27 +68,23 @@ async fn requests_are_counted_with_upstreams_labels() {
     let before = scrape(&s).await;
 
     s.configmap("default", "counted", json!({})).await;
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/configmaps?dryRun=All",
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps").await;
-    assert_eq!(code, StatusCode::OK);
-    let (code, body) = s
-        .raw(
-            Method::PATCH,
-            "/api/v1/namespaces/default/configmaps/applied?fieldManager=metrics-test",
-            "application/apply-patch+yaml",
-            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n".to_vec(),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created(
+        "/api/v1/namespaces/default/configmaps?dryRun=All",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}),
+    )
+    .await;
+    s.get_ok("/api/v1/namespaces/default/configmaps").await;
+    s.raw(
+        Method::PATCH,
+        "/api/v1/namespaces/default/configmaps/applied?fieldManager=metrics-test",
+        "application/apply-patch+yaml",
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n".to_vec(),
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
     // A made-up resource is refused and leaves no series behind.
-    let (code, _) = s.get("/api/v1/namespaces/default/madeupthings").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.get_not_found("/api/v1/namespaces/default/madeupthings")
+        .await;
 
     let after = scrape(&s).await;
     let moved = |labels: &[(&str, &str)]| {
@@ -165,8 +161,10 @@ async fn open_watches_are_registered_and_long_running() {
 async fn only_monitoring_reads_metrics() {
     let s = TestServer::new().await;
     let monitor = UserInfo::new("prometheus", vec!["system:monitoring".to_string()]);
-    let (code, body) = s.call_as(&monitor, Method::GET, "/metrics", None).await;
-    assert_eq!(code, StatusCode::OK);
+    let body = s
+        .call_as(&monitor, Method::GET, "/metrics", None)
+        .await
+        .expect_code(StatusCode::OK);
     let text = body.as_str().expect("text");
     assert!(
         text.contains("# TYPE apiserver_request_total counter"),
@@ -174,16 +172,17 @@ async fn only_monitoring_reads_metrics() {
     );
 
     let user = UserInfo::new("alice", vec!["system:authenticated".to_string()]);
-    let (code, body) = s.call_as(&user, Method::GET, "/metrics", None).await;
-    assert_status(code, &body, 403, "Forbidden");
-    assert_eq!(
-        body["message"],
-        "forbidden: User \"alice\" cannot get path \"/metrics\""
+    refused(
+        s.call_as(&user, Method::GET, "/metrics", None).await,
+        403,
+        "Forbidden",
+        "forbidden: User \"alice\" cannot get path \"/metrics\"",
     );
     let anonymous = UserInfo::new(
         "system:anonymous",
         vec!["system:unauthenticated".to_string()],
     );
-    let (code, body) = s.call_as(&anonymous, Method::GET, "/metrics", None).await;
-    assert_status(code, &body, 401, "Unauthorized");
+    s.call_as(&anonymous, Method::GET, "/metrics", None)
+        .await
+        .expect_failure(401, "Unauthorized");
 }

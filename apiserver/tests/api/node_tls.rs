@@ -18,7 +18,7 @@ use skiff_apiserver::tls::ClusterCerts;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::harness::TestServer;
+use crate::harness::{Expect, TestServer};
 
 /// What a fake node listener saw of the one connection it accepted.
 #[derive(Debug)]
@@ -181,8 +181,7 @@ async fn cluster() -> (TestServer, ClusterCerts, tempfile::TempDir) {
     let s = TestServer::with_config(config).await;
     let pod = json!({"metadata": {"name": "p"}, "spec": {
         "nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
-    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created("/api/v1/namespaces/default/pods", pod).await;
     (s, certs, dir)
 }
 
@@ -193,14 +192,12 @@ async fn node_at(s: &TestServer, port: u16) {
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}});
     let (code, _) = s.get("/api/v1/nodes/n1").await;
     if code == StatusCode::NOT_FOUND {
-        let (code, body) = s.post("/api/v1/nodes", node.clone()).await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        s.created("/api/v1/nodes", node.clone()).await;
     }
     let (_, current) = s.get("/api/v1/nodes/n1").await;
     let mut updated = current.clone();
     updated["status"] = node["status"].clone();
-    let (code, body) = s.put("/api/v1/nodes/n1/status", updated).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.put_ok("/api/v1/nodes/n1/status", updated).await;
 }
 
 pub(crate) fn issuer(certs: &ClusterCerts) -> Issuer<'static, KeyPair> {
@@ -263,15 +260,15 @@ async fn the_pods_node_gets_the_request_from_the_api_servers_identity() {
     )
     .await;
     node_at(&s, port).await;
-    let (code, body) = s
+    let body = s
         .raw(
             http::Method::GET,
             "/api/v1/namespaces/default/pods/p/log?tailLines=3",
             "application/json",
             Vec::new(),
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(body, serde_json::Value::String("hello".into()));
     let seen = seen.await.unwrap();
     assert_eq!(

@@ -8,13 +8,14 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::Store;
 
-use crate::harness::{TestServer, admin_router, assert_status};
+use crate::harness::{Expect, TestServer, admin_router, assert_status, eventually};
 
 const SERVICES: &str = "/api/v1/namespaces/default/services";
 
@@ -127,18 +128,17 @@ async fn a_full_range_answers_422_never_a_duplicate() {
     }
     assert_eq!((ips.len(), refused), (13, 7));
     // Headless Services need no address and still fit.
-    let (code, body) = server
-        .post(SERVICES, service("headless", json!({"clusterIP": "None"})))
+    let body = server
+        .created(SERVICES, service("headless", json!({"clusterIP": "None"})))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["spec"]["clusterIPs"], json!(["None"]));
 }
 
 #[tokio::test]
 async fn requested_addresses_and_ports_are_honoured_or_refused() {
     let server = TestServer::with_config(config("10.99.0.0/24")).await;
-    let (code, body) = server
-        .post(
+    let body = server
+        .created(
             SERVICES,
             service(
                 "fixed",
@@ -147,7 +147,6 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
             ),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["spec"]["clusterIP"], "10.99.0.10");
     assert_eq!(body["spec"]["ports"][0]["nodePort"], 30555);
 
@@ -170,10 +169,10 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
         ),
     ];
     for (i, (spec, message)) in refusals.into_iter().enumerate() {
-        let (code, body) = server
+        let body = server
             .post(SERVICES, service(&format!("bad-{i}"), spec))
-            .await;
-        assert_status(code, &body, 422, "Invalid");
+            .await
+            .expect_failure(422, "Invalid");
         assert!(
             body["message"]
                 .as_str()
@@ -181,8 +180,7 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
             "want {message:?} in {body}"
         );
         // Nothing half-created.
-        let (code, _) = server.get(&format!("{SERVICES}/bad-{i}")).await;
-        assert_eq!(code, StatusCode::NOT_FOUND);
+        server.get_not_found(&format!("{SERVICES}/bad-{i}")).await;
     }
 
     // The same Service created twice: AlreadyExists, not its own address
@@ -192,14 +190,15 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
         json!({"type": "NodePort", "clusterIP": "10.99.0.10",
             "ports": [{"port": 80, "nodePort": 30555}]}),
     );
-    let (code, body) = server.post(SERVICES, twice).await;
-    assert_status(code, &body, 409, "AlreadyExists");
+    server
+        .post(SERVICES, twice)
+        .await
+        .expect_failure(409, "AlreadyExists");
 
     // Deleting the Service releases both; they can be taken again.
-    let (code, body) = server.delete(&format!("{SERVICES}/fixed")).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, body) = server
-        .post(
+    server.delete_ok(&format!("{SERVICES}/fixed")).await;
+    server
+        .created(
             SERVICES,
             service(
                 "again",
@@ -208,7 +207,6 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
             ),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
 }
 
 #[tokio::test]
@@ -268,8 +266,9 @@ async fn allocations_survive_a_restart() {
     let mut taken = BTreeSet::new();
     for i in 0..13 {
         let body = service(&format!("s{i}"), json!({}));
-        let (code, body) = call(&router, Method::POST, SERVICES, Some(body)).await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        let body = call(&router, Method::POST, SERVICES, Some(body))
+            .await
+            .expect_code(StatusCode::CREATED);
         taken.insert(cluster_ip(&body));
     }
     first.shutdown();
@@ -284,16 +283,19 @@ async fn allocations_survive_a_restart() {
     let router = admin_router(&second);
     // Still full after the restart: nothing handed out twice.
     let late = service("late", json!({}));
-    let (code, body) = call(&router, Method::POST, SERVICES, Some(late.clone())).await;
-    assert_status(code, &body, 422, "Invalid");
+    call(&router, Method::POST, SERVICES, Some(late.clone()))
+        .await
+        .expect_failure(422, "Invalid");
     // One released after the restart is handed out again.
     let s3 = format!("{SERVICES}/s3");
     let (_, gone) = call(&router, Method::GET, &s3, None).await;
     let freed = cluster_ip(&gone);
-    let (code, _) = call(&router, Method::DELETE, &s3, None).await;
-    assert_eq!(code, StatusCode::OK);
-    let (code, body) = call(&router, Method::POST, SERVICES, Some(late)).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    call(&router, Method::DELETE, &s3, None)
+        .await
+        .expect_code(StatusCode::OK);
+    let body = call(&router, Method::POST, SERVICES, Some(late))
+        .await
+        .expect_code(StatusCode::CREATED);
     assert_eq!(cluster_ip(&body), freed);
     assert!(taken.contains(&freed));
 }
@@ -356,23 +358,25 @@ async fn two_servers_on_one_store_never_hand_out_the_same_address() {
     assert_eq!(records.items.len(), held);
     // A deleted Service's address is free at once, through either server.
     let freed = cluster_ip(&results[0].1);
-    let (code, _) = call(
+    call(
         &rb,
         http::Method::DELETE,
         &format!("{SERVICES}/svc-0"),
         None,
     )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    .await
+    .expect_code(StatusCode::OK);
     assert!(store.get(&ip_record(freed)).await.unwrap().is_none());
     let again = service("again", json!({"clusterIP": freed.to_string()}));
-    let (code, body) = call(&ra, http::Method::POST, SERVICES, Some(again)).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    call(&ra, http::Method::POST, SERVICES, Some(again))
+        .await
+        .expect_code(StatusCode::CREATED);
     // An address the other server handed out is refused by this one.
     let taken = cluster_ip(&results[1].1);
     let thief = service("thief", json!({"clusterIP": taken.to_string()}));
-    let (code, body) = call(&ra, http::Method::POST, SERVICES, Some(thief)).await;
-    assert_status(code, &body, 422, "Invalid");
+    call(&ra, http::Method::POST, SERVICES, Some(thief))
+        .await
+        .expect_failure(422, "Invalid");
     a.shutdown();
     b.shutdown();
 }
@@ -387,14 +391,14 @@ async fn a_start_releases_leaked_records_and_records_what_services_hold() {
         .await
         .unwrap();
     let router = admin_router(&first);
-    let (code, body) = call(
+    let body = call(
         &router,
         Method::POST,
         SERVICES,
         Some(service("kept", json!({}))),
     )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    .await
+    .expect_code(StatusCode::CREATED);
     let kept = cluster_ip(&body);
     first.shutdown();
     drop((first, router));
@@ -422,19 +426,19 @@ async fn a_start_releases_leaked_records_and_records_what_services_hold() {
     let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    let (ten_seconds, every) = (Duration::from_secs(10), Duration::from_millis(50));
+    eventually(ten_seconds, every, || async {
         let leaked_gone = store.get(&leaked).await.unwrap().is_none();
         let kept_back = store.get(&ip_record(kept)).await.unwrap().is_some();
         if leaked_gone && kept_back {
-            break;
+            Ok(())
+        } else {
+            Err(format!(
+                "not repaired: leaked gone {leaked_gone}, kept recorded {kept_back}"
+            ))
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not repaired: leaked gone {leaked_gone}, kept recorded {kept_back}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert!(store.get(&fresh).await.unwrap().is_some());
     second.shutdown();
 }

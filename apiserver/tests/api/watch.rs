@@ -4,8 +4,7 @@ use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 use skiff_store::Store;
 
-use crate::harness::{TestServer, assert_status};
-use http::StatusCode;
+use crate::harness::{TestServer, refused};
 
 fn ev(t: &str, n: &str) -> (String, String) {
     (t.to_string(), n.to_string())
@@ -324,16 +323,13 @@ async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
     let s = TestServer::new().await;
     let current = s.store.current_revision();
     let ahead = current + 50;
-    let (code, body) = s
+    let body = refused(s
         .get(&format!(
             "/api/v1/namespaces/default/configmaps?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
         ))
-        .await;
-    assert_status(code, &body, 504, "Timeout");
-    assert_eq!(
-        body["message"],
-        format!("Timeout: Too large resource version: {ahead}, current: {current}")
-    );
+        .await, 504,
+        "Timeout",
+        &format!("Timeout: Too large resource version: {ahead}, current: {current}"));
     assert_eq!(body["details"]["retryAfterSeconds"], 1);
 }
 
@@ -351,6 +347,5 @@ async fn a_watch_outlives_the_request_timeout() {
     s.configmap("default", "late", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "late"));
     // Requests that are not long-running still answer within it.
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps").await;
-    assert_eq!(code, StatusCode::OK);
+    s.get_ok("/api/v1/namespaces/default/configmaps").await;
 }

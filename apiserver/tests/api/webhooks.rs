@@ -27,7 +27,7 @@ use rcgen::{
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::harness::{KeptStore, TestServer, assert_status, message_of, strings};
+use crate::harness::{Expect, KeptStore, TestServer, message_of, refused, strings};
 
 /// A CA that signs webhook serving certificates.
 struct TestCa {
@@ -230,14 +230,23 @@ async fn configure(server: &TestServer, kind: &str, name: &str, hooks: Vec<Value
         "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
         _ => "validatingwebhookconfigurations",
     };
-    let (code, body) = server
-        .post(
+    server
+        .created(
             &format!("/apis/admissionregistration.k8s.io/v1/{resource}"),
             json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
                 "metadata": {"name": name}, "webhooks": hooks}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+/// A ValidatingWebhookConfiguration `name` of the one `hook`.
+async fn validating(server: &TestServer, name: &str, hook: Value) {
+    configure(server, "ValidatingWebhookConfiguration", name, vec![hook]).await;
+}
+
+/// A MutatingWebhookConfiguration `name` of the one `hook`.
+async fn mutating(server: &TestServer, name: &str, hook: Value) {
+    configure(server, "MutatingWebhookConfiguration", name, vec![hook]).await;
 }
 
 fn configmap(name: &str, labels: Value) -> Value {
@@ -251,15 +260,14 @@ const CMS: &str = "/api/v1/namespaces/default/configmaps";
 async fn configurations_get_defaults_validation_and_their_table() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "defaults",
-        vec![webhook(
+        webhook(
             "m.example.com",
             json!({"service": {"namespace": "default", "name": "hooks"}, "caBundle": ca.bundle()}),
             json!({}),
-        )],
+        ),
     )
     .await;
     let (_, stored) = server
@@ -280,13 +288,13 @@ async fn configurations_get_defaults_validation_and_their_table() {
         "webhooks": [webhook("v.example.com", json!({"url": "http://127.0.0.1/x"}),
                 json!({"timeoutSeconds": 31})),
             webhook("v.example.com", json!({"url": "https://127.0.0.1/x"}), json!({}))]});
-    let (code, body) = server
+    let body = server
         .post(
             "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
             bad,
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     let message = body["message"].as_str().unwrap();
     for part in [
         "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
@@ -322,24 +330,23 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
         deny("no configmaps here"),
     )
     .await;
-    configure(
+    validating(
         &server,
-        "ValidatingWebhookConfiguration",
         "deny",
-        vec![webhook(
+        webhook(
             "deny.example.com",
             url_config(&ca, hook.url("/validate")),
             json!({"objectSelector": {"matchLabels": {"guarded": "yes"}}}),
-        )],
+        ),
     )
     .await;
-    let (code, body) = server
-        .post(CMS, configmap("refused", json!({"guarded": "yes"})))
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
-    assert_eq!(
-        body["message"],
-        "admission webhook \"deny.example.com\" denied the request: no configmaps here"
+    refused(
+        server
+            .post(CMS, configmap("refused", json!({"guarded": "yes"})))
+            .await,
+        403,
+        "Forbidden",
+        "admission webhook \"deny.example.com\" denied the request: no configmaps here",
     );
     let (code, _) = server.get(&format!("{CMS}/refused")).await;
     assert_eq!(
@@ -349,19 +356,18 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
     );
 
     // The object selector leaves other objects alone.
-    let (code, body) = server
-        .post(CMS, configmap("free", json!({"guarded": "no"})))
+    server
+        .created(CMS, configmap("free", json!({"guarded": "no"})))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     // Labelling it into the selector is refused on update (new labels),
     // as is its deletion once the stored object carries them.
-    let (code, body) = server
+    server
         .put(
             &format!("{CMS}/free"),
             configmap("free", json!({"guarded": "yes"})),
         )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+        .await
+        .expect_failure(403, "Forbidden");
 
     let requests = hook.requests();
     assert_eq!(requests.len(), 2, "only selected writes reach the webhook");
@@ -417,15 +423,14 @@ async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
         response
     });
     let hook = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, patch_and_warn).await;
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "label",
-        vec![webhook(
+        webhook(
             "label.example.com",
             url_config(&ca, hook.url("/mutate")),
             json!({}),
-        )],
+        ),
     )
     .await;
     let request = Request::builder()
@@ -461,23 +466,20 @@ async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
     assert_eq!(stored["metadata"]["labels"]["app"], "a");
 
     // An update that drops the label gets it back from the webhook.
-    let (code, updated) = server
-        .put(&format!("{CMS}/one"), configmap("one", json!({"app": "b"})))
+    let updated = server
+        .put_ok(&format!("{CMS}/one"), configmap("one", json!({"app": "b"})))
         .await;
-    assert_eq!(code, StatusCode::OK, "{updated}");
     assert_eq!(
         updated["metadata"]["labels"],
         json!({"app": "b", "mutated": "yes"})
     );
     // A merge patch goes through the same step.
-    let (code, patched) = server
-        .patch(
+    let patched = server
+        .merge_patch_ok(
             &format!("{CMS}/one"),
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"mutated": null, "app": "c"}}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{patched}");
     assert_eq!(
         patched["metadata"]["labels"],
         json!({"app": "c", "mutated": "yes"})
@@ -525,31 +527,31 @@ async fn failures_fail_closed_or_open_by_policy() {
     )
     .await;
     let started = std::time::Instant::now();
-    let (code, body) = server
-        .post(CMS, configmap("slow", json!({"hook": "slow"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        format!(
+    refused(
+        server
+            .post(CMS, configmap("slow", json!({"hook": "slow"})))
+            .await,
+        500,
+        "InternalError",
+        &format!(
             "Internal error occurred: failed calling webhook \"slow.example.com\": failed to call webhook: Post \"https://127.0.0.1:{}/slow?timeout=1s\": context deadline exceeded",
             slow.port
-        )
+        ),
     );
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "the timeout is enforced"
     );
 
-    let (code, body) = server
-        .post(CMS, configmap("down", json!({"hook": "down"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        format!(
+    refused(
+        server
+            .post(CMS, configmap("down", json!({"hook": "down"})))
+            .await,
+        500,
+        "InternalError",
+        &format!(
             "Internal error occurred: failed calling webhook \"down.example.com\": failed to call webhook: Post \"https://127.0.0.1:{closed_port}/x?timeout=10s\": dial tcp 127.0.0.1:{closed_port}: connect: connection refused"
-        )
+        ),
     );
 
     for name in ["slow-ignored", "down-ignored"] {
@@ -570,29 +572,22 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
         add_label("seen", "yes"),
     )
     .await;
-    configure(
-        &server,
-        "MutatingWebhookConfiguration",
-        "dry",
-        vec![webhook(
+    mutating(&server, "dry", webhook(
             "dry.example.com",
             url_config(&ca, hook.url("/m")),
             json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}}),
-        )],
-    )
+        ))
     .await;
-    let (code, body) = server
-        .post(
+    let body = server
+        .created(
             &format!("{CMS}?dryRun=All"),
             configmap("dry", json!({"hook": "dry"})),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["metadata"]["labels"]["seen"], "yes");
     assert_eq!(hook.requests()[0]["dryRun"], true);
     assert_eq!(hook.requests()[0]["options"]["dryRun"], json!(["All"]));
-    let (code, _) = server.get(&format!("{CMS}/dry")).await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    server.get_not_found(&format!("{CMS}/dry")).await;
 
     // v1 no longer accepts a webhook with side effects; one stored before
     // (written here straight to the store) refuses dry runs.
@@ -613,16 +608,16 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (code, body) = server
-        .post(
-            &format!("{CMS}?dryRun=All"),
-            configmap("effects", json!({"hook": "effects"})),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    assert_eq!(
-        body["message"],
-        "admission webhook \"effects.example.com\" does not support dry run"
+    refused(
+        server
+            .post(
+                &format!("{CMS}?dryRun=All"),
+                configmap("effects", json!({"hook": "effects"})),
+            )
+            .await,
+        400,
+        "BadRequest",
+        "admission webhook \"effects.example.com\" does not support dry run",
     );
     assert_eq!(
         hook.requests().len(),
@@ -643,10 +638,9 @@ async fn the_namespace_selector_reads_the_namespaces_labels() {
     .await;
     let namespace = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
     for (name, labels) in [("labelled", json!({"webhooks": "on"})), ("open", json!({}))] {
-        let (code, body) = server
-            .post("/api/v1/namespaces", namespace(name, labels))
+        server
+            .created("/api/v1/namespaces", namespace(name, labels))
             .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
     }
     let mut entry = webhook(
         "ns.example.com",
@@ -654,38 +648,35 @@ async fn the_namespace_selector_reads_the_namespaces_labels() {
         json!({"namespaceSelector": {"matchLabels": {"webhooks": "on"}}}),
     );
     entry["rules"][0]["resources"] = json!(["configmaps", "namespaces"]);
-    configure(&server, "ValidatingWebhookConfiguration", "ns", vec![entry]).await;
+    validating(&server, "ns", entry).await;
 
-    let (code, body) = server
+    server
         .post(
             "/api/v1/namespaces/labelled/configmaps",
             configmap("c", json!({})),
         )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
-    let (code, body) = server
-        .post(
+        .await
+        .expect_failure(403, "Forbidden");
+    server
+        .created(
             "/api/v1/namespaces/open/configmaps",
             configmap("c", json!({})),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     // A Namespace itself is judged by its own (new) labels.
-    let (code, body) = server
+    server
         .post(
             "/api/v1/namespaces",
             namespace("new-labelled", json!({"webhooks": "on"})),
         )
+        .await
+        .expect_failure(403, "Forbidden");
+    server
+        .created("/api/v1/namespaces", namespace("new-open", json!({})))
         .await;
-    assert_status(code, &body, 403, "Forbidden");
-    let (code, body) = server
-        .post("/api/v1/namespaces", namespace("new-open", json!({})))
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     let (code, _) = server
-        .patch(
+        .merge_patch(
             "/api/v1/namespaces/open",
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"webhooks": "on"}}}),
         )
         .await;
@@ -725,30 +716,27 @@ async fn reinvocation_calls_an_if_needed_webhook_again_after_a_later_change() {
     )
     .await;
     // Configurations are called in name order: a-first before b-second.
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "b-second",
-        vec![webhook(
+        webhook(
             "second.example.com",
             url_config(&ca, second_hook.url("/m")),
             json!({}),
-        )],
+        ),
     )
     .await;
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "a-first",
-        vec![webhook(
+        webhook(
             "first.example.com",
             url_config(&ca, first_hook.url("/m")),
             json!({"reinvocationPolicy": "IfNeeded"}),
-        )],
+        ),
     )
     .await;
-    let (code, body) = server.post(CMS, configmap("r", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = server.created(CMS, configmap("r", json!({}))).await;
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(body["metadata"]["labels"]["second"], "yes");
     assert_eq!(body["metadata"]["labels"]["first-saw-second"], "yes");
@@ -765,23 +753,16 @@ async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() 
         add_label("via", "service"),
     )
     .await;
-    let (code, body) = server
-        .post(
-            "/api/v1/namespaces",
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "webhooks"}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post(
+    server.namespace("webhooks").await;
+    server
+        .created(
             "/api/v1/namespaces/webhooks/services",
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
                 "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hook.port}]}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/apis/discovery.k8s.io/v1/namespaces/webhooks/endpointslices",
             json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                 "metadata": {"name": "hooks-1", "labels": {"kubernetes.io/service-name": "hooks"}},
@@ -791,21 +772,18 @@ async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() 
                 "ports": [{"name": "https", "port": hook.port, "protocol": "TCP"}]}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "svc",
-        vec![webhook(
+        webhook(
             "svc.example.com",
             json!({"service": {"namespace": "webhooks", "name": "hooks", "path": "/mutate"},
                 "caBundle": ca.bundle()}),
             json!({}),
-        )],
+        ),
     )
     .await;
-    let (code, body) = server.post(CMS, configmap("s", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = server.created(CMS, configmap("s", json!({}))).await;
     assert_eq!(body["metadata"]["labels"]["via"], "service");
 }
 
@@ -842,10 +820,10 @@ async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
     )
     .await;
     for name in ["impostor", "misnamed"] {
-        let (code, body) = server
+        let body = server
             .post(CMS, configmap(name, json!({"hook": name})))
-            .await;
-        assert_status(code, &body, 500, "InternalError");
+            .await
+            .expect_failure(500, "InternalError");
         let message = body["message"].as_str().unwrap();
         assert!(
             message.contains(&format!("failed calling webhook \"{name}.example.com\"")),
@@ -875,46 +853,43 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
         add_label("x", "y"),
     )
     .await;
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "rename",
-        vec![webhook(
+        webhook(
             "rename.example.com",
             url_config(&ca, renamer.url("/m")),
             json!({"objectSelector": {"matchLabels": {"hook": "rename"}}}),
-        )],
+        ),
     )
     .await;
-    configure(
+    validating(
         &server,
-        "ValidatingWebhookConfiguration",
         "patching-validator",
-        vec![webhook(
+        webhook(
             "patcher.example.com",
             url_config(&ca, patcher.url("/v")),
             json!({"objectSelector": {"matchLabels": {"hook": "patcher"}}}),
-        )],
+        ),
     )
     .await;
-    let (code, body) = server
-        .post(CMS, configmap("mine", json!({"hook": "rename"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        "Internal error occurred: admission webhook \"rename.example.com\" attempted to change the object's name, which is not allowed"
+    refused(
+        server
+            .post(CMS, configmap("mine", json!({"hook": "rename"})))
+            .await,
+        500,
+        "InternalError",
+        "Internal error occurred: admission webhook \"rename.example.com\" attempted to change the object's name, which is not allowed",
     );
-    let (code, body) = server
-        .post(CMS, configmap("v", json!({"hook": "patcher"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        "Internal error occurred: failed calling webhook \"patcher.example.com\": received invalid webhook response: unsupported fields in response: patch"
+    refused(
+        server
+            .post(CMS, configmap("v", json!({"hook": "patcher"})))
+            .await,
+        500,
+        "InternalError",
+        "Internal error occurred: failed calling webhook \"patcher.example.com\": received invalid webhook response: unsupported fields in response: patch",
     );
-    let (code, _) = server.get(&format!("{CMS}/other")).await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    server.get_not_found(&format!("{CMS}/other")).await;
 }
 
 #[tokio::test]
@@ -943,12 +918,10 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
     .await;
     let (code, _) = server.post(CMS, configmap("blocked", json!({}))).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "the hook does refuse");
-    let (code, body) = server
-        .delete("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/lockout")
+    server
+        .delete_ok("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/lockout")
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, body) = server.post(CMS, configmap("free", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    server.created(CMS, configmap("free", json!({}))).await;
     assert!(
         hook.requests()
             .iter()
@@ -974,10 +947,9 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     entry["rules"] = json!([
         {"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
         {"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
-    let (code, body) = server.post(CMS, configmap("kept", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post(
+    server.created(CMS, configmap("kept", json!({}))).await;
+    server
+        .created(
             "/apis/apps/v1/namespaces/default/deployments",
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                 "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
@@ -985,7 +957,6 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     configure(
         &server,
         "ValidatingWebhookConfiguration",
@@ -994,25 +965,24 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     )
     .await;
 
-    let (code, body) = server.delete(&format!("{CMS}/kept")).await;
-    assert_status(code, &body, 403, "Forbidden");
-    let (code, body) = server
-        .patch(
+    server
+        .delete(&format!("{CMS}/kept"))
+        .await
+        .expect_failure(403, "Forbidden");
+    server
+        .merge_patch(
             "/apis/apps/v1/namespaces/default/deployments/web/scale",
-            "application/merge-patch+json",
             json!({"spec": {"replicas": 3}}),
         )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+        .await
+        .expect_failure(403, "Forbidden");
     // Scaling the deployment object itself is no scale write.
-    let (code, body) = server
-        .patch(
+    server
+        .merge_patch_ok(
             "/apis/apps/v1/namespaces/default/deployments/web",
-            "application/merge-patch+json",
             json!({"spec": {"replicas": 2}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
 
     let requests = hook.requests();
     assert_eq!(requests.len(), 2);
@@ -1060,15 +1030,14 @@ async fn match_policy_equivalent_sends_the_version_the_rule_names() {
     )
     .await;
     // A core/v1 Event is the same stored resource as events.k8s.io/v1's.
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/api/v1/namespaces/default/events",
             json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
                 "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
                 "reason": "Tested", "message": "hello", "type": "Normal"}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert!(
         exact.requests().is_empty(),
         "Exact does not match another version"
@@ -1116,17 +1085,18 @@ async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
             configure(&s, kind, "down", vec![entry]).await;
         }
         // Every write is refused now, a delete of a default binding too.
-        let (code, body) = s
-            .delete(
-                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:public-info-viewer",
-            )
-            .await;
-        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        s.delete(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:public-info-viewer",
+        )
+        .await
+        .expect_code(StatusCode::INTERNAL_SERVER_ERROR);
         s.stop().await;
     }
     let s = disk.start().await;
-    let (code, body) = s.post(CMS, configmap("after", json!({}))).await;
-    assert_status(code, &body, 500, "InternalError");
+    let body = s
+        .post(CMS, configmap("after", json!({})))
+        .await
+        .expect_failure(500, "InternalError");
     assert!(
         message_of(&body).contains("failed calling webhook \"down.example.com\""),
         "{body}"
