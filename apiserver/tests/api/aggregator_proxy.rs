@@ -223,11 +223,9 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
     // A caller RBAC refuses: 403 here, nothing reaches the server.
     let before = seen.lock().len();
     let mallory = UserInfo::new("mallory", Vec::<String>::new());
-    s.call_as(
+    s.get_as(
         &mallory,
-        Method::GET,
         "/apis/example.com/v1alpha1/namespaces/default/widgets",
-        None,
     )
     .await
     .expect_code(StatusCode::FORBIDDEN);

@@ -24,6 +24,19 @@ async fn apply(s: &TestServer, query: &str, body: Value) -> (StatusCode, Value) 
     .await
 }
 
+/// Applies `data` as manager `a`, which must be refused with a 409 whose
+/// cause names `owner`: how each test shows who holds a field.
+async fn conflicts_as_a(s: &TestServer, data: Value, owner: &str) -> Value {
+    let status = apply(s, "fieldManager=a", cm(data))
+        .await
+        .expect_failure(409, "Conflict");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        format!("conflict with \"{owner}\" using v1")
+    );
+    status
+}
+
 /// The fieldsV1 of `manager`'s entry with `operation` (Null when absent).
 fn owned(object: &Value, manager: &str, operation: &str) -> Value {
     object["metadata"]["managedFields"]
@@ -114,13 +127,7 @@ async fn managers_agreeing_on_a_value_share_it() {
     assert_eq!(owned(&shared, "a", "Apply"), json!({"f:data": {"f:k": {}}}));
     assert_eq!(owned(&shared, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
     // Neither can now change it alone.
-    let status = apply(&s, "fieldManager=a", cm(json!({"k": "2"})))
-        .await
-        .expect_failure(409, "Conflict");
-    assert_eq!(
-        status["details"]["causes"][0]["message"],
-        "conflict with \"b\" using v1"
-    );
+    conflicts_as_a(&s, json!({"k": "2"}), "b").await;
 }
 
 #[tokio::test]
@@ -170,13 +177,7 @@ async fn updates_take_the_fields_they_change() {
         json!({"f:data": {".": {}, "f:j": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
     );
     // An applier changing what the editor set conflicts with it.
-    let status = apply(&s, "fieldManager=a", cm(json!({"k": "3"})))
-        .await
-        .expect_failure(409, "Conflict");
-    assert_eq!(
-        status["details"]["causes"][0]["message"],
-        "conflict with \"editor\" using v1"
-    );
+    let status = conflicts_as_a(&s, json!({"k": "3"}), "editor").await;
     assert_eq!(status["details"]["causes"][0]["field"], ".data.k");
     // A write that changes nothing keeps entries and resourceVersion.
     let (_, same) = s
@@ -221,13 +222,7 @@ async fn put_keeps_entries_unless_it_sends_its_own() {
         "{cleared}"
     );
     // The next apply finds the old fields owned by before-first-apply.
-    let status = apply(&s, "fieldManager=a", cm(json!({"k": "2"})))
-        .await
-        .expect_failure(409, "Conflict");
-    assert_eq!(
-        status["details"]["causes"][0]["message"],
-        "conflict with \"before-first-apply\" using v1"
-    );
+    conflicts_as_a(&s, json!({"k": "2"}), "before-first-apply").await;
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore};
 use tower::ServiceExt;
 
-use crate::harness::eventually;
+use crate::harness::{eventually, exchange};
 
 /// A server keeping an audit log under `policy` (none: the default).
 struct Audited {
@@ -89,16 +89,11 @@ impl Audited {
         if let Some(user) = user {
             request.extensions_mut().insert(user.clone());
         }
-        let response = self.server.router().oneshot(request).await.unwrap();
-        let code = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
+        let (code, headers, body) = exchange(self.server.router(), request).await;
         Answer {
             code,
             headers,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            body,
         }
     }
 

@@ -107,24 +107,17 @@ async fn bootstrap_tokens_authenticate_until_they_expire_or_go() {
     // What a bootstrap identity may do: ask for certificates, not read the
     // cluster.
     server
-        .call_as(
-            &user,
-            Method::GET,
-            "/api/v1/namespaces/kube-system/secrets",
-            None,
-        )
+        .get_as(&user, "/api/v1/namespaces/kube-system/secrets")
         .await
         .expect_code(StatusCode::FORBIDDEN);
     server
-        .call_as(&user, Method::GET, "/api/v1/pods", None)
+        .get_as(&user, "/api/v1/pods")
         .await
         .expect_code(StatusCode::FORBIDDEN);
     server
-        .call_as(
+        .get_as(
             &user,
-            Method::GET,
             "/apis/certificates.k8s.io/v1/certificatesigningrequests",
-            None,
         )
         .await
         .expect_code(StatusCode::OK);

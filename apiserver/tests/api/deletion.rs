@@ -13,6 +13,13 @@ fn pod(name: &str, node: Option<&str>) -> serde_json::Value {
     json!({"metadata": {"name": name}, "spec": spec})
 }
 
+/// Deletes `path` with `query`, and it is gone at once (no finalizer or
+/// grace period holds it).
+async fn gone_after_delete(s: &TestServer, path: &str, query: &str) {
+    s.delete_ok(&format!("{path}?{query}")).await;
+    s.get_not_found(path).await;
+}
+
 #[tokio::test]
 async fn finalizers_hold_an_object_until_removed() {
     let s = TestServer::new().await;
@@ -68,10 +75,12 @@ async fn propagation_policies_add_upstream_finalizers() {
         assert_eq!(code, StatusCode::OK, "held by {finalizer}");
     }
     s.configmap("default", "bg", json!({})).await;
-    s.delete_ok("/api/v1/namespaces/default/configmaps/bg?propagationPolicy=Background")
-        .await;
-    s.get_not_found("/api/v1/namespaces/default/configmaps/bg")
-        .await;
+    gone_after_delete(
+        &s,
+        "/api/v1/namespaces/default/configmaps/bg",
+        "propagationPolicy=Background",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -99,17 +108,21 @@ async fn scheduled_pods_terminate_gracefully() {
     s.put_ok("/api/v1/namespaces/default/pods/running/status", status)
         .await;
     s.get_ok("/api/v1/namespaces/default/pods/running").await;
-    s.delete_ok("/api/v1/namespaces/default/pods/running?gracePeriodSeconds=0")
-        .await;
-    s.get_not_found("/api/v1/namespaces/default/pods/running")
-        .await;
+    gone_after_delete(
+        &s,
+        "/api/v1/namespaces/default/pods/running",
+        "gracePeriodSeconds=0",
+    )
+    .await;
 
     s.post("/api/v1/namespaces/default/pods", pod("forced", Some("n1")))
         .await;
-    s.delete_ok("/api/v1/namespaces/default/pods/forced?gracePeriodSeconds=0")
-        .await;
-    s.get_not_found("/api/v1/namespaces/default/pods/forced")
-        .await;
+    gone_after_delete(
+        &s,
+        "/api/v1/namespaces/default/pods/forced",
+        "gracePeriodSeconds=0",
+    )
+    .await;
 }
 
 #[tokio::test]

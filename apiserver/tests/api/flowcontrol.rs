@@ -15,7 +15,9 @@ use skiff_apiserver::authn::UserInfo;
 use skiff_common::metrics::exposition;
 use tower::ServiceExt;
 
-use super::harness::{Expect, KeptStore, TestServer, assert_refused, refused, strings};
+use super::harness::{
+    Expect, KeptStore, TestServer, assert_refused, exchange, json_request, refused, strings,
+};
 
 const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
@@ -289,27 +291,9 @@ async fn send_as(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, http::HeaderMap, Value) {
-    let bytes = body
-        .map(|b| serde_json::to_vec(&b).unwrap())
-        .unwrap_or_default();
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(Body::from(bytes))
-        .unwrap();
+    let mut request = json_request(method, path, "application/json", body);
     request.extensions_mut().insert(user.clone());
-    let response = s.server.router().oneshot(request).await.unwrap();
-    let code = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        code,
-        headers,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    exchange(s.server.router(), request).await
 }
 
 fn uid(s: &Value) -> String {
@@ -527,7 +511,7 @@ async fn a_plain_user_can_neither_read_nor_change_the_configuration() {
     let s = TestServer::new().await;
     let user = UserInfo::new("mallory", ["system:authenticated".to_string()]);
     refused(
-        s.call_as(&user, Method::GET, SCHEMAS, None).await,
+        s.get_as(&user, SCHEMAS).await,
         403,
         "Forbidden",
         "flowschemas.flowcontrol.apiserver.k8s.io is forbidden: User \"mallory\" cannot list resource \"flowschemas\" in API group \"flowcontrol.apiserver.k8s.io\" at the cluster scope",

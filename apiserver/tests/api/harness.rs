@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, BodyDataStream};
 use futures::StreamExt;
-use http::{Method, Request, StatusCode};
+use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::Value;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::request_notes::AuditAnnotations;
@@ -170,6 +170,11 @@ impl TestServer {
         let mut request = builder.body(Body::from(bytes)).unwrap();
         request.extensions_mut().insert(user.clone());
         answer(self.server.router().oneshot(request).await.unwrap()).await
+    }
+
+    /// GETs `path` as `user`.
+    pub async fn get_as(&self, user: &UserInfo, path: &str) -> (StatusCode, Value) {
+        self.call_as(user, Method::GET, path, None).await
     }
 
     /// POSTs `body` as `user`.
@@ -339,9 +344,13 @@ pub struct Answer {
 /// Sends `request` through `router` and reads the whole answer.
 pub async fn answer_of(router: Router, request: Request<Body>) -> Answer {
     let response = router.oneshot(request).await.unwrap();
-    let code = response.status();
-    let warnings = response
-        .headers()
+    let annotations = response
+        .extensions()
+        .get::<AuditAnnotations>()
+        .map(|a| a.0.clone())
+        .unwrap_or_default();
+    let (code, headers, body) = read_response(response).await;
+    let warnings = headers
         .get_all("warning")
         .iter()
         .map(|v| {
@@ -350,20 +359,47 @@ pub async fn answer_of(router: Router, request: Request<Body>) -> Answer {
             serde_json::from_str::<String>(quoted).expect("quoted warning text")
         })
         .collect();
-    let annotations = response
-        .extensions()
-        .get::<AuditAnnotations>()
-        .map(|a| a.0.clone())
-        .unwrap_or_default();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
     Answer {
         code,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        body,
         warnings,
         annotations,
     }
+}
+
+/// A request with `content_type` and a JSON body (or none), for the tests
+/// that build their own (to attach an identity, or read headers back).
+pub fn json_request(
+    method: Method,
+    path: &str,
+    content_type: &str,
+    body: Option<Value>,
+) -> Request<Body> {
+    let bytes = body
+        .map(|b| serde_json::to_vec(&b).unwrap())
+        .unwrap_or_default();
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(Body::from(bytes))
+        .unwrap()
+}
+
+/// Sends `request` through `router`: code, headers and JSON body (`Null`
+/// when the body is not JSON), for tests that check headers too.
+pub async fn exchange(router: Router, request: Request<Body>) -> (StatusCode, HeaderMap, Value) {
+    read_response(router.oneshot(request).await.unwrap()).await
+}
+
+async fn read_response(response: axum::response::Response) -> (StatusCode, HeaderMap, Value) {
+    let code = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (code, headers, body)
 }
 
 /// A `TestServer` seen from one non-admin identity, so tests of what a

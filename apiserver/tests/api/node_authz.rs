@@ -181,13 +181,19 @@ async fn a_node_reports_status_of_and_deletes_only_its_own_pods() {
     assert_eq!(code, StatusCode::OK, "{body}");
     assert!(body["metadata"]["labels"]["role"].is_null(), "{body}");
 
-    refused(n1.call(Method::POST,
-        "/api/v1/namespaces/default/pods/theirs/eviction",
-        Some(
-            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "theirs"}}),
-        ),
-    )
-    .await, 403, "Forbidden", "pods \"theirs\" is forbidden: node n1 can only evict pods with spec.nodeName set to itself");
+    let eviction =
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "theirs"}});
+    refused(
+        n1.call(
+            Method::POST,
+            "/api/v1/namespaces/default/pods/theirs/eviction",
+            Some(eviction),
+        )
+        .await,
+        403,
+        "Forbidden",
+        "pods \"theirs\" is forbidden: node n1 can only evict pods with spec.nodeName set to itself",
+    );
     refused(
         n1.call(
             Method::DELETE,

@@ -9,13 +9,14 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
-use http::{Method, Request, StatusCode};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServerConfig, ApiServerError};
 
-use super::harness::{Answer, TestServer, answer_of, assert_refused, assert_status, eventually};
+use super::harness::{
+    Answer, TestServer, answer_of, assert_refused, assert_status, eventually, json_request,
+};
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.
 async fn send_as(
@@ -26,15 +27,7 @@ async fn send_as(
     content_type: &str,
     body: Option<Value>,
 ) -> Answer {
-    let bytes = body
-        .map(|b| serde_json::to_vec(&b).unwrap())
-        .unwrap_or_default();
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(Body::from(bytes))
-        .unwrap();
+    let mut request = json_request(method, path, content_type, body);
     let router = match user {
         Some(user) => {
             request.extensions_mut().insert(user.clone());

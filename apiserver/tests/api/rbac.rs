@@ -40,7 +40,7 @@ async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
     s.namespace("a").await;
     let probe = account("a", "probe");
     let body = s
-        .call_as(&probe, Method::GET, "/api/v1/secrets", None)
+        .get_as(&probe, "/api/v1/secrets")
         .await
         .expect_failure(403, "Forbidden");
     assert_eq!(
@@ -50,12 +50,12 @@ async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
     // Upstream's details leave the (absent) name out.
     assert_eq!(body["details"], json!({"kind": "secrets"}));
     // Its own namespace is no different without a binding.
-    s.call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
+    s.get_as(&probe, "/api/v1/namespaces/a/pods")
         .await
         .expect_code(StatusCode::FORBIDDEN);
     // What every authenticated user may do: discovery and basic reviews.
     for path in ["/api", "/apis", "/version", "/api/v1"] {
-        let (code, body) = s.call_as(&probe, Method::GET, path, None).await;
+        let (code, body) = s.get_as(&probe, path).await;
         assert_eq!(code, StatusCode::OK, "{path}: {body}");
     }
 }
@@ -78,17 +78,12 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
     )
     .await;
     let probe = account("a", "probe");
-    s.call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
+    s.get_as(&probe, "/api/v1/namespaces/a/pods")
         .await
         .expect_code(StatusCode::OK);
-    s.call_as(
-        &probe,
-        Method::GET,
-        "/api/v1/namespaces/a/configmaps/visible",
-        None,
-    )
-    .await
-    .expect_code(StatusCode::OK);
+    s.get_as(&probe, "/api/v1/namespaces/a/configmaps/visible")
+        .await
+        .expect_code(StatusCode::OK);
 
     let refusals = [
         (
@@ -119,11 +114,10 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
             .expect_failure(403, "Forbidden");
         assert_eq!(message(&body), want);
     }
-    s.call_as(
+    s.post_as(
         &probe,
-        Method::POST,
         "/api/v1/namespaces/a/configmaps",
-        Some(json!({"metadata": {"name": "mine"}})),
+        json!({"metadata": {"name": "mine"}}),
     )
     .await
     .expect_code(StatusCode::FORBIDDEN);
@@ -135,7 +129,7 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
     // Removing the binding takes the rights away again.
     s.delete_ok(&format!("{RBAC}/namespaces/a/rolebindings/probe-view"))
         .await;
-    s.call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
+    s.get_as(&probe, "/api/v1/namespaces/a/pods")
         .await
         .expect_code(StatusCode::FORBIDDEN);
 }
@@ -157,7 +151,7 @@ async fn a_binding_to_a_missing_role_says_so() {
     .await;
     let carol = UserInfo::new("carol", Vec::new());
     let body = s
-        .call_as(&carol, Method::GET, "/api/v1/namespaces/a/pods", None)
+        .get_as(&carol, "/api/v1/namespaces/a/pods")
         .await
         .expect_code(StatusCode::FORBIDDEN);
     assert_eq!(
@@ -190,7 +184,7 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         "pod-reader",
         json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
     );
-    s.call_as(&alice, Method::POST, &roles, Some(readers.clone()))
+    s.post_as(&alice, &roles, readers.clone())
         .await
         .expect_code(StatusCode::CREATED);
 
@@ -200,7 +194,7 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
     );
     let body = s
-        .call_as(&alice, Method::POST, &roles, Some(everything.clone()))
+        .post_as(&alice, &roles, everything.clone())
         .await
         .expect_failure(403, "Forbidden");
     assert_eq!(
@@ -250,11 +244,10 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
 
     // Her rights stop at her namespace, and at cluster roles.
     let body = s
-        .call_as(
+        .post_as(
             &alice,
-            Method::POST,
             &format!("{RBAC}/namespaces/other/roles"),
-            Some(readers.clone()),
+            readers.clone(),
         )
         .await
         .expect_code(StatusCode::FORBIDDEN);
@@ -271,7 +264,7 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         "edit",
         json!({"kind": "User", "name": "bob"}),
     );
-    s.call_as(&alice, Method::POST, &bindings, Some(bob_edit))
+    s.post_as(&alice, &bindings, bob_edit)
         .await
         .expect_code(StatusCode::CREATED);
     let bob_root = role_binding(
@@ -281,7 +274,7 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         json!({"kind": "User", "name": "bob"}),
     );
     let body = s
-        .call_as(&alice, Method::POST, &bindings, Some(bob_root.clone()))
+        .post_as(&alice, &bindings, bob_root.clone())
         .await
         .expect_failure(403, "Forbidden");
     assert!(
@@ -324,10 +317,10 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         ),
     )
     .await;
-    s.call_as(&alice, Method::POST, &roles, Some(everything))
+    s.post_as(&alice, &roles, everything)
         .await
         .expect_code(StatusCode::CREATED);
-    s.call_as(&alice, Method::POST, &bindings, Some(bob_root))
+    s.post_as(&alice, &bindings, bob_root)
         .await
         .expect_code(StatusCode::CREATED);
 }
@@ -356,12 +349,11 @@ async fn aggregation_rules_need_every_permission() {
     .await;
     let dora = UserInfo::new("dora", Vec::new());
     let body = s
-        .call_as(
+        .post_as(
             &dora,
-            Method::POST,
             &clusterroles,
-            Some(json!({"metadata": {"name": "gatherer"},
-                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}})),
+            json!({"metadata": {"name": "gatherer"},
+                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}),
         )
         .await
         .expect_failure(403, "Forbidden");
@@ -369,12 +361,11 @@ async fn aggregation_rules_need_every_permission() {
         message(&body),
         "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
     );
-    s.call_as(
+    s.post_as(
         &dora,
-        Method::POST,
         &clusterroles,
-        Some(json!({"metadata": {"name": "plain"}, "rules": [
-                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]})),
+        json!({"metadata": {"name": "plain"}, "rules": [
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]}),
     )
     .await
     .expect_code(StatusCode::CREATED);
@@ -385,7 +376,7 @@ async fn anonymous_requests_reach_public_information_only() {
     let s = TestServer::new().await;
     let anonymous = UserInfo::anonymous();
     for path in ["/version", "/healthz", "/livez", "/readyz"] {
-        let (code, body) = s.call_as(&anonymous, Method::GET, path, None).await;
+        let (code, body) = s.get_as(&anonymous, path).await;
         assert_eq!(code, StatusCode::OK, "{path}: {body}");
     }
     // Everything else asks the caller to authenticate, without saying what
@@ -398,17 +389,17 @@ async fn anonymous_requests_reach_public_information_only() {
         "/api/v1/namespaces/default/secrets",
         "/api/v1/namespaces/default/secrets/missing",
     ] {
-        s.call_as(&anonymous, Method::GET, path, None)
+        s.get_as(&anonymous, path)
             .await
             .expect_failure(401, "Unauthorized");
     }
-    s.call_as(&anonymous, Method::POST, "/version", Some(json!({})))
+    s.post_as(&anonymous, "/version", json!({}))
         .await
         .expect_code(StatusCode::UNAUTHORIZED);
     // The refusal wording for a path, as an authenticated user sees it.
     let nobody = UserInfo::new("nobody-in-particular", Vec::new());
     let body = s
-        .call_as(&nobody, Method::GET, "/metrics", None)
+        .get_as(&nobody, "/metrics")
         .await
         .expect_failure(403, "Forbidden");
     assert_eq!(
@@ -448,51 +439,32 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
     // and reads nodes, but cannot read secrets.
     let scheduler = UserInfo::new("system:kube-scheduler", Vec::new());
     assert_eq!(
-        s.call_as(&scheduler, Method::GET, "/api/v1/nodes", None)
-            .await
-            .0,
+        s.get_as(&scheduler, "/api/v1/nodes").await.0,
         StatusCode::OK
     );
     assert_eq!(
-        s.call_as(&scheduler, Method::GET, "/api/v1/secrets", None)
-            .await
-            .0,
+        s.get_as(&scheduler, "/api/v1/secrets").await.0,
         StatusCode::FORBIDDEN
     );
     // The DNS reads what it answers from and writes its own Service, but
     // cannot write pods.
     let dns = UserInfo::service_account("kube-system", "kube-dns");
-    assert_eq!(
-        s.call_as(&dns, Method::GET, "/api/v1/services", None)
-            .await
-            .0,
-        StatusCode::OK
-    );
+    assert_eq!(s.get_as(&dns, "/api/v1/services").await.0, StatusCode::OK);
     let pod =
         json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
     assert_eq!(
-        s.call_as(
-            &dns,
-            Method::POST,
-            "/api/v1/namespaces/default/pods",
-            Some(pod.clone())
-        )
-        .await
-        .0,
+        s.post_as(&dns, "/api/v1/namespaces/default/pods", pod.clone())
+            .await
+            .0,
         StatusCode::FORBIDDEN
     );
     // The service proxy watches Services and EndpointSlices, and can change
     // neither them nor pods, nor read secrets.
     let proxy = UserInfo::new("system:kube-proxy", Vec::new());
     assert_eq!(
-        s.call_as(
-            &proxy,
-            Method::GET,
-            "/apis/discovery.k8s.io/v1/endpointslices",
-            None
-        )
-        .await
-        .0,
+        s.get_as(&proxy, "/apis/discovery.k8s.io/v1/endpointslices")
+            .await
+            .0,
         StatusCode::OK
     );
     for (method, path, body) in [
@@ -569,14 +541,8 @@ async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
         .await;
     assert_eq!(code, StatusCode::OK, "recreated");
     let anonymous = UserInfo::anonymous();
-    assert_eq!(
-        s.call_as(&anonymous, Method::GET, "/healthz", None).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(s.get_as(&anonymous, "/healthz").await.0, StatusCode::OK);
     // With discovery emptied, an authenticated user no longer reads /apis.
     let nobody = UserInfo::new("nobody", Vec::new());
-    assert_eq!(
-        s.call_as(&nobody, Method::GET, "/apis", None).await.0,
-        StatusCode::FORBIDDEN
-    );
+    assert_eq!(s.get_as(&nobody, "/apis").await.0, StatusCode::FORBIDDEN);
 }

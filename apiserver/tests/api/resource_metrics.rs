@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
@@ -234,7 +234,7 @@ async fn reading_metrics_takes_rbac_rights() {
         "/apis/metrics.k8s.io/v1beta1/pods",
         "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
     ] {
-        let (code, body) = s.call_as(&nobody, Method::GET, path, None).await;
+        let (code, body) = s.get_as(&nobody, path).await;
         assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {body}");
     }
     let (_, reader) = s
@@ -253,30 +253,21 @@ async fn reading_metrics_takes_rbac_rights() {
     )
     .await;
     let viewer = UserInfo::new("viewer", ["system:authenticated".to_string()]);
-    s.call_as(
+    s.get_as(
         &viewer,
-        Method::GET,
         "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
-        None,
     )
     .await
     .expect_code(StatusCode::OK);
     // A RoleBinding is one namespace's: other namespaces and the nodes
     // stay refused.
-    s.call_as(
+    s.get_as(
         &viewer,
-        Method::GET,
         "/apis/metrics.k8s.io/v1beta1/namespaces/kube-system/pods",
-        None,
     )
     .await
     .expect_code(StatusCode::FORBIDDEN);
-    s.call_as(
-        &viewer,
-        Method::GET,
-        "/apis/metrics.k8s.io/v1beta1/nodes",
-        None,
-    )
-    .await
-    .expect_code(StatusCode::FORBIDDEN);
+    s.get_as(&viewer, "/apis/metrics.k8s.io/v1beta1/nodes")
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
 }

@@ -323,13 +323,15 @@ async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
     let s = TestServer::new().await;
     let current = s.store.current_revision();
     let ahead = current + 50;
-    let body = refused(s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
-        ))
-        .await, 504,
+    let ahead_of_the_store = format!(
+        "/api/v1/namespaces/default/configmaps?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
+    );
+    let body = refused(
+        s.get(&ahead_of_the_store).await,
+        504,
         "Timeout",
-        &format!("Timeout: Too large resource version: {ahead}, current: {current}"));
+        &format!("Timeout: Too large resource version: {ahead}, current: {current}"),
+    );
     assert_eq!(body["details"]["retryAfterSeconds"], 1);
 }
 

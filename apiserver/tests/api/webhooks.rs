@@ -176,6 +176,12 @@ impl Hook {
         }
     }
 
+    /// A hook on 127.0.0.1 with a serving certificate from `ca` that
+    /// answers at once: what most tests run.
+    async fn local(ca: &TestCa, answer: Answer) -> Self {
+        Self::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, answer).await
+    }
+
     fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
     }
@@ -219,6 +225,11 @@ fn webhook(name: &str, client_config: Value, extra: Value) -> Value {
         hook[k] = v.clone();
     }
     hook
+}
+
+/// One webhook entry on configmaps that calls `url`, trusting `ca`.
+fn url_hook(ca: &TestCa, name: &str, url: String, extra: Value) -> Value {
+    webhook(name, url_config(ca, url), extra)
 }
 
 fn url_config(ca: &TestCa, url: String) -> Value {
@@ -324,18 +335,14 @@ async fn configurations_get_defaults_validation_and_their_table() {
 async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("no configmaps here"),
-    )
-    .await;
+    let hook = Hook::local(&ca, deny("no configmaps here")).await;
     validating(
         &server,
         "deny",
-        webhook(
+        url_hook(
+            &ca,
             "deny.example.com",
-            url_config(&ca, hook.url("/validate")),
+            hook.url("/validate"),
             json!({"objectSelector": {"matchLabels": {"guarded": "yes"}}}),
         ),
     )
@@ -422,15 +429,11 @@ async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
         response["auditAnnotations"] = json!({"decision": "labelled"});
         response
     });
-    let hook = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, patch_and_warn).await;
+    let hook = Hook::local(&ca, patch_and_warn).await;
     mutating(
         &server,
         "label",
-        webhook(
-            "label.example.com",
-            url_config(&ca, hook.url("/mutate")),
-            json!({}),
-        ),
+        url_hook(&ca, "label.example.com", hook.url("/mutate"), json!({})),
     )
     .await;
     let request = Request::builder()
@@ -501,25 +504,29 @@ async fn failures_fail_closed_or_open_by_policy() {
         "ValidatingWebhookConfiguration",
         "failing",
         vec![
-            webhook(
+            url_hook(
+                &ca,
                 "slow.example.com",
-                url_config(&ca, slow.url("/slow")),
+                slow.url("/slow"),
                 json!({"timeoutSeconds": 1, "objectSelector": {"matchLabels": {"hook": "slow"}}}),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "slow-ignored.example.com",
-                url_config(&ca, slow.url("/slow")),
+                slow.url("/slow"),
                 json!({"timeoutSeconds": 1, "failurePolicy": "Ignore",
                     "objectSelector": {"matchLabels": {"hook": "slow-ignored"}}}),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "down.example.com",
-                url_config(&ca, format!("https://127.0.0.1:{closed_port}/x")),
+                format!("https://127.0.0.1:{closed_port}/x"),
                 json!({"objectSelector": {"matchLabels": {"hook": "down"}}}),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "down-ignored.example.com",
-                url_config(&ca, format!("https://127.0.0.1:{closed_port}/x")),
+                format!("https://127.0.0.1:{closed_port}/x"),
                 json!({"failurePolicy": "Ignore",
                     "objectSelector": {"matchLabels": {"hook": "down-ignored"}}}),
             ),
@@ -566,17 +573,8 @@ async fn failures_fail_closed_or_open_by_policy() {
 async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        add_label("seen", "yes"),
-    )
-    .await;
-    mutating(&server, "dry", webhook(
-            "dry.example.com",
-            url_config(&ca, hook.url("/m")),
-            json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}}),
-        ))
+    let hook = Hook::local(&ca, add_label("seen", "yes")).await;
+    mutating(&server, "dry", url_hook(&ca, "dry.example.com", hook.url("/m"), json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}})))
     .await;
     let body = server
         .created(
@@ -594,8 +592,7 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let legacy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "legacy", "uid": "1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "webhooks": [webhook("effects.example.com", url_config(&ca, hook.url("/v")),
-            json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+        "webhooks": [url_hook(&ca, "effects.example.com", hook.url("/v"), json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
                 "timeoutSeconds": 10, "namespaceSelector": {},
                 "objectSelector": {"matchLabels": {"hook": "effects"}}}))]});
     use skiff_store::Store;
@@ -630,21 +627,17 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
 async fn the_namespace_selector_reads_the_namespaces_labels() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("guarded namespace"),
-    )
-    .await;
+    let hook = Hook::local(&ca, deny("guarded namespace")).await;
     let namespace = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
     for (name, labels) in [("labelled", json!({"webhooks": "on"})), ("open", json!({}))] {
         server
             .created("/api/v1/namespaces", namespace(name, labels))
             .await;
     }
-    let mut entry = webhook(
+    let mut entry = url_hook(
+        &ca,
         "ns.example.com",
-        url_config(&ca, hook.url("/v")),
+        hook.url("/v"),
         json!({"namespaceSelector": {"matchLabels": {"webhooks": "on"}}}),
     );
     entry["rules"][0]["resources"] = json!(["configmaps", "namespaces"]);
@@ -708,30 +701,22 @@ async fn reinvocation_calls_an_if_needed_webhook_again_after_a_later_change() {
             json!({"allowed": true})
         }
     });
-    let first_hook = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, first).await;
-    let second_hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        add_label("second", "yes"),
-    )
-    .await;
+    let first_hook = Hook::local(&ca, first).await;
+    let second_hook = Hook::local(&ca, add_label("second", "yes")).await;
     // Configurations are called in name order: a-first before b-second.
     mutating(
         &server,
         "b-second",
-        webhook(
-            "second.example.com",
-            url_config(&ca, second_hook.url("/m")),
-            json!({}),
-        ),
+        url_hook(&ca, "second.example.com", second_hook.url("/m"), json!({})),
     )
     .await;
     mutating(
         &server,
         "a-first",
-        webhook(
+        url_hook(
+            &ca,
             "first.example.com",
-            url_config(&ca, first_hook.url("/m")),
+            first_hook.url("/m"),
             json!({"reinvocationPolicy": "IfNeeded"}),
         ),
     )
@@ -806,14 +791,16 @@ async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
         "ValidatingWebhookConfiguration",
         "tls",
         vec![
-            webhook(
+            url_hook(
+                &ca,
                 "impostor.example.com",
-                url_config(&ca, impostor.url("/v")),
+                impostor.url("/v"),
                 json!({"objectSelector": {"matchLabels": {"hook": "impostor"}}}),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "misnamed.example.com",
-                url_config(&ca, misnamed.url("/v")),
+                misnamed.url("/v"),
                 json!({"objectSelector": {"matchLabels": {"hook": "misnamed"}}}),
             ),
         ],
@@ -846,19 +833,15 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
         json!({"allowed": true, "patchType": "JSONPatch",
             "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
     });
-    let renamer = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, rename).await;
-    let patcher = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        add_label("x", "y"),
-    )
-    .await;
+    let renamer = Hook::local(&ca, rename).await;
+    let patcher = Hook::local(&ca, add_label("x", "y")).await;
     mutating(
         &server,
         "rename",
-        webhook(
+        url_hook(
+            &ca,
             "rename.example.com",
-            url_config(&ca, renamer.url("/m")),
+            renamer.url("/m"),
             json!({"objectSelector": {"matchLabels": {"hook": "rename"}}}),
         ),
     )
@@ -866,9 +849,10 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
     validating(
         &server,
         "patching-validator",
-        webhook(
+        url_hook(
+            &ca,
             "patcher.example.com",
-            url_config(&ca, patcher.url("/v")),
+            patcher.url("/v"),
             json!({"objectSelector": {"matchLabels": {"hook": "patcher"}}}),
         ),
     )
@@ -896,17 +880,8 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
 async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("nothing passes"),
-    )
-    .await;
-    let mut everything = webhook(
-        "all.example.com",
-        url_config(&ca, hook.url("/v")),
-        json!({}),
-    );
+    let hook = Hook::local(&ca, deny("nothing passes")).await;
+    let mut everything = url_hook(&ca, "all.example.com", hook.url("/v"), json!({}));
     everything["rules"] = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
         "resources": ["*/*"]}]);
     configure(
@@ -933,17 +908,8 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
 async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("kept as it is"),
-    )
-    .await;
-    let mut entry = webhook(
-        "keep.example.com",
-        url_config(&ca, hook.url("/v")),
-        json!({}),
-    );
+    let hook = Hook::local(&ca, deny("kept as it is")).await;
+    let mut entry = url_hook(&ca, "keep.example.com", hook.url("/v"), json!({}));
     entry["rules"] = json!([
         {"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
         {"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
@@ -1006,19 +972,21 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
 async fn match_policy_equivalent_sends_the_version_the_rule_names() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let equivalent = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, allow()).await;
-    let exact = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, allow()).await;
+    let equivalent = Hook::local(&ca, allow()).await;
+    let exact = Hook::local(&ca, allow()).await;
     let rules = json!([{"operations": ["CREATE"], "apiGroups": ["events.k8s.io"],
         "apiVersions": ["v1"], "resources": ["events"]}]);
-    let mut equivalent_entry = webhook(
+    let mut equivalent_entry = url_hook(
+        &ca,
         "equivalent.example.com",
-        url_config(&ca, equivalent.url("/v")),
+        equivalent.url("/v"),
         json!({}),
     );
     equivalent_entry["rules"] = rules.clone();
-    let mut exact_entry = webhook(
+    let mut exact_entry = url_hook(
+        &ca,
         "exact.example.com",
-        url_config(&ca, exact.url("/v")),
+        exact.url("/v"),
         json!({"matchPolicy": "Exact"}),
     );
     exact_entry["rules"] = rules;
@@ -1080,7 +1048,7 @@ async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
             "MutatingWebhookConfiguration",
             "ValidatingWebhookConfiguration",
         ] {
-            let mut entry = webhook("down.example.com", url_config(&ca, down.clone()), json!({}));
+            let mut entry = url_hook(&ca, "down.example.com", down.clone(), json!({}));
             entry["rules"] = everything.clone();
             configure(&s, kind, "down", vec![entry]).await;
         }
