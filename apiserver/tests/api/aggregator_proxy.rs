@@ -18,10 +18,9 @@ use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
-use tokio::io::AsyncWriteExt;
 
 use crate::harness::{Expect, TestServer, eventually};
-use crate::node_tls::{client_cn, read_head, tls_listener};
+use crate::node_tls::{answer_ok, next_request, tls_listener};
 
 /// A CA of the extension server's own and a serving certificate from it
 /// for `example-api.default.svc`.
@@ -53,12 +52,7 @@ type Seen = Arc<parking_lot::Mutex<Vec<(Option<String>, String)>>>;
 async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Seen) -> u16 {
     let (listener, port, acceptor) = tls_listener(&cert, front_proxy_ca, false).await;
     tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let Ok(mut stream) = acceptor.accept(tcp).await else {
-                continue;
-            };
-            let client = client_cn(&stream);
-            let head = read_head(&mut stream).await;
+        while let Some((mut stream, client, head)) = next_request(&listener, &acceptor).await {
             let head = String::from_utf8_lossy(&head).into_owned();
             seen.lock().push((client, head.clone()));
             let path = head.split(' ').nth(1).unwrap_or("").to_string();
@@ -77,12 +71,7 @@ async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Se
                     "path": path, "headers": headers, "items": []})
             }
             .to_string();
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            answer_ok(&mut stream, "application/json", &body).await;
         }
     });
     port

@@ -14,14 +14,13 @@ fn cm(data: Value) -> Value {
 }
 
 async fn apply(s: &TestServer, query: &str, body: Value) -> (StatusCode, Value) {
+    apply_at(s, &format!("{CMS}/c?{query}"), body).await
+}
+
+/// Server-side applies `body` (sent as YAML) to `path`.
+async fn apply_at(s: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
     let yaml = serde_yaml::to_string(&body).unwrap();
-    s.raw(
-        Method::PATCH,
-        &format!("{CMS}/c?{query}"),
-        APPLY,
-        yaml.into_bytes(),
-    )
-    .await
+    s.raw(Method::PATCH, path, APPLY, yaml.into_bytes()).await
 }
 
 /// Applies `data` as manager `a`, which must be refused with a 409 whose
@@ -239,13 +238,7 @@ async fn deployments_merge_containers_by_name_and_ports_by_port_and_protocol() {
         {"name": "app", "image": "nginx:1", "ports": [{"containerPort": 80}]},
         {"name": "sidecar", "image": "busybox"}
     ]));
-    let created = s
-        .raw(
-            Method::PATCH,
-            path,
-            APPLY,
-            serde_yaml::to_string(&body).unwrap().into_bytes(),
-        )
+    let created = apply_at(&s, path, body)
         .await
         .expect_code(StatusCode::CREATED);
     let fields = owned(&created, "ci", "Apply");
@@ -265,15 +258,7 @@ async fn deployments_merge_containers_by_name_and_ports_by_port_and_protocol() {
     );
     let body =
         deploy(json!([{"name": "app", "image": "nginx:2", "ports": [{"containerPort": 80}]}]));
-    let updated = s
-        .raw(
-            Method::PATCH,
-            path,
-            APPLY,
-            serde_yaml::to_string(&body).unwrap().into_bytes(),
-        )
-        .await
-        .expect_code(StatusCode::OK);
+    let updated = apply_at(&s, path, body).await.expect_code(StatusCode::OK);
     let containers = updated["spec"]["template"]["spec"]["containers"]
         .as_array()
         .unwrap();

@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, TestServer, refused};
+use crate::harness::{Expect, TestServer, exchange, refused};
 
 fn node(name: &str) -> UserInfo {
     UserInfo::new(format!("system:node:{name}"), ["system:nodes".to_string()])
@@ -125,14 +125,9 @@ async fn send_as(
     user: &UserInfo,
     mut request: http::Request<axum::body::Body>,
 ) -> (StatusCode, Value) {
-    use tower::ServiceExt;
     request.extensions_mut().insert(user.clone());
-    let response = s.server.router().oneshot(request).await.unwrap();
-    let code = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let (code, _, body) = exchange(s.server.router(), request).await;
+    (code, body)
 }
 
 #[tokio::test]

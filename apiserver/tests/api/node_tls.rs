@@ -84,6 +84,28 @@ pub(crate) async fn tls_listener(
     )
 }
 
+/// The next connection's TLS stream, the client certificate's common name
+/// and the request head, skipping failed handshakes; `None` once the
+/// listener fails. The accept loop of every fake server.
+pub(crate) async fn next_request(
+    listener: &TcpListener,
+    acceptor: &tokio_rustls::TlsAcceptor,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Option<String>,
+    Vec<u8>,
+)> {
+    loop {
+        let (tcp, _) = listener.accept().await.ok()?;
+        let Ok(mut stream) = acceptor.accept(tcp).await else {
+            continue;
+        };
+        let client = client_cn(&stream);
+        let head = read_head(&mut stream).await;
+        return Some((stream, client, head));
+    }
+}
+
 /// Reads a request head: until its blank line, or until the peer stops
 /// sending.
 pub(crate) async fn read_head(
@@ -98,6 +120,22 @@ pub(crate) async fn read_head(
         }
     }
     head
+}
+
+/// Answers a request 200 with `body` as `content_type` and closes: how the
+/// fake kubelets and extension servers reply.
+pub(crate) async fn answer_ok<S: tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+    content_type: &str,
+    body: &str,
+) {
+    use tokio::io::AsyncWriteExt;
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(answer.as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 /// A serving certificate for `cn` naming `ip`, signed by `issuer` (or

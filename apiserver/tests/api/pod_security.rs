@@ -47,6 +47,26 @@ async fn post(ts: &TestServer, path: &str, body: Value) -> Answer {
     send(ts, Method::POST, path, Some(body)).await
 }
 
+/// POSTs `body` as `user`.
+async fn post_as(ts: &TestServer, user: &UserInfo, path: &str, body: Value) -> Answer {
+    send_as(
+        ts,
+        Some(user),
+        Method::POST,
+        path,
+        "application/json",
+        Some(body),
+    )
+    .await
+}
+
+/// POSTs `body`, which must be refused with a 403.
+async fn forbidden(ts: &TestServer, path: &str, body: Value) -> Answer {
+    let refused = post(ts, path, body).await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    refused
+}
+
 /// POSTs `body` as the admin, which must be created (warnings aside).
 async fn create_ok(ts: &TestServer, path: &str, body: Value) -> Answer {
     let created = post(ts, path, body).await;
@@ -158,17 +178,15 @@ async fn enforce_refuses_a_privileged_host_pod_with_upstreams_status() {
     assert!(!ts.keys().await.iter().any(|k| k.contains("/pods/secure/")));
 
     // A dry run is refused the same way, and generated names too.
-    let dry = post(
+    forbidden(
         &ts,
         "/api/v1/namespaces/secure/pods?dryRun=All",
         host_pod("x"),
     )
     .await;
-    assert_status(dry.code, &dry.body, 403, "Forbidden");
     let mut generated = host_pod("");
     generated["metadata"] = json!({"generateName": "x-"});
-    let refused = post(&ts, "/api/v1/namespaces/secure/pods", generated).await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    forbidden(&ts, "/api/v1/namespaces/secure/pods", generated).await;
 
     // A pod that follows the standard goes in.
     let ok = create_ok(
@@ -242,8 +260,7 @@ async fn warn_answers_with_warning_headers_and_creates_the_pod() {
             r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#
         )]
     );
-    let refused = post(&ts, "/api/v1/namespaces/mixed/pods", privileged_pod("bad")).await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    let refused = forbidden(&ts, "/api/v1/namespaces/mixed/pods", privileged_pod("bad")).await;
     assert!(refused.warnings.is_empty(), "{:?}", refused.warnings);
 }
 
@@ -351,13 +368,12 @@ async fn workload_templates_are_warned_about_never_refused() {
     assert!(scaled.warnings.is_empty());
 
     // The pods such a workload would make are refused.
-    let pod = post(
+    forbidden(
         &ts,
         "/api/v1/namespaces/apps/pods",
         privileged_pod("from-template"),
     )
     .await;
-    assert_status(pod.code, &pod.body, 403, "Forbidden");
 }
 
 #[tokio::test]
@@ -483,8 +499,7 @@ async fn labels_pod_security_cannot_read_are_refused_so_enforcement_cannot_be_sw
         let refused = label(&ts, "secure", labels.clone(), "").await;
         assert_status(refused.code, &refused.body, 422, "Invalid");
     }
-    let still = post(&ts, "/api/v1/namespaces/secure/pods", privileged_pod("p")).await;
-    assert_status(still.code, &still.body, 403, "Forbidden");
+    forbidden(&ts, "/api/v1/namespaces/secure/pods", privileged_pod("p")).await;
 }
 
 /// A server with `--admission-control-config-file` holding `psa`.
@@ -557,13 +572,11 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     let masters = ["system:masters".to_string()];
     let deployer = UserInfo::new("deployer", masters.clone());
     let intruder = UserInfo::new("deployer2", masters);
-    let by_deployer = send_as(
+    let by_deployer = post_as(
         &ts,
-        Some(&deployer),
-        Method::POST,
+        &deployer,
         "/api/v1/namespaces/plain/pods",
-        "application/json",
-        Some(host_pod("by-deployer")),
+        host_pod("by-deployer"),
     )
     .await;
     assert_eq!(
@@ -572,13 +585,11 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
         "{}",
         by_deployer.body
     );
-    let by_intruder = send_as(
+    let by_intruder = post_as(
         &ts,
-        Some(&intruder),
-        Method::POST,
+        &intruder,
         "/api/v1/namespaces/plain/pods",
-        "application/json",
-        Some(host_pod("by-intruder")),
+        host_pod("by-intruder"),
     )
     .await;
     assert_status(by_intruder.code, &by_intruder.body, 403, "Forbidden");
@@ -605,8 +616,7 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     let _admitted = create_ok(&ts, "/api/v1/namespaces/plain/pods", kata).await;
     let mut runc = host_pod("runc");
     runc["spec"]["runtimeClassName"] = json!("runc");
-    let refused = post(&ts, "/api/v1/namespaces/plain/pods", runc).await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    forbidden(&ts, "/api/v1/namespaces/plain/pods", runc).await;
 }
 
 #[tokio::test]
@@ -676,8 +686,7 @@ async fn unreadable_labels_already_stored_fail_closed() {
     })
     .await;
 
-    let refused = post(&ts, "/api/v1/namespaces/old/pods", privileged_pod("p")).await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    let refused = forbidden(&ts, "/api/v1/namespaces/old/pods", privileged_pod("p")).await;
     assert!(
         refused.body["message"].as_str().unwrap().starts_with(
             r#"pods "p" is forbidden: violates PodSecurity "restricted:latest": privileged"#

@@ -14,10 +14,9 @@ use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
-use tokio::io::AsyncWriteExt;
 
 use crate::harness::{Expect, TestServer, eventually};
-use crate::node_tls::{client_cn, issuer, read_head, serving_cert, tls_listener};
+use crate::node_tls::{answer_ok, issuer, next_request, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.
 #[derive(Default)]
@@ -48,12 +47,7 @@ async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
     let cert = serving_cert(Some(&issuer(certs)), "system:node:n1", "127.0.0.1");
     let (listener, port, acceptor) = tls_listener(&cert, &certs.ca_cert_pem, false).await;
     tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let Ok(mut stream) = acceptor.accept(tcp).await else {
-                continue;
-            };
-            let client = client_cn(&stream);
-            let head = read_head(&mut stream).await;
+        while let Some((mut stream, client, head)) = next_request(&listener, &acceptor).await {
             let line = String::from_utf8_lossy(&head)
                 .lines()
                 .next()
@@ -62,12 +56,7 @@ async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
             scrapes.seen.lock().push((client, line));
             let n = scrapes.count.fetch_add(1, Ordering::SeqCst);
             let text = body(n);
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                text.len()
-            );
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            answer_ok(&mut stream, "text/plain; version=0.0.4", &text).await;
         }
     });
     port

@@ -8,14 +8,17 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::Store;
+use skiff_store::{SledStore, Store};
 
-use crate::harness::{Expect, TestServer, admin_router, assert_status, eventually};
+use crate::harness::{
+    Expect, TestServer, admin_router, assert_status, eventually, exchange, json_request,
+};
 
 const SERVICES: &str = "/api/v1/namespaces/default/services";
 
@@ -134,19 +137,19 @@ async fn a_full_range_answers_422_never_a_duplicate() {
     assert_eq!(body["spec"]["clusterIPs"], json!(["None"]));
 }
 
+/// A NodePort Service asking for address 10.99.0.10 and node port 30555.
+fn fixed_service(name: &str) -> Value {
+    service(
+        name,
+        json!({"type": "NodePort", "clusterIP": "10.99.0.10",
+            "ports": [{"port": 80, "nodePort": 30555}]}),
+    )
+}
+
 #[tokio::test]
 async fn requested_addresses_and_ports_are_honoured_or_refused() {
     let server = TestServer::with_config(config("10.99.0.0/24")).await;
-    let body = server
-        .created(
-            SERVICES,
-            service(
-                "fixed",
-                json!({"type": "NodePort", "clusterIP": "10.99.0.10",
-                    "ports": [{"port": 80, "nodePort": 30555}]}),
-            ),
-        )
-        .await;
+    let body = server.created(SERVICES, fixed_service("fixed")).await;
     assert_eq!(body["spec"]["clusterIP"], "10.99.0.10");
     assert_eq!(body["spec"]["ports"][0]["nodePort"], 30555);
 
@@ -185,11 +188,7 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
 
     // The same Service created twice: AlreadyExists, not its own address
     // "already allocated".
-    let twice = service(
-        "fixed",
-        json!({"type": "NodePort", "clusterIP": "10.99.0.10",
-            "ports": [{"port": 80, "nodePort": 30555}]}),
-    );
+    let twice = fixed_service("fixed");
     server
         .post(SERVICES, twice)
         .await
@@ -197,16 +196,7 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
 
     // Deleting the Service releases both; they can be taken again.
     server.delete_ok(&format!("{SERVICES}/fixed")).await;
-    server
-        .created(
-            SERVICES,
-            service(
-                "again",
-                json!({"type": "NodePort", "clusterIP": "10.99.0.10",
-                    "ports": [{"port": 80, "nodePort": 30555}]}),
-            ),
-        )
-        .await;
+    server.created(SERVICES, fixed_service("again")).await;
 }
 
 #[tokio::test]
@@ -229,6 +219,16 @@ async fn node_ports_are_distinct_and_released_on_delete() {
     }
 }
 
+/// A server with a /28 service range on `store` (after a restart, the
+/// same store again), and its admin router.
+async fn small_range_server(store: &Arc<SledStore>) -> (ApiServer, axum::Router) {
+    let server = ApiServer::new(store.clone(), config("10.99.0.0/28"))
+        .await
+        .unwrap();
+    let router = admin_router(&server);
+    (server, router)
+}
+
 /// Calls a router directly (the restart test owns its store directory).
 async fn call(
     router: &axum::Router,
@@ -236,21 +236,9 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    use tower::ServiceExt;
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(
-            body.map(|b| b.to_string()).unwrap_or_default(),
-        ))
-        .unwrap();
-    let response = router.clone().oneshot(request).await.unwrap();
-    let code = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let request = json_request(method, path, "application/json", body);
+    let (code, _, body) = exchange(router.clone(), request).await;
+    (code, body)
 }
 
 #[tokio::test]
@@ -259,10 +247,7 @@ async fn allocations_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let open = || crate::harness::open_store(dir.path().join("store"));
     let store = open().await;
-    let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
-        .await
-        .unwrap();
-    let router = admin_router(&first);
+    let (first, router) = small_range_server(&store).await;
     let mut taken = BTreeSet::new();
     for i in 0..13 {
         let body = service(&format!("s{i}"), json!({}));
@@ -277,10 +262,7 @@ async fn allocations_survive_a_restart() {
     drop(store);
 
     let store = open().await;
-    let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
-        .await
-        .unwrap();
-    let router = admin_router(&second);
+    let (_second, router) = small_range_server(&store).await;
     // Still full after the restart: nothing handed out twice.
     let late = service("late", json!({}));
     call(&router, Method::POST, SERVICES, Some(late.clone()))
@@ -387,10 +369,7 @@ async fn a_start_releases_leaked_records_and_records_what_services_hold() {
     let dir = tempfile::tempdir().unwrap();
     let open = || crate::harness::open_store(dir.path().join("store"));
     let store = open().await;
-    let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
-        .await
-        .unwrap();
-    let router = admin_router(&first);
+    let (first, router) = small_range_server(&store).await;
     let body = call(
         &router,
         Method::POST,
