@@ -77,6 +77,13 @@ async fn install(ts: &TestServer, policy: Value, binding: Value) {
     create_ok(ts, BINDINGS, binding).await;
 }
 
+/// Installs policy `name` of `spec` with a binding `<name>-binding` that
+/// denies what it fails: most tests' setup.
+async fn install_denying(ts: &TestServer, name: &str, spec: Value) {
+    let bound = binding(&format!("{name}-binding"), name, json!({}));
+    install(ts, policy(name, spec), bound).await;
+}
+
 /// Creates `object` until the policies (read from watch caches that follow
 /// the store) answer something other than 201, or a second passes; returns
 /// the last answer. Anything created on the way is deleted.
@@ -178,13 +185,10 @@ async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
 #[tokio::test]
 async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
     let ts = TestServer::new().await;
-    install(
+    install_denying(
         &ts,
-        policy(
-            "max-replicas",
-            json!({"validations": [{"expression": "object.spec.replicas <= 5"}]}),
-        ),
-        binding("max-replicas-binding", "max-replicas", json!({})),
+        "max-replicas",
+        json!({"validations": [{"expression": "object.spec.replicas <= 5"}]}),
     )
     .await;
     let answer = create_until_refused(&ts, deployment("big", 6, json!({}))).await;
@@ -222,15 +226,12 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
 #[tokio::test]
 async fn message_expressions_and_reasons_shape_the_refusal() {
     let ts = TestServer::new().await;
-    install(
+    install_denying(
         &ts,
-        policy(
-            "named",
-            json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
+        "named",
+        json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
             "messageExpression": "'name ' + object.metadata.name + ' must start with ok-'",
             "message": "static message", "reason": "Forbidden"}]}),
-        ),
-        binding("named-binding", "named", json!({})),
     )
     .await;
     let answer = create_until_refused(&ts, deployment("web", 1, json!({}))).await;
@@ -379,13 +380,10 @@ async fn params_match_conditions_variables_and_selectors_decide() {
 async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ignore() {
     let ts = TestServer::new().await;
     // A field the object lacks: a runtime error, so Fail refuses.
-    install(
+    install_denying(
         &ts,
-        policy(
-            "strict",
-            json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]}),
-        ),
-        binding("strict-binding", "strict", json!({})),
+        "strict",
+        json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]}),
     )
     .await;
     let answer = create_until_refused(&ts, deployment("d", 1, json!({}))).await;
@@ -437,13 +435,10 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
 #[tokio::test]
 async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
     let ts = TestServer::new().await;
-    install(
+    install_denying(
         &ts,
-        policy(
-            "no-dry-runs",
-            json!({"validations": [{"expression": "!request.dryRun", "message": "no dry runs here"}]}),
-        ),
-        binding("no-dry-runs-binding", "no-dry-runs", json!({})),
+        "no-dry-runs",
+        json!({"validations": [{"expression": "!request.dryRun", "message": "no dry runs here"}]}),
     )
     .await;
     let dry = json!({"metadata": {"name": "dry"}});

@@ -18,6 +18,8 @@ use tower::ServiceExt;
 
 use crate::harness::{eventually, exchange};
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 /// A server keeping an audit log under `policy` (none: the default).
 struct Audited {
     server: ApiServer,
@@ -201,12 +203,7 @@ fn configmap(name: &str) -> Value {
 #[tokio::test]
 async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
     let s = Audited::new(None).await;
-    let created = s
-        .created(
-            "/api/v1/namespaces/default/configmaps",
-            configmap("settings"),
-        )
-        .await;
+    let created = s.created(CMS, configmap("settings")).await;
     let id = audit_id(&created);
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
     let events = s.events_of(&id).await;
@@ -215,7 +212,7 @@ async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
     let event = complete(&events);
     assert_eq!(event.level, Level::Metadata);
     assert_eq!(event.verb, "create");
-    assert_eq!(event.request_uri, "/api/v1/namespaces/default/configmaps");
+    assert_eq!(event.request_uri, CMS);
     assert_eq!(event.user.username.as_deref(), Some("test-admin"));
     assert_eq!(
         event.user.groups.as_deref(),
@@ -318,7 +315,7 @@ async fn an_impersonated_request_records_the_real_caller_and_whom_it_acted_as() 
         .send(
             Some(&admin()),
             Method::GET,
-            "/api/v1/namespaces/default/configmaps",
+            CMS,
             None,
             &[("Impersonate-User", "bob"), ("Impersonate-Group", "devs")],
         )
@@ -359,7 +356,7 @@ async fn an_impersonated_request_records_the_real_caller_and_whom_it_acted_as() 
         .send(
             Some(&alice),
             Method::GET,
-            "/api/v1/namespaces/default/configmaps",
+            CMS,
             None,
             &[("Impersonate-User", "system:admin")],
         )
@@ -456,10 +453,7 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
 
     // RequestResponse: both bodies, without managed fields as asked.
     let created = s
-        .created(
-            "/api/v1/namespaces/default/configmaps?fieldManager=audit-test",
-            configmap("both"),
-        )
+        .created(&format!("{CMS}?fieldManager=audit-test"), configmap("both"))
         .await;
     let events = s.events_of(&audit_id(&created)).await;
     let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
@@ -482,13 +476,7 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
     );
     assert!(created.body["metadata"]["managedFields"].is_array());
     // A failure at RequestResponse carries the Status as the response.
-    let missing = s
-        .admin(
-            Method::GET,
-            "/api/v1/namespaces/default/configmaps/none",
-            None,
-        )
-        .await;
+    let missing = s.admin(Method::GET, &format!("{CMS}/none"), None).await;
     let event = s.completed(&missing).await;
     assert_eq!(event.response_status.as_ref().unwrap().reason, "NotFound");
     assert_eq!(event.response_object.as_ref().unwrap()["kind"], "Status");
@@ -560,7 +548,7 @@ async fn a_watch_is_recorded_when_it_starts_and_when_it_ends() {
     let watch = s
         .admin(
             Method::GET,
-            "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1",
+            &format!("{CMS}?watch=true&timeoutSeconds=1"),
             None,
         )
         .await;

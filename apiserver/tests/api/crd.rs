@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use skiff_store::Store;
 use tower::ServiceExt;
 
-use crate::harness::{Expect, KeptStore, TestServer, message_of, refused, strings};
+use crate::harness::{Expect, KeptStore, TestServer, find_in, message_of, refused, strings};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -105,12 +105,11 @@ async fn a_new_crd_is_established_and_discoverable() {
     assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
 
     let (_, groups) = s.get("/apis").await;
-    let group = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "example.com")
-        .expect("example.com in /apis");
+    let group = find_in(
+        &groups["groups"],
+        |g| g["name"] == "example.com",
+        "example.com in /apis",
+    );
     assert_eq!(group["preferredVersion"]["groupVersion"], "example.com/v1");
     let resources = s.get_ok("/apis/example.com/v1").await;
     let names: Vec<&str> = strings(&resources["resources"], "name");
@@ -131,12 +130,11 @@ async fn discovery_names_the_declared_singular() {
     crd["spec"]["names"] = json!({"plural": "gadgets", "singular": "gizmo", "kind": "Gadget"});
     install(&s, crd).await;
     let (_, resources) = s.get("/apis/example.com/v1").await;
-    let gadgets = resources["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "gadgets")
-        .expect("gadgets in discovery");
+    let gadgets = find_in(
+        &resources["resources"],
+        |r| r["name"] == "gadgets",
+        "gadgets in discovery",
+    );
     assert_eq!(gadgets["singularName"], "gizmo");
 }
 

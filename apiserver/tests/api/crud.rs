@@ -3,6 +3,8 @@ use serde_json::json;
 
 use crate::harness::{Expect, TestServer, message_of, refused};
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 fn deployment(name: &str, replicas: i64) -> serde_json::Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
@@ -38,23 +40,20 @@ async fn create_get_update_round_trip_sets_metadata() {
     );
     assert_eq!(meta["managedFields"][0]["manager"], "skiff-tests");
 
-    let got = s.get_ok("/api/v1/namespaces/default/configmaps/cm").await;
+    let got = s.get_ok(&format!("{CMS}/cm")).await;
     assert_eq!(got["metadata"]["resourceVersion"], rv);
     assert_eq!(got["data"]["k"], "v");
     assert_eq!(got["kind"], "ConfigMap");
 
     let mut changed = got.clone();
     changed["data"]["k"] = json!("w");
-    let updated = s
-        .put_ok("/api/v1/namespaces/default/configmaps/cm", changed.clone())
-        .await;
+    let updated = s.put_ok(&format!("{CMS}/cm"), changed.clone()).await;
     assert_ne!(updated["metadata"]["resourceVersion"], rv);
     assert_eq!(updated["metadata"]["uid"], meta["uid"]);
 
     // The stale resourceVersion now conflicts, with upstream's message.
     let body = refused(
-        s.put("/api/v1/namespaces/default/configmaps/cm", changed)
-            .await,
+        s.put(&format!("{CMS}/cm"), changed).await,
         409,
         "Conflict",
         "Operation cannot be fulfilled on configmaps \"cm\": the object has been modified; please apply your changes to the latest version and try again",
@@ -69,9 +68,7 @@ async fn create_get_update_round_trip_sets_metadata() {
         .unwrap()
         .remove("resourceVersion");
     blind["data"]["k"] = json!("x");
-    let body = s
-        .put_ok("/api/v1/namespaces/default/configmaps/cm", blind)
-        .await;
+    let body = s.put_ok(&format!("{CMS}/cm"), blind).await;
     assert_eq!(body["data"]["k"], "x");
 }
 
@@ -79,12 +76,7 @@ async fn create_get_update_round_trip_sets_metadata() {
 async fn no_op_update_keeps_resource_version() {
     let s = TestServer::new().await;
     let created = s.configmap("default", "same", json!({})).await;
-    let body = s
-        .put_ok(
-            "/api/v1/namespaces/default/configmaps/same",
-            created.clone(),
-        )
-        .await;
+    let body = s.put_ok(&format!("{CMS}/same"), created.clone()).await;
     assert_eq!(
         body["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
@@ -95,10 +87,8 @@ async fn no_op_update_keeps_resource_version() {
 async fn generate_name_makes_unique_names() {
     let s = TestServer::new().await;
     let body = json!({"metadata": {"generateName": "gen-"}, "data": {}});
-    let (c1, a) = s
-        .post("/api/v1/namespaces/default/configmaps", body.clone())
-        .await;
-    let (c2, b) = s.post("/api/v1/namespaces/default/configmaps", body).await;
+    let (c1, a) = s.post(CMS, body.clone()).await;
+    let (c2, b) = s.post(CMS, body).await;
     assert_eq!((c1, c2), (StatusCode::CREATED, StatusCode::CREATED));
     let (na, nb) = (
         a["metadata"]["name"].as_str().unwrap(),
@@ -145,12 +135,7 @@ async fn yaml_bodies_are_accepted() {
     let s = TestServer::new().await;
     let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  a: \"1\"\n";
     let body = s
-        .raw(
-            Method::POST,
-            "/api/v1/namespaces/default/configmaps",
-            "application/yaml",
-            yaml.into(),
-        )
+        .raw(Method::POST, CMS, "application/yaml", yaml.into())
         .await
         .expect_code(StatusCode::CREATED);
     assert_eq!(body["data"]["a"], "1");
@@ -234,7 +219,7 @@ async fn dry_run_create_and_update_store_nothing() {
     let before = s.keys().await;
     let body = s
         .created(
-            "/api/v1/namespaces/default/configmaps?dryRun=All",
+            &format!("{CMS}?dryRun=All"),
             json!({"metadata": {"name": "dry"}}),
         )
         .await;
@@ -243,14 +228,9 @@ async fn dry_run_create_and_update_store_nothing() {
     let created = s.configmap("default", "real", json!({})).await;
     let mut changed = created.clone();
     changed["data"] = json!({"k": "dry"});
-    let body = s
-        .put_ok(
-            "/api/v1/namespaces/default/configmaps/real?dryRun=All",
-            changed,
-        )
-        .await;
+    let body = s.put_ok(&format!("{CMS}/real?dryRun=All"), changed).await;
     assert_eq!(body["data"]["k"], "dry");
-    let (_, now) = s.get("/api/v1/namespaces/default/configmaps/real").await;
+    let (_, now) = s.get(&format!("{CMS}/real")).await;
     assert_eq!(now["data"]["k"], "v");
     assert_eq!(
         now["metadata"]["resourceVersion"],

@@ -5,6 +5,8 @@ use serde_json::json;
 
 use crate::harness::{Expect, TestServer, eventually, item_names};
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 fn pod(name: &str, node: Option<&str>) -> serde_json::Value {
     let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
     if let Some(n) = node {
@@ -24,26 +26,24 @@ async fn gone_after_delete(s: &TestServer, path: &str, query: &str) {
 async fn finalizers_hold_an_object_until_removed() {
     let s = TestServer::new().await;
     s.created(
-        "/api/v1/namespaces/default/configmaps",
+        CMS,
         json!({"metadata": {"name": "f", "finalizers": ["example.com/hold"]}}),
     )
     .await;
-    let body = s.delete_ok("/api/v1/namespaces/default/configmaps/f").await;
+    let body = s.delete_ok(&format!("{CMS}/f")).await;
     assert!(body["metadata"]["deletionTimestamp"].is_string());
-    let held = s.get_ok("/api/v1/namespaces/default/configmaps/f").await;
+    let held = s.get_ok(&format!("{CMS}/f")).await;
 
     let mut adding = held.clone();
     adding["metadata"]["finalizers"] = json!(["example.com/hold", "another"]);
-    s.put("/api/v1/namespaces/default/configmaps/f", adding)
+    s.put(&format!("{CMS}/f"), adding)
         .await
         .expect_failure(422, "Invalid");
 
     let mut released = held.clone();
     released["metadata"]["finalizers"] = json!([]);
-    s.put_ok("/api/v1/namespaces/default/configmaps/f", released)
-        .await;
-    s.get_not_found("/api/v1/namespaces/default/configmaps/f")
-        .await;
+    s.put_ok(&format!("{CMS}/f"), released).await;
+    s.get_not_found(&format!("{CMS}/f")).await;
     assert!(
         !s.keys()
             .await
@@ -75,12 +75,7 @@ async fn propagation_policies_add_upstream_finalizers() {
         assert_eq!(code, StatusCode::OK, "held by {finalizer}");
     }
     s.configmap("default", "bg", json!({})).await;
-    gone_after_delete(
-        &s,
-        "/api/v1/namespaces/default/configmaps/bg",
-        "propagationPolicy=Background",
-    )
-    .await;
+    gone_after_delete(&s, &format!("{CMS}/bg"), "propagationPolicy=Background").await;
 }
 
 #[tokio::test]
@@ -147,21 +142,16 @@ async fn namespaces_terminate_until_finalized() {
 #[tokio::test]
 async fn delete_preconditions_and_missing_objects() {
     let s = TestServer::new().await;
-    s.delete("/api/v1/namespaces/default/configmaps/none")
+    s.delete(&format!("{CMS}/none"))
         .await
         .expect_failure(404, "NotFound");
     s.configmap("default", "pre", json!({})).await;
     let opts = json!({"preconditions": {"uid": "not-the-uid"}});
-    s.call(
-        Method::DELETE,
-        "/api/v1/namespaces/default/configmaps/pre",
-        Some(opts),
-    )
-    .await
-    .expect_failure(409, "Conflict");
-    s.delete_ok("/api/v1/namespaces/default/configmaps/pre?dryRun=All")
-        .await;
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/pre").await;
+    s.call(Method::DELETE, &format!("{CMS}/pre"), Some(opts))
+        .await
+        .expect_failure(409, "Conflict");
+    s.delete_ok(&format!("{CMS}/pre?dryRun=All")).await;
+    let (code, _) = s.get(&format!("{CMS}/pre")).await;
     assert_eq!(code, StatusCode::OK, "dry-run delete keeps the object");
 }
 
@@ -171,11 +161,9 @@ async fn delete_collection_honours_selectors() {
     s.configmap("default", "a", json!({"del": "yes"})).await;
     s.configmap("default", "b", json!({"del": "yes"})).await;
     s.configmap("default", "c", json!({})).await;
-    let body = s
-        .delete_ok("/api/v1/namespaces/default/configmaps?labelSelector=del%3Dyes")
-        .await;
+    let body = s.delete_ok(&format!("{CMS}?labelSelector=del%3Dyes")).await;
     assert_eq!(body["items"].as_array().unwrap().len(), 2);
-    let (_, list) = s.get("/api/v1/namespaces/default/configmaps").await;
+    let (_, list) = s.get(CMS).await;
     assert_eq!(item_names(&list), vec!["c"]);
 }
 
@@ -198,6 +186,6 @@ async fn events_expire_after_their_ttl() {
         }
     })
     .await;
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/keep").await;
+    let (code, _) = s.get(&format!("{CMS}/keep")).await;
     assert_eq!(code, StatusCode::OK, "only events expire");
 }

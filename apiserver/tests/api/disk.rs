@@ -11,6 +11,8 @@ use skiff_store::{SledConfig, SledStore, SpaceReserve, Store};
 
 use crate::harness::{Expect, TestServer, assert_status};
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 /// A tmpfs of `mib` MiB mounted on a temporary directory, unmounted when
 /// dropped (also when the test fails).
 pub struct Tmpfs {
@@ -68,9 +70,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     let mut stored = Vec::new();
     let refusal = loop {
         let name = format!("fill-{}", stored.len());
-        let (code, body) = s
-            .post("/api/v1/namespaces/default/configmaps", filler(&name))
-            .await;
+        let (code, body) = s.post(CMS, filler(&name)).await;
         if code != StatusCode::CREATED {
             break (code, body);
         }
@@ -97,9 +97,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     )
     .await
     .expect_failure(507, "InsufficientStorage");
-    let list = s
-        .get_ok("/api/v1/namespaces/default/configmaps?labelSelector=fill")
-        .await;
+    let list = s.get_ok(&format!("{CMS}?labelSelector=fill")).await;
     assert_eq!(list["items"].as_array().unwrap().len(), stored.len());
     let readyz = s
         .call(http::Method::GET, "/readyz", None)
@@ -127,9 +125,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     );
     // Still below the reserve (a log-structured store gives space back only
     // when compacted and defragmented): writes are still refused, cleanly.
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/configmaps", filler("after"))
-        .await;
+    let (code, body) = s.post(CMS, filler("after")).await;
     assert_eq!(code.as_u16(), 507, "{}", body["message"]);
 
     // What was acknowledged survives a restart.

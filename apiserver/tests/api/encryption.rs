@@ -64,6 +64,15 @@ fn files_contain(dir: &Path, needle: &str) -> Vec<PathBuf> {
     found
 }
 
+/// The default configuration, encrypting `resources` as an encryption
+/// configuration file in `dir` says.
+fn encrypting_file(dir: &Path, resources: &[&str]) -> ApiServerConfig {
+    ApiServerConfig {
+        encryption: Some(EncryptionSource::File(config_file(dir, resources))),
+        ..ApiServerConfig::default()
+    }
+}
+
 async fn raw_value(server: &TestServer, key: &str) -> Vec<u8> {
     server.store.get(key).await.unwrap().unwrap().value.to_vec()
 }
@@ -71,14 +80,7 @@ async fn raw_value(server: &TestServer, key: &str) -> Vec<u8> {
 #[tokio::test]
 async fn secrets_are_ciphertext_in_the_store_and_plaintext_to_clients() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets"],
-        ))),
-        ..ApiServerConfig::default()
-    })
-    .await;
+    let server = TestServer::with_config(encrypting_file(dir.path(), &["secrets"])).await;
     let mut watch = server
         .watch("/api/v1/namespaces/default/secrets?watch=1&resourceVersion=0")
         .await;
@@ -133,12 +135,8 @@ async fn secrets_are_ciphertext_in_the_store_and_plaintext_to_clients() {
 async fn a_watch_resumed_past_the_caches_history_reads_plaintext_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets"],
-        ))),
         watch_history: 2,
-        ..ApiServerConfig::default()
+        ..encrypting_file(dir.path(), &["secrets"])
     })
     .await;
     let mut first = Value::Null;
@@ -179,14 +177,8 @@ async fn a_watch_resumed_past_the_caches_history_reads_plaintext_from_the_store(
 #[tokio::test]
 async fn any_resource_the_configuration_names_is_encrypted() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets", "configmaps"],
-        ))),
-        ..ApiServerConfig::default()
-    })
-    .await;
+    let server =
+        TestServer::with_config(encrypting_file(dir.path(), &["secrets", "configmaps"])).await;
     let cm = server.configmap("default", "enc", json!({})).await;
     let raw = raw_value(&server, "/registry/core/configmaps/default/enc").await;
     assert!(raw.starts_with(b"k8s:enc:aesgcm:v1:key1:"));
@@ -352,14 +344,7 @@ async fn a_forgotten_flag_keeps_a_managed_cluster_encrypted() {
 #[tokio::test]
 async fn rotation_needs_a_managed_configuration_and_encryption() {
     let dir = tempfile::tempdir().unwrap();
-    let file = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets"],
-        ))),
-        ..ApiServerConfig::default()
-    })
-    .await;
+    let file = TestServer::with_config(encrypting_file(dir.path(), &["secrets"])).await;
     let body = file
         .call(Method::POST, "/v1-skiff/encrypt/rotate-keys", None)
         .await
@@ -384,13 +369,7 @@ async fn a_server_whose_keys_cannot_read_its_secrets_does_not_start() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
     {
-        let config = ApiServerConfig {
-            encryption: Some(EncryptionSource::File(config_file(
-                dir.path(),
-                &["secrets"],
-            ))),
-            ..ApiServerConfig::default()
-        };
+        let config = encrypting_file(dir.path(), &["secrets"]);
         let server = ApiServer::new(store.clone(), config).await.unwrap();
         let server = TestServer::wrap(server, store.clone());
         server

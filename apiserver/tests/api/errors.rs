@@ -3,11 +3,13 @@ use serde_json::json;
 
 use crate::harness::{Expect, TestServer, message_of, refused};
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 #[tokio::test]
 async fn not_found_names_the_resource() {
     let s = TestServer::new().await;
     let body = refused(
-        s.get("/api/v1/namespaces/default/configmaps/x").await,
+        s.get(&format!("{CMS}/x")).await,
         404,
         "NotFound",
         "configmaps \"x\" not found",
@@ -31,11 +33,7 @@ async fn already_exists_is_409() {
     let s = TestServer::new().await;
     s.configmap("default", "dup", json!({})).await;
     refused(
-        s.post(
-            "/api/v1/namespaces/default/configmaps",
-            json!({"metadata": {"name": "dup"}}),
-        )
-        .await,
+        s.post(CMS, json!({"metadata": {"name": "dup"}})).await,
         409,
         "AlreadyExists",
         "configmaps \"dup\" already exists",
@@ -99,10 +97,7 @@ async fn invalid_objects_are_422_with_causes() {
     let s = TestServer::new().await;
     let before = s.keys().await;
     let body = s
-        .post(
-            "/api/v1/namespaces/default/configmaps",
-            json!({"metadata": {"name": "Bad_Name"}}),
-        )
+        .post(CMS, json!({"metadata": {"name": "Bad_Name"}}))
         .await
         .expect_failure(422, "Invalid");
     assert!(body["message"].as_str().unwrap().starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
@@ -111,10 +106,7 @@ async fn invalid_objects_are_422_with_causes() {
     assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueInvalid");
 
     let body = s
-        .post(
-            "/api/v1/namespaces/default/configmaps",
-            json!({"metadata": {}}),
-        )
+        .post(CMS, json!({"metadata": {}}))
         .await
         .expect_failure(422, "Invalid");
     assert_eq!(
@@ -152,9 +144,7 @@ async fn invalid_objects_are_422_with_causes() {
     assert!(body["message"].as_str().unwrap().contains("DNS-1035 label"));
 
     let labels = json!({"metadata": {"name": "ok", "labels": {"bad key!": "v"}}});
-    s.post("/api/v1/namespaces/default/configmaps", labels)
-        .await
-        .expect_failure(422, "Invalid");
+    s.post(CMS, labels).await.expect_failure(422, "Invalid");
     assert_eq!(s.keys().await, before);
 }
 
@@ -163,11 +153,8 @@ async fn name_mismatch_on_update_is_400() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
     refused(
-        s.put(
-            "/api/v1/namespaces/default/configmaps/a",
-            json!({"metadata": {"name": "b"}}),
-        )
-        .await,
+        s.put(&format!("{CMS}/a"), json!({"metadata": {"name": "b"}}))
+            .await,
         400,
         "BadRequest",
         "the name of the object (b) does not match the name on the URL (a)",
@@ -177,16 +164,12 @@ async fn name_mismatch_on_update_is_400() {
 #[tokio::test]
 async fn method_not_allowed_is_405() {
     let s = TestServer::new().await;
-    s.post("/api/v1/namespaces/default/configmaps/x", json!({}))
+    s.post(&format!("{CMS}/x"), json!({}))
         .await
         .expect_failure(405, "MethodNotAllowed");
-    s.call(
-        Method::PUT,
-        "/api/v1/namespaces/default/configmaps",
-        Some(json!({})),
-    )
-    .await
-    .expect_failure(405, "MethodNotAllowed");
+    s.call(Method::PUT, CMS, Some(json!({})))
+        .await
+        .expect_failure(405, "MethodNotAllowed");
 }
 
 #[tokio::test]
@@ -194,31 +177,21 @@ async fn oversized_bodies_are_413() {
     let s = TestServer::new().await;
     let big = "x".repeat(3 * 1024 * 1024 + 10);
     let body = json!({"metadata": {"name": "big"}, "data": {"k": big}});
-    s.post("/api/v1/namespaces/default/configmaps", body)
+    s.post(CMS, body)
         .await
         .expect_failure(413, "RequestEntityTooLarge");
-    s.get_not_found("/api/v1/namespaces/default/configmaps/big")
-        .await;
+    s.get_not_found(&format!("{CMS}/big")).await;
 }
 
 #[tokio::test]
 async fn unsupported_media_types_are_415() {
     let s = TestServer::new().await;
-    s.raw(
-        Method::POST,
-        "/api/v1/namespaces/default/configmaps",
-        "text/plain",
-        b"{}".to_vec(),
-    )
-    .await
-    .expect_failure(415, "UnsupportedMediaType");
+    s.raw(Method::POST, CMS, "text/plain", b"{}".to_vec())
+        .await
+        .expect_failure(415, "UnsupportedMediaType");
     s.configmap("default", "p", json!({})).await;
     let body = s
-        .patch(
-            "/api/v1/namespaces/default/configmaps/p",
-            "application/json",
-            json!({}),
-        )
+        .patch(&format!("{CMS}/p"), "application/json", json!({}))
         .await
         .expect_failure(415, "UnsupportedMediaType");
     assert!(message_of(&body).contains("application/strategic-merge-patch+json"));
@@ -240,7 +213,7 @@ async fn bad_selectors_and_parameters_are_400() {
         .await
         .expect_failure(400, "BadRequest");
     s.post(
-        "/api/v1/namespaces/default/configmaps?dryRun=Yes",
+        &format!("{CMS}?dryRun=Yes"),
         json!({"metadata": {"name": "a"}}),
     )
     .await
@@ -253,7 +226,7 @@ async fn patches_that_replace_the_object_with_a_scalar_are_400() {
     s.configmap("default", "p", json!({})).await;
     let root = json!([{"op": "replace", "path": "", "value": "x"}]);
     s.patch(
-        "/api/v1/namespaces/default/configmaps/p",
+        &format!("{CMS}/p"),
         "application/json-patch+json",
         root.clone(),
     )
@@ -279,18 +252,14 @@ async fn namespaced_collections_cannot_be_deleted_across_namespaces() {
     s.delete("/api/v1/configmaps")
         .await
         .expect_failure(405, "MethodNotAllowed");
-    s.get_ok("/api/v1/namespaces/default/configmaps/keep").await;
+    s.get_ok(&format!("{CMS}/keep")).await;
 }
 
 #[tokio::test]
 async fn status_bodies_are_written_in_upstreams_key_order() {
     let s = TestServer::new().await;
     let body = s
-        .bytes(
-            Method::GET,
-            "/api/v1/namespaces/default/configmaps/missing",
-            None,
-        )
+        .bytes(Method::GET, &format!("{CMS}/missing"), None)
         .await
         .expect_code(StatusCode::NOT_FOUND);
     assert_eq!(

@@ -19,6 +19,8 @@ use super::harness::{
     Expect, KeptStore, TestServer, assert_refused, exchange, json_request, refused, strings,
 };
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
@@ -352,10 +354,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         let s = s.server.clone();
         let flooder = flooder.clone();
         tokio::spawn(async move {
-            let mut request = Request::builder()
-                .uri("/api/v1/namespaces/default/configmaps")
-                .body(Body::empty())
-                .unwrap();
+            let mut request = Request::builder().uri(CMS).body(Body::empty()).unwrap();
             request.extensions_mut().insert(flooder);
             let started = std::time::Instant::now();
             let response = s.router().oneshot(request).await.unwrap();
@@ -368,7 +367,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         &s,
         &flooder,
         Method::POST,
-        "/api/v1/namespaces/default/configmaps",
+        CMS,
         Some(json!({"metadata": {"name": "flood"}})),
     )
     .await;
@@ -411,7 +410,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         headers["x-kubernetes-pf-prioritylevel-uid"],
         uid(&level).as_str()
     );
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/flood").await;
+    let (code, _) = s.get(&format!("{CMS}/flood")).await;
     assert_eq!(code, StatusCode::NOT_FOUND, "a refused write was stored");
 
     // Meanwhile another user's flow and an admin are served at once.
@@ -428,7 +427,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         &s,
         &admin,
         Method::POST,
-        "/api/v1/namespaces/default/configmaps",
+        CMS,
         Some(json!({"metadata": {"name": "admin"}})),
     )
     .await;
@@ -448,14 +447,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
     assert_eq!(holder.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(refused(&metrics(&s).await, "time-out"), Some(1.0));
     // With the seat free again the flooder is served.
-    let (code, _, _) = send_as(
-        &s,
-        &flooder,
-        Method::GET,
-        "/api/v1/namespaces/default/configmaps",
-        None,
-    )
-    .await;
+    let (code, _, _) = send_as(&s, &flooder, Method::GET, CMS, None).await;
     assert_eq!(code, StatusCode::OK);
 }
 
@@ -482,7 +474,7 @@ async fn open_watches_do_not_hold_their_levels_seats() {
     let mut open = Vec::new();
     for _ in 0..5 {
         let mut request = Request::builder()
-            .uri("/api/v1/namespaces/default/configmaps?watch=true")
+            .uri(format!("{CMS}?watch=true"))
             .body(Body::empty())
             .unwrap();
         request.extensions_mut().insert(watcher.clone());
@@ -495,14 +487,7 @@ async fn open_watches_do_not_hold_their_levels_seats() {
         );
         open.push(response);
     }
-    let (code, _, body) = send_as(
-        &s,
-        &watcher,
-        Method::GET,
-        "/api/v1/namespaces/default/configmaps",
-        None,
-    )
-    .await;
+    let (code, _, body) = send_as(&s, &watcher, Method::GET, CMS, None).await;
     assert_eq!(code, StatusCode::OK, "{body}");
 }
 

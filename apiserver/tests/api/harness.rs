@@ -578,6 +578,19 @@ pub fn strings<'a>(array: &'a Value, field: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The element of the JSON array `array` that `matches`, which must be
+/// there (`what` names it when it is not): the lookup in discovery
+/// documents, conditions and lists that many tests make.
+#[track_caller]
+pub fn find_in<'a>(array: &'a Value, matches: impl Fn(&Value) -> bool, what: &str) -> &'a Value {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|element| matches(element))
+        .unwrap_or_else(|| panic!("{what} not in {array}"))
+}
+
 /// The names of a list's items, in order.
 pub fn item_names(list: &Value) -> Vec<String> {
     list["items"]

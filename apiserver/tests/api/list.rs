@@ -5,6 +5,8 @@ use skiff_apiserver::ApiServerConfig;
 
 use crate::harness::{Expect, TestServer, item_names};
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 #[tokio::test]
 async fn label_selectors_filter_lists() {
     let s = TestServer::new().await;
@@ -39,7 +41,7 @@ async fn lists_are_typed_and_scoped() {
         .await;
     s.configmap("default", "a", json!({})).await;
     s.configmap("other", "b", json!({})).await;
-    let (_, list) = s.get("/api/v1/namespaces/default/configmaps").await;
+    let (_, list) = s.get(CMS).await;
     assert_eq!(list["kind"], "ConfigMapList");
     assert_eq!(list["apiVersion"], "v1");
     assert_eq!(item_names(&list), vec!["a"]);
@@ -94,9 +96,7 @@ async fn pagination_reads_one_consistent_snapshot() {
     for i in 0..5 {
         s.configmap("default", &format!("cm{i}"), json!({})).await;
     }
-    let page1 = s
-        .get_ok("/api/v1/namespaces/default/configmaps?limit=2")
-        .await;
+    let page1 = s.get_ok(&format!("{CMS}?limit=2")).await;
     assert_eq!(item_names(&page1), vec!["cm0", "cm1"]);
     assert_eq!(page1["metadata"]["remainingItemCount"], 3);
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
@@ -104,7 +104,7 @@ async fn pagination_reads_one_consistent_snapshot() {
 
     // Changes after the first page are not seen by its continuation.
     s.configmap("default", "cm9", json!({})).await;
-    s.delete("/api/v1/namespaces/default/configmaps/cm3").await;
+    s.delete(&format!("{CMS}/cm3")).await;
 
     let (_, page2) = s
         .get(&format!(
@@ -125,7 +125,7 @@ async fn pagination_reads_one_consistent_snapshot() {
 
     // Pagination with a selector counts only matches and omits the count.
     let (_, sel) = s
-        .get("/api/v1/namespaces/default/configmaps?limit=1&labelSelector=missing!%3Dx")
+        .get(&format!("{CMS}?limit=1&labelSelector=missing!%3Dx"))
         .await;
     assert_eq!(item_names(&sel), vec!["cm0"]);
     assert!(sel["metadata"]["continue"].is_string());
@@ -142,7 +142,7 @@ async fn expired_continue_is_410() {
     for i in 0..3 {
         s.configmap("default", &format!("cm{i}"), json!({})).await;
     }
-    let (_, page1) = s.get("/api/v1/namespaces/default/configmaps?limit=1").await;
+    let (_, page1) = s.get(&format!("{CMS}?limit=1")).await;
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
     s.configmap("default", "later", json!({})).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -151,7 +151,7 @@ async fn expired_continue_is_410() {
     ))
     .await
     .expect_failure(410, "Expired");
-    s.get("/api/v1/namespaces/default/configmaps?limit=1&continue=garbage")
+    s.get(&format!("{CMS}?limit=1&continue=garbage"))
         .await
         .expect_failure(400, "BadRequest");
 }
@@ -180,9 +180,7 @@ async fn list_at_a_version_from_another_resource() {
         .parse()
         .unwrap();
     assert!(listed_at >= rv.parse::<u64>().unwrap());
-    let (code, body) = s
-        .get("/api/v1/namespaces/default/configmaps?resourceVersion=999999")
-        .await;
+    let (code, body) = s.get(&format!("{CMS}?resourceVersion=999999")).await;
     // Upstream: the list waits a moment for the store to get there, then
     // answers 504 with the ResourceVersionTooLarge cause.
     assert_eq!(code.as_u16(), 504, "{body}");

@@ -21,6 +21,32 @@ fn role_binding(name: &str, kind: &str, role: &str, subject: Value) -> Value {
         "subjects": [subject]})
 }
 
+/// Binds `subject` in `ns` to the Role `role`.
+async fn bind_role(s: &TestServer, ns: &str, name: &str, role: &str, subject: Value) {
+    bind(s, ns, name, "Role", role, subject).await;
+}
+
+/// Binds `subject` in `ns` to the ClusterRole `role`.
+async fn bind_cluster_role(s: &TestServer, ns: &str, name: &str, role: &str, subject: Value) {
+    bind(s, ns, name, "ClusterRole", role, subject).await;
+}
+
+/// Binds `subject` in `ns` to `role`, a Role or ClusterRole as `kind` says.
+async fn bind(s: &TestServer, ns: &str, name: &str, kind: &str, role: &str, subject: Value) {
+    let bindings = format!("{RBAC}/namespaces/{ns}/rolebindings");
+    create(s, &bindings, role_binding(name, kind, role, subject)).await;
+}
+
+/// A binding's subject: the user `name`.
+fn user(name: &str) -> Value {
+    json!({"kind": "User", "name": name})
+}
+
+/// A binding's subject: the service account `name` in `ns`.
+fn service_account(ns: &str, name: &str) -> Value {
+    json!({"kind": "ServiceAccount", "name": name, "namespace": ns})
+}
+
 fn role(name: &str, rules: Value) -> Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": name}, "rules": rules})
@@ -66,17 +92,7 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
     s.namespace("a").await;
     s.namespace("b").await;
     s.configmap("a", "visible", json!({})).await;
-    create(
-        &s,
-        &format!("{RBAC}/namespaces/a/rolebindings"),
-        role_binding(
-            "probe-view",
-            "ClusterRole",
-            "view",
-            json!({"kind": "ServiceAccount", "name": "probe", "namespace": "a"}),
-        ),
-    )
-    .await;
+    bind_cluster_role(&s, "a", "probe-view", "view", service_account("a", "probe")).await;
     let probe = account("a", "probe");
     s.get_as(&probe, "/api/v1/namespaces/a/pods")
         .await
@@ -138,17 +154,7 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
 async fn a_binding_to_a_missing_role_says_so() {
     let s = TestServer::new().await;
     s.namespace("a").await;
-    create(
-        &s,
-        &format!("{RBAC}/namespaces/a/rolebindings"),
-        role_binding(
-            "dangling",
-            "Role",
-            "nowhere",
-            json!({"kind": "User", "name": "carol"}),
-        ),
-    )
-    .await;
+    bind_role(&s, "a", "dangling", "nowhere", user("carol")).await;
     let carol = UserInfo::new("carol", Vec::new());
     let body = s
         .get_as(&carol, "/api/v1/namespaces/a/pods")
@@ -165,17 +171,7 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
     let s = TestServer::new().await;
     s.namespace("team").await;
     s.namespace("other").await;
-    create(
-        &s,
-        &format!("{RBAC}/namespaces/team/rolebindings"),
-        role_binding(
-            "alice-admin",
-            "ClusterRole",
-            "admin",
-            json!({"kind": "User", "name": "alice"}),
-        ),
-    )
-    .await;
+    bind_cluster_role(&s, "team", "alice-admin", "admin", user("alice")).await;
     let alice = UserInfo::new("alice", Vec::new());
     let roles = format!("{RBAC}/namespaces/team/roles");
 

@@ -7,7 +7,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticator, UserInfo};
 
-use crate::harness::{Expect, TestServer, message_of, refused};
+use crate::harness::{Expect, TestServer, find_in, message_of, refused};
 
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -361,12 +361,11 @@ async fn reviews_are_discoverable_as_create_only() {
             )],
         )
         .await;
-    let group = aggregated["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["metadata"]["name"] == "authorization.k8s.io")
-        .expect("authorization group");
+    let group = find_in(
+        &aggregated["items"],
+        |g| g["metadata"]["name"] == "authorization.k8s.io",
+        "authorization group",
+    );
     let r = find(
         &group["versions"][0]["resources"],
         "resource",

@@ -6,6 +6,8 @@ use skiff_store::Store;
 
 use crate::harness::{TestServer, refused};
 
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 fn ev(t: &str, n: &str) -> (String, String) {
     (t.to_string(), n.to_string())
 }
@@ -14,21 +16,18 @@ fn ev(t: &str, n: &str) -> (String, String) {
 async fn watch_without_version_starts_with_current_state() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=true")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=true")).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "a"));
     let b = s.configmap("default", "b", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "b"));
     let mut changed = b.clone();
     changed["data"] = json!({"k": "2"});
-    s.put("/api/v1/namespaces/default/configmaps/b", changed)
-        .await;
+    s.put(&format!("{CMS}/b"), changed).await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "MODIFIED");
     assert_eq!(e["object"]["data"]["k"], "2");
     assert_eq!(e["object"]["kind"], "ConfigMap");
-    s.delete("/api/v1/namespaces/default/configmaps/a").await;
+    s.delete(&format!("{CMS}/a")).await;
     assert_eq!(w.next_summary().await, ev("DELETED", "a"));
 }
 
@@ -54,18 +53,16 @@ async fn watch_from_a_version_sends_only_later_events() {
 async fn selectors_turn_transitions_into_added_and_deleted() {
     let s = TestServer::new().await;
     let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&labelSelector=app%3Dweb")
+        .watch(&format!("{CMS}?watch=1&labelSelector=app%3Dweb"))
         .await;
     let other = s.configmap("default", "x", json!({"app": "db"})).await;
     let mut moved = other.clone();
     moved["metadata"]["labels"] = json!({"app": "web"});
-    let (_, moved) = s
-        .put("/api/v1/namespaces/default/configmaps/x", moved)
-        .await;
+    let (_, moved) = s.put(&format!("{CMS}/x"), moved).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "x"));
     let mut back = moved.clone();
     back["metadata"]["labels"] = json!({"app": "db"});
-    s.put("/api/v1/namespaces/default/configmaps/x", back).await;
+    s.put(&format!("{CMS}/x"), back).await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "DELETED");
     assert_eq!(
@@ -78,7 +75,7 @@ async fn selectors_turn_transitions_into_added_and_deleted() {
 async fn single_object_watch_by_field_selector() {
     let s = TestServer::new().await;
     let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&fieldSelector=metadata.name%3Dme")
+        .watch(&format!("{CMS}?watch=1&fieldSelector=metadata.name%3Dme"))
         .await;
     s.configmap("default", "other", json!({})).await;
     s.configmap("default", "me", json!({})).await;
@@ -88,9 +85,7 @@ async fn single_object_watch_by_field_selector() {
 #[tokio::test]
 async fn timeout_ends_the_stream() {
     let s = TestServer::new().await;
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1&timeoutSeconds=1")).await;
     assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
 }
 
@@ -98,9 +93,7 @@ async fn timeout_ends_the_stream() {
 async fn a_watch_ignores_the_clients_request_timeout() {
     let s = TestServer::new().await;
     // kubectl's --request-timeout=1s arrives as `timeout=1s`.
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeout=1s")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1&timeout=1s")).await;
     assert_eq!(
         w.next_within(Duration::from_millis(2500)).await,
         Err(()),
@@ -118,9 +111,7 @@ async fn without_timeout_seconds_a_watch_ends_within_twice_the_default() {
     };
     let s = TestServer::with_config(config).await;
     // Zero is no timeout of the client's own, as upstream reads it.
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=0")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1&timeoutSeconds=0")).await;
     let started = std::time::Instant::now();
     assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
     let lasted = started.elapsed();
@@ -141,7 +132,7 @@ async fn a_version_past_the_caches_history_is_served_from_the_store_until_compac
     for i in 0..4 {
         s.configmap("default", &format!("b{i}"), json!({})).await;
     }
-    s.delete("/api/v1/namespaces/default/configmaps/b0").await;
+    s.delete(&format!("{CMS}/b0")).await;
     let rv = first["metadata"]["resourceVersion"].as_str().unwrap();
     let path = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}");
     // The cache keeps two events; the store still has all five.
@@ -217,10 +208,7 @@ async fn many_watchers_each_see_every_event() {
     let s = TestServer::new().await;
     let mut watchers = Vec::new();
     for _ in 0..50 {
-        watchers.push(
-            s.watch("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1")
-                .await,
-        );
+        watchers.push(s.watch(&format!("{CMS}?watch=1&resourceVersion=1")).await);
     }
     for i in 0..20 {
         s.configmap("default", &format!("cm{i:02}"), json!({}))
@@ -238,9 +226,7 @@ async fn a_slow_watcher_catches_up_from_history() {
     let s = TestServer::new().await;
     // This watcher is not read while 1,500 events (more than the live
     // buffer) happen, then must still see all of them in order.
-    let mut slow = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1")
-        .await;
+    let mut slow = s.watch(&format!("{CMS}?watch=1&resourceVersion=1")).await;
     for i in 0..1500 {
         s.configmap("default", &format!("cm{i:04}"), json!({}))
             .await;
@@ -255,7 +241,7 @@ async fn streaming_list_ends_initial_events_with_a_bookmark() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
     let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+        .watch(&format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"))
         .await;
     assert_eq!(w.next_summary().await, ev("ADDED", "a"));
     let bookmark = w.next().await.unwrap();
@@ -342,12 +328,10 @@ async fn a_watch_outlives_the_request_timeout() {
         ..Default::default()
     };
     let s = TestServer::with_config(config).await;
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1")).await;
     assert_eq!(w.next_within(Duration::from_millis(2500)).await, Err(()));
     s.configmap("default", "late", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "late"));
     // Requests that are not long-running still answer within it.
-    s.get_ok("/api/v1/namespaces/default/configmaps").await;
+    s.get_ok(CMS).await;
 }
