@@ -19,8 +19,8 @@ async fn apply(s: &TestServer, query: &str, body: Value) -> (StatusCode, Value) 
 
 /// Server-side applies `body` (sent as YAML) to `path`.
 async fn apply_at(s: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
-    let yaml = serde_yaml::to_string(&body).unwrap();
-    s.raw(Method::PATCH, path, APPLY, yaml.into_bytes()).await
+    s.apply_yaml(path, &serde_yaml::to_string(&body).unwrap())
+        .await
 }
 
 /// Applies `data` as manager `a`, which must be refused with a 409 whose

@@ -61,17 +61,11 @@ async fn propagation_policies_add_upstream_finalizers() {
         let body =
             json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": policy});
         let deleted = s
-            .call(
-                Method::DELETE,
-                &format!("/api/v1/namespaces/default/configmaps/{name}"),
-                Some(body),
-            )
+            .call(Method::DELETE, &format!("{CMS}/{name}"), Some(body))
             .await
             .expect_code(StatusCode::OK);
         assert_eq!(deleted["metadata"]["finalizers"], json!([finalizer]));
-        let (code, _) = s
-            .get(&format!("/api/v1/namespaces/default/configmaps/{name}"))
-            .await;
+        let (code, _) = s.get(&format!("{CMS}/{name}")).await;
         assert_eq!(code, StatusCode::OK, "held by {finalizer}");
     }
     s.configmap("default", "bg", json!({})).await;

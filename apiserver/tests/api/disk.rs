@@ -90,7 +90,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     // Updates are refused too (one that changes something: an unchanged
     // object is not written at all); reads and watches go on.
     s.put(
-        &format!("/api/v1/namespaces/default/configmaps/{}", stored[0]),
+        &format!("{CMS}/{}", stored[0]),
         json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": stored[0], "labels": {"fill": "yes"}},
                 "data": {"blob": "smaller"}}),
@@ -109,15 +109,14 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     );
     let mut watch = s
         .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}",
+            "{CMS}?watch=1&resourceVersion={}",
             list["metadata"]["resourceVersion"].as_str().unwrap()
         ))
         .await;
 
     // Deletes work and are seen by watchers.
     for name in &stored {
-        s.delete_ok(&format!("/api/v1/namespaces/default/configmaps/{name}"))
-            .await;
+        s.delete_ok(&format!("{CMS}/{name}")).await;
     }
     assert_eq!(
         watch.next_summary().await,

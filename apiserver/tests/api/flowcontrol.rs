@@ -298,6 +298,17 @@ async fn send_as(
     exchange(s.server.router(), request).await
 }
 
+/// Creates configmap `name` as `user`, reading back the flow control
+/// headers too.
+async fn post_configmap_as(
+    s: &TestServer,
+    user: &UserInfo,
+    name: &str,
+) -> (StatusCode, http::HeaderMap, Value) {
+    let configmap = json!({"metadata": {"name": name}});
+    send_as(s, user, Method::POST, CMS, Some(configmap)).await
+}
+
 fn uid(s: &Value) -> String {
     s["metadata"]["uid"].as_str().unwrap().to_string()
 }
@@ -363,14 +374,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     // ... and one more finds the queue full: refused at once, in upstream's words.
-    let (code, headers, body) = send_as(
-        &s,
-        &flooder,
-        Method::POST,
-        CMS,
-        Some(json!({"metadata": {"name": "flood"}})),
-    )
-    .await;
+    let (code, headers, body) = post_configmap_as(&s, &flooder, "flood").await;
     assert_refused(
         code,
         &body,
@@ -423,14 +427,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         uid(&global_default).as_str()
     );
     let admin = UserInfo::new("root", ["system:masters".to_string()]);
-    let (code, headers, body) = send_as(
-        &s,
-        &admin,
-        Method::POST,
-        CMS,
-        Some(json!({"metadata": {"name": "admin"}})),
-    )
-    .await;
+    let (code, headers, body) = post_configmap_as(&s, &admin, "admin").await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
     let (_, exempt) = s.get(&format!("{SCHEMAS}/exempt")).await;
     assert_eq!(

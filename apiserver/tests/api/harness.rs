@@ -209,6 +209,13 @@ impl TestServer {
         .await
     }
 
+    /// A server-side apply of the YAML manifest `yaml` to `path`.
+    pub async fn apply_yaml(&self, path: &str, yaml: &str) -> (StatusCode, Value) {
+        let bytes = yaml.as_bytes().to_vec();
+        self.raw(Method::PATCH, path, "application/apply-patch+yaml", bytes)
+            .await
+    }
+
     /// Starts a watch (path includes `watch=1`).
     pub async fn watch(&self, path: &str) -> WatchReader {
         self.watch_accepting(path, "application/json").await

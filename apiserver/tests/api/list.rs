@@ -25,11 +25,7 @@ async fn label_selectors_filter_lists() {
         ("app,tier%3Dfront", vec!["a"]),
     ];
     for (selector, want) in cases {
-        let list = s
-            .get_ok(&format!(
-                "/api/v1/namespaces/default/configmaps?labelSelector={selector}"
-            ))
-            .await;
+        let list = s.get_ok(&format!("{CMS}?labelSelector={selector}")).await;
         assert_eq!(item_names(&list), want, "{selector}");
     }
 }
@@ -106,19 +102,11 @@ async fn pagination_reads_one_consistent_snapshot() {
     s.configmap("default", "cm9", json!({})).await;
     s.delete(&format!("{CMS}/cm3")).await;
 
-    let (_, page2) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
-        ))
-        .await;
+    let (_, page2) = s.get(&format!("{CMS}?limit=2&continue={token}")).await;
     assert_eq!(item_names(&page2), vec!["cm2", "cm3"]);
     assert_eq!(page2["metadata"]["resourceVersion"], rv);
     let token = page2["metadata"]["continue"].as_str().unwrap().to_string();
-    let (_, page3) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
-        ))
-        .await;
+    let (_, page3) = s.get(&format!("{CMS}?limit=2&continue={token}")).await;
     assert_eq!(item_names(&page3), vec!["cm4"]);
     assert!(page3["metadata"].get("continue").is_none());
     assert!(page3["metadata"].get("remainingItemCount").is_none());
@@ -146,11 +134,9 @@ async fn expired_continue_is_410() {
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
     s.configmap("default", "later", json!({})).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    s.get(&format!(
-        "/api/v1/namespaces/default/configmaps?limit=1&continue={token}"
-    ))
-    .await
-    .expect_failure(410, "Expired");
+    s.get(&format!("{CMS}?limit=1&continue={token}"))
+        .await
+        .expect_failure(410, "Expired");
     s.get(&format!("{CMS}?limit=1&continue=garbage"))
         .await
         .expect_failure(400, "BadRequest");
@@ -168,11 +154,7 @@ async fn list_at_a_version_from_another_resource() {
         )
         .await;
     let rv = secret["metadata"]["resourceVersion"].as_str().unwrap();
-    let list = s
-        .get_ok(&format!(
-            "/api/v1/namespaces/default/configmaps?resourceVersion={rv}"
-        ))
-        .await;
+    let list = s.get_ok(&format!("{CMS}?resourceVersion={rv}")).await;
     assert_eq!(item_names(&list), vec!["a"]);
     let listed_at: u64 = list["metadata"]["resourceVersion"]
         .as_str()

@@ -7,7 +7,7 @@
 //! binary, so counters are compared before and after, and gauges read as
 //! at least what this test holds open.
 
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use serde_json::json;
 use skiff_apiserver::authn::UserInfo;
 use skiff_common::metrics::exposition::{self, Sample};
@@ -74,11 +74,9 @@ async fn requests_are_counted_with_upstreams_labels() {
     )
     .await;
     s.get_ok("/api/v1/namespaces/default/configmaps").await;
-    s.raw(
-        Method::PATCH,
+    s.apply_yaml(
         "/api/v1/namespaces/default/configmaps/applied?fieldManager=metrics-test",
-        "application/apply-patch+yaml",
-        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n".to_vec(),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n",
     )
     .await
     .expect_code(StatusCode::CREATED);

@@ -117,33 +117,18 @@ async fn apply_patches_create_then_merge() {
     let s = TestServer::new().await;
     let path = "/api/v1/namespaces/default/configmaps/applied";
     let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: \"1\"\n";
-    s.raw(
-        http::Method::PATCH,
-        path,
-        "application/apply-patch+yaml",
-        yaml.as_bytes().to_vec(),
-    )
-    .await
-    .expect_failure(422, "Invalid");
+    s.apply_yaml(path, yaml)
+        .await
+        .expect_failure(422, "Invalid");
     let with_manager = format!("{path}?fieldManager=me");
     let body = s
-        .raw(
-            http::Method::PATCH,
-            &with_manager,
-            "application/apply-patch+yaml",
-            yaml.as_bytes().to_vec(),
-        )
+        .apply_yaml(&with_manager, yaml)
         .await
         .expect_code(StatusCode::CREATED);
     assert_eq!(body["metadata"]["managedFields"][0]["operation"], "Apply");
     let second = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  b: \"2\"\n";
     let body = s
-        .raw(
-            http::Method::PATCH,
-            &with_manager,
-            "application/apply-patch+yaml",
-            second.as_bytes().to_vec(),
-        )
+        .apply_yaml(&with_manager, second)
         .await
         .expect_code(StatusCode::OK);
     assert_eq!(body["data"]["b"], "2");

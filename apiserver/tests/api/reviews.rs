@@ -392,23 +392,26 @@ fn whoami_body() -> Value {
     json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
 }
 
+/// Asks who `user` is, with `headers` (impersonation) on the request.
+async fn whoami(s: &TestServer, user: &UserInfo, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+    s.call_with_headers(user, Method::POST, WHOAMI, Some(whoami_body()), headers)
+        .await
+}
+
 #[tokio::test]
 async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
     let s = TestServer::new().await;
     let master = UserInfo::new("boss", ["system:masters".to_string()]);
-    let body = s
-        .call_with_headers(
-            &master,
-            Method::POST,
-            WHOAMI,
-            Some(whoami_body()),
-            &[
-                ("Impersonate-User", "system:serviceaccount:default:x"),
-                ("Impersonate-Extra-Reason", "debugging"),
-            ],
-        )
-        .await
-        .expect_code(StatusCode::CREATED);
+    let body = whoami(
+        &s,
+        &master,
+        &[
+            ("Impersonate-User", "system:serviceaccount:default:x"),
+            ("Impersonate-Extra-Reason", "debugging"),
+        ],
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
     let info = &body["status"]["userInfo"];
     assert_eq!(info["username"], "system:serviceaccount:default:x");
     assert_eq!(
@@ -436,15 +439,9 @@ async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
     .expect_code(StatusCode::CREATED);
 
     // Groups without a user are refused before anything runs.
-    s.call_with_headers(
-        &master,
-        Method::POST,
-        WHOAMI,
-        Some(whoami_body()),
-        &[("Impersonate-Group", "system:masters")],
-    )
-    .await
-    .expect_failure(500, "InternalError");
+    whoami(&s, &master, &[("Impersonate-Group", "system:masters")])
+        .await
+        .expect_failure(500, "InternalError");
 }
 
 /// Tests that need RBAC behind the chain (a plain user is refused).
@@ -541,15 +538,9 @@ mod with_rbac {
             .expect_code(StatusCode::CREATED);
         assert_eq!(body["status"]["userInfo"]["username"], "alice");
         // The grant names alice only, and no group.
-        s.call_with_headers(
-            &bob(),
-            Method::POST,
-            WHOAMI,
-            Some(whoami_body()),
-            &[("Impersonate-User", "carol")],
-        )
-        .await
-        .expect_failure(403, "Forbidden");
+        whoami(&s, &bob(), &[("Impersonate-User", "carol")])
+            .await
+            .expect_failure(403, "Forbidden");
         let body = s
             .call_with_headers(
                 &bob(),

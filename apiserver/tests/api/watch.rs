@@ -38,9 +38,7 @@ async fn watch_from_a_version_sends_only_later_events() {
     s.configmap("default", "b", json!({})).await;
     let rv = a["metadata"]["resourceVersion"].as_str().unwrap();
     let mut w = s
-        .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
-        ))
+        .watch(&format!("{CMS}?watch=1&resourceVersion={rv}"))
         .await;
     assert_eq!(w.next_summary().await, ev("ADDED", "b"));
     assert!(
@@ -134,7 +132,7 @@ async fn a_version_past_the_caches_history_is_served_from_the_store_until_compac
     }
     s.delete(&format!("{CMS}/b0")).await;
     let rv = first["metadata"]["resourceVersion"].as_str().unwrap();
-    let path = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}");
+    let path = format!("{CMS}?watch=1&resourceVersion={rv}");
     // The cache keeps two events; the store still has all five.
     let mut w = s.watch(&path).await;
     let mut seen = Vec::new();
@@ -183,7 +181,9 @@ async fn bookmarks_carry_the_current_version() {
     let cm = s.configmap("default", "a", json!({})).await;
     let rv = cm["metadata"]["resourceVersion"].as_str().unwrap();
     let mut w = s
-        .watch(&format!("/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"))
+        .watch(&format!(
+            "{CMS}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+        ))
         .await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "BOOKMARK");
@@ -261,9 +261,7 @@ async fn a_watch_from_a_version_the_store_has_not_reached_fails_after_a_wait() {
     let ahead = current + 1000;
     let started = std::time::Instant::now();
     let mut w = s
-        .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={ahead}"
-        ))
+        .watch(&format!("{CMS}?watch=1&resourceVersion={ahead}"))
         .await;
     let event = w
         .next_within(Duration::from_secs(8))
@@ -295,9 +293,7 @@ async fn a_watch_slightly_ahead_is_served_once_the_store_gets_there() {
     let s = TestServer::new().await;
     let next = s.store.current_revision() + 1;
     let mut w = s
-        .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={next}"
-        ))
+        .watch(&format!("{CMS}?watch=1&resourceVersion={next}"))
         .await;
     s.configmap("default", "first", json!({})).await; // at `next`: not sent
     s.configmap("default", "second", json!({})).await;
@@ -309,9 +305,8 @@ async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
     let s = TestServer::new().await;
     let current = s.store.current_revision();
     let ahead = current + 50;
-    let ahead_of_the_store = format!(
-        "/api/v1/namespaces/default/configmaps?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
-    );
+    let ahead_of_the_store =
+        format!("{CMS}?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan");
     let body = refused(
         s.get(&ahead_of_the_store).await,
         504,

@@ -260,6 +260,11 @@ async fn mutating(server: &TestServer, name: &str, hook: Value) {
     configure(server, "MutatingWebhookConfiguration", name, vec![hook]).await;
 }
 
+/// A webhook's extra fields: an object selector on the one label `key`.
+fn selecting(key: &str, value: &str) -> Value {
+    json!({"objectSelector": {"matchLabels": {key: value}}})
+}
+
 fn configmap(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
@@ -343,7 +348,7 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
             &ca,
             "deny.example.com",
             hook.url("/validate"),
-            json!({"objectSelector": {"matchLabels": {"guarded": "yes"}}}),
+            selecting("guarded", "yes"),
         ),
     )
     .await;
@@ -521,7 +526,7 @@ async fn failures_fail_closed_or_open_by_policy() {
                 &ca,
                 "down.example.com",
                 format!("https://127.0.0.1:{closed_port}/x"),
-                json!({"objectSelector": {"matchLabels": {"hook": "down"}}}),
+                selecting("hook", "down"),
             ),
             url_hook(
                 &ca,
@@ -795,13 +800,13 @@ async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
                 &ca,
                 "impostor.example.com",
                 impostor.url("/v"),
-                json!({"objectSelector": {"matchLabels": {"hook": "impostor"}}}),
+                selecting("hook", "impostor"),
             ),
             url_hook(
                 &ca,
                 "misnamed.example.com",
                 misnamed.url("/v"),
-                json!({"objectSelector": {"matchLabels": {"hook": "misnamed"}}}),
+                selecting("hook", "misnamed"),
             ),
         ],
     )
@@ -842,7 +847,7 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
             &ca,
             "rename.example.com",
             renamer.url("/m"),
-            json!({"objectSelector": {"matchLabels": {"hook": "rename"}}}),
+            selecting("hook", "rename"),
         ),
     )
     .await;
@@ -853,7 +858,7 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
             &ca,
             "patcher.example.com",
             patcher.url("/v"),
-            json!({"objectSelector": {"matchLabels": {"hook": "patcher"}}}),
+            selecting("hook", "patcher"),
         ),
     )
     .await;
