@@ -3,7 +3,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, eventually, item_names};
+use crate::harness::{Expect, TestServer, eventually};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -157,8 +157,7 @@ async fn delete_collection_honours_selectors() {
     s.configmap("default", "c", json!({})).await;
     let body = s.delete_ok(&format!("{CMS}?labelSelector=del%3Dyes")).await;
     assert_eq!(body["items"].as_array().unwrap().len(), 2);
-    let (_, list) = s.get(CMS).await;
-    assert_eq!(item_names(&list), vec!["c"]);
+    assert_eq!(s.list_names(CMS).await, vec!["c"]);
 }
 
 #[tokio::test]

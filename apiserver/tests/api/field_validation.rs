@@ -117,8 +117,9 @@ async fn update_and_patches_are_checked_too() {
     assert_eq!(status, StatusCode::CREATED);
     let path = "/api/v1/namespaces/default/configmaps/c";
 
-    let (status, _, body) = put_text(&ts, &format!("{path}?fieldValidation=Strict"), r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","colour":"red"},"data":{"a":"2"}}"#)
-    .await;
+    let coloured = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","colour":"red"},"data":{"a":"2"}}"#;
+    let (status, _, body) =
+        put_text(&ts, &format!("{path}?fieldValidation=Strict"), coloured).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
         body["message"],

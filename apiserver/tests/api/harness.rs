@@ -258,6 +258,11 @@ impl TestServer {
         answered(&format!("GET {path}"), self.get(path).await, StatusCode::OK)
     }
 
+    /// The names of the items `path` lists (which must answer 200), in order.
+    pub async fn list_names(&self, path: &str) -> Vec<String> {
+        item_names(&self.get_ok(path).await)
+    }
+
     /// GETs `path`, which must answer 404: the check that something is gone.
     pub async fn get_not_found(&self, path: &str) -> Value {
         answered(

@@ -48,16 +48,17 @@ async fn lists_are_typed_and_scoped() {
             .parse::<u64>()
             .is_ok()
     );
-    let (_, all) = s.get("/api/v1/configmaps").await;
-    assert_eq!(item_names(&all), vec!["a", "b"]);
-    let (_, filtered) = s
-        .get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dother")
-        .await;
-    assert_eq!(item_names(&filtered), vec!["b"]);
-    let (_, by_name) = s
-        .get("/api/v1/configmaps?fieldSelector=metadata.name!%3Da")
-        .await;
-    assert_eq!(item_names(&by_name), vec!["b"]);
+    assert_eq!(s.list_names("/api/v1/configmaps").await, vec!["a", "b"]);
+    assert_eq!(
+        s.list_names("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dother")
+            .await,
+        vec!["b"]
+    );
+    assert_eq!(
+        s.list_names("/api/v1/configmaps?fieldSelector=metadata.name!%3Da")
+            .await,
+        vec!["b"]
+    );
 }
 
 #[tokio::test]
@@ -76,10 +77,16 @@ async fn pod_field_selectors() {
             .await;
         assert_eq!(body["status"]["phase"], "Pending");
     }
-    let (_, on_n1) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1").await;
-    assert_eq!(item_names(&on_n1), vec!["p1"]);
-    let (_, unscheduled) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3D").await;
-    assert_eq!(item_names(&unscheduled), vec!["p2"]);
+    assert_eq!(
+        s.list_names("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1")
+            .await,
+        vec!["p1"]
+    );
+    assert_eq!(
+        s.list_names("/api/v1/pods?fieldSelector=spec.nodeName%3D")
+            .await,
+        vec!["p2"]
+    );
     let (_, pending) = s
         .get("/api/v1/pods?fieldSelector=status.phase%3DPending,spec.nodeName!%3Dn1")
         .await;

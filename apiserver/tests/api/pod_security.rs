@@ -67,6 +67,13 @@ async fn forbidden(ts: &TestServer, path: &str, body: Value) -> Answer {
     refused
 }
 
+/// POSTs `body`, which must be refused with a 403 saying `message`.
+async fn forbidden_with(ts: &TestServer, path: &str, body: Value, message: &str) -> Answer {
+    let refused = post(ts, path, body).await;
+    assert_refused(refused.code, &refused.body, 403, "Forbidden", message);
+    refused
+}
+
 /// POSTs `body` as the admin, which must be created (warnings aside).
 async fn create_ok(ts: &TestServer, path: &str, body: Value) -> Answer {
     let created = post(ts, path, body).await;
@@ -152,16 +159,16 @@ async fn enforce_refuses_a_privileged_host_pod_with_upstreams_status() {
     let created = namespace(&ts, "secure", psa(&[("enforce", "restricted")])).await;
     assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
 
-    let refused = post(&ts, "/api/v1/namespaces/secure/pods", host_pod("x")).await;
-    assert_refused(
-        refused.code,
-        &refused.body,
-        403,
-        "Forbidden",
-        &format!(
-            "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": {HOST_POD_RESTRICTED}"
-        ),
+    let message = format!(
+        "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": {HOST_POD_RESTRICTED}"
     );
+    let refused = forbidden_with(
+        &ts,
+        "/api/v1/namespaces/secure/pods",
+        host_pod("x"),
+        &message,
+    )
+    .await;
     assert_eq!(
         refused.body["details"],
         json!({"name": "x", "kind": "pods"})
@@ -216,14 +223,8 @@ async fn a_pinned_enforce_version_applies_the_checks_of_that_version() {
 
     label(&ts, "pinned", psa(&[("enforce-version", "v1.33")]), "").await;
     pod["metadata"]["name"] = json!("root-2");
-    let refused = post(&ts, "/api/v1/namespaces/pinned/pods", pod).await;
-    assert_refused(
-        refused.code,
-        &refused.body,
-        403,
-        "Forbidden",
-        "pods \"root-2\" is forbidden: violates PodSecurity \"restricted:v1.33\": runAsUser=0 (pod must not set runAsUser=0)",
-    );
+    let message = "pods \"root-2\" is forbidden: violates PodSecurity \"restricted:v1.33\": runAsUser=0 (pod must not set runAsUser=0)";
+    forbidden_with(&ts, "/api/v1/namespaces/pinned/pods", pod, message).await;
 }
 
 #[tokio::test]
@@ -541,16 +542,16 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
 
     // Namespaces without labels get the configured default.
     namespace(&ts, "plain", json!({})).await;
-    let refused = post(&ts, "/api/v1/namespaces/plain/pods", privileged_pod("p")).await;
-    assert_refused(
-        refused.code,
-        &refused.body,
-        403,
-        "Forbidden",
-        &format!(
-            "pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
-        ),
+    let message = format!(
+        "pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
     );
+    forbidden_with(
+        &ts,
+        "/api/v1/namespaces/plain/pods",
+        privileged_pod("p"),
+        &message,
+    )
+    .await;
 
     // An exempt namespace is told its labels will be ignored, and admits
     // anything.

@@ -240,9 +240,9 @@ async fn a_slow_watcher_catches_up_from_history() {
 async fn streaming_list_ends_initial_events_with_a_bookmark() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
-    let mut w = s
-        .watch(&format!("{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"))
-        .await;
+    let query =
+        "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+    let mut w = s.watch(&format!("{CMS}?{query}")).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "a"));
     let bookmark = w.next().await.unwrap();
     assert_eq!(bookmark["type"], "BOOKMARK");
