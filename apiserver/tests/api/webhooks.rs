@@ -272,6 +272,16 @@ fn configmap(name: &str, labels: Value) -> Value {
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// POSTs configmap `name` with `labels` (which the hooks select on).
+async fn post_configmap(server: &TestServer, name: &str, labels: Value) -> (StatusCode, Value) {
+    server.post(CMS, configmap(name, labels)).await
+}
+
+/// Creates configmap `name` with `labels`, which must be admitted.
+async fn create_configmap(server: &TestServer, name: &str, labels: Value) -> Value {
+    server.created(CMS, configmap(name, labels)).await
+}
+
 #[tokio::test]
 async fn configurations_get_defaults_validation_and_their_table() {
     let server = TestServer::new().await;
@@ -353,9 +363,7 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
     )
     .await;
     refused(
-        server
-            .post(CMS, configmap("refused", json!({"guarded": "yes"})))
-            .await,
+        post_configmap(&server, "refused", json!({"guarded": "yes"})).await,
         403,
         "Forbidden",
         "admission webhook \"deny.example.com\" denied the request: no configmaps here",
@@ -368,9 +376,7 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
     );
 
     // The object selector leaves other objects alone.
-    server
-        .created(CMS, configmap("free", json!({"guarded": "no"})))
-        .await;
+    create_configmap(&server, "free", json!({"guarded": "no"})).await;
     // Labelling it into the selector is refused on update (new labels),
     // as is its deletion once the stored object carries them.
     server
@@ -540,9 +546,7 @@ async fn failures_fail_closed_or_open_by_policy() {
     .await;
     let started = std::time::Instant::now();
     refused(
-        server
-            .post(CMS, configmap("slow", json!({"hook": "slow"})))
-            .await,
+        post_configmap(&server, "slow", json!({"hook": "slow"})).await,
         500,
         "InternalError",
         &format!(
@@ -556,9 +560,7 @@ async fn failures_fail_closed_or_open_by_policy() {
     );
 
     refused(
-        server
-            .post(CMS, configmap("down", json!({"hook": "down"})))
-            .await,
+        post_configmap(&server, "down", json!({"hook": "down"})).await,
         500,
         "InternalError",
         &format!(
@@ -726,7 +728,7 @@ async fn reinvocation_calls_an_if_needed_webhook_again_after_a_later_change() {
         ),
     )
     .await;
-    let body = server.created(CMS, configmap("r", json!({}))).await;
+    let body = create_configmap(&server, "r", json!({})).await;
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(body["metadata"]["labels"]["second"], "yes");
     assert_eq!(body["metadata"]["labels"]["first-saw-second"], "yes");
@@ -773,7 +775,7 @@ async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() 
         ),
     )
     .await;
-    let body = server.created(CMS, configmap("s", json!({}))).await;
+    let body = create_configmap(&server, "s", json!({})).await;
     assert_eq!(body["metadata"]["labels"]["via"], "service");
 }
 
@@ -863,17 +865,13 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
     )
     .await;
     refused(
-        server
-            .post(CMS, configmap("mine", json!({"hook": "rename"})))
-            .await,
+        post_configmap(&server, "mine", json!({"hook": "rename"})).await,
         500,
         "InternalError",
         "Internal error occurred: admission webhook \"rename.example.com\" attempted to change the object's name, which is not allowed",
     );
     refused(
-        server
-            .post(CMS, configmap("v", json!({"hook": "patcher"})))
-            .await,
+        post_configmap(&server, "v", json!({"hook": "patcher"})).await,
         500,
         "InternalError",
         "Internal error occurred: failed calling webhook \"patcher.example.com\": received invalid webhook response: unsupported fields in response: patch",
@@ -896,12 +894,12 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
         vec![everything],
     )
     .await;
-    let (code, _) = server.post(CMS, configmap("blocked", json!({}))).await;
+    let (code, _) = post_configmap(&server, "blocked", json!({})).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "the hook does refuse");
     server
         .delete_ok("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/lockout")
         .await;
-    server.created(CMS, configmap("free", json!({}))).await;
+    create_configmap(&server, "free", json!({})).await;
     assert!(
         hook.requests()
             .iter()
@@ -918,7 +916,7 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     entry["rules"] = json!([
         {"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
         {"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
-    server.created(CMS, configmap("kept", json!({}))).await;
+    create_configmap(&server, "kept", json!({})).await;
     server
         .created(
             "/apis/apps/v1/namespaces/default/deployments",
