@@ -77,6 +77,22 @@ async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Se
     port
 }
 
+/// Service `example-api` in default, whose one EndpointSlice holds
+/// `endpoint` (127.0.0.1, ready or not) on the extension server's `port`.
+async fn example_api_service(s: &TestServer, port: u16, endpoint: Value) {
+    let svc = json!({"metadata": {"name": "example-api"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
+    s.created("/api/v1/namespaces/default/services", svc).await;
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "example-api-1",
+            "labels": {"kubernetes.io/service-name": "example-api"}},
+        "addressType": "IPv4",
+        "endpoints": [endpoint],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    s.created(slices, slice).await;
+}
+
 async fn available(s: &TestServer, name: &str, reason: &str) -> Value {
     eventually(
         Duration::from_secs(45),
@@ -131,18 +147,10 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
     let (ca_pem, serving) = extension_certs();
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
-    let svc = json!({"metadata": {"name": "example-api"},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
-    s.created("/api/v1/namespaces/default/services", svc).await;
-    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "example-api-1",
-            "labels": {"kubernetes.io/service-name": "example-api"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
-    s.created(
-        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
-        slice,
+    example_api_service(
+        &s,
+        port,
+        json!({"addresses": ["127.0.0.1"], "conditions": {"ready": true}}),
     )
     .await;
     let bundle = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
@@ -256,20 +264,7 @@ async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
     let (other_ca, _) = extension_certs();
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
-    let svc = json!({"metadata": {"name": "example-api"},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
-    s.post("/api/v1/namespaces/default/services", svc).await;
-    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "example-api-1",
-            "labels": {"kubernetes.io/service-name": "example-api"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["127.0.0.1"]}],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
-    s.post(
-        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
-        slice,
-    )
-    .await;
+    example_api_service(&s, port, json!({"addresses": ["127.0.0.1"]})).await;
     let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": "v1alpha1.example.com"},
         "spec": {"group": "example.com", "version": "v1alpha1",

@@ -157,7 +157,10 @@ async fn eviction_respects_disruption_budgets() {
     )
     .await
     .expect_failure(429, "TooManyRequests");
-    s.merge_patch("/apis/policy/v1/namespaces/default/poddisruptionbudgets/budget/status", json!({"status": {"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}}),
+    let allowed = json!({"status": {"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
+    s.merge_patch(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets/budget/status",
+        allowed,
     )
     .await;
     s.created("/api/v1/namespaces/default/pods/p/eviction", eviction)
