@@ -404,6 +404,7 @@ pub async fn exchange(router: Router, request: Request<Body>) -> (StatusCode, He
     read_response(router.oneshot(request).await.unwrap()).await
 }
 
+/// A response's code, headers and JSON body (`Null` when not JSON).
 async fn read_response(response: axum::response::Response) -> (StatusCode, HeaderMap, Value) {
     let code = response.status();
     let headers = response.headers().clone();
@@ -418,7 +419,7 @@ async fn read_response(response: axum::response::Response) -> (StatusCode, Heade
 /// user may do read as one call per request.
 pub struct Caller<'a> {
     server: &'a TestServer,
-    pub user: UserInfo,
+    user: UserInfo,
 }
 
 impl Caller<'_> {
@@ -435,7 +436,6 @@ impl Caller<'_> {
 
 /// Asserts an answer's code, naming the request and showing the body in the
 /// failure message: the check behind `created`, `get_ok` and the like.
-#[track_caller]
 fn answered(request: &str, (code, body): (StatusCode, Value), want: StatusCode) -> Value {
     assert_eq!(code, want, "{request}: {body}");
     body
@@ -447,6 +447,7 @@ pub trait Expect: Sized {
     /// The body as the call read it (JSON, or the exact text).
     type Body: std::fmt::Display;
 
+    /// The call's code and body, for the checks below.
     fn into_parts(self) -> (StatusCode, Self::Body);
 
     /// Asserts the code (the body in the failure message); gives the body.
@@ -458,6 +459,7 @@ pub trait Expect: Sized {
     }
 
     /// Asserts a Status failure with code and reason; gives the Status.
+    #[track_caller]
     fn expect_failure(self, want_code: u16, want_reason: &str) -> Value
     where
         Self: Expect<Body = Value>,
@@ -619,6 +621,7 @@ pub fn message_of(body: &Value) -> &str {
 }
 
 /// Asserts a Status failure with code and reason.
+#[track_caller]
 pub fn assert_status(code: StatusCode, body: &Value, want_code: u16, want_reason: &str) {
     assert_eq!(code.as_u16(), want_code, "{body}");
     assert_eq!(body["kind"], "Status", "{body}");
@@ -629,6 +632,7 @@ pub fn assert_status(code: StatusCode, body: &Value, want_code: u16, want_reason
 
 /// Asserts a Status failure and its exact message: most refusals a test
 /// checks must also say what was refused in upstream's words.
+#[track_caller]
 pub fn assert_refused(
     code: StatusCode,
     body: &Value,
@@ -644,6 +648,7 @@ pub fn assert_refused(
 /// reason and exact message; gives the Status. A function rather than an
 /// `Expect` method: the messages are long, and rustfmt cannot lay out a
 /// chain whose last link does not fit a line.
+#[track_caller]
 pub fn refused(
     (code, body): (StatusCode, Value),
     want_code: u16,
