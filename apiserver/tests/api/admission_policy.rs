@@ -11,21 +11,14 @@ use std::time::Duration;
 use axum::body::Body;
 use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
-use skiff_apiserver::request_notes::AuditAnnotations;
-use tower::ServiceExt;
 
-use super::harness::{TestServer, assert_status, message_of, strings};
+use super::harness::{
+    Answer, TestServer, answer_of, assert_refused, assert_status, message_of, strings,
+};
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
 const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
 const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
-
-struct Answer {
-    code: StatusCode,
-    body: Value,
-    warnings: Vec<String>,
-    annotations: Vec<(String, String)>,
-}
 
 async fn send(ts: &TestServer, method: Method, path: &str, body: Value) -> Answer {
     let request = Request::builder()
@@ -34,31 +27,19 @@ async fn send(ts: &TestServer, method: Method, path: &str, body: Value) -> Answe
         .header("content-type", "application/json")
         .body(Body::from(serde_json::to_vec(&body).unwrap()))
         .unwrap();
-    let response = ts.router.clone().oneshot(request).await.unwrap();
-    let code = response.status();
-    let warnings = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| {
-            let raw = v.to_str().unwrap();
-            serde_json::from_str::<String>(raw.strip_prefix("299 - ").unwrap()).unwrap()
-        })
-        .collect();
-    let annotations = response
-        .extensions()
-        .get::<AuditAnnotations>()
-        .map(|a| a.0.clone())
-        .unwrap_or_default();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    Answer {
-        code,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        warnings,
-        annotations,
-    }
+    answer_of(ts.router.clone(), request).await
+}
+
+/// POSTs `body`: the object each test tries against its policies.
+async fn post(ts: &TestServer, path: &str, body: Value) -> Answer {
+    send(ts, Method::POST, path, body).await
+}
+
+/// POSTs `body`, which must be created (warnings aside).
+async fn create_ok(ts: &TestServer, path: &str, body: Value) -> Answer {
+    let created = post(ts, path, body).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    created
 }
 
 fn deployment(name: &str, replicas: i64, labels: Value) -> Value {
@@ -92,10 +73,15 @@ fn binding(name: &str, policy: &str, spec: Value) -> Value {
 }
 
 async fn install(ts: &TestServer, policy: Value, binding: Value) {
-    let created = send(ts, Method::POST, POLICIES, policy).await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
-    let created = send(ts, Method::POST, BINDINGS, binding).await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    create_ok(ts, POLICIES, policy).await;
+    create_ok(ts, BINDINGS, binding).await;
+}
+
+/// Installs policy `name` of `spec` with a binding `<name>-binding` that
+/// denies what it fails: most tests' setup.
+async fn install_denying(ts: &TestServer, name: &str, spec: Value) {
+    let bound = binding(&format!("{name}-binding"), name, json!({}));
+    install(ts, policy(name, spec), bound).await;
 }
 
 /// Creates `object` until the policies (read from watch caches that follow
@@ -104,7 +90,7 @@ async fn install(ts: &TestServer, policy: Value, binding: Value) {
 async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
     let name = object["metadata"]["name"].as_str().unwrap().to_string();
     for _ in 0..50 {
-        let answer = send(ts, Method::POST, DEPLOYMENTS, object.clone()).await;
+        let answer = post(ts, DEPLOYMENTS, object.clone()).await;
         if answer.code != StatusCode::CREATED {
             return answer;
         }
@@ -117,7 +103,7 @@ async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
         .await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    send(ts, Method::POST, DEPLOYMENTS, object).await
+    post(ts, DEPLOYMENTS, object).await
 }
 
 #[tokio::test]
@@ -128,7 +114,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
         json!({"validations": [{"expression": "object.spec.replicas <= 5"},
             {"expression": "object.spec.replicas <"}]}),
     );
-    let answer = send(&ts, Method::POST, POLICIES, bad).await;
+    let answer = post(&ts, POLICIES, bad).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     let cause = &answer.body["details"]["causes"][0];
     assert_eq!(
@@ -148,7 +134,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
             "validations": [{"expression": "objekt.spec.replicas <= 5"},
                 {"expression": "variables.big", "messageExpression": "'x' +"}]}),
     );
-    let answer = send(&ts, Method::POST, POLICIES, typo).await;
+    let answer = post(&ts, POLICIES, typo).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     let fields = strings(&answer.body["details"]["causes"], "field");
     assert_eq!(
@@ -167,14 +153,12 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
 #[tokio::test]
 async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
     let ts = TestServer::new().await;
-    let created = send(
+    let created = create_ok(
         &ts,
-        Method::POST,
         POLICIES,
         policy("p", json!({"validations": [{"expression": "true"}]})),
     )
     .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
     let spec = &created.body["spec"];
     assert_eq!(spec["failurePolicy"], "Fail");
     assert_eq!(spec["matchConstraints"]["matchPolicy"], "Equivalent");
@@ -183,14 +167,14 @@ async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
     assert_eq!(spec["matchConstraints"]["resourceRules"][0]["scope"], "*");
     let no_actions = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny", "Warn"]}});
-    let answer = send(&ts, Method::POST, BINDINGS, no_actions).await;
+    let answer = post(&ts, BINDINGS, no_actions).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     assert_eq!(
         answer.body["details"]["causes"][0]["field"],
         "spec.validationActions"
     );
     let bad_ref = binding("b", "p", json!({"paramRef": {"name": "x"}}));
-    let answer = send(&ts, Method::POST, BINDINGS, bad_ref).await;
+    let answer = post(&ts, BINDINGS, bad_ref).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     assert_eq!(
         answer.body["details"]["causes"][0]["field"],
@@ -201,33 +185,25 @@ async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
 #[tokio::test]
 async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
     let ts = TestServer::new().await;
-    install(
+    install_denying(
         &ts,
-        policy(
-            "max-replicas",
-            json!({"validations": [{"expression": "object.spec.replicas <= 5"}]}),
-        ),
-        binding("max-replicas-binding", "max-replicas", json!({})),
+        "max-replicas",
+        json!({"validations": [{"expression": "object.spec.replicas <= 5"}]}),
     )
     .await;
     let answer = create_until_refused(&ts, deployment("big", 6, json!({}))).await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
-    assert_eq!(
-        answer.body["message"],
-        "deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5"
+    assert_refused(
+        answer.code,
+        &answer.body,
+        422,
+        "Invalid",
+        "deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5",
     );
     assert_eq!(
         answer.body["details"]["causes"][0]["message"],
         "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5"
     );
-    let small = send(
-        &ts,
-        Method::POST,
-        DEPLOYMENTS,
-        deployment("small", 5, json!({})),
-    )
-    .await;
-    assert_eq!(small.code, StatusCode::CREATED, "{}", small.body);
+    let small = create_ok(&ts, DEPLOYMENTS, deployment("small", 5, json!({}))).await;
     // An update past the limit is refused too; the stored object stays.
     let mut grown = small.body.clone();
     grown["spec"]["replicas"] = json!(9);
@@ -240,14 +216,9 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
     // Other resources are not the policy's business.
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
     assert_eq!(
-        send(
-            &ts,
-            Method::POST,
-            "/api/v1/namespaces/default/configmaps",
-            cm
-        )
-        .await
-        .code,
+        post(&ts, "/api/v1/namespaces/default/configmaps", cm)
+            .await
+            .code,
         StatusCode::CREATED
     );
 }
@@ -255,31 +226,23 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
 #[tokio::test]
 async fn message_expressions_and_reasons_shape_the_refusal() {
     let ts = TestServer::new().await;
-    install(
+    install_denying(
         &ts,
-        policy(
-            "named",
-            json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
+        "named",
+        json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
             "messageExpression": "'name ' + object.metadata.name + ' must start with ok-'",
             "message": "static message", "reason": "Forbidden"}]}),
-        ),
-        binding("named-binding", "named", json!({})),
     )
     .await;
     let answer = create_until_refused(&ts, deployment("web", 1, json!({}))).await;
-    assert_status(answer.code, &answer.body, 403, "Forbidden");
-    assert_eq!(
-        answer.body["message"],
-        "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'named' with binding 'named-binding' denied request: name web must start with ok-"
+    assert_refused(
+        answer.code,
+        &answer.body,
+        403,
+        "Forbidden",
+        "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'named' with binding 'named-binding' denied request: name web must start with ok-",
     );
-    let ok = send(
-        &ts,
-        Method::POST,
-        DEPLOYMENTS,
-        deployment("ok-web", 1, json!({})),
-    )
-    .await;
-    assert_eq!(ok.code, StatusCode::CREATED, "{}", ok.body);
+    let _ok = create_ok(&ts, DEPLOYMENTS, deployment("ok-web", 1, json!({}))).await;
 }
 
 #[tokio::test]
@@ -295,14 +258,7 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
     .await;
     let mut answer = None;
     for i in 0..50 {
-        let a = send(
-            &ts,
-            Method::POST,
-            DEPLOYMENTS,
-            deployment(&format!("w{i}"), 2, json!({})),
-        )
-        .await;
-        assert_eq!(a.code, StatusCode::CREATED, "{}", a.body);
+        let a = create_ok(&ts, DEPLOYMENTS, deployment(&format!("w{i}"), 2, json!({}))).await;
         if !a.warnings.is_empty() {
             answer = Some(a);
             break;
@@ -335,9 +291,8 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
             .contains(&("labelled/replicas".to_string(), "2".to_string()))
     );
     // A labelled one passes without a warning.
-    let quiet = send(
+    let quiet = post(
         &ts,
-        Method::POST,
         DEPLOYMENTS,
         deployment("team", 2, json!({"team": "a"})),
     )
@@ -351,7 +306,7 @@ async fn params_match_conditions_variables_and_selectors_decide() {
     let ts = TestServer::new().await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "limited", "labels": {"limits": "on"}}});
     assert_eq!(
-        send(&ts, Method::POST, "/api/v1/namespaces", ns).await.code,
+        post(&ts, "/api/v1/namespaces", ns).await.code,
         StatusCode::CREATED
     );
     install(
@@ -371,7 +326,7 @@ async fn params_match_conditions_variables_and_selectors_decide() {
     // No parameter object in the namespace yet: Deny says refuse.
     let mut answer = None;
     for _ in 0..50 {
-        let a = send(&ts, Method::POST, limited, deployment("d", 1, json!({}))).await;
+        let a = post(&ts, limited, deployment("d", 1, json!({}))).await;
         if a.code != StatusCode::CREATED {
             answer = Some(a);
             break;
@@ -386,19 +341,14 @@ async fn params_match_conditions_variables_and_selectors_decide() {
     );
     let params = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits"}, "data": {"max": "3"}});
     assert_eq!(
-        send(
-            &ts,
-            Method::POST,
-            "/api/v1/namespaces/limited/configmaps",
-            params
-        )
-        .await
-        .code,
+        post(&ts, "/api/v1/namespaces/limited/configmaps", params)
+            .await
+            .code,
         StatusCode::CREATED
     );
     let mut answer = None;
     for _ in 0..50 {
-        let a = send(&ts, Method::POST, limited, deployment("d", 4, json!({}))).await;
+        let a = post(&ts, limited, deployment("d", 4, json!({}))).await;
         if a.body["message"]
             .as_str()
             .is_some_and(|m| m.contains("at most"))
@@ -415,38 +365,25 @@ async fn params_match_conditions_variables_and_selectors_decide() {
         "{}",
         answer.body
     );
-    let fits = send(&ts, Method::POST, limited, deployment("fits", 3, json!({}))).await;
-    assert_eq!(fits.code, StatusCode::CREATED, "{}", fits.body);
+    let _fits = create_ok(&ts, limited, deployment("fits", 3, json!({}))).await;
     // The match condition exempts; the namespace selector leaves other namespaces alone.
-    let exempt = send(
+    let _exempt = create_ok(
         &ts,
-        Method::POST,
         limited,
         deployment("exempt", 9, json!({"exempt": "yes"})),
     )
     .await;
-    assert_eq!(exempt.code, StatusCode::CREATED, "{}", exempt.body);
-    let elsewhere = send(
-        &ts,
-        Method::POST,
-        DEPLOYMENTS,
-        deployment("elsewhere", 9, json!({})),
-    )
-    .await;
-    assert_eq!(elsewhere.code, StatusCode::CREATED, "{}", elsewhere.body);
+    let _elsewhere = create_ok(&ts, DEPLOYMENTS, deployment("elsewhere", 9, json!({}))).await;
 }
 
 #[tokio::test]
 async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ignore() {
     let ts = TestServer::new().await;
     // A field the object lacks: a runtime error, so Fail refuses.
-    install(
+    install_denying(
         &ts,
-        policy(
-            "strict",
-            json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]}),
-        ),
-        binding("strict-binding", "strict", json!({})),
+        "strict",
+        json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]}),
     )
     .await;
     let answer = create_until_refused(&ts, deployment("d", 1, json!({}))).await;
@@ -463,13 +400,7 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     assert_eq!(put.code, StatusCode::OK, "{}", put.body);
     let mut created = None;
     for _ in 0..50 {
-        let a = send(
-            &ts,
-            Method::POST,
-            DEPLOYMENTS,
-            deployment("d", 1, json!({})),
-        )
-        .await;
+        let a = post(&ts, DEPLOYMENTS, deployment("d", 1, json!({}))).await;
         if a.code == StatusCode::CREATED {
             created = Some(a);
             break;
@@ -504,21 +435,17 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
 #[tokio::test]
 async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
     let ts = TestServer::new().await;
-    install(
+    install_denying(
         &ts,
-        policy(
-            "no-dry-runs",
-            json!({"validations": [{"expression": "!request.dryRun", "message": "no dry runs here"}]}),
-        ),
-        binding("no-dry-runs-binding", "no-dry-runs", json!({})),
+        "no-dry-runs",
+        json!({"validations": [{"expression": "!request.dryRun", "message": "no dry runs here"}]}),
     )
     .await;
     let dry = json!({"metadata": {"name": "dry"}});
     let mut refused = None;
     for _ in 0..50 {
-        let answer = send(
+        let answer = post(
             &ts,
-            Method::POST,
             &format!("{DEPLOYMENTS}?dryRun=All"),
             deployment("dry", 1, dry["metadata"]["labels"].clone()),
         )
@@ -536,12 +463,5 @@ async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
         "{}",
         refused.body
     );
-    let real = send(
-        &ts,
-        Method::POST,
-        DEPLOYMENTS,
-        deployment("real", 1, json!({})),
-    )
-    .await;
-    assert_eq!(real.code, StatusCode::CREATED, "{}", real.body);
+    let _real = create_ok(&ts, DEPLOYMENTS, deployment("real", 1, json!({}))).await;
 }

@@ -8,24 +8,23 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{TestServer, strings};
+use crate::harness::{Expect, TestServer, strings};
 
 const PATH: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 
 /// Waits until `check` accepts the APIService `name`.
 async fn eventually(s: &TestServer, name: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (code, body) = s.get(&format!("{PATH}/{name}")).await;
-        if code == StatusCode::OK && check(&body) {
-            return body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name}: still {code}: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::harness::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || async {
+            match s.get(&format!("{PATH}/{name}")).await {
+                (StatusCode::OK, body) if check(&body) => Ok(body),
+                (code, body) => Err(format!("{name}: still {code}: {body}")),
+            }
+        },
+    )
+    .await
 }
 
 fn available(service: &Value) -> Option<(String, String)> {
@@ -61,18 +60,16 @@ async fn local_apiservices_are_registered_available_and_kept() {
     let (_, mut apps) = s.get(&format!("{PATH}/v1.apps")).await;
     apps["spec"]["service"] = json!({"namespace": "default", "name": "evil", "port": 443});
     apps["spec"]["insecureSkipTLSVerify"] = json!(true);
-    let (code, body) = s.put(&format!("{PATH}/v1.apps"), apps).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.put_ok(&format!("{PATH}/v1.apps"), apps).await;
     eventually(&s, "v1.apps", |a| {
         a["spec"].get("service").is_none() && a["spec"].get("insecureSkipTLSVerify").is_none()
     })
     .await;
     // ...nor does deleting it; and apps is served locally all along.
-    let (code, _) = s.delete(&format!("{PATH}/v1.apps")).await;
-    assert_eq!(code, StatusCode::OK);
+    s.delete_ok(&format!("{PATH}/v1.apps")).await;
     eventually(&s, "v1.apps", |a| available(a).is_some()).await;
-    let (code, _) = s.get("/apis/apps/v1/namespaces/default/deployments").await;
-    assert_eq!(code, StatusCode::OK);
+    s.get_ok("/apis/apps/v1/namespaces/default/deployments")
+        .await;
 }
 
 #[tokio::test]
@@ -84,8 +81,7 @@ async fn a_service_backed_apiservice_says_why_it_is_not_available() {
             "groupPriorityMinimum": 1000, "versionPriority": 15,
             "insecureSkipTLSVerify": true,
             "service": {"namespace": "default", "name": "example-api", "port": 443}}});
-    let (code, body) = s.post(PATH, service).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created(PATH, service).await;
     let got = eventually(&s, "v1alpha1.example.com", |a| available(a).is_some()).await;
     assert_eq!(
         available(&got),
@@ -94,8 +90,7 @@ async fn a_service_backed_apiservice_says_why_it_is_not_available() {
     );
     let svc = json!({"metadata": {"name": "example-api"},
         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}});
-    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created("/api/v1/namespaces/default/services", svc).await;
     eventually(&s, "v1alpha1.example.com", |a| {
         available(a) == Some(("False".into(), "MissingEndpoints".into()))
     })
@@ -105,11 +100,12 @@ async fn a_service_backed_apiservice_says_why_it_is_not_available() {
     let bad = json!({"metadata": {"name": "v2.example.com"},
         "spec": {"group": "example.com", "version": "v1",
             "groupPriorityMinimum": 1000, "versionPriority": 15}});
-    let (code, body) = s.post(PATH, bad).await;
-    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    s.post(PATH, bad)
+        .await
+        .expect_code(StatusCode::UNPROCESSABLE_ENTITY);
 
     // kubectl's columns.
-    let (code, table) = s
+    let table = s
         .call_with_headers(
             &skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]),
             http::Method::GET,
@@ -117,8 +113,8 @@ async fn a_service_backed_apiservice_says_why_it_is_not_available() {
             None,
             &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{table}");
+        .await
+        .expect_code(StatusCode::OK);
     let columns = strings(&table["columnDefinitions"], "name");
     assert_eq!(columns, ["Name", "Service", "Available", "Age"]);
     let row = |name: &str| {

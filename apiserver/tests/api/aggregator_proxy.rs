@@ -18,10 +18,9 @@ use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
-use tokio::io::AsyncWriteExt;
 
-use crate::harness::TestServer;
-use crate::node_tls::{client_cn, read_head, tls_listener};
+use crate::harness::{Expect, TestServer, eventually};
+use crate::node_tls::{answer_ok, next_request, tls_listener};
 
 /// A CA of the extension server's own and a serving certificate from it
 /// for `example-api.default.svc`.
@@ -53,12 +52,7 @@ type Seen = Arc<parking_lot::Mutex<Vec<(Option<String>, String)>>>;
 async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Seen) -> u16 {
     let (listener, port, acceptor) = tls_listener(&cert, front_proxy_ca, false).await;
     tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let Ok(mut stream) = acceptor.accept(tcp).await else {
-                continue;
-            };
-            let client = client_cn(&stream);
-            let head = read_head(&mut stream).await;
+        while let Some((mut stream, client, head)) = next_request(&listener, &acceptor).await {
             let head = String::from_utf8_lossy(&head).into_owned();
             seen.lock().push((client, head.clone()));
             let path = head.split(' ').nth(1).unwrap_or("").to_string();
@@ -77,38 +71,49 @@ async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Se
                     "path": path, "headers": headers, "items": []})
             }
             .to_string();
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            answer_ok(&mut stream, "application/json", &body).await;
         }
     });
     port
 }
 
+/// Service `example-api` in default, whose one EndpointSlice holds
+/// `endpoint` (127.0.0.1, ready or not) on the extension server's `port`.
+async fn example_api_service(s: &TestServer, port: u16, endpoint: Value) {
+    let svc = json!({"metadata": {"name": "example-api"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
+    s.created("/api/v1/namespaces/default/services", svc).await;
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "example-api-1",
+            "labels": {"kubernetes.io/service-name": "example-api"}},
+        "addressType": "IPv4",
+        "endpoints": [endpoint],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    s.created(slices, slice).await;
+}
+
 async fn available(s: &TestServer, name: &str, reason: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
-    loop {
-        let (_, service) = s
-            .get(&format!(
-                "/apis/apiregistration.k8s.io/v1/apiservices/{name}"
-            ))
-            .await;
-        let condition = service["status"]["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
-            .cloned();
-        if condition.as_ref().is_some_and(|c| c["reason"] == reason) {
-            return condition.unwrap_or_default();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name}: not {reason}: {service}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(45),
+        Duration::from_millis(100),
+        || async {
+            let (_, service) = s
+                .get(&format!(
+                    "/apis/apiregistration.k8s.io/v1/apiservices/{name}"
+                ))
+                .await;
+            let condition = service["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+                .cloned();
+            match condition {
+                Some(c) if c["reason"] == reason => Ok(c),
+                _ => Err(format!("{name}: not {reason}: {service}")),
+            }
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -142,33 +147,20 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
     let (ca_pem, serving) = extension_certs();
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
-    let svc = json!({"metadata": {"name": "example-api"},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
-    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "example-api-1",
-            "labels": {"kubernetes.io/service-name": "example-api"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
-    let (code, body) = s
-        .post(
-            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
-            slice,
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    example_api_service(
+        &s,
+        port,
+        json!({"addresses": ["127.0.0.1"], "conditions": {"ready": true}}),
+    )
+    .await;
     let bundle = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
     let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": "v1alpha1.example.com"},
         "spec": {"group": "example.com", "version": "v1alpha1",
             "groupPriorityMinimum": 1000, "versionPriority": 15, "caBundle": bundle,
             "service": {"namespace": "default", "name": "example-api", "port": 443}}});
-    let (code, body) = s
-        .post("/apis/apiregistration.k8s.io/v1/apiservices", service)
+    s.created("/apis/apiregistration.k8s.io/v1/apiservices", service)
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     let condition = available(&s, "v1alpha1.example.com", "Passed").await;
     assert_eq!(condition["status"], "True");
 
@@ -182,14 +174,13 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
             .any(|g| g["name"] == "example.com"),
         "{groups}"
     );
-    let (code, group) = s.get("/apis/example.com").await;
-    assert_eq!(code, StatusCode::OK, "{group}");
+    let group = s.get_ok("/apis/example.com").await;
     assert_eq!(group["preferredVersion"]["version"], "v1alpha1");
 
     // A caller RBAC allows: proxied, with the identity in headers and no
     // credentials of the caller's.
     let admin = UserInfo::new("alice", ["system:masters".to_string()]);
-    let (code, answer) = s
+    let answer = s
         .call_with_headers(
             &admin,
             Method::GET,
@@ -200,8 +191,8 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
                 ("x-remote-user", "forged"),
             ],
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{answer}");
+        .await
+        .expect_code(StatusCode::OK);
     let headers: Vec<&str> = answer["headers"]
         .as_array()
         .unwrap()
@@ -229,15 +220,12 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
     // A caller RBAC refuses: 403 here, nothing reaches the server.
     let before = seen.lock().len();
     let mallory = UserInfo::new("mallory", Vec::<String>::new());
-    let (code, _) = s
-        .call_as(
-            &mallory,
-            Method::GET,
-            "/apis/example.com/v1alpha1/namespaces/default/widgets",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    s.get_as(
+        &mallory,
+        "/apis/example.com/v1alpha1/namespaces/default/widgets",
+    )
+    .await
+    .expect_code(StatusCode::FORBIDDEN);
     assert_eq!(seen.lock().len(), before);
 
     // An APIService pointing a built-in group at the server does not take
@@ -247,12 +235,11 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         .await;
     apps["spec"]["service"] = json!({"namespace": "default", "name": "example-api", "port": 443});
     apps["spec"]["caBundle"] = json!(bundle);
-    let (code, body) = s
-        .put("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps", apps)
+    s.put_ok("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps", apps)
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, list) = s.get("/apis/apps/v1/namespaces/default/deployments").await;
-    assert_eq!(code, StatusCode::OK);
+    let list = s
+        .get_ok("/apis/apps/v1/namespaces/default/deployments")
+        .await;
     assert_eq!(list["kind"], "DeploymentList");
     assert!(
         !seen
@@ -277,20 +264,7 @@ async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
     let (other_ca, _) = extension_certs();
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
-    let svc = json!({"metadata": {"name": "example-api"},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
-    s.post("/api/v1/namespaces/default/services", svc).await;
-    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "example-api-1",
-            "labels": {"kubernetes.io/service-name": "example-api"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["127.0.0.1"]}],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
-    s.post(
-        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
-        slice,
-    )
-    .await;
+    example_api_service(&s, port, json!({"addresses": ["127.0.0.1"]})).await;
     let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": "v1alpha1.example.com"},
         "spec": {"group": "example.com", "version": "v1alpha1",
@@ -301,10 +275,9 @@ async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
         .await;
     let condition = available(&s, "v1alpha1.example.com", "FailedDiscoveryCheck").await;
     assert_eq!(condition["status"], "False");
-    let (code, _) = s
-        .get("/apis/example.com/v1alpha1/namespaces/default/widgets")
-        .await;
-    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+    s.get("/apis/example.com/v1alpha1/namespaces/default/widgets")
+        .await
+        .expect_code(StatusCode::SERVICE_UNAVAILABLE);
     assert!(seen.lock().is_empty(), "{:?}", seen.lock());
     let (_, groups) = s.get("/apis").await;
     assert!(

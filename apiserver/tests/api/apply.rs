@@ -4,7 +4,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{TestServer, assert_status, message_of};
+use crate::harness::{Expect, TestServer, message_of, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const APPLY: &str = "application/apply-patch+yaml";
@@ -14,14 +14,26 @@ fn cm(data: Value) -> Value {
 }
 
 async fn apply(s: &TestServer, query: &str, body: Value) -> (StatusCode, Value) {
-    let yaml = serde_yaml::to_string(&body).unwrap();
-    s.raw(
-        Method::PATCH,
-        &format!("{CMS}/c?{query}"),
-        APPLY,
-        yaml.into_bytes(),
-    )
-    .await
+    apply_at(s, &format!("{CMS}/c?{query}"), body).await
+}
+
+/// Server-side applies `body` (sent as YAML) to `path`.
+async fn apply_at(s: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
+    s.apply_yaml(path, &serde_yaml::to_string(&body).unwrap())
+        .await
+}
+
+/// Applies `data` as manager `a`, which must be refused with a 409 whose
+/// cause names `owner`: how each test shows who holds a field.
+async fn conflicts_as_a(s: &TestServer, data: Value, owner: &str) -> Value {
+    let status = apply(s, "fieldManager=a", cm(data))
+        .await
+        .expect_failure(409, "Conflict");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        format!("conflict with \"{owner}\" using v1")
+    );
+    status
 }
 
 /// The fieldsV1 of `manager`'s entry with `operation` (Null when absent).
@@ -38,8 +50,9 @@ fn owned(object: &Value, manager: &str, operation: &str) -> Value {
 #[tokio::test]
 async fn apply_creates_then_updates_and_removes_omitted_fields() {
     let s = TestServer::new().await;
-    let (code, created) = apply(&s, "fieldManager=a", cm(json!({"x": "1", "y": "2"}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let created = apply(&s, "fieldManager=a", cm(json!({"x": "1", "y": "2"})))
+        .await
+        .expect_code(StatusCode::CREATED);
     let entry = &created["metadata"]["managedFields"][0];
     assert_eq!(entry["manager"], "a");
     assert_eq!(entry["operation"], "Apply");
@@ -51,8 +64,9 @@ async fn apply_creates_then_updates_and_removes_omitted_fields() {
     );
     assert_eq!(entry["fieldsV1"], json!({"f:data": {"f:x": {}, "f:y": {}}}));
 
-    let (code, updated) = apply(&s, "fieldManager=a", cm(json!({"x": "9"}))).await;
-    assert_eq!(code, StatusCode::OK, "{updated}");
+    apply(&s, "fieldManager=a", cm(json!({"x": "9"})))
+        .await
+        .expect_code(StatusCode::OK);
     let (_, stored) = s.get(&format!("{CMS}/c")).await;
     assert_eq!(
         stored["data"],
@@ -73,11 +87,11 @@ async fn apply_creates_then_updates_and_removes_omitted_fields() {
 async fn conflicts_name_the_owner_and_force_takes_over() {
     let s = TestServer::new().await;
     apply(&s, "fieldManager=a", cm(json!({"k": "1", "other": "o"}))).await;
-    let (code, status) = apply(&s, "fieldManager=b", cm(json!({"k": "2"}))).await;
-    assert_status(code, &status, 409, "Conflict");
-    assert_eq!(
-        status["message"],
-        "Apply failed with 1 conflict: conflict with \"a\" using v1: .data.k"
+    let status = refused(
+        apply(&s, "fieldManager=b", cm(json!({"k": "2"}))).await,
+        409,
+        "Conflict",
+        "Apply failed with 1 conflict: conflict with \"a\" using v1: .data.k",
     );
     assert_eq!(
         status["details"]["causes"],
@@ -86,8 +100,9 @@ async fn conflicts_name_the_owner_and_force_takes_over() {
     let (_, stored) = s.get(&format!("{CMS}/c")).await;
     assert_eq!(stored["data"]["k"], "1", "a refused apply stores nothing");
 
-    let (code, forced) = apply(&s, "fieldManager=b&force=true", cm(json!({"k": "2"}))).await;
-    assert_eq!(code, StatusCode::OK, "{forced}");
+    let forced = apply(&s, "fieldManager=b&force=true", cm(json!({"k": "2"})))
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(forced["data"], json!({"k": "2", "other": "o"}));
     assert_eq!(
         owned(&forced, "a", "Apply"),
@@ -95,8 +110,9 @@ async fn conflicts_name_the_owner_and_force_takes_over() {
     );
     assert_eq!(owned(&forced, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
     // a applies again without k: b owns it, so it stays.
-    let (code, again) = apply(&s, "fieldManager=a", cm(json!({"other": "o"}))).await;
-    assert_eq!(code, StatusCode::OK, "{again}");
+    let again = apply(&s, "fieldManager=a", cm(json!({"other": "o"})))
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(again["data"]["k"], "2");
 }
 
@@ -104,36 +120,33 @@ async fn conflicts_name_the_owner_and_force_takes_over() {
 async fn managers_agreeing_on_a_value_share_it() {
     let s = TestServer::new().await;
     apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
-    let (code, shared) = apply(&s, "fieldManager=b", cm(json!({"k": "1"}))).await;
-    assert_eq!(code, StatusCode::OK, "{shared}");
+    let shared = apply(&s, "fieldManager=b", cm(json!({"k": "1"})))
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(owned(&shared, "a", "Apply"), json!({"f:data": {"f:k": {}}}));
     assert_eq!(owned(&shared, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
     // Neither can now change it alone.
-    let (code, status) = apply(&s, "fieldManager=a", cm(json!({"k": "2"}))).await;
-    assert_status(code, &status, 409, "Conflict");
-    assert_eq!(
-        status["details"]["causes"][0]["message"],
-        "conflict with \"b\" using v1"
-    );
+    conflicts_as_a(&s, json!({"k": "2"}), "b").await;
 }
 
 #[tokio::test]
 async fn dry_run_apply_returns_entries_and_stores_nothing() {
     let s = TestServer::new().await;
     let before = s.keys().await;
-    let (code, body) = apply(&s, "fieldManager=a&dryRun=All", cm(json!({"k": "1"}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = apply(&s, "fieldManager=a&dryRun=All", cm(json!({"k": "1"})))
+        .await
+        .expect_code(StatusCode::CREATED);
     assert_eq!(body["metadata"]["managedFields"][0]["manager"], "a");
     assert_eq!(s.keys().await, before);
 
     apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
-    let (code, body) = apply(
+    let body = apply(
         &s,
         "fieldManager=b&dryRun=All&force=true",
         cm(json!({"k": "2"})),
     )
-    .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    .await
+    .expect_code(StatusCode::OK);
     assert_eq!(owned(&body, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
     let (_, stored) = s.get(&format!("{CMS}/c")).await;
     assert_eq!(stored["data"]["k"], "1");
@@ -143,22 +156,17 @@ async fn dry_run_apply_returns_entries_and_stores_nothing() {
 #[tokio::test]
 async fn updates_take_the_fields_they_change() {
     let s = TestServer::new().await;
-    let (code, created) = s
-        .post(CMS, json!({"metadata": {"name": "c", "labels": {"app": "x"}}, "data": {"k": "1", "j": "1"}}))
-        .await;
-    assert_eq!(code, StatusCode::CREATED);
+    let created = s.created(CMS, json!({"metadata": {"name": "c", "labels": {"app": "x"}}, "data": {"k": "1", "j": "1"}})).await;
     assert_eq!(
         owned(&created, "skiff-tests", "Update"),
         json!({"f:data": {".": {}, "f:j": {}, "f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
     );
-    let (code, patched) = s
-        .patch(
+    let patched = s
+        .merge_patch_ok(
             &format!("{CMS}/c?fieldManager=editor"),
-            "application/merge-patch+json",
             json!({"data": {"k": "2"}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK);
     assert_eq!(
         owned(&patched, "editor", "Update"),
         json!({"f:data": {"f:k": {}}})
@@ -168,18 +176,12 @@ async fn updates_take_the_fields_they_change() {
         json!({"f:data": {".": {}, "f:j": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
     );
     // An applier changing what the editor set conflicts with it.
-    let (code, status) = apply(&s, "fieldManager=a", cm(json!({"k": "3"}))).await;
-    assert_status(code, &status, 409, "Conflict");
-    assert_eq!(
-        status["details"]["causes"][0]["message"],
-        "conflict with \"editor\" using v1"
-    );
+    let status = conflicts_as_a(&s, json!({"k": "3"}), "editor").await;
     assert_eq!(status["details"]["causes"][0]["field"], ".data.k");
     // A write that changes nothing keeps entries and resourceVersion.
     let (_, same) = s
-        .patch(
+        .merge_patch(
             &format!("{CMS}/c?fieldManager=idle"),
-            "application/merge-patch+json",
             json!({"data": {"k": "2"}}),
         )
         .await;
@@ -194,13 +196,11 @@ async fn updates_take_the_fields_they_change() {
 async fn put_keeps_entries_unless_it_sends_its_own() {
     let s = TestServer::new().await;
     apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
-    let (code, replaced) = s
-        .put(
+    let replaced = s
+        .put_ok(
             &format!("{CMS}/c?fieldManager=replacer"),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "1", "n": "2"}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{replaced}");
+        ).await;
     assert_eq!(
         owned(&replaced, "a", "Apply"),
         json!({"f:data": {"f:k": {}}})
@@ -210,25 +210,18 @@ async fn put_keeps_entries_unless_it_sends_its_own() {
         json!({"f:data": {"f:n": {}}})
     );
     // `[{}]` clears the entries, as upstream documents.
-    let (code, cleared) = s
-        .patch(
+    let cleared = s
+        .merge_patch_ok(
             &format!("{CMS}/c"),
-            "application/merge-patch+json",
             json!({"metadata": {"managedFields": [{}]}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{cleared}");
     assert!(
         cleared["metadata"].get("managedFields").is_none(),
         "{cleared}"
     );
     // The next apply finds the old fields owned by before-first-apply.
-    let (code, status) = apply(&s, "fieldManager=a", cm(json!({"k": "2"}))).await;
-    assert_status(code, &status, 409, "Conflict");
-    assert_eq!(
-        status["details"]["causes"][0]["message"],
-        "conflict with \"before-first-apply\" using v1"
-    );
+    conflicts_as_a(&s, json!({"k": "2"}), "before-first-apply").await;
 }
 
 #[tokio::test]
@@ -245,15 +238,9 @@ async fn deployments_merge_containers_by_name_and_ports_by_port_and_protocol() {
         {"name": "app", "image": "nginx:1", "ports": [{"containerPort": 80}]},
         {"name": "sidecar", "image": "busybox"}
     ]));
-    let (code, created) = s
-        .raw(
-            Method::PATCH,
-            path,
-            APPLY,
-            serde_yaml::to_string(&body).unwrap().into_bytes(),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let created = apply_at(&s, path, body)
+        .await
+        .expect_code(StatusCode::CREATED);
     let fields = owned(&created, "ci", "Apply");
     let app = &fields["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"app"}"#];
     assert_eq!(
@@ -271,15 +258,7 @@ async fn deployments_merge_containers_by_name_and_ports_by_port_and_protocol() {
     );
     let body =
         deploy(json!([{"name": "app", "image": "nginx:2", "ports": [{"containerPort": 80}]}]));
-    let (code, updated) = s
-        .raw(
-            Method::PATCH,
-            path,
-            APPLY,
-            serde_yaml::to_string(&body).unwrap().into_bytes(),
-        )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{updated}");
+    let updated = apply_at(&s, path, body).await.expect_code(StatusCode::OK);
     let containers = updated["spec"]["template"]["spec"]["containers"]
         .as_array()
         .unwrap();
@@ -296,30 +275,27 @@ async fn deployments_merge_containers_by_name_and_ports_by_port_and_protocol() {
 #[tokio::test]
 async fn apply_options_are_checked() {
     let s = TestServer::new().await;
-    let (code, status) = apply(&s, "", cm(json!({"k": "1"}))).await;
-    assert_status(code, &status, 422, "Invalid");
+    let status = apply(&s, "", cm(json!({"k": "1"})))
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(status["details"]["causes"][0]["field"], "fieldManager");
     s.configmap("default", "c", json!({})).await;
-    let (code, status) = s
-        .patch(
-            &format!("{CMS}/c?force=true"),
-            "application/merge-patch+json",
-            json!({"data": {"k": "1"}}),
-        )
-        .await;
-    assert_status(code, &status, 422, "Invalid");
+    let status = s
+        .merge_patch(&format!("{CMS}/c?force=true"), json!({"data": {"k": "1"}}))
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(status["details"]["causes"][0]["field"], "force");
     let missing_key = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                              "spec": {"containers": [{"image": "x"}]}});
-    let (code, status) = s
+    let status = s
         .raw(
             Method::PATCH,
             "/api/v1/namespaces/default/pods/p?fieldManager=a",
             APPLY,
             serde_yaml::to_string(&missing_key).unwrap().into_bytes(),
         )
-        .await;
-    assert_status(code, &status, 400, "BadRequest");
+        .await
+        .expect_failure(400, "BadRequest");
     assert!(
         message_of(&status).contains("omits key field \"name\""),
         "{status}"
@@ -335,30 +311,30 @@ async fn status_applies_own_only_status_under_their_subresource() {
                               "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
         "status": {"replicas": 5}});
     let path = "/apis/apps/v1/namespaces/default/deployments/web";
-    let (code, created) = s
+    let created = s
         .raw(
             Method::PATCH,
             &format!("{path}?fieldManager=ci"),
             APPLY,
             serde_yaml::to_string(&deploy).unwrap().into_bytes(),
         )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+        .await
+        .expect_code(StatusCode::CREATED);
     assert!(
         owned(&created, "ci", "Apply").get("f:status").is_none(),
         "the main resource does not own status: {created}"
     );
     let status = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                         "status": {"replicas": 2, "readyReplicas": 1}});
-    let (code, updated) = s
+    let updated = s
         .raw(
             Method::PATCH,
             &format!("{path}/status?fieldManager=ctrl"),
             APPLY,
             serde_yaml::to_string(&status).unwrap().into_bytes(),
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{updated}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(updated["status"]["readyReplicas"], 1);
     let entry = updated["metadata"]["managedFields"]
         .as_array()
@@ -390,8 +366,7 @@ async fn custom_resources_apply_with_atomic_lists() {
                             "name": {"type": "string"}}}}}}}}}}]}
     });
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    let (code, body) = s.post(crds, crd).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created(crds, crd).await;
     let path = "/apis/example.com/v1/namespaces/default/gadgets/g";
     let gadget = |spec: Value| {
         let body = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
@@ -420,24 +395,24 @@ async fn custom_resources_apply_with_atomic_lists() {
         json!({"f:spec": {"f:items": {}, "f:size": {}}}),
         "lists of custom resources are atomic"
     );
-    let (code, updated) = s
+    let updated = s
         .raw(
             Method::PATCH,
             &format!("{path}?fieldManager=a"),
             APPLY,
             gadget(json!({"items": [{"name": "z"}]})),
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{updated}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(updated["spec"], json!({"items": [{"name": "z"}]}));
-    let (code, status) = s
+    let status = s
         .raw(
             Method::PATCH,
             &format!("{path}?fieldManager=b"),
             APPLY,
             gadget(json!({"items": []})),
         )
-        .await;
-    assert_status(code, &status, 409, "Conflict");
+        .await
+        .expect_failure(409, "Conflict");
     assert_eq!(status["details"]["causes"][0]["field"], ".spec.items");
 }

@@ -16,6 +16,10 @@ use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore};
 use tower::ServiceExt;
 
+use crate::harness::{eventually, exchange};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
 /// A server keeping an audit log under `policy` (none: the default).
 struct Audited {
     server: ApiServer,
@@ -87,21 +91,40 @@ impl Audited {
         if let Some(user) = user {
             request.extensions_mut().insert(user.clone());
         }
-        let response = self.server.router().oneshot(request).await.unwrap();
-        let code = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
+        let (code, headers, body) = exchange(self.server.router(), request).await;
         Answer {
             code,
             headers,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            body,
         }
     }
 
     async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
-        self.send(Some(&admin()), method, path, body, &[]).await
+        self.as_user(&admin(), method, path, body).await
+    }
+
+    /// Sends a request as `user` with no extra headers (most tests' call).
+    async fn as_user(
+        &self,
+        user: &UserInfo,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Answer {
+        self.send(Some(user), method, path, body, &[]).await
+    }
+
+    /// POSTs `body` as the admin, which must be created: the fixture every
+    /// test whose log is checked starts from.
+    async fn created(&self, path: &str, body: Value) -> Answer {
+        let created = self.admin(Method::POST, path, Some(body)).await;
+        assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+        created
+    }
+
+    /// The ResponseComplete event of the request `answer` answered.
+    async fn completed(&self, answer: &Answer) -> Event {
+        complete(&self.events_of(&audit_id(answer)).await).clone()
     }
 
     /// The events of the request with this audit ID, once its
@@ -120,19 +143,21 @@ impl Audited {
 
     /// Every event in the file once `done` says so (fails after a while).
     async fn wait_for(&self, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let events = read_events(&self.log);
-            if done(&events) {
-                return events;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the audit log never showed what was expected; it has {} events",
-                events.len()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            || async {
+                let events = read_events(&self.log);
+                if done(&events) {
+                    return Ok(events);
+                }
+                Err(format!(
+                    "the audit log never showed what was expected; it has {} events",
+                    events.len()
+                ))
+            },
+        )
+        .await
     }
 }
 
@@ -165,6 +190,11 @@ fn complete(events: &[Event]) -> &Event {
         .expect("a ResponseComplete event")
 }
 
+/// An annotation of `event`, as the many checks of one compare it.
+fn annotation<'e>(event: &'e Event, key: &str) -> Option<&'e str> {
+    event.annotations.get(key).map(String::as_str)
+}
+
 fn configmap(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
         "data": {"k": "v"}})
@@ -173,14 +203,7 @@ fn configmap(name: &str) -> Value {
 #[tokio::test]
 async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
     let s = Audited::new(None).await;
-    let created = s
-        .admin(
-            Method::POST,
-            "/api/v1/namespaces/default/configmaps",
-            Some(configmap("settings")),
-        )
-        .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    let created = s.created(CMS, configmap("settings")).await;
     let id = audit_id(&created);
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
     let events = s.events_of(&id).await;
@@ -189,7 +212,7 @@ async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
     let event = complete(&events);
     assert_eq!(event.level, Level::Metadata);
     assert_eq!(event.verb, "create");
-    assert_eq!(event.request_uri, "/api/v1/namespaces/default/configmaps");
+    assert_eq!(event.request_uri, CMS);
     assert_eq!(event.user.username.as_deref(), Some("test-admin"));
     assert_eq!(
         event.user.groups.as_deref(),
@@ -214,19 +237,10 @@ async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
     assert!(status.message.is_empty());
     assert!(event.request_object.is_none() && event.response_object.is_none());
     assert_eq!(
-        event
-            .annotations
-            .get("authorization.k8s.io/decision")
-            .map(String::as_str),
+        annotation(event, "authorization.k8s.io/decision"),
         Some("allow")
     );
-    assert_eq!(
-        event
-            .annotations
-            .get("authorization.k8s.io/reason")
-            .map(String::as_str),
-        Some("")
-    );
+    assert_eq!(annotation(event, "authorization.k8s.io/reason"), Some(""));
     // RequestReceived comes before authorization, so it has no decision.
     assert!(events[0].annotations.is_empty());
     assert!(events[0].response_status.is_none());
@@ -247,25 +261,20 @@ async fn a_forbidden_get_is_recorded_with_the_refusal_and_rbac_names_what_allowe
     let s = Audited::new(None).await;
     let alice = UserInfo::new("alice", Vec::new());
     let refused = s
-        .send(
-            Some(&alice),
+        .as_user(
+            &alice,
             Method::GET,
             "/api/v1/namespaces/default/secrets/db",
             None,
-            &[],
         )
         .await;
     assert_eq!(refused.code, StatusCode::FORBIDDEN);
-    let events = s.events_of(&audit_id(&refused)).await;
-    let event = complete(&events);
+    let event = s.completed(&refused).await;
     assert_eq!(event.verb, "get");
     assert_eq!(event.user.username.as_deref(), Some("alice"));
     assert_eq!(event.object_ref.as_ref().unwrap().name, "db");
     assert_eq!(
-        event
-            .annotations
-            .get("authorization.k8s.io/decision")
-            .map(String::as_str),
+        annotation(&event, "authorization.k8s.io/decision"),
         Some("forbid")
     );
     let status = event.response_status.as_ref().unwrap();
@@ -279,24 +288,20 @@ async fn a_forbidden_get_is_recorded_with_the_refusal_and_rbac_names_what_allowe
 
     // What RBAC allows, it explains as upstream does.
     let review = s
-        .send(
-            Some(&alice),
+        .as_user(
+            &alice,
             Method::POST,
             "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
             Some(
                 json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                 "spec": {"resourceAttributes": {"verb": "create", "resource": "pods"}}}),
             ),
-            &[],
         )
         .await;
     assert_eq!(review.code, StatusCode::CREATED, "{}", review.body);
     let events = s.events_of(&audit_id(&review)).await;
     assert_eq!(
-        complete(&events)
-            .annotations
-            .get("authorization.k8s.io/reason")
-            .map(String::as_str),
+        annotation(complete(&events), "authorization.k8s.io/reason"),
         Some(
             "RBAC: allowed by ClusterRoleBinding \"system:basic-user\" of ClusterRole \"system:basic-user\" to Group \"system:authenticated\""
         )
@@ -310,7 +315,7 @@ async fn an_impersonated_request_records_the_real_caller_and_whom_it_acted_as() 
         .send(
             Some(&admin()),
             Method::GET,
-            "/api/v1/namespaces/default/configmaps",
+            CMS,
             None,
             &[("Impersonate-User", "bob"), ("Impersonate-Group", "devs")],
         )
@@ -328,10 +333,7 @@ async fn an_impersonated_request_records_the_real_caller_and_whom_it_acted_as() 
         Some(&["devs".to_string(), "system:authenticated".to_string()][..])
     );
     assert_eq!(
-        event
-            .annotations
-            .get("authorization.k8s.io/decision")
-            .map(String::as_str),
+        annotation(event, "authorization.k8s.io/decision"),
         Some("forbid")
     );
     assert!(
@@ -354,14 +356,13 @@ async fn an_impersonated_request_records_the_real_caller_and_whom_it_acted_as() 
         .send(
             Some(&alice),
             Method::GET,
-            "/api/v1/namespaces/default/configmaps",
+            CMS,
             None,
             &[("Impersonate-User", "system:admin")],
         )
         .await;
     assert_eq!(refused.code, StatusCode::FORBIDDEN);
-    let events = s.events_of(&audit_id(&refused)).await;
-    let event = complete(&events);
+    let event = s.completed(&refused).await;
     assert_eq!(event.user.username.as_deref(), Some("alice"));
     assert!(event.impersonated_user.is_none());
     assert_eq!(event.response_status.as_ref().unwrap().code, 403);
@@ -370,50 +371,34 @@ async fn an_impersonated_request_records_the_real_caller_and_whom_it_acted_as() 
 #[tokio::test]
 async fn pod_security_annotations_reach_the_log() {
     let s = Audited::new(None).await;
-    let ns = s
-        .admin(
-            Method::POST,
-            "/api/v1/namespaces",
-            Some(
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched",
+    s.created(
+        "/api/v1/namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched",
                 "labels": {"pod-security.kubernetes.io/audit": "baseline",
                     "pod-security.kubernetes.io/enforce": "privileged"}}}),
-            ),
-        )
-        .await;
-    assert_eq!(ns.code, StatusCode::CREATED, "{}", ns.body);
+    )
+    .await;
     let created = s
-        .admin(
-            Method::POST,
+        .created(
             "/api/v1/namespaces/watched/pods",
-            Some(
-                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                 "spec": {"containers": [{"name": "c", "image": "busybox",
                     "securityContext": {"privileged": true}}]}}),
-            ),
         )
         .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
-    let events = s.events_of(&audit_id(&created)).await;
-    let annotations = &complete(&events).annotations;
+    let event = s.completed(&created).await;
     assert_eq!(
-        annotations
-            .get("pod-security.kubernetes.io/enforce-policy")
-            .map(String::as_str),
+        annotation(&event, "pod-security.kubernetes.io/enforce-policy"),
         Some("privileged:latest")
     );
     assert_eq!(
-        annotations
-            .get("pod-security.kubernetes.io/audit-violations")
-            .map(String::as_str),
+        annotation(&event, "pod-security.kubernetes.io/audit-violations"),
         Some(
             "would violate PodSecurity \"baseline:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"
         )
     );
     assert_eq!(
-        annotations
-            .get("authorization.k8s.io/decision")
-            .map(String::as_str),
+        annotation(&event, "authorization.k8s.io/decision"),
         Some("allow")
     );
 }
@@ -441,23 +426,18 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
     let s = Audited::new(Some(LEVELS)).await;
     // Metadata: a Secret's value appears nowhere in the file.
     let secret = s
-        .admin(
-            Method::POST,
+        .created(
             "/api/v1/namespaces/default/secrets",
-            Some(
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
                 "data": {"password": "aHVudGVyMi1zM2NyZXQ="},
                 "stringData": {"token": "plain-t0ken-value"}}),
-            ),
         )
         .await;
-    assert_eq!(secret.code, StatusCode::CREATED, "{}", secret.body);
     let read = s
         .admin(Method::GET, "/api/v1/namespaces/default/secrets/db", None)
         .await;
     assert_eq!(read.code, StatusCode::OK);
-    let events = s.events_of(&audit_id(&read)).await;
-    let event = complete(&events);
+    let event = s.completed(&read).await;
     assert_eq!(event.level, Level::Metadata);
     assert!(event.request_object.is_none() && event.response_object.is_none());
     s.events_of(&audit_id(&secret)).await;
@@ -473,13 +453,8 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
 
     // RequestResponse: both bodies, without managed fields as asked.
     let created = s
-        .admin(
-            Method::POST,
-            "/api/v1/namespaces/default/configmaps?fieldManager=audit-test",
-            Some(configmap("both")),
-        )
+        .created(&format!("{CMS}?fieldManager=audit-test"), configmap("both"))
         .await;
-    assert_eq!(created.code, StatusCode::CREATED);
     let events = s.events_of(&audit_id(&created)).await;
     let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
     assert_eq!(
@@ -501,32 +476,20 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
     );
     assert!(created.body["metadata"]["managedFields"].is_array());
     // A failure at RequestResponse carries the Status as the response.
-    let missing = s
-        .admin(
-            Method::GET,
-            "/api/v1/namespaces/default/configmaps/none",
-            None,
-        )
-        .await;
-    let events = s.events_of(&audit_id(&missing)).await;
-    let event = complete(&events);
+    let missing = s.admin(Method::GET, &format!("{CMS}/none"), None).await;
+    let event = s.completed(&missing).await;
     assert_eq!(event.response_status.as_ref().unwrap().reason, "NotFound");
     assert_eq!(event.response_object.as_ref().unwrap()["kind"], "Status");
 
     // Request: the request body only.
     let service = s
-        .admin(
-            Method::POST,
+        .created(
             "/api/v1/namespaces/default/services",
-            Some(
-                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
                 "spec": {"ports": [{"port": 80}]}}),
-            ),
         )
         .await;
-    assert_eq!(service.code, StatusCode::CREATED, "{}", service.body);
-    let events = s.events_of(&audit_id(&service)).await;
-    let event = complete(&events);
+    let event = s.completed(&service).await;
     assert_eq!(event.level, Level::Request);
     assert_eq!(
         event.request_object.as_ref().unwrap()["spec"]["ports"][0]["port"],
@@ -537,20 +500,18 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
     // A refused request's body is never read, so never recorded.
     let alice = UserInfo::new("alice", Vec::new());
     let refused = s
-        .send(
-            Some(&alice),
+        .as_user(
+            &alice,
             Method::POST,
             "/api/v1/namespaces/default/services",
             Some(
                 json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "sneaky"},
                 "spec": {"ports": [{"port": 81}]}}),
             ),
-            &[],
         )
         .await;
     assert_eq!(refused.code, StatusCode::FORBIDDEN);
-    let events = s.events_of(&audit_id(&refused)).await;
-    let event = complete(&events);
+    let event = s.completed(&refused).await;
     assert_eq!(event.level, Level::Request);
     assert!(event.request_object.is_none(), "{:?}", event.request_object);
 
@@ -587,7 +548,7 @@ async fn a_watch_is_recorded_when_it_starts_and_when_it_ends() {
     let watch = s
         .admin(
             Method::GET,
-            "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1",
+            &format!("{CMS}?watch=true&timeoutSeconds=1"),
             None,
         )
         .await;
@@ -636,8 +597,7 @@ async fn unauthenticated_requests_are_recorded_and_every_answer_has_an_audit_id(
         .send(None, Method::GET, "/api/v1/namespaces", None, &[])
         .await;
     assert_eq!(refused.code, StatusCode::UNAUTHORIZED);
-    let events = s.events_of(&audit_id(&refused)).await;
-    let event = complete(&events);
+    let event = s.completed(&refused).await;
     assert_eq!(event.user, Default::default());
     assert_eq!(event.response_status.as_ref().unwrap().code, 401);
     assert_eq!(

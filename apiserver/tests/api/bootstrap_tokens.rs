@@ -10,7 +10,7 @@ use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::{Authenticated, Authenticator, UserInfo};
 use skiff_apiserver::bootstrap_tokens::{self, NewToken};
 
-use crate::harness::TestServer;
+use crate::harness::{Expect, TestServer};
 
 fn bearer(token: &str) -> HeaderMap {
     let mut h = HeaderMap::new();
@@ -22,13 +22,12 @@ fn bearer(token: &str) -> HeaderMap {
 }
 
 async fn create_token(server: &TestServer, token: &NewToken) {
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/api/v1/namespaces/kube-system/secrets",
             bootstrap_tokens::secret_object(token),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
 }
 
 fn token(id: &str, secret: &str, usages: &[&str], expiration: Option<&str>) -> NewToken {
@@ -107,28 +106,21 @@ async fn bootstrap_tokens_authenticate_until_they_expire_or_go() {
 
     // What a bootstrap identity may do: ask for certificates, not read the
     // cluster.
-    let (code, body) = server
-        .call_as(
+    server
+        .get_as(&user, "/api/v1/namespaces/kube-system/secrets")
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
+    server
+        .get_as(&user, "/api/v1/pods")
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
+    server
+        .get_as(
             &user,
-            Method::GET,
-            "/api/v1/namespaces/kube-system/secrets",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
-    let (code, body) = server
-        .call_as(&user, Method::GET, "/api/v1/pods", None)
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
-    let (code, body) = server
-        .call_as(
-            &user,
-            Method::GET,
             "/apis/certificates.k8s.io/v1/certificatesigningrequests",
-            None,
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+        .await
+        .expect_code(StatusCode::OK);
     let review = json!({
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": user.name, "groups": user.groups, "resourceAttributes": {
@@ -174,14 +166,14 @@ async fn cacerts_is_public_and_exact() {
         ..Default::default()
     })
     .await;
-    let (code, body) = server
+    let body = server
         .call_as(&UserInfo::anonymous(), Method::GET, "/cacerts", None)
-        .await;
-    assert_eq!(code, StatusCode::OK);
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(body, Value::String(pem.into()));
     let without = TestServer::new().await;
-    let (code, _) = without
+    without
         .call_as(&UserInfo::anonymous(), Method::GET, "/cacerts", None)
-        .await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+        .await
+        .expect_code(StatusCode::NOT_FOUND);
 }

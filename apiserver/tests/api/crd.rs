@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use skiff_store::Store;
 use tower::ServiceExt;
 
-use crate::harness::{KeptStore, TestServer, assert_status, message_of, strings};
+use crate::harness::{Expect, KeptStore, TestServer, find_in, message_of, refused, strings};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -65,8 +65,7 @@ async fn established(s: &TestServer, name: &str) -> Value {
 
 async fn condition(s: &TestServer, name: &str, ty: &str, status: &str) -> Value {
     for _ in 0..100 {
-        let (code, crd) = s.get(&format!("{CRDS}/{name}")).await;
-        assert_eq!(code, StatusCode::OK, "{crd}");
+        let crd = s.get_ok(&format!("{CRDS}/{name}")).await;
         let found = crd["status"]["conditions"]
             .as_array()
             .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == status));
@@ -80,8 +79,7 @@ async fn condition(s: &TestServer, name: &str, ty: &str, status: &str) -> Value 
 
 async fn install(s: &TestServer, crd: Value) -> Value {
     let name = crd["metadata"]["name"].as_str().unwrap().to_string();
-    let (code, body) = s.post(CRDS, crd).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created(CRDS, crd).await;
     established(s, &name).await
 }
 
@@ -107,15 +105,13 @@ async fn a_new_crd_is_established_and_discoverable() {
     assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
 
     let (_, groups) = s.get("/apis").await;
-    let group = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "example.com")
-        .expect("example.com in /apis");
+    let group = find_in(
+        &groups["groups"],
+        |g| g["name"] == "example.com",
+        "example.com in /apis",
+    );
     assert_eq!(group["preferredVersion"]["groupVersion"], "example.com/v1");
-    let (code, resources) = s.get("/apis/example.com/v1").await;
-    assert_eq!(code, StatusCode::OK, "{resources}");
+    let resources = s.get_ok("/apis/example.com/v1").await;
     let names: Vec<&str> = strings(&resources["resources"], "name");
     assert_eq!(names, vec!["widgets", "widgets/status", "widgets/scale"]);
     let main = &resources["resources"][0];
@@ -134,12 +130,11 @@ async fn discovery_names_the_declared_singular() {
     crd["spec"]["names"] = json!({"plural": "gadgets", "singular": "gizmo", "kind": "Gadget"});
     install(&s, crd).await;
     let (_, resources) = s.get("/apis/example.com/v1").await;
-    let gadgets = resources["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "gadgets")
-        .expect("gadgets in discovery");
+    let gadgets = find_in(
+        &resources["resources"],
+        |r| r["name"] == "gadgets",
+        "gadgets in discovery",
+    );
     assert_eq!(gadgets["singularName"], "gizmo");
 }
 
@@ -147,8 +142,7 @@ async fn discovery_names_the_declared_singular() {
 async fn openapi_v3_carries_the_declared_schema() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
-    let (code, doc) = s.get("/openapi/v3/apis/example.com/v1").await;
-    assert_eq!(code, StatusCode::OK, "{doc}");
+    let doc = s.get_ok("/openapi/v3/apis/example.com/v1").await;
     let widget = &doc["components"]["schemas"]["com.example.v1.Widget"];
     assert_eq!(
         widget["properties"]["spec"]["properties"]["size"]["type"], "integer",
@@ -165,20 +159,19 @@ async fn custom_objects_support_crud_selectors_and_watch() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
     let mut watch = s.watch(&format!("{WIDGETS}?watch=1")).await;
-    let (code, a) = s.post(WIDGETS, widget("a", json!({"size": 2}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{a}");
+    let a = s.created(WIDGETS, widget("a", json!({"size": 2}))).await;
     assert_eq!(a["metadata"]["generation"], 1);
     assert!(a["metadata"]["uid"].is_string());
     assert_eq!(watch.next_summary().await, ("ADDED".into(), "a".into()));
-    let (code, _) = s.post(WIDGETS, widget("b", json!({"size": 3}))).await;
-    assert_eq!(code, StatusCode::CREATED);
-    let (code, dup) = s.post(WIDGETS, widget("b", json!({"size": 3}))).await;
-    assert_status(code, &dup, 409, "AlreadyExists");
+    s.created(WIDGETS, widget("b", json!({"size": 3}))).await;
+    let dup = s
+        .post(WIDGETS, widget("b", json!({"size": 3})))
+        .await
+        .expect_failure(409, "AlreadyExists");
     assert_eq!(dup["details"]["group"], "example.com");
     assert_eq!(dup["message"], "widgets.example.com \"b\" already exists");
 
-    let (code, list) = s.get(WIDGETS).await;
-    assert_eq!(code, StatusCode::OK);
+    let list = s.get_ok(WIDGETS).await;
     assert_eq!(list["kind"], "WidgetList");
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
     let (_, by_label) = s.get(&format!("{WIDGETS}?labelSelector=app%3Db")).await;
@@ -193,30 +186,25 @@ async fn custom_objects_support_crud_selectors_and_watch() {
 
     let mut changed = a.clone();
     changed["spec"]["size"] = json!(5);
-    let (code, updated) = s.put(&format!("{WIDGETS}/a"), changed).await;
-    assert_eq!(code, StatusCode::OK, "{updated}");
+    let updated = s.put_ok(&format!("{WIDGETS}/a"), changed).await;
     assert_eq!(updated["spec"]["size"], 5);
     assert_eq!(updated["metadata"]["generation"], 2);
-    let (code, stale) = s.put(&format!("{WIDGETS}/a"), a.clone()).await;
-    assert_status(code, &stale, 409, "Conflict");
-    let (code, patched) = s
-        .patch(
-            &format!("{WIDGETS}/a"),
-            "application/merge-patch+json",
-            json!({"spec": {"size": 6}}),
-        )
+    s.put(&format!("{WIDGETS}/a"), a.clone())
+        .await
+        .expect_failure(409, "Conflict");
+    let patched = s
+        .merge_patch_ok(&format!("{WIDGETS}/a"), json!({"spec": {"size": 6}}))
         .await;
-    assert_eq!(code, StatusCode::OK, "{patched}");
     assert_eq!(patched["spec"]["size"], 6);
     assert_eq!(watch.next_summary().await, ("ADDED".into(), "b".into()));
     assert_eq!(watch.next_summary().await, ("MODIFIED".into(), "a".into()));
 
-    let (code, _) = s.delete(&format!("{WIDGETS}/a")).await;
-    assert_eq!(code, StatusCode::OK);
+    s.delete_ok(&format!("{WIDGETS}/a")).await;
     assert_eq!(watch.next_summary().await, ("MODIFIED".into(), "a".into()));
     assert_eq!(watch.next_summary().await, ("DELETED".into(), "a".into()));
-    let (code, gone) = s.get(&format!("{WIDGETS}/a")).await;
-    assert_status(code, &gone, 404, "NotFound");
+    s.get(&format!("{WIDGETS}/a"))
+        .await
+        .expect_failure(404, "NotFound");
 }
 
 #[tokio::test]
@@ -229,15 +217,11 @@ async fn cluster_scoped_resources_live_outside_namespaces() {
     install(&s, crd).await;
     let gizmo = json!({"apiVersion": "example.com/v1", "kind": "Gizmo",
         "metadata": {"name": "g1"}, "spec": {"size": 1}});
-    let (code, created) = s.post("/apis/example.com/v1/gizmos", gizmo).await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let created = s.created("/apis/example.com/v1/gizmos", gizmo).await;
     assert!(created["metadata"].get("namespace").is_none());
-    let (code, _) = s.get("/apis/example.com/v1/gizmos/g1").await;
-    assert_eq!(code, StatusCode::OK);
-    let (code, _) = s
-        .get("/apis/example.com/v1/namespaces/default/gizmos/g1")
+    s.get_ok("/apis/example.com/v1/gizmos/g1").await;
+    s.get_not_found("/apis/example.com/v1/namespaces/default/gizmos/g1")
         .await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -284,8 +268,7 @@ async fn invalid_crds_are_rejected_with_field_paths() {
         json!({"minimum": 1});
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["labels"] = json!({"type": "object", "properties": {"a": {"type": "string"}},
             "additionalProperties": {"type": "string"}});
-    let (code, body) = s.post(CRDS, crd).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s.post(CRDS, crd).await.expect_failure(422, "Invalid");
     let fields: Vec<&str> = strings(&body["details"]["causes"], "field");
     let schema = "spec.versions[0].schema.openAPIV3Schema.properties[spec]";
     assert!(fields.contains(&"metadata.name"), "{fields:?}");
@@ -306,8 +289,10 @@ async fn invalid_crds_are_rejected_with_field_paths() {
 
     let mut no_storage = widget_crd();
     no_storage["spec"]["versions"][0]["storage"] = json!(false);
-    let (code, body) = s.post(CRDS, no_storage).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post(CRDS, no_storage)
+        .await
+        .expect_failure(422, "Invalid");
     assert!(
         message_of(&body).contains("must have exactly one version marked as storage version"),
         "{body}"
@@ -319,15 +304,14 @@ async fn invalid_crds_are_rejected_with_field_paths() {
             .any(|k| k.contains("customresourcedefinitions")),
         "nothing stored"
     );
-    let (code, _) = s.get("/apis/example.com/v1").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.get_not_found("/apis/example.com/v1").await;
 }
 
 #[tokio::test]
 async fn invalid_objects_are_422_with_every_field_and_not_stored() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
-    let (code, body) = s
+    let body = s
         .post(
             WIDGETS,
             widget(
@@ -335,8 +319,8 @@ async fn invalid_objects_are_422_with_every_field_and_not_stored() {
                 json!({"size": "big", "color": "green", "replicas": 2}),
             ),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(body["details"]["kind"], "Widget");
     assert_eq!(body["details"]["group"], "example.com");
     let message = body["message"].as_str().unwrap();
@@ -354,12 +338,16 @@ async fn invalid_objects_are_422_with_every_field_and_not_stored() {
         ),
         "{message}"
     );
-    let (code, body) = s.post(WIDGETS, widget("bad", json!({"replicas": 2}))).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post(WIDGETS, widget("bad", json!({"replicas": 2})))
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(body["details"]["causes"][0]["field"], "spec.size");
     assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueRequired");
-    let (code, body) = s.post(WIDGETS, widget("bad", json!({"size": 11}))).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post(WIDGETS, widget("bad", json!({"size": 11})))
+        .await
+        .expect_failure(422, "Invalid");
     assert!(message_of(&body).contains("should be less than or equal to 10"));
     assert!(
         !s.keys().await.iter().any(|k| k.contains("/widgets/")),
@@ -369,8 +357,9 @@ async fn invalid_objects_are_422_with_every_field_and_not_stored() {
     let (_, good) = s.post(WIDGETS, widget("good", json!({"size": 1}))).await;
     let mut bad_update = good.clone();
     bad_update["spec"]["size"] = json!(0);
-    let (code, body) = s.put(&format!("{WIDGETS}/good"), bad_update).await;
-    assert_status(code, &body, 422, "Invalid");
+    s.put(&format!("{WIDGETS}/good"), bad_update)
+        .await
+        .expect_failure(422, "Invalid");
     let (_, stored) = s.get(&format!("{WIDGETS}/good")).await;
     assert_eq!(stored["spec"]["size"], 1);
 }
@@ -384,8 +373,7 @@ async fn unknown_fields_are_pruned_and_defaults_applied() {
         json!({"size": 2, "bogus": true, "extra": {"free": {"form": 1}}}),
     );
     object["topLevel"] = json!("dropped");
-    let (code, created) = s.post(WIDGETS, object).await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let created = s.created(WIDGETS, object).await;
     assert_eq!(
         created["spec"],
         json!({"size": 2, "replicas": 1, "color": "red", "extra": {"free": {"form": 1}}})
@@ -396,8 +384,7 @@ async fn unknown_fields_are_pruned_and_defaults_applied() {
     let (_, mut crd) = s.get(&format!("{CRDS}/widgets.example.com")).await;
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["shape"] =
         json!({"type": "string", "default": "round"});
-    let (code, body) = s.put(&format!("{CRDS}/widgets.example.com"), crd).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.put_ok(&format!("{CRDS}/widgets.example.com"), crd).await;
     for _ in 0..100 {
         let (_, got) = s.get(&format!("{WIDGETS}/p")).await;
         if got["spec"]["shape"] == "round" {
@@ -412,28 +399,26 @@ async fn unknown_fields_are_pruned_and_defaults_applied() {
 async fn strict_field_validation_names_fields_the_schema_lacks() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
-    let (code, body) = s
-        .post(
+    refused(
+        s.post(
             &format!("{WIDGETS}?fieldValidation=Strict"),
             widget(
                 "strict",
                 json!({"size": 2, "bogus": 1, "extra": {"kept": true}}),
             ),
         )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    assert_eq!(
-        body["message"],
-        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.bogus\""
+        .await,
+        400,
+        "BadRequest",
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.bogus\"",
     );
     assert!(!s.keys().await.iter().any(|k| k.contains("/widgets/")));
-    let (code, created) = s
-        .post(
+    let created = s
+        .created(
             &format!("{WIDGETS}?fieldValidation=Ignore"),
             widget("strict", json!({"size": 2, "bogus": 1})),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
     assert!(created["spec"].get("bogus").is_none());
 }
 
@@ -452,34 +437,29 @@ async fn status_and_scale_subresources() {
     let mut with_status = w.clone();
     with_status["status"] = json!({"ready": 2, "selector": "app=s", "phase": "Running"});
     with_status["spec"]["size"] = json!(9);
-    let (code, after) = s
-        .put(&format!("{WIDGETS}/s/status"), with_status.clone())
+    let after = s
+        .put_ok(&format!("{WIDGETS}/s/status"), with_status.clone())
         .await;
-    assert_eq!(code, StatusCode::OK, "{after}");
     assert_eq!(after["status"]["phase"], "Running");
     assert_eq!(after["spec"]["size"], 2, "status writes ignore spec");
     let mut main = after.clone();
     main["status"]["phase"] = json!("Hacked");
-    let (code, after) = s.put(&format!("{WIDGETS}/s"), main).await;
-    assert_eq!(code, StatusCode::OK, "{after}");
+    let after = s.put_ok(&format!("{WIDGETS}/s"), main).await;
     assert_eq!(
         after["status"]["phase"], "Running",
         "main writes ignore status"
     );
 
-    let (code, scale) = s.get(&format!("{WIDGETS}/s/scale")).await;
-    assert_eq!(code, StatusCode::OK, "{scale}");
+    let scale = s.get_ok(&format!("{WIDGETS}/s/scale")).await;
     assert_eq!(scale["kind"], "Scale");
     assert_eq!(scale["spec"]["replicas"], 2);
     assert_eq!(scale["status"], json!({"replicas": 2, "selector": "app=s"}));
-    let (code, scaled) = s
-        .patch(
+    let scaled = s
+        .merge_patch_ok(
             &format!("{WIDGETS}/s/scale"),
-            "application/merge-patch+json",
             json!({"spec": {"replicas": 7}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{scaled}");
     assert_eq!(scaled["spec"]["replicas"], 7);
     let (_, got) = s.get(&format!("{WIDGETS}/s")).await;
     assert_eq!(got["spec"]["replicas"], 7);
@@ -505,8 +485,7 @@ async fn several_versions_share_the_storage_version() {
     let beta_path = "/apis/example.com/v1beta1/namespaces/default/widgets";
     let mut object = widget("multi", json!({"size": 3}));
     object["apiVersion"] = json!("example.com/v1beta1");
-    let (code, created) = s.post(beta_path, object).await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let created = s.created(beta_path, object).await;
     assert_eq!(created["apiVersion"], "example.com/v1beta1");
     let raw = s
         .store
@@ -529,8 +508,7 @@ async fn conflicting_names_are_not_accepted() {
     let mut other = widget_crd();
     other["metadata"]["name"] = json!("gadgets.example.com");
     other["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget", "shortNames": ["wd"]});
-    let (code, body) = s.post(CRDS, other).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created(CRDS, other).await;
     let crd = condition(&s, "gadgets.example.com", "NamesAccepted", "False").await;
     let names = crd["status"]["conditions"]
         .as_array()
@@ -540,8 +518,7 @@ async fn conflicting_names_are_not_accepted() {
         .unwrap();
     assert_eq!(names["reason"], "ShortNamesConflict");
     assert_eq!(names["message"], "\"wd\" is already in use");
-    let (code, _) = s.get("/apis/example.com/v1/gadgets").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.get_not_found("/apis/example.com/v1/gadgets").await;
 }
 
 #[tokio::test]
@@ -549,11 +526,9 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
     for name in ["x", "y"] {
-        let (code, _) = s.post(WIDGETS, widget(name, json!({"size": 1}))).await;
-        assert_eq!(code, StatusCode::CREATED);
+        s.created(WIDGETS, widget(name, json!({"size": 1}))).await;
     }
-    let (code, body) = s.delete(&format!("{CRDS}/widgets.example.com")).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.delete_ok(&format!("{CRDS}/widgets.example.com")).await;
     for _ in 0..100 {
         let (code, _) = s.get(&format!("{CRDS}/widgets.example.com")).await;
         if code == StatusCode::NOT_FOUND {
@@ -571,10 +546,8 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
         !s.keys().await.iter().any(|k| k.contains("/widgets/")),
         "objects deleted"
     );
-    let (code, _) = s.get(WIDGETS).await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
-    let (code, _) = s.get("/apis/example.com/v1").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.get_not_found(WIDGETS).await;
+    s.get_not_found("/apis/example.com/v1").await;
 }
 
 #[tokio::test]
@@ -583,14 +556,15 @@ async fn custom_resources_survive_a_restart() {
     {
         let s = disk.start().await;
         install(&s, widget_crd()).await;
-        let (code, _) = s.post(WIDGETS, widget("kept", json!({"size": 2}))).await;
-        assert_eq!(code, StatusCode::CREATED);
+        s.created(WIDGETS, widget("kept", json!({"size": 2}))).await;
         s.stop().await;
     }
     let s = disk.start().await;
     // Served from the first request: no waiting for the controller.
-    let (code, kept) = s.call(Method::GET, &format!("{WIDGETS}/kept"), None).await;
-    assert_eq!(code, StatusCode::OK, "{kept}");
+    let kept = s
+        .call(Method::GET, &format!("{WIDGETS}/kept"), None)
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(kept["spec"]["size"], 2);
     assert_eq!(kept["spec"]["replicas"], 1);
 }
@@ -725,38 +699,35 @@ fn ruled_crd() -> Value {
 async fn validation_rules_refuse_custom_objects_at_the_rules_path() {
     let s = TestServer::new().await;
     install(&s, ruled_crd()).await;
-    let (code, body) = s
-        .post(
+    let body = refused(
+        s.post(
             WIDGETS,
             widget("w", json!({"size": 3, "replicas": 7, "maxReplicas": 5})),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
-    assert_eq!(
-        body["message"],
-        "Widget.example.com \"w\" is invalid: spec.replicas: Invalid value: \"object\": must be at most maxReplicas"
+        .await,
+        422,
+        "Invalid",
+        "Widget.example.com \"w\" is invalid: spec.replicas: Invalid value: \"object\": must be at most maxReplicas",
     );
     assert_eq!(body["details"]["causes"][0]["field"], "spec.replicas");
-    let (code, created) = s
-        .post(
+    let created = s
+        .created(
             WIDGETS,
             widget("w", json!({"size": 3, "replicas": 2, "maxReplicas": 5})),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
     // The transition rule sees the stored object on update.
     let mut shrunk = created.clone();
     shrunk["spec"]["size"] = json!(2);
-    let (code, body) = s.put(&format!("{WIDGETS}/w"), shrunk).await;
-    assert_status(code, &body, 422, "Invalid");
-    assert_eq!(
-        body["message"],
-        "Widget.example.com \"w\" is invalid: spec: Invalid value: \"object\": size may not shrink below 3"
+    refused(
+        s.put(&format!("{WIDGETS}/w"), shrunk).await,
+        422,
+        "Invalid",
+        "Widget.example.com \"w\" is invalid: spec: Invalid value: \"object\": size may not shrink below 3",
     );
     let mut grown = created;
     grown["spec"]["size"] = json!(4);
-    let (code, body) = s.put(&format!("{WIDGETS}/w"), grown).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.put_ok(&format!("{WIDGETS}/w"), grown).await;
 }
 
 #[tokio::test]
@@ -765,8 +736,7 @@ async fn a_crd_whose_rule_does_not_compile_is_refused() {
     let mut crd = ruled_crd();
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"]
         [0]["rule"] = json!("self.replicas <=");
-    let (code, body) = s.post(CRDS, crd).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s.post(CRDS, crd).await.expect_failure(422, "Invalid");
     assert_eq!(
         body["details"]["causes"][0]["field"],
         "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"

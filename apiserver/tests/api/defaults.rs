@@ -2,7 +2,6 @@
 //! object looks like in the response and when read back, for inputs that
 //! leave the defaulted fields out.
 
-use http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::harness::TestServer;
@@ -11,10 +10,8 @@ use crate::harness::TestServer;
 /// (created response, stored object).
 async fn create_and_read(s: &TestServer, path: &str, body: Value) -> (Value, Value) {
     let name = body["metadata"]["name"].as_str().unwrap().to_string();
-    let (code, created) = s.post(path, body).await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
-    let (code, stored) = s.get(&format!("{path}/{name}")).await;
-    assert_eq!(code, StatusCode::OK, "{stored}");
+    let created = s.created(path, body).await;
+    let stored = s.get_ok(&format!("{path}/{name}")).await;
     (created, stored)
 }
 
@@ -41,20 +38,17 @@ async fn a_secrets_string_data_is_merged_into_data_and_dropped() {
     let mut update = stored.clone();
     update.as_object_mut().unwrap().remove("data");
     update["stringData"] = json!({"token": "abc"});
-    let (code, replaced) = s.put(&format!("{path}/creds"), update).await;
-    assert_eq!(code, StatusCode::OK, "{replaced}");
+    let replaced = s.put_ok(&format!("{path}/creds"), update).await;
     assert!(replaced.get("stringData").is_none(), "{replaced}");
     assert_eq!(replaced["data"], json!({"token": "YWJj"}));
 
     // A merge patch adding stringData lands in data beside the stored keys.
-    let (code, patched) = s
-        .patch(
+    let patched = s
+        .merge_patch_ok(
             &format!("{path}/creds"),
-            "application/merge-patch+json",
             json!({"stringData": {"extra": "x"}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{patched}");
     assert!(patched.get("stringData").is_none(), "{patched}");
     assert_eq!(patched["data"], json!({"token": "YWJj", "extra": "eA=="}));
     let (_, stored) = s.get(&format!("{path}/creds")).await;

@@ -15,8 +15,7 @@ fn resource<'a>(list: &'a Value, name: &str) -> &'a Value {
 #[tokio::test]
 async fn version_and_health() {
     let s = TestServer::new().await;
-    let (code, v) = s.get("/version").await;
-    assert_eq!(code, StatusCode::OK);
+    let v = s.get_ok("/version").await;
     assert_eq!(v["major"], "1");
     assert_eq!(v["minor"], "33");
     assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.33."));
@@ -76,8 +75,7 @@ async fn legacy_discovery_documents() {
         resource(&apps, "deployments")["shortNames"],
         serde_json::json!(["deploy"])
     );
-    let (code, _) = s.get("/apis/apps/v2").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.get_not_found("/apis/apps/v2").await;
 }
 
 /// Aggregated discovery: what kubectl asks for first.
@@ -85,7 +83,7 @@ mod aggregated {
     use http::StatusCode;
     use serde_json::Value;
 
-    use super::super::harness::TestServer;
+    use super::super::harness::{TestServer, find_in};
     use super::super::openapi::fetch;
 
     const ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
@@ -102,30 +100,27 @@ mod aggregated {
         let doc: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(doc["kind"], "APIGroupDiscoveryList");
         assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2");
-        let apps = doc["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|g| g["metadata"]["name"] == "apps")
-            .expect("apps group");
+        let apps = find_in(
+            &doc["items"],
+            |g| g["metadata"]["name"] == "apps",
+            "apps group",
+        );
         let v1 = &apps["versions"][0];
         assert_eq!(v1["version"], "v1");
         assert_eq!(v1["freshness"], "Current");
-        let deployments = v1["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["resource"] == "deployments")
-            .expect("deployments");
+        let deployments = find_in(
+            &v1["resources"],
+            |r| r["resource"] == "deployments",
+            "deployments",
+        );
         assert_eq!(deployments["scope"], "Namespaced");
         assert_eq!(deployments["shortNames"][0], "deploy");
         assert_eq!(deployments["responseKind"]["kind"], "Deployment");
-        let scale = deployments["subresources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["subresource"] == "scale")
-            .expect("scale");
+        let scale = find_in(
+            &deployments["subresources"],
+            |s| s["subresource"] == "scale",
+            "scale",
+        );
         assert_eq!(scale["responseKind"]["group"], "autoscaling");
         // autoscaling lists its preferred version first.
         let autoscaling = doc["items"]

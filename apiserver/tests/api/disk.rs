@@ -9,7 +9,9 @@ use serde_json::json;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, SpaceReserve, Store};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{Expect, TestServer, assert_status};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 /// A tmpfs of `mib` MiB mounted on a temporary directory, unmounted when
 /// dropped (also when the test fails).
@@ -68,9 +70,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     let mut stored = Vec::new();
     let refusal = loop {
         let name = format!("fill-{}", stored.len());
-        let (code, body) = s
-            .post("/api/v1/namespaces/default/configmaps", filler(&name))
-            .await;
+        let (code, body) = s.post(CMS, filler(&name)).await;
         if code != StatusCode::CREATED {
             break (code, body);
         }
@@ -89,39 +89,34 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
 
     // Updates are refused too (one that changes something: an unchanged
     // object is not written at all); reads and watches go on.
-    let (code, body) = s
-        .put(
-            &format!("/api/v1/namespaces/default/configmaps/{}", stored[0]),
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
+    s.put(
+        &format!("{CMS}/{}", stored[0]),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": stored[0], "labels": {"fill": "yes"}},
                 "data": {"blob": "smaller"}}),
-        )
-        .await;
-    assert_status(code, &body, 507, "InsufficientStorage");
-    let (code, list) = s
-        .get("/api/v1/namespaces/default/configmaps?labelSelector=fill")
-        .await;
-    assert_eq!(code, StatusCode::OK);
+    )
+    .await
+    .expect_failure(507, "InsufficientStorage");
+    let list = s.get_ok(&format!("{CMS}?labelSelector=fill")).await;
     assert_eq!(list["items"].as_array().unwrap().len(), stored.len());
-    let (code, readyz) = s.call(http::Method::GET, "/readyz", None).await;
-    assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+    let readyz = s
+        .call(http::Method::GET, "/readyz", None)
+        .await
+        .expect_code(StatusCode::INTERNAL_SERVER_ERROR);
     assert!(
         readyz.as_str().unwrap().contains("[-]store failed"),
         "{readyz}"
     );
     let mut watch = s
         .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}",
+            "{CMS}?watch=1&resourceVersion={}",
             list["metadata"]["resourceVersion"].as_str().unwrap()
         ))
         .await;
 
     // Deletes work and are seen by watchers.
     for name in &stored {
-        let (code, body) = s
-            .delete(&format!("/api/v1/namespaces/default/configmaps/{name}"))
-            .await;
-        assert_eq!(code, StatusCode::OK, "{body}");
+        s.delete_ok(&format!("{CMS}/{name}")).await;
     }
     assert_eq!(
         watch.next_summary().await,
@@ -129,9 +124,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     );
     // Still below the reserve (a log-structured store gives space back only
     // when compacted and defragmented): writes are still refused, cleanly.
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/configmaps", filler("after"))
-        .await;
+    let (code, body) = s.post(CMS, filler("after")).await;
     assert_eq!(code.as_u16(), 507, "{}", body["message"]);
 
     // What was acknowledged survives a restart.

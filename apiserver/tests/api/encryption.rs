@@ -14,7 +14,7 @@ use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
-use crate::harness::{TestServer, assert_status, message_of, strings};
+use crate::harness::{Expect, TestServer, message_of, strings};
 
 /// The distinctive value the tests store in Secrets.
 const VALUE: &str = "correct-horse-battery-staple-7f3a";
@@ -64,6 +64,15 @@ fn files_contain(dir: &Path, needle: &str) -> Vec<PathBuf> {
     found
 }
 
+/// The default configuration, encrypting `resources` as an encryption
+/// configuration file in `dir` says.
+fn encrypting_file(dir: &Path, resources: &[&str]) -> ApiServerConfig {
+    ApiServerConfig {
+        encryption: Some(EncryptionSource::File(config_file(dir, resources))),
+        ..ApiServerConfig::default()
+    }
+}
+
 async fn raw_value(server: &TestServer, key: &str) -> Vec<u8> {
     server.store.get(key).await.unwrap().unwrap().value.to_vec()
 }
@@ -71,21 +80,13 @@ async fn raw_value(server: &TestServer, key: &str) -> Vec<u8> {
 #[tokio::test]
 async fn secrets_are_ciphertext_in_the_store_and_plaintext_to_clients() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets"],
-        ))),
-        ..ApiServerConfig::default()
-    })
-    .await;
+    let server = TestServer::with_config(encrypting_file(dir.path(), &["secrets"])).await;
     let mut watch = server
         .watch("/api/v1/namespaces/default/secrets?watch=1&resourceVersion=0")
         .await;
-    let (code, created) = server
-        .post("/api/v1/namespaces/default/secrets", secret("s1", VALUE))
+    let created = server
+        .created("/api/v1/namespaces/default/secrets", secret("s1", VALUE))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
     assert_eq!(created["data"]["password"], b64(VALUE));
     server.configmap("default", "plain", json!({})).await;
 
@@ -110,10 +111,9 @@ async fn secrets_are_ciphertext_in_the_store_and_plaintext_to_clients() {
     // An update's old and new values are both ciphertext in the history.
     let mut changed = got.clone();
     changed["data"]["password"] = json!(b64("second-value-91bc"));
-    let (code, _) = server
-        .put("/api/v1/namespaces/default/secrets/s1", changed)
+    server
+        .put_ok("/api/v1/namespaces/default/secrets/s1", changed)
         .await;
-    assert_eq!(code, StatusCode::OK);
     let event = watch.next().await.unwrap();
     assert_eq!(event["type"], "MODIFIED");
     assert_eq!(
@@ -135,23 +135,18 @@ async fn secrets_are_ciphertext_in_the_store_and_plaintext_to_clients() {
 async fn a_watch_resumed_past_the_caches_history_reads_plaintext_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets"],
-        ))),
         watch_history: 2,
-        ..ApiServerConfig::default()
+        ..encrypting_file(dir.path(), &["secrets"])
     })
     .await;
     let mut first = Value::Null;
     for i in 0..4 {
-        let (code, created) = server
-            .post(
+        let created = server
+            .created(
                 "/api/v1/namespaces/default/secrets",
                 secret(&format!("s{i}"), VALUE),
             )
             .await;
-        assert_eq!(code, StatusCode::CREATED, "{created}");
         if i == 0 {
             first = created;
         }
@@ -182,14 +177,8 @@ async fn a_watch_resumed_past_the_caches_history_reads_plaintext_from_the_store(
 #[tokio::test]
 async fn any_resource_the_configuration_names_is_encrypted() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets", "configmaps"],
-        ))),
-        ..ApiServerConfig::default()
-    })
-    .await;
+    let server =
+        TestServer::with_config(encrypting_file(dir.path(), &["secrets", "configmaps"])).await;
     let cm = server.configmap("default", "enc", json!({})).await;
     let raw = raw_value(&server, "/registry/core/configmaps/default/enc").await;
     assert!(raw.starts_with(b"k8s:enc:aesgcm:v1:key1:"));
@@ -224,9 +213,7 @@ async fn stop(server: TestServer) {
 }
 
 async fn status(server: &TestServer) -> Value {
-    let (code, body) = server.get("/v1-skiff/encrypt/status").await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    body
+    server.get_ok("/v1-skiff/encrypt/status").await
 }
 
 #[tokio::test]
@@ -234,13 +221,12 @@ async fn rotation_and_reencryption_keep_secrets_readable_and_leave_no_old_data()
     let dir = tempfile::tempdir().unwrap();
     // Secrets from before encryption was turned on are plaintext.
     let server = managed_server(dir.path(), false).await;
-    let (code, _) = server
-        .post(
+    server
+        .created(
             "/api/v1/namespaces/default/secrets",
             secret("before", VALUE),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED);
     assert!(status(&server).await["enabled"] == false);
     stop(server).await;
     let store_dir = dir.path().join("store");
@@ -248,10 +234,9 @@ async fn rotation_and_reencryption_keep_secrets_readable_and_leave_no_old_data()
 
     // Turned on: the old Secret is stale until re-encrypted, a new one is not.
     let server = managed_server(dir.path(), true).await;
-    let (code, _) = server
-        .post("/api/v1/namespaces/default/secrets", secret("after", VALUE))
+    server
+        .created("/api/v1/namespaces/default/secrets", secret("after", VALUE))
         .await;
-    assert_eq!(code, StatusCode::CREATED);
     let before = status(&server).await;
     assert_eq!(before["enabled"], true);
     assert_eq!(before["mode"], "managed");
@@ -266,23 +251,22 @@ async fn rotation_and_reencryption_keep_secrets_readable_and_leave_no_old_data()
     assert_eq!(before["keys"][1]["provider"], "identity");
 
     // Rotation: a new writing key, the old one still reads.
-    let (code, rotated) = server
+    let rotated = server
         .call(Method::POST, "/v1-skiff/encrypt/rotate-keys", None)
-        .await;
-    assert_eq!(code, StatusCode::OK, "{rotated}");
+        .await
+        .expect_code(StatusCode::OK);
     let second_key = rotated["keys"][0]["name"].as_str().unwrap().to_string();
     assert_ne!(second_key, first_key);
     assert_eq!(rotated["keys"][1]["name"], first_key.as_str());
     assert_eq!(rotated["stale"], 2);
     let (_, after) = server.get("/api/v1/namespaces/default/secrets/after").await;
     assert_eq!(after["data"]["password"], b64(VALUE));
-    let (code, _) = server
-        .post(
+    server
+        .created(
             "/api/v1/namespaces/default/secrets",
             secret("rotated", VALUE),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED);
     let raw = raw_value(&server, "/registry/core/secrets/default/rotated").await;
     assert!(raw.starts_with(format!("k8s:enc:aescbc:v1:{second_key}:").as_bytes()));
 
@@ -290,17 +274,16 @@ async fn rotation_and_reencryption_keep_secrets_readable_and_leave_no_old_data()
     stop(server).await;
     let server = managed_server(dir.path(), true).await;
     for name in ["before", "after", "rotated"] {
-        let (code, got) = server
-            .get(&format!("/api/v1/namespaces/default/secrets/{name}"))
+        let got = server
+            .get_ok(&format!("/api/v1/namespaces/default/secrets/{name}"))
             .await;
-        assert_eq!(code, StatusCode::OK, "{got}");
         assert_eq!(got["data"]["password"], b64(VALUE), "{name}");
     }
 
-    let (code, done) = server
+    let done = server
         .call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
-        .await;
-    assert_eq!(code, StatusCode::OK, "{done}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(done["rewritten"], 2, "{done}");
     assert_eq!(
         (done["objects"].as_u64(), done["stale"].as_u64()),
@@ -361,31 +344,23 @@ async fn a_forgotten_flag_keeps_a_managed_cluster_encrypted() {
 #[tokio::test]
 async fn rotation_needs_a_managed_configuration_and_encryption() {
     let dir = tempfile::tempdir().unwrap();
-    let file = TestServer::with_config(ApiServerConfig {
-        encryption: Some(EncryptionSource::File(config_file(
-            dir.path(),
-            &["secrets"],
-        ))),
-        ..ApiServerConfig::default()
-    })
-    .await;
-    let (code, body) = file
+    let file = TestServer::with_config(encrypting_file(dir.path(), &["secrets"])).await;
+    let body = file
         .call(Method::POST, "/v1-skiff/encrypt/rotate-keys", None)
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+        .await
+        .expect_failure(400, "BadRequest");
     assert!(message_of(&body).contains("--encryption-provider-config"));
-    let (code, body) = file
-        .call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    file.call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(status(&file).await["mode"], "file");
 
     let off = TestServer::new().await;
     assert_eq!(status(&off).await["enabled"], false);
-    let (code, body) = off
+    let body = off
         .call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+        .await
+        .expect_failure(400, "BadRequest");
     assert!(message_of(&body).contains("--secrets-encryption"));
 }
 
@@ -394,19 +369,12 @@ async fn a_server_whose_keys_cannot_read_its_secrets_does_not_start() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
     {
-        let config = ApiServerConfig {
-            encryption: Some(EncryptionSource::File(config_file(
-                dir.path(),
-                &["secrets"],
-            ))),
-            ..ApiServerConfig::default()
-        };
+        let config = encrypting_file(dir.path(), &["secrets"]);
         let server = ApiServer::new(store.clone(), config).await.unwrap();
         let server = TestServer::wrap(server, store.clone());
-        let (code, _) = server
-            .post("/api/v1/namespaces/default/secrets", secret("s", VALUE))
+        server
+            .created("/api/v1/namespaces/default/secrets", secret("s", VALUE))
             .await;
-        assert_eq!(code, StatusCode::CREATED);
         server.server.shutdown();
     }
     // The key is replaced by another of the same name: nothing decrypts.
@@ -447,31 +415,26 @@ async fn service_account_identity(
     name: &str,
     cluster_role: Option<&str>,
 ) -> UserInfo {
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/api/v1/namespaces/default/serviceaccounts",
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     if let Some(role) = cluster_role {
-        let (code, body) = server
-            .post(
+        server.created(
                 "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
                 json!({"metadata": {"name": format!("{name}-{role}")},
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
                     "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]}),
-            )
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+            ).await;
     }
-    let (code, issued) = server
-        .post(
+    let issued = server
+        .created(
             &format!("/api/v1/namespaces/default/serviceaccounts/{name}/token"),
             json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{issued}");
     let token = issued["status"]["token"].as_str().unwrap();
     let mut headers = http::HeaderMap::new();
     headers.insert(
@@ -497,10 +460,10 @@ async fn only_cluster_admins_may_see_or_change_the_keys() {
     let user = UserInfo::new("mallory", ["system:authenticated".to_string()]);
     for caller in [&plain, &admin, &user] {
         for (method, path, verb) in ENDPOINTS {
-            let (code, body) = server
+            let body = server
                 .call_with_headers(caller, method, path, None, &[])
-                .await;
-            assert_status(code, &body, 403, "Forbidden");
+                .await
+                .expect_failure(403, "Forbidden");
             assert_eq!(
                 body["message"],
                 format!(
@@ -514,10 +477,10 @@ async fn only_cluster_admins_may_see_or_change_the_keys() {
     // Without credentials the caller is asked to authenticate and learns
     // nothing about the endpoints.
     for (method, path, _) in ENDPOINTS {
-        let (code, body) = server
+        let body = server
             .call_with_headers(&UserInfo::anonymous(), method, path, None, &[])
-            .await;
-        assert_status(code, &body, 401, "Unauthorized");
+            .await
+            .expect_failure(401, "Unauthorized");
         assert!(body.get("keys").is_none(), "{body}");
     }
     // Nothing rotated or rewritten.
@@ -527,7 +490,7 @@ async fn only_cluster_admins_may_see_or_change_the_keys() {
 
     // cluster-admin (any path) may, as a ServiceAccount too.
     let root = service_account_identity(&server, "root", Some("cluster-admin")).await;
-    let (code, body) = server
+    let body = server
         .call_with_headers(
             &root,
             Method::POST,
@@ -535,7 +498,7 @@ async fn only_cluster_admins_may_see_or_change_the_keys() {
             None,
             &[],
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(body["keys"].as_array().unwrap().len(), 3, "{body}");
 }

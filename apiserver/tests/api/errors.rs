@@ -1,37 +1,43 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status, message_of};
+use crate::harness::{Expect, TestServer, message_of, refused};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 #[tokio::test]
 async fn not_found_names_the_resource() {
     let s = TestServer::new().await;
-    let (code, body) = s.get("/api/v1/namespaces/default/configmaps/x").await;
-    assert_status(code, &body, 404, "NotFound");
-    assert_eq!(body["message"], "configmaps \"x\" not found");
+    let body = refused(
+        s.get(&format!("{CMS}/x")).await,
+        404,
+        "NotFound",
+        "configmaps \"x\" not found",
+    );
     assert_eq!(body["details"], json!({"name": "x", "kind": "configmaps"}));
-    let (code, body) = s
-        .get("/apis/apps/v1/namespaces/default/deployments/d")
-        .await;
-    assert_status(code, &body, 404, "NotFound");
-    assert_eq!(body["message"], "deployments.apps \"d\" not found");
+    let body = refused(
+        s.get("/apis/apps/v1/namespaces/default/deployments/d")
+            .await,
+        404,
+        "NotFound",
+        "deployments.apps \"d\" not found",
+    );
     assert_eq!(body["details"]["group"], "apps");
-    let (code, body) = s.get("/apis/nothing.example/v1/widgets").await;
-    assert_status(code, &body, 404, "NotFound");
+    s.get("/apis/nothing.example/v1/widgets")
+        .await
+        .expect_failure(404, "NotFound");
 }
 
 #[tokio::test]
 async fn already_exists_is_409() {
     let s = TestServer::new().await;
     s.configmap("default", "dup", json!({})).await;
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/configmaps",
-            json!({"metadata": {"name": "dup"}}),
-        )
-        .await;
-    assert_status(code, &body, 409, "AlreadyExists");
-    assert_eq!(body["message"], "configmaps \"dup\" already exists");
+    refused(
+        s.post(CMS, json!({"metadata": {"name": "dup"}})).await,
+        409,
+        "AlreadyExists",
+        "configmaps \"dup\" already exists",
+    );
 }
 
 #[tokio::test]
@@ -39,46 +45,42 @@ async fn malformed_bodies_are_400_and_store_nothing() {
     let s = TestServer::new().await;
     let before = s.keys().await;
     let path = "/api/v1/namespaces/default/configmaps";
-    let (code, body) = s
-        .raw(
-            Method::POST,
-            path,
-            "application/json",
-            b"{not json".to_vec(),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    let (code, body) = s
-        .raw(
-            Method::POST,
-            path,
-            "application/yaml",
-            b"a: [unclosed".to_vec(),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    let (code, body) = s
-        .post(
+    s.raw(
+        Method::POST,
+        path,
+        "application/json",
+        b"{not json".to_vec(),
+    )
+    .await
+    .expect_failure(400, "BadRequest");
+    s.raw(
+        Method::POST,
+        path,
+        "application/yaml",
+        b"a: [unclosed".to_vec(),
+    )
+    .await
+    .expect_failure(400, "BadRequest");
+    refused(
+        s.post(
             path,
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a"}}),
         )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    assert_eq!(
-        body["message"],
-        "the kind in the data (Secret) does not match the expected kind (ConfigMap)"
+        .await,
+        400,
+        "BadRequest",
+        "the kind in the data (Secret) does not match the expected kind (ConfigMap)",
     );
-    let (code, body) = s
-        .post(
-            path,
-            json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    let (code, body) = s
+    s.post(
+        path,
+        json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+    )
+    .await
+    .expect_failure(400, "BadRequest");
+    let body = s
         .post(path, json!({"metadata": {"name": "a"}, "data": {"k": 5}}))
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+        .await
+        .expect_failure(400, "BadRequest");
     assert!(
         message_of(&body)
             .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap")
@@ -94,58 +96,55 @@ async fn malformed_bodies_are_400_and_store_nothing() {
 async fn invalid_objects_are_422_with_causes() {
     let s = TestServer::new().await;
     let before = s.keys().await;
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/configmaps",
-            json!({"metadata": {"name": "Bad_Name"}}),
-        )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post(CMS, json!({"metadata": {"name": "Bad_Name"}}))
+        .await
+        .expect_failure(422, "Invalid");
     assert!(body["message"].as_str().unwrap().starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
     assert_eq!(body["details"]["kind"], "ConfigMap");
     assert_eq!(body["details"]["causes"][0]["field"], "metadata.name");
     assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueInvalid");
 
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/configmaps",
-            json!({"metadata": {}}),
-        )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post(CMS, json!({"metadata": {}}))
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(
         body["details"]["causes"][0]["message"],
         "Required value: name or generateName is required"
     );
 
     let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
-    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
-    assert_status(code, &body, 422, "Invalid");
-    assert_eq!(
-        body["message"],
-        "Pod \"p\" is invalid: spec.containers[0].image: Required value"
+    refused(
+        s.post("/api/v1/namespaces/default/pods", pod).await,
+        422,
+        "Invalid",
+        "Pod \"p\" is invalid: spec.containers[0].image: Required value",
     );
 
     let pod = json!({"metadata": {"name": "p"}, "spec": {}});
-    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post("/api/v1/namespaces/default/pods", pod)
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(body["details"]["causes"][0]["field"], "spec.containers");
 
     let ns = json!({"metadata": {"name": "a.b"}});
-    let (code, body) = s.post("/api/v1/namespaces", ns).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post("/api/v1/namespaces", ns)
+        .await
+        .expect_failure(422, "Invalid");
     assert!(body["message"].as_str().unwrap().contains("RFC 1123 label"));
 
     let svc = json!({"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}});
-    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post("/api/v1/namespaces/default/services", svc)
+        .await
+        .expect_failure(422, "Invalid");
     assert!(body["message"].as_str().unwrap().contains("DNS-1035 label"));
 
     let labels = json!({"metadata": {"name": "ok", "labels": {"bad key!": "v"}}});
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/configmaps", labels)
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+    s.post(CMS, labels).await.expect_failure(422, "Invalid");
     assert_eq!(s.keys().await, before);
 }
 
@@ -153,34 +152,24 @@ async fn invalid_objects_are_422_with_causes() {
 async fn name_mismatch_on_update_is_400() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
-    let (code, body) = s
-        .put(
-            "/api/v1/namespaces/default/configmaps/a",
-            json!({"metadata": {"name": "b"}}),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    assert_eq!(
-        body["message"],
-        "the name of the object (b) does not match the name on the URL (a)"
+    refused(
+        s.put(&format!("{CMS}/a"), json!({"metadata": {"name": "b"}}))
+            .await,
+        400,
+        "BadRequest",
+        "the name of the object (b) does not match the name on the URL (a)",
     );
 }
 
 #[tokio::test]
 async fn method_not_allowed_is_405() {
     let s = TestServer::new().await;
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/configmaps/x", json!({}))
-        .await;
-    assert_status(code, &body, 405, "MethodNotAllowed");
-    let (code, body) = s
-        .call(
-            Method::PUT,
-            "/api/v1/namespaces/default/configmaps",
-            Some(json!({})),
-        )
-        .await;
-    assert_status(code, &body, 405, "MethodNotAllowed");
+    s.post(&format!("{CMS}/x"), json!({}))
+        .await
+        .expect_failure(405, "MethodNotAllowed");
+    s.call(Method::PUT, CMS, Some(json!({})))
+        .await
+        .expect_failure(405, "MethodNotAllowed");
 }
 
 #[tokio::test]
@@ -188,53 +177,47 @@ async fn oversized_bodies_are_413() {
     let s = TestServer::new().await;
     let big = "x".repeat(3 * 1024 * 1024 + 10);
     let body = json!({"metadata": {"name": "big"}, "data": {"k": big}});
-    let (code, body) = s.post("/api/v1/namespaces/default/configmaps", body).await;
-    assert_status(code, &body, 413, "RequestEntityTooLarge");
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/big").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.post(CMS, body)
+        .await
+        .expect_failure(413, "RequestEntityTooLarge");
+    s.get_not_found(&format!("{CMS}/big")).await;
 }
 
 #[tokio::test]
 async fn unsupported_media_types_are_415() {
     let s = TestServer::new().await;
-    let (code, body) = s
-        .raw(
-            Method::POST,
-            "/api/v1/namespaces/default/configmaps",
-            "text/plain",
-            b"{}".to_vec(),
-        )
-        .await;
-    assert_status(code, &body, 415, "UnsupportedMediaType");
+    s.raw(Method::POST, CMS, "text/plain", b"{}".to_vec())
+        .await
+        .expect_failure(415, "UnsupportedMediaType");
     s.configmap("default", "p", json!({})).await;
-    let (code, body) = s
-        .patch(
-            "/api/v1/namespaces/default/configmaps/p",
-            "application/json",
-            json!({}),
-        )
-        .await;
-    assert_status(code, &body, 415, "UnsupportedMediaType");
+    let body = s
+        .patch(&format!("{CMS}/p"), "application/json", json!({}))
+        .await
+        .expect_failure(415, "UnsupportedMediaType");
     assert!(message_of(&body).contains("application/strategic-merge-patch+json"));
 }
 
 #[tokio::test]
 async fn bad_selectors_and_parameters_are_400() {
     let s = TestServer::new().await;
-    let (code, body) = s.get("/api/v1/pods?fieldSelector=spec.nope%3Dx").await;
-    assert_status(code, &body, 400, "BadRequest");
-    assert_eq!(body["message"], "field label not supported: spec.nope");
-    let (code, body) = s.get("/api/v1/pods?labelSelector=a%20in%20b").await;
-    assert_status(code, &body, 400, "BadRequest");
-    let (code, body) = s.get("/api/v1/pods?limit=abc").await;
-    assert_status(code, &body, 400, "BadRequest");
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/configmaps?dryRun=Yes",
-            json!({"metadata": {"name": "a"}}),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+    refused(
+        s.get("/api/v1/pods?fieldSelector=spec.nope%3Dx").await,
+        400,
+        "BadRequest",
+        "field label not supported: spec.nope",
+    );
+    s.get("/api/v1/pods?labelSelector=a%20in%20b")
+        .await
+        .expect_failure(400, "BadRequest");
+    s.get("/api/v1/pods?limit=abc")
+        .await
+        .expect_failure(400, "BadRequest");
+    s.post(
+        &format!("{CMS}?dryRun=Yes"),
+        json!({"metadata": {"name": "a"}}),
+    )
+    .await
+    .expect_failure(400, "BadRequest");
 }
 
 #[tokio::test]
@@ -242,49 +225,43 @@ async fn patches_that_replace_the_object_with_a_scalar_are_400() {
     let s = TestServer::new().await;
     s.configmap("default", "p", json!({})).await;
     let root = json!([{"op": "replace", "path": "", "value": "x"}]);
-    let (code, body) = s
-        .patch(
-            "/api/v1/namespaces/default/configmaps/p",
-            "application/json-patch+json",
-            root.clone(),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+    s.patch(
+        &format!("{CMS}/p"),
+        "application/json-patch+json",
+        root.clone(),
+    )
+    .await
+    .expect_failure(400, "BadRequest");
     let d = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
         "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
     s.post("/apis/apps/v1/namespaces/default/deployments", d)
         .await;
-    let (code, body) = s
-        .patch(
-            "/apis/apps/v1/namespaces/default/deployments/d/scale",
-            "application/json-patch+json",
-            root,
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+    s.patch(
+        "/apis/apps/v1/namespaces/default/deployments/d/scale",
+        "application/json-patch+json",
+        root,
+    )
+    .await
+    .expect_failure(400, "BadRequest");
 }
 
 #[tokio::test]
 async fn namespaced_collections_cannot_be_deleted_across_namespaces() {
     let s = TestServer::new().await;
     s.configmap("default", "keep", json!({})).await;
-    let (code, body) = s.delete("/api/v1/configmaps").await;
-    assert_status(code, &body, 405, "MethodNotAllowed");
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/keep").await;
-    assert_eq!(code, StatusCode::OK);
+    s.delete("/api/v1/configmaps")
+        .await
+        .expect_failure(405, "MethodNotAllowed");
+    s.get_ok(&format!("{CMS}/keep")).await;
 }
 
 #[tokio::test]
 async fn status_bodies_are_written_in_upstreams_key_order() {
     let s = TestServer::new().await;
-    let (code, body) = s
-        .bytes(
-            Method::GET,
-            "/api/v1/namespaces/default/configmaps/missing",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    let body = s
+        .bytes(Method::GET, &format!("{CMS}/missing"), None)
+        .await
+        .expect_code(StatusCode::NOT_FOUND);
     assert_eq!(
         body,
         r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"missing\" not found","reason":"NotFound","details":{"name":"missing","kind":"configmaps"},"code":404}"#
@@ -293,14 +270,14 @@ async fn status_bodies_are_written_in_upstreams_key_order() {
     // Details with causes: name, group, kind, causes; each cause reason,
     // message, field.
     let bad = json!({"metadata": {"name": "Bad_Name"}});
-    let (code, body) = s
+    let body = s
         .bytes(
             Method::POST,
             "/apis/apps/v1/namespaces/default/deployments",
             Some(bad),
         )
-        .await;
-    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        .await
+        .expect_code(StatusCode::UNPROCESSABLE_ENTITY);
     let order = |keys: &[&str]| {
         let at: Vec<usize> = keys
             .iter()
@@ -336,14 +313,14 @@ async fn objects_lists_and_watch_events_start_with_type_metadata_spec_status() {
     let s = TestServer::new().await;
     let svc = json!({"metadata": {"name": "web", "labels": {"app": "web"}},
         "spec": {"ports": [{"port": 80}]}});
-    let (code, created) = s
+    let created = s
         .bytes(
             Method::POST,
             "/api/v1/namespaces/default/services",
             Some(svc),
         )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+        .await
+        .expect_code(StatusCode::CREATED);
     let (_, read) = s
         .bytes(Method::GET, "/api/v1/namespaces/default/services/web", None)
         .await;
@@ -376,8 +353,10 @@ async fn a_paged_lists_metadata_is_written_in_list_meta_order() {
         s.configmap("default", name, json!({})).await;
     }
     let path = "/api/v1/namespaces/default/configmaps?limit=1";
-    let (code, list) = s.bytes(Method::GET, path, None).await;
-    assert_eq!(code, StatusCode::OK, "{list}");
+    let list = s
+        .bytes(Method::GET, path, None)
+        .await
+        .expect_code(StatusCode::OK);
     // Upstream's ListMeta: resourceVersion, continue, remainingItemCount,
     // and the whole metadata before items.
     assert!(
@@ -394,15 +373,15 @@ async fn a_paged_lists_metadata_is_written_in_list_meta_order() {
     assert!(at(r#""remainingItemCount":2},"items":[{"#) > 0, "{list}");
 
     // The same list as a Table (kubectl get) keeps the order.
-    let (code, table) = s
+    let table = s
         .bytes_accepting(
             Method::GET,
             path,
             "application/json;as=Table;v=v1;g=meta.k8s.io",
             None,
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{table}");
+        .await
+        .expect_code(StatusCode::OK);
     assert!(
         table.starts_with(
             r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":""#

@@ -5,9 +5,8 @@
 use axum::body::Body;
 use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
-use super::harness::TestServer;
+use super::harness::{TestServer, exchange};
 
 async fn send(
     ts: &TestServer,
@@ -22,17 +21,27 @@ async fn send(
         .header("content-type", content_type)
         .body(Body::from(body.to_string()))
         .unwrap();
-    let response = ts.router.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        status,
-        headers,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    exchange(ts.router.clone(), request).await
+}
+
+/// POSTs the JSON text `body` as it is (duplicates and all).
+async fn post_text(ts: &TestServer, path: &str, body: &str) -> (StatusCode, HeaderMap, Value) {
+    send(ts, Method::POST, path, "application/json", body).await
+}
+
+/// PUTs the JSON text `body` as it is.
+async fn put_text(ts: &TestServer, path: &str, body: &str) -> (StatusCode, HeaderMap, Value) {
+    send(ts, Method::PUT, path, "application/json", body).await
+}
+
+/// PATCHes with the text `body` as `content_type`.
+async fn patch_text(
+    ts: &TestServer,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (StatusCode, HeaderMap, Value) {
+    send(ts, Method::PATCH, path, content_type, body).await
 }
 
 fn warnings(headers: &HeaderMap) -> Vec<String> {
@@ -50,11 +59,9 @@ const POD_WITH_UNKNOWN: &str = r#"{"apiVersion":"v1","kind":"Pod",
 #[tokio::test]
 async fn strict_create_lists_every_offending_field_and_stores_nothing() {
     let ts = TestServer::new().await;
-    let (status, _, body) = send(
+    let (status, _, body) = post_text(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/default/pods?fieldValidation=Strict",
-        "application/json",
         POD_WITH_UNKNOWN,
     )
     .await;
@@ -71,14 +78,8 @@ async fn strict_create_lists_every_offending_field_and_stores_nothing() {
 #[tokio::test]
 async fn warn_is_the_default_and_drops_the_fields() {
     let ts = TestServer::new().await;
-    let (status, headers, body) = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/default/pods",
-        "application/json",
-        POD_WITH_UNKNOWN,
-    )
-    .await;
+    let (status, headers, body) =
+        post_text(&ts, "/api/v1/namespaces/default/pods", POD_WITH_UNKNOWN).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(
         warnings(&headers),
@@ -90,22 +91,18 @@ async fn warn_is_the_default_and_drops_the_fields() {
     );
     assert!(body["spec"].get("foo").is_none());
 
-    let (status, headers, _) = send(
+    let (status, headers, _) = post_text(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/default/configmaps?fieldValidation=Ignore",
-        "application/json",
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"extra":1}"#,
     )
     .await;
     assert_eq!(status, StatusCode::CREATED);
     assert!(warnings(&headers).is_empty());
 
-    let (status, _, body) = send(
+    let (status, _, body) = post_text(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/default/configmaps?fieldValidation=Loose",
-        "application/json",
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"}}"#,
     )
     .await;
@@ -120,14 +117,9 @@ async fn update_and_patches_are_checked_too() {
     assert_eq!(status, StatusCode::CREATED);
     let path = "/api/v1/namespaces/default/configmaps/c";
 
-    let (status, _, body) = send(
-        &ts,
-        Method::PUT,
-        &format!("{path}?fieldValidation=Strict"),
-        "application/json",
-        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","colour":"red"},"data":{"a":"2"}}"#,
-    )
-    .await;
+    let coloured = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","colour":"red"},"data":{"a":"2"}}"#;
+    let (status, _, body) =
+        put_text(&ts, &format!("{path}?fieldValidation=Strict"), coloured).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
         body["message"],
@@ -138,9 +130,8 @@ async fn update_and_patches_are_checked_too() {
         "application/strategic-merge-patch+json",
         "application/merge-patch+json",
     ] {
-        let (status, _, body) = send(
+        let (status, _, body) = patch_text(
             &ts,
-            Method::PATCH,
             &format!("{path}?fieldValidation=Strict"),
             content_type,
             r#"{"data":{"a":"3"},"spec":{"x":1}}"#,
@@ -152,9 +143,8 @@ async fn update_and_patches_are_checked_too() {
             "strict decoding error: unknown field \"spec\""
         );
     }
-    let (status, _, body) = send(
+    let (status, _, body) = patch_text(
         &ts,
-        Method::PATCH,
         &format!("{path}?fieldValidation=Strict"),
         "application/json-patch+json",
         r#"[{"op":"add","path":"/metadata/colour","value":"red"}]"#,
@@ -166,9 +156,8 @@ async fn update_and_patches_are_checked_too() {
         "strict decoding error: unknown field \"metadata.colour\""
     );
 
-    let (status, headers, body) = send(
+    let (status, headers, body) = patch_text(
         &ts,
-        Method::PATCH,
         path,
         "application/merge-patch+json",
         r#"{"data":{"a":"4"},"spec":{"x":1}}"#,
@@ -182,9 +171,8 @@ async fn update_and_patches_are_checked_too() {
     );
 
     // A clean Strict patch goes through.
-    let (status, headers, _) = send(
+    let (status, headers, _) = patch_text(
         &ts,
-        Method::PATCH,
         &format!("{path}?fieldValidation=Strict"),
         "application/strategic-merge-patch+json",
         r#"{"data":{"a":"5"}}"#,
@@ -208,11 +196,9 @@ async fn dropped_fields_are_no_change() {
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let mut again = created.clone();
     again["spec"]["bogus"] = json!(true);
-    let (status, headers, body) = send(
+    let (status, headers, body) = put_text(
         &ts,
-        Method::PUT,
         "/apis/apps/v1/namespaces/default/deployments/d",
-        "application/json",
         &again.to_string(),
     )
     .await;

@@ -15,7 +15,11 @@ use skiff_apiserver::authn::UserInfo;
 use skiff_common::metrics::exposition;
 use tower::ServiceExt;
 
-use super::harness::{KeptStore, TestServer, assert_status, strings};
+use super::harness::{
+    Expect, KeptStore, TestServer, assert_refused, exchange, json_request, refused, strings,
+};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
@@ -34,11 +38,10 @@ fn names(list: &Value) -> Vec<String> {
 
 async fn table(s: &TestServer, path: &str) -> Value {
     let user = UserInfo::new("admin", ["system:masters".to_string()]);
-    let (code, table) = s
-        .call_with_headers(&user, Method::GET, path, None, &[("accept", TABLE)])
-        .await;
-    assert_eq!(code, StatusCode::OK, "{table}");
-    table
+
+    s.call_with_headers(&user, Method::GET, path, None, &[("accept", TABLE)])
+        .await
+        .expect_code(StatusCode::OK)
 }
 
 fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
@@ -53,8 +56,7 @@ fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
 #[tokio::test]
 async fn bootstrap_objects_are_served_with_kubectl_columns() {
     let s = TestServer::new().await;
-    let (code, levels) = s.get(LEVELS).await;
-    assert_eq!(code, StatusCode::OK, "{levels}");
+    let levels = s.get_ok(LEVELS).await;
     assert_eq!(
         names(&levels),
         [
@@ -175,32 +177,28 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
 #[tokio::test]
 async fn defaults_are_filled_and_bad_objects_refused() {
     let s = TestServer::new().await;
-    let (code, level) = s
-        .post(
+    let level = s
+        .created(
             LEVELS,
             json!({"metadata": {"name": "tenants"}, "spec": {"type": "Limited",
                 "limited": {"limitResponse": {"type": "Queue"}}}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{level}");
     assert_eq!(level["spec"]["limited"]["nominalConcurrencyShares"], 30);
     assert_eq!(
         level["spec"]["limited"]["limitResponse"]["queuing"],
         json!({"queues": 64, "handSize": 8, "queueLengthLimit": 50})
     );
-    let (code, schema) = s
-        .post(
+    let schema = s.created(
             SCHEMAS,
             json!({"metadata": {"name": "tenants"}, "spec": {
                 "priorityLevelConfiguration": {"name": "tenants"},
                 "rules": [{"subjects": [{"kind": "Group", "group": {"name": "tenants"}}],
                            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/version"]}]}]}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{schema}");
+        ).await;
     assert_eq!(schema["spec"]["matchingPrecedence"], 1000);
 
-    let (code, body) = s
+    let body = s
         .post(
             SCHEMAS,
             json!({"metadata": {"name": "bad"}, "spec": {
@@ -209,8 +207,8 @@ async fn defaults_are_filled_and_bad_objects_refused() {
                 "rules": [{"subjects": [{"kind": "Robot"}],
                            "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]}]}}),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     let fields: Vec<&str> = strings(&body["details"]["causes"], "field");
     assert_eq!(
         fields,
@@ -220,14 +218,14 @@ async fn defaults_are_filled_and_bad_objects_refused() {
             "spec.rules[0].resourceRules[0].namespaces"
         ]
     );
-    let (code, body) = s
+    let body = s
         .post(
             LEVELS,
             json!({"metadata": {"name": "bad"}, "spec": {"type": "Limited",
                 "limited": {"limitResponse": {"type": "Queue", "queuing": {"queues": 2, "handSize": 3, "queueLengthLimit": 1}}}}}),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(
         body["details"]["causes"][0]["field"],
         "spec.limited.limitResponse.queuing.handSize"
@@ -243,28 +241,22 @@ async fn a_restart_restores_what_the_server_manages_and_keeps_the_admins_edits()
         let (_, mut low) = s.get(&format!("{LEVELS}/workload-low")).await;
         low["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"] = json!("false");
         low["spec"]["limited"]["nominalConcurrencyShares"] = json!(7);
-        let (code, body) = s.put(&format!("{LEVELS}/workload-low"), low).await;
-        assert_eq!(code, StatusCode::OK, "{body}");
+        s.put_ok(&format!("{LEVELS}/workload-low"), low).await;
         // ... edits a managed one and a mandatory one without the annotation,
         for name in ["workload-high", "catch-all"] {
             let (_, mut level) = s.get(&format!("{LEVELS}/{name}")).await;
             level["spec"]["limited"]["nominalConcurrencyShares"] = json!(1);
-            let (code, body) = s.put(&format!("{LEVELS}/{name}"), level).await;
-            assert_eq!(code, StatusCode::OK, "{body}");
+            s.put_ok(&format!("{LEVELS}/{name}"), level).await;
         }
         // ... removes a schema, and adds one of its own marked as managed.
-        let (code, _) = s.delete(&format!("{SCHEMAS}/probes")).await;
-        assert_eq!(code, StatusCode::OK);
-        let (code, body) = s
-            .post(
+        s.delete_ok(&format!("{SCHEMAS}/probes")).await;
+        s.created(
                 SCHEMAS,
                 json!({"metadata": {"name": "stale", "annotations": {"apf.kubernetes.io/autoupdate-spec": "true"}},
                     "spec": {"priorityLevelConfiguration": {"name": "global-default"},
                     "rules": [{"subjects": [{"kind": "User", "user": {"name": "x"}}],
                                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}),
-            )
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+            ).await;
         s.stop().await;
     }
     let s = disk.start().await;
@@ -301,27 +293,20 @@ async fn send_as(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, http::HeaderMap, Value) {
-    let bytes = body
-        .map(|b| serde_json::to_vec(&b).unwrap())
-        .unwrap_or_default();
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(Body::from(bytes))
-        .unwrap();
+    let mut request = json_request(method, path, "application/json", body);
     request.extensions_mut().insert(user.clone());
-    let response = s.server.router().oneshot(request).await.unwrap();
-    let code = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        code,
-        headers,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    exchange(s.server.router(), request).await
+}
+
+/// Creates configmap `name` as `user`, reading back the flow control
+/// headers too.
+async fn post_configmap_as(
+    s: &TestServer,
+    user: &UserInfo,
+    name: &str,
+) -> (StatusCode, http::HeaderMap, Value) {
+    let configmap = json!({"metadata": {"name": name}});
+    send_as(s, user, Method::POST, CMS, Some(configmap)).await
 }
 
 fn uid(s: &Value) -> String {
@@ -338,37 +323,28 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         ..ApiServerConfig::default()
     })
     .await;
-    let (code, level) = s
-        .post(
+    let level = s.created(
             LEVELS,
             json!({"metadata": {"name": "tiny"}, "spec": {"type": "Limited", "limited": {
                 "nominalConcurrencyShares": 1,
                 "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 1}}}}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{level}");
-    let (code, schema) = s
-        .post(
+        ).await;
+    let schema = s.created(
             SCHEMAS,
             json!({"metadata": {"name": "flood"}, "spec": {
                 "priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
                 "distinguisherMethod": {"type": "ByUser"},
                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "flooder"}}],
                     "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}]}]}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{schema}");
+        ).await;
     // The flooder may do anything, so nothing but flow control stops it.
     let flooder = UserInfo::new("flooder", Vec::<String>::new());
-    let (code, body) = s
-        .post(
+    let _body = s.created(
             "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
             json!({"metadata": {"name": "flooder"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
                 "subjects": [{"kind": "User", "name": "flooder", "apiGroup": "rbac.authorization.k8s.io"}]}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+        ).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // A list from a revision the store has not reached waits 3 s for it:
@@ -389,10 +365,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         let s = s.server.clone();
         let flooder = flooder.clone();
         tokio::spawn(async move {
-            let mut request = Request::builder()
-                .uri("/api/v1/namespaces/default/configmaps")
-                .body(Body::empty())
-                .unwrap();
+            let mut request = Request::builder().uri(CMS).body(Body::empty()).unwrap();
             request.extensions_mut().insert(flooder);
             let started = std::time::Instant::now();
             let response = s.router().oneshot(request).await.unwrap();
@@ -401,18 +374,13 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     // ... and one more finds the queue full: refused at once, in upstream's words.
-    let (code, headers, body) = send_as(
-        &s,
-        &flooder,
-        Method::POST,
-        "/api/v1/namespaces/default/configmaps",
-        Some(json!({"metadata": {"name": "flood"}})),
-    )
-    .await;
-    assert_status(code, &body, 429, "TooManyRequests");
-    assert_eq!(
-        body["message"],
-        "Too many requests, please try again later."
+    let (code, headers, body) = post_configmap_as(&s, &flooder, "flood").await;
+    assert_refused(
+        code,
+        &body,
+        429,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
     );
     assert_eq!(body["details"]["retryAfterSeconds"], 1);
     assert_eq!(headers["retry-after"], "1");
@@ -446,7 +414,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         headers["x-kubernetes-pf-prioritylevel-uid"],
         uid(&level).as_str()
     );
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps/flood").await;
+    let (code, _) = s.get(&format!("{CMS}/flood")).await;
     assert_eq!(code, StatusCode::NOT_FOUND, "a refused write was stored");
 
     // Meanwhile another user's flow and an admin are served at once.
@@ -459,14 +427,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         uid(&global_default).as_str()
     );
     let admin = UserInfo::new("root", ["system:masters".to_string()]);
-    let (code, headers, body) = send_as(
-        &s,
-        &admin,
-        Method::POST,
-        "/api/v1/namespaces/default/configmaps",
-        Some(json!({"metadata": {"name": "admin"}})),
-    )
-    .await;
+    let (code, headers, body) = post_configmap_as(&s, &admin, "admin").await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
     let (_, exempt) = s.get(&format!("{SCHEMAS}/exempt")).await;
     assert_eq!(
@@ -483,14 +444,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
     assert_eq!(holder.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(refused(&metrics(&s).await, "time-out"), Some(1.0));
     // With the seat free again the flooder is served.
-    let (code, _, _) = send_as(
-        &s,
-        &flooder,
-        Method::GET,
-        "/api/v1/namespaces/default/configmaps",
-        None,
-    )
-    .await;
+    let (code, _, _) = send_as(&s, &flooder, Method::GET, CMS, None).await;
     assert_eq!(code, StatusCode::OK);
 }
 
@@ -504,24 +458,20 @@ async fn open_watches_do_not_hold_their_levels_seats() {
     .await;
     // Without global-default, users fall to catch-all: one seat, no queue,
     // so a seat still held by a watch would refuse the list below.
-    let (code, body) = s.delete(&format!("{SCHEMAS}/global-default")).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, body) = s
-        .post(
+    s.delete_ok(&format!("{SCHEMAS}/global-default")).await;
+    let _body = s.created(
             "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
             json!({"metadata": {"name": "watcher"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
                 "subjects": [{"kind": "User", "name": "watcher", "apiGroup": "rbac.authorization.k8s.io"}]}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+        ).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let watcher = UserInfo::new("watcher", Vec::<String>::new());
     // Five open watches at a level of one seat, then an ordinary list.
     let mut open = Vec::new();
     for _ in 0..5 {
         let mut request = Request::builder()
-            .uri("/api/v1/namespaces/default/configmaps?watch=true")
+            .uri(format!("{CMS}?watch=true"))
             .body(Body::empty())
             .unwrap();
         request.extensions_mut().insert(watcher.clone());
@@ -534,14 +484,7 @@ async fn open_watches_do_not_hold_their_levels_seats() {
         );
         open.push(response);
     }
-    let (code, _, body) = send_as(
-        &s,
-        &watcher,
-        Method::GET,
-        "/api/v1/namespaces/default/configmaps",
-        None,
-    )
-    .await;
+    let (code, _, body) = send_as(&s, &watcher, Method::GET, CMS, None).await;
     assert_eq!(code, StatusCode::OK, "{body}");
 }
 
@@ -549,40 +492,40 @@ async fn open_watches_do_not_hold_their_levels_seats() {
 async fn a_plain_user_can_neither_read_nor_change_the_configuration() {
     let s = TestServer::new().await;
     let user = UserInfo::new("mallory", ["system:authenticated".to_string()]);
-    let (code, body) = s.call_as(&user, Method::GET, SCHEMAS, None).await;
-    assert_status(code, &body, 403, "Forbidden");
-    assert_eq!(
-        body["message"],
-        "flowschemas.flowcontrol.apiserver.k8s.io is forbidden: User \"mallory\" cannot list resource \"flowschemas\" in API group \"flowcontrol.apiserver.k8s.io\" at the cluster scope"
+    refused(
+        s.get_as(&user, SCHEMAS).await,
+        403,
+        "Forbidden",
+        "flowschemas.flowcontrol.apiserver.k8s.io is forbidden: User \"mallory\" cannot list resource \"flowschemas\" in API group \"flowcontrol.apiserver.k8s.io\" at the cluster scope",
     );
     // Nor may it give itself a level that is never queued.
-    let (code, body) = s
-        .call_as(
-            &user,
-            Method::PUT,
-            &format!("{LEVELS}/exempt"),
-            Some(json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+    s.call_as(
+        &user,
+        Method::PUT,
+        &format!("{LEVELS}/exempt"),
+        Some(json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1",
                 "kind": "PriorityLevelConfiguration", "metadata": {"name": "exempt"},
                 "spec": {"type": "Exempt"}})),
-        )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
-    let (code, body) = s
-        .call_as(
-            &user,
-            Method::DELETE,
-            &format!("{LEVELS}/global-default"),
-            None,
-        )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+    )
+    .await
+    .expect_failure(403, "Forbidden");
+    s.call_as(
+        &user,
+        Method::DELETE,
+        &format!("{LEVELS}/global-default"),
+        None,
+    )
+    .await
+    .expect_failure(403, "Forbidden");
     let (code, _) = s.get(&format!("{LEVELS}/global-default")).await;
     assert_eq!(code, StatusCode::OK, "the level is still there");
 }
 
 /// The samples of `/metrics`, read as the admin.
 async fn metrics(s: &TestServer) -> Vec<exposition::Sample> {
-    let (code, text) = s.bytes(Method::GET, "/metrics", None).await;
-    assert_eq!(code, StatusCode::OK);
+    let text = s
+        .bytes(Method::GET, "/metrics", None)
+        .await
+        .expect_code(StatusCode::OK);
     exposition::parse(&text).expect("exposition text")
 }

@@ -6,9 +6,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, BodyDataStream};
 use futures::StreamExt;
-use http::{Method, Request, StatusCode};
+use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::Value;
 use skiff_apiserver::authn::UserInfo;
+use skiff_apiserver::request_notes::AuditAnnotations;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use tower::ServiceExt;
 
@@ -130,14 +131,7 @@ impl TestServer {
             .header("user-agent", "skiff-tests/v0")
             .body(Body::from(body))
             .unwrap();
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let code = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        (code, value)
+        answer(self.router.clone().oneshot(request).await.unwrap()).await
     }
 
     /// Sends a JSON request as `user` (as the HTTPS listener would attach
@@ -175,14 +169,12 @@ impl TestServer {
         }
         let mut request = builder.body(Body::from(bytes)).unwrap();
         request.extensions_mut().insert(user.clone());
-        let response = self.server.router().oneshot(request).await.unwrap();
-        let code = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        (code, value)
+        answer(self.server.router().oneshot(request).await.unwrap()).await
+    }
+
+    /// GETs `path` as `user`.
+    pub async fn get_as(&self, user: &UserInfo, path: &str) -> (StatusCode, Value) {
+        self.call_as(user, Method::GET, path, None).await
     }
 
     /// POSTs `body` as `user`.
@@ -217,6 +209,13 @@ impl TestServer {
         .await
     }
 
+    /// A server-side apply of the YAML manifest `yaml` to `path`.
+    pub async fn apply_yaml(&self, path: &str, yaml: &str) -> (StatusCode, Value) {
+        let bytes = yaml.as_bytes().to_vec();
+        self.raw(Method::PATCH, path, "application/apply-patch+yaml", bytes)
+            .await
+    }
+
     /// Starts a watch (path includes `watch=1`).
     pub async fn watch(&self, path: &str) -> WatchReader {
         self.watch_accepting(path, "application/json").await
@@ -243,17 +242,264 @@ impl TestServer {
         }
     }
 
+    /// POSTs `body` and returns what was created: most tests create their
+    /// fixtures this way, and a refusal should fail with the server's reason.
+    pub async fn created(&self, path: &str, body: Value) -> Value {
+        answered(
+            &format!("POST {path}"),
+            self.post(path, body).await,
+            StatusCode::CREATED,
+        )
+    }
+
+    /// GETs `path`, which must answer 200, and returns the body (the read
+    /// most tests make before checking fields).
+    pub async fn get_ok(&self, path: &str) -> Value {
+        answered(&format!("GET {path}"), self.get(path).await, StatusCode::OK)
+    }
+
+    /// The names of the items `path` lists (which must answer 200), in order.
+    pub async fn list_names(&self, path: &str) -> Vec<String> {
+        item_names(&self.get_ok(path).await)
+    }
+
+    /// GETs `path`, which must answer 404: the check that something is gone.
+    pub async fn get_not_found(&self, path: &str) -> Value {
+        answered(
+            &format!("GET {path}"),
+            self.get(path).await,
+            StatusCode::NOT_FOUND,
+        )
+    }
+
+    /// PUTs `body`, which must answer 200; returns the stored object.
+    pub async fn put_ok(&self, path: &str, body: Value) -> Value {
+        answered(
+            &format!("PUT {path}"),
+            self.put(path, body).await,
+            StatusCode::OK,
+        )
+    }
+
+    /// DELETEs `path`, which must answer 200; returns the answer's body.
+    pub async fn delete_ok(&self, path: &str) -> Value {
+        answered(
+            &format!("DELETE {path}"),
+            self.delete(path).await,
+            StatusCode::OK,
+        )
+    }
+
+    /// A JSON merge patch, the patch type most tests send.
+    pub async fn merge_patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.patch(path, "application/merge-patch+json", body).await
+    }
+
+    /// A JSON merge patch that must answer 200; returns the patched object.
+    pub async fn merge_patch_ok(&self, path: &str, body: Value) -> Value {
+        answered(
+            &format!("PATCH {path}"),
+            self.merge_patch(path, body).await,
+            StatusCode::OK,
+        )
+    }
+
+    /// Creates namespace `name` (tests that need one of their own).
+    pub async fn namespace(&self, name: &str) -> Value {
+        self.created(
+            "/api/v1/namespaces",
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        )
+        .await
+    }
+
+    /// Requests made as `user` rather than the admin, one line a call.
+    pub fn as_user(&self, user: UserInfo) -> Caller<'_> {
+        Caller { server: self, user }
+    }
+
     /// Creates a configmap `name` in `ns` with labels; returns it.
     pub async fn configmap(&self, ns: &str, name: &str, labels: Value) -> Value {
-        let (code, body) = self
-            .post(
-                &format!("/api/v1/namespaces/{ns}/configmaps"),
-                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
-            )
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        self.created(
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
+        )
+        .await
+    }
+}
+
+/// A response's code and JSON body (`Value::String` when the body is not
+/// JSON), read the same way for every identity a request is sent as.
+async fn answer(response: axum::response::Response) -> (StatusCode, Value) {
+    let code = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (code, value)
+}
+
+/// What a request got back, with what admission says beside the body: the
+/// form the admission tests (Pod Security, policies) read answers in.
+pub struct Answer {
+    pub code: StatusCode,
+    /// `Null` when the body is not JSON.
+    pub body: Value,
+    /// The `Warning: 299 - "<text>"` headers' texts, unescaped.
+    pub warnings: Vec<String>,
+    /// The audit annotations admission attached to the response.
+    pub annotations: Vec<(String, String)>,
+}
+
+/// Sends `request` through `router` and reads the whole answer.
+pub async fn answer_of(router: Router, request: Request<Body>) -> Answer {
+    let response = router.oneshot(request).await.unwrap();
+    let annotations = response
+        .extensions()
+        .get::<AuditAnnotations>()
+        .map(|a| a.0.clone())
+        .unwrap_or_default();
+    let (code, headers, body) = read_response(response).await;
+    let warnings = headers
+        .get_all("warning")
+        .iter()
+        .map(|v| {
+            let raw = v.to_str().unwrap();
+            let quoted = raw.strip_prefix("299 - ").expect("299 warning");
+            serde_json::from_str::<String>(quoted).expect("quoted warning text")
+        })
+        .collect();
+    Answer {
+        code,
+        body,
+        warnings,
+        annotations,
+    }
+}
+
+/// A request with `content_type` and a JSON body (or none), for the tests
+/// that build their own (to attach an identity, or read headers back).
+pub fn json_request(
+    method: Method,
+    path: &str,
+    content_type: &str,
+    body: Option<Value>,
+) -> Request<Body> {
+    let bytes = body
+        .map(|b| serde_json::to_vec(&b).unwrap())
+        .unwrap_or_default();
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(Body::from(bytes))
+        .unwrap()
+}
+
+/// Sends `request` through `router`: code, headers and JSON body (`Null`
+/// when the body is not JSON), for tests that check headers too.
+pub async fn exchange(router: Router, request: Request<Body>) -> (StatusCode, HeaderMap, Value) {
+    read_response(router.oneshot(request).await.unwrap()).await
+}
+
+/// A response's code, headers and JSON body (`Null` when not JSON).
+async fn read_response(response: axum::response::Response) -> (StatusCode, HeaderMap, Value) {
+    let code = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (code, headers, body)
+}
+
+/// A `TestServer` seen from one non-admin identity, so tests of what a
+/// user may do read as one call per request.
+pub struct Caller<'a> {
+    server: &'a TestServer,
+    user: UserInfo,
+}
+
+impl Caller<'_> {
+    /// Sends a JSON request as this caller; returns code and JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.server.call_as(&self.user, method, path, body).await
+    }
+}
+
+/// Asserts an answer's code, naming the request and showing the body in the
+/// failure message: the check behind `created`, `get_ok` and the like.
+fn answered(request: &str, (code, body): (StatusCode, Value), want: StatusCode) -> Value {
+    assert_eq!(code, want, "{request}: {body}");
+    body
+}
+
+/// Checks on a call's `(code, body)` chained onto the call itself, in place
+/// of `let (code, body) = ...;` followed by the same assertions in every test.
+pub trait Expect: Sized {
+    /// The body as the call read it (JSON, or the exact text).
+    type Body: std::fmt::Display;
+
+    /// The call's code and body, for the checks below.
+    fn into_parts(self) -> (StatusCode, Self::Body);
+
+    /// Asserts the code (the body in the failure message); gives the body.
+    #[track_caller]
+    fn expect_code(self, want: StatusCode) -> Self::Body {
+        let (code, body) = self.into_parts();
+        assert_eq!(code, want, "{body}");
         body
+    }
+
+    /// Asserts a Status failure with code and reason; gives the Status.
+    #[track_caller]
+    fn expect_failure(self, want_code: u16, want_reason: &str) -> Value
+    where
+        Self: Expect<Body = Value>,
+    {
+        let (code, body) = self.into_parts();
+        assert_status(code, &body, want_code, want_reason);
+        body
+    }
+}
+
+impl Expect for (StatusCode, Value) {
+    type Body = Value;
+
+    fn into_parts(self) -> (StatusCode, Value) {
+        self
+    }
+}
+
+impl Expect for (StatusCode, String) {
+    type Body = String;
+
+    fn into_parts(self) -> (StatusCode, String) {
+        self
+    }
+}
+
+/// Polls `probe` every `every` until it gives `Ok`, failing with its last
+/// `Err` after `within`: the one deadline loop for what a test waits for.
+pub async fn eventually<T, F, Fut>(within: Duration, every: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match probe().await {
+            Ok(done) => return done,
+            Err(why) => assert!(tokio::time::Instant::now() < deadline, "{why}"),
+        }
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -346,6 +592,19 @@ pub fn strings<'a>(array: &'a Value, field: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The element of the JSON array `array` that `matches`, which must be
+/// there (`what` names it when it is not): the lookup in discovery
+/// documents, conditions and lists that many tests make.
+#[track_caller]
+pub fn find_in<'a>(array: &'a Value, matches: impl Fn(&Value) -> bool, what: &str) -> &'a Value {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|element| matches(element))
+        .unwrap_or_else(|| panic!("{what} not in {array}"))
+}
+
 /// The names of a list's items, in order.
 pub fn item_names(list: &Value) -> Vec<String> {
     list["items"]
@@ -362,12 +621,42 @@ pub fn message_of(body: &Value) -> &str {
 }
 
 /// Asserts a Status failure with code and reason.
+#[track_caller]
 pub fn assert_status(code: StatusCode, body: &Value, want_code: u16, want_reason: &str) {
     assert_eq!(code.as_u16(), want_code, "{body}");
     assert_eq!(body["kind"], "Status", "{body}");
     assert_eq!(body["status"], "Failure", "{body}");
     assert_eq!(body["code"], want_code, "{body}");
     assert_eq!(body["reason"], want_reason, "{body}");
+}
+
+/// Asserts a Status failure and its exact message: most refusals a test
+/// checks must also say what was refused in upstream's words.
+#[track_caller]
+pub fn assert_refused(
+    code: StatusCode,
+    body: &Value,
+    want_code: u16,
+    want_reason: &str,
+    want_message: &str,
+) {
+    assert_status(code, body, want_code, want_reason);
+    assert_eq!(body["message"], want_message, "{body}");
+}
+
+/// A call's `(code, body)` that must be a Status failure with this code,
+/// reason and exact message; gives the Status. A function rather than an
+/// `Expect` method: the messages are long, and rustfmt cannot lay out a
+/// chain whose last link does not fit a line.
+#[track_caller]
+pub fn refused(
+    (code, body): (StatusCode, Value),
+    want_code: u16,
+    want_reason: &str,
+    want_message: &str,
+) -> Value {
+    assert_refused(code, &body, want_code, want_reason, want_message);
+    body
 }
 
 /// Opens the store at `path`, waiting (up to ten seconds) for a previous

@@ -1,34 +1,32 @@
 //! Per-kind rules that only some kinds follow, checked through the API: each
 //! reaches its kind (and only its kind) through the registry's strategy.
 
-use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status, message_of};
+use crate::harness::{Expect, TestServer, message_of, refused};
 
 #[tokio::test]
 async fn rbac_and_event_names_are_path_segments_others_subdomains() {
     let s = TestServer::new().await;
     let role = json!({"metadata": {"name": "system:controller:x"}, "rules": []});
-    let (code, body) = s
-        .post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+    s.created("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
 
     let role = json!({"metadata": {"name": "50%"}, "rules": []});
-    let (code, body) = s
+    let body = s
         .post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert!(message_of(&body).contains("may not contain '%'"));
 
     let event = json!({"metadata": {"name": "Pod.p:1"}, "involvedObject": {"kind": "Pod"}});
-    let (code, body) = s.post("/api/v1/namespaces/default/events", event).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created("/api/v1/namespaces/default/events", event).await;
 
     let cm = json!({"metadata": {"name": "system:x"}});
-    let (code, body) = s.post("/api/v1/namespaces/default/configmaps", cm).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s
+        .post("/api/v1/namespaces/default/configmaps", cm)
+        .await
+        .expect_failure(422, "Invalid");
     assert!(message_of(&body).contains("RFC 1123 subdomain"));
 }
 
@@ -36,22 +34,18 @@ async fn rbac_and_event_names_are_path_segments_others_subdomains() {
 async fn system_namespaces_cannot_be_deleted_others_terminate() {
     let s = TestServer::new().await;
     for name in ["default", "kube-system", "kube-public"] {
-        let (code, body) = s.delete(&format!("/api/v1/namespaces/{name}")).await;
-        assert_status(code, &body, 403, "Forbidden");
-        assert_eq!(
-            body["message"],
-            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")
+        refused(
+            s.delete(&format!("/api/v1/namespaces/{name}")).await,
+            403,
+            "Forbidden",
+            &format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
         );
-        let (code, ns) = s.get(&format!("/api/v1/namespaces/{name}")).await;
-        assert_eq!(code, StatusCode::OK);
+        let ns = s.get_ok(&format!("/api/v1/namespaces/{name}")).await;
         assert_eq!(ns["status"]["phase"], "Active");
     }
-    let (code, body) = s
-        .post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+    s.created("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, ns) = s.delete("/api/v1/namespaces/team").await;
-    assert_eq!(code, StatusCode::OK, "{ns}");
+    let ns = s.delete_ok("/api/v1/namespaces/team").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
 }
 
@@ -60,22 +54,19 @@ async fn new_nodes_keep_their_status_other_kinds_start_over() {
     let s = TestServer::new().await;
     let node = json!({"metadata": {"name": "n1"},
         "status": {"capacity": {"cpu": "4"}, "phase": "Running"}});
-    let (code, body) = s.post("/api/v1/nodes", node).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = s.created("/api/v1/nodes", node).await;
     assert_eq!(body["status"]["capacity"]["cpu"], "4");
 
     let pv = json!({"metadata": {"name": "pv1"},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
             "hostPath": {"path": "/tmp/pv1"}},
         "status": {"phase": "Bound"}});
-    let (code, body) = s.post("/api/v1/persistentvolumes", pv).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = s.created("/api/v1/persistentvolumes", pv).await;
     assert_eq!(body["status"], json!({"phase": "Pending"}));
 
     let svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]},
         "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
-    let (code, body) = s.post("/api/v1/namespaces/default/services", svc).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = s.created("/api/v1/namespaces/default/services", svc).await;
     assert_eq!(body["status"], json!({"loadBalancer": {}}), "{body}");
 }
 
@@ -86,14 +77,11 @@ async fn a_replication_controllers_scale_selector_is_its_map() {
         "spec": {"replicas": 2, "selector": {"app": "web", "tier": "front"},
             "template": {"metadata": {"labels": {"app": "web", "tier": "front"}},
                 "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/replicationcontrollers", rc)
+    s.created("/api/v1/namespaces/default/replicationcontrollers", rc)
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, scale) = s
-        .get("/api/v1/namespaces/default/replicationcontrollers/web/scale")
+    let scale = s
+        .get_ok("/api/v1/namespaces/default/replicationcontrollers/web/scale")
         .await;
-    assert_eq!(code, StatusCode::OK, "{scale}");
     assert_eq!(scale["spec"]["replicas"], 2);
     assert_eq!(scale["status"]["selector"], "app=web,tier=front");
 }

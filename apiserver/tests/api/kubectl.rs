@@ -78,6 +78,15 @@ impl Kubectl {
     }
 
     /// Runs and asserts success; returns stdout.
+    /// `ok` in namespace `demo`, where the workflow test works.
+    async fn in_demo(&self, args: &[&str]) -> String {
+        let args: Vec<&str> = ["-n", "demo"]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
+        self.ok(&args).await
+    }
+
     async fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args).await;
         assert!(
@@ -122,18 +131,9 @@ async fn kubectl_everyday_commands() {
         "{namespaces}"
     );
 
-    k.ok(&[
-        "-n",
-        "demo",
-        "create",
-        "configmap",
-        "cfg",
-        "--from-literal=k=v",
-    ])
-    .await;
-    k.ok(&[
-        "-n",
-        "demo",
+    k.in_demo(&["create", "configmap", "cfg", "--from-literal=k=v"])
+        .await;
+    k.in_demo(&[
         "create",
         "secret",
         "generic",
@@ -142,31 +142,13 @@ async fn kubectl_everyday_commands() {
     ])
     .await;
     let secret = k
-        .ok(&[
-            "-n",
-            "demo",
-            "get",
-            "secret",
-            "pw",
-            "-o",
-            "jsonpath={.data.password}",
-        ])
+        .in_demo(&["get", "secret", "pw", "-o", "jsonpath={.data.password}"])
         .await;
     assert_eq!(secret, "aHVudGVyMg==");
-    k.ok(&[
-        "-n",
-        "demo",
-        "create",
-        "service",
-        "clusterip",
-        "svc",
-        "--tcp=80:8080",
-    ])
-    .await;
+    k.in_demo(&["create", "service", "clusterip", "svc", "--tcp=80:8080"])
+        .await;
     let port = k
-        .ok(&[
-            "-n",
-            "demo",
+        .in_demo(&[
             "get",
             "svc",
             "svc",
@@ -186,41 +168,31 @@ async fn kubectl_everyday_commands() {
     ];
     k.ok(&node_port_svc).await;
     let node_port_path = "jsonpath={.spec.ports[0].nodePort}";
-    let node_port = k
-        .ok(&["-n", "demo", "get", "svc", "np", "-o", node_port_path])
-        .await;
+    let node_port = k.in_demo(&["get", "svc", "np", "-o", node_port_path]).await;
     assert!(
         node_port.parse::<u16>().is_ok_and(|p| p >= 30000),
         "{node_port}"
     );
-    let json = k
-        .ok(&["-n", "demo", "get", "configmap", "cfg", "-o", "json"])
-        .await;
+    let json = k.in_demo(&["get", "configmap", "cfg", "-o", "json"]).await;
     let cm: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(cm["data"]["k"], "v");
-    let yaml = k
-        .ok(&["-n", "demo", "get", "cm", "cfg", "-o", "yaml"])
-        .await;
+    let yaml = k.in_demo(&["get", "cm", "cfg", "-o", "yaml"]).await;
     assert!(yaml.contains("k: v"), "{yaml}");
-    let listed = k.ok(&["-n", "demo", "get", "cm"]).await;
+    let listed = k.in_demo(&["get", "cm"]).await;
     assert!(listed.contains("cfg"), "{listed}");
 
-    k.ok(&["-n", "demo", "label", "cm", "cfg", "tier=gold"])
-        .await;
-    k.ok(&["-n", "demo", "annotate", "cm", "cfg", "note=hello"])
-        .await;
+    k.in_demo(&["label", "cm", "cfg", "tier=gold"]).await;
+    k.in_demo(&["annotate", "cm", "cfg", "note=hello"]).await;
     let selected = k
-        .ok(&["-n", "demo", "get", "cm", "-l", "tier=gold", "-o", "name"])
+        .in_demo(&["get", "cm", "-l", "tier=gold", "-o", "name"])
         .await;
     assert_eq!(selected.trim(), "configmap/cfg");
     let none = k
-        .ok(&["-n", "demo", "get", "cm", "-l", "tier=silver", "-o", "name"])
+        .in_demo(&["get", "cm", "-l", "tier=silver", "-o", "name"])
         .await;
     assert_eq!(none.trim(), "");
 
-    k.ok(&[
-        "-n",
-        "demo",
+    k.in_demo(&[
         "patch",
         "cm",
         "cfg",
@@ -229,9 +201,7 @@ async fn kubectl_everyday_commands() {
         r#"{"data":{"m":"1"}}"#,
     ])
     .await;
-    k.ok(&[
-        "-n",
-        "demo",
+    k.in_demo(&[
         "patch",
         "cm",
         "cfg",
@@ -240,26 +210,16 @@ async fn kubectl_everyday_commands() {
         r#"[{"op":"add","path":"/data/j","value":"2"}]"#,
     ])
     .await;
-    k.ok(&[
-        "-n",
-        "demo",
-        "patch",
-        "cm",
-        "cfg",
-        "-p",
-        r#"{"data":{"s":"3"}}"#,
-    ])
-    .await;
+    k.in_demo(&["patch", "cm", "cfg", "-p", r#"{"data":{"s":"3"}}"#])
+        .await;
     let data = k
-        .ok(&["-n", "demo", "get", "cm", "cfg", "-o", "jsonpath={.data}"])
+        .in_demo(&["get", "cm", "cfg", "-o", "jsonpath={.data}"])
         .await;
     for key in ["\"m\":\"1\"", "\"j\":\"2\"", "\"s\":\"3\""] {
         assert!(data.contains(key), "{data}");
     }
 
-    k.ok(&[
-        "-n",
-        "demo",
+    k.in_demo(&[
         "create",
         "deployment",
         "web",
@@ -268,25 +228,15 @@ async fn kubectl_everyday_commands() {
     ])
     .await;
     let image_path = "jsonpath={.spec.template.spec.containers[0].image}";
-    let image = k
-        .ok(&["-n", "demo", "get", "deploy", "web", "-o", image_path])
-        .await;
+    let image = k.in_demo(&["get", "deploy", "web", "-o", image_path]).await;
     assert_eq!(image, "busybox");
-    k.ok(&["-n", "demo", "scale", "deployment", "web", "--replicas=3"])
+    k.in_demo(&["scale", "deployment", "web", "--replicas=3"])
         .await;
     let replicas = k
-        .ok(&[
-            "-n",
-            "demo",
-            "get",
-            "deploy",
-            "web",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ])
+        .in_demo(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"])
         .await;
     assert_eq!(replicas, "3");
-    k.ok(&["-n", "demo", "get", "deploy", "-o", "wide"]).await;
+    k.in_demo(&["get", "deploy", "-o", "wide"]).await;
 
     let missing = k.run(&["-n", "demo", "get", "cm", "nope"]).await;
     assert!(!missing.ok);
@@ -309,15 +259,7 @@ async fn kubectl_everyday_commands() {
         .await;
     assert!(out.ok, "{}{}", out.stdout, out.stderr);
     let data = k
-        .ok(&[
-            "-n",
-            "demo",
-            "get",
-            "cm",
-            "applied",
-            "-o",
-            "jsonpath={.data}",
-        ])
+        .in_demo(&["get", "cm", "applied", "-o", "jsonpath={.data}"])
         .await;
     assert_eq!(data, r#"{"b":"2"}"#, "apply removed the dropped key");
 
@@ -327,7 +269,7 @@ async fn kubectl_everyday_commands() {
         .await;
     assert!(out.ok, "{}{}", out.stdout, out.stderr);
 
-    k.ok(&["-n", "demo", "delete", "cm", "cfg"]).await;
+    k.in_demo(&["delete", "cm", "cfg"]).await;
     let gone = k.run(&["-n", "demo", "get", "cm", "cfg"]).await;
     assert!(!gone.ok);
 

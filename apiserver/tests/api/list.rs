@@ -1,10 +1,11 @@
 use std::time::Duration;
 
-use http::StatusCode;
 use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 
-use crate::harness::{TestServer, assert_status, item_names};
+use crate::harness::{Expect, TestServer, item_names};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 #[tokio::test]
 async fn label_selectors_filter_lists() {
@@ -24,12 +25,7 @@ async fn label_selectors_filter_lists() {
         ("app,tier%3Dfront", vec!["a"]),
     ];
     for (selector, want) in cases {
-        let (code, list) = s
-            .get(&format!(
-                "/api/v1/namespaces/default/configmaps?labelSelector={selector}"
-            ))
-            .await;
-        assert_eq!(code, StatusCode::OK);
+        let list = s.get_ok(&format!("{CMS}?labelSelector={selector}")).await;
         assert_eq!(item_names(&list), want, "{selector}");
     }
 }
@@ -41,7 +37,7 @@ async fn lists_are_typed_and_scoped() {
         .await;
     s.configmap("default", "a", json!({})).await;
     s.configmap("other", "b", json!({})).await;
-    let (_, list) = s.get("/api/v1/namespaces/default/configmaps").await;
+    let (_, list) = s.get(CMS).await;
     assert_eq!(list["kind"], "ConfigMapList");
     assert_eq!(list["apiVersion"], "v1");
     assert_eq!(item_names(&list), vec!["a"]);
@@ -52,16 +48,17 @@ async fn lists_are_typed_and_scoped() {
             .parse::<u64>()
             .is_ok()
     );
-    let (_, all) = s.get("/api/v1/configmaps").await;
-    assert_eq!(item_names(&all), vec!["a", "b"]);
-    let (_, filtered) = s
-        .get("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dother")
-        .await;
-    assert_eq!(item_names(&filtered), vec!["b"]);
-    let (_, by_name) = s
-        .get("/api/v1/configmaps?fieldSelector=metadata.name!%3Da")
-        .await;
-    assert_eq!(item_names(&by_name), vec!["b"]);
+    assert_eq!(s.list_names("/api/v1/configmaps").await, vec!["a", "b"]);
+    assert_eq!(
+        s.list_names("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dother")
+            .await,
+        vec!["b"]
+    );
+    assert_eq!(
+        s.list_names("/api/v1/configmaps?fieldSelector=metadata.name!%3Da")
+            .await,
+        vec!["b"]
+    );
 }
 
 #[tokio::test]
@@ -72,19 +69,24 @@ async fn pod_field_selectors() {
         if let Some(n) = node {
             spec["nodeName"] = json!(n);
         }
-        let (code, body) = s
-            .post(
+        let body = s
+            .created(
                 "/api/v1/namespaces/default/pods",
                 json!({"metadata": {"name": name}, "spec": spec}),
             )
             .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
         assert_eq!(body["status"]["phase"], "Pending");
     }
-    let (_, on_n1) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1").await;
-    assert_eq!(item_names(&on_n1), vec!["p1"]);
-    let (_, unscheduled) = s.get("/api/v1/pods?fieldSelector=spec.nodeName%3D").await;
-    assert_eq!(item_names(&unscheduled), vec!["p2"]);
+    assert_eq!(
+        s.list_names("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1")
+            .await,
+        vec!["p1"]
+    );
+    assert_eq!(
+        s.list_names("/api/v1/pods?fieldSelector=spec.nodeName%3D")
+            .await,
+        vec!["p2"]
+    );
     let (_, pending) = s
         .get("/api/v1/pods?fieldSelector=status.phase%3DPending,spec.nodeName!%3Dn1")
         .await;
@@ -97,8 +99,7 @@ async fn pagination_reads_one_consistent_snapshot() {
     for i in 0..5 {
         s.configmap("default", &format!("cm{i}"), json!({})).await;
     }
-    let (code, page1) = s.get("/api/v1/namespaces/default/configmaps?limit=2").await;
-    assert_eq!(code, StatusCode::OK);
+    let page1 = s.get_ok(&format!("{CMS}?limit=2")).await;
     assert_eq!(item_names(&page1), vec!["cm0", "cm1"]);
     assert_eq!(page1["metadata"]["remainingItemCount"], 3);
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
@@ -106,28 +107,20 @@ async fn pagination_reads_one_consistent_snapshot() {
 
     // Changes after the first page are not seen by its continuation.
     s.configmap("default", "cm9", json!({})).await;
-    s.delete("/api/v1/namespaces/default/configmaps/cm3").await;
+    s.delete(&format!("{CMS}/cm3")).await;
 
-    let (_, page2) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
-        ))
-        .await;
+    let (_, page2) = s.get(&format!("{CMS}?limit=2&continue={token}")).await;
     assert_eq!(item_names(&page2), vec!["cm2", "cm3"]);
     assert_eq!(page2["metadata"]["resourceVersion"], rv);
     let token = page2["metadata"]["continue"].as_str().unwrap().to_string();
-    let (_, page3) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?limit=2&continue={token}"
-        ))
-        .await;
+    let (_, page3) = s.get(&format!("{CMS}?limit=2&continue={token}")).await;
     assert_eq!(item_names(&page3), vec!["cm4"]);
     assert!(page3["metadata"].get("continue").is_none());
     assert!(page3["metadata"].get("remainingItemCount").is_none());
 
     // Pagination with a selector counts only matches and omits the count.
     let (_, sel) = s
-        .get("/api/v1/namespaces/default/configmaps?limit=1&labelSelector=missing!%3Dx")
+        .get(&format!("{CMS}?limit=1&labelSelector=missing!%3Dx"))
         .await;
     assert_eq!(item_names(&sel), vec!["cm0"]);
     assert!(sel["metadata"]["continue"].is_string());
@@ -144,20 +137,16 @@ async fn expired_continue_is_410() {
     for i in 0..3 {
         s.configmap("default", &format!("cm{i}"), json!({})).await;
     }
-    let (_, page1) = s.get("/api/v1/namespaces/default/configmaps?limit=1").await;
+    let (_, page1) = s.get(&format!("{CMS}?limit=1")).await;
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
     s.configmap("default", "later", json!({})).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let (code, body) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?limit=1&continue={token}"
-        ))
-        .await;
-    assert_status(code, &body, 410, "Expired");
-    let (code, body) = s
-        .get("/api/v1/namespaces/default/configmaps?limit=1&continue=garbage")
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+    s.get(&format!("{CMS}?limit=1&continue={token}"))
+        .await
+        .expect_failure(410, "Expired");
+    s.get(&format!("{CMS}?limit=1&continue=garbage"))
+        .await
+        .expect_failure(400, "BadRequest");
 }
 
 #[tokio::test]
@@ -172,12 +161,7 @@ async fn list_at_a_version_from_another_resource() {
         )
         .await;
     let rv = secret["metadata"]["resourceVersion"].as_str().unwrap();
-    let (code, list) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?resourceVersion={rv}"
-        ))
-        .await;
-    assert_eq!(code, StatusCode::OK, "{list}");
+    let list = s.get_ok(&format!("{CMS}?resourceVersion={rv}")).await;
     assert_eq!(item_names(&list), vec!["a"]);
     let listed_at: u64 = list["metadata"]["resourceVersion"]
         .as_str()
@@ -185,9 +169,7 @@ async fn list_at_a_version_from_another_resource() {
         .parse()
         .unwrap();
     assert!(listed_at >= rv.parse::<u64>().unwrap());
-    let (code, body) = s
-        .get("/api/v1/namespaces/default/configmaps?resourceVersion=999999")
-        .await;
+    let (code, body) = s.get(&format!("{CMS}?resourceVersion=999999")).await;
     // Upstream: the list waits a moment for the store to get there, then
     // answers 504 with the ResourceVersionTooLarge cause.
     assert_eq!(code.as_u16(), 504, "{body}");

@@ -7,7 +7,7 @@
 //! binary, so counters are compared before and after, and gauges read as
 //! at least what this test holds open.
 
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use serde_json::json;
 use skiff_apiserver::authn::UserInfo;
 use skiff_common::metrics::exposition::{self, Sample};
@@ -68,27 +68,21 @@ async fn requests_are_counted_with_upstreams_labels() {
     let before = scrape(&s).await;
 
     s.configmap("default", "counted", json!({})).await;
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/configmaps?dryRun=All",
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps").await;
-    assert_eq!(code, StatusCode::OK);
-    let (code, body) = s
-        .raw(
-            Method::PATCH,
-            "/api/v1/namespaces/default/configmaps/applied?fieldManager=metrics-test",
-            "application/apply-patch+yaml",
-            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n".to_vec(),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created(
+        "/api/v1/namespaces/default/configmaps?dryRun=All",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}}),
+    )
+    .await;
+    s.get_ok("/api/v1/namespaces/default/configmaps").await;
+    s.apply_yaml(
+        "/api/v1/namespaces/default/configmaps/applied?fieldManager=metrics-test",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n",
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
     // A made-up resource is refused and leaves no series behind.
-    let (code, _) = s.get("/api/v1/namespaces/default/madeupthings").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    s.get_not_found("/api/v1/namespaces/default/madeupthings")
+        .await;
 
     let after = scrape(&s).await;
     let moved = |labels: &[(&str, &str)]| {
@@ -107,28 +101,27 @@ async fn requests_are_counted_with_upstreams_labels() {
             .all(|sample| sample.label("resource") != Some("madeupthings")),
         "a made-up resource got a series"
     );
-    assert!(
-        value(
-            &after,
+    let at_least = [
+        (
             "apiserver_storage_objects",
-            &[("resource", "configmaps")]
-        ) >= 2.0
-    );
-    assert!(
-        value(
-            &after,
+            &[("resource", "configmaps")][..],
+            2.0,
+        ),
+        (
             "etcd_request_duration_seconds_count",
-            &[("operation", "create"), ("type", "configmaps")]
-        ) >= 2.0
-    );
-    // The admin is system:masters: exempt from flow control, yet dispatched.
-    assert!(
-        value(
-            &after,
+            &[("operation", "create"), ("type", "configmaps")][..],
+            2.0,
+        ),
+        // The admin is system:masters: exempt from flow control, yet dispatched.
+        (
             "apiserver_flowcontrol_dispatched_requests_total",
-            &[("flow_schema", "exempt"), ("priority_level", "exempt")]
-        ) >= 5.0
-    );
+            &[("flow_schema", "exempt"), ("priority_level", "exempt")][..],
+            5.0,
+        ),
+    ];
+    for (name, labels, least) in at_least {
+        assert!(value(&after, name, labels) >= least, "{name} {labels:?}");
+    }
 }
 
 #[tokio::test]
@@ -165,8 +158,10 @@ async fn open_watches_are_registered_and_long_running() {
 async fn only_monitoring_reads_metrics() {
     let s = TestServer::new().await;
     let monitor = UserInfo::new("prometheus", vec!["system:monitoring".to_string()]);
-    let (code, body) = s.call_as(&monitor, Method::GET, "/metrics", None).await;
-    assert_eq!(code, StatusCode::OK);
+    let body = s
+        .get_as(&monitor, "/metrics")
+        .await
+        .expect_code(StatusCode::OK);
     let text = body.as_str().expect("text");
     assert!(
         text.contains("# TYPE apiserver_request_total counter"),
@@ -174,16 +169,17 @@ async fn only_monitoring_reads_metrics() {
     );
 
     let user = UserInfo::new("alice", vec!["system:authenticated".to_string()]);
-    let (code, body) = s.call_as(&user, Method::GET, "/metrics", None).await;
-    assert_status(code, &body, 403, "Forbidden");
-    assert_eq!(
-        body["message"],
-        "forbidden: User \"alice\" cannot get path \"/metrics\""
+    refused(
+        s.get_as(&user, "/metrics").await,
+        403,
+        "Forbidden",
+        "forbidden: User \"alice\" cannot get path \"/metrics\"",
     );
     let anonymous = UserInfo::new(
         "system:anonymous",
         vec!["system:unauthenticated".to_string()],
     );
-    let (code, body) = s.call_as(&anonymous, Method::GET, "/metrics", None).await;
-    assert_status(code, &body, 401, "Unauthorized");
+    s.get_as(&anonymous, "/metrics")
+        .await
+        .expect_failure(401, "Unauthorized");
 }

@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{Expect, TestServer, exchange, refused};
 
 fn node(name: &str) -> UserInfo {
     UserInfo::new(format!("system:node:{name}"), ["system:nodes".to_string()])
@@ -16,17 +16,6 @@ fn node_object(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
 }
 
-async fn as_node(
-    s: &TestServer,
-    name: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    s.call_with_headers(&node(name), method, path, body, &[])
-        .await
-}
-
 /// A pod bound to `node_name`, created by the admin.
 async fn pod_on(s: &TestServer, name: &str, node_name: &str, spec: Value) -> Value {
     let mut spec = spec;
@@ -34,65 +23,54 @@ async fn pod_on(s: &TestServer, name: &str, node_name: &str, spec: Value) -> Val
     if spec["containers"].is_null() {
         spec["containers"] = json!([{"name": "c", "image": "busybox"}]);
     }
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/pods",
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    body
-}
 
-fn forbidden_with(code: StatusCode, body: &Value, message: &str) {
-    assert_status(code, body, 403, "Forbidden");
-    assert_eq!(body["message"], message, "{body}");
+    s.created(
+        "/api/v1/namespaces/default/pods",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn a_node_registers_and_edits_only_itself_and_never_its_restricted_labels() {
     let s = TestServer::new().await;
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::POST,
-        "/api/v1/nodes",
-        Some(node_object("n2", json!({}))),
-    )
-    .await;
-    forbidden_with(
-        code,
-        &body,
+    let n1 = s.as_user(node("n1"));
+    refused(
+        n1.call(
+            Method::POST,
+            "/api/v1/nodes",
+            Some(node_object("n2", json!({}))),
+        )
+        .await,
+        403,
+        "Forbidden",
         "nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"",
     );
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::POST,
-        "/api/v1/nodes",
-        Some(node_object(
-            "n1",
-            json!({"node-restriction.kubernetes.io/trusted": "yes"}),
-        )),
-    )
-    .await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(
+            Method::POST,
+            "/api/v1/nodes",
+            Some(node_object(
+                "n1",
+                json!({"node-restriction.kubernetes.io/trusted": "yes"}),
+            )),
+        )
+        .await,
+        403,
+        "Forbidden",
         "nodes \"n1\" is forbidden: node \"n1\" is not allowed to set the following labels: node-restriction.kubernetes.io/trusted",
     );
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::POST,
-        "/api/v1/nodes",
-        Some(node_object(
-            "n1",
-            json!({"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux"}),
-        )),
-    )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let _body = n1
+        .call(
+            Method::POST,
+            "/api/v1/nodes",
+            Some(node_object(
+                "n1",
+                json!({"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux"}),
+            )),
+        )
+        .await
+        .expect_code(StatusCode::CREATED);
 
     // Its own labels, later: the restricted ones stay out of reach.
     let patch = |labels: Value| {
@@ -105,38 +83,39 @@ async fn a_node_registers_and_edits_only_itself_and_never_its_restricted_labels(
             ))
             .unwrap()
     };
-    let (code, body) = send_as(
-        &s,
-        &node("n1"),
-        patch(json!({"node-restriction.kubernetes.io/x": "1"})),
-    )
-    .await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        send_as(
+            &s,
+            &node("n1"),
+            patch(json!({"node-restriction.kubernetes.io/x": "1"})),
+        )
+        .await,
+        403,
+        "Forbidden",
         "nodes \"n1\" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/x",
     );
-    let (code, body) = send_as(
+    send_as(
         &s,
         &node("n1"),
         patch(json!({"node.kubernetes.io/pool": "a"})),
     )
-    .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    .await
+    .expect_code(StatusCode::OK);
 
     // Another node's object is out of reach whatever the verb.
-    let (code, _) = s.post("/api/v1/nodes", node_object("n2", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED);
+    s.created("/api/v1/nodes", node_object("n2", json!({})))
+        .await;
     let (_, mut n2) = s.get("/api/v1/nodes/n2").await;
     n2["spec"]["unschedulable"] = json!(true);
-    let (code, body) = as_node(&s, "n1", Method::PUT, "/api/v1/nodes/n2", Some(n2)).await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(Method::PUT, "/api/v1/nodes/n2", Some(n2)).await,
+        403,
+        "Forbidden",
         "nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"",
     );
-    let (code, body) = as_node(&s, "n1", Method::DELETE, "/api/v1/nodes/n2", None).await;
-    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    n1.call(Method::DELETE, "/api/v1/nodes/n2", None)
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
     let (code, _) = s.get("/api/v1/nodes/n2").await;
     assert_eq!(code, StatusCode::OK, "n2 still there");
 }
@@ -146,35 +125,29 @@ async fn send_as(
     user: &UserInfo,
     mut request: http::Request<axum::body::Body>,
 ) -> (StatusCode, Value) {
-    use tower::ServiceExt;
     request.extensions_mut().insert(user.clone());
-    let response = s.server.router().oneshot(request).await.unwrap();
-    let code = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let (code, _, body) = exchange(s.server.router(), request).await;
+    (code, body)
 }
 
 #[tokio::test]
 async fn a_node_reports_status_of_and_deletes_only_its_own_pods() {
     let s = TestServer::new().await;
+    let n1 = s.as_user(node("n1"));
     pod_on(&s, "mine", "n1", json!({})).await;
     pod_on(&s, "theirs", "n2", json!({})).await;
 
     let (_, mut theirs) = s.get("/api/v1/namespaces/default/pods/theirs").await;
     theirs["status"]["phase"] = json!("Failed");
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::PUT,
-        "/api/v1/namespaces/default/pods/theirs/status",
-        Some(theirs),
-    )
-    .await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(
+            Method::PUT,
+            "/api/v1/namespaces/default/pods/theirs/status",
+            Some(theirs),
+        )
+        .await,
+        403,
+        "Forbidden",
         "pods \"theirs\" is forbidden: node \"n1\" can only update pod status for pods with spec.nodeName set to itself",
     );
     let (_, after) = s.get("/api/v1/namespaces/default/pods/theirs").await;
@@ -182,82 +155,69 @@ async fn a_node_reports_status_of_and_deletes_only_its_own_pods() {
 
     let (_, mut mine) = s.get("/api/v1/namespaces/default/pods/mine").await;
     mine["status"]["phase"] = json!("Running");
-    let (code, body) = as_node(
-        &s,
-        "n1",
+    n1.call(
         Method::PUT,
         "/api/v1/namespaces/default/pods/mine/status",
         Some(mine.clone()),
     )
-    .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    .await
+    .expect_code(StatusCode::OK);
     let (_, mut relabel) = s.get("/api/v1/namespaces/default/pods/mine").await;
     relabel["metadata"]["labels"] = json!({"role": "admin"});
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::PUT,
-        "/api/v1/namespaces/default/pods/mine/status",
-        Some(relabel),
-    )
-    .await;
+    let (code, body) = n1
+        .call(
+            Method::PUT,
+            "/api/v1/namespaces/default/pods/mine/status",
+            Some(relabel),
+        )
+        .await;
     // A status update keeps the stored labels, so there is nothing to refuse
     // here; the labels simply do not change.
     assert_eq!(code, StatusCode::OK, "{body}");
     assert!(body["metadata"]["labels"]["role"].is_null(), "{body}");
 
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::POST,
-        "/api/v1/namespaces/default/pods/theirs/eviction",
-        Some(
-            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "theirs"}}),
-        ),
-    )
-    .await;
-    forbidden_with(
-        code,
-        &body,
+    let eviction =
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "theirs"}});
+    refused(
+        n1.call(
+            Method::POST,
+            "/api/v1/namespaces/default/pods/theirs/eviction",
+            Some(eviction),
+        )
+        .await,
+        403,
+        "Forbidden",
         "pods \"theirs\" is forbidden: node n1 can only evict pods with spec.nodeName set to itself",
     );
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::DELETE,
-        "/api/v1/namespaces/default/pods/theirs",
-        None,
-    )
-    .await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(
+            Method::DELETE,
+            "/api/v1/namespaces/default/pods/theirs",
+            None,
+        )
+        .await,
+        403,
+        "Forbidden",
         "pods \"theirs\" is forbidden: node \"n1\" can only delete pods with spec.nodeName set to itself",
     );
     let (code, _) = s.get("/api/v1/namespaces/default/pods/theirs").await;
     assert_eq!(code, StatusCode::OK, "the other node's pod is untouched");
-    let (code, body) = as_node(
-        &s,
-        "n1",
-        Method::DELETE,
-        "/api/v1/namespaces/default/pods/mine",
-        None,
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    n1.call(Method::DELETE, "/api/v1/namespaces/default/pods/mine", None)
+        .await
+        .expect_code(StatusCode::OK);
 }
 
 #[tokio::test]
 async fn a_node_creates_only_bare_mirror_pods_of_its_own() {
     let s = TestServer::new().await;
-    let (_, created) = as_node(
-        &s,
-        "n1",
-        Method::POST,
-        "/api/v1/nodes",
-        Some(node_object("n1", json!({}))),
-    )
-    .await;
+    let n1 = s.as_user(node("n1"));
+    let (_, created) = n1
+        .call(
+            Method::POST,
+            "/api/v1/nodes",
+            Some(node_object("n1", json!({}))),
+        )
+        .await;
     let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
     let mirror = |node_name: &str, spec: Value| {
         let mut spec = spec;
@@ -272,35 +232,39 @@ async fn a_node_creates_only_bare_mirror_pods_of_its_own() {
     let pods = "/api/v1/namespaces/default/pods";
     let mut plain = mirror("n1", json!({}));
     plain["metadata"]["annotations"] = json!({});
-    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(plain)).await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(Method::POST, pods, Some(plain)).await,
+        403,
+        "Forbidden",
         "pods \"static-n1\" is forbidden: pod does not have \"kubernetes.io/config.mirror\" annotation, node \"n1\" can only create mirror pods",
     );
-    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(mirror("n2", json!({})))).await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(Method::POST, pods, Some(mirror("n2", json!({}))))
+            .await,
+        403,
+        "Forbidden",
         "pods \"static-n2\" is forbidden: node \"n1\" can only create pods with spec.nodeName set to itself",
     );
     let with_secret = mirror(
         "n1",
         json!({"volumes": [{"name": "s", "secret": {"secretName": "admin-token"}}]}),
     );
-    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(with_secret)).await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(Method::POST, pods, Some(with_secret)).await,
+        403,
+        "Forbidden",
         "pods \"static-n1\" is forbidden: node \"n1\" can not create pods that reference secrets",
     );
     let mut stolen_owner = mirror("n1", json!({}));
     stolen_owner["metadata"]["ownerReferences"][0]["uid"] = json!("not-the-node");
-    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(stolen_owner)).await;
-    assert_status(code, &body, 403, "Forbidden");
+    n1.call(Method::POST, pods, Some(stolen_owner))
+        .await
+        .expect_failure(403, "Forbidden");
 
-    let (code, body) = as_node(&s, "n1", Method::POST, pods, Some(mirror("n1", json!({})))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = n1
+        .call(Method::POST, pods, Some(mirror("n1", json!({}))))
+        .await
+        .expect_code(StatusCode::CREATED);
     // A mirror pod runs without API credentials.
     assert!(body["spec"]["serviceAccountName"].is_null(), "{body}");
     assert!(body["spec"]["volumes"].is_null(), "{body}");
@@ -309,40 +273,39 @@ async fn a_node_creates_only_bare_mirror_pods_of_its_own() {
 #[tokio::test]
 async fn a_node_holds_only_its_own_lease() {
     let s = TestServer::new().await;
+    let n1 = s.as_user(node("n1"));
     let lease = |name: &str| {
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": name}, "spec": {"holderIdentity": name}})
     };
     let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
-    let (code, body) = as_node(&s, "n1", Method::POST, leases, Some(lease("n2"))).await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(Method::POST, leases, Some(lease("n2"))).await,
+        403,
+        "Forbidden",
         "leases.coordination.k8s.io \"n2\" is forbidden: can only access node lease with the same name as the requesting node",
     );
-    let (code, body) = as_node(&s, "n1", Method::POST, leases, Some(lease("n1"))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = as_node(
-        &s,
-        "n1",
+    n1.call(Method::POST, leases, Some(lease("n1")))
+        .await
+        .expect_code(StatusCode::CREATED);
+    n1.call(
         Method::POST,
         "/apis/coordination.k8s.io/v1/namespaces/default/leases",
         Some(lease("n1")),
     )
-    .await;
-    assert_status(code, &body, 403, "Forbidden");
+    .await
+    .expect_failure(403, "Forbidden");
 }
 
 #[tokio::test]
 async fn a_node_gets_tokens_only_for_its_own_pods() {
     let s = TestServer::new().await;
-    let (code, _) = s
-        .post(
-            "/api/v1/namespaces/default/serviceaccounts",
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app"}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED);
+    let n1 = s.as_user(node("n1"));
+    s.created(
+        "/api/v1/namespaces/default/serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app"}}),
+    )
+    .await;
     let mine = pod_on(&s, "mine", "n1", json!({"serviceAccountName": "app"})).await;
     let theirs = pod_on(&s, "theirs", "n2", json!({"serviceAccountName": "app"})).await;
     let request = |pod: Option<&Value>| {
@@ -354,20 +317,23 @@ async fn a_node_gets_tokens_only_for_its_own_pods() {
         json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
     };
     let path = "/api/v1/namespaces/default/serviceaccounts/app/token";
-    let (code, body) = as_node(&s, "n1", Method::POST, path, Some(request(None))).await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(Method::POST, path, Some(request(None))).await,
+        403,
+        "Forbidden",
         "serviceaccounts \"app\" is forbidden: node requested token not bound to a pod",
     );
-    let (code, body) = as_node(&s, "n1", Method::POST, path, Some(request(Some(&theirs)))).await;
-    forbidden_with(
-        code,
-        &body,
+    refused(
+        n1.call(Method::POST, path, Some(request(Some(&theirs))))
+            .await,
+        403,
+        "Forbidden",
         "serviceaccounts \"app\" is forbidden: node requested token bound to a pod scheduled on a different node",
     );
-    let (code, body) = as_node(&s, "n1", Method::POST, path, Some(request(Some(&mine)))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = n1
+        .call(Method::POST, path, Some(request(Some(&mine))))
+        .await
+        .expect_code(StatusCode::CREATED);
     assert!(body["status"]["token"].is_string());
 }
 
@@ -378,95 +344,82 @@ mod reads {
     #[tokio::test]
     async fn a_node_reads_the_secrets_of_its_own_pods_only() {
         let s = TestServer::new().await;
+        let n1 = s.as_user(node("n1"));
         for name in ["mine-secret", "their-secret"] {
-            let (code, body) = s
-                .post(
-                    "/api/v1/namespaces/default/secrets",
-                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            s.created(
+                "/api/v1/namespaces/default/secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
                         "stringData": {"k": "v"}}),
-                )
-                .await;
-            assert_eq!(code, StatusCode::CREATED, "{body}");
+            )
+            .await;
         }
         let volume =
             |secret: &str| json!({"volumes": [{"name": "s", "secret": {"secretName": secret}}]});
         pod_on(&s, "mine", "n1", volume("mine-secret")).await;
         pod_on(&s, "theirs", "n2", volume("their-secret")).await;
 
-        let (code, body) = as_node(
-            &s,
-            "n1",
+        n1.call(
             Method::GET,
             "/api/v1/namespaces/default/secrets/mine-secret",
             None,
         )
-        .await;
-        assert_eq!(code, StatusCode::OK, "{body}");
-        let (code, body) = as_node(
-            &s,
-            "n1",
-            Method::GET,
-            "/api/v1/namespaces/default/secrets/their-secret",
-            None,
-        )
-        .await;
-        forbidden_with(
-            code,
-            &body,
+        .await
+        .expect_code(StatusCode::OK);
+        refused(
+            n1.call(
+                Method::GET,
+                "/api/v1/namespaces/default/secrets/their-secret",
+                None,
+            )
+            .await,
+            403,
+            "Forbidden",
             "secrets \"their-secret\" is forbidden: User \"system:node:n1\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\": no relationship found between node 'n1' and this object",
         );
-        let (code, body) = as_node(
-            &s,
-            "n1",
-            Method::GET,
-            "/api/v1/namespaces/default/secrets",
-            None,
-        )
-        .await;
-        assert_status(code, &body, 403, "Forbidden");
+        n1.call(Method::GET, "/api/v1/namespaces/default/secrets", None)
+            .await
+            .expect_failure(403, "Forbidden");
         // Once the pod is gone, so is the node's access.
-        let (code, _) = s
-            .delete("/api/v1/namespaces/default/pods/mine?gracePeriodSeconds=0")
+        s.delete_ok("/api/v1/namespaces/default/pods/mine?gracePeriodSeconds=0")
             .await;
-        assert_eq!(code, StatusCode::OK);
-        let (code, _) = as_node(
-            &s,
-            "n1",
+        n1.call(
             Method::GET,
             "/api/v1/namespaces/default/secrets/mine-secret",
             None,
         )
-        .await;
-        assert_eq!(code, StatusCode::FORBIDDEN);
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
     }
 
     #[tokio::test]
     async fn a_node_reads_and_renews_its_own_lease_only() {
         let s = TestServer::new().await;
+        let n1 = s.as_user(node("n1"));
         let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
         for name in ["n1", "n2"] {
-            let (code, body) = as_node(
-                &s,
-                name,
-                Method::POST,
-                leases,
-                Some(
-                    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            s.as_user(node(name))
+                .call(
+                    Method::POST,
+                    leases,
+                    Some(
+                        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": name}, "spec": {"holderIdentity": name}}),
-                ),
-            )
-            .await;
-            assert_eq!(code, StatusCode::CREATED, "{body}");
+                    ),
+                )
+                .await
+                .expect_code(StatusCode::CREATED);
         }
-        let (code, body) = as_node(&s, "n1", Method::GET, &format!("{leases}/n1"), None).await;
-        assert_eq!(code, StatusCode::OK, "{body}");
-        let (code, body) = as_node(&s, "n1", Method::GET, &format!("{leases}/n2"), None).await;
-        forbidden_with(
-            code,
-            &body,
+        n1.call(Method::GET, &format!("{leases}/n1"), None)
+            .await
+            .expect_code(StatusCode::OK);
+        refused(
+            n1.call(Method::GET, &format!("{leases}/n2"), None).await,
+            403,
+            "Forbidden",
             "leases.coordination.k8s.io \"n2\" is forbidden: User \"system:node:n1\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\": can only access node lease with the same name as the requesting node",
         );
-        let (code, _) = as_node(&s, "n1", Method::DELETE, &format!("{leases}/n2"), None).await;
-        assert_eq!(code, StatusCode::FORBIDDEN);
+        n1.call(Method::DELETE, &format!("{leases}/n2"), None)
+            .await
+            .expect_code(StatusCode::FORBIDDEN);
     }
 }

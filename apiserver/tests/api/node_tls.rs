@@ -18,7 +18,7 @@ use skiff_apiserver::tls::ClusterCerts;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::harness::TestServer;
+use crate::harness::{Expect, TestServer};
 
 /// What a fake node listener saw of the one connection it accepted.
 #[derive(Debug)]
@@ -84,6 +84,28 @@ pub(crate) async fn tls_listener(
     )
 }
 
+/// The next connection's TLS stream, the client certificate's common name
+/// and the request head, skipping failed handshakes; `None` once the
+/// listener fails. The accept loop of every fake server.
+pub(crate) async fn next_request(
+    listener: &TcpListener,
+    acceptor: &tokio_rustls::TlsAcceptor,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Option<String>,
+    Vec<u8>,
+)> {
+    loop {
+        let (tcp, _) = listener.accept().await.ok()?;
+        let Ok(mut stream) = acceptor.accept(tcp).await else {
+            continue;
+        };
+        let client = client_cn(&stream);
+        let head = read_head(&mut stream).await;
+        return Some((stream, client, head));
+    }
+}
+
 /// Reads a request head: until its blank line, or until the peer stops
 /// sending.
 pub(crate) async fn read_head(
@@ -98,6 +120,22 @@ pub(crate) async fn read_head(
         }
     }
     head
+}
+
+/// Answers a request 200 with `body` as `content_type` and closes: how the
+/// fake kubelets and extension servers reply.
+pub(crate) async fn answer_ok<S: tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+    content_type: &str,
+    body: &str,
+) {
+    use tokio::io::AsyncWriteExt;
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(answer.as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 /// A serving certificate for `cn` naming `ip`, signed by `issuer` (or
@@ -181,8 +219,7 @@ async fn cluster() -> (TestServer, ClusterCerts, tempfile::TempDir) {
     let s = TestServer::with_config(config).await;
     let pod = json!({"metadata": {"name": "p"}, "spec": {
         "nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
-    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created("/api/v1/namespaces/default/pods", pod).await;
     (s, certs, dir)
 }
 
@@ -193,14 +230,12 @@ async fn node_at(s: &TestServer, port: u16) {
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}});
     let (code, _) = s.get("/api/v1/nodes/n1").await;
     if code == StatusCode::NOT_FOUND {
-        let (code, body) = s.post("/api/v1/nodes", node.clone()).await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        s.created("/api/v1/nodes", node.clone()).await;
     }
     let (_, current) = s.get("/api/v1/nodes/n1").await;
     let mut updated = current.clone();
     updated["status"] = node["status"].clone();
-    let (code, body) = s.put("/api/v1/nodes/n1/status", updated).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.put_ok("/api/v1/nodes/n1/status", updated).await;
 }
 
 pub(crate) fn issuer(certs: &ClusterCerts) -> Issuer<'static, KeyPair> {
@@ -263,15 +298,15 @@ async fn the_pods_node_gets_the_request_from_the_api_servers_identity() {
     )
     .await;
     node_at(&s, port).await;
-    let (code, body) = s
+    let body = s
         .raw(
             http::Method::GET,
             "/api/v1/namespaces/default/pods/p/log?tailLines=3",
             "application/json",
             Vec::new(),
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(body, serde_json::Value::String("hello".into()));
     let seen = seen.await.unwrap();
     assert_eq!(

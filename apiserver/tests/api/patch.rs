@@ -1,7 +1,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status, strings};
+use crate::harness::{Expect, TestServer, strings};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps/p";
 
@@ -9,22 +9,16 @@ const CM: &str = "/api/v1/namespaces/default/configmaps/p";
 async fn json_merge_and_strategic_patches_on_configmaps() {
     let s = TestServer::new().await;
     s.configmap("default", "p", json!({"a": "1"})).await;
-    let (code, body) = s
+    let body = s
         .patch(
             CM,
             "application/json-patch+json",
             json!([{"op": "add", "path": "/data/n", "value": "x"}]),
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(body["data"], json!({"k": "v", "n": "x"}));
-    let (_, body) = s
-        .patch(
-            CM,
-            "application/merge-patch+json",
-            json!({"data": {"k": null}}),
-        )
-        .await;
+    let (_, body) = s.merge_patch(CM, json!({"data": {"k": null}})).await;
     assert_eq!(body["data"], json!({"n": "x"}));
     let (_, body) = s
         .patch(
@@ -43,20 +37,18 @@ async fn strategic_patch_merges_containers_by_name() {
         "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [
             {"name": "a", "image": "one", "env": [{"name": "X", "value": "1"}]},
             {"name": "b", "image": "two"}]}}}});
-    let (code, _) = s
-        .post("/apis/apps/v1/namespaces/default/deployments", d)
+    s.created("/apis/apps/v1/namespaces/default/deployments", d)
         .await;
-    assert_eq!(code, StatusCode::CREATED);
     let patch = json!({"spec": {"template": {"spec": {"containers": [
         {"name": "b", "image": "three"}, {"name": "a", "env": [{"name": "Y", "value": "2"}]}]}}}});
-    let (code, body) = s
+    let body = s
         .patch(
             "/apis/apps/v1/namespaces/default/deployments/d",
             "application/strategic-merge-patch+json",
             patch,
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+        .await
+        .expect_code(StatusCode::OK);
     let containers = &body["spec"]["template"]["spec"]["containers"];
     assert_eq!(containers[0]["image"], "one");
     assert_eq!(
@@ -70,32 +62,25 @@ async fn strategic_patch_merges_containers_by_name() {
 #[tokio::test]
 async fn patch_preconditions_and_missing_objects() {
     let s = TestServer::new().await;
-    let (code, body) = s
-        .patch(CM, "application/merge-patch+json", json!({"data": {}}))
-        .await;
-    assert_status(code, &body, 404, "NotFound");
+    s.merge_patch(CM, json!({"data": {}}))
+        .await
+        .expect_failure(404, "NotFound");
     let created = s.configmap("default", "p", json!({})).await;
+    s.merge_patch(CM, json!({"data": {"k": "new"}})).await;
+    let stale = json!({"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {"k": "z"}});
+    s.merge_patch(CM, stale)
+        .await
+        .expect_failure(409, "Conflict");
+    s.patch(CM, "application/json-patch+json", json!({"not": "a list"}))
+        .await
+        .expect_failure(400, "BadRequest");
     s.patch(
         CM,
-        "application/merge-patch+json",
-        json!({"data": {"k": "new"}}),
+        "application/json-patch+json",
+        json!([{"op": "test", "path": "/data/k", "value": "other"}]),
     )
-    .await;
-    let stale = json!({"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {"k": "z"}});
-    let (code, body) = s.patch(CM, "application/merge-patch+json", stale).await;
-    assert_status(code, &body, 409, "Conflict");
-    let (code, body) = s
-        .patch(CM, "application/json-patch+json", json!({"not": "a list"}))
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    let (code, body) = s
-        .patch(
-            CM,
-            "application/json-patch+json",
-            json!([{"op": "test", "path": "/data/k", "value": "other"}]),
-        )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+    .await
+    .expect_failure(422, "Invalid");
     let (_, now) = s.get(CM).await;
     assert_eq!(now["data"]["k"], "new");
 }
@@ -104,14 +89,9 @@ async fn patch_preconditions_and_missing_objects() {
 async fn patch_dry_run_changes_nothing() {
     let s = TestServer::new().await;
     s.configmap("default", "p", json!({})).await;
-    let (code, body) = s
-        .patch(
-            &format!("{CM}?dryRun=All"),
-            "application/merge-patch+json",
-            json!({"data": {"k": "dry"}}),
-        )
+    let body = s
+        .merge_patch_ok(&format!("{CM}?dryRun=All"), json!({"data": {"k": "dry"}}))
         .await;
-    assert_eq!(code, StatusCode::OK);
     assert_eq!(body["data"]["k"], "dry");
     let (_, now) = s.get(CM).await;
     assert_eq!(now["data"]["k"], "v");
@@ -122,9 +102,8 @@ async fn field_manager_is_recorded() {
     let s = TestServer::new().await;
     s.configmap("default", "p", json!({})).await;
     let (_, body) = s
-        .patch(
+        .merge_patch(
             &format!("{CM}?fieldManager=tester"),
-            "application/merge-patch+json",
             json!({"data": {"k": "m"}}),
         )
         .await;
@@ -138,36 +117,20 @@ async fn apply_patches_create_then_merge() {
     let s = TestServer::new().await;
     let path = "/api/v1/namespaces/default/configmaps/applied";
     let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: \"1\"\n";
-    let (code, body) = s
-        .raw(
-            http::Method::PATCH,
-            path,
-            "application/apply-patch+yaml",
-            yaml.as_bytes().to_vec(),
-        )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+    s.apply_yaml(path, yaml)
+        .await
+        .expect_failure(422, "Invalid");
     let with_manager = format!("{path}?fieldManager=me");
-    let (code, body) = s
-        .raw(
-            http::Method::PATCH,
-            &with_manager,
-            "application/apply-patch+yaml",
-            yaml.as_bytes().to_vec(),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = s
+        .apply_yaml(&with_manager, yaml)
+        .await
+        .expect_code(StatusCode::CREATED);
     assert_eq!(body["metadata"]["managedFields"][0]["operation"], "Apply");
     let second = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  b: \"2\"\n";
-    let (code, body) = s
-        .raw(
-            http::Method::PATCH,
-            &with_manager,
-            "application/apply-patch+yaml",
-            second.as_bytes().to_vec(),
-        )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    let body = s
+        .apply_yaml(&with_manager, second)
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(body["data"]["b"], "2");
 }
 
@@ -180,18 +143,18 @@ async fn json_patches_see_the_resource_version_and_can_test_it() {
         json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
             {"op": "replace", "path": "/data/k", "value": value}])
     };
-    let (code, body) = s
+    let body = s
         .patch(CM, "application/json-patch+json", guarded(&first, "second"))
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+        .await
+        .expect_code(StatusCode::OK);
     assert_eq!(body["data"]["k"], "second");
     assert_ne!(body["metadata"]["resourceVersion"], first);
 
     // The same guard again is stale now: upstream's generic 422, nothing written.
-    let (code, body) = s
+    let body = s
         .patch(CM, "application/json-patch+json", guarded(&first, "third"))
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(
         body,
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -202,15 +165,14 @@ async fn json_patches_see_the_resource_version_and_can_test_it() {
     assert_eq!(now["data"]["k"], "second");
 
     // Setting a stale resourceVersion is a precondition that fails with 409.
-    let (code, body) = s
-        .patch(
-            CM,
-            "application/json-patch+json",
-            json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": first},
+    s.patch(
+        CM,
+        "application/json-patch+json",
+        json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": first},
                 {"op": "replace", "path": "/data/k", "value": "fourth"}]),
-        )
-        .await;
-    assert_status(code, &body, 409, "Conflict");
+    )
+    .await
+    .expect_failure(409, "Conflict");
     let (_, now) = s.get(CM).await;
     assert_eq!(now["data"]["k"], "second");
 }

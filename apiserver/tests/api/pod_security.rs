@@ -7,23 +7,16 @@
 //! configuration file. Checked from the side of someone trying to get a
 //! privileged pod in.
 
-use axum::body::Body;
-use http::{HeaderMap, Method, Request, StatusCode};
+use std::time::Duration;
+
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::request_notes::AuditAnnotations;
 use skiff_apiserver::{ApiServerConfig, ApiServerError};
-use tower::ServiceExt;
 
-use super::harness::{TestServer, assert_status};
-
-/// What a request got back.
-struct Answer {
-    code: StatusCode,
-    body: Value,
-    warnings: Vec<String>,
-    annotations: Vec<(String, String)>,
-}
+use super::harness::{
+    Answer, TestServer, answer_of, assert_refused, assert_status, eventually, json_request,
+};
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.
 async fn send_as(
@@ -34,15 +27,7 @@ async fn send_as(
     content_type: &str,
     body: Option<Value>,
 ) -> Answer {
-    let bytes = body
-        .map(|b| serde_json::to_vec(&b).unwrap())
-        .unwrap_or_default();
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(Body::from(bytes))
-        .unwrap();
+    let mut request = json_request(method, path, content_type, body);
     let router = match user {
         Some(user) => {
             request.extensions_mut().insert(user.clone());
@@ -50,27 +35,50 @@ async fn send_as(
         }
         None => ts.router.clone(),
     };
-    let response = router.oneshot(request).await.unwrap();
-    let code = response.status();
-    let warnings = warnings(response.headers());
-    let annotations = response
-        .extensions()
-        .get::<AuditAnnotations>()
-        .map(|a| a.0.clone())
-        .unwrap_or_default();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    Answer {
-        code,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        warnings,
-        annotations,
-    }
+    answer_of(router, request).await
 }
 
 async fn send(ts: &TestServer, method: Method, path: &str, body: Option<Value>) -> Answer {
     send_as(ts, None, method, path, "application/json", body).await
+}
+
+/// POSTs `body` as the admin: the pod or workload each test tries.
+async fn post(ts: &TestServer, path: &str, body: Value) -> Answer {
+    send(ts, Method::POST, path, Some(body)).await
+}
+
+/// POSTs `body` as `user`.
+async fn post_as(ts: &TestServer, user: &UserInfo, path: &str, body: Value) -> Answer {
+    send_as(
+        ts,
+        Some(user),
+        Method::POST,
+        path,
+        "application/json",
+        Some(body),
+    )
+    .await
+}
+
+/// POSTs `body`, which must be refused with a 403.
+async fn forbidden(ts: &TestServer, path: &str, body: Value) -> Answer {
+    let refused = post(ts, path, body).await;
+    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    refused
+}
+
+/// POSTs `body`, which must be refused with a 403 saying `message`.
+async fn forbidden_with(ts: &TestServer, path: &str, body: Value, message: &str) -> Answer {
+    let refused = post(ts, path, body).await;
+    assert_refused(refused.code, &refused.body, 403, "Forbidden", message);
+    refused
+}
+
+/// POSTs `body` as the admin, which must be created (warnings aside).
+async fn create_ok(ts: &TestServer, path: &str, body: Value) -> Answer {
+    let created = post(ts, path, body).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    created
 }
 
 async fn label(ts: &TestServer, namespace: &str, labels: Value, query: &str) -> Answer {
@@ -85,26 +93,22 @@ async fn label(ts: &TestServer, namespace: &str, labels: Value, query: &str) -> 
     .await
 }
 
-/// `Warning: 299 - "<text>"` headers, unescaped back to their text.
-fn warnings(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all("warning")
+/// Pod Security labels, `pod-security.kubernetes.io/<mode>: <level>` for
+/// each pair: what every namespace under test is labelled with.
+fn psa(modes: &[(&str, &str)]) -> Value {
+    modes
         .iter()
-        .map(|v| {
-            let raw = v.to_str().unwrap();
-            let quoted = raw.strip_prefix("299 - ").expect("299 warning");
-            serde_json::from_str::<String>(quoted).expect("quoted warning text")
-        })
-        .collect()
+        .map(|(mode, level)| (format!("pod-security.kubernetes.io/{mode}"), json!(level)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 async fn namespace(ts: &TestServer, name: &str, labels: Value) -> Answer {
-    send(
+    post(
         ts,
-        Method::POST,
         "/api/v1/namespaces",
-        Some(json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": labels}})),
+        json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}}),
     )
     .await
 }
@@ -152,28 +156,19 @@ const PRIVILEGED_BASELINE: &str =
 #[tokio::test]
 async fn enforce_refuses_a_privileged_host_pod_with_upstreams_status() {
     let ts = TestServer::new().await;
-    let created = namespace(
-        &ts,
-        "secure",
-        json!({"pod-security.kubernetes.io/enforce": "restricted"}),
-    )
-    .await;
+    let created = namespace(&ts, "secure", psa(&[("enforce", "restricted")])).await;
     assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
 
-    let refused = send(
+    let message = format!(
+        "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": {HOST_POD_RESTRICTED}"
+    );
+    let refused = forbidden_with(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/secure/pods",
-        Some(host_pod("x")),
+        host_pod("x"),
+        &message,
     )
     .await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
-    assert_eq!(
-        refused.body["message"],
-        format!(
-            "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": {HOST_POD_RESTRICTED}"
-        )
-    );
     assert_eq!(
         refused.body["details"],
         json!({"name": "x", "kind": "pods"})
@@ -190,34 +185,23 @@ async fn enforce_refuses_a_privileged_host_pod_with_upstreams_status() {
     assert!(!ts.keys().await.iter().any(|k| k.contains("/pods/secure/")));
 
     // A dry run is refused the same way, and generated names too.
-    let dry = send(
+    forbidden(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/secure/pods?dryRun=All",
-        Some(host_pod("x")),
+        host_pod("x"),
     )
     .await;
-    assert_status(dry.code, &dry.body, 403, "Forbidden");
     let mut generated = host_pod("");
     generated["metadata"] = json!({"generateName": "x-"});
-    let refused = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/secure/pods",
-        Some(generated),
-    )
-    .await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    forbidden(&ts, "/api/v1/namespaces/secure/pods", generated).await;
 
     // A pod that follows the standard goes in.
-    let ok = send(
+    let ok = create_ok(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/secure/pods",
-        Some(restricted_pod("fine")),
+        restricted_pod("fine"),
     )
     .await;
-    assert_eq!(ok.code, StatusCode::CREATED, "{}", ok.body);
     assert!(ok.warnings.is_empty());
 }
 
@@ -227,8 +211,7 @@ async fn a_pinned_enforce_version_applies_the_checks_of_that_version() {
     namespace(
         &ts,
         "pinned",
-        json!({"pod-security.kubernetes.io/enforce": "restricted",
-               "pod-security.kubernetes.io/enforce-version": "v1.22"}),
+        psa(&[("enforce", "restricted"), ("enforce-version", "v1.22")]),
     )
     .await;
     // runAsUser=0 became a restricted failure at v1.23.
@@ -236,54 +219,19 @@ async fn a_pinned_enforce_version_applies_the_checks_of_that_version() {
     pod["spec"]["securityContext"]["runAsUser"] = json!(0);
     pod["spec"]["securityContext"]["runAsNonRoot"] = json!(null);
     pod["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = json!(true);
-    let created = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/pinned/pods",
-        Some(pod.clone()),
-    )
-    .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    let _created = create_ok(&ts, "/api/v1/namespaces/pinned/pods", pod.clone()).await;
 
-    label(
-        &ts,
-        "pinned",
-        json!({"pod-security.kubernetes.io/enforce-version": "v1.33"}),
-        "",
-    )
-    .await;
+    label(&ts, "pinned", psa(&[("enforce-version", "v1.33")]), "").await;
     pod["metadata"]["name"] = json!("root-2");
-    let refused = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/pinned/pods",
-        Some(pod),
-    )
-    .await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
-    assert_eq!(
-        refused.body["message"],
-        "pods \"root-2\" is forbidden: violates PodSecurity \"restricted:v1.33\": runAsUser=0 (pod must not set runAsUser=0)"
-    );
+    let message = "pods \"root-2\" is forbidden: violates PodSecurity \"restricted:v1.33\": runAsUser=0 (pod must not set runAsUser=0)";
+    forbidden_with(&ts, "/api/v1/namespaces/pinned/pods", pod, message).await;
 }
 
 #[tokio::test]
 async fn warn_answers_with_warning_headers_and_creates_the_pod() {
     let ts = TestServer::new().await;
-    namespace(
-        &ts,
-        "loose",
-        json!({"pod-security.kubernetes.io/warn": "baseline"}),
-    )
-    .await;
-    let created = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/loose/pods",
-        Some(privileged_pod("p")),
-    )
-    .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    namespace(&ts, "loose", psa(&[("warn", "baseline")])).await;
+    let created = create_ok(&ts, "/api/v1/namespaces/loose/pods", privileged_pod("p")).await;
     assert_eq!(
         created.warnings,
         [format!(
@@ -297,20 +245,12 @@ async fn warn_answers_with_warning_headers_and_creates_the_pod() {
     namespace(
         &ts,
         "mixed",
-        json!({"pod-security.kubernetes.io/enforce": "baseline",
-               "pod-security.kubernetes.io/warn": "restricted"}),
+        psa(&[("enforce", "baseline"), ("warn", "restricted")]),
     )
     .await;
     let plain = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
-    let created = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/mixed/pods",
-        Some(plain),
-    )
-    .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    let created = create_ok(&ts, "/api/v1/namespaces/mixed/pods", plain).await;
     assert_eq!(
         created.warnings,
         [concat!(
@@ -321,34 +261,15 @@ async fn warn_answers_with_warning_headers_and_creates_the_pod() {
             r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#
         )]
     );
-    let refused = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/mixed/pods",
-        Some(privileged_pod("bad")),
-    )
-    .await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    let refused = forbidden(&ts, "/api/v1/namespaces/mixed/pods", privileged_pod("bad")).await;
     assert!(refused.warnings.is_empty(), "{:?}", refused.warnings);
 }
 
 #[tokio::test]
 async fn audit_violations_are_annotations_for_the_audit_log() {
     let ts = TestServer::new().await;
-    namespace(
-        &ts,
-        "watched",
-        json!({"pod-security.kubernetes.io/audit": "baseline"}),
-    )
-    .await;
-    let created = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/watched/pods",
-        Some(privileged_pod("p")),
-    )
-    .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    namespace(&ts, "watched", psa(&[("audit", "baseline")])).await;
+    let created = create_ok(&ts, "/api/v1/namespaces/watched/pods", privileged_pod("p")).await;
     assert!(created.warnings.is_empty());
     assert_eq!(
         created.annotations,
@@ -371,9 +292,11 @@ async fn workload_templates_are_warned_about_never_refused() {
     namespace(
         &ts,
         "apps",
-        json!({"pod-security.kubernetes.io/enforce": "baseline",
-               "pod-security.kubernetes.io/warn": "baseline",
-               "pod-security.kubernetes.io/audit": "baseline"}),
+        psa(&[
+            ("enforce", "baseline"),
+            ("warn", "baseline"),
+            ("audit", "baseline"),
+        ]),
     )
     .await;
     let template = json!({"metadata": {"labels": {"app": "a"}},
@@ -404,7 +327,7 @@ async fn workload_templates_are_warned_about_never_refused() {
     ];
     let warning = format!("would violate PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}");
     for (path, object) in workloads {
-        let created = send(&ts, Method::POST, path, Some(object)).await;
+        let created = post(&ts, path, object).await;
         assert_eq!(
             created.code,
             StatusCode::CREATED,
@@ -446,35 +369,20 @@ async fn workload_templates_are_warned_about_never_refused() {
     assert!(scaled.warnings.is_empty());
 
     // The pods such a workload would make are refused.
-    let pod = send(
+    forbidden(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/apps/pods",
-        Some(privileged_pod("from-template")),
+        privileged_pod("from-template"),
     )
     .await;
-    assert_status(pod.code, &pod.body, 403, "Forbidden");
 }
 
 #[tokio::test]
 async fn pod_updates_are_checked_only_when_they_change_what_the_checks_see() {
     let ts = TestServer::new().await;
     namespace(&ts, "legacy", json!({})).await;
-    let created = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/legacy/pods",
-        Some(privileged_pod("old")),
-    )
-    .await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
-    label(
-        &ts,
-        "legacy",
-        json!({"pod-security.kubernetes.io/enforce": "baseline"}),
-        "",
-    )
-    .await;
+    let _created = create_ok(&ts, "/api/v1/namespaces/legacy/pods", privileged_pod("old")).await;
+    label(&ts, "legacy", psa(&[("enforce", "baseline")]), "").await;
 
     // Labels, annotations and tolerations of a running pod may change.
     let relabeled = send_as(
@@ -498,12 +406,14 @@ async fn pod_updates_are_checked_only_when_they_change_what_the_checks_see() {
         Some(json!({"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}})),
     )
     .await;
-    assert_status(reimaged.code, &reimaged.body, 403, "Forbidden");
-    assert_eq!(
-        reimaged.body["message"],
-        format!(
+    assert_refused(
+        reimaged.code,
+        &reimaged.body,
+        403,
+        "Forbidden",
+        &format!(
             "pods \"old\" is forbidden: violates PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
-        )
+        ),
     );
     let (_, stored) = ts.get("/api/v1/namespaces/legacy/pods/old").await;
     assert_eq!(stored["spec"]["containers"][0]["image"], "busybox");
@@ -521,14 +431,7 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
         host_network,
         restricted_pod("good"),
     ] {
-        let created = send(
-            &ts,
-            Method::POST,
-            "/api/v1/namespaces/legacy/pods",
-            Some(pod),
-        )
-        .await;
-        assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+        let _created = create_ok(&ts, "/api/v1/namespaces/legacy/pods", pod).await;
     }
     let want = [
         r#"existing pods in namespace "legacy" violate the new PodSecurity enforce level "baseline:latest""#,
@@ -540,7 +443,7 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
     let dry = label(
         &ts,
         "legacy",
-        json!({"pod-security.kubernetes.io/enforce": "baseline"}),
+        psa(&[("enforce", "baseline")]),
         "?dryRun=All",
     )
     .await;
@@ -549,13 +452,7 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
     let (_, ns) = ts.get("/api/v1/namespaces/legacy").await;
     assert!(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"].is_null());
 
-    let labeled = label(
-        &ts,
-        "legacy",
-        json!({"pod-security.kubernetes.io/enforce": "baseline"}),
-        "",
-    )
-    .await;
+    let labeled = label(&ts, "legacy", psa(&[("enforce", "baseline")]), "").await;
     assert_eq!(labeled.code, StatusCode::OK, "{}", labeled.body);
     assert_eq!(labeled.warnings, want);
     assert_eq!(
@@ -567,8 +464,8 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
     // enforce alone says nothing.
     for labels in [
         json!({"pod-security.kubernetes.io/enforce": "baseline", "team": "a"}),
-        json!({"pod-security.kubernetes.io/warn": "restricted"}),
-        json!({"pod-security.kubernetes.io/enforce": "privileged"}),
+        psa(&[("warn", "restricted")]),
+        psa(&[("enforce", "privileged")]),
     ] {
         let quiet = label(&ts, "legacy", labels.clone(), "").await;
         assert_eq!(quiet.code, StatusCode::OK, "{}", quiet.body);
@@ -579,46 +476,31 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
 #[tokio::test]
 async fn labels_pod_security_cannot_read_are_refused_so_enforcement_cannot_be_switched_off() {
     let ts = TestServer::new().await;
-    let bad = namespace(
-        &ts,
-        "bad",
-        json!({"pod-security.kubernetes.io/enforce": "strict"}),
-    )
-    .await;
-    assert_status(bad.code, &bad.body, 422, "Invalid");
-    assert_eq!(
-        bad.body["message"],
-        "Namespace \"bad\" is invalid: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\": must be one of privileged, baseline, restricted"
+    let bad = namespace(&ts, "bad", psa(&[("enforce", "strict")])).await;
+    assert_refused(
+        bad.code,
+        &bad.body,
+        422,
+        "Invalid",
+        "Namespace \"bad\" is invalid: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\": must be one of privileged, baseline, restricted",
     );
     assert_eq!(
         bad.body["details"]["causes"][0]["field"],
         "metadata.labels[pod-security.kubernetes.io/enforce]"
     );
 
-    namespace(
-        &ts,
-        "secure",
-        json!({"pod-security.kubernetes.io/enforce": "restricted"}),
-    )
-    .await;
+    namespace(&ts, "secure", psa(&[("enforce", "restricted")])).await;
     // Replacing the level or the version with garbage does not turn the
     // check off: the write is refused and the namespace keeps its policy.
     for labels in [
-        json!({"pod-security.kubernetes.io/enforce": "off"}),
-        json!({"pod-security.kubernetes.io/enforce-version": "1.33"}),
-        json!({"pod-security.kubernetes.io/warn": "loud"}),
+        psa(&[("enforce", "off")]),
+        psa(&[("enforce-version", "1.33")]),
+        psa(&[("warn", "loud")]),
     ] {
         let refused = label(&ts, "secure", labels.clone(), "").await;
         assert_status(refused.code, &refused.body, 422, "Invalid");
     }
-    let still = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/secure/pods",
-        Some(privileged_pod("p")),
-    )
-    .await;
-    assert_status(still.code, &still.body, 403, "Forbidden");
+    forbidden(&ts, "/api/v1/namespaces/secure/pods", privileged_pod("p")).await;
 }
 
 /// A server with `--admission-control-config-file` holding `psa`.
@@ -660,29 +542,20 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
 
     // Namespaces without labels get the configured default.
     namespace(&ts, "plain", json!({})).await;
-    let refused = send(
+    let message = format!(
+        "pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
+    );
+    forbidden_with(
         &ts,
-        Method::POST,
         "/api/v1/namespaces/plain/pods",
-        Some(privileged_pod("p")),
+        privileged_pod("p"),
+        &message,
     )
     .await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
-    assert_eq!(
-        refused.body["message"],
-        format!(
-            "pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}"
-        )
-    );
 
     // An exempt namespace is told its labels will be ignored, and admits
     // anything.
-    let ops = namespace(
-        &ts,
-        "ops",
-        json!({"pod-security.kubernetes.io/enforce": "restricted"}),
-    )
-    .await;
+    let ops = namespace(&ts, "ops", psa(&[("enforce", "restricted")])).await;
     assert_eq!(ops.code, StatusCode::CREATED, "{}", ops.body);
     assert_eq!(
         ops.warnings,
@@ -690,14 +563,7 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
             "namespace \"ops\" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"
         ]
     );
-    let admitted = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/ops/pods",
-        Some(host_pod("x")),
-    )
-    .await;
-    assert_eq!(admitted.code, StatusCode::CREATED, "{}", admitted.body);
+    let admitted = create_ok(&ts, "/api/v1/namespaces/ops/pods", host_pod("x")).await;
     assert!(admitted.annotations.contains(&(
         "pod-security.kubernetes.io/exempt".into(),
         "namespace".into()
@@ -707,13 +573,11 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     let masters = ["system:masters".to_string()];
     let deployer = UserInfo::new("deployer", masters.clone());
     let intruder = UserInfo::new("deployer2", masters);
-    let by_deployer = send_as(
+    let by_deployer = post_as(
         &ts,
-        Some(&deployer),
-        Method::POST,
+        &deployer,
         "/api/v1/namespaces/plain/pods",
-        "application/json",
-        Some(host_pod("by-deployer")),
+        host_pod("by-deployer"),
     )
     .await;
     assert_eq!(
@@ -722,13 +586,11 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
         "{}",
         by_deployer.body
     );
-    let by_intruder = send_as(
+    let by_intruder = post_as(
         &ts,
-        Some(&intruder),
-        Method::POST,
+        &intruder,
         "/api/v1/namespaces/plain/pods",
-        "application/json",
-        Some(host_pod("by-intruder")),
+        host_pod("by-intruder"),
     )
     .await;
     assert_status(by_intruder.code, &by_intruder.body, 403, "Forbidden");
@@ -752,24 +614,10 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     // An exempt runtime class is not checked; any other is.
     let mut kata = host_pod("kata");
     kata["spec"]["runtimeClassName"] = json!("kata");
-    let admitted = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/plain/pods",
-        Some(kata),
-    )
-    .await;
-    assert_eq!(admitted.code, StatusCode::CREATED, "{}", admitted.body);
+    let _admitted = create_ok(&ts, "/api/v1/namespaces/plain/pods", kata).await;
     let mut runc = host_pod("runc");
     runc["spec"]["runtimeClassName"] = json!("runc");
-    let refused = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/plain/pods",
-        Some(runc),
-    )
-    .await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    forbidden(&ts, "/api/v1/namespaces/plain/pods", runc).await;
 }
 
 #[tokio::test]
@@ -812,10 +660,7 @@ async fn unreadable_labels_already_stored_fail_closed() {
     let ts = TestServer::new().await;
     namespace(&ts, "old", json!({})).await;
     let (_, mut stored) = ts.get("/api/v1/namespaces/old").await;
-    stored["metadata"]["labels"] = json!({
-        "pod-security.kubernetes.io/enforce": "bogus",
-        "pod-security.kubernetes.io/audit": "bogus"
-    });
+    stored["metadata"]["labels"] = psa(&[("enforce", "bogus"), ("audit", "bogus")]);
     stored["metadata"]
         .as_object_mut()
         .unwrap()
@@ -829,29 +674,20 @@ async fn unreadable_labels_already_stored_fail_closed() {
         .await
         .unwrap();
     // Lists are served from the watch cache, which admission reads too.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
+    let (five_seconds, every) = (Duration::from_secs(5), Duration::from_millis(20));
+    eventually(five_seconds, every, || async {
         let (_, list) = ts
             .get("/api/v1/namespaces?fieldSelector=metadata.name%3Dold")
             .await;
         if list["items"][0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "bogus" {
-            break;
+            Ok(())
+        } else {
+            Err(format!("the cache never saw {list}"))
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the cache never saw {list}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-
-    let refused = send(
-        &ts,
-        Method::POST,
-        "/api/v1/namespaces/old/pods",
-        Some(privileged_pod("p")),
-    )
+    })
     .await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+
+    let refused = forbidden(&ts, "/api/v1/namespaces/old/pods", privileged_pod("p")).await;
     assert!(
         refused.body["message"].as_str().unwrap().starts_with(
             r#"pods "p" is forbidden: violates PodSecurity "restricted:latest": privileged"#

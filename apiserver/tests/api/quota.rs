@@ -5,41 +5,47 @@
 //! updates that grow usage are checked, and LimitRanges default and bound
 //! containers.
 
+use std::time::Duration;
+
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{TestServer, assert_status, item_names, message_of, strings};
-
-async fn namespace(server: &TestServer, name: &str) {
-    let (code, body) = server
-        .post(
-            "/api/v1/namespaces",
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-}
+use crate::harness::{Expect, TestServer, assert_status, item_names, message_of, refused, strings};
 
 async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
-    let (code, body) = server
-        .post(
+    server
+        .created(
             &format!("/api/v1/namespaces/{ns}/resourcequotas"),
             json!({"apiVersion": "v1", "kind": "ResourceQuota",
                    "metadata": {"name": name}, "spec": spec}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
 }
 
 async fn limit_range(server: &TestServer, ns: &str, limits: Value) {
-    let (code, body) = server
-        .post(
+    server
+        .created(
             &format!("/api/v1/namespaces/{ns}/limitranges"),
             json!({"apiVersion": "v1", "kind": "LimitRange",
                    "metadata": {"name": "limits"}, "spec": {"limits": limits}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+/// A server whose namespace `x` holds quota `name`: where most tests start.
+async fn with_quota(name: &str, spec: Value) -> TestServer {
+    let server = TestServer::new().await;
+    server.namespace("x").await;
+    quota(&server, "x", name, spec).await;
+    server
+}
+
+/// A server whose namespace `x` has a LimitRange of `limits`.
+async fn with_limit_range(limits: Value) -> TestServer {
+    let server = TestServer::new().await;
+    server.namespace("x").await;
+    limit_range(&server, "x", limits).await;
+    server
 }
 
 fn configmap(name: &str) -> Value {
@@ -57,30 +63,48 @@ async fn create_pod(server: &TestServer, ns: &str, body: Value) -> (StatusCode, 
         .await
 }
 
-/// The 403 a quota or limit range answers, with its message.
-fn forbidden(code: StatusCode, body: &Value, message: &str) {
-    assert_status(code, body, 403, "Forbidden");
-    assert_eq!(body["message"], message, "{body}");
+async fn names(server: &TestServer, path: &str) -> Vec<String> {
+    item_names(&server.get_ok(path).await)
 }
 
-async fn names(server: &TestServer, path: &str) -> Vec<String> {
-    let (code, list) = server.get(path).await;
-    assert_eq!(code, StatusCode::OK, "{list}");
-    item_names(&list)
+/// Creates configmaps `cm-0`..`cm-{count}` in `ns` all at once, each through
+/// `server_for(i)`, and returns how many were created: the race every
+/// concurrency test runs. Every refusal must be the quota's 403 and carry a
+/// message that `refusal` accepts.
+async fn create_at_once<'a>(
+    count: usize,
+    ns: &str,
+    server_for: impl Fn(usize) -> &'a TestServer,
+    refusal: impl Fn(&str) -> bool,
+) -> usize {
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let creates = (0..count).map(|i| {
+        let (server, path) = (server_for(i), &path);
+        async move { server.post(path, configmap(&format!("cm-{i}"))).await }
+    });
+    let results = futures::future::join_all(creates).await;
+    for (code, body) in results
+        .iter()
+        .filter(|(code, _)| *code != StatusCode::CREATED)
+    {
+        assert_status(*code, body, 403, "Forbidden");
+        assert!(refusal(message_of(body)), "{body}");
+    }
+    results
+        .iter()
+        .filter(|(code, _)| *code == StatusCode::CREATED)
+        .count()
 }
 
 #[tokio::test]
 async fn a_count_quota_refuses_the_object_past_its_limit_and_stores_nothing() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    quota(&server, "x", "q", json!({"hard": {"configmaps": "1"}})).await;
+    let server = with_quota("q", json!({"hard": {"configmaps": "1"}})).await;
     let cms = "/api/v1/namespaces/x/configmaps";
-    let (code, body) = server.post(cms, configmap("a")).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server.post(cms, configmap("b")).await;
-    forbidden(
-        code,
-        &body,
+    server.created(cms, configmap("a")).await;
+    let body = refused(
+        server.post(cms, configmap("b")).await,
+        403,
+        "Forbidden",
         "configmaps \"b\" is forbidden: exceeded quota: q, requested: configmaps=1, used: configmaps=1, limited: configmaps=1",
     );
     assert_eq!(body["details"]["name"], "b");
@@ -95,30 +119,22 @@ async fn a_count_quota_refuses_the_object_past_its_limit_and_stores_nothing() {
     assert_eq!(names(&server, cms).await, vec!["a"]);
 
     // Deleting the first frees its slot; other kinds and namespaces are free.
-    let (code, _) = server.delete(&format!("{cms}/a")).await;
-    assert_eq!(code, StatusCode::OK);
-    let (code, body) = server.post(cms, configmap("b")).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post("/api/v1/namespaces/default/configmaps", configmap("c"))
+    server.delete_ok(&format!("{cms}/a")).await;
+    server.created(cms, configmap("b")).await;
+    server
+        .created("/api/v1/namespaces/default/configmaps", configmap("c"))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/api/v1/namespaces/x/secrets",
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
 }
 
 #[tokio::test]
 async fn count_names_cover_any_resource_and_a_dry_run_takes_no_slot() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    quota(
-        &server,
-        "x",
+    let server = with_quota(
         "objects",
         json!({"hard": {"count/deployments.apps": "1", "count/secrets": "1"}}),
     )
@@ -130,35 +146,29 @@ async fn count_names_cover_any_resource_and_a_dry_run_takes_no_slot() {
                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
     };
     let deployments = "/apis/apps/v1/namespaces/x/deployments";
-    let (code, body) = server
-        .post(&format!("{deployments}?dryRun=All"), deployment("d0"))
+    server
+        .created(&format!("{deployments}?dryRun=All"), deployment("d0"))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server.post(deployments, deployment("d1")).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server.post(deployments, deployment("d2")).await;
-    forbidden(
-        code,
-        &body,
+    server.created(deployments, deployment("d1")).await;
+    refused(
+        server.post(deployments, deployment("d2")).await,
+        403,
+        "Forbidden",
         "deployments.apps \"d2\" is forbidden: exceeded quota: objects, requested: count/deployments.apps=1, used: count/deployments.apps=1, limited: count/deployments.apps=1",
     );
 }
 
 #[tokio::test]
 async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    quota(
-        &server,
-        "x",
+    let server = with_quota(
         "compute",
         json!({"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "pods": "5"}}),
     )
     .await;
-    let (code, body) = create_pod(&server, "x", pod("bare", json!({}))).await;
-    forbidden(
-        code,
-        &body,
+    refused(
+        create_pod(&server, "x", pod("bare", json!({}))).await,
+        403,
+        "Forbidden",
         "pods \"bare\" is forbidden: failed quota: compute: must specify limits.memory for: c; requests.cpu for: c",
     );
     let sized = |name: &str, cpu: &str| {
@@ -167,52 +177,50 @@ async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
             json!({"requests": {"cpu": cpu}, "limits": {"memory": "512Mi"}}),
         )
     };
-    let (code, body) = create_pod(&server, "x", sized("p1", "600m")).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = create_pod(&server, "x", sized("p2", "600m")).await;
-    forbidden(
-        code,
-        &body,
+    create_pod(&server, "x", sized("p1", "600m"))
+        .await
+        .expect_code(StatusCode::CREATED);
+    refused(
+        create_pod(&server, "x", sized("p2", "600m")).await,
+        403,
+        "Forbidden",
         "pods \"p2\" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1",
     );
-    let (code, body) = create_pod(&server, "x", sized("p3", "0.4")).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = create_pod(&server, "x", sized("p4", "100m")).await;
-    forbidden(
-        code,
-        &body,
+    create_pod(&server, "x", sized("p3", "0.4"))
+        .await
+        .expect_code(StatusCode::CREATED);
+    refused(
+        create_pod(&server, "x", sized("p4", "100m")).await,
+        403,
+        "Forbidden",
         "pods \"p4\" is forbidden: exceeded quota: compute, requested: limits.memory=512Mi,requests.cpu=100m, used: limits.memory=1Gi,requests.cpu=1, limited: limits.memory=1Gi,requests.cpu=1",
     );
 
     // A finished pod no longer counts.
-    let (code, mut p1) = server.get("/api/v1/namespaces/x/pods/p1").await;
-    assert_eq!(code, StatusCode::OK);
+    let mut p1 = server.get_ok("/api/v1/namespaces/x/pods/p1").await;
     p1["status"] = json!({"phase": "Succeeded"});
-    let (code, body) = server.put("/api/v1/namespaces/x/pods/p1/status", p1).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, body) = create_pod(&server, "x", sized("p5", "600m")).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    server
+        .put_ok("/api/v1/namespaces/x/pods/p1/status", p1)
+        .await;
+    create_pod(&server, "x", sized("p5", "600m"))
+        .await
+        .expect_code(StatusCode::CREATED);
 }
 
 #[tokio::test]
 async fn scopes_choose_the_pods_a_quota_counts() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    quota(
-        &server,
-        "x",
+    let server = with_quota(
         "best-effort",
         json!({"hard": {"pods": "1"}, "scopes": ["BestEffort"]}),
     )
     .await;
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/apis/scheduling.k8s.io/v1/priorityclasses",
             json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                    "metadata": {"name": "high"}, "value": 1000}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     quota(
         &server,
         "x",
@@ -222,12 +230,13 @@ async fn scopes_choose_the_pods_a_quota_counts() {
     )
     .await;
 
-    let (code, body) = create_pod(&server, "x", pod("free-1", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = create_pod(&server, "x", pod("free-2", json!({}))).await;
-    forbidden(
-        code,
-        &body,
+    create_pod(&server, "x", pod("free-1", json!({})))
+        .await
+        .expect_code(StatusCode::CREATED);
+    refused(
+        create_pod(&server, "x", pod("free-2", json!({}))).await,
+        403,
+        "Forbidden",
         "pods \"free-2\" is forbidden: exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1",
     );
     let sized = json!({"requests": {"cpu": "10m"}});
@@ -236,13 +245,14 @@ async fn scopes_choose_the_pods_a_quota_counts() {
 
     let mut high = pod("high-1", sized.clone());
     high["spec"]["priorityClassName"] = json!("high");
-    let (code, body) = create_pod(&server, "x", high.clone()).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    create_pod(&server, "x", high.clone())
+        .await
+        .expect_code(StatusCode::CREATED);
     high["metadata"]["name"] = json!("high-2");
-    let (code, body) = create_pod(&server, "x", high).await;
-    forbidden(
-        code,
-        &body,
+    refused(
+        create_pod(&server, "x", high).await,
+        403,
+        "Forbidden",
         "pods \"high-2\" is forbidden: exceeded quota: high, requested: pods=1, used: pods=1, limited: pods=1",
     );
     let (code, body) = create_pod(&server, "x", pod("sized-2", sized)).await;
@@ -251,35 +261,18 @@ async fn scopes_choose_the_pods_a_quota_counts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_creates_never_pass_the_hard_limit() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    quota(&server, "x", "q", json!({"hard": {"configmaps": "5"}})).await;
-    let creates = (0..24).map(|i| {
-        let server = &server;
-        async move {
-            server
-                .post(
-                    "/api/v1/namespaces/x/configmaps",
-                    configmap(&format!("cm-{i}")),
-                )
-                .await
-        }
-    });
-    let results = futures::future::join_all(creates).await;
-    let created = results
-        .iter()
-        .filter(|(code, _)| *code == StatusCode::CREATED)
-        .count();
-    for (code, body) in results
-        .iter()
-        .filter(|(code, _)| *code != StatusCode::CREATED)
-    {
-        assert_status(*code, body, 403, "Forbidden");
-        assert!(
-            message_of(body).ends_with("exceeded quota: q, requested: configmaps=1, used: configmaps=5, limited: configmaps=5"),
-            "{body}"
-        );
-    }
+    let server = with_quota("q", json!({"hard": {"configmaps": "5"}})).await;
+    let created = create_at_once(
+        24,
+        "x",
+        |_| &server,
+        |message| {
+            message.ends_with(
+            "exceeded quota: q, requested: configmaps=1, used: configmaps=5, limited: configmaps=5",
+        )
+        },
+    )
+    .await;
     assert_eq!(created, 5);
     assert_eq!(
         names(&server, "/api/v1/namespaces/x/configmaps")
@@ -291,11 +284,7 @@ async fn concurrent_creates_never_pass_the_hard_limit() {
 
 #[tokio::test]
 async fn updates_that_grow_usage_are_checked() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    quota(
-        &server,
-        "x",
+    let server = with_quota(
         "svc",
         json!({"hard": {"services.nodeports": "1", "services": "5"}}),
     )
@@ -303,40 +292,32 @@ async fn updates_that_grow_usage_are_checked() {
     let services = "/api/v1/namespaces/x/services";
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
         "spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}});
-    let (code, body) = server.post(services, svc).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .patch(
-            &format!("{services}/web"),
-            "application/merge-patch+json",
-            json!({"spec": {"type": "NodePort"}}),
-        )
-        .await;
-    forbidden(
-        code,
-        &body,
+    server.created(services, svc).await;
+    refused(
+        server
+            .merge_patch(
+                &format!("{services}/web"),
+                json!({"spec": {"type": "NodePort"}}),
+            )
+            .await,
+        403,
+        "Forbidden",
         "services \"web\" is forbidden: exceeded quota: svc, requested: services.nodeports=2, used: services.nodeports=0, limited: services.nodeports=1",
     );
     let (_, stored) = server.get(&format!("{services}/web")).await;
     assert_eq!(stored["spec"]["type"], "ClusterIP", "nothing changed");
     // Changes that use nothing more pass.
-    let (code, body) = server
-        .patch(
+    server
+        .merge_patch_ok(
             &format!("{services}/web"),
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"a": "b"}}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
 }
 
 #[tokio::test]
 async fn claims_are_charged_their_storage_per_class() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    quota(
-        &server,
-        "x",
+    let server = with_quota(
         "storage",
         json!({"hard": {"gold.storageclass.storage.k8s.io/requests.storage": "1Gi"}}),
     )
@@ -347,12 +328,11 @@ async fn claims_are_charged_their_storage_per_class() {
                         "resources": {"requests": {"storage": size}}}})
     };
     let claims = "/api/v1/namespaces/x/persistentvolumeclaims";
-    let (code, body) = server.post(claims, claim("a", "gold", "768Mi")).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server.post(claims, claim("b", "gold", "512Mi")).await;
-    forbidden(
-        code,
-        &body,
+    server.created(claims, claim("a", "gold", "768Mi")).await;
+    refused(
+        server.post(claims, claim("b", "gold", "512Mi")).await,
+        403,
+        "Forbidden",
         "persistentvolumeclaims \"b\" is forbidden: exceeded quota: storage, requested: gold.storageclass.storage.k8s.io/requests.storage=512Mi, used: gold.storageclass.storage.k8s.io/requests.storage=768Mi, limited: gold.storageclass.storage.k8s.io/requests.storage=1Gi",
     );
     let (code, body) = server.post(claims, claim("c", "silver", "5Gi")).await;
@@ -361,24 +341,22 @@ async fn claims_are_charged_their_storage_per_class() {
 
 #[tokio::test]
 async fn a_limit_range_defaults_containers_and_the_stored_pod_shows_it() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    limit_range(
-        &server,
-        "x",
+    let server = with_limit_range(
         json!([{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"},
                 "defaultRequest": {"cpu": "100m"}}]),
     )
     .await;
-    let (code, range) = server.get("/api/v1/namespaces/x/limitranges/limits").await;
-    assert_eq!(code, StatusCode::OK);
+    let range = server
+        .get_ok("/api/v1/namespaces/x/limitranges/limits")
+        .await;
     assert_eq!(
         range["spec"]["limits"][0]["defaultRequest"],
         json!({"cpu": "100m", "memory": "256Mi"}),
         "defaultRequest takes what default has"
     );
-    let (code, created) = create_pod(&server, "x", pod("p", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+    create_pod(&server, "x", pod("p", json!({})))
+        .await
+        .expect_code(StatusCode::CREATED);
     let (_, stored) = server.get("/api/v1/namespaces/x/pods/p").await;
     assert_eq!(
         stored["spec"]["containers"][0]["resources"],
@@ -390,13 +368,13 @@ async fn a_limit_range_defaults_containers_and_the_stored_pod_shows_it() {
         "LimitRanger plugin set: cpu, memory request for container c; cpu, memory limit for container c"
     );
     // A container that limits without requesting requests its limit.
-    let (code, created) = create_pod(
+    let created = create_pod(
         &server,
         "x",
         pod("limited", json!({"limits": {"cpu": "200m"}})),
     )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
+    .await
+    .expect_code(StatusCode::CREATED);
     assert_eq!(
         created["spec"]["containers"][0]["resources"],
         json!({"limits": {"cpu": "200m", "memory": "256Mi"},
@@ -406,44 +384,39 @@ async fn a_limit_range_defaults_containers_and_the_stored_pod_shows_it() {
 
 #[tokio::test]
 async fn a_limit_range_refuses_containers_outside_its_bounds() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    limit_range(
-        &server,
-        "x",
+    let server = with_limit_range(
         json!([{"type": "Container", "min": {"cpu": "100m"}, "max": {"cpu": "1"}},
                {"type": "PersistentVolumeClaim", "max": {"storage": "1Gi"}}]),
     )
     .await;
-    let (code, body) =
-        create_pod(&server, "x", pod("x", json!({"requests": {"cpu": "50m"}}))).await;
-    forbidden(
-        code,
-        &body,
+    refused(
+        create_pod(&server, "x", pod("x", json!({"requests": {"cpu": "50m"}}))).await,
+        403,
+        "Forbidden",
         "pods \"x\" is forbidden: minimum cpu usage per Container is 100m, but request is 50m",
     );
-    let (code, body) = create_pod(
-        &server,
-        "x",
-        pod(
-            "y",
-            json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
-        ),
-    )
-    .await;
-    forbidden(
-        code,
-        &body,
+    refused(
+        create_pod(
+            &server,
+            "x",
+            pod(
+                "y",
+                json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
+            ),
+        )
+        .await,
+        403,
+        "Forbidden",
         "pods \"y\" is forbidden: maximum cpu usage per Container is 1, but limit is 2",
     );
     let two = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "two"},
         "spec": {"containers": [
             {"name": "a", "image": "i", "resources": {"requests": {"cpu": "10m"}}},
             {"name": "b", "image": "i", "resources": {"requests": {"cpu": "20m"}}}]}});
-    let (code, body) = create_pod(&server, "x", two).await;
-    forbidden(
-        code,
-        &body,
+    refused(
+        create_pod(&server, "x", two).await,
+        403,
+        "Forbidden",
         "pods \"two\" is forbidden: [minimum cpu usage per Container is 100m, but request is 10m, minimum cpu usage per Container is 100m, but request is 20m]",
     );
     assert!(names(&server, "/api/v1/namespaces/x/pods").await.is_empty());
@@ -458,33 +431,27 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
 
     let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "big"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}});
-    let (code, body) = server
-        .post("/api/v1/namespaces/x/persistentvolumeclaims", claim)
-        .await;
-    forbidden(
-        code,
-        &body,
+    refused(
+        server
+            .post("/api/v1/namespaces/x/persistentvolumeclaims", claim)
+            .await,
+        403,
+        "Forbidden",
         "persistentvolumeclaims \"big\" is forbidden: maximum storage usage per PersistentVolumeClaim is 1Gi, but request is 2Gi",
     );
 }
 
 #[tokio::test]
 async fn limit_range_defaults_satisfy_a_compute_quota() {
-    let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    limit_range(
-        &server,
-        "x",
-        json!([{"type": "Container", "default": {"cpu": "300m"}}]),
-    )
-    .await;
+    let server = with_limit_range(json!([{"type": "Container", "default": {"cpu": "300m"}}])).await;
     quota(&server, "x", "cpu", json!({"hard": {"limits.cpu": "500m"}})).await;
-    let (code, body) = create_pod(&server, "x", pod("a", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = create_pod(&server, "x", pod("b", json!({}))).await;
-    forbidden(
-        code,
-        &body,
+    create_pod(&server, "x", pod("a", json!({})))
+        .await
+        .expect_code(StatusCode::CREATED);
+    refused(
+        create_pod(&server, "x", pod("b", json!({}))).await,
+        403,
+        "Forbidden",
         "pods \"b\" is forbidden: exceeded quota: cpu, requested: limits.cpu=300m, used: limits.cpu=300m, limited: limits.cpu=500m",
     );
 }
@@ -492,23 +459,21 @@ async fn limit_range_defaults_satisfy_a_compute_quota() {
 #[tokio::test]
 async fn quotas_print_used_and_hard_in_request_and_limit_columns() {
     let server = TestServer::new().await;
-    namespace(&server, "x").await;
-    let (code, body) = server
-        .post(
+    server.namespace("x").await;
+    let body = server
+        .created(
             "/api/v1/namespaces/x/resourcequotas",
             json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
                    "spec": {"hard": {"pods": "2", "limits.cpu": "1", "requests.cpu": "500m"}}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     let mut with_status = body.clone();
     with_status["status"] = json!({"hard": {"pods": "2", "limits.cpu": "1", "requests.cpu": "500m"},
                                    "used": {"pods": "1", "limits.cpu": "250m", "requests.cpu": "0"}});
-    let (code, body) = server
-        .put("/api/v1/namespaces/x/resourcequotas/q/status", with_status)
+    server
+        .put_ok("/api/v1/namespaces/x/resourcequotas/q/status", with_status)
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, table) = server
+    let table = server
         .call_with_headers(
             &skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]),
             http::Method::GET,
@@ -516,8 +481,8 @@ async fn quotas_print_used_and_hard_in_request_and_limit_columns() {
             None,
             &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
         )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{table}");
+        .await
+        .expect_code(StatusCode::OK);
     let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
     assert_eq!(columns, ["Name", "Age", "Request", "Limit"]);
     let cells = &table["rows"][0]["cells"];
@@ -528,23 +493,23 @@ async fn quotas_print_used_and_hard_in_request_and_limit_columns() {
 #[tokio::test]
 async fn invalid_quotas_and_limit_ranges_are_refused() {
     let server = TestServer::new().await;
-    let (code, body) = server
+    let body = server
         .post(
             "/api/v1/namespaces/default/resourcequotas",
             json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
                    "spec": {"hard": {"pods": "-1"}}}),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert!(message_of(&body).contains("spec.hard[pods]"), "{body}");
-    let (code, body) = server
+    let body = server
         .post(
             "/api/v1/namespaces/default/limitranges",
             json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"},
                    "spec": {"limits": [{"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}}]}}),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert!(
         message_of(&body).contains("min value 2 is greater than max value 1"),
         "{body}"
@@ -568,7 +533,7 @@ async fn two_servers_on_one_store_never_pass_a_count_quota_together() {
         ApiServer::new(store.clone(), config()).await.unwrap(),
         store.clone(),
     );
-    namespace(&a, "shared").await;
+    a.namespace("shared").await;
     quota(
         &a,
         "shared",
@@ -578,45 +543,25 @@ async fn two_servers_on_one_store_never_pass_a_count_quota_together() {
     .await;
     // Each server enforces the quotas it knows of; wait until the second
     // has seen this one.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let (_, list) = b.get("/api/v1/namespaces/shared/resourcequotas").await;
-        if list["items"]
-            .as_array()
-            .is_some_and(|items| items.len() == 1)
-        {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{list}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let creates = (0..12).map(|i| {
-        let server = if i % 2 == 0 { &a } else { &b };
-        async move {
-            server
-                .post(
-                    "/api/v1/namespaces/shared/configmaps",
-                    configmap(&format!("cm-{i}")),
-                )
-                .await
-        }
-    });
-    let results = futures::future::join_all(creates).await;
-    let created = results
-        .iter()
-        .filter(|(code, _)| *code == StatusCode::CREATED)
-        .count();
-    for (code, body) in &results {
-        if *code != StatusCode::CREATED {
-            assert_status(*code, body, 403, "Forbidden");
-            assert!(
-                body["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("exceeded quota: five")),
-                "{body}"
-            );
-        }
-    }
+    crate::harness::eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let (_, list) = b.get("/api/v1/namespaces/shared/resourcequotas").await;
+            match list["items"].as_array() {
+                Some(items) if items.len() == 1 => Ok(()),
+                _ => Err(list.to_string()),
+            }
+        },
+    )
+    .await;
+    let created = create_at_once(
+        12,
+        "shared",
+        |i| if i % 2 == 0 { &a } else { &b },
+        |message| message.contains("exceeded quota: five"),
+    )
+    .await;
     assert_eq!(created, 5, "the two servers together passed the quota");
     // The charges are durable: the quota's status records them.
     let (_, five) = a.get("/api/v1/namespaces/shared/resourcequotas/five").await;

@@ -6,22 +6,12 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{KeptStore, TestServer, assert_status};
+use crate::harness::{Expect, KeptStore, TestServer};
 
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
 fn account(namespace: &str, name: &str) -> UserInfo {
     UserInfo::service_account(namespace, name)
-}
-
-async fn namespace(s: &TestServer, name: &str) {
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces",
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
 }
 
 fn role_binding(name: &str, kind: &str, role: &str, subject: Value) -> Value {
@@ -31,14 +21,39 @@ fn role_binding(name: &str, kind: &str, role: &str, subject: Value) -> Value {
         "subjects": [subject]})
 }
 
+/// Binds `subject` in `ns` to the Role `role`.
+async fn bind_role(s: &TestServer, ns: &str, name: &str, role: &str, subject: Value) {
+    bind(s, ns, name, "Role", role, subject).await;
+}
+
+/// Binds `subject` in `ns` to the ClusterRole `role`.
+async fn bind_cluster_role(s: &TestServer, ns: &str, name: &str, role: &str, subject: Value) {
+    bind(s, ns, name, "ClusterRole", role, subject).await;
+}
+
+/// Binds `subject` in `ns` to `role`, a Role or ClusterRole as `kind` says.
+async fn bind(s: &TestServer, ns: &str, name: &str, kind: &str, role: &str, subject: Value) {
+    let bindings = format!("{RBAC}/namespaces/{ns}/rolebindings");
+    create(s, &bindings, role_binding(name, kind, role, subject)).await;
+}
+
+/// A binding's subject: the user `name`.
+fn user(name: &str) -> Value {
+    json!({"kind": "User", "name": name})
+}
+
+/// A binding's subject: the service account `name` in `ns`.
+fn service_account(ns: &str, name: &str) -> Value {
+    json!({"kind": "ServiceAccount", "name": name, "namespace": ns})
+}
+
 fn role(name: &str, rules: Value) -> Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": name}, "rules": rules})
 }
 
 async fn create(s: &TestServer, path: &str, body: Value) {
-    let (code, out) = s.post(path, body).await;
-    assert_eq!(code, StatusCode::CREATED, "{out}");
+    s.created(path, body).await;
 }
 
 fn message(body: &Value) -> &str {
@@ -48,12 +63,12 @@ fn message(body: &Value) -> &str {
 #[tokio::test]
 async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
     let s = TestServer::new().await;
-    namespace(&s, "a").await;
+    s.namespace("a").await;
     let probe = account("a", "probe");
-    let (code, body) = s
-        .call_as(&probe, Method::GET, "/api/v1/secrets", None)
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+    let body = s
+        .get_as(&probe, "/api/v1/secrets")
+        .await
+        .expect_failure(403, "Forbidden");
     assert_eq!(
         message(&body),
         "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope"
@@ -61,13 +76,12 @@ async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
     // Upstream's details leave the (absent) name out.
     assert_eq!(body["details"], json!({"kind": "secrets"}));
     // Its own namespace is no different without a binding.
-    let (code, _) = s
-        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    s.get_as(&probe, "/api/v1/namespaces/a/pods")
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
     // What every authenticated user may do: discovery and basic reviews.
     for path in ["/api", "/apis", "/version", "/api/v1"] {
-        let (code, body) = s.call_as(&probe, Method::GET, path, None).await;
+        let (code, body) = s.get_as(&probe, path).await;
         assert_eq!(code, StatusCode::OK, "{path}: {body}");
     }
 }
@@ -75,34 +89,17 @@ async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
 #[tokio::test]
 async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
     let s = TestServer::new().await;
-    namespace(&s, "a").await;
-    namespace(&s, "b").await;
+    s.namespace("a").await;
+    s.namespace("b").await;
     s.configmap("a", "visible", json!({})).await;
-    create(
-        &s,
-        &format!("{RBAC}/namespaces/a/rolebindings"),
-        role_binding(
-            "probe-view",
-            "ClusterRole",
-            "view",
-            json!({"kind": "ServiceAccount", "name": "probe", "namespace": "a"}),
-        ),
-    )
-    .await;
+    bind_cluster_role(&s, "a", "probe-view", "view", service_account("a", "probe")).await;
     let probe = account("a", "probe");
-    let (code, body) = s
-        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, body) = s
-        .call_as(
-            &probe,
-            Method::GET,
-            "/api/v1/namespaces/a/configmaps/visible",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.get_as(&probe, "/api/v1/namespaces/a/pods")
+        .await
+        .expect_code(StatusCode::OK);
+    s.get_as(&probe, "/api/v1/namespaces/a/configmaps/visible")
+        .await
+        .expect_code(StatusCode::OK);
 
     let refusals = [
         (
@@ -127,55 +124,42 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
         ),
     ];
     for (method, path, want) in refusals {
-        let (code, body) = s.call_as(&probe, method, path, None).await;
-        assert_status(code, &body, 403, "Forbidden");
+        let body = s
+            .call_as(&probe, method, path, None)
+            .await
+            .expect_failure(403, "Forbidden");
         assert_eq!(message(&body), want);
     }
-    let (code, _) = s
-        .call_as(
-            &probe,
-            Method::POST,
-            "/api/v1/namespaces/a/configmaps",
-            Some(json!({"metadata": {"name": "mine"}})),
-        )
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    s.post_as(
+        &probe,
+        "/api/v1/namespaces/a/configmaps",
+        json!({"metadata": {"name": "mine"}}),
+    )
+    .await
+    .expect_code(StatusCode::FORBIDDEN);
     assert_eq!(
         s.get("/api/v1/namespaces/a/configmaps/visible").await.0,
         StatusCode::OK
     );
 
     // Removing the binding takes the rights away again.
-    let (code, _) = s
-        .delete(&format!("{RBAC}/namespaces/a/rolebindings/probe-view"))
+    s.delete_ok(&format!("{RBAC}/namespaces/a/rolebindings/probe-view"))
         .await;
-    assert_eq!(code, StatusCode::OK);
-    let (code, _) = s
-        .call_as(&probe, Method::GET, "/api/v1/namespaces/a/pods", None)
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    s.get_as(&probe, "/api/v1/namespaces/a/pods")
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]
 async fn a_binding_to_a_missing_role_says_so() {
     let s = TestServer::new().await;
-    namespace(&s, "a").await;
-    create(
-        &s,
-        &format!("{RBAC}/namespaces/a/rolebindings"),
-        role_binding(
-            "dangling",
-            "Role",
-            "nowhere",
-            json!({"kind": "User", "name": "carol"}),
-        ),
-    )
-    .await;
+    s.namespace("a").await;
+    bind_role(&s, "a", "dangling", "nowhere", user("carol")).await;
     let carol = UserInfo::new("carol", Vec::new());
-    let (code, body) = s
-        .call_as(&carol, Method::GET, "/api/v1/namespaces/a/pods", None)
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    let body = s
+        .get_as(&carol, "/api/v1/namespaces/a/pods")
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
     assert_eq!(
         message(&body),
         "pods is forbidden: User \"carol\" cannot list resource \"pods\" in API group \"\" in the namespace \"a\": RBAC: role.rbac.authorization.k8s.io \"nowhere\" not found"
@@ -185,19 +169,9 @@ async fn a_binding_to_a_missing_role_says_so() {
 #[tokio::test]
 async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
     let s = TestServer::new().await;
-    namespace(&s, "team").await;
-    namespace(&s, "other").await;
-    create(
-        &s,
-        &format!("{RBAC}/namespaces/team/rolebindings"),
-        role_binding(
-            "alice-admin",
-            "ClusterRole",
-            "admin",
-            json!({"kind": "User", "name": "alice"}),
-        ),
-    )
-    .await;
+    s.namespace("team").await;
+    s.namespace("other").await;
+    bind_cluster_role(&s, "team", "alice-admin", "admin", user("alice")).await;
     let alice = UserInfo::new("alice", Vec::new());
     let roles = format!("{RBAC}/namespaces/team/roles");
 
@@ -206,20 +180,19 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         "pod-reader",
         json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
     );
-    let (code, body) = s
-        .call_as(&alice, Method::POST, &roles, Some(readers.clone()))
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.post_as(&alice, &roles, readers.clone())
+        .await
+        .expect_code(StatusCode::CREATED);
 
     // A role granting everything.
     let everything = role(
         "too-much",
         json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
     );
-    let (code, body) = s
-        .call_as(&alice, Method::POST, &roles, Some(everything.clone()))
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+    let body = s
+        .post_as(&alice, &roles, everything.clone())
+        .await
+        .expect_failure(403, "Forbidden");
     assert_eq!(
         message(&body),
         "roles.rbac.authorization.k8s.io \"too-much\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}"
@@ -238,15 +211,15 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list"]},
     ]);
-    let (code, body) = s
+    let body = s
         .call_as(
             &alice,
             Method::PUT,
             &format!("{roles}/pod-reader"),
             Some(widened.clone()),
         )
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
     assert!(
         message(&body).ends_with(
             "not currently held:\n{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\" \"list\"]}"
@@ -256,26 +229,24 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
     // Relabelling a role she holds is fine.
     let mut labelled = s.get(&format!("{roles}/pod-reader")).await.1;
     labelled["metadata"]["labels"] = json!({"team": "yes"});
-    let (code, body) = s
-        .call_as(
-            &alice,
-            Method::PUT,
-            &format!("{roles}/pod-reader"),
-            Some(labelled),
-        )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.call_as(
+        &alice,
+        Method::PUT,
+        &format!("{roles}/pod-reader"),
+        Some(labelled),
+    )
+    .await
+    .expect_code(StatusCode::OK);
 
     // Her rights stop at her namespace, and at cluster roles.
-    let (code, body) = s
-        .call_as(
+    let body = s
+        .post_as(
             &alice,
-            Method::POST,
             &format!("{RBAC}/namespaces/other/roles"),
-            Some(readers.clone()),
+            readers.clone(),
         )
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
     assert!(
         message(&body).contains("cannot create resource \"roles\""),
         "{body}"
@@ -289,20 +260,19 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         "edit",
         json!({"kind": "User", "name": "bob"}),
     );
-    let (code, body) = s
-        .call_as(&alice, Method::POST, &bindings, Some(bob_edit))
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.post_as(&alice, &bindings, bob_edit)
+        .await
+        .expect_code(StatusCode::CREATED);
     let bob_root = role_binding(
         "bob-root",
         "ClusterRole",
         "cluster-admin",
         json!({"kind": "User", "name": "bob"}),
     );
-    let (code, body) = s
-        .call_as(&alice, Method::POST, &bindings, Some(bob_root.clone()))
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+    let body = s
+        .post_as(&alice, &bindings, bob_root.clone())
+        .await
+        .expect_failure(403, "Forbidden");
     assert!(
         message(&body).starts_with(
             "rolebindings.rbac.authorization.k8s.io \"bob-root\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n"
@@ -343,14 +313,12 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         ),
     )
     .await;
-    let (code, body) = s
-        .call_as(&alice, Method::POST, &roles, Some(everything))
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = s
-        .call_as(&alice, Method::POST, &bindings, Some(bob_root))
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.post_as(&alice, &roles, everything)
+        .await
+        .expect_code(StatusCode::CREATED);
+    s.post_as(&alice, &bindings, bob_root)
+        .await
+        .expect_code(StatusCode::CREATED);
 }
 
 #[tokio::test]
@@ -376,30 +344,27 @@ async fn aggregation_rules_need_every_permission() {
     )
     .await;
     let dora = UserInfo::new("dora", Vec::new());
-    let (code, body) = s
-        .call_as(
+    let body = s
+        .post_as(
             &dora,
-            Method::POST,
             &clusterroles,
-            Some(json!({"metadata": {"name": "gatherer"},
-                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}})),
+            json!({"metadata": {"name": "gatherer"},
+                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}),
         )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+        .await
+        .expect_failure(403, "Forbidden");
     assert_eq!(
         message(&body),
         "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
     );
-    let (code, body) = s
-        .call_as(
-            &dora,
-            Method::POST,
-            &clusterroles,
-            Some(json!({"metadata": {"name": "plain"}, "rules": [
-                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]})),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.post_as(
+        &dora,
+        &clusterroles,
+        json!({"metadata": {"name": "plain"}, "rules": [
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]}),
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
 }
 
 #[tokio::test]
@@ -407,7 +372,7 @@ async fn anonymous_requests_reach_public_information_only() {
     let s = TestServer::new().await;
     let anonymous = UserInfo::anonymous();
     for path in ["/version", "/healthz", "/livez", "/readyz"] {
-        let (code, body) = s.call_as(&anonymous, Method::GET, path, None).await;
+        let (code, body) = s.get_as(&anonymous, path).await;
         assert_eq!(code, StatusCode::OK, "{path}: {body}");
     }
     // Everything else asks the caller to authenticate, without saying what
@@ -420,17 +385,19 @@ async fn anonymous_requests_reach_public_information_only() {
         "/api/v1/namespaces/default/secrets",
         "/api/v1/namespaces/default/secrets/missing",
     ] {
-        let (code, body) = s.call_as(&anonymous, Method::GET, path, None).await;
-        assert_status(code, &body, 401, "Unauthorized");
+        s.get_as(&anonymous, path)
+            .await
+            .expect_failure(401, "Unauthorized");
     }
-    let (code, _) = s
-        .call_as(&anonymous, Method::POST, "/version", Some(json!({})))
-        .await;
-    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    s.post_as(&anonymous, "/version", json!({}))
+        .await
+        .expect_code(StatusCode::UNAUTHORIZED);
     // The refusal wording for a path, as an authenticated user sees it.
     let nobody = UserInfo::new("nobody-in-particular", Vec::new());
-    let (code, body) = s.call_as(&nobody, Method::GET, "/metrics", None).await;
-    assert_status(code, &body, 403, "Forbidden");
+    let body = s
+        .get_as(&nobody, "/metrics")
+        .await
+        .expect_failure(403, "Forbidden");
     assert_eq!(
         message(&body),
         "forbidden: User \"nobody-in-particular\" cannot get path \"/metrics\""
@@ -441,8 +408,7 @@ async fn anonymous_requests_reach_public_information_only() {
 #[tokio::test]
 async fn the_default_policy_is_served_and_aggregated_from_the_start() {
     let s = TestServer::new().await;
-    let (code, view) = s.get(&format!("{RBAC}/clusterroles/view")).await;
-    assert_eq!(code, StatusCode::OK);
+    let view = s.get_ok(&format!("{RBAC}/clusterroles/view")).await;
     assert_eq!(
         view["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"],
         "true"
@@ -456,66 +422,45 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
         .collect();
     assert!(resources.contains(&"pods"), "{view}");
     assert!(!resources.contains(&"secrets"), "{view}");
-    let (code, admin) = s.get(&format!("{RBAC}/clusterroles/admin")).await;
-    assert_eq!(code, StatusCode::OK);
+    let admin = s.get_ok(&format!("{RBAC}/clusterroles/admin")).await;
     assert!(admin["rules"].as_array().unwrap().len() > view["rules"].as_array().unwrap().len());
-    let (code, binding) = s
-        .get(&format!(
+    let binding = s
+        .get_ok(&format!(
             "{RBAC}/clusterrolebindings/system:controller:replicaset-controller"
         ))
         .await;
-    assert_eq!(code, StatusCode::OK);
     assert_eq!(binding["subjects"][0]["name"], "replicaset-controller");
     assert_eq!(binding["subjects"][0]["namespace"], "kube-system");
     // The scheduler's identity is what upstream grants it: it binds pods
     // and reads nodes, but cannot read secrets.
     let scheduler = UserInfo::new("system:kube-scheduler", Vec::new());
     assert_eq!(
-        s.call_as(&scheduler, Method::GET, "/api/v1/nodes", None)
-            .await
-            .0,
+        s.get_as(&scheduler, "/api/v1/nodes").await.0,
         StatusCode::OK
     );
     assert_eq!(
-        s.call_as(&scheduler, Method::GET, "/api/v1/secrets", None)
-            .await
-            .0,
+        s.get_as(&scheduler, "/api/v1/secrets").await.0,
         StatusCode::FORBIDDEN
     );
     // The DNS reads what it answers from and writes its own Service, but
     // cannot write pods.
     let dns = UserInfo::service_account("kube-system", "kube-dns");
-    assert_eq!(
-        s.call_as(&dns, Method::GET, "/api/v1/services", None)
-            .await
-            .0,
-        StatusCode::OK
-    );
+    assert_eq!(s.get_as(&dns, "/api/v1/services").await.0, StatusCode::OK);
     let pod =
         json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
     assert_eq!(
-        s.call_as(
-            &dns,
-            Method::POST,
-            "/api/v1/namespaces/default/pods",
-            Some(pod.clone())
-        )
-        .await
-        .0,
+        s.post_as(&dns, "/api/v1/namespaces/default/pods", pod.clone())
+            .await
+            .0,
         StatusCode::FORBIDDEN
     );
     // The service proxy watches Services and EndpointSlices, and can change
     // neither them nor pods, nor read secrets.
     let proxy = UserInfo::new("system:kube-proxy", Vec::new());
     assert_eq!(
-        s.call_as(
-            &proxy,
-            Method::GET,
-            "/apis/discovery.k8s.io/v1/endpointslices",
-            None
-        )
-        .await
-        .0,
+        s.get_as(&proxy, "/apis/discovery.k8s.io/v1/endpointslices")
+            .await
+            .0,
         StatusCode::OK
     );
     for (method, path, body) in [
@@ -556,12 +501,10 @@ async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
             json!("false");
         assert_eq!(s.put(&path, discovery).await.0, StatusCode::OK);
         // public-info-viewer's binding is gone.
-        let (code, _) = s
-            .delete(&format!(
-                "{RBAC}/clusterrolebindings/system:public-info-viewer"
-            ))
-            .await;
-        assert_eq!(code, StatusCode::OK);
+        s.delete_ok(&format!(
+            "{RBAC}/clusterrolebindings/system:public-info-viewer"
+        ))
+        .await;
         s.stop().await;
     }
     let s = disk.start().await;
@@ -594,14 +537,8 @@ async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
         .await;
     assert_eq!(code, StatusCode::OK, "recreated");
     let anonymous = UserInfo::anonymous();
-    assert_eq!(
-        s.call_as(&anonymous, Method::GET, "/healthz", None).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(s.get_as(&anonymous, "/healthz").await.0, StatusCode::OK);
     // With discovery emptied, an authenticated user no longer reads /apis.
     let nobody = UserInfo::new("nobody", Vec::new());
-    assert_eq!(
-        s.call_as(&nobody, Method::GET, "/apis", None).await.0,
-        StatusCode::FORBIDDEN
-    );
+    assert_eq!(s.get_as(&nobody, "/apis").await.0, StatusCode::FORBIDDEN);
 }

@@ -9,15 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
-use tokio::io::AsyncWriteExt;
 
-use crate::harness::TestServer;
-use crate::node_tls::{client_cn, issuer, read_head, serving_cert, tls_listener};
+use crate::harness::{Expect, TestServer, eventually};
+use crate::node_tls::{answer_ok, issuer, next_request, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.
 #[derive(Default)]
@@ -48,12 +47,7 @@ async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
     let cert = serving_cert(Some(&issuer(certs)), "system:node:n1", "127.0.0.1");
     let (listener, port, acceptor) = tls_listener(&cert, &certs.ca_cert_pem, false).await;
     tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let Ok(mut stream) = acceptor.accept(tcp).await else {
-                continue;
-            };
-            let client = client_cn(&stream);
-            let head = read_head(&mut stream).await;
+        while let Some((mut stream, client, head)) = next_request(&listener, &acceptor).await {
             let line = String::from_utf8_lossy(&head)
                 .lines()
                 .next()
@@ -62,12 +56,7 @@ async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
             scrapes.seen.lock().push((client, line));
             let n = scrapes.count.fetch_add(1, Ordering::SeqCst);
             let text = body(n);
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                text.len()
-            );
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            answer_ok(&mut stream, "text/plain; version=0.0.4", &text).await;
         }
     });
     port
@@ -85,41 +74,37 @@ async fn cluster() -> (TestServer, Arc<Scrapes>, tempfile::TempDir) {
     let scrapes = Arc::new(Scrapes::default());
     let port = fake_node(&certs, scrapes.clone()).await;
     let node = json!({"metadata": {"name": "n1", "labels": {"tier": "edge"}}});
-    let (code, body) = s.post("/api/v1/nodes", node).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created("/api/v1/nodes", node).await;
     let (_, mut node) = s.get("/api/v1/nodes/n1").await;
     node["status"] = json!({
         "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "conditions": [{"type": "Ready", "status": "True"}],
         "nodeInfo": {"containerRuntimeVersion": "containerd://1.6.20"}});
-    let (code, body) = s.put("/api/v1/nodes/n1/status", node).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.put_ok("/api/v1/nodes/n1/status", node).await;
     for (name, labels) in [
         ("web", json!({"app": "web"})),
         ("quiet", json!({"app": "quiet"})),
     ] {
         let pod = json!({"metadata": {"name": name, "labels": labels}, "spec": {
             "nodeName": "n1", "containers": [{"name": "main", "image": "i"}]}});
-        let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        s.created("/api/v1/namespaces/default/pods", pod).await;
     }
     (s, scrapes, dir)
 }
 
 async fn eventually_ok(s: &TestServer, path: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (code, body) = s.get(path).await;
-        if code == StatusCode::OK {
-            return body;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{path}: still {code}: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || async {
+            match s.get(path).await {
+                (StatusCode::OK, body) => Ok(body),
+                (code, body) => Err(format!("{path}: still {code}: {body}")),
+            }
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -163,41 +148,37 @@ async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
     );
 
     // A selector no pod with figures matches: an empty list.
-    let (code, none) = s
-        .get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods?labelSelector=app%3Dquiet")
+    let none = s
+        .get_ok("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods?labelSelector=app%3Dquiet")
         .await;
-    assert_eq!(code, StatusCode::OK);
     assert_eq!(none["items"], json!([]));
     // All namespaces, and one by name.
     let (_, all) = s.get("/apis/metrics.k8s.io/v1beta1/pods").await;
     assert_eq!(all["items"].as_array().unwrap().len(), 1, "{all}");
-    let (code, web) = s
-        .get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web")
+    let web = s
+        .get_ok("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web")
         .await;
-    assert_eq!(code, StatusCode::OK, "{web}");
     assert_eq!(web["kind"], "PodMetrics");
     // A pod without figures is NotFound with metrics-server's wording.
-    let (code, missing) = s
-        .get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/quiet")
+    let missing = s
+        .get_not_found("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/quiet")
         .await;
-    assert_eq!(code, StatusCode::NOT_FOUND, "{missing}");
     assert_eq!(
         missing["message"],
         "podmetrics.metrics.k8s.io \"default/quiet\" not found"
     );
-    let (code, nodes) = s
-        .get("/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=tier%3Dcore")
+    let nodes = s
+        .get_ok("/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=tier%3Dcore")
         .await;
-    assert_eq!(code, StatusCode::OK);
     assert_eq!(nodes["items"], json!([]));
 
     // Read-only: no writes, no watches.
-    let (code, _) = s
-        .post("/apis/metrics.k8s.io/v1beta1/nodes", json!({}))
-        .await;
-    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
-    let (code, _) = s.get("/apis/metrics.k8s.io/v1beta1/nodes?watch=true").await;
-    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+    s.post("/apis/metrics.k8s.io/v1beta1/nodes", json!({}))
+        .await
+        .expect_code(StatusCode::METHOD_NOT_ALLOWED);
+    s.get("/apis/metrics.k8s.io/v1beta1/nodes?watch=true")
+        .await
+        .expect_code(StatusCode::METHOD_NOT_ALLOWED);
 }
 
 #[tokio::test]
@@ -212,8 +193,7 @@ async fn discovery_lists_the_metrics_group_read_only() {
         .cloned()
         .unwrap_or_else(|| panic!("no metrics.k8s.io in {groups}"));
     assert_eq!(group["preferredVersion"]["version"], "v1beta1");
-    let (code, resources) = s.get("/apis/metrics.k8s.io/v1beta1").await;
-    assert_eq!(code, StatusCode::OK);
+    let resources = s.get_ok("/apis/metrics.k8s.io/v1beta1").await;
     let find = |name: &str| {
         resources["resources"]
             .as_array()
@@ -243,7 +223,7 @@ async fn reading_metrics_takes_rbac_rights() {
         "/apis/metrics.k8s.io/v1beta1/pods",
         "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
     ] {
-        let (code, body) = s.call_as(&nobody, Method::GET, path, None).await;
+        let (code, body) = s.get_as(&nobody, path).await;
         assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {body}");
     }
     let (_, reader) = s
@@ -256,41 +236,27 @@ async fn reading_metrics_takes_rbac_rights() {
     let binding = json!({"metadata": {"name": "viewer"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "viewer"}]});
-    let (code, body) = s
-        .post(
-            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
-            binding,
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.created(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        binding,
+    )
+    .await;
     let viewer = UserInfo::new("viewer", ["system:authenticated".to_string()]);
-    let (code, body) = s
-        .call_as(
-            &viewer,
-            Method::GET,
-            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    s.get_as(
+        &viewer,
+        "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+    )
+    .await
+    .expect_code(StatusCode::OK);
     // A RoleBinding is one namespace's: other namespaces and the nodes
     // stay refused.
-    let (code, _) = s
-        .call_as(
-            &viewer,
-            Method::GET,
-            "/apis/metrics.k8s.io/v1beta1/namespaces/kube-system/pods",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
-    let (code, _) = s
-        .call_as(
-            &viewer,
-            Method::GET,
-            "/apis/metrics.k8s.io/v1beta1/nodes",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    s.get_as(
+        &viewer,
+        "/apis/metrics.k8s.io/v1beta1/namespaces/kube-system/pods",
+    )
+    .await
+    .expect_code(StatusCode::FORBIDDEN);
+    s.get_as(&viewer, "/apis/metrics.k8s.io/v1beta1/nodes")
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
 }

@@ -7,7 +7,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticator, UserInfo};
 
-use crate::harness::{TestServer, assert_status, message_of};
+use crate::harness::{Expect, TestServer, find_in, message_of, refused};
 
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -33,8 +33,9 @@ async fn subject_access_review_answers_for_the_user_in_the_spec_and_stores_nothi
     let before = s.keys().await;
     let spec = json!({"user": "root-ish", "groups": ["system:masters"],
         "resourceAttributes": list_secrets("default")});
-    let (code, body) = s.post(SAR, sar("SubjectAccessReview", spec.clone())).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = s
+        .created(SAR, sar("SubjectAccessReview", spec.clone()))
+        .await;
     assert_eq!(body["kind"], "SubjectAccessReview");
     // The spec comes back as sent, with the answer in status.
     assert_eq!(body["spec"], spec);
@@ -43,35 +44,33 @@ async fn subject_access_review_answers_for_the_user_in_the_spec_and_stores_nothi
     assert_eq!(s.keys().await, before, "a review must not be stored");
 
     // A review is only ever created.
-    let (code, body) = s.get(SAR).await;
-    assert_status(code, &body, 405, "MethodNotAllowed");
-    let (code, body) = s.get(&format!("{SAR}/x")).await;
-    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
-    let (code, body) = s.get(&format!("{SAR}?watch=1")).await;
-    assert_status(code, &body, 405, "MethodNotAllowed");
+    s.get(SAR).await.expect_failure(405, "MethodNotAllowed");
+    s.get_not_found(&format!("{SAR}/x")).await;
+    s.get(&format!("{SAR}?watch=1"))
+        .await
+        .expect_failure(405, "MethodNotAllowed");
 }
 
 #[tokio::test]
 async fn subject_access_reviews_are_validated_as_upstream() {
     let s = TestServer::new().await;
-    let (code, body) = s
-        .post(
+    refused(
+        s.post(
             SAR,
             sar(
                 "SubjectAccessReview",
                 json!({"resourceAttributes": list_secrets("a")}),
             ),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
-    assert_eq!(
-        body["message"],
-        "SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.user: Invalid value: \"\": at least one of user or group must be specified"
+        .await,
+        422,
+        "Invalid",
+        "SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.user: Invalid value: \"\": at least one of user or group must be specified",
     );
-    let (code, body) = s
+    let body = s
         .post(SAR, sar("SubjectAccessReview", json!({"user": "alice"})))
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(
         body["details"]["causes"][0]["field"], "spec.resourceAttributes",
         "{body}"
@@ -81,20 +80,21 @@ async fn subject_access_reviews_are_validated_as_upstream() {
         json!({"user": "alice", "resourceAttributes": list_secrets("a")}),
     );
     named["metadata"] = json!({"name": "keep-me"});
-    let (code, body) = s.post(SAR, named).await;
-    assert_status(code, &body, 422, "Invalid");
+    let body = s.post(SAR, named).await.expect_failure(422, "Invalid");
     assert_eq!(body["details"]["causes"][0]["field"], "metadata", "{body}");
     // No spec at all is an empty one, with both complaints.
-    let (code, body) = s
+    let body = s
         .post(
             SAR,
             json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(body["details"]["causes"].as_array().unwrap().len(), 2);
-    let (code, body) = s.post(SAR, sar("SubjectAccessReview", json!("nope"))).await;
-    assert_status(code, &body, 400, "BadRequest");
+    let body = s
+        .post(SAR, sar("SubjectAccessReview", json!("nope")))
+        .await
+        .expect_failure(400, "BadRequest");
     assert!(
         message_of(&body).starts_with("SubjectAccessReview in version \"v1\" cannot be handled"),
         "{body}"
@@ -105,79 +105,71 @@ async fn subject_access_reviews_are_validated_as_upstream() {
 async fn local_subject_access_review_must_ask_about_its_own_namespace() {
     let s = TestServer::new().await;
     let spec = |ns: &str| json!({"user": "m", "groups": ["system:masters"], "resourceAttributes": list_secrets(ns)});
-    let (code, body) = s
-        .post(
+    let body = s
+        .created(
             &lsar_path("default"),
             sar("LocalSubjectAccessReview", spec("default")),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["metadata"]["namespace"], "default");
     assert_eq!(body["status"]["allowed"], true);
 
-    let (code, body) = s
-        .post(
+    refused(
+        s.post(
             &lsar_path("default"),
             sar("LocalSubjectAccessReview", spec("kube-system")),
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
-    assert_eq!(
-        body["message"],
-        "LocalSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes.namespace: Invalid value: \"kube-system\": must match metadata.namespace"
+        .await,
+        422,
+        "Invalid",
+        "LocalSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes.namespace: Invalid value: \"kube-system\": must match metadata.namespace",
     );
 
     let mut elsewhere = sar("LocalSubjectAccessReview", spec("default"));
     elsewhere["metadata"] = json!({"namespace": "kube-system"});
-    let (code, body) = s.post(&lsar_path("default"), elsewhere).await;
-    assert_status(code, &body, 400, "BadRequest");
+    s.post(&lsar_path("default"), elsewhere)
+        .await
+        .expect_failure(400, "BadRequest");
 
-    let (code, body) = s
-        .post(
-            &lsar_path("default"),
-            sar(
-                "LocalSubjectAccessReview",
-                json!({"user": "m", "nonResourceAttributes": {"path": "/healthz", "verb": "get"}}),
-            ),
-        )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+    s.post(
+        &lsar_path("default"),
+        sar(
+            "LocalSubjectAccessReview",
+            json!({"user": "m", "nonResourceAttributes": {"path": "/healthz", "verb": "get"}}),
+        ),
+    )
+    .await
+    .expect_failure(422, "Invalid");
     // There is no cluster-wide collection of local reviews.
-    let (code, body) = s
-        .post(
-            "/apis/authorization.k8s.io/v1/localsubjectaccessreviews",
-            sar("LocalSubjectAccessReview", spec("default")),
-        )
-        .await;
-    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+    s.post(
+        "/apis/authorization.k8s.io/v1/localsubjectaccessreviews",
+        sar("LocalSubjectAccessReview", spec("default")),
+    )
+    .await
+    .expect_code(StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
 async fn self_reviews_answer_for_the_caller() {
     let s = TestServer::new().await;
-    let (code, body) = s
-        .post(
+    let body = s.created(
             SSAR,
             sar(
                 "SelfSubjectAccessReview",
                 json!({"resourceAttributes": {"verb": "create", "resource": "pods", "namespace": "default"}}),
             ),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+        ).await;
     assert_eq!(body["status"]["allowed"], true, "{body}");
-    let (code, body) = s
-        .post(SSAR, sar("SelfSubjectAccessReview", json!({})))
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+    s.post(SSAR, sar("SelfSubjectAccessReview", json!({})))
+        .await
+        .expect_failure(422, "Invalid");
 
-    let (code, body) = s
-        .post(
+    let body = s
+        .created(
             SSRR,
             sar("SelfSubjectRulesReview", json!({"namespace": "default"})),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["spec"]["namespace"], "default");
     let rules = body["status"]["resourceRules"].as_array().expect("rules");
     assert!(
@@ -190,23 +182,26 @@ async fn self_reviews_answer_for_the_caller() {
         body["status"]["nonResourceRules"][0]["nonResourceURLs"],
         json!(["*"])
     );
-    let (code, body) = s.post(SSRR, sar("SelfSubjectRulesReview", json!({}))).await;
-    assert_status(code, &body, 400, "BadRequest");
-    assert_eq!(body["message"], "no namespace on request");
+    refused(
+        s.post(SSRR, sar("SelfSubjectRulesReview", json!({}))).await,
+        400,
+        "BadRequest",
+        "no namespace on request",
+    );
 
     let alice = UserInfo {
         uid: "a-1".into(),
         extra: [("scopes".to_string(), vec!["x".to_string()])].into(),
         ..UserInfo::new("alice", ["dev".to_string()])
     };
-    let (code, body) = s
+    let body = s
         .post_as(
             &alice,
             WHOAMI,
             json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
         )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+        .await
+        .expect_code(StatusCode::CREATED);
     let info = &body["status"]["userInfo"];
     assert_eq!(info["username"], "alice");
     assert_eq!(info["uid"], "a-1");
@@ -226,25 +221,21 @@ fn token_review(token: &str, audiences: Option<Value>) -> Value {
 #[tokio::test]
 async fn token_review_authenticates_the_servers_own_tokens_only() {
     let s = TestServer::new().await;
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/serviceaccounts",
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = s
-        .post(
+    s.created(
+        "/api/v1/namespaces/default/serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}),
+    )
+    .await;
+    let body = s
+        .created(
             "/api/v1/namespaces/default/serviceaccounts/robot/token",
             json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     let jwt = body["status"]["token"].as_str().unwrap().to_string();
 
     let before = s.keys().await;
-    let (code, body) = s.post(TOKEN_REVIEWS, token_review(&jwt, None)).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = s.created(TOKEN_REVIEWS, token_review(&jwt, None)).await;
     let status = &body["status"];
     assert_eq!(status["authenticated"], true, "{body}");
     assert_eq!(
@@ -276,14 +267,14 @@ async fn token_review_authenticates_the_servers_own_tokens_only() {
     forged.pop();
     forged.push(if jwt.ends_with('A') { 'B' } else { 'A' });
     for bad in [forged.as_str(), "not-a-token"] {
-        let (code, body) = s.post(TOKEN_REVIEWS, token_review(bad, None)).await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        let body = s.created(TOKEN_REVIEWS, token_review(bad, None)).await;
         assert_eq!(body["status"]["authenticated"], false, "{body}");
         assert!(body["status"].get("user").is_none(), "{body}");
         assert_eq!(body["status"]["error"], "invalid bearer token");
     }
-    let (code, body) = s.post(TOKEN_REVIEWS, token_review("", None)).await;
-    assert_status(code, &body, 400, "BadRequest");
+    s.post(TOKEN_REVIEWS, token_review("", None))
+        .await
+        .expect_failure(400, "BadRequest");
 }
 
 #[tokio::test]
@@ -337,8 +328,7 @@ fn find<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
 #[tokio::test]
 async fn reviews_are_discoverable_as_create_only() {
     let s = TestServer::new().await;
-    let (code, doc) = s.get("/apis/authorization.k8s.io/v1").await;
-    assert_eq!(code, StatusCode::OK, "{doc}");
+    let doc = s.get_ok("/apis/authorization.k8s.io/v1").await;
     for (name, namespaced) in [
         ("subjectaccessreviews", false),
         ("localsubjectaccessreviews", true),
@@ -371,12 +361,11 @@ async fn reviews_are_discoverable_as_create_only() {
             )],
         )
         .await;
-    let group = aggregated["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["metadata"]["name"] == "authorization.k8s.io")
-        .expect("authorization group");
+    let group = find_in(
+        &aggregated["items"],
+        |g| g["metadata"]["name"] == "authorization.k8s.io",
+        "authorization group",
+    );
     let r = find(
         &group["versions"][0]["resources"],
         "resource",
@@ -385,8 +374,7 @@ async fn reviews_are_discoverable_as_create_only() {
     assert_eq!(r["verbs"], json!(["create"]));
     assert_eq!(r["scope"], "Cluster");
 
-    let (code, doc) = s.get("/openapi/v3/apis/authorization.k8s.io/v1").await;
-    assert_eq!(code, StatusCode::OK);
+    let doc = s.get_ok("/openapi/v3/apis/authorization.k8s.io/v1").await;
     let paths = doc["paths"].as_object().unwrap();
     let sar = &paths["/apis/authorization.k8s.io/v1/subjectaccessreviews"];
     assert!(sar["post"].is_object() && sar.get("get").is_none(), "{sar}");
@@ -404,23 +392,26 @@ fn whoami_body() -> Value {
     json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
 }
 
+/// Asks who `user` is, with `headers` (impersonation) on the request.
+async fn whoami(s: &TestServer, user: &UserInfo, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+    s.call_with_headers(user, Method::POST, WHOAMI, Some(whoami_body()), headers)
+        .await
+}
+
 #[tokio::test]
 async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
     let s = TestServer::new().await;
     let master = UserInfo::new("boss", ["system:masters".to_string()]);
-    let (code, body) = s
-        .call_with_headers(
-            &master,
-            Method::POST,
-            WHOAMI,
-            Some(whoami_body()),
-            &[
-                ("Impersonate-User", "system:serviceaccount:default:x"),
-                ("Impersonate-Extra-Reason", "debugging"),
-            ],
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = whoami(
+        &s,
+        &master,
+        &[
+            ("Impersonate-User", "system:serviceaccount:default:x"),
+            ("Impersonate-Extra-Reason", "debugging"),
+        ],
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
     let info = &body["status"]["userInfo"];
     assert_eq!(info["username"], "system:serviceaccount:default:x");
     assert_eq!(
@@ -434,31 +425,23 @@ async fn a_master_may_act_as_a_service_account_and_handlers_see_only_that() {
     assert_eq!(info["extra"]["reason"], json!(["debugging"]));
 
     // The request itself is authorized as the acting user and groups.
-    let (code, body) = s
-        .call_with_headers(
-            &master,
-            Method::POST,
-            "/api/v1/namespaces/default/configmaps",
-            Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "by-bob"}})),
-            &[
-                ("Impersonate-User", "bob"),
-                ("Impersonate-Group", "system:masters"),
-            ],
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.call_with_headers(
+        &master,
+        Method::POST,
+        "/api/v1/namespaces/default/configmaps",
+        Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "by-bob"}})),
+        &[
+            ("Impersonate-User", "bob"),
+            ("Impersonate-Group", "system:masters"),
+        ],
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
 
     // Groups without a user are refused before anything runs.
-    let (code, body) = s
-        .call_with_headers(
-            &master,
-            Method::POST,
-            WHOAMI,
-            Some(whoami_body()),
-            &[("Impersonate-Group", "system:masters")],
-        )
-        .await;
-    assert_status(code, &body, 500, "InternalError");
+    whoami(&s, &master, &[("Impersonate-Group", "system:masters")])
+        .await
+        .expect_failure(500, "InternalError");
 }
 
 /// Tests that need RBAC behind the chain (a plain user is refused).
@@ -474,23 +457,23 @@ mod with_rbac {
         let s = TestServer::new().await;
         let spec = json!({"user": "nobody", "groups": ["system:authenticated"],
             "resourceAttributes": list_secrets("default")});
-        let (code, body) = s.post(SAR, sar("SubjectAccessReview", spec.clone())).await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        let body = s
+            .created(SAR, sar("SubjectAccessReview", spec.clone()))
+            .await;
         assert_eq!(body["status"]["allowed"], false, "{body}");
         // RBAC has no opinion rather than an explicit deny.
         assert!(body["status"].get("denied").is_none(), "{body}");
 
         // Asking about someone else is a privilege of its own...
-        let (code, body) = s
-            .post_as(&bob(), SAR, sar("SubjectAccessReview", spec))
-            .await;
-        assert_status(code, &body, 403, "Forbidden");
-        assert_eq!(
-            body["message"],
-            "subjectaccessreviews.authorization.k8s.io is forbidden: User \"bob\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope"
+        refused(
+            s.post_as(&bob(), SAR, sar("SubjectAccessReview", spec))
+                .await,
+            403,
+            "Forbidden",
+            "subjectaccessreviews.authorization.k8s.io is forbidden: User \"bob\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope",
         );
         // ...asking about oneself is not.
-        let (code, body) = s
+        let body = s
             .post_as(
                 &bob(),
                 SSAR,
@@ -499,17 +482,17 @@ mod with_rbac {
                     json!({"resourceAttributes": {"verb": "get", "resource": "secrets", "namespace": "default"}}),
                 ),
             )
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+            .await
+            .expect_code(StatusCode::CREATED);
         assert_eq!(body["status"]["allowed"], false, "{body}");
-        let (code, body) = s
+        let body = s
             .post_as(
                 &bob(),
                 SSRR,
                 sar("SelfSubjectRulesReview", json!({"namespace": "default"})),
             )
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+            .await
+            .expect_code(StatusCode::CREATED);
         let rules = body["status"]["resourceRules"].as_array().unwrap();
         assert!(
             rules.iter().any(|r| r["resources"]
@@ -527,52 +510,38 @@ mod with_rbac {
     async fn impersonation_needs_the_impersonate_grant_for_each_claim() {
         let s = TestServer::new().await;
         let as_alice = [("Impersonate-User", "alice")];
-        let (code, body) = s
-            .call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
-            .await;
-        assert_status(code, &body, 403, "Forbidden");
-        assert_eq!(
-            body["message"],
-            "users \"alice\" is forbidden: User \"bob\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        refused(
+            s.call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
+                .await,
+            403,
+            "Forbidden",
+            "users \"alice\" is forbidden: User \"bob\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
         );
 
-        let (code, body) = s
-            .post(
+        s.created(
                 "/apis/rbac.authorization.k8s.io/v1/clusterroles",
                 json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                     "metadata": {"name": "impersonate-alice"},
                     "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["alice"]}]}),
-            )
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
-        let (code, body) = s
-            .post(
+            ).await;
+        s.created(
                 "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
                 json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                     "metadata": {"name": "bob-as-alice"},
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "impersonate-alice"},
                     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}),
-            )
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+            ).await;
 
-        let (code, body) = s
+        let body = s
             .call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
-            .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+            .await
+            .expect_code(StatusCode::CREATED);
         assert_eq!(body["status"]["userInfo"]["username"], "alice");
         // The grant names alice only, and no group.
-        let (code, body) = s
-            .call_with_headers(
-                &bob(),
-                Method::POST,
-                WHOAMI,
-                Some(whoami_body()),
-                &[("Impersonate-User", "carol")],
-            )
-            .await;
-        assert_status(code, &body, 403, "Forbidden");
-        let (code, body) = s
+        whoami(&s, &bob(), &[("Impersonate-User", "carol")])
+            .await
+            .expect_failure(403, "Forbidden");
+        let body = s
             .call_with_headers(
                 &bob(),
                 Method::GET,
@@ -583,8 +552,8 @@ mod with_rbac {
                     ("Impersonate-Group", "system:masters"),
                 ],
             )
-            .await;
-        assert_status(code, &body, 403, "Forbidden");
+            .await
+            .expect_failure(403, "Forbidden");
         assert!(
             body["message"].as_str().unwrap().starts_with(
                 "groups \"system:masters\" is forbidden: User \"bob\" cannot impersonate"
@@ -592,10 +561,10 @@ mod with_rbac {
             "{body}"
         );
         // Once switched, the request is alice's, who may not list secrets.
-        let (code, body) = s
+        let body = s
             .call_with_headers(&bob(), Method::GET, "/api/v1/secrets", None, &as_alice)
-            .await;
-        assert_status(code, &body, 403, "Forbidden");
+            .await
+            .expect_failure(403, "Forbidden");
         assert!(
             message_of(&body).contains("User \"alice\" cannot list"),
             "{body}"

@@ -8,13 +8,17 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::Store;
+use skiff_store::{SledStore, Store};
 
-use crate::harness::{TestServer, admin_router, assert_status};
+use crate::harness::{
+    Expect, TestServer, admin_router, assert_status, eventually, exchange, json_request,
+};
 
 const SERVICES: &str = "/api/v1/namespaces/default/services";
 
@@ -127,27 +131,25 @@ async fn a_full_range_answers_422_never_a_duplicate() {
     }
     assert_eq!((ips.len(), refused), (13, 7));
     // Headless Services need no address and still fit.
-    let (code, body) = server
-        .post(SERVICES, service("headless", json!({"clusterIP": "None"})))
+    let body = server
+        .created(SERVICES, service("headless", json!({"clusterIP": "None"})))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["spec"]["clusterIPs"], json!(["None"]));
+}
+
+/// A NodePort Service asking for address 10.99.0.10 and node port 30555.
+fn fixed_service(name: &str) -> Value {
+    service(
+        name,
+        json!({"type": "NodePort", "clusterIP": "10.99.0.10",
+            "ports": [{"port": 80, "nodePort": 30555}]}),
+    )
 }
 
 #[tokio::test]
 async fn requested_addresses_and_ports_are_honoured_or_refused() {
     let server = TestServer::with_config(config("10.99.0.0/24")).await;
-    let (code, body) = server
-        .post(
-            SERVICES,
-            service(
-                "fixed",
-                json!({"type": "NodePort", "clusterIP": "10.99.0.10",
-                    "ports": [{"port": 80, "nodePort": 30555}]}),
-            ),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = server.created(SERVICES, fixed_service("fixed")).await;
     assert_eq!(body["spec"]["clusterIP"], "10.99.0.10");
     assert_eq!(body["spec"]["ports"][0]["nodePort"], 30555);
 
@@ -170,10 +172,10 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
         ),
     ];
     for (i, (spec, message)) in refusals.into_iter().enumerate() {
-        let (code, body) = server
+        let body = server
             .post(SERVICES, service(&format!("bad-{i}"), spec))
-            .await;
-        assert_status(code, &body, 422, "Invalid");
+            .await
+            .expect_failure(422, "Invalid");
         assert!(
             body["message"]
                 .as_str()
@@ -181,34 +183,20 @@ async fn requested_addresses_and_ports_are_honoured_or_refused() {
             "want {message:?} in {body}"
         );
         // Nothing half-created.
-        let (code, _) = server.get(&format!("{SERVICES}/bad-{i}")).await;
-        assert_eq!(code, StatusCode::NOT_FOUND);
+        server.get_not_found(&format!("{SERVICES}/bad-{i}")).await;
     }
 
     // The same Service created twice: AlreadyExists, not its own address
     // "already allocated".
-    let twice = service(
-        "fixed",
-        json!({"type": "NodePort", "clusterIP": "10.99.0.10",
-            "ports": [{"port": 80, "nodePort": 30555}]}),
-    );
-    let (code, body) = server.post(SERVICES, twice).await;
-    assert_status(code, &body, 409, "AlreadyExists");
+    let twice = fixed_service("fixed");
+    server
+        .post(SERVICES, twice)
+        .await
+        .expect_failure(409, "AlreadyExists");
 
     // Deleting the Service releases both; they can be taken again.
-    let (code, body) = server.delete(&format!("{SERVICES}/fixed")).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, body) = server
-        .post(
-            SERVICES,
-            service(
-                "again",
-                json!({"type": "NodePort", "clusterIP": "10.99.0.10",
-                    "ports": [{"port": 80, "nodePort": 30555}]}),
-            ),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    server.delete_ok(&format!("{SERVICES}/fixed")).await;
+    server.created(SERVICES, fixed_service("again")).await;
 }
 
 #[tokio::test]
@@ -231,6 +219,16 @@ async fn node_ports_are_distinct_and_released_on_delete() {
     }
 }
 
+/// A server with a /28 service range on `store` (after a restart, the
+/// same store again), and its admin router.
+async fn small_range_server(store: &Arc<SledStore>) -> (ApiServer, axum::Router) {
+    let server = ApiServer::new(store.clone(), config("10.99.0.0/28"))
+        .await
+        .unwrap();
+    let router = admin_router(&server);
+    (server, router)
+}
+
 /// Calls a router directly (the restart test owns its store directory).
 async fn call(
     router: &axum::Router,
@@ -238,21 +236,9 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    use tower::ServiceExt;
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(
-            body.map(|b| b.to_string()).unwrap_or_default(),
-        ))
-        .unwrap();
-    let response = router.clone().oneshot(request).await.unwrap();
-    let code = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let request = json_request(method, path, "application/json", body);
+    let (code, _, body) = exchange(router.clone(), request).await;
+    (code, body)
 }
 
 #[tokio::test]
@@ -261,15 +247,13 @@ async fn allocations_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let open = || crate::harness::open_store(dir.path().join("store"));
     let store = open().await;
-    let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
-        .await
-        .unwrap();
-    let router = admin_router(&first);
+    let (first, router) = small_range_server(&store).await;
     let mut taken = BTreeSet::new();
     for i in 0..13 {
         let body = service(&format!("s{i}"), json!({}));
-        let (code, body) = call(&router, Method::POST, SERVICES, Some(body)).await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
+        let body = call(&router, Method::POST, SERVICES, Some(body))
+            .await
+            .expect_code(StatusCode::CREATED);
         taken.insert(cluster_ip(&body));
     }
     first.shutdown();
@@ -278,22 +262,22 @@ async fn allocations_survive_a_restart() {
     drop(store);
 
     let store = open().await;
-    let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
-        .await
-        .unwrap();
-    let router = admin_router(&second);
+    let (_second, router) = small_range_server(&store).await;
     // Still full after the restart: nothing handed out twice.
     let late = service("late", json!({}));
-    let (code, body) = call(&router, Method::POST, SERVICES, Some(late.clone())).await;
-    assert_status(code, &body, 422, "Invalid");
+    call(&router, Method::POST, SERVICES, Some(late.clone()))
+        .await
+        .expect_failure(422, "Invalid");
     // One released after the restart is handed out again.
     let s3 = format!("{SERVICES}/s3");
     let (_, gone) = call(&router, Method::GET, &s3, None).await;
     let freed = cluster_ip(&gone);
-    let (code, _) = call(&router, Method::DELETE, &s3, None).await;
-    assert_eq!(code, StatusCode::OK);
-    let (code, body) = call(&router, Method::POST, SERVICES, Some(late)).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    call(&router, Method::DELETE, &s3, None)
+        .await
+        .expect_code(StatusCode::OK);
+    let body = call(&router, Method::POST, SERVICES, Some(late))
+        .await
+        .expect_code(StatusCode::CREATED);
     assert_eq!(cluster_ip(&body), freed);
     assert!(taken.contains(&freed));
 }
@@ -356,23 +340,25 @@ async fn two_servers_on_one_store_never_hand_out_the_same_address() {
     assert_eq!(records.items.len(), held);
     // A deleted Service's address is free at once, through either server.
     let freed = cluster_ip(&results[0].1);
-    let (code, _) = call(
+    call(
         &rb,
         http::Method::DELETE,
         &format!("{SERVICES}/svc-0"),
         None,
     )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    .await
+    .expect_code(StatusCode::OK);
     assert!(store.get(&ip_record(freed)).await.unwrap().is_none());
     let again = service("again", json!({"clusterIP": freed.to_string()}));
-    let (code, body) = call(&ra, http::Method::POST, SERVICES, Some(again)).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    call(&ra, http::Method::POST, SERVICES, Some(again))
+        .await
+        .expect_code(StatusCode::CREATED);
     // An address the other server handed out is refused by this one.
     let taken = cluster_ip(&results[1].1);
     let thief = service("thief", json!({"clusterIP": taken.to_string()}));
-    let (code, body) = call(&ra, http::Method::POST, SERVICES, Some(thief)).await;
-    assert_status(code, &body, 422, "Invalid");
+    call(&ra, http::Method::POST, SERVICES, Some(thief))
+        .await
+        .expect_failure(422, "Invalid");
     a.shutdown();
     b.shutdown();
 }
@@ -383,18 +369,15 @@ async fn a_start_releases_leaked_records_and_records_what_services_hold() {
     let dir = tempfile::tempdir().unwrap();
     let open = || crate::harness::open_store(dir.path().join("store"));
     let store = open().await;
-    let first = ApiServer::new(store.clone(), config("10.99.0.0/28"))
-        .await
-        .unwrap();
-    let router = admin_router(&first);
-    let (code, body) = call(
+    let (first, router) = small_range_server(&store).await;
+    let body = call(
         &router,
         Method::POST,
         SERVICES,
         Some(service("kept", json!({}))),
     )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    .await
+    .expect_code(StatusCode::CREATED);
     let kept = cluster_ip(&body);
     first.shutdown();
     drop((first, router));
@@ -422,19 +405,19 @@ async fn a_start_releases_leaked_records_and_records_what_services_hold() {
     let second = ApiServer::new(store.clone(), config("10.99.0.0/28"))
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    let (ten_seconds, every) = (Duration::from_secs(10), Duration::from_millis(50));
+    eventually(ten_seconds, every, || async {
         let leaked_gone = store.get(&leaked).await.unwrap().is_none();
         let kept_back = store.get(&ip_record(kept)).await.unwrap().is_some();
         if leaked_gone && kept_back {
-            break;
+            Ok(())
+        } else {
+            Err(format!(
+                "not repaired: leaked gone {leaked_gone}, kept recorded {kept_back}"
+            ))
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not repaired: leaked gone {leaked_gone}, kept recorded {kept_back}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert!(store.get(&fresh).await.unwrap().is_some());
     second.shutdown();
 }

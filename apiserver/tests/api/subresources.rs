@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{TestServer, assert_status, message_of};
+use crate::harness::{Expect, TestServer, message_of};
 
 const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments/web";
 
@@ -9,11 +9,9 @@ async fn deployment(s: &TestServer) -> serde_json::Value {
     let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
         "status": {"replicas": 99}});
-    let (code, body) = s
-        .post("/apis/apps/v1/namespaces/default/deployments", d)
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    body
+
+    s.created("/apis/apps/v1/namespaces/default/deployments", d)
+        .await
 }
 
 #[tokio::test]
@@ -27,8 +25,7 @@ async fn status_and_spec_are_written_separately() {
     let mut with_status = d.clone();
     with_status["status"] = json!({"replicas": 2, "observedGeneration": 1});
     with_status["spec"]["replicas"] = json!(7);
-    let (code, body) = s.put(&format!("{DEPLOY}/status"), with_status).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    let body = s.put_ok(&format!("{DEPLOY}/status"), with_status).await;
     assert_eq!(body["status"]["replicas"], 2);
     assert_eq!(body["spec"]["replicas"], 2, "spec ignored through status");
 
@@ -42,17 +39,14 @@ async fn status_and_spec_are_written_separately() {
     );
     assert_eq!(body["spec"]["replicas"], 3);
 
-    let (code, body) = s
-        .patch(
+    let body = s
+        .merge_patch_ok(
             &format!("{DEPLOY}/status"),
-            "application/merge-patch+json",
             json!({"status": {"readyReplicas": 1}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK);
     assert_eq!(body["status"]["readyReplicas"], 1);
-    let (code, got) = s.get(&format!("{DEPLOY}/status")).await;
-    assert_eq!(code, StatusCode::OK);
+    let got = s.get_ok(&format!("{DEPLOY}/status")).await;
     assert_eq!(got["status"]["readyReplicas"], 1);
 }
 
@@ -60,27 +54,20 @@ async fn status_and_spec_are_written_separately() {
 async fn scale_reads_and_writes_replicas() {
     let s = TestServer::new().await;
     deployment(&s).await;
-    let (code, scale) = s.get(&format!("{DEPLOY}/scale")).await;
-    assert_eq!(code, StatusCode::OK);
+    let scale = s.get_ok(&format!("{DEPLOY}/scale")).await;
     assert_eq!(scale["kind"], "Scale");
     assert_eq!(scale["apiVersion"], "autoscaling/v1");
     assert_eq!(scale["spec"]["replicas"], 2);
     assert_eq!(scale["status"]["selector"], "app=web");
     let mut up = scale.clone();
     up["spec"]["replicas"] = json!(5);
-    let (code, body) = s.put(&format!("{DEPLOY}/scale"), up.clone()).await;
-    assert_eq!(code, StatusCode::OK, "{body}");
+    let body = s.put_ok(&format!("{DEPLOY}/scale"), up.clone()).await;
     assert_eq!(body["spec"]["replicas"], 5);
-    let (code, body) = s.put(&format!("{DEPLOY}/scale"), up).await;
-    assert_status(code, &body, 409, "Conflict");
-    let (code, body) = s
-        .patch(
-            &format!("{DEPLOY}/scale"),
-            "application/merge-patch+json",
-            json!({"spec": {"replicas": 1}}),
-        )
+    s.put(&format!("{DEPLOY}/scale"), up)
+        .await
+        .expect_failure(409, "Conflict");
+    s.merge_patch_ok(&format!("{DEPLOY}/scale"), json!({"spec": {"replicas": 1}}))
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
     let (_, d) = s.get(DEPLOY).await;
     assert_eq!(d["spec"]["replicas"], 1);
     assert_eq!(d["metadata"]["generation"], 3);
@@ -94,10 +81,9 @@ async fn binding_assigns_a_node_once() {
     let (_, created) = s.post("/api/v1/namespaces/default/pods", pod).await;
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/pods/p/binding", binding.clone())
+    let body = s
+        .created("/api/v1/namespaces/default/pods/p/binding", binding.clone())
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["status"], "Success");
     let (_, p) = s.get("/api/v1/namespaces/default/pods/p").await;
     assert_eq!(p["spec"]["nodeName"], "n1");
@@ -112,17 +98,16 @@ async fn binding_assigns_a_node_once() {
         p["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
     );
-    let (code, body) = s
+    let body = s
         .post("/api/v1/namespaces/default/pods/p/binding", binding)
-        .await;
-    assert_status(code, &body, 409, "Conflict");
+        .await
+        .expect_failure(409, "Conflict");
     assert!(message_of(&body).contains("is already assigned to node \"n1\""));
     let missing = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "gone"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/pods/gone/binding", missing)
-        .await;
-    assert_status(code, &body, 404, "NotFound");
+    s.post("/api/v1/namespaces/default/pods/gone/binding", missing)
+        .await
+        .expect_failure(404, "NotFound");
 }
 
 #[tokio::test]
@@ -135,19 +120,15 @@ async fn binding_a_recreated_pod_binds_the_new_one() {
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
     };
     s.post("/api/v1/namespaces/default/pods", pod.clone()).await;
-    let (code, _) = s
-        .post("/api/v1/namespaces/default/pods/p/binding", binding("n1"))
+    s.created("/api/v1/namespaces/default/pods/p/binding", binding("n1"))
         .await;
-    assert_eq!(code, StatusCode::CREATED);
     let (code, _) = s
         .delete("/api/v1/namespaces/default/pods/p?gracePeriodSeconds=0")
         .await;
     assert!(code.is_success());
     s.post("/api/v1/namespaces/default/pods", pod).await;
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/pods/p/binding", binding("n2"))
+    s.created("/api/v1/namespaces/default/pods/p/binding", binding("n2"))
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     let (_, p) = s.get("/api/v1/namespaces/default/pods/p").await;
     assert_eq!(p["spec"]["nodeName"], "n2");
 }
@@ -157,49 +138,41 @@ async fn eviction_respects_disruption_budgets() {
     let s = TestServer::new().await;
     let pod = json!({"metadata": {"name": "p", "labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
     s.post("/api/v1/namespaces/default/pods", pod).await;
-    s.patch(
+    s.merge_patch(
         "/api/v1/namespaces/default/pods/p/status",
-        "application/merge-patch+json",
         json!({"status": {"phase": "Running"}}),
     )
     .await;
     let pdb = json!({"metadata": {"name": "budget"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}});
-    let (code, _) = s
-        .post(
-            "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
-            pdb,
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED);
-    let eviction =
-        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}});
-    let (code, body) = s
-        .post(
-            "/api/v1/namespaces/default/pods/p/eviction",
-            eviction.clone(),
-        )
-        .await;
-    assert_status(code, &body, 429, "TooManyRequests");
-    s.patch(
-        "/apis/policy/v1/namespaces/default/poddisruptionbudgets/budget/status",
-        "application/merge-patch+json",
-        json!({"status": {"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}}),
+    s.created(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        pdb,
     )
     .await;
-    let (code, body) = s
-        .post("/api/v1/namespaces/default/pods/p/eviction", eviction)
+    let eviction =
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}});
+    s.post(
+        "/api/v1/namespaces/default/pods/p/eviction",
+        eviction.clone(),
+    )
+    .await
+    .expect_failure(429, "TooManyRequests");
+    let allowed = json!({"status": {"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
+    s.merge_patch(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets/budget/status",
+        allowed,
+    )
+    .await;
+    s.created("/api/v1/namespaces/default/pods/p/eviction", eviction)
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, _) = s.get("/api/v1/namespaces/default/pods/p").await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
-    let (code, _) = s
-        .call(
-            Method::GET,
-            "/api/v1/namespaces/default/pods/p/eviction",
-            None,
-        )
-        .await;
-    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+    s.get_not_found("/api/v1/namespaces/default/pods/p").await;
+    s.call(
+        Method::GET,
+        "/api/v1/namespaces/default/pods/p/eviction",
+        None,
+    )
+    .await
+    .expect_code(StatusCode::METHOD_NOT_ALLOWED);
 }
 
 #[tokio::test]
@@ -208,10 +181,10 @@ async fn log_options_are_checked_before_the_node_is_asked() {
     let pod =
         json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
     s.post("/api/v1/namespaces/default/pods", pod).await;
-    let (code, body) = s
+    let body = s
         .get("/api/v1/namespaces/default/pods/p/log?tailLines=-1&limitBytes=0")
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     assert_eq!(body["details"]["kind"], "PodLogOptions");
     let message = body["message"].as_str().unwrap();
     assert!(
@@ -222,14 +195,13 @@ async fn log_options_are_checked_before_the_node_is_asked() {
         message.contains("limitBytes: Invalid value: 0"),
         "{message}"
     );
-    let (code, body) = s
-        .get("/api/v1/namespaces/default/pods/p/log?tailLines=two")
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+    s.get("/api/v1/namespaces/default/pods/p/log?tailLines=two")
+        .await
+        .expect_failure(400, "BadRequest");
     // Valid options reach the pod, which has no node yet.
-    let (code, body) = s
+    let body = s
         .get("/api/v1/namespaces/default/pods/p/log?tailLines=2")
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
+        .await
+        .expect_failure(400, "BadRequest");
     assert!(message_of(&body).contains("does not have a host assigned"));
 }

@@ -5,7 +5,7 @@ use http::{HeaderMap, StatusCode, header};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticated, Authenticator};
 
-use crate::harness::{TestServer, assert_status};
+use crate::harness::{Expect, TestServer};
 
 const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -34,10 +34,9 @@ async fn service_account(server: &TestServer, name: &str, automount: Option<bool
     if let Some(a) = automount {
         sa["automountServiceAccountToken"] = json!(a);
     }
-    let (code, body) = server
-        .post("/api/v1/namespaces/default/serviceaccounts", sa)
+    server
+        .created("/api/v1/namespaces/default/serviceaccounts", sa)
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
 }
 
 async fn request_token(server: &TestServer, account: &str, spec: Value) -> (StatusCode, Value) {
@@ -62,13 +61,12 @@ async fn pods_get_an_api_access_volume_unless_they_or_their_account_opt_out() {
     assert!(orphan["spec"]["volumes"].is_null(), "{orphan}");
     service_account(&server, "default", None).await;
     service_account(&server, "quiet", Some(false)).await;
-    let (code, created) = server
-        .post(
+    let created = server
+        .created(
             "/api/v1/namespaces/default/pods",
             pod("p1", "default", None),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{created}");
     let volumes = created["spec"]["volumes"].as_array().expect("volumes");
     assert_eq!(volumes.len(), 1, "{created}");
     let volume = &volumes[0];
@@ -120,13 +118,13 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
         )
         .await;
     let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
-    let (code, issued) = request_token(
+    let issued = request_token(
         &server,
         "builder",
         json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "worker", "uid": uid}}),
     )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{issued}");
+    .await
+    .expect_code(StatusCode::CREATED);
     assert_eq!(issued["kind"], "TokenRequest");
     assert_eq!(issued["spec"]["expirationSeconds"], 3600);
     assert!(issued["status"]["expirationTimestamp"].is_string());
@@ -169,33 +167,35 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
 async fn token_requests_are_checked() {
     let server = TestServer::new().await;
     service_account(&server, "builder", None).await;
-    let (code, body) = request_token(&server, "builder", json!({"expirationSeconds": 60})).await;
-    assert_status(code, &body, 422, "Invalid");
-    let (code, body) = request_token(&server, "nobody", json!({})).await;
-    assert_status(code, &body, 404, "NotFound");
-    let (code, body) = request_token(
+    request_token(&server, "builder", json!({"expirationSeconds": 60}))
+        .await
+        .expect_failure(422, "Invalid");
+    request_token(&server, "nobody", json!({}))
+        .await
+        .expect_failure(404, "NotFound");
+    request_token(
         &server,
         "builder",
         json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "ghost"}}),
     )
-    .await;
-    assert_status(code, &body, 404, "NotFound");
-    let (code, body) = request_token(
+    .await
+    .expect_failure(404, "NotFound");
+    request_token(
         &server,
         "builder",
         json!({"boundObjectRef": {"kind": "ConfigMap", "apiVersion": "v1", "name": "x"}}),
     )
-    .await;
-    assert_status(code, &body, 422, "Invalid");
+    .await
+    .expect_failure(422, "Invalid");
 
     // A token for another audience is not accepted by the API server.
-    let (code, issued) = request_token(
+    let issued = request_token(
         &server,
         "builder",
         json!({"audiences": ["vault"], "expirationSeconds": 600}),
     )
-    .await;
-    assert_eq!(code, StatusCode::CREATED, "{issued}");
+    .await
+    .expect_code(StatusCode::CREATED);
     assert_eq!(issued["spec"]["audiences"], json!(["vault"]));
     let authn = Authenticator::default()
         .with_service_account_tokens(server.server.service_account_tokens());

@@ -4,8 +4,9 @@ use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 use skiff_store::Store;
 
-use crate::harness::{TestServer, assert_status};
-use http::StatusCode;
+use crate::harness::{TestServer, refused};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 fn ev(t: &str, n: &str) -> (String, String) {
     (t.to_string(), n.to_string())
@@ -15,21 +16,18 @@ fn ev(t: &str, n: &str) -> (String, String) {
 async fn watch_without_version_starts_with_current_state() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=true")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=true")).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "a"));
     let b = s.configmap("default", "b", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "b"));
     let mut changed = b.clone();
     changed["data"] = json!({"k": "2"});
-    s.put("/api/v1/namespaces/default/configmaps/b", changed)
-        .await;
+    s.put(&format!("{CMS}/b"), changed).await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "MODIFIED");
     assert_eq!(e["object"]["data"]["k"], "2");
     assert_eq!(e["object"]["kind"], "ConfigMap");
-    s.delete("/api/v1/namespaces/default/configmaps/a").await;
+    s.delete(&format!("{CMS}/a")).await;
     assert_eq!(w.next_summary().await, ev("DELETED", "a"));
 }
 
@@ -40,9 +38,7 @@ async fn watch_from_a_version_sends_only_later_events() {
     s.configmap("default", "b", json!({})).await;
     let rv = a["metadata"]["resourceVersion"].as_str().unwrap();
     let mut w = s
-        .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"
-        ))
+        .watch(&format!("{CMS}?watch=1&resourceVersion={rv}"))
         .await;
     assert_eq!(w.next_summary().await, ev("ADDED", "b"));
     assert!(
@@ -55,18 +51,16 @@ async fn watch_from_a_version_sends_only_later_events() {
 async fn selectors_turn_transitions_into_added_and_deleted() {
     let s = TestServer::new().await;
     let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&labelSelector=app%3Dweb")
+        .watch(&format!("{CMS}?watch=1&labelSelector=app%3Dweb"))
         .await;
     let other = s.configmap("default", "x", json!({"app": "db"})).await;
     let mut moved = other.clone();
     moved["metadata"]["labels"] = json!({"app": "web"});
-    let (_, moved) = s
-        .put("/api/v1/namespaces/default/configmaps/x", moved)
-        .await;
+    let (_, moved) = s.put(&format!("{CMS}/x"), moved).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "x"));
     let mut back = moved.clone();
     back["metadata"]["labels"] = json!({"app": "db"});
-    s.put("/api/v1/namespaces/default/configmaps/x", back).await;
+    s.put(&format!("{CMS}/x"), back).await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "DELETED");
     assert_eq!(
@@ -79,7 +73,7 @@ async fn selectors_turn_transitions_into_added_and_deleted() {
 async fn single_object_watch_by_field_selector() {
     let s = TestServer::new().await;
     let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&fieldSelector=metadata.name%3Dme")
+        .watch(&format!("{CMS}?watch=1&fieldSelector=metadata.name%3Dme"))
         .await;
     s.configmap("default", "other", json!({})).await;
     s.configmap("default", "me", json!({})).await;
@@ -89,9 +83,7 @@ async fn single_object_watch_by_field_selector() {
 #[tokio::test]
 async fn timeout_ends_the_stream() {
     let s = TestServer::new().await;
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1&timeoutSeconds=1")).await;
     assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
 }
 
@@ -99,9 +91,7 @@ async fn timeout_ends_the_stream() {
 async fn a_watch_ignores_the_clients_request_timeout() {
     let s = TestServer::new().await;
     // kubectl's --request-timeout=1s arrives as `timeout=1s`.
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeout=1s")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1&timeout=1s")).await;
     assert_eq!(
         w.next_within(Duration::from_millis(2500)).await,
         Err(()),
@@ -119,9 +109,7 @@ async fn without_timeout_seconds_a_watch_ends_within_twice_the_default() {
     };
     let s = TestServer::with_config(config).await;
     // Zero is no timeout of the client's own, as upstream reads it.
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=0")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1&timeoutSeconds=0")).await;
     let started = std::time::Instant::now();
     assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
     let lasted = started.elapsed();
@@ -142,9 +130,9 @@ async fn a_version_past_the_caches_history_is_served_from_the_store_until_compac
     for i in 0..4 {
         s.configmap("default", &format!("b{i}"), json!({})).await;
     }
-    s.delete("/api/v1/namespaces/default/configmaps/b0").await;
+    s.delete(&format!("{CMS}/b0")).await;
     let rv = first["metadata"]["resourceVersion"].as_str().unwrap();
-    let path = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}");
+    let path = format!("{CMS}?watch=1&resourceVersion={rv}");
     // The cache keeps two events; the store still has all five.
     let mut w = s.watch(&path).await;
     let mut seen = Vec::new();
@@ -193,7 +181,9 @@ async fn bookmarks_carry_the_current_version() {
     let cm = s.configmap("default", "a", json!({})).await;
     let rv = cm["metadata"]["resourceVersion"].as_str().unwrap();
     let mut w = s
-        .watch(&format!("/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"))
+        .watch(&format!(
+            "{CMS}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+        ))
         .await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "BOOKMARK");
@@ -218,10 +208,7 @@ async fn many_watchers_each_see_every_event() {
     let s = TestServer::new().await;
     let mut watchers = Vec::new();
     for _ in 0..50 {
-        watchers.push(
-            s.watch("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1")
-                .await,
-        );
+        watchers.push(s.watch(&format!("{CMS}?watch=1&resourceVersion=1")).await);
     }
     for i in 0..20 {
         s.configmap("default", &format!("cm{i:02}"), json!({}))
@@ -239,9 +226,7 @@ async fn a_slow_watcher_catches_up_from_history() {
     let s = TestServer::new().await;
     // This watcher is not read while 1,500 events (more than the live
     // buffer) happen, then must still see all of them in order.
-    let mut slow = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1")
-        .await;
+    let mut slow = s.watch(&format!("{CMS}?watch=1&resourceVersion=1")).await;
     for i in 0..1500 {
         s.configmap("default", &format!("cm{i:04}"), json!({}))
             .await;
@@ -255,9 +240,9 @@ async fn a_slow_watcher_catches_up_from_history() {
 async fn streaming_list_ends_initial_events_with_a_bookmark() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
-        .await;
+    let query =
+        "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+    let mut w = s.watch(&format!("{CMS}?{query}")).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "a"));
     let bookmark = w.next().await.unwrap();
     assert_eq!(bookmark["type"], "BOOKMARK");
@@ -276,9 +261,7 @@ async fn a_watch_from_a_version_the_store_has_not_reached_fails_after_a_wait() {
     let ahead = current + 1000;
     let started = std::time::Instant::now();
     let mut w = s
-        .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={ahead}"
-        ))
+        .watch(&format!("{CMS}?watch=1&resourceVersion={ahead}"))
         .await;
     let event = w
         .next_within(Duration::from_secs(8))
@@ -310,9 +293,7 @@ async fn a_watch_slightly_ahead_is_served_once_the_store_gets_there() {
     let s = TestServer::new().await;
     let next = s.store.current_revision() + 1;
     let mut w = s
-        .watch(&format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={next}"
-        ))
+        .watch(&format!("{CMS}?watch=1&resourceVersion={next}"))
         .await;
     s.configmap("default", "first", json!({})).await; // at `next`: not sent
     s.configmap("default", "second", json!({})).await;
@@ -324,15 +305,13 @@ async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
     let s = TestServer::new().await;
     let current = s.store.current_revision();
     let ahead = current + 50;
-    let (code, body) = s
-        .get(&format!(
-            "/api/v1/namespaces/default/configmaps?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
-        ))
-        .await;
-    assert_status(code, &body, 504, "Timeout");
-    assert_eq!(
-        body["message"],
-        format!("Timeout: Too large resource version: {ahead}, current: {current}")
+    let ahead_of_the_store =
+        format!("{CMS}?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan");
+    let body = refused(
+        s.get(&ahead_of_the_store).await,
+        504,
+        "Timeout",
+        &format!("Timeout: Too large resource version: {ahead}, current: {current}"),
     );
     assert_eq!(body["details"]["retryAfterSeconds"], 1);
 }
@@ -344,13 +323,10 @@ async fn a_watch_outlives_the_request_timeout() {
         ..Default::default()
     };
     let s = TestServer::with_config(config).await;
-    let mut w = s
-        .watch("/api/v1/namespaces/default/configmaps?watch=1")
-        .await;
+    let mut w = s.watch(&format!("{CMS}?watch=1")).await;
     assert_eq!(w.next_within(Duration::from_millis(2500)).await, Err(()));
     s.configmap("default", "late", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "late"));
     // Requests that are not long-running still answer within it.
-    let (code, _) = s.get("/api/v1/namespaces/default/configmaps").await;
-    assert_eq!(code, StatusCode::OK);
+    s.get_ok(CMS).await;
 }

@@ -27,7 +27,7 @@ use rcgen::{
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::harness::{KeptStore, TestServer, assert_status, message_of, strings};
+use crate::harness::{Expect, KeptStore, TestServer, message_of, refused, strings};
 
 /// A CA that signs webhook serving certificates.
 struct TestCa {
@@ -176,6 +176,12 @@ impl Hook {
         }
     }
 
+    /// A hook on 127.0.0.1 with a serving certificate from `ca` that
+    /// answers at once: what most tests run.
+    async fn local(ca: &TestCa, answer: Answer) -> Self {
+        Self::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, answer).await
+    }
+
     fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
     }
@@ -221,6 +227,11 @@ fn webhook(name: &str, client_config: Value, extra: Value) -> Value {
     hook
 }
 
+/// One webhook entry on configmaps that calls `url`, trusting `ca`.
+fn url_hook(ca: &TestCa, name: &str, url: String, extra: Value) -> Value {
+    webhook(name, url_config(ca, url), extra)
+}
+
 fn url_config(ca: &TestCa, url: String) -> Value {
     json!({"url": url, "caBundle": ca.bundle()})
 }
@@ -230,14 +241,28 @@ async fn configure(server: &TestServer, kind: &str, name: &str, hooks: Vec<Value
         "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
         _ => "validatingwebhookconfigurations",
     };
-    let (code, body) = server
-        .post(
+    server
+        .created(
             &format!("/apis/admissionregistration.k8s.io/v1/{resource}"),
             json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
                 "metadata": {"name": name}, "webhooks": hooks}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+}
+
+/// A ValidatingWebhookConfiguration `name` of the one `hook`.
+async fn validating(server: &TestServer, name: &str, hook: Value) {
+    configure(server, "ValidatingWebhookConfiguration", name, vec![hook]).await;
+}
+
+/// A MutatingWebhookConfiguration `name` of the one `hook`.
+async fn mutating(server: &TestServer, name: &str, hook: Value) {
+    configure(server, "MutatingWebhookConfiguration", name, vec![hook]).await;
+}
+
+/// A webhook's extra fields: an object selector on the one label `key`.
+fn selecting(key: &str, value: &str) -> Value {
+    json!({"objectSelector": {"matchLabels": {key: value}}})
 }
 
 fn configmap(name: &str, labels: Value) -> Value {
@@ -247,19 +272,28 @@ fn configmap(name: &str, labels: Value) -> Value {
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// POSTs configmap `name` with `labels` (which the hooks select on).
+async fn post_configmap(server: &TestServer, name: &str, labels: Value) -> (StatusCode, Value) {
+    server.post(CMS, configmap(name, labels)).await
+}
+
+/// Creates configmap `name` with `labels`, which must be admitted.
+async fn create_configmap(server: &TestServer, name: &str, labels: Value) -> Value {
+    server.created(CMS, configmap(name, labels)).await
+}
+
 #[tokio::test]
 async fn configurations_get_defaults_validation_and_their_table() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "defaults",
-        vec![webhook(
+        webhook(
             "m.example.com",
             json!({"service": {"namespace": "default", "name": "hooks"}, "caBundle": ca.bundle()}),
             json!({}),
-        )],
+        ),
     )
     .await;
     let (_, stored) = server
@@ -280,13 +314,13 @@ async fn configurations_get_defaults_validation_and_their_table() {
         "webhooks": [webhook("v.example.com", json!({"url": "http://127.0.0.1/x"}),
                 json!({"timeoutSeconds": 31})),
             webhook("v.example.com", json!({"url": "https://127.0.0.1/x"}), json!({}))]});
-    let (code, body) = server
+    let body = server
         .post(
             "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
             bad,
         )
-        .await;
-    assert_status(code, &body, 422, "Invalid");
+        .await
+        .expect_failure(422, "Invalid");
     let message = body["message"].as_str().unwrap();
     for part in [
         "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
@@ -316,30 +350,23 @@ async fn configurations_get_defaults_validation_and_their_table() {
 async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("no configmaps here"),
-    )
-    .await;
-    configure(
+    let hook = Hook::local(&ca, deny("no configmaps here")).await;
+    validating(
         &server,
-        "ValidatingWebhookConfiguration",
         "deny",
-        vec![webhook(
+        url_hook(
+            &ca,
             "deny.example.com",
-            url_config(&ca, hook.url("/validate")),
-            json!({"objectSelector": {"matchLabels": {"guarded": "yes"}}}),
-        )],
+            hook.url("/validate"),
+            selecting("guarded", "yes"),
+        ),
     )
     .await;
-    let (code, body) = server
-        .post(CMS, configmap("refused", json!({"guarded": "yes"})))
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
-    assert_eq!(
-        body["message"],
-        "admission webhook \"deny.example.com\" denied the request: no configmaps here"
+    refused(
+        post_configmap(&server, "refused", json!({"guarded": "yes"})).await,
+        403,
+        "Forbidden",
+        "admission webhook \"deny.example.com\" denied the request: no configmaps here",
     );
     let (code, _) = server.get(&format!("{CMS}/refused")).await;
     assert_eq!(
@@ -349,19 +376,16 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
     );
 
     // The object selector leaves other objects alone.
-    let (code, body) = server
-        .post(CMS, configmap("free", json!({"guarded": "no"})))
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    create_configmap(&server, "free", json!({"guarded": "no"})).await;
     // Labelling it into the selector is refused on update (new labels),
     // as is its deletion once the stored object carries them.
-    let (code, body) = server
+    server
         .put(
             &format!("{CMS}/free"),
             configmap("free", json!({"guarded": "yes"})),
         )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+        .await
+        .expect_failure(403, "Forbidden");
 
     let requests = hook.requests();
     assert_eq!(requests.len(), 2, "only selected writes reach the webhook");
@@ -416,16 +440,11 @@ async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
         response["auditAnnotations"] = json!({"decision": "labelled"});
         response
     });
-    let hook = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, patch_and_warn).await;
-    configure(
+    let hook = Hook::local(&ca, patch_and_warn).await;
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "label",
-        vec![webhook(
-            "label.example.com",
-            url_config(&ca, hook.url("/mutate")),
-            json!({}),
-        )],
+        url_hook(&ca, "label.example.com", hook.url("/mutate"), json!({})),
     )
     .await;
     let request = Request::builder()
@@ -461,23 +480,20 @@ async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
     assert_eq!(stored["metadata"]["labels"]["app"], "a");
 
     // An update that drops the label gets it back from the webhook.
-    let (code, updated) = server
-        .put(&format!("{CMS}/one"), configmap("one", json!({"app": "b"})))
+    let updated = server
+        .put_ok(&format!("{CMS}/one"), configmap("one", json!({"app": "b"})))
         .await;
-    assert_eq!(code, StatusCode::OK, "{updated}");
     assert_eq!(
         updated["metadata"]["labels"],
         json!({"app": "b", "mutated": "yes"})
     );
     // A merge patch goes through the same step.
-    let (code, patched) = server
-        .patch(
+    let patched = server
+        .merge_patch_ok(
             &format!("{CMS}/one"),
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"mutated": null, "app": "c"}}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{patched}");
     assert_eq!(
         patched["metadata"]["labels"],
         json!({"app": "c", "mutated": "yes"})
@@ -499,25 +515,29 @@ async fn failures_fail_closed_or_open_by_policy() {
         "ValidatingWebhookConfiguration",
         "failing",
         vec![
-            webhook(
+            url_hook(
+                &ca,
                 "slow.example.com",
-                url_config(&ca, slow.url("/slow")),
+                slow.url("/slow"),
                 json!({"timeoutSeconds": 1, "objectSelector": {"matchLabels": {"hook": "slow"}}}),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "slow-ignored.example.com",
-                url_config(&ca, slow.url("/slow")),
+                slow.url("/slow"),
                 json!({"timeoutSeconds": 1, "failurePolicy": "Ignore",
                     "objectSelector": {"matchLabels": {"hook": "slow-ignored"}}}),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "down.example.com",
-                url_config(&ca, format!("https://127.0.0.1:{closed_port}/x")),
-                json!({"objectSelector": {"matchLabels": {"hook": "down"}}}),
+                format!("https://127.0.0.1:{closed_port}/x"),
+                selecting("hook", "down"),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "down-ignored.example.com",
-                url_config(&ca, format!("https://127.0.0.1:{closed_port}/x")),
+                format!("https://127.0.0.1:{closed_port}/x"),
                 json!({"failurePolicy": "Ignore",
                     "objectSelector": {"matchLabels": {"hook": "down-ignored"}}}),
             ),
@@ -525,31 +545,27 @@ async fn failures_fail_closed_or_open_by_policy() {
     )
     .await;
     let started = std::time::Instant::now();
-    let (code, body) = server
-        .post(CMS, configmap("slow", json!({"hook": "slow"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        format!(
+    refused(
+        post_configmap(&server, "slow", json!({"hook": "slow"})).await,
+        500,
+        "InternalError",
+        &format!(
             "Internal error occurred: failed calling webhook \"slow.example.com\": failed to call webhook: Post \"https://127.0.0.1:{}/slow?timeout=1s\": context deadline exceeded",
             slow.port
-        )
+        ),
     );
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "the timeout is enforced"
     );
 
-    let (code, body) = server
-        .post(CMS, configmap("down", json!({"hook": "down"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        format!(
+    refused(
+        post_configmap(&server, "down", json!({"hook": "down"})).await,
+        500,
+        "InternalError",
+        &format!(
             "Internal error occurred: failed calling webhook \"down.example.com\": failed to call webhook: Post \"https://127.0.0.1:{closed_port}/x?timeout=10s\": dial tcp 127.0.0.1:{closed_port}: connect: connection refused"
-        )
+        ),
     );
 
     for name in ["slow-ignored", "down-ignored"] {
@@ -564,43 +580,26 @@ async fn failures_fail_closed_or_open_by_policy() {
 async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        add_label("seen", "yes"),
-    )
+    let hook = Hook::local(&ca, add_label("seen", "yes")).await;
+    mutating(&server, "dry", url_hook(&ca, "dry.example.com", hook.url("/m"), json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}})))
     .await;
-    configure(
-        &server,
-        "MutatingWebhookConfiguration",
-        "dry",
-        vec![webhook(
-            "dry.example.com",
-            url_config(&ca, hook.url("/m")),
-            json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}}),
-        )],
-    )
-    .await;
-    let (code, body) = server
-        .post(
+    let body = server
+        .created(
             &format!("{CMS}?dryRun=All"),
             configmap("dry", json!({"hook": "dry"})),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(body["metadata"]["labels"]["seen"], "yes");
     assert_eq!(hook.requests()[0]["dryRun"], true);
     assert_eq!(hook.requests()[0]["options"]["dryRun"], json!(["All"]));
-    let (code, _) = server.get(&format!("{CMS}/dry")).await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    server.get_not_found(&format!("{CMS}/dry")).await;
 
     // v1 no longer accepts a webhook with side effects; one stored before
     // (written here straight to the store) refuses dry runs.
     let legacy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "legacy", "uid": "1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "webhooks": [webhook("effects.example.com", url_config(&ca, hook.url("/v")),
-            json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+        "webhooks": [url_hook(&ca, "effects.example.com", hook.url("/v"), json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
                 "timeoutSeconds": 10, "namespaceSelector": {},
                 "objectSelector": {"matchLabels": {"hook": "effects"}}}))]});
     use skiff_store::Store;
@@ -613,16 +612,16 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (code, body) = server
-        .post(
-            &format!("{CMS}?dryRun=All"),
-            configmap("effects", json!({"hook": "effects"})),
-        )
-        .await;
-    assert_status(code, &body, 400, "BadRequest");
-    assert_eq!(
-        body["message"],
-        "admission webhook \"effects.example.com\" does not support dry run"
+    refused(
+        server
+            .post(
+                &format!("{CMS}?dryRun=All"),
+                configmap("effects", json!({"hook": "effects"})),
+            )
+            .await,
+        400,
+        "BadRequest",
+        "admission webhook \"effects.example.com\" does not support dry run",
     );
     assert_eq!(
         hook.requests().len(),
@@ -635,57 +634,49 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
 async fn the_namespace_selector_reads_the_namespaces_labels() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("guarded namespace"),
-    )
-    .await;
+    let hook = Hook::local(&ca, deny("guarded namespace")).await;
     let namespace = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
     for (name, labels) in [("labelled", json!({"webhooks": "on"})), ("open", json!({}))] {
-        let (code, body) = server
-            .post("/api/v1/namespaces", namespace(name, labels))
+        server
+            .created("/api/v1/namespaces", namespace(name, labels))
             .await;
-        assert_eq!(code, StatusCode::CREATED, "{body}");
     }
-    let mut entry = webhook(
+    let mut entry = url_hook(
+        &ca,
         "ns.example.com",
-        url_config(&ca, hook.url("/v")),
+        hook.url("/v"),
         json!({"namespaceSelector": {"matchLabels": {"webhooks": "on"}}}),
     );
     entry["rules"][0]["resources"] = json!(["configmaps", "namespaces"]);
-    configure(&server, "ValidatingWebhookConfiguration", "ns", vec![entry]).await;
+    validating(&server, "ns", entry).await;
 
-    let (code, body) = server
+    server
         .post(
             "/api/v1/namespaces/labelled/configmaps",
             configmap("c", json!({})),
         )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
-    let (code, body) = server
-        .post(
+        .await
+        .expect_failure(403, "Forbidden");
+    server
+        .created(
             "/api/v1/namespaces/open/configmaps",
             configmap("c", json!({})),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     // A Namespace itself is judged by its own (new) labels.
-    let (code, body) = server
+    server
         .post(
             "/api/v1/namespaces",
             namespace("new-labelled", json!({"webhooks": "on"})),
         )
+        .await
+        .expect_failure(403, "Forbidden");
+    server
+        .created("/api/v1/namespaces", namespace("new-open", json!({})))
         .await;
-    assert_status(code, &body, 403, "Forbidden");
-    let (code, body) = server
-        .post("/api/v1/namespaces", namespace("new-open", json!({})))
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     let (code, _) = server
-        .patch(
+        .merge_patch(
             "/api/v1/namespaces/open",
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"webhooks": "on"}}}),
         )
         .await;
@@ -717,38 +708,27 @@ async fn reinvocation_calls_an_if_needed_webhook_again_after_a_later_change() {
             json!({"allowed": true})
         }
     });
-    let first_hook = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, first).await;
-    let second_hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        add_label("second", "yes"),
-    )
-    .await;
+    let first_hook = Hook::local(&ca, first).await;
+    let second_hook = Hook::local(&ca, add_label("second", "yes")).await;
     // Configurations are called in name order: a-first before b-second.
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "b-second",
-        vec![webhook(
-            "second.example.com",
-            url_config(&ca, second_hook.url("/m")),
-            json!({}),
-        )],
+        url_hook(&ca, "second.example.com", second_hook.url("/m"), json!({})),
     )
     .await;
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "a-first",
-        vec![webhook(
+        url_hook(
+            &ca,
             "first.example.com",
-            url_config(&ca, first_hook.url("/m")),
+            first_hook.url("/m"),
             json!({"reinvocationPolicy": "IfNeeded"}),
-        )],
+        ),
     )
     .await;
-    let (code, body) = server.post(CMS, configmap("r", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = create_configmap(&server, "r", json!({})).await;
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(body["metadata"]["labels"]["second"], "yes");
     assert_eq!(body["metadata"]["labels"]["first-saw-second"], "yes");
@@ -765,23 +745,16 @@ async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() 
         add_label("via", "service"),
     )
     .await;
-    let (code, body) = server
-        .post(
-            "/api/v1/namespaces",
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "webhooks"}}),
-        )
-        .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post(
+    server.namespace("webhooks").await;
+    server
+        .created(
             "/api/v1/namespaces/webhooks/services",
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
                 "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hook.port}]}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/apis/discovery.k8s.io/v1/namespaces/webhooks/endpointslices",
             json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                 "metadata": {"name": "hooks-1", "labels": {"kubernetes.io/service-name": "hooks"}},
@@ -791,21 +764,18 @@ async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() 
                 "ports": [{"name": "https", "port": hook.port, "protocol": "TCP"}]}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    configure(
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "svc",
-        vec![webhook(
+        webhook(
             "svc.example.com",
             json!({"service": {"namespace": "webhooks", "name": "hooks", "path": "/mutate"},
                 "caBundle": ca.bundle()}),
             json!({}),
-        )],
+        ),
     )
     .await;
-    let (code, body) = server.post(CMS, configmap("s", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let body = create_configmap(&server, "s", json!({})).await;
     assert_eq!(body["metadata"]["labels"]["via"], "service");
 }
 
@@ -828,24 +798,26 @@ async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
         "ValidatingWebhookConfiguration",
         "tls",
         vec![
-            webhook(
+            url_hook(
+                &ca,
                 "impostor.example.com",
-                url_config(&ca, impostor.url("/v")),
-                json!({"objectSelector": {"matchLabels": {"hook": "impostor"}}}),
+                impostor.url("/v"),
+                selecting("hook", "impostor"),
             ),
-            webhook(
+            url_hook(
+                &ca,
                 "misnamed.example.com",
-                url_config(&ca, misnamed.url("/v")),
-                json!({"objectSelector": {"matchLabels": {"hook": "misnamed"}}}),
+                misnamed.url("/v"),
+                selecting("hook", "misnamed"),
             ),
         ],
     )
     .await;
     for name in ["impostor", "misnamed"] {
-        let (code, body) = server
+        let body = server
             .post(CMS, configmap(name, json!({"hook": name})))
-            .await;
-        assert_status(code, &body, 500, "InternalError");
+            .await
+            .expect_failure(500, "InternalError");
         let message = body["message"].as_str().unwrap();
         assert!(
             message.contains(&format!("failed calling webhook \"{name}.example.com\"")),
@@ -868,70 +840,51 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
         json!({"allowed": true, "patchType": "JSONPatch",
             "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
     });
-    let renamer = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, rename).await;
-    let patcher = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        add_label("x", "y"),
-    )
-    .await;
-    configure(
+    let renamer = Hook::local(&ca, rename).await;
+    let patcher = Hook::local(&ca, add_label("x", "y")).await;
+    mutating(
         &server,
-        "MutatingWebhookConfiguration",
         "rename",
-        vec![webhook(
+        url_hook(
+            &ca,
             "rename.example.com",
-            url_config(&ca, renamer.url("/m")),
-            json!({"objectSelector": {"matchLabels": {"hook": "rename"}}}),
-        )],
+            renamer.url("/m"),
+            selecting("hook", "rename"),
+        ),
     )
     .await;
-    configure(
+    validating(
         &server,
-        "ValidatingWebhookConfiguration",
         "patching-validator",
-        vec![webhook(
+        url_hook(
+            &ca,
             "patcher.example.com",
-            url_config(&ca, patcher.url("/v")),
-            json!({"objectSelector": {"matchLabels": {"hook": "patcher"}}}),
-        )],
+            patcher.url("/v"),
+            selecting("hook", "patcher"),
+        ),
     )
     .await;
-    let (code, body) = server
-        .post(CMS, configmap("mine", json!({"hook": "rename"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        "Internal error occurred: admission webhook \"rename.example.com\" attempted to change the object's name, which is not allowed"
+    refused(
+        post_configmap(&server, "mine", json!({"hook": "rename"})).await,
+        500,
+        "InternalError",
+        "Internal error occurred: admission webhook \"rename.example.com\" attempted to change the object's name, which is not allowed",
     );
-    let (code, body) = server
-        .post(CMS, configmap("v", json!({"hook": "patcher"})))
-        .await;
-    assert_status(code, &body, 500, "InternalError");
-    assert_eq!(
-        body["message"],
-        "Internal error occurred: failed calling webhook \"patcher.example.com\": received invalid webhook response: unsupported fields in response: patch"
+    refused(
+        post_configmap(&server, "v", json!({"hook": "patcher"})).await,
+        500,
+        "InternalError",
+        "Internal error occurred: failed calling webhook \"patcher.example.com\": received invalid webhook response: unsupported fields in response: patch",
     );
-    let (code, _) = server.get(&format!("{CMS}/other")).await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    server.get_not_found(&format!("{CMS}/other")).await;
 }
 
 #[tokio::test]
 async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("nothing passes"),
-    )
-    .await;
-    let mut everything = webhook(
-        "all.example.com",
-        url_config(&ca, hook.url("/v")),
-        json!({}),
-    );
+    let hook = Hook::local(&ca, deny("nothing passes")).await;
+    let mut everything = url_hook(&ca, "all.example.com", hook.url("/v"), json!({}));
     everything["rules"] = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
         "resources": ["*/*"]}]);
     configure(
@@ -941,14 +894,12 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
         vec![everything],
     )
     .await;
-    let (code, _) = server.post(CMS, configmap("blocked", json!({}))).await;
+    let (code, _) = post_configmap(&server, "blocked", json!({})).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "the hook does refuse");
-    let (code, body) = server
-        .delete("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/lockout")
+    server
+        .delete_ok("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/lockout")
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
-    let (code, body) = server.post(CMS, configmap("free", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
+    create_configmap(&server, "free", json!({})).await;
     assert!(
         hook.requests()
             .iter()
@@ -960,24 +911,14 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
 async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let hook = Hook::start(
-        ca.serving(&["127.0.0.1"]),
-        Duration::ZERO,
-        deny("kept as it is"),
-    )
-    .await;
-    let mut entry = webhook(
-        "keep.example.com",
-        url_config(&ca, hook.url("/v")),
-        json!({}),
-    );
+    let hook = Hook::local(&ca, deny("kept as it is")).await;
+    let mut entry = url_hook(&ca, "keep.example.com", hook.url("/v"), json!({}));
     entry["rules"] = json!([
         {"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
         {"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
-    let (code, body) = server.post(CMS, configmap("kept", json!({}))).await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (code, body) = server
-        .post(
+    create_configmap(&server, "kept", json!({})).await;
+    server
+        .created(
             "/apis/apps/v1/namespaces/default/deployments",
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                 "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
@@ -985,7 +926,6 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     configure(
         &server,
         "ValidatingWebhookConfiguration",
@@ -994,25 +934,24 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     )
     .await;
 
-    let (code, body) = server.delete(&format!("{CMS}/kept")).await;
-    assert_status(code, &body, 403, "Forbidden");
-    let (code, body) = server
-        .patch(
+    server
+        .delete(&format!("{CMS}/kept"))
+        .await
+        .expect_failure(403, "Forbidden");
+    server
+        .merge_patch(
             "/apis/apps/v1/namespaces/default/deployments/web/scale",
-            "application/merge-patch+json",
             json!({"spec": {"replicas": 3}}),
         )
-        .await;
-    assert_status(code, &body, 403, "Forbidden");
+        .await
+        .expect_failure(403, "Forbidden");
     // Scaling the deployment object itself is no scale write.
-    let (code, body) = server
-        .patch(
+    server
+        .merge_patch_ok(
             "/apis/apps/v1/namespaces/default/deployments/web",
-            "application/merge-patch+json",
             json!({"spec": {"replicas": 2}}),
         )
         .await;
-    assert_eq!(code, StatusCode::OK, "{body}");
 
     let requests = hook.requests();
     assert_eq!(requests.len(), 2);
@@ -1036,19 +975,21 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
 async fn match_policy_equivalent_sends_the_version_the_rule_names() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
-    let equivalent = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, allow()).await;
-    let exact = Hook::start(ca.serving(&["127.0.0.1"]), Duration::ZERO, allow()).await;
+    let equivalent = Hook::local(&ca, allow()).await;
+    let exact = Hook::local(&ca, allow()).await;
     let rules = json!([{"operations": ["CREATE"], "apiGroups": ["events.k8s.io"],
         "apiVersions": ["v1"], "resources": ["events"]}]);
-    let mut equivalent_entry = webhook(
+    let mut equivalent_entry = url_hook(
+        &ca,
         "equivalent.example.com",
-        url_config(&ca, equivalent.url("/v")),
+        equivalent.url("/v"),
         json!({}),
     );
     equivalent_entry["rules"] = rules.clone();
-    let mut exact_entry = webhook(
+    let mut exact_entry = url_hook(
+        &ca,
         "exact.example.com",
-        url_config(&ca, exact.url("/v")),
+        exact.url("/v"),
         json!({"matchPolicy": "Exact"}),
     );
     exact_entry["rules"] = rules;
@@ -1060,15 +1001,14 @@ async fn match_policy_equivalent_sends_the_version_the_rule_names() {
     )
     .await;
     // A core/v1 Event is the same stored resource as events.k8s.io/v1's.
-    let (code, body) = server
-        .post(
+    server
+        .created(
             "/api/v1/namespaces/default/events",
             json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
                 "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
                 "reason": "Tested", "message": "hello", "type": "Normal"}),
         )
         .await;
-    assert_eq!(code, StatusCode::CREATED, "{body}");
     assert!(
         exact.requests().is_empty(),
         "Exact does not match another version"
@@ -1111,22 +1051,23 @@ async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
             "MutatingWebhookConfiguration",
             "ValidatingWebhookConfiguration",
         ] {
-            let mut entry = webhook("down.example.com", url_config(&ca, down.clone()), json!({}));
+            let mut entry = url_hook(&ca, "down.example.com", down.clone(), json!({}));
             entry["rules"] = everything.clone();
             configure(&s, kind, "down", vec![entry]).await;
         }
         // Every write is refused now, a delete of a default binding too.
-        let (code, body) = s
-            .delete(
-                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:public-info-viewer",
-            )
-            .await;
-        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        s.delete(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:public-info-viewer",
+        )
+        .await
+        .expect_code(StatusCode::INTERNAL_SERVER_ERROR);
         s.stop().await;
     }
     let s = disk.start().await;
-    let (code, body) = s.post(CMS, configmap("after", json!({}))).await;
-    assert_status(code, &body, 500, "InternalError");
+    let body = s
+        .post(CMS, configmap("after", json!({})))
+        .await
+        .expect_failure(500, "InternalError");
     assert!(
         message_of(&body).contains("failed calling webhook \"down.example.com\""),
         "{body}"

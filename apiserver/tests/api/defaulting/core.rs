@@ -425,9 +425,8 @@ async fn a_pod_stored_before_a_default_existed_still_takes_label_patches() {
         .await
         .unwrap();
     let (code, patched) = s
-        .patch(
+        .merge_patch(
             &format!("{PODS}/old"),
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"touched": "yes"}}}),
         )
         .await;

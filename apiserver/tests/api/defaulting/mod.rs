@@ -36,8 +36,7 @@ pub async fn run(cases: Vec<Case>) {
             failures.push(format!("{}: create answered {code}: {created}", case.what));
             continue;
         }
-        let (code, stored) = s.get(&format!("{}/{name}", case.path)).await;
-        assert_eq!(code, StatusCode::OK, "{stored}");
+        let stored = s.get_ok(&format!("{}/{name}", case.path)).await;
         for (label, object) in [("created", &created), ("stored", &stored)] {
             for (pointer, want) in &case.want {
                 let got = object.pointer(pointer).cloned().unwrap_or(Value::Null);
