@@ -18,7 +18,7 @@
 // and nothing outside this binary sees its items.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,25 +37,28 @@ use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store};
 use skiff_testkit::UserInfo;
 
 /// Counts live heap bytes, so a phase's memory growth can be read without the
-/// allocator's retention blurring it as RSS does.
+/// allocator's retention blurring it as RSS does. Underneath is jemalloc, the
+/// allocator the `skiff` binary runs on, so the path is measured as it runs.
 struct CountingAlloc;
 
 static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
 
+static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
+        let p = unsafe { JEMALLOC.alloc(layout) };
         if !p.is_null() {
             LIVE_BYTES.fetch_add(layout.size() as i64, Ordering::Relaxed);
         }
         p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { JEMALLOC.dealloc(ptr, layout) };
         LIVE_BYTES.fetch_sub(layout.size() as i64, Ordering::Relaxed);
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = unsafe { JEMALLOC.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             LIVE_BYTES.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
         }
