@@ -17,15 +17,8 @@ const MIN_THRESHOLD: i64 = 23 * MB;
 const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 
 /// The ImageLocality plugin.
+#[derive(Default)]
 pub(crate) struct ImageLocality;
-
-/// Constructor for the registry.
-pub(crate) fn new(
-    _args: &serde_json::Value,
-    _s: &Services,
-) -> Result<Arc<dyn Plugin>, ConfigError> {
-    Ok(Arc::new(ImageLocality))
-}
 
 /// Adds ":latest" to image names without a tag or digest, as the runtime does.
 pub(crate) fn normalize_image(name: &str) -> String {

@@ -14,22 +14,44 @@ pub(crate) mod pod_topology_spread;
 pub(crate) mod taint_toleration;
 pub(crate) mod volume_binding;
 
-use crate::framework::Registry;
+use std::sync::Arc;
+
+use crate::framework::{ConfigError, Plugin, Registry, Services};
+
+/// The constructor of a plugin that takes no arguments and holds no state.
+fn stateless<P: Plugin + Default + 'static>(
+    _args: &serde_json::Value,
+    _s: &Services,
+) -> Result<Arc<dyn Plugin>, ConfigError> {
+    Ok(Arc::new(P::default()))
+}
 
 /// A registry with every in-tree plugin, including DefaultPreemption.
 pub fn in_tree_registry() -> Registry {
     let mut r = Registry::new();
-    r.register(node_unschedulable::NAME, node_unschedulable::new);
-    r.register(node_name::NAME, node_name::new);
-    r.register(taint_toleration::NAME, taint_toleration::new);
-    r.register(node_affinity::NAME, node_affinity::new);
-    r.register(node_ports::NAME, node_ports::new);
+    r.register(
+        node_unschedulable::NAME,
+        stateless::<node_unschedulable::NodeUnschedulable>,
+    );
+    r.register(node_name::NAME, stateless::<node_name::NodeName>);
+    r.register(
+        taint_toleration::NAME,
+        stateless::<taint_toleration::TaintToleration>,
+    );
+    r.register(
+        node_affinity::NAME,
+        stateless::<node_affinity::NodeAffinity>,
+    );
+    r.register(node_ports::NAME, stateless::<node_ports::NodePorts>);
     r.register(node_resources_fit::NAME, node_resources_fit::new);
     r.register(volume_binding::NAME, volume_binding::new);
     r.register(pod_topology_spread::NAME, pod_topology_spread::new);
     r.register(inter_pod_affinity::NAME, inter_pod_affinity::new);
     r.register(balanced_allocation::NAME, balanced_allocation::new);
-    r.register(image_locality::NAME, image_locality::new);
+    r.register(
+        image_locality::NAME,
+        stateless::<image_locality::ImageLocality>,
+    );
     r.register(default_binder::NAME, default_binder::new);
     r.register(crate::preemption::NAME, crate::preemption::new);
     r

@@ -17,15 +17,8 @@ const PRE_FILTER_KEY: &str = "PreFilterNodeAffinity";
 const PRE_SCORE_KEY: &str = "PreScoreNodeAffinity";
 
 /// The NodeAffinity plugin.
+#[derive(Default)]
 pub(crate) struct NodeAffinity;
-
-/// Constructor for the registry.
-pub(crate) fn new(
-    _args: &serde_json::Value,
-    _s: &Services,
-) -> Result<Arc<dyn Plugin>, ConfigError> {
-    Ok(Arc::new(NodeAffinity))
-}
 
 impl Plugin for NodeAffinity {
     fn name(&self) -> &'static str {

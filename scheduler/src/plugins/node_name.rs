@@ -1,7 +1,5 @@
 //! NodeName: a pod that names a node fits only that node.
 
-use std::sync::Arc;
-
 use crate::cache::NodeInfo;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -12,15 +10,8 @@ pub(crate) const NAME: &str = "NodeName";
 pub(crate) const REASON: &str = "node(s) didn't match the requested node name";
 
 /// The NodeName plugin.
+#[derive(Default)]
 pub(crate) struct NodeName;
-
-/// Constructor for the registry.
-pub(crate) fn new(
-    _args: &serde_json::Value,
-    _s: &Services,
-) -> Result<Arc<dyn Plugin>, ConfigError> {
-    Ok(Arc::new(NodeName))
-}
 
 impl Plugin for NodeName {
     fn name(&self) -> &'static str {
@@ -43,6 +34,8 @@ impl FilterPlugin for NodeName {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::plugins::helpers::node_info_with;
     use crate::testing::{NodeBuilder, PodBuilder};

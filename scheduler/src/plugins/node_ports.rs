@@ -1,8 +1,6 @@
 //! NodePorts: a pod's host ports must be free on the node (same protocol and port
 //! conflict when either IP is the wildcard or both IPs are equal).
 
-use std::sync::Arc;
-
 use crate::cache::NodeInfo;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -13,15 +11,8 @@ pub(crate) const NAME: &str = "NodePorts";
 pub(crate) const REASON: &str = "node(s) didn't have free ports for the requested pod ports";
 
 /// The NodePorts plugin.
+#[derive(Default)]
 pub(crate) struct NodePorts;
-
-/// Constructor for the registry.
-pub(crate) fn new(
-    _args: &serde_json::Value,
-    _s: &Services,
-) -> Result<Arc<dyn Plugin>, ConfigError> {
-    Ok(Arc::new(NodePorts))
-}
 
 impl Plugin for NodePorts {
     fn name(&self) -> &'static str {
@@ -68,6 +59,8 @@ impl FilterPlugin for NodePorts {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::plugins::helpers::node_info_with;
     use crate::testing::{NodeBuilder, PodBuilder};

@@ -1,8 +1,6 @@
 //! NodeUnschedulable: cordoned nodes (`spec.unschedulable`) take only pods tolerating
 //! the `node.kubernetes.io/unschedulable:NoSchedule` taint.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Taint;
 
 use super::helpers::tolerates;
@@ -18,15 +16,8 @@ pub(crate) const REASON: &str = "node(s) were unschedulable";
 pub(crate) const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 
 /// The NodeUnschedulable plugin.
+#[derive(Default)]
 pub(crate) struct NodeUnschedulable;
-
-/// Constructor for the registry.
-pub(crate) fn new(
-    _args: &serde_json::Value,
-    _s: &Services,
-) -> Result<Arc<dyn Plugin>, ConfigError> {
-    Ok(Arc::new(NodeUnschedulable))
-}
 
 impl Plugin for NodeUnschedulable {
     fn name(&self) -> &'static str {
@@ -74,6 +65,8 @@ impl FilterPlugin for NodeUnschedulable {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::plugins::helpers::node_info_with;
     use crate::testing::{NodeBuilder, PodBuilder};

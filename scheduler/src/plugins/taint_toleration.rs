@@ -15,15 +15,8 @@ pub(crate) const NAME: &str = "TaintToleration";
 const STATE_KEY: &str = "PreScoreTaintToleration";
 
 /// The TaintToleration plugin.
+#[derive(Default)]
 pub(crate) struct TaintToleration;
-
-/// Constructor for the registry.
-pub(crate) fn new(
-    _args: &serde_json::Value,
-    _s: &Services,
-) -> Result<Arc<dyn Plugin>, ConfigError> {
-    Ok(Arc::new(TaintToleration))
-}
 
 impl Plugin for TaintToleration {
     fn name(&self) -> &'static str {
