@@ -11,14 +11,8 @@ use anyhow::Context;
 /// the admin kubeconfig, or the one `--kubeconfig` names.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServerTarget {
-    /// The server's data directory (its admin kubeconfig is used).
-    #[arg(
-        long,
-        env = "SKIFF_DATA_DIR",
-        default_value = "/var/lib/skiff",
-        global = true
-    )]
-    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub data_dir: crate::data_dir::DataDir,
 
     /// Talk to the server with this kubeconfig instead.
     #[arg(long, global = true)]
@@ -31,7 +25,7 @@ impl ServerTarget {
         let kubeconfig = self
             .kubeconfig
             .clone()
-            .unwrap_or_else(|| self.data_dir.join("kubeconfig.yaml"));
+            .unwrap_or_else(|| self.data_dir.path.join("kubeconfig.yaml"));
         client(&kubeconfig).await
     }
 }

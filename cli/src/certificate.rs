@@ -5,22 +5,14 @@
 //! the admin kubeconfig). It works on files only, so run it with the server
 //! stopped or restart the server afterwards. Rotating the CA is not offered.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use skiff_apiserver::tls::{CertLifetimes, ClusterCerts};
 
 /// `skiff certificate` arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct CertificateArgs {
-    /// The server's data directory.
-    #[arg(
-        long,
-        env = "SKIFF_DATA_DIR",
-        default_value = "/var/lib/skiff",
-        global = true
-    )]
-    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub data_dir: crate::data_dir::DataDir,
 
     /// Lifetime of issued leaf certificates, in days (for tests).
     #[arg(
@@ -55,23 +47,25 @@ pub(crate) fn run(args: CertificateArgs) -> anyhow::Result<()> {
 }
 
 fn rotate(args: &CertificateArgs) -> anyhow::Result<()> {
-    let tls = args.data_dir.join("tls");
+    let tls = args.data_dir.path.join("tls");
     if !tls.join("ca.crt").exists() {
         anyhow::bail!(
             "no cluster certificates in {} (is --data-dir right?)",
             tls.display()
         );
     }
-    let certs =
-        ClusterCerts::rotate_leaves(&args.data_dir, &lifetimes(args.certificate_lifetime_days))
-            .context("re-issuing the certificates")?;
+    let certs = ClusterCerts::rotate_leaves(
+        &args.data_dir.path,
+        &lifetimes(args.certificate_lifetime_days),
+    )
+    .context("re-issuing the certificates")?;
     for name in ["serving", "admin", "kubelet-client"] {
         println!(
             "rotated {}",
             certs.dir.join(format!("{name}.crt")).display()
         );
     }
-    let pki = args.data_dir.join("agent").join("pki");
+    let pki = args.data_dir.path.join("agent").join("pki");
     for file in [
         skiff_node::agent::identity::serving_cert::CERT_FILE,
         skiff_node::agent::identity::serving_cert::KEY_FILE,

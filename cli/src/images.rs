@@ -12,14 +12,8 @@ use skiff_node::{CriRuntime, CriTimeouts};
 /// `skiff images` arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ImagesArgs {
-    /// The node's data directory (its containerd socket is under `agent/`).
-    #[arg(
-        long,
-        env = "SKIFF_DATA_DIR",
-        default_value = "/var/lib/skiff",
-        global = true
-    )]
-    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub data_dir: crate::data_dir::DataDir,
 
     /// Talk to this CRI socket instead of the node's own containerd.
     #[arg(long, env = "SKIFF_CONTAINER_RUNTIME_ENDPOINT", global = true)]
@@ -45,7 +39,7 @@ pub(crate) enum ImagesCommand {
 
 fn socket(args: &ImagesArgs) -> anyhow::Result<PathBuf> {
     let mut options =
-        skiff_node::containerd::bringup::BringUpOptions::new(args.data_dir.join("agent"));
+        skiff_node::containerd::bringup::BringUpOptions::new(args.data_dir.path.join("agent"));
     options.external_endpoint = args.container_runtime_endpoint.clone();
     skiff_node::containerd::bringup::runtime_socket(&options).context("locating the CRI socket")
 }
@@ -57,7 +51,7 @@ pub(crate) async fn run(args: ImagesArgs) -> anyhow::Result<()> {
         anyhow::bail!(
             "no container runtime at {} (is the node running with --data-dir {}?)",
             socket.display(),
-            args.data_dir.display()
+            args.data_dir.path.display()
         );
     }
     let cri = CriRuntime::new(&socket.to_string_lossy(), CriTimeouts::default())

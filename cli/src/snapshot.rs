@@ -111,7 +111,7 @@ pub(crate) enum SnapshotCommand {
 /// Runs `skiff snapshot ...`.
 pub(crate) async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     if let SnapshotCommand::Restore { file, force } = &args.command {
-        let data_dir = &args.target.data_dir;
+        let data_dir = &args.target.data_dir.path;
         let restored = restore(data_dir, file, *force)?;
         println!("{}", restored.summary(data_dir));
         return Ok(());

@@ -4,7 +4,7 @@
 //! precomputed fields (resource requests, host ports, compiled affinity terms) instead of
 //! walking the pod spec again.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodAffinityTerm, PodSpec, Toleration};
@@ -377,9 +377,10 @@ fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
 }
 
 /// Builds a map of resource requests for tests and fixtures.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn resource_map(
     pairs: &[(&str, &str)],
-) -> BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> {
+) -> std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> {
     pairs
         .iter()
         .map(|(k, v)| {
