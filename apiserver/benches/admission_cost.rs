@@ -23,7 +23,6 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::Api;
@@ -163,35 +162,24 @@ impl Cluster {
     /// returns creates per second.
     async fn creates(&self, prefix: &str, total: usize) -> BenchResult<f64> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let next = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));
-        let started = Instant::now();
-        let tasks: Vec<_> = (0..CONCURRENCY)
-            .map(|_| {
-                let (pods, next, failed) = (pods.clone(), next.clone(), failed.clone());
-                let prefix = prefix.to_string();
-                tokio::spawn(async move {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= total {
-                            break;
-                        }
-                        let pod = pod(&format!("{prefix}-{i}")).ok();
-                        let created = match pod {
-                            Some(pod) => pods.create(&PostParams::default(), &pod).await.is_ok(),
-                            None => false,
-                        };
-                        if !created {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await?;
-        }
-        let rate = total as f64 / started.elapsed().as_secs_f64();
+        let prefix_owned = prefix.to_string();
+        let counted = failed.clone();
+        let (elapsed, _) = support::concurrently(CONCURRENCY, total, move |i| {
+            let (pods, failed) = (pods.clone(), counted.clone());
+            let pod = pod(&format!("{prefix_owned}-{i}")).ok();
+            async move {
+                let created = match pod {
+                    Some(pod) => pods.create(&PostParams::default(), &pod).await.is_ok(),
+                    None => false,
+                };
+                if !created {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+        .await;
+        let rate = total as f64 / elapsed.as_secs_f64();
         match failed.load(Ordering::Relaxed) {
             0 => Ok(rate),
             n => Err(format!("{prefix}: {n} of {total} creates failed").into()),

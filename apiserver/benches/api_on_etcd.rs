@@ -13,129 +13,21 @@
 // nothing outside this binary sees its items.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+#[path = "support/https.rs"]
+mod https;
 mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ListParams, ObjectMeta, PostParams};
-use kube::{Api, Client, Config};
-use skiff_apiserver::authn::Authenticator;
-use skiff_apiserver::tls::ClusterCerts;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store};
 
-use crate::support::{env_number, scale};
-
-type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-const CONCURRENCY: usize = 64;
-
-/// One API server on one store, with an admin client.
-struct Served {
-    api: ApiServer,
-    store: Arc<dyn Store>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<()>,
-    cms: Api<ConfigMap>,
-}
-
-async fn serve(store: Arc<dyn Store>, dir: &std::path::Path) -> BenchResult<Served> {
-    let api = ApiServer::new(store.clone(), ApiServerConfig::default()).await?;
-    let certs = ClusterCerts::load_or_create(dir, &["localhost".into(), "127.0.0.1".into()])?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(skiff_apiserver::serve::serve_https(
-        listener,
-        certs.server_config()?,
-        Arc::new(Authenticator::default()),
-        api.router(),
-        async {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(2),
-    ));
-    let kubeconfig: kube::config::Kubeconfig =
-        serde_yaml::from_str(&certs.admin_kubeconfig(&format!("https://127.0.0.1:{port}")))?;
-    let client =
-        Client::try_from(Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
-    Ok(Served {
-        api,
-        store,
-        stop: Some(stop),
-        server,
-        cms: Api::namespaced(client, "default"),
-    })
-}
-
-impl Served {
-    async fn stop(mut self) -> BenchResult<()> {
-        self.api.shutdown();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = self.server.await;
-        self.store.close().await?;
-        Ok(())
-    }
-}
-
-fn configmap(name: &str, payload: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..Default::default()
-        },
-        data: Some([("payload".to_owned(), payload.to_owned())].into()),
-        ..Default::default()
-    }
-}
-
-/// Runs `op(0..total)` on `CONCURRENCY` tasks; the wall time and the
-/// sorted latencies.
-async fn concurrently<F, Fut>(total: usize, op: F) -> (Duration, Vec<Duration>)
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CONCURRENCY)
-        .map(|_| {
-            let (op, next) = (op.clone(), next.clone());
-            tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= total {
-                        break latencies;
-                    }
-                    let t = Instant::now();
-                    op(i).await;
-                    latencies.push(t.elapsed());
-                }
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.unwrap_or_default());
-    }
-    let elapsed = started.elapsed();
-    all.sort();
-    (elapsed, all)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
+use crate::https::{BenchResult, CONCURRENCY, configmap, percentile, serve};
+use crate::support::{concurrently, env_number, scale};
 
 /// What one round measured on one backend.
 #[derive(Default, Clone, Copy)]
@@ -151,7 +43,7 @@ async fn round(cms: &Api<ConfigMap>, round: usize, creates: usize) -> BenchResul
     let failures = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (elapsed, _) = {
         let (cms, failures) = (cms.clone(), failures.clone());
-        concurrently(creates, move |i| {
+        concurrently(CONCURRENCY, creates, move |i| {
             let (cms, failures) = (cms.clone(), failures.clone());
             let cm = configmap(&format!("r{round}-{i:06}"), &payload);
             async move {
@@ -168,7 +60,7 @@ async fn round(cms: &Api<ConfigMap>, round: usize, creates: usize) -> BenchResul
     }
     let (_, gets) = {
         let cms = cms.clone();
-        concurrently(creates, move |i| {
+        concurrently(CONCURRENCY, creates, move |i| {
             let cms = cms.clone();
             let name = format!("r{round}-{i:06}");
             async move {
@@ -210,8 +102,8 @@ async fn run() -> BenchResult<()> {
     let rounds = env_number("BENCH_ROUNDS", 3.0).max(1.0) as usize;
     let mut results: Vec<(Round, Round)> = Vec::new();
     for n in 0..rounds {
-        let s = round(&sled.cms, n, creates).await?;
-        let e = round(&on_etcd.cms, n, creates).await?;
+        let s = round(&sled.configmaps(), n, creates).await?;
+        let e = round(&on_etcd.configmaps(), n, creates).await?;
         eprintln!(
             "round {n}: creates/s sled {:.0} etcd {:.0}",
             s.creates_per_sec, e.creates_per_sec

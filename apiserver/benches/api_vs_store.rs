@@ -17,6 +17,8 @@
 // nothing outside this binary sees its items.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+#[path = "support/https.rs"]
+mod https;
 mod support;
 
 use std::sync::Arc;
@@ -26,16 +28,13 @@ use bytes::Bytes;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, ObjectMeta, PostParams, WatchParams};
-use kube::{Api, Client, Config};
-use skiff_apiserver::authn::Authenticator;
-use skiff_apiserver::tls::ClusterCerts;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
+use kube::{Api, Client};
 use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::Semaphore;
 
-use crate::support::scale;
+use crate::https::{CONCURRENCY, configmap, percentile, serve};
+use crate::support::{concurrently, scale};
 
-const CONCURRENCY: usize = 64;
 /// Objects the watch fan-out's events are spread over.
 const FANOUT_OBJECTS: usize = 100;
 
@@ -44,25 +43,6 @@ fn now_nanos() -> u128 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
-fn configmap(name: &str, payload: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            ..Default::default()
-        },
-        data: Some([("payload".to_string(), payload.to_string())].into()),
-        ..Default::default()
-    }
 }
 
 /// The JSON the store would hold for the same object, so both sides move the
@@ -86,41 +66,6 @@ struct Row {
     ratio: String,
 }
 
-async fn run_concurrent<F, Fut>(total: usize, op: F) -> (Duration, Vec<Duration>)
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CONCURRENCY {
-        let op = op.clone();
-        let next = next.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= total {
-                    break;
-                }
-                let t = Instant::now();
-                op(i).await;
-                latencies.push(t.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap_or_default());
-    }
-    let elapsed = started.elapsed();
-    all.sort();
-    (elapsed, all)
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
@@ -130,27 +75,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         dir.path().join("bare-db"),
     ))?);
 
-    let api = ApiServer::new(api_store.clone(), ApiServerConfig::default()).await?;
-    let certs =
-        ClusterCerts::load_or_create(dir.path(), &["localhost".into(), "127.0.0.1".into()])?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(skiff_apiserver::serve::serve_https(
-        listener,
-        certs.server_config()?,
-        Arc::new(Authenticator::default()),
-        api.router(),
-        async {
-            let _ = stop_rx.await;
-        },
-        Duration::from_secs(2),
-    ));
-    let kubeconfig: kube::config::Kubeconfig =
-        serde_yaml::from_str(&certs.admin_kubeconfig(&format!("https://127.0.0.1:{port}")))?;
-    let client =
-        Client::try_from(Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let served = serve(api_store, dir.path())
+        .await
+        .map_err(|e| e.to_string())?;
+    let client = served.client.clone();
+    let cms: Api<ConfigMap> = served.configmaps();
     let payload = "x".repeat(256);
     let mut rows = Vec::new();
 
@@ -159,7 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (api_t, _) = {
         let cms = cms.clone();
         let payload = payload.clone();
-        run_concurrent(creates, move |i| {
+        concurrently(CONCURRENCY, creates, move |i| {
             let cms = cms.clone();
             let cm = configmap(&format!("cm-{i:06}"), &payload);
             async move {
@@ -173,7 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (store_t, _) = {
         let bare = bare.clone();
         let payload = payload.clone();
-        run_concurrent(creates, move |i| {
+        concurrently(CONCURRENCY, creates, move |i| {
             let bare = bare.clone();
             let name = format!("cm-{i:06}");
             let key = format!("/registry/core/configmaps/default/{name}");
@@ -199,7 +128,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gets = scale(20_000);
     let (_, api_lat) = {
         let cms = cms.clone();
-        run_concurrent(gets, move |i| {
+        concurrently(CONCURRENCY, gets, move |i| {
             let cms = cms.clone();
             let name = format!("cm-{:06}", i % creates);
             async move {
@@ -210,7 +139,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (_, store_lat) = {
         let bare = bare.clone();
-        run_concurrent(gets, move |i| {
+        concurrently(CONCURRENCY, gets, move |i| {
             let bare = bare.clone();
             let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
             async move {
@@ -308,10 +237,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ))
     );
 
-    api.shutdown();
-    let _ = stop_tx.send(());
-    let _ = server.await;
-    api_store.close().await?;
+    served.stop().await.map_err(|e| e.to_string())?;
     bare.close().await?;
     Ok(())
 }

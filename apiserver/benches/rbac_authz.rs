@@ -59,33 +59,14 @@ fn configmap(name: &str) -> ConfigMap {
     }
 }
 
-/// Runs `op(0..total)` on [`CONCURRENCY`] tasks; returns operations per second.
+/// Runs `op(0..total)` on [`CONCURRENCY`] clients; returns operations per second.
 async fn throughput<F, Fut>(total: usize, op: F) -> f64
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    let op = Arc::new(op);
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CONCURRENCY)
-        .map(|_| {
-            let (op, next) = (op.clone(), next.clone());
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= total {
-                        break;
-                    }
-                    op(i).await;
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        let _ = task.await;
-    }
-    total as f64 / started.elapsed().as_secs_f64()
+    let (elapsed, _) = support::concurrently(CONCURRENCY, total, op).await;
+    total as f64 / elapsed.as_secs_f64()
 }
 
 /// Creates every namespace and its RoleBinding (`edit` for its writer).

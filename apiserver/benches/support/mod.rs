@@ -1,6 +1,11 @@
 //! What the API server's benches share: their size knobs from the
 //! environment, so `BENCH_SCALE=0.1` shrinks every one of them alike for a
-//! quick smoke run, and the allocator they run on.
+//! quick smoke run, the allocator they run on, and the loop of concurrent
+//! clients they drive the server with.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// jemalloc, the allocator the `skiff` binary runs on (cli/src/allocator.rs),
 /// so the server measured here allocates as the product does. On glibc's
@@ -20,4 +25,41 @@ pub fn env_number(name: &str, default: f64) -> f64 {
 /// `n` scaled by `BENCH_SCALE` (default 1), at least 1.
 pub fn scale(n: usize) -> usize {
     ((n as f64 * env_number("BENCH_SCALE", 1.0)) as usize).max(1)
+}
+
+/// Runs `op(0..total)` on `clients` tasks, each taking the next index when
+/// its last operation is done (a closed loop, as that many clients would
+/// run); the wall time and the sorted latencies.
+pub async fn concurrently<F, Fut>(clients: usize, total: usize, op: F) -> (Duration, Vec<Duration>)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (op, next) = (op.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total {
+                        break latencies;
+                    }
+                    let t = Instant::now();
+                    op(i).await;
+                    latencies.push(t.elapsed());
+                }
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap_or_default());
+    }
+    let elapsed = started.elapsed();
+    all.sort();
+    (elapsed, all)
 }
