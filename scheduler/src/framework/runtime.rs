@@ -284,7 +284,7 @@ impl Framework {
         let mut ni = NodeInfo::clone(node);
         for p in &others {
             ni.add_pod(p.clone());
-            let s = self.run_add_pod(&mut st2, pod, p, &ni);
+            let s = self.run_pre_filter_extensions(&mut st2, pod, p, &ni, PodChange::Added);
             if !s.is_success() {
                 return s;
             }
@@ -296,42 +296,22 @@ impl Framework {
         self.run_filter(state, pod, node)
     }
 
-    /// Tells PreFilter extensions a pod was added to `node` in a simulation.
-    pub fn run_add_pod(
+    /// Tells PreFilter extensions that `other` was added to or removed from `node` in a
+    /// simulation, as `change` says.
+    pub fn run_pre_filter_extensions(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        added: &Arc<PodInfo>,
+        other: &Arc<PodInfo>,
         node: &NodeInfo,
+        change: PodChange,
     ) -> Status {
         for pl in &self.pre_filter {
             if state.is_filter_skipped(pl.name()) {
                 continue;
             }
             if let Some(ext) = pl.extensions() {
-                let st = ext.add_pod(state, pod, added, node);
-                if !st.is_success() {
-                    return st.with_plugin(pl.name());
-                }
-            }
-        }
-        Status::success()
-    }
-
-    /// Tells PreFilter extensions a pod was removed from `node` in a simulation.
-    pub fn run_remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        removed: &Arc<PodInfo>,
-        node: &NodeInfo,
-    ) -> Status {
-        for pl in &self.pre_filter {
-            if state.is_filter_skipped(pl.name()) {
-                continue;
-            }
-            if let Some(ext) = pl.extensions() {
-                let st = ext.remove_pod(state, pod, removed, node);
+                let st = ext.update(state, pod, other, node, change);
                 if !st.is_success() {
                     return st.with_plugin(pl.name());
                 }

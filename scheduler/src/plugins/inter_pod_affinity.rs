@@ -115,20 +115,9 @@ impl Plugin for InterPodAffinity {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
-            ClusterEvent::new(
-                EventResource::Pod,
-                ActionSet::ADD
-                    .or(ActionSet::DELETE)
-                    .or(ActionSet::UPDATE_POD_LABEL),
-            ),
-            ClusterEvent::new(
-                EventResource::Node,
-                ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
-            ),
-            ClusterEvent::new(
-                EventResource::Namespace,
-                ActionSet::ADD.or(ActionSet::UPDATE),
-            ),
+            ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
+            ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
+            ClusterEvent::added_or_updated(EventResource::Namespace),
         ]
     }
     views!(pre_filter, filter, pre_score, score);
@@ -221,29 +210,16 @@ impl PreFilterPlugin for InterPodAffinity {
 }
 
 impl PreFilterExtensions for InterPodAffinity {
-    fn add_pod(
+    fn update(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        added: &Arc<PodInfo>,
+        other: &Arc<PodInfo>,
         node: &NodeInfo,
+        change: PodChange,
     ) -> Status {
         if let Some(mut fs) = state.read::<FilterState>(FILTER_KEY).cloned() {
-            self.account(&mut fs, pod, added, node, 1);
-            state.write(FILTER_KEY, fs);
-        }
-        Status::success()
-    }
-
-    fn remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        removed: &Arc<PodInfo>,
-        node: &NodeInfo,
-    ) -> Status {
-        if let Some(mut fs) = state.read::<FilterState>(FILTER_KEY).cloned() {
-            self.account(&mut fs, pod, removed, node, -1);
+            self.account(&mut fs, pod, other, node, change.delta());
             state.write(FILTER_KEY, fs);
         }
         Status::success()

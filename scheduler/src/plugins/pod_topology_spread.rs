@@ -290,12 +290,7 @@ impl Plugin for PodTopologySpread {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
-            ClusterEvent::new(
-                EventResource::Pod,
-                ActionSet::ADD
-                    .or(ActionSet::DELETE)
-                    .or(ActionSet::UPDATE_POD_LABEL),
-            ),
+            ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
             ClusterEvent::new(
                 EventResource::Node,
                 ActionSet::ADD
@@ -396,28 +391,16 @@ impl PreFilterPlugin for PodTopologySpread {
 }
 
 impl PreFilterExtensions for PodTopologySpread {
-    fn add_pod(
+    fn update(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        added: &Arc<PodInfo>,
+        other: &Arc<PodInfo>,
         node: &NodeInfo,
+        change: PodChange,
     ) -> Status {
         if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
-            fs.update(pod, added, node, 1);
-        }
-        Status::success()
-    }
-
-    fn remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        removed: &Arc<PodInfo>,
-        node: &NodeInfo,
-    ) -> Status {
-        if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
-            fs.update(pod, removed, node, -1);
+            fs.update(pod, other, node, change.delta());
         }
         Status::success()
     }
@@ -757,7 +740,13 @@ mod tests {
             Code::Unschedulable
         );
         let victim = a1.pods[0].clone();
-        PodTopologySpread::without_defaults().remove_pod(&mut state, &pod, &victim, a1);
+        PodTopologySpread::without_defaults().update(
+            &mut state,
+            &pod,
+            &victim,
+            a1,
+            PodChange::Removed,
+        );
         assert!(
             PodTopologySpread::without_defaults()
                 .filter(&state, &pod, a1)

@@ -458,7 +458,7 @@ impl SchedulingQueue {
             self.plugin_events.get(p).is_some_and(|evs| {
                 evs.iter().any(|(interest, plugin)| {
                     event.matches(interest)
-                        && plugin.queueing_hint(&q.pod, event, objects) == QueueingHint::Queue
+                        && plugin.queueing_hint(&q.pod, objects) == QueueingHint::Queue
                 })
             })
         })
