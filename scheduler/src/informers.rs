@@ -4,6 +4,7 @@
 //! listers; the API side (binding, conditions, events, preemption) goes through
 //! [`KubeApi`].
 
+use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use skiff_informer::{HandlerFns, InformerError, SharedInformerFactory};
 
 use crate::framework::config::ConfigError;
@@ -139,6 +142,18 @@ pub fn register(
     Ok(scheduler)
 }
 
+/// A kind the shared informers can watch: the bounds of
+/// `SharedInformerFactory::informer`, named once for `feed` and `controller`.
+trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
 /// Keeps a lister up to date from an informer and tells the scheduler, so
 /// pods parked as unschedulable are retried when something they wait on
 /// appears.
@@ -150,13 +165,7 @@ fn feed<K>(
     put: fn(&MemoryListers, &K),
 ) -> Result<(), InformerError>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let (l1, l2) = (listers.clone(), listers.clone());
     let (s1, s2) = (scheduler.clone(), scheduler.clone());
@@ -223,13 +232,7 @@ fn controller<K>(
     selector: fn(&K) -> Selector,
 ) -> Result<(), InformerError>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let kind = K::kind(&());
     let put = move |l: &MemoryListers, obj: &K| {
