@@ -19,6 +19,8 @@ use skiff_node::{CriRuntime, CriTimeouts, Runtime};
 use skiff_testkit::UserInfo;
 use tokio::sync::watch;
 
+use crate::host;
+
 pub struct TestCluster {
     /// The cluster CA and the API server's client certificate for nodes.
     pub certs: ClusterCerts,
@@ -276,40 +278,9 @@ fn node_tls(certs: &ClusterCerts) -> NodeServerTls {
 
 /// Kills anything still running from `base`, unmounts, deletes the bridge.
 fn cleanup_host(base: &Path, bridge: &str) {
-    let needle = base.as_os_str().as_encoded_bytes().to_vec();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            if cmd.windows(needle.len()).any(|w| w == needle.as_slice()) {
-                // SAFETY: kill(2) has no memory-safety preconditions.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
-    }
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let prefix = base.to_string_lossy().into_owned();
-    let mut points: Vec<&str> = mounts
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1))
-        .filter(|p| p.starts_with(&prefix))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        if let Ok(c) = std::ffi::CString::new(p) {
-            // SAFETY: `c` is a valid NUL-terminated path for the call.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
-    if Path::new("/sys/class/net").join(bridge).exists() {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "delete", bridge])
-            .status();
-    }
+    host::kill_processes_mentioning(base);
+    host::unmount_under(base);
+    host::delete_bridge(bridge);
 }
 
 /// The runtime id of a container from its status.
