@@ -15,6 +15,7 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::ips::PodIps;
 use super::{EXIT_CODE_ANNOTATION, NodeClients, RUN_SECONDS_ANNOTATION, SimulatedConfig};
+use crate::agent::pod::status::readiness_gates_hold;
 use crate::agent::pod::termination::delete_for_good;
 
 /// Drives the pods of every simulated node from one shared cache.
@@ -219,27 +220,9 @@ fn condition(type_: &str, status: bool, now: &str) -> Value {
 
 /// Readiness gates must be set True by someone else before the pod is Ready.
 fn gates_satisfied(pod: &Pod) -> bool {
-    let gates = pod
-        .spec
+    pod.spec
         .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .map(|g| {
-            g.iter()
-                .map(|g| g.condition_type.clone())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let conditions = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .cloned()
-        .unwrap_or_default();
-    gates.iter().all(|gate| {
-        conditions
-            .iter()
-            .any(|c| &c.type_ == gate && c.status == "True")
-    })
+        .is_none_or(|spec| readiness_gates_hold(spec, pod.status.as_ref()))
 }
 
 /// The status of each of the pod's containers, all in `state` (`running` or
@@ -263,6 +246,18 @@ fn container_statuses(pod: &Pod, running: bool, state: Value) -> Vec<Value> {
         .collect()
 }
 
+/// A simulated pod's conditions: scheduled and initialized always, its sandbox
+/// and containers ready while `running`, Ready when `ready`.
+fn pod_conditions(running: bool, ready: bool, now: &str) -> Value {
+    json!([
+        condition("PodReadyToStartContainers", running, now),
+        condition("Initialized", true, now),
+        condition("Ready", ready, now),
+        condition("ContainersReady", running, now),
+        condition("PodScheduled", true, now),
+    ])
+}
+
 fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str) -> Value {
     let now = Timestamp::now().to_string();
     let ready = gates_satisfied(pod);
@@ -275,13 +270,7 @@ fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str) -> Value {
         "hostIPs": [{ "ip": host_ip }],
         "startTime": now,
         "qosClass": skiff_common::qos::qos_class(pod),
-        "conditions": [
-            condition("PodReadyToStartContainers", true, &now),
-            condition("Initialized", true, &now),
-            condition("Ready", ready, &now),
-            condition("ContainersReady", true, &now),
-            condition("PodScheduled", true, &now),
-        ],
+        "conditions": pod_conditions(true, ready, &now),
         "containerStatuses": statuses,
     })
 }
@@ -306,13 +295,7 @@ fn finished_status(pod: &Pod, exit_code: i32) -> Value {
     );
     json!({
         "phase": phase,
-        "conditions": [
-            condition("PodReadyToStartContainers", false, &now),
-            condition("Initialized", true, &now),
-            condition("Ready", false, &now),
-            condition("ContainersReady", false, &now),
-            condition("PodScheduled", true, &now),
-        ],
+        "conditions": pod_conditions(false, false, &now),
         "containerStatuses": statuses,
     })
 }

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -268,6 +268,25 @@ fn find_status<'a>(
     statuses.into_iter().flatten().find(|s| s.name == name)
 }
 
+/// Whether `status` has the condition `type_` with status True.
+pub(crate) fn condition_is_true(status: Option<&PodStatus>, type_: &str) -> bool {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// Whether every readiness gate of `spec` is a True condition in `status`: others
+/// set those conditions, and the pod is not Ready before they have. The agent and
+/// the simulated nodes judge readiness gates this one way.
+pub(crate) fn readiness_gates_hold(spec: &PodSpec, status: Option<&PodStatus>) -> bool {
+    spec.readiness_gates
+        .iter()
+        .flatten()
+        .all(|g| condition_is_true(status, &g.condition_type))
+}
+
 /// The pod's status. Conditions keep their transition times when their
 /// status does not change; conditions owned by others are kept.
 pub(crate) fn pod_status(
@@ -304,13 +323,7 @@ pub(crate) fn pod_status(
     let phase = phase(&statuses, observed);
     let terminal = phase == "Succeeded" || phase == "Failed";
     let containers_ready = !terminal && statuses.iter().all(|s| s.ready);
-    let gates_ok = spec.readiness_gates.iter().flatten().all(|g| {
-        previous
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == g.condition_type && c.status == "True")
-    });
+    let gates_ok = readiness_gates_hold(&spec, Some(&previous));
     let bool_text = |b: bool| if b { "True" } else { "False" };
     let not_ready_reason = if terminal {
         "PodCompleted"

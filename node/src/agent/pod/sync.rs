@@ -715,13 +715,7 @@ fn was_initialized(pod: &Pod, view: &PodRuntimeView) -> bool {
         .as_ref()
         .and_then(|s| s.init_containers.as_deref())
         .unwrap_or_default();
-    let reported = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Initialized" && c.status == "True");
+    let reported = status::condition_is_true(pod.status.as_ref(), "Initialized");
     reported
         || inits.iter().all(|c| {
             view.latest(&c.name)
