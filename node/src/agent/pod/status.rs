@@ -439,32 +439,56 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_container_that_exited_zero_makes_the_pod_succeeded() {
-        let observed = Observed {
+    /// What the agent observed of a live pod: sandbox ready, init containers done.
+    fn started() -> Observed {
+        Observed {
             initialized: true,
             sandbox_ready: true,
             ..Default::default()
-        };
-        let v = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
-        let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
-        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
-        let t = s.container_statuses.unwrap()[0]
+        }
+    }
+
+    /// What the agent observed of a pod it stopped for good.
+    fn terminal() -> Observed {
+        Observed {
+            terminal: true,
+            initialized: true,
+            ..Default::default()
+        }
+    }
+
+    /// The first container's terminated state.
+    fn terminated(s: &PodStatus) -> ContainerStateTerminated {
+        s.container_statuses.as_ref().unwrap()[0]
             .state
             .clone()
             .unwrap()
             .terminated
-            .unwrap();
+            .unwrap()
+    }
+
+    /// The pod's condition `type_`.
+    fn condition(s: PodStatus, type_: &str) -> PodCondition {
+        s.conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == type_)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_container_that_exited_zero_makes_the_pod_succeeded() {
+        let observed = started();
+        let v = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
+        let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let t = terminated(&s);
         assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
     }
 
     #[test]
     fn a_crash_looping_container_waits_with_its_last_termination() {
-        let mut observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let mut observed = started();
         observed.will_restart.insert("c".into());
         observed.waiting.insert(
             "c".into(),
@@ -495,11 +519,7 @@ mod tests {
 
     #[test]
     fn readiness_comes_from_probe_health_and_conditions_follow() {
-        let mut observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let mut observed = started();
         observed.health.insert(
             "c".into(),
             ContainerHealth {
@@ -512,34 +532,16 @@ mod tests {
         let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
         let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
         assert_eq!(s.phase.as_deref(), Some("Running"));
-        let ready = s
-            .conditions
-            .unwrap()
-            .into_iter()
-            .find(|c| c.type_ == "Ready")
-            .unwrap();
-        assert_eq!(ready.status, "False");
+        assert_eq!(condition(s, "Ready").status, "False");
     }
 
     #[test]
     fn a_running_container_with_a_readiness_probe_is_not_ready_before_the_probe_reports() {
-        let observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let observed = started();
         let mut probed = pod();
         probed.spec.as_mut().unwrap().containers[0].readiness_probe = Some(Default::default());
         let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
-        let ready = |p: &Pod| {
-            pod_status(p, &v, &observed, "192.0.2.1")
-                .conditions
-                .unwrap()
-                .into_iter()
-                .find(|c| c.type_ == "Ready")
-                .unwrap()
-                .status
-        };
+        let ready = |p: &Pod| condition(pod_status(p, &v, &observed, "192.0.2.1"), "Ready").status;
         assert_eq!(ready(&probed), "False");
         assert_eq!(
             ready(&pod()),
@@ -550,11 +552,7 @@ mod tests {
 
     #[test]
     fn a_never_started_container_is_pending_with_its_reason() {
-        let mut observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let mut observed = started();
         observed.waiting.insert(
             "c".into(),
             ("ErrImageNeverPull".into(), "not present".into()),
@@ -570,23 +568,6 @@ mod tests {
         assert_eq!(w.reason.as_deref(), Some("ErrImageNeverPull"));
     }
 
-    fn terminal() -> Observed {
-        Observed {
-            terminal: true,
-            initialized: true,
-            ..Default::default()
-        }
-    }
-
-    fn terminated(s: &PodStatus) -> ContainerStateTerminated {
-        s.container_statuses.as_ref().unwrap()[0]
-            .state
-            .clone()
-            .unwrap()
-            .terminated
-            .unwrap()
-    }
-
     #[test]
     fn a_killed_pod_fails_with_its_container_terminated() {
         // restartPolicy Always does not keep it Running: it was stopped for good.
@@ -595,12 +576,10 @@ mod tests {
         assert_eq!(s.phase.as_deref(), Some("Failed"));
         let t = terminated(&s);
         assert_eq!((t.exit_code, t.reason.as_deref()), (137, Some("Error")));
-        let ready = s
-            .conditions
-            .unwrap()
-            .into_iter()
-            .find(|c| c.type_ == "Ready");
-        assert_eq!(ready.unwrap().reason.as_deref(), Some("PodCompleted"));
+        assert_eq!(
+            condition(s, "Ready").reason.as_deref(),
+            Some("PodCompleted")
+        );
     }
 
     #[test]
