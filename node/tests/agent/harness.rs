@@ -211,6 +211,20 @@ impl TestCluster {
         }
     }
 
+    /// Polls the pod until its phase is `phase`.
+    pub async fn wait_phase(&self, name: &str, timeout: Duration, phase: &str) -> Pod {
+        self.wait_pod(name, timeout, phase, |p| crate::harness::phase(p) == phase)
+            .await
+    }
+
+    /// Deletes the pod with its own grace period; a failed request fails the test.
+    pub async fn delete_pod(&self, name: &str) {
+        self.pods()
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+
     /// Waits until the pod object is gone.
     pub async fn wait_gone(&self, name: &str, timeout: Duration) -> Duration {
         let start = Instant::now();
@@ -321,6 +335,22 @@ pub fn container_status<'a>(
         .as_ref()?
         .iter()
         .find(|c| c.name == name)
+}
+
+/// Asserts that `state` (a container's state or last state) is terminated with
+/// `exit_code` and `reason`; `what` names the state when it is not terminated.
+#[track_caller]
+pub fn assert_terminated(
+    state: Option<&k8s_openapi::api::core::v1::ContainerState>,
+    what: &str,
+    exit_code: i32,
+    reason: &str,
+) {
+    let terminated = state.and_then(|s| s.terminated.as_ref()).expect(what);
+    assert_eq!(
+        (terminated.exit_code, terminated.reason.as_deref()),
+        (exit_code, Some(reason))
+    );
 }
 
 pub async fn exec(cri: &CriRuntime, id: &str, cmd: &[&str]) -> (i32, String) {

@@ -291,9 +291,7 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
     let (code, body) = ticker_logs("?follow=true").await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(body, "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n");
-    cluster
-        .wait_pod("ticker", LONG, "Succeeded", |p| phase(p) == "Succeeded")
-        .await;
+    cluster.wait_phase("ticker", LONG, "Succeeded").await;
     let (_, tail) = ticker_logs("?tailLines=2&timestamps=true").await;
     let lines: Vec<&str> = tail.lines().collect();
     assert_eq!(lines.len(), 2, "{tail}");
@@ -310,9 +308,7 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
     assert!(body.contains("\"kind\":\"Status\""), "{body}");
 
     // exec: stdout, stderr and the exit code as a v5 session.
-    cluster
-        .wait_pod("shell", LONG, "Running", |p| phase(p) == "Running")
-        .await;
+    cluster.wait_phase("shell", LONG, "Running").await;
     let session = exec_ws(
         &node,
         "/exec/default/shell/main?command=sh&command=-c&command=echo+out%3B+echo+err+%3E%262%3B+exit+3&stdout=true&stderr=true",
