@@ -585,6 +585,14 @@ mod tests {
         node_info_with(nb.build(), pods)
     }
 
+    /// A pod `app=web` spread over `zone` among its kind with `max_skew`; `when`
+    /// says what an unsatisfiable spread does.
+    fn web_pod(max_skew: i32, when: &str) -> PodBuilder {
+        PodBuilder::new("p")
+            .label("app", "web")
+            .spread(max_skew, "zone", when, &[("app", "web")])
+    }
+
     fn filter_all(pod: &PodInfo, nodes: Vec<NodeInfo>) -> Vec<(String, Code)> {
         let snap = Snapshot::from_nodes(nodes);
         let mut state = CycleState::new();
@@ -605,14 +613,7 @@ mod tests {
 
     #[test]
     fn hard_constraint_table() {
-        let web = |skew: i32| {
-            PodBuilder::new("p").label("app", "web").spread(
-                skew,
-                "zone",
-                "DoNotSchedule",
-                &[("app", "web")],
-            )
-        };
+        let web = |skew: i32| web_pod(skew, "DoNotSchedule");
         struct Case {
             name: &'static str,
             pod: PodBuilder,
@@ -723,12 +724,7 @@ mod tests {
 
     #[test]
     fn remove_pod_extension_updates_counts() {
-        let pod = PodInfo::new(Arc::new(
-            PodBuilder::new("p")
-                .label("app", "web")
-                .spread(1, "zone", "DoNotSchedule", &[("app", "web")])
-                .build(),
-        ));
+        let pod = PodInfo::new(Arc::new(web_pod(1, "DoNotSchedule").build()));
         let snap = Snapshot::from_nodes(vec![zone_node("a1", "a", 2), zone_node("b1", "b", 1)]);
         let mut state = CycleState::new();
         PodTopologySpread::without_defaults().pre_filter(&mut state, &pod, &snap);
@@ -756,12 +752,7 @@ mod tests {
 
     #[test]
     fn soft_constraint_scores_emptier_domains_higher() {
-        let pod = PodInfo::new(Arc::new(
-            PodBuilder::new("p")
-                .label("app", "web")
-                .spread(1, "zone", "ScheduleAnyway", &[("app", "web")])
-                .build(),
-        ));
+        let pod = PodInfo::new(Arc::new(web_pod(1, "ScheduleAnyway").build()));
         let snap = Snapshot::from_nodes(vec![
             zone_node("a1", "a", 3),
             zone_node("b1", "b", 1),
@@ -862,14 +853,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn service_selected_pod_is_spread_by_default() {
+    /// Listers holding the Service `default/web`, which selects `app=web`.
+    fn web_service_listers() -> Arc<crate::listers::MemoryListers> {
         let listers = Arc::new(crate::listers::MemoryListers::new());
         listers.put_service(
             "default",
             "web",
             Some([("app".to_string(), "web".to_string())].into()),
         );
+        listers
+    }
+
+    #[test]
+    fn service_selected_pod_is_spread_by_default() {
+        let listers = web_service_listers();
         let plugin = system_plugin(&listers);
         let snap = Snapshot::from_nodes(vec![
             default_node("a1", Some("a"), 4),
@@ -889,12 +886,7 @@ mod tests {
 
     #[test]
     fn pod_selected_by_nothing_or_with_own_constraints_gets_no_defaults() {
-        let listers = Arc::new(crate::listers::MemoryListers::new());
-        listers.put_service(
-            "default",
-            "web",
-            Some([("app".to_string(), "web".to_string())].into()),
-        );
+        let listers = web_service_listers();
         // A Service with an empty selector selects no pods.
         listers.put_service("default", "headless", None);
         let plugin = system_plugin(&listers);
@@ -958,12 +950,7 @@ mod tests {
 
     #[test]
     fn system_defaults_score_nodes_missing_the_zone_label_by_hostname() {
-        let listers = Arc::new(crate::listers::MemoryListers::new());
-        listers.put_service(
-            "default",
-            "web",
-            Some([("app".to_string(), "web".to_string())].into()),
-        );
+        let listers = web_service_listers();
         let plugin = system_plugin(&listers);
         let snap = Snapshot::from_nodes(vec![
             default_node("a1", Some("a"), 2),
@@ -980,12 +967,7 @@ mod tests {
 
     #[test]
     fn list_defaulting_uses_configured_constraints_and_rejects_bad_args() {
-        let listers = Arc::new(crate::listers::MemoryListers::new());
-        listers.put_service(
-            "default",
-            "web",
-            Some([("app".to_string(), "web".to_string())].into()),
-        );
+        let listers = web_service_listers();
         let args: Args = serde_json::from_value(serde_json::json!({
             "defaultingType": "List",
             "defaultConstraints": [
