@@ -4,6 +4,7 @@
 //! listers; the API side (binding, conditions, events, preemption) goes through
 //! [`KubeApi`].
 
+use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use skiff_informer::{HandlerFns, InformerError, SharedInformerFactory};
 
 use crate::framework::config::ConfigError;
@@ -76,23 +79,19 @@ pub fn register(
         Arc::new(RealClock),
     )?);
 
-    let s = scheduler.clone();
-    let (s2, s3) = (s.clone(), s.clone());
-    factory.informer::<Node>().add_event_handler(
-        HandlerFns::new()
-            .on_add(move |node: &Arc<Node>| s.on_node_add(node.clone()))
-            .on_update(move |old: &Arc<Node>, new: &Arc<Node>| s2.on_node_update(old, new.clone()))
-            .on_delete(move |node: &Arc<Node>| {
-                s3.on_node_delete(node.metadata.name.as_deref().unwrap_or(""))
-            }),
+    follow::<Node>(
+        factory,
+        &scheduler,
+        Scheduler::on_node_add,
+        Scheduler::on_node_update,
+        |s, node| s.on_node_delete(node.metadata.name.as_deref().unwrap_or("")),
     )?;
-    let s = scheduler.clone();
-    let (s2, s3) = (s.clone(), s.clone());
-    factory.informer::<Pod>().add_event_handler(
-        HandlerFns::new()
-            .on_add(move |pod: &Arc<Pod>| s.on_pod_add(pod.clone()))
-            .on_update(move |old: &Arc<Pod>, new: &Arc<Pod>| s2.on_pod_update(old, new.clone()))
-            .on_delete(move |pod: &Arc<Pod>| s3.on_pod_delete(pod)),
+    follow::<Pod>(
+        factory,
+        &scheduler,
+        Scheduler::on_pod_add,
+        Scheduler::on_pod_update,
+        Scheduler::on_pod_delete,
     )?;
 
     feed(
@@ -139,6 +138,39 @@ pub fn register(
     Ok(scheduler)
 }
 
+/// A kind the shared informers can watch: the bounds of
+/// `SharedInformerFactory::informer`, named once for `feed` and `controller`.
+trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+/// Hands every added, updated and deleted `K` (the nodes and pods the scheduler
+/// caches itself) to the scheduler's own method for each.
+fn follow<K: Watched>(
+    factory: &SharedInformerFactory,
+    scheduler: &Arc<Scheduler>,
+    added: fn(&Scheduler, Arc<K>),
+    updated: fn(&Scheduler, &K, Arc<K>),
+    deleted: fn(&Scheduler, &K),
+) -> Result<(), InformerError> {
+    let (s1, s2, s3) = (scheduler.clone(), scheduler.clone(), scheduler.clone());
+    factory
+        .informer::<K>()
+        .add_event_handler(
+            HandlerFns::new()
+                .on_add(move |obj: &Arc<K>| added(&s1, obj.clone()))
+                .on_update(move |old: &Arc<K>, new: &Arc<K>| updated(&s2, old, new.clone()))
+                .on_delete(move |obj: &Arc<K>| deleted(&s3, obj)),
+        )
+        .map(|_| ())
+}
+
 /// Keeps a lister up to date from an informer and tells the scheduler, so
 /// pods parked as unschedulable are retried when something they wait on
 /// appears.
@@ -150,13 +182,7 @@ fn feed<K>(
     put: fn(&MemoryListers, &K),
 ) -> Result<(), InformerError>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let (l1, l2) = (listers.clone(), listers.clone());
     let (s1, s2) = (scheduler.clone(), scheduler.clone());
@@ -223,13 +249,7 @@ fn controller<K>(
     selector: fn(&K) -> Selector,
 ) -> Result<(), InformerError>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let kind = K::kind(&());
     let put = move |l: &MemoryListers, obj: &K| {

@@ -233,6 +233,16 @@ impl PodInfo {
             .or_else(|| self.spec().node_name.as_deref().filter(|n| !n.is_empty()))
     }
 
+    /// The node preemption nominated the pod to (`status.nominatedNodeName`), if set
+    /// and not empty.
+    pub fn nominated_node_name(&self) -> Option<&str> {
+        self.pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty())
+    }
+
     /// A copy of this pod assumed onto `node`.
     pub fn assumed_on(&self, node: &str) -> PodInfo {
         PodInfo {

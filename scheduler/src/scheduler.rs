@@ -492,14 +492,27 @@ impl Scheduler {
         }
         let error = st.code() == Code::Error;
         let plugins = st.plugin().into_iter().collect();
+        let reason = self.requeue_unassumed(q, plugins, error);
+        CycleOutcome::Failed(Self::failure(assumed.clone(), reason, st.message()))
+    }
+
+    /// Parks again a pod whose assumed placement was given up (waiting for an event one
+    /// of `plugins` registered, or with backoff after an `error`), and tells the queue
+    /// the resources it held are free, as a deleted assigned pod's would be. Returns the
+    /// failure's reason: `SchedulerError` after an error, else `Unschedulable`.
+    fn requeue_unassumed(
+        &self,
+        q: QueuedPodInfo,
+        plugins: BTreeSet<&'static str>,
+        error: bool,
+    ) -> &'static str {
         self.queue.lock().add_unschedulable(q, plugins, error);
         self.event(ClusterEvent::ASSIGNED_POD_DELETE);
-        let reason = if error {
+        if error {
             "SchedulerError"
         } else {
             "Unschedulable"
-        };
-        CycleOutcome::Failed(Self::failure(assumed.clone(), reason, st.message()))
+        }
     }
 
     // ---- binding cycle and reporting ------------------------------------------------
@@ -542,13 +555,7 @@ impl Scheduler {
         }
         let error = st.code() == Code::Error;
         let plugins = st.plugin().filter(|_| !error).into_iter().collect();
-        self.queue.lock().add_unschedulable(queued, plugins, error);
-        self.event(ClusterEvent::ASSIGNED_POD_DELETE);
-        let reason = if error {
-            "SchedulerError"
-        } else {
-            "Unschedulable"
-        };
+        let reason = self.requeue_unassumed(queued, plugins, error);
         Err(Self::failure(
             pod,
             reason,

@@ -170,17 +170,7 @@ mod tests {
 
     use skiff_common::labels::from_pairs as labels;
 
-    fn req(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
-        NodeSelectorRequirement {
-            key: key.into(),
-            operator: op.into(),
-            values: if values.is_empty() {
-                None
-            } else {
-                Some(values.iter().map(|s| s.to_string()).collect())
-            },
-        }
-    }
+    use crate::testing::node_req as req;
 
     #[test]
     fn node_requirement_operators() {

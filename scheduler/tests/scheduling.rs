@@ -41,6 +41,22 @@ fn zoned_cluster(c: &TestCluster, zones: &[&str], per_zone: usize) {
     }
 }
 
+/// Adds `count` pods `<app>-<i>` labelled `app=<app>`, each shaped further by `with`
+/// (a spread constraint, an anti-affinity on their own label).
+fn add_app_pods(c: &TestCluster, app: &str, count: usize, with: impl Fn(PodBuilder) -> PodBuilder) {
+    for i in 0..count {
+        c.add_pod(with(PodBuilder::new(&format!("{app}-{i}")).label("app", app)).build());
+    }
+}
+
+/// Adds `count` pods of `app` (as `add_app_pods`) spread over `topology_key` with a
+/// maximum skew of 1; `when` says what an unsatisfiable spread does.
+fn add_spread_pods(c: &TestCluster, app: &str, count: usize, topology_key: &str, when: &str) {
+    add_app_pods(c, app, count, |p| {
+        p.spread(1, topology_key, when, &[("app", app)])
+    });
+}
+
 fn zone_of(node: &str) -> String {
     node.split('-').next().unwrap_or_default().to_string()
 }
@@ -89,19 +105,7 @@ mod placement {
     async fn hard_zone_spread_is_even() {
         let c = TestCluster::new();
         zoned_cluster(&c, &["a", "b", "c"], 2);
-        for i in 0..9 {
-            c.add_pod(
-                PodBuilder::new(&format!("web-{i}"))
-                    .label("app", "web")
-                    .spread(
-                        1,
-                        "topology.kubernetes.io/zone",
-                        "DoNotSchedule",
-                        &[("app", "web")],
-                    )
-                    .build(),
-            );
-        }
+        add_spread_pods(&c, "web", 9, "topology.kubernetes.io/zone", "DoNotSchedule");
         let (placed, failed) = c.schedule_all().await;
         assert!(failed.is_empty());
         let per_zone = counts(&placed, zone_of);
@@ -115,19 +119,7 @@ mod placement {
     async fn soft_hostname_spread_uses_every_node() {
         let c = TestCluster::new();
         zoned_cluster(&c, &["a"], 4);
-        for i in 0..4 {
-            c.add_pod(
-                PodBuilder::new(&format!("w-{i}"))
-                    .label("app", "w")
-                    .spread(
-                        1,
-                        "kubernetes.io/hostname",
-                        "ScheduleAnyway",
-                        &[("app", "w")],
-                    )
-                    .build(),
-            );
-        }
+        add_spread_pods(&c, "w", 4, "kubernetes.io/hostname", "ScheduleAnyway");
         let (placed, _) = c.schedule_all().await;
         assert_eq!(counts(&placed, |n| n.to_string()).len(), 4);
     }
@@ -136,14 +128,9 @@ mod placement {
     async fn anti_affinity_one_per_node_then_upstream_message() {
         let c = TestCluster::new();
         zoned_cluster(&c, &["a"], 3);
-        for i in 0..4 {
-            c.add_pod(
-                PodBuilder::new(&format!("db-{i}"))
-                    .label("app", "db")
-                    .pod_anti_affinity(&[("app", "db")], "kubernetes.io/hostname")
-                    .build(),
-            );
-        }
+        add_app_pods(&c, "db", 4, |p| {
+            p.pod_anti_affinity(&[("app", "db")], "kubernetes.io/hostname")
+        });
         let (placed, failed) = c.schedule_all().await;
         assert_eq!(counts(&placed, |n| n.to_string()).len(), 3);
         assert_eq!(failed.len(), 1);
@@ -260,14 +247,16 @@ mod placement {
             namespace: Some("default".into()),
             ..Default::default()
         };
-        c.listers.put_pvc(PersistentVolumeClaim {
-            metadata: meta("data"),
-            spec: Some(PersistentVolumeClaimSpec {
-                volume_name: Some("pv-b".into()),
-                ..Default::default()
-            }),
+        let claim = |name: &str, spec: PersistentVolumeClaimSpec| PersistentVolumeClaim {
+            metadata: meta(name),
+            spec: Some(spec),
             status: None,
-        });
+        };
+        let bound_to_pv_b = || PersistentVolumeClaimSpec {
+            volume_name: Some("pv-b".into()),
+            ..Default::default()
+        };
+        c.listers.put_pvc(claim("data", bound_to_pv_b()));
         c.listers.put_pv(PersistentVolume {
             metadata: meta("pv-b"),
             spec: Some(PersistentVolumeSpec {
@@ -287,14 +276,13 @@ mod placement {
             }),
             status: None,
         });
-        c.listers.put_pvc(PersistentVolumeClaim {
-            metadata: meta("eager"),
-            spec: Some(PersistentVolumeClaimSpec {
+        c.listers.put_pvc(claim(
+            "eager",
+            PersistentVolumeClaimSpec {
                 storage_class_name: Some("fast".into()),
                 ..Default::default()
-            }),
-            status: None,
-        });
+            },
+        ));
         c.listers.put_storage_class(StorageClass {
             metadata: meta("fast"),
             provisioner: "x".into(),
@@ -311,14 +299,7 @@ mod placement {
              preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
         );
         // The PV controller binds the claim: the PVC update requeues the pod.
-        c.listers.put_pvc(PersistentVolumeClaim {
-            metadata: meta("eager"),
-            spec: Some(PersistentVolumeClaimSpec {
-                volume_name: Some("pv-b".into()),
-                ..Default::default()
-            }),
-            status: None,
-        });
+        c.listers.put_pvc(claim("eager", bound_to_pv_b()));
         c.scheduler
             .on_cluster_event(skiff_scheduler::framework::ClusterEvent::new(
                 skiff_scheduler::framework::EventResource::PersistentVolumeClaim,

@@ -9,12 +9,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::ips::PodIps;
 use super::{EXIT_CODE_ANNOTATION, NodeClients, RUN_SECONDS_ANNOTATION, SimulatedConfig};
+use crate::agent::pod::status::readiness_gates_hold;
+use crate::agent::pod::termination::delete_for_good;
 
 /// Drives the pods of every simulated node from one shared cache.
 #[derive(Clone)]
@@ -117,20 +119,7 @@ const STOPPED_EXIT_CODE: i32 = 143;
 /// The final delete (grace 0), only of this very pod (its UID), so a new
 /// pod of the same name is never removed.
 async fn remove(api: &Api<Pod>, pod: &Pod) -> Result<Action, kube::Error> {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let params = DeleteParams {
-        grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions {
-            uid: pod.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(Action::Done),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::Done),
-        Err(e) => Err(e),
-    }
+    delete_for_good(api, pod).await.map(|()| Action::Done)
 }
 
 async fn patch_status(api: &Api<Pod>, name: &str, status: Value) -> Result<(), kube::Error> {
@@ -231,47 +220,48 @@ fn condition(type_: &str, status: bool, now: &str) -> Value {
 
 /// Readiness gates must be set True by someone else before the pod is Ready.
 fn gates_satisfied(pod: &Pod) -> bool {
-    let gates = pod
-        .spec
+    pod.spec
         .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .map(|g| {
-            g.iter()
-                .map(|g| g.condition_type.clone())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let conditions = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .cloned()
-        .unwrap_or_default();
-    gates.iter().all(|gate| {
-        conditions
-            .iter()
-            .any(|c| &c.type_ == gate && c.status == "True")
-    })
+        .is_none_or(|spec| readiness_gates_hold(spec, pod.status.as_ref()))
 }
 
-fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str) -> Value {
-    let now = Timestamp::now().to_string();
-    let ready = gates_satisfied(pod);
-    let statuses: Vec<Value> = container_names(pod)
+/// The status of each of the pod's containers, all in `state` (`running` or
+/// `terminated`, as in a ContainerStatus); running containers are ready and started.
+fn container_statuses(pod: &Pod, running: bool, state: Value) -> Vec<Value> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    container_names(pod)
         .into_iter()
         .map(|(name, image)| {
             json!({
                 "name": name,
                 "image": image,
                 "imageID": format!("simulated://{image}"),
-                "containerID": format!("simulated://{}-{name}", pod.metadata.uid.as_deref().unwrap_or("")),
-                "ready": true,
-                "started": true,
+                "containerID": format!("simulated://{uid}-{name}"),
+                "ready": running,
+                "started": running,
                 "restartCount": 0,
-                "state": { "running": { "startedAt": now } },
+                "state": state,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// A simulated pod's conditions: scheduled and initialized always, its sandbox
+/// and containers ready while `running`, Ready when `ready`.
+fn pod_conditions(running: bool, ready: bool, now: &str) -> Value {
+    json!([
+        condition("PodReadyToStartContainers", running, now),
+        condition("Initialized", true, now),
+        condition("Ready", ready, now),
+        condition("ContainersReady", running, now),
+        condition("PodScheduled", true, now),
+    ])
+}
+
+fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str) -> Value {
+    let now = Timestamp::now().to_string();
+    let ready = gates_satisfied(pod);
+    let statuses = container_statuses(pod, true, json!({ "running": { "startedAt": now } }));
     json!({
         "phase": "Running",
         "podIP": pod_ip,
@@ -280,13 +270,7 @@ fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str) -> Value {
         "hostIPs": [{ "ip": host_ip }],
         "startTime": now,
         "qosClass": skiff_common::qos::qos_class(pod),
-        "conditions": [
-            condition("PodReadyToStartContainers", true, &now),
-            condition("Initialized", true, &now),
-            condition("Ready", ready, &now),
-            condition("ContainersReady", true, &now),
-            condition("PodScheduled", true, &now),
-        ],
+        "conditions": pod_conditions(true, ready, &now),
         "containerStatuses": statuses,
     })
 }
@@ -301,33 +285,17 @@ fn finished_status(pod: &Pod, exit_code: i32) -> Value {
     } else {
         ("Failed", "Error")
     };
-    let statuses: Vec<Value> = container_names(pod)
-        .into_iter()
-        .map(|(name, image)| {
-            json!({
-                "name": name,
-                "image": image,
-                "imageID": format!("simulated://{image}"),
-                "containerID": format!("simulated://{}-{name}", pod.metadata.uid.as_deref().unwrap_or("")),
-                "ready": false,
-                "started": false,
-                "restartCount": 0,
-                "state": { "terminated": {
-                    "exitCode": exit_code, "reason": reason,
-                    "startedAt": started, "finishedAt": now,
-                }},
-            })
-        })
-        .collect();
+    let statuses = container_statuses(
+        pod,
+        false,
+        json!({ "terminated": {
+            "exitCode": exit_code, "reason": reason,
+            "startedAt": started, "finishedAt": now,
+        }}),
+    );
     json!({
         "phase": phase,
-        "conditions": [
-            condition("PodReadyToStartContainers", false, &now),
-            condition("Initialized", true, &now),
-            condition("Ready", false, &now),
-            condition("ContainersReady", false, &now),
-            condition("PodScheduled", true, &now),
-        ],
+        "conditions": pod_conditions(false, false, &now),
         "containerStatuses": statuses,
     })
 }

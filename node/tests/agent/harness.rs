@@ -19,6 +19,8 @@ use skiff_node::{CriRuntime, CriTimeouts, Runtime};
 use skiff_testkit::UserInfo;
 use tokio::sync::watch;
 
+use crate::host;
+
 pub struct TestCluster {
     /// The cluster CA and the API server's client certificate for nodes.
     pub certs: ClusterCerts,
@@ -209,6 +211,20 @@ impl TestCluster {
         }
     }
 
+    /// Polls the pod until its phase is `phase`.
+    pub async fn wait_phase(&self, name: &str, timeout: Duration, phase: &str) -> Pod {
+        self.wait_pod(name, timeout, phase, |p| crate::harness::phase(p) == phase)
+            .await
+    }
+
+    /// Deletes the pod with its own grace period; a failed request fails the test.
+    pub async fn delete_pod(&self, name: &str) {
+        self.pods()
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+
     /// Waits until the pod object is gone.
     pub async fn wait_gone(&self, name: &str, timeout: Duration) -> Duration {
         let start = Instant::now();
@@ -276,40 +292,9 @@ fn node_tls(certs: &ClusterCerts) -> NodeServerTls {
 
 /// Kills anything still running from `base`, unmounts, deletes the bridge.
 fn cleanup_host(base: &Path, bridge: &str) {
-    let needle = base.as_os_str().as_encoded_bytes().to_vec();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            if cmd.windows(needle.len()).any(|w| w == needle.as_slice()) {
-                // SAFETY: kill(2) has no memory-safety preconditions.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
-    }
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let prefix = base.to_string_lossy().into_owned();
-    let mut points: Vec<&str> = mounts
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1))
-        .filter(|p| p.starts_with(&prefix))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        if let Ok(c) = std::ffi::CString::new(p) {
-            // SAFETY: `c` is a valid NUL-terminated path for the call.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
-    if Path::new("/sys/class/net").join(bridge).exists() {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "delete", bridge])
-            .status();
-    }
+    host::kill_processes_mentioning(base);
+    host::unmount_under(base);
+    host::delete_bridge(bridge);
 }
 
 /// The runtime id of a container from its status.
@@ -350,6 +335,22 @@ pub fn container_status<'a>(
         .as_ref()?
         .iter()
         .find(|c| c.name == name)
+}
+
+/// Asserts that `state` (a container's state or last state) is terminated with
+/// `exit_code` and `reason`; `what` names the state when it is not terminated.
+#[track_caller]
+pub fn assert_terminated(
+    state: Option<&k8s_openapi::api::core::v1::ContainerState>,
+    what: &str,
+    exit_code: i32,
+    reason: &str,
+) {
+    let terminated = state.and_then(|s| s.terminated.as_ref()).expect(what);
+    assert_eq!(
+        (terminated.exit_code, terminated.reason.as_deref()),
+        (exit_code, Some(reason))
+    );
 }
 
 pub async fn exec(cri: &CriRuntime, id: &str, cmd: &[&str]) -> (i32, String) {

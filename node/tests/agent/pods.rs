@@ -10,7 +10,9 @@ use serde_json::json;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use crate::harness::{TestCluster, condition, container_id, container_status, exec, phase};
+use crate::harness::{
+    TestCluster, assert_terminated, condition, container_id, container_status, exec, phase,
+};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -86,33 +88,15 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
             }
         }))
         .await;
-    let hello = cluster
-        .wait_pod("hello", LONG, "Succeeded", |p| phase(p) == "Succeeded")
-        .await;
+    let hello = cluster.wait_phase("hello", LONG, "Succeeded").await;
     let main = container_status(&hello, "main").expect("status of main");
-    let terminated = main
-        .state
-        .as_ref()
-        .and_then(|s| s.terminated.as_ref())
-        .expect("terminated");
-    assert_eq!(
-        (terminated.exit_code, terminated.reason.as_deref()),
-        (0, Some("Completed"))
-    );
+    assert_terminated(main.state.as_ref(), "terminated", 0, "Completed");
     let pod_status = hello.status.as_ref().expect("status");
     let init = &pod_status
         .init_container_statuses
         .as_ref()
         .expect("init statuses")[0];
-    let init_done = init
-        .state
-        .as_ref()
-        .and_then(|s| s.terminated.as_ref())
-        .expect("init terminated");
-    assert_eq!(
-        (init_done.exit_code, init_done.reason.as_deref()),
-        (0, Some("Completed"))
-    );
+    assert_terminated(init.state.as_ref(), "init terminated", 0, "Completed");
     assert_eq!(condition(&hello, "Initialized").as_deref(), Some("True"));
     assert!(
         pod_status.pod_ip.is_some()
@@ -158,12 +142,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
         })
         .await;
     let c = container_status(&crashing, "c").expect("status");
-    let last = c
-        .last_state
-        .as_ref()
-        .and_then(|s| s.terminated.as_ref())
-        .expect("last state");
-    assert_eq!((last.exit_code, last.reason.as_deref()), (3, Some("Error")));
+    assert_terminated(c.last_state.as_ref(), "last state", 3, "Error");
     assert_eq!(phase(&crashing), "Running");
     let crasher_uid = crashing.metadata.uid.clone().expect("uid");
     let previous = logs::read(
@@ -196,9 +175,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
             }
         }))
         .await;
-    let running = cluster
-        .wait_pod("reader", LONG, "Running", |p| phase(p) == "Running")
-        .await;
+    let running = cluster.wait_phase("reader", LONG, "Running").await;
     let id = container_id(&running, "app");
     let (code, out) = exec(&cluster.cri, &id, &["cat", "/etc/cfg/greeting"]).await;
     assert_eq!((code, out.as_str()), (0, "hello from a configmap"));
@@ -251,9 +228,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
             }
         }))
         .await;
-    let lively = cluster
-        .wait_pod("lively", LONG, "Running", |p| phase(p) == "Running")
-        .await;
+    let lively = cluster.wait_phase("lively", LONG, "Running").await;
     let first = container_id(&lively, "l");
     let (code, _) = exec(&cluster.cri, &first, &["rm", "/tmp/alive"]).await;
     assert_eq!(code, 0);
@@ -291,14 +266,8 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
             }
         }))
         .await;
-    cluster
-        .wait_pod("graceful", LONG, "Running", |p| phase(p) == "Running")
-        .await;
-    cluster
-        .pods()
-        .delete("graceful", &DeleteParams::default())
-        .await
-        .expect("delete");
+    cluster.wait_phase("graceful", LONG, "Running").await;
+    cluster.delete_pod("graceful").await;
     let took = cluster.wait_gone("graceful", Duration::from_secs(40)).await;
     assert!(
         took < Duration::from_secs(20),
@@ -326,14 +295,8 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
             }
         }))
         .await;
-    cluster
-        .wait_pod("held", LONG, "Running", |p| phase(p) == "Running")
-        .await;
-    cluster
-        .pods()
-        .delete("held", &DeleteParams::default())
-        .await
-        .expect("delete");
+    cluster.wait_phase("held", LONG, "Running").await;
+    cluster.delete_pod("held").await;
     let held = cluster
         .wait_pod("held", LONG, "the agent's final delete", |p| {
             p.metadata.deletion_grace_period_seconds == Some(0)

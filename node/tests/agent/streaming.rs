@@ -280,51 +280,35 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
     assert!(!body.contains("tick"), "{body}");
 
     // follow=true streams until the container exits, then ends.
-    let (code, body) = get(
-        &node,
-        "/containerLogs/default/ticker/main?follow=true",
-        true,
-    )
-    .await;
+    let ticker_logs = async |query: &str| {
+        get(
+            &node,
+            &format!("/containerLogs/default/ticker/main{query}"),
+            true,
+        )
+        .await
+    };
+    let (code, body) = ticker_logs("?follow=true").await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(body, "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n");
-    cluster
-        .wait_pod("ticker", LONG, "Succeeded", |p| phase(p) == "Succeeded")
-        .await;
-    let (_, tail) = get(
-        &node,
-        "/containerLogs/default/ticker/main?tailLines=2&timestamps=true",
-        true,
-    )
-    .await;
+    cluster.wait_phase("ticker", LONG, "Succeeded").await;
+    let (_, tail) = ticker_logs("?tailLines=2&timestamps=true").await;
     let lines: Vec<&str> = tail.lines().collect();
     assert_eq!(lines.len(), 2, "{tail}");
     assert!(
         lines[0].ends_with(" tick 4") && lines[0].contains('T'),
         "{tail}"
     );
-    let (_, limited) = get(
-        &node,
-        "/containerLogs/default/ticker/main?limitBytes=8",
-        true,
-    )
-    .await;
+    let (_, limited) = ticker_logs("?limitBytes=8").await;
     assert_eq!(limited, "tick 1\nt");
-    let (code, body) = get(
-        &node,
-        "/containerLogs/default/ticker/main?previous=true",
-        true,
-    )
-    .await;
+    let (code, body) = ticker_logs("?previous=true").await;
     assert_eq!(code, 400, "{body}");
     let (code, body) = get(&node, "/containerLogs/default/missing/main", true).await;
     assert_eq!(code, 404, "{body}");
     assert!(body.contains("\"kind\":\"Status\""), "{body}");
 
     // exec: stdout, stderr and the exit code as a v5 session.
-    cluster
-        .wait_pod("shell", LONG, "Running", |p| phase(p) == "Running")
-        .await;
+    cluster.wait_phase("shell", LONG, "Running").await;
     let session = exec_ws(
         &node,
         "/exec/default/shell/main?command=sh&command=-c&command=echo+out%3B+echo+err+%3E%262%3B+exit+3&stdout=true&stderr=true",

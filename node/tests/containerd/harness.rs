@@ -13,6 +13,9 @@ use skiff_node::cri_api as api;
 use skiff_node::images;
 use skiff_node::{CriRuntime, Runtime};
 
+pub use crate::host::{bridge_exists, process_exists, processes_mentioning};
+use crate::host::{delete_bridge, kill_processes_mentioning, unmount_under};
+
 /// One containerd under test.
 pub struct TestNode {
     // Dropped first (fields drop in order): the temp dir must outlive the
@@ -97,25 +100,6 @@ fn kill_container_inits(runc_root: &Path) {
                 // SAFETY: kill(2) has no memory-safety preconditions.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
-        }
-    }
-}
-
-/// Lazily unmounts whatever containerd left mounted under `base` (rootfs
-/// overlays, shm, network namespaces), deepest first.
-fn unmount_under(base: &Path) {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let prefix = base.to_string_lossy().into_owned();
-    let mut points: Vec<&str> = mounts
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1))
-        .filter(|p| p.starts_with(&prefix))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        if let Ok(c) = std::ffi::CString::new(p) {
-            // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
     }
 }
@@ -290,6 +274,25 @@ pub fn container_config(name: &str, command: &[&str]) -> api::ContainerConfig {
 }
 
 /// Polls the container's status until `done` holds or `timeout` passes.
+/// Creates and starts `config` in `sandbox`, then waits (a minute at most) until its
+/// status satisfies `reached`: the container's id and that status. A failed CRI call
+/// fails the test, naming the call.
+pub async fn run_container(
+    runtime: &dyn Runtime,
+    sandbox: &str,
+    config: &api::ContainerConfig,
+    sandbox_config: &api::PodSandboxConfig,
+    reached: impl Fn(&api::ContainerStatus) -> bool,
+) -> (String, api::ContainerStatus) {
+    let id = runtime
+        .create_container(sandbox, config, sandbox_config)
+        .await
+        .expect("CreateContainer");
+    runtime.start_container(&id).await.expect("StartContainer");
+    let status = wait_container(runtime, &id, Duration::from_secs(60), reached).await;
+    (id, status)
+}
+
 pub async fn wait_container(
     runtime: &dyn Runtime,
     id: &str,
@@ -317,59 +320,4 @@ pub fn log_of(paths: &ContainerdPaths) -> String {
     let text = std::fs::read_to_string(paths.log_file()).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
-}
-
-pub fn process_exists(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// PIDs whose command line mentions `path` (containerd, its shims, ctr).
-pub fn processes_mentioning(path: &Path) -> Vec<(u32, String)> {
-    let needle = path.as_os_str().as_encoded_bytes();
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        if cmdline.windows(needle.len()).any(|w| w == needle) && process_exists(pid) {
-            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
-        }
-    }
-    found
-}
-
-fn kill_processes_mentioning(path: &Path) {
-    for (pid, _) in processes_mentioning(path) {
-        if let Ok(pid) = libc::pid_t::try_from(pid) {
-            // SAFETY: kill(2) has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-}
-
-pub fn bridge_exists(bridge: &str) -> bool {
-    Path::new("/sys/class/net").join(bridge).exists()
-}
-
-fn delete_bridge(bridge: &str) {
-    if bridge_exists(bridge) {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "delete", bridge])
-            .status();
-    }
 }

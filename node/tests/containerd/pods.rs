@@ -7,7 +7,7 @@ use std::time::Duration;
 use skiff_node::cri_api as api;
 use skiff_node::{Runtime, RuntimeError};
 
-use crate::harness::{TestNode, bridge_exists, container_config, wait_container};
+use crate::harness::{TestNode, bridge_exists, container_config, run_container};
 
 const EXITED: i32 = api::ContainerState::ContainerExited as i32;
 const RUNNING: i32 = api::ContainerState::ContainerRunning as i32;
@@ -66,15 +66,7 @@ async fn pod_sandbox_containers_logs_exec_and_cleanup() {
         "echo",
         &["sh", "-c", "echo hello from skiff; echo oops >&2; exit 3"],
     );
-    let echo_id = runtime
-        .create_container(&sandbox, &echo, &sandbox_config)
-        .await
-        .expect("CreateContainer");
-    runtime
-        .start_container(&echo_id)
-        .await
-        .expect("StartContainer");
-    let done = wait_container(runtime, &echo_id, Duration::from_secs(60), |s| {
+    let (echo_id, done) = run_container(runtime, &sandbox, &echo, &sandbox_config, |s| {
         s.state == EXITED
     })
     .await;
@@ -106,15 +98,7 @@ async fn pod_sandbox_containers_logs_exec_and_cleanup() {
 
     // A long-running container to exec into.
     let sleeper = container_config("sleeper", &["sleep", "3600"]);
-    let sleeper_id = runtime
-        .create_container(&sandbox, &sleeper, &sandbox_config)
-        .await
-        .expect("CreateContainer");
-    runtime
-        .start_container(&sleeper_id)
-        .await
-        .expect("StartContainer");
-    wait_container(runtime, &sleeper_id, Duration::from_secs(60), |s| {
+    let (sleeper_id, _) = run_container(runtime, &sandbox, &sleeper, &sandbox_config, |s| {
         s.state == RUNNING
     })
     .await;
@@ -220,15 +204,7 @@ async fn pod_sandbox_containers_logs_exec_and_cleanup() {
     assert_eq!((stopped.state, stopped.exit_code), (EXITED, 143));
     // ... and a process that ignores it is killed when the grace period ends.
     let stubborn = container_config("stubborn", &["sh", "-c", "trap '' TERM; exec sleep 3600"]);
-    let stubborn_id = runtime
-        .create_container(&sandbox, &stubborn, &sandbox_config)
-        .await
-        .expect("CreateContainer");
-    runtime
-        .start_container(&stubborn_id)
-        .await
-        .expect("StartContainer");
-    wait_container(runtime, &stubborn_id, Duration::from_secs(60), |s| {
+    let (stubborn_id, _) = run_container(runtime, &sandbox, &stubborn, &sandbox_config, |s| {
         s.state == RUNNING
     })
     .await;
@@ -317,12 +293,7 @@ async fn pause_is_pid_1_of_a_shared_pid_namespace_and_reaps_orphans() {
         }),
         ..Default::default()
     });
-    let id = runtime
-        .create_container(&sandbox, &config, &sandbox_config)
-        .await
-        .expect("CreateContainer");
-    runtime.start_container(&id).await.expect("StartContainer");
-    wait_container(runtime, &id, Duration::from_secs(60), |s| {
+    let (id, _) = run_container(runtime, &sandbox, &config, &sandbox_config, |s| {
         s.state == RUNNING
     })
     .await;

@@ -10,7 +10,7 @@ use skiff_node::containerd::config::{ContainerdConfig, ContainerdPaths};
 use skiff_node::containerd::supervisor::{ContainerdSupervisor, RuntimeEndpoint, SupervisorConfig};
 use skiff_node::cri_api as api;
 
-use crate::harness::{TestNode, container_config, process_exists, wait_container};
+use crate::harness::{TestNode, container_config, process_exists, run_container};
 
 const RUNNING: i32 = api::ContainerState::ContainerRunning as i32;
 
@@ -31,15 +31,7 @@ async fn killed_containerd_is_restarted_and_running_containers_survive() {
         .await
         .expect("RunPodSandbox");
     let config = container_config("sleeper", &["sleep", "3600"]);
-    let container = runtime
-        .create_container(&sandbox, &config, &sandbox_config)
-        .await
-        .expect("CreateContainer");
-    runtime
-        .start_container(&container)
-        .await
-        .expect("StartContainer");
-    let before = wait_container(runtime, &container, Duration::from_secs(60), |s| {
+    let (container, before) = run_container(runtime, &sandbox, &config, &sandbox_config, |s| {
         s.state == RUNNING
     })
     .await;

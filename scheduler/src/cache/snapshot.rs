@@ -77,18 +77,14 @@ impl Snapshot {
     }
 
     pub(crate) fn rebuild_affinity_lists(&mut self) {
-        self.with_affinity = self
-            .nodes
-            .iter()
-            .filter(|n| !n.pods_with_affinity.is_empty())
-            .cloned()
-            .collect();
-        self.with_required_anti_affinity = self
-            .nodes
-            .iter()
-            .filter(|n| !n.pods_with_required_anti_affinity.is_empty())
-            .cloned()
-            .collect();
+        self.with_affinity = self.nodes_where(|n| !n.pods_with_affinity.is_empty());
+        self.with_required_anti_affinity =
+            self.nodes_where(|n| !n.pods_with_required_anti_affinity.is_empty());
+    }
+
+    /// The nodes for which `keep` holds, in snapshot order.
+    fn nodes_where(&self, keep: impl Fn(&NodeInfo) -> bool) -> Vec<Arc<NodeInfo>> {
+        self.nodes.iter().filter(|n| keep(n)).cloned().collect()
     }
 
     pub(crate) fn upsert(&mut self, info: Arc<NodeInfo>) {

@@ -99,6 +99,29 @@ impl ClusterEvent {
     /// An assigned pod was added.
     pub const ASSIGNED_POD_ADD: ClusterEvent =
         ClusterEvent::new(EventResource::Pod, ActionSet::ADD);
+    /// An assigned pod was added or deleted, or its labels changed: what can change
+    /// the pods a label selector counts (inter-pod affinity, topology spread).
+    pub const ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE: ClusterEvent = ClusterEvent::new(
+        EventResource::Pod,
+        ActionSet::ADD
+            .or(ActionSet::DELETE)
+            .or(ActionSet::UPDATE_POD_LABEL),
+    );
+    /// A node was added or its labels changed (node selectors, affinity, topology).
+    pub const NODE_ADD_OR_LABEL_CHANGE: ClusterEvent = ClusterEvent::new(
+        EventResource::Node,
+        ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
+    );
+    /// A node was added or its taints changed (`spec.unschedulable` counts as a taint).
+    pub const NODE_ADD_OR_TAINT_CHANGE: ClusterEvent = ClusterEvent::new(
+        EventResource::Node,
+        ActionSet::ADD.or(ActionSet::UPDATE_NODE_TAINT),
+    );
+
+    /// An object of `resource` was added or updated in any way.
+    pub const fn added_or_updated(resource: EventResource) -> Self {
+        ClusterEvent::new(resource, ActionSet::ADD.or(ActionSet::UPDATE))
+    }
 }
 
 /// The objects an event is about, handed to plugins' queueing hints.

@@ -51,14 +51,11 @@ pub trait Plugin: Send + Sync + 'static {
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         Vec::new()
     }
-    /// Whether `event`, one of the registered ones, could make `pod` (which this plugin
-    /// rejected) schedulable, judged from the objects involved. The default retries.
-    fn queueing_hint(
-        &self,
-        _pod: &PodInfo,
-        _event: &ClusterEvent,
-        _objects: &EventObjects<'_>,
-    ) -> QueueingHint {
+    /// Whether an event the plugin registered for (the queue has matched it already)
+    /// could make `pod`, which this plugin rejected, schedulable, judged from the objects
+    /// involved; as upstream's queueing hint functions, it is not told the event itself.
+    /// The default retries.
+    fn queueing_hint(&self, _pod: &PodInfo, _objects: &EventObjects<'_>) -> QueueingHint {
         QueueingHint::Queue
     }
     /// PreFilter view.
@@ -112,24 +109,37 @@ pub struct PreFilterResult {
     pub restricted_by: Vec<&'static str>,
 }
 
+/// Which way a simulation moves another pod: onto a node or off it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodChange {
+    /// Simulated onto the node (a nominated pod, a preemption victim given a reprieve).
+    Added,
+    /// Simulated off the node (a preemption victim).
+    Removed,
+}
+
+impl PodChange {
+    /// What the change does to a count of matching pods: 1 or -1.
+    pub fn delta(self) -> i64 {
+        match self {
+            PodChange::Added => 1,
+            PodChange::Removed => -1,
+        }
+    }
+}
+
 /// Incremental updates of PreFilter state when pods are added to or removed from a node
-/// during simulation (nominated pods, preemption).
+/// during simulation (nominated pods, preemption): upstream's AddPod and RemovePod in
+/// one method, since the states kept are counts that a pod moves by `change.delta()`.
 pub trait PreFilterExtensions: Send + Sync {
-    /// `pod_to_add` is simulated onto `node`.
-    fn add_pod(
+    /// `other` is simulated onto or off `node`, as `change` says.
+    fn update(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        pod_to_add: &Arc<PodInfo>,
+        other: &Arc<PodInfo>,
         node: &NodeInfo,
-    ) -> Status;
-    /// `pod_to_remove` is simulated off `node`.
-    fn remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        pod_to_remove: &Arc<PodInfo>,
-        node: &NodeInfo,
+        change: PodChange,
     ) -> Status;
 }
 

@@ -44,6 +44,15 @@ fn disabled(set: &PluginSet, name: &str) -> bool {
     set.disabled.iter().any(|d| d.name == "*" || d.name == name)
 }
 
+/// The plugins active at an extension point (`active`, with their weights) that
+/// serve it, each through its view for the point (`as_filter`, ...).
+fn serving<T: ?Sized>(
+    active: Vec<(Arc<dyn Plugin>, i64)>,
+    view: impl Fn(Arc<dyn Plugin>) -> Option<Arc<T>>,
+) -> Vec<Arc<T>> {
+    active.into_iter().filter_map(|(pl, _)| view(pl)).collect()
+}
+
 impl Framework {
     /// Builds a profile's framework from the registry.
     pub fn new(
@@ -129,46 +138,19 @@ impl Framework {
         Ok(Framework {
             scheduler_name: profile.scheduler_name.clone(),
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
-            pre_filter: point(&p.pre_filter)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_pre_filter())
-                .collect(),
-            filter: point(&p.filter)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_filter())
-                .collect(),
-            post_filter: point(&p.post_filter)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_post_filter())
-                .collect(),
-            pre_score: point(&p.pre_score)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_pre_score())
-                .collect(),
+            pre_filter: serving(point(&p.pre_filter), |pl| pl.as_pre_filter()),
+            filter: serving(point(&p.filter), |pl| pl.as_filter()),
+            post_filter: serving(point(&p.post_filter), |pl| pl.as_post_filter()),
+            pre_score: serving(point(&p.pre_score), |pl| pl.as_pre_score()),
             score: point(&p.score)
                 .into_iter()
                 .filter_map(|(pl, w)| pl.as_score().map(|s| (s, if w <= 0 { 1 } else { w })))
                 .collect(),
-            reserve: point(&p.reserve)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_reserve())
-                .collect(),
-            permit: point(&p.permit)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_permit())
-                .collect(),
-            pre_bind: point(&p.pre_bind)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_pre_bind())
-                .collect(),
-            bind: point(&p.bind)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_bind())
-                .collect(),
-            post_bind: point(&p.post_bind)
-                .into_iter()
-                .filter_map(|(pl, _)| pl.as_post_bind())
-                .collect(),
+            reserve: serving(point(&p.reserve), |pl| pl.as_reserve()),
+            permit: serving(point(&p.permit), |pl| pl.as_permit()),
+            pre_bind: serving(point(&p.pre_bind), |pl| pl.as_pre_bind()),
+            bind: serving(point(&p.bind), |pl| pl.as_bind()),
+            post_bind: serving(point(&p.post_bind), |pl| pl.as_post_bind()),
             events,
             waiting: Mutex::new(HashMap::new()),
         })
@@ -284,7 +266,7 @@ impl Framework {
         let mut ni = NodeInfo::clone(node);
         for p in &others {
             ni.add_pod(p.clone());
-            let s = self.run_add_pod(&mut st2, pod, p, &ni);
+            let s = self.run_pre_filter_extensions(&mut st2, pod, p, &ni, PodChange::Added);
             if !s.is_success() {
                 return s;
             }
@@ -296,42 +278,22 @@ impl Framework {
         self.run_filter(state, pod, node)
     }
 
-    /// Tells PreFilter extensions a pod was added to `node` in a simulation.
-    pub fn run_add_pod(
+    /// Tells PreFilter extensions that `other` was added to or removed from `node` in a
+    /// simulation, as `change` says.
+    pub fn run_pre_filter_extensions(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        added: &Arc<PodInfo>,
+        other: &Arc<PodInfo>,
         node: &NodeInfo,
+        change: PodChange,
     ) -> Status {
         for pl in &self.pre_filter {
             if state.is_filter_skipped(pl.name()) {
                 continue;
             }
             if let Some(ext) = pl.extensions() {
-                let st = ext.add_pod(state, pod, added, node);
-                if !st.is_success() {
-                    return st.with_plugin(pl.name());
-                }
-            }
-        }
-        Status::success()
-    }
-
-    /// Tells PreFilter extensions a pod was removed from `node` in a simulation.
-    pub fn run_remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        removed: &Arc<PodInfo>,
-        node: &NodeInfo,
-    ) -> Status {
-        for pl in &self.pre_filter {
-            if state.is_filter_skipped(pl.name()) {
-                continue;
-            }
-            if let Some(ext) = pl.extensions() {
-                let st = ext.remove_pod(state, pod, removed, node);
+                let st = ext.update(state, pod, other, node, change);
                 if !st.is_success() {
                     return st.with_plugin(pl.name());
                 }

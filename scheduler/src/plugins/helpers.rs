@@ -182,35 +182,22 @@ mod tests {
 
     #[test]
     fn normalize_scales_and_reverses() {
-        let mut s = vec![
-            NodeScore {
-                name: "a",
-                score: 2,
-            },
-            NodeScore {
-                name: "b",
-                score: 4,
-            },
+        // (raw scores, reverse, normalized scores)
+        let cases: [(&[i64], bool, &[i64]); 3] = [
+            (&[2, 4], false, &[50, 100]),
+            (&[0, 4], true, &[100, 0]),
+            (&[0], true, &[100]),
         ];
-        default_normalize(&mut s, false);
-        assert_eq!((s[0].score, s[1].score), (50, 100));
-        let mut r = vec![
-            NodeScore {
-                name: "a",
-                score: 0,
-            },
-            NodeScore {
-                name: "b",
-                score: 4,
-            },
-        ];
-        default_normalize(&mut r, true);
-        assert_eq!((r[0].score, r[1].score), (100, 0));
-        let mut z = vec![NodeScore {
-            name: "a",
-            score: 0,
-        }];
-        default_normalize(&mut z, true);
-        assert_eq!(z[0].score, 100);
+        let names = ["a", "b"];
+        for (raw, reverse, want) in cases {
+            let mut scores: Vec<NodeScore> = raw
+                .iter()
+                .zip(names)
+                .map(|(&score, name)| NodeScore { name, score })
+                .collect();
+            default_normalize(&mut scores, reverse);
+            let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
+            assert_eq!(got, want, "{raw:?} reverse={reverse}");
+        }
     }
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::NamespaceLister;
-use crate::pod_info::{AffinityTerm, PodInfo};
+use crate::pod_info::{AffinityTerm, PodInfo, WeightedAffinityTerm};
 use crate::selectors::Labels;
 
 /// Plugin name.
@@ -115,20 +115,9 @@ impl Plugin for InterPodAffinity {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
-            ClusterEvent::new(
-                EventResource::Pod,
-                ActionSet::ADD
-                    .or(ActionSet::DELETE)
-                    .or(ActionSet::UPDATE_POD_LABEL),
-            ),
-            ClusterEvent::new(
-                EventResource::Node,
-                ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
-            ),
-            ClusterEvent::new(
-                EventResource::Namespace,
-                ActionSet::ADD.or(ActionSet::UPDATE),
-            ),
+            ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
+            ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
+            ClusterEvent::added_or_updated(EventResource::Namespace),
         ]
     }
     views!(pre_filter, filter, pre_score, score);
@@ -145,11 +134,38 @@ impl InterPodAffinity {
         delta: i64,
     ) {
         let labels = node.labels();
+        self.count_existing_anti(&mut fs.existing_anti, pod, existing, labels, delta);
+        self.count_own_terms(fs, pod, existing, labels, delta);
+    }
+
+    /// Counts (with `delta`) the domains of `labels` where a required anti-affinity
+    /// term of `existing` rejects `pod`.
+    fn count_existing_anti(
+        &self,
+        counts: &mut TopologyCounts,
+        pod: &PodInfo,
+        existing: &PodInfo,
+        labels: &Labels,
+        delta: i64,
+    ) {
         for t in &existing.required_anti_affinity {
             if self.matches(t, pod) {
-                bump(&mut fs.existing_anti, &t.topology_key, labels, delta);
+                bump(counts, &t.topology_key, labels, delta);
             }
         }
+    }
+
+    /// Counts (with `delta`) `existing` for `pod`'s own required terms: in the
+    /// domains of `labels` where it meets all of the affinity terms, and in those
+    /// where it meets an anti-affinity term.
+    fn count_own_terms(
+        &self,
+        fs: &mut FilterState,
+        pod: &PodInfo,
+        existing: &PodInfo,
+        labels: &Labels,
+        delta: i64,
+    ) {
         if !pod.required_affinity.is_empty()
             && pod
                 .required_affinity
@@ -166,6 +182,23 @@ impl InterPodAffinity {
             }
         }
     }
+
+    /// Adds `sign` times the weight of each of `terms` that matches `target` to the
+    /// scores of the domains of `labels`.
+    fn score_terms(
+        &self,
+        scores: &mut TopologyCounts,
+        terms: &[WeightedAffinityTerm],
+        target: &PodInfo,
+        labels: &Labels,
+        sign: i64,
+    ) {
+        for w in terms {
+            if self.matches(&w.term, target) {
+                bump(scores, &w.term.topology_key, labels, sign * w.weight);
+            }
+        }
+    }
 }
 
 impl PreFilterPlugin for InterPodAffinity {
@@ -178,11 +211,7 @@ impl PreFilterPlugin for InterPodAffinity {
         let mut fs = FilterState::default();
         for node in snapshot.nodes_with_required_anti_affinity_pods() {
             for existing in &node.pods_with_required_anti_affinity {
-                for t in &existing.required_anti_affinity {
-                    if self.matches(t, pod) {
-                        bump(&mut fs.existing_anti, &t.topology_key, node.labels(), 1);
-                    }
-                }
+                self.count_existing_anti(&mut fs.existing_anti, pod, existing, node.labels(), 1);
             }
         }
         let has_own = !pod.required_affinity.is_empty() || !pod.required_anti_affinity.is_empty();
@@ -193,21 +222,7 @@ impl PreFilterPlugin for InterPodAffinity {
             for node in snapshot.nodes() {
                 let labels = node.labels();
                 for existing in &node.pods {
-                    if !pod.required_affinity.is_empty()
-                        && pod
-                            .required_affinity
-                            .iter()
-                            .all(|t| self.matches(t, existing))
-                    {
-                        for t in &pod.required_affinity {
-                            bump(&mut fs.affinity, &t.topology_key, labels, 1);
-                        }
-                    }
-                    for t in &pod.required_anti_affinity {
-                        if self.matches(t, existing) {
-                            bump(&mut fs.anti, &t.topology_key, labels, 1);
-                        }
-                    }
+                    self.count_own_terms(&mut fs, pod, existing, labels, 1);
                 }
             }
         }
@@ -221,29 +236,16 @@ impl PreFilterPlugin for InterPodAffinity {
 }
 
 impl PreFilterExtensions for InterPodAffinity {
-    fn add_pod(
+    fn update(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        added: &Arc<PodInfo>,
+        other: &Arc<PodInfo>,
         node: &NodeInfo,
+        change: PodChange,
     ) -> Status {
         if let Some(mut fs) = state.read::<FilterState>(FILTER_KEY).cloned() {
-            self.account(&mut fs, pod, added, node, 1);
-            state.write(FILTER_KEY, fs);
-        }
-        Status::success()
-    }
-
-    fn remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        removed: &Arc<PodInfo>,
-        node: &NodeInfo,
-    ) -> Status {
-        if let Some(mut fs) = state.read::<FilterState>(FILTER_KEY).cloned() {
-            self.account(&mut fs, pod, removed, node, -1);
+            self.account(&mut fs, pod, other, node, change.delta());
             state.write(FILTER_KEY, fs);
         }
         Status::success()
@@ -325,16 +327,14 @@ impl PreScorePlugin for InterPodAffinity {
                 &node.pods_with_affinity
             };
             for existing in existing_pods {
-                for w in &pod.preferred_affinity {
-                    if self.matches(&w.term, existing) {
-                        bump(&mut ss.scores, &w.term.topology_key, labels, w.weight);
-                    }
-                }
-                for w in &pod.preferred_anti_affinity {
-                    if self.matches(&w.term, existing) {
-                        bump(&mut ss.scores, &w.term.topology_key, labels, -w.weight);
-                    }
-                }
+                self.score_terms(&mut ss.scores, &pod.preferred_affinity, existing, labels, 1);
+                self.score_terms(
+                    &mut ss.scores,
+                    &pod.preferred_anti_affinity,
+                    existing,
+                    labels,
+                    -1,
+                );
                 if self.args.hard_pod_affinity_weight > 0 {
                     for t in &existing.required_affinity {
                         if self.matches(t, pod) {
@@ -348,16 +348,14 @@ impl PreScorePlugin for InterPodAffinity {
                     }
                 }
                 if !self.args.ignore_preferred_terms_of_existing_pods {
-                    for w in &existing.preferred_affinity {
-                        if self.matches(&w.term, pod) {
-                            bump(&mut ss.scores, &w.term.topology_key, labels, w.weight);
-                        }
-                    }
-                    for w in &existing.preferred_anti_affinity {
-                        if self.matches(&w.term, pod) {
-                            bump(&mut ss.scores, &w.term.topology_key, labels, -w.weight);
-                        }
-                    }
+                    self.score_terms(&mut ss.scores, &existing.preferred_affinity, pod, labels, 1);
+                    self.score_terms(
+                        &mut ss.scores,
+                        &existing.preferred_anti_affinity,
+                        pod,
+                        labels,
+                        -1,
+                    );
                 }
             }
         }

@@ -25,19 +25,11 @@ impl Plugin for NodeAffinity {
         NAME
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::new(
-            EventResource::Node,
-            ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
-        )]
+        vec![ClusterEvent::NODE_ADD_OR_LABEL_CHANGE]
     }
     /// Only a node that now satisfies the pod's node selector and required affinity,
     /// and did not before (or that is new), can help.
-    fn queueing_hint(
-        &self,
-        pod: &PodInfo,
-        _event: &ClusterEvent,
-        objects: &EventObjects<'_>,
-    ) -> QueueingHint {
+    fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         let required = RequiredNodeAffinity::of(pod);
         QueueingHint::node_now_fits(objects, |n| {
             required.matches(

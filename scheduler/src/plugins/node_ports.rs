@@ -22,12 +22,7 @@ impl Plugin for NodePorts {
         vec![ClusterEvent::ASSIGNED_POD_DELETE, ClusterEvent::NODE_ADD]
     }
     /// A deleted pod helps only if it held a host port the pod wants.
-    fn queueing_hint(
-        &self,
-        pod: &PodInfo,
-        _event: &ClusterEvent,
-        objects: &EventObjects<'_>,
-    ) -> QueueingHint {
+    fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         let EventObjects::Pod {
             old: Some(deleted),
             new: None,

@@ -132,12 +132,7 @@ impl Plugin for NodeResourcesFit {
     }
     /// A node helps only if its allocatable could hold the pod at all; a pod event only
     /// if an assigned pod went away or gave back some of a resource the pod requests.
-    fn queueing_hint(
-        &self,
-        pod: &PodInfo,
-        _event: &ClusterEvent,
-        objects: &EventObjects<'_>,
-    ) -> QueueingHint {
+    fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         match objects {
             EventObjects::Node { new: Some(new), .. } => {
                 let mut empty = NodeInfo::new(new.metadata.name.as_deref().unwrap_or(""));

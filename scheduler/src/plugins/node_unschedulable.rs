@@ -24,18 +24,10 @@ impl Plugin for NodeUnschedulable {
         NAME
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::new(
-            EventResource::Node,
-            ActionSet::ADD.or(ActionSet::UPDATE_NODE_TAINT),
-        )]
+        vec![ClusterEvent::NODE_ADD_OR_TAINT_CHANGE]
     }
     /// Only a node that is (now) not cordoned can help.
-    fn queueing_hint(
-        &self,
-        _pod: &PodInfo,
-        _event: &ClusterEvent,
-        objects: &EventObjects<'_>,
-    ) -> QueueingHint {
+    fn queueing_hint(&self, _pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         QueueingHint::node_now_fits(objects, |n| {
             n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true)
         })

@@ -290,12 +290,7 @@ impl Plugin for PodTopologySpread {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
-            ClusterEvent::new(
-                EventResource::Pod,
-                ActionSet::ADD
-                    .or(ActionSet::DELETE)
-                    .or(ActionSet::UPDATE_POD_LABEL),
-            ),
+            ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
             ClusterEvent::new(
                 EventResource::Node,
                 ActionSet::ADD
@@ -396,28 +391,16 @@ impl PreFilterPlugin for PodTopologySpread {
 }
 
 impl PreFilterExtensions for PodTopologySpread {
-    fn add_pod(
+    fn update(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        added: &Arc<PodInfo>,
+        other: &Arc<PodInfo>,
         node: &NodeInfo,
+        change: PodChange,
     ) -> Status {
         if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
-            fs.update(pod, added, node, 1);
-        }
-        Status::success()
-    }
-
-    fn remove_pod(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        removed: &Arc<PodInfo>,
-        node: &NodeInfo,
-    ) -> Status {
-        if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
-            fs.update(pod, removed, node, -1);
+            fs.update(pod, other, node, change.delta());
         }
         Status::success()
     }
@@ -602,6 +585,14 @@ mod tests {
         node_info_with(nb.build(), pods)
     }
 
+    /// A pod `app=web` spread over `zone` among its kind with `max_skew`; `when`
+    /// says what an unsatisfiable spread does.
+    fn web_pod(max_skew: i32, when: &str) -> PodBuilder {
+        PodBuilder::new("p")
+            .label("app", "web")
+            .spread(max_skew, "zone", when, &[("app", "web")])
+    }
+
     fn filter_all(pod: &PodInfo, nodes: Vec<NodeInfo>) -> Vec<(String, Code)> {
         let snap = Snapshot::from_nodes(nodes);
         let mut state = CycleState::new();
@@ -622,14 +613,7 @@ mod tests {
 
     #[test]
     fn hard_constraint_table() {
-        let web = |skew: i32| {
-            PodBuilder::new("p").label("app", "web").spread(
-                skew,
-                "zone",
-                "DoNotSchedule",
-                &[("app", "web")],
-            )
-        };
+        let web = |skew: i32| web_pod(skew, "DoNotSchedule");
         struct Case {
             name: &'static str,
             pod: PodBuilder,
@@ -740,12 +724,7 @@ mod tests {
 
     #[test]
     fn remove_pod_extension_updates_counts() {
-        let pod = PodInfo::new(Arc::new(
-            PodBuilder::new("p")
-                .label("app", "web")
-                .spread(1, "zone", "DoNotSchedule", &[("app", "web")])
-                .build(),
-        ));
+        let pod = PodInfo::new(Arc::new(web_pod(1, "DoNotSchedule").build()));
         let snap = Snapshot::from_nodes(vec![zone_node("a1", "a", 2), zone_node("b1", "b", 1)]);
         let mut state = CycleState::new();
         PodTopologySpread::without_defaults().pre_filter(&mut state, &pod, &snap);
@@ -757,7 +736,13 @@ mod tests {
             Code::Unschedulable
         );
         let victim = a1.pods[0].clone();
-        PodTopologySpread::without_defaults().remove_pod(&mut state, &pod, &victim, a1);
+        PodTopologySpread::without_defaults().update(
+            &mut state,
+            &pod,
+            &victim,
+            a1,
+            PodChange::Removed,
+        );
         assert!(
             PodTopologySpread::without_defaults()
                 .filter(&state, &pod, a1)
@@ -767,12 +752,7 @@ mod tests {
 
     #[test]
     fn soft_constraint_scores_emptier_domains_higher() {
-        let pod = PodInfo::new(Arc::new(
-            PodBuilder::new("p")
-                .label("app", "web")
-                .spread(1, "zone", "ScheduleAnyway", &[("app", "web")])
-                .build(),
-        ));
+        let pod = PodInfo::new(Arc::new(web_pod(1, "ScheduleAnyway").build()));
         let snap = Snapshot::from_nodes(vec![
             zone_node("a1", "a", 3),
             zone_node("b1", "b", 1),
@@ -873,14 +853,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn service_selected_pod_is_spread_by_default() {
+    /// Listers holding the Service `default/web`, which selects `app=web`.
+    fn web_service_listers() -> Arc<crate::listers::MemoryListers> {
         let listers = Arc::new(crate::listers::MemoryListers::new());
         listers.put_service(
             "default",
             "web",
             Some([("app".to_string(), "web".to_string())].into()),
         );
+        listers
+    }
+
+    #[test]
+    fn service_selected_pod_is_spread_by_default() {
+        let listers = web_service_listers();
         let plugin = system_plugin(&listers);
         let snap = Snapshot::from_nodes(vec![
             default_node("a1", Some("a"), 4),
@@ -900,12 +886,7 @@ mod tests {
 
     #[test]
     fn pod_selected_by_nothing_or_with_own_constraints_gets_no_defaults() {
-        let listers = Arc::new(crate::listers::MemoryListers::new());
-        listers.put_service(
-            "default",
-            "web",
-            Some([("app".to_string(), "web".to_string())].into()),
-        );
+        let listers = web_service_listers();
         // A Service with an empty selector selects no pods.
         listers.put_service("default", "headless", None);
         let plugin = system_plugin(&listers);
@@ -969,12 +950,7 @@ mod tests {
 
     #[test]
     fn system_defaults_score_nodes_missing_the_zone_label_by_hostname() {
-        let listers = Arc::new(crate::listers::MemoryListers::new());
-        listers.put_service(
-            "default",
-            "web",
-            Some([("app".to_string(), "web".to_string())].into()),
-        );
+        let listers = web_service_listers();
         let plugin = system_plugin(&listers);
         let snap = Snapshot::from_nodes(vec![
             default_node("a1", Some("a"), 2),
@@ -991,12 +967,7 @@ mod tests {
 
     #[test]
     fn list_defaulting_uses_configured_constraints_and_rejects_bad_args() {
-        let listers = Arc::new(crate::listers::MemoryListers::new());
-        listers.put_service(
-            "default",
-            "web",
-            Some([("app".to_string(), "web".to_string())].into()),
-        );
+        let listers = web_service_listers();
         let args: Args = serde_json::from_value(serde_json::json!({
             "defaultingType": "List",
             "defaultConstraints": [

@@ -23,19 +23,11 @@ impl Plugin for TaintToleration {
         NAME
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::new(
-            EventResource::Node,
-            ActionSet::ADD.or(ActionSet::UPDATE_NODE_TAINT),
-        )]
+        vec![ClusterEvent::NODE_ADD_OR_TAINT_CHANGE]
     }
     /// Only a node whose scheduling taints the pod now tolerates, and did not before
     /// (or that is new), can help.
-    fn queueing_hint(
-        &self,
-        pod: &PodInfo,
-        _event: &ClusterEvent,
-        objects: &EventObjects<'_>,
-    ) -> QueueingHint {
+    fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         QueueingHint::node_now_fits(objects, |n| {
             let taints = n.spec.as_ref().and_then(|s| s.taints.as_deref());
             first_untolerated(

@@ -127,22 +127,10 @@ impl Plugin for VolumeBinding {
     }
     fn events_to_register(&self) -> Vec<ClusterEvent> {
         vec![
-            ClusterEvent::new(
-                EventResource::PersistentVolumeClaim,
-                ActionSet::ADD.or(ActionSet::UPDATE),
-            ),
-            ClusterEvent::new(
-                EventResource::PersistentVolume,
-                ActionSet::ADD.or(ActionSet::UPDATE),
-            ),
-            ClusterEvent::new(
-                EventResource::StorageClass,
-                ActionSet::ADD.or(ActionSet::UPDATE),
-            ),
-            ClusterEvent::new(
-                EventResource::Node,
-                ActionSet::ADD.or(ActionSet::UPDATE_NODE_LABEL),
-            ),
+            ClusterEvent::added_or_updated(EventResource::PersistentVolumeClaim),
+            ClusterEvent::added_or_updated(EventResource::PersistentVolume),
+            ClusterEvent::added_or_updated(EventResource::StorageClass),
+            ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
         ]
     }
     views!(pre_filter, filter, pre_bind);

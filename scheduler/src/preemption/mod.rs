@@ -97,13 +97,7 @@ impl DefaultPreemption {
         }
         // A pod that already preempted waits for its victims to leave instead of
         // preempting again.
-        let nominated = pod
-            .pod
-            .status
-            .as_ref()
-            .and_then(|s| s.nominated_node_name.as_deref())
-            .filter(|n| !n.is_empty());
-        if let Some(node) = nominated.and_then(|n| snapshot.get(n))
+        if let Some(node) = pod.nominated_node_name().and_then(|n| snapshot.get(n))
             && node
                 .pods
                 .iter()

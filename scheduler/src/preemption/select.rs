@@ -6,7 +6,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::pdb::split_by_pdb;
 use crate::cache::NodeInfo;
-use crate::framework::{CycleState, PostFilterContext};
+use crate::framework::{CycleState, PodChange, PostFilterContext};
 use crate::pod_info::PodInfo;
 
 /// A node where preemption would work, with its victims.
@@ -52,7 +52,7 @@ pub(crate) fn select_victims_on_node(
     for p in &lower {
         sim.remove_pod(&p.key);
         if !fwk
-            .run_remove_pod(&mut sim_state, pod, p, &sim)
+            .run_pre_filter_extensions(&mut sim_state, pod, p, &sim, PodChange::Removed)
             .is_success()
         {
             return None;
@@ -70,7 +70,10 @@ pub(crate) fn select_victims_on_node(
     let mut pdb_violations = 0;
     let reprieve = |p: &Arc<PodInfo>, sim: &mut NodeInfo, st: &mut CycleState| -> bool {
         sim.add_pod(p.clone());
-        if !fwk.run_add_pod(st, pod, p, sim).is_success() {
+        if !fwk
+            .run_pre_filter_extensions(st, pod, p, sim, PodChange::Added)
+            .is_success()
+        {
             return false;
         }
         let fits = fwk
@@ -78,7 +81,7 @@ pub(crate) fn select_victims_on_node(
             .is_success();
         if !fits {
             sim.remove_pod(&p.key);
-            let _ = fwk.run_remove_pod(st, pod, p, sim);
+            let _ = fwk.run_pre_filter_extensions(st, pod, p, sim, PodChange::Removed);
         }
         fits
     };

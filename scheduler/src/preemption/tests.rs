@@ -24,6 +24,24 @@ fn running(name: &str, node: &str, cpu: &str, priority: i32) -> k8s_openapi::api
         .build()
 }
 
+/// A pod waiting to be scheduled that asks for `cpu` at `priority`.
+fn pending(name: &str, cpu: &str, priority: i32) -> k8s_openapi::api::core::v1::Pod {
+    PodBuilder::new(name)
+        .priority(priority)
+        .container(&[("cpu", cpu)])
+        .build()
+}
+
+/// A cluster of `nodes` (name and CPU) on which `pods` already run.
+fn cluster(nodes: &[(&str, &str)], pods: Vec<k8s_openapi::api::core::v1::Pod>) -> TestCluster {
+    let c = TestCluster::new();
+    c.add_nodes(nodes.iter().map(|(name, cpu)| node(name, cpu)).collect());
+    for pod in pods {
+        c.add_pod(pod);
+    }
+    c
+}
+
 fn schedule_failure(c: &TestCluster, pod: k8s_openapi::api::core::v1::Pod) -> Failure {
     c.add_pod(pod);
     match c.scheduler.schedule_one() {
@@ -39,16 +57,8 @@ fn names(v: &[Arc<PodInfo>]) -> Vec<String> {
 
 #[test]
 fn preempts_lower_priority_pod() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "2")]);
-    c.add_pod(running("low", "n1", "2", 0));
-    let f = schedule_failure(
-        &c,
-        PodBuilder::new("high")
-            .priority(100)
-            .container(&[("cpu", "1")])
-            .build(),
-    );
+    let c = cluster(&[("n1", "2")], vec![running("low", "n1", "2", 0)]);
+    let f = schedule_failure(&c, pending("high", "1", 100));
     assert_eq!(f.nominated_node.as_deref(), Some("n1"));
     assert_eq!(names(&f.victims), vec!["low"]);
     assert_eq!(f.message, "0/1 nodes are available: 1 Insufficient cpu.");
@@ -84,16 +94,8 @@ fn not_helpful_when_every_rejection_is_unresolvable() {
 
 #[test]
 fn no_victims_among_equal_priority_pods() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "2")]);
-    c.add_pod(running("peer", "n1", "2", 5));
-    let f = schedule_failure(
-        &c,
-        PodBuilder::new("p")
-            .priority(5)
-            .container(&[("cpu", "1")])
-            .build(),
-    );
+    let c = cluster(&[("n1", "2")], vec![running("peer", "n1", "2", 5)]);
+    let f = schedule_failure(&c, pending("p", "1", 5));
     assert!(f.victims.is_empty());
     assert_eq!(
         f.message,
@@ -103,9 +105,7 @@ fn no_victims_among_equal_priority_pods() {
 
 #[test]
 fn preemption_policy_never() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "2")]);
-    c.add_pod(running("low", "n1", "2", 0));
+    let c = cluster(&[("n1", "2")], vec![running("low", "n1", "2", 0)]);
     let f = schedule_failure(
         &c,
         PodBuilder::new("p")
@@ -123,18 +123,11 @@ fn preemption_policy_never() {
 
 #[test]
 fn evicts_as_few_and_as_unimportant_pods_as_possible() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "4")]);
+    let c = cluster(&[("n1", "4")], vec![]);
     for prio in [4, 1, 3, 2] {
         c.add_pod(running(&format!("p{prio}"), "n1", "1", prio));
     }
-    let f = schedule_failure(
-        &c,
-        PodBuilder::new("high")
-            .priority(100)
-            .container(&[("cpu", "2")])
-            .build(),
-    );
+    let f = schedule_failure(&c, pending("high", "2", 100));
     assert_eq!(
         names(&f.victims),
         vec!["p2", "p1"],
@@ -144,34 +137,25 @@ fn evicts_as_few_and_as_unimportant_pods_as_possible() {
 
 #[test]
 fn picks_node_with_lowest_priority_victims() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "1"), node("n2", "1")]);
-    c.add_pod(running("v10", "n1", "1", 10));
-    c.add_pod(running("v5", "n2", "1", 5));
-    let f = schedule_failure(
-        &c,
-        PodBuilder::new("high")
-            .priority(100)
-            .container(&[("cpu", "1")])
-            .build(),
+    let c = cluster(
+        &[("n1", "1"), ("n2", "1")],
+        vec![running("v10", "n1", "1", 10), running("v5", "n2", "1", 5)],
     );
+    let f = schedule_failure(&c, pending("high", "1", 100));
     assert_eq!(f.nominated_node.as_deref(), Some("n2"));
 }
 
 #[test]
 fn picks_node_with_fewest_victims() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "2"), node("n2", "2")]);
-    c.add_pod(running("a", "n1", "1", 1));
-    c.add_pod(running("b", "n1", "1", 1));
-    c.add_pod(running("c", "n2", "2", 1));
-    let f = schedule_failure(
-        &c,
-        PodBuilder::new("high")
-            .priority(100)
-            .container(&[("cpu", "2")])
-            .build(),
+    let c = cluster(
+        &[("n1", "2"), ("n2", "2")],
+        vec![
+            running("a", "n1", "1", 1),
+            running("b", "n1", "1", 1),
+            running("c", "n2", "2", 1),
+        ],
     );
+    let f = schedule_failure(&c, pending("high", "2", 100));
     assert_eq!(
         f.nominated_node.as_deref(),
         Some("n2"),
@@ -182,10 +166,13 @@ fn picks_node_with_fewest_victims() {
 
 #[test]
 fn avoids_pdb_violations() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "1"), node("n2", "1")]);
-    c.add_pod(running("protected", "n1", "1", 1));
-    c.add_pod(running("free", "n2", "1", 1));
+    let c = cluster(
+        &[("n1", "1"), ("n2", "1")],
+        vec![
+            running("protected", "n1", "1", 1),
+            running("free", "n2", "1", 1),
+        ],
+    );
     c.listers.put_pdb(PodDisruptionBudget {
         metadata: ObjectMeta {
             name: Some("pdb".into()),
@@ -201,13 +188,7 @@ fn avoids_pdb_violations() {
             ..Default::default()
         }),
     });
-    let f = schedule_failure(
-        &c,
-        PodBuilder::new("high")
-            .priority(100)
-            .container(&[("cpu", "1")])
-            .build(),
-    );
+    let f = schedule_failure(&c, pending("high", "1", 100));
     assert_eq!(f.nominated_node.as_deref(), Some("n2"));
 }
 
@@ -247,28 +228,17 @@ fn pick_one_node_criteria() {
 
 #[tokio::test]
 async fn nominated_pod_gets_the_room_after_victims_leave() {
-    let c = TestCluster::new();
-    c.add_nodes(vec![node("n1", "2")]);
+    let c = cluster(&[("n1", "2")], vec![]);
     let low = running("low", "n1", "2", 0);
     c.add_pod(low.clone());
-    c.add_pod(
-        PodBuilder::new("high")
-            .priority(100)
-            .container(&[("cpu", "2")])
-            .build(),
-    );
+    c.add_pod(pending("high", "2", 100));
     let (placed, failed) = c.schedule_all().await;
     assert!(placed.is_empty());
     assert_eq!(failed[0].nominated_node.as_deref(), Some("n1"));
     assert_eq!(c.api.deleted.lock().clone(), vec!["default/low"]);
     // A mid-priority pod arriving before the victim is gone must not take the room.
     c.scheduler.on_pod_delete(&low);
-    c.add_pod(
-        PodBuilder::new("mid")
-            .priority(50)
-            .container(&[("cpu", "1")])
-            .build(),
-    );
+    c.add_pod(pending("mid", "1", 50));
     let (placed, failed) = c.schedule_all().await;
     assert!(
         placed.is_empty(),

@@ -412,12 +412,18 @@ impl SchedulingQueue {
             })
             .map(|(k, _)| k.clone())
             .collect();
-        for k in &stale {
+        self.retry_parked(&stale)
+    }
+
+    /// Moves the parked pods `keys` to the active or backoff queue (as their backoff
+    /// says); returns how many keys there were.
+    fn retry_parked(&mut self, keys: &[PodKey]) -> usize {
+        for k in keys {
             if let Some((q, _)) = self.unschedulable.remove(k) {
                 self.push_active_or_backoff(q);
             }
         }
-        stale.len()
+        keys.len()
     }
 
     /// A cluster event happened: moves parked pods that a plugin interested in this event
@@ -437,12 +443,7 @@ impl SchedulingQueue {
             .filter(|(_, (q, _))| !q.gated() && self.worth_retrying(q, &event, objects))
             .map(|(k, _)| k.clone())
             .collect();
-        for k in &movable {
-            if let Some((q, _)) = self.unschedulable.remove(k) {
-                self.push_active_or_backoff(q);
-            }
-        }
-        movable.len()
+        self.retry_parked(&movable)
     }
 
     fn worth_retrying(
@@ -458,7 +459,7 @@ impl SchedulingQueue {
             self.plugin_events.get(p).is_some_and(|evs| {
                 evs.iter().any(|(interest, plugin)| {
                     event.matches(interest)
-                        && plugin.queueing_hint(&q.pod, event, objects) == QueueingHint::Queue
+                        && plugin.queueing_hint(&q.pod, objects) == QueueingHint::Queue
                 })
             })
         })

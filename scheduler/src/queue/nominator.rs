@@ -49,13 +49,7 @@ impl Nominator {
 
     /// Follows a pod update: keeps the nomination in sync with `status.nominatedNodeName`.
     pub fn sync(&self, pod: &Arc<PodInfo>) {
-        let nominated = pod
-            .pod
-            .status
-            .as_ref()
-            .and_then(|s| s.nominated_node_name.clone())
-            .filter(|n| !n.is_empty());
-        match (nominated, pod.node_name()) {
+        match (pod.nominated_node_name(), pod.node_name()) {
             (_, Some(_)) | (None, None) => {
                 // Bound pods and pods without a nomination hold none, unless the
                 // scheduler nominated them itself (kept until the API reflects it).
@@ -66,7 +60,7 @@ impl Nominator {
                     self.remove(&pod.key);
                 }
             }
-            (Some(node), None) => self.add(pod.clone(), &node),
+            (Some(node), None) => self.add(pod.clone(), node),
         }
     }
 

@@ -34,6 +34,25 @@ fn pod(name: &str) -> Arc<Pod> {
     Arc::new(PodBuilder::new(name).build())
 }
 
+/// A queue holding `pod`, popped once and parked as rejected by `plugins`, and
+/// the pod's key.
+fn parked(pod: PodBuilder, plugins: &[&'static str]) -> (SchedulingQueue, String) {
+    let (mut q, _) = queue();
+    q.add(Arc::new(pod.build()));
+    let key = fail(&mut q, plugins);
+    (q, key)
+}
+
+/// Asserts the pod `key` left the unschedulable pods (for the active or backoff queue).
+#[track_caller]
+fn assert_requeued(q: &SchedulingQueue, key: &str) {
+    assert!(
+        q.location(key)
+            .is_some_and(|l| l != Location::Unschedulable),
+        "{key} is still parked as unschedulable"
+    );
+}
+
 fn fail(q: &mut SchedulingQueue, plugins: &[&'static str]) -> String {
     let qp = q.pop().expect("a pod is active");
     let key = qp.pod.key.clone();
@@ -143,9 +162,7 @@ fn event_after_backoff_goes_straight_to_active() {
 
 #[test]
 fn volume_events_requeue_volume_binding_failures() {
-    let (mut q, _) = queue();
-    q.add(pod("p"));
-    let key = fail(&mut q, &["VolumeBinding"]);
+    let (mut q, key) = parked(PodBuilder::new("p"), &["VolumeBinding"]);
     assert_eq!(q.on_event(ClusterEvent::ASSIGNED_POD_DELETE), 0);
     assert_eq!(
         q.on_event(ClusterEvent::new(
@@ -305,15 +322,25 @@ mod queueing_hints {
         )
     }
 
+    /// The queue told that `deleted` was deleted; how many pods moved.
+    fn pod_delete(q: &mut SchedulingQueue, deleted: &Pod) -> usize {
+        q.on_event_with(
+            ClusterEvent::ASSIGNED_POD_DELETE,
+            &EventObjects::Pod {
+                old: Some(deleted),
+                new: None,
+            },
+        )
+    }
+
     use k8s_openapi::api::core::v1::Node;
 
     #[test]
     fn resources_fit_rejection_waits_for_a_node_big_enough() {
-        let (mut q, _) = queue();
-        q.add(Arc::new(
-            PodBuilder::new("big").container(&[("cpu", "8")]).build(),
-        ));
-        let key = fail(&mut q, &["NodeResourcesFit"]);
+        let (mut q, key) = parked(
+            PodBuilder::new("big").container(&[("cpu", "8")]),
+            &["NodeResourcesFit"],
+        );
         let small = NodeBuilder::new("small")
             .allocatable(&[("cpu", "4"), ("pods", "110")])
             .build();
@@ -345,55 +372,31 @@ mod queueing_hints {
             node_update(&mut q, ActionSet::UPDATE_NODE_ALLOCATABLE, &bigger, &enough),
             1
         );
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_requeued(&q, &key);
     }
 
     #[test]
     fn resources_fit_rejection_requeued_by_assigned_pod_delete_only() {
-        let (mut q, _) = queue();
-        q.add(Arc::new(
-            PodBuilder::new("p").container(&[("cpu", "1")]).build(),
-        ));
-        let key = fail(&mut q, &["NodeResourcesFit"]);
-        let pending = PodBuilder::new("other-pending").build();
-        let deleted_pending = EventObjects::Pod {
-            old: Some(&pending),
-            new: None,
-        };
-        assert_eq!(
-            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &deleted_pending),
-            0
+        let (mut q, key) = parked(
+            PodBuilder::new("p").container(&[("cpu", "1")]),
+            &["NodeResourcesFit"],
         );
+        let pending = PodBuilder::new("other-pending").build();
+        assert_eq!(pod_delete(&mut q, &pending), 0);
         let bound = PodBuilder::new("other-bound")
             .container(&[("cpu", "2")])
             .node("n1")
             .build();
-        let deleted_bound = EventObjects::Pod {
-            old: Some(&bound),
-            new: None,
-        };
-        assert_eq!(
-            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &deleted_bound),
-            1
-        );
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_eq!(pod_delete(&mut q, &bound), 1);
+        assert_requeued(&q, &key);
     }
 
     #[test]
     fn taint_rejection_requeued_when_the_untolerated_taint_goes() {
-        let (mut q, _) = queue();
-        q.add(Arc::new(
-            PodBuilder::new("p")
-                .toleration("dedicated", "Equal", "gpu", "NoSchedule")
-                .build(),
-        ));
-        let key = fail(&mut q, &["TaintToleration"]);
+        let (mut q, key) = parked(
+            PodBuilder::new("p").toleration("dedicated", "Equal", "gpu", "NoSchedule"),
+            &["TaintToleration"],
+        );
         let tainted = NodeBuilder::new("n")
             .taint("dedicated", "db", "NoSchedule")
             .build();
@@ -414,10 +417,7 @@ mod queueing_hints {
             node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &still, &clean),
             1
         );
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_requeued(&q, &key);
         // A tolerated taint on a new node also helps another such pod.
         q.add(Arc::new(
             PodBuilder::new("q")
@@ -437,11 +437,10 @@ mod queueing_hints {
 
     #[test]
     fn node_affinity_rejection_requeued_only_by_a_newly_matching_node() {
-        let (mut q, _) = queue();
-        q.add(Arc::new(
-            PodBuilder::new("p").node_selector("disk", "ssd").build(),
-        ));
-        let key = fail(&mut q, &["NodeAffinity"]);
+        let (mut q, key) = parked(
+            PodBuilder::new("p").node_selector("disk", "ssd"),
+            &["NodeAffinity"],
+        );
         let hdd = NodeBuilder::new("n").label("disk", "hdd").build();
         let hdd2 = NodeBuilder::new("n")
             .label("disk", "hdd")
@@ -457,50 +456,35 @@ mod queueing_hints {
             node_update(&mut q, ActionSet::UPDATE_NODE_LABEL, &hdd2, &ssd),
             1
         );
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_requeued(&q, &key);
     }
 
     #[test]
     fn any_rejecting_plugin_hinting_queue_moves_the_pod() {
-        let (mut q, _) = queue();
-        q.add(Arc::new(
+        let (mut q, key) = parked(
             PodBuilder::new("p")
                 .node_selector("disk", "ssd")
-                .container(&[("cpu", "1")])
-                .build(),
-        ));
-        let key = fail(&mut q, &["NodeAffinity", "NodeResourcesFit"]);
+                .container(&[("cpu", "1")]),
+            &["NodeAffinity", "NodeResourcesFit"],
+        );
         // The node misses the selector but has room: NodeResourcesFit hints it could help.
         let roomy = NodeBuilder::new("n")
             .allocatable(&[("cpu", "8"), ("pods", "110")])
             .build();
         assert_eq!(node_add(&mut q, &roomy), 1);
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_requeued(&q, &key);
     }
 
     #[test]
     fn events_without_objects_still_requeue() {
-        let (mut q, _) = queue();
-        q.add(pod("p"));
-        let key = fail(&mut q, &["TaintToleration"]);
+        let (mut q, key) = parked(PodBuilder::new("p"), &["TaintToleration"]);
         assert_eq!(q.on_event(ClusterEvent::NODE_ADD), 1);
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_requeued(&q, &key);
     }
 
     #[test]
     fn cordoned_rejection_requeued_when_uncordoned() {
-        let (mut q, _) = queue();
-        q.add(pod("p"));
-        let key = fail(&mut q, &["NodeUnschedulable"]);
+        let (mut q, key) = parked(PodBuilder::new("p"), &["NodeUnschedulable"]);
         let cordoned = NodeBuilder::new("n").unschedulable().build();
         assert_eq!(node_add(&mut q, &cordoned), 0);
         let relabelled = NodeBuilder::new("n")
@@ -516,42 +500,25 @@ mod queueing_hints {
             node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &relabelled, &open),
             1
         );
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_requeued(&q, &key);
     }
 
     #[test]
     fn host_port_rejection_requeued_only_when_the_port_is_freed() {
-        let (mut q, _) = queue();
-        q.add(Arc::new(
-            PodBuilder::new("p").host_port(8080, "TCP", "").build(),
-        ));
-        let key = fail(&mut q, &["NodePorts"]);
+        let (mut q, key) = parked(
+            PodBuilder::new("p").host_port(8080, "TCP", ""),
+            &["NodePorts"],
+        );
         let other_port = PodBuilder::new("a")
             .host_port(9090, "TCP", "")
             .node("n")
             .build();
-        let ev = |p| EventObjects::Pod {
-            old: Some(p),
-            new: None,
-        };
-        assert_eq!(
-            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &ev(&other_port)),
-            0
-        );
+        assert_eq!(pod_delete(&mut q, &other_port), 0);
         let same_port = PodBuilder::new("b")
             .host_port(8080, "TCP", "")
             .node("n")
             .build();
-        assert_eq!(
-            q.on_event_with(ClusterEvent::ASSIGNED_POD_DELETE, &ev(&same_port)),
-            1
-        );
-        assert!(
-            q.location(&key)
-                .is_some_and(|l| l != Location::Unschedulable)
-        );
+        assert_eq!(pod_delete(&mut q, &same_port), 1);
+        assert_requeued(&q, &key);
     }
 }

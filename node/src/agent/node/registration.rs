@@ -439,16 +439,15 @@ mod tests {
             runtime_api_version: "v1".into(),
         };
         let s = node_status("n", &facts(), Some(&version), &healthy, None);
-        let cond = |s: &NodeStatus, t: &str| {
+        fn condition<'a>(s: &'a NodeStatus, type_: &str) -> &'a NodeCondition {
             s.conditions
                 .as_ref()
                 .unwrap()
                 .iter()
-                .find(|c| c.type_ == t)
+                .find(|c| c.type_ == type_)
                 .unwrap()
-                .status
-                .clone()
-        };
+        }
+        let cond = |s: &NodeStatus, t: &str| condition(s, t).status.clone();
         assert_eq!(cond(&s, "Ready"), "True");
         assert_eq!(cond(&s, "MemoryPressure"), "False");
         assert_eq!(
@@ -470,16 +469,7 @@ mod tests {
         let s2 = node_status("n", &facts(), None, &down, Some(&s));
         assert_eq!(cond(&s2, "Ready"), "False");
         // Unchanged conditions keep their transition time.
-        let t = |s: &NodeStatus, ty: &str| {
-            s.conditions
-                .as_ref()
-                .unwrap()
-                .iter()
-                .find(|c| c.type_ == ty)
-                .unwrap()
-                .last_transition_time
-                .clone()
-        };
+        let t = |s: &NodeStatus, ty: &str| condition(s, ty).last_transition_time.clone();
         assert_eq!(t(&s, "DiskPressure"), t(&s2, "DiskPressure"));
     }
 }

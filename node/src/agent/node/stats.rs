@@ -280,12 +280,7 @@ impl StatsProvider {
                 .iter()
                 .filter(|c| c.labels.get(labels::POD_UID) == Some(&uid))
             {
-                let name = container
-                    .labels
-                    .get(labels::CONTAINER_NAME)
-                    .cloned()
-                    .or_else(|| container.metadata.as_ref().map(|m| m.name.clone()))
-                    .unwrap_or_default();
+                let name = labels::container_name(container);
                 let stats = container_stats.get(&container.id);
                 let cpu = stats.and_then(|s| cpu_figures(s.cpu.as_ref()));
                 if let Some(cpu) = cpu {

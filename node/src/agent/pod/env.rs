@@ -172,26 +172,14 @@ pub(crate) async fn config_map_data(
     name: &str,
     optional: bool,
 ) -> Result<Option<BTreeMap<String, String>>, EnvError> {
-    match api.get_opt(name).await {
-        Ok(Some(cm)) => {
-            let mut data = cm.data.unwrap_or_default();
-            for (k, v) in cm.binary_data.unwrap_or_default() {
-                data.insert(k, String::from_utf8_lossy(&v.0).into_owned());
-            }
-            Ok(Some(data))
-        }
-        Ok(None) if optional => Ok(None),
-        Ok(None) => Err(EnvError::Missing {
-            kind: "configmap",
-            name: name.to_string(),
-            what: "not found".to_string(),
-        }),
-        Err(source) => Err(EnvError::Api {
-            kind: "configmap",
-            name: name.to_string(),
-            source,
-        }),
+    let Some(cm) = get_source(api, "configmap", name, optional).await? else {
+        return Ok(None);
+    };
+    let mut data = cm.data.unwrap_or_default();
+    for (k, v) in cm.binary_data.unwrap_or_default() {
+        data.insert(k, String::from_utf8_lossy(&v.0).into_owned());
     }
+    Ok(Some(data))
 }
 
 /// A Secret's data as text; `None` when it is absent and optional.
@@ -216,27 +204,43 @@ pub(crate) async fn secret_bytes(
     name: &str,
     optional: bool,
 ) -> Result<Option<BTreeMap<String, Vec<u8>>>, EnvError> {
+    let Some(secret) = get_source(api, "secret", name, optional).await? else {
+        return Ok(None);
+    };
+    let mut data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    for (k, v) in secret.string_data.unwrap_or_default() {
+        data.insert(k, v.into_bytes());
+    }
+    Ok(Some(data))
+}
+
+/// The `kind` object `name` that an env source or volume names, read the same way
+/// for ConfigMaps and Secrets: `None` when it is absent and `optional`, `Missing`
+/// when it is absent and required, `Api` when it could not be read.
+async fn get_source<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<K>, EnvError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     match api.get_opt(name).await {
-        Ok(Some(secret)) => {
-            let mut data: BTreeMap<String, Vec<u8>> = secret
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0))
-                .collect();
-            for (k, v) in secret.string_data.unwrap_or_default() {
-                data.insert(k, v.into_bytes());
-            }
-            Ok(Some(data))
-        }
+        Ok(Some(object)) => Ok(Some(object)),
         Ok(None) if optional => Ok(None),
         Ok(None) => Err(EnvError::Missing {
-            kind: "secret",
+            kind,
             name: name.to_string(),
             what: "not found".to_string(),
         }),
         Err(source) => Err(EnvError::Api {
-            kind: "secret",
+            kind,
             name: name.to_string(),
             source,
         }),

@@ -26,6 +26,17 @@ pub fn pod_labels(namespace: &str, name: &str, uid: &str) -> HashMap<String, Str
     ])
 }
 
+/// The pod-spec name of a runtime container: its `CONTAINER_NAME` label, else the
+/// name in its CRI metadata, else empty (a container skiff did not create).
+pub fn container_name(container: &crate::cri_api::Container) -> String {
+    container
+        .labels
+        .get(CONTAINER_NAME)
+        .cloned()
+        .or_else(|| container.metadata.as_ref().map(|m| m.name.clone()))
+        .unwrap_or_default()
+}
+
 /// The restart count stored on a container, 0 when absent or unreadable.
 pub fn restart_count(annotations: &HashMap<String, String>) -> u32 {
     annotations

@@ -210,22 +210,22 @@ mod tests {
 
     #[test]
     fn images_split_into_registry_and_path_as_docker_does() {
-        assert_eq!(
-            split_image("busybox"),
-            ("docker.io".into(), "library/busybox".into())
-        );
-        assert_eq!(
-            split_image("me/app:1"),
-            ("docker.io".into(), "me/app".into())
-        );
-        assert_eq!(
-            split_image("registry.example.com:5000/team/app:v1"),
-            ("registry.example.com:5000".into(), "team/app".into())
-        );
-        assert_eq!(
-            split_image("localhost/app@sha256:abc"),
-            ("localhost".into(), "app".into())
-        );
+        for (image, registry, path) in [
+            ("busybox", "docker.io", "library/busybox"),
+            ("me/app:1", "docker.io", "me/app"),
+            (
+                "registry.example.com:5000/team/app:v1",
+                "registry.example.com:5000",
+                "team/app",
+            ),
+            ("localhost/app@sha256:abc", "localhost", "app"),
+        ] {
+            assert_eq!(
+                split_image(image),
+                (registry.into(), path.into()),
+                "{image}"
+            );
+        }
     }
 
     #[test]

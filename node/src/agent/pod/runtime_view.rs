@@ -68,12 +68,7 @@ impl PodRuntimeView {
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };
-            let name = c
-                .labels
-                .get(labels::CONTAINER_NAME)
-                .cloned()
-                .or_else(|| c.metadata.as_ref().map(|m| m.name.clone()))
-                .unwrap_or_default();
+            let name = labels::container_name(&c);
             containers
                 .entry(name.clone())
                 .or_default()

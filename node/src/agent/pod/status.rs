@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -268,6 +268,25 @@ fn find_status<'a>(
     statuses.into_iter().flatten().find(|s| s.name == name)
 }
 
+/// Whether `status` has the condition `type_` with status True.
+pub(crate) fn condition_is_true(status: Option<&PodStatus>, type_: &str) -> bool {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// Whether every readiness gate of `spec` is a True condition in `status`: others
+/// set those conditions, and the pod is not Ready before they have. The agent and
+/// the simulated nodes judge readiness gates this one way.
+pub(crate) fn readiness_gates_hold(spec: &PodSpec, status: Option<&PodStatus>) -> bool {
+    spec.readiness_gates
+        .iter()
+        .flatten()
+        .all(|g| condition_is_true(status, &g.condition_type))
+}
+
 /// The pod's status. Conditions keep their transition times when their
 /// status does not change; conditions owned by others are kept.
 pub(crate) fn pod_status(
@@ -304,13 +323,7 @@ pub(crate) fn pod_status(
     let phase = phase(&statuses, observed);
     let terminal = phase == "Succeeded" || phase == "Failed";
     let containers_ready = !terminal && statuses.iter().all(|s| s.ready);
-    let gates_ok = spec.readiness_gates.iter().flatten().all(|g| {
-        previous
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == g.condition_type && c.status == "True")
-    });
+    let gates_ok = readiness_gates_hold(&spec, Some(&previous));
     let bool_text = |b: bool| if b { "True" } else { "False" };
     let not_ready_reason = if terminal {
         "PodCompleted"
@@ -426,32 +439,56 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_container_that_exited_zero_makes_the_pod_succeeded() {
-        let observed = Observed {
+    /// What the agent observed of a live pod: sandbox ready, init containers done.
+    fn started() -> Observed {
+        Observed {
             initialized: true,
             sandbox_ready: true,
             ..Default::default()
-        };
-        let v = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
-        let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
-        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
-        let t = s.container_statuses.unwrap()[0]
+        }
+    }
+
+    /// What the agent observed of a pod it stopped for good.
+    fn terminal() -> Observed {
+        Observed {
+            terminal: true,
+            initialized: true,
+            ..Default::default()
+        }
+    }
+
+    /// The first container's terminated state.
+    fn terminated(s: &PodStatus) -> ContainerStateTerminated {
+        s.container_statuses.as_ref().unwrap()[0]
             .state
             .clone()
             .unwrap()
             .terminated
-            .unwrap();
+            .unwrap()
+    }
+
+    /// The pod's condition `type_`.
+    fn condition(s: PodStatus, type_: &str) -> PodCondition {
+        s.conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == type_)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_container_that_exited_zero_makes_the_pod_succeeded() {
+        let observed = started();
+        let v = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
+        let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let t = terminated(&s);
         assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
     }
 
     #[test]
     fn a_crash_looping_container_waits_with_its_last_termination() {
-        let mut observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let mut observed = started();
         observed.will_restart.insert("c".into());
         observed.waiting.insert(
             "c".into(),
@@ -482,11 +519,7 @@ mod tests {
 
     #[test]
     fn readiness_comes_from_probe_health_and_conditions_follow() {
-        let mut observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let mut observed = started();
         observed.health.insert(
             "c".into(),
             ContainerHealth {
@@ -499,34 +532,16 @@ mod tests {
         let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
         let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
         assert_eq!(s.phase.as_deref(), Some("Running"));
-        let ready = s
-            .conditions
-            .unwrap()
-            .into_iter()
-            .find(|c| c.type_ == "Ready")
-            .unwrap();
-        assert_eq!(ready.status, "False");
+        assert_eq!(condition(s, "Ready").status, "False");
     }
 
     #[test]
     fn a_running_container_with_a_readiness_probe_is_not_ready_before_the_probe_reports() {
-        let observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let observed = started();
         let mut probed = pod();
         probed.spec.as_mut().unwrap().containers[0].readiness_probe = Some(Default::default());
         let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
-        let ready = |p: &Pod| {
-            pod_status(p, &v, &observed, "192.0.2.1")
-                .conditions
-                .unwrap()
-                .into_iter()
-                .find(|c| c.type_ == "Ready")
-                .unwrap()
-                .status
-        };
+        let ready = |p: &Pod| condition(pod_status(p, &v, &observed, "192.0.2.1"), "Ready").status;
         assert_eq!(ready(&probed), "False");
         assert_eq!(
             ready(&pod()),
@@ -537,11 +552,7 @@ mod tests {
 
     #[test]
     fn a_never_started_container_is_pending_with_its_reason() {
-        let mut observed = Observed {
-            initialized: true,
-            sandbox_ready: true,
-            ..Default::default()
-        };
+        let mut observed = started();
         observed.waiting.insert(
             "c".into(),
             ("ErrImageNeverPull".into(), "not present".into()),
@@ -557,23 +568,6 @@ mod tests {
         assert_eq!(w.reason.as_deref(), Some("ErrImageNeverPull"));
     }
 
-    fn terminal() -> Observed {
-        Observed {
-            terminal: true,
-            initialized: true,
-            ..Default::default()
-        }
-    }
-
-    fn terminated(s: &PodStatus) -> ContainerStateTerminated {
-        s.container_statuses.as_ref().unwrap()[0]
-            .state
-            .clone()
-            .unwrap()
-            .terminated
-            .unwrap()
-    }
-
     #[test]
     fn a_killed_pod_fails_with_its_container_terminated() {
         // restartPolicy Always does not keep it Running: it was stopped for good.
@@ -582,12 +576,10 @@ mod tests {
         assert_eq!(s.phase.as_deref(), Some("Failed"));
         let t = terminated(&s);
         assert_eq!((t.exit_code, t.reason.as_deref()), (137, Some("Error")));
-        let ready = s
-            .conditions
-            .unwrap()
-            .into_iter()
-            .find(|c| c.type_ == "Ready");
-        assert_eq!(ready.unwrap().reason.as_deref(), Some("PodCompleted"));
+        assert_eq!(
+            condition(s, "Ready").reason.as_deref(),
+            Some("PodCompleted")
+        );
     }
 
     #[test]

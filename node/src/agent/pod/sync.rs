@@ -284,14 +284,10 @@ pub(crate) async fn sync(
                     observed.will_restart.insert(c.name.clone());
                 }
             }
-            Some(i) if i.sandbox_id != sandbox_id => {
-                changed |= starter
-                    .replace_created(state, &mut observed, c, &i, true)
-                    .await;
-            }
             Some(i) => {
-                changed = true;
-                start_created(ctx, &i, &mut observed).await;
+                changed |= starter
+                    .start_or_replace_created(state, &mut observed, c, &i, true)
+                    .await;
             }
             None => {
                 changed |= starter.start(state, &mut observed, c, 0, true).await;
@@ -353,14 +349,10 @@ pub(crate) async fn sync(
                         .await;
                     }
                 }
-                Some(i) if i.sandbox_id != sandbox_id => {
-                    changed |= starter
-                        .replace_created(state, &mut observed, c, &i, false)
-                        .await;
-                }
                 Some(i) => {
-                    changed = true;
-                    start_created(ctx, &i, &mut observed).await;
+                    changed |= starter
+                        .start_or_replace_created(state, &mut observed, c, &i, false)
+                        .await;
                 }
             }
         }
@@ -652,23 +644,28 @@ impl Starter<'_> {
         }
     }
 
-    /// Replaces an instance created (never started) in a sandbox that is
-    /// no longer the pod's: it is removed and a new one started here with
-    /// the same restart count.
-    async fn replace_created(
+    /// Starts an instance that was created but never started. In the pod's
+    /// sandbox it is started as it is; in a sandbox that is no longer the
+    /// pod's it is removed and a new one started here with the same restart
+    /// count. Returns whether a container was started (an attempt counts).
+    async fn start_or_replace_created(
         &self,
         state: &mut PodState,
         observed: &mut Observed,
         container: &Container,
-        stale: &ContainerInstance,
+        created: &ContainerInstance,
         init: bool,
     ) -> bool {
-        if let Err(e) = self.ctx.runtime.remove_container(&stale.id).await
+        if created.sandbox_id == self.sandbox_id {
+            start_created(self.ctx, created, observed).await;
+            return true;
+        }
+        if let Err(e) = self.ctx.runtime.remove_container(&created.id).await
             && !e.is_not_found()
         {
-            tracing::warn!(container = %stale.id, error = %e, "removing a container of a replaced sandbox");
+            tracing::warn!(container = %created.id, error = %e, "removing a container of a replaced sandbox");
         }
-        self.start(state, observed, container, stale.restart_count, init)
+        self.start(state, observed, container, created.restart_count, init)
             .await
     }
 
@@ -715,13 +712,7 @@ fn was_initialized(pod: &Pod, view: &PodRuntimeView) -> bool {
         .as_ref()
         .and_then(|s| s.init_containers.as_deref())
         .unwrap_or_default();
-    let reported = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Initialized" && c.status == "True");
+    let reported = status::condition_is_true(pod.status.as_ref(), "Initialized");
     reported
         || inits.iter().all(|c| {
             view.latest(&c.name)

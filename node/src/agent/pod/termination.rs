@@ -124,6 +124,13 @@ pub(crate) async fn remove_pod(ctx: &AgentContext, uid: &str) -> Result<(), Runt
 pub(crate) async fn delete_object(ctx: &AgentContext, pod: &Pod) -> Result<(), kube::Error> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    delete_for_good(&api, pod).await
+}
+
+/// The final delete (grace 0), only of this very pod (its UID as a precondition), so a
+/// new pod of the same name is never removed; a pod already gone (404) or replaced (409)
+/// counts as deleted. The agent and the simulated nodes end their pods this one way.
+pub(crate) async fn delete_for_good(api: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
     let params = DeleteParams {
         grace_period_seconds: Some(0),
         preconditions: Some(Preconditions {

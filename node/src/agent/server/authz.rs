@@ -338,9 +338,25 @@ mod tests {
         assert_eq!(attrs["version"], "v1");
     }
 
+    /// A reviewer that always answers `allow` and counts how often it was asked.
     struct Counting {
         calls: AtomicUsize,
         allow: bool,
+    }
+
+    /// A `Counting` reviewer answering `allow`, behind a cache that keeps an
+    /// allowance a minute and a denial not at all.
+    fn counted_and_cached(allow: bool) -> (Arc<Counting>, CachedReviewer) {
+        let inner = Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            allow,
+        });
+        let cached = CachedReviewer::with_ttls(
+            inner.clone(),
+            Duration::from_secs(60),
+            Duration::from_millis(0),
+        );
+        (inner, cached)
     }
 
     #[async_trait]
@@ -358,15 +374,7 @@ mod tests {
             groups: vec![],
         };
         let action = NodeAction::of(&Method::GET, "/exec/a/b/c").unwrap();
-        let allow = Arc::new(Counting {
-            calls: AtomicUsize::new(0),
-            allow: true,
-        });
-        let cached = CachedReviewer::with_ttls(
-            allow.clone(),
-            Duration::from_secs(60),
-            Duration::from_millis(0),
-        );
+        let (allow, cached) = counted_and_cached(true);
         assert!(cached.review(&caller, &action).await.unwrap());
         assert!(cached.review(&caller, &action).await.unwrap());
         assert_eq!(allow.calls.load(Ordering::SeqCst), 1);
@@ -379,15 +387,7 @@ mod tests {
         assert_eq!(allow.calls.load(Ordering::SeqCst), 2);
 
         // A denial that has expired is asked again.
-        let deny = Arc::new(Counting {
-            calls: AtomicUsize::new(0),
-            allow: false,
-        });
-        let cached = CachedReviewer::with_ttls(
-            deny.clone(),
-            Duration::from_secs(60),
-            Duration::from_millis(0),
-        );
+        let (deny, cached) = counted_and_cached(false);
         assert!(!cached.review(&caller, &action).await.unwrap());
         assert!(!cached.review(&caller, &action).await.unwrap());
         assert_eq!(deny.calls.load(Ordering::SeqCst), 2);

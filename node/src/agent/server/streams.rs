@@ -12,7 +12,7 @@ use super::NodeState;
 use super::status::failure;
 use super::target;
 use super::{bridge, tunnel, upgrade};
-use crate::runtime::cri_api;
+use crate::runtime::{RuntimeError, cri_api};
 
 /// The query parameters of a request, decoded, in order (keys repeat:
 /// `command=sh&command=-c`).
@@ -67,7 +67,7 @@ impl StreamFlags {
 /// Runs a command in a container and proxies its streams.
 pub(crate) async fn exec(
     State(state): State<NodeState>,
-    Path((namespace, name, container)): Path<(String, String, String)>,
+    Path(names): Path<(String, String, String)>,
     request: Request,
 ) -> Response {
     let pairs = query_pairs(request.uri().query());
@@ -83,53 +83,65 @@ pub(crate) async fn exec(
     if cmd.is_empty() {
         return failure(StatusCode::BAD_REQUEST, "you must specify a command");
     }
-    let url = async {
-        let pod = target::pod(&state.pods, &namespace, &name)?;
-        let container_id =
-            target::running_container(state.runtime.as_ref(), &pod, &container).await?;
-        let request = cri_api::ExecRequest {
+    container_session(&state, names, request, &flags, |container_id| {
+        state.runtime.exec_url(cri_api::ExecRequest {
             container_id,
             cmd,
             tty: flags.tty,
             stdin: flags.stdin,
             stdout: flags.stdout,
             stderr: flags.stderr,
-        };
-        Ok::<_, target::TargetError>(state.runtime.exec_url(request).await?)
-    }
-    .await;
-    match url {
-        Ok(url) => remote_command(request, &url, flags).await,
-        Err(e) => e.into_response(),
-    }
+        })
+    })
+    .await
 }
 
 /// Attaches to a container's main process and proxies its streams.
 pub(crate) async fn attach(
     State(state): State<NodeState>,
-    Path((namespace, name, container)): Path<(String, String, String)>,
+    Path(names): Path<(String, String, String)>,
     request: Request,
 ) -> Response {
     let flags = StreamFlags::parse(&query_pairs(request.uri().query()));
     if let Some(refused) = flags.refusal() {
         return refused;
     }
-    let url = async {
-        let pod = target::pod(&state.pods, &namespace, &name)?;
-        let container_id =
-            target::running_container(state.runtime.as_ref(), &pod, &container).await?;
-        let request = cri_api::AttachRequest {
+    container_session(&state, names, request, &flags, |container_id| {
+        state.runtime.attach_url(cri_api::AttachRequest {
             container_id,
             stdin: flags.stdin,
             tty: flags.tty,
             stdout: flags.stdout,
             stderr: flags.stderr,
-        };
-        Ok::<_, target::TargetError>(state.runtime.attach_url(request).await?)
+        })
+    })
+    .await
+}
+
+/// A streaming session with one running container, proxied to the client: finds
+/// `container` in the pod `namespace/name`, asks the runtime for the session's URL
+/// with `session_url` (given the container's id) and bridges the client's upgraded
+/// connection to it. Exec and attach differ only in the URL they ask for; a missing
+/// pod or container, or a runtime error, is answered as `TargetError` says.
+async fn container_session<Fut>(
+    state: &NodeState,
+    (namespace, name, container): (String, String, String),
+    request: Request,
+    flags: &StreamFlags,
+    session_url: impl FnOnce(String) -> Fut,
+) -> Response
+where
+    Fut: Future<Output = Result<String, RuntimeError>>,
+{
+    let url = async {
+        let pod = target::pod(&state.pods, &namespace, &name)?;
+        let container_id =
+            target::running_container(state.runtime.as_ref(), &pod, &container).await?;
+        Ok::<_, target::TargetError>(session_url(container_id).await?)
     }
     .await;
     match url {
-        Ok(url) => remote_command(request, &url, flags).await,
+        Ok(url) => remote_command(request, &url, flags.clone()).await,
         Err(e) => e.into_response(),
     }
 }
