@@ -179,7 +179,7 @@ pub enum ApiServerError {
     Policy(#[from] crate::authz::bootstrap::BootstrapError),
     /// The default priority and fairness objects could not be written.
     #[error("the priority and fairness configuration: {0}")]
-    FlowControl(#[from] crate::flowcontrol::bootstrap::FlowBootstrapError),
+    FlowControl(#[source] crate::authz::bootstrap::BootstrapError),
     /// A system object (a system namespace or priority class) could not be created.
     #[error("creating the system object {name} failed: {source}")]
     Bootstrap {
@@ -404,7 +404,9 @@ impl ApiServer {
             ),
         );
         crate::authz::bootstrap::ensure(&own_client).await?;
-        crate::flowcontrol::bootstrap::ensure(&own_client).await?;
+        crate::flowcontrol::bootstrap::ensure(&own_client)
+            .await
+            .map_err(ApiServerError::FlowControl)?;
         // The local APIServices, available from the first request (a
         // failure is retried by the loop below).
         crate::aggregator::sync(&server.inner, &own_client).await;

@@ -330,16 +330,24 @@ fn qualified_kind(kind: &str, group: &str) -> String {
     }
 }
 
-fn render_causes(causes: &[FieldError]) -> String {
-    match causes {
-        [one] => one.render(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(FieldError::render)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+/// Field errors as upstream prints an invalid object's causes (see [`aggregate`]).
+pub(crate) fn render_causes(causes: &[FieldError]) -> String {
+    aggregate(&causes.iter().map(FieldError::render).collect::<Vec<_>>())
+}
+
+/// Messages as upstream's aggregate error prints them: each message once;
+/// one alone, several as `[a, b]`, none as nothing.
+pub(crate) fn aggregate<S: AsRef<str>>(messages: &[S]) -> String {
+    let mut unique: Vec<&str> = Vec::with_capacity(messages.len());
+    for message in messages {
+        if !unique.contains(&message.as_ref()) {
+            unique.push(message.as_ref());
+        }
+    }
+    match unique.as_slice() {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 

@@ -20,34 +20,12 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::definition::{CATCH_ALL, EXEMPT};
+// The RBAC defaults' error: both write default objects through the
+// in-process client and fail the same two ways.
+use crate::authz::bootstrap::BootstrapError;
 
 /// The annotation saying whether the server keeps an object's spec.
 pub(crate) const AUTOUPDATE: &str = "apf.kubernetes.io/autoupdate-spec";
-
-/// A bootstrap object could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum FlowBootstrapError {
-    /// An API request for a bootstrap object failed.
-    #[error("{action} {what}: {source}")]
-    Api {
-        /// The request, e.g. "creating".
-        action: &'static str,
-        /// The object the request was about.
-        what: String,
-        /// The API's error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A bootstrap object did not convert to JSON.
-    #[error("encoding {what}: {source}")]
-    Encode {
-        /// The object.
-        what: String,
-        /// The conversion's error.
-        #[source]
-        source: serde_json::Error,
-    },
-}
 
 /// Whether the server always restores an object or honours the annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,15 +330,15 @@ fn new_object(kind: &str, item: &Bootstrap) -> Value {
     })
 }
 
-fn typed<K: DeserializeOwned>(value: Value, what: &str) -> Result<K, FlowBootstrapError> {
-    serde_json::from_value(value).map_err(|source| FlowBootstrapError::Encode {
+fn typed<K: DeserializeOwned>(value: Value, what: &str) -> Result<K, BootstrapError> {
+    serde_json::from_value(value).map_err(|source| BootstrapError::Encode {
         what: what.to_string(),
         source,
     })
 }
 
-fn untyped<K: Serialize>(object: &K, what: &str) -> Result<Value, FlowBootstrapError> {
-    serde_json::to_value(object).map_err(|source| FlowBootstrapError::Encode {
+fn untyped<K: Serialize>(object: &K, what: &str) -> Result<Value, BootstrapError> {
+    serde_json::to_value(object).map_err(|source| BootstrapError::Encode {
         what: what.to_string(),
         source,
     })
@@ -370,13 +348,13 @@ async fn ensure_kind<K>(
     api: Api<K>,
     kind: &'static str,
     wanted: Vec<Bootstrap>,
-) -> Result<(), FlowBootstrapError>
+) -> Result<(), BootstrapError>
 where
     K: kube::Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
     let api_error = |action, what: &str| {
         let what = format!("{kind} {what}");
-        move |source| FlowBootstrapError::Api {
+        move |source| BootstrapError::Api {
             action,
             what,
             source,
@@ -440,7 +418,7 @@ where
 
 /// Creates or reconciles every bootstrap priority level and flow schema
 /// through `client`.
-pub(crate) async fn ensure(client: &kube::Client) -> Result<(), FlowBootstrapError> {
+pub(crate) async fn ensure(client: &kube::Client) -> Result<(), BootstrapError> {
     futures::try_join!(
         ensure_kind(
             Api::<PriorityLevelConfiguration>::all(client.clone()),

@@ -19,7 +19,7 @@ use super::{Operation, WriteRequest, namespace_objects};
 use crate::object::meta_str;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
-use crate::status::ApiError;
+use crate::status::{ApiError, aggregate};
 
 /// The namespace's LimitRanges, in name order.
 fn limit_ranges(inner: &Inner, namespace: &str) -> Vec<Arc<Value>> {
@@ -71,27 +71,12 @@ pub(crate) fn validate(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), 
                 resource: info.qualified(),
                 group: info.group.to_string(),
                 name: meta_str(object, "name").unwrap_or("").to_string(),
-                detail: aggregate(errors),
+                detail: aggregate(&errors),
                 causes: Vec::new(),
             });
         }
     }
     Ok(())
-}
-
-/// Several errors as upstream's aggregate prints them: one alone, else
-/// `[a, b]`, each message once.
-fn aggregate(errors: Vec<String>) -> String {
-    let mut unique: Vec<String> = Vec::with_capacity(errors.len());
-    for error in errors {
-        if !unique.contains(&error) {
-            unique.push(error);
-        }
-    }
-    match unique.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    }
 }
 
 #[cfg(test)]
@@ -100,10 +85,7 @@ mod tests {
 
     #[test]
     fn errors_aggregate_as_upstreams() {
-        assert_eq!(aggregate(vec!["a".into()]), "a");
-        assert_eq!(
-            aggregate(vec!["a".into(), "b".into(), "a".into()]),
-            "[a, b]"
-        );
+        assert_eq!(aggregate(&["a"]), "a");
+        assert_eq!(aggregate(&["a", "b", "a"]), "[a, b]");
     }
 }

@@ -37,7 +37,7 @@ use crate::object::meta_str;
 use crate::registry::Subresource;
 use crate::request_notes::RequestNotes;
 use crate::server::Inner;
-use crate::status::{ApiError, FieldError};
+use crate::status::{ApiError, FieldError, render_causes};
 use checks::Violation;
 use policy::{LevelVersion, Policy};
 
@@ -265,7 +265,7 @@ fn evaluate(
     if !policy_errors.is_empty() {
         notes.annotate(
             ERROR_ANNOTATION,
-            format!("Failed to parse policy: {}", aggregate(policy_errors)),
+            format!("Failed to parse policy: {}", render_causes(policy_errors)),
         );
     }
     let mut results: Vec<(LevelVersion, Vec<Violation>)> = Vec::new();
@@ -313,21 +313,6 @@ fn evaluate(
         notes.warn(messages::would_violate(policy.warn, &warn));
     }
     Ok(())
-}
-
-/// Field errors as upstream aggregates them: one alone, several in
-/// brackets.
-fn aggregate(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.render(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(FieldError::render)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
 }
 
 /// Labels as a map (absent or malformed labels read as none).
@@ -390,13 +375,13 @@ mod tests {
     #[test]
     fn policy_errors_aggregate_as_upstream() {
         let one = [FieldError::invalid("a", "x", "bad")];
-        assert_eq!(aggregate(&one), "a: Invalid value: \"x\": bad");
+        assert_eq!(render_causes(&one), "a: Invalid value: \"x\": bad");
         let two = [
             FieldError::invalid("a", "x", "bad"),
             FieldError::invalid("b", "y", "worse"),
         ];
         assert_eq!(
-            aggregate(&two),
+            render_causes(&two),
             "[a: Invalid value: \"x\": bad, b: Invalid value: \"y\": worse]"
         );
     }

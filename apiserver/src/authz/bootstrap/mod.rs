@@ -34,7 +34,8 @@ pub use self::aggregate::aggregated_rules;
 use self::table::AUTOUPDATE;
 use crate::authz::rbac::{GROUP, Rule, rule::uncovered};
 
-/// A default policy object could not be read or written.
+/// A default object (RBAC policy, priority and fairness configuration)
+/// could not be read or written through the in-process client.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
     /// An API request for a policy object failed.

@@ -25,6 +25,7 @@ use self::policy::{Inputs, Policy, Revisions};
 pub use self::rule::Rule;
 use super::{Attributes, Authorizer, Decision, RulesReview};
 use crate::authn::UserInfo;
+use crate::status::aggregate;
 use crate::watch_cache::WatchCache;
 
 /// The API group of the RBAC resources.
@@ -189,22 +190,6 @@ fn resolution_reason(errors: &[&str]) -> String {
         String::new()
     } else {
         format!("RBAC: {}", aggregate(errors))
-    }
-}
-
-/// Several errors as upstream's aggregate error prints them: one alone, or
-/// `[a, b]`.
-fn aggregate<S: AsRef<str>>(errors: &[S]) -> String {
-    match errors {
-        [] => String::new(),
-        [one] => one.as_ref().to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(AsRef::as_ref)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
     }
 }
 
