@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use skiff_informer::{Action, Cache, ObjectKey};
 
@@ -17,7 +17,7 @@ use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
-    Expectations, PodControlError, claim, delete_pod, is_available, is_ready, phase,
+    Expectations, PodControlError, claim, create_pod, delete_pod, is_available, is_ready, phase,
     pod_from_template, requeue_when_available,
 };
 
@@ -253,23 +253,9 @@ impl Syncer {
             if let Some(spec) = pod.spec.as_mut() {
                 pin_to_node(spec, &node);
             }
-            match api.create(&PostParams::default(), &pod).await {
-                Ok(p) => self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulCreate",
-                    "Create",
-                    format!("Created pod: {}", p.name_any()),
-                ),
-                Err(e) => {
-                    self.expectations.creation_observed(key);
-                    self.events.warning(
-                        &object_reference(set),
-                        "FailedCreate",
-                        "Create",
-                        format!("Error creating: {e}"),
-                    );
-                    first_error.get_or_insert(e);
-                }
+            if let Err(e) = create_pod(api, &self.events, &object_reference(set), &pod).await {
+                self.expectations.creation_observed(key);
+                first_error.get_or_insert(e);
             }
         }
         match first_error {

@@ -19,8 +19,8 @@ use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_ref, now, seconds_between};
 use crate::events::{EventRecorder, object_reference};
 use crate::pod_control::{
-    BURST_REPLICAS, Expectations, PodControlError, delete_pod, is_ready, phase, pods_to_delete,
-    slow_start_batch,
+    BURST_REPLICAS, Expectations, PodControlError, create_pods, delete_pod, is_ready, phase,
+    pods_to_delete,
 };
 
 /// Upstream's first delay before recreating a failed pod; it doubles per
@@ -505,39 +505,15 @@ impl Syncer {
         } else {
             (0..count).map(|_| new_pod(job, None)).collect()
         };
-        let total = new_pods.len();
-        self.expectations.expect_creations(key, total);
-        let queue = Mutex::new(new_pods);
-        let (created, error) = slow_start_batch(total, || {
-            let pod = lock(&queue).pop();
-            async move {
-                let Some(pod) = pod else { return Ok(()) };
-                match api.create(&PostParams::default(), &pod).await {
-                    Ok(p) => {
-                        self.events.normal(
-                            &object_reference(job),
-                            "SuccessfulCreate",
-                            "Create",
-                            format!("Created pod: {}", p.name_any()),
-                        );
-                        Ok(())
-                    }
-                    Err(e) => {
-                        self.events.warning(
-                            &object_reference(job),
-                            "FailedCreate",
-                            "Create",
-                            format!("Error creating: {e}"),
-                        );
-                        Err(e)
-                    }
-                }
-            }
-        })
+        let error = create_pods(
+            api,
+            &self.events,
+            &self.expectations,
+            key,
+            &object_reference(job),
+            new_pods,
+        )
         .await;
-        for _ in created..total {
-            self.expectations.creation_observed(key);
-        }
         match error {
             Some(source) => Err(Self::api_error(key, "creating pods", source)),
             None => Ok(None),
