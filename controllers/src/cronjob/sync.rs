@@ -18,6 +18,7 @@ use super::schedule::Schedule;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, controller_ref};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 
 /// Why a CronJob sync failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -91,13 +92,22 @@ fn job_reference(job: &Job) -> ObjectReference {
     }
 }
 
+impl Reconciler for Syncer {
+    type Error = CronJobError;
+
+    /// Syncs the CronJob under `key` as of the present.
+    async fn sync(&self, key: ObjectKey) -> Result<Action, CronJobError> {
+        self.sync_at(key, Timestamp::now()).await
+    }
+}
+
 impl Syncer {
     fn err(key: &str, what: &'static str, source: kube::Error) -> CronJobError {
         WriteFailed::new("cronjob", key, what, source).into()
     }
 
     /// Syncs the CronJob under `key` as of `now`.
-    pub(super) async fn sync(
+    pub(super) async fn sync_at(
         &self,
         key: ObjectKey,
         now: Timestamp,

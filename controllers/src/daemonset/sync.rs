@@ -16,6 +16,7 @@ use super::placement::{node_of, pin_to_node, should_run};
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{
     Expectations, PodControlError, claim, create_pod, delete_pod, is_available, is_ready, phase,
     pod_from_template, requeue_when_available,
@@ -53,13 +54,11 @@ fn hash_of(pod: &Pod) -> Option<&str> {
         .map(String::as_str)
 }
 
-impl Syncer {
-    fn err(key: &str, what: &'static str, source: kube::Error) -> DaemonSetError {
-        WriteFailed::new("daemonset", key, what, source).into()
-    }
+impl Reconciler for Syncer {
+    type Error = DaemonSetError;
 
     /// Syncs the DaemonSet under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, DaemonSetError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, DaemonSetError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(set) = self.sets.get(&ns, &key.name) else {
@@ -201,6 +200,12 @@ impl Syncer {
             }
         }
         Ok(requeue_when_available(&pods, min_ready, &at))
+    }
+}
+
+impl Syncer {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> DaemonSetError {
+        WriteFailed::new("daemonset", key, what, source).into()
     }
 
     async fn apply(

@@ -25,6 +25,7 @@ use super::util::{
 use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_owner_ref, controller_ref, workload_selector};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{PodControlError, claim};
 
 /// Why a Deployment sync failed (it is retried with backoff).
@@ -70,9 +71,11 @@ fn creation_order(a: &ReplicaSet, b: &ReplicaSet) -> std::cmp::Ordering {
         .then_with(|| a.name_any().cmp(&b.name_any()))
 }
 
-impl Syncer {
+impl Reconciler for Syncer {
+    type Error = DeploymentError;
+
     /// Syncs the Deployment under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, DeploymentError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, DeploymentError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let Some(d) = self.deployments.get(&ns, &key.name) else {
             return Ok(Action::Done);

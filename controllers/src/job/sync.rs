@@ -18,6 +18,7 @@ use super::pods::{TRACKING_FINALIZER, has_finalizer, index_of, is_indexed, new_p
 use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_ref, now, seconds_between};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{
     BURST_REPLICAS, Expectations, PodControlError, create_pods, delete_pod, is_ready, phase,
     pods_to_delete,
@@ -122,32 +123,11 @@ fn restarts(pod: &Pod) -> i32 {
         .unwrap_or(0)
 }
 
-impl Syncer {
-    /// A syncer over the given caches.
-    pub(super) fn new(
-        client: Client,
-        jobs: Arc<Cache<Job>>,
-        pods: Arc<Cache<Pod>>,
-        expectations: Expectations,
-        events: EventRecorder,
-    ) -> Self {
-        Self {
-            client,
-            jobs,
-            pods,
-            expectations,
-            events,
-            finalized: Mutex::default(),
-            backoff: Mutex::default(),
-        }
-    }
-
-    fn api_error(key: &str, what: &'static str, source: kube::Error) -> JobError {
-        WriteFailed::new("job", key, what, source).into()
-    }
+impl Reconciler for Syncer {
+    type Error = JobError;
 
     /// Syncs the Job under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, JobError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, JobError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(job) = self.jobs.get(&ns, &key.name) else {
@@ -438,6 +418,31 @@ impl Syncer {
             Some(d) => Action::RequeueAfter(d),
             None => Action::Done,
         })
+    }
+}
+
+impl Syncer {
+    /// A syncer over the given caches.
+    pub(super) fn new(
+        client: Client,
+        jobs: Arc<Cache<Job>>,
+        pods: Arc<Cache<Pod>>,
+        expectations: Expectations,
+        events: EventRecorder,
+    ) -> Self {
+        Self {
+            client,
+            jobs,
+            pods,
+            expectations,
+            events,
+            finalized: Mutex::default(),
+            backoff: Mutex::default(),
+        }
+    }
+
+    fn api_error(key: &str, what: &'static str, source: kube::Error) -> JobError {
+        WriteFailed::new("job", key, what, source).into()
     }
 
     fn note_outcomes(&self, key: &str, succeeded: usize, failed: usize) {

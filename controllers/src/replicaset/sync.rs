@@ -12,6 +12,7 @@ use super::owner::ReplicaOwner;
 use super::status::{self, ManageFailure};
 use crate::controller_utils::{controller_owner_ref, now, write_status};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{
     BURST_REPLICAS, Expectations, PodControlError, claim, create_pods, is_active,
     pod_from_template, pods_to_delete, requeue_when_available,
@@ -46,9 +47,11 @@ pub(super) struct Syncer<K> {
     pub events: EventRecorder,
 }
 
-impl<K: ReplicaOwner> Syncer<K> {
+impl<K: ReplicaOwner> Reconciler for Syncer<K> {
+    type Error = ReplicaSetError;
+
     /// Syncs the owner under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, ReplicaSetError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, ReplicaSetError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(owner) = self.owners.get(&ns, &key.name) else {
@@ -97,7 +100,9 @@ impl<K: ReplicaOwner> Syncer<K> {
         let min_ready = owner.min_ready_seconds();
         Ok(requeue_when_available(&pods, min_ready, &at))
     }
+}
 
+impl<K: ReplicaOwner> Syncer<K> {
     /// Creates or deletes pods towards the desired count.
     async fn manage(
         &self,
