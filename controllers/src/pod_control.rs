@@ -19,7 +19,7 @@ use kube::core::Selector;
 use serde_json::json;
 use skiff_informer::Action;
 
-use crate::controller_utils::{controller_ref, seconds_between, selects};
+use crate::controller_utils::{WriteFailed, controller_ref, seconds_between, selects};
 use crate::events::EventRecorder;
 
 /// How long an expectation may stay unfulfilled before the controller stops
@@ -28,6 +28,18 @@ const EXPECTATIONS_TTL: Duration = Duration::from_secs(5 * 60);
 
 /// Upstream's cap on pods created or deleted by one sync.
 pub(crate) const BURST_REPLICAS: usize = 500;
+
+/// Why a pod-owning workload's sync failed (it is retried with backoff): a
+/// pod write, or another of its API writes.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkloadSyncError {
+    /// Adopting, releasing, creating or deleting pods failed.
+    #[error(transparent)]
+    Pods(#[from] PodControlError),
+    /// An API write failed.
+    #[error(transparent)]
+    Api(#[from] WriteFailed),
+}
 
 /// Errors of pod writes.
 #[derive(Debug, thiserror::Error)]

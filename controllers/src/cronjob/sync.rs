@@ -16,17 +16,9 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::schedule::Schedule;
 use crate::controller_utils::{WriteFailed, write_status};
-use crate::controller_utils::{controller_owner_ref, controller_ref};
+use crate::controller_utils::{controlled_by, controller_owner_ref, controller_ref};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
-
-/// Why a CronJob sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum CronJobError {
-    /// An API write failed.
-    #[error(transparent)]
-    Api(#[from] WriteFailed),
-}
 
 /// What a sync needs.
 pub(super) struct Syncer {
@@ -93,17 +85,17 @@ fn job_reference(job: &Job) -> ObjectReference {
 }
 
 impl Reconciler for Syncer {
-    type Error = CronJobError;
+    type Error = WriteFailed;
 
     /// Syncs the CronJob under `key` as of the present.
-    async fn sync(&self, key: ObjectKey) -> Result<Action, CronJobError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, WriteFailed> {
         self.sync_at(key, Timestamp::now()).await
     }
 }
 
 impl Syncer {
-    fn err(key: &str, what: &'static str, source: kube::Error) -> CronJobError {
-        WriteFailed::new("cronjob", key, what, source).into()
+    fn err(key: &str, what: &'static str, source: kube::Error) -> WriteFailed {
+        WriteFailed::new("cronjob", key, what, source)
     }
 
     /// Syncs the CronJob under `key` as of `now`.
@@ -111,7 +103,7 @@ impl Syncer {
         &self,
         key: ObjectKey,
         now: Timestamp,
-    ) -> Result<Action, CronJobError> {
+    ) -> Result<Action, WriteFailed> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(cj) = self.cronjobs.get(&ns, &key.name) else {
@@ -121,12 +113,7 @@ impl Syncer {
         let uid = cj.metadata.uid.clone().unwrap_or_default();
         let spec = cj.spec.clone().unwrap_or_default();
         let mut status = cj.status.clone().unwrap_or_default();
-        let jobs: Vec<Arc<Job>> = self
-            .jobs
-            .list_namespace(&ns)
-            .into_iter()
-            .filter(|j| controller_ref(&j.metadata).is_some_and(|r| r.uid == uid))
-            .collect();
+        let jobs = controlled_by(&self.jobs, &ns, &uid);
 
         // Active list: drop finished or vanished Jobs, add running ones.
         let mut active: Vec<ObjectReference> = Vec::new();
@@ -246,7 +233,7 @@ impl Syncer {
         jobs: &[Arc<Job>],
         status: &mut CronJobStatus,
         scheduled: Timestamp,
-    ) -> Result<(), CronJobError> {
+    ) -> Result<(), WriteFailed> {
         let ns = cj.namespace().unwrap_or_default();
         let name = job_name(&cj.name_any(), scheduled);
         if jobs.iter().any(|j| j.name_any() == name) {
@@ -352,7 +339,7 @@ impl Syncer {
         cj: &CronJob,
         key: &str,
         jobs: &[Arc<Job>],
-    ) -> Result<(), CronJobError> {
+    ) -> Result<(), WriteFailed> {
         let spec = cj.spec.clone().unwrap_or_default();
         let api: Api<Job> =
             Api::namespaced(self.client.clone(), &cj.namespace().unwrap_or_default());

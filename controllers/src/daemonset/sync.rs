@@ -18,23 +18,12 @@ use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_sel
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
-    Expectations, PodControlError, claim, create_pod, delete_pod, is_available, is_ready, phase,
+    Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
     pod_from_template, requeue_when_available,
 };
 
 /// The pod label with the hash of the template a pod was made from.
 const HASH_LABEL: &str = "controller-revision-hash";
-
-/// Why a DaemonSet sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum DaemonSetError {
-    /// Adopting, releasing or deleting pods failed.
-    #[error(transparent)]
-    Pods(#[from] PodControlError),
-    /// An API write failed.
-    #[error(transparent)]
-    Api(#[from] WriteFailed),
-}
 
 /// What a sync needs.
 pub(super) struct Syncer {
@@ -55,10 +44,10 @@ fn hash_of(pod: &Pod) -> Option<&str> {
 }
 
 impl Reconciler for Syncer {
-    type Error = DaemonSetError;
+    type Error = WorkloadSyncError;
 
     /// Syncs the DaemonSet under `key`.
-    async fn sync(&self, key: ObjectKey) -> Result<Action, DaemonSetError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, WorkloadSyncError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(set) = self.sets.get(&ns, &key.name) else {
@@ -204,7 +193,7 @@ impl Reconciler for Syncer {
 }
 
 impl Syncer {
-    fn err(key: &str, what: &'static str, source: kube::Error) -> DaemonSetError {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> WorkloadSyncError {
         WriteFailed::new("daemonset", key, what, source).into()
     }
 
@@ -216,7 +205,7 @@ impl Syncer {
         hash: &str,
         create_on: Vec<String>,
         delete: Vec<Arc<Pod>>,
-    ) -> Result<(), DaemonSetError> {
+    ) -> Result<(), WorkloadSyncError> {
         let ns = set.namespace().unwrap_or_default();
         let template = set.spec.clone().unwrap_or_default().template;
         if !delete.is_empty() {

@@ -16,11 +16,11 @@ use skiff_informer::{Action, Cache, ObjectKey};
 use super::indexes;
 use super::pods::{TRACKING_FINALIZER, has_finalizer, index_of, is_indexed, new_pod};
 use crate::controller_utils::WriteFailed;
-use crate::controller_utils::{controller_ref, now, seconds_between};
+use crate::controller_utils::{controlled_by, controller_ref, now, seconds_between};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
-    BURST_REPLICAS, Expectations, PodControlError, create_pods, delete_pod, is_ready, phase,
+    BURST_REPLICAS, Expectations, WorkloadSyncError, create_pods, delete_pod, is_ready, phase,
     pods_to_delete,
 };
 
@@ -28,17 +28,6 @@ use crate::pod_control::{
 /// consecutive failure up to [`MAX_BACKOFF`].
 const BASE_BACKOFF: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(360);
-
-/// Why a Job sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum JobError {
-    /// Creating or deleting pods failed.
-    #[error(transparent)]
-    Pods(#[from] PodControlError),
-    /// An API write failed.
-    #[error(transparent)]
-    Api(#[from] WriteFailed),
-}
 
 /// Consecutive failures of a Job since its last success, for the recreate
 /// backoff.
@@ -124,10 +113,10 @@ fn restarts(pod: &Pod) -> i32 {
 }
 
 impl Reconciler for Syncer {
-    type Error = JobError;
+    type Error = WorkloadSyncError;
 
     /// Syncs the Job under `key`.
-    async fn sync(&self, key: ObjectKey) -> Result<Action, JobError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, WorkloadSyncError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(job) = self.jobs.get(&ns, &key.name) else {
@@ -142,12 +131,7 @@ impl Reconciler for Syncer {
         self.release_orphans(&key_str, &ns, &key.name, Some(&uid))
             .await?;
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .list_namespace(&ns)
-            .into_iter()
-            .filter(|p| controller_ref(&p.metadata).is_some_and(|r| r.uid == uid))
-            .collect();
+        let pods = controlled_by(&self.pods, &ns, &uid);
         let mut status = job.status.clone().unwrap_or_default();
 
         if finished_at(&status).is_some() {
@@ -441,7 +425,7 @@ impl Syncer {
         }
     }
 
-    fn api_error(key: &str, what: &'static str, source: kube::Error) -> JobError {
+    fn api_error(key: &str, what: &'static str, source: kube::Error) -> WorkloadSyncError {
         WriteFailed::new("job", key, what, source).into()
     }
 
@@ -480,7 +464,7 @@ impl Syncer {
         completed: &BTreeSet<i32>,
         succeeded: i32,
         parallelism: i32,
-    ) -> Result<Option<Duration>, JobError> {
+    ) -> Result<Option<Duration>, WorkloadSyncError> {
         let completions = job.spec.as_ref().and_then(|s| s.completions);
         let want = match completions {
             None if succeeded > 0 => 0,
@@ -533,7 +517,7 @@ impl Syncer {
         api: &Api<Pod>,
         active: &[Arc<Pod>],
         count: usize,
-    ) -> Result<Vec<Arc<Pod>>, JobError> {
+    ) -> Result<Vec<Arc<Pod>>, WorkloadSyncError> {
         if count == 0 {
             return Ok(Vec::new());
         }
@@ -573,7 +557,7 @@ impl Syncer {
     /// deleted with orphan propagation, or someone removed the reference:
     /// no Job will ever count it. A pod that has a controller by now (adopted
     /// again) is left alone, as upstream's orphan-pod sync does.
-    pub(super) async fn sync_ownerless(&self, key: ObjectKey) -> Result<Action, JobError> {
+    pub(super) async fn sync_ownerless(&self, key: ObjectKey) -> Result<Action, WorkloadSyncError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let Some(pod) = self.pods.get(&ns, &key.name) else {
             return Ok(Action::Done);
@@ -597,7 +581,7 @@ impl Syncer {
         ns: &str,
         name: &str,
         live: Option<&str>,
-    ) -> Result<(), JobError> {
+    ) -> Result<(), WorkloadSyncError> {
         let orphans: Vec<Arc<Pod>> = self
             .pods
             .list_namespace(ns)
@@ -621,7 +605,7 @@ impl Syncer {
         key: &str,
         api: &Api<Pod>,
         pods: &[Arc<Pod>],
-    ) -> Result<(), JobError> {
+    ) -> Result<(), WorkloadSyncError> {
         for pod in pods {
             let remaining = finalizers_but_tracking(pod);
             let patch = json!({"metadata": {
@@ -675,7 +659,7 @@ impl Syncer {
         job: &Job,
         key: &str,
         status: &JobStatus,
-    ) -> Result<Job, JobError> {
+    ) -> Result<Job, WorkloadSyncError> {
         let api: Api<Job> =
             Api::namespaced(self.client.clone(), &job.namespace().unwrap_or_default());
         let mut body = job.clone();
@@ -686,7 +670,7 @@ impl Syncer {
     }
 
     /// Deletes a finished Job once its ttlSecondsAfterFinished has passed.
-    async fn expire(&self, job: &Job, key: &str) -> Result<Action, JobError> {
+    async fn expire(&self, job: &Job, key: &str) -> Result<Action, WorkloadSyncError> {
         let Some(ttl) = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) else {
             return Ok(Action::Done);
         };

@@ -16,7 +16,7 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::revision::{REVISION_LABEL, matches, new_revision, template_of};
 use crate::controller_utils::{WriteFailed, write_status};
-use crate::controller_utils::{controller_owner_ref, controller_ref, now, workload_selector};
+use crate::controller_utils::{controlled_by, controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
@@ -105,11 +105,8 @@ impl Reconciler for Syncer {
         let mut status = set.status.clone().unwrap_or_default();
 
         // Revisions.
-        let mut revisions: Vec<ControllerRevision> = self
-            .revisions
-            .list_namespace(&ns)
+        let mut revisions: Vec<ControllerRevision> = controlled_by(&self.revisions, &ns, &uid)
             .into_iter()
-            .filter(|r| controller_ref(&r.metadata).is_some_and(|o| o.uid == uid))
             .map(|r| (*r).clone())
             .collect();
         revisions.sort_by_key(|r| r.revision);
