@@ -3,10 +3,10 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, list_all, merge_patch_status};
 use super::workload_helpers::{WAIT, event_reasons};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,13 +32,12 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     api.create(&PostParams::default(), &cj).await.unwrap();
     // Pretend the last run was three minutes ago: a run is due now.
     let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
-    api.patch_status(
+    merge_patch_status(
+        &api,
         "tick",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}})),
+        json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}}),
     )
-    .await
-    .unwrap();
+    .await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let job = eventually(WAIT, "a job", || async {
         jobs.list(&ListParams::default())
@@ -80,19 +79,18 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     );
     // The job finishes (the job controller is not running: set its status).
     let done = jiff::Timestamp::now().to_string();
-    jobs.patch_status(
+    merge_patch_status(
+        &jobs,
         &job.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {
+        json!({"status": {
             "startTime": done, "completionTime": done, "succeeded": 1,
             "conditions": [
                 {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": done},
                 {"type": "Complete", "status": "True", "lastTransitionTime": done}
             ]
-        }})),
+        }}),
     )
-    .await
-    .unwrap();
+    .await;
     eventually(WAIT, "success recorded", || async {
         let s = api.get("tick").await.ok()?.status?;
         (s.active.is_none() && s.last_successful_time.is_some()).then_some(())
@@ -104,11 +102,7 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
             .then_some(())
     })
     .await;
-    assert_eq!(
-        jobs.list(&ListParams::default()).await.unwrap().items.len(),
-        1,
-        "one run only"
-    );
+    assert_eq!(list_all(&jobs).await.len(), 1, "one run only");
     cluster.shutdown().await;
 }
 
@@ -152,12 +146,6 @@ async fn a_schedule_that_never_fires_is_reported_invalid() {
         )
     );
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
-    assert!(
-        jobs.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&jobs).await.is_empty());
     cluster.shutdown().await;
 }

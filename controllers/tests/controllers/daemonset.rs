@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch};
 use super::workload_helpers::{WAIT, make_ready, pods_owned_by, template};
 
 async fn node(client: &Client, name: &str, taints: serde_json::Value) {
@@ -121,15 +121,14 @@ async fn one_pod_per_eligible_node_and_rolling_updates() {
     .await;
 
     // Tolerating the taint adds n3; the template change rolls every pod.
-    api.patch(
+    merge_patch(
+        &api,
         "agent",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": {"spec": {"tolerations": [
+        json!({"spec": {"template": {"spec": {"tolerations": [
             {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}
-        ]}}}})),
+        ]}}}}),
     )
-    .await
-    .unwrap();
+    .await;
     let old: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
     eventually(WAIT, "rolled out to 3 nodes", || async {
         let pods = live(&client, &uid).await;

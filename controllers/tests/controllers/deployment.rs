@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, list_all, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
     WAIT, all_pods, create_workload, event_reasons, make_ready, template,
 };
@@ -39,11 +39,7 @@ async fn get(client: &Client, name: &str) -> Deployment {
 }
 
 async fn replica_sets(client: &Client) -> Vec<ReplicaSet> {
-    let mut rss = Api::<ReplicaSet>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let mut rss = list_all(&Api::<ReplicaSet>::namespaced(client.clone(), "default")).await;
     rss.sort_by_key(|rs| rs.metadata.creation_timestamp.clone().map(|t| t.0));
     rss
 }
@@ -322,13 +318,7 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
     .await;
     wait_rolled_out(&client, "hold").await;
     let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    api.patch(
-        "hold",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"paused": true}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&api, "hold", json!({"spec": {"paused": true}})).await;
     set_image(&client, "hold", "nginx:2").await;
     eventually(WAIT, "paused condition", || async {
         let d = get(&client, "hold").await;
@@ -337,13 +327,7 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
     })
     .await;
     // Scaling still works while paused.
-    api.patch_scale(
-        "hold",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 3}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_scale(&api, "hold", json!({"spec": {"replicas": 3}})).await;
     eventually(WAIT, "scaled while paused", || async {
         let rss = replica_sets(&client).await;
         (rss.len() == 1 && spec_replicas(&rss[0]) == 3).then_some(())
@@ -354,13 +338,7 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
         1,
         "no rollout while paused"
     );
-    api.patch(
-        "hold",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"paused": false}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&api, "hold", json!({"spec": {"paused": false}})).await;
     eventually(WAIT, "rolled out after resume", || async {
         ready_all(&client).await;
         let rss = replica_sets(&client).await;

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually, eventually_gone};
+use super::support::{TestCluster, eventually, eventually_gone, merge_patch_status};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 pub const NS: &str = "default";
@@ -41,9 +41,7 @@ pub async fn set_ready(client: &kube::Client, name: &str, ip: &str, ready: bool)
         "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
         "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]
     }});
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge_patch_status(&pods, name, &status).await;
 }
 
 pub async fn service(client: &kube::Client, spec: serde_json::Value, name: &str) -> Service {

@@ -6,10 +6,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, list_all};
 use skiff_controllers::events::{EventRecorder, object_reference};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -37,7 +37,7 @@ async fn repeats_become_a_series_and_distinct_events_stay_apart() {
 
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let list = eventually(WAIT, "three events, one with a series of 3", || async {
-        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let list = list_all(&events).await;
         let series = list
             .iter()
             .find(|e| e.reason.as_deref() == Some("Synced"))?

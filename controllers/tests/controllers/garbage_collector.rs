@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{DeleteParams, PostParams, PropagationPolicy};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch};
 use skiff_controllers::{Context, garbage_collector};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -115,13 +115,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
     assert!(waiting.metadata.deletion_timestamp.is_some());
     assert_eq!(waiting.finalizers(), ["foregroundDeletion"]);
 
-    cms.patch(
-        "fg-held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&cms, "fg-held", json!({"metadata": {"finalizers": null}})).await;
     gone(&cms, "fg-held", "the held dependent to go").await;
     gone(&cms, "fg-owner", "the owner to go after its dependents").await;
     cluster.shutdown().await;

@@ -3,11 +3,11 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch};
 use super::workload_helpers::{
     WAIT, create_workload, event_reasons, pods_owned_by, set_pod_status, template,
 };
@@ -251,14 +251,12 @@ async fn suspended_jobs_run_nothing_until_resumed() {
     })
     .await;
     assert!(pods_owned_by(&client, "default", &uid).await.is_empty());
-    Api::<Job>::namespaced(client.clone(), "default")
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"suspend": false}})),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &Api::<Job>::namespaced(client.clone(), "default"),
+        "later",
+        json!({"spec": {"suspend": false}}),
+    )
+    .await;
     wait_running(&client, &uid, 2).await;
     // The sync that creates the pods writes the condition after them.
     let j = eventually(WAIT, "the JobResumed condition", || async {

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually, eventually_gone};
+use super::support::{TestCluster, eventually, eventually_gone, list_all, merge_patch};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -62,37 +62,15 @@ async fn deleting_a_namespace_empties_it_and_it_goes_away() {
         .unwrap();
     eventually_gone(WAIT, &namespaces, "doomed").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
-    assert!(
-        cms.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&cms).await.is_empty());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "doomed");
-    assert!(
-        pods.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&pods).await.is_empty());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "doomed");
-    assert!(
-        secrets
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&secrets).await.is_empty());
 
     // The other namespace is untouched.
     let kept: Api<ConfigMap> = Api::namespaced(client.clone(), "kept");
-    assert_eq!(
-        kept.list(&ListParams::default()).await.unwrap().items.len(),
-        3
-    );
+    assert_eq!(list_all(&kept).await.len(), 3);
     assert!(namespaces.get_opt("kept").await.unwrap().is_some());
     cluster.shutdown().await;
 }
@@ -117,13 +95,7 @@ async fn release<K>(api: &Api<K>, name: &str)
 where
     K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(api, name, json!({"metadata": {"finalizers": null}})).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

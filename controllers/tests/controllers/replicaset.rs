@@ -2,11 +2,11 @@
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
     WAIT, all_pods, event_reasons, make_ready, pods_owned_by, set_pod_status, template,
 };
@@ -102,13 +102,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     .await;
     // Scale through the scale subresource, as `kubectl scale` does.
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
-    api.patch_scale(
-        "rank",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 1}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 1}})).await;
     let left = wait_for_pods(&client, &uid, 1).await;
     assert_eq!(
         left[0].name_any(),
@@ -126,13 +120,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     })
     .await;
     // Scaling up again replaces them.
-    api.patch_scale(
-        "rank",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 4}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 4}})).await;
     wait_for_pods(&client, &uid, 4).await;
     cluster.shutdown().await;
 }
@@ -146,13 +134,12 @@ async fn a_burst_of_events_never_creates_extra_pods() {
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
     // Every annotation change wakes the controller while creations are in flight.
     for i in 0..30 {
-        api.patch(
+        merge_patch(
+            &api,
             "burst",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"poke": i.to_string()}}})),
+            json!({"metadata": {"annotations": {"poke": i.to_string()}}}),
         )
-        .await
-        .unwrap();
+        .await;
         let pods = pods_owned_by(&client, "default", &uid).await;
         assert!(pods.len() <= 20, "over-created: {} pods", pods.len());
     }
@@ -197,13 +184,12 @@ async fn adopts_matching_orphans_and_releases_pods_that_stop_matching() {
     assert_eq!(adopted.owner_references()[0].controller, Some(true));
 
     // Relabel it: it is released and replaced.
-    pods.patch(
+    merge_patch(
+        &pods,
         "orphan",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+        json!({"metadata": {"labels": {"app": "other"}}}),
     )
-    .await
-    .unwrap();
+    .await;
     let owned = eventually(WAIT, "release and replacement", || async {
         let owned = pods_owned_by(&client, "default", &uid).await;
         (owned.len() == 2 && owned.iter().all(|p| p.name_any() != "orphan")).then_some(owned)

@@ -15,7 +15,7 @@ use skiff_controllers::{Context, ControllerManager, resource_quota};
 use skiff_informer::SharedInformerFactory;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch, merge_patch_status};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -102,13 +102,7 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
     .await;
 
     cms.delete("a", &DeleteParams::default()).await.unwrap();
-    pods.patch_status(
-        "p1",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_status(&pods, "p1", json!({"status": {"phase": "Failed"}})).await;
     until_status(
         &quotas,
         "the delete and the finished pod to be released",
@@ -126,16 +120,12 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
         )
         .await
         .unwrap();
-    quotas
-        .patch(
-            "q",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"hard": {"count/secrets": "5", "requests.memory": null}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &quotas,
+        "q",
+        json!({"spec": {"hard": {"count/secrets": "5", "requests.memory": null}}}),
+    )
+    .await;
     until_status(
         &quotas,
         "the new hard limits",

@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, list_all, merge_patch_scale};
 use super::workload_helpers::{WAIT, create_workload, make_ready, pods_owned_by, template};
 
 async fn create(client: &Client, name: &str, replicas: i32, extra: Value) -> StatefulSet {
@@ -90,14 +90,14 @@ async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
         );
         make_ready(&client, "default", &format!("db-{ordinal}")).await;
     }
-    let pvcs: Vec<String> = Api::<PersistentVolumeClaim>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|c| c.name_any())
-        .collect();
+    let pvcs: Vec<String> = list_all(&Api::<PersistentVolumeClaim>::namespaced(
+        client.clone(),
+        "default",
+    ))
+    .await
+    .iter()
+    .map(|c| c.name_any())
+    .collect();
     assert_eq!(pvcs.len(), 3);
     for i in 0..3 {
         assert!(pvcs.contains(&format!("data-db-{i}")), "{pvcs:?}");
@@ -119,14 +119,12 @@ async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
     );
 
     // Scale down: highest ordinal first.
-    Api::<StatefulSet>::namespaced(client.clone(), "default")
-        .patch_scale(
-            "db",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 1}})),
-        )
-        .await
-        .unwrap();
+    merge_patch_scale(
+        &Api::<StatefulSet>::namespaced(client.clone(), "default"),
+        "db",
+        json!({"spec": {"replicas": 1}}),
+    )
+    .await;
     eventually(WAIT, "scaled down to db-0", || async {
         (names(&client, &uid).await == ["db-0"]).then_some(())
     })

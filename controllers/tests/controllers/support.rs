@@ -2,7 +2,14 @@
 //! temporary store, an in-process client, shared informers) with a
 //! controller manager running the controllers under test.
 
+use std::fmt::Debug;
 use std::time::Duration;
+
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::serde::Serialize;
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
 
 use skiff_controllers::{Context, ControllerManager};
 use skiff_informer::SharedInformerFactory;
@@ -74,4 +81,48 @@ impl TestCluster {
         }
         self.cluster.shutdown();
     }
+}
+
+/// Merges `patch` into the object `name` through `api` (as `kubectl patch
+/// --type merge`); the test stops if the API refuses.
+pub async fn merge_patch<K, P>(api: &Api<K>, name: &str, patch: P) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
+/// Merges `patch` into the status of the object `name` through `api`, as the
+/// node or another controller would write it.
+pub async fn merge_patch_status<K, P>(api: &Api<K>, name: &str, patch: P) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
+/// Merges `patch` into the scale subresource of the object `name` through
+/// `api`, as `kubectl scale` does.
+pub async fn merge_patch_scale<K, P>(api: &Api<K>, name: &str, patch: P) -> Scale
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    api.patch_scale(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
+/// Every object `api` lists (the test stops if the API refuses).
+pub async fn list_all<K>(api: &Api<K>) -> Vec<K>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.list(&ListParams::default()).await.unwrap().items
 }
