@@ -7,7 +7,7 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use super::support::{TestCluster, eventually, list_all, merge_patch_status};
-use super::workload_helpers::{WAIT, event_reasons};
+use super::workload_helpers::{WAIT, wait_for_events};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
@@ -96,12 +96,8 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
         (s.active.is_none() && s.last_successful_time.is_some()).then_some(())
     })
     .await;
-    eventually(WAIT, "events", || async {
-        let r = event_reasons(&client, "default", "tick").await;
-        (r.iter().any(|r| r == "SuccessfulCreate") && r.iter().any(|r| r == "SawCompletedJob"))
-            .then_some(())
-    })
-    .await;
+    let reasons = ["SuccessfulCreate", "SawCompletedJob"];
+    wait_for_events(&client, "tick", &reasons, "events").await;
     assert_eq!(list_all(&jobs).await.len(), 1, "one run only");
     cluster.shutdown().await;
 }

@@ -10,7 +10,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::support::{TestCluster, eventually, merge_patch};
-use super::workload_helpers::{WAIT, make_ready, pods_owned_by, template};
+use super::workload_helpers::{WAIT, is_ready, make_ready, pods_owned_by, template};
 
 async fn node(client: &Client, name: &str, taints: serde_json::Value) {
     let n: Node = serde_json::from_value(json!({
@@ -135,12 +135,7 @@ async fn one_pod_per_eligible_node_and_rolling_updates() {
         let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
         for p in &pods {
             *per_node.entry(pinned(p)).or_default() += 1;
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            if !ready {
+            if !is_ready(p) {
                 make_ready(&client, "default", &p.name_any()).await;
             }
         }

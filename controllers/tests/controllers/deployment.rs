@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use super::support::{TestCluster, eventually, list_all, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
-    WAIT, all_pods, create_workload, event_reasons, make_ready, template,
+    WAIT, all_pods, create_workload, get_workload, is_ready, make_all_ready, make_ready, template,
+    wait_for_events,
 };
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -31,11 +32,9 @@ async fn create(
     create_workload(client, name, spec, extra).await
 }
 
+/// The Deployment `name` in `default`, as the API has it now.
 async fn get(client: &Client, name: &str) -> Deployment {
-    Api::<Deployment>::namespaced(client.clone(), "default")
-        .get(name)
-        .await
-        .unwrap()
+    get_workload(client, name).await
 }
 
 async fn replica_sets(client: &Client) -> Vec<ReplicaSet> {
@@ -66,19 +65,7 @@ fn image_of(rs: &ReplicaSet) -> String {
 
 /// Marks every not-yet-ready pod ready; returns how many it marked.
 async fn ready_all(client: &Client) -> usize {
-    let mut marked = 0;
-    for pod in all_pods(client, "default").await {
-        let ready = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        if !ready && pod.metadata.deletion_timestamp.is_none() {
-            make_ready(client, "default", &pod.name_any()).await;
-            marked += 1;
-        }
-    }
-    marked
+    make_all_ready(client, &all_pods(client, "default").await).await
 }
 
 fn condition(d: &Deployment, type_: &str) -> Option<(String, String)> {
@@ -163,13 +150,12 @@ async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
         condition(&d, "Available"),
         Some(("True".into(), "MinimumReplicasAvailable".into()))
     );
-    eventually(WAIT, "ScalingReplicaSet event", || async {
-        event_reasons(&client, "default", "web")
-            .await
-            .iter()
-            .any(|r| r == "ScalingReplicaSet")
-            .then_some(())
-    })
+    wait_for_events(
+        &client,
+        "web",
+        &["ScalingReplicaSet"],
+        "ScalingReplicaSet event",
+    )
     .await;
     cluster.shutdown().await;
 }
@@ -190,24 +176,11 @@ async fn rolling_update_stays_within_surge_and_unavailability() {
         let total: i32 = rss.iter().map(spec_replicas).sum();
         assert!(total <= 4 + 1, "surge exceeded: {total} replicas");
         let pods = all_pods(&client, "default").await;
-        let ready = pods
-            .iter()
-            .filter(|p| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
+        let ready = pods.iter().filter(|p| is_ready(p)).count();
         assert!(ready >= 4 - 1, "too many unavailable: {ready} ready");
         assert!(pods.len() <= 5, "{} pods", pods.len());
         // Play the node: one pod becomes ready per step.
-        if let Some(p) = pods.iter().find(|p| {
-            !p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        }) {
+        if let Some(p) = pods.iter().find(|p| !is_ready(p)) {
             make_ready(&client, "default", &p.name_any()).await;
             steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::support::{TestCluster, eventually, merge_patch};
 use super::workload_helpers::{
-    WAIT, create_workload, event_reasons, pods_owned_by, set_pod_status, template,
+    WAIT, create_workload, get_workload, pods_owned_by, set_pod_status, template, wait_for_events,
 };
 
 async fn create(client: &Client, name: &str, spec: Value) -> Job {
@@ -20,11 +20,9 @@ async fn create(client: &Client, name: &str, spec: Value) -> Job {
     create_workload(client, name, full, spec).await
 }
 
+/// The Job `name` in `default`, as the API has it now.
 async fn get(client: &Client, name: &str) -> Job {
-    Api::<Job>::namespaced(client.clone(), "default")
-        .get(name)
-        .await
-        .unwrap()
+    get_workload(client, name).await
 }
 
 fn condition(job: &Job, type_: &str) -> Option<(String, String)> {
@@ -115,12 +113,8 @@ async fn runs_pods_to_completions_with_parallelism() {
         all.iter().all(|p| p.finalizers().is_empty()).then_some(())
     })
     .await;
-    eventually(WAIT, "Completed event", || async {
-        let r = event_reasons(&client, "default", "work").await;
-        (r.iter().any(|r| r == "Completed") && r.iter().any(|r| r == "SuccessfulCreate"))
-            .then_some(())
-    })
-    .await;
+    let reasons = ["Completed", "SuccessfulCreate"];
+    wait_for_events(&client, "work", &reasons, "Completed event").await;
     cluster.shutdown().await;
 }
 

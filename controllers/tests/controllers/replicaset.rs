@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::support::{TestCluster, eventually, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
-    WAIT, all_pods, event_reasons, make_ready, pods_owned_by, set_pod_status, template,
+    WAIT, all_pods, make_ready, pods_owned_by, set_pod_status, template, wait_for_events,
 };
 
 async fn create_rs(client: &Client, name: &str, replicas: i32, min_ready: i32) -> ReplicaSet {
@@ -74,13 +74,12 @@ async fn creates_pods_from_the_template_and_reports_status() {
         (s.ready_replicas == Some(2) && s.available_replicas == Some(2)).then_some(())
     })
     .await;
-    eventually(WAIT, "SuccessfulCreate events", || async {
-        let reasons = event_reasons(&client, "default", "web").await;
-        reasons
-            .iter()
-            .any(|r| r == "SuccessfulCreate")
-            .then_some(())
-    })
+    wait_for_events(
+        &client,
+        "web",
+        &["SuccessfulCreate"],
+        "SuccessfulCreate events",
+    )
     .await;
     cluster.shutdown().await;
 }
@@ -114,10 +113,12 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
         (s.replicas == 1 && s.observed_generation == Some(2)).then_some(())
     })
     .await;
-    eventually(WAIT, "SuccessfulDelete events", || async {
-        let reasons = event_reasons(&client, "default", "rank").await;
-        (reasons.iter().filter(|r| *r == "SuccessfulDelete").count() >= 1).then_some(())
-    })
+    wait_for_events(
+        &client,
+        "rank",
+        &["SuccessfulDelete"],
+        "SuccessfulDelete events",
+    )
     .await;
     // Scaling up again replaces them.
     merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 4}})).await;

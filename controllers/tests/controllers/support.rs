@@ -126,3 +126,45 @@ where
 {
     api.list(&ListParams::default()).await.unwrap().items
 }
+
+/// One controller run by a manager of its own with `client` (a service
+/// account's, so the test proves that account's rights are enough), on
+/// informers of its own, until [`stop`](Self::stop).
+pub struct OwnController {
+    factory: SharedInformerFactory,
+    stop: watch::Sender<bool>,
+    running: tokio::task::JoinHandle<()>,
+}
+
+impl OwnController {
+    /// Starts the controller `name` acting as `account` (as the manager
+    /// registers it); `run` is its entry point.
+    pub fn start<F, Fut>(
+        client: kube::Client,
+        name: &'static str,
+        account: &'static str,
+        run: F,
+    ) -> Self
+    where
+        F: FnOnce(Context, skiff_controllers::Stop) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let factory = SharedInformerFactory::new(client.clone());
+        let mut manager = ControllerManager::new(Context::new(client, factory.clone()));
+        manager.register(name, account, run);
+        let (stop, stop_rx) = watch::channel(false);
+        let running = tokio::spawn(manager.run(stop_rx));
+        Self {
+            factory,
+            stop,
+            running,
+        }
+    }
+
+    /// Stops the controller and waits (up to ten seconds) for it to return.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.factory.shutdown();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.running).await;
+    }
+}

@@ -11,6 +11,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::support::eventually;
+
 /// How long a controller gets to react in these tests.
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -90,6 +92,52 @@ pub async fn set_pod_status(client: &Client, ns: &str, name: &str, phase: &str, 
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .expect("patch pod status");
+}
+
+/// True when the pod's Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Plays the node for `pods`: marks each one that is not ready yet and not
+/// being deleted Running and Ready. Returns how many it marked.
+pub async fn make_all_ready(client: &Client, pods: &[Pod]) -> usize {
+    let mut marked = 0;
+    for pod in pods {
+        if !is_ready(pod) && pod.metadata.deletion_timestamp.is_none() {
+            make_ready(client, "default", &pod.name_any()).await;
+            marked += 1;
+        }
+    }
+    marked
+}
+
+/// The workload `name` in `default`, as the API has it now.
+pub async fn get_workload<K>(client: &Client, name: &str) -> K
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap()
+}
+
+/// Waits (as `what`) until the events about the object `name` in `default`
+/// give every one of `reasons`.
+pub async fn wait_for_events(client: &Client, name: &str, reasons: &[&str], what: &str) {
+    eventually(WAIT, what, || async {
+        let seen = event_reasons(client, "default", name).await;
+        reasons
+            .iter()
+            .all(|r| seen.iter().any(|s| s == r))
+            .then_some(())
+    })
+    .await;
 }
 
 /// Marks the pod Running and Ready.
