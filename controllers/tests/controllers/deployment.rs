@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::support::{TestCluster, eventually, list_all, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
-    WAIT, all_pods, create_workload, get_workload, is_ready, make_all_ready, make_ready, template,
-    wait_for_events,
+    WAIT, all_pods, condition, create_workload, get_workload, is_ready, make_all_ready, make_ready,
+    template, wait_for_condition, wait_for_events,
 };
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -66,16 +66,6 @@ fn image_of(rs: &ReplicaSet) -> String {
 /// Marks every not-yet-ready pod ready; returns how many it marked.
 async fn ready_all(client: &Client) -> usize {
     make_all_ready(client, &all_pods(client, "default").await).await
-}
-
-fn condition(d: &Deployment, type_: &str) -> Option<(String, String)> {
-    d.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
 }
 
 /// Waits until the rollout is complete as `kubectl rollout status` sees it,
@@ -293,11 +283,13 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
     let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
     merge_patch(&api, "hold", json!({"spec": {"paused": true}})).await;
     set_image(&client, "hold", "nginx:2").await;
-    eventually(WAIT, "paused condition", || async {
-        let d = get(&client, "hold").await;
-        (condition(&d, "Progressing") == Some(("Unknown".into(), "DeploymentPaused".into())))
-            .then_some(())
-    })
+    wait_for_condition::<Deployment>(
+        &client,
+        "hold",
+        "Progressing",
+        ("Unknown", "DeploymentPaused"),
+        "paused condition",
+    )
     .await;
     // Scaling still works while paused.
     merge_patch_scale(&api, "hold", json!({"spec": {"replicas": 3}})).await;
@@ -375,11 +367,13 @@ async fn a_stuck_rollout_reports_progress_deadline_exceeded() {
     )
     .await;
     // No pod ever becomes ready.
-    let d = eventually(WAIT, "deadline exceeded", || async {
-        let d = get(&client, "stuck").await;
-        (condition(&d, "Progressing") == Some(("False".into(), "ProgressDeadlineExceeded".into())))
-            .then_some(d)
-    })
+    let d: Deployment = wait_for_condition(
+        &client,
+        "stuck",
+        "Progressing",
+        ("False", "ProgressDeadlineExceeded"),
+        "deadline exceeded",
+    )
     .await;
     assert_eq!(
         condition(&d, "Available"),

@@ -73,20 +73,28 @@ fn summary(ep: &Endpoints) -> Vec<(Vec<i32>, Vec<String>, Vec<String>)> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn endpoints_follow_pods_readiness_and_named_ports() {
-    let cluster = TestCluster::start(Some(&["endpoint"])).await;
-    let client = cluster.client.clone();
-    service(
-        &client,
+/// What the Endpoints and EndpointSlice tests both start from: the Service
+/// `web` (port `http` to the pods' port named `web`) and three of its pods
+/// on `node-1`: `a` ready on 8080, `b` not ready on 8080, `c` ready on 9090.
+pub async fn web_service_and_pods(client: &kube::Client) -> Service {
+    let svc = service(
+        client,
         json!({"selector": {"app": "web"},
                "ports": [{"name": "http", "port": 80, "targetPort": "web"}]}),
         "web",
     )
     .await;
-    running_pod(&client, "a", "web", ("web", 8080), "10.42.0.10", true).await;
-    running_pod(&client, "b", "web", ("web", 8080), "10.42.0.11", false).await;
-    running_pod(&client, "c", "web", ("web", 9090), "10.42.0.12", true).await;
+    running_pod(client, "a", "web", ("web", 8080), "10.42.0.10", true).await;
+    running_pod(client, "b", "web", ("web", 8080), "10.42.0.11", false).await;
+    running_pod(client, "c", "web", ("web", 9090), "10.42.0.12", true).await;
+    svc
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_follow_pods_readiness_and_named_ports() {
+    let cluster = TestCluster::start(Some(&["endpoint"])).await;
+    let client = cluster.client.clone();
+    web_service_and_pods(&client).await;
     running_pod(&client, "other", "db", ("web", 8080), "10.42.0.13", true).await;
 
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), NS);

@@ -7,7 +7,7 @@ use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::endpoints::{NS, WAIT, running_pod, service};
+use super::endpoints::{NS, WAIT, running_pod, service, web_service_and_pods};
 use super::support::{TestCluster, eventually};
 
 async fn slices_of(client: &kube::Client, svc: &str) -> Vec<EndpointSlice> {
@@ -48,16 +48,7 @@ fn shape(slices: &[EndpointSlice]) -> Shape {
 async fn slices_track_pod_conditions_and_named_ports() {
     let cluster = TestCluster::start(Some(&["endpointslice"])).await;
     let client = cluster.client.clone();
-    let svc = service(
-        &client,
-        json!({"selector": {"app": "web"},
-               "ports": [{"name": "http", "port": 80, "targetPort": "web"}]}),
-        "web",
-    )
-    .await;
-    running_pod(&client, "a", "web", ("web", 8080), "10.42.0.10", true).await;
-    running_pod(&client, "b", "web", ("web", 8080), "10.42.0.11", false).await;
-    running_pod(&client, "c", "web", ("web", 9090), "10.42.0.12", true).await;
+    let svc = web_service_and_pods(&client).await;
 
     let s = |ip: &str, r, sv, t| (ip.to_string(), r, sv, t);
     let expected: Shape = vec![

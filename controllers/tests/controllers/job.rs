@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::support::{TestCluster, eventually, merge_patch};
 use super::workload_helpers::{
-    WAIT, create_workload, get_workload, pods_owned_by, set_pod_status, template, wait_for_events,
+    WAIT, condition, create_workload, get_workload, pods_owned_by, set_pod_status, template,
+    wait_for_condition, wait_for_events,
 };
 
 async fn create(client: &Client, name: &str, spec: Value) -> Job {
@@ -23,16 +24,6 @@ async fn create(client: &Client, name: &str, spec: Value) -> Job {
 /// The Job `name` in `default`, as the API has it now.
 async fn get(client: &Client, name: &str) -> Job {
     get_workload(client, name).await
-}
-
-fn condition(job: &Job, type_: &str) -> Option<(String, String)> {
-    job.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
 }
 
 fn running(pods: &[Pod]) -> Vec<&Pod> {
@@ -90,11 +81,13 @@ async fn runs_pods_to_completions_with_parallelism() {
     for name in next {
         set_pod_status(&client, "default", &name, "Succeeded", false).await;
     }
-    let job = eventually(WAIT, "complete", || async {
-        let j = get(&client, "work").await;
-        (condition(&j, "Complete") == Some(("True".into(), "CompletionsReached".into())))
-            .then_some(j)
-    })
+    let job: Job = wait_for_condition(
+        &client,
+        "work",
+        "Complete",
+        ("True", "CompletionsReached"),
+        "complete",
+    )
     .await;
     let s = job.status.clone().unwrap();
     assert_eq!(
@@ -134,11 +127,13 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
     .await;
     assert_eq!(get(&client, "flaky").await.status.unwrap().failed, Some(1));
     set_pod_status(&client, "default", &second[0].name_any(), "Failed", false).await;
-    let job = eventually(WAIT, "failed", || async {
-        let j = get(&client, "flaky").await;
-        (condition(&j, "Failed") == Some(("True".into(), "BackoffLimitExceeded".into())))
-            .then_some(j)
-    })
+    let job: Job = wait_for_condition(
+        &client,
+        "flaky",
+        "Failed",
+        ("True", "BackoffLimitExceeded"),
+        "failed",
+    )
     .await;
     assert_eq!(
         condition(&job, "FailureTarget").unwrap().1,
@@ -211,10 +206,13 @@ async fn active_deadline_fails_the_job_and_removes_its_pods() {
     .await;
     let uid = job.uid().unwrap();
     wait_running(&client, &uid, 2).await;
-    let job = eventually(WAIT, "deadline exceeded", || async {
-        let j = get(&client, "late").await;
-        (condition(&j, "Failed") == Some(("True".into(), "DeadlineExceeded".into()))).then_some(j)
-    })
+    let job: Job = wait_for_condition(
+        &client,
+        "late",
+        "Failed",
+        ("True", "DeadlineExceeded"),
+        "deadline exceeded",
+    )
     .await;
     let s = job.status.unwrap();
     assert_eq!(s.active.unwrap_or(0), 0);
@@ -239,10 +237,13 @@ async fn suspended_jobs_run_nothing_until_resumed() {
     )
     .await;
     let uid = job.uid().unwrap();
-    eventually(WAIT, "suspended", || async {
-        let j = get(&client, "later").await;
-        (condition(&j, "Suspended") == Some(("True".into(), "JobSuspended".into()))).then_some(())
-    })
+    wait_for_condition::<Job>(
+        &client,
+        "later",
+        "Suspended",
+        ("True", "JobSuspended"),
+        "suspended",
+    )
     .await;
     assert!(pods_owned_by(&client, "default", &uid).await.is_empty());
     merge_patch(
@@ -253,10 +254,13 @@ async fn suspended_jobs_run_nothing_until_resumed() {
     .await;
     wait_running(&client, &uid, 2).await;
     // The sync that creates the pods writes the condition after them.
-    let j = eventually(WAIT, "the JobResumed condition", || async {
-        let j = get(&client, "later").await;
-        (condition(&j, "Suspended") == Some(("False".into(), "JobResumed".into()))).then_some(j)
-    })
+    let j: Job = wait_for_condition(
+        &client,
+        "later",
+        "Suspended",
+        ("False", "JobResumed"),
+        "the JobResumed condition",
+    )
     .await;
     assert!(j.status.unwrap().start_time.is_some());
     cluster.shutdown().await;

@@ -127,6 +127,43 @@ where
         .unwrap()
 }
 
+/// The status and reason of the workload's condition `type_`, read from
+/// its JSON form so one reader serves Deployments, Jobs and the rest.
+pub fn condition<K: Serialize>(workload: &K, type_: &str) -> Option<(String, String)> {
+    let value = serde_json::to_value(workload).ok()?;
+    let found = value["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?;
+    let reason = found["reason"].as_str().unwrap_or_default();
+    Some((found["status"].as_str()?.to_owned(), reason.to_owned()))
+}
+
+/// Waits (as `what`) until the condition `type_` of the workload `name` in
+/// `default` has `status` and `reason`; returns the workload as it was then.
+pub async fn wait_for_condition<K>(
+    client: &Client,
+    name: &str,
+    type_: &str,
+    (status, reason): (&str, &str),
+    what: &str,
+) -> K
+where
+    K: Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let expected = Some((status.to_owned(), reason.to_owned()));
+    eventually(WAIT, what, || async {
+        let workload: K = get_workload(client, name).await;
+        (condition(&workload, type_) == expected).then_some(workload)
+    })
+    .await
+}
+
 /// Waits (as `what`) until the events about the object `name` in `default`
 /// give every one of `reasons`.
 pub async fn wait_for_events(client: &Client, name: &str, reasons: &[&str], what: &str) {
