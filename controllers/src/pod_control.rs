@@ -329,6 +329,13 @@ pub(crate) async fn create_pod(
     }
 }
 
+/// Reports a pod deleted for the owner `regarding` names as upstream's pod
+/// control does: `SuccessfulDelete` "Deleted pod: <name>".
+pub(crate) fn report_deleted(events: &EventRecorder, regarding: &ObjectReference, name: &str) {
+    let note = format!("Deleted pod: {name}");
+    events.normal(regarding, "SuccessfulDelete", "Delete", note);
+}
+
 /// Creates `pods` for the owner under `key` in slow-start batches
 /// ([`slow_start_batch`], taking them from the last), each reported by
 /// [`create_pod`]. Every creation is expected before it is sent, and those

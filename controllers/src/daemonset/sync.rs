@@ -19,7 +19,7 @@ use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
-    pod_from_template, requeue_when_available,
+    pod_from_template, report_deleted, requeue_when_available,
 };
 
 /// The pod label with the hash of the template a pod was made from.
@@ -219,12 +219,7 @@ impl Syncer {
                         .deletion_observed(key, &format!("{ns}/{name}"));
                 }
                 result?;
-                self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulDelete",
-                    "Delete",
-                    format!("Deleted pod: {name}"),
-                );
+                report_deleted(&self.events, &object_reference(set), &name);
             }
             return Ok(());
         }

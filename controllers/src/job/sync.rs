@@ -21,7 +21,7 @@ use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     BURST_REPLICAS, Expectations, WorkloadSyncError, create_pods, delete_pod, is_ready, phase,
-    pods_to_delete,
+    pods_to_delete, report_deleted,
 };
 
 /// Upstream's first delay before recreating a failed pod; it doubles per
@@ -535,12 +535,7 @@ impl Syncer {
                         self.expectations
                             .deletion_observed(key, &format!("{ns}/{name}"));
                     }
-                    self.events.normal(
-                        &object_reference(job),
-                        "SuccessfulDelete",
-                        "Delete",
-                        format!("Deleted pod: {name}"),
-                    );
+                    report_deleted(&self.events, &object_reference(job), &name);
                 }
                 Err(e) => {
                     self.expectations

@@ -15,7 +15,7 @@ use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     BURST_REPLICAS, Expectations, PodControlError, claim, create_pods, is_active,
-    pod_from_template, pods_to_delete, requeue_when_available,
+    pod_from_template, pods_to_delete, report_deleted, requeue_when_available,
 };
 
 /// Why a ReplicaSet sync failed (it is retried with backoff).
@@ -159,12 +159,7 @@ impl<K: ReplicaOwner> Syncer<K> {
                         if !existed {
                             self.expectations.deletion_observed(key, &pod_key);
                         }
-                        self.events.normal(
-                            &object_reference(owner.as_ref()),
-                            "SuccessfulDelete",
-                            "Delete",
-                            format!("Deleted pod: {name}"),
-                        );
+                        report_deleted(&self.events, &object_reference(owner.as_ref()), &name);
                     }
                     Err(e) => {
                         self.expectations.deletion_observed(key, &pod_key);
