@@ -153,6 +153,22 @@ impl Rollout<'_> {
         WriteFailed::new("deployment", &self.key, what, source).into()
     }
 
+    /// Writes `rs` over the ReplicaSet at `i` (`what` names the write in
+    /// the error) and keeps the API's answer in its place.
+    async fn replace_rs(
+        &mut self,
+        i: usize,
+        rs: &ReplicaSet,
+        what: &'static str,
+    ) -> Result<(), DeploymentError> {
+        self.rss[i] = self
+            .rs_api()
+            .replace(&rs.name_any(), &PostParams::default(), rs)
+            .await
+            .map_err(|e| self.api_error(what, e))?;
+        Ok(())
+    }
+
     fn status_mut(&mut self) -> &mut DeploymentStatus {
         self.d.status.get_or_insert_with(Default::default)
     }
@@ -250,12 +266,7 @@ impl Rollout<'_> {
                     changed = true;
                 }
                 if changed {
-                    let updated = self
-                        .rs_api()
-                        .replace(&rs.name_any(), &PostParams::default(), &rs)
-                        .await
-                        .map_err(|e| self.api_error("updating replica set", e))?;
-                    self.rss[i] = updated;
+                    self.replace_rs(i, &rs, "updating replica set").await?;
                 }
                 let has_progressing = self
                     .d
@@ -400,12 +411,7 @@ impl Rollout<'_> {
             return Ok(false);
         }
         rs.spec.get_or_insert_with(Default::default).replicas = Some(size);
-        let updated = self
-            .rs_api()
-            .replace(&rs.name_any(), &PostParams::default(), &rs)
-            .await
-            .map_err(|e| self.api_error("scaling a replica set", e))?;
-        self.rss[i] = updated;
+        self.replace_rs(i, &rs, "scaling a replica set").await?;
         if from != size {
             let direction = if size > from { "up" } else { "down" };
             self.syncer.events.normal(
