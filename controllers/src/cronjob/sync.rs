@@ -402,38 +402,27 @@ mod tests {
     #[test]
     fn decisions_respect_the_starting_deadline() {
         let s = Schedule::parse("*/10 * * * *", None).unwrap();
+        // Every case but the last: unmet since 10:05, looked at 10:47.
+        let at_10_47 = |deadline| {
+            decide(
+                &s,
+                ts("2025-01-10T10:05:00Z"),
+                ts("2025-01-10T10:47:00Z"),
+                deadline,
+            )
+        };
         // due at 10:40, looked at 10:47 with no deadline: run it
-        let (due, next, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            None,
-        );
+        let (due, next, missed) = at_10_47(None);
         assert_eq!(due, Some(ts("2025-01-10T10:40:00Z")));
         assert_eq!(next, Some(ts("2025-01-10T10:50:00Z")));
         assert!(!missed);
         // a 60 s deadline has passed for 10:40 (and 10:30 is out of the window)
-        let (due, _, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            Some(60),
-        );
+        let (due, _, missed) = at_10_47(Some(60));
         assert_eq!((due, missed), (None, false));
         // a 500 s window still sees 10:40 but it is too late: 10:40 + 300 < 10:47
-        let (due, _, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            Some(300),
-        );
+        let (due, _, missed) = at_10_47(Some(300));
         assert_eq!((due, missed), (None, false));
-        let (due, _, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            Some(500),
-        );
+        let (due, _, missed) = at_10_47(Some(500));
         assert_eq!((due, missed), (Some(ts("2025-01-10T10:40:00Z")), false));
         // nothing since the last run
         let (due, next, _) = decide(
