@@ -19,6 +19,17 @@ async fn create_namespace(client: &kube::Client, name: &str) {
     api.create(&PostParams::default(), &ns).await.unwrap();
 }
 
+/// Deletes the namespace `name` and waits until the controller has emptied
+/// it and it is gone.
+async fn delete_namespace(client: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually_gone(WAIT, &namespaces, name).await;
+}
+
 async fn fill(client: &kube::Client, ns: &str) {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     for i in 0..3 {
@@ -55,12 +66,7 @@ async fn deleting_a_namespace_empties_it_and_it_goes_away() {
     fill(&client, "doomed").await;
     fill(&client, "kept").await;
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .delete("doomed", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually_gone(WAIT, &namespaces, "doomed").await;
+    delete_namespace(&client, "doomed").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
     assert!(list_all(&cms).await.is_empty());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "doomed");
@@ -71,6 +77,7 @@ async fn deleting_a_namespace_empties_it_and_it_goes_away() {
     // The other namespace is untouched.
     let kept: Api<ConfigMap> = Api::namespaced(client.clone(), "kept");
     assert_eq!(list_all(&kept).await.len(), 3);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     assert!(namespaces.get_opt("kept").await.unwrap().is_some());
     cluster.shutdown().await;
 }
@@ -223,11 +230,6 @@ async fn deletion_finishes_while_other_controllers_publish_into_the_namespace() 
     })
     .await;
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .delete("busy", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually_gone(WAIT, &namespaces, "busy").await;
+    delete_namespace(&client, "busy").await;
     cluster.shutdown().await;
 }

@@ -16,6 +16,25 @@ use super::support::eventually;
 /// How long a controller gets to react in these tests.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// What the workload helpers take: a namespaced object kube can write and
+/// decode (a Deployment, Job, StatefulSet ...).
+pub trait Workload:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+{
+}
+impl<K> Workload for K where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug
+{
+}
+
 /// A pod template with `labels` and one container running `image`.
 pub fn template(labels: Value, image: &str) -> Value {
     json!({
@@ -26,15 +45,12 @@ pub fn template(labels: Value, image: &str) -> Value {
 
 /// Creates workload `name` in `default` from `spec`, with the test's
 /// `extra` fields laid over it (replacing those of the same name).
-pub async fn create_workload<K>(client: &Client, name: &str, mut spec: Value, extra: Value) -> K
-where
-    K: Resource<Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+pub async fn create_workload<K: Workload>(
+    client: &Client,
+    name: &str,
+    mut spec: Value,
+    extra: Value,
+) -> K {
     if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
         spec.extend(extra.clone());
     }
@@ -116,11 +132,7 @@ pub async fn make_all_ready(client: &Client, pods: &[Pod]) -> usize {
 }
 
 /// The workload `name` in `default`, as the API has it now.
-pub async fn get_workload<K>(client: &Client, name: &str) -> K
-where
-    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+pub async fn get_workload<K: Workload>(client: &Client, name: &str) -> K {
     Api::<K>::namespaced(client.clone(), "default")
         .get(name)
         .await
@@ -141,21 +153,13 @@ pub fn condition<K: Serialize>(workload: &K, type_: &str) -> Option<(String, Str
 
 /// Waits (as `what`) until the condition `type_` of the workload `name` in
 /// `default` has `status` and `reason`; returns the workload as it was then.
-pub async fn wait_for_condition<K>(
+pub async fn wait_for_condition<K: Workload>(
     client: &Client,
     name: &str,
     type_: &str,
     (status, reason): (&str, &str),
     what: &str,
-) -> K
-where
-    K: Resource<Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+) -> K {
     let expected = Some((status.to_owned(), reason.to_owned()));
     eventually(WAIT, what, || async {
         let workload: K = get_workload(client, name).await;
