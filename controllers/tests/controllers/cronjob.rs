@@ -11,8 +11,7 @@ use super::workload_helpers::{WAIT, wait_for_events};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
-    let cluster = TestCluster::start(Some(&["cronjob"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
     let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
     let cj: CronJob = serde_json::from_value(json!({
         "metadata": {"name": "tick"},
@@ -104,8 +103,7 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_that_never_fires_is_reported_invalid() {
-    let cluster = TestCluster::start(Some(&["cronjob"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
     let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
     let cj: CronJob = serde_json::from_value(json!({
         "metadata": {"name": "never"},

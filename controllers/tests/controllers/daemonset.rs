@@ -58,8 +58,7 @@ async fn live(client: &Client, uid: &str) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_pod_per_eligible_node_and_rolling_updates() {
-    let cluster = TestCluster::start(Some(&["daemonset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["daemonset"]).await;
     node(&client, "n1", json!([])).await;
     node(
         &client,

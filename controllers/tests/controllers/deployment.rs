@@ -101,8 +101,7 @@ const CONTROLLERS: &[&str] = &["deployment", "replicaset"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "web",
@@ -152,8 +151,7 @@ async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_update_stays_within_surge_and_unavailability() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     let strategy =
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}});
     create(&client, "roll", 4, strategy, json!({})).await;
@@ -198,8 +196,7 @@ async fn rolling_update_stays_within_surge_and_unavailability() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreate_removes_old_pods_before_creating_new_ones() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(&client, "rec", 2, json!({"type": "Recreate"}), json!({})).await;
     wait_rolled_out(&client, "rec").await;
     set_image(&client, "rec", "nginx:2").await;
@@ -232,8 +229,7 @@ async fn recreate_removes_old_pods_before_creating_new_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_by_template_reuses_the_old_replica_set_with_a_new_revision() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "undo",
@@ -269,8 +265,7 @@ async fn rollback_by_template_reuses_the_old_replica_set_with_a_new_revision() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_deployments_do_not_roll_out_until_resumed() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "hold",
@@ -317,8 +312,7 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_replica_sets_beyond_the_history_limit_are_deleted() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "hist",
@@ -356,8 +350,7 @@ async fn old_replica_sets_beyond_the_history_limit_are_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_rollout_reports_progress_deadline_exceeded() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "stuck",

@@ -92,8 +92,7 @@ pub async fn web_service_and_pods(client: &kube::Client) -> Service {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_follow_pods_readiness_and_named_ports() {
-    let cluster = TestCluster::start(Some(&["endpoint"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["endpoint"]).await;
     web_service_and_pods(&client).await;
     running_pod(&client, "other", "db", ("web", 8080), "10.42.0.13", true).await;
 
@@ -152,8 +151,7 @@ async fn endpoints_follow_pods_readiness_and_named_ports() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_without_selectors_keep_their_own_endpoints() {
-    let cluster = TestCluster::start(Some(&["endpoint"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["endpoint"]).await;
     service(&client, json!({"ports": [{"port": 5432}]}), "external").await;
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), NS);
     let manual: Endpoints = serde_json::from_value(json!({

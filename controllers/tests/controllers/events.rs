@@ -16,8 +16,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeats_become_a_series_and_distinct_events_stay_apart() {
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "subject"}})).unwrap();
     let cm = cms.create(&PostParams::default(), &cm).await.unwrap();

@@ -49,8 +49,7 @@ async fn wait_running(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_pods_to_completions_with_parallelism() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(&client, "work", json!({"completions": 3, "parallelism": 2})).await;
     let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 2).await;
@@ -113,8 +112,7 @@ async fn runs_pods_to_completions_with_parallelism() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_pods_are_retried_until_the_backoff_limit() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(&client, "flaky", json!({"backoffLimit": 1})).await;
     let uid = job.uid().unwrap();
     let first = wait_running(&client, &uid, 1).await;
@@ -146,8 +144,7 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(
         &client,
         "idx",
@@ -196,8 +193,7 @@ async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn active_deadline_fails_the_job_and_removes_its_pods() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(
         &client,
         "late",
@@ -228,8 +224,7 @@ async fn active_deadline_fails_the_job_and_removes_its_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspended_jobs_run_nothing_until_resumed() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(
         &client,
         "later",
@@ -268,8 +263,7 @@ async fn suspended_jobs_run_nothing_until_resumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_jobs_are_deleted_after_their_ttl() {
-    let cluster = TestCluster::start(Some(&["job", "garbage-collector"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job", "garbage-collector"]).await;
     let job = create(&client, "brief", json!({"ttlSecondsAfterFinished": 1})).await;
     let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 1).await;
@@ -290,8 +284,7 @@ async fn finished_jobs_are_deleted_after_their_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(&client, "gone", json!({"parallelism": 2, "completions": 2})).await;
     let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 2).await;

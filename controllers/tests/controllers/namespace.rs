@@ -59,8 +59,7 @@ async fn fill(client: &kube::Client, ns: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_empties_it_and_it_goes_away() {
-    let cluster = TestCluster::start(Some(&["namespace"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["namespace"]).await;
     create_namespace(&client, "doomed").await;
     create_namespace(&client, "kept").await;
     fill(&client, "doomed").await;
@@ -107,8 +106,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_with_finalizers_holds_the_namespace_and_conditions_say_why() {
-    let cluster = TestCluster::start(Some(&["namespace"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["namespace"]).await;
     create_namespace(&client, "held").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "held");
     for name in ["sticky-1", "sticky-2"] {

@@ -93,8 +93,7 @@ fn unreachable_taints(node: &Node) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     ready_node(&client, "silent").await;
     ready_node(&client, "healthy").await;
     let (beat_stop, beat_rx) = watch::channel(false);

@@ -27,8 +27,7 @@ async fn bound_pod(api: &Api<Pod>, name: &str, node: &str, phase: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_deleted_nodes_and_old_finished_pods_are_removed() {
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "alive"}})).unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();

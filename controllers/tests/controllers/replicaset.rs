@@ -43,8 +43,7 @@ async fn wait_for_pods(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_pods_from_the_template_and_reports_status() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "web", 3, 0).await;
     let uid = rs.uid().unwrap();
     let pods = wait_for_pods(&client, &uid, 3).await;
@@ -86,8 +85,7 @@ async fn creates_pods_from_the_template_and_reports_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_down_deletes_the_least_useful_pods_first() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "rank", 3, 0).await;
     let uid = rs.uid().unwrap();
     let pods = wait_for_pods(&client, &uid, 3).await;
@@ -128,8 +126,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_events_never_creates_extra_pods() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "burst", 20, 0).await;
     let uid = rs.uid().unwrap();
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
@@ -160,8 +157,7 @@ async fn a_burst_of_events_never_creates_extra_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopts_matching_orphans_and_releases_pods_that_stop_matching() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let orphan: Pod = serde_json::from_value(json!({
         "metadata": {"name": "orphan", "labels": {"app": "adopt"}},
@@ -207,8 +203,7 @@ async fn adopts_matching_orphans_and_releases_pods_that_stop_matching() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_ready_seconds_delays_availability() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "slow", 1, 2).await;
     let pods = wait_for_pods(&client, &rs.uid().unwrap(), 1).await;
     make_ready(&client, "default", &pods[0].name_any()).await;
@@ -229,8 +224,7 @@ async fn min_ready_seconds_delays_availability() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replication_controllers_keep_their_replicas() {
-    let cluster = TestCluster::start(Some(&["replicationcontroller"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicationcontroller"]).await;
     let api: Api<ReplicationController> = Api::namespaced(client.clone(), "default");
     let rc: ReplicationController = serde_json::from_value(json!({
         "metadata": {"name": "legacy"},

@@ -14,8 +14,8 @@ const WAIT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_account_and_root_ca_exist_everywhere_and_come_back() {
-    let cluster = TestCluster::start(Some(&["serviceaccount", "root-ca-cert-publisher"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) =
+        TestCluster::start_with_client(&["serviceaccount", "root-ca-cert-publisher"]).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
     namespaces

@@ -46,8 +46,7 @@ async fn pod(client: &Client, name: &str) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
-    let cluster = TestCluster::start(Some(&["statefulset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["statefulset"]).await;
     let claims = json!({"volumeClaimTemplates": [{
         "metadata": {"name": "data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
@@ -156,8 +155,7 @@ async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_update_goes_from_the_highest_ordinal_down_to_the_partition() {
-    let cluster = TestCluster::start(Some(&["statefulset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["statefulset"]).await;
     let set = create(
         &client,
         "web",

@@ -67,6 +67,14 @@ impl TestCluster {
         }
     }
 
+    /// Starts the API server and only the named controllers, and hands back
+    /// a client of it too: what most tests begin with.
+    pub async fn start_with_client(controllers: &[&str]) -> (Self, kube::Client) {
+        let cluster = Self::start(Some(controllers)).await;
+        let client = cluster.client.clone();
+        (cluster, client)
+    }
+
     /// A client acting as `user` (nodes, service accounts, ...).
     pub fn client_as(&self, user: UserInfo) -> kube::Client {
         self.cluster.client_as(user)
