@@ -3,32 +3,28 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use super::support::{TestCluster, eventually, list_all, merge_patch_status};
-use super::workload_helpers::{WAIT, wait_for_events};
+use super::workload_helpers::{WAIT, create_workload, wait_for_events};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
-    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
-    let cj: CronJob = serde_json::from_value(json!({
-        "metadata": {"name": "tick"},
-        "spec": {
-            "schedule": "* * * * *",
-            "concurrencyPolicy": "Forbid",
-            "jobTemplate": {
-                "metadata": {"labels": {"team": "ops"}},
-                "spec": {"template": {"spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "busybox"}]
-                }}}
-            }
+    let spec = json!({
+        "schedule": "* * * * *",
+        "concurrencyPolicy": "Forbid",
+        "jobTemplate": {
+            "metadata": {"labels": {"team": "ops"}},
+            "spec": {"template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]
+            }}}
         }
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &cj).await.unwrap();
+    });
+    create_workload::<CronJob>(&client, "tick", spec, json!({})).await;
+    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
     // Pretend the last run was three minutes ago: a run is due now.
     let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
     merge_patch_status(
@@ -104,19 +100,14 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_that_never_fires_is_reported_invalid() {
     let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
-    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
-    let cj: CronJob = serde_json::from_value(json!({
-        "metadata": {"name": "never"},
-        "spec": {
-            "schedule": "59 23 31 2 *",
-            "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox"}]
-            }}}}
-        }
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &cj).await.unwrap();
+    let spec = json!({
+        "schedule": "59 23 31 2 *",
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]
+        }}}}
+    });
+    create_workload::<CronJob>(&client, "never", spec, json!({})).await;
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(client.clone(), "default");
     let event = eventually(WAIT, "an InvalidSchedule event", || async {

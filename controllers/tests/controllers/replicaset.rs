@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::support::{TestCluster, eventually, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
-    WAIT, all_pods, make_ready, pods_owned_by, set_pod_status, template, wait_for_events,
+    WAIT, all_pods, create_workload, make_ready, pods_owned_by, set_pod_status, template,
+    wait_for_events,
 };
 
 async fn create_rs(client: &Client, name: &str, replicas: i32, min_ready: i32) -> ReplicaSet {
@@ -225,17 +226,13 @@ async fn min_ready_seconds_delays_availability() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replication_controllers_keep_their_replicas() {
     let (cluster, client) = TestCluster::start_with_client(&["replicationcontroller"]).await;
+    let spec = json!({
+        "replicas": 2,
+        "selector": {"app": "legacy"},
+        "template": template(json!({"app": "legacy"}), "nginx"),
+    });
+    let rc: ReplicationController = create_workload(&client, "legacy", spec, json!({})).await;
     let api: Api<ReplicationController> = Api::namespaced(client.clone(), "default");
-    let rc: ReplicationController = serde_json::from_value(json!({
-        "metadata": {"name": "legacy"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"app": "legacy"},
-            "template": template(json!({"app": "legacy"}), "nginx"),
-        }
-    }))
-    .unwrap();
-    let rc = api.create(&PostParams::default(), &rc).await.unwrap();
     let uid = rc.uid().unwrap();
     let pods = wait_for_pods(&client, &uid, 2).await;
     assert_eq!(pods[0].owner_references()[0].kind, "ReplicationController");
