@@ -1,7 +1,9 @@
 //! What every pod-owning workload controller needs: expectations (so a pod
 //! whose creation or deletion is not yet observed is not acted on twice),
 //! pod predicates, upstream's deletion ranking, pods built from templates,
-//! slow-start batches and adoption / release of pods by selector.
+//! slow-start batches, creating pods and reporting creations and deletions
+//! as upstream's events, adoption / release of pods by selector, and the
+//! error of a sync that failed writing.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};

@@ -1,6 +1,8 @@
 //! A cluster in the test process (skiff-testkit: the real API server on a
 //! temporary store, an in-process client, shared informers) with a
-//! controller manager running the controllers under test.
+//! controller manager running the controllers under test; one controller on
+//! a manager of its own (`OwnController`); and the requests every test
+//! makes, the test stopping if the API refuses (merge patches, listing).
 
 use std::fmt::Debug;
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! Helpers the workload controller tests share: pod templates, listing a
-//! controller's pods, and playing the node (pod status patches).
+//! Helpers the workload controller tests share: pod templates, creating and
+//! reading workloads and their conditions, listing a controller's pods,
+//! playing the node (pod status patches) and waiting for events.
 
 use std::time::Duration;
 
