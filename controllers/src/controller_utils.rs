@@ -154,6 +154,24 @@ pub(crate) fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .find(|r| r.controller == Some(true))
 }
 
+/// The objects `cache` holds in `namespace` whose controller is the object
+/// with `uid`: what a CronJob's Jobs, a Job's pods or a StatefulSet's
+/// revisions are, without adopting or releasing anything.
+pub(crate) fn controlled_by<K>(
+    cache: &skiff_informer::Cache<K>,
+    namespace: &str,
+    uid: &str,
+) -> Vec<std::sync::Arc<K>>
+where
+    K: Resource,
+{
+    cache
+        .list_namespace(namespace)
+        .into_iter()
+        .filter(|o| controller_ref(o.meta()).is_some_and(|r| r.uid == uid))
+        .collect()
+}
+
 /// Turns a spec's label selector into a matcher. An absent or invalid selector
 /// selects nothing (upstream refuses to manage pods with one); an empty one
 /// also selects nothing for workloads, which must have a selector.

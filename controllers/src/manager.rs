@@ -1,5 +1,6 @@
 //! The controller manager: starts every enabled controller on the shared
-//! informers and stops them together.
+//! informers and stops them together; and the loop most controllers run, a
+//! queue of object keys each synced by a [`Reconciler`] until the stop signal.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,7 +9,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{ObjectMeta, PostParams};
 
-use skiff_informer::SharedInformerFactory;
+use skiff_informer::{
+    Action, Controller, EnqueueKeys, Informer, ObjectKey, SharedInformerFactory, WorkQueue,
+};
 use tokio::sync::watch;
 
 /// The namespace the controllers' service accounts live in.
@@ -82,6 +85,50 @@ pub type Stop = watch::Receiver<bool>;
 /// Resolves once `stop` turns true (or its sender is gone).
 pub(crate) async fn stopped(mut stop: Stop) {
     let _ = stop.wait_for(|s| *s).await;
+}
+
+/// A controller's sync of one queued key: the state its workers share and
+/// what they run for each key they take, so every such controller starts
+/// the same way ([`run_until_stopped`]).
+pub(crate) trait Reconciler: Send + Sync + 'static {
+    /// Why a sync failed (logged; the key is retried with backoff).
+    type Error: std::fmt::Display + Send + 'static;
+
+    /// Brings the object under `key` to what it asks for.
+    fn sync(&self, key: ObjectKey) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+}
+
+/// A controller named `name` keyed by the objects of `primary`: the key of
+/// each one added, changed or deleted is queued (more watches wake it for
+/// the objects it owns).
+pub(crate) fn keyed_by<K>(name: &str, primary: &Informer<K>) -> Controller<ObjectKey>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let queue = WorkQueue::<ObjectKey>::new();
+    Controller::new(name, queue.clone()).watch(primary, EnqueueKeys::new(queue))
+}
+
+/// Runs `controller`'s workers until `stop`, each syncing the keys it takes
+/// from the queue with the one `reconciler` they share.
+pub(crate) async fn run_until_stopped<R: Reconciler>(
+    controller: Controller<ObjectKey>,
+    reconciler: Arc<R>,
+    stop: Stop,
+) {
+    controller
+        .run_shared(
+            reconciler,
+            |r, key| async move { r.sync(key).await },
+            stopped(stop),
+        )
+        .await;
 }
 
 pub(crate) type Starter =

@@ -181,92 +181,89 @@ async fn delete_all(
     Ok(api.list(&ListParams::default()).await?.items)
 }
 
+/// One deletion condition: True with the problem's reason and message when
+/// there is one, else False with those saying all is well (`fine`).
+fn deletion_condition(
+    type_: &str,
+    problem: Option<(&'static str, String)>,
+    fine: (&'static str, &str),
+) -> (String, bool, &'static str, String) {
+    match problem {
+        Some((reason, message)) => (type_.to_owned(), true, reason, message),
+        None => (type_.to_owned(), false, fine.0, fine.1.to_owned()),
+    }
+}
+
 /// The five deletion conditions upstream reports, from `report`.
 fn conditions(report: &CleanupReport) -> Vec<(String, bool, &'static str, String)> {
-    let mut out = Vec::new();
-    out.push(match &report.discovery_error {
-        Some(e) => (
-            "NamespaceDeletionDiscoveryFailure".into(),
-            true,
-            "DiscoveryFailed",
-            format!("Discovery failed for some groups, 1 failing: {e}"),
-        ),
-        None => (
-            "NamespaceDeletionDiscoveryFailure".into(),
-            false,
-            "ResourcesDiscovered",
-            "All resources successfully discovered".into(),
-        ),
+    // What is left per resource or finalizer, worded and joined; None
+    // when nothing is.
+    let counted = |left: &BTreeMap<String, usize>, wording: fn(&str, usize) -> String| {
+        let parts: Vec<String> = left.iter().map(|(what, n)| wording(what, *n)).collect();
+        (!left.is_empty()).then(|| parts.join(", "))
+    };
+    let remaining = counted(&report.remaining, |gr, n| {
+        format!("{gr} has {n} resource instances")
     });
-    out.push((
-        "NamespaceDeletionGroupVersionParsingFailure".into(),
-        false,
-        "ParsedGroupVersions",
-        "All legacy kube types successfully parsed".into(),
-    ));
-    out.push(if report.failures.is_empty() {
-        (
-            "NamespaceDeletionContentFailure".into(),
-            false,
-            "ContentDeleted",
-            "All content successfully deleted, may be waiting on finalization".into(),
-        )
-    } else {
-        (
-            "NamespaceDeletionContentFailure".into(),
-            true,
-            "ContentDeletionFailed",
-            format!(
-                "Failed to delete all resource types, {} remaining: {}",
-                report.failures.len(),
-                aggregate(&report.failures)
+    let finalizers = counted(&report.finalizers, |f, n| {
+        format!("{f} in {n} resource instances")
+    });
+    vec![
+        deletion_condition(
+            "NamespaceDeletionDiscoveryFailure",
+            report.discovery_error.as_ref().map(|e| {
+                let message = format!("Discovery failed for some groups, 1 failing: {e}");
+                ("DiscoveryFailed", message)
+            }),
+            (
+                "ResourcesDiscovered",
+                "All resources successfully discovered",
             ),
-        )
-    });
-    out.push(if report.remaining.is_empty() {
-        (
-            "NamespaceContentRemaining".into(),
-            false,
-            "ContentRemoved",
-            "All content successfully removed".into(),
-        )
-    } else {
-        let parts: Vec<String> = report
-            .remaining
-            .iter()
-            .map(|(gr, n)| format!("{gr} has {n} resource instances"))
-            .collect();
-        (
-            "NamespaceContentRemaining".into(),
-            true,
-            "SomeResourcesRemain",
-            format!("Some resources are remaining: {}", parts.join(", ")),
-        )
-    });
-    out.push(if report.finalizers.is_empty() {
-        (
-            "NamespaceFinalizersRemaining".into(),
-            false,
-            "ContentHasNoFinalizers",
-            "All content-preserving finalizers finished".into(),
-        )
-    } else {
-        let parts: Vec<String> = report
-            .finalizers
-            .iter()
-            .map(|(f, n)| format!("{f} in {n} resource instances"))
-            .collect();
-        (
-            "NamespaceFinalizersRemaining".into(),
-            true,
-            "SomeFinalizersRemain",
-            format!(
-                "Some content in the namespace has finalizers remaining: {}",
-                parts.join(", ")
+        ),
+        deletion_condition(
+            "NamespaceDeletionGroupVersionParsingFailure",
+            None,
+            (
+                "ParsedGroupVersions",
+                "All legacy kube types successfully parsed",
             ),
-        )
-    });
-    out
+        ),
+        deletion_condition(
+            "NamespaceDeletionContentFailure",
+            (!report.failures.is_empty()).then(|| {
+                let message = format!(
+                    "Failed to delete all resource types, {} remaining: {}",
+                    report.failures.len(),
+                    aggregate(&report.failures)
+                );
+                ("ContentDeletionFailed", message)
+            }),
+            (
+                "ContentDeleted",
+                "All content successfully deleted, may be waiting on finalization",
+            ),
+        ),
+        deletion_condition(
+            "NamespaceContentRemaining",
+            remaining.map(|parts| {
+                let message = format!("Some resources are remaining: {parts}");
+                ("SomeResourcesRemain", message)
+            }),
+            ("ContentRemoved", "All content successfully removed"),
+        ),
+        deletion_condition(
+            "NamespaceFinalizersRemaining",
+            finalizers.map(|parts| {
+                let message =
+                    format!("Some content in the namespace has finalizers remaining: {parts}");
+                ("SomeFinalizersRemain", message)
+            }),
+            (
+                "ContentHasNoFinalizers",
+                "All content-preserving finalizers finished",
+            ),
+        ),
+    ]
 }
 
 /// Several errors as one, worded as upstream's aggregate error: a single one
@@ -324,15 +321,25 @@ async fn write_conditions(
     let patch = serde_json::json!({
         "status": { "phase": "Terminating", "conditions": new }
     });
-    match api
+    let written = api
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+        .await;
+    written_or_gone(written, name, "writing status conditions")
+}
+
+/// The outcome of a write to the namespace `name` (`action`): done when it
+/// succeeded or the namespace is gone already.
+fn written_or_gone<T>(
+    written: Result<T, kube::Error>,
+    name: String,
+    action: &'static str,
+) -> Result<(), NamespaceError> {
+    match written {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(source) => Err(NamespaceError::Api {
             name,
-            action: "writing status conditions",
+            action,
             source,
         }),
     }
@@ -381,15 +388,8 @@ async fn finalize(client: &kube::Client, ns: &Namespace) -> Result<(), Namespace
             });
         }
     }
-    match api.replace(&name, &PostParams::default(), &next).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(NamespaceError::Api {
-            name,
-            action: "removing the kubernetes finalizer",
-            source,
-        }),
-    }
+    let written = api.replace(&name, &PostParams::default(), &next).await;
+    written_or_gone(written, name, "removing the kubernetes finalizer")
 }
 
 #[cfg(test)]

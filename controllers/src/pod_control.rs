@@ -1,7 +1,9 @@
 //! What every pod-owning workload controller needs: expectations (so a pod
 //! whose creation or deletion is not yet observed is not acted on twice),
 //! pod predicates, upstream's deletion ranking, pods built from templates,
-//! slow-start batches and adoption / release of pods by selector.
+//! slow-start batches, creating pods and reporting creations and deletions
+//! as upstream's events, adoption / release of pods by selector, and the
+//! error of a sync that failed writing.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -10,16 +12,17 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::Resource;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use serde_json::json;
 use skiff_informer::Action;
 
-use crate::controller_utils::{controller_ref, seconds_between, selects};
+use crate::controller_utils::{WriteFailed, controller_ref, seconds_between, selects};
+use crate::events::EventRecorder;
 
 /// How long an expectation may stay unfulfilled before the controller stops
 /// waiting for it (a lost watch event must not wedge a workload forever).
@@ -27,6 +30,18 @@ const EXPECTATIONS_TTL: Duration = Duration::from_secs(5 * 60);
 
 /// Upstream's cap on pods created or deleted by one sync.
 pub(crate) const BURST_REPLICAS: usize = 500;
+
+/// Why a pod-owning workload's sync failed (it is retried with backoff): a
+/// pod write, or another of its API writes.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkloadSyncError {
+    /// Adopting, releasing, creating or deleting pods failed.
+    #[error(transparent)]
+    Pods(#[from] PodControlError),
+    /// An API write failed.
+    #[error(transparent)]
+    Api(#[from] WriteFailed),
+}
 
 /// Errors of pod writes.
 #[derive(Debug, thiserror::Error)]
@@ -289,6 +304,71 @@ pub(crate) fn pod_from_template(
         spec: template.spec.clone(),
         status: None,
     }
+}
+
+/// Creates `pod` for the owner `regarding` names and reports it as
+/// upstream's pod control does, so `kubectl describe` reads the same for a
+/// ReplicaSet, a Job and a DaemonSet: `SuccessfulCreate` "Created pod:
+/// <name>", or the warning `FailedCreate` "Error creating: <error>".
+pub(crate) async fn create_pod(
+    api: &Api<Pod>,
+    events: &EventRecorder,
+    regarding: &ObjectReference,
+    pod: &Pod,
+) -> Result<Pod, kube::Error> {
+    use kube::ResourceExt as _;
+    match api.create(&PostParams::default(), pod).await {
+        Ok(created) => {
+            let note = format!("Created pod: {}", created.name_any());
+            events.normal(regarding, "SuccessfulCreate", "Create", note);
+            Ok(created)
+        }
+        Err(error) => {
+            let note = format!("Error creating: {error}");
+            events.warning(regarding, "FailedCreate", "Create", note);
+            Err(error)
+        }
+    }
+}
+
+/// Reports a pod deleted for the owner `regarding` names as upstream's pod
+/// control does: `SuccessfulDelete` "Deleted pod: <name>".
+pub(crate) fn report_deleted(events: &EventRecorder, regarding: &ObjectReference, name: &str) {
+    let note = format!("Deleted pod: {name}");
+    events.normal(regarding, "SuccessfulDelete", "Delete", note);
+}
+
+/// Creates `pods` for the owner under `key` in slow-start batches
+/// ([`slow_start_batch`], taking them from the last), each reported by
+/// [`create_pod`]. Every creation is expected before it is sent, and those
+/// that failed or were never tried are taken back, since no watch event will
+/// ever observe them. Returns the first failure.
+pub(crate) async fn create_pods(
+    api: &Api<Pod>,
+    events: &EventRecorder,
+    expectations: &Expectations,
+    key: &str,
+    regarding: &ObjectReference,
+    pods: Vec<Pod>,
+) -> Option<kube::Error> {
+    let total = pods.len();
+    expectations.expect_creations(key, total);
+    let queue = Mutex::new(pods);
+    let (created, error) = slow_start_batch(total, || {
+        let pod = match queue.lock() {
+            Ok(mut pods) => pods.pop(),
+            Err(poisoned) => poisoned.into_inner().pop(),
+        };
+        async move {
+            let Some(pod) = pod else { return Ok(()) };
+            create_pod(api, events, regarding, &pod).await.map(|_| ())
+        }
+    })
+    .await;
+    for _ in created..total {
+        expectations.creation_observed(key);
+    }
+    error
 }
 
 /// Runs `count` calls of `create` in batches of 1, 2, 4, ... (at most `count`

@@ -9,10 +9,9 @@ mod sync;
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use skiff_informer::{Controller, EnqueueKeys, ObjectKey, WorkQueue};
 
 use crate::events::EventRecorder;
-use crate::manager::{Context, Stop, stopped};
+use crate::manager::{Context, Stop, keyed_by, run_until_stopped};
 use crate::owner_events::EnqueueOwner;
 
 /// The controller name in events and logs.
@@ -22,23 +21,14 @@ const CONTROLLER: &str = "cronjob-controller";
 pub(crate) async fn run(ctx: Context, stop: Stop) {
     let cronjobs = ctx.factory.informer::<CronJob>();
     let jobs = ctx.factory.informer::<Job>();
-    let queue = WorkQueue::<ObjectKey>::new();
     let syncer = Arc::new(sync::Syncer {
         client: ctx.client.clone(),
         cronjobs: cronjobs.cache().clone(),
         jobs: jobs.cache().clone(),
         events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
     });
+    let controller = keyed_by(CONTROLLER, &cronjobs).workers(2);
     // Job changes wake the owning CronJob.
-    let owner = EnqueueOwner::new(cronjobs.cache().clone(), queue.clone());
-    Controller::new(CONTROLLER, queue.clone())
-        .workers(2)
-        .watch(&cronjobs, EnqueueKeys::new(queue))
-        .watch(&jobs, owner)
-        .run_shared(
-            syncer,
-            |s, key| async move { s.sync(key, jiff::Timestamp::now()).await },
-            stopped(stop),
-        )
-        .await;
+    let owner = EnqueueOwner::new(cronjobs.cache().clone(), controller.queue().clone());
+    run_until_stopped(controller.watch(&jobs, owner), syncer, stop).await;
 }

@@ -16,16 +16,9 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::schedule::Schedule;
 use crate::controller_utils::{WriteFailed, write_status};
-use crate::controller_utils::{controller_owner_ref, controller_ref};
+use crate::controller_utils::{controlled_by, controller_owner_ref, controller_ref};
 use crate::events::{EventRecorder, object_reference};
-
-/// Why a CronJob sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum CronJobError {
-    /// An API write failed.
-    #[error(transparent)]
-    Api(#[from] WriteFailed),
-}
+use crate::manager::Reconciler;
 
 /// What a sync needs.
 pub(super) struct Syncer {
@@ -91,17 +84,26 @@ fn job_reference(job: &Job) -> ObjectReference {
     }
 }
 
+impl Reconciler for Syncer {
+    type Error = WriteFailed;
+
+    /// Syncs the CronJob under `key` as of the present.
+    async fn sync(&self, key: ObjectKey) -> Result<Action, WriteFailed> {
+        self.sync_at(key, Timestamp::now()).await
+    }
+}
+
 impl Syncer {
-    fn err(key: &str, what: &'static str, source: kube::Error) -> CronJobError {
-        WriteFailed::new("cronjob", key, what, source).into()
+    fn err(key: &str, what: &'static str, source: kube::Error) -> WriteFailed {
+        WriteFailed::new("cronjob", key, what, source)
     }
 
     /// Syncs the CronJob under `key` as of `now`.
-    pub(super) async fn sync(
+    pub(super) async fn sync_at(
         &self,
         key: ObjectKey,
         now: Timestamp,
-    ) -> Result<Action, CronJobError> {
+    ) -> Result<Action, WriteFailed> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(cj) = self.cronjobs.get(&ns, &key.name) else {
@@ -111,12 +113,7 @@ impl Syncer {
         let uid = cj.metadata.uid.clone().unwrap_or_default();
         let spec = cj.spec.clone().unwrap_or_default();
         let mut status = cj.status.clone().unwrap_or_default();
-        let jobs: Vec<Arc<Job>> = self
-            .jobs
-            .list_namespace(&ns)
-            .into_iter()
-            .filter(|j| controller_ref(&j.metadata).is_some_and(|r| r.uid == uid))
-            .collect();
+        let jobs = controlled_by(&self.jobs, &ns, &uid);
 
         // Active list: drop finished or vanished Jobs, add running ones.
         let mut active: Vec<ObjectReference> = Vec::new();
@@ -236,7 +233,7 @@ impl Syncer {
         jobs: &[Arc<Job>],
         status: &mut CronJobStatus,
         scheduled: Timestamp,
-    ) -> Result<(), CronJobError> {
+    ) -> Result<(), WriteFailed> {
         let ns = cj.namespace().unwrap_or_default();
         let name = job_name(&cj.name_any(), scheduled);
         if jobs.iter().any(|j| j.name_any() == name) {
@@ -342,7 +339,7 @@ impl Syncer {
         cj: &CronJob,
         key: &str,
         jobs: &[Arc<Job>],
-    ) -> Result<(), CronJobError> {
+    ) -> Result<(), WriteFailed> {
         let spec = cj.spec.clone().unwrap_or_default();
         let api: Api<Job> =
             Api::namespaced(self.client.clone(), &cj.namespace().unwrap_or_default());
@@ -405,38 +402,27 @@ mod tests {
     #[test]
     fn decisions_respect_the_starting_deadline() {
         let s = Schedule::parse("*/10 * * * *", None).unwrap();
+        // Every case but the last: unmet since 10:05, looked at 10:47.
+        let at_10_47 = |deadline| {
+            decide(
+                &s,
+                ts("2025-01-10T10:05:00Z"),
+                ts("2025-01-10T10:47:00Z"),
+                deadline,
+            )
+        };
         // due at 10:40, looked at 10:47 with no deadline: run it
-        let (due, next, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            None,
-        );
+        let (due, next, missed) = at_10_47(None);
         assert_eq!(due, Some(ts("2025-01-10T10:40:00Z")));
         assert_eq!(next, Some(ts("2025-01-10T10:50:00Z")));
         assert!(!missed);
         // a 60 s deadline has passed for 10:40 (and 10:30 is out of the window)
-        let (due, _, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            Some(60),
-        );
+        let (due, _, missed) = at_10_47(Some(60));
         assert_eq!((due, missed), (None, false));
         // a 500 s window still sees 10:40 but it is too late: 10:40 + 300 < 10:47
-        let (due, _, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            Some(300),
-        );
+        let (due, _, missed) = at_10_47(Some(300));
         assert_eq!((due, missed), (None, false));
-        let (due, _, missed) = decide(
-            &s,
-            ts("2025-01-10T10:05:00Z"),
-            ts("2025-01-10T10:47:00Z"),
-            Some(500),
-        );
+        let (due, _, missed) = at_10_47(Some(500));
         assert_eq!((due, missed), (Some(ts("2025-01-10T10:40:00Z")), false));
         // nothing since the last run
         let (due, next, _) = decide(

@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use skiff_informer::{Cache, Controller, EnqueueKeys, EventHandler, ObjectKey, WorkQueue};
+use skiff_informer::{Cache, EventHandler, ObjectKey, WorkQueue};
 
 use crate::controller_utils::key_of;
 use crate::events::EventRecorder;
-use crate::manager::{Context, Stop, stopped};
+use crate::manager::{Context, Stop, keyed_by, run_until_stopped};
 use crate::owner_events::EnqueueOwner;
 use crate::pod_control::Expectations;
 
@@ -26,7 +26,6 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
     let sets = ctx.factory.informer::<DaemonSet>();
     let pods = ctx.factory.informer::<Pod>();
     let nodes = ctx.factory.informer::<Node>();
-    let queue = WorkQueue::<ObjectKey>::new();
     let expectations = Expectations::default();
     let syncer = Arc::new(sync::Syncer {
         client: ctx.client.clone(),
@@ -36,22 +35,15 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
         expectations: expectations.clone(),
         events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
     });
+    let controller = keyed_by(CONTROLLER, &sets).workers(2);
+    let queue = controller.queue().clone();
     let owner = EnqueueOwner::new(sets.cache().clone(), queue.clone()).expecting(expectations);
     let node_events = NodeEvents {
         sets: sets.cache().clone(),
-        queue: queue.clone(),
+        queue,
     };
-    Controller::new(CONTROLLER, queue.clone())
-        .workers(2)
-        .watch(&sets, EnqueueKeys::new(queue))
-        .watch(&pods, owner)
-        .watch(&nodes, node_events)
-        .run_shared(
-            syncer,
-            |s, key| async move { s.sync(key).await },
-            stopped(stop),
-        )
-        .await;
+    let controller = controller.watch(&pods, owner).watch(&nodes, node_events);
+    run_until_stopped(controller, syncer, stop).await;
 }
 
 /// Any node change may change where daemons belong: wake every DaemonSet.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use skiff_informer::{Action, Cache, ObjectKey};
 
@@ -16,24 +16,14 @@ use super::placement::{node_of, pin_to_node, should_run};
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{
-    Expectations, PodControlError, claim, delete_pod, is_available, is_ready, phase,
-    pod_from_template, requeue_when_available,
+    Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
+    pod_from_template, report_deleted, requeue_when_available,
 };
 
 /// The pod label with the hash of the template a pod was made from.
 const HASH_LABEL: &str = "controller-revision-hash";
-
-/// Why a DaemonSet sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum DaemonSetError {
-    /// Adopting, releasing or deleting pods failed.
-    #[error(transparent)]
-    Pods(#[from] PodControlError),
-    /// An API write failed.
-    #[error(transparent)]
-    Api(#[from] WriteFailed),
-}
 
 /// What a sync needs.
 pub(super) struct Syncer {
@@ -53,13 +43,11 @@ fn hash_of(pod: &Pod) -> Option<&str> {
         .map(String::as_str)
 }
 
-impl Syncer {
-    fn err(key: &str, what: &'static str, source: kube::Error) -> DaemonSetError {
-        WriteFailed::new("daemonset", key, what, source).into()
-    }
+impl Reconciler for Syncer {
+    type Error = WorkloadSyncError;
 
     /// Syncs the DaemonSet under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, DaemonSetError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, WorkloadSyncError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(set) = self.sets.get(&ns, &key.name) else {
@@ -202,6 +190,12 @@ impl Syncer {
         }
         Ok(requeue_when_available(&pods, min_ready, &at))
     }
+}
+
+impl Syncer {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> WorkloadSyncError {
+        WriteFailed::new("daemonset", key, what, source).into()
+    }
 
     async fn apply(
         &self,
@@ -211,7 +205,7 @@ impl Syncer {
         hash: &str,
         create_on: Vec<String>,
         delete: Vec<Arc<Pod>>,
-    ) -> Result<(), DaemonSetError> {
+    ) -> Result<(), WorkloadSyncError> {
         let ns = set.namespace().unwrap_or_default();
         let template = set.spec.clone().unwrap_or_default().template;
         if !delete.is_empty() {
@@ -225,12 +219,7 @@ impl Syncer {
                         .deletion_observed(key, &format!("{ns}/{name}"));
                 }
                 result?;
-                self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulDelete",
-                    "Delete",
-                    format!("Deleted pod: {name}"),
-                );
+                report_deleted(&self.events, &object_reference(set), &name);
             }
             return Ok(());
         }
@@ -253,23 +242,9 @@ impl Syncer {
             if let Some(spec) = pod.spec.as_mut() {
                 pin_to_node(spec, &node);
             }
-            match api.create(&PostParams::default(), &pod).await {
-                Ok(p) => self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulCreate",
-                    "Create",
-                    format!("Created pod: {}", p.name_any()),
-                ),
-                Err(e) => {
-                    self.expectations.creation_observed(key);
-                    self.events.warning(
-                        &object_reference(set),
-                        "FailedCreate",
-                        "Create",
-                        format!("Error creating: {e}"),
-                    );
-                    first_error.get_or_insert(e);
-                }
+            if let Err(e) = create_pod(api, &self.events, &object_reference(set), &pod).await {
+                self.expectations.creation_observed(key);
+                first_error.get_or_insert(e);
             }
         }
         match first_error {

@@ -12,10 +12,9 @@ mod util;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use skiff_informer::{Controller, EnqueueKeys, ObjectKey, WorkQueue};
 
 use crate::events::EventRecorder;
-use crate::manager::{Context, Stop, stopped};
+use crate::manager::{Context, Stop, keyed_by, run_until_stopped};
 
 /// The controller name in events and logs.
 const CONTROLLER: &str = "deployment-controller";
@@ -24,22 +23,14 @@ const CONTROLLER: &str = "deployment-controller";
 pub(crate) async fn run(ctx: Context, stop: Stop) {
     let deployments = ctx.factory.informer::<Deployment>();
     let replica_sets = ctx.factory.informer::<ReplicaSet>();
-    let queue = WorkQueue::<ObjectKey>::new();
     let syncer = Arc::new(sync::Syncer {
         client: ctx.client.clone(),
         deployments: deployments.cache().clone(),
         replica_sets: replica_sets.cache().clone(),
         events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
     });
-    let owner = handlers::ReplicaSetEvents::new(deployments.cache().clone(), queue.clone());
-    Controller::new(CONTROLLER, queue.clone())
-        .workers(4)
-        .watch(&deployments, EnqueueKeys::new(queue))
-        .watch(&replica_sets, owner)
-        .run_shared(
-            syncer,
-            |s, key| async move { s.sync(key).await },
-            stopped(stop),
-        )
-        .await;
+    let controller = keyed_by(CONTROLLER, &deployments).workers(4);
+    let owner =
+        handlers::ReplicaSetEvents::new(deployments.cache().clone(), controller.queue().clone());
+    run_until_stopped(controller.watch(&replica_sets, owner), syncer, stop).await;
 }

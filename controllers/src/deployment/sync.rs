@@ -25,6 +25,7 @@ use super::util::{
 use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controller_owner_ref, controller_ref, workload_selector};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{PodControlError, claim};
 
 /// Why a Deployment sync failed (it is retried with backoff).
@@ -70,9 +71,11 @@ fn creation_order(a: &ReplicaSet, b: &ReplicaSet) -> std::cmp::Ordering {
         .then_with(|| a.name_any().cmp(&b.name_any()))
 }
 
-impl Syncer {
+impl Reconciler for Syncer {
+    type Error = DeploymentError;
+
     /// Syncs the Deployment under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, DeploymentError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, DeploymentError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let Some(d) = self.deployments.get(&ns, &key.name) else {
             return Ok(Action::Done);
@@ -148,6 +151,22 @@ impl Rollout<'_> {
 
     fn api_error(&self, what: &'static str, source: kube::Error) -> DeploymentError {
         WriteFailed::new("deployment", &self.key, what, source).into()
+    }
+
+    /// Writes `rs` over the ReplicaSet at `i` (`what` names the write in
+    /// the error) and keeps the API's answer in its place.
+    async fn replace_rs(
+        &mut self,
+        i: usize,
+        rs: &ReplicaSet,
+        what: &'static str,
+    ) -> Result<(), DeploymentError> {
+        self.rss[i] = self
+            .rs_api()
+            .replace(&rs.name_any(), &PostParams::default(), rs)
+            .await
+            .map_err(|e| self.api_error(what, e))?;
+        Ok(())
     }
 
     fn status_mut(&mut self) -> &mut DeploymentStatus {
@@ -247,12 +266,7 @@ impl Rollout<'_> {
                     changed = true;
                 }
                 if changed {
-                    let updated = self
-                        .rs_api()
-                        .replace(&rs.name_any(), &PostParams::default(), &rs)
-                        .await
-                        .map_err(|e| self.api_error("updating replica set", e))?;
-                    self.rss[i] = updated;
+                    self.replace_rs(i, &rs, "updating replica set").await?;
                 }
                 let has_progressing = self
                     .d
@@ -397,12 +411,7 @@ impl Rollout<'_> {
             return Ok(false);
         }
         rs.spec.get_or_insert_with(Default::default).replicas = Some(size);
-        let updated = self
-            .rs_api()
-            .replace(&rs.name_any(), &PostParams::default(), &rs)
-            .await
-            .map_err(|e| self.api_error("scaling a replica set", e))?;
-        self.rss[i] = updated;
+        self.replace_rs(i, &rs, "scaling a replica set").await?;
         if from != size {
             let direction = if size > from { "up" } else { "down" };
             self.syncer.events.normal(

@@ -27,7 +27,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use skiff_informer::{Controller, HandlerFns, ObjectKey, WorkQueue};
 
 use crate::events::EventRecorder;
-use crate::manager::{Context, Stop, stopped};
+use crate::manager::{Context, Stop, run_until_stopped};
 
 pub use metrics::{ApiMetrics, ResourceMetrics};
 pub use sync::HpaError;
@@ -108,13 +108,8 @@ pub async fn run_with_metrics(
                 histories.remove(&key);
             }
         });
-    Controller::new(CONTROLLER, queue)
+    let controller = Controller::new(CONTROLLER, queue)
         .workers(2)
-        .watch(&autoscalers, handler)
-        .run_shared(
-            syncer,
-            |s, key| async move { s.sync(key).await },
-            stopped(stop),
-        )
-        .await;
+        .watch(&autoscalers, handler);
+    run_until_stopped(controller, syncer, stop).await;
 }

@@ -26,6 +26,7 @@ use super::metrics::{ResourceMetrics, pod_usage};
 use super::normalize::{self, Bounds, History};
 use super::replicas::{self, Proposal};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 
 /// Each autoscaler's history, by key.
 pub(super) type Histories = Arc<Mutex<HashMap<ObjectKey, History>>>;
@@ -152,10 +153,12 @@ fn milli_quantity(milli: i64) -> k8s_openapi::apimachinery::pkg::api::resource::
         .to_quantity()
 }
 
-impl Syncer {
+impl Reconciler for Syncer {
+    type Error = HpaError;
+
     /// Reconciles the autoscaler under `key`; comes back one sync period
     /// later while it exists.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, HpaError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, HpaError> {
         let namespace = key.namespace.clone().unwrap_or_default();
         let Some(hpa) = self.autoscalers.get(&namespace, &key.name) else {
             if let Ok(mut histories) = self.histories.lock() {
@@ -168,7 +171,9 @@ impl Syncer {
         }
         Ok(Action::RequeueAfter(self.config.sync_period))
     }
+}
 
+impl Syncer {
     fn history<T>(&self, key: &ObjectKey, f: impl FnOnce(&mut History) -> T) -> T {
         let mut histories = self
             .histories

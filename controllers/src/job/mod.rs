@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use skiff_informer::{Controller, EnqueueKeys, ObjectKey, WorkQueue};
+use skiff_informer::{Controller, ObjectKey, WorkQueue};
 
 use crate::events::EventRecorder;
-use crate::manager::{Context, Stop, stopped};
+use crate::manager::{Context, Stop, keyed_by, run_until_stopped, stopped};
 use crate::owner_events::EnqueueOwner;
 use crate::pod_control::Expectations;
 
@@ -31,7 +31,6 @@ const ORPHAN_POD_QUEUE: &str = "job-orphan-pod";
 pub(crate) async fn run(ctx: Context, stop: Stop) {
     let jobs = ctx.factory.informer::<Job>();
     let pods = ctx.factory.informer::<Pod>();
-    let queue = WorkQueue::<ObjectKey>::new();
     let expectations = Expectations::default();
     let syncer = Arc::new(sync::Syncer::new(
         ctx.client.clone(),
@@ -40,20 +39,14 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
         expectations.clone(),
         EventRecorder::new(ctx.client.clone(), CONTROLLER),
     ));
+    let controller = keyed_by(CONTROLLER, &jobs).workers(4);
+    let queue = controller.queue().clone();
     // Pod events settle expectations and wake the owning Job.
     let owner = EnqueueOwner::new(jobs.cache().clone(), queue.clone()).expecting(expectations);
     // Tracked pods whose Job is gone wake that Job's key to be released.
-    let orphans = orphans::EnqueueOrphans::new(jobs.cache().clone(), queue.clone());
-    let jobs_loop = Controller::new(CONTROLLER, queue.clone())
-        .workers(4)
-        .watch(&jobs, EnqueueKeys::new(queue))
-        .watch(&pods, owner)
-        .watch(&pods, orphans)
-        .run_shared(
-            syncer.clone(),
-            |s, key| async move { s.sync(key).await },
-            stopped(stop.clone()),
-        );
+    let orphans = orphans::EnqueueOrphans::new(jobs.cache().clone(), queue);
+    let controller = controller.watch(&pods, owner).watch(&pods, orphans);
+    let jobs_loop = run_until_stopped(controller, syncer.clone(), stop.clone());
     // Tracked pods that name no controller at all: keyed by pod, as
     // upstream's orphan-pod queue.
     let ownerless_queue = WorkQueue::<ObjectKey>::new();

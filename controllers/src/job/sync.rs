@@ -16,28 +16,18 @@ use skiff_informer::{Action, Cache, ObjectKey};
 use super::indexes;
 use super::pods::{TRACKING_FINALIZER, has_finalizer, index_of, is_indexed, new_pod};
 use crate::controller_utils::WriteFailed;
-use crate::controller_utils::{controller_ref, now, seconds_between};
+use crate::controller_utils::{controlled_by, controller_ref, now, seconds_between};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{
-    BURST_REPLICAS, Expectations, PodControlError, delete_pod, is_ready, phase, pods_to_delete,
-    slow_start_batch,
+    BURST_REPLICAS, Expectations, WorkloadSyncError, create_pods, delete_pod, is_ready, phase,
+    pods_to_delete, report_deleted,
 };
 
 /// Upstream's first delay before recreating a failed pod; it doubles per
 /// consecutive failure up to [`MAX_BACKOFF`].
 const BASE_BACKOFF: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(360);
-
-/// Why a Job sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum JobError {
-    /// Creating or deleting pods failed.
-    #[error(transparent)]
-    Pods(#[from] PodControlError),
-    /// An API write failed.
-    #[error(transparent)]
-    Api(#[from] WriteFailed),
-}
 
 /// Consecutive failures of a Job since its last success, for the recreate
 /// backoff.
@@ -122,32 +112,11 @@ fn restarts(pod: &Pod) -> i32 {
         .unwrap_or(0)
 }
 
-impl Syncer {
-    /// A syncer over the given caches.
-    pub(super) fn new(
-        client: Client,
-        jobs: Arc<Cache<Job>>,
-        pods: Arc<Cache<Pod>>,
-        expectations: Expectations,
-        events: EventRecorder,
-    ) -> Self {
-        Self {
-            client,
-            jobs,
-            pods,
-            expectations,
-            events,
-            finalized: Mutex::default(),
-            backoff: Mutex::default(),
-        }
-    }
-
-    fn api_error(key: &str, what: &'static str, source: kube::Error) -> JobError {
-        WriteFailed::new("job", key, what, source).into()
-    }
+impl Reconciler for Syncer {
+    type Error = WorkloadSyncError;
 
     /// Syncs the Job under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, JobError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, WorkloadSyncError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(job) = self.jobs.get(&ns, &key.name) else {
@@ -162,12 +131,7 @@ impl Syncer {
         self.release_orphans(&key_str, &ns, &key.name, Some(&uid))
             .await?;
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .list_namespace(&ns)
-            .into_iter()
-            .filter(|p| controller_ref(&p.metadata).is_some_and(|r| r.uid == uid))
-            .collect();
+        let pods = controlled_by(&self.pods, &ns, &uid);
         let mut status = job.status.clone().unwrap_or_default();
 
         if finished_at(&status).is_some() {
@@ -439,6 +403,31 @@ impl Syncer {
             None => Action::Done,
         })
     }
+}
+
+impl Syncer {
+    /// A syncer over the given caches.
+    pub(super) fn new(
+        client: Client,
+        jobs: Arc<Cache<Job>>,
+        pods: Arc<Cache<Pod>>,
+        expectations: Expectations,
+        events: EventRecorder,
+    ) -> Self {
+        Self {
+            client,
+            jobs,
+            pods,
+            expectations,
+            events,
+            finalized: Mutex::default(),
+            backoff: Mutex::default(),
+        }
+    }
+
+    fn api_error(key: &str, what: &'static str, source: kube::Error) -> WorkloadSyncError {
+        WriteFailed::new("job", key, what, source).into()
+    }
 
     fn note_outcomes(&self, key: &str, succeeded: usize, failed: usize) {
         let mut backoff = lock(&self.backoff);
@@ -475,7 +464,7 @@ impl Syncer {
         completed: &BTreeSet<i32>,
         succeeded: i32,
         parallelism: i32,
-    ) -> Result<Option<Duration>, JobError> {
+    ) -> Result<Option<Duration>, WorkloadSyncError> {
         let completions = job.spec.as_ref().and_then(|s| s.completions);
         let want = match completions {
             None if succeeded > 0 => 0,
@@ -505,39 +494,15 @@ impl Syncer {
         } else {
             (0..count).map(|_| new_pod(job, None)).collect()
         };
-        let total = new_pods.len();
-        self.expectations.expect_creations(key, total);
-        let queue = Mutex::new(new_pods);
-        let (created, error) = slow_start_batch(total, || {
-            let pod = lock(&queue).pop();
-            async move {
-                let Some(pod) = pod else { return Ok(()) };
-                match api.create(&PostParams::default(), &pod).await {
-                    Ok(p) => {
-                        self.events.normal(
-                            &object_reference(job),
-                            "SuccessfulCreate",
-                            "Create",
-                            format!("Created pod: {}", p.name_any()),
-                        );
-                        Ok(())
-                    }
-                    Err(e) => {
-                        self.events.warning(
-                            &object_reference(job),
-                            "FailedCreate",
-                            "Create",
-                            format!("Error creating: {e}"),
-                        );
-                        Err(e)
-                    }
-                }
-            }
-        })
+        let error = create_pods(
+            api,
+            &self.events,
+            &self.expectations,
+            key,
+            &object_reference(job),
+            new_pods,
+        )
         .await;
-        for _ in created..total {
-            self.expectations.creation_observed(key);
-        }
         match error {
             Some(source) => Err(Self::api_error(key, "creating pods", source)),
             None => Ok(None),
@@ -552,7 +517,7 @@ impl Syncer {
         api: &Api<Pod>,
         active: &[Arc<Pod>],
         count: usize,
-    ) -> Result<Vec<Arc<Pod>>, JobError> {
+    ) -> Result<Vec<Arc<Pod>>, WorkloadSyncError> {
         if count == 0 {
             return Ok(Vec::new());
         }
@@ -570,12 +535,7 @@ impl Syncer {
                         self.expectations
                             .deletion_observed(key, &format!("{ns}/{name}"));
                     }
-                    self.events.normal(
-                        &object_reference(job),
-                        "SuccessfulDelete",
-                        "Delete",
-                        format!("Deleted pod: {name}"),
-                    );
+                    report_deleted(&self.events, &object_reference(job), &name);
                 }
                 Err(e) => {
                     self.expectations
@@ -592,7 +552,7 @@ impl Syncer {
     /// deleted with orphan propagation, or someone removed the reference:
     /// no Job will ever count it. A pod that has a controller by now (adopted
     /// again) is left alone, as upstream's orphan-pod sync does.
-    pub(super) async fn sync_ownerless(&self, key: ObjectKey) -> Result<Action, JobError> {
+    pub(super) async fn sync_ownerless(&self, key: ObjectKey) -> Result<Action, WorkloadSyncError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let Some(pod) = self.pods.get(&ns, &key.name) else {
             return Ok(Action::Done);
@@ -616,7 +576,7 @@ impl Syncer {
         ns: &str,
         name: &str,
         live: Option<&str>,
-    ) -> Result<(), JobError> {
+    ) -> Result<(), WorkloadSyncError> {
         let orphans: Vec<Arc<Pod>> = self
             .pods
             .list_namespace(ns)
@@ -640,7 +600,7 @@ impl Syncer {
         key: &str,
         api: &Api<Pod>,
         pods: &[Arc<Pod>],
-    ) -> Result<(), JobError> {
+    ) -> Result<(), WorkloadSyncError> {
         for pod in pods {
             let remaining = finalizers_but_tracking(pod);
             let patch = json!({"metadata": {
@@ -694,7 +654,7 @@ impl Syncer {
         job: &Job,
         key: &str,
         status: &JobStatus,
-    ) -> Result<Job, JobError> {
+    ) -> Result<Job, WorkloadSyncError> {
         let api: Api<Job> =
             Api::namespaced(self.client.clone(), &job.namespace().unwrap_or_default());
         let mut body = job.clone();
@@ -705,7 +665,7 @@ impl Syncer {
     }
 
     /// Deletes a finished Job once its ttlSecondsAfterFinished has passed.
-    async fn expire(&self, job: &Job, key: &str) -> Result<Action, JobError> {
+    async fn expire(&self, job: &Job, key: &str) -> Result<Action, WorkloadSyncError> {
         let Some(ttl) = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) else {
             return Ok(Action::Done);
         };

@@ -12,10 +12,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
-use skiff_informer::{Controller, EnqueueKeys, ObjectKey, WorkQueue};
 
 use crate::events::EventRecorder;
-use crate::manager::{Context, Stop, stopped};
+use crate::manager::{Context, Stop, keyed_by, run_until_stopped};
 use crate::pod_control::Expectations;
 
 pub(crate) use owner::ReplicaOwner;
@@ -33,7 +32,6 @@ pub(crate) async fn run_replication_controllers(ctx: Context, stop: Stop) {
 async fn run_for<K: ReplicaOwner>(ctx: Context, stop: Stop) {
     let owners = ctx.factory.informer::<K>();
     let pods = ctx.factory.informer::<Pod>();
-    let queue = WorkQueue::<ObjectKey>::new();
     let expectations = Expectations::default();
     let syncer = Arc::new(sync::Syncer::<K> {
         client: ctx.client.clone(),
@@ -42,16 +40,8 @@ async fn run_for<K: ReplicaOwner>(ctx: Context, stop: Stop) {
         expectations: expectations.clone(),
         events: EventRecorder::new(ctx.client.clone(), K::CONTROLLER),
     });
-    let pod_events =
-        handlers::PodEvents::<K>::new(owners.cache().clone(), queue.clone(), expectations);
-    Controller::new(K::CONTROLLER, queue.clone())
-        .workers(4)
-        .watch(&owners, EnqueueKeys::new(queue))
-        .watch(&pods, pod_events)
-        .run_shared(
-            syncer,
-            |s, key| async move { s.sync(key).await },
-            stopped(stop),
-        )
-        .await;
+    let controller = keyed_by(K::CONTROLLER, &owners).workers(4);
+    let queue = controller.queue().clone();
+    let pod_events = handlers::PodEvents::<K>::new(owners.cache().clone(), queue, expectations);
+    run_until_stopped(controller.watch(&pods, pod_events), syncer, stop).await;
 }

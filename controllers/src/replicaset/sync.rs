@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use skiff_informer::{Action, Cache, ObjectKey};
 
@@ -12,9 +12,10 @@ use super::owner::ReplicaOwner;
 use super::status::{self, ManageFailure};
 use crate::controller_utils::{controller_owner_ref, now, write_status};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{
-    BURST_REPLICAS, Expectations, PodControlError, claim, is_active, pod_from_template,
-    pods_to_delete, requeue_when_available, slow_start_batch,
+    BURST_REPLICAS, Expectations, PodControlError, claim, create_pods, is_active,
+    pod_from_template, pods_to_delete, report_deleted, requeue_when_available,
 };
 
 /// Why a ReplicaSet sync failed (it is retried with backoff).
@@ -46,9 +47,11 @@ pub(super) struct Syncer<K> {
     pub events: EventRecorder,
 }
 
-impl<K: ReplicaOwner> Syncer<K> {
+impl<K: ReplicaOwner> Reconciler for Syncer<K> {
+    type Error = ReplicaSetError;
+
     /// Syncs the owner under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, ReplicaSetError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, ReplicaSetError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(owner) = self.owners.get(&ns, &key.name) else {
@@ -97,7 +100,9 @@ impl<K: ReplicaOwner> Syncer<K> {
         let min_ready = owner.min_ready_seconds();
         Ok(requeue_when_available(&pods, min_ready, &at))
     }
+}
 
+impl<K: ReplicaOwner> Syncer<K> {
     /// Creates or deletes pods towards the desired count.
     async fn manage(
         &self,
@@ -116,37 +121,15 @@ impl<K: ReplicaOwner> Syncer<K> {
                 &format!("{}-", owner.name_any()),
                 Some(controller_owner_ref(owner.as_ref())),
             );
-            self.expectations.expect_creations(key, count);
-            let (created, error) = slow_start_batch(count, || {
-                let pod = pod.clone();
-                async move {
-                    match api.create(&PostParams::default(), &pod).await {
-                        Ok(p) => {
-                            self.events.normal(
-                                &object_reference(owner.as_ref()),
-                                "SuccessfulCreate",
-                                "Create",
-                                format!("Created pod: {}", p.name_any()),
-                            );
-                            Ok(())
-                        }
-                        Err(e) => {
-                            self.events.warning(
-                                &object_reference(owner.as_ref()),
-                                "FailedCreate",
-                                "Create",
-                                format!("Error creating: {e}"),
-                            );
-                            Err(e)
-                        }
-                    }
-                }
-            })
+            let error = create_pods(
+                api,
+                &self.events,
+                &self.expectations,
+                key,
+                &object_reference(owner.as_ref()),
+                vec![pod; count],
+            )
             .await;
-            // Creations that failed or were never tried will not be observed.
-            for _ in created..count {
-                self.expectations.creation_observed(key);
-            }
             return error.map(|e| ManageFailure {
                 reason: "FailedCreate",
                 message: e.to_string(),
@@ -176,12 +159,7 @@ impl<K: ReplicaOwner> Syncer<K> {
                         if !existed {
                             self.expectations.deletion_observed(key, &pod_key);
                         }
-                        self.events.normal(
-                            &object_reference(owner.as_ref()),
-                            "SuccessfulDelete",
-                            "Delete",
-                            format!("Deleted pod: {name}"),
-                        );
+                        report_deleted(&self.events, &object_reference(owner.as_ref()), &name);
                     }
                     Err(e) => {
                         self.expectations.deletion_observed(key, &pod_key);

@@ -11,10 +11,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
-use skiff_informer::{Controller, EnqueueKeys, ObjectKey, WorkQueue};
 
 use crate::events::EventRecorder;
-use crate::manager::{Context, Stop, stopped};
+use crate::manager::{Context, Stop, keyed_by, run_until_stopped};
 use crate::owner_events::EnqueueOwner;
 
 /// The controller name in events and logs.
@@ -25,7 +24,6 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
     let sets = ctx.factory.informer::<StatefulSet>();
     let pods = ctx.factory.informer::<Pod>();
     let revisions = ctx.factory.informer::<ControllerRevision>();
-    let queue = WorkQueue::<ObjectKey>::new();
     let syncer = Arc::new(sync::Syncer {
         client: ctx.client.clone(),
         sets: sets.cache().clone(),
@@ -33,17 +31,10 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
         revisions: revisions.cache().clone(),
         events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
     });
+    let controller = keyed_by(CONTROLLER, &sets).workers(4);
+    let queue = controller.queue().clone();
     // A changed pod or revision wakes the StatefulSet that controls it.
     let owner = || EnqueueOwner::new(sets.cache().clone(), queue.clone());
-    Controller::new(CONTROLLER, queue.clone())
-        .workers(4)
-        .watch(&sets, EnqueueKeys::new(queue.clone()))
-        .watch(&pods, owner())
-        .watch(&revisions, owner())
-        .run_shared(
-            syncer,
-            |s, key| async move { s.sync(key).await },
-            stopped(stop),
-        )
-        .await;
+    let controller = controller.watch(&pods, owner()).watch(&revisions, owner());
+    run_until_stopped(controller, syncer, stop).await;
 }

@@ -16,8 +16,9 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::revision::{REVISION_LABEL, matches, new_revision, template_of};
 use crate::controller_utils::{WriteFailed, write_status};
-use crate::controller_utils::{controller_owner_ref, controller_ref, now, workload_selector};
+use crate::controller_utils::{controlled_by, controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
+use crate::manager::Reconciler;
 use crate::pod_control::{
     PodControlError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
 };
@@ -73,13 +74,11 @@ fn healthy(pod: &Pod) -> bool {
     phase(pod) == "Running" && is_ready(pod) && !is_terminating(pod)
 }
 
-impl Syncer {
-    fn err(key: &str, what: &'static str, source: kube::Error) -> StatefulSetError {
-        WriteFailed::new("statefulset", key, what, source).into()
-    }
+impl Reconciler for Syncer {
+    type Error = StatefulSetError;
 
     /// Syncs the StatefulSet under `key`.
-    pub(super) async fn sync(&self, key: ObjectKey) -> Result<Action, StatefulSetError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, StatefulSetError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(set) = self.sets.get(&ns, &key.name) else {
@@ -106,11 +105,8 @@ impl Syncer {
         let mut status = set.status.clone().unwrap_or_default();
 
         // Revisions.
-        let mut revisions: Vec<ControllerRevision> = self
-            .revisions
-            .list_namespace(&ns)
+        let mut revisions: Vec<ControllerRevision> = controlled_by(&self.revisions, &ns, &uid)
             .into_iter()
-            .filter(|r| controller_ref(&r.metadata).is_some_and(|o| o.uid == uid))
             .map(|r| (*r).clone())
             .collect();
         revisions.sort_by_key(|r| r.revision);
@@ -230,6 +226,12 @@ impl Syncer {
         self.truncate_history(&set, &key_str, &revisions, &pods)
             .await?;
         Ok(requeue_when_available(&pods, min_ready, &at))
+    }
+}
+
+impl Syncer {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> StatefulSetError {
+        WriteFailed::new("statefulset", key, what, source).into()
     }
 
     /// The revision of the set's current template, created (or renumbered

@@ -4,22 +4,19 @@
 //! starts without rights when it acts as its own account.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::ListParams;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use skiff_controllers::{ACCOUNTS_NAMESPACE, Context, ControllerManager};
 
-use super::support::TestCluster;
+use super::support::{TestCluster, list_all};
 
 /// The names of every object `api` lists.
 async fn names<K>(api: Api<K>) -> Vec<String>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    api.list(&ListParams::default())
+    list_all(&api)
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter_map(|object| object.meta().name.clone())
         .collect()
@@ -32,17 +29,13 @@ async fn every_controller_account_has_a_bound_role() {
         Context::new(cluster.client.clone(), cluster.factory.clone()),
         &[],
     );
-    let bindings = Api::<ClusterRoleBinding>::all(cluster.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let bindings = list_all(&Api::<ClusterRoleBinding>::all(cluster.client.clone())).await;
     let roles = names(Api::<ClusterRole>::all(cluster.client.clone())).await;
-    let local_bindings = Api::<RoleBinding>::namespaced(cluster.client.clone(), ACCOUNTS_NAMESPACE)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let local_bindings = list_all(&Api::<RoleBinding>::namespaced(
+        cluster.client.clone(),
+        ACCOUNTS_NAMESPACE,
+    ))
+    .await;
     let local_roles = names(Api::<Role>::namespaced(
         cluster.client.clone(),
         ACCOUNTS_NAMESPACE,

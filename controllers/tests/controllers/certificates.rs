@@ -23,7 +23,7 @@ use skiff_controllers::Context;
 use skiff_controllers::certificates::kubelet_serving::ClusterSigner;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch_status};
 
 const SERVING_USAGES: &[&str] = &["digital signature", "key encipherment", "server auth"];
 
@@ -84,14 +84,7 @@ async fn nodes_get_certificates_for_their_own_addresses_only() {
         nodes.create(&PostParams::default(), &node).await.unwrap();
         let status = json!({"status": {"addresses": [
             {"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}]}});
-        nodes
-            .patch_status(
-                name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(status),
-            )
-            .await
-            .unwrap();
+        merge_patch_status(&nodes, name, status).await;
     }
 
     let n1 = node_client(&cluster, "n1");

@@ -9,11 +9,9 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 use skiff_apiserver::authn::UserInfo;
-use skiff_controllers::{Context, ControllerManager, clusterrole_aggregation};
-use skiff_informer::SharedInformerFactory;
-use tokio::sync::watch;
+use skiff_controllers::clusterrole_aggregation;
 
-use super::support::{TestCluster, eventually};
+use super::support::{OwnController, TestCluster, eventually};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -32,15 +30,12 @@ async fn aggregated_roles_follow_their_labelled_parts() {
     let cluster = TestCluster::start(Some(&[])).await;
     let account = UserInfo::service_account("kube-system", "clusterrole-aggregation-controller");
     let client = cluster.client_as(account);
-    let factory = SharedInformerFactory::new(client.clone());
-    let mut manager = ControllerManager::new(Context::new(client, factory.clone()));
-    manager.register(
+    let controller = OwnController::start(
+        client,
         "clusterrole-aggregation",
         "clusterrole-aggregation-controller",
         clusterrole_aggregation::run,
     );
-    let (stop, stop_rx) = watch::channel(false);
-    let running = tokio::spawn(manager.run(stop_rx));
 
     let roles: Api<ClusterRole> = Api::all(cluster.client.clone());
     let part: ClusterRole = serde_json::from_value(json!({
@@ -68,8 +63,6 @@ async fn aggregated_roles_follow_their_labelled_parts() {
         })
         .await;
     }
-    let _ = stop.send(true);
-    factory.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    controller.stop().await;
     cluster.shutdown().await;
 }

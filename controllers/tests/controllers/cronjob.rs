@@ -3,42 +3,36 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
-use super::workload_helpers::{WAIT, event_reasons};
+use super::support::{TestCluster, eventually, list_all, merge_patch_status};
+use super::workload_helpers::{WAIT, create_workload, wait_for_events};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
-    let cluster = TestCluster::start(Some(&["cronjob"])).await;
-    let client = cluster.client.clone();
-    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
-    let cj: CronJob = serde_json::from_value(json!({
-        "metadata": {"name": "tick"},
-        "spec": {
-            "schedule": "* * * * *",
-            "concurrencyPolicy": "Forbid",
-            "jobTemplate": {
-                "metadata": {"labels": {"team": "ops"}},
-                "spec": {"template": {"spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "busybox"}]
-                }}}
-            }
+    let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
+    let spec = json!({
+        "schedule": "* * * * *",
+        "concurrencyPolicy": "Forbid",
+        "jobTemplate": {
+            "metadata": {"labels": {"team": "ops"}},
+            "spec": {"template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]
+            }}}
         }
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &cj).await.unwrap();
+    });
+    create_workload::<CronJob>(&client, "tick", spec, json!({})).await;
+    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
     // Pretend the last run was three minutes ago: a run is due now.
     let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
-    api.patch_status(
+    merge_patch_status(
+        &api,
         "tick",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}})),
+        json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}}),
     )
-    .await
-    .unwrap();
+    .await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let job = eventually(WAIT, "a job", || async {
         jobs.list(&ListParams::default())
@@ -80,55 +74,40 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     );
     // The job finishes (the job controller is not running: set its status).
     let done = jiff::Timestamp::now().to_string();
-    jobs.patch_status(
+    merge_patch_status(
+        &jobs,
         &job.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {
+        json!({"status": {
             "startTime": done, "completionTime": done, "succeeded": 1,
             "conditions": [
                 {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": done},
                 {"type": "Complete", "status": "True", "lastTransitionTime": done}
             ]
-        }})),
+        }}),
     )
-    .await
-    .unwrap();
+    .await;
     eventually(WAIT, "success recorded", || async {
         let s = api.get("tick").await.ok()?.status?;
         (s.active.is_none() && s.last_successful_time.is_some()).then_some(())
     })
     .await;
-    eventually(WAIT, "events", || async {
-        let r = event_reasons(&client, "default", "tick").await;
-        (r.iter().any(|r| r == "SuccessfulCreate") && r.iter().any(|r| r == "SawCompletedJob"))
-            .then_some(())
-    })
-    .await;
-    assert_eq!(
-        jobs.list(&ListParams::default()).await.unwrap().items.len(),
-        1,
-        "one run only"
-    );
+    let reasons = ["SuccessfulCreate", "SawCompletedJob"];
+    wait_for_events(&client, "tick", &reasons, "events").await;
+    assert_eq!(list_all(&jobs).await.len(), 1, "one run only");
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_that_never_fires_is_reported_invalid() {
-    let cluster = TestCluster::start(Some(&["cronjob"])).await;
-    let client = cluster.client.clone();
-    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
-    let cj: CronJob = serde_json::from_value(json!({
-        "metadata": {"name": "never"},
-        "spec": {
-            "schedule": "59 23 31 2 *",
-            "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox"}]
-            }}}}
-        }
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &cj).await.unwrap();
+    let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
+    let spec = json!({
+        "schedule": "59 23 31 2 *",
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]
+        }}}}
+    });
+    create_workload::<CronJob>(&client, "never", spec, json!({})).await;
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(client.clone(), "default");
     let event = eventually(WAIT, "an InvalidSchedule event", || async {
@@ -152,12 +131,6 @@ async fn a_schedule_that_never_fires_is_reported_invalid() {
         )
     );
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
-    assert!(
-        jobs.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&jobs).await.is_empty());
     cluster.shutdown().await;
 }

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
-use super::workload_helpers::{WAIT, make_ready, pods_owned_by, template};
+use super::support::{TestCluster, eventually, merge_patch};
+use super::workload_helpers::{WAIT, is_ready, make_ready, pods_owned_by, template};
 
 async fn node(client: &Client, name: &str, taints: serde_json::Value) {
     let n: Node = serde_json::from_value(json!({
@@ -58,8 +58,7 @@ async fn live(client: &Client, uid: &str) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_pod_per_eligible_node_and_rolling_updates() {
-    let cluster = TestCluster::start(Some(&["daemonset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["daemonset"]).await;
     node(&client, "n1", json!([])).await;
     node(
         &client,
@@ -121,27 +120,21 @@ async fn one_pod_per_eligible_node_and_rolling_updates() {
     .await;
 
     // Tolerating the taint adds n3; the template change rolls every pod.
-    api.patch(
+    merge_patch(
+        &api,
         "agent",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": {"spec": {"tolerations": [
+        json!({"spec": {"template": {"spec": {"tolerations": [
             {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}
-        ]}}}})),
+        ]}}}}),
     )
-    .await
-    .unwrap();
+    .await;
     let old: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
     eventually(WAIT, "rolled out to 3 nodes", || async {
         let pods = live(&client, &uid).await;
         let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
         for p in &pods {
             *per_node.entry(pinned(p)).or_default() += 1;
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            if !ready {
+            if !is_ready(p) {
                 make_ready(&client, "default", &p.name_any()).await;
             }
         }

@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, list_all, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
-    WAIT, all_pods, create_workload, event_reasons, make_ready, template,
+    WAIT, all_pods, condition, create_workload, get_workload, is_ready, make_all_ready, make_ready,
+    template, wait_for_condition, wait_for_events,
 };
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -31,19 +32,13 @@ async fn create(
     create_workload(client, name, spec, extra).await
 }
 
+/// The Deployment `name` in `default`, as the API has it now.
 async fn get(client: &Client, name: &str) -> Deployment {
-    Api::<Deployment>::namespaced(client.clone(), "default")
-        .get(name)
-        .await
-        .unwrap()
+    get_workload(client, name).await
 }
 
 async fn replica_sets(client: &Client) -> Vec<ReplicaSet> {
-    let mut rss = Api::<ReplicaSet>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let mut rss = list_all(&Api::<ReplicaSet>::namespaced(client.clone(), "default")).await;
     rss.sort_by_key(|rs| rs.metadata.creation_timestamp.clone().map(|t| t.0));
     rss
 }
@@ -70,29 +65,7 @@ fn image_of(rs: &ReplicaSet) -> String {
 
 /// Marks every not-yet-ready pod ready; returns how many it marked.
 async fn ready_all(client: &Client) -> usize {
-    let mut marked = 0;
-    for pod in all_pods(client, "default").await {
-        let ready = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        if !ready && pod.metadata.deletion_timestamp.is_none() {
-            make_ready(client, "default", &pod.name_any()).await;
-            marked += 1;
-        }
-    }
-    marked
-}
-
-fn condition(d: &Deployment, type_: &str) -> Option<(String, String)> {
-    d.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+    make_all_ready(client, &all_pods(client, "default").await).await
 }
 
 /// Waits until the rollout is complete as `kubectl rollout status` sees it,
@@ -128,8 +101,7 @@ const CONTROLLERS: &[&str] = &["deployment", "replicaset"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "web",
@@ -167,21 +139,19 @@ async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
         condition(&d, "Available"),
         Some(("True".into(), "MinimumReplicasAvailable".into()))
     );
-    eventually(WAIT, "ScalingReplicaSet event", || async {
-        event_reasons(&client, "default", "web")
-            .await
-            .iter()
-            .any(|r| r == "ScalingReplicaSet")
-            .then_some(())
-    })
+    wait_for_events(
+        &client,
+        "web",
+        &["ScalingReplicaSet"],
+        "ScalingReplicaSet event",
+    )
     .await;
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_update_stays_within_surge_and_unavailability() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     let strategy =
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}});
     create(&client, "roll", 4, strategy, json!({})).await;
@@ -194,24 +164,11 @@ async fn rolling_update_stays_within_surge_and_unavailability() {
         let total: i32 = rss.iter().map(spec_replicas).sum();
         assert!(total <= 4 + 1, "surge exceeded: {total} replicas");
         let pods = all_pods(&client, "default").await;
-        let ready = pods
-            .iter()
-            .filter(|p| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
+        let ready = pods.iter().filter(|p| is_ready(p)).count();
         assert!(ready >= 4 - 1, "too many unavailable: {ready} ready");
         assert!(pods.len() <= 5, "{} pods", pods.len());
         // Play the node: one pod becomes ready per step.
-        if let Some(p) = pods.iter().find(|p| {
-            !p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        }) {
+        if let Some(p) = pods.iter().find(|p| !is_ready(p)) {
             make_ready(&client, "default", &p.name_any()).await;
             steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -239,8 +196,7 @@ async fn rolling_update_stays_within_surge_and_unavailability() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreate_removes_old_pods_before_creating_new_ones() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(&client, "rec", 2, json!({"type": "Recreate"}), json!({})).await;
     wait_rolled_out(&client, "rec").await;
     set_image(&client, "rec", "nginx:2").await;
@@ -273,8 +229,7 @@ async fn recreate_removes_old_pods_before_creating_new_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_by_template_reuses_the_old_replica_set_with_a_new_revision() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "undo",
@@ -310,8 +265,7 @@ async fn rollback_by_template_reuses_the_old_replica_set_with_a_new_revision() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_deployments_do_not_roll_out_until_resumed() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "hold",
@@ -322,28 +276,18 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
     .await;
     wait_rolled_out(&client, "hold").await;
     let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    api.patch(
-        "hold",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"paused": true}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&api, "hold", json!({"spec": {"paused": true}})).await;
     set_image(&client, "hold", "nginx:2").await;
-    eventually(WAIT, "paused condition", || async {
-        let d = get(&client, "hold").await;
-        (condition(&d, "Progressing") == Some(("Unknown".into(), "DeploymentPaused".into())))
-            .then_some(())
-    })
+    wait_for_condition::<Deployment>(
+        &client,
+        "hold",
+        "Progressing",
+        ("Unknown", "DeploymentPaused"),
+        "paused condition",
+    )
     .await;
     // Scaling still works while paused.
-    api.patch_scale(
-        "hold",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 3}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_scale(&api, "hold", json!({"spec": {"replicas": 3}})).await;
     eventually(WAIT, "scaled while paused", || async {
         let rss = replica_sets(&client).await;
         (rss.len() == 1 && spec_replicas(&rss[0]) == 3).then_some(())
@@ -354,13 +298,7 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
         1,
         "no rollout while paused"
     );
-    api.patch(
-        "hold",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"paused": false}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&api, "hold", json!({"spec": {"paused": false}})).await;
     eventually(WAIT, "rolled out after resume", || async {
         ready_all(&client).await;
         let rss = replica_sets(&client).await;
@@ -374,8 +312,7 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_replica_sets_beyond_the_history_limit_are_deleted() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "hist",
@@ -413,8 +350,7 @@ async fn old_replica_sets_beyond_the_history_limit_are_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_rollout_reports_progress_deadline_exceeded() {
-    let cluster = TestCluster::start(Some(CONTROLLERS)).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
     create(
         &client,
         "stuck",
@@ -424,11 +360,13 @@ async fn a_stuck_rollout_reports_progress_deadline_exceeded() {
     )
     .await;
     // No pod ever becomes ready.
-    let d = eventually(WAIT, "deadline exceeded", || async {
-        let d = get(&client, "stuck").await;
-        (condition(&d, "Progressing") == Some(("False".into(), "ProgressDeadlineExceeded".into())))
-            .then_some(d)
-    })
+    let d: Deployment = wait_for_condition(
+        &client,
+        "stuck",
+        "Progressing",
+        ("False", "ProgressDeadlineExceeded"),
+        "deadline exceeded",
+    )
     .await;
     assert_eq!(
         condition(&d, "Available"),

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually, eventually_gone};
+use super::support::{TestCluster, eventually, eventually_gone, merge_patch_status};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 pub const NS: &str = "default";
@@ -41,9 +41,7 @@ pub async fn set_ready(client: &kube::Client, name: &str, ip: &str, ready: bool)
         "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
         "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]
     }});
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge_patch_status(&pods, name, &status).await;
 }
 
 pub async fn service(client: &kube::Client, spec: serde_json::Value, name: &str) -> Service {
@@ -75,20 +73,27 @@ fn summary(ep: &Endpoints) -> Vec<(Vec<i32>, Vec<String>, Vec<String>)> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn endpoints_follow_pods_readiness_and_named_ports() {
-    let cluster = TestCluster::start(Some(&["endpoint"])).await;
-    let client = cluster.client.clone();
-    service(
-        &client,
+/// What the Endpoints and EndpointSlice tests both start from: the Service
+/// `web` (port `http` to the pods' port named `web`) and three of its pods
+/// on `node-1`: `a` ready on 8080, `b` not ready on 8080, `c` ready on 9090.
+pub async fn web_service_and_pods(client: &kube::Client) -> Service {
+    let svc = service(
+        client,
         json!({"selector": {"app": "web"},
                "ports": [{"name": "http", "port": 80, "targetPort": "web"}]}),
         "web",
     )
     .await;
-    running_pod(&client, "a", "web", ("web", 8080), "10.42.0.10", true).await;
-    running_pod(&client, "b", "web", ("web", 8080), "10.42.0.11", false).await;
-    running_pod(&client, "c", "web", ("web", 9090), "10.42.0.12", true).await;
+    running_pod(client, "a", "web", ("web", 8080), "10.42.0.10", true).await;
+    running_pod(client, "b", "web", ("web", 8080), "10.42.0.11", false).await;
+    running_pod(client, "c", "web", ("web", 9090), "10.42.0.12", true).await;
+    svc
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_follow_pods_readiness_and_named_ports() {
+    let (cluster, client) = TestCluster::start_with_client(&["endpoint"]).await;
+    web_service_and_pods(&client).await;
     running_pod(&client, "other", "db", ("web", 8080), "10.42.0.13", true).await;
 
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), NS);
@@ -146,8 +151,7 @@ async fn endpoints_follow_pods_readiness_and_named_ports() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_without_selectors_keep_their_own_endpoints() {
-    let cluster = TestCluster::start(Some(&["endpoint"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["endpoint"]).await;
     service(&client, json!({"ports": [{"port": 5432}]}), "external").await;
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), NS);
     let manual: Endpoints = serde_json::from_value(json!({

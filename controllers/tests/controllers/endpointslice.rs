@@ -7,7 +7,7 @@ use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::endpoints::{NS, WAIT, running_pod, service};
+use super::endpoints::{NS, WAIT, running_pod, service, web_service_and_pods};
 use super::support::{TestCluster, eventually};
 
 async fn slices_of(client: &kube::Client, svc: &str) -> Vec<EndpointSlice> {
@@ -46,30 +46,24 @@ fn shape(slices: &[EndpointSlice]) -> Shape {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slices_track_pod_conditions_and_named_ports() {
-    let cluster = TestCluster::start(Some(&["endpointslice"])).await;
-    let client = cluster.client.clone();
-    let svc = service(
-        &client,
-        json!({"selector": {"app": "web"},
-               "ports": [{"name": "http", "port": 80, "targetPort": "web"}]}),
-        "web",
-    )
-    .await;
-    running_pod(&client, "a", "web", ("web", 8080), "10.42.0.10", true).await;
-    running_pod(&client, "b", "web", ("web", 8080), "10.42.0.11", false).await;
-    running_pod(&client, "c", "web", ("web", 9090), "10.42.0.12", true).await;
+    let (cluster, client) = TestCluster::start_with_client(&["endpointslice"]).await;
+    let svc = web_service_and_pods(&client).await;
 
     let s = |ip: &str, r, sv, t| (ip.to_string(), r, sv, t);
-    let expected: Shape = vec![
-        (
-            vec![8080],
-            vec![
-                s("10.42.0.10", true, true, false),
-                s("10.42.0.11", false, false, false),
-            ],
-        ),
-        (vec![9090], vec![s("10.42.0.12", true, true, false)]),
-    ];
+    // The fixture's two slices, pod a's (ready, serving, terminating) as given.
+    let with_a = |(r, sv, t)| -> Shape {
+        vec![
+            (
+                vec![8080],
+                vec![
+                    s("10.42.0.10", r, sv, t),
+                    s("10.42.0.11", false, false, false),
+                ],
+            ),
+            (vec![9090], vec![s("10.42.0.12", true, true, false)]),
+        ]
+    };
+    let expected = with_a((true, true, false));
     let slices = eventually(WAIT, "two slices, one per port", || async {
         let slices = slices_of(&client, "web").await;
         (shape(&slices) == expected).then_some(slices)
@@ -100,16 +94,7 @@ async fn slices_track_pod_conditions_and_named_ports() {
     // A terminating pod stays, serving but not ready.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     pods.delete("a", &DeleteParams::default()).await.unwrap();
-    let expected: Shape = vec![
-        (
-            vec![8080],
-            vec![
-                s("10.42.0.10", false, true, true),
-                s("10.42.0.11", false, false, false),
-            ],
-        ),
-        (vec![9090], vec![s("10.42.0.12", true, true, false)]),
-    ];
+    let expected = with_a((false, true, true));
     eventually(WAIT, "the terminating pod's conditions", || async {
         (shape(&slices_of(&client, "web").await) == expected).then_some(())
     })
@@ -119,8 +104,7 @@ async fn slices_track_pod_conditions_and_named_ports() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_and_empty_services_get_slices() {
-    let cluster = TestCluster::start(Some(&["endpointslice"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["endpointslice"]).await;
     service(
         &client,
         json!({"selector": {"app": "db"}, "clusterIP": "None"}),

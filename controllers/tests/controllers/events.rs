@@ -6,18 +6,17 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, list_all};
 use skiff_controllers::events::{EventRecorder, object_reference};
 
 const WAIT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeats_become_a_series_and_distinct_events_stay_apart() {
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "subject"}})).unwrap();
     let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
@@ -37,7 +36,7 @@ async fn repeats_become_a_series_and_distinct_events_stay_apart() {
 
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let list = eventually(WAIT, "three events, one with a series of 3", || async {
-        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let list = list_all(&events).await;
         let series = list
             .iter()
             .find(|e| e.reason.as_deref() == Some("Synced"))?

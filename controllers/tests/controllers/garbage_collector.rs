@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{DeleteParams, PostParams, PropagationPolicy};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch};
 use skiff_controllers::{Context, garbage_collector};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -66,8 +66,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_deletion_collects_dependents_after_the_owner() {
-    let cluster = TestCluster::start(Some(&["garbage-collector"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["garbage-collector"]).await;
     let rs = owner(&client, "rs-like").await;
     dependent_cm(&client, "child-cm", &rs, false, &[]).await;
     dependent_pod(&client, "child-pod", &rs).await;
@@ -91,8 +90,7 @@ async fn background_deletion_collects_dependents_after_the_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreground_deletion_waits_for_blocking_dependents() {
-    let cluster = TestCluster::start(Some(&["garbage-collector"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["garbage-collector"]).await;
     let rs = owner(&client, "fg-owner").await;
     // A blocking dependent held by its own finalizer keeps the owner waiting.
     dependent_cm(&client, "fg-held", &rs, true, &["example.com/hold"]).await;
@@ -115,13 +113,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
     assert!(waiting.metadata.deletion_timestamp.is_some());
     assert_eq!(waiting.finalizers(), ["foregroundDeletion"]);
 
-    cms.patch(
-        "fg-held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&cms, "fg-held", json!({"metadata": {"finalizers": null}})).await;
     gone(&cms, "fg-held", "the held dependent to go").await;
     gone(&cms, "fg-owner", "the owner to go after its dependents").await;
     cluster.shutdown().await;
@@ -129,8 +121,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_deletion_keeps_dependents_without_the_reference() {
-    let cluster = TestCluster::start(Some(&["garbage-collector"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["garbage-collector"]).await;
     let rs = owner(&client, "orphaner").await;
     let other = owner(&client, "second-owner").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
@@ -165,8 +156,7 @@ async fn orphan_deletion_keeps_dependents_without_the_reference() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dangling_references_found_at_start_are_collected() {
     // No collector yet: the owner goes while nobody watches.
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let rs = owner(&client, "vanished").await;
     dependent_cm(&client, "left-behind", &rs, false, &[]).await;

@@ -25,7 +25,7 @@ use skiff_controllers::{Context, ControllerManager};
 use skiff_informer::SharedInformerFactory;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, list_all, merge_patch, merge_patch_status};
 
 const WAIT: Duration = Duration::from_secs(30);
 const NS: &str = "shop";
@@ -171,14 +171,13 @@ async fn settled_pod(client: &kube::Client, app: &str, name: &str) {
     let hour_ago = (k8s_openapi::jiff::Timestamp::now()
         - k8s_openapi::jiff::SignedDuration::from_secs(3600))
     .to_string();
-    pods.patch_status(
+    merge_patch_status(
+        &pods,
         name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Running", "startTime": hour_ago,
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": hour_ago}]}})),
+        json!({"status": {"phase": "Running", "startTime": hour_ago,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": hour_ago}]}}),
     )
-    .await
-    .unwrap();
+    .await;
 }
 
 async fn autoscaler(client: &kube::Client, spec: Value) {
@@ -232,11 +231,8 @@ fn condition(status: &Value, type_: &str) -> (String, String, String) {
 
 /// Notes of the autoscaler's Events with `reason`.
 async fn notes(client: &kube::Client, reason: &str) -> Vec<String> {
-    Api::<Event>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
+    list_all(&Api::<Event>::namespaced(client.clone(), NS))
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter(|e| {
             e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("HorizontalPodAutoscaler")
@@ -446,14 +442,12 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
     .await;
 
     // A target that does not exist.
-    Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS)
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"scaleTargetRef": {"name": "gone"}}})),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS),
+        "web",
+        json!({"spec": {"scaleTargetRef": {"name": "gone"}}}),
+    )
+    .await;
     let status = eventually(WAIT, "AbleToScale False", || async {
         let status = hpa_status(&client).await;
         (condition(&status, "AbleToScale").1 == "FailedGetScale").then_some(status)
@@ -466,14 +460,12 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
             .starts_with("the HPA controller was unable to get the target's current scale: ")
     );
     // A kind nobody serves.
-    Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS)
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"scaleTargetRef": {"kind": "Nonesuch", "name": "web"}}})),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS),
+        "web",
+        json!({"spec": {"scaleTargetRef": {"kind": "Nonesuch", "name": "web"}}}),
+    )
+    .await;
     eventually(WAIT, "no matches for the kind", || async {
         notes(&client, "FailedGetScale")
             .await
@@ -565,14 +557,12 @@ async fn scales_a_custom_resource_through_its_scale_subresource() {
         workers.create(&PostParams::default(), &worker).await.ok()
     })
     .await;
-    workers
-        .patch_status(
-            "crunch",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"replicas": 1, "selector": "app=crunch"}})),
-        )
-        .await
-        .unwrap();
+    merge_patch_status(
+        &workers,
+        "crunch",
+        json!({"status": {"replicas": 1, "selector": "app=crunch"}}),
+    )
+    .await;
     settled_pod(&client, "crunch", "crunch-a").await;
     h.figures.set(&[("crunch-a", 150)]);
     autoscaler(

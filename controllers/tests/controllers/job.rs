@@ -3,13 +3,14 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch};
 use super::workload_helpers::{
-    WAIT, create_workload, event_reasons, pods_owned_by, set_pod_status, template,
+    WAIT, condition, create_workload, get_workload, pods_owned_by, set_pod_status, template,
+    wait_for_condition, wait_for_events,
 };
 
 async fn create(client: &Client, name: &str, spec: Value) -> Job {
@@ -20,21 +21,9 @@ async fn create(client: &Client, name: &str, spec: Value) -> Job {
     create_workload(client, name, full, spec).await
 }
 
+/// The Job `name` in `default`, as the API has it now.
 async fn get(client: &Client, name: &str) -> Job {
-    Api::<Job>::namespaced(client.clone(), "default")
-        .get(name)
-        .await
-        .unwrap()
-}
-
-fn condition(job: &Job, type_: &str) -> Option<(String, String)> {
-    job.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+    get_workload(client, name).await
 }
 
 fn running(pods: &[Pod]) -> Vec<&Pod> {
@@ -60,8 +49,7 @@ async fn wait_running(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_pods_to_completions_with_parallelism() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(&client, "work", json!({"completions": 3, "parallelism": 2})).await;
     let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 2).await;
@@ -92,11 +80,13 @@ async fn runs_pods_to_completions_with_parallelism() {
     for name in next {
         set_pod_status(&client, "default", &name, "Succeeded", false).await;
     }
-    let job = eventually(WAIT, "complete", || async {
-        let j = get(&client, "work").await;
-        (condition(&j, "Complete") == Some(("True".into(), "CompletionsReached".into())))
-            .then_some(j)
-    })
+    let job: Job = wait_for_condition(
+        &client,
+        "work",
+        "Complete",
+        ("True", "CompletionsReached"),
+        "complete",
+    )
     .await;
     let s = job.status.clone().unwrap();
     assert_eq!(
@@ -115,19 +105,14 @@ async fn runs_pods_to_completions_with_parallelism() {
         all.iter().all(|p| p.finalizers().is_empty()).then_some(())
     })
     .await;
-    eventually(WAIT, "Completed event", || async {
-        let r = event_reasons(&client, "default", "work").await;
-        (r.iter().any(|r| r == "Completed") && r.iter().any(|r| r == "SuccessfulCreate"))
-            .then_some(())
-    })
-    .await;
+    let reasons = ["Completed", "SuccessfulCreate"];
+    wait_for_events(&client, "work", &reasons, "Completed event").await;
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_pods_are_retried_until_the_backoff_limit() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(&client, "flaky", json!({"backoffLimit": 1})).await;
     let uid = job.uid().unwrap();
     let first = wait_running(&client, &uid, 1).await;
@@ -140,11 +125,13 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
     .await;
     assert_eq!(get(&client, "flaky").await.status.unwrap().failed, Some(1));
     set_pod_status(&client, "default", &second[0].name_any(), "Failed", false).await;
-    let job = eventually(WAIT, "failed", || async {
-        let j = get(&client, "flaky").await;
-        (condition(&j, "Failed") == Some(("True".into(), "BackoffLimitExceeded".into())))
-            .then_some(j)
-    })
+    let job: Job = wait_for_condition(
+        &client,
+        "flaky",
+        "Failed",
+        ("True", "BackoffLimitExceeded"),
+        "failed",
+    )
     .await;
     assert_eq!(
         condition(&job, "FailureTarget").unwrap().1,
@@ -157,8 +144,7 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(
         &client,
         "idx",
@@ -207,8 +193,7 @@ async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn active_deadline_fails_the_job_and_removes_its_pods() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(
         &client,
         "late",
@@ -217,10 +202,13 @@ async fn active_deadline_fails_the_job_and_removes_its_pods() {
     .await;
     let uid = job.uid().unwrap();
     wait_running(&client, &uid, 2).await;
-    let job = eventually(WAIT, "deadline exceeded", || async {
-        let j = get(&client, "late").await;
-        (condition(&j, "Failed") == Some(("True".into(), "DeadlineExceeded".into()))).then_some(j)
-    })
+    let job: Job = wait_for_condition(
+        &client,
+        "late",
+        "Failed",
+        ("True", "DeadlineExceeded"),
+        "deadline exceeded",
+    )
     .await;
     let s = job.status.unwrap();
     assert_eq!(s.active.unwrap_or(0), 0);
@@ -236,8 +224,7 @@ async fn active_deadline_fails_the_job_and_removes_its_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspended_jobs_run_nothing_until_resumed() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(
         &client,
         "later",
@@ -245,26 +232,30 @@ async fn suspended_jobs_run_nothing_until_resumed() {
     )
     .await;
     let uid = job.uid().unwrap();
-    eventually(WAIT, "suspended", || async {
-        let j = get(&client, "later").await;
-        (condition(&j, "Suspended") == Some(("True".into(), "JobSuspended".into()))).then_some(())
-    })
+    wait_for_condition::<Job>(
+        &client,
+        "later",
+        "Suspended",
+        ("True", "JobSuspended"),
+        "suspended",
+    )
     .await;
     assert!(pods_owned_by(&client, "default", &uid).await.is_empty());
-    Api::<Job>::namespaced(client.clone(), "default")
-        .patch(
-            "later",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"suspend": false}})),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &Api::<Job>::namespaced(client.clone(), "default"),
+        "later",
+        json!({"spec": {"suspend": false}}),
+    )
+    .await;
     wait_running(&client, &uid, 2).await;
     // The sync that creates the pods writes the condition after them.
-    let j = eventually(WAIT, "the JobResumed condition", || async {
-        let j = get(&client, "later").await;
-        (condition(&j, "Suspended") == Some(("False".into(), "JobResumed".into()))).then_some(j)
-    })
+    let j: Job = wait_for_condition(
+        &client,
+        "later",
+        "Suspended",
+        ("False", "JobResumed"),
+        "the JobResumed condition",
+    )
     .await;
     assert!(j.status.unwrap().start_time.is_some());
     cluster.shutdown().await;
@@ -272,8 +263,7 @@ async fn suspended_jobs_run_nothing_until_resumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_jobs_are_deleted_after_their_ttl() {
-    let cluster = TestCluster::start(Some(&["job", "garbage-collector"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job", "garbage-collector"]).await;
     let job = create(&client, "brief", json!({"ttlSecondsAfterFinished": 1})).await;
     let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 1).await;
@@ -294,8 +284,7 @@ async fn finished_jobs_are_deleted_after_their_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
-    let cluster = TestCluster::start(Some(&["job"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
     let job = create(&client, "gone", json!({"parallelism": 2, "completions": 2})).await;
     let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 2).await;

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually, eventually_gone};
+use super::support::{TestCluster, eventually, eventually_gone, list_all, merge_patch};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -17,6 +17,17 @@ async fn create_namespace(client: &kube::Client, name: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
     api.create(&PostParams::default(), &ns).await.unwrap();
+}
+
+/// Deletes the namespace `name` and waits until the controller has emptied
+/// it and it is gone.
+async fn delete_namespace(client: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually_gone(WAIT, &namespaces, name).await;
 }
 
 async fn fill(client: &kube::Client, ns: &str) {
@@ -48,51 +59,24 @@ async fn fill(client: &kube::Client, ns: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_empties_it_and_it_goes_away() {
-    let cluster = TestCluster::start(Some(&["namespace"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["namespace"]).await;
     create_namespace(&client, "doomed").await;
     create_namespace(&client, "kept").await;
     fill(&client, "doomed").await;
     fill(&client, "kept").await;
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .delete("doomed", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually_gone(WAIT, &namespaces, "doomed").await;
+    delete_namespace(&client, "doomed").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
-    assert!(
-        cms.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&cms).await.is_empty());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "doomed");
-    assert!(
-        pods.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&pods).await.is_empty());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "doomed");
-    assert!(
-        secrets
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(list_all(&secrets).await.is_empty());
 
     // The other namespace is untouched.
     let kept: Api<ConfigMap> = Api::namespaced(client.clone(), "kept");
-    assert_eq!(
-        kept.list(&ListParams::default()).await.unwrap().items.len(),
-        3
-    );
+    assert_eq!(list_all(&kept).await.len(), 3);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     assert!(namespaces.get_opt("kept").await.unwrap().is_some());
     cluster.shutdown().await;
 }
@@ -117,19 +101,12 @@ async fn release<K>(api: &Api<K>, name: &str)
 where
     K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(api, name, json!({"metadata": {"finalizers": null}})).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_with_finalizers_holds_the_namespace_and_conditions_say_why() {
-    let cluster = TestCluster::start(Some(&["namespace"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["namespace"]).await;
     create_namespace(&client, "held").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "held");
     for name in ["sticky-1", "sticky-2"] {
@@ -251,11 +228,6 @@ async fn deletion_finishes_while_other_controllers_publish_into_the_namespace() 
     })
     .await;
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .delete("busy", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually_gone(WAIT, &namespaces, "busy").await;
+    delete_namespace(&client, "busy").await;
     cluster.shutdown().await;
 }

@@ -35,8 +35,7 @@ async fn cidr_of(api: &Api<Node>, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_get_distinct_cidrs_and_released_ones_are_reused() {
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     // Present before the controller starts: its CIDR must be respected.
     create_node(&nodes, "pre", Some("10.99.0.0/24")).await;

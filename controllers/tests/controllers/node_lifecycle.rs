@@ -13,7 +13,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch_status};
 use skiff_controllers::Context;
 use skiff_controllers::node_lifecycle::{NodeLifecycleConfig, run_with};
 
@@ -26,10 +26,7 @@ async fn ready_node(client: &kube::Client, name: &str) {
     let status = json!({"status": {"conditions": [
         {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}
     ]}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge_patch_status(&nodes, name, &status).await;
     renew(client, name).await;
 }
 
@@ -73,14 +70,13 @@ async fn pod_on(client: &kube::Client, name: &str, node: &str, tolerations: serd
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    pods.patch_status(
+    merge_patch_status(
+        &pods,
         name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}]}})),
+        json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}}),
     )
-    .await
-    .unwrap();
+    .await;
 }
 
 fn unreachable_taints(node: &Node) -> Vec<String> {
@@ -97,8 +93,7 @@ fn unreachable_taints(node: &Node) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     ready_node(&client, "silent").await;
     ready_node(&client, "healthy").await;
     let (beat_stop, beat_rx) = watch::channel(false);

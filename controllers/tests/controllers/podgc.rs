@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch_status};
 use skiff_controllers::Context;
 use skiff_controllers::podgc::{PodGcConfig, run_with};
 
@@ -22,19 +22,12 @@ async fn bound_pod(api: &Api<Pod>, name: &str, node: &str, phase: &str) {
     }))
     .unwrap();
     api.create(&PostParams::default(), &pod).await.unwrap();
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": phase}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_status(api, name, json!({"status": {"phase": phase}})).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_deleted_nodes_and_old_finished_pods_are_removed() {
-    let cluster = TestCluster::start(Some(&[])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "alive"}})).unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();

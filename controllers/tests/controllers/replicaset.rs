@@ -2,13 +2,14 @@
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
-    WAIT, all_pods, event_reasons, make_ready, pods_owned_by, set_pod_status, template,
+    WAIT, all_pods, create_workload, make_ready, pods_owned_by, set_pod_status, template,
+    wait_for_events,
 };
 
 async fn create_rs(client: &Client, name: &str, replicas: i32, min_ready: i32) -> ReplicaSet {
@@ -43,8 +44,7 @@ async fn wait_for_pods(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_pods_from_the_template_and_reports_status() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "web", 3, 0).await;
     let uid = rs.uid().unwrap();
     let pods = wait_for_pods(&client, &uid, 3).await;
@@ -74,21 +74,19 @@ async fn creates_pods_from_the_template_and_reports_status() {
         (s.ready_replicas == Some(2) && s.available_replicas == Some(2)).then_some(())
     })
     .await;
-    eventually(WAIT, "SuccessfulCreate events", || async {
-        let reasons = event_reasons(&client, "default", "web").await;
-        reasons
-            .iter()
-            .any(|r| r == "SuccessfulCreate")
-            .then_some(())
-    })
+    wait_for_events(
+        &client,
+        "web",
+        &["SuccessfulCreate"],
+        "SuccessfulCreate events",
+    )
     .await;
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_down_deletes_the_least_useful_pods_first() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "rank", 3, 0).await;
     let uid = rs.uid().unwrap();
     let pods = wait_for_pods(&client, &uid, 3).await;
@@ -102,13 +100,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     .await;
     // Scale through the scale subresource, as `kubectl scale` does.
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
-    api.patch_scale(
-        "rank",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 1}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 1}})).await;
     let left = wait_for_pods(&client, &uid, 1).await;
     assert_eq!(
         left[0].name_any(),
@@ -120,39 +112,33 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
         (s.replicas == 1 && s.observed_generation == Some(2)).then_some(())
     })
     .await;
-    eventually(WAIT, "SuccessfulDelete events", || async {
-        let reasons = event_reasons(&client, "default", "rank").await;
-        (reasons.iter().filter(|r| *r == "SuccessfulDelete").count() >= 1).then_some(())
-    })
+    wait_for_events(
+        &client,
+        "rank",
+        &["SuccessfulDelete"],
+        "SuccessfulDelete events",
+    )
     .await;
     // Scaling up again replaces them.
-    api.patch_scale(
-        "rank",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 4}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 4}})).await;
     wait_for_pods(&client, &uid, 4).await;
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_events_never_creates_extra_pods() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "burst", 20, 0).await;
     let uid = rs.uid().unwrap();
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
     // Every annotation change wakes the controller while creations are in flight.
     for i in 0..30 {
-        api.patch(
+        merge_patch(
+            &api,
             "burst",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"poke": i.to_string()}}})),
+            json!({"metadata": {"annotations": {"poke": i.to_string()}}}),
         )
-        .await
-        .unwrap();
+        .await;
         let pods = pods_owned_by(&client, "default", &uid).await;
         assert!(pods.len() <= 20, "over-created: {} pods", pods.len());
     }
@@ -172,8 +158,7 @@ async fn a_burst_of_events_never_creates_extra_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopts_matching_orphans_and_releases_pods_that_stop_matching() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let orphan: Pod = serde_json::from_value(json!({
         "metadata": {"name": "orphan", "labels": {"app": "adopt"}},
@@ -197,13 +182,12 @@ async fn adopts_matching_orphans_and_releases_pods_that_stop_matching() {
     assert_eq!(adopted.owner_references()[0].controller, Some(true));
 
     // Relabel it: it is released and replaced.
-    pods.patch(
+    merge_patch(
+        &pods,
         "orphan",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+        json!({"metadata": {"labels": {"app": "other"}}}),
     )
-    .await
-    .unwrap();
+    .await;
     let owned = eventually(WAIT, "release and replacement", || async {
         let owned = pods_owned_by(&client, "default", &uid).await;
         (owned.len() == 2 && owned.iter().all(|p| p.name_any() != "orphan")).then_some(owned)
@@ -220,8 +204,7 @@ async fn adopts_matching_orphans_and_releases_pods_that_stop_matching() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_ready_seconds_delays_availability() {
-    let cluster = TestCluster::start(Some(&["replicaset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
     let rs = create_rs(&client, "slow", 1, 2).await;
     let pods = wait_for_pods(&client, &rs.uid().unwrap(), 1).await;
     make_ready(&client, "default", &pods[0].name_any()).await;
@@ -242,19 +225,14 @@ async fn min_ready_seconds_delays_availability() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replication_controllers_keep_their_replicas() {
-    let cluster = TestCluster::start(Some(&["replicationcontroller"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["replicationcontroller"]).await;
+    let spec = json!({
+        "replicas": 2,
+        "selector": {"app": "legacy"},
+        "template": template(json!({"app": "legacy"}), "nginx"),
+    });
+    let rc: ReplicationController = create_workload(&client, "legacy", spec, json!({})).await;
     let api: Api<ReplicationController> = Api::namespaced(client.clone(), "default");
-    let rc: ReplicationController = serde_json::from_value(json!({
-        "metadata": {"name": "legacy"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"app": "legacy"},
-            "template": template(json!({"app": "legacy"}), "nginx"),
-        }
-    }))
-    .unwrap();
-    let rc = api.create(&PostParams::default(), &rc).await.unwrap();
     let uid = rc.uid().unwrap();
     let pods = wait_for_pods(&client, &uid, 2).await;
     assert_eq!(pods[0].owner_references()[0].kind, "ReplicationController");

@@ -11,11 +11,9 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
-use skiff_controllers::{Context, ControllerManager, resource_quota};
-use skiff_informer::SharedInformerFactory;
-use tokio::sync::watch;
+use skiff_controllers::resource_quota;
 
-use super::support::{TestCluster, eventually};
+use super::support::{OwnController, TestCluster, eventually, merge_patch, merge_patch_status};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -38,15 +36,12 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
     let cluster = TestCluster::start(Some(&[])).await;
     let account = UserInfo::service_account("kube-system", "resourcequota-controller");
     let account_client = cluster.client_as(account);
-    let factory = SharedInformerFactory::new(account_client.clone());
-    let mut manager = ControllerManager::new(Context::new(account_client.clone(), factory.clone()));
-    manager.register(
+    let controller = OwnController::start(
+        account_client.clone(),
         "resourcequota",
         "resourcequota-controller",
         resource_quota::run,
     );
-    let (stop, stop_rx) = watch::channel(false);
-    let running = tokio::spawn(manager.run(stop_rx));
     let client = cluster.client.clone();
     Api::<Namespace>::all(client.clone())
         .create(
@@ -102,13 +97,7 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
     .await;
 
     cms.delete("a", &DeleteParams::default()).await.unwrap();
-    pods.patch_status(
-        "p1",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
-    )
-    .await
-    .unwrap();
+    merge_patch_status(&pods, "p1", json!({"status": {"phase": "Failed"}})).await;
     until_status(
         &quotas,
         "the delete and the finished pod to be released",
@@ -126,16 +115,12 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
         )
         .await
         .unwrap();
-    quotas
-        .patch(
-            "q",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"hard": {"count/secrets": "5", "requests.memory": null}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &quotas,
+        "q",
+        json!({"spec": {"hard": {"count/secrets": "5", "requests.memory": null}}}),
+    )
+    .await;
     until_status(
         &quotas,
         "the new hard limits",
@@ -162,8 +147,6 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
         .await;
     assert!(matches!(refused, Err(kube::Error::Api(s)) if s.code == 403));
 
-    let _ = stop.send(true);
-    factory.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+    controller.stop().await;
     cluster.shutdown().await;
 }

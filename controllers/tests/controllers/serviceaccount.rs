@@ -5,17 +5,17 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use super::support::{TEST_CA_PEM, TestCluster, eventually};
+use super::support::{TEST_CA_PEM, TestCluster, eventually, merge_patch};
 
 const WAIT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_account_and_root_ca_exist_everywhere_and_come_back() {
-    let cluster = TestCluster::start(Some(&["serviceaccount", "root-ca-cert-publisher"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) =
+        TestCluster::start_with_client(&["serviceaccount", "root-ca-cert-publisher"]).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
     namespaces
@@ -64,13 +64,12 @@ async fn default_account_and_root_ca_exist_everywhere_and_come_back() {
         cms.get_opt("kube-root-ca.crt").await.unwrap().map(|_| ())
     })
     .await;
-    cms.patch(
+    merge_patch(
+        &cms,
         "kube-root-ca.crt",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"ca.crt": "tampered"}})),
+        json!({"data": {"ca.crt": "tampered"}}),
     )
-    .await
-    .unwrap();
+    .await;
     eventually(WAIT, "the root CA data to be restored", || async {
         let cm = cms.get("kube-root-ca.crt").await.unwrap();
         (cm.data?.get("ca.crt")? == TEST_CA_PEM).then_some(())

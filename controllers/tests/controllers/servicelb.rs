@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
-use super::support::{TestCluster, eventually};
+use super::support::{TestCluster, eventually, merge_patch, merge_patch_status};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -26,9 +26,7 @@ async fn set_status(api: &Api<Node>, name: &str, ip: &str, ready: bool) {
             "reason": "Test", "lastHeartbeatTime": "2026-01-01T00:00:00Z",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]
     }});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge_patch_status(api, name, &status).await;
 }
 
 async fn ingress(api: &Api<Service>, name: &str) -> Vec<String> {
@@ -98,14 +96,7 @@ async fn load_balancers_get_the_ready_node_addresses_until_they_change_type() {
     // Turning it into a ClusterIP Service clears the ingress.
     let to_cluster_ip =
         json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": null}]}});
-    services
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(&to_cluster_ip),
-        )
-        .await
-        .unwrap();
+    merge_patch(&services, "web", &to_cluster_ip).await;
     wait_for_ingress(&services, "web", &[]).await;
     assert!(ingress(&services, "plain").await.is_empty());
     assert!(ingress(&services, "classed").await.is_empty());

@@ -8,8 +8,10 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually};
-use super::workload_helpers::{WAIT, create_workload, make_ready, pods_owned_by, template};
+use super::support::{TestCluster, eventually, list_all, merge_patch_scale};
+use super::workload_helpers::{
+    WAIT, create_workload, get_workload, make_all_ready, make_ready, pods_owned_by, template,
+};
 
 async fn create(client: &Client, name: &str, replicas: i32, extra: Value) -> StatefulSet {
     let spec = json!({
@@ -21,6 +23,11 @@ async fn create(client: &Client, name: &str, replicas: i32, extra: Value) -> Sta
     create_workload(client, name, spec, extra).await
 }
 
+/// The StatefulSet `name` in `default`, as the API has it now.
+async fn get(client: &Client, name: &str) -> StatefulSet {
+    get_workload(client, name).await
+}
+
 async fn names(client: &Client, uid: &str) -> Vec<String> {
     pods_owned_by(client, "default", uid)
         .await
@@ -28,13 +35,6 @@ async fn names(client: &Client, uid: &str) -> Vec<String> {
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|p| p.name_any())
         .collect()
-}
-
-async fn get(client: &Client, name: &str) -> StatefulSet {
-    Api::<StatefulSet>::namespaced(client.clone(), "default")
-        .get(name)
-        .await
-        .unwrap()
 }
 
 async fn pod(client: &Client, name: &str) -> Pod {
@@ -46,8 +46,7 @@ async fn pod(client: &Client, name: &str) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
-    let cluster = TestCluster::start(Some(&["statefulset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["statefulset"]).await;
     let claims = json!({"volumeClaimTemplates": [{
         "metadata": {"name": "data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
@@ -90,14 +89,14 @@ async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
         );
         make_ready(&client, "default", &format!("db-{ordinal}")).await;
     }
-    let pvcs: Vec<String> = Api::<PersistentVolumeClaim>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|c| c.name_any())
-        .collect();
+    let pvcs: Vec<String> = list_all(&Api::<PersistentVolumeClaim>::namespaced(
+        client.clone(),
+        "default",
+    ))
+    .await
+    .iter()
+    .map(|c| c.name_any())
+    .collect();
     assert_eq!(pvcs.len(), 3);
     for i in 0..3 {
         assert!(pvcs.contains(&format!("data-db-{i}")), "{pvcs:?}");
@@ -119,14 +118,12 @@ async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
     );
 
     // Scale down: highest ordinal first.
-    Api::<StatefulSet>::namespaced(client.clone(), "default")
-        .patch_scale(
-            "db",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 1}})),
-        )
-        .await
-        .unwrap();
+    merge_patch_scale(
+        &Api::<StatefulSet>::namespaced(client.clone(), "default"),
+        "db",
+        json!({"spec": {"replicas": 1}}),
+    )
+    .await;
     eventually(WAIT, "scaled down to db-0", || async {
         (names(&client, &uid).await == ["db-0"]).then_some(())
     })
@@ -158,8 +155,7 @@ async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_update_goes_from_the_highest_ordinal_down_to_the_partition() {
-    let cluster = TestCluster::start(Some(&["statefulset"])).await;
-    let client = cluster.client.clone();
+    let (cluster, client) = TestCluster::start_with_client(&["statefulset"]).await;
     let set = create(
         &client,
         "web",
@@ -191,16 +187,7 @@ async fn rolling_update_goes_from_the_highest_ordinal_down_to_the_partition() {
         .unwrap();
     // Play the node until web-2 and web-1 run the new revision.
     let new = eventually(WAIT, "ordinals >= partition updated", || async {
-        for p in pods_owned_by(&client, "default", &uid).await {
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            if !ready && p.metadata.deletion_timestamp.is_none() {
-                make_ready(&client, "default", &p.name_any()).await;
-            }
-        }
+        make_all_ready(&client, &pods_owned_by(&client, "default", &uid).await).await;
         let st = get(&client, "web").await.status?;
         let new = st.update_revision.clone()?;
         (new != old && st.updated_replicas == Some(2) && st.ready_replicas == Some(3))

@@ -1,8 +1,17 @@
 //! A cluster in the test process (skiff-testkit: the real API server on a
 //! temporary store, an in-process client, shared informers) with a
-//! controller manager running the controllers under test.
+//! controller manager running the controllers under test; one controller on
+//! a manager of its own (`OwnController`); and the requests every test
+//! makes, the test stopping if the API refuses (merge patches, listing).
 
+use std::fmt::Debug;
 use std::time::Duration;
+
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::serde::Serialize;
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
 
 use skiff_controllers::{Context, ControllerManager};
 use skiff_informer::SharedInformerFactory;
@@ -60,6 +69,14 @@ impl TestCluster {
         }
     }
 
+    /// Starts the API server and only the named controllers, and hands back
+    /// a client of it too: what most tests begin with.
+    pub async fn start_with_client(controllers: &[&str]) -> (Self, kube::Client) {
+        let cluster = Self::start(Some(controllers)).await;
+        let client = cluster.client.clone();
+        (cluster, client)
+    }
+
     /// A client acting as `user` (nodes, service accounts, ...).
     pub fn client_as(&self, user: UserInfo) -> kube::Client {
         self.cluster.client_as(user)
@@ -73,5 +90,91 @@ impl TestCluster {
             let _ = tokio::time::timeout(Duration::from_secs(10), manager).await;
         }
         self.cluster.shutdown();
+    }
+}
+
+/// Merges `patch` into the object `name` through `api` (as `kubectl patch
+/// --type merge`); the test stops if the API refuses.
+pub async fn merge_patch<K, P>(api: &Api<K>, name: &str, patch: P) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
+/// Merges `patch` into the status of the object `name` through `api`, as the
+/// node or another controller would write it.
+pub async fn merge_patch_status<K, P>(api: &Api<K>, name: &str, patch: P) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
+/// Merges `patch` into the scale subresource of the object `name` through
+/// `api`, as `kubectl scale` does.
+pub async fn merge_patch_scale<K, P>(api: &Api<K>, name: &str, patch: P) -> Scale
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    api.patch_scale(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
+/// Every object `api` lists (the test stops if the API refuses).
+pub async fn list_all<K>(api: &Api<K>) -> Vec<K>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.list(&ListParams::default()).await.unwrap().items
+}
+
+/// One controller run by a manager of its own with `client` (a service
+/// account's, so the test proves that account's rights are enough), on
+/// informers of its own, until [`stop`](Self::stop).
+pub struct OwnController {
+    factory: SharedInformerFactory,
+    stop: watch::Sender<bool>,
+    running: tokio::task::JoinHandle<()>,
+}
+
+impl OwnController {
+    /// Starts the controller `name` acting as `account` (as the manager
+    /// registers it); `run` is its entry point.
+    pub fn start<F, Fut>(
+        client: kube::Client,
+        name: &'static str,
+        account: &'static str,
+        run: F,
+    ) -> Self
+    where
+        F: FnOnce(Context, skiff_controllers::Stop) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let factory = SharedInformerFactory::new(client.clone());
+        let mut manager = ControllerManager::new(Context::new(client, factory.clone()));
+        manager.register(name, account, run);
+        let (stop, stop_rx) = watch::channel(false);
+        let running = tokio::spawn(manager.run(stop_rx));
+        Self {
+            factory,
+            stop,
+            running,
+        }
+    }
+
+    /// Stops the controller and waits (up to ten seconds) for it to return.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.factory.shutdown();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.running).await;
     }
 }

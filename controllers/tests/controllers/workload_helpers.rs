@@ -1,5 +1,6 @@
-//! Helpers the workload controller tests share: pod templates, listing a
-//! controller's pods, and playing the node (pod status patches).
+//! Helpers the workload controller tests share: pod templates, creating and
+//! reading workloads and their conditions, listing a controller's pods,
+//! playing the node (pod status patches) and waiting for events.
 
 use std::time::Duration;
 
@@ -11,8 +12,29 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::support::eventually;
+
 /// How long a controller gets to react in these tests.
 pub const WAIT: Duration = Duration::from_secs(20);
+
+/// What the workload helpers take: a namespaced object kube can write and
+/// decode (a Deployment, Job, StatefulSet ...).
+pub trait Workload:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+{
+}
+impl<K> Workload for K where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug
+{
+}
 
 /// A pod template with `labels` and one container running `image`.
 pub fn template(labels: Value, image: &str) -> Value {
@@ -24,15 +46,12 @@ pub fn template(labels: Value, image: &str) -> Value {
 
 /// Creates workload `name` in `default` from `spec`, with the test's
 /// `extra` fields laid over it (replacing those of the same name).
-pub async fn create_workload<K>(client: &Client, name: &str, mut spec: Value, extra: Value) -> K
-where
-    K: Resource<Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+pub async fn create_workload<K: Workload>(
+    client: &Client,
+    name: &str,
+    mut spec: Value,
+    extra: Value,
+) -> K {
     if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
         spec.extend(extra.clone());
     }
@@ -90,6 +109,77 @@ pub async fn set_pod_status(client: &Client, ns: &str, name: &str, phase: &str, 
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .expect("patch pod status");
+}
+
+/// True when the pod's Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Plays the node for `pods`: marks each one that is not ready yet and not
+/// being deleted Running and Ready. Returns how many it marked.
+pub async fn make_all_ready(client: &Client, pods: &[Pod]) -> usize {
+    let mut marked = 0;
+    for pod in pods {
+        if !is_ready(pod) && pod.metadata.deletion_timestamp.is_none() {
+            make_ready(client, "default", &pod.name_any()).await;
+            marked += 1;
+        }
+    }
+    marked
+}
+
+/// The workload `name` in `default`, as the API has it now.
+pub async fn get_workload<K: Workload>(client: &Client, name: &str) -> K {
+    Api::<K>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap()
+}
+
+/// The status and reason of the workload's condition `type_`, read from
+/// its JSON form so one reader serves Deployments, Jobs and the rest.
+pub fn condition<K: Serialize>(workload: &K, type_: &str) -> Option<(String, String)> {
+    let value = serde_json::to_value(workload).ok()?;
+    let found = value["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?;
+    let reason = found["reason"].as_str().unwrap_or_default();
+    Some((found["status"].as_str()?.to_owned(), reason.to_owned()))
+}
+
+/// Waits (as `what`) until the condition `type_` of the workload `name` in
+/// `default` has `status` and `reason`; returns the workload as it was then.
+pub async fn wait_for_condition<K: Workload>(
+    client: &Client,
+    name: &str,
+    type_: &str,
+    (status, reason): (&str, &str),
+    what: &str,
+) -> K {
+    let expected = Some((status.to_owned(), reason.to_owned()));
+    eventually(WAIT, what, || async {
+        let workload: K = get_workload(client, name).await;
+        (condition(&workload, type_) == expected).then_some(workload)
+    })
+    .await
+}
+
+/// Waits (as `what`) until the events about the object `name` in `default`
+/// give every one of `reasons`.
+pub async fn wait_for_events(client: &Client, name: &str, reasons: &[&str], what: &str) {
+    eventually(WAIT, what, || async {
+        let seen = event_reasons(client, "default", name).await;
+        reasons
+            .iter()
+            .all(|r| seen.iter().any(|s| s == r))
+            .then_some(())
+    })
+    .await;
 }
 
 /// Marks the pod Running and Ready.
