@@ -86,10 +86,10 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
 
     let factory = cluster.factory.clone();
     let mut config = ProxyConfig::new("n1");
-    config.table = "skp-sync".into();
-    config.nft = ns.nft();
-    config.host_sysctls = false;
-    config.resync = Duration::from_secs(1);
+    config.sync.table = "skp-sync".into();
+    config.sync.nft = ns.nft();
+    config.sync.host_sysctls = false;
+    config.sync.resync = Duration::from_secs(1);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let proxy = {
         let factory = factory.clone();
