@@ -146,7 +146,7 @@ impl NodeFlags {
     pub(crate) fn proxy_config(&self, node_name: &str) -> Option<skiff_proxy::ProxyConfig> {
         (!self.disable_kube_proxy).then(|| {
             let mut config = skiff_proxy::ProxyConfig::new(node_name);
-            config.table = self.proxy_table.clone();
+            config.sync.table = self.proxy_table.clone();
             config
         })
     }
@@ -168,7 +168,7 @@ pub(crate) fn spawn_netpol(
         return;
     }
     let mut config = skiff_netpol::NetpolConfig::new(node_name);
-    config.table = flags.netpol_table.clone();
+    config.sync.table = flags.netpol_table.clone();
     let factory = factory.clone();
     components.spawn(async move {
         if let Err(error) = skiff_netpol::run(&factory, config, stop).await {

@@ -4,11 +4,12 @@
 //! rebuilds a table found missing or tampered with).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use skiff_common::nft::{Applier, Nft, NftError, Ruleset, TableSync, keep_applied, sysctl};
+use skiff_common::nft::{
+    Applier, Nft, NftError, Ruleset, TableKind, TableSources, TableSync, sysctl,
+};
 use skiff_informer::{Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
@@ -24,22 +25,11 @@ pub const DEFAULT_TABLE: &str = "skiff-netpol";
 pub struct NetpolConfig {
     /// This node's name: its pods (`spec.nodeName`) get chains.
     pub node_name: String,
-    /// nftables table (family `inet`).
-    pub table: String,
-    /// Changes arriving within this delay are applied together.
-    pub coalesce: Duration,
-    /// How often the table is checked and re-synced even without changes.
-    pub resync: Duration,
-    /// Where to run `nft`.
-    pub nft: Nft,
-    /// Set the host sysctls the rules need (bridged traffic through the
-    /// `inet` hooks). Off for controllers in test namespaces.
-    pub host_sysctls: bool,
-    /// Delete the table when the controller stops cleanly. Off by default:
-    /// the policies stay enforced while skiff restarts (the pods keep
-    /// running), as kube-router's rules outlive it; the next start replaces
-    /// the table.
-    pub remove_on_stop: bool,
+    /// The table (family `inet`) and how it is kept. `remove_on_stop` is
+    /// off by default: the policies stay enforced while skiff restarts (the
+    /// pods keep running), as kube-router's rules outlive it; the next
+    /// start replaces the table.
+    pub sync: TableSync,
 }
 
 impl NetpolConfig {
@@ -48,12 +38,7 @@ impl NetpolConfig {
     pub fn new(node_name: impl Into<String>) -> Self {
         Self {
             node_name: node_name.into(),
-            table: DEFAULT_TABLE.into(),
-            coalesce: Duration::from_millis(100),
-            resync: Duration::from_secs(30),
-            nft: Nft::new(),
-            host_sysctls: true,
-            remove_on_stop: false,
+            sync: TableSync::new(DEFAULT_TABLE, false),
         }
     }
 }
@@ -93,12 +78,6 @@ impl Sources {
         Ok(sources)
     }
 
-    async fn wait_for_sync(&self) {
-        self.policies.wait_for_sync().await;
-        self.pods.wait_for_sync().await;
-        self.namespaces.wait_for_sync().await;
-    }
-
     /// The ruleset the caches call for.
     pub fn ruleset(&self, config: &NetpolConfig) -> Ruleset {
         let policies = self.policies.cache().list();
@@ -113,7 +92,15 @@ impl Sources {
         let namespaces = facts::namespace_labels(namespaces.iter().map(|n| &**n));
         let policies: Vec<&NetworkPolicy> = policies.iter().map(|p| &**p).collect();
         let plan = plan::plan(&config.node_name, &policies, &pods, &namespaces);
-        render::render(&config.table, &plan)
+        render::render(&config.sync.table, &plan)
+    }
+}
+
+impl TableSources for Sources {
+    async fn wait_for_sync(&self) {
+        self.policies.wait_for_sync().await;
+        self.pods.wait_for_sync().await;
+        self.namespaces.wait_for_sync().await;
     }
 }
 
@@ -123,52 +110,31 @@ pub fn intact(applier: &Applier) -> Result<bool, NftError> {
     applier.intact(names::FORWARD, &format!("vmap @{}", names::INGRESS_PODS))
 }
 
+/// The controller's table: bridged traffic must pass the `inet` hooks.
+const RULES: TableKind = TableKind {
+    family: FAMILY,
+    what: "network policy rules",
+    intact,
+    sysctls: &[(sysctl::BRIDGE_NF_CALL_IPTABLES, "1")],
+    sysctls_purpose: "network policies (traffic between pods on one bridge)",
+};
+
 /// Runs the controller until `stop` is raised; then removes the table when
-/// `config.remove_on_stop`.
+/// `config.sync.remove_on_stop`.
 pub async fn run(
     factory: &SharedInformerFactory,
     config: NetpolConfig,
     stop: watch::Receiver<bool>,
 ) -> Result<(), NetpolError> {
-    let result = sync_until_stopped(factory, &config, stop).await;
-    if config.remove_on_stop {
-        remove_table(config.nft.clone(), config.table.clone()).await;
-    }
-    result
+    let watch = |changed| Sources::watch(factory, changed);
+    skiff_common::nft::run(&RULES, &config.sync, stop, watch, |sources| {
+        sources.ruleset(&config)
+    })
+    .await
 }
 
 /// Deletes the table if it exists (a controller that is turned off must not
 /// leave the last rules it applied enforced for ever).
 pub async fn remove_table(nft: Nft, table: String) {
-    skiff_common::nft::remove_table(nft, FAMILY, table, "network policy rules").await;
-}
-
-async fn sync_until_stopped(
-    factory: &SharedInformerFactory,
-    config: &NetpolConfig,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), NetpolError> {
-    if config.host_sysctls {
-        sysctl::ensure(
-            &[(sysctl::BRIDGE_NF_CALL_IPTABLES, "1")],
-            "network policies (traffic between pods on one bridge)",
-        );
-    }
-    let changed = Arc::new(Notify::new());
-    let sources = Sources::watch(factory, changed.clone())?;
-    tokio::select! {
-        _ = sources.wait_for_sync() => {}
-        _ = stop.wait_for(|s| *s) => return Ok(()),
-    }
-    let sync = TableSync {
-        nft: config.nft.clone(),
-        family: FAMILY,
-        table: config.table.clone(),
-        coalesce: config.coalesce,
-        resync: config.resync,
-        what: "network policy rules",
-        intact,
-    };
-    keep_applied(&sync, changed, stop, || sources.ruleset(config)).await;
-    Ok(())
+    skiff_common::nft::remove_table(nft, RULES.family, table, RULES.what).await;
 }

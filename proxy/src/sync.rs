@@ -4,14 +4,13 @@
 //! rebuilds a table someone flushed or removed).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use skiff_informer::{Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
-use skiff_common::nft::{Applier, Family, Nft, NftError, TableSync, keep_applied, sysctl};
+use skiff_common::nft::{Applier, Family, NftError, TableKind, TableSources, TableSync, sysctl};
 
 use crate::plan::{self, NodeFacts};
 use crate::render::{self, Ruleset, chains};
@@ -25,21 +24,11 @@ pub struct ProxyConfig {
     /// This node's name (its addresses get node ports; `Local` policies
     /// keep to its endpoints).
     pub node_name: String,
-    /// nftables table (family `ip`).
-    pub table: String,
-    /// Changes arriving within this delay are applied together.
-    pub coalesce: Duration,
-    /// How often the table is checked and re-synced even without changes.
-    pub resync: Duration,
-    /// Where to run `nft`.
-    pub nft: Nft,
-    /// Set the host sysctls the proxy needs (bridged traffic through
-    /// netfilter, forwarding). Off for proxies in test namespaces.
-    pub host_sysctls: bool,
-    /// Delete the table when the proxy stops cleanly, so a stopped skiff
-    /// leaves no rules behind (pointing at pods nobody manages any more).
-    /// Off, rules outlive the process as kube-proxy's do.
-    pub remove_on_stop: bool,
+    /// The table (family `ip`) and how it is kept. `remove_on_stop` is on
+    /// by default, so a stopped skiff leaves no rules behind (pointing at
+    /// pods nobody manages any more); off, rules outlive the process as
+    /// kube-proxy's do.
+    pub sync: TableSync,
 }
 
 impl ProxyConfig {
@@ -48,12 +37,7 @@ impl ProxyConfig {
     pub fn new(node_name: impl Into<String>) -> Self {
         Self {
             node_name: node_name.into(),
-            table: DEFAULT_TABLE.into(),
-            coalesce: Duration::from_millis(100),
-            resync: Duration::from_secs(30),
-            nft: Nft::new(),
-            host_sysctls: true,
-            remove_on_stop: true,
+            sync: TableSync::new(DEFAULT_TABLE, true),
         }
     }
 }
@@ -93,12 +77,6 @@ impl Sources {
         Ok(sources)
     }
 
-    async fn wait_for_sync(&self) {
-        self.services.wait_for_sync().await;
-        self.slices.wait_for_sync().await;
-        self.nodes.wait_for_sync().await;
-    }
-
     /// The ruleset the caches call for.
     pub fn ruleset(&self, config: &ProxyConfig) -> Ruleset {
         let services = self.services.cache().list();
@@ -110,7 +88,15 @@ impl Sources {
             slices.iter().map(|s| &**s),
         );
         let facts = NodeFacts::from_nodes(&config.node_name, nodes.iter().map(|n| &**n));
-        render::render(&config.table, &plans, &facts)
+        render::render(&config.sync.table, &plans, &facts)
+    }
+}
+
+impl TableSources for Sources {
+    async fn wait_for_sync(&self) {
+        self.services.wait_for_sync().await;
+        self.slices.wait_for_sync().await;
+        self.nodes.wait_for_sync().await;
     }
 }
 
@@ -123,50 +109,29 @@ pub fn intact(applier: &Applier) -> Result<bool, NftError> {
     )
 }
 
+/// The proxy's table: replies between pods on one bridge must pass the
+/// `ip` hooks to be un-NATed, and the node forwards.
+const RULES: TableKind = TableKind {
+    family: Family::Ip,
+    what: "service rules",
+    intact,
+    sysctls: &[
+        (sysctl::IP_FORWARD, "1"),
+        (sysctl::BRIDGE_NF_CALL_IPTABLES, "1"),
+    ],
+    sysctls_purpose: "the service proxy (pod-to-Service traffic on one bridge)",
+};
+
 /// Runs the proxy until `stop` is raised; then removes the table when
-/// `config.remove_on_stop` (else the next start replaces it).
+/// `config.sync.remove_on_stop` (else the next start replaces it).
 pub async fn run(
     factory: &SharedInformerFactory,
     config: ProxyConfig,
     stop: watch::Receiver<bool>,
 ) -> Result<(), ProxyError> {
-    let result = sync_until_stopped(factory, &config, stop).await;
-    if config.remove_on_stop {
-        let (nft, table) = (config.nft.clone(), config.table.clone());
-        skiff_common::nft::remove_table(nft, Family::Ip, table, "service rules").await;
-    }
-    result
-}
-
-async fn sync_until_stopped(
-    factory: &SharedInformerFactory,
-    config: &ProxyConfig,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), ProxyError> {
-    if config.host_sysctls {
-        skiff_common::nft::sysctl::ensure(
-            &[
-                (sysctl::IP_FORWARD, "1"),
-                (sysctl::BRIDGE_NF_CALL_IPTABLES, "1"),
-            ],
-            "the service proxy (pod-to-Service traffic on one bridge)",
-        );
-    }
-    let changed = Arc::new(Notify::new());
-    let sources = Sources::watch(factory, changed.clone())?;
-    tokio::select! {
-        _ = sources.wait_for_sync() => {}
-        _ = stop.wait_for(|s| *s) => return Ok(()),
-    }
-    let sync = TableSync {
-        nft: config.nft.clone(),
-        family: Family::Ip,
-        table: config.table.clone(),
-        coalesce: config.coalesce,
-        resync: config.resync,
-        what: "service rules",
-        intact,
-    };
-    keep_applied(&sync, changed, stop, || sources.ruleset(config)).await;
-    Ok(())
+    let watch = |changed| Sources::watch(factory, changed);
+    skiff_common::nft::run(&RULES, &config.sync, stop, watch, |sources| {
+        sources.ruleset(&config)
+    })
+    .await
 }

@@ -2,12 +2,16 @@
 //! temporary directory, the real API server on it, in-process clients for
 //! any identity and shared informers, plus [`eventually`] to wait for what
 //! the components do. The controllers', node agent's, DNS's and proxy's
-//! tests and the benches build on it instead of each wiring its own.
+//! tests and the benches build on it instead of each wiring its own. For
+//! the tests that apply real nftables rules (the proxy's, the network
+//! policy controller's), [`netns`] holds network namespaces to apply them in.
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
 //! component may. It starts no component itself; each test starts the ones
 //! it exercises on [`TestCluster::factory`].
+
+pub mod netns;
 
 use std::future::Future;
 use std::path::Path;

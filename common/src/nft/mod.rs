@@ -7,8 +7,8 @@
 //! `sysctl` sets the host switches the rules depend on.
 //!
 //! The service proxy and the network policy controller both render their
-//! own table into a [`Ruleset`] and keep it applied with [`keep_applied`];
-//! what they put in it is theirs.
+//! own table into a [`Ruleset`] and keep it applied with [`keep_applied`],
+//! both through [`run`]; what they watch and put in the table is theirs.
 
 mod applier;
 mod command;
@@ -19,7 +19,7 @@ pub mod sysctl;
 pub use applier::{Applied, Applier};
 pub use command::{Nft, NftError};
 pub use ruleset::{Chain, Ruleset, Set, diff_script, full_script};
-pub use sync::{TableSync, keep_applied, remove_table};
+pub use sync::{TableKind, TableSources, TableSync, keep_applied, remove_table, run};
 
 /// The address family of a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

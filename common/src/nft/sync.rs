@@ -12,39 +12,116 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 use tracing::Instrument as _;
 
-use super::{Applied, Applier, Family, Nft, NftError, Ruleset};
+use super::{Applied, Applier, Family, Nft, NftError, Ruleset, sysctl};
 
-/// One table [`keep_applied`] keeps applied, and how.
-#[derive(Debug, Clone)]
-pub struct TableSync {
-    /// How to run nft.
-    pub nft: Nft,
+/// What is fixed about one component's table, whatever its configuration:
+/// a `const` next to the component's renderer.
+#[derive(Debug)]
+pub struct TableKind {
     /// The table's family.
     pub family: Family,
-    /// The table's name.
-    pub table: String,
-    /// How long a burst of changes is collected before one sync.
-    pub coalesce: Duration,
-    /// How often the table is checked and synced without a change.
-    pub resync: Duration,
     /// What the rules are called in logs, e.g. "service rules".
     pub what: &'static str,
     /// Whether the table, once applied, is still there and intact.
     pub intact: fn(&Applier) -> Result<bool, NftError>,
+    /// The host sysctls the rules need, as `(path, value)`, set before the
+    /// first sync when [`TableSync::host_sysctls`] asks for it.
+    pub sysctls: &'static [(&'static str, &'static str)],
+    /// What needs those sysctls, named when one cannot be set.
+    pub sysctls_purpose: &'static str,
 }
 
-/// Applies `ruleset()` as described in the module doc until `stop` is
-/// raised. A failed sync is retried soon, backing off up to the resync
+/// How one table is kept applied: the settings the service proxy's and the
+/// network policy controller's configurations share.
+#[derive(Debug, Clone)]
+pub struct TableSync {
+    /// The table's name.
+    pub table: String,
+    /// Changes arriving within this delay are applied together.
+    pub coalesce: Duration,
+    /// How often the table is checked and re-synced even without changes.
+    pub resync: Duration,
+    /// Where to run `nft`.
+    pub nft: Nft,
+    /// Set the host sysctls the rules need ([`TableKind::sysctls`]). Off
+    /// for components in test namespaces.
+    pub host_sysctls: bool,
+    /// Delete the table when the component stops cleanly.
+    pub remove_on_stop: bool,
+}
+
+impl TableSync {
+    /// Table `table` through the host's `nft`, 100 ms coalescing, 30 s
+    /// resync, the host sysctls set.
+    pub fn new(table: impl Into<String>, remove_on_stop: bool) -> Self {
+        Self {
+            table: table.into(),
+            coalesce: Duration::from_millis(100),
+            resync: Duration::from_secs(30),
+            nft: Nft::new(),
+            host_sysctls: true,
+            remove_on_stop,
+        }
+    }
+}
+
+/// The informer caches a component renders its table from.
+pub trait TableSources {
+    /// Waits until every cache has completed its first list (so the first
+    /// table applied is a whole one).
+    fn wait_for_sync(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// Runs one component's table until `stop` is raised, the loop the service
+/// proxy and the network policy controller share (they differ only in what
+/// they watch and render): sets the host sysctls when asked, starts the
+/// sources with `start_sources` (which has them notify the `Notify` it is given
+/// on every change), waits for their caches, then keeps `ruleset(&sources)`
+/// applied with [`keep_applied`]. Once stopped, removes the table when
+/// `sync.remove_on_stop`. A stop before the caches synced is a clean stop.
+pub async fn run<S, E>(
+    kind: &TableKind,
+    sync: &TableSync,
+    mut stop: watch::Receiver<bool>,
+    start_sources: impl FnOnce(Arc<Notify>) -> Result<S, E>,
+    mut ruleset: impl FnMut(&S) -> Ruleset,
+) -> Result<(), E>
+where
+    S: TableSources,
+{
+    let result = async {
+        if sync.host_sysctls {
+            sysctl::ensure(kind.sysctls, kind.sysctls_purpose);
+        }
+        let changed = Arc::new(Notify::new());
+        let sources = start_sources(changed.clone())?;
+        tokio::select! {
+            _ = sources.wait_for_sync() => {}
+            _ = stop.wait_for(|s| *s) => return Ok(()),
+        }
+        keep_applied(kind, sync, changed, stop, || ruleset(&sources)).await;
+        Ok(())
+    }
+    .await;
+    if sync.remove_on_stop {
+        remove_table(sync.nft.clone(), kind.family, sync.table.clone(), kind.what).await;
+    }
+    result
+}
+
+/// Applies `ruleset()` to `sync.table` as described in the module doc
+/// until `stop` is raised. A failed sync is retried soon, backing off up to the resync
 /// period.
 pub async fn keep_applied(
+    kind: &TableKind,
     sync: &TableSync,
     changed: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
     mut ruleset: impl FnMut() -> Ruleset,
 ) {
-    let new_applier = || Applier::new(sync.nft.clone(), sync.family, sync.table.clone());
+    let new_applier = || Applier::new(sync.nft.clone(), kind.family, sync.table.clone());
     let mut applier = Some(new_applier());
-    let what = sync.what;
+    let what = kind.what;
     let mut failures = 0u32;
     let mut resync = tokio::time::interval(sync.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -62,7 +139,7 @@ pub async fn keep_applied(
         let started = Instant::now();
         let ruleset = ruleset();
         let mut taken = applier.take().unwrap_or_else(new_applier);
-        let (table, intact) = (sync.table.clone(), sync.intact);
+        let (table, intact) = (sync.table.clone(), kind.intact);
         let task = tokio::task::spawn_blocking(move || {
             if periodic && taken.has_applied() {
                 match intact(&taken) {

@@ -14,33 +14,12 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use skiff_informer::SharedInformerFactory;
 use skiff_netpol::NetpolConfig;
+use skiff_testkit::netns::fetch_until;
 use skiff_testkit::{TestCluster, UserInfo};
 
 use super::netns::Node;
 
 const USER: &str = "system:skiff:network-policy";
-
-/// Polls `fetch` on a blocking thread until `want` holds, for up to 20 s.
-async fn until(
-    node: &Arc<Node>,
-    from: usize,
-    address: &str,
-    what: &str,
-    want: impl Fn(&Result<String, String>) -> bool,
-) {
-    let mut last = Err(String::new());
-    for _ in 0..60 {
-        let (n, address) = (node.clone(), address.to_string());
-        last = tokio::task::spawn_blocking(move || n.pod_ns(from).fetch(&address))
-            .await
-            .unwrap();
-        if want(&last) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{what}: last answer {last:?}");
-}
 
 /// A running pod on n1 with `ip`, created through the API and given its
 /// address in its status, as the node agent would.
@@ -94,10 +73,10 @@ async fn rules_follow_the_api_as_the_controllers_own_identity() {
     let own = cluster.client_as(UserInfo::new(USER, Vec::<String>::new()));
     let factory = SharedInformerFactory::new(own.clone());
     let mut config = NetpolConfig::new("n1");
-    config.table = "np-sync".into();
-    config.nft = node.nft();
-    config.host_sysctls = false;
-    config.resync = Duration::from_secs(1);
+    config.sync.table = "np-sync".into();
+    config.sync.nft = node.nft();
+    config.sync.host_sysctls = false;
+    config.sync.resync = Duration::from_secs(1);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let controller = {
         let factory = factory.clone();
@@ -107,7 +86,7 @@ async fn rules_follow_the_api_as_the_controllers_own_identity() {
     let to_web = "10.77.0.10:8080";
     let ok = |r: &Result<String, String>| r.as_deref() == Ok("web");
     let dropped = |r: &Result<String, String>| r.is_err();
-    until(&node, client, to_web, "open without policies", ok).await;
+    fetch_until(node.pod_ns(client), to_web, "open without policies", ok).await;
 
     let policies: Api<NetworkPolicy> = Api::namespaced(admin.clone(), "app");
     policies
@@ -120,7 +99,7 @@ async fn rules_follow_the_api_as_the_controllers_own_identity() {
         )
         .await
         .unwrap();
-    until(&node, client, to_web, "default deny", dropped).await;
+    fetch_until(node.pod_ns(client), to_web, "default deny", dropped).await;
 
     // Allow role=client from namespaces labelled team=a, on the named port.
     policies
@@ -144,19 +123,31 @@ async fn rules_follow_the_api_as_the_controllers_own_identity() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    until(&node, client, to_web, "namespace not labelled yet", dropped).await;
+    fetch_until(
+        node.pod_ns(client),
+        to_web,
+        "namespace not labelled yet",
+        dropped,
+    )
+    .await;
     let team = json!({"metadata": {"labels": {"team": "a"}}});
     Api::<Namespace>::all(admin.clone())
         .patch("app", &PatchParams::default(), &Patch::Merge(&team))
         .await
         .unwrap();
-    until(&node, client, to_web, "labelled client admitted", ok).await;
-    until(&node, stranger, to_web, "stranger still dropped", dropped).await;
+    fetch_until(node.pod_ns(client), to_web, "labelled client admitted", ok).await;
+    fetch_until(
+        node.pod_ns(stranger),
+        to_web,
+        "stranger still dropped",
+        dropped,
+    )
+    .await;
 
     // Someone flushes the table: the resync rebuilds it (still enforcing).
     node.node
         .exec_ok(&["nft", "flush", "table", "inet", "np-sync"]);
-    until(&node, client, to_web, "rebuilt after a flush", ok).await;
+    fetch_until(node.pod_ns(client), to_web, "rebuilt after a flush", ok).await;
     let listed = node
         .nft()
         .list_table(skiff_common::nft::Family::Inet, "np-sync")
@@ -169,7 +160,13 @@ async fn rules_follow_the_api_as_the_controllers_own_identity() {
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .unwrap();
-    until(&node, stranger, to_web, "open after the policies went", ok).await;
+    fetch_until(
+        node.pod_ns(stranger),
+        to_web,
+        "open after the policies went",
+        ok,
+    )
+    .await;
 
     // The identity reads, and may do nothing else.
     let as_controller: Api<NetworkPolicy> = Api::namespaced(own.clone(), "app");

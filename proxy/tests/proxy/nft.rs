@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use skiff_proxy::render;
 use skiff_proxy::{Applied, Applier, Endpoint, Nft, NodeFacts, PortPlan, Protocol, Target};
 
-use super::netns::Netns;
+use super::netns::{netns, network};
 
 fn ep(ip: &str) -> Endpoint {
     Endpoint {
@@ -58,7 +58,7 @@ fn listed_chains(listing: &str) -> Vec<String> {
 
 #[test]
 fn ruleset_round_trips_and_updates_incrementally() {
-    let ns = Netns::new();
+    let ns = netns();
     let nft = ns.nft();
     let node = facts("192.0.2.2", "10.42.0.0/24");
     let mut web = port(
@@ -117,8 +117,8 @@ fn ruleset_round_trips_and_updates_incrementally() {
 
 #[test]
 fn traffic_is_balanced_refused_and_sticky_as_planned() {
-    let mut ns = Netns::new();
-    ns.network(&["10.99.0.1", "10.99.0.2", "10.99.0.3"]);
+    let ns = netns();
+    network(&ns, &["10.99.0.1", "10.99.0.2", "10.99.0.3"]);
     ns.serve("10.99.0.2", "two");
     ns.serve("10.99.0.3", "three");
     let both = Target::Endpoints(vec![ep("10.99.0.2"), ep("10.99.0.3")]);

@@ -12,29 +12,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use skiff_proxy::ProxyConfig;
 use skiff_testkit::TestCluster;
+use skiff_testkit::netns::fetch_until;
 
-use super::netns::Netns;
-
-/// Polls `fetch` on a blocking thread until `want` holds, for up to 20 s.
-async fn until(
-    ns: &Arc<Netns>,
-    address: &str,
-    what: &str,
-    want: impl Fn(&Result<String, String>) -> bool,
-) {
-    let mut last = Err(String::new());
-    for _ in 0..100 {
-        let (ns2, address) = (ns.clone(), address.to_string());
-        last = tokio::task::spawn_blocking(move || ns2.fetch(&address))
-            .await
-            .unwrap();
-        if want(&last) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{what}: last answer {last:?}");
-}
+use super::netns::{netns, network};
 
 fn slice() -> EndpointSlice {
     serde_json::from_value(json!({
@@ -51,10 +31,10 @@ fn slice() -> EndpointSlice {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
-    let mut netns = Netns::new();
-    netns.network(&["10.98.0.1", "10.98.0.2"]);
-    netns.serve("10.98.0.2", "backend");
-    let ns = Arc::new(netns);
+    let ns = netns();
+    network(&ns, &["10.98.0.1", "10.98.0.2"]);
+    ns.serve("10.98.0.2", "backend");
+    let ns = Arc::new(ns);
 
     let cluster = TestCluster::start().await;
     let client = cluster.client.clone();
@@ -86,10 +66,10 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
 
     let factory = cluster.factory.clone();
     let mut config = ProxyConfig::new("n1");
-    config.table = "skp-sync".into();
-    config.nft = ns.nft();
-    config.host_sysctls = false;
-    config.resync = Duration::from_secs(1);
+    config.sync.table = "skp-sync".into();
+    config.sync.nft = ns.nft();
+    config.sync.host_sysctls = false;
+    config.sync.resync = Duration::from_secs(1);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let proxy = {
         let factory = factory.clone();
@@ -98,26 +78,26 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
 
     let ok = |r: &Result<String, String>| r.as_deref() == Ok("backend");
     let refused = |r: &Result<String, String>| r.as_ref().is_err_and(|e| e.contains("refused"));
-    until(&ns, "10.43.0.50", "cluster IP answers", ok).await;
-    until(&ns, "10.98.0.1:30555", "node port answers", ok).await;
+    fetch_until(&ns, "10.43.0.50", "cluster IP answers", ok).await;
+    fetch_until(&ns, "10.98.0.1:30555", "node port answers", ok).await;
 
     // The endpoint goes: refused, not timed out; it comes back: served.
     slices
         .delete("web-1", &DeleteParams::default())
         .await
         .unwrap();
-    until(&ns, "10.43.0.50", "refused without endpoints", refused).await;
+    fetch_until(&ns, "10.43.0.50", "refused without endpoints", refused).await;
     slices
         .create(&PostParams::default(), &slice())
         .await
         .unwrap();
-    until(&ns, "10.43.0.50", "served again", ok).await;
+    fetch_until(&ns, "10.43.0.50", "served again", ok).await;
 
     // Someone flushes the table, or deletes it: the resync rebuilds it.
     ns.exec_ok(&["nft", "flush", "table", "ip", "skp-sync"]);
-    until(&ns, "10.43.0.50", "rebuilt after a flush", ok).await;
+    fetch_until(&ns, "10.43.0.50", "rebuilt after a flush", ok).await;
     ns.exec_ok(&["nft", "delete", "table", "ip", "skp-sync"]);
-    until(&ns, "10.43.0.50", "rebuilt after a delete", ok).await;
+    fetch_until(&ns, "10.43.0.50", "rebuilt after a delete", ok).await;
 
     // A clean stop removes the rules.
     stop_tx.send(true).unwrap();
