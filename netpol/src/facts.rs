@@ -9,39 +9,7 @@ use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use skiff_common::labels::Labels;
-
-/// A transport protocol a policy port names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Protocol {
-    /// TCP (the default).
-    Tcp,
-    /// UDP.
-    Udp,
-    /// SCTP.
-    Sctp,
-}
-
-impl Protocol {
-    /// The API's spelling (`TCP`, `UDP`, `SCTP`); `None` defaults to TCP,
-    /// anything else is unknown.
-    pub fn parse(api: Option<&str>) -> Option<Self> {
-        match api.unwrap_or("TCP") {
-            "TCP" => Some(Protocol::Tcp),
-            "UDP" => Some(Protocol::Udp),
-            "SCTP" => Some(Protocol::Sctp),
-            _ => None,
-        }
-    }
-
-    /// As nft names it.
-    pub fn nft(self) -> &'static str {
-        match self {
-            Protocol::Tcp => "tcp",
-            Protocol::Udp => "udp",
-            Protocol::Sctp => "sctp",
-        }
-    }
-}
+pub use skiff_common::nft::Protocol;
 
 /// A named container port.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,43 +9,13 @@ use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Node, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+pub use skiff_common::nft::Protocol;
 
 /// Label linking an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// Upstream's default ClientIP affinity timeout (3 hours).
 pub const DEFAULT_AFFINITY_SECONDS: u32 = 10_800;
-
-/// Transport protocol of a Service port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Protocol {
-    /// TCP (the default).
-    Tcp,
-    /// UDP.
-    Udp,
-    /// SCTP.
-    Sctp,
-}
-
-impl Protocol {
-    fn parse(value: Option<&str>) -> Option<Self> {
-        match value.unwrap_or("TCP") {
-            "TCP" => Some(Self::Tcp),
-            "UDP" => Some(Self::Udp),
-            "SCTP" => Some(Self::Sctp),
-            _ => None,
-        }
-    }
-
-    /// The nftables name (`tcp`, `udp`, `sctp`).
-    pub fn nft(self) -> &'static str {
-        match self {
-            Self::Tcp => "tcp",
-            Self::Udp => "udp",
-            Self::Sctp => "sctp",
-        }
-    }
-}
 
 /// One backend address and port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

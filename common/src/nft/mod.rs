@@ -45,3 +45,38 @@ impl std::fmt::Display for Family {
         f.write_str(self.as_str())
     }
 }
+
+/// A transport protocol as a Service port or a policy port names it, and
+/// as the rules match it: one type for the service proxy and the network
+/// policies, which read the same API field the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Protocol {
+    /// TCP (the default).
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+impl Protocol {
+    /// The API's spelling (`TCP`, `UDP`, `SCTP`); `None` defaults to TCP,
+    /// anything else is unknown.
+    pub fn parse(api: Option<&str>) -> Option<Self> {
+        match api.unwrap_or("TCP") {
+            "TCP" => Some(Protocol::Tcp),
+            "UDP" => Some(Protocol::Udp),
+            "SCTP" => Some(Protocol::Sctp),
+            _ => None,
+        }
+    }
+
+    /// The nftables name (`tcp`, `udp`, `sctp`).
+    pub fn nft(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
+        }
+    }
+}
