@@ -7,13 +7,9 @@ use std::time::Duration;
 
 use skiff_node::images;
 
-use super::support::{Server, eventually};
+use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-containerd";
-
-pub(super) fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
 
 pub(super) fn assert_root() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

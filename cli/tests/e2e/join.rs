@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use super::containerd::{assert_root, cleanup_host, json, wait_node_ready};
-use super::support::{Server, eventually, free_port, skiff_ok, spawn_joined_agent};
+use super::containerd::{assert_root, cleanup_host, wait_node_ready};
+use super::support::{Server, eventually, free_port, json, skiff_ok, spawn_joined_agent};
 
 /// A `skiff agent` process in its own data dir.
 struct Agent {

@@ -3,11 +3,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually};
-
-fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
+use super::support::{Server, eventually, json};
 
 #[test]
 fn version_and_discovery() {

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{internal_ip, json};
-use super::support::eventually;
+use super::containerd::internal_ip;
+use super::support::{eventually, json};
 use cluster::Cluster;
 
 /// A container command: serve the hostname at `/` and the client's address

@@ -16,8 +16,8 @@ use std::time::Duration;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
-use super::containerd::{apply, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually};
+use super::containerd::{apply, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-node-features";
 const IMAGE: &str = "skiff.test/tools:v7";

@@ -13,8 +13,8 @@ use std::time::Duration;
 use rcgen::{Issuer, KeyPair};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, service_account};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json, service_account};
 
 const NODE: &str = "e2e-metrics";
 

@@ -17,9 +17,9 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{
-    apply, assert_root, cleanup_host, import_busybox, internal_ip, json, pod, wait_node_ready,
+    apply, assert_root, cleanup_host, import_busybox, internal_ip, pod, wait_node_ready,
 };
-use super::support::{Server, eventually};
+use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-services";
 

@@ -6,11 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use super::support::{Server, eventually, skiff_ok, spawn_joined_agent};
-
-fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
+use super::support::{Server, eventually, json, skiff_ok, spawn_joined_agent};
 
 fn pod_manifest(name: &str, node: &str, restart: &str, annotations: &str) -> String {
     format!(

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, python_ok};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json, python_ok};
 
 const NODE: &str = "e2e-streaming";
 

@@ -349,6 +349,12 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> O
     }
 }
 
+/// `text` (kubectl's `-o json`, say) parsed, failing the test with the
+/// text when it is not JSON.
+pub fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
 /// A kubectl table's lines split into whitespace-separated columns.
 pub fn rows(output: &str) -> Vec<Vec<String>> {
     output

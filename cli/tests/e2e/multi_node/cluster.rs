@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images;
 
-use super::super::containerd::{assert_root, json};
-use super::super::support::{eventually, skiff_binary};
+use super::super::containerd::assert_root;
+use super::super::support::{eventually, json, skiff_binary};
 
 /// One agent host.
 pub struct AgentHost {
