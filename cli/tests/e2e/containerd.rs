@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use skiff_node::images;
 
-use super::support::{Server, eventually, json};
+use super::support::{Kubectl, Server, eventually, json};
 
 const NODE: &str = "e2e-containerd";
 
@@ -165,8 +165,15 @@ pub(super) fn run_with_node(
 
 /// Waits until `node` is registered and Ready, and returns it.
 pub(super) fn wait_node_ready(server: &Server, node: &str) -> serde_json::Value {
-    eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", node, "-o", "json"]);
+    node_ready(&server.admin(), node, Duration::from_secs(120))
+}
+
+/// Waits up to `within` until `node` is registered and Ready, asking as
+/// `kubectl` (a single server's admin or a multi-node cluster's), and
+/// returns it.
+pub(super) fn node_ready(kubectl: &Kubectl, node: &str, within: Duration) -> serde_json::Value {
+    eventually(within, &format!("node {node} Ready"), || {
+        let out = kubectl.run(&["get", "node", node, "-o", "json"]);
         if !out.status.success() {
             return None;
         }
@@ -232,12 +239,7 @@ fn control_plane_role(server: &Server) {
 
 /// `kubectl apply` of a JSON manifest, which must succeed.
 pub(super) fn apply(server: &Server, manifest: &str) {
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
-    assert!(
-        out.status.success(),
-        "apply failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
 
 fn scenario(server: &mut Server) {

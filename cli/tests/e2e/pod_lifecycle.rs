@@ -261,10 +261,9 @@ fn deleted_job_pods_go_and_their_namespace_with_them(server: &Server) {
 
     // Every state of the pod from now on, as `kubectl get -w` shows them.
     let watch_out = server.data_dir().join("issue19-watch.json");
-    let mut watch = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args([
+    let mut watch = server
+        .admin()
+        .command(&[
             "get",
             "pod",
             "-n",

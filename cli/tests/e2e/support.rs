@@ -149,90 +149,49 @@ impl Server {
         }
     }
 
-    /// A kubectl command against this server, with `args`.
-    fn kubectl_command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args);
-        command
+    /// kubectl as this server's admin.
+    pub fn admin(&self) -> Kubectl {
+        Kubectl::new(self.kubeconfig())
     }
 
     /// Starts a long-running kubectl against this server (`get -w`, say);
     /// its stdout arrives line by line on the receiver.
     pub fn kubectl_lines(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
-        use std::io::BufRead;
-        let mut child = self
-            .kubectl_command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kubectl");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        (child, rx)
+        self.admin().lines(args)
     }
 
     /// Runs kubectl against this server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        self.kubectl_command(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run kubectl")
+        self.admin().run(args)
     }
 
     /// Runs kubectl with `input` on its standard input.
     pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
-        use std::io::Write;
-        let mut child = self
-            .kubectl_command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-        child.wait_with_output().expect("kubectl output")
+        self.admin().stdin(args, input)
     }
 
     /// Runs kubectl and returns its standard output, failing the test with
     /// kubectl's error output when it does not succeed.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.admin().ok(args)
+    }
+
+    /// Runs kubectl with `input` on its standard input (a manifest for
+    /// `apply -f -`, say) and returns its standard output, failing the test
+    /// with kubectl's error output when it does not succeed.
+    pub fn kubectl_stdin_ok(&self, args: &[&str], input: &str) -> String {
+        self.admin().stdin_ok(args, input)
     }
 
     /// Runs kubectl expecting failure and returns its error output.
     pub fn kubectl_err(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            !out.status.success(),
-            "kubectl {args:?} unexpectedly succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        self.admin().err(args)
+    }
+
+    /// Runs kubectl with `input` on its standard input expecting failure
+    /// (a manifest the server must refuse) and returns its error output.
+    pub fn kubectl_stdin_err(&self, args: &[&str], input: &str) -> String {
+        self.admin().stdin_err(args, input)
     }
 
     /// Sends SIGTERM and waits for the exit status.
@@ -363,6 +322,130 @@ pub fn rows(output: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// kubectl with one kubeconfig: a server's or a multi-node cluster's
+/// admin, or a user a test wrote a kubeconfig for. The one place the tests
+/// build kubectl's command line and check how it ended.
+pub struct Kubectl {
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    /// kubectl with `--kubeconfig kubeconfig`.
+    pub fn new(kubeconfig: impl Into<PathBuf>) -> Self {
+        Kubectl {
+            kubeconfig: kubeconfig.into(),
+        }
+    }
+
+    /// The command with `args`, for a test that spawns it itself (a
+    /// follower it reads as it goes, say).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        command
+    }
+
+    /// Runs kubectl with `args`; its output, whatever the outcome.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// Runs kubectl with `input` on its standard input.
+    pub fn stdin(&self, args: &[&str], input: &str) -> Output {
+        output_with_stdin(&mut self.command(args), input.as_bytes())
+    }
+
+    /// [`run`](Self::run) that must succeed; its standard output.
+    pub fn ok(&self, args: &[&str]) -> String {
+        succeeded("kubectl", args, &self.run(args))
+    }
+
+    /// [`stdin`](Self::stdin) that must succeed; its standard output.
+    pub fn stdin_ok(&self, args: &[&str], input: &str) -> String {
+        succeeded("kubectl", args, &self.stdin(args, input))
+    }
+
+    /// [`run`](Self::run) that must fail; its error output.
+    pub fn err(&self, args: &[&str]) -> String {
+        failed("kubectl", args, &self.run(args))
+    }
+
+    /// [`stdin`](Self::stdin) that must fail; its error output.
+    pub fn stdin_err(&self, args: &[&str], input: &str) -> String {
+        failed("kubectl", args, &self.stdin(args, input))
+    }
+
+    /// Starts a long-running kubectl (`get -w`, say); its stdout arrives
+    /// line by line on the receiver.
+    pub fn lines(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+        use std::io::BufRead;
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kubectl");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (child, rx)
+    }
+}
+
+/// Runs `command` with `input` written to its standard input and its
+/// output captured (kubectl given a manifest, openssl given a PEM).
+pub fn output_with_stdin(command: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.get_program()));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("wait for output")
+}
+
+/// The standard output of `program args` that ran to `out`, failing the
+/// test with its error output unless it succeeded.
+pub fn succeeded(program: &str, args: &[&str], out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The error output of `program args` that ran to `out`, failing the test
+/// when it succeeded.
+pub fn failed(program: &str, args: &[&str], out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "{program} {args:?} unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Runs the Python client script `tests/python/<script>` with `args`
 /// against the cluster `kubeconfig` points at, failing the test with the
 /// script's output when it does not succeed.
@@ -441,25 +524,12 @@ pub fn skiff(args: &[&str], data_dir: &Path) -> Output {
 
 /// [`skiff`] that must succeed; returns its standard output.
 pub fn skiff_ok(args: &[&str], data_dir: &Path) -> String {
-    let out = skiff(args, data_dir);
-    assert!(
-        out.status.success(),
-        "skiff {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    succeeded("skiff", args, &skiff(args, data_dir))
 }
 
 /// [`skiff`] that must fail; returns its error output.
 pub fn skiff_err(args: &[&str], data_dir: &Path) -> String {
-    let out = skiff(args, data_dir);
-    assert!(
-        !out.status.success(),
-        "skiff {args:?} unexpectedly succeeded: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    failed("skiff", args, &skiff(args, data_dir))
 }
 
 /// Starts `skiff agent` joining `server` with `token`, its data directory

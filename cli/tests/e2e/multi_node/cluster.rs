@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images;
 
-use super::super::containerd::assert_root;
-use super::super::support::{eventually, json, skiff_binary};
+use super::super::containerd::{assert_root, node_ready};
+use super::super::support::{Kubectl, skiff_binary, succeeded};
 
 /// One agent host.
 pub struct AgentHost {
@@ -69,11 +69,7 @@ fn run(program: &str, args: &[&str]) {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("running {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(program, args, &out);
 }
 
 impl Cluster {
@@ -368,71 +364,28 @@ impl Cluster {
 
     /// Waits until `node` is registered and Ready; returns it.
     pub fn wait_ready(&self, node: &str) -> serde_json::Value {
-        eventually(
-            Duration::from_secs(180),
-            &format!("node {node} Ready"),
-            || {
-                let out = self.kubectl(&["get", "node", node, "-o", "json"]);
-                if !out.status.success() {
-                    return None;
-                }
-                let found = json(&String::from_utf8_lossy(&out.stdout));
-                found["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    .then_some(found)
-            },
-        )
+        node_ready(&self.admin(), node, Duration::from_secs(180))
+    }
+
+    /// kubectl as the admin.
+    pub fn admin(&self) -> Kubectl {
+        Kubectl::new(self.kubeconfig())
     }
 
     /// Runs kubectl as the admin.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run kubectl")
+        self.admin().run(args)
     }
 
     /// kubectl that must succeed; its output.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.admin().ok(args)
     }
 
     /// `kubectl apply` of `manifest`.
     pub fn apply(&self, manifest: &serde_json::Value) {
-        use std::io::Write;
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(manifest.to_string().as_bytes())
-            .expect("write manifest");
-        let out = child.wait_with_output().expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl apply failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.admin()
+            .stdin_ok(&["apply", "-f", "-"], &manifest.to_string());
     }
 
     /// Runs `command` in namespace `netns` (`ip netns exec`); its output.
