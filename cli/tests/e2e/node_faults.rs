@@ -14,7 +14,7 @@ use skiff_node::agent::pod::labels;
 use skiff_node::cri_api as api;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, processes_naming, run_with_node, wait_node_ready};
 use super::support::{Server, eventually, json};
 
 /// Flags every server here runs with: no node server port and no cluster
@@ -250,28 +250,16 @@ fn runtime_matches(state: &RuntimeState, pods: &BTreeMap<String, PodReport>) -> 
 /// PIDs of the containerd daemons whose command line names `data_dir`
 /// (the shims name it too, but are not `containerd`).
 fn containerd_pids(data_dir: &Path) -> Vec<u32> {
-    let needle = data_dir.as_os_str().as_encoded_bytes().to_vec();
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let argv0 = cmd.split(|&b| b == 0).next().unwrap_or_default();
-        let is_containerd = Path::new(&*String::from_utf8_lossy(argv0))
-            .file_name()
-            .is_some_and(|n| n == "containerd");
-        if is_containerd && cmd.windows(needle.len()).any(|w| w == needle.as_slice()) {
-            pids.push(pid);
-        }
-    }
-    pids
+    processes_naming(data_dir)
+        .into_iter()
+        .filter(|(_, cmd)| {
+            let argv0 = cmd.split(|&b| b == 0).next().unwrap_or_default();
+            Path::new(&*String::from_utf8_lossy(argv0))
+                .file_name()
+                .is_some_and(|n| n == "containerd")
+        })
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// The processes inside a container or sandbox: their cgroup path ends in

@@ -21,8 +21,10 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images;
 
-use super::super::containerd::{assert_root, node_ready};
-use super::super::support::{Kubectl, skiff_binary, succeeded};
+use super::super::containerd::{
+    all_pids, assert_root, node_ready, processes_naming, unmount_under,
+};
+use super::super::support::{Kubectl, skiff_binary, succeeded, terminate};
 
 /// One agent host.
 pub struct AgentHost {
@@ -413,21 +415,13 @@ impl Cluster {
                 );
             }
         }
-        let needle = self.dir.path().as_os_str().as_encoded_bytes().to_vec();
+        roots.extend(
+            processes_naming(self.dir.path())
+                .into_iter()
+                .map(|(pid, _)| pid),
+        );
         let mut parents: Vec<(u32, u32)> = Vec::new();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline"))
-                && cmd.windows(needle.len()).any(|w| w == needle.as_slice())
-            {
-                roots.insert(pid);
-            }
+        for pid in all_pids() {
             // `pid (comm) state ppid ...`; comm may hold spaces.
             if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 && let Some((_, rest)) = stat.rsplit_once(')')
@@ -511,17 +505,7 @@ impl Drop for Cluster {
         }
         // containerd's mounts (container root file systems, shm) under the
         // data dirs.
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let prefix = self.dir.path().to_string_lossy().into_owned();
-        let mut points: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split(' ').nth(1))
-            .filter(|p| p.starts_with(&prefix))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for point in points {
-            let _ = Command::new("umount").args(["-l", point]).status();
-        }
+        unmount_under(self.dir.path());
         for netns in &self.namespaces {
             let _ = Command::new("ip").args(["netns", "delete", netns]).status();
         }
@@ -559,20 +543,4 @@ fn in_netns(netns: &str) -> Command {
 fn netns_inode(path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| m.ino())
-}
-
-/// SIGTERM, then SIGKILL if it has not exited within 15 s.
-fn terminate(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
