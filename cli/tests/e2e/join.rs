@@ -109,7 +109,9 @@ fn refused(server: &Server, token: &str, node: &str, bridge: &str) -> String {
     }
 }
 
-fn client_csrs(server: &Server) -> Vec<serde_json::Value> {
+/// The certificate requests for kubelet client certificates (each joining
+/// node's, and each hollow node's, makes one).
+pub(super) fn client_csrs(server: &Server) -> Vec<serde_json::Value> {
     let list = json(&server.kubectl_ok(&["get", "csr", "-o", "json"]));
     list["items"]
         .as_array()
