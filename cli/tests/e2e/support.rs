@@ -127,26 +127,9 @@ impl Server {
     }
 
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("skiff server exited with {status}:\n{}", self.log());
-            }
-            if self.kubeconfig().exists() {
-                let out = self.kubectl(&["get", "--raw", "/readyz"]);
-                if out.status.success() {
-                    return;
-                }
-            }
-            if Instant::now() > deadline {
-                panic!("skiff server not ready after 60 s:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let (kubeconfig, log) = (self.kubeconfig(), self.log_path());
+        let child = self.child.as_mut().expect("server running");
+        wait_server_ready(child, &kubeconfig, &log, Duration::from_secs(60));
     }
 
     /// kubectl as this server's admin.
@@ -236,6 +219,35 @@ impl Drop for Server {
             .args(["delete", "table", "inet", &table])
             .stderr(Stdio::null())
             .status();
+    }
+}
+
+/// Waits until the `skiff server` process `child` answers `/readyz` to
+/// the admin of `kubeconfig` (once it has written it), failing the test
+/// with its log `log` when it exits first or is not ready `within`: how a
+/// single server and a multi-node cluster's server are waited for.
+pub fn wait_server_ready(child: &mut Child, kubeconfig: &Path, log: &Path, within: Duration) {
+    let log = || std::fs::read_to_string(log).unwrap_or_default();
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            panic!("skiff server exited with {status}:\n{}", log());
+        }
+        if kubeconfig.exists()
+            && Kubectl::new(kubeconfig)
+                .run(&["get", "--raw", "/readyz"])
+                .status
+                .success()
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "skiff server not ready after {} s:\n{}",
+            within.as_secs(),
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -24,7 +24,7 @@ use skiff_node::images;
 use super::super::containerd::{
     all_pids, assert_root, node_ready, processes_naming, unmount_under,
 };
-use super::super::support::{Kubectl, skiff_binary, succeeded, terminate};
+use super::super::support::{Kubectl, skiff_binary, succeeded, terminate, wait_server_ready};
 
 /// One agent host.
 pub struct AgentHost {
@@ -212,17 +212,22 @@ impl Cluster {
         format!("10.{}.0.10", 230 + u16::from(self.n))
     }
 
+    /// Where the log of `name` (the server or a node) goes.
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.log"))
+    }
+
     fn log_file(&self, name: &str) -> std::fs::File {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.path().join(format!("{name}.log")))
+            .open(self.log_path(name))
             .expect("log file")
     }
 
     /// A log's text.
     pub fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+        std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
     }
 
     /// Starts the server (control plane only) in namespace `mn<N>s`, with
@@ -272,28 +277,13 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .expect("spawn skiff server");
-        self.server = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if let Some(status) = self
-                .server
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("skiff server exited with {status}:\n{}", self.log("server"));
-            }
-            if self.kubeconfig().exists()
-                && self.kubectl(&["get", "--raw", "/readyz"]).status.success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "skiff server not ready after 90 s:\n{}",
-                self.log("server")
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let (kubeconfig, log) = (self.kubeconfig(), self.log_path("server"));
+        wait_server_ready(
+            self.server.insert(child),
+            &kubeconfig,
+            &log,
+            Duration::from_secs(90),
+        );
     }
 
     /// Starts agent `i` (again, after [`stop_agent`](Self::stop_agent)).
