@@ -9,6 +9,7 @@ mod bootstrap;
 mod certificate;
 mod check_config;
 mod code_pages;
+mod columns;
 mod data_dir;
 mod images;
 mod ingress;
