@@ -66,12 +66,8 @@ impl Server {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("server log file");
-        let child = Command::new(skiff_binary())
+        let mut command = Command::new(skiff_binary());
+        command
             .arg("server")
             .arg("--data-dir")
             .arg(self.dir.path())
@@ -85,7 +81,6 @@ impl Server {
                     .flatten(),
             )
             .args(&self.args)
-            .env("SKIFF_LOG", "info")
             // Servers with a node agent run the service proxy: each gets
             // its own nftables table, so concurrent servers never share one.
             .env("SKIFF_PROXY_TABLE", format!("skiff-e2e-{}", self.port))
@@ -99,13 +94,8 @@ impl Server {
             )
             .env("SKIFF_FLANNEL_BACKEND", "none")
             .env("SKIFF_INGRESS_HTTP_PORT", self.ingress_ports.0.to_string())
-            .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn skiff server");
-        self.child = Some(child);
+            .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string());
+        self.child = Some(spawn_logged(&mut command, &self.log_path()));
         self.wait_ready();
     }
 
@@ -564,22 +554,32 @@ pub fn skiff_err(args: &[&str], data_dir: &Path) -> String {
 /// Starts `skiff agent` joining `server` with `token`, its data directory
 /// `dir` (log in `dir/agent.log`), plus `extra` flags.
 pub fn spawn_joined_agent(server: &Server, dir: &Path, token: &str, extra: &[&str]) -> Child {
-    let log = std::fs::OpenOptions::new()
+    spawn_logged(
+        Command::new(skiff_binary())
+            .arg("agent")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
+            .args(["--token", token])
+            .args(extra),
+        &dir.join("agent.log"),
+    )
+}
+
+/// Spawns `command` (a `skiff server` or `skiff agent`) as the tests run
+/// skiff: logging at info, appended to `log`, with nothing on stdin or
+/// stdout.
+pub fn spawn_logged(command: &mut Command, log: &Path) -> Child {
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join("agent.log"))
-        .expect("agent log");
-    Command::new(skiff_binary())
-        .arg("agent")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
-        .args(["--token", token])
-        .args(extra)
+        .open(log)
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    command
         .env("SKIFF_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
+        .stderr(file)
         .spawn()
-        .expect("spawn skiff agent")
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"))
 }

@@ -24,7 +24,9 @@ use skiff_node::images;
 use super::super::containerd::{
     all_pids, assert_root, node_ready, processes_naming, unmount_under,
 };
-use super::super::support::{Kubectl, skiff_binary, succeeded, terminate, wait_server_ready};
+use super::super::support::{
+    Kubectl, skiff_binary, spawn_logged, succeeded, terminate, wait_server_ready,
+};
 
 /// One agent host.
 pub struct AgentHost {
@@ -217,14 +219,6 @@ impl Cluster {
         self.dir.path().join(format!("{name}.log"))
     }
 
-    fn log_file(&self, name: &str) -> std::fs::File {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path(name))
-            .expect("log file")
-    }
-
     /// A log's text.
     pub fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
@@ -268,16 +262,8 @@ impl Cluster {
             "--cluster-dns".into(),
             self.cluster_dns(),
         ];
-        let log = self.log_file("server");
-        let child = in_netns(&format!("mn{}s", self.n))
-            .args(&args)
-            .env("SKIFF_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn skiff server");
         let (kubeconfig, log) = (self.kubeconfig(), self.log_path("server"));
+        let child = spawn_logged(in_netns(&format!("mn{}s", self.n)).args(&args), &log);
         wait_server_ready(
             self.server.insert(child),
             &kubeconfig,
@@ -318,32 +304,28 @@ impl Cluster {
         std::fs::create_dir_all(data_dir).expect("agent data dir");
         let resolv = data_dir.join("resolv.conf");
         std::fs::write(&resolv, format!("nameserver {}\n", gateway(self.n))).expect("resolv.conf");
-        let log = self.log_file(&format!("{node}{log_suffix}"));
-        in_netns(&host.netns)
-            .arg("agent")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--server", &format!("https://{}:6443", self.server_ip)])
-            .args(["--token", token])
-            .args(
-                (!token.starts_with("K10"))
-                    .then(|| ["--ca-file".into(), self.ca_file().into_os_string()])
-                    .into_iter()
-                    .flatten(),
-            )
-            .args(["--node-name", node])
-            .args(["--node-ip", &host.ip])
-            .args(["--cni-bridge", &host.bridge])
-            .args(["--cluster-dns", &self.cluster_dns()])
-            .arg("--resolv-conf")
-            .arg(&resolv)
-            .args(["--flannel-backend", &self.backend])
-            .env("SKIFF_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn skiff agent")
+        spawn_logged(
+            in_netns(&host.netns)
+                .arg("agent")
+                .arg("--data-dir")
+                .arg(data_dir)
+                .args(["--server", &format!("https://{}:6443", self.server_ip)])
+                .args(["--token", token])
+                .args(
+                    (!token.starts_with("K10"))
+                        .then(|| ["--ca-file".into(), self.ca_file().into_os_string()])
+                        .into_iter()
+                        .flatten(),
+                )
+                .args(["--node-name", node])
+                .args(["--node-ip", &host.ip])
+                .args(["--cni-bridge", &host.bridge])
+                .args(["--cluster-dns", &self.cluster_dns()])
+                .arg("--resolv-conf")
+                .arg(&resolv)
+                .args(["--flannel-backend", &self.backend]),
+            &self.log_path(&format!("{node}{log_suffix}")),
+        )
     }
 
     /// SIGTERMs agent `i` and waits for it to exit (its containers keep
