@@ -49,7 +49,7 @@ use skiff_node::images;
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{admin_client, env_or, free_port, terminate};
+use support::{admin_client, env_or, free_port, node_server_command, stop_node_server, terminate};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -273,28 +273,16 @@ async fn main() -> Result<(), Error> {
     let bridge = format!("skn{}", std::process::id() % 100_000);
     let table = format!("skiff-bench-{}", std::process::id());
     let (api_port, http_port, https_port) = (free_port(), free_port(), free_port());
-    let log = std::fs::File::create(dir.path().join("server.log"))?;
-    let mut server = Command::new(support::skiff_binary())
-        .args(["server", "--bind-address", "127.0.0.1", "--node-name", NODE])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--https-listen-port", &api_port.to_string()])
-        .args(["--cni-bridge", &bridge, "--pod-cidr", POD_CIDR])
+    let mut server = node_server_command(dir.path(), api_port, NODE, &bridge, POD_CIDR)?
         .args(["--cluster-cidr", POD_CIDR, "--service-cidr", SERVICE_CIDR])
         .args(["--proxy-table", &table, "--disable-cluster-dns"])
         .args(["--ingress-http-port", &http_port.to_string()])
         .args(["--ingress-https-port", &https_port.to_string()])
-        .env("SKIFF_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(log)
         .spawn()?;
     let mut nginx: Option<Child> = None;
     let result = run(dir.path(), http_port, &mut nginx).await;
     if let Some(mut nginx) = nginx {
-        let _ = Command::new("kill")
-            .args(["-TERM", &nginx.id().to_string()])
-            .status();
-        let _ = nginx.wait();
+        terminate(&mut nginx);
     }
     if let Ok(client) = admin_client(dir.path(), true).await {
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
@@ -314,20 +302,11 @@ async fn main() -> Result<(), Error> {
         })
         .await;
     }
-    terminate(&mut server);
-    let _ = Command::new("ip")
-        .args(["link", "delete", &bridge])
-        .status();
+    stop_node_server(&mut server, dir.path(), &bridge, result.is_err());
     let _ = Command::new("nft")
         .args(["delete", "table", "ip", &table])
         .stderr(Stdio::null())
         .status();
-    if result.is_err() {
-        eprintln!(
-            "server log:\n{}",
-            std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
-        );
-    }
     result
 }
 

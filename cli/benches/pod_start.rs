@@ -16,7 +16,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,7 +36,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{env_or, free_port, status_mib};
+use support::{env_or, free_port, node_server_command, status_mib, stop_node_server};
 
 fn rss_mib(pid: u32) -> f64 {
     status_mib(pid, "VmRSS:")
@@ -189,20 +188,6 @@ fn print_rows(rows: &[Row]) {
     }
 }
 
-fn server_command(dir: &Path, port: u16, bridge: &str) -> Command {
-    let mut command = Command::new(support::skiff_binary());
-    command
-        .args(["server", "--bind-address", "127.0.0.1", "--node-name", NODE])
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["--https-listen-port", &port.to_string()])
-        .args(["--cni-bridge", bridge, "--pod-cidr", "10.233.11.0/24"])
-        .args(["--disable-ingress"])
-        .env("SKIFF_LOG", "warn")
-        .stdout(Stdio::null());
-    command
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let sequential = env_or("POD_START_SEQUENTIAL", 50);
@@ -210,26 +195,13 @@ async fn main() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let bridge = format!("skb{}", std::process::id() % 100_000);
     let port = free_port();
-    let log = std::fs::File::create(dir.path().join("server.log"))?;
+    let mut command = node_server_command(dir.path(), port, NODE, &bridge, "10.233.11.0/24")?;
+    command.arg("--disable-ingress");
     let spawned = Instant::now();
-    let mut server = server_command(dir.path(), port, &bridge)
-        .stderr(log)
-        .spawn()?;
+    let mut server = command.spawn()?;
     let pid = server.id();
     let result = run(dir.path(), pid, spawned, sequential, concurrent).await;
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = server.wait();
-    let _ = Command::new("ip")
-        .args(["link", "delete", &bridge])
-        .status();
-    if result.is_err() {
-        eprintln!(
-            "server log:\n{}",
-            std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
-        );
-    }
+    stop_node_server(&mut server, dir.path(), &bridge, result.is_err());
     result
 }
 

@@ -108,20 +108,7 @@ fn table(images: &[Image]) -> String {
             rows.push([repo, tag, short_id.clone(), size.clone()]);
         }
     }
-    let widths: Vec<usize> = (0..4)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
+    crate::columns::columns(&rows)
 }
 
 /// Sizes as crictl prints them (decimal units).

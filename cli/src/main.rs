@@ -9,6 +9,7 @@ mod bootstrap;
 mod certificate;
 mod check_config;
 mod code_pages;
+mod columns;
 mod data_dir;
 mod images;
 mod ingress;
@@ -20,6 +21,7 @@ mod token;
 use std::io::IsTerminal;
 
 use clap::{Parser, Subcommand};
+use tokio::runtime::Builder;
 
 /// skiff: a Kubernetes distribution in one binary.
 #[derive(Debug, Parser)]
@@ -70,30 +72,14 @@ fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     match cli.command {
-        Command::Server(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(server::run(*args)),
-        Command::Agent(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(agent::run(*args)),
-        Command::Images(args) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(images::run(args)),
-        Command::SecretsEncrypt(args) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(secrets_encrypt::run(args)),
-        Command::Snapshot(args) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(snapshot::run(args)),
-        Command::Token(args) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(token::run(args)),
+        Command::Server(args) => block_on(Builder::new_multi_thread(), server::run(*args)),
+        Command::Agent(args) => block_on(Builder::new_multi_thread(), agent::run(*args)),
+        Command::Images(args) => block_on(Builder::new_current_thread(), images::run(args)),
+        Command::SecretsEncrypt(args) => {
+            block_on(Builder::new_current_thread(), secrets_encrypt::run(args))
+        }
+        Command::Snapshot(args) => block_on(Builder::new_current_thread(), snapshot::run(args)),
+        Command::Token(args) => block_on(Builder::new_current_thread(), token::run(args)),
         Command::Certificate(args) => certificate::run(args),
         Command::CheckConfig(args) => check_config::run(args),
         Command::Version => {
@@ -101,4 +87,14 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs a command's future to its end on a runtime from `runtime`: the
+/// server and the agent get a multi-threaded one, the admin commands (a
+/// few requests each) one on the current thread.
+fn block_on(
+    mut runtime: Builder,
+    command: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    runtime.enable_all().build()?.block_on(command)
 }

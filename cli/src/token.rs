@@ -222,20 +222,7 @@ fn table(secrets: &[Secret], now: Timestamp) -> String {
             text(secret, "auth-extra-groups").unwrap_or_default(),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(i, cell)| format!("{cell:<width$}", width = widths[i]))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
+    crate::columns::columns(&rows)
 }
 
 /// A short duration as kubeadm prints TTLs (`23h`, `59m`, `3d`).

@@ -66,6 +66,52 @@ pub fn server_command(
     Ok(command)
 }
 
+/// `skiff server` with its node agent (containerd), as the benches that
+/// run pods start it: on loopback `port`, its data in `data_dir`, node
+/// `node` with pod bridge `bridge` and pod CIDR `pod_cidr`, warnings and
+/// errors to `data_dir/server.log` (which [`stop_node_server`] prints).
+/// Callers add their own flags before spawning.
+pub fn node_server_command(
+    data_dir: &std::path::Path,
+    port: u16,
+    node: &str,
+    bridge: &str,
+    pod_cidr: &str,
+) -> std::io::Result<std::process::Command> {
+    let log = std::fs::File::create(data_dir.join("server.log"))?;
+    let mut command = std::process::Command::new(skiff_binary());
+    command
+        .args(["server", "--bind-address", "127.0.0.1", "--node-name", node])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--https-listen-port", &port.to_string()])
+        .args(["--cni-bridge", bridge, "--pod-cidr", pod_cidr])
+        .env("SKIFF_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    Ok(command)
+}
+
+/// Stops a server of [`node_server_command`] (see [`terminate`]), deletes
+/// its pod bridge, and when the bench `failed` prints the server's log.
+pub fn stop_node_server(
+    server: &mut std::process::Child,
+    data_dir: &std::path::Path,
+    bridge: &str,
+    failed: bool,
+) {
+    terminate(server);
+    let _ = std::process::Command::new("ip")
+        .args(["link", "delete", bridge])
+        .status();
+    if failed {
+        eprintln!(
+            "server log:\n{}",
+            std::fs::read_to_string(data_dir.join("server.log")).unwrap_or_default()
+        );
+    }
+}
+
 /// A client of the server whose data directory is `data_dir`, once the
 /// server has written its admin kubeconfig (within 60 s). With `retry`
 /// false kube-rs does not retry 429/503/504 itself, so a bench sees them.

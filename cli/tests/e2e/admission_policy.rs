@@ -91,12 +91,7 @@ spec:
 #[test]
 fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
     let server = Server::start_with(&["--disable-agent"]);
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], POLICY);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], POLICY);
     let table = server.kubectl_ok(&["get", "validatingadmissionpolicies"]);
     assert!(
         table.contains("VALIDATIONS") && table.contains("max-replicas"),
@@ -149,12 +144,7 @@ fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
     );
 
     // CRD validation rules.
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], CRD);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], CRD);
     server.kubectl_ok(&[
         "wait",
         "--for",
@@ -162,24 +152,17 @@ fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
         "--timeout=30s",
         "crd/gadgets.example.com",
     ]);
-    let out = server.kubectl_stdin(
+    let stderr = server.kubectl_stdin_err(
         &["apply", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {replicas: 7, maxReplicas: 5, tier: gold}\n",
     );
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("spec.replicas: Invalid value: \"object\": must be at most maxReplicas"),
         "{stderr}"
     );
-    let out = server.kubectl_stdin(
+    server.kubectl_stdin_ok(
         &["apply", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {replicas: 2, maxReplicas: 5, tier: gold}\n",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let out = server.kubectl(&[
         "patch",

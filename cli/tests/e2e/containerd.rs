@@ -7,13 +7,9 @@ use std::time::Duration;
 
 use skiff_node::images;
 
-use super::support::{Server, eventually};
+use super::support::{Kubectl, Server, eventually, json};
 
 const NODE: &str = "e2e-containerd";
-
-pub(super) fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
 
 pub(super) fn assert_root() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -30,25 +26,48 @@ pub(super) fn assert_root() {
 
 /// Kills what is left of the server's containers, unmounts, removes the bridge.
 pub(super) fn cleanup_host(base: &Path, bridge: &str) {
-    let needle = base.as_os_str().as_encoded_bytes().to_vec();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline"))
-            && cmd.windows(needle.len()).any(|w| w == needle.as_slice())
-        {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        }
+    for (pid, _) in processes_naming(base) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
     }
+    unmount_under(base);
+    if Path::new("/sys/class/net").join(bridge).exists() {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "delete", bridge])
+            .status();
+    }
+}
+
+/// The ids of every process on the host (the numeric entries of `/proc`).
+pub(super) fn all_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|s| s.parse().ok()))
+}
+
+/// The processes whose command line names `path` (a test's data dir, which
+/// its containerd and containerd's shims name), each with its command line
+/// (the arguments, NUL-separated): what a test must kill when it is over.
+pub(super) fn processes_naming(path: &Path) -> Vec<(u32, Vec<u8>)> {
+    let needle = path.as_os_str().as_encoded_bytes();
+    all_pids()
+        .filter_map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            cmd.windows(needle.len())
+                .any(|w| w == needle)
+                .then_some((pid, cmd))
+        })
+        .collect()
+}
+
+/// Lazily unmounts every mount point under `dir` (containerd's container
+/// root file systems and shm), deepest first.
+pub(super) fn unmount_under(dir: &Path) {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let prefix = base.to_string_lossy().into_owned();
+    let prefix = dir.to_string_lossy().into_owned();
     let mut points: Vec<&str> = mounts
         .lines()
         .filter_map(|l| l.split(' ').nth(1))
@@ -58,11 +77,6 @@ pub(super) fn cleanup_host(base: &Path, bridge: &str) {
     for p in points {
         let _ = std::process::Command::new("umount")
             .args(["-l", p])
-            .status();
-    }
-    if Path::new("/sys/class/net").join(bridge).exists() {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "delete", bridge])
             .status();
     }
 }
@@ -169,8 +183,15 @@ pub(super) fn run_with_node(
 
 /// Waits until `node` is registered and Ready, and returns it.
 pub(super) fn wait_node_ready(server: &Server, node: &str) -> serde_json::Value {
-    eventually(Duration::from_secs(120), "node Ready", || {
-        let out = server.kubectl(&["get", "node", node, "-o", "json"]);
+    node_ready(&server.admin(), node, Duration::from_secs(120))
+}
+
+/// Waits up to `within` until `node` is registered and Ready, asking as
+/// `kubectl` (a single server's admin or a multi-node cluster's), and
+/// returns it.
+pub(super) fn node_ready(kubectl: &Kubectl, node: &str, within: Duration) -> serde_json::Value {
+    eventually(within, &format!("node {node} Ready"), || {
+        let out = kubectl.run(&["get", "node", node, "-o", "json"]);
         if !out.status.success() {
             return None;
         }
@@ -236,12 +257,7 @@ fn control_plane_role(server: &Server) {
 
 /// `kubectl apply` of a JSON manifest, which must succeed.
 pub(super) fn apply(server: &Server, manifest: &str) {
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
-    assert!(
-        out.status.success(),
-        "apply failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
 
 fn scenario(server: &mut Server) {

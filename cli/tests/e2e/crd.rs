@@ -49,12 +49,7 @@ spec:
 #[test]
 fn kubectl_drives_a_custom_resource_through_its_life() {
     let server = Server::start_with(&["--disable-agent"]);
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], CRD);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], CRD);
     server.kubectl_ok(&[
         "wait",
         "--for",
@@ -63,14 +58,9 @@ fn kubectl_drives_a_custom_resource_through_its_life() {
         "crd/widgets.example.com",
     ]);
 
-    let out = server.kubectl_stdin(
+    server.kubectl_stdin_ok(
         &["apply", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let table = rows(&server.kubectl_ok(&["get", "widgets"]));
     assert_eq!(table[0], ["NAME", "SIZE", "REPLICAS", "AGE"]);
@@ -84,12 +74,10 @@ fn kubectl_drives_a_custom_resource_through_its_life() {
         "4"
     );
 
-    let out = server.kubectl_stdin(
+    let err = server.kubectl_stdin_err(
         &["create", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {size: big}\n",
     );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(r#"The Widget "bad" is invalid: spec.size: Invalid value: "string": spec.size in body must be of type integer: "string""#),
         "{err}"

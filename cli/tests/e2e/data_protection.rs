@@ -5,11 +5,10 @@
 //! rotate`) while kubectl keeps working.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine as _;
 
-use super::support::{Server, admin_role_account, skiff_err, skiff_ok};
+use super::support::{Kubectl, Server, admin_role_account, skiff_err, skiff_ok};
 
 /// The distinctive value stored in Secrets.
 const VALUE: &str = "e2e-distinctive-passphrase-5c1d9";
@@ -135,14 +134,10 @@ fn secrets_stay_encrypted_on_disk_through_restarts_and_key_rotation() {
     for name in ["first", "second"] {
         assert_eq!(read_password(&server, name), b64(VALUE), "{name}");
     }
-    let json = {
-        let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
-            .args(["secrets-encrypt", "status", "-o", "json", "--data-dir"])
-            .arg(server.data_dir())
-            .output()
-            .expect("run skiff");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let json = skiff_ok(
+        &["secrets-encrypt", "status", "-o", "json"],
+        server.data_dir(),
+    );
     let status: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
     assert_eq!(status["stale"], 0, "{status}");
     assert!(status["objects"].as_u64() >= Some(2), "{status}");
@@ -275,30 +270,11 @@ fn certificates_near_expiry_renew_at_start_and_rotate_on_request() {
         kubeconfig,
         std::fs::read_to_string(&old_kubeconfig).expect("old kubeconfig")
     );
-    let old = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&old_kubeconfig)
-        .args(["get", "namespaces"])
-        .output()
-        .expect("kubectl");
-    assert!(
-        old.status.success(),
-        "{}",
-        String::from_utf8_lossy(&old.stderr)
-    );
+    Kubectl::new(&old_kubeconfig).ok(&["get", "namespaces"]);
 
     // `skiff certificate rotate` on the stopped server, then a start.
     assert!(server.terminate().success());
-    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(["certificate", "rotate", "--data-dir"])
-        .arg(&dir)
-        .output()
-        .expect("run skiff certificate rotate");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    skiff_ok(&["certificate", "rotate"], &dir);
     let rotated = serials(&dir);
     for (old, new) in renewed.iter().zip(&rotated) {
         assert_ne!(old, new, "rotated");

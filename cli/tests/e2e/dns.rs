@@ -14,10 +14,8 @@ use std::time::Duration;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{
-    apply, import_busybox, internal_ip, json, pod, run_with_node, wait_node_ready,
-};
-use super::support::{Server, eventually, free_port};
+use super::containerd::{apply, import_busybox, internal_ip, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, free_port, json};
 
 const NODE: &str = "e2e-dns";
 

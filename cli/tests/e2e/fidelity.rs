@@ -16,12 +16,7 @@ fn describe_service_with_endpoints_through_kubectl() {
     });
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","labels":{"app":"web"}},
         "spec":{"nodeName":"sim-node-0","containers":[{"name":"main","image":"busybox"}]}}"#;
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], pod);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], pod);
     // An unnamed Service port: its slice port's name is the empty string.
     server.kubectl_ok(&["expose", "pod", "web", "--port=80", "--target-port=8080"]);
     let slice = eventually(Duration::from_secs(30), "a slice with the pod", || {
@@ -55,12 +50,7 @@ fn describe_namespace_says_what_blocks_its_deletion() {
     server.kubectl_ok(&["create", "namespace", "held"]);
     let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"sticky",
         "namespace":"held","finalizers":["example.com/hold"]}}"#;
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], cm);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], cm);
     server.kubectl_ok(&["delete", "namespace", "held", "--wait=false"]);
 
     // kubectl describe lists the conditions as TYPE STATUS TIME REASON MESSAGE.

@@ -10,7 +10,6 @@
 //! CA, refuses to start.
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -252,18 +251,15 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
     );
     // One cluster: the first server's admin credentials work on the second
     // (same CA, same client CA), and what one stores the other reads.
-    let admin_of_first = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(first.kubeconfig())
-        .args(["--server", &format!("https://127.0.0.1:{}", second.port)])
-        .args(["get", "namespace", "default", "-o", "name"])
-        .output()
-        .expect("kubectl");
-    assert!(
-        admin_of_first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&admin_of_first.stderr)
-    );
+    first.admin().ok(&[
+        "--server",
+        &format!("https://127.0.0.1:{}", second.port),
+        "get",
+        "namespace",
+        "default",
+        "-o",
+        "name",
+    ]);
     first.kubectl_ok(&[
         "create",
         "configmap",
@@ -281,19 +277,14 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
     // A service-account token the first issued is accepted by the second.
     first.kubectl_ok(&["create", "serviceaccount", "reader"]);
     let sa_token = first.kubectl_ok(&["create", "token", "reader"]);
-    let whoami = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(second.kubeconfig())
-        .args([
-            "--token",
-            sa_token.trim(),
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ])
-        .output()
-        .expect("kubectl");
+    let whoami = second.kubectl(&[
+        "--token",
+        sa_token.trim(),
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
     assert_eq!(
         String::from_utf8_lossy(&whoami.stdout),
         "system:serviceaccount:default:reader",

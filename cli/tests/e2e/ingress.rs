@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-use super::containerd::{apply, import_busybox, internal_ip, json, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, internal_ip, run_with_node, wait_node_ready};
 use super::services::backend_deployment;
-use super::support::{Server, eventually};
+use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-ingress";
 

@@ -31,6 +31,28 @@ fn ok(out: &Output) -> String {
     stdout
 }
 
+/// The error output of an install that must have been refused.
+fn refused(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "{}\n{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    stderr
+}
+
+/// The server URL every agent install here joins.
+const URL: (&str, &str) = ("SKIFF_URL", "https://10.0.0.1:6443");
+
+/// An agent install's settings: the URL, a plain token and the CA file
+/// such a token needs.
+const AGENT: [(&str, &str); 3] = [
+    URL,
+    ("SKIFF_TOKEN", "s3cret-token"),
+    ("SKIFF_CA_FILE", "/etc/skiff/ca.crt"),
+];
+
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -83,12 +105,7 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
     let dest = tempfile::tempdir().expect("temp dir");
     let out = ok(&install(
         dest.path(),
-        &[
-            ("SKIFF_URL", "https://10.0.0.1:6443"),
-            ("SKIFF_TOKEN", "s3cret-token"),
-            ("SKIFF_CA_FILE", "/etc/skiff/ca.crt"),
-            ("INSTALL_SKIFF_BIN_DIR", "/opt/skiff/bin"),
-        ],
+        &[&AGENT[..], &[("INSTALL_SKIFF_BIN_DIR", "/opt/skiff/bin")]].concat(),
         &[],
     ));
     assert!(!out.contains("s3cret-token"), "{out}");
@@ -113,13 +130,8 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
 
     // A URL without a token is refused before anything is written.
     let empty = tempfile::tempdir().expect("temp dir");
-    let refused = install(empty.path(), &[("SKIFF_URL", "https://10.0.0.1:6443")], &[]);
-    assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("SKIFF_TOKEN"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    let err = refused(&install(empty.path(), &[URL], &[]));
+    assert!(err.contains("SKIFF_TOKEN"), "{err}");
     assert_eq!(std::fs::read_dir(empty.path()).expect("dir").count(), 0);
 
     // A K10 join token carries the CA's hash: no CA file needed; a plain
@@ -128,10 +140,7 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
     let k10 = format!("K10{}::server:s3cret", "a".repeat(64));
     ok(&install(
         joined.path(),
-        &[
-            ("SKIFF_URL", "https://10.0.0.1:6443"),
-            ("SKIFF_TOKEN", k10.as_str()),
-        ],
+        &[URL, ("SKIFF_TOKEN", k10.as_str())],
         &[],
     ));
     let env = std::fs::read_to_string(
@@ -143,34 +152,18 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
     assert!(env.contains(&format!("SKIFF_TOKEN={k10}\n")), "{env}");
     assert!(!env.contains("SKIFF_CA_FILE"), "{env}");
     let plain = tempfile::tempdir().expect("temp dir");
-    let refused = install(
+    let err = refused(&install(
         plain.path(),
-        &[
-            ("SKIFF_URL", "https://10.0.0.1:6443"),
-            ("SKIFF_TOKEN", "plain"),
-        ],
+        &[URL, ("SKIFF_TOKEN", "plain")],
         &[],
-    );
-    assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("SKIFF_CA_FILE"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    ));
+    assert!(err.contains("SKIFF_CA_FILE"), "{err}");
 }
 
 #[test]
 fn install_dry_run_shows_the_unit_and_writes_nothing() {
     let dest = tempfile::tempdir().expect("temp dir");
-    let out = ok(&install(
-        dest.path(),
-        &[
-            ("SKIFF_URL", "https://10.0.0.1:6443"),
-            ("SKIFF_TOKEN", "s3cret-token"),
-            ("SKIFF_CA_FILE", "/etc/skiff/ca.crt"),
-        ],
-        &["--dry-run"],
-    ));
+    let out = ok(&install(dest.path(), &AGENT, &["--dry-run"]));
     assert!(
         out.contains("ExecStart=/usr/local/bin/skiff agent"),
         "{out}"

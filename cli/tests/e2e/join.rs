@@ -9,11 +9,13 @@
 //! node's name. Needs root (containerd, runc, CNI).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use super::containerd::{assert_root, cleanup_host, json, wait_node_ready};
-use super::support::{Server, eventually, free_port, skiff_ok, spawn_joined_agent};
+use super::containerd::{assert_root, cleanup_host, wait_node_ready};
+use super::support::{
+    Server, eventually, free_port, json, skiff_ok, spawn_joined_agent, terminate,
+};
 
 /// A `skiff agent` process in its own data dir.
 struct Agent {
@@ -28,18 +30,7 @@ impl Agent {
     }
 
     fn stop(&mut self) {
-        // By PID: SIGTERM, then SIGKILL if it lingers.
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
 }
 
@@ -118,7 +109,9 @@ fn refused(server: &Server, token: &str, node: &str, bridge: &str) -> String {
     }
 }
 
-fn client_csrs(server: &Server) -> Vec<serde_json::Value> {
+/// The certificate requests for kubelet client certificates (each joining
+/// node's, and each hollow node's, makes one).
+pub(super) fn client_csrs(server: &Server) -> Vec<serde_json::Value> {
     let list = json(&server.kubectl_ok(&["get", "csr", "-o", "json"]));
     list["items"]
         .as_array()

@@ -3,11 +3,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually};
-
-fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
+use super::support::{Server, eventually, json};
 
 #[test]
 fn version_and_discovery() {
@@ -255,21 +251,14 @@ fn patch_of_each_type_and_replace() {
     cm["data"]["k"] = "replaced".into();
     // Default validation needs /openapi/v3 (the API fidelity issue); the
     // server validates the object itself.
-    let out = server.kubectl_stdin(&["replace", "-f", "-"], &cm.to_string());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["replace", "-f", "-"], &cm.to_string());
     let now = json(&server.kubectl_ok(&["get", "cm", "r", "-o", "json"]));
     assert_eq!(now["data"]["k"], "replaced");
 
     // The object above carries the old resourceVersion: a second replace with
     // it conflicts.
     cm["data"]["k"] = "stale".into();
-    let out = server.kubectl_stdin(&["replace", "-f", "-"], &cm.to_string());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = server.kubectl_stdin_err(&["replace", "-f", "-"], &cm.to_string());
     assert!(
         err.contains(
             "Operation cannot be fulfilled on configmaps \"r\": the object has been modified"

@@ -4,6 +4,7 @@
 //! `fieldValidation` parameter in the server's OpenAPI v3 documents, sends
 //! `fieldValidation=Strict` and leaves validation to the server.
 
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use super::support::Server;
@@ -16,16 +17,15 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Runs kubectl with a manifest on stdin, expecting success.
-fn with_stdin(server: &Server, args: &[&str], input: &str) -> String {
-    let out = server.kubectl_stdin(args, input);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}\n{}",
-        stderr(&out),
-        stdout(&out)
-    );
-    stdout(&out)
+/// `kubectl edit configmap edited` with `editor` as the editor.
+fn edit_with(server: &Server, editor: &Path) -> Output {
+    server
+        .admin()
+        .command(&["edit", "configmap", "edited"])
+        .env("KUBE_EDITOR", editor)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 fn jsonpath(server: &Server, object: &[&str], path: &str) -> String {
@@ -74,8 +74,7 @@ metadata:
 #[test]
 fn apply_create_modify_remove_converges() {
     let server = Server::start();
-    let out = with_stdin(
-        &server,
+    let out = server.kubectl_stdin_ok(
         &["apply", "-f", "-"],
         &deployment(1, "front", &[("A", "1"), ("B", "2")]),
     );
@@ -88,11 +87,7 @@ fn apply_create_modify_remove_converges() {
     assert!(applied.contains("\"replicas\":1"), "{applied}");
 
     // Modify a field, drop a label and a list entry (merged by name).
-    let out = with_stdin(
-        &server,
-        &["apply", "-f", "-"],
-        &deployment(3, "", &[("A", "10")]),
-    );
+    let out = server.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment(3, "", &[("A", "10")]));
     assert_eq!(out.trim(), "deployment.apps/web configured");
     assert_eq!(
         jsonpath(&server, &["deployment", "web"], "{.spec.replicas}"),
@@ -112,19 +107,14 @@ fn apply_create_modify_remove_converges() {
     );
     // A field set by someone else survives apply (three-way merge)...
     server.kubectl_ok(&["label", "deployment", "web", "owner=ops"]);
-    let out = with_stdin(
-        &server,
-        &["apply", "-f", "-"],
-        &deployment(3, "", &[("A", "10")]),
-    );
+    let out = server.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment(3, "", &[("A", "10")]));
     assert_eq!(out.trim(), "deployment.apps/web unchanged");
     assert_eq!(
         jsonpath(&server, &["deployment", "web"], "{.metadata.labels.owner}"),
         "ops"
     );
     // ...and the applied state is what apply converged on.
-    let out = with_stdin(
-        &server,
+    let out = server.kubectl_stdin_ok(
         &["apply", "-f", "-"],
         &deployment(2, "back", &[("A", "10"), ("C", "3")]),
     );
@@ -150,20 +140,13 @@ metadata:
 data:
   a: \"1\"
 ";
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
-    assert!(!out.status.success());
+    let err = server.kubectl_stdin_err(&["apply", "-f", "-"], manifest);
     assert!(
-        stderr(&out).contains("strict decoding error: unknown field \"metadata.colour\""),
-        "{}",
-        stderr(&out)
+        err.contains("strict decoding error: unknown field \"metadata.colour\""),
+        "{err}"
     );
-    let out = server.kubectl_stdin(&["create", "-f", "-"], manifest);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("unknown field \"metadata.colour\""),
-        "{}",
-        stderr(&out)
-    );
+    let err = server.kubectl_stdin_err(&["create", "-f", "-"], manifest);
+    assert!(err.contains("unknown field \"metadata.colour\""), "{err}");
     assert!(
         !server
             .kubectl(&["get", "configmap", "settings"])
@@ -201,33 +184,28 @@ metadata:
 stringData:
   password: hunter2
 ";
-    let out = with_stdin(&server, &["create", "-f", "-"], docs);
+    let out = server.kubectl_stdin_ok(&["create", "-f", "-"], docs);
     assert!(out.contains("configmap/one created"), "{out}");
     assert!(out.contains("secret/two created"), "{out}");
 
     let list = r#"{"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "three"}, "data": {"num": "3"}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "four"}, "data": {"num": "4"}}]}"#;
-    let out = with_stdin(&server, &["create", "-f", "-"], list);
+    let out = server.kubectl_stdin_ok(&["create", "-f", "-"], list);
     assert!(out.contains("configmap/three created"), "{out}");
     assert!(out.contains("configmap/four created"), "{out}");
 
     let mut live = server.kubectl_ok(&["get", "configmap", "three", "-o", "yaml"]);
     live = live.replace("num: \"3\"", "num: \"33\"");
-    let out = with_stdin(&server, &["replace", "-f", "-"], &live);
+    let out = server.kubectl_stdin_ok(&["replace", "-f", "-"], &live);
     assert_eq!(out.trim(), "configmap/three replaced");
     assert_eq!(
         jsonpath(&server, &["configmap", "three"], "{.data.num}"),
         "33"
     );
     // A stale resourceVersion is a conflict, as upstream.
-    let out = server.kubectl_stdin(&["replace", "-f", "-"], &live);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("the object has been modified"),
-        "{}",
-        stderr(&out)
-    );
+    let err = server.kubectl_stdin_err(&["replace", "-f", "-"], &live);
+    assert!(err.contains("the object has been modified"), "{err}");
 }
 
 #[test]
@@ -246,14 +224,7 @@ fn edit_with_a_scripted_editor() {
         .status()
         .unwrap();
     assert!(status.success());
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["edit", "configmap", "edited"])
-        .env("KUBE_EDITOR", &editor)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = edit_with(&server, &editor);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "configmap/edited edited");
     assert_eq!(
@@ -268,14 +239,7 @@ fn edit_with_a_scripted_editor() {
         "#!/bin/sh\nsed -i 's/^metadata:/metadata:\\n  colour: green/' \"$1\"\n",
     )
     .unwrap();
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["edit", "configmap", "edited"])
-        .env("KUBE_EDITOR", &editor)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = edit_with(&server, &editor);
     assert!(!out.status.success());
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(text.contains("unknown field \"metadata.colour\""), "{text}");
@@ -285,7 +249,7 @@ fn edit_with_a_scripted_editor() {
 fn diff_uses_server_dry_run() {
     let server = Server::start();
     let manifest = deployment(1, "front", &[("A", "1")]);
-    with_stdin(&server, &["apply", "-f", "-"], &manifest);
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], &manifest);
     let out = server.kubectl_stdin(&["diff", "-f", "-"], &manifest);
     assert_eq!(
         out.status.code(),
@@ -329,11 +293,7 @@ fn explain_and_get_all() {
     assert!(out.contains("FIELD:    image <string>"), "{out}");
     assert!(out.contains("Container image name."), "{out}");
 
-    with_stdin(
-        &server,
-        &["apply", "-f", "-"],
-        &deployment(1, "", &[("A", "1")]),
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment(1, "", &[("A", "1")]));
     server.kubectl_ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
     let out = server.kubectl_ok(&["get", "all"]);
     assert!(out.contains("deployment.apps/web"), "{out}");

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{internal_ip, json};
-use super::support::eventually;
+use super::containerd::internal_ip;
+use super::support::{eventually, json};
 use cluster::Cluster;
 
 /// A container command: serve the hostname at `/` and the client's address
@@ -119,6 +119,24 @@ fn fetch_fails(cluster: &Cluster, name: &str, url: &str) {
             "{name} reached {url} through the policy: {got:?}"
         );
     }
+}
+
+/// Pod `client-a` (address `client_ip`) on node A reaches `web-b` on node
+/// B by its IP `web_ip`, with its own address as the source: pod-to-pod
+/// traffic across nodes is not masqueraded, whatever the backend.
+fn reaches_across_nodes(cluster: &Cluster, web_ip: &str, client_ip: &str) {
+    fetch_until(
+        cluster,
+        "client-a",
+        &format!("http://{web_ip}:8080/"),
+        "web-b",
+    );
+    fetch_until(
+        cluster,
+        "client-a",
+        &format!("http://{web_ip}:8080/cgi-bin/ip"),
+        client_ip,
+    );
 }
 
 /// The routes skiff's pod network installed on `netns` (`proto 173`), as
@@ -228,20 +246,7 @@ fn multi_node_vxlan_pods_services_dns_failover_and_node_names() {
         exec(&cluster, "client-a", "cat /sys/class/net/eth0/mtu"),
         Ok("1450".to_string())
     );
-    // A pod on A reaches a pod on B by IP, with its own address as the
-    // source (pod-to-pod traffic across nodes is not masqueraded).
-    fetch_until(
-        &cluster,
-        "client-a",
-        &format!("http://{web_ip}:8080/"),
-        "web-b",
-    );
-    fetch_until(
-        &cluster,
-        "client-a",
-        &format!("http://{web_ip}:8080/cgi-bin/ip"),
-        &client_a_ip,
-    );
+    reaches_across_nodes(&cluster, &web_ip, &client_a_ip);
     // ... and through the Service's name, from both nodes (the proxy runs
     // on each agent; the name comes from the cluster DNS on the server).
     let service = "web.default.svc.cluster.local";
@@ -482,16 +487,5 @@ fn multi_node_host_gw_routes_pods_across_nodes() {
         exec(&cluster, "client-a", "cat /sys/class/net/eth0/mtu"),
         Ok("1500".to_string())
     );
-    fetch_until(
-        &cluster,
-        "client-a",
-        &format!("http://{web_ip}:8080/"),
-        "web-b",
-    );
-    fetch_until(
-        &cluster,
-        "client-a",
-        &format!("http://{web_ip}:8080/cgi-bin/ip"),
-        &client_a_ip,
-    );
+    reaches_across_nodes(&cluster, &web_ip, &client_a_ip);
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, run_with_node, wait_node_ready};
-use super::support::{Server, eventually};
+use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-netpol";
 const NS: &str = "np";

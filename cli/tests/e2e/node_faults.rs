@@ -14,8 +14,8 @@ use skiff_node::agent::pod::labels;
 use skiff_node::cri_api as api;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, run_with_node, wait_node_ready};
-use super::support::{Server, eventually};
+use super::containerd::{apply, import_busybox, processes_naming, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json};
 
 /// Flags every server here runs with: no node server port and no cluster
 /// DNS on port 53, both shared host resources not under test.
@@ -250,28 +250,16 @@ fn runtime_matches(state: &RuntimeState, pods: &BTreeMap<String, PodReport>) -> 
 /// PIDs of the containerd daemons whose command line names `data_dir`
 /// (the shims name it too, but are not `containerd`).
 fn containerd_pids(data_dir: &Path) -> Vec<u32> {
-    let needle = data_dir.as_os_str().as_encoded_bytes().to_vec();
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let argv0 = cmd.split(|&b| b == 0).next().unwrap_or_default();
-        let is_containerd = Path::new(&*String::from_utf8_lossy(argv0))
-            .file_name()
-            .is_some_and(|n| n == "containerd");
-        if is_containerd && cmd.windows(needle.len()).any(|w| w == needle.as_slice()) {
-            pids.push(pid);
-        }
-    }
-    pids
+    processes_naming(data_dir)
+        .into_iter()
+        .filter(|(_, cmd)| {
+            let argv0 = cmd.split(|&b| b == 0).next().unwrap_or_default();
+            Path::new(&*String::from_utf8_lossy(argv0))
+                .file_name()
+                .is_some_and(|n| n == "containerd")
+        })
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// The processes inside a container or sandbox: their cgroup path ends in
@@ -320,27 +308,62 @@ fn sigkill(pid: u32) {
     assert!(status.success(), "kill -KILL {pid}");
 }
 
-fn report_runtime(test: &str, started: Instant) {
+/// Runs `scenario` on a server whose node `node` is Ready with the
+/// busybox image imported (see [`run_with_node`] for the bridge and pod
+/// CIDR), and reports how long the test ran.
+fn run_fault(
+    test: &str,
+    bridge_prefix: &str,
+    pod_cidr: &str,
+    node: &str,
+    scenario: impl FnOnce(&mut Server),
+) {
+    let started = Instant::now();
+    run_with_node(bridge_prefix, pod_cidr, &node_flags(node), |server| {
+        wait_node_ready(server, node);
+        import_busybox(server);
+        scenario(server);
+    });
     eprintln!("{test}: ran {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Waits up to `within` until exactly `count` pods match `selector`, all
+/// Running and Ready; their reports.
+fn ready_pods(
+    server: &Server,
+    selector: &str,
+    count: usize,
+    within: Duration,
+) -> BTreeMap<String, PodReport> {
+    eventually(within, &format!("{count} pods Ready"), || {
+        let now = pods(server, selector);
+        (now.len() == count && now.values().all(PodReport::running_and_ready)).then_some(now)
+    })
+}
+
+/// Waits until the runtime holds just what `pods` say it runs (its
+/// relist has caught up after a start); its state.
+fn runtime_settled(server: &Server, pods: &BTreeMap<String, PodReport>) -> RuntimeState {
+    eventually(Duration::from_secs(30), "runtime settled", || {
+        let state = runtime_state(server)?;
+        runtime_matches(&state, pods).ok().map(|()| state)
+    })
 }
 
 const CONTAINERD_NODE: &str = "e2e-faults-containerd";
 
 #[test]
 fn containerd_killed_under_a_deployment_comes_back_and_pods_recover() {
-    let started = Instant::now();
-    run_with_node(
+    run_fault(
+        "containerd killed",
         "sfa",
         "10.233.21.0/24",
-        &node_flags(CONTAINERD_NODE),
+        CONTAINERD_NODE,
         containerd_killed,
     );
-    report_runtime("containerd killed", started);
 }
 
 fn containerd_killed(server: &mut Server) {
-    wait_node_ready(server, CONTAINERD_NODE);
-    import_busybox(server);
     apply(server, &sleeper_deployment("steady", 3, "1"));
     // A pod that must never run twice: when its sandbox dies it is over.
     apply(
@@ -353,14 +376,8 @@ fn containerd_killed(server: &mut Server) {
         })
         .to_string(),
     );
-    let before = eventually(Duration::from_secs(120), "4 pods Ready", || {
-        let now = pods(server, "");
-        (now.len() == 4 && now.values().all(PodReport::running_and_ready)).then_some(now)
-    });
-    let runtime_before = eventually(Duration::from_secs(30), "runtime settled", || {
-        let state = runtime_state(server)?;
-        runtime_matches(&state, &before).ok().map(|()| state)
-    });
+    let before = ready_pods(server, "", 4, Duration::from_secs(120));
+    let runtime_before = runtime_settled(server, &before);
     let sandbox_of = |name: &str| runtime_before.sandboxes[&before[name].uid][0].0.clone();
 
     let daemons = containerd_pids(server.data_dir());
@@ -486,14 +503,13 @@ const FLEET: u32 = 50;
 
 #[test]
 fn server_killed_mid_rolling_update_of_50_replicas_completes_it_after_restart() {
-    let started = Instant::now();
-    run_with_node(
+    run_fault(
+        "server killed mid rollout",
         "sfb",
         "10.233.22.0/24",
-        &node_flags(ROLLOUT_NODE),
+        ROLLOUT_NODE,
         server_killed_mid_rollout,
     );
-    report_runtime("server killed mid rollout", started);
 }
 
 fn deployment_status(server: &Server, name: &str) -> serde_json::Value {
@@ -501,15 +517,14 @@ fn deployment_status(server: &Server, name: &str) -> serde_json::Value {
 }
 
 fn server_killed_mid_rollout(server: &mut Server) {
-    wait_node_ready(server, ROLLOUT_NODE);
-    import_busybox(server);
     let scale_up = Instant::now();
     apply(server, &sleeper_deployment("fleet", FLEET, "1"));
-    let first = eventually(Duration::from_secs(300), "50 fleet pods Ready", || {
-        let now = pods(server, "app=fleet");
-        (now.len() == FLEET as usize && now.values().all(PodReport::running_and_ready))
-            .then_some(now)
-    });
+    let first = ready_pods(
+        server,
+        "app=fleet",
+        FLEET as usize,
+        Duration::from_secs(300),
+    );
     eprintln!(
         "{FLEET} pods Ready after {:.1} s",
         scale_up.elapsed().as_secs_f64()
@@ -635,19 +650,16 @@ const RESTART_NODE: &str = "e2e-faults-restart";
 
 #[test]
 fn agent_restarted_with_pods_running_restarts_no_container() {
-    let started = Instant::now();
-    run_with_node(
+    run_fault(
+        "agent restarted",
         "sfc",
         "10.233.23.0/24",
-        &node_flags(RESTART_NODE),
+        RESTART_NODE,
         agent_restarted,
     );
-    report_runtime("agent restarted", started);
 }
 
 fn agent_restarted(server: &mut Server) {
-    wait_node_ready(server, RESTART_NODE);
-    import_busybox(server);
     apply(server, &sleeper_deployment("kept", 3, "1"));
     // A pod with an init container and a readiness probe, and one that has
     // completed: neither may run anything again after the restart.
@@ -675,10 +687,7 @@ fn agent_restarted(server: &mut Server) {
         })
         .to_string(),
     );
-    let running = eventually(Duration::from_secs(120), "4 pods Ready", || {
-        let now = pods(server, "app=kept");
-        (now.len() == 4 && now.values().all(PodReport::running_and_ready)).then_some(now)
-    });
+    let running = ready_pods(server, "app=kept", 4, Duration::from_secs(120));
     let done = eventually(Duration::from_secs(60), "done Succeeded", || {
         let p = pods(server, "").remove("done")?;
         (p.phase == "Succeeded").then_some(p)
@@ -689,10 +698,7 @@ fn agent_restarted(server: &mut Server) {
     }
     let mut everything = running.clone();
     everything.insert("done".to_string(), done.clone());
-    let runtime_before = eventually(Duration::from_secs(30), "runtime settled", || {
-        let state = runtime_state(server)?;
-        runtime_matches(&state, &everything).ok().map(|()| state)
-    });
+    let runtime_before = runtime_settled(server, &everything);
 
     for how in ["SIGTERM", "SIGKILL"] {
         if how == "SIGTERM" {
@@ -706,10 +712,7 @@ fn agent_restarted(server: &mut Server) {
         // The restarted agent has relisted the runtime and synced every pod
         // at least once by now (its relist runs every second).
         std::thread::sleep(Duration::from_secs(5));
-        let after = eventually(Duration::from_secs(60), "pods Ready again", || {
-            let now = pods(server, "app=kept");
-            (now.len() == 4 && now.values().all(PodReport::running_and_ready)).then_some(now)
-        });
+        let after = ready_pods(server, "app=kept", 4, Duration::from_secs(60));
         assert_eq!(after, running, "after a {how} restart");
         assert_eq!(
             pods(server, "").remove("done"),

@@ -9,15 +9,14 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
-use super::containerd::{apply, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually};
+use super::containerd::{apply, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json, skiff_ok};
 
 const NODE: &str = "e2e-node-features";
 const IMAGE: &str = "skiff.test/tools:v7";
@@ -72,19 +71,7 @@ fn basic(user: &str, password: &str) -> String {
 }
 
 fn skiff_images(server: &Server, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .arg("images")
-        .arg("--data-dir")
-        .arg(server.data_dir())
-        .args(args)
-        .output()
-        .expect("run skiff images");
-    assert!(
-        out.status.success(),
-        "skiff images {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    skiff_ok(&[&["images"], args].concat(), server.data_dir())
 }
 
 fn container_log(server: &Server, name: &str, uid: &str) -> String {
@@ -298,13 +285,9 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
         "--clusterrole=view",
         "--serviceaccount=default:default",
     ]);
-    let as_pod = server.kubectl(&["--token", &token, "get", "pods", "-o", "name"]);
-    assert!(
-        as_pod.status.success(),
-        "the mounted token does not authenticate: {}",
-        String::from_utf8_lossy(&as_pod.stderr)
-    );
-    assert!(String::from_utf8_lossy(&as_pod.stdout).contains("pod/token-reader"));
+    // The mounted token authenticates.
+    let as_pod = server.kubectl_ok(&["--token", &token, "get", "pods", "-o", "name"]);
+    assert!(as_pod.contains("pod/token-reader"));
     let forged = format!("{token}x");
     let refused = server.kubectl(&["--token", &forged, "get", "pods"]);
     assert!(!refused.status.success());
@@ -314,18 +297,13 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
     let created = server.kubectl_ok(&["create", "token", "default", "--duration", "15m"]);
     let created = created.trim();
     assert_eq!(created.split('.').count(), 3, "{created}");
-    let ok = server.kubectl(&[
+    server.kubectl_ok(&[
         "--token",
         created,
         "get",
         "--raw",
         "/api/v1/namespaces/default/pods",
     ]);
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
 
     // PVCs: a static hostPath PV...
     let static_user = eventually(Duration::from_secs(60), "static-user Running", || {

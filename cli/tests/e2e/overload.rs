@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client, Config};
 
-use super::support::{Server, eventually, service_account};
+use super::support::{Kubectl, Server, eventually, service_account};
 
 const WRITERS: usize = 32;
 /// Big enough that a write takes a while, so the two seats stay busy.
@@ -105,12 +105,7 @@ spec:
       resources: ["*"]
       namespaces: ["*"]
 "#;
-    let applied = server.kubectl_stdin(&["apply", "-f", "-"], fence);
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], fence);
     let counts = Arc::new(Counts::default());
     let stop = Arc::new(AtomicBool::new(false));
     let _stop_writers = StopOnDrop(stop.clone());
@@ -209,17 +204,12 @@ spec:
 
     // Every answer names the schema and level that decided it (kubectl
     // prints response headers at -v=8).
-    let out = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&writer)
-        .args([
-            "get",
-            "--raw",
-            "/api/v1/namespaces/flood/configmaps?limit=1",
-            "-v=8",
-        ])
-        .output()
-        .expect("kubectl");
+    let out = Kubectl::new(&writer).run(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/flood/configmaps?limit=1",
+        "-v=8",
+    ]);
     let log = String::from_utf8_lossy(&out.stderr).to_lowercase();
     assert!(log.contains("x-kubernetes-pf-flowschema-uid"), "{log}");
     assert!(log.contains("x-kubernetes-pf-prioritylevel-uid"), "{log}");

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-lifecycle";
 
@@ -261,10 +261,9 @@ fn deleted_job_pods_go_and_their_namespace_with_them(server: &Server) {
 
     // Every state of the pod from now on, as `kubectl get -w` shows them.
     let watch_out = server.data_dir().join("issue19-watch.json");
-    let mut watch = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args([
+    let mut watch = server
+        .admin()
+        .command(&[
             "get",
             "pod",
             "-n",

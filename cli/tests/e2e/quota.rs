@@ -89,12 +89,7 @@ fn kubectl_limit_range_defaults_show_on_a_pod_and_bounds_refuse() {
             "default": {"cpu": "300m", "memory": "128Mi"},
             "defaultRequest": {"cpu": "100m"},
             "min": {"cpu": "50m"}}]}});
-    let out = server.kubectl_stdin(&["create", "-f", "-"], &range.to_string());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["create", "-f", "-"], &range.to_string());
 
     server.kubectl_ok(&["run", "p", "--image=busybox", "-n", "y"]);
     let pod_field = |path: &str| {

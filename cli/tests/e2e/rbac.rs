@@ -2,39 +2,19 @@
 //! worth what RBAC grants it, with kubectl and the Python client seeing
 //! upstream's refusals.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
 
-use super::support::{Server, python_ok, service_account, token_kubeconfig};
+use super::support::{Kubectl, Server, python_ok, service_account, token_kubeconfig};
 
-fn kubectl_as(kubeconfig: &PathBuf, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kubectl")
+/// kubectl as the user of `kubeconfig`, which must be allowed; its output.
+fn ok_as(kubeconfig: &Path, args: &[&str]) -> String {
+    Kubectl::new(kubeconfig).ok(args)
 }
 
-fn ok_as(kubeconfig: &PathBuf, args: &[&str]) -> String {
-    let out = kubectl_as(kubeconfig, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn refused_as(kubeconfig: &PathBuf, args: &[&str]) -> String {
-    let out = kubectl_as(kubeconfig, args);
-    assert!(
-        !out.status.success(),
-        "kubectl {args:?} was allowed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+/// kubectl as the user of `kubeconfig`, which must be refused; its error
+/// output.
+fn refused_as(kubeconfig: &Path, args: &[&str]) -> String {
+    Kubectl::new(kubeconfig).err(args)
 }
 
 const PRIVILEGED_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
@@ -60,24 +40,7 @@ fn a_service_account_without_grants_gets_nothing() {
         err.contains(r#"cannot list resource "configmaps" in API group "" in the namespace "a""#),
         "{err}"
     );
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&probe)
-        .args(["create", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(PRIVILEGED_POD.as_bytes())?;
-            child.wait_with_output()
-        })
-        .expect("kubectl create");
+    let out = Kubectl::new(&probe).stdin(&["create", "-f", "-"], PRIVILEGED_POD);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("Forbidden"), "{err}");
     let err = refused_as(&probe, &["delete", "node", "anything"]);

@@ -13,8 +13,8 @@ use std::time::Duration;
 use rcgen::{Issuer, KeyPair};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, service_account};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::support::{Kubectl, Server, eventually, json, service_account};
 
 const NODE: &str = "e2e-metrics";
 
@@ -229,14 +229,7 @@ fn scenario(server: &Server) {
 
     // A user without RBAC rights gets 403 from the metrics API.
     let stranger = service_account(server, "default", "stranger");
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&stranger)
-        .args(["top", "pods"])
-        .output()
-        .expect("kubectl");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "stranger saw {:?}", out.stdout);
+    let err = Kubectl::new(&stranger).err(&["top", "pods"]);
     assert!(
         err.contains("Forbidden") || err.contains("forbidden"),
         "{err}"

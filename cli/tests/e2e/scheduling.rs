@@ -4,11 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::support::{Server, eventually};
-
-fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
+use super::support::{Server, eventually, json};
 
 /// Node name of every pod with label `app=<app>`, once all are bound.
 fn placements(server: &Server, app: &str, expected: usize) -> Vec<String> {
@@ -24,13 +20,20 @@ fn placements(server: &Server, app: &str, expected: usize) -> Vec<String> {
     })
 }
 
+/// Waits until the server's `count` simulated nodes are registered.
+fn wait_nodes(server: &Server, count: usize) {
+    eventually(Duration::from_secs(20), &format!("{count} nodes"), || {
+        (server
+            .kubectl_ok(&["get", "nodes", "-o", "name"])
+            .lines()
+            .count()
+            == count)
+            .then_some(())
+    });
+}
+
 fn apply(server: &Server, manifest: &str) {
-    let out = server.kubectl_stdin(&["apply", "-f", "-"], manifest);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
 
 fn deployment(name: &str, replicas: u32, pod_spec_extra: &str) -> String {
@@ -45,14 +48,7 @@ fn deployment(name: &str, replicas: u32, pod_spec_extra: &str) -> String {
 #[test]
 fn taints_affinity_and_spread_place_pods_as_upstream() {
     let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "3"]);
-    eventually(Duration::from_secs(20), "3 nodes", || {
-        (server
-            .kubectl_ok(&["get", "nodes", "-o", "name"])
-            .lines()
-            .count()
-            == 3)
-            .then_some(())
-    });
+    wait_nodes(&server, 3);
     server.kubectl_ok(&["taint", "node", "sim-node-0", "dedicated=infra:NoSchedule"]);
     server.kubectl_ok(&[
         "label",
@@ -109,14 +105,7 @@ fn taints_affinity_and_spread_place_pods_as_upstream() {
 #[test]
 fn unschedulable_pod_is_explained() {
     let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "2"]);
-    eventually(Duration::from_secs(20), "2 nodes", || {
-        (server
-            .kubectl_ok(&["get", "nodes", "-o", "name"])
-            .lines()
-            .count()
-            == 2)
-            .then_some(())
-    });
+    wait_nodes(&server, 2);
     apply(
         &server,
         r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"huge"},

@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use super::support::Server;
+use super::support::{Server, output_with_stdin};
 
 fn curl(server: &Server, path: &str, extra: &[&str]) -> (u16, String) {
     let ca = server.data_dir().join("tls/ca.crt");
@@ -103,21 +103,10 @@ fn anonymous_requests_are_refused_except_health_and_version() {
 fn serving_certificate_names_the_extra_tls_sans() {
     let server = Server::start_with(&["--disable-agent", "--tls-san", "skiff.example.test"]);
     let pem = std::fs::read_to_string(server.data_dir().join("tls/serving.crt")).expect("cert");
-    let out = Command::new("openssl")
-        .args(["x509", "-noout", "-ext", "subjectAltName"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(pem.as_bytes())?;
-            child.wait_with_output()
-        })
-        .expect("openssl");
+    let out = output_with_stdin(
+        Command::new("openssl").args(["x509", "-noout", "-ext", "subjectAltName"]),
+        pem.as_bytes(),
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("skiff.example.test"), "{text}");
     assert!(text.contains("127.0.0.1"), "{text}");

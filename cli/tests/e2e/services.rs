@@ -16,10 +16,8 @@ use std::time::Duration;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{
-    apply, assert_root, cleanup_host, import_busybox, internal_ip, json, pod, wait_node_ready,
-};
-use super::support::{Server, eventually};
+use super::containerd::{apply, import_busybox, internal_ip, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-services";
 
@@ -143,49 +141,37 @@ fn read_log(server: &Server, pod: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The test's own proxy table, deleted when the test ends (passed or
+/// failed), after its server and what it started are gone.
+struct ProxyTable(String);
+
+impl Drop for ProxyTable {
+    fn drop(&mut self) {
+        let _ = skiff_proxy::Nft::new().delete_table(skiff_proxy::Family::Ip, &self.0);
+    }
+}
+
 #[test]
 fn services_reach_pods_through_the_proxy_rules() {
-    assert_root();
     let tag = std::process::id() % 100_000;
-    let bridge = format!("sks{tag}");
-    let table = format!("skiff-e2e-{tag}");
+    let table = ProxyTable(format!("skiff-e2e-{tag}"));
     // Distinct networks per run: leftovers of other servers cannot match.
     let octet = 100 + tag % 100;
     let pod_cidr = format!("10.235.{octet}.0/24");
     let service_cidr = format!("10.236.{octet}.0/24");
-    let mut server = Server::start_with(&[
-        "--node-name",
-        NODE,
-        "--cni-bridge",
-        &bridge,
-        "--pod-cidr",
+    run_with_node(
+        "sks",
         &pod_cidr,
-        "--cluster-cidr",
-        &pod_cidr,
-        "--service-cidr",
-        &service_cidr,
-        "--proxy-table",
-        &table,
-    ]);
-    let base = server.data_dir().to_path_buf();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scenario(&mut server, &table);
-    }));
-    let _ = server.kubectl(&["delete", "deployment", "--all", "--wait=false"]);
-    let _ = server.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "--grace-period=1",
-        "--timeout=60s",
-    ]);
-    server.terminate();
-    cleanup_host(&base, &bridge);
-    let _ = skiff_proxy::Nft::new().delete_table(skiff_proxy::Family::Ip, &table);
-    if let Err(panic) = result {
-        eprintln!("server log:\n{}", server.log());
-        std::panic::resume_unwind(panic);
-    }
+        &[
+            "--node-name",
+            NODE,
+            "--service-cidr",
+            &service_cidr,
+            "--proxy-table",
+            &table.0,
+        ],
+        |server| scenario(server, &table.0),
+    );
 }
 
 fn scenario(server: &mut Server, table: &str) {

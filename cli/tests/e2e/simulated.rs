@@ -6,11 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use super::support::{Server, eventually, skiff_ok, spawn_joined_agent};
-
-fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
+use super::join::client_csrs;
+use super::support::{Server, eventually, json, skiff_ok, spawn_joined_agent};
 
 fn pod_manifest(name: &str, node: &str, restart: &str, annotations: &str) -> String {
     format!(
@@ -110,16 +107,6 @@ fn ready_nodes(server: &Server, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-fn client_csr_count(server: &Server) -> usize {
-    let list = json(&server.kubectl_ok(&["get", "csr", "-o", "json"]));
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet")
-        .count()
-}
-
 fn spawn_simulated_agent(server: &Server, dir: &Path, token: &str) -> Child {
     spawn_joined_agent(
         server,
@@ -171,7 +158,7 @@ fn a_joined_agent_runs_simulated_nodes_each_as_its_own_node() {
             (ready_nodes(&server, "simjoin-sim-").len() == 3).then_some(())
         });
         // The agent and each hollow node asked for their own certificate.
-        assert_eq!(client_csr_count(&server), 4);
+        assert_eq!(client_csrs(&server).len(), 4);
         let whoami = kubectl_as_node(
             &server,
             &pki("simjoin-sim-1"),
@@ -228,7 +215,7 @@ fn a_joined_agent_runs_simulated_nodes_each_as_its_own_node() {
             "the restarted agent's nodes",
             || (agent_log().matches("simulated nodes ready").count() == 2).then_some(()),
         );
-        assert_eq!(client_csr_count(&server), 4, "the restart asked again");
+        assert_eq!(client_csrs(&server).len(), 4, "the restart asked again");
     }));
     stop(&mut agent);
     if let Err(panic) = result {

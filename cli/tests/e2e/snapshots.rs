@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::support::{Server, admin_role_account, eventually, skiff_err, skiff_ok};
+use super::support::{Kubectl, Server, admin_role_account, eventually, skiff_err, skiff_ok};
 
 /// A value only the Secret holds.
 const VALUE: &str = "e2e-snapshot-passphrase-7f3a2";
@@ -182,25 +182,15 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
     // The old server's admin kubeconfig works against the restored one:
     // same CA, same admin certificate.
     let server_url = format!("https://127.0.0.1:{}", restored.port);
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&old_kubeconfig)
-        .args([
-            "--server",
-            &server_url,
-            "get",
-            "configmap",
-            "a",
-            "-o",
-            "name",
-        ])
-        .output()
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "old kubeconfig refused: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    Kubectl::new(&old_kubeconfig).ok(&[
+        "--server",
+        &server_url,
+        "get",
+        "configmap",
+        "a",
+        "-o",
+        "name",
+    ]);
     // The restored cluster takes writes from its snapshot's revision on.
     restored.kubectl_ok(&["create", "configmap", "c"]);
 

@@ -5,13 +5,13 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, json, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, python_ok};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::support::{Server, eventually, json, python_ok};
 
 const NODE: &str = "e2e-streaming";
 
@@ -23,6 +23,37 @@ fn kubectl_and_python_stream_logs_exec_attach_cp_and_port_forward() {
         &["--node-name", NODE, "--kubelet-port", "0"],
         |server| scenario(server),
     );
+}
+
+/// Starts kubectl with `args`, a command that keeps streaming (`logs -f`,
+/// `attach`), reads its output until `enough` holds of it or `within` has
+/// passed, then stops it; what it read.
+fn stream_until(
+    server: &Server,
+    args: &[&str],
+    within: Duration,
+    enough: impl Fn(&str) -> bool,
+) -> String {
+    let mut child = server
+        .admin()
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"));
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut read = String::new();
+    let deadline = Instant::now() + within;
+    let mut buffer = [0u8; 256];
+    while !enough(&read) && Instant::now() < deadline {
+        match stdout.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read.push_str(&String::from_utf8_lossy(&buffer[..n])),
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    read
 }
 
 fn wait_running(server: &Server, name: &str) {
@@ -99,26 +130,12 @@ fn scenario(server: &Server) {
 
     // logs -f follows new lines as they are written (the container keeps
     // running, so kubectl is stopped once all five arrived).
-    let mut follow = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["logs", "-f", "ticker"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kubectl logs -f");
-    let mut followed = String::new();
-    let mut stdout = follow.stdout.take().expect("stdout");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut buffer = [0u8; 256];
-    while !followed.contains("tick 5\n") && Instant::now() < deadline {
-        match stdout.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => followed.push_str(&String::from_utf8_lossy(&buffer[..n])),
-        }
-    }
-    let _ = follow.kill();
-    let _ = follow.wait();
+    let followed = stream_until(
+        server,
+        &["logs", "-f", "ticker"],
+        Duration::from_secs(60),
+        |followed| followed.contains("tick 5\n"),
+    );
     assert_eq!(followed, "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n");
 
     assert_eq!(
@@ -211,34 +228,20 @@ fn scenario(server: &Server) {
         ),
     );
     wait_running(server, "chatty");
-    let mut attach = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["attach", "chatty"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kubectl attach");
-    let mut attached = String::new();
-    let mut stdout = attach.stdout.take().expect("stdout");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while attached.matches("chat ").count() < 3 && Instant::now() < deadline {
-        match stdout.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => attached.push_str(&String::from_utf8_lossy(&buffer[..n])),
-        }
-    }
-    let _ = attach.kill();
-    let _ = attach.wait();
+    let attached = stream_until(
+        server,
+        &["attach", "chatty"],
+        Duration::from_secs(30),
+        |attached| attached.matches("chat ").count() >= 3,
+    );
     assert!(attached.matches("chat ").count() >= 3, "{attached:?}");
 
     // port-forward: an HTTP GET through the forwarded port.
     wait_running(server, "web");
     let local_port = super::support::free_port();
-    let mut forward = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["port-forward", "pod/web", &format!("{local_port}:8080")])
+    let mut forward = server
+        .admin()
+        .command(&["port-forward", "pod/web", &format!("{local_port}:8080")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -66,12 +66,8 @@ impl Server {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .expect("server log file");
-        let child = Command::new(skiff_binary())
+        let mut command = Command::new(skiff_binary());
+        command
             .arg("server")
             .arg("--data-dir")
             .arg(self.dir.path())
@@ -85,7 +81,6 @@ impl Server {
                     .flatten(),
             )
             .args(&self.args)
-            .env("SKIFF_LOG", "info")
             // Servers with a node agent run the service proxy: each gets
             // its own nftables table, so concurrent servers never share one.
             .env("SKIFF_PROXY_TABLE", format!("skiff-e2e-{}", self.port))
@@ -99,13 +94,8 @@ impl Server {
             )
             .env("SKIFF_FLANNEL_BACKEND", "none")
             .env("SKIFF_INGRESS_HTTP_PORT", self.ingress_ports.0.to_string())
-            .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn skiff server");
-        self.child = Some(child);
+            .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string());
+        self.child = Some(spawn_logged(&mut command, &self.log_path()));
         self.wait_ready();
     }
 
@@ -127,112 +117,54 @@ impl Server {
     }
 
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("skiff server exited with {status}:\n{}", self.log());
-            }
-            if self.kubeconfig().exists() {
-                let out = self.kubectl(&["get", "--raw", "/readyz"]);
-                if out.status.success() {
-                    return;
-                }
-            }
-            if Instant::now() > deadline {
-                panic!("skiff server not ready after 60 s:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let (kubeconfig, log) = (self.kubeconfig(), self.log_path());
+        let child = self.child.as_mut().expect("server running");
+        wait_server_ready(child, &kubeconfig, &log, Duration::from_secs(60));
     }
 
-    /// A kubectl command against this server, with `args`.
-    fn kubectl_command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args);
-        command
+    /// kubectl as this server's admin.
+    pub fn admin(&self) -> Kubectl {
+        Kubectl::new(self.kubeconfig())
     }
 
     /// Starts a long-running kubectl against this server (`get -w`, say);
     /// its stdout arrives line by line on the receiver.
     pub fn kubectl_lines(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
-        use std::io::BufRead;
-        let mut child = self
-            .kubectl_command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kubectl");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        (child, rx)
+        self.admin().lines(args)
     }
 
     /// Runs kubectl against this server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        self.kubectl_command(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run kubectl")
+        self.admin().run(args)
     }
 
     /// Runs kubectl with `input` on its standard input.
     pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
-        use std::io::Write;
-        let mut child = self
-            .kubectl_command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-        child.wait_with_output().expect("kubectl output")
+        self.admin().stdin(args, input)
     }
 
     /// Runs kubectl and returns its standard output, failing the test with
     /// kubectl's error output when it does not succeed.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.admin().ok(args)
+    }
+
+    /// Runs kubectl with `input` on its standard input (a manifest for
+    /// `apply -f -`, say) and returns its standard output, failing the test
+    /// with kubectl's error output when it does not succeed.
+    pub fn kubectl_stdin_ok(&self, args: &[&str], input: &str) -> String {
+        self.admin().stdin_ok(args, input)
     }
 
     /// Runs kubectl expecting failure and returns its error output.
     pub fn kubectl_err(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            !out.status.success(),
-            "kubectl {args:?} unexpectedly succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        self.admin().err(args)
+    }
+
+    /// Runs kubectl with `input` on its standard input expecting failure
+    /// (a manifest the server must refuse) and returns its error output.
+    pub fn kubectl_stdin_err(&self, args: &[&str], input: &str) -> String {
+        self.admin().stdin_err(args, input)
     }
 
     /// Sends SIGTERM and waits for the exit status.
@@ -278,6 +210,52 @@ impl Drop for Server {
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// Waits until the `skiff server` process `child` answers `/readyz` to
+/// the admin of `kubeconfig` (once it has written it), failing the test
+/// with its log `log` when it exits first or is not ready `within`: how a
+/// single server and a multi-node cluster's server are waited for.
+pub fn wait_server_ready(child: &mut Child, kubeconfig: &Path, log: &Path, within: Duration) {
+    let log = || std::fs::read_to_string(log).unwrap_or_default();
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            panic!("skiff server exited with {status}:\n{}", log());
+        }
+        if kubeconfig.exists()
+            && Kubectl::new(kubeconfig)
+                .run(&["get", "--raw", "/readyz"])
+                .status
+                .success()
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "skiff server not ready after {} s:\n{}",
+            within.as_secs(),
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGTERMs `child` (by its PID), then SIGKILLs it if it has not exited
+/// within 15 s: how a test stops an agent or server it spawned itself.
+pub fn terminate(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn signal(pid: u32, name: &str) {
@@ -349,12 +327,142 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> O
     }
 }
 
+/// `text` (kubectl's `-o json`, say) parsed, failing the test with the
+/// text when it is not JSON.
+pub fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
 /// A kubectl table's lines split into whitespace-separated columns.
 pub fn rows(output: &str) -> Vec<Vec<String>> {
     output
         .lines()
         .map(|l| l.split_whitespace().map(String::from).collect())
         .collect()
+}
+
+/// kubectl with one kubeconfig: a server's or a multi-node cluster's
+/// admin, or a user a test wrote a kubeconfig for. The one place the tests
+/// build kubectl's command line and check how it ended.
+pub struct Kubectl {
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    /// kubectl with `--kubeconfig kubeconfig`.
+    pub fn new(kubeconfig: impl Into<PathBuf>) -> Self {
+        Kubectl {
+            kubeconfig: kubeconfig.into(),
+        }
+    }
+
+    /// The command with `args`, for a test that spawns it itself (a
+    /// follower it reads as it goes, say).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        command
+    }
+
+    /// Runs kubectl with `args`; its output, whatever the outcome.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// Runs kubectl with `input` on its standard input.
+    pub fn stdin(&self, args: &[&str], input: &str) -> Output {
+        output_with_stdin(&mut self.command(args), input.as_bytes())
+    }
+
+    /// [`run`](Self::run) that must succeed; its standard output.
+    pub fn ok(&self, args: &[&str]) -> String {
+        succeeded("kubectl", args, &self.run(args))
+    }
+
+    /// [`stdin`](Self::stdin) that must succeed; its standard output.
+    pub fn stdin_ok(&self, args: &[&str], input: &str) -> String {
+        succeeded("kubectl", args, &self.stdin(args, input))
+    }
+
+    /// [`run`](Self::run) that must fail; its error output.
+    pub fn err(&self, args: &[&str]) -> String {
+        failed("kubectl", args, &self.run(args))
+    }
+
+    /// [`stdin`](Self::stdin) that must fail; its error output.
+    pub fn stdin_err(&self, args: &[&str], input: &str) -> String {
+        failed("kubectl", args, &self.stdin(args, input))
+    }
+
+    /// Starts a long-running kubectl (`get -w`, say); its stdout arrives
+    /// line by line on the receiver.
+    pub fn lines(&self, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+        use std::io::BufRead;
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kubectl");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (child, rx)
+    }
+}
+
+/// Runs `command` with `input` written to its standard input and its
+/// output captured (kubectl given a manifest, openssl given a PEM).
+pub fn output_with_stdin(command: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.get_program()));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("wait for output")
+}
+
+/// The standard output of `program args` that ran to `out`, failing the
+/// test with its error output unless it succeeded.
+pub fn succeeded(program: &str, args: &[&str], out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The error output of `program args` that ran to `out`, failing the test
+/// when it succeeded.
+pub fn failed(program: &str, args: &[&str], out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "{program} {args:?} unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Runs the Python client script `tests/python/<script>` with `args`
@@ -435,46 +543,43 @@ pub fn skiff(args: &[&str], data_dir: &Path) -> Output {
 
 /// [`skiff`] that must succeed; returns its standard output.
 pub fn skiff_ok(args: &[&str], data_dir: &Path) -> String {
-    let out = skiff(args, data_dir);
-    assert!(
-        out.status.success(),
-        "skiff {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    succeeded("skiff", args, &skiff(args, data_dir))
 }
 
 /// [`skiff`] that must fail; returns its error output.
 pub fn skiff_err(args: &[&str], data_dir: &Path) -> String {
-    let out = skiff(args, data_dir);
-    assert!(
-        !out.status.success(),
-        "skiff {args:?} unexpectedly succeeded: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    failed("skiff", args, &skiff(args, data_dir))
 }
 
 /// Starts `skiff agent` joining `server` with `token`, its data directory
 /// `dir` (log in `dir/agent.log`), plus `extra` flags.
 pub fn spawn_joined_agent(server: &Server, dir: &Path, token: &str, extra: &[&str]) -> Child {
-    let log = std::fs::OpenOptions::new()
+    spawn_logged(
+        Command::new(skiff_binary())
+            .arg("agent")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
+            .args(["--token", token])
+            .args(extra),
+        &dir.join("agent.log"),
+    )
+}
+
+/// Spawns `command` (a `skiff server` or `skiff agent`) as the tests run
+/// skiff: logging at info, appended to `log`, with nothing on stdin or
+/// stdout.
+pub fn spawn_logged(command: &mut Command, log: &Path) -> Child {
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join("agent.log"))
-        .expect("agent log");
-    Command::new(skiff_binary())
-        .arg("agent")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
-        .args(["--token", token])
-        .args(extra)
+        .open(log)
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    command
         .env("SKIFF_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
+        .stderr(file)
         .spawn()
-        .expect("spawn skiff agent")
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"))
 }

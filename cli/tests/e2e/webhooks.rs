@@ -145,12 +145,7 @@ fn hook(name: &str, client_config: Value, extra: Value) -> Value {
 }
 
 fn create(server: &Server, object: Value) {
-    let out = server.kubectl_stdin(&["create", "-f", "-"], &object.to_string());
-    assert!(
-        out.status.success(),
-        "kubectl create failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.kubectl_stdin_ok(&["create", "-f", "-"], &object.to_string());
 }
 
 fn configuration(kind: &str, name: &str, hooks: Vec<Value>) -> Value {
@@ -267,25 +262,17 @@ fn failure_policies_decide_when_a_webhook_is_down_or_slow() {
             "metadata": {"name": name, "labels": {"hook": name}}})
         .to_string()
     };
-    let out = server.kubectl_stdin(&["create", "-f", "-"], &configmap("down"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = server.kubectl_stdin_err(&["create", "-f", "-"], &configmap("down"));
     assert!(
         err.contains(&format!(
             "Internal error occurred: failed calling webhook \"down.e2e.skiff.dev\": failed to call webhook: Post \"https://127.0.0.1:{down}/validate?timeout=10s\": dial tcp 127.0.0.1:{down}: connect: connection refused"
         )),
         "{err}"
     );
-    let out = server.kubectl_stdin(&["create", "-f", "-"], &configmap("down-ignored"));
-    assert!(
-        out.status.success(),
-        "Ignore lets the write through: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Ignore lets the write through.
+    server.kubectl_stdin_ok(&["create", "-f", "-"], &configmap("down-ignored"));
     let started = std::time::Instant::now();
-    let out = server.kubectl_stdin(&["create", "-f", "-"], &configmap("slow"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = server.kubectl_stdin_err(&["create", "-f", "-"], &configmap("slow"));
     assert!(
         err.contains("failed calling webhook \"slow.e2e.skiff.dev\"")
             && err.contains("context deadline exceeded"),

@@ -4,11 +4,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually};
-
-fn json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
-}
+use super::support::{Server, eventually, json};
 
 fn count(server: &Server, args: &[&str]) -> usize {
     server

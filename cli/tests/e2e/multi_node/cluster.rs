@@ -21,8 +21,12 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images;
 
-use super::super::containerd::{assert_root, json};
-use super::super::support::{eventually, skiff_binary};
+use super::super::containerd::{
+    all_pids, assert_root, node_ready, processes_naming, unmount_under,
+};
+use super::super::support::{
+    Kubectl, skiff_binary, spawn_logged, succeeded, terminate, wait_server_ready,
+};
 
 /// One agent host.
 pub struct AgentHost {
@@ -69,11 +73,7 @@ fn run(program: &str, args: &[&str]) {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("running {program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(program, args, &out);
 }
 
 impl Cluster {
@@ -214,17 +214,14 @@ impl Cluster {
         format!("10.{}.0.10", 230 + u16::from(self.n))
     }
 
-    fn log_file(&self, name: &str) -> std::fs::File {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join(format!("{name}.log")))
-            .expect("log file")
+    /// Where the log of `name` (the server or a node) goes.
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.log"))
     }
 
     /// A log's text.
     pub fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+        std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
     }
 
     /// Starts the server (control plane only) in namespace `mn<N>s`, with
@@ -265,37 +262,14 @@ impl Cluster {
             "--cluster-dns".into(),
             self.cluster_dns(),
         ];
-        let log = self.log_file("server");
-        let child = in_netns(&format!("mn{}s", self.n))
-            .args(&args)
-            .env("SKIFF_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn skiff server");
-        self.server = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if let Some(status) = self
-                .server
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("skiff server exited with {status}:\n{}", self.log("server"));
-            }
-            if self.kubeconfig().exists()
-                && self.kubectl(&["get", "--raw", "/readyz"]).status.success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "skiff server not ready after 90 s:\n{}",
-                self.log("server")
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let (kubeconfig, log) = (self.kubeconfig(), self.log_path("server"));
+        let child = spawn_logged(in_netns(&format!("mn{}s", self.n)).args(&args), &log);
+        wait_server_ready(
+            self.server.insert(child),
+            &kubeconfig,
+            &log,
+            Duration::from_secs(90),
+        );
     }
 
     /// Starts agent `i` (again, after [`stop_agent`](Self::stop_agent)).
@@ -330,32 +304,28 @@ impl Cluster {
         std::fs::create_dir_all(data_dir).expect("agent data dir");
         let resolv = data_dir.join("resolv.conf");
         std::fs::write(&resolv, format!("nameserver {}\n", gateway(self.n))).expect("resolv.conf");
-        let log = self.log_file(&format!("{node}{log_suffix}"));
-        in_netns(&host.netns)
-            .arg("agent")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--server", &format!("https://{}:6443", self.server_ip)])
-            .args(["--token", token])
-            .args(
-                (!token.starts_with("K10"))
-                    .then(|| ["--ca-file".into(), self.ca_file().into_os_string()])
-                    .into_iter()
-                    .flatten(),
-            )
-            .args(["--node-name", node])
-            .args(["--node-ip", &host.ip])
-            .args(["--cni-bridge", &host.bridge])
-            .args(["--cluster-dns", &self.cluster_dns()])
-            .arg("--resolv-conf")
-            .arg(&resolv)
-            .args(["--flannel-backend", &self.backend])
-            .env("SKIFF_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn skiff agent")
+        spawn_logged(
+            in_netns(&host.netns)
+                .arg("agent")
+                .arg("--data-dir")
+                .arg(data_dir)
+                .args(["--server", &format!("https://{}:6443", self.server_ip)])
+                .args(["--token", token])
+                .args(
+                    (!token.starts_with("K10"))
+                        .then(|| ["--ca-file".into(), self.ca_file().into_os_string()])
+                        .into_iter()
+                        .flatten(),
+                )
+                .args(["--node-name", node])
+                .args(["--node-ip", &host.ip])
+                .args(["--cni-bridge", &host.bridge])
+                .args(["--cluster-dns", &self.cluster_dns()])
+                .arg("--resolv-conf")
+                .arg(&resolv)
+                .args(["--flannel-backend", &self.backend]),
+            &self.log_path(&format!("{node}{log_suffix}")),
+        )
     }
 
     /// SIGTERMs agent `i` and waits for it to exit (its containers keep
@@ -368,71 +338,28 @@ impl Cluster {
 
     /// Waits until `node` is registered and Ready; returns it.
     pub fn wait_ready(&self, node: &str) -> serde_json::Value {
-        eventually(
-            Duration::from_secs(180),
-            &format!("node {node} Ready"),
-            || {
-                let out = self.kubectl(&["get", "node", node, "-o", "json"]);
-                if !out.status.success() {
-                    return None;
-                }
-                let found = json(&String::from_utf8_lossy(&out.stdout));
-                found["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    .then_some(found)
-            },
-        )
+        node_ready(&self.admin(), node, Duration::from_secs(180))
+    }
+
+    /// kubectl as the admin.
+    pub fn admin(&self) -> Kubectl {
+        Kubectl::new(self.kubeconfig())
     }
 
     /// Runs kubectl as the admin.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run kubectl")
+        self.admin().run(args)
     }
 
     /// kubectl that must succeed; its output.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.admin().ok(args)
     }
 
     /// `kubectl apply` of `manifest`.
     pub fn apply(&self, manifest: &serde_json::Value) {
-        use std::io::Write;
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(manifest.to_string().as_bytes())
-            .expect("write manifest");
-        let out = child.wait_with_output().expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl apply failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.admin()
+            .stdin_ok(&["apply", "-f", "-"], &manifest.to_string());
     }
 
     /// Runs `command` in namespace `netns` (`ip netns exec`); its output.
@@ -460,21 +387,13 @@ impl Cluster {
                 );
             }
         }
-        let needle = self.dir.path().as_os_str().as_encoded_bytes().to_vec();
+        roots.extend(
+            processes_naming(self.dir.path())
+                .into_iter()
+                .map(|(pid, _)| pid),
+        );
         let mut parents: Vec<(u32, u32)> = Vec::new();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline"))
-                && cmd.windows(needle.len()).any(|w| w == needle.as_slice())
-            {
-                roots.insert(pid);
-            }
+        for pid in all_pids() {
             // `pid (comm) state ppid ...`; comm may hold spaces.
             if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 && let Some((_, rest)) = stat.rsplit_once(')')
@@ -558,17 +477,7 @@ impl Drop for Cluster {
         }
         // containerd's mounts (container root file systems, shm) under the
         // data dirs.
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let prefix = self.dir.path().to_string_lossy().into_owned();
-        let mut points: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split(' ').nth(1))
-            .filter(|p| p.starts_with(&prefix))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for point in points {
-            let _ = Command::new("umount").args(["-l", point]).status();
-        }
+        unmount_under(self.dir.path());
         for netns in &self.namespaces {
             let _ = Command::new("ip").args(["netns", "delete", netns]).status();
         }
@@ -606,20 +515,4 @@ fn in_netns(netns: &str) -> Command {
 fn netns_inode(path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| m.ino())
-}
-
-/// SIGTERM, then SIGKILL if it has not exited within 15 s.
-fn terminate(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
