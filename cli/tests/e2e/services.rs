@@ -160,7 +160,7 @@ fn services_reach_pods_through_the_proxy_rules() {
     let pod_cidr = format!("10.235.{octet}.0/24");
     let service_cidr = format!("10.236.{octet}.0/24");
     run_with_node(
-        "sks",
+        "sksv",
         &pod_cidr,
         &[
             "--node-name",
