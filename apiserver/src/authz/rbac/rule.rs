@@ -83,8 +83,9 @@ fn url_matches(pattern: &str, path: &str) -> bool {
 }
 
 /// The verbs most requests carry, one bit each; anything else is compared
-/// as text.
-const COMMON_VERBS: [&str; 8] = [
+/// as text. They are also every read and write verb, which the default
+/// policy grants as `READ_WRITE`.
+pub(crate) const COMMON_VERBS: [&str; 8] = [
     "get",
     "list",
     "watch",
