@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 
 mod lifetime;
+pub(crate) mod server_check;
 
 pub use lifetime::{CertLifetimes, not_after};
 
