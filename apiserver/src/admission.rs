@@ -50,16 +50,8 @@ impl WriteInfo {
         old: Option<&'a Value>,
         dry_run: bool,
     ) -> Attributes<'a> {
-        Attributes {
-            user: &self.user,
-            notes: &self.notes,
-            operation,
-            info,
-            subresource: self.subresource,
-            old,
-            dry_run,
-            field_manager: Some(&self.manager),
-        }
+        let request = self.write_request(info, operation, old, None, dry_run);
+        Attributes::of(&request, Some(&self.manager))
     }
 
     /// The admission plugins' view of this write of `info`, once `new` is
