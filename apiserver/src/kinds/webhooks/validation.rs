@@ -127,8 +127,9 @@ fn webhook(
     );
 }
 
-fn one_of(hook: &Value, field: &str, allowed: &[&str], path: &str, errors: &mut Vec<FieldError>) {
-    if let Some(value) = hook[field].as_str()
+/// `object.field`, when set, must be one of `allowed`.
+fn one_of(object: &Value, field: &str, allowed: &[&str], path: &str, errors: &mut Vec<FieldError>) {
+    if let Some(value) = object[field].as_str()
         && !allowed.contains(&value)
     {
         errors.push(FieldError::not_supported(
@@ -239,15 +240,7 @@ fn rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    if let Some(scope) = rule["scope"].as_str()
-        && !SCOPES.contains(&scope)
-    {
-        errors.push(FieldError::not_supported(
-            format!("{path}.scope"),
-            scope,
-            SCOPES,
-        ));
-    }
+    one_of(rule, "scope", SCOPES, path, errors);
 }
 
 fn client_config(config: &Value, path: &str, errors: &mut Vec<FieldError>) {
@@ -296,31 +289,21 @@ fn url(url: &str, path: &str, errors: &mut Vec<FieldError>) {
 }
 
 fn service(service: &Value, path: &str, errors: &mut Vec<FieldError>) {
-    let name = service["name"].as_str().unwrap_or("");
-    if name.is_empty() {
-        errors.push(FieldError::required(
-            format!("{path}.name"),
-            "service name is required",
-        ));
-    } else if !is_dns1123_label(name) {
-        errors.push(FieldError::invalid(
-            format!("{path}.name"),
-            name,
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-        ));
-    }
-    let namespace = service["namespace"].as_str().unwrap_or("");
-    if namespace.is_empty() {
-        errors.push(FieldError::required(
-            format!("{path}.namespace"),
-            "service namespace is required",
-        ));
-    } else if !is_dns1123_label(namespace) {
-        errors.push(FieldError::invalid(
-            format!("{path}.namespace"),
-            namespace,
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-        ));
+    // Both name the Service as DNS labels do.
+    for field in ["name", "namespace"] {
+        let value = service[field].as_str().unwrap_or("");
+        if value.is_empty() {
+            errors.push(FieldError::required(
+                format!("{path}.{field}"),
+                format!("service {field} is required"),
+            ));
+        } else if !is_dns1123_label(value) {
+            errors.push(FieldError::invalid(
+                format!("{path}.{field}"),
+                value,
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            ));
+        }
     }
     if let Some(webhook_path) = service["path"].as_str().filter(|p| !p.is_empty()) {
         if !webhook_path.starts_with('/') {
