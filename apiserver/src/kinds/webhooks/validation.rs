@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::WebhookKind;
 use crate::status::FieldError;
-use crate::validation::{is_dns1123_label, is_dns1123_subdomain};
+use crate::validation::{is_dns1123_label, is_dns1123_subdomain, one_of};
 
 const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 const SCOPES: &[&str] = &["*", "Cluster", "Namespaced"];
@@ -125,19 +125,6 @@ fn webhook(
         &format!("{path}.clientConfig"),
         errors,
     );
-}
-
-/// `object.field`, when set, must be one of `allowed`.
-fn one_of(object: &Value, field: &str, allowed: &[&str], path: &str, errors: &mut Vec<FieldError>) {
-    if let Some(value) = object[field].as_str()
-        && !allowed.contains(&value)
-    {
-        errors.push(FieldError::not_supported(
-            format!("{path}.{field}"),
-            value,
-            allowed,
-        ));
-    }
 }
 
 fn review_versions(hook: &Value, path: &str, errors: &mut Vec<FieldError>) {
