@@ -214,10 +214,7 @@ pub(super) async fn watch_one(mut ctx: Ctx) -> Result<Response, ApiError> {
 
 pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
-    let labels =
-        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
-    let fields = FieldSelector::parse(&ctx.params.field_selector, info.field_labels)
-        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let (labels, fields) = ctx.selectors(info.field_labels)?;
     let from = match ctx.params.resource_version.as_deref() {
         None | Some("0") => None,
         Some(rv) if ctx.params.send_initial_events => {

@@ -22,7 +22,6 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::handlers::{Ctx, respond};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use scrape::{Measured, Usage};
 
@@ -75,10 +74,7 @@ pub(crate) async fn serve(
     if method != Method::GET || ctx.params.watch {
         return Err(ApiError::MethodNotAllowed);
     }
-    let labels =
-        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
-    let fields = FieldSelector::parse(&ctx.params.field_selector, &[])
-        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let (labels, fields) = ctx.selectors(&[])?;
     let source = ctx
         .inner
         .registry
