@@ -138,18 +138,12 @@ fn unavailable(detail: impl std::fmt::Display) -> ApiError {
     ))
 }
 
-/// Headers that belong to the caller's hop, its credentials among them,
-/// or that only this server may set.
+/// Headers that belong to the caller's hop (its credentials among them,
+/// and its connection's), or that only this server may set.
 fn dropped(name: &HeaderName) -> bool {
-    let n = name.as_str();
-    name == header::HOST
-        || name == header::AUTHORIZATION
-        || name == header::PROXY_AUTHORIZATION
-        || name == header::COOKIE
+    crate::handlers::streaming::proxy::is_hop_header(name)
         || name == header::CONNECTION
-        || name == header::TRANSFER_ENCODING
-        || n.starts_with("impersonate-")
-        || n.starts_with("x-remote-")
+        || name.as_str().starts_with("x-remote-")
 }
 
 /// Sends `request` to the APIService's Service as `user` and streams the
