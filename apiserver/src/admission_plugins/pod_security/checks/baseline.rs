@@ -10,8 +10,9 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SELinuxOptions, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::super::messages::{containers_phrase, go_quote, join_quote, pluralize};
+use super::super::messages::{containers_phrase, join_quote, pluralize};
 use super::{Violation, containers};
+use crate::go_format::go_quote;
 
 /// Capabilities a baseline container may add (the container runtimes'
 /// default set).
