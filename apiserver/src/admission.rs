@@ -7,6 +7,8 @@
 use rand::Rng;
 use serde_json::{Value, json};
 
+use crate::admission_plugins::webhook::Attributes;
+use crate::admission_plugins::{Operation, WriteRequest};
 use crate::kinds::InitialStatus;
 use crate::object::{meta_mut, now_rfc3339, set_field};
 use crate::registry::{ResourceInfo, Subresource};
@@ -36,6 +38,43 @@ pub(crate) struct WriteInfo {
     /// Where admission leaves warnings and audit annotations for the
     /// response.
     pub notes: crate::request_notes::RequestNotes,
+}
+
+impl WriteInfo {
+    /// The mutating webhooks' view of this write of `info` (`old` for an
+    /// update): built the same way by create and update.
+    pub(crate) fn webhook_attributes<'a>(
+        &'a self,
+        info: &'a ResourceInfo,
+        operation: Operation,
+        old: Option<&'a Value>,
+        dry_run: bool,
+    ) -> Attributes<'a> {
+        let request = self.write_request(info, operation, old, None, dry_run);
+        Attributes::of(&request, Some(&self.manager))
+    }
+
+    /// The admission plugins' view of this write of `info`, once `new` is
+    /// admitted: built the same way by create and update.
+    pub(crate) fn write_request<'a>(
+        &'a self,
+        info: &'a ResourceInfo,
+        operation: Operation,
+        old: Option<&'a Value>,
+        new: Option<&'a Value>,
+        dry_run: bool,
+    ) -> WriteRequest<'a> {
+        WriteRequest {
+            user: &self.user,
+            notes: &self.notes,
+            operation,
+            info,
+            subresource: self.subresource,
+            old,
+            new,
+            dry_run,
+        }
+    }
 }
 
 /// Sets system metadata and defaults on an object about to be created.

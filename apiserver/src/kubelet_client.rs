@@ -13,9 +13,9 @@
 use std::sync::Arc;
 
 use rustls::client::WebPkiServerVerifier;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, OtherError, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::tls::server_check::ServerCheck;
 
 /// The user the API server's client certificate names, as kubeadm names it.
 pub(crate) const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
@@ -93,10 +93,12 @@ impl KubeletClientTls {
         &self,
         node_name: &str,
     ) -> Result<tokio_rustls::TlsConnector, KubeletClientError> {
-        let verifier = Arc::new(NodeVerifier {
-            chain: self.chain_verifier.clone(),
-            user: format!("system:node:{node_name}"),
-        });
+        // The usual chain and name checks, then the subject must be the node.
+        let verifier = Arc::new(ServerCheck::issued_to(
+            self.provider.clone(),
+            self.chain_verifier.clone(),
+            format!("system:node:{node_name}"),
+        ));
         let mut config = rustls::ClientConfig::builder_with_provider(self.provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| KubeletClientError::Config(e.to_string()))?
@@ -126,90 +128,4 @@ fn certs(
         });
     }
     Ok(certs)
-}
-
-/// A node's certificate was valid but issued to someone else.
-#[derive(Debug)]
-struct WrongNode {
-    wanted: String,
-    found: String,
-}
-
-impl std::fmt::Display for WrongNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "certificate is issued to {:?}, not {:?}",
-            self.found, self.wanted
-        )
-    }
-}
-
-impl std::error::Error for WrongNode {}
-
-/// The usual chain and name checks, then the subject must be the node.
-#[derive(Debug)]
-struct NodeVerifier {
-    chain: Arc<WebPkiServerVerifier>,
-    user: String,
-}
-
-impl ServerCertVerifier for NodeVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        self.chain.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        )?;
-        let found = x509_parser::parse_x509_certificate(end_entity)
-            .ok()
-            .and_then(|(_, cert)| {
-                cert.subject()
-                    .iter_common_name()
-                    .next()
-                    .and_then(|cn| cn.as_str().ok())
-                    .map(String::from)
-            })
-            .unwrap_or_default();
-        if found != self.user {
-            return Err(rustls::Error::InvalidCertificate(CertificateError::Other(
-                OtherError(Arc::new(WrongNode {
-                    wanted: self.user.clone(),
-                    found,
-                })),
-            )));
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
 }

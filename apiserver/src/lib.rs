@@ -36,6 +36,7 @@ pub(crate) mod field_validation;
 pub(crate) mod flowcontrol;
 #[doc(hidden)]
 pub mod fuzzing;
+mod go_format;
 mod handlers;
 mod key_locks;
 mod kinds;

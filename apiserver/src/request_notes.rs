@@ -131,20 +131,26 @@ mod tests {
     use super::*;
     use axum::response::IntoResponse;
 
+    /// The Warning headers `notes` put on a response, and the response.
+    fn warning_headers(notes: &RequestNotes) -> (Vec<String>, axum::response::Response) {
+        let mut response = "ok".into_response();
+        notes.write_to(&mut response);
+        let headers = response
+            .headers()
+            .get_all(http::header::WARNING)
+            .iter()
+            .map(|v| String::from_utf8(v.as_bytes().to_vec()).expect("UTF-8 header"))
+            .collect();
+        (headers, response)
+    }
+
     #[test]
     fn warnings_become_escaped_headers_once_each() {
         let notes = RequestNotes::default();
         notes.warn("unknown field \"spec.foo\"");
         notes.clone().warn("unknown field \"spec.foo\"");
         notes.warn("second");
-        let mut response = "ok".into_response();
-        notes.write_to(&mut response);
-        let headers: Vec<_> = response
-            .headers()
-            .get_all(http::header::WARNING)
-            .iter()
-            .map(|v| v.to_str().unwrap().to_string())
-            .collect();
+        let (headers, response) = warning_headers(&notes);
         assert_eq!(
             headers,
             [r#"299 - "unknown field \"spec.foo\"""#, r#"299 - "second""#]
@@ -157,14 +163,7 @@ mod tests {
         let notes = RequestNotes::default();
         notes.warn("profil «é»");
         notes.warn("two\nlines");
-        let mut response = "ok".into_response();
-        notes.write_to(&mut response);
-        let headers: Vec<_> = response
-            .headers()
-            .get_all(http::header::WARNING)
-            .iter()
-            .map(|v| String::from_utf8(v.as_bytes().to_vec()).unwrap())
-            .collect();
+        let (headers, _) = warning_headers(&notes);
         assert_eq!(headers, ["299 - \"profil «é»\""]);
     }
 

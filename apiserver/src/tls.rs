@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 
 mod lifetime;
+pub(crate) mod server_check;
 
 pub use lifetime::{CertLifetimes, not_after};
 
@@ -469,10 +470,6 @@ fn new_serving(
     sans: &[String],
     lifetime: std::time::Duration,
 ) -> Result<(String, String), TlsError> {
-    let key = KeyPair::generate().map_err(|source| TlsError::Generate {
-        what: "serving key",
-        source,
-    })?;
     let mut params =
         CertificateParams::new(sans.to_vec()).map_err(|source| TlsError::Generate {
             what: "serving certificate names",
@@ -481,20 +478,13 @@ fn new_serving(
     params
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
-    lifetime::set_validity(&mut params, lifetime);
-    params.use_authority_key_identifier_extension = true;
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = params
-        .signed_by(&key, issuer)
-        .map_err(|source| TlsError::Generate {
-            what: "serving certificate",
-            source,
-        })?;
-    Ok((cert.pem(), key.serialize_pem()))
+    sign_leaf(
+        params,
+        ExtendedKeyUsagePurpose::ServerAuth,
+        issuer,
+        lifetime,
+        ["serving key", "serving certificate"],
+    )
 }
 
 /// Issues a client certificate for `user` in `groups` (the subject's O fields),
@@ -505,10 +495,6 @@ pub fn new_client(
     groups: &[&str],
     lifetime: std::time::Duration,
 ) -> Result<(String, String), TlsError> {
-    let key = KeyPair::generate().map_err(|source| TlsError::Generate {
-        what: "client key",
-        source,
-    })?;
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, user);
     for group in groups {
@@ -516,17 +502,41 @@ pub fn new_client(
             .distinguished_name
             .push(DnType::OrganizationName, *group);
     }
+    sign_leaf(
+        params,
+        ExtendedKeyUsagePurpose::ClientAuth,
+        issuer,
+        lifetime,
+        ["client key", "client certificate"],
+    )
+}
+
+/// A leaf certificate for `usage` from `params` (its names and subject),
+/// signed by `issuer` with a new key: `lifetime`, the authority key
+/// identifier and the key usages every leaf here carries. `what` names the
+/// key and the certificate in errors.
+fn sign_leaf(
+    mut params: CertificateParams,
+    usage: ExtendedKeyUsagePurpose,
+    issuer: &Issuer<'_, KeyPair>,
+    lifetime: std::time::Duration,
+    [key_what, cert_what]: [&'static str; 2],
+) -> Result<(String, String), TlsError> {
+    let key = KeyPair::generate().map_err(|source| TlsError::Generate {
+        what: key_what,
+        source,
+    })?;
     lifetime::set_validity(&mut params, lifetime);
     params.use_authority_key_identifier_extension = true;
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.extended_key_usages = vec![usage];
     let cert = params
         .signed_by(&key, issuer)
         .map_err(|source| TlsError::Generate {
-            what: "client certificate",
+            what: cert_what,
             source,
         })?;
     Ok((cert.pem(), key.serialize_pem()))

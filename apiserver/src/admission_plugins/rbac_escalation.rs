@@ -22,9 +22,10 @@ use serde_json::Value;
 
 use super::{Operation, WriteRequest};
 use crate::authn::UserInfo;
-use crate::authz::rbac::rule::{Rule, compact, go_quote, go_quoted_list, uncovered};
+use crate::authz::rbac::rule::{Rule, compact, uncovered};
 use crate::authz::rbac::{GROUP, Rbac};
 use crate::authz::{Attributes, Chain, MASTERS_GROUP, RequestKind, ResourceAttributes};
+use crate::go_format::{go_quote, go_quoted_list};
 use crate::object::meta_str;
 use crate::status::ApiError;
 

@@ -18,15 +18,14 @@ use axum::response::Response;
 use base64::Engine;
 use http::header::{self, HeaderName, HeaderValue};
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::Value;
 
 use crate::admission_plugins::webhook::target::service_address;
 use crate::authn::UserInfo;
 use crate::server::Inner;
 use crate::status::ApiError;
+use crate::tls::server_check::ServerCheck;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -84,7 +83,10 @@ impl FrontProxyTls {
         let builder = if insecure {
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyServer(self.provider.clone())))
+                // `insecureSkipTLSVerify`: any certificate is accepted (its
+                // signatures on the handshake still checked), as the
+                // APIService asked.
+                .with_custom_certificate_verifier(Arc::new(ServerCheck::any(self.provider.clone())))
         } else {
             let bundle = ca_bundle.ok_or("the APIService has no caBundle")?;
             let certs: Vec<_> = rustls_pemfile::certs(&mut &bundle[..])
@@ -101,56 +103,6 @@ impl FrontProxyTls {
             .map_err(|e| e.to_string())?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
-    }
-}
-
-/// `insecureSkipTLSVerify`: any certificate is accepted (its signatures on
-/// the handshake still checked), as the APIService asked.
-#[derive(Debug)]
-struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -186,18 +138,12 @@ fn unavailable(detail: impl std::fmt::Display) -> ApiError {
     ))
 }
 
-/// Headers that belong to the caller's hop, its credentials among them,
-/// or that only this server may set.
+/// Headers that belong to the caller's hop (its credentials among them,
+/// and its connection's), or that only this server may set.
 fn dropped(name: &HeaderName) -> bool {
-    let n = name.as_str();
-    name == header::HOST
-        || name == header::AUTHORIZATION
-        || name == header::PROXY_AUTHORIZATION
-        || name == header::COOKIE
+    crate::handlers::streaming::proxy::is_hop_header(name)
         || name == header::CONNECTION
-        || name == header::TRANSFER_ENCODING
-        || n.starts_with("impersonate-")
-        || n.starts_with("x-remote-")
+        || name.as_str().starts_with("x-remote-")
 }
 
 /// Sends `request` to the APIService's Service as `user` and streams the

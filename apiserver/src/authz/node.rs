@@ -688,28 +688,18 @@ mod tests {
             lease(node("n1"), "list", NODE_LEASE_NAMESPACE, ""),
             Decision::NoOpinion(_)
         ));
-        assert_eq!(
+        let csinode = |name| {
             a.authorize(&ask(
                 node("n1"),
                 "patch",
                 "storage.k8s.io",
                 "csinodes",
                 "",
-                "n1"
-            )),
-            Decision::Allow(String::new())
-        );
-        assert!(matches!(
-            a.authorize(&ask(
-                node("n1"),
-                "patch",
-                "storage.k8s.io",
-                "csinodes",
-                "",
-                "n2"
-            )),
-            Decision::NoOpinion(_)
-        ));
+                name,
+            ))
+        };
+        assert_eq!(csinode("n1"), Decision::Allow(String::new()));
+        assert!(matches!(csinode("n2"), Decision::NoOpinion(_)));
     }
 
     #[test]

@@ -104,15 +104,7 @@ pub(crate) fn check_definition(schema: &Value, path: &str, errors: &mut Vec<Fiel
                 format!("messageExpression compilation failed: {error}"),
             ));
         }
-        if let Some(reason) = rule["reason"].as_str()
-            && !REASONS.contains(&reason)
-        {
-            errors.push(FieldError::not_supported(
-                format!("{at}.reason"),
-                reason,
-                REASONS,
-            ));
-        }
+        crate::validation::one_of(rule, "reason", REASONS, &at, errors);
         if rule["optionalOldSelf"] == true
             && !cel::compile(text, &declared).is_ok_and(|p| p.uses("oldSelf"))
         {

@@ -39,24 +39,13 @@ pub(crate) fn validate(schema: &Schema, value: &Value, path: &str, errors: &mut 
         Value::Array(items) => array(schema, items, path, errors),
         Value::Object(map) => {
             let count = map.len() as u64;
-            if let Some(min) = schema.min_properties
-                && count < min
-            {
-                errors.push(FieldError::invalid(
-                    path,
-                    count,
-                    format!("{path} in body should have at least {min} properties"),
-                ));
-            }
-            if let Some(max) = schema.max_properties
-                && count > max
-            {
-                errors.push(FieldError::invalid(
-                    path,
-                    count,
-                    format!("{path} in body should have at most {max} properties"),
-                ));
-            }
+            check_count(
+                count,
+                (schema.min_properties, schema.max_properties),
+                (path, count.into()),
+                |bound, n| format!("have {bound} {n} properties"),
+                errors,
+            );
             for key in &schema.required {
                 if !map.contains_key(key) {
                     errors.push(FieldError::required(child_path(path, key), ""));
@@ -203,26 +192,38 @@ fn render_bound(b: f64) -> String {
     }
 }
 
+/// Reports a `count` (of characters, items or properties) below `min` or
+/// above `max` on the field `(path, value)`, in upstream's words: "`path`
+/// in body should " and what `should` says of the bound ("at least" or
+/// "at most") and its number.
+fn check_count(
+    count: u64,
+    (min, max): (Option<u64>, Option<u64>),
+    (path, value): (&str, Value),
+    should: impl Fn(&str, u64) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let broken = [
+        min.filter(|&min| count < min).map(|min| ("at least", min)),
+        max.filter(|&max| count > max).map(|max| ("at most", max)),
+    ];
+    for (bound, n) in broken.into_iter().flatten() {
+        errors.push(FieldError::invalid(
+            path,
+            value.clone(),
+            format!("{path} in body should {}", should(bound, n)),
+        ));
+    }
+}
+
 fn string(schema: &Schema, s: &str, path: &str, errors: &mut Vec<FieldError>) {
-    let chars = s.chars().count() as u64;
-    if let Some(min) = schema.min_length
-        && chars < min
-    {
-        errors.push(FieldError::invalid(
-            path,
-            s,
-            format!("{path} in body should be at least {min} chars long"),
-        ));
-    }
-    if let Some(max) = schema.max_length
-        && chars > max
-    {
-        errors.push(FieldError::invalid(
-            path,
-            s,
-            format!("{path} in body should be at most {max} chars long"),
-        ));
-    }
+    check_count(
+        s.chars().count() as u64,
+        (schema.min_length, schema.max_length),
+        (path, s.into()),
+        |bound, n| format!("be {bound} {n} chars long"),
+        errors,
+    );
     if let (Some(pattern), Some(regex)) = (&schema.pattern, &schema.regex)
         && !regex.is_match(s)
     {
@@ -249,24 +250,13 @@ fn string(schema: &Schema, s: &str, path: &str, errors: &mut Vec<FieldError>) {
 
 fn array(schema: &Schema, items: &[Value], path: &str, errors: &mut Vec<FieldError>) {
     let count = items.len() as u64;
-    if let Some(min) = schema.min_items
-        && count < min
-    {
-        errors.push(FieldError::invalid(
-            path,
-            count,
-            format!("{path} in body should have at least {min} items"),
-        ));
-    }
-    if let Some(max) = schema.max_items
-        && count > max
-    {
-        errors.push(FieldError::invalid(
-            path,
-            count,
-            format!("{path} in body should have at most {max} items"),
-        ));
-    }
+    check_count(
+        count,
+        (schema.min_items, schema.max_items),
+        (path, count.into()),
+        |bound, n| format!("have {bound} {n} items"),
+        errors,
+    );
     if let Some(item_schema) = &schema.items {
         for (i, item) in items.iter().enumerate() {
             validate(item_schema, item, &format!("{path}[{i}]"), errors);

@@ -383,6 +383,17 @@ fn check_provider(provider: &ProviderConfiguration, at: &str, problems: &mut Vec
 }
 
 #[cfg(test)]
+impl ResourceConfiguration {
+    /// The kinds of the providers, in order (each must be well-formed).
+    pub(crate) fn provider_kinds(&self) -> Vec<ProviderKind> {
+        self.providers
+            .iter()
+            .map(|p| p.kind().expect("a well-formed provider").0)
+            .collect()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -440,13 +451,8 @@ resources:
         let config = parse(UPSTREAM).unwrap();
         assert_eq!(config.resources.len(), 4);
         let first = &config.resources[0];
-        let kinds: Vec<_> = first
-            .providers
-            .iter()
-            .map(|p| p.kind().unwrap().0)
-            .collect();
         assert_eq!(
-            kinds,
+            first.provider_kinds(),
             [
                 ProviderKind::AesCbc,
                 ProviderKind::Identity,

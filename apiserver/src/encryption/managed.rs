@@ -242,13 +242,8 @@ mod tests {
         assert_eq!(rotated.resources[0].providers.len(), 2);
 
         let switched = with_new_key(&rotated, ProviderKind::Secretbox).unwrap();
-        let kinds: Vec<_> = switched.resources[0]
-            .providers
-            .iter()
-            .map(|p| p.kind().unwrap().0)
-            .collect();
         assert_eq!(
-            kinds,
+            switched.resources[0].provider_kinds(),
             [
                 ProviderKind::Secretbox,
                 ProviderKind::AesCbc,

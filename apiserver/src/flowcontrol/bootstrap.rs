@@ -68,6 +68,7 @@ fn limited(shares: i64, lendable: i64, queuing: Option<(i64, i64, i64)>) -> Valu
 /// The priority levels, mandatory first.
 pub(crate) fn priority_levels() -> Vec<Bootstrap> {
     let level = |name, kind, spec| Bootstrap { name, kind, spec };
+    let suggested = |name, spec| level(name, Kind::Suggested, spec);
     vec![
         level(
             EXEMPT,
@@ -75,36 +76,12 @@ pub(crate) fn priority_levels() -> Vec<Bootstrap> {
             json!({"type": "Exempt", "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}}),
         ),
         level(CATCH_ALL, Kind::Mandatory, limited(5, 0, None)),
-        level(
-            "system",
-            Kind::Suggested,
-            limited(30, 33, Some((64, 6, 50))),
-        ),
-        level(
-            "node-high",
-            Kind::Suggested,
-            limited(40, 25, Some((64, 6, 50))),
-        ),
-        level(
-            "leader-election",
-            Kind::Suggested,
-            limited(10, 0, Some((16, 4, 50))),
-        ),
-        level(
-            "workload-high",
-            Kind::Suggested,
-            limited(40, 50, Some((128, 6, 50))),
-        ),
-        level(
-            "workload-low",
-            Kind::Suggested,
-            limited(100, 90, Some((128, 6, 50))),
-        ),
-        level(
-            "global-default",
-            Kind::Suggested,
-            limited(20, 50, Some((128, 6, 50))),
-        ),
+        suggested("system", limited(30, 33, Some((64, 6, 50)))),
+        suggested("node-high", limited(40, 25, Some((64, 6, 50)))),
+        suggested("leader-election", limited(10, 0, Some((16, 4, 50)))),
+        suggested("workload-high", limited(40, 50, Some((128, 6, 50)))),
+        suggested("workload-low", limited(100, 90, Some((128, 6, 50)))),
+        suggested("global-default", limited(20, 50, Some((128, 6, 50)))),
     ]
 }
 

@@ -151,16 +151,7 @@ fn validate_rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
     }
     for (i, r) in resource_rules.iter().enumerate() {
         let at = format!("{path}.resourceRules[{i}]");
-        for field in ["verbs", "apiGroups", "resources"] {
-            let list = strings(&r[field]);
-            if list.is_empty() {
-                errors.push(FieldError::required(
-                    format!("{at}.{field}"),
-                    format!("{field} must contain at least one value"),
-                ));
-            }
-            check_wildcard_alone(&list, &format!("{at}.{field}"), errors);
-        }
+        check_rule_lists(r, &at, &["verbs", "apiGroups", "resources"], errors);
         let namespaces = strings(&r["namespaces"]);
         if namespaces.is_empty() && r["clusterScope"] != true {
             errors.push(FieldError::required(
@@ -172,16 +163,22 @@ fn validate_rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
     }
     for (i, r) in non_resource_rules.iter().enumerate() {
         let at = format!("{path}.nonResourceRules[{i}]");
-        for field in ["verbs", "nonResourceURLs"] {
-            let list = strings(&r[field]);
-            if list.is_empty() {
-                errors.push(FieldError::required(
-                    format!("{at}.{field}"),
-                    format!("{field} must contain at least one value"),
-                ));
-            }
-            check_wildcard_alone(&list, &format!("{at}.{field}"), errors);
+        check_rule_lists(r, &at, &["verbs", "nonResourceURLs"], errors);
+    }
+}
+
+/// A rule's lists `fields` (at `path`) must each hold a value, and a `*`
+/// only alone.
+fn check_rule_lists(rule: &Value, path: &str, fields: &[&str], errors: &mut Vec<FieldError>) {
+    for field in fields {
+        let list = strings(&rule[field]);
+        if list.is_empty() {
+            errors.push(FieldError::required(
+                format!("{path}.{field}"),
+                format!("{field} must contain at least one value"),
+            ));
         }
+        check_wildcard_alone(&list, &format!("{path}.{field}"), errors);
     }
 }
 
@@ -191,13 +188,9 @@ fn validate_subject(subject: &Value, path: &str, errors: &mut Vec<FieldError>) {
         "User" => ("user", &["name"]),
         "Group" => ("group", &["name"]),
         "ServiceAccount" => ("serviceAccount", &["name", "namespace"]),
-        "" => {
-            errors.push(FieldError::required(format!("{path}.kind"), ""));
-            return;
-        }
         other => {
-            errors.push(FieldError::not_supported(
-                format!("{path}.kind"),
+            errors.push(unknown_type(
+                &format!("{path}.kind"),
                 other,
                 &["Group", "ServiceAccount", "User"],
             ));
@@ -269,12 +262,7 @@ pub(crate) fn validate_priority_level(object: &Value, errors: &mut Vec<FieldErro
                 )),
             }
         }
-        "" => errors.push(FieldError::required("spec.type", "")),
-        other => errors.push(FieldError::not_supported(
-            "spec.type",
-            other,
-            &["Exempt", "Limited"],
-        )),
+        other => errors.push(unknown_type("spec.type", other, &["Exempt", "Limited"])),
     }
     if (name == EXEMPT) != (kind == "Exempt") {
         errors.push(FieldError::invalid(
@@ -282,6 +270,16 @@ pub(crate) fn validate_priority_level(object: &Value, errors: &mut Vec<FieldErro
             kind,
             "type must be 'Exempt' if and only if name is 'exempt'",
         ));
+    }
+}
+
+/// The error for a union's `type` at `path` that is none of `supported`:
+/// required when empty, not supported otherwise, as upstream's.
+fn unknown_type(path: &str, kind: &str, supported: &[&str]) -> FieldError {
+    if kind.is_empty() {
+        FieldError::required(path, "")
+    } else {
+        FieldError::not_supported(path, kind, supported)
     }
 }
 
@@ -334,8 +332,7 @@ fn validate_limited(limited: &Value, errors: &mut Vec<FieldError>) {
                 ));
             }
         }
-        "" => errors.push(FieldError::required("spec.limited.limitResponse.type", "")),
-        other => errors.push(FieldError::not_supported(
+        other => errors.push(unknown_type(
             "spec.limited.limitResponse.type",
             other,
             &["Queue", "Reject"],

@@ -78,16 +78,12 @@ pub(crate) async fn admit_new(
 ) -> Result<Value, ApiError> {
     prepare_create(info, object, write);
     crate::admission_plugins::mutate_create(inner, info, object);
-    let attributes = crate::admission_plugins::webhook::Attributes {
-        user: &write.user,
-        notes: &write.notes,
-        operation: crate::admission_plugins::Operation::Create,
+    let attributes = write.webhook_attributes(
         info,
-        subresource: write.subresource,
-        old: None,
+        crate::admission_plugins::Operation::Create,
+        None,
         dry_run,
-        field_manager: Some(&write.manager),
-    };
+    );
     crate::admission_plugins::webhook::mutate(inner, &attributes, object).await?;
     info.strategy.finish_create(object);
     let errors = crate::validation::validate(info, object, None);
@@ -182,16 +178,13 @@ pub(crate) async fn create_object(
         // write until its cache shows it; a write that fails charges nothing.
         let mut counted = crate::admission_plugins::admit(
             inner,
-            &crate::admission_plugins::WriteRequest {
-                user: &write.user,
-                notes: &write.notes,
-                operation: crate::admission_plugins::Operation::Create,
+            &write.write_request(
                 info,
-                subresource: write.subresource,
-                old: None,
-                new: Some(&admitted),
+                crate::admission_plugins::Operation::Create,
+                None,
+                Some(&admitted),
                 dry_run,
-            },
+            ),
         )
         .await?;
         let name = meta_str(&admitted, "name").unwrap_or("").to_string();

@@ -14,7 +14,6 @@ use super::{Ctx, respond};
 use crate::admission::WriteInfo;
 use crate::object::{finalizers, is_terminating, meta_mut, meta_str, now_rfc3339, rfc3339_in};
 use crate::registry::ResourceInfo;
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::server::Inner;
 use crate::status::ApiError;
 
@@ -258,10 +257,7 @@ pub(super) async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response, 
     let bytes = crate::body::read(&ctx.headers, body).await?;
     let options = DeleteOptions::from_request(&ctx, &bytes)?;
     let info = ctx.info().clone();
-    let labels =
-        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
-    let fields = FieldSelector::parse(&ctx.params.field_selector, info.field_labels)
-        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let (labels, fields) = ctx.selectors(info.field_labels)?;
     let snapshot = ctx.inner.cache(&info)?.snapshot();
     let prefix = info.collection_prefix(ctx.namespace());
     let write = ctx.write_info(None);

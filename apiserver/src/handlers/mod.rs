@@ -28,6 +28,7 @@ use crate::query::Params;
 use crate::registry::{ResourceInfo, Subresource};
 use crate::request_notes::RequestNotes;
 use crate::routing::{self, Route, Target};
+use crate::selectors::{FieldSelector, LabelSelector};
 use crate::server::Inner;
 use crate::status::{ApiError, json_response};
 
@@ -62,6 +63,20 @@ impl Ctx {
 
     pub(crate) fn key(&self) -> Result<String, ApiError> {
         Ok(self.info().key(self.namespace(), self.name()?))
+    }
+
+    /// The request's label and field selectors, the field selector allowed
+    /// to name `field_labels` besides the metadata fields; a malformed one
+    /// is the client's 400.
+    pub(crate) fn selectors(
+        &self,
+        field_labels: &[&str],
+    ) -> Result<(LabelSelector, FieldSelector), ApiError> {
+        let labels = LabelSelector::parse(&self.params.label_selector)
+            .map_err(|e| ApiError::BadRequest(e.0))?;
+        let fields = FieldSelector::parse(&self.params.field_selector, field_labels)
+            .map_err(|e| ApiError::BadRequest(e.0))?;
+        Ok((labels, fields))
     }
 
     /// Who is writing: `fieldManager`, else derived from the User-Agent.

@@ -14,7 +14,6 @@ use skiff_store::Revision;
 use super::{Ctx, respond};
 use super::{list_body, storage};
 use crate::object::decode_from_store;
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::watch_cache::{Cached, Snapshot, WatchCache};
 
@@ -136,10 +135,7 @@ async fn store_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, ApiEr
 
 pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
-    let labels =
-        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
-    let fields = FieldSelector::parse(&ctx.params.field_selector, info.field_labels)
-        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let (labels, fields) = ctx.selectors(info.field_labels)?;
     let token = ctx
         .params
         .continue_token

@@ -279,6 +279,16 @@ pub(crate) enum Next<'a> {
 }
 
 impl Next<'_> {
+    /// Store `object`, holding nothing (no allocation, no quota charge)
+    /// and not pinned.
+    pub(crate) fn replace(object: Value) -> Self {
+        Next::Replace {
+            object,
+            held: Held::default(),
+            pinned: false,
+        }
+    }
+
     /// Marks a write as made under the caller's resourceVersion precondition
     /// when `pinned`.
     pub(crate) fn pinned(self, pinned: bool) -> Self {
@@ -430,9 +440,11 @@ mod tests {
             .unwrap();
     }
 
-    /// An update whose first attempt loses a race to another writer: it
-    /// retries from the other writer's state, or answers 409 when pinned.
-    async fn race(pinned: bool) -> (Result<Value, ApiError>, usize, Value) {
+    /// An update (`v` += "+mine") whose first `losses` attempts each lose
+    /// a race to another writer (writing `other<n>`): it retries from the
+    /// other writer's state, or answers 409 when pinned. The result, the
+    /// attempts made and what is stored at the end.
+    async fn race(pinned: bool, losses: usize) -> (Result<Value, ApiError>, usize, Value) {
         let f = fixture().await;
         let inner = f.server.inner();
         let attempts = &AtomicUsize::new(0);
@@ -446,17 +458,14 @@ mod tests {
             move |current| {
                 Box::pin(async move {
                     let current = current.expect("the ConfigMap exists");
-                    if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
-                        write_behind(inner, key, "other").await;
+                    let n = attempts.fetch_add(1, Ordering::SeqCst);
+                    if n < losses {
+                        write_behind(inner, key, &format!("other{n}")).await;
                     }
                     let mut next = current.object;
                     let seen = next["data"]["v"].as_str().unwrap_or("").to_string();
                     next["data"]["v"] = json!(format!("{seen}+mine"));
-                    Ok(Next::Replace {
-                        object: next,
-                        held: Held::default(),
-                        pinned,
-                    })
+                    Ok(Next::replace(next).pinned(pinned))
                 })
             },
         )
@@ -467,23 +476,23 @@ mod tests {
 
     #[tokio::test]
     async fn a_lost_race_is_retried_from_the_winners_state() {
-        let (result, attempts, stored) = race(false).await;
+        let (result, attempts, stored) = race(false, 1).await;
         let written = result.unwrap();
         assert_eq!(attempts, 2);
-        assert_eq!(written["data"]["v"], "other+mine");
-        assert_eq!(stored["data"]["v"], "other+mine");
+        assert_eq!(written["data"]["v"], "other0+mine");
+        assert_eq!(stored["data"]["v"], "other0+mine");
     }
 
     #[tokio::test]
     async fn a_pinned_write_that_lost_a_race_is_a_conflict() {
-        let (result, attempts, stored) = race(true).await;
+        let (result, attempts, stored) = race(true, 1).await;
         match result {
             Err(ApiError::Conflict { detail, .. }) => assert_eq!(detail, MODIFIED),
             other => panic!("expected a conflict, got {other:?}"),
         }
         assert_eq!(attempts, 1);
         assert_eq!(
-            stored["data"]["v"], "other",
+            stored["data"]["v"], "other0",
             "the other writer's state stays"
         );
     }
@@ -515,11 +524,7 @@ mod tests {
             |current| {
                 Box::pin(async move {
                     assert!(current.is_none());
-                    Ok(Next::Replace {
-                        object: json!({}),
-                        held: Held::default(),
-                        pinned: false,
-                    })
+                    Ok(Next::replace(json!({})))
                 })
             },
         )
@@ -529,30 +534,8 @@ mod tests {
 
     #[tokio::test]
     async fn endless_races_end_in_a_conflict() {
-        let f = fixture().await;
-        let inner = f.server.inner();
-        let attempts = &AtomicUsize::new(0);
-        let key = f.key.as_str();
-        let result = guaranteed_update(
-            inner,
-            &f.info,
-            key,
-            "cm",
-            FirstRead::Store,
-            move |current| {
-                Box::pin(async move {
-                    let n = attempts.fetch_add(1, Ordering::SeqCst);
-                    write_behind(inner, key, &n.to_string()).await;
-                    Ok(Next::Replace {
-                        object: current.expect("exists").object,
-                        held: Held::default(),
-                        pinned: false,
-                    })
-                })
-            },
-        )
-        .await;
+        let (result, attempts, _) = race(false, usize::MAX).await;
         assert!(matches!(result, Err(ApiError::Conflict { .. })));
-        assert_eq!(attempts.load(Ordering::SeqCst), ATTEMPTS);
+        assert_eq!(attempts, ATTEMPTS);
     }
 }

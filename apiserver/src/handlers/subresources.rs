@@ -169,11 +169,7 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
                 if dry_run {
                     return Ok(Next::Done(Value::Null));
                 }
-                Ok(Next::Replace {
-                    object: next,
-                    held: storage::Held::default(),
-                    pinned: false,
-                })
+                Ok(Next::replace(next))
             })
         },
     )

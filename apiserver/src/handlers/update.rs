@@ -79,16 +79,12 @@ pub(crate) async fn admit_update<'a>(
     // Mutating webhooks see every update but a delete's own step and a
     // Scale write (whose object is the parent's; not sent to them here).
     if !deletion_step && write.subresource != Some(crate::registry::Subresource::Scale) {
-        let attributes = crate::admission_plugins::webhook::Attributes {
-            user: &write.user,
-            notes: &write.notes,
-            operation: crate::admission_plugins::Operation::Update,
+        let attributes = write.webhook_attributes(
             info,
-            subresource: write.subresource,
-            old: Some(old),
+            crate::admission_plugins::Operation::Update,
+            Some(old),
             dry_run,
-            field_manager: Some(&write.manager),
-        };
+        );
         crate::admission_plugins::webhook::mutate(inner, &attributes, &mut new).await?;
     }
     if comparable(&new) == comparable(old) {
@@ -104,16 +100,13 @@ pub(crate) async fn admit_update<'a>(
     } else {
         crate::admission_plugins::admit(
             inner,
-            &crate::admission_plugins::WriteRequest {
-                user: &write.user,
-                notes: &write.notes,
-                operation: crate::admission_plugins::Operation::Update,
+            &write.write_request(
                 info,
-                subresource: write.subresource,
-                old: Some(old),
-                new: Some(&new),
+                crate::admission_plugins::Operation::Update,
+                Some(old),
+                Some(&new),
                 dry_run,
-            },
+            ),
         )
         .await?
     };
@@ -134,6 +127,17 @@ pub(crate) async fn admit_update<'a>(
         held: storage::Held::new(allocation, admitted),
         pinned: false,
     })
+}
+
+/// The answer to an update or apply that may have created its object
+/// instead (`created`): 201 then, 200 otherwise.
+fn respond_written(created: &AtomicBool, stored: &Value) -> Result<Response, ApiError> {
+    let code = if created.load(Ordering::Relaxed) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    respond(code, stored)
 }
 
 pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
@@ -183,12 +187,7 @@ pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         })
     })
     .await?;
-    let code = if created.load(Ordering::Relaxed) {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    respond(code, &stored)
+    respond_written(created, &stored)
 }
 
 /// Creates `object` or replaces what is stored under its name (system
@@ -244,42 +243,48 @@ fn written_object(
     match sub {
         Some(Subresource::Status) => prepare_status_update(current, &incoming),
         Some(Subresource::Finalize) => {
-            let mut next = current.clone();
             let finalizers = incoming["spec"]["finalizers"].clone();
-            let mut spec = next
-                .get("spec")
-                .filter(|s| s.is_object())
-                .cloned()
-                .unwrap_or_else(|| json!({}));
-            set_field(
-                &mut spec,
-                "finalizers",
-                if finalizers.is_null() {
-                    json!([])
-                } else {
-                    finalizers
-                },
-            );
-            set_field(&mut next, "spec", spec);
-            next
+            let finalizers = if finalizers.is_null() {
+                json!([])
+            } else {
+                finalizers
+            };
+            with_field(current, "spec", "finalizers", finalizers)
         }
         Some(Subresource::Approval) => {
-            let mut next = current.clone();
             let conditions = incoming["status"]["conditions"].clone();
-            let mut status = next
-                .get("status")
-                .filter(|s| s.is_object())
-                .cloned()
-                .unwrap_or_else(|| json!({}));
-            set_field(&mut status, "conditions", conditions);
-            set_field(&mut next, "status", status);
-            next
+            with_field(current, "status", "conditions", conditions)
         }
         _ => {
             prepare_update(info, current, &mut incoming);
             incoming
         }
     }
+}
+
+/// A PatchOptions the patch cannot be made with.
+fn invalid_patch_options(cause: crate::status::FieldError) -> ApiError {
+    ApiError::Invalid {
+        kind: "PatchOptions".into(),
+        group: "meta.k8s.io".into(),
+        name: String::new(),
+        causes: vec![cause],
+    }
+}
+
+/// `current` with `section.field` set to `value` and all else kept: what a
+/// finalize (`spec.finalizers`) or approval (`status.conditions`) write
+/// changes.
+fn with_field(current: &Value, section: &str, field: &str, value: Value) -> Value {
+    let mut next = current.clone();
+    let mut part = next
+        .get(section)
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    set_field(&mut part, field, value);
+    set_field(&mut next, section, part);
+    next
 }
 
 /// Names `object` as the URL does when it carries no name; refuses one
@@ -372,27 +377,17 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     let mut write = ctx.write_info(sub);
     if kind == PatchType::Apply {
         if ctx.params.field_manager.is_none() {
-            return Err(ApiError::Invalid {
-                kind: "PatchOptions".into(),
-                group: "meta.k8s.io".into(),
-                name: String::new(),
-                causes: vec![crate::status::FieldError::required(
-                    "fieldManager",
-                    "is required for apply patch",
-                )],
-            });
+            return Err(invalid_patch_options(crate::status::FieldError::required(
+                "fieldManager",
+                "is required for apply patch",
+            )));
         }
         write.apply = true;
     } else if ctx.params.force.is_some() {
-        return Err(ApiError::Invalid {
-            kind: "PatchOptions".into(),
-            group: "meta.k8s.io".into(),
-            name: String::new(),
-            causes: vec![crate::status::FieldError::forbidden(
-                "force",
-                "may not be specified for non-apply patch",
-            )],
-        });
+        return Err(invalid_patch_options(crate::status::FieldError::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        )));
     }
     let config = match kind {
         PatchType::Apply => Some(applied_config(&info, &name, &bytes)?),
@@ -472,10 +467,5 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         })
     })
     .await?;
-    let code = if created.load(Ordering::Relaxed) {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    respond(code, &stored)
+    respond_written(created, &stored)
 }

@@ -214,10 +214,7 @@ pub(super) async fn watch_one(mut ctx: Ctx) -> Result<Response, ApiError> {
 
 pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
-    let labels =
-        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
-    let fields = FieldSelector::parse(&ctx.params.field_selector, info.field_labels)
-        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let (labels, fields) = ctx.selectors(info.field_labels)?;
     let from = match ctx.params.resource_version.as_deref() {
         None | Some("0") => None,
         Some(rv) if ctx.params.send_initial_events => {
@@ -389,30 +386,18 @@ async fn run_watcher(
             }
         }
         Start::History(events) => {
-            for event in events {
-                last = event.revision;
-                if let Some(bytes) = filter.event(&event)
-                    && tx.send(bytes).await.is_err()
-                {
-                    return;
-                }
+            if !send_history(events, &filter, &tx, &mut last).await {
+                return;
             }
         }
     }
-    let deadline = tokio::time::sleep(options.timeout);
-    tokio::pin!(deadline);
-    let bookmark_every = options.bookmarks.unwrap_or(Duration::from_secs(3600));
-    let mut ticker =
-        tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+    let mut clock = WatchClock::new(&options, shutdown);
     loop {
-        if *shutdown.borrow() {
-            return;
-        }
         tokio::select! {
-            _ = &mut deadline => return,
-            _ = shutdown.changed() => return,
-            _ = tx.closed() => return,
-            _ = ticker.tick(), if options.bookmarks.is_some() => {
+            wake = clock.wake(&tx) => {
+                if wake == Wake::End {
+                    return;
+                }
                 let revision = cache.revision().max(last);
                 if tx.send(bookmark(&filter.info, revision, false).into()).await.is_err() {
                     return;
@@ -435,15 +420,10 @@ async fn run_watcher(
                     match cache.subscribe(Some(last)) {
                         Ok(resumed) => {
                             live = resumed.live;
-                            if let Start::History(events) = resumed.start {
-                                for event in events {
-                                    last = event.revision;
-                                    if let Some(bytes) = filter.event(&event)
-                                        && tx.send(bytes).await.is_err()
-                                    {
-                                        return;
-                                    }
-                                }
+                            if let Start::History(events) = resumed.start
+                                && !send_history(events, &filter, &tx, &mut last).await
+                            {
+                                return;
                             }
                         }
                         Err(too_old) => {
@@ -458,6 +438,74 @@ async fn run_watcher(
     }
 }
 
+/// Sends a watcher the cache's `events` since its start or resume point,
+/// moving `last` along; false once the watcher has gone.
+async fn send_history(
+    events: Vec<Arc<CacheEvent>>,
+    filter: &Filter,
+    tx: &mpsc::Sender<Frame>,
+    last: &mut Revision,
+) -> bool {
+    for event in events {
+        *last = event.revision;
+        if let Some(bytes) = filter.event(&event)
+            && tx.send(bytes).await.is_err()
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// Why a [`WatchClock`] woke its watcher.
+#[derive(Debug, PartialEq, Eq)]
+enum Wake {
+    /// The watch ends: its timeout passed, the server is shutting down,
+    /// or the client went away.
+    End,
+    /// A bookmark is due.
+    Bookmark,
+}
+
+/// What wakes a watch besides its events, the same for a cached and a
+/// store watch: the request's timeout, the server's shutdown, the client
+/// going away, and the bookmark ticker when bookmarks were asked for.
+struct WatchClock {
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    bookmarks: bool,
+    ticker: tokio::time::Interval,
+}
+
+impl WatchClock {
+    fn new(options: &WatchOptions, shutdown: tokio::sync::watch::Receiver<bool>) -> Self {
+        let bookmark_every = options.bookmarks.unwrap_or(Duration::from_secs(3600));
+        Self {
+            deadline: Box::pin(tokio::time::sleep(options.timeout)),
+            shutdown,
+            bookmarks: options.bookmarks.is_some(),
+            ticker: tokio::time::interval_at(
+                tokio::time::Instant::now() + bookmark_every,
+                bookmark_every,
+            ),
+        }
+    }
+
+    /// Waits for the end of the watch or its next bookmark. Cancel-safe,
+    /// so it races the watch's events in a `select!`.
+    async fn wake(&mut self, tx: &mpsc::Sender<Frame>) -> Wake {
+        if *self.shutdown.borrow() {
+            return Wake::End;
+        }
+        tokio::select! {
+            _ = &mut self.deadline => Wake::End,
+            _ = self.shutdown.changed() => Wake::End,
+            _ = tx.closed() => Wake::End,
+            _ = self.ticker.tick(), if self.bookmarks => Wake::Bookmark,
+        }
+    }
+}
+
 /// Feeds one watcher from a store watch rather than the cache: for a
 /// resume from a revision the cache's history no longer holds but the
 /// store's still does. The same selection and encoding as a cached watch;
@@ -468,7 +516,7 @@ async fn run_store_watcher(
     filter: Filter,
     options: WatchOptions,
     tx: mpsc::Sender<Frame>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let too_old = |requested: Revision, compact: Revision| {
         gone(format!("too old resource version: {requested} ({compact})"))
@@ -485,21 +533,13 @@ async fn run_store_watcher(
         Err(_) => return,
     };
     let mut last = from;
-    let deadline = tokio::time::sleep(options.timeout);
-    tokio::pin!(deadline);
-    let bookmark_every = options.bookmarks.unwrap_or(Duration::from_secs(3600));
-    let mut ticker =
-        tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+    let mut clock = WatchClock::new(&options, shutdown);
     loop {
-        if *shutdown.borrow() {
-            return;
-        }
         tokio::select! {
-            _ = &mut deadline => return,
-            _ = shutdown.changed() => return,
-            _ = tx.closed() => return,
-            _ = ticker.tick(), if options.bookmarks.is_some() => {
-                if tx.send(bookmark(&filter.info, last, false).into()).await.is_err() {
+            wake = clock.wake(&tx) => {
+                if wake == Wake::End
+                    || tx.send(bookmark(&filter.info, last, false).into()).await.is_err()
+                {
                     return;
                 }
             }

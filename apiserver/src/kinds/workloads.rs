@@ -151,15 +151,7 @@ impl KindStrategy for ReplicationControllers {
 
     /// The Scale's selector is the map selector as `k=v,…`.
     fn scale(&self, _info: &ResourceInfo, object: &Value) -> Value {
-        let selector = object["spec"]["selector"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default();
+        let selector = crate::table::columns::map_selector_string(object.pointer("/spec/selector"));
         scale::view(object, selector)
     }
 

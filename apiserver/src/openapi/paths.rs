@@ -154,6 +154,85 @@ struct Op<'a> {
     gvk: (&'a str, &'a str, &'a str),
 }
 
+/// The operations on one object: the resource's own objects and their
+/// subresources are read, replaced, patched and created alike.
+#[derive(Debug, Clone, Copy)]
+enum ObjectVerb {
+    Get,
+    Update,
+    Patch,
+    Create,
+}
+
+impl ObjectVerb {
+    /// The operation for an API verb, if it is one of these.
+    fn of(verb: &str) -> Option<Self> {
+        match verb {
+            "get" => Some(Self::Get),
+            "update" => Some(Self::Update),
+            "patch" => Some(Self::Patch),
+            "create" => Some(Self::Create),
+            _ => None,
+        }
+    }
+
+    /// How the operation's id begins.
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::Get => "read",
+            Self::Update => "replace",
+            Self::Patch => "patch",
+            Self::Create => "create",
+        }
+    }
+}
+
+/// `verb` on an object of `schema`: its method, parameters, body and
+/// responses, with the `id` and `description` the caller names it by.
+fn object_op<'a>(
+    verb: ObjectVerb,
+    schema: &'a str,
+    strategic: bool,
+    gvk: (&'a str, &'a str, &'a str),
+    id: String,
+    description: String,
+) -> Op<'a> {
+    let write = vec![&DRY_RUN, &FIELD_MANAGER, &FIELD_VALIDATION];
+    let (method, params, body, codes): (_, _, _, &[&'static str]) = match verb {
+        ObjectVerb::Get => ("get", vec![], None, &["200"]),
+        ObjectVerb::Update => ("put", write, Some(Body::Object(schema)), &["200", "201"]),
+        ObjectVerb::Patch => {
+            let mut params = write;
+            params.push(&FORCE);
+            (
+                "patch",
+                params,
+                Some(Body::Patch { strategic }),
+                &["200", "201"],
+            )
+        }
+        ObjectVerb::Create => (
+            "post",
+            write,
+            Some(Body::Object(schema)),
+            &["200", "201", "202"],
+        ),
+    };
+    Op {
+        method,
+        action: method,
+        id,
+        description,
+        params,
+        body,
+        responses: codes
+            .iter()
+            .map(|code| (*code, schema.to_string()))
+            .collect(),
+        gvk,
+    }
+}
+
 /// What a resource's paths are generated from.
 pub(super) struct ResourceSchema<'a> {
     pub info: &'a ResourceInfo,
@@ -241,20 +320,11 @@ fn resource_paths<'a>(
     collection_params.push(&PRETTY);
     let mut list_params: Vec<&Param> = LIST_PARAMS.iter().collect();
     list_params.sort_by_key(|p| p.name);
-    let create = Op {
-        method: "post",
-        action: "post",
-        id: format!("create{gv}{scope}{kind}"),
-        description: format!("create a {kind}"),
-        params: vec![&DRY_RUN, &FIELD_MANAGER, &FIELD_VALIDATION],
-        body: Some(Body::Object(&r.schema)),
-        responses: vec![
-            ("200", r.schema.to_string()),
-            ("201", r.schema.to_string()),
-            ("202", r.schema.to_string()),
-        ],
-        gvk,
+    let own_op = |verb: ObjectVerb, description: String| {
+        let id = format!("{}{gv}{scope}{kind}", verb.prefix());
+        object_op(verb, &r.schema, r.strategic, gvk, id, description)
     };
+    let create = own_op(ObjectVerb::Create, format!("create a {kind}"));
     if info.is_virtual() {
         // Reviews are only ever created: one path, one operation.
         out.push((collection, collection_params, vec![create]));
@@ -310,33 +380,12 @@ fn resource_paths<'a>(
     let mut object_params = vec![&NAME];
     object_params.extend(scope_params.iter().copied());
     object_params.push(&PRETTY);
-    let write = vec![&DRY_RUN, &FIELD_MANAGER, &FIELD_VALIDATION];
-    let mut patch_params = write.clone();
-    patch_params.push(&FORCE);
     out.push((
         format!("{collection}/{{name}}"),
         object_params.clone(),
         vec![
-            Op {
-                method: "get",
-                action: "get",
-                id: format!("read{gv}{scope}{kind}"),
-                description: format!("read the specified {kind}"),
-                params: vec![],
-                body: None,
-                responses: vec![("200", r.schema.to_string())],
-                gvk,
-            },
-            Op {
-                method: "put",
-                action: "put",
-                id: format!("replace{gv}{scope}{kind}"),
-                description: format!("replace the specified {kind}"),
-                params: write.clone(),
-                body: Some(Body::Object(&r.schema)),
-                responses: vec![("200", r.schema.to_string()), ("201", r.schema.to_string())],
-                gvk,
-            },
+            own_op(ObjectVerb::Get, format!("read the specified {kind}")),
+            own_op(ObjectVerb::Update, format!("replace the specified {kind}")),
             Op {
                 method: "delete",
                 action: "delete",
@@ -347,18 +396,10 @@ fn resource_paths<'a>(
                 responses: vec![("200", r.schema.to_string()), ("202", r.schema.to_string())],
                 gvk,
             },
-            Op {
-                method: "patch",
-                action: "patch",
-                id: format!("patch{gv}{scope}{kind}"),
-                description: format!("partially update the specified {kind}"),
-                params: patch_params.clone(),
-                body: Some(Body::Patch {
-                    strategic: r.strategic,
-                }),
-                responses: vec![("200", r.schema.to_string()), ("201", r.schema.to_string())],
-                gvk,
-            },
+            own_op(
+                ObjectVerb::Patch,
+                format!("partially update the specified {kind}"),
+            ),
         ],
     ));
     for &sub in &info.subresources {
@@ -381,60 +422,17 @@ fn resource_paths<'a>(
             s.push_str(chars.as_str());
             s
         };
-        let mut ops = Vec::new();
-        for verb in sub.verbs() {
-            let (method, action, prefix, params, body, responses) = match *verb {
-                "get" => (
-                    "get",
-                    "get",
-                    "read",
-                    vec![],
-                    None,
-                    vec![("200", schema.to_string())],
-                ),
-                "update" => (
-                    "put",
-                    "put",
-                    "replace",
-                    write.clone(),
-                    Some(Body::Object(schema)),
-                    vec![("200", schema.to_string()), ("201", schema.to_string())],
-                ),
-                "patch" => (
-                    "patch",
-                    "patch",
-                    "patch",
-                    patch_params.clone(),
-                    Some(Body::Patch {
-                        strategic: r.strategic,
-                    }),
-                    vec![("200", schema.to_string()), ("201", schema.to_string())],
-                ),
-                "create" => (
-                    "post",
-                    "post",
-                    "create",
-                    write.clone(),
-                    Some(Body::Object(schema)),
-                    vec![
-                        ("200", schema.to_string()),
-                        ("201", schema.to_string()),
-                        ("202", schema.to_string()),
-                    ],
-                ),
-                _ => continue,
-            };
-            ops.push(Op {
-                method,
-                action,
-                id: format!("{prefix}{gv}{scope}{kind}{sub_kind}"),
-                description: format!("{prefix} {} of the specified {kind}", sub.name()),
-                params,
-                body,
-                responses,
-                gvk: sub_gvk,
-            });
-        }
+        let ops = sub
+            .verbs()
+            .iter()
+            .filter_map(|verb| ObjectVerb::of(verb))
+            .map(|verb| {
+                let prefix = verb.prefix();
+                let id = format!("{prefix}{gv}{scope}{kind}{sub_kind}");
+                let description = format!("{prefix} {} of the specified {kind}", sub.name());
+                object_op(verb, schema, r.strategic, sub_gvk, id, description)
+            })
+            .collect();
         out.push((
             format!("{collection}/{{name}}/{}", sub.name()),
             object_params.clone(),

@@ -273,14 +273,7 @@ fn text(v: &Value, key: &str) -> String {
 }
 
 fn strings(v: &Value, key: &str) -> Vec<String> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::object::strings(&v[key])
 }
 
 fn any(v: &Value) -> Any {

@@ -17,6 +17,7 @@ use serde_json::{Map, Number, Value};
 
 use super::debug_tree::Node;
 use super::schema::{Schemas, Shape};
+use crate::go_format::go_duration;
 
 /// Number and bool fields where zero or false is a deliberate choice with a
 /// meaning different from leaving them out: Go pointers (`replicas: 0` scales
@@ -475,43 +476,6 @@ fn format_time(seconds: i64, nanos: Option<i64>, path: &str) -> Result<String, C
         None => format!("{base}Z"),
         Some(n) => format!("{base}.{:06}Z", n.clamp(0, 999_999_999) / 1000),
     })
-}
-
-/// A duration in nanoseconds as Go prints it (`1h2m3.5s`, `150ms`, `0s`).
-pub(super) fn go_duration(ns: i64) -> String {
-    if ns == 0 {
-        return "0s".to_string();
-    }
-    let sign = if ns < 0 { "-" } else { "" };
-    let u = ns.unsigned_abs();
-    let body = if u < 1_000 {
-        format!("{u}ns")
-    } else if u < 1_000_000 {
-        format!("{}µs", decimal(u, 1_000))
-    } else if u < 1_000_000_000 {
-        format!("{}ms", decimal(u, 1_000_000))
-    } else {
-        let secs = u / 1_000_000_000;
-        let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-        let seconds = decimal(s * 1_000_000_000 + u % 1_000_000_000, 1_000_000_000);
-        match (h, m) {
-            (0, 0) => format!("{seconds}s"),
-            (0, m) => format!("{m}m{seconds}s"),
-            (h, m) => format!("{h}h{m}m{seconds}s"),
-        }
-    };
-    format!("{sign}{body}")
-}
-
-/// `value / unit` with the fraction's trailing zeros dropped.
-fn decimal(value: u64, unit: u64) -> String {
-    let (whole, frac) = (value / unit, value % unit);
-    if frac == 0 {
-        return whole.to_string();
-    }
-    let digits = unit.ilog10() as usize;
-    let frac = format!("{frac:0digits$}");
-    format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
 /// The JSON name for a field the traced shapes do not know (a field newer

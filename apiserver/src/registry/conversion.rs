@@ -82,6 +82,15 @@ fn is_cpu_utilization(metric: &Value) -> bool {
     metric["type"] == "Resource" && metric["resource"]["name"] == "cpu"
 }
 
+/// The CPU utilization percentage (`resource.<field>.averageUtilization`)
+/// among v2 `metrics`, the one metric autoscaling/v1 has.
+fn cpu_utilization(metrics: Option<&Value>, field: &str) -> Option<i64> {
+    metrics
+        .and_then(Value::as_array)
+        .and_then(|m| m.iter().find(|m| is_cpu_utilization(m)))
+        .and_then(|m| m["resource"][field]["averageUtilization"].as_i64())
+}
+
 fn hpa_v2_to_v1(object: Value) -> Value {
     let Value::Object(mut map) = object else {
         return object;
@@ -90,11 +99,7 @@ fn hpa_v2_to_v1(object: Value) -> Value {
     if let Some(Value::Object(spec)) = map.get_mut("spec") {
         let metrics = spec.remove("metrics");
         spec.remove("behavior");
-        let target = metrics
-            .as_ref()
-            .and_then(Value::as_array)
-            .and_then(|m| m.iter().find(|m| is_cpu_utilization(m)))
-            .and_then(|m| m["resource"]["target"]["averageUtilization"].as_i64());
+        let target = cpu_utilization(metrics.as_ref(), "target");
         if let Some(t) = target {
             spec.insert("targetCPUUtilizationPercentage".into(), json!(t));
         }
@@ -102,11 +107,7 @@ fn hpa_v2_to_v1(object: Value) -> Value {
     if let Some(Value::Object(status)) = map.get_mut("status") {
         let current = status.remove("currentMetrics");
         status.remove("conditions");
-        let cpu = current
-            .as_ref()
-            .and_then(Value::as_array)
-            .and_then(|m| m.iter().find(|m| is_cpu_utilization(m)))
-            .and_then(|m| m["resource"]["current"]["averageUtilization"].as_i64());
+        let cpu = cpu_utilization(current.as_ref(), "current");
         if let Some(c) = cpu {
             status.insert("currentCPUUtilizationPercentage".into(), json!(c));
         }

@@ -22,7 +22,6 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::handlers::{Ctx, respond};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use scrape::{Measured, Usage};
 
@@ -75,10 +74,7 @@ pub(crate) async fn serve(
     if method != Method::GET || ctx.params.watch {
         return Err(ApiError::MethodNotAllowed);
     }
-    let labels =
-        LabelSelector::parse(&ctx.params.label_selector).map_err(|e| ApiError::BadRequest(e.0))?;
-    let fields = FieldSelector::parse(&ctx.params.field_selector, &[])
-        .map_err(|e| ApiError::BadRequest(e.0))?;
+    let (labels, fields) = ctx.selectors(&[])?;
     let source = ctx
         .inner
         .registry
@@ -190,7 +186,7 @@ fn node_metrics(node: &Value, measured: &Measured<Usage>) -> Value {
         "apiVersion": "metrics.k8s.io/v1beta1",
         "metadata": metadata(node),
         "timestamp": timestamp(measured.time_ms),
-        "window": go_duration(measured.window_ms),
+        "window": window_duration(measured.window_ms),
         "usage": usage(&measured.usage),
     })
 }
@@ -206,7 +202,7 @@ fn pod_metrics(pod: &Value, measured: &Measured<Vec<(String, Usage)>>) -> Value 
         "apiVersion": "metrics.k8s.io/v1beta1",
         "metadata": metadata(pod),
         "timestamp": timestamp(measured.time_ms),
-        "window": go_duration(measured.window_ms),
+        "window": window_duration(measured.window_ms),
         "containers": containers,
     })
 }
@@ -237,37 +233,11 @@ pub(crate) fn memory_quantity(bytes: u64) -> String {
     format!("{value}{}", SUFFIXES[suffix])
 }
 
-/// A window as Go's `time.Duration` prints it (`15.012s`, `1m0.5s`,
-/// `500ms`), which is how `metav1.Duration` is written.
-pub(crate) fn go_duration(ms: i64) -> String {
-    if ms == 0 {
-        return "0s".to_string();
-    }
-    let sign = if ms < 0 { "-" } else { "" };
-    let ms = ms.unsigned_abs();
-    if ms < 1000 {
-        return format!("{sign}{ms}ms");
-    }
-    let seconds = |ms: u64| {
-        let whole = ms / 1000;
-        let frac = ms % 1000;
-        if frac == 0 {
-            format!("{whole}s")
-        } else {
-            let digits = format!("{frac:03}");
-            format!("{whole}.{}s", digits.trim_end_matches('0'))
-        }
-    };
-    let hours = ms / 3_600_000;
-    let minutes = (ms / 60_000) % 60;
-    let rest = ms % 60_000;
-    if hours > 0 {
-        format!("{sign}{hours}h{minutes}m{}", seconds(rest))
-    } else if minutes > 0 {
-        format!("{sign}{minutes}m{}", seconds(rest))
-    } else {
-        format!("{sign}{}", seconds(rest))
-    }
+/// A window of `ms` milliseconds as Go's `time.Duration` prints it
+/// (`15.012s`, `1m0.5s`, `500ms`), which is how `metav1.Duration` is
+/// written.
+pub(crate) fn window_duration(ms: i64) -> String {
+    crate::go_format::go_duration(ms.saturating_mul(1_000_000))
 }
 
 /// A PodMetrics' total CPU and memory over its containers, for its Table
@@ -312,12 +282,12 @@ mod tests {
 
     #[test]
     fn windows_print_as_go_durations() {
-        assert_eq!(go_duration(15_000), "15s");
-        assert_eq!(go_duration(15_012), "15.012s");
-        assert_eq!(go_duration(15_500), "15.5s");
-        assert_eq!(go_duration(60_500), "1m0.5s");
-        assert_eq!(go_duration(500), "500ms");
-        assert_eq!(go_duration(3_600_000), "1h0m0s");
+        assert_eq!(window_duration(15_000), "15s");
+        assert_eq!(window_duration(15_012), "15.012s");
+        assert_eq!(window_duration(15_500), "15.5s");
+        assert_eq!(window_duration(60_500), "1m0.5s");
+        assert_eq!(window_duration(500), "500ms");
+        assert_eq!(window_duration(3_600_000), "1h0m0s");
     }
 
     #[test]

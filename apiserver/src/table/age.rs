@@ -18,50 +18,40 @@ pub(crate) fn human_duration(seconds: i64) -> String {
     }
     let minutes = seconds / 60;
     if minutes < 10 {
-        let rest = seconds % 60;
-        return if rest == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{rest}s")
-        };
+        return with_rest(minutes, "m", seconds % 60, "s");
     }
     if minutes < 180 {
         return format!("{minutes}m");
     }
     let hours = seconds / 3600;
     if hours < 8 {
-        let rest = minutes % 60;
-        return if rest == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{rest}m")
-        };
+        return with_rest(hours, "h", minutes % 60, "m");
     }
     if hours < 48 {
         return format!("{hours}h");
     }
     let days = hours / 24;
     if hours < 24 * 8 {
-        let rest = hours % 24;
-        return if rest == 0 {
-            format!("{days}d")
-        } else {
-            format!("{days}d{rest}h")
-        };
+        return with_rest(days, "d", hours % 24, "h");
     }
     if hours < 24 * 365 * 2 {
         return format!("{days}d");
     }
     let years = days / 365;
     if hours < 24 * 365 * 8 {
-        let rest = days % 365;
-        return if rest == 0 {
-            format!("{years}y")
-        } else {
-            format!("{years}y{rest}d")
-        };
+        return with_rest(years, "y", days % 365, "d");
     }
     format!("{years}y")
+}
+
+/// `big` of `big_unit`, followed by `rest` of `small_unit` unless that is
+/// zero: "3m20s", "5h".
+fn with_rest(big: i64, big_unit: &str, rest: i64, small_unit: &str) -> String {
+    if rest == 0 {
+        format!("{big}{big_unit}")
+    } else {
+        format!("{big}{big_unit}{rest}{small_unit}")
+    }
 }
 
 /// Seconds from the RFC 3339 time in `value` until `now`, if it is one.

@@ -31,17 +31,15 @@ impl Column {
         }
     }
 
+    /// A column shown with `-o wide` only.
     pub(crate) const fn wide(
         name: &'static str,
         kind: &'static str,
         description: &'static str,
     ) -> Self {
         Self {
-            name,
-            kind,
-            format: "",
-            description,
             priority: 1,
+            ..Self::new(name, kind, description)
         }
     }
 

@@ -22,9 +22,38 @@ const IMAGES: Column = Column::wide(
 );
 const SELECTOR: Column = Column::wide("Selector", "string", "Label selector for pods.");
 
-fn template_columns(object: &Value) -> (Value, Value) {
-    let (containers, images) = containers_and_images(at(object, "spec/template/spec"));
-    (Value::from(containers), Value::from(images))
+/// A workload's row: its name, its `own` cells, its age, then the wide
+/// containers and images of the pod template at `template` and, when it
+/// has the column, its `selector`: how every workload's row is laid out.
+fn workload_row(
+    object: &Value,
+    now: Timestamp,
+    own: Vec<Value>,
+    template: &str,
+    selector: Option<String>,
+) -> Vec<Value> {
+    let (containers, images) = containers_and_images(at(object, template));
+    let mut row = vec![name(object)];
+    row.extend(own);
+    row.extend([
+        age(object, now),
+        Value::from(containers),
+        Value::from(images),
+    ]);
+    row.extend(selector.map(or_none));
+    row
+}
+
+/// The pod template of every workload but a CronJob.
+const TEMPLATE: &str = "spec/template/spec";
+
+/// Ready replicas of the desired ones, as `ready/desired`.
+fn ready_of_desired(object: &Value) -> Value {
+    Value::from(format!(
+        "{}/{}",
+        int(object, "status/readyReplicas"),
+        replicas(object)
+    ))
 }
 
 fn replicas(object: &Value) -> i64 {
@@ -54,36 +83,28 @@ pub(crate) static DEPLOYMENTS: Printer = Printer {
         SELECTOR,
     ],
     cells: |d, now| {
-        let (containers, images) = template_columns(d);
-        vec![
-            name(d),
-            Value::from(format!(
-                "{}/{}",
-                int(d, "status/readyReplicas"),
-                replicas(d)
-            )),
+        let own = vec![
+            ready_of_desired(d),
             Value::from(int(d, "status/updatedReplicas")),
             Value::from(int(d, "status/availableReplicas")),
-            age(d, now),
-            containers,
-            images,
-            or_none(selector_string(at(d, "spec/selector"))),
-        ]
+        ];
+        workload_row(
+            d,
+            now,
+            own,
+            TEMPLATE,
+            Some(selector_string(at(d, "spec/selector"))),
+        )
     },
 };
 
 fn replica_set_cells(rs: &Value, now: Timestamp, selector: String) -> Vec<Value> {
-    let (containers, images) = template_columns(rs);
-    vec![
-        name(rs),
+    let own = vec![
         Value::from(replicas(rs)),
         Value::from(int(rs, "status/replicas")),
         Value::from(int(rs, "status/readyReplicas")),
-        age(rs, now),
-        containers,
-        images,
-        or_none(selector),
-    ]
+    ];
+    workload_row(rs, now, own, TEMPLATE, Some(selector))
 }
 
 const REPLICA_SET_COLUMNS: &[Column] = &[
@@ -127,20 +148,7 @@ pub(crate) static STATEFULSETS: Printer = Printer {
         CONTAINERS,
         IMAGES,
     ],
-    cells: |s, now| {
-        let (containers, images) = template_columns(s);
-        vec![
-            name(s),
-            Value::from(format!(
-                "{}/{}",
-                int(s, "status/readyReplicas"),
-                replicas(s)
-            )),
-            age(s, now),
-            containers,
-            images,
-        ]
-    },
+    cells: |s, now| workload_row(s, now, vec![ready_of_desired(s)], TEMPLATE, None),
 };
 
 pub(crate) static DAEMONSETS: Printer = Printer {
@@ -182,9 +190,7 @@ pub(crate) static DAEMONSETS: Printer = Printer {
         SELECTOR,
     ],
     cells: |d, now| {
-        let (containers, images) = template_columns(d);
-        vec![
-            name(d),
+        let own = vec![
             Value::from(int(d, "status/desiredNumberScheduled")),
             Value::from(int(d, "status/currentNumberScheduled")),
             Value::from(int(d, "status/numberReady")),
@@ -194,11 +200,14 @@ pub(crate) static DAEMONSETS: Printer = Printer {
                 d,
                 "spec/template/spec/nodeSelector",
             ))),
-            age(d, now),
-            containers,
-            images,
-            or_none(selector_string(at(d, "spec/selector"))),
-        ]
+        ];
+        workload_row(
+            d,
+            now,
+            own,
+            TEMPLATE,
+            Some(selector_string(at(d, "spec/selector"))),
+        )
     },
 };
 
@@ -263,17 +272,13 @@ pub(crate) static JOBS: Printer = Printer {
         SELECTOR,
     ],
     cells: |job, now| {
-        let (containers, images) = template_columns(job);
-        vec![
-            name(job),
+        let own = vec![
             Value::from(job_status(job)),
             Value::from(job_completions(job)),
             Value::from(job_duration(job, now)),
-            age(job, now),
-            containers,
-            images,
-            or_none(selector_string(at(job, "spec/selector"))),
-        ]
+        ];
+        let selector = selector_string(at(job, "spec/selector"));
+        workload_row(job, now, own, TEMPLATE, Some(selector))
     },
 };
 
@@ -307,8 +312,6 @@ pub(crate) static CRONJOBS: Printer = Printer {
         SELECTOR,
     ],
     cells: |cj, now| {
-        let (containers, images) =
-            containers_and_images(at(cj, "spec/jobTemplate/spec/template/spec"));
         let last = at(cj, "status/lastScheduleTime")
             .and_then(|t| seconds_since(t, now))
             .map(human_duration)
@@ -316,18 +319,16 @@ pub(crate) static CRONJOBS: Printer = Printer {
         let suspend = at(cj, "spec/suspend")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        vec![
-            name(cj),
+        let own = vec![
             Value::from(text(cj, "spec/schedule").unwrap_or("")),
             or_none(text(cj, "spec/timeZone").unwrap_or("")),
             Value::from(if suspend { "True" } else { "False" }),
             Value::from(list(cj, "status/active").len()),
             or_none(last),
-            age(cj, now),
-            Value::from(containers),
-            Value::from(images),
-            or_none(selector_string(at(cj, "spec/jobTemplate/spec/selector"))),
-        ]
+        ];
+        let template = "spec/jobTemplate/spec/template/spec";
+        let selector = selector_string(at(cj, "spec/jobTemplate/spec/selector"));
+        workload_row(cj, now, own, template, Some(selector))
     },
 };
 

@@ -14,6 +14,27 @@ use crate::status::FieldError;
 
 pub(crate) use names::{NameRule, is_dns1123_label, is_dns1123_subdomain, validate_name};
 
+/// `object.field`, when set, must be one of `allowed` (upstream's
+/// NotSupported at `path.field`, listing them, otherwise): the check of
+/// every optional enumerated string field.
+pub(crate) fn one_of(
+    object: &Value,
+    field: &str,
+    allowed: &[&str],
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(value) = object[field].as_str()
+        && !allowed.contains(&value)
+    {
+        errors.push(FieldError::not_supported(
+            format!("{path}.{field}"),
+            value,
+            allowed,
+        ));
+    }
+}
+
 /// All field errors of `object` (about to be written), given the stored
 /// `old` object on updates.
 pub(crate) fn validate(

@@ -98,15 +98,13 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
             }
         }
     }
-    if let Some(policy) = spec["restartPolicy"].as_str()
-        && !["Always", "OnFailure", "Never"].contains(&policy)
-    {
-        errors.push(FieldError::not_supported(
-            format!("{path}.restartPolicy"),
-            policy,
-            &["Always", "OnFailure", "Never"],
-        ));
-    }
+    super::one_of(
+        spec,
+        "restartPolicy",
+        &["Always", "OnFailure", "Never"],
+        path,
+        errors,
+    );
 }
 
 fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<FieldError>) {
@@ -227,14 +225,12 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
             Some(n) => names.push(n),
             None => {}
         }
-        if let Some(proto) = p["protocol"].as_str()
-            && !["TCP", "UDP", "SCTP"].contains(&proto)
-        {
-            errors.push(FieldError::not_supported(
-                format!("spec.ports[{i}].protocol"),
-                proto,
-                &["SCTP", "TCP", "UDP"],
-            ));
-        }
+        super::one_of(
+            p,
+            "protocol",
+            &["SCTP", "TCP", "UDP"],
+            &format!("spec.ports[{i}]"),
+            errors,
+        );
     }
 }

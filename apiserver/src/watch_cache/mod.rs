@@ -486,16 +486,32 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cache() -> Arc<WatchCache> {
-        let limits = CacheLimits {
-            history: 2,
-            history_max_age: Duration::from_secs(3600),
+    /// Limits keeping `history` events for at most `max_age`.
+    fn limits(history: usize, max_age: Duration) -> CacheLimits {
+        CacheLimits {
+            history,
+            history_max_age: max_age,
             fanout_buffer: 16,
             snapshot_ttl: Duration::from_secs(60),
-        };
-        let c = WatchCache::new("/p/".into(), &limits);
+        }
+    }
+
+    fn cache() -> Arc<WatchCache> {
+        let c = WatchCache::new("/p/".into(), &limits(2, Duration::from_secs(3600)));
         c.reset(OrdMap::new(), 10);
         c
+    }
+
+    /// What a watch from `from` is sent from `c`'s history; panics when it
+    /// would not start from history.
+    fn history(c: &WatchCache, from: Revision) -> Vec<Arc<CacheEvent>> {
+        match c.subscribe(Some(from)) {
+            Ok(Subscription {
+                start: Start::History(events),
+                ..
+            }) => events,
+            _ => panic!("expected history"),
+        }
     }
 
     #[test]
@@ -517,13 +533,7 @@ mod tests {
                 oldest: 12
             })
         );
-        let Ok(Subscription {
-            start: Start::History(events),
-            ..
-        }) = c.subscribe(Some(11))
-        else {
-            panic!("expected history")
-        };
+        let events = history(&c, 11);
         assert_eq!(
             events.iter().map(|e| e.revision).collect::<Vec<_>>(),
             vec![12, 13]
@@ -532,13 +542,7 @@ mod tests {
 
     #[test]
     fn history_forgets_events_older_than_its_age() {
-        let limits = CacheLimits {
-            history: 100,
-            history_max_age: Duration::from_millis(50),
-            fanout_buffer: 16,
-            snapshot_ttl: Duration::from_secs(60),
-        };
-        let c = WatchCache::new("/p/".into(), &limits);
+        let c = WatchCache::new("/p/".into(), &limits(100, Duration::from_millis(50)));
         c.reset(OrdMap::new(), 10);
         let put = |rev: u64| {
             let object = Some(json!({"metadata": {}}));
@@ -557,13 +561,7 @@ mod tests {
                 oldest: 13
             })
         );
-        let Ok(Subscription {
-            start: Start::History(events),
-            ..
-        }) = c.subscribe(Some(12))
-        else {
-            panic!("expected history")
-        };
+        let events = history(&c, 12);
         assert_eq!(events.iter().map(|e| e.revision).collect::<Vec<_>>(), [13]);
     }
 
@@ -604,12 +602,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_encoded_cache_serves_the_same_frames_and_deletes_as_a_decoded_one() {
-        let limits = CacheLimits {
-            history: 8,
-            history_max_age: Duration::from_secs(3600),
-            fanout_buffer: 16,
-            snapshot_ttl: Duration::from_secs(60),
-        };
+        let limits = limits(8, Duration::from_secs(3600));
         let decoded = WatchCache::new("/p/".into(), &limits);
         let encoded = WatchCache::with_form("/p/".into(), &limits, CacheForm::Encoded);
         let object = json!({
@@ -625,11 +618,8 @@ mod tests {
         assert!(
             matches!(encoded.subscribe(Some(10)), Ok(Subscription { start: Start::History(ref e), .. }) if matches!(e[0].object, Cached::Encoded(_)))
         );
-        let frames = |c: &WatchCache| match c.subscribe(Some(10)) {
-            Ok(Subscription {
-                start: Start::History(events),
-                ..
-            }) => events
+        let frames = |c: &WatchCache| {
+            history(c, 10)
                 .iter()
                 .map(|e| {
                     e.frame(if e.kind == ChangeKind::Put {
@@ -639,8 +629,7 @@ mod tests {
                     })
                     .into_bytes()
                 })
-                .collect::<Vec<_>>(),
-            _ => panic!("expected history"),
+                .collect::<Vec<_>>()
         };
         assert_eq!(frames(&decoded), frames(&encoded));
         let deleted: Value = serde_json::from_slice(&frames(&encoded)[1]).unwrap();

@@ -20,7 +20,7 @@ use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
 
 use crate::harness::{Expect, TestServer, eventually};
-use crate::node_tls::{answer_ok, next_request, tls_listener};
+use crate::node_tls::{ClientCerts, answer_ok, next_request, tls_listener};
 
 /// A CA of the extension server's own and a serving certificate from it
 /// for `example-api.default.svc`.
@@ -50,7 +50,8 @@ type Seen = Arc<parking_lot::Mutex<Vec<(Option<String>, String)>>>;
 /// answers discovery for example.com/v1alpha1 and echoes the identity
 /// headers of any other request.
 async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Seen) -> u16 {
-    let (listener, port, acceptor) = tls_listener(&cert, front_proxy_ca, false).await;
+    let (listener, port, acceptor) =
+        tls_listener(&cert, ClientCerts::Required(front_proxy_ca)).await;
     tokio::spawn(async move {
         while let Some((mut stream, client, head)) = next_request(&listener, &acceptor).await {
             let head = String::from_utf8_lossy(&head).into_owned();

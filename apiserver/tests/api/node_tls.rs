@@ -46,35 +46,46 @@ pub(crate) fn client_cn(
     cn.as_str().ok().map(String::from)
 }
 
+/// Which client certificates a [`tls_listener`] checks.
+pub(crate) enum ClientCerts<'a> {
+    /// None: every client completes the handshake.
+    None,
+    /// Required, chaining to this CA (PEM).
+    Required(&'a str),
+    /// Chaining to this CA (PEM) when the client presents one.
+    Optional(&'a str),
+}
+
 /// A TLS listener on loopback presenting `cert` (PEM chain, PEM key) and
-/// checking client certificates against `client_ca`; with
-/// `client_optional` a client without one still completes the handshake.
+/// checking `clients`' certificates.
 pub(crate) async fn tls_listener(
     cert: &(String, String),
-    client_ca: &str,
-    client_optional: bool,
+    clients: ClientCerts<'_>,
 ) -> (TcpListener, u16, tokio_rustls::TlsAcceptor) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in pems(client_ca) {
-        roots.add(ca).unwrap();
-    }
-    let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-    let builder = if client_optional {
-        builder.allow_unauthenticated()
-    } else {
-        builder
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = match clients {
+        ClientCerts::None => builder.with_no_client_auth(),
+        ClientCerts::Required(ca) | ClientCerts::Optional(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for ca in pems(ca) {
+                roots.add(ca).unwrap();
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if matches!(clients, ClientCerts::Optional(_)) {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(verifier.build().unwrap())
+        }
     };
-    let verifier = builder.build().unwrap();
     let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
         .unwrap()
         .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(pems(&cert.0), key)
-        .unwrap();
+    let config = builder.with_single_cert(pems(&cert.0), key).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     (
@@ -169,7 +180,7 @@ async fn fake_node(
     cert: (String, String),
     client_ca: &str,
 ) -> (u16, tokio::task::JoinHandle<Seen>) {
-    let (listener, port, acceptor) = tls_listener(&cert, client_ca, true).await;
+    let (listener, port, acceptor) = tls_listener(&cert, ClientCerts::Optional(client_ca)).await;
     let task = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
         let mut stream = match acceptor.accept(tcp).await {

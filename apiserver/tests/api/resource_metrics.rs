@@ -16,7 +16,7 @@ use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
 
 use crate::harness::{Expect, TestServer, eventually};
-use crate::node_tls::{answer_ok, issuer, next_request, serving_cert, tls_listener};
+use crate::node_tls::{ClientCerts, answer_ok, issuer, next_request, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.
 #[derive(Default)]
@@ -45,7 +45,8 @@ fn body(n: u64) -> String {
 /// and answers every request with the next scrape.
 async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
     let cert = serving_cert(Some(&issuer(certs)), "system:node:n1", "127.0.0.1");
-    let (listener, port, acceptor) = tls_listener(&cert, &certs.ca_cert_pem, false).await;
+    let (listener, port, acceptor) =
+        tls_listener(&cert, ClientCerts::Required(&certs.ca_cert_pem)).await;
     tokio::spawn(async move {
         while let Some((mut stream, client, head)) = next_request(&listener, &acceptor).await {
             let line = String::from_utf8_lossy(&head)

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::harness::{Expect, KeptStore, TestServer, message_of, refused, strings};
+use crate::node_tls::{ClientCerts, tls_listener};
 
 /// A CA that signs webhook serving certificates.
 struct TestCa {
@@ -95,22 +96,7 @@ impl Drop for Hook {
 
 impl Hook {
     async fn start(cert: (String, String), delay: Duration, answer: Answer) -> Self {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let chain = rustls_pemfile::certs(&mut cert.0.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        let key = rustls_pemfile::private_key(&mut cert.1.as_bytes())
-            .unwrap()
-            .unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (listener, port, acceptor) = tls_listener(&cert, ClientCerts::None).await;
         let seen = Arc::new(Mutex::new(Vec::new()));
         let recorded = seen.clone();
         let headers = Arc::new(Mutex::new(Vec::new()));

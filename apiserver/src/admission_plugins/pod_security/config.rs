@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::policy::{Level, LevelVersion, Policy, Version};
+use super::policy::{LEVEL_ERROR, Level, LevelVersion, Policy, VERSION_ERROR, Version};
 
 /// The apiVersions upstream reads a `PodSecurityConfiguration` in.
 const API_VERSIONS: &[&str] = &[
@@ -32,6 +32,25 @@ pub(crate) struct PodSecurityConfig {
     pub exemptions: Exemptions,
 }
 
+/// `defaults.<key>` parsed by `parse` (`None` when unset), or the error
+/// to report: `invalid` when it is a string `parse` refuses.
+fn default_field<T>(
+    defaults: &Value,
+    key: &str,
+    parse: fn(&str) -> Option<T>,
+    invalid: &str,
+) -> Result<Option<T>, String> {
+    match &defaults[key] {
+        Value::Null => Ok(None),
+        Value::String(s) => parse(s)
+            .map(Some)
+            .ok_or_else(|| format!("defaults.{key}: Invalid value: {s:?}: {invalid}")),
+        other => Err(format!(
+            "defaults.{key}: Invalid value: {other}: must be a string"
+        )),
+    }
+}
+
 impl PodSecurityConfig {
     /// Parses a `PodSecurityConfiguration` object; the error says what is
     /// wrong with it in upstream's field-path form.
@@ -47,31 +66,13 @@ impl PodSecurityConfig {
         let mut errors = Vec::new();
         let mut mode = |level_key: &str, version_key: &str| {
             let mut lv = LevelVersion::PRIVILEGED_LATEST;
-            match &defaults[level_key] {
-                Value::Null => {}
-                Value::String(s) => match Level::parse(s) {
-                    Some(level) => lv.level = level,
-                    None => errors.push(format!(
-                        "defaults.{level_key}: Invalid value: {s:?}: {}",
-                        super::policy::LEVEL_ERROR
-                    )),
-                },
-                other => errors.push(format!(
-                    "defaults.{level_key}: Invalid value: {other}: must be a string"
-                )),
+            match default_field(defaults, level_key, Level::parse, LEVEL_ERROR) {
+                Ok(level) => lv.level = level.unwrap_or(lv.level),
+                Err(error) => errors.push(error),
             }
-            match &defaults[version_key] {
-                Value::Null => {}
-                Value::String(s) => match Version::parse(s) {
-                    Some(version) => lv.version = version,
-                    None => errors.push(format!(
-                        "defaults.{version_key}: Invalid value: {s:?}: {}",
-                        super::policy::VERSION_ERROR
-                    )),
-                },
-                other => errors.push(format!(
-                    "defaults.{version_key}: Invalid value: {other}: must be a string"
-                )),
+            match default_field(defaults, version_key, Version::parse, VERSION_ERROR) {
+                Ok(version) => lv.version = version.unwrap_or(lv.version),
+                Err(error) => errors.push(error),
             }
             lv
         };

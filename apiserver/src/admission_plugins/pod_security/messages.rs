@@ -34,28 +34,6 @@ pub(super) fn containers_phrase(names: &[String]) -> String {
     )
 }
 
-/// A string in Go's `%q` form: double quotes, with backslashes, quotes and
-/// control characters escaped.
-pub(super) fn go_quote(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Every failed check, each as `reason (detail)` (or the bare reason when
 /// it has no detail), joined with `, ` in check order.
 pub(crate) fn detail(violations: &[Violation]) -> String {
@@ -176,6 +154,7 @@ pub(super) fn exempt_namespace(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::go_format::go_quote;
 
     fn violation(reason: &str, detail: &str) -> Violation {
         Violation {

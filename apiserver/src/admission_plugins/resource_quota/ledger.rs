@@ -249,9 +249,17 @@ mod tests {
     use super::*;
 
     const PODS: &str = "/registry/core/pods/";
+    const POD: &str = "/registry/core/pods/a/p";
 
     fn one_pod() -> ResourceList {
         [("pods".to_string(), Amount::count(1))].into()
+    }
+
+    /// A charge of one pod for a write of the pod at [`POD`] (an update
+    /// of `old`, or a create), with no cache to watch.
+    fn charge_pod(ns: &NamespaceCharges, old: Option<&Value>) -> QuotaCharge {
+        let mut locked = ns.lock();
+        ns.charge(&mut locked, PODS, POD, old, one_pod(), None)
     }
 
     fn snapshot(revision: Revision, objects: &[(&str, &str)]) -> Snapshot {
@@ -273,17 +281,7 @@ mod tests {
     fn a_charge_counts_until_its_cache_shows_the_write() {
         let ledger = QuotaLedger::default();
         let ns = ledger.lock("a");
-        let mut charge = {
-            let mut locked = ns.lock();
-            ns.charge(
-                &mut locked,
-                PODS,
-                "/registry/core/pods/a/p",
-                None,
-                one_pod(),
-                None,
-            )
-        };
+        let mut charge = charge_pod(&ns, None);
         let empty = snapshot(10, &[]);
         assert_eq!(ns.lock().pending(PODS, &empty).len(), 1, "in flight");
         assert!(
@@ -298,7 +296,7 @@ mod tests {
             1,
             "stored, cache behind"
         );
-        let shown = snapshot(12, &[("/registry/core/pods/a/p", "12")]);
+        let shown = snapshot(12, &[(POD, "12")]);
         assert!(
             ns.lock().pending(PODS, &shown).is_empty(),
             "the cache shows it"
@@ -311,18 +309,8 @@ mod tests {
     fn an_in_flight_create_already_in_the_cache_is_not_counted_twice() {
         let ledger = QuotaLedger::default();
         let ns = ledger.lock("a");
-        let _charge = {
-            let mut locked = ns.lock();
-            ns.charge(
-                &mut locked,
-                PODS,
-                "/registry/core/pods/a/p",
-                None,
-                one_pod(),
-                None,
-            )
-        };
-        let landed = snapshot(13, &[("/registry/core/pods/a/p", "13")]);
+        let _charge = charge_pod(&ns, None);
+        let landed = snapshot(13, &[(POD, "13")]);
         assert!(ns.lock().pending(PODS, &landed).is_empty());
     }
 
@@ -331,11 +319,8 @@ mod tests {
         let ledger = QuotaLedger::default();
         let ns = ledger.lock("a");
         let old = json!({"metadata": {"resourceVersion": "7"}});
-        let key = "/registry/core/pods/a/p";
-        let _charge = {
-            let mut locked = ns.lock();
-            ns.charge(&mut locked, PODS, key, Some(&old), one_pod(), None)
-        };
+        let key = POD;
+        let _charge = charge_pod(&ns, Some(&old));
         assert_eq!(
             ns.lock().pending(PODS, &snapshot(9, &[(key, "7")])).len(),
             1
@@ -351,17 +336,7 @@ mod tests {
     fn a_write_that_fails_drops_its_charge() {
         let ledger = QuotaLedger::default();
         let ns = ledger.lock("a");
-        let charge = {
-            let mut locked = ns.lock();
-            ns.charge(
-                &mut locked,
-                PODS,
-                "/registry/core/pods/a/p",
-                None,
-                one_pod(),
-                None,
-            )
-        };
+        let charge = charge_pod(&ns, None);
         drop(charge);
         assert!(ns.lock().pending(PODS, &snapshot(1, &[])).is_empty());
     }

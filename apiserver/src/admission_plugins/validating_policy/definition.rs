@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::cel::{self, CompileError, Declarations, Program};
 use crate::status::FieldError;
+use crate::validation::one_of;
 
 /// The variables a policy's expressions may name.
 const ROOTS: &[&str] = &[
@@ -212,16 +213,8 @@ pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldEr
                 "message must not contain line breaks",
             ));
         }
+        one_of(entry, "reason", REASONS, &path, &mut errors);
         let reason = entry["reason"].as_str().map(String::from);
-        if let Some(reason) = &reason
-            && !REASONS.contains(&reason.as_str())
-        {
-            errors.push(FieldError::not_supported(
-                format!("{path}.reason"),
-                reason.as_str(),
-                REASONS,
-            ));
-        }
         if let Some(expression) = expression {
             validations.push(Validation {
                 expression,
@@ -377,14 +370,13 @@ pub(crate) fn validate_binding(object: &Value, errors: &mut Vec<FieldError>) {
 }
 
 fn validate_match_resources(resources: &Value, path: &str, errors: &mut Vec<FieldError>) {
-    match resources["matchPolicy"].as_str() {
-        None | Some("Exact" | "Equivalent") => {}
-        Some(other) => errors.push(FieldError::not_supported(
-            format!("{path}.matchPolicy"),
-            other,
-            &["Equivalent", "Exact"],
-        )),
-    }
+    one_of(
+        resources,
+        "matchPolicy",
+        &["Equivalent", "Exact"],
+        path,
+        errors,
+    );
     for rules in ["resourceRules", "excludeResourceRules"] {
         for (i, rule) in resources[rules]
             .as_array()
@@ -413,14 +405,7 @@ fn validate_match_resources(resources: &Value, path: &str, errors: &mut Vec<Fiel
                     ));
                 }
             }
-            match rule["scope"].as_str() {
-                None | Some("*" | "Cluster" | "Namespaced") => {}
-                Some(other) => errors.push(FieldError::not_supported(
-                    format!("{at}.scope"),
-                    other,
-                    &["*", "Cluster", "Namespaced"],
-                )),
-            }
+            one_of(rule, "scope", &["*", "Cluster", "Namespaced"], &at, errors);
         }
     }
     for selector in ["namespaceSelector", "objectSelector"] {

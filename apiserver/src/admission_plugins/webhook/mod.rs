@@ -56,7 +56,21 @@ pub(crate) struct Attributes<'a> {
     pub field_manager: Option<&'a str>,
 }
 
-impl Attributes<'_> {
+impl<'a> Attributes<'a> {
+    /// The webhooks' view of `request`, a write by `field_manager`.
+    pub(crate) fn of(request: &WriteRequest<'a>, field_manager: Option<&'a str>) -> Self {
+        Self {
+            user: request.user,
+            notes: request.notes,
+            operation: request.operation,
+            info: request.info,
+            subresource: request.subresource,
+            old: request.old,
+            dry_run: request.dry_run,
+            field_manager,
+        }
+    }
+
     fn exempt(&self) -> bool {
         self.info.group == EXEMPT_GROUP
     }
@@ -103,16 +117,7 @@ pub(crate) async fn mutate(
 /// Runs the validating webhooks matching a write; the first refusal (in
 /// configuration order) is the answer.
 pub(crate) async fn validate(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), ApiError> {
-    let attributes = Attributes {
-        user: request.user,
-        notes: request.notes,
-        operation: request.operation,
-        info: request.info,
-        subresource: request.subresource,
-        old: request.old,
-        dry_run: request.dry_run,
-        field_manager: None,
-    };
+    let attributes = Attributes::of(request, None);
     if attributes.exempt() {
         return Ok(());
     }

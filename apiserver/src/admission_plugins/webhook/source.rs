@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use skiff_store::Revision;
 
+use crate::object::strings;
 use crate::selectors::LabelSelector;
 use crate::server::Inner;
 
@@ -138,16 +139,6 @@ fn current(inner: &Inner, resource: &str, parsed: &Mutex<Parsed>) -> Arc<Vec<Hoo
         };
     }
     parsed.hooks.clone()
-}
-
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(String::from)
-        .collect()
 }
 
 /// The webhooks of one stored configuration.

@@ -41,345 +41,313 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
 
 /// Every controller role, named `system:controller:<account>`.
 pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
-    let read = |groups: &[&str], resources: &[&str]| rule(READ).groups(groups).resources(resources);
     vec![
         (
             "clusterrole-aggregation-controller",
             vec![
                 // It writes rules it does not hold itself: escalate.
-                rule(&["escalate", "get", "list", "watch", "update", "patch"])
-                    .groups(&[RBAC])
-                    .resources(&["clusterroles"]),
+                allow(
+                    &["escalate", "get", "list", "watch", "update", "patch"],
+                    &[RBAC],
+                    &["clusterroles"],
+                ),
             ],
         ),
         (
             "certificate-controller",
             vec![
-                rule(&["get", "list", "watch", "delete"])
-                    .groups(&[CERTIFICATES])
-                    .resources(&["certificatesigningrequests"]),
-                rule(&["update"]).groups(&[CERTIFICATES]).resources(&[
-                    "certificatesigningrequests/status",
-                    "certificatesigningrequests/approval",
-                ]),
+                allow(
+                    &["get", "list", "watch", "delete"],
+                    &[CERTIFICATES],
+                    &["certificatesigningrequests"],
+                ),
+                allow(
+                    &["update"],
+                    &[CERTIFICATES],
+                    &[
+                        "certificatesigningrequests/status",
+                        "certificatesigningrequests/approval",
+                    ],
+                ),
                 // skiff signs kubelet serving and kubelet client
                 // certificates only.
-                rule(&["approve", "sign"])
-                    .groups(&[CERTIFICATES])
-                    .resources(&["signers"])
-                    .names(&[
-                        "kubernetes.io/kubelet-serving",
-                        "kubernetes.io/kube-apiserver-client-kubelet",
-                    ]),
-                rule(&["create"])
-                    .groups(&[AUTHORIZATION])
-                    .resources(&["subjectaccessreviews"]),
+                allow(&["approve", "sign"], &[CERTIFICATES], &["signers"]).names(&[
+                    "kubernetes.io/kubelet-serving",
+                    "kubernetes.io/kube-apiserver-client-kubelet",
+                ]),
+                allow(&["create"], &[AUTHORIZATION], &["subjectaccessreviews"]),
                 // The approver checks the Node a request names.
-                rule(&["get", "list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["nodes"]),
+                allow(&["get", "list", "watch"], &[CORE], &["nodes"]),
                 events_rule(),
             ],
         ),
         (
             "cronjob-controller",
             vec![
-                rule(&["get", "list", "watch", "update"])
-                    .groups(&[BATCH])
-                    .resources(&["cronjobs"]),
-                rule(&[
-                    "get", "list", "watch", "create", "update", "delete", "patch",
-                ])
-                .groups(&[BATCH])
-                .resources(&["jobs"]),
-                rule(&["update", "patch"])
-                    .groups(&[BATCH])
-                    .resources(&["cronjobs/status"]),
-                rule(&["update"])
-                    .groups(&[BATCH])
-                    .resources(&["cronjobs/finalizers"]),
-                rule(&["list", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
+                allow(&["get", "list", "watch", "update"], &[BATCH], &["cronjobs"]),
+                allow(
+                    &[
+                        "get", "list", "watch", "create", "update", "delete", "patch",
+                    ],
+                    &[BATCH],
+                    &["jobs"],
+                ),
+                allow(&["update", "patch"], &[BATCH], &["cronjobs/status"]),
+                allow(&["update"], &[BATCH], &["cronjobs/finalizers"]),
+                allow(&["list", "delete"], &[CORE], &["pods"]),
                 events_rule(),
             ],
         ),
         (
             "daemon-set-controller",
-            vec![
-                read(&[EXTENSIONS, APPS], &["daemonsets"]),
-                rule(&["update", "patch"])
-                    .groups(&[EXTENSIONS, APPS])
-                    .resources(&["daemonsets/status"]),
-                rule(&["update"])
-                    .groups(&[EXTENSIONS, APPS])
-                    .resources(&["daemonsets/finalizers"]),
-                rule(&["list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["nodes"]),
-                rule(&["list", "watch", "create", "delete", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                rule(&["create"])
-                    .groups(&[CORE])
-                    .resources(&["pods/binding"]),
-                rule(&[
-                    "get", "list", "watch", "create", "delete", "update", "patch",
-                ])
-                .groups(&[APPS])
-                .resources(&["controllerrevisions"]),
-                events_rule(),
-            ],
+            [
+                owned(READ, &[EXTENSIONS, APPS], "daemonsets"),
+                vec![
+                    allow(&["list", "watch"], &[CORE], &["nodes"]),
+                    allow(
+                        &["list", "watch", "create", "delete", "patch"],
+                        &[CORE],
+                        &["pods"],
+                    ),
+                    allow(&["create"], &[CORE], &["pods/binding"]),
+                    allow(
+                        &[
+                            "get", "list", "watch", "create", "delete", "update", "patch",
+                        ],
+                        &[APPS],
+                        &["controllerrevisions"],
+                    ),
+                    events_rule(),
+                ],
+            ]
+            .concat(),
         ),
         (
             "deployment-controller",
-            vec![
-                rule(&["get", "list", "watch", "update", "patch"])
-                    .groups(&[EXTENSIONS, APPS])
-                    .resources(&["deployments"]),
-                rule(&["update", "patch"])
-                    .groups(&[EXTENSIONS, APPS])
-                    .resources(&["deployments/status"]),
-                rule(&["update"])
-                    .groups(&[EXTENSIONS, APPS])
-                    .resources(&["deployments/finalizers"]),
-                rule(&[
-                    "get", "list", "watch", "create", "update", "patch", "delete",
-                ])
-                .groups(&[APPS, EXTENSIONS])
-                .resources(&["replicasets"]),
-                rule(&["get", "list", "watch", "update"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                events_rule(),
-            ],
+            [
+                owned(
+                    &["get", "list", "watch", "update", "patch"],
+                    &[EXTENSIONS, APPS],
+                    "deployments",
+                ),
+                vec![
+                    allow(
+                        &[
+                            "get", "list", "watch", "create", "update", "patch", "delete",
+                        ],
+                        &[APPS, EXTENSIONS],
+                        &["replicasets"],
+                    ),
+                    allow(&["get", "list", "watch", "update"], &[CORE], &["pods"]),
+                    events_rule(),
+                ],
+            ]
+            .concat(),
         ),
         (
             "endpoint-controller",
             vec![
-                read(&[CORE], &["services", "pods"]),
-                rule(&["get", "list", "create", "update", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["endpoints"]),
-                rule(&["create"])
-                    .groups(&[CORE])
-                    .resources(&["endpoints/restricted"]),
+                allow(READ, &[CORE], &["services", "pods"]),
+                allow(
+                    &["get", "list", "create", "update", "delete"],
+                    &[CORE],
+                    &["endpoints"],
+                ),
+                allow(&["create"], &[CORE], &["endpoints/restricted"]),
                 events_rule(),
             ],
         ),
         (
             "endpointslice-controller",
             vec![
-                read(&[CORE], &["services", "pods", "nodes"]),
-                rule(&["update"])
-                    .groups(&[CORE])
-                    .resources(&["services/finalizers"]),
-                rule(&["get", "list", "create", "update", "delete"])
-                    .groups(&[DISCOVERY])
-                    .resources(&["endpointslices"]),
+                allow(READ, &[CORE], &["services", "pods", "nodes"]),
+                allow(&["update"], &[CORE], &["services/finalizers"]),
+                allow(
+                    &["get", "list", "create", "update", "delete"],
+                    &[DISCOVERY],
+                    &["endpointslices"],
+                ),
                 events_rule(),
             ],
         ),
         (
             "generic-garbage-collector",
             vec![
-                rule(&["get", "list", "watch", "patch", "update", "delete"])
-                    .groups(&["*"])
-                    .resources(&["*"]),
+                allow(
+                    &["get", "list", "watch", "patch", "update", "delete"],
+                    &["*"],
+                    &["*"],
+                ),
                 events_rule(),
             ],
         ),
         (
             "horizontal-pod-autoscaler",
             vec![
-                read(&[AUTOSCALING], &["horizontalpodautoscalers"]),
-                rule(&["update"])
-                    .groups(&[AUTOSCALING])
-                    .resources(&["horizontalpodautoscalers/status"]),
+                allow(READ, &[AUTOSCALING], &["horizontalpodautoscalers"]),
+                allow(
+                    &["update"],
+                    &[AUTOSCALING],
+                    &["horizontalpodautoscalers/status"],
+                ),
                 // Any kind with a scale subresource can be a target.
-                rule(&["get", "update"])
-                    .groups(&["*"])
-                    .resources(&["*/scale"]),
-                rule(&["list"]).groups(&[CORE]).resources(&["pods"]),
-                rule(&["list"])
-                    .groups(&["metrics.k8s.io"])
-                    .resources(&["pods"]),
-                rule(&["get", "list"])
-                    .groups(&["custom.metrics.k8s.io"])
-                    .resources(&["*"]),
-                rule(&["get", "list"])
-                    .groups(&["external.metrics.k8s.io"])
-                    .resources(&["*"]),
+                allow(&["get", "update"], &["*"], &["*/scale"]),
+                allow(&["list"], &[CORE], &["pods"]),
+                allow(&["list"], &["metrics.k8s.io"], &["pods"]),
+                allow(&["get", "list"], &["custom.metrics.k8s.io"], &["*"]),
+                allow(&["get", "list"], &["external.metrics.k8s.io"], &["*"]),
                 events_rule(),
             ],
         ),
         (
             "job-controller",
-            vec![
-                rule(&["get", "list", "watch", "update", "patch"])
-                    .groups(&[BATCH])
-                    .resources(&["jobs"]),
-                rule(&["update", "patch"])
-                    .groups(&[BATCH])
-                    .resources(&["jobs/status"]),
-                rule(&["update"])
-                    .groups(&[BATCH])
-                    .resources(&["jobs/finalizers"]),
-                rule(&["list", "watch", "create", "delete", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                events_rule(),
-            ],
+            [
+                owned(
+                    &["get", "list", "watch", "update", "patch"],
+                    &[BATCH],
+                    "jobs",
+                ),
+                vec![
+                    allow(
+                        &["list", "watch", "create", "delete", "patch"],
+                        &[CORE],
+                        &["pods"],
+                    ),
+                    events_rule(),
+                ],
+            ]
+            .concat(),
         ),
         (
             "namespace-controller",
             vec![
-                rule(&["get", "list", "watch", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["namespaces"]),
-                rule(&["update", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["namespaces/finalize", "namespaces/status"]),
-                rule(&["get", "list", "delete", "deletecollection"])
-                    .groups(&["*"])
-                    .resources(&["*"]),
+                allow(
+                    &["get", "list", "watch", "delete"],
+                    &[CORE],
+                    &["namespaces"],
+                ),
+                allow(
+                    &["update", "patch"],
+                    &[CORE],
+                    &["namespaces/finalize", "namespaces/status"],
+                ),
+                allow(
+                    &["get", "list", "delete", "deletecollection"],
+                    &["*"],
+                    &["*"],
+                ),
             ],
         ),
         (
             "node-controller",
             vec![
-                rule(&["get", "list", "update", "delete", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["nodes"]),
-                rule(&["patch", "update"])
-                    .groups(&[CORE])
-                    .resources(&["nodes/status"]),
-                rule(&["patch", "update"])
-                    .groups(&[CORE])
-                    .resources(&["pods/status"]),
-                rule(&["get", "list", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                rule(&["create"])
-                    .groups(&[CORE])
-                    .resources(&["pods/eviction"]),
-                read(&[COORDINATION], &["leases"]),
+                allow(
+                    &["get", "list", "update", "delete", "patch"],
+                    &[CORE],
+                    &["nodes"],
+                ),
+                allow(&["patch", "update"], &[CORE], &["nodes/status"]),
+                allow(&["patch", "update"], &[CORE], &["pods/status"]),
+                allow(&["get", "list", "delete"], &[CORE], &["pods"]),
+                allow(&["create"], &[CORE], &["pods/eviction"]),
+                allow(READ, &[COORDINATION], &["leases"]),
                 events_rule(),
             ],
         ),
         (
             "pod-garbage-collector",
             vec![
-                rule(&["get", "list", "watch", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                rule(&["get", "list"]).groups(&[CORE]).resources(&["nodes"]),
-                rule(&["patch"]).groups(&[CORE]).resources(&["pods/status"]),
+                allow(&["get", "list", "watch", "delete"], &[CORE], &["pods"]),
+                allow(&["get", "list"], &[CORE], &["nodes"]),
+                allow(&["patch"], &[CORE], &["pods/status"]),
             ],
         ),
         (
             "replicaset-controller",
-            vec![
-                rule(&["get", "list", "watch", "update"])
-                    .groups(&[APPS, EXTENSIONS])
-                    .resources(&["replicasets"]),
-                rule(&["update", "patch"])
-                    .groups(&[APPS, EXTENSIONS])
-                    .resources(&["replicasets/status"]),
-                rule(&["update"])
-                    .groups(&[APPS, EXTENSIONS])
-                    .resources(&["replicasets/finalizers"]),
-                rule(&["list", "watch", "patch", "create", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                events_rule(),
-            ],
+            replica_controller(&[APPS, EXTENSIONS], "replicasets"),
         ),
         (
             "replication-controller",
-            vec![
-                rule(&["get", "list", "watch", "update"])
-                    .groups(&[CORE])
-                    .resources(&["replicationcontrollers"]),
-                rule(&["update", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["replicationcontrollers/status"]),
-                rule(&["update"])
-                    .groups(&[CORE])
-                    .resources(&["replicationcontrollers/finalizers"]),
-                rule(&["list", "watch", "patch", "create", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                events_rule(),
-            ],
+            replica_controller(&[CORE], "replicationcontrollers"),
         ),
         (
             "resourcequota-controller",
             vec![
                 // It counts whatever a quota names, of any resource.
-                rule(&["list", "watch"]).groups(&["*"]).resources(&["*"]),
-                rule(&["update"])
-                    .groups(&[CORE])
-                    .resources(&["resourcequotas/status"]),
+                allow(&["list", "watch"], &["*"], &["*"]),
+                allow(&["update"], &[CORE], &["resourcequotas/status"]),
                 events_rule(),
             ],
         ),
         (
             "root-ca-cert-publisher",
             vec![
-                rule(&["create", "update"])
-                    .groups(&[CORE])
-                    .resources(&["configmaps"]),
+                allow(&["create", "update"], &[CORE], &["configmaps"]),
                 events_rule(),
             ],
         ),
         (
             "service-account-controller",
             vec![
-                rule(&["create"])
-                    .groups(&[CORE])
-                    .resources(&["serviceaccounts"]),
+                allow(&["create"], &[CORE], &["serviceaccounts"]),
                 events_rule(),
             ],
         ),
         (
             "service-lb-controller",
             vec![
-                read(&[CORE], &["services", "nodes"]),
-                rule(&["update", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["services/status"]),
+                allow(READ, &[CORE], &["services", "nodes"]),
+                allow(&["update", "patch"], &[CORE], &["services/status"]),
                 events_rule(),
             ],
         ),
         (
             "statefulset-controller",
-            vec![
-                rule(&["list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                read(&[APPS], &["statefulsets"]),
-                rule(&["update", "patch"])
-                    .groups(&[APPS])
-                    .resources(&["statefulsets/status"]),
-                rule(&["update"])
-                    .groups(&[APPS])
-                    .resources(&["statefulsets/finalizers"]),
-                rule(&["get", "create", "delete", "update", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["pods"]),
-                rule(&[
-                    "get", "create", "delete", "update", "patch", "list", "watch",
-                ])
-                .groups(&[APPS])
-                .resources(&["controllerrevisions"]),
-                rule(&["get", "create", "update", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["persistentvolumeclaims"]),
-                events_rule(),
-            ],
+            [
+                vec![allow(&["list", "watch"], &[CORE], &["pods"])],
+                owned(READ, &[APPS], "statefulsets"),
+                vec![
+                    allow(
+                        &["get", "create", "delete", "update", "patch"],
+                        &[CORE],
+                        &["pods"],
+                    ),
+                    allow(
+                        &[
+                            "get", "create", "delete", "update", "patch", "list", "watch",
+                        ],
+                        &[APPS],
+                        &["controllerrevisions"],
+                    ),
+                    allow(
+                        &["get", "create", "update", "delete"],
+                        &[CORE],
+                        &["persistentvolumeclaims"],
+                    ),
+                    events_rule(),
+                ],
+            ]
+            .concat(),
         ),
     ]
+}
+
+/// The ReplicaSet and ReplicationController controllers' rules: upstream
+/// runs one controller for both kinds, so they hold the same rules on
+/// their own `kind` and on pods.
+fn replica_controller(groups: &[&str], kind: &str) -> Vec<Rule> {
+    [
+        owned(&["get", "list", "watch", "update"], groups, kind),
+        vec![
+            allow(
+                &["list", "watch", "patch", "create", "delete"],
+                &[CORE],
+                &["pods"],
+            ),
+            events_rule(),
+        ],
+    ]
+    .concat()
 }
 
 /// The ClusterRoles, as specs.

@@ -61,10 +61,7 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
     vec![
         RoleSpec::cluster(
             "cluster-admin",
-            vec![
-                rule(&["*"]).groups(&["*"]).resources(&["*"]),
-                rule(&["*"]).urls(&["*"]),
-            ],
+            vec![allow(&["*"], &["*"], &["*"]), rule(&["*"]).urls(&["*"])],
         ),
         RoleSpec::cluster(
             "system:discovery",
@@ -90,12 +87,12 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         RoleSpec::cluster(
             "system:basic-user",
             vec![
-                rule(&["create"])
-                    .groups(&[AUTHORIZATION])
-                    .resources(&["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
-                rule(&["create"])
-                    .groups(&[AUTHENTICATION])
-                    .resources(&["selfsubjectreviews"]),
+                allow(
+                    &["create"],
+                    &[AUTHORIZATION],
+                    &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                ),
+                allow(&["create"], &[AUTHENTICATION], &["selfsubjectreviews"]),
             ],
         ),
         RoleSpec::cluster(
@@ -126,11 +123,11 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         // the ClusterRole metrics-server installs.
         RoleSpec::cluster(
             "system:aggregated-metrics-reader",
-            vec![
-                rule(&["get", "list", "watch"])
-                    .groups(&["metrics.k8s.io"])
-                    .resources(&["pods", "nodes"]),
-            ],
+            vec![allow(
+                &["get", "list", "watch"],
+                &["metrics.k8s.io"],
+                &["pods", "nodes"],
+            )],
         )
         .labelled(AGGREGATE_TO_VIEW)
         .labelled(AGGREGATE_TO_EDIT)
@@ -138,37 +135,27 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         RoleSpec::cluster(
             "system:auth-delegator",
             vec![
-                rule(&["create"])
-                    .groups(&[AUTHENTICATION])
-                    .resources(&["tokenreviews"]),
-                rule(&["create"])
-                    .groups(&[AUTHORIZATION])
-                    .resources(&["subjectaccessreviews"]),
+                allow(&["create"], &[AUTHENTICATION], &["tokenreviews"]),
+                allow(&["create"], &[AUTHORIZATION], &["subjectaccessreviews"]),
             ],
         ),
         RoleSpec::cluster("system:node", node()),
         RoleSpec::cluster(
             "system:node-proxier",
             vec![
-                rule(&["list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["services", "endpoints"]),
-                rule(&["get", "list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["nodes"]),
+                allow(&["list", "watch"], &[CORE], &["services", "endpoints"]),
+                allow(&["get", "list", "watch"], &[CORE], &["nodes"]),
                 events_rule(),
-                rule(&["list", "watch"])
-                    .groups(&[DISCOVERY])
-                    .resources(&["endpointslices"]),
+                allow(&["list", "watch"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
         RoleSpec::cluster(
             "system:node-bootstrapper",
-            vec![
-                rule(&["create", "get", "list", "watch"])
-                    .groups(&[CERTIFICATES])
-                    .resources(&["certificatesigningrequests"]),
-            ],
+            vec![allow(
+                &["create", "get", "list", "watch"],
+                &[CERTIFICATES],
+                &["certificatesigningrequests"],
+            )],
         ),
         // What the kubelet TLS bootstrap is checked against (upstream's
         // csrapproving controller asks a SubjectAccessReview for these
@@ -176,19 +163,19 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         // renewing its own.
         RoleSpec::cluster(
             NODE_CLIENT_ROLE,
-            vec![
-                rule(&["create"])
-                    .groups(&[CERTIFICATES])
-                    .resources(&["certificatesigningrequests/nodeclient"]),
-            ],
+            vec![allow(
+                &["create"],
+                &[CERTIFICATES],
+                &["certificatesigningrequests/nodeclient"],
+            )],
         ),
         RoleSpec::cluster(
             SELF_NODE_CLIENT_ROLE,
-            vec![
-                rule(&["create"])
-                    .groups(&[CERTIFICATES])
-                    .resources(&["certificatesigningrequests/selfnodeclient"]),
-            ],
+            vec![allow(
+                &["create"],
+                &[CERTIFICATES],
+                &["certificatesigningrequests/selfnodeclient"],
+            )],
         ),
         // k3s's /cacerts: the CA a joining agent checks against its token.
         RoleSpec::cluster(
@@ -198,69 +185,73 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         RoleSpec::cluster(
             "system:kubelet-api-admin",
             vec![
-                rule(&["get", "list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["nodes"]),
-                rule(&["proxy"]).groups(&[CORE]).resources(&["nodes"]),
-                rule(&["*"]).groups(&[CORE]).resources(&[
-                    "nodes/proxy",
-                    "nodes/metrics",
-                    "nodes/spec",
-                    "nodes/stats",
-                    "nodes/log",
-                ]),
+                allow(&["get", "list", "watch"], &[CORE], &["nodes"]),
+                allow(&["proxy"], &[CORE], &["nodes"]),
+                allow(
+                    &["*"],
+                    &[CORE],
+                    &[
+                        "nodes/proxy",
+                        "nodes/metrics",
+                        "nodes/spec",
+                        "nodes/stats",
+                        "nodes/log",
+                    ],
+                ),
             ],
         ),
         RoleSpec::cluster("system:kube-scheduler", kube_scheduler()),
         RoleSpec::cluster(
             "system:volume-scheduler",
             vec![
-                rule(&["get", "list", "watch", "update"])
-                    .groups(&[CORE])
-                    .resources(&["persistentvolumes"]),
+                allow(
+                    &["get", "list", "watch", "update"],
+                    &[CORE],
+                    &["persistentvolumes"],
+                ),
                 // skiff's scheduler annotates the claim's selected node by
                 // patch where upstream's updates it.
-                rule(&["get", "list", "watch", "update", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["persistentvolumeclaims"]),
-                rule(READ).groups(&[STORAGE]).resources(&["storageclasses"]),
+                allow(
+                    &["get", "list", "watch", "update", "patch"],
+                    &[CORE],
+                    &["persistentvolumeclaims"],
+                ),
+                allow(READ, &[STORAGE], &["storageclasses"]),
             ],
         ),
         RoleSpec::cluster("system:kube-controller-manager", kube_controller_manager()),
         RoleSpec::cluster(
             "system:kube-dns",
             vec![
-                rule(&["list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["endpoints", "services"]),
-                rule(&["list", "watch"])
-                    .groups(&[DISCOVERY])
-                    .resources(&["endpointslices"]),
+                allow(&["list", "watch"], &[CORE], &["endpoints", "services"]),
+                allow(&["list", "watch"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
         // skiff's DNS also answers for pods and publishes itself (its
         // Service and EndpointSlice in kube-system, see `dns_publisher`).
         RoleSpec::cluster(
             "system:skiff:dns",
-            vec![
-                rule(&["list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["pods", "namespaces"]),
-            ],
+            vec![allow(&["list", "watch"], &[CORE], &["pods", "namespaces"])],
         ),
         RoleSpec::cluster(
             "system:persistent-volume-provisioner",
             vec![
-                rule(&["get", "list", "watch", "create", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["persistentvolumes"]),
-                rule(&["get", "list", "watch", "update"])
-                    .groups(&[CORE])
-                    .resources(&["persistentvolumeclaims"]),
-                rule(READ).groups(&[STORAGE]).resources(&["storageclasses"]),
-                rule(&["watch", "create", "update", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["events"]),
+                allow(
+                    &["get", "list", "watch", "create", "delete"],
+                    &[CORE],
+                    &["persistentvolumes"],
+                ),
+                allow(
+                    &["get", "list", "watch", "update"],
+                    &[CORE],
+                    &["persistentvolumeclaims"],
+                ),
+                allow(READ, &[STORAGE], &["storageclasses"]),
+                allow(
+                    &["watch", "create", "update", "patch"],
+                    &[CORE],
+                    &["events"],
+                ),
             ],
         ),
         RoleSpec::cluster("system:skiff:local-path-provisioner", local_path()),
@@ -271,21 +262,11 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         RoleSpec::cluster(
             "system:skiff:ingress",
             vec![
-                rule(READ)
-                    .groups(&[NETWORKING])
-                    .resources(&["ingresses", "ingressclasses"]),
-                rule(&["update"])
-                    .groups(&[NETWORKING])
-                    .resources(&["ingresses/status"]),
-                rule(&["create"])
-                    .groups(&[NETWORKING])
-                    .resources(&["ingressclasses"]),
-                rule(READ)
-                    .groups(&[CORE])
-                    .resources(&["services", "secrets"]),
-                rule(READ)
-                    .groups(&[DISCOVERY])
-                    .resources(&["endpointslices"]),
+                allow(READ, &[NETWORKING], &["ingresses", "ingressclasses"]),
+                allow(&["update"], &[NETWORKING], &["ingresses/status"]),
+                allow(&["create"], &[NETWORKING], &["ingressclasses"]),
+                allow(READ, &[CORE], &["services", "secrets"]),
+                allow(READ, &[DISCOVERY], &["endpointslices"]),
             ],
         ),
         // The network policy controller only reads what its rules come
@@ -293,21 +274,13 @@ pub fn cluster_roles() -> Vec<RoleSpec> {
         RoleSpec::cluster(
             "system:skiff:network-policy",
             vec![
-                rule(&["list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["pods", "namespaces"]),
-                rule(&["list", "watch"])
-                    .groups(&[NETWORKING])
-                    .resources(&["networkpolicies"]),
+                allow(&["list", "watch"], &[CORE], &["pods", "namespaces"]),
+                allow(&["list", "watch"], &[NETWORKING], &["networkpolicies"]),
             ],
         ),
         RoleSpec::cluster(
             "system:skiff:server",
-            vec![
-                rule(&["get", "patch"])
-                    .groups(&[CORE])
-                    .resources(&["nodes"]),
-            ],
+            vec![allow(&["get", "patch"], &[CORE], &["nodes"])],
         ),
     ]
 }
@@ -400,42 +373,18 @@ pub fn roles() -> Vec<RoleSpec> {
             "kube-system",
             "extension-apiserver-authentication-reader",
             vec![
-                rule(READ)
-                    .groups(&[CORE])
-                    .resources(&["configmaps"])
+                allow(READ, &[CORE], &["configmaps"])
                     .names(&["extension-apiserver-authentication"]),
             ],
         ),
-        RoleSpec::namespaced(
-            "kube-system",
-            "system::leader-locking-kube-controller-manager",
-            vec![
-                rule(&["watch"]).groups(&[CORE]).resources(&["configmaps"]),
-                rule(&["get", "update"])
-                    .groups(&[CORE])
-                    .resources(&["configmaps"])
-                    .names(&["kube-controller-manager"]),
-            ],
-        ),
-        RoleSpec::namespaced(
-            "kube-system",
-            "system::leader-locking-kube-scheduler",
-            vec![
-                rule(&["watch"]).groups(&[CORE]).resources(&["configmaps"]),
-                rule(&["get", "update"])
-                    .groups(&[CORE])
-                    .resources(&["configmaps"])
-                    .names(&["kube-scheduler"]),
-            ],
-        ),
+        leader_locking_role("kube-controller-manager"),
+        leader_locking_role("kube-scheduler"),
         // Upstream's token cleaner: deletes expired bootstrap tokens.
         RoleSpec::namespaced(
             "kube-system",
             "system:controller:token-cleaner",
             vec![
-                rule(&["delete", "get", "list", "watch"])
-                    .groups(&[CORE])
-                    .resources(&["secrets"]),
+                allow(&["delete", "get", "list", "watch"], &[CORE], &["secrets"]),
                 events_rule(),
             ],
         ),
@@ -443,33 +392,24 @@ pub fn roles() -> Vec<RoleSpec> {
         RoleSpec::namespaced(
             "kube-system",
             "system:controller:node-password-controller",
-            vec![
-                rule(&["get", "delete"])
-                    .groups(&[CORE])
-                    .resources(&["secrets"]),
-            ],
+            vec![allow(&["get", "delete"], &[CORE], &["secrets"])],
         ),
         // What `skiff-dns` writes when it publishes itself.
         RoleSpec::namespaced(
             "kube-system",
             "system:skiff:dns-publisher",
             vec![
-                rule(&["get", "create"])
-                    .groups(&[CORE])
-                    .resources(&["services"]),
-                rule(&["get", "create", "update"])
-                    .groups(&[DISCOVERY])
-                    .resources(&["endpointslices"]),
+                allow(&["get", "create"], &[CORE], &["services"]),
+                allow(
+                    &["get", "create", "update"],
+                    &[DISCOVERY],
+                    &["endpointslices"],
+                ),
                 // The slice every server shared before slices were per
                 // server; only that one.
-                rule(&["delete"])
-                    .groups(&[DISCOVERY])
-                    .resources(&["endpointslices"])
-                    .names(&["kube-dns-skiff"]),
+                allow(&["delete"], &[DISCOVERY], &["endpointslices"]).names(&["kube-dns-skiff"]),
                 // Its slice's owner: the server's identity Lease.
-                rule(&["get"])
-                    .groups(&[COORDINATION])
-                    .resources(&["leases"]),
+                allow(&["get"], &[COORDINATION], &["leases"]),
             ],
         ),
     ]
@@ -487,22 +427,8 @@ pub fn role_bindings() -> Vec<BindingSpec> {
             ],
         )
         .of("extension-apiserver-authentication-reader"),
-        BindingSpec::namespaced(
-            "kube-system",
-            "system::leader-locking-kube-controller-manager",
-            vec![
-                user("system:kube-controller-manager"),
-                service_account("kube-system", "kube-controller-manager"),
-            ],
-        ),
-        BindingSpec::namespaced(
-            "kube-system",
-            "system::leader-locking-kube-scheduler",
-            vec![
-                user("system:kube-scheduler"),
-                service_account("kube-system", "kube-scheduler"),
-            ],
-        ),
+        leader_locking_binding("kube-controller-manager"),
+        leader_locking_binding("kube-scheduler"),
         BindingSpec::namespaced(
             "kube-system",
             "system:controller:token-cleaner",
@@ -537,12 +463,12 @@ fn dns_subjects() -> Vec<Subject> {
 
 fn aggregate_to_admin() -> Vec<Rule> {
     vec![
-        rule(&["create"])
-            .groups(&[AUTHORIZATION])
-            .resources(&["localsubjectaccessreviews"]),
-        rule(READ_WRITE)
-            .groups(&[RBAC])
-            .resources(&["roles", "rolebindings"]),
+        allow(
+            &["create"],
+            &[AUTHORIZATION],
+            &["localsubjectaccessreviews"],
+        ),
+        allow(READ_WRITE, &[RBAC], &["roles", "rolebindings"]),
     ]
 }
 
@@ -550,334 +476,336 @@ fn aggregate_to_edit() -> Vec<Rule> {
     vec![
         // Reading these can lead to more rights (secrets, exec), so they
         // are edit's, not view's.
-        rule(READ).groups(&[CORE]).resources(&[
-            "pods/attach",
-            "pods/proxy",
-            "pods/exec",
-            "pods/portforward",
-            "secrets",
-            "services/proxy",
-        ]),
-        rule(&["impersonate"])
-            .groups(&[CORE])
-            .resources(&["serviceaccounts"]),
-        rule(WRITE).groups(&[CORE]).resources(&[
-            "pods",
-            "pods/attach",
-            "pods/proxy",
-            "pods/exec",
-            "pods/portforward",
-        ]),
-        rule(&["create"])
-            .groups(&[CORE])
-            .resources(&["pods/eviction"]),
-        rule(WRITE).groups(&[CORE]).resources(&[
-            "replicationcontrollers",
-            "replicationcontrollers/scale",
-            "serviceaccounts",
-            "services",
-            "services/proxy",
-            "persistentvolumeclaims",
-            "configmaps",
-            "secrets",
-            "events",
-        ]),
-        rule(&["create"])
-            .groups(&[CORE])
-            .resources(&["serviceaccounts/token"]),
-        rule(WRITE).groups(&[APPS]).resources(&[
-            "statefulsets",
-            "statefulsets/scale",
-            "daemonsets",
-            "deployments",
-            "deployments/scale",
-            "deployments/rollback",
-            "replicasets",
-            "replicasets/scale",
-        ]),
-        rule(WRITE)
-            .groups(&[AUTOSCALING])
-            .resources(&["horizontalpodautoscalers"]),
-        rule(WRITE)
-            .groups(&[BATCH])
-            .resources(&["jobs", "cronjobs"]),
-        rule(WRITE).groups(&[EXTENSIONS]).resources(&[
-            "daemonsets",
-            "deployments",
-            "deployments/scale",
-            "deployments/rollback",
-            "ingresses",
-            "replicasets",
-            "replicasets/scale",
-            "replicationcontrollers/scale",
-            "networkpolicies",
-        ]),
-        rule(WRITE)
-            .groups(&[POLICY])
-            .resources(&["poddisruptionbudgets"]),
-        rule(WRITE)
-            .groups(&[NETWORKING])
-            .resources(&["networkpolicies", "ingresses"]),
-        rule(READ_WRITE)
-            .groups(&[COORDINATION])
-            .resources(&["leases"]),
+        allow(
+            READ,
+            &[CORE],
+            &[
+                "pods/attach",
+                "pods/proxy",
+                "pods/exec",
+                "pods/portforward",
+                "secrets",
+                "services/proxy",
+            ],
+        ),
+        allow(&["impersonate"], &[CORE], &["serviceaccounts"]),
+        allow(
+            WRITE,
+            &[CORE],
+            &[
+                "pods",
+                "pods/attach",
+                "pods/proxy",
+                "pods/exec",
+                "pods/portforward",
+            ],
+        ),
+        allow(&["create"], &[CORE], &["pods/eviction"]),
+        allow(
+            WRITE,
+            &[CORE],
+            &[
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/proxy",
+                "persistentvolumeclaims",
+                "configmaps",
+                "secrets",
+                "events",
+            ],
+        ),
+        allow(&["create"], &[CORE], &["serviceaccounts/token"]),
+        allow(
+            WRITE,
+            &[APPS],
+            &[
+                "statefulsets",
+                "statefulsets/scale",
+                "daemonsets",
+                "deployments",
+                "deployments/scale",
+                "deployments/rollback",
+                "replicasets",
+                "replicasets/scale",
+            ],
+        ),
+        allow(WRITE, &[AUTOSCALING], &["horizontalpodautoscalers"]),
+        allow(WRITE, &[BATCH], &["jobs", "cronjobs"]),
+        allow(
+            WRITE,
+            &[EXTENSIONS],
+            &[
+                "daemonsets",
+                "deployments",
+                "deployments/scale",
+                "deployments/rollback",
+                "ingresses",
+                "replicasets",
+                "replicasets/scale",
+                "replicationcontrollers/scale",
+                "networkpolicies",
+            ],
+        ),
+        allow(WRITE, &[POLICY], &["poddisruptionbudgets"]),
+        allow(WRITE, &[NETWORKING], &["networkpolicies", "ingresses"]),
+        allow(READ_WRITE, &[COORDINATION], &["leases"]),
     ]
 }
 
 fn aggregate_to_view() -> Vec<Rule> {
     vec![
-        rule(READ).groups(&[CORE]).resources(&[
-            "pods",
-            "replicationcontrollers",
-            "replicationcontrollers/scale",
-            "serviceaccounts",
-            "services",
-            "services/status",
-            "endpoints",
-            "persistentvolumeclaims",
-            "persistentvolumeclaims/status",
-            "configmaps",
-        ]),
-        rule(READ).groups(&[CORE]).resources(&[
-            "limitranges",
-            "resourcequotas",
-            "bindings",
-            "events",
-            "pods/status",
-            "resourcequotas/status",
-            "namespaces/status",
-            "replicationcontrollers/status",
-            "pods/log",
-        ]),
+        allow(
+            READ,
+            &[CORE],
+            &[
+                "pods",
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/status",
+                "endpoints",
+                "persistentvolumeclaims",
+                "persistentvolumeclaims/status",
+                "configmaps",
+            ],
+        ),
+        allow(
+            READ,
+            &[CORE],
+            &[
+                "limitranges",
+                "resourcequotas",
+                "bindings",
+                "events",
+                "pods/status",
+                "resourcequotas/status",
+                "namespaces/status",
+                "replicationcontrollers/status",
+                "pods/log",
+            ],
+        ),
         // In a RoleBinding this reads the binding's own namespace only.
-        rule(READ).groups(&[CORE]).resources(&["namespaces"]),
-        rule(READ)
-            .groups(&[DISCOVERY])
-            .resources(&["endpointslices"]),
-        rule(READ).groups(&[APPS]).resources(&[
-            "controllerrevisions",
-            "statefulsets",
-            "statefulsets/status",
-            "statefulsets/scale",
-            "daemonsets",
-            "daemonsets/status",
-            "deployments",
-            "deployments/status",
-            "deployments/scale",
-            "replicasets",
-            "replicasets/status",
-            "replicasets/scale",
-        ]),
-        rule(READ).groups(&[AUTOSCALING]).resources(&[
-            "horizontalpodautoscalers",
-            "horizontalpodautoscalers/status",
-        ]),
-        rule(READ).groups(&[BATCH]).resources(&[
-            "jobs",
-            "cronjobs",
-            "cronjobs/status",
-            "jobs/status",
-        ]),
-        rule(READ).groups(&[EXTENSIONS]).resources(&[
-            "daemonsets",
-            "daemonsets/status",
-            "deployments",
-            "deployments/scale",
-            "deployments/status",
-            "ingresses",
-            "ingresses/status",
-            "replicasets",
-            "replicasets/scale",
-            "replicasets/status",
-            "replicationcontrollers/scale",
-            "networkpolicies",
-        ]),
-        rule(READ)
-            .groups(&[POLICY])
-            .resources(&["poddisruptionbudgets", "poddisruptionbudgets/status"]),
-        rule(READ).groups(&[NETWORKING]).resources(&[
-            "networkpolicies",
-            "ingresses",
-            "ingresses/status",
-        ]),
+        allow(READ, &[CORE], &["namespaces"]),
+        allow(READ, &[DISCOVERY], &["endpointslices"]),
+        allow(
+            READ,
+            &[APPS],
+            &[
+                "controllerrevisions",
+                "statefulsets",
+                "statefulsets/status",
+                "statefulsets/scale",
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/status",
+                "deployments/scale",
+                "replicasets",
+                "replicasets/status",
+                "replicasets/scale",
+            ],
+        ),
+        allow(
+            READ,
+            &[AUTOSCALING],
+            &[
+                "horizontalpodautoscalers",
+                "horizontalpodautoscalers/status",
+            ],
+        ),
+        allow(
+            READ,
+            &[BATCH],
+            &["jobs", "cronjobs", "cronjobs/status", "jobs/status"],
+        ),
+        allow(
+            READ,
+            &[EXTENSIONS],
+            &[
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "ingresses",
+                "ingresses/status",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+                "replicationcontrollers/scale",
+                "networkpolicies",
+            ],
+        ),
+        allow(
+            READ,
+            &[POLICY],
+            &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+        ),
+        allow(
+            READ,
+            &[NETWORKING],
+            &["networkpolicies", "ingresses", "ingresses/status"],
+        ),
     ]
 }
 
 fn node() -> Vec<Rule> {
     vec![
-        rule(&["create"])
-            .groups(&[AUTHENTICATION])
-            .resources(&["tokenreviews"]),
-        rule(&["create"])
-            .groups(&[AUTHORIZATION])
-            .resources(&["subjectaccessreviews", "localsubjectaccessreviews"]),
-        rule(READ).groups(&[CORE]).resources(&["services"]),
-        rule(&["create", "get", "list", "watch"])
-            .groups(&[CORE])
-            .resources(&["nodes"]),
-        rule(&["update", "patch"])
-            .groups(&[CORE])
-            .resources(&["nodes/status"]),
-        rule(&["update", "patch"])
-            .groups(&[CORE])
-            .resources(&["nodes"]),
-        rule(&["create", "update", "patch"])
-            .groups(&[CORE])
-            .resources(&["events"]),
-        rule(READ).groups(&[CORE]).resources(&["pods"]),
-        rule(&["create", "delete"])
-            .groups(&[CORE])
-            .resources(&["pods"]),
-        rule(&["update", "patch"])
-            .groups(&[CORE])
-            .resources(&["pods/status"]),
-        rule(&["create"])
-            .groups(&[CORE])
-            .resources(&["pods/eviction"]),
-        rule(READ)
-            .groups(&[CORE])
-            .resources(&["secrets", "configmaps"]),
-        rule(&["get"])
-            .groups(&[CORE])
-            .resources(&["persistentvolumeclaims", "persistentvolumes"]),
-        rule(&["get"]).groups(&[CORE]).resources(&["endpoints"]),
-        rule(&["create", "get", "list", "watch"])
-            .groups(&[CERTIFICATES])
-            .resources(&["certificatesigningrequests"]),
-        rule(&["get", "create", "update", "patch", "delete"])
-            .groups(&[COORDINATION])
-            .resources(&["leases"]),
-        rule(&["get"])
-            .groups(&[STORAGE])
-            .resources(&["volumeattachments"]),
-        rule(&["create"])
-            .groups(&[CORE])
-            .resources(&["serviceaccounts/token"]),
-        rule(&["get", "update", "patch"])
-            .groups(&[CORE])
-            .resources(&["persistentvolumeclaims/status"]),
-        rule(READ).groups(&[STORAGE]).resources(&["csidrivers"]),
-        rule(&["get", "create", "update", "patch", "delete"])
-            .groups(&[STORAGE])
-            .resources(&["csinodes"]),
-        rule(READ).groups(&[NODE]).resources(&["runtimeclasses"]),
+        allow(&["create"], &[AUTHENTICATION], &["tokenreviews"]),
+        allow(
+            &["create"],
+            &[AUTHORIZATION],
+            &["subjectaccessreviews", "localsubjectaccessreviews"],
+        ),
+        allow(READ, &[CORE], &["services"]),
+        allow(&["create", "get", "list", "watch"], &[CORE], &["nodes"]),
+        allow(&["update", "patch"], &[CORE], &["nodes/status"]),
+        allow(&["update", "patch"], &[CORE], &["nodes"]),
+        allow(&["create", "update", "patch"], &[CORE], &["events"]),
+        allow(READ, &[CORE], &["pods"]),
+        allow(&["create", "delete"], &[CORE], &["pods"]),
+        allow(&["update", "patch"], &[CORE], &["pods/status"]),
+        allow(&["create"], &[CORE], &["pods/eviction"]),
+        allow(READ, &[CORE], &["secrets", "configmaps"]),
+        allow(
+            &["get"],
+            &[CORE],
+            &["persistentvolumeclaims", "persistentvolumes"],
+        ),
+        allow(&["get"], &[CORE], &["endpoints"]),
+        allow(
+            &["create", "get", "list", "watch"],
+            &[CERTIFICATES],
+            &["certificatesigningrequests"],
+        ),
+        allow(
+            &["get", "create", "update", "patch", "delete"],
+            &[COORDINATION],
+            &["leases"],
+        ),
+        allow(&["get"], &[STORAGE], &["volumeattachments"]),
+        allow(&["create"], &[CORE], &["serviceaccounts/token"]),
+        allow(
+            &["get", "update", "patch"],
+            &[CORE],
+            &["persistentvolumeclaims/status"],
+        ),
+        allow(READ, &[STORAGE], &["csidrivers"]),
+        allow(
+            &["get", "create", "update", "patch", "delete"],
+            &[STORAGE],
+            &["csinodes"],
+        ),
+        allow(READ, &[NODE], &["runtimeclasses"]),
     ]
+}
+
+/// What an upstream control-plane `component` (`kube-scheduler`,
+/// `kube-controller-manager`) needs to record events and to hold its
+/// leader lock, as a Lease or as the older Endpoints object; the lock
+/// object's name is the component's.
+fn leader_election(component: &str) -> Vec<Rule> {
+    vec![
+        events_rule(),
+        allow(&["create"], &[COORDINATION], &["leases"]),
+        allow(&["get", "update"], &[COORDINATION], &["leases"]).names(&[component]),
+        allow(&["create"], &[CORE], &["endpoints"]),
+        allow(&["get", "update"], &[CORE], &["endpoints"]).names(&[component]),
+    ]
+}
+
+/// The Role `system::leader-locking-<component>` in kube-system: the
+/// ConfigMap lock upstream's `component` took before Leases.
+fn leader_locking_role(component: &str) -> RoleSpec {
+    RoleSpec::namespaced(
+        "kube-system",
+        format!("system::leader-locking-{component}"),
+        vec![
+            allow(&["watch"], &[CORE], &["configmaps"]),
+            allow(&["get", "update"], &[CORE], &["configmaps"]).names(&[component]),
+        ],
+    )
+}
+
+/// Binds [`leader_locking_role`] to the `component`'s user and to its
+/// service account in kube-system.
+fn leader_locking_binding(component: &str) -> BindingSpec {
+    BindingSpec::namespaced(
+        "kube-system",
+        format!("system::leader-locking-{component}"),
+        vec![
+            user(&format!("system:{component}")),
+            service_account("kube-system", component),
+        ],
+    )
 }
 
 fn kube_scheduler() -> Vec<Rule> {
-    vec![
-        events_rule(),
-        rule(&["create"])
-            .groups(&[COORDINATION])
-            .resources(&["leases"]),
-        rule(&["get", "update"])
-            .groups(&[COORDINATION])
-            .resources(&["leases"])
-            .names(&["kube-scheduler"]),
-        rule(&["create"]).groups(&[CORE]).resources(&["endpoints"]),
-        rule(&["get", "update"])
-            .groups(&[CORE])
-            .resources(&["endpoints"])
-            .names(&["kube-scheduler"]),
-        rule(READ).groups(&[CORE]).resources(&["nodes"]),
-        rule(&["get", "list", "watch", "delete"])
-            .groups(&[CORE])
-            .resources(&["pods"]),
-        rule(&["create"])
-            .groups(&[CORE])
-            .resources(&["pods/binding", "bindings"]),
-        rule(&["patch", "update"])
-            .groups(&[CORE])
-            .resources(&["pods/status"]),
-        rule(READ)
-            .groups(&[CORE])
-            .resources(&["services", "replicationcontrollers"]),
-        rule(READ)
-            .groups(&[APPS, EXTENSIONS])
-            .resources(&["replicasets"]),
-        rule(READ).groups(&[APPS]).resources(&["statefulsets"]),
-        rule(READ)
-            .groups(&[POLICY])
-            .resources(&["poddisruptionbudgets"]),
-        rule(READ)
-            .groups(&[CORE])
-            .resources(&["persistentvolumeclaims", "persistentvolumes"]),
-        rule(&["create"])
-            .groups(&[AUTHENTICATION])
-            .resources(&["tokenreviews"]),
-        rule(&["create"])
-            .groups(&[AUTHORIZATION])
-            .resources(&["subjectaccessreviews"]),
-        rule(READ).groups(&[STORAGE]).resources(&["csinodes"]),
-        rule(READ).groups(&[CORE]).resources(&["namespaces"]),
-        rule(READ).groups(&[STORAGE]).resources(&["csidrivers"]),
-        rule(READ)
-            .groups(&[STORAGE])
-            .resources(&["csistoragecapacities"]),
+    [
+        leader_election("kube-scheduler"),
+        vec![
+            allow(READ, &[CORE], &["nodes"]),
+            allow(&["get", "list", "watch", "delete"], &[CORE], &["pods"]),
+            allow(&["create"], &[CORE], &["pods/binding", "bindings"]),
+            allow(&["patch", "update"], &[CORE], &["pods/status"]),
+            allow(READ, &[CORE], &["services", "replicationcontrollers"]),
+            allow(READ, &[APPS, EXTENSIONS], &["replicasets"]),
+            allow(READ, &[APPS], &["statefulsets"]),
+            allow(READ, &[POLICY], &["poddisruptionbudgets"]),
+            allow(
+                READ,
+                &[CORE],
+                &["persistentvolumeclaims", "persistentvolumes"],
+            ),
+            allow(&["create"], &[AUTHENTICATION], &["tokenreviews"]),
+            allow(&["create"], &[AUTHORIZATION], &["subjectaccessreviews"]),
+            allow(READ, &[STORAGE], &["csinodes"]),
+            allow(READ, &[CORE], &["namespaces"]),
+            allow(READ, &[STORAGE], &["csidrivers"]),
+            allow(READ, &[STORAGE], &["csistoragecapacities"]),
+        ],
     ]
+    .concat()
 }
 
 fn kube_controller_manager() -> Vec<Rule> {
-    vec![
-        events_rule(),
-        rule(&["create"])
-            .groups(&[COORDINATION])
-            .resources(&["leases"]),
-        rule(&["get", "update"])
-            .groups(&[COORDINATION])
-            .resources(&["leases"])
-            .names(&["kube-controller-manager"]),
-        rule(&["create"]).groups(&[CORE]).resources(&["endpoints"]),
-        rule(&["get", "update"])
-            .groups(&[CORE])
-            .resources(&["endpoints"])
-            .names(&["kube-controller-manager"]),
-        rule(&["create"])
-            .groups(&[CORE])
-            .resources(&["secrets", "serviceaccounts"]),
-        rule(&["delete"]).groups(&[CORE]).resources(&["secrets"]),
-        rule(&["get"]).groups(&[CORE]).resources(&[
-            "configmaps",
-            "namespaces",
-            "secrets",
-            "serviceaccounts",
-        ]),
-        rule(&["update"])
-            .groups(&[CORE])
-            .resources(&["secrets", "serviceaccounts"]),
-        rule(&["create"])
-            .groups(&[AUTHENTICATION])
-            .resources(&["tokenreviews"]),
-        rule(&["create"])
-            .groups(&[AUTHORIZATION])
-            .resources(&["subjectaccessreviews"]),
-        // The shared informers of every controller.
-        rule(&["list", "watch"]).groups(&["*"]).resources(&["*"]),
-        rule(&["create"])
-            .groups(&[CORE])
-            .resources(&["serviceaccounts/token"]),
+    [
+        leader_election("kube-controller-manager"),
+        vec![
+            allow(&["create"], &[CORE], &["secrets", "serviceaccounts"]),
+            allow(&["delete"], &[CORE], &["secrets"]),
+            allow(
+                &["get"],
+                &[CORE],
+                &["configmaps", "namespaces", "secrets", "serviceaccounts"],
+            ),
+            allow(&["update"], &[CORE], &["secrets", "serviceaccounts"]),
+            allow(&["create"], &[AUTHENTICATION], &["tokenreviews"]),
+            allow(&["create"], &[AUTHORIZATION], &["subjectaccessreviews"]),
+            // The shared informers of every controller.
+            allow(&["list", "watch"], &["*"], &["*"]),
+            allow(&["create"], &[CORE], &["serviceaccounts/token"]),
+        ],
     ]
+    .concat()
 }
 
 /// What `--simulated-nodes` hollow nodes do: register their Nodes and
 /// Leases, report their pods' status and remove terminated pods.
 fn simulated_nodes() -> Vec<Rule> {
     vec![
-        rule(&["get", "create", "update", "patch"])
-            .groups(&[CORE])
-            .resources(&["nodes"]),
-        rule(&["update", "patch"])
-            .groups(&[CORE])
-            .resources(&["nodes/status"]),
-        rule(&["get", "create", "update", "patch"])
-            .groups(&[COORDINATION])
-            .resources(&["leases"]),
-        rule(&["get", "list", "watch", "delete"])
-            .groups(&[CORE])
-            .resources(&["pods"]),
-        rule(&["update", "patch"])
-            .groups(&[CORE])
-            .resources(&["pods/status"]),
+        allow(&["get", "create", "update", "patch"], &[CORE], &["nodes"]),
+        allow(&["update", "patch"], &[CORE], &["nodes/status"]),
+        allow(
+            &["get", "create", "update", "patch"],
+            &[COORDINATION],
+            &["leases"],
+        ),
+        allow(&["get", "list", "watch", "delete"], &[CORE], &["pods"]),
+        allow(&["update", "patch"], &[CORE], &["pods/status"]),
         events_rule(),
     ]
 }
@@ -887,24 +815,30 @@ fn simulated_nodes() -> Vec<Rule> {
 /// makes sure the `local-path` StorageClass exists.
 fn local_path() -> Vec<Rule> {
     vec![
-        rule(&["get", "list", "watch", "update", "patch"])
-            .groups(&[CORE])
-            .resources(&["persistentvolumeclaims"]),
-        rule(&["update", "patch"])
-            .groups(&[CORE])
-            .resources(&["persistentvolumeclaims/status"]),
-        rule(&[
-            "get", "list", "watch", "create", "update", "patch", "delete",
-        ])
-        .groups(&[CORE])
-        .resources(&["persistentvolumes"]),
-        rule(&["update", "patch"])
-            .groups(&[CORE])
-            .resources(&["persistentvolumes/status"]),
-        rule(&["get", "list", "watch", "create"])
-            .groups(&[STORAGE])
-            .resources(&["storageclasses"]),
-        rule(READ).groups(&[CORE]).resources(&["nodes"]),
+        allow(
+            &["get", "list", "watch", "update", "patch"],
+            &[CORE],
+            &["persistentvolumeclaims"],
+        ),
+        allow(
+            &["update", "patch"],
+            &[CORE],
+            &["persistentvolumeclaims/status"],
+        ),
+        allow(
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+            &[CORE],
+            &["persistentvolumes"],
+        ),
+        allow(&["update", "patch"], &[CORE], &["persistentvolumes/status"]),
+        allow(
+            &["get", "list", "watch", "create"],
+            &[STORAGE],
+            &["storageclasses"],
+        ),
+        allow(READ, &[CORE], &["nodes"]),
         events_rule(),
     ]
 }

@@ -243,7 +243,7 @@ impl Policy {
             "ClusterRole" => self.cluster_roles.get(&role.name).cloned().ok_or_else(|| {
                 format!(
                     "clusterrole.rbac.authorization.k8s.io {} not found",
-                    super::rule::go_quote(&role.name)
+                    crate::go_format::go_quote(&role.name)
                 )
             }),
             "Role" => self
@@ -253,7 +253,7 @@ impl Policy {
                 .ok_or_else(|| {
                     format!(
                         "role.rbac.authorization.k8s.io {} not found",
-                        super::rule::go_quote(&role.name)
+                        crate::go_format::go_quote(&role.name)
                     )
                 }),
             other => Err(format!("unknown role kind {other:?}")),
@@ -339,7 +339,7 @@ fn allow_reason(
     role: &RoleRef,
     subject: &Subject,
 ) -> String {
-    use super::rule::go_quote;
+    use crate::go_format::go_quote;
     let binding = match namespace {
         Some(ns) => format!("RoleBinding {}", go_quote(&format!("{binding}/{ns}"))),
         None => format!("ClusterRoleBinding {}", go_quote(binding)),

@@ -18,6 +18,7 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
 use crate::authz::RequestKind;
+use crate::go_format::go_quoted_list;
 
 /// The wildcard upstream accepts in verbs, apiGroups, resources and
 /// nonResourceURLs.
@@ -83,8 +84,9 @@ fn url_matches(pattern: &str, path: &str) -> bool {
 }
 
 /// The verbs most requests carry, one bit each; anything else is compared
-/// as text.
-const COMMON_VERBS: [&str; 8] = [
+/// as text. They are also every read and write verb, which the default
+/// policy grants as `READ_WRITE`.
+pub(crate) const COMMON_VERBS: [&str; 8] = [
     "get",
     "list",
     "watch",
@@ -314,34 +316,6 @@ pub fn compact(atoms: Vec<Rule>) -> Vec<Rule> {
     rest
 }
 
-/// A string as Go's `%q` prints it: double quotes, with backslash escapes
-/// for quotes, backslashes and control characters.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// A list of strings as Go's `%q` prints a `[]string`: `["a" "b"]`.
-pub fn go_quoted_list(list: &[String]) -> String {
-    let items: Vec<String> = list.iter().map(|s| go_quote(s)).collect();
-    format!("[{}]", items.join(" "))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,6 +519,6 @@ mod tests {
             rule(&["get"], &[""], &["secrets"], &["a"]).compact_string(),
             r#"{APIGroups:[""], Resources:["secrets"], ResourceNames:["a"], Verbs:["get"]}"#
         );
-        assert_eq!(go_quote("a\"b\\\n"), r#""a\"b\\\n""#);
+        assert_eq!(crate::go_format::go_quote("a\"b\\\n"), r#""a\"b\\\n""#);
     }
 }

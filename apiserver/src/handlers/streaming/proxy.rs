@@ -113,13 +113,14 @@ pub(crate) async fn get(
     Ok(Response::from_parts(parts, Body::new(body)))
 }
 
-/// Headers that belong to the client's hop, its credentials among them.
-fn is_hop_header(name: &header::HeaderName) -> bool {
+/// Headers that belong to the caller's hop, its credentials among them:
+/// no backend this server proxies to (a node server, an aggregated API)
+/// is sent them.
+pub(crate) fn is_hop_header(name: &header::HeaderName) -> bool {
     name == header::HOST
         || name == header::AUTHORIZATION
         || name == header::PROXY_AUTHORIZATION
         || name == header::COOKIE
-        || name == header::CONTENT_LENGTH
         || name == header::TRANSFER_ENCODING
         || name.as_str().starts_with("impersonate-")
 }
@@ -141,7 +142,8 @@ pub(super) async fn upgrade(
         .uri(uri)
         .header(header::HOST, &location.authority);
     for (name, value) in request.headers() {
-        if !is_hop_header(name) {
+        // The upgrade request goes on without its body.
+        if !is_hop_header(name) && name != header::CONTENT_LENGTH {
             outgoing = outgoing.header(name, value);
         }
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::WebhookKind;
 use crate::status::FieldError;
-use crate::validation::{is_dns1123_label, is_dns1123_subdomain};
+use crate::validation::{is_dns1123_label, is_dns1123_subdomain, one_of};
 
 const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 const SCOPES: &[&str] = &["*", "Cluster", "Namespaced"];
@@ -127,18 +127,6 @@ fn webhook(
     );
 }
 
-fn one_of(hook: &Value, field: &str, allowed: &[&str], path: &str, errors: &mut Vec<FieldError>) {
-    if let Some(value) = hook[field].as_str()
-        && !allowed.contains(&value)
-    {
-        errors.push(FieldError::not_supported(
-            format!("{path}.{field}"),
-            value,
-            allowed,
-        ));
-    }
-}
-
 fn review_versions(hook: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let field = format!("{path}.admissionReviewVersions");
     let versions: Vec<&str> = hook["admissionReviewVersions"]
@@ -239,15 +227,7 @@ fn rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    if let Some(scope) = rule["scope"].as_str()
-        && !SCOPES.contains(&scope)
-    {
-        errors.push(FieldError::not_supported(
-            format!("{path}.scope"),
-            scope,
-            SCOPES,
-        ));
-    }
+    one_of(rule, "scope", SCOPES, path, errors);
 }
 
 fn client_config(config: &Value, path: &str, errors: &mut Vec<FieldError>) {
@@ -296,31 +276,21 @@ fn url(url: &str, path: &str, errors: &mut Vec<FieldError>) {
 }
 
 fn service(service: &Value, path: &str, errors: &mut Vec<FieldError>) {
-    let name = service["name"].as_str().unwrap_or("");
-    if name.is_empty() {
-        errors.push(FieldError::required(
-            format!("{path}.name"),
-            "service name is required",
-        ));
-    } else if !is_dns1123_label(name) {
-        errors.push(FieldError::invalid(
-            format!("{path}.name"),
-            name,
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-        ));
-    }
-    let namespace = service["namespace"].as_str().unwrap_or("");
-    if namespace.is_empty() {
-        errors.push(FieldError::required(
-            format!("{path}.namespace"),
-            "service namespace is required",
-        ));
-    } else if !is_dns1123_label(namespace) {
-        errors.push(FieldError::invalid(
-            format!("{path}.namespace"),
-            namespace,
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-        ));
+    // Both name the Service as DNS labels do.
+    for field in ["name", "namespace"] {
+        let value = service[field].as_str().unwrap_or("");
+        if value.is_empty() {
+            errors.push(FieldError::required(
+                format!("{path}.{field}"),
+                format!("service {field} is required"),
+            ));
+        } else if !is_dns1123_label(value) {
+            errors.push(FieldError::invalid(
+                format!("{path}.{field}"),
+                value,
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            ));
+        }
     }
     if let Some(webhook_path) = service["path"].as_str().filter(|p| !p.is_empty()) {
         if !webhook_path.starts_with('/') {

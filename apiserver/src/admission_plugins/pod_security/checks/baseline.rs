@@ -7,11 +7,12 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{PodSpec, SELinuxOptions};
+use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SELinuxOptions, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::super::messages::{containers_phrase, go_quote, join_quote, pluralize};
+use super::super::messages::{containers_phrase, join_quote, pluralize};
 use super::{Violation, containers};
+use crate::go_format::go_quote;
 
 /// Capabilities a baseline container may add (the container runtimes'
 /// default set).
@@ -48,31 +49,42 @@ fn setters(pod: bool, containers: &[String]) -> Vec<String> {
     who
 }
 
+/// Where a profile type (AppArmor's or seccomp's, as `on_pod` and
+/// `on_container` read it) is set to something other than
+/// `RuntimeDefault` or `Localhost`: whether on the pod, on which
+/// containers, and the types found.
+fn unconfined_profiles(
+    spec: &PodSpec,
+    on_pod: fn(&PodSecurityContext) -> Option<&str>,
+    on_container: fn(&SecurityContext) -> Option<&str>,
+) -> (bool, Vec<String>, BTreeSet<String>) {
+    let unconfined = |t: &&str| *t != "RuntimeDefault" && *t != "Localhost";
+    let mut types = BTreeSet::new();
+    let pod = spec
+        .security_context
+        .as_ref()
+        .and_then(on_pod)
+        .filter(unconfined);
+    types.extend(pod.map(String::from));
+    let mut bad_containers = Vec::new();
+    for c in containers(spec) {
+        if let Some(t) = c.security.and_then(on_container).filter(unconfined) {
+            bad_containers.push(c.name.to_string());
+            types.insert(t.to_string());
+        }
+    }
+    (pod.is_some(), bad_containers, types)
+}
+
 /// AppArmor: the profile fields (pod and containers) must be
 /// `RuntimeDefault` or `Localhost`, and the beta annotations empty,
 /// `runtime/default` or `localhost/...`.
 pub(super) fn app_armor_profile(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let allowed_type = |t: &str| t == "RuntimeDefault" || t == "Localhost";
-    let mut bad_values = BTreeSet::new();
-    let mut pod_bad = false;
-    if let Some(profile) = spec
-        .security_context
-        .as_ref()
-        .and_then(|sc| sc.app_armor_profile.as_ref())
-        && !allowed_type(&profile.type_)
-    {
-        pod_bad = true;
-        bad_values.insert(profile.type_.clone());
-    }
-    let mut bad_containers = Vec::new();
-    for c in containers(spec) {
-        if let Some(profile) = c.security.and_then(|sc| sc.app_armor_profile.as_ref())
-            && !allowed_type(&profile.type_)
-        {
-            bad_containers.push(c.name.to_string());
-            bad_values.insert(profile.type_.clone());
-        }
-    }
+    let (pod_bad, bad_containers, bad_values) = unconfined_profiles(
+        spec,
+        |sc| sc.app_armor_profile.as_ref().map(|p| p.type_.as_str()),
+        |sc| sc.app_armor_profile.as_ref().map(|p| p.type_.as_str()),
+    );
     let mut who = setters(pod_bad, &bad_containers);
     let mut values: Vec<String> = bad_values.into_iter().collect();
     let annotations: Vec<String> = meta
@@ -368,27 +380,11 @@ pub(super) fn seccomp_annotations(meta: &ObjectMeta, spec: &PodSpec) -> Option<V
 /// From policy v1.19: a seccomp profile, where set, must be
 /// `RuntimeDefault` or `Localhost` (unset is fine at baseline).
 pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let allowed = |t: &str| t == "RuntimeDefault" || t == "Localhost";
-    let mut bad_values = BTreeSet::new();
-    let mut pod_bad = false;
-    if let Some(profile) = spec
-        .security_context
-        .as_ref()
-        .and_then(|sc| sc.seccomp_profile.as_ref())
-        && !allowed(&profile.type_)
-    {
-        pod_bad = true;
-        bad_values.insert(profile.type_.clone());
-    }
-    let mut bad_containers = Vec::new();
-    for c in containers(spec) {
-        if let Some(profile) = c.security.and_then(|sc| sc.seccomp_profile.as_ref())
-            && !allowed(&profile.type_)
-        {
-            bad_containers.push(c.name.to_string());
-            bad_values.insert(profile.type_.clone());
-        }
-    }
+    let (pod_bad, bad_containers, bad_values) = unconfined_profiles(
+        spec,
+        |sc| sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+        |sc| sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+    );
     let who = setters(pod_bad, &bad_containers);
     if who.is_empty() {
         return None;
