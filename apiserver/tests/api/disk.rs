@@ -68,16 +68,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
 
     s.configmap("default", "keep", json!({})).await;
     let mut stored = Vec::new();
-    let refusal = loop {
-        let name = format!("fill-{}", stored.len());
-        let (code, body) = s.post(CMS, filler(&name)).await;
-        if code != StatusCode::CREATED {
-            break (code, body);
-        }
-        stored.push(name);
-        assert!(stored.len() < 400, "the disk never filled up");
-    };
-    let (code, body) = refusal;
+    let (code, body) = fill(&s, &mut stored).await;
     assert_status(code, &body, 507, "InsufficientStorage");
     let message = body["message"].as_str().unwrap();
     assert!(message.contains("storage space exhausted"), "{message}");
@@ -88,15 +79,26 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     assert!(stored.len() > 10, "only {} fitted", stored.len());
 
     // Updates are refused too (one that changes something: an unchanged
-    // object is not written at all); reads and watches go on.
-    s.put(
-        &format!("{CMS}/{}", stored[0]),
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": stored[0], "labels": {"fill": "yes"}},
-                "data": {"blob": "smaller"}}),
-    )
-    .await
-    .expect_failure(507, "InsufficientStorage");
+    // object is not written at all); reads and watches go on. The store may
+    // give space back between two requests (it reclaims a short disk in the
+    // background), so an update let through is followed by filling the disk
+    // again, a few times at most.
+    for attempt in 1.. {
+        let (code, body) = s
+            .put(
+                &format!("{CMS}/{}", stored[0]),
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": stored[0], "labels": {"fill": "yes"}},
+                        "data": {"blob": format!("smaller-{attempt}")}}),
+            )
+            .await;
+        if code == StatusCode::OK && attempt < 5 {
+            fill(&s, &mut stored).await;
+            continue;
+        }
+        assert_status(code, &body, 507, "InsufficientStorage");
+        break;
+    }
     let list = s.get_ok(&format!("{CMS}?labelSelector=fill")).await;
     assert_eq!(list["items"].as_array().unwrap().len(), stored.len());
     let readyz = s
@@ -122,10 +124,19 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
         watch.next_summary().await,
         ("DELETED".into(), stored[0].clone())
     );
-    // Still below the reserve (a log-structured store gives space back only
-    // when compacted and defragmented): writes are still refused, cleanly.
+    // A log-structured store gives space back only once it rewrites its
+    // live data (which the store does on a short disk when a look is due):
+    // until then writes are refused cleanly, after it they go on. Either
+    // way the answer is one of the two, and what it acknowledged is kept.
     let (code, body) = s.post(CMS, filler("after")).await;
-    assert_eq!(code.as_u16(), 507, "{}", body["message"]);
+    let after_acknowledged = match code.as_u16() {
+        201 => true,
+        507 => {
+            assert_status(code, &body, 507, "InsufficientStorage");
+            false
+        }
+        other => panic!("a write after the deletes got {other}: {body}"),
+    };
 
     // What was acknowledged survives a restart.
     s.server.shutdown();
@@ -137,5 +148,22 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     let key = |name: &str| format!("/registry/core/configmaps/default/{name}");
     assert!(store.get(&key("keep")).await.unwrap().is_some());
     assert!(store.get(&key("fill-0")).await.unwrap().is_none());
-    assert!(store.get(&key("after")).await.unwrap().is_none());
+    assert_eq!(
+        store.get(&key("after")).await.unwrap().is_some(),
+        after_acknowledged
+    );
+}
+
+/// Creates 100 KiB ConfigMaps (`fill-<n>`, named in `stored`) until one is
+/// refused, and returns the refusal.
+async fn fill(s: &TestServer, stored: &mut Vec<String>) -> (StatusCode, serde_json::Value) {
+    loop {
+        let name = format!("fill-{}", stored.len());
+        let (code, body) = s.post(CMS, filler(&name)).await;
+        if code != StatusCode::CREATED {
+            return (code, body);
+        }
+        stored.push(name);
+        assert!(stored.len() < 400, "the disk never filled up");
+    }
 }
