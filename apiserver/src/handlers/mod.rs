@@ -10,6 +10,7 @@ pub(crate) mod streaming;
 mod subresources;
 mod update;
 mod watch;
+mod watch_body;
 
 pub(crate) use update::{apply_error, upsert};
 

@@ -1,5 +1,5 @@
-//! WATCH: a chunked stream of JSON events served from the watch cache, one
-//! task per watcher, with selectors applied per event (an object leaving the
+//! WATCH: a chunked stream of JSON events served from the watch cache, each
+//! watcher run by its response body (`watch_body.rs`), with selectors applied per event (an object leaving the
 //! selection is DELETED, entering it ADDED), bookmarks, timeouts, 410 as an
 //! ERROR event, and a clean end on server shutdown.
 
@@ -8,23 +8,21 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde_json::{Value, json};
 use skiff_store::{Revision, Store, StoreError};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use super::Ctx;
+use super::watch_body::{Outbox, WatchBody};
 use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::watch_cache::{CacheEvent, Cached, ChangeKind, Frame, Start, WatchCache};
 use crate::wire_order::Ordered;
-
-/// Encoded events buffered per watcher before its task waits for the client.
-const OUTBOX: usize = 64;
 
 /// How long a watch from a resourceVersion the store has not reached waits
 /// for it before failing (upstream's watch cache waits 3 s).
@@ -254,7 +252,7 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
             .then_some(config.bookmark_interval),
         initial_events_end: ctx.params.send_initial_events && ctx.params.allow_bookmarks,
     };
-    let (tx, mut rx) = mpsc::channel::<Frame>(OUTBOX);
+    let outbox = Arc::new(Outbox::default());
     let shutdown = ctx.inner.shutdown.subscribe();
     let registered =
         crate::metrics::watcher(filter.info.group, filter.info.version, filter.info.kind);
@@ -263,43 +261,17 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
         ctx.inner.store.clone(),
         filter,
         options,
-        tx,
+        outbox.clone(),
         shutdown,
     );
-    tokio::spawn(async move {
-        watcher.await;
-        drop(registered);
-    });
-    let stream = futures::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx)
-            .map(|first| first.map(|f| Ok::<_, std::convert::Infallible>(coalesce(f, &mut rx))))
-    });
-    let mut response = Response::new(Body::from_stream(stream));
+    let body = WatchBody::new(watcher, outbox, registered);
+    let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     Ok(response)
-}
-
-/// Frames already waiting go out in one chunk (one TLS record, one write)
-/// instead of one each, which is what keeps up under event bursts.
-fn coalesce(first: Frame, rx: &mut mpsc::Receiver<Frame>) -> Bytes {
-    const CHUNK: usize = 64 * 1024;
-    let Ok(second) = rx.try_recv() else {
-        return first.into_bytes();
-    };
-    let mut chunk = BytesMut::with_capacity((first.len() + second.len()) * 2);
-    first.write_to(&mut chunk);
-    second.write_to(&mut chunk);
-    while chunk.len() < CHUNK {
-        match rx.try_recv() {
-            Ok(next) => next.write_to(&mut chunk),
-            Err(_) => break,
-        }
-    }
-    chunk.freeze()
 }
 
 struct WatchOptions {
@@ -321,14 +293,15 @@ fn bookmark(info: &ResourceInfo, revision: Revision, initial_end: bool) -> Bytes
     )
 }
 
-/// Feeds one watcher until the client goes, the timeout passes, the cache
-/// resets or the server shuts down. Dropping `tx` ends the HTTP stream.
+/// Feeds one watcher until the timeout passes, the cache resets or the
+/// server shuts down; it ends the HTTP stream by returning. When the client
+/// goes, its body is dropped and this with it.
 async fn run_watcher(
     cache: Arc<WatchCache>,
     store: Arc<dyn Store>,
     filter: Filter,
     options: WatchOptions,
-    tx: mpsc::Sender<Frame>,
+    out: Arc<Outbox>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     // A resourceVersion ahead of the store (from another server, or made
@@ -336,12 +309,11 @@ async fn run_watcher(
     if let Some(from) = options.from {
         let reached = tokio::select! {
             reached = store_reaches(store.as_ref(), from, TOO_LARGE_WAIT) => reached,
-            _ = tx.closed() => return,
             _ = shutdown.changed() => return,
         };
         if !reached {
             let status = ApiError::too_large_resource_version(from, store.current_revision());
-            let _ = tx.send(encode("ERROR", &status.to_status()).into()).await;
+            out.send(encode("ERROR", &status.to_status())).await;
             return;
         }
     }
@@ -352,11 +324,11 @@ async fn run_watcher(
             // restart, whose cache starts at the store's revision then) but
             // still in the store's: served from the store.
             Some(from) if from >= store.compact_revision() => {
-                run_store_watcher(store, from, filter, options, tx, shutdown).await;
+                run_store_watcher(store, from, filter, options, out, shutdown).await;
                 return;
             }
             _ => {
-                let _ = tx.send(gone(too_old.to_string()).into()).await;
+                out.send(gone(too_old.to_string())).await;
                 return;
             }
         },
@@ -366,42 +338,26 @@ async fn run_watcher(
     match subscription.start {
         Start::Snapshot(snapshot) => {
             for (key, object) in snapshot.objects.iter() {
-                if filter.selects_stored(key, object)
-                    && tx
-                        .send(filter.encode_cached("ADDED", object))
-                        .await
-                        .is_err()
-                {
-                    return;
+                if filter.selects_stored(key, object) {
+                    out.send(filter.encode_cached("ADDED", object)).await;
                 }
             }
             last = snapshot.revision;
-            if options.initial_events_end
-                && tx
-                    .send(bookmark(&filter.info, last, true).into())
-                    .await
-                    .is_err()
-            {
-                return;
+            if options.initial_events_end {
+                out.send(bookmark(&filter.info, last, true)).await;
             }
         }
-        Start::History(events) => {
-            if !send_history(events, &filter, &tx, &mut last).await {
-                return;
-            }
-        }
+        Start::History(events) => send_history(events, &filter, &out, &mut last).await,
     }
     let mut clock = WatchClock::new(&options, shutdown);
     loop {
         tokio::select! {
-            wake = clock.wake(&tx) => {
+            wake = clock.wake() => {
                 if wake == Wake::End {
                     return;
                 }
                 let revision = cache.revision().max(last);
-                if tx.send(bookmark(&filter.info, revision, false).into()).await.is_err() {
-                    return;
-                }
+                out.send(bookmark(&filter.info, revision, false)).await;
             }
             received = live.recv() => match received {
                 Ok(event) => {
@@ -409,10 +365,8 @@ async fn run_watcher(
                         continue;
                     }
                     last = event.revision;
-                    if let Some(bytes) = filter.event(&event)
-                        && tx.send(bytes).await.is_err()
-                    {
-                        return;
+                    if let Some(frame) = filter.event(&event) {
+                        out.send(frame).await;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -420,14 +374,12 @@ async fn run_watcher(
                     match cache.subscribe(Some(last)) {
                         Ok(resumed) => {
                             live = resumed.live;
-                            if let Start::History(events) = resumed.start
-                                && !send_history(events, &filter, &tx, &mut last).await
-                            {
-                                return;
+                            if let Start::History(events) = resumed.start {
+                                send_history(events, &filter, &out, &mut last).await;
                             }
                         }
                         Err(too_old) => {
-                            let _ = tx.send(gone(too_old.to_string()).into()).await;
+                            out.send(gone(too_old.to_string())).await;
                             return;
                         }
                     }
@@ -439,37 +391,33 @@ async fn run_watcher(
 }
 
 /// Sends a watcher the cache's `events` since its start or resume point,
-/// moving `last` along; false once the watcher has gone.
+/// moving `last` along.
 async fn send_history(
     events: Vec<Arc<CacheEvent>>,
     filter: &Filter,
-    tx: &mpsc::Sender<Frame>,
+    out: &Outbox,
     last: &mut Revision,
-) -> bool {
+) {
     for event in events {
         *last = event.revision;
-        if let Some(bytes) = filter.event(&event)
-            && tx.send(bytes).await.is_err()
-        {
-            return false;
+        if let Some(frame) = filter.event(&event) {
+            out.send(frame).await;
         }
     }
-    true
 }
 
 /// Why a [`WatchClock`] woke its watcher.
 #[derive(Debug, PartialEq, Eq)]
 enum Wake {
-    /// The watch ends: its timeout passed, the server is shutting down,
-    /// or the client went away.
+    /// The watch ends: its timeout passed or the server is shutting down.
     End,
     /// A bookmark is due.
     Bookmark,
 }
 
 /// What wakes a watch besides its events, the same for a cached and a
-/// store watch: the request's timeout, the server's shutdown, the client
-/// going away, and the bookmark ticker when bookmarks were asked for.
+/// store watch: the request's timeout, the server's shutdown, and the
+/// bookmark ticker when bookmarks were asked for.
 struct WatchClock {
     deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -493,14 +441,13 @@ impl WatchClock {
 
     /// Waits for the end of the watch or its next bookmark. Cancel-safe,
     /// so it races the watch's events in a `select!`.
-    async fn wake(&mut self, tx: &mpsc::Sender<Frame>) -> Wake {
+    async fn wake(&mut self) -> Wake {
         if *self.shutdown.borrow() {
             return Wake::End;
         }
         tokio::select! {
             _ = &mut self.deadline => Wake::End,
             _ = self.shutdown.changed() => Wake::End,
-            _ = tx.closed() => Wake::End,
             _ = self.ticker.tick(), if self.bookmarks => Wake::Bookmark,
         }
     }
@@ -515,7 +462,7 @@ async fn run_store_watcher(
     from: Revision,
     filter: Filter,
     options: WatchOptions,
-    tx: mpsc::Sender<Frame>,
+    out: Arc<Outbox>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let too_old = |requested: Revision, compact: Revision| {
@@ -527,7 +474,7 @@ async fn run_store_watcher(
             requested,
             compact_revision,
         }) => {
-            let _ = tx.send(too_old(requested, compact_revision).into()).await;
+            out.send(too_old(requested, compact_revision)).await;
             return;
         }
         Err(_) => return,
@@ -536,28 +483,26 @@ async fn run_store_watcher(
     let mut clock = WatchClock::new(&options, shutdown);
     loop {
         tokio::select! {
-            wake = clock.wake(&tx) => {
-                if wake == Wake::End
-                    || tx.send(bookmark(&filter.info, last, false).into()).await.is_err()
-                {
+            wake = clock.wake() => {
+                if wake == Wake::End {
                     return;
                 }
+                out.send(bookmark(&filter.info, last, false)).await;
             }
             next = stream.next() => match next {
                 Some(Ok(event)) => {
                     last = event.revision();
                     if let Some(change) = CacheEvent::from_store(&event)
-                        && let Some(bytes) = filter.event(&change)
-                        && tx.send(bytes).await.is_err()
+                        && let Some(frame) = filter.event(&change)
                     {
-                        return;
+                        out.send(frame).await;
                     }
                 }
                 Some(Err(StoreError::Compacted {
                     requested,
                     compact_revision,
                 })) => {
-                    let _ = tx.send(too_old(requested, compact_revision).into()).await;
+                    out.send(too_old(requested, compact_revision)).await;
                     return;
                 }
                 Some(Err(_)) | None => return,
