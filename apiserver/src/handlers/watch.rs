@@ -97,11 +97,11 @@ impl Filter {
     /// As [`Self::selects_stored`], with the object's selection view from
     /// `view` (an event's, decoded once for every watcher) when labels and
     /// names are all the selectors read.
-    fn selects_cached(
+    fn selects_cached<V: std::ops::Deref<Target = Value>>(
         &self,
         key: &str,
         object: &Cached,
-        view: impl FnOnce() -> Arc<Value>,
+        view: impl FnOnce() -> V,
     ) -> bool {
         if !key.starts_with(&self.prefix) {
             return false;
@@ -171,16 +171,23 @@ impl Filter {
         }
     }
 
+    /// Whether this watcher's selection depends on nothing but the key and
+    /// an object's labels, name and namespace.
+    fn selects_on_view_only(&self) -> bool {
+        self.info.conversion.is_none() && self.fields.only_names()
+    }
+
     /// The wire event for a change, given what this watcher selects.
     fn event(&self, event: &CacheEvent) -> Option<Frame> {
         let now = self.selects_cached(&event.key, &event.object, || event.object_view());
         match event.kind {
             ChangeKind::Delete => now.then(|| self.encode_event("DELETED", event)),
             ChangeKind::Put => {
-                let before = event
-                    .prev
-                    .as_ref()
-                    .is_some_and(|p| self.selects_cached(&event.key, p, || event.prev_view(p)));
+                let before = match &event.prev {
+                    None => false,
+                    Some(_) if self.selects_on_view_only() && event.selection_unchanged() => now,
+                    Some(p) => self.selects_cached(&event.key, p, || event.prev_view(p)),
+                };
                 match (before, now) {
                     (false, true) => Some(self.encode_event("ADDED", event)),
                     (true, true) => Some(self.encode_event("MODIFIED", event)),

@@ -69,6 +69,9 @@ pub(crate) struct CacheEvent {
     /// What selectors look at in `object` and `prev` (see
     /// [`Cached::selection_view`]), decoded once for every watcher.
     views: [OnceLock<Arc<Value>>; 2],
+    /// Whether the views agree on what selectors read (see
+    /// [`Self::selection_unchanged`]), decided once for every watcher.
+    selection_same: OnceLock<bool>,
 }
 
 impl CacheEvent {
@@ -87,21 +90,40 @@ impl CacheEvent {
             prev,
             encoded: Default::default(),
             views: Default::default(),
+            selection_same: OnceLock::new(),
         }
     }
 
     /// The selection view of the object after the change, shared by every
     /// watcher that selects on labels or names.
-    pub(crate) fn object_view(&self) -> Arc<Value> {
-        self.views[0]
-            .get_or_init(|| self.object.selection_view())
-            .clone()
+    /// Borrowed, not cloned: a thousand watchers taking a reference each
+    /// would bounce its count between the cores.
+    pub(crate) fn object_view(&self) -> &Value {
+        self.views[0].get_or_init(|| self.object.selection_view())
     }
 
     /// The selection view of `prev`, the object before the change (the
     /// caller's borrow of `self.prev`), shared like [`Self::object_view`].
-    pub(crate) fn prev_view(&self, prev: &Cached) -> Arc<Value> {
-        self.views[1].get_or_init(|| prev.selection_view()).clone()
+    pub(crate) fn prev_view(&self, prev: &Cached) -> &Value {
+        self.views[1].get_or_init(|| prev.selection_view())
+    }
+
+    /// Whether the object had a previous state with the same labels, name
+    /// and namespace: then a watcher that selects on nothing else selects
+    /// it before and after alike, and need not match twice.
+    pub(crate) fn selection_unchanged(&self) -> bool {
+        *self.selection_same.get_or_init(|| {
+            let Some(prev) = &self.prev else {
+                return false;
+            };
+            let (now, before) = (
+                &self.object_view()["metadata"],
+                &self.prev_view(prev)["metadata"],
+            );
+            ["labels", "name", "namespace"]
+                .iter()
+                .all(|field| now.get(field) == before.get(field))
+        })
     }
 
     /// A change read straight from the store, in the cache's form (a watch
@@ -512,6 +534,33 @@ mod tests {
             }) => events,
             _ => panic!("expected history"),
         }
+    }
+
+    #[test]
+    fn an_event_knows_whether_labels_and_names_changed() {
+        let c = WatchCache::new("/p/".into(), &limits(100, Duration::from_secs(3600)));
+        c.reset(OrdMap::new(), 10);
+        let put = |rev: u64, object: Value| {
+            c.apply(rev, ChangeKind::Put, "/p/a".into(), Some(object));
+        };
+        put(
+            11,
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"v": "1"}}),
+        );
+        // The data changed, the labels did not.
+        put(
+            12,
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"v": "2"}}),
+        );
+        // A label changed.
+        put(
+            13,
+            json!({"metadata": {"name": "a", "labels": {"x": "2"}}, "data": {"v": "2"}}),
+        );
+        let events = history(&c, 10);
+        let unchanged: Vec<bool> = events.iter().map(|e| e.selection_unchanged()).collect();
+        // The first has no previous state to compare with.
+        assert_eq!(unchanged, [false, true, false]);
     }
 
     #[test]
