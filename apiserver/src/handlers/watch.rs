@@ -1,7 +1,8 @@
 //! WATCH: a chunked stream of JSON events served from the watch cache, each
-//! watcher run by its response body (`watch_body.rs`), with selectors applied per event (an object leaving the
-//! selection is DELETED, entering it ADDED), bookmarks, timeouts, 410 as an
-//! ERROR event, and a clean end on server shutdown.
+//! watcher run by its response body (`watch_body.rs`), with selectors
+//! applied per event (an object leaving the selection is DELETED, entering
+//! it ADDED), bookmarks, timeouts, 410 as an ERROR event, and a clean end on
+//! server shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;
