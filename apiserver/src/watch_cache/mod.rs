@@ -178,7 +178,7 @@ impl CacheEvent {
 /// One watch frame on its way to a watcher: built, or an encoded object's
 /// JSON with the frame's ends still to be written around it. The second
 /// costs nothing per watcher until it is written out, and frames that
-/// wait together are written into one chunk (see `handlers::watch`), so
+/// wait together are written into one chunk (see `handlers::watch_body`), so
 /// under load an event's bytes are copied once per watcher, not twice.
 #[derive(Debug, Clone)]
 pub(crate) enum Frame {
