@@ -41,6 +41,9 @@ pub const SPAM_REFILL: Duration = Duration::from_secs(5 * 60);
 /// only forgets history (as upstream's LRU caches do).
 const MAX_KEYS: usize = 4096;
 
+/// A full map drops this fraction (1/n) of its entries at once.
+const EVICT_FRACTION: usize = 8;
+
 /// How often the maps are swept of expired entries, at most.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -192,24 +195,61 @@ impl SpamFilter {
     }
 }
 
-/// Removes the entry least recently touched.
+/// Makes room in a full map: drops the eighth of its entries touched least
+/// recently. Dropping a batch, not one entry per insert, keeps a stream of
+/// new objects (a scheduler binding thousands of pods) from scanning the
+/// whole map on every event.
 fn evict_stalest<K: Clone + Eq + std::hash::Hash, V>(
     map: &mut HashMap<K, V>,
     touched: impl Fn(&V) -> Instant,
 ) {
-    let stalest = map
-        .iter()
-        .min_by_key(|(_, v)| touched(v))
-        .map(|(k, _)| k.clone());
-    if let Some(key) = stalest {
-        map.remove(&key);
+    let mut ages: Vec<Instant> = map.values().map(&touched).collect();
+    let batch = (ages.len() / EVICT_FRACTION).max(1);
+    if ages.len() <= batch {
+        map.clear();
+        return;
     }
+    let (_, cutoff, _) = ages.select_nth_unstable(batch - 1);
+    let cutoff = *cutoff;
+    let mut left = batch;
+    map.retain(|_, v| {
+        if left > 0 && touched(v) <= cutoff {
+            left -= 1;
+            false
+        } else {
+            true
+        }
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tests::occurrence;
     use super::*;
+
+    #[test]
+    fn a_full_map_drops_its_stalest_eighth_at_once() {
+        let t0 = Instant::now();
+        let mut map: HashMap<usize, Instant> = (0..64)
+            .map(|i| (i, t0 + Duration::from_secs(i as u64)))
+            .collect();
+        evict_stalest(&mut map, |t| *t);
+        assert_eq!(map.len(), 56);
+        assert!((0..8).all(|i| !map.contains_key(&i)), "the eight oldest go");
+        assert!((8..64).all(|i| map.contains_key(&i)), "the rest stay");
+    }
+
+    #[test]
+    fn a_stream_of_new_objects_stays_within_the_key_limit() {
+        let mut filter = SpamFilter::default();
+        let t0 = Instant::now();
+        for i in 0..(MAX_KEYS * 3) {
+            let mut o = occurrence("x");
+            o.regarding.name = Some(format!("pod-{i}"));
+            assert!(filter.allow(&o, t0), "a first event about an object passes");
+        }
+        assert!(filter.buckets.len() <= MAX_KEYS);
+    }
 
     #[test]
     fn a_reporter_gets_a_burst_then_one_event_per_refill_per_object() {
