@@ -187,9 +187,10 @@ impl Managers {
 
     /// Every field some manager owns.
     pub fn all_fields(&self) -> FieldSet {
-        self.entries
-            .iter()
-            .fold(FieldSet::new(), |acc, e| acc.union(&e.fields))
+        self.entries.iter().fold(FieldSet::new(), |mut acc, e| {
+            acc.union_with(&e.fields);
+            acc
+        })
     }
 
     /// Takes `fields` away from every manager but `except`.

@@ -124,10 +124,14 @@ pub(crate) fn track_update(
         return;
     }
     let taken = diff.changed();
-    managers.release(&taken.union(&diff.removed), None);
+    if diff.removed.is_empty() {
+        managers.release(&taken, None);
+    } else {
+        managers.release(&taken.union(&diff.removed), None);
+    }
     if !taken.is_empty() {
         let entry = managers.entry(writer);
-        entry.fields = entry.fields.union(&taken);
+        entry.fields.union_with(&taken);
         entry.time = Some(now_rfc3339());
     }
     managers.prune();

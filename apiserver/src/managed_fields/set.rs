@@ -199,12 +199,24 @@ impl FieldSet {
     /// Paths in either set.
     pub fn union(&self, other: &FieldSet) -> FieldSet {
         let mut out = self.clone();
-        for (element, node) in &other.nodes {
-            let mine = out.nodes.entry(element.clone()).or_default();
-            mine.member |= node.member;
-            mine.children = mine.children.union(&node.children);
-        }
+        out.union_with(other);
         out
+    }
+
+    /// Adds every path of `other` (in place: only what `self` lacks is
+    /// copied).
+    pub fn union_with(&mut self, other: &FieldSet) {
+        for (element, node) in &other.nodes {
+            match self.nodes.get_mut(element) {
+                Some(mine) => {
+                    mine.member |= node.member;
+                    mine.children.union_with(&node.children);
+                }
+                None => {
+                    self.nodes.insert(element.clone(), node.clone());
+                }
+            }
+        }
     }
 
     /// Paths of `self` that are not in `other`.

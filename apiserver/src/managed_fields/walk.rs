@@ -214,12 +214,12 @@ fn compare_at(
         (Some(gone), None) => {
             let mut set = FieldSet::new();
             whole(schema, gone, at, &mut set);
-            out.removed = out.removed.union(&set);
+            out.removed.union_with(&set);
         }
         (None, Some(came)) => {
             let mut set = FieldSet::new();
             whole(schema, came, at, &mut set);
-            out.added = out.added.union(&set);
+            out.added.union_with(&set);
         }
         (Some(Value::Object(a)), Some(Value::Object(b)))
             if !(at.atomic_map(schema) || a.is_empty() && b.is_empty()) =>
