@@ -563,8 +563,13 @@ impl IntoResponse for ApiError {
 
 /// A JSON response with the given code, its keys in upstream's order.
 pub fn json_response(code: StatusCode, body: &Value) -> Response {
-    let bytes = crate::wire_order::to_vec(body);
-    let mut response = (code, bytes).into_response();
+    encoded_json_response(code, crate::wire_order::to_vec(body).into())
+}
+
+/// A JSON response whose body is encoded already (a watch cache's copy of
+/// an object, in upstream's key order).
+pub fn encoded_json_response(code: StatusCode, body: bytes::Bytes) -> Response {
+    let mut response = (code, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

@@ -22,7 +22,27 @@ const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(
 
 pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info();
-    let (object, _) = storage::read_existing(&ctx.inner, info, &ctx.key()?, ctx.name()?).await?;
+    let name = ctx.name()?;
+    let answer = storage::read_answer(&ctx.inner, info, &ctx.key()?)
+        .await?
+        .ok_or_else(|| storage::not_found(info, name))?;
+    let object = match answer {
+        // A table is rendered from the value; the object itself is answered
+        // with the cache's JSON when it holds that.
+        storage::Answer::Cached(cached)
+            if crate::table::requested_table_version(&ctx.headers).is_none() =>
+        {
+            return match cached.encoded_json() {
+                Some(json) => Ok(crate::status::encoded_json_response(
+                    StatusCode::OK,
+                    json.clone(),
+                )),
+                None => respond(StatusCode::OK, &cached.value()),
+            };
+        }
+        storage::Answer::Cached(cached) => cached.to_value(),
+        storage::Answer::Read(object) => object,
+    };
     let metadata = json!({ "resourceVersion": object.pointer("/metadata/resourceVersion") });
     if let Some(table) = crate::table::for_request(
         &ctx.headers,

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use skiff_store::{Revision, StoreError};
@@ -15,6 +16,7 @@ use crate::registry::ResourceInfo;
 use crate::server::{CACHE_CATCH_UP, Inner};
 use crate::service_alloc::AllocationGuard;
 use crate::status::ApiError;
+use crate::watch_cache::{Cached, Offer};
 
 /// Attempts of a guaranteed update that keeps losing races before it gives
 /// up with a conflict.
@@ -77,6 +79,46 @@ pub(crate) async fn read(
     let object = decode_from_store(&kv)
         .map_err(|e| ApiError::Internal(format!("corrupt object at {key}: {e}")))?;
     Ok(Some((info.from_storage(object), kv.mod_revision)))
+}
+
+/// An object read for a GET's answer.
+pub(crate) enum Answer {
+    /// The watch cache's copy, which holds the very revision the store
+    /// returned: the same write, so the same object, already encoded when
+    /// the cache keeps its kind as JSON.
+    Cached(Cached),
+    /// The store's value, decoded (and converted to `info`'s version).
+    Read(Value),
+}
+
+/// Reads an object from the store, as [`read`] does, to answer a GET with:
+/// when `info` is served as stored and the watch cache holds the object at
+/// the revision the store returned, the cache's copy is the answer, so the
+/// stored bytes are not decoded and encoded again. The store is still read
+/// first, so the answer is as current as the store (upstream's GET without
+/// a resourceVersion).
+pub(crate) async fn read_answer(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+) -> Result<Option<Answer>, ApiError> {
+    let started = std::time::Instant::now();
+    let got = inner.store.get(key).await;
+    crate::metrics::observe_store("get", &info.qualified(), started);
+    let Some(kv) = got.map_err(internal)? else {
+        return Ok(None);
+    };
+    let served_as_stored = info.conversion.is_none() && info.custom.is_none();
+    if served_as_stored
+        && let Ok(cache) = inner.cache(info)
+        && let Some(cached) = cache.get(key)
+        && cached.resource_version() == Some(kv.mod_revision)
+    {
+        return Ok(Some(Answer::Cached(cached)));
+    }
+    let object = decode_from_store(&kv)
+        .map_err(|e| ApiError::Internal(format!("corrupt object at {key}: {e}")))?;
+    Ok(Some(Answer::Read(info.from_storage(object))))
 }
 
 /// Reads an object from the watch cache when it holds one, else from the
@@ -143,6 +185,18 @@ async fn caught_up(inner: &Inner, info: &ResourceInfo, revision: Revision) {
     }
 }
 
+/// The bytes to store for `stored`, and their value offered to the watch
+/// cache until the returned offer is dropped (after the write has reached
+/// the cache), so the cache's feed need not decode them again.
+fn encode_offered(inner: &Inner, info: &ResourceInfo, stored: &Value) -> (Bytes, Option<Offer>) {
+    let bytes = encode_for_store(stored);
+    let offer = inner
+        .cache(info)
+        .ok()
+        .map(|cache| cache.offer(&bytes, stored.clone()));
+    (bytes, offer)
+}
+
 /// Creates an object given in `info`'s version; returns it as stored.
 pub(crate) async fn create(
     inner: &Inner,
@@ -151,8 +205,9 @@ pub(crate) async fn create(
     object: Value,
 ) -> Result<Value, WriteError> {
     let stored = info.to_storage(object);
+    let (bytes, _offer) = encode_offered(inner, info, &stored);
     let started = std::time::Instant::now();
-    let created = inner.store.create(key, encode_for_store(&stored)).await;
+    let created = inner.store.create(key, bytes).await;
     crate::metrics::observe_store("create", &info.qualified(), started);
     match created {
         Ok(kv) => {
@@ -175,18 +230,50 @@ pub(crate) async fn update(
     expected: Revision,
 ) -> Result<Value, WriteError> {
     let stored = info.to_storage(object);
+    let (bytes, _offer) = encode_offered(inner, info, &stored);
+    let revision = replace_stored(inner, info, key, bytes, expected).await?;
+    let mut out = info.from_storage(stored);
+    crate::object::set_resource_version(&mut out, revision);
+    Ok(out)
+}
+
+/// As [`update`], for a caller that does not answer with the object (a
+/// binding answers with a Status): the object goes to the watch cache's
+/// feed as it is, not copied.
+async fn update_unanswered(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+    object: Value,
+    expected: Revision,
+) -> Result<(), WriteError> {
+    let stored = info.to_storage(object);
+    let bytes = encode_for_store(&stored);
+    let _offer = inner
+        .cache(info)
+        .ok()
+        .map(|cache| cache.offer(&bytes, stored));
+    replace_stored(inner, info, key, bytes, expected)
+        .await
+        .map(drop)
+}
+
+/// Stores `bytes` at `key` if it is still at `expected`, and waits for the
+/// watch cache to see it; the new revision.
+async fn replace_stored(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+    bytes: Bytes,
+    expected: Revision,
+) -> Result<Revision, WriteError> {
     let started = std::time::Instant::now();
-    let updated = inner
-        .store
-        .update(key, encode_for_store(&stored), Some(expected))
-        .await;
+    let updated = inner.store.update(key, bytes, Some(expected)).await;
     crate::metrics::observe_store("update", &info.qualified(), started);
     match updated {
         Ok(kv) => {
             caught_up(inner, info, kv.mod_revision).await;
-            let mut out = info.from_storage(stored);
-            crate::object::set_resource_version(&mut out, kv.mod_revision);
-            Ok(out)
+            Ok(kv.mod_revision)
         }
         Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => Err(WriteError::Conflict),
         Err(e) => Err(WriteError::Api(internal(e))),
@@ -269,6 +356,10 @@ pub(crate) enum Next<'a> {
         held: Held<'a>,
         pinned: bool,
     },
+    /// Store `object` and answer with nothing (`Value::Null`): for a caller
+    /// whose response is not the object, which then need not be copied.
+    /// Holds nothing and is not pinned.
+    ReplaceUnanswered(Value),
     /// Remove the object from the store; `object` is its last state.
     Remove { object: Value, pinned: bool },
     /// Write nothing and answer with this object (no change, a dry run, or
@@ -280,7 +371,8 @@ pub(crate) enum Next<'a> {
 
 impl Next<'_> {
     /// Store `object`, holding nothing (no allocation, no quota charge)
-    /// and not pinned.
+    /// and not pinned (the tests' shorthand; handlers hold or answer).
+    #[cfg(test)]
     pub(crate) fn replace(object: Value) -> Self {
         Next::Replace {
             object,
@@ -372,11 +464,15 @@ pub(crate) async fn guaranteed_update<'a, 'f>(
                 drop(held);
                 (written, pinned)
             }
+            (Next::ReplaceUnanswered(object), Some(revision)) => {
+                let written = update_unanswered(inner, info, key, object, revision).await;
+                (written.map(|()| Value::Null), false)
+            }
             (Next::Remove { object, pinned }, Some(revision)) => {
                 (delete(inner, info, key, object, revision).await, pinned)
             }
             // Nothing was read, so there is nothing to replace or remove.
-            (Next::Replace { .. } | Next::Remove { .. }, None) => {
+            (Next::Replace { .. } | Next::ReplaceUnanswered(_) | Next::Remove { .. }, None) => {
                 return Err(not_found(info, name));
             }
         };
@@ -530,6 +626,59 @@ mod tests {
         )
         .await;
         assert!(matches!(result, Err(ApiError::NotFound { .. })));
+    }
+
+    /// What makes a GET answered from the cache right: at the store's
+    /// revision the cache holds the same object the store's bytes decode
+    /// to; when the cache holds another revision, the store's value is the
+    /// answer.
+    #[tokio::test]
+    async fn a_get_is_answered_from_the_cache_only_at_the_stores_revision() {
+        let f = fixture().await;
+        let inner = f.server.inner();
+        let unanswered = guaranteed_update(inner, &f.info, &f.key, "cm", FirstRead::Store, |c| {
+            Box::pin(async move {
+                let mut next = c.expect("stored").object;
+                next["data"]["v"] = json!("1");
+                Ok(Next::ReplaceUnanswered(next))
+            })
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            unanswered,
+            Value::Null,
+            "a binding-style write answers nothing"
+        );
+        let (stored, revision) = read(inner, &f.info, &f.key).await.unwrap().unwrap();
+        assert_eq!(stored["data"]["v"], "1");
+        match read_answer(inner, &f.info, &f.key).await.unwrap() {
+            Some(Answer::Cached(cached)) => {
+                assert_eq!(cached.resource_version(), Some(revision));
+                assert_eq!(*cached.value(), stored);
+                let json = cached
+                    .encoded_json()
+                    .expect("ConfigMaps are cached as JSON");
+                assert_eq!(json.as_ref(), crate::wire_order::to_vec(&stored).as_slice());
+            }
+            _ => panic!("the cache holds the store's revision"),
+        }
+
+        // Right after a write to the store, the cache may not hold it yet;
+        // its older copy must never be the answer.
+        write_behind(inner, &f.key, "behind").await;
+        let answered = match read_answer(inner, &f.info, &f.key).await.unwrap() {
+            Some(Answer::Read(object)) => object,
+            Some(Answer::Cached(cached)) => cached.to_value(),
+            None => panic!("the object exists"),
+        };
+        assert_eq!(answered["data"]["v"], "behind");
+        assert!(
+            read_answer(inner, &f.info, &f.info.key(Some("default"), "absent"))
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[tokio::test]

@@ -169,7 +169,7 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
                 if dry_run {
                     return Ok(Next::Done(Value::Null));
                 }
-                Ok(Next::replace(next))
+                Ok(Next::ReplaceUnanswered(next))
             })
         },
     )
@@ -177,23 +177,32 @@ pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     respond(StatusCode::CREATED, &success_status(201))
 }
 
-/// Adds the PodScheduled=True condition, as upstream's binding does.
+/// Adds the PodScheduled=True condition, as upstream's binding does (in
+/// place: the pod was copied for this write already).
 fn mark_scheduled(pod: &mut Value) {
-    let mut status = pod
-        .get("status")
-        .filter(|s| s.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
-    conditions.retain(|c| c["type"] != "PodScheduled");
-    conditions.push(json!({
-        "type": "PodScheduled",
-        "status": "True",
-        "lastProbeTime": null,
-        "lastTransitionTime": crate::object::now_rfc3339(),
-    }));
-    set_field(&mut status, "conditions", json!(conditions));
-    set_field(pod, "status", status);
+    let Some(pod) = pod.as_object_mut() else {
+        return;
+    };
+    let status = pod.entry("status").or_insert_with(|| json!({}));
+    if !status.is_object() {
+        *status = json!({});
+    }
+    let Some(status) = status.as_object_mut() else {
+        return;
+    };
+    let conditions = status.entry("conditions").or_insert_with(|| json!([]));
+    if !conditions.is_array() {
+        *conditions = json!([]);
+    }
+    if let Some(conditions) = conditions.as_array_mut() {
+        conditions.retain(|c| c["type"] != "PodScheduled");
+        conditions.push(json!({
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": null,
+            "lastTransitionTime": crate::object::now_rfc3339(),
+        }));
+    }
 }
 
 /// POST pods/<name>/eviction: deletes the pod unless a matching

@@ -39,6 +39,8 @@ pub(crate) struct EncodedObject {
     /// Offset of the first byte after `{"kind":…,"apiVersion":…,` (1 when
     /// the object has neither).
     rest: u32,
+    /// Its `metadata.resourceVersion`, read without decoding the JSON.
+    revision: Option<Revision>,
 }
 
 impl Cached {
@@ -83,9 +85,10 @@ impl Cached {
 
     /// The object's `metadata.resourceVersion`.
     pub(crate) fn resource_version(&self) -> Option<Revision> {
-        self.value()["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|rv| rv.parse().ok())
+        match self {
+            Cached::Decoded(value) => revision_of(value),
+            Cached::Encoded(encoded) => encoded.revision,
+        }
     }
 
     /// Appends the object as a list item: without `kind` and `apiVersion`
@@ -137,12 +140,20 @@ impl PartialEq for Cached {
     }
 }
 
+/// `metadata.resourceVersion` of `value`, as a number.
+fn revision_of(value: &Value) -> Option<Revision> {
+    value["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+}
+
 impl EncodedObject {
     fn encode(value: &Value) -> Option<Self> {
         let mut json = serde_json::to_vec(&Ordered::new(value)).ok()?;
         json.shrink_to_fit();
         let rest = type_keys_end(value, &json)?;
         Some(Self {
+            revision: revision_of(value),
             json: Bytes::from(json),
             rest: u32::try_from(rest).ok()?,
         })

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use imbl::OrdMap;
-use skiff_store::{EventKind, Store, StoreError};
+use serde_json::Value;
+use skiff_store::{EventKind, KeyValue, Store, StoreError};
 use tokio::sync::watch;
 
 use super::{Cached, ChangeKind, WatchCache};
-use crate::object::decode_from_store;
+use crate::object::{decode_from_store, set_resource_version};
 
 /// The store could not be read to (re)fill a cache.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +75,7 @@ impl WatchCache {
                         Some(Ok(event)) => {
                             let revision = event.revision();
                             match event.kind {
-                                EventKind::Put => match decode_from_store(&event.kv) {
+                                EventKind::Put => match self.written_value(&event.kv) {
                                     Ok(object) => self.apply(revision, ChangeKind::Put, event.kv.key, Some(object)),
                                     Err(e) => tracing::warn!(key = %event.kv.key, error = %e, "undecodable stored object"),
                                 },
@@ -90,6 +91,18 @@ impl WatchCache {
                 }
             }
             self.relist(store.as_ref()).await;
+        }
+    }
+
+    /// The value of a stored write: the one its handler offered, when the
+    /// event carries the handler's own bytes, else decoded from them.
+    fn written_value(&self, kv: &KeyValue) -> Result<Value, serde_json::Error> {
+        match self.offers.take(&kv.value) {
+            Some(mut object) => {
+                set_resource_version(&mut object, kv.mod_revision);
+                Ok(object)
+            }
+            None => decode_from_store(kv),
         }
     }
 

@@ -7,6 +7,7 @@
 
 mod cached;
 mod feed;
+mod handoff;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -22,6 +23,7 @@ use tokio::sync::{broadcast, watch};
 
 pub(crate) use cached::{CacheForm, Cached};
 pub(crate) use feed::FeedError;
+pub(crate) use handoff::Offer;
 
 /// How many list snapshots are kept for continue tokens, and for how long.
 const RETAINED_SNAPSHOTS: usize = 64;
@@ -301,6 +303,8 @@ pub(crate) struct WatchCache {
     snapshot_ttl: Duration,
     state: RwLock<State>,
     progress: watch::Sender<Revision>,
+    /// Values handlers have just written, so the feed need not decode them.
+    offers: handoff::Offers,
 }
 
 impl WatchCache {
@@ -331,6 +335,7 @@ impl WatchCache {
                 retained: BTreeMap::new(),
             }),
             progress,
+            offers: handoff::Offers::default(),
         })
     }
 
