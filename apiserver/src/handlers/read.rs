@@ -1,5 +1,6 @@
-//! GET of one object (from the store) and LIST of collections (from the
-//! watch cache, with selectors and limit/continue over a snapshot).
+//! GET of one object (read from the store; answered with the watch cache's
+//! copy when that holds the same revision) and LIST of collections (from
+//! the watch cache, with selectors and limit/continue over a snapshot).
 
 use std::ops::Bound;
 use std::sync::Arc;
