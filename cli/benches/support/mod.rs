@@ -101,9 +101,7 @@ pub fn stop_node_server(
     failed: bool,
 ) {
     terminate(server);
-    let _ = std::process::Command::new("ip")
-        .args(["link", "delete", bridge])
-        .status();
+    skiff_testkit::host::delete_bridge(bridge);
     if failed {
         eprintln!(
             "server log:\n{}",

@@ -24,62 +24,9 @@ pub(super) fn assert_root() {
     );
 }
 
-/// Kills what is left of the server's containers, unmounts, removes the bridge.
-pub(super) fn cleanup_host(base: &Path, bridge: &str) {
-    for (pid, _) in processes_naming(base) {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    }
-    unmount_under(base);
-    if Path::new("/sys/class/net").join(bridge).exists() {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "delete", bridge])
-            .status();
-    }
-}
-
-/// The ids of every process on the host (the numeric entries of `/proc`).
-pub(super) fn all_pids() -> impl Iterator<Item = u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str().and_then(|s| s.parse().ok()))
-}
-
-/// The processes whose command line names `path` (a test's data dir, which
-/// its containerd and containerd's shims name), each with its command line
-/// (the arguments, NUL-separated): what a test must kill when it is over.
-pub(super) fn processes_naming(path: &Path) -> Vec<(u32, Vec<u8>)> {
-    let needle = path.as_os_str().as_encoded_bytes();
-    all_pids()
-        .filter_map(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            cmd.windows(needle.len())
-                .any(|w| w == needle)
-                .then_some((pid, cmd))
-        })
-        .collect()
-}
-
-/// Lazily unmounts every mount point under `dir` (containerd's container
-/// root file systems and shm), deepest first.
-pub(super) fn unmount_under(dir: &Path) {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let prefix = dir.to_string_lossy().into_owned();
-    let mut points: Vec<&str> = mounts
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1))
-        .filter(|p| p.starts_with(&prefix))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        let _ = std::process::Command::new("umount")
-            .args(["-l", p])
-            .status();
-    }
-}
+/// The host clean-up every containerd suite here shares with the node
+/// agent's tests.
+pub(super) use skiff_testkit::host::{all_pids, cleanup_host, processes_naming, unmount_under};
 
 /// Builds the busybox test image from /bin/busybox and imports it into the
 /// server's containerd, waiting until CRI lists it.

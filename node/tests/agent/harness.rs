@@ -19,7 +19,7 @@ use skiff_node::{CriRuntime, CriTimeouts, Runtime};
 use skiff_testkit::UserInfo;
 use tokio::sync::watch;
 
-use crate::host;
+use skiff_testkit::host::cleanup_host;
 
 pub struct TestCluster {
     /// The cluster CA and the API server's client certificate for nodes.
@@ -288,13 +288,6 @@ fn node_tls(certs: &ClusterCerts) -> NodeServerTls {
         ca_pem: certs.ca_cert_pem.clone(),
         signer: Arc::new(LocalSigner(sign)),
     }
-}
-
-/// Kills anything still running from `base`, unmounts, deletes the bridge.
-fn cleanup_host(base: &Path, bridge: &str) {
-    host::kill_processes_mentioning(base);
-    host::unmount_under(base);
-    host::delete_bridge(bridge);
 }
 
 /// The runtime id of a container from its status.

@@ -6,8 +6,6 @@
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
 mod harness;
-#[path = "../support/host.rs"]
-mod host;
 mod pods;
 mod restart;
 mod simulated;

@@ -13,8 +13,8 @@ use skiff_node::cri_api as api;
 use skiff_node::images;
 use skiff_node::{CriRuntime, Runtime};
 
-pub use crate::host::{bridge_exists, process_exists, processes_mentioning};
-use crate::host::{delete_bridge, kill_processes_mentioning, unmount_under};
+pub use skiff_testkit::host::{bridge_exists, process_exists, processes_mentioning};
+use skiff_testkit::host::{delete_bridge, kill_processes_mentioning, unmount_under};
 
 /// One containerd under test.
 pub struct TestNode {

@@ -4,8 +4,6 @@
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
 mod harness;
-#[path = "../support/host.rs"]
-mod host;
 mod images;
 mod pods;
 mod supervisor;
