@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use serde_json::Value;
-use skiff_store::{Revision, StoreError};
+use skiff_store::{KeyValue, Revision, StoreError};
 
 use crate::object::{decode_from_store, encode_for_store};
 use crate::registry::ResourceInfo;
@@ -70,15 +70,29 @@ pub(crate) async fn read(
     info: &ResourceInfo,
     key: &str,
 ) -> Result<Option<(Value, Revision)>, ApiError> {
+    let Some(kv) = get_stored(inner, info, key).await? else {
+        return Ok(None);
+    };
+    Ok(Some((decode_stored(info, &kv)?, kv.mod_revision)))
+}
+
+/// The stored key-value at `key`, timed for the store metrics.
+async fn get_stored(
+    inner: &Inner,
+    info: &ResourceInfo,
+    key: &str,
+) -> Result<Option<KeyValue>, ApiError> {
     let started = std::time::Instant::now();
     let got = inner.store.get(key).await;
     crate::metrics::observe_store("get", &info.qualified(), started);
-    let Some(kv) = got.map_err(internal)? else {
-        return Ok(None);
-    };
-    let object = decode_from_store(&kv)
-        .map_err(|e| ApiError::Internal(format!("corrupt object at {key}: {e}")))?;
-    Ok(Some((info.from_storage(object), kv.mod_revision)))
+    got.map_err(internal)
+}
+
+/// A stored value as an object in `info`'s version.
+fn decode_stored(info: &ResourceInfo, kv: &KeyValue) -> Result<Value, ApiError> {
+    let object = decode_from_store(kv)
+        .map_err(|e| ApiError::Internal(format!("corrupt object at {}: {e}", kv.key)))?;
+    Ok(info.from_storage(object))
 }
 
 /// An object read for a GET's answer.
@@ -102,10 +116,7 @@ pub(crate) async fn read_answer(
     info: &ResourceInfo,
     key: &str,
 ) -> Result<Option<Answer>, ApiError> {
-    let started = std::time::Instant::now();
-    let got = inner.store.get(key).await;
-    crate::metrics::observe_store("get", &info.qualified(), started);
-    let Some(kv) = got.map_err(internal)? else {
+    let Some(kv) = get_stored(inner, info, key).await? else {
         return Ok(None);
     };
     let served_as_stored = info.conversion.is_none() && info.custom.is_none();
@@ -116,9 +127,7 @@ pub(crate) async fn read_answer(
     {
         return Ok(Some(Answer::Cached(cached)));
     }
-    let object = decode_from_store(&kv)
-        .map_err(|e| ApiError::Internal(format!("corrupt object at {key}: {e}")))?;
-    Ok(Some(Answer::Read(info.from_storage(object))))
+    Ok(Some(Answer::Read(decode_stored(info, &kv)?)))
 }
 
 /// Reads an object from the watch cache when it holds one, else from the
@@ -185,15 +194,15 @@ async fn caught_up(inner: &Inner, info: &ResourceInfo, revision: Revision) {
     }
 }
 
-/// The bytes to store for `stored`, and their value offered to the watch
-/// cache until the returned offer is dropped (after the write has reached
-/// the cache), so the cache's feed need not decode them again.
-fn encode_offered(inner: &Inner, info: &ResourceInfo, stored: &Value) -> (Bytes, Option<Offer>) {
-    let bytes = encode_for_store(stored);
+/// The bytes to store for `stored`, and `stored` offered to the watch cache
+/// as their value until the returned offer is dropped (after the write has
+/// reached the cache), so the cache's feed need not decode them again.
+fn encode_offered(inner: &Inner, info: &ResourceInfo, stored: Value) -> (Bytes, Option<Offer>) {
+    let bytes = encode_for_store(&stored);
     let offer = inner
         .cache(info)
         .ok()
-        .map(|cache| cache.offer(&bytes, stored.clone()));
+        .map(|cache| cache.offer(&bytes, stored));
     (bytes, offer)
 }
 
@@ -205,7 +214,7 @@ pub(crate) async fn create(
     object: Value,
 ) -> Result<Value, WriteError> {
     let stored = info.to_storage(object);
-    let (bytes, _offer) = encode_offered(inner, info, &stored);
+    let (bytes, _offer) = encode_offered(inner, info, stored.clone());
     let started = std::time::Instant::now();
     let created = inner.store.create(key, bytes).await;
     crate::metrics::observe_store("create", &info.qualified(), started);
@@ -230,7 +239,7 @@ pub(crate) async fn update(
     expected: Revision,
 ) -> Result<Value, WriteError> {
     let stored = info.to_storage(object);
-    let (bytes, _offer) = encode_offered(inner, info, &stored);
+    let (bytes, _offer) = encode_offered(inner, info, stored.clone());
     let revision = replace_stored(inner, info, key, bytes, expected).await?;
     let mut out = info.from_storage(stored);
     crate::object::set_resource_version(&mut out, revision);
@@ -247,12 +256,7 @@ async fn update_unanswered(
     object: Value,
     expected: Revision,
 ) -> Result<(), WriteError> {
-    let stored = info.to_storage(object);
-    let bytes = encode_for_store(&stored);
-    let _offer = inner
-        .cache(info)
-        .ok()
-        .map(|cache| cache.offer(&bytes, stored));
+    let (bytes, _offer) = encode_offered(inner, info, info.to_storage(object));
     replace_stored(inner, info, key, bytes, expected)
         .await
         .map(drop)
