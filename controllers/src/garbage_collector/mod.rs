@@ -252,8 +252,13 @@ async fn collect_if_owners_gone(shared: &Shared, node: &Node) -> Result<Action, 
         }
         return Ok(Action::Done);
     }
+    // As upstream: an owner waiting for its dependents makes this object go
+    // in the foreground only when it has dependents of its own; a leaf goes
+    // by its own finalizers, as it would when the owner's foreground pass
+    // (`delete_dependents_first`) deletes it first.
     let waiting = states.iter().any(|(_, s)| *s == OwnerState::Waiting);
-    let policy = if waiting || node.has_finalizer(FOREGROUND) {
+    let has_own = !shared.graph().dependents_of(&node.uid).is_empty();
+    let policy = if (waiting && has_own) || node.has_finalizer(FOREGROUND) {
         "Foreground"
     } else if node.has_finalizer(ORPHAN) {
         "Orphan"
