@@ -60,10 +60,7 @@ pub(crate) async fn reap_once(inner: &Inner, ttl: Duration) -> usize {
         if last_seen(&event).is_none_or(|t| t >= cutoff) {
             continue;
         }
-        let Some(revision) = event["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|r| r.parse().ok())
-        else {
+        let Some(revision) = crate::object::resource_version(&event) else {
             continue;
         };
         // A concurrent update (or delete) of the event wins.

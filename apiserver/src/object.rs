@@ -31,6 +31,14 @@ pub(crate) fn set_resource_version(object: &mut Value, revision: Revision) {
     meta_mut(object).insert("resourceVersion".into(), json!(revision.to_string()));
 }
 
+/// `metadata.resourceVersion` of `object` as a store revision (none when
+/// missing or not a number).
+pub(crate) fn resource_version(object: &Value) -> Option<Revision> {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+}
+
 /// The list of `metadata.finalizers` as strings.
 pub(crate) fn finalizers(object: &Value) -> Vec<String> {
     strings(&object["metadata"]["finalizers"])

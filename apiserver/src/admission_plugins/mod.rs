@@ -102,9 +102,7 @@ impl Admitted {
     /// Records that the admitted write was stored as `object` (its quota
     /// charge then lasts until the cache shows that revision).
     pub(crate) fn stored(&mut self, object: &Value) {
-        let revision = object["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|rv| rv.parse().ok());
+        let revision = crate::object::resource_version(object);
         if let (Some(quota), Some(revision)) = (self.quota.as_mut(), revision) {
             quota.stored(revision);
         }

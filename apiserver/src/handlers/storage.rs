@@ -141,14 +141,9 @@ pub(crate) async fn read_cached(
 ) -> Result<Option<(Value, Revision)>, ApiError> {
     if let Ok(cache) = inner.cache(info)
         && let Some(cached) = cache.get(key)
+        && let Some(revision) = cached.resource_version()
     {
-        let object = cached.to_value();
-        if let Some(revision) = object["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|rv| rv.parse::<Revision>().ok())
-        {
-            return Ok(Some((info.from_storage(object), revision)));
-        }
+        return Ok(Some((info.from_storage(cached.to_value()), revision)));
     }
     read(inner, info, key).await
 }

@@ -86,7 +86,7 @@ impl Cached {
     /// The object's `metadata.resourceVersion`.
     pub(crate) fn resource_version(&self) -> Option<Revision> {
         match self {
-            Cached::Decoded(value) => revision_of(value),
+            Cached::Decoded(value) => crate::object::resource_version(value),
             Cached::Encoded(encoded) => encoded.revision,
         }
     }
@@ -140,20 +140,13 @@ impl PartialEq for Cached {
     }
 }
 
-/// `metadata.resourceVersion` of `value`, as a number.
-fn revision_of(value: &Value) -> Option<Revision> {
-    value["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|rv| rv.parse().ok())
-}
-
 impl EncodedObject {
     fn encode(value: &Value) -> Option<Self> {
         let mut json = serde_json::to_vec(&Ordered::new(value)).ok()?;
         json.shrink_to_fit();
         let rest = type_keys_end(value, &json)?;
         Some(Self {
-            revision: revision_of(value),
+            revision: crate::object::resource_version(value),
             json: Bytes::from(json),
             rest: u32::try_from(rest).ok()?,
         })
