@@ -61,7 +61,8 @@ pub use sled_store::{
     DefragPolicy, SledConfig, SledStore, SpaceReserve, StoreStats,
 };
 pub use types::{
-    Event, EventKind, Exhausted, KeyValue, ListResult, Revision, StoreError, WatchStream,
+    Event, EventKind, Exhausted, KeyValue, ListResult, Revision, StoreError, WatchProgress,
+    WatchStream,
 };
 
 use async_trait::async_trait;
@@ -119,6 +120,18 @@ pub trait Store: Send + Sync + 'static {
     /// the previous value. Fails with [`StoreError::Compacted`] (immediately or
     /// later in the stream) when that history is gone.
     fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError>;
+
+    /// [`Store::watch`], with the stream's [`WatchProgress`] when the
+    /// backend keeps one (`None`: it cannot tell, and a consumer must not
+    /// assume it is current past the last change it got). A watch cache
+    /// uses it to serve a consistent read without reading the store.
+    fn watch_with_progress(
+        &self,
+        prefix: &str,
+        from_revision: Revision,
+    ) -> Result<(WatchStream, Option<WatchProgress>), StoreError> {
+        Ok((self.watch(prefix, from_revision)?, None))
+    }
 
     /// Drops history at and below `revision` (the latest value of each live key
     /// is kept) and lets the backend reclaim the space.

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
-use skiff_store::{Event, KeyValue, ListResult, Revision, Store, StoreError, WatchStream};
+use skiff_store::{
+    Event, KeyValue, ListResult, Revision, Store, StoreError, WatchProgress, WatchStream,
+};
 
 use super::config::EncryptionConfiguration;
 use super::transformer::Transformers;
@@ -211,11 +213,22 @@ impl Store for EncryptedStore {
     }
 
     fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError> {
+        Ok(self.watch_with_progress(prefix, from_revision)?.0)
+    }
+
+    /// The raw store's progress holds for the opened stream: each event is
+    /// opened as it passes, so the consumer takes them in the same order.
+    fn watch_with_progress(
+        &self,
+        prefix: &str,
+        from_revision: Revision,
+    ) -> Result<(WatchStream, Option<WatchProgress>), StoreError> {
         let state = self.state.clone();
-        let events = self.raw.watch(prefix, from_revision)?;
-        Ok(events
+        let (events, progress) = self.raw.watch_with_progress(prefix, from_revision)?;
+        let opened = events
             .map(move |event| event.and_then(|e| state.open_event(e)))
-            .boxed())
+            .boxed();
+        Ok((opened, progress))
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {

@@ -1,6 +1,9 @@
 //! GET of one object (read from the store; answered with the watch cache's
 //! copy when that holds the same revision) and LIST of collections (from
-//! the watch cache, with selectors and limit/continue over a snapshot).
+//! the watch cache, with selectors and limit/continue over a snapshot). A
+//! list without resourceVersion is a consistent read, as upstream's: the
+//! cache answers once the store's watch says it is current at the store's
+//! revision, and the store answers when it cannot say so.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -20,6 +23,9 @@ use crate::watch_cache::{Cached, Snapshot, WatchCache};
 
 /// How long a list waits for the cache to reach a requested resourceVersion.
 const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long a consistent list waits for the cache to be current before it
+/// reads the store instead (upstream's watch cache blocks up to 3 s).
+const WAIT_FOR_CURRENT: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info();
@@ -100,7 +106,11 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
         .as_deref()
         .filter(|rv| *rv != "0")
     else {
-        return Ok(cache.snapshot());
+        return match ctx.params.resource_version.as_deref() {
+            // "0": any state the cache holds.
+            Some(_) => Ok(cache.snapshot()),
+            None => consistent_snapshot(ctx, &cache).await,
+        };
     };
     let rv: Revision = rv
         .parse()
@@ -126,9 +136,20 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
     if cache.wait_for(rv, WAIT_FOR_REVISION).await {
         return Ok(cache.snapshot());
     }
-    // The version came from a write elsewhere in the store; this resource's
-    // cache has nothing newer to wait for, so read the store itself.
+    // Not there in time (a store that reports no watch progress, so a
+    // version from a write elsewhere never shows here): read the store.
     store_snapshot(ctx, &cache).await
+}
+
+/// A snapshot at least as new as the store is now, as a list without
+/// resourceVersion must be (upstream's consistent read): the cache's, once
+/// it is current at the store's revision, else the store's own.
+async fn consistent_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, ApiError> {
+    let now = ctx.inner.store.current_revision();
+    if cache.wait_current(now, WAIT_FOR_CURRENT).await {
+        return Ok(cache.snapshot());
+    }
+    store_snapshot(ctx, cache).await
 }
 
 /// A snapshot of the whole resource read from the store, retained so its

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use imbl::OrdMap;
 use serde_json::Value;
-use skiff_store::{EventKind, KeyValue, Store, StoreError};
+use skiff_store::{EventKind, KeyValue, Revision, Store, StoreError, WatchProgress};
 use tokio::sync::watch;
 
 use super::{Cached, ChangeKind, WatchCache};
@@ -59,8 +59,10 @@ impl WatchCache {
                 return;
             }
             let from = self.revision();
-            let mut stream = match store.watch(self.prefix(), from) {
-                Ok(s) => s,
+            let (mut stream, mut store_progress) = match store
+                .watch_with_progress(self.prefix(), from)
+            {
+                Ok(watching) => watching,
                 Err(StoreError::Closed) => return,
                 Err(e) => {
                     tracing::warn!(prefix = %self.prefix(), error = %e, "store watch failed; re-listing");
@@ -68,9 +70,11 @@ impl WatchCache {
                     continue;
                 }
             };
+            self.keeps_progress(store_progress.is_some());
             loop {
                 tokio::select! {
                     _ = shutdown.changed() => return,
+                    Some(revision) = progressed(&mut store_progress) => self.progressed(revision),
                     next = stream.next() => match next {
                         Some(Ok(event)) => {
                             let revision = event.revision();
@@ -90,6 +94,7 @@ impl WatchCache {
                     }
                 }
             }
+            self.keeps_progress(false);
             self.relist(store.as_ref()).await;
         }
     }
@@ -115,4 +120,16 @@ impl WatchCache {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
+}
+
+/// The next revision the store's watch reports it has delivered through;
+/// never, for a store that keeps no progress or a stream that ended (its
+/// end comes through the stream itself).
+async fn progressed(progress: &mut Option<WatchProgress>) -> Option<Revision> {
+    if let Some(progress) = progress
+        && progress.changed().await.is_ok()
+    {
+        return Some(*progress.borrow_and_update());
+    }
+    std::future::pending().await
 }

@@ -10,6 +10,7 @@ mod feed;
 mod handoff;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -302,7 +303,13 @@ pub(crate) struct WatchCache {
     form: CacheForm,
     snapshot_ttl: Duration,
     state: RwLock<State>,
+    /// The revision the cache is current at: its last change's, or past
+    /// it as far as the store's watch reports it delivered every change
+    /// of this prefix (see [`WatchCache::progressed`]).
     progress: watch::Sender<Revision>,
+    /// Whether the feed's store watch reports its progress now, so a
+    /// consistent read may wait on `progress` instead of reading the store.
+    keeps_progress: AtomicBool,
     /// Values handlers have just written, so the feed need not decode them.
     offers: handoff::Offers,
 }
@@ -335,6 +342,7 @@ impl WatchCache {
                 retained: BTreeMap::new(),
             }),
             progress,
+            keeps_progress: AtomicBool::new(false),
             offers: handoff::Offers::default(),
         })
     }
@@ -348,9 +356,32 @@ impl WatchCache {
         self.form
     }
 
-    /// The revision the cache is current at.
+    /// The revision of the cache's last change.
     pub(crate) fn revision(&self) -> Revision {
         self.state.read().revision
+    }
+
+    /// The store's watch delivered every change of this prefix up to
+    /// `revision` and the feed applied them: the cache is current there.
+    pub(crate) fn progressed(&self, revision: Revision) {
+        self.progress.send_if_modified(|at| {
+            let moved = *at < revision;
+            *at = revision.max(*at);
+            moved
+        });
+    }
+
+    /// Says whether the feed's store watch reports its progress.
+    pub(crate) fn keeps_progress(&self, keeps: bool) {
+        self.keeps_progress.store(keeps, Ordering::Release);
+    }
+
+    /// Waits until the cache is current at `revision` by the store's own
+    /// account (or `timeout` passes); whether it is. Never, while the
+    /// store's watch reports no progress: a revision written under another
+    /// prefix may then never show here.
+    pub(crate) async fn wait_current(&self, revision: Revision, timeout: Duration) -> bool {
+        self.keeps_progress.load(Ordering::Acquire) && self.wait_for(revision, timeout).await
     }
 
     /// Replaces the whole content (after a (re)list). History is dropped and
@@ -436,12 +467,17 @@ impl WatchCache {
         self.state.read().objects.get(key).cloned()
     }
 
-    /// The current objects.
+    /// The current objects, at the revision the cache is current at (past
+    /// its last change when the store reported progress: nothing of this
+    /// prefix changed in between).
     pub(crate) fn snapshot(&self) -> Snapshot {
         let state = self.state.read();
+        // Read under the lock: progress is reported only after the changes
+        // up to it were applied, so the state holds all of them.
+        let current = *self.progress.borrow();
         Snapshot {
             objects: state.objects.clone(),
-            revision: state.revision,
+            revision: state.revision.max(current),
         }
     }
 
@@ -634,6 +670,34 @@ mod tests {
         assert_eq!(c.snapshot().objects.len(), 0);
         assert_eq!(c.snapshot_at(11).unwrap().objects.len(), 1);
         assert!(c.snapshot_at(5).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_cache_is_current_past_its_last_change_only_by_the_stores_progress() {
+        let c = cache();
+        let quick = Duration::from_millis(20);
+        // No progress reported yet: even its own revision is not "current"
+        // by the store's account.
+        assert!(!c.wait_current(10, quick).await);
+        c.keeps_progress(true);
+        assert!(c.wait_current(10, quick).await);
+        assert!(!c.wait_current(12, quick).await);
+        c.progressed(12);
+        assert!(c.wait_current(12, quick).await);
+        assert_eq!(c.snapshot().revision, 12);
+        assert_eq!(c.revision(), 10);
+        // Progress never moves back, and a change past it leads again.
+        c.progressed(11);
+        assert_eq!(c.snapshot().revision, 12);
+        c.apply(
+            14,
+            ChangeKind::Put,
+            "/p/a".into(),
+            Some(json!({"metadata": {"name": "a"}})),
+        );
+        assert_eq!(c.snapshot().revision, 14);
+        c.keeps_progress(false);
+        assert!(!c.wait_current(14, quick).await);
     }
 
     #[tokio::test]

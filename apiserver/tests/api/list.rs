@@ -150,6 +150,51 @@ async fn expired_continue_is_410() {
 }
 
 #[tokio::test]
+async fn a_list_without_a_version_is_as_new_as_the_store() {
+    use skiff_store::Store;
+    let s = TestServer::new().await;
+    s.configmap("default", "a", json!({})).await;
+    // Written straight to the store, as another server of the cluster
+    // would: the list, asked for right after, must already show it (the
+    // test's runtime runs one task, so the cache's feed has not seen the
+    // write before the list reads).
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "b", "namespace": "default", "uid": "b-uid",
+            "creationTimestamp": "2026-01-01T00:00:00Z"}});
+    let written = s
+        .store
+        .create(
+            "/registry/core/configmaps/default/b",
+            serde_json::to_vec(&object).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    let list = s.get_ok(CMS).await;
+    assert_eq!(item_names(&list), vec!["a", "b"]);
+    assert_eq!(
+        list["metadata"]["resourceVersion"],
+        written.mod_revision.to_string()
+    );
+
+    // A later write elsewhere: the list is at the store's revision, not
+    // at its own last change.
+    let elsewhere = s
+        .store
+        .create("/registry/core/secrets/default/x", b"{}".to_vec().into())
+        .await
+        .unwrap();
+    let list = s.get_ok(CMS).await;
+    assert_eq!(item_names(&list), vec!["a", "b"]);
+    assert_eq!(
+        list["metadata"]["resourceVersion"],
+        elsewhere.mod_revision.to_string()
+    );
+    // "0" asks for any state the server has: no wait, no store read.
+    let any = s.get_ok(&format!("{CMS}?resourceVersion=0")).await;
+    assert_eq!(item_names(&any), vec!["a", "b"]);
+}
+
+#[tokio::test]
 async fn list_at_a_version_from_another_resource() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;

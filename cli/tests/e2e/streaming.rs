@@ -239,22 +239,34 @@ fn scenario(server: &Server) {
     // port-forward: an HTTP GET through the forwarded port.
     wait_running(server, "web");
     let local_port = super::support::free_port();
+    // kubectl's own account of the session, shown when the forward fails.
+    let forward_log = server.data_dir().join("port-forward.log");
     let mut forward = server
         .admin()
         .command(&["port-forward", "pod/web", &format!("{local_port}:8080")])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&forward_log).expect("port-forward log"))
         .spawn()
         .expect("kubectl port-forward");
-    let reply = eventually(Duration::from_secs(30), "port-forward answers", || {
-        let mut tcp = TcpStream::connect(("127.0.0.1", local_port)).ok()?;
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        tcp.write_all(b"GET /index.html HTTP/1.0\r\nHost: web\r\n\r\n")
-            .ok()?;
-        let mut reply = String::new();
-        tcp.read_to_string(&mut reply).ok()?;
-        reply.contains("hello-from-httpd").then_some(reply)
-    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let reply = loop {
+        let attempt = forwarded_get(local_port);
+        match attempt {
+            Ok(reply) if reply.contains("hello-from-httpd") => break reply,
+            _ if Instant::now() < deadline => {}
+            last => {
+                let said = std::fs::read_to_string(&forward_log).unwrap_or_default();
+                panic!(
+                    "no answer through port-forward; last attempt {last:?}; kubectl said: {said}"
+                );
+            }
+        }
+        if let Ok(Some(status)) = forward.try_wait() {
+            let said = std::fs::read_to_string(&forward_log).unwrap_or_default();
+            panic!("kubectl port-forward exited ({status}): {said}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let _ = forward.kill();
     let _ = forward.wait();
     assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
@@ -287,6 +299,16 @@ fn scenario(server: &Server) {
     );
     let err = server.kubectl_err(&["exec", "floating", "--", "true"]);
     assert!(err.contains("does not have a host assigned"), "{err}");
+}
+
+/// One HTTP GET through a forwarded local port: the whole reply.
+fn forwarded_get(local_port: u16) -> std::io::Result<String> {
+    let mut tcp = TcpStream::connect(("127.0.0.1", local_port))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    tcp.write_all(b"GET /index.html HTTP/1.0\r\nHost: web\r\n\r\n")?;
+    let mut reply = String::new();
+    tcp.read_to_string(&mut reply)?;
+    Ok(reply)
 }
 
 /// Writes a file under the server's data dir; returns its path.

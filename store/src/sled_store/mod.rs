@@ -35,7 +35,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
-use crate::{KeyValue, ListResult, Revision, Store, StoreError, WatchStream};
+use crate::{KeyValue, ListResult, Revision, Store, StoreError, WatchProgress, WatchStream};
 use codec::decode_u64;
 use committer::{Committer, Recovered, Request, WriteOp};
 use compactor::Compactor;
@@ -413,6 +413,14 @@ impl Store for SledStore {
     }
 
     fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError> {
+        Ok(self.watch_with_progress(prefix, from_revision)?.0)
+    }
+
+    fn watch_with_progress(
+        &self,
+        prefix: &str,
+        from_revision: Revision,
+    ) -> Result<(WatchStream, Option<WatchProgress>), StoreError> {
         let shared = &self.handle.shared;
         let compact = shared.compact_revision();
         if from_revision < compact {
@@ -421,7 +429,8 @@ impl Store for SledStore {
                 compact_revision: compact,
             });
         }
-        Ok(watch::stream(shared.clone(), prefix, from_revision))
+        let (stream, progress) = watch::stream(shared.clone(), prefix, from_revision);
+        Ok((stream, Some(progress)))
     }
 
     /// Compacts up to `revision`, clamped to the current revision (history

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::reader;
 use super::ring::RingRead;
 use super::state::Shared;
-use crate::{Event, Revision, StoreError, WatchStream};
+use crate::{Event, Revision, StoreError, WatchProgress, WatchStream};
 
 /// Revisions examined per refill, so one refill stays short and a watcher
 /// far behind holds a bounded buffer.
@@ -25,6 +25,9 @@ struct Watcher {
     cursor: Revision,
     buffer: VecDeque<Event>,
     notify: watch::Receiver<Revision>,
+    /// The cursor as of the consumer's latest request with nothing left
+    /// buffered: all it was given up to there it has taken.
+    progress: watch::Sender<Revision>,
     /// The store closed: deliver what is published, then end.
     closing: bool,
     done: bool,
@@ -78,6 +81,14 @@ impl Watcher {
             if let Some(event) = self.buffer.pop_front() {
                 return Some(Ok(event));
             }
+            // Asked again with nothing buffered: every event up to the
+            // cursor went out and the consumer came back for more.
+            let cursor = self.cursor;
+            self.progress.send_if_modified(|at| {
+                let moved = *at < cursor;
+                *at = cursor.max(*at);
+                moved
+            });
             if self.done {
                 return None;
             }
@@ -101,9 +112,16 @@ impl Watcher {
     }
 }
 
-/// A stream of changes under `prefix` after `from_revision`.
-pub(crate) fn stream(shared: Arc<Shared>, prefix: &str, from_revision: Revision) -> WatchStream {
+/// A stream of changes under `prefix` after `from_revision`, with its
+/// progress.
+pub(crate) fn stream(
+    shared: Arc<Shared>,
+    prefix: &str,
+    from_revision: Revision,
+) -> (WatchStream, WatchProgress) {
+    let (progress, progressed) = watch::channel(from_revision);
     let watcher = Watcher {
+        progress,
         notify: shared.notify.clone(),
         shared,
         prefix: prefix.into(),
@@ -112,9 +130,10 @@ pub(crate) fn stream(shared: Arc<Shared>, prefix: &str, from_revision: Revision)
         closing: false,
         done: false,
     };
-    futures::stream::unfold(watcher, |mut watcher| async move {
+    let stream = futures::stream::unfold(watcher, |mut watcher| async move {
         let item = watcher.next().await?;
         Some((item, watcher))
     })
-    .boxed()
+    .boxed();
+    (stream, progressed)
 }

@@ -92,3 +92,44 @@ async fn watch_streams_end_when_the_store_closes() {
     .expect("stream ends after close");
     assert!(end.is_none());
 }
+
+/// Polls `watch` until it has nothing to give within a short while (the
+/// consumer is idle); what it gave meanwhile.
+async fn drain_idle(watch: &mut skiff_store::WatchStream) -> Vec<skiff_store::Event> {
+    let mut got = Vec::new();
+    while let Ok(Some(event)) = tokio::time::timeout(
+        std::time::Duration::from_millis(100),
+        futures::StreamExt::next(watch),
+    )
+    .await
+    {
+        got.push(event.unwrap());
+    }
+    got
+}
+
+#[tokio::test]
+async fn progress_passes_other_prefixes_writes_but_never_an_event_not_yet_taken() {
+    let dir = tmp();
+    let store = open(dir.path());
+    let start = store.current_revision();
+    let (mut watch, progress) = store.watch_with_progress("a/", start).unwrap();
+    let progress = progress.expect("sled keeps progress");
+    assert_eq!(*progress.borrow(), start);
+
+    // Writes elsewhere: once the idle consumer polls, it is current there.
+    store.create("b/1", v("x")).await.unwrap();
+    store.create("b/2", v("x")).await.unwrap();
+    assert!(drain_idle(&mut watch).await.is_empty());
+    assert_eq!(*progress.borrow(), store.current_revision());
+
+    // A change of its own: progress stays below it until the consumer
+    // took it and came back.
+    let own = store.create("a/1", v("x")).await.unwrap().mod_revision;
+    store.create("b/3", v("x")).await.unwrap();
+    let first = next(&mut watch).await.unwrap();
+    assert_eq!(first.revision(), own);
+    assert!(*progress.borrow() < own, "{} >= {own}", *progress.borrow());
+    assert!(drain_idle(&mut watch).await.is_empty());
+    assert_eq!(*progress.borrow(), store.current_revision());
+}
