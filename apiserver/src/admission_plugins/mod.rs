@@ -71,6 +71,7 @@ pub(crate) enum Operation {
 }
 
 /// One write, as the plugins see it.
+#[derive(Clone, Copy)]
 pub(crate) struct WriteRequest<'a> {
     pub user: &'a UserInfo,
     /// Where plugins leave warnings and audit annotations.

@@ -1,72 +1,43 @@
 //! Sled-only write behaviour: group commit and statistics. The trait's
 //! read and write rules are checked on every backend in `tests/conformance/`.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use skiff_store::Store;
 
-use super::common::{open, take, tmp};
+use super::common::{open, tmp};
 
 fn v(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
+/// Revisions and what watch delivers under concurrent writers are checked
+/// on every backend (`conformance::api`); here, that sustained writers'
+/// commits share flushes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_writers_get_distinct_increasing_revisions_that_watch_confirms() {
+async fn concurrent_writers_share_flushes() {
     const WRITERS: usize = 64;
     const EACH: usize = 20;
     let dir = tmp();
     let store = Arc::new(open(dir.path()));
-    let start = store.current_revision();
-    let mut watch = store.watch("w/", start).unwrap();
     let before = store.stats().unwrap();
     let tasks: Vec<_> = (0..WRITERS)
         .map(|w| {
             let store = store.clone();
             tokio::spawn(async move {
-                let mut acks = Vec::new();
                 for i in 0..EACH {
-                    let key = format!("w/{w}/{i}");
-                    let kv = store.create(&key, Bytes::from(key.clone())).await.unwrap();
-                    acks.push((key, kv.mod_revision));
+                    store.create(&format!("w/{w}/{i}"), v("x")).await.unwrap();
                 }
-                acks
             })
         })
         .collect();
-    let mut acks = Vec::new();
     for task in tasks {
-        let mine = task.await.unwrap();
-        assert!(
-            mine.windows(2).all(|w| w[0].1 < w[1].1),
-            "one writer's revisions increase"
-        );
-        acks.extend(mine);
+        task.await.unwrap();
     }
     let total = WRITERS * EACH;
-    let revisions: HashSet<u64> = acks.iter().map(|a| a.1).collect();
-    assert_eq!(revisions.len(), total, "every write got its own revision");
-    assert_eq!(*revisions.iter().max().unwrap(), start + total as u64);
-
-    let events = take(&mut watch, total).await;
-    assert!(
-        events
-            .windows(2)
-            .all(|w| w[0].revision() + 1 == w[1].revision())
-    );
-    let delivered: HashSet<(String, u64)> = events
-        .iter()
-        .map(|e| (e.kv.key.clone(), e.revision()))
-        .collect();
-    let acked: HashSet<(String, u64)> = acks.into_iter().collect();
-    assert_eq!(
-        delivered, acked,
-        "each ack's revision is what watch delivers"
-    );
-
     let after = store.stats().unwrap();
+    assert_eq!(after.writes - before.writes, total as u64);
     let flushes = after.flushes - before.flushes;
     assert!(
         flushes * 4 < total as u64,

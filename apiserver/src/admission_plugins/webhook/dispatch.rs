@@ -98,7 +98,7 @@ async fn call_mutating(
         return Ok(Outcome::Skipped);
     };
     let sent = &invocation.resource;
-    let mut in_hook_version = convert(attributes.info, sent, object);
+    let mut in_hook_version = convert(attributes.request.info, sent, object);
     let verdict = match call(inner, hook, attributes, sent, Some(&in_hook_version), true).await {
         Ok(verdict) => verdict,
         Err(error) => {
@@ -117,7 +117,7 @@ async fn call_mutating(
     let changed = patch::apply(&hook.name, &mut in_hook_version, &patch)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     if changed {
-        *object = convert(sent, attributes.info, &in_hook_version);
+        *object = convert(sent, attributes.request.info, &in_hook_version);
     }
     annotate_mutation(hook, attributes, round, index, changed);
     Ok(Outcome::Called { changed })
@@ -135,7 +135,7 @@ async fn call_validating(
         return Ok(());
     };
     let sent = &invocation.resource;
-    let in_hook_version = object.map(|o| convert(attributes.info, sent, o));
+    let in_hook_version = object.map(|o| convert(attributes.request.info, sent, o));
     let verdict = match call(
         inner,
         hook,
@@ -179,7 +179,7 @@ async fn invocation(
             return Ok(None);
         }
     };
-    if attributes.dry_run && !hook.dry_run_safe() {
+    if attributes.request.dry_run && !hook.dry_run_safe() {
         return Err(ApiError::BadRequest(format!(
             "admission webhook \"{}\" does not support dry run",
             hook.name
@@ -212,9 +212,10 @@ async fn call(
         ));
     }
     let old_in_hook_version = attributes
+        .request
         .old
-        .filter(|_| attributes.operation != crate::admission_plugins::Operation::Create)
-        .map(|old| convert(attributes.info, sent, old));
+        .filter(|_| attributes.request.operation != crate::admission_plugins::Operation::Create)
+        .map(|old| convert(attributes.request.info, sent, old));
     let request = review::request(attributes, sent, object, old_in_hook_version.as_ref());
     let target = target::resolve(inner, hook.endpoint.as_ref(), hook.timeout.as_secs())
         .map_err(|(url, e)| CallError(format!("failed to call webhook: Post \"{url}\": {e}")))?;
@@ -254,7 +255,7 @@ fn fail(
     }
     tracing::warn!(webhook = %hook.name, error = %error.0, "webhook call failed, failing open");
     let kind = if mutating { "mutation" } else { "validating" };
-    attributes.notes.annotate(
+    attributes.request.notes.annotate(
         format!("failed-open.{kind}.webhook.admission.k8s.io/round_{round}_index_{index}"),
         hook.name.clone(),
     );
@@ -265,10 +266,11 @@ fn fail(
 /// audit log (keyed `<webhook name>/<key>`, as upstream prefixes them).
 fn relay(hook: &Hook, attributes: &Attributes<'_>, verdict: &review::Verdict) {
     for warning in &verdict.warnings {
-        attributes.notes.warn(warning.clone());
+        attributes.request.notes.warn(warning.clone());
     }
     for (key, value) in &verdict.audit_annotations {
         attributes
+            .request
             .notes
             .annotate(format!("{}/{key}", hook.name), value.clone());
     }
@@ -285,7 +287,7 @@ fn annotate_mutation(
 ) {
     let value =
         json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": mutated});
-    attributes.notes.annotate(
+    attributes.request.notes.annotate(
         format!("mutation.webhook.admission.k8s.io/round_{round}_index_{index}"),
         value.to_string(),
     );

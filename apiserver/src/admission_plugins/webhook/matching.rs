@@ -83,13 +83,17 @@ fn matching_resource(
     attributes: &Attributes<'_>,
     namespace: &str,
 ) -> Option<Arc<ResourceInfo>> {
-    let info = attributes.info;
-    let subresource = attributes.subresource.map(|s| s.name()).unwrap_or("");
+    let info = attributes.request.info;
+    let subresource = attributes
+        .request
+        .subresource
+        .map(|s| s.name())
+        .unwrap_or("");
     let request = |candidate: &ResourceInfo| -> bool {
         rules_match(
             hook,
             &Request {
-                operation: operation_name(attributes.operation),
+                operation: operation_name(attributes.request.operation),
                 group: candidate.group,
                 version: candidate.version,
                 resource: candidate.resource,
@@ -139,7 +143,10 @@ async fn namespace_selected(
     object: Option<&Value>,
     namespace: &str,
 ) -> Result<bool, ApiError> {
-    let is_namespace = attributes.info.is(crate::kinds::Namespaces::RESOURCE);
+    let is_namespace = attributes
+        .request
+        .info
+        .is(crate::kinds::Namespaces::RESOURCE);
     if selector.is_empty() || (namespace.is_empty() && !is_namespace) {
         return Ok(true);
     }
@@ -154,7 +161,7 @@ async fn namespace_selected(
     let stored = storage::lookup(inner, &ns_info, &ns_info.key(None, namespace)).await?;
     let labels = match &stored {
         Some(ns) => labels_of(ns),
-        None => match attributes.old.filter(|_| is_namespace) {
+        None => match attributes.request.old.filter(|_| is_namespace) {
             Some(old) => labels_of(old),
             None => {
                 return Err(ApiError::Internal(format!(
@@ -201,7 +208,7 @@ pub(super) async fn should_call(
     {
         return Ok(None);
     }
-    if !object_selected(objects, object, attributes.old) {
+    if !object_selected(objects, object, attributes.request.old) {
         return Ok(None);
     }
     Ok(Some(Invocation { resource }))

@@ -29,10 +29,8 @@ pub(crate) mod target;
 
 use serde_json::Value;
 
-use super::{Operation, WriteRequest};
-use crate::authn::UserInfo;
-use crate::registry::{ResourceInfo, Subresource};
-use crate::request_notes::RequestNotes;
+use super::WriteRequest;
+use crate::registry::Subresource;
 use crate::server::Inner;
 use crate::status::ApiError;
 
@@ -42,17 +40,10 @@ pub(crate) use source::WebhookSource;
 /// The group whose objects no webhook is asked about.
 const EXEMPT_GROUP: &str = "admissionregistration.k8s.io";
 
-/// One write as the webhooks are told about it.
+/// One write as the webhooks are told about it: the plugins' view, and
+/// the write's `fieldManager` for the request's options.
 pub(crate) struct Attributes<'a> {
-    pub user: &'a UserInfo,
-    pub notes: &'a RequestNotes,
-    pub operation: Operation,
-    pub info: &'a ResourceInfo,
-    pub subresource: Option<Subresource>,
-    /// The stored object (updates and deletes).
-    pub old: Option<&'a Value>,
-    pub dry_run: bool,
-    /// The `fieldManager` of the write, for the request's options.
+    pub request: WriteRequest<'a>,
     pub field_manager: Option<&'a str>,
 }
 
@@ -60,38 +51,32 @@ impl<'a> Attributes<'a> {
     /// The webhooks' view of `request`, a write by `field_manager`.
     pub(crate) fn of(request: &WriteRequest<'a>, field_manager: Option<&'a str>) -> Self {
         Self {
-            user: request.user,
-            notes: request.notes,
-            operation: request.operation,
-            info: request.info,
-            subresource: request.subresource,
-            old: request.old,
-            dry_run: request.dry_run,
+            request: *request,
             field_manager,
         }
     }
 
     fn exempt(&self) -> bool {
-        self.info.group == EXEMPT_GROUP
+        self.request.info.group == EXEMPT_GROUP
     }
 
     /// The namespace the request is in: a namespaced object's, or a
     /// Namespace's own name (as upstream puts it in the attributes).
     fn namespace(&self, object: Option<&Value>) -> String {
         let of = |o: &Value| o["metadata"]["namespace"].as_str().map(String::from);
-        if self.info.is(crate::kinds::Namespaces::RESOURCE) {
+        if self.request.info.is(crate::kinds::Namespaces::RESOURCE) {
             return object
-                .or(self.old)
+                .or(self.request.old)
                 .and_then(|o| o["metadata"]["name"].as_str())
                 .unwrap_or("")
                 .to_string();
         }
-        if !self.info.namespaced {
+        if !self.request.info.namespaced {
             return String::new();
         }
         object
             .and_then(of)
-            .or_else(|| self.old.and_then(of))
+            .or_else(|| self.request.old.and_then(of))
             .unwrap_or_default()
     }
 }
@@ -131,7 +116,10 @@ pub(crate) async fn validate(inner: &Inner, request: &WriteRequest<'_>) -> Resul
         let new = request.new.map(scale);
         let old = request.old.map(scale);
         let attributes = Attributes {
-            old: old.as_ref(),
+            request: WriteRequest {
+                old: old.as_ref(),
+                ..*request
+            },
             ..attributes
         };
         return dispatch::validate(inner, &hooks, &attributes, new.as_ref()).await;

@@ -33,7 +33,7 @@ fn group_version_resource(info: &ResourceInfo) -> Value {
 
 /// The kind a request through `info` (and its subresource) speaks.
 fn kind_of(attributes: &Attributes<'_>, info: &ResourceInfo) -> Value {
-    match attributes.subresource.and_then(|s| s.kind()) {
+    match attributes.request.subresource.and_then(|s| s.kind()) {
         Some((group, version, kind)) => group_version_kind(group, version, kind),
         None => group_version_kind(info.group, info.version, info.kind),
     }
@@ -41,13 +41,13 @@ fn kind_of(attributes: &Attributes<'_>, info: &ResourceInfo) -> Value {
 
 /// The options object upstream sends for the operation.
 fn options(attributes: &Attributes<'_>) -> Value {
-    let kind = match attributes.operation {
+    let kind = match attributes.request.operation {
         Operation::Create => "CreateOptions",
         Operation::Update => "UpdateOptions",
         Operation::Delete => "DeleteOptions",
     };
     let mut options = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
-    if attributes.dry_run {
+    if attributes.request.dry_run {
         options["dryRun"] = json!(["All"]);
     }
     if let Some(manager) = attributes.field_manager.filter(|_| kind != "DeleteOptions") {
@@ -73,17 +73,17 @@ pub(super) fn request(
         "uid": uid,
         "kind": kind_of(attributes, sent),
         "resource": group_version_resource(sent),
-        "requestKind": kind_of(attributes, attributes.info),
-        "requestResource": group_version_resource(attributes.info),
+        "requestKind": kind_of(attributes, attributes.request.info),
+        "requestResource": group_version_resource(attributes.request.info),
         "name": name,
-        "operation": operation_name(attributes.operation),
-        "userInfo": user_info(attributes.user),
+        "operation": operation_name(attributes.request.operation),
+        "userInfo": user_info(attributes.request.user),
         "object": object.cloned().unwrap_or(Value::Null),
         "oldObject": old.cloned().unwrap_or(Value::Null),
-        "dryRun": attributes.dry_run,
+        "dryRun": attributes.request.dry_run,
         "options": options(attributes),
     });
-    if let Some(sub) = attributes.subresource {
+    if let Some(sub) = attributes.request.subresource {
         request["subResource"] = json!(sub.name());
         request["requestSubResource"] = json!(sub.name());
     }

@@ -45,6 +45,31 @@ struct Running {
     _dir: tempfile::TempDir,
 }
 
+impl Running {
+    /// One request to this node over TLS trusting its CA, as `client` (a
+    /// certificate and key, or none); the raw answer.
+    async fn call(&self, client: Option<(String, String)>, method: &str, path: &str) -> String {
+        request(self.port, &self.ca.cert_pem, client, method, path)
+            .await
+            .unwrap()
+    }
+
+    /// A GET as the user the node's API server client certificate names.
+    async fn get_as_api_server(&self, path: &str) -> String {
+        let admin = self.ca.client_cert("kube-apiserver-kubelet-client", &[]);
+        self.call(Some(admin), "GET", path).await
+    }
+}
+
+/// Asserts `answer` is the node's 403 naming the caller's attributes.
+fn assert_forbidden(answer: &str, attributes: &str) {
+    assert_eq!(status_code(answer), 403, "{answer}");
+    assert!(
+        answer.contains(&format!("Forbidden ({attributes})")),
+        "{answer}"
+    );
+}
+
 async fn start() -> Running {
     let reviewer = Arc::new(OneUser {
         allowed: "kube-apiserver-kubelet-client",
@@ -158,9 +183,7 @@ async fn callers_without_a_valid_allowed_certificate_are_refused() {
     let logs = "/containerLogs/default/missing/main";
 
     // No client certificate: the handshake completes, the request is 401.
-    let answer = request(node.port, &node.ca.cert_pem, None, "GET", logs)
-        .await
-        .unwrap();
+    let answer = node.call(None, "GET", logs).await;
     assert_eq!(status_code(&answer), 401, "{answer}");
     assert!(answer.contains("\"reason\":\"Unauthorized\""), "{answer}");
 
@@ -180,21 +203,10 @@ async fn callers_without_a_valid_allowed_certificate_are_refused() {
         "system:serviceaccount:default:sneaky",
         &["system:serviceaccounts"],
     );
-    let answer = request(
-        node.port,
-        &node.ca.cert_pem,
-        Some(other),
-        "POST",
-        "/exec/default/p/c",
-    )
-    .await
-    .unwrap();
-    assert_eq!(status_code(&answer), 403, "{answer}");
-    assert!(
-        answer.contains(
-            "Forbidden (user=system:serviceaccount:default:sneaky, verb=create, resource=nodes, subresource(s)=[proxy])"
-        ),
-        "{answer}"
+    let answer = node.call(Some(other), "POST", "/exec/default/p/c").await;
+    assert_forbidden(
+        &answer,
+        "user=system:serviceaccount:default:sneaky, verb=create, resource=nodes, subresource(s)=[proxy]",
     );
 
     // None of the refused callers reached a handler; the unknown-CA one
@@ -210,10 +222,7 @@ async fn callers_without_a_valid_allowed_certificate_are_refused() {
     assert_eq!(asked, ["system:serviceaccount:default:sneaky create proxy"]);
 
     // The allowed user gets through to the handler (no such pod: 404).
-    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
-    let answer = request(node.port, &node.ca.cert_pem, Some(admin), "GET", logs)
-        .await
-        .unwrap();
+    let answer = node.get_as_api_server(logs).await;
     assert_eq!(status_code(&answer), 404, "{answer}");
     let (user, action) = node.reviewer.asked.lock().unwrap().last().cloned().unwrap();
     assert_eq!(user, "kube-apiserver-kubelet-client");
@@ -224,31 +233,16 @@ async fn callers_without_a_valid_allowed_certificate_are_refused() {
 #[tokio::test]
 async fn metrics_are_served_to_callers_allowed_nodes_metrics() {
     let node = start().await;
-    let answer = request(node.port, &node.ca.cert_pem, None, "GET", "/metrics")
-        .await
-        .unwrap();
+    let answer = node.call(None, "GET", "/metrics").await;
     assert_eq!(status_code(&answer), 401, "{answer}");
     let other = node.ca.client_cert("alice", &["system:authenticated"]);
-    let answer = request(node.port, &node.ca.cert_pem, Some(other), "GET", "/metrics")
-        .await
-        .unwrap();
-    assert_eq!(status_code(&answer), 403, "{answer}");
-    assert!(
-        answer
-            .contains("Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[metrics])"),
-        "{answer}"
+    let answer = node.call(Some(other), "GET", "/metrics").await;
+    assert_forbidden(
+        &answer,
+        "user=alice, verb=get, resource=nodes, subresource(s)=[metrics]",
     );
 
-    let allowed = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
-    let answer = request(
-        node.port,
-        &node.ca.cert_pem,
-        Some(allowed),
-        "GET",
-        "/metrics",
-    )
-    .await
-    .unwrap();
+    let answer = node.get_as_api_server("/metrics").await;
     assert_eq!(status_code(&answer), 200, "{answer}");
     assert!(answer.contains("text/plain; version=0.0.4"), "{answer}");
     let (_, body) = answer.split_once("\r\n\r\n").expect("a body");
@@ -365,16 +359,9 @@ async fn decisions_come_from_subject_access_reviews_and_fail_closed() {
         unused.clone(),
     )
     .await;
-    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
-    let answer = request(
-        node.port,
-        &node.ca.cert_pem,
-        Some(admin),
-        "GET",
-        "/containerLogs/default/missing/main",
-    )
-    .await
-    .unwrap();
+    let answer = node
+        .get_as_api_server("/containerLogs/default/missing/main")
+        .await;
     // Allowed by the API server: the handler answers (no such pod).
     assert_eq!(status_code(&answer), 404, "{answer}");
     let _ = node.stop.send(true);
@@ -383,16 +370,9 @@ async fn decisions_come_from_subject_access_reviews_and_fail_closed() {
     let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
     let dead = kube::Client::try_from(config).unwrap();
     let node = start_with(Arc::new(SubjectAccessReviewer::new(dead, "n1")), unused).await;
-    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
-    let answer = request(
-        node.port,
-        &node.ca.cert_pem,
-        Some(admin),
-        "GET",
-        "/containerLogs/default/missing/main",
-    )
-    .await
-    .unwrap();
+    let answer = node
+        .get_as_api_server("/containerLogs/default/missing/main")
+        .await;
     assert_eq!(status_code(&answer), 500, "{answer}");
     assert!(
         answer.contains("Authorization error (user=kube-apiserver-kubelet-client, verb=get, resource=nodes, subresource(s)=[proxy])"),
@@ -412,36 +392,16 @@ async fn resource_usage_needs_nodes_stats_or_metrics() {
         ("/stats/summary", "stats"),
         ("/metrics/resource", "metrics"),
     ] {
-        let answer = request(
-            node.port,
-            &node.ca.cert_pem,
-            Some(other.clone()),
-            "GET",
-            path,
-        )
-        .await
-        .unwrap();
-        assert_eq!(status_code(&answer), 403, "{answer}");
-        assert!(
-            answer.contains(&format!(
-                "Forbidden (user=someone, verb=get, resource=nodes, subresource(s)=[{subresource}])"
-            )),
-            "{answer}"
+        let answer = node.call(Some(other.clone()), "GET", path).await;
+        assert_forbidden(
+            &answer,
+            &format!("user=someone, verb=get, resource=nodes, subresource(s)=[{subresource}]"),
         );
         assert!(!answer.contains("node_cpu"), "{answer}");
     }
     // The allowed caller reaches the collector (whose runtime is absent
     // here: a 500 saying so, not a 403).
-    let admin = node.ca.client_cert("kube-apiserver-kubelet-client", &[]);
-    let answer = request(
-        node.port,
-        &node.ca.cert_pem,
-        Some(admin),
-        "GET",
-        "/metrics/resource",
-    )
-    .await
-    .unwrap();
+    let answer = node.get_as_api_server("/metrics/resource").await;
     assert_eq!(status_code(&answer), 500, "{answer}");
     assert!(answer.contains("failed to get resource usage"), "{answer}");
     let _ = node.stop.send(true);

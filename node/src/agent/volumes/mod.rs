@@ -187,76 +187,42 @@ async fn prepare_one(
         return Ok(dir);
     }
     let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
-    let default_mode;
-    if let Some(cm) = &volume.config_map {
-        default_mode = mode(cm.default_mode, 0o644);
-        files.extend(
-            config_map_files(
-                ctx,
-                namespace,
-                &cm.name,
-                cm.optional,
-                cm.items.as_deref(),
-                default_mode,
-            )
-            .await
-            .map_err(source_err)?,
-        );
+    let single = if let Some(cm) = &volume.config_map {
+        Some((
+            cm.default_mode,
+            Files::config_map(&cm.name, cm.optional, &cm.items),
+        ))
     } else if let Some(secret) = &volume.secret {
-        default_mode = mode(secret.default_mode, 0o644);
         let secret_name = secret.secret_name.as_deref().unwrap_or_default();
-        files.extend(
-            secret_files(
-                ctx,
-                namespace,
-                secret_name,
-                secret.optional,
-                secret.items.as_deref(),
-                default_mode,
-            )
+        Some((
+            secret.default_mode,
+            Files::secret(secret_name, secret.optional, &secret.items),
+        ))
+    } else {
+        volume
+            .downward_api
+            .as_ref()
+            .map(|d| (d.default_mode, Files::downward(&d.items)))
+    };
+    if let Some((default_mode, source)) = single {
+        let default_mode = mode(default_mode, 0o644);
+        files = source
+            .read(ctx, namespace, pod, default_mode)
             .await
-            .map_err(source_err)?,
-        );
-    } else if let Some(d) = &volume.downward_api {
-        default_mode = mode(d.default_mode, 0o644);
-        files.extend(
-            downward_files(ctx, pod, d.items.as_deref().unwrap_or(&[]), default_mode)
-                .map_err(source_err)?,
-        );
+            .map_err(source_err)?;
     } else if let Some(projected) = &volume.projected {
-        default_mode = mode(projected.default_mode, 0o644);
+        let default_mode = mode(projected.default_mode, 0o644);
         for source in projected.sources.iter().flatten() {
-            if let Some(cm) = &source.config_map {
+            let parts = [
+                (source.config_map.as_ref())
+                    .map(|cm| Files::config_map(&cm.name, cm.optional, &cm.items)),
+                (source.secret.as_ref()).map(|s| Files::secret(&s.name, s.optional, &s.items)),
+                (source.downward_api.as_ref()).map(|d| Files::downward(&d.items)),
+            ];
+            for part in parts.into_iter().flatten() {
                 files.extend(
-                    config_map_files(
-                        ctx,
-                        namespace,
-                        &cm.name,
-                        cm.optional,
-                        cm.items.as_deref(),
-                        default_mode,
-                    )
-                    .await
-                    .map_err(source_err)?,
-                );
-            }
-            if let Some(s) = &source.secret {
-                files.extend(
-                    secret_files(
-                        ctx,
-                        namespace,
-                        &s.name,
-                        s.optional,
-                        s.items.as_deref(),
-                        default_mode,
-                    )
-                    .await
-                    .map_err(source_err)?,
-                );
-            }
-            if let Some(d) = &source.downward_api {
-                files.extend(
-                    downward_files(ctx, pod, d.items.as_deref().unwrap_or(&[]), default_mode)
+                    part.read(ctx, namespace, pod, default_mode)
+                        .await
                         .map_err(source_err)?,
                 );
             }
@@ -281,6 +247,70 @@ async fn prepare_one(
     }
     write_files(&name, &dir, &files)?;
     Ok(dir)
+}
+
+/// Where a volume's files, or one projected source's, come from.
+enum Files<'v> {
+    ConfigMap {
+        name: &'v str,
+        optional: Option<bool>,
+        items: Option<&'v [KeyToPath]>,
+    },
+    Secret {
+        name: &'v str,
+        optional: Option<bool>,
+        items: Option<&'v [KeyToPath]>,
+    },
+    Downward(&'v [DownwardAPIVolumeFile]),
+}
+
+impl<'v> Files<'v> {
+    fn config_map(
+        name: &'v str,
+        optional: Option<bool>,
+        items: &'v Option<Vec<KeyToPath>>,
+    ) -> Self {
+        Self::ConfigMap {
+            name,
+            optional,
+            items: items.as_deref(),
+        }
+    }
+
+    fn secret(name: &'v str, optional: Option<bool>, items: &'v Option<Vec<KeyToPath>>) -> Self {
+        Self::Secret {
+            name,
+            optional,
+            items: items.as_deref(),
+        }
+    }
+
+    fn downward(items: &'v Option<Vec<DownwardAPIVolumeFile>>) -> Self {
+        Self::Downward(items.as_deref().unwrap_or(&[]))
+    }
+
+    /// The files, each with its mode (`default_mode` unless an item sets one).
+    async fn read(
+        self,
+        ctx: &VolumeContext<'_>,
+        namespace: &str,
+        pod: &Pod,
+        default_mode: u32,
+    ) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
+        match self {
+            Self::ConfigMap {
+                name,
+                optional,
+                items,
+            } => config_map_files(ctx, namespace, name, optional, items, default_mode).await,
+            Self::Secret {
+                name,
+                optional,
+                items,
+            } => secret_files(ctx, namespace, name, optional, items, default_mode).await,
+            Self::Downward(items) => downward_files(ctx, pod, items, default_mode),
+        }
+    }
 }
 
 fn mode(mode: Option<i32>, default: u32) -> u32 {
