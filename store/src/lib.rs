@@ -44,6 +44,7 @@
 //! restored into a new embedded store with [`SledStore::restore`].
 
 mod etcd_store;
+mod progress;
 mod retention;
 mod sled_store;
 pub mod snapshot;
@@ -55,14 +56,14 @@ mod types;
 pub use sled_store::fuzzing;
 
 pub use etcd_store::{ConfigError as EtcdConfigError, EtcdConfig, EtcdStore};
+pub use progress::WatchProgress;
 pub use retention::CompactionPolicy;
 pub use sled_store::{
     DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, DEFAULT_WRITE_RESERVE,
     DefragPolicy, SledConfig, SledStore, SpaceReserve, StoreStats,
 };
 pub use types::{
-    Event, EventKind, Exhausted, KeyValue, ListResult, Revision, StoreError, WatchProgress,
-    WatchStream,
+    Event, EventKind, Exhausted, KeyValue, ListResult, Revision, StoreError, WatchStream,
 };
 
 use async_trait::async_trait;

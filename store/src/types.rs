@@ -64,15 +64,6 @@ impl Event {
 /// A stream of watch events; it ends only when the store closes or on error.
 pub type WatchStream = BoxStream<'static, Result<Event, StoreError>>;
 
-/// How far a [`WatchStream`] has delivered (see
-/// [`crate::Store::watch_with_progress`]): every change under the
-/// watched prefix at or below the revision it holds has been yielded, and
-/// the consumer has asked for the next one since. A consumer that handles
-/// each change before it polls again has handled all of them, so it is
-/// current at that revision even when no change of its own came there
-/// (etcd's progress notification, kept current instead of requested).
-pub type WatchProgress = tokio::sync::watch::Receiver<Revision>;
-
 /// Everything that can go wrong in a store operation.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use imbl::OrdMap;
 use serde_json::Value;
-use skiff_store::{EventKind, KeyValue, Revision, Store, StoreError, WatchProgress};
+use skiff_store::{EventKind, KeyValue, Store, StoreError};
 use tokio::sync::watch;
 
 use super::{Cached, ChangeKind, WatchCache};
@@ -59,8 +59,7 @@ impl WatchCache {
                 return;
             }
             let from = self.revision();
-            let (mut stream, mut store_progress) = match store
-                .watch_with_progress(self.prefix(), from)
+            let (mut stream, store_progress) = match store.watch_with_progress(self.prefix(), from)
             {
                 Ok(watching) => watching,
                 Err(StoreError::Closed) => return,
@@ -70,11 +69,10 @@ impl WatchCache {
                     continue;
                 }
             };
-            self.keeps_progress(store_progress.is_some());
+            self.follows(store_progress);
             loop {
                 tokio::select! {
                     _ = shutdown.changed() => return,
-                    Some(revision) = progressed(&mut store_progress) => self.progressed(revision),
                     next = stream.next() => match next {
                         Some(Ok(event)) => {
                             let revision = event.revision();
@@ -94,7 +92,7 @@ impl WatchCache {
                     }
                 }
             }
-            self.keeps_progress(false);
+            self.follows(None);
             self.relist(store.as_ref()).await;
         }
     }
@@ -120,16 +118,4 @@ impl WatchCache {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
-}
-
-/// The next revision the store's watch reports it has delivered through;
-/// never, for a store that keeps no progress or a stream that ended (its
-/// end comes through the stream itself).
-async fn progressed(progress: &mut Option<WatchProgress>) -> Option<Revision> {
-    if let Some(progress) = progress
-        && progress.changed().await.is_ok()
-    {
-        return Some(*progress.borrow_and_update());
-    }
-    std::future::pending().await
 }

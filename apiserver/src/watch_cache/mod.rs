@@ -10,16 +10,15 @@ mod feed;
 mod handoff;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 
 use imbl::OrdMap;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
-use skiff_store::Revision;
+use skiff_store::{Revision, WatchProgress};
 use tokio::sync::{broadcast, watch};
 
 pub(crate) use cached::{CacheForm, Cached};
@@ -303,13 +302,14 @@ pub(crate) struct WatchCache {
     form: CacheForm,
     snapshot_ttl: Duration,
     state: RwLock<State>,
-    /// The revision the cache is current at: its last change's, or past
-    /// it as far as the store's watch reports it delivered every change
-    /// of this prefix (see [`WatchCache::progressed`]).
+    /// The revision of the cache's last change, for waiters.
     progress: watch::Sender<Revision>,
-    /// Whether the feed's store watch reports its progress now, so a
-    /// consistent read may wait on `progress` instead of reading the store.
-    keeps_progress: AtomicBool,
+    /// How far the feed's store watch has delivered, when the store says:
+    /// the feed applies each change before it asks for the next, so the
+    /// cache is current there even past its last change. `None` while the
+    /// store does not say (or the feed re-lists): a consistent read must
+    /// then read the store.
+    store_progress: Mutex<Option<WatchProgress>>,
     /// Values handlers have just written, so the feed need not decode them.
     offers: handoff::Offers,
 }
@@ -342,7 +342,7 @@ impl WatchCache {
                 retained: BTreeMap::new(),
             }),
             progress,
-            keeps_progress: AtomicBool::new(false),
+            store_progress: Mutex::new(None),
             offers: handoff::Offers::default(),
         })
     }
@@ -361,19 +361,17 @@ impl WatchCache {
         self.state.read().revision
     }
 
-    /// The store's watch delivered every change of this prefix up to
-    /// `revision` and the feed applied them: the cache is current there.
-    pub(crate) fn progressed(&self, revision: Revision) {
-        self.progress.send_if_modified(|at| {
-            let moved = *at < revision;
-            *at = revision.max(*at);
-            moved
-        });
+    /// Follows the progress of the feed's store watch (`None`: the store
+    /// does not report it, or the feed is re-listing).
+    pub(crate) fn follows(&self, store_progress: Option<WatchProgress>) {
+        *self.store_progress.lock() = store_progress;
     }
 
-    /// Says whether the feed's store watch reports its progress.
-    pub(crate) fn keeps_progress(&self, keeps: bool) {
-        self.keeps_progress.store(keeps, Ordering::Release);
+    /// The revision the cache is current at: its last change's, or later
+    /// as far as the store's watch has delivered.
+    fn current(&self, last_change: Revision) -> Revision {
+        let delivered = self.store_progress.lock().as_ref().map(WatchProgress::get);
+        last_change.max(delivered.unwrap_or_default())
     }
 
     /// Waits until the cache is current at `revision` by the store's own
@@ -381,7 +379,7 @@ impl WatchCache {
     /// store's watch reports no progress: a revision written under another
     /// prefix may then never show here.
     pub(crate) async fn wait_current(&self, revision: Revision, timeout: Duration) -> bool {
-        self.keeps_progress.load(Ordering::Acquire) && self.wait_for(revision, timeout).await
+        self.store_progress.lock().is_some() && self.wait_for(revision, timeout).await
     }
 
     /// Replaces the whole content (after a (re)list). History is dropped and
@@ -451,13 +449,27 @@ impl WatchCache {
         self.progress.send_replace(revision);
     }
 
-    /// Waits until the cache has applied `revision` (or `timeout` passes);
-    /// returns whether it did.
+    /// Waits until the cache has applied `revision`, or is current past it
+    /// by the store's account (or `timeout` passes); returns whether it is.
     pub(crate) async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
-        let mut rx = self.progress.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
+        let mut changed = self.progress.subscribe();
+        let delivered = self.store_progress.lock().clone();
+        let applied = changed.wait_for(|r| *r >= revision);
+        let through = async {
+            match &delivered {
+                Some(progress) => progress.reached(revision).await,
+                None => std::future::pending().await,
+            }
+        };
+        let reached = async {
+            tokio::select! {
+                applied = applied => applied.is_ok(),
+                () = through => true,
+            }
+        };
+        tokio::time::timeout(timeout, reached)
             .await
-            .is_ok_and(|r| r.is_ok())
+            .unwrap_or(false)
     }
 
     /// The current object at `key`, if the cache holds one. It may lag the
@@ -472,12 +484,11 @@ impl WatchCache {
     /// prefix changed in between).
     pub(crate) fn snapshot(&self) -> Snapshot {
         let state = self.state.read();
-        // Read under the lock: progress is reported only after the changes
-        // up to it were applied, so the state holds all of them.
-        let current = *self.progress.borrow();
+        // Read under the lock: the store reports progress only after the
+        // feed applied the changes up to it, so the state holds them all.
         Snapshot {
             objects: state.objects.clone(),
-            revision: state.revision.max(current),
+            revision: self.current(state.revision),
         }
     }
 
@@ -676,19 +687,24 @@ mod tests {
     async fn a_cache_is_current_past_its_last_change_only_by_the_stores_progress() {
         let c = cache();
         let quick = Duration::from_millis(20);
-        // No progress reported yet: even its own revision is not "current"
-        // by the store's account.
+        // No progress reported: even its own revision is not "current" by
+        // the store's account.
         assert!(!c.wait_current(10, quick).await);
-        c.keeps_progress(true);
+        let delivered = WatchProgress::new(10);
+        c.follows(Some(delivered.clone()));
         assert!(c.wait_current(10, quick).await);
         assert!(!c.wait_current(12, quick).await);
-        c.progressed(12);
-        assert!(c.wait_current(12, quick).await);
+        // A waiter is woken by the store's progress.
+        let waiting = {
+            let c = c.clone();
+            tokio::spawn(async move { c.wait_current(12, Duration::from_secs(5)).await })
+        };
+        tokio::task::yield_now().await;
+        delivered.advance(12);
+        assert!(waiting.await.unwrap());
         assert_eq!(c.snapshot().revision, 12);
         assert_eq!(c.revision(), 10);
-        // Progress never moves back, and a change past it leads again.
-        c.progressed(11);
-        assert_eq!(c.snapshot().revision, 12);
+        // A change past the store's progress leads again.
         c.apply(
             14,
             ChangeKind::Put,
@@ -696,8 +712,11 @@ mod tests {
             Some(json!({"metadata": {"name": "a"}})),
         );
         assert_eq!(c.snapshot().revision, 14);
-        c.keeps_progress(false);
+        assert!(c.wait_current(14, quick).await);
+        // Re-listing: no account of progress until the next watch.
+        c.follows(None);
         assert!(!c.wait_current(14, quick).await);
+        assert_eq!(c.snapshot().revision, 14);
     }
 
     #[tokio::test]

@@ -27,7 +27,7 @@ struct Watcher {
     notify: watch::Receiver<Revision>,
     /// The cursor as of the consumer's latest request with nothing left
     /// buffered: all it was given up to there it has taken.
-    progress: watch::Sender<Revision>,
+    progress: WatchProgress,
     /// The store closed: deliver what is published, then end.
     closing: bool,
     done: bool,
@@ -83,12 +83,7 @@ impl Watcher {
             }
             // Asked again with nothing buffered: every event up to the
             // cursor went out and the consumer came back for more.
-            let cursor = self.cursor;
-            self.progress.send_if_modified(|at| {
-                let moved = *at < cursor;
-                *at = cursor.max(*at);
-                moved
-            });
+            self.progress.advance(self.cursor);
             if self.done {
                 return None;
             }
@@ -119,9 +114,9 @@ pub(crate) fn stream(
     prefix: &str,
     from_revision: Revision,
 ) -> (WatchStream, WatchProgress) {
-    let (progress, progressed) = watch::channel(from_revision);
+    let progress = WatchProgress::new(from_revision);
     let watcher = Watcher {
-        progress,
+        progress: progress.clone(),
         notify: shared.notify.clone(),
         shared,
         prefix: prefix.into(),
@@ -135,5 +130,5 @@ pub(crate) fn stream(
         Some((item, watcher))
     })
     .boxed();
-    (stream, progressed)
+    (stream, progress)
 }

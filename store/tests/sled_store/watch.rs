@@ -115,13 +115,13 @@ async fn progress_passes_other_prefixes_writes_but_never_an_event_not_yet_taken(
     let start = store.current_revision();
     let (mut watch, progress) = store.watch_with_progress("a/", start).unwrap();
     let progress = progress.expect("sled keeps progress");
-    assert_eq!(*progress.borrow(), start);
+    assert_eq!(progress.get(), start);
 
     // Writes elsewhere: once the idle consumer polls, it is current there.
     store.create("b/1", v("x")).await.unwrap();
     store.create("b/2", v("x")).await.unwrap();
     assert!(drain_idle(&mut watch).await.is_empty());
-    assert_eq!(*progress.borrow(), store.current_revision());
+    assert_eq!(progress.get(), store.current_revision());
 
     // A change of its own: progress stays below it until the consumer
     // took it and came back.
@@ -129,7 +129,7 @@ async fn progress_passes_other_prefixes_writes_but_never_an_event_not_yet_taken(
     store.create("b/3", v("x")).await.unwrap();
     let first = next(&mut watch).await.unwrap();
     assert_eq!(first.revision(), own);
-    assert!(*progress.borrow() < own, "{} >= {own}", *progress.borrow());
+    assert!(progress.get() < own, "{} >= {own}", progress.get());
     assert!(drain_idle(&mut watch).await.is_empty());
-    assert_eq!(*progress.borrow(), store.current_revision());
+    assert_eq!(progress.get(), store.current_revision());
 }
