@@ -364,7 +364,11 @@ async fn run_watcher(
                 if wake == Wake::End {
                     return;
                 }
-                let revision = cache.revision().max(last);
+                // Past `last` only with nothing queued here: every change up
+                // to the cache's revision has then been through this watcher,
+                // so a client resuming from the bookmark misses none.
+                let current = cache.current_revision();
+                let revision = if live.is_empty() { current.max(last) } else { last };
                 out.send(bookmark(&filter.info, revision, false)).await;
             }
             received = live.recv() => match received {

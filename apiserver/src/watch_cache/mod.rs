@@ -374,6 +374,12 @@ impl WatchCache {
         last_change.max(delivered.unwrap_or_default())
     }
 
+    /// The revision the cache is current at (see [`WatchCache::snapshot`]).
+    pub(crate) fn current_revision(&self) -> Revision {
+        let state = self.state.read();
+        self.current(state.revision)
+    }
+
     /// Waits until the cache is current at `revision` by the store's own
     /// account (or `timeout` passes); whether it is. Never, while the
     /// store's watch reports no progress: a revision written under another

@@ -189,6 +189,23 @@ async fn bookmarks_carry_the_current_version() {
     assert_eq!(e["type"], "BOOKMARK");
     assert_eq!(e["object"]["kind"], "ConfigMap");
     assert_eq!(e["object"]["metadata"]["resourceVersion"], rv);
+    // A write elsewhere moves the bookmarks on: nothing of this resource
+    // changed up to there (the store's watch says it delivered that far).
+    let (_, secret) = s
+        .post(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": "s"}}),
+        )
+        .await;
+    let elsewhere = secret["metadata"]["resourceVersion"].clone();
+    let moved = loop {
+        let e = w.next().await.unwrap();
+        assert_eq!(e["type"], "BOOKMARK", "{e}");
+        if e["object"]["metadata"]["resourceVersion"] != rv {
+            break e;
+        }
+    };
+    assert_eq!(moved["object"]["metadata"]["resourceVersion"], elsewhere);
 }
 
 #[tokio::test]
