@@ -134,7 +134,7 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
         ));
     }
     if cache.wait_for(rv, WAIT_FOR_REVISION).await {
-        return Ok(cache.snapshot());
+        return Ok(cache.current_snapshot());
     }
     // Not there in time (a store that reports no watch progress, so a
     // version from a write elsewhere never shows here): read the store.
@@ -147,7 +147,7 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
 async fn consistent_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, ApiError> {
     let now = ctx.inner.store.current_revision();
     if cache.wait_current(now, WAIT_FOR_CURRENT).await {
-        return Ok(cache.snapshot());
+        return Ok(cache.current_snapshot());
     }
     store_snapshot(ctx, cache).await
 }

@@ -183,7 +183,7 @@ pub(crate) async fn read_existing(
 
 async fn caught_up(inner: &Inner, info: &ResourceInfo, revision: Revision) {
     if let Ok(cache) = inner.cache(info)
-        && !cache.wait_for(revision, CACHE_CATCH_UP).await
+        && !cache.wait_applied(revision, CACHE_CATCH_UP).await
     {
         tracing::warn!(revision, prefix = %info.storage_prefix, "watch cache did not catch up with a write");
     }

@@ -126,7 +126,7 @@ mod tests {
         let written = store.create(a, bytes).await.unwrap();
         assert!(
             cache
-                .wait_for(written.mod_revision, Duration::from_secs(5))
+                .wait_applied(written.mod_revision, Duration::from_secs(5))
                 .await
         );
         drop(offer);
@@ -144,7 +144,7 @@ mod tests {
         let written = store.create(b, copy).await.unwrap();
         assert!(
             cache
-                .wait_for(written.mod_revision, Duration::from_secs(5))
+                .wait_applied(written.mod_revision, Duration::from_secs(5))
                 .await
         );
         let held = cache.get(b).unwrap().value();

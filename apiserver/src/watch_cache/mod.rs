@@ -374,7 +374,7 @@ impl WatchCache {
         last_change.max(delivered.unwrap_or_default())
     }
 
-    /// The revision the cache is current at (see [`WatchCache::snapshot`]).
+    /// The revision the cache is current at (see [`WatchCache::current_snapshot`]).
     pub(crate) fn current_revision(&self) -> Revision {
         let state = self.state.read();
         self.current(state.revision)
@@ -455,6 +455,17 @@ impl WatchCache {
         self.progress.send_replace(revision);
     }
 
+    /// Waits until the cache has applied a change of its own at or past
+    /// `revision` (or `timeout` passes); returns whether it did. For a
+    /// writer waiting for its own write: it is woken by this prefix's
+    /// changes only, not by every change in the store.
+    pub(crate) async fn wait_applied(&self, revision: Revision, timeout: Duration) -> bool {
+        let mut changed = self.progress.subscribe();
+        tokio::time::timeout(timeout, changed.wait_for(|r| *r >= revision))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
     /// Waits until the cache has applied `revision`, or is current past it
     /// by the store's account (or `timeout` passes); returns whether it is.
     pub(crate) async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
@@ -485,10 +496,21 @@ impl WatchCache {
         self.state.read().objects.get(key).cloned()
     }
 
-    /// The current objects, at the revision the cache is current at (past
-    /// its last change when the store reported progress: nothing of this
-    /// prefix changed in between).
+    /// The current objects, at the revision of the cache's last change.
+    /// Readers that key what they derive by [`WatchCache::revision`] (the
+    /// RBAC policy, say) get the same revision here.
     pub(crate) fn snapshot(&self) -> Snapshot {
+        let state = self.state.read();
+        Snapshot {
+            objects: state.objects.clone(),
+            revision: state.revision,
+        }
+    }
+
+    /// The current objects, at the revision the cache is current at: past
+    /// its last change when the store reported progress (nothing of this
+    /// prefix changed in between). What a list answers with.
+    pub(crate) fn current_snapshot(&self) -> Snapshot {
         let state = self.state.read();
         // Read under the lock: the store reports progress only after the
         // feed applied the changes up to it, so the state holds them all.
@@ -708,7 +730,8 @@ mod tests {
         tokio::task::yield_now().await;
         delivered.advance(12);
         assert!(waiting.await.unwrap());
-        assert_eq!(c.snapshot().revision, 12);
+        assert_eq!(c.current_snapshot().revision, 12);
+        assert_eq!(c.snapshot().revision, 10, "keyed by the last change");
         assert_eq!(c.revision(), 10);
         // A change past the store's progress leads again.
         c.apply(
@@ -717,12 +740,12 @@ mod tests {
             "/p/a".into(),
             Some(json!({"metadata": {"name": "a"}})),
         );
-        assert_eq!(c.snapshot().revision, 14);
+        assert_eq!(c.current_snapshot().revision, 14);
         assert!(c.wait_current(14, quick).await);
         // Re-listing: no account of progress until the next watch.
         c.follows(None);
         assert!(!c.wait_current(14, quick).await);
-        assert_eq!(c.snapshot().revision, 14);
+        assert_eq!(c.current_snapshot().revision, 14);
     }
 
     #[tokio::test]

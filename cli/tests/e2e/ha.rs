@@ -274,6 +274,11 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
             (String::from_utf8_lossy(&out.stdout) == "from-first").then_some(())
         },
     );
+    // A list through the second, right after a write through the first,
+    // already holds it: a list without resourceVersion is a consistent read.
+    first.kubectl_ok(&["create", "configmap", "fresh"]);
+    let listed = second.kubectl_ok(&["get", "configmaps", "-o", "name"]);
+    assert!(listed.contains("configmap/fresh"), "{listed}");
     // A service-account token the first issued is accepted by the second.
     first.kubectl_ok(&["create", "serviceaccount", "reader"]);
     let sa_token = first.kubectl_ok(&["create", "token", "reader"]);
