@@ -120,7 +120,9 @@ pub trait Store: Send + Sync + 'static {
     /// `from_revision`, in revision order, without gap or duplicate, each with
     /// the previous value. Fails with [`StoreError::Compacted`] (immediately or
     /// later in the stream) when that history is gone.
-    fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError>;
+    fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError> {
+        Ok(self.watch_with_progress(prefix, from_revision)?.0)
+    }
 
     /// [`Store::watch`], with the stream's [`WatchProgress`] when the
     /// backend keeps one (`None`: it cannot tell, and a consumer must not
@@ -130,9 +132,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         prefix: &str,
         from_revision: Revision,
-    ) -> Result<(WatchStream, Option<WatchProgress>), StoreError> {
-        Ok((self.watch(prefix, from_revision)?, None))
-    }
+    ) -> Result<(WatchStream, Option<WatchProgress>), StoreError>;
 
     /// Drops history at and below `revision` (the latest value of each live key
     /// is kept) and lets the backend reclaim the space.

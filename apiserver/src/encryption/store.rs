@@ -212,10 +212,6 @@ impl Store for EncryptedStore {
         self.state.open_kv(kv)
     }
 
-    fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError> {
-        Ok(self.watch_with_progress(prefix, from_revision)?.0)
-    }
-
     /// The raw store's progress holds for the opened stream: each event is
     /// opened as it passes, so the consumer takes them in the same order.
     fn watch_with_progress(

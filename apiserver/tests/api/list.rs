@@ -151,7 +151,6 @@ async fn expired_continue_is_410() {
 
 #[tokio::test]
 async fn a_list_without_a_version_is_as_new_as_the_store() {
-    use skiff_store::Store;
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
     // Written straight to the store, as another server of the cluster
@@ -161,37 +160,33 @@ async fn a_list_without_a_version_is_as_new_as_the_store() {
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "b", "namespace": "default", "uid": "b-uid",
             "creationTimestamp": "2026-01-01T00:00:00Z"}});
-    let written = s
-        .store
-        .create(
-            "/registry/core/configmaps/default/b",
-            serde_json::to_vec(&object).unwrap().into(),
-        )
-        .await
-        .unwrap();
-    let list = s.get_ok(CMS).await;
-    assert_eq!(item_names(&list), vec!["a", "b"]);
-    assert_eq!(
-        list["metadata"]["resourceVersion"],
-        written.mod_revision.to_string()
-    );
-
+    let written = stored(&s, "/registry/core/configmaps/default/b", &object).await;
+    assert_listed_at(&s, CMS, &["a", "b"], written).await;
     // A later write elsewhere: the list is at the store's revision, not
     // at its own last change.
-    let elsewhere = s
-        .store
-        .create("/registry/core/secrets/default/x", b"{}".to_vec().into())
-        .await
-        .unwrap();
-    let list = s.get_ok(CMS).await;
-    assert_eq!(item_names(&list), vec!["a", "b"]);
-    assert_eq!(
-        list["metadata"]["resourceVersion"],
-        elsewhere.mod_revision.to_string()
-    );
+    let elsewhere = stored(&s, "/registry/core/secrets/default/x", &json!({})).await;
+    assert_listed_at(&s, CMS, &["a", "b"], elsewhere).await;
     // "0" asks for any state the server has: no wait, no store read.
     let any = s.get_ok(&format!("{CMS}?resourceVersion=0")).await;
     assert_eq!(item_names(&any), vec!["a", "b"]);
+}
+
+/// Writes `object` at `key` straight to the store; its revision.
+async fn stored(s: &TestServer, key: &str, object: &serde_json::Value) -> u64 {
+    use skiff_store::Store;
+    let bytes = serde_json::to_vec(object).unwrap();
+    s.store
+        .create(key, bytes.into())
+        .await
+        .unwrap()
+        .mod_revision
+}
+
+/// Asserts the list at `path` holds `names` at resourceVersion `revision`.
+async fn assert_listed_at(s: &TestServer, path: &str, names: &[&str], revision: u64) {
+    let list = s.get_ok(path).await;
+    assert_eq!(item_names(&list), names);
+    assert_eq!(list["metadata"]["resourceVersion"], revision.to_string());
 }
 
 #[tokio::test]

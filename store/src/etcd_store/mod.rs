@@ -33,7 +33,7 @@ use etcd_client::{
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
-use crate::{KeyValue, ListResult, Revision, Store, StoreError, WatchStream};
+use crate::{KeyValue, ListResult, Revision, Store, StoreError, WatchProgress, WatchStream};
 use revisions::{Tracker, Unreachable};
 
 /// gRPC's default 4 MiB response limit is far below a list of a large
@@ -296,9 +296,15 @@ impl Store for EtcdStore {
         writes::delete(&self.inner, key, expected_mod_revision).await
     }
 
-    fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError> {
+    /// No progress: the etcd here (3.4) predates the progress
+    /// notifications upstream trusts, so consistent reads go to etcd.
+    fn watch_with_progress(
+        &self,
+        prefix: &str,
+        from_revision: Revision,
+    ) -> Result<(WatchStream, Option<WatchProgress>), StoreError> {
         self.inner.refuse_if_closed()?;
-        watch::open(&self.inner, prefix, from_revision)
+        Ok((watch::open(&self.inner, prefix, from_revision)?, None))
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {

@@ -412,10 +412,6 @@ impl Store for SledStore {
         .await
     }
 
-    fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream, StoreError> {
-        Ok(self.watch_with_progress(prefix, from_revision)?.0)
-    }
-
     fn watch_with_progress(
         &self,
         prefix: &str,
