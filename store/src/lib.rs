@@ -44,19 +44,18 @@
 //! restored into a new embedded store with [`SledStore::restore`].
 
 mod etcd_store;
-mod progress;
 mod retention;
 mod sled_store;
 pub mod snapshot;
 #[doc(hidden)]
 pub mod testing;
 mod types;
+mod watch_progress;
 
 #[doc(hidden)]
 pub use sled_store::fuzzing;
 
 pub use etcd_store::{ConfigError as EtcdConfigError, EtcdConfig, EtcdStore};
-pub use progress::WatchProgress;
 pub use retention::CompactionPolicy;
 pub use sled_store::{
     DEFAULT_CACHE_CAPACITY, DEFAULT_RING_BYTES, DEFAULT_RING_EVENTS, DEFAULT_WRITE_RESERVE,
@@ -65,6 +64,7 @@ pub use sled_store::{
 pub use types::{
     Event, EventKind, Exhausted, KeyValue, ListResult, Revision, StoreError, WatchStream,
 };
+pub use watch_progress::WatchProgress;
 
 use async_trait::async_trait;
 use bytes::Bytes;

@@ -303,7 +303,7 @@ pub(crate) struct WatchCache {
     snapshot_ttl: Duration,
     state: RwLock<State>,
     /// The revision of the cache's last change, for waiters.
-    progress: watch::Sender<Revision>,
+    applied: watch::Sender<Revision>,
     /// How far the feed's store watch has delivered, when the store says:
     /// the feed applies each change before it asks for the next, so the
     /// cache is current there even past its last change. `None` while the
@@ -325,7 +325,7 @@ impl WatchCache {
     pub(crate) fn with_form(prefix: String, limits: &CacheLimits, form: CacheForm) -> Arc<Self> {
         let fanout_buffer = limits.fanout_buffer.max(1);
         let (sender, _) = broadcast::channel(fanout_buffer);
-        let (progress, _) = watch::channel(0);
+        let (applied, _) = watch::channel(0);
         Arc::new(Self {
             prefix,
             fanout_buffer,
@@ -341,7 +341,7 @@ impl WatchCache {
                 sender,
                 retained: BTreeMap::new(),
             }),
-            progress,
+            applied,
             store_progress: Mutex::new(None),
             offers: handoff::Offers::default(),
         })
@@ -385,7 +385,8 @@ impl WatchCache {
     /// store's watch reports no progress: a revision written under another
     /// prefix may then never show here.
     pub(crate) async fn wait_current(&self, revision: Revision, timeout: Duration) -> bool {
-        self.store_progress.lock().is_some() && self.wait_for(revision, timeout).await
+        let delivered = self.store_progress.lock().clone();
+        delivered.is_some() && self.wait(revision, timeout, delivered).await
     }
 
     /// Replaces the whole content (after a (re)list). History is dropped and
@@ -401,7 +402,7 @@ impl WatchCache {
         state.history_floor = revision;
         state.retained.clear();
         drop(state);
-        self.progress.send_replace(revision);
+        self.applied.send_replace(revision);
     }
 
     /// Applies one change from the store and fans it out.
@@ -428,7 +429,7 @@ impl WatchCache {
                 let Some(last) = prev.clone() else {
                     state.revision = revision;
                     drop(state);
-                    self.progress.send_replace(revision);
+                    self.applied.send_replace(revision);
                     return;
                 };
                 state.objects.remove(&key);
@@ -452,7 +453,7 @@ impl WatchCache {
         // No receivers is fine: nobody is watching.
         let _ = state.sender.send(event);
         drop(state);
-        self.progress.send_replace(revision);
+        self.applied.send_replace(revision);
     }
 
     /// Waits until the cache has applied a change of its own at or past
@@ -460,17 +461,25 @@ impl WatchCache {
     /// writer waiting for its own write: it is woken by this prefix's
     /// changes only, not by every change in the store.
     pub(crate) async fn wait_applied(&self, revision: Revision, timeout: Duration) -> bool {
-        let mut changed = self.progress.subscribe();
-        tokio::time::timeout(timeout, changed.wait_for(|r| *r >= revision))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        self.wait(revision, timeout, None).await
     }
 
     /// Waits until the cache has applied `revision`, or is current past it
     /// by the store's account (or `timeout` passes); returns whether it is.
     pub(crate) async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
-        let mut changed = self.progress.subscribe();
         let delivered = self.store_progress.lock().clone();
+        self.wait(revision, timeout, delivered).await
+    }
+
+    /// Waits until a change at or past `revision` is applied, or `delivered`
+    /// (the store watch's progress, when given) reaches it.
+    async fn wait(
+        &self,
+        revision: Revision,
+        timeout: Duration,
+        delivered: Option<WatchProgress>,
+    ) -> bool {
+        let mut changed = self.applied.subscribe();
         let applied = changed.wait_for(|r| *r >= revision);
         let through = async {
             match &delivered {
