@@ -29,6 +29,12 @@ use crate::selectors::labels_of;
 
 /// How long a finished but unconfirmed binding keeps its assumption.
 pub(crate) const ASSUMED_POD_TTL: Duration = Duration::from_secs(15 * 60);
+/// How long the scheduling loop runs cycles before it lets the runtime's other tasks
+/// (its own bindings among them) run. Yielding after every pod put each cycle behind
+/// every queued task on the worker, so the loop got a sliver of a core while the
+/// API's work piled up; in-process the scheduler shares its runtime with the server,
+/// where upstream's has a process of its own.
+const CYCLE_SLICE: Duration = Duration::from_millis(1);
 
 /// A pod assumed onto a node, waiting for its binding cycle.
 pub struct BindingJob {
@@ -638,6 +644,7 @@ impl Scheduler {
             })
         };
         tokio::pin!(shutdown);
+        let mut slice_start = std::time::Instant::now();
         loop {
             let notified = self.wake.notified();
             match self.schedule_one() {
@@ -646,7 +653,10 @@ impl Scheduler {
                         let me = self.clone();
                         tokio::spawn(async move { me.finish(outcome).await });
                     }
-                    tokio::task::yield_now().await;
+                    if slice_start.elapsed() >= CYCLE_SLICE {
+                        tokio::task::yield_now().await;
+                        slice_start = std::time::Instant::now();
+                    }
                 }
                 None => {
                     tokio::select! {

@@ -463,6 +463,41 @@ mod lifecycle {
             .count();
         assert_eq!(scheduled_reports, 20);
     }
+
+    /// The loop shares its runtime with the rest of the process (in `skiff server`,
+    /// the API server): with a long queue it must still let other tasks run between
+    /// its slices, not only once the queue is empty. On a one-thread runtime this
+    /// test's own task gets its turn only when the loop yields.
+    #[tokio::test(flavor = "current_thread")]
+    async fn run_loop_lets_other_tasks_run_while_pods_wait() {
+        let c = skiff_scheduler::testing::TestCluster::new();
+        c.add_nodes(vec![
+            NodeBuilder::new("n1")
+                .allocatable(&[("cpu", "1000"), ("memory", "1Ti"), ("pods", "10000")])
+                .build(),
+        ]);
+        let pods = 5_000;
+        for i in 0..pods {
+            c.add_pod(PodBuilder::new(&format!("p{i}")).build());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(c.scheduler.clone().run(async {
+            let _ = rx.await;
+        }));
+        tokio::task::yield_now().await;
+        let (waiting, _, _) = c.scheduler.with_queue(|q| q.lens());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while c.api.binds.lock().len() < pods && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = tx.send(());
+        handle.await.unwrap();
+        assert!(
+            waiting > 0,
+            "the loop took all {pods} pods off the queue before any other task ran"
+        );
+        assert_eq!(c.api.binds.lock().len(), pods, "every pod bound in the end");
+    }
 }
 
 mod config {
