@@ -555,12 +555,22 @@ fn server_killed_mid_rollout(server: &mut Server) {
     wait_node_ready(server, ROLLOUT_NODE);
 
     let out = server.kubectl(&["rollout", "status", "deployment/fleet", "--timeout=300s"]);
-    assert!(
-        out.status.success(),
-        "rollout status: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !out.status.success() {
+        // What the rollout waits on, so that a failure explains itself.
+        let stuck: Vec<_> = pods(server, "app=fleet")
+            .into_iter()
+            .filter(|(_, p)| !p.running_and_ready())
+            .map(|(name, _)| server.kubectl(&["get", "pod", &name, "-o", "yaml"]))
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .collect();
+        panic!(
+            "rollout status: {}{}\nreplica sets: {}\npods not Ready:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&server.kubectl(&["get", "rs", "-o", "wide"]).stdout),
+            stuck.join("\n---\n"),
+        );
+    }
     eprintln!(
         "rollout complete {:.1} s after it began",
         rollout.elapsed().as_secs_f64()
