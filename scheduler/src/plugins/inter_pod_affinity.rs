@@ -244,9 +244,8 @@ impl PreFilterExtensions for InterPodAffinity {
         node: &NodeInfo,
         change: PodChange,
     ) -> Status {
-        if let Some(mut fs) = state.read::<FilterState>(FILTER_KEY).cloned() {
-            self.account(&mut fs, pod, other, node, change.delta());
-            state.write(FILTER_KEY, fs);
+        if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
+            self.account(fs, pod, other, node, change.delta());
         }
         Status::success()
     }
