@@ -77,7 +77,7 @@ pub enum AuthnError {
     /// The token file could not be read or written.
     #[error("cannot {action} token file {path}: {source}")]
     TokenFile {
-        /// What was being done, `read` or `write`.
+        /// What was being done (`read`, `write`, …).
         action: &'static str,
         /// The token file.
         path: PathBuf,
@@ -193,10 +193,12 @@ impl Authenticator {
                 .map(char::from)
                 .collect();
             let line = format!("{token},admin,admin,\"system:masters\"\n");
-            crate::tls::write_private(path, &line).map_err(|e| AuthnError::TokenFile {
-                action: "write",
-                path: path.to_path_buf(),
-                source: io::Error::other(e.to_string()),
+            skiff_common::files::write_private(path, line.as_bytes()).map_err(|e| {
+                AuthnError::TokenFile {
+                    action: e.action,
+                    path: e.path,
+                    source: e.source,
+                }
             })?;
         }
         Self::from_token_file(path)

@@ -284,7 +284,7 @@ pub enum ServerTokenError {
         /// The token file.
         path: String,
         /// Why writing failed.
-        source: crate::tls::TlsError,
+        source: skiff_common::files::FileError,
     },
 }
 
@@ -319,7 +319,7 @@ pub fn load_or_create_server_token(path: &Path, ca_pem: &str) -> Result<String, 
         }
     };
     let text = JoinToken::format(ca_pem.as_bytes(), &join_token::server_credential(&secret));
-    crate::tls::write_private(path, &format!("{text}\n")).map_err(|source| {
+    skiff_common::files::write_private(path, format!("{text}\n").as_bytes()).map_err(|source| {
         ServerTokenError::Write {
             path: shown,
             source,

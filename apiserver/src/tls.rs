@@ -6,11 +6,11 @@
 //! directory.
 
 use std::fs;
-use std::io;
 use std::net::IpAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use skiff_common::files::{self, create_private_dir, read_optional};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -28,16 +28,8 @@ pub use lifetime::{CertLifetimes, not_after};
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A certificate or key file could not be read or written.
-    #[error("cannot {action} {path}: {source}")]
-    File {
-        /// What was being done, e.g. `read`.
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] files::FileError),
     /// A key or certificate could not be generated.
     #[error("cannot generate the {what}: {source}")]
     Generate {
@@ -568,64 +560,20 @@ fn parse_key(pem: &str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError>
         })
 }
 
-fn read_optional(path: &Path) -> Result<Option<String>, TlsError> {
-    match fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(TlsError::File {
-            action: "read",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-/// Creates `dir` (and its parents) and makes it private to its owner.
-pub fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
-    let err = |action, source| TlsError::File {
-        action,
-        path: dir.to_path_buf(),
-        source,
-    };
-    fs::create_dir_all(dir).map_err(|e| err("create", e))?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| err("chmod", e))
-}
-
-/// Writes a file readable only by its owner (keys, kubeconfigs).
+/// Writes a file readable only by its owner (keys, kubeconfigs), whole or
+/// not at all.
 pub fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {
-    write_mode(path, contents, 0o600)
+    Ok(files::write_private(path, contents.as_bytes())?)
 }
 
 fn write_public(path: &Path, contents: &str) -> Result<(), TlsError> {
-    write_mode(path, contents, 0o644)
-}
-
-/// Writes through a temporary file and a rename, so a crash never leaves a
-/// half-written certificate behind.
-fn write_mode(path: &Path, contents: &str, mode: u32) -> Result<(), TlsError> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let err = |action, source| TlsError::File {
-        action,
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(|e| err("create", e))?;
-    file.write_all(contents.as_bytes())
-        .and_then(|_| file.sync_all())
-        .map_err(|e| err("write", e))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(|e| err("chmod", e))?;
-    fs::rename(&tmp, path).map_err(|e| err("rename", e))
+    Ok(files::write_public(path, contents.as_bytes())?)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
     use super::*;
 
     fn mode(path: &Path) -> u32 {

@@ -20,7 +20,6 @@
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -204,13 +203,7 @@ pub(crate) fn keep_token(
     );
     let current = std::fs::read_to_string(&path).unwrap_or_default();
     if current.trim() != full {
-        skiff_apiserver::tls::write_private(&path, &format!("{full}\n")).map_err(|e| {
-            BootstrapError::File {
-                action: "write",
-                path: path.clone(),
-                source: std::io::Error::other(e.to_string()),
-            }
-        })?;
+        write_private(&path, format!("{full}\n").as_bytes())?;
     }
     Ok(())
 }
@@ -420,37 +413,14 @@ fn read_optional(path: &Path) -> Result<Option<(Vec<u8>, u64)>, BootstrapError> 
     Ok(Some((content, ms)))
 }
 
-/// Writes a shared file 0600 (keys among them) in a 0700 directory,
-/// through a temporary file and a rename.
+/// Writes a shared file 0600 (keys among them), whole or not at all, in
+/// a 0700 directory.
 fn write_private(path: &Path, content: &[u8]) -> Result<(), BootstrapError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let error = |action| {
-        move |source| BootstrapError::File {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(error("create the directory of"))?;
-    }
-    let tmp = path.with_extension("bootstrap-tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(error("create"))?;
-    file.write_all(content)
-        .and_then(|()| file.sync_all())
-        .map_err(error("write"))?;
-    std::fs::rename(&tmp, path).map_err(error("replace"))
+    skiff_common::files::write_private(path, content).map_err(|e| BootstrapError::File {
+        action: e.action,
+        path: e.path,
+        source: e.source,
+    })
 }
 
 #[cfg(test)]

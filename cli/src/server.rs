@@ -1071,7 +1071,6 @@ fn write_kubeconfig(
     };
     let url = format!("https://{}", SocketAddr::new(host, local.port()));
     let path = dir.join("kubeconfig.yaml");
-    tls::write_private(&path, &certs.admin_kubeconfig(&url))
-        .with_context(|| format!("writing {}", path.display()))?;
+    skiff_common::files::write_private(&path, certs.admin_kubeconfig(&url).as_bytes())?;
     Ok(path)
 }

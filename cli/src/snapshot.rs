@@ -281,7 +281,7 @@ pub(crate) fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Resu
     for name in ATTACHMENTS {
         let path = data_dir.join(name);
         match snapshot.attachment(name) {
-            Some(attachment) => write_private(&path, &attachment.data)?,
+            Some(attachment) => skiff_common::files::write_private(&path, &attachment.data)?,
             None if *name == JOIN_TOKEN => {}
             // Not in the snapshot (no encryption then): one left in the
             // data dir would not match the restored data.
@@ -297,30 +297,6 @@ pub(crate) fn restore(data_dir: &Path, file: &Path, force: bool) -> anyhow::Resu
         keys: snapshot.entries.len(),
         moved_aside,
     })
-}
-
-/// Writes `data` to `path` readable by its owner only, in 0700 directories.
-fn write_private(path: &Path, data: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    if let Some(parent) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| file.write_all(data))
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 fn unix_now() -> u64 {

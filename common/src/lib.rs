@@ -6,8 +6,11 @@
 //! cluster's join token (`join_token`), where a node's password hash is
 //! kept (`node_password`), the
 //! process's Prometheus registry (`metrics`, where every component's metrics
-//! are defined and gathered) and nftables tables as data applied through
-//! `nft` (`nft`, shared by the service proxy and the network policies).
+//! are defined and gathered), nftables tables as data applied through
+//! `nft` (`nft`, shared by the service proxy and the network policies),
+//! running such host commands with their errors named (`host_command`),
+//! and writing a data directory's keys, certificates and tokens whole and
+//! with the right mode (`files`).
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two
@@ -22,6 +25,8 @@ pub mod amount;
 pub mod cidr;
 pub mod duration;
 pub mod events;
+pub mod files;
+pub mod host_command;
 pub mod join_token;
 pub mod labels;
 pub mod metrics;

@@ -48,22 +48,6 @@ async fn start_etcd() -> BenchResult<(Etcd, Client)> {
     Ok((Etcd { process, _dir: dir }, client))
 }
 
-/// Bytes a directory occupies on disk (allocated blocks, like `du`).
-fn disk_usage(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(meta) if meta.is_dir() => disk_usage(&entry.path()),
-            Ok(meta) => meta.blocks() * 512,
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// `VmRSS` and `VmHWM` of a process, in bytes.
 fn memory(pid: &str) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -485,15 +469,15 @@ async fn etcd_space() -> BenchResult<(Space, (u64, u64))> {
     for task in tasks {
         task.await??;
     }
-    let before_compaction = disk_usage(etcd.process.data_dir());
+    let before_compaction = etcd.process.disk_usage();
     let status = client.status().await?;
     let revision = status.header().map_or(0, |h| h.revision());
     client
         .compact(revision, Some(CompactionOptions::new().with_physical()))
         .await?;
-    let after_compaction = disk_usage(etcd.process.data_dir());
+    let after_compaction = etcd.process.disk_usage();
     client.defragment().await?;
-    let after_defrag = disk_usage(etcd.process.data_dir());
+    let after_defrag = etcd.process.disk_usage();
     let backend = std::fs::metadata(etcd.process.data_dir().join("member/snap/db"))
         .map(|m| {
             use std::os::unix::fs::MetadataExt;

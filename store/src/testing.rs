@@ -156,6 +156,12 @@ impl EtcdProcess {
         &self.data_dir
     }
 
+    /// Bytes the member's data directory occupies on disk (allocated
+    /// blocks, as `du` counts them, and as the sled store's stats do).
+    pub fn disk_usage(&self) -> u64 {
+        crate::sled_store::disk_usage(&self.data_dir)
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

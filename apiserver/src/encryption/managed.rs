@@ -11,11 +11,11 @@
 //! object was re-encrypted) keeps only the writing key and `identity`.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use base64::Engine as _;
+use skiff_common::files;
 
 use super::config::{
     API_VERSION, EncryptionConfiguration, KIND, Key, ProviderConfiguration, ResourceConfiguration,
@@ -151,36 +151,18 @@ pub(super) fn pruned(config: &EncryptionConfiguration) -> EncryptionConfiguratio
 /// Replaces the file at `path` atomically with `config`, mode 0600, its
 /// directory 0700.
 pub(super) fn write(path: &Path, config: &EncryptionConfiguration) -> Result<(), EncryptionError> {
-    let file_error = |action, source| EncryptionError::File {
-        action,
-        path: path.to_path_buf(),
-        source,
+    let file_error = |e: files::FileError| EncryptionError::File {
+        action: e.action,
+        path: e.path,
+        source: e.source,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(|e| file_error("create the directory of", e))?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-        .map_err(|e| file_error("restrict the directory of", e))?;
+    files::create_private_dir(dir).map_err(file_error)?;
     let mut text = serde_json::to_vec_pretty(config).map_err(|e| EncryptionError::Config {
         detail: format!("cannot serialize the configuration: {e}"),
     })?;
     text.push(b'\n');
-    let tmp = path.with_extension("tmp");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| file_error("create", e))?;
-    file.write_all(&text)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| file_error("write", e))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))
-        .map_err(|e| file_error("restrict", e))?;
-    fs::rename(&tmp, path).map_err(|e| file_error("replace", e))?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| file_error("sync the directory of", e))
+    files::write_private(path, &text).map_err(file_error)
 }
 
 #[cfg(test)]

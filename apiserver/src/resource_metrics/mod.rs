@@ -13,7 +13,6 @@
 //! (`get`/`list` on `nodes.metrics.k8s.io`, `pods.metrics.k8s.io`), never
 //! stored or watched.
 
-mod prometheus;
 pub(crate) mod scrape;
 
 use axum::response::Response;

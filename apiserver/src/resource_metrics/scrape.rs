@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::prometheus;
 use crate::handlers::streaming::node::{NodeLocation, location_of};
 use crate::handlers::streaming::proxy;
 use crate::kubelet_client::KubeletClientTls;
 use crate::server::Inner;
+use skiff_common::metrics::exposition;
 
 /// How long one node's scrape may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,7 +58,7 @@ impl NodeScrape {
     /// The figures in a `/metrics/resource` body; samples missing a
     /// counter, a gauge or a timestamp are left out.
     pub(crate) fn from_text(text: &str) -> Self {
-        let samples = prometheus::parse(
+        let samples = exposition::samples(
             text,
             &[
                 NODE_CPU,
@@ -76,9 +76,9 @@ impl NodeScrape {
         for sample in samples {
             let key = || -> Option<ContainerKey> {
                 Some((
-                    sample.labels.get("namespace")?.clone(),
-                    sample.labels.get("pod")?.clone(),
-                    sample.labels.get("container")?.clone(),
+                    sample.label("namespace")?.to_string(),
+                    sample.label("pod")?.to_string(),
+                    sample.label("container")?.to_string(),
                 ))
             };
             match sample.name.as_str() {

@@ -72,12 +72,12 @@ impl TokenSigner {
                     message: e.to_string(),
                 })?;
             }
-            crate::tls::write_private(path, &key.serialize_pem()).map_err(|e| {
-                SignerError::Write {
+            skiff_common::files::write_private(path, key.serialize_pem().as_bytes()).map_err(
+                |e| SignerError::Write {
                     path: path.to_path_buf(),
                     message: e.to_string(),
-                }
-            })?;
+                },
+            )?;
         }
         let pem = std::fs::read_to_string(path).map_err(|source| SignerError::Read {
             path: path.to_path_buf(),

@@ -3,33 +3,11 @@
 //! Optionally inside a named network namespace (`ip netns exec`), which is
 //! how tests and benchmarks keep their rules off the host.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use super::Family;
 
-/// A failed `nft` invocation.
-#[derive(Debug, thiserror::Error)]
-pub enum NftError {
-    /// The command could not be started.
-    #[error("running {command}: {source}")]
-    Spawn {
-        /// What was run.
-        command: String,
-        /// Why it did not start.
-        source: std::io::Error,
-    },
-    /// nft refused the input or the request.
-    #[error("{command} failed ({status}): {stderr}")]
-    Failed {
-        /// What was run.
-        command: String,
-        /// Exit status.
-        status: std::process::ExitStatus,
-        /// nft's error output.
-        stderr: String,
-    },
-}
+/// A failed `nft` invocation: the command did not start, or nft refused
+/// the input or the request (its error output says why).
+pub type NftError = crate::host_command::CommandError;
 
 /// How to reach nftables: the binary and an optional network namespace.
 #[derive(Debug, Clone)]
@@ -61,46 +39,14 @@ impl Nft {
         }
     }
 
-    fn command(&self, args: &[&str]) -> (Command, String) {
+    fn run(&self, args: &[&str], input: Option<&str>) -> Result<String, NftError> {
         let mut words: Vec<&str> = Vec::new();
         if let Some(ns) = &self.netns {
             words.extend(["ip", "netns", "exec", ns.as_str()]);
         }
         words.push(&self.binary);
         words.extend(args);
-        let mut command = Command::new(words[0]);
-        command.args(&words[1..]);
-        (command, words.join(" "))
-    }
-
-    fn run(&self, args: &[&str], input: Option<&str>) -> Result<String, NftError> {
-        let (mut command, text) = self.command(args);
-        command
-            .stdin(if input.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let spawn_err = |source| NftError::Spawn {
-            command: text.clone(),
-            source,
-        };
-        let mut child = command.spawn().map_err(spawn_err)?;
-        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-            // A write error means nft exited early; its status tells why.
-            let _ = stdin.write_all(input.as_bytes());
-        }
-        let output = child.wait_with_output().map_err(spawn_err)?;
-        if !output.status.success() {
-            return Err(NftError::Failed {
-                command: text,
-                status: output.status,
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        crate::host_command::run(&words, input)
     }
 
     /// Applies `script` atomically (`nft -f -`): all of it or nothing.

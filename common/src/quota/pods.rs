@@ -174,7 +174,8 @@ pub(super) fn usage(pod: &Value, now: Timestamp) -> ResourceList {
     compute_usage(&pod_requests(pod), &pod_limits(pod))
 }
 
-fn all_containers(pod: &Value) -> impl Iterator<Item = &Value> {
+/// A pod's containers, then its init containers, in their wire form.
+pub fn all_containers(pod: &Value) -> impl Iterator<Item = &Value> {
     let spec = &pod["spec"];
     spec["containers"]
         .as_array()

@@ -159,7 +159,8 @@ fn recover(db: &sled::Db, existed: bool) -> Result<Recovered, StoreError> {
     })
 }
 
-fn disk_usage(dir: &Path) -> u64 {
+/// Bytes `dir` occupies on disk (allocated blocks, as `du` counts them).
+pub(crate) fn disk_usage(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };

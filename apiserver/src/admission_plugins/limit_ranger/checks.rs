@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use skiff_common::amount::Amount;
-use skiff_common::quota::pods::{pod_limits, pod_requests};
+use skiff_common::quota::pods::{all_containers, pod_limits, pod_requests};
 use skiff_common::quota::{ResourceList, read_list};
 
 /// What one item of a LimitRange bounds, by resource name.
@@ -117,21 +117,12 @@ fn ratio_check(
     }
 }
 
-fn containers(pod: &Value) -> impl Iterator<Item = &Value> {
-    let spec = &pod["spec"];
-    spec["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .chain(spec["initContainers"].as_array().into_iter().flatten())
-}
-
 /// What `range` has against `pod`: each container (init containers too)
 /// against the Container items, the pod's totals against the Pod items.
 pub(super) fn pod(range: &Value, pod: &Value) -> Vec<String> {
     let mut errors = Vec::new();
     for bounds in items(range, "Container") {
-        for container in containers(pod) {
+        for container in all_containers(pod) {
             let requests = read_list(&container["resources"]["requests"]);
             let limits = read_list(&container["resources"]["limits"]);
             check(&bounds, &requests, &limits, &mut errors);

@@ -24,10 +24,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rcgen::KeyPair;
 use rustls::pki_types::UnixTime;
 
+use skiff_common::files::FileError;
+
 use super::csr_signer::{CsrError, request_certificate};
 use super::pki::{
-    CertFileError, CertSlot, NODES_GROUP, NodeCert, check_issued_to, node_subject, pem_certs,
-    renewal_due, root_store,
+    CertSlot, NODES_GROUP, NodeCert, check_issued_to, node_subject, pem_certs, renewal_due,
+    root_store,
 };
 use super::serving_cert::ServingCertError;
 
@@ -97,12 +99,12 @@ pub fn assess(cert_pem: &str, node_name: &str, ca_pem: &str) -> Fitness {
 }
 
 /// The certificate and key in `pki_dir`, if both are there.
-pub fn load(pki_dir: &Path) -> Result<Option<NodeCert>, CertFileError> {
+pub fn load(pki_dir: &Path) -> Result<Option<NodeCert>, FileError> {
     NodeCert::load(pki_dir, CERT_FILE, KEY_FILE)
 }
 
 /// Stores `cert` in `pki_dir` (0700), key first, both 0600.
-pub fn store(pki_dir: &Path, cert: &NodeCert) -> Result<(), CertFileError> {
+pub fn store(pki_dir: &Path, cert: &NodeCert) -> Result<(), FileError> {
     cert.store(pki_dir, CERT_FILE, KEY_FILE)
 }
 
@@ -149,7 +151,7 @@ pub enum ClientCertError {
     Local(#[from] ServingCertError),
     /// A file.
     #[error(transparent)]
-    File(#[from] CertFileError),
+    File(#[from] FileError),
     /// The certificates API did not deliver.
     #[error(transparent)]
     Request(#[from] CsrError),

@@ -287,8 +287,8 @@ pub fn node_password(agent_dir: &Path) -> Result<String, JoinError> {
         .map_err(err)?;
     let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     std::fs::create_dir_all(agent_dir).map_err(err)?;
-    super::pki::write_private(&path, &format!("{password}\n"))
-        .map_err(|e| err(std::io::Error::other(e.to_string())))?;
+    skiff_common::files::write_private(&path, format!("{password}\n").as_bytes())
+        .map_err(|e| err(e.source))?;
     Ok(password)
 }
 

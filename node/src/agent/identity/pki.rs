@@ -7,10 +7,7 @@
 //! presented through a [`CertSlot`] that a renewal swaps without
 //! rebuilding the TLS configuration that holds it.
 
-use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use rcgen::{CertificateParams, DnType};
@@ -18,6 +15,7 @@ use rustls::client::ResolvesClientCert;
 use rustls::pki_types::CertificateDer;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use skiff_common::files::{FileError, create_private_dir, read_optional, write_private};
 use x509_parser::certificate::X509Certificate;
 
 /// The group every node's certificates carry.
@@ -39,18 +37,6 @@ pub(crate) fn node_subject(node_name: &str) -> CertificateParams {
         .distinguished_name
         .push(DnType::OrganizationName, NODES_GROUP);
     params
-}
-
-/// Why a certificate or key file could not be read or written.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot {action} {path}: {source}")]
-pub struct CertFileError {
-    /// What was tried.
-    action: &'static str,
-    /// The file.
-    path: PathBuf,
-    /// Why.
-    source: io::Error,
 }
 
 /// A certificate (leaf first) and its private key, PEM-encoded.
@@ -75,7 +61,7 @@ impl NodeCert {
         pki_dir: &Path,
         cert_file: &str,
         key_file: &str,
-    ) -> Result<Option<Self>, CertFileError> {
+    ) -> Result<Option<Self>, FileError> {
         let cert = read_optional(&pki_dir.join(cert_file))?;
         let key = read_optional(&pki_dir.join(key_file))?;
         Ok(match (cert, key) {
@@ -91,10 +77,10 @@ impl NodeCert {
         pki_dir: &Path,
         cert_file: &str,
         key_file: &str,
-    ) -> Result<(), CertFileError> {
+    ) -> Result<(), FileError> {
         create_private_dir(pki_dir)?;
-        write_private(&pki_dir.join(key_file), &self.key_pem)?;
-        write_private(&pki_dir.join(cert_file), &self.cert_pem)
+        write_private(&pki_dir.join(key_file), self.key_pem.as_bytes())?;
+        write_private(&pki_dir.join(cert_file), self.cert_pem.as_bytes())
     }
 
     fn certified_key(&self) -> Result<Arc<CertifiedKey>, String> {
@@ -208,49 +194,4 @@ pub fn root_store(ca_pem: &str) -> Result<rustls::RootCertStore, String> {
         roots.add(ca).map_err(|e| e.to_string())?;
     }
     Ok(roots)
-}
-
-fn read_optional(path: &Path) -> Result<Option<String>, CertFileError> {
-    match fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(CertFileError {
-            action: "read",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-fn create_private_dir(dir: &Path) -> Result<(), CertFileError> {
-    let err = |action, source| CertFileError {
-        action,
-        path: dir.to_path_buf(),
-        source,
-    };
-    fs::create_dir_all(dir).map_err(|e| err("create", e))?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| err("chmod", e))
-}
-
-/// Writes through a temporary file (mode 0600) and a rename, so a crash
-/// never leaves a half-written key behind.
-pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), CertFileError> {
-    let err = |action, source| CertFileError {
-        action,
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension("tmp");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| err("create", e))?;
-    file.write_all(contents.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| err("write", e))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600)).map_err(|e| err("chmod", e))?;
-    fs::rename(&tmp, path).map_err(|e| err("rename", e))
 }

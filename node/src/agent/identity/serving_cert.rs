@@ -20,9 +20,9 @@ use async_trait::async_trait;
 use rcgen::{KeyPair, SanType};
 use rustls::pki_types::{ServerName, UnixTime};
 
-use super::pki::{
-    CertFileError, NodeCert, check_issued_to, node_subject, pem_certs, renewal_due, root_store,
-};
+use skiff_common::files::FileError;
+
+use super::pki::{NodeCert, check_issued_to, node_subject, pem_certs, renewal_due, root_store};
 
 /// The certificate's file in the agent's `pki/` directory.
 pub const CERT_FILE: &str = "kubelet-serving.crt";
@@ -33,7 +33,7 @@ pub const KEY_FILE: &str = "kubelet-serving.key";
 pub enum ServingCertError {
     /// A file could not be read or written.
     #[error(transparent)]
-    File(#[from] CertFileError),
+    File(#[from] FileError),
     /// The key or the request could not be made.
     #[error("generating the node's {what}: {source}")]
     Generate {

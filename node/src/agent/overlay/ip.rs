@@ -5,9 +5,7 @@
 //! off the async runtime.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use skiff_common::cidr::{self, Ipv4Net};
@@ -21,43 +19,10 @@ pub(crate) const ROUTE_PROTO: u8 = 173;
 
 /// Runs `program args`, feeding `input`, and returns its standard output.
 fn run(program: &str, args: &[&str], input: Option<&str>) -> Result<String, OverlayError> {
-    let command = format!("{program} {}", args.join(" "));
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| OverlayError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin
-            .write_all(text.as_bytes())
-            .map_err(|source| OverlayError::Spawn {
-                command: command.clone(),
-                source,
-            })?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|source| OverlayError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(OverlayError::Failed {
-            command,
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let words: Vec<&str> = std::iter::once(program)
+        .chain(args.iter().copied())
+        .collect();
+    Ok(skiff_common::host_command::run(&words, input)?)
 }
 
 fn json(program: &str, args: &[&str]) -> Result<Vec<Value>, OverlayError> {
@@ -307,10 +272,7 @@ pub(crate) fn enable_forwarding() -> Result<(), OverlayError> {
     let path = "/proc/sys/net/ipv4/ip_forward";
     match std::fs::read_to_string(path) {
         Ok(v) if v.trim() == "1" => Ok(()),
-        _ => std::fs::write(path, "1").map_err(|source| OverlayError::Spawn {
-            command: format!("write 1 to {path}"),
-            source,
-        }),
+        _ => std::fs::write(path, "1").map_err(OverlayError::Forwarding),
     }
 }
 

@@ -118,24 +118,13 @@ pub const DEFAULT_TABLE: &str = "skiff-net";
 /// Why the pod network could not be set up or synced.
 #[derive(Debug, thiserror::Error)]
 pub enum OverlayError {
-    /// A command could not be run.
-    #[error("running {command}: {source}")]
-    Spawn {
-        /// The command.
-        command: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A command failed.
-    #[error("{command} failed ({status}): {stderr}")]
-    Failed {
-        /// The command.
-        command: String,
-        /// Its exit status.
-        status: std::process::ExitStatus,
-        /// Its error output.
-        stderr: String,
-    },
+    /// An `ip`, `bridge` or `nft` command did not start or failed (the
+    /// masquerade table included).
+    #[error(transparent)]
+    Command(#[from] skiff_common::host_command::CommandError),
+    /// IPv4 forwarding could not be turned on.
+    #[error("turning on IPv4 forwarding: {0}")]
+    Forwarding(#[source] std::io::Error),
     /// A command's output was not what was expected.
     #[error("{command}: {detail}")]
     Output {
@@ -144,9 +133,6 @@ pub enum OverlayError {
         /// What was wrong.
         detail: String,
     },
-    /// The masquerade table could not be applied.
-    #[error(transparent)]
-    Nft(#[from] skiff_common::nft::NftError),
     /// The node address is not IPv4 (the pod network is IPv4 only).
     #[error("the node address {0:?} is not an IPv4 address")]
     NodeAddress(String),
