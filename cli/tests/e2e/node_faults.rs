@@ -629,9 +629,10 @@ fn server_killed_mid_rollout(server: &mut Server) {
         },
     );
     // One sandbox per pod. A container whose start the kill cut off is
-    // found exited by the restarted containerd and replaced, as upstream's
-    // kubelet does: that pod counts one restart and keeps the exited
-    // instance for `lastState`; no other pod restarted anything.
+    // found exited by the restarted containerd, or in the unknown state
+    // (then stopped first), and replaced, as upstream's kubelet does: that
+    // pod counts one restart and keeps the old instance for `lastState`; no
+    // other pod restarted anything.
     let state = runtime_state(server).expect("runtime answers");
     let sandboxes: usize = state.sandboxes.values().map(Vec::len).sum();
     assert_eq!(sandboxes, FLEET as usize, "{:?}", state.sandboxes);

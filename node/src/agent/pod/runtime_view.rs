@@ -32,6 +32,12 @@ impl ContainerInstance {
     pub(crate) fn is_exited(&self) -> bool {
         self.status.state == api::ContainerState::ContainerExited as i32
     }
+
+    /// The runtime does not know whether the process runs: containerd
+    /// marks so a container whose start it was killed in the middle of.
+    pub(crate) fn is_unknown(&self) -> bool {
+        self.status.state == api::ContainerState::ContainerUnknown as i32
+    }
 }
 
 /// The pod's objects in the runtime.

@@ -647,7 +647,11 @@ impl Starter<'_> {
     /// Starts an instance that was created but never started. In the pod's
     /// sandbox it is started as it is; in a sandbox that is no longer the
     /// pod's it is removed and a new one started here with the same restart
-    /// count. Returns whether a container was started (an attempt counts).
+    /// count. One in the unknown state (containerd was killed while starting
+    /// it) cannot be started: as upstream's kubelet, it is stopped first, so
+    /// that two instances never run, and replaced by a new one that counts
+    /// a restart, the stopped one kept for `lastState`. Returns whether a
+    /// container was started (an attempt counts).
     async fn start_or_replace_created(
         &self,
         state: &mut PodState,
@@ -656,6 +660,33 @@ impl Starter<'_> {
         created: &ContainerInstance,
         init: bool,
     ) -> bool {
+        if created.is_unknown() {
+            if let Err(e) = self
+                .ctx
+                .runtime
+                .stop_container(&created.id, Duration::ZERO)
+                .await
+                && !e.is_not_found()
+            {
+                tracing::warn!(container = %created.id, error = %e, "stopping a container in the unknown state");
+                observed.waiting.insert(
+                    created.name.clone(),
+                    (
+                        "RunContainerError".into(),
+                        format!("stopping the container in the unknown state: {e}"),
+                    ),
+                );
+                return false;
+            }
+            tracing::info!(container = %created.id, name = %created.name, "replacing a container in the unknown state");
+            let started = self
+                .start(state, observed, container, created.restart_count + 1, init)
+                .await;
+            if started {
+                self.prune(&container.name, created).await;
+            }
+            return started;
+        }
         if created.sandbox_id == self.sandbox_id {
             start_created(self.ctx, created, observed).await;
             return true;
