@@ -1,9 +1,10 @@
 //! The authorizer over hand-filled watch caches: subjects, binding scopes,
 //! role references, and the policy following the caches as they move.
 
-use serde_json::json;
+use serde_json::{Value, json};
+use skiff_store::Revision;
 
-use super::testing::{binding, fixture, key, role};
+use super::testing::{Fixture, binding, fixture, key, role};
 use super::*;
 use crate::authz::{RequestKind, ResourceAttributes};
 use crate::watch_cache::ChangeKind;
@@ -35,6 +36,22 @@ fn path(user: &UserInfo, verb: &str, p: &str) -> Attributes {
         verb: verb.into(),
         request: RequestKind::NonResource { path: p.into() },
     }
+}
+
+/// Binds ClusterRole `reader` to user `u` in namespace `x` as the store's
+/// change at `revision`; the binding, for a later delete.
+fn bind_reader_to_u(f: &Fixture, revision: Revision) -> Value {
+    let b = binding(
+        Some("x"),
+        "b",
+        "ClusterRole",
+        "reader",
+        json!([{"kind": "User", "name": "u"}]),
+    );
+    f.sources
+        .role_bindings
+        .apply(revision, ChangeKind::Put, key("/rb/", &b), Some(b.clone()));
+    b
 }
 
 fn sa(ns: &str, name: &str) -> UserInfo {
@@ -240,16 +257,7 @@ fn the_policy_follows_the_caches() {
     let u = UserInfo::new("u", Vec::new());
     let get = request(&u, "get", "apps deployments x d");
     assert!(!allowed(&f.rbac, &get));
-    let b = binding(
-        Some("x"),
-        "b",
-        "ClusterRole",
-        "reader",
-        json!([{"kind": "User", "name": "u"}]),
-    );
-    f.sources
-        .role_bindings
-        .apply(2, ChangeKind::Put, key("/rb/", &b), Some(b.clone()));
+    let b = bind_reader_to_u(&f, 2);
     assert!(allowed(&f.rbac, &get), "a new binding takes effect");
     let narrowed = role(
         None,
@@ -311,16 +319,7 @@ fn the_policy_is_built_once_per_rbac_change() {
             "policy rebuilt when the store reached {revision} without an RBAC change"
         );
     }
-    let b = binding(
-        Some("x"),
-        "b",
-        "ClusterRole",
-        "reader",
-        json!([{"kind": "User", "name": "u"}]),
-    );
-    f.sources
-        .role_bindings
-        .apply(50, ChangeKind::Put, key("/rb/", &b), Some(b.clone()));
+    bind_reader_to_u(&f, 50);
     progress.advance(50);
     assert!(allowed(&f.rbac, &get), "the new binding takes effect");
     let second = f.rbac.current();
