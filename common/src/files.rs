@@ -48,7 +48,7 @@ pub fn write_public(path: &Path, contents: &[u8]) -> Result<(), FileError> {
 
 /// Replaces `path` with `contents`, mode `mode`, whole or not at all;
 /// missing directories above it are created owner-only (0700).
-pub fn write(path: &Path, contents: &[u8], mode: u32) -> Result<(), FileError> {
+fn write(path: &Path, contents: &[u8], mode: u32) -> Result<(), FileError> {
     let name = path
         .file_name()
         .ok_or_else(|| FileError::at("name", path)(io::ErrorKind::InvalidInput.into()))?;
