@@ -9,7 +9,6 @@ use super::{KindStrategy, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::{self, Printer};
 
 /// Average CPU utilisation targeted when a v2 autoscaler names no metric.
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
@@ -97,10 +96,6 @@ impl KindStrategy for HorizontalPodAutoscalers {
                 "must be greater than or equal to `minReplicas`",
             ));
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &table::autoscaling::HORIZONTALPODAUTOSCALERS
     }
 }
 

@@ -1,5 +1,5 @@
-//! ConfigMaps and Secrets: the keys their data maps may use, a Secret's
-//! default type, and their columns.
+//! ConfigMaps and Secrets: the keys their data maps may use and a Secret's
+//! default type.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use super::{GroupResource, KindStrategy, set_default};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::Printer;
 use crate::watch_cache::CacheForm;
 
 /// Core `configmaps`.
@@ -35,10 +34,6 @@ impl KindStrategy for ConfigMaps {
         errors: &mut Vec<FieldError>,
     ) {
         data_keys(object, &["data", "binaryData"], errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::CONFIGMAPS
     }
 }
 
@@ -74,10 +69,6 @@ impl KindStrategy for Secrets {
         errors: &mut Vec<FieldError>,
     ) {
         data_keys(object, &["data", "stringData"], errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::SECRETS
     }
 }
 

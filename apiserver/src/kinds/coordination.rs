@@ -1,8 +1,7 @@
 //! `coordination.k8s.io/v1` Leases: a node may only write its own lease in
-//! the node lease namespace (NodeRestriction), and they print their holder.
+//! the node lease namespace (NodeRestriction).
 
 use super::{GroupResource, KindStrategy, NodeWrites};
-use crate::table::{Printer, core};
 
 /// `coordination.k8s.io` leases.
 #[derive(Debug)]
@@ -17,9 +16,5 @@ impl Leases {
 impl KindStrategy for Leases {
     fn node_writes(&self) -> NodeWrites {
         NodeWrites::OwnLease
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &core::LEASES
     }
 }

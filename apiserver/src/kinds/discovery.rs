@@ -43,8 +43,4 @@ impl KindStrategy for Endpoints {
             set_default(port, "protocol", json!("TCP"));
         }
     }
-
-    fn printer(&self) -> &'static crate::table::Printer {
-        &crate::table::core::ENDPOINTS
-    }
 }

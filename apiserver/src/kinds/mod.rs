@@ -3,9 +3,10 @@
 //! kind's module here — defaults, validation (with the name rule), the
 //! status a new object starts with, what an update may not change, how
 //! deletion goes, allocations, create-time admission that reads server
-//! state, the Scale view, the Table columns, and what the admission plugins
-//! look at in it (its pod template for Pod Security, what NodeRestriction
-//! checks when a node writes it).
+//! state, the Scale view, and what the admission plugins look at in it
+//! (its pod template for Pod Security, what NodeRestriction checks when a
+//! node writes it). How a kind prints is not a rule of it: its registry
+//! entry names its Table columns, as upstream's storage its TableConvertor.
 //!
 //! Each resource's [`ResourceInfo`] carries its strategy, chosen once where
 //! the registry is built (`registry/builtin.rs` for built-ins, `crd/` for
@@ -31,7 +32,6 @@ mod defined;
 mod discovery;
 mod events;
 mod flowcontrol;
-mod metrics;
 mod namespaces;
 mod networking;
 mod nodes;
@@ -57,7 +57,6 @@ use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::service_alloc::AllocationGuard;
 use crate::status::{ApiError, FieldError};
-use crate::table::{Printer, TableRequest};
 use crate::validation::NameRule;
 use crate::watch_cache::CacheForm;
 
@@ -70,11 +69,10 @@ pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
 pub(crate) use coordination::Leases;
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
-pub(crate) use default::{INGRESSES, PLAIN};
+pub(crate) use default::PLAIN;
 pub(crate) use discovery::{EndpointSlices, Endpoints};
-pub(crate) use events::{Events, EventsV1};
+pub(crate) use events::Events;
 pub(crate) use flowcontrol::{FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS};
-pub(crate) use metrics::{NODE_METRICS, POD_METRICS};
 pub(crate) use namespaces::Namespaces;
 pub(crate) use networking::{IngressClasses, NetworkPolicies};
 pub(crate) use nodes::Nodes;
@@ -303,16 +301,6 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// mostly served as it is.
     fn cache_form(&self) -> CacheForm {
         CacheForm::Decoded
-    }
-
-    /// Upstream's columns for `kubectl get`.
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::DEFAULT
-    }
-
-    /// Objects of this kind as a Table.
-    fn table(&self, _info: &ResourceInfo, request: TableRequest<'_>) -> Value {
-        crate::table::render(self.printer(), request)
     }
 }
 

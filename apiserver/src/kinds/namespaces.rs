@@ -9,7 +9,6 @@ use super::{GroupResource, InitialStatus, KindStrategy, PodSecurityCheck};
 use crate::object::set_field;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
-use crate::table::Printer;
 use crate::validation::NameRule;
 
 /// Upstream refuses to delete these.
@@ -105,9 +104,5 @@ impl KindStrategy for Namespaces {
             .unwrap_or_else(|| json!({}));
         set_field(&mut status, "phase", json!("Terminating"));
         set_field(namespace, "status", status);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::NAMESPACES
     }
 }

@@ -1,15 +1,13 @@
 //! `networking.k8s.io/v1` NetworkPolicies: which directions a policy
 //! governs when it does not list them (always ingress, egress once it has
 //! egress rules), and TCP for ports that name no protocol. IngressClasses:
-//! parameters are cluster-scoped unless they say, and print upstream's
-//! columns.
+//! parameters are cluster-scoped unless they say.
 
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
-use crate::table::Printer;
 
 /// The `networkpolicies` resource.
 #[derive(Debug)]
@@ -62,9 +60,5 @@ impl KindStrategy for IngressClasses {
         {
             set_default(parameters, "scope", json!("Cluster"));
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::networking::INGRESS_CLASSES
     }
 }

@@ -1,8 +1,8 @@
 //! ResourceQuotas and LimitRanges: a quota's hard amounts and scopes are
 //! checked as upstream validates them; a LimitRange gets upstream's item
 //! defaults (a Container item's `default` from `max`, `defaultRequest` from
-//! `default`, then from `min`) and its bounds must be ordered; columns as
-//! upstream prints them. What they enforce is admission's
+//! `default`, then from `min`) and its bounds must be ordered. What they
+//! enforce is admission's
 //! (`admission_plugins::limit_ranger`, `admission_plugins::resource_quota`).
 
 use serde_json::{Map, Value, json};
@@ -12,7 +12,6 @@ use super::KindStrategy;
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::Printer;
 
 /// Core `resourcequotas`.
 #[derive(Debug)]
@@ -31,10 +30,6 @@ impl KindStrategy for ResourceQuotas {
             quantities(&object[section][key], field, errors);
         }
         scopes(&object["spec"], errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::RESOURCEQUOTAS
     }
 }
 
@@ -66,10 +61,6 @@ impl KindStrategy for LimitRanges {
         for (i, item) in items.into_iter().flatten().enumerate() {
             limit_item(item, &format!("spec.limits[{i}]"), errors);
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::CREATED_AT
     }
 }
 

@@ -1,8 +1,7 @@
 //! ServiceAccounts: a node may only ask for tokens bound to pods on it
-//! (NodeRestriction), and they print their secret count.
+//! (NodeRestriction).
 
 use super::{GroupResource, KindStrategy, NodeWrites};
-use crate::table::{Printer, core};
 
 /// Core `serviceaccounts`.
 #[derive(Debug)]
@@ -17,9 +16,5 @@ impl ServiceAccounts {
 impl KindStrategy for ServiceAccounts {
     fn node_writes(&self) -> NodeWrites {
         NodeWrites::PodTokens
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &core::SERVICEACCOUNTS
     }
 }

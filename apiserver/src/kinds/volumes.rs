@@ -8,7 +8,6 @@ use super::pods::default_volume_source;
 use super::{GroupResource, InitialStatus, KindStrategy, NodeWrites, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
-use crate::table::Printer;
 
 /// A claim's spec asks for a filesystem unless it says block.
 pub(super) fn default_claim_spec(spec: &mut Value) {
@@ -40,10 +39,6 @@ impl KindStrategy for PersistentVolumes {
         set_default(spec, "volumeMode", json!("Filesystem"));
         default_volume_source(spec);
     }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::PERSISTENTVOLUMES
-    }
 }
 
 /// Core `persistentvolumeclaims`.
@@ -69,9 +64,5 @@ impl KindStrategy for PersistentVolumeClaims {
         if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
             default_claim_spec(spec);
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::PERSISTENTVOLUMECLAIMS
     }
 }

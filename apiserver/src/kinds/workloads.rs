@@ -2,9 +2,9 @@
 //! ReplicationControllers, StatefulSets, DaemonSets, Jobs, CronJobs and
 //! PodTemplates — their defaults (each pod template gets the pod-spec
 //! defaults), where each keeps its pod template, the pod-template checks,
-//! the ReplicationController's map selector in its Scale, and their
-//! columns. The four `apps/v1` kinds share one strategy type,
-//! [`AppsWorkload`], that differs only in their spec defaults and columns.
+//! and the ReplicationController's map selector in its Scale. The four
+//! `apps/v1` kinds share one strategy type, [`AppsWorkload`], that differs
+//! only in their spec defaults.
 
 use serde_json::{Value, json};
 
@@ -13,7 +13,6 @@ use super::{KindStrategy, scale, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::{Printer, workloads as columns};
 use crate::validation::workloads as checks;
 
 /// Where most workloads keep their pod template.
@@ -44,13 +43,11 @@ fn default_rolling_update(spec: &mut Value, rolling: Value) {
 }
 
 /// The `apps/v1` workloads (Deployments, ReplicaSets, StatefulSets,
-/// DaemonSets): the same rules but for the defaults of their own spec fields
-/// and their columns.
+/// DaemonSets): the same rules but for the defaults of their own spec fields.
 #[derive(Debug)]
 pub(crate) struct AppsWorkload {
     /// Defaults of the kind's own `spec` fields (its pod template's follow).
     spec_defaults: fn(&mut Value),
-    printer: &'static Printer,
 }
 
 impl KindStrategy for AppsWorkload {
@@ -74,16 +71,11 @@ impl KindStrategy for AppsWorkload {
     ) {
         checks::workload(object, old, errors);
     }
-
-    fn printer(&self) -> &'static Printer {
-        self.printer
-    }
 }
 
 /// `apps/v1` deployments.
 pub(crate) static DEPLOYMENTS: AppsWorkload = AppsWorkload {
     spec_defaults: deployment_defaults,
-    printer: &columns::DEPLOYMENTS,
 };
 
 fn deployment_defaults(spec: &mut Value) {
@@ -106,7 +98,6 @@ fn deployment_defaults(spec: &mut Value) {
 /// `apps/v1` replicasets.
 pub(crate) static REPLICA_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| set_default(spec, "replicas", json!(1)),
-    printer: &columns::REPLICASETS,
 };
 
 /// Core `replicationcontrollers`: a map selector instead of a label selector.
@@ -154,16 +145,11 @@ impl KindStrategy for ReplicationControllers {
         let selector = crate::table::columns::map_selector_string(object.pointer("/spec/selector"));
         scale::view(object, selector)
     }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::REPLICATIONCONTROLLERS
-    }
 }
 
 /// `apps/v1` statefulsets.
 pub(crate) static STATEFUL_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: stateful_set_defaults,
-    printer: &columns::STATEFULSETS,
 };
 
 fn stateful_set_defaults(spec: &mut Value) {
@@ -197,7 +183,6 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
         set_default(spec, "revisionHistoryLimit", json!(10));
         default_rolling_update(spec, json!({ "maxUnavailable": 1, "maxSurge": 0 }));
     },
-    printer: &columns::DAEMONSETS,
 };
 
 /// `batch/v1` jobs.
@@ -264,10 +249,6 @@ impl KindStrategy for Jobs {
             errors,
         );
     }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::JOBS
-    }
 }
 
 /// A Job without a manual selector selects its pods by its own uid, and its
@@ -332,10 +313,6 @@ impl KindStrategy for CronJobs {
             "spec.jobTemplate.spec.template.spec",
             errors,
         );
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::CRONJOBS
     }
 }
 

@@ -103,7 +103,7 @@ pub(crate) fn for_request(
                     list_metadata: metadata,
                     now: Timestamp::now(),
                 };
-                info.strategy.table(info, request)
+                info.table(request)
             }),
     )
 }

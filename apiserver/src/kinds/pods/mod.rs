@@ -1,7 +1,7 @@
 //! Pods: the defaults every pod spec gets (also those inside workload
 //! templates), upstream's DefaultTolerationSeconds, the spec fields an update
-//! may change, graceful deletion, the create-time admission that reads the
-//! cluster ([`admission`]), and `kubectl get pods` columns.
+//! may change, graceful deletion and the create-time admission that reads
+//! the cluster ([`admission`]).
 
 mod admission;
 
@@ -15,7 +15,6 @@ use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::status::{ApiError, FieldError};
-use crate::table::Printer;
 
 /// Grace period of a pod that sets none.
 const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
@@ -116,10 +115,6 @@ impl KindStrategy for Pods {
                 .unwrap_or(DEFAULT_POD_GRACE_SECONDS)
                 .max(0),
         )
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::pods::PODS
     }
 }
 

@@ -1,9 +1,8 @@
 //! MutatingWebhookConfiguration and ValidatingWebhookConfiguration
 //! (`admissionregistration.k8s.io/v1`): upstream's v1 defaults for every
-//! webhook they list, their field checks (`validation.rs`) and the
-//! `NAME WEBHOOKS AGE` columns. Calling the webhooks is admission's
-//! business (`admission_plugins::webhook`); this module only says what a
-//! well-formed configuration is.
+//! webhook they list and their field checks (`validation.rs`). Calling the
+//! webhooks is admission's business (`admission_plugins::webhook`); this
+//! module only says what a well-formed configuration is.
 
 mod validation;
 
@@ -12,8 +11,6 @@ use serde_json::{Value, json};
 use super::{KindStrategy, set_default};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::Printer;
-use crate::table::columns::{Column, age, list, name};
 
 /// Which of the two configuration kinds a strategy serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +49,6 @@ impl KindStrategy for WebhookConfigurations {
     ) {
         validation::configuration(self.0, object, old, errors);
     }
-
-    fn printer(&self) -> &'static Printer {
-        &PRINTER
-    }
 }
 
 /// Upstream's v1 defaults of one webhook (sideEffects and
@@ -86,25 +79,6 @@ fn default_webhook(kind: WebhookKind, hook: &mut Value) {
     }
 }
 
-static PRINTER: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Webhooks",
-            "integer",
-            "Webhooks indicates the number of webhooks in the configuration.",
-        ),
-        Column::AGE,
-    ],
-    cells: |object, now| {
-        vec![
-            name(object),
-            Value::from(list(object, "webhooks").len()),
-            age(object, now),
-        ]
-    },
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,15 +105,5 @@ mod tests {
         assert_eq!(validating["timeoutSeconds"], 3);
         assert_eq!(validating["failurePolicy"], "Ignore");
         assert!(validating.get("reinvocationPolicy").is_none());
-    }
-
-    #[test]
-    fn the_table_counts_webhooks() {
-        let object =
-            json!({"metadata": {"name": "cfg"}, "webhooks": [{"name": "a"}, {"name": "b"}]});
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let cells = (PRINTER.cells)(&object, now);
-        assert_eq!(cells[0], "cfg");
-        assert_eq!(cells[1], 2);
     }
 }
