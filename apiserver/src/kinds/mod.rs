@@ -18,7 +18,30 @@
 //! Code that must name one resource rather than ask a strategy (finding its
 //! watch cache, the Node authorizer deciding on request attributes before
 //! any strategy is looked up) uses the kind's typed [`GroupResource`]
-//! constant, `<Strategy>::RESOURCE`, never a pair of strings.
+//! constant, `<Strategy>::RESOURCE` (declared with the strategy by
+//! `named_kind!`), never a pair of strings.
+
+/// Declares a kind's strategy type, a unit struct, with the typed
+/// [`GroupResource`] of its k8s-openapi type as `RESOURCE`: the shape of
+/// every kind that code outside this module must name.
+macro_rules! named_kind {
+    (
+        $(#[$kind_doc:meta])*
+        pub(crate) struct $kind:ident;
+        $(#[$resource_doc:meta])*
+        const RESOURCE = $object:ty;
+    ) => {
+        $(#[$kind_doc])*
+        #[derive(Debug)]
+        pub(crate) struct $kind;
+
+        impl $kind {
+            $(#[$resource_doc])*
+            pub(crate) const RESOURCE: $crate::kinds::GroupResource<'static> =
+                $crate::kinds::GroupResource::of::<$object>();
+        }
+    };
+}
 
 mod admission_policies;
 mod api_services;

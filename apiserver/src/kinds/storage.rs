@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{GroupResource, KindStrategy, NodeWrites, set_default};
+use super::{KindStrategy, NodeWrites, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 
@@ -44,14 +44,11 @@ impl KindStrategy for CsiDrivers {
     }
 }
 
-/// The `csinodes` resource: one per node, named after it.
-#[derive(Debug)]
-pub(crate) struct CsiNodes;
-
-impl CsiNodes {
+named_kind! {
+    /// The `csinodes` resource: one per node, named after it.
+    pub(crate) struct CsiNodes;
     /// `storage.k8s.io` csinodes, for the Node authorizer.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::storage::v1::CSINode>();
+    const RESOURCE = k8s_openapi::api::storage::v1::CSINode;
 }
 
 impl KindStrategy for CsiNodes {
@@ -60,15 +57,12 @@ impl KindStrategy for CsiNodes {
     }
 }
 
-/// The `volumeattachments` resource: no rules of its own, but its name for
-/// the Node authorizer and its watch cache.
-#[derive(Debug)]
-pub(crate) struct VolumeAttachments;
-
-impl VolumeAttachments {
+named_kind! {
+    /// The `volumeattachments` resource: no rules of its own, but its name for
+    /// the Node authorizer and its watch cache.
+    pub(crate) struct VolumeAttachments;
     /// `storage.k8s.io` volumeattachments.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::storage::v1::VolumeAttachment>();
+    const RESOURCE = k8s_openapi::api::storage::v1::VolumeAttachment;
 }
 
 impl KindStrategy for VolumeAttachments {}

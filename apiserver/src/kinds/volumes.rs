@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::pods::default_volume_source;
-use super::{GroupResource, InitialStatus, KindStrategy, NodeWrites, set_default};
+use super::{InitialStatus, KindStrategy, NodeWrites, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 
@@ -14,14 +14,11 @@ pub(super) fn default_claim_spec(spec: &mut Value) {
     set_default(spec, "volumeMode", json!("Filesystem"));
 }
 
-/// Core `persistentvolumes`.
-#[derive(Debug)]
-pub(crate) struct PersistentVolumes;
-
-impl PersistentVolumes {
+named_kind! {
+    /// Core `persistentvolumes`.
+    pub(crate) struct PersistentVolumes;
     /// Core `persistentvolumes`, for the Node authorizer.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::PersistentVolume>();
+    const RESOURCE = k8s_openapi::api::core::v1::PersistentVolume;
 }
 
 impl KindStrategy for PersistentVolumes {
@@ -41,14 +38,11 @@ impl KindStrategy for PersistentVolumes {
     }
 }
 
-/// Core `persistentvolumeclaims`.
-#[derive(Debug)]
-pub(crate) struct PersistentVolumeClaims;
-
-impl PersistentVolumeClaims {
+named_kind! {
+    /// Core `persistentvolumeclaims`.
+    pub(crate) struct PersistentVolumeClaims;
     /// Core `persistentvolumeclaims`, for the Node authorizer and its watch cache.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::PersistentVolumeClaim>();
+    const RESOURCE = k8s_openapi::api::core::v1::PersistentVolumeClaim;
 }
 
 impl KindStrategy for PersistentVolumeClaims {

@@ -8,9 +8,7 @@ mod admission;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{
-    GroupResource, InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default,
-};
+use super::{InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -23,14 +21,11 @@ const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
 /// upstream's DefaultTolerationSeconds admission gives every pod.
 const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
-/// The `pods` resource.
-#[derive(Debug)]
-pub(crate) struct Pods;
-
-impl Pods {
+named_kind! {
+    /// The `pods` resource.
+    pub(crate) struct Pods;
     /// Core `pods`, for the Node authorizer and streaming subresources.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::Pod>();
+    const RESOURCE = k8s_openapi::api::core::v1::Pod;
 }
 
 #[async_trait]
