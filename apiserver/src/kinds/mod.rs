@@ -327,6 +327,11 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     }
 }
 
+/// The `spec` of an object, when it is an object.
+fn spec_of(object: &mut Value) -> Option<&mut Value> {
+    crate::object::path_mut(object, &["spec"]).filter(|s| s.is_object())
+}
+
 /// Sets `field` of an object unless it is already there.
 fn set_default(target: &mut Value, field: &str, value: Value) {
     if let Some(map) = target.as_object_mut() {

@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default};
-use crate::object::path_mut;
+use super::{KindStrategy, set_default, spec_of};
+use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 
 /// The `networkpolicies` resource.
@@ -15,18 +15,11 @@ pub(crate) struct NetworkPolicies;
 
 impl KindStrategy for NetworkPolicies {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         for direction in ["ingress", "egress"] {
-            let Some(rules) = path_mut(spec, &[direction]).and_then(Value::as_array_mut) else {
-                continue;
-            };
-            for port in rules
-                .iter_mut()
-                .filter_map(|r| path_mut(r, &["ports"]).and_then(Value::as_array_mut))
-                .flatten()
-            {
+            for port in items_mut(spec, &[direction]).flat_map(|r| items_mut(r, &["ports"])) {
                 set_default(port, "protocol", json!("TCP"));
             }
         }

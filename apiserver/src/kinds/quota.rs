@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use skiff_common::amount::Amount;
 
 use super::KindStrategy;
-use crate::object::path_mut;
+use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 
@@ -39,11 +39,7 @@ pub(crate) struct LimitRanges;
 
 impl KindStrategy for LimitRanges {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(items) = path_mut(object, &["spec", "limits"]).and_then(Value::as_array_mut)
-        else {
-            return;
-        };
-        for item in items.iter_mut().filter(|i| i["type"] == "Container") {
+        for item in items_mut(object, &["spec", "limits"]).filter(|i| i["type"] == "Container") {
             fill_from(item, "default", "max");
             fill_from(item, "defaultRequest", "default");
             fill_from(item, "defaultRequest", "min");

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{InitialStatus, KindStrategy, set_default};
+use super::{InitialStatus, KindStrategy, set_default, spec_of};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -29,7 +29,7 @@ impl KindStrategy for Services {
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         set_default(spec, "type", json!("ClusterIP"));

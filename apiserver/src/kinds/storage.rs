@@ -6,8 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, NodeWrites, set_default};
-use crate::object::path_mut;
+use super::{KindStrategy, NodeWrites, set_default, spec_of};
 use crate::registry::ResourceInfo;
 
 /// The `storageclasses` resource.
@@ -31,7 +30,7 @@ impl KindStrategy for CsiDrivers {
     /// fsGroup only for ReadWriteOnce volumes with an fsType, serves
     /// persistent volumes, needs no republishing and no SELinux mounts.
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         set_default(spec, "attachRequired", json!(true));

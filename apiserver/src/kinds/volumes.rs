@@ -5,8 +5,7 @@
 use serde_json::{Value, json};
 
 use super::pods::default_volume_source;
-use super::{InitialStatus, KindStrategy, NodeWrites, set_default};
-use crate::object::path_mut;
+use super::{InitialStatus, KindStrategy, NodeWrites, set_default, spec_of};
 use crate::registry::ResourceInfo;
 
 /// A claim's spec asks for a filesystem unless it says block.
@@ -29,7 +28,7 @@ impl KindStrategy for PersistentVolumes {
     /// A volume is kept when its claim goes (Retain) and is a filesystem,
     /// and its source gets the defaults a pod volume's would.
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
@@ -55,7 +54,7 @@ impl KindStrategy for PersistentVolumeClaims {
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+        if let Some(spec) = spec_of(object) {
             default_claim_spec(spec);
         }
     }

@@ -9,19 +9,14 @@
 use serde_json::{Value, json};
 
 use super::pods::default_pod_spec;
-use super::{KindStrategy, scale, set_default};
-use crate::object::path_mut;
+use super::{KindStrategy, scale, set_default, spec_of};
+use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::validation::workloads as checks;
 
 /// Where most workloads keep their pod template.
 const SPEC_TEMPLATE: &[&str] = &["spec", "template"];
-
-/// The `spec` of a workload, when it is an object.
-fn spec_of(object: &mut Value) -> Option<&mut Value> {
-    path_mut(object, &["spec"]).filter(|s| s.is_object())
-}
 
 /// Pod-spec defaults for the template at `path` under `spec`.
 fn default_template(spec: &mut Value, path: &[&str]) {
@@ -164,15 +159,13 @@ fn stateful_set_defaults(spec: &mut Value) {
     }
     // Claim templates are whole claims to upstream's defaulting, status
     // included: they read back with `status.phase: Pending`.
-    if let Some(claims) = path_mut(spec, &["volumeClaimTemplates"]).and_then(Value::as_array_mut) {
-        for claim in claims.iter_mut().filter(|c| c.is_object()) {
-            if let Some(claim_spec) = path_mut(claim, &["spec"]).filter(|s| s.is_object()) {
-                super::volumes::default_claim_spec(claim_spec);
-            }
-            set_default(claim, "status", json!({}));
-            if let Some(status) = path_mut(claim, &["status"]) {
-                set_default(status, "phase", json!("Pending"));
-            }
+    for claim in items_mut(spec, &["volumeClaimTemplates"]).filter(|c| c.is_object()) {
+        if let Some(claim_spec) = spec_of(claim) {
+            super::volumes::default_claim_spec(claim_spec);
+        }
+        set_default(claim, "status", json!({}));
+        if let Some(status) = path_mut(claim, &["status"]) {
+            set_default(status, "phase", json!("Pending"));
         }
     }
 }

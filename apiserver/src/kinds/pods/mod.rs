@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default};
-use crate::object::path_mut;
+use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::status::{ApiError, FieldError};
@@ -124,28 +124,24 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        if let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) {
-            for c in containers {
-                let latest = c["image"].as_str().is_some_and(|i| {
-                    let tail = i.rsplit('/').next().unwrap_or(i);
-                    !tail.contains(':') && !i.contains('@') || tail.ends_with(":latest")
-                });
-                set_default(
-                    c,
-                    "imagePullPolicy",
-                    json!(if latest { "Always" } else { "IfNotPresent" }),
-                );
-                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
-                set_default(c, "terminationMessagePolicy", json!("File"));
-                set_default(c, "resources", json!({}));
-                default_container_fields(c);
-            }
+        for c in items_mut(spec, &[list]) {
+            let latest = c["image"].as_str().is_some_and(|i| {
+                let tail = i.rsplit('/').next().unwrap_or(i);
+                !tail.contains(':') && !i.contains('@') || tail.ends_with(":latest")
+            });
+            set_default(
+                c,
+                "imagePullPolicy",
+                json!(if latest { "Always" } else { "IfNotPresent" }),
+            );
+            set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+            set_default(c, "terminationMessagePolicy", json!("File"));
+            set_default(c, "resources", json!({}));
+            default_container_fields(c);
         }
     }
-    if let Some(volumes) = path_mut(spec, &["volumes"]).and_then(Value::as_array_mut) {
-        for volume in volumes {
-            default_volume(volume);
-        }
+    for volume in items_mut(spec, &["volumes"]) {
+        default_volume(volume);
     }
 }
 
@@ -156,16 +152,12 @@ const DEFAULT_VOLUME_MODE: i64 = 0o644;
 /// Container defaults beyond the top-level ones: port protocols, the
 /// `apiVersion` of `fieldRef`s in env, and probe timings.
 fn default_container_fields(container: &mut Value) {
-    if let Some(ports) = path_mut(container, &["ports"]).and_then(Value::as_array_mut) {
-        for port in ports {
-            set_default(port, "protocol", json!("TCP"));
-        }
+    for port in items_mut(container, &["ports"]) {
+        set_default(port, "protocol", json!("TCP"));
     }
-    if let Some(env) = path_mut(container, &["env"]).and_then(Value::as_array_mut) {
-        for var in env {
-            if let Some(field_ref) = path_mut(var, &["valueFrom", "fieldRef"]) {
-                set_default(field_ref, "apiVersion", json!("v1"));
-            }
+    for var in items_mut(container, &["env"]) {
+        if let Some(field_ref) = path_mut(var, &["valueFrom", "fieldRef"]) {
+            set_default(field_ref, "apiVersion", json!("v1"));
         }
     }
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
@@ -202,14 +194,7 @@ fn default_host_network_ports(spec: &mut Value) {
         return;
     }
     for list in ["initContainers", "containers"] {
-        let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for port in containers
-            .iter_mut()
-            .filter_map(|c| path_mut(c, &["ports"]).and_then(Value::as_array_mut))
-            .flatten()
-        {
+        for port in items_mut(spec, &[list]).flat_map(|c| items_mut(c, &["ports"])) {
             let container_port = port["containerPort"].clone();
             if !container_port.is_null() {
                 set_default(port, "hostPort", container_port);
@@ -222,10 +207,7 @@ fn default_host_network_ports(spec: &mut Value) {
 /// requests or limits CPU or memory may have it resized without a restart
 /// unless its `resizePolicy` says otherwise (pods only, regular containers).
 fn default_resize_policy(spec: &mut Value) {
-    let Some(containers) = path_mut(spec, &["containers"]).and_then(Value::as_array_mut) else {
-        return;
-    };
-    for container in containers {
+    for container in items_mut(spec, &["containers"]) {
         let named = |resource: &str| {
             ["requests", "limits"]
                 .iter()
@@ -344,13 +326,7 @@ fn default_field_refs(items: &mut [Value]) {
 /// made from it).
 fn default_requests_to_limits(spec: &mut Value) {
     for list in ["initContainers", "containers"] {
-        let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for resources in containers
-            .iter_mut()
-            .filter_map(|c| path_mut(c, &["resources"]))
-        {
+        for resources in items_mut(spec, &[list]).filter_map(|c| path_mut(c, &["resources"])) {
             let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
                 continue;
             };

@@ -9,6 +9,7 @@ mod validation;
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
+use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 
@@ -32,10 +33,7 @@ pub(crate) struct WebhookConfigurations(pub WebhookKind);
 
 impl KindStrategy for WebhookConfigurations {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(webhooks) = object.get_mut("webhooks").and_then(Value::as_array_mut) else {
-            return;
-        };
-        for hook in webhooks {
+        for hook in items_mut(object, &["webhooks"]) {
             default_webhook(self.0, hook);
         }
     }
@@ -65,10 +63,8 @@ fn default_webhook(kind: WebhookKind, hook: &mut Value) {
     if kind == WebhookKind::Mutating {
         set_default(hook, "reinvocationPolicy", json!("Never"));
     }
-    if let Some(rules) = hook.get_mut("rules").and_then(Value::as_array_mut) {
-        for rule in rules {
-            set_default(rule, "scope", json!("*"));
-        }
+    for rule in items_mut(hook, &["rules"]) {
+        set_default(rule, "scope", json!("*"));
     }
     if let Some(service) = hook
         .get_mut("clientConfig")
