@@ -185,6 +185,17 @@ impl Tracer {
 
 const TIMESTAMP_TYPES: &[&str] = &["Time", "MicroTime"];
 
+/// Deserializer methods that answer with a fixed placeholder value.
+macro_rules! placeholders {
+    ($($method:ident => $visit:ident($($value:expr)?),)*) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+                visitor.$visit($($value)?)
+            }
+        )*
+    };
+}
+
 impl<'de> Deserializer<'de> for Tracer {
     type Error = Error;
 
@@ -200,54 +211,31 @@ impl<'de> Deserializer<'de> for Tracer {
         }
     }
 
-    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_bool(false)
+    placeholders! {
+        deserialize_bool => visit_bool(false),
+        deserialize_i8 => visit_i64(0),
+        deserialize_i16 => visit_i64(0),
+        deserialize_i32 => visit_i64(0),
+        deserialize_i64 => visit_i64(0),
+        deserialize_u8 => visit_u64(0),
+        deserialize_u16 => visit_u64(0),
+        deserialize_u32 => visit_u64(0),
+        deserialize_u64 => visit_u64(0),
+        deserialize_f32 => visit_f64(0.0),
+        deserialize_f64 => visit_f64(0.0),
+        deserialize_char => visit_char(' '),
+        deserialize_bytes => visit_bytes(&[]),
+        deserialize_byte_buf => visit_bytes(&[]),
+        deserialize_unit => visit_unit(),
+        deserialize_identifier => visit_str(""),
+        deserialize_ignored_any => visit_unit(),
     }
 
-    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_f64(0.0)
-    }
-    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_f64(0.0)
-    }
-    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_char(' ')
-    }
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         visitor.visit_str(self.placeholder_str())
     }
     fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         visitor.visit_str(self.placeholder_str())
-    }
-    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_bytes(&[])
-    }
-    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_bytes(&[])
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -258,9 +246,6 @@ impl<'de> Deserializer<'de> for Tracer {
         }
     }
 
-    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
@@ -359,14 +344,6 @@ impl<'de> Deserializer<'de> for Tracer {
         _visitor: V,
     ) -> Result<V::Value, Error> {
         Err(Error(format!("enum {name} cannot be traced")))
-    }
-
-    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_str("")
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
     }
 }
 
