@@ -174,6 +174,21 @@ impl Tracer {
         }
     }
 
+    /// Traces a list or map: `visit` runs with the tracer of its one element
+    /// (none when muted), and the slot records `shape` of what it found.
+    fn container<T>(
+        self,
+        shape: fn(Box<Shape>) -> Shape,
+        visit: impl FnOnce(Option<Tracer>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let element = Rc::new(RefCell::new(Slot::default()));
+        let next = (!self.mute).then(|| self.child(element.clone()));
+        let value = visit(next)?;
+        let inner = element.take().shape;
+        self.slot.borrow_mut().shape = shape(Box::new(inner));
+        Ok(value)
+    }
+
     fn placeholder_str(&self) -> &'static str {
         if self.timestamp {
             "1970-01-01T00:00:00Z"
@@ -265,12 +280,7 @@ impl<'de> Deserializer<'de> for Tracer {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let item = Rc::new(RefCell::new(Slot::default()));
-        let next = (!self.mute).then(|| self.child(item.clone()));
-        let value = visitor.visit_seq(Items { next })?;
-        let inner = item.take().shape;
-        self.slot.borrow_mut().shape = Shape::List(Box::new(inner));
-        Ok(value)
+        self.container(Shape::List, |next| visitor.visit_seq(Items { next }))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -290,12 +300,7 @@ impl<'de> Deserializer<'de> for Tracer {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let entry = Rc::new(RefCell::new(Slot::default()));
-        let next = (!self.mute).then(|| self.child(entry.clone()));
-        let value = visitor.visit_map(Entry { next })?;
-        let inner = entry.take().shape;
-        self.slot.borrow_mut().shape = Shape::Map(Box::new(inner));
-        Ok(value)
+        self.container(Shape::Map, |next| visitor.visit_map(Entry { next }))
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
