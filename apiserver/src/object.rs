@@ -124,6 +124,18 @@ pub(crate) fn path_mut<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mu
     Some(current)
 }
 
+/// The items of the list at `path` (see [`path_mut`]); none when there is
+/// no list there.
+pub(crate) fn items_mut<'a>(
+    value: &'a mut Value,
+    path: &[&str],
+) -> impl Iterator<Item = &'a mut Value> + use<'a> {
+    path_mut(value, path)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+}
+
 /// Sets a top-level field of an object (no-op on non-objects).
 pub(crate) fn set_field(object: &mut Value, field: &str, value: Value) {
     if let Some(map) = object.as_object_mut() {

@@ -49,39 +49,33 @@ impl Params {
         };
         let map: HashMap<String, String> = pairs.iter().cloned().collect();
         let get = |k: &str| map.get(k).map(String::as_str);
+        // An empty value is the same as none.
+        let set = |k: &str| get(k).filter(|s| !s.is_empty());
         let mut p = Params {
-            resource_version: get("resourceVersion")
-                .filter(|s| !s.is_empty())
-                .map(String::from),
-            resource_version_match: get("resourceVersionMatch")
-                .filter(|s| !s.is_empty())
-                .map(String::from),
+            resource_version: set("resourceVersion").map(String::from),
+            resource_version_match: set("resourceVersionMatch").map(String::from),
             label_selector: get("labelSelector").unwrap_or("").to_string(),
             field_selector: get("fieldSelector").unwrap_or("").to_string(),
-            continue_token: get("continue").filter(|s| !s.is_empty()).map(String::from),
+            continue_token: set("continue").map(String::from),
             watch: get("watch").is_some_and(truthy),
             allow_bookmarks: get("allowWatchBookmarks").is_some_and(truthy),
             send_initial_events: get("sendInitialEvents").is_some_and(truthy),
-            field_manager: get("fieldManager")
-                .filter(|s| !s.is_empty())
-                .map(String::from),
-            propagation_policy: get("propagationPolicy")
-                .filter(|s| !s.is_empty())
-                .map(String::from),
+            field_manager: set("fieldManager").map(String::from),
+            propagation_policy: set("propagationPolicy").map(String::from),
             orphan_dependents: get("orphanDependents").map(truthy),
             force: get("force").map(truthy),
             include_object: get("includeObject").map(String::from),
             field_validation: get("fieldValidation").map(String::from),
             ..Default::default()
         };
-        if let Some(v) = get("limit").filter(|s| !s.is_empty()) {
+        if let Some(v) = set("limit") {
             let n: i64 = number("limit", v)?;
             p.limit = (n > 0).then_some(n as usize);
         }
-        if let Some(v) = get("timeoutSeconds").filter(|s| !s.is_empty()) {
+        if let Some(v) = set("timeoutSeconds") {
             p.timeout_seconds = Some(number("timeoutSeconds", v)?);
         }
-        if let Some(v) = get("gracePeriodSeconds").filter(|s| !s.is_empty()) {
+        if let Some(v) = set("gracePeriodSeconds") {
             p.grace_period_seconds = Some(number("gracePeriodSeconds", v)?);
         }
         for (k, v) in &pairs {

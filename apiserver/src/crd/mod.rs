@@ -104,3 +104,10 @@ fn set_api_version(object: &mut Value, api_version: &str) {
         map.insert("apiVersion".into(), json!(api_version));
     }
 }
+
+/// Fails unless one of `errors` says `text` (the crd tests' check of a
+/// rendered field error).
+#[cfg(test)]
+fn assert_reported(errors: &[String], text: &str) {
+    assert!(errors.iter().any(|e| e.contains(text)), "{errors:?}");
+}

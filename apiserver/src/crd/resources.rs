@@ -146,6 +146,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 roundtrip: keep_as_is,
                 custom: Some(Arc::new(custom)),
                 strategy: &crate::kinds::CustomResources,
+                printer: &crate::table::core::DEFAULT,
                 review: None,
                 metrics: None,
             }

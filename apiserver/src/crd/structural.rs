@@ -209,25 +209,9 @@ mod tests {
             misc.contains(&"s.properties[l].items: Required value: must be specified".to_string()),
             "{misc:?}"
         );
-        assert!(
-            misc.iter()
-                .any(|e| e.starts_with("s.properties[t].type: Unsupported value: \"text\"")),
-            "{misc:?}"
-        );
-        assert!(
-            misc.iter()
-                .any(|e| e.starts_with("s.properties[r].pattern: Invalid value")),
-            "{misc:?}"
-        );
-        assert!(
-            misc.iter()
-                .any(|e| e.starts_with("s.properties[d].default: Invalid value: \"string\"")),
-            "{misc:?}"
-        );
-        assert!(
-            misc.iter()
-                .any(|e| e.starts_with("s.properties[metadata]: Forbidden")),
-            "{misc:?}"
-        );
+        crate::crd::assert_reported(&misc, "s.properties[t].type: Unsupported value: \"text\"");
+        crate::crd::assert_reported(&misc, "s.properties[r].pattern: Invalid value");
+        crate::crd::assert_reported(&misc, "s.properties[d].default: Invalid value: \"string\"");
+        crate::crd::assert_reported(&misc, "s.properties[metadata]: Forbidden");
     }
 }

@@ -156,7 +156,7 @@ impl Filter {
                     list_metadata: metadata,
                     now: k8s_openapi::jiff::Timestamp::now(),
                 };
-                let table = self.info.strategy.table(&self.info, request);
+                let table = self.info.table(request);
                 encode(kind, &table)
             }
             None => encode(kind, served),

@@ -1,11 +1,9 @@
 //! ValidatingAdmissionPolicies and their bindings, delegating to
 //! `admission_plugins::validating_policy::definition` for defaults and
-//! checks (a policy whose CEL does not compile is refused here), with
-//! upstream's columns.
+//! checks (a policy whose CEL does not compile is refused here).
 
 use super::defined::Defined;
 use crate::admission_plugins::validating_policy::definition;
-use crate::table::admission;
 use crate::validation::NameRule;
 
 /// `admissionregistration.k8s.io/v1` validatingadmissionpolicies.
@@ -13,7 +11,6 @@ pub(crate) static VALIDATING_ADMISSION_POLICIES: Defined = Defined {
     name_rule: NameRule::Subdomain,
     defaults: definition::default_policy,
     validate: definition::validate_policy,
-    printer: &admission::VALIDATING_ADMISSION_POLICIES,
 };
 
 /// `admissionregistration.k8s.io/v1` validatingadmissionpolicybindings.
@@ -21,5 +18,4 @@ pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Defined = Defined {
     name_rule: NameRule::Subdomain,
     defaults: definition::default_binding,
     validate: definition::validate_binding,
-    printer: &admission::VALIDATING_ADMISSION_POLICY_BINDINGS,
 };

@@ -1,6 +1,6 @@
 //! `apiregistration.k8s.io/v1` APIServices: upstream's checks (the name is
 //! `<version>.<group>`, priorities in range, a local one names no CA and
-//! skips no verification, a remote one names its Service) and columns.
+//! skips no verification, a remote one names its Service).
 //! What they do — local ones for every served group/version, availability
 //! — is [`crate::aggregator`]'s.
 
@@ -95,7 +95,6 @@ pub(crate) static API_SERVICES: Defined = Defined {
     name_rule: NameRule::PathSegment,
     defaults: nothing,
     validate,
-    printer: &crate::table::aggregator::API_SERVICES,
 };
 
 #[cfg(test)]

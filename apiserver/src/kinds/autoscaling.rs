@@ -5,11 +5,10 @@
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default};
+use super::{KindStrategy, set_default, spec_of};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::{self, Printer};
 
 /// Average CPU utilisation targeted when a v2 autoscaler names no metric.
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
@@ -23,7 +22,7 @@ pub(crate) struct HorizontalPodAutoscalers;
 
 impl KindStrategy for HorizontalPodAutoscalers {
     fn apply_defaults(&self, info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         set_default(spec, "minReplicas", json!(1));
@@ -97,10 +96,6 @@ impl KindStrategy for HorizontalPodAutoscalers {
                 "must be greater than or equal to `minReplicas`",
             ));
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &table::autoscaling::HORIZONTALPODAUTOSCALERS
     }
 }
 

@@ -5,18 +5,15 @@
 
 use serde_json::{Value, json};
 
-use super::{GroupResource, KindStrategy};
+use super::KindStrategy;
 use crate::authn::UserInfo;
 
-/// `certificates.k8s.io/v1` CertificateSigningRequests.
-#[derive(Debug)]
-pub(crate) struct CertificateSigningRequests;
-
-impl CertificateSigningRequests {
+named_kind! {
+    /// `certificates.k8s.io/v1` CertificateSigningRequests.
+    pub(crate) struct CertificateSigningRequests;
     /// `certificates.k8s.io` certificatesigningrequests, for the node
     /// password admission.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>();
+    const RESOURCE = k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 }
 
 impl KindStrategy for CertificateSigningRequests {

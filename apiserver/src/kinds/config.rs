@@ -1,24 +1,20 @@
-//! ConfigMaps and Secrets: the keys their data maps may use, a Secret's
-//! default type, and their columns.
+//! ConfigMaps and Secrets: the keys their data maps may use and a Secret's
+//! default type.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
-use super::{GroupResource, KindStrategy, set_default};
+use super::{KindStrategy, set_default};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::Printer;
 use crate::watch_cache::CacheForm;
 
-/// Core `configmaps`.
-#[derive(Debug)]
-pub(crate) struct ConfigMaps;
-
-impl ConfigMaps {
+named_kind! {
+    /// Core `configmaps`.
+    pub(crate) struct ConfigMaps;
     /// Core `configmaps`, for the Node authorizer.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::ConfigMap>();
+    const RESOURCE = k8s_openapi::api::core::v1::ConfigMap;
 }
 
 impl KindStrategy for ConfigMaps {
@@ -36,20 +32,13 @@ impl KindStrategy for ConfigMaps {
     ) {
         data_keys(object, &["data", "binaryData"], errors);
     }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::CONFIGMAPS
-    }
 }
 
-/// Core `secrets`.
-#[derive(Debug)]
-pub(crate) struct Secrets;
-
-impl Secrets {
+named_kind! {
+    /// Core `secrets`.
+    pub(crate) struct Secrets;
     /// Core `secrets`, for the Node authorizer.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::Secret>();
+    const RESOURCE = k8s_openapi::api::core::v1::Secret;
 }
 
 impl KindStrategy for Secrets {
@@ -74,10 +63,6 @@ impl KindStrategy for Secrets {
         errors: &mut Vec<FieldError>,
     ) {
         data_keys(object, &["data", "stringData"], errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::SECRETS
     }
 }
 

@@ -1,8 +1,8 @@
 //! CustomResourceDefinitions and custom resources, delegating to `crd/`:
 //! a CRD gets its defaults, its cleanup finalizer and its checks from
 //! `crd::definition`; a custom object is pruned, defaulted and validated
-//! against its version's schema, scaled along its scale paths and printed
-//! with its printer columns.
+//! against its version's schema and scaled along its scale paths (its
+//! printer columns print it: [`ResourceInfo::table`]).
 
 use serde_json::Value;
 
@@ -10,7 +10,6 @@ use super::KindStrategy;
 use crate::crd::definition;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::{Printer, TableRequest};
 
 /// `apiextensions.k8s.io/v1` customresourcedefinitions.
 #[derive(Debug)]
@@ -33,10 +32,6 @@ impl KindStrategy for CustomResourceDefinitions {
         errors: &mut Vec<FieldError>,
     ) {
         definition::validate(object, errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::CREATED_AT
     }
 }
 
@@ -75,13 +70,6 @@ impl KindStrategy for CustomResources {
         match info.custom.as_ref().and_then(|c| c.scale.as_ref()) {
             Some(paths) => crate::crd::scale::set_replicas(paths, object, replicas),
             None => super::scale::set_spec_replicas(object, replicas),
-        }
-    }
-
-    fn table(&self, info: &ResourceInfo, request: TableRequest<'_>) -> Value {
-        match &info.custom {
-            Some(custom) => crate::crd::printer::table(&custom.columns, request),
-            None => crate::table::render(self.printer(), request),
         }
     }
 }

@@ -1,28 +1,14 @@
-//! Kinds with no rules of their own beyond, at most, their Table columns:
-//! the default strategy every built-in resource starts with, and the few
-//! that only print differently. A kind that needs more gets its own module.
+//! The default strategy every built-in resource starts with: kinds with no
+//! rules of their own (their Table columns, if any, are named with their
+//! registry entry). A kind that needs more gets its own module.
 
 use super::KindStrategy;
-use crate::table::{Printer, core, networking};
 
-/// Every default rule, printed with the given columns.
+/// Every default rule.
 #[derive(Debug)]
-pub(crate) struct Plain {
-    printer: &'static Printer,
-}
+pub(crate) struct Plain;
 
-impl KindStrategy for Plain {
-    fn printer(&self) -> &'static Printer {
-        self.printer
-    }
-}
+impl KindStrategy for Plain {}
 
-/// Kinds without a rule of their own: NAME and AGE.
-pub(crate) static PLAIN: Plain = Plain {
-    printer: &core::DEFAULT,
-};
-
-/// Ingresses print their class, hosts, address and ports.
-pub(crate) static INGRESSES: Plain = Plain {
-    printer: &networking::INGRESSES,
-};
+/// Kinds without a rule of their own.
+pub(crate) static PLAIN: Plain = Plain;

@@ -1,12 +1,11 @@
 //! The strategy of a kind whose rules all live in its own definition module
-//! (defaults, checks, columns): nothing per kind but which functions to call.
+//! (defaults and checks): nothing per kind but which functions to call.
 
 use serde_json::Value;
 
 use super::KindStrategy;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::Printer;
 use crate::validation::NameRule;
 
 /// A kind described by its definition module's functions.
@@ -15,7 +14,6 @@ pub(crate) struct Defined {
     pub name_rule: NameRule,
     pub defaults: fn(&mut Value),
     pub validate: fn(&Value, &mut Vec<FieldError>),
-    pub printer: &'static Printer,
 }
 
 impl KindStrategy for Defined {
@@ -35,9 +33,5 @@ impl KindStrategy for Defined {
         errors: &mut Vec<FieldError>,
     ) {
         (self.validate)(object, errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        self.printer
     }
 }

@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
-use crate::object::path_mut;
+use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 
 /// The `endpointslices` resource.
@@ -17,11 +17,9 @@ pub(crate) struct EndpointSlices;
 
 impl KindStrategy for EndpointSlices {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        if let Some(ports) = path_mut(object, &["ports"]).and_then(Value::as_array_mut) {
-            for port in ports {
-                set_default(port, "name", json!(""));
-                set_default(port, "protocol", json!("TCP"));
-            }
+        for port in items_mut(object, &["ports"]) {
+            set_default(port, "name", json!(""));
+            set_default(port, "protocol", json!("TCP"));
         }
     }
 }
@@ -32,19 +30,8 @@ pub(crate) struct Endpoints;
 
 impl KindStrategy for Endpoints {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(subsets) = path_mut(object, &["subsets"]).and_then(Value::as_array_mut) else {
-            return;
-        };
-        for port in subsets
-            .iter_mut()
-            .filter_map(|s| path_mut(s, &["ports"]).and_then(Value::as_array_mut))
-            .flatten()
-        {
+        for port in items_mut(object, &["subsets"]).flat_map(|s| items_mut(s, &["ports"])) {
             set_default(port, "protocol", json!("TCP"));
         }
-    }
-
-    fn printer(&self) -> &'static crate::table::Printer {
-        &crate::table::core::ENDPOINTS
     }
 }

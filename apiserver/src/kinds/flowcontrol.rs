@@ -3,7 +3,6 @@
 
 use super::defined::Defined;
 use crate::flowcontrol::definition;
-use crate::table::flowcontrol;
 use crate::validation::NameRule;
 
 /// `flowcontrol.apiserver.k8s.io/v1` flowschemas.
@@ -11,7 +10,6 @@ pub(crate) static FLOW_SCHEMAS: Defined = Defined {
     name_rule: NameRule::PathSegment,
     defaults: definition::default_flow_schema,
     validate: definition::validate_flow_schema,
-    printer: &flowcontrol::FLOW_SCHEMAS,
 };
 
 /// `flowcontrol.apiserver.k8s.io/v1` prioritylevelconfigurations.
@@ -19,5 +17,4 @@ pub(crate) static PRIORITY_LEVEL_CONFIGURATIONS: Defined = Defined {
     name_rule: NameRule::PathSegment,
     defaults: definition::default_priority_level,
     validate: definition::validate_priority_level,
-    printer: &flowcontrol::PRIORITY_LEVELS,
 };

@@ -3,9 +3,10 @@
 //! kind's module here — defaults, validation (with the name rule), the
 //! status a new object starts with, what an update may not change, how
 //! deletion goes, allocations, create-time admission that reads server
-//! state, the Scale view, the Table columns, and what the admission plugins
-//! look at in it (its pod template for Pod Security, what NodeRestriction
-//! checks when a node writes it).
+//! state, the Scale view, and what the admission plugins look at in it
+//! (its pod template for Pod Security, what NodeRestriction checks when a
+//! node writes it). How a kind prints is not a rule of it: its registry
+//! entry names its Table columns, as upstream's storage its TableConvertor.
 //!
 //! Each resource's [`ResourceInfo`] carries its strategy, chosen once where
 //! the registry is built (`registry/builtin.rs` for built-ins, `crd/` for
@@ -17,7 +18,30 @@
 //! Code that must name one resource rather than ask a strategy (finding its
 //! watch cache, the Node authorizer deciding on request attributes before
 //! any strategy is looked up) uses the kind's typed [`GroupResource`]
-//! constant, `<Strategy>::RESOURCE`, never a pair of strings.
+//! constant, `<Strategy>::RESOURCE` (declared with the strategy by
+//! `named_kind!`), never a pair of strings.
+
+/// Declares a kind's strategy type, a unit struct, with the typed
+/// [`GroupResource`] of its k8s-openapi type as `RESOURCE`: the shape of
+/// every kind that code outside this module must name.
+macro_rules! named_kind {
+    (
+        $(#[$kind_doc:meta])*
+        pub(crate) struct $kind:ident;
+        $(#[$resource_doc:meta])*
+        const RESOURCE = $object:ty;
+    ) => {
+        $(#[$kind_doc])*
+        #[derive(Debug)]
+        pub(crate) struct $kind;
+
+        impl $kind {
+            $(#[$resource_doc])*
+            pub(crate) const RESOURCE: $crate::kinds::GroupResource<'static> =
+                $crate::kinds::GroupResource::of::<$object>();
+        }
+    };
+}
 
 mod admission_policies;
 mod api_services;
@@ -31,7 +55,6 @@ mod defined;
 mod discovery;
 mod events;
 mod flowcontrol;
-mod metrics;
 mod namespaces;
 mod networking;
 mod nodes;
@@ -57,7 +80,6 @@ use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::service_alloc::AllocationGuard;
 use crate::status::{ApiError, FieldError};
-use crate::table::{Printer, TableRequest};
 use crate::validation::NameRule;
 use crate::watch_cache::CacheForm;
 
@@ -70,11 +92,10 @@ pub(crate) use certificates::CertificateSigningRequests;
 pub(crate) use config::{ConfigMaps, Secrets};
 pub(crate) use coordination::Leases;
 pub(crate) use custom::{CustomResourceDefinitions, CustomResources};
-pub(crate) use default::{INGRESSES, PLAIN};
+pub(crate) use default::PLAIN;
 pub(crate) use discovery::{EndpointSlices, Endpoints};
-pub(crate) use events::{Events, EventsV1};
+pub(crate) use events::Events;
 pub(crate) use flowcontrol::{FLOW_SCHEMAS, PRIORITY_LEVEL_CONFIGURATIONS};
-pub(crate) use metrics::{NODE_METRICS, POD_METRICS};
 pub(crate) use namespaces::Namespaces;
 pub(crate) use networking::{IngressClasses, NetworkPolicies};
 pub(crate) use nodes::Nodes;
@@ -304,16 +325,11 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     fn cache_form(&self) -> CacheForm {
         CacheForm::Decoded
     }
+}
 
-    /// Upstream's columns for `kubectl get`.
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::DEFAULT
-    }
-
-    /// Objects of this kind as a Table.
-    fn table(&self, _info: &ResourceInfo, request: TableRequest<'_>) -> Value {
-        crate::table::render(self.printer(), request)
-    }
+/// The `spec` of an object, when it is an object.
+fn spec_of(object: &mut Value) -> Option<&mut Value> {
+    crate::object::path_mut(object, &["spec"]).filter(|s| s.is_object())
 }
 
 /// Sets `field` of an object unless it is already there.

@@ -5,28 +5,24 @@
 
 use serde_json::{Value, json};
 
-use super::{GroupResource, InitialStatus, KindStrategy, PodSecurityCheck};
+use super::{InitialStatus, KindStrategy, PodSecurityCheck};
 use crate::object::set_field;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
-use crate::table::Printer;
 use crate::validation::NameRule;
 
 /// Upstream refuses to delete these.
 const UNDELETABLE: &[&str] = &["default", "kube-system", "kube-public"];
 
-/// The `namespaces` resource.
-#[derive(Debug)]
-pub(crate) struct Namespaces;
+named_kind! {
+    /// The `namespaces` resource.
+    pub(crate) struct Namespaces;
+    /// Core `namespaces`, which admission treats as their own namespace.
+    const RESOURCE = k8s_openapi::api::core::v1::Namespace;
+}
 
 /// The label every namespace carries with its own name.
 const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-impl Namespaces {
-    /// Core `namespaces`, which admission treats as their own namespace.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::Namespace>();
-}
 
 impl KindStrategy for Namespaces {
     fn name_rule(&self) -> NameRule {
@@ -105,9 +101,5 @@ impl KindStrategy for Namespaces {
             .unwrap_or_else(|| json!({}));
         set_field(&mut status, "phase", json!("Terminating"));
         set_field(namespace, "status", status);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::NAMESPACES
     }
 }

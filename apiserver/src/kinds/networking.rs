@@ -1,15 +1,13 @@
 //! `networking.k8s.io/v1` NetworkPolicies: which directions a policy
 //! governs when it does not list them (always ingress, egress once it has
 //! egress rules), and TCP for ports that name no protocol. IngressClasses:
-//! parameters are cluster-scoped unless they say, and print upstream's
-//! columns.
+//! parameters are cluster-scoped unless they say.
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default};
-use crate::object::path_mut;
+use super::{KindStrategy, set_default, spec_of};
+use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
-use crate::table::Printer;
 
 /// The `networkpolicies` resource.
 #[derive(Debug)]
@@ -17,18 +15,11 @@ pub(crate) struct NetworkPolicies;
 
 impl KindStrategy for NetworkPolicies {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         for direction in ["ingress", "egress"] {
-            let Some(rules) = path_mut(spec, &[direction]).and_then(Value::as_array_mut) else {
-                continue;
-            };
-            for port in rules
-                .iter_mut()
-                .filter_map(|r| path_mut(r, &["ports"]).and_then(Value::as_array_mut))
-                .flatten()
-            {
+            for port in items_mut(spec, &[direction]).flat_map(|r| items_mut(r, &["ports"])) {
                 set_default(port, "protocol", json!("TCP"));
             }
         }
@@ -62,9 +53,5 @@ impl KindStrategy for IngressClasses {
         {
             set_default(parameters, "scope", json!("Cluster"));
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::networking::INGRESS_CLASSES
     }
 }

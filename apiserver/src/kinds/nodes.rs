@@ -7,7 +7,6 @@ use serde_json::Value;
 use super::{InitialStatus, KindStrategy, NodeWrites};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
-use crate::table::Printer;
 
 /// The `nodes` resource.
 #[derive(Debug)]
@@ -31,9 +30,5 @@ impl KindStrategy for Nodes {
         {
             status.insert("allocatable".into(), capacity);
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::NODES
     }
 }

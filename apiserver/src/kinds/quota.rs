@@ -1,18 +1,17 @@
 //! ResourceQuotas and LimitRanges: a quota's hard amounts and scopes are
 //! checked as upstream validates them; a LimitRange gets upstream's item
 //! defaults (a Container item's `default` from `max`, `defaultRequest` from
-//! `default`, then from `min`) and its bounds must be ordered; columns as
-//! upstream prints them. What they enforce is admission's
+//! `default`, then from `min`) and its bounds must be ordered. What they
+//! enforce is admission's
 //! (`admission_plugins::limit_ranger`, `admission_plugins::resource_quota`).
 
 use serde_json::{Map, Value, json};
 use skiff_common::amount::Amount;
 
 use super::KindStrategy;
-use crate::object::path_mut;
+use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::Printer;
 
 /// Core `resourcequotas`.
 #[derive(Debug)]
@@ -32,10 +31,6 @@ impl KindStrategy for ResourceQuotas {
         }
         scopes(&object["spec"], errors);
     }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::RESOURCEQUOTAS
-    }
 }
 
 /// Core `limitranges`.
@@ -44,11 +39,7 @@ pub(crate) struct LimitRanges;
 
 impl KindStrategy for LimitRanges {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(items) = path_mut(object, &["spec", "limits"]).and_then(Value::as_array_mut)
-        else {
-            return;
-        };
-        for item in items.iter_mut().filter(|i| i["type"] == "Container") {
+        for item in items_mut(object, &["spec", "limits"]).filter(|i| i["type"] == "Container") {
             fill_from(item, "default", "max");
             fill_from(item, "defaultRequest", "default");
             fill_from(item, "defaultRequest", "min");
@@ -66,10 +57,6 @@ impl KindStrategy for LimitRanges {
         for (i, item) in items.into_iter().flatten().enumerate() {
             limit_item(item, &format!("spec.limits[{i}]"), errors);
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::CREATED_AT
     }
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
-use crate::object::path_mut;
+use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::validation::NameRule;
 
@@ -24,10 +24,7 @@ impl KindStrategy for Rbac {
     /// Subjects of bindings: upstream gives User and Group the RBAC group
     /// (a ServiceAccount's core group is empty, which is never written).
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(subjects) = path_mut(object, &["subjects"]).and_then(Value::as_array_mut) else {
-            return;
-        };
-        for subject in subjects {
+        for subject in items_mut(object, &["subjects"]) {
             if matches!(subject["kind"].as_str(), Some("User" | "Group")) {
                 set_default(subject, "apiGroup", json!(RBAC_GROUP));
             }

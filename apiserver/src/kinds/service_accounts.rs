@@ -1,25 +1,17 @@
 //! ServiceAccounts: a node may only ask for tokens bound to pods on it
-//! (NodeRestriction), and they print their secret count.
+//! (NodeRestriction).
 
-use super::{GroupResource, KindStrategy, NodeWrites};
-use crate::table::{Printer, core};
+use super::{KindStrategy, NodeWrites};
 
-/// Core `serviceaccounts`.
-#[derive(Debug)]
-pub(crate) struct ServiceAccounts;
-
-impl ServiceAccounts {
+named_kind! {
+    /// Core `serviceaccounts`.
+    pub(crate) struct ServiceAccounts;
     /// Core `serviceaccounts`, for the Node authorizer.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::ServiceAccount>();
+    const RESOURCE = k8s_openapi::api::core::v1::ServiceAccount;
 }
 
 impl KindStrategy for ServiceAccounts {
     fn node_writes(&self) -> NodeWrites {
         NodeWrites::PodTokens
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &core::SERVICEACCOUNTS
     }
 }

@@ -1,17 +1,15 @@
 //! Services: defaults, a DNS-1035 name, cluster IPs and node ports allocated
-//! from the server's pools (and kept across updates that omit them), and
-//! `kubectl get services` columns.
+//! from the server's pools (and kept across updates that omit them).
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{InitialStatus, KindStrategy, set_default};
+use super::{InitialStatus, KindStrategy, set_default, spec_of};
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::service_alloc::AllocationGuard;
 use crate::status::{ApiError, FieldError};
-use crate::table::Printer;
 use crate::validation::NameRule;
 
 /// The `services` resource.
@@ -31,7 +29,7 @@ impl KindStrategy for Services {
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         set_default(spec, "type", json!("ClusterIP"));
@@ -98,9 +96,5 @@ impl KindStrategy for Services {
     /// would free them too, a moment later).
     async fn deleted(&self, inner: &Inner, last: &Value) {
         crate::service_alloc::repair::release_held(inner.store.as_ref(), last).await;
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::SERVICES
     }
 }

@@ -6,8 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{GroupResource, KindStrategy, NodeWrites, set_default};
-use crate::object::path_mut;
+use super::{KindStrategy, NodeWrites, set_default, spec_of};
 use crate::registry::ResourceInfo;
 
 /// The `storageclasses` resource.
@@ -31,7 +30,7 @@ impl KindStrategy for CsiDrivers {
     /// fsGroup only for ReadWriteOnce volumes with an fsType, serves
     /// persistent volumes, needs no republishing and no SELinux mounts.
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         set_default(spec, "attachRequired", json!(true));
@@ -44,14 +43,11 @@ impl KindStrategy for CsiDrivers {
     }
 }
 
-/// The `csinodes` resource: one per node, named after it.
-#[derive(Debug)]
-pub(crate) struct CsiNodes;
-
-impl CsiNodes {
+named_kind! {
+    /// The `csinodes` resource: one per node, named after it.
+    pub(crate) struct CsiNodes;
     /// `storage.k8s.io` csinodes, for the Node authorizer.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::storage::v1::CSINode>();
+    const RESOURCE = k8s_openapi::api::storage::v1::CSINode;
 }
 
 impl KindStrategy for CsiNodes {
@@ -60,15 +56,12 @@ impl KindStrategy for CsiNodes {
     }
 }
 
-/// The `volumeattachments` resource: no rules of its own, but its name for
-/// the Node authorizer and its watch cache.
-#[derive(Debug)]
-pub(crate) struct VolumeAttachments;
-
-impl VolumeAttachments {
+named_kind! {
+    /// The `volumeattachments` resource: no rules of its own, but its name for
+    /// the Node authorizer and its watch cache.
+    pub(crate) struct VolumeAttachments;
     /// `storage.k8s.io` volumeattachments.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::storage::v1::VolumeAttachment>();
+    const RESOURCE = k8s_openapi::api::storage::v1::VolumeAttachment;
 }
 
 impl KindStrategy for VolumeAttachments {}

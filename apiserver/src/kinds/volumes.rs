@@ -5,24 +5,19 @@
 use serde_json::{Value, json};
 
 use super::pods::default_volume_source;
-use super::{GroupResource, InitialStatus, KindStrategy, NodeWrites, set_default};
-use crate::object::path_mut;
+use super::{InitialStatus, KindStrategy, NodeWrites, set_default, spec_of};
 use crate::registry::ResourceInfo;
-use crate::table::Printer;
 
 /// A claim's spec asks for a filesystem unless it says block.
 pub(super) fn default_claim_spec(spec: &mut Value) {
     set_default(spec, "volumeMode", json!("Filesystem"));
 }
 
-/// Core `persistentvolumes`.
-#[derive(Debug)]
-pub(crate) struct PersistentVolumes;
-
-impl PersistentVolumes {
+named_kind! {
+    /// Core `persistentvolumes`.
+    pub(crate) struct PersistentVolumes;
     /// Core `persistentvolumes`, for the Node authorizer.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::PersistentVolume>();
+    const RESOURCE = k8s_openapi::api::core::v1::PersistentVolume;
 }
 
 impl KindStrategy for PersistentVolumes {
@@ -33,27 +28,20 @@ impl KindStrategy for PersistentVolumes {
     /// A volume is kept when its claim goes (Retain) and is a filesystem,
     /// and its source gets the defaults a pod volume's would.
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) else {
+        let Some(spec) = spec_of(object) else {
             return;
         };
         set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
         set_default(spec, "volumeMode", json!("Filesystem"));
         default_volume_source(spec);
     }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::PERSISTENTVOLUMES
-    }
 }
 
-/// Core `persistentvolumeclaims`.
-#[derive(Debug)]
-pub(crate) struct PersistentVolumeClaims;
-
-impl PersistentVolumeClaims {
+named_kind! {
+    /// Core `persistentvolumeclaims`.
+    pub(crate) struct PersistentVolumeClaims;
     /// Core `persistentvolumeclaims`, for the Node authorizer and its watch cache.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::PersistentVolumeClaim>();
+    const RESOURCE = k8s_openapi::api::core::v1::PersistentVolumeClaim;
 }
 
 impl KindStrategy for PersistentVolumeClaims {
@@ -66,12 +54,8 @@ impl KindStrategy for PersistentVolumeClaims {
     }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        if let Some(spec) = path_mut(object, &["spec"]).filter(|s| s.is_object()) {
+        if let Some(spec) = spec_of(object) {
             default_claim_spec(spec);
         }
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::core::PERSISTENTVOLUMECLAIMS
     }
 }

@@ -2,27 +2,21 @@
 //! ReplicationControllers, StatefulSets, DaemonSets, Jobs, CronJobs and
 //! PodTemplates — their defaults (each pod template gets the pod-spec
 //! defaults), where each keeps its pod template, the pod-template checks,
-//! the ReplicationController's map selector in its Scale, and their
-//! columns. The four `apps/v1` kinds share one strategy type,
-//! [`AppsWorkload`], that differs only in their spec defaults and columns.
+//! and the ReplicationController's map selector in its Scale. The four
+//! `apps/v1` kinds share one strategy type, [`AppsWorkload`], that differs
+//! only in their spec defaults.
 
 use serde_json::{Value, json};
 
 use super::pods::default_pod_spec;
-use super::{KindStrategy, scale, set_default};
-use crate::object::path_mut;
+use super::{KindStrategy, scale, set_default, spec_of};
+use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::{Printer, workloads as columns};
 use crate::validation::workloads as checks;
 
 /// Where most workloads keep their pod template.
 const SPEC_TEMPLATE: &[&str] = &["spec", "template"];
-
-/// The `spec` of a workload, when it is an object.
-fn spec_of(object: &mut Value) -> Option<&mut Value> {
-    path_mut(object, &["spec"]).filter(|s| s.is_object())
-}
 
 /// Pod-spec defaults for the template at `path` under `spec`.
 fn default_template(spec: &mut Value, path: &[&str]) {
@@ -44,13 +38,11 @@ fn default_rolling_update(spec: &mut Value, rolling: Value) {
 }
 
 /// The `apps/v1` workloads (Deployments, ReplicaSets, StatefulSets,
-/// DaemonSets): the same rules but for the defaults of their own spec fields
-/// and their columns.
+/// DaemonSets): the same rules but for the defaults of their own spec fields.
 #[derive(Debug)]
 pub(crate) struct AppsWorkload {
     /// Defaults of the kind's own `spec` fields (its pod template's follow).
     spec_defaults: fn(&mut Value),
-    printer: &'static Printer,
 }
 
 impl KindStrategy for AppsWorkload {
@@ -74,16 +66,11 @@ impl KindStrategy for AppsWorkload {
     ) {
         checks::workload(object, old, errors);
     }
-
-    fn printer(&self) -> &'static Printer {
-        self.printer
-    }
 }
 
 /// `apps/v1` deployments.
 pub(crate) static DEPLOYMENTS: AppsWorkload = AppsWorkload {
     spec_defaults: deployment_defaults,
-    printer: &columns::DEPLOYMENTS,
 };
 
 fn deployment_defaults(spec: &mut Value) {
@@ -106,7 +93,6 @@ fn deployment_defaults(spec: &mut Value) {
 /// `apps/v1` replicasets.
 pub(crate) static REPLICA_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| set_default(spec, "replicas", json!(1)),
-    printer: &columns::REPLICASETS,
 };
 
 /// Core `replicationcontrollers`: a map selector instead of a label selector.
@@ -154,16 +140,11 @@ impl KindStrategy for ReplicationControllers {
         let selector = crate::table::columns::map_selector_string(object.pointer("/spec/selector"));
         scale::view(object, selector)
     }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::REPLICATIONCONTROLLERS
-    }
 }
 
 /// `apps/v1` statefulsets.
 pub(crate) static STATEFUL_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: stateful_set_defaults,
-    printer: &columns::STATEFULSETS,
 };
 
 fn stateful_set_defaults(spec: &mut Value) {
@@ -178,15 +159,13 @@ fn stateful_set_defaults(spec: &mut Value) {
     }
     // Claim templates are whole claims to upstream's defaulting, status
     // included: they read back with `status.phase: Pending`.
-    if let Some(claims) = path_mut(spec, &["volumeClaimTemplates"]).and_then(Value::as_array_mut) {
-        for claim in claims.iter_mut().filter(|c| c.is_object()) {
-            if let Some(claim_spec) = path_mut(claim, &["spec"]).filter(|s| s.is_object()) {
-                super::volumes::default_claim_spec(claim_spec);
-            }
-            set_default(claim, "status", json!({}));
-            if let Some(status) = path_mut(claim, &["status"]) {
-                set_default(status, "phase", json!("Pending"));
-            }
+    for claim in items_mut(spec, &["volumeClaimTemplates"]).filter(|c| c.is_object()) {
+        if let Some(claim_spec) = spec_of(claim) {
+            super::volumes::default_claim_spec(claim_spec);
+        }
+        set_default(claim, "status", json!({}));
+        if let Some(status) = path_mut(claim, &["status"]) {
+            set_default(status, "phase", json!("Pending"));
         }
     }
 }
@@ -197,7 +176,6 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
         set_default(spec, "revisionHistoryLimit", json!(10));
         default_rolling_update(spec, json!({ "maxUnavailable": 1, "maxSurge": 0 }));
     },
-    printer: &columns::DAEMONSETS,
 };
 
 /// `batch/v1` jobs.
@@ -264,10 +242,6 @@ impl KindStrategy for Jobs {
             errors,
         );
     }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::JOBS
-    }
 }
 
 /// A Job without a manual selector selects its pods by its own uid, and its
@@ -332,10 +306,6 @@ impl KindStrategy for CronJobs {
             "spec.jobTemplate.spec.template.spec",
             errors,
         );
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &columns::CRONJOBS
     }
 }
 

@@ -28,31 +28,30 @@ pub(super) fn query_hash(query: Option<&str>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Whether `Accept` lists `media` (parameters and quality ignored).
-pub(super) fn accepts(headers: &HeaderMap, media: &str) -> bool {
+/// The comma-separated entries of every `name` header.
+fn list_entries(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = &str> {
     headers
-        .get_all(header::ACCEPT)
+        .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|entry| {
-            entry
-                .split(';')
-                .next()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case(media))
-        })
+}
+
+/// Whether `Accept` lists `media` (parameters and quality ignored).
+pub(super) fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    list_entries(headers, header::ACCEPT).any(|entry| {
+        entry
+            .split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case(media))
+    })
 }
 
 fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let t = t.trim();
-            t == "*" || t.trim_start_matches("W/") == etag
-        })
+    list_entries(headers, header::IF_NONE_MATCH).any(|t| {
+        let t = t.trim();
+        t == "*" || t.trim_start_matches("W/") == etag
+    })
 }
 
 /// Serves `doc`. `addressed` is the request path and the hash it asked for,

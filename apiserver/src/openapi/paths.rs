@@ -245,50 +245,47 @@ pub(super) struct ResourceSchema<'a> {
     pub strategic: bool,
 }
 
-/// `CoreV1`, `AppsV1`, `RbacAuthorizationV1`: the group version as operation
-/// ids spell it.
-fn id_group_version(group: &str, version: &str) -> String {
-    let group = if group.is_empty() {
+/// The group as operation ids and tags spell it: `core` for the core
+/// group, without a `.k8s.io` suffix.
+fn id_group(group: &str) -> &str {
+    if group.is_empty() {
         "core"
     } else {
         group.strip_suffix(".k8s.io").unwrap_or(group)
-    };
-    let mut out = String::new();
-    for part in group.split(['.', '-']) {
-        let mut chars = part.chars();
-        if let Some(first) = chars.next() {
-            out.extend(first.to_uppercase());
-            out.push_str(chars.as_str());
-        }
     }
-    let mut chars = version.chars();
-    if let Some(first) = chars.next() {
-        out.extend(first.to_uppercase());
-        out.push_str(chars.as_str());
-    }
+}
+
+/// `s` with its first character upper-cased (`apps` → `Apps`).
+fn upper_first(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// `CoreV1`, `AppsV1`, `RbacAuthorizationV1`: the group version as operation
+/// ids spell it.
+fn id_group_version(group: &str, version: &str) -> String {
+    let mut out: String = id_group(group).split(['.', '-']).map(upper_first).collect();
+    out.push_str(&upper_first(version));
     out
 }
 
 /// `core_v1`, `apps_v1`, `rbacAuthorization_v1`.
 fn tag(group: &str, version: &str) -> String {
-    let group = if group.is_empty() {
-        "core"
-    } else {
-        group.strip_suffix(".k8s.io").unwrap_or(group)
-    };
-    let mut out = String::new();
-    for (i, part) in group.split('.').enumerate() {
-        let mut chars = part.chars();
-        if let Some(first) = chars.next() {
+    let group: String = id_group(group)
+        .split('.')
+        .enumerate()
+        .map(|(i, part)| {
             if i == 0 {
-                out.push(first);
+                part.to_string()
             } else {
-                out.extend(first.to_uppercase());
+                upper_first(part)
             }
-            out.push_str(chars.as_str());
-        }
-    }
-    format!("{out}_{version}")
+        })
+        .collect();
+    format!("{group}_{version}")
 }
 
 /// Every path of one resource, as `(path, path parameters, operations)`.
@@ -412,16 +409,7 @@ fn resource_paths<'a>(
             continue;
         };
         let sub_gvk = sub.kind().unwrap_or(gvk);
-        let sub_kind = {
-            let name = sub.name();
-            let mut chars = name.chars();
-            let mut s: String = chars
-                .next()
-                .map(|c| c.to_uppercase().collect())
-                .unwrap_or_default();
-            s.push_str(chars.as_str());
-            s
-        };
+        let sub_kind = upper_first(sub.name());
         let ops = sub
             .verbs()
             .iter()

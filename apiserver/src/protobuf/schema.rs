@@ -174,6 +174,21 @@ impl Tracer {
         }
     }
 
+    /// Traces a list or map: `visit` runs with the tracer of its one element
+    /// (none when muted), and the slot records `shape` of what it found.
+    fn container<T>(
+        self,
+        shape: fn(Box<Shape>) -> Shape,
+        visit: impl FnOnce(Option<Tracer>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let element = Rc::new(RefCell::new(Slot::default()));
+        let next = (!self.mute).then(|| self.child(element.clone()));
+        let value = visit(next)?;
+        let inner = element.take().shape;
+        self.slot.borrow_mut().shape = shape(Box::new(inner));
+        Ok(value)
+    }
+
     fn placeholder_str(&self) -> &'static str {
         if self.timestamp {
             "1970-01-01T00:00:00Z"
@@ -184,6 +199,17 @@ impl Tracer {
 }
 
 const TIMESTAMP_TYPES: &[&str] = &["Time", "MicroTime"];
+
+/// Deserializer methods that answer with a fixed placeholder value.
+macro_rules! placeholders {
+    ($($method:ident => $visit:ident($($value:expr)?),)*) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+                visitor.$visit($($value)?)
+            }
+        )*
+    };
+}
 
 impl<'de> Deserializer<'de> for Tracer {
     type Error = Error;
@@ -200,54 +226,31 @@ impl<'de> Deserializer<'de> for Tracer {
         }
     }
 
-    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_bool(false)
+    placeholders! {
+        deserialize_bool => visit_bool(false),
+        deserialize_i8 => visit_i64(0),
+        deserialize_i16 => visit_i64(0),
+        deserialize_i32 => visit_i64(0),
+        deserialize_i64 => visit_i64(0),
+        deserialize_u8 => visit_u64(0),
+        deserialize_u16 => visit_u64(0),
+        deserialize_u32 => visit_u64(0),
+        deserialize_u64 => visit_u64(0),
+        deserialize_f32 => visit_f64(0.0),
+        deserialize_f64 => visit_f64(0.0),
+        deserialize_char => visit_char(' '),
+        deserialize_bytes => visit_bytes(&[]),
+        deserialize_byte_buf => visit_bytes(&[]),
+        deserialize_unit => visit_unit(),
+        deserialize_identifier => visit_str(""),
+        deserialize_ignored_any => visit_unit(),
     }
 
-    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_i64(0)
-    }
-    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_u64(0)
-    }
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_f64(0.0)
-    }
-    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_f64(0.0)
-    }
-    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_char(' ')
-    }
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         visitor.visit_str(self.placeholder_str())
     }
     fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         visitor.visit_str(self.placeholder_str())
-    }
-    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_bytes(&[])
-    }
-    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_bytes(&[])
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -258,9 +261,6 @@ impl<'de> Deserializer<'de> for Tracer {
         }
     }
 
-    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
@@ -280,12 +280,7 @@ impl<'de> Deserializer<'de> for Tracer {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let item = Rc::new(RefCell::new(Slot::default()));
-        let next = (!self.mute).then(|| self.child(item.clone()));
-        let value = visitor.visit_seq(Items { next })?;
-        let inner = item.take().shape;
-        self.slot.borrow_mut().shape = Shape::List(Box::new(inner));
-        Ok(value)
+        self.container(Shape::List, |next| visitor.visit_seq(Items { next }))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -305,12 +300,7 @@ impl<'de> Deserializer<'de> for Tracer {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let entry = Rc::new(RefCell::new(Slot::default()));
-        let next = (!self.mute).then(|| self.child(entry.clone()));
-        let value = visitor.visit_map(Entry { next })?;
-        let inner = entry.take().shape;
-        self.slot.borrow_mut().shape = Shape::Map(Box::new(inner));
-        Ok(value)
+        self.container(Shape::Map, |next| visitor.visit_map(Entry { next }))
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -359,14 +349,6 @@ impl<'de> Deserializer<'de> for Tracer {
         _visitor: V,
     ) -> Result<V::Value, Error> {
         Err(Error(format!("enum {name} cannot be traced")))
-    }
-
-    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_str("")
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
     }
 }
 

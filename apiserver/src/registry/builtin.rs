@@ -17,6 +17,7 @@ use super::{ResourceInfo, Subresource};
 use crate::kinds::{self, KindStrategy};
 use crate::resource_metrics::MetricsResource;
 use crate::reviews::Review;
+use crate::table::{self, Printer};
 
 /// Maps a k8s-openapi scope marker to "is namespaced".
 trait ScopeFlag {
@@ -80,6 +81,7 @@ fn entry(
         roundtrip,
         custom: None,
         strategy: &kinds::PLAIN,
+        printer: &table::core::DEFAULT,
         review: None,
         metrics: None,
     }
@@ -97,10 +99,10 @@ fn resource_metrics(
     kind: &'static str,
     namespaced: bool,
     which: MetricsResource,
-    strategy: &'static dyn KindStrategy,
+    printer: &'static Printer,
 ) -> ResourceInfo {
     ResourceInfo {
-        strategy,
+        printer,
         metrics: Some(which),
         ..entry(
             "metrics.k8s.io",
@@ -141,6 +143,11 @@ impl ResourceInfo {
     /// The kind's rules, where they differ from the plain default.
     fn strategy(mut self, strategy: &'static dyn KindStrategy) -> Self {
         self.strategy = strategy;
+        self
+    }
+    /// The Table columns, where they differ from NAME and AGE.
+    fn printer(mut self, printer: &'static Printer) -> Self {
+        self.printer = printer;
         self
     }
     /// A create-only resource answered by `review` and never stored.
@@ -198,44 +205,53 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         // core/v1
         of::<core::v1::ConfigMap>()
             .short(&["cm"])
-            .strategy(&kinds::ConfigMaps),
+            .strategy(&kinds::ConfigMaps)
+            .printer(&table::core::CONFIGMAPS),
         of::<core::v1::Endpoints>()
             .short(&["ep"])
             .create_on_update()
-            .strategy(&kinds::Endpoints),
+            .strategy(&kinds::Endpoints)
+            .printer(&table::core::ENDPOINTS),
         of::<core::v1::Event>()
             .short(&["ev"])
             .fields(CORE_EVENT_FIELDS)
             .create_on_update()
-            .strategy(&kinds::Events),
+            .strategy(&kinds::Events)
+            .printer(&table::core::EVENTS),
         of::<core::v1::LimitRange>()
             .short(&["limits"])
             .create_on_update()
-            .strategy(&kinds::LimitRanges),
+            .strategy(&kinds::LimitRanges)
+            .printer(&table::core::CREATED_AT),
         of::<core::v1::Namespace>()
             .short(&["ns"])
             .subs(&[Finalize, Status])
             .fields(&["status.phase"])
-            .strategy(&kinds::Namespaces),
+            .strategy(&kinds::Namespaces)
+            .printer(&table::core::NAMESPACES),
         of::<core::v1::Node>()
             .short(&["no"])
             .subs(&[Status])
             .fields(&["spec.unschedulable"])
-            .strategy(&kinds::Nodes),
+            .strategy(&kinds::Nodes)
+            .printer(&table::core::NODES),
         of::<core::v1::PersistentVolumeClaim>()
             .short(&["pvc"])
             .subs(&[Status])
-            .strategy(&kinds::PersistentVolumeClaims),
+            .strategy(&kinds::PersistentVolumeClaims)
+            .printer(&table::core::PERSISTENTVOLUMECLAIMS),
         of::<core::v1::PersistentVolume>()
             .short(&["pv"])
             .subs(&[Status])
-            .strategy(&kinds::PersistentVolumes),
+            .strategy(&kinds::PersistentVolumes)
+            .printer(&table::core::PERSISTENTVOLUMES),
         of::<core::v1::Pod>()
             .short(&["po"])
             .cats(ALL)
             .subs(&[Attach, Binding, Eviction, Exec, Log, PortForward, Status])
             .fields(POD_FIELDS)
-            .strategy(&kinds::Pods),
+            .strategy(&kinds::Pods)
+            .printer(&table::pods::PODS),
         of::<core::v1::PodTemplate>().strategy(&kinds::PodTemplates),
         of::<core::v1::ReplicationController>()
             .short(&["rc"])
@@ -243,24 +259,29 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[Scale, Status])
             .generation()
             .fields(&["status.replicas"])
-            .strategy(&kinds::ReplicationControllers),
+            .strategy(&kinds::ReplicationControllers)
+            .printer(&table::workloads::REPLICATIONCONTROLLERS),
         of::<core::v1::ResourceQuota>()
             .short(&["quota"])
             .subs(&[Status])
-            .strategy(&kinds::ResourceQuotas),
+            .strategy(&kinds::ResourceQuotas)
+            .printer(&table::core::RESOURCEQUOTAS),
         of::<core::v1::Secret>()
             .fields(&["type"])
-            .strategy(&kinds::Secrets),
+            .strategy(&kinds::Secrets)
+            .printer(&table::core::SECRETS),
         of::<core::v1::ServiceAccount>()
             .short(&["sa"])
             .subs(&[Token])
-            .strategy(&kinds::ServiceAccounts),
+            .strategy(&kinds::ServiceAccounts)
+            .printer(&table::core::SERVICEACCOUNTS),
         of::<core::v1::Service>()
             .short(&["svc"])
             .cats(ALL)
             .subs(&[Status])
             .fields(&["spec.clusterIP", "spec.type"])
-            .strategy(&kinds::Services),
+            .strategy(&kinds::Services)
+            .printer(&table::core::SERVICES),
         // apps/v1
         of::<apps::v1::ControllerRevision>(),
         of::<apps::v1::DaemonSet>()
@@ -268,32 +289,36 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .cats(ALL)
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::DAEMON_SETS),
+            .strategy(&kinds::DAEMON_SETS)
+            .printer(&table::workloads::DAEMONSETS),
         of::<apps::v1::Deployment>()
             .short(&["deploy"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
-            .strategy(&kinds::DEPLOYMENTS),
+            .strategy(&kinds::DEPLOYMENTS)
+            .printer(&table::workloads::DEPLOYMENTS),
         of::<apps::v1::ReplicaSet>()
             .short(&["rs"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
             .fields(&["status.replicas"])
-            .strategy(&kinds::REPLICA_SETS),
+            .strategy(&kinds::REPLICA_SETS)
+            .printer(&table::workloads::REPLICASETS),
         of::<apps::v1::StatefulSet>()
             .short(&["sts"])
             .cats(ALL)
             .subs(&[Scale, Status])
             .generation()
-            .strategy(&kinds::STATEFUL_SETS),
+            .strategy(&kinds::STATEFUL_SETS)
+            .printer(&table::workloads::STATEFULSETS),
         // events.k8s.io/v1 shares storage with core/v1 events
         of::<events::v1::Event>()
             .short(&["ev"])
             .fields(EVENTS_V1_FIELDS)
             .create_on_update()
-            .strategy(&kinds::EventsV1)
+            .strategy(&kinds::Events)
             .stored_as("/registry/core/events/", conversion::EVENTS_V1),
         // authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews,
         // answered and never stored
@@ -311,13 +336,15 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .cats(ALL)
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::HorizontalPodAutoscalers),
+            .strategy(&kinds::HorizontalPodAutoscalers)
+            .printer(&table::autoscaling::HORIZONTALPODAUTOSCALERS),
         of::<autoscaling::v1::HorizontalPodAutoscaler>()
             .short(&["hpa"])
             .cats(ALL)
             .subs(&[Status])
             .generation()
             .strategy(&kinds::HorizontalPodAutoscalers)
+            .printer(&table::autoscaling::HORIZONTALPODAUTOSCALERS)
             .stored_as(
                 "/registry/autoscaling/horizontalpodautoscalers/",
                 conversion::HPA_V1,
@@ -328,13 +355,15 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .cats(ALL)
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::CronJobs),
+            .strategy(&kinds::CronJobs)
+            .printer(&table::workloads::CRONJOBS),
         of::<batch::v1::Job>()
             .cats(ALL)
             .subs(&[Status])
             .generation()
             .fields(&["status.successful"])
-            .strategy(&kinds::Jobs),
+            .strategy(&kinds::Jobs)
+            .printer(&table::workloads::JOBS),
         // certificates.k8s.io/v1
         of::<certificates::v1::CertificateSigningRequest>()
             .short(&["csr"])
@@ -342,12 +371,14 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .fields(&["spec.signerName"])
             .strategy(&kinds::CertificateSigningRequests),
         // networking.k8s.io/v1
-        of::<networking::v1::IngressClass>().strategy(&kinds::IngressClasses),
+        of::<networking::v1::IngressClass>()
+            .strategy(&kinds::IngressClasses)
+            .printer(&table::networking::INGRESS_CLASSES),
         of::<networking::v1::Ingress>()
             .short(&["ing"])
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::INGRESSES),
+            .printer(&table::networking::INGRESSES),
         of::<networking::v1::IPAddress>().short(&["ip"]),
         of::<networking::v1::NetworkPolicy>()
             .short(&["netpol"])
@@ -377,49 +408,59 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         // admissionregistration.k8s.io/v1
         of::<admissionregistration::v1::MutatingWebhookConfiguration>()
             .cats(&["api-extensions"])
-            .strategy(&kinds::MUTATING_WEBHOOKS),
+            .strategy(&kinds::MUTATING_WEBHOOKS)
+            .printer(&table::admission::WEBHOOK_CONFIGURATIONS),
         of::<admissionregistration::v1::ValidatingAdmissionPolicy>()
             .cats(&["api-extensions"])
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::VALIDATING_ADMISSION_POLICIES),
+            .strategy(&kinds::VALIDATING_ADMISSION_POLICIES)
+            .printer(&table::admission::VALIDATING_ADMISSION_POLICIES),
         of::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
             .cats(&["api-extensions"])
             .generation()
-            .strategy(&kinds::VALIDATING_ADMISSION_POLICY_BINDINGS),
+            .strategy(&kinds::VALIDATING_ADMISSION_POLICY_BINDINGS)
+            .printer(&table::admission::VALIDATING_ADMISSION_POLICY_BINDINGS),
         of::<admissionregistration::v1::ValidatingWebhookConfiguration>()
             .cats(&["api-extensions"])
-            .strategy(&kinds::VALIDATING_WEBHOOKS),
+            .strategy(&kinds::VALIDATING_WEBHOOKS)
+            .printer(&table::admission::WEBHOOK_CONFIGURATIONS),
         // apiextensions.k8s.io/v1 (custom resources are served by crate::crd)
         of::<apiextensions::v1::CustomResourceDefinition>()
             .short(&["crd", "crds"])
             .cats(&["api-extensions"])
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::CustomResourceDefinitions),
+            .strategy(&kinds::CustomResourceDefinitions)
+            .printer(&table::core::CREATED_AT),
         // apiregistration.k8s.io/v1 (what the aggregator does with them is
         // crate::aggregator's)
         of::<apiregistration::v1::APIService>()
             .cats(&["api-extensions"])
             .subs(&[Status])
-            .strategy(&kinds::API_SERVICES),
+            .strategy(&kinds::API_SERVICES)
+            .printer(&table::aggregator::API_SERVICES),
         // scheduling.k8s.io/v1
         of::<scheduling::v1::PriorityClass>()
             .short(&["pc"])
             .strategy(&kinds::PriorityClasses),
         // coordination.k8s.io/v1
-        of::<coordination::v1::Lease>().strategy(&kinds::Leases),
+        of::<coordination::v1::Lease>()
+            .strategy(&kinds::Leases)
+            .printer(&table::core::LEASES),
         // discovery.k8s.io/v1
         of::<discovery::v1::EndpointSlice>().strategy(&kinds::EndpointSlices),
         // flowcontrol.apiserver.k8s.io/v1
         of::<flowcontrol::v1::FlowSchema>()
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::FLOW_SCHEMAS),
+            .strategy(&kinds::FLOW_SCHEMAS)
+            .printer(&table::flowcontrol::FLOW_SCHEMAS),
         of::<flowcontrol::v1::PriorityLevelConfiguration>()
             .subs(&[Status])
             .generation()
-            .strategy(&kinds::PRIORITY_LEVEL_CONFIGURATIONS),
+            .strategy(&kinds::PRIORITY_LEVEL_CONFIGURATIONS)
+            .printer(&table::flowcontrol::PRIORITY_LEVELS),
         // metrics.k8s.io/v1beta1, which upstream's metrics-server serves
         // behind the aggregator: computed here from the nodes' figures
         resource_metrics(
@@ -427,14 +468,14 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             "NodeMetrics",
             false,
             MetricsResource::Nodes,
-            &kinds::NODE_METRICS,
+            &table::metrics::NODE_METRICS,
         ),
         resource_metrics(
             "pods",
             "PodMetrics",
             true,
             MetricsResource::Pods,
-            &kinds::POD_METRICS,
+            &table::metrics::POD_METRICS,
         ),
     ]
 }

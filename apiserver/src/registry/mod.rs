@@ -134,6 +134,10 @@ pub struct ResourceInfo {
     /// The rules of this kind (defaults, validation, deletion, ...), which
     /// the handlers follow without knowing which kind it is.
     pub(crate) strategy: &'static dyn crate::kinds::KindStrategy,
+    /// The Table columns `kubectl get` shows, named with the entry as
+    /// upstream's storage names its TableConvertor; a custom resource's
+    /// printer columns (in `custom`) take their place.
+    pub(crate) printer: &'static crate::table::Printer,
     /// Set for virtual resources: create-only, answered by this review and
     /// never stored (no watch cache, nothing under the storage prefix).
     pub review: Option<crate::reviews::Review>,
@@ -248,6 +252,14 @@ impl ResourceInfo {
             return Ok(custom.pruned(object));
         }
         (self.roundtrip)(object)
+    }
+
+    /// The objects of `request` as a Table with this resource's columns.
+    pub(crate) fn table(&self, request: crate::table::TableRequest<'_>) -> Value {
+        match &self.custom {
+            Some(custom) => crate::crd::printer::table(&custom.columns, request),
+            None => crate::table::render(self.printer, request),
+        }
     }
 
     /// Converts a stored object to this version (identity when they agree).

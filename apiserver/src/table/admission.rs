@@ -1,4 +1,5 @@
-//! ValidatingAdmissionPolicies and their bindings, with upstream's columns.
+//! ValidatingAdmissionPolicies, their bindings and the webhook
+//! configurations, with upstream's columns.
 
 use serde_json::Value;
 
@@ -70,3 +71,40 @@ pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
         ]
     },
 };
+
+/// Mutating and validating webhook configurations: NAME, WEBHOOKS, AGE.
+pub(crate) static WEBHOOK_CONFIGURATIONS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Webhooks",
+            "integer",
+            "Webhooks indicates the number of webhooks in the configuration.",
+        ),
+        Column::AGE,
+    ],
+    cells: |object, now| {
+        vec![
+            name(object),
+            Value::from(list(object, "webhooks").len()),
+            age(object, now),
+        ]
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_table_counts_webhooks() {
+        let object =
+            json!({"metadata": {"name": "cfg"}, "webhooks": [{"name": "a"}, {"name": "b"}]});
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let cells = (WEBHOOK_CONFIGURATIONS.cells)(&object, now);
+        assert_eq!(cells[0], "cfg");
+        assert_eq!(cells[1], 2);
+    }
+}

@@ -661,10 +661,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn now() -> Timestamp {
-        "2026-01-01T01:00:00Z".parse().expect("ts")
-    }
+    use crate::table::test_now as now;
 
     #[test]
     fn service_cells_by_type() {

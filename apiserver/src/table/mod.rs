@@ -103,7 +103,7 @@ pub(crate) fn for_request(
                     list_metadata: metadata,
                     now: Timestamp::now(),
                 };
-                info.strategy.table(info, request)
+                info.table(request)
             }),
     )
 }
@@ -177,6 +177,12 @@ fn row(cells: Vec<Value>, object: &Value, include: IncludeObject) -> Value {
         }
     }
     Value::Object(row)
+}
+
+/// The time the printers' tests count ages to.
+#[cfg(test)]
+fn test_now() -> Timestamp {
+    "2026-01-01T01:00:00Z".parse().expect("time")
 }
 
 #[cfg(test)]

@@ -113,14 +113,10 @@ pub(crate) static INGRESS_CLASSES: Printer = Printer {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
     use super::*;
-
-    fn now() -> Timestamp {
-        "2026-01-01T00:00:00Z".parse().expect("time")
-    }
+    use crate::table::test_now as now;
 
     #[test]
     fn ingress_cells() {

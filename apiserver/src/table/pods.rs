@@ -260,10 +260,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn now() -> Timestamp {
-        "2026-01-01T01:00:00Z".parse().expect("ts")
-    }
+    use crate::table::test_now as now;
 
     fn pod(spec: Value, status: Value) -> Value {
         json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec, "status": status})

@@ -47,6 +47,13 @@ fn workload_row(
 /// The pod template of every workload but a CronJob.
 const TEMPLATE: &str = "spec/template/spec";
 
+/// The row of a workload with its pod template at [`TEMPLATE`] and its
+/// label selector at `spec/selector`.
+fn selected_row(object: &Value, now: Timestamp, own: Vec<Value>) -> Vec<Value> {
+    let selector = selector_string(at(object, "spec/selector"));
+    workload_row(object, now, own, TEMPLATE, Some(selector))
+}
+
 /// Ready replicas of the desired ones, as `ready/desired`.
 fn ready_of_desired(object: &Value) -> Value {
     Value::from(format!(
@@ -88,13 +95,7 @@ pub(crate) static DEPLOYMENTS: Printer = Printer {
             Value::from(int(d, "status/updatedReplicas")),
             Value::from(int(d, "status/availableReplicas")),
         ];
-        workload_row(
-            d,
-            now,
-            own,
-            TEMPLATE,
-            Some(selector_string(at(d, "spec/selector"))),
-        )
+        selected_row(d, now, own)
     },
 };
 
@@ -201,13 +202,7 @@ pub(crate) static DAEMONSETS: Printer = Printer {
                 "spec/template/spec/nodeSelector",
             ))),
         ];
-        workload_row(
-            d,
-            now,
-            own,
-            TEMPLATE,
-            Some(selector_string(at(d, "spec/selector"))),
-        )
+        selected_row(d, now, own)
     },
 };
 
@@ -277,8 +272,7 @@ pub(crate) static JOBS: Printer = Printer {
             Value::from(job_completions(job)),
             Value::from(job_duration(job, now)),
         ];
-        let selector = selector_string(at(job, "spec/selector"));
-        workload_row(job, now, own, TEMPLATE, Some(selector))
+        selected_row(job, now, own)
     },
 };
 
@@ -337,10 +331,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn now() -> Timestamp {
-        "2026-01-01T01:00:00Z".parse().expect("ts")
-    }
+    use crate::table::test_now as now;
 
     #[test]
     fn deployment_cells() {

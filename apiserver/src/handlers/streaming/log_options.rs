@@ -21,33 +21,19 @@ pub(super) fn check(name: &str, pairs: &[(String, String)]) -> Result<(), ApiErr
     let since_seconds = number("sinceSeconds")?;
     let since_time = pairs.iter().any(|(k, v)| k == "sinceTime" && !v.is_empty());
     let mut causes = Vec::new();
-    if let Some(n) = tail_lines.filter(|n| *n < 0) {
-        causes.push(FieldError::invalid(
-            "tailLines",
-            n,
-            "must be greater than or equal to 0",
-        ));
-    }
-    if let Some(n) = limit_bytes.filter(|n| *n < 1) {
-        causes.push(FieldError::invalid(
-            "limitBytes",
-            n,
-            "must be greater than 0",
-        ));
-    }
+    let (non_negative, positive) = (
+        "must be greater than or equal to 0",
+        "must be greater than 0",
+    );
+    at_least(&mut causes, "tailLines", tail_lines, 0, non_negative);
+    at_least(&mut causes, "limitBytes", limit_bytes, 1, positive);
     if since_seconds.is_some() && since_time {
         causes.push(FieldError::forbidden(
             "",
             "at most one of `sinceTime` or `sinceSeconds` may be specified",
         ));
     }
-    if let Some(n) = since_seconds.filter(|n| *n < 1) {
-        causes.push(FieldError::invalid(
-            "sinceSeconds",
-            n,
-            "must be greater than 0",
-        ));
-    }
+    at_least(&mut causes, "sinceSeconds", since_seconds, 1, positive);
     if causes.is_empty() {
         return Ok(());
     }
@@ -57,6 +43,13 @@ pub(super) fn check(name: &str, pairs: &[(String, String)]) -> Result<(), ApiErr
         name: name.to_string(),
         causes,
     })
+}
+
+/// Adds why `field` is invalid to `causes` when its `value` is below `min`.
+fn at_least(causes: &mut Vec<FieldError>, field: &str, value: Option<i64>, min: i64, detail: &str) {
+    if let Some(n) = value.filter(|n| *n < min) {
+        causes.push(FieldError::invalid(field, n, detail));
+    }
 }
 
 #[cfg(test)]

@@ -1,21 +1,18 @@
 //! Pods: the defaults every pod spec gets (also those inside workload
 //! templates), upstream's DefaultTolerationSeconds, the spec fields an update
-//! may change, graceful deletion, the create-time admission that reads the
-//! cluster ([`admission`]), and `kubectl get pods` columns.
+//! may change, graceful deletion and the create-time admission that reads
+//! the cluster ([`admission`]).
 
 mod admission;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{
-    GroupResource, InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default,
-};
-use crate::object::path_mut;
+use super::{InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default};
+use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::status::{ApiError, FieldError};
-use crate::table::Printer;
 
 /// Grace period of a pod that sets none.
 const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
@@ -24,14 +21,11 @@ const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
 /// upstream's DefaultTolerationSeconds admission gives every pod.
 const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
-/// The `pods` resource.
-#[derive(Debug)]
-pub(crate) struct Pods;
-
-impl Pods {
+named_kind! {
+    /// The `pods` resource.
+    pub(crate) struct Pods;
     /// Core `pods`, for the Node authorizer and streaming subresources.
-    pub(crate) const RESOURCE: GroupResource<'static> =
-        GroupResource::of::<k8s_openapi::api::core::v1::Pod>();
+    const RESOURCE = k8s_openapi::api::core::v1::Pod;
 }
 
 #[async_trait]
@@ -117,10 +111,6 @@ impl KindStrategy for Pods {
                 .max(0),
         )
     }
-
-    fn printer(&self) -> &'static Printer {
-        &crate::table::pods::PODS
-    }
 }
 
 /// Defaults of a pod spec, wherever it appears (pods and pod templates).
@@ -134,28 +124,24 @@ pub(super) fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        if let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) {
-            for c in containers {
-                let latest = c["image"].as_str().is_some_and(|i| {
-                    let tail = i.rsplit('/').next().unwrap_or(i);
-                    !tail.contains(':') && !i.contains('@') || tail.ends_with(":latest")
-                });
-                set_default(
-                    c,
-                    "imagePullPolicy",
-                    json!(if latest { "Always" } else { "IfNotPresent" }),
-                );
-                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
-                set_default(c, "terminationMessagePolicy", json!("File"));
-                set_default(c, "resources", json!({}));
-                default_container_fields(c);
-            }
+        for c in items_mut(spec, &[list]) {
+            let latest = c["image"].as_str().is_some_and(|i| {
+                let tail = i.rsplit('/').next().unwrap_or(i);
+                !tail.contains(':') && !i.contains('@') || tail.ends_with(":latest")
+            });
+            set_default(
+                c,
+                "imagePullPolicy",
+                json!(if latest { "Always" } else { "IfNotPresent" }),
+            );
+            set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+            set_default(c, "terminationMessagePolicy", json!("File"));
+            set_default(c, "resources", json!({}));
+            default_container_fields(c);
         }
     }
-    if let Some(volumes) = path_mut(spec, &["volumes"]).and_then(Value::as_array_mut) {
-        for volume in volumes {
-            default_volume(volume);
-        }
+    for volume in items_mut(spec, &["volumes"]) {
+        default_volume(volume);
     }
 }
 
@@ -166,16 +152,12 @@ const DEFAULT_VOLUME_MODE: i64 = 0o644;
 /// Container defaults beyond the top-level ones: port protocols, the
 /// `apiVersion` of `fieldRef`s in env, and probe timings.
 fn default_container_fields(container: &mut Value) {
-    if let Some(ports) = path_mut(container, &["ports"]).and_then(Value::as_array_mut) {
-        for port in ports {
-            set_default(port, "protocol", json!("TCP"));
-        }
+    for port in items_mut(container, &["ports"]) {
+        set_default(port, "protocol", json!("TCP"));
     }
-    if let Some(env) = path_mut(container, &["env"]).and_then(Value::as_array_mut) {
-        for var in env {
-            if let Some(field_ref) = path_mut(var, &["valueFrom", "fieldRef"]) {
-                set_default(field_ref, "apiVersion", json!("v1"));
-            }
+    for var in items_mut(container, &["env"]) {
+        if let Some(field_ref) = path_mut(var, &["valueFrom", "fieldRef"]) {
+            set_default(field_ref, "apiVersion", json!("v1"));
         }
     }
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
@@ -212,14 +194,7 @@ fn default_host_network_ports(spec: &mut Value) {
         return;
     }
     for list in ["initContainers", "containers"] {
-        let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for port in containers
-            .iter_mut()
-            .filter_map(|c| path_mut(c, &["ports"]).and_then(Value::as_array_mut))
-            .flatten()
-        {
+        for port in items_mut(spec, &[list]).flat_map(|c| items_mut(c, &["ports"])) {
             let container_port = port["containerPort"].clone();
             if !container_port.is_null() {
                 set_default(port, "hostPort", container_port);
@@ -232,10 +207,7 @@ fn default_host_network_ports(spec: &mut Value) {
 /// requests or limits CPU or memory may have it resized without a restart
 /// unless its `resizePolicy` says otherwise (pods only, regular containers).
 fn default_resize_policy(spec: &mut Value) {
-    let Some(containers) = path_mut(spec, &["containers"]).and_then(Value::as_array_mut) else {
-        return;
-    };
-    for container in containers {
+    for container in items_mut(spec, &["containers"]) {
         let named = |resource: &str| {
             ["requests", "limits"]
                 .iter()
@@ -354,13 +326,7 @@ fn default_field_refs(items: &mut [Value]) {
 /// made from it).
 fn default_requests_to_limits(spec: &mut Value) {
     for list in ["initContainers", "containers"] {
-        let Some(containers) = path_mut(spec, &[list]).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for resources in containers
-            .iter_mut()
-            .filter_map(|c| path_mut(c, &["resources"]))
-        {
+        for resources in items_mut(spec, &[list]).filter_map(|c| path_mut(c, &["resources"])) {
             let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
                 continue;
             };

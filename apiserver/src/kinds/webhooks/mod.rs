@@ -1,19 +1,17 @@
 //! MutatingWebhookConfiguration and ValidatingWebhookConfiguration
 //! (`admissionregistration.k8s.io/v1`): upstream's v1 defaults for every
-//! webhook they list, their field checks (`validation.rs`) and the
-//! `NAME WEBHOOKS AGE` columns. Calling the webhooks is admission's
-//! business (`admission_plugins::webhook`); this module only says what a
-//! well-formed configuration is.
+//! webhook they list and their field checks (`validation.rs`). Calling the
+//! webhooks is admission's business (`admission_plugins::webhook`); this
+//! module only says what a well-formed configuration is.
 
 mod validation;
 
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
+use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
-use crate::table::Printer;
-use crate::table::columns::{Column, age, list, name};
 
 /// Which of the two configuration kinds a strategy serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,10 +33,7 @@ pub(crate) struct WebhookConfigurations(pub WebhookKind);
 
 impl KindStrategy for WebhookConfigurations {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(webhooks) = object.get_mut("webhooks").and_then(Value::as_array_mut) else {
-            return;
-        };
-        for hook in webhooks {
+        for hook in items_mut(object, &["webhooks"]) {
             default_webhook(self.0, hook);
         }
     }
@@ -51,10 +46,6 @@ impl KindStrategy for WebhookConfigurations {
         errors: &mut Vec<FieldError>,
     ) {
         validation::configuration(self.0, object, old, errors);
-    }
-
-    fn printer(&self) -> &'static Printer {
-        &PRINTER
     }
 }
 
@@ -72,10 +63,8 @@ fn default_webhook(kind: WebhookKind, hook: &mut Value) {
     if kind == WebhookKind::Mutating {
         set_default(hook, "reinvocationPolicy", json!("Never"));
     }
-    if let Some(rules) = hook.get_mut("rules").and_then(Value::as_array_mut) {
-        for rule in rules {
-            set_default(rule, "scope", json!("*"));
-        }
+    for rule in items_mut(hook, &["rules"]) {
+        set_default(rule, "scope", json!("*"));
     }
     if let Some(service) = hook
         .get_mut("clientConfig")
@@ -85,25 +74,6 @@ fn default_webhook(kind: WebhookKind, hook: &mut Value) {
         set_default(service, "port", json!(443));
     }
 }
-
-static PRINTER: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Webhooks",
-            "integer",
-            "Webhooks indicates the number of webhooks in the configuration.",
-        ),
-        Column::AGE,
-    ],
-    cells: |object, now| {
-        vec![
-            name(object),
-            Value::from(list(object, "webhooks").len()),
-            age(object, now),
-        ]
-    },
-};
 
 #[cfg(test)]
 mod tests {
@@ -131,15 +101,5 @@ mod tests {
         assert_eq!(validating["timeoutSeconds"], 3);
         assert_eq!(validating["failurePolicy"], "Ignore");
         assert!(validating.get("reinvocationPolicy").is_none());
-    }
-
-    #[test]
-    fn the_table_counts_webhooks() {
-        let object =
-            json!({"metadata": {"name": "cfg"}, "webhooks": [{"name": "a"}, {"name": "b"}]});
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let cells = (PRINTER.cells)(&object, now);
-        assert_eq!(cells[0], "cfg");
-        assert_eq!(cells[1], 2);
     }
 }
