@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SELinuxOptions, Se
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::messages::{containers_phrase, join_quote, pluralize};
-use super::{Violation, containers};
+use super::{Violation, containers, containers_where, forbidden_values, setters};
 use crate::go_format::go_quote;
 
 /// Capabilities a baseline container may add (the container runtimes'
@@ -36,19 +36,6 @@ const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kuber
 const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
 const SECCOMP_CONTAINER_ANNOTATION_PREFIX: &str = "container.seccomp.security.alpha.kubernetes.io/";
 
-/// `pod`, then `container(s) "..."`, joined with ` and `: who set a bad
-/// value.
-fn setters(pod: bool, containers: &[String]) -> Vec<String> {
-    let mut who = Vec::new();
-    if pod {
-        who.push("pod".to_string());
-    }
-    if !containers.is_empty() {
-        who.push(containers_phrase(containers));
-    }
-    who
-}
-
 /// Where a profile type (AppArmor's or seccomp's, as `on_pod` and
 /// `on_container` read it) is set to something other than
 /// `RuntimeDefault` or `Localhost`: whether on the pod, on which
@@ -59,20 +46,20 @@ fn unconfined_profiles(
     on_container: fn(&SecurityContext) -> Option<&str>,
 ) -> (bool, Vec<String>, BTreeSet<String>) {
     let unconfined = |t: &&str| *t != "RuntimeDefault" && *t != "Localhost";
-    let mut types = BTreeSet::new();
     let pod = spec
         .security_context
         .as_ref()
         .and_then(on_pod)
         .filter(unconfined);
+    let (bad_containers, mut types) = forbidden_values(spec, |c| {
+        c.security
+            .and_then(on_container)
+            .filter(unconfined)
+            .map(String::from)
+            .into_iter()
+            .collect()
+    });
     types.extend(pod.map(String::from));
-    let mut bad_containers = Vec::new();
-    for c in containers(spec) {
-        if let Some(t) = c.security.and_then(on_container).filter(unconfined) {
-            bad_containers.push(c.name.to_string());
-            types.insert(t.to_string());
-        }
-    }
     (pod.is_some(), bad_containers, types)
 }
 
@@ -120,24 +107,16 @@ pub(super) fn app_armor_profile(meta: &ObjectMeta, spec: &PodSpec) -> Option<Vio
 
 /// Containers may add only capabilities of the default set.
 pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut bad_containers = Vec::new();
-    let mut added = BTreeSet::new();
-    for c in containers(spec) {
-        let adds = c
-            .security
+    let (bad_containers, added) = forbidden_values(spec, |c| {
+        c.security
             .and_then(|sc| sc.capabilities.as_ref())
-            .and_then(|caps| caps.add.as_ref());
-        let mut bad = false;
-        for cap in adds.into_iter().flatten() {
-            if !DEFAULT_CAPABILITIES.contains(&cap.as_str()) {
-                bad = true;
-                added.insert(cap.clone());
-            }
-        }
-        if bad {
-            bad_containers.push(c.name.to_string());
-        }
-    }
+            .and_then(|caps| caps.add.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|cap| !DEFAULT_CAPABILITIES.contains(&cap.as_str()))
+            .cloned()
+            .collect()
+    });
     if bad_containers.is_empty() {
         return None;
     }
@@ -192,21 +171,14 @@ pub(super) fn host_path_volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violat
 
 /// No container port may bind a host port.
 pub(super) fn host_ports(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut bad_containers = Vec::new();
     // Upstream lists the ports as a set of strings, so they sort as text.
-    let mut ports = BTreeSet::new();
-    for c in containers(spec) {
-        let mut bad = false;
-        for port in c.ports {
-            if let Some(host_port) = port.host_port.filter(|p| *p != 0) {
-                bad = true;
-                ports.insert(host_port.to_string());
-            }
-        }
-        if bad {
-            bad_containers.push(c.name.to_string());
-        }
-    }
+    let (bad_containers, ports) = forbidden_values(spec, |c| {
+        c.ports
+            .iter()
+            .filter_map(|port| port.host_port.filter(|p| *p != 0))
+            .map(|p| p.to_string())
+            .collect()
+    });
     if bad_containers.is_empty() {
         return None;
     }
@@ -224,11 +196,9 @@ pub(super) fn host_ports(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
 
 /// No privileged containers.
 pub(super) fn privileged(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let bad: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| c.security.and_then(|sc| sc.privileged) == Some(true))
-        .map(|c| c.name.to_string())
-        .collect();
+    let bad = containers_where(spec, |c| {
+        c.security.and_then(|sc| sc.privileged) == Some(true)
+    });
     if bad.is_empty() {
         return None;
     }
@@ -243,16 +213,13 @@ pub(super) fn privileged(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
 
 /// /proc stays masked: procMount unset or `Default`.
 pub(super) fn proc_mount(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut bad_containers = Vec::new();
-    let mut types = BTreeSet::new();
-    for c in containers(spec) {
-        if let Some(kind) = c.security.and_then(|sc| sc.proc_mount.as_ref())
-            && kind != "Default"
-        {
-            bad_containers.push(c.name.to_string());
-            types.insert(kind.clone());
-        }
-    }
+    let (bad_containers, types) = forbidden_values(spec, |c| {
+        c.security
+            .and_then(|sc| sc.proc_mount.clone())
+            .filter(|kind| kind != "Default")
+            .into_iter()
+            .collect()
+    });
     if bad_containers.is_empty() {
         return None;
     }
@@ -311,14 +278,11 @@ fn se_linux_options(_: &ObjectMeta, spec: &PodSpec, allowed: &[&str]) -> Option<
         .as_ref()
         .and_then(|sc| sc.se_linux_options.as_ref())
         .is_some_and(|o| !acceptable(o));
-    let mut bad_containers = Vec::new();
-    for c in containers(spec) {
-        if let Some(options) = c.security.and_then(|sc| sc.se_linux_options.as_ref())
-            && !acceptable(options)
-        {
-            bad_containers.push(c.name.to_string());
-        }
-    }
+    let bad_containers = containers_where(spec, |c| {
+        c.security
+            .and_then(|sc| sc.se_linux_options.as_ref())
+            .is_some_and(|o| !acceptable(o))
+    });
     let who = setters(pod_bad, &bad_containers);
     if who.is_empty() {
         return None;
@@ -464,16 +428,12 @@ pub(super) fn windows_host_process(_: &ObjectMeta, spec: &PodSpec) -> Option<Vio
         .and_then(|sc| sc.windows_options.as_ref())
         .and_then(|w| w.host_process)
         == Some(true);
-    let bad_containers: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| {
-            c.security
-                .and_then(|sc| sc.windows_options.as_ref())
-                .and_then(|w| w.host_process)
-                == Some(true)
-        })
-        .map(|c| c.name.to_string())
-        .collect();
+    let bad_containers = containers_where(spec, |c| {
+        c.security
+            .and_then(|sc| sc.windows_options.as_ref())
+            .and_then(|w| w.host_process)
+            == Some(true)
+    });
     let who = setters(pod_bad, &bad_containers);
     if who.is_empty() {
         return None;

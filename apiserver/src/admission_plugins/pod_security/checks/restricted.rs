@@ -12,15 +12,13 @@ use k8s_openapi::api::core::v1::{PodSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::messages::{containers_phrase, join_quote, pluralize};
-use super::{Violation, containers, is_windows};
+use super::{Violation, containers, containers_where, forbidden_values, is_windows, setters};
 
 /// Every container must set `allowPrivilegeEscalation: false`.
 pub(super) fn allow_privilege_escalation(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let bad: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| c.security.and_then(|sc| sc.allow_privilege_escalation) != Some(false))
-        .map(|c| c.name.to_string())
-        .collect();
+    let bad = containers_where(spec, |c| {
+        c.security.and_then(|sc| sc.allow_privilege_escalation) != Some(false)
+    });
     if bad.is_empty() {
         return None;
     }
@@ -46,28 +44,21 @@ pub(super) fn allow_privilege_escalation_linux(
 /// Every container drops ALL capabilities and adds back at most
 /// NET_BIND_SERVICE.
 pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut missing_drop_all = Vec::new();
-    let mut adding = Vec::new();
-    let mut added = BTreeSet::new();
-    for c in containers(spec) {
-        let Some(caps) = c.security.and_then(|sc| sc.capabilities.as_ref()) else {
-            missing_drop_all.push(c.name.to_string());
-            continue;
-        };
-        if !caps.drop.iter().flatten().any(|cap| cap == "ALL") {
-            missing_drop_all.push(c.name.to_string());
-        }
-        let mut bad = false;
-        for cap in caps.add.iter().flatten() {
-            if cap != "NET_BIND_SERVICE" {
-                bad = true;
-                added.insert(cap.clone());
-            }
-        }
-        if bad {
-            adding.push(c.name.to_string());
-        }
-    }
+    let missing_drop_all = containers_where(spec, |c| {
+        !c.security
+            .and_then(|sc| sc.capabilities.as_ref())
+            .is_some_and(|caps| caps.drop.iter().flatten().any(|cap| cap == "ALL"))
+    });
+    let (adding, added) = forbidden_values(spec, |c| {
+        c.security
+            .and_then(|sc| sc.capabilities.as_ref())
+            .and_then(|caps| caps.add.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|cap| *cap != "NET_BIND_SERVICE")
+            .cloned()
+            .collect()
+    });
     let mut details = Vec::new();
     if !missing_drop_all.is_empty() {
         details.push(format!(
@@ -195,16 +186,7 @@ pub(super) fn run_as_non_root(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
             None => {}
         }
     }
-    let who = {
-        let mut who = Vec::new();
-        if pod_setting == Some(false) {
-            who.push("pod".to_string());
-        }
-        if !explicitly_bad.is_empty() {
-            who.push(containers_phrase(&explicitly_bad));
-        }
-        who
-    };
+    let who = setters(pod_setting == Some(false), &explicitly_bad);
     if !who.is_empty() {
         return Violation::new(
             "runAsNonRoot != true",
@@ -228,18 +210,11 @@ pub(super) fn run_as_non_root(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
 
 /// Nothing may set `runAsUser: 0`.
 pub(super) fn run_as_user(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut who = Vec::new();
-    if spec.security_context.as_ref().and_then(|sc| sc.run_as_user) == Some(0) {
-        who.push("pod".to_string());
-    }
-    let bad: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| c.security.and_then(|sc| sc.run_as_user) == Some(0))
-        .map(|c| c.name.to_string())
-        .collect();
-    if !bad.is_empty() {
-        who.push(containers_phrase(&bad));
-    }
+    let pod_bad = spec.security_context.as_ref().and_then(|sc| sc.run_as_user) == Some(0);
+    let bad = containers_where(spec, |c| {
+        c.security.and_then(|sc| sc.run_as_user) == Some(0)
+    });
+    let who = setters(pod_bad, &bad);
     if who.is_empty() {
         return None;
     }
@@ -253,9 +228,8 @@ pub(super) fn run_as_user(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
 /// `RuntimeDefault` or `Localhost`, and nothing may set another type.
 pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     let allowed = |t: &str| t == "RuntimeDefault" || t == "Localhost";
-    let mut who = Vec::new();
     let mut bad_values = BTreeSet::new();
-    let mut pod_set = false;
+    let (mut pod_set, mut pod_bad) = (false, false);
     if let Some(profile) = spec
         .security_context
         .as_ref()
@@ -264,7 +238,7 @@ pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
         if allowed(&profile.type_) {
             pod_set = true;
         } else {
-            who.push("pod".to_string());
+            pod_bad = true;
             bad_values.insert(profile.type_.clone());
         }
     }
@@ -281,9 +255,7 @@ pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
             None => {}
         }
     }
-    if !explicitly_bad.is_empty() {
-        who.push(containers_phrase(&explicitly_bad));
-    }
+    let who = setters(pod_bad, &explicitly_bad);
     if !who.is_empty() {
         return Violation::new(
             "seccompProfile",
