@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SELinuxOptions, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::super::messages::{containers_phrase, join_quote, pluralize};
-use super::{Violation, containers, containers_where, forbidden_values, setters};
+use super::super::messages::{join_quote, pluralize};
+use super::{Violation, containers, containers_where, failed_by, forbidden_values, setters};
 use crate::go_format::go_quote;
 
 /// Capabilities a baseline container may add (the container runtimes'
@@ -117,17 +117,12 @@ pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> 
             .cloned()
             .collect()
     });
-    if bad_containers.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "non-default capabilities",
+    failed_by(false, &bad_containers, "non-default capabilities", |who| {
         format!(
-            "{} must not include {} in securityContext.capabilities.add",
-            containers_phrase(&bad_containers),
+            "{who} must not include {} in securityContext.capabilities.add",
             join_quote(&added)
-        ),
-    )
+        )
+    })
 }
 
 /// The pod must not share the host's network, PID or IPC namespace.
@@ -179,19 +174,18 @@ pub(super) fn host_ports(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
             .map(|p| p.to_string())
             .collect()
     });
-    if bad_containers.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "hostPort",
+    failed_by(false, &bad_containers, "hostPort", |who| {
         format!(
-            "{} {} {} {}",
-            containers_phrase(&bad_containers),
+            "{who} {} {} {}",
             pluralize("uses", "use", bad_containers.len()),
             pluralize("hostPort", "hostPorts", ports.len()),
-            ports.into_iter().collect::<Vec<_>>().join(", ")
-        ),
-    )
+            ports
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
 }
 
 /// No privileged containers.
@@ -199,16 +193,9 @@ pub(super) fn privileged(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     let bad = containers_where(spec, |c| {
         c.security.and_then(|sc| sc.privileged) == Some(true)
     });
-    if bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "privileged",
-        format!(
-            "{} must not set securityContext.privileged=true",
-            containers_phrase(&bad)
-        ),
-    )
+    failed_by(false, &bad, "privileged", |who| {
+        format!("{who} must not set securityContext.privileged=true")
+    })
 }
 
 /// /proc stays masked: procMount unset or `Default`.
@@ -220,17 +207,12 @@ pub(super) fn proc_mount(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
             .into_iter()
             .collect()
     });
-    if bad_containers.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "procMount",
+    failed_by(false, &bad_containers, "procMount", |who| {
         format!(
-            "{} must not set securityContext.procMount to {}",
-            containers_phrase(&bad_containers),
+            "{who} must not set securityContext.procMount to {}",
             join_quote(&types)
-        ),
-    )
+        )
+    })
 }
 
 /// SELinux types a container may run as before policy v1.31.
@@ -283,10 +265,6 @@ fn se_linux_options(_: &ObjectMeta, spec: &PodSpec, allowed: &[&str]) -> Option<
             .and_then(|sc| sc.se_linux_options.as_ref())
             .is_some_and(|o| !acceptable(o))
     });
-    let who = setters(pod_bad, &bad_containers);
-    if who.is_empty() {
-        return None;
-    }
     let mut problems = Vec::new();
     if !bad_types.is_empty() {
         problems.push(format!(
@@ -301,14 +279,12 @@ fn se_linux_options(_: &ObjectMeta, spec: &PodSpec, allowed: &[&str]) -> Option<
     if set_role {
         problems.push("role may not be set".to_string());
     }
-    Violation::new(
-        "seLinuxOptions",
+    failed_by(pod_bad, &bad_containers, "seLinuxOptions", |who| {
         format!(
-            "{} set forbidden securityContext.seLinuxOptions: {}",
-            who.join(" and "),
+            "{who} set forbidden securityContext.seLinuxOptions: {}",
             problems.join("; ")
-        ),
-    )
+        )
+    })
 }
 
 /// Before policy v1.19: the seccomp alpha annotations may name only the
@@ -349,18 +325,12 @@ pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
         |sc| sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
         |sc| sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
     );
-    let who = setters(pod_bad, &bad_containers);
-    if who.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "seccompProfile",
+    failed_by(pod_bad, &bad_containers, "seccompProfile", |who| {
         format!(
-            "{} must not set securityContext.seccompProfile.type to {}",
-            who.join(" and "),
+            "{who} must not set securityContext.seccompProfile.type to {}",
             join_quote(&bad_values)
-        ),
-    )
+        )
+    })
 }
 
 /// Sysctls safe to set from any policy version.
@@ -434,15 +404,7 @@ pub(super) fn windows_host_process(_: &ObjectMeta, spec: &PodSpec) -> Option<Vio
             .and_then(|w| w.host_process)
             == Some(true)
     });
-    let who = setters(pod_bad, &bad_containers);
-    if who.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "hostProcess",
-        format!(
-            "{} must not set securityContext.windowsOptions.hostProcess=true",
-            who.join(" and ")
-        ),
-    )
+    failed_by(pod_bad, &bad_containers, "hostProcess", |who| {
+        format!("{who} must not set securityContext.windowsOptions.hostProcess=true")
+    })
 }

@@ -315,6 +315,22 @@ fn setters(pod: bool, containers: &[String]) -> Vec<String> {
     who
 }
 
+/// `None` when neither the pod (`pod`) nor any of `containers` failed;
+/// else `reason`, with the detail `detail` writes of who failed (`pod and
+/// containers "a", "b"`).
+fn failed_by(
+    pod: bool,
+    containers: &[String],
+    reason: &str,
+    detail: impl FnOnce(&str) -> String,
+) -> Option<Violation> {
+    let who = setters(pod, containers);
+    if who.is_empty() {
+        return None;
+    }
+    Violation::new(reason, detail(&who.join(" and ")))
+}
+
 /// The pod declares itself a Windows pod (`spec.os.name: windows`), which
 /// the Linux-only restricted checks leave alone from policy v1.25.
 fn is_windows(spec: &PodSpec) -> bool {

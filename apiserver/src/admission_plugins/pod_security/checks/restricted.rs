@@ -12,23 +12,16 @@ use k8s_openapi::api::core::v1::{PodSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::messages::{containers_phrase, join_quote, pluralize};
-use super::{Violation, containers, containers_where, forbidden_values, is_windows, setters};
+use super::{Violation, containers, containers_where, failed_by, forbidden_values, is_windows};
 
 /// Every container must set `allowPrivilegeEscalation: false`.
 pub(super) fn allow_privilege_escalation(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     let bad = containers_where(spec, |c| {
         c.security.and_then(|sc| sc.allow_privilege_escalation) != Some(false)
     });
-    if bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "allowPrivilegeEscalation != false",
-        format!(
-            "{} must set securityContext.allowPrivilegeEscalation=false",
-            containers_phrase(&bad)
-        ),
-    )
+    failed_by(false, &bad, "allowPrivilegeEscalation != false", |who| {
+        format!("{who} must set securityContext.allowPrivilegeEscalation=false")
+    })
 }
 
 pub(super) fn allow_privilege_escalation_linux(
@@ -186,26 +179,15 @@ pub(super) fn run_as_non_root(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
             None => {}
         }
     }
-    let who = setters(pod_setting == Some(false), &explicitly_bad);
-    if !who.is_empty() {
-        return Violation::new(
-            "runAsNonRoot != true",
-            format!(
-                "{} must not set securityContext.runAsNonRoot=false",
-                who.join(" and ")
-            ),
-        );
-    }
-    if implicitly_bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "runAsNonRoot != true",
-        format!(
-            "pod or {} must set securityContext.runAsNonRoot=true",
-            containers_phrase(&implicitly_bad)
-        ),
-    )
+    let reason = "runAsNonRoot != true";
+    failed_by(pod_setting == Some(false), &explicitly_bad, reason, |who| {
+        format!("{who} must not set securityContext.runAsNonRoot=false")
+    })
+    .or_else(|| {
+        failed_by(false, &implicitly_bad, reason, |who| {
+            format!("pod or {who} must set securityContext.runAsNonRoot=true")
+        })
+    })
 }
 
 /// Nothing may set `runAsUser: 0`.
@@ -214,14 +196,9 @@ pub(super) fn run_as_user(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     let bad = containers_where(spec, |c| {
         c.security.and_then(|sc| sc.run_as_user) == Some(0)
     });
-    let who = setters(pod_bad, &bad);
-    if who.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "runAsUser=0",
-        format!("{} must not set runAsUser=0", who.join(" and ")),
-    )
+    failed_by(pod_bad, &bad, "runAsUser=0", |who| {
+        format!("{who} must not set runAsUser=0")
+    })
 }
 
 /// The pod, or else every container, must set a seccomp profile of type
@@ -255,27 +232,19 @@ pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
             None => {}
         }
     }
-    let who = setters(pod_bad, &explicitly_bad);
-    if !who.is_empty() {
-        return Violation::new(
-            "seccompProfile",
-            format!(
-                "{} must not set securityContext.seccompProfile.type to {}",
-                who.join(" and "),
-                join_quote(&bad_values)
-            ),
-        );
-    }
-    if implicitly_bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "seccompProfile",
+    failed_by(pod_bad, &explicitly_bad, "seccompProfile", |who| {
         format!(
-            "pod or {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
-            containers_phrase(&implicitly_bad)
-        ),
-    )
+            "{who} must not set securityContext.seccompProfile.type to {}",
+            join_quote(&bad_values)
+        )
+    })
+    .or_else(|| {
+        failed_by(false, &implicitly_bad, "seccompProfile", |who| {
+            format!(
+                "pod or {who} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\""
+            )
+        })
+    })
 }
 
 pub(super) fn seccomp_profile_linux(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
