@@ -373,6 +373,30 @@ impl FanoutRun {
         }
         let _ = self.stop.send(true);
     }
+
+    /// The fan-out itself, once the watchers (`tasks`, one each) are
+    /// reading: `write` paced at `rate`/s for `seconds` (see [`pace`]), then
+    /// the deliveries drained and what the side measured gathered.
+    async fn measure<F, Fut, T, E>(
+        &self,
+        tasks: Vec<tokio::task::JoinHandle<(Vec<Duration>, bool)>>,
+        rate: usize,
+        seconds: usize,
+        write: F,
+    ) -> Result<Fanout, Box<dyn std::error::Error>>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let total = rate * seconds;
+        let cpu_before = process_cpu();
+        let writes = pace(total, rate, write).await;
+        let expected = tasks.len() * (total - writes.failed);
+        self.drain(expected).await;
+        let cpu = process_cpu().saturating_sub(cpu_before);
+        gather(tasks, expected, writes, cpu).await
+    }
 }
 
 /// CPU time (user and system) this process has used so far.
@@ -492,9 +516,7 @@ async fn watch_fanout_api(
     {
         eprintln!("warning: not every watch had started after 60 s");
     }
-    let total = rate * seconds;
-    let cpu_before = process_cpu();
-    let writes = pace(total, rate, |i| {
+    run.measure(tasks, rate, seconds, |i| {
         let cms = cms.clone();
         async move {
             let patch = serde_json::json!({"data": {"sent": now_nanos().to_string()}});
@@ -504,15 +526,9 @@ async fn watch_fanout_api(
                 &kube::api::Patch::Merge(patch),
             )
             .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
         }
     })
-    .await;
-    let expected = watchers * (total - writes.failed);
-    run.drain(expected).await;
-    let cpu = process_cpu().saturating_sub(cpu_before);
-    gather(tasks, expected, writes, cpu).await
+    .await
 }
 
 /// The same fan-out on the bare store: `watchers` prefix watches, updates at
@@ -551,9 +567,7 @@ async fn watch_fanout_store(
             }
         }));
     }
-    let total = rate * seconds;
-    let cpu_before = process_cpu();
-    let writes = pace(total, rate, |i| {
+    run.measure(tasks, rate, seconds, |i| {
         let store = store.clone();
         let name = format!("fanout-{}", i % FANOUT_OBJECTS);
         async move {
@@ -564,15 +578,9 @@ async fn watch_fanout_store(
                     None,
                 )
                 .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
         }
     })
-    .await;
-    let expected = watchers * (total - writes.failed);
-    run.drain(expected).await;
-    let cpu = process_cpu().saturating_sub(cpu_before);
-    gather(tasks, expected, writes, cpu).await
+    .await
 }
 
 /// What the writer of a fan-out saw.
@@ -600,10 +608,11 @@ impl Writes {
 
 /// Starts `op` `total` times at `rate` per second without waiting for each to
 /// finish, so a slow write does not lower the offered rate.
-async fn pace<F, Fut>(total: usize, rate: usize, op: F) -> Writes
+async fn pace<F, Fut, T, E>(total: usize, rate: usize, op: F) -> Writes
 where
     F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+    E: std::fmt::Display,
 {
     let started = Instant::now();
     let mut inflight = Vec::with_capacity(total);
@@ -613,7 +622,7 @@ where
         let write = op(i);
         inflight.push(tokio::spawn(async move {
             let t = Instant::now();
-            write.await.map(|()| t.elapsed())
+            write.await.map(|_| t.elapsed()).map_err(|e| e.to_string())
         }));
     }
     let mut writes = Writes {
