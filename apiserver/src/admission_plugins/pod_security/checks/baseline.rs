@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SELinuxOptions, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::super::messages::{join_quote, pluralize};
+use super::super::messages::{join_quote, pluralize, volumes_phrase};
 use super::{Violation, containers, containers_where, failed_by, forbidden_values, setters};
 use crate::go_format::go_quote;
 
@@ -154,14 +154,7 @@ pub(super) fn host_path_volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violat
     if names.is_empty() {
         return None;
     }
-    Violation::new(
-        "hostPath volumes",
-        format!(
-            "{} {}",
-            pluralize("volume", "volumes", names.len()),
-            join_quote(&names)
-        ),
-    )
+    Violation::new("hostPath volumes", volumes_phrase(&names))
 }
 
 /// No container port may bind a host port.

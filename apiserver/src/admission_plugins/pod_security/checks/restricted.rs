@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{PodSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::super::messages::{containers_phrase, join_quote, pluralize};
+use super::super::messages::{containers_phrase, join_quote, pluralize, volumes_phrase};
 use super::{Violation, containers, containers_where, failed_by, forbidden_values, is_windows};
 
 /// Every container must set `allowPrivilegeEscalation: false`.
@@ -148,9 +148,8 @@ pub(super) fn volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     Violation::new(
         "restricted volume types",
         format!(
-            "{} {} {} {} {}",
-            pluralize("volume", "volumes", bad_volumes.len()),
-            join_quote(&bad_volumes),
+            "{} {} {} {}",
+            volumes_phrase(&bad_volumes),
             pluralize("uses", "use", bad_volumes.len()),
             pluralize(
                 "restricted volume type",
