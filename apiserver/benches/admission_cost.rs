@@ -22,7 +22,6 @@ mod support;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::Api;
@@ -162,25 +161,20 @@ impl Cluster {
     /// returns creates per second.
     async fn creates(&self, prefix: &str, total: usize) -> BenchResult<f64> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let failed = Arc::new(AtomicUsize::new(0));
         let prefix_owned = prefix.to_string();
-        let counted = failed.clone();
-        let (elapsed, _) = support::concurrently(CONCURRENCY, total, move |i| {
-            let (pods, failed) = (pods.clone(), counted.clone());
-            let pod = pod(&format!("{prefix_owned}-{i}")).ok();
-            async move {
-                let created = match pod {
-                    Some(pod) => pods.create(&PostParams::default(), &pod).await.is_ok(),
-                    None => false,
-                };
-                if !created {
-                    failed.fetch_add(1, Ordering::Relaxed);
+        let (elapsed, _, failed) =
+            support::concurrently(CONCURRENCY, total, pods, move |pods, i| {
+                let pod = pod(&format!("{prefix_owned}-{i}")).ok();
+                async move {
+                    match pod {
+                        Some(pod) => pods.create(&PostParams::default(), &pod).await.is_ok(),
+                        None => false,
+                    }
                 }
-            }
-        })
-        .await;
+            })
+            .await;
         let rate = total as f64 / elapsed.as_secs_f64();
-        match failed.load(Ordering::Relaxed) {
+        match failed {
             0 => Ok(rate),
             n => Err(format!("{prefix}: {n} of {total} creates failed").into()),
         }

@@ -40,35 +40,19 @@ struct Round {
 
 async fn round(cms: &Api<ConfigMap>, round: usize, creates: usize) -> BenchResult<Round> {
     let payload = "x".repeat(256);
-    let failures = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let (elapsed, _) = {
-        let (cms, failures) = (cms.clone(), failures.clone());
-        concurrently(CONCURRENCY, creates, move |i| {
-            let (cms, failures) = (cms.clone(), failures.clone());
-            let cm = configmap(&format!("r{round}-{i:06}"), &payload);
-            async move {
-                if cms.create(&PostParams::default(), &cm).await.is_err() {
-                    failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-        })
-        .await
-    };
-    let failed = failures.load(std::sync::atomic::Ordering::Relaxed);
+    let (elapsed, _, failed) = concurrently(CONCURRENCY, creates, cms.clone(), move |cms, i| {
+        let cm = configmap(&format!("r{round}-{i:06}"), &payload);
+        async move { cms.create(&PostParams::default(), &cm).await.is_ok() }
+    })
+    .await;
     if failed > 0 {
         return Err(format!("{failed} creates failed").into());
     }
-    let (_, gets) = {
-        let cms = cms.clone();
-        concurrently(CONCURRENCY, creates, move |i| {
-            let cms = cms.clone();
-            let name = format!("r{round}-{i:06}");
-            async move {
-                let _ = cms.get(&name).await;
-            }
-        })
-        .await
-    };
+    let (_, gets, _) = concurrently(CONCURRENCY, creates, cms.clone(), move |cms, i| {
+        let name = format!("r{round}-{i:06}");
+        async move { cms.get(&name).await.is_ok() }
+    })
+    .await;
     let started = Instant::now();
     let listed = cms.list(&ListParams::default()).await?;
     let list = started.elapsed();

@@ -66,6 +66,19 @@ struct Row {
     ratio: String,
 }
 
+impl Row {
+    /// A row of two times, in milliseconds with `digits` decimals, and
+    /// their ratio.
+    fn times(what: String, api: Duration, store: Duration, digits: usize) -> Self {
+        Row {
+            what,
+            api: format!("{:.*} ms", digits, api.as_secs_f64() * 1e3),
+            store: format!("{:.*} ms", digits, store.as_secs_f64() * 1e3),
+            ratio: format!("{:.1}", api.as_secs_f64() / store.as_secs_f64().max(1e-9)),
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
@@ -85,36 +98,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Creates.
     let creates = scale(20_000);
-    let (api_t, _) = {
-        let cms = cms.clone();
+    let (api_t, _, _) = concurrently(CONCURRENCY, creates, cms.clone(), {
         let payload = payload.clone();
-        concurrently(CONCURRENCY, creates, move |i| {
-            let cms = cms.clone();
+        move |cms, i| {
             let cm = configmap(&format!("cm-{i:06}"), &payload);
             async move {
-                if let Err(e) = cms.create(&PostParams::default(), &cm).await {
-                    eprintln!("create failed: {e}");
-                }
+                let created = cms.create(&PostParams::default(), &cm).await;
+                created
+                    .inspect_err(|e| eprintln!("create failed: {e}"))
+                    .is_ok()
             }
-        })
-        .await
-    };
-    let (store_t, _) = {
-        let bare = bare.clone();
+        }
+    })
+    .await;
+    let (store_t, _, _) = concurrently(CONCURRENCY, creates, bare.clone(), {
         let payload = payload.clone();
-        concurrently(CONCURRENCY, creates, move |i| {
-            let bare = bare.clone();
+        move |bare, i| {
             let name = format!("cm-{i:06}");
             let key = format!("/registry/core/configmaps/default/{name}");
             let value = stored_bytes(&name, &payload);
             async move {
-                if let Err(e) = bare.create(&key, value).await {
-                    eprintln!("store create failed: {e}");
-                }
+                let created = bare.create(&key, value).await;
+                created
+                    .inspect_err(|e| eprintln!("store create failed: {e}"))
+                    .is_ok()
             }
-        })
-        .await
-    };
+        }
+    })
+    .await;
     let api_rate = creates as f64 / api_t.as_secs_f64();
     let store_rate = creates as f64 / store_t.as_secs_f64();
     rows.push(Row {
@@ -126,37 +137,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Gets.
     let gets = scale(20_000);
-    let (_, api_lat) = {
-        let cms = cms.clone();
-        concurrently(CONCURRENCY, gets, move |i| {
-            let cms = cms.clone();
-            let name = format!("cm-{:06}", i % creates);
-            async move {
-                let _ = cms.get(&name).await;
-            }
-        })
-        .await
-    };
-    let (_, store_lat) = {
-        let bare = bare.clone();
-        concurrently(CONCURRENCY, gets, move |i| {
-            let bare = bare.clone();
-            let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
-            async move {
-                let _ = bare.get(&key).await;
-            }
-        })
-        .await
-    };
+    let (_, api_lat, _) = concurrently(CONCURRENCY, gets, cms.clone(), move |cms, i| {
+        let name = format!("cm-{:06}", i % creates);
+        async move { cms.get(&name).await.is_ok() }
+    })
+    .await;
+    let (_, store_lat, _) = concurrently(CONCURRENCY, gets, bare.clone(), move |bare, i| {
+        let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
+        async move { bare.get(&key).await.is_ok() }
+    })
+    .await;
     for (label, p) in [("get p50", 0.5), ("get p99", 0.99)] {
-        let a = percentile(&api_lat, p);
-        let s = percentile(&store_lat, p);
-        rows.push(Row {
-            what: format!("{label} ({CONCURRENCY} concurrent)"),
-            api: format!("{:.3} ms", a.as_secs_f64() * 1e3),
-            store: format!("{:.3} ms", s.as_secs_f64() * 1e3),
-            ratio: format!("{:.1}", a.as_secs_f64() / s.as_secs_f64().max(1e-9)),
-        });
+        rows.push(Row::times(
+            format!("{label} ({CONCURRENCY} concurrent)"),
+            percentile(&api_lat, p),
+            percentile(&store_lat, p),
+            3,
+        ));
     }
 
     // Listing 10,000 objects (the first 10,000 created above).
@@ -179,13 +176,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(list.items.len(), list_n);
     }
     let (list_api, list_store) = (api_list / rounds, store_list / rounds);
-    let (a, s) = (list_api, list_store);
-    rows.push(Row {
-        what: format!("list {list_n} configmaps"),
-        api: format!("{:.1} ms", a.as_secs_f64() * 1e3),
-        store: format!("{:.1} ms", s.as_secs_f64() * 1e3),
-        ratio: format!("{:.1}", a.as_secs_f64() / s.as_secs_f64().max(1e-9)),
-    });
+    rows.push(Row::times(
+        format!("list {list_n} configmaps"),
+        list_api,
+        list_store,
+        1,
+    ));
     // The same list as the body only: what the server and the connection
     // cost, without the kube client decoding 10,000 typed objects (which
     // the bare store's side has no counterpart of). Reported beside the
@@ -203,13 +199,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             memchr::memmem::find_iter(body.as_bytes(), br#"{"metadata":{"name":"cm-"#).count();
         assert_eq!(items, list_n, "every item in the body");
     }
-    let b = body_list / rounds;
-    rows.push(Row {
-        what: format!("list {list_n} configmaps, body only (no client decode)"),
-        api: format!("{:.1} ms", b.as_secs_f64() * 1e3),
-        store: format!("{:.1} ms", s.as_secs_f64() * 1e3),
-        ratio: format!("{:.1}", b.as_secs_f64() / s.as_secs_f64().max(1e-9)),
-    });
+    rows.push(Row::times(
+        format!("list {list_n} configmaps, body only (no client decode)"),
+        body_list / rounds,
+        list_store,
+        1,
+    ));
 
     // Watch fan-out: W watchers, E events/s spread over 100 objects.
     let watchers = scale(1000);
@@ -378,6 +373,30 @@ impl FanoutRun {
         }
         let _ = self.stop.send(true);
     }
+
+    /// The fan-out itself, once the watchers (`tasks`, one each) are
+    /// reading: `write` paced at `rate`/s for `seconds` (see [`pace`]), then
+    /// the deliveries drained and what the side measured gathered.
+    async fn measure<F, Fut, T, E>(
+        &self,
+        tasks: Vec<tokio::task::JoinHandle<(Vec<Duration>, bool)>>,
+        rate: usize,
+        seconds: usize,
+        write: F,
+    ) -> Result<Fanout, Box<dyn std::error::Error>>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let total = rate * seconds;
+        let cpu_before = process_cpu();
+        let writes = pace(total, rate, write).await;
+        let expected = tasks.len() * (total - writes.failed);
+        self.drain(expected).await;
+        let cpu = process_cpu().saturating_sub(cpu_before);
+        gather(tasks, expected, writes, cpu).await
+    }
 }
 
 /// CPU time (user and system) this process has used so far.
@@ -497,9 +516,7 @@ async fn watch_fanout_api(
     {
         eprintln!("warning: not every watch had started after 60 s");
     }
-    let total = rate * seconds;
-    let cpu_before = process_cpu();
-    let writes = pace(total, rate, |i| {
+    run.measure(tasks, rate, seconds, |i| {
         let cms = cms.clone();
         async move {
             let patch = serde_json::json!({"data": {"sent": now_nanos().to_string()}});
@@ -509,15 +526,9 @@ async fn watch_fanout_api(
                 &kube::api::Patch::Merge(patch),
             )
             .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
         }
     })
-    .await;
-    let expected = watchers * (total - writes.failed);
-    run.drain(expected).await;
-    let cpu = process_cpu().saturating_sub(cpu_before);
-    gather(tasks, expected, writes, cpu).await
+    .await
 }
 
 /// The same fan-out on the bare store: `watchers` prefix watches, updates at
@@ -556,9 +567,7 @@ async fn watch_fanout_store(
             }
         }));
     }
-    let total = rate * seconds;
-    let cpu_before = process_cpu();
-    let writes = pace(total, rate, |i| {
+    run.measure(tasks, rate, seconds, |i| {
         let store = store.clone();
         let name = format!("fanout-{}", i % FANOUT_OBJECTS);
         async move {
@@ -569,15 +578,9 @@ async fn watch_fanout_store(
                     None,
                 )
                 .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
         }
     })
-    .await;
-    let expected = watchers * (total - writes.failed);
-    run.drain(expected).await;
-    let cpu = process_cpu().saturating_sub(cpu_before);
-    gather(tasks, expected, writes, cpu).await
+    .await
 }
 
 /// What the writer of a fan-out saw.
@@ -605,10 +608,11 @@ impl Writes {
 
 /// Starts `op` `total` times at `rate` per second without waiting for each to
 /// finish, so a slow write does not lower the offered rate.
-async fn pace<F, Fut>(total: usize, rate: usize, op: F) -> Writes
+async fn pace<F, Fut, T, E>(total: usize, rate: usize, op: F) -> Writes
 where
     F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+    E: std::fmt::Display,
 {
     let started = Instant::now();
     let mut inflight = Vec::with_capacity(total);
@@ -618,7 +622,7 @@ where
         let write = op(i);
         inflight.push(tokio::spawn(async move {
             let t = Instant::now();
-            write.await.map(|()| t.elapsed())
+            write.await.map(|_| t.elapsed()).map_err(|e| e.to_string())
         }));
     }
     let mut writes = Writes {

@@ -20,7 +20,6 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -59,24 +58,23 @@ fn configmap(name: &str) -> ConfigMap {
     }
 }
 
-/// Runs `op(0..total)` on [`CONCURRENCY`] clients; returns operations per second.
-async fn throughput<F, Fut>(total: usize, op: F) -> f64
+/// Runs `op(shared, 0..total)` on [`CONCURRENCY`] clients; returns
+/// operations per second and how many failed.
+async fn throughput<T, F, Fut>(total: usize, shared: T, op: F) -> (f64, usize)
 where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
+    T: Clone + Send + Sync + 'static,
+    F: Fn(T, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
 {
-    let (elapsed, _) = support::concurrently(CONCURRENCY, total, op).await;
-    total as f64 / elapsed.as_secs_f64()
+    let (elapsed, _, failed) = support::concurrently(CONCURRENCY, total, shared, op).await;
+    (total as f64 / elapsed.as_secs_f64(), failed)
 }
 
 /// Creates every namespace and its RoleBinding (`edit` for its writer).
 async fn populate(admin: &kube::Client) -> Result<(), Box<dyn std::error::Error>> {
     let namespaces: Api<Namespace> = Api::all(admin.clone());
-    let admin = admin.clone();
-    let failures = Arc::new(AtomicUsize::new(0));
-    let counted = failures.clone();
-    throughput(NAMESPACES, move |i| {
-        let (namespaces, admin, failures) = (namespaces.clone(), admin.clone(), counted.clone());
+    let shared = (namespaces, admin.clone());
+    let (_, failed) = throughput(NAMESPACES, shared, |(namespaces, admin), i| {
         async move {
             let ns = namespace_name(i);
             let namespace = Namespace {
@@ -92,21 +90,18 @@ async fn populate(admin: &kube::Client) -> Result<(), Box<dyn std::error::Error>
                 "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": ns}]
             }));
             let bindings: Api<RoleBinding> = Api::namespaced(admin, &ns);
-            let ok = namespaces
+            namespaces
                 .create(&PostParams::default(), &namespace)
                 .await
                 .is_ok()
                 && match binding {
                     Ok(b) => bindings.create(&PostParams::default(), &b).await.is_ok(),
                     Err(_) => false,
-                };
-            if !ok {
-                failures.fetch_add(1, Ordering::Relaxed);
-            }
+                }
         }
     })
     .await;
-    match failures.load(Ordering::Relaxed) {
+    match failed {
         0 => Ok(()),
         n => Err(format!("{n} namespaces or bindings could not be created").into()),
     }
@@ -133,37 +128,26 @@ async fn round(
     rates: &mut Rates,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace_name(MEASURED));
-    let failures = Arc::new(AtomicUsize::new(0));
-    let (api, failed) = (cms.clone(), failures.clone());
     let prefix = format!("{tag}-{round}");
-    let rate = throughput(creates, move |i| {
-        let (api, failed, name) = (api.clone(), failed.clone(), format!("{prefix}-{i}"));
-        async move {
-            if api
-                .create(&PostParams::default(), &configmap(&name))
-                .await
-                .is_err()
-            {
-                failed.fetch_add(1, Ordering::Relaxed);
+    let (rate, failed_creates) = throughput(creates, cms.clone(), {
+        let prefix = prefix.clone();
+        move |api, i| {
+            let name = format!("{prefix}-{i}");
+            async move {
+                let created = api.create(&PostParams::default(), &configmap(&name)).await;
+                created.is_ok()
             }
         }
     })
     .await;
     rates.creates.push(rate);
-    let (api, failed) = (cms, failures.clone());
-    let prefix = format!("{tag}-{round}");
-    let rate = throughput(gets, move |i| {
-        let (api, failed) = (api.clone(), failed.clone());
+    let (rate, failed_gets) = throughput(gets, cms, move |api, i| {
         let name = format!("{prefix}-{}", i % creates);
-        async move {
-            if api.get(&name).await.is_err() {
-                failed.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        async move { api.get(&name).await.is_ok() }
     })
     .await;
     rates.gets.push(rate);
-    match failures.load(Ordering::Relaxed) {
+    match failed_creates + failed_gets {
         0 => Ok(()),
         n => Err(format!("{tag}: {n} requests failed (not authorized?)").into()),
     }

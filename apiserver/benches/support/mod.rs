@@ -27,39 +27,50 @@ pub fn scale(n: usize) -> usize {
     ((n as f64 * env_number("BENCH_SCALE", 1.0)) as usize).max(1)
 }
 
-/// Runs `op(0..total)` on `clients` tasks, each taking the next index when
-/// its last operation is done (a closed loop, as that many clients would
-/// run); the wall time and the sorted latencies.
-pub async fn concurrently<F, Fut>(clients: usize, total: usize, op: F) -> (Duration, Vec<Duration>)
+/// Runs `op(shared, i)` for `i` in `0..total` on `clients` tasks, each
+/// taking the next index when its last operation is done (a closed loop, as
+/// that many clients would run) and handing every operation its own clone
+/// of `shared` (a client, a store); an operation answers whether it
+/// succeeded. The wall time, the sorted latencies and how many failed.
+pub async fn concurrently<T, F, Fut>(
+    clients: usize,
+    total: usize,
+    shared: T,
+    op: F,
+) -> (Duration, Vec<Duration>, usize)
 where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
+    T: Clone + Send + Sync + 'static,
+    F: Fn(T, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
 {
     let op = Arc::new(op);
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
-            let (op, next) = (op.clone(), next.clone());
+            let (op, next, shared) = (op.clone(), next.clone(), shared.clone());
             tokio::spawn(async move {
-                let mut latencies = Vec::new();
+                let (mut latencies, mut failed) = (Vec::new(), 0);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= total {
-                        break latencies;
+                        break (latencies, failed);
                     }
                     let t = Instant::now();
-                    op(i).await;
+                    let succeeded = op(shared.clone(), i).await;
                     latencies.push(t.elapsed());
+                    failed += usize::from(!succeeded);
                 }
             })
         })
         .collect();
-    let mut all = Vec::new();
+    let (mut latencies, mut failed) = (Vec::new(), 0);
     for task in tasks {
-        all.extend(task.await.unwrap_or_default());
+        let (task_latencies, task_failed) = task.await.unwrap_or_default();
+        latencies.extend(task_latencies);
+        failed += task_failed;
     }
     let elapsed = started.elapsed();
-    all.sort();
-    (elapsed, all)
+    latencies.sort();
+    (elapsed, latencies, failed)
 }

@@ -411,6 +411,15 @@ mod tests {
             .collect()
     }
 
+    /// A sink writing to `path`, rotated by default, queueing `queue` events.
+    fn file_sink(path: &Path, queue: usize) -> Arc<Sink> {
+        let target = Target::File {
+            path: path.to_path_buf(),
+            rotation: Rotation::default(),
+        };
+        Sink::start(&target, queue).unwrap()
+    }
+
     fn backups(dir: &Path) -> Vec<PathBuf> {
         let mut found: Vec<PathBuf> = fs::read_dir(dir)
             .unwrap()
@@ -425,11 +434,7 @@ mod tests {
     async fn events_become_lines_in_order_and_close_flushes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("logs/audit.log");
-        let target = Target::File {
-            path: path.clone(),
-            rotation: Rotation::default(),
-        };
-        let sink = Sink::start(&target, QUEUE).unwrap();
+        let sink = file_sink(&path, QUEUE);
         for n in 0..50 {
             sink.send(event(n));
         }
@@ -452,11 +457,7 @@ mod tests {
     async fn a_full_queue_drops_and_counts_instead_of_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
-        let target = Target::File {
-            path: path.clone(),
-            rotation: Rotation::default(),
-        };
-        let sink = Sink::start(&target, 1).unwrap();
+        let sink = file_sink(&path, 1);
         // The writer may take some events as they come; a burst larger than
         // the queue cannot all fit.
         for n in 0..2000 {

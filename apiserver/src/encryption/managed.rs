@@ -39,7 +39,7 @@ pub(super) fn load_or_create(
     if path.exists() {
         // Tighten what an older or hand-made file may have been given.
         fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(|source| {
-            EncryptionError::File {
+            files::FileError {
                 action: "restrict",
                 path: path.to_path_buf(),
                 source,
@@ -151,18 +151,13 @@ pub(super) fn pruned(config: &EncryptionConfiguration) -> EncryptionConfiguratio
 /// Replaces the file at `path` atomically with `config`, mode 0600, its
 /// directory 0700.
 pub(super) fn write(path: &Path, config: &EncryptionConfiguration) -> Result<(), EncryptionError> {
-    let file_error = |e: files::FileError| EncryptionError::File {
-        action: e.action,
-        path: e.path,
-        source: e.source,
-    };
     let dir = path.parent().unwrap_or(Path::new("."));
-    files::create_private_dir(dir).map_err(file_error)?;
+    files::create_private_dir(dir)?;
     let mut text = serde_json::to_vec_pretty(config).map_err(|e| EncryptionError::Config {
         detail: format!("cannot serialize the configuration: {e}"),
     })?;
     text.push(b'\n');
-    files::write_private(path, &text).map_err(file_error)
+    Ok(files::write_private(path, &text)?)
 }
 
 #[cfg(test)]

@@ -136,16 +136,8 @@ pub enum EncryptionError {
     #[error(transparent)]
     ConfigFile(#[from] ConfigError),
     /// The managed configuration file could not be written (or its permissions set).
-    #[error("cannot {action} {path}: {source}")]
-    File {
-        /// What was being done, e.g. `write`.
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] skiff_common::files::FileError),
     /// The managed configuration was asked for a provider it cannot rotate.
     #[error("{provider:?} cannot be the managed encryption provider; use aescbc or secretbox")]
     ManagedProvider {

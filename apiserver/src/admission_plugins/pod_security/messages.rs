@@ -34,6 +34,15 @@ pub(super) fn containers_phrase(names: &[String]) -> String {
     )
 }
 
+/// `volume "a"` or `volumes "a", "b"`.
+pub(super) fn volumes_phrase(names: &[&str]) -> String {
+    format!(
+        "{} {}",
+        pluralize("volume", "volumes", names.len()),
+        join_quote(names)
+    )
+}
+
 /// Every failed check, each as `reason (detail)` (or the bare reason when
 /// it has no detail), joined with `, ` in check order.
 pub(crate) fn detail(violations: &[Violation]) -> String {

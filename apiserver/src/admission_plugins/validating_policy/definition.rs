@@ -114,13 +114,32 @@ fn declarations(spec: &Value) -> Declarations {
     }
 }
 
-/// Compiles the expression at `path`, or notes why it does not.
-fn compile_at(
-    source: &str,
+/// The items of the list `object.<list>` (none when it is not a list),
+/// each with its field path `<path>.<list>[i]`.
+fn entries<'a>(
+    object: &'a Value,
+    path: &'a str,
+    list: &'a str,
+) -> impl Iterator<Item = (String, &'a Value)> {
+    object[list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(move |(i, entry)| (format!("{path}.{list}[{i}]"), entry))
+}
+
+/// Compiles the expression in `entry`'s `field` (at `<path>.<field>`), or
+/// notes why it does not.
+fn compile_field(
+    entry: &Value,
+    path: &str,
+    field: &str,
     declared: &Declarations,
-    path: String,
     errors: &mut Vec<FieldError>,
 ) -> Option<Arc<Program>> {
+    let source = entry[field].as_str().unwrap_or("");
+    let path = format!("{path}.{field}");
     if source.trim().is_empty() {
         errors.push(FieldError::required(path, ""));
         return None;
@@ -158,8 +177,7 @@ pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldEr
     };
     let mut named = |list: &str, expression: &str| -> Vec<(String, Arc<Program>)> {
         let mut out = Vec::new();
-        for (i, entry) in spec[list].as_array().into_iter().flatten().enumerate() {
-            let path = format!("spec.{list}[{i}]");
+        for (path, entry) in entries(spec, "spec", list) {
             let name = entry["name"].as_str().unwrap_or("");
             if name.is_empty() {
                 errors.push(FieldError::required(format!("{path}.name"), ""));
@@ -170,13 +188,7 @@ pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldEr
                     "name is not a valid CEL identifier",
                 ));
             }
-            let source = entry[expression].as_str().unwrap_or("");
-            if let Some(program) = compile_at(
-                source,
-                &declared,
-                format!("{path}.{expression}"),
-                &mut errors,
-            ) {
+            if let Some(program) = compile_field(entry, &path, expression, &declared, &mut errors) {
                 out.push((name.to_string(), program));
             }
         }
@@ -185,26 +197,13 @@ pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldEr
     let match_conditions = named("matchConditions", "expression");
     let variables = named("variables", "expression");
     let mut validations = Vec::new();
-    for (i, entry) in spec["validations"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let path = format!("spec.validations[{i}]");
-        let source = entry["expression"].as_str().unwrap_or("");
-        let expression = compile_at(source, &declared, format!("{path}.expression"), &mut errors);
+    for (path, entry) in entries(spec, "spec", "validations") {
+        let expression = compile_field(entry, &path, "expression", &declared, &mut errors);
         let message_expression = entry["messageExpression"]
             .as_str()
-            .filter(|s| !s.is_empty())
-            .and_then(|source| {
-                compile_at(
-                    source,
-                    &declared,
-                    format!("{path}.messageExpression"),
-                    &mut errors,
-                )
-            });
+            .is_some_and(|s| !s.is_empty())
+            .then(|| compile_field(entry, &path, "messageExpression", &declared, &mut errors))
+            .flatten();
         let message = entry["message"].as_str().map(String::from);
         if message.as_deref().is_some_and(|m| m.contains('\n')) {
             errors.push(FieldError::invalid(
@@ -225,24 +224,14 @@ pub(crate) fn compile_policy(spec: &Value) -> Result<CompiledPolicy, Vec<FieldEr
         }
     }
     let mut audit_annotations = Vec::new();
-    for (i, entry) in spec["auditAnnotations"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let path = format!("spec.auditAnnotations[{i}]");
+    for (path, entry) in entries(spec, "spec", "auditAnnotations") {
         let key = entry["key"].as_str().unwrap_or("");
         if key.is_empty() {
             errors.push(FieldError::required(format!("{path}.key"), ""));
         }
-        let source = entry["valueExpression"].as_str().unwrap_or("");
-        if let Some(program) = compile_at(
-            source,
-            &declared,
-            format!("{path}.valueExpression"),
-            &mut errors,
-        ) {
+        if let Some(program) =
+            compile_field(entry, &path, "valueExpression", &declared, &mut errors)
+        {
             audit_annotations.push((key.to_string(), program));
         }
     }
@@ -378,28 +367,17 @@ fn validate_match_resources(resources: &Value, path: &str, errors: &mut Vec<Fiel
         errors,
     );
     for rules in ["resourceRules", "excludeResourceRules"] {
-        for (i, rule) in resources[rules]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let at = format!("{path}.{rules}[{i}]");
+        for (at, rule) in entries(resources, path, rules) {
             for field in ["apiGroups", "apiVersions", "operations", "resources"] {
                 if rule[field].as_array().is_none_or(|l| l.is_empty()) {
                     errors.push(FieldError::required(format!("{at}.{field}"), ""));
                 }
             }
-            for (j, op) in rule["operations"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
+            for (op_path, op) in entries(rule, &at, "operations") {
                 let op = op.as_str().unwrap_or("");
                 if !["*", "CREATE", "UPDATE", "DELETE", "CONNECT"].contains(&op) {
                     errors.push(FieldError::not_supported(
-                        format!("{at}.operations[{j}]"),
+                        op_path,
                         op,
                         &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"],
                     ));

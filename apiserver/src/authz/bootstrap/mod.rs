@@ -253,25 +253,24 @@ impl PolicyObject for Role {
     }
 }
 
-impl PolicyObject for ClusterRoleBinding {
-    fn merge_body(&mut self, expected: &Self) -> bool {
-        if self.role_ref != expected.role_ref {
-            return true;
+/// Both binding kinds merge alike: a changed role reference cannot be
+/// changed in place (recreate); otherwise the missing expected subjects
+/// are appended.
+macro_rules! binding_merge {
+    ($($binding:ty),+) => {$(
+        impl PolicyObject for $binding {
+            fn merge_body(&mut self, expected: &Self) -> bool {
+                if self.role_ref != expected.role_ref {
+                    return true;
+                }
+                merge_subjects(&mut self.subjects, &expected.subjects);
+                false
+            }
         }
-        merge_subjects(&mut self.subjects, &expected.subjects);
-        false
-    }
+    )+};
 }
 
-impl PolicyObject for RoleBinding {
-    fn merge_body(&mut self, expected: &Self) -> bool {
-        if self.role_ref != expected.role_ref {
-            return true;
-        }
-        merge_subjects(&mut self.subjects, &expected.subjects);
-        false
-    }
-}
+binding_merge!(ClusterRoleBinding, RoleBinding);
 
 /// The REST path of `K`'s collection (in `namespace`, if any) or of one
 /// object.

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SELinuxOptions, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::super::messages::{containers_phrase, join_quote, pluralize};
-use super::{Violation, containers};
+use super::super::messages::{join_quote, pluralize, volumes_phrase};
+use super::{Violation, containers, containers_where, failed_by, forbidden_values, setters};
 use crate::go_format::go_quote;
 
 /// Capabilities a baseline container may add (the container runtimes'
@@ -36,19 +36,6 @@ const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kuber
 const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
 const SECCOMP_CONTAINER_ANNOTATION_PREFIX: &str = "container.seccomp.security.alpha.kubernetes.io/";
 
-/// `pod`, then `container(s) "..."`, joined with ` and `: who set a bad
-/// value.
-fn setters(pod: bool, containers: &[String]) -> Vec<String> {
-    let mut who = Vec::new();
-    if pod {
-        who.push("pod".to_string());
-    }
-    if !containers.is_empty() {
-        who.push(containers_phrase(containers));
-    }
-    who
-}
-
 /// Where a profile type (AppArmor's or seccomp's, as `on_pod` and
 /// `on_container` read it) is set to something other than
 /// `RuntimeDefault` or `Localhost`: whether on the pod, on which
@@ -59,20 +46,20 @@ fn unconfined_profiles(
     on_container: fn(&SecurityContext) -> Option<&str>,
 ) -> (bool, Vec<String>, BTreeSet<String>) {
     let unconfined = |t: &&str| *t != "RuntimeDefault" && *t != "Localhost";
-    let mut types = BTreeSet::new();
     let pod = spec
         .security_context
         .as_ref()
         .and_then(on_pod)
         .filter(unconfined);
+    let (bad_containers, mut types) = forbidden_values(spec, |c| {
+        c.security
+            .and_then(on_container)
+            .filter(unconfined)
+            .map(String::from)
+            .into_iter()
+            .collect()
+    });
     types.extend(pod.map(String::from));
-    let mut bad_containers = Vec::new();
-    for c in containers(spec) {
-        if let Some(t) = c.security.and_then(on_container).filter(unconfined) {
-            bad_containers.push(c.name.to_string());
-            types.insert(t.to_string());
-        }
-    }
     (pod.is_some(), bad_containers, types)
 }
 
@@ -120,35 +107,22 @@ pub(super) fn app_armor_profile(meta: &ObjectMeta, spec: &PodSpec) -> Option<Vio
 
 /// Containers may add only capabilities of the default set.
 pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut bad_containers = Vec::new();
-    let mut added = BTreeSet::new();
-    for c in containers(spec) {
-        let adds = c
-            .security
+    let (bad_containers, added) = forbidden_values(spec, |c| {
+        c.security
             .and_then(|sc| sc.capabilities.as_ref())
-            .and_then(|caps| caps.add.as_ref());
-        let mut bad = false;
-        for cap in adds.into_iter().flatten() {
-            if !DEFAULT_CAPABILITIES.contains(&cap.as_str()) {
-                bad = true;
-                added.insert(cap.clone());
-            }
-        }
-        if bad {
-            bad_containers.push(c.name.to_string());
-        }
-    }
-    if bad_containers.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "non-default capabilities",
+            .and_then(|caps| caps.add.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|cap| !DEFAULT_CAPABILITIES.contains(&cap.as_str()))
+            .cloned()
+            .collect()
+    });
+    failed_by(false, &bad_containers, "non-default capabilities", |who| {
         format!(
-            "{} must not include {} in securityContext.capabilities.add",
-            containers_phrase(&bad_containers),
+            "{who} must not include {} in securityContext.capabilities.add",
             join_quote(&added)
-        ),
-    )
+        )
+    })
 }
 
 /// The pod must not share the host's network, PID or IPC namespace.
@@ -180,90 +154,58 @@ pub(super) fn host_path_volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violat
     if names.is_empty() {
         return None;
     }
-    Violation::new(
-        "hostPath volumes",
-        format!(
-            "{} {}",
-            pluralize("volume", "volumes", names.len()),
-            join_quote(&names)
-        ),
-    )
+    Violation::new("hostPath volumes", volumes_phrase(&names))
 }
 
 /// No container port may bind a host port.
 pub(super) fn host_ports(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut bad_containers = Vec::new();
     // Upstream lists the ports as a set of strings, so they sort as text.
-    let mut ports = BTreeSet::new();
-    for c in containers(spec) {
-        let mut bad = false;
-        for port in c.ports {
-            if let Some(host_port) = port.host_port.filter(|p| *p != 0) {
-                bad = true;
-                ports.insert(host_port.to_string());
-            }
-        }
-        if bad {
-            bad_containers.push(c.name.to_string());
-        }
-    }
-    if bad_containers.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "hostPort",
+    let (bad_containers, ports) = forbidden_values(spec, |c| {
+        c.ports
+            .iter()
+            .filter_map(|port| port.host_port.filter(|p| *p != 0))
+            .map(|p| p.to_string())
+            .collect()
+    });
+    failed_by(false, &bad_containers, "hostPort", |who| {
         format!(
-            "{} {} {} {}",
-            containers_phrase(&bad_containers),
+            "{who} {} {} {}",
             pluralize("uses", "use", bad_containers.len()),
             pluralize("hostPort", "hostPorts", ports.len()),
-            ports.into_iter().collect::<Vec<_>>().join(", ")
-        ),
-    )
+            ports
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
 }
 
 /// No privileged containers.
 pub(super) fn privileged(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let bad: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| c.security.and_then(|sc| sc.privileged) == Some(true))
-        .map(|c| c.name.to_string())
-        .collect();
-    if bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "privileged",
-        format!(
-            "{} must not set securityContext.privileged=true",
-            containers_phrase(&bad)
-        ),
-    )
+    let bad = containers_where(spec, |c| {
+        c.security.and_then(|sc| sc.privileged) == Some(true)
+    });
+    failed_by(false, &bad, "privileged", |who| {
+        format!("{who} must not set securityContext.privileged=true")
+    })
 }
 
 /// /proc stays masked: procMount unset or `Default`.
 pub(super) fn proc_mount(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut bad_containers = Vec::new();
-    let mut types = BTreeSet::new();
-    for c in containers(spec) {
-        if let Some(kind) = c.security.and_then(|sc| sc.proc_mount.as_ref())
-            && kind != "Default"
-        {
-            bad_containers.push(c.name.to_string());
-            types.insert(kind.clone());
-        }
-    }
-    if bad_containers.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "procMount",
+    let (bad_containers, types) = forbidden_values(spec, |c| {
+        c.security
+            .and_then(|sc| sc.proc_mount.clone())
+            .filter(|kind| kind != "Default")
+            .into_iter()
+            .collect()
+    });
+    failed_by(false, &bad_containers, "procMount", |who| {
         format!(
-            "{} must not set securityContext.procMount to {}",
-            containers_phrase(&bad_containers),
+            "{who} must not set securityContext.procMount to {}",
             join_quote(&types)
-        ),
-    )
+        )
+    })
 }
 
 /// SELinux types a container may run as before policy v1.31.
@@ -311,18 +253,11 @@ fn se_linux_options(_: &ObjectMeta, spec: &PodSpec, allowed: &[&str]) -> Option<
         .as_ref()
         .and_then(|sc| sc.se_linux_options.as_ref())
         .is_some_and(|o| !acceptable(o));
-    let mut bad_containers = Vec::new();
-    for c in containers(spec) {
-        if let Some(options) = c.security.and_then(|sc| sc.se_linux_options.as_ref())
-            && !acceptable(options)
-        {
-            bad_containers.push(c.name.to_string());
-        }
-    }
-    let who = setters(pod_bad, &bad_containers);
-    if who.is_empty() {
-        return None;
-    }
+    let bad_containers = containers_where(spec, |c| {
+        c.security
+            .and_then(|sc| sc.se_linux_options.as_ref())
+            .is_some_and(|o| !acceptable(o))
+    });
     let mut problems = Vec::new();
     if !bad_types.is_empty() {
         problems.push(format!(
@@ -337,14 +272,12 @@ fn se_linux_options(_: &ObjectMeta, spec: &PodSpec, allowed: &[&str]) -> Option<
     if set_role {
         problems.push("role may not be set".to_string());
     }
-    Violation::new(
-        "seLinuxOptions",
+    failed_by(pod_bad, &bad_containers, "seLinuxOptions", |who| {
         format!(
-            "{} set forbidden securityContext.seLinuxOptions: {}",
-            who.join(" and "),
+            "{who} set forbidden securityContext.seLinuxOptions: {}",
             problems.join("; ")
-        ),
-    )
+        )
+    })
 }
 
 /// Before policy v1.19: the seccomp alpha annotations may name only the
@@ -385,18 +318,12 @@ pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
         |sc| sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
         |sc| sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
     );
-    let who = setters(pod_bad, &bad_containers);
-    if who.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "seccompProfile",
+    failed_by(pod_bad, &bad_containers, "seccompProfile", |who| {
         format!(
-            "{} must not set securityContext.seccompProfile.type to {}",
-            who.join(" and "),
+            "{who} must not set securityContext.seccompProfile.type to {}",
             join_quote(&bad_values)
-        ),
-    )
+        )
+    })
 }
 
 /// Sysctls safe to set from any policy version.
@@ -464,25 +391,13 @@ pub(super) fn windows_host_process(_: &ObjectMeta, spec: &PodSpec) -> Option<Vio
         .and_then(|sc| sc.windows_options.as_ref())
         .and_then(|w| w.host_process)
         == Some(true);
-    let bad_containers: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| {
-            c.security
-                .and_then(|sc| sc.windows_options.as_ref())
-                .and_then(|w| w.host_process)
-                == Some(true)
-        })
-        .map(|c| c.name.to_string())
-        .collect();
-    let who = setters(pod_bad, &bad_containers);
-    if who.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "hostProcess",
-        format!(
-            "{} must not set securityContext.windowsOptions.hostProcess=true",
-            who.join(" and ")
-        ),
-    )
+    let bad_containers = containers_where(spec, |c| {
+        c.security
+            .and_then(|sc| sc.windows_options.as_ref())
+            .and_then(|w| w.host_process)
+            == Some(true)
+    });
+    failed_by(pod_bad, &bad_containers, "hostProcess", |who| {
+        format!("{who} must not set securityContext.windowsOptions.hostProcess=true")
+    })
 }

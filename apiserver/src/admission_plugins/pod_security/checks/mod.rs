@@ -15,9 +15,12 @@
 mod baseline;
 mod restricted;
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::messages::containers_phrase;
 use super::policy::{Level, LevelVersion};
 
 /// One failed check: a short reason (`host namespaces`) and what exactly
@@ -266,6 +269,66 @@ fn containers(spec: &PodSpec) -> Vec<ContainerView<'_>> {
             ports: c.ports.as_deref().unwrap_or_default(),
         });
     regular.chain(ephemeral).collect()
+}
+
+/// The names of the containers `bad` holds for, in [`containers`]' order.
+fn containers_where(
+    spec: &PodSpec,
+    mut bad: impl FnMut(&ContainerView<'_>) -> bool,
+) -> Vec<String> {
+    containers(spec)
+        .into_iter()
+        .filter(|c| bad(c))
+        .map(|c| c.name.to_string())
+        .collect()
+}
+
+/// The containers that set values a check forbids, and those values
+/// (sorted, each once); `forbidden` lists what one container sets that it
+/// must not.
+fn forbidden_values(
+    spec: &PodSpec,
+    forbidden: impl Fn(&ContainerView<'_>) -> Vec<String>,
+) -> (Vec<String>, BTreeSet<String>) {
+    let mut bad_containers = Vec::new();
+    let mut values = BTreeSet::new();
+    for c in containers(spec) {
+        let found = forbidden(&c);
+        if !found.is_empty() {
+            bad_containers.push(c.name.to_string());
+            values.extend(found);
+        }
+    }
+    (bad_containers, values)
+}
+
+/// `pod`, then `container(s) "..."`: who set a bad value, for the caller
+/// to join with ` and `.
+fn setters(pod: bool, containers: &[String]) -> Vec<String> {
+    let mut who = Vec::new();
+    if pod {
+        who.push("pod".to_string());
+    }
+    if !containers.is_empty() {
+        who.push(containers_phrase(containers));
+    }
+    who
+}
+
+/// `None` when neither the pod (`pod`) nor any of `containers` failed;
+/// else `reason`, with the detail `detail` writes of who failed (`pod and
+/// containers "a", "b"`).
+fn failed_by(
+    pod: bool,
+    containers: &[String],
+    reason: &str,
+    detail: impl FnOnce(&str) -> String,
+) -> Option<Violation> {
+    let who = setters(pod, containers);
+    if who.is_empty() {
+        return None;
+    }
+    Violation::new(reason, detail(&who.join(" and ")))
 }
 
 /// The pod declares itself a Windows pod (`spec.os.name: windows`), which

@@ -11,26 +11,17 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{PodSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::super::messages::{containers_phrase, join_quote, pluralize};
-use super::{Violation, containers, is_windows};
+use super::super::messages::{containers_phrase, join_quote, pluralize, volumes_phrase};
+use super::{Violation, containers, containers_where, failed_by, forbidden_values, is_windows};
 
 /// Every container must set `allowPrivilegeEscalation: false`.
 pub(super) fn allow_privilege_escalation(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let bad: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| c.security.and_then(|sc| sc.allow_privilege_escalation) != Some(false))
-        .map(|c| c.name.to_string())
-        .collect();
-    if bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "allowPrivilegeEscalation != false",
-        format!(
-            "{} must set securityContext.allowPrivilegeEscalation=false",
-            containers_phrase(&bad)
-        ),
-    )
+    let bad = containers_where(spec, |c| {
+        c.security.and_then(|sc| sc.allow_privilege_escalation) != Some(false)
+    });
+    failed_by(false, &bad, "allowPrivilegeEscalation != false", |who| {
+        format!("{who} must set securityContext.allowPrivilegeEscalation=false")
+    })
 }
 
 pub(super) fn allow_privilege_escalation_linux(
@@ -46,28 +37,21 @@ pub(super) fn allow_privilege_escalation_linux(
 /// Every container drops ALL capabilities and adds back at most
 /// NET_BIND_SERVICE.
 pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut missing_drop_all = Vec::new();
-    let mut adding = Vec::new();
-    let mut added = BTreeSet::new();
-    for c in containers(spec) {
-        let Some(caps) = c.security.and_then(|sc| sc.capabilities.as_ref()) else {
-            missing_drop_all.push(c.name.to_string());
-            continue;
-        };
-        if !caps.drop.iter().flatten().any(|cap| cap == "ALL") {
-            missing_drop_all.push(c.name.to_string());
-        }
-        let mut bad = false;
-        for cap in caps.add.iter().flatten() {
-            if cap != "NET_BIND_SERVICE" {
-                bad = true;
-                added.insert(cap.clone());
-            }
-        }
-        if bad {
-            adding.push(c.name.to_string());
-        }
-    }
+    let missing_drop_all = containers_where(spec, |c| {
+        !c.security
+            .and_then(|sc| sc.capabilities.as_ref())
+            .is_some_and(|caps| caps.drop.iter().flatten().any(|cap| cap == "ALL"))
+    });
+    let (adding, added) = forbidden_values(spec, |c| {
+        c.security
+            .and_then(|sc| sc.capabilities.as_ref())
+            .and_then(|caps| caps.add.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|cap| *cap != "NET_BIND_SERVICE")
+            .cloned()
+            .collect()
+    });
     let mut details = Vec::new();
     if !missing_drop_all.is_empty() {
         details.push(format!(
@@ -164,9 +148,8 @@ pub(super) fn volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     Violation::new(
         "restricted volume types",
         format!(
-            "{} {} {} {} {}",
-            pluralize("volume", "volumes", bad_volumes.len()),
-            join_quote(&bad_volumes),
+            "{} {} {} {}",
+            volumes_phrase(&bad_volumes),
             pluralize("uses", "use", bad_volumes.len()),
             pluralize(
                 "restricted volume type",
@@ -195,67 +178,34 @@ pub(super) fn run_as_non_root(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
             None => {}
         }
     }
-    let who = {
-        let mut who = Vec::new();
-        if pod_setting == Some(false) {
-            who.push("pod".to_string());
-        }
-        if !explicitly_bad.is_empty() {
-            who.push(containers_phrase(&explicitly_bad));
-        }
-        who
-    };
-    if !who.is_empty() {
-        return Violation::new(
-            "runAsNonRoot != true",
-            format!(
-                "{} must not set securityContext.runAsNonRoot=false",
-                who.join(" and ")
-            ),
-        );
-    }
-    if implicitly_bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "runAsNonRoot != true",
-        format!(
-            "pod or {} must set securityContext.runAsNonRoot=true",
-            containers_phrase(&implicitly_bad)
-        ),
-    )
+    let reason = "runAsNonRoot != true";
+    failed_by(pod_setting == Some(false), &explicitly_bad, reason, |who| {
+        format!("{who} must not set securityContext.runAsNonRoot=false")
+    })
+    .or_else(|| {
+        failed_by(false, &implicitly_bad, reason, |who| {
+            format!("pod or {who} must set securityContext.runAsNonRoot=true")
+        })
+    })
 }
 
 /// Nothing may set `runAsUser: 0`.
 pub(super) fn run_as_user(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut who = Vec::new();
-    if spec.security_context.as_ref().and_then(|sc| sc.run_as_user) == Some(0) {
-        who.push("pod".to_string());
-    }
-    let bad: Vec<String> = containers(spec)
-        .into_iter()
-        .filter(|c| c.security.and_then(|sc| sc.run_as_user) == Some(0))
-        .map(|c| c.name.to_string())
-        .collect();
-    if !bad.is_empty() {
-        who.push(containers_phrase(&bad));
-    }
-    if who.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "runAsUser=0",
-        format!("{} must not set runAsUser=0", who.join(" and ")),
-    )
+    let pod_bad = spec.security_context.as_ref().and_then(|sc| sc.run_as_user) == Some(0);
+    let bad = containers_where(spec, |c| {
+        c.security.and_then(|sc| sc.run_as_user) == Some(0)
+    });
+    failed_by(pod_bad, &bad, "runAsUser=0", |who| {
+        format!("{who} must not set runAsUser=0")
+    })
 }
 
 /// The pod, or else every container, must set a seccomp profile of type
 /// `RuntimeDefault` or `Localhost`, and nothing may set another type.
 pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     let allowed = |t: &str| t == "RuntimeDefault" || t == "Localhost";
-    let mut who = Vec::new();
     let mut bad_values = BTreeSet::new();
-    let mut pod_set = false;
+    let (mut pod_set, mut pod_bad) = (false, false);
     if let Some(profile) = spec
         .security_context
         .as_ref()
@@ -264,7 +214,7 @@ pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
         if allowed(&profile.type_) {
             pod_set = true;
         } else {
-            who.push("pod".to_string());
+            pod_bad = true;
             bad_values.insert(profile.type_.clone());
         }
     }
@@ -281,29 +231,19 @@ pub(super) fn seccomp_profile(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
             None => {}
         }
     }
-    if !explicitly_bad.is_empty() {
-        who.push(containers_phrase(&explicitly_bad));
-    }
-    if !who.is_empty() {
-        return Violation::new(
-            "seccompProfile",
-            format!(
-                "{} must not set securityContext.seccompProfile.type to {}",
-                who.join(" and "),
-                join_quote(&bad_values)
-            ),
-        );
-    }
-    if implicitly_bad.is_empty() {
-        return None;
-    }
-    Violation::new(
-        "seccompProfile",
+    failed_by(pod_bad, &explicitly_bad, "seccompProfile", |who| {
         format!(
-            "pod or {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
-            containers_phrase(&implicitly_bad)
-        ),
-    )
+            "{who} must not set securityContext.seccompProfile.type to {}",
+            join_quote(&bad_values)
+        )
+    })
+    .or_else(|| {
+        failed_by(false, &implicitly_bad, "seccompProfile", |who| {
+            format!(
+                "pod or {who} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\""
+            )
+        })
+    })
 }
 
 pub(super) fn seccomp_profile_linux(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
