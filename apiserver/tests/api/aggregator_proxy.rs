@@ -17,7 +17,6 @@ use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
 use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::tls::ClusterCerts;
 
 use crate::harness::{Expect, TestServer, eventually};
 use crate::node_tls::{ClientCerts, answer_ok, next_request, tls_listener};
@@ -119,14 +118,12 @@ async fn available(s: &TestServer, name: &str, reason: &str) -> Value {
 
 #[tokio::test]
 async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         front_proxy: Some(Arc::new(certs.front_proxy().unwrap())),
         webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
 
     // What extension servers read to trust the headers.
     let (_, auth) = s
@@ -254,13 +251,11 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
 
 #[tokio::test]
 async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         front_proxy: Some(Arc::new(certs.front_proxy().unwrap())),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
     let (_, serving) = extension_certs();
     let (other_ca, _) = extension_certs();
     let seen = Seen::default();

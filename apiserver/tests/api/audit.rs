@@ -16,7 +16,7 @@ use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore};
 use tower::ServiceExt;
 
-use crate::harness::{eventually, exchange};
+use crate::harness::{eventually, exchange, start_error};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -679,8 +679,6 @@ async fn a_bad_policy_file_stops_the_server_from_starting() {
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n",
     )
     .unwrap();
-    let store =
-        std::sync::Arc::new(SledStore::open(SledConfig::new(dir.path().join("s"))).unwrap());
     let config = ApiServerConfig {
         audit: AuditConfig {
             log_path: Some(dir.path().join("audit.log")),
@@ -689,10 +687,6 @@ async fn a_bad_policy_file_stops_the_server_from_starting() {
         },
         ..ApiServerConfig::default()
     };
-    let error = ApiServer::new(store, config)
-        .await
-        .err()
-        .expect("refused")
-        .to_string();
+    let error = start_error(config).await.to_string();
     assert!(error.contains("no rules"), "{error}");
 }

@@ -10,7 +10,8 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::Value;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::request_notes::AuditAnnotations;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_apiserver::tls::ClusterCerts;
+use skiff_apiserver::{ApiServer, ApiServerConfig, ApiServerError};
 use tower::ServiceExt;
 
 use skiff_store::{SledConfig, SledStore, Store};
@@ -37,7 +38,23 @@ impl TestServer {
     }
 
     pub async fn with_config(config: ApiServerConfig) -> Self {
+        Self::in_dir(tempfile::tempdir().unwrap(), config).await
+    }
+
+    /// A server whose configuration `configure` makes from the cluster's
+    /// certificates (its client to kubelets, to extension servers), created
+    /// in the server's own directory; gives the certificates too, to sign
+    /// the fakes' certificates or trust the server's clients.
+    pub async fn with_certs(
+        configure: impl FnOnce(&ClusterCerts) -> ApiServerConfig,
+    ) -> (Self, ClusterCerts) {
         let dir = tempfile::tempdir().unwrap();
+        let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
+        let config = configure(&certs);
+        (Self::in_dir(dir, config).await, certs)
+    }
+
+    async fn in_dir(dir: tempfile::TempDir, config: ApiServerConfig) -> Self {
         let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
         let server = ApiServer::new(store.clone(), config).await.unwrap();
         let router = admin_router(&server);
@@ -567,6 +584,22 @@ impl KeptStore {
             .await
             .expect("the server starts on the kept store");
         TestServer::wrap(server, store)
+    }
+}
+
+/// The error a server on a fresh store refuses to start with under
+/// `config` (a configuration or policy file it cannot read).
+pub async fn start_error(config: ApiServerConfig) -> ApiServerError {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    start_error_on(store, config).await
+}
+
+/// The error a server on `store` refuses to start with under `config`.
+pub async fn start_error_on(store: Arc<SledStore>, config: ApiServerConfig) -> ApiServerError {
+    match ApiServer::new(store, config).await {
+        Ok(_) => panic!("the server started"),
+        Err(err) => err,
     }
 }
 

@@ -220,18 +220,16 @@ async fn fake_node(
     (port, task)
 }
 
-async fn cluster() -> (TestServer, ClusterCerts, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+async fn cluster() -> (TestServer, ClusterCerts) {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         kubelet_client: Some(Arc::new(certs.kubelet_client().unwrap())),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
     let pod = json!({"metadata": {"name": "p"}, "spec": {
         "nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
     s.created("/api/v1/namespaces/default/pods", pod).await;
-    (s, certs, dir)
+    (s, certs)
 }
 
 /// Points Node n1 at `port` on loopback.
@@ -259,7 +257,7 @@ pub(crate) fn issuer(certs: &ClusterCerts) -> Issuer<'static, KeyPair> {
 
 #[tokio::test]
 async fn a_listener_that_is_not_the_pods_node_gets_no_request() {
-    let (s, certs, _dir) = cluster().await;
+    let (s, certs) = cluster().await;
     let ca = issuer(&certs);
     let impostors = [
         (
@@ -301,7 +299,7 @@ async fn a_listener_that_is_not_the_pods_node_gets_no_request() {
 
 #[tokio::test]
 async fn the_pods_node_gets_the_request_from_the_api_servers_identity() {
-    let (s, certs, _dir) = cluster().await;
+    let (s, certs) = cluster().await;
     let ca = issuer(&certs);
     let (port, seen) = fake_node(
         serving_cert(Some(&ca), "system:node:n1", "127.0.0.1"),

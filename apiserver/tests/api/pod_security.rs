@@ -16,6 +16,7 @@ use skiff_apiserver::{ApiServerConfig, ApiServerError};
 
 use super::harness::{
     Answer, TestServer, answer_of, assert_refused, assert_status, eventually, json_request,
+    start_error,
 };
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.
@@ -629,18 +630,11 @@ async fn a_configuration_the_plugin_cannot_read_stops_the_server() {
         "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    apiVersion: pod-security.admission.config.k8s.io/v1\n    kind: PodSecurityConfiguration\n    defaults:\n      enforce: strict\n",
     )
     .unwrap();
-    let store = std::sync::Arc::new(
-        skiff_store::SledStore::open(skiff_store::SledConfig::new(dir.path().join("store")))
-            .unwrap(),
-    );
     let config = ApiServerConfig {
         admission_control_config_file: Some(file),
         ..ApiServerConfig::default()
     };
-    let err = match skiff_apiserver::ApiServer::new(store, config).await {
-        Ok(_) => panic!("a server started with an unreadable PodSecurity configuration"),
-        Err(err) => err,
-    };
+    let err = start_error(config).await;
     assert!(matches!(err, ApiServerError::Admission(_)), "{err}");
     assert!(
         err.to_string().contains(

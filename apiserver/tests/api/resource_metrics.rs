@@ -63,15 +63,13 @@ async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
     port
 }
 
-async fn cluster() -> (TestServer, Arc<Scrapes>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+async fn cluster() -> (TestServer, Arc<Scrapes>) {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         kubelet_client: Some(Arc::new(certs.kubelet_client().unwrap())),
         metrics_resolution: Duration::from_millis(100),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
     let scrapes = Arc::new(Scrapes::default());
     let port = fake_node(&certs, scrapes.clone()).await;
     let node = json!({"metadata": {"name": "n1", "labels": {"tier": "edge"}}});
@@ -91,7 +89,7 @@ async fn cluster() -> (TestServer, Arc<Scrapes>, tempfile::TempDir) {
             "nodeName": "n1", "containers": [{"name": "main", "image": "i"}]}});
         s.created("/api/v1/namespaces/default/pods", pod).await;
     }
-    (s, scrapes, dir)
+    (s, scrapes)
 }
 
 async fn eventually_ok(s: &TestServer, path: &str) -> Value {
@@ -110,7 +108,7 @@ async fn eventually_ok(s: &TestServer, path: &str) -> Value {
 
 #[tokio::test]
 async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
-    let (s, scrapes, _dir) = cluster().await;
+    let (s, scrapes) = cluster().await;
 
     let node = eventually_ok(&s, "/apis/metrics.k8s.io/v1beta1/nodes/n1").await;
     assert_eq!(node["kind"], "NodeMetrics");
