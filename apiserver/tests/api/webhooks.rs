@@ -20,60 +20,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    SanType,
-};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::harness::{Expect, KeptStore, TestServer, message_of, refused, strings};
-use crate::node_tls::{ClientCerts, tls_listener};
-
-/// A CA that signs webhook serving certificates.
-struct TestCa {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl TestCa {
-    fn new() -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "webhook-test-ca");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let cert = params.self_signed(&key).unwrap();
-        let pem = cert.pem();
-        let issuer = Issuer::from_ca_cert_pem(&pem, key).unwrap();
-        Self { pem, issuer }
-    }
-
-    fn bundle(&self) -> String {
-        BASE64.encode(&self.pem)
-    }
-
-    /// A serving certificate naming `names` (IPs or DNS names).
-    fn serving(&self, names: &[&str]) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "webhook");
-        params.subject_alt_names = names
-            .iter()
-            .map(|n| match n.parse() {
-                Ok(ip) => SanType::IpAddress(ip),
-                Err(_) => SanType::DnsName((*n).try_into().unwrap()),
-            })
-            .collect();
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        params.use_authority_key_identifier_extension = true;
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
+use crate::node_tls::{ClientCerts, TestCa, tls_listener};
 
 type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
 
