@@ -8,9 +8,10 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_store::Store;
-use tower::ServiceExt;
 
-use crate::harness::{Expect, KeptStore, TestServer, find_in, message_of, refused, strings};
+use crate::harness::{
+    Expect, KeptStore, TestServer, columns, find_in, message_of, refused, strings,
+};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -229,20 +230,9 @@ async fn tables_use_the_printer_columns() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
     s.post(WIDGETS, widget("a", json!({"size": 4}))).await;
-    let request = http::Request::builder()
-        .uri(WIDGETS)
-        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let response = s.router.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let table: Value = serde_json::from_slice(&bytes).unwrap();
+    let table = s.get_table(WIDGETS).await;
     assert_eq!(table["kind"], "Table");
-    let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
-    assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
+    assert_eq!(columns(&table), vec!["Name", "Size", "Phase", "Age"]);
     let cells = table["rows"][0]["cells"].as_array().unwrap();
     assert_eq!(cells[0], "a");
     assert_eq!(cells[1], 4);
@@ -254,8 +244,10 @@ async fn tables_use_the_printer_columns() {
     let mut watch = s.watch_tables(&format!("{WIDGETS}?watch=1")).await;
     let event = watch.next().await.expect("an ADDED event");
     assert_eq!(event["type"], "ADDED");
-    let columns: Vec<&str> = strings(&event["object"]["columnDefinitions"], "name");
-    assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
+    assert_eq!(
+        columns(&event["object"]),
+        vec!["Name", "Size", "Phase", "Age"]
+    );
     assert_eq!(event["object"]["rows"][0]["cells"][1], 4);
 }
 

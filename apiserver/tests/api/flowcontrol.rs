@@ -16,14 +16,14 @@ use skiff_common::metrics::exposition;
 use tower::ServiceExt;
 
 use super::harness::{
-    Expect, KeptStore, TestServer, assert_refused, exchange, json_request, refused, strings,
+    Expect, KeptStore, TestServer, assert_refused, columns, exchange, json_request, refused, row,
+    strings,
 };
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 fn names(list: &Value) -> Vec<String> {
     let mut names: Vec<String> = list["items"]
@@ -34,23 +34,6 @@ fn names(list: &Value) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-async fn table(s: &TestServer, path: &str) -> Value {
-    let user = UserInfo::new("admin", ["system:masters".to_string()]);
-
-    s.call_with_headers(&user, Method::GET, path, None, &[("accept", TABLE)])
-        .await
-        .expect_code(StatusCode::OK)
-}
-
-fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
-    table["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["cells"][0] == name)
-        .unwrap_or_else(|| panic!("no row {name} in {table}"))
 }
 
 #[tokio::test]
@@ -96,10 +79,9 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
         );
     }
 
-    let levels = table(&s, LEVELS).await;
-    let columns: Vec<&str> = strings(&levels["columnDefinitions"], "name");
+    let levels = s.get_table(LEVELS).await;
     assert_eq!(
-        columns,
+        columns(&levels),
         [
             "Name",
             "Type",
@@ -110,7 +92,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
             "Age"
         ]
     );
-    let cells = |r: &Value| r["cells"].as_array().unwrap()[..6].to_vec();
+    let cells = |cells: &Value| cells.as_array().unwrap()[..6].to_vec();
     assert_eq!(
         cells(row(&levels, "workload-low")),
         [
@@ -145,10 +127,9 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
         ]
     );
 
-    let schemas = table(&s, SCHEMAS).await;
-    let columns: Vec<&str> = strings(&schemas["columnDefinitions"], "name");
+    let schemas = s.get_table(SCHEMAS).await;
     assert_eq!(
-        columns,
+        columns(&schemas),
         [
             "Name",
             "PriorityLevel",
@@ -158,9 +139,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
             "MissingPL"
         ]
     );
-    let nodes = row(&schemas, "system-node-high")["cells"]
-        .as_array()
-        .unwrap();
+    let nodes = row(&schemas, "system-node-high").as_array().unwrap();
     assert_eq!(
         nodes[..4],
         [
@@ -170,7 +149,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
             json!("ByUser")
         ]
     );
-    let exempt = row(&schemas, "exempt")["cells"].as_array().unwrap();
+    let exempt = row(&schemas, "exempt").as_array().unwrap();
     assert_eq!(exempt[3], "<none>");
 }
 

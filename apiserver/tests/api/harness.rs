@@ -16,6 +16,9 @@ use tower::ServiceExt;
 
 use skiff_store::{SledConfig, SledStore, Store};
 
+/// The `Accept` header that asks for a Table, as `kubectl get` does.
+pub const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
 /// The server's router with every request made as a cluster admin (as
 /// the HTTPS listener would attach an authenticated identity).
 pub fn admin_router(server: &ApiServer) -> Router {
@@ -240,8 +243,14 @@ impl TestServer {
 
     /// Starts a watch whose events are one-row Tables (`kubectl get -w`).
     pub async fn watch_tables(&self, path: &str) -> WatchReader {
-        self.watch_accepting(path, "application/json;as=Table;v=v1;g=meta.k8s.io")
-            .await
+        self.watch_accepting(path, TABLE).await
+    }
+
+    /// GETs `path` as a Table (`kubectl get`), which must answer 200.
+    pub async fn get_table(&self, path: &str) -> Value {
+        let (code, body) = self.bytes_accepting(Method::GET, path, TABLE, None).await;
+        assert_eq!(code, StatusCode::OK, "GET {path} as a Table: {body}");
+        serde_json::from_str(&body).unwrap()
     }
 
     async fn watch_accepting(&self, path: &str, accept: &str) -> WatchReader {
@@ -636,6 +645,22 @@ pub fn find_in<'a>(array: &'a Value, matches: impl Fn(&Value) -> bool, what: &st
         .iter()
         .find(|element| matches(element))
         .unwrap_or_else(|| panic!("{what} not in {array}"))
+}
+
+/// A Table's column names, in order.
+pub fn columns(table: &Value) -> Vec<&str> {
+    strings(&table["columnDefinitions"], "name")
+}
+
+/// The cells of the Table row whose first cell is `name`, which must be
+/// there.
+#[track_caller]
+pub fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
+    &find_in(
+        &table["rows"],
+        |r| r["cells"][0] == name,
+        &format!("row {name}"),
+    )["cells"]
 }
 
 /// The names of a list's items, in order.

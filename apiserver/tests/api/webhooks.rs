@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::harness::{Expect, KeptStore, TestServer, message_of, refused, strings};
+use crate::harness::{Expect, KeptStore, TestServer, columns, message_of, refused};
 use crate::node_tls::{ClientCerts, TestCa, tls_listener};
 
 type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
@@ -267,18 +267,10 @@ async fn configurations_get_defaults_validation_and_their_table() {
         assert!(message.contains(part), "{message}");
     }
 
-    let request = Request::builder()
-        .uri("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations")
-        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .body(Body::empty())
-        .unwrap();
-    let response = server.router.clone().oneshot(request).await.unwrap();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let table: Value = serde_json::from_slice(&bytes).unwrap();
-    let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
-    assert_eq!(columns, ["Name", "Webhooks", "Age"]);
+    let table = server
+        .get_table("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations")
+        .await;
+    assert_eq!(columns(&table), ["Name", "Webhooks", "Age"]);
     assert_eq!(table["rows"][0]["cells"][0], "defaults");
     assert_eq!(table["rows"][0]["cells"][1], 1);
 }
