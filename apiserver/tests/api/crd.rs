@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use skiff_store::Store;
 
 use crate::harness::{
-    Expect, KeptStore, TestServer, columns, find_in, message_of, refused, strings,
+    Expect, KeptStore, TestServer, columns, find_by, find_in, message_of, refused, strings,
 };
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -92,12 +92,7 @@ async fn a_new_crd_is_established_and_discoverable() {
     assert_eq!(status["acceptedNames"]["kind"], "Widget");
     assert_eq!(status["acceptedNames"]["shortNames"], json!(["wd"]));
     assert_eq!(status["storedVersions"], json!(["v1"]));
-    let names_accepted = status["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "NamesAccepted")
-        .unwrap();
+    let names_accepted = find_by(&status["conditions"], "type", "NamesAccepted");
     assert_eq!(names_accepted["status"], "True");
     assert_eq!(
         crd["metadata"]["finalizers"],
@@ -502,12 +497,7 @@ async fn conflicting_names_are_not_accepted() {
     other["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget", "shortNames": ["wd"]});
     s.created(CRDS, other).await;
     let crd = condition(&s, "gadgets.example.com", "NamesAccepted", "False").await;
-    let names = crd["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "NamesAccepted")
-        .unwrap();
+    let names = find_by(&crd["status"]["conditions"], "type", "NamesAccepted");
     assert_eq!(names["reason"], "ShortNamesConflict");
     assert_eq!(names["message"], "\"wd\" is already in use");
     s.get_not_found("/apis/example.com/v1/gadgets").await;

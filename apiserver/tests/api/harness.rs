@@ -663,6 +663,13 @@ pub fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
     )["cells"]
 }
 
+/// The element of the JSON array `array` whose `key` is `value`, which
+/// must be there: a condition by type, a resource or group by name.
+#[track_caller]
+pub fn find_by<'a>(array: &'a Value, key: &str, value: &str) -> &'a Value {
+    find_in(array, |element| element[key] == value, value)
+}
+
 /// The names of a list's items, in order.
 pub fn item_names(list: &Value) -> Vec<String> {
     list["items"]

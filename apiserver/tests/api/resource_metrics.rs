@@ -15,7 +15,7 @@ use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
 
-use crate::harness::{Expect, TestServer, eventually};
+use crate::harness::{Expect, TestServer, eventually, find_by};
 use crate::node_tls::{ClientCerts, answer_ok, issuer, next_request, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.
@@ -184,24 +184,10 @@ async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
 async fn discovery_lists_the_metrics_group_read_only() {
     let s = TestServer::new().await;
     let (_, groups) = s.get("/apis").await;
-    let group = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "metrics.k8s.io")
-        .cloned()
-        .unwrap_or_else(|| panic!("no metrics.k8s.io in {groups}"));
+    let group = find_by(&groups["groups"], "name", "metrics.k8s.io");
     assert_eq!(group["preferredVersion"]["version"], "v1beta1");
     let resources = s.get_ok("/apis/metrics.k8s.io/v1beta1").await;
-    let find = |name: &str| {
-        resources["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let find = |name: &str| find_by(&resources["resources"], "name", name);
     assert_eq!(find("nodes")["kind"], "NodeMetrics");
     assert_eq!(find("nodes")["namespaced"], false);
     assert_eq!(find("pods")["kind"], "PodMetrics");
