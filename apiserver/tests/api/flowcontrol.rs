@@ -318,12 +318,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         ).await;
     // The flooder may do anything, so nothing but flow control stops it.
     let flooder = UserInfo::new("flooder", Vec::<String>::new());
-    let _body = s.created(
-            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            json!({"metadata": {"name": "flooder"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"kind": "User", "name": "flooder", "apiGroup": "rbac.authorization.k8s.io"}]}),
-        ).await;
+    s.grant("flooder", "cluster-admin").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // A list from a revision the store has not reached waits 3 s for it:
@@ -438,12 +433,7 @@ async fn open_watches_do_not_hold_their_levels_seats() {
     // Without global-default, users fall to catch-all: one seat, no queue,
     // so a seat still held by a watch would refuse the list below.
     s.delete_ok(&format!("{SCHEMAS}/global-default")).await;
-    let _body = s.created(
-            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            json!({"metadata": {"name": "watcher"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-                "subjects": [{"kind": "User", "name": "watcher", "apiGroup": "rbac.authorization.k8s.io"}]}),
-        ).await;
+    s.grant("watcher", "view").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let watcher = UserInfo::new("watcher", Vec::<String>::new());
     // Five open watches at a level of one seat, then an ordinary list.

@@ -339,6 +339,18 @@ impl TestServer {
         .await
     }
 
+    /// Binds the user `user` to the ClusterRole `role` cluster-wide (a
+    /// binding named `<user>-<role>`), as tests grant what they need.
+    pub async fn grant(&self, user: &str, role: &str) -> Value {
+        self.created(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            serde_json::json!({"metadata": {"name": format!("{user}-{role}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}),
+        )
+        .await
+    }
+
     /// Requests made as `user` rather than the admin, one line a call.
     pub fn as_user(&self, user: UserInfo) -> Caller<'_> {
         Caller { server: self, user }

@@ -335,14 +335,7 @@ async fn aggregation_rules_need_every_permission() {
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]}),
     )
     .await;
-    create(
-        &s,
-        &format!("{RBAC}/clusterrolebindings"),
-        json!({"metadata": {"name": "dora-role-maker"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "role-maker"},
-            "subjects": [{"kind": "User", "name": "dora"}]}),
-    )
-    .await;
+    s.grant("dora", "role-maker").await;
     let dora = UserInfo::new("dora", Vec::new());
     let body = s
         .post_as(

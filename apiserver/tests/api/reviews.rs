@@ -516,13 +516,7 @@ mod with_rbac {
                     "metadata": {"name": "impersonate-alice"},
                     "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["alice"]}]}),
             ).await;
-        s.created(
-                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                    "metadata": {"name": "bob-as-alice"},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "impersonate-alice"},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}),
-            ).await;
+        s.grant("bob", "impersonate-alice").await;
 
         let body = s
             .call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
