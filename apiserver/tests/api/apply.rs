@@ -4,7 +4,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, message_of, refused};
+use crate::harness::{Expect, TestServer, assert_mentions, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const APPLY: &str = "application/apply-patch+yaml";
@@ -296,10 +296,7 @@ async fn apply_options_are_checked() {
         )
         .await
         .expect_failure(400, "BadRequest");
-    assert!(
-        message_of(&status).contains("omits key field \"name\""),
-        "{status}"
-    );
+    assert_mentions(&status, &["omits key field \"name\""]);
 }
 
 #[tokio::test]

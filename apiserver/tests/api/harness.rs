@@ -697,6 +697,17 @@ pub fn message_of(body: &Value) -> &str {
     body["message"].as_str().unwrap()
 }
 
+/// Asserts a Status body's message contains each of `parts` (the body in
+/// the failure message): for refusals listing several causes, or whose
+/// exact words are not the point.
+#[track_caller]
+pub fn assert_mentions(body: &Value, parts: &[&str]) {
+    let message = message_of(body);
+    for part in parts {
+        assert!(message.contains(part), "no {part:?} in {body}");
+    }
+}
+
 /// Asserts a Status failure with code and reason.
 #[track_caller]
 pub fn assert_status(code: StatusCode, body: &Value, want_code: u16, want_reason: &str) {

@@ -10,7 +10,9 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, assert_status, columns, item_names, message_of, refused};
+use crate::harness::{
+    Expect, TestServer, assert_mentions, assert_status, columns, item_names, message_of, refused,
+};
 
 async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
     server
@@ -493,7 +495,7 @@ async fn invalid_quotas_and_limit_ranges_are_refused() {
         )
         .await
         .expect_failure(422, "Invalid");
-    assert!(message_of(&body).contains("spec.hard[pods]"), "{body}");
+    assert_mentions(&body, &["spec.hard[pods]"]);
     let body = server
         .post(
             "/api/v1/namespaces/default/limitranges",
@@ -502,10 +504,7 @@ async fn invalid_quotas_and_limit_ranges_are_refused() {
         )
         .await
         .expect_failure(422, "Invalid");
-    assert!(
-        message_of(&body).contains("min value 2 is greater than max value 1"),
-        "{body}"
-    );
+    assert_mentions(&body, &["min value 2 is greater than max value 1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
