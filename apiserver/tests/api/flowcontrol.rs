@@ -36,6 +36,24 @@ fn names(list: &Value) -> Vec<String> {
     names
 }
 
+/// GETs `path` as `user` in a task of its own, so a test can hold seats
+/// while it sends more: the task gives the code and how long it took.
+fn spawn_get_as(
+    s: &TestServer,
+    user: &UserInfo,
+    path: &'static str,
+) -> tokio::task::JoinHandle<(StatusCode, Duration)> {
+    let server = s.server.clone();
+    let user = user.clone();
+    tokio::spawn(async move {
+        let mut request = Request::builder().uri(path).body(Body::empty()).unwrap();
+        request.extensions_mut().insert(user);
+        let started = std::time::Instant::now();
+        let response = server.router().oneshot(request).await.unwrap();
+        (response.status(), started.elapsed())
+    })
+}
+
 #[tokio::test]
 async fn bootstrap_objects_are_served_with_kubectl_columns() {
     let s = TestServer::new().await;
@@ -324,28 +342,10 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
     // A list from a revision the store has not reached waits 3 s for it:
     // a request that holds the level's one seat that long.
     let slow = "/api/v1/namespaces/default/configmaps?resourceVersion=99999999";
-    let holder = {
-        let s = s.server.clone();
-        let flooder = flooder.clone();
-        tokio::spawn(async move {
-            let mut request = Request::builder().uri(slow).body(Body::empty()).unwrap();
-            request.extensions_mut().insert(flooder);
-            s.router().oneshot(request).await.unwrap().status()
-        })
-    };
+    let holder = spawn_get_as(&s, &flooder, slow);
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The next one waits in the only queue, and gives up after 1 s ...
-    let waiter = {
-        let s = s.server.clone();
-        let flooder = flooder.clone();
-        tokio::spawn(async move {
-            let mut request = Request::builder().uri(CMS).body(Body::empty()).unwrap();
-            request.extensions_mut().insert(flooder);
-            let started = std::time::Instant::now();
-            let response = s.router().oneshot(request).await.unwrap();
-            (response.status(), started.elapsed())
-        })
-    };
+    let waiter = spawn_get_as(&s, &flooder, CMS);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // ... and one more finds the queue full: refused at once, in upstream's words.
     let (code, headers, body) = post_configmap_as(&s, &flooder, "flood").await;
@@ -415,7 +415,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500),
         "{waited:?}"
     );
-    assert_eq!(holder.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(holder.await.unwrap().0, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(refused(&metrics(&s).await, "time-out"), Some(1.0));
     // With the seat free again the flooder is served.
     let (code, _, _) = send_as(&s, &flooder, Method::GET, CMS, None).await;
