@@ -94,10 +94,8 @@ impl TestServer {
         path: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let bytes = body
-            .map(|b| serde_json::to_vec(&b).unwrap())
-            .unwrap_or_default();
-        self.raw(method, path, "application/json", bytes).await
+        self.raw(method, path, "application/json", json_bytes(body))
+            .await
     }
 
     /// Sends a request and returns the response's code and exact bytes.
@@ -119,22 +117,12 @@ impl TestServer {
         accept: &str,
         body: Option<Value>,
     ) -> (StatusCode, String) {
-        let body = body
-            .map(|b| serde_json::to_vec(&b).unwrap())
-            .unwrap_or_default();
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .header(http::header::ACCEPT, accept)
-            .body(Body::from(body))
-            .unwrap();
+        let headers = [("accept", accept)];
+        let request = request(method, path, "application/json", &headers, json_bytes(body));
         let response = self.router.clone().oneshot(request).await.unwrap();
         let code = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        (code, String::from_utf8(bytes.to_vec()).unwrap())
+        let bytes = body_bytes(response).await;
+        (code, String::from_utf8(bytes).unwrap())
     }
 
     pub async fn raw(
@@ -144,13 +132,7 @@ impl TestServer {
         content_type: &str,
         body: Vec<u8>,
     ) -> (StatusCode, Value) {
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", content_type)
-            .header("user-agent", "skiff-tests/v0")
-            .body(Body::from(body))
-            .unwrap();
+        let request = request(method, path, content_type, &[AGENT], body);
         answer(self.router.clone().oneshot(request).await.unwrap()).await
     }
 
@@ -176,18 +158,8 @@ impl TestServer {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> (StatusCode, Value) {
-        let bytes = body
-            .map(|b| serde_json::to_vec(&b).unwrap())
-            .unwrap_or_default();
-        let mut builder = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .header("user-agent", "skiff-tests/v0");
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        let mut request = builder.body(Body::from(bytes)).unwrap();
+        let headers = [&[AGENT], headers].concat();
+        let mut request = request(method, path, "application/json", &headers, json_bytes(body));
         request.extensions_mut().insert(user.clone());
         answer(self.server.router().oneshot(request).await.unwrap()).await
     }
@@ -220,13 +192,8 @@ impl TestServer {
     }
 
     pub async fn patch(&self, path: &str, content_type: &str, body: Value) -> (StatusCode, Value) {
-        self.raw(
-            Method::PATCH,
-            path,
-            content_type,
-            serde_json::to_vec(&body).unwrap(),
-        )
-        .await
+        self.raw(Method::PATCH, path, content_type, json_bytes(Some(body)))
+            .await
     }
 
     /// A server-side apply of the YAML manifest `yaml` to `path`.
@@ -371,9 +338,7 @@ impl TestServer {
 /// JSON), read the same way for every identity a request is sent as.
 async fn answer(response: axum::response::Response) -> (StatusCode, Value) {
     let code = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
+    let bytes = body_bytes(response).await;
     let value = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (code, value)
@@ -425,15 +390,44 @@ pub fn json_request(
     content_type: &str,
     body: Option<Value>,
 ) -> Request<Body> {
-    let bytes = body
-        .map(|b| serde_json::to_vec(&b).unwrap())
-        .unwrap_or_default();
-    Request::builder()
+    request(method, path, content_type, &[], json_bytes(body))
+}
+
+/// The user agent the server's own calls carry (their managedFields
+/// manager is `skiff-tests`).
+const AGENT: (&str, &str) = ("user-agent", "skiff-tests/v0");
+
+/// A request with `content_type`, the extra `headers` and `body`: the
+/// one builder behind every way the tests send one.
+fn request(
+    method: Method,
+    path: &str,
+    content_type: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Request<Body> {
+    let mut builder = Request::builder()
         .method(method)
         .uri(path)
-        .header("content-type", content_type)
-        .body(Body::from(bytes))
+        .header("content-type", content_type);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(Body::from(body)).unwrap()
+}
+
+/// A JSON body's bytes (none: empty).
+fn json_bytes(body: Option<Value>) -> Vec<u8> {
+    body.map(|b| serde_json::to_vec(&b).unwrap())
+        .unwrap_or_default()
+}
+
+/// A response's whole body.
+async fn body_bytes(response: axum::response::Response) -> Vec<u8> {
+    axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
         .unwrap()
+        .to_vec()
 }
 
 /// Sends `request` through `router`: code, headers and JSON body (`Null`
@@ -446,9 +440,7 @@ pub async fn exchange(router: Router, request: Request<Body>) -> (StatusCode, He
 async fn read_response(response: axum::response::Response) -> (StatusCode, HeaderMap, Value) {
     let code = response.status();
     let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
+    let bytes = body_bytes(response).await;
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (code, headers, body)
 }
