@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use http::StatusCode;
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_store::Store;
 
@@ -541,7 +541,7 @@ async fn custom_resources_survive_a_restart() {
     let s = disk.start().await;
     // Served from the first request: no waiting for the controller.
     let kept = s
-        .get(&format!("{WIDGETS}/kept"))
+        .call(Method::GET, &format!("{WIDGETS}/kept"), None)
         .await
         .expect_code(StatusCode::OK);
     assert_eq!(kept["spec"]["size"], 2);

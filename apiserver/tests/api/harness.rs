@@ -462,11 +462,6 @@ impl Caller<'_> {
     ) -> (StatusCode, Value) {
         self.server.call_as(&self.user, method, path, body).await
     }
-
-    /// GETs `path` as this caller.
-    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.call(Method::GET, path, None).await
-    }
 }
 
 /// Asserts an answer's code, naming the request and showing the body in the

@@ -358,25 +358,37 @@ mod reads {
         pod_on(&s, "mine", "n1", volume("mine-secret")).await;
         pod_on(&s, "theirs", "n2", volume("their-secret")).await;
 
-        n1.get("/api/v1/namespaces/default/secrets/mine-secret")
-            .await
-            .expect_code(StatusCode::OK);
+        n1.call(
+            Method::GET,
+            "/api/v1/namespaces/default/secrets/mine-secret",
+            None,
+        )
+        .await
+        .expect_code(StatusCode::OK);
         refused(
-            n1.get("/api/v1/namespaces/default/secrets/their-secret")
-                .await,
+            n1.call(
+                Method::GET,
+                "/api/v1/namespaces/default/secrets/their-secret",
+                None,
+            )
+            .await,
             403,
             "Forbidden",
             "secrets \"their-secret\" is forbidden: User \"system:node:n1\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\": no relationship found between node 'n1' and this object",
         );
-        n1.get("/api/v1/namespaces/default/secrets")
+        n1.call(Method::GET, "/api/v1/namespaces/default/secrets", None)
             .await
             .expect_failure(403, "Forbidden");
         // Once the pod is gone, so is the node's access.
         s.delete_ok("/api/v1/namespaces/default/pods/mine?gracePeriodSeconds=0")
             .await;
-        n1.get("/api/v1/namespaces/default/secrets/mine-secret")
-            .await
-            .expect_code(StatusCode::FORBIDDEN);
+        n1.call(
+            Method::GET,
+            "/api/v1/namespaces/default/secrets/mine-secret",
+            None,
+        )
+        .await
+        .expect_code(StatusCode::FORBIDDEN);
     }
 
     #[tokio::test]
@@ -397,11 +409,11 @@ mod reads {
                 .await
                 .expect_code(StatusCode::CREATED);
         }
-        n1.get(&format!("{leases}/n1"))
+        n1.call(Method::GET, &format!("{leases}/n1"), None)
             .await
             .expect_code(StatusCode::OK);
         refused(
-            n1.get(&format!("{leases}/n2")).await,
+            n1.call(Method::GET, &format!("{leases}/n2"), None).await,
             403,
             "Forbidden",
             "leases.coordination.k8s.io \"n2\" is forbidden: User \"system:node:n1\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\": can only access node lease with the same name as the requesting node",
