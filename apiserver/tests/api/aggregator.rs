@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, strings};
+use crate::harness::{Expect, TestServer, columns, row};
 
 const PATH: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 
@@ -105,28 +105,15 @@ async fn a_service_backed_apiservice_says_why_it_is_not_available() {
         .expect_code(StatusCode::UNPROCESSABLE_ENTITY);
 
     // kubectl's columns.
-    let table = s
-        .call_with_headers(
-            &skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]),
-            http::Method::GET,
-            PATH,
-            None,
-            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
-        )
-        .await
-        .expect_code(StatusCode::OK);
-    let columns = strings(&table["columnDefinitions"], "name");
-    assert_eq!(columns, ["Name", "Service", "Available", "Age"]);
-    let row = |name: &str| {
-        table["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["cells"][0] == name)
-            .map(|r| r["cells"].clone())
-            .unwrap_or_else(|| panic!("{name} in {table}"))
-    };
-    assert_eq!(row("v1alpha1.example.com")[1], "default/example-api");
-    assert_eq!(row("v1alpha1.example.com")[2], "False (MissingEndpoints)");
-    assert_eq!(row("v1beta1.metrics.k8s.io")[1], "Local");
+    let table = s.get_table(PATH).await;
+    assert_eq!(columns(&table), ["Name", "Service", "Available", "Age"]);
+    assert_eq!(
+        row(&table, "v1alpha1.example.com")[1],
+        "default/example-api"
+    );
+    assert_eq!(
+        row(&table, "v1alpha1.example.com")[2],
+        "False (MissingEndpoints)"
+    );
+    assert_eq!(row(&table, "v1beta1.metrics.k8s.io")[1], "Local");
 }

@@ -11,36 +11,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
 use http::{Method, StatusCode};
-use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
 use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
-use skiff_apiserver::tls::ClusterCerts;
 
 use crate::harness::{Expect, TestServer, eventually};
-use crate::node_tls::{ClientCerts, answer_ok, next_request, tls_listener};
+use crate::node_tls::{ClientCerts, TestCa, answer_ok, next_request, tls_listener};
 
 /// A CA of the extension server's own and a serving certificate from it
 /// for `example-api.default.svc`.
-fn extension_certs() -> (String, (String, String)) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::default();
-    ca.distinguished_name.push(DnType::CommonName, "example-ca");
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::default();
-    leaf.distinguished_name
-        .push(DnType::CommonName, "example-api");
-    leaf.subject_alt_names = vec![SanType::DnsName(
-        "example-api.default.svc".try_into().unwrap(),
-    )];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = leaf.signed_by(&key, &issuer).unwrap();
-    (ca_pem, (cert.pem(), key.serialize_pem()))
+fn extension_certs() -> (TestCa, (String, String)) {
+    let ca = TestCa::new();
+    let serving = ca.serving(&["example-api.default.svc"]);
+    (ca, serving)
 }
 
 /// Every request the extension server got: (client CN, head).
@@ -119,14 +103,12 @@ async fn available(s: &TestServer, name: &str, reason: &str) -> Value {
 
 #[tokio::test]
 async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         front_proxy: Some(Arc::new(certs.front_proxy().unwrap())),
         webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
 
     // What extension servers read to trust the headers.
     let (_, auth) = s
@@ -145,7 +127,7 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         "[\"X-Remote-User\"]"
     );
 
-    let (ca_pem, serving) = extension_certs();
+    let (ca, serving) = extension_certs();
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
     example_api_service(
@@ -154,7 +136,7 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         json!({"addresses": ["127.0.0.1"], "conditions": {"ready": true}}),
     )
     .await;
-    let bundle = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
+    let bundle = ca.bundle();
     let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": "v1alpha1.example.com"},
         "spec": {"group": "example.com", "version": "v1alpha1",
@@ -254,15 +236,13 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
 
 #[tokio::test]
 async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         front_proxy: Some(Arc::new(certs.front_proxy().unwrap())),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
     let (_, serving) = extension_certs();
-    let (other_ca, _) = extension_certs();
+    let other_ca = TestCa::new();
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
     example_api_service(&s, port, json!({"addresses": ["127.0.0.1"]})).await;
@@ -270,7 +250,7 @@ async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
         "metadata": {"name": "v1alpha1.example.com"},
         "spec": {"group": "example.com", "version": "v1alpha1",
             "groupPriorityMinimum": 1000, "versionPriority": 15,
-            "caBundle": base64::engine::general_purpose::STANDARD.encode(&other_ca),
+            "caBundle": other_ca.bundle(),
             "service": {"namespace": "default", "name": "example-api", "port": 443}}});
     s.post("/apis/apiregistration.k8s.io/v1/apiservices", service)
         .await;

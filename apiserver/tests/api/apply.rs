@@ -1,13 +1,12 @@
 //! Server-side apply and managedFields: ownership per manager, removal of
 //! fields by omission, conflicts, force, dry runs.
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, message_of, refused};
+use crate::harness::{Expect, TestServer, assert_mentions, find_by, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
-const APPLY: &str = "application/apply-patch+yaml";
 
 fn cm(data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
@@ -287,19 +286,14 @@ async fn apply_options_are_checked() {
     assert_eq!(status["details"]["causes"][0]["field"], "force");
     let missing_key = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                              "spec": {"containers": [{"image": "x"}]}});
-    let status = s
-        .raw(
-            Method::PATCH,
-            "/api/v1/namespaces/default/pods/p?fieldManager=a",
-            APPLY,
-            serde_yaml::to_string(&missing_key).unwrap().into_bytes(),
-        )
-        .await
-        .expect_failure(400, "BadRequest");
-    assert!(
-        message_of(&status).contains("omits key field \"name\""),
-        "{status}"
-    );
+    let status = apply_at(
+        &s,
+        "/api/v1/namespaces/default/pods/p?fieldManager=a",
+        missing_key,
+    )
+    .await
+    .expect_failure(400, "BadRequest");
+    assert_mentions(&status, &["omits key field \"name\""]);
 }
 
 #[tokio::test]
@@ -311,13 +305,7 @@ async fn status_applies_own_only_status_under_their_subresource() {
                               "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
         "status": {"replicas": 5}});
     let path = "/apis/apps/v1/namespaces/default/deployments/web";
-    let created = s
-        .raw(
-            Method::PATCH,
-            &format!("{path}?fieldManager=ci"),
-            APPLY,
-            serde_yaml::to_string(&deploy).unwrap().into_bytes(),
-        )
+    let created = apply_at(&s, &format!("{path}?fieldManager=ci"), deploy)
         .await
         .expect_code(StatusCode::CREATED);
     assert!(
@@ -326,23 +314,11 @@ async fn status_applies_own_only_status_under_their_subresource() {
     );
     let status = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                         "status": {"replicas": 2, "readyReplicas": 1}});
-    let updated = s
-        .raw(
-            Method::PATCH,
-            &format!("{path}/status?fieldManager=ctrl"),
-            APPLY,
-            serde_yaml::to_string(&status).unwrap().into_bytes(),
-        )
+    let updated = apply_at(&s, &format!("{path}/status?fieldManager=ctrl"), status)
         .await
         .expect_code(StatusCode::OK);
     assert_eq!(updated["status"]["readyReplicas"], 1);
-    let entry = updated["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["manager"] == "ctrl")
-        .cloned()
-        .unwrap();
+    let entry = find_by(&updated["metadata"]["managedFields"], "manager", "ctrl");
     assert_eq!(entry["subresource"], "status");
     assert_eq!(
         entry["fieldsV1"],
@@ -369,20 +345,17 @@ async fn custom_resources_apply_with_atomic_lists() {
     s.created(crds, crd).await;
     let path = "/apis/example.com/v1/namespaces/default/gadgets/g";
     let gadget = |spec: Value| {
-        let body = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
-                          "metadata": {"name": "g"}, "spec": spec});
-        serde_yaml::to_string(&body).unwrap().into_bytes()
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+               "metadata": {"name": "g"}, "spec": spec})
     };
     let mut created = None;
     for _ in 0..100 {
-        let (code, body) = s
-            .raw(
-                Method::PATCH,
-                &format!("{path}?fieldManager=a"),
-                APPLY,
-                gadget(json!({"size": 1, "items": [{"name": "x"}, {"name": "y"}]})),
-            )
-            .await;
+        let (code, body) = apply_at(
+            &s,
+            &format!("{path}?fieldManager=a"),
+            gadget(json!({"size": 1, "items": [{"name": "x"}, {"name": "y"}]})),
+        )
+        .await;
         if code == StatusCode::CREATED {
             created = Some(body);
             break;
@@ -395,24 +368,20 @@ async fn custom_resources_apply_with_atomic_lists() {
         json!({"f:spec": {"f:items": {}, "f:size": {}}}),
         "lists of custom resources are atomic"
     );
-    let updated = s
-        .raw(
-            Method::PATCH,
-            &format!("{path}?fieldManager=a"),
-            APPLY,
-            gadget(json!({"items": [{"name": "z"}]})),
-        )
-        .await
-        .expect_code(StatusCode::OK);
+    let updated = apply_at(
+        &s,
+        &format!("{path}?fieldManager=a"),
+        gadget(json!({"items": [{"name": "z"}]})),
+    )
+    .await
+    .expect_code(StatusCode::OK);
     assert_eq!(updated["spec"], json!({"items": [{"name": "z"}]}));
-    let status = s
-        .raw(
-            Method::PATCH,
-            &format!("{path}?fieldManager=b"),
-            APPLY,
-            gadget(json!({"items": []})),
-        )
-        .await
-        .expect_failure(409, "Conflict");
+    let status = apply_at(
+        &s,
+        &format!("{path}?fieldManager=b"),
+        gadget(json!({"items": []})),
+    )
+    .await
+    .expect_failure(409, "Conflict");
     assert_eq!(status["details"]["causes"][0]["field"], ".spec.items");
 }

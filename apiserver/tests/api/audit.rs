@@ -16,7 +16,7 @@ use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore};
 use tower::ServiceExt;
 
-use crate::harness::{eventually, exchange};
+use crate::harness::{eventually, exchange, start_error};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -33,26 +33,32 @@ struct Answer {
     body: Value,
 }
 
+/// Audit logging to `dir`/log/audit.log under `policy` (written to
+/// `dir`/policy.yaml; none: the default policy).
+fn audit_config(dir: &Path, policy: Option<&str>) -> ApiServerConfig {
+    let policy_file = policy.map(|text| {
+        let path = dir.join("policy.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    });
+    ApiServerConfig {
+        audit: AuditConfig {
+            log_path: Some(dir.join("log/audit.log")),
+            policy_file,
+            ..Default::default()
+        },
+        ..ApiServerConfig::default()
+    }
+}
+
 impl Audited {
     async fn new(policy: Option<&str>) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("log/audit.log");
-        let policy_file = policy.map(|text| {
-            let path = dir.path().join("policy.yaml");
-            std::fs::write(&path, text).unwrap();
-            path
-        });
+        let config = audit_config(dir.path(), policy);
+        let log = config.audit.log_path.clone().unwrap();
         let store = std::sync::Arc::new(
             SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap(),
         );
-        let config = ApiServerConfig {
-            audit: AuditConfig {
-                log_path: Some(log.clone()),
-                policy_file,
-                ..Default::default()
-            },
-            ..ApiServerConfig::default()
-        };
         let server = ApiServer::new(store, config).await.unwrap();
         Self {
             server,
@@ -673,26 +679,9 @@ async fn in_process_components_are_audited_under_their_own_names() {
 #[tokio::test]
 async fn a_bad_policy_file_stops_the_server_from_starting() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n",
-    )
-    .unwrap();
-    let store =
-        std::sync::Arc::new(SledStore::open(SledConfig::new(dir.path().join("s"))).unwrap());
-    let config = ApiServerConfig {
-        audit: AuditConfig {
-            log_path: Some(dir.path().join("audit.log")),
-            policy_file: Some(policy),
-            ..Default::default()
-        },
-        ..ApiServerConfig::default()
-    };
-    let error = ApiServer::new(store, config)
+    let policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n";
+    let error = start_error(audit_config(dir.path(), Some(policy)))
         .await
-        .err()
-        .expect("refused")
         .to_string();
     assert!(error.contains("no rules"), "{error}");
 }

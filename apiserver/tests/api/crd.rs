@@ -8,9 +8,11 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_store::Store;
-use tower::ServiceExt;
 
-use crate::harness::{Expect, KeptStore, TestServer, find_in, message_of, refused, strings};
+use crate::harness::{
+    Expect, KeptStore, TestServer, assert_mentions, columns, find_by, find_in, message_of, refused,
+    strings,
+};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -91,12 +93,7 @@ async fn a_new_crd_is_established_and_discoverable() {
     assert_eq!(status["acceptedNames"]["kind"], "Widget");
     assert_eq!(status["acceptedNames"]["shortNames"], json!(["wd"]));
     assert_eq!(status["storedVersions"], json!(["v1"]));
-    let names_accepted = status["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "NamesAccepted")
-        .unwrap();
+    let names_accepted = find_by(&status["conditions"], "type", "NamesAccepted");
     assert_eq!(names_accepted["status"], "True");
     assert_eq!(
         crd["metadata"]["finalizers"],
@@ -229,20 +226,9 @@ async fn tables_use_the_printer_columns() {
     let s = TestServer::new().await;
     install(&s, widget_crd()).await;
     s.post(WIDGETS, widget("a", json!({"size": 4}))).await;
-    let request = http::Request::builder()
-        .uri(WIDGETS)
-        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let response = s.router.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let table: Value = serde_json::from_slice(&bytes).unwrap();
+    let table = s.get_table(WIDGETS).await;
     assert_eq!(table["kind"], "Table");
-    let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
-    assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
+    assert_eq!(columns(&table), vec!["Name", "Size", "Phase", "Age"]);
     let cells = table["rows"][0]["cells"].as_array().unwrap();
     assert_eq!(cells[0], "a");
     assert_eq!(cells[1], 4);
@@ -254,8 +240,10 @@ async fn tables_use_the_printer_columns() {
     let mut watch = s.watch_tables(&format!("{WIDGETS}?watch=1")).await;
     let event = watch.next().await.expect("an ADDED event");
     assert_eq!(event["type"], "ADDED");
-    let columns: Vec<&str> = strings(&event["object"]["columnDefinitions"], "name");
-    assert_eq!(columns, vec!["Name", "Size", "Phase", "Age"]);
+    assert_eq!(
+        columns(&event["object"]),
+        vec!["Name", "Size", "Phase", "Age"]
+    );
     assert_eq!(event["object"]["rows"][0]["cells"][1], 4);
 }
 
@@ -293,9 +281,9 @@ async fn invalid_crds_are_rejected_with_field_paths() {
         .post(CRDS, no_storage)
         .await
         .expect_failure(422, "Invalid");
-    assert!(
-        message_of(&body).contains("must have exactly one version marked as storage version"),
-        "{body}"
+    assert_mentions(
+        &body,
+        &["must have exactly one version marked as storage version"],
     );
     assert!(
         !s.keys()
@@ -323,20 +311,16 @@ async fn invalid_objects_are_422_with_every_field_and_not_stored() {
         .expect_failure(422, "Invalid");
     assert_eq!(body["details"]["kind"], "Widget");
     assert_eq!(body["details"]["group"], "example.com");
-    let message = body["message"].as_str().unwrap();
     assert!(
-        message.starts_with("Widget.example.com \"bad\" is invalid: ["),
-        "{message}"
+        message_of(&body).starts_with("Widget.example.com \"bad\" is invalid: ["),
+        "{body}"
     );
-    assert!(
-        message.contains("spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""),
-        "{message}"
-    );
-    assert!(
-        message.contains(
-            "spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\""
-        ),
-        "{message}"
+    assert_mentions(
+        &body,
+        &[
+            "spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\"",
+            "spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\"",
+        ],
     );
     let body = s
         .post(WIDGETS, widget("bad", json!({"replicas": 2})))
@@ -348,7 +332,7 @@ async fn invalid_objects_are_422_with_every_field_and_not_stored() {
         .post(WIDGETS, widget("bad", json!({"size": 11})))
         .await
         .expect_failure(422, "Invalid");
-    assert!(message_of(&body).contains("should be less than or equal to 10"));
+    assert_mentions(&body, &["should be less than or equal to 10"]);
     assert!(
         !s.keys().await.iter().any(|k| k.contains("/widgets/")),
         "nothing stored"
@@ -510,12 +494,7 @@ async fn conflicting_names_are_not_accepted() {
     other["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget", "shortNames": ["wd"]});
     s.created(CRDS, other).await;
     let crd = condition(&s, "gadgets.example.com", "NamesAccepted", "False").await;
-    let names = crd["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "NamesAccepted")
-        .unwrap();
+    let names = find_by(&crd["status"]["conditions"], "type", "NamesAccepted");
     assert_eq!(names["reason"], "ShortNamesConflict");
     assert_eq!(names["message"], "\"wd\" is already in use");
     s.get_not_found("/apis/example.com/v1/gadgets").await;
@@ -741,10 +720,9 @@ async fn a_crd_whose_rule_does_not_compile_is_refused() {
         body["details"]["causes"][0]["field"],
         "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
     );
-    let message = body["message"].as_str().unwrap();
-    assert!(
-        message.contains("Invalid value: \"self.replicas <=\": compilation failed: ERROR: <input>"),
-        "{message}"
+    assert_mentions(
+        &body,
+        &["Invalid value: \"self.replicas <=\": compilation failed: ERROR: <input>"],
     );
     assert_eq!(
         s.get(&format!("{CRDS}/widgets.example.com")).await.0,

@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, message_of, refused};
+use crate::harness::{Expect, TestServer, assert_mentions, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -384,7 +384,10 @@ async fn pod_specs_are_mostly_immutable() {
     let mut restart = updated.clone();
     restart["spec"]["restartPolicy"] = json!("Never");
     let body = s.put(path, restart).await.expect_failure(422, "Invalid");
-    assert!(message_of(&body).contains("spec: Forbidden: pod updates may not change fields"));
+    assert_mentions(
+        &body,
+        &["spec: Forbidden: pod updates may not change fields"],
+    );
     let mut fewer = updated.clone();
     fewer["spec"]["tolerations"] = json!([]);
     s.put(path, fewer).await.expect_failure(422, "Invalid");

@@ -1,15 +1,10 @@
 use http::StatusCode;
 use serde_json::Value;
 
-use crate::harness::{TestServer, strings};
+use crate::harness::{TestServer, find_by, strings};
 
 fn resource<'a>(list: &'a Value, name: &str) -> &'a Value {
-    list["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("{name}"))
+    find_by(&list["resources"], "name", name)
 }
 
 #[tokio::test]
@@ -83,7 +78,7 @@ mod aggregated {
     use http::StatusCode;
     use serde_json::Value;
 
-    use super::super::harness::{TestServer, find_in};
+    use super::super::harness::{TestServer, find_by, find_in};
     use super::super::openapi::fetch;
 
     const ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
@@ -123,12 +118,11 @@ mod aggregated {
         );
         assert_eq!(scale["responseKind"]["group"], "autoscaling");
         // autoscaling lists its preferred version first.
-        let autoscaling = doc["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|g| g["metadata"]["name"] == "autoscaling")
-            .unwrap();
+        let autoscaling = find_in(
+            &doc["items"],
+            |g| g["metadata"]["name"] == "autoscaling",
+            "autoscaling group",
+        );
         assert_eq!(autoscaling["versions"][0]["version"], "v2");
 
         let (status, headers, body) = fetch(
@@ -148,12 +142,7 @@ mod aggregated {
         let doc: Value = serde_json::from_slice(&body).unwrap();
         let core = &doc["items"][0];
         assert!(core["metadata"].get("name").is_none());
-        let pods = core["versions"][0]["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["resource"] == "pods")
-            .unwrap();
+        let pods = find_by(&core["versions"][0]["resources"], "resource", "pods");
         assert_eq!(pods["singularResource"], "pod");
 
         // Legacy discovery is still what plain JSON gets.

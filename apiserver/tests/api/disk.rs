@@ -9,7 +9,7 @@ use serde_json::json;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, SpaceReserve, Store};
 
-use crate::harness::{Expect, TestServer, assert_status};
+use crate::harness::{Expect, TestServer, assert_mentions, assert_status};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -70,11 +70,9 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
     let mut stored = Vec::new();
     let (code, body) = fill(&s, &mut stored).await;
     assert_status(code, &body, 507, "InsufficientStorage");
-    let message = body["message"].as_str().unwrap();
-    assert!(message.contains("storage space exhausted"), "{message}");
-    assert!(
-        message.contains(&store_dir.display().to_string()),
-        "{message}"
+    assert_mentions(
+        &body,
+        &["storage space exhausted", &store_dir.display().to_string()],
     );
     assert!(stored.len() > 10, "only {} fitted", stored.len());
 

@@ -14,7 +14,7 @@ use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
-use crate::harness::{Expect, TestServer, message_of, strings};
+use crate::harness::{Expect, TestServer, assert_mentions, start_error_on, strings};
 
 /// The distinctive value the tests store in Secrets.
 const VALUE: &str = "correct-horse-battery-staple-7f3a";
@@ -349,7 +349,7 @@ async fn rotation_needs_a_managed_configuration_and_encryption() {
         .call(Method::POST, "/v1-skiff/encrypt/rotate-keys", None)
         .await
         .expect_failure(400, "BadRequest");
-    assert!(message_of(&body).contains("--encryption-provider-config"));
+    assert_mentions(&body, &["--encryption-provider-config"]);
     file.call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
         .await
         .expect_code(StatusCode::OK);
@@ -361,7 +361,7 @@ async fn rotation_needs_a_managed_configuration_and_encryption() {
         .call(Method::POST, "/v1-skiff/encrypt/reencrypt", None)
         .await
         .expect_failure(400, "BadRequest");
-    assert!(message_of(&body).contains("--secrets-encryption"));
+    assert_mentions(&body, &["--secrets-encryption"]);
 }
 
 #[tokio::test]
@@ -393,10 +393,7 @@ async fn a_server_whose_keys_cannot_read_its_secrets_does_not_start() {
         encryption: Some(EncryptionSource::File(path)),
         ..ApiServerConfig::default()
     };
-    let err = match ApiServer::new(store.clone(), config).await {
-        Ok(_) => panic!("a server that cannot decrypt its Secrets started"),
-        Err(e) => e.to_string(),
-    };
+    let err = start_error_on(store.clone(), config).await.to_string();
     assert!(err.contains("/registry/core/secrets/default/s"), "{err}");
     assert!(err.contains("cannot decrypt"), "{err}");
 }

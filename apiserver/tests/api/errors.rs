@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, message_of, refused};
+use crate::harness::{Expect, TABLE, TestServer, assert_mentions, message_of, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -194,7 +194,7 @@ async fn unsupported_media_types_are_415() {
         .patch(&format!("{CMS}/p"), "application/json", json!({}))
         .await
         .expect_failure(415, "UnsupportedMediaType");
-    assert!(message_of(&body).contains("application/strategic-merge-patch+json"));
+    assert_mentions(&body, &["application/strategic-merge-patch+json"]);
 }
 
 #[tokio::test]
@@ -374,12 +374,7 @@ async fn a_paged_lists_metadata_is_written_in_list_meta_order() {
 
     // The same list as a Table (kubectl get) keeps the order.
     let table = s
-        .bytes_accepting(
-            Method::GET,
-            path,
-            "application/json;as=Table;v=v1;g=meta.k8s.io",
-            None,
-        )
+        .bytes_accepting(Method::GET, path, TABLE, None)
         .await
         .expect_code(StatusCode::OK);
     assert!(

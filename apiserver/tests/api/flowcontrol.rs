@@ -16,14 +16,14 @@ use skiff_common::metrics::exposition;
 use tower::ServiceExt;
 
 use super::harness::{
-    Expect, KeptStore, TestServer, assert_refused, exchange, json_request, refused, strings,
+    Expect, KeptStore, TestServer, assert_refused, columns, exchange, json_request, refused, row,
+    strings,
 };
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 fn names(list: &Value) -> Vec<String> {
     let mut names: Vec<String> = list["items"]
@@ -36,21 +36,22 @@ fn names(list: &Value) -> Vec<String> {
     names
 }
 
-async fn table(s: &TestServer, path: &str) -> Value {
-    let user = UserInfo::new("admin", ["system:masters".to_string()]);
-
-    s.call_with_headers(&user, Method::GET, path, None, &[("accept", TABLE)])
-        .await
-        .expect_code(StatusCode::OK)
-}
-
-fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
-    table["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["cells"][0] == name)
-        .unwrap_or_else(|| panic!("no row {name} in {table}"))
+/// GETs `path` as `user` in a task of its own, so a test can hold seats
+/// while it sends more: the task gives the code and how long it took.
+fn spawn_get_as(
+    s: &TestServer,
+    user: &UserInfo,
+    path: &'static str,
+) -> tokio::task::JoinHandle<(StatusCode, Duration)> {
+    let server = s.server.clone();
+    let user = user.clone();
+    tokio::spawn(async move {
+        let mut request = Request::builder().uri(path).body(Body::empty()).unwrap();
+        request.extensions_mut().insert(user);
+        let started = std::time::Instant::now();
+        let response = server.router().oneshot(request).await.unwrap();
+        (response.status(), started.elapsed())
+    })
 }
 
 #[tokio::test]
@@ -96,10 +97,9 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
         );
     }
 
-    let levels = table(&s, LEVELS).await;
-    let columns: Vec<&str> = strings(&levels["columnDefinitions"], "name");
+    let levels = s.get_table(LEVELS).await;
     assert_eq!(
-        columns,
+        columns(&levels),
         [
             "Name",
             "Type",
@@ -110,7 +110,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
             "Age"
         ]
     );
-    let cells = |r: &Value| r["cells"].as_array().unwrap()[..6].to_vec();
+    let cells = |cells: &Value| cells.as_array().unwrap()[..6].to_vec();
     assert_eq!(
         cells(row(&levels, "workload-low")),
         [
@@ -145,10 +145,9 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
         ]
     );
 
-    let schemas = table(&s, SCHEMAS).await;
-    let columns: Vec<&str> = strings(&schemas["columnDefinitions"], "name");
+    let schemas = s.get_table(SCHEMAS).await;
     assert_eq!(
-        columns,
+        columns(&schemas),
         [
             "Name",
             "PriorityLevel",
@@ -158,9 +157,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
             "MissingPL"
         ]
     );
-    let nodes = row(&schemas, "system-node-high")["cells"]
-        .as_array()
-        .unwrap();
+    let nodes = row(&schemas, "system-node-high").as_array().unwrap();
     assert_eq!(
         nodes[..4],
         [
@@ -170,7 +167,7 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
             json!("ByUser")
         ]
     );
-    let exempt = row(&schemas, "exempt")["cells"].as_array().unwrap();
+    let exempt = row(&schemas, "exempt").as_array().unwrap();
     assert_eq!(exempt[3], "<none>");
 }
 
@@ -339,39 +336,16 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         ).await;
     // The flooder may do anything, so nothing but flow control stops it.
     let flooder = UserInfo::new("flooder", Vec::<String>::new());
-    let _body = s.created(
-            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            json!({"metadata": {"name": "flooder"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"kind": "User", "name": "flooder", "apiGroup": "rbac.authorization.k8s.io"}]}),
-        ).await;
+    s.grant("flooder", "cluster-admin").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // A list from a revision the store has not reached waits 3 s for it:
     // a request that holds the level's one seat that long.
     let slow = "/api/v1/namespaces/default/configmaps?resourceVersion=99999999";
-    let holder = {
-        let s = s.server.clone();
-        let flooder = flooder.clone();
-        tokio::spawn(async move {
-            let mut request = Request::builder().uri(slow).body(Body::empty()).unwrap();
-            request.extensions_mut().insert(flooder);
-            s.router().oneshot(request).await.unwrap().status()
-        })
-    };
+    let holder = spawn_get_as(&s, &flooder, slow);
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The next one waits in the only queue, and gives up after 1 s ...
-    let waiter = {
-        let s = s.server.clone();
-        let flooder = flooder.clone();
-        tokio::spawn(async move {
-            let mut request = Request::builder().uri(CMS).body(Body::empty()).unwrap();
-            request.extensions_mut().insert(flooder);
-            let started = std::time::Instant::now();
-            let response = s.router().oneshot(request).await.unwrap();
-            (response.status(), started.elapsed())
-        })
-    };
+    let waiter = spawn_get_as(&s, &flooder, CMS);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // ... and one more finds the queue full: refused at once, in upstream's words.
     let (code, headers, body) = post_configmap_as(&s, &flooder, "flood").await;
@@ -441,7 +415,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500),
         "{waited:?}"
     );
-    assert_eq!(holder.await.unwrap(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(holder.await.unwrap().0, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(refused(&metrics(&s).await, "time-out"), Some(1.0));
     // With the seat free again the flooder is served.
     let (code, _, _) = send_as(&s, &flooder, Method::GET, CMS, None).await;
@@ -459,12 +433,7 @@ async fn open_watches_do_not_hold_their_levels_seats() {
     // Without global-default, users fall to catch-all: one seat, no queue,
     // so a seat still held by a watch would refuse the list below.
     s.delete_ok(&format!("{SCHEMAS}/global-default")).await;
-    let _body = s.created(
-            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            json!({"metadata": {"name": "watcher"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-                "subjects": [{"kind": "User", "name": "watcher", "apiGroup": "rbac.authorization.k8s.io"}]}),
-        ).await;
+    s.grant("watcher", "view").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let watcher = UserInfo::new("watcher", Vec::<String>::new());
     // Five open watches at a level of one seat, then an ordinary list.

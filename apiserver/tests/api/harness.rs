@@ -10,10 +10,14 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::Value;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::request_notes::AuditAnnotations;
-use skiff_apiserver::{ApiServer, ApiServerConfig};
+use skiff_apiserver::tls::ClusterCerts;
+use skiff_apiserver::{ApiServer, ApiServerConfig, ApiServerError};
 use tower::ServiceExt;
 
 use skiff_store::{SledConfig, SledStore, Store};
+
+/// The `Accept` header that asks for a Table, as `kubectl get` does.
+pub const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 /// The server's router with every request made as a cluster admin (as
 /// the HTTPS listener would attach an authenticated identity).
@@ -37,7 +41,23 @@ impl TestServer {
     }
 
     pub async fn with_config(config: ApiServerConfig) -> Self {
+        Self::in_dir(tempfile::tempdir().unwrap(), config).await
+    }
+
+    /// A server whose configuration `configure` makes from the cluster's
+    /// certificates (its client to kubelets, to extension servers), created
+    /// in the server's own directory; gives the certificates too, to sign
+    /// the fakes' certificates or trust the server's clients.
+    pub async fn with_certs(
+        configure: impl FnOnce(&ClusterCerts) -> ApiServerConfig,
+    ) -> (Self, ClusterCerts) {
         let dir = tempfile::tempdir().unwrap();
+        let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
+        let config = configure(&certs);
+        (Self::in_dir(dir, config).await, certs)
+    }
+
+    async fn in_dir(dir: tempfile::TempDir, config: ApiServerConfig) -> Self {
         let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
         let server = ApiServer::new(store.clone(), config).await.unwrap();
         let router = admin_router(&server);
@@ -74,10 +94,8 @@ impl TestServer {
         path: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let bytes = body
-            .map(|b| serde_json::to_vec(&b).unwrap())
-            .unwrap_or_default();
-        self.raw(method, path, "application/json", bytes).await
+        self.raw(method, path, "application/json", json_bytes(body))
+            .await
     }
 
     /// Sends a request and returns the response's code and exact bytes.
@@ -99,22 +117,12 @@ impl TestServer {
         accept: &str,
         body: Option<Value>,
     ) -> (StatusCode, String) {
-        let body = body
-            .map(|b| serde_json::to_vec(&b).unwrap())
-            .unwrap_or_default();
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .header(http::header::ACCEPT, accept)
-            .body(Body::from(body))
-            .unwrap();
+        let headers = [("accept", accept)];
+        let request = request(method, path, "application/json", &headers, json_bytes(body));
         let response = self.router.clone().oneshot(request).await.unwrap();
         let code = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        (code, String::from_utf8(bytes.to_vec()).unwrap())
+        let bytes = body_bytes(response).await;
+        (code, String::from_utf8(bytes).unwrap())
     }
 
     pub async fn raw(
@@ -124,13 +132,7 @@ impl TestServer {
         content_type: &str,
         body: Vec<u8>,
     ) -> (StatusCode, Value) {
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", content_type)
-            .header("user-agent", "skiff-tests/v0")
-            .body(Body::from(body))
-            .unwrap();
+        let request = request(method, path, content_type, &[AGENT], body);
         answer(self.router.clone().oneshot(request).await.unwrap()).await
     }
 
@@ -156,18 +158,8 @@ impl TestServer {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> (StatusCode, Value) {
-        let bytes = body
-            .map(|b| serde_json::to_vec(&b).unwrap())
-            .unwrap_or_default();
-        let mut builder = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .header("user-agent", "skiff-tests/v0");
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        let mut request = builder.body(Body::from(bytes)).unwrap();
+        let headers = [&[AGENT], headers].concat();
+        let mut request = request(method, path, "application/json", &headers, json_bytes(body));
         request.extensions_mut().insert(user.clone());
         answer(self.server.router().oneshot(request).await.unwrap()).await
     }
@@ -200,13 +192,8 @@ impl TestServer {
     }
 
     pub async fn patch(&self, path: &str, content_type: &str, body: Value) -> (StatusCode, Value) {
-        self.raw(
-            Method::PATCH,
-            path,
-            content_type,
-            serde_json::to_vec(&body).unwrap(),
-        )
-        .await
+        self.raw(Method::PATCH, path, content_type, json_bytes(Some(body)))
+            .await
     }
 
     /// A server-side apply of the YAML manifest `yaml` to `path`.
@@ -223,8 +210,14 @@ impl TestServer {
 
     /// Starts a watch whose events are one-row Tables (`kubectl get -w`).
     pub async fn watch_tables(&self, path: &str) -> WatchReader {
-        self.watch_accepting(path, "application/json;as=Table;v=v1;g=meta.k8s.io")
-            .await
+        self.watch_accepting(path, TABLE).await
+    }
+
+    /// GETs `path` as a Table (`kubectl get`), which must answer 200.
+    pub async fn get_table(&self, path: &str) -> Value {
+        let (code, body) = self.bytes_accepting(Method::GET, path, TABLE, None).await;
+        assert_eq!(code, StatusCode::OK, "GET {path} as a Table: {body}");
+        serde_json::from_str(&body).unwrap()
     }
 
     async fn watch_accepting(&self, path: &str, accept: &str) -> WatchReader {
@@ -313,6 +306,18 @@ impl TestServer {
         .await
     }
 
+    /// Binds the user `user` to the ClusterRole `role` cluster-wide (a
+    /// binding named `<user>-<role>`), as tests grant what they need.
+    pub async fn grant(&self, user: &str, role: &str) -> Value {
+        self.created(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            serde_json::json!({"metadata": {"name": format!("{user}-{role}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}),
+        )
+        .await
+    }
+
     /// Requests made as `user` rather than the admin, one line a call.
     pub fn as_user(&self, user: UserInfo) -> Caller<'_> {
         Caller { server: self, user }
@@ -333,9 +338,7 @@ impl TestServer {
 /// JSON), read the same way for every identity a request is sent as.
 async fn answer(response: axum::response::Response) -> (StatusCode, Value) {
     let code = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
+    let bytes = body_bytes(response).await;
     let value = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (code, value)
@@ -387,15 +390,44 @@ pub fn json_request(
     content_type: &str,
     body: Option<Value>,
 ) -> Request<Body> {
-    let bytes = body
-        .map(|b| serde_json::to_vec(&b).unwrap())
-        .unwrap_or_default();
-    Request::builder()
+    request(method, path, content_type, &[], json_bytes(body))
+}
+
+/// The user agent the server's own calls carry (their managedFields
+/// manager is `skiff-tests`).
+const AGENT: (&str, &str) = ("user-agent", "skiff-tests/v0");
+
+/// A request with `content_type`, the extra `headers` and `body`: the
+/// one builder behind every way the tests send one.
+fn request(
+    method: Method,
+    path: &str,
+    content_type: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Request<Body> {
+    let mut builder = Request::builder()
         .method(method)
         .uri(path)
-        .header("content-type", content_type)
-        .body(Body::from(bytes))
+        .header("content-type", content_type);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(Body::from(body)).unwrap()
+}
+
+/// A JSON body's bytes (none: empty).
+fn json_bytes(body: Option<Value>) -> Vec<u8> {
+    body.map(|b| serde_json::to_vec(&b).unwrap())
+        .unwrap_or_default()
+}
+
+/// A response's whole body.
+async fn body_bytes(response: axum::response::Response) -> Vec<u8> {
+    axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
         .unwrap()
+        .to_vec()
 }
 
 /// Sends `request` through `router`: code, headers and JSON body (`Null`
@@ -408,9 +440,7 @@ pub async fn exchange(router: Router, request: Request<Body>) -> (StatusCode, He
 async fn read_response(response: axum::response::Response) -> (StatusCode, HeaderMap, Value) {
     let code = response.status();
     let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
+    let bytes = body_bytes(response).await;
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (code, headers, body)
 }
@@ -570,6 +600,22 @@ impl KeptStore {
     }
 }
 
+/// The error a server on a fresh store refuses to start with under
+/// `config` (a configuration or policy file it cannot read).
+pub async fn start_error(config: ApiServerConfig) -> ApiServerError {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    start_error_on(store, config).await
+}
+
+/// The error a server on `store` refuses to start with under `config`.
+pub async fn start_error_on(store: Arc<SledStore>, config: ApiServerConfig) -> ApiServerError {
+    match ApiServer::new(store, config).await {
+        Ok(_) => panic!("the server started"),
+        Err(err) => err,
+    }
+}
+
 impl TestServer {
     /// Shuts the server down and closes its store, as a stopped process
     /// would leave it.
@@ -605,6 +651,29 @@ pub fn find_in<'a>(array: &'a Value, matches: impl Fn(&Value) -> bool, what: &st
         .unwrap_or_else(|| panic!("{what} not in {array}"))
 }
 
+/// A Table's column names, in order.
+pub fn columns(table: &Value) -> Vec<&str> {
+    strings(&table["columnDefinitions"], "name")
+}
+
+/// The cells of the Table row whose first cell is `name`, which must be
+/// there.
+#[track_caller]
+pub fn row<'a>(table: &'a Value, name: &str) -> &'a Value {
+    &find_in(
+        &table["rows"],
+        |r| r["cells"][0] == name,
+        &format!("row {name}"),
+    )["cells"]
+}
+
+/// The element of the JSON array `array` whose `key` is `value`, which
+/// must be there: a condition by type, a resource or group by name.
+#[track_caller]
+pub fn find_by<'a>(array: &'a Value, key: &str, value: &str) -> &'a Value {
+    find_in(array, |element| element[key] == value, value)
+}
+
 /// The names of a list's items, in order.
 pub fn item_names(list: &Value) -> Vec<String> {
     list["items"]
@@ -618,6 +687,17 @@ pub fn item_names(list: &Value) -> Vec<String> {
 /// A `Status` body's message.
 pub fn message_of(body: &Value) -> &str {
     body["message"].as_str().unwrap()
+}
+
+/// Asserts a Status body's message contains each of `parts` (the body in
+/// the failure message): for refusals listing several causes, or whose
+/// exact words are not the point.
+#[track_caller]
+pub fn assert_mentions(body: &Value, parts: &[&str]) {
+    let message = message_of(body);
+    for part in parts {
+        assert!(message.contains(part), "no {part:?} in {body}");
+    }
 }
 
 /// Asserts a Status failure with code and reason.

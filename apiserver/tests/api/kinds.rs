@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, message_of, refused};
+use crate::harness::{Expect, TestServer, assert_mentions, refused};
 
 #[tokio::test]
 async fn rbac_and_event_names_are_path_segments_others_subdomains() {
@@ -17,7 +17,7 @@ async fn rbac_and_event_names_are_path_segments_others_subdomains() {
         .post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
         .await
         .expect_failure(422, "Invalid");
-    assert!(message_of(&body).contains("may not contain '%'"));
+    assert_mentions(&body, &["may not contain '%'"]);
 
     let event = json!({"metadata": {"name": "Pod.p:1"}, "involvedObject": {"kind": "Pod"}});
     s.created("/api/v1/namespaces/default/events", event).await;
@@ -27,7 +27,7 @@ async fn rbac_and_event_names_are_path_segments_others_subdomains() {
         .post("/api/v1/namespaces/default/configmaps", cm)
         .await
         .expect_failure(422, "Invalid");
-    assert!(message_of(&body).contains("RFC 1123 subdomain"));
+    assert_mentions(&body, &["RFC 1123 subdomain"]);
 }
 
 #[tokio::test]

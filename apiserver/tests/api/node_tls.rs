@@ -9,8 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
 use http::StatusCode;
-use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    SanType,
+};
 use rustls::server::WebPkiClientVerifier;
 use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
@@ -149,21 +153,43 @@ pub(crate) async fn answer_ok<S: tokio::io::AsyncWrite + Unpin>(
     let _ = stream.shutdown().await;
 }
 
-/// A serving certificate for `cn` naming `ip`, signed by `issuer` (or
-/// self-signed when `None`).
+/// A node's serving certificate for `cn` naming `ip`, signed by `issuer`
+/// (or self-signed when `None`).
 pub(crate) fn serving_cert(
     issuer: Option<&Issuer<'static, KeyPair>>,
     cn: &str,
     ip: &str,
 ) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, cn);
+    let mut params = serving_params(cn, &[ip]);
     params
         .distinguished_name
         .push(DnType::OrganizationName, "system:nodes");
-    params.subject_alt_names = vec![SanType::IpAddress(ip.parse().unwrap())];
+    issue(params, issuer)
+}
+
+/// What a server certificate for `cn` naming `names` (IP addresses or DNS
+/// names) states: the fake servers' certificates differ in these only.
+fn serving_params(cn: &str, names: &[&str]) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params.subject_alt_names = names
+        .iter()
+        .map(|n| match n.parse() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => SanType::DnsName((*n).try_into().unwrap()),
+        })
+        .collect();
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params
+}
+
+/// `params` signed by `issuer` (or self-signed when `None`) with a new
+/// key: the PEM certificate and key a [`tls_listener`] presents.
+fn issue(
+    mut params: CertificateParams,
+    issuer: Option<&Issuer<'static, KeyPair>>,
+) -> (String, String) {
+    let key = KeyPair::generate().unwrap();
     let cert = match issuer {
         Some(issuer) => {
             params.use_authority_key_identifier_extension = true;
@@ -172,6 +198,40 @@ pub(crate) fn serving_cert(
         None => params.self_signed(&key).unwrap(),
     };
     (cert.pem(), key.serialize_pem())
+}
+
+/// A CA of a test's own (not the cluster's) that signs its fake servers'
+/// certificates: webhooks and extension API servers, trusted through the
+/// `caBundle` that names it.
+pub(crate) struct TestCa {
+    /// The CA's certificate (PEM).
+    pub(crate) pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl TestCa {
+    pub(crate) fn new() -> Self {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "skiff-test-ca");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let pem = params.self_signed(&key).unwrap().pem();
+        let issuer = Issuer::from_ca_cert_pem(&pem, key).unwrap();
+        Self { pem, issuer }
+    }
+
+    /// The CA as a `caBundle` field holds it (base64 PEM).
+    pub(crate) fn bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.pem)
+    }
+
+    /// A serving certificate from this CA naming `names` (IP addresses or
+    /// DNS names; the first is its common name).
+    pub(crate) fn serving(&self, names: &[&str]) -> (String, String) {
+        issue(serving_params(names[0], names), Some(&self.issuer))
+    }
 }
 
 /// Listens on loopback with `cert`; accepts one connection, records what
@@ -220,18 +280,16 @@ async fn fake_node(
     (port, task)
 }
 
-async fn cluster() -> (TestServer, ClusterCerts, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+async fn cluster() -> (TestServer, ClusterCerts) {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         kubelet_client: Some(Arc::new(certs.kubelet_client().unwrap())),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
     let pod = json!({"metadata": {"name": "p"}, "spec": {
         "nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}});
     s.created("/api/v1/namespaces/default/pods", pod).await;
-    (s, certs, dir)
+    (s, certs)
 }
 
 /// Points Node n1 at `port` on loopback.
@@ -259,7 +317,7 @@ pub(crate) fn issuer(certs: &ClusterCerts) -> Issuer<'static, KeyPair> {
 
 #[tokio::test]
 async fn a_listener_that_is_not_the_pods_node_gets_no_request() {
-    let (s, certs, _dir) = cluster().await;
+    let (s, certs) = cluster().await;
     let ca = issuer(&certs);
     let impostors = [
         (
@@ -301,7 +359,7 @@ async fn a_listener_that_is_not_the_pods_node_gets_no_request() {
 
 #[tokio::test]
 async fn the_pods_node_gets_the_request_from_the_api_servers_identity() {
-    let (s, certs, _dir) = cluster().await;
+    let (s, certs) = cluster().await;
     let ca = issuer(&certs);
     let (port, seen) = fake_node(
         serving_cert(Some(&ca), "system:node:n1", "127.0.0.1"),

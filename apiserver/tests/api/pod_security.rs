@@ -16,6 +16,7 @@ use skiff_apiserver::{ApiServerConfig, ApiServerError};
 
 use super::harness::{
     Answer, TestServer, answer_of, assert_refused, assert_status, eventually, json_request,
+    start_error,
 };
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.
@@ -505,6 +506,13 @@ async fn labels_pod_security_cannot_read_are_refused_so_enforcement_cannot_be_sw
 
 /// A server with `--admission-control-config-file` holding `psa`.
 async fn configured(psa: &str) -> (TestServer, tempfile::TempDir) {
+    let (config, dir) = admission_config(psa);
+    (TestServer::with_config(config).await, dir)
+}
+
+/// `--admission-control-config-file` holding `psa` as PodSecurity's
+/// configuration, in a directory the caller keeps.
+fn admission_config(psa: &str) -> (ApiServerConfig, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("admission.yaml");
     std::fs::write(
@@ -517,12 +525,11 @@ async fn configured(psa: &str) -> (TestServer, tempfile::TempDir) {
         ),
     )
     .unwrap();
-    let ts = TestServer::with_config(ApiServerConfig {
+    let config = ApiServerConfig {
         admission_control_config_file: Some(file),
         ..ApiServerConfig::default()
-    })
-    .await;
-    (ts, dir)
+    };
+    (config, dir)
 }
 
 const CONFIG: &str = r#"apiVersion: pod-security.admission.config.k8s.io/v1
@@ -622,25 +629,10 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
 
 #[tokio::test]
 async fn a_configuration_the_plugin_cannot_read_stops_the_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("admission.yaml");
-    std::fs::write(
-        &file,
-        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    apiVersion: pod-security.admission.config.k8s.io/v1\n    kind: PodSecurityConfiguration\n    defaults:\n      enforce: strict\n",
-    )
-    .unwrap();
-    let store = std::sync::Arc::new(
-        skiff_store::SledStore::open(skiff_store::SledConfig::new(dir.path().join("store")))
-            .unwrap(),
+    let (config, _dir) = admission_config(
+        "apiVersion: pod-security.admission.config.k8s.io/v1\nkind: PodSecurityConfiguration\ndefaults:\n  enforce: strict\n",
     );
-    let config = ApiServerConfig {
-        admission_control_config_file: Some(file),
-        ..ApiServerConfig::default()
-    };
-    let err = match skiff_apiserver::ApiServer::new(store, config).await {
-        Ok(_) => panic!("a server started with an unreadable PodSecurity configuration"),
-        Err(err) => err,
-    };
+    let err = start_error(config).await;
     assert!(matches!(err, ApiServerError::Admission(_)), "{err}");
     assert!(
         err.to_string().contains(

@@ -10,7 +10,9 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, assert_status, item_names, message_of, refused, strings};
+use crate::harness::{
+    Expect, TestServer, assert_mentions, assert_status, columns, item_names, message_of, refused,
+};
 
 async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
     server
@@ -474,17 +476,9 @@ async fn quotas_print_used_and_hard_in_request_and_limit_columns() {
         .put_ok("/api/v1/namespaces/x/resourcequotas/q/status", with_status)
         .await;
     let table = server
-        .call_with_headers(
-            &skiff_apiserver::authn::UserInfo::new("admin", ["system:masters".to_string()]),
-            http::Method::GET,
-            "/api/v1/namespaces/x/resourcequotas",
-            None,
-            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
-        )
-        .await
-        .expect_code(StatusCode::OK);
-    let columns: Vec<&str> = strings(&table["columnDefinitions"], "name");
-    assert_eq!(columns, ["Name", "Age", "Request", "Limit"]);
+        .get_table("/api/v1/namespaces/x/resourcequotas")
+        .await;
+    assert_eq!(columns(&table), ["Name", "Age", "Request", "Limit"]);
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[2], "pods: 1/2, requests.cpu: 0/500m");
     assert_eq!(cells[3], "limits.cpu: 250m/1");
@@ -501,7 +495,7 @@ async fn invalid_quotas_and_limit_ranges_are_refused() {
         )
         .await
         .expect_failure(422, "Invalid");
-    assert!(message_of(&body).contains("spec.hard[pods]"), "{body}");
+    assert_mentions(&body, &["spec.hard[pods]"]);
     let body = server
         .post(
             "/api/v1/namespaces/default/limitranges",
@@ -510,10 +504,7 @@ async fn invalid_quotas_and_limit_ranges_are_refused() {
         )
         .await
         .expect_failure(422, "Invalid");
-    assert!(
-        message_of(&body).contains("min value 2 is greater than max value 1"),
-        "{body}"
-    );
+    assert_mentions(&body, &["min value 2 is greater than max value 1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, KeptStore, TestServer};
+use crate::harness::{Expect, KeptStore, TestServer, refused};
 
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
@@ -65,13 +65,11 @@ async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
     let s = TestServer::new().await;
     s.namespace("a").await;
     let probe = account("a", "probe");
-    let body = s
-        .get_as(&probe, "/api/v1/secrets")
-        .await
-        .expect_failure(403, "Forbidden");
-    assert_eq!(
-        message(&body),
-        "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope"
+    let body = refused(
+        s.get_as(&probe, "/api/v1/secrets").await,
+        403,
+        "Forbidden",
+        "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope",
     );
     // Upstream's details leave the (absent) name out.
     assert_eq!(body["details"], json!({"kind": "secrets"}));
@@ -124,11 +122,12 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
         ),
     ];
     for (method, path, want) in refusals {
-        let body = s
-            .call_as(&probe, method, path, None)
-            .await
-            .expect_failure(403, "Forbidden");
-        assert_eq!(message(&body), want);
+        refused(
+            s.call_as(&probe, method, path, None).await,
+            403,
+            "Forbidden",
+            want,
+        );
     }
     s.post_as(
         &probe,
@@ -156,13 +155,11 @@ async fn a_binding_to_a_missing_role_says_so() {
     s.namespace("a").await;
     bind_role(&s, "a", "dangling", "nowhere", user("carol")).await;
     let carol = UserInfo::new("carol", Vec::new());
-    let body = s
-        .get_as(&carol, "/api/v1/namespaces/a/pods")
-        .await
-        .expect_code(StatusCode::FORBIDDEN);
-    assert_eq!(
-        message(&body),
-        "pods is forbidden: User \"carol\" cannot list resource \"pods\" in API group \"\" in the namespace \"a\": RBAC: role.rbac.authorization.k8s.io \"nowhere\" not found"
+    refused(
+        s.get_as(&carol, "/api/v1/namespaces/a/pods").await,
+        403,
+        "Forbidden",
+        "pods is forbidden: User \"carol\" cannot list resource \"pods\" in API group \"\" in the namespace \"a\": RBAC: role.rbac.authorization.k8s.io \"nowhere\" not found",
     );
 }
 
@@ -189,13 +186,11 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         "too-much",
         json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
     );
-    let body = s
-        .post_as(&alice, &roles, everything.clone())
-        .await
-        .expect_failure(403, "Forbidden");
-    assert_eq!(
-        message(&body),
-        "roles.rbac.authorization.k8s.io \"too-much\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}"
+    let body = refused(
+        s.post_as(&alice, &roles, everything.clone()).await,
+        403,
+        "Forbidden",
+        "roles.rbac.authorization.k8s.io \"too-much\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}",
     );
     assert_eq!(body["details"]["group"], "rbac.authorization.k8s.io");
     assert_eq!(body["details"]["kind"], "roles");
@@ -335,27 +330,15 @@ async fn aggregation_rules_need_every_permission() {
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]}),
     )
     .await;
-    create(
-        &s,
-        &format!("{RBAC}/clusterrolebindings"),
-        json!({"metadata": {"name": "dora-role-maker"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "role-maker"},
-            "subjects": [{"kind": "User", "name": "dora"}]}),
-    )
-    .await;
+    s.grant("dora", "role-maker").await;
     let dora = UserInfo::new("dora", Vec::new());
-    let body = s
-        .post_as(
-            &dora,
-            &clusterroles,
-            json!({"metadata": {"name": "gatherer"},
-                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}),
-        )
-        .await
-        .expect_failure(403, "Forbidden");
-    assert_eq!(
-        message(&body),
-        "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    let gatherer = json!({"metadata": {"name": "gatherer"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}});
+    refused(
+        s.post_as(&dora, &clusterroles, gatherer).await,
+        403,
+        "Forbidden",
+        "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule",
     );
     s.post_as(
         &dora,
@@ -394,13 +377,11 @@ async fn anonymous_requests_reach_public_information_only() {
         .expect_code(StatusCode::UNAUTHORIZED);
     // The refusal wording for a path, as an authenticated user sees it.
     let nobody = UserInfo::new("nobody-in-particular", Vec::new());
-    let body = s
-        .get_as(&nobody, "/metrics")
-        .await
-        .expect_failure(403, "Forbidden");
-    assert_eq!(
-        message(&body),
-        "forbidden: User \"nobody-in-particular\" cannot get path \"/metrics\""
+    let body = refused(
+        s.get_as(&nobody, "/metrics").await,
+        403,
+        "Forbidden",
+        "forbidden: User \"nobody-in-particular\" cannot get path \"/metrics\"",
     );
     assert_eq!(body["details"], json!({}));
 }

@@ -15,7 +15,7 @@ use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
 
-use crate::harness::{Expect, TestServer, eventually};
+use crate::harness::{Expect, TestServer, eventually, find_by};
 use crate::node_tls::{ClientCerts, answer_ok, issuer, next_request, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.
@@ -63,15 +63,13 @@ async fn fake_node(certs: &ClusterCerts, scrapes: Arc<Scrapes>) -> u16 {
     port
 }
 
-async fn cluster() -> (TestServer, Arc<Scrapes>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
-    let config = ApiServerConfig {
+async fn cluster() -> (TestServer, Arc<Scrapes>) {
+    let (s, certs) = TestServer::with_certs(|certs| ApiServerConfig {
         kubelet_client: Some(Arc::new(certs.kubelet_client().unwrap())),
         metrics_resolution: Duration::from_millis(100),
         ..ApiServerConfig::default()
-    };
-    let s = TestServer::with_config(config).await;
+    })
+    .await;
     let scrapes = Arc::new(Scrapes::default());
     let port = fake_node(&certs, scrapes.clone()).await;
     let node = json!({"metadata": {"name": "n1", "labels": {"tier": "edge"}}});
@@ -91,7 +89,7 @@ async fn cluster() -> (TestServer, Arc<Scrapes>, tempfile::TempDir) {
             "nodeName": "n1", "containers": [{"name": "main", "image": "i"}]}});
         s.created("/api/v1/namespaces/default/pods", pod).await;
     }
-    (s, scrapes, dir)
+    (s, scrapes)
 }
 
 async fn eventually_ok(s: &TestServer, path: &str) -> Value {
@@ -110,7 +108,7 @@ async fn eventually_ok(s: &TestServer, path: &str) -> Value {
 
 #[tokio::test]
 async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
-    let (s, scrapes, _dir) = cluster().await;
+    let (s, scrapes) = cluster().await;
 
     let node = eventually_ok(&s, "/apis/metrics.k8s.io/v1beta1/nodes/n1").await;
     assert_eq!(node["kind"], "NodeMetrics");
@@ -186,24 +184,10 @@ async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
 async fn discovery_lists_the_metrics_group_read_only() {
     let s = TestServer::new().await;
     let (_, groups) = s.get("/apis").await;
-    let group = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "metrics.k8s.io")
-        .cloned()
-        .unwrap_or_else(|| panic!("no metrics.k8s.io in {groups}"));
+    let group = find_by(&groups["groups"], "name", "metrics.k8s.io");
     assert_eq!(group["preferredVersion"]["version"], "v1beta1");
     let resources = s.get_ok("/apis/metrics.k8s.io/v1beta1").await;
-    let find = |name: &str| {
-        resources["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let find = |name: &str| find_by(&resources["resources"], "name", name);
     assert_eq!(find("nodes")["kind"], "NodeMetrics");
     assert_eq!(find("nodes")["namespaced"], false);
     assert_eq!(find("pods")["kind"], "PodMetrics");

@@ -7,7 +7,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticator, UserInfo};
 
-use crate::harness::{Expect, TestServer, find_in, message_of, refused};
+use crate::harness::{Expect, TestServer, assert_mentions, find_by, find_in, message_of, refused};
 
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -317,14 +317,6 @@ async fn token_review_uses_the_listeners_authenticator_once_set() {
     assert_eq!(body["status"]["authenticated"], false, "{body}");
 }
 
-fn find<'a>(list: &'a Value, key: &str, name: &str) -> &'a Value {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r[key] == name)
-        .unwrap_or_else(|| panic!("{name} in {list}"))
-}
-
 #[tokio::test]
 async fn reviews_are_discoverable_as_create_only() {
     let s = TestServer::new().await;
@@ -335,17 +327,17 @@ async fn reviews_are_discoverable_as_create_only() {
         ("selfsubjectaccessreviews", false),
         ("selfsubjectrulesreviews", false),
     ] {
-        let r = find(&doc["resources"], "name", name);
+        let r = find_by(&doc["resources"], "name", name);
         assert_eq!(r["verbs"], json!(["create"]), "{name}");
         assert_eq!(r["namespaced"], namespaced, "{name}");
     }
     let (_, doc) = s.get("/apis/authentication.k8s.io/v1").await;
     assert_eq!(
-        find(&doc["resources"], "name", "tokenreviews")["verbs"],
+        find_by(&doc["resources"], "name", "tokenreviews")["verbs"],
         json!(["create"])
     );
     assert_eq!(
-        find(&doc["resources"], "name", "selfsubjectreviews")["kind"],
+        find_by(&doc["resources"], "name", "selfsubjectreviews")["kind"],
         "SelfSubjectReview"
     );
 
@@ -366,7 +358,7 @@ async fn reviews_are_discoverable_as_create_only() {
         |g| g["metadata"]["name"] == "authorization.k8s.io",
         "authorization group",
     );
-    let r = find(
+    let r = find_by(
         &group["versions"][0]["resources"],
         "resource",
         "subjectaccessreviews",
@@ -524,13 +516,7 @@ mod with_rbac {
                     "metadata": {"name": "impersonate-alice"},
                     "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["alice"]}]}),
             ).await;
-        s.created(
-                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                    "metadata": {"name": "bob-as-alice"},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "impersonate-alice"},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}),
-            ).await;
+        s.grant("bob", "impersonate-alice").await;
 
         let body = s
             .call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
@@ -565,9 +551,6 @@ mod with_rbac {
             .call_with_headers(&bob(), Method::GET, "/api/v1/secrets", None, &as_alice)
             .await
             .expect_failure(403, "Forbidden");
-        assert!(
-            message_of(&body).contains("User \"alice\" cannot list"),
-            "{body}"
-        );
+        assert_mentions(&body, &["User \"alice\" cannot list"]);
     }
 }
