@@ -31,7 +31,8 @@ use kube::api::{ObjectMeta, PostParams};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::{HandlerFns, SharedInformerFactory};
 use skiff_scheduler::SchedulerConfig;
-use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
+use skiff_scheduler::testing::perf::{basic_pod, bound_pods, node, pending_pods, spread_pods};
+use skiff_scheduler::testing::{PodBuilder, TestCluster};
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store};
 use skiff_testkit::UserInfo;
@@ -121,21 +122,6 @@ struct Workload {
     upstream: (&'static str, &'static str),
 }
 
-fn node(i: usize, zones: usize) -> Node {
-    NodeBuilder::new(&format!("node-{i}"))
-        .allocatable(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])
-        .label("kubernetes.io/hostname", &format!("node-{i}"))
-        .label(
-            "topology.kubernetes.io/zone",
-            &format!("zone-{}", i % zones),
-        )
-        .build()
-}
-
-fn basic_pod(name: &str) -> PodBuilder {
-    PodBuilder::new(name).container(&[("cpu", "100m"), ("memory", "500Mi")])
-}
-
 /// Upstream's preemption templates delete victims at once.
 fn no_grace(mut pod: Pod) -> Pod {
     pod.spec
@@ -163,16 +149,8 @@ fn workloads(scale: usize) -> Vec<Workload> {
         name: "SchedulingBasic",
         key: "basic",
         nodes: (0..nodes).map(|i| node(i, 10)).collect(),
-        init: (0..1000 / scale)
-            .map(|i| {
-                basic_pod(&format!("init-{i}"))
-                    .node(&format!("node-{}", i % nodes))
-                    .build()
-            })
-            .collect(),
-        measured: (0..10_000 / scale)
-            .map(|i| basic_pod(&format!("pod-{i}")).build())
-            .collect(),
+        init: bound_pods(1000 / scale, nodes),
+        measured: pending_pods(10_000 / scale),
         upstream: ("270", "SchedulingBasic 5000Nodes_10000Pods"),
     });
 
@@ -182,26 +160,8 @@ fn workloads(scale: usize) -> Vec<Workload> {
         name: "TopologySpreading",
         key: "spread",
         nodes: (0..nodes).map(|i| node(i, 3)).collect(),
-        init: (0..5000 / scale)
-            .map(|i| {
-                basic_pod(&format!("init-{i}"))
-                    .node(&format!("node-{}", i % nodes))
-                    .build()
-            })
-            .collect(),
-        measured: (0..5000 / scale)
-            .map(|i| {
-                basic_pod(&format!("spread-{i}"))
-                    .label("app", "spread")
-                    .spread(
-                        1,
-                        "topology.kubernetes.io/zone",
-                        "DoNotSchedule",
-                        &[("app", "spread")],
-                    )
-                    .build()
-            })
-            .collect(),
+        init: bound_pods(5000 / scale, nodes),
+        measured: spread_pods(5000 / scale),
         upstream: ("85", "TopologySpreading 5000Nodes_5000Pods"),
     });
 

@@ -456,8 +456,9 @@ pub(crate) fn spawn_in_server(
     });
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn termination_signal() {
+/// Resolves on SIGTERM or SIGINT: how `skiff agent` and `skiff server` both
+/// learn they are to stop.
+pub(crate) async fn termination_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),

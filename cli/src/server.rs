@@ -687,7 +687,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
         ));
     }
 
-    termination_signal().await;
+    crate::agent::termination_signal().await;
     // Stop accepting and stop the components; then end watches so draining
     // connections can close, and flush the store last. Each step is bounded
     // so that the whole stop fits in SHUTDOWN_BUDGET even when a component
@@ -1040,22 +1040,6 @@ fn cluster_dns_config(args: &ServerArgs) -> skiff_dns::DnsConfig {
 /// Resolves once the stop flag is raised.
 async fn stopped(mut flag: watch::Receiver<bool>) {
     let _ = flag.wait_for(|stop| *stop).await;
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn termination_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
-    }
 }
 
 /// Writes the admin kubeconfig (mode 0600) pointing at the listen address.

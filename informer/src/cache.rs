@@ -282,12 +282,7 @@ mod tests {
             metadata: ObjectMeta {
                 namespace: Some(ns.into()),
                 name: Some(name.into()),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
+                labels: Some(skiff_common::labels::from_pairs(labels)),
                 ..Default::default()
             },
             spec: Some(PodSpec {

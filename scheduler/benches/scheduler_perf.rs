@@ -12,22 +12,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use skiff_scheduler::testing::{NodeBuilder, PodBuilder, TestCluster};
-
-fn node(i: usize, zones: usize) -> Node {
-    NodeBuilder::new(&format!("node-{i}"))
-        .allocatable(&[("cpu", "4"), ("memory", "32Gi"), ("pods", "110")])
-        .label(
-            "topology.kubernetes.io/zone",
-            &format!("zone-{}", i % zones),
-        )
-        .build()
-}
-
-fn basic_pod(name: &str) -> PodBuilder {
-    PodBuilder::new(name).container(&[("cpu", "100m"), ("memory", "500Mi")])
-}
+use k8s_openapi::api::core::v1::Pod;
+use skiff_scheduler::testing::perf::{self, basic_pod};
+use skiff_scheduler::testing::{PodBuilder, TestCluster};
 
 struct Outcome {
     scheduled: usize,
@@ -100,7 +87,7 @@ fn workload(
     }
     let c = TestCluster::new();
     for i in 0..nodes {
-        c.scheduler.on_node_add(Arc::new(node(i, 10)));
+        c.scheduler.on_node_add(Arc::new(perf::node(i, 10)));
     }
     for p in init {
         c.add_pod(p);
@@ -126,32 +113,12 @@ fn main() {
         .expect("runtime");
 
     let (nodes, pods) = (5000 / scale, 10_000 / scale);
-    let init = (0..1000 / scale)
-        .map(|i| {
-            basic_pod(&format!("init-{i}"))
-                .node(&format!("node-{}", i % nodes))
-                .build()
-        })
-        .collect();
-    let measured = (0..pods)
-        .map(|i| basic_pod(&format!("pod-{i}")).build())
-        .collect();
+    let init = perf::bound_pods(1000 / scale, nodes);
+    let measured = perf::pending_pods(pods);
     workload("SchedulingBasic", nodes, init, measured, &rt);
 
     let (nodes, pods) = (1000 / scale, 1000 / scale);
-    let measured = (0..pods)
-        .map(|i| {
-            basic_pod(&format!("spread-{i}"))
-                .label("app", "spread")
-                .spread(
-                    1,
-                    "topology.kubernetes.io/zone",
-                    "DoNotSchedule",
-                    &[("app", "spread")],
-                )
-                .build()
-        })
-        .collect();
+    let measured = perf::spread_pods(pods);
     workload("PodTopologySpread", nodes, Vec::new(), measured, &rt);
 
     let measured = (0..pods)

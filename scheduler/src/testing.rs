@@ -15,6 +15,8 @@ use crate::pod_info::resource_map;
 
 use skiff_common::labels::from_pairs as labels;
 
+pub mod perf;
+
 /// A label selector with `matchLabels` only.
 pub fn match_labels(pairs: &[(&str, &str)]) -> LabelSelector {
     LabelSelector {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually};
+use super::support::{Server, assert_contains, eventually};
 
 const POLICY: &str = r#"
 apiVersion: admissionregistration.k8s.io/v1
@@ -113,9 +113,9 @@ fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
         }
         Some(String::from_utf8_lossy(&out.stderr).into_owned())
     });
-    assert!(
-        refused.contains("deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5"),
-        "{refused}"
+    assert_contains(
+        &refused,
+        "deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5",
     );
 
     // Warn: the write goes through and kubectl prints the warning.
@@ -138,9 +138,9 @@ fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         stderr.contains("Warning:").then_some(stderr)
     });
-    assert!(
-        stderr.contains("Warning: Validation failed for ValidatingAdmissionPolicy 'team-label' with binding 'team-label-binding': deployments should carry a team label"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "Warning: Validation failed for ValidatingAdmissionPolicy 'team-label' with binding 'team-label-binding': deployments should carry a team label",
     );
 
     // CRD validation rules.
@@ -156,9 +156,9 @@ fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
         &["apply", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {replicas: 7, maxReplicas: 5, tier: gold}\n",
     );
-    assert!(
-        stderr.contains("spec.replicas: Invalid value: \"object\": must be at most maxReplicas"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "spec.replicas: Invalid value: \"object\": must be at most maxReplicas",
     );
     server.kubectl_stdin_ok(
         &["apply", "-f", "-"],
@@ -174,9 +174,9 @@ fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
     ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("spec.tier: Invalid value: \"string\": tier is immutable"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "spec.tier: Invalid value: \"string\": tier is immutable",
     );
     assert_eq!(
         server.kubectl_ok(&["get", "gadget", "g", "-o", "jsonpath={.spec.tier}"]),

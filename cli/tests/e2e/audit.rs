@@ -6,7 +6,7 @@
 use serde_json::Value;
 use skiff_apiserver::audit::{Event, Level, Stage};
 
-use super::support::Server;
+use super::support::{Server, assert_contains};
 
 const POLICY: &str = r#"
 apiVersion: audit.k8s.io/v1
@@ -64,11 +64,11 @@ fn kubectl_requests_are_in_the_audit_log_saying_who_did_what() {
     server.kubectl_ok(&["create", "configmap", "audited", "--from-literal=k=v"]);
     server.kubectl_ok(&["get", "configmap", "audited", "-o", "name"]);
     let refused = server.kubectl_err(&["--as", "mallory", "get", "secret", "vault"]);
-    assert!(refused.contains("forbidden"), "{refused}");
+    assert_contains(&refused, "forbidden");
     server.kubectl_ok(&["delete", "configmap", "audited"]);
     // Wrong credentials are answered 401 and recorded without a user.
     let unauthorized = server.kubectl_err(&["--token", "not-a-token", "get", "pods"]);
-    assert!(unauthorized.contains("Unauthorized"), "{unauthorized}");
+    assert_contains(&unauthorized, "Unauthorized");
     let status = server.terminate();
     assert!(status.success(), "{status}\n{}", server.log());
 

@@ -2,7 +2,7 @@
 //! (SelfSubjectAccessReview), `auth can-i --list` (SelfSubjectRulesReview),
 //! `auth whoami` (SelfSubjectReview) and `--as`/`--as-group`.
 
-use super::support::Server;
+use super::support::{Server, assert_contains};
 
 /// `kubectl auth can-i` answers on stdout and exits 1 for "no".
 fn can_i(server: &Server, args: &[&str]) -> String {
@@ -94,10 +94,8 @@ fn kubectl_as_a_service_account_gets_its_answers_not_the_admins() {
         "yes"
     );
     let err = server.kubectl_err(&["get", "secrets", sa]);
-    assert!(
-        err.contains(
-            "secrets is forbidden: User \"system:serviceaccount:default:x\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
-        ),
-        "{err}"
+    assert_contains(
+        &err,
+        "secrets is forbidden: User \"system:serviceaccount:default:x\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\"",
     );
 }

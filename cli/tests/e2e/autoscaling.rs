@@ -11,7 +11,7 @@ use std::time::Duration;
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, json, rows};
+use super::support::{Server, assert_contains, eventually, json, rows};
 
 #[test]
 fn kubectl_autoscale_and_get_hpa() {
@@ -72,11 +72,8 @@ fn kubectl_autoscale_and_get_hpa() {
         "--field-selector",
         "involvedObject.kind=HorizontalPodAutoscaler",
     ]);
-    assert!(events.contains("FailedGetResourceMetric"), "{events}");
-    assert!(
-        events.contains("no metrics returned from resource metrics API"),
-        "{events}"
-    );
+    assert_contains(&events, "FailedGetResourceMetric");
+    assert_contains(&events, "no metrics returned from resource metrics API");
     // A minimum of zero needs a gate skiff does not have (kubectl
     // autoscale reads --min=0 as unset, so the object is sent whole).
     let stderr = server.kubectl_stdin_err(
@@ -85,9 +82,9 @@ fn kubectl_autoscale_and_get_hpa() {
             "spec":{"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"web"},
             "minReplicas":0,"maxReplicas":2}}"#,
     );
-    assert!(
-        stderr.contains("spec.minReplicas: Invalid value: 0: must be greater than or equal to 1"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1",
     );
 }
 
@@ -191,10 +188,10 @@ fn cpu_scale_up(server: &Server) {
         "--field-selector",
         "involvedObject.kind=HorizontalPodAutoscaler,involvedObject.name=burn",
     ]);
-    assert!(events.contains("SuccessfulRescale"), "{events}");
-    assert!(events.contains("New size:"), "{events}");
-    assert!(
-        events.contains("cpu resource utilization (percentage of request) above target"),
-        "{events}"
+    assert_contains(&events, "SuccessfulRescale");
+    assert_contains(&events, "New size:");
+    assert_contains(
+        &events,
+        "cpu resource utilization (percentage of request) above target",
     );
 }

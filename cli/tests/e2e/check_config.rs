@@ -5,7 +5,7 @@
 use std::net::TcpListener;
 use std::process::{Command, Output};
 
-use super::support::free_port;
+use super::support::{assert_contains, free_port};
 
 fn check_config(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skiff"))
@@ -74,7 +74,7 @@ fn the_vxlan_link_is_checked_for_the_vxlan_backend_only() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(!stdout.contains("vxlan link"), "{stdout}");
-    assert!(stdout.contains("kernel: vxlan:"), "{stdout}");
+    assert_contains(&stdout, "kernel: vxlan:");
 }
 
 #[test]
@@ -87,9 +87,9 @@ fn a_taken_port_fails_the_check_and_is_named() {
     let out = check_config(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(
-        stdout.contains(&format!("FAIL  port {port}/tcp (API server): in use")),
-        "{stdout}"
+    assert_contains(
+        &stdout,
+        &format!("FAIL  port {port}/tcp (API server): in use"),
     );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("1 required check(s) failed"),

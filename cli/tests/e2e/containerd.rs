@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use skiff_node::images;
 
-use super::support::{Kubectl, Server, eventually, json};
+use super::support::{Kubectl, Server, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-containerd";
 
@@ -241,7 +241,7 @@ fn scenario(server: &mut Server) {
     assert_eq!(terminated["exitCode"], 0);
     assert_eq!(terminated["reason"], "Completed");
     let table = server.kubectl_ok(&["get", "pod", "hello"]);
-    assert!(table.contains("Completed"), "{table}");
+    assert_contains(&table, "Completed");
     assert_eq!(
         server.kubectl_ok(&["logs", "hello"]),
         "hello from containerd\n"

@@ -2,7 +2,7 @@
 //! Established, tables with printer columns, short names, scale, a 422 for
 //! an invalid object, deletion) and the Python dynamic client.
 
-use super::support::{Server, python_ok, rows};
+use super::support::{Server, assert_contains, python_ok, rows};
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -78,12 +78,12 @@ fn kubectl_drives_a_custom_resource_through_its_life() {
         &["create", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {size: big}\n",
     );
-    assert!(
-        err.contains(r#"The Widget "bad" is invalid: spec.size: Invalid value: "string": spec.size in body must be of type integer: "string""#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"The Widget "bad" is invalid: spec.size: Invalid value: "string": spec.size in body must be of type integer: "string""#,
     );
     let missing = server.kubectl_err(&["get", "widget", "bad"]);
-    assert!(missing.contains("not found"), "{missing}");
+    assert_contains(&missing, "not found");
 
     server.kubectl_ok(&["delete", "widget", "w1"]);
     server.kubectl_stdin(

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 
-use super::support::{Kubectl, Server, admin_role_account, skiff_err, skiff_ok};
+use super::support::{Kubectl, Server, admin_role_account, assert_contains, skiff_err, skiff_ok};
 
 /// The distinctive value stored in Secrets.
 const VALUE: &str = "e2e-distinctive-passphrase-5c1d9";
@@ -74,11 +74,8 @@ fn secrets_stay_encrypted_on_disk_through_restarts_and_key_rotation() {
         &format!("--from-literal=password={VALUE}"),
     ]);
     let status = secrets_encrypt(&server, "status");
-    assert!(status.contains("Encryption Status: Enabled"), "{status}");
-    assert!(
-        status.contains("Current Rotation Stage: reencrypt_finished"),
-        "{status}"
-    );
+    assert_contains(&status, "Encryption Status: Enabled");
+    assert_contains(&status, "Current Rotation Stage: reencrypt_finished");
     let first_key = key_names(&status)[0].clone();
     assert!(first_key.starts_with("aescbckey-"), "{status}");
 
@@ -100,7 +97,7 @@ fn secrets_stay_encrypted_on_disk_through_restarts_and_key_rotation() {
     let keys = key_names(&rotated);
     assert_eq!(keys.len(), 2, "{rotated}");
     assert_eq!(keys[1], first_key);
-    assert!(rotated.contains("reencrypt_required"), "{rotated}");
+    assert_contains(&rotated, "reencrypt_required");
     server.kubectl_ok(&[
         "create",
         "secret",
@@ -117,11 +114,8 @@ fn secrets_stay_encrypted_on_disk_through_restarts_and_key_rotation() {
     }
 
     let done = secrets_encrypt(&server, "reencrypt");
-    assert!(
-        done.contains("Current Rotation Stage: reencrypt_finished"),
-        "{done}"
-    );
-    assert!(done.contains("Objects Re-encrypted: 1"), "{done}");
+    assert_contains(&done, "Current Rotation Stage: reencrypt_finished");
+    assert_contains(&done, "Objects Re-encrypted: 1");
     assert_eq!(key_names(&done), [keys[0].clone()], "{done}");
 
     assert!(server.terminate().success());
@@ -165,11 +159,11 @@ fn only_cluster_admins_reach_the_encryption_keys() {
         ("reencrypt", "post", "reencrypt"),
     ] {
         let err = secrets_encrypt_refused(&server, &kubeconfig, command);
-        assert!(
-            err.contains(&format!(
+        assert_contains(
+            &err,
+            &format!(
                 "User \"system:serviceaccount:default:operator\" cannot {verb} path \"/v1-skiff/encrypt/{path}\""
-            )),
-            "{err}"
+            ),
         );
     }
     // Without credentials: asked to authenticate (401), as for any API path.

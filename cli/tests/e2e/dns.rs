@@ -15,7 +15,7 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, internal_ip, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, free_port, json};
+use super::support::{Server, assert_contains, eventually, free_port, json};
 
 const NODE: &str = "e2e-dns";
 
@@ -203,15 +203,12 @@ fn scenario(server: &Server, nets: &Networks) {
     let sections: Vec<&str> = out.split("=====\n").collect();
     assert_eq!(sections.len(), 6, "{out}");
     let resolv = sections[0];
-    assert!(
-        resolv.contains(&format!("nameserver {}", nets.cluster_dns)),
-        "{resolv}"
+    assert_contains(resolv, &format!("nameserver {}", nets.cluster_dns));
+    assert_contains(
+        resolv,
+        "search default.svc.cluster.local svc.cluster.local cluster.local",
     );
-    assert!(
-        resolv.contains("search default.svc.cluster.local svc.cluster.local cluster.local"),
-        "{resolv}"
-    );
-    assert!(resolv.contains("options ndots:5"), "{resolv}");
+    assert_contains(resolv, "options ndots:5");
     let kubernetes = sections[1];
     assert!(
         kubernetes.contains(&format!("Server:\t\t{}", nets.cluster_dns))
@@ -246,9 +243,9 @@ fn scenario(server: &Server, nets: &Networks) {
         r#","dnsPolicy":"None","dnsConfig":{"nameservers":["192.0.2.53"],"searches":["example.test"],"options":[{"name":"ndots","value":"2"}]}"#,
         "cat /etc/resolv.conf",
     );
-    assert!(out.contains("nameserver 192.0.2.53"), "{out}");
-    assert!(out.contains("search example.test"), "{out}");
-    assert!(out.contains("options ndots:2"), "{out}");
+    assert_contains(&out, "nameserver 192.0.2.53");
+    assert_contains(&out, "search example.test");
+    assert_contains(&out, "options ndots:2");
     assert!(!out.contains(&nets.cluster_dns), "{out}");
 
     // Pod to pod by Service name: the short name from the backend's own

@@ -9,7 +9,7 @@ use std::time::Duration;
 use skiff_store::testing::{EtcdProcess, free_port};
 use skiff_store::{EtcdConfig, EtcdStore, Store};
 
-use super::support::{Server, eventually, refused_server};
+use super::support::{Server, assert_contains, eventually, refused_server};
 
 fn start_etcd(dir: &std::path::Path) -> EtcdProcess {
     EtcdProcess::start(dir).unwrap_or_else(|e| panic!("cannot start the test etcd: {e}"))
@@ -66,7 +66,7 @@ fn a_server_on_etcd_serves_kubectl_and_finds_its_objects_after_a_restart() {
     // The object is etcd's key, where kube-apiserver would keep it.
     let stored = etcd_value(etcd.endpoint(), "/registry/core/configmaps/default/b")
         .expect("configmap b is in etcd");
-    assert!(stored.contains("\"v2\""), "{stored}");
+    assert_contains(&stored, "\"v2\"");
 
     let status = server.terminate();
     assert!(status.success(), "server stopped with {status}");
@@ -99,9 +99,9 @@ fn a_server_whose_etcd_is_unreachable_stops_at_start_up_naming_it() {
         Duration::from_secs(20),
         "the server kept running without its etcd",
     );
-    assert!(
-        stderr.contains(&format!("connecting to the datastore at {endpoint}")),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        &format!("connecting to the datastore at {endpoint}"),
     );
     assert!(
         !dir.path().join("kubeconfig.yaml").exists(),

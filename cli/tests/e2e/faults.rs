@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::support::{Server, eventually};
+use super::support::{Server, assert_contains, eventually};
 
 /// A tmpfs of `mib` MiB on a temporary mount point, unmounted when dropped,
 /// also when the test fails (declare it before the server that uses it, so
@@ -106,19 +106,19 @@ fn a_resource_version_from_the_future_fails_as_upstreams_does() {
         "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=99999999",
     ]);
     assert!(started.elapsed() >= Duration::from_millis(2900));
-    assert!(watched.contains(r#""type":"ERROR""#), "{watched}");
-    assert!(
-        watched.contains("Timeout: Too large resource version: 99999999, current: "),
-        "{watched}"
+    assert_contains(&watched, r#""type":"ERROR""#);
+    assert_contains(
+        &watched,
+        "Timeout: Too large resource version: 99999999, current: ",
     );
-    assert!(watched.contains("ResourceVersionTooLarge"), "{watched}");
+    assert_contains(&watched, "ResourceVersionTooLarge");
 
     let listed = server.kubectl_err(&[
         "get",
         "--raw",
         "/api/v1/namespaces/default/configmaps?resourceVersion=99999999&resourceVersionMatch=NotOlderThan",
     ]);
-    assert!(listed.contains("Too large resource version"), "{listed}");
+    assert_contains(&listed, "Too large resource version");
 }
 
 /// `count` ConfigMaps of about 120 KiB each, as one List for `kubectl create -f -`.
@@ -168,9 +168,9 @@ fn a_full_disk_refuses_writes_keeps_reads_and_deletes_reclaims_and_stops_promptl
     let names = server.kubectl_ok(&["get", "configmaps", "-l", "fill=yes", "-o", "name"]);
     assert_eq!(names.lines().count(), created);
     let readyz = server.kubectl_err(&["get", "--raw", "/readyz"]);
-    assert!(readyz.contains("[-]store failed"), "{readyz}");
+    assert_contains(&readyz, "[-]store failed");
     let refused = server.kubectl_err(&["create", "configmap", "small", "--from-literal=a=b"]);
-    assert!(refused.contains("storage space exhausted"), "{refused}");
+    assert_contains(&refused, "storage space exhausted");
 
     // Deletes work.
     let deleted = server.kubectl(&["delete", "configmaps", "-l", "fill=yes", "--wait=false"]);

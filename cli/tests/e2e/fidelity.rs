@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually};
+use super::support::{Server, assert_contains, eventually};
 
 #[test]
 fn describe_service_with_endpoints_through_kubectl() {
@@ -58,10 +58,7 @@ fn describe_namespace_says_what_blocks_its_deletion() {
         let out = server.kubectl_ok(&["describe", "namespace", "held"]);
         out.contains("SomeFinalizersRemain").then_some(out)
     });
-    assert!(
-        described.contains("Status:       Terminating"),
-        "{described}"
-    );
+    assert_contains(&described, "Status:       Terminating");
     let line = |type_: &str| {
         described
             .lines()
@@ -70,17 +67,15 @@ fn describe_namespace_says_what_blocks_its_deletion() {
             .to_string()
     };
     let content = line("NamespaceContentRemaining");
-    assert!(content.contains("True"), "{content}");
-    assert!(
-        content.contains("Some resources are remaining: configmaps. has 1 resource instances"),
-        "{content}"
+    assert_contains(&content, "True");
+    assert_contains(
+        &content,
+        "Some resources are remaining: configmaps. has 1 resource instances",
     );
     let finalizers = line("NamespaceFinalizersRemaining");
-    assert!(
-        finalizers.contains(
-            "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
-        ),
-        "{finalizers}"
+    assert_contains(
+        &finalizers,
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances",
     );
     for settled in [
         "NamespaceDeletionDiscoveryFailure",

@@ -16,7 +16,7 @@ use serde_json::Value;
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, Store};
 
-use super::support::{Server, eventually, free_port, refused_server};
+use super::support::{Server, assert_contains, eventually, free_port, refused_server};
 
 /// A small range, so that two servers choosing at random would collide
 /// without records in the store (61 addresses, 41 Services).
@@ -217,13 +217,10 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
     // refused before anything is served.
     let (hash_part, secret) = token.split_once("::server:").expect("token form");
     let wrong_secret = refused_start(&endpoint, &first, &format!("{hash_part}::server:not-it"));
-    assert!(
-        wrong_secret.contains("the token does not match this cluster"),
-        "{wrong_secret}"
-    );
+    assert_contains(&wrong_secret, "the token does not match this cluster");
     let other_ca = format!("K10{}::server:{secret}", "0".repeat(64));
     let wrong_ca = refused_start(&endpoint, &first, &other_ca);
-    assert!(wrong_ca.contains("CA hash does not match"), "{wrong_ca}");
+    assert_contains(&wrong_ca, "CA hash does not match");
 
     // The second server joins with the token and runs the nodes.
     let mut joined = advertising(server_flags(&endpoint), "127.0.0.3");
@@ -278,7 +275,7 @@ fn two_servers_on_one_etcd_share_the_cluster_and_the_survivor_takes_over() {
     // already holds it: a list without resourceVersion is a consistent read.
     first.kubectl_ok(&["create", "configmap", "fresh"]);
     let listed = second.kubectl_ok(&["get", "configmaps", "-o", "name"]);
-    assert!(listed.contains("configmap/fresh"), "{listed}");
+    assert_contains(&listed, "configmap/fresh");
     // A service-account token the first issued is accepted by the second.
     first.kubectl_ok(&["create", "serviceaccount", "reader"]);
     let sa_token = first.kubectl_ok(&["create", "token", "reader"]);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::containerd::{apply, import_busybox, internal_ip, run_with_node, wait_node_ready};
 use super::services::backend_deployment;
-use super::support::{Server, eventually, json};
+use super::support::{Server, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-ingress";
 
@@ -195,5 +195,5 @@ fn scenario(server: &mut Server) {
         "the default certificate is not trusted: {error}"
     );
     let row = server.kubectl_ok(&["get", "ingress", "secure", "--no-headers"]);
-    assert!(row.contains("80, 443"), "{row}");
+    assert_contains(&row, "80, 443");
 }

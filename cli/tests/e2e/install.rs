@@ -6,6 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use super::support::assert_contains;
+
 fn install(dest: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install");
     Command::new("bash")
@@ -69,7 +71,7 @@ fn install_writes_the_binary_and_a_server_unit() {
         &[("INSTALL_SKIFF_EXEC", "--disable-agent")],
         &[],
     ));
-    assert!(out.contains("not starting skiff.service"), "{out}");
+    assert_contains(&out, "not starting skiff.service");
     let bin = dest.path().join("usr/local/bin/skiff");
     assert_eq!(mode(&bin), 0o755);
     let version = Command::new(&bin).arg("version").output().expect("run it");
@@ -77,12 +79,12 @@ fn install_writes_the_binary_and_a_server_unit() {
     let unit_path = dest.path().join("etc/systemd/system/skiff.service");
     let unit = std::fs::read_to_string(&unit_path).expect("unit");
     // Paths in the unit are where the files end up, without DESTDIR.
-    assert!(
-        unit.contains("\nExecStart=/usr/local/bin/skiff server --disable-agent\n"),
-        "{unit}"
+    assert_contains(
+        &unit,
+        "\nExecStart=/usr/local/bin/skiff server --disable-agent\n",
     );
-    assert!(unit.contains("\nKillMode=process\n"), "{unit}");
-    assert!(unit.contains("\nWantedBy=multi-user.target\n"), "{unit}");
+    assert_contains(&unit, "\nKillMode=process\n");
+    assert_contains(&unit, "\nWantedBy=multi-user.target\n");
     assert!(
         !dest
             .path()
@@ -111,27 +113,21 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
     assert!(!out.contains("s3cret-token"), "{out}");
     let units = dest.path().join("etc/systemd/system");
     let unit = std::fs::read_to_string(units.join("skiff-agent.service")).expect("unit");
-    assert!(
-        unit.contains("\nExecStart=/opt/skiff/bin/skiff agent\n"),
-        "{unit}"
-    );
+    assert_contains(&unit, "\nExecStart=/opt/skiff/bin/skiff agent\n");
     assert!(!unit.contains("s3cret-token"), "{unit}");
     let env_path = units.join("skiff-agent.service.env");
     assert_eq!(mode(&env_path), 0o600);
     let env = std::fs::read_to_string(&env_path).expect("env");
-    assert!(
-        env.contains("SKIFF_SERVER=https://10.0.0.1:6443\n"),
-        "{env}"
-    );
-    assert!(env.contains("SKIFF_TOKEN=s3cret-token\n"), "{env}");
-    assert!(env.contains("SKIFF_CA_FILE=/etc/skiff/ca.crt\n"), "{env}");
+    assert_contains(&env, "SKIFF_SERVER=https://10.0.0.1:6443\n");
+    assert_contains(&env, "SKIFF_TOKEN=s3cret-token\n");
+    assert_contains(&env, "SKIFF_CA_FILE=/etc/skiff/ca.crt\n");
     assert!(dest.path().join("opt/skiff/bin/skiff").exists());
     assert!(!units.join("skiff.service").exists());
 
     // A URL without a token is refused before anything is written.
     let empty = tempfile::tempdir().expect("temp dir");
     let err = refused(&install(empty.path(), &[URL], &[]));
-    assert!(err.contains("SKIFF_TOKEN"), "{err}");
+    assert_contains(&err, "SKIFF_TOKEN");
     assert_eq!(std::fs::read_dir(empty.path()).expect("dir").count(), 0);
 
     // A K10 join token carries the CA's hash: no CA file needed; a plain
@@ -149,7 +145,7 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
             .join("etc/systemd/system/skiff-agent.service.env"),
     )
     .expect("env");
-    assert!(env.contains(&format!("SKIFF_TOKEN={k10}\n")), "{env}");
+    assert_contains(&env, &format!("SKIFF_TOKEN={k10}\n"));
     assert!(!env.contains("SKIFF_CA_FILE"), "{env}");
     let plain = tempfile::tempdir().expect("temp dir");
     let err = refused(&install(
@@ -157,18 +153,15 @@ fn install_with_a_server_url_writes_an_agent_unit_and_private_credentials() {
         &[URL, ("SKIFF_TOKEN", "plain")],
         &[],
     ));
-    assert!(err.contains("SKIFF_CA_FILE"), "{err}");
+    assert_contains(&err, "SKIFF_CA_FILE");
 }
 
 #[test]
 fn install_dry_run_shows_the_unit_and_writes_nothing() {
     let dest = tempfile::tempdir().expect("temp dir");
     let out = ok(&install(dest.path(), &AGENT, &["--dry-run"]));
-    assert!(
-        out.contains("ExecStart=/usr/local/bin/skiff agent"),
-        "{out}"
-    );
-    assert!(out.contains("SKIFF_TOKEN=<hidden>"), "{out}");
+    assert_contains(&out, "ExecStart=/usr/local/bin/skiff agent");
+    assert_contains(&out, "SKIFF_TOKEN=<hidden>");
     assert!(!out.contains("s3cret-token"), "{out}");
     assert_eq!(std::fs::read_dir(dest.path()).expect("dir").count(), 0);
 }

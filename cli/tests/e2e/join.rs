@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::containerd::{assert_root, cleanup_host, wait_node_ready};
 use super::support::{
-    Server, eventually, free_port, json, skiff_ok, spawn_joined_agent, terminate,
+    Server, assert_contains, eventually, free_port, json, skiff_ok, spawn_joined_agent, terminate,
 };
 
 /// A `skiff agent` process in its own data dir.
@@ -158,7 +158,7 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         "join-x",
         &format!("sjx{id}"),
     );
-    assert!(log.contains("refusing to trust this server"), "{log}");
+    assert_contains(&log, "refusing to trust this server");
     assert!(client_csrs(&server).is_empty(), "a request was made");
 
     // The right CA, a wrong secret: 401.
@@ -168,8 +168,8 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         "join-x",
         &format!("sjx{id}"),
     );
-    assert!(log.contains("refused the join token (401)"), "{log}");
-    assert!(log.contains("wrong or has expired"), "{log}");
+    assert_contains(&log, "refused the join token (401)");
+    assert_contains(&log, "wrong or has expired");
 
     // `skiff token create` → a Ready node with its own client certificate.
     let token = skiff_ok(
@@ -197,8 +197,8 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         wait_node_ready(&server, node);
         let cert = pki(&agent).join("kubelet-client.crt");
         let subject = subject(&cert);
-        assert!(subject.contains("CN=system:node:join-a"), "{subject}");
-        assert!(subject.contains("O=system:nodes"), "{subject}");
+        assert_contains(&subject, "CN=system:node:join-a");
+        assert_contains(&subject, "O=system:nodes");
         let csrs = client_csrs(&server);
         assert_eq!(csrs.len(), 1, "{csrs:?}");
         let csr = &csrs[0];
@@ -228,8 +228,8 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         // Another host with the same name, even with the server's own
         // token: refused, with the reason.
         let log = refused(&server, &server_token, node, &format!("sjb{id}"));
-        assert!(log.contains("another node password"), "{log}");
-        assert!(log.contains("join-a"), "{log}");
+        assert_contains(&log, "another node password");
+        assert_contains(&log, "join-a");
 
         // A restart reuses the certificate: no new request.
         agent.stop();
@@ -254,7 +254,7 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         // its certificate.
         skiff_ok(&["token", "delete", short], server.data_dir());
         let log = refused(&server, &token, "join-y", &format!("sjy{id}"));
-        assert!(log.contains("(401)"), "{log}");
+        assert_contains(&log, "(401)");
     }));
     if let Err(panic) = result {
         eprintln!("agent log:\n{}\nserver log:\n{}", agent.log(), server.log());

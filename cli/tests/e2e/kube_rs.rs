@@ -17,12 +17,7 @@ fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
+            labels: Some(skiff_common::labels::from_pairs(labels)),
             ..Default::default()
         },
         data: Some([("k".to_string(), "v".to_string())].into()),

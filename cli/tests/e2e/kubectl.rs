@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually, json};
+use super::support::{Server, assert_contains, eventually, json};
 
 #[test]
 fn version_and_discovery() {
@@ -89,7 +89,7 @@ fn namespaces_configmaps_secrets_lifecycle() {
     );
     assert!(cm["metadata"]["creationTimestamp"].is_string());
     let yaml = server.kubectl_ok(&["get", "cm", "settings", "-n", "team-a", "-o", "yaml"]);
-    assert!(yaml.contains("color: blue"), "{yaml}");
+    assert_contains(&yaml, "color: blue");
 
     server.kubectl_ok(&[
         "create",
@@ -107,9 +107,9 @@ fn namespaces_configmaps_secrets_lifecycle() {
 
     server.kubectl_ok(&["delete", "configmap", "settings", "-n", "team-a"]);
     let err = server.kubectl_err(&["get", "configmap", "settings", "-n", "team-a"]);
-    assert!(
-        err.contains(r#"Error from server (NotFound): configmaps "settings" not found"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"Error from server (NotFound): configmaps "settings" not found"#,
     );
 }
 
@@ -117,15 +117,15 @@ fn namespaces_configmaps_secrets_lifecycle() {
 fn missing_namespace_and_duplicate_create_errors() {
     let server = Server::start();
     let err = server.kubectl_err(&["create", "configmap", "x", "-n", "nowhere"]);
-    assert!(
-        err.contains(r#"error: failed to create configmap: namespaces "nowhere" not found"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"error: failed to create configmap: namespaces "nowhere" not found"#,
     );
     server.kubectl_ok(&["create", "configmap", "dup"]);
     let err = server.kubectl_err(&["create", "configmap", "dup"]);
-    assert!(
-        err.contains(r#"error: failed to create configmap: configmaps "dup" already exists"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"error: failed to create configmap: configmaps "dup" already exists"#,
     );
 }
 
@@ -146,7 +146,7 @@ fn services_and_deployments_with_output_formats() {
     let name = server.kubectl_ok(&["get", "deploy", "-o", "name"]);
     assert_eq!(name.trim(), "deployment.apps/web");
     let wide = server.kubectl_ok(&["get", "deployments", "-o", "wide"]);
-    assert!(wide.contains("web"), "{wide}");
+    assert_contains(&wide, "web");
 
     server.kubectl_ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
     let svc = json(&server.kubectl_ok(&["get", "svc", "web", "-o", "json"]));
@@ -233,9 +233,9 @@ fn patch_of_each_type_and_replace() {
         r#"[{"op":"test","path":"/spec/replicas","value":99}]"#,
     ]);
     // Upstream's generic answer to a JSON patch that cannot be applied.
-    assert!(
-        err.contains("the server rejected our request due to an error in our request"),
-        "{err}"
+    assert_contains(
+        &err,
+        "the server rejected our request due to an error in our request",
     );
     let d = json(&server.kubectl_ok(&["get", "deploy", "app", "-o", "json"]));
     assert_eq!(d["spec"]["replicas"], 3, "a failed patch changes nothing");
@@ -259,11 +259,9 @@ fn patch_of_each_type_and_replace() {
     // it conflicts.
     cm["data"]["k"] = "stale".into();
     let err = server.kubectl_stdin_err(&["replace", "-f", "-"], &cm.to_string());
-    assert!(
-        err.contains(
-            "Operation cannot be fulfilled on configmaps \"r\": the object has been modified"
-        ),
-        "{err}"
+    assert_contains(
+        &err,
+        "Operation cannot be fulfilled on configmaps \"r\": the object has been modified",
     );
 }
 
@@ -275,7 +273,7 @@ fn watch_prints_live_events() {
     let first = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("initial list");
-    assert!(first.contains("configmap/"), "{first}");
+    assert_contains(&first, "configmap/");
     server.kubectl_ok(&["create", "configmap", "w1"]);
     let seen = eventually(
         Duration::from_secs(20),

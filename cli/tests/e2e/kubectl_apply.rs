@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use super::support::Server;
+use super::support::{Server, assert_contains};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -84,7 +84,7 @@ fn apply_create_modify_remove_converges() {
         &["deployment", "web"],
         "{.metadata.annotations.kubectl\\.kubernetes\\.io/last-applied-configuration}",
     );
-    assert!(applied.contains("\"replicas\":1"), "{applied}");
+    assert_contains(&applied, "\"replicas\":1");
 
     // Modify a field, drop a label and a list entry (merged by name).
     let out = server.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment(3, "", &[("A", "10")]));
@@ -141,12 +141,12 @@ data:
   a: \"1\"
 ";
     let err = server.kubectl_stdin_err(&["apply", "-f", "-"], manifest);
-    assert!(
-        err.contains("strict decoding error: unknown field \"metadata.colour\""),
-        "{err}"
+    assert_contains(
+        &err,
+        "strict decoding error: unknown field \"metadata.colour\"",
     );
     let err = server.kubectl_stdin_err(&["create", "-f", "-"], manifest);
-    assert!(err.contains("unknown field \"metadata.colour\""), "{err}");
+    assert_contains(&err, "unknown field \"metadata.colour\"");
     assert!(
         !server
             .kubectl(&["get", "configmap", "settings"])
@@ -185,15 +185,15 @@ stringData:
   password: hunter2
 ";
     let out = server.kubectl_stdin_ok(&["create", "-f", "-"], docs);
-    assert!(out.contains("configmap/one created"), "{out}");
-    assert!(out.contains("secret/two created"), "{out}");
+    assert_contains(&out, "configmap/one created");
+    assert_contains(&out, "secret/two created");
 
     let list = r#"{"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "three"}, "data": {"num": "3"}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "four"}, "data": {"num": "4"}}]}"#;
     let out = server.kubectl_stdin_ok(&["create", "-f", "-"], list);
-    assert!(out.contains("configmap/three created"), "{out}");
-    assert!(out.contains("configmap/four created"), "{out}");
+    assert_contains(&out, "configmap/three created");
+    assert_contains(&out, "configmap/four created");
 
     let mut live = server.kubectl_ok(&["get", "configmap", "three", "-o", "yaml"]);
     live = live.replace("num: \"3\"", "num: \"33\"");
@@ -205,7 +205,7 @@ stringData:
     );
     // A stale resourceVersion is a conflict, as upstream.
     let err = server.kubectl_stdin_err(&["replace", "-f", "-"], &live);
-    assert!(err.contains("the object has been modified"), "{err}");
+    assert_contains(&err, "the object has been modified");
 }
 
 #[test]
@@ -242,7 +242,7 @@ fn edit_with_a_scripted_editor() {
     let out = edit_with(&server, &editor);
     assert!(!out.status.success());
     let text = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(text.contains("unknown field \"metadata.colour\""), "{text}");
+    assert_contains(&text, "unknown field \"metadata.colour\"");
 }
 
 #[test]
@@ -264,8 +264,8 @@ fn diff_uses_server_dry_run() {
     let out = server.kubectl_stdin(&["diff", "-f", "-"], &changed);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("-  replicas: 1"), "{text}");
-    assert!(text.contains("+  replicas: 4"), "{text}");
+    assert_contains(&text, "-  replicas: 1");
+    assert_contains(&text, "+  replicas: 4");
     // Nothing was written.
     assert_eq!(
         jsonpath(&server, &["deployment", "web"], "{.spec.replicas}"),
@@ -277,27 +277,27 @@ fn diff_uses_server_dry_run() {
 fn explain_and_get_all() {
     let server = Server::start();
     let out = server.kubectl_ok(&["explain", "pods.spec.containers"]);
-    assert!(out.contains("KIND:       Pod"), "{out}");
-    assert!(out.contains("FIELD: containers <[]Container>"), "{out}");
-    assert!(out.contains("image\t<string>"), "{out}");
-    assert!(out.contains("Container image name."), "{out}");
+    assert_contains(&out, "KIND:       Pod");
+    assert_contains(&out, "FIELD: containers <[]Container>");
+    assert_contains(&out, "image\t<string>");
+    assert_contains(&out, "Container image name.");
     let out = server.kubectl_ok(&["explain", "deployment.spec.replicas"]);
-    assert!(out.contains("GROUP:      apps"), "{out}");
-    assert!(out.contains("FIELD: replicas <integer>"), "{out}");
+    assert_contains(&out, "GROUP:      apps");
+    assert_contains(&out, "FIELD: replicas <integer>");
     // The OpenAPI v2 (protobuf) rendering.
     let out = server.kubectl_ok(&[
         "explain",
         "pods.spec.containers.image",
         "--output=plaintext-openapiv2",
     ]);
-    assert!(out.contains("FIELD:    image <string>"), "{out}");
-    assert!(out.contains("Container image name."), "{out}");
+    assert_contains(&out, "FIELD:    image <string>");
+    assert_contains(&out, "Container image name.");
 
     server.kubectl_stdin_ok(&["apply", "-f", "-"], &deployment(1, "", &[("A", "1")]));
     server.kubectl_ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
     let out = server.kubectl_ok(&["get", "all"]);
-    assert!(out.contains("deployment.apps/web"), "{out}");
-    assert!(out.contains("service/web"), "{out}");
+    assert_contains(&out, "deployment.apps/web");
+    assert_contains(&out, "service/web");
     // Configuration objects are not in the "all" category.
     server.kubectl_ok(&["create", "configmap", "not-in-all"]);
     assert!(!server.kubectl_ok(&["get", "all"]).contains("not-in-all"));

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually};
+use super::support::{Server, assert_contains, eventually};
 
 fn config_map(server: &Server, namespace: &str, name: &str) -> Option<serde_json::Value> {
     let out = server.kubectl(&[
@@ -126,7 +126,7 @@ fn manifests_directory_is_applied_at_start_and_on_change() {
     );
     assert!(server.log().contains("broken.yaml"), "{}", server.log());
     let table = server.kubectl_ok(&["get", "events", "-n", "kube-system"]);
-    assert!(table.contains("addon/broken"), "{table}");
+    assert_contains(&table, "addon/broken");
 
     // A file added later, and a change to one already applied.
     write(

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use skiff_common::metrics::exposition::{self, Sample};
 
-use super::support::{Server, eventually, free_port};
+use super::support::{Server, assert_contains, eventually, free_port};
 
 /// The samples of an exposition page (panics when it is not valid).
 pub(super) fn samples(text: &str) -> Vec<Sample> {
@@ -72,10 +72,7 @@ fn kubectl_reads_every_components_metrics_and_strangers_are_refused() {
             .then_some(page)
     });
     let found = samples(&page);
-    assert!(
-        page.contains("# TYPE apiserver_request_total counter"),
-        "{page}"
-    );
+    assert_contains(&page, "# TYPE apiserver_request_total counter");
     let created = [
         ("verb", "POST"),
         ("dry_run", ""),

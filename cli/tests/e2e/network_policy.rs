@@ -11,7 +11,7 @@ use std::time::Duration;
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, json};
+use super::support::{Server, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-netpol";
 const NS: &str = "np";
@@ -104,7 +104,7 @@ fn scenario(server: &mut Server) {
     });
     // Dropped, not refused: wget waits until `timeout` ends it (SIGTERM).
     let blocked = fetch_from(server, "other", &url).unwrap_err();
-    assert!(blocked.contains("exit code 143"), "{blocked}");
+    assert_contains(&blocked, "exit code 143");
 
     // Allow role=client: the labelled client only.
     apply(

@@ -16,7 +16,7 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
 use super::containerd::{apply, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, json, skiff_ok};
+use super::support::{Server, assert_contains, eventually, json, skiff_ok};
 
 const NODE: &str = "e2e-node-features";
 const IMAGE: &str = "skiff.test/tools:v7";
@@ -358,7 +358,7 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
         || (std::fs::read_to_string(dir.join("out.txt")).ok()? == "provisioned\n").then_some(()),
     );
     let classes = server.kubectl_ok(&["get", "storageclass", "local-path", "-o", "json"]);
-    assert!(classes.contains("WaitForFirstConsumer"), "{classes}");
+    assert_contains(&classes, "WaitForFirstConsumer");
 
     // Pull secrets: the pod's, then its service account's, reach the registry.
     eventually(Duration::from_secs(60), "private: credentials sent", || {

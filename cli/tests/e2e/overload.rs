@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client, Config};
 
-use super::support::{Kubectl, Server, eventually, service_account};
+use super::support::{Kubectl, Server, assert_contains, eventually, service_account};
 
 const WRITERS: usize = 32;
 /// Big enough that a write takes a while, so the two seats stay busy.
@@ -211,6 +211,6 @@ spec:
         "-v=8",
     ]);
     let log = String::from_utf8_lossy(&out.stderr).to_lowercase();
-    assert!(log.contains("x-kubernetes-pf-flowschema-uid"), "{log}");
-    assert!(log.contains("x-kubernetes-pf-prioritylevel-uid"), "{log}");
+    assert_contains(&log, "x-kubernetes-pf-flowschema-uid");
+    assert_contains(&log, "x-kubernetes-pf-prioritylevel-uid");
 }

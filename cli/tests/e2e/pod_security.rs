@@ -7,7 +7,7 @@
 
 use std::process::Output;
 
-use super::support::Server;
+use super::support::{Server, assert_contains};
 
 /// The pod from the issue: privileged, the host's PIDs, `/` mounted.
 const HOST_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
@@ -37,7 +37,7 @@ fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {
         "secure",
         "pod-security.kubernetes.io/enforce=restricted",
     ]);
-    assert!(labeled.contains("namespace/secure labeled"), "{labeled}");
+    assert_contains(&labeled, "namespace/secure labeled");
 
     let out = server.kubectl_stdin(&["create", "-n", "secure", "-f", "-"], HOST_POD);
     assert!(!out.status.success(), "created: {}", stdout(&out));
@@ -55,7 +55,7 @@ fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {
     );
     assert_eq!(err.trim(), want);
     let missing = server.kubectl_err(&["get", "pod", "x", "-n", "secure"]);
-    assert!(missing.contains("NotFound"), "{missing}");
+    assert_contains(&missing, "NotFound");
 
     // Nor does `kubectl run --privileged` get around it.
     let err = server.kubectl_err(&[
@@ -66,9 +66,9 @@ fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {
         "--image=busybox",
         "--privileged",
     ]);
-    assert!(
-        err.contains(r#"pods "sneaky" is forbidden: violates PodSecurity "restricted:latest": privileged (container "sneaky" must not set securityContext.privileged=true)"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"pods "sneaky" is forbidden: violates PodSecurity "restricted:latest": privileged (container "sneaky" must not set securityContext.privileged=true)"#,
     );
 
     // Switching enforcement off with a value it cannot read is refused.
@@ -79,9 +79,9 @@ fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {
         "--overwrite",
         "pod-security.kubernetes.io/enforce=off",
     ]);
-    assert!(
-        err.contains(r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "off": must be one of privileged, baseline, restricted"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "off": must be one of privileged, baseline, restricted"#,
     );
 }
 
@@ -157,9 +157,9 @@ plugins:
 
     // Unlabelled namespaces enforce the default...
     let err = server.kubectl_err(&["run", "p", "--image=busybox", "--privileged"]);
-    assert!(
-        err.contains(r#"pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged (container "p" must not set securityContext.privileged=true)"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged (container "p" must not set securityContext.privileged=true)"#,
     );
     // ...except the exempt one.
     server.kubectl_ok(&["create", "namespace", "ops"]);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Server, eventually};
+use super::support::{Server, assert_contains, eventually};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -38,22 +38,22 @@ fn kubectl_quota_refuses_past_the_limit_and_describe_shows_the_figures() {
         "-n",
         "x",
     ]);
-    assert!(created.contains("resourcequota/q created"), "{created}");
+    assert_contains(&created, "resourcequota/q created");
 
     server.kubectl_ok(&["create", "configmap", "a", "-n", "x"]);
     let err = server.kubectl_err(&["create", "configmap", "b", "-n", "x"]);
-    assert!(
-        err.contains(r#"configmaps "b" is forbidden: exceeded quota: q, requested: configmaps=1, used: configmaps=2, limited: configmaps=2"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"configmaps "b" is forbidden: exceeded quota: q, requested: configmaps=1, used: configmaps=2, limited: configmaps=2"#,
     );
     server.kubectl_ok(&["run", "p1", "--image=busybox", "-n", "x"]);
     let err = server.kubectl_err(&["run", "p2", "--image=busybox", "-n", "x"]);
-    assert!(
-        err.contains(r#"Error from server (Forbidden): pods "p2" is forbidden: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"Error from server (Forbidden): pods "p2" is forbidden: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"#,
     );
     let missing = server.kubectl_err(&["get", "configmap", "b", "-n", "x"]);
-    assert!(missing.contains("NotFound"), "{missing}");
+    assert_contains(&missing, "NotFound");
 
     let described = eventually(WAIT, "describe quota to show the usage", || {
         let out = server.kubectl_ok(&["describe", "quota", "q", "-n", "x"]);
@@ -125,9 +125,9 @@ fn kubectl_limit_range_defaults_show_on_a_pod_and_bounds_refuse() {
         "--overrides",
         r#"{"spec": {"containers": [{"name": "tiny", "image": "busybox", "resources": {"requests": {"cpu": "10m"}}}]}}"#,
     ]);
-    assert!(
-        err.contains(r#"pods "tiny" is forbidden: minimum cpu usage per Container is 50m, but request is 10m"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"pods "tiny" is forbidden: minimum cpu usage per Container is 50m, but request is 10m"#,
     );
 
     let described = server.kubectl_ok(&["describe", "limitrange", "limits", "-n", "y"]);

@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use super::support::{Kubectl, Server, python_ok, service_account, token_kubeconfig};
+use super::support::{
+    Kubectl, Server, assert_contains, python_ok, service_account, token_kubeconfig,
+};
 
 /// kubectl as the user of `kubeconfig`, which must be allowed; its output.
 fn ok_as(kubeconfig: &Path, args: &[&str]) -> String {
@@ -29,24 +31,22 @@ fn a_service_account_without_grants_gets_nothing() {
     let probe = service_account(&server, "a", "probe");
 
     let err = refused_as(&probe, &["get", "secrets", "-A"]);
-    assert!(
-        err.contains(
-            r#"Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:a:probe" cannot list resource "secrets" in API group "" at the cluster scope"#
-        ),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:a:probe" cannot list resource "secrets" in API group "" at the cluster scope"#,
     );
     let err = refused_as(&probe, &["get", "configmaps", "-n", "a"]);
-    assert!(
-        err.contains(r#"cannot list resource "configmaps" in API group "" in the namespace "a""#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"cannot list resource "configmaps" in API group "" in the namespace "a""#,
     );
     let out = Kubectl::new(&probe).stdin(&["create", "-f", "-"], PRIVILEGED_POD);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("Forbidden"), "{err}");
     let err = refused_as(&probe, &["delete", "node", "anything"]);
-    assert!(
-        err.contains(r#"cannot delete resource "nodes" in API group "" at the cluster scope"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"cannot delete resource "nodes" in API group "" at the cluster scope"#,
     );
     // Nothing was created on its behalf.
     let pods = server.kubectl_ok(&["get", "pods", "-n", "kube-system", "-o", "name"]);
@@ -82,19 +82,16 @@ fn a_view_binding_opens_reads_in_its_namespace_only() {
     grant_probe_view(&server);
     ok_as(&probe, &["get", "pods", "-n", "a"]);
     let cms = ok_as(&probe, &["get", "configmaps", "-n", "a", "-o", "name"]);
-    assert!(cms.contains("configmap/settings"), "{cms}");
+    assert_contains(&cms, "configmap/settings");
     let err = refused_as(&probe, &["get", "secrets", "-n", "a"]);
-    assert!(
-        err.contains(r#"User "system:serviceaccount:a:probe" cannot list resource "secrets" in API group "" in the namespace "a""#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"User "system:serviceaccount:a:probe" cannot list resource "secrets" in API group "" in the namespace "a""#,
     );
     let err = refused_as(&probe, &["get", "pods", "-n", "default"]);
-    assert!(err.contains(r#"in the namespace "default""#), "{err}");
+    assert_contains(&err, r#"in the namespace "default""#);
     let err = refused_as(&probe, &["delete", "configmap", "settings", "-n", "a"]);
-    assert!(
-        err.contains(r#"configmaps "settings" is forbidden"#),
-        "{err}"
-    );
+    assert_contains(&err, r#"configmaps "settings" is forbidden"#);
 }
 
 #[test]
@@ -126,7 +123,7 @@ fn a_role_is_enforced_to_the_verb_and_the_name() {
     ]);
     ok_as(&probe, &["get", "configmap", "allowed", "-n", "a"]);
     let err = refused_as(&probe, &["get", "configmap", "other", "-n", "a"]);
-    assert!(err.contains(r#"configmaps "other" is forbidden"#), "{err}");
+    assert_contains(&err, r#"configmaps "other" is forbidden"#);
     refused_as(&probe, &["get", "configmaps", "-n", "a"]);
     refused_as(
         &probe,
@@ -184,9 +181,9 @@ fn a_namespace_admin_cannot_grant_more_than_it_holds() {
             "team",
         ],
     );
-    assert!(
-        err.contains("is attempting to grant RBAC permissions not currently held"),
-        "{err}"
+    assert_contains(
+        &err,
+        "is attempting to grant RBAC permissions not currently held",
     );
     let err = refused_as(
         &boss,
@@ -200,11 +197,9 @@ fn a_namespace_admin_cannot_grant_more_than_it_holds() {
     );
     // kubectl's create generators print the server's message after
     // "failed to create …", without the "(Forbidden)" of other commands.
-    assert!(
-        err.contains(
-            r#"clusterrolebindings.rbac.authorization.k8s.io is forbidden: User "system:serviceaccount:team:boss" cannot create resource "clusterrolebindings" in API group "rbac.authorization.k8s.io" at the cluster scope"#
-        ),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"clusterrolebindings.rbac.authorization.k8s.io is forbidden: User "system:serviceaccount:team:boss" cannot create resource "clusterrolebindings" in API group "rbac.authorization.k8s.io" at the cluster scope"#,
     );
     let err = refused_as(
         &boss,
@@ -218,11 +213,9 @@ fn a_namespace_admin_cannot_grant_more_than_it_holds() {
             "team",
         ],
     );
-    assert!(
-        err.contains(
-            r#"rolebindings.rbac.authorization.k8s.io "boss-cluster-admin" is forbidden: user "system:serviceaccount:team:boss" (groups=["system:serviceaccounts" "system:serviceaccounts:team" "system:authenticated"]) is attempting to grant RBAC permissions not currently held:"#
-        ),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"rolebindings.rbac.authorization.k8s.io "boss-cluster-admin" is forbidden: user "system:serviceaccount:team:boss" (groups=["system:serviceaccounts" "system:serviceaccounts:team" "system:authenticated"]) is attempting to grant RBAC permissions not currently held:"#,
     );
     // Its own namespace only.
     refused_as(&boss, &["get", "pods", "-n", "default"]);
@@ -304,9 +297,9 @@ fn a_fake_node_gets_nothing_usable() {
     std::fs::write(&node_file, node.to_string()).expect("write node");
     // Without grants the account cannot even make the Node.
     let err = refused_as(&probe, &["create", "-f", node_file.to_str().expect("path")]);
-    assert!(
-        err.contains(r#"cannot create resource "nodes" in API group "" at the cluster scope"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"cannot create resource "nodes" in API group "" at the cluster scope"#,
     );
     // Granted Nodes and pods (the worst case), it points a Node at its own
     // listener and binds a pod there.
@@ -346,11 +339,11 @@ fn a_fake_node_gets_nothing_usable() {
     ok_as(&probe, &["create", "-f", pod_file.to_str().expect("path")]);
     // The account cannot ask for the logs itself...
     let err = refused_as(&probe, &["logs", "bait", "-n", "a"]);
-    assert!(err.contains(r#"cannot get resource "pods/log""#), "{err}");
+    assert_contains(&err, r#"cannot get resource "pods/log""#);
     // ...and when an administrator does, the listener gets a TLS hello the
     // API server abandons: no request, no header, no credential.
     let err = server.kubectl_err(&["logs", "bait", "-n", "a"]);
-    assert!(err.contains("Error from server"), "{err}");
+    assert_contains(&err, "Error from server");
     let seen = recorder.join().expect("recorder");
     assert_eq!(seen.first(), Some(&0x16), "not a TLS handshake: {seen:?}");
     let text = String::from_utf8_lossy(&seen);

@@ -14,7 +14,7 @@ use rcgen::{Issuer, KeyPair};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
-use super::support::{Kubectl, Server, eventually, json, service_account};
+use super::support::{Kubectl, Server, assert_contains, eventually, json, service_account};
 
 const NODE: &str = "e2e-metrics";
 
@@ -144,13 +144,10 @@ fn scenario(server: &Server) {
         &admin_key,
     );
     assert_eq!(code, 200, "{metrics}");
-    assert!(
-        metrics.contains("node_cpu_usage_seconds_total "),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("container_memory_working_set_bytes{container=\"main\",namespace=\"default\",pod=\"busy\"}"),
-        "{metrics}"
+    assert_contains(&metrics, "node_cpu_usage_seconds_total ");
+    assert_contains(
+        &metrics,
+        "container_memory_working_set_bytes{container=\"main\",namespace=\"default\",pod=\"busy\"}",
     );
 
     // ...and, from a stranger's side, refused: a valid certificate of the
@@ -162,10 +159,7 @@ fn scenario(server: &Server) {
     ] {
         let (code, body) = node_get(server, &format!("{base}{path}"), &cert, &key);
         assert_eq!(code, 403, "{path}: {body}");
-        assert!(
-            body.contains(&format!("subresource(s)=[{subresource}]")),
-            "{body}"
-        );
+        assert_contains(&body, &format!("subresource(s)=[{subresource}]"));
         assert!(!body.contains("usage"), "{body}");
     }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::support::{Server, eventually, json};
+use super::support::{Server, assert_contains, eventually, json};
 
 /// Node name of every pod with label `app=<app>`, once all are bound.
 fn placements(server: &Server, app: &str, expected: usize) -> Vec<String> {
@@ -129,15 +129,15 @@ fn unschedulable_pod_is_explained() {
         let out = server.kubectl_ok(&["describe", "pod", "huge"]);
         out.contains("FailedScheduling").then_some(out)
     });
-    assert!(describe.contains("Insufficient cpu"), "{describe}");
+    assert_contains(&describe, "Insufficient cpu");
     // Every pod tolerates a not-ready or unreachable node for 300 s, as upstream's
     // DefaultTolerationSeconds admission sets it.
-    assert!(
-        describe.contains("node.kubernetes.io/not-ready:NoExecute op=Exists for 300s"),
-        "{describe}"
+    assert_contains(
+        &describe,
+        "node.kubernetes.io/not-ready:NoExecute op=Exists for 300s",
     );
-    assert!(
-        describe.contains("node.kubernetes.io/unreachable:NoExecute op=Exists for 300s"),
-        "{describe}"
+    assert_contains(
+        &describe,
+        "node.kubernetes.io/unreachable:NoExecute op=Exists for 300s",
     );
 }

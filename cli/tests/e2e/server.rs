@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use super::support::{Server, output_with_stdin};
+use super::support::{Server, assert_contains, output_with_stdin};
 
 fn curl(server: &Server, path: &str, extra: &[&str]) -> (u16, String) {
     let ca = server.data_dir().join("tls/ca.crt");
@@ -48,8 +48,8 @@ fn log_written_to_a_file_has_no_colour_codes() {
     assert!(server.terminate().success());
     let log = std::fs::read(server.log_path()).expect("server log");
     let text = String::from_utf8_lossy(&log);
-    assert!(text.contains("skiff server started"), "{text}");
-    assert!(text.contains("stopped"), "{text}");
+    assert_contains(&text, "skiff server started");
+    assert_contains(&text, "stopped");
     assert!(
         !log.contains(&0x1b),
         "escape sequences in a log file:\n{text}"
@@ -89,14 +89,14 @@ fn anonymous_requests_are_refused_except_health_and_version() {
     // authenticate.
     let (code, body) = curl(&server, "/api/v1/namespaces", &[]);
     assert_eq!(code, 401);
-    assert!(body.contains("\"reason\":\"Unauthorized\""), "{body}");
+    assert_contains(&body, "\"reason\":\"Unauthorized\"");
     let (code, _) = curl(&server, "/api/v1/namespaces", &["not-a-token"]);
     assert_eq!(code, 401, "a wrong token is refused");
     let tokens = std::fs::read_to_string(server.data_dir().join("token.csv")).expect("token file");
     let token = tokens.split(',').next().expect("token");
     let (code, body) = curl(&server, "/api/v1/namespaces", &[token]);
     assert_eq!(code, 200, "{body}");
-    assert!(body.contains("NamespaceList"), "{body}");
+    assert_contains(&body, "NamespaceList");
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn serving_certificate_names_the_extra_tls_sans() {
         pem.as_bytes(),
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("skiff.example.test"), "{text}");
-    assert!(text.contains("127.0.0.1"), "{text}");
-    assert!(text.contains("localhost"), "{text}");
+    assert_contains(&text, "skiff.example.test");
+    assert_contains(&text, "127.0.0.1");
+    assert_contains(&text, "localhost");
 }

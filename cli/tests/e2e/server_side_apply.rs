@@ -2,7 +2,7 @@
 //! (create, update, conflicts between field managers, `--force-conflicts`,
 //! `--show-managed-fields`) and the Python client's dynamic client.
 
-use super::support::{Server, python_ok};
+use super::support::{Server, assert_contains, python_ok};
 
 fn configmap(data: &[(&str, &str)]) -> String {
     let mut yaml = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n");
@@ -58,9 +58,9 @@ fn kubectl_server_side_apply_owns_conflicts_and_forces() {
     let out = apply(&server, "b", &configmap(&[("k", "3")]), &[]);
     assert!(!out.status.success(), "conflicting apply succeeded");
     let err = text(&out.stderr);
-    assert!(
-        err.contains(r#"Apply failed with 1 conflict: conflict with "a" using v1: .data.k"#),
-        "{err}"
+    assert_contains(
+        &err,
+        r#"Apply failed with 1 conflict: conflict with "a" using v1: .data.k"#,
     );
     assert_eq!(data(&server), serde_json::json!({"k": "2"}));
 

@@ -17,7 +17,7 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, internal_ip, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, json};
+use super::support::{Server, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-services";
 
@@ -212,7 +212,7 @@ fn scenario(server: &mut Server, table: &str) {
         .list_table(skiff_proxy::Family::Ip, table)
         .expect("nft")
         .expect("the proxy's table exists");
-    assert!(nft.contains(&format!("{cluster_ip} . tcp . 80")), "{nft}");
+    assert_contains(&nft, &format!("{cluster_ip} . tcp . 80"));
 
     // Pod → ClusterIP.
     let lines = fetch_from_pod(server, "client-1", &format!("http://{cluster_ip}/"), 3);
@@ -283,7 +283,7 @@ fn scenario(server: &mut Server, table: &str) {
     });
     assert_eq!(ingress, node_ip, "ServiceLB publishes the node's address");
     let table_row = server.kubectl_ok(&["get", "service", "svc-lb"]);
-    assert!(table_row.contains(&ingress.to_string()), "{table_row}");
+    assert_contains(&table_row, &ingress.to_string());
     let live = |answer: &str| backends(server, "web").iter().any(|(_, n)| n == answer);
     let answer = eventually(Duration::from_secs(30), "EXTERNAL-IP answers", || {
         host_get(SocketAddr::new(ingress, 8081)).ok()

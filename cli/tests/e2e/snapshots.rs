@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::support::{Kubectl, Server, admin_role_account, eventually, skiff_err, skiff_ok};
+use super::support::{
+    Kubectl, Server, admin_role_account, assert_contains, eventually, skiff_err, skiff_ok,
+};
 
 /// A value only the Secret holds.
 const VALUE: &str = "e2e-snapshot-passphrase-7f3a2";
@@ -105,7 +107,7 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
 
     let listed = skiff_ok(&["snapshot", "ls"], server.data_dir());
     assert!(listed.starts_with("Name "), "{listed}");
-    assert!(listed.contains(&name), "{listed}");
+    assert_contains(&listed, &name);
     let file = snapshot_dir(&server).join(&name);
     let mode = std::fs::metadata(&file)
         .expect("snapshot file")
@@ -130,7 +132,7 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
             &["snapshot", "restore", damaged.to_str().unwrap()],
             &untouched,
         );
-        assert!(err.contains("checksum mismatch"), "{err}");
+        assert_contains(&err, "checksum mismatch");
         assert!(
             !untouched.exists(),
             "a refused restore created {untouched:?}"
@@ -142,7 +144,7 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
         &["snapshot", "restore", "--force", file.to_str().unwrap()],
         server.data_dir(),
     );
-    assert!(err.contains("in use by a running server"), "{err}");
+    assert_contains(&err, "in use by a running server");
     server.kubectl_ok(&["get", "configmap", "b"]);
 
     let old_kubeconfig = server.kubeconfig();
@@ -155,13 +157,13 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
         &["snapshot", "restore", file.to_str().unwrap()],
         &restored_path,
     );
-    assert!(out.contains("Snapshot restored into"), "{out}");
+    assert_contains(&out, "Snapshot restored into");
     // Once there is a store, a second restore is refused.
     let err = skiff_err(
         &["snapshot", "restore", file.to_str().unwrap()],
         &restored_path,
     );
-    assert!(err.contains("already holds a store"), "{err}");
+    assert_contains(&err, "already holds a store");
 
     // No encryption flag: the restored managed configuration keeps it on.
     let mut restored = Server::start_in_dir(restored_dir, &["--disable-agent"]);
@@ -177,7 +179,7 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
         VALUE.as_bytes()
     );
     let err = restored.kubectl_err(&["get", "configmap", "b"]);
-    assert!(err.contains("configmaps \"b\" not found"), "{err}");
+    assert_contains(&err, "configmaps \"b\" not found");
     the_join_token_still_works(&restored, &token);
     // The old server's admin kubeconfig works against the restored one:
     // same CA, same admin certificate.
@@ -215,7 +217,7 @@ fn a_snapshot_taken_while_running_restores_into_a_new_data_dir() {
     restored.restart();
     restored.kubectl_ok(&["get", "configmap", "a"]);
     let err = restored.kubectl_err(&["get", "configmap", "c"]);
-    assert!(err.contains("not found"), "{err}");
+    assert_contains(&err, "not found");
 }
 
 #[test]
@@ -231,7 +233,7 @@ fn scheduled_snapshots_are_pruned_to_the_retention_and_only_admins_reach_them() 
     ]);
     let dir = snapshot_dir(&server);
     let on_demand = skiff_ok(&["snapshot", "save", "--name", "kept"], server.data_dir());
-    assert!(on_demand.contains("kept-"), "{on_demand}");
+    assert_contains(&on_demand, "kept-");
 
     // Scheduled ones appear every two seconds; the oldest go once more than
     // two are there, other names are left alone.
@@ -297,12 +299,12 @@ fn scheduled_snapshots_are_pruned_to_the_retention_and_only_admins_reach_them() 
         ],
         server.data_dir(),
     );
-    assert!(out.contains(&format!("Snapshot {kept} deleted.")), "{out}");
+    assert_contains(&out, &format!("Snapshot {kept} deleted."));
     let err = skiff_err(
         &["snapshot", "delete", "no-such-snapshot"],
         server.data_dir(),
     );
-    assert!(err.contains("not found"), "{err}");
+    assert_contains(&err, "not found");
 }
 
 #[test]
@@ -319,7 +321,7 @@ fn a_snapshot_of_a_server_on_etcd_restores_into_the_embedded_store() {
     ]);
     server.kubectl_ok(&["create", "configmap", "on-etcd", "--from-literal=k=v"]);
     let saved = skiff_ok(&["snapshot", "save", "--name", "etcd"], server.data_dir());
-    assert!(saved.contains("etcd-"), "{saved}");
+    assert_contains(&saved, "etcd-");
     server.kubectl_ok(&["create", "configmap", "later"]);
     let file = snapshots(&snapshot_dir(&server), "etcd-").remove(0);
     let file = snapshot_dir(&server).join(file);
@@ -338,6 +340,6 @@ fn a_snapshot_of_a_server_on_etcd_restores_into_the_embedded_store() {
         "v"
     );
     let err = restored.kubectl_err(&["get", "configmap", "later"]);
-    assert!(err.contains("not found"), "{err}");
+    assert_contains(&err, "not found");
     the_join_token_still_works(&restored, &token);
 }

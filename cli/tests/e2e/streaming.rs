@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, json, python_ok};
+use super::support::{Server, assert_contains, eventually, json, python_ok};
 
 const NODE: &str = "e2e-streaming";
 
@@ -170,9 +170,9 @@ fn scenario(server: &Server) {
     });
     assert_eq!(server.kubectl_ok(&["logs", "duo", "-c", "a"]), "from-a\n");
     let err = server.kubectl_err(&["get", "--raw", "/api/v1/namespaces/default/pods/duo/log"]);
-    assert!(
-        err.contains("a container name must be specified for pod duo, choose one of: [a b]"),
-        "{err}"
+    assert_contains(
+        &err,
+        "a container name must be specified for pod duo, choose one of: [a b]",
     );
 
     // --previous shows the run before the restart.
@@ -298,7 +298,7 @@ fn scenario(server: &Server) {
         "{err}"
     );
     let err = server.kubectl_err(&["exec", "floating", "--", "true"]);
-    assert!(err.contains("does not have a host assigned"), "{err}");
+    assert_contains(&err, "does not have a host assigned");
 }
 
 /// One HTTP GET through a forwarded local port: the whole reply.

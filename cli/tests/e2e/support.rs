@@ -315,6 +315,13 @@ pub fn refused_exit(mut child: Child, within: Duration, kept_running: &str) -> S
     stderr
 }
 
+/// Fails the test, printing all of `text` (kubectl's output or error,
+/// a log), unless `text` contains `needle`.
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
 /// Polls `check` until it returns `Some`, failing after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

@@ -21,7 +21,7 @@ use rcgen::{
 };
 use serde_json::{Value, json};
 
-use super::support::{Server, free_port};
+use super::support::{Server, assert_contains, free_port};
 
 /// What the test webhook answers: a patch adding `mutated=yes` on
 /// `/mutate`, a refusal of names starting with `bad-` on `/validate`,
@@ -211,17 +211,15 @@ fn kubectl_sees_a_webhooks_label_and_its_refusal() {
 
     server.kubectl_ok(&["create", "configmap", "good", "--from-literal=k=v"]);
     let shown = server.kubectl_ok(&["get", "configmap", "good", "--show-labels"]);
-    assert!(shown.contains("mutated=yes"), "{shown}");
+    assert_contains(&shown, "mutated=yes");
 
     let refused = server.kubectl_err(&["create", "configmap", "bad-one"]);
-    assert!(
-        refused.contains(
-            "admission webhook \"names.e2e.skiff.dev\" denied the request: names starting with bad- are refused"
-        ),
-        "{refused}"
+    assert_contains(
+        &refused,
+        "admission webhook \"names.e2e.skiff.dev\" denied the request: names starting with bad- are refused",
     );
     let missing = server.kubectl_err(&["get", "configmap", "bad-one"]);
-    assert!(missing.contains("NotFound"), "{missing}");
+    assert_contains(&missing, "NotFound");
 }
 
 #[test]
@@ -263,11 +261,11 @@ fn failure_policies_decide_when_a_webhook_is_down_or_slow() {
         .to_string()
     };
     let err = server.kubectl_stdin_err(&["create", "-f", "-"], &configmap("down"));
-    assert!(
-        err.contains(&format!(
+    assert_contains(
+        &err,
+        &format!(
             "Internal error occurred: failed calling webhook \"down.e2e.skiff.dev\": failed to call webhook: Post \"https://127.0.0.1:{down}/validate?timeout=10s\": dial tcp 127.0.0.1:{down}: connect: connection refused"
-        )),
-        "{err}"
+        ),
     );
     // Ignore lets the write through.
     server.kubectl_stdin_ok(&["create", "-f", "-"], &configmap("down-ignored"));

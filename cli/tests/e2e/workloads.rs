@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, eventually, json};
+use super::support::{Server, assert_contains, eventually, json};
 
 fn count(server: &Server, args: &[&str]) -> usize {
     server
@@ -154,7 +154,7 @@ fn job_runs_to_completion_and_namespace_deletion_empties_it() {
     server.kubectl_ok(&["create", "configmap", "left", "-n", "batch-work"]);
     server.kubectl_ok(&["delete", "namespace", "batch-work", "--timeout=60s"]);
     let err = server.kubectl_err(&["get", "namespace", "batch-work"]);
-    assert!(err.contains("NotFound"), "{err}");
+    assert_contains(&err, "NotFound");
     let left = server.kubectl_ok(&["get", "configmaps,jobs,pods", "-A", "-o", "name"]);
     assert!(
         !left.contains("once") && !left.contains("configmap/left"),

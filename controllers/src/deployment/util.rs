@@ -205,7 +205,7 @@ mod tests {
 
     fn template(labels: &[(&str, &str)], image: &str) -> PodTemplateSpec {
         serde_json::from_value(serde_json::json!({
-            "metadata": {"labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()},
+            "metadata": {"labels": skiff_common::labels::from_pairs(labels)},
             "spec": {"containers": [{"name": "c", "image": image}]}
         }))
         .unwrap()

@@ -39,39 +39,43 @@ pub(crate) trait ReplicaOwner:
     fn status_json(&self) -> Value;
 }
 
+/// The methods that read fields both kinds name alike (`spec.replicas`,
+/// `spec.template`, `spec.minReadySeconds`, `status`), written once for both impls.
+macro_rules! same_named_fields {
+    () => {
+        fn desired(&self) -> i32 {
+            self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+        }
+
+        fn pod_template(&self) -> Option<&PodTemplateSpec> {
+            self.spec.as_ref()?.template.as_ref()
+        }
+
+        fn min_ready_seconds(&self) -> i32 {
+            self.spec
+                .as_ref()
+                .and_then(|s| s.min_ready_seconds)
+                .unwrap_or(0)
+        }
+
+        fn status_json(&self) -> Value {
+            serde_json::to_value(&self.status).unwrap_or(Value::Null)
+        }
+    };
+}
+
 impl ReplicaOwner for ReplicaSet {
     const CONTROLLER: &'static str = "replicaset-controller";
-
-    fn desired(&self) -> i32 {
-        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
-    }
 
     fn pod_selector(&self) -> Option<Selector> {
         workload_selector(self.spec.as_ref().map(|s| &s.selector))
     }
 
-    fn pod_template(&self) -> Option<&PodTemplateSpec> {
-        self.spec.as_ref()?.template.as_ref()
-    }
-
-    fn min_ready_seconds(&self) -> i32 {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-    }
-
-    fn status_json(&self) -> Value {
-        serde_json::to_value(&self.status).unwrap_or(Value::Null)
-    }
+    same_named_fields!();
 }
 
 impl ReplicaOwner for ReplicationController {
     const CONTROLLER: &'static str = "replication-controller";
-
-    fn desired(&self) -> i32 {
-        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
-    }
 
     fn pod_selector(&self) -> Option<Selector> {
         // An RC without a selector selects its template's labels (the API
@@ -84,18 +88,5 @@ impl ReplicaOwner for ReplicationController {
         (!map.is_empty()).then(|| map.into_iter().collect())
     }
 
-    fn pod_template(&self) -> Option<&PodTemplateSpec> {
-        self.spec.as_ref()?.template.as_ref()
-    }
-
-    fn min_ready_seconds(&self) -> i32 {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-    }
-
-    fn status_json(&self) -> Value {
-        serde_json::to_value(&self.status).unwrap_or(Value::Null)
-    }
+    same_named_fields!();
 }

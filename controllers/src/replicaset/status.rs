@@ -108,12 +108,7 @@ mod tests {
     fn pod(labels: &[(&str, &str)], ready_for: Option<i64>) -> Arc<Pod> {
         Arc::new(Pod {
             metadata: ObjectMeta {
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
+                labels: Some(skiff_common::labels::from_pairs(labels)),
                 ..Default::default()
             },
             spec: None,

@@ -236,6 +236,24 @@ fn client_csr(
     }
 }
 
+/// A kubelet client CSR `name` for node `node` (`CN=system:node:<node>`,
+/// `O=system:nodes`, the kubelet client signer and usages) from `key`, with
+/// the node password annotation when `password` is given.
+fn node_csr(
+    name: &str,
+    node: &str,
+    key: &KeyPair,
+    password: Option<&str>,
+) -> CertificateSigningRequest {
+    client_csr(
+        name,
+        client_request_pem(&format!("system:node:{node}"), &["system:nodes"], key),
+        CLIENT_SIGNER,
+        CLIENT_USAGES,
+        password,
+    )
+}
+
 fn bootstrapper(cluster: &TestCluster, id: &str) -> kube::Client {
     cluster.client_as(UserInfo::new(
         format!("system:bootstrap:{id}"),
@@ -337,57 +355,21 @@ async fn bootstrappers_get_node_client_certificates_and_nobody_else() {
         .unwrap();
     let alice = cluster.client_as(UserInfo::new("alice", Vec::<String>::new()));
     Api::<CertificateSigningRequest>::all(alice)
-        .create(
-            &pp,
-            &client_csr(
-                "alice-as-node",
-                client_request_pem("system:node:b4", &["system:nodes"], &key),
-                CLIENT_SIGNER,
-                CLIENT_USAGES,
-                Some("pw-b4"),
-            ),
-        )
+        .create(&pp, &node_csr("alice-as-node", "b4", &key, Some("pw-b4")))
         .await
         .unwrap();
     // A node asking for another node's client certificate: it is not
     // selfnodeclient, and nodes are not allowed nodeclient.
     Api::<CertificateSigningRequest>::all(node_client(&cluster, "n9"))
-        .create(
-            &pp,
-            &client_csr(
-                "n9-as-b5",
-                client_request_pem("system:node:b5", &["system:nodes"], &key),
-                CLIENT_SIGNER,
-                CLIENT_USAGES,
-                Some("pw-b5"),
-            ),
-        )
+        .create(&pp, &node_csr("n9-as-b5", "b5", &key, Some("pw-b5")))
         .await
         .unwrap();
     // The genuine bootstrap request, and b1 renewing its own certificate.
-    boot.create(
-        &pp,
-        &client_csr(
-            "b1-bootstrap",
-            client_request_pem("system:node:b1", &["system:nodes"], &key),
-            CLIENT_SIGNER,
-            CLIENT_USAGES,
-            Some("pw-b1"),
-        ),
-    )
-    .await
-    .unwrap();
+    boot.create(&pp, &node_csr("b1-bootstrap", "b1", &key, Some("pw-b1")))
+        .await
+        .unwrap();
     Api::<CertificateSigningRequest>::all(node_client(&cluster, "b1"))
-        .create(
-            &pp,
-            &client_csr(
-                "b1-renewal",
-                client_request_pem("system:node:b1", &["system:nodes"], &key),
-                CLIENT_SIGNER,
-                CLIENT_USAGES,
-                None,
-            ),
-        )
+        .create(&pp, &node_csr("b1-renewal", "b1", &key, None))
         .await
         .unwrap();
 
@@ -459,26 +441,16 @@ async fn a_second_host_cannot_take_over_a_node_name() {
     let key = KeyPair::generate().unwrap();
     let pp = PostParams::default();
     let boot = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "abcdef"));
-    let pem = || client_request_pem("system:node:edge-1", &["system:nodes"], &key);
-    boot.create(
-        &pp,
-        &client_csr("first", pem(), CLIENT_SIGNER, CLIENT_USAGES, Some("host-a")),
-    )
-    .await
-    .unwrap();
+    boot.create(&pp, &node_csr("first", "edge-1", &key, Some("host-a")))
+        .await
+        .unwrap();
     // The same host again (a restart before its certificate arrived).
-    boot.create(
-        &pp,
-        &client_csr("again", pem(), CLIENT_SIGNER, CLIENT_USAGES, Some("host-a")),
-    )
-    .await
-    .unwrap();
+    boot.create(&pp, &node_csr("again", "edge-1", &key, Some("host-a")))
+        .await
+        .unwrap();
     for (name, password) in [("other-host", Some("host-b")), ("no-password", None)] {
         let err = boot
-            .create(
-                &pp,
-                &client_csr(name, pem(), CLIENT_SIGNER, CLIENT_USAGES, password),
-            )
+            .create(&pp, &node_csr(name, "edge-1", &key, password))
             .await
             .expect_err(name);
         let kube::Error::Api(status) = err else {
@@ -496,23 +468,14 @@ async fn a_second_host_cannot_take_over_a_node_name() {
     let err = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "zzzzzz"))
         .create(
             &pp,
-            &client_csr(
-                "other-token",
-                pem(),
-                CLIENT_SIGNER,
-                CLIENT_USAGES,
-                Some("host-b"),
-            ),
+            &node_csr("other-token", "edge-1", &key, Some("host-b")),
         )
         .await
         .expect_err("another token, another password");
     assert!(err.to_string().contains("another node password"), "{err}");
     // The node itself renews with its certificate, no password.
     Api::<CertificateSigningRequest>::all(node_client(&cluster, "edge-1"))
-        .create(
-            &pp,
-            &client_csr("renewal", pem(), CLIENT_SIGNER, CLIENT_USAGES, None),
-        )
+        .create(&pp, &node_csr("renewal", "edge-1", &key, None))
         .await
         .unwrap();
     // Only a hash is kept, in kube-system.
@@ -561,10 +524,9 @@ async fn deleting_a_node_frees_its_name_for_a_new_host() {
     let key = KeyPair::generate().unwrap();
     let pp = PostParams::default();
     let boot = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "abcdef"));
-    let pem = || client_request_pem("system:node:edge-2", &["system:nodes"], &key);
     let join = |name: &'static str, password: &'static str| {
         let boot = boot.clone();
-        let csr = client_csr(name, pem(), CLIENT_SIGNER, CLIENT_USAGES, Some(password));
+        let csr = node_csr(name, "edge-2", &key, Some(password));
         async move { boot.create(&PostParams::default(), &csr).await }
     };
     join("host-a-join", "host-a").await.unwrap();

@@ -42,6 +42,16 @@ fn settled(name: &str, cpu: i64) -> Pod {
     pod(name, cpu, 3600, Some(3500))
 }
 
+/// `pod` (one made unready) with its Ready condition turned False
+/// `seconds_ago`.
+fn unready_since(mut pod: Pod, seconds_ago: i64) -> Pod {
+    let conditions = pod.status.as_mut().unwrap().conditions.as_mut().unwrap();
+    conditions[0].last_transition_time = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(seconds_ago)),
+    );
+    pod
+}
+
 fn with_phase(mut pod: Pod, phase: &str) -> Pod {
     pod.status.as_mut().unwrap().phase = Some(phase.into());
     pod
@@ -262,18 +272,7 @@ fn cpu_of_a_starting_pod_counts_only_once_measured_a_window_after_it_turned_read
 fn a_pod_that_never_became_ready_soon_after_start_is_unready_later_ones_count() {
     // Started 10 min ago and unready since 10 s after its start: still
     // starting as far as the autoscaler knows.
-    let never_ready = pod("b", 1000, 600, None);
-    let mut never_ready = never_ready;
-    never_ready
-        .status
-        .as_mut()
-        .unwrap()
-        .conditions
-        .as_mut()
-        .unwrap()[0]
-        .last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(
-        590,
-    )));
+    let never_ready = unready_since(pod("b", 1000, 600, None), 590);
     let pods = [settled("a", 1000), never_ready];
     assert_eq!(
         cpu(2, 50, &pods, &[("a", 1000), ("b", 1000)])
@@ -283,17 +282,7 @@ fn a_pod_that_never_became_ready_soon_after_start_is_unready_later_ones_count() 
     );
     // Unready since 5 min after its start (it was ready before): its
     // figures count.
-    let mut went_unready = pod("b", 1000, 600, None);
-    went_unready
-        .status
-        .as_mut()
-        .unwrap()
-        .conditions
-        .as_mut()
-        .unwrap()[0]
-        .last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(
-        300,
-    )));
+    let went_unready = unready_since(pod("b", 1000, 600, None), 300);
     let pods = [settled("a", 1000), went_unready];
     assert_eq!(
         cpu(2, 50, &pods, &[("a", 1000), ("b", 1000)])
