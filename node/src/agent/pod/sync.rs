@@ -281,7 +281,6 @@ pub(crate) async fn sync(
                         true,
                     )
                     .await;
-                    observed.will_restart.insert(c.name.clone());
                 }
             }
             Some(i) => {
@@ -336,7 +335,6 @@ pub(crate) async fn sync(
                 }
                 Some(i) if i.is_exited() => {
                     if should_restart(&policy, i.status.exit_code) {
-                        observed.will_restart.insert(c.name.clone());
                         changed |= restart_with_backoff(
                             &starter,
                             state,
@@ -475,7 +473,8 @@ async fn start_created(ctx: &AgentContext, instance: &ContainerInstance, observe
 }
 
 /// Restarts an exited container unless its back-off says to wait; returns
-/// whether a container was started.
+/// whether a container was started. Either way the container is marked as
+/// one that will restart (its status reports it waiting, not terminated).
 async fn restart_with_backoff(
     starter: &Starter<'_>,
     state: &mut PodState,
@@ -485,6 +484,7 @@ async fn restart_with_backoff(
     exited: &ContainerInstance,
     init: bool,
 ) -> bool {
+    observed.will_restart.insert(container.name.clone());
     let finished = system_time(exited.status.finished_at);
     let ran = finished
         .duration_since(system_time(exited.status.started_at))
