@@ -522,11 +522,7 @@ pub(crate) mod tests {
     /// another namespace, and one in monitoring on another node.
     fn pods() -> Vec<PodFacts> {
         let mut web = pod("app", "web", "10.42.0.10", "n1", &[("app", "web")]);
-        web.ports = vec![NamedPort {
-            name: "http".into(),
-            protocol: Protocol::Tcp,
-            port: 8080,
-        }];
+        web.ports = vec![NamedPort::new("http", Protocol::Tcp, 8080)];
         vec![
             web,
             pod("app", "client", "10.42.0.11", "n1", &[("role", "client")]),
