@@ -173,3 +173,13 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Writes `contents` to `path` as an executable (mode 0755): the fake
+/// binaries (a containerd, a ctr, a pause) tests put where a component will
+/// run them. Panics when it cannot: this is test set-up.
+pub fn write_executable(path: &Path, contents: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, contents)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
