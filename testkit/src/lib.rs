@@ -5,7 +5,8 @@
 //! tests and the benches build on it instead of each wiring its own. For
 //! the tests that apply real nftables rules (the proxy's, the network
 //! policy controller's), [`netns`] holds network namespaces to apply them in.
-//! The suites that start containerd clean the host up after it with [`host`].
+//! The suites that start containerd clean the host up after it with [`host`];
+//! fake binaries for a component to run are written by [`write_executable`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
