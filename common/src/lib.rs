@@ -9,8 +9,9 @@
 //! are defined and gathered), nftables tables as data applied through
 //! `nft` (`nft`, shared by the service proxy and the network policies),
 //! running such host commands with their errors named (`host_command`),
-//! and writing a data directory's keys, certificates and tokens whole and
-//! with the right mode (`files`).
+//! writing a data directory's keys, certificates and tokens whole and
+//! with the right mode (`files`), and when a loop that keeps something in
+//! step with informer caches syncs next (`wakeups`).
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two
@@ -35,3 +36,4 @@ pub mod node_password;
 pub mod qos;
 pub mod quantity;
 pub mod quota;
+pub mod wakeups;

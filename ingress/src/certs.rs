@@ -47,13 +47,23 @@ pub(crate) fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<Certified
 
 /// A self-signed certificate for `DEFAULT_CERT_NAME`.
 pub(crate) fn default_certificate() -> Result<CertifiedKey, CertError> {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    let (cert, key) = self_signed(DEFAULT_CERT_NAME, Vec::new())?;
+    certified_key(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
+}
+
+/// A self-signed certificate with common name `cn` and the subject
+/// alternative names `sans`, and its new key.
+fn self_signed(
+    cn: &str,
+    sans: Vec<String>,
+) -> Result<(rcgen::Certificate, rcgen::KeyPair), rcgen::Error> {
+    let mut params = rcgen::CertificateParams::new(sans)?;
     params
         .distinguished_name
-        .push(rcgen::DnType::CommonName, DEFAULT_CERT_NAME);
+        .push(rcgen::DnType::CommonName, cn);
     let key = rcgen::KeyPair::generate()?;
     let cert = params.self_signed(&key)?;
-    certified_key(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
+    Ok((cert, key))
 }
 
 /// Host name (or `*.suffix`) → certificate.
@@ -168,12 +178,7 @@ mod tests {
     use super::*;
 
     fn secret(name: &str, cn: &str) -> Secret {
-        let mut params = rcgen::CertificateParams::new(vec![cn.to_owned()]).expect("params");
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-        let key = rcgen::KeyPair::generate().expect("key");
-        let cert = params.self_signed(&key).expect("cert");
+        let (cert, key) = self_signed(cn, vec![cn.to_owned()]).expect("a certificate");
         let mut secret: Secret = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns"},
             "type": "kubernetes.io/tls",

@@ -32,6 +32,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use skiff_common::wakeups::SyncWakeups;
 use skiff_informer::{Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 
@@ -249,8 +250,7 @@ async fn sync_loop(
         _ = stop.wait_for(|s| *s) => return,
     }
     let wanted = status::desired(&config.addresses);
-    let mut resync = tokio::time::interval(config.resync);
-    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut wakeups = SyncWakeups::new(changed, stop, config.resync, config.coalesce);
     loop {
         let classes = sources.classes.cache().list();
         let filter = ClassFilter::new(
@@ -283,14 +283,8 @@ async fn sync_loop(
                 );
             }
         }
-        let woken_by_change = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            _ = changed.notified() => true,
-            _ = resync.tick() => false,
-        };
-        if woken_by_change {
-            // Gather a burst of changes into one rebuild.
-            tokio::time::sleep(config.coalesce).await;
+        if wakeups.next().await.is_none() {
+            return;
         }
     }
 }

@@ -22,6 +22,17 @@ pub struct NamedPort {
     pub port: u16,
 }
 
+impl NamedPort {
+    /// Port `port` of `protocol`, named `name`.
+    pub fn new(name: impl Into<String>, protocol: Protocol, port: u16) -> Self {
+        Self {
+            name: name.into(),
+            protocol,
+            port,
+        }
+    }
+}
+
 /// A pod as the policies see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodFacts {
@@ -57,11 +68,11 @@ impl PodFacts {
             .iter()
             .flat_map(|c| c.ports.iter().flatten())
             .filter_map(|p| {
-                Some(NamedPort {
-                    name: p.name.clone()?,
-                    protocol: Protocol::parse(p.protocol.as_deref())?,
-                    port: u16::try_from(p.container_port).ok()?,
-                })
+                Some(NamedPort::new(
+                    p.name.clone()?,
+                    Protocol::parse(p.protocol.as_deref())?,
+                    u16::try_from(p.container_port).ok()?,
+                ))
             })
             .collect();
         Some(Self {

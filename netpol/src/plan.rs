@@ -117,6 +117,18 @@ fn types(spec: &NetworkPolicySpec) -> (bool, bool) {
     }
 }
 
+impl<'a> Rule<'a> {
+    fn new(
+        peers: &'a Option<Vec<NetworkPolicyPeer>>,
+        ports: &'a Option<Vec<NetworkPolicyPort>>,
+    ) -> Self {
+        Self {
+            peers: peers.as_deref().unwrap_or_default(),
+            ports: ports.as_deref().unwrap_or_default(),
+        }
+    }
+}
+
 /// The pods a peer names (ipBlocks name none).
 fn peer_pods<'a>(
     policy_namespace: &str,
@@ -227,9 +239,16 @@ struct Compiled<'a> {
     namespace: &'a str,
     name: &'a str,
     selects: Selector,
-    ingress: bool,
-    egress: bool,
-    spec: &'a NetworkPolicySpec,
+    /// The ingress rules, when the policy governs ingress.
+    ingress: Option<Vec<Rule<'a>>>,
+    /// The egress rules, when the policy governs egress.
+    egress: Option<Vec<Rule<'a>>>,
+}
+
+/// One ingress or egress rule: the peers (`from` or `to`) and the ports.
+struct Rule<'a> {
+    peers: &'a [NetworkPolicyPeer],
+    ports: &'a [NetworkPolicyPort],
 }
 
 /// Plans the rules for the pods on `node` under `policies`, with `pods`
@@ -245,6 +264,14 @@ pub fn plan(
         .filter_map(|p| {
             let spec = p.spec.as_ref()?;
             let (ingress, egress) = types(spec);
+            let ingress = ingress.then(|| {
+                let rules = spec.ingress.iter().flatten();
+                rules.map(|r| Rule::new(&r.from, &r.ports)).collect()
+            });
+            let egress = egress.then(|| {
+                let rules = spec.egress.iter().flatten();
+                rules.map(|r| Rule::new(&r.to, &r.ports)).collect()
+            });
             Some(Compiled {
                 namespace: p.metadata.namespace.as_deref()?,
                 name: p.metadata.name.as_deref()?,
@@ -254,7 +281,6 @@ pub fn plan(
                     .map_or_else(Selector::everything, Selector::from_label_selector),
                 ingress,
                 egress,
-                spec,
             })
         })
         .collect();
@@ -270,39 +296,16 @@ pub fn plan(
             if policy.namespace != pod.namespace || !policy.selects.matches(&pod.labels) {
                 continue;
             }
-            if policy.ingress {
-                let allows = ingress.get_or_insert_with(Vec::new);
-                for (i, rule) in policy.spec.ingress.iter().flatten().enumerate() {
-                    let peers = rule.from.as_deref().unwrap_or_default();
-                    let ports = rule.ports.as_deref().unwrap_or_default();
+            let directions = [
+                (Direction::Ingress, &policy.ingress, &mut ingress),
+                (Direction::Egress, &policy.egress, &mut egress),
+            ];
+            for (direction, rules, allows) in directions {
+                let Some(rules) = rules else { continue };
+                let allows = allows.get_or_insert_with(Vec::new);
+                for (i, rule) in rules.iter().enumerate() {
                     allows.extend(rule_allows(
-                        &mut out,
-                        policy,
-                        Direction::Ingress,
-                        i,
-                        peers,
-                        ports,
-                        pod,
-                        pods,
-                        namespaces,
-                    ));
-                }
-            }
-            if policy.egress {
-                let allows = egress.get_or_insert_with(Vec::new);
-                for (i, rule) in policy.spec.egress.iter().flatten().enumerate() {
-                    let peers = rule.to.as_deref().unwrap_or_default();
-                    let ports = rule.ports.as_deref().unwrap_or_default();
-                    allows.extend(rule_allows(
-                        &mut out,
-                        policy,
-                        Direction::Egress,
-                        i,
-                        peers,
-                        ports,
-                        pod,
-                        pods,
-                        namespaces,
+                        &mut out, policy, direction, i, rule, pod, pods, namespaces,
                     ));
                 }
             }
@@ -337,12 +340,12 @@ fn rule_allows(
     policy: &Compiled,
     direction: Direction,
     index: usize,
-    peers: &[NetworkPolicyPeer],
-    ports: &[NetworkPolicyPort],
+    rule: &Rule,
     target: &PodFacts,
     pods: &[PodFacts],
     namespaces: &NamespaceLabels,
 ) -> Vec<Allow> {
+    let Rule { peers, ports } = *rule;
     let rule_id = format!("{}{index}", direction.tag());
     let parts = [policy.namespace, policy.name, rule_id.as_str()];
     // The peers' pods (for egress named ports) and their address set.
@@ -522,11 +525,7 @@ pub(crate) mod tests {
     /// another namespace, and one in monitoring on another node.
     fn pods() -> Vec<PodFacts> {
         let mut web = pod("app", "web", "10.42.0.10", "n1", &[("app", "web")]);
-        web.ports = vec![NamedPort {
-            name: "http".into(),
-            protocol: Protocol::Tcp,
-            port: 8080,
-        }];
+        web.ports = vec![NamedPort::new("http", Protocol::Tcp, 8080)];
         vec![
             web,
             pod("app", "client", "10.42.0.11", "n1", &[("role", "client")]),

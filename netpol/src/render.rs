@@ -92,22 +92,18 @@ pub fn render(table: &str, plan: &Plan) -> Ruleset {
     let mut egress_pods = Set::map("type ipv4_addr : verdict;");
 
     for (key, pod) in &plan.pods {
-        if let Some(allows) = &pod.ingress {
-            let name = ingress_chain(key);
-            let mut rules: Vec<String> = allows.iter().map(|a| allow_rule(a, "saddr")).collect();
+        // A governed direction gets a chain of its allows, then a drop; the
+        // pod's address jumps to it. The peer is the source of ingress
+        // traffic and the destination of egress traffic.
+        let directions = [
+            (&pod.ingress, ingress_chain(key), "saddr", &mut ingress_pods),
+            (&pod.egress, egress_chain(key), "daddr", &mut egress_pods),
+        ];
+        for (allows, name, peer, pods) in directions {
+            let Some(allows) = allows else { continue };
+            let mut rules: Vec<String> = allows.iter().map(|a| allow_rule(a, peer)).collect();
             rules.push("drop".into());
-            ingress_pods
-                .elements
-                .insert(format!("{} : jump {name}", pod.ip));
-            r.chains.insert(name, Chain::regular(rules));
-        }
-        if let Some(allows) = &pod.egress {
-            let name = egress_chain(key);
-            let mut rules: Vec<String> = allows.iter().map(|a| allow_rule(a, "daddr")).collect();
-            rules.push("drop".into());
-            egress_pods
-                .elements
-                .insert(format!("{} : jump {name}", pod.ip));
+            pods.elements.insert(format!("{} : jump {name}", pod.ip));
             r.chains.insert(name, Chain::regular(rules));
         }
     }

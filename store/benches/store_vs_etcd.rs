@@ -144,7 +144,7 @@ async fn sled_watch_latency(
     writers: usize,
 ) -> BenchResult<(Duration, Duration, usize)> {
     let epoch = Instant::now();
-    let mut watch = store.watch("lat/", store.current_revision())?;
+    let watch = store.watch("lat/", store.current_revision())?;
     let stop = Instant::now() + Duration::from_secs(PUT_SECONDS);
     let tasks: Vec<_> = (0..writers)
         .map(|w| {
@@ -165,33 +165,15 @@ async fn sled_watch_latency(
             })
         })
         .collect();
-    let mut expected = 0usize;
-    let mut latencies = Vec::new();
-    let mut tasks = tasks.into_iter();
-    let mut pending: Option<tokio::task::JoinHandle<Result<usize, StoreError>>> = tasks.next();
-    loop {
-        tokio::select! {
-            event = watch.next() => {
-                let event = event.ok_or("watch ended")??;
-                if event.kind == skiff_store::EventKind::Put {
-                    latencies.extend(latency_of(epoch, &event.kv.value));
-                }
-            }
-            finished = async { pending.as_mut().expect("pending task").await }, if pending.is_some() => {
-                expected += finished??;
-                pending = tasks.next();
-            }
+    let deliveries = watch.map(|event| -> BenchResult<Vec<Duration>> {
+        let event = event?;
+        let mut latencies = Vec::new();
+        if event.kind == skiff_store::EventKind::Put {
+            latencies.extend(latency_of(epoch, &event.kv.value));
         }
-        if pending.is_none() && latencies.len() >= expected {
-            break;
-        }
-    }
-    latencies.sort();
-    Ok((
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99),
-        latencies.len(),
-    ))
+        Ok(latencies)
+    });
+    watch_latencies(tasks, deliveries).await
 }
 
 async fn etcd_watch_latency(
@@ -223,20 +205,33 @@ async fn etcd_watch_latency(
             })
         })
         .collect();
+    let deliveries = stream.map(|response| -> BenchResult<Vec<Duration>> {
+        let response = response?;
+        let events = response.events().iter().filter_map(|e| e.kv());
+        Ok(events
+            .filter_map(|kv| latency_of(epoch, kv.value()))
+            .collect())
+    });
+    watch_latencies(tasks, deliveries).await
+}
+
+/// Reads the latencies of each watch delivery while the writer `tasks` run,
+/// until every write they report has been seen: (p50, p99, events).
+async fn watch_latencies<E>(
+    tasks: Vec<tokio::task::JoinHandle<Result<usize, E>>>,
+    deliveries: impl futures::Stream<Item = BenchResult<Vec<Duration>>>,
+) -> BenchResult<(Duration, Duration, usize)>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut deliveries = std::pin::pin!(deliveries);
     let mut expected = 0usize;
     let mut latencies = Vec::new();
     let mut tasks = tasks.into_iter();
     let mut pending = tasks.next();
     loop {
         tokio::select! {
-            message = stream.message() => {
-                let response = message?.ok_or("etcd watch ended")?;
-                for event in response.events() {
-                    if let Some(kv) = event.kv() {
-                        latencies.extend(latency_of(epoch, kv.value()));
-                    }
-                }
-            }
+            delivered = deliveries.next() => latencies.extend(delivered.ok_or("watch ended")??),
             finished = async { pending.as_mut().expect("pending task").await }, if pending.is_some() => {
                 expected += finished??;
                 pending = tasks.next();

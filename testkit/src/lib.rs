@@ -5,7 +5,8 @@
 //! tests and the benches build on it instead of each wiring its own. For
 //! the tests that apply real nftables rules (the proxy's, the network
 //! policy controller's), [`netns`] holds network namespaces to apply them in.
-//! The suites that start containerd clean the host up after it with [`host`].
+//! The suites that start containerd clean the host up after it with [`host`];
+//! fake binaries for a component to run are written by [`write_executable`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
@@ -172,4 +173,14 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Writes `contents` to `path` as an executable (mode 0755): the fake
+/// binaries (a containerd, a ctr, a pause) tests put where a component will
+/// run them. Panics when it cannot: this is test set-up.
+pub fn write_executable(path: &Path, contents: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, contents)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use skiff_common::nft::Nft;
+use skiff_common::nft::{Nft, TableSync};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -140,6 +140,33 @@ impl Netns {
     /// `nft` run inside the namespace.
     pub fn nft(&self) -> Nft {
         Nft::in_netns(self.name.clone())
+    }
+
+    /// Points `sync` at table `table` in this namespace, as the tests of a
+    /// running proxy or policy controller keep it: the host's sysctls left
+    /// alone, and a resync every second, so a table flushed by the test is
+    /// rebuilt well within its patience.
+    pub fn keep_table(&self, sync: &mut TableSync, table: &str) {
+        sync.table = table.into();
+        sync.nft = self.nft();
+        sync.host_sysctls = false;
+        sync.resync = Duration::from_secs(1);
+    }
+
+    /// A veth pair from this namespace (end `here`) to `peer` (end
+    /// `there`), both ends down and without addresses.
+    pub fn link_peer(&self, here: &str, peer: &Netns, there: &str) {
+        ok(&[
+            "ip", "link", "add", here, "netns", &self.name, "type", "veth", "peer", "name", there,
+            "netns", &peer.name,
+        ]);
+    }
+
+    /// Gives interface `dev` the address `cidr` (`a.b.c.d/len`) and sets it
+    /// up.
+    pub fn address(&self, dev: &str, cidr: &str) {
+        self.exec_ok(&["ip", "addr", "add", cidr, "dev", dev]);
+        self.exec_ok(&["ip", "link", "set", dev, "up"]);
     }
 }
 

@@ -13,6 +13,7 @@ use tokio::sync::{Notify, watch};
 use tracing::Instrument as _;
 
 use super::{Applied, Applier, Family, Nft, NftError, Ruleset, sysctl};
+use crate::wakeups::SyncWakeups;
 
 /// What is fixed about one component's table, whatever its configuration:
 /// a `const` next to the component's renderer.
@@ -116,25 +117,15 @@ pub async fn keep_applied(
     kind: &TableKind,
     sync: &TableSync,
     changed: Arc<Notify>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     mut ruleset: impl FnMut() -> Ruleset,
 ) {
     let new_applier = || Applier::new(sync.nft.clone(), kind.family, sync.table.clone());
     let mut applier = Some(new_applier());
     let what = kind.what;
     let mut failures = 0u32;
-    let mut resync = tokio::time::interval(sync.resync);
-    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let periodic = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            _ = changed.notified() => false,
-            _ = resync.tick() => true,
-        };
-        if !periodic {
-            // Coalesce a burst of changes into one sync.
-            tokio::time::sleep(sync.coalesce).await;
-        }
+    let mut wakeups = SyncWakeups::new(changed.clone(), stop, sync.resync, sync.coalesce);
+    while let Some(periodic) = wakeups.next().await {
         let span = tracing::info_span!("nft_sync", table = %sync.table, what, periodic);
         let started = Instant::now();
         let ruleset = ruleset();

@@ -41,86 +41,67 @@ async fn cluster() -> TestDns {
 #[tokio::test]
 async fn every_record_kind_answers_over_udp_and_tcp() {
     let dns = cluster().await;
-    for tcp in [false, true] {
-        let a = ask(
-            dns.addr(),
-            "kubernetes.default.svc.cluster.local.",
-            RecordType::A,
-            tcp,
-        )
-        .await;
-        assert_eq!(a.metadata.response_code, ResponseCode::NoError);
-        assert!(a.metadata.authoritative);
-        assert_eq!(answers(&a), ["10.43.0.1"], "tcp={tcp}");
-
-        let aaaa = ask(
-            dns.addr(),
+    let kubernetes = "kubernetes.default.svc.cluster.local.";
+    let https = "_https._tcp.kubernetes.default.svc.cluster.local.";
+    // A name, a type and the answers' data, sorted.
+    let cases: &[(&str, RecordType, &[&str])] = &[
+        (kubernetes, RecordType::A, &["10.43.0.1"]),
+        (
             "dual.apps.svc.cluster.local.",
             RecordType::AAAA,
-            tcp,
-        )
-        .await;
-        assert_eq!(answers(&aaaa), ["fd00:43::30"]);
-
-        let headless = ask(dns.addr(), "pg.db.svc.cluster.local.", RecordType::A, tcp).await;
-        assert_eq!(
-            answers(&headless),
-            ["10.42.0.5", "10.42.0.6"],
-            "ready endpoints only"
-        );
-
-        let member = ask(
-            dns.addr(),
+            &["fd00:43::30"],
+        ),
+        // A headless Service: its ready endpoints only.
+        (
+            "pg.db.svc.cluster.local.",
+            RecordType::A,
+            &["10.42.0.5", "10.42.0.6"],
+        ),
+        (
             "pg-1.pg.db.svc.cluster.local.",
             RecordType::A,
-            tcp,
-        )
-        .await;
-        assert_eq!(answers(&member), ["10.42.0.6"]);
-
-        let pod = ask(
-            dns.addr(),
+            &["10.42.0.6"],
+        ),
+        (
             "10-42-0-9.apps.pod.cluster.local.",
             RecordType::A,
-            tcp,
-        )
-        .await;
-        assert_eq!(answers(&pod), ["10.42.0.9"]);
-
-        let srv = ask(
-            dns.addr(),
-            "_https._tcp.kubernetes.default.svc.cluster.local.",
+            &["10.42.0.9"],
+        ),
+        (
+            https,
             RecordType::SRV,
-            tcp,
-        )
-        .await;
-        assert_eq!(
-            answers(&srv),
-            ["0 100 443 kubernetes.default.svc.cluster.local."]
-        );
-        assert_eq!(answers_of(&srv.additionals), ["10.43.0.1"]);
-
-        let srv = ask(
-            dns.addr(),
+            &["0 100 443 kubernetes.default.svc.cluster.local."],
+        ),
+        (
             "_sql._tcp.pg.db.svc.cluster.local.",
             RecordType::SRV,
-            tcp,
-        )
-        .await;
-        assert_eq!(
-            answers(&srv),
-            [
+            &[
                 "0 100 5432 pg-0.pg.db.svc.cluster.local.",
-                "0 100 5432 pg-1.pg.db.svc.cluster.local."
-            ]
-        );
-
-        let ptr = ask(dns.addr(), "1.0.43.10.in-addr.arpa.", RecordType::PTR, tcp).await;
-        assert_eq!(answers(&ptr), ["kubernetes.default.svc.cluster.local."]);
-        let ptr = ask(dns.addr(), "9.0.42.10.in-addr.arpa.", RecordType::PTR, tcp).await;
-        assert_eq!(answers(&ptr), ["10-42-0-9.apps.pod.cluster.local."]);
-        let ptr = ask(dns.addr(), "5.0.42.10.in-addr.arpa.", RecordType::PTR, tcp).await;
-        assert_eq!(answers(&ptr), ["pg-0.pg.db.svc.cluster.local."]);
+                "0 100 5432 pg-1.pg.db.svc.cluster.local.",
+            ],
+        ),
+        ("1.0.43.10.in-addr.arpa.", RecordType::PTR, &[kubernetes]),
+        (
+            "9.0.42.10.in-addr.arpa.",
+            RecordType::PTR,
+            &["10-42-0-9.apps.pod.cluster.local."],
+        ),
+        (
+            "5.0.42.10.in-addr.arpa.",
+            RecordType::PTR,
+            &["pg-0.pg.db.svc.cluster.local."],
+        ),
+    ];
+    for tcp in [false, true] {
+        for &(name, qtype, want) in cases {
+            let answer = ask(dns.addr(), name, qtype, tcp).await;
+            assert_eq!(answer.metadata.response_code, ResponseCode::NoError);
+            assert!(answer.metadata.authoritative, "{name} {qtype:?}");
+            assert_eq!(answers(&answer), want, "{name} {qtype:?} tcp={tcp}");
+        }
+        // An SRV answer carries its target's address.
+        let srv = ask(dns.addr(), https, RecordType::SRV, tcp).await;
+        assert_eq!(answers_of(&srv.additionals), ["10.43.0.1"]);
     }
 }
 
@@ -131,39 +112,34 @@ fn answers_of(records: &[hickory_proto::rr::Record]) -> Vec<String> {
 #[tokio::test]
 async fn unknown_cluster_names_are_nxdomain_with_the_soa() {
     let dns = cluster().await;
-    for tcp in [false, true] {
-        let missing = ask(
-            dns.addr(),
+    // A name that does not exist is NXDOMAIN; one that exists without the
+    // type asked, NOERROR. Neither has answers; both carry the zone's SOA.
+    let cases = [
+        (
             "nope.default.svc.cluster.local.",
             RecordType::A,
-            tcp,
-        )
-        .await;
-        assert_eq!(missing.metadata.response_code, ResponseCode::NXDomain);
-        assert!(missing.answers.is_empty());
-        assert!(
-            matches!(
-                missing.authorities.first().map(|r| &r.data),
-                Some(RData::SOA(_))
-            ),
-            "NXDOMAIN carries the zone's SOA: {:?}",
-            missing.authorities
-        );
-        assert_eq!(missing.authorities[0].name.to_ascii(), "cluster.local.");
-
-        // The name exists, the type does not: NOERROR without answers, SOA.
-        let nodata = ask(
-            dns.addr(),
+            ResponseCode::NXDomain,
+        ),
+        (
             "kubernetes.default.svc.cluster.local.",
             RecordType::AAAA,
-            tcp,
-        )
-        .await;
-        assert_eq!(nodata.metadata.response_code, ResponseCode::NoError);
-        assert!(nodata.answers.is_empty());
-        assert!(matches!(
-            nodata.authorities.first().map(|r| &r.data),
-            Some(RData::SOA(_))
-        ));
+            ResponseCode::NoError,
+        ),
+    ];
+    for tcp in [false, true] {
+        for (name, qtype, code) in cases {
+            let answer = ask(dns.addr(), name, qtype, tcp).await;
+            assert_eq!(answer.metadata.response_code, code, "{name}");
+            assert!(answer.answers.is_empty(), "{name}");
+            assert!(
+                matches!(
+                    answer.authorities.first().map(|r| &r.data),
+                    Some(RData::SOA(_))
+                ),
+                "{name}: {:?}",
+                answer.authorities
+            );
+            assert_eq!(answer.authorities[0].name.to_ascii(), "cluster.local.");
+        }
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use skiff_common::nft::Nft;
-use skiff_testkit::netns::{Netns, ok, unique_name};
+use skiff_testkit::netns::{Netns, unique_name};
 
 /// The node, its uplink peer and its pods.
 pub struct Node {
@@ -29,31 +29,14 @@ impl Node {
         let prefix = unique_name("np");
         let node = Netns::new(format!("{prefix}-node"));
         node.exec_ok(&["ip", "link", "add", "br0", "type", "bridge"]);
-        node.exec_ok(&["ip", "addr", "add", &format!("{GATEWAY}/24"), "dev", "br0"]);
-        node.exec_ok(&["ip", "link", "set", "br0", "up"]);
+        node.address("br0", &format!("{GATEWAY}/24"));
         node.exec_ok(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
         // Bridged traffic through the inet forward hook (br_netfilter).
         node.exec_ok(&["sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"]);
         let remote = Netns::new(format!("{prefix}-remote"));
-        ok(&[
-            "ip",
-            "link",
-            "add",
-            "up0",
-            "netns",
-            &node.name,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            &remote.name,
-        ]);
-        node.exec_ok(&["ip", "addr", "add", "10.77.1.1/24", "dev", "up0"]);
-        node.exec_ok(&["ip", "link", "set", "up0", "up"]);
-        remote.exec_ok(&["ip", "addr", "add", &format!("{REMOTE}/24"), "dev", "eth0"]);
-        remote.exec_ok(&["ip", "link", "set", "eth0", "up"]);
+        node.link_peer("up0", &remote, "eth0");
+        node.address("up0", "10.77.1.1/24");
+        remote.address("eth0", &format!("{REMOTE}/24"));
         remote.exec_ok(&["ip", "route", "add", "default", "via", "10.77.1.1"]);
         Self {
             prefix,
@@ -68,26 +51,11 @@ impl Node {
         let index = self.pods.len();
         let pod = Netns::new(format!("{}-p{index}", self.prefix));
         let host_end = format!("vp{index}");
-        ok(&[
-            "ip",
-            "link",
-            "add",
-            &host_end,
-            "netns",
-            &self.node.name,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            &pod.name,
-        ]);
+        self.node.link_peer(&host_end, &pod, "eth0");
         self.node
             .exec_ok(&["ip", "link", "set", &host_end, "master", "br0"]);
         self.node.exec_ok(&["ip", "link", "set", &host_end, "up"]);
-        pod.exec_ok(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
-        pod.exec_ok(&["ip", "link", "set", "eth0", "up"]);
+        pod.address("eth0", &format!("{ip}/24"));
         pod.exec_ok(&["ip", "route", "add", "default", "via", GATEWAY]);
         self.pods.push(Arc::new(pod));
         index

@@ -36,11 +36,7 @@ fn policy(name: &str, spec: serde_json::Value) -> NetworkPolicy {
 
 fn pods() -> Vec<PodFacts> {
     let mut web = pod("web", WEB, &[("app", "web")]);
-    web.ports = vec![NamedPort {
-        name: "http".into(),
-        protocol: Protocol::Tcp,
-        port: 8080,
-    }];
+    web.ports = vec![NamedPort::new("http", Protocol::Tcp, 8080)];
     vec![
         web,
         pod("client", CLIENT, &[("role", "client")]),

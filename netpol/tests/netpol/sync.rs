@@ -73,10 +73,7 @@ async fn rules_follow_the_api_as_the_controllers_own_identity() {
     let own = cluster.client_as(UserInfo::new(USER, Vec::<String>::new()));
     let factory = SharedInformerFactory::new(own.clone());
     let mut config = NetpolConfig::new("n1");
-    config.sync.table = "np-sync".into();
-    config.sync.nft = node.nft();
-    config.sync.host_sysctls = false;
-    config.sync.resync = Duration::from_secs(1);
+    node.node.keep_table(&mut config.sync, "np-sync");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let controller = {
         let factory = factory.clone();

@@ -528,12 +528,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let paths = ContainerdPaths::new(dir.path());
         let script = dir.path().join("fake-containerd");
-        fs::write(
+        skiff_testkit::write_executable(
             &script,
             "#!/bin/sh\necho \"fake containerd: bad config $2\" >&2\nexit 3\n",
-        )
-        .unwrap();
-        fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        );
         let mut config = SupervisorConfig::new(paths.clone());
         config.containerd_bin = script;
         let err = ContainerdSupervisor::start(config).await.unwrap_err();

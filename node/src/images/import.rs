@@ -287,13 +287,10 @@ mod tests {
     async fn a_failing_ctr_reports_its_stderr() {
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("ctr");
-        std::fs::write(
+        skiff_testkit::write_executable(
             &fake,
             "#!/bin/sh\necho \"ctr: failed to dial $2\" >&2\nexit 1\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        );
         let importer = ImageImporter::new(dir.path().join("c.sock")).with_ctr(&fake);
         let err = importer
             .import(&dir.path().join("img.tar"))

@@ -185,15 +185,13 @@ pub fn pause_elf() -> Vec<u8> {
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::ExitStatusExt;
     use std::process::{Child, Command};
     use std::time::{Duration, Instant};
 
     fn spawn_pause(dir: &std::path::Path) -> Child {
         let path = dir.join("pause");
-        std::fs::write(&path, pause_elf()).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        skiff_testkit::write_executable(&path, pause_elf());
         Command::new(&path).spawn().unwrap()
     }
 

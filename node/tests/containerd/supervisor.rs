@@ -200,7 +200,7 @@ async fn a_containerd_that_keeps_failing_is_retried_with_growing_delays() {
     let script = dir.path().join("flaky-containerd");
     let starts = dir.path().join("starts");
     let first = dir.path().join("first-done");
-    std::fs::write(
+    skiff_testkit::write_executable(
         &script,
         format!(
             "#!/bin/sh\nif [ ! -e {first} ]; then touch {first}; exec containerd \"$@\"; fi\n\
@@ -208,10 +208,7 @@ async fn a_containerd_that_keeps_failing_is_retried_with_growing_delays() {
             first = first.display(),
             starts = starts.display()
         ),
-    )
-    .expect("script");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    );
     let mut config = SupervisorConfig::new(paths.clone());
     config.containerd_bin = script;
     config.backoff_initial = Duration::from_millis(200);

@@ -3,7 +3,6 @@
 //! periodic resync, and a clean stop removes the table.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -66,10 +65,7 @@ async fn rules_follow_the_api_and_a_flushed_table_is_rebuilt() {
 
     let factory = cluster.factory.clone();
     let mut config = ProxyConfig::new("n1");
-    config.sync.table = "skp-sync".into();
-    config.sync.nft = ns.nft();
-    config.sync.host_sysctls = false;
-    config.sync.resync = Duration::from_secs(1);
+    ns.keep_table(&mut config.sync, "skp-sync");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let proxy = {
         let factory = factory.clone();

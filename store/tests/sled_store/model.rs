@@ -72,6 +72,38 @@ impl Model {
             Expect::Stale => Some(current + 1000),
         }
     }
+
+    /// The value a write to `key` expecting `expected` replaces, when the
+    /// model lets it through; otherwise checks that the store refused it as
+    /// etcd does (NotFound for a missing key, Conflict for a stale
+    /// expectation) and returns `None`.
+    fn admitted<T: std::fmt::Debug>(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        got: &Result<T, StoreError>,
+    ) -> Result<Option<KeyValue>, TestCaseError> {
+        match self.live.get(key) {
+            None => {
+                prop_assert!(matches!(got, Err(StoreError::NotFound { .. })), "{got:?}")
+            }
+            Some(prev) if expected.is_some_and(|e| e != prev.mod_revision) => {
+                prop_assert!(matches!(got, Err(StoreError::Conflict { .. })), "{got:?}")
+            }
+            Some(prev) => return Ok(Some(prev.clone())),
+        }
+        Ok(None)
+    }
+
+    /// `kv` written over `prev` (none: created).
+    fn put(&mut self, kv: KeyValue, prev: Option<KeyValue>) {
+        self.changes.push(Change {
+            kind: EventKind::Put,
+            kv: kv.clone(),
+            prev,
+        });
+        self.live.insert(kv.key.clone(), kv);
+    }
 }
 
 fn value(v: u8) -> Bytes {
@@ -105,73 +137,47 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         version: 1,
                     };
                     prop_assert_eq!(got?, kv.clone());
-                    model.changes.push(Change {
-                        kind: EventKind::Put,
-                        kv: kv.clone(),
-                        prev: None,
-                    });
-                    model.live.insert(key.into(), kv);
+                    model.put(kv, None);
                 }
             }
             Op::Update(k, v, expect) => {
                 let key = KEYS[k];
                 let expected = model.expected_mod(key, &expect);
                 let got = store.update(key, value(v), expected).await;
-                match model.live.get(key).cloned() {
-                    None => {
-                        prop_assert!(matches!(got, Err(StoreError::NotFound { .. })), "{got:?}")
-                    }
-                    Some(prev) if expected.is_some_and(|e| e != prev.mod_revision) => {
-                        prop_assert!(matches!(got, Err(StoreError::Conflict { .. })), "{got:?}")
-                    }
-                    Some(prev) => {
-                        model.revision += 1;
-                        let kv = KeyValue {
-                            value: value(v),
-                            mod_revision: model.revision,
-                            version: prev.version + 1,
-                            ..prev.clone()
-                        };
-                        prop_assert_eq!(got?, kv.clone());
-                        model.changes.push(Change {
-                            kind: EventKind::Put,
-                            kv: kv.clone(),
-                            prev: Some(prev),
-                        });
-                        model.live.insert(key.into(), kv);
-                    }
+                if let Some(prev) = model.admitted(key, expected, &got)? {
+                    model.revision += 1;
+                    let kv = KeyValue {
+                        value: value(v),
+                        mod_revision: model.revision,
+                        version: prev.version + 1,
+                        ..prev.clone()
+                    };
+                    prop_assert_eq!(got?, kv.clone());
+                    model.put(kv, Some(prev));
                 }
             }
             Op::Delete(k, expect) => {
                 let key = KEYS[k];
                 let expected = model.expected_mod(key, &expect);
                 let got = store.delete(key, expected).await;
-                match model.live.get(key).cloned() {
-                    None => {
-                        prop_assert!(matches!(got, Err(StoreError::NotFound { .. })), "{got:?}")
-                    }
-                    Some(prev) if expected.is_some_and(|e| e != prev.mod_revision) => {
-                        prop_assert!(matches!(got, Err(StoreError::Conflict { .. })), "{got:?}")
-                    }
-                    Some(prev) => {
-                        model.revision += 1;
-                        let got = got?;
-                        prop_assert_eq!(&got.value, &prev.value);
-                        prop_assert_eq!(got.mod_revision, model.revision);
-                        let kv = KeyValue {
-                            key: key.into(),
-                            value: Bytes::new(),
-                            create_revision: 0,
-                            mod_revision: model.revision,
-                            version: 0,
-                        };
-                        model.changes.push(Change {
-                            kind: EventKind::Delete,
-                            kv,
-                            prev: Some(prev),
-                        });
-                        model.live.remove(key);
-                    }
+                if let Some(prev) = model.admitted(key, expected, &got)? {
+                    model.revision += 1;
+                    let got = got?;
+                    prop_assert_eq!(&got.value, &prev.value);
+                    prop_assert_eq!(got.mod_revision, model.revision);
+                    let kv = KeyValue {
+                        key: key.into(),
+                        value: Bytes::new(),
+                        create_revision: 0,
+                        mod_revision: model.revision,
+                        version: 0,
+                    };
+                    model.changes.push(Change {
+                        kind: EventKind::Delete,
+                        kv,
+                        prev: Some(prev),
+                    });
+                    model.live.remove(key);
                 }
             }
             Op::Compact(back) => {

@@ -3,8 +3,10 @@
 //! still delivered. Ordering, previous values and replay are checked on
 //! every backend in `tests/conformance/`.
 
+use std::path::Path;
+
 use bytes::Bytes;
-use skiff_store::{SledStore, Store, StoreError};
+use skiff_store::{SledStore, Store, StoreError, WatchStream};
 
 use super::common::{config, next, open, take, tmp};
 
@@ -12,14 +14,22 @@ fn v(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
+/// A store whose memory ring holds only 8 events, a watch from its first
+/// revision, and `keys` keys `k/<i>` created since: the watcher is far
+/// behind the ring.
+async fn behind_a_small_ring(dir: &Path, keys: usize) -> (SledStore, WatchStream) {
+    let store = SledStore::open(config(dir).event_ring(8, 1 << 20)).unwrap();
+    let watch = store.watch("", 1).unwrap();
+    for i in 0..keys {
+        store.create(&format!("k/{i}"), v("x")).await.unwrap();
+    }
+    (store, watch)
+}
+
 #[tokio::test]
 async fn a_watcher_behind_the_memory_ring_reads_history_from_disk() {
     let dir = tmp();
-    let store = SledStore::open(config(dir.path()).event_ring(8, 1 << 20)).unwrap();
-    let mut watch = store.watch("", 1).unwrap();
-    for i in 0..300 {
-        store.create(&format!("k/{i}"), v("x")).await.unwrap();
-    }
+    let (store, mut watch) = behind_a_small_ring(dir.path(), 300).await;
     for i in 0..300u64 {
         store.update(&format!("k/{i}"), v("y"), None).await.unwrap();
     }
@@ -41,11 +51,7 @@ async fn a_watcher_behind_the_memory_ring_reads_history_from_disk() {
 #[tokio::test]
 async fn compaction_overtaking_a_slow_watcher_ends_it_with_compacted() {
     let dir = tmp();
-    let store = SledStore::open(config(dir.path()).event_ring(8, 1 << 20)).unwrap();
-    let mut watch = store.watch("", 1).unwrap();
-    for i in 0..2000 {
-        store.create(&format!("k/{i}"), v("x")).await.unwrap();
-    }
+    let (store, mut watch) = behind_a_small_ring(dir.path(), 2000).await;
     let first = next(&mut watch).await.unwrap();
     assert_eq!(first.revision(), 2);
     let current = store.current_revision();

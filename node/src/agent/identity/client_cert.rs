@@ -310,38 +310,24 @@ mod tests {
 
 #[cfg(test)]
 mod renewal_tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
     use kube::Api;
     use kube::api::PostParams;
-    use skiff_apiserver::authn::UserInfo;
-    use skiff_apiserver::{ApiServer, ApiServerConfig};
-    use skiff_store::{SledConfig, SledStore, Store};
+    use skiff_testkit::{TestCluster, UserInfo};
 
     use super::*;
-    use crate::agent::identity::test_pki::TestCa;
+    use crate::agent::identity::test_pki::{TestCa, the_request};
 
     /// A certificate with a fifth of its life or less left is renewed by
     /// the node itself (no password), stored, and presented; a fresh one
     /// is left alone.
     #[tokio::test]
     async fn a_certificate_near_its_end_is_renewed_by_the_node_itself() {
-        let dir = tempfile::tempdir().unwrap();
-        let db: Arc<dyn Store> =
-            Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).unwrap());
-        let api_server = ApiServer::new(db, ApiServerConfig::default())
-            .await
-            .unwrap();
-        let node = skiff_apiserver::inprocess::client(
-            api_server.router(),
-            UserInfo::new("system:node:n1", [NODES_GROUP.to_string()]),
-        );
-        let admin = skiff_apiserver::inprocess::client(
-            api_server.router(),
-            UserInfo::new("admin", ["system:masters".to_string()]),
-        );
+        let cluster = TestCluster::start().await;
+        let node_user = UserInfo::new("system:node:n1", [NODES_GROUP.to_string()]);
+        let node = cluster.client_as(node_user.clone());
         let ca = TestCa::new("ca");
         let now = std::time::SystemTime::now();
         let hour = Duration::from_secs(3600);
@@ -350,7 +336,7 @@ mod renewal_tests {
             &[NODES_GROUP],
             Some((now - 9 * hour, now + hour / 2)),
         );
-        let pki = dir.path().join("pki");
+        let pki = cluster.dir().join("pki");
         let old = NodeCert { cert_pem, key_pem };
         store(&pki, &old).unwrap();
         let slot = CertSlot::new(&old).unwrap();
@@ -362,16 +348,8 @@ mod renewal_tests {
             })
         };
         // Played by the controller manager: sign the node's request.
-        let csrs: Api<CertificateSigningRequest> = Api::all(admin);
-        let mut csr = None;
-        for _ in 0..200 {
-            if let Some(found) = csrs.list(&Default::default()).await.unwrap().items.pop() {
-                csr = Some(found);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let mut csr = csr.expect("a renewal request");
+        let csrs: Api<CertificateSigningRequest> = Api::all(cluster.admin());
+        let mut csr = the_request(&csrs).await;
         assert_eq!(csr.spec.username.as_deref(), Some("system:node:n1"));
         assert_eq!(csr.spec.signer_name, SIGNER);
         assert!(
@@ -396,10 +374,7 @@ mod renewal_tests {
             pem_certs(&renewed.cert_pem).unwrap()[0].as_ref()
         );
         // Fresh now: nothing to do, no new request.
-        let node = skiff_apiserver::inprocess::client(
-            api_server.router(),
-            UserInfo::new("system:node:n1", [NODES_GROUP.to_string()]),
-        );
+        let node = cluster.client_as(node_user);
         assert!(
             !renew(
                 &node,

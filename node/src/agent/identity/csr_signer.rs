@@ -154,37 +154,11 @@ pub async fn request_certificate(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use k8s_openapi::api::certificates::v1::CertificateSigningRequestCondition;
-    use skiff_apiserver::authn::UserInfo;
-    use skiff_apiserver::{ApiServer, ApiServerConfig};
-    use skiff_store::{SledConfig, SledStore, Store};
+    use skiff_testkit::{TestCluster, UserInfo};
 
     use super::*;
-
-    async fn server() -> (ApiServer, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> =
-            Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).unwrap());
-        (
-            ApiServer::new(store, ApiServerConfig::default())
-                .await
-                .unwrap(),
-            dir,
-        )
-    }
-
-    /// The one request in the cluster, once it exists.
-    async fn the_request(api: &Api<CertificateSigningRequest>) -> CertificateSigningRequest {
-        for _ in 0..200 {
-            if let Some(csr) = api.list(&Default::default()).await.unwrap().items.pop() {
-                return csr;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no CertificateSigningRequest was created");
-    }
+    use crate::agent::identity::test_pki::the_request;
 
     fn request() -> ServingCertRequest {
         ServingCertRequest {
@@ -196,37 +170,30 @@ mod tests {
         }
     }
 
-    /// Node n1 asks for a serving certificate (in a task); the admin client
-    /// plays the controller manager.
+    /// Node n1 asks for a serving certificate (in a task); the requests
+    /// seen by the administrator, who plays the controller manager.
     fn node_asks(
-        api_server: &ApiServer,
+        cluster: &TestCluster,
     ) -> (
         tokio::task::JoinHandle<Result<String, ServingCertError>>,
-        kube::Client,
+        Api<CertificateSigningRequest>,
     ) {
-        let node = skiff_apiserver::inprocess::client(
-            api_server.router(),
-            UserInfo::new("system:node:n1", ["system:nodes".to_string()]),
-        );
-        let admin = skiff_apiserver::inprocess::client(
-            api_server.router(),
-            UserInfo::new("admin", ["system:masters".to_string()]),
-        );
         let signer = CsrSigner {
-            client: node,
+            client: cluster.client_as(UserInfo::new(
+                "system:node:n1",
+                ["system:nodes".to_string()],
+            )),
             wait: Duration::from_secs(10),
             poll: Duration::from_millis(20),
         };
         let waiting = tokio::spawn(async move { signer.sign(&request()).await });
-        (waiting, admin)
+        (waiting, Api::all(cluster.admin()))
     }
 
     #[tokio::test]
     async fn the_node_asks_as_itself_and_takes_the_signed_certificate() {
-        let (api_server, _dir) = server().await;
-        let (waiting, admin) = node_asks(&api_server);
-
-        let api: Api<CertificateSigningRequest> = Api::all(admin);
+        let cluster = TestCluster::start().await;
+        let (waiting, api) = node_asks(&cluster);
         let mut csr = the_request(&api).await;
         assert_eq!(csr.spec.username.as_deref(), Some("system:node:n1"));
         assert_eq!(csr.spec.signer_name, KUBELET_SERVING_SIGNER);
@@ -247,9 +214,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_denied_request_is_an_error() {
-        let (api_server, _dir) = server().await;
-        let (waiting, admin) = node_asks(&api_server);
-        let api: Api<CertificateSigningRequest> = Api::all(admin);
+        let cluster = TestCluster::start().await;
+        let (waiting, api) = node_asks(&cluster);
         let mut csr = the_request(&api).await;
         csr.status
             .get_or_insert_with(Default::default)

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use kube::Api;
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType,
     ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
@@ -85,6 +87,18 @@ impl TestCa {
             key.serialize_pem(),
         )
     }
+}
+
+/// The one CertificateSigningRequest in the cluster, once a node under test
+/// has created it (panics after about 4 s).
+pub(crate) async fn the_request(api: &Api<CertificateSigningRequest>) -> CertificateSigningRequest {
+    for _ in 0..200 {
+        if let Some(csr) = api.list(&Default::default()).await.unwrap().items.pop() {
+            return csr;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no CertificateSigningRequest was created");
 }
 
 /// Signs every request with the CA.

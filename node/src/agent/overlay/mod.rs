@@ -37,6 +37,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use skiff_common::cidr::{self, Ipv4Net};
+use skiff_common::wakeups::SyncWakeups;
 use skiff_informer::{HandlerFns, Informer, SharedInformerFactory};
 use tokio::sync::{Notify, watch};
 use tracing::Instrument as _;
@@ -230,20 +231,12 @@ pub async fn run(
         _ = stop.wait_for(|s| *s) => return,
     }
     let api: Api<Node> = Api::all(client);
-    let mut resync = tokio::time::interval(config.resync);
-    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // One sync for a burst of changes (a Node's status updates come every
+    // few seconds from each node).
+    let coalesce = Duration::from_millis(200);
+    let mut wakeups = SyncWakeups::new(changed, stop, config.resync, coalesce);
     let mut last: Option<Synced> = None;
-    loop {
-        let periodic = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            _ = changed.notified() => false,
-            _ = resync.tick() => true,
-        };
-        if !periodic {
-            // One sync for a burst of changes (a Node's status updates come
-            // every few seconds from each node).
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+    while let Some(periodic) = wakeups.next().await {
         let span = tracing::info_span!("pod_network_sync", node = %node_name, periodic);
         let round = Round {
             api: &api,

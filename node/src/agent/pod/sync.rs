@@ -271,17 +271,9 @@ pub(crate) async fn sync(
                 if policy == "Never" {
                     observed.init_failed = true;
                 } else {
-                    changed |= restart_with_backoff(
-                        &starter,
-                        state,
-                        &mut observed,
-                        &mut wake,
-                        c,
-                        &i,
-                        true,
-                    )
-                    .await;
-                    observed.will_restart.insert(c.name.clone());
+                    changed |= starter
+                        .restart_with_backoff(state, &mut observed, &mut wake, c, &i, true)
+                        .await;
                 }
             }
             Some(i) => {
@@ -336,17 +328,9 @@ pub(crate) async fn sync(
                 }
                 Some(i) if i.is_exited() => {
                     if should_restart(&policy, i.status.exit_code) {
-                        observed.will_restart.insert(c.name.clone());
-                        changed |= restart_with_backoff(
-                            &starter,
-                            state,
-                            &mut observed,
-                            &mut wake,
-                            c,
-                            &i,
-                            false,
-                        )
-                        .await;
+                        changed |= starter
+                            .restart_with_backoff(state, &mut observed, &mut wake, c, &i, false)
+                            .await;
                     }
                 }
                 Some(i) => {
@@ -474,55 +458,6 @@ async fn start_created(ctx: &AgentContext, instance: &ContainerInstance, observe
     }
 }
 
-/// Restarts an exited container unless its back-off says to wait; returns
-/// whether a container was started.
-async fn restart_with_backoff(
-    starter: &Starter<'_>,
-    state: &mut PodState,
-    observed: &mut Observed,
-    wake: &mut Option<Instant>,
-    container: &Container,
-    exited: &ContainerInstance,
-    init: bool,
-) -> bool {
-    let finished = system_time(exited.status.finished_at);
-    let ran = finished
-        .duration_since(system_time(exited.status.started_at))
-        .unwrap_or_default();
-    let now = SystemTime::now();
-    match state.crash.check(&container.name, finished, ran, now) {
-        Verdict::Retry => {
-            let started = starter
-                .start(state, observed, container, exited.restart_count + 1, init)
-                .await;
-            if started {
-                starter.prune(&container.name, exited).await;
-            }
-            started
-        }
-        Verdict::Wait { until, delay } => {
-            let pod = &starter.pod.metadata;
-            observed.waiting.insert(
-                container.name.clone(),
-                (
-                    "CrashLoopBackOff".into(),
-                    format!(
-                        "back-off {}s restarting failed container={} pod={}_{}({})",
-                        delay.as_secs(),
-                        container.name,
-                        pod.name.as_deref().unwrap_or_default(),
-                        pod.namespace.as_deref().unwrap_or_default(),
-                        pod.uid.as_deref().unwrap_or_default()
-                    ),
-                ),
-            );
-            let left = until.duration_since(now).unwrap_or_default();
-            *wake = earliest(*wake, Instant::now() + left);
-            false
-        }
-    }
-}
-
 /// Creates and starts container instances in one sandbox.
 struct Starter<'a> {
     ctx: &'a AgentContext,
@@ -534,6 +469,57 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
+    /// Restarts an exited container unless its back-off says to wait; returns
+    /// whether a container was started. Either way the container is marked as
+    /// one that will restart (its status reports it waiting, not terminated).
+    async fn restart_with_backoff(
+        &self,
+        state: &mut PodState,
+        observed: &mut Observed,
+        wake: &mut Option<Instant>,
+        container: &Container,
+        exited: &ContainerInstance,
+        init: bool,
+    ) -> bool {
+        observed.will_restart.insert(container.name.clone());
+        let finished = system_time(exited.status.finished_at);
+        let ran = finished
+            .duration_since(system_time(exited.status.started_at))
+            .unwrap_or_default();
+        let now = SystemTime::now();
+        match state.crash.check(&container.name, finished, ran, now) {
+            Verdict::Retry => {
+                let started = self
+                    .start(state, observed, container, exited.restart_count + 1, init)
+                    .await;
+                if started {
+                    self.prune(&container.name, exited).await;
+                }
+                started
+            }
+            Verdict::Wait { until, delay } => {
+                let pod = &self.pod.metadata;
+                observed.waiting.insert(
+                    container.name.clone(),
+                    (
+                        "CrashLoopBackOff".into(),
+                        format!(
+                            "back-off {}s restarting failed container={} pod={}_{}({})",
+                            delay.as_secs(),
+                            container.name,
+                            pod.name.as_deref().unwrap_or_default(),
+                            pod.namespace.as_deref().unwrap_or_default(),
+                            pod.uid.as_deref().unwrap_or_default()
+                        ),
+                    ),
+                );
+                let left = until.duration_since(now).unwrap_or_default();
+                *wake = earliest(*wake, Instant::now() + left);
+                false
+            }
+        }
+    }
+
     /// Pulls (by policy), resolves env, creates and starts one instance;
     /// on failure records the waiting reason. Returns whether it started.
     async fn start(

@@ -332,21 +332,15 @@ async fn a_renewed_certificate_is_presented_without_a_restart() {
 /// client. An unreachable API server fails closed (500, no handler).
 #[tokio::test]
 async fn decisions_come_from_subject_access_reviews_and_fail_closed() {
-    use skiff_apiserver::authn::UserInfo;
-    use skiff_store::{SledConfig, SledStore, Store};
+    use skiff_testkit::{TestCluster, UserInfo};
 
     use super::authz::{CachedReviewer, SubjectAccessReviewer};
 
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> =
-        Arc::new(SledStore::open(SledConfig::new(dir.path().join("db"))).unwrap());
-    let api = skiff_apiserver::ApiServer::new(store, skiff_apiserver::ApiServerConfig::default())
-        .await
-        .unwrap();
-    let node_client = skiff_apiserver::inprocess::client(
-        api.router(),
-        UserInfo::new("system:node:n1", ["system:nodes".to_string()]),
-    );
+    let cluster = TestCluster::start().await;
+    let node_client = cluster.client_as(UserInfo::new(
+        "system:node:n1",
+        ["system:nodes".to_string()],
+    ));
     let unused = Arc::new(OneUser {
         allowed: "",
         asked: Mutex::new(Vec::new()),

@@ -251,17 +251,21 @@ async fn prepare_one(
 
 /// Where a volume's files, or one projected source's, come from.
 enum Files<'v> {
-    ConfigMap {
-        name: &'v str,
-        optional: Option<bool>,
-        items: Option<&'v [KeyToPath]>,
-    },
-    Secret {
+    /// The keys of a ConfigMap or a Secret, all or the listed items.
+    Keys {
+        of: KeysOf,
         name: &'v str,
         optional: Option<bool>,
         items: Option<&'v [KeyToPath]>,
     },
     Downward(&'v [DownwardAPIVolumeFile]),
+}
+
+/// Which kind of object [`Files::Keys`] reads.
+#[derive(Clone, Copy)]
+enum KeysOf {
+    ConfigMap,
+    Secret,
 }
 
 impl<'v> Files<'v> {
@@ -270,7 +274,8 @@ impl<'v> Files<'v> {
         optional: Option<bool>,
         items: &'v Option<Vec<KeyToPath>>,
     ) -> Self {
-        Self::ConfigMap {
+        Self::Keys {
+            of: KeysOf::ConfigMap,
             name,
             optional,
             items: items.as_deref(),
@@ -278,7 +283,8 @@ impl<'v> Files<'v> {
     }
 
     fn secret(name: &'v str, optional: Option<bool>, items: &'v Option<Vec<KeyToPath>>) -> Self {
-        Self::Secret {
+        Self::Keys {
+            of: KeysOf::Secret,
             name,
             optional,
             items: items.as_deref(),
@@ -298,16 +304,26 @@ impl<'v> Files<'v> {
         default_mode: u32,
     ) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
         match self {
-            Self::ConfigMap {
+            Self::Keys {
+                of,
                 name,
                 optional,
                 items,
-            } => config_map_files(ctx, namespace, name, optional, items, default_mode).await,
-            Self::Secret {
-                name,
-                optional,
-                items,
-            } => secret_files(ctx, namespace, name, optional, items, default_mode).await,
+            } => {
+                let optional = optional.unwrap_or(false);
+                let client = ctx.client.clone();
+                let data = match of {
+                    KeysOf::ConfigMap => {
+                        let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+                        text_to_bytes(env::config_map_data(&api, name, optional).await?)
+                    }
+                    KeysOf::Secret => {
+                        let api: Api<Secret> = Api::namespaced(client, namespace);
+                        env::secret_bytes(&api, name, optional).await?
+                    }
+                };
+                Ok(select_items(data, items, default_mode))
+            }
             Self::Downward(items) => downward_files(ctx, pod, items, default_mode),
         }
     }
@@ -315,34 +331,6 @@ impl<'v> Files<'v> {
 
 fn mode(mode: Option<i32>, default: u32) -> u32 {
     mode.and_then(|m| u32::try_from(m).ok()).unwrap_or(default) & 0o7777
-}
-
-/// A ConfigMap's keys as files (a configMap volume or projected source).
-async fn config_map_files(
-    ctx: &VolumeContext<'_>,
-    namespace: &str,
-    name: &str,
-    optional: Option<bool>,
-    items: Option<&[KeyToPath]>,
-    default_mode: u32,
-) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-    let data = env::config_map_data(&api, name, optional.unwrap_or(false)).await?;
-    Ok(select_items(text_to_bytes(data), items, default_mode))
-}
-
-/// A Secret's keys as files (a secret volume or projected source).
-async fn secret_files(
-    ctx: &VolumeContext<'_>,
-    namespace: &str,
-    name: &str,
-    optional: Option<bool>,
-    items: Option<&[KeyToPath]>,
-    default_mode: u32,
-) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let data = env::secret_bytes(&api, name, optional.unwrap_or(false)).await?;
-    Ok(select_items(data, items, default_mode))
 }
 
 fn text_to_bytes(data: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, Vec<u8>>> {
