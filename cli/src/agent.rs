@@ -330,7 +330,7 @@ pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
                 Err(e) => Err(e.into()),
             };
         }
-        _ = termination_signal() => {}
+        _ = crate::termination_signal() => {}
     }
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
@@ -409,7 +409,7 @@ async fn run_simulated(args: &AgentArgs) -> anyhow::Result<()> {
             result.context("simulated nodes task")??;
             anyhow::bail!("the simulated nodes stopped");
         }
-        _ = termination_signal() => {}
+        _ = crate::termination_signal() => {}
     }
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
@@ -454,23 +454,6 @@ pub(crate) fn spawn_in_server(
             tracing::error!(%error, "node agent stopped");
         }
     });
-}
-
-/// Resolves on SIGTERM or SIGINT: how `skiff agent` and `skiff server` both
-/// learn they are to stop.
-pub(crate) async fn termination_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
-    }
 }
 
 #[cfg(test)]

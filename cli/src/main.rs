@@ -98,3 +98,20 @@ fn block_on(
 ) -> anyhow::Result<()> {
     runtime.enable_all().build()?.block_on(command)
 }
+
+/// Resolves on SIGTERM or SIGINT: how `skiff agent` and `skiff server` both
+/// learn they are to stop.
+async fn termination_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}

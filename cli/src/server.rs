@@ -687,7 +687,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
         ));
     }
 
-    crate::agent::termination_signal().await;
+    crate::termination_signal().await;
     // Stop accepting and stop the components; then end watches so draining
     // connections can close, and flush the store last. Each step is bounded
     // so that the whole stop fits in SHUTDOWN_BUDGET even when a component

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use futures::future::try_join_all;
 use http::Method;
 use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject,
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -253,24 +253,33 @@ impl PolicyObject for Role {
     }
 }
 
-/// Both binding kinds merge alike: a changed role reference cannot be
-/// changed in place (recreate); otherwise the missing expected subjects
-/// are appended.
-macro_rules! binding_merge {
-    ($($binding:ty),+) => {$(
-        impl PolicyObject for $binding {
-            fn merge_body(&mut self, expected: &Self) -> bool {
-                if self.role_ref != expected.role_ref {
-                    return true;
-                }
-                merge_subjects(&mut self.subjects, &expected.subjects);
-                false
-            }
-        }
-    )+};
+/// How both binding kinds merge: a changed role reference cannot be changed
+/// in place (true: recreate); otherwise the missing expected subjects are
+/// appended.
+fn merge_binding(
+    (role_ref, subjects): (&RoleRef, &mut Option<Vec<Subject>>),
+    expected: (&RoleRef, &Option<Vec<Subject>>),
+) -> bool {
+    if role_ref != expected.0 {
+        return true;
+    }
+    merge_subjects(subjects, expected.1);
+    false
 }
 
-binding_merge!(ClusterRoleBinding, RoleBinding);
+impl PolicyObject for ClusterRoleBinding {
+    fn merge_body(&mut self, expected: &Self) -> bool {
+        let have = (&self.role_ref, &mut self.subjects);
+        merge_binding(have, (&expected.role_ref, &expected.subjects))
+    }
+}
+
+impl PolicyObject for RoleBinding {
+    fn merge_body(&mut self, expected: &Self) -> bool {
+        let have = (&self.role_ref, &mut self.subjects);
+        merge_binding(have, (&expected.role_ref, &expected.subjects))
+    }
+}
 
 /// The REST path of `K`'s collection (in `namespace`, if any) or of one
 /// object.
