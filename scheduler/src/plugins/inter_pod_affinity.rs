@@ -236,16 +236,9 @@ impl PreFilterPlugin for InterPodAffinity {
 }
 
 impl PreFilterExtensions for InterPodAffinity {
-    fn update(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        other: &Arc<PodInfo>,
-        node: &NodeInfo,
-        change: PodChange,
-    ) -> Status {
+    fn update(&self, state: &mut CycleState, pod: &PodInfo, other: SimulatedPod<'_>) -> Status {
         if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
-            self.account(fs, pod, other, node, change.delta());
+            self.account(fs, pod, other.pod, other.node, other.delta());
         }
         Status::success()
     }
