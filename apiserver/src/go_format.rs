@@ -2,27 +2,8 @@
 //! durations — for messages and fields that must read as upstream's
 //! (RBAC and Pod Security refusals, `metav1.Duration`s).
 
-/// A string as Go's `%q` prints it: double quotes, with backslash escapes
-/// for quotes, backslashes and control characters.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+// Quoting is shared with the node's TOML writer, so it lives in skiff-common.
+pub(crate) use skiff_common::quote::go_quote;
 
 /// A list of strings as Go's `%q` prints a `[]string`: `["a" "b"]`.
 pub(crate) fn go_quoted_list(list: &[String]) -> String {

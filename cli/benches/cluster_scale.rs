@@ -43,14 +43,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let replicas = env_or("SCALE_REPLICAS", 1000) as i32;
     let dir = tempfile::tempdir()?;
     let port = free_port();
-    let mut server = server_command(
-        support::skiff_binary(),
-        dir.path(),
-        port,
-        &dir.path().join("server.log"),
-    )?
-    .args(["--simulated-nodes", &nodes.to_string()])
-    .spawn()?;
+    let log = dir.path().join("server.log");
+    let mut server = server_command(support::skiff_binary(), dir.path(), port, &log)?
+        .args(["--simulated-nodes", &nodes.to_string()])
+        .spawn()?;
     let pid = server.id();
     let client = admin_client(dir.path(), true).await?;
     let node_api: Api<Node> = Api::all(client.clone());

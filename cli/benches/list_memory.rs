@@ -67,14 +67,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let quiet = Duration::from_secs(env_or("MEM_QUIET_SECONDS", 30) as u64);
     let dir = tempfile::tempdir()?;
     let port = free_port();
-    let mut server = server_command(
-        support::skiff_binary(),
-        dir.path(),
-        port,
-        &dir.path().join("server.log"),
-    )?
-    .envs(server_env())
-    .spawn()?;
+    let log = dir.path().join("server.log");
+    let mut server = server_command(support::skiff_binary(), dir.path(), port, &log)?
+        .envs(server_env())
+        .spawn()?;
     let pid = server.id();
     let result = run(pid, dir.path(), count, lists, quiet).await;
     let _ = server.kill();

@@ -31,7 +31,9 @@ use kube::api::{ObjectMeta, PostParams};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::{HandlerFns, SharedInformerFactory};
 use skiff_scheduler::SchedulerConfig;
-use skiff_scheduler::testing::perf::{basic_pod, bound_pods, node, pending_pods, spread_pods};
+use skiff_scheduler::testing::perf::{
+    basic_pod, bound_pods, cpu_seconds, memory_mib, node, pending_pods, spread_pods,
+};
 use skiff_scheduler::testing::{PodBuilder, TestCluster};
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store};
@@ -72,25 +74,6 @@ static ALLOC: CountingAlloc = CountingAlloc;
 
 fn live_mib() -> f64 {
     LIVE_BYTES.load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-/// User+system CPU seconds of this process.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// The live heap once it has stopped moving (two readings 200 ms apart within
@@ -242,6 +225,19 @@ impl Measure {
     fn rate(&self) -> f64 {
         self.scheduled as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
+
+    fn per_cpu(&self) -> f64 {
+        self.scheduled as f64 / self.cpu.max(0.01)
+    }
+
+    /// The note after a rate when not all `measured` pods were bound.
+    fn shortfall(&self, measured: usize) -> String {
+        if self.scheduled < measured {
+            format!(" (only {} bound)", self.scheduled)
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// The scheduler alone: the fake binder, binds confirmed through the informer path as the
@@ -252,7 +248,7 @@ fn in_memory(w: &Workload) -> Measure {
         .build()
         .expect("runtime");
     let heap0 = live_mib();
-    let rss0 = rss_mib();
+    let rss0 = memory_mib("VmRSS:");
     let c = TestCluster::new();
     for n in &w.nodes {
         c.scheduler.on_node_add(Arc::new(n.clone()));
@@ -272,7 +268,7 @@ fn in_memory(w: &Workload) -> Measure {
         elapsed: start.elapsed(),
         cpu: cpu_seconds() - cpu0,
         heap_mib: live_mib() - heap0,
-        rss_mib: rss_mib() - rss0,
+        rss_mib: memory_mib("VmRSS:") - rss0,
         writes: 0,
         flushes: 0,
         scheduler_mib: 0.0,
@@ -414,7 +410,7 @@ async fn through_api(
     create_all(&pods, &measured).await?;
 
     let heap0 = live_mib();
-    let rss0 = rss_mib();
+    let rss0 = memory_mib("VmRSS:");
     let client = cluster.client_as(UserInfo::new(
         "system:kube-scheduler",
         ["system:authenticated".to_string()],
@@ -452,7 +448,7 @@ async fn through_api(
     let done = Instant::now();
     let cpu = cpu_seconds() - cpu0;
     let heap = live_mib() - heap0;
-    let rss = rss_mib() - rss0;
+    let rss = memory_mib("VmRSS:") - rss0;
     let scheduled = scheduler.bound_count() as usize;
     let stats = cluster.writes_and_flushes()?;
     let start = first_enqueued.lock().ok().and_then(|f| *f).unwrap_or(done);
@@ -540,20 +536,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (w, api, mem, _) in &rows {
-        let per_cpu = api.scheduled as f64 / api.cpu.max(0.01);
-        let complete = if api.scheduled < w.measured.len() {
-            format!(" (only {} bound)", api.scheduled)
-        } else {
-            String::new()
-        };
         println!(
             "| {} | {} | {} | {:.0}{} | {:.0} | {} ({}) | {:.0} | {:.2} | {:.0} MiB | {:.0} MiB | {:.0} MiB |",
             w.name,
             w.nodes.len(),
             w.measured.len(),
             api.rate(),
-            complete,
-            per_cpu,
+            api.shortfall(w.measured.len()),
+            api.per_cpu(),
             w.upstream.0,
             w.upstream.1,
             mem.rate(),
@@ -569,26 +559,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---|---|---|---|---|---|---|");
     for (w, api, _, etcd) in &rows {
-        let per_cpu = |m: &Measure| m.scheduled as f64 / m.cpu.max(0.01);
-        let complete = |m: &Measure| {
-            if m.scheduled < w.measured.len() {
-                format!(" (only {} bound)", m.scheduled)
-            } else {
-                String::new()
-            }
-        };
         println!(
             "| {} | {} | {} | {:.0}{} | {:.0}{} | {:.2} | {:.0} / {:.0} |",
             w.name,
             w.nodes.len(),
             w.measured.len(),
             api.rate(),
-            complete(api),
+            api.shortfall(w.measured.len()),
             etcd.rate(),
-            complete(etcd),
+            etcd.shortfall(w.measured.len()),
             api.rate() / etcd.rate().max(1e-9),
-            per_cpu(api),
-            per_cpu(etcd),
+            api.per_cpu(),
+            etcd.per_cpu(),
         );
     }
     // The line compared over time (issue #17): pods/s through the API per workload,

@@ -2,7 +2,8 @@
 //! components (controllers, scheduler, node agent, proxy) and the API server
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
-//! class, IPv4 CIDRs, label-selector matching, Go duration text, the
+//! class, IPv4 CIDRs, label-selector matching, Go duration text, strings
+//! quoted as Go and TOML quote them (`quote`), the
 //! cluster's join token (`join_token`), where a node's password hash is
 //! kept (`node_password`), the
 //! process's Prometheus registry (`metrics`, where every component's metrics
@@ -36,4 +37,5 @@ pub mod node_password;
 pub mod qos;
 pub mod quantity;
 pub mod quota;
+pub mod quote;
 pub mod wakeups;

@@ -197,12 +197,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Node `name` with `addresses` (type, address) and `labels`.
     fn node(
         name: &str,
         ready: bool,
-        addresses: serde_json::Value,
+        addresses: &[(&str, &str)],
         labels: serde_json::Value,
     ) -> Arc<Node> {
+        let addresses: Vec<_> = addresses
+            .iter()
+            .map(|(type_, address)| json!({"type": type_, "address": address}))
+            .collect();
         Arc::new(
             serde_json::from_value(json!({
                 "metadata": {"name": name, "labels": labels},
@@ -217,25 +222,11 @@ mod tests {
 
     #[test]
     fn ready_nodes_give_external_or_internal_addresses() {
+        let both = [("InternalIP", "10.0.0.3"), ("ExternalIP", "198.51.100.3")];
         let nodes = vec![
-            node(
-                "a",
-                true,
-                json!([{"type": "InternalIP", "address": "192.0.2.2"}]),
-                json!({}),
-            ),
-            node(
-                "b",
-                true,
-                json!([{"type": "InternalIP", "address": "10.0.0.3"}, {"type": "ExternalIP", "address": "198.51.100.3"}]),
-                json!({}),
-            ),
-            node(
-                "c",
-                false,
-                json!([{"type": "InternalIP", "address": "192.0.2.9"}]),
-                json!({}),
-            ),
+            node("a", true, &[("InternalIP", "192.0.2.2")], json!({})),
+            node("b", true, &both, json!({})),
+            node("c", false, &[("InternalIP", "192.0.2.9")], json!({})),
         ];
         assert_eq!(node_addresses(&nodes), ["192.0.2.2", "198.51.100.3"]);
     }
@@ -243,16 +234,11 @@ mod tests {
     #[test]
     fn the_enablelb_label_restricts_the_nodes() {
         let nodes = vec![
-            node(
-                "a",
-                true,
-                json!([{"type": "InternalIP", "address": "192.0.2.2"}]),
-                json!({}),
-            ),
+            node("a", true, &[("InternalIP", "192.0.2.2")], json!({})),
             node(
                 "b",
                 true,
-                json!([{"type": "InternalIP", "address": "192.0.2.3"}]),
+                &[("InternalIP", "192.0.2.3")],
                 json!({ENABLE_LB_LABEL: "true"}),
             ),
         ];

@@ -72,16 +72,25 @@ impl<K> Inner<K> {
         }
     }
 
-    fn lookup(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, CacheError> {
+    /// The objects filed under `value` in index `index_name`, by key; `None`
+    /// when none are (a known index need not have an entry yet).
+    fn filed(
+        &self,
+        index_name: &str,
+        value: &str,
+    ) -> Result<Option<&HashMap<String, Arc<K>>>, CacheError> {
         if !self.index_fns.contains_key(index_name) {
             return Err(CacheError::UnknownIndex(index_name.to_owned()));
         }
         Ok(self
             .indices
             .get(index_name)
-            .and_then(|index| index.get(value))
-            .map(|objects| objects.values().cloned().collect())
-            .unwrap_or_default())
+            .and_then(|index| index.get(value)))
+    }
+
+    fn lookup(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, CacheError> {
+        let filed = self.filed(index_name, value)?;
+        Ok(filed.map_or_else(Vec::new, |objects| objects.values().cloned().collect()))
     }
 }
 
@@ -234,15 +243,8 @@ impl<K: Resource> Cache<K> {
     /// Keys of the objects filed under `value` in index `index_name`.
     pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<String>, CacheError> {
         let inner = self.inner.read();
-        if !inner.index_fns.contains_key(index_name) {
-            return Err(CacheError::UnknownIndex(index_name.to_owned()));
-        }
-        Ok(inner
-            .indices
-            .get(index_name)
-            .and_then(|index| index.get(value))
-            .map(|objects| objects.keys().cloned().collect())
-            .unwrap_or_default())
+        let filed = inner.filed(index_name, value)?;
+        Ok(filed.map_or_else(Vec::new, |objects| objects.keys().cloned().collect()))
     }
 
     /// Every key currently stored.

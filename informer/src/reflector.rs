@@ -154,19 +154,22 @@ mod tests {
             .collect()
     }
 
+    /// The start of a (re)list: `Init`, then each (name, resourceVersion) listed.
+    fn listing(items: &[(&str, &str)]) -> Vec<watcher::Event<ConfigMap>> {
+        std::iter::once(watcher::Event::Init)
+            .chain(
+                items
+                    .iter()
+                    .map(|(name, rv)| watcher::Event::InitApply(cm(name, rv))),
+            )
+            .collect()
+    }
+
     #[test]
     fn initial_list_then_watch_events() {
         let cache = Cache::new();
         let mut r = Reflector::new();
-        let out = feed(
-            &mut r,
-            &cache,
-            vec![
-                watcher::Event::Init,
-                watcher::Event::InitApply(cm("a", "1")),
-                watcher::Event::InitApply(cm("b", "2")),
-            ],
-        );
+        let out = feed(&mut r, &cache, listing(&[("a", "1"), ("b", "2")]));
         // Nothing is visible before the list completes.
         assert!(out.is_empty());
         assert!(cache.is_empty());
@@ -194,28 +197,14 @@ mod tests {
     fn relist_reports_missed_deletes_with_last_known_state() {
         let cache = Cache::new();
         let mut r = Reflector::new();
-        feed(
-            &mut r,
-            &cache,
-            vec![
-                watcher::Event::Init,
-                watcher::Event::InitApply(cm("a", "1")),
-                watcher::Event::InitApply(cm("b", "2")),
-                watcher::Event::InitApply(cm("c", "3")),
-                watcher::Event::InitDone,
-                watcher::Event::Apply(cm("c", "4")),
-            ],
-        );
+        let mut events = listing(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        events.extend([
+            watcher::Event::InitDone,
+            watcher::Event::Apply(cm("c", "4")),
+        ]);
+        feed(&mut r, &cache, events);
         // The watch broke (410); meanwhile b and c were deleted, a changed, d appeared.
-        let out = feed(
-            &mut r,
-            &cache,
-            vec![
-                watcher::Event::Init,
-                watcher::Event::InitApply(cm("d", "9")),
-                watcher::Event::InitApply(cm("a", "8")),
-            ],
-        );
+        let out = feed(&mut r, &cache, listing(&[("d", "9"), ("a", "8")]));
         assert!(out.is_empty());
         // During the relist listers still serve the old content.
         assert_eq!(cache.len(), 3);
@@ -233,15 +222,9 @@ mod tests {
     fn an_empty_relist_deletes_everything() {
         let cache = Cache::new();
         let mut r = Reflector::new();
-        feed(
-            &mut r,
-            &cache,
-            vec![
-                watcher::Event::Init,
-                watcher::Event::InitApply(cm("a", "1")),
-                watcher::Event::InitDone,
-            ],
-        );
+        let mut events = listing(&[("a", "1")]);
+        events.push(watcher::Event::InitDone);
+        feed(&mut r, &cache, events);
         let out = feed(
             &mut r,
             &cache,

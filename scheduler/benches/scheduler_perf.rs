@@ -34,27 +34,6 @@ fn drive(c: &TestCluster, rt: &tokio::runtime::Runtime, expect: usize) -> Outcom
     }
 }
 
-/// User+system CPU seconds of this process: on a shared machine pods per CPU-second is
-/// steadier than wall-clock pods/s.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 fn report(name: &str, nodes: usize, pods: usize, o: &Outcome) {
     let rate = o.scheduled as f64 / o.elapsed.as_secs_f64();
     let per_cpu = if o.cpu > 0.0 {
@@ -68,7 +47,7 @@ fn report(name: &str, nodes: usize, pods: usize, o: &Outcome) {
         o.elapsed.as_secs_f64() * 1000.0,
         rate,
         per_cpu,
-        peak_rss_mib()
+        perf::memory_mib("VmHWM:")
     );
 }
 
@@ -94,13 +73,13 @@ fn workload(
     }
     let n = measured.len();
     let start = Instant::now();
-    let cpu_start = cpu_seconds();
+    let cpu_start = perf::cpu_seconds();
     for p in measured {
         c.add_pod(p);
     }
     let mut o = drive(&c, rt, n);
     o.elapsed = start.elapsed();
-    o.cpu = cpu_seconds() - cpu_start;
+    o.cpu = perf::cpu_seconds() - cpu_start;
     report(name, nodes, n, &o);
 }
 

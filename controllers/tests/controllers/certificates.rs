@@ -44,7 +44,16 @@ fn request_pem(cn: &str, names: &[&str]) -> String {
     params.serialize_request(&key).unwrap().pem().unwrap()
 }
 
-async fn ask(client: &kube::Client, name: &str, pem: String, spoofed_user: Option<&str>) {
+/// Creates CSR `name` as `client`: a serving certificate for node `node`
+/// with `names`, claiming to come from `spoofed_user` when given.
+async fn ask(
+    client: &kube::Client,
+    name: &str,
+    node: &str,
+    names: &[&str],
+    spoofed_user: Option<&str>,
+) {
+    let pem = request_pem(&format!("system:node:{node}"), names);
     let csr = CertificateSigningRequest {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -64,6 +73,22 @@ async fn ask(client: &kube::Client, name: &str, pem: String, spoofed_user: Optio
         .create(&PostParams::default(), &csr)
         .await
         .unwrap();
+}
+
+/// The certificate controller on `cluster`, signing with `certs`' CA, and
+/// the informers it reads; it runs until the sender says stop.
+fn start_signing(
+    cluster: &TestCluster,
+    certs: &ClusterCerts,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (stop_tx, stop) = watch::channel(false);
+    let mut ctx = Context::new(cluster.client.clone(), cluster.factory.clone());
+    ctx.cluster_signer = Some(Arc::new(
+        ClusterSigner::from_pem(&certs.ca_cert_pem, &certs.ca_key_pem).unwrap(),
+    ));
+    let controller = tokio::spawn(skiff_controllers::certificates::controller::run(ctx, stop));
+    cluster.factory.start().unwrap();
+    (stop_tx, controller)
 }
 
 fn node_client(cluster: &TestCluster, node: &str) -> kube::Client {
@@ -90,20 +115,8 @@ async fn nodes_get_certificates_for_their_own_addresses_only() {
     let n1 = node_client(&cluster, "n1");
     // Impostors first, so the controller has passed over them by the time
     // the genuine request is signed.
-    ask(
-        &n1,
-        "n1-as-n2",
-        request_pem("system:node:n2", &["10.0.0.6"]),
-        None,
-    )
-    .await;
-    ask(
-        &n1,
-        "n1-foreign-ip",
-        request_pem("system:node:n1", &["10.0.0.5", "10.0.0.99"]),
-        None,
-    )
-    .await;
+    ask(&n1, "n1-as-n2", "n2", &["10.0.0.6"], None).await;
+    ask(&n1, "n1-foreign-ip", "n1", &["10.0.0.5", "10.0.0.99"], None).await;
     // An account allowed to ask for certificates (as upstream's
     // node-bootstrapper role allows) still cannot ask as a node.
     let grant: ClusterRoleBinding = serde_json::from_value(json!({
@@ -117,20 +130,8 @@ async fn nodes_get_certificates_for_their_own_addresses_only() {
         .await
         .unwrap();
     let sa = cluster.client_as(UserInfo::service_account("default", "sneaky"));
-    ask(
-        &sa,
-        "sa-as-n1",
-        request_pem("system:node:n1", &["10.0.0.5"]),
-        Some("system:node:n1"),
-    )
-    .await;
-    ask(
-        &n1,
-        "n1-genuine",
-        request_pem("system:node:n1", &["10.0.0.5", "n1"]),
-        None,
-    )
-    .await;
+    ask(&sa, "sa-as-n1", "n1", &["10.0.0.5"], Some("system:node:n1")).await;
+    ask(&n1, "n1-genuine", "n1", &["10.0.0.5", "n1"], None).await;
 
     let csrs: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
     // The API server recorded the real requester, not the claimed one.
@@ -140,13 +141,7 @@ async fn nodes_get_certificates_for_their_own_addresses_only() {
         Some("system:serviceaccount:default:sneaky")
     );
 
-    let (stop_tx, stop) = watch::channel(false);
-    let mut ctx = Context::new(cluster.client.clone(), cluster.factory.clone());
-    ctx.cluster_signer = Some(Arc::new(
-        ClusterSigner::from_pem(&certs.ca_cert_pem, &certs.ca_key_pem).unwrap(),
-    ));
-    let controller = tokio::spawn(skiff_controllers::certificates::controller::run(ctx, stop));
-    cluster.factory.start().unwrap();
+    let (stop_tx, controller) = start_signing(&cluster, &certs);
 
     let signed = eventually(Duration::from_secs(20), "n1's certificate", || {
         let csrs = csrs.clone();
@@ -373,13 +368,7 @@ async fn bootstrappers_get_node_client_certificates_and_nobody_else() {
         .await
         .unwrap();
 
-    let (stop_tx, stop) = watch::channel(false);
-    let mut ctx = Context::new(cluster.client.clone(), cluster.factory.clone());
-    ctx.cluster_signer = Some(Arc::new(
-        ClusterSigner::from_pem(&certs.ca_cert_pem, &certs.ca_key_pem).unwrap(),
-    ));
-    let controller = tokio::spawn(skiff_controllers::certificates::controller::run(ctx, stop));
-    cluster.factory.start().unwrap();
+    let (stop_tx, controller) = start_signing(&cluster, &certs);
 
     for name in ["b1-bootstrap", "b1-renewal"] {
         let signed = eventually(Duration::from_secs(20), name, || {

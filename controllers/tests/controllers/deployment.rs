@@ -32,6 +32,12 @@ async fn create(
     create_workload(client, name, spec, extra).await
 }
 
+/// The default strategy: a rolling update with upstream's default surge and
+/// unavailability.
+fn rolling() -> Value {
+    json!({"type": "RollingUpdate"})
+}
+
 /// The Deployment `name` in `default`, as the API has it now.
 async fn get(client: &Client, name: &str) -> Deployment {
     get_workload(client, name).await
@@ -102,14 +108,7 @@ const CONTROLLERS: &[&str] = &["deployment", "replicaset"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
     let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
-    create(
-        &client,
-        "web",
-        3,
-        json!({"type": "RollingUpdate"}),
-        json!({}),
-    )
-    .await;
+    create(&client, "web", 3, rolling(), json!({})).await;
     let d = wait_rolled_out(&client, "web").await;
     let rss = replica_sets(&client).await;
     assert_eq!(rss.len(), 1);
@@ -230,14 +229,7 @@ async fn recreate_removes_old_pods_before_creating_new_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_by_template_reuses_the_old_replica_set_with_a_new_revision() {
     let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
-    create(
-        &client,
-        "undo",
-        2,
-        json!({"type": "RollingUpdate"}),
-        json!({}),
-    )
-    .await;
+    create(&client, "undo", 2, rolling(), json!({})).await;
     wait_rolled_out(&client, "undo").await;
     let first = replica_sets(&client).await[0].name_any();
     set_image(&client, "undo", "nginx:2").await;
@@ -266,14 +258,7 @@ async fn rollback_by_template_reuses_the_old_replica_set_with_a_new_revision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_deployments_do_not_roll_out_until_resumed() {
     let (cluster, client) = TestCluster::start_with_client(CONTROLLERS).await;
-    create(
-        &client,
-        "hold",
-        2,
-        json!({"type": "RollingUpdate"}),
-        json!({}),
-    )
-    .await;
+    create(&client, "hold", 2, rolling(), json!({})).await;
     wait_rolled_out(&client, "hold").await;
     let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
     merge_patch(&api, "hold", json!({"spec": {"paused": true}})).await;
@@ -317,7 +302,7 @@ async fn old_replica_sets_beyond_the_history_limit_are_deleted() {
         &client,
         "hist",
         1,
-        json!({"type": "RollingUpdate"}),
+        rolling(),
         json!({"revisionHistoryLimit": 1}),
     )
     .await;
@@ -355,7 +340,7 @@ async fn a_stuck_rollout_reports_progress_deadline_exceeded() {
         &client,
         "stuck",
         2,
-        json!({"type": "RollingUpdate"}),
+        rolling(),
         json!({"progressDeadlineSeconds": 1}),
     )
     .await;

@@ -193,6 +193,17 @@ async fn autoscaler(client: &kube::Client, spec: Value) {
         .unwrap();
 }
 
+/// The autoscaler most tests use: Deployment `web` at 50% of its pods' CPU
+/// requests, with at most 10 replicas.
+async fn web_autoscaler(client: &kube::Client) {
+    autoscaler(
+        client,
+        json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "maxReplicas": 10, "metrics": cpu_target(50)}),
+    )
+    .await;
+}
+
 fn cpu_target(percent: i32) -> Value {
     json!([{"type": "Resource", "resource": {"name": "cpu",
         "target": {"type": "Utilization", "averageUtilization": percent}}}])
@@ -251,12 +262,7 @@ async fn scales_a_deployment_up_on_cpu_and_reports_why() {
     settled_pod(&client, "web", "web-b").await;
     // 100 % of the request against a 50 % target: twice as many pods.
     h.figures.set(&[("web-a", 100), ("web-b", 100)]);
-    autoscaler(
-        &client,
-        json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "maxReplicas": 10, "metrics": cpu_target(50)}),
-    )
-    .await;
+    web_autoscaler(&client).await;
     eventually(WAIT, "the deployment scaled to 4", || async {
         (replicas_of(&client, "web").await == 4).then_some(())
     })
@@ -393,12 +399,7 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
     settled_pod(&client, "web", "web-a").await;
     *h.figures.failing.lock().unwrap() =
         Some("the server could not find the requested resource".into());
-    autoscaler(
-        &client,
-        json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "maxReplicas": 10, "metrics": cpu_target(50)}),
-    )
-    .await;
+    web_autoscaler(&client).await;
     let status = eventually(WAIT, "ScalingActive False", || async {
         let status = hpa_status(&client).await;
         (condition(&status, "ScalingActive").0 == "False").then_some(status)
@@ -481,12 +482,7 @@ async fn a_target_at_zero_replicas_is_left_alone() {
     let h = Harness::start().await;
     let client = h.admin();
     deployment(&client, "web", 0).await;
-    autoscaler(
-        &client,
-        json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "maxReplicas": 10, "metrics": cpu_target(50)}),
-    )
-    .await;
+    web_autoscaler(&client).await;
     let status = eventually(WAIT, "scaling disabled", || async {
         let status = hpa_status(&client).await;
         (condition(&status, "ScalingActive").1 == "ScalingDisabled").then_some(status)

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use skiff_common::cidr::{self, Ipv4Net};
+use skiff_common::quote::toml_string;
 
 /// Where CNI plugin binaries live on Debian (`containernetworking-plugins`).
 pub const DEFAULT_CNI_BIN_DIR: &str = "/usr/lib/cni";
@@ -161,13 +162,17 @@ impl ContainerdConfig {
         let _ = writeln!(out, "  address = {}", toml_path(&p.socket()));
         let _ = writeln!(out);
         let _ = writeln!(out, "[debug]");
-        let _ = writeln!(out, "  level = {}", toml_str(&self.log_level));
+        let _ = writeln!(out, "  level = {}", toml_string(&self.log_level));
         let _ = writeln!(out);
         let _ = writeln!(out, "[plugins.\"io.containerd.internal.v1.opt\"]");
         let _ = writeln!(out, "  path = {}", toml_path(&p.opt_dir()));
         let _ = writeln!(out);
         let _ = writeln!(out, "[{cri}]");
-        let _ = writeln!(out, "  sandbox_image = {}", toml_str(&self.sandbox_image));
+        let _ = writeln!(
+            out,
+            "  sandbox_image = {}",
+            toml_string(&self.sandbox_image)
+        );
         let _ = writeln!(out, "  restrict_oom_score_adj = true");
         let _ = writeln!(out, "  stream_server_address = \"127.0.0.1\"");
         let _ = writeln!(out, "  stream_server_port = \"0\"");
@@ -379,29 +384,8 @@ fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), ConfigError> {
     })
 }
 
-/// A TOML basic string.
-fn toml_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04X}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn toml_path(p: &Path) -> String {
-    toml_str(&p.to_string_lossy())
+    toml_string(&p.to_string_lossy())
 }
 
 #[cfg(test)]

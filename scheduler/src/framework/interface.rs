@@ -118,10 +118,40 @@ pub enum PodChange {
     Removed,
 }
 
-impl PodChange {
-    /// What the change does to a count of matching pods: 1 or -1.
-    pub fn delta(self) -> i64 {
-        match self {
+/// Another pod simulated onto or off a node (nominated pods, preemption): what a
+/// PreFilter extension updates its state by.
+#[derive(Debug, Clone, Copy)]
+pub struct SimulatedPod<'a> {
+    /// The pod moved.
+    pub pod: &'a PodInfo,
+    /// The node, as it is after the move.
+    pub node: &'a NodeInfo,
+    /// Which way the pod moves.
+    pub change: PodChange,
+}
+
+impl<'a> SimulatedPod<'a> {
+    /// `pod` simulated onto `node`.
+    pub fn added(pod: &'a PodInfo, node: &'a NodeInfo) -> Self {
+        SimulatedPod {
+            pod,
+            node,
+            change: PodChange::Added,
+        }
+    }
+
+    /// `pod` simulated off `node`.
+    pub fn removed(pod: &'a PodInfo, node: &'a NodeInfo) -> Self {
+        SimulatedPod {
+            pod,
+            node,
+            change: PodChange::Removed,
+        }
+    }
+
+    /// What the move does to a count of matching pods: 1 or -1.
+    pub fn delta(&self) -> i64 {
+        match self.change {
             PodChange::Added => 1,
             PodChange::Removed => -1,
         }
@@ -130,17 +160,10 @@ impl PodChange {
 
 /// Incremental updates of PreFilter state when pods are added to or removed from a node
 /// during simulation (nominated pods, preemption): upstream's AddPod and RemovePod in
-/// one method, since the states kept are counts that a pod moves by `change.delta()`.
+/// one method, since the states kept are counts that a pod moves by `other.delta()`.
 pub trait PreFilterExtensions: Send + Sync {
-    /// `other` is simulated onto or off `node`, as `change` says.
-    fn update(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        other: &Arc<PodInfo>,
-        node: &NodeInfo,
-        change: PodChange,
-    ) -> Status;
+    /// `other` is simulated onto or off its node.
+    fn update(&self, state: &mut CycleState, pod: &PodInfo, other: SimulatedPod<'_>) -> Status;
 }
 
 /// Runs once per pod before filtering; computes state and may reject the pod outright.

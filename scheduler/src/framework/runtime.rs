@@ -266,7 +266,7 @@ impl Framework {
         let mut ni = NodeInfo::clone(node);
         for p in &others {
             ni.add_pod(p.clone());
-            let s = self.run_pre_filter_extensions(&mut st2, pod, p, &ni, PodChange::Added);
+            let s = self.run_pre_filter_extensions(&mut st2, pod, SimulatedPod::added(p, &ni));
             if !s.is_success() {
                 return s;
             }
@@ -278,22 +278,20 @@ impl Framework {
         self.run_filter(state, pod, node)
     }
 
-    /// Tells PreFilter extensions that `other` was added to or removed from `node` in a
-    /// simulation, as `change` says.
+    /// Tells PreFilter extensions that `other` was added to or removed from its node in
+    /// a simulation.
     pub fn run_pre_filter_extensions(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        other: &Arc<PodInfo>,
-        node: &NodeInfo,
-        change: PodChange,
+        other: SimulatedPod<'_>,
     ) -> Status {
         for pl in &self.pre_filter {
             if state.is_filter_skipped(pl.name()) {
                 continue;
             }
             if let Some(ext) = pl.extensions() {
-                let st = ext.update(state, pod, other, node, change);
+                let st = ext.update(state, pod, other);
                 if !st.is_success() {
                     return st.with_plugin(pl.name());
                 }

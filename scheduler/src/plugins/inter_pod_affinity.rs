@@ -236,16 +236,9 @@ impl PreFilterPlugin for InterPodAffinity {
 }
 
 impl PreFilterExtensions for InterPodAffinity {
-    fn update(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        other: &Arc<PodInfo>,
-        node: &NodeInfo,
-        change: PodChange,
-    ) -> Status {
+    fn update(&self, state: &mut CycleState, pod: &PodInfo, other: SimulatedPod<'_>) -> Status {
         if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
-            self.account(fs, pod, other, node, change.delta());
+            self.account(fs, pod, other.pod, other.node, other.delta());
         }
         Status::success()
     }
@@ -418,6 +411,15 @@ mod tests {
         )
     }
 
+    /// n1 and n2 in zone a, n3 in zone b; n1 runs `existing`.
+    fn zones_with_one_pod(existing: PodBuilder) -> Vec<NodeInfo> {
+        vec![
+            node("n1", "a", vec![existing]),
+            node("n2", "a", vec![]),
+            node("n3", "b", vec![]),
+        ]
+    }
+
     fn filter(pod: PodBuilder, nodes: Vec<NodeInfo>) -> Vec<Status> {
         let pl = plugin();
         let pod = PodInfo::new(Arc::new(pod.build()));
@@ -439,13 +441,7 @@ mod tests {
 
     #[test]
     fn required_affinity_table() {
-        let cluster = || {
-            vec![
-                node("n1", "a", vec![PodBuilder::new("db").label("app", "db")]),
-                node("n2", "a", vec![]),
-                node("n3", "b", vec![]),
-            ]
-        };
+        let cluster = || zones_with_one_pod(PodBuilder::new("db").label("app", "db"));
         let got = filter(
             PodBuilder::new("p").pod_affinity(&[("app", "db")], "zone"),
             cluster(),
@@ -502,13 +498,7 @@ mod tests {
 
     #[test]
     fn required_anti_affinity_and_symmetry() {
-        let cluster = || {
-            vec![
-                node("n1", "a", vec![PodBuilder::new("web").label("app", "web")]),
-                node("n2", "a", vec![]),
-                node("n3", "b", vec![]),
-            ]
-        };
+        let cluster = || zones_with_one_pod(PodBuilder::new("web").label("app", "web"));
         let got = filter(
             PodBuilder::new("p").pod_anti_affinity(&[("app", "web")], "zone"),
             cluster(),
@@ -521,15 +511,7 @@ mod tests {
         // An existing pod that repels app=x prevents an app=x pod in its zone, even though
         // the incoming pod has no terms at all.
         let repelling = || {
-            vec![
-                node(
-                    "n1",
-                    "a",
-                    vec![PodBuilder::new("guard").pod_anti_affinity(&[("app", "x")], "zone")],
-                ),
-                node("n2", "a", vec![]),
-                node("n3", "b", vec![]),
-            ]
+            zones_with_one_pod(PodBuilder::new("guard").pod_anti_affinity(&[("app", "x")], "zone"))
         };
         let sym = filter(PodBuilder::new("p").label("app", "x"), repelling());
         assert_eq!(

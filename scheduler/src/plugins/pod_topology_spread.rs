@@ -391,16 +391,9 @@ impl PreFilterPlugin for PodTopologySpread {
 }
 
 impl PreFilterExtensions for PodTopologySpread {
-    fn update(
-        &self,
-        state: &mut CycleState,
-        pod: &PodInfo,
-        other: &Arc<PodInfo>,
-        node: &NodeInfo,
-        change: PodChange,
-    ) -> Status {
+    fn update(&self, state: &mut CycleState, pod: &PodInfo, other: SimulatedPod<'_>) -> Status {
         if let Some(fs) = state.read_mut::<FilterState>(FILTER_KEY) {
-            fs.update(pod, other, node, change.delta());
+            fs.update(pod, other.pod, other.node, other.delta());
         }
         Status::success()
     }
@@ -739,9 +732,7 @@ mod tests {
         PodTopologySpread::without_defaults().update(
             &mut state,
             &pod,
-            &victim,
-            a1,
-            PodChange::Removed,
+            SimulatedPod::removed(&victim, a1),
         );
         assert!(
             PodTopologySpread::without_defaults()

@@ -6,7 +6,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::pdb::split_by_pdb;
 use crate::cache::NodeInfo;
-use crate::framework::{CycleState, PodChange, PostFilterContext};
+use crate::framework::{CycleState, PostFilterContext, SimulatedPod};
 use crate::pod_info::PodInfo;
 
 /// A node where preemption would work, with its victims.
@@ -52,7 +52,7 @@ pub(crate) fn select_victims_on_node(
     for p in &lower {
         sim.remove_pod(&p.key);
         if !fwk
-            .run_pre_filter_extensions(&mut sim_state, pod, p, &sim, PodChange::Removed)
+            .run_pre_filter_extensions(&mut sim_state, pod, SimulatedPod::removed(p, &sim))
             .is_success()
         {
             return None;
@@ -71,7 +71,7 @@ pub(crate) fn select_victims_on_node(
     let reprieve = |p: &Arc<PodInfo>, sim: &mut NodeInfo, st: &mut CycleState| -> bool {
         sim.add_pod(p.clone());
         if !fwk
-            .run_pre_filter_extensions(st, pod, p, sim, PodChange::Added)
+            .run_pre_filter_extensions(st, pod, SimulatedPod::added(p, sim))
             .is_success()
         {
             return false;
@@ -81,7 +81,7 @@ pub(crate) fn select_victims_on_node(
             .is_success();
         if !fits {
             sim.remove_pod(&p.key);
-            let _ = fwk.run_pre_filter_extensions(st, pod, p, sim, PodChange::Removed);
+            let _ = fwk.run_pre_filter_extensions(st, pod, SimulatedPod::removed(p, sim));
         }
         fits
     };

@@ -1,7 +1,7 @@
 //! The nodes and pods of upstream's scheduler_perf workloads, shared by this
 //! crate's in-memory bench (`scheduler_perf`) and the `skiff` bench that
 //! schedules through the API (`scheduler_api`), so both measure the same
-//! cluster.
+//! cluster, and what both read of their own process.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -58,4 +58,27 @@ pub fn spread_pods(count: usize) -> Vec<Pod> {
                 .build()
         })
         .collect()
+}
+
+/// User+system CPU seconds of this process, 0 when `/proc` cannot be read: on
+/// a shared machine pods per CPU-second is steadier than wall-clock pods/s.
+pub fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A memory figure of this process from `/proc/self/status` (`VmRSS:`,
+/// `VmHWM:`, ...), in MiB; 0 when it cannot be read.
+pub fn memory_mib(field: &str) -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kib| kib.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
 }
