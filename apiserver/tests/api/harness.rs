@@ -19,6 +19,17 @@ use skiff_store::{SledConfig, SledStore, Store};
 /// The `Accept` header that asks for a Table, as `kubectl get` does.
 pub const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
+/// The headers of a request presenting `token` as a bearer token, for
+/// checks that hand them to an `Authenticator` directly.
+pub fn bearer(token: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        http::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    h
+}
+
 /// The server's router with every request made as a cluster admin (as
 /// the HTTPS listener would attach an authenticated identity).
 pub fn admin_router(server: &ApiServer) -> Router {
