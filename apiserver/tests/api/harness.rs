@@ -393,6 +393,32 @@ pub async fn answer_of(router: Router, request: Request<Body>) -> Answer {
     }
 }
 
+/// Sends a JSON request as the admin and reads the whole answer, the
+/// warnings and audit annotations admission adds included.
+pub async fn send_answer(
+    ts: &TestServer,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Answer {
+    let request = json_request(method, path, "application/json", body);
+    answer_of(ts.router.clone(), request).await
+}
+
+/// POSTs `body` as the admin and reads the whole answer: the object an
+/// admission test tries.
+pub async fn post_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
+    send_answer(ts, Method::POST, path, Some(body)).await
+}
+
+/// POSTs `body` as the admin, which must be created (warnings aside),
+/// and reads the whole answer.
+pub async fn created_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
+    let created = post_answer(ts, path, body).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    created
+}
+
 /// A request with `content_type` and a JSON body (or none), for the tests
 /// that build their own (to attach an identity, or read headers back).
 pub fn json_request(
