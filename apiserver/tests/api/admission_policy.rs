@@ -62,26 +62,35 @@ async fn install_denying(ts: &TestServer, name: &str, spec: Value) {
     install(ts, policy(name, spec), bound).await;
 }
 
-/// Creates `object` until the policies (read from watch caches that follow
-/// the store) answer something other than 201, or a second passes; returns
-/// the last answer. Anything created on the way is deleted.
-async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
+/// Creates `object` in `collection` until `settled` accepts the answer, or
+/// a second passes (the policies are read from watch caches that follow
+/// the store); returns the last answer. Anything created on the way
+/// without settling it is deleted.
+async fn create_until(
+    ts: &TestServer,
+    collection: &str,
+    object: Value,
+    settled: impl Fn(&Answer) -> bool,
+) -> Answer {
     let name = object["metadata"]["name"].as_str().unwrap().to_string();
     for _ in 0..50 {
-        let answer = post_answer(ts, DEPLOYMENTS, object.clone()).await;
-        if answer.code != StatusCode::CREATED {
+        let answer = post_answer(ts, collection, object.clone()).await;
+        if settled(&answer) {
             return answer;
         }
-        send_answer(
-            ts,
-            Method::DELETE,
-            &format!("{DEPLOYMENTS}/{name}"),
-            Some(json!({})),
-        )
-        .await;
+        if answer.code == StatusCode::CREATED {
+            let path = format!("{collection}/{name}");
+            send_answer(ts, Method::DELETE, &path, Some(json!({}))).await;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    post_answer(ts, DEPLOYMENTS, object).await
+    post_answer(ts, collection, object).await
+}
+
+/// Creates `object` in the default namespace until a policy refuses it
+/// (see [`create_until`]).
+async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
+    create_until(ts, DEPLOYMENTS, object, |a| a.code != StatusCode::CREATED).await
 }
 
 #[tokio::test]
@@ -308,23 +317,10 @@ async fn params_match_conditions_variables_and_selectors_decide() {
     .await;
     let limited = "/apis/apps/v1/namespaces/limited/deployments";
     // No parameter object in the namespace yet: Deny says refuse.
-    let mut answer = None;
-    for _ in 0..50 {
-        let a = post_answer(&ts, limited, deployment("d", 1, json!({}))).await;
-        if a.code != StatusCode::CREATED {
-            answer = Some(a);
-            break;
-        }
-        send_answer(
-            &ts,
-            Method::DELETE,
-            &format!("{limited}/d"),
-            Some(json!({})),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let answer = answer.expect("refused without params");
+    let answer = create_until(&ts, limited, deployment("d", 1, json!({})), |a| {
+        a.code != StatusCode::CREATED
+    })
+    .await;
     assert_eq!(
         answer.body["message"],
         "deployments.apps \"d\" is forbidden: ValidatingAdmissionPolicy 'param-max' with binding 'param-max-binding' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
@@ -336,26 +332,12 @@ async fn params_match_conditions_variables_and_selectors_decide() {
             .code,
         StatusCode::CREATED
     );
-    let mut answer = None;
-    for _ in 0..50 {
-        let a = post_answer(&ts, limited, deployment("d", 4, json!({}))).await;
-        if a.body["message"]
+    let answer = create_until(&ts, limited, deployment("d", 4, json!({})), |a| {
+        a.body["message"]
             .as_str()
             .is_some_and(|m| m.contains("at most"))
-        {
-            answer = Some(a);
-            break;
-        }
-        send_answer(
-            &ts,
-            Method::DELETE,
-            &format!("{limited}/d"),
-            Some(json!({})),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let answer = answer.expect("refused by the parameter");
+    })
+    .await;
     assert!(
         message_of(&answer.body).ends_with("denied request: at most 3 replicas in limited"),
         "{}",
@@ -401,16 +383,16 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     )
     .await;
     assert_eq!(put.code, StatusCode::OK, "{}", put.body);
-    let mut created = None;
-    for _ in 0..50 {
-        let a = post_answer(&ts, DEPLOYMENTS, deployment("d", 1, json!({}))).await;
-        if a.code == StatusCode::CREATED {
-            created = Some(a);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(created.is_some(), "Ignore lets an erroring policy through");
+    let created = create_until(&ts, DEPLOYMENTS, deployment("d", 1, json!({})), |a| {
+        a.code == StatusCode::CREATED
+    })
+    .await;
+    assert_eq!(
+        created.code,
+        StatusCode::CREATED,
+        "Ignore lets an erroring policy through: {}",
+        created.body
+    );
     // A hostile expression (a hundred million iterations) is cut off by the
     // budget and refused quickly rather than holding the server.
     install(
