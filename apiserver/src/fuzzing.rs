@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use http::{HeaderMap, HeaderValue};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
 use serde_json::Value;
 
@@ -32,16 +32,26 @@ pub fn decode_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Value, Ap
 /// list keys (Deployment), one without status (ConfigMap), and a group the
 /// built-in schema does not know (the deduced schema of custom resources).
 fn resource(which: u8) -> Arc<ResourceInfo> {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    let registry = REGISTRY.get_or_init(Registry::builtin);
-    let resource = match which % 3 {
+    builtin(match which % 3 {
         0 => GroupResource::of::<Deployment>(),
         1 => GroupResource::of::<ConfigMap>(),
         _ => GroupResource::of::<FlowSchema>(),
-    };
-    registry
+    })
+}
+
+/// A built-in `v1` resource's registry entry.
+fn builtin(resource: GroupResource) -> Arc<ResourceInfo> {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY
+        .get_or_init(Registry::builtin)
         .get(resource.group, "v1", resource.resource)
         .expect("built-in resource present in the registry")
+}
+
+/// The field labels a `fieldSelector` on pods may name, as the registry
+/// lists them (the selectors target parses against the server's own list).
+pub fn pod_field_labels() -> &'static [&'static str] {
+    builtin(GroupResource::of::<Pod>()).field_labels
 }
 
 /// Server-side apply of `config` (already parsed from the apply body) onto

@@ -4,20 +4,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
+use skiff_apiserver::fuzzing;
 use skiff_apiserver::selectors::{FieldSelector, LabelSelector};
 use skiff_fuzz::options;
-
-/// The pods' field labels, as the registry lists them.
-const POD_FIELDS: &[&str] = &[
-    "spec.nodeName",
-    "spec.restartPolicy",
-    "spec.schedulerName",
-    "spec.serviceAccountName",
-    "spec.hostNetwork",
-    "status.phase",
-    "status.podIP",
-    "status.nominatedNodeName",
-];
 
 fuzz_target!(|data: &[u8]| {
     let Some((choice, rest)) = options(data) else {
@@ -47,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
             let Ok(text) = std::str::from_utf8(rest) else {
                 return;
             };
-            if let Ok(selector) = FieldSelector::parse(text, POD_FIELDS) {
+            if let Ok(selector) = FieldSelector::parse(text, fuzzing::pod_field_labels()) {
                 let _ = selector.matches(&object);
                 let _ = selector.exact("metadata.name");
             }

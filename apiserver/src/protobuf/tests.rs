@@ -10,6 +10,7 @@ use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
 use serde_json::json;
+use skiff_common::labels::from_pairs as labels;
 
 use super::*;
 
@@ -43,13 +44,6 @@ fn meta_named(name: &str) -> meta::ObjectMeta {
 
 fn quantity(v: &str) -> Quantity {
     Quantity { string: s(v) }
-}
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 #[test]

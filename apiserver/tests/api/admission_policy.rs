@@ -8,40 +8,17 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
-use http::{Method, Request, StatusCode};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::{
-    Answer, TestServer, answer_of, assert_mentions, assert_refused, assert_status, message_of,
-    strings,
+    Answer, TestServer, assert_mentions, assert_refused, assert_status, created_answer, message_of,
+    post_answer, send_answer, strings,
 };
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
 const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
 const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
-
-async fn send(ts: &TestServer, method: Method, path: &str, body: Value) -> Answer {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(Body::from(serde_json::to_vec(&body).unwrap()))
-        .unwrap();
-    answer_of(ts.router.clone(), request).await
-}
-
-/// POSTs `body`: the object each test tries against its policies.
-async fn post(ts: &TestServer, path: &str, body: Value) -> Answer {
-    send(ts, Method::POST, path, body).await
-}
-
-/// POSTs `body`, which must be created (warnings aside).
-async fn create_ok(ts: &TestServer, path: &str, body: Value) -> Answer {
-    let created = post(ts, path, body).await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
-    created
-}
 
 fn deployment(name: &str, replicas: i64, labels: Value) -> Value {
     json!({
@@ -74,8 +51,8 @@ fn binding(name: &str, policy: &str, spec: Value) -> Value {
 }
 
 async fn install(ts: &TestServer, policy: Value, binding: Value) {
-    create_ok(ts, POLICIES, policy).await;
-    create_ok(ts, BINDINGS, binding).await;
+    created_answer(ts, POLICIES, policy).await;
+    created_answer(ts, BINDINGS, binding).await;
 }
 
 /// Installs policy `name` of `spec` with a binding `<name>-binding` that
@@ -85,26 +62,35 @@ async fn install_denying(ts: &TestServer, name: &str, spec: Value) {
     install(ts, policy(name, spec), bound).await;
 }
 
-/// Creates `object` until the policies (read from watch caches that follow
-/// the store) answer something other than 201, or a second passes; returns
-/// the last answer. Anything created on the way is deleted.
-async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
+/// Creates `object` in `collection` until `settled` accepts the answer, or
+/// a second passes (the policies are read from watch caches that follow
+/// the store); returns the last answer. Anything created on the way
+/// without settling it is deleted.
+async fn create_until(
+    ts: &TestServer,
+    collection: &str,
+    object: Value,
+    settled: impl Fn(&Answer) -> bool,
+) -> Answer {
     let name = object["metadata"]["name"].as_str().unwrap().to_string();
     for _ in 0..50 {
-        let answer = post(ts, DEPLOYMENTS, object.clone()).await;
-        if answer.code != StatusCode::CREATED {
+        let answer = post_answer(ts, collection, object.clone()).await;
+        if settled(&answer) {
             return answer;
         }
-        send(
-            ts,
-            Method::DELETE,
-            &format!("{DEPLOYMENTS}/{name}"),
-            json!({}),
-        )
-        .await;
+        if answer.code == StatusCode::CREATED {
+            let path = format!("{collection}/{name}");
+            send_answer(ts, Method::DELETE, &path, Some(json!({}))).await;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    post(ts, DEPLOYMENTS, object).await
+    post_answer(ts, collection, object).await
+}
+
+/// Creates `object` in the default namespace until a policy refuses it
+/// (see [`create_until`]).
+async fn create_until_refused(ts: &TestServer, object: Value) -> Answer {
+    create_until(ts, DEPLOYMENTS, object, |a| a.code != StatusCode::CREATED).await
 }
 
 #[tokio::test]
@@ -115,7 +101,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
         json!({"validations": [{"expression": "object.spec.replicas <= 5"},
             {"expression": "object.spec.replicas <"}]}),
     );
-    let answer = post(&ts, POLICIES, bad).await;
+    let answer = post_answer(&ts, POLICIES, bad).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     let cause = &answer.body["details"]["causes"][0];
     assert_eq!(
@@ -135,7 +121,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
             "validations": [{"expression": "objekt.spec.replicas <= 5"},
                 {"expression": "variables.big", "messageExpression": "'x' +"}]}),
     );
-    let answer = post(&ts, POLICIES, typo).await;
+    let answer = post_answer(&ts, POLICIES, typo).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     let fields = strings(&answer.body["details"]["causes"], "field");
     assert_eq!(
@@ -154,7 +140,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
 #[tokio::test]
 async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
     let ts = TestServer::new().await;
-    let created = create_ok(
+    let created = created_answer(
         &ts,
         POLICIES,
         policy("p", json!({"validations": [{"expression": "true"}]})),
@@ -168,14 +154,14 @@ async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
     assert_eq!(spec["matchConstraints"]["resourceRules"][0]["scope"], "*");
     let no_actions = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny", "Warn"]}});
-    let answer = post(&ts, BINDINGS, no_actions).await;
+    let answer = post_answer(&ts, BINDINGS, no_actions).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     assert_eq!(
         answer.body["details"]["causes"][0]["field"],
         "spec.validationActions"
     );
     let bad_ref = binding("b", "p", json!({"paramRef": {"name": "x"}}));
-    let answer = post(&ts, BINDINGS, bad_ref).await;
+    let answer = post_answer(&ts, BINDINGS, bad_ref).await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     assert_eq!(
         answer.body["details"]["causes"][0]["field"],
@@ -204,11 +190,17 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
         answer.body["details"]["causes"][0]["message"],
         "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5"
     );
-    let small = create_ok(&ts, DEPLOYMENTS, deployment("small", 5, json!({}))).await;
+    let small = created_answer(&ts, DEPLOYMENTS, deployment("small", 5, json!({}))).await;
     // An update past the limit is refused too; the stored object stays.
     let mut grown = small.body.clone();
     grown["spec"]["replicas"] = json!(9);
-    let answer = send(&ts, Method::PUT, &format!("{DEPLOYMENTS}/small"), grown).await;
+    let answer = send_answer(
+        &ts,
+        Method::PUT,
+        &format!("{DEPLOYMENTS}/small"),
+        Some(grown),
+    )
+    .await;
     assert_status(answer.code, &answer.body, 422, "Invalid");
     assert_eq!(
         ts.get(&format!("{DEPLOYMENTS}/small")).await.1["spec"]["replicas"],
@@ -217,7 +209,7 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
     // Other resources are not the policy's business.
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
     assert_eq!(
-        post(&ts, "/api/v1/namespaces/default/configmaps", cm)
+        post_answer(&ts, "/api/v1/namespaces/default/configmaps", cm)
             .await
             .code,
         StatusCode::CREATED
@@ -243,7 +235,7 @@ async fn message_expressions_and_reasons_shape_the_refusal() {
         "Forbidden",
         "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'named' with binding 'named-binding' denied request: name web must start with ok-",
     );
-    let _ok = create_ok(&ts, DEPLOYMENTS, deployment("ok-web", 1, json!({}))).await;
+    let _ok = created_answer(&ts, DEPLOYMENTS, deployment("ok-web", 1, json!({}))).await;
 }
 
 #[tokio::test]
@@ -259,7 +251,7 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
     .await;
     let mut answer = None;
     for i in 0..50 {
-        let a = create_ok(&ts, DEPLOYMENTS, deployment(&format!("w{i}"), 2, json!({}))).await;
+        let a = created_answer(&ts, DEPLOYMENTS, deployment(&format!("w{i}"), 2, json!({}))).await;
         if !a.warnings.is_empty() {
             answer = Some(a);
             break;
@@ -292,7 +284,7 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
             .contains(&("labelled/replicas".to_string(), "2".to_string()))
     );
     // A labelled one passes without a warning.
-    let quiet = post(
+    let quiet = post_answer(
         &ts,
         DEPLOYMENTS,
         deployment("team", 2, json!({"team": "a"})),
@@ -307,7 +299,7 @@ async fn params_match_conditions_variables_and_selectors_decide() {
     let ts = TestServer::new().await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "limited", "labels": {"limits": "on"}}});
     assert_eq!(
-        post(&ts, "/api/v1/namespaces", ns).await.code,
+        post_answer(&ts, "/api/v1/namespaces", ns).await.code,
         StatusCode::CREATED
     );
     install(
@@ -325,56 +317,41 @@ async fn params_match_conditions_variables_and_selectors_decide() {
     .await;
     let limited = "/apis/apps/v1/namespaces/limited/deployments";
     // No parameter object in the namespace yet: Deny says refuse.
-    let mut answer = None;
-    for _ in 0..50 {
-        let a = post(&ts, limited, deployment("d", 1, json!({}))).await;
-        if a.code != StatusCode::CREATED {
-            answer = Some(a);
-            break;
-        }
-        send(&ts, Method::DELETE, &format!("{limited}/d"), json!({})).await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let answer = answer.expect("refused without params");
+    let answer = create_until(&ts, limited, deployment("d", 1, json!({})), |a| {
+        a.code != StatusCode::CREATED
+    })
+    .await;
     assert_eq!(
         answer.body["message"],
         "deployments.apps \"d\" is forbidden: ValidatingAdmissionPolicy 'param-max' with binding 'param-max-binding' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
     );
     let params = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits"}, "data": {"max": "3"}});
     assert_eq!(
-        post(&ts, "/api/v1/namespaces/limited/configmaps", params)
+        post_answer(&ts, "/api/v1/namespaces/limited/configmaps", params)
             .await
             .code,
         StatusCode::CREATED
     );
-    let mut answer = None;
-    for _ in 0..50 {
-        let a = post(&ts, limited, deployment("d", 4, json!({}))).await;
-        if a.body["message"]
+    let answer = create_until(&ts, limited, deployment("d", 4, json!({})), |a| {
+        a.body["message"]
             .as_str()
             .is_some_and(|m| m.contains("at most"))
-        {
-            answer = Some(a);
-            break;
-        }
-        send(&ts, Method::DELETE, &format!("{limited}/d"), json!({})).await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let answer = answer.expect("refused by the parameter");
+    })
+    .await;
     assert!(
         message_of(&answer.body).ends_with("denied request: at most 3 replicas in limited"),
         "{}",
         answer.body
     );
-    let _fits = create_ok(&ts, limited, deployment("fits", 3, json!({}))).await;
+    let _fits = created_answer(&ts, limited, deployment("fits", 3, json!({}))).await;
     // The match condition exempts; the namespace selector leaves other namespaces alone.
-    let _exempt = create_ok(
+    let _exempt = created_answer(
         &ts,
         limited,
         deployment("exempt", 9, json!({"exempt": "yes"})),
     )
     .await;
-    let _elsewhere = create_ok(&ts, DEPLOYMENTS, deployment("elsewhere", 9, json!({}))).await;
+    let _elsewhere = created_answer(&ts, DEPLOYMENTS, deployment("elsewhere", 9, json!({}))).await;
 }
 
 #[tokio::test]
@@ -398,18 +375,24 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     // Under Ignore the same error lets the write through.
     let mut ignore = ts.get(&format!("{POLICIES}/strict")).await.1;
     ignore["spec"]["failurePolicy"] = json!("Ignore");
-    let put = send(&ts, Method::PUT, &format!("{POLICIES}/strict"), ignore).await;
+    let put = send_answer(
+        &ts,
+        Method::PUT,
+        &format!("{POLICIES}/strict"),
+        Some(ignore),
+    )
+    .await;
     assert_eq!(put.code, StatusCode::OK, "{}", put.body);
-    let mut created = None;
-    for _ in 0..50 {
-        let a = post(&ts, DEPLOYMENTS, deployment("d", 1, json!({}))).await;
-        if a.code == StatusCode::CREATED {
-            created = Some(a);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(created.is_some(), "Ignore lets an erroring policy through");
+    let created = create_until(&ts, DEPLOYMENTS, deployment("d", 1, json!({})), |a| {
+        a.code == StatusCode::CREATED
+    })
+    .await;
+    assert_eq!(
+        created.code,
+        StatusCode::CREATED,
+        "Ignore lets an erroring policy through: {}",
+        created.body
+    );
     // A hostile expression (a hundred million iterations) is cut off by the
     // budget and refused quickly rather than holding the server.
     install(
@@ -442,7 +425,7 @@ async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
     let dry = json!({"metadata": {"name": "dry"}});
     let mut refused = None;
     for _ in 0..50 {
-        let answer = post(
+        let answer = post_answer(
             &ts,
             &format!("{DEPLOYMENTS}?dryRun=All"),
             deployment("dry", 1, dry["metadata"]["labels"].clone()),
@@ -461,5 +444,5 @@ async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
         "{}",
         refused.body
     );
-    let _real = create_ok(&ts, DEPLOYMENTS, deployment("real", 1, json!({}))).await;
+    let _real = created_answer(&ts, DEPLOYMENTS, deployment("real", 1, json!({}))).await;
 }

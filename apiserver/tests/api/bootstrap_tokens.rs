@@ -4,22 +4,13 @@
 //! a token not allowed for authentication, a deleted one and a wrong server
 //! secret are all refused. `/cacerts` is public and byte-exact.
 
-use http::{HeaderMap, Method, StatusCode, header};
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::{Authenticated, Authenticator, UserInfo};
 use skiff_apiserver::bootstrap_tokens::{self, NewToken};
 
-use crate::harness::{Expect, TestServer};
-
-fn bearer(token: &str) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert(
-        header::AUTHORIZATION,
-        format!("Bearer {token}").parse().unwrap(),
-    );
-    h
-}
+use crate::harness::{Expect, TestServer, bearer};
 
 async fn create_token(server: &TestServer, token: &NewToken) {
     server

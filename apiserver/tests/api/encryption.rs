@@ -14,7 +14,7 @@ use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, Store};
 
-use crate::harness::{Expect, TestServer, assert_mentions, start_error_on, strings};
+use crate::harness::{Expect, TestServer, assert_mentions, bearer, start_error_on, strings};
 
 /// The distinctive value the tests store in Secrets.
 const VALUE: &str = "correct-horse-battery-staple-7f3a";
@@ -433,14 +433,9 @@ async fn service_account_identity(
         )
         .await;
     let token = issued["status"]["token"].as_str().unwrap();
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::AUTHORIZATION,
-        format!("Bearer {token}").parse().unwrap(),
-    );
     let authn = Authenticator::default()
         .with_service_account_tokens(server.server.service_account_tokens());
-    match authn.authenticate(&headers, None) {
+    match authn.authenticate(&bearer(token), None) {
         Authenticated::User(user) => user,
         other => panic!("the token does not authenticate: {other:?}"),
     }

@@ -16,8 +16,8 @@ use skiff_common::metrics::exposition;
 use tower::ServiceExt;
 
 use super::harness::{
-    Expect, KeptStore, TestServer, assert_refused, columns, exchange, json_request, refused, row,
-    strings,
+    Expect, KeptStore, TestServer, assert_refused, columns, exchange, item_names, json_request,
+    refused, row, strings,
 };
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
@@ -25,13 +25,9 @@ const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
 
+/// The list's item names, sorted.
 fn names(list: &Value) -> Vec<String> {
-    let mut names: Vec<String> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
-        .collect();
+    let mut names = item_names(list);
     names.sort();
     names
 }

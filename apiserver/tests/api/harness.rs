@@ -19,6 +19,17 @@ use skiff_store::{SledConfig, SledStore, Store};
 /// The `Accept` header that asks for a Table, as `kubectl get` does.
 pub const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
+/// The headers of a request presenting `token` as a bearer token, for
+/// checks that hand them to an `Authenticator` directly.
+pub fn bearer(token: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        http::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    h
+}
+
 /// The server's router with every request made as a cluster admin (as
 /// the HTTPS listener would attach an authenticated identity).
 pub fn admin_router(server: &ApiServer) -> Router {
@@ -380,6 +391,32 @@ pub async fn answer_of(router: Router, request: Request<Body>) -> Answer {
         warnings,
         annotations,
     }
+}
+
+/// Sends a JSON request as the admin and reads the whole answer, the
+/// warnings and audit annotations admission adds included.
+pub async fn send_answer(
+    ts: &TestServer,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Answer {
+    let request = json_request(method, path, "application/json", body);
+    answer_of(ts.router.clone(), request).await
+}
+
+/// POSTs `body` as the admin and reads the whole answer: the object an
+/// admission test tries.
+pub async fn post_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
+    send_answer(ts, Method::POST, path, Some(body)).await
+}
+
+/// POSTs `body` as the admin, which must be created (warnings aside),
+/// and reads the whole answer.
+pub async fn created_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
+    let created = post_answer(ts, path, body).await;
+    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
+    created
 }
 
 /// A request with `content_type` and a JSON body (or none), for the tests

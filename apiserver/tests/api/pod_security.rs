@@ -15,8 +15,8 @@ use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServerConfig, ApiServerError};
 
 use super::harness::{
-    Answer, TestServer, answer_of, assert_refused, assert_status, eventually, json_request,
-    start_error,
+    Answer, TestServer, answer_of, assert_refused, assert_status, created_answer, eventually,
+    json_request, post_answer, start_error,
 };
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.
@@ -39,15 +39,6 @@ async fn send_as(
     answer_of(router, request).await
 }
 
-async fn send(ts: &TestServer, method: Method, path: &str, body: Option<Value>) -> Answer {
-    send_as(ts, None, method, path, "application/json", body).await
-}
-
-/// POSTs `body` as the admin: the pod or workload each test tries.
-async fn post(ts: &TestServer, path: &str, body: Value) -> Answer {
-    send(ts, Method::POST, path, Some(body)).await
-}
-
 /// POSTs `body` as `user`.
 async fn post_as(ts: &TestServer, user: &UserInfo, path: &str, body: Value) -> Answer {
     send_as(
@@ -63,23 +54,16 @@ async fn post_as(ts: &TestServer, user: &UserInfo, path: &str, body: Value) -> A
 
 /// POSTs `body`, which must be refused with a 403.
 async fn forbidden(ts: &TestServer, path: &str, body: Value) -> Answer {
-    let refused = post(ts, path, body).await;
+    let refused = post_answer(ts, path, body).await;
     assert_status(refused.code, &refused.body, 403, "Forbidden");
     refused
 }
 
 /// POSTs `body`, which must be refused with a 403 saying `message`.
 async fn forbidden_with(ts: &TestServer, path: &str, body: Value, message: &str) -> Answer {
-    let refused = post(ts, path, body).await;
+    let refused = post_answer(ts, path, body).await;
     assert_refused(refused.code, &refused.body, 403, "Forbidden", message);
     refused
-}
-
-/// POSTs `body` as the admin, which must be created (warnings aside).
-async fn create_ok(ts: &TestServer, path: &str, body: Value) -> Answer {
-    let created = post(ts, path, body).await;
-    assert_eq!(created.code, StatusCode::CREATED, "{}", created.body);
-    created
 }
 
 async fn label(ts: &TestServer, namespace: &str, labels: Value, query: &str) -> Answer {
@@ -105,7 +89,7 @@ fn psa(modes: &[(&str, &str)]) -> Value {
 }
 
 async fn namespace(ts: &TestServer, name: &str, labels: Value) -> Answer {
-    post(
+    post_answer(
         ts,
         "/api/v1/namespaces",
         json!({"apiVersion": "v1", "kind": "Namespace",
@@ -197,7 +181,7 @@ async fn enforce_refuses_a_privileged_host_pod_with_upstreams_status() {
     forbidden(&ts, "/api/v1/namespaces/secure/pods", generated).await;
 
     // A pod that follows the standard goes in.
-    let ok = create_ok(
+    let ok = created_answer(
         &ts,
         "/api/v1/namespaces/secure/pods",
         restricted_pod("fine"),
@@ -220,7 +204,7 @@ async fn a_pinned_enforce_version_applies_the_checks_of_that_version() {
     pod["spec"]["securityContext"]["runAsUser"] = json!(0);
     pod["spec"]["securityContext"]["runAsNonRoot"] = json!(null);
     pod["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = json!(true);
-    let _created = create_ok(&ts, "/api/v1/namespaces/pinned/pods", pod.clone()).await;
+    let _created = created_answer(&ts, "/api/v1/namespaces/pinned/pods", pod.clone()).await;
 
     label(&ts, "pinned", psa(&[("enforce-version", "v1.33")]), "").await;
     pod["metadata"]["name"] = json!("root-2");
@@ -232,7 +216,7 @@ async fn a_pinned_enforce_version_applies_the_checks_of_that_version() {
 async fn warn_answers_with_warning_headers_and_creates_the_pod() {
     let ts = TestServer::new().await;
     namespace(&ts, "loose", psa(&[("warn", "baseline")])).await;
-    let created = create_ok(&ts, "/api/v1/namespaces/loose/pods", privileged_pod("p")).await;
+    let created = created_answer(&ts, "/api/v1/namespaces/loose/pods", privileged_pod("p")).await;
     assert_eq!(
         created.warnings,
         [format!(
@@ -251,7 +235,7 @@ async fn warn_answers_with_warning_headers_and_creates_the_pod() {
     .await;
     let plain = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
-    let created = create_ok(&ts, "/api/v1/namespaces/mixed/pods", plain).await;
+    let created = created_answer(&ts, "/api/v1/namespaces/mixed/pods", plain).await;
     assert_eq!(
         created.warnings,
         [concat!(
@@ -270,7 +254,7 @@ async fn warn_answers_with_warning_headers_and_creates_the_pod() {
 async fn audit_violations_are_annotations_for_the_audit_log() {
     let ts = TestServer::new().await;
     namespace(&ts, "watched", psa(&[("audit", "baseline")])).await;
-    let created = create_ok(&ts, "/api/v1/namespaces/watched/pods", privileged_pod("p")).await;
+    let created = created_answer(&ts, "/api/v1/namespaces/watched/pods", privileged_pod("p")).await;
     assert!(created.warnings.is_empty());
     assert_eq!(
         created.annotations,
@@ -328,7 +312,7 @@ async fn workload_templates_are_warned_about_never_refused() {
     ];
     let warning = format!("would violate PodSecurity \"baseline:latest\": {PRIVILEGED_BASELINE}");
     for (path, object) in workloads {
-        let created = post(&ts, path, object).await;
+        let created = post_answer(&ts, path, object).await;
         assert_eq!(
             created.code,
             StatusCode::CREATED,
@@ -382,7 +366,8 @@ async fn workload_templates_are_warned_about_never_refused() {
 async fn pod_updates_are_checked_only_when_they_change_what_the_checks_see() {
     let ts = TestServer::new().await;
     namespace(&ts, "legacy", json!({})).await;
-    let _created = create_ok(&ts, "/api/v1/namespaces/legacy/pods", privileged_pod("old")).await;
+    let _created =
+        created_answer(&ts, "/api/v1/namespaces/legacy/pods", privileged_pod("old")).await;
     label(&ts, "legacy", psa(&[("enforce", "baseline")]), "").await;
 
     // Labels, annotations and tolerations of a running pod may change.
@@ -432,7 +417,7 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
         host_network,
         restricted_pod("good"),
     ] {
-        let _created = create_ok(&ts, "/api/v1/namespaces/legacy/pods", pod).await;
+        let _created = created_answer(&ts, "/api/v1/namespaces/legacy/pods", pod).await;
     }
     let want = [
         r#"existing pods in namespace "legacy" violate the new PodSecurity enforce level "baseline:latest""#,
@@ -570,7 +555,7 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
             "namespace \"ops\" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"
         ]
     );
-    let admitted = create_ok(&ts, "/api/v1/namespaces/ops/pods", host_pod("x")).await;
+    let admitted = created_answer(&ts, "/api/v1/namespaces/ops/pods", host_pod("x")).await;
     assert!(admitted.annotations.contains(&(
         "pod-security.kubernetes.io/exempt".into(),
         "namespace".into()
@@ -621,7 +606,7 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
     // An exempt runtime class is not checked; any other is.
     let mut kata = host_pod("kata");
     kata["spec"]["runtimeClassName"] = json!("kata");
-    let _admitted = create_ok(&ts, "/api/v1/namespaces/plain/pods", kata).await;
+    let _admitted = created_answer(&ts, "/api/v1/namespaces/plain/pods", kata).await;
     let mut runc = host_pod("runc");
     runc["spec"]["runtimeClassName"] = json!("runc");
     forbidden(&ts, "/api/v1/namespaces/plain/pods", runc).await;

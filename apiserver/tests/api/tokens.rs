@@ -1,22 +1,13 @@
 //! Service-account tokens: TokenRequest, the API access volume admission
 //! adds to pods, and authentication with the issued tokens.
 
-use http::{HeaderMap, StatusCode, header};
+use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticated, Authenticator};
 
-use crate::harness::{Expect, TestServer};
+use crate::harness::{Expect, TestServer, bearer};
 
 const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-
-fn bearer(token: &str) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert(
-        header::AUTHORIZATION,
-        format!("Bearer {token}").parse().unwrap(),
-    );
-    h
-}
 
 fn pod(name: &str, account: &str, automount: Option<bool>) -> Value {
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},

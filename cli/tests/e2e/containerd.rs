@@ -58,6 +58,13 @@ pub(super) fn pod(server: &Server, name: &str) -> serde_json::Value {
     json(&server.kubectl_ok(&["get", "pod", name, "-o", "json"]))
 }
 
+/// Waits up to two minutes for the pod `name` to be Running.
+pub(super) fn wait_running(server: &Server, name: &str) {
+    eventually(Duration::from_secs(120), &format!("{name} Running"), || {
+        (pod(server, name)["status"]["phase"] == "Running").then_some(())
+    });
+}
+
 fn running_container_ids(server: &Server, selector: &str) -> Vec<(String, String, i64)> {
     let list = json(&server.kubectl_ok(&["get", "pods", "-l", selector, "-o", "json"]));
     let mut ids: Vec<(String, String, i64)> = list["items"]

@@ -7,15 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use super::support::{Server, assert_contains};
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use super::support::{Server, assert_contains, stderr, stdout};
 
 /// `kubectl edit configmap edited` with `editor` as the editor.
 fn edit_with(server: &Server, editor: &Path) -> Output {

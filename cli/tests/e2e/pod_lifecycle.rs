@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready, wait_running};
 use super::support::{Server, eventually, json};
 
 const NODE: &str = "e2e-lifecycle";
@@ -65,12 +65,6 @@ fn ready_condition(server: &Server, name: &str) -> String {
         .and_then(|c| c["status"].as_str())
         .unwrap_or_default()
         .to_string()
-}
-
-fn wait_running(server: &Server, name: &str) {
-    eventually(Duration::from_secs(120), &format!("{name} Running"), || {
-        (pod(server, name)["status"]["phase"] == "Running").then_some(())
-    });
 }
 
 fn scenario(server: &Server) {

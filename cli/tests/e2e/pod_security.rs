@@ -5,9 +5,7 @@
 //! enforce label names the pods already there; and
 //! `--admission-control-config-file` sets defaults and exemptions.
 
-use std::process::Output;
-
-use super::support::{Server, assert_contains};
+use super::support::{Server, assert_contains, stderr, stdout};
 
 /// The pod from the issue: privileged, the host's PIDs, `/` mounted.
 const HOST_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
@@ -18,14 +16,6 @@ const HOST_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
       "securityContext": {"privileged": true},
       "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
     "volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}"#;
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {

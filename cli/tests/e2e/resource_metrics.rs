@@ -13,7 +13,7 @@ use std::time::Duration;
 use rcgen::{Issuer, KeyPair};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready, wait_running};
 use super::support::{Kubectl, Server, assert_contains, eventually, json, service_account};
 
 const NODE: &str = "e2e-metrics";
@@ -88,9 +88,7 @@ fn scenario(server: &Server) {
             // A little CPU every second, so the rate is not always zero.
             "command": ["sh", "-c", "while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 1; done"]}]}});
     apply(server, &spec.to_string());
-    eventually(Duration::from_secs(120), "busy Running", || {
-        (pod(server, "busy")["status"]["phase"] == "Running").then_some(())
-    });
+    wait_running(server, "busy");
 
     // The node server itself, with the cluster admin's certificate...
     let address = node["status"]["addresses"]

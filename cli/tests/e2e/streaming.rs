@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready, wait_running};
 use super::support::{Server, assert_contains, eventually, json, python_ok};
 
 const NODE: &str = "e2e-streaming";
@@ -54,12 +54,6 @@ fn stream_until(
     let _ = child.kill();
     let _ = child.wait();
     read
-}
-
-fn wait_running(server: &Server, name: &str) {
-    eventually(Duration::from_secs(120), &format!("{name} Running"), || {
-        (pod(server, name)["status"]["phase"] == "Running").then_some(())
-    });
 }
 
 fn busybox_pod(name: &str, containers: &[(&str, &str)], restart: &str) -> String {

@@ -449,6 +449,16 @@ pub fn output_with_stdin(command: &mut Command, input: &[u8]) -> Output {
     child.wait_with_output().expect("wait for output")
 }
 
+/// A finished command's standard output, as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A finished command's error output, as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The standard output of `program args` that ran to `out`, failing the
 /// test with its error output unless it succeeded.
 pub fn succeeded(program: &str, args: &[&str], out: &Output) -> String {
@@ -458,7 +468,7 @@ pub fn succeeded(program: &str, args: &[&str], out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&out.stdout)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    stdout(out)
 }
 
 /// The error output of `program args` that ran to `out`, failing the test
@@ -469,7 +479,7 @@ pub fn failed(program: &str, args: &[&str], out: &Output) -> String {
         "{program} {args:?} unexpectedly succeeded: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    stderr(out)
 }
 
 /// Runs the Python client script `tests/python/<script>` with `args`

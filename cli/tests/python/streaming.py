@@ -13,27 +13,25 @@ def main():
     config.load_kube_config()
     core = client.CoreV1Api()
 
-    out = stream(
-        core.connect_get_namespaced_pod_exec,
-        pod,
-        namespace,
-        command=["sh", "-c", "echo from-python-exec"],
-        stderr=True,
-        stdin=False,
-        stdout=True,
-        tty=False,
-    )
+    def exec_shell(script, **options):
+        """Runs `sh -c script` in the pod, its output and errors attached."""
+        return stream(
+            core.connect_get_namespaced_pod_exec,
+            pod,
+            namespace,
+            command=["sh", "-c", script],
+            stderr=True,
+            stdout=True,
+            tty=False,
+            **options,
+        )
+
+    out = exec_shell("echo from-python-exec", stdin=False)
     assert out == "from-python-exec\n", repr(out)
 
-    session = stream(
-        core.connect_get_namespaced_pod_exec,
-        pod,
-        namespace,
-        command=["sh", "-c", "read line; echo got:$line; echo oops >&2; exit 4"],
-        stderr=True,
+    session = exec_shell(
+        "read line; echo got:$line; echo oops >&2; exit 4",
         stdin=True,
-        stdout=True,
-        tty=False,
         _preload_content=False,
     )
     session.write_stdin("hello\n")

@@ -211,14 +211,9 @@ fn label_error(label: &str, value: &str, detail: &str) -> FieldError {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use skiff_common::labels::from_pairs as labels;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use super::*;
 
     #[test]
     fn versions_parse_as_upstream() {

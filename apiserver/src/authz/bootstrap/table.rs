@@ -175,11 +175,7 @@ impl RoleSpec {
     }
 
     fn metadata(&self) -> ObjectMeta {
-        let mut labels: std::collections::BTreeMap<String, String> = self
-            .labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let mut labels = skiff_common::labels::from_pairs(&self.labels);
         labels.insert(BOOTSTRAPPING.0.into(), BOOTSTRAPPING.1.into());
         ObjectMeta {
             name: Some(self.name.clone()),
