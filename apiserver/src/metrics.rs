@@ -22,6 +22,7 @@ use skiff_common::metrics::prometheus::{HistogramVec, IntCounterVec, IntGaugeVec
 use skiff_common::metrics::{self as m, Component, GaugeGuard};
 
 use crate::authz::RequestKind;
+use crate::authz::request::RequestInfo;
 use crate::server::Inner;
 
 const C: Component = Component::ApiServer;
@@ -262,11 +263,11 @@ struct Labels {
 }
 
 impl Labels {
-    fn of(request: &Request) -> Option<Self> {
+    fn of(request: &Request, described: &RequestInfo) -> Option<Self> {
         let method = request.method();
         let uri = request.uri();
-        let (verb, kind) = crate::authz::request::describe(method, uri.path(), uri.query());
-        let long_running = crate::request_timeout::described_long_running(&verb, &kind);
+        let (verb, kind) = (&described.verb, &described.kind);
+        let long_running = described.long_running();
         let mutating = !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
         let dry_run = dry_run(uri.query());
         match kind {
@@ -299,10 +300,10 @@ impl Labels {
                 Some(Self {
                     verb,
                     dry_run,
-                    group: attrs.group,
-                    version: attrs.version,
-                    resource: attrs.resource,
-                    subresource: attrs.subresource,
+                    group: attrs.group.clone(),
+                    version: attrs.version.clone(),
+                    resource: attrs.resource.clone(),
+                    subresource: attrs.subresource.clone(),
                     scope,
                     resource_request: true,
                     long_running,
@@ -310,7 +311,7 @@ impl Labels {
                 })
             }
             RequestKind::NonResource { path } => {
-                let path = COUNTED_PATHS.iter().find(|p| **p == path)?;
+                let path = COUNTED_PATHS.iter().find(|p| **p == *path)?;
                 let verb = match *method {
                     Method::GET => "GET",
                     Method::HEAD => "HEAD",
@@ -377,10 +378,11 @@ fn is_apply(request: &Request) -> bool {
 /// The request layer.
 pub(crate) async fn instrument(
     State(inner): State<Arc<Inner>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(labels) = Labels::of(&request) else {
+    let described = RequestInfo::of(&mut request);
+    let Some(labels) = Labels::of(&request, &described) else {
         return next.run(request).await;
     };
     let started = Instant::now();
@@ -484,7 +486,9 @@ mod tests {
         if let Some(ct) = content_type {
             builder = builder.header(http::header::CONTENT_TYPE, ct);
         }
-        Labels::of(&builder.body(Body::empty()).expect("request"))
+        let mut request = builder.body(Body::empty()).expect("request");
+        let described = RequestInfo::of(&mut request);
+        Labels::of(&request, &described)
     }
 
     #[test]

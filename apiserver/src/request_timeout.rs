@@ -10,44 +10,26 @@
 //! concurrency belong elsewhere), and it never cuts a response that has
 //! started: the deadline covers the time to the response's head.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
 use tracing::Instrument;
 
+use crate::authz::request::RequestInfo;
 use crate::status::ApiError;
 
 /// Upstream's default `--request-timeout`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Verbs whose requests are long-running (upstream's
-/// `BasicLongRunningRequestCheck`).
-const LONG_RUNNING_VERBS: &[&str] = &["watch", "proxy"];
-
-/// Subresources whose requests are long-running: streams to a pod and
-/// logs (followed or not, as upstream counts them).
-const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "proxy", "log", "portforward"];
-
 /// Whether a request may run without a deadline: watches, proxies, exec,
 /// attach, port-forward and logs.
 pub fn is_long_running(method: &http::Method, path: &str, query: Option<&str>) -> bool {
     let (verb, kind) = crate::authz::request::describe(method, path, query);
-    described_long_running(&verb, &kind)
-}
-
-/// [`is_long_running`] for a request already described.
-pub(crate) fn described_long_running(verb: &str, kind: &crate::authz::RequestKind) -> bool {
-    if LONG_RUNNING_VERBS.contains(&verb) {
-        return true;
-    }
-    match kind {
-        crate::authz::RequestKind::Resource(attrs) => {
-            LONG_RUNNING_SUBRESOURCES.contains(&attrs.subresource.as_str())
-        }
-        crate::authz::RequestKind::NonResource { .. } => false,
-    }
+    RequestInfo { verb, kind }.long_running()
 }
 
 /// The client's `timeout` query parameter (a Go duration such as `30s`,
@@ -79,26 +61,46 @@ pub fn timed_out() -> ApiError {
 
 /// The middleware: runs a non-long-running request under the shorter of
 /// the server's `limit` and the client's `?timeout=`.
-pub async fn enforce(State(limit): State<Duration>, request: Request, next: Next) -> Response {
-    let uri = request.uri().clone();
-    if is_long_running(request.method(), uri.path(), uri.query()) {
+pub async fn enforce(State(limit): State<Duration>, mut request: Request, next: Next) -> Response {
+    if RequestInfo::of(&mut request).long_running() {
         return next.run(request).await;
     }
-    let deadline = match client_timeout(uri.query()) {
+    let deadline = match client_timeout(request.uri().query()) {
         Ok(Some(asked)) if asked > Duration::ZERO => asked.min(limit),
         Ok(_) => limit,
         Err(refused) => return refused.into_response(),
     };
-    let handler = tokio::spawn(next.run(request).in_current_span());
-    match tokio::time::timeout(deadline, handler).await {
+    let path = request.uri().path().to_owned();
+    let answered = if is_read(request.method()) {
+        // A read leaves nothing half done when it is dropped at its
+        // deadline, so it runs in place, without a task of its own.
+        let handler = AssertUnwindSafe(next.run(request)).catch_unwind();
+        tokio::time::timeout(deadline, handler)
+            .await
+            .map(|caught| caught.map_err(drop))
+    } else {
+        let handler = tokio::spawn(next.run(request).in_current_span());
+        tokio::time::timeout(deadline, handler)
+            .await
+            .map(|joined| joined.map_err(drop))
+    };
+    match answered {
         Ok(Ok(response)) => response,
-        // The handler panicked; the panic is logged by the runtime.
-        Ok(Err(_)) => ApiError::Internal("the request handler failed".into()).into_response(),
+        // The handler panicked; the panic hook has logged it.
+        Ok(Err(())) => ApiError::Internal("the request handler failed".into()).into_response(),
         Err(_) => {
-            tracing::warn!(path = uri.path(), ?deadline, "request timed out");
+            tracing::warn!(path, ?deadline, "request timed out");
             timed_out().into_response()
         }
     }
+}
+
+/// Methods that change nothing on the server.
+fn is_read(method: &http::Method) -> bool {
+    matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    )
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use super::policy::{Level, Stage};
 use super::{Auditor, Decided};
 use crate::authn::UserInfo;
 use crate::authz::RequestKind;
+use crate::authz::request::RequestInfo;
 use crate::request_notes::{AuditAnnotations, NotedObject};
 use crate::server::Inner;
 
@@ -43,11 +44,6 @@ const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
 
 /// Upstream caps the recorded User-Agent.
 const MAX_USER_AGENT: usize = 1024;
-
-/// Verbs and subresources whose responses stream (upstream's
-/// long-running check).
-const LONG_RUNNING_VERBS: &[&str] = &["watch", "proxy"];
-const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "proxy", "log", "portforward"];
 
 /// What authorization tells the audit log about one request; the layer
 /// puts it in the request's extensions when the request is audited.
@@ -116,19 +112,16 @@ fn audit_id(headers: &HeaderMap) -> String {
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), String::from)
 }
 
-async fn audited(auditor: &Auditor, audit_id: &str, request: Request, next: Next) -> Response {
+async fn audited(auditor: &Auditor, audit_id: &str, mut request: Request, next: Next) -> Response {
     let received = Timestamp::now();
     let caller = request.extensions().get::<UserInfo>().cloned();
-    let (verb, target) = crate::authz::request::describe(
-        request.method(),
-        request.uri().path(),
-        request.uri().query(),
-    );
-    let decided = auditor.policy.decide(caller.as_ref(), &verb, &target);
+    let described = RequestInfo::of(&mut request);
+    let (verb, target) = (&described.verb, &described.kind);
+    let decided = auditor.policy.decide(caller.as_ref(), verb, target);
     if decided.level == Level::None {
         return next.run(request).await;
     }
-    let long_running = is_long_running(&verb, &target);
+    let long_running = described.long_running();
     let mut event = Event {
         kind: "Event".into(),
         api_version: "audit.k8s.io/v1".into(),
@@ -139,12 +132,12 @@ async fn audited(auditor: &Auditor, audit_id: &str, request: Request, next: Next
             .uri()
             .path_and_query()
             .map_or_else(|| request.uri().path().to_string(), |pq| pq.to_string()),
-        verb,
+        verb: verb.clone(),
         user: caller.as_ref().map(event_user).unwrap_or_default(),
         impersonated_user: None,
         source_ips: source_ips(&request),
         user_agent: user_agent(request.headers()),
-        object_ref: object_ref(&target),
+        object_ref: object_ref(target),
         response_status: None,
         request_object: None,
         response_object: None,
@@ -361,12 +354,6 @@ impl Drop for CompleteOnDrop {
     }
 }
 
-fn is_long_running(verb: &str, target: &RequestKind) -> bool {
-    LONG_RUNNING_VERBS.contains(&verb)
-        || matches!(target, RequestKind::Resource(r)
-            if LONG_RUNNING_SUBRESOURCES.contains(&r.subresource.as_str()))
-}
-
 fn object_ref(target: &RequestKind) -> Option<ObjectReference> {
     match target {
         RequestKind::Resource(r) => Some(ObjectReference {
@@ -503,27 +490,6 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn streams_are_long_running_as_upstream_counts_them() {
-        let (verb, target) = crate::authz::request::describe(
-            &http::Method::GET,
-            "/api/v1/namespaces/a/pods",
-            Some("watch=1"),
-        );
-        assert!(is_long_running(&verb, &target));
-        for path in ["exec", "attach", "log", "portforward"] {
-            let (verb, target) = crate::authz::request::describe(
-                &http::Method::GET,
-                &format!("/api/v1/namespaces/a/pods/p/{path}"),
-                None,
-            );
-            assert!(is_long_running(&verb, &target), "{path}");
-        }
-        let (verb, target) =
-            crate::authz::request::describe(&http::Method::GET, "/api/v1/pods", None);
-        assert!(!is_long_running(&verb, &target));
-    }
 
     #[test]
     fn long_user_agents_are_cut_as_upstream() {

@@ -15,7 +15,7 @@ use crate::authn::{self, UserInfo};
 use crate::server::Inner;
 
 use super::impersonation;
-use super::request::attributes;
+use super::request::RequestInfo;
 
 /// Refuses the request unless the chain allows it.
 pub(crate) async fn authorize(
@@ -47,12 +47,7 @@ pub(crate) async fn authorize(
     } else {
         user
     };
-    let attrs = attributes(
-        user,
-        request.method(),
-        request.uri().path(),
-        request.uri().query(),
-    );
+    let attrs = RequestInfo::of(&mut request).attributes(user);
     let decision = inner.authorizer.decide_why(&attrs);
     if let Some(audit) = &audit {
         match &decision {

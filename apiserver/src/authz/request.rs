@@ -27,6 +27,59 @@ pub fn attributes(user: UserInfo, method: &Method, path: &str, query: Option<&st
     }
 }
 
+/// What one request asks to do, read once from its method, path and query
+/// and kept in its extensions, so that the layers in front of the handlers
+/// (metrics, audit, timeout, authorization, flow control) share one reading
+/// instead of each parsing the path again, as upstream's filters share the
+/// RequestInfo in the request's context.
+#[derive(Debug)]
+pub(crate) struct RequestInfo {
+    /// The verb, as authorization names it (`get`, `list`, `watch`, …).
+    pub(crate) verb: String,
+    /// What the request is about.
+    pub(crate) kind: RequestKind,
+}
+
+/// Verbs that stream rather than answer once.
+const LONG_RUNNING_VERBS: &[&str] = &["watch", "proxy"];
+
+/// Subresources that open a stream or a log.
+const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "proxy", "log", "portforward"];
+
+impl RequestInfo {
+    /// The request's info: read on first use, then shared from its
+    /// extensions (nothing rewrites a request's method, path or query on
+    /// its way through the layers).
+    pub(crate) fn of(request: &mut axum::extract::Request) -> std::sync::Arc<RequestInfo> {
+        if let Some(info) = request.extensions().get::<std::sync::Arc<RequestInfo>>() {
+            return info.clone();
+        }
+        let uri = request.uri();
+        let (verb, kind) = describe(request.method(), uri.path(), uri.query());
+        let info = std::sync::Arc::new(RequestInfo { verb, kind });
+        request.extensions_mut().insert(info.clone());
+        info
+    }
+
+    /// The attributes of this request by `user`.
+    pub(crate) fn attributes(&self, user: UserInfo) -> Attributes {
+        Attributes {
+            user,
+            verb: self.verb.clone(),
+            request: self.kind.clone(),
+        }
+    }
+
+    /// A watch, a proxied connection, a stream or a log: upstream's
+    /// long-running requests, which have no deadline and no in-flight
+    /// count.
+    pub(crate) fn long_running(&self) -> bool {
+        LONG_RUNNING_VERBS.contains(&self.verb.as_str())
+            || matches!(&self.kind, RequestKind::Resource(r)
+                if LONG_RUNNING_SUBRESOURCES.contains(&r.subresource.as_str()))
+    }
+}
+
 fn method_verb(method: &Method) -> String {
     match *method {
         Method::POST => "create",

@@ -22,7 +22,7 @@ use serde_json::json;
 use super::config::Classification;
 use super::dispatch::Refusal;
 use crate::authn::UserInfo;
-use crate::authz::request::attributes;
+use crate::authz::request::RequestInfo;
 use crate::metrics::flowcontrol as flow_metrics;
 use crate::server::Inner;
 use crate::status::ApiError;
@@ -79,7 +79,7 @@ fn set_headers(response: &mut Response, class: &Classification) {
 /// The middleware.
 pub(crate) async fn limit(
     State(inner): State<Arc<Inner>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let Some(flow_control) = &inner.flow_control else {
@@ -88,8 +88,7 @@ pub(crate) async fn limit(
     let Some(user) = request.extensions().get::<UserInfo>().cloned() else {
         return next.run(request).await;
     };
-    let uri = request.uri().clone();
-    let attrs = attributes(user, request.method(), uri.path(), uri.query());
+    let attrs = RequestInfo::of(&mut request).attributes(user);
     let Some(class) = flow_control.classify(&attrs) else {
         return next.run(request).await;
     };
@@ -109,7 +108,7 @@ pub(crate) async fn limit(
                         Refusal::TimedOut => "time-out",
                     };
                     flow_metrics::rejected(schema, level_name, reason);
-                    tracing::debug!(user = %attrs.user.name, path = uri.path(), %refusal, "flow control refused");
+                    tracing::debug!(user = %attrs.user.name, path = request.uri().path(), %refusal, "flow control refused");
                     let mut response = too_many_requests();
                     set_headers(&mut response, &class);
                     return response;
