@@ -98,6 +98,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Creates.
     let creates = scale(20_000);
+    let cpu = process_cpu();
     let (api_t, _, _) = concurrently(CONCURRENCY, creates, cms.clone(), {
         let payload = payload.clone();
         move |cms, i| {
@@ -111,6 +112,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     })
     .await;
+    let api_create_cpu = process_cpu().saturating_sub(cpu);
+    let cpu = process_cpu();
     let (store_t, _, _) = concurrently(CONCURRENCY, creates, bare.clone(), {
         let payload = payload.clone();
         move |bare, i| {
@@ -126,6 +129,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     })
     .await;
+    let store_create_cpu = process_cpu().saturating_sub(cpu);
     let api_rate = creates as f64 / api_t.as_secs_f64();
     let store_rate = creates as f64 / store_t.as_secs_f64();
     rows.push(Row {
@@ -137,16 +141,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Gets.
     let gets = scale(20_000);
+    let cpu = process_cpu();
     let (_, api_lat, _) = concurrently(CONCURRENCY, gets, cms.clone(), move |cms, i| {
         let name = format!("cm-{:06}", i % creates);
         async move { cms.get(&name).await.is_ok() }
     })
     .await;
+    let api_get_cpu = process_cpu().saturating_sub(cpu);
+    let cpu = process_cpu();
     let (_, store_lat, _) = concurrently(CONCURRENCY, gets, bare.clone(), move |bare, i| {
         let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
         async move { bare.get(&key).await.is_ok() }
     })
     .await;
+    let store_get_cpu = process_cpu().saturating_sub(cpu);
+    // CPU per operation (the whole process: client, server and store) is
+    // steadier than the rates when other work shares the machine.
+    for (what, n, api, store) in [
+        ("create", creates, api_create_cpu, store_create_cpu),
+        ("get", gets, api_get_cpu, store_get_cpu),
+    ] {
+        let per = |cpu: Duration| cpu.as_secs_f64() * 1e6 / n.max(1) as f64;
+        rows.push(Row {
+            what: format!("CPU per {what} (process, client included)"),
+            api: format!("{:.1} us", per(api)),
+            store: format!("{:.1} us", per(store)),
+            ratio: format!("{:.1}", per(api) / per(store).max(1e-9)),
+        });
+    }
     for (label, p) in [("get p50", 0.5), ("get p99", 0.99)] {
         rows.push(Row::times(
             format!("{label} ({CONCURRENCY} concurrent)"),

@@ -1,14 +1,16 @@
 //! The deadline of a non-long-running request (upstream's
 //! `--request-timeout` with the client's `?timeout=`): a request whose
-//! handler has not answered by then gets upstream's 504 `Timeout` Status,
-//! while the handler runs on to its end in the background, as upstream's
+//! handler has not answered by then gets upstream's 504 `Timeout` Status.
+//! A write's handler runs on to its end in the background, as upstream's
 //! does (dropping it mid-write could leave a write half done for no gain:
-//! the store applies it anyway once sent).
+//! the store applies it anyway once sent); a read's is dropped, since it
+//! leaves nothing half done, and so runs in place without a task of its own.
 //!
-//! It owns only the deadline and the long-running check. It must never
-//! decide anything else about a request (admission, fairness, limits on
-//! concurrency belong elsewhere), and it never cuts a response that has
-//! started: the deadline covers the time to the response's head.
+//! It owns only the deadline; which requests are long-running is read from
+//! the request's [`RequestInfo`]. It must never decide anything else about a
+//! request (admission, fairness, limits on concurrency belong elsewhere),
+//! and it never cuts a response that has started: the deadline covers the
+//! time to the response's head.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
