@@ -84,6 +84,15 @@ pub trait Store: Send + Sync + 'static {
     /// Reads one key at the current revision.
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError>;
 
+    /// The `mod_revision` that [`Store::get`] would return for `key` now (none
+    /// when the key does not exist), without reading its value where the
+    /// backend can avoid that: a reader that already holds the object at
+    /// some revision (the API server's watch cache) learns whether it is
+    /// current without copying it out of the store again.
+    async fn mod_revision(&self, key: &str) -> Result<Option<Revision>, StoreError> {
+        Ok(self.get(key).await?.map(|kv| kv.mod_revision))
+    }
+
     /// Lists keys beginning with `prefix` in key order, strictly after
     /// `start_after` when given, at most `limit` of them (0 means no limit).
     /// The result says at which revision it was read and whether more remain.

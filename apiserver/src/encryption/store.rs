@@ -169,6 +169,11 @@ impl Store for EncryptedStore {
             .transpose()
     }
 
+    async fn mod_revision(&self, key: &str) -> Result<Option<Revision>, StoreError> {
+        // Revisions are not encrypted: nothing to open.
+        self.raw.mod_revision(key).await
+    }
+
     async fn list(
         &self,
         prefix: &str,

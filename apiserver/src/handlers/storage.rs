@@ -107,26 +107,34 @@ pub(crate) enum Answer {
 
 /// Reads an object from the store, as [`read`] does, to answer a GET with:
 /// when `info` is served as stored and the watch cache holds the object at
-/// the revision the store returned, the cache's copy is the answer, so the
-/// stored bytes are not decoded and encoded again. The store is still read
-/// first, so the answer is as current as the store (upstream's GET without
-/// a resourceVersion).
+/// the revision the store has for it, the cache's copy is the answer, so the
+/// stored bytes are neither copied out of the store nor decoded and encoded
+/// again. The store is still asked first, so the answer is as current as the
+/// store (upstream's GET without a resourceVersion).
 pub(crate) async fn read_answer(
     inner: &Inner,
     info: &ResourceInfo,
     key: &str,
 ) -> Result<Option<Answer>, ApiError> {
+    let served_as_stored = info.conversion.is_none() && info.custom.is_none();
+    if served_as_stored && let Ok(cache) = inner.cache(info) {
+        let started = std::time::Instant::now();
+        let revision = inner.store.mod_revision(key).await;
+        crate::metrics::observe_store("get", &info.qualified(), started);
+        let Some(revision) = revision.map_err(internal)? else {
+            return Ok(None);
+        };
+        if let Some(cached) = cache.get(key)
+            && cached.resource_version() == Some(revision)
+        {
+            return Ok(Some(Answer::Cached(cached)));
+        }
+    }
+    // The cache is behind the store (or not kept for this kind): the
+    // store's value is the answer.
     let Some(kv) = get_stored(inner, info, key).await? else {
         return Ok(None);
     };
-    let served_as_stored = info.conversion.is_none() && info.custom.is_none();
-    if served_as_stored
-        && let Ok(cache) = inner.cache(info)
-        && let Some(cached) = cache.get(key)
-        && cached.resource_version() == Some(kv.mod_revision)
-    {
-        return Ok(Some(Answer::Cached(cached)));
-    }
     Ok(Some(Answer::Read(decode_stored(info, &kv)?)))
 }
 

@@ -360,6 +360,10 @@ impl Store for SledStore {
         reader::get(&self.handle.shared, key)
     }
 
+    async fn mod_revision(&self, key: &str) -> Result<Option<Revision>, StoreError> {
+        reader::mod_revision(&self.handle.shared, key)
+    }
+
     async fn list(
         &self,
         prefix: &str,

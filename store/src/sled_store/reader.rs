@@ -125,6 +125,18 @@ pub(crate) fn get(shared: &Shared, key: &str) -> Result<Option<KeyValue>, StoreE
     Err(too_many_retries(key))
 }
 
+/// The revision [`get`] would return for `key` as `mod_revision`, read from
+/// the key's index entry alone when that entry is published (the common
+/// case); an entry newer than what readers may see yet is resolved as
+/// [`get`] resolves it, through the history records.
+pub(crate) fn mod_revision(shared: &Shared, key: &str) -> Result<Option<Revision>, StoreError> {
+    let at = shared.published();
+    match read_index(shared, key)? {
+        Some(entry) if entry.revision <= at => Ok((!entry.deleted).then_some(entry.revision)),
+        _ => Ok(get(shared, key)?.map(|kv| kv.mod_revision)),
+    }
+}
+
 fn too_many_retries(what: &str) -> StoreError {
     codec::corrupt(
         format!("read of {what:?}"),

@@ -113,6 +113,33 @@ pub async fn a_recreated_key_starts_a_new_incarnation(store: Arc<dyn Store>) {
     );
 }
 
+pub async fn mod_revision_follows_writes_as_get_reports_them(store: Arc<dyn Store>) {
+    assert_eq!(store.mod_revision("k").await.unwrap(), None);
+    let created = store.create("k", v("1")).await.unwrap();
+    assert_eq!(
+        store.mod_revision("k").await.unwrap(),
+        Some(created.mod_revision)
+    );
+    let updated = store.update("k", v("2"), None).await.unwrap();
+    assert_eq!(
+        store.mod_revision("k").await.unwrap(),
+        Some(updated.mod_revision)
+    );
+    assert_eq!(
+        store.mod_revision("k").await.unwrap(),
+        store.get("k").await.unwrap().map(|kv| kv.mod_revision)
+    );
+    store.delete("k", None).await.unwrap();
+    assert_eq!(store.mod_revision("k").await.unwrap(), None);
+    let again = store.create("k", v("3")).await.unwrap();
+    assert_eq!(
+        store.mod_revision("k").await.unwrap(),
+        Some(again.mod_revision)
+    );
+    // A key that only shares a prefix with another is a different key.
+    assert_eq!(store.mod_revision("k2").await.unwrap(), None);
+}
+
 pub async fn list_pages_through_a_prefix_in_key_order(store: Arc<dyn Store>) {
     for i in 0..25 {
         store.create(&format!("a/{i:02}"), v("x")).await.unwrap();

@@ -48,6 +48,7 @@ conformance! {
     api::update_and_delete_of_a_missing_key_are_not_found,
     api::compare_and_swap_refuses_a_stale_mod_revision,
     api::a_recreated_key_starts_a_new_incarnation,
+    api::mod_revision_follows_writes_as_get_reports_them,
     api::list_pages_through_a_prefix_in_key_order,
     api::more_is_false_when_only_deleted_keys_remain,
     api::concurrent_writers_get_distinct_increasing_revisions_that_watch_confirms,
