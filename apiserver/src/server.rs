@@ -597,7 +597,7 @@ impl ApiServer {
 
     /// Every API path: discovery, version, health and resources.
     pub fn router(&self) -> Router {
-        Router::new()
+        let routes = Router::new()
             .route(
                 "/version",
                 get(|| async { json_response(StatusCode::OK, &crate::discovery::version()) }),
@@ -639,15 +639,22 @@ impl ApiServer {
             .route("/readyz", get(readiness))
             .route("/metrics", get(crate::metrics::serve))
             .fallback(crate::handlers::dispatch)
-            // Inside authorization, which has switched to the impersonated
-            // user the request is classified by.
+            .with_state(self.inner.clone());
+        // The layers wrap the router once, in front of routing, rather than
+        // each route (`Router::layer`): a route's service is then one boxed
+        // chain of concrete layers, not a box per layer per route that every
+        // request clones and drops again. The first named is the outermost.
+        let layered = tower::ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(crate::request_span::trace))
+            // Outside everything that may refuse a request, so refusals
+            // are counted too.
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
-                crate::flowcontrol::filter::limit,
+                crate::metrics::instrument,
             ))
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
-                crate::authz::middleware::authorize,
+                crate::audit::layer::audit,
             ))
             // Inside the audit layer, so a request cut at its deadline is
             // audited with its 504.
@@ -657,16 +664,16 @@ impl ApiServer {
             ))
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
-                crate::audit::layer::audit,
+                crate::authz::middleware::authorize,
             ))
-            // Outside everything that may refuse a request, so refusals
-            // are counted too.
+            // Inside authorization, which has switched to the impersonated
+            // user the request is classified by.
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
-                crate::metrics::instrument,
+                crate::flowcontrol::filter::limit,
             ))
-            .layer(axum::middleware::from_fn(crate::request_span::trace))
-            .with_state(self.inner.clone())
+            .service(routes);
+        Router::new().fallback_service(layered)
     }
 
     /// Ends every open watch (their streams finish cleanly), stops the watch
