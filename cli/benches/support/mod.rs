@@ -33,13 +33,7 @@ pub fn free_port() -> u16 {
 /// A memory figure of a process from `/proc/<pid>/status` (`VmRSS:`,
 /// `VmHWM:`, ...), in MiB; 0 when it cannot be read.
 pub fn status_mib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
+    skiff_scheduler::testing::perf::process_memory_mib(pid, field)
 }
 
 /// `skiff server` (`binary`, normally this build's) as the benches run it:

@@ -74,7 +74,17 @@ pub fn cpu_seconds() -> f64 {
 /// A memory figure of this process from `/proc/self/status` (`VmRSS:`,
 /// `VmHWM:`, ...), in MiB; 0 when it cannot be read.
 pub fn memory_mib(field: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
+    status_mib("/proc/self/status", field)
+}
+
+/// The same figure of process `pid` (a server a bench started), from
+/// `/proc/<pid>/status`.
+pub fn process_memory_mib(pid: u32, field: &str) -> f64 {
+    status_mib(&format!("/proc/{pid}/status"), field)
+}
+
+fn status_mib(path: &str, field: &str) -> f64 {
+    std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
         .find(|l| l.starts_with(field))
