@@ -98,38 +98,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Creates.
     let creates = scale(20_000);
-    let cpu = process_cpu();
-    let (api_t, _, _) = concurrently(CONCURRENCY, creates, cms.clone(), {
-        let payload = payload.clone();
-        move |cms, i| {
-            let cm = configmap(&format!("cm-{i:06}"), &payload);
-            async move {
-                let created = cms.create(&PostParams::default(), &cm).await;
-                created
-                    .inspect_err(|e| eprintln!("create failed: {e}"))
-                    .is_ok()
+    let ((api_t, _, _), api_create_cpu) =
+        with_cpu(concurrently(CONCURRENCY, creates, cms.clone(), {
+            let payload = payload.clone();
+            move |cms, i| {
+                let cm = configmap(&format!("cm-{i:06}"), &payload);
+                async move {
+                    let created = cms.create(&PostParams::default(), &cm).await;
+                    created
+                        .inspect_err(|e| eprintln!("create failed: {e}"))
+                        .is_ok()
+                }
             }
-        }
-    })
-    .await;
-    let api_create_cpu = process_cpu().saturating_sub(cpu);
-    let cpu = process_cpu();
-    let (store_t, _, _) = concurrently(CONCURRENCY, creates, bare.clone(), {
-        let payload = payload.clone();
-        move |bare, i| {
-            let name = format!("cm-{i:06}");
-            let key = format!("/registry/core/configmaps/default/{name}");
-            let value = stored_bytes(&name, &payload);
-            async move {
-                let created = bare.create(&key, value).await;
-                created
-                    .inspect_err(|e| eprintln!("store create failed: {e}"))
-                    .is_ok()
+        }))
+        .await;
+    let ((store_t, _, _), store_create_cpu) =
+        with_cpu(concurrently(CONCURRENCY, creates, bare.clone(), {
+            let payload = payload.clone();
+            move |bare, i| {
+                let name = format!("cm-{i:06}");
+                let key = format!("/registry/core/configmaps/default/{name}");
+                let value = stored_bytes(&name, &payload);
+                async move {
+                    let created = bare.create(&key, value).await;
+                    created
+                        .inspect_err(|e| eprintln!("store create failed: {e}"))
+                        .is_ok()
+                }
             }
-        }
-    })
-    .await;
-    let store_create_cpu = process_cpu().saturating_sub(cpu);
+        }))
+        .await;
     let api_rate = creates as f64 / api_t.as_secs_f64();
     let store_rate = creates as f64 / store_t.as_secs_f64();
     rows.push(Row {
@@ -141,20 +139,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Gets.
     let gets = scale(20_000);
-    let cpu = process_cpu();
-    let (_, api_lat, _) = concurrently(CONCURRENCY, gets, cms.clone(), move |cms, i| {
-        let name = format!("cm-{:06}", i % creates);
-        async move { cms.get(&name).await.is_ok() }
-    })
+    let ((_, api_lat, _), api_get_cpu) = with_cpu(concurrently(
+        CONCURRENCY,
+        gets,
+        cms.clone(),
+        move |cms, i| {
+            let name = format!("cm-{:06}", i % creates);
+            async move { cms.get(&name).await.is_ok() }
+        },
+    ))
     .await;
-    let api_get_cpu = process_cpu().saturating_sub(cpu);
-    let cpu = process_cpu();
-    let (_, store_lat, _) = concurrently(CONCURRENCY, gets, bare.clone(), move |bare, i| {
-        let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
-        async move { bare.get(&key).await.is_ok() }
-    })
+    let ((_, store_lat, _), store_get_cpu) = with_cpu(concurrently(
+        CONCURRENCY,
+        gets,
+        bare.clone(),
+        move |bare, i| {
+            let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
+            async move { bare.get(&key).await.is_ok() }
+        },
+    ))
     .await;
-    let store_get_cpu = process_cpu().saturating_sub(cpu);
     // CPU per operation (the whole process: client, server and store) is
     // steadier than the rates when other work shares the machine.
     for (what, n, api, store) in [
@@ -419,6 +423,14 @@ impl FanoutRun {
         let cpu = process_cpu().saturating_sub(cpu_before);
         gather(tasks, expected, writes, cpu).await
     }
+}
+
+/// Runs `work`; returns its output and the CPU time the whole process used
+/// meanwhile (client, server and store alike).
+async fn with_cpu<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let before = process_cpu();
+    let output = work.await;
+    (output, process_cpu().saturating_sub(before))
 }
 
 /// CPU time (user and system) this process has used so far.
