@@ -82,8 +82,16 @@ async fn get_stored(
     info: &ResourceInfo,
     key: &str,
 ) -> Result<Option<KeyValue>, ApiError> {
+    timed_get(info, inner.store.get(key)).await
+}
+
+/// A store read, timed for the store metrics as a `get` of `info`'s kind.
+async fn timed_get<T>(
+    info: &ResourceInfo,
+    read: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, ApiError> {
     let started = std::time::Instant::now();
-    let got = inner.store.get(key).await;
+    let got = read.await;
     crate::metrics::observe_store("get", &info.qualified(), started);
     got.map_err(internal)
 }
@@ -118,10 +126,7 @@ pub(crate) async fn read_answer(
 ) -> Result<Option<Answer>, ApiError> {
     let served_as_stored = info.conversion.is_none() && info.custom.is_none();
     if served_as_stored && let Ok(cache) = inner.cache(info) {
-        let started = std::time::Instant::now();
-        let revision = inner.store.mod_revision(key).await;
-        crate::metrics::observe_store("get", &info.qualified(), started);
-        let Some(revision) = revision.map_err(internal)? else {
+        let Some(revision) = timed_get(info, inner.store.mod_revision(key)).await? else {
             return Ok(None);
         };
         if let Some(cached) = cache.get(key)
