@@ -28,8 +28,8 @@ fn is_json(content_type: Option<&str>) -> bool {
 /// request with offending fields fails here. Requests it does not screen
 /// (reads, deletes, apply patches, subresources of other kinds) pass
 /// untouched. A created or replaced object that passes with unknown fields
-/// is handed on without them (as JSON), as upstream drops them when it
-/// decodes.
+/// is handed on without them, as upstream drops them when it decodes; it is
+/// handed on decoded too (`Ctx::decoded`), so its handler parses it once.
 pub(crate) async fn screen(
     ctx: &mut Ctx,
     method: &Method,
@@ -53,27 +53,27 @@ pub(crate) async fn screen(
         return Ok((body, Vec::new()));
     }
     let bytes = crate::body::read(&ctx.headers, body).await?;
-    let input: Option<Value> = match patch_type {
-        Some(kind) if *method == Method::PATCH => patched(ctx, kind, &bytes).await?,
+    let patch = *method == Method::PATCH;
+    let mut input: Option<Value> = match patch_type {
+        Some(kind) if patch => patched(ctx, kind, &bytes).await?,
         _ => crate::body::decode_object(&ctx.headers, &bytes).ok(),
     };
     let mut problems = Vec::new();
-    let mut stripped = None;
-    if let Some(input) = &input
+    let mut stripped = false;
+    if let Some(input) = &mut input
         && let Ok(known) = known_part(&info, input)
     {
         let unknown = unknown_fields(input, &known);
-        if !unknown.is_empty() && *method != Method::PATCH {
-            let mut object = input.clone();
-            strip_unknown(&mut object, &known);
-            stripped = Some(object);
+        if !unknown.is_empty() && !patch {
+            strip_unknown(input, &known);
+            stripped = true;
         }
         problems.extend(unknown.into_iter().map(Problem::Unknown));
     }
     if is_json(content_type.as_deref()) {
         problems.extend(duplicate_fields(&bytes).into_iter().map(Problem::Duplicate));
     }
-    let context = if *method == Method::PATCH {
+    let context = if patch {
         String::new()
     } else {
         format!(
@@ -83,16 +83,26 @@ pub(crate) async fn screen(
         )
     };
     let warnings = decide(directive, &problems, &context)?;
-    if let Some(object) = stripped {
-        let json = serde_json::to_vec(&object).map_err(|e| ApiError::Internal(e.to_string()))?;
-        ctx.headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        ctx.headers.remove(http::header::CONTENT_LENGTH);
-        return Ok((Body::from(json), warnings));
+    if patch {
+        // What was decoded is the patched object, not the request's.
+        return Ok((Body::from(bytes), warnings));
     }
-    Ok((Body::from(bytes), warnings))
+    let body = match (&input, stripped) {
+        // Handlers that read the body themselves (reviews) get it without
+        // the unknown fields too.
+        (Some(object), true) => {
+            let json = serde_json::to_vec(object).map_err(|e| ApiError::Internal(e.to_string()))?;
+            ctx.headers.insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            ctx.headers.remove(http::header::CONTENT_LENGTH);
+            Body::from(json)
+        }
+        _ => Body::from(bytes),
+    };
+    ctx.decoded = input;
+    Ok((body, warnings))
 }
 
 /// What of `input` the kind keeps: the typed round trip of a built-in kind,

@@ -16,9 +16,8 @@ use crate::status::ApiError;
 /// How many generated names are tried before giving up.
 const GENERATE_NAME_ATTEMPTS: usize = 8;
 
-pub(super) async fn create(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
-    let bytes = crate::body::read(&ctx.headers, body).await?;
-    let object = crate::body::decode_object(&ctx.headers, &bytes)?;
+pub(super) async fn create(mut ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let object = ctx.object(body).await?;
     ctx.notes.note_object(&object);
     let write = ctx.write_info(None);
     let created = create_object(

@@ -43,6 +43,11 @@ pub(crate) struct Ctx {
     pub user: UserInfo,
     /// Warnings and audit annotations for the response.
     pub notes: RequestNotes,
+    /// The object of a create or replace as the field-validation screen
+    /// decoded it (without the fields it stripped), so the handler does not
+    /// parse the body a second time. `None` when the screen did not decode
+    /// it; the handler then reads the body itself.
+    pub decoded: Option<Value>,
 }
 
 impl Ctx {
@@ -64,6 +69,16 @@ impl Ctx {
 
     pub(crate) fn key(&self) -> Result<String, ApiError> {
         Ok(self.info().key(self.namespace(), self.name()?))
+    }
+
+    /// The request's object: the one the screen decoded, else the body read
+    /// and decoded here.
+    pub(crate) async fn object(&mut self, body: Body) -> Result<Value, ApiError> {
+        if let Some(object) = self.decoded.take() {
+            return Ok(object);
+        }
+        let bytes = crate::body::read(&self.headers, body).await?;
+        crate::body::decode_object(&self.headers, &bytes)
     }
 
     /// The request's label and field selectors, the field selector allowed
@@ -186,6 +201,7 @@ async fn handle(
         headers: parts.headers,
         user,
         notes: notes.clone(),
+        decoded: None,
     };
     let (body, warnings) = crate::field_validation::screen(&mut ctx, &parts.method, body).await?;
     for warning in warnings {

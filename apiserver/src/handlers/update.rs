@@ -140,9 +140,8 @@ fn respond_written(created: &AtomicBool, stored: &Value) -> Result<Response, Api
     respond(code, stored)
 }
 
-pub(super) async fn update(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
-    let bytes = crate::body::read(&ctx.headers, body).await?;
-    let mut object = crate::body::decode_object(&ctx.headers, &bytes)?;
+pub(super) async fn update(mut ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let mut object = ctx.object(body).await?;
     let info = ctx.info().clone();
     let name = ctx.name()?.to_string();
     check_type(&mut object, &info.api_version(), info.kind)?;
