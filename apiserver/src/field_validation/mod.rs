@@ -6,8 +6,8 @@
 //!
 //! Unknown fields are found by decoding the body into the kind's typed form
 //! and comparing: whatever the typed round trip loses, the kind does not
-//! know. Duplicates are found by a scan of the JSON text, since a parsed
-//! object keeps only the last value of a repeated key.
+//! know. Duplicates are found while the JSON text is decoded (one pass),
+//! since a decoded object keeps only the last value of a repeated key.
 
 mod duplicates;
 mod screen;
@@ -15,7 +15,7 @@ mod unknown;
 
 pub(crate) use screen::screen;
 
-pub(crate) use duplicates::duplicate_fields;
+pub(crate) use duplicates::{decode_noting_duplicates, duplicate_fields};
 pub(crate) use unknown::{strip_unknown, unknown_fields};
 
 use crate::status::ApiError;

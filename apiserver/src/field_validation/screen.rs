@@ -6,7 +6,10 @@ use axum::body::Body;
 use http::Method;
 use serde_json::Value;
 
-use super::{Directive, Problem, decide, duplicate_fields, strip_unknown, unknown_fields};
+use super::{
+    Directive, Problem, decide, decode_noting_duplicates, duplicate_fields, strip_unknown,
+    unknown_fields,
+};
 use crate::handlers::Ctx;
 use crate::patch::PatchType;
 use crate::registry::{ResourceInfo, Subresource};
@@ -54,9 +57,25 @@ pub(crate) async fn screen(
     }
     let bytes = crate::body::read(&ctx.headers, body).await?;
     let patch = *method == Method::PATCH;
-    let mut input: Option<Value> = match patch_type {
-        Some(kind) if patch => patched(ctx, kind, &bytes).await?,
-        _ => crate::body::decode_object(&ctx.headers, &bytes).ok(),
+    let json = is_json(content_type.as_deref());
+    // A JSON object is decoded and checked for repeated keys in one pass.
+    let (mut input, duplicates): (Option<Value>, Vec<String>) = match patch_type {
+        Some(kind) if patch => (
+            patched(ctx, kind, &bytes).await?,
+            if json {
+                duplicate_fields(&bytes)
+            } else {
+                Vec::new()
+            },
+        ),
+        _ if json => match decode_noting_duplicates(&bytes) {
+            Ok((object, duplicates)) => (Some(object).filter(Value::is_object), duplicates),
+            Err(_) => (None, Vec::new()),
+        },
+        _ => (
+            crate::body::decode_object(&ctx.headers, &bytes).ok(),
+            Vec::new(),
+        ),
     };
     let mut problems = Vec::new();
     let mut stripped = false;
@@ -70,9 +89,7 @@ pub(crate) async fn screen(
         }
         problems.extend(unknown.into_iter().map(Problem::Unknown));
     }
-    if is_json(content_type.as_deref()) {
-        problems.extend(duplicate_fields(&bytes).into_iter().map(Problem::Duplicate));
-    }
+    problems.extend(duplicates.into_iter().map(Problem::Duplicate));
     let context = if patch {
         String::new()
     } else {
