@@ -27,8 +27,15 @@ pub struct Served {
     store: Arc<dyn Store>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
-    /// The admin client (kube-rs, as any client would connect).
+    /// The admin client (kube-rs, as any client would connect): HTTP/1.1,
+    /// one keep-alive connection per request in flight.
     pub client: Client,
+    /// The same admin client's typed calls over one multiplexed HTTP/2
+    /// connection, the transport client-go and kubectl use.
+    // Only `api_vs_store` compares the transports; the other bench that
+    // includes this file reads the HTTP/1.1 client alone.
+    #[allow(dead_code)]
+    pub h2_client: Client,
 }
 
 /// Serves `store` over HTTPS on a loopback port, with certificates in `dir`.
@@ -50,15 +57,38 @@ pub async fn serve(store: Arc<dyn Store>, dir: &std::path::Path) -> BenchResult<
     ));
     let kubeconfig: kube::config::Kubeconfig =
         serde_yaml::from_str(&certs.admin_kubeconfig(&format!("https://127.0.0.1:{port}")))?;
-    let client =
-        Client::try_from(Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let h2_client = h2_client(&config)?;
+    let client = Client::try_from(config)?;
     Ok(Served {
         api,
         store,
         stop: Some(stop),
         server,
         client,
+        h2_client,
     })
+}
+
+/// A kube client for `config` whose requests all share one HTTP/2
+/// connection (ALPN `h2` only), as client-go's do. kube-rs builds only
+/// HTTP/1.1 clients itself, so the transport is put together here and
+/// handed to `Client::new`; the typed calls above it are kube-rs's own.
+fn h2_client(config: &Config) -> BenchResult<Client> {
+    use kube::client::ConfigExt as _;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config.rustls_client_config()?)
+        .https_only()
+        .enable_http2()
+        .build();
+    let transport =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .service(transport);
+    Ok(Client::new(service, config.default_namespace.clone()))
 }
 
 impl Served {
