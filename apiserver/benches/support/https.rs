@@ -76,11 +76,16 @@ pub async fn serve(store: Arc<dyn Store>, dir: &std::path::Path) -> BenchResult<
 /// handed to `Client::new`; the typed calls above it are kube-rs's own.
 fn h2_client(config: &Config) -> BenchResult<Client> {
     use kube::client::ConfigExt as _;
+    // Go sets TCP_NODELAY on every connection; without it, Nagle holds a
+    // stream's small frames back while another stream's are unacknowledged.
+    let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(config.rustls_client_config()?)
         .https_only()
         .enable_http2()
-        .build();
+        .wrap_connector(tcp);
     let transport =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .http2_only(true)
