@@ -101,20 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Creates.
     let creates = scale(20_000);
-    let ((api_t, _, _), api_create_cpu) =
-        with_cpu(concurrently(CONCURRENCY, creates, cms.clone(), {
-            let payload = payload.clone();
-            move |cms, i| {
-                let cm = configmap(&format!("cm-{i:06}"), &payload);
-                async move {
-                    let created = cms.create(&PostParams::default(), &cm).await;
-                    created
-                        .inspect_err(|e| eprintln!("create failed: {e}"))
-                        .is_ok()
-                }
-            }
-        }))
-        .await;
+    let (api_t, api_create_cpu) = api_creates(&cms, "cm", creates, &payload).await;
     let ((store_t, _, _), store_create_cpu) =
         with_cpu(concurrently(CONCURRENCY, creates, bare.clone(), {
             let payload = payload.clone();
@@ -137,20 +124,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The same creates over one HTTP/2 connection, as client-go sends them
     // (names after the first run's, so the lists below still read those).
     let h2_cms: Api<ConfigMap> = Api::namespaced(served.h2_client.clone(), "default");
-    let ((h2_t, _, _), h2_create_cpu) =
-        with_cpu(concurrently(CONCURRENCY, creates, h2_cms.clone(), {
-            let payload = payload.clone();
-            move |cms, i| {
-                let cm = configmap(&format!("h2-{i:06}"), &payload);
-                async move {
-                    let created = cms.create(&PostParams::default(), &cm).await;
-                    created
-                        .inspect_err(|e| eprintln!("HTTP/2 create failed: {e}"))
-                        .is_ok()
-                }
-            }
-        }))
-        .await;
+    let (h2_t, h2_create_cpu) = api_creates(&h2_cms, "h2", creates, &payload).await;
     // How many writes each durable flush carried: the store's CPU per write
     // falls as commit groups grow, so this explains much of the gap below.
     let per_flush =
@@ -250,25 +224,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut api_list, mut h2_list, mut store_list) = (Vec::new(), Vec::new(), Vec::new());
     let (mut body_list, mut decode_only) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let t = Instant::now();
-        let list = cms
-            .list(&ListParams::default().limit(list_n as u32))
-            .await?;
-        api_list.push(t.elapsed());
-        assert_eq!(list.items.len(), list_n);
-        drop(list);
+        for (api, times) in [(&cms, &mut api_list), (&h2_cms, &mut h2_list)] {
+            let t = Instant::now();
+            let list = api
+                .list(&ListParams::default().limit(list_n as u32))
+                .await?;
+            times.push(t.elapsed());
+            assert_eq!(list.items.len(), list_n);
+        }
         let t = Instant::now();
         let list = bare
             .list("/registry/core/configmaps/default/", None, list_n)
             .await?;
         store_list.push(t.elapsed());
-        assert_eq!(list.items.len(), list_n);
-        drop(list);
-        let t = Instant::now();
-        let list = h2_cms
-            .list(&ListParams::default().limit(list_n as u32))
-            .await?;
-        h2_list.push(t.elapsed());
         assert_eq!(list.items.len(), list_n);
         drop(list);
         // The same list as the body only: what the server and the
@@ -513,6 +481,33 @@ async fn with_cpu<T>(work: impl std::future::Future<Output = T>) -> (T, Duration
     let before = process_cpu();
     let output = work.await;
     (output, process_cpu().saturating_sub(before))
+}
+
+/// `total` ConfigMaps `<prefix>-000000`, … created through `cms` by
+/// [`CONCURRENCY`] clients: how long they took and the process CPU they used.
+async fn api_creates(
+    cms: &Api<ConfigMap>,
+    prefix: &'static str,
+    total: usize,
+    payload: &str,
+) -> (Duration, Duration) {
+    let payload = payload.to_owned();
+    let ((took, _, _), cpu) = with_cpu(concurrently(
+        CONCURRENCY,
+        total,
+        cms.clone(),
+        move |cms, i| {
+            let cm = configmap(&format!("{prefix}-{i:06}"), &payload);
+            async move {
+                let created = cms.create(&PostParams::default(), &cm).await;
+                created
+                    .inspect_err(|e| eprintln!("create of {prefix}-{i:06} failed: {e}"))
+                    .is_ok()
+            }
+        },
+    ))
+    .await;
+    (took, cpu)
 }
 
 /// CPU time (user and system) this process has used so far.
