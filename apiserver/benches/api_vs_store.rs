@@ -137,31 +137,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let api_rate = creates as f64 / api_t.as_secs_f64();
     let h2_rate = creates as f64 / h2_t.as_secs_f64();
     let store_rate = creates as f64 / store_t.as_secs_f64();
-    rows.push(Row {
-        what: format!("creates/s ({creates} objects, {CONCURRENCY} concurrent)"),
-        api: format!("{api_rate:.0}"),
-        store: format!("{store_rate:.0}"),
-        ratio: format!("{:.2}", api_rate / store_rate),
-    });
-    rows.push(Row {
-        what: format!("creates/s over one HTTP/2 connection ({CONCURRENCY} streams)"),
-        api: format!("{h2_rate:.0}"),
-        store: format!("{store_rate:.0}"),
-        ratio: format!("{:.2}", h2_rate / store_rate),
-    });
-
-    rows.push(Row {
-        what: "writes per durable flush (during the creates)".to_string(),
-        api: format!("{api_per_flush:.1}"),
-        store: format!("{store_per_flush:.1}"),
-        ratio: format!("{:.2}", api_per_flush / store_per_flush.max(1e-9)),
-    });
-    rows.push(Row {
-        what: "writes per durable flush (during the HTTP/2 creates)".to_string(),
-        api: format!("{h2_per_flush:.1}"),
-        store: format!("{store_per_flush:.1}"),
-        ratio: format!("{:.2}", h2_per_flush / store_per_flush.max(1e-9)),
-    });
+    for (what, rate) in [
+        (
+            format!("creates/s ({creates} objects, {CONCURRENCY} concurrent)"),
+            api_rate,
+        ),
+        (
+            format!("creates/s over one HTTP/2 connection ({CONCURRENCY} streams)"),
+            h2_rate,
+        ),
+    ] {
+        rows.push(Row {
+            what,
+            api: format!("{rate:.0}"),
+            store: format!("{store_rate:.0}"),
+            ratio: format!("{:.2}", rate / store_rate),
+        });
+    }
+    for (during, carried) in [("creates", api_per_flush), ("HTTP/2 creates", h2_per_flush)] {
+        rows.push(Row {
+            what: format!("writes per durable flush (during the {during})"),
+            api: format!("{carried:.1}"),
+            store: format!("{store_per_flush:.1}"),
+            ratio: format!("{:.2}", carried / store_per_flush.max(1e-9)),
+        });
+    }
 
     // Gets.
     let gets = scale(20_000);
