@@ -300,7 +300,10 @@ pub(crate) struct GroupInfo {
 #[derive(Debug)]
 pub(crate) struct Registry {
     resources: Vec<Arc<ResourceInfo>>,
-    by_gvr: HashMap<(String, String, String), Arc<ResourceInfo>>,
+    /// Keyed by the resource's own (static) names, so a lookup borrows the
+    /// caller's strings instead of allocating a key: every request looks up
+    /// several resources.
+    by_gvr: HashMap<(&'static str, &'static str, &'static str), Arc<ResourceInfo>>,
     groups: Vec<GroupInfo>,
 }
 
@@ -318,11 +321,7 @@ impl Registry {
         let mut groups: Vec<GroupInfo> = Vec::new();
         let mut kept = Vec::with_capacity(resources.len());
         for r in resources {
-            let gvr = (
-                r.group.to_string(),
-                r.version.to_string(),
-                r.resource.to_string(),
-            );
+            let gvr = (r.group, r.version, r.resource);
             if by_gvr.contains_key(&gvr) {
                 continue;
             }
@@ -351,9 +350,10 @@ impl Registry {
         version: &str,
         resource: &str,
     ) -> Option<Arc<ResourceInfo>> {
-        self.by_gvr
-            .get(&(group.to_string(), version.to_string(), resource.to_string()))
-            .cloned()
+        // The map is covariant in its keys, so it can be read with keys that
+        // live only as long as this call.
+        let by_gvr: &HashMap<(&str, &str, &str), Arc<ResourceInfo>> = &self.by_gvr;
+        by_gvr.get(&(group, version, resource)).cloned()
     }
 
     /// Every served resource, in discovery order.
