@@ -6,7 +6,7 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::storage::{self, WriteError};
-use super::{Ctx, check_type, respond};
+use super::{Ctx, check_type, respond_stored};
 use crate::admission::{WriteInfo, generate_name, prepare_create};
 use crate::object::{is_terminating, meta_mut, meta_str};
 use crate::registry::ResourceInfo;
@@ -29,7 +29,7 @@ pub(super) async fn create(mut ctx: Ctx, body: Body) -> Result<Response, ApiErro
         ctx.params.dry_run,
     )
     .await?;
-    respond(StatusCode::CREATED, &created)
+    respond_stored(&ctx, StatusCode::CREATED, &created)
 }
 
 /// Fails unless the namespace exists and is not terminating.

@@ -296,3 +296,21 @@ pub(crate) fn check_type(
 pub(crate) fn respond(code: StatusCode, object: &Value) -> Result<Response, ApiError> {
     Ok(json_response(code, object))
 }
+
+/// Answers a write with the object it stored: the watch cache's encoded copy
+/// of that revision when it holds one, else `object` encoded now. A dry
+/// run's object was never stored (its resourceVersion is the old one's), so
+/// it is always encoded.
+pub(crate) fn respond_stored(
+    ctx: &Ctx,
+    code: StatusCode,
+    object: &Value,
+) -> Result<Response, ApiError> {
+    let cached = (!ctx.params.dry_run)
+        .then(|| storage::written_json(&ctx.inner, ctx.info(), object))
+        .flatten();
+    match cached {
+        Some(json) => Ok(crate::status::encoded_json_response(code, json)),
+        None => respond(code, object),
+    }
+}

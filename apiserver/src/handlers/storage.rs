@@ -113,6 +113,30 @@ pub(crate) enum Answer {
     Read(Value),
 }
 
+/// Whether `info` is served in the form it is stored in (no conversion, no
+/// custom schema), so the watch cache's copy is the answer as it stands.
+fn served_as_stored(info: &ResourceInfo) -> bool {
+    info.conversion.is_none() && info.custom.is_none()
+}
+
+/// The watch cache's encoded copy of `written`, an object a write has just
+/// stored (its resourceVersion set), when the cache holds that very
+/// revision: a write waits for the cache to see it, so its answer need not
+/// encode the object again.
+pub(crate) fn written_json(inner: &Inner, info: &ResourceInfo, written: &Value) -> Option<Bytes> {
+    if !served_as_stored(info) {
+        return None;
+    }
+    let revision = crate::object::resource_version(written)?;
+    let name = crate::object::meta_str(written, "name")?;
+    let key = info.key(crate::object::meta_str(written, "namespace"), name);
+    let cached = inner.cache(info).ok()?.get(&key)?;
+    if cached.resource_version() != Some(revision) {
+        return None;
+    }
+    cached.encoded_json().cloned()
+}
+
 /// Reads an object from the store, as [`read`] does, to answer a GET with:
 /// when `info` is served as stored and the watch cache holds the object at
 /// the revision the store has for it, the cache's copy is the answer, so the
@@ -124,8 +148,9 @@ pub(crate) async fn read_answer(
     info: &ResourceInfo,
     key: &str,
 ) -> Result<Option<Answer>, ApiError> {
-    let served_as_stored = info.conversion.is_none() && info.custom.is_none();
-    if served_as_stored && let Ok(cache) = inner.cache(info) {
+    if served_as_stored(info)
+        && let Ok(cache) = inner.cache(info)
+    {
         let Some(revision) = timed_get(info, inner.store.mod_revision(key)).await? else {
             return Ok(None);
         };
@@ -170,8 +195,7 @@ pub(crate) async fn lookup(
     info: &ResourceInfo,
     key: &str,
 ) -> Result<Option<Arc<Value>>, ApiError> {
-    let served_as_stored = info.conversion.is_none() && info.custom.is_none();
-    if served_as_stored
+    if served_as_stored(info)
         && let Ok(cache) = inner.cache(info)
         && let Some(cached) = cache.get(key)
     {

@@ -13,7 +13,7 @@ use skiff_store::Revision;
 
 use super::create::{cannot_handle, create_object, invalid};
 use super::storage::{self, FirstRead, Next, check_precondition, guaranteed_update};
-use super::{Ctx, check_type, respond};
+use super::{Ctx, check_type, respond_stored};
 use crate::admission::{WriteInfo, prepare_status_update, prepare_update};
 use crate::managed_fields::{self, Scope};
 use crate::object::{finalizers, is_terminating, meta_mut, meta_str, set_field};
@@ -131,13 +131,13 @@ pub(crate) async fn admit_update<'a>(
 
 /// The answer to an update or apply that may have created its object
 /// instead (`created`): 201 then, 200 otherwise.
-fn respond_written(created: &AtomicBool, stored: &Value) -> Result<Response, ApiError> {
+fn respond_written(ctx: &Ctx, created: &AtomicBool, stored: &Value) -> Result<Response, ApiError> {
     let code = if created.load(Ordering::Relaxed) {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    respond(code, stored)
+    respond_stored(ctx, code, stored)
 }
 
 pub(super) async fn update(mut ctx: Ctx, body: Body) -> Result<Response, ApiError> {
@@ -186,7 +186,7 @@ pub(super) async fn update(mut ctx: Ctx, body: Body) -> Result<Response, ApiErro
         })
     })
     .await?;
-    respond_written(created, &stored)
+    respond_written(&ctx, created, &stored)
 }
 
 /// Creates `object` or replaces what is stored under its name (system
@@ -466,5 +466,5 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
         })
     })
     .await?;
-    respond_written(created, &stored)
+    respond_written(ctx, created, &stored)
 }

@@ -433,3 +433,35 @@ async fn services_changed_to_node_port_get_node_ports() {
     assert!(body["spec"]["ports"][0]["nodePort"].is_u64(), "{body}");
     assert_eq!(body["spec"]["clusterIP"], created["spec"]["clusterIP"]);
 }
+
+/// A write answers with the object as it was stored: byte for byte what a
+/// GET returns next (the server may answer from the watch cache's copy of
+/// that very write), for a create, a replace and a patch alike.
+#[tokio::test]
+async fn a_writes_answer_is_the_stored_object_byte_for_byte() {
+    let s = TestServer::new().await;
+    let path = format!("{CMS}/answer");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "answer", "labels": {"b": "2", "a": "1"}},
+        "data": {"z": "1", "y": "2"}});
+    let (code, created) = s.bytes(Method::POST, CMS, Some(cm)).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let (_, got) = s.bytes(Method::GET, &path, None).await;
+    assert_eq!(created, got);
+
+    let mut changed: serde_json::Value = serde_json::from_str(&got).unwrap();
+    changed["data"]["z"] = json!("3");
+    let (code, replaced) = s.bytes(Method::PUT, &path, Some(changed)).await;
+    assert_eq!(code, StatusCode::OK, "{replaced}");
+    let (_, got) = s.bytes(Method::GET, &path, None).await;
+    assert_eq!(replaced, got);
+    assert!(got.contains(r#""z":"3""#), "{got}");
+
+    let patched = s.merge_patch_ok(&path, json!({"data": {"x": "4"}})).await;
+    let (_, got) = s.bytes(Method::GET, &path, None).await;
+    assert_eq!(
+        patched,
+        serde_json::from_str::<serde_json::Value>(&got).unwrap()
+    );
+    assert_eq!(patched["data"]["x"], "4");
+}
