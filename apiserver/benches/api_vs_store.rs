@@ -127,13 +127,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (h2_t, h2_create_cpu) = api_creates(&h2_cms, "h2", creates, &payload).await;
     // How many writes each durable flush carried: the store's CPU per write
     // falls as commit groups grow, so this explains much of the gap below.
-    let per_flush =
-        |stats: skiff_store::StoreStats| stats.writes as f64 / stats.flushes.max(1) as f64;
-    let after_h2 = api_sled.stats()?;
-    let (api_per_flush, store_per_flush) =
-        (per_flush(before_h2.clone()), per_flush(bare_sled.stats()?));
-    let h2_per_flush = (after_h2.writes - before_h2.writes) as f64
-        / (after_h2.flushes - before_h2.flushes).max(1) as f64;
+    let per_flush = |writes: u64, flushes: u64| writes as f64 / flushes.max(1) as f64;
+    let (after_h2, bare_stats) = (api_sled.stats()?, bare_sled.stats()?);
+    let api_per_flush = per_flush(before_h2.writes, before_h2.flushes);
+    let store_per_flush = per_flush(bare_stats.writes, bare_stats.flushes);
+    let h2_per_flush = per_flush(
+        after_h2.writes - before_h2.writes,
+        after_h2.flushes - before_h2.flushes,
+    );
     let api_rate = creates as f64 / api_t.as_secs_f64();
     let h2_rate = creates as f64 / h2_t.as_secs_f64();
     let store_rate = creates as f64 / store_t.as_secs_f64();
