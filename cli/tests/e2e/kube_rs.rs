@@ -1,6 +1,7 @@
 //! kube-rs over HTTPS with the written kubeconfig: CRUD, pagination, watches
 //! with selectors.
 
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -23,6 +24,52 @@ fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
         data: Some([("k".to_string(), "v".to_string())].into()),
         ..Default::default()
     }
+}
+
+/// kube-runtime's watcher over `api`, run on `runtime`, as notes the test
+/// reads in order: each applied object's name, `<init>` where a (re)list
+/// starts, and `<error …>` for each error (the watcher retries on its own).
+fn watch_notes(
+    runtime: &tokio::runtime::Runtime,
+    api: Api<ConfigMap>,
+    config: kube::runtime::watcher::Config,
+) -> Receiver<String> {
+    use kube::runtime::watcher::{self, Event};
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let mut stream = watcher::watcher(api, config).boxed();
+        while let Some(event) = stream.next().await {
+            let note = match event {
+                Ok(Event::Init) => "<init>".to_string(),
+                Ok(Event::Apply(cm)) | Ok(Event::InitApply(cm)) => {
+                    cm.metadata.name.unwrap_or_default()
+                }
+                Ok(_) => continue,
+                Err(e) => format!("<error {e}>"),
+            };
+            if tx.send(note).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The notes from [`watch_notes`] before the next one that is `wanted`,
+/// waiting up to a minute for it; `what` names it in the failure.
+fn notes_until(rx: &Receiver<String>, wanted: &str, what: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    while std::time::Instant::now() < deadline {
+        if let Ok(note) = rx.recv_timeout(Duration::from_millis(200)) {
+            if note == wanted {
+                return seen;
+            }
+            seen.push(note);
+        }
+    }
+    panic!("watcher never delivered {what}; saw {seen:?}");
 }
 
 #[test]
@@ -180,11 +227,10 @@ fn crud_pagination_and_selected_watch() {
 /// sees anything twice.
 #[test]
 fn watcher_resumes_across_a_server_restart() {
-    use kube::runtime::watcher::{self, Event};
+    use kube::runtime::watcher;
 
     let mut server = Server::start();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
     let client = runtime.block_on(client_for(&server));
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     runtime.block_on(async {
@@ -192,38 +238,8 @@ fn watcher_resumes_across_a_server_restart() {
             .await
             .expect("create");
     });
-    let watch_api = api.clone();
-    runtime.spawn(async move {
-        let mut stream = watcher::watcher(watch_api, watcher::Config::default()).boxed();
-        while let Some(event) = stream.next().await {
-            let names: Vec<String> = match event {
-                Ok(Event::Apply(cm)) | Ok(Event::InitApply(cm)) => {
-                    vec![cm.metadata.name.unwrap_or_default()]
-                }
-                Ok(Event::Init) => vec!["<init>".to_string()],
-                Ok(_) => Vec::new(),
-                Err(e) => vec![format!("<error {e}>")],
-            };
-            for name in names {
-                if tx.send(name).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    let wait_for = |wanted: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        let mut seen = Vec::new();
-        while std::time::Instant::now() < deadline {
-            if let Ok(name) = rx.recv_timeout(Duration::from_millis(200)) {
-                if name == wanted {
-                    return seen;
-                }
-                seen.push(name);
-            }
-        }
-        panic!("watcher never delivered {wanted}; saw {seen:?}");
-    };
+    let rx = watch_notes(&runtime, api.clone(), watcher::Config::default());
+    let wait_for = |wanted: &str| notes_until(&rx, wanted, wanted);
     wait_for("before");
     runtime.block_on(async {
         api.create(&PostParams::default(), &configmap("live", &[]))
@@ -259,7 +275,7 @@ fn watcher_resumes_across_a_server_restart() {
 /// from was compacted while it was disconnected, relists, and carries on.
 #[test]
 fn watcher_recovers_from_gone() {
-    use kube::runtime::watcher::{self, Event};
+    use kube::runtime::watcher;
 
     // Keep no history beyond the newest revision, compacting every second.
     let mut server = Server::start_with(&[
@@ -274,42 +290,13 @@ fn watcher_recovers_from_gone() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let client = runtime.block_on(client_for(&server));
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let watched = api.clone();
-    runtime.spawn(async move {
-        // Selects nothing written below, so its resourceVersion stays at the
-        // initial list's while other writes move the store on.
-        let config = watcher::Config::default()
-            .labels("app=later")
-            .disable_bookmarks();
-        let mut stream = watcher::watcher(watched, config).boxed();
-        while let Some(event) = stream.next().await {
-            let note = match event {
-                Ok(Event::Init) => "<init>".to_string(),
-                Ok(Event::Apply(cm)) | Ok(Event::InitApply(cm)) => {
-                    cm.metadata.name.unwrap_or_default()
-                }
-                Ok(_) => continue,
-                Err(e) => format!("<error {e}>"),
-            };
-            if tx.send(note).is_err() {
-                return;
-            }
-        }
-    });
-    let next_init = |what: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        let mut seen = Vec::new();
-        while std::time::Instant::now() < deadline {
-            if let Ok(note) = rx.recv_timeout(Duration::from_millis(200)) {
-                if note == "<init>" {
-                    return seen;
-                }
-                seen.push(note);
-            }
-        }
-        panic!("no {what}; saw {seen:?}");
-    };
+    // Selects nothing written below, so its resourceVersion stays at the
+    // initial list's while other writes move the store on.
+    let config = watcher::Config::default()
+        .labels("app=later")
+        .disable_bookmarks();
+    let rx = watch_notes(&runtime, api.clone(), config);
+    let next_init = |what: &str| notes_until(&rx, "<init>", what);
     next_init("initial list");
     server.terminate();
     server.restart();
