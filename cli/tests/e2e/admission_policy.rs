@@ -144,14 +144,7 @@ fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
     );
 
     // CRD validation rules.
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], CRD);
-    server.kubectl_ok(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "--timeout=30s",
-        "crd/gadgets.example.com",
-    ]);
+    server.apply_crd(CRD, "gadgets.example.com");
     let stderr = server.kubectl_stdin_err(
         &["apply", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {replicas: 7, maxReplicas: 5, tier: gold}\n",

@@ -49,14 +49,7 @@ spec:
 #[test]
 fn kubectl_drives_a_custom_resource_through_its_life() {
     let server = Server::start_with(&["--disable-agent"]);
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], CRD);
-    server.kubectl_ok(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "--timeout=30s",
-        "crd/widgets.example.com",
-    ]);
+    server.apply_crd(CRD, "widgets.example.com");
 
     server.kubectl_stdin_ok(
         &["apply", "-f", "-"],

@@ -156,6 +156,20 @@ impl Server {
         self.admin().stdin_ok(args, input)
     }
 
+    /// Applies a CustomResourceDefinition `manifest` and waits (up to 30 s)
+    /// until `crd/<name>` is Established, so that objects of its kind may be
+    /// written next.
+    pub fn apply_crd(&self, manifest: &str, name: &str) {
+        self.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
+        self.kubectl_ok(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "--timeout=30s",
+            &format!("crd/{name}"),
+        ]);
+    }
+
     /// Runs kubectl expecting failure and returns its error output.
     pub fn kubectl_err(&self, args: &[&str]) -> String {
         self.admin().err(args)
