@@ -66,12 +66,7 @@ fn kubectl_autoscale_and_get_hpa() {
         jsonpath(r#"{.status.conditions[?(@.type=="AbleToScale")].reason}"#),
         "SucceededGetScale"
     );
-    let events = server.kubectl_ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        "involvedObject.kind=HorizontalPodAutoscaler",
-    ]);
+    let events = server.events("involvedObject.kind=HorizontalPodAutoscaler");
     assert_contains(&events, "FailedGetResourceMetric");
     assert_contains(&events, "no metrics returned from resource metrics API");
     // A minimum of zero needs a gate skiff does not have (kubectl
@@ -182,12 +177,8 @@ fn cpu_scale_up(server: &Server) {
         cells[3].ends_with("%/50%") && !cells[3].starts_with("<unknown>"),
         "{row}"
     );
-    let events = server.kubectl_ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        "involvedObject.kind=HorizontalPodAutoscaler,involvedObject.name=burn",
-    ]);
+    let events =
+        server.events("involvedObject.kind=HorizontalPodAutoscaler,involvedObject.name=burn");
     assert_contains(&events, "SuccessfulRescale");
     assert_contains(&events, "New size:");
     assert_contains(

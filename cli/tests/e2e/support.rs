@@ -170,6 +170,12 @@ impl Server {
         ]);
     }
 
+    /// `kubectl get events` narrowed by `field_selector`, as the table a
+    /// user reads.
+    pub fn events(&self, field_selector: &str) -> String {
+        self.kubectl_ok(&["get", "events", "--field-selector", field_selector])
+    }
+
     /// Runs kubectl expecting failure and returns its error output.
     pub fn kubectl_err(&self, args: &[&str]) -> String {
         self.admin().err(args)
