@@ -126,31 +126,29 @@ fn cpu_scale_up(server: &Server) {
                 "target": {"type": "Utilization", "averageUtilization": 50}}}]}});
     apply(server, &hpa.to_string());
 
+    // A count the Deployment reports at `path`, once it is above one.
+    let above_one = |path: &str| {
+        server
+            .kubectl_ok(&[
+                "get",
+                "deployment",
+                "burn",
+                "-o",
+                &format!("jsonpath={path}"),
+            ])
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n > 1)
+    };
     let replicas = eventually(Duration::from_secs(120), "the Deployment scaled up", || {
-        let spec = server.kubectl_ok(&[
-            "get",
-            "deployment",
-            "burn",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ]);
-        spec.parse::<u32>().ok().filter(|&n| n > 1)
+        above_one("{.spec.replicas}")
     });
     assert!(replicas <= 3, "above maxReplicas: {replicas}");
     // The added pods really run on the node.
     eventually(
         Duration::from_secs(120),
         "more than one burn pod ready",
-        || {
-            let ready = server.kubectl_ok(&[
-                "get",
-                "deployment",
-                "burn",
-                "-o",
-                "jsonpath={.status.readyReplicas}",
-            ]);
-            ready.parse::<u32>().ok().filter(|&n| n > 1)
-        },
+        || above_one("{.status.readyReplicas}"),
     );
 
     // The HPA's status carries the CPU utilization it acted on.
