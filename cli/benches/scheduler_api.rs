@@ -479,6 +479,19 @@ async fn through_api(
     })
 }
 
+/// The cells both results tables open with: the workload, its size, and its
+/// pods/s through the API on sled (noting any pods left unbound).
+fn leading_cells(w: &Workload, api: &Measure) -> String {
+    format!(
+        "| {} | {} | {} | {:.0}{}",
+        w.name,
+        w.nodes.len(),
+        w.measured.len(),
+        api.rate(),
+        api.shortfall(w.measured.len())
+    )
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let scale = if args.iter().any(|a| a == "quick") {
@@ -537,12 +550,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (w, api, mem, _) in &rows {
         println!(
-            "| {} | {} | {} | {:.0}{} | {:.0} | {} ({}) | {:.0} | {:.2} | {:.0} MiB | {:.0} MiB | {:.0} MiB |",
-            w.name,
-            w.nodes.len(),
-            w.measured.len(),
-            api.rate(),
-            api.shortfall(w.measured.len()),
+            "{} | {:.0} | {} ({}) | {:.0} | {:.2} | {:.0} MiB | {:.0} MiB | {:.0} MiB |",
+            leading_cells(w, api),
             api.per_cpu(),
             w.upstream.0,
             w.upstream.1,
@@ -560,12 +569,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|---|---|---|---|---|");
     for (w, api, _, etcd) in &rows {
         println!(
-            "| {} | {} | {} | {:.0}{} | {:.0}{} | {:.2} | {:.0} / {:.0} |",
-            w.name,
-            w.nodes.len(),
-            w.measured.len(),
-            api.rate(),
-            api.shortfall(w.measured.len()),
+            "{} | {:.0}{} | {:.2} | {:.0} / {:.0} |",
+            leading_cells(w, api),
             etcd.rate(),
             etcd.shortfall(w.measured.len()),
             api.rate() / etcd.rate().max(1e-9),
