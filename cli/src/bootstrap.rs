@@ -327,6 +327,16 @@ fn derive_key(secret: &str, salt: &[u8], iterations: u32) -> Result<[u8; 32], Bo
     Ok(key)
 }
 
+/// `msg` with the store key as associated data, so that data sealed for
+/// the bootstrap key opens only there; one definition keeps `seal` and
+/// `open` binding the same.
+fn bound_to_key(msg: &[u8]) -> Payload<'_, 'static> {
+    Payload {
+        msg,
+        aad: KEY.as_bytes(),
+    }
+}
+
 fn seal(bundle: &Bundle, secret: &str, iterations: u32) -> Result<Vec<u8>, BootstrapError> {
     let salt: [u8; 16] = rand::random();
     let nonce: [u8; 12] = rand::random();
@@ -334,13 +344,7 @@ fn seal(bundle: &Bundle, secret: &str, iterations: u32) -> Result<Vec<u8>, Boots
     let plaintext =
         serde_json::to_vec(bundle).map_err(|e| BootstrapError::Corrupt(e.to_string()))?;
     let ciphertext = Aes256Gcm::new(&key.into())
-        .encrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: &plaintext,
-                aad: KEY.as_bytes(),
-            },
-        )
+        .encrypt(Nonce::from_slice(&nonce), bound_to_key(&plaintext))
         .map_err(|_| BootstrapError::Corrupt("encryption failed".into()))?;
     let envelope = Envelope {
         version: 1,
@@ -373,13 +377,7 @@ fn open(stored: &[u8], secret: &str) -> Result<Bundle, BootstrapError> {
         .map_err(|_| corrupt("ciphertext"))?;
     let key = derive_key(secret, &salt, envelope.iterations)?;
     let plaintext = Aes256Gcm::new(&key.into())
-        .decrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: &ciphertext,
-                aad: KEY.as_bytes(),
-            },
-        )
+        .decrypt(Nonce::from_slice(&nonce), bound_to_key(&ciphertext))
         .map_err(|_| BootstrapError::WrongToken)?;
     serde_json::from_slice(&plaintext).map_err(|e| BootstrapError::Corrupt(e.to_string()))
 }
