@@ -230,6 +230,21 @@ impl Measure {
         self.scheduled as f64 / self.cpu.max(0.01)
     }
 
+    /// The start of a run's progress line (left open for what the caller
+    /// adds): the workload, how many of its pods were bound, how fast, and
+    /// the CPU it took.
+    fn progress(&self, w: &Workload, label: &str) -> String {
+        format!(
+            "{:<24} {label} {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s",
+            w.name,
+            self.scheduled,
+            w.measured.len(),
+            self.elapsed.as_secs_f64() * 1000.0,
+            self.rate(),
+            self.cpu,
+        )
+    }
+
     /// The note after a rate when not all `measured` pods were bound.
     fn shortfall(&self, measured: usize) -> String {
         if self.scheduled < measured {
@@ -519,23 +534,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (w, mem) in selected.iter().zip(in_memory_runs) {
         let api = rt.block_on(through_api(w, Backend::Sled))?;
         let on_etcd = rt.block_on(through_api(w, Backend::Etcd))?;
+        eprintln!("{})", on_etcd.progress(w, "api on etcd"));
         eprintln!(
-            "{:<24} api on etcd {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s)",
-            w.name,
-            on_etcd.scheduled,
-            w.measured.len(),
-            on_etcd.elapsed.as_secs_f64() * 1000.0,
-            on_etcd.rate(),
-            on_etcd.cpu,
-        );
-        eprintln!(
-            "{:<24} api {:>6}/{} pods in {:>6.0} ms ({:.0} pods/s, {:.1} cpu-s, {} store writes in {} flushes, scheduler held {:.0} MiB); in-memory {:.0} pods/s",
-            w.name,
-            api.scheduled,
-            w.measured.len(),
-            api.elapsed.as_secs_f64() * 1000.0,
-            api.rate(),
-            api.cpu,
+            "{}, {} store writes in {} flushes, scheduler held {:.0} MiB); in-memory {:.0} pods/s",
+            api.progress(w, "api"),
             api.writes,
             api.flushes,
             api.scheduler_mib,
