@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, assert_contains, eventually};
+use super::support::{Server, assert_contains, eventually, field_pairs};
 
 fn config_map(server: &Server, namespace: &str, name: &str) -> Option<serde_json::Value> {
     let out = server.kubectl(&[
@@ -60,17 +60,7 @@ fn manifests_directory_is_applied_at_start_and_on_change() {
         config_map(&server, "kube-system", "deploy-a")
     });
     assert_eq!(a["data"]["v"], "1");
-    let managers: Vec<(String, String)> = a["metadata"]["managedFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|f| {
-            (
-                f["manager"].as_str().unwrap_or("").to_string(),
-                f["operation"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
+    let managers = field_pairs(&a["metadata"]["managedFields"], "manager", "operation");
     assert_eq!(
         managers,
         [("skiff-deploy".to_string(), "Apply".to_string())]

@@ -16,7 +16,7 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
 use super::containerd::{apply, pod, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, json, skiff_ok};
+use super::support::{Server, assert_contains, eventually, field_pairs, json, skiff_ok};
 
 const NODE: &str = "e2e-node-features";
 const IMAGE: &str = "skiff.test/tools:v7";
@@ -103,17 +103,7 @@ fn events_of(server: &Server, name: &str) -> Vec<(String, String)> {
         "-o",
         "json",
     ]));
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or("").to_string(),
-                e["message"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
+    field_pairs(&list["items"], "reason", "message")
 }
 
 fn running(server: &Server, name: &str) -> Option<serde_json::Value> {

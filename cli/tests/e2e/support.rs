@@ -368,6 +368,19 @@ pub fn rows(output: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Two string fields, `first` and `second`, of each object in the JSON
+/// array `list` (empty where one is missing or `list` is no array): a few
+/// fields of a list compared in one assertion.
+pub fn field_pairs(list: &serde_json::Value, first: &str, second: &str) -> Vec<(String, String)> {
+    let field =
+        |item: &serde_json::Value, name: &str| item[name].as_str().unwrap_or("").to_string();
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .map(|item| (field(item, first), field(item, second)))
+        .collect()
+}
+
 /// kubectl with one kubeconfig: a server's or a multi-node cluster's
 /// admin, or a user a test wrote a kubeconfig for. The one place the tests
 /// build kubectl's command line and check how it ended.
