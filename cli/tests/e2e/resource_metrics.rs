@@ -103,12 +103,8 @@ fn scenario(server: &Server) {
     let base = format!("https://{address}:{port}");
     let tls = server.data_dir().join("tls");
     let (admin_cert, admin_key) = (tls.join("admin.crt"), tls.join("admin.key"));
-    let (code, summary) = node_get(
-        server,
-        &format!("{base}/stats/summary"),
-        &admin_cert,
-        &admin_key,
-    );
+    let as_admin = |path: &str| node_get(server, &format!("{base}{path}"), &admin_cert, &admin_key);
+    let (code, summary) = as_admin("/stats/summary");
     assert_eq!(code, 200, "{summary}");
     let summary = json(&summary);
     assert_eq!(summary["node"]["nodeName"], NODE);
@@ -135,12 +131,7 @@ fn scenario(server: &Server) {
             > 0,
         "{busy}"
     );
-    let (code, metrics) = node_get(
-        server,
-        &format!("{base}/metrics/resource"),
-        &admin_cert,
-        &admin_key,
-    );
+    let (code, metrics) = as_admin("/metrics/resource");
     assert_eq!(code, 200, "{metrics}");
     assert_contains(&metrics, "node_cpu_usage_seconds_total ");
     assert_contains(
