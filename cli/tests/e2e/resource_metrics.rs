@@ -78,6 +78,27 @@ fn node_get(server: &Server, url: &str, cert: &Path, key: &Path) -> (u16, String
     (code.trim().parse().unwrap_or(0), body.to_string())
 }
 
+/// `kubectl top <what> --no-headers` once it succeeds and lists `name`,
+/// waiting up to a minute for the figures; each failure's error output is
+/// printed on the way.
+fn top_once_listed(server: &Server, what: &str, name: &str) -> String {
+    eventually(
+        Duration::from_secs(60),
+        &format!("kubectl top {what}"),
+        || {
+            let out = server.kubectl(&["top", what, "--no-headers"]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if !out.status.success() {
+                eprintln!(
+                    "kubectl top {what}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            (out.status.success() && text.contains(name)).then_some(text)
+        },
+    )
+}
+
 fn scenario(server: &Server) {
     let node = wait_node_ready(server, NODE);
     import_busybox(server);
@@ -153,31 +174,14 @@ fn scenario(server: &Server) {
     }
 
     // kubectl top nodes: the node with CPU in millicores and memory.
-    let top = eventually(Duration::from_secs(60), "kubectl top nodes", || {
-        let out = server.kubectl(&["top", "nodes", "--no-headers"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            eprintln!(
-                "kubectl top nodes: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        (out.status.success() && text.contains(NODE)).then_some(text)
-    });
+    let top = top_once_listed(server, "nodes", NODE);
     let row: Vec<&str> = top.split_whitespace().collect();
     assert_eq!(row[0], NODE, "{top}");
     assert!(row[1].ends_with('m'), "CPU in millicores: {top}");
     assert!(row[3].ends_with("Mi"), "memory in MiB: {top}");
 
     // kubectl top pods (one namespace, and all) shows the busybox pod.
-    let top = eventually(Duration::from_secs(60), "kubectl top pods", || {
-        let out = server.kubectl(&["top", "pods", "--no-headers"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            eprintln!("kubectl top pods: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        (out.status.success() && text.contains("busy")).then_some(text)
-    });
+    let top = top_once_listed(server, "pods", "busy");
     let row: Vec<&str> = top.split_whitespace().collect();
     assert_eq!(row[0], "busy", "{top}");
     assert!(row[1].ends_with('m'), "{top}");
