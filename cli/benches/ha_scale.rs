@@ -27,14 +27,15 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::api::{ListParams, PostParams};
 use skiff_store::testing::EtcdProcess;
 
 #[path = "support/mod.rs"]
 mod support;
 
 use support::{
-    admin_client, env_or, free_port, server_command, status_mib, terminate, wait_rolled_out,
+    admin_client, env_or, free_port, payload_configmap, server_command, status_mib, terminate,
+    wait_rolled_out,
 };
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -133,14 +134,7 @@ async fn creates_per_sec(client: kube::Client, tag: &str, total: usize) -> Bench
     futures::stream::iter(0..total)
         .map(|i| {
             let (api, failures) = (api.clone(), failures.clone());
-            let cm = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(format!("{tag}-{i:06}")),
-                    ..Default::default()
-                },
-                data: Some([("payload".to_string(), payload.clone())].into()),
-                ..Default::default()
-            };
+            let cm = payload_configmap(format!("{tag}-{i:06}"), payload.clone());
             async move {
                 if api.create(&PostParams::default(), &cm).await.is_err() {
                     failures.fetch_add(1, Ordering::Relaxed);

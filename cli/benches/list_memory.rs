@@ -29,21 +29,14 @@ use kube::api::{ListParams, ObjectMeta, PostParams};
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{admin_client, env_or, free_port, server_command, status_mib};
+use support::{admin_client, env_or, free_port, payload_configmap, server_command, status_mib};
 
 const NAMESPACE: &str = "mem";
 const WRITERS: usize = 32;
 
 fn configmap(i: usize) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(format!("cm-{i:05}")),
-            ..Default::default()
-        },
-        // 2 KiB of data per object, different in each.
-        data: Some([("payload".to_string(), format!("{i:05}").repeat(2048 / 5))].into()),
-        ..Default::default()
-    }
+    // 2 KiB of data per object, different in each.
+    payload_configmap(format!("cm-{i:05}"), format!("{i:05}").repeat(2048 / 5))
 }
 
 fn rss(pid: u32) -> f64 {

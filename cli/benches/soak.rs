@@ -41,7 +41,9 @@ use tokio::time::MissedTickBehavior;
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{admin_client, env_or, free_port, server_command, status_mib, terminate};
+use support::{
+    admin_client, env_or, free_port, payload_configmap, server_command, status_mib, terminate,
+};
 
 const NAMESPACE: &str = "soak";
 const DEPLOYMENT: &str = "soak";
@@ -192,15 +194,8 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 fn configmap(i: u64) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(format!("cm-{i:08}")),
-            ..Default::default()
-        },
-        // 1 KiB of data, different in each object.
-        data: Some([("payload".to_string(), format!("{i:08}").repeat(128))].into()),
-        ..Default::default()
-    }
+    // 1 KiB of data, different in each object.
+    payload_configmap(format!("cm-{i:08}"), format!("{i:08}").repeat(128))
 }
 
 fn deployment(replicas: i32) -> Result<Deployment, serde_json::Error> {

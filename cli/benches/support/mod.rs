@@ -183,3 +183,16 @@ pub async fn wait_rolled_out(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// The ConfigMap the write benches create: `name`, holding `payload` (each
+/// bench sizes it) under the one key `payload`.
+pub fn payload_configmap(name: String, payload: String) -> k8s_openapi::api::core::v1::ConfigMap {
+    k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name),
+            ..Default::default()
+        },
+        data: Some([("payload".to_string(), payload)].into()),
+        ..Default::default()
+    }
+}
