@@ -149,25 +149,19 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         .expect("K10<hash>::<credential>");
     assert!(credential.starts_with("server:"));
 
+    // The bad tokens are tried by the same would-be node.
+    let refused_bridge = format!("sjx{id}");
+    let refused_token = |token: &str| refused(&server, token, "join-x", &refused_bridge);
+
     // A token naming another CA: refused before anything is sent.
     let other_hash = "0".repeat(64);
     assert_ne!(hash, other_hash);
-    let log = refused(
-        &server,
-        &format!("K10{other_hash}::{credential}"),
-        "join-x",
-        &format!("sjx{id}"),
-    );
+    let log = refused_token(&format!("K10{other_hash}::{credential}"));
     assert_contains(&log, "refusing to trust this server");
     assert!(client_csrs(&server).is_empty(), "a request was made");
 
     // The right CA, a wrong secret: 401.
-    let log = refused(
-        &server,
-        &format!("K10{hash}::abcdef.0123456789abcdef"),
-        "join-x",
-        &format!("sjx{id}"),
-    );
+    let log = refused_token(&format!("K10{hash}::abcdef.0123456789abcdef"));
     assert_contains(&log, "refused the join token (401)");
     assert_contains(&log, "wrong or has expired");
 
