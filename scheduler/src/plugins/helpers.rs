@@ -133,6 +133,24 @@ pub(crate) fn node_info_with(
 }
 
 #[cfg(test)]
+/// Each node's raw score from `plugin`, once its PreScore has written `state`: what
+/// the framework hands to `normalize`, for tests that check both steps.
+pub(crate) fn raw_scores<'a, N: std::borrow::Borrow<NodeInfo>>(
+    plugin: &impl crate::framework::ScorePlugin,
+    state: &crate::framework::CycleState,
+    pod: &PodInfo,
+    nodes: &'a [N],
+) -> Vec<NodeScore<'a>> {
+    nodes
+        .iter()
+        .map(|n| NodeScore {
+            name: n.borrow().name(),
+            score: plugin.score(state, pod, n.borrow()).0,
+        })
+        .collect()
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -559,7 +559,7 @@ impl ScorePlugin for PodTopologySpread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{node_info_with, raw_scores};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     fn zone_node(name: &str, zone: &str, pods: usize) -> NodeInfo {
@@ -756,16 +756,12 @@ mod tests {
                 .pre_score(&mut state, &pod, snap.nodes(), &snap)
                 .is_success()
         );
-        let mut scores: Vec<NodeScore> = snap
-            .nodes()
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: PodTopologySpread::without_defaults()
-                    .score(&state, &pod, n)
-                    .0,
-            })
-            .collect();
+        let mut scores = raw_scores(
+            &PodTopologySpread::without_defaults(),
+            &state,
+            &pod,
+            snap.nodes(),
+        );
         PodTopologySpread::without_defaults().normalize(&state, &pod, &mut scores);
         let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
         // weight ln(3+2)=1.609: raw a=round(4.83)=5, b=round(1.61)=2, c=0 → 100*(5+0-s)/5
@@ -809,14 +805,7 @@ mod tests {
             return None;
         }
         assert!(st.is_success(), "{st}");
-        let mut scores: Vec<NodeScore> = snap
-            .nodes()
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: plugin.score(&state, pod, n).0,
-            })
-            .collect();
+        let mut scores = raw_scores(plugin, &state, pod, snap.nodes());
         plugin.normalize(&state, pod, &mut scores);
         Some(scores.iter().map(|s| s.score).collect())
     }

@@ -127,7 +127,7 @@ impl ScorePlugin for TaintToleration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{node_info_with, raw_scores};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     #[test]
@@ -229,13 +229,7 @@ mod tests {
                 .pre_score(&mut CycleState::new(), &pod, &untainted, &Snapshot::new())
                 .is_skip()
         );
-        let mut scores: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: TaintToleration.score(&state, &pod, n).0,
-            })
-            .collect();
+        let mut scores = raw_scores(&TaintToleration, &state, &pod, &nodes);
         TaintToleration.normalize(&state, &pod, &mut scores);
         let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
         assert_eq!(got, vec![100, 50, 0, 100]);
