@@ -844,6 +844,12 @@ mod tests {
         listers
     }
 
+    /// A pod the Service of `web_service_listers` selects, with no constraints
+    /// of its own: the one the defaults are for.
+    fn web_service_pod() -> PodInfo {
+        PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()))
+    }
+
     #[test]
     fn service_selected_pod_is_spread_by_default() {
         let listers = web_service_listers();
@@ -853,7 +859,7 @@ mod tests {
             default_node("b1", Some("b"), 1),
             default_node("c1", Some("c"), 0),
         ]);
-        let pod = PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()));
+        let pod = web_service_pod();
         let got = scores_of(&plugin, &pod, &snap).expect("defaulted constraints score");
         // Fewer web pods in the zone and on the host scores higher; the emptiest wins.
         assert!(got[2] > got[1] && got[1] > got[0], "{got:?}");
@@ -937,7 +943,7 @@ mod tests {
             default_node("x1", None, 0),
             default_node("x2", None, 3),
         ]);
-        let pod = PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()));
+        let pod = web_service_pod();
         let got = scores_of(&plugin, &pod, &snap).expect("defaults apply");
         // Nodes without the zone label are not ignored (an ignored node scores 0): x1,
         // with no web pods on the host, gets the best score, x2 (three) less.
@@ -960,7 +966,7 @@ mod tests {
             default_node("a1", Some("a"), 2),
             default_node("b1", Some("b"), 0),
         ]);
-        let pod = PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()));
+        let pod = web_service_pod();
         let mut state = CycleState::new();
         let (_, st) = plugin.pre_filter(&mut state, &pod, &snap);
         assert!(st.is_success(), "{st}");
