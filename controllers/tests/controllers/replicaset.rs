@@ -74,13 +74,7 @@ async fn creates_pods_from_the_template_and_reports_status() {
         (s.ready_replicas == Some(2) && s.available_replicas == Some(2)).then_some(())
     })
     .await;
-    wait_for_events(
-        &client,
-        "web",
-        &["SuccessfulCreate"],
-        "SuccessfulCreate events",
-    )
-    .await;
+    wait_for_events(&client, "web", &["SuccessfulCreate"]).await;
     cluster.shutdown().await;
 }
 
@@ -112,13 +106,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
         (s.replicas == 1 && s.observed_generation == Some(2)).then_some(())
     })
     .await;
-    wait_for_events(
-        &client,
-        "rank",
-        &["SuccessfulDelete"],
-        "SuccessfulDelete events",
-    )
-    .await;
+    wait_for_events(&client, "rank", &["SuccessfulDelete"]).await;
     // Scaling up again replaces them.
     merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 4}})).await;
     wait_for_pods(&client, &uid, 4).await;
