@@ -35,6 +35,11 @@ pub(crate) fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
     }
 }
 
+/// The taint effects that keep a pod off a node (PreferNoSchedule only lowers a
+/// score): the TaintToleration filter, its queueing hint and PodTopologySpread's
+/// `nodeTaintsPolicy: Honor` must all judge by the same ones, as upstream's do.
+pub(crate) const FILTERING_EFFECTS: &[&str] = &["NoSchedule", "NoExecute"];
+
 /// The first taint with one of `effects` that no toleration tolerates.
 pub(crate) fn first_untolerated<'a>(
     taints: &'a [Taint],

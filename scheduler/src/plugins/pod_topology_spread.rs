@@ -18,7 +18,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use serde::Deserialize;
 
-use super::helpers::{RequiredNodeAffinity, first_untolerated};
+use super::helpers::{FILTERING_EFFECTS, RequiredNodeAffinity, first_untolerated};
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::{SPREAD_CONTROLLER_KINDS, WorkloadLister};
@@ -251,12 +251,7 @@ fn node_included(
         return false;
     }
     if c.honor_taints
-        && first_untolerated(
-            node.taints(),
-            pod.tolerations(),
-            &["NoSchedule", "NoExecute"],
-        )
-        .is_some()
+        && first_untolerated(node.taints(), pod.tolerations(), FILTERING_EFFECTS).is_some()
     {
         return false;
     }

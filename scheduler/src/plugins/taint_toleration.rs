@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::helpers::{default_normalize, first_untolerated, tolerates};
+use super::helpers::{FILTERING_EFFECTS, default_normalize, first_untolerated, tolerates};
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -30,12 +30,7 @@ impl Plugin for TaintToleration {
     fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         QueueingHint::node_now_fits(objects, |n| {
             let taints = n.spec.as_ref().and_then(|s| s.taints.as_deref());
-            first_untolerated(
-                taints.unwrap_or(&[]),
-                pod.tolerations(),
-                &["NoSchedule", "NoExecute"],
-            )
-            .is_none()
+            first_untolerated(taints.unwrap_or(&[]), pod.tolerations(), FILTERING_EFFECTS).is_none()
         })
     }
     views!(filter, pre_score, score);
@@ -46,11 +41,7 @@ impl FilterPlugin for TaintToleration {
         if !node.tainted {
             return Status::success();
         }
-        match first_untolerated(
-            node.taints(),
-            pod.tolerations(),
-            &["NoSchedule", "NoExecute"],
-        ) {
+        match first_untolerated(node.taints(), pod.tolerations(), FILTERING_EFFECTS) {
             None => Status::success(),
             Some(t) => Status::unresolvable(format!(
                 "node(s) had untolerated taint {{{}: {}}}",
