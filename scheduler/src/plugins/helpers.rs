@@ -138,6 +138,21 @@ pub(crate) fn node_info_with(
 }
 
 #[cfg(test)]
+/// `plugin`'s verdict on `pod` for `node` with an empty cycle state: how the table
+/// tests of the filters that need no PreFilter state run each case.
+pub(crate) fn filter_on(
+    plugin: &impl crate::framework::FilterPlugin,
+    pod: crate::testing::PodBuilder,
+    node: &NodeInfo,
+) -> crate::framework::Status {
+    plugin.filter(
+        &crate::framework::CycleState::new(),
+        &PodInfo::new(Arc::new(pod.build())),
+        node,
+    )
+}
+
+#[cfg(test)]
 /// Each node's raw score from `plugin`, once its PreScore has written `state`: what
 /// the framework hands to `normalize`, for tests that check both steps.
 pub(crate) fn raw_scores<'a, N: std::borrow::Borrow<NodeInfo>>(

@@ -118,7 +118,7 @@ impl ScorePlugin for TaintToleration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::helpers::{node_info_with, raw_scores};
+    use crate::plugins::helpers::{filter_on, node_info_with, raw_scores};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     #[test]
@@ -171,11 +171,7 @@ mod tests {
         ];
         for (name, node, pod, want) in cases {
             let ni = node_info_with(node.build(), vec![]);
-            let st = TaintToleration.filter(
-                &CycleState::new(),
-                &PodInfo::new(Arc::new(pod.build())),
-                &ni,
-            );
+            let st = filter_on(&TaintToleration, pod, &ni);
             match want {
                 None => assert!(st.is_success(), "{name}: {st}"),
                 Some(msg) => {
