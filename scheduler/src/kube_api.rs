@@ -46,6 +46,20 @@ impl KubeApi {
         )
     }
 
+    /// Strategic-merges `status` into the pod's status subresource: the one way the
+    /// scheduler writes a pod's condition and nominated node.
+    async fn patch_status(&self, pod: &Pod, status: serde_json::Value) -> Result<(), ApiError> {
+        self.pods(pod)
+            .patch_status(
+                pod.metadata.name.as_deref().unwrap_or(""),
+                &PatchParams::default(),
+                &Patch::Strategic(serde_json::json!({ "status": status })),
+            )
+            .await
+            .map(|_| ())
+            .map_err(map_err)
+    }
+
     async fn event(
         &self,
         pod: &Pod,
@@ -139,15 +153,7 @@ impl StatusReporter for KubeApi {
                 if let Some(n) = nominated_node {
                     status["nominatedNodeName"] = serde_json::Value::String(n.clone());
                 }
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                self.pods(pod)
-                    .patch_status(
-                        &name,
-                        &PatchParams::default(),
-                        &Patch::Strategic(serde_json::json!({ "status": status })),
-                    )
-                    .await
-                    .map_err(map_err)?;
+                self.patch_status(pod, status).await?;
                 self.event(pod, "Warning", "FailedScheduling", "Scheduling", message)
                     .await
             }
@@ -184,16 +190,8 @@ impl Preemptor for KubeApi {
     }
 
     async fn clear_nomination(&self, pod: &Pod) -> Result<(), ApiError> {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        self.pods(pod)
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Strategic(serde_json::json!({ "status": { "nominatedNodeName": null } })),
-            )
+        self.patch_status(pod, serde_json::json!({ "nominatedNodeName": null }))
             .await
-            .map(|_| ())
-            .map_err(map_err)
     }
 }
 

@@ -75,12 +75,12 @@ async fn ask(
         .unwrap();
 }
 
-/// The certificate controller on `cluster`, signing with `certs`' CA, and
-/// the informers it reads; it runs until the sender says stop.
-fn start_signing(
-    cluster: &TestCluster,
-    certs: &ClusterCerts,
-) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+/// The certificate controller on `cluster`, signing with a CA made for the
+/// test, and the informers it reads; it runs until the sender says stop.
+fn start_signing(cluster: &TestCluster) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    // The signer keeps the CA in memory: its directory may go once loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
     let (stop_tx, stop) = watch::channel(false);
     let mut ctx = Context::new(cluster.client.clone(), cluster.factory.clone());
     ctx.cluster_signer = Some(Arc::new(
@@ -101,8 +101,6 @@ fn node_client(cluster: &TestCluster, node: &str) -> kube::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_get_certificates_for_their_own_addresses_only() {
     let cluster = TestCluster::start(Some(&[])).await;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     for (name, ip) in [("n1", "10.0.0.5"), ("n2", "10.0.0.6")] {
         let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
@@ -141,7 +139,7 @@ async fn nodes_get_certificates_for_their_own_addresses_only() {
         Some("system:serviceaccount:default:sneaky")
     );
 
-    let (stop_tx, controller) = start_signing(&cluster, &certs);
+    let (stop_tx, controller) = start_signing(&cluster);
 
     let signed = eventually(Duration::from_secs(20), "n1's certificate", || {
         let csrs = csrs.clone();
@@ -277,8 +275,6 @@ fn state(csr: &CertificateSigningRequest) -> (bool, bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrappers_get_node_client_certificates_and_nobody_else() {
     let cluster = TestCluster::start(Some(&[])).await;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
     let csrs: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
     let boot = Api::<CertificateSigningRequest>::all(bootstrapper(&cluster, "abcdef"));
     let key = KeyPair::generate().unwrap();
@@ -368,7 +364,7 @@ async fn bootstrappers_get_node_client_certificates_and_nobody_else() {
         .await
         .unwrap();
 
-    let (stop_tx, controller) = start_signing(&cluster, &certs);
+    let (stop_tx, controller) = start_signing(&cluster);
 
     for name in ["b1-bootstrap", "b1-renewal"] {
         let signed = eventually(Duration::from_secs(20), name, || {

@@ -92,7 +92,7 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     })
     .await;
     let reasons = ["SuccessfulCreate", "SawCompletedJob"];
-    wait_for_events(&client, "tick", &reasons, "events").await;
+    wait_for_events(&client, "tick", &reasons).await;
     assert_eq!(list_all(&jobs).await.len(), 1, "one run only");
     cluster.shutdown().await;
 }

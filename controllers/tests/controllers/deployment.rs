@@ -138,13 +138,7 @@ async fn a_new_deployment_rolls_out_with_revision_and_conditions() {
         condition(&d, "Available"),
         Some(("True".into(), "MinimumReplicasAvailable".into()))
     );
-    wait_for_events(
-        &client,
-        "web",
-        &["ScalingReplicaSet"],
-        "ScalingReplicaSet event",
-    )
-    .await;
+    wait_for_events(&client, "web", &["ScalingReplicaSet"]).await;
     cluster.shutdown().await;
 }
 

@@ -228,6 +228,16 @@ async fn hpa_status(client: &kube::Client) -> Value {
     serde_json::to_value(hpa.status).unwrap()
 }
 
+/// Polls the autoscaler's status until `ready` holds for it and returns it:
+/// the status is what the controller reports, so most checks wait on it.
+async fn status_when(client: &kube::Client, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    eventually(WAIT, what, || async {
+        let status = hpa_status(client).await;
+        ready(&status).then_some(status)
+    })
+    .await
+}
+
 fn condition(status: &Value, type_: &str) -> (String, String, String) {
     let found = status["conditions"]
         .as_array()
@@ -275,9 +285,8 @@ async fn scales_a_deployment_up_on_cpu_and_reports_why() {
         note,
         "New size: 4; reason: cpu resource utilization (percentage of request) above target"
     );
-    let status = eventually(WAIT, "the status after the rescale", || async {
-        let status = hpa_status(&client).await;
-        (status["desiredReplicas"] == 4).then_some(status)
+    let status = status_when(&client, "the status after the rescale", |s| {
+        s["desiredReplicas"] == 4
     })
     .await;
     assert_eq!(status["currentReplicas"], 2);
@@ -318,11 +327,9 @@ async fn scales_a_deployment_up_on_cpu_and_reports_why() {
     settled_pod(&client, "web", "web-d").await;
     h.figures
         .set(&[("web-a", 50), ("web-b", 50), ("web-c", 50), ("web-d", 50)]);
-    eventually(WAIT, "the status to see four pods at 50 %", || async {
-        let status = hpa_status(&client).await;
-        (status["currentReplicas"] == 4
-            && status["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 50)
-            .then_some(())
+    status_when(&client, "the status to see four pods at 50 %", |s| {
+        s["currentReplicas"] == 4
+            && s["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 50
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -356,9 +363,8 @@ async fn bounds_and_the_scale_down_window_hold() {
         (replicas_of(&client, "web").await == 5).then_some(())
     })
     .await;
-    let status = eventually(WAIT, "limited at the maximum", || async {
-        let status = hpa_status(&client).await;
-        (condition(&status, "ScalingLimited").1 == "TooManyReplicas").then_some(status)
+    let status = status_when(&client, "limited at the maximum", |s| {
+        condition(s, "ScalingLimited").1 == "TooManyReplicas"
     })
     .await;
     assert_eq!(
@@ -383,9 +389,8 @@ async fn bounds_and_the_scale_down_window_hold() {
     })
     .await;
     assert_eq!(note, "New size: 2; reason: All metrics below target");
-    eventually(WAIT, "limited at the minimum", || async {
-        let status = hpa_status(&client).await;
-        (condition(&status, "ScalingLimited").1 == "TooFewReplicas").then_some(())
+    status_when(&client, "limited at the minimum", |s| {
+        condition(s, "ScalingLimited").1 == "TooFewReplicas"
     })
     .await;
     h.shutdown().await;
@@ -400,9 +405,8 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
     *h.figures.failing.lock().unwrap() =
         Some("the server could not find the requested resource".into());
     web_autoscaler(&client).await;
-    let status = eventually(WAIT, "ScalingActive False", || async {
-        let status = hpa_status(&client).await;
-        (condition(&status, "ScalingActive").0 == "False").then_some(status)
+    let status = status_when(&client, "ScalingActive False", |s| {
+        condition(s, "ScalingActive").0 == "False"
     })
     .await;
     let detail = "failed to get cpu utilization: unable to get metrics for resource cpu: unable to fetch metrics from resource metrics API: the server could not find the requested resource";
@@ -433,12 +437,10 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
     // Figures back, but for no pod the selector returns.
     *h.figures.failing.lock().unwrap() = None;
     h.figures.set(&[("someone-else", 100)]);
-    eventually(WAIT, "no figures for known pods", || async {
-        let status = hpa_status(&client).await;
-        condition(&status, "ScalingActive")
+    status_when(&client, "no figures for known pods", |s| {
+        condition(s, "ScalingActive")
             .2
             .ends_with("failed to get cpu utilization: no metrics returned matched known pods")
-            .then_some(())
     })
     .await;
 
@@ -449,9 +451,8 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
         json!({"spec": {"scaleTargetRef": {"name": "gone"}}}),
     )
     .await;
-    let status = eventually(WAIT, "AbleToScale False", || async {
-        let status = hpa_status(&client).await;
-        (condition(&status, "AbleToScale").1 == "FailedGetScale").then_some(status)
+    let status = status_when(&client, "AbleToScale False", |s| {
+        condition(s, "AbleToScale").1 == "FailedGetScale"
     })
     .await;
     assert_eq!(condition(&status, "AbleToScale").0, "False");
@@ -483,9 +484,8 @@ async fn a_target_at_zero_replicas_is_left_alone() {
     let client = h.admin();
     deployment(&client, "web", 0).await;
     web_autoscaler(&client).await;
-    let status = eventually(WAIT, "scaling disabled", || async {
-        let status = hpa_status(&client).await;
-        (condition(&status, "ScalingActive").1 == "ScalingDisabled").then_some(status)
+    let status = status_when(&client, "scaling disabled", |s| {
+        condition(s, "ScalingActive").1 == "ScalingDisabled"
     })
     .await;
     assert_eq!(

@@ -106,7 +106,7 @@ async fn runs_pods_to_completions_with_parallelism() {
     })
     .await;
     let reasons = ["Completed", "SuccessfulCreate"];
-    wait_for_events(&client, "work", &reasons, "Completed event").await;
+    wait_for_events(&client, "work", &reasons).await;
     cluster.shutdown().await;
 }
 

@@ -1,6 +1,6 @@
 //! ReplicaSet and ReplicationController controllers over the real API server.
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
@@ -34,6 +34,21 @@ async fn rs_status(client: &Client, name: &str) -> ReplicaSet {
         .unwrap()
 }
 
+/// Waits (as `what`) until the status of the ReplicaSet `name` satisfies
+/// `ready`: most checks here are on the counts the controller reports.
+async fn status_when(
+    client: &Client,
+    name: &str,
+    what: &str,
+    ready: impl Fn(&ReplicaSetStatus) -> bool,
+) {
+    eventually(WAIT, what, || async {
+        let status = rs_status(client, name).await.status?;
+        ready(&status).then_some(())
+    })
+    .await;
+}
+
 async fn wait_for_pods(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
     eventually(WAIT, &format!("{count} pods"), || async {
         let pods = pods_owned_by(client, "default", uid).await;
@@ -61,26 +76,17 @@ async fn creates_pods_from_the_template_and_reports_status() {
             ("ReplicaSet", "web", Some(true))
         );
     }
-    eventually(WAIT, "status replicas 3", || async {
-        let s = rs_status(&client, "web").await.status?;
-        (s.replicas == 3 && s.fully_labeled_replicas == Some(3) && s.observed_generation == Some(1))
-            .then_some(())
+    status_when(&client, "web", "status replicas 3", |s| {
+        s.replicas == 3 && s.fully_labeled_replicas == Some(3) && s.observed_generation == Some(1)
     })
     .await;
     make_ready(&client, "default", &pods[0].name_any()).await;
     make_ready(&client, "default", &pods[1].name_any()).await;
-    eventually(WAIT, "2 ready and available", || async {
-        let s = rs_status(&client, "web").await.status?;
-        (s.ready_replicas == Some(2) && s.available_replicas == Some(2)).then_some(())
+    status_when(&client, "web", "2 ready and available", |s| {
+        s.ready_replicas == Some(2) && s.available_replicas == Some(2)
     })
     .await;
-    wait_for_events(
-        &client,
-        "web",
-        &["SuccessfulCreate"],
-        "SuccessfulCreate events",
-    )
-    .await;
+    wait_for_events(&client, "web", &["SuccessfulCreate"]).await;
     cluster.shutdown().await;
 }
 
@@ -93,9 +99,8 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     let (keeper, unready, pending) = (pods[0].name_any(), pods[1].name_any(), pods[2].name_any());
     make_ready(&client, "default", &keeper).await;
     set_pod_status(&client, "default", &unready, "Running", false).await;
-    eventually(WAIT, "ready pod counted", || async {
-        let s = rs_status(&client, "rank").await.status?;
-        (s.ready_replicas == Some(1)).then_some(())
+    status_when(&client, "rank", "ready pod counted", |s| {
+        s.ready_replicas == Some(1)
     })
     .await;
     // Scale through the scale subresource, as `kubectl scale` does.
@@ -107,18 +112,11 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
         keeper,
         "pending {pending} / unready {unready} go first"
     );
-    eventually(WAIT, "status replicas 1", || async {
-        let s = rs_status(&client, "rank").await.status?;
-        (s.replicas == 1 && s.observed_generation == Some(2)).then_some(())
+    status_when(&client, "rank", "status replicas 1", |s| {
+        s.replicas == 1 && s.observed_generation == Some(2)
     })
     .await;
-    wait_for_events(
-        &client,
-        "rank",
-        &["SuccessfulDelete"],
-        "SuccessfulDelete events",
-    )
-    .await;
+    wait_for_events(&client, "rank", &["SuccessfulDelete"]).await;
     // Scaling up again replaces them.
     merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 4}})).await;
     wait_for_pods(&client, &uid, 4).await;
@@ -147,9 +145,8 @@ async fn a_burst_of_events_never_creates_extra_pods() {
     for pod in pods_owned_by(&client, "default", &uid).await {
         make_ready(&client, "default", &pod.name_any()).await;
     }
-    eventually(WAIT, "20 ready", || async {
-        let s = rs_status(&client, "burst").await.status?;
-        (s.ready_replicas == Some(20)).then_some(())
+    status_when(&client, "burst", "20 ready", |s| {
+        s.ready_replicas == Some(20)
     })
     .await;
     assert_eq!(all_pods(&client, "default").await.len(), 20);
@@ -208,16 +205,14 @@ async fn min_ready_seconds_delays_availability() {
     let rs = create_rs(&client, "slow", 1, 2).await;
     let pods = wait_for_pods(&client, &rs.uid().unwrap(), 1).await;
     make_ready(&client, "default", &pods[0].name_any()).await;
-    eventually(WAIT, "ready but not yet available", || async {
-        let s = rs_status(&client, "slow").await.status?;
-        (s.ready_replicas == Some(1)).then_some(())
+    status_when(&client, "slow", "ready but not yet available", |s| {
+        s.ready_replicas == Some(1)
     })
     .await;
     let s = rs_status(&client, "slow").await.status.unwrap();
     assert_eq!(s.available_replicas.unwrap_or(0), 0);
-    eventually(WAIT, "available after minReadySeconds", || async {
-        let s = rs_status(&client, "slow").await.status?;
-        (s.available_replicas == Some(1)).then_some(())
+    status_when(&client, "slow", "available after minReadySeconds", |s| {
+        s.available_replicas == Some(1)
     })
     .await;
     cluster.shutdown().await;

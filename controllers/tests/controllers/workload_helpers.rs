@@ -169,10 +169,11 @@ pub async fn wait_for_condition<K: Workload>(
     .await
 }
 
-/// Waits (as `what`) until the events about the object `name` in `default`
-/// give every one of `reasons`.
-pub async fn wait_for_events(client: &Client, name: &str, reasons: &[&str], what: &str) {
-    eventually(WAIT, what, || async {
+/// Waits until the events about the object `name` in `default` give every
+/// one of `reasons` (which also name the wait when it times out).
+pub async fn wait_for_events(client: &Client, name: &str, reasons: &[&str]) {
+    let what = format!("events {reasons:?} about {name}");
+    eventually(WAIT, &what, || async {
         let seen = event_reasons(client, "default", name).await;
         reasons
             .iter()

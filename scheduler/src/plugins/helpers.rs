@@ -35,6 +35,11 @@ pub(crate) fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
     }
 }
 
+/// The taint effects that keep a pod off a node (PreferNoSchedule only lowers a
+/// score): the TaintToleration filter, its queueing hint and PodTopologySpread's
+/// `nodeTaintsPolicy: Honor` must all judge by the same ones, as upstream's do.
+pub(crate) const FILTERING_EFFECTS: &[&str] = &["NoSchedule", "NoExecute"];
+
 /// The first taint with one of `effects` that no toleration tolerates.
 pub(crate) fn first_untolerated<'a>(
     taints: &'a [Taint],
@@ -130,6 +135,39 @@ pub(crate) fn node_info_with(
         ni.add_pod(Arc::new(PodInfo::new(Arc::new(p))));
     }
     ni
+}
+
+#[cfg(test)]
+/// `plugin`'s verdict on `pod` for `node` with an empty cycle state: how the table
+/// tests of the filters that need no PreFilter state run each case.
+pub(crate) fn filter_on(
+    plugin: &impl crate::framework::FilterPlugin,
+    pod: crate::testing::PodBuilder,
+    node: &NodeInfo,
+) -> crate::framework::Status {
+    plugin.filter(
+        &crate::framework::CycleState::new(),
+        &PodInfo::new(Arc::new(pod.build())),
+        node,
+    )
+}
+
+#[cfg(test)]
+/// Each node's raw score from `plugin`, once its PreScore has written `state`: what
+/// the framework hands to `normalize`, for tests that check both steps.
+pub(crate) fn raw_scores<'a, N: std::borrow::Borrow<NodeInfo>>(
+    plugin: &impl crate::framework::ScorePlugin,
+    state: &crate::framework::CycleState,
+    pod: &PodInfo,
+    nodes: &'a [N],
+) -> Vec<NodeScore<'a>> {
+    nodes
+        .iter()
+        .map(|n| NodeScore {
+            name: n.borrow().name(),
+            score: plugin.score(state, pod, n.borrow()).0,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -397,7 +397,7 @@ impl ScorePlugin for InterPodAffinity {
 mod tests {
     use super::*;
     use crate::listers::MemoryListers;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{node_info_with, raw_scores};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     fn plugin() -> InterPodAffinity {
@@ -551,14 +551,7 @@ mod tests {
             pl.pre_score(&mut state, &pod, snap.nodes(), &snap)
                 .is_success()
         );
-        let mut scores: Vec<NodeScore> = snap
-            .nodes()
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: pl.score(&state, &pod, n).0,
-            })
-            .collect();
+        let mut scores = raw_scores(&pl, &state, &pod, snap.nodes());
         assert_eq!(
             scores.iter().map(|s| s.score).collect::<Vec<_>>(),
             vec![10, -5, 0]

@@ -145,7 +145,7 @@ impl ScorePlugin for NodeAffinity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{node_info_with, raw_scores};
     use crate::testing::{NodeBuilder, PodBuilder, node_req};
 
     fn run_filter(pod: PodBuilder, node: NodeBuilder) -> Status {
@@ -301,13 +301,7 @@ mod tests {
                 .pre_score(&mut state, &pod, &[], &Snapshot::new())
                 .is_success()
         );
-        let mut scores: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: NodeAffinity.score(&state, &pod, n).0,
-            })
-            .collect();
+        let mut scores = raw_scores(&NodeAffinity, &state, &pod, &nodes);
         assert_eq!(
             scores.iter().map(|s| s.score).collect::<Vec<_>>(),
             vec![8, 5, 0]

@@ -34,10 +34,8 @@ impl FilterPlugin for NodeName {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{filter_on, node_info_with};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     #[test]
@@ -53,11 +51,7 @@ mod tests {
             ),
         ];
         for (name, pod, want) in cases {
-            let st = NodeName.filter(
-                &CycleState::new(),
-                &PodInfo::new(Arc::new(pod.build())),
-                &node,
-            );
+            let st = filter_on(&NodeName, pod, &node);
             assert_eq!(st.code(), want, "{name}");
             if want != Code::Success {
                 assert_eq!(st.reasons(), [REASON]);

@@ -54,10 +54,8 @@ impl FilterPlugin for NodePorts {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{filter_on, node_info_with};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     #[test]
@@ -100,11 +98,7 @@ mod tests {
         ];
         for (name, pod, want) in cases {
             let ni = node_info_with(NodeBuilder::new("n").build(), existing());
-            let st = NodePorts.filter(
-                &CycleState::new(),
-                &PodInfo::new(Arc::new(pod.build())),
-                &ni,
-            );
+            let st = filter_on(&NodePorts, pod, &ni);
             assert_eq!(st.is_success(), want, "{name}");
             if !want {
                 assert_eq!(

@@ -323,7 +323,7 @@ impl ScorePlugin for NodeResourcesFit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{filter_on, node_info_with};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     fn node(existing: Vec<PodBuilder>) -> NodeInfo {
@@ -459,11 +459,7 @@ mod tests {
             ),
         ];
         for (name, existing, pod, code, reasons) in cases {
-            let st = plugin.filter(
-                &CycleState::new(),
-                &PodInfo::new(Arc::new(pod.build())),
-                &node(existing),
-            );
+            let st = filter_on(&plugin, pod, &node(existing));
             assert_eq!(st.code(), code, "{name}: {st}");
             assert_eq!(
                 st.reasons(),

@@ -57,10 +57,8 @@ impl FilterPlugin for NodeUnschedulable {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{filter_on, node_info_with};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     #[test]
@@ -92,11 +90,7 @@ mod tests {
         ];
         for (name, node, pod, want) in cases {
             let ni = node_info_with(node.build(), vec![]);
-            let st = NodeUnschedulable.filter(
-                &CycleState::new(),
-                &PodInfo::new(Arc::new(pod.build())),
-                &ni,
-            );
+            let st = filter_on(&NodeUnschedulable, pod, &ni);
             assert_eq!(st.code(), want, "{name}");
         }
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use serde::Deserialize;
 
-use super::helpers::{RequiredNodeAffinity, first_untolerated};
+use super::helpers::{FILTERING_EFFECTS, RequiredNodeAffinity, first_untolerated};
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::{SPREAD_CONTROLLER_KINDS, WorkloadLister};
@@ -251,12 +251,7 @@ fn node_included(
         return false;
     }
     if c.honor_taints
-        && first_untolerated(
-            node.taints(),
-            pod.tolerations(),
-            &["NoSchedule", "NoExecute"],
-        )
-        .is_some()
+        && first_untolerated(node.taints(), pod.tolerations(), FILTERING_EFFECTS).is_some()
     {
         return false;
     }
@@ -559,7 +554,7 @@ impl ScorePlugin for PodTopologySpread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{node_info_with, raw_scores};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     fn zone_node(name: &str, zone: &str, pods: usize) -> NodeInfo {
@@ -756,16 +751,12 @@ mod tests {
                 .pre_score(&mut state, &pod, snap.nodes(), &snap)
                 .is_success()
         );
-        let mut scores: Vec<NodeScore> = snap
-            .nodes()
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: PodTopologySpread::without_defaults()
-                    .score(&state, &pod, n)
-                    .0,
-            })
-            .collect();
+        let mut scores = raw_scores(
+            &PodTopologySpread::without_defaults(),
+            &state,
+            &pod,
+            snap.nodes(),
+        );
         PodTopologySpread::without_defaults().normalize(&state, &pod, &mut scores);
         let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
         // weight ln(3+2)=1.609: raw a=round(4.83)=5, b=round(1.61)=2, c=0 → 100*(5+0-s)/5
@@ -809,14 +800,7 @@ mod tests {
             return None;
         }
         assert!(st.is_success(), "{st}");
-        let mut scores: Vec<NodeScore> = snap
-            .nodes()
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: plugin.score(&state, pod, n).0,
-            })
-            .collect();
+        let mut scores = raw_scores(plugin, &state, pod, snap.nodes());
         plugin.normalize(&state, pod, &mut scores);
         Some(scores.iter().map(|s| s.score).collect())
     }
@@ -855,6 +839,12 @@ mod tests {
         listers
     }
 
+    /// A pod the Service of `web_service_listers` selects, with no constraints
+    /// of its own: the one the defaults are for.
+    fn web_service_pod() -> PodInfo {
+        PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()))
+    }
+
     #[test]
     fn service_selected_pod_is_spread_by_default() {
         let listers = web_service_listers();
@@ -864,7 +854,7 @@ mod tests {
             default_node("b1", Some("b"), 1),
             default_node("c1", Some("c"), 0),
         ]);
-        let pod = PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()));
+        let pod = web_service_pod();
         let got = scores_of(&plugin, &pod, &snap).expect("defaulted constraints score");
         // Fewer web pods in the zone and on the host scores higher; the emptiest wins.
         assert!(got[2] > got[1] && got[1] > got[0], "{got:?}");
@@ -948,7 +938,7 @@ mod tests {
             default_node("x1", None, 0),
             default_node("x2", None, 3),
         ]);
-        let pod = PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()));
+        let pod = web_service_pod();
         let got = scores_of(&plugin, &pod, &snap).expect("defaults apply");
         // Nodes without the zone label are not ignored (an ignored node scores 0): x1,
         // with no web pods on the host, gets the best score, x2 (three) less.
@@ -971,7 +961,7 @@ mod tests {
             default_node("a1", Some("a"), 2),
             default_node("b1", Some("b"), 0),
         ]);
-        let pod = PodInfo::new(Arc::new(PodBuilder::new("p").label("app", "web").build()));
+        let pod = web_service_pod();
         let mut state = CycleState::new();
         let (_, st) = plugin.pre_filter(&mut state, &pod, &snap);
         assert!(st.is_success(), "{st}");

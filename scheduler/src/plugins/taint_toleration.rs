@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::helpers::{default_normalize, first_untolerated, tolerates};
+use super::helpers::{FILTERING_EFFECTS, default_normalize, first_untolerated, tolerates};
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -30,12 +30,7 @@ impl Plugin for TaintToleration {
     fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         QueueingHint::node_now_fits(objects, |n| {
             let taints = n.spec.as_ref().and_then(|s| s.taints.as_deref());
-            first_untolerated(
-                taints.unwrap_or(&[]),
-                pod.tolerations(),
-                &["NoSchedule", "NoExecute"],
-            )
-            .is_none()
+            first_untolerated(taints.unwrap_or(&[]), pod.tolerations(), FILTERING_EFFECTS).is_none()
         })
     }
     views!(filter, pre_score, score);
@@ -46,11 +41,7 @@ impl FilterPlugin for TaintToleration {
         if !node.tainted {
             return Status::success();
         }
-        match first_untolerated(
-            node.taints(),
-            pod.tolerations(),
-            &["NoSchedule", "NoExecute"],
-        ) {
+        match first_untolerated(node.taints(), pod.tolerations(), FILTERING_EFFECTS) {
             None => Status::success(),
             Some(t) => Status::unresolvable(format!(
                 "node(s) had untolerated taint {{{}: {}}}",
@@ -127,7 +118,7 @@ impl ScorePlugin for TaintToleration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::helpers::node_info_with;
+    use crate::plugins::helpers::{filter_on, node_info_with, raw_scores};
     use crate::testing::{NodeBuilder, PodBuilder};
 
     #[test]
@@ -180,11 +171,7 @@ mod tests {
         ];
         for (name, node, pod, want) in cases {
             let ni = node_info_with(node.build(), vec![]);
-            let st = TaintToleration.filter(
-                &CycleState::new(),
-                &PodInfo::new(Arc::new(pod.build())),
-                &ni,
-            );
+            let st = filter_on(&TaintToleration, pod, &ni);
             match want {
                 None => assert!(st.is_success(), "{name}: {st}"),
                 Some(msg) => {
@@ -229,13 +216,7 @@ mod tests {
                 .pre_score(&mut CycleState::new(), &pod, &untainted, &Snapshot::new())
                 .is_skip()
         );
-        let mut scores: Vec<NodeScore> = nodes
-            .iter()
-            .map(|n| NodeScore {
-                name: n.name(),
-                score: TaintToleration.score(&state, &pod, n).0,
-            })
-            .collect();
+        let mut scores = raw_scores(&TaintToleration, &state, &pod, &nodes);
         TaintToleration.normalize(&state, &pod, &mut scores);
         let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
         assert_eq!(got, vec![100, 50, 0, 100]);

@@ -53,6 +53,12 @@ fn assert_requeued(q: &SchedulingQueue, key: &str) {
     );
 }
 
+/// Delivers an event of `actions` on `resource`, as an informer would, and
+/// returns how many parked pods it moved.
+fn on(q: &mut SchedulingQueue, resource: EventResource, actions: ActionSet) -> usize {
+    q.on_event(ClusterEvent::new(resource, actions))
+}
+
 fn fail(q: &mut SchedulingQueue, plugins: &[&'static str]) -> String {
     let qp = q.pop().expect("a pod is active");
     let key = qp.pod.key.clone();
@@ -122,17 +128,11 @@ fn parked_pods_move_only_on_relevant_events() {
     assert_eq!(q.location(&key), Some(Location::Unschedulable));
     // A node label change cannot help a pod short of resources.
     assert_eq!(
-        q.on_event(ClusterEvent::new(
-            EventResource::Node,
-            ActionSet::UPDATE_NODE_LABEL
-        )),
+        on(&mut q, EventResource::Node, ActionSet::UPDATE_NODE_LABEL),
         0
     );
     assert_eq!(
-        q.on_event(ClusterEvent::new(
-            EventResource::PersistentVolumeClaim,
-            ActionSet::ADD
-        )),
+        on(&mut q, EventResource::PersistentVolumeClaim, ActionSet::ADD),
         0
     );
     assert_eq!(q.location(&key), Some(Location::Unschedulable));
@@ -151,10 +151,7 @@ fn event_after_backoff_goes_straight_to_active() {
     let key = fail(&mut q, &["TaintToleration"]);
     clock.advance(Duration::from_secs(2));
     assert_eq!(
-        q.on_event(ClusterEvent::new(
-            EventResource::Node,
-            ActionSet::UPDATE_NODE_TAINT
-        )),
+        on(&mut q, EventResource::Node, ActionSet::UPDATE_NODE_TAINT),
         1
     );
     assert_eq!(q.location(&key), Some(Location::Active));
@@ -165,10 +162,11 @@ fn volume_events_requeue_volume_binding_failures() {
     let (mut q, key) = parked(PodBuilder::new("p"), &["VolumeBinding"]);
     assert_eq!(q.on_event(ClusterEvent::ASSIGNED_POD_DELETE), 0);
     assert_eq!(
-        q.on_event(ClusterEvent::new(
+        on(
+            &mut q,
             EventResource::PersistentVolumeClaim,
             ActionSet::UPDATE_OTHER
-        )),
+        ),
         1
     );
     assert_ne!(q.location(&key), Some(Location::Unschedulable));

@@ -91,6 +91,12 @@ fn cpu(
     )
 }
 
+/// The proposed count alone, which is all most cases check; an error stops
+/// the test.
+fn replicas_for(current: i32, target: i32, pods: &[Pod], figures: &[(&str, i64)]) -> i32 {
+    cpu(current, target, pods, figures).unwrap().replicas
+}
+
 #[test]
 fn scales_up_to_bring_utilization_to_target() {
     let pods = [settled("a", 1000), settled("b", 1000), settled("c", 1000)];
@@ -109,32 +115,12 @@ fn scales_up_to_bring_utilization_to_target() {
 fn a_change_within_the_tolerance_keeps_the_count() {
     let pods = [settled("a", 1000), settled("b", 1000)];
     // 55 % of a 50 % target is a ratio of 1.1: within 0.1.
-    assert_eq!(
-        cpu(2, 50, &pods, &[("a", 550), ("b", 550)])
-            .unwrap()
-            .replicas,
-        2
-    );
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 550), ("b", 550)]), 2);
     // 56 % is not.
-    assert_eq!(
-        cpu(2, 50, &pods, &[("a", 560), ("b", 560)])
-            .unwrap()
-            .replicas,
-        3
-    );
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 560), ("b", 560)]), 3);
     // Nor is 44 %.
-    assert_eq!(
-        cpu(2, 50, &pods, &[("a", 440), ("b", 440)])
-            .unwrap()
-            .replicas,
-        2
-    );
-    assert_eq!(
-        cpu(5, 50, &pods, &[("a", 440), ("b", 440)])
-            .unwrap()
-            .replicas,
-        2
-    );
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 440), ("b", 440)]), 2);
+    assert_eq!(replicas_for(5, 50, &pods, &[("a", 440), ("b", 440)]), 2);
 }
 
 #[test]
@@ -172,17 +158,17 @@ fn on_a_scale_down_a_missing_pod_counts_at_the_target_when_that_is_above_100() {
     let pods = [settled("a", 1000), settled("b", 1000)];
     // a at 50 % of a 200 % target; b taken at 200 %: 125 % → ratio 0.625,
     // ceil(1.25) = 2, no change.
-    assert_eq!(cpu(2, 200, &pods, &[("a", 500)]).unwrap().replicas, 2);
+    assert_eq!(replicas_for(2, 200, &pods, &[("a", 500)]), 2);
     // Without the fallback a alone would propose 1.
     let one = [settled("a", 1000)];
-    assert_eq!(cpu(2, 200, &one, &[("a", 500)]).unwrap().replicas, 1);
+    assert_eq!(replicas_for(2, 200, &one, &[("a", 500)]), 1);
 }
 
 #[test]
 fn on_a_scale_up_a_pod_without_figures_counts_as_idle() {
     let pods = [settled("a", 1000), settled("b", 1000)];
     // a at 200 %: ratio 4; b idle: 100 %, ratio 2, ceil(2 × 2) = 4.
-    assert_eq!(cpu(2, 50, &pods, &[("a", 2000)]).unwrap().replicas, 4);
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 2000)]), 4);
 }
 
 #[test]
@@ -193,17 +179,10 @@ fn a_pending_pod_counts_as_idle_on_a_scale_up_and_not_at_all_on_a_scale_down() {
         with_phase(settled("c", 1000), "Pending"),
     ];
     // Up: 100 % over a, b; with c idle 66 % → ratio 1.32 → ceil(3.96) = 4.
-    assert_eq!(
-        cpu(3, 50, &pods, &[("a", 1000), ("b", 1000)])
-            .unwrap()
-            .replicas,
-        4
-    );
+    assert_eq!(replicas_for(3, 50, &pods, &[("a", 1000), ("b", 1000)]), 4);
     // Down: c is left out: 10 % over a and b → ceil(0.2 × 2) = 1.
     assert_eq!(
-        cpu(3, 50, &pods, &[("a", 100), ("b", 100), ("c", 900)])
-            .unwrap()
-            .replicas,
+        replicas_for(3, 50, &pods, &[("a", 100), ("b", 100), ("c", 900)]),
         1
     );
 }
@@ -212,7 +191,7 @@ fn a_pending_pod_counts_as_idle_on_a_scale_up_and_not_at_all_on_a_scale_down() {
 fn a_change_the_stand_ins_would_reverse_keeps_the_count() {
     let pods = [settled("a", 1000), settled("b", 1000), settled("c", 1000)];
     // a alone: 60 % of 50 % (ratio 1.2, up); b and c idle: 20 % (down).
-    assert_eq!(cpu(3, 50, &pods, &[("a", 600)]).unwrap().replicas, 3);
+    assert_eq!(replicas_for(3, 50, &pods, &[("a", 600)]), 3);
 }
 
 #[test]
@@ -227,7 +206,7 @@ fn deleted_and_failed_pods_are_left_out() {
     ];
     // Only a counts: 100 % of 50 % → 2.
     let figures = [("a", 1000), ("b", 0), ("c", 0)];
-    assert_eq!(cpu(3, 50, &pods, &figures).unwrap().replicas, 2);
+    assert_eq!(replicas_for(3, 50, &pods, &figures), 2);
 }
 
 #[test]
@@ -238,21 +217,11 @@ fn cpu_of_a_starting_pod_counts_only_once_measured_a_window_after_it_turned_read
     let pods = [settled("a", 1000), fresh.clone()];
     // b is unready: a alone at 100 % → 2; b idle on the way up → ratio 1,
     // within tolerance, so the count stays.
-    assert_eq!(
-        cpu(2, 50, &pods, &[("a", 1000), ("b", 1000)])
-            .unwrap()
-            .replicas,
-        2
-    );
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 1000), ("b", 1000)]), 2);
     // Ready 50 s ago: its sample counts.
     let measured = pod("b", 1000, 60, Some(50));
     let pods = [settled("a", 1000), measured];
-    assert_eq!(
-        cpu(2, 50, &pods, &[("a", 1000), ("b", 1000)])
-            .unwrap()
-            .replicas,
-        4
-    );
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 1000), ("b", 1000)]), 4);
     // Memory has no such rule.
     let pods = [settled("a", 1000), fresh];
     let proposal = average_value_replicas(
@@ -274,22 +243,12 @@ fn a_pod_that_never_became_ready_soon_after_start_is_unready_later_ones_count() 
     // starting as far as the autoscaler knows.
     let never_ready = unready_since(pod("b", 1000, 600, None), 590);
     let pods = [settled("a", 1000), never_ready];
-    assert_eq!(
-        cpu(2, 50, &pods, &[("a", 1000), ("b", 1000)])
-            .unwrap()
-            .replicas,
-        2
-    );
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 1000), ("b", 1000)]), 2);
     // Unready since 5 min after its start (it was ready before): its
     // figures count.
     let went_unready = unready_since(pod("b", 1000, 600, None), 300);
     let pods = [settled("a", 1000), went_unready];
-    assert_eq!(
-        cpu(2, 50, &pods, &[("a", 1000), ("b", 1000)])
-            .unwrap()
-            .replicas,
-        4
-    );
+    assert_eq!(replicas_for(2, 50, &pods, &[("a", 1000), ("b", 1000)]), 4);
 }
 
 #[test]
@@ -297,12 +256,7 @@ fn a_pod_without_a_ready_condition_or_start_time_is_unready() {
     let mut bare = settled("b", 1000);
     bare.status.as_mut().unwrap().start_time = None;
     let pods = [settled("a", 1000), bare];
-    assert_eq!(
-        cpu(1, 50, &pods, &[("a", 100), ("b", 1000)])
-            .unwrap()
-            .replicas,
-        1
-    );
+    assert_eq!(replicas_for(1, 50, &pods, &[("a", 100), ("b", 1000)]), 1);
 }
 
 #[test]
