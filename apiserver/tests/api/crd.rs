@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_store::Store;
 
@@ -540,10 +540,7 @@ async fn custom_resources_survive_a_restart() {
     }
     let s = disk.start().await;
     // Served from the first request: no waiting for the controller.
-    let kept = s
-        .call(Method::GET, &format!("{WIDGETS}/kept"), None)
-        .await
-        .expect_code(StatusCode::OK);
+    let kept = s.get_ok(&format!("{WIDGETS}/kept")).await;
     assert_eq!(kept["spec"]["size"], 2);
     assert_eq!(kept["spec"]["replicas"], 1);
 }

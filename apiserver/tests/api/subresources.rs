@@ -1,4 +1,4 @@
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 
 use crate::harness::{Expect, TestServer, assert_mentions};
@@ -166,13 +166,9 @@ async fn eviction_respects_disruption_budgets() {
     s.created("/api/v1/namespaces/default/pods/p/eviction", eviction)
         .await;
     s.get_not_found("/api/v1/namespaces/default/pods/p").await;
-    s.call(
-        Method::GET,
-        "/api/v1/namespaces/default/pods/p/eviction",
-        None,
-    )
-    .await
-    .expect_code(StatusCode::METHOD_NOT_ALLOWED);
+    s.get("/api/v1/namespaces/default/pods/p/eviction")
+        .await
+        .expect_code(StatusCode::METHOD_NOT_ALLOWED);
 }
 
 #[tokio::test]
