@@ -15,15 +15,16 @@ use std::time::Duration;
 use axum::body::Body;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
-use crate::harness::{Expect, KeptStore, TestServer, assert_mentions, columns, refused};
+use crate::harness::{
+    Expect, KeptStore, TestServer, assert_mentions, columns, created_answer, refused,
+};
 use crate::node_tls::{ClientCerts, TestCa, tls_listener};
 
 type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
@@ -376,33 +377,14 @@ async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
         url_hook(&ca, "label.example.com", hook.url("/mutate"), json!({})),
     )
     .await;
-    let request = Request::builder()
-        .method(Method::POST)
-        .uri(CMS)
-        .header("content-type", "application/json")
-        .body(Body::from(
-            serde_json::to_vec(&configmap("one", json!({"app": "a"}))).unwrap(),
-        ))
-        .unwrap();
-    let response = server.router.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let warnings: Vec<String> = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    assert_eq!(warnings, ["299 - \"configmaps are watched\""]);
-    let annotations = response
-        .extensions()
-        .get::<skiff_apiserver::request_notes::AuditAnnotations>()
-        .cloned()
-        .unwrap_or_default();
+    let created = created_answer(&server, CMS, configmap("one", json!({"app": "a"}))).await;
+    assert_eq!(created.warnings, ["configmaps are watched"]);
     assert!(
-        annotations
-            .0
+        created
+            .annotations
             .contains(&("label.example.com/decision".into(), "labelled".into())),
-        "{annotations:?}"
+        "{:?}",
+        created.annotations
     );
     let (_, stored) = server.get(&format!("{CMS}/one")).await;
     assert_eq!(stored["metadata"]["labels"]["mutated"], "yes");
