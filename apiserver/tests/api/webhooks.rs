@@ -170,6 +170,15 @@ fn url_hook(ca: &TestCa, name: &str, url: String, extra: Value) -> Value {
     webhook(name, url_config(ca, url), extra)
 }
 
+/// One webhook entry `<label>.example.com` on configmaps that calls `url`
+/// (trusting `ca`) and sees only those labelled `hook=<label>`: how a
+/// test keeps its several hooks out of each other's way.
+fn labelled_hook(ca: &TestCa, label: &str, url: String, extra: Value) -> Value {
+    let mut hook = url_hook(ca, &format!("{label}.example.com"), url, extra);
+    hook["objectSelector"] = json!({"matchLabels": {"hook": label}});
+    hook
+}
+
 fn url_config(ca: &TestCa, url: String) -> Value {
     json!({"url": url, "caBundle": ca.bundle()})
 }
@@ -421,36 +430,25 @@ async fn failures_fail_closed_or_open_by_policy() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let closed_port = closed.local_addr().unwrap().port();
     drop(closed);
+    let down = format!("https://127.0.0.1:{closed_port}/x");
     configure(
         &server,
         "ValidatingWebhookConfiguration",
         "failing",
         vec![
-            url_hook(
+            labelled_hook(&ca, "slow", slow.url("/slow"), json!({"timeoutSeconds": 1})),
+            labelled_hook(
                 &ca,
-                "slow.example.com",
+                "slow-ignored",
                 slow.url("/slow"),
-                json!({"timeoutSeconds": 1, "objectSelector": {"matchLabels": {"hook": "slow"}}}),
+                json!({"timeoutSeconds": 1, "failurePolicy": "Ignore"}),
             ),
-            url_hook(
+            labelled_hook(&ca, "down", down.clone(), json!({})),
+            labelled_hook(
                 &ca,
-                "slow-ignored.example.com",
-                slow.url("/slow"),
-                json!({"timeoutSeconds": 1, "failurePolicy": "Ignore",
-                    "objectSelector": {"matchLabels": {"hook": "slow-ignored"}}}),
-            ),
-            url_hook(
-                &ca,
-                "down.example.com",
-                format!("https://127.0.0.1:{closed_port}/x"),
-                selecting("hook", "down"),
-            ),
-            url_hook(
-                &ca,
-                "down-ignored.example.com",
-                format!("https://127.0.0.1:{closed_port}/x"),
-                json!({"failurePolicy": "Ignore",
-                    "objectSelector": {"matchLabels": {"hook": "down-ignored"}}}),
+                "down-ignored",
+                down,
+                json!({"failurePolicy": "Ignore"}),
             ),
         ],
     )
@@ -492,7 +490,16 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let hook = Hook::local(&ca, add_label("seen", "yes")).await;
-    mutating(&server, "dry", url_hook(&ca, "dry.example.com", hook.url("/m"), json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}})))
+    mutating(
+        &server,
+        "dry",
+        labelled_hook(
+            &ca,
+            "dry",
+            hook.url("/m"),
+            json!({"sideEffects": "NoneOnDryRun"}),
+        ),
+    )
     .await;
     let body = server
         .created(
@@ -510,9 +517,8 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let legacy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "legacy", "uid": "1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "webhooks": [url_hook(&ca, "effects.example.com", hook.url("/v"), json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
-                "timeoutSeconds": 10, "namespaceSelector": {},
-                "objectSelector": {"matchLabels": {"hook": "effects"}}}))]});
+        "webhooks": [labelled_hook(&ca, "effects", hook.url("/v"), json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+                "timeoutSeconds": 10, "namespaceSelector": {}}))]});
     use skiff_store::Store;
     server
         .store
@@ -709,18 +715,8 @@ async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
         "ValidatingWebhookConfiguration",
         "tls",
         vec![
-            url_hook(
-                &ca,
-                "impostor.example.com",
-                impostor.url("/v"),
-                selecting("hook", "impostor"),
-            ),
-            url_hook(
-                &ca,
-                "misnamed.example.com",
-                misnamed.url("/v"),
-                selecting("hook", "misnamed"),
-            ),
+            labelled_hook(&ca, "impostor", impostor.url("/v"), json!({})),
+            labelled_hook(&ca, "misnamed", misnamed.url("/v"), json!({})),
         ],
     )
     .await;
@@ -754,23 +750,13 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
     mutating(
         &server,
         "rename",
-        url_hook(
-            &ca,
-            "rename.example.com",
-            renamer.url("/m"),
-            selecting("hook", "rename"),
-        ),
+        labelled_hook(&ca, "rename", renamer.url("/m"), json!({})),
     )
     .await;
     validating(
         &server,
         "patching-validator",
-        url_hook(
-            &ca,
-            "patcher.example.com",
-            patcher.url("/v"),
-            selecting("hook", "patcher"),
-        ),
+        labelled_hook(&ca, "patcher", patcher.url("/v"), json!({})),
     )
     .await;
     refused(
