@@ -219,6 +219,13 @@ fn configmap(name: &str, labels: Value) -> Value {
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// A loopback port nobody listens on (bound, then let go): where the
+/// tests put a webhook that is down.
+async fn closed_port() -> u16 {
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    closed.local_addr().unwrap().port()
+}
+
 /// POSTs configmap `name` with `labels` (which the hooks select on).
 async fn post_configmap(server: &TestServer, name: &str, labels: Value) -> (StatusCode, Value) {
     server.post(CMS, configmap(name, labels)).await
@@ -426,10 +433,7 @@ async fn failures_fail_closed_or_open_by_policy() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let slow = Hook::start(ca.serving(&["127.0.0.1"]), Duration::from_secs(5), allow()).await;
-    // A port nobody listens on.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let closed_port = closed.local_addr().unwrap().port();
-    drop(closed);
+    let closed_port = closed_port().await;
     let down = format!("https://127.0.0.1:{closed_port}/x");
     configure(
         &server,
@@ -932,12 +936,7 @@ async fn match_policy_equivalent_sends_the_version_the_rule_names() {
 async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
     let disk = KeptStore::new();
     let ca = TestCa::new();
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let down = format!(
-        "https://127.0.0.1:{}/x",
-        closed.local_addr().unwrap().port()
-    );
-    drop(closed);
+    let down = format!("https://127.0.0.1:{}/x", closed_port().await);
     {
         let s = disk.start().await;
         let everything = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
