@@ -148,9 +148,15 @@ fn add_label(key: &'static str, value: &'static str) -> Answer {
         } else {
             json!([{"op": "add", "path": "/metadata/labels", "value": {key: value}}])
         };
-        json!({"allowed": true, "patchType": "JSONPatch",
-            "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
+        patching(&ops)
     })
+}
+
+/// An admitting response carrying the JSON patch `ops`, base64-encoded as
+/// the review wants it: what every mutating hook here answers.
+fn patching(ops: &Value) -> Value {
+    json!({"allowed": true, "patchType": "JSONPatch",
+        "patch": BASE64.encode(serde_json::to_vec(ops).unwrap())})
 }
 
 /// One webhook entry on configmaps in `url`'s hands.
@@ -745,9 +751,7 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let rename: Answer = Arc::new(|_| {
-        let ops = json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]);
-        json!({"allowed": true, "patchType": "JSONPatch",
-            "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
+        patching(&json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]))
     });
     let renamer = Hook::local(&ca, rename).await;
     let patcher = Hook::local(&ca, add_label("x", "y")).await;
