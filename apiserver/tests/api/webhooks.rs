@@ -185,6 +185,14 @@ fn labelled_hook(ca: &TestCa, label: &str, url: String, extra: Value) -> Value {
     hook
 }
 
+/// `entry` with rules matching every operation on every resource and
+/// subresource: the widest hook a test can configure.
+fn on_every_request(mut entry: Value) -> Value {
+    entry["rules"] = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+        "resources": ["*/*"]}]);
+    entry
+}
+
 fn url_config(ca: &TestCa, url: String) -> Value {
     json!({"url": url, "caBundle": ca.bundle()})
 }
@@ -787,9 +795,7 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let hook = Hook::local(&ca, deny("nothing passes")).await;
-    let mut everything = url_hook(&ca, "all.example.com", hook.url("/v"), json!({}));
-    everything["rules"] = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
-        "resources": ["*/*"]}]);
+    let everything = on_every_request(url_hook(&ca, "all.example.com", hook.url("/v"), json!({})));
     configure(
         &server,
         "ValidatingWebhookConfiguration",
@@ -943,14 +949,12 @@ async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
     let down = format!("https://127.0.0.1:{}/x", closed_port().await);
     {
         let s = disk.start().await;
-        let everything = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
-            "resources": ["*/*"]}]);
         for kind in [
             "MutatingWebhookConfiguration",
             "ValidatingWebhookConfiguration",
         ] {
-            let mut entry = url_hook(&ca, "down.example.com", down.clone(), json!({}));
-            entry["rules"] = everything.clone();
+            let entry =
+                on_every_request(url_hook(&ca, "down.example.com", down.clone(), json!({})));
             configure(&s, kind, "down", vec![entry]).await;
         }
         // Every write is refused now, a delete of a default binding too.
