@@ -497,11 +497,28 @@ pub async fn exchange(router: Router, request: Request<Body>) -> (StatusCode, He
 
 /// A response's code, headers and JSON body (`Null` when not JSON).
 async fn read_response(response: axum::response::Response) -> (StatusCode, HeaderMap, Value) {
-    let code = response.status();
-    let headers = response.headers().clone();
-    let bytes = body_bytes(response).await;
+    let (code, headers, bytes) = read_bytes(response).await;
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (code, headers, body)
+}
+
+/// A response's code, headers and exact body bytes.
+async fn read_bytes(response: axum::response::Response) -> (StatusCode, HeaderMap, Vec<u8>) {
+    let code = response.status();
+    let headers = response.headers().clone();
+    (code, headers, body_bytes(response).await)
+}
+
+/// GETs `path` as the admin with extra headers: code, headers and the
+/// exact bytes, for documents checked as served (OpenAPI, discovery,
+/// metrics) rather than as JSON.
+pub async fn fetch(
+    ts: &TestServer,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, HeaderMap, Vec<u8>) {
+    let request = request(Method::GET, path, "application/json", headers, Vec::new());
+    read_bytes(ts.router.clone().oneshot(request).await.unwrap()).await
 }
 
 /// A `TestServer` seen from one non-admin identity, so tests of what a
