@@ -14,8 +14,9 @@ use skiff_common::metrics::exposition::{self, Sample};
 
 use super::harness::*;
 
-/// `/metrics` as the admin: the samples, after checking the content type.
-async fn scrape(s: &TestServer) -> Vec<Sample> {
+/// `/metrics` as the admin: the samples, after checking the content type
+/// (the flow-control tests read their metrics this way too).
+pub async fn scrape(s: &TestServer) -> Vec<Sample> {
     let (code, headers, bytes) = fetch(s, "/metrics", &[]).await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(
