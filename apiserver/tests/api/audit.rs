@@ -13,10 +13,9 @@ use serde_json::{Value, json};
 use skiff_apiserver::audit::{AuditConfig, Event, Level, Stage};
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::{SledConfig, SledStore};
 use tower::ServiceExt;
 
-use crate::harness::{eventually, exchange, start_error};
+use crate::harness::{eventually, exchange, start_error, store_in};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -56,9 +55,7 @@ impl Audited {
         let dir = tempfile::tempdir().unwrap();
         let config = audit_config(dir.path(), policy);
         let log = config.audit.log_path.clone().unwrap();
-        let store = std::sync::Arc::new(
-            SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap(),
-        );
+        let store = store_in(dir.path());
         let server = ApiServer::new(store, config).await.unwrap();
         Self {
             server,

@@ -69,7 +69,7 @@ impl TestServer {
     }
 
     async fn in_dir(dir: tempfile::TempDir, config: ApiServerConfig) -> Self {
-        let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+        let store = store_in(dir.path());
         let server = ApiServer::new(store.clone(), config).await.unwrap();
         let router = admin_router(&server);
         Self {
@@ -685,11 +685,17 @@ impl KeptStore {
     }
 }
 
+/// A fresh store in `dir`/store, for a server whose directory holds more
+/// (a policy file, a log, keys) or outlives it.
+pub fn store_in(dir: &std::path::Path) -> Arc<SledStore> {
+    Arc::new(SledStore::open(SledConfig::new(dir.join("store"))).unwrap())
+}
+
 /// The error a server on a fresh store refuses to start with under
 /// `config` (a configuration or policy file it cannot read).
 pub async fn start_error(config: ApiServerConfig) -> ApiServerError {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let store = store_in(dir.path());
     start_error_on(store, config).await
 }
 
