@@ -20,14 +20,12 @@ const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissio
 const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
 const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
 
+/// The harness's deployment with `labels`, which the bindings' object
+/// selectors read.
 fn deployment(name: &str, replicas: i64, labels: Value) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
-    })
+    let mut deployment = super::harness::deployment(name, replicas);
+    deployment["metadata"]["labels"] = labels;
+    deployment
 }
 
 fn policy(name: &str, spec: Value) -> Value {

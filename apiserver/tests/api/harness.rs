@@ -685,6 +685,15 @@ impl KeptStore {
     }
 }
 
+/// A Deployment `name` of `replicas` busybox pods labelled `app=<name>`:
+/// the workload fixture of the tests that need any deployment at all.
+pub fn deployment(name: &str, replicas: i64) -> Value {
+    serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+}
+
 /// A fresh store in `dir`/store, for a server whose directory holds more
 /// (a policy file, a log, keys) or outlives it.
 pub fn store_in(dir: &std::path::Path) -> Arc<SledStore> {

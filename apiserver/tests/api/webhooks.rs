@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Expect, KeptStore, TestServer, assert_mentions, columns, created_answer, refused,
+    Expect, KeptStore, TestServer, assert_mentions, columns, created_answer, deployment, refused,
 };
 use crate::node_tls::{ClientCerts, TestCa, tls_listener};
 
@@ -829,10 +829,7 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     server
         .created(
             "/apis/apps/v1/namespaces/default/deployments",
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                    "template": {"metadata": {"labels": {"app": "web"}},
-                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+            deployment("web", 1),
         )
         .await;
     configure(
