@@ -358,12 +358,8 @@ impl TestServer {
 
     /// Creates a configmap `name` in `ns` with labels; returns it.
     pub async fn configmap(&self, ns: &str, name: &str, labels: Value) -> Value {
-        self.created(
-            &format!("/api/v1/namespaces/{ns}/configmaps"),
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
-        )
-        .await
+        let path = format!("/api/v1/namespaces/{ns}/configmaps");
+        self.created(&path, configmap(name, labels)).await
     }
 }
 
@@ -683,6 +679,13 @@ impl KeptStore {
             .expect("the server starts on the kept store");
         TestServer::wrap(server, store)
     }
+}
+
+/// A ConfigMap `name` with `labels` and the one datum `k: v`: what
+/// `TestServer::configmap` creates, for tests that send it themselves.
+pub fn configmap(name: &str, labels: Value) -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
 }
 
 /// A Deployment `name` of `replicas` busybox pods labelled `app=<name>`:

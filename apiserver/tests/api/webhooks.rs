@@ -23,7 +23,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Expect, KeptStore, TestServer, assert_mentions, columns, created_answer, deployment, refused,
+    Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer, deployment,
+    refused,
 };
 use crate::node_tls::{ClientCerts, TestCa, tls_listener};
 
@@ -224,11 +225,6 @@ async fn mutating(server: &TestServer, name: &str, hook: Value) {
 /// A webhook's extra fields: an object selector on the one label `key`.
 fn selecting(key: &str, value: &str) -> Value {
     json!({"objectSelector": {"matchLabels": {key: value}}})
-}
-
-fn configmap(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
 }
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
