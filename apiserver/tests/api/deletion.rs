@@ -3,17 +3,9 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, eventually};
+use crate::harness::{Expect, TestServer, eventually, pod};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
-
-fn pod(name: &str, node: Option<&str>) -> serde_json::Value {
-    let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
-    if let Some(n) = node {
-        spec["nodeName"] = json!(n);
-    }
-    json!({"metadata": {"name": name}, "spec": spec})
-}
 
 /// Deletes `path` with `query`, and it is gone at once (no finalizer or
 /// grace period holds it).

@@ -688,6 +688,16 @@ pub fn configmap(name: &str, labels: Value) -> Value {
         "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
 }
 
+/// A one-container Pod `name`, bound to `node` if given: the pod most
+/// tests create (to bind, evict, delete, select by node).
+pub fn pod(name: &str, node: Option<&str>) -> Value {
+    let mut spec = serde_json::json!({"containers": [{"name": "c", "image": "i"}]});
+    if let Some(node) = node {
+        spec["nodeName"] = serde_json::json!(node);
+    }
+    serde_json::json!({"metadata": {"name": name}, "spec": spec})
+}
+
 /// A Deployment `name` of `replicas` busybox pods labelled `app=<name>`:
 /// the workload fixture of the tests that need any deployment at all.
 pub fn deployment(name: &str, replicas: i64) -> Value {

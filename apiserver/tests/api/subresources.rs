@@ -1,7 +1,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, assert_mentions};
+use crate::harness::{Expect, TestServer, assert_mentions, pod};
 
 const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments/web";
 
@@ -76,8 +76,7 @@ async fn scale_reads_and_writes_replicas() {
 #[tokio::test]
 async fn binding_assigns_a_node_once() {
     let s = TestServer::new().await;
-    let pod =
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let pod = pod("p", None);
     let (_, created) = s.post("/api/v1/namespaces/default/pods", pod).await;
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
@@ -113,8 +112,7 @@ async fn binding_assigns_a_node_once() {
 #[tokio::test]
 async fn binding_a_recreated_pod_binds_the_new_one() {
     let s = TestServer::new().await;
-    let pod =
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let pod = pod("p", None);
     let binding = |node: &str| {
         json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
@@ -174,8 +172,7 @@ async fn eviction_respects_disruption_budgets() {
 #[tokio::test]
 async fn log_options_are_checked_before_the_node_is_asked() {
     let s = TestServer::new().await;
-    let pod =
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let pod = pod("p", None);
     s.post("/api/v1/namespaces/default/pods", pod).await;
     let body = s
         .get("/api/v1/namespaces/default/pods/p/log?tailLines=-1&limitBytes=0")
