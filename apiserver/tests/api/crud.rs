@@ -146,11 +146,7 @@ async fn namespace_must_exist_and_not_be_terminating() {
         "namespaces \"nope\" not found",
     );
 
-    s.created(
-        "/api/v1/namespaces",
-        json!({"metadata": {"name": "doomed"}}),
-    )
-    .await;
+    s.namespace("doomed").await;
     let ns = s.delete_ok("/api/v1/namespaces/doomed").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
     let body = refused(

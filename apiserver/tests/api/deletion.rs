@@ -109,8 +109,7 @@ async fn scheduled_pods_terminate_gracefully() {
 #[tokio::test]
 async fn namespaces_terminate_until_finalized() {
     let s = TestServer::new().await;
-    s.post("/api/v1/namespaces", json!({"metadata": {"name": "tmp"}}))
-        .await;
+    s.namespace("tmp").await;
     let ns = s.delete_ok("/api/v1/namespaces/tmp").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
     assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));

@@ -33,8 +33,7 @@ async fn label_selectors_filter_lists() {
 #[tokio::test]
 async fn lists_are_typed_and_scoped() {
     let s = TestServer::new().await;
-    s.post("/api/v1/namespaces", json!({"metadata": {"name": "other"}}))
-        .await;
+    s.namespace("other").await;
     s.configmap("default", "a", json!({})).await;
     s.configmap("other", "b", json!({})).await;
     let (_, list) = s.get(CMS).await;
