@@ -12,8 +12,8 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::{
-    Answer, TestServer, assert_mentions, assert_refused, assert_status, created_answer, message_of,
-    post_answer, send_answer, strings,
+    Answer, TestServer, assert_mentions, assert_refused, assert_status, created_answer,
+    labelled_namespace, message_of, post_answer, send_answer, strings,
 };
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
@@ -295,11 +295,8 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
 #[tokio::test]
 async fn params_match_conditions_variables_and_selectors_decide() {
     let ts = TestServer::new().await;
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "limited", "labels": {"limits": "on"}}});
-    assert_eq!(
-        post_answer(&ts, "/api/v1/namespaces", ns).await.code,
-        StatusCode::CREATED
-    );
+    let ns = labelled_namespace("limited", json!({"limits": "on"}));
+    created_answer(&ts, "/api/v1/namespaces", ns).await;
     install(
         &ts,
         policy("param-max", json!({

@@ -681,6 +681,13 @@ impl KeptStore {
     }
 }
 
+/// A Namespace `name` with `labels`, which admission (Pod Security,
+/// webhooks' and policies' namespace selectors) reads.
+pub fn labelled_namespace(name: &str, labels: Value) -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels}})
+}
+
 /// A ConfigMap `name` with `labels` and the one datum `k: v`: what
 /// `TestServer::configmap` creates, for tests that send it themselves.
 pub fn configmap(name: &str, labels: Value) -> Value {

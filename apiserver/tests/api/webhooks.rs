@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{
     Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer, deployment,
-    refused,
+    labelled_namespace, refused,
 };
 use crate::node_tls::{ClientCerts, TestCa, tls_listener};
 
@@ -566,10 +566,9 @@ async fn the_namespace_selector_reads_the_namespaces_labels() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let hook = Hook::local(&ca, deny("guarded namespace")).await;
-    let namespace = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
     for (name, labels) in [("labelled", json!({"webhooks": "on"})), ("open", json!({}))] {
         server
-            .created("/api/v1/namespaces", namespace(name, labels))
+            .created("/api/v1/namespaces", labelled_namespace(name, labels))
             .await;
     }
     let mut entry = url_hook(
@@ -598,12 +597,15 @@ async fn the_namespace_selector_reads_the_namespaces_labels() {
     server
         .post(
             "/api/v1/namespaces",
-            namespace("new-labelled", json!({"webhooks": "on"})),
+            labelled_namespace("new-labelled", json!({"webhooks": "on"})),
         )
         .await
         .expect_failure(403, "Forbidden");
     server
-        .created("/api/v1/namespaces", namespace("new-open", json!({})))
+        .created(
+            "/api/v1/namespaces",
+            labelled_namespace("new-open", json!({})),
+        )
         .await;
     let (code, _) = server
         .merge_patch(
