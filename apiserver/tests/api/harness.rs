@@ -284,6 +284,23 @@ impl TestServer {
         answered(&format!("GET {path}"), self.get(path).await, StatusCode::OK)
     }
 
+    /// GETs `path` every 50 ms until it answers 200 with a body `check`
+    /// accepts, and returns that body (failing after 20 s): the wait for
+    /// what a controller or a scrape fills in.
+    pub async fn get_until(&self, path: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            || async {
+                match self.get(path).await {
+                    (StatusCode::OK, body) if check(&body) => Ok(body),
+                    (code, body) => Err(format!("{path}: still {code}: {body}")),
+                }
+            },
+        )
+        .await
+    }
+
     /// The names of the items `path` lists (which must answer 200), in order.
     pub async fn list_names(&self, path: &str) -> Vec<String> {
         item_names(&self.get_ok(path).await)
