@@ -192,16 +192,16 @@ async fn custom_resources_appear_once_their_crd_is_served() {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let mut url = None;
-    for _ in 0..100 {
-        let index = fetch_json(&ts, "/openapi/v3").await;
-        if let Some(u) = index["paths"]["apis/example.org/v1"]["serverRelativeURL"].as_str() {
-            url = Some(u.to_string());
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let url = url.expect("the CRD's group version is never listed");
+    // The CRD's group version is listed once it is served.
+    let index = ts
+        .get_until("/openapi/v3", |index| {
+            index["paths"]["apis/example.org/v1"]["serverRelativeURL"].is_string()
+        })
+        .await;
+    let url = index["paths"]["apis/example.org/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let doc = fetch_json(&ts, &url).await;
     let schema = &doc["components"]["schemas"]["org.example.v1.Gadget"];
     assert_eq!(
