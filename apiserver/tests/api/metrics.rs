@@ -147,19 +147,21 @@ async fn open_watches_are_registered_and_long_running() {
     );
     // A client that goes away takes its watcher with it.
     drop(watch);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let samples = scrape(&s).await;
-        let registered = value(&samples, "apiserver_registered_watchers", &watchers);
-        if registered == 0.0 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{registered} watchers still registered after the client went"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(20),
+        || async {
+            let samples = scrape(&s).await;
+            let registered = value(&samples, "apiserver_registered_watchers", &watchers);
+            if registered == 0.0 {
+                return Ok(());
+            }
+            Err(format!(
+                "{registered} watchers still registered after the client went"
+            ))
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
