@@ -193,6 +193,12 @@ fn complete(events: &[Event]) -> &Event {
         .expect("a ResponseComplete event")
 }
 
+/// The stages of a request's `events`, in order: what a level or an
+/// omitted stage changes.
+fn stages(events: &[Event]) -> Vec<Stage> {
+    events.iter().map(|e| e.stage).collect()
+}
+
 /// An annotation of `event`, as the many checks of one compare it.
 fn annotation<'e>(event: &'e Event, key: &str) -> Option<&'e str> {
     event.annotations.get(key).map(String::as_str)
@@ -210,8 +216,10 @@ async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
     let id = audit_id(&created);
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
     let events = s.events_of(&id).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
-    assert_eq!(stages, [Stage::RequestReceived, Stage::ResponseComplete]);
+    assert_eq!(
+        stages(&events),
+        [Stage::RequestReceived, Stage::ResponseComplete]
+    );
     let event = complete(&events);
     assert_eq!(event.level, Level::Metadata);
     assert_eq!(event.verb, "create");
@@ -459,9 +467,8 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
         .created(&format!("{CMS}?fieldManager=audit-test"), configmap("both"))
         .await;
     let events = s.events_of(&audit_id(&created)).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
     assert_eq!(
-        stages,
+        stages(&events),
         [Stage::ResponseComplete],
         "RequestReceived is omitted"
     );
@@ -557,9 +564,8 @@ async fn a_watch_is_recorded_when_it_starts_and_when_it_ends() {
         .await;
     assert_eq!(watch.code, StatusCode::OK);
     let events = s.events_of(&audit_id(&watch)).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
     assert_eq!(
-        stages,
+        stages(&events),
         [
             Stage::RequestReceived,
             Stage::ResponseStarted,
@@ -589,8 +595,7 @@ async fn a_watch_is_recorded_when_it_starts_and_when_it_ends() {
         )
         .await;
     let events = s.events_of(&audit_id(&watch)).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
-    assert_eq!(stages, [Stage::ResponseComplete]);
+    assert_eq!(stages(&events), [Stage::ResponseComplete]);
 }
 
 #[tokio::test]
