@@ -65,17 +65,8 @@ async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Se
 /// Service `example-api` in default, whose one EndpointSlice holds
 /// `endpoint` (127.0.0.1, ready or not) on the extension server's `port`.
 async fn example_api_service(s: &TestServer, port: u16, endpoint: Value) {
-    let svc = json!({"metadata": {"name": "example-api"},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
-    s.created("/api/v1/namespaces/default/services", svc).await;
-    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "example-api-1",
-            "labels": {"kubernetes.io/service-name": "example-api"}},
-        "addressType": "IPv4",
-        "endpoints": [endpoint],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
-    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
-    s.created(slices, slice).await;
+    s.https_service("default", "example-api", port, json!([endpoint]))
+        .await;
 }
 
 async fn available(s: &TestServer, name: &str, reason: &str) -> Value {

@@ -356,6 +356,29 @@ impl TestServer {
         .await
     }
 
+    /// Creates Service `name` in `ns` (port 443, `https`, to `port`) and
+    /// its one EndpointSlice, holding `endpoints` on `port`: how a test puts
+    /// its own HTTPS server (a webhook, an extension API server) behind a
+    /// Service the server resolves.
+    pub async fn https_service(&self, ns: &str, name: &str, port: u16, endpoints: Value) {
+        self.created(
+            &format!("/api/v1/namespaces/{ns}/services"),
+            serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}}),
+        )
+        .await;
+        self.created(
+            &format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"),
+            serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": format!("{name}-1"),
+                    "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "endpoints": endpoints,
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
+        )
+        .await;
+    }
+
     /// Binds the user `user` to the ClusterRole `role` cluster-wide (a
     /// binding named `<user>-<role>`), as tests grant what they need.
     pub async fn grant(&self, user: &str, role: &str) -> Value {

@@ -679,23 +679,10 @@ async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() 
     )
     .await;
     server.namespace("webhooks").await;
+    let endpoints = json!([{"addresses": ["127.0.0.2"], "conditions": {"ready": false}},
+        {"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]);
     server
-        .created(
-            "/api/v1/namespaces/webhooks/services",
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
-                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hook.port}]}}),
-        )
-        .await;
-    server
-        .created(
-            "/apis/discovery.k8s.io/v1/namespaces/webhooks/endpointslices",
-            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": "hooks-1", "labels": {"kubernetes.io/service-name": "hooks"}},
-                "addressType": "IPv4",
-                "endpoints": [{"addresses": ["127.0.0.2"], "conditions": {"ready": false}},
-                              {"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
-                "ports": [{"name": "https", "port": hook.port, "protocol": "TCP"}]}),
-        )
+        .https_service("webhooks", "hooks", hook.port, endpoints)
         .await;
     mutating(
         &server,
