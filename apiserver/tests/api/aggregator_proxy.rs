@@ -69,6 +69,16 @@ async fn example_api_service(s: &TestServer, port: u16, endpoint: Value) {
         .await;
 }
 
+/// The APIService registering example.com/v1alpha1 as served by Service
+/// `example-api`, whose certificate `ca` must vouch for.
+fn example_api_registration(ca: &TestCa) -> Value {
+    json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1alpha1.example.com"},
+        "spec": {"group": "example.com", "version": "v1alpha1",
+            "groupPriorityMinimum": 1000, "versionPriority": 15, "caBundle": ca.bundle(),
+            "service": {"namespace": "default", "name": "example-api", "port": 443}}})
+}
+
 async fn available(s: &TestServer, name: &str, reason: &str) -> Value {
     eventually(
         Duration::from_secs(45),
@@ -127,12 +137,7 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         json!({"addresses": ["127.0.0.1"], "conditions": {"ready": true}}),
     )
     .await;
-    let bundle = ca.bundle();
-    let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": "v1alpha1.example.com"},
-        "spec": {"group": "example.com", "version": "v1alpha1",
-            "groupPriorityMinimum": 1000, "versionPriority": 15, "caBundle": bundle,
-            "service": {"namespace": "default", "name": "example-api", "port": 443}}});
+    let service = example_api_registration(&ca);
     s.created("/apis/apiregistration.k8s.io/v1/apiservices", service)
         .await;
     let condition = available(&s, "v1alpha1.example.com", "Passed").await;
@@ -208,7 +213,7 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         .get("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps")
         .await;
     apps["spec"]["service"] = json!({"namespace": "default", "name": "example-api", "port": 443});
-    apps["spec"]["caBundle"] = json!(bundle);
+    apps["spec"]["caBundle"] = json!(ca.bundle());
     s.put_ok("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps", apps)
         .await;
     let list = s
@@ -237,12 +242,7 @@ async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
     example_api_service(&s, port, json!({"addresses": ["127.0.0.1"]})).await;
-    let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": "v1alpha1.example.com"},
-        "spec": {"group": "example.com", "version": "v1alpha1",
-            "groupPriorityMinimum": 1000, "versionPriority": 15,
-            "caBundle": other_ca.bundle(),
-            "service": {"namespace": "default", "name": "example-api", "port": 443}}});
+    let service = example_api_registration(&other_ca);
     s.post("/apis/apiregistration.k8s.io/v1/apiservices", service)
         .await;
     let condition = available(&s, "v1alpha1.example.com", "FailedDiscoveryCheck").await;
