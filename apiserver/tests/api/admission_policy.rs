@@ -12,22 +12,20 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::{
-    Answer, TestServer, assert_mentions, assert_refused, assert_status, created_answer, message_of,
-    post_answer, send_answer, strings,
+    Answer, TestServer, assert_mentions, assert_refused, assert_status, created_answer,
+    labelled_namespace, message_of, post_answer, send_answer, strings,
 };
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
 const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
 const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
 
+/// The harness's deployment with `labels`, which the bindings' object
+/// selectors read.
 fn deployment(name: &str, replicas: i64, labels: Value) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
-    })
+    let mut deployment = super::harness::deployment(name, replicas);
+    deployment["metadata"]["labels"] = labels;
+    deployment
 }
 
 fn policy(name: &str, spec: Value) -> Value {
@@ -297,11 +295,8 @@ async fn warn_and_audit_actions_let_the_write_through_and_say_why() {
 #[tokio::test]
 async fn params_match_conditions_variables_and_selectors_decide() {
     let ts = TestServer::new().await;
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "limited", "labels": {"limits": "on"}}});
-    assert_eq!(
-        post_answer(&ts, "/api/v1/namespaces", ns).await.code,
-        StatusCode::CREATED
-    );
+    let ns = labelled_namespace("limited", json!({"limits": "on"}));
+    created_answer(&ts, "/api/v1/namespaces", ns).await;
     install(
         &ts,
         policy("param-max", json!({

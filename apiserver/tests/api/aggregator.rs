@@ -3,8 +3,6 @@
 //! points it at a Service; a Service-backed one reports why it is not
 //! available; `kubectl get apiservices`' columns.
 
-use std::time::Duration;
-
 use http::StatusCode;
 use serde_json::{Value, json};
 
@@ -14,17 +12,7 @@ const PATH: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 
 /// Waits until `check` accepts the APIService `name`.
 async fn eventually(s: &TestServer, name: &str, check: impl Fn(&Value) -> bool) -> Value {
-    crate::harness::eventually(
-        Duration::from_secs(20),
-        Duration::from_millis(50),
-        || async {
-            match s.get(&format!("{PATH}/{name}")).await {
-                (StatusCode::OK, body) if check(&body) => Ok(body),
-                (code, body) => Err(format!("{name}: still {code}: {body}")),
-            }
-        },
-    )
-    .await
+    s.get_until(&format!("{PATH}/{name}"), check).await
 }
 
 fn available(service: &Value) -> Option<(String, String)> {

@@ -65,17 +65,18 @@ async fn extension_server(front_proxy_ca: &str, cert: (String, String), seen: Se
 /// Service `example-api` in default, whose one EndpointSlice holds
 /// `endpoint` (127.0.0.1, ready or not) on the extension server's `port`.
 async fn example_api_service(s: &TestServer, port: u16, endpoint: Value) {
-    let svc = json!({"metadata": {"name": "example-api"},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
-    s.created("/api/v1/namespaces/default/services", svc).await;
-    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "example-api-1",
-            "labels": {"kubernetes.io/service-name": "example-api"}},
-        "addressType": "IPv4",
-        "endpoints": [endpoint],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
-    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
-    s.created(slices, slice).await;
+    s.https_service("default", "example-api", port, json!([endpoint]))
+        .await;
+}
+
+/// The APIService registering example.com/v1alpha1 as served by Service
+/// `example-api`, whose certificate `ca` must vouch for.
+fn example_api_registration(ca: &TestCa) -> Value {
+    json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1alpha1.example.com"},
+        "spec": {"group": "example.com", "version": "v1alpha1",
+            "groupPriorityMinimum": 1000, "versionPriority": 15, "caBundle": ca.bundle(),
+            "service": {"namespace": "default", "name": "example-api", "port": 443}}})
 }
 
 async fn available(s: &TestServer, name: &str, reason: &str) -> Value {
@@ -136,12 +137,7 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         json!({"addresses": ["127.0.0.1"], "conditions": {"ready": true}}),
     )
     .await;
-    let bundle = ca.bundle();
-    let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": "v1alpha1.example.com"},
-        "spec": {"group": "example.com", "version": "v1alpha1",
-            "groupPriorityMinimum": 1000, "versionPriority": 15, "caBundle": bundle,
-            "service": {"namespace": "default", "name": "example-api", "port": 443}}});
+    let service = example_api_registration(&ca);
     s.created("/apis/apiregistration.k8s.io/v1/apiservices", service)
         .await;
     let condition = available(&s, "v1alpha1.example.com", "Passed").await;
@@ -217,7 +213,7 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         .get("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps")
         .await;
     apps["spec"]["service"] = json!({"namespace": "default", "name": "example-api", "port": 443});
-    apps["spec"]["caBundle"] = json!(bundle);
+    apps["spec"]["caBundle"] = json!(ca.bundle());
     s.put_ok("/apis/apiregistration.k8s.io/v1/apiservices/v1.apps", apps)
         .await;
     let list = s
@@ -246,12 +242,7 @@ async fn a_server_the_ca_bundle_does_not_vouch_for_gets_no_request() {
     let seen = Seen::default();
     let port = extension_server(&certs.front_proxy_ca_cert_pem, serving, seen.clone()).await;
     example_api_service(&s, port, json!({"addresses": ["127.0.0.1"]})).await;
-    let service = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": "v1alpha1.example.com"},
-        "spec": {"group": "example.com", "version": "v1alpha1",
-            "groupPriorityMinimum": 1000, "versionPriority": 15,
-            "caBundle": other_ca.bundle(),
-            "service": {"namespace": "default", "name": "example-api", "port": 443}}});
+    let service = example_api_registration(&other_ca);
     s.post("/apis/apiregistration.k8s.io/v1/apiservices", service)
         .await;
     let condition = available(&s, "v1alpha1.example.com", "FailedDiscoveryCheck").await;

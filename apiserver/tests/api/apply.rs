@@ -1,10 +1,12 @@
 //! Server-side apply and managedFields: ownership per manager, removal of
 //! fields by omission, conflicts, force, dry runs.
 
+use std::time::Duration;
+
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, assert_mentions, find_by, refused};
+use crate::harness::{Expect, TestServer, assert_mentions, eventually, find_by, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -348,21 +350,20 @@ async fn custom_resources_apply_with_atomic_lists() {
         json!({"apiVersion": "example.com/v1", "kind": "Gadget",
                "metadata": {"name": "g"}, "spec": spec})
     };
-    let mut created = None;
-    for _ in 0..100 {
-        let (code, body) = apply_at(
-            &s,
-            &format!("{path}?fieldManager=a"),
-            gadget(json!({"size": 1, "items": [{"name": "x"}, {"name": "y"}]})),
-        )
-        .await;
-        if code == StatusCode::CREATED {
-            created = Some(body);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let created = created.expect("the custom resource is served within 5 s");
+    let first = gadget(json!({"size": 1, "items": [{"name": "x"}, {"name": "y"}]}));
+    let created = eventually(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async {
+            match apply_at(&s, &format!("{path}?fieldManager=a"), first.clone()).await {
+                (StatusCode::CREATED, body) => Ok(body),
+                (code, body) => Err(format!(
+                    "the custom resource is served within 5 s: {code}: {body}"
+                )),
+            }
+        },
+    )
+    .await;
     assert_eq!(
         owned(&created, "a", "Apply"),
         json!({"f:spec": {"f:items": {}, "f:size": {}}}),

@@ -13,10 +13,9 @@ use serde_json::{Value, json};
 use skiff_apiserver::audit::{AuditConfig, Event, Level, Stage};
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::{SledConfig, SledStore};
 use tower::ServiceExt;
 
-use crate::harness::{eventually, exchange, start_error};
+use crate::harness::{eventually, exchange, start_error, store_in};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -56,9 +55,7 @@ impl Audited {
         let dir = tempfile::tempdir().unwrap();
         let config = audit_config(dir.path(), policy);
         let log = config.audit.log_path.clone().unwrap();
-        let store = std::sync::Arc::new(
-            SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap(),
-        );
+        let store = store_in(dir.path());
         let server = ApiServer::new(store, config).await.unwrap();
         Self {
             server,
@@ -196,6 +193,12 @@ fn complete(events: &[Event]) -> &Event {
         .expect("a ResponseComplete event")
 }
 
+/// The stages of a request's `events`, in order: what a level or an
+/// omitted stage changes.
+fn stages(events: &[Event]) -> Vec<Stage> {
+    events.iter().map(|e| e.stage).collect()
+}
+
 /// An annotation of `event`, as the many checks of one compare it.
 fn annotation<'e>(event: &'e Event, key: &str) -> Option<&'e str> {
     event.annotations.get(key).map(String::as_str)
@@ -213,8 +216,10 @@ async fn a_create_is_recorded_at_metadata_with_who_what_and_the_decision() {
     let id = audit_id(&created);
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
     let events = s.events_of(&id).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
-    assert_eq!(stages, [Stage::RequestReceived, Stage::ResponseComplete]);
+    assert_eq!(
+        stages(&events),
+        [Stage::RequestReceived, Stage::ResponseComplete]
+    );
     let event = complete(&events);
     assert_eq!(event.level, Level::Metadata);
     assert_eq!(event.verb, "create");
@@ -462,9 +467,8 @@ async fn levels_record_bodies_as_asked_and_never_a_secrets_data_at_metadata() {
         .created(&format!("{CMS}?fieldManager=audit-test"), configmap("both"))
         .await;
     let events = s.events_of(&audit_id(&created)).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
     assert_eq!(
-        stages,
+        stages(&events),
         [Stage::ResponseComplete],
         "RequestReceived is omitted"
     );
@@ -560,9 +564,8 @@ async fn a_watch_is_recorded_when_it_starts_and_when_it_ends() {
         .await;
     assert_eq!(watch.code, StatusCode::OK);
     let events = s.events_of(&audit_id(&watch)).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
     assert_eq!(
-        stages,
+        stages(&events),
         [
             Stage::RequestReceived,
             Stage::ResponseStarted,
@@ -592,8 +595,7 @@ async fn a_watch_is_recorded_when_it_starts_and_when_it_ends() {
         )
         .await;
     let events = s.events_of(&audit_id(&watch)).await;
-    let stages: Vec<Stage> = events.iter().map(|e| e.stage).collect();
-    assert_eq!(stages, [Stage::ResponseComplete]);
+    assert_eq!(stages(&events), [Stage::ResponseComplete]);
 }
 
 #[tokio::test]

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_store::Store;
 
 use crate::harness::{
-    Expect, KeptStore, TestServer, assert_mentions, columns, find_by, find_in, message_of, refused,
-    strings,
+    Expect, KeptStore, TestServer, assert_mentions, columns, eventually, find_by, find_in,
+    message_of, refused, strings,
 };
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -66,17 +66,12 @@ async fn established(s: &TestServer, name: &str) -> Value {
 }
 
 async fn condition(s: &TestServer, name: &str, ty: &str, status: &str) -> Value {
-    for _ in 0..100 {
-        let crd = s.get_ok(&format!("{CRDS}/{name}")).await;
-        let found = crd["status"]["conditions"]
+    s.get_until(&format!("{CRDS}/{name}"), |crd| {
+        crd["status"]["conditions"]
             .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == status));
-        if found {
-            return crd;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{name} never had {ty}={status}");
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == status))
+    })
+    .await
 }
 
 async fn install(s: &TestServer, crd: Value) -> Value {
@@ -369,14 +364,11 @@ async fn unknown_fields_are_pruned_and_defaults_applied() {
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["shape"] =
         json!({"type": "string", "default": "round"});
     s.put_ok(&format!("{CRDS}/widgets.example.com"), crd).await;
-    for _ in 0..100 {
-        let (_, got) = s.get(&format!("{WIDGETS}/p")).await;
-        if got["spec"]["shape"] == "round" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the new default never appeared on read");
+    // The new default appears on read.
+    s.get_until(&format!("{WIDGETS}/p"), |got| {
+        got["spec"]["shape"] == "round"
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -508,19 +500,17 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving() {
         s.created(WIDGETS, widget(name, json!({"size": 1}))).await;
     }
     s.delete_ok(&format!("{CRDS}/widgets.example.com")).await;
-    for _ in 0..100 {
-        let (code, _) = s.get(&format!("{CRDS}/widgets.example.com")).await;
-        if code == StatusCode::NOT_FOUND {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (code, _) = s.get(&format!("{CRDS}/widgets.example.com")).await;
-    assert_eq!(
-        code,
-        StatusCode::NOT_FOUND,
-        "the CRD went once its objects did"
-    );
+    eventually(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async {
+            match s.get(&format!("{CRDS}/widgets.example.com")).await {
+                (StatusCode::NOT_FOUND, _) => Ok(()),
+                (code, _) => Err(format!("the CRD went once its objects did: still {code}")),
+            }
+        },
+    )
+    .await;
     assert!(
         !s.keys().await.iter().any(|k| k.contains("/widgets/")),
         "objects deleted"
@@ -540,10 +530,7 @@ async fn custom_resources_survive_a_restart() {
     }
     let s = disk.start().await;
     // Served from the first request: no waiting for the controller.
-    let kept = s
-        .call(Method::GET, &format!("{WIDGETS}/kept"), None)
-        .await
-        .expect_code(StatusCode::OK);
+    let kept = s.get_ok(&format!("{WIDGETS}/kept")).await;
     assert_eq!(kept["spec"]["size"], 2);
     assert_eq!(kept["spec"]["replicas"], 1);
 }

@@ -1,16 +1,9 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, assert_mentions, refused};
+use crate::harness::{Expect, TestServer, assert_mentions, deployment, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
-
-fn deployment(name: &str, replicas: i64) -> serde_json::Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
-}
 
 #[tokio::test]
 async fn system_namespaces_exist_on_a_fresh_server() {
@@ -153,11 +146,7 @@ async fn namespace_must_exist_and_not_be_terminating() {
         "namespaces \"nope\" not found",
     );
 
-    s.created(
-        "/api/v1/namespaces",
-        json!({"metadata": {"name": "doomed"}}),
-    )
-    .await;
+    s.namespace("doomed").await;
     let ns = s.delete_ok("/api/v1/namespaces/doomed").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
     let body = refused(

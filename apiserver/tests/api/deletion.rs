@@ -3,17 +3,9 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, eventually};
+use crate::harness::{Expect, TestServer, eventually, pod};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
-
-fn pod(name: &str, node: Option<&str>) -> serde_json::Value {
-    let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
-    if let Some(n) = node {
-        spec["nodeName"] = json!(n);
-    }
-    json!({"metadata": {"name": name}, "spec": spec})
-}
 
 /// Deletes `path` with `query`, and it is gone at once (no finalizer or
 /// grace period holds it).
@@ -117,8 +109,7 @@ async fn scheduled_pods_terminate_gracefully() {
 #[tokio::test]
 async fn namespaces_terminate_until_finalized() {
     let s = TestServer::new().await;
-    s.post("/api/v1/namespaces", json!({"metadata": {"name": "tmp"}}))
-        .await;
+    s.namespace("tmp").await;
     let ns = s.delete_ok("/api/v1/namespaces/tmp").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
     assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));

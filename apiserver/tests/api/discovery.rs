@@ -78,8 +78,7 @@ mod aggregated {
     use http::StatusCode;
     use serde_json::Value;
 
-    use super::super::harness::{TestServer, find_by, find_in};
-    use super::super::openapi::fetch;
+    use super::super::harness::{TestServer, fetch, find_by, find_in};
 
     const ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
 

@@ -4,7 +4,6 @@
 //! them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use base64::Engine as _;
 use http::{Method, StatusCode};
@@ -12,9 +11,11 @@ use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticated, Authenticator, UserInfo};
 use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
-use skiff_store::{SledConfig, SledStore, Store};
+use skiff_store::Store;
 
-use crate::harness::{Expect, TestServer, assert_mentions, bearer, start_error_on, strings};
+use crate::harness::{
+    Expect, TestServer, assert_mentions, bearer, start_error_on, store_in, strings,
+};
 
 /// The distinctive value the tests store in Secrets.
 const VALUE: &str = "correct-horse-battery-staple-7f3a";
@@ -367,7 +368,7 @@ async fn rotation_needs_a_managed_configuration_and_encryption() {
 #[tokio::test]
 async fn a_server_whose_keys_cannot_read_its_secrets_does_not_start() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let store = store_in(dir.path());
     {
         let config = encrypting_file(dir.path(), &["secrets"]);
         let server = ApiServer::new(store.clone(), config).await.unwrap();

@@ -19,6 +19,7 @@ use super::harness::{
     Expect, KeptStore, TestServer, assert_refused, columns, exchange, item_names, json_request,
     refused, row, strings,
 };
+use super::metrics::scrape;
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -356,7 +357,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
     assert_eq!(headers["retry-after"], "1");
     // The metrics show the held seat, the waiter and the refusal.
     let flood = [("flow_schema", "flood"), ("priority_level", "tiny")];
-    let samples = metrics(&s).await;
+    let samples = scrape(&s).await;
     let gauge = |name: &str| exposition::value(&samples, name, &flood);
     assert_eq!(
         gauge("apiserver_flowcontrol_current_executing_requests"),
@@ -412,7 +413,7 @@ async fn a_flooding_flow_gets_429_while_other_flows_and_admins_get_through() {
         "{waited:?}"
     );
     assert_eq!(holder.await.unwrap().0, StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(refused(&metrics(&s).await, "time-out"), Some(1.0));
+    assert_eq!(refused(&scrape(&s).await, "time-out"), Some(1.0));
     // With the seat free again the flooder is served.
     let (code, _, _) = send_as(&s, &flooder, Method::GET, CMS, None).await;
     assert_eq!(code, StatusCode::OK);
@@ -484,13 +485,4 @@ async fn a_plain_user_can_neither_read_nor_change_the_configuration() {
     .expect_failure(403, "Forbidden");
     let (code, _) = s.get(&format!("{LEVELS}/global-default")).await;
     assert_eq!(code, StatusCode::OK, "the level is still there");
-}
-
-/// The samples of `/metrics`, read as the admin.
-async fn metrics(s: &TestServer) -> Vec<exposition::Sample> {
-    let text = s
-        .bytes(Method::GET, "/metrics", None)
-        .await
-        .expect_code(StatusCode::OK);
-    exposition::parse(&text).expect("exposition text")
 }

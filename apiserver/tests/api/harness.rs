@@ -69,7 +69,7 @@ impl TestServer {
     }
 
     async fn in_dir(dir: tempfile::TempDir, config: ApiServerConfig) -> Self {
-        let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+        let store = store_in(dir.path());
         let server = ApiServer::new(store.clone(), config).await.unwrap();
         let router = admin_router(&server);
         Self {
@@ -169,8 +169,30 @@ impl TestServer {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> (StatusCode, Value) {
+        self.send_as(
+            user,
+            method,
+            path,
+            "application/json",
+            headers,
+            json_bytes(body),
+        )
+        .await
+    }
+
+    /// Sends `body` as `content_type` as `user`, with extra headers: the
+    /// one way a request goes out under an identity other than the admin.
+    async fn send_as(
+        &self,
+        user: &UserInfo,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> (StatusCode, Value) {
         let headers = [&[AGENT], headers].concat();
-        let mut request = request(method, path, "application/json", &headers, json_bytes(body));
+        let mut request = request(method, path, content_type, &headers, body);
         request.extensions_mut().insert(user.clone());
         answer(self.server.router().oneshot(request).await.unwrap()).await
     }
@@ -262,6 +284,23 @@ impl TestServer {
         answered(&format!("GET {path}"), self.get(path).await, StatusCode::OK)
     }
 
+    /// GETs `path` every 50 ms until it answers 200 with a body `check`
+    /// accepts, and returns that body (failing after 20 s): the wait for
+    /// what a controller or a scrape fills in.
+    pub async fn get_until(&self, path: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            || async {
+                match self.get(path).await {
+                    (StatusCode::OK, body) if check(&body) => Ok(body),
+                    (code, body) => Err(format!("{path}: still {code}: {body}")),
+                }
+            },
+        )
+        .await
+    }
+
     /// The names of the items `path` lists (which must answer 200), in order.
     pub async fn list_names(&self, path: &str) -> Vec<String> {
         item_names(&self.get_ok(path).await)
@@ -317,6 +356,29 @@ impl TestServer {
         .await
     }
 
+    /// Creates Service `name` in `ns` (port 443, `https`, to `port`) and
+    /// its one EndpointSlice, holding `endpoints` on `port`: how a test puts
+    /// its own HTTPS server (a webhook, an extension API server) behind a
+    /// Service the server resolves.
+    pub async fn https_service(&self, ns: &str, name: &str, port: u16, endpoints: Value) {
+        self.created(
+            &format!("/api/v1/namespaces/{ns}/services"),
+            serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}}),
+        )
+        .await;
+        self.created(
+            &format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"),
+            serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": format!("{name}-1"),
+                    "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "endpoints": endpoints,
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
+        )
+        .await;
+    }
+
     /// Binds the user `user` to the ClusterRole `role` cluster-wide (a
     /// binding named `<user>-<role>`), as tests grant what they need.
     pub async fn grant(&self, user: &str, role: &str) -> Value {
@@ -336,12 +398,8 @@ impl TestServer {
 
     /// Creates a configmap `name` in `ns` with labels; returns it.
     pub async fn configmap(&self, ns: &str, name: &str, labels: Value) -> Value {
-        self.created(
-            &format!("/api/v1/namespaces/{ns}/configmaps"),
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
-        )
-        .await
+        let path = format!("/api/v1/namespaces/{ns}/configmaps");
+        self.created(&path, configmap(name, labels)).await
     }
 }
 
@@ -475,11 +533,28 @@ pub async fn exchange(router: Router, request: Request<Body>) -> (StatusCode, He
 
 /// A response's code, headers and JSON body (`Null` when not JSON).
 async fn read_response(response: axum::response::Response) -> (StatusCode, HeaderMap, Value) {
-    let code = response.status();
-    let headers = response.headers().clone();
-    let bytes = body_bytes(response).await;
+    let (code, headers, bytes) = read_bytes(response).await;
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (code, headers, body)
+}
+
+/// A response's code, headers and exact body bytes.
+async fn read_bytes(response: axum::response::Response) -> (StatusCode, HeaderMap, Vec<u8>) {
+    let code = response.status();
+    let headers = response.headers().clone();
+    (code, headers, body_bytes(response).await)
+}
+
+/// GETs `path` as the admin with extra headers: code, headers and the
+/// exact bytes, for documents checked as served (OpenAPI, discovery,
+/// metrics) rather than as JSON.
+pub async fn fetch(
+    ts: &TestServer,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, HeaderMap, Vec<u8>) {
+    let request = request(Method::GET, path, "application/json", headers, Vec::new());
+    read_bytes(ts.router.clone().oneshot(request).await.unwrap()).await
 }
 
 /// A `TestServer` seen from one non-admin identity, so tests of what a
@@ -498,6 +573,15 @@ impl Caller<'_> {
         body: Option<Value>,
     ) -> (StatusCode, Value) {
         self.server.call_as(&self.user, method, path, body).await
+    }
+
+    /// A JSON merge patch as this caller.
+    pub async fn merge_patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let body = json_bytes(Some(body));
+        let content_type = "application/merge-patch+json";
+        self.server
+            .send_as(&self.user, Method::PATCH, path, content_type, &[], body)
+            .await
     }
 }
 
@@ -637,11 +721,50 @@ impl KeptStore {
     }
 }
 
+/// A Namespace `name` with `labels`, which admission (Pod Security,
+/// webhooks' and policies' namespace selectors) reads.
+pub fn labelled_namespace(name: &str, labels: Value) -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels}})
+}
+
+/// A ConfigMap `name` with `labels` and the one datum `k: v`: what
+/// `TestServer::configmap` creates, for tests that send it themselves.
+pub fn configmap(name: &str, labels: Value) -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
+}
+
+/// A one-container Pod `name`, bound to `node` if given: the pod most
+/// tests create (to bind, evict, delete, select by node).
+pub fn pod(name: &str, node: Option<&str>) -> Value {
+    let mut spec = serde_json::json!({"containers": [{"name": "c", "image": "i"}]});
+    if let Some(node) = node {
+        spec["nodeName"] = serde_json::json!(node);
+    }
+    serde_json::json!({"metadata": {"name": name}, "spec": spec})
+}
+
+/// A Deployment `name` of `replicas` busybox pods labelled `app=<name>`:
+/// the workload fixture of the tests that need any deployment at all.
+pub fn deployment(name: &str, replicas: i64) -> Value {
+    serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+}
+
+/// A fresh store in `dir`/store, for a server whose directory holds more
+/// (a policy file, a log, keys) or outlives it.
+pub fn store_in(dir: &std::path::Path) -> Arc<SledStore> {
+    Arc::new(SledStore::open(SledConfig::new(dir.join("store"))).unwrap())
+}
+
 /// The error a server on a fresh store refuses to start with under
 /// `config` (a configuration or policy file it cannot read).
 pub async fn start_error(config: ApiServerConfig) -> ApiServerError {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SledStore::open(SledConfig::new(dir.path().join("store"))).unwrap());
+    let store = store_in(dir.path());
     start_error_on(store, config).await
 }
 

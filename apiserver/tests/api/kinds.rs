@@ -43,8 +43,7 @@ async fn system_namespaces_cannot_be_deleted_others_terminate() {
         let ns = s.get_ok(&format!("/api/v1/namespaces/{name}")).await;
         assert_eq!(ns["status"]["phase"], "Active");
     }
-    s.created("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
-        .await;
+    s.namespace("team").await;
     let ns = s.delete_ok("/api/v1/namespaces/team").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
 }

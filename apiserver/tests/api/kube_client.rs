@@ -11,7 +11,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::TestServer;
+use crate::harness::{TestServer, pod};
 
 fn client(s: &TestServer) -> kube::Client {
     skiff_apiserver::inprocess::client(s.router.clone(), UserInfo::new("system:test", Vec::new()))
@@ -181,10 +181,7 @@ async fn typed_subresources() {
     assert_eq!(status.status.unwrap().replicas, Some(4));
 
     let pods: Api<Pod> = Api::namespaced(c, "default");
-    let p: Pod = serde_json::from_value(
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
-    )
-    .unwrap();
+    let p: Pod = serde_json::from_value(pod("p", None)).unwrap();
     pods.create(&PostParams::default(), &p).await.unwrap();
     let evicted = pods.evict("p", &Default::default()).await.unwrap();
     assert_eq!(evicted.code, 201);

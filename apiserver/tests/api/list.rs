@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 
-use crate::harness::{Expect, TestServer, item_names};
+use crate::harness::{Expect, TestServer, item_names, pod};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -33,8 +33,7 @@ async fn label_selectors_filter_lists() {
 #[tokio::test]
 async fn lists_are_typed_and_scoped() {
     let s = TestServer::new().await;
-    s.post("/api/v1/namespaces", json!({"metadata": {"name": "other"}}))
-        .await;
+    s.namespace("other").await;
     s.configmap("default", "a", json!({})).await;
     s.configmap("other", "b", json!({})).await;
     let (_, list) = s.get(CMS).await;
@@ -65,15 +64,8 @@ async fn lists_are_typed_and_scoped() {
 async fn pod_field_selectors() {
     let s = TestServer::new().await;
     for (name, node) in [("p1", Some("n1")), ("p2", None)] {
-        let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
-        if let Some(n) = node {
-            spec["nodeName"] = json!(n);
-        }
         let body = s
-            .created(
-                "/api/v1/namespaces/default/pods",
-                json!({"metadata": {"name": name}, "spec": spec}),
-            )
+            .created("/api/v1/namespaces/default/pods", pod(name, node))
             .await;
         assert_eq!(body["status"]["phase"], "Pending");
     }

@@ -7,30 +7,23 @@
 //! binary, so counters are compared before and after, and gauges read as
 //! at least what this test holds open.
 
-use http::{Request, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 use skiff_apiserver::authn::UserInfo;
 use skiff_common::metrics::exposition::{self, Sample};
-use tower::ServiceExt;
 
 use super::harness::*;
 
-/// `/metrics` as the admin: the samples, after checking the content type.
-async fn scrape(s: &TestServer) -> Vec<Sample> {
-    let request = Request::builder()
-        .uri("/metrics")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let response = s.router.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+/// `/metrics` as the admin: the samples, after checking the content type
+/// (the flow-control tests read their metrics this way too).
+pub async fn scrape(s: &TestServer) -> Vec<Sample> {
+    let (code, headers, bytes) = fetch(s, "/metrics", &[]).await;
+    assert_eq!(code, StatusCode::OK);
     assert_eq!(
-        response.headers()[http::header::CONTENT_TYPE],
+        headers[http::header::CONTENT_TYPE],
         "text/plain; version=0.0.4; charset=utf-8"
     );
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
     exposition::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
@@ -154,19 +147,21 @@ async fn open_watches_are_registered_and_long_running() {
     );
     // A client that goes away takes its watcher with it.
     drop(watch);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let samples = scrape(&s).await;
-        let registered = value(&samples, "apiserver_registered_watchers", &watchers);
-        if registered == 0.0 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{registered} watchers still registered after the client went"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(20),
+        || async {
+            let samples = scrape(&s).await;
+            let registered = value(&samples, "apiserver_registered_watchers", &watchers);
+            if registered == 0.0 {
+                return Ok(());
+            }
+            Err(format!(
+                "{registered} watchers still registered after the client went"
+            ))
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, TestServer, exchange, refused};
+use crate::harness::{Expect, TestServer, refused};
 
 fn node(name: &str) -> UserInfo {
     UserInfo::new(format!("system:node:{name}"), ["system:nodes".to_string()])
@@ -14,6 +14,16 @@ fn node(name: &str) -> UserInfo {
 
 fn node_object(name: &str, labels: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+}
+
+/// Where nodes keep their heartbeat leases.
+const NODE_LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+
+/// The heartbeat Lease node `name` holds: both the write and the read
+/// tests of leases make one.
+fn lease(name: &str) -> Value {
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name}, "spec": {"holderIdentity": name}})
 }
 
 /// A pod bound to `node_name`, created by the admin.
@@ -73,31 +83,20 @@ async fn a_node_registers_and_edits_only_itself_and_never_its_restricted_labels(
         .expect_code(StatusCode::CREATED);
 
     // Its own labels, later: the restricted ones stay out of reach.
-    let patch = |labels: Value| {
-        http::Request::builder()
-            .method(Method::PATCH)
-            .uri("/api/v1/nodes/n1")
-            .header("content-type", "application/merge-patch+json")
-            .body(axum::body::Body::from(
-                serde_json::to_vec(&json!({"metadata": {"labels": labels}})).unwrap(),
-            ))
-            .unwrap()
-    };
+    let labels = |labels: Value| json!({"metadata": {"labels": labels}});
     refused(
-        send_as(
-            &s,
-            &node("n1"),
-            patch(json!({"node-restriction.kubernetes.io/x": "1"})),
+        n1.merge_patch(
+            "/api/v1/nodes/n1",
+            labels(json!({"node-restriction.kubernetes.io/x": "1"})),
         )
         .await,
         403,
         "Forbidden",
         "nodes \"n1\" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/x",
     );
-    send_as(
-        &s,
-        &node("n1"),
-        patch(json!({"node.kubernetes.io/pool": "a"})),
+    n1.merge_patch(
+        "/api/v1/nodes/n1",
+        labels(json!({"node.kubernetes.io/pool": "a"})),
     )
     .await
     .expect_code(StatusCode::OK);
@@ -118,16 +117,6 @@ async fn a_node_registers_and_edits_only_itself_and_never_its_restricted_labels(
         .expect_code(StatusCode::FORBIDDEN);
     let (code, _) = s.get("/api/v1/nodes/n2").await;
     assert_eq!(code, StatusCode::OK, "n2 still there");
-}
-
-async fn send_as(
-    s: &TestServer,
-    user: &UserInfo,
-    mut request: http::Request<axum::body::Body>,
-) -> (StatusCode, Value) {
-    request.extensions_mut().insert(user.clone());
-    let (code, _, body) = exchange(s.server.router(), request).await;
-    (code, body)
 }
 
 #[tokio::test]
@@ -274,18 +263,13 @@ async fn a_node_creates_only_bare_mirror_pods_of_its_own() {
 async fn a_node_holds_only_its_own_lease() {
     let s = TestServer::new().await;
     let n1 = s.as_user(node("n1"));
-    let lease = |name: &str| {
-        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name}, "spec": {"holderIdentity": name}})
-    };
-    let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
     refused(
-        n1.call(Method::POST, leases, Some(lease("n2"))).await,
+        n1.call(Method::POST, NODE_LEASES, Some(lease("n2"))).await,
         403,
         "Forbidden",
         "leases.coordination.k8s.io \"n2\" is forbidden: can only access node lease with the same name as the requesting node",
     );
-    n1.call(Method::POST, leases, Some(lease("n1")))
+    n1.call(Method::POST, NODE_LEASES, Some(lease("n1")))
         .await
         .expect_code(StatusCode::CREATED);
     n1.call(
@@ -395,30 +379,23 @@ mod reads {
     async fn a_node_reads_and_renews_its_own_lease_only() {
         let s = TestServer::new().await;
         let n1 = s.as_user(node("n1"));
-        let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
         for name in ["n1", "n2"] {
             s.as_user(node(name))
-                .call(
-                    Method::POST,
-                    leases,
-                    Some(
-                        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": name}, "spec": {"holderIdentity": name}}),
-                    ),
-                )
+                .call(Method::POST, NODE_LEASES, Some(lease(name)))
                 .await
                 .expect_code(StatusCode::CREATED);
         }
-        n1.call(Method::GET, &format!("{leases}/n1"), None)
+        n1.call(Method::GET, &format!("{NODE_LEASES}/n1"), None)
             .await
             .expect_code(StatusCode::OK);
         refused(
-            n1.call(Method::GET, &format!("{leases}/n2"), None).await,
+            n1.call(Method::GET, &format!("{NODE_LEASES}/n2"), None)
+                .await,
             403,
             "Forbidden",
             "leases.coordination.k8s.io \"n2\" is forbidden: User \"system:node:n1\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\": can only access node lease with the same name as the requesting node",
         );
-        n1.call(Method::DELETE, &format!("{leases}/n2"), None)
+        n1.call(Method::DELETE, &format!("{NODE_LEASES}/n2"), None)
             .await
             .expect_code(StatusCode::FORBIDDEN);
     }

@@ -2,36 +2,10 @@
 //! hashed URLs, per group-version documents with upstream's schema names and
 //! extensions, HTTP caching, and the v2 document.
 
-use axum::body::Body;
-use http::{HeaderMap, Method, Request, StatusCode};
+use http::StatusCode;
 use serde_json::Value;
-use tower::ServiceExt;
 
-use super::harness::{TestServer, message_of, strings};
-
-/// GET with extra headers; returns status, headers and body bytes.
-pub async fn fetch(
-    ts: &TestServer,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> (StatusCode, HeaderMap, Vec<u8>) {
-    let mut request = Request::builder().method(Method::GET).uri(path);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = ts
-        .router
-        .clone()
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, headers, bytes.to_vec())
-}
+use super::harness::{TestServer, fetch, message_of, strings};
 
 async fn fetch_json(ts: &TestServer, path: &str) -> Value {
     let (status, _, body) = fetch(ts, path, &[]).await;
@@ -218,16 +192,16 @@ async fn custom_resources_appear_once_their_crd_is_served() {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let mut url = None;
-    for _ in 0..100 {
-        let index = fetch_json(&ts, "/openapi/v3").await;
-        if let Some(u) = index["paths"]["apis/example.org/v1"]["serverRelativeURL"].as_str() {
-            url = Some(u.to_string());
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let url = url.expect("the CRD's group version is never listed");
+    // The CRD's group version is listed once it is served.
+    let index = ts
+        .get_until("/openapi/v3", |index| {
+            index["paths"]["apis/example.org/v1"]["serverRelativeURL"].is_string()
+        })
+        .await;
+    let url = index["paths"]["apis/example.org/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let doc = fetch_json(&ts, &url).await;
     let schema = &doc["components"]["schemas"]["org.example.v1.Gadget"];
     assert_eq!(

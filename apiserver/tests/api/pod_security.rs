@@ -16,7 +16,7 @@ use skiff_apiserver::{ApiServerConfig, ApiServerError};
 
 use super::harness::{
     Answer, TestServer, answer_of, assert_refused, assert_status, created_answer, eventually,
-    json_request, post_answer, start_error,
+    json_request, labelled_namespace, post_answer, start_error,
 };
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.
@@ -89,13 +89,8 @@ fn psa(modes: &[(&str, &str)]) -> Value {
 }
 
 async fn namespace(ts: &TestServer, name: &str, labels: Value) -> Answer {
-    post_answer(
-        ts,
-        "/api/v1/namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": labels}}),
-    )
-    .await
+    let namespace = labelled_namespace(name, labels);
+    post_answer(ts, "/api/v1/namespaces", namespace).await
 }
 
 /// The pod from the issue: privileged, the host's PIDs, `/` mounted.

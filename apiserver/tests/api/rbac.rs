@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, KeptStore, TestServer, refused};
+use crate::harness::{Expect, KeptStore, TestServer, pod, refused};
 
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
@@ -427,8 +427,7 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
     // cannot write pods.
     let dns = UserInfo::service_account("kube-system", "kube-dns");
     assert_eq!(s.get_as(&dns, "/api/v1/services").await.0, StatusCode::OK);
-    let pod =
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let pod = pod("p", None);
     assert_eq!(
         s.post_as(&dns, "/api/v1/namespaces/default/pods", pod.clone())
             .await

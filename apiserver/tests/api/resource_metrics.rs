@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
 
-use crate::harness::{Expect, TestServer, eventually, find_by};
+use crate::harness::{Expect, TestServer, find_by};
 use crate::node_tls::{ClientCerts, answer_ok, issuer, next_request, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.
@@ -92,25 +92,13 @@ async fn cluster() -> (TestServer, Arc<Scrapes>) {
     (s, scrapes)
 }
 
-async fn eventually_ok(s: &TestServer, path: &str) -> Value {
-    eventually(
-        Duration::from_secs(20),
-        Duration::from_millis(50),
-        || async {
-            match s.get(path).await {
-                (StatusCode::OK, body) => Ok(body),
-                (code, body) => Err(format!("{path}: still {code}: {body}")),
-            }
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
     let (s, scrapes) = cluster().await;
 
-    let node = eventually_ok(&s, "/apis/metrics.k8s.io/v1beta1/nodes/n1").await;
+    let node = s
+        .get_until("/apis/metrics.k8s.io/v1beta1/nodes/n1", |_| true)
+        .await;
     assert_eq!(node["kind"], "NodeMetrics");
     assert_eq!(node["apiVersion"], "metrics.k8s.io/v1beta1");
     assert_eq!(node["metadata"]["labels"]["tier"], "edge");
@@ -129,11 +117,12 @@ async fn node_and_pod_metrics_are_rates_over_two_scrapes() {
         "{seen:?}"
     );
 
-    let pods = eventually_ok(
-        &s,
-        "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods?labelSelector=app%3Dweb",
-    )
-    .await;
+    let pods = s
+        .get_until(
+            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods?labelSelector=app%3Dweb",
+            |_| true,
+        )
+        .await;
     assert_eq!(pods["kind"], "PodMetricsList");
     let items = pods["items"].as_array().unwrap();
     assert_eq!(items.len(), 1, "{pods}");

@@ -16,9 +16,7 @@ use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledStore, Store};
 
-use crate::harness::{
-    Expect, TestServer, admin_router, assert_status, eventually, exchange, json_request,
-};
+use crate::harness::{Expect, TestServer, assert_status, eventually};
 
 const SERVICES: &str = "/api/v1/namespaces/default/services";
 
@@ -219,65 +217,43 @@ async fn node_ports_are_distinct_and_released_on_delete() {
     }
 }
 
-/// A server with a /28 service range on `store` (after a restart, the
-/// same store again), and its admin router.
-async fn small_range_server(store: &Arc<SledStore>) -> (ApiServer, axum::Router) {
-    let server = ApiServer::new(store.clone(), config("10.99.0.0/28"))
-        .await
-        .unwrap();
-    let router = admin_router(&server);
-    (server, router)
-}
-
-/// Calls a router directly (the restart test owns its store directory).
-async fn call(
-    router: &axum::Router,
-    method: http::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let request = json_request(method, path, "application/json", body);
-    let (code, _, body) = exchange(router.clone(), request).await;
-    (code, body)
+/// A server with service range `range` on `store`, whose directory the
+/// test keeps (a restart, or two servers on one store).
+async fn server_on(store: &Arc<SledStore>, range: &str) -> TestServer {
+    let server = ApiServer::new(store.clone(), config(range)).await.unwrap();
+    TestServer::wrap(server, store.clone())
 }
 
 #[tokio::test]
 async fn allocations_survive_a_restart() {
-    use http::Method;
     let dir = tempfile::tempdir().unwrap();
     let open = || crate::harness::open_store(dir.path().join("store"));
     let store = open().await;
-    let (first, router) = small_range_server(&store).await;
+    let first = server_on(&store, "10.99.0.0/28").await;
     let mut taken = BTreeSet::new();
     for i in 0..13 {
-        let body = service(&format!("s{i}"), json!({}));
-        let body = call(&router, Method::POST, SERVICES, Some(body))
-            .await
-            .expect_code(StatusCode::CREATED);
+        let body = first
+            .created(SERVICES, service(&format!("s{i}"), json!({})))
+            .await;
         taken.insert(cluster_ip(&body));
     }
-    first.shutdown();
-    drop((first, router));
-    store.close().await.unwrap();
+    first.stop().await;
     drop(store);
 
     let store = open().await;
-    let (_second, router) = small_range_server(&store).await;
+    let second = server_on(&store, "10.99.0.0/28").await;
     // Still full after the restart: nothing handed out twice.
     let late = service("late", json!({}));
-    call(&router, Method::POST, SERVICES, Some(late.clone()))
+    second
+        .post(SERVICES, late.clone())
         .await
         .expect_failure(422, "Invalid");
     // One released after the restart is handed out again.
     let s3 = format!("{SERVICES}/s3");
-    let (_, gone) = call(&router, Method::GET, &s3, None).await;
+    let (_, gone) = second.get(&s3).await;
     let freed = cluster_ip(&gone);
-    call(&router, Method::DELETE, &s3, None)
-        .await
-        .expect_code(StatusCode::OK);
-    let body = call(&router, Method::POST, SERVICES, Some(late))
-        .await
-        .expect_code(StatusCode::CREATED);
+    second.delete_ok(&s3).await;
+    let body = second.created(SERVICES, late).await;
     assert_eq!(cluster_ip(&body), freed);
     assert!(taken.contains(&freed));
 }
@@ -293,19 +269,14 @@ async fn two_servers_on_one_store_never_hand_out_the_same_address() {
     let store = crate::harness::open_store(dir.path().join("store")).await;
     // A /26 (61 addresses for Services) and 50 Services: choosing at random
     // from their own watch caches, the two would collide without records.
-    let a = ApiServer::new(store.clone(), config("10.99.0.0/26"))
-        .await
-        .unwrap();
-    let b = ApiServer::new(store.clone(), config("10.99.0.0/26"))
-        .await
-        .unwrap();
-    let (ra, rb) = (admin_router(&a), admin_router(&b));
+    let a = server_on(&store, "10.99.0.0/26").await;
+    let b = server_on(&store, "10.99.0.0/26").await;
     let creates = (0..50).map(|i| {
-        let router = if i % 2 == 0 { ra.clone() } else { rb.clone() };
+        let server = if i % 2 == 0 { &a } else { &b };
         let spec = json!({"type": "NodePort", "ports": [{"port": 80}]});
         async move {
             let body = service(&format!("svc-{i}"), spec);
-            call(&router, http::Method::POST, SERVICES, Some(body)).await
+            server.post(SERVICES, body).await
         }
     });
     let results = futures::future::join_all(creates).await;
@@ -325,7 +296,7 @@ async fn two_servers_on_one_store_never_hand_out_the_same_address() {
         .list("/skiff/ranges/serviceips/", None, 0)
         .await
         .unwrap();
-    let (_, list) = call(&ra, http::Method::GET, "/api/v1/services", None).await;
+    let (_, list) = a.get("/api/v1/services").await;
     let held = list["items"]
         .as_array()
         .unwrap()
@@ -340,47 +311,29 @@ async fn two_servers_on_one_store_never_hand_out_the_same_address() {
     assert_eq!(records.items.len(), held);
     // A deleted Service's address is free at once, through either server.
     let freed = cluster_ip(&results[0].1);
-    call(
-        &rb,
-        http::Method::DELETE,
-        &format!("{SERVICES}/svc-0"),
-        None,
-    )
-    .await
-    .expect_code(StatusCode::OK);
+    b.delete_ok(&format!("{SERVICES}/svc-0")).await;
     assert!(store.get(&ip_record(freed)).await.unwrap().is_none());
     let again = service("again", json!({"clusterIP": freed.to_string()}));
-    call(&ra, http::Method::POST, SERVICES, Some(again))
-        .await
-        .expect_code(StatusCode::CREATED);
+    a.created(SERVICES, again).await;
     // An address the other server handed out is refused by this one.
     let taken = cluster_ip(&results[1].1);
     let thief = service("thief", json!({"clusterIP": taken.to_string()}));
-    call(&ra, http::Method::POST, SERVICES, Some(thief))
-        .await
-        .expect_failure(422, "Invalid");
-    a.shutdown();
-    b.shutdown();
+    a.post(SERVICES, thief).await.expect_failure(422, "Invalid");
+    a.server.shutdown();
+    b.server.shutdown();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_releases_leaked_records_and_records_what_services_hold() {
-    use http::Method;
     let dir = tempfile::tempdir().unwrap();
     let open = || crate::harness::open_store(dir.path().join("store"));
     let store = open().await;
-    let (first, router) = small_range_server(&store).await;
-    let body = call(
-        &router,
-        Method::POST,
-        SERVICES,
-        Some(service("kept", json!({}))),
-    )
-    .await
-    .expect_code(StatusCode::CREATED);
+    let first = server_on(&store, "10.99.0.0/28").await;
+    let body = first.created(SERVICES, service("kept", json!({}))).await;
     let kept = cluster_ip(&body);
-    first.shutdown();
-    drop((first, router));
+    // Stopped, but its store stays open for the writes below.
+    first.server.shutdown();
+    drop(first);
     // A server that died between its record and its Service left one
     // behind, long ago; another record went missing.
     // (Two addresses of the range that `kept` did not get: its pick is

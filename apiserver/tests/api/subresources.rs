@@ -1,7 +1,7 @@
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, assert_mentions};
+use crate::harness::{Expect, TestServer, assert_mentions, pod};
 
 const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments/web";
 
@@ -73,16 +73,20 @@ async fn scale_reads_and_writes_replicas() {
     assert_eq!(d["metadata"]["generation"], 3);
 }
 
+/// The Binding of pod `pod` to node `node`, as the scheduler posts it.
+fn binding(pod: &str, node: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+}
+
 #[tokio::test]
 async fn binding_assigns_a_node_once() {
     let s = TestServer::new().await;
-    let pod =
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let pod = pod("p", None);
     let (_, created) = s.post("/api/v1/namespaces/default/pods", pod).await;
-    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    let to_n1 = binding("p", "n1");
     let body = s
-        .created("/api/v1/namespaces/default/pods/p/binding", binding.clone())
+        .created("/api/v1/namespaces/default/pods/p/binding", to_n1.clone())
         .await;
     assert_eq!(body["status"], "Success");
     let (_, p) = s.get("/api/v1/namespaces/default/pods/p").await;
@@ -99,36 +103,38 @@ async fn binding_assigns_a_node_once() {
         created["metadata"]["resourceVersion"]
     );
     let body = s
-        .post("/api/v1/namespaces/default/pods/p/binding", binding)
+        .post("/api/v1/namespaces/default/pods/p/binding", to_n1)
         .await
         .expect_failure(409, "Conflict");
     assert_mentions(&body, &["is already assigned to node \"n1\""]);
-    let missing = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "gone"},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
-    s.post("/api/v1/namespaces/default/pods/gone/binding", missing)
-        .await
-        .expect_failure(404, "NotFound");
+    s.post(
+        "/api/v1/namespaces/default/pods/gone/binding",
+        binding("gone", "n1"),
+    )
+    .await
+    .expect_failure(404, "NotFound");
 }
 
 #[tokio::test]
 async fn binding_a_recreated_pod_binds_the_new_one() {
     let s = TestServer::new().await;
-    let pod =
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
-    let binding = |node: &str| {
-        json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
-    };
+    let pod = pod("p", None);
     s.post("/api/v1/namespaces/default/pods", pod.clone()).await;
-    s.created("/api/v1/namespaces/default/pods/p/binding", binding("n1"))
-        .await;
+    s.created(
+        "/api/v1/namespaces/default/pods/p/binding",
+        binding("p", "n1"),
+    )
+    .await;
     let (code, _) = s
         .delete("/api/v1/namespaces/default/pods/p?gracePeriodSeconds=0")
         .await;
     assert!(code.is_success());
     s.post("/api/v1/namespaces/default/pods", pod).await;
-    s.created("/api/v1/namespaces/default/pods/p/binding", binding("n2"))
-        .await;
+    s.created(
+        "/api/v1/namespaces/default/pods/p/binding",
+        binding("p", "n2"),
+    )
+    .await;
     let (_, p) = s.get("/api/v1/namespaces/default/pods/p").await;
     assert_eq!(p["spec"]["nodeName"], "n2");
 }
@@ -166,20 +172,15 @@ async fn eviction_respects_disruption_budgets() {
     s.created("/api/v1/namespaces/default/pods/p/eviction", eviction)
         .await;
     s.get_not_found("/api/v1/namespaces/default/pods/p").await;
-    s.call(
-        Method::GET,
-        "/api/v1/namespaces/default/pods/p/eviction",
-        None,
-    )
-    .await
-    .expect_code(StatusCode::METHOD_NOT_ALLOWED);
+    s.get("/api/v1/namespaces/default/pods/p/eviction")
+        .await
+        .expect_code(StatusCode::METHOD_NOT_ALLOWED);
 }
 
 #[tokio::test]
 async fn log_options_are_checked_before_the_node_is_asked() {
     let s = TestServer::new().await;
-    let pod =
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let pod = pod("p", None);
     s.post("/api/v1/namespaces/default/pods", pod).await;
     let body = s
         .get("/api/v1/namespaces/default/pods/p/log?tailLines=-1&limitBytes=0")

@@ -15,15 +15,17 @@ use std::time::Duration;
 use axum::body::Body;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
-use crate::harness::{Expect, KeptStore, TestServer, assert_mentions, columns, refused};
+use crate::harness::{
+    Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer, deployment,
+    labelled_namespace, refused,
+};
 use crate::node_tls::{ClientCerts, TestCa, tls_listener};
 
 type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
@@ -147,9 +149,15 @@ fn add_label(key: &'static str, value: &'static str) -> Answer {
         } else {
             json!([{"op": "add", "path": "/metadata/labels", "value": {key: value}}])
         };
-        json!({"allowed": true, "patchType": "JSONPatch",
-            "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
+        patching(&ops)
     })
+}
+
+/// An admitting response carrying the JSON patch `ops`, base64-encoded as
+/// the review wants it: what every mutating hook here answers.
+fn patching(ops: &Value) -> Value {
+    json!({"allowed": true, "patchType": "JSONPatch",
+        "patch": BASE64.encode(serde_json::to_vec(ops).unwrap())})
 }
 
 /// One webhook entry on configmaps in `url`'s hands.
@@ -167,6 +175,23 @@ fn webhook(name: &str, client_config: Value, extra: Value) -> Value {
 /// One webhook entry on configmaps that calls `url`, trusting `ca`.
 fn url_hook(ca: &TestCa, name: &str, url: String, extra: Value) -> Value {
     webhook(name, url_config(ca, url), extra)
+}
+
+/// One webhook entry `<label>.example.com` on configmaps that calls `url`
+/// (trusting `ca`) and sees only those labelled `hook=<label>`: how a
+/// test keeps its several hooks out of each other's way.
+fn labelled_hook(ca: &TestCa, label: &str, url: String, extra: Value) -> Value {
+    let mut hook = url_hook(ca, &format!("{label}.example.com"), url, extra);
+    hook["objectSelector"] = json!({"matchLabels": {"hook": label}});
+    hook
+}
+
+/// `entry` with rules matching every operation on every resource and
+/// subresource: the widest hook a test can configure.
+fn on_every_request(mut entry: Value) -> Value {
+    entry["rules"] = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+        "resources": ["*/*"]}]);
+    entry
 }
 
 fn url_config(ca: &TestCa, url: String) -> Value {
@@ -202,12 +227,14 @@ fn selecting(key: &str, value: &str) -> Value {
     json!({"objectSelector": {"matchLabels": {key: value}}})
 }
 
-fn configmap(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
-}
-
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// A loopback port nobody listens on (bound, then let go): where the
+/// tests put a webhook that is down.
+async fn closed_port() -> u16 {
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    closed.local_addr().unwrap().port()
+}
 
 /// POSTs configmap `name` with `labels` (which the hooks select on).
 async fn post_configmap(server: &TestServer, name: &str, labels: Value) -> (StatusCode, Value) {
@@ -376,33 +403,14 @@ async fn a_mutating_webhook_patches_creates_and_updates_and_relays_warnings() {
         url_hook(&ca, "label.example.com", hook.url("/mutate"), json!({})),
     )
     .await;
-    let request = Request::builder()
-        .method(Method::POST)
-        .uri(CMS)
-        .header("content-type", "application/json")
-        .body(Body::from(
-            serde_json::to_vec(&configmap("one", json!({"app": "a"}))).unwrap(),
-        ))
-        .unwrap();
-    let response = server.router.clone().oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let warnings: Vec<String> = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    assert_eq!(warnings, ["299 - \"configmaps are watched\""]);
-    let annotations = response
-        .extensions()
-        .get::<skiff_apiserver::request_notes::AuditAnnotations>()
-        .cloned()
-        .unwrap_or_default();
+    let created = created_answer(&server, CMS, configmap("one", json!({"app": "a"}))).await;
+    assert_eq!(created.warnings, ["configmaps are watched"]);
     assert!(
-        annotations
-            .0
+        created
+            .annotations
             .contains(&("label.example.com/decision".into(), "labelled".into())),
-        "{annotations:?}"
+        "{:?}",
+        created.annotations
     );
     let (_, stored) = server.get(&format!("{CMS}/one")).await;
     assert_eq!(stored["metadata"]["labels"]["mutated"], "yes");
@@ -435,40 +443,26 @@ async fn failures_fail_closed_or_open_by_policy() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let slow = Hook::start(ca.serving(&["127.0.0.1"]), Duration::from_secs(5), allow()).await;
-    // A port nobody listens on.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let closed_port = closed.local_addr().unwrap().port();
-    drop(closed);
+    let closed_port = closed_port().await;
+    let down = format!("https://127.0.0.1:{closed_port}/x");
     configure(
         &server,
         "ValidatingWebhookConfiguration",
         "failing",
         vec![
-            url_hook(
+            labelled_hook(&ca, "slow", slow.url("/slow"), json!({"timeoutSeconds": 1})),
+            labelled_hook(
                 &ca,
-                "slow.example.com",
+                "slow-ignored",
                 slow.url("/slow"),
-                json!({"timeoutSeconds": 1, "objectSelector": {"matchLabels": {"hook": "slow"}}}),
+                json!({"timeoutSeconds": 1, "failurePolicy": "Ignore"}),
             ),
-            url_hook(
+            labelled_hook(&ca, "down", down.clone(), json!({})),
+            labelled_hook(
                 &ca,
-                "slow-ignored.example.com",
-                slow.url("/slow"),
-                json!({"timeoutSeconds": 1, "failurePolicy": "Ignore",
-                    "objectSelector": {"matchLabels": {"hook": "slow-ignored"}}}),
-            ),
-            url_hook(
-                &ca,
-                "down.example.com",
-                format!("https://127.0.0.1:{closed_port}/x"),
-                selecting("hook", "down"),
-            ),
-            url_hook(
-                &ca,
-                "down-ignored.example.com",
-                format!("https://127.0.0.1:{closed_port}/x"),
-                json!({"failurePolicy": "Ignore",
-                    "objectSelector": {"matchLabels": {"hook": "down-ignored"}}}),
+                "down-ignored",
+                down,
+                json!({"failurePolicy": "Ignore"}),
             ),
         ],
     )
@@ -510,7 +504,16 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let hook = Hook::local(&ca, add_label("seen", "yes")).await;
-    mutating(&server, "dry", url_hook(&ca, "dry.example.com", hook.url("/m"), json!({"sideEffects": "NoneOnDryRun", "objectSelector": {"matchLabels": {"hook": "dry"}}})))
+    mutating(
+        &server,
+        "dry",
+        labelled_hook(
+            &ca,
+            "dry",
+            hook.url("/m"),
+            json!({"sideEffects": "NoneOnDryRun"}),
+        ),
+    )
     .await;
     let body = server
         .created(
@@ -528,9 +531,8 @@ async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let legacy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "legacy", "uid": "1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "webhooks": [url_hook(&ca, "effects.example.com", hook.url("/v"), json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
-                "timeoutSeconds": 10, "namespaceSelector": {},
-                "objectSelector": {"matchLabels": {"hook": "effects"}}}))]});
+        "webhooks": [labelled_hook(&ca, "effects", hook.url("/v"), json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+                "timeoutSeconds": 10, "namespaceSelector": {}}))]});
     use skiff_store::Store;
     server
         .store
@@ -564,10 +566,9 @@ async fn the_namespace_selector_reads_the_namespaces_labels() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let hook = Hook::local(&ca, deny("guarded namespace")).await;
-    let namespace = |name: &str, labels: Value| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
     for (name, labels) in [("labelled", json!({"webhooks": "on"})), ("open", json!({}))] {
         server
-            .created("/api/v1/namespaces", namespace(name, labels))
+            .created("/api/v1/namespaces", labelled_namespace(name, labels))
             .await;
     }
     let mut entry = url_hook(
@@ -596,12 +597,15 @@ async fn the_namespace_selector_reads_the_namespaces_labels() {
     server
         .post(
             "/api/v1/namespaces",
-            namespace("new-labelled", json!({"webhooks": "on"})),
+            labelled_namespace("new-labelled", json!({"webhooks": "on"})),
         )
         .await
         .expect_failure(403, "Forbidden");
     server
-        .created("/api/v1/namespaces", namespace("new-open", json!({})))
+        .created(
+            "/api/v1/namespaces",
+            labelled_namespace("new-open", json!({})),
+        )
         .await;
     let (code, _) = server
         .merge_patch(
@@ -675,23 +679,10 @@ async fn a_service_reference_reaches_a_ready_endpoint_under_the_services_name() 
     )
     .await;
     server.namespace("webhooks").await;
+    let endpoints = json!([{"addresses": ["127.0.0.2"], "conditions": {"ready": false}},
+        {"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]);
     server
-        .created(
-            "/api/v1/namespaces/webhooks/services",
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
-                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hook.port}]}}),
-        )
-        .await;
-    server
-        .created(
-            "/apis/discovery.k8s.io/v1/namespaces/webhooks/endpointslices",
-            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": "hooks-1", "labels": {"kubernetes.io/service-name": "hooks"}},
-                "addressType": "IPv4",
-                "endpoints": [{"addresses": ["127.0.0.2"], "conditions": {"ready": false}},
-                              {"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
-                "ports": [{"name": "https", "port": hook.port, "protocol": "TCP"}]}),
-        )
+        .https_service("webhooks", "hooks", hook.port, endpoints)
         .await;
     mutating(
         &server,
@@ -727,18 +718,8 @@ async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
         "ValidatingWebhookConfiguration",
         "tls",
         vec![
-            url_hook(
-                &ca,
-                "impostor.example.com",
-                impostor.url("/v"),
-                selecting("hook", "impostor"),
-            ),
-            url_hook(
-                &ca,
-                "misnamed.example.com",
-                misnamed.url("/v"),
-                selecting("hook", "misnamed"),
-            ),
+            labelled_hook(&ca, "impostor", impostor.url("/v"), json!({})),
+            labelled_hook(&ca, "misnamed", misnamed.url("/v"), json!({})),
         ],
     )
     .await;
@@ -763,32 +744,20 @@ async fn webhooks_cannot_rename_objects_or_patch_as_validators() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let rename: Answer = Arc::new(|_| {
-        let ops = json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]);
-        json!({"allowed": true, "patchType": "JSONPatch",
-            "patch": BASE64.encode(serde_json::to_vec(&ops).unwrap())})
+        patching(&json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]))
     });
     let renamer = Hook::local(&ca, rename).await;
     let patcher = Hook::local(&ca, add_label("x", "y")).await;
     mutating(
         &server,
         "rename",
-        url_hook(
-            &ca,
-            "rename.example.com",
-            renamer.url("/m"),
-            selecting("hook", "rename"),
-        ),
+        labelled_hook(&ca, "rename", renamer.url("/m"), json!({})),
     )
     .await;
     validating(
         &server,
         "patching-validator",
-        url_hook(
-            &ca,
-            "patcher.example.com",
-            patcher.url("/v"),
-            selecting("hook", "patcher"),
-        ),
+        labelled_hook(&ca, "patcher", patcher.url("/v"), json!({})),
     )
     .await;
     refused(
@@ -811,9 +780,7 @@ async fn no_webhook_locks_the_administrator_out_of_the_configurations() {
     let server = TestServer::new().await;
     let ca = TestCa::new();
     let hook = Hook::local(&ca, deny("nothing passes")).await;
-    let mut everything = url_hook(&ca, "all.example.com", hook.url("/v"), json!({}));
-    everything["rules"] = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
-        "resources": ["*/*"]}]);
+    let everything = on_every_request(url_hook(&ca, "all.example.com", hook.url("/v"), json!({})));
     configure(
         &server,
         "ValidatingWebhookConfiguration",
@@ -847,10 +814,7 @@ async fn deletes_and_scale_writes_are_reviewed_as_what_they_are() {
     server
         .created(
             "/apis/apps/v1/namespaces/default/deployments",
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                    "template": {"metadata": {"labels": {"app": "web"}},
-                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+            deployment("web", 1),
         )
         .await;
     configure(
@@ -964,22 +928,15 @@ async fn match_policy_equivalent_sends_the_version_the_rule_names() {
 async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
     let disk = KeptStore::new();
     let ca = TestCa::new();
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let down = format!(
-        "https://127.0.0.1:{}/x",
-        closed.local_addr().unwrap().port()
-    );
-    drop(closed);
+    let down = format!("https://127.0.0.1:{}/x", closed_port().await);
     {
         let s = disk.start().await;
-        let everything = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
-            "resources": ["*/*"]}]);
         for kind in [
             "MutatingWebhookConfiguration",
             "ValidatingWebhookConfiguration",
         ] {
-            let mut entry = url_hook(&ca, "down.example.com", down.clone(), json!({}));
-            entry["rules"] = everything.clone();
+            let entry =
+                on_every_request(url_hook(&ca, "down.example.com", down.clone(), json!({})));
             configure(&s, kind, "down", vec![entry]).await;
         }
         // Every write is refused now, a delete of a default binding too.
