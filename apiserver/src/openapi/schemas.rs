@@ -253,10 +253,30 @@ impl SchemaSet {
             definitions.insert(list_name(name), list);
         }
         for (name, schema) in definitions.iter_mut() {
+            metadata_optional(schema);
             annotate_patch_strategies(name, schema);
         }
         definitions.sort_keys();
         definitions
+    }
+}
+
+/// Takes `metadata` out of a schema's `required` list (and drops a list
+/// left empty). k8s-openapi lists it on every resource because its Rust
+/// field is not an `Option`, but upstream's field is `omitempty` and no
+/// upstream schema requires it: kubectl validates create-only kinds (the
+/// reviews) against these schemas on the client, so a review written
+/// without `metadata`, as the Kubernetes docs write them, must pass.
+fn metadata_optional(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Array(required)) = object.get_mut("required") else {
+        return;
+    };
+    required.retain(|field| field != "metadata");
+    if required.is_empty() {
+        object.remove("required");
     }
 }
 
@@ -376,6 +396,37 @@ mod tests {
         assert!(defs["io.k8s.api.core.v1.PodList"]["properties"]["items"].is_object());
         assert!(defs.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent"));
         assert!(defs.contains_key(STATUS));
+    }
+
+    #[test]
+    fn no_kind_requires_metadata_as_upstream() {
+        for dialect in [Dialect::V2, Dialect::V3] {
+            let mut set = SchemaSet::new(dialect);
+            for (group, kind) in [
+                ("", "Pod"),
+                ("", "Binding"),
+                ("authorization.k8s.io", "SelfSubjectAccessReview"),
+            ] {
+                set.add_kind(group, "v1", kind).unwrap();
+            }
+            let defs = set.finish();
+            let required = |name: &str| defs[name].get("required").cloned();
+            assert_eq!(required("io.k8s.api.core.v1.Pod"), None);
+            assert_eq!(
+                required("io.k8s.api.core.v1.Binding"),
+                Some(json!(["target"]))
+            );
+            assert_eq!(
+                required("io.k8s.api.authorization.v1.SelfSubjectAccessReview"),
+                Some(json!(["spec"]))
+            );
+            assert!(
+                defs.values().filter_map(|d| d.get("required")).all(|r| r
+                    .as_array()
+                    .is_some_and(|r| !r.contains(&json!("metadata")))),
+                "no schema requires metadata"
+            );
+        }
     }
 
     #[test]

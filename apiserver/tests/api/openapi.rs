@@ -169,6 +169,37 @@ async fn v2_document_lists_every_group() {
     assert!(body.windows(23).any(|w| w == b"io.k8s.api.core.v1.Pod\x12"));
 }
 
+/// kubectl validates create-only kinds (the reviews) against these
+/// schemas on the client, so what they require is what a user must write.
+#[tokio::test]
+async fn schemas_require_what_upstream_requires_and_never_metadata() {
+    let ts = TestServer::new().await;
+    let v2 = fetch_json(&ts, "/openapi/v2").await;
+    let v3 = fetch_json(&ts, "/openapi/v3/apis/authorization.k8s.io/v1").await;
+    let ssar = "io.k8s.api.authorization.v1.SelfSubjectAccessReview";
+    for defs in [&v2["definitions"], &v3["components"]["schemas"]] {
+        assert_eq!(defs[ssar]["required"], serde_json::json!(["spec"]));
+    }
+    let defs = &v2["definitions"];
+    assert_eq!(defs["io.k8s.api.core.v1.Pod"].get("required"), None);
+    assert_eq!(
+        defs["io.k8s.api.core.v1.Binding"]["required"],
+        serde_json::json!(["target"])
+    );
+    let requiring: Vec<&String> = defs
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, d)| {
+            d["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&serde_json::json!("metadata")))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    assert!(requiring.is_empty(), "require metadata: {requiring:?}");
+}
+
 #[tokio::test]
 async fn custom_resources_appear_once_their_crd_is_served() {
     let ts = TestServer::new().await;

@@ -23,6 +23,17 @@ fn can_i(server: &Server, args: &[&str]) -> String {
     stdout
 }
 
+/// The SelfSubjectAccessReview of the Kubernetes authorization docs.
+const DOCS_REVIEW: &str = r#"apiVersion: authorization.k8s.io/v1
+kind: SelfSubjectAccessReview
+spec:
+  resourceAttributes:
+    group: apps
+    resource: deployments
+    verb: create
+    namespace: dev
+"#;
+
 #[test]
 fn kubectl_auth_asks_the_review_apis() {
     let server = Server::start();
@@ -47,6 +58,13 @@ fn kubectl_auth_asks_the_review_apis() {
             .any(|r| r.first() == Some(&"*.*") && r.last() == Some(&"[*]")),
         "the admin may do anything: {list}"
     );
+
+    // A review written as the Kubernetes docs write it, without metadata:
+    // kubectl checks create-only kinds against the served OpenAPI schema
+    // on the client, so the schema must not require metadata.
+    let review = server.kubectl_stdin_ok(&["create", "-f", "-", "-o", "json"], DOCS_REVIEW);
+    let review: serde_json::Value = serde_json::from_str(&review).expect("review JSON");
+    assert_eq!(review["status"]["allowed"], true, "{review}");
 
     let whoami = server.kubectl_ok(&["auth", "whoami"]);
     assert!(
