@@ -137,7 +137,9 @@ pub trait Authorizer: Send + Sync {
     }
 }
 
-/// Allows members of `system:masters` everything.
+/// Allows members of `system:masters` everything. It lists no rules for
+/// SelfSubjectRulesReview, as upstream's privileged-group authorizer: a
+/// master's rules come from the bootstrap `cluster-admin` binding.
 #[derive(Debug, Default)]
 pub struct Masters;
 
@@ -148,27 +150,6 @@ impl Authorizer for Masters {
             Decision::Allow(String::new())
         } else {
             Decision::NoOpinion(String::new())
-        }
-    }
-
-    fn rules_for(&self, user: &UserInfo, _namespace: &str) -> RulesReview {
-        if !user.groups.iter().any(|g| g == MASTERS_GROUP) {
-            return RulesReview::default();
-        }
-        let all = vec!["*".to_string()];
-        RulesReview {
-            resource_rules: vec![ResourceRule {
-                verbs: all.clone(),
-                api_groups: Some(all.clone()),
-                resources: Some(all.clone()),
-                resource_names: None,
-            }],
-            non_resource_rules: vec![NonResourceRule {
-                verbs: all.clone(),
-                non_resource_urls: Some(all),
-            }],
-            incomplete: false,
-            evaluation_error: String::new(),
         }
     }
 }
