@@ -26,6 +26,27 @@ pub(crate) fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
         .expect("metadata was just made an object")
 }
 
+/// Drops the `metadata` fields upstream's encoding leaves out when empty:
+/// every ObjectMeta field is `omitempty`, so an empty string, map or list
+/// and a zero `generation` are never stored or served (`labels: {}` sent
+/// by a client, or added by a merge, reads back as no labels). Null
+/// fields go too, as unset. `creationTimestamp` is a struct upstream, which
+/// `omitempty` does not drop, and `deletionGracePeriodSeconds` a pointer,
+/// whose zero is kept; both are left alone.
+pub(crate) fn omit_empty_metadata(object: &mut Value) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.retain(|field, value| match value {
+        Value::Null => false,
+        Value::String(s) => !s.is_empty() || field == "creationTimestamp",
+        Value::Object(map) => !map.is_empty(),
+        Value::Array(list) => !list.is_empty(),
+        Value::Number(n) => field != "generation" || n.as_i64() != Some(0),
+        Value::Bool(_) => true,
+    });
+}
+
 /// Sets `metadata.resourceVersion` from a store revision.
 pub(crate) fn set_resource_version(object: &mut Value, revision: Revision) {
     meta_mut(object).insert("resourceVersion".into(), json!(revision.to_string()));
@@ -164,5 +185,24 @@ mod tests {
             })
         );
         assert_eq!(object["metadata"]["resourceVersion"], "42");
+    }
+
+    #[test]
+    fn empty_metadata_goes_as_omitempty_drops_it() {
+        let mut object = json!({
+            "metadata": {"name": "a", "namespace": "", "labels": {}, "annotations": {"k": ""},
+                "finalizers": [], "generation": 0, "deletionGracePeriodSeconds": 0,
+                "deletionTimestamp": null, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "data": {},
+        });
+        omit_empty_metadata(&mut object);
+        assert_eq!(
+            object,
+            json!({
+                "metadata": {"name": "a", "annotations": {"k": ""},
+                    "deletionGracePeriodSeconds": 0, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "data": {},
+            })
+        );
     }
 }

@@ -75,6 +75,7 @@ pub(crate) async fn admit_new(
     write: &WriteInfo,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
+    crate::object::omit_empty_metadata(object);
     prepare_create(info, object, write);
     crate::admission_plugins::mutate_create(inner, info, object);
     let attributes = write.webhook_attributes(

@@ -69,6 +69,7 @@ pub(crate) async fn admit_update<'a>(
     write: &WriteInfo,
     dry_run: bool,
 ) -> Result<Next<'a>, ApiError> {
+    crate::object::omit_empty_metadata(&mut new);
     managed_fields::on_update(info, old, &mut new, write);
     // Clients cannot touch the deletion marks (they are carried from the
     // stored object), so a write that changes them is a delete's own step,

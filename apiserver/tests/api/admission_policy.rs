@@ -301,7 +301,10 @@ async fn params_match_conditions_variables_and_selectors_decide() {
         &ts,
         policy("param-max", json!({
             "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "matchConditions": [{"name": "not-exempt", "expression": "!('exempt' in object.metadata.labels)"}],
+            // Empty labels are not stored, so the match condition must ask
+            // whether there are any, as upstream's docs write it.
+            "matchConditions": [{"name": "not-exempt",
+                "expression": "!has(object.metadata.labels) || !('exempt' in object.metadata.labels)"}],
             "variables": [{"name": "max", "expression": "int(params.data.max)"}],
             "validations": [{"expression": "object.spec.replicas <= variables.max",
                 "messageExpression": "'at most ' + string(variables.max) + ' replicas in ' + namespaceObject.metadata.name"}]})),

@@ -76,6 +76,44 @@ async fn no_op_update_keeps_resource_version() {
     );
 }
 
+/// Every ObjectMeta field is `omitempty` upstream: what a client sends
+/// empty is neither stored nor served, and adding it empty changes nothing.
+#[tokio::test]
+async fn empty_metadata_fields_are_left_out_as_upstream_encodes_them() {
+    let s = TestServer::new().await;
+    let created = s
+        .created(
+            CMS,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "bare", "labels": {}, "annotations": {},
+                    "finalizers": [], "ownerReferences": [], "generateName": ""}}),
+        )
+        .await;
+    let path = format!("{CMS}/bare");
+    for body in [created.clone(), s.get_ok(&path).await] {
+        let meta = body["metadata"].as_object().expect("metadata");
+        for field in [
+            "labels",
+            "annotations",
+            "finalizers",
+            "ownerReferences",
+            "generateName",
+        ] {
+            assert!(!meta.contains_key(field), "{field} left in {body}");
+        }
+    }
+    // kubectl diff's dry-run patch adds `annotations: {}`: no change, so
+    // neither a new resourceVersion nor a field in the answer.
+    let (code, patched) = s
+        .merge_patch(
+            &path,
+            json!({"metadata": {"annotations": {}, "labels": {}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{patched}");
+    assert_eq!(patched["metadata"], created["metadata"]);
+}
+
 #[tokio::test]
 async fn generate_name_makes_unique_names() {
     let s = TestServer::new().await;

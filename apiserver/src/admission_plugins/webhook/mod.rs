@@ -96,7 +96,11 @@ pub(crate) async fn mutate(
     if hooks.is_empty() {
         return Ok(());
     }
-    dispatch::mutate(inner, &hooks, attributes, object).await
+    dispatch::mutate(inner, &hooks, attributes, object).await?;
+    // The patched object as upstream decodes it: a hook's `labels: {}`
+    // is no labels.
+    crate::object::omit_empty_metadata(object);
+    Ok(())
 }
 
 /// Runs the validating webhooks matching a write; the first refusal (in
