@@ -175,6 +175,26 @@ where
     }
 }
 
+/// The shutdown signal [`spawn_until_stopped`] hands a component's run loop.
+pub type StopSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Spawns a component's run loop (`run` is given its shutdown signal), so a
+/// test can stop it and then check how it ended: the signal fires when the
+/// returned sender is used or dropped.
+pub fn spawn_until_stopped<T, Fut>(
+    run: impl FnOnce(StopSignal) -> Fut,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<T>)
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let signal: StopSignal = Box::pin(async move {
+        let _ = stopped.await;
+    });
+    (stop, tokio::spawn(run(signal)))
+}
+
 /// Writes `contents` to `path` as an executable (mode 0755): the fake
 /// binaries (a containerd, a ctr, a pause) tests put where a component will
 /// run them. Panics when it cannot: this is test set-up.

@@ -34,15 +34,10 @@ fn spawn_dns(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<Result<(), skiff_dns::DnsError>>,
 ) {
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (client, factory) = (client.clone(), factory.clone());
-    let task = tokio::spawn(async move {
-        skiff_dns::run(client, &factory, config, async {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
-    (stop_tx, task)
+    skiff_testkit::spawn_until_stopped(|stop| async move {
+        skiff_dns::run(client, &factory, config, stop).await
+    })
 }
 
 #[tokio::test]

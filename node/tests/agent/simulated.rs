@@ -20,23 +20,19 @@ fn one_node(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<Result<(), simulated::SimulatedError>>,
 ) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut config = SimulatedConfig::new(1);
     config.lease_renew_interval = renew;
     let client = cluster.client.clone();
     let factory = cluster.factory.clone();
-    let nodes = tokio::spawn(async move {
+    skiff_testkit::spawn_until_stopped(|stop| async move {
         simulated::run(
             simulated::NodeClients::Shared(client),
             &factory,
             config,
-            async {
-                let _ = stopped.await;
-            },
+            stop,
         )
         .await
-    });
-    (stop, nodes)
+    })
 }
 
 #[tokio::test]
