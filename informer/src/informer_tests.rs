@@ -6,23 +6,11 @@ use std::sync::mpsc;
 
 use futures::stream;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
+use crate::fake_api::cm;
 use crate::handler::HandlerFns;
 use crate::key::object_key;
-
-fn cm(name: &str, rv: u64) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            namespace: Some("ns".into()),
-            name: Some(name.into()),
-            resource_version: Some(rv.to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
 
 fn rv(c: &ConfigMap) -> u64 {
     c.metadata
