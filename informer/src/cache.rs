@@ -300,6 +300,19 @@ mod tests {
         objs.iter().map(|p| object_key(p.as_ref())).collect()
     }
 
+    /// A cache with the node-name index registered first, then `pods`
+    /// inserted, so every insert files them under the index.
+    fn indexed_by_node(pods: impl IntoIterator<Item = Arc<Pod>>) -> Cache<Pod> {
+        let cache = Cache::new();
+        cache
+            .add_index(NODE_NAME_INDEX, pod_node_name_index())
+            .unwrap();
+        for p in pods {
+            cache.insert(p);
+        }
+        cache
+    }
+
     #[test]
     fn get_list_and_namespace_listing() {
         let cache = Cache::new();
@@ -334,13 +347,11 @@ mod tests {
 
     #[test]
     fn node_name_index_follows_updates_and_deletes() {
-        let cache = Cache::new();
-        cache
-            .add_index(NODE_NAME_INDEX, pod_node_name_index())
-            .unwrap();
-        cache.insert(pod("ns", "p1", Some("n1"), &[]));
-        cache.insert(pod("ns", "p2", Some("n1"), &[]));
-        cache.insert(pod("ns", "p3", None, &[]));
+        let cache = indexed_by_node([
+            pod("ns", "p1", Some("n1"), &[]),
+            pod("ns", "p2", Some("n1"), &[]),
+            pod("ns", "p3", None, &[]),
+        ]);
         assert_eq!(
             names(cache.by_index(NODE_NAME_INDEX, "n1").unwrap()),
             ["ns/p1", "ns/p2"]
@@ -431,12 +442,10 @@ mod tests {
 
     #[test]
     fn replace_swaps_content_and_rebuilds_indexes() {
-        let cache = Cache::new();
-        cache
-            .add_index(NODE_NAME_INDEX, pod_node_name_index())
-            .unwrap();
-        cache.insert(pod("ns", "old", Some("n1"), &[]));
-        cache.insert(pod("ns", "kept", Some("n1"), &[]));
+        let cache = indexed_by_node([
+            pod("ns", "old", Some("n1"), &[]),
+            pod("ns", "kept", Some("n1"), &[]),
+        ]);
         let previous = cache.replace([
             pod("ns", "kept", Some("n2"), &[]),
             pod("ns", "new", Some("n1"), &[]),

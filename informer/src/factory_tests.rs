@@ -8,6 +8,20 @@ use super::*;
 use crate::fake_api::{FakeApi, config_map, gone};
 use crate::handler::HandlerFns;
 
+/// A fake API whose first ConfigMap list holds `ns/a`@5 and `ns/b`@6 at
+/// resourceVersion 10 and whose watch from there sends `events`: the
+/// starting state each watch case then changes in its own way.
+fn listing_a_and_b_then(events: Vec<(&str, serde_json::Value)>) -> FakeApi {
+    let fake = FakeApi::default();
+    fake.push_list(
+        "ConfigMap",
+        "10",
+        vec![config_map("ns", "a", "5"), config_map("ns", "b", "6")],
+    );
+    fake.push_watch(events);
+    fake
+}
+
 #[tokio::test(start_paused = true)]
 async fn one_informer_per_type_and_scope() {
     let factory = SharedInformerFactory::new(FakeApi::default().client());
@@ -103,14 +117,8 @@ async fn scoping_reaches_the_list_and_watch_requests() {
 
 #[tokio::test(start_paused = true)]
 async fn a_410_relist_delivers_deletes_missed_while_the_watch_was_gone() {
-    let fake = FakeApi::default();
-    fake.push_list(
-        "ConfigMap",
-        "10",
-        vec![config_map("ns", "a", "5"), config_map("ns", "b", "6")],
-    );
     // The watch adds c, then the server says our resourceVersion is too old.
-    fake.push_watch(vec![
+    let fake = listing_a_and_b_then(vec![
         ("ADDED", config_map("ns", "c", "11")),
         ("ERROR", gone()),
     ]);
@@ -168,13 +176,7 @@ async fn a_controller_reconciles_keys_from_informer_events_against_the_cache() {
     use crate::key::ObjectKey;
     use crate::workqueue::WorkQueue;
 
-    let fake = FakeApi::default();
-    fake.push_list(
-        "ConfigMap",
-        "10",
-        vec![config_map("ns", "a", "5"), config_map("ns", "b", "6")],
-    );
-    fake.push_watch(vec![
+    let fake = listing_a_and_b_then(vec![
         ("MODIFIED", config_map("ns", "a", "11")),
         ("DELETED", config_map("ns", "b", "12")),
     ]);

@@ -8,6 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::client::Body;
 use parking_lot::Mutex;
@@ -193,6 +194,13 @@ pub(crate) fn config_map(namespace: &str, name: &str, resource_version: &str) ->
         "kind": "ConfigMap",
         "metadata": {"namespace": namespace, "name": name, "resourceVersion": resource_version},
     })
+}
+
+/// [`config_map`] in namespace `ns`, typed as watcher events carry it to an
+/// informer (the cases that feed events without the fake API).
+pub(crate) fn cm(name: &str, resource_version: impl std::fmt::Display) -> ConfigMap {
+    serde_json::from_value(config_map("ns", name, &resource_version.to_string()))
+        .expect("a ConfigMap")
 }
 
 /// The Status a watch sends when its resourceVersion is too old.

@@ -6,23 +6,11 @@ use std::sync::mpsc;
 
 use futures::stream;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
+use crate::fake_api::cm;
 use crate::handler::HandlerFns;
 use crate::key::object_key;
-
-fn cm(name: &str, rv: u64) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            namespace: Some("ns".into()),
-            name: Some(name.into()),
-            resource_version: Some(rv.to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
 
 fn rv(c: &ConfigMap) -> u64 {
     c.metadata
@@ -49,6 +37,16 @@ fn logging_handler(log: Log) -> HandlerFns<ConfigMap> {
         .on_add(move |o| a.lock().push(format!("add {}", id(o))))
         .on_update(move |o, n| u.lock().push(format!("update {}->{}", id(o), id(n))))
         .on_delete(move |o| d.lock().push(format!("delete {}", id(o))))
+}
+
+/// A listener on `informer` writing into a fresh log, with the handle the
+/// cases wait on (or remove) before reading the log.
+fn add_logging_listener(informer: &Informer<ConfigMap>) -> (Log, ListenerHandle) {
+    let log = Log::default();
+    let handle = informer
+        .add_event_handler(logging_handler(log.clone()))
+        .unwrap();
+    (log, handle)
 }
 
 #[tokio::test]
@@ -93,10 +91,7 @@ async fn a_late_listener_first_receives_the_cached_objects() {
     for event in initial_list(vec![cm("a", 1)]) {
         informer.handle_event(event);
     }
-    let log = Log::default();
-    let handle = informer
-        .add_event_handler(logging_handler(log.clone()))
-        .unwrap();
+    let (log, handle) = add_logging_listener(&informer);
     informer.handle_event(watcher::Event::Apply(cm("a", 2)));
     handle.wait_idle().await;
     assert_eq!(*log.lock(), ["add a@1", "update a@1->a@2"]);
@@ -105,10 +100,7 @@ async fn a_late_listener_first_receives_the_cached_objects() {
 #[tokio::test]
 async fn a_removed_listener_hears_nothing_more() {
     let informer = Informer::<ConfigMap>::without_source();
-    let log = Log::default();
-    let handle = informer
-        .add_event_handler(logging_handler(log.clone()))
-        .unwrap();
+    let (log, handle) = add_logging_listener(&informer);
     informer.handle_event(watcher::Event::Apply(cm("a", 1)));
     informer.remove_event_handler(&handle);
     informer.handle_event(watcher::Event::Apply(cm("b", 2)));
@@ -180,10 +172,7 @@ async fn a_panicking_handler_loses_one_notification_not_the_listener() {
 #[tokio::test]
 async fn relist_delivers_missed_deletes_with_last_known_state() {
     let informer = Informer::<ConfigMap>::without_source();
-    let log = Log::default();
-    let handle = informer
-        .add_event_handler(logging_handler(log.clone()))
-        .unwrap();
+    let (log, handle) = add_logging_listener(&informer);
     let mut events = initial_list(vec![cm("a", 1), cm("b", 2)]);
     events.push(watcher::Event::Apply(cm("b", 3)));
     // 410 Gone: the watcher relists; b was deleted while the watch was down.

@@ -112,20 +112,8 @@ fn replace<K: Resource>(cache: &Cache<K>, listed: Vec<Arc<K>>) -> Vec<Notificati
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake_api::cm;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn cm(name: &str, rv: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some(name.into()),
-                resource_version: Some(rv.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
 
     fn describe(n: &Notification<ConfigMap>) -> String {
         let id = |c: &ConfigMap| {

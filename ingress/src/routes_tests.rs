@@ -34,16 +34,18 @@ fn service<'a>(table: &'a RouteTable, host: &str, path: &str) -> Option<&'a str>
 const T0: &str = "2026-01-01T00:00:00Z";
 const T1: &str = "2026-01-02T00:00:00Z";
 
+/// The table of one Ingress `a`, created at T0, with `spec`: what most
+/// cases route over.
+fn one_ingress(spec: Value) -> RouteTable {
+    RouteTable::build(&[ingress("a", T0, spec)])
+}
+
 #[test]
 fn prefix_matches_whole_path_elements_and_ignores_a_trailing_slash() {
-    let table = RouteTable::build(&[ingress(
-        "a",
-        T0,
-        json!({"rules": [rule(Some("web.example"), vec![
-            path("/foo", "Prefix", "foo"),
-            path("/bar/", "Prefix", "bar"),
-        ])]}),
-    )]);
+    let table = one_ingress(json!({"rules": [rule(Some("web.example"), vec![
+        path("/foo", "Prefix", "foo"),
+        path("/bar/", "Prefix", "bar"),
+    ])]}));
     assert_eq!(service(&table, "web.example", "/foo"), Some("foo"));
     assert_eq!(service(&table, "web.example", "/foo/"), Some("foo"));
     assert_eq!(service(&table, "web.example", "/foo/x/y"), Some("foo"));
@@ -55,11 +57,9 @@ fn prefix_matches_whole_path_elements_and_ignores_a_trailing_slash() {
 
 #[test]
 fn exact_matches_only_the_same_path() {
-    let table = RouteTable::build(&[ingress(
-        "a",
-        T0,
+    let table = one_ingress(
         json!({"rules": [rule(Some("web.example"), vec![path("/foo", "Exact", "foo")])]}),
-    )]);
+    );
     assert_eq!(service(&table, "web.example", "/foo"), Some("foo"));
     assert_eq!(service(&table, "web.example", "/foo/"), None);
     assert_eq!(service(&table, "web.example", "/foo/bar"), None);
@@ -67,16 +67,12 @@ fn exact_matches_only_the_same_path() {
 
 #[test]
 fn longest_path_wins_and_exact_beats_prefix_at_equal_length() {
-    let table = RouteTable::build(&[ingress(
-        "a",
-        T0,
-        json!({"rules": [rule(Some("web.example"), vec![
-            path("/", "Prefix", "root"),
-            path("/api", "Prefix", "api"),
-            path("/api/v1", "ImplementationSpecific", "v1"),
-            path("/api", "Exact", "api-exact"),
-        ])]}),
-    )]);
+    let table = one_ingress(json!({"rules": [rule(Some("web.example"), vec![
+        path("/", "Prefix", "root"),
+        path("/api", "Prefix", "api"),
+        path("/api/v1", "ImplementationSpecific", "v1"),
+        path("/api", "Exact", "api-exact"),
+    ])]}));
     assert_eq!(service(&table, "web.example", "/"), Some("root"));
     assert_eq!(service(&table, "web.example", "/other"), Some("root"));
     assert_eq!(service(&table, "web.example", "/api"), Some("api-exact"));
@@ -87,15 +83,11 @@ fn longest_path_wins_and_exact_beats_prefix_at_equal_length() {
 
 #[test]
 fn exact_host_beats_wildcard_which_beats_no_host() {
-    let table = RouteTable::build(&[ingress(
-        "a",
-        T0,
-        json!({"rules": [
-            rule(None, vec![path("/", "Prefix", "any")]),
-            rule(Some("*.example"), vec![path("/", "Prefix", "wild")]),
-            rule(Some("web.example"), vec![path("/", "Prefix", "web")]),
-        ]}),
-    )]);
+    let table = one_ingress(json!({"rules": [
+        rule(None, vec![path("/", "Prefix", "any")]),
+        rule(Some("*.example"), vec![path("/", "Prefix", "wild")]),
+        rule(Some("web.example"), vec![path("/", "Prefix", "web")]),
+    ]}));
     assert_eq!(service(&table, "web.example", "/"), Some("web"));
     assert_eq!(service(&table, "WEB.Example", "/"), Some("web"));
     assert_eq!(service(&table, "foo.example", "/"), Some("wild"));
@@ -107,16 +99,12 @@ fn exact_host_beats_wildcard_which_beats_no_host() {
 
 #[test]
 fn a_host_without_a_matching_path_falls_back_to_hostless_rules_then_default_backend() {
-    let table = RouteTable::build(&[ingress(
-        "a",
-        T0,
-        json!({
-        "defaultBackend": {"service": {"name": "fallback", "port": {"name": "http"}}},
-        "rules": [
-            rule(Some("web.example"), vec![path("/app", "Prefix", "app")]),
-            rule(None, vec![path("/static", "Prefix", "static")]),
-        ]}),
-    )]);
+    let table = one_ingress(json!({
+    "defaultBackend": {"service": {"name": "fallback", "port": {"name": "http"}}},
+    "rules": [
+        rule(Some("web.example"), vec![path("/app", "Prefix", "app")]),
+        rule(None, vec![path("/static", "Prefix", "static")]),
+    ]}));
     assert_eq!(service(&table, "web.example", "/app"), Some("app"));
     assert_eq!(service(&table, "web.example", "/static/x"), Some("static"));
     assert_eq!(service(&table, "web.example", "/nothing"), Some("fallback"));
@@ -127,11 +115,9 @@ fn a_host_without_a_matching_path_falls_back_to_hostless_rules_then_default_back
 
 #[test]
 fn nothing_matches_without_a_default_backend() {
-    let table = RouteTable::build(&[ingress(
-        "a",
-        T0,
+    let table = one_ingress(
         json!({"rules": [rule(Some("web.example"), vec![path("/", "Prefix", "web")])]}),
-    )]);
+    );
     assert_eq!(service(&table, "other.example", "/"), None);
     assert_eq!(service(&RouteTable::default(), "web.example", "/"), None);
 }
@@ -163,15 +149,11 @@ fn the_oldest_ingress_keeps_a_contested_path_and_default_backend() {
 
 #[test]
 fn backends_without_a_service_port_are_skipped() {
-    let table = RouteTable::build(&[ingress(
-        "a",
-        T0,
-        json!({"rules": [rule(Some("web.example"), vec![
-            json!({"path": "/r", "pathType": "Prefix",
-                   "backend": {"resource": {"kind": "Bucket", "name": "b"}}}),
-            path("/", "Prefix", "web"),
-        ])]}),
-    )]);
+    let table = one_ingress(json!({"rules": [rule(Some("web.example"), vec![
+        json!({"path": "/r", "pathType": "Prefix",
+               "backend": {"resource": {"kind": "Bucket", "name": "b"}}}),
+        path("/", "Prefix", "web"),
+    ])]}));
     assert_eq!(service(&table, "web.example", "/r"), Some("web"));
     assert_eq!(table.backends().count(), 1);
 }

@@ -128,10 +128,21 @@ pub fn render(table: &str, plan: &Plan) -> Ruleset {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::PodFacts;
     use crate::plan::plan;
     use crate::plan::tests::{pod, policy};
     use k8s_openapi::api::networking::v1::NetworkPolicy;
     use serde_json::json;
+
+    /// A set's elements, in order, to compare with the expected list.
+    fn elements<'a>(r: &'a Ruleset, set: &str) -> Vec<&'a str> {
+        r.sets[set].elements.iter().map(String::as_str).collect()
+    }
+
+    /// The table `np` for node `n1`: every case renders as that node.
+    fn render_n1(policies: &[&NetworkPolicy], pods: &[PodFacts]) -> Ruleset {
+        render("np", &plan("n1", policies, pods, &Default::default()))
+    }
 
     #[test]
     fn isolated_pods_jump_to_chains_that_return_on_an_allow_and_drop_otherwise() {
@@ -162,20 +173,14 @@ mod tests {
             ),
         ];
         let refs: Vec<&NetworkPolicy> = policies.iter().collect();
-        let r = render("np", &plan("n1", &refs, &pods, &Default::default()));
+        let r = render_n1(&refs, &pods);
         assert_eq!(r.family, Family::Inet);
         assert_eq!(
-            r.sets[names::INGRESS_PODS]
-                .elements
-                .iter()
-                .collect::<Vec<_>>(),
+            elements(&r, names::INGRESS_PODS),
             ["10.42.0.10 : jump in-app/web"]
         );
         assert_eq!(
-            r.sets[names::EGRESS_PODS]
-                .elements
-                .iter()
-                .collect::<Vec<_>>(),
+            elements(&r, names::EGRESS_PODS),
             ["10.42.0.11 : jump eg-app/client"]
         );
         assert_eq!(
@@ -188,10 +193,7 @@ mod tests {
         );
         // Peers on every node, by address; the block less its exception.
         assert_eq!(
-            r.sets["peers-app/allow/in0"]
-                .elements
-                .iter()
-                .collect::<Vec<_>>(),
+            elements(&r, "peers-app/allow/in0"),
             ["10.42.0.11", "10.42.1.11", "192.0.2.128/25"]
         );
         assert_eq!(
@@ -224,28 +226,17 @@ mod tests {
             }),
         )];
         let refs: Vec<&NetworkPolicy> = policies.iter().collect();
+        let client = &[("role", "client")];
         let mut pods = vec![pod("app", "web", "10.42.0.10", "n2", &[])];
-        let before = render("np", &plan("n1", &refs, &pods, &Default::default()));
-        pods.push(pod(
-            "app",
-            "client",
-            "10.42.0.11",
-            "n2",
-            &[("role", "client")],
-        ));
-        let after = render("np", &plan("n1", &refs, &pods, &Default::default()));
+        let before = render_n1(&refs, &pods);
+        pods.push(pod("app", "client", "10.42.0.11", "n2", client));
+        let after = render_n1(&refs, &pods);
         // Neither pod is on n1: the table has no pod chains at all.
         assert_eq!(before, after);
         pods.push(pod("app", "local", "10.42.0.12", "n1", &[]));
-        let first = render("np", &plan("n1", &refs, &pods, &Default::default()));
-        pods.push(pod(
-            "app",
-            "client-2",
-            "10.42.1.3",
-            "n3",
-            &[("role", "client")],
-        ));
-        let second = render("np", &plan("n1", &refs, &pods, &Default::default()));
+        let first = render_n1(&refs, &pods);
+        pods.push(pod("app", "client-2", "10.42.1.3", "n3", client));
+        let second = render_n1(&refs, &pods);
         let diff = skiff_common::nft::diff_script(&first, &second).unwrap();
         assert_eq!(
             diff.lines().collect::<Vec<_>>(),

@@ -52,6 +52,24 @@ fn ruleset(services: &[Service], slices: &[EndpointSlice], node: &NodeFacts) -> 
     render::render(TABLE, &plans, node)
 }
 
+/// Renders the whole state and applies it, timed together as a sync does
+/// them, and checks nft was asked the `expected` way (whole table or diff).
+fn timed_apply(
+    applier: &mut Applier,
+    services: &[Service],
+    slices: &[EndpointSlice],
+    node: &NodeFacts,
+    expected: Applied,
+) -> Duration {
+    let t = Instant::now();
+    let how = applier
+        .apply(ruleset(services, slices, node))
+        .unwrap_or_else(|e| panic!("{expected:?} apply: {e}"));
+    let elapsed = t.elapsed();
+    assert_eq!(how, expected);
+    elapsed
+}
+
 struct Netns(String);
 
 impl Netns {
@@ -133,12 +151,13 @@ fn main() {
     let mut full_times = Vec::new();
     for _ in 0..rounds {
         let mut applier = Applier::new(nft.clone(), skiff_proxy::Family::Ip, TABLE);
-        let t = Instant::now();
-        let how = applier
-            .apply(ruleset(&services, &slices, &node))
-            .expect("full apply");
-        full_times.push(t.elapsed());
-        assert_eq!(how, Applied::Full);
+        full_times.push(timed_apply(
+            &mut applier,
+            &services,
+            &slices,
+            &node,
+            Applied::Full,
+        ));
     }
     println!("full: render + nft -f:        {}", summary(&mut full_times));
 
@@ -177,12 +196,13 @@ fn main() {
         let i = n_services + round;
         services.push(service(i));
         slices.push(slice(i, 60_000 + round * per_service, per_service));
-        let t = Instant::now();
-        let how = applier
-            .apply(ruleset(&services, &slices, &node))
-            .expect("incremental apply");
-        add_times.push(t.elapsed());
-        assert_eq!(how, Applied::Incremental);
+        add_times.push(timed_apply(
+            &mut applier,
+            &services,
+            &slices,
+            &node,
+            Applied::Incremental,
+        ));
     }
     println!(
         "new service: render + diff + nft -f:     {}",

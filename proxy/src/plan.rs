@@ -417,22 +417,32 @@ mod tests {
     #[test]
     fn terminating_endpoints_serve_only_when_none_is_ready() {
         let svc = web(json!({}));
-        let both = [web_slice(&[
-            ("10.42.0.5", "n1", true, true, false),
-            ("10.42.0.6", "n1", false, true, true),
-        ])];
-        assert_eq!(
-            plan("n1", [&svc], &both)[0].internal,
-            Target::Endpoints(vec![ep("10.42.0.5")])
-        );
-        let draining = [web_slice(&[
-            ("10.42.0.6", "n1", false, true, true),
-            ("10.42.0.7", "n1", false, false, true),
-        ])];
-        assert_eq!(
-            plan("n1", [&svc], &draining)[0].internal,
-            Target::Endpoints(vec![ep("10.42.0.6")])
-        );
+        // (ip, node, ready, serving, terminating) per endpoint, and the one
+        // that serves: a ready one over a terminating one; with none ready,
+        // the serving terminating one.
+        for (endpoints, served) in [
+            (
+                [
+                    ("10.42.0.5", "n1", true, true, false),
+                    ("10.42.0.6", "n1", false, true, true),
+                ],
+                "10.42.0.5",
+            ),
+            (
+                [
+                    ("10.42.0.6", "n1", false, true, true),
+                    ("10.42.0.7", "n1", false, false, true),
+                ],
+                "10.42.0.6",
+            ),
+        ] {
+            let slices = [web_slice(&endpoints)];
+            assert_eq!(
+                plan("n1", [&svc], &slices)[0].internal,
+                Target::Endpoints(vec![ep(served)]),
+                "{endpoints:?}"
+            );
+        }
     }
 
     #[test]

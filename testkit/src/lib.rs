@@ -175,6 +175,42 @@ where
     }
 }
 
+/// The shutdown signal [`spawn_until_stopped`] hands a component's run loop.
+pub type StopSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A component's run loop in a task, as [`spawn_until_stopped`] started it;
+/// dropping it raises the shutdown signal too.
+pub struct Spawned<T> {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<T>,
+}
+
+impl<T> Spawned<T> {
+    /// Raises the shutdown signal and returns how the loop ended; panics
+    /// if it panicked.
+    pub async fn stop(self) -> T {
+        let _ = self.stop.send(());
+        self.task.await.expect("the run loop panicked")
+    }
+}
+
+/// Spawns a component's run loop (`run` is given its shutdown signal), so a
+/// test can stop it and then check how it ended.
+pub fn spawn_until_stopped<T, Fut>(run: impl FnOnce(StopSignal) -> Fut) -> Spawned<T>
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let signal: StopSignal = Box::pin(async move {
+        let _ = stopped.await;
+    });
+    Spawned {
+        stop,
+        task: tokio::spawn(run(signal)),
+    }
+}
+
 /// Writes `contents` to `path` as an executable (mode 0755): the fake
 /// binaries (a containerd, a ctr, a pause) tests put where a component will
 /// run them. Panics when it cannot: this is test set-up.

@@ -13,7 +13,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use skiff_dns::{ClusterDns, DnsConfig};
-use skiff_testkit::TestCluster;
+use skiff_testkit::{Spawned, TestCluster};
 
 use super::support::{answers, ask};
 
@@ -25,24 +25,16 @@ where
     skiff_testkit::eventually(Duration::from_secs(10), what, check).await
 }
 
-/// Runs `skiff_dns::run` in a task until the sender is used or dropped.
+/// Runs `skiff_dns::run` in a task until it is stopped or dropped.
 fn spawn_dns(
     client: &kube::Client,
     factory: &skiff_informer::SharedInformerFactory,
     config: DnsConfig,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<Result<(), skiff_dns::DnsError>>,
-) {
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+) -> Spawned<Result<(), skiff_dns::DnsError>> {
     let (client, factory) = (client.clone(), factory.clone());
-    let task = tokio::spawn(async move {
-        skiff_dns::run(client, &factory, config, async {
-            let _ = stop_rx.await;
-        })
-        .await
-    });
-    (stop_tx, task)
+    skiff_testkit::spawn_until_stopped(|stop| async move {
+        skiff_dns::run(client, &factory, config, stop).await
+    })
 }
 
 #[tokio::test]
@@ -93,7 +85,7 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     config.node_name = Some("node-a".into());
     config.service_ip = Some("10.43.0.10".parse().unwrap());
     config.metrics_listen = vec!["127.0.0.1:0".parse().unwrap()];
-    let (stop_tx, task) = spawn_dns(&client, &factory, config);
+    let dns = spawn_dns(&client, &factory, config);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "kube-system");
     let slice = eventually("the kube-dns slice", || async {
         slices.get_opt(skiff_dns::publish::SLICE).await.unwrap()
@@ -160,8 +152,7 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     );
     assert_eq!(svc.metadata.labels.unwrap()["k8s-app"], "kube-dns");
 
-    let _ = stop_tx.send(());
-    task.await.unwrap().unwrap();
+    dns.stop().await.unwrap();
     cluster.shutdown();
 }
 
@@ -186,7 +177,7 @@ async fn a_server_s_slice_is_owned_by_its_identity_lease_and_replaces_the_shared
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
     config.advertise = Some("192.0.2.2".parse().unwrap());
     config.owner_lease = Some("apiserver-00aa11bb".into());
-    let (stop_tx, task) = spawn_dns(&client, &factory, config);
+    let dns = spawn_dns(&client, &factory, config);
     // Nothing is published while the owner is missing: a slice nothing owns
     // would outlive its server.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -227,8 +218,7 @@ async fn a_server_s_slice_is_owned_by_its_identity_lease_and_replaces_the_shared
     })
     .await;
 
-    let _ = stop_tx.send(());
-    task.await.unwrap().unwrap();
+    dns.stop().await.unwrap();
     cluster.shutdown();
 }
 

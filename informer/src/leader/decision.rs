@@ -217,6 +217,38 @@ mod tests {
         }
     }
 
+    /// What we ("me") decide on seeing `lease` `seconds` after `t0`: the
+    /// expiry cases move our clock and the wall clock together.
+    fn decide_at(
+        observer: &mut LeaseObserver,
+        lease: &LeaseSpec,
+        t0: Instant,
+        seconds: u64,
+    ) -> Decision {
+        let wall_seconds = i64::try_from(seconds).unwrap();
+        observer.decide(
+            &config("me"),
+            Some(lease),
+            t0 + Duration::from_secs(seconds),
+            wall(wall_seconds),
+        )
+    }
+
+    /// Asserts another's `lease` still stands `held_at` seconds after `t0`
+    /// and is ours to take at `expired_at`: the edges of its expiry.
+    fn assert_expires_between(
+        observer: &mut LeaseObserver,
+        lease: &LeaseSpec,
+        t0: Instant,
+        held_at: u64,
+        expired_at: u64,
+    ) {
+        let held = decide_at(observer, lease, t0, held_at);
+        assert!(matches!(held, Decision::Wait { .. }), "{held:?}");
+        let expired = decide_at(observer, lease, t0, expired_at);
+        assert!(matches!(expired, Decision::Acquire(_)), "{expired:?}");
+    }
+
     #[test]
     fn a_missing_lease_is_created_with_us_as_holder() {
         let mut observer = LeaseObserver::new();
@@ -267,29 +299,12 @@ mod tests {
     fn a_renewal_by_the_holder_restarts_the_expiry_clock() {
         let mut observer = LeaseObserver::new();
         let t0 = Instant::now();
-        observer.decide(&config("me"), Some(&held_by("other", 0, 1)), t0, wall(0));
+        decide_at(&mut observer, &held_by("other", 0, 1), t0, 0);
         let renewed = held_by("other", 10, 1);
-        let t10 = t0 + Duration::from_secs(10);
-        observer.decide(&config("me"), Some(&renewed), t10, wall(10));
-        // 20 s after the first sighting but only 10 s after the renewal: still held.
-        assert!(matches!(
-            observer.decide(
-                &config("me"),
-                Some(&renewed),
-                t0 + Duration::from_secs(20),
-                wall(20)
-            ),
-            Decision::Wait { .. }
-        ));
-        assert!(matches!(
-            observer.decide(
-                &config("me"),
-                Some(&renewed),
-                t10 + Duration::from_secs(15),
-                wall(25)
-            ),
-            Decision::Acquire(_)
-        ));
+        decide_at(&mut observer, &renewed, t0, 10);
+        // 20 s after the first sighting but only 10 s after the renewal: still
+        // held; 15 s after the renewal: expired.
+        assert_expires_between(&mut observer, &renewed, t0, 20, 25);
     }
 
     #[test]
@@ -298,25 +313,8 @@ mod tests {
         let t0 = Instant::now();
         let mut lease = held_by("other", 0, 0);
         lease.lease_duration_seconds = Some(60);
-        observer.decide(&config("me"), Some(&lease), t0, wall(0));
-        assert!(matches!(
-            observer.decide(
-                &config("me"),
-                Some(&lease),
-                t0 + Duration::from_secs(30),
-                wall(30)
-            ),
-            Decision::Wait { .. }
-        ));
-        assert!(matches!(
-            observer.decide(
-                &config("me"),
-                Some(&lease),
-                t0 + Duration::from_secs(60),
-                wall(60)
-            ),
-            Decision::Acquire(_)
-        ));
+        decide_at(&mut observer, &lease, t0, 0);
+        assert_expires_between(&mut observer, &lease, t0, 30, 60);
     }
 
     #[test]

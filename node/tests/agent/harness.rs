@@ -237,6 +237,14 @@ impl TestCluster {
         panic!("pod {name} not deleted within {timeout:?}");
     }
 
+    /// Every sandbox the runtime holds, whatever its state: what the cases
+    /// check is left behind.
+    pub async fn sandboxes(&self) -> Vec<skiff_node::cri_api::PodSandbox> {
+        Runtime::list_pod_sandboxes(&self.cri, None)
+            .await
+            .expect("list sandboxes")
+    }
+
     pub fn log_root(&self) -> PathBuf {
         self.config.log_root()
     }

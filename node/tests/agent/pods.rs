@@ -344,9 +344,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     for name in ["hello", "crasher", "reader", "noimage", "lively"] {
         cluster.wait_gone(name, LONG).await;
     }
-    let left = skiff_node::Runtime::list_pod_sandboxes(&cluster.cri, None)
-        .await
-        .expect("list sandboxes");
+    let left = cluster.sandboxes().await;
     assert!(left.is_empty(), "sandboxes left: {left:?}");
     cluster.teardown().await;
 }

@@ -18,9 +18,7 @@ async fn a_restarted_agent_adopts_running_pods() {
         }))
         .await;
     let before = cluster
-        .wait_pod("long", Duration::from_secs(60), "Running", |p| {
-            phase(p) == "Running"
-        })
+        .wait_phase("long", Duration::from_secs(60), "Running")
         .await;
     let id = container_id(&before, "s");
     let ip = before.status.as_ref().and_then(|s| s.pod_ip.clone());
@@ -31,9 +29,7 @@ async fn a_restarted_agent_adopts_running_pods() {
     tokio::time::sleep(Duration::from_secs(4)).await;
 
     let after = cluster
-        .wait_pod("long", Duration::from_secs(30), "Running", |p| {
-            phase(p) == "Running"
-        })
+        .wait_phase("long", Duration::from_secs(30), "Running")
         .await;
     assert_eq!(container_id(&after, "s"), id, "the container was recreated");
     assert_eq!(
@@ -41,9 +37,7 @@ async fn a_restarted_agent_adopts_running_pods() {
         Some(0)
     );
     assert_eq!(after.status.as_ref().and_then(|s| s.pod_ip.clone()), ip);
-    let sandboxes = skiff_node::Runtime::list_pod_sandboxes(&cluster.cri, None)
-        .await
-        .expect("sandboxes");
+    let sandboxes = cluster.sandboxes().await;
     assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
     cluster.teardown().await;
 }
@@ -65,9 +59,7 @@ async fn a_duplicate_sandbox_is_reconciled_to_one() {
         }))
         .await;
     let before = cluster
-        .wait_pod("twin", Duration::from_secs(60), "Running", |p| {
-            phase(p) == "Running"
-        })
+        .wait_phase("twin", Duration::from_secs(60), "Running")
         .await;
     let id = container_id(&before, "s");
 
@@ -105,9 +97,7 @@ async fn a_duplicate_sandbox_is_reconciled_to_one() {
     // A few relists later: one ready sandbox (the newest), the old one
     // stopped, nothing more.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let sandboxes = skiff_node::Runtime::list_pod_sandboxes(&cluster.cri, None)
-        .await
-        .expect("sandboxes");
+    let sandboxes = cluster.sandboxes().await;
     let ready: Vec<&str> = sandboxes
         .iter()
         .filter(|s| s.state == skiff_node::cri_api::PodSandboxState::SandboxReady as i32)

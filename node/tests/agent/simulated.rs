@@ -9,40 +9,33 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use skiff_node::simulated::{self, SimulatedConfig};
-use skiff_testkit::{TestCluster, eventually, eventually_gone};
+use skiff_testkit::{Spawned, TestCluster, eventually, eventually_gone};
 
 /// Runs one simulated node (`sim-node-0`) renewing its Lease every
-/// `renew`; the sender stops it, the handle says how it ended.
+/// `renew`; stopping it says how it ended.
 fn one_node(
     cluster: &TestCluster,
     renew: Duration,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<Result<(), simulated::SimulatedError>>,
-) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+) -> Spawned<Result<(), simulated::SimulatedError>> {
     let mut config = SimulatedConfig::new(1);
     config.lease_renew_interval = renew;
     let client = cluster.client.clone();
     let factory = cluster.factory.clone();
-    let nodes = tokio::spawn(async move {
+    skiff_testkit::spawn_until_stopped(|stop| async move {
         simulated::run(
             simulated::NodeClients::Shared(client),
             &factory,
             config,
-            async {
-                let _ = stopped.await;
-            },
+            stop,
         )
         .await
-    });
-    (stop, nodes)
+    })
 }
 
 #[tokio::test]
 async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
     let cluster = TestCluster::start().await;
-    let (stop, nodes) = one_node(&cluster, Duration::from_secs(60));
+    let nodes = one_node(&cluster, Duration::from_secs(60));
 
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
     // A finalizer of the test's own keeps the object after the node's final
@@ -84,8 +77,7 @@ async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
     .await
     .unwrap();
     eventually_gone(Duration::from_secs(10), &pods, "web").await;
-    let _ = stop.send(());
-    nodes.await.unwrap().unwrap();
+    nodes.stop().await.unwrap();
     cluster.shutdown();
 }
 
@@ -93,7 +85,7 @@ async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
 async fn a_node_marked_unknown_reports_itself_ready_again() {
     let cluster = TestCluster::start().await;
     // Renewals every 100 ms: a status report every 6 of them.
-    let (stop, nodes) = one_node(&cluster, Duration::from_millis(100));
+    let nodes = one_node(&cluster, Duration::from_millis(100));
     let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
     let ready = |api: Api<k8s_openapi::api::core::v1::Node>| async move {
         let node = api.get("sim-node-0").await.ok()?;
@@ -126,7 +118,6 @@ async fn a_node_marked_unknown_reports_itself_ready_again() {
         (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
     })
     .await;
-    let _ = stop.send(());
-    nodes.await.unwrap().unwrap();
+    nodes.stop().await.unwrap();
     cluster.shutdown();
 }

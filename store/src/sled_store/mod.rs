@@ -532,20 +532,23 @@ mod tests {
         assert_eq!(store.list("", None, 0).await.unwrap().items.len(), 8);
     }
 
-    /// A store whose disk reports `free` bytes free, with an 8 MiB reserve.
-    fn on_small_disk(dir: &Path, free: Arc<AtomicU64>) -> SledConfig {
-        SledConfig::new(dir)
+    /// A store with an 8 MiB reserve on a disk reporting `free` bytes free
+    /// (100 MiB at first, moved by the case), and the config to reopen it.
+    fn open_on_small_disk() -> (tempfile::TempDir, Arc<AtomicU64>, SledConfig, SledStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let free = Arc::new(AtomicU64::new(100 << 20));
+        let probed = free.clone();
+        let config = SledConfig::new(dir.path())
             .compaction(None)
             .space_reserve(Some(SpaceReserve::new(8 << 20)))
-            .space_probe(Arc::new(move |_: &Path| Ok(free.load(Ordering::Relaxed))))
+            .space_probe(Arc::new(move |_: &Path| Ok(probed.load(Ordering::Relaxed))));
+        let store = SledStore::open(config.clone()).unwrap();
+        (dir, free, config, store)
     }
 
     #[tokio::test]
     async fn a_full_disk_refuses_writes_but_not_reads_watches_or_deletes() {
-        let dir = tempfile::tempdir().unwrap();
-        let free = Arc::new(AtomicU64::new(100 << 20));
-        let config = on_small_disk(dir.path(), free.clone());
-        let store = SledStore::open(config.clone()).unwrap();
+        let (dir, free, config, store) = open_on_small_disk();
         let v = Bytes::from_static(b"v");
         for i in 0..4 {
             store.create(&format!("k{i}"), v.clone()).await.unwrap();
@@ -610,10 +613,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_short_disk_gives_back_the_space_of_deleted_objects() {
-        let dir = tempfile::tempdir().unwrap();
-        let free = Arc::new(AtomicU64::new(100 << 20));
-        let config = on_small_disk(dir.path(), free.clone());
-        let store = SledStore::open(config.clone()).unwrap();
+        let (_dir, free, config, store) = open_on_small_disk();
         let big = Bytes::from(vec![b'x'; 100 * 1024]);
         store
             .create("kept", Bytes::from_static(b"v"))

@@ -28,21 +28,32 @@ pub(crate) fn read_record(
     shared: &Shared,
     revision: Revision,
 ) -> Result<Option<Record>, StoreError> {
-    let raw = shared
-        .generation()
-        .db
-        .get(codec::record_key(revision))
-        .map_err(|e| sled_error("reading a history record", e))?;
+    let raw = read_raw(
+        shared,
+        codec::record_key(revision),
+        "reading a history record",
+    )?;
     raw.map(|raw| Record::decode(revision, &raw)).transpose()
 }
 
 pub(crate) fn read_index(shared: &Shared, key: &str) -> Result<Option<IndexEntry>, StoreError> {
-    let raw = shared
+    let raw = read_raw(shared, codec::index_key(key), "reading the key index")?;
+    raw.map(|raw| IndexEntry::decode(key, &raw)).transpose()
+}
+
+/// One point read in the live generation's database (defragmentation
+/// replaces it, so each read takes the current one); `context` names the
+/// read in the error.
+fn read_raw(
+    shared: &Shared,
+    raw_key: impl AsRef<[u8]>,
+    context: &'static str,
+) -> Result<Option<sled::IVec>, StoreError> {
+    shared
         .generation()
         .db
-        .get(codec::index_key(key))
-        .map_err(|e| sled_error("reading the key index", e))?;
-    raw.map(|raw| IndexEntry::decode(key, &raw)).transpose()
+        .get(raw_key)
+        .map_err(|e| sled_error(context, e))
 }
 
 fn key_value(record: Record, revision: Revision) -> KeyValue {

@@ -218,7 +218,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::agent::identity::test_pki::TestCa;
+    use crate::agent::identity::test_pki::{TestCa, parse_csr};
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -294,13 +294,7 @@ mod tests {
         assert_eq!(csr.spec.signer_name, SIGNER);
         assert_eq!(csr.metadata.annotations.unwrap()[PASSWORD_ANNOTATION], "pw");
         let pem = String::from_utf8(csr.spec.request.0).unwrap();
-        let parsed = rcgen::CertificateSigningRequestParams::from_pem(&pem).unwrap();
-        let names: Vec<_> = parsed
-            .params
-            .distinguished_name
-            .iter()
-            .map(|(k, _)| format!("{k:?}"))
-            .collect();
+        let (parsed, names) = parse_csr(&pem);
         assert_eq!(names.len(), 2, "{names:?}");
         assert!(parsed.params.subject_alt_names.is_empty());
         let (_, renewal) = new_request("n1", None).unwrap();

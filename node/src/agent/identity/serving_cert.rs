@@ -228,7 +228,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::agent::identity::test_pki::{CaSigner, TestCa};
+    use crate::agent::identity::test_pki::{CaSigner, TestCa, parse_csr};
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -303,13 +303,7 @@ mod tests {
     fn the_request_names_the_node_and_its_addresses() {
         let key = KeyPair::generate().unwrap();
         let pem = request_pem("n1", &["10.0.0.1".into(), "n1".into()], &key).unwrap();
-        let csr = rcgen::CertificateSigningRequestParams::from_pem(&pem).unwrap();
-        let dn: Vec<String> = csr
-            .params
-            .distinguished_name
-            .iter()
-            .map(|(t, v)| format!("{t:?}={v:?}"))
-            .collect();
+        let (csr, dn) = parse_csr(&pem);
         assert!(dn.iter().any(|d| d.contains("system:node:n1")), "{dn:?}");
         assert!(dn.iter().any(|d| d.contains("system:nodes")), "{dn:?}");
         assert_eq!(

@@ -89,6 +89,19 @@ impl TestCa {
     }
 }
 
+/// A CSR's parameters and its subject as `type=value` entries: what the
+/// request cases check of what the node asks for.
+pub(crate) fn parse_csr(pem: &str) -> (CertificateSigningRequestParams, Vec<String>) {
+    let csr = CertificateSigningRequestParams::from_pem(pem).unwrap();
+    let subject = csr
+        .params
+        .distinguished_name
+        .iter()
+        .map(|(t, v)| format!("{t:?}={v:?}"))
+        .collect();
+    (csr, subject)
+}
+
 /// The one CertificateSigningRequest in the cluster, once a node under test
 /// has created it (panics after about 4 s).
 pub(crate) async fn the_request(api: &Api<CertificateSigningRequest>) -> CertificateSigningRequest {

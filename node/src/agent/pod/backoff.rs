@@ -133,27 +133,25 @@ mod tests {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
         let short = Duration::from_secs(1);
         assert_eq!(b.check("c", t0, short, t0), Verdict::Retry);
-        let t1 = t0 + Duration::from_secs(1);
-        assert_eq!(
-            b.check("c", t1, short, t1),
-            Verdict::Wait {
-                until: t1 + Duration::from_secs(10),
-                delay: Duration::from_secs(10)
-            }
-        );
-        assert_eq!(
-            b.check("c", t1, short, t1 + Duration::from_secs(10)),
-            Verdict::Retry
-        );
-        let t2 = t1 + Duration::from_secs(11);
-        assert!(
-            matches!(b.check("c", t2, short, t2), Verdict::Wait { delay, .. } if delay == Duration::from_secs(20))
-        );
-        assert_eq!(
-            b.check("c", t2, short, t2 + Duration::from_secs(20)),
-            Verdict::Retry
-        );
-        let t3 = t2 + Duration::from_secs(21);
+        // Each failure after a retry waits the delay in force, doubled each
+        // time; once it has passed, the retry goes ahead.
+        let mut failed_at = t0 + Duration::from_secs(1);
+        for delay in [10, 20].map(Duration::from_secs) {
+            assert_eq!(
+                b.check("c", failed_at, short, failed_at),
+                Verdict::Wait {
+                    until: failed_at + delay,
+                    delay
+                }
+            );
+            assert_eq!(
+                b.check("c", failed_at, short, failed_at + delay),
+                Verdict::Retry
+            );
+            failed_at += delay + Duration::from_secs(1);
+        }
+        // Doubled again, it stops at the max.
+        let t3 = failed_at;
         assert!(
             matches!(b.check("c", t3, short, t3), Verdict::Wait { delay, .. } if delay == Duration::from_secs(25))
         );

@@ -59,6 +59,14 @@ impl Running {
         let admin = self.ca.client_cert("kube-apiserver-kubelet-client", &[]);
         self.call(Some(admin), "GET", path).await
     }
+
+    /// Asserts the last review was the API server's user asking to `get`
+    /// `subresource`: what the node asks before serving it.
+    fn assert_api_server_asked(&self, subresource: &str) {
+        let (user, action) = self.reviewer.asked.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(user, "kube-apiserver-kubelet-client");
+        assert_eq!((action.verb, action.subresource), ("get", subresource));
+    }
 }
 
 /// Asserts `answer` is the node's 403 naming the caller's attributes.
@@ -224,9 +232,7 @@ async fn callers_without_a_valid_allowed_certificate_are_refused() {
     // The allowed user gets through to the handler (no such pod: 404).
     let answer = node.get_as_api_server(logs).await;
     assert_eq!(status_code(&answer), 404, "{answer}");
-    let (user, action) = node.reviewer.asked.lock().unwrap().last().cloned().unwrap();
-    assert_eq!(user, "kube-apiserver-kubelet-client");
-    assert_eq!((action.verb, action.subresource), ("get", "proxy"));
+    node.assert_api_server_asked("proxy");
     let _ = node.stop.send(true);
 }
 
@@ -263,9 +269,7 @@ async fn metrics_are_served_to_callers_allowed_nodes_metrics() {
         samples.iter().all(|s| s.name.starts_with("kubelet_")),
         "{body}"
     );
-    let (user, action) = node.reviewer.asked.lock().unwrap().last().cloned().unwrap();
-    assert_eq!(user, "kube-apiserver-kubelet-client");
-    assert_eq!((action.verb, action.subresource), ("get", "metrics"));
+    node.assert_api_server_asked("metrics");
     let _ = node.stop.send(true);
 }
 
