@@ -115,43 +115,8 @@ impl Syncer {
         let mut status = cj.status.clone().unwrap_or_default();
         let jobs = controlled_by(&self.jobs, &ns, &uid);
 
-        // Active list: drop finished or vanished Jobs, add running ones.
-        let mut active: Vec<ObjectReference> = Vec::new();
-        for job in &jobs {
-            match finished(job) {
-                None => active.push(job_reference(job)),
-                Some(outcome) => {
-                    let was_active = status
-                        .active
-                        .iter()
-                        .flatten()
-                        .any(|r| r.uid == job.metadata.uid);
-                    if was_active {
-                        self.events.normal(
-                            &object_reference(&cj),
-                            "SawCompletedJob",
-                            "Observe",
-                            format!(
-                                "Saw completed job: {}, condition: {outcome}",
-                                job.name_any()
-                            ),
-                        );
-                    }
-                    if outcome == "Complete"
-                        && let Some(done) =
-                            job.status.as_ref().and_then(|s| s.completion_time.clone())
-                        && status
-                            .last_successful_time
-                            .as_ref()
-                            .is_none_or(|t| t.0 < done.0)
-                    {
-                        status.last_successful_time = Some(done);
-                    }
-                }
-            }
-        }
-        active.sort_by(|a, b| a.name.cmp(&b.name));
-        status.active = (!active.is_empty()).then_some(active);
+        self.reconcile_active(&cj, &key_str, &jobs, &mut status)
+            .await?;
 
         let mut requeue = None;
         if cj.metadata.deletion_timestamp.is_none() && spec.suspend != Some(true) {
@@ -224,6 +189,112 @@ impl Syncer {
             Some(d) => Action::RequeueAfter(d),
             None => Action::Done,
         })
+    }
+
+    /// The active list as upstream's controller keeps it: a finished Job
+    /// leaves it (`SawCompletedJob`), a listed Job that no longer exists
+    /// leaves it (`MissingJob`), and a running Job the controller did not
+    /// start (`kubectl create job --from=cronjob/…`) is reported
+    /// (`UnexpectedJob`) but never added, so concurrency policy counts only
+    /// the scheduled runs. Completions count towards the last success
+    /// whether or not the Job was listed.
+    async fn reconcile_active(
+        &self,
+        cj: &CronJob,
+        key: &str,
+        jobs: &[Arc<Job>],
+        status: &mut CronJobStatus,
+    ) -> Result<(), WriteFailed> {
+        let listed = |status: &CronJobStatus, uid: &Option<String>| {
+            status.active.iter().flatten().any(|r| &r.uid == uid)
+        };
+        let ns = cj.namespace().unwrap_or_default();
+        for job in jobs {
+            let uid = &job.metadata.uid;
+            match finished(job) {
+                None if !listed(status, uid) => {
+                    // The cache may predate the status write that listed a
+                    // Job this controller just started: ask the server.
+                    let api: Api<CronJob> = Api::namespaced(self.client.clone(), &ns);
+                    let fresh = api
+                        .get(&cj.name_any())
+                        .await
+                        .map_err(|e| Self::err(key, "reading the cronjob", e))?;
+                    let fresh_status = fresh.status.unwrap_or_default();
+                    if listed(&fresh_status, uid) {
+                        status.active = fresh_status.active;
+                        continue;
+                    }
+                    self.events.warning(
+                        &object_reference(cj),
+                        "UnexpectedJob",
+                        "Observe",
+                        format!(
+                            "Saw a job that the controller did not create or forgot: {}",
+                            job.name_any()
+                        ),
+                    );
+                }
+                None => {}
+                Some(outcome) => {
+                    if listed(status, uid) {
+                        if let Some(active) = status.active.as_mut() {
+                            active.retain(|r| &r.uid != uid);
+                        }
+                        self.events.normal(
+                            &object_reference(cj),
+                            "SawCompletedJob",
+                            "Observe",
+                            format!(
+                                "Saw completed job: {}, condition: {outcome}",
+                                job.name_any()
+                            ),
+                        );
+                    }
+                    if outcome == "Complete"
+                        && let Some(done) =
+                            job.status.as_ref().and_then(|s| s.completion_time.clone())
+                        && status
+                            .last_successful_time
+                            .as_ref()
+                            .is_none_or(|t| t.0 < done.0)
+                    {
+                        status.last_successful_time = Some(done);
+                    }
+                }
+            }
+        }
+        // Listed Jobs the cache does not hold: gone, or not yet seen here.
+        let jobs_api: Api<Job> = Api::namespaced(self.client.clone(), &ns);
+        let unseen: Vec<ObjectReference> = status
+            .active
+            .iter()
+            .flatten()
+            .filter(|r| !jobs.iter().any(|j| j.metadata.uid == r.uid))
+            .cloned()
+            .collect();
+        for reference in unseen {
+            let name = reference.name.clone().unwrap_or_default();
+            match jobs_api.get(&name).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    self.events.normal(
+                        &object_reference(cj),
+                        "MissingJob",
+                        "Observe",
+                        format!("Active job went missing: {name}"),
+                    );
+                    if let Some(active) = status.active.as_mut() {
+                        active.retain(|r| r.uid != reference.uid);
+                    }
+                }
+                Err(e) => return Err(Self::err(key, "reading an active job", e)),
+                Ok(_) => {}
+            }
+        }
+        if status.active.as_ref().is_some_and(Vec::is_empty) {
+            status.active = None;
+        }
+        Ok(())
     }
 
     async fn start_job(

@@ -134,3 +134,87 @@ async fn a_schedule_that_never_fires_is_reported_invalid() {
     assert!(list_all(&jobs).await.is_empty());
     cluster.shutdown().await;
 }
+
+/// A Job started by hand from a CronJob (`kubectl create job
+/// --from=cronjob/…`: owned by it, as its controller) is reported but never
+/// listed as active, as upstream's controller does: a `Forbid` policy still
+/// starts the scheduled run beside it. A listed Job that is deleted leaves
+/// the list as missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_started_by_hand_is_not_an_active_run() {
+    let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
+    let template = json!({"spec": {"template": {"spec": {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "busybox"}]
+    }}}});
+    let spec = json!({
+        "schedule": "* * * * *",
+        "concurrencyPolicy": "Forbid",
+        "suspend": true,
+        "jobTemplate": template,
+    });
+    let cj = create_workload::<CronJob>(&client, "tick", spec, json!({})).await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let manual: Job = serde_json::from_value(json!({
+        "metadata": {
+            "name": "tick-manual",
+            "annotations": {"cronjob.kubernetes.io/instantiate": "manual"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "tick",
+                "uid": cj.uid().unwrap(), "controller": true}],
+        },
+        "spec": template["spec"],
+    }))
+    .unwrap();
+    jobs.create(&Default::default(), &manual).await.unwrap();
+    wait_for_events(&client, "tick", &["UnexpectedJob"]).await;
+    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
+    let status = api.get("tick").await.unwrap().status.unwrap_or_default();
+    assert_eq!(status.active, None, "a job started by hand is not active");
+
+    // A run is due (the last one three minutes ago): Forbid does not count
+    // the job started by hand, so the scheduled one starts.
+    let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
+    merge_patch_status(
+        &api,
+        "tick",
+        json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}}),
+    )
+    .await;
+    api.patch(
+        "tick",
+        &Default::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"suspend": false}})),
+    )
+    .await
+    .unwrap();
+    let active = eventually(WAIT, "the scheduled run listed", || async {
+        let active = api.get("tick").await.ok()?.status?.active?;
+        (active.len() == 1).then_some(active)
+    })
+    .await;
+    let scheduled = active[0].name.clone().unwrap();
+    assert_ne!(scheduled, "tick-manual");
+    assert_eq!(
+        list_all(&jobs).await.len(),
+        2,
+        "{scheduled} beside tick-manual"
+    );
+
+    // Deleted, the listed run goes missing and leaves the list (suspended
+    // first, so no next minute's run joins it meanwhile).
+    api.patch(
+        "tick",
+        &Default::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    jobs.delete(&scheduled, &Default::default()).await.unwrap();
+    wait_for_events(&client, "tick", &["MissingJob"]).await;
+    eventually(WAIT, "an empty active list", || async {
+        let status = api.get("tick").await.ok()?.status?;
+        status.active.is_none().then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}
