@@ -1,11 +1,12 @@
 //! skiff-controllers is the controller manager: namespace, garbage collector,
 //! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
-//! DaemonSet, Job, CronJob, endpoints and EndpointSlices, node lifecycle, pod GC,
-//! ClusterRole aggregation, resource quota, horizontal pod autoscaling, CSR
-//! approval and signing and k3s's node-password cleanup, each
-//! reconciling through shared informers (events are recorded with
-//! `skiff_common::events`, re-exported as `events`); and the auto-deployed
-//! manifests directory (`deploy`, which polls files, not the API).
+//! DaemonSet, Job, CronJob, PodDisruptionBudget status (disruption), endpoints
+//! and EndpointSlices, node lifecycle, pod GC, ClusterRole aggregation,
+//! resource quota, horizontal pod autoscaling, CSR approval and signing and
+//! k3s's node-password cleanup, each reconciling through shared informers
+//! (events are recorded with `skiff_common::events`, re-exported as
+//! `events`); and the auto-deployed manifests directory (`deploy`, which
+//! polls files, not the API).
 //!
 //! It must never import the API server or the store: it acts only through the
 //! Kubernetes API, exactly as an out-of-process controller would.
@@ -17,6 +18,7 @@ pub(crate) mod cronjob;
 pub(crate) mod daemonset;
 pub mod deploy;
 pub(crate) mod deployment;
+pub(crate) mod disruption;
 pub(crate) mod endpoints;
 pub(crate) mod endpointslice;
 pub use skiff_common::events;
@@ -83,6 +85,7 @@ fn defaults() -> Vec<manager::Registered> {
         starter("statefulset", "statefulset-controller", statefulset::run),
         starter("job", "job-controller", job::run),
         starter("deployment", "deployment-controller", deployment::run),
+        starter("disruption", "disruption-controller", disruption::run),
         starter(
             "replicationcontroller",
             "replication-controller",

@@ -12,6 +12,7 @@ mod controllers {
     mod cronjob;
     mod daemonset;
     mod deployment;
+    mod disruption;
     pub mod endpoints;
     mod endpointslice;
     mod events;

@@ -239,14 +239,25 @@ pub(super) async fn evict(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
     }
     let running = pod["status"]["phase"] == "Running";
     if running && !crate::object::is_terminating(&pod) {
-        check_disruption_budgets(&ctx, &pod)?;
+        take_disruption(&ctx, &pod).await?;
     }
     let write = ctx.write_info(None);
     delete_object(&ctx.inner, &info, &key, &name, &options, &write).await?;
     respond(StatusCode::CREATED, &success_status(201))
 }
 
-fn check_disruption_budgets(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
+/// Upstream's cap on evictions a budget may hold unconfirmed.
+const MAX_DISRUPTED_PODS: usize = 2000;
+
+/// Takes one disruption from the PodDisruptionBudget that covers `pod`, as
+/// upstream's eviction does: the budget's `disruptionsAllowed` goes down by
+/// one and the pod is noted in `disruptedPods` (so the disruption
+/// controller counts it gone) in one conditional write, before the pod is
+/// deleted; concurrent evictions thus never take more than the budget
+/// allows. A budget that allows none refuses with 429. A pod that is not
+/// Ready takes nothing when the budget is met (or its policy is
+/// AlwaysAllow): it is not counted as healthy anyway.
+async fn take_disruption(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
     let Some(pdbs) = ctx
         .inner
         .registry
@@ -257,33 +268,134 @@ fn check_disruption_budgets(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
     let namespace = meta_str(pod, "namespace").unwrap_or("");
     let snapshot = ctx.inner.cache(&pdbs)?.snapshot();
     let prefix = pdbs.collection_prefix(Some(namespace));
+    let mut covering = Vec::new();
     for (key, pdb) in snapshot.objects.range(prefix.clone()..) {
         if !key.starts_with(&prefix) {
             break;
         }
-        let pdb = &*pdb.value();
+        let pdb = pdb.value();
         let Ok(selector) = LabelSelector::from_object(&pdb["spec"]["selector"]) else {
             continue;
         };
-        if selector.is_empty() || !selector.matches(pod) {
-            continue;
+        if !pdb["spec"]["selector"].is_null() && selector.matches(pod) {
+            covering.push((key.clone(), pdb));
         }
-        let allowed = pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
-        if allowed <= 0 {
-            let pdb_name = meta_str(pdb, "name").unwrap_or("");
-            let desired = pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0);
-            let current = pdb["status"]["currentHealthy"].as_i64().unwrap_or(0);
-            return Err(ApiError::TooManyRequests {
-                message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-                causes: vec![(
-                    "DisruptionBudget".into(),
-                    format!(
-                        "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
-                    ),
-                    String::new(),
-                )],
-            });
+    }
+    let (key, pdb) = match covering.len() {
+        0 => return Ok(()),
+        1 => covering.remove(0),
+        _ => {
+            return Err(ApiError::Internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.".into(),
+            ));
         }
+    };
+    let ready = pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    if !ready {
+        let always = pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow";
+        let desired = pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0);
+        let current = pdb["status"]["currentHealthy"].as_i64().unwrap_or(0);
+        if always || (desired > 0 && current >= desired) {
+            return Ok(());
+        }
+    }
+    let pdb_name = meta_str(&pdb, "name").unwrap_or("").to_string();
+    let pod_name = meta_str(pod, "name").unwrap_or("").to_string();
+    let dry_run = ctx.params.dry_run;
+    let (pdb_name, pod_name) = (&pdb_name, &pod_name);
+    guaranteed_update(
+        &ctx.inner,
+        &pdbs,
+        &key,
+        pdb_name,
+        FirstRead::Store,
+        move |current| {
+            Box::pin(async move {
+                // A budget deleted meanwhile no longer holds the pod.
+                let Some(current) = current else {
+                    return Ok(Next::Done(Value::Null));
+                };
+                let mut pdb = current.object;
+                disruption_allowed(&pdb, pdb_name)?;
+                let status = &mut pdb["status"];
+                let allowed = status["disruptionsAllowed"].as_i64().unwrap_or(0) - 1;
+                status["disruptionsAllowed"] = json!(allowed);
+                if allowed == 0 {
+                    no_disruption_allowed(status);
+                }
+                if dry_run {
+                    return Ok(Next::Done(Value::Null));
+                }
+                if !status["disruptedPods"].is_object() {
+                    status["disruptedPods"] = json!({});
+                }
+                status["disruptedPods"][pod_name] = json!(crate::object::now_rfc3339());
+                Ok(Next::ReplaceUnanswered(pdb))
+            })
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Marks a budget's status as allowing no disruption, as the disruption
+/// controller would on its next count (the condition's transition time
+/// moves only if it allowed some before).
+fn no_disruption_allowed(status: &mut Value) {
+    let generation = status["observedGeneration"].clone();
+    let mut conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let kept = conditions
+        .iter()
+        .find(|c| c["type"] == "DisruptionAllowed" && c["status"] == "False")
+        .map(|c| c["lastTransitionTime"].clone());
+    conditions.retain(|c| c["type"] != "DisruptionAllowed");
+    conditions.push(json!({"type": "DisruptionAllowed", "status": "False",
+        "reason": "InsufficientPods", "message": "", "observedGeneration": generation,
+        "lastTransitionTime": kept.unwrap_or_else(|| json!(crate::object::now_rfc3339()))}));
+    status["conditions"] = Value::Array(conditions);
+}
+
+/// Whether the budget `pdb` (as stored now) lets one more pod go, in
+/// upstream's words when it does not.
+fn disruption_allowed(pdb: &Value, name: &str) -> Result<(), ApiError> {
+    let status = &pdb["status"];
+    let generation = pdb["metadata"]["generation"].as_i64().unwrap_or(0);
+    let refused = |cause: String| ApiError::TooManyRequests {
+        message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+        causes: vec![("DisruptionBudget".into(), cause, String::new())],
+    };
+    if status["observedGeneration"].as_i64().unwrap_or(0) < generation {
+        return Err(refused(format!(
+            "The disruption budget {name} is still being processed by the server."
+        )));
+    }
+    let forbidden = |detail: &str| ApiError::Forbidden {
+        resource: "poddisruptionbudget".into(),
+        group: "policy".into(),
+        name: name.to_string(),
+        detail: detail.into(),
+        causes: Vec::new(),
+    };
+    let allowed = status["disruptionsAllowed"].as_i64().unwrap_or(0);
+    if allowed < 0 {
+        return Err(forbidden("pdb disruptions allowed is negative"));
+    }
+    let pending = status["disruptedPods"].as_object().map_or(0, |m| m.len());
+    if pending > MAX_DISRUPTED_PODS {
+        return Err(forbidden(
+            "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
+        ));
+    }
+    if allowed == 0 {
+        let desired = status["desiredHealthy"].as_i64().unwrap_or(0);
+        let current = status["currentHealthy"].as_i64().unwrap_or(0);
+        return Err(refused(format!(
+            "The disruption budget {name} needs {desired} healthy pods and has {current} currently"
+        )));
     }
     Ok(())
 }

@@ -388,6 +388,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         // policy/v1
         of::<policy::v1::PodDisruptionBudget>()
             .short(&["pdb"])
+            .printer(&table::policy::PODDISRUPTIONBUDGETS)
             .subs(&[Status])
             .generation(),
         // rbac.authorization.k8s.io/v1

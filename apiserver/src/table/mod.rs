@@ -13,6 +13,7 @@ pub(crate) mod flowcontrol;
 pub(crate) mod metrics;
 pub(crate) mod networking;
 pub(crate) mod pods;
+pub(crate) mod policy;
 pub(crate) mod workloads;
 
 use http::HeaderMap;

@@ -1,7 +1,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, assert_mentions, pod};
+use crate::harness::{Expect, TestServer, assert_mentions, columns, find_by, pod, row};
 
 const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments/web";
 
@@ -139,42 +139,113 @@ async fn binding_a_recreated_pod_binds_the_new_one() {
     assert_eq!(p["spec"]["nodeName"], "n2");
 }
 
+/// Creates pod `name` labelled `app=x`, Running and Ready.
+async fn ready_pod(s: &TestServer, name: &str) {
+    let pod = json!({"metadata": {"name": name, "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    s.post("/api/v1/namespaces/default/pods", pod).await;
+    s.merge_patch(
+        &format!("/api/v1/namespaces/default/pods/{name}/status"),
+        json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}}),
+    )
+    .await;
+}
+
+const PDB: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/budget";
+
 #[tokio::test]
 async fn eviction_respects_disruption_budgets() {
     let s = TestServer::new().await;
-    let pod = json!({"metadata": {"name": "p", "labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
-    s.post("/api/v1/namespaces/default/pods", pod).await;
-    s.merge_patch(
-        "/api/v1/namespaces/default/pods/p/status",
-        json!({"status": {"phase": "Running"}}),
-    )
-    .await;
-    let pdb = json!({"metadata": {"name": "budget"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}});
+    for name in ["p", "q", "r"] {
+        ready_pod(&s, name).await;
+    }
+    let pdb = json!({"metadata": {"name": "budget"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "x"}}}});
     s.created(
         "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
         pdb,
     )
     .await;
-    let eviction =
-        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}});
-    s.post(
-        "/api/v1/namespaces/default/pods/p/eviction",
-        eviction.clone(),
-    )
-    .await
-    .expect_failure(429, "TooManyRequests");
-    let allowed = json!({"status": {"disruptionsAllowed": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
-    s.merge_patch(
-        "/apis/policy/v1/namespaces/default/poddisruptionbudgets/budget/status",
-        allowed,
+    let eviction = |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+    let evict = |name: &str| format!("/api/v1/namespaces/default/pods/{name}/eviction");
+    // The disruption controller has not counted the budget yet.
+    let refusal = s
+        .post(&evict("p"), eviction("p"))
+        .await
+        .expect_failure(429, "TooManyRequests");
+    assert_eq!(
+        refusal["details"]["causes"][0]["message"],
+        "The disruption budget budget is still being processed by the server."
+    );
+    // Counted: one of the three may go.
+    let counted = json!({"status": {"observedGeneration": 1, "disruptionsAllowed": 1,
+        "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3}});
+    s.merge_patch(&format!("{PDB}/status"), counted).await;
+    // A dry run takes nothing.
+    s.created(&format!("{}?dryRun=All", evict("p")), eviction("p"))
+        .await;
+    assert_eq!(s.get_ok(PDB).await["status"]["disruptionsAllowed"], 1);
+    s.created(&evict("p"), eviction("p")).await;
+    s.get_not_found("/api/v1/namespaces/default/pods/p").await;
+    // The eviction took the one disruption and noted its pod, so the next
+    // is refused though the controller has not counted again.
+    let status = s.get_ok(PDB).await["status"].clone();
+    assert_eq!(status["disruptionsAllowed"], 0, "{status}");
+    assert!(status["disruptedPods"]["p"].is_string(), "{status}");
+    let allowed = find_by(&status["conditions"], "type", "DisruptionAllowed");
+    assert_eq!(allowed["status"], "False", "{status}");
+    assert_eq!(allowed["reason"], "InsufficientPods", "{status}");
+    let refusal = s
+        .post(&evict("q"), eviction("q"))
+        .await
+        .expect_failure(429, "TooManyRequests");
+    assert_eq!(
+        refusal["message"],
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_eq!(
+        refusal["details"]["causes"][0],
+        json!({"reason": "DisruptionBudget",
+            "message": "The disruption budget budget needs 2 healthy pods and has 3 currently"})
+    );
+    s.get_ok("/api/v1/namespaces/default/pods/q").await;
+    // A second budget over the same pods: upstream refuses to choose.
+    let twin = json!({"metadata": {"name": "twin"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "x"}}}});
+    s.created(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        twin,
     )
     .await;
-    s.created("/api/v1/namespaces/default/pods/p/eviction", eviction)
-        .await;
-    s.get_not_found("/api/v1/namespaces/default/pods/p").await;
-    s.get("/api/v1/namespaces/default/pods/p/eviction")
+    let refusal = s
+        .post(&evict("q"), eviction("q"))
+        .await
+        .expect_failure(500, "InternalError");
+    assert_mentions(&refusal, &["more than one PodDisruptionBudget"]);
+    s.get("/api/v1/namespaces/default/pods/q/eviction")
         .await
         .expect_code(StatusCode::METHOD_NOT_ALLOWED);
+    // kubectl get pdb's columns.
+    let table = s
+        .get_table("/apis/policy/v1/namespaces/default/poddisruptionbudgets")
+        .await;
+    assert_eq!(
+        columns(&table),
+        [
+            "Name",
+            "Min Available",
+            "Max Unavailable",
+            "Allowed Disruptions",
+            "Age"
+        ]
+    );
+    assert_eq!(
+        row(&table, "budget").as_array().unwrap()[..4],
+        [json!("budget"), json!("2"), json!("N/A"), json!(0)]
+    );
+    assert_eq!(
+        row(&table, "twin").as_array().unwrap()[..4],
+        [json!("twin"), json!("N/A"), json!("1"), json!(0)]
+    );
 }
 
 #[tokio::test]

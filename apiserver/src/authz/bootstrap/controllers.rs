@@ -31,6 +31,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
     ("statefulset", "statefulset-controller"),
     ("job", "job-controller"),
     ("deployment", "deployment-controller"),
+    ("disruption", "disruption-controller"),
     (
         "clusterrole-aggregation",
         "clusterrole-aggregation-controller",
@@ -95,6 +96,17 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 allow(&["update", "patch"], &[BATCH], &["cronjobs/status"]),
                 allow(&["update"], &[BATCH], &["cronjobs/finalizers"]),
                 allow(&["list", "delete"], &[CORE], &["pods"]),
+                events_rule(),
+            ],
+        ),
+        (
+            "disruption-controller",
+            vec![
+                allow(READ, &[EXTENSIONS, APPS], &["deployments", "replicasets"]),
+                allow(READ, &[APPS], &["statefulsets"]),
+                allow(READ, &[CORE], &["replicationcontrollers"]),
+                allow(READ, &[POLICY], &["poddisruptionbudgets"]),
+                allow(&["update"], &[POLICY], &["poddisruptionbudgets/status"]),
                 events_rule(),
             ],
         ),

@@ -1,0 +1,46 @@
+//! PodDisruptionBudgets: `NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED
+//! DISRUPTIONS AGE`, the bound a budget does not set shown as `N/A`.
+
+use serde_json::Value;
+
+use super::columns::{Column, Printer, age, at, int, name};
+
+pub(crate) static PODDISRUPTIONBUDGETS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Min Available",
+            "string",
+            "How many of the selected pods (or what percentage) must stay available.",
+        ),
+        Column::new(
+            "Max Unavailable",
+            "string",
+            "How many of the selected pods (or what percentage) may be unavailable.",
+        ),
+        Column::new(
+            "Allowed Disruptions",
+            "integer",
+            "How many pods may be evicted now, as last counted.",
+        ),
+        Column::AGE,
+    ],
+    cells: |pdb, now| {
+        vec![
+            name(pdb),
+            Value::from(bound(pdb, "spec/minAvailable")),
+            Value::from(bound(pdb, "spec/maxUnavailable")),
+            Value::from(int(pdb, "status/disruptionsAllowed")),
+            age(pdb, now),
+        ]
+    },
+};
+
+/// A number or a percentage as written, `N/A` when unset.
+fn bound(pdb: &Value, path: &str) -> String {
+    match at(pdb, path) {
+        Some(Value::String(percent)) => percent.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "N/A".into(),
+    }
+}
