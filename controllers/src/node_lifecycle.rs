@@ -6,7 +6,9 @@
 //! toleration of the NoExecute taint runs out (300 s when they have none,
 //! which is what upstream's admission would have added). When the Lease is
 //! renewed again the taints go; the Ready condition is the node agent's to
-//! restore. A Node reporting Ready=False gets the `not-ready` taints.
+//! restore. A Node reporting Ready=False gets the `not-ready` taints, and a
+//! cordoned one (`spec.unschedulable`) the `node.kubernetes.io/unschedulable`
+//! NoSchedule taint, as upstream taints nodes by condition.
 //!
 //! Staleness is judged by when this controller saw the Lease change, not by
 //! the timestamps in it, so clock skew between machines does not matter.
@@ -31,6 +33,8 @@ use crate::manager::{Context, Stop, stopped};
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 /// Taint of a node reporting Ready=False.
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+/// Taint of a cordoned node.
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 /// Namespace of the node Leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
@@ -200,6 +204,32 @@ pub fn reconcile_taints(
     Some(out)
 }
 
+/// The taints with [`UNSCHEDULABLE_TAINT`] (NoSchedule only) present exactly
+/// when the node is `cordoned`; other taints untouched. None if no change.
+pub fn reconcile_cordon(current: &[Taint], cordoned: bool) -> Option<Vec<Taint>> {
+    let has = current
+        .iter()
+        .any(|t| t.key == UNSCHEDULABLE_TAINT && t.effect == NO_SCHEDULE);
+    let any = current.iter().any(|t| t.key == UNSCHEDULABLE_TAINT);
+    if cordoned == has && (cordoned || !any) {
+        return None;
+    }
+    let mut out: Vec<Taint> = current
+        .iter()
+        .filter(|t| t.key != UNSCHEDULABLE_TAINT)
+        .cloned()
+        .collect();
+    if cordoned {
+        out.push(Taint {
+            key: UNSCHEDULABLE_TAINT.into(),
+            effect: NO_SCHEDULE.into(),
+            value: None,
+            time_added: None,
+        });
+    }
+    Some(out)
+}
+
 /// Whether `toleration` tolerates `taint`.
 pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     let effect_ok = toleration
@@ -266,6 +296,15 @@ impl Monitor {
                 taints = next;
                 changed = true;
             }
+        }
+        let cordoned = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        if let Some(next) = reconcile_cordon(&taints, cordoned) {
+            taints = next;
+            changed = true;
         }
         if changed {
             let api: Api<Node> = Api::all(self.client.clone());
@@ -444,6 +483,19 @@ mod tests {
         let other = pod_with(json!([{"key": "x", "operator": "Exists"},
                                      {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]));
         assert_eq!(eviction_delay(&other, &t, default), Some(default));
+    }
+
+    #[test]
+    fn a_cordoned_node_carries_the_unschedulable_taint_alone() {
+        let others = vec![taint("dedicated", "NoSchedule")];
+        let cordoned = reconcile_cordon(&others, true).expect("added");
+        assert_eq!(cordoned.len(), 2);
+        assert_eq!(cordoned[1].key, UNSCHEDULABLE_TAINT);
+        assert_eq!(cordoned[1].effect, "NoSchedule");
+        assert_eq!(cordoned[1].time_added, None);
+        assert_eq!(reconcile_cordon(&cordoned, true), None, "added once");
+        assert_eq!(reconcile_cordon(&cordoned, false), Some(others.clone()));
+        assert_eq!(reconcile_cordon(&others, false), None);
     }
 
     #[test]

@@ -193,3 +193,61 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
     let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
     cluster.shutdown().await;
 }
+
+/// The effects of `key`'s taints on `node`.
+fn taint_effects(node: &Node, key: &str) -> Vec<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|t| t.key == key)
+        .map(|t| t.effect.clone())
+        .collect()
+}
+
+/// `kubectl cordon` sets `spec.unschedulable`; the node then carries the
+/// unschedulable NoSchedule taint (what `kubectl describe node` lists), and
+/// loses it again when uncordoned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordoned_node_carries_the_unschedulable_taint() {
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
+    ready_node(&client, "busy").await;
+    let (beat_stop, beat_rx) = watch::channel(false);
+    heartbeat(client.clone(), "busy", beat_rx);
+    let (stop_tx, stop) = watch::channel(false);
+    let ctx = Context::new(client.clone(), cluster.factory.clone());
+    let config = NodeLifecycleConfig {
+        monitor_period: Duration::from_millis(200),
+        ..NodeLifecycleConfig::default()
+    };
+    let controller = tokio::spawn(run_with(ctx, stop, config));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let cordon = |on: bool| {
+        let nodes = nodes.clone();
+        async move {
+            let patch = Patch::Merge(json!({"spec": {"unschedulable": on}}));
+            nodes
+                .patch("busy", &PatchParams::default(), &patch)
+                .await
+                .unwrap();
+        }
+    };
+    const KEY: &str = "node.kubernetes.io/unschedulable";
+    cordon(true).await;
+    eventually(WAIT, "the cordoned node to be tainted", || async {
+        let node = nodes.get("busy").await.unwrap();
+        (taint_effects(&node, KEY) == ["NoSchedule"]).then_some(())
+    })
+    .await;
+    cordon(false).await;
+    eventually(WAIT, "the taint to go with the cordon", || async {
+        let node = nodes.get("busy").await.unwrap();
+        taint_effects(&node, KEY).is_empty().then_some(())
+    })
+    .await;
+    let _ = beat_stop.send(true);
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    cluster.shutdown().await;
+}
