@@ -9,6 +9,23 @@ use serde_json::json;
 use super::support::{TestCluster, eventually, list_all, merge_patch_status};
 use super::workload_helpers::{WAIT, create_workload, wait_for_events};
 
+/// Makes a run of `name` due now: the last one three minutes ago.
+async fn due_now(api: &Api<CronJob>, name: &str) {
+    let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
+    merge_patch_status(
+        api,
+        name,
+        json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}}),
+    )
+    .await;
+}
+
+/// Suspends or resumes CronJob `name`.
+async fn suspend(api: &Api<CronJob>, name: &str, on: bool) {
+    let patch = kube::api::Patch::Merge(json!({"spec": {"suspend": on}}));
+    api.patch(name, &Default::default(), &patch).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
@@ -25,14 +42,7 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     });
     create_workload::<CronJob>(&client, "tick", spec, json!({})).await;
     let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
-    // Pretend the last run was three minutes ago: a run is due now.
-    let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
-    merge_patch_status(
-        &api,
-        "tick",
-        json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}}),
-    )
-    .await;
+    due_now(&api, "tick").await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let job = eventually(WAIT, "a job", || async {
         jobs.list(&ListParams::default())
@@ -173,20 +183,8 @@ async fn a_job_started_by_hand_is_not_an_active_run() {
 
     // A run is due (the last one three minutes ago): Forbid does not count
     // the job started by hand, so the scheduled one starts.
-    let three_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(3);
-    merge_patch_status(
-        &api,
-        "tick",
-        json!({"status": {"lastScheduleTime": three_minutes_ago.to_string()}}),
-    )
-    .await;
-    api.patch(
-        "tick",
-        &Default::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"suspend": false}})),
-    )
-    .await
-    .unwrap();
+    due_now(&api, "tick").await;
+    suspend(&api, "tick", false).await;
     let active = eventually(WAIT, "the scheduled run listed", || async {
         let active = api.get("tick").await.ok()?.status?.active?;
         (active.len() == 1).then_some(active)
@@ -202,13 +200,7 @@ async fn a_job_started_by_hand_is_not_an_active_run() {
 
     // Deleted, the listed run goes missing and leaves the list (suspended
     // first, so no next minute's run joins it meanwhile).
-    api.patch(
-        "tick",
-        &Default::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"suspend": true}})),
-    )
-    .await
-    .unwrap();
+    suspend(&api, "tick", true).await;
     jobs.delete(&scheduled, &Default::default()).await.unwrap();
     wait_for_events(&client, "tick", &["MissingJob"]).await;
     eventually(WAIT, "an empty active list", || async {

@@ -195,6 +195,26 @@ fn the_default_policy_hangs_together() {
     assert!(uncovered(&admin.iter().collect::<Vec<_>>(), &edit).is_empty());
     assert!(uncovered(&edit.iter().collect::<Vec<_>>(), &view).is_empty());
     assert!(!uncovered(&view.iter().collect::<Vec<_>>(), &edit).is_empty());
+    // The disruption controller writes budgets' status and nothing else:
+    // not their spec, not pods (evictions are the eviction API's), and it
+    // reads no secrets.
+    let disruption = role(&controllers::role_name("disruption-controller"));
+    assert!(can(
+        &disruption,
+        "update",
+        "policy",
+        "poddisruptionbudgets/status"
+    ));
+    assert!(can(&disruption, "list", "apps", "replicasets"));
+    assert!(!can(
+        &disruption,
+        "update",
+        "policy",
+        "poddisruptionbudgets"
+    ));
+    assert!(!can(&disruption, "delete", "", "pods"));
+    assert!(!can(&disruption, "create", "", "pods/eviction"));
+    assert!(!can(&disruption, "get", "", "secrets"));
     // Every skiff controller has a role and a binding to its account.
     for (_, account) in controllers::CONTROLLER_ACCOUNTS {
         let name = controllers::role_name(account);
