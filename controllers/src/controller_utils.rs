@@ -128,6 +128,17 @@ where
     }
 }
 
+/// The message of an API error: the Status's own words when the server
+/// sent one, as upstream's controllers print an error in events and
+/// conditions (`pods "x" is forbidden: exceeded quota: …`), not kube's
+/// wrapping of it.
+pub(crate) fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The current time as an API timestamp.
 pub(crate) fn now() -> Time {
     Time(Timestamp::now())

@@ -15,6 +15,7 @@ use kube::discovery::{ApiCapabilities, verbs};
 use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Controller, EnqueueKeys, ObjectKey, WorkQueue};
 
+use crate::controller_utils::api_message;
 use crate::garbage_collector::discovery::{ApiResources, group_resource};
 use crate::manager::{Context, Stop, stopped};
 use kube::discovery::ApiResource;
@@ -128,7 +129,9 @@ async fn delete_content(
         let left = match delete_all(&api, &caps).await {
             Ok(left) => left,
             Err(error) => {
-                report.failures.push(format!("{gr}: {error}"));
+                report
+                    .failures
+                    .push(format!("{gr}: {}", api_message(&error)));
                 continue;
             }
         };

@@ -21,6 +21,7 @@ use kube::core::Selector;
 use serde_json::json;
 use skiff_informer::Action;
 
+use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, controller_ref, seconds_between, selects};
 use crate::events::EventRecorder;
 
@@ -324,7 +325,7 @@ pub(crate) async fn create_pod(
             Ok(created)
         }
         Err(error) => {
-            let note = format!("Error creating: {error}");
+            let note = format!("Error creating: {}", api_message(&error));
             events.warning(regarding, "FailedCreate", "Create", note);
             Err(error)
         }

@@ -15,6 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::schedule::Schedule;
+use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controlled_by, controller_owner_ref, controller_ref};
 use crate::events::{EventRecorder, object_reference};
@@ -387,7 +388,7 @@ impl Syncer {
                     &object_reference(cj),
                     "FailedCreate",
                     "Create",
-                    format!("Error creating job: {e}"),
+                    format!("Error creating job: {}", api_message(&e)),
                 );
                 return Err(Self::err(key, "creating a job", e));
             }

@@ -4,6 +4,7 @@
 //! feed figures; [`pod_usage`] turns a list into per-pod usage of one
 //! resource.
 
+use crate::controller_utils::api_message;
 use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::ApiResource;
@@ -105,7 +106,7 @@ impl ResourceMetrics for ApiMetrics {
             let list = api
                 .list(&ListParams::default().labels(selector))
                 .await
-                .map_err(|e| MetricsError::Api(super::api_message(&e)))?;
+                .map_err(|e| MetricsError::Api(api_message(&e)))?;
             list.items
                 .into_iter()
                 .map(|item| {

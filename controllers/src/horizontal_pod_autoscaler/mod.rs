@@ -31,7 +31,6 @@ use crate::manager::{Context, Stop, run_until_stopped};
 
 pub use metrics::{ApiMetrics, ResourceMetrics};
 pub use sync::HpaError;
-pub(crate) use sync::api_message;
 
 /// The controller name in events and logs (upstream's event source).
 const CONTROLLER: &str = "horizontal-pod-autoscaler";

@@ -25,6 +25,7 @@ use super::HpaConfig;
 use super::metrics::{ResourceMetrics, pod_usage};
 use super::normalize::{self, Bounds, History};
 use super::replicas::{self, Proposal};
+use crate::controller_utils::api_message;
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 
@@ -83,15 +84,6 @@ pub(super) struct Syncer {
     /// a Scale read through it fails, so a removed or changed kind is
     /// discovered again.
     pub targets: Mutex<HashMap<(String, String), ApiResource>>,
-}
-
-/// The message of an API error: the Status's own words when the server
-/// sent one.
-pub(crate) fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Sets (or adds) a condition; its transition time moves only when its

@@ -10,6 +10,7 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::owner::ReplicaOwner;
 use super::status::{self, ManageFailure};
+use crate::controller_utils::api_message;
 use crate::controller_utils::{controller_owner_ref, now, write_status};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
@@ -132,7 +133,7 @@ impl<K: ReplicaOwner> Syncer<K> {
             .await;
             return error.map(|e| ManageFailure {
                 reason: "FailedCreate",
-                message: e.to_string(),
+                message: api_message(&e),
             });
         }
         if pods.len() > desired {

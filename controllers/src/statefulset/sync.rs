@@ -15,6 +15,7 @@ use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::revision::{REVISION_LABEL, matches, new_revision, template_of};
+use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controlled_by, controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
@@ -404,7 +405,7 @@ impl Syncer {
                         &object_reference(set),
                         "FailedCreate",
                         "Create",
-                        format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {e}"),
+                        format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {}", api_message(&e)),
                     );
                     return Err(Self::err(key, "creating a claim", e));
                 }
@@ -467,7 +468,10 @@ impl Syncer {
                     &object_reference(set),
                     "FailedCreate",
                     "Create",
-                    format!("create Pod {pod_name} in StatefulSet {set_name} failed error: {e}"),
+                    format!(
+                        "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                        api_message(&e)
+                    ),
                 );
                 Err(Self::err(key, "creating a pod", e))
             }

@@ -248,3 +248,55 @@ async fn replication_controllers_keep_their_replicas() {
     .await;
     cluster.shutdown().await;
 }
+
+/// Pods a quota refuses: the FailedCreate event and the ReplicaFailure
+/// condition carry the API server's own words, as upstream's
+/// (`Error creating: pods "…" is forbidden: exceeded quota: …`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_pod_is_reported_in_the_servers_words() {
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset", "resourcequota"]).await;
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(client.clone(), "default");
+    let quota = serde_json::from_value(json!({
+        "metadata": {"name": "two"}, "spec": {"hard": {"pods": "2"}}}))
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    eventually(WAIT, "the quota counted", || async {
+        let status = quotas.get("two").await.ok()?.status?;
+        status.hard.is_some().then_some(())
+    })
+    .await;
+    create_rs(&client, "big", 3, 0).await;
+    let condition = eventually(WAIT, "a ReplicaFailure condition", || async {
+        let status = rs_status(&client, "big").await.status?;
+        status
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "ReplicaFailure")
+    })
+    .await;
+    assert_eq!(condition.reason.as_deref(), Some("FailedCreate"));
+    let message = condition.message.unwrap_or_default();
+    assert!(
+        message.starts_with("pods \"big-") && message.contains("is forbidden: exceeded quota: two"),
+        "{message}"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let note = eventually(WAIT, "a FailedCreate event", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedCreate"))?
+            .note
+    })
+    .await;
+    assert!(
+        note.starts_with("Error creating: pods \"big-") && !note.contains("ApiError"),
+        "{note}"
+    );
+    cluster.shutdown().await;
+}
