@@ -383,7 +383,8 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<networking::v1::NetworkPolicy>()
             .short(&["netpol"])
             .generation()
-            .strategy(&kinds::NetworkPolicies),
+            .strategy(&kinds::NetworkPolicies)
+            .printer(&table::networking::NETWORKPOLICIES),
         of::<networking::v1::ServiceCIDR>().subs(&[Status]),
         // policy/v1
         of::<policy::v1::PodDisruptionBudget>()
@@ -392,17 +393,26 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[Status])
             .generation(),
         // rbac.authorization.k8s.io/v1
-        of::<rbac::v1::ClusterRoleBinding>().strategy(&kinds::Rbac),
-        of::<rbac::v1::ClusterRole>().strategy(&kinds::Rbac),
-        of::<rbac::v1::RoleBinding>().strategy(&kinds::Rbac),
-        of::<rbac::v1::Role>().strategy(&kinds::Rbac),
+        of::<rbac::v1::ClusterRoleBinding>()
+            .strategy(&kinds::Rbac)
+            .printer(&table::rbac::BINDINGS),
+        of::<rbac::v1::ClusterRole>()
+            .strategy(&kinds::Rbac)
+            .printer(&table::rbac::ROLES),
+        of::<rbac::v1::RoleBinding>()
+            .strategy(&kinds::Rbac)
+            .printer(&table::rbac::BINDINGS),
+        of::<rbac::v1::Role>()
+            .strategy(&kinds::Rbac)
+            .printer(&table::rbac::ROLES),
         // storage.k8s.io/v1
         of::<storage::v1::CSIDriver>().strategy(&kinds::CsiDrivers),
         of::<storage::v1::CSINode>().strategy(&kinds::CsiNodes),
         of::<storage::v1::CSIStorageCapacity>(),
         of::<storage::v1::StorageClass>()
             .short(&["sc"])
-            .strategy(&kinds::StorageClasses),
+            .strategy(&kinds::StorageClasses)
+            .printer(&table::cluster::STORAGECLASSES),
         of::<storage::v1::VolumeAttachment>()
             .subs(&[Status])
             .strategy(&kinds::VolumeAttachments),
@@ -444,13 +454,16 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         // scheduling.k8s.io/v1
         of::<scheduling::v1::PriorityClass>()
             .short(&["pc"])
-            .strategy(&kinds::PriorityClasses),
+            .strategy(&kinds::PriorityClasses)
+            .printer(&table::cluster::PRIORITYCLASSES),
         // coordination.k8s.io/v1
         of::<coordination::v1::Lease>()
             .strategy(&kinds::Leases)
             .printer(&table::core::LEASES),
         // discovery.k8s.io/v1
-        of::<discovery::v1::EndpointSlice>().strategy(&kinds::EndpointSlices),
+        of::<discovery::v1::EndpointSlice>()
+            .strategy(&kinds::EndpointSlices)
+            .printer(&table::networking::ENDPOINTSLICES),
         // flowcontrol.apiserver.k8s.io/v1
         of::<flowcontrol::v1::FlowSchema>()
             .subs(&[Status])

@@ -7,6 +7,7 @@ pub(crate) mod admission;
 mod age;
 pub(crate) mod aggregator;
 pub(crate) mod autoscaling;
+pub(crate) mod cluster;
 pub(crate) mod columns;
 pub(crate) mod core;
 pub(crate) mod flowcontrol;
@@ -14,6 +15,7 @@ pub(crate) mod metrics;
 pub(crate) mod networking;
 pub(crate) mod pods;
 pub(crate) mod policy;
+pub(crate) mod rbac;
 pub(crate) mod workloads;
 
 use http::HeaderMap;

@@ -1,9 +1,11 @@
-//! `networking.k8s.io` resources with columns of their own: Ingresses
-//! (class, hosts, load-balancer address, ports) and IngressClasses.
+//! Network resources with columns of their own: Ingresses (class, hosts,
+//! load-balancer address, ports), IngressClasses, NetworkPolicies (pod
+//! selector) and `discovery.k8s.io` EndpointSlices (address type, ports,
+//! endpoints).
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, list, name, or_none, text};
+use super::columns::{Column, Printer, age, at, list, name, or_none, selector_string, text};
 
 pub(crate) static INGRESSES: Printer = Printer {
     columns: &[
@@ -110,6 +112,83 @@ pub(crate) static INGRESS_CLASSES: Printer = Printer {
         ]
     },
 };
+
+pub(crate) static NETWORKPOLICIES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Pod-Selector",
+            "string",
+            "The pods the policy applies to, as a label selector.",
+        ),
+        Column::AGE,
+    ],
+    cells: |policy, now| {
+        vec![
+            name(policy),
+            or_none(selector_string(at(policy, "spec/podSelector"))),
+            age(policy, now),
+        ]
+    },
+};
+
+/// `discovery.k8s.io` EndpointSlices: `NAME ADDRESSTYPE PORTS ENDPOINTS AGE`.
+pub(crate) static ENDPOINTSLICES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "AddressType",
+            "string",
+            "The kind of address the slice holds: IPv4, IPv6 or FQDN.",
+        ),
+        Column::new("Ports", "string", "The ports of the slice's endpoints."),
+        Column::new(
+            "Endpoints",
+            "string",
+            "The addresses of the slice's endpoints.",
+        ),
+        Column::AGE,
+    ],
+    cells: |slice, now| {
+        let ports: Vec<String> = list(slice, "ports")
+            .iter()
+            .map(
+                |p| match (at(p, "port").and_then(Value::as_i64), text(p, "name")) {
+                    (Some(port), _) => port.to_string(),
+                    (None, Some(name)) if !name.is_empty() => name.to_string(),
+                    _ => "*".to_string(),
+                },
+            )
+            .collect();
+        let addresses: Vec<String> = list(slice, "endpoints")
+            .iter()
+            .flat_map(|e| list(e, "addresses"))
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+        vec![
+            name(slice),
+            Value::from(text(slice, "addressType").unwrap_or("")),
+            Value::from(three_then_more(&ports)),
+            Value::from(three_then_more(&addresses)),
+            age(slice, now),
+        ]
+    },
+};
+
+/// The first three of `items` and "+ N more..." for the rest, or `<unset>`.
+fn three_then_more(items: &[String]) -> String {
+    const MAX: usize = 3;
+    if items.is_empty() {
+        return "<unset>".into();
+    }
+    let shown = items[..items.len().min(MAX)].join(",");
+    if items.len() > MAX {
+        format!("{shown} + {} more...", items.len() - MAX)
+    } else {
+        shown
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -422,3 +422,106 @@ async fn kubectl_describes_a_service_whose_slice_names_no_port() {
         "{described}"
     );
 }
+
+/// `kubectl get <args>` as the words of each line, for comparing columns.
+async fn table(k: &Kubectl, args: &[&str]) -> Vec<Vec<String>> {
+    let args: Vec<&str> = ["get"].into_iter().chain(args.iter().copied()).collect();
+    k.ok(&args)
+        .await
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+/// `kubectl get` of the cluster-wide and RBAC kinds prints upstream's
+/// columns, not just a name and an age.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds() {
+    let k = Kubectl::start().await;
+    let objects = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"reader"},
+        "rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["get"]}]},
+      {"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"readers"},
+        "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"reader"},
+        "subjects":[{"kind":"User","name":"bob"},{"kind":"Group","name":"devs"},
+          {"kind":"ServiceAccount","name":"ci","namespace":"default"}]},
+      {"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"fast",
+        "annotations":{"storageclass.kubernetes.io/is-default-class":"true"}},
+        "provisioner":"example.com/fast","allowVolumeExpansion":true},
+      {"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"high"},"value":1000},
+      {"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"web-only"},
+        "spec":{"podSelector":{"matchLabels":{"app":"web"}}}},
+      {"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"web-1"},
+        "addressType":"IPv4","ports":[{"port":80},{"port":443}],
+        "endpoints":[{"addresses":["10.42.0.1"]},{"addresses":["10.42.0.2"]},
+          {"addresses":["10.42.0.3"]},{"addresses":["10.42.0.4"]}]}]}"#;
+    let out = k
+        .run_with_stdin(&["create", "-f", "-"], Some(objects))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+    let roles = table(&k, &["role", "reader"]).await;
+    assert_eq!(roles[0], ["NAME", "CREATED", "AT"]);
+    assert!(roles[1][1].ends_with('Z'), "{roles:?}");
+    let bindings = table(&k, &["rolebinding", "readers", "-o", "wide"]).await;
+    assert_eq!(
+        bindings[0],
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    );
+    assert_eq!(bindings[1][..2], ["readers", "Role/reader"]);
+    assert_eq!(bindings[1][3..], ["bob", "devs", "default:ci"]);
+    let admin = table(&k, &["clusterrolebinding", "cluster-admin"]).await;
+    assert_eq!(
+        admin[1][..2],
+        ["cluster-admin", "ClusterRole/cluster-admin"]
+    );
+    let classes = table(&k, &["storageclass", "fast"]).await;
+    assert_eq!(
+        classes[0],
+        [
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        classes[1][..6],
+        [
+            "fast",
+            "(default)",
+            "example.com/fast",
+            "Delete",
+            "Immediate",
+            "true"
+        ]
+    );
+    let priorities = table(&k, &["priorityclass", "high"]).await;
+    assert_eq!(
+        priorities[0],
+        ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    );
+    assert_eq!(priorities[1][..3], ["high", "1000", "false"]);
+    assert_eq!(priorities[1][4], "PreemptLowerPriority");
+    let policies = table(&k, &["networkpolicy", "web-only"]).await;
+    assert_eq!(policies[0], ["NAME", "POD-SELECTOR", "AGE"]);
+    assert_eq!(policies[1][..2], ["web-only", "app=web"]);
+    let slices = table(&k, &["endpointslice", "web-1"]).await;
+    assert_eq!(
+        slices[0],
+        ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]
+    );
+    assert_eq!(
+        slices[1][..7],
+        [
+            "web-1",
+            "IPv4",
+            "80,443",
+            "10.42.0.1,10.42.0.2,10.42.0.3",
+            "+",
+            "1",
+            "more..."
+        ]
+    );
+}

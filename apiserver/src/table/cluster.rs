@@ -1,0 +1,95 @@
+//! Cluster-wide settings with columns of their own: StorageClasses
+//! (`NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION
+//! AGE`, the default one marked `(default)`) and PriorityClasses (`NAME
+//! VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY`).
+
+use serde_json::Value;
+
+use super::columns::{Column, Printer, age, at, int, name, text};
+
+pub(crate) static STORAGECLASSES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Provisioner",
+            "string",
+            "The driver that provisions volumes of this class.",
+        ),
+        Column::new(
+            "ReclaimPolicy",
+            "string",
+            "What becomes of a provisioned volume once released.",
+        ),
+        Column::new(
+            "VolumeBindingMode",
+            "string",
+            "When volumes of this class are bound and provisioned.",
+        ),
+        Column::new(
+            "AllowVolumeExpansion",
+            "string",
+            "Whether claims of this class may grow.",
+        ),
+        Column::AGE,
+    ],
+    cells: |class, now| {
+        let default = [
+            "storageclass.kubernetes.io",
+            "storageclass.beta.kubernetes.io",
+        ]
+        .iter()
+        .any(|prefix| {
+            class
+                .pointer(&format!("/metadata/annotations/{prefix}~1is-default-class"))
+                .and_then(Value::as_str)
+                == Some("true")
+        });
+        let mut shown = text(class, "metadata/name").unwrap_or("").to_string();
+        if default {
+            shown.push_str(" (default)");
+        }
+        vec![
+            Value::from(shown),
+            Value::from(text(class, "provisioner").unwrap_or("")),
+            Value::from(text(class, "reclaimPolicy").unwrap_or("Delete")),
+            Value::from(text(class, "volumeBindingMode").unwrap_or("Immediate")),
+            Value::from(
+                at(class, "allowVolumeExpansion")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            ),
+            age(class, now),
+        ]
+    },
+};
+
+pub(crate) static PRIORITYCLASSES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Value", "integer", "The priority of pods of this class."),
+        Column::new(
+            "Global-Default",
+            "boolean",
+            "Whether pods without a class get this one.",
+        ),
+        Column::AGE,
+        Column::new(
+            "PreemptionPolicy",
+            "string",
+            "Whether pods of this class may preempt lower-priority ones.",
+        ),
+    ],
+    cells: |class, now| {
+        vec![
+            name(class),
+            Value::from(int(class, "value")),
+            Value::from(
+                at(class, "globalDefault")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            ),
+            age(class, now),
+            Value::from(text(class, "preemptionPolicy").unwrap_or("PreemptLowerPriority")),
+        ]
+    },
+};

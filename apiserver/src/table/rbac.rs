@@ -1,0 +1,72 @@
+//! RBAC: roles print their creation time (`NAME CREATED AT`), bindings the
+//! role they grant and, with `-o wide`, whom to (`NAME ROLE AGE USERS
+//! GROUPS SERVICEACCOUNTS`).
+
+use serde_json::Value;
+
+use super::columns::{Column, Printer, age, list, name, text};
+
+/// Roles and ClusterRoles.
+pub(crate) static ROLES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Created At",
+            "date",
+            "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        ),
+    ],
+    cells: |role, _| {
+        vec![
+            name(role),
+            Value::from(text(role, "metadata/creationTimestamp").unwrap_or("")),
+        ]
+    },
+};
+
+/// RoleBindings and ClusterRoleBindings.
+pub(crate) static BINDINGS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Role", "string", "The role granted: its kind and name."),
+        Column::AGE,
+        Column::wide("Users", "string", "The users the binding names."),
+        Column::wide("Groups", "string", "The groups the binding names."),
+        Column::wide(
+            "ServiceAccounts",
+            "string",
+            "The service accounts the binding names, as namespace:name.",
+        ),
+    ],
+    cells: |binding, now| {
+        let role = format!(
+            "{}/{}",
+            text(binding, "roleRef/kind").unwrap_or(""),
+            text(binding, "roleRef/name").unwrap_or("")
+        );
+        let subjects = |kind: &str| -> String {
+            list(binding, "subjects")
+                .iter()
+                .filter(|s| text(s, "kind") == Some(kind))
+                .map(|s| {
+                    let name = text(s, "name").unwrap_or("");
+                    match kind {
+                        "ServiceAccount" => {
+                            format!("{}:{name}", text(s, "namespace").unwrap_or(""))
+                        }
+                        _ => name.to_string(),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        vec![
+            name(binding),
+            Value::from(role),
+            age(binding, now),
+            Value::from(subjects("User")),
+            Value::from(subjects("Group")),
+            Value::from(subjects("ServiceAccount")),
+        ]
+    },
+};
