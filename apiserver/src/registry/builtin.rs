@@ -283,7 +283,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .strategy(&kinds::Services)
             .printer(&table::core::SERVICES),
         // apps/v1
-        of::<apps::v1::ControllerRevision>(),
+        of::<apps::v1::ControllerRevision>().printer(&table::workloads::CONTROLLERREVISIONS),
         of::<apps::v1::DaemonSet>()
             .short(&["ds"])
             .cats(ALL)
@@ -369,7 +369,8 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .short(&["csr"])
             .subs(&[Approval, Status])
             .fields(&["spec.signerName"])
-            .strategy(&kinds::CertificateSigningRequests),
+            .strategy(&kinds::CertificateSigningRequests)
+            .printer(&table::certificates::CERTIFICATESIGNINGREQUESTS),
         // networking.k8s.io/v1
         of::<networking::v1::IngressClass>()
             .strategy(&kinds::IngressClasses)

@@ -7,6 +7,7 @@ pub(crate) mod admission;
 mod age;
 pub(crate) mod aggregator;
 pub(crate) mod autoscaling;
+pub(crate) mod certificates;
 pub(crate) mod cluster;
 pub(crate) mod columns;
 pub(crate) mod core;

@@ -326,6 +326,41 @@ pub(crate) static CRONJOBS: Printer = Printer {
     },
 };
 
+/// ControllerRevisions: `NAME CONTROLLER REVISION AGE`, the controller as
+/// `statefulset.apps/web`.
+pub(crate) static CONTROLLERREVISIONS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Controller",
+            "string",
+            "The workload that keeps this revision.",
+        ),
+        Column::new("Revision", "integer", "The revision's number."),
+        Column::AGE,
+    ],
+    cells: |revision, now| {
+        let controller = list(revision, "metadata/ownerReferences")
+            .iter()
+            .find(|r| r["controller"] == true)
+            .map(|r| {
+                let group = text(r, "apiVersion")
+                    .and_then(|v| v.split_once('/'))
+                    .map(|(group, _)| format!(".{group}"))
+                    .unwrap_or_default();
+                let kind = text(r, "kind").unwrap_or("").to_lowercase();
+                format!("{kind}{group}/{}", text(r, "name").unwrap_or(""))
+            })
+            .unwrap_or_else(|| "<none>".into());
+        vec![
+            name(revision),
+            Value::from(controller),
+            Value::from(int(revision, "revision")),
+            age(revision, now),
+        ]
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -451,6 +451,9 @@ async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds(
       {"apiVersion":"scheduling.k8s.io/v1","kind":"PriorityClass","metadata":{"name":"high"},"value":1000},
       {"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"web-only"},
         "spec":{"podSelector":{"matchLabels":{"app":"web"}}}},
+      {"apiVersion":"apps/v1","kind":"ControllerRevision","metadata":{"name":"web-7d9",
+        "ownerReferences":[{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web",
+          "uid":"0b7c4a52-6f3e-4a59-9f37-0f2b8e8c1d11","controller":true}]},"revision":2},
       {"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"web-1"},
         "addressType":"IPv4","ports":[{"port":80},{"port":443}],
         "endpoints":[{"addresses":["10.42.0.1"]},{"addresses":["10.42.0.2"]},
@@ -507,6 +510,9 @@ async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds(
     let policies = table(&k, &["networkpolicy", "web-only"]).await;
     assert_eq!(policies[0], ["NAME", "POD-SELECTOR", "AGE"]);
     assert_eq!(policies[1][..2], ["web-only", "app=web"]);
+    let revisions = table(&k, &["controllerrevision", "web-7d9"]).await;
+    assert_eq!(revisions[0], ["NAME", "CONTROLLER", "REVISION", "AGE"]);
+    assert_eq!(revisions[1][..3], ["web-7d9", "statefulset.apps/web", "2"]);
     let slices = table(&k, &["endpointslice", "web-1"]).await;
     assert_eq!(
         slices[0],
