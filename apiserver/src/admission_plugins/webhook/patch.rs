@@ -25,8 +25,11 @@ pub(super) fn apply(hook: &str, object: &mut Value, patch: &[u8]) -> Result<bool
     if operations.0.is_empty() {
         return Ok(false);
     }
+    // A copy, dropped when an operation fails: json-patch's own undo is not
+    // needed, and it panics undoing a `move` into what it moved from.
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &operations).map_err(|e| PatchError::Apply(e.to_string()))?;
+    json_patch::patch_unsafe(&mut patched, &operations)
+        .map_err(|e| PatchError::Apply(e.to_string()))?;
     if !patched.is_object() {
         return Err(PatchError::Apply(
             "the patch produced something other than an object".into(),
@@ -58,6 +61,16 @@ mod tests {
     fn pod() -> Value {
         json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "1"}}})
+    }
+
+    #[test]
+    fn a_failing_patch_after_a_move_is_refused_and_changes_nothing() {
+        let mut object = pod();
+        let patch = br#"[{"op": "move", "from": "/metadata/labels", "path": "/metadata"},
+            {"op": "copy", "from": "/spec/template", "path": "/spec/other"}]"#;
+        let refused = apply("hook", &mut object, patch);
+        assert!(matches!(refused, Err(PatchError::Apply(_))), "{refused:?}");
+        assert_eq!(object, pod());
     }
 
     #[test]
