@@ -7,7 +7,7 @@ use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use super::support::{TestCluster, eventually, list_all, merge_patch_status};
-use super::workload_helpers::{WAIT, create_workload, wait_for_events};
+use super::workload_helpers::{WAIT, create_workload, event_about, wait_for_events};
 
 /// Makes a run of `name` due now: the last one three minutes ago.
 async fn due_now(api: &Api<CronJob>, name: &str) {
@@ -118,21 +118,7 @@ async fn a_schedule_that_never_fires_is_reported_invalid() {
         }}}}
     });
     create_workload::<CronJob>(&client, "never", spec, json!({})).await;
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "default");
-    let event = eventually(WAIT, "an InvalidSchedule event", || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("never")
-                    && e.reason.as_deref() == Some("InvalidSchedule")
-            })
-    })
-    .await;
+    let event = event_about(&client, "never", "InvalidSchedule").await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(
         event.note.as_deref(),

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::support::{TestCluster, eventually, merge_patch, merge_patch_scale};
 use super::workload_helpers::{
-    WAIT, all_pods, create_workload, make_ready, pods_owned_by, set_pod_status, template,
-    wait_for_events,
+    WAIT, all_pods, create_workload, event_about, make_ready, pods_owned_by, set_pod_status,
+    template, wait_for_events,
 };
 
 async fn create_rs(client: &Client, name: &str, replicas: i32, min_ready: i32) -> ReplicaSet {
@@ -281,19 +281,8 @@ async fn a_refused_pod_is_reported_in_the_servers_words() {
         message.starts_with("pods \"big-") && message.contains("is forbidden: exceeded quota: two"),
         "{message}"
     );
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "default");
-    let note = eventually(WAIT, "a FailedCreate event", || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("FailedCreate"))?
-            .note
-    })
-    .await;
+    let event = event_about(&client, "big", "FailedCreate").await;
+    let note = event.note.unwrap_or_default();
     assert!(
         note.starts_with("Error creating: pods \"big-") && !note.contains("ApiError"),
         "{note}"

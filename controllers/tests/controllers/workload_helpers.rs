@@ -200,3 +200,25 @@ pub async fn event_reasons(client: &Client, ns: &str, name: &str) -> Vec<String>
         .filter_map(|e| e.reason)
         .collect()
 }
+
+/// Waits for the events.k8s.io/v1 event with `reason` about the object named
+/// `name` in `default`, and returns it: for checking its type and note.
+pub async fn event_about(
+    client: &Client,
+    name: &str,
+    reason: &str,
+) -> k8s_openapi::api::events::v1::Event {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    eventually(WAIT, &format!("a {reason} event about {name}"), || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+    })
+    .await
+}
