@@ -23,6 +23,7 @@ pub(crate) mod endpoints;
 pub(crate) mod endpointslice;
 pub use skiff_common::events;
 pub mod garbage_collector;
+pub(crate) mod history;
 pub mod horizontal_pod_autoscaler;
 pub(crate) mod job;
 pub(crate) mod manager;

@@ -42,6 +42,9 @@ pub(crate) enum WorkloadSyncError {
     /// An API write failed.
     #[error(transparent)]
     Api(#[from] WriteFailed),
+    /// The owner's ControllerRevisions could not be settled.
+    #[error(transparent)]
+    History(#[from] crate::history::HistoryError),
 }
 
 /// Errors of pod writes.

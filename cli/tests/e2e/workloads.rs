@@ -1,5 +1,6 @@
 //! Controllers and scheduler end to end with kubectl, on simulated nodes:
-//! deployments roll out, scale, update and roll back; jobs complete;
+//! deployments roll out, scale, update and roll back; DaemonSets keep a
+//! history kubectl lists and rolls back to; jobs complete;
 //! deletion propagates; a namespace deletion empties it.
 
 use std::time::Duration;
@@ -72,6 +73,97 @@ fn deployment_lifecycle_with_kubectl() {
     server.kubectl_ok(&["delete", "deployment", "web", "--timeout=30s"]);
     eventually(Duration::from_secs(30), "dependents collected", || {
         (count(&server, &["get", "rs,pods", "-l", "app=web", "-o", "name"]) == 0).then_some(())
+    });
+}
+
+/// The revision number and hash label of each ControllerRevision of `ds`,
+/// by the image it stores.
+fn daemonset_revisions(server: &Server) -> Vec<(String, i64, String)> {
+    let list =
+        json(&server.kubectl_ok(&["get", "controllerrevisions", "-l", "app=ds", "-o", "json"]));
+    let mut revisions: Vec<(String, i64, String)> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|r| {
+            let image = r["data"]["spec"]["template"]["spec"]["containers"][0]["image"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let hash = r["metadata"]["labels"]["controller-revision-hash"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            assert_eq!(r["metadata"]["name"], format!("ds-{hash}"), "{r}");
+            assert_eq!(r["metadata"]["ownerReferences"][0]["name"], "ds", "{r}");
+            (image, r["revision"].as_i64().unwrap_or_default(), hash)
+        })
+        .collect();
+    revisions.sort();
+    revisions
+}
+
+#[test]
+fn daemonset_history_and_undo_with_kubectl() {
+    let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "2"]);
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"{"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds"},
+            "spec": {"selector": {"matchLabels": {"app": "ds"}},
+                     "template": {"metadata": {"labels": {"app": "ds"}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}"#,
+    );
+    server.kubectl_ok(&["rollout", "status", "ds/ds", "--timeout=60s"]);
+    server.kubectl_ok(&["set", "image", "ds/ds", "c=busybox:2"]);
+    server.kubectl_ok(&["rollout", "status", "ds/ds", "--timeout=60s"]);
+
+    let history = server.kubectl_ok(&["rollout", "history", "ds/ds"]);
+    let revisions: Vec<String> = history
+        .lines()
+        .skip_while(|l| !l.starts_with("REVISION"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect();
+    assert_eq!(revisions, ["1", "2"], "{history}");
+    let first = server.kubectl_ok(&["rollout", "history", "ds/ds", "--revision=1"]);
+    assert_contains(&first, "busybox:1");
+    let revisions = daemonset_revisions(&server);
+    assert_eq!(
+        revisions
+            .iter()
+            .map(|(i, n, _)| (i.as_str(), *n))
+            .collect::<Vec<_>>(),
+        [("busybox:1", 1), ("busybox:2", 2)]
+    );
+
+    // Undo puts revision 1's template back; that revision becomes the newest
+    // and the pods are replaced by ones labelled with its hash.
+    server.kubectl_ok(&["rollout", "undo", "ds/ds"]);
+    let ds = json(&server.kubectl_ok(&["get", "ds", "ds", "-o", "json"]));
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["image"],
+        "busybox:1"
+    );
+    server.kubectl_ok(&["rollout", "status", "ds/ds", "--timeout=60s"]);
+    let revisions = eventually(Duration::from_secs(30), "revision 1 renumbered", || {
+        let revisions = daemonset_revisions(&server);
+        (revisions
+            .iter()
+            .map(|(i, n, _)| (i.as_str(), *n))
+            .collect::<Vec<_>>()
+            == [("busybox:1", 3), ("busybox:2", 2)])
+        .then_some(revisions)
+    });
+    let current_hash = &revisions[0].2;
+    eventually(Duration::from_secs(30), "pods of revision 3", || {
+        let pods = json(&server.kubectl_ok(&["get", "pods", "-l", "app=ds", "-o", "json"]));
+        let items = pods["items"].as_array().cloned().unwrap_or_default();
+        (items.len() == 2
+            && items.iter().all(|p| {
+                p["metadata"]["labels"]["controller-revision-hash"] == current_hash.as_str()
+                    && p["spec"]["containers"][0]["image"] == "busybox:1"
+            }))
+        .then_some(())
     });
 }
 

@@ -1,14 +1,15 @@
 //! The DaemonSet controller: one pod per eligible node (node selector,
 //! required node affinity, taints and tolerations), each pinned to its node
 //! through node affinity on metadata.name so the scheduler binds it there;
-//! rolling updates within maxUnavailable; status.
+//! each template kept as a ControllerRevision (`kubectl rollout history` and
+//! `undo`); rolling updates within maxUnavailable; status.
 
 mod placement;
 mod sync;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use skiff_informer::{Cache, EventHandler, ObjectKey, WorkQueue};
 
@@ -26,23 +27,30 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
     let sets = ctx.factory.informer::<DaemonSet>();
     let pods = ctx.factory.informer::<Pod>();
     let nodes = ctx.factory.informer::<Node>();
+    let revisions = ctx.factory.informer::<ControllerRevision>();
     let expectations = Expectations::default();
     let syncer = Arc::new(sync::Syncer {
         client: ctx.client.clone(),
         sets: sets.cache().clone(),
         pods: pods.cache().clone(),
         nodes: nodes.cache().clone(),
+        revisions: revisions.cache().clone(),
         expectations: expectations.clone(),
         events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
     });
     let controller = keyed_by(CONTROLLER, &sets).workers(2);
     let queue = controller.queue().clone();
-    let owner = EnqueueOwner::new(sets.cache().clone(), queue.clone()).expecting(expectations);
+    // Pods settle the expected creations and deletions; revisions only wake.
+    let owner = || EnqueueOwner::new(sets.cache().clone(), queue.clone());
+    let pod_owner = owner().expecting(expectations);
     let node_events = NodeEvents {
         sets: sets.cache().clone(),
-        queue,
+        queue: queue.clone(),
     };
-    let controller = controller.watch(&pods, owner).watch(&nodes, node_events);
+    let controller = controller
+        .watch(&pods, pod_owner)
+        .watch(&revisions, owner())
+        .watch(&nodes, node_events);
     run_until_stopped(controller, syncer, stop).await;
 }
 

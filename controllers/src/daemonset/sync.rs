@@ -1,11 +1,12 @@
-//! One sync of one DaemonSet: per node, create the missing daemon pod or
-//! delete extra and misplaced ones; replace outdated pods within
-//! maxUnavailable; write status.
+//! One sync of one DaemonSet: settle the revision of its template, then per
+//! node create the missing daemon pod or delete extra and misplaced ones;
+//! replace outdated pods within maxUnavailable; drop old revisions beyond
+//! revisionHistoryLimit; write status.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
@@ -14,16 +15,24 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::placement::{node_of, pin_to_node, should_run};
 use crate::controller_utils::{WriteFailed, write_status};
-use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
+use crate::controller_utils::{
+    controlled_by, controller_owner_ref, now, safe_hash, workload_selector,
+};
 use crate::events::{EventRecorder, object_reference};
+use crate::history::{History, HistoryError, Proposal, count_collision};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
     pod_from_template, report_deleted, requeue_when_available,
 };
 
-/// The pod label with the hash of the template a pod was made from.
+/// The pod label with the hash of the template a pod was made from; the
+/// template's revision carries it too and is named `<set>-<hash>`.
 const HASH_LABEL: &str = "controller-revision-hash";
+
+/// The pod label with the set's generation when the pod was made (upstream
+/// still sets it, though it judges pods by [`HASH_LABEL`]).
+const GENERATION_LABEL: &str = "pod-template-generation";
 
 /// What a sync needs.
 pub(super) struct Syncer {
@@ -31,6 +40,7 @@ pub(super) struct Syncer {
     pub sets: Arc<Cache<DaemonSet>>,
     pub pods: Arc<Cache<Pod>>,
     pub nodes: Arc<Cache<Node>>,
+    pub revisions: Arc<Cache<ControllerRevision>>,
     pub expectations: Expectations,
     pub events: EventRecorder,
 }
@@ -60,12 +70,22 @@ impl Reconciler for Syncer {
         };
         let spec = set.spec.clone().unwrap_or_default();
         let template_spec = spec.template.spec.clone().unwrap_or_default();
+        let collision_count = set.status.as_ref().and_then(|s| s.collision_count);
         let hash = safe_hash(
             &serde_json::to_vec(&spec.template).unwrap_or_default(),
-            None,
+            collision_count,
         );
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let deleting = set.metadata.deletion_timestamp.is_some();
+        let history = History {
+            api: Api::namespaced(self.client.clone(), &ns),
+            kind: "daemonset",
+            key: &key_str,
+        };
+        let mut revisions = Vec::new();
+        if !deleting {
+            revisions = self.settle_revision(&set, &history, &hash).await?;
+        }
         let candidates: Vec<Arc<Pod>> = self
             .pods
             .list_namespace(&ns)
@@ -176,6 +196,10 @@ impl Reconciler for Syncer {
             }
             self.apply(&set, &key_str, &api, &hash, to_create, to_delete)
                 .await?;
+            let limit = spec.revision_history_limit.unwrap_or(10).max(0) as usize;
+            history
+                .delete(&unused_revisions(&revisions, &hash, &pods, limit))
+                .await?;
         }
 
         if Some(&status) != set.status.as_ref() {
@@ -195,6 +219,47 @@ impl Reconciler for Syncer {
 impl Syncer {
     fn err(key: &str, what: &'static str, source: kube::Error) -> WorkloadSyncError {
         WriteFailed::new("daemonset", key, what, source).into()
+    }
+
+    /// The set's revisions, oldest first, once the one storing its current
+    /// template (named after `hash`) exists and is the newest.
+    async fn settle_revision(
+        &self,
+        set: &DaemonSet,
+        history: &History<'_>,
+        hash: &str,
+    ) -> Result<Vec<ControllerRevision>, WorkloadSyncError> {
+        let ns = set.namespace().unwrap_or_default();
+        let uid = set.metadata.uid.clone().unwrap_or_default();
+        let mut revisions: Vec<ControllerRevision> = controlled_by(&self.revisions, &ns, &uid)
+            .into_iter()
+            .map(|r| (*r).clone())
+            .collect();
+        revisions.sort_by_key(|r| r.revision);
+        let template = set
+            .spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default();
+        let proposal = Proposal {
+            owner: &set.metadata,
+            owner_ref: controller_owner_ref(set),
+            template: &template,
+            hash_label: HASH_LABEL,
+            hash: hash.to_owned(),
+        };
+        match history.current(&mut revisions, proposal).await {
+            Ok(_) => Ok(revisions),
+            Err(collision @ HistoryError::Collision { .. }) => {
+                let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
+                let count = set.status.as_ref().and_then(|s| s.collision_count);
+                count_collision(&sets, &set.name_any(), count)
+                    .await
+                    .map_err(|e| Self::err(history.key, "updating status", e))?;
+                Err(collision.into())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn apply(
@@ -235,10 +300,11 @@ impl Syncer {
                 &format!("{}-", set.name_any()),
                 Some(controller_owner_ref(set)),
             );
-            pod.metadata
-                .labels
-                .get_or_insert_with(Default::default)
-                .insert(HASH_LABEL.into(), hash.to_owned());
+            let labels = pod.metadata.labels.get_or_insert_with(Default::default);
+            labels.insert(HASH_LABEL.into(), hash.to_owned());
+            if let Some(generation) = set.metadata.generation {
+                labels.insert(GENERATION_LABEL.into(), generation.to_string());
+            }
             if let Some(spec) = pod.spec.as_mut() {
                 pin_to_node(spec, &node);
             }
@@ -251,5 +317,77 @@ impl Syncer {
             Some(e) => Err(Self::err(key, "creating pods", e)),
             None => Ok(()),
         }
+    }
+}
+
+/// The old revisions to delete, oldest first: beyond `limit` old ones, those
+/// no pod was made from (upstream's count: every revision but the current
+/// one is old, and one still in use is kept even over the limit).
+fn unused_revisions<'a>(
+    revisions: &'a [ControllerRevision],
+    current_hash: &str,
+    pods: &[Arc<Pod>],
+    limit: usize,
+) -> Vec<&'a ControllerRevision> {
+    let hash_of_revision = |r: &ControllerRevision| {
+        r.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(HASH_LABEL))
+            .cloned()
+    };
+    let in_use = |hash: &str| pods.iter().any(|p| hash_of(p) == Some(hash));
+    let old: Vec<&ControllerRevision> = revisions
+        .iter()
+        .filter(|r| hash_of_revision(r).as_deref() != Some(current_hash))
+        .collect();
+    let excess = old.len().saturating_sub(limit);
+    old.into_iter()
+        .filter(|r| !hash_of_revision(r).is_some_and(|h| in_use(&h)))
+        .take(excess)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn labelled<T: Default>(hash: &str, with_meta: impl FnOnce(ObjectMeta) -> T) -> T {
+        with_meta(ObjectMeta {
+            labels: Some([(HASH_LABEL.to_owned(), hash.to_owned())].into()),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn history_keeps_the_current_the_used_and_the_newest_old_revisions() {
+        let revision = |hash: &str| {
+            labelled(hash, |metadata| ControllerRevision {
+                metadata,
+                ..Default::default()
+            })
+        };
+        let pod = |hash: &str| {
+            Arc::new(labelled(hash, |metadata| Pod {
+                metadata,
+                ..Default::default()
+            }))
+        };
+        let revisions: Vec<ControllerRevision> = ["a", "b", "c", "d", "cur"]
+            .into_iter()
+            .map(revision)
+            .collect();
+        let hashes = |limit, pods: &[Arc<Pod>]| -> Vec<String> {
+            unused_revisions(&revisions, "cur", pods, limit)
+                .iter()
+                .map(|r| r.metadata.labels.as_ref().unwrap()[HASH_LABEL].clone())
+                .collect()
+        };
+        assert_eq!(hashes(2, &[]), ["a", "b"]);
+        assert_eq!(hashes(10, &[]), Vec::<String>::new());
+        // A revision a pod still runs is kept, even over the limit.
+        assert_eq!(hashes(2, &[pod("a")]), ["b", "c"]);
+        assert_eq!(hashes(0, &[pod("b"), pod("cur")]), ["a", "c", "d"]);
     }
 }

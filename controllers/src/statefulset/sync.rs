@@ -14,11 +14,12 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
-use super::revision::{REVISION_LABEL, matches, new_revision, template_of};
+use super::revision::{REVISION_LABEL, proposal};
 use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controlled_by, controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
+use crate::history::{History, HistoryError, count_collision, template_of};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     PodControlError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
@@ -33,9 +34,9 @@ pub(crate) enum StatefulSetError {
     /// An API write failed.
     #[error(transparent)]
     Api(#[from] WriteFailed),
-    /// A revision name is taken by a different template.
-    #[error("revision hash collision for statefulset {0}")]
-    HashCollision(String),
+    /// The set's revisions could not be settled.
+    #[error(transparent)]
+    History(#[from] HistoryError),
 }
 
 /// What a sync needs.
@@ -111,9 +112,19 @@ impl Reconciler for Syncer {
             .map(|r| (*r).clone())
             .collect();
         revisions.sort_by_key(|r| r.revision);
-        let update = self
-            .update_revision(&set, &key_str, &mut revisions, &mut status)
-            .await?;
+        let history = self.history(&ns, &key_str);
+        let proposed = proposal(&set, &spec.template, status.collision_count);
+        let update = match history.current(&mut revisions, proposed).await {
+            Ok(update) => update,
+            Err(collision @ HistoryError::Collision { .. }) => {
+                let sets: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
+                count_collision(&sets, &name, status.collision_count)
+                    .await
+                    .map_err(|e| Self::err(&key_str, "updating status", e))?;
+                return Err(collision.into());
+            }
+            Err(e) => return Err(e.into()),
+        };
         let update_name = update.metadata.name.clone().unwrap_or_default();
         let current = status
             .current_revision
@@ -235,50 +246,12 @@ impl Syncer {
         WriteFailed::new("statefulset", key, what, source).into()
     }
 
-    /// The revision of the set's current template, created (or renumbered
-    /// as the newest) when needed.
-    async fn update_revision(
-        &self,
-        set: &StatefulSet,
-        key: &str,
-        revisions: &mut Vec<ControllerRevision>,
-        status: &mut k8s_openapi::api::apps::v1::StatefulSetStatus,
-    ) -> Result<ControllerRevision, StatefulSetError> {
-        let ns = set.namespace().unwrap_or_default();
-        let api: Api<ControllerRevision> = Api::namespaced(self.client.clone(), &ns);
-        let newest = revisions.last().map_or(0, |r| r.revision);
-        if let Some(i) = revisions.iter().position(|r| matches(r, set)) {
-            if revisions[i].revision == newest {
-                return Ok(revisions[i].clone());
-            }
-            let mut bumped = revisions[i].clone();
-            bumped.revision = newest + 1;
-            let updated = api
-                .replace(&bumped.name_any(), &PostParams::default(), &bumped)
-                .await
-                .map_err(|e| Self::err(key, "renumbering a revision", e))?;
-            revisions[i] = updated.clone();
-            return Ok(updated);
-        }
-        let revision = new_revision(set, newest + 1, status.collision_count);
-        match api.create(&PostParams::default(), &revision).await {
-            Ok(created) => {
-                revisions.push(created.clone());
-                Ok(created)
-            }
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let existing = api
-                    .get(&revision.name_any())
-                    .await
-                    .map_err(|e| Self::err(key, "reading a revision", e))?;
-                if matches(&existing, set) {
-                    revisions.push(existing.clone());
-                    return Ok(existing);
-                }
-                status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
-                Err(StatefulSetError::HashCollision(key.to_owned()))
-            }
-            Err(e) => Err(Self::err(key, "creating a revision", e)),
+    /// Revision writes for the set `key` in `namespace`.
+    fn history<'a>(&self, namespace: &str, key: &'a str) -> History<'a> {
+        History {
+            api: Api::namespaced(self.client.clone(), namespace),
+            kind: "statefulset",
+            key,
         }
     }
 
@@ -526,15 +499,9 @@ impl Syncer {
         if live.len() <= limit {
             return Ok(());
         }
-        let api: Api<ControllerRevision> =
-            Api::namespaced(self.client.clone(), &set.namespace().unwrap_or_default());
-        for r in &live[..live.len() - limit] {
-            match api.delete(&r.name_any(), &Default::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(Self::err(key, "deleting an old revision", e)),
-            }
-        }
+        self.history(&set.namespace().unwrap_or_default(), key)
+            .delete(&live[..live.len() - limit])
+            .await?;
         Ok(())
     }
 }
