@@ -38,6 +38,7 @@ pub(crate) mod flowcontrol;
 pub mod fuzzing;
 mod go_format;
 mod handlers;
+mod health;
 mod key_locks;
 mod kinds;
 mod managed_fields;

@@ -597,7 +597,7 @@ impl ApiServer {
 
     /// Every API path: discovery, version, health and resources.
     pub fn router(&self) -> Router {
-        let routes = Router::new()
+        let routes = crate::health::routes(Router::new())
             .route(
                 "/version",
                 get(|| async { json_response(StatusCode::OK, &crate::discovery::version()) }),
@@ -634,9 +634,6 @@ impl ApiServer {
                 axum::routing::post(crate::snapshots::prune_handler),
             )
             .route("/cacerts", get(cacerts))
-            .route("/healthz", get(health))
-            .route("/livez", get(health))
-            .route("/readyz", get(readiness))
             .route("/metrics", get(crate::metrics::serve))
             .fallback(crate::handlers::dispatch)
             .with_state(self.inner.clone());
@@ -794,10 +791,6 @@ fn rbac_sources(
     })
 }
 
-async fn health() -> Response {
-    (StatusCode::OK, "ok").into_response()
-}
-
 /// `/cacerts`: the cluster CA bundle, byte for byte as the join token
 /// hashes it. Public (k3s's agents fetch it before they trust anything;
 /// RBAC's `system:skiff:cacerts` grants it to everyone): it holds no secret.
@@ -813,42 +806,3 @@ async fn cacerts(axum::extract::State(inner): axum::extract::State<Arc<Inner>>) 
     }
 }
 
-/// `/readyz`, with upstream's body: `ok`, or every check as `[+]name ok` /
-/// `[-]name failed: reason withheld` and a 500 when one fails (the reason
-/// goes to the log, not to the possibly anonymous caller). `?verbose`
-/// lists the checks when all pass too.
-async fn readiness(
-    axum::extract::State(inner): axum::extract::State<Arc<Inner>>,
-    uri: http::Uri,
-) -> Response {
-    if inner.is_shutting_down() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
-    }
-    let store = inner.store.health();
-    if let Err(reason) = &store {
-        tracing::warn!(%reason, "readyz: store check failed");
-    }
-    let checks = [("ping", Ok(())), ("store", store.map_err(|_| ()))];
-    let failed = checks.iter().any(|(_, result)| result.is_err());
-    let verbose = uri.query().is_some_and(|q| {
-        q.split('&')
-            .any(|p| p == "verbose" || p.starts_with("verbose="))
-    });
-    if !failed && !verbose {
-        return (StatusCode::OK, "ok").into_response();
-    }
-    let mut body = String::new();
-    for (name, result) in &checks {
-        match result {
-            Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
-            Err(()) => body.push_str(&format!("[-]{name} failed: reason withheld\n")),
-        }
-    }
-    if failed {
-        body.push_str("readyz check failed\n");
-        (StatusCode::INTERNAL_SERVER_ERROR, body).into_response()
-    } else {
-        body.push_str("readyz check passed\n");
-        (StatusCode::OK, body).into_response()
-    }
-}

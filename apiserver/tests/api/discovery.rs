@@ -22,6 +22,36 @@ async fn version_and_health() {
 }
 
 #[tokio::test]
+async fn health_checks_are_listed_excluded_and_asked_one_at_a_time() {
+    let s = TestServer::new().await;
+    let text = |(code, body): (StatusCode, Value)| {
+        assert_eq!(code, StatusCode::OK, "{body}");
+        body.as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(
+        text(s.get("/readyz?verbose").await),
+        "[+]ping ok\n[+]store ok\n[+]shutdown ok\nreadyz check passed\n"
+    );
+    assert_eq!(
+        text(s.get("/livez?verbose").await),
+        "[+]ping ok\nlivez check passed\n"
+    );
+    assert_eq!(
+        text(s.get("/readyz?verbose&exclude=store&exclude=nosuch").await),
+        "[+]ping ok\n[+]store excluded: ok\n[+]shutdown ok\n\
+         warn: some health checks cannot be excluded: no matches for \"nosuch\"\n\
+         readyz check passed\n"
+    );
+    for path in ["/healthz/store", "/livez/ping", "/readyz/shutdown"] {
+        assert_eq!(text(s.get(path).await), "ok", "{path}");
+    }
+    // Liveness has no store check, and unknown checks are not found.
+    for path in ["/livez/store", "/readyz/nosuch"] {
+        assert_eq!(s.get(path).await.0, StatusCode::NOT_FOUND, "{path}");
+    }
+}
+
+#[tokio::test]
 async fn legacy_discovery_documents() {
     let s = TestServer::new().await;
     let (_, api) = s.get("/api").await;

@@ -223,8 +223,12 @@ async fn shutdown_ends_every_watch() {
     s.server.shutdown();
     assert_eq!(a.next().await, None);
     assert_eq!(b.next().await, None);
-    let (code, _) = s.get("/readyz").await;
-    assert_eq!(code, http::StatusCode::SERVICE_UNAVAILABLE);
+    let (code, body) = s.get("/readyz").await;
+    assert_eq!(code, http::StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        body.as_str().unwrap().contains("[-]shutdown failed: reason withheld"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
