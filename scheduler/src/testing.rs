@@ -338,56 +338,71 @@ impl PodBuilder {
         }
     }
 
-    /// Adds a required pod affinity term.
-    pub fn pod_affinity(mut self, selector: &[(&str, &str)], topology_key: &str) -> Self {
-        let pa: &mut PodAffinity = self.affinity().pod_affinity.get_or_insert_default();
-        pa.required_during_scheduling_ignored_during_execution
-            .get_or_insert_default()
-            .push(Self::term(selector, topology_key));
+    /// Adds a term to the pod's affinity (`anti` false) or anti-affinity (`anti` true):
+    /// required without a weight, preferred with one. The two lists have the same
+    /// fields, so the four builders below share this one body.
+    fn pod_term(
+        mut self,
+        anti: bool,
+        weight: Option<i32>,
+        selector: &[(&str, &str)],
+        topology_key: &str,
+    ) -> Self {
+        let term = Self::term(selector, topology_key);
+        let affinity = self.affinity();
+        let (required, preferred) = if anti {
+            let pa: &mut PodAntiAffinity = affinity.pod_anti_affinity.get_or_insert_default();
+            (
+                &mut pa.required_during_scheduling_ignored_during_execution,
+                &mut pa.preferred_during_scheduling_ignored_during_execution,
+            )
+        } else {
+            let pa: &mut PodAffinity = affinity.pod_affinity.get_or_insert_default();
+            (
+                &mut pa.required_during_scheduling_ignored_during_execution,
+                &mut pa.preferred_during_scheduling_ignored_during_execution,
+            )
+        };
+        match weight {
+            None => required.get_or_insert_default().push(term),
+            Some(weight) => preferred
+                .get_or_insert_default()
+                .push(WeightedPodAffinityTerm {
+                    weight,
+                    pod_affinity_term: term,
+                }),
+        }
         self
     }
 
+    /// Adds a required pod affinity term.
+    pub fn pod_affinity(self, selector: &[(&str, &str)], topology_key: &str) -> Self {
+        self.pod_term(false, None, selector, topology_key)
+    }
+
     /// Adds a required pod anti-affinity term.
-    pub fn pod_anti_affinity(mut self, selector: &[(&str, &str)], topology_key: &str) -> Self {
-        let pa: &mut PodAntiAffinity = self.affinity().pod_anti_affinity.get_or_insert_default();
-        pa.required_during_scheduling_ignored_during_execution
-            .get_or_insert_default()
-            .push(Self::term(selector, topology_key));
-        self
+    pub fn pod_anti_affinity(self, selector: &[(&str, &str)], topology_key: &str) -> Self {
+        self.pod_term(true, None, selector, topology_key)
     }
 
     /// Adds a preferred pod affinity term.
     pub fn preferred_pod_affinity(
-        mut self,
+        self,
         weight: i32,
         selector: &[(&str, &str)],
         topology_key: &str,
     ) -> Self {
-        let pa: &mut PodAffinity = self.affinity().pod_affinity.get_or_insert_default();
-        pa.preferred_during_scheduling_ignored_during_execution
-            .get_or_insert_default()
-            .push(WeightedPodAffinityTerm {
-                weight,
-                pod_affinity_term: Self::term(selector, topology_key),
-            });
-        self
+        self.pod_term(false, Some(weight), selector, topology_key)
     }
 
     /// Adds a preferred pod anti-affinity term.
     pub fn preferred_pod_anti_affinity(
-        mut self,
+        self,
         weight: i32,
         selector: &[(&str, &str)],
         topology_key: &str,
     ) -> Self {
-        let pa: &mut PodAntiAffinity = self.affinity().pod_anti_affinity.get_or_insert_default();
-        pa.preferred_during_scheduling_ignored_during_execution
-            .get_or_insert_default()
-            .push(WeightedPodAffinityTerm {
-                weight,
-                pod_affinity_term: Self::term(selector, topology_key),
-            });
-        self
+        self.pod_term(true, Some(weight), selector, topology_key)
     }
 
     /// Adds a topology spread constraint.
