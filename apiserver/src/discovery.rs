@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::Registry;
+use crate::registry::{Registry, Subresource};
 use crate::status::ApiError;
 
 /// The Kubernetes version this server implements.
@@ -96,7 +96,8 @@ pub(crate) fn resources(
                 "kind": r.kind,
                 "verbs": sub.verbs(),
             });
-            if let Some((g, v, k)) = sub.kind() {
+            if sub.kind().is_some() || *sub == Subresource::Proxy {
+                let (g, v, k) = sub.discovery_kind(r);
                 entry["kind"] = json!(k);
                 if !g.is_empty() {
                     entry["group"] = json!(g);
@@ -174,10 +175,10 @@ pub(crate) mod aggregated {
             .subresources
             .iter()
             .map(|sub| {
-                let (g, v, k) = sub.kind().unwrap_or((r.group, r.version, r.kind));
+                let (g, v, k) = sub.discovery_kind(r);
                 json!({
                     "subresource": sub.name(),
-                    "responseKind": kind_json(g, v, k),
+                    "responseKind": kind_json(g, v, &k),
                     "verbs": sub.verbs(),
                 })
             })

@@ -70,6 +70,8 @@ pub(crate) fn parse(path: &str, registry: &Registry) -> Result<Route, ApiError> 
         [resource] => (*resource, None, None),
         [resource, name] => (*resource, Some(name.to_string()), None),
         [resource, name, sub] => (*resource, Some(name.to_string()), Some(*sub)),
+        // A proxy's path goes on past the subresource.
+        [resource, name, "proxy", ..] => (*resource, Some(name.to_string()), Some("proxy")),
         _ => return Err(ApiError::PathNotFound),
     };
     let info = registry
@@ -129,6 +131,13 @@ mod tests {
         assert!(t.namespace.is_none() && t.name.is_none());
         assert!(parse("/api/v1/namespaces/ns/nodes", &reg).is_err());
         assert!(parse("/api/v1/pods/x/logz", &reg).is_err());
+        let Route::Resource(t) = parse("/api/v1/namespaces/ns/pods/p:80/proxy/a/b", &reg).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(t.subresource, Some(Subresource::Proxy));
+        assert_eq!(t.name.as_deref(), Some("p:80"));
+        assert!(parse("/api/v1/namespaces/ns/pods/p/status/a", &reg).is_err());
         assert!(parse("/apis/nope/v1/things", &reg).is_err());
         assert!(matches!(parse("/apis/apps", &reg).unwrap(), Route::Group(g) if g == "apps"));
     }

@@ -805,4 +805,3 @@ async fn cacerts(axum::extract::State(inner): axum::extract::State<Arc<Inner>>) 
         None => ApiError::PathNotFound.into_response(),
     }
 }
-

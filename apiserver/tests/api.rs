@@ -62,6 +62,8 @@ mod openapi;
 mod patch;
 #[path = "api/pod_security.rs"]
 mod pod_security;
+#[path = "api/proxy.rs"]
+mod proxy;
 #[path = "api/quota.rs"]
 mod quota;
 #[path = "api/rbac.rs"]

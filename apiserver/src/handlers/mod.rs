@@ -4,6 +4,7 @@
 pub(crate) mod create;
 mod delete;
 mod list_body;
+mod proxy;
 mod read;
 pub(crate) mod storage;
 pub(crate) mod streaming;
@@ -186,6 +187,9 @@ async fn handle(
     };
     if streaming::is_streaming(target.subresource) {
         return streaming::serve(inner, target, Request::from_parts(parts, body)).await;
+    }
+    if target.subresource == Some(Subresource::Proxy) {
+        return proxy::serve(inner, target, Request::from_parts(parts, body)).await;
     }
     let mut params = Params::parse(parts.uri.query())?;
     params.watch |= target.legacy_watch;

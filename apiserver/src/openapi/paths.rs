@@ -400,6 +400,10 @@ fn resource_paths<'a>(
         ],
     ));
     for &sub in &info.subresources {
+        // A proxy passes anything on; it has no object schema to describe.
+        if sub == crate::registry::Subresource::Proxy {
+            continue;
+        }
         let own = r
             .subresource_schemas
             .iter()

@@ -231,7 +231,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .printer(&table::core::NAMESPACES),
         of::<core::v1::Node>()
             .short(&["no"])
-            .subs(&[Status])
+            .subs(&[Proxy, Status])
             .fields(&["spec.unschedulable"])
             .strategy(&kinds::Nodes)
             .printer(&table::core::NODES),
@@ -248,7 +248,16 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<core::v1::Pod>()
             .short(&["po"])
             .cats(ALL)
-            .subs(&[Attach, Binding, Eviction, Exec, Log, PortForward, Status])
+            .subs(&[
+                Attach,
+                Binding,
+                Eviction,
+                Exec,
+                Log,
+                PortForward,
+                Proxy,
+                Status,
+            ])
             .fields(POD_FIELDS)
             .strategy(&kinds::Pods)
             .printer(&table::pods::PODS),
@@ -278,7 +287,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<core::v1::Service>()
             .short(&["svc"])
             .cats(ALL)
-            .subs(&[Status])
+            .subs(&[Proxy, Status])
             .fields(&["spec.clusterIP", "spec.type"])
             .strategy(&kinds::Services)
             .printer(&table::core::SERVICES),

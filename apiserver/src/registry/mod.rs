@@ -42,6 +42,9 @@ pub enum Subresource {
     PortForward,
     /// `serviceaccounts/token`: a TokenRequest for the account.
     Token,
+    /// `pods/proxy`, `services/proxy`, `nodes/proxy`: any request passed on
+    /// to the pod, one of the service's pods, or the node's server.
+    Proxy,
 }
 
 impl Subresource {
@@ -59,6 +62,7 @@ impl Subresource {
             Subresource::Attach => "attach",
             Subresource::PortForward => "portforward",
             Subresource::Token => "token",
+            Subresource::Proxy => "proxy",
         }
     }
 
@@ -74,6 +78,7 @@ impl Subresource {
             Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
                 &["create", "get"]
             }
+            Subresource::Proxy => &["create", "delete", "get", "patch", "update"],
         }
     }
 
@@ -89,6 +94,17 @@ impl Subresource {
             Subresource::PortForward => Some(("", "v1", "PodPortForwardOptions")),
             Subresource::Token => Some(("authentication.k8s.io", "v1", "TokenRequest")),
             _ => None,
+        }
+    }
+
+    /// The kind discovery names for the subresource of `parent`: its own
+    /// kind, else upstream's `<Kind>ProxyOptions` for a proxy, else the
+    /// parent's.
+    pub fn discovery_kind(self, parent: &ResourceInfo) -> (&'static str, &'static str, String) {
+        match (self, self.kind()) {
+            (_, Some((g, v, k))) => (g, v, k.to_string()),
+            (Subresource::Proxy, None) => ("", "v1", format!("{}ProxyOptions", parent.kind)),
+            (_, None) => (parent.group, parent.version, parent.kind.to_string()),
         }
     }
 }

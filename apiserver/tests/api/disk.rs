@@ -114,7 +114,10 @@ async fn a_full_disk_refuses_writes_and_keeps_reads_watches_and_deletes() {
         let (code, store) = s.get("/readyz/store").await;
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{store}");
         assert!(
-            store.as_str().unwrap().starts_with("internal server error: "),
+            store
+                .as_str()
+                .unwrap()
+                .starts_with("internal server error: "),
             "{store}"
         );
         assert_eq!(s.get("/livez").await.0, StatusCode::OK);

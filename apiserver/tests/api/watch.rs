@@ -226,7 +226,9 @@ async fn shutdown_ends_every_watch() {
     let (code, body) = s.get("/readyz").await;
     assert_eq!(code, http::StatusCode::INTERNAL_SERVER_ERROR);
     assert!(
-        body.as_str().unwrap().contains("[-]shutdown failed: reason withheld"),
+        body.as_str()
+            .unwrap()
+            .contains("[-]shutdown failed: reason withheld"),
         "{body}"
     );
 }

@@ -210,6 +210,36 @@ fn control_plane_role(server: &Server) {
 }
 
 /// `kubectl apply` of a JSON manifest, which must succeed.
+/// The proxy subresources reach a real pod, a service's pod and the node's
+/// server through the API server.
+fn proxies(server: &Server, pods: &serde_json::Value) {
+    let pod = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .expect("a web pod");
+    let through = |path: &str| {
+        let out = server.kubectl(&["get", "--raw", path]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    eventually(Duration::from_secs(30), "pod proxy", || {
+        (through(&format!("/api/v1/namespaces/default/pods/{pod}/proxy/")) == "web\n").then_some(())
+    });
+    apply(
+        server,
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"},
+           "spec":{"selector":{"app":"web"},"ports":[{"name":"http","port":80,"targetPort":8080}]}}"#,
+    );
+    eventually(Duration::from_secs(30), "service proxy", || {
+        (through("/api/v1/namespaces/default/services/web:http/proxy/index.html") == "web\n")
+            .then_some(())
+    });
+    let metrics = server.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/nodes/{NODE}/proxy/metrics"),
+    ]);
+    assert_contains(&metrics, "kubelet_running_pods");
+}
+
 pub(super) fn apply(server: &Server, manifest: &str) {
     server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
@@ -262,7 +292,8 @@ fn scenario(server: &mut Server) {
                "spec":{{"replicas":3,"selector":{{"matchLabels":{{"app":"web"}}}},
                  "template":{{"metadata":{{"labels":{{"app":"web"}}}},
                    "spec":{{"terminationGracePeriodSeconds":2,"containers":[{{
-                     "name":"httpd","image":"{}","command":["httpd","-f","-p","8080"]}}]}}}}}}}}"#,
+                     "name":"httpd","image":"{}","ports":[{{"containerPort":8080}}],
+                     "command":["sh","-c","mkdir -p /tmp/www && echo web > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]}}]}}}}}}}}"#,
             images::BUSYBOX_IMAGE
         ),
     );
@@ -296,6 +327,8 @@ fn scenario(server: &mut Server) {
             "{p}"
         );
     }
+
+    proxies(server, &ips);
 
     // Restart the server: the containers keep running and are adopted.
     let status = server.terminate();

@@ -23,7 +23,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Opens an HTTP/1.1 connection over TLS to the node server, which must
 /// prove it is `location.node` at `location.host`.
-async fn connect(
+pub(crate) async fn connect(
     tls: &KubeletClientTls,
     location: &NodeLocation,
     upgrades: bool,
@@ -129,32 +129,70 @@ pub(crate) fn is_hop_header(name: &header::HeaderName) -> bool {
 /// the node switched protocols; any other answer is returned as it is.
 pub(super) async fn upgrade(
     tls: &KubeletClientTls,
-    mut request: Request,
+    request: Request,
     location: &NodeLocation,
     uri: &str,
 ) -> Result<Response, ApiError> {
     if !request.headers().contains_key(header::UPGRADE) {
         return Err(ApiError::BadRequest("Upgrade request required".to_string()));
     }
-    let mut sender = connect(tls, location, true).await?;
+    let sender = connect(tls, location, true).await?;
+    relay(sender, request, uri, &location.authority, |e| {
+        backend_error(location, e)
+    })
+    .await
+}
+
+/// Headers about the caller's connection, not its request: a relayed
+/// request that is not an upgrade goes without them.
+fn is_connection_header(name: &header::HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::UPGRADE
+        || name == header::TE
+        || name == header::TRAILER
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+/// Sends `request` on `sender` as `uri` for `host`, without the caller's
+/// hop headers (its credentials among them), and returns the answer as it
+/// is. An upgrade request goes without its body, and once the backend
+/// switched protocols the two connections are joined byte for byte; any
+/// other request goes with its body streamed. `failed` words an error of
+/// the backend's.
+pub(crate) async fn relay(
+    mut sender: SendRequest<Body>,
+    mut request: Request,
+    uri: &str,
+    host: &str,
+    failed: impl Fn(String) -> ApiError,
+) -> Result<Response, ApiError> {
+    let upgrading = request.headers().contains_key(header::UPGRADE);
     let mut outgoing = http::Request::builder()
         .method(request.method().clone())
         .uri(uri)
-        .header(header::HOST, &location.authority);
+        .header(header::HOST, host);
     for (name, value) in request.headers() {
-        // The upgrade request goes on without its body.
-        if !is_hop_header(name) && name != header::CONTENT_LENGTH {
+        let dropped = is_hop_header(name)
+            || (upgrading && name == header::CONTENT_LENGTH)
+            || (!upgrading && is_connection_header(name));
+        if !dropped {
             outgoing = outgoing.header(name, value);
         }
     }
+    let body = if upgrading {
+        Body::empty()
+    } else {
+        std::mem::take(request.body_mut())
+    };
     let outgoing = outgoing
-        .body(Body::empty())
+        .body(body)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let mut answer = sender
         .send_request(outgoing)
         .await
-        .map_err(|e| backend_error(location, e))?;
-    if answer.status() != StatusCode::SWITCHING_PROTOCOLS {
+        .map_err(|e| failed(e.to_string()))?;
+    if !upgrading || answer.status() != StatusCode::SWITCHING_PROTOCOLS {
         let (parts, body) = answer.into_parts();
         return Ok(Response::from_parts(parts, Body::new(body)));
     }
@@ -162,10 +200,10 @@ pub(super) async fn upgrade(
     for (name, value) in answer.headers() {
         response = response.header(name, value);
     }
-    let node_io = hyper::upgrade::on(&mut answer);
+    let backend_io = hyper::upgrade::on(&mut answer);
     let client_io = hyper::upgrade::on(&mut request);
     tokio::spawn(async move {
-        let (client, node) = match tokio::try_join!(client_io, node_io) {
+        let (client, backend) = match tokio::try_join!(client_io, backend_io) {
             Ok(pair) => pair,
             Err(error) => {
                 tracing::debug!(%error, "stream upgrade failed");
@@ -173,8 +211,8 @@ pub(super) async fn upgrade(
             }
         };
         let mut client = TokioIo::new(client);
-        let mut node = TokioIo::new(node);
-        if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut node).await {
+        let mut backend = TokioIo::new(backend);
+        if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
             tracing::debug!(%error, "stream ended");
         }
     });
