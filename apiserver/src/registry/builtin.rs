@@ -407,16 +407,21 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .strategy(&kinds::Rbac)
             .printer(&table::rbac::ROLES),
         // storage.k8s.io/v1
-        of::<storage::v1::CSIDriver>().strategy(&kinds::CsiDrivers),
-        of::<storage::v1::CSINode>().strategy(&kinds::CsiNodes),
-        of::<storage::v1::CSIStorageCapacity>(),
+        of::<storage::v1::CSIDriver>()
+            .strategy(&kinds::CsiDrivers)
+            .printer(&table::storage::CSIDRIVERS),
+        of::<storage::v1::CSINode>()
+            .strategy(&kinds::CsiNodes)
+            .printer(&table::storage::CSINODES),
+        of::<storage::v1::CSIStorageCapacity>().printer(&table::storage::CSISTORAGECAPACITIES),
         of::<storage::v1::StorageClass>()
             .short(&["sc"])
             .strategy(&kinds::StorageClasses)
             .printer(&table::cluster::STORAGECLASSES),
         of::<storage::v1::VolumeAttachment>()
             .subs(&[Status])
-            .strategy(&kinds::VolumeAttachments),
+            .strategy(&kinds::VolumeAttachments)
+            .printer(&table::storage::VOLUMEATTACHMENTS),
         // admissionregistration.k8s.io/v1
         of::<admissionregistration::v1::MutatingWebhookConfiguration>()
             .cats(&["api-extensions"])

@@ -5,7 +5,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
-use super::columns::{Column, Printer, age, at, list, map_selector_string, name, or_none, text};
+use super::columns::{
+    Column, Printer, age, at, list, map_selector_string, name, or_none, strings, text,
+};
 
 pub(crate) static SERVICES: Printer = Printer {
     columns: &[
@@ -50,14 +52,6 @@ pub(crate) static SERVICES: Printer = Printer {
         ]
     },
 };
-
-fn strings(object: &Value, path: &str) -> Vec<String> {
-    list(object, path)
-        .iter()
-        .filter_map(Value::as_str)
-        .map(String::from)
-        .collect()
-}
 
 fn service_external_ip(svc: &Value, kind: &str) -> String {
     let external = strings(svc, "spec/externalIPs");

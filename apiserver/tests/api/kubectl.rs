@@ -458,10 +458,7 @@ async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds(
         "addressType":"IPv4","ports":[{"port":80},{"port":443}],
         "endpoints":[{"addresses":["10.42.0.1"]},{"addresses":["10.42.0.2"]},
           {"addresses":["10.42.0.3"]},{"addresses":["10.42.0.4"]}]}]}"#;
-    let out = k
-        .run_with_stdin(&["create", "-f", "-"], Some(objects))
-        .await;
-    assert!(out.ok, "{}", out.stderr);
+    create(&k, objects).await;
     let roles = table(&k, &["role", "reader"]).await;
     assert_eq!(roles[0], ["NAME", "CREATED", "AT"]);
     assert!(roles[1][1].ends_with('Z'), "{roles:?}");
@@ -530,4 +527,71 @@ async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds(
             "more..."
         ]
     );
+}
+
+/// Creates the items of a `List` with `kubectl create -f -`.
+async fn create(k: &Kubectl, objects: &str) {
+    let out = k
+        .run_with_stdin(&["create", "-f", "-"], Some(objects))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+}
+
+/// `kubectl get` of the CSI kinds prints upstream's columns, not just a
+/// name and an age (and CSIStorageCapacities, as upstream, no age at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_csi_kinds() {
+    let k = Kubectl::start().await;
+    let objects = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"storage.k8s.io/v1","kind":"CSIDriver","metadata":{"name":"csi.example.com"},
+        "spec":{"attachRequired":false,"podInfoOnMount":true,"tokenRequests":[{"audience":"vault"}],
+          "volumeLifecycleModes":["Persistent","Ephemeral"]}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"CSINode","metadata":{"name":"node-a"},
+        "spec":{"drivers":[{"name":"csi.example.com","nodeID":"node-a"}]}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"va-1"},
+        "spec":{"attacher":"csi.example.com","nodeName":"node-a","source":{"persistentVolumeName":"pv-1"}}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"CSIStorageCapacity","metadata":{"name":"cap-1"},
+        "storageClassName":"fast","capacity":"1024Mi"}]}"#;
+    create(&k, objects).await;
+    let drivers = table(&k, &["csidriver", "csi.example.com"]).await;
+    assert_eq!(
+        drivers[0],
+        [
+            "NAME",
+            "ATTACHREQUIRED",
+            "PODINFOONMOUNT",
+            "STORAGECAPACITY",
+            "TOKENREQUESTS",
+            "REQUIRESREPUBLISH",
+            "MODES",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        drivers[1][..7],
+        [
+            "csi.example.com",
+            "false",
+            "true",
+            "false",
+            "vault",
+            "false",
+            "Persistent,Ephemeral"
+        ]
+    );
+    let nodes = table(&k, &["csinode", "node-a"]).await;
+    assert_eq!(nodes[0], ["NAME", "DRIVERS", "AGE"]);
+    assert_eq!(nodes[1][..2], ["node-a", "1"]);
+    let attachments = table(&k, &["volumeattachment", "va-1"]).await;
+    assert_eq!(
+        attachments[0],
+        ["NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE"]
+    );
+    assert_eq!(
+        attachments[1][..5],
+        ["va-1", "csi.example.com", "pv-1", "node-a", "false"]
+    );
+    let capacities = table(&k, &["csistoragecapacity", "cap-1"]).await;
+    assert_eq!(capacities[0], ["NAME", "STORAGECLASSNAME", "CAPACITY"]);
+    assert_eq!(capacities[1], ["cap-1", "fast", "1Gi"]);
 }
