@@ -380,13 +380,17 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[Status])
             .generation()
             .printer(&table::networking::INGRESSES),
-        of::<networking::v1::IPAddress>().short(&["ip"]),
+        of::<networking::v1::IPAddress>()
+            .short(&["ip"])
+            .printer(&table::networking::IPADDRESSES),
         of::<networking::v1::NetworkPolicy>()
             .short(&["netpol"])
             .generation()
             .strategy(&kinds::NetworkPolicies)
             .printer(&table::networking::NETWORKPOLICIES),
-        of::<networking::v1::ServiceCIDR>().subs(&[Status]),
+        of::<networking::v1::ServiceCIDR>()
+            .subs(&[Status])
+            .printer(&table::networking::SERVICECIDRS),
         // policy/v1
         of::<policy::v1::PodDisruptionBudget>()
             .short(&["pdb"])

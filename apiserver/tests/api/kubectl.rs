@@ -595,3 +595,22 @@ async fn kubectl_get_prints_upstreams_columns_for_csi_kinds() {
     assert_eq!(capacities[0], ["NAME", "STORAGECLASSNAME", "CAPACITY"]);
     assert_eq!(capacities[1], ["cap-1", "fast", "1Gi"]);
 }
+
+/// `kubectl get` of ServiceCIDRs prints their ranges and of IPAddresses
+/// their parent (and, as upstream, no age).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_service_cidrs_and_ip_addresses() {
+    let k = Kubectl::start().await;
+    let objects = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"networking.k8s.io/v1","kind":"ServiceCIDR","metadata":{"name":"extra"},
+        "spec":{"cidrs":["10.100.0.0/16","fd00:10:100::/64"]}},
+      {"apiVersion":"networking.k8s.io/v1","kind":"IPAddress","metadata":{"name":"10.100.0.7"},
+        "spec":{"parentRef":{"group":"","resource":"services","namespace":"default","name":"web"}}}]}"#;
+    create(&k, objects).await;
+    let cidrs = table(&k, &["servicecidr", "extra"]).await;
+    assert_eq!(cidrs[0], ["NAME", "CIDRS", "AGE"]);
+    assert_eq!(cidrs[1][..2], ["extra", "10.100.0.0/16,fd00:10:100::/64"]);
+    let addresses = table(&k, &["ipaddress", "10.100.0.7"]).await;
+    assert_eq!(addresses[0], ["NAME", "PARENTREF"]);
+    assert_eq!(addresses[1], ["10.100.0.7", "services/default/web"]);
+}
