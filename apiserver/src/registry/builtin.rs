@@ -252,7 +252,9 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .fields(POD_FIELDS)
             .strategy(&kinds::Pods)
             .printer(&table::pods::PODS),
-        of::<core::v1::PodTemplate>().strategy(&kinds::PodTemplates),
+        of::<core::v1::PodTemplate>()
+            .strategy(&kinds::PodTemplates)
+            .printer(&table::workloads::PODTEMPLATES),
         of::<core::v1::ReplicationController>()
             .short(&["rc"])
             .cats(ALL)

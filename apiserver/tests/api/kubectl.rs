@@ -614,3 +614,28 @@ async fn kubectl_get_prints_upstreams_columns_for_service_cidrs_and_ip_addresses
     assert_eq!(addresses[0], ["NAME", "PARENTREF"]);
     assert_eq!(addresses[1], ["10.100.0.7", "services/default/web"]);
 }
+
+/// `kubectl get podtemplates` prints the template's containers, images and
+/// pod labels (and, as upstream, no age).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_pod_templates() {
+    let k = Kubectl::start().await;
+    let template = r#"{"apiVersion":"v1","kind":"PodTemplate","metadata":{"name":"web-template"},
+      "template":{"metadata":{"labels":{"tier":"front","app":"web"}},
+        "spec":{"containers":[{"name":"web","image":"nginx:1.27"},{"name":"log","image":"busybox"}]}}}"#;
+    create(&k, template).await;
+    let templates = table(&k, &["podtemplate", "web-template"]).await;
+    assert_eq!(
+        templates[0],
+        ["NAME", "CONTAINERS", "IMAGES", "POD", "LABELS"]
+    );
+    assert_eq!(
+        templates[1],
+        [
+            "web-template",
+            "web,log",
+            "nginx:1.27,busybox",
+            "app=web,tier=front"
+        ]
+    );
+}
