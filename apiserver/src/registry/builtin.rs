@@ -321,6 +321,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .fields(EVENTS_V1_FIELDS)
             .create_on_update()
             .strategy(&kinds::Events)
+            .printer(&table::core::EVENTS_V1)
             .stored_as("/registry/core/events/", conversion::EVENTS_V1),
         // authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews,
         // answered and never stored

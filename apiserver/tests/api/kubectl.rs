@@ -639,3 +639,53 @@ async fn kubectl_get_prints_upstreams_columns_for_pod_templates() {
         ]
     );
 }
+
+/// `kubectl get events.events.k8s.io` prints the columns core events do,
+/// read from the v1 fields (`regarding`, `note`, the reporting controller
+/// and instance as the source).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_core_event_columns_for_events_k8s_io_events() {
+    let k = Kubectl::start().await;
+    let event = r#"{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"pulled-1"},
+      "eventTime":"2026-01-01T00:00:00.000000Z","type":"Normal","reason":"Pulled","action":"Pull",
+      "regarding":{"kind":"Pod","name":"web-1","namespace":"default","fieldPath":"spec.containers{web}"},
+      "note":"Pulled","reportingController":"kubelet","reportingInstance":"node-a"}"#;
+    create(&k, event).await;
+    let events = table(&k, &["events.events.k8s.io", "pulled-1"]).await;
+    assert_eq!(
+        events[0],
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    );
+    assert_eq!(events[1][1..], ["Normal", "Pulled", "pod/web-1", "Pulled"]);
+    let wide = table(&k, &["events.events.k8s.io", "pulled-1", "-o", "wide"]).await;
+    assert_eq!(
+        wide[0],
+        [
+            "LAST",
+            "SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "SUBOBJECT",
+            "SOURCE",
+            "MESSAGE",
+            "FIRST",
+            "SEEN",
+            "COUNT",
+            "NAME"
+        ]
+    );
+    assert_eq!(
+        wide[1][1..8],
+        [
+            "Normal",
+            "Pulled",
+            "pod/web-1",
+            "spec.containers{web}",
+            "kubelet,",
+            "node-a",
+            "Pulled"
+        ]
+    );
+    assert_eq!(wide[1][9..], ["1", "pulled-1"]);
+}
