@@ -261,7 +261,9 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .fields(POD_FIELDS)
             .strategy(&kinds::Pods)
             .printer(&table::pods::PODS),
-        of::<core::v1::PodTemplate>().strategy(&kinds::PodTemplates),
+        of::<core::v1::PodTemplate>()
+            .strategy(&kinds::PodTemplates)
+            .printer(&table::workloads::PODTEMPLATES),
         of::<core::v1::ReplicationController>()
             .short(&["rc"])
             .cats(ALL)
@@ -328,6 +330,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .fields(EVENTS_V1_FIELDS)
             .create_on_update()
             .strategy(&kinds::Events)
+            .printer(&table::core::EVENTS_V1)
             .stored_as("/registry/core/events/", conversion::EVENTS_V1),
         // authentication.k8s.io/v1 and authorization.k8s.io/v1: reviews,
         // answered and never stored
@@ -389,13 +392,17 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[Status])
             .generation()
             .printer(&table::networking::INGRESSES),
-        of::<networking::v1::IPAddress>().short(&["ip"]),
+        of::<networking::v1::IPAddress>()
+            .short(&["ip"])
+            .printer(&table::networking::IPADDRESSES),
         of::<networking::v1::NetworkPolicy>()
             .short(&["netpol"])
             .generation()
             .strategy(&kinds::NetworkPolicies)
             .printer(&table::networking::NETWORKPOLICIES),
-        of::<networking::v1::ServiceCIDR>().subs(&[Status]),
+        of::<networking::v1::ServiceCIDR>()
+            .subs(&[Status])
+            .printer(&table::networking::SERVICECIDRS),
         // policy/v1
         of::<policy::v1::PodDisruptionBudget>()
             .short(&["pdb"])
@@ -416,16 +423,21 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .strategy(&kinds::Rbac)
             .printer(&table::rbac::ROLES),
         // storage.k8s.io/v1
-        of::<storage::v1::CSIDriver>().strategy(&kinds::CsiDrivers),
-        of::<storage::v1::CSINode>().strategy(&kinds::CsiNodes),
-        of::<storage::v1::CSIStorageCapacity>(),
+        of::<storage::v1::CSIDriver>()
+            .strategy(&kinds::CsiDrivers)
+            .printer(&table::storage::CSIDRIVERS),
+        of::<storage::v1::CSINode>()
+            .strategy(&kinds::CsiNodes)
+            .printer(&table::storage::CSINODES),
+        of::<storage::v1::CSIStorageCapacity>().printer(&table::storage::CSISTORAGECAPACITIES),
         of::<storage::v1::StorageClass>()
             .short(&["sc"])
             .strategy(&kinds::StorageClasses)
             .printer(&table::cluster::STORAGECLASSES),
         of::<storage::v1::VolumeAttachment>()
             .subs(&[Status])
-            .strategy(&kinds::VolumeAttachments),
+            .strategy(&kinds::VolumeAttachments)
+            .printer(&table::storage::VOLUMEATTACHMENTS),
         // admissionregistration.k8s.io/v1
         of::<admissionregistration::v1::MutatingWebhookConfiguration>()
             .cats(&["api-extensions"])

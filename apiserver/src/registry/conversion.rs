@@ -74,7 +74,8 @@ fn core_event_to_v1(object: Value) -> Value {
     rename(object, "events.k8s.io/v1", EVENT_RENAMES.iter().copied())
 }
 
-fn event_v1_to_core(object: Value) -> Value {
+/// An events.k8s.io/v1 Event as the core/v1 Event it is stored as.
+pub(crate) fn event_v1_to_core(object: Value) -> Value {
     rename(object, "v1", EVENT_RENAMES.iter().map(|(a, b)| (*b, *a)))
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub(crate) use conversion::Conversion;
+pub(crate) use conversion::{Conversion, event_v1_to_core};
 pub(crate) use intern::{intern, intern_list};
 pub(crate) use live::LiveRegistry;
 

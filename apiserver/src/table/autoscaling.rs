@@ -3,9 +3,8 @@
 //! `memory: 10Mi/20Mi`), at most two and then `+ N more...`.
 
 use serde_json::Value;
-use skiff_common::amount::Amount;
 
-use super::columns::{Column, Printer, age, at, int, list, name, text};
+use super::columns::{Column, Printer, age, at, canonical, int, list, name, text};
 
 /// How many metrics the TARGETS cell shows before summarising.
 const SHOWN_METRICS: usize = 2;
@@ -61,12 +60,12 @@ pub(crate) static HORIZONTALPODAUTOSCALERS: Printer = Printer {
     },
 };
 
-/// A quantity as upstream prints it (canonical form).
+/// A quantity as upstream prints it (canonical form), `<unknown>` when absent.
 fn quantity(value: Option<&Value>) -> String {
     let Some(text) = value.and_then(Value::as_str) else {
         return "<unknown>".into();
     };
-    Amount::parse(text).map_or_else(|| text.to_string(), |a| a.to_string())
+    canonical(text)
 }
 
 fn percent(value: Option<&Value>) -> Option<String> {

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, at, int, name, text};
+use super::columns::{Column, Printer, age, flag, int, name, text};
 
 pub(crate) static STORAGECLASSES: Printer = Printer {
     columns: &[
@@ -53,11 +53,7 @@ pub(crate) static STORAGECLASSES: Printer = Printer {
             Value::from(text(class, "provisioner").unwrap_or("")),
             Value::from(text(class, "reclaimPolicy").unwrap_or("Delete")),
             Value::from(text(class, "volumeBindingMode").unwrap_or("Immediate")),
-            Value::from(
-                at(class, "allowVolumeExpansion")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            ),
+            Value::from(flag(class, "allowVolumeExpansion", false)),
             age(class, now),
         ]
     },
@@ -83,11 +79,7 @@ pub(crate) static PRIORITYCLASSES: Printer = Printer {
         vec![
             name(class),
             Value::from(int(class, "value")),
-            Value::from(
-                at(class, "globalDefault")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            ),
+            Value::from(flag(class, "globalDefault", false)),
             age(class, now),
             Value::from(text(class, "preemptionPolicy").unwrap_or("PreemptLowerPriority")),
         ]

@@ -2,6 +2,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
+use skiff_common::amount::Amount;
 
 /// One column of a Table, as announced in `columnDefinitions`.
 #[derive(Debug)]
@@ -98,6 +99,26 @@ pub(crate) fn list<'a>(object: &'a Value, path: &str) -> &'a [Value] {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
+}
+
+/// The strings of the array at `path`, none when absent.
+pub(crate) fn strings(object: &Value, path: &str) -> Vec<String> {
+    list(object, path)
+        .iter()
+        .filter_map(Value::as_str)
+        .map(String::from)
+        .collect()
+}
+
+/// The boolean at `path`, or `unset` (the field's default) when absent.
+pub(crate) fn flag(object: &Value, path: &str, unset: bool) -> bool {
+    at(object, path).and_then(Value::as_bool).unwrap_or(unset)
+}
+
+/// A quantity in upstream's canonical form ("1Gi" for "1024Mi"), as it
+/// prints once stored; text that does not parse is shown as it is.
+pub(crate) fn canonical(quantity: &str) -> String {
+    Amount::parse(quantity).map_or_else(|| quantity.to_string(), |a| a.to_string())
 }
 
 pub(crate) fn name(object: &Value) -> Value {

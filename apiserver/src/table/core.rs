@@ -5,7 +5,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
-use super::columns::{Column, Printer, age, at, list, map_selector_string, name, or_none, text};
+use super::columns::{
+    Column, Printer, age, at, int, list, map_selector_string, name, or_none, strings, text,
+};
 
 pub(crate) static SERVICES: Printer = Printer {
     columns: &[
@@ -50,14 +52,6 @@ pub(crate) static SERVICES: Printer = Printer {
         ]
     },
 };
-
-fn strings(object: &Value, path: &str) -> Vec<String> {
-    list(object, path)
-        .iter()
-        .filter_map(Value::as_str)
-        .map(String::from)
-        .collect()
-}
 
 fn service_external_ip(svc: &Value, kind: &str) -> String {
     let external = strings(svc, "spec/externalIPs");
@@ -260,91 +254,118 @@ pub(crate) static NAMESPACES: Printer = Printer {
     },
 };
 
-pub(crate) static EVENTS: Printer = Printer {
-    columns: &[
-        Column::new("Last Seen", "string", "Time when last event was observed"),
-        Column::new(
-            "Type",
-            "string",
-            "Type of this event (Normal, Warning), new types could be added in the future",
-        ),
-        Column::new(
-            "Reason",
-            "string",
-            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
-        ),
-        Column::new("Object", "string", "The object that this event is about."),
-        Column::wide(
-            "Subobject",
-            "string",
-            "The subobject that this event is about.",
-        ),
-        Column::wide(
-            "Source",
-            "string",
-            "The component reporting this event. Should be a short machine understandable string.",
-        ),
-        Column::new(
-            "Message",
-            "string",
-            "A human-readable description of the status of this operation.",
-        ),
-        Column::wide(
-            "First Seen",
-            "string",
-            "The time at which the event was first recorded.",
-        ),
-        Column::wide(
-            "Count",
-            "string",
-            "The number of times this event has occurred.",
-        ),
-        Column {
-            name: "Name",
-            kind: "string",
-            format: "name",
-            description: "Name must be unique within a namespace.",
-            priority: 1,
-        },
-    ],
-    cells: |ev, now| {
-        let since = |path: &str| at(ev, path).and_then(|t| seconds_since(t, now));
-        let last = since("series/lastObservedTime")
-            .or_else(|| since("lastTimestamp"))
-            .or_else(|| since("eventTime"));
-        let first = since("firstTimestamp").or_else(|| since("eventTime"));
-        let count = at(ev, "series/count")
-            .or_else(|| at(ev, "count"))
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        let object = format!(
-            "{}/{}",
-            text(ev, "involvedObject/kind").unwrap_or("").to_lowercase(),
-            text(ev, "involvedObject/name").unwrap_or("")
-        );
-        let source = match (text(ev, "source/component"), text(ev, "source/host")) {
-            (Some(c), Some(h)) if !h.is_empty() => format!("{c}, {h}"),
-            (Some(c), _) => c.to_string(),
-            _ => text(ev, "reportingComponent").unwrap_or("").to_string(),
-        };
-        let human = |s: Option<i64>| {
-            s.map(human_duration)
-                .unwrap_or_else(|| "<unknown>".to_string())
-        };
-        vec![
-            Value::from(human(last)),
-            Value::from(text(ev, "type").unwrap_or("")),
-            Value::from(text(ev, "reason").unwrap_or("")),
-            Value::from(object),
-            Value::from(text(ev, "involvedObject/fieldPath").unwrap_or("")),
-            Value::from(source),
-            Value::from(text(ev, "message").unwrap_or("").trim().to_string()),
-            Value::from(human(first)),
-            Value::from(count),
-            name(ev),
-        ]
+/// Events' columns, the same for core/v1 and events.k8s.io/v1 events.
+const EVENT_COLUMNS: &[Column] = &[
+    Column::new("Last Seen", "string", "Time when last event was observed"),
+    Column::new(
+        "Type",
+        "string",
+        "Type of this event (Normal, Warning), new types could be added in the future",
+    ),
+    Column::new(
+        "Reason",
+        "string",
+        "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+    ),
+    Column::new("Object", "string", "The object that this event is about."),
+    Column::wide(
+        "Subobject",
+        "string",
+        "The subobject that this event is about.",
+    ),
+    Column::wide(
+        "Source",
+        "string",
+        "The component reporting this event. Should be a short machine understandable string.",
+    ),
+    Column::new(
+        "Message",
+        "string",
+        "A human-readable description of the status of this operation.",
+    ),
+    Column::wide(
+        "First Seen",
+        "string",
+        "The time at which the event was first recorded.",
+    ),
+    Column::wide(
+        "Count",
+        "string",
+        "The number of times this event has occurred.",
+    ),
+    Column {
+        name: "Name",
+        kind: "string",
+        format: "name",
+        description: "Name must be unique within a namespace.",
+        priority: 1,
     },
+];
+
+/// core/v1 Events: `LAST SEEN TYPE REASON OBJECT MESSAGE`, with `-o wide`
+/// also the subobject, source, first seen, count and name.
+pub(crate) static EVENTS: Printer = Printer {
+    columns: EVENT_COLUMNS,
+    cells: event_cells,
 };
+
+/// events.k8s.io/v1 Events print as core/v1 ones: upstream converts both to
+/// one type before printing, so the v1 object is renamed back (`regarding`
+/// to `involvedObject`, `note` to `message`, the `deprecated*` fields and
+/// `reportingController`) the way storage does.
+pub(crate) static EVENTS_V1: Printer = Printer {
+    columns: EVENT_COLUMNS,
+    cells: |ev, now| event_cells(&crate::registry::event_v1_to_core(ev.clone()), now),
+};
+
+fn event_cells(ev: &Value, now: Timestamp) -> Vec<Value> {
+    let since = |path: &str| at(ev, path).and_then(|t| seconds_since(t, now));
+    let first = since("firstTimestamp").or_else(|| since("eventTime"));
+    // A series keeps its own count and last sighting; otherwise the last
+    // timestamp (else the first) and the count, which singleton events of
+    // the new API leave unset though they happened once.
+    let (last, count) = match at(ev, "series") {
+        Some(series) => (
+            at(series, "lastObservedTime").and_then(|t| seconds_since(t, now)),
+            int(series, "count"),
+        ),
+        None => (since("lastTimestamp").or(first), int(ev, "count").max(1)),
+    };
+    let kind = text(ev, "involvedObject/kind").unwrap_or("").to_lowercase();
+    let object = match text(ev, "involvedObject/name").filter(|n| !n.is_empty()) {
+        Some(name) => format!("{kind}/{name}"),
+        None => kind,
+    };
+    // The source's component and host, else the reporting controller and
+    // instance that events.k8s.io events carry instead.
+    let either = |old: &str, new: &str| {
+        text(ev, old)
+            .filter(|s| !s.is_empty())
+            .or_else(|| text(ev, new))
+            .unwrap_or("")
+    };
+    let component = either("source/component", "reportingComponent");
+    let source = match either("source/host", "reportingInstance") {
+        "" => component.to_string(),
+        instance => format!("{component}, {instance}"),
+    };
+    let human = |s: Option<i64>| {
+        s.map(human_duration)
+            .unwrap_or_else(|| "<unknown>".to_string())
+    };
+    vec![
+        Value::from(human(last)),
+        Value::from(text(ev, "type").unwrap_or("")),
+        Value::from(text(ev, "reason").unwrap_or("")),
+        Value::from(object),
+        Value::from(text(ev, "involvedObject/fieldPath").unwrap_or("")),
+        Value::from(source),
+        Value::from(text(ev, "message").unwrap_or("").trim().to_string()),
+        Value::from(human(first)),
+        Value::from(count),
+        name(ev),
+    ]
+}
 
 fn entries(object: &Value, field: &str) -> usize {
     object
@@ -756,6 +777,38 @@ mod tests {
         assert_eq!(c[5], "default-scheduler");
         assert_eq!(c[7], "10m");
         assert_eq!(c[8], 4);
+    }
+
+    #[test]
+    fn events_k8s_io_events_print_as_core_ones() {
+        let ev = json!({"apiVersion": "events.k8s.io/v1", "metadata": {"name": "e2"},
+            "type": "Normal", "reason": "Pulled", "action": "Pull",
+            "regarding": {"kind": "Pod", "name": "web-1", "fieldPath": "spec.containers{web}"},
+            "note": "Pulled the image ", "reportingController": "kubelet",
+            "reportingInstance": "node-a", "eventTime": "2026-01-01T00:50:00.000000Z"});
+        assert_eq!(
+            (EVENTS_V1.cells)(&ev, now()),
+            [
+                json!("10m"),
+                json!("Normal"),
+                json!("Pulled"),
+                json!("pod/web-1"),
+                json!("spec.containers{web}"),
+                json!("kubelet, node-a"),
+                json!("Pulled the image"),
+                json!("10m"),
+                json!(1),
+                json!("e2")
+            ]
+        );
+        let series = json!({"metadata": {"name": "e3"}, "regarding": {"kind": "Node"},
+            "deprecatedCount": 9, "deprecatedFirstTimestamp": "2026-01-01T00:30:00Z",
+            "series": {"count": 3, "lastObservedTime": "2026-01-01T00:58:00.000000Z"}});
+        let c = (EVENTS_V1.cells)(&series, now());
+        assert_eq!(
+            (&c[0], &c[3], &c[7], &c[8]),
+            (&json!("2m"), &json!("node"), &json!("30m"), &json!(3))
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub(crate) mod networking;
 pub(crate) mod pods;
 pub(crate) mod policy;
 pub(crate) mod rbac;
+pub(crate) mod storage;
 pub(crate) mod workloads;
 
 use http::HeaderMap;

@@ -1,11 +1,13 @@
 //! Network resources with columns of their own: Ingresses (class, hosts,
 //! load-balancer address, ports), IngressClasses, NetworkPolicies (pod
-//! selector) and `discovery.k8s.io` EndpointSlices (address type, ports,
-//! endpoints).
+//! selector), ServiceCIDRs (ranges), IPAddresses (parent) and
+//! `discovery.k8s.io` EndpointSlices (address type, ports, endpoints).
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, at, list, name, or_none, selector_string, text};
+use super::columns::{
+    Column, Printer, age, at, list, name, or_none, selector_string, strings, text,
+};
 
 pub(crate) static INGRESSES: Printer = Printer {
     columns: &[
@@ -190,6 +192,55 @@ fn three_then_more(items: &[String]) -> String {
     }
 }
 
+/// ServiceCIDRs: `NAME CIDRS AGE`, every range of the object.
+pub(crate) static SERVICECIDRS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "CIDRs",
+            "string",
+            "The ranges Service cluster IPs are allocated from.",
+        ),
+        Column::AGE,
+    ],
+    cells: |cidr, now| {
+        vec![
+            name(cidr),
+            Value::from(strings(cidr, "spec/cidrs").join(",")),
+            age(cidr, now),
+        ]
+    },
+};
+
+/// IPAddresses: `NAME PARENTREF` (no AGE, as upstream prints them), the
+/// parent as `services/default/web` or, in a group,
+/// `resource.group/namespace/name`.
+pub(crate) static IPADDRESSES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "ParentRef",
+            "string",
+            "The object the address is allocated to.",
+        ),
+    ],
+    cells: |address, _| {
+        let parent = at(address, "spec/parentRef").map(|parent| {
+            let resource = text(parent, "resource").unwrap_or("");
+            let mut shown = match text(parent, "group").unwrap_or("") {
+                "" => resource.to_lowercase(),
+                group => format!("{resource}.{group}").to_lowercase(),
+            };
+            if let Some(namespace) = text(parent, "namespace").filter(|n| !n.is_empty()) {
+                shown.push('/');
+                shown.push_str(namespace);
+            }
+            format!("{shown}/{}", text(parent, "name").unwrap_or(""))
+        });
+        vec![name(address), or_none(parent.unwrap_or_default())]
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -238,5 +289,24 @@ mod tests {
             (INGRESS_CLASSES.cells)(&class, now())[2],
             "IngressParameters.k8s.example.com/p"
         );
+    }
+
+    #[test]
+    fn an_address_names_its_parent_by_resource_namespace_and_name() {
+        let address = |parent: Value| json!({"metadata": {"name": "10.96.0.10"}, "spec": {"parentRef": parent}});
+        let service = address(json!({"group": "", "resource": "services",
+            "namespace": "kube-system", "name": "kube-dns"}));
+        assert_eq!(
+            (IPADDRESSES.cells)(&service, now()),
+            [json!("10.96.0.10"), json!("services/kube-system/kube-dns")]
+        );
+        let gateway = address(json!({"group": "Gateway.Networking.k8s.io",
+            "resource": "Gateways", "name": "edge"}));
+        assert_eq!(
+            (IPADDRESSES.cells)(&gateway, now())[1],
+            "gateways.gateway.networking.k8s.io/edge"
+        );
+        let orphan = json!({"metadata": {"name": "10.96.0.11"}, "spec": {}});
+        assert_eq!((IPADDRESSES.cells)(&orphan, now())[1], "<none>");
     }
 }

@@ -1,5 +1,6 @@
 //! Workload controllers: Deployments, ReplicaSets, ReplicationControllers,
-//! StatefulSets, DaemonSets, Jobs and CronJobs.
+//! StatefulSets, DaemonSets, Jobs and CronJobs, their ControllerRevisions,
+//! and PodTemplates.
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
@@ -357,6 +358,37 @@ pub(crate) static CONTROLLERREVISIONS: Printer = Printer {
             Value::from(controller),
             Value::from(int(revision, "revision")),
             age(revision, now),
+        ]
+    },
+};
+
+/// PodTemplates: `NAME CONTAINERS IMAGES POD LABELS`, no AGE (as upstream
+/// prints them).
+pub(crate) static PODTEMPLATES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        // The workloads' wide columns, shown here without `-o wide`.
+        Column {
+            priority: 0,
+            ..CONTAINERS
+        },
+        Column {
+            priority: 0,
+            ..IMAGES
+        },
+        Column::new("Pod Labels", "string", "The labels of the template's pods."),
+    ],
+    cells: |template, _| {
+        let (containers, images) = containers_and_images(at(template, "template/spec"));
+        vec![
+            name(template),
+            Value::from(containers),
+            Value::from(images),
+            // Labels print as a map selector does: sorted `key=value` pairs.
+            or_none(map_selector_string(at(
+                template,
+                "template/metadata/labels",
+            ))),
         ]
     },
 };

@@ -458,10 +458,7 @@ async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds(
         "addressType":"IPv4","ports":[{"port":80},{"port":443}],
         "endpoints":[{"addresses":["10.42.0.1"]},{"addresses":["10.42.0.2"]},
           {"addresses":["10.42.0.3"]},{"addresses":["10.42.0.4"]}]}]}"#;
-    let out = k
-        .run_with_stdin(&["create", "-f", "-"], Some(objects))
-        .await;
-    assert!(out.ok, "{}", out.stderr);
+    create(&k, objects).await;
     let roles = table(&k, &["role", "reader"]).await;
     assert_eq!(roles[0], ["NAME", "CREATED", "AT"]);
     assert!(roles[1][1].ends_with('Z'), "{roles:?}");
@@ -530,4 +527,165 @@ async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds(
             "more..."
         ]
     );
+}
+
+/// Creates the items of a `List` with `kubectl create -f -`.
+async fn create(k: &Kubectl, objects: &str) {
+    let out = k
+        .run_with_stdin(&["create", "-f", "-"], Some(objects))
+        .await;
+    assert!(out.ok, "{}", out.stderr);
+}
+
+/// `kubectl get` of the CSI kinds prints upstream's columns, not just a
+/// name and an age (and CSIStorageCapacities, as upstream, no age at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_csi_kinds() {
+    let k = Kubectl::start().await;
+    let objects = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"storage.k8s.io/v1","kind":"CSIDriver","metadata":{"name":"csi.example.com"},
+        "spec":{"attachRequired":false,"podInfoOnMount":true,"tokenRequests":[{"audience":"vault"}],
+          "volumeLifecycleModes":["Persistent","Ephemeral"]}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"CSINode","metadata":{"name":"node-a"},
+        "spec":{"drivers":[{"name":"csi.example.com","nodeID":"node-a"}]}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"VolumeAttachment","metadata":{"name":"va-1"},
+        "spec":{"attacher":"csi.example.com","nodeName":"node-a","source":{"persistentVolumeName":"pv-1"}}},
+      {"apiVersion":"storage.k8s.io/v1","kind":"CSIStorageCapacity","metadata":{"name":"cap-1"},
+        "storageClassName":"fast","capacity":"1024Mi"}]}"#;
+    create(&k, objects).await;
+    let drivers = table(&k, &["csidriver", "csi.example.com"]).await;
+    assert_eq!(
+        drivers[0],
+        [
+            "NAME",
+            "ATTACHREQUIRED",
+            "PODINFOONMOUNT",
+            "STORAGECAPACITY",
+            "TOKENREQUESTS",
+            "REQUIRESREPUBLISH",
+            "MODES",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        drivers[1][..7],
+        [
+            "csi.example.com",
+            "false",
+            "true",
+            "false",
+            "vault",
+            "false",
+            "Persistent,Ephemeral"
+        ]
+    );
+    let nodes = table(&k, &["csinode", "node-a"]).await;
+    assert_eq!(nodes[0], ["NAME", "DRIVERS", "AGE"]);
+    assert_eq!(nodes[1][..2], ["node-a", "1"]);
+    let attachments = table(&k, &["volumeattachment", "va-1"]).await;
+    assert_eq!(
+        attachments[0],
+        ["NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE"]
+    );
+    assert_eq!(
+        attachments[1][..5],
+        ["va-1", "csi.example.com", "pv-1", "node-a", "false"]
+    );
+    let capacities = table(&k, &["csistoragecapacity", "cap-1"]).await;
+    assert_eq!(capacities[0], ["NAME", "STORAGECLASSNAME", "CAPACITY"]);
+    assert_eq!(capacities[1], ["cap-1", "fast", "1Gi"]);
+}
+
+/// `kubectl get` of ServiceCIDRs prints their ranges and of IPAddresses
+/// their parent (and, as upstream, no age).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_service_cidrs_and_ip_addresses() {
+    let k = Kubectl::start().await;
+    let objects = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"networking.k8s.io/v1","kind":"ServiceCIDR","metadata":{"name":"extra"},
+        "spec":{"cidrs":["10.100.0.0/16","fd00:10:100::/64"]}},
+      {"apiVersion":"networking.k8s.io/v1","kind":"IPAddress","metadata":{"name":"10.100.0.7"},
+        "spec":{"parentRef":{"group":"","resource":"services","namespace":"default","name":"web"}}}]}"#;
+    create(&k, objects).await;
+    let cidrs = table(&k, &["servicecidr", "extra"]).await;
+    assert_eq!(cidrs[0], ["NAME", "CIDRS", "AGE"]);
+    assert_eq!(cidrs[1][..2], ["extra", "10.100.0.0/16,fd00:10:100::/64"]);
+    let addresses = table(&k, &["ipaddress", "10.100.0.7"]).await;
+    assert_eq!(addresses[0], ["NAME", "PARENTREF"]);
+    assert_eq!(addresses[1], ["10.100.0.7", "services/default/web"]);
+}
+
+/// `kubectl get podtemplates` prints the template's containers, images and
+/// pod labels (and, as upstream, no age).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_upstreams_columns_for_pod_templates() {
+    let k = Kubectl::start().await;
+    let template = r#"{"apiVersion":"v1","kind":"PodTemplate","metadata":{"name":"web-template"},
+      "template":{"metadata":{"labels":{"tier":"front","app":"web"}},
+        "spec":{"containers":[{"name":"web","image":"nginx:1.27"},{"name":"log","image":"busybox"}]}}}"#;
+    create(&k, template).await;
+    let templates = table(&k, &["podtemplate", "web-template"]).await;
+    assert_eq!(
+        templates[0],
+        ["NAME", "CONTAINERS", "IMAGES", "POD", "LABELS"]
+    );
+    assert_eq!(
+        templates[1],
+        [
+            "web-template",
+            "web,log",
+            "nginx:1.27,busybox",
+            "app=web,tier=front"
+        ]
+    );
+}
+
+/// `kubectl get events.events.k8s.io` prints the columns core events do,
+/// read from the v1 fields (`regarding`, `note`, the reporting controller
+/// and instance as the source).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_core_event_columns_for_events_k8s_io_events() {
+    let k = Kubectl::start().await;
+    let event = r#"{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"pulled-1"},
+      "eventTime":"2026-01-01T00:00:00.000000Z","type":"Normal","reason":"Pulled","action":"Pull",
+      "regarding":{"kind":"Pod","name":"web-1","namespace":"default","fieldPath":"spec.containers{web}"},
+      "note":"Pulled","reportingController":"kubelet","reportingInstance":"node-a"}"#;
+    create(&k, event).await;
+    let events = table(&k, &["events.events.k8s.io", "pulled-1"]).await;
+    assert_eq!(
+        events[0],
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    );
+    assert_eq!(events[1][1..], ["Normal", "Pulled", "pod/web-1", "Pulled"]);
+    let wide = table(&k, &["events.events.k8s.io", "pulled-1", "-o", "wide"]).await;
+    assert_eq!(
+        wide[0],
+        [
+            "LAST",
+            "SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "SUBOBJECT",
+            "SOURCE",
+            "MESSAGE",
+            "FIRST",
+            "SEEN",
+            "COUNT",
+            "NAME"
+        ]
+    );
+    assert_eq!(
+        wide[1][1..8],
+        [
+            "Normal",
+            "Pulled",
+            "pod/web-1",
+            "spec.containers{web}",
+            "kubelet,",
+            "node-a",
+            "Pulled"
+        ]
+    );
+    assert_eq!(wide[1][9..], ["1", "pulled-1"]);
 }

@@ -1,0 +1,197 @@
+//! `storage.k8s.io`'s CSI kinds with columns of their own: CSIDrivers (what
+//! the driver asks of kubelet), CSINodes (how many drivers a node has),
+//! VolumeAttachments (which volume on which node, and whether it is
+//! attached) and CSIStorageCapacities (a class's capacity; upstream prints
+//! no AGE for them). StorageClasses are in `cluster.rs`.
+
+use serde_json::Value;
+
+use super::columns::{Column, Printer, age, canonical, flag, list, name, or_none, strings, text};
+
+/// CSIDrivers: `NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY
+/// TOKENREQUESTS REQUIRESREPUBLISH MODES AGE`, unset flags at their defaults.
+pub(crate) static CSIDRIVERS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "AttachRequired",
+            "boolean",
+            "Whether volumes of the driver must be attached before they are mounted.",
+        ),
+        Column::new(
+            "PodInfoOnMount",
+            "boolean",
+            "Whether the driver is told about the pod when a volume is mounted.",
+        ),
+        Column::new(
+            "StorageCapacity",
+            "boolean",
+            "Whether the scheduler considers the driver's reported capacity.",
+        ),
+        Column::new(
+            "TokenRequests",
+            "string",
+            "The audiences of the service account tokens the driver is given.",
+        ),
+        Column::new(
+            "RequiresRepublish",
+            "boolean",
+            "Whether mounted volumes are republished periodically.",
+        ),
+        Column::new(
+            "Modes",
+            "string",
+            "The volume lifecycle modes the driver supports.",
+        ),
+        Column::AGE,
+    ],
+    cells: |driver, now| {
+        // Stored objects lose an empty list, so it prints as unset too.
+        let audiences: Vec<&str> = list(driver, "spec/tokenRequests")
+            .iter()
+            .filter_map(|t| text(t, "audience"))
+            .collect();
+        let token_requests = if audiences.is_empty() {
+            "<unset>".to_string()
+        } else {
+            audiences.join(",")
+        };
+        vec![
+            name(driver),
+            Value::from(flag(driver, "spec/attachRequired", true)),
+            Value::from(flag(driver, "spec/podInfoOnMount", false)),
+            Value::from(flag(driver, "spec/storageCapacity", false)),
+            Value::from(token_requests),
+            Value::from(flag(driver, "spec/requiresRepublish", false)),
+            or_none(strings(driver, "spec/volumeLifecycleModes").join(",")),
+            age(driver, now),
+        ]
+    },
+};
+
+/// CSINodes: `NAME DRIVERS AGE`, the drivers counted.
+pub(crate) static CSINODES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Drivers",
+            "integer",
+            "How many CSI drivers are registered on the node.",
+        ),
+        Column::AGE,
+    ],
+    cells: |node, now| {
+        vec![
+            name(node),
+            Value::from(list(node, "spec/drivers").len()),
+            age(node, now),
+        ]
+    },
+};
+
+/// VolumeAttachments: `NAME ATTACHER PV NODE ATTACHED AGE`.
+pub(crate) static VOLUMEATTACHMENTS: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        // Upstream marks this column as a name too; kubectl takes the first.
+        Column {
+            format: "name",
+            ..Column::new(
+                "Attacher",
+                "string",
+                "The volume driver that attaches the volume.",
+            )
+        },
+        Column::new(
+            "PV",
+            "string",
+            "The persistent volume attached, if the source is one.",
+        ),
+        Column::new("Node", "string", "The node the volume is attached to."),
+        Column::new(
+            "Attached",
+            "boolean",
+            "Whether the attacher reports the volume attached.",
+        ),
+        Column::AGE,
+    ],
+    cells: |attachment, now| {
+        vec![
+            name(attachment),
+            Value::from(text(attachment, "spec/attacher").unwrap_or("")),
+            Value::from(text(attachment, "spec/source/persistentVolumeName").unwrap_or("")),
+            Value::from(text(attachment, "spec/nodeName").unwrap_or("")),
+            Value::from(flag(attachment, "status/attached", false)),
+            age(attachment, now),
+        ]
+    },
+};
+
+/// CSIStorageCapacities: `NAME STORAGECLASSNAME CAPACITY` (no AGE, as
+/// upstream prints them).
+pub(crate) static CSISTORAGECAPACITIES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "StorageClassName",
+            "string",
+            "The storage class the capacity is reported for.",
+        ),
+        Column::new(
+            "Capacity",
+            "string",
+            "The capacity available to new volumes of the class.",
+        ),
+    ],
+    cells: |capacity, _| {
+        vec![
+            name(capacity),
+            Value::from(text(capacity, "storageClassName").unwrap_or("")),
+            Value::from(text(capacity, "capacity").map_or_else(|| "<unset>".into(), canonical)),
+        ]
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::table::test_now as now;
+
+    #[test]
+    fn a_driver_prints_its_flags_at_their_defaults() {
+        let driver = json!({"metadata": {"name": "csi.example.com"}, "spec": {}});
+        assert_eq!(
+            (CSIDRIVERS.cells)(&driver, now())[1..7],
+            [
+                json!(true),
+                json!(false),
+                json!(false),
+                json!("<unset>"),
+                json!(false),
+                json!("<none>")
+            ]
+        );
+        let driver = json!({"metadata": {"name": "csi.example.com"}, "spec": {
+            "attachRequired": false, "podInfoOnMount": true,
+            "tokenRequests": [{"audience": "vault"}, {"audience": "gcp"}],
+            "volumeLifecycleModes": ["Persistent", "Ephemeral"]}});
+        let cells = (CSIDRIVERS.cells)(&driver, now());
+        assert_eq!(cells[1..3], [json!(false), json!(true)]);
+        assert_eq!(cells[4], "vault,gcp");
+        assert_eq!(cells[6], "Persistent,Ephemeral");
+    }
+
+    #[test]
+    fn capacity_prints_in_canonical_form_or_unset() {
+        let capacity = json!({"metadata": {"name": "c"}, "storageClassName": "fast",
+            "capacity": "1024Mi"});
+        assert_eq!(
+            (CSISTORAGECAPACITIES.cells)(&capacity, now()),
+            [json!("c"), json!("fast"), json!("1Gi")]
+        );
+        let unknown = json!({"metadata": {"name": "c"}, "storageClassName": "fast"});
+        assert_eq!((CSISTORAGECAPACITIES.cells)(&unknown, now())[2], "<unset>");
+    }
+}
