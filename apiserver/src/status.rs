@@ -29,6 +29,8 @@ pub enum FieldErrorKind {
     Duplicate(Value),
     /// The value is longer than allowed (`FieldValueTooLong`).
     TooLong(Value),
+    /// The value names something that does not exist (`FieldValueNotFound`).
+    NotFound(Value),
 }
 
 /// One invalid field of an object, reported as a `causes` entry of a 422.
@@ -83,6 +85,15 @@ impl FieldError {
         }
     }
 
+    /// `field` names `value`, which does not exist.
+    pub fn not_found(field: impl Into<String>, value: impl Into<Value>) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::NotFound(value.into()),
+            detail: String::new(),
+        }
+    }
+
     /// `field` holds `value`, which is not one of `supported`.
     pub fn not_supported(
         field: impl Into<String>,
@@ -107,6 +118,7 @@ impl FieldError {
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
+            FieldErrorKind::NotFound(_) => "FieldValueNotFound",
             FieldErrorKind::TooLong(_) => "FieldValueTooLong",
         }
     }
@@ -135,6 +147,7 @@ impl FieldError {
             }
             FieldErrorKind::Forbidden => with_detail("Forbidden".to_string()),
             FieldErrorKind::Duplicate(v) => format!("Duplicate value: {}", render_value(v)),
+            FieldErrorKind::NotFound(v) => format!("Not found: {}", render_value(v)),
             FieldErrorKind::TooLong(v) => with_detail(format!("Too long: {}", render_value(v))),
         }
     }

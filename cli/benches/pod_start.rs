@@ -148,6 +148,7 @@ async fn through_cri(
         volumes: &volumes,
         restart_count: 0,
         init: false,
+        pid_target: None,
     };
     let mut container = cri_config::container_config(&container_spec, &inputs);
     container.labels.remove(labels::POD_UID);

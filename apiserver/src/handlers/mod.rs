@@ -248,9 +248,13 @@ async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, Ap
             Err(ApiError::MethodNotAllowed)
         }
         (Method::DELETE, false, None) => delete::delete_collection(ctx, body).await,
-        (Method::GET, true, Some(Status)) => read::get(ctx).await,
-        (Method::PUT, true, Some(Status | Finalize | Approval)) => update::update(ctx, body).await,
-        (Method::PATCH, true, Some(Status | Approval)) => update::patch(ctx, body).await,
+        (Method::GET, true, Some(Status | EphemeralContainers)) => read::get(ctx).await,
+        (Method::PUT, true, Some(Status | Finalize | Approval | EphemeralContainers)) => {
+            update::update(ctx, body).await
+        }
+        (Method::PATCH, true, Some(Status | Approval | EphemeralContainers)) => {
+            update::patch(ctx, body).await
+        }
         (Method::GET, true, Some(Approval)) => read::get(ctx).await,
         (Method::GET, true, Some(Scale)) => subresources::get_scale(ctx).await,
         (Method::PUT, true, Some(Scale)) => subresources::update_scale(ctx, body).await,

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::storage;
 use super::streaming::node::{NodeLocation, location_of};
-use super::streaming::proxy::{connect, relay};
+use super::streaming::proxy::{connect, handshake, relay};
 use crate::routing::Target;
 use crate::server::Inner;
 use crate::status::ApiError;
@@ -365,26 +365,7 @@ async fn dial(
     } else {
         handshake(TokioIo::new(tcp), upgrades).await
     }
-}
-
-async fn handshake<T>(io: T, upgrades: bool) -> Result<SendRequest<Body>, String>
-where
-    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (sender, connection) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let result = if upgrades {
-            connection.with_upgrades().await
-        } else {
-            connection.await
-        };
-        if let Err(error) = result {
-            tracing::debug!(%error, "proxied connection ended");
-        }
-    });
-    Ok(sender)
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -242,23 +242,38 @@ fn written_object(
 ) -> Value {
     match sub {
         Some(Subresource::Status) => prepare_status_update(current, &incoming),
-        Some(Subresource::Finalize) => {
-            let finalizers = incoming["spec"]["finalizers"].clone();
-            let finalizers = if finalizers.is_null() {
-                json!([])
-            } else {
-                finalizers
-            };
-            with_field(current, "spec", "finalizers", finalizers)
-        }
+        Some(Subresource::Finalize) => with_field(
+            current,
+            "spec",
+            "finalizers",
+            spec_list(&incoming, "finalizers"),
+        ),
         Some(Subresource::Approval) => {
             let conditions = incoming["status"]["conditions"].clone();
             with_field(current, "status", "conditions", conditions)
+        }
+        // Only the ephemeral containers change; the pod's validation judges
+        // what changed in them.
+        Some(Subresource::EphemeralContainers) => {
+            let containers = spec_list(&incoming, "ephemeralContainers");
+            let mut next = with_field(current, "spec", "ephemeralContainers", containers);
+            // New containers are defaulted as any container is.
+            info.strategy.apply_defaults(info, &mut next);
+            next
         }
         _ => {
             prepare_update(info, current, &mut incoming);
             incoming
         }
+    }
+}
+
+/// The list `spec.<field>` of a subresource write, empty when it sent none
+/// (a subresource write replaces the list it owns).
+fn spec_list(incoming: &Value, field: &str) -> Value {
+    match &incoming["spec"][field] {
+        Value::Null => json!([]),
+        list => list.clone(),
     }
 }
 

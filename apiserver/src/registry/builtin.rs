@@ -251,6 +251,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .subs(&[
                 Attach,
                 Binding,
+                EphemeralContainers,
                 Eviction,
                 Exec,
                 Log,

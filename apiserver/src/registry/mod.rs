@@ -42,6 +42,9 @@ pub enum Subresource {
     PortForward,
     /// `serviceaccounts/token`: a TokenRequest for the account.
     Token,
+    /// `pods/ephemeralcontainers`: adds ephemeral containers to a running
+    /// pod (what `kubectl debug` writes); nothing else of the pod changes.
+    EphemeralContainers,
     /// `pods/proxy`, `services/proxy`, `nodes/proxy`: any request passed on
     /// to the pod, one of the service's pods, or the node's server.
     Proxy,
@@ -63,15 +66,17 @@ impl Subresource {
             Subresource::PortForward => "portforward",
             Subresource::Token => "token",
             Subresource::Proxy => "proxy",
+            Subresource::EphemeralContainers => "ephemeralcontainers",
         }
     }
 
     /// Verbs discovery lists for it.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale | Subresource::Approval => {
-                &["get", "patch", "update"]
-            }
+            Subresource::Status
+            | Subresource::Scale
+            | Subresource::Approval
+            | Subresource::EphemeralContainers => &["get", "patch", "update"],
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Finalize => &["update"],
             Subresource::Log => &["get"],

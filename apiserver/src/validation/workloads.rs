@@ -10,11 +10,110 @@ const POD_UPDATE_RULE: &str = "pod updates may not change fields other than `spe
 
 pub(crate) fn pod(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     pod_spec(&object["spec"], "spec", errors);
-    if let Some(old) = old
-        && mutable_view(&old["spec"], &object["spec"])
-            != mutable_view(&object["spec"], &object["spec"])
+    let Some(old) = old else {
+        if object["spec"]["ephemeralContainers"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+        {
+            errors.push(FieldError::forbidden(
+                "spec.ephemeralContainers",
+                "cannot be set on create",
+            ));
+        }
+        return;
+    };
+    if mutable_view(&old["spec"], &object["spec"]) != mutable_view(&object["spec"], &object["spec"])
     {
         errors.push(FieldError::forbidden("spec", POD_UPDATE_RULE));
+    }
+    ephemeral_containers(&old["spec"], &object["spec"], errors);
+}
+
+/// Fields an ephemeral container may not set: it is never restarted,
+/// probed, reached through a port or given its own resources.
+const NOT_FOR_EPHEMERAL: &[&str] = &[
+    "ports",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "resizePolicy",
+    "restartPolicy",
+];
+
+/// Ephemeral containers only come (through `pods/ephemeralcontainers`):
+/// one added stays as it was, and a new one is named uniquely in the pod,
+/// has an image, sets none of [`NOT_FOR_EPHEMERAL`] nor resources, and
+/// targets (if at all) one of the pod's containers.
+fn ephemeral_containers(old: &Value, spec: &Value, errors: &mut Vec<FieldError>) {
+    let list = |spec: &Value, field: &str| -> Vec<Value> {
+        spec[field].as_array().cloned().unwrap_or_default()
+    };
+    let (before, now) = (
+        list(old, "ephemeralContainers"),
+        list(spec, "ephemeralContainers"),
+    );
+    let named = |c: &Value, name: &str| c["name"].as_str() == Some(name);
+    for was in &before {
+        let name = was["name"].as_str().unwrap_or_default();
+        match now.iter().position(|c| named(c, name)) {
+            None => errors.push(FieldError::forbidden(
+                "spec.ephemeralContainers",
+                format!("existing ephemeral containers {name:?} may not be removed"),
+            )),
+            Some(i) if now[i] != *was => errors.push(FieldError::forbidden(
+                format!("spec.ephemeralContainers[{i}]"),
+                format!("existing ephemeral containers {name:?} may not be changed"),
+            )),
+            Some(_) => {}
+        }
+    }
+    let targets: Vec<String> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|field| list(spec, field))
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect();
+    let mut taken = targets.clone();
+    for (i, c) in now.iter().enumerate() {
+        let at = format!("spec.ephemeralContainers[{i}]");
+        let name = c["name"].as_str().unwrap_or_default();
+        if before.iter().any(|b| named(b, name)) {
+            taken.push(name.to_string());
+            continue;
+        }
+        if name.is_empty() {
+            errors.push(FieldError::required(format!("{at}.name"), ""));
+        } else if !is_dns1123_label(name) {
+            errors.extend(validate_name(NameRule::Label, name, &format!("{at}.name")));
+        } else if taken.iter().any(|t| t == name) {
+            errors.push(FieldError::duplicate(format!("{at}.name"), name));
+        }
+        taken.push(name.to_string());
+        if c["image"].as_str().is_none_or(|s| s.trim().is_empty()) {
+            errors.push(FieldError::required(format!("{at}.image"), ""));
+        }
+        let set = |v: &Value| match v {
+            Value::Null => false,
+            Value::Object(m) => !m.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            _ => true,
+        };
+        for field in NOT_FOR_EPHEMERAL.iter().chain(&["resources"]) {
+            if set(&c[*field]) {
+                errors.push(FieldError::forbidden(
+                    format!("{at}.{field}"),
+                    "cannot be set for an Ephemeral Container",
+                ));
+            }
+        }
+        if let Some(target) = c["targetContainerName"].as_str()
+            && !targets.iter().any(|t| t == target)
+        {
+            errors.push(FieldError::not_found(
+                format!("{at}.targetContainerName"),
+                target,
+            ));
+        }
     }
 }
 

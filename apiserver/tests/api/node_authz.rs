@@ -165,6 +165,16 @@ async fn a_node_reports_status_of_and_deletes_only_its_own_pods() {
     assert_eq!(code, StatusCode::OK, "{body}");
     assert!(body["metadata"]["labels"]["role"].is_null(), "{body}");
 
+    // Not even on its own pod may a node add a container to run.
+    let (code, _) = n1
+        .call(
+            Method::PATCH,
+            "/api/v1/namespaces/default/pods/mine/ephemeralcontainers",
+            Some(json!({"spec": {"ephemeralContainers": [{"name": "x", "image": "evil"}]}})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+
     let eviction =
         json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "theirs"}});
     refused(

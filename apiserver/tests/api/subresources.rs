@@ -275,3 +275,104 @@ async fn log_options_are_checked_before_the_node_is_asked() {
         .expect_failure(400, "BadRequest");
     assert_mentions(&body, &["does not have a host assigned"]);
 }
+
+#[tokio::test]
+async fn ephemeral_containers_are_only_added_through_their_subresource() {
+    const SMP: &str = "application/strategic-merge-patch+json";
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    s.created(pods, pod("p", None)).await;
+    let debugger = json!({"name": "debugger", "image": "busybox", "targetContainerName": "c",
+                          "stdin": true, "tty": true});
+    // What `kubectl debug` sends; nothing but the ephemeral containers changes.
+    let patched = s
+        .patch(
+            &format!("{pods}/p/ephemeralcontainers"),
+            SMP,
+            json!({"metadata": {"labels": {"sneaky": "yes"}},
+                   "spec": {"ephemeralContainers": [debugger],
+                            "containers": [{"name": "c", "image": "other"}]}}),
+        )
+        .await
+        .expect_code(StatusCode::OK);
+    assert_eq!(
+        patched["spec"]["ephemeralContainers"][0]["name"],
+        "debugger"
+    );
+    assert_eq!(
+        patched["spec"]["ephemeralContainers"][0]["terminationMessagePolicy"], "File",
+        "defaulted like any container"
+    );
+    assert_eq!(patched["spec"]["containers"][0]["image"], "i");
+    assert!(
+        patched["metadata"]["labels"]["sneaky"].is_null(),
+        "{patched}"
+    );
+    let read = s.get_ok(&format!("{pods}/p/ephemeralcontainers")).await;
+    assert_eq!(read["kind"], "Pod");
+    assert_eq!(read["spec"]["ephemeralContainers"][0]["image"], "busybox");
+
+    // One added stays as it was.
+    let mut changed = read.clone();
+    changed["spec"]["ephemeralContainers"][0]["image"] = json!("alpine");
+    let refused = s
+        .put(&format!("{pods}/p/ephemeralcontainers"), changed)
+        .await
+        .expect_failure(422, "Invalid");
+    assert_mentions(
+        &refused,
+        &[
+            "spec.ephemeralContainers[0]: Forbidden: existing ephemeral containers \"debugger\" may not be changed",
+        ],
+    );
+    let mut removed = read.clone();
+    removed["spec"]["ephemeralContainers"] = json!([]);
+    let refused = s
+        .put(&format!("{pods}/p/ephemeralcontainers"), removed)
+        .await
+        .expect_failure(422, "Invalid");
+    assert_mentions(&refused, &["may not be removed"]);
+
+    // A new one may not do what only regular containers do.
+    let refused = s
+        .patch(
+            &format!("{pods}/p/ephemeralcontainers"),
+            SMP,
+            json!({"spec": {"ephemeralContainers": [
+                {"name": "probe", "image": "busybox", "ports": [{"containerPort": 80}],
+                 "readinessProbe": {"exec": {"command": ["true"]}}},
+                {"name": "c", "image": "busybox", "targetContainerName": "nosuch"}]}}),
+        )
+        .await
+        .expect_failure(422, "Invalid");
+    assert_mentions(
+        &refused,
+        &[
+            "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].readinessProbe: Forbidden",
+            "spec.ephemeralContainers[2].name: Duplicate value: \"c\"",
+            "spec.ephemeralContainers[2].targetContainerName: Not found: \"nosuch\"",
+        ],
+    );
+
+    // Neither a create nor a main-resource update sets them.
+    let mut with_debugger = pod("q", None);
+    with_debugger["spec"]["ephemeralContainers"] = json!([{"name": "d", "image": "busybox"}]);
+    let refused = s
+        .post(pods, with_debugger)
+        .await
+        .expect_failure(422, "Invalid");
+    assert_mentions(
+        &refused,
+        &["spec.ephemeralContainers: Forbidden: cannot be set on create"],
+    );
+    let mut update = s.get_ok(&format!("{pods}/p")).await;
+    update["spec"]["ephemeralContainers"] = json!([]);
+    update["metadata"]["labels"] = json!({"kept": "yes"});
+    let updated = s.put_ok(&format!("{pods}/p"), update).await;
+    assert_eq!(updated["metadata"]["labels"]["kept"], "yes");
+    assert_eq!(
+        updated["spec"]["ephemeralContainers"][0]["name"],
+        "debugger"
+    );
+}

@@ -1,6 +1,7 @@
 //! The simulated node runtime (`--simulated-nodes`): hollow nodes that register,
 //! stay Ready and run pods instantly, inside the server or behind a joined
 //! `skiff agent`, where each hollow node is a node identity of its own.
+//! `kubectl debug` adds ephemeral containers to their pods.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -88,6 +89,54 @@ fn simulated_nodes_register_and_run_pods() {
     // Graceful deletion completes because the node confirms it.
     server.kubectl_ok(&["delete", "pod", "web", "--timeout=20s"]);
     server.kubectl_err(&["get", "pod", "web"]);
+}
+
+#[test]
+fn kubectl_debug_adds_an_ephemeral_container() {
+    let server = Server::start_with(&["--disable-agent", "--simulated-nodes", "1"]);
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        &pod_manifest("app", "sim-node-0", "Always", ""),
+    );
+    eventually(Duration::from_secs(30), "app Running", || {
+        (phase(&server, "app") == "Running").then_some(())
+    });
+    server.kubectl_ok(&[
+        "debug",
+        "app",
+        "--image=busybox",
+        "--target=main",
+        "-c",
+        "debugger",
+        "--profile=general",
+        "--",
+        "sh",
+    ]);
+    let pod = eventually(Duration::from_secs(30), "debugger running", || {
+        let pod = json(&server.kubectl_ok(&["get", "pod", "app", "-o", "json"]));
+        pod["status"]["ephemeralContainerStatuses"][0]["state"]["running"]
+            .is_object()
+            .then_some(pod)
+    });
+    let debugger = &pod["spec"]["ephemeralContainers"][0];
+    assert_eq!(debugger["name"], "debugger");
+    assert_eq!(debugger["targetContainerName"], "main");
+    assert_eq!(debugger["command"], serde_json::json!(["sh"]));
+    assert_eq!(pod["status"]["phase"], "Running", "the pod keeps running");
+    // A debugger once added stays as it was.
+    let err = server.kubectl_err(&[
+        "patch",
+        "pod",
+        "app",
+        "--subresource=ephemeralcontainers",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/ephemeralContainers/0/image","value":"alpine"}]"#,
+    ]);
+    assert!(
+        err.contains("existing ephemeral containers \"debugger\" may not be changed"),
+        "{err}"
+    );
 }
 
 fn ready_nodes(server: &Server, prefix: &str) -> Vec<String> {

@@ -40,6 +40,9 @@ enum Step {
     Remove,
     /// Bound but never started: report it running.
     Start,
+    /// Running with ephemeral containers (`kubectl debug`) not yet
+    /// reported: report them running.
+    StartEphemeral,
     /// Running and due to exit at the given time.
     ExitAt(Timestamp),
     /// In its final phase.
@@ -77,6 +80,16 @@ impl PodReconciler {
                 remove(&api, &pod).await
             }
             Step::Remove => remove(&api, &pod).await,
+            Step::StartEphemeral => {
+                let statuses = ephemeral_statuses(&pod);
+                patch_status(
+                    &api,
+                    &key.name,
+                    json!({ "ephemeralContainerStatuses": statuses }),
+                )
+                .await?;
+                Ok(Action::Done)
+            }
             Step::Start => {
                 let ip = self.ips.next(index).to_string();
                 let status = running_status(&pod, &ip, &super::ips::node_ip(index).to_string());
@@ -154,6 +167,9 @@ fn next_step(pod: &Pod, config: &SimulatedConfig) -> Step {
     }
     match phase {
         "Succeeded" | "Failed" => Step::Finished,
+        "Running" if ephemeral_statuses(pod).len() > reported_ephemeral(pod) => {
+            Step::StartEphemeral
+        }
         "Running" => match (finite_run(pod, config), started_at(pod)) {
             (Some(run), Some(start)) => {
                 let run = k8s_openapi::jiff::SignedDuration::try_from(run).unwrap_or_default();
@@ -246,6 +262,46 @@ fn container_statuses(pod: &Pod, running: bool, state: Value) -> Vec<Value> {
         .collect()
 }
 
+/// Each ephemeral container running since it was first reported (never
+/// ready: it has no part in the pod's readiness).
+fn ephemeral_statuses(pod: &Pod) -> Vec<Value> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    let reported = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.ephemeral_container_statuses.clone())
+        .unwrap_or_default();
+    let now = Timestamp::now().to_string();
+    pod.spec
+        .iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .map(|c| {
+            let image = c.image.clone().unwrap_or_default();
+            let state = reported
+                .iter()
+                .find(|r| r.name == c.name)
+                .and_then(|r| serde_json::to_value(&r.state).ok())
+                .unwrap_or_else(|| json!({ "running": { "startedAt": now } }));
+            json!({
+                "name": c.name,
+                "image": image,
+                "imageID": format!("simulated://{image}"),
+                "containerID": format!("simulated://{uid}-{}", c.name),
+                "ready": false,
+                "restartCount": 0,
+                "state": state,
+            })
+        })
+        .collect()
+}
+
+fn reported_ephemeral(pod: &Pod) -> usize {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.ephemeral_container_statuses.as_ref())
+        .map_or(0, Vec::len)
+}
+
 /// A simulated pod's conditions: scheduled and initialized always, its sandbox
 /// and containers ready while `running`, Ready when `ready`.
 fn pod_conditions(running: bool, ready: bool, now: &str) -> Value {
@@ -320,6 +376,23 @@ mod tests {
             "spec": {"containers": [{"name": "c"}]},
             "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}));
         assert_eq!(next_step(&running_forever, &config), Step::Nothing);
+        let debugged = pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c"}],
+                     "ephemeralContainers": [{"name": "debugger", "image": "busybox"}]},
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}));
+        assert_eq!(next_step(&debugged, &config), Step::StartEphemeral);
+        let statuses = ephemeral_statuses(&debugged);
+        assert_eq!(statuses[0]["name"], "debugger");
+        assert_eq!(statuses[0]["ready"], false);
+        assert!(statuses[0]["state"]["running"].is_object());
+        let mut reported = debugged.clone();
+        reported
+            .status
+            .as_mut()
+            .unwrap()
+            .ephemeral_container_statuses = Some(serde_json::from_value(json!(statuses)).unwrap());
+        assert_eq!(next_step(&reported, &config), Step::Nothing);
         let job_pod = pod(json!({
             "metadata": {"name": "p", "annotations": {RUN_SECONDS_ANNOTATION: "5"}},
             "spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]},

@@ -51,9 +51,18 @@ pub(crate) async fn connect(
         .await
         .map_err(|_| dial_error("TLS handshake timed out".into()))?
         .map_err(|e| handshake_error(location, e))?;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    handshake(TokioIo::new(stream), upgrades)
         .await
-        .map_err(|e| dial_error(e.to_string()))?;
+        .map_err(|e| dial_error(e.to_string()))
+}
+
+/// Starts HTTP/1.1 on `io` and drives the connection in its own task (able
+/// to switch protocols when `upgrades`); gives the sender.
+pub(crate) async fn handshake<T>(io: T, upgrades: bool) -> Result<SendRequest<Body>, hyper::Error>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::handshake(io).await?;
     tokio::spawn(async move {
         let result = if upgrades {
             connection.with_upgrades().await
@@ -61,7 +70,7 @@ pub(crate) async fn connect(
             connection.await
         };
         if let Err(error) = result {
-            tracing::debug!(%error, "node connection ended");
+            tracing::debug!(%error, "proxied connection ended");
         }
     });
     Ok(sender)

@@ -84,6 +84,19 @@ impl KindStrategy for Pods {
         crate::validation::workloads::pod(object, old.as_ref(), errors);
     }
 
+    /// A main-resource update keeps the ephemeral containers: they are
+    /// added through `pods/ephemeralcontainers` only.
+    fn carry_on_update(&self, old: &Value, new: &mut Value) {
+        let kept = old["spec"]["ephemeralContainers"].clone();
+        if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+            if kept.is_null() {
+                spec.remove("ephemeralContainers");
+            } else {
+                spec.insert("ephemeralContainers".into(), kept);
+            }
+        }
+    }
+
     async fn admit_create(
         &self,
         inner: &Inner,

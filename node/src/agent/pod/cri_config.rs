@@ -93,7 +93,7 @@ pub fn sandbox_config(
             .collect(),
         linux: Some(api::LinuxPodSandboxConfig {
             security_context: Some(api::LinuxSandboxSecurityContext {
-                namespace_options: Some(namespace_options(pod)),
+                namespace_options: Some(namespace_options(pod, None)),
                 ..Default::default()
             }),
             ..Default::default()
@@ -104,8 +104,9 @@ pub fn sandbox_config(
 
 /// The namespaces the sandbox and each of its containers run in: the
 /// host's network for `hostNetwork`, one PID namespace for the pod with
-/// `shareProcessNamespace`, IPC always shared by the pod.
-fn namespace_options(pod: &Pod) -> api::NamespaceOption {
+/// `shareProcessNamespace` (else the container's own, or that of the
+/// container `pid_target` names), IPC always shared by the pod.
+fn namespace_options(pod: &Pod, pid_target: Option<&str>) -> api::NamespaceOption {
     let spec = pod.spec.as_ref();
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
     let share_pid = spec
@@ -117,12 +118,13 @@ fn namespace_options(pod: &Pod) -> api::NamespaceOption {
         } else {
             api::NamespaceMode::Pod
         } as i32,
-        pid: if share_pid {
-            api::NamespaceMode::Pod
-        } else {
-            api::NamespaceMode::Container
+        pid: match (share_pid, pid_target) {
+            (true, _) => api::NamespaceMode::Pod,
+            (false, Some(_)) => api::NamespaceMode::Target,
+            (false, None) => api::NamespaceMode::Container,
         } as i32,
         ipc: api::NamespaceMode::Pod as i32,
+        target_id: pid_target.unwrap_or_default().to_string(),
         ..Default::default()
     }
 }
@@ -145,6 +147,9 @@ pub struct ContainerInputs<'a> {
     pub restart_count: u32,
     /// Whether it is an init container.
     pub init: bool,
+    /// The runtime id of the container whose process namespace this one
+    /// joins (an ephemeral container's target).
+    pub pid_target: Option<String>,
 }
 
 /// The CRI config of one container instance.
@@ -231,7 +236,10 @@ pub fn container_config(
                 run_as_group: security
                     .and_then(|s| s.run_as_group)
                     .map(|value| api::Int64Value { value }),
-                namespace_options: Some(namespace_options(inputs.pod)),
+                namespace_options: Some(namespace_options(
+                    inputs.pod,
+                    inputs.pid_target.as_deref(),
+                )),
                 capabilities: security.and_then(|s| s.capabilities.as_ref()).map(|c| {
                     api::Capability {
                         add_capabilities: c.add.clone().unwrap_or_default(),

@@ -2,7 +2,8 @@
 //! by the pod informer and by the runtime's relist (`pleg`); each wake is
 //! one `sync` step — sandbox, image (`images`, `pull_secrets`), init
 //! containers then containers built from the pod (`cri_config`, `env`,
-//! `dns_config`), `probes`, restart `backoff` — followed by the
+//! `dns_config`), `probes`, restart `backoff`, the `ephemeral` containers
+//! `kubectl debug` adds — followed by the
 //! `status` report; a deleted pod ends through `termination`. The
 //! runtime is read back by pod UID (`labels`, `runtime_view`), and the
 //! containers' log files are read by `logs`.
@@ -13,6 +14,7 @@ pub mod cri_config;
 pub mod dns_config;
 pub(crate) mod downward;
 pub(crate) mod env;
+pub(crate) mod ephemeral;
 pub(crate) mod expand;
 pub(crate) mod images;
 pub mod labels;

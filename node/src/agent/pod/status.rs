@@ -320,6 +320,21 @@ pub(crate) fn pod_status(
             container_status(c, view, observed, default_waiting, before)
         })
         .collect();
+    // Ephemeral containers report how they run, but never as ready: they
+    // have no part in the pod's phase or readiness.
+    let ephemeral_statuses: Vec<ContainerStatus> = super::ephemeral::of(pod)
+        .iter()
+        .map(|e| {
+            let before = find_status(
+                previous.ephemeral_container_statuses.as_deref(),
+                &e.container.name,
+            );
+            let mut status =
+                container_status(&e.container, view, observed, "ContainerCreating", before);
+            status.ready = false;
+            status
+        })
+        .collect();
     let phase = phase(&statuses, observed);
     let terminal = phase == "Succeeded" || phase == "Failed";
     let containers_ready = !terminal && statuses.iter().all(|s| s.ready);
@@ -395,6 +410,8 @@ pub(crate) fn pod_status(
         qos_class: Some(skiff_common::qos::qos_class(pod).to_string()),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(statuses),
+        ephemeral_container_statuses: (!ephemeral_statuses.is_empty())
+            .then_some(ephemeral_statuses),
         ..Default::default()
     }
 }

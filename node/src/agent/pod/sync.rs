@@ -16,6 +16,7 @@ use super::backoff::{Backoff, Verdict};
 use super::context::AgentContext;
 use super::cri_config::{self, ContainerInputs};
 use super::env::{self, EnvContext};
+use super::ephemeral;
 use super::images;
 use super::probes::ProbeResults;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
@@ -341,6 +342,22 @@ pub(crate) async fn sync(
             }
         }
     }
+    // Ephemeral containers start once each, whatever became of the pod's
+    // other containers; one that ended stays ended.
+    for debug in ephemeral::of(pod) {
+        if view.latest(&debug.container.name).is_some() {
+            continue;
+        }
+        let target = debug
+            .target
+            .as_deref()
+            .and_then(|t| view.latest(t))
+            .filter(|i| i.is_running())
+            .map(|i| i.id.clone());
+        changed |= starter
+            .start_joining(state, &mut observed, &debug.container, 0, false, target)
+            .await;
+    }
     let live: Vec<&str> = view.running().map(|c| c.id.as_str()).collect();
     state.probes.retain(&live);
     if changed {
@@ -530,6 +547,21 @@ impl Starter<'_> {
         restart_count: u32,
         init: bool,
     ) -> bool {
+        self.start_joining(state, observed, container, restart_count, init, None)
+            .await
+    }
+
+    /// [`Self::start`], the instance joining the process namespace of the
+    /// container `pid_target` (a runtime id) when one is given.
+    async fn start_joining(
+        &self,
+        state: &mut PodState,
+        observed: &mut Observed,
+        container: &Container,
+        restart_count: u32,
+        init: bool,
+        pid_target: Option<String>,
+    ) -> bool {
         let runtime = self.ctx.runtime.as_ref();
         let mut wait = |reason: &str, message: String| {
             tracing::info!(pod = ?self.pod.metadata.name, container = %container.name, reason, %message, "container not started");
@@ -575,6 +607,7 @@ impl Starter<'_> {
             volumes: self.volumes,
             restart_count,
             init,
+            pid_target,
         };
         let config = cri_config::container_config(container, &inputs);
         let log_dir = PathBuf::from(&self.sandbox_config.log_directory).join(&container.name);
