@@ -602,6 +602,14 @@ impl ApiServer {
                 "/version",
                 get(|| async { json_response(StatusCode::OK, &crate::discovery::version()) }),
             )
+            .route(
+                crate::tokens::discovery::CONFIGURATION_PATH,
+                get(crate::tokens::discovery::serve_configuration),
+            )
+            .route(
+                crate::tokens::discovery::JWKS_PATH,
+                get(crate::tokens::discovery::serve_jwks),
+            )
             .route("/openapi/v2", get(crate::openapi::v2))
             .route("/openapi/v3", get(crate::openapi::v3_index))
             .route("/openapi/v3/{*path}", get(crate::openapi::v3_document))

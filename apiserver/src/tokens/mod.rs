@@ -2,10 +2,12 @@
 //! short-lived JWTs (ES256, key kept in the data dir) through the
 //! `serviceaccounts/<name>/token` subresource (TokenRequest), optionally bound
 //! to a pod or secret, and accepts them back as the service account's
-//! identity while the account and the bound object still exist.
+//! identity while the account and the bound object still exist; the
+//! signing key is published for relying parties (`discovery`).
 
 pub(crate) mod admission;
 mod claims;
+pub(crate) mod discovery;
 mod request;
 mod signer;
 mod verify;

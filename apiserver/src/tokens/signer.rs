@@ -50,6 +50,9 @@ pub(crate) struct TokenSigner {
     encoding: EncodingKey,
     decoding: DecodingKey,
     key_id: String,
+    /// The public key as a JWK, as service-account issuer discovery
+    /// publishes it.
+    jwk: serde_json::Value,
 }
 
 impl std::fmt::Debug for TokenSigner {
@@ -111,11 +114,30 @@ impl TokenSigner {
         let digest = sha2::Sha256::digest(pair.public_key_raw());
         let key_id =
             base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, digest);
+        // The raw P-256 public key is the uncompressed point: 0x04, X, Y.
+        let point = pair.public_key_raw();
+        let (x, y) = match point {
+            [4, rest @ ..] if rest.len() == 64 => rest.split_at(32),
+            _ => return Err("the public key is not an uncompressed P-256 point".into()),
+        };
+        let b64 = |bytes: &[u8]| {
+            base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes)
+        };
+        let jwk = serde_json::json!({
+            "use": "sig", "kty": "EC", "kid": key_id, "crv": "P-256", "alg": "ES256",
+            "x": b64(x), "y": b64(y),
+        });
         Ok(Self {
             encoding,
             decoding,
             key_id,
+            jwk,
         })
+    }
+
+    /// The key set relying parties verify this server's tokens with.
+    pub(crate) fn key_set(&self) -> serde_json::Value {
+        serde_json::json!({ "keys": [self.jwk] })
     }
 
     /// Signs `claims` into a compact JWT.

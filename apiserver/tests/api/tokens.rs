@@ -135,9 +135,13 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
         assert!(user.groups.iter().any(|g| g == group), "{group}: {user:?}");
     }
     // Tampering breaks the signature.
-    let mut forged = token.clone();
-    forged.pop();
-    forged.push(if token.ends_with('A') { 'B' } else { 'A' });
+    let middle = token.len() - 20;
+    let swapped = if &token[middle..=middle] == "A" {
+        "B"
+    } else {
+        "A"
+    };
+    let forged = format!("{}{swapped}{}", &token[..middle], &token[middle + 1..]);
     assert_eq!(
         authn.authenticate(&bearer(&forged), None),
         Authenticated::Rejected
@@ -209,4 +213,74 @@ async fn token_requests_are_checked() {
         authn.authenticate(&bearer(&token), None),
         Authenticated::Rejected
     );
+}
+
+#[tokio::test]
+async fn relying_parties_verify_tokens_with_the_published_key() {
+    use skiff_apiserver::authn::UserInfo;
+    let s = TestServer::new().await;
+    service_account(&s, "bot", None).await;
+    let (code, answer) = request_token(&s, "bot", json!({"audiences": ["vault"]})).await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    let token = answer["status"]["token"].as_str().unwrap().to_string();
+
+    // Any service account may read the discovery documents.
+    let account = UserInfo::new(
+        "system:serviceaccount:default:other",
+        vec![
+            "system:serviceaccounts".to_string(),
+            "system:serviceaccounts:default".to_string(),
+            "system:authenticated".to_string(),
+        ],
+    );
+    let (code, config) = s
+        .get_as(&account, "/.well-known/openid-configuration")
+        .await;
+    assert_eq!(code, StatusCode::OK, "{config}");
+    assert_eq!(
+        config["issuer"],
+        "https://kubernetes.default.svc.cluster.local"
+    );
+    assert!(
+        config["jwks_uri"]
+            .as_str()
+            .unwrap()
+            .ends_with("/openid/v1/jwks"),
+        "{config}"
+    );
+    let (code, keys) = s.get_as(&account, "/openid/v1/jwks").await;
+    assert_eq!(code, StatusCode::OK, "{keys}");
+
+    // The published key verifies the token, with the issuer and audience
+    // it was asked for, as a relying party outside the cluster checks it.
+    let key = &keys["keys"][0];
+    assert_eq!(
+        (key["kty"].as_str(), key["alg"].as_str()),
+        (Some("EC"), Some("ES256"))
+    );
+    let decoding = jsonwebtoken::DecodingKey::from_ec_components(
+        key["x"].as_str().unwrap(),
+        key["y"].as_str().unwrap(),
+    )
+    .unwrap();
+    let header = jsonwebtoken::decode_header(&token).unwrap();
+    assert_eq!(header.kid.as_deref(), key["kid"].as_str());
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_issuer(&[config["issuer"].as_str().unwrap()]);
+    validation.set_audience(&["vault"]);
+    let claims = jsonwebtoken::decode::<Value>(&token, &decoding, &validation)
+        .unwrap()
+        .claims;
+    assert_eq!(claims["sub"], "system:serviceaccount:default:bot");
+    // A token with its signature altered does not verify.
+    let mut forged = token.clone();
+    forged.pop();
+    forged.push(if token.ends_with('A') { 'B' } else { 'A' });
+    assert!(jsonwebtoken::decode::<Value>(&forged, &decoding, &validation).is_err());
+
+    // Anonymous callers are not told, unless an admin binds them.
+    for path in ["/.well-known/openid-configuration", "/openid/v1/jwks"] {
+        let (code, _) = s.get_as(&UserInfo::anonymous(), path).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED, "{path}");
+    }
 }
