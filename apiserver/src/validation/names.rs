@@ -98,36 +98,51 @@ pub(crate) fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<Fiel
     errors
 }
 
+/// What a qualified name's name part (or a whole key with more than one
+/// `/`) must look like, in upstream's words.
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
 /// Label/annotation key: optional DNS subdomain prefix and `/`, then a name
-/// of at most 63 characters of [A-Za-z0-9-_.] starting and ending alphanumeric.
+/// of at most 63 characters of [A-Za-z0-9-_.] starting and ending
+/// alphanumeric. Each problem is its own error, worded as upstream's.
 pub(super) fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
     let mut errors = Vec::new();
-    if let Some(p) = prefix
-        && !is_dns1123_subdomain(p)
-    {
-        errors.push(FieldError::invalid(
-            field,
-            key,
-            format!("prefix part {SUBDOMAIN_MSG}"),
-        ));
+    let mut fail = |message: String| errors.push(FieldError::invalid(field, key, message));
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                fail("prefix part must be non-empty".into());
+            } else {
+                if prefix.len() > 253 {
+                    fail("prefix part must be no more than 253 characters".into());
+                }
+                if !is_dns1123_subdomain(prefix) {
+                    fail(format!("prefix part {SUBDOMAIN_MSG}"));
+                }
+            }
+            name
+        }
+        _ => {
+            fail(format!(
+                "a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            ));
+            return errors;
+        }
+    };
+    if name.is_empty() {
+        fail("name part must be non-empty".into());
+    } else if name.len() > 63 {
+        fail("name part must be no more than 63 characters".into());
     }
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    let matches = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if !name_ok {
-        errors.push(FieldError::invalid(
-            field,
-            key,
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
-        ));
+    if !matches {
+        fail(format!("name part {QUALIFIED_NAME_MSG}"));
     }
     errors
 }
@@ -176,6 +191,31 @@ mod tests {
         assert!(validate_qualified_name("Foo_Bar", "k").is_empty());
         assert!(!validate_qualified_name("-bad", "k").is_empty());
         assert!(!validate_qualified_name("UPPER.io/x", "k").is_empty());
+        let messages = |key: &str| -> Vec<String> {
+            validate_qualified_name(key, "k")
+                .into_iter()
+                .map(|e| e.detail)
+                .collect()
+        };
+        // More than one `/` is one error about the whole key, as upstream.
+        let many = messages("a/b/c");
+        assert_eq!(many.len(), 1);
+        assert!(
+            many[0].starts_with("a qualified name must consist of"),
+            "{many:?}"
+        );
+        assert!(many[0].ends_with("(e.g. 'example.com/MyName')"), "{many:?}");
+        assert_eq!(
+            messages("/x"),
+            ["prefix part must be non-empty".to_string()]
+        );
+        let empty = messages("example.com/");
+        assert_eq!(empty[0], "name part must be non-empty");
+        assert!(empty[1].starts_with("name part must consist of"));
+        assert_eq!(
+            messages(&"x".repeat(64)),
+            ["name part must be no more than 63 characters".to_string()]
+        );
         assert!(validate_label_value("", "v").is_empty());
         assert!(!validate_label_value("a b", "v").is_empty());
     }
