@@ -417,6 +417,12 @@ impl ApiServer {
             server.inner.clone(),
             own_client.clone(),
         ));
+        if server.inner.flow_control.is_some() {
+            tokio::spawn(crate::flowcontrol::status::run(
+                server.inner.clone(),
+                own_client.clone(),
+            ));
+        }
         if let Some(address) = server.inner.config.advertise_address {
             // The endpoints exist (with this server) once start returns.
             if let Err(error) = crate::peer_endpoints::reconcile_once(&own_client, address).await {

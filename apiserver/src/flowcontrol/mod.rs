@@ -4,7 +4,8 @@
 //! start (`bootstrap`), matching a request to its schema and flow
 //! (`classify`), the configuration built from the watch caches with each
 //! level's share of the seats (`config`), the seats and fair queues of a
-//! level (`dispatch`) and the middleware that applies them (`filter`).
+//! level (`dispatch`), the middleware that applies them (`filter`) and the
+//! schemas' `Dangling` condition (`status`, written through the API).
 //! The REST plumbing of the two kinds is the generic one
 //! (`kinds/flowcontrol.rs` holds their strategies); this tree never writes
 //! the store.
@@ -15,3 +16,4 @@ pub(crate) mod config;
 pub(crate) mod definition;
 pub(crate) mod dispatch;
 pub(crate) mod filter;
+pub(crate) mod status;

@@ -168,6 +168,66 @@ async fn bootstrap_objects_are_served_with_kubectl_columns() {
     assert_eq!(exempt[3], "<none>");
 }
 
+/// The Dangling condition of the schema `name` once it reads `status`.
+async fn dangling_until(s: &TestServer, name: &str, status: &str) -> Value {
+    let schema = s
+        .get_until(&format!("{SCHEMAS}/{name}"), |fs| {
+            fs["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Dangling" && c["status"] == status)
+        })
+        .await;
+    schema["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Dangling")
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_schema_says_whether_its_priority_level_exists() {
+    let s = TestServer::new().await;
+    // The bootstrap schemas name levels that exist: MISSINGPL False.
+    let found = dangling_until(&s, "catch-all", "False").await;
+    assert_eq!(found["reason"], "Found");
+    assert_eq!(
+        found["message"],
+        "This FlowSchema references the PriorityLevelConfiguration object named \"catch-all\" and it exists"
+    );
+    let table = s.get_table(SCHEMAS).await;
+    let row = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == "catch-all")
+        .cloned()
+        .unwrap();
+    assert_eq!(row["cells"][5], "False", "{row}");
+
+    // A schema naming a level that is not there dangles until it comes.
+    s.created(
+        SCHEMAS,
+        json!({"metadata": {"name": "later"}, "spec": {
+            "priorityLevelConfiguration": {"name": "later"},
+            "rules": [{"subjects": [{"kind": "Group", "group": {"name": "g"}}],
+                       "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/version"]}]}]}}),
+    )
+    .await;
+    let missing = dangling_until(&s, "later", "True").await;
+    assert_eq!(missing["reason"], "NotFound");
+    s.created(
+        LEVELS,
+        json!({"metadata": {"name": "later"}, "spec": {"type": "Limited",
+            "limited": {"limitResponse": {"type": "Reject"}}}}),
+    )
+    .await;
+    dangling_until(&s, "later", "False").await;
+}
+
 #[tokio::test]
 async fn defaults_are_filled_and_bad_objects_refused() {
     let s = TestServer::new().await;

@@ -1,0 +1,181 @@
+//! The FlowSchemas' `Dangling` condition, as upstream's priority-and-fairness
+//! configuration consumer keeps it: `False` (reason `Found`) while the
+//! PriorityLevelConfiguration a schema names exists, `True` (`NotFound`)
+//! when it does not — what `kubectl get flowschemas` prints as MISSINGPL.
+//! Written through the API, like any controller's status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::flowcontrol::v1::FlowSchema;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::server::Inner;
+
+/// How often the caches' revisions are compared.
+const POLL: Duration = Duration::from_millis(500);
+
+const GROUP: &str = "flowcontrol.apiserver.k8s.io";
+
+/// The condition `schema` should carry, given the levels that exist:
+/// `(status, reason, message)`.
+fn dangling(schema: &Value, levels: &[String]) -> (&'static str, &'static str, String) {
+    let level = schema["spec"]["priorityLevelConfiguration"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    if levels.iter().any(|l| l == level) {
+        (
+            "False",
+            "Found",
+            format!(
+                "This FlowSchema references the PriorityLevelConfiguration object named {level:?} and it exists"
+            ),
+        )
+    } else {
+        (
+            "True",
+            "NotFound",
+            format!(
+                "This FlowSchema references the PriorityLevelConfiguration object named {level:?} but there is no such object"
+            ),
+        )
+    }
+}
+
+/// The status patch that sets `schema`'s Dangling condition, keeping its
+/// other conditions; `None` when it already says so.
+fn patch_for(schema: &Value, levels: &[String]) -> Option<Value> {
+    let (status, reason, message) = dangling(schema, levels);
+    let conditions: Vec<Value> = schema["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let current = conditions.iter().find(|c| c["type"] == "Dangling");
+    if current.is_some_and(|c| {
+        c["status"] == status && c["reason"] == reason && c["message"] == message.as_str()
+    }) {
+        return None;
+    }
+    let since = match current {
+        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+        _ => json!(Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+    };
+    let mut conditions: Vec<Value> = conditions
+        .into_iter()
+        .filter(|c| c["type"] != "Dangling")
+        .collect();
+    conditions.push(
+        json!({"type": "Dangling", "status": status, "reason": reason,
+                           "message": message, "lastTransitionTime": since}),
+    );
+    Some(json!({"status": {"conditions": conditions}}))
+}
+
+/// One round: every schema whose condition is not what it should be is
+/// patched; returns whether all writes went through.
+async fn sync(inner: &Inner, client: &kube::Client) -> bool {
+    let levels: Vec<String> = inner
+        .cached_objects(GROUP, "v1", "prioritylevelconfigurations")
+        .iter()
+        .filter_map(|l| l["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    let api: Api<FlowSchema> = Api::all(client.clone());
+    let writes = inner
+        .cached_objects(GROUP, "v1", "flowschemas")
+        .into_iter()
+        .filter_map(|schema| {
+            let name = schema["metadata"]["name"].as_str()?.to_string();
+            let patch = patch_for(&schema, &levels)?;
+            let api = api.clone();
+            Some(async move {
+                let result = api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                match result {
+                    Ok(_) => true,
+                    // Deleted meanwhile: nothing to keep.
+                    Err(kube::Error::Api(s)) if s.code == 404 => true,
+                    Err(error) => {
+                        tracing::warn!(flowschema = %name, %error, "updating the Dangling condition");
+                        false
+                    }
+                }
+            })
+        })
+        .collect::<Vec<_>>();
+    futures::future::join_all(writes)
+        .await
+        .into_iter()
+        .all(|ok| ok)
+}
+
+/// Keeps every FlowSchema's Dangling condition current until the server
+/// shuts down, on any change of schemas or levels.
+pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client) {
+    let revisions = |inner: &Inner| -> Vec<u64> {
+        ["flowschemas", "prioritylevelconfigurations"]
+            .iter()
+            .filter_map(|r| inner.registry.get(GROUP, "v1", r))
+            .filter_map(|info| inner.cache(&info).ok())
+            .map(|cache| cache.revision())
+            .collect()
+    };
+    let mut shutdown = inner.shutdown.subscribe();
+    let mut seen = None;
+    loop {
+        let now = revisions(&inner);
+        // Our own writes move the revisions: the next round finds nothing
+        // to do.
+        if seen.as_ref() != Some(&now) && sync(&inner, &client).await {
+            seen = Some(now);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_is_dangling_only_while_its_level_is_missing() {
+        let schema = |conditions: Value| {
+            json!({"metadata": {"name": "fs"},
+                   "spec": {"priorityLevelConfiguration": {"name": "pl"}},
+                   "status": {"conditions": conditions}})
+        };
+        let levels = vec!["pl".to_string()];
+        let found = patch_for(&schema(json!([])), &levels).unwrap();
+        let condition = &found["status"]["conditions"][0];
+        assert_eq!(
+            (
+                condition["type"].as_str(),
+                condition["status"].as_str(),
+                condition["reason"].as_str()
+            ),
+            (Some("Dangling"), Some("False"), Some("Found"))
+        );
+        assert_eq!(
+            condition["message"],
+            "This FlowSchema references the PriorityLevelConfiguration object named \"pl\" and it exists"
+        );
+        // Already current: no write.
+        assert_eq!(
+            patch_for(&schema(found["status"]["conditions"].clone()), &levels),
+            None
+        );
+        // The level gone: dangling, other conditions kept.
+        let other = json!({"type": "Other", "status": "True"});
+        let missing = patch_for(&schema(json!([other.clone(), condition.clone()])), &[]).unwrap();
+        let conditions = missing["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conditions[0], other);
+        assert_eq!(conditions[1]["status"], "True");
+        assert_eq!(conditions[1]["reason"], "NotFound");
+    }
+}
