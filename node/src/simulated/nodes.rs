@@ -12,6 +12,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
 use super::{NodeClients, SimulatedConfig, SimulatedError, ips};
+use crate::agent::node::registration::go_arch;
 use crate::agent::node::registration::renew_lease;
 
 /// The container runtime version every simulated Node reports.
@@ -110,7 +111,7 @@ fn node_object(config: &SimulatedConfig, index: usize) -> Node {
                 [
                     ("kubernetes.io/hostname", name.as_str()),
                     ("kubernetes.io/os", "linux"),
-                    ("kubernetes.io/arch", std::env::consts::ARCH),
+                    ("kubernetes.io/arch", go_arch()),
                     ("type", "simulated"),
                 ]
                 .into_iter()
@@ -158,7 +159,7 @@ fn node_object(config: &SimulatedConfig, index: usize) -> Node {
                 ),
             ]),
             node_info: Some(NodeSystemInfo {
-                architecture: std::env::consts::ARCH.to_string(),
+                architecture: go_arch().to_string(),
                 container_runtime_version: SIMULATED_RUNTIME_VERSION.to_string(),
                 kubelet_version: "v1.33.0-skiff".to_string(),
                 kube_proxy_version: String::new(),

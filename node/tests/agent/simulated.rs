@@ -99,6 +99,15 @@ async fn a_node_marked_unknown_reports_itself_ready_again() {
         (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
     })
     .await;
+    // The architecture in Kubernetes' (Go's) spelling, as charts select it.
+    let node = api.get("sim-node-0").await.unwrap();
+    let arch = node.metadata.labels.unwrap_or_default()["kubernetes.io/arch"].clone();
+    assert!(
+        ["amd64", "arm64"].contains(&arch.as_str()) || !arch.contains('_'),
+        "{arch}"
+    );
+    assert_ne!(arch, "x86_64");
+    assert_eq!(node.status.unwrap().node_info.unwrap().architecture, arch);
     // What the node lifecycle controller writes when renewals stop arriving.
     let marked = api
         .patch_status(

@@ -60,7 +60,7 @@ pub fn node_object(name: &str, labels: &BTreeMap<String, String>) -> Node {
 }
 
 /// The architecture in Go's spelling, as Kubernetes labels use it.
-fn go_arch() -> &'static str {
+pub(crate) fn go_arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
