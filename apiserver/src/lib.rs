@@ -28,6 +28,7 @@ pub mod audit;
 pub mod authz;
 mod body;
 pub(crate) mod cel;
+pub mod component_status;
 pub(crate) mod crd;
 pub(crate) mod discovery;
 pub mod encryption;

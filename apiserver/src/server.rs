@@ -65,6 +65,9 @@ pub struct ApiServerConfig {
     /// Where clients reach this server; when set, the `kubernetes` Service in
     /// `default` (first service IP, port 443) and its endpoints point here.
     pub advertise_address: Option<std::net::SocketAddr>,
+    /// The in-process components `componentstatuses` reports on, as the
+    /// binary registers them.
+    pub component_health: crate::component_status::ComponentHealth,
     /// How the API server reaches node servers for `pods/log`,
     /// `pods/exec`, `pods/attach` and `pods/portforward` (TLS both ways);
     /// without it those requests fail.
@@ -134,6 +137,7 @@ impl Default for ApiServerConfig {
             node_port_range: 30000..=32767,
             shared_store: false,
             advertise_address: None,
+            component_health: Default::default(),
             kubelet_client: None,
             front_proxy: None,
             event_ttl: Duration::from_secs(3600),
@@ -418,9 +422,13 @@ impl ApiServer {
             own_client.clone(),
         ));
         if server.inner.flow_control.is_some() {
+            // Written before serving, as the APIServices' conditions are;
+            // a failure is retried by the loop.
+            let synced = crate::flowcontrol::status::sync(&server.inner, &own_client).await;
             tokio::spawn(crate::flowcontrol::status::run(
                 server.inner.clone(),
                 own_client.clone(),
+                synced,
             ));
         }
         if let Some(address) = server.inner.config.advertise_address {

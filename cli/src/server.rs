@@ -439,7 +439,10 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let front_proxy = certs
         .front_proxy()
         .context("loading the API server's front-proxy client certificate")?;
+    // The in-process components `kubectl get cs` reports on.
+    let component_health = skiff_apiserver::component_status::ComponentHealth::default();
     let api_config = ApiServerConfig {
+        component_health: component_health.clone(),
         snapshots: Some(snapshots.clone()),
         snapshot_retention: args.snapshot_retention,
         kubelet_client: Some(Arc::new(kubelet_client)),
@@ -570,7 +573,9 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
             &stop_rx,
         )?;
         let stop = stop_rx.clone();
+        let running = component_health.running("controller-manager");
         components.spawn(while_leading(leadership, stop_rx.clone(), async move {
+            let _running = running;
             tracing::info!(controllers = ?manager.names(), "controller manager starting");
             manager.run(stop).await;
         }));
@@ -587,7 +592,9 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
             "kube-scheduler",
             &stop_rx,
         )?;
+        let running = component_health.running("scheduler");
         components.spawn(while_leading(leadership, stop_rx.clone(), async move {
+            let _running = running;
             if let Err(error) =
                 skiff_scheduler::informers::run(client, &factory, &config, stop).await
             {

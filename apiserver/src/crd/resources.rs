@@ -149,6 +149,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 printer: &crate::table::core::DEFAULT,
                 review: None,
                 metrics: None,
+                component_statuses: false,
             }
         })
         .collect()

@@ -75,8 +75,9 @@ fn patch_for(schema: &Value, levels: &[String]) -> Option<Value> {
 }
 
 /// One round: every schema whose condition is not what it should be is
-/// patched; returns whether all writes went through.
-async fn sync(inner: &Inner, client: &kube::Client) -> bool {
+/// patched; returns whether all writes went through. The server runs the
+/// first round before it serves, so its start-up writes are done by then.
+pub(crate) async fn sync(inner: &Inner, client: &kube::Client) -> bool {
     let levels: Vec<String> = inner
         .cached_objects(GROUP, "v1", "prioritylevelconfigurations")
         .iter()
@@ -112,19 +113,22 @@ async fn sync(inner: &Inner, client: &kube::Client) -> bool {
         .all(|ok| ok)
 }
 
+/// The revisions of the schemas' and levels' caches.
+fn revisions(inner: &Inner) -> Vec<u64> {
+    ["flowschemas", "prioritylevelconfigurations"]
+        .iter()
+        .filter_map(|r| inner.registry.get(GROUP, "v1", r))
+        .filter_map(|info| inner.cache(&info).ok())
+        .map(|cache| cache.revision())
+        .collect()
+}
+
 /// Keeps every FlowSchema's Dangling condition current until the server
-/// shuts down, on any change of schemas or levels.
-pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client) {
-    let revisions = |inner: &Inner| -> Vec<u64> {
-        ["flowschemas", "prioritylevelconfigurations"]
-            .iter()
-            .filter_map(|r| inner.registry.get(GROUP, "v1", r))
-            .filter_map(|info| inner.cache(&info).ok())
-            .map(|cache| cache.revision())
-            .collect()
-    };
+/// shuts down, on any change of schemas or levels (after the first round,
+/// [`sync`] before serving; `synced` says whether it went through).
+pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client, synced: bool) {
     let mut shutdown = inner.shutdown.subscribe();
-    let mut seen = None;
+    let mut seen = synced.then(|| revisions(&inner));
     loop {
         let now = revisions(&inner);
         // Our own writes move the revisions: the next round finds nothing

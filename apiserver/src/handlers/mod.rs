@@ -227,6 +227,9 @@ async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, Ap
     if let Some(review) = ctx.info().review {
         return crate::reviews::serve(ctx, review, method, body).await;
     }
+    if ctx.info().component_statuses {
+        return crate::component_status::serve(ctx, method).await;
+    }
     if let Some(which) = ctx.info().metrics {
         return crate::resource_metrics::serve(ctx, which, method).await;
     }

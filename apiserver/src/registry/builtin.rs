@@ -84,6 +84,7 @@ fn entry(
         printer: &table::core::DEFAULT,
         review: None,
         metrics: None,
+        component_statuses: false,
     }
 }
 
@@ -134,6 +135,10 @@ impl ResourceInfo {
     }
     fn fields(mut self, labels: &'static [&'static str]) -> Self {
         self.field_labels = labels;
+        self
+    }
+    fn component_statuses(mut self) -> Self {
+        self.component_statuses = true;
         self
     }
     fn create_on_update(mut self) -> Self {
@@ -203,6 +208,10 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
     use Subresource::*;
     vec![
         // core/v1
+        of::<core::v1::ComponentStatus>()
+            .short(&["cs"])
+            .component_statuses()
+            .printer(&table::core::COMPONENT_STATUSES),
         of::<core::v1::ConfigMap>()
             .short(&["cm"])
             .strategy(&kinds::ConfigMaps)

@@ -165,6 +165,9 @@ pub struct ResourceInfo {
     /// Set for the resource metrics (`metrics.k8s.io`): read-only, answered
     /// from the figures scraped off the nodes and never stored.
     pub metrics: Option<crate::resource_metrics::MetricsResource>,
+    /// Set for `componentstatuses`: read-only, answered from the health of
+    /// the store and the in-process components, never stored.
+    pub component_statuses: bool,
 }
 
 /// What discovery lists for a stored resource.
@@ -219,12 +222,12 @@ impl ResourceInfo {
 
     /// A virtual resource: never stored (a review, or resource metrics).
     pub fn is_virtual(&self) -> bool {
-        self.review.is_some() || self.metrics.is_some()
+        self.review.is_some() || self.metrics.is_some() || self.component_statuses
     }
 
     /// The verbs discovery lists for the resource itself.
     pub fn verbs(&self) -> &'static [&'static str] {
-        if self.metrics.is_some() {
+        if self.metrics.is_some() || self.component_statuses {
             &["get", "list"]
         } else if self.is_virtual() {
             &["create"]

@@ -389,6 +389,35 @@ pub(crate) static CONFIGMAPS: Printer = Printer {
     },
 };
 
+/// ComponentStatuses: `NAME STATUS MESSAGE ERROR`, the status read from the
+/// `Healthy` condition (`Unknown` without one).
+pub(crate) static COMPONENT_STATUSES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new("Status", "string", "Status of the component conditions"),
+        Column::new("Message", "string", "Message of the component conditions"),
+        Column::new("Error", "string", "Error of the component conditions"),
+    ],
+    cells: |cs, _| {
+        let healthy = list(cs, "conditions")
+            .iter()
+            .find(|c| c["type"] == "Healthy")
+            .cloned()
+            .unwrap_or_default();
+        let status = match healthy["status"].as_str() {
+            None => "Unknown",
+            Some("True") => "Healthy",
+            Some(_) => "Unhealthy",
+        };
+        vec![
+            name(cs),
+            Value::from(status),
+            Value::from(healthy["message"].as_str().unwrap_or("")),
+            Value::from(healthy["error"].as_str().unwrap_or("")),
+        ]
+    },
+};
+
 pub(crate) static SECRETS: Printer = Printer {
     columns: &[
         Column::NAME,

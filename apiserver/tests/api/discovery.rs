@@ -181,3 +181,76 @@ mod aggregated {
         assert_eq!(doc["kind"], "APIGroupList");
     }
 }
+
+#[tokio::test]
+async fn componentstatuses_report_the_store_and_the_registered_components() {
+    use skiff_apiserver::component_status::ComponentHealth;
+    let health = ComponentHealth::default();
+    let _scheduler = health.running("scheduler");
+    // A component whose task ended is reported, as unhealthy.
+    drop(health.running("controller-manager"));
+    let s = TestServer::with_config(skiff_apiserver::ApiServerConfig {
+        component_health: health,
+        ..Default::default()
+    })
+    .await;
+    let list = s.get_ok("/api/v1/componentstatuses").await;
+    assert_eq!(list["kind"], "ComponentStatusList");
+    let conditions: Vec<(String, Value)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["metadata"]["name"].as_str().unwrap().to_string(),
+                c["conditions"][0].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        conditions,
+        [
+            (
+                "controller-manager".to_string(),
+                serde_json::json!({"type": "Healthy", "status": "False",
+                                   "error": "the controller-manager is not running"})
+            ),
+            (
+                "scheduler".to_string(),
+                serde_json::json!({"type": "Healthy", "status": "True", "message": "ok"})
+            ),
+            (
+                "etcd-0".to_string(),
+                serde_json::json!({"type": "Healthy", "status": "True", "message": "ok"})
+            ),
+        ]
+    );
+    let one = s.get_ok("/api/v1/componentstatuses/scheduler").await;
+    assert_eq!(one["kind"], "ComponentStatus");
+    let table = s.get_table("/api/v1/componentstatuses").await;
+    let cells: Vec<Value> = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cells"].clone())
+        .collect();
+    assert_eq!(
+        cells[0],
+        serde_json::json!([
+            "controller-manager",
+            "Unhealthy",
+            "",
+            "the controller-manager is not running"
+        ])
+    );
+    // Read-only, and only what exists.
+    let (code, _) = s.get("/api/v1/componentstatuses/nosuch").await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (code, _) = s
+        .post(
+            "/api/v1/componentstatuses",
+            serde_json::json!({"metadata": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+}

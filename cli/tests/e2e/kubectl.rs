@@ -53,6 +53,29 @@ fn version_and_discovery() {
             "{path}"
         );
     }
+    // `kubectl get cs`: the in-process components and the store, with
+    // upstream's deprecation warning.
+    let out = server.kubectl(&["get", "componentstatuses"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert_contains(&stderr, "v1 ComponentStatus is deprecated in v1.19+");
+    let rows = super::support::rows(&stdout);
+    assert_eq!(rows[0], ["NAME", "STATUS", "MESSAGE", "ERROR"]);
+    let healthy: Vec<(&str, &str)> = rows[1..]
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str()))
+        .collect();
+    assert_eq!(
+        healthy,
+        [
+            ("controller-manager", "Healthy"),
+            ("scheduler", "Healthy"),
+            ("etcd-0", "Healthy")
+        ]
+    );
     let apis = json(&server.kubectl_ok(&["get", "--raw", "/apis"]));
     assert_eq!(apis["kind"], "APIGroupList");
     let core = json(&server.kubectl_ok(&["get", "--raw", "/api/v1"]));
