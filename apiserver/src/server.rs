@@ -217,6 +217,15 @@ pub(crate) const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
 /// next list sees its own write.
 pub(crate) const CACHE_CATCH_UP: Duration = Duration::from_secs(5);
 
+/// Sleeps `period` unless the server shuts down first; `false` once it
+/// has: the pause of the API server's own polling loops.
+pub(crate) async fn paused(shutdown: &mut watch::Receiver<bool>, period: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(period) => true,
+        _ = shutdown.wait_for(|s| *s) => false,
+    }
+}
+
 pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
     pub registry: LiveRegistry,

@@ -322,9 +322,8 @@ pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client) {
             }
             last_full = tokio::time::Instant::now();
         }
-        tokio::select! {
-            _ = tokio::time::sleep(POLL) => {}
-            _ = shutdown.wait_for(|s| *s) => return,
+        if !crate::server::paused(&mut shutdown, POLL).await {
+            return;
         }
     }
 }

@@ -136,9 +136,8 @@ pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client, synced: bool) {
         if seen.as_ref() != Some(&now) && sync(&inner, &client).await {
             seen = Some(now);
         }
-        tokio::select! {
-            _ = tokio::time::sleep(POLL) => {}
-            _ = shutdown.wait_for(|s| *s) => return,
+        if !crate::server::paused(&mut shutdown, POLL).await {
+            return;
         }
     }
 }

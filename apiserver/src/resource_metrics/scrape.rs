@@ -290,9 +290,8 @@ pub(crate) async fn run(inner: Arc<Inner>, tls: Arc<KubeletClientTls>, every: Du
     let mut shutdown = inner.shutdown.subscribe();
     loop {
         scrape_all(&inner, &tls).await;
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = shutdown.wait_for(|s| *s) => return,
+        if !crate::server::paused(&mut shutdown, every).await {
+            return;
         }
     }
 }
