@@ -117,13 +117,14 @@ pub(super) fn run_with_node(
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         scenario(&mut server);
     }));
-    // Pods are deleted through the API (the agent stops them), then the
-    // server stops its containerd.
-    let _ = server.kubectl(&["delete", "deployment", "--all", "--wait=false"]);
+    // Pods are deleted through the API (the agent stops them), in every
+    // namespace a scenario used, then the server stops its containerd.
+    let _ = server.kubectl(&["delete", "deployment", "--all", "-A", "--wait=false"]);
     let _ = server.kubectl(&[
         "delete",
         "pods",
         "--all",
+        "-A",
         "--grace-period=1",
         "--timeout=60s",
     ]);
