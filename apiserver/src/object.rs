@@ -127,6 +127,31 @@ pub(crate) fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// The condition `type_` as it should read now, among an object's
+/// `conditions`: `None` when it already says `status`, `reason` and
+/// `message`; otherwise the new condition, which keeps its last transition
+/// time while its status stays the same.
+pub(crate) fn condition_update(
+    conditions: &Value,
+    type_: &str,
+    (status, reason, message): (&str, &str, &str),
+) -> Option<Value> {
+    let current = conditions
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_));
+    if current
+        .is_some_and(|c| c["status"] == status && c["reason"] == reason && c["message"] == message)
+    {
+        return None;
+    }
+    let since = match current {
+        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+        _ => json!(now_rfc3339()),
+    };
+    Some(json!({"type": type_, "status": status, "reason": reason,
+                "message": message, "lastTransitionTime": since}))
+}
+
 /// `seconds` from now, as an RFC 3339 timestamp.
 pub(crate) fn rfc3339_in(seconds: i64) -> String {
     let ts = jiff::Timestamp::now()

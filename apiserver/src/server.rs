@@ -226,6 +226,44 @@ pub(crate) async fn paused(shutdown: &mut watch::Receiver<bool>, period: Duratio
     }
 }
 
+/// How often [`follow_caches`] compares the caches' revisions.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+
+/// Runs `sync` whenever the `revisions` of the caches it reads move (and
+/// every `resync`, when given) until the server shuts down; a round that
+/// fails is tried again at the next poll. `synced`: the server ran the
+/// first round before serving. The loop of the server's own status writers
+/// (APIService availability, FlowSchema conditions); their writes move the
+/// revisions too, and the round after finds nothing to do.
+pub(crate) async fn follow_caches<R, S, F>(
+    inner: &Inner,
+    synced: bool,
+    resync: Option<Duration>,
+    revisions: R,
+    mut sync: S,
+) where
+    R: Fn(&Inner) -> Vec<u64>,
+    S: FnMut() -> F,
+    F: std::future::Future<Output = bool>,
+{
+    let mut shutdown = inner.shutdown.subscribe();
+    let mut seen = synced.then(|| revisions(inner));
+    let mut last_full = tokio::time::Instant::now();
+    loop {
+        let now = revisions(inner);
+        let due = resync.is_some_and(|every| last_full.elapsed() >= every);
+        if seen.as_ref() != Some(&now) || due {
+            if sync().await {
+                seen = Some(now);
+            }
+            last_full = tokio::time::Instant::now();
+        }
+        if !paused(&mut shutdown, FOLLOW_POLL).await {
+            return;
+        }
+    }
+}
+
 pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
     pub registry: LiveRegistry,

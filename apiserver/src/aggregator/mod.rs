@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -41,8 +40,6 @@ pub(crate) const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged"
 
 /// How often everything is looked at without any change.
 const RESYNC: Duration = Duration::from_secs(30);
-/// How often the caches' revisions are compared.
-const POLL: Duration = Duration::from_millis(500);
 
 /// The local APIServices for the served group/versions: name, group,
 /// version, group priority, version priority (earlier groups and the
@@ -251,21 +248,12 @@ async fn update_conditions(inner: &Inner, client: &kube::Client) -> bool {
             if let Some(resources) = resources {
                 remote.insert(name.clone(), discovery::Remote::new(&service, resources));
             }
-            let current = service["status"]["conditions"]
-                .as_array()
-                .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"));
-            if current.is_some_and(|c| {
-                c["status"] == status && c["reason"] == reason && c["message"] == message.as_str()
-            }) {
-                return None;
-            }
-            let since = match current {
-                Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
-                _ => json!(Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
-            };
-            let patch = json!({"status": {"conditions": [{
-            "type": "Available", "status": status, "reason": reason,
-            "message": message, "lastTransitionTime": since}]}});
+            let condition = crate::object::condition_update(
+                &service["status"]["conditions"],
+                "Available",
+                (status, reason, message.as_str()),
+            )?;
+            let patch = json!({"status": {"conditions": [condition]}});
             let api = api.clone();
             Some(async move {
                 let result = api
@@ -308,24 +296,11 @@ pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client) {
         .map(|cache| cache.revision())
         .collect()
     };
-    let mut shutdown = inner.shutdown.subscribe();
     // The server ran the first round before serving.
-    let mut seen = revisions(&inner);
-    let mut last_full = tokio::time::Instant::now();
-    loop {
-        let now = revisions(&inner);
-        if now != seen || last_full.elapsed() >= RESYNC {
-            // Our own writes move the revisions: the next round confirms
-            // them and finds nothing to do.
-            if sync(&inner, &client).await {
-                seen = now;
-            }
-            last_full = tokio::time::Instant::now();
-        }
-        if !crate::server::paused(&mut shutdown, POLL).await {
-            return;
-        }
-    }
+    crate::server::follow_caches(&inner, true, Some(RESYNC), revisions, || {
+        sync(&inner, &client)
+    })
+    .await;
 }
 
 #[cfg(test)]

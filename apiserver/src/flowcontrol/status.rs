@@ -5,18 +5,13 @@
 //! Written through the API, like any controller's status.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
-use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::server::Inner;
-
-/// How often the caches' revisions are compared.
-const POLL: Duration = Duration::from_millis(500);
 
 const GROUP: &str = "flowcontrol.apiserver.k8s.io";
 
@@ -49,28 +44,19 @@ fn dangling(schema: &Value, levels: &[String]) -> (&'static str, &'static str, S
 /// other conditions; `None` when it already says so.
 fn patch_for(schema: &Value, levels: &[String]) -> Option<Value> {
     let (status, reason, message) = dangling(schema, levels);
-    let conditions: Vec<Value> = schema["status"]["conditions"]
+    let condition = crate::object::condition_update(
+        &schema["status"]["conditions"],
+        "Dangling",
+        (status, reason, &message),
+    )?;
+    let mut conditions: Vec<Value> = schema["status"]["conditions"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let current = conditions.iter().find(|c| c["type"] == "Dangling");
-    if current.is_some_and(|c| {
-        c["status"] == status && c["reason"] == reason && c["message"] == message.as_str()
-    }) {
-        return None;
-    }
-    let since = match current {
-        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
-        _ => json!(Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
-    };
-    let mut conditions: Vec<Value> = conditions
         .into_iter()
+        .flatten()
         .filter(|c| c["type"] != "Dangling")
+        .cloned()
         .collect();
-    conditions.push(
-        json!({"type": "Dangling", "status": status, "reason": reason,
-                           "message": message, "lastTransitionTime": since}),
-    );
+    conditions.push(condition);
     Some(json!({"status": {"conditions": conditions}}))
 }
 
@@ -127,19 +113,7 @@ fn revisions(inner: &Inner) -> Vec<u64> {
 /// shuts down, on any change of schemas or levels (after the first round,
 /// [`sync`] before serving; `synced` says whether it went through).
 pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client, synced: bool) {
-    let mut shutdown = inner.shutdown.subscribe();
-    let mut seen = synced.then(|| revisions(&inner));
-    loop {
-        let now = revisions(&inner);
-        // Our own writes move the revisions: the next round finds nothing
-        // to do.
-        if seen.as_ref() != Some(&now) && sync(&inner, &client).await {
-            seen = Some(now);
-        }
-        if !crate::server::paused(&mut shutdown, POLL).await {
-            return;
-        }
-    }
+    crate::server::follow_caches(&inner, synced, None, revisions, || sync(&inner, &client)).await;
 }
 
 #[cfg(test)]
