@@ -36,22 +36,55 @@ fn split_unescaped(input: &str, sep: char) -> Vec<String> {
             current.push(c);
         }
     }
+    if escaped {
+        // A lone backslash at the end is left for `unescape` to refuse.
+        current.push('\\');
+    }
     parts.push(current);
     parts
 }
 
-fn unescape(s: &str) -> String {
-    let mut out = String::new();
-    let mut escaped = false;
-    for c in s.chars() {
-        if escaped || c != '\\' {
-            out.push(c);
-            escaped = false;
-        } else {
-            escaped = true;
+/// A value with its escapes (`\\`, `\,`, `\=`) taken out; any other
+/// escape, or a bare `,` or `=`, is refused in upstream's words (which give
+/// the character's code point).
+fn unescape(value: &str) -> Result<String, SelectorError> {
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(escaped @ ('\\' | ',' | '=')) => out.push(escaped),
+                other => {
+                    let sequence: String = std::iter::once('\\').chain(other).collect();
+                    return Err(SelectorError(format!(
+                        "invalid field selector: invalid escape sequence: {sequence}"
+                    )));
+                }
+            },
+            ',' | '=' => {
+                return Err(SelectorError(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    u32::from(c)
+                )));
+            }
+            c => out.push(c),
         }
     }
-    out
+    Ok(out)
+}
+
+/// A term at its first operator (`!=`, `==` or `=`, tried in that order
+/// at each position), as upstream splits it: `a=b!=c` is `a` = `b!=c`.
+fn split_term(term: &str) -> Option<(&str, &str, bool)> {
+    (0..term.len())
+        .filter(|&i| term.is_char_boundary(i))
+        .find_map(|i| {
+            let rest = &term[i..];
+            [("!=", false), ("==", true), ("=", true)]
+                .into_iter()
+                .find(|(op, _)| rest.starts_with(op))
+                .map(|(op, equal)| (&term[..i], &rest[op.len()..], equal))
+        })
 }
 
 impl FieldSelector {
@@ -63,13 +96,11 @@ impl FieldSelector {
             return Ok(Self::default());
         }
         for part in split_unescaped(input, ',') {
-            let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
-                (f, v, false)
-            } else if let Some((f, v)) = part.split_once("==") {
-                (f, v, true)
-            } else if let Some((f, v)) = part.split_once('=') {
-                (f, v, true)
-            } else {
+            // `a=b,` and `,a=b` have an empty term, which selects nothing.
+            if part.is_empty() {
+                continue;
+            }
+            let Some((field, value, equal)) = split_term(&part) else {
                 return Err(SelectorError(format!(
                     "invalid selector: '{input}'; can't understand '{part}'"
                 )));
@@ -83,7 +114,7 @@ impl FieldSelector {
             }
             requirements.push(Requirement {
                 field: field.to_string(),
-                value: unescape(value),
+                value: unescape(value)?,
                 equal,
             });
         }
@@ -172,5 +203,34 @@ mod tests {
         let err = FieldSelector::parse("spec.foo=bar", &[]).unwrap_err();
         assert_eq!(err.0, "field label not supported: spec.foo");
         assert!(FieldSelector::parse("nonsense", &[]).is_err());
+    }
+
+    /// Terms split at their first operator, empty terms skipped, escapes
+    /// taken out and bad ones refused, as upstream's `fields.ParseSelector`.
+    #[test]
+    fn terms_and_escapes_as_upstream() {
+        let pod = json!({"metadata": {"name": "a=b,c"}, "spec": {"nodeName": "n"}});
+        let selected = |s: &str| {
+            FieldSelector::parse(s, &["spec.nodeName"])
+                .unwrap()
+                .matches(&pod)
+        };
+        assert!(selected(r"metadata.name=a\=b\,c"));
+        assert!(selected("spec.nodeName=n,"));
+        assert!(selected(",spec.nodeName==n"));
+        assert!(!selected(r"metadata.name!=a\=b\,c"));
+        let refusal = |s: &str| FieldSelector::parse(s, &["spec.nodeName"]).unwrap_err().0;
+        assert_eq!(
+            refusal("spec.nodeName=a!=b"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        assert_eq!(
+            refusal(r"spec.nodeName=a\x"),
+            r"invalid field selector: invalid escape sequence: \x"
+        );
+        assert_eq!(
+            refusal(r"spec.nodeName=a\"),
+            r"invalid field selector: invalid escape sequence: \"
+        );
     }
 }

@@ -3,12 +3,14 @@
 //! here (with upstream's error wording) into the requirements of
 //! `skiff_common::labels`, which does the matching.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use skiff_common::labels::{Operator as Op, Requirement, Selector};
 
 use super::SelectorError;
+use crate::status::FieldError;
+use crate::validation::{validate_label_value, validate_qualified_name};
 
 /// A parsed label selector; the empty selector matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,140 +18,323 @@ pub struct LabelSelector {
     selector: Selector,
 }
 
-fn valid_key(key: &str) -> bool {
-    let name = key.rsplit_once('/').map(|(_, n)| n).unwrap_or(key);
-    !name.is_empty()
-        && name.len() <= 63
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+/// A token of the query syntax. `in` and `notin` are keywords only where
+/// an operator may stand; as a key or value they are plain identifiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    End,
+    OpenPar,
+    ClosePar,
+    Comma,
+    Not,
+    Equals,
+    DoubleEquals,
+    NotEquals,
+    Greater,
+    Less,
+    In,
+    NotIn,
+    Identifier,
 }
 
-fn valid_value(value: &str) -> bool {
-    value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+/// White space between tokens, as upstream's lexer has it.
+fn blank(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\r' | b'\n')
 }
 
-/// Splits at top-level commas (commas inside parentheses belong to a set).
-fn split_requirements(input: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0;
-    for (i, c) in input.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                parts.push(&input[start..i]);
-                start = i + 1;
+/// The characters that end an identifier and start an operator.
+fn special(c: u8) -> bool {
+    matches!(c, b'=' | b'!' | b'(' | b')' | b',' | b'>' | b'<')
+}
+
+/// Splits `input` into tokens, ending with [`Kind::End`]. Operators are
+/// taken longest first (`!=` before `!`); anything else up to white space
+/// or an operator is one identifier, so `a in(b)` and `a=b` need no spaces.
+fn lex(input: &str) -> Vec<(Kind, &str)> {
+    let bytes = input.as_bytes();
+    let mut tokens = Vec::new();
+    let mut at = 0;
+    loop {
+        while at < bytes.len() && blank(bytes[at]) {
+            at += 1;
+        }
+        let Some(&c) = bytes.get(at) else {
+            tokens.push((Kind::End, ""));
+            return tokens;
+        };
+        let start = at;
+        let kind = if special(c) {
+            let pair = bytes.get(at + 1) == Some(&b'=') && matches!(c, b'=' | b'!');
+            at += if pair { 2 } else { 1 };
+            match (c, pair) {
+                (b'=', true) => Kind::DoubleEquals,
+                (b'!', true) => Kind::NotEquals,
+                (b'=', _) => Kind::Equals,
+                (b'!', _) => Kind::Not,
+                (b'(', _) => Kind::OpenPar,
+                (b')', _) => Kind::ClosePar,
+                (b',', _) => Kind::Comma,
+                (b'>', _) => Kind::Greater,
+                _ => Kind::Less,
             }
-            _ => {}
-        }
+        } else {
+            while at < bytes.len() && !special(bytes[at]) && !blank(bytes[at]) {
+                at += 1;
+            }
+            match &input[start..at] {
+                "in" => Kind::In,
+                "notin" => Kind::NotIn,
+                _ => Kind::Identifier,
+            }
+        };
+        tokens.push((kind, &input[start..at]));
     }
-    parts.push(&input[start..]);
-    parts
 }
 
-fn parse_set(rest: &str, raw: &str) -> Result<Vec<String>, SelectorError> {
-    let rest = rest.trim();
-    let inner = rest
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| {
-            SelectorError(format!(
-                "unable to parse requirement: found '{rest}', expected: '('"
-            ))
-        })?;
-    let values: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
-    for v in &values {
-        if !valid_value(v) {
-            return Err(SelectorError(format!(
-                "unable to parse requirement: values[0][{raw}]: Invalid value: \"{v}\""
-            )));
-        }
-    }
-    Ok(values)
+/// Where the parser stands: whether `in`/`notin` are read as operators.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Context {
+    Operator,
+    Values,
 }
 
-fn parse_requirement(raw: &str) -> Result<Requirement, SelectorError> {
-    let s = raw.trim();
-    if s.is_empty() {
-        return Err(SelectorError("found '', expected: identifier".into()));
-    }
-    if let Some(key) = s.strip_prefix('!') {
-        return Ok(Requirement {
-            key: checked_key(key.trim())?,
-            op: Op::DoesNotExist,
-        });
-    }
-    for (token, is_not) in [(" notin ", true), (" in ", false)] {
-        if let Some(idx) = s.find(token) {
-            let key = checked_key(s[..idx].trim())?;
-            let values = parse_set(&s[idx + token.len()..], raw)?;
-            let op = if is_not {
-                Op::NotIn(values)
-            } else {
-                Op::In(values)
-            };
-            return Ok(Requirement { key, op });
+/// A recursive-descent parser over the tokens, with upstream's grammar and
+/// error wording (`labels.Parse`): a client sees the same message for the
+/// same mistake as from any Kubernetes server.
+struct Parser<'a> {
+    tokens: Vec<(Kind, &'a str)>,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self, context: Context) -> (Kind, &'a str) {
+        // The last token is End; reading past it reads End again.
+        let (kind, text) = self.tokens[self.at.min(self.tokens.len() - 1)];
+        match kind {
+            Kind::In | Kind::NotIn if context == Context::Values => (Kind::Identifier, text),
+            _ => (kind, text),
         }
     }
-    for (token, kind) in [("!=", 0), ("==", 1), ("=", 1), (">", 2), ("<", 3)] {
-        if let Some(idx) = s.find(token) {
-            let key = checked_key(s[..idx].trim())?;
-            let value = s[idx + token.len()..].trim().to_string();
-            let op = match kind {
-                0 | 1 => {
-                    if !valid_value(&value) {
-                        return Err(SelectorError(format!(
-                            "unable to parse requirement: values[0][{key}]: Invalid value: \"{value}\""
-                        )));
-                    }
-                    if kind == 0 {
-                        Op::NotIn(vec![value])
-                    } else {
-                        Op::In(vec![value])
+
+    fn next(&mut self, context: Context) -> (Kind, &'a str) {
+        let token = self.peek(context);
+        self.at += 1;
+        token
+    }
+
+    fn selector(&mut self) -> Result<Vec<Requirement>, SelectorError> {
+        let mut requirements = Vec::new();
+        loop {
+            match self.peek(Context::Values) {
+                (Kind::Identifier | Kind::Not, _) => {
+                    let requirement = self
+                        .requirement()
+                        .map_err(|e| SelectorError(format!("unable to parse requirement: {e}")))?;
+                    requirements.push(requirement);
+                    match self.next(Context::Values) {
+                        (Kind::End, _) => return Ok(requirements),
+                        (Kind::Comma, _) => match self.peek(Context::Values) {
+                            (Kind::Identifier | Kind::Not, _) => {}
+                            (_, text) => {
+                                return Err(SelectorError(format!(
+                                    "found '{text}', expected: identifier after ','"
+                                )));
+                            }
+                        },
+                        (_, text) => {
+                            return Err(SelectorError(format!(
+                                "found '{text}', expected: ',' or 'end of string'"
+                            )));
+                        }
                     }
                 }
-                _ => {
-                    let n: i64 = value.parse().map_err(|_| {
-                        SelectorError(format!("unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: {value}"))
-                    })?;
-                    if kind == 2 { Op::Gt(n) } else { Op::Lt(n) }
+                (Kind::End, _) => return Ok(requirements),
+                (_, text) => {
+                    return Err(SelectorError(format!(
+                        "found '{text}', expected: !, identifier, or 'end of string'"
+                    )));
                 }
-            };
-            return Ok(Requirement { key, op });
+            }
         }
     }
-    Ok(Requirement {
-        key: checked_key(s)?,
-        op: Op::Exists,
-    })
+
+    /// `[!]key [operator values]`.
+    fn requirement(&mut self) -> Result<Requirement, String> {
+        let (mut kind, mut key) = self.next(Context::Values);
+        let absent = kind == Kind::Not;
+        if absent {
+            (kind, key) = self.next(Context::Values);
+        }
+        if kind != Kind::Identifier {
+            return Err(format!("found '{key}', expected: identifier"));
+        }
+        check_key(key)?;
+        let key = key.to_string();
+        if absent {
+            return Ok(Requirement {
+                key,
+                op: Op::DoesNotExist,
+            });
+        }
+        if matches!(self.peek(Context::Values).0, Kind::End | Kind::Comma) {
+            return Ok(Requirement {
+                key,
+                op: Op::Exists,
+            });
+        }
+        let operator = match self.next(Context::Operator) {
+            (
+                kind @ (Kind::In
+                | Kind::NotIn
+                | Kind::Equals
+                | Kind::DoubleEquals
+                | Kind::NotEquals
+                | Kind::Greater
+                | Kind::Less),
+                _,
+            ) => kind,
+            (_, text) => {
+                return Err(format!(
+                    "found '{text}', expected: in, notin, =, ==, !=, gt, lt"
+                ));
+            }
+        };
+        let values = match operator {
+            Kind::In | Kind::NotIn => self.value_set()?,
+            _ => BTreeSet::from([self.exact_value()?]),
+        };
+        // Sorted and without repeats, as upstream's set: an error's index
+        // counts in this order.
+        let values: Vec<String> = values.into_iter().map(str::to_string).collect();
+        let mut errors = Vec::new();
+        let number = match operator {
+            Kind::Greater | Kind::Less => {
+                let number = values[0].parse::<i64>();
+                if number.is_err() {
+                    errors.push(FieldError::invalid(
+                        "values[0]",
+                        values[0].as_str(),
+                        "for 'Gt', 'Lt' operators, the value must be an integer",
+                    ));
+                }
+                number.ok()
+            }
+            _ => None,
+        };
+        for (i, value) in values.iter().enumerate() {
+            errors.extend(validate_label_value(value, &format!("values[{i}][{key}]")));
+        }
+        if !errors.is_empty() {
+            return Err(aggregate(&errors));
+        }
+        let op = match (operator, number) {
+            (Kind::Greater, Some(n)) => Op::Gt(n),
+            (Kind::Less, Some(n)) => Op::Lt(n),
+            (Kind::NotIn | Kind::NotEquals, _) => Op::NotIn(values),
+            _ => Op::In(values),
+        };
+        Ok(Requirement { key, op })
+    }
+
+    /// `(a,b,…)`; empty members are the empty value, `()` is `("")`.
+    fn value_set(&mut self) -> Result<BTreeSet<&'a str>, String> {
+        match self.next(Context::Values) {
+            (Kind::OpenPar, _) => {}
+            (_, text) => return Err(format!("found '{text}' expected: '('")),
+        }
+        let (kind, first) = self.peek(Context::Values);
+        match kind {
+            Kind::Identifier | Kind::Comma => {
+                let values = self.value_list()?;
+                if self.next(Context::Values).0 != Kind::ClosePar {
+                    // Upstream names the set's first token here.
+                    return Err(format!("found '{first}', expected: ')'"));
+                }
+                Ok(values)
+            }
+            Kind::ClosePar => {
+                self.next(Context::Values);
+                Ok(BTreeSet::from([""]))
+            }
+            _ => Err(format!("found '{first}', expected: ',', ')' or identifier")),
+        }
+    }
+
+    /// The members of a set, up to (not past) its `)`.
+    fn value_list(&mut self) -> Result<BTreeSet<&'a str>, String> {
+        let mut values = BTreeSet::new();
+        loop {
+            match self.next(Context::Values) {
+                (Kind::Identifier, value) => {
+                    values.insert(value);
+                    match self.peek(Context::Values) {
+                        (Kind::Comma, _) => {}
+                        (Kind::ClosePar, _) => return Ok(values),
+                        (_, text) => return Err(format!("found '{text}', expected: ',' or ')'")),
+                    }
+                }
+                (Kind::Comma, _) => {
+                    if values.is_empty() {
+                        values.insert("");
+                    }
+                    match self.peek(Context::Values).0 {
+                        Kind::ClosePar => {
+                            values.insert("");
+                            return Ok(values);
+                        }
+                        Kind::Comma => {
+                            self.next(Context::Values);
+                            values.insert("");
+                        }
+                        _ => {}
+                    }
+                }
+                (_, text) => return Err(format!("found '{text}', expected: ',', or identifier")),
+            }
+        }
+    }
+
+    /// The value after `=`, `==`, `!=`, `>` or `<`; nothing is the empty value.
+    fn exact_value(&mut self) -> Result<&'a str, String> {
+        if matches!(self.peek(Context::Values).0, Kind::End | Kind::Comma) {
+            return Ok("");
+        }
+        match self.next(Context::Values) {
+            (Kind::Identifier, value) => Ok(value),
+            (_, text) => Err(format!("found '{text}', expected: identifier")),
+        }
+    }
 }
 
-fn checked_key(key: &str) -> Result<String, SelectorError> {
-    if valid_key(key) {
-        Ok(key.to_string())
-    } else {
-        Err(SelectorError(format!(
-            "unable to parse requirement: <nil>: Invalid value: \"{key}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-        )))
+/// A key must be a qualified name; upstream reports it without a field path.
+fn check_key(key: &str) -> Result<(), String> {
+    let errors = validate_qualified_name(key, "<nil>");
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let details: Vec<&str> = errors.iter().map(|e| e.detail.as_str()).collect();
+    Err(FieldError::invalid("<nil>", key, details.join("; ")).render())
+}
+
+/// Several field errors in one message, as upstream's aggregate prints them.
+fn aggregate(errors: &[FieldError]) -> String {
+    match errors {
+        [one] => one.render(),
+        _ => {
+            let all: Vec<String> = errors.iter().map(FieldError::render).collect();
+            format!("[{}]", all.join(", "))
+        }
     }
 }
 
 impl LabelSelector {
     /// Parses the `labelSelector` query syntax.
     pub fn parse(input: &str) -> Result<Self, SelectorError> {
-        if input.trim().is_empty() {
-            return Ok(Self::default());
-        }
-        let requirements = split_requirements(input)
-            .into_iter()
-            .map(parse_requirement)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self::of(requirements))
+        let mut parser = Parser {
+            tokens: lex(input),
+            at: 0,
+        };
+        Ok(Self::of(parser.selector()?))
     }
 
     fn of(requirements: Vec<Requirement>) -> Self {
@@ -290,6 +475,91 @@ mod tests {
         assert!(LabelSelector::parse("app in web").is_err());
         assert!(LabelSelector::parse("a b=c").is_err());
         assert!(LabelSelector::parse("app=we b").is_err());
+    }
+
+    /// The forms upstream's lexer accepts without spaces, keywords as
+    /// values and keys, and empty values.
+    #[test]
+    fn parses_what_upstream_parses() {
+        let o = obj(json!({"app": "web", "in": "notin", "e": "", "n": "5"}));
+        let cases = [
+            ("app in(web)", true),
+            ("app notin(db,web)", false),
+            ("app in (db,,web)", true),
+            ("in in (notin)", true),
+            ("in", true),
+            ("e=", true),
+            ("e in ()", true),
+            ("e in (,x)", true),
+            ("!missing,app==web", true),
+            ("app!=web", false),
+            ("n > 4", true),
+            (" app = web , n<6 ", true),
+        ];
+        for (sel, want) in cases {
+            let parsed = LabelSelector::parse(sel).unwrap_or_else(|e| panic!("{sel}: {e}"));
+            assert_eq!(parsed.matches(&o), want, "{sel}");
+        }
+    }
+
+    /// Each mistake is refused in upstream's words (`labels.Parse`).
+    #[test]
+    fn refusals_are_worded_as_upstream() {
+        let label_rule = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+        let cases = [
+            (
+                "a in (b",
+                "unable to parse requirement: found '', expected: ',' or ')'".to_string(),
+            ),
+            (
+                "a in b",
+                "unable to parse requirement: found 'b' expected: '('".to_string(),
+            ),
+            (
+                "type=app,versionv1.0.1)",
+                "unable to parse requirement: found ')', expected: in, notin, =, ==, !=, gt, lt"
+                    .to_string(),
+            ),
+            (
+                "a=b=c",
+                "found '=', expected: ',' or 'end of string'".to_string(),
+            ),
+            ("a,", "found '', expected: identifier after ','".to_string()),
+            (
+                ",a",
+                "found ',', expected: !, identifier, or 'end of string'".to_string(),
+            ),
+            ("!", "unable to parse requirement: found '', expected: identifier".to_string()),
+            (
+                "a in (b c)",
+                "unable to parse requirement: found 'c', expected: ',' or ')'".to_string(),
+            ),
+            (
+                "a in (=)",
+                "unable to parse requirement: found '=', expected: ',', ')' or identifier"
+                    .to_string(),
+            ),
+            (
+                "a>b",
+                "unable to parse requirement: values[0]: Invalid value: \"b\": for 'Gt', 'Lt' operators, the value must be an integer".to_string(),
+            ),
+            (
+                "a=-b-",
+                format!("unable to parse requirement: values[0][a]: Invalid value: \"-b-\": {label_rule}"),
+            ),
+            (
+                "a in (x,-y-,_z)",
+                format!("unable to parse requirement: [values[0][a]: Invalid value: \"-y-\": {label_rule}, values[1][a]: Invalid value: \"_z\": {label_rule}]"),
+            ),
+            (
+                "-a=b",
+                "unable to parse requirement: <nil>: Invalid value: \"-a\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string(),
+            ),
+        ];
+        for (sel, want) in cases {
+            let got = LabelSelector::parse(sel).map(|_| ()).unwrap_err().0;
+            assert_eq!(got, want, "{sel}");
+        }
     }
 
     #[test]

@@ -12,7 +12,10 @@ use serde_json::Value;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 
-pub(crate) use names::{NameRule, is_dns1123_label, is_dns1123_subdomain, validate_name};
+pub(crate) use names::{
+    NameRule, is_dns1123_label, is_dns1123_subdomain, validate_label_value, validate_name,
+    validate_qualified_name,
+};
 
 /// `object.field`, when set, must be one of `allowed` (upstream's
 /// NotSupported at `path.field`, listing them, otherwise): the check of

@@ -105,7 +105,7 @@ const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', 
 /// Label/annotation key: optional DNS subdomain prefix and `/`, then a name
 /// of at most 63 characters of [A-Za-z0-9-_.] starting and ending
 /// alphanumeric. Each problem is its own error, worded as upstream's.
-pub(super) fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError> {
+pub(crate) fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let mut fail = |message: String| errors.push(FieldError::invalid(field, key, message));
     let parts: Vec<&str> = key.split('/').collect();
@@ -148,7 +148,7 @@ pub(super) fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError>
 }
 
 /// Label value: empty, or at most 63 of [A-Za-z0-9-_.] alphanumeric at both ends.
-pub(super) fn validate_label_value(value: &str, field: &str) -> Vec<FieldError> {
+pub(crate) fn validate_label_value(value: &str, field: &str) -> Vec<FieldError> {
     let ok = value.is_empty()
         || (value.len() <= 63
             && value

@@ -209,6 +209,20 @@ async fn bad_selectors_and_parameters_are_400() {
     s.get("/api/v1/pods?labelSelector=a%20in%20b")
         .await
         .expect_failure(400, "BadRequest");
+    // Upstream's words for an unclosed set, and for a bare `=` in a field
+    // selector's value (its character code).
+    let (_, status) = s.get("/api/v1/pods?labelSelector=a%20in%20(b").await;
+    assert_eq!(
+        status["message"],
+        "unable to parse requirement: found '', expected: ',' or ')'"
+    );
+    let (_, status) = s
+        .get("/api/v1/pods?fieldSelector=spec.nodeName%3Da%3Db")
+        .await;
+    assert_eq!(
+        status["message"],
+        "invalid field selector: unescaped character in value: 61"
+    );
     s.get("/api/v1/pods?limit=abc")
         .await
         .expect_failure(400, "BadRequest");

@@ -23,6 +23,11 @@ async fn label_selectors_filter_lists() {
         ("app", vec!["a", "b"]),
         ("!app", vec!["c"]),
         ("app,tier%3Dfront", vec!["a"]),
+        // No spaces needed around a set, as upstream's lexer reads it.
+        ("app%20in(web)", vec!["a"]),
+        ("app%20notin(db,web)", vec!["c"]),
+        ("tier%3D", vec![]),
+        ("!tier,app%20in%20(,db)", vec!["b"]),
     ];
     for (selector, want) in cases {
         let list = s.get_ok(&format!("{CMS}?labelSelector={selector}")).await;
