@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError};
 
 /// Query parameters the handlers understand; unknown ones are ignored as
 /// upstream does.
@@ -16,7 +16,8 @@ pub(crate) struct Params {
     pub continue_token: Option<String>,
     pub watch: bool,
     pub allow_bookmarks: bool,
-    pub send_initial_events: bool,
+    /// `sendInitialEvents`; `Some(false)` is given and differs from unset.
+    pub send_initial_events: Option<bool>,
     pub timeout_seconds: Option<u64>,
     pub dry_run: bool,
     pub field_manager: Option<String>,
@@ -59,7 +60,7 @@ impl Params {
             continue_token: set("continue").map(String::from),
             watch: get("watch").is_some_and(truthy),
             allow_bookmarks: get("allowWatchBookmarks").is_some_and(truthy),
-            send_initial_events: get("sendInitialEvents").is_some_and(truthy),
+            send_initial_events: set("sendInitialEvents").map(truthy),
             field_manager: set("fieldManager").map(String::from),
             propagation_policy: set("propagationPolicy").map(String::from),
             orphan_dependents: get("orphanDependents").map(truthy),
@@ -92,6 +93,85 @@ impl Params {
     }
 }
 
+impl Params {
+    /// The list options' rules for a list, watch or collection delete, as
+    /// upstream's `ValidateListOptions`: each broken one is a cause of a 422
+    /// `ListOptions.meta.k8s.io` Invalid (a watch with initial events needs
+    /// `resourceVersionMatch=NotOlderThan`; a list takes no initial events).
+    pub(crate) fn check_list_options(&self) -> Result<(), ApiError> {
+        const FIELD: &str = "resourceVersionMatch";
+        let forbidden = |field: &str, detail: &str| FieldError::forbidden(field, detail);
+        let unsupported =
+            |value: &str, allowed: &[&str]| FieldError::not_supported(FIELD, value, allowed);
+        let mut causes = Vec::new();
+        let matching = self.resource_version_match.as_deref();
+        if self.watch {
+            if self.send_initial_events.is_some() && matching != Some("NotOlderThan") {
+                causes.push(forbidden(
+                    FIELD,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if let Some(matching) = matching {
+                if self.send_initial_events.is_none() {
+                    causes.push(forbidden(
+                        FIELD,
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    ));
+                }
+                if matching != "NotOlderThan" {
+                    causes.push(unsupported(matching, &["NotOlderThan"]));
+                }
+                if self.continue_token.is_some() {
+                    causes.push(forbidden(
+                        FIELD,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+            }
+        } else {
+            if let Some(matching) = matching {
+                if self.resource_version.is_none() {
+                    causes.push(forbidden(
+                        FIELD,
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+                if self.continue_token.is_some() {
+                    causes.push(forbidden(
+                        FIELD,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+                if !matches!(matching, "Exact" | "NotOlderThan") {
+                    causes.push(unsupported(matching, &["Exact", "NotOlderThan", ""]));
+                }
+                if matching == "Exact" && self.resource_version.as_deref() == Some("0") {
+                    causes.push(forbidden(
+                        FIELD,
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    ));
+                }
+            }
+            if self.send_initial_events.is_some() {
+                causes.push(forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                ));
+            }
+        }
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::Invalid {
+            kind: "ListOptions".into(),
+            group: "meta.k8s.io".into(),
+            name: String::new(),
+            causes,
+        })
+    }
+}
+
 fn serde_urlencoded_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {
     let uri: http::Uri = format!("/?{query}")
         .parse()
@@ -117,5 +197,43 @@ mod tests {
         assert_eq!(p.timeout_seconds, Some(5));
         assert!(Params::parse(Some("dryRun=Some")).is_err());
         assert!(Params::parse(Some("limit=x")).is_err());
+    }
+
+    /// What upstream's `ValidateListOptions` refuses, and what it lets by.
+    #[test]
+    fn list_options_as_upstream() {
+        let refused = |query: &str| match Params::parse(Some(query)).unwrap().check_list_options() {
+            Err(e @ ApiError::Invalid { .. }) => e.to_string(),
+            other => panic!("{query}: {other:?}"),
+        };
+        assert_eq!(
+            refused("watch=1&sendInitialEvents=true"),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        );
+        assert_eq!(
+            refused("resourceVersionMatch=Exact"),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+        );
+        assert!(refused("resourceVersion=5&resourceVersionMatch=Bogus").contains(
+            "resourceVersionMatch: Unsupported value: \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+        ));
+        assert!(
+            refused("sendInitialEvents=false").contains("sendInitialEvents is forbidden for list")
+        );
+        assert!(
+            refused("watch=1&resourceVersionMatch=NotOlderThan")
+                .contains("unless sendInitialEvents is provided")
+        );
+        for allowed in [
+            "",
+            "resourceVersion=0",
+            "resourceVersion=5&resourceVersionMatch=Exact",
+            "resourceVersion=5&resourceVersionMatch=NotOlderThan",
+            "watch=1&resourceVersion=5",
+            "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+        ] {
+            let params = Params::parse(Some(allowed)).unwrap();
+            assert!(params.check_list_options().is_ok(), "{allowed}");
+        }
     }
 }

@@ -258,6 +258,7 @@ pub(super) async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response, 
     let options = DeleteOptions::from_request(&ctx, &bytes)?;
     let info = ctx.info().clone();
     let (labels, fields) = ctx.selectors(info.field_labels)?;
+    ctx.params.check_list_options()?;
     let snapshot = ctx.inner.cache(&info)?.snapshot();
     let prefix = info.collection_prefix(ctx.namespace());
     let write = ctx.write_info(None);

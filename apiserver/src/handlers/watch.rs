@@ -221,9 +221,10 @@ pub(super) async fn watch_one(mut ctx: Ctx) -> Result<Response, ApiError> {
 pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
     let (labels, fields) = ctx.selectors(info.field_labels)?;
+    ctx.params.check_list_options()?;
     let from = match ctx.params.resource_version.as_deref() {
         None | Some("0") => None,
-        Some(rv) if ctx.params.send_initial_events => {
+        Some(rv) if ctx.params.send_initial_events == Some(true) => {
             rv.parse::<Revision>()
                 .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv}")))?;
             None
@@ -258,7 +259,8 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
             .params
             .allow_bookmarks
             .then_some(config.bookmark_interval),
-        initial_events_end: ctx.params.send_initial_events && ctx.params.allow_bookmarks,
+        initial_events_end: ctx.params.send_initial_events == Some(true)
+            && ctx.params.allow_bookmarks,
     };
     let outbox = Arc::new(Outbox::default());
     let shutdown = ctx.inner.shutdown.subscribe();

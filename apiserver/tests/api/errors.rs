@@ -197,6 +197,49 @@ async fn unsupported_media_types_are_415() {
     assert_mentions(&body, &["application/strategic-merge-patch+json"]);
 }
 
+/// Upstream's list-option rules: an unusable combination is a 422 on
+/// `ListOptions`, for a list, a watch and a collection delete alike.
+#[tokio::test]
+async fn list_options_that_do_not_go_together_are_422() {
+    let s = TestServer::new().await;
+    s.configmap("default", "keep", json!({})).await;
+    let invalid = |detail: &str| format!("ListOptions.meta.k8s.io \"\" is invalid: {detail}");
+    refused(
+        s.get(&format!("{CMS}?watch=1&sendInitialEvents=true"))
+            .await,
+        422,
+        "Invalid",
+        &invalid(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+    );
+    refused(
+        s.get(&format!("{CMS}?resourceVersionMatch=Exact")).await,
+        422,
+        "Invalid",
+        &invalid(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+    );
+    refused(
+        s.get(&format!("{CMS}?sendInitialEvents=true")).await,
+        422,
+        "Invalid",
+        &invalid("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"),
+    );
+    refused(
+        s.delete(&format!("{CMS}?resourceVersionMatch=NotOlderThan"))
+            .await,
+        422,
+        "Invalid",
+        &invalid(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+    );
+    // The refused collection delete removed nothing.
+    s.get_ok(&format!("{CMS}/keep")).await;
+}
+
 #[tokio::test]
 async fn bad_selectors_and_parameters_are_400() {
     let s = TestServer::new().await;
