@@ -247,7 +247,10 @@ async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, Ap
         (Method::PATCH, true, None) => update::patch(ctx, body).await,
         (Method::DELETE, true, None) => delete::delete(ctx, body).await,
         // Namespaced collections are deleted per namespace, as upstream serves them.
-        (Method::DELETE, false, None) if ctx.info().namespaced && ctx.namespace().is_none() => {
+        (Method::DELETE, false, None)
+            if (ctx.info().namespaced && ctx.namespace().is_none())
+                || !ctx.info().strategy.deletes_collections() =>
+        {
             Err(ApiError::MethodNotAllowed)
         }
         (Method::DELETE, false, None) => delete::delete_collection(ctx, body).await,

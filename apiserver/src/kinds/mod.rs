@@ -268,6 +268,12 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// state): gives back what it held from a shared pool.
     async fn deleted(&self, _inner: &Inner, _last: &Value) {}
 
+    /// Whether a DELETE on the collection is served (upstream serves none
+    /// for namespaces: each is deleted, and emptied, on its own).
+    fn deletes_collections(&self) -> bool {
+        true
+    }
+
     /// Refuses to delete objects that must stay (system namespaces).
     fn check_delete(&self, _info: &ResourceInfo, _name: &str) -> Result<(), ApiError> {
         Ok(())

@@ -29,6 +29,10 @@ impl KindStrategy for Namespaces {
         NameRule::Label
     }
 
+    fn deletes_collections(&self) -> bool {
+        false
+    }
+
     fn pod_security(&self) -> PodSecurityCheck {
         PodSecurityCheck::NamespaceLabels
     }

@@ -327,36 +327,40 @@ fn resource_paths<'a>(
         out.push((collection, collection_params, vec![create]));
         return out;
     }
+    let mut collection_ops = vec![
+        Op {
+            method: "get",
+            action: "list",
+            id: format!("list{gv}{scope}{kind}"),
+            description: format!("list or watch objects of kind {kind}"),
+            params: list_params.clone(),
+            body: None,
+            responses: vec![("200", list_schema.clone())],
+            gvk,
+        },
+        create,
+    ];
+    // Namespaces are deleted one by one: no collection delete.
+    if info.strategy.deletes_collections() {
+        collection_ops.push(Op {
+            method: "delete",
+            action: "deletecollection",
+            id: format!("delete{gv}Collection{scope}{kind}"),
+            description: format!("delete collection of {kind}"),
+            params: DELETE_PARAMS
+                .iter()
+                .chain(LIST_PARAMS.iter())
+                .filter(|p| p.name != "watch" && p.name != "allowWatchBookmarks")
+                .collect(),
+            body: Some(Body::Delete),
+            responses: vec![("200", STATUS.to_string())],
+            gvk,
+        });
+    }
     out.push((
         collection.clone(),
         collection_params.clone(),
-        vec![
-            Op {
-                method: "get",
-                action: "list",
-                id: format!("list{gv}{scope}{kind}"),
-                description: format!("list or watch objects of kind {kind}"),
-                params: list_params.clone(),
-                body: None,
-                responses: vec![("200", list_schema.clone())],
-                gvk,
-            },
-            create,
-            Op {
-                method: "delete",
-                action: "deletecollection",
-                id: format!("delete{gv}Collection{scope}{kind}"),
-                description: format!("delete collection of {kind}"),
-                params: DELETE_PARAMS
-                    .iter()
-                    .chain(LIST_PARAMS.iter())
-                    .filter(|p| p.name != "watch" && p.name != "allowWatchBookmarks")
-                    .collect(),
-                body: Some(Body::Delete),
-                responses: vec![("200", STATUS.to_string())],
-                gvk,
-            },
-        ],
+        collection_ops,
     ));
     if info.namespaced {
         out.push((

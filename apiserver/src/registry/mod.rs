@@ -231,6 +231,10 @@ impl ResourceInfo {
             &["get", "list"]
         } else if self.is_virtual() {
             &["create"]
+        } else if !self.strategy.deletes_collections() {
+            &[
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ]
         } else {
             STORED_VERBS
         }

@@ -172,6 +172,46 @@ async fn method_not_allowed_is_405() {
         .expect_failure(405, "MethodNotAllowed");
 }
 
+/// Upstream serves no collection delete of namespaces: discovery and the
+/// OpenAPI document leave the verb out, and a DELETE of the collection is a
+/// 405 that removes nothing.
+#[tokio::test]
+async fn namespaces_are_not_deleted_as_a_collection() {
+    let s = TestServer::new().await;
+    s.namespace("keep-me").await;
+    s.delete("/api/v1/namespaces")
+        .await
+        .expect_failure(405, "MethodNotAllowed");
+    s.get_ok("/api/v1/namespaces/keep-me").await;
+    let discovery = s.get_ok("/api/v1").await;
+    let verbs = |name: &str| {
+        discovery["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["name"] == name)
+            .map(|r| r["verbs"].clone())
+    };
+    assert_eq!(
+        verbs("namespaces"),
+        Some(json!([
+            "create", "delete", "get", "list", "patch", "update", "watch"
+        ]))
+    );
+    assert!(verbs("configmaps").is_some_and(|v| v.to_string().contains("deletecollection")));
+    let openapi = s.get_ok("/openapi/v2").await;
+    assert!(
+        openapi["paths"]["/api/v1/namespaces"]
+            .get("delete")
+            .is_none()
+    );
+    assert!(
+        openapi["paths"]["/api/v1/namespaces/{namespace}/configmaps"]
+            .get("delete")
+            .is_some()
+    );
+}
+
 #[tokio::test]
 async fn oversized_bodies_are_413() {
     let s = TestServer::new().await;
