@@ -99,10 +99,14 @@ pub(crate) fn resources(
             if sub.kind().is_some() || *sub == Subresource::Proxy {
                 let (g, v, k) = sub.discovery_kind(r);
                 entry["kind"] = json!(k);
-                if !g.is_empty() {
-                    entry["group"] = json!(g);
+                // Upstream names the group and version only where they are
+                // not the parent's (a Scale, an Eviction, a TokenRequest).
+                if (g, v) != (r.group, r.version) {
+                    if !g.is_empty() {
+                        entry["group"] = json!(g);
+                    }
+                    entry["version"] = json!(v);
                 }
-                entry["version"] = json!(v);
             }
             resources.push(entry);
         }

@@ -70,6 +70,17 @@ async fn legacy_discovery_documents() {
         resource(&core, "pods/binding")["verbs"],
         serde_json::json!(["create"])
     );
+    // A subresource names its group and version only where they are not
+    // its parent's, as upstream's document has it.
+    let binding = resource(&core, "pods/binding");
+    assert_eq!(binding["kind"], "Binding");
+    assert!(binding.get("version").is_none() && binding.get("group").is_none());
+    assert!(resource(&core, "pods/exec").get("version").is_none());
+    let eviction = resource(&core, "pods/eviction");
+    assert_eq!(
+        (&eviction["group"], &eviction["version"]),
+        (&serde_json::json!("policy"), &serde_json::json!("v1"))
+    );
     assert_eq!(resource(&core, "namespaces")["namespaced"], false);
 
     let (_, groups) = s.get("/apis").await;
