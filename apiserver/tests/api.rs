@@ -72,6 +72,8 @@ mod rbac;
 mod resource_metrics;
 #[path = "api/reviews.rs"]
 mod reviews;
+#[path = "api/runtime_classes.rs"]
+mod runtime_classes;
 #[path = "api/service_alloc.rs"]
 mod service_alloc;
 #[path = "api/subresources.rs"]

@@ -97,6 +97,9 @@ pub enum RuntimeError {
     /// A runtime without gRPC refused the request.
     #[error("{0}")]
     Failed(String),
+    /// The pod's RuntimeClass gave no handler (gone, or unreadable).
+    #[error("{0}")]
+    RuntimeClass(String),
 }
 
 impl RuntimeError {
@@ -105,7 +108,7 @@ impl RuntimeError {
         match self {
             Self::Cri(e) => e.is_not_found(),
             Self::NotFound { .. } => true,
-            Self::Failed(_) => false,
+            Self::Failed(_) | Self::RuntimeClass(_) => false,
         }
     }
 
@@ -127,11 +130,13 @@ pub trait Runtime: Send + Sync + 'static {
     /// Whether containers and pod networking are ready.
     async fn health(&self) -> Result<RuntimeHealth, RuntimeError>;
 
-    /// Creates and starts a pod sandbox (network namespace with an IP),
-    /// returning its id.
+    /// Creates and starts a pod sandbox (network namespace with an IP)
+    /// under the runtime's `handler` (its default for ""), returning its
+    /// id.
     async fn run_pod_sandbox(
         &self,
         config: &cri_api::PodSandboxConfig,
+        handler: &str,
     ) -> Result<String, RuntimeError>;
     /// Stops the sandbox's containers and releases its network.
     async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError>;
@@ -230,8 +235,9 @@ impl Runtime for CriRuntime {
     async fn run_pod_sandbox(
         &self,
         config: &cri_api::PodSandboxConfig,
+        handler: &str,
     ) -> Result<String, RuntimeError> {
-        Ok(CriRuntime::run_pod_sandbox(self, config, "").await?)
+        Ok(CriRuntime::run_pod_sandbox(self, config, handler).await?)
     }
 
     async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {

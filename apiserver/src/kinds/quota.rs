@@ -81,7 +81,7 @@ const SCOPED_RESOURCES: &[&str] = &[
 ];
 
 /// Every value of a resource map is a quantity of at least zero.
-fn quantities(map: &Value, field: &str, errors: &mut Vec<FieldError>) {
+pub(super) fn quantities(map: &Value, field: &str, errors: &mut Vec<FieldError>) {
     for (name, value) in map.as_object().into_iter().flatten() {
         let path = format!("{field}[{name}]");
         match value.as_str().and_then(Amount::parse) {

@@ -153,6 +153,7 @@ fn build() -> Kinds {
         k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
     >();
     b.add::<pb::scheduling::v1::PriorityClass, oa::scheduling::v1::PriorityClass>();
+    b.add::<pb::node::v1::RuntimeClass, oa::node::v1::RuntimeClass>();
     b.add::<pb::coordination::v1::Lease, oa::coordination::v1::Lease>();
     b.add::<pb::discovery::v1::EndpointSlice, oa::discovery::v1::EndpointSlice>();
     b.add::<pb::flowcontrol::v1::FlowSchema, oa::flowcontrol::v1::FlowSchema>();

@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::{
     admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
-    coordination, core, discovery, events, flowcontrol, networking, policy, rbac, scheduling,
+    coordination, core, discovery, events, flowcontrol, networking, node, policy, rbac, scheduling,
     storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
@@ -488,6 +488,10 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .short(&["pc"])
             .strategy(&kinds::PriorityClasses)
             .printer(&table::cluster::PRIORITYCLASSES),
+        // node.k8s.io/v1
+        of::<node::v1::RuntimeClass>()
+            .strategy(&kinds::RuntimeClasses)
+            .printer(&table::cluster::RUNTIMECLASSES),
         // coordination.k8s.io/v1
         of::<coordination::v1::Lease>()
             .strategy(&kinds::Leases)

@@ -1,7 +1,8 @@
 //! Cluster-wide settings with columns of their own: StorageClasses
 //! (`NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION
-//! AGE`, the default one marked `(default)`) and PriorityClasses (`NAME
-//! VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY`).
+//! AGE`, the default one marked `(default)`), PriorityClasses (`NAME
+//! VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY`) and RuntimeClasses (`NAME
+//! HANDLER AGE`).
 
 use serde_json::Value;
 
@@ -82,6 +83,26 @@ pub(crate) static PRIORITYCLASSES: Printer = Printer {
             Value::from(flag(class, "globalDefault", false)),
             age(class, now),
             Value::from(text(class, "preemptionPolicy").unwrap_or("PreemptLowerPriority")),
+        ]
+    },
+};
+
+/// RuntimeClasses: `NAME HANDLER AGE`.
+pub(crate) static RUNTIMECLASSES: Printer = Printer {
+    columns: &[
+        Column::NAME,
+        Column::new(
+            "Handler",
+            "string",
+            "The CRI runtime handler the class's pods run under.",
+        ),
+        Column::AGE,
+    ],
+    cells: |class, now| {
+        vec![
+            name(class),
+            Value::from(text(class, "handler").unwrap_or("")),
+            age(class, now),
         ]
     },
 };

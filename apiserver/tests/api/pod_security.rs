@@ -598,13 +598,29 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
         .await;
     assert_eq!(impersonated.0, StatusCode::CREATED, "{}", impersonated.1);
 
-    // An exempt runtime class is not checked; any other is.
+    // An exempt runtime class is not checked; any other is. (A pod may
+    // only name a class that exists.)
+    for (class, handler) in [("kata", "kata-qemu"), ("runc", "runc")] {
+        let _class = created_answer(
+            &ts,
+            "/apis/node.k8s.io/v1/runtimeclasses",
+            json!({"metadata": {"name": class}, "handler": handler}),
+        )
+        .await;
+    }
     let mut kata = host_pod("kata");
     kata["spec"]["runtimeClassName"] = json!("kata");
     let _admitted = created_answer(&ts, "/api/v1/namespaces/plain/pods", kata).await;
     let mut runc = host_pod("runc");
     runc["spec"]["runtimeClassName"] = json!("runc");
-    forbidden(&ts, "/api/v1/namespaces/plain/pods", runc).await;
+    let refused = forbidden(&ts, "/api/v1/namespaces/plain/pods", runc).await;
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("violates PodSecurity")),
+        "{}",
+        refused.body
+    );
 }
 
 #[tokio::test]

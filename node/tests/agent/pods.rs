@@ -348,3 +348,96 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     assert!(left.is_empty(), "sandboxes left: {left:?}");
     cluster.teardown().await;
 }
+
+/// A pod's RuntimeClass picks the CRI handler its sandbox runs under:
+/// `runc` (containerd's configured one) runs it, an unknown handler leaves
+/// it waiting with the runtime's refusal, and a class deleted after the pod
+/// was admitted leaves it waiting with the API's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_class_chooses_the_sandbox_handler() {
+    let cluster = TestCluster::start(1).await;
+    let classes = Api::<k8s_openapi::api::node::v1::RuntimeClass>::all(cluster.client.clone());
+    for (name, handler) in [
+        ("plain", "runc"),
+        ("ghost", "no-such-handler"),
+        ("gone", "runc"),
+    ] {
+        classes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": name}, "handler": handler}))
+                    .expect("runtime class"),
+            )
+            .await
+            .expect("create runtime class");
+    }
+    let pod = |name: &str, class: &str| {
+        json!({
+            "metadata": {"name": name},
+            "spec": {
+                "runtimeClassName": class,
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": BUSYBOX_IMAGE, "command": ["true"]}]
+            }
+        })
+    };
+    cluster.create_pod(pod("plain", "plain")).await;
+    cluster.wait_phase("plain", LONG, "Succeeded").await;
+
+    let waiting_with = |needle: &'static str| {
+        move |p: &k8s_openapi::api::core::v1::Pod| {
+            container_status(p, "main")
+                .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone())
+                .is_some_and(|m| m.contains(needle))
+        }
+    };
+    cluster.create_pod(pod("ghost", "ghost")).await;
+    let ghost = cluster
+        .wait_pod(
+            "ghost",
+            LONG,
+            "refused by the runtime",
+            waiting_with("no-such-handler"),
+        )
+        .await;
+    assert_eq!(phase(&ghost), "Pending");
+
+    // A pod admitted while its class existed, bound after the class went
+    // (nothing schedules in this cluster: the pod waits unbound until the
+    // binding below).
+    let unbound: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(pod("late", "gone")).expect("pod");
+    cluster
+        .pods()
+        .create(&PostParams::default(), &unbound)
+        .await
+        .expect("create pod");
+    classes
+        .delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete runtime class");
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "late"},
+        "target": {"kind": "Node", "name": cluster.config.node_name}
+    });
+    cluster
+        .pods()
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            "late",
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .expect("bind pod");
+    let late = cluster
+        .wait_pod(
+            "late",
+            LONG,
+            "waiting on its missing class",
+            waiting_with("runtimeclass.node.k8s.io \"gone\" not found"),
+        )
+        .await;
+    assert_eq!(phase(&late), "Pending");
+}

@@ -69,7 +69,7 @@ async fn a_duplicate_sandbox_is_reconciled_to_one() {
         1,
         &skiff_node::agent::pod::dns_config::PodDnsInputs::load(&Default::default()),
     );
-    let duplicate = skiff_node::Runtime::run_pod_sandbox(&cluster.cri, &config)
+    let duplicate = skiff_node::Runtime::run_pod_sandbox(&cluster.cri, &config, "")
         .await
         .expect("a second sandbox");
 

@@ -31,7 +31,7 @@ async fn pod_sandbox_containers_logs_exec_and_cleanup() {
     // Sandbox: running, with an address from the bridge's pod CIDR.
     let sandbox_config = node.sandbox_config("web");
     let sandbox = runtime
-        .run_pod_sandbox(&sandbox_config)
+        .run_pod_sandbox(&sandbox_config, "")
         .await
         .expect("RunPodSandbox");
     let status = runtime
@@ -275,7 +275,7 @@ async fn pause_is_pid_1_of_a_shared_pid_namespace_and_reaps_orphans() {
     let runtime: &dyn Runtime = &node.cri;
     let sandbox_config = node.sandbox_config_with_pid_mode("shared", api::NamespaceMode::Pod);
     let sandbox = runtime
-        .run_pod_sandbox(&sandbox_config)
+        .run_pod_sandbox(&sandbox_config, "")
         .await
         .expect("RunPodSandbox");
 

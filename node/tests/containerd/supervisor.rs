@@ -27,7 +27,7 @@ async fn killed_containerd_is_restarted_and_running_containers_survive() {
 
     let sandbox_config = node.sandbox_config("survivor");
     let sandbox = runtime
-        .run_pod_sandbox(&sandbox_config)
+        .run_pod_sandbox(&sandbox_config, "")
         .await
         .expect("RunPodSandbox");
     let config = container_config("sleeper", &["sleep", "3600"]);

@@ -1,6 +1,8 @@
 //! What upstream's admission plugins add to a new Pod: the `default`
-//! service account, the API-access token volume, and its priority from its
-//! PriorityClass. Reads the cluster (priority classes), writes nothing.
+//! service account, the API-access token volume, its priority from its
+//! PriorityClass, and its RuntimeClass's overhead, node selector and
+//! tolerations. Reads the cluster (priority and runtime classes), writes
+//! nothing.
 
 use serde_json::{Value, json};
 
@@ -30,7 +32,8 @@ pub(super) async fn admit(
         return Ok(());
     };
     if mirror {
-        return priority(inner, pods, &name, pod).await;
+        priority(inner, pods, &name, pod).await?;
+        return runtime_class(inner, pods, &name, pod).await;
     }
     let account = spec["serviceAccountName"]
         .as_str()
@@ -45,7 +48,8 @@ pub(super) async fn admit(
     }
     crate::tokens::admission::inject_api_access(inner, pod);
     pull_secrets_of_account(inner, &account, pod).await?;
-    priority(inner, pods, &name, pod).await
+    priority(inner, pods, &name, pod).await?;
+    runtime_class(inner, pods, &name, pod).await
 }
 
 /// Copies the service account's `imagePullSecrets` into a pod that names
@@ -146,4 +150,121 @@ async fn priority(
         set_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     }
     Ok(())
+}
+
+/// Upstream's RuntimeClass admission: a pod naming a class that does not
+/// exist is refused; the class's `overhead.podFixed` becomes the pod's
+/// overhead (a pod that sets an overhead of its own must match it, and may
+/// not set one without a class that defines it); the class's node selector
+/// joins the pod's (a key both set differently is refused) and its
+/// tolerations are added to the pod's.
+async fn runtime_class(
+    inner: &Inner,
+    pods: &ResourceInfo,
+    name: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
+    let refuse = |detail: String| ApiError::Forbidden {
+        resource: pods.qualified(),
+        group: String::new(),
+        name: name.to_string(),
+        detail,
+        causes: Vec::new(),
+    };
+    let Some(spec) = path_mut(pod, &["spec"]).filter(|s| s.is_object()) else {
+        return Ok(());
+    };
+    let pod_overhead = spec
+        .get("overhead")
+        .filter(|o| o.as_object().is_some_and(|m| !m.is_empty()))
+        .cloned();
+    let Some(class_name) = spec["runtimeClassName"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+    else {
+        if pod_overhead.is_some() {
+            return Err(refuse(
+                "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
+                    .into(),
+            ));
+        }
+        return Ok(());
+    };
+    let Some(classes) = inner.registry.get("node.k8s.io", "v1", "runtimeclasses") else {
+        return Ok(());
+    };
+    let key = classes.key(None, &class_name);
+    let Some(class) = storage::lookup(inner, &classes, &key).await? else {
+        return Err(refuse(format!(
+            "pod rejected: RuntimeClass \"{class_name}\" not found"
+        )));
+    };
+    let class_overhead = class["overhead"]["podFixed"]
+        .as_object()
+        .filter(|m| !m.is_empty())
+        .map(|m| Value::Object(m.clone()));
+    match (&class_overhead, &pod_overhead) {
+        (Some(wanted), Some(given)) if !same_quantities(wanted, given) => {
+            return Err(refuse(
+                "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(refuse(
+                "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
+                    .into(),
+            ));
+        }
+        (Some(wanted), _) => set_field(spec, "overhead", wanted.clone()),
+        (None, None) => {}
+    }
+    let scheduling = &class["scheduling"];
+    if let Some(selector) = scheduling["nodeSelector"].as_object() {
+        let mut merged = spec["nodeSelector"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for (key, value) in selector {
+            match merged.get(key) {
+                Some(own) if own != value => {
+                    return Err(refuse(format!(
+                        "conflict: runtimeClass.scheduling.nodeSelector[{key}] = {}; pod.spec.nodeSelector[{key}] = {}",
+                        value.as_str().unwrap_or(""),
+                        own.as_str().unwrap_or("")
+                    )));
+                }
+                _ => {
+                    merged.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        set_field(spec, "nodeSelector", Value::Object(merged));
+    }
+    if let Some(extra) = scheduling["tolerations"].as_array() {
+        let mut tolerations = spec["tolerations"].as_array().cloned().unwrap_or_default();
+        for toleration in extra {
+            if !tolerations.contains(toleration) {
+                tolerations.push(toleration.clone());
+            }
+        }
+        set_field(spec, "tolerations", Value::Array(tolerations));
+    }
+    Ok(())
+}
+
+/// Whether two resource maps name the same quantities (`1000m` is `1`).
+fn same_quantities(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return false;
+    };
+    let amount = |v: &Value| v.as_str().and_then(skiff_common::amount::Amount::parse);
+    a.len() == b.len()
+        && a.iter().all(|(name, value)| {
+            b.get(name)
+                .is_some_and(|other| match (amount(value), amount(other)) {
+                    (Some(x), Some(y)) => x.milli() == y.milli(),
+                    _ => value == other,
+                })
+        })
 }

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
@@ -97,6 +98,30 @@ fn should_restart(policy: &str, exit_code: i32) -> bool {
 
 fn system_time(nanos: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
+}
+
+/// The CRI handler of the pod's RuntimeClass ("" — the runtime's default —
+/// when it names none), read from the API as upstream's kubelet does; a
+/// class that is gone leaves the sandbox uncreated, with the API's words.
+async fn runtime_handler(ctx: &AgentContext, pod: &Pod) -> Result<String, RuntimeError> {
+    let Some(name) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.runtime_class_name.as_deref())
+        .filter(|n| !n.is_empty())
+    else {
+        return Ok(String::new());
+    };
+    let classes: Api<RuntimeClass> = Api::all(ctx.client.clone());
+    match classes.get_opt(name).await {
+        Ok(Some(class)) => Ok(class.handler),
+        Ok(None) => Err(RuntimeError::RuntimeClass(format!(
+            "runtimeclass.node.k8s.io \"{name}\" not found"
+        ))),
+        Err(e) => Err(RuntimeError::RuntimeClass(format!(
+            "failed to lookup RuntimeClass {name}: {e}"
+        ))),
+    }
 }
 
 fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
@@ -214,7 +239,11 @@ pub(crate) async fn sync(
                 .unwrap_or(0);
             let config = cri_config::sandbox_config(pod, &ctx.log_root, attempt, &ctx.dns);
             let _ = std::fs::create_dir_all(&config.log_directory);
-            match runtime.run_pod_sandbox(&config).await {
+            let started = match runtime_handler(ctx, pod).await {
+                Ok(handler) => runtime.run_pod_sandbox(&config, &handler).await,
+                Err(e) => Err(e),
+            };
+            match started {
                 Ok(id) => {
                     view = PodRuntimeView::load(runtime, &uid).await?;
                     id
