@@ -150,6 +150,7 @@ fn entries(def: &Definition) -> Vec<ResourceInfo> {
                 review: None,
                 metrics: None,
                 component_statuses: false,
+                legacy_binding: false,
             }
         })
         .collect()

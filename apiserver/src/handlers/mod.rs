@@ -222,8 +222,16 @@ fn only_get(method: &Method, doc: Value) -> Result<Response, ApiError> {
     }
 }
 
-async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, ApiError> {
+async fn route_verb(mut ctx: Ctx, method: Method, body: Body) -> Result<Response, ApiError> {
     use Subresource::*;
+    if ctx.info().legacy_binding {
+        return match (method, &ctx.target.name) {
+            (Method::POST, None) if ctx.namespace().is_some() => {
+                subresources::bind_named_in_body(ctx, body).await
+            }
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
     if let Some(review) = ctx.info().review {
         return crate::reviews::serve(ctx, review, method, body).await;
     }
@@ -265,7 +273,10 @@ async fn route_verb(ctx: Ctx, method: Method, body: Body) -> Result<Response, Ap
         (Method::GET, true, Some(Scale)) => subresources::get_scale(ctx).await,
         (Method::PUT, true, Some(Scale)) => subresources::update_scale(ctx, body).await,
         (Method::PATCH, true, Some(Scale)) => subresources::patch_scale(ctx, body).await,
-        (Method::POST, true, Some(Binding)) => subresources::bind(ctx, body).await,
+        (Method::POST, true, Some(Binding)) => {
+            let binding = ctx.object(body).await?;
+            subresources::bind(ctx, binding).await
+        }
         (Method::POST, true, Some(Eviction)) => subresources::evict(ctx, body).await,
         _ => Err(ApiError::MethodNotAllowed),
     }

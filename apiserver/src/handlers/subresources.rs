@@ -96,10 +96,29 @@ async fn write_scale(
     respond(StatusCode::OK, &scale_of(info, &stored))
 }
 
+/// POST to the legacy `bindings` collection: binds the pod the Binding's
+/// own name names, as `pods/<name>/binding` would (upstream serves both).
+pub(super) async fn bind_named_in_body(mut ctx: Ctx, body: Body) -> Result<Response, ApiError> {
+    let binding = ctx.object(body).await?;
+    let name = meta_str(&binding, "name").unwrap_or("").to_string();
+    if name.is_empty() {
+        return Err(ApiError::BadRequest(
+            "resource name may not be empty".into(),
+        ));
+    }
+    let pods = ctx
+        .inner
+        .registry
+        .get("", "v1", "pods")
+        .ok_or_else(|| ApiError::Internal("pods are not served".into()))?;
+    ctx.target.info = pods;
+    ctx.target.name = Some(name);
+    ctx.target.subresource = Some(Subresource::Binding);
+    bind(ctx, binding).await
+}
+
 /// POST pods/<name>/binding: assigns the pod to `target.name`, once.
-pub(super) async fn bind(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
-    let bytes = crate::body::read(&ctx.headers, body).await?;
-    let mut binding = crate::body::decode_object(&ctx.headers, &bytes)?;
+pub(super) async fn bind(ctx: Ctx, mut binding: Value) -> Result<Response, ApiError> {
     check_type(&mut binding, "v1", "Binding")?;
     let info = ctx.info().clone();
     let name = ctx.name()?.to_string();

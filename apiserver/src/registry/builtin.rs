@@ -85,6 +85,7 @@ fn entry(
         review: None,
         metrics: None,
         component_statuses: false,
+        legacy_binding: false,
     }
 }
 
@@ -139,6 +140,10 @@ impl ResourceInfo {
     }
     fn component_statuses(mut self) -> Self {
         self.component_statuses = true;
+        self
+    }
+    fn legacy_binding(mut self) -> Self {
+        self.legacy_binding = true;
         self
     }
     fn create_on_update(mut self) -> Self {
@@ -208,6 +213,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
     use Subresource::*;
     vec![
         // core/v1
+        of::<core::v1::Binding>().legacy_binding(),
         of::<core::v1::ComponentStatus>()
             .short(&["cs"])
             .component_statuses()

@@ -168,6 +168,9 @@ pub struct ResourceInfo {
     /// Set for `componentstatuses`: read-only, answered from the health of
     /// the store and the in-process components, never stored.
     pub component_statuses: bool,
+    /// Set for the legacy `bindings` resource: create-only, binding the pod
+    /// the body names (as `pods/<name>/binding` does), never stored.
+    pub legacy_binding: bool,
 }
 
 /// What discovery lists for a stored resource.
@@ -220,9 +223,13 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
-    /// A virtual resource: never stored (a review, or resource metrics).
+    /// A virtual resource: never stored (a review, resource metrics,
+    /// component statuses, legacy bindings).
     pub fn is_virtual(&self) -> bool {
-        self.review.is_some() || self.metrics.is_some() || self.component_statuses
+        self.review.is_some()
+            || self.metrics.is_some()
+            || self.component_statuses
+            || self.legacy_binding
     }
 
     /// The verbs discovery lists for the resource itself.

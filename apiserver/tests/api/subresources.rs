@@ -1,5 +1,6 @@
 use http::StatusCode;
 use serde_json::json;
+use skiff_apiserver::authn::UserInfo;
 
 use crate::harness::{Expect, TestServer, assert_mentions, columns, find_by, pod, row};
 
@@ -113,6 +114,89 @@ async fn binding_assigns_a_node_once() {
     )
     .await
     .expect_failure(404, "NotFound");
+}
+
+/// The legacy `bindings` collection binds the pod the Binding names, as
+/// upstream still serves it: create only, nothing stored under it.
+#[tokio::test]
+async fn the_bindings_collection_binds_the_pod_its_body_names() {
+    let s = TestServer::new().await;
+    s.post("/api/v1/namespaces/default/pods", pod("p", None))
+        .await
+        .expect_code(StatusCode::CREATED);
+    let body = s
+        .created("/api/v1/namespaces/default/bindings", binding("p", "n1"))
+        .await;
+    assert_eq!(body["status"], "Success");
+    let p = s.get_ok("/api/v1/namespaces/default/pods/p").await;
+    assert_eq!(p["spec"]["nodeName"], "n1");
+    let refused = s
+        .post("/api/v1/namespaces/default/bindings", binding("p", "n2"))
+        .await
+        .expect_failure(409, "Conflict");
+    assert_mentions(&refused, &["is already assigned to node \"n1\""]);
+    s.post("/api/v1/namespaces/default/bindings", binding("gone", "n1"))
+        .await
+        .expect_failure(404, "NotFound");
+    let mut unnamed = binding("", "n1");
+    unnamed["metadata"] = json!({});
+    s.post("/api/v1/namespaces/default/bindings", unnamed)
+        .await
+        .expect_failure(400, "BadRequest");
+    s.get("/api/v1/namespaces/default/bindings")
+        .await
+        .expect_failure(405, "MethodNotAllowed");
+    let core = s.get_ok("/api/v1").await;
+    let listed = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "bindings")
+        .cloned()
+        .unwrap();
+    assert_eq!(listed["verbs"], json!(["create"]));
+    assert_eq!(listed["kind"], "Binding");
+    assert_eq!(listed["namespaced"], true);
+
+    // The collection is its own resource to RBAC: leave to create
+    // `pods/binding` does not cover it.
+    s.post("/api/v1/namespaces/default/pods", pod("q", None))
+        .await
+        .expect_code(StatusCode::CREATED);
+    s.created(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+        json!({"metadata": {"name": "binder"},
+               "rules": [{"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}]}),
+    )
+    .await;
+    s.created(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        json!({"metadata": {"name": "binder"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "binder"},
+               "subjects": [{"kind": "User", "name": "binder"}]}),
+    )
+    .await;
+    let binder = UserInfo {
+        name: "binder".into(),
+        groups: vec!["system:authenticated".into()],
+        ..Default::default()
+    };
+    s.post_as(
+        &binder,
+        "/api/v1/namespaces/default/bindings",
+        binding("q", "n1"),
+    )
+    .await
+    .expect_failure(403, "Forbidden");
+    let q = s.get_ok("/api/v1/namespaces/default/pods/q").await;
+    assert!(q["spec"]["nodeName"].is_null(), "{q}");
+    s.post_as(
+        &binder,
+        "/api/v1/namespaces/default/pods/q/binding",
+        binding("q", "n1"),
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
 }
 
 #[tokio::test]
