@@ -542,6 +542,15 @@ fn manifests() -> BTreeMap<&'static str, Value> {
             ),
         ),
         (
+            "node.k8s.io/v1/RuntimeClass",
+            cluster(
+                "RuntimeClass",
+                "node.k8s.io/v1",
+                "sweep-runtime",
+                json!({"handler": "runc", "overhead": {"podFixed": {"cpu": "10m"}}}),
+            ),
+        ),
+        (
             "scheduling.k8s.io/v1/PriorityClass",
             cluster(
                 "PriorityClass",
