@@ -401,6 +401,35 @@ async fn a_runtime_class_chooses_the_sandbox_handler() {
         )
         .await;
     assert_eq!(phase(&ghost), "Pending");
+    // `kubectl describe pod` shows why, as an event about the pod.
+    let events =
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default");
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let listed = events
+            .list(&kube::api::ListParams::default().fields("involvedObject.name=ghost"))
+            .await
+            .expect("list events");
+        let failed = listed.items.iter().find(|e| {
+            e.reason.as_deref() == Some("FailedCreatePodSandBox")
+                && e.type_.as_deref() == Some("Warning")
+        });
+        if let Some(event) = failed {
+            let message = event.message.as_deref().unwrap_or("");
+            assert!(
+                message.starts_with("Failed to create pod sandbox: ")
+                    && message.contains("no-such-handler"),
+                "{message}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no FailedCreatePodSandBox event: {:?}",
+            listed.items
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // A pod admitted while its class existed, bound after the class went
     // (nothing schedules in this cluster: the pod waits unbound until the

@@ -250,6 +250,14 @@ pub(crate) async fn sync(
                 }
                 Err(e) => {
                     tracing::warn!(pod = ?pod.metadata.name, error = %e, "sandbox failed");
+                    // What `kubectl describe pod` shows of it, as upstream's
+                    // kubelet words it (repeats become the event's count).
+                    ctx.events.warning(
+                        &object_reference(pod),
+                        "FailedCreatePodSandBox",
+                        "",
+                        format!("Failed to create pod sandbox: {e}"),
+                    );
                     for c in all_containers(pod) {
                         observed.waiting.insert(
                             c.name.clone(),
