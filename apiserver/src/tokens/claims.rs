@@ -1,5 +1,6 @@
 //! The JWT claims of a bound service-account token, in upstream's layout
-//! (`kubernetes.io` holds the namespace, account and bound object).
+//! (`kubernetes.io` holds the namespace, account and bound object, and the
+//! node a pod-bound token's pod runs on).
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,9 @@ pub(crate) struct ObjectRef {
 pub(crate) struct KubernetesClaim {
     pub namespace: String,
     pub serviceaccount: ObjectRef,
+    /// The node the token is bound to, or the node its pod was on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<ObjectRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<ObjectRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

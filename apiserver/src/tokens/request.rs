@@ -127,6 +127,7 @@ async fn issue(
             name: name.to_string(),
             uid: meta_str(&account, "uid").unwrap_or_default().to_string(),
         },
+        node: None,
         pod: None,
         secret: None,
     };
@@ -136,13 +137,14 @@ async fn issue(
         let resource = match kind {
             "Pod" => "pods",
             "Secret" => "secrets",
+            "Node" => "nodes",
             other => {
                 return Err(invalid(
                     name,
                     vec![FieldError::invalid(
                         "spec.boundObjectRef.kind",
                         other,
-                        "supported values: \"Pod\", \"Secret\"",
+                        "supported values: \"Pod\", \"Node\", \"Secret\"",
                     )],
                 ));
             }
@@ -167,10 +169,13 @@ async fn issue(
             name: bound_name.to_string(),
             uid,
         });
-        if kind == "Pod" {
-            kubernetes.pod = reference;
-        } else {
-            kubernetes.secret = reference;
+        match kind {
+            "Pod" => {
+                kubernetes.pod = reference;
+                kubernetes.node = node_of(inner, namespace, &object);
+            }
+            "Node" => kubernetes.node = reference,
+            _ => kubernetes.secret = reference,
         }
     }
 
@@ -205,4 +210,16 @@ async fn issue(
         "spec": spec,
         "status": {"token": token, "expirationTimestamp": expires},
     }))
+}
+
+/// The node a pod is bound to, as upstream names it in a pod-bound token;
+/// `None` for a pod not yet scheduled or a node it cannot read (the token
+/// is still issued, without node facts).
+fn node_of(inner: &Inner, namespace: &str, pod: &Value) -> Option<ObjectRef> {
+    let node_name = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty())?;
+    let node = read_core(inner, "nodes", namespace, node_name).ok()??;
+    Some(ObjectRef {
+        name: node_name.to_string(),
+        uid: meta_str(&node, "uid")?.to_string(),
+    })
 }

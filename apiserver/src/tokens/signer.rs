@@ -183,6 +183,7 @@ mod tests {
                     name: "sa".into(),
                     uid: "u".into(),
                 },
+                node: None,
                 pod: None,
                 secret: None,
             },

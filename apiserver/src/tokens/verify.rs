@@ -14,6 +14,10 @@ use crate::server::Inner;
 pub(super) const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
 /// The user extra holding that pod's UID.
 pub(super) const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+/// The user extra naming the node a token is bound to (or its pod ran on).
+pub(super) const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
+/// The user extra holding that node's UID.
+pub(super) const EXTRA_NODE_UID: &str = "authentication.kubernetes.io/node-uid";
 /// The user extra identifying the credential itself (`JTI=<id>`).
 pub(super) const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
@@ -71,6 +75,12 @@ impl ServiceAccountTokens {
             user.extra
                 .insert(EXTRA_POD_UID.into(), vec![pod.uid.clone()]);
         }
+        if let Some(node) = &k.node {
+            user.extra
+                .insert(EXTRA_NODE_NAME.into(), vec![node.name.clone()]);
+            user.extra
+                .insert(EXTRA_NODE_UID.into(), vec![node.uid.clone()]);
+        }
         if !claims.jti.is_empty() {
             user.extra.insert(
                 EXTRA_CREDENTIAL_ID.into(),
@@ -93,8 +103,12 @@ impl ServiceAccountTokens {
                 .flatten()
                 .is_some_and(|o| meta_str(&o, "uid") == Some(reference.uid.as_str()))
         };
+        // A pod-bound token's node is a fact about where the pod ran, not a
+        // binding (upstream checks the node only of a node-bound token).
+        let node_bound = k.pod.is_none() && k.secret.is_none();
         exists("serviceaccounts", &k.serviceaccount)
             && k.pod.as_ref().is_none_or(|p| exists("pods", p))
             && k.secret.as_ref().is_none_or(|s| exists("secrets", s))
+            && (!node_bound || k.node.as_ref().is_none_or(|n| exists("nodes", n)))
     }
 }

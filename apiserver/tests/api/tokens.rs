@@ -158,6 +158,84 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
     );
 }
 
+/// As upstream (1.32+): a pod-bound token names the node its pod runs on
+/// (as user extras once it authenticates), and a token may be bound to a
+/// Node, which it stops working without.
+#[tokio::test]
+async fn tokens_carry_the_node_and_may_be_bound_to_one() {
+    let server = TestServer::new().await;
+    service_account(&server, "builder", None).await;
+    let node = server
+        .created("/api/v1/nodes", json!({"metadata": {"name": "n1"}}))
+        .await;
+    let node_uid = node["metadata"]["uid"].as_str().unwrap().to_string();
+    let mut placed = pod("placed", "builder", None);
+    placed["spec"]["nodeName"] = json!("n1");
+    server
+        .created("/api/v1/namespaces/default/pods", placed)
+        .await;
+    let authn = Authenticator::default()
+        .with_service_account_tokens(server.server.service_account_tokens());
+    let user_of = |token: &str| match authn.authenticate(&bearer(token), None) {
+        Authenticated::User(user) => Some(user),
+        _ => None,
+    };
+    let token_of = |issued: &Value| issued["status"]["token"].as_str().unwrap().to_string();
+
+    let issued = request_token(
+        &server,
+        "builder",
+        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "placed"}}),
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
+    let user = user_of(&token_of(&issued)).expect("the pod-bound token authenticates");
+    assert_eq!(
+        user.extra.get("authentication.kubernetes.io/node-name"),
+        Some(&vec!["n1".to_string()])
+    );
+    assert_eq!(
+        user.extra.get("authentication.kubernetes.io/node-uid"),
+        Some(&vec![node_uid.clone()])
+    );
+    assert_eq!(
+        user.extra.get("authentication.kubernetes.io/pod-name"),
+        Some(&vec!["placed".to_string()])
+    );
+
+    let issued = request_token(
+        &server,
+        "builder",
+        json!({"boundObjectRef": {"kind": "Node", "apiVersion": "v1", "name": "n1", "uid": node_uid}}),
+    )
+    .await
+    .expect_code(StatusCode::CREATED);
+    let node_token = token_of(&issued);
+    let user = user_of(&node_token).expect("the node-bound token authenticates");
+    assert!(
+        !user
+            .extra
+            .contains_key("authentication.kubernetes.io/pod-name")
+    );
+    assert_eq!(
+        user.extra.get("authentication.kubernetes.io/node-name"),
+        Some(&vec!["n1".to_string()])
+    );
+    request_token(
+        &server,
+        "builder",
+        json!({"boundObjectRef": {"kind": "Node", "apiVersion": "v1", "name": "n1", "uid": "not-its-uid"}}),
+    )
+    .await
+    .expect_failure(409, "Conflict");
+    let (code, body) = server.delete("/api/v1/nodes/n1").await;
+    assert!(code.is_success(), "{body}");
+    assert!(
+        user_of(&node_token).is_none(),
+        "a token bound to a deleted node must stop working"
+    );
+}
+
 #[tokio::test]
 async fn token_requests_are_checked() {
     let server = TestServer::new().await;
