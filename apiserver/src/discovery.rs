@@ -6,18 +6,25 @@ use serde_json::{Value, json};
 use crate::registry::{Registry, Subresource};
 use crate::status::ApiError;
 
-/// The Kubernetes version this server implements.
+/// The Kubernetes version this server implements, on the platform it runs
+/// on (an arm64 edge device says `linux/arm64`), with the compatibility
+/// fields upstream's 1.33 adds (it emulates itself and can be rolled back
+/// to 1.32).
 pub(crate) fn version() -> Value {
     json!({
         "major": "1",
         "minor": "33",
+        "emulationMajor": "1",
+        "emulationMinor": "33",
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": "32",
         "gitVersion": "v1.33.0+skiff",
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
         "goVersion": "go1.24.0",
         "compiler": "gc",
-        "platform": "linux/amd64",
+        "platform": skiff_common::platform::go_platform(),
     })
 }
 

@@ -11,8 +11,9 @@
 //! `nft` (`nft`, shared by the service proxy and the network policies),
 //! running such host commands with their errors named (`host_command`),
 //! writing a data directory's keys, certificates and tokens whole and
-//! with the right mode (`files`), and when a loop that keeps something in
-//! step with informer caches syncs next (`wakeups`).
+//! with the right mode (`files`), when a loop that keeps something in
+//! step with informer caches syncs next (`wakeups`), and the platform in
+//! Go's spelling (`platform`: `amd64`, `linux/arm64`).
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two
@@ -34,6 +35,7 @@ pub mod labels;
 pub mod metrics;
 pub mod nft;
 pub mod node_password;
+pub mod platform;
 pub mod qos;
 pub mod quantity;
 pub mod quota;

@@ -14,6 +14,20 @@ async fn version_and_health() {
     assert_eq!(v["major"], "1");
     assert_eq!(v["minor"], "33");
     assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.33."));
+    // The platform the server runs on, named as the node label names it.
+    assert_eq!(
+        v["platform"],
+        format!(
+            "{}/{}",
+            std::env::consts::OS,
+            skiff_common::platform::go_arch()
+        )
+    );
+    assert_eq!(
+        (&v["emulationMajor"], &v["emulationMinor"]),
+        (&Value::from("1"), &Value::from("33"))
+    );
+    assert_eq!(v["minCompatibilityMinor"], "32");
     for path in ["/healthz", "/livez", "/readyz"] {
         let (code, body) = s.get(path).await;
         assert_eq!(code, StatusCode::OK, "{path}");

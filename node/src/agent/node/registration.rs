@@ -59,14 +59,7 @@ pub fn node_object(name: &str, labels: &BTreeMap<String, String>) -> Node {
     }
 }
 
-/// The architecture in Go's spelling, as Kubernetes labels use it.
-pub(crate) fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    }
-}
+pub(crate) use skiff_common::platform::go_arch;
 
 /// The Node status.
 pub fn node_status(
