@@ -242,15 +242,65 @@ async fn runtime_class(
         set_field(spec, "nodeSelector", Value::Object(merged));
     }
     if let Some(extra) = scheduling["tolerations"].as_array() {
-        let mut tolerations = spec["tolerations"].as_array().cloned().unwrap_or_default();
-        for toleration in extra {
-            if !tolerations.contains(toleration) {
-                tolerations.push(toleration.clone());
-            }
-        }
-        set_field(spec, "tolerations", Value::Array(tolerations));
+        let own = spec["tolerations"].as_array().cloned().unwrap_or_default();
+        set_field(
+            spec,
+            "tolerations",
+            Value::Array(merge_tolerations(own, extra)),
+        );
     }
     Ok(())
+}
+
+/// Both lists in one, as upstream merges them: a toleration another one
+/// covers is left out (of two equal ones, the first stays).
+fn merge_tolerations(first: Vec<Value>, second: &[Value]) -> Vec<Value> {
+    let all: Vec<Value> = first.into_iter().chain(second.iter().cloned()).collect();
+    let mut merged: Vec<Value> = Vec::new();
+    for (i, t) in all.iter().enumerate() {
+        let covered_by_kept = merged.iter().any(|kept| covers(kept, t));
+        let covered_later = all[i + 1..]
+            .iter()
+            .any(|later| later != t && covers(later, t));
+        if !covered_by_kept && !covered_later {
+            merged.push(t.clone());
+        }
+    }
+    merged
+}
+
+/// Whether toleration `wide` tolerates every taint `narrow` does.
+fn covers(wide: &Value, narrow: &Value) -> bool {
+    if wide == narrow {
+        return true;
+    }
+    let text = |t: &Value, field: &str| t[field].as_str().unwrap_or("").to_string();
+    // An empty operator is Equal.
+    let operator = |t: &Value| match text(t, "operator").as_str() {
+        "" => "Equal".to_string(),
+        other => other.to_string(),
+    };
+    let any_key = text(wide, "key").is_empty() && operator(wide) == "Exists";
+    if text(wide, "key") != text(narrow, "key") && !any_key {
+        return false;
+    }
+    let effect = text(wide, "effect");
+    if effect != text(narrow, "effect") && !effect.is_empty() {
+        return false;
+    }
+    if effect == "NoExecute"
+        && let Some(limit) = wide["tolerationSeconds"].as_i64()
+        && narrow["tolerationSeconds"]
+            .as_i64()
+            .is_none_or(|s| s > limit)
+    {
+        return false;
+    }
+    match operator(wide).as_str() {
+        "Equal" => operator(narrow) == "Equal" && text(wide, "value") == text(narrow, "value"),
+        "Exists" => true,
+        _ => false,
+    }
 }
 
 /// Whether two resource maps name the same quantities (`1000m` is `1`).
@@ -267,4 +317,51 @@ fn same_quantities(a: &Value, b: &Value) -> bool {
                     _ => value == other,
                 })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Upstream's MergeTolerations cases: a covered toleration goes, equal
+    /// ones stay once, unrelated ones all stay.
+    #[test]
+    fn tolerations_merge_without_the_covered_ones() {
+        let exists_key = json!({"key": "gpu", "operator": "Exists"});
+        let equal_value =
+            json!({"key": "gpu", "operator": "Equal", "value": "a", "effect": "NoSchedule"});
+        let other = json!({"key": "zone", "value": "x"});
+        let everything = json!({"operator": "Exists"});
+        assert_eq!(
+            merge_tolerations(vec![equal_value.clone()], std::slice::from_ref(&exists_key)),
+            vec![exists_key.clone()]
+        );
+        assert_eq!(
+            merge_tolerations(
+                vec![exists_key.clone(), other.clone()],
+                std::slice::from_ref(&exists_key)
+            ),
+            vec![exists_key.clone(), other.clone()]
+        );
+        assert_eq!(
+            merge_tolerations(
+                vec![other.clone(), equal_value.clone()],
+                std::slice::from_ref(&everything)
+            ),
+            vec![everything.clone()]
+        );
+        let short = json!({"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10});
+        let long = json!({"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60});
+        // A shorter stay does not cover a longer one, but the other way round.
+        assert_eq!(
+            merge_tolerations(vec![long.clone()], std::slice::from_ref(&short)),
+            vec![long.clone()]
+        );
+        assert_eq!(
+            merge_tolerations(vec![short.clone()], std::slice::from_ref(&long)),
+            vec![long]
+        );
+    }
 }
