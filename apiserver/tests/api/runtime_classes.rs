@@ -103,36 +103,35 @@ async fn pods_that_do_not_fit_their_class_are_refused() {
     kata["scheduling"] = json!({"nodeSelector": {"runtime": "kata"}});
     s.created(CLASSES, kata).await;
 
-    refused(
-        s.post(PODS, pod_with_class("missing", "nope")).await,
-        403,
-        "Forbidden",
-        "pods \"missing\" is forbidden: pod rejected: RuntimeClass \"nope\" not found",
-    );
-    let mut other = pod_with_class("other-overhead", "kata");
-    other["spec"]["overhead"] = json!({"cpu": "1"});
-    refused(
-        s.post(PODS, other).await,
-        403,
-        "Forbidden",
-        "pods \"other-overhead\" is forbidden: pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead",
-    );
-    let mut conflict = pod_with_class("conflict", "kata");
-    conflict["spec"]["nodeSelector"] = json!({"runtime": "runc"});
-    refused(
-        s.post(PODS, conflict).await,
-        403,
-        "Forbidden",
-        "pods \"conflict\" is forbidden: conflict: runtimeClass.scheduling.nodeSelector[runtime] = kata; pod.spec.nodeSelector[runtime] = runc",
-    );
-    let mut classless = pod("classless", None);
-    classless["spec"]["overhead"] = json!({"cpu": "1"});
-    refused(
-        s.post(PODS, classless).await,
-        403,
-        "Forbidden",
-        "pods \"classless\" is forbidden: pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
-    );
+    // Each pod with what it adds to the plain pod, and upstream's refusal.
+    let cases = [
+        (
+            pod_with_class("missing", "nope"),
+            json!({}),
+            "pods \"missing\" is forbidden: pod rejected: RuntimeClass \"nope\" not found",
+        ),
+        (
+            pod_with_class("other-overhead", "kata"),
+            json!({"overhead": {"cpu": "1"}}),
+            "pods \"other-overhead\" is forbidden: pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead",
+        ),
+        (
+            pod_with_class("conflict", "kata"),
+            json!({"nodeSelector": {"runtime": "runc"}}),
+            "pods \"conflict\" is forbidden: conflict: runtimeClass.scheduling.nodeSelector[runtime] = kata; pod.spec.nodeSelector[runtime] = runc",
+        ),
+        (
+            pod("classless", None),
+            json!({"overhead": {"cpu": "1"}}),
+            "pods \"classless\" is forbidden: pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
+        ),
+    ];
+    for (mut refused_pod, extra, message) in cases {
+        for (field, value) in extra.as_object().unwrap() {
+            refused_pod["spec"][field] = value.clone();
+        }
+        refused(s.post(PODS, refused_pod).await, 403, "Forbidden", message);
+    }
     // Nothing refused was stored.
     let pods = s.get_ok(PODS).await;
     assert_eq!(pods["items"], json!([]));

@@ -384,23 +384,14 @@ async fn a_runtime_class_chooses_the_sandbox_handler() {
     cluster.create_pod(pod("plain", "plain")).await;
     cluster.wait_phase("plain", LONG, "Succeeded").await;
 
-    let waiting_with = |needle: &'static str| {
-        move |p: &k8s_openapi::api::core::v1::Pod| {
-            container_status(p, "main")
-                .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone())
-                .is_some_and(|m| m.contains(needle))
-        }
-    };
     cluster.create_pod(pod("ghost", "ghost")).await;
-    let ghost = cluster
-        .wait_pod(
-            "ghost",
-            LONG,
-            "refused by the runtime",
-            waiting_with("no-such-handler"),
-        )
-        .await;
-    assert_eq!(phase(&ghost), "Pending");
+    wait_waiting_with(
+        &cluster,
+        "ghost",
+        "refused by the runtime",
+        "no-such-handler",
+    )
+    .await;
     // `kubectl describe pod` shows why, as an event about the pod.
     let events =
         Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default");
@@ -460,13 +451,24 @@ async fn a_runtime_class_chooses_the_sandbox_handler() {
         )
         .await
         .expect("bind pod");
-    let late = cluster
-        .wait_pod(
-            "late",
-            LONG,
-            "waiting on its missing class",
-            waiting_with("runtimeclass.node.k8s.io \"gone\" not found"),
-        )
+    wait_waiting_with(
+        &cluster,
+        "late",
+        "waiting on its missing class",
+        "runtimeclass.node.k8s.io \"gone\" not found",
+    )
+    .await;
+}
+
+/// Waits until the pod's `main` container waits with a message holding
+/// `needle` (its sandbox was not created); the pod is Pending then.
+async fn wait_waiting_with(cluster: &TestCluster, name: &str, what: &str, needle: &'static str) {
+    let pod = cluster
+        .wait_pod(name, LONG, what, move |p| {
+            container_status(p, "main")
+                .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone())
+                .is_some_and(|m| m.contains(needle))
+        })
         .await;
-    assert_eq!(phase(&late), "Pending");
+    assert_eq!(phase(&pod), "Pending");
 }
