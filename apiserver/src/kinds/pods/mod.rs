@@ -4,6 +4,7 @@
 //! the cluster ([`admission`]).
 
 mod admission;
+mod runtime_class;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
