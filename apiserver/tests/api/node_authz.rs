@@ -317,6 +317,16 @@ async fn a_node_gets_tokens_only_for_its_own_pods() {
         "Forbidden",
         "serviceaccounts \"app\" is forbidden: node requested token not bound to a pod",
     );
+    // Nor may it bind a token to a Node, its own included.
+    let mut node_bound = request(None);
+    node_bound["spec"]["boundObjectRef"] =
+        json!({"apiVersion": "v1", "kind": "Node", "name": "n1"});
+    refused(
+        n1.call(Method::POST, path, Some(node_bound)).await,
+        403,
+        "Forbidden",
+        "serviceaccounts \"app\" is forbidden: node requested token not bound to a pod",
+    );
     refused(
         n1.call(Method::POST, path, Some(request(Some(&theirs))))
             .await,

@@ -3,6 +3,7 @@
 //! admission).
 
 use serde_json::{Value, json};
+use skiff_apiserver::authn::UserInfo;
 
 use crate::harness::{Expect, TestServer, pod, refused};
 
@@ -24,6 +25,16 @@ fn pod_with_class(name: &str, class: &str) -> Value {
 async fn the_handler_is_a_dns_label_that_never_changes() {
     let s = TestServer::new().await;
     s.created(CLASSES, class("gvisor", "runsc")).await;
+    // Cluster-scoped and granted to no one by default: an authenticated
+    // user without a binding may not create one.
+    let user = UserInfo {
+        name: "jane".into(),
+        groups: vec!["system:authenticated".into()],
+        ..Default::default()
+    };
+    s.post_as(&user, CLASSES, class("sneaky", "runc"))
+        .await
+        .expect_failure(403, "Forbidden");
     refused(
         s.post(CLASSES, class("bad", "Not_A_Label")).await,
         422,
