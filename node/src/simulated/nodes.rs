@@ -67,21 +67,40 @@ async fn register(
 }
 
 /// Writes the node's status as it is now: Ready, heartbeats at this moment.
+/// A condition whose status holds keeps the time it last changed, as a
+/// kubelet's does; one that changes (Unknown back to True) gets this moment.
 async fn post_status(
     client: &kube::Client,
     config: &SimulatedConfig,
     index: usize,
 ) -> Result<(), kube::Error> {
-    let node = node_object(config, index);
+    let api = Api::<Node>::all(client.clone());
+    let name = node_name(config, index);
+    let mut node = node_object(config, index);
+    if let Some(current) = api.get_opt(&name).await? {
+        keep_transition_times(&mut node, &current);
+    }
     let status = serde_json::json!({ "status": node.status });
-    Api::<Node>::all(client.clone())
-        .patch_status(
-            &node_name(config, index),
-            &PatchParams::default(),
-            &Patch::Merge(&status),
-        )
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .map(drop)
+}
+
+/// Gives each of `fresh`'s conditions the transition time it has in
+/// `current` when its status there is the same.
+fn keep_transition_times(fresh: &mut Node, current: &Node) {
+    let Some(before) = current.status.as_ref().and_then(|s| s.conditions.as_ref()) else {
+        return;
+    };
+    let conditions = fresh.status.as_mut().and_then(|s| s.conditions.as_mut());
+    for condition in conditions.into_iter().flatten() {
+        if let Some(old) = before
+            .iter()
+            .find(|old| old.type_ == condition.type_ && old.status == condition.status)
+        {
+            condition.last_transition_time = old.last_transition_time.clone();
+        }
+    }
 }
 
 fn node_object(config: &SimulatedConfig, index: usize) -> Node {

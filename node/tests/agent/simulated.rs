@@ -130,3 +130,42 @@ async fn a_node_marked_unknown_reports_itself_ready_again() {
     nodes.stop().await.unwrap();
     cluster.shutdown();
 }
+
+#[tokio::test]
+async fn a_node_keeps_the_time_its_ready_condition_last_changed() {
+    let cluster = TestCluster::start().await;
+    // Renewals every 100 ms: a status report every 6 of them.
+    let nodes = one_node(&cluster, Duration::from_millis(100));
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let ready = |api: Api<k8s_openapi::api::core::v1::Node>| async move {
+        let node = api.get("sim-node-0").await.ok()?;
+        let conditions = node.status?.conditions?;
+        let ready = conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        Some((
+            ready.status,
+            ready.last_heartbeat_time?.0,
+            ready.last_transition_time?.0,
+        ))
+    };
+    let (_, heartbeat, since) = eventually(Duration::from_secs(10), "node Ready", || async {
+        ready(api.clone())
+            .await
+            .filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    // Times are written to the second: wait for a heartbeat in a later one.
+    let (status, _, later_since) =
+        eventually(Duration::from_secs(10), "a later heartbeat", || async {
+            ready(api.clone())
+                .await
+                .filter(|(_, beat, _)| *beat > heartbeat)
+        })
+        .await;
+    assert_eq!(status, "True");
+    assert_eq!(
+        later_since, since,
+        "Ready has held since it was first reported"
+    );
+    nodes.stop().await.unwrap();
+    cluster.shutdown();
+}
