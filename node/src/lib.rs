@@ -14,9 +14,10 @@
 //! `agent::pod` (pod workers fed by a pod informer and a one-second relist
 //! of the runtime, env, probes, termination, status, and the log reader
 //! `pods/log` serves from), `agent::volumes`, `agent::node` (registration
-//! and Lease, host facts, pod network, stats), `agent::identity` (joining,
-//! the node's client and serving certificates), `agent::server` (the node
-//! server) and `agent::overlay` (the pod network across nodes).
+//! and Lease, the node's own events, host facts, pod network, stats),
+//! `agent::identity` (joining, the node's client and serving certificates),
+//! `agent::server` (the node server) and `agent::overlay` (the pod network
+//! across nodes).
 //! `simulated` runs kwok-style hollow nodes for scale tests.
 
 pub mod agent;

@@ -33,6 +33,7 @@ use crate::containerd::config::PodCidr;
 use crate::runtime::Runtime;
 use identity::pki::CertSlot;
 use identity::serving_cert;
+use node::events::NodeEvents;
 use node::{host, network, registration, stats};
 use pod::backoff::BackoffConfig;
 use pod::context::AgentContext;
@@ -229,7 +230,7 @@ async fn run_with_runtime(
         node: node_name.clone(),
         source,
     };
-    registration::register(
+    let reported_before = registration::register(
         &client,
         &registration::node_object(&node_name, &config.node_labels),
     )
@@ -269,6 +270,11 @@ async fn run_with_runtime(
         .await
         .map_err(register_err)?;
     tracing::info!(node = %node_name, runtime = ?version.as_ref().map(|v| v.node_runtime_version()), "node registered");
+    let events = EventRecorder::core(client.clone(), "kubelet", Some(&node_name));
+    let mut node_events = NodeEvents::new(events.clone(), &node_name);
+    node_events.starting();
+    node_events.status_written(reported_before.as_ref(), registered.status.as_ref());
+    node_events.node_seen(&registered);
 
     let heartbeat = registration::Heartbeat {
         client: client.clone(),
@@ -278,6 +284,7 @@ async fn run_with_runtime(
         version,
         agent_dir: agent_dir.clone(),
         interval: config.heartbeat_interval,
+        events: node_events,
     };
     let mut tasks = tokio::task::JoinSet::new();
     {
@@ -323,7 +330,7 @@ async fn run_with_runtime(
         crash_backoff: config.crash_backoff,
         image_backoff: config.image_backoff,
         dns: dns_config::PodDnsInputs::load(&config.dns),
-        events: EventRecorder::core(client.clone(), "kubelet", Some(&node_name)),
+        events,
     });
     if let Err(error) = claims::ensure_default_class(&provisioner).await {
         tracing::warn!(%error, "creating the local-path StorageClass");

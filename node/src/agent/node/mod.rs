@@ -1,8 +1,10 @@
 //! The Node as the cluster sees it: its object, status and Lease
 //! (`registration`), the machine facts behind them (`host`), the pod
-//! network set up before the first sandbox (`network`), and what the node
-//! server reports about it (`stats`, `metrics`).
+//! network set up before the first sandbox (`network`), what the node
+//! server reports about it (`stats`, `metrics`), and the events it reports
+//! about itself (`events`).
 
+pub(crate) mod events;
 pub mod host;
 pub(crate) mod metrics;
 pub(crate) mod network;

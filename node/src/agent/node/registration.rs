@@ -211,12 +211,19 @@ pub fn node_status(
     }
 }
 
-/// Creates the Node if it does not exist.
-pub async fn register(client: &kube::Client, node: &Node) -> Result<(), kube::Error> {
+/// Creates the Node if it does not exist; returns the status an existing
+/// one had (what the node reported before this start).
+pub async fn register(
+    client: &kube::Client,
+    node: &Node,
+) -> Result<Option<NodeStatus>, kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     match nodes.create(&PostParams::default(), node).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            Ok(nodes.get_opt(name).await?.and_then(|n| n.status))
+        }
         Err(e) => Err(e),
     }
 }
@@ -348,13 +355,17 @@ pub struct Heartbeat {
     pub agent_dir: PathBuf,
     /// Lease renewal and health check interval.
     pub interval: Duration,
+    /// The node's own events (condition changes, cordons).
+    pub(crate) events: super::events::NodeEvents,
 }
 
 impl Heartbeat {
     /// Renews the Lease every interval and writes the status when the
     /// node's health changes (and every minute), until `stop` is raised.
+    /// Between status writes it reads the Node, so a cordon is reported
+    /// within an interval.
     pub async fn run(
-        self,
+        mut self,
         mut stop: watch::Receiver<bool>,
         mut previous: Option<NodeStatus>,
         mut last_health: Option<NodeHealth>,
@@ -372,6 +383,13 @@ impl Heartbeat {
             }
             let health = observe(self.runtime.as_ref(), &self.agent_dir).await;
             if last_health.as_ref() == Some(&health) && written.elapsed() < STATUS_REFRESH {
+                match Api::<Node>::all(self.client.clone())
+                    .get(&self.node_name)
+                    .await
+                {
+                    Ok(node) => self.events.node_seen(&node),
+                    Err(error) => tracing::debug!(%error, "reading the node failed"),
+                }
                 continue;
             }
             let status = node_status(
@@ -388,6 +406,9 @@ impl Heartbeat {
                     {
                         tracing::info!(runtime = ?health.runtime, "node status changed");
                     }
+                    self.events
+                        .status_written(previous.as_ref(), node.status.as_ref());
+                    self.events.node_seen(&node);
                     previous = node.status;
                     last_health = Some(health);
                     written = Instant::now();
