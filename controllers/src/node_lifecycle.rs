@@ -12,13 +12,17 @@
 //!
 //! Staleness is judged by when this controller saw the Lease change, not by
 //! the timestamps in it, so clock skew between machines does not matter.
+//!
+//! As upstream's, the controller reports each node it starts to follow
+//! (`RegisteredNode`, so every node once per controller start) and each it
+//! stops following when the Node goes (`RemovingNode`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference, Pod, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -71,6 +75,8 @@ pub type NodeLifecycleError = RequestFailed;
 struct Probe {
     renewed: Option<Timestamp>,
     seen_at: Instant,
+    /// The Node as events refer to it (its uid is gone with it).
+    reference: ObjectReference,
 }
 
 /// Runs the node lifecycle controller with default settings.
@@ -102,7 +108,14 @@ pub async fn run_with(ctx: Context, stop: Stop, config: NodeLifecycleConfig) {
     loop {
         let now = Instant::now();
         let all = nodes.cache().list();
-        probes.retain(|name, _| all.iter().any(|n| &n.name_any() == name));
+        probes.retain(|name, probe| {
+            let present = all.iter().any(|n| &n.name_any() == name);
+            if !present {
+                let note = format!("Removing Node {name} from Controller");
+                monitor.node_event(&probe.reference, "RemovingNode", name, &note);
+            }
+            present
+        });
         for node in all {
             let name = node.name_any();
             let renewed = leases
@@ -115,9 +128,15 @@ pub async fn run_with(ctx: Context, stop: Stop, config: NodeLifecycleConfig) {
                         .as_ref()
                         .map(|t| t.0)
                 });
-            let probe = probes.entry(name.clone()).or_insert(Probe {
-                renewed,
-                seen_at: now,
+            let probe = probes.entry(name.clone()).or_insert_with(|| {
+                let reference = object_reference(node.as_ref());
+                let note = format!("Registered Node {name} in Controller");
+                monitor.node_event(&reference, "RegisteredNode", &name, &note);
+                Probe {
+                    renewed,
+                    seen_at: now,
+                    reference,
+                }
             });
             if probe.renewed != renewed {
                 probe.renewed = renewed;
@@ -322,6 +341,13 @@ impl Monitor {
             self.evict(&name, taint).await?;
         }
         Ok(())
+    }
+
+    /// An event about the Node `name` in the node controller's words
+    /// (`Node <name> event: <note>`).
+    fn node_event(&self, node: &ObjectReference, reason: &str, name: &str, note: &str) {
+        let note = format!("Node {name} event: {note}");
+        self.events.normal(node, reason, reason, note);
     }
 
     /// Turns the node's conditions Unknown and its pods not ready, once.

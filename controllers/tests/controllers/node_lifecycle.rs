@@ -251,3 +251,69 @@ async fn a_cordoned_node_carries_the_unschedulable_taint() {
     let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
     cluster.shutdown().await;
 }
+
+/// The node controller's events about `node` as `kubectl describe node`
+/// finds them (by the Node's uid): (reason, note).
+async fn controller_events(client: &kube::Client, node: &Node) -> Vec<(String, String)> {
+    let uid = node.metadata.uid.clone().unwrap_or_default();
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let selector = format!("regarding.kind=Node,regarding.name={name},regarding.uid={uid}");
+    let listed = events
+        .list(&kube::api::ListParams::default().fields(&selector))
+        .await
+        .unwrap();
+    listed
+        .items
+        .into_iter()
+        .map(|e| {
+            assert_eq!(e.reporting_controller.as_deref(), Some("node-controller"));
+            (e.reason.unwrap_or_default(), e.note.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Upstream's controller reports each node it starts following and each
+/// it stops following, which `kubectl describe node` lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_reports_nodes_it_registers_and_removes() {
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
+    ready_node(&client, "edge").await;
+    let (stop_tx, stop) = watch::channel(false);
+    let ctx = Context::new(client.clone(), cluster.factory.clone());
+    let config = NodeLifecycleConfig {
+        monitor_period: Duration::from_millis(200),
+        ..NodeLifecycleConfig::default()
+    };
+    let controller = tokio::spawn(run_with(ctx, stop, config));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get("edge").await.unwrap();
+    let reported = |wanted: (&'static str, &'static str)| {
+        let (client, node) = (client.clone(), node.clone());
+        async move {
+            let events = controller_events(&client, &node).await;
+            events
+                .iter()
+                .any(|(reason, note)| (reason.as_str(), note.as_str()) == wanted)
+                .then_some(events)
+        }
+    };
+    let registered = (
+        "RegisteredNode",
+        "Node edge event: Registered Node edge in Controller",
+    );
+    let events = eventually(WAIT, "the node registered", || reported(registered)).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    nodes
+        .delete("edge", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let removing = (
+        "RemovingNode",
+        "Node edge event: Removing Node edge from Controller",
+    );
+    eventually(WAIT, "the node removed", || reported(removing)).await;
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    cluster.shutdown().await;
+}
