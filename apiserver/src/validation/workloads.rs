@@ -195,6 +195,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     errors,
                 );
             }
+            container_restart_policy(c, list == "initContainers", &at, errors);
         }
     }
     super::one_of(
@@ -204,6 +205,45 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
         path,
         errors,
     );
+}
+
+/// A container's own `restartPolicy`, as upstream rules it: only an init
+/// container may have one, and only `Always` (a sidecar); an init container
+/// without it runs to completion, so it may not have probes or lifecycle
+/// hooks.
+fn container_restart_policy(c: &Value, init: bool, at: &str, errors: &mut Vec<FieldError>) {
+    let policy = &c["restartPolicy"];
+    if !init {
+        if !policy.is_null() {
+            errors.push(FieldError::forbidden(
+                format!("{at}.restartPolicy"),
+                "may not be set for non-init containers",
+            ));
+        }
+        return;
+    }
+    match policy.as_str() {
+        Some("Always") => return,
+        Some(other) => errors.push(FieldError::not_supported(
+            format!("{at}.restartPolicy"),
+            other,
+            &["Always"],
+        )),
+        None => {}
+    }
+    for field in [
+        "lifecycle",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+    ] {
+        if !c[field].is_null() {
+            errors.push(FieldError::forbidden(
+                format!("{at}.{field}"),
+                "may not be set for init containers without restartPolicy=Always",
+            ));
+        }
+    }
 }
 
 fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<FieldError>) {

@@ -485,3 +485,43 @@ async fn a_paged_lists_metadata_is_written_in_list_meta_order() {
         "{table}"
     );
 }
+
+/// A container's own restartPolicy is upstream's sidecar switch: only an
+/// init container may have one, only `Always`, and only such an init
+/// container may have probes or lifecycle hooks. A sidecar is accepted.
+#[tokio::test]
+async fn container_restart_policies_are_judged_as_upstream_judges_them() {
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let container = |extra: serde_json::Value| {
+        let mut c = json!({"name": "c", "image": "busybox"});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let probe = json!({"exec": {"command": ["true"]}});
+    for (spec, message) in [
+        (
+            json!({"containers": [container(json!({"restartPolicy": "Always"}))]}),
+            "Pod \"p\" is invalid: spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers",
+        ),
+        (
+            json!({"initContainers": [container(json!({"restartPolicy": "Never"}))],
+                   "containers": [container(json!({"name": "main"}))]}),
+            "Pod \"p\" is invalid: spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+        ),
+        (
+            json!({"initContainers": [container(json!({"readinessProbe": probe}))],
+                   "containers": [container(json!({"name": "main"}))]}),
+            "Pod \"p\" is invalid: spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always",
+        ),
+    ] {
+        let pod = json!({"metadata": {"name": "p"}, "spec": spec});
+        refused(s.post(pods, pod).await, 422, "Invalid", message);
+    }
+    let sidecar = json!({"metadata": {"name": "p"}, "spec": {
+        "initContainers": [container(json!({"restartPolicy": "Always", "readinessProbe": probe}))],
+        "containers": [container(json!({"name": "main"}))]}});
+    s.post(pods, sidecar).await.expect_code(StatusCode::CREATED);
+}

@@ -9,5 +9,6 @@ mod harness;
 mod node_events;
 mod pods;
 mod restart;
+mod sidecars;
 mod simulated;
 mod streaming;

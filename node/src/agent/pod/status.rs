@@ -337,7 +337,16 @@ pub(crate) fn pod_status(
         .collect();
     let phase = phase(&statuses, observed);
     let terminal = phase == "Succeeded" || phase == "Failed";
-    let containers_ready = !terminal && statuses.iter().all(|s| s.ready);
+    // Sidecars count as upstream counts them: the pod is ready when its
+    // containers and its sidecars are.
+    let sidecars_ready = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .zip(&init_statuses)
+        .filter(|(c, _)| super::sync::is_sidecar(c))
+        .all(|(_, s)| s.ready);
+    let containers_ready = !terminal && sidecars_ready && statuses.iter().all(|s| s.ready);
     let gates_ok = readiness_gates_hold(&spec, Some(&previous));
     let bool_text = |b: bool| if b { "True" } else { "False" };
     let not_ready_reason = if terminal {
@@ -565,6 +574,49 @@ mod tests {
             "True",
             "without probes it is ready once running"
         );
+    }
+
+    #[test]
+    fn a_pod_is_ready_only_once_its_sidecars_are() {
+        let mut with_sidecar = pod();
+        let spec = with_sidecar.spec.as_mut().unwrap();
+        spec.init_containers = Some(vec![k8s_openapi::api::core::v1::Container {
+            name: "side".into(),
+            restart_policy: Some("Always".into()),
+            readiness_probe: Some(Default::default()),
+            ..Default::default()
+        }]);
+        let mut side = instance(api::ContainerState::ContainerRunning, 0, 0);
+        side.name = "side".into();
+        let mut v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
+        v.containers.insert("side".into(), vec![side]);
+        let mut observed = started();
+        let ready = |observed: &Observed| {
+            condition(
+                pod_status(&with_sidecar, &v, observed, "192.0.2.1"),
+                "Ready",
+            )
+            .status
+        };
+        assert_eq!(
+            ready(&observed),
+            "False",
+            "its readiness probe has not passed"
+        );
+        observed.health.insert(
+            "side".into(),
+            ContainerHealth {
+                started: true,
+                ready: true,
+                liveness_failed: false,
+                next_due: None,
+            },
+        );
+        assert_eq!(ready(&observed), "True");
+        let s = pod_status(&with_sidecar, &v, &observed, "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let side = &s.init_container_statuses.unwrap()[0];
+        assert!(side.ready && side.started == Some(true), "{side:?}");
     }
 
     #[test]

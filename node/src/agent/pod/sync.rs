@@ -1,6 +1,8 @@
 //! One step of a pod worker: bring the runtime one step closer to the pod's
-//! spec (sandbox, then init containers in order, then containers, with
-//! back-off and probes), then report the status if it changed. A sandbox
+//! spec (sandbox, then init containers in order — a sidecar, one with
+//! `restartPolicy: Always`, need only have started, and runs on beside the
+//! containers — then containers, with back-off and probes), then report the
+//! status if it changed. A sandbox
 //! that died is replaced once, its containers restarted in the new one by
 //! the restart policy, as upstream's kubelet does.
 
@@ -94,6 +96,64 @@ fn should_restart(policy: &str, exit_code: i32) -> bool {
         "OnFailure" => exit_code != 0,
         _ => true,
     }
+}
+
+/// Whether `container` is a sidecar: an init container with its own
+/// `restartPolicy: Always` (upstream's restartable init container).
+pub(crate) fn is_sidecar(container: &Container) -> bool {
+    container.restart_policy.as_deref() == Some("Always")
+}
+
+/// What one look at a sidecar did.
+struct SidecarStep {
+    /// It runs and its startup probe (if any) passed: the next init
+    /// container may start.
+    started: bool,
+    /// A container was started.
+    changed: bool,
+}
+
+/// Keeps a sidecar running: started when missing, restarted (with
+/// back-off) whenever it exited, whatever the pod's restart policy, and
+/// probed as the pod's containers are.
+async fn sync_sidecar(
+    starter: &Starter<'_>,
+    state: &mut PodState,
+    observed: &mut Observed,
+    wake: &mut Option<Instant>,
+    container: &Container,
+    latest: Option<ContainerInstance>,
+) -> Result<SidecarStep, SyncError> {
+    let changed = match latest {
+        Some(i) if i.is_running() && i.sandbox_id == starter.sandbox_id => {
+            let changed = starter
+                .check_running(state, observed, wake, container, &i)
+                .await?;
+            let started = container.startup_probe.is_none()
+                || observed
+                    .health
+                    .get(&container.name)
+                    .is_some_and(|h| h.started);
+            return Ok(SidecarStep { started, changed });
+        }
+        Some(i) if i.is_exited() => {
+            starter
+                .restart_with_backoff(state, observed, wake, container, &i, true)
+                .await
+        }
+        Some(i) if !i.is_running() => {
+            starter
+                .start_or_replace_created(state, observed, container, &i, true)
+                .await
+        }
+        // Running in a sandbox that is being replaced: it is stopped with it.
+        Some(_) => false,
+        None => starter.start(state, observed, container, 0, true).await,
+    };
+    Ok(SidecarStep {
+        started: false,
+        changed,
+    })
 }
 
 fn system_time(nanos: i64) -> SystemTime {
@@ -291,9 +351,34 @@ pub(crate) async fn sync(
     let spec = pod.spec.clone().unwrap_or_default();
     let mut changed = false;
 
-    // Init containers, one at a time, in order.
+    // Init containers, one at a time, in order; a sidecar (restartPolicy
+    // Always) need only have started before the next one starts, and keeps
+    // running (restarted whenever it exits) beside the pod's containers.
+    // Once those have started in this sandbox the pod stays initialized
+    // while a sidecar restarts.
+    let containers_started = spec.containers.iter().any(|c| {
+        view.latest(&c.name)
+            .is_some_and(|i| i.sandbox_id == sandbox_id)
+    });
     let mut initialized = true;
     for c in spec.init_containers.iter().flatten() {
+        if is_sidecar(c) {
+            let started = sync_sidecar(
+                &starter,
+                state,
+                &mut observed,
+                &mut wake,
+                c,
+                view.latest(&c.name).cloned(),
+            )
+            .await?;
+            changed |= started.changed;
+            if started.started || containers_started {
+                continue;
+            }
+            initialized = false;
+            break;
+        }
         match view.latest(&c.name).cloned() {
             Some(i) if i.is_exited() && i.status.exit_code == 0 && i.sandbox_id == sandbox_id => {
                 continue;
@@ -335,34 +420,9 @@ pub(crate) async fn sync(
                     changed |= starter.start(state, &mut observed, c, 0, false).await;
                 }
                 Some(i) if i.is_running() => {
-                    let running_for = SystemTime::now()
-                        .duration_since(system_time(i.status.started_at))
-                        .unwrap_or_default();
-                    let health = state
-                        .probes
-                        .check(
-                            runtime,
-                            c,
-                            &i.id,
-                            pod_ip.as_deref().unwrap_or_default(),
-                            running_for,
-                        )
-                        .await;
-                    if let Some(due) = health.next_due {
-                        wake = earliest(wake, due);
-                    }
-                    if health.liveness_failed {
-                        tracing::info!(pod = ?pod.metadata.name, container = %c.name, "liveness probe failed; restarting");
-                        let grace = c
-                            .liveness_probe
-                            .as_ref()
-                            .and_then(|p| p.termination_grace_period_seconds)
-                            .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
-                            .unwrap_or_else(|| termination::grace_period(pod));
-                        runtime.stop_container(&i.id, grace).await?;
-                        changed = true;
-                    }
-                    observed.health.insert(c.name.clone(), health);
+                    changed |= starter
+                        .check_running(state, &mut observed, &mut wake, c, &i)
+                        .await?;
                 }
                 Some(i) if i.is_exited() => {
                     if should_restart(&policy, i.status.exit_code) {
@@ -523,6 +583,44 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
+    /// Probes a running container (startup, liveness, readiness) and records
+    /// the verdict; stops it when its liveness probe failed, for its restart
+    /// policy to bring it back. Returns whether it was stopped.
+    async fn check_running(
+        &self,
+        state: &mut PodState,
+        observed: &mut Observed,
+        wake: &mut Option<Instant>,
+        container: &Container,
+        instance: &ContainerInstance,
+    ) -> Result<bool, SyncError> {
+        let (runtime, pod) = (self.ctx.runtime.as_ref(), self.pod);
+        let running_for = SystemTime::now()
+            .duration_since(system_time(instance.status.started_at))
+            .unwrap_or_default();
+        let health = state
+            .probes
+            .check(runtime, container, &instance.id, &self.pod_ip, running_for)
+            .await;
+        if let Some(due) = health.next_due {
+            *wake = earliest(*wake, due);
+        }
+        let mut stopped = false;
+        if health.liveness_failed {
+            tracing::info!(pod = ?pod.metadata.name, container = %container.name, "liveness probe failed; restarting");
+            let grace = container
+                .liveness_probe
+                .as_ref()
+                .and_then(|p| p.termination_grace_period_seconds)
+                .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
+                .unwrap_or_else(|| termination::grace_period(pod));
+            runtime.stop_container(&instance.id, grace).await?;
+            stopped = true;
+        }
+        observed.health.insert(container.name.clone(), health);
+        Ok(stopped)
+    }
+
     /// Restarts an exited container unless its back-off says to wait; returns
     /// whether a container was started. Either way the container is marked as
     /// one that will restart (its status reports it waiting, not terminated).

@@ -59,10 +59,29 @@ pub(crate) async fn stop_pod(
     let runtime = ctx.runtime.as_ref();
     let view = PodRuntimeView::load(runtime, uid).await?;
     let deadline = Instant::now() + grace;
-    let stops = view.running().map(|c| {
-        let pre_stop = pod
-            .and_then(|p| p.spec.as_ref())
-            .and_then(|s| s.containers.iter().find(|spec| spec.name == c.name))
+    let spec = pod.and_then(|p| p.spec.as_ref());
+    // Sidecars outlive the containers they serve, as upstream's: the
+    // others stop first (together), then the sidecars one by one in the
+    // reverse of their order, each within what is left of the grace.
+    let sidecars: Vec<&str> = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| super::sync::is_sidecar(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    let (last, first): (Vec<_>, Vec<_>) = view
+        .running()
+        .partition(|c| sidecars.contains(&c.name.as_str()));
+    let stop = |c: &super::runtime_view::ContainerInstance| {
+        let pre_stop = spec
+            .into_iter()
+            .flat_map(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+            })
+            .find(|spec| spec.name == c.name)
             .and_then(|spec| spec.lifecycle.as_ref())
             .and_then(|l| l.pre_stop.as_ref())
             .and_then(|h| h.exec.as_ref())
@@ -81,9 +100,14 @@ pub(crate) async fn stop_pod(
                 _ => Ok(()),
             }
         }
-    });
-    for result in futures::future::join_all(stops).await {
+    };
+    for result in futures::future::join_all(first.into_iter().map(stop)).await {
         result?;
+    }
+    for name in sidecars.iter().rev() {
+        for c in last.iter().filter(|c| c.name == *name) {
+            stop(c).await?;
+        }
     }
     for sandbox in &view.sandboxes {
         if let Err(e) = runtime.stop_pod_sandbox(&sandbox.id).await
