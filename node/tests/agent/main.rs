@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+mod container_events;
 mod harness;
 mod node_events;
 mod pods;

@@ -4,11 +4,13 @@
 //! containers then containers built from the pod (`cri_config`, `env`,
 //! `dns_config`), `probes`, restart `backoff`, the `ephemeral` containers
 //! `kubectl debug` adds — followed by the
-//! `status` report; a deleted pod ends through `termination`. The
+//! `status` report and the containers' events (`container_events`); a
+//! deleted pod ends through `termination`. The
 //! runtime is read back by pod UID (`labels`, `runtime_view`), and the
 //! containers' log files are read by `logs`.
 
 pub mod backoff;
+pub(crate) mod container_events;
 pub(crate) mod context;
 pub mod cri_config;
 pub mod dns_config;

@@ -66,6 +66,8 @@ fn secs(v: Option<i32>, default: i32) -> Duration {
 impl ProbeResults {
     /// Runs the probes of a running container that are due and returns its
     /// health. `running_for` is how long ago the container started.
+    /// `on_failure` hears of each failed attempt (a kubelet reports each
+    /// as an `Unhealthy` event).
     pub(crate) async fn check(
         &mut self,
         runtime: &dyn Runtime,
@@ -73,10 +75,12 @@ impl ProbeResults {
         container_id: &str,
         pod_ip: &str,
         running_for: Duration,
+        on_failure: &(dyn Fn(ProbeKind, &str) + Sync),
     ) -> ContainerHealth {
         let now = Instant::now();
         let target = Target {
             runtime,
+            on_failure,
             container,
             container_id,
             pod_ip,
@@ -163,7 +167,18 @@ impl ProbeResults {
     ) -> Option<bool> {
         let key = (target.container_id.to_string(), kind);
         if target.now >= due {
-            let ok = run_probe(target.runtime, probe, target.container_id, target.pod_ip).await;
+            let outcome = run_probe(
+                target.runtime,
+                probe,
+                target.container,
+                target.container_id,
+                target.pod_ip,
+            )
+            .await;
+            if let Err(seen) = &outcome {
+                (target.on_failure)(kind, seen);
+            }
+            let ok = outcome.is_ok();
             let success_threshold = probe.success_threshold.unwrap_or(1).max(1);
             let failure_threshold = probe.failure_threshold.unwrap_or(3).max(1);
             let period = secs(probe.period_seconds, 10).max(Duration::from_secs(1));
@@ -205,6 +220,8 @@ impl ProbeResults {
 /// The container instance one round of probes is about.
 struct Target<'a> {
     runtime: &'a dyn Runtime,
+    /// Told of each failed attempt: which probe, and what it saw.
+    on_failure: &'a (dyn Fn(ProbeKind, &str) + Sync),
     container: &'a Container,
     container_id: &'a str,
     pod_ip: &'a str,
@@ -219,72 +236,122 @@ fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// One probe attempt: true on success.
-pub(crate) async fn run_probe(
+/// One probe attempt on `container`: what it saw when it failed, in a
+/// kubelet's words.
+async fn run_probe(
     runtime: &dyn Runtime,
     probe: &Probe,
+    container: &Container,
     container_id: &str,
     pod_ip: &str,
-) -> bool {
+) -> Result<(), String> {
     let timeout = secs(probe.timeout_seconds, 1).max(Duration::from_secs(1));
     if let Some(exec) = &probe.exec {
         let cmd = exec.command.clone().unwrap_or_default();
-        return matches!(
-            runtime.exec_sync(container_id, &cmd, timeout).await,
-            Ok(out) if out.exit_code == 0
-        );
+        return match runtime.exec_sync(container_id, &cmd, timeout).await {
+            Ok(out) if out.exit_code == 0 => Ok(()),
+            Ok(out) => {
+                let mut seen = String::from_utf8_lossy(&out.stdout).into_owned();
+                seen.push_str(&String::from_utf8_lossy(&out.stderr));
+                Err(seen)
+            }
+            Err(e) => Err(e.to_string()),
+        };
     }
     if let Some(http) = &probe.http_get {
-        return tokio::time::timeout(timeout, http_get(http, pod_ip))
-            .await
-            .unwrap_or(false);
+        let port = container_port(&http.port, container).ok_or_else(|| no_port(&http.port))?;
+        return match tokio::time::timeout(timeout, http_get(http, port, pod_ip)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!(
+                "Get \"{}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+                http_url(http, port, pod_ip)
+            )),
+        };
     }
     if let Some(tcp) = &probe.tcp_socket {
         let host = tcp.host.clone().unwrap_or_else(|| pod_ip.to_string());
-        let Some(port) = port_number(&tcp.port) else {
-            return false;
+        let port = container_port(&tcp.port, container).ok_or_else(|| no_port(&tcp.port))?;
+        let dialed = tokio::time::timeout(
+            timeout,
+            tokio::net::TcpStream::connect((host.as_str(), port)),
+        )
+        .await;
+        return match dialed {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("dial tcp {host}:{port}: connect: {}", io_words(&e))),
+            Err(_) => Err(format!("dial tcp {host}:{port}: i/o timeout")),
         };
-        return matches!(
-            tokio::time::timeout(
-                timeout,
-                tokio::net::TcpStream::connect((host.as_str(), port))
-            )
-            .await,
-            Ok(Ok(_))
-        );
     }
     // gRPC probes are not supported: report failure rather than pretend.
-    false
+    Err("gRPC probes are not supported by this node".to_owned())
 }
 
-fn port_number(port: &IntOrString) -> Option<u16> {
+fn no_port(port: &IntOrString) -> String {
     match port {
-        IntOrString::Int(p) => u16::try_from(*p).ok(),
-        // Named ports are resolved by the caller's spec; numbers as text work.
-        IntOrString::String(s) => s.parse().ok(),
+        IntOrString::String(name) => format!("couldn't find port: {name} in the container"),
+        IntOrString::Int(p) => format!("invalid port: {p}"),
     }
 }
 
-/// An HTTP/1.1 GET; 200-399 is success.
-async fn http_get(action: &HTTPGetAction, pod_ip: &str) -> bool {
+/// An I/O error as Go's net package words the common ones.
+fn io_words(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+        std::io::ErrorKind::ConnectionReset => "connection reset by peer".to_owned(),
+        _ => e.to_string(),
+    }
+}
+
+fn http_url(action: &HTTPGetAction, port: u16, pod_ip: &str) -> String {
     let host = action.host.clone().unwrap_or_else(|| pod_ip.to_string());
-    let Some(port) = port_number(&action.port) else {
-        return false;
-    };
-    let Ok(mut stream) = tokio::net::TcpStream::connect((host.as_str(), port)).await else {
-        return false;
-    };
+    let scheme = action
+        .scheme
+        .as_deref()
+        .unwrap_or("HTTP")
+        .to_ascii_lowercase();
+    let path = action.path.as_deref().unwrap_or("/");
+    format!("{scheme}://{host}:{port}{path}")
+}
+
+/// The port a probe or hook names: a number, or the name of one of the
+/// container's own ports (`port: http`), as upstream resolves it; `None`
+/// when no port of the container has that name.
+pub(crate) fn container_port(port: &IntOrString, container: &Container) -> Option<u16> {
+    match port {
+        IntOrString::Int(p) => u16::try_from(*p).ok(),
+        IntOrString::String(name) => container
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some(name.as_str()))
+            .and_then(|p| u16::try_from(p.container_port).ok()),
+    }
+}
+
+/// An HTTP/1.1 GET to `port` (already resolved); 200-399 is success, and
+/// a failure says what was seen, in a kubelet's words.
+pub(crate) async fn http_get(
+    action: &HTTPGetAction,
+    port: u16,
+    pod_ip: &str,
+) -> Result<(), String> {
+    let host = action.host.clone().unwrap_or_else(|| pod_ip.to_string());
+    let failed = |what: String| format!("Get \"{}\": {what}", http_url(action, port, pod_ip));
+    let mut stream = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| failed(format!("dial tcp {host}:{port}: connect: {}", io_words(&e))))?;
     let path = action.path.clone().unwrap_or_else(|| "/".to_string());
     let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: skiff-probe/1\r\nConnection: close\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.33\r\nConnection: close\r\n"
     );
     for h in action.http_headers.iter().flatten() {
         request.push_str(&format!("{}: {}\r\n", h.name, h.value));
     }
     request.push_str("\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return false;
-    }
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| failed(io_words(&e)))?;
     let mut head = [0u8; 64];
     let mut read = 0;
     while read < 12 {
@@ -294,10 +361,15 @@ async fn http_get(action: &HTTPGetAction, pod_ip: &str) -> bool {
         }
     }
     let text = String::from_utf8_lossy(&head[..read]);
-    text.split_whitespace()
+    match text
+        .split_whitespace()
         .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
-        .is_some_and(|code| (200..400).contains(&code))
+        .and_then(|c| c.parse::<u16>().ok())
+    {
+        Some(code) if (200..400).contains(&code) => Ok(()),
+        Some(code) => Err(format!("HTTP probe failed with statuscode: {code}")),
+        None => Err(failed("malformed HTTP response".to_owned())),
+    }
 }
 
 #[cfg(test)]
@@ -323,7 +395,24 @@ mod tests {
             path: Some("/healthz".into()),
             ..Default::default()
         };
-        assert!(http_get(&action, "127.0.0.1").await);
-        assert!(!http_get(&action, "127.0.0.1").await);
+        assert_eq!(http_get(&action, port, "127.0.0.1").await, Ok(()));
+        assert_eq!(
+            http_get(&action, port, "127.0.0.1").await,
+            Err("HTTP probe failed with statuscode: 500".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_named_port_is_the_containers_port_of_that_name() {
+        let container: Container = serde_json::from_value(serde_json::json!({
+            "name": "web",
+            "ports": [{"name": "metrics", "containerPort": 9090},
+                      {"name": "http", "containerPort": 8080}]
+        }))
+        .unwrap();
+        let port = |p: IntOrString| container_port(&p, &container);
+        assert_eq!(port(IntOrString::String("http".into())), Some(8080));
+        assert_eq!(port(IntOrString::Int(81)), Some(81));
+        assert_eq!(port(IntOrString::String("admin".into())), None);
     }
 }

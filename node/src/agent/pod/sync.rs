@@ -16,12 +16,13 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 use super::backoff::{Backoff, Verdict};
+use super::container_events::{container_reference, pod_name};
 use super::context::AgentContext;
 use super::cri_config::{self, ContainerInputs};
 use super::env::{self, EnvContext};
 use super::ephemeral;
 use super::images;
-use super::probes::ProbeResults;
+use super::probes::{ProbeKind, ProbeResults};
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use super::status::{self, Observed};
 use super::termination;
@@ -598,9 +599,27 @@ impl Starter<'_> {
         let running_for = SystemTime::now()
             .duration_since(system_time(instance.status.started_at))
             .unwrap_or_default();
+        let regarding = container_reference(pod, &container.name);
+        let events = &self.ctx.events;
+        let unhealthy = |kind: ProbeKind, seen: &str| {
+            let probe = match kind {
+                ProbeKind::Startup => "Startup",
+                ProbeKind::Liveness => "Liveness",
+                ProbeKind::Readiness => "Readiness",
+            };
+            let message = format!("{probe} probe failed: {seen}");
+            events.warning(&regarding, "Unhealthy", "", message);
+        };
         let health = state
             .probes
-            .check(runtime, container, &instance.id, &self.pod_ip, running_for)
+            .check(
+                runtime,
+                container,
+                &instance.id,
+                &self.pod_ip,
+                running_for,
+                &unhealthy,
+            )
             .await;
         if let Some(due) = health.next_due {
             *wake = earliest(*wake, due);
@@ -608,6 +627,12 @@ impl Starter<'_> {
         let mut stopped = false;
         if health.liveness_failed {
             tracing::info!(pod = ?pod.metadata.name, container = %container.name, "liveness probe failed; restarting");
+            let message = format!(
+                "Container {} failed liveness probe, will be restarted",
+                container.name
+            );
+            let regarding = container_reference(pod, &container.name);
+            self.ctx.events.normal(&regarding, "Killing", "", message);
             let grace = container
                 .liveness_probe
                 .as_ref()
@@ -650,6 +675,13 @@ impl Starter<'_> {
                 started
             }
             Verdict::Wait { until, delay } => {
+                let message = format!(
+                    "Back-off restarting failed container {} in pod {}",
+                    container.name,
+                    pod_name(self.pod)
+                );
+                let regarding = container_reference(self.pod, &container.name);
+                self.ctx.events.warning(&regarding, "BackOff", "", message);
                 let pod = &self.pod.metadata;
                 observed.waiting.insert(
                     container.name.clone(),
@@ -747,20 +779,28 @@ impl Starter<'_> {
         let config = cri_config::container_config(container, &inputs);
         let log_dir = PathBuf::from(&self.sandbox_config.log_directory).join(&container.name);
         let _ = std::fs::create_dir_all(&log_dir);
+        let events = &self.ctx.events;
+        let regarding = container_reference(self.pod, &container.name);
         let id = match runtime
             .create_container(self.sandbox_id, &config, self.sandbox_config)
             .await
         {
             Ok(id) => id,
             Err(e) => {
+                events.warning(&regarding, "Failed", "", format!("Error: {e}"));
                 wait("CreateContainerError", e.to_string());
                 return false;
             }
         };
+        let created = format!("Created container: {}", container.name);
+        events.normal(&regarding, "Created", "", created);
         if let Err(e) = runtime.start_container(&id).await {
+            events.warning(&regarding, "Failed", "", format!("Error: {e}"));
             wait("RunContainerError", e.to_string());
             return false;
         }
+        let started = format!("Started container {}", container.name);
+        events.normal(&regarding, "Started", "", started);
         true
     }
 
@@ -772,7 +812,7 @@ impl Starter<'_> {
         outcome: &Result<String, images::ImageProblem>,
     ) {
         let events = &self.ctx.events;
-        let regarding = object_reference(self.pod);
+        let regarding = container_reference(self.pod, &container.name);
         if !notes.missing_secrets.is_empty() {
             let message = format!(
                 "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
@@ -781,12 +821,23 @@ impl Starter<'_> {
             events.warning(&regarding, "FailedToRetrieveImagePullSecret", "", message);
         }
         let image = container.image.as_deref().unwrap_or_default();
+        if notes.pulled {
+            events.normal(
+                &regarding,
+                "Pulling",
+                "",
+                format!("Pulling image \"{image}\""),
+            );
+        }
         match outcome {
             Ok(_) if notes.pulled => {
                 let message = format!("Successfully pulled image \"{image}\"");
                 events.normal(&regarding, "Pulled", "", message);
             }
-            Ok(_) => {}
+            Ok(_) => {
+                let message = format!("Container image \"{image}\" already present on machine");
+                events.normal(&regarding, "Pulled", "", message);
+            }
             Err(problem) => {
                 let reason = match problem.reason {
                     "ImagePullBackOff" => "BackOff",

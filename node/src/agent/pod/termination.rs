@@ -86,6 +86,11 @@ pub(crate) async fn stop_pod(
             .and_then(|l| l.pre_stop.as_ref())
             .and_then(|h| h.exec.as_ref())
             .and_then(|e| e.command.clone());
+        if let Some(pod) = pod {
+            let regarding = super::container_events::container_reference(pod, &c.name);
+            let message = format!("Stopping container {}", c.name);
+            ctx.events.normal(&regarding, "Killing", "", message);
+        }
         let id = c.id.clone();
         async move {
             if let Some(cmd) = pre_stop {

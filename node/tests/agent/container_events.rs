@@ -1,0 +1,110 @@
+//! What `kubectl describe pod` lists of a pod's containers, as a kubelet
+//! reports it: the image already present, created, started, a readiness
+//! probe failing (in the probe's own words), stopped on deletion; and a
+//! probe that names its port (`port: http`) reaching that port.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+use skiff_node::images::BUSYBOX_IMAGE;
+use skiff_testkit::eventually;
+
+use crate::harness::TestCluster;
+
+/// (fieldPath, reason, message) of the kubelet's events about pod `name`.
+async fn pod_events(cluster: &TestCluster, name: &str) -> Vec<(String, String, String)> {
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+    let selector = format!("involvedObject.kind=Pod,involvedObject.name={name}");
+    let listed = events
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .expect("events listed");
+    listed
+        .items
+        .into_iter()
+        .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("kubelet"))
+        .map(|e| {
+            (
+                e.involved_object.field_path.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn has(events: &[(String, String, String)], path: &str, reason: &str, message: &str) -> bool {
+    events
+        .iter()
+        .any(|(p, r, m)| p == path && r == reason && m.starts_with(message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
+    let cluster = TestCluster::start(7).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "site"},
+            "spec": {
+                "terminationGracePeriodSeconds": 2,
+                "containers": [
+                    {"name": "web", "image": BUSYBOX_IMAGE,
+                     "command": ["sh", "-c", "echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"],
+                     "ports": [{"name": "http", "containerPort": 8080}],
+                     "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1}},
+                    {"name": "doubt", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                     "readinessProbe": {"exec": {"command": ["sh", "-c", "echo not yet; exit 1"]},
+                                        "periodSeconds": 1}}
+                ]
+            }
+        }))
+        .await;
+    let pod = cluster
+        .wait_pod("site", Duration::from_secs(60), "web ready", |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.name == "web" && c.ready))
+        })
+        .await;
+    let doubt = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    assert!(
+        doubt.is_some_and(|cs| cs.iter().any(|c| c.name == "doubt" && !c.ready)),
+        "{doubt:?}"
+    );
+
+    let web = "spec.containers{web}";
+    let present = format!("Container image \"{BUSYBOX_IMAGE}\" already present on machine");
+    let events = eventually(Duration::from_secs(20), "the start's events", || async {
+        let events = pod_events(&cluster, "site").await;
+        (has(&events, web, "Pulled", &present)
+            && has(&events, web, "Created", "Created container: web")
+            && has(&events, web, "Started", "Started container web")
+            && has(
+                &events,
+                "spec.containers{doubt}",
+                "Unhealthy",
+                "Readiness probe failed: not yet",
+            ))
+        .then_some(events)
+    })
+    .await;
+    assert!(
+        !events.iter().any(|(p, r, _)| p == web && r == "Unhealthy"),
+        "the named port was probed: {events:?}"
+    );
+
+    cluster.delete_pod("site").await;
+    eventually(Duration::from_secs(30), "the stop's event", || async {
+        let events = pod_events(&cluster, "site").await;
+        has(&events, web, "Killing", "Stopping container web").then_some(())
+    })
+    .await;
+    cluster.teardown().await;
+}
