@@ -108,3 +108,84 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
     .await;
     cluster.teardown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lifecycle_hooks_run_after_start_and_before_stop() {
+    let cluster = TestCluster::start(0).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "hooked"},
+            "spec": {
+                "terminationGracePeriodSeconds": 5,
+                "volumes": [{"name": "shared", "emptyDir": {}}],
+                "containers": [
+                    // Ready only once its postStart hook has written the file.
+                    {"name": "main", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                     "volumeMounts": [{"name": "shared", "mountPath": "/shared"}],
+                     "lifecycle": {
+                         "postStart": {"exec": {"command": ["sh", "-c", "echo up > /shared/post"]}},
+                         "preStop": {"exec": {"command": ["sh", "-c", "echo draining; exit 7"]}}},
+                     "readinessProbe": {"exec": {"command": ["test", "-f", "/shared/post"]},
+                                        "periodSeconds": 1}},
+                    // Its postStart hook fails: it is killed and started again.
+                    {"name": "broken", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                     "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "exit 3"]}}}}
+                ]
+            }
+        }))
+        .await;
+    cluster
+        .wait_pod(
+            "hooked",
+            Duration::from_secs(60),
+            "main ready and broken restarted",
+            |p| {
+                let statuses = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref());
+                let status =
+                    |name: &str| statuses.and_then(|cs| cs.iter().find(|c| c.name == name));
+                status("main").is_some_and(|c| c.ready)
+                    && status("broken").is_some_and(|c| c.restart_count >= 1)
+            },
+        )
+        .await;
+    let broken = "spec.containers{broken}";
+    eventually(
+        Duration::from_secs(20),
+        "the failed postStart's events",
+        || async {
+            let events = pod_events(&cluster, "hooked").await;
+            (has(
+                &events,
+                broken,
+                "FailedPostStartHook",
+                "PostStartHook failed",
+            ) && has(&events, broken, "Killing", "FailedPostStartHook"))
+            .then_some(())
+        },
+    )
+    .await;
+
+    cluster.delete_pod("hooked").await;
+    let events = eventually(
+        Duration::from_secs(30),
+        "the failed preStop's event",
+        || async {
+            let events = pod_events(&cluster, "hooked").await;
+            events
+                .iter()
+                .find(|(p, r, _)| p == "spec.containers{main}" && r == "FailedPreStopHook")
+                .map(|(_, _, m)| m.clone())
+        },
+    )
+    .await;
+    assert!(
+        events.starts_with("Exec lifecycle hook ([sh -c echo draining; exit 7]) for Container \"main\" in Pod \"hooked_default(")
+            && events.contains("exited with 7")
+            && events.contains("draining"),
+        "{events}"
+    );
+    cluster.teardown().await;
+}

@@ -261,7 +261,9 @@ async fn run_probe(
     if let Some(http) = &probe.http_get {
         let port = container_port(&http.port, container).ok_or_else(|| no_port(&http.port))?;
         return match tokio::time::timeout(timeout, http_get(http, port, pod_ip)).await {
-            Ok(outcome) => outcome,
+            Ok(Ok(code)) if (200..400).contains(&code) => Ok(()),
+            Ok(Ok(code)) => Err(format!("HTTP probe failed with statuscode: {code}")),
+            Ok(Err(seen)) => Err(seen),
             Err(_) => Err(format!(
                 "Get \"{}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
                 http_url(http, port, pod_ip)
@@ -328,13 +330,13 @@ pub(crate) fn container_port(port: &IntOrString, container: &Container) -> Optio
     }
 }
 
-/// An HTTP/1.1 GET to `port` (already resolved); 200-399 is success, and
-/// a failure says what was seen, in a kubelet's words.
+/// An HTTP/1.1 GET to `port` (already resolved): the response's status
+/// code, or what went wrong on the way, in a kubelet's words.
 pub(crate) async fn http_get(
     action: &HTTPGetAction,
     port: u16,
     pod_ip: &str,
-) -> Result<(), String> {
+) -> Result<u16, String> {
     let host = action.host.clone().unwrap_or_else(|| pod_ip.to_string());
     let failed = |what: String| format!("Get \"{}\": {what}", http_url(action, port, pod_ip));
     let mut stream = tokio::net::TcpStream::connect((host.as_str(), port))
@@ -361,15 +363,10 @@ pub(crate) async fn http_get(
         }
     }
     let text = String::from_utf8_lossy(&head[..read]);
-    match text
-        .split_whitespace()
+    text.split_whitespace()
         .nth(1)
         .and_then(|c| c.parse::<u16>().ok())
-    {
-        Some(code) if (200..400).contains(&code) => Ok(()),
-        Some(code) => Err(format!("HTTP probe failed with statuscode: {code}")),
-        None => Err(failed("malformed HTTP response".to_owned())),
-    }
+        .ok_or_else(|| failed("malformed HTTP response".to_owned()))
 }
 
 #[cfg(test)]
@@ -395,11 +392,8 @@ mod tests {
             path: Some("/healthz".into()),
             ..Default::default()
         };
-        assert_eq!(http_get(&action, port, "127.0.0.1").await, Ok(()));
-        assert_eq!(
-            http_get(&action, port, "127.0.0.1").await,
-            Err("HTTP probe failed with statuscode: 500".to_owned())
-        );
+        assert_eq!(http_get(&action, port, "127.0.0.1").await, Ok(200));
+        assert_eq!(http_get(&action, port, "127.0.0.1").await, Ok(500));
     }
 
     #[test]

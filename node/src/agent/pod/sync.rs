@@ -21,6 +21,7 @@ use super::context::AgentContext;
 use super::cri_config::{self, ContainerInputs};
 use super::env::{self, EnvContext};
 use super::ephemeral;
+use super::hooks;
 use super::images;
 use super::probes::{ProbeKind, ProbeResults};
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
@@ -32,6 +33,9 @@ use skiff_common::events::object_reference;
 
 /// How often a pod is looked at when nothing happens.
 const RESYNC: Duration = Duration::from_secs(10);
+/// How long a `postStart` hook may take (upstream sets no limit; the pod's
+/// worker waits for it, so one that never ends must not hold it forever).
+const POST_START_LIMIT: Duration = Duration::from_secs(120);
 /// Retry delay after a failed sandbox or volume set-up.
 const SETUP_RETRY: Duration = Duration::from_secs(2);
 
@@ -801,6 +805,35 @@ impl Starter<'_> {
         }
         let started = format!("Started container {}", container.name);
         events.normal(&regarding, "Started", "", started);
+        if let Some(handler) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        {
+            let target = hooks::HookTarget {
+                runtime,
+                pod: self.pod,
+                container,
+                container_id: &id,
+                pod_ip: &self.pod_ip,
+            };
+            if let Err(message) = hooks::run(&target, handler, POST_START_LIMIT).await {
+                // The hook's words stay out of the event (they may hold
+                // secrets), as a kubelet keeps them out.
+                events.warning(
+                    &regarding,
+                    "FailedPostStartHook",
+                    "",
+                    "PostStartHook failed",
+                );
+                events.normal(&regarding, "Killing", "", "FailedPostStartHook");
+                let grace = termination::grace_period(self.pod);
+                if let Err(error) = runtime.stop_container(&id, grace).await {
+                    tracing::warn!(container = %container.name, %error, "stopping after a failed postStart hook");
+                }
+                wait("PostStartHookError", message);
+            }
+        }
         true
     }
 

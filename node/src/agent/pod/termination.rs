@@ -13,6 +13,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Preconditions};
 
 use super::context::AgentContext;
+use super::hooks::{self, HookTarget};
 use super::runtime_view::PodRuntimeView;
 use crate::agent::volumes;
 use crate::runtime::RuntimeError;
@@ -74,29 +75,42 @@ pub(crate) async fn stop_pod(
         .running()
         .partition(|c| sidecars.contains(&c.name.as_str()));
     let stop = |c: &super::runtime_view::ContainerInstance| {
-        let pre_stop = spec
-            .into_iter()
-            .flat_map(|s| {
-                s.containers
-                    .iter()
-                    .chain(s.init_containers.iter().flatten())
-            })
-            .find(|spec| spec.name == c.name)
+        let container = spec.and_then(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+                .find(|spec| spec.name == c.name)
+        });
+        let pre_stop = container
             .and_then(|spec| spec.lifecycle.as_ref())
-            .and_then(|l| l.pre_stop.as_ref())
-            .and_then(|h| h.exec.as_ref())
-            .and_then(|e| e.command.clone());
-        if let Some(pod) = pod {
-            let regarding = super::container_events::container_reference(pod, &c.name);
+            .and_then(|l| l.pre_stop.as_ref());
+        let regarding = pod.map(|pod| super::container_events::container_reference(pod, &c.name));
+        if let Some(regarding) = &regarding {
             let message = format!("Stopping container {}", c.name);
-            ctx.events.normal(&regarding, "Killing", "", message);
+            ctx.events.normal(regarding, "Killing", "", message);
         }
         let id = c.id.clone();
         async move {
-            if let Some(cmd) = pre_stop {
+            if let (Some(handler), Some(pod), Some(container)) = (pre_stop, pod, container) {
                 let budget = deadline.saturating_duration_since(Instant::now());
-                if let Err(error) = runtime.exec_sync(&id, &cmd, budget).await {
-                    tracing::info!(container = %id, %error, "preStop hook failed");
+                let pod_ip = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.pod_ip.clone())
+                    .unwrap_or_default();
+                let target = HookTarget {
+                    runtime,
+                    pod,
+                    container,
+                    container_id: &id,
+                    pod_ip: &pod_ip,
+                };
+                if let Err(message) = hooks::run(&target, handler, budget).await {
+                    tracing::info!(container = %id, %message, "preStop hook failed");
+                    if let Some(regarding) = &regarding {
+                        ctx.events
+                            .warning(regarding, "FailedPreStopHook", "", message);
+                    }
                 }
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
