@@ -149,6 +149,7 @@ async fn through_cri(
         restart_count: 0,
         init: false,
         pid_target: None,
+        termination_log: None,
     };
     let mut container = cri_config::container_config(&container_spec, &inputs);
     container.labels.remove(labels::POD_UID);

@@ -1,7 +1,8 @@
 //! What `kubectl describe pod` lists of a pod's containers, as a kubelet
 //! reports it: the image already present, created, started, a readiness
 //! probe failing (in the probe's own words), stopped on deletion; and a
-//! probe that names its port (`port: http`) reaching that port.
+//! probe that names its port (`port: http`) reaching that port; lifecycle
+//! hooks; and the termination messages containers leave.
 
 use std::time::Duration;
 
@@ -112,6 +113,26 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lifecycle_hooks_run_after_start_and_before_stop() {
     let cluster = TestCluster::start(0).await;
+    // Termination messages: the file a container leaves (at the default
+    // path and at its own), and the end of its log when it left none.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "ending"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "writes", "image": BUSYBOX_IMAGE,
+                     "command": ["sh", "-c", "echo bye from writes > /dev/termination-log; exit 2"]},
+                    {"name": "own-path", "image": BUSYBOX_IMAGE,
+                     "terminationMessagePath": "/tmp/last-words",
+                     "command": ["sh", "-c", "echo see you > /tmp/last-words"]},
+                    {"name": "falls-back", "image": BUSYBOX_IMAGE,
+                     "terminationMessagePolicy": "FallbackToLogsOnError",
+                     "command": ["sh", "-c", "echo first; echo last words; exit 1"]}
+                ]
+            }
+        }))
+        .await;
     cluster
         .create_pod(json!({
             "metadata": {"name": "hooked"},
@@ -151,6 +172,22 @@ async fn lifecycle_hooks_run_after_start_and_before_stop() {
             },
         )
         .await;
+    let ended = cluster
+        .wait_phase("ending", Duration::from_secs(60), "Failed")
+        .await;
+    let message = |name: &str| {
+        ended
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.name == name))
+            .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
+    };
+    assert_eq!(message("writes").as_deref(), Some("bye from writes\n"));
+    assert_eq!(message("own-path").as_deref(), Some("see you\n"));
+    let fell_back = message("falls-back").unwrap_or_default();
+    assert!(fell_back.ends_with("first\nlast words\n"), "{fell_back:?}");
+
     let broken = "spec.containers{broken}";
     eventually(
         Duration::from_secs(20),

@@ -150,6 +150,9 @@ pub struct ContainerInputs<'a> {
     /// The runtime id of the container whose process namespace this one
     /// joins (an ephemeral container's target).
     pub pid_target: Option<String>,
+    /// The host file mounted at the container's `terminationMessagePath`
+    /// (read back when it ends), when there is one.
+    pub termination_log: Option<PathBuf>,
 }
 
 /// The CRI config of one container instance.
@@ -171,6 +174,14 @@ pub fn container_config(
     if inputs.init {
         annotations.insert(labels::INIT_CONTAINER.into(), "true".into());
     }
+    let termination = inputs.termination_log.as_ref().and_then(|host| {
+        let path = container.termination_message_path.as_deref()?;
+        (!path.is_empty()).then(|| api::Mount {
+            container_path: path.to_owned(),
+            host_path: host.to_string_lossy().into_owned(),
+            ..Default::default()
+        })
+    });
     let mounts = container
         .volume_mounts
         .iter()
@@ -194,6 +205,7 @@ pub fn container_config(
                 ..Default::default()
             })
         })
+        .chain(termination)
         .collect();
     let security = container.security_context.as_ref();
     api::ContainerConfig {

@@ -55,8 +55,59 @@ pub(crate) fn time_from_nanos(nanos: i64) -> Option<Time> {
     Timestamp::from_nanosecond(i128::from(nanos)).ok().map(Time)
 }
 
-fn terminated_state(c: &ContainerInstance) -> ContainerStateTerminated {
+/// The most of a termination message file kept (upstream's limit).
+const TERMINATION_MESSAGE_BYTES: u64 = 4096;
+/// What `FallbackToLogsOnError` takes of the log: the last lines, at most
+/// so many bytes of them (upstream's limits).
+const FALLBACK_LOG_LINES: usize = 80;
+const FALLBACK_LOG_BYTES: usize = 2048;
+
+/// What a container left in its termination message file (mounted at its
+/// `terminationMessagePath`), or with `FallbackToLogsOnError` and a failure
+/// the end of its log when it left nothing there, as a kubelet reads it.
+fn termination_message(c: &ContainerInstance, spec: &Container) -> String {
+    use std::io::Read;
     let s = &c.status;
+    let written = spec
+        .termination_message_path
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .and_then(|path| s.mounts.iter().find(|m| m.container_path == path))
+        .and_then(|m| std::fs::File::open(&m.host_path).ok())
+        .map(|file| {
+            let mut text = Vec::new();
+            let _ = file.take(TERMINATION_MESSAGE_BYTES).read_to_end(&mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        })
+        .unwrap_or_default();
+    let fallback = spec.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
+        && s.exit_code != 0
+        && s.reason != "ContainerCannotRun";
+    if !written.is_empty() || !fallback {
+        return written;
+    }
+    let Ok(raw) = std::fs::read(&s.log_path) else {
+        return String::new();
+    };
+    let options = super::logs::LogOptions {
+        tail_lines: Some(FALLBACK_LOG_LINES),
+        ..Default::default()
+    };
+    let tail = super::logs::render(&raw, &options);
+    let start = tail.len().saturating_sub(FALLBACK_LOG_BYTES);
+    String::from_utf8_lossy(&tail[start..]).into_owned()
+}
+
+fn terminated_state(c: &ContainerInstance, spec: &Container) -> ContainerStateTerminated {
+    let s = &c.status;
+    let mut message = s.message.clone();
+    let left = termination_message(c, spec);
+    if !left.is_empty() {
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&left);
+    }
     let reason = if !s.reason.is_empty() && s.reason != "Completed" && s.reason != "Error" {
         s.reason.clone()
     } else if s.exit_code == 0 {
@@ -67,7 +118,7 @@ fn terminated_state(c: &ContainerInstance) -> ContainerStateTerminated {
     ContainerStateTerminated {
         exit_code: s.exit_code,
         reason: Some(reason),
-        message: Some(s.message.clone()).filter(|m| !m.is_empty()),
+        message: Some(message).filter(|m| !m.is_empty()),
         started_at: time_from_nanos(s.started_at),
         finished_at: time_from_nanos(s.finished_at),
         container_id: Some(format!("containerd://{}", c.id)),
@@ -126,13 +177,13 @@ fn container_status(
                 });
                 if let Some(prev) = view.previous(&spec.name).filter(|p| p.is_exited()) {
                     status.last_state = Some(ContainerState {
-                        terminated: Some(terminated_state(prev)),
+                        terminated: Some(terminated_state(prev, spec)),
                         ..Default::default()
                     });
                 }
             } else if c.is_exited() {
                 let terminated = ContainerState {
-                    terminated: Some(terminated_state(c)),
+                    terminated: Some(terminated_state(c, spec)),
                     ..Default::default()
                 };
                 if observed.will_restart.contains(&spec.name) || waiting.is_some() {
@@ -145,7 +196,7 @@ fn container_status(
                     status.state = Some(terminated);
                     if let Some(prev) = view.previous(&spec.name).filter(|p| p.is_exited()) {
                         status.last_state = Some(ContainerState {
-                            terminated: Some(terminated_state(prev)),
+                            terminated: Some(terminated_state(prev, spec)),
                             ..Default::default()
                         });
                     }

@@ -588,6 +588,36 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
+    /// A fresh, empty file for one instance of `container` to leave its
+    /// termination message in (writable by any user in the container, as
+    /// upstream's), under the pod's directory; `None` when it cannot be made.
+    fn termination_log(&self, container: &Container, restart_count: u32) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        container
+            .termination_message_path
+            .as_deref()
+            .filter(|p| !p.is_empty())?;
+        let uid = self.pod.metadata.uid.as_deref().unwrap_or_default();
+        let dir = volumes::pod_dir(&self.ctx.agent_dir, uid)
+            .join("containers")
+            .join(&container.name);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let file = dir.join(format!("{restart_count}-{nanos:x}"));
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::File::create(&file))
+            .and_then(|_| std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)));
+        match made {
+            Ok(()) => Some(file),
+            Err(error) => {
+                tracing::warn!(file = %file.display(), %error, "no termination message file");
+                None
+            }
+        }
+    }
+
     /// Probes a running container (startup, liveness, readiness) and records
     /// the verdict; stops it when its liveness probe failed, for its restart
     /// policy to bring it back. Returns whether it was stopped.
@@ -779,6 +809,7 @@ impl Starter<'_> {
             restart_count,
             init,
             pid_target,
+            termination_log: self.termination_log(container, restart_count),
         };
         let config = cri_config::container_config(container, &inputs);
         let log_dir = PathBuf::from(&self.sandbox_config.log_directory).join(&container.name);
