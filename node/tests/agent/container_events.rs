@@ -2,7 +2,8 @@
 //! reports it: the image already present, created, started, a readiness
 //! probe failing (in the probe's own words), stopped on deletion; and a
 //! probe that names its port (`port: http`) reaching that port; lifecycle
-//! hooks; and the termination messages containers leave.
+//! hooks; the termination messages containers leave; and a pod stopped
+//! at its active deadline.
 
 use std::time::Duration;
 
@@ -113,6 +114,14 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lifecycle_hooks_run_after_start_and_before_stop() {
     let cluster = TestCluster::start(0).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "late"},
+            "spec": {"activeDeadlineSeconds": 3, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "sleeper", "image": BUSYBOX_IMAGE,
+                                     "command": ["sleep", "3600"]}]}
+        }))
+        .await;
     // Termination messages: the file a container leaves (at the default
     // path and at its own), and the end of its log when it left none.
     cluster
@@ -175,6 +184,26 @@ async fn lifecycle_hooks_run_after_start_and_before_stop() {
     let ended = cluster
         .wait_phase("ending", Duration::from_secs(60), "Failed")
         .await;
+
+    // A pod past its activeDeadlineSeconds is stopped and fails.
+    let late = cluster
+        .wait_phase("late", Duration::from_secs(60), "Failed")
+        .await;
+    let status = late.status.clone().unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Pod was active on the node longer than the specified deadline")
+    );
+    let slept = status.container_statuses.unwrap_or_default();
+    assert!(
+        slept.iter().all(|c| c
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .is_some()),
+        "{slept:?}"
+    );
     let message = |name: &str| {
         ended
             .status

@@ -36,7 +36,16 @@ pub(crate) struct Observed {
     /// the phase is terminal and every container that ran reads terminated,
     /// as upstream's kubelet reports a pod it killed.
     pub terminal: bool,
+    /// The pod ran past its `activeDeadlineSeconds` and was stopped: it
+    /// failed, with upstream's reason.
+    pub deadline_exceeded: bool,
 }
+
+/// Upstream's reason and message for a pod stopped at its deadline.
+pub(crate) const DEADLINE_EXCEEDED: (&str, &str) = (
+    "DeadlineExceeded",
+    "Pod was active on the node longer than the specified deadline",
+);
 
 /// Upstream's reason and message for a container of a terminated pod whose
 /// end the runtime cannot show (never exited, or already removed).
@@ -386,7 +395,11 @@ pub(crate) fn pod_status(
             status
         })
         .collect();
-    let phase = phase(&statuses, observed);
+    let phase = if observed.deadline_exceeded {
+        "Failed"
+    } else {
+        phase(&statuses, observed)
+    };
     let terminal = phase == "Succeeded" || phase == "Failed";
     // Sidecars count as upstream counts them: the pod is ready when its
     // containers and its sidecars are.
@@ -457,8 +470,15 @@ pub(crate) fn pod_status(
         }
     }
     let pod_ip = observed.pod_ip.clone().or(previous.pod_ip.clone());
+    let (reason, message) = if observed.deadline_exceeded {
+        (Some(DEADLINE_EXCEEDED.0), Some(DEADLINE_EXCEEDED.1))
+    } else {
+        (None, None)
+    };
     PodStatus {
         phase: Some(phase.to_string()),
+        reason: reason.map(str::to_owned),
+        message: message.map(str::to_owned),
         conditions: Some(conditions),
         host_ip: Some(host_ip.to_string()),
         host_ips: Some(vec![HostIP {

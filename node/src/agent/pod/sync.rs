@@ -161,6 +161,15 @@ async fn sync_sidecar(
     })
 }
 
+/// When the pod's `activeDeadlineSeconds` runs out, counted from its
+/// start time as this node reported it.
+fn active_deadline(pod: &Pod) -> Option<SystemTime> {
+    let seconds = pod.spec.as_ref()?.active_deadline_seconds?;
+    let started = pod.status.as_ref()?.start_time.as_ref()?.0;
+    let started = UNIX_EPOCH + Duration::from_secs(u64::try_from(started.as_second()).ok()?);
+    Some(started + Duration::from_secs(u64::try_from(seconds).unwrap_or(0)))
+}
+
 fn system_time(nanos: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
 }
@@ -207,7 +216,7 @@ pub(crate) async fn sync(
         // delete the object — whoever watches the pod (a Job controller, a
         // user) sees how it ended before it goes.
         termination::stop_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
-        report_terminal(ctx, state, pod).await?;
+        report_terminal(ctx, state, pod, false).await?;
         termination::remove_pod(ctx, &uid).await?;
         termination::delete_object(ctx, pod).await?;
         return Ok(Step::Finished);
@@ -226,9 +235,25 @@ pub(crate) async fn sync(
         return Ok(Step::Continue(None));
     }
 
+    // As upstream's kubelet: a pod active longer than its
+    // activeDeadlineSeconds is stopped and fails as DeadlineExceeded.
+    let deadline = active_deadline(pod);
+    if deadline.is_some_and(|at| at <= SystemTime::now()) {
+        let (reason, message) = status::DEADLINE_EXCEEDED;
+        ctx.events
+            .normal(&object_reference(pod), reason, "", message);
+        termination::stop_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
+        report_terminal(ctx, state, pod, true).await?;
+        return Ok(Step::Continue(None));
+    }
+
     let mut view = PodRuntimeView::load(runtime, &uid).await?;
     let mut observed = Observed::default();
     let mut wake: Option<Instant> = Some(Instant::now() + RESYNC);
+    if let Some(at) = deadline {
+        let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+        wake = earliest(wake, Instant::now() + left);
+    }
 
     // Volumes first: a sandbox is only worth starting when they are there.
     let refresh_due = state.volumes_refresh.is_some_and(|t| t <= Instant::now());
@@ -286,7 +311,7 @@ pub(crate) async fn sync(
             // As upstream's kubelet: a pod whose containers have run and
             // none of which may run again gets no new sandbox; it is over.
             retire_sandboxes(runtime, &view, None, termination::grace_period(pod)).await?;
-            report_terminal(ctx, state, pod).await?;
+            report_terminal(ctx, state, pod, false).await?;
             return Ok(Step::Continue(None));
         }
         None => {
@@ -991,11 +1016,13 @@ async fn report_terminal(
     ctx: &AgentContext,
     state: &mut PodState,
     pod: &Pod,
+    deadline_exceeded: bool,
 ) -> Result<(), SyncError> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let view = PodRuntimeView::load(ctx.runtime.as_ref(), uid).await?;
     let observed = Observed {
         terminal: true,
+        deadline_exceeded,
         initialized: was_initialized(pod, &view),
         ..Default::default()
     };
