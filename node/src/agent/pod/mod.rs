@@ -2,7 +2,7 @@
 //! by the pod informer and by the runtime's relist (`pleg`); each wake is
 //! one `sync` step — sandbox, image (`images`, `pull_secrets`), init
 //! containers then containers built from the pod (`cri_config`, `env`,
-//! `dns_config`), `probes`, lifecycle `hooks`, restart `backoff`, the
+//! `dns_config`), `probes` (gRPC ones in `grpc_probe`), lifecycle `hooks`, restart `backoff`, the
 //! `ephemeral` containers
 //! `kubectl debug` adds — followed by the
 //! `status` report and the containers' events (`container_events`); a
@@ -19,6 +19,7 @@ pub(crate) mod downward;
 pub(crate) mod env;
 pub(crate) mod ephemeral;
 pub(crate) mod expand;
+pub(crate) mod grpc_probe;
 pub(crate) mod hooks;
 pub(crate) mod images;
 pub mod labels;

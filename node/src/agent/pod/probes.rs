@@ -1,4 +1,4 @@
-//! Startup, liveness and readiness probes (exec, httpGet, tcpSocket) with
+//! Startup, liveness and readiness probes (exec, httpGet, tcpSocket, grpc) with
 //! upstream's timing: initial delay from the container's start, a period,
 //! a timeout, success and failure thresholds. Results are kept per
 //! container instance, so a restarted container starts unprobed.
@@ -284,8 +284,12 @@ async fn run_probe(
             Err(_) => Err(format!("dial tcp {host}:{port}: i/o timeout")),
         };
     }
-    // gRPC probes are not supported: report failure rather than pretend.
-    Err("gRPC probes are not supported by this node".to_owned())
+    if let Some(grpc) = &probe.grpc {
+        let port = u16::try_from(grpc.port).map_err(|_| format!("invalid port: {}", grpc.port))?;
+        let service = grpc.service.as_deref().unwrap_or_default();
+        return super::grpc_probe::check(pod_ip, port, service, timeout).await;
+    }
+    Err("the probe names no handler".to_owned())
 }
 
 fn no_port(port: &IntOrString) -> String {
