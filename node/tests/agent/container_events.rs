@@ -3,7 +3,8 @@
 //! probe failing (in the probe's own words), stopped on deletion; and a
 //! probe that names its port (`port: http`) reaching that port; lifecycle
 //! hooks; the termination messages containers leave; and a pod stopped
-//! at its active deadline.
+//! at its active deadline; who containers run as (the pod's security
+//! context and their own, runAsNonRoot).
 
 use std::time::Duration;
 
@@ -64,6 +65,33 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
             }
         }))
         .await;
+    // Who the containers run as: the pod's security context, a
+    // container's own over it, and runAsNonRoot refusing an image's root.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "identity"},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000,
+                                    "supplementalGroups": [4000]},
+                "containers": [
+                    {"name": "pod-level", "image": BUSYBOX_IMAGE,
+                     "command": ["sh", "-c", "id > /dev/termination-log"]},
+                    {"name": "own", "image": BUSYBOX_IMAGE,
+                     "securityContext": {"runAsUser": 2000, "allowPrivilegeEscalation": false},
+                     "command": ["sh", "-c",
+                                 "id -u > /dev/termination-log; grep NoNewPrivs /proc/self/status >> /dev/termination-log"]}
+                ]
+            }
+        }))
+        .await;
+    let rooted = cluster
+        .create_pod(json!({
+            "metadata": {"name": "rooted"},
+            "spec": {"securityContext": {"runAsNonRoot": true},
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
     let pod = cluster
         .wait_pod("site", Duration::from_secs(60), "web ready", |p| {
             p.status
@@ -101,6 +129,44 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         !events.iter().any(|(p, r, _)| p == web && r == "Unhealthy"),
         "the named port was probed: {events:?}"
     );
+
+    let identity = cluster
+        .wait_phase("identity", Duration::from_secs(60), "Succeeded")
+        .await;
+    let said = |name: &str| {
+        identity
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.name == name))
+            .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
+            .unwrap_or_default()
+    };
+    let pod_level = said("pod-level");
+    assert!(
+        pod_level.starts_with("uid=1000 gid=3000 ")
+            && pod_level.contains("2000")
+            && pod_level.contains("4000"),
+        "{pod_level:?}"
+    );
+    assert_eq!(said("own"), "2000\nNoNewPrivs:\t1\n");
+    let uid = rooted.metadata.uid.clone().unwrap_or_default();
+    let refusal = format!(
+        "container has runAsNonRoot and image will run as root (pod: \"rooted_default({uid})\", container: c)"
+    );
+    cluster
+        .wait_pod("rooted", Duration::from_secs(30), "the refusal", |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref()?.waiting.as_ref())
+                .is_some_and(|w| {
+                    w.reason.as_deref() == Some("CreateContainerConfigError")
+                        && w.message.as_deref() == Some(refusal.as_str())
+                })
+        })
+        .await;
 
     cluster.delete_pod("site").await;
     eventually(Duration::from_secs(30), "the stop's event", || async {

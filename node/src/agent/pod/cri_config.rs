@@ -208,6 +208,7 @@ pub fn container_config(
         .chain(termination)
         .collect();
     let security = container.security_context.as_ref();
+    let settings = super::security::effective(inputs.pod, container);
     api::ContainerConfig {
         metadata: Some(api::ContainerMetadata {
             name: container.name.clone(),
@@ -242,12 +243,10 @@ pub fn container_config(
                 readonly_rootfs: security
                     .and_then(|s| s.read_only_root_filesystem)
                     .unwrap_or(false),
-                run_as_user: security
-                    .and_then(|s| s.run_as_user)
-                    .map(|value| api::Int64Value { value }),
-                run_as_group: security
-                    .and_then(|s| s.run_as_group)
-                    .map(|value| api::Int64Value { value }),
+                run_as_user: settings.run_as_user.map(|value| api::Int64Value { value }),
+                run_as_group: settings.run_as_group.map(|value| api::Int64Value { value }),
+                supplemental_groups: settings.supplemental_groups.clone(),
+                no_new_privs: settings.no_new_privs,
                 namespace_options: Some(namespace_options(
                     inputs.pod,
                     inputs.pid_target.as_deref(),

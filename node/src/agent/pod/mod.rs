@@ -1,7 +1,7 @@
 //! How a pod runs on this node: one worker per pod (`pod_workers`) woken
 //! by the pod informer and by the runtime's relist (`pleg`); each wake is
 //! one `sync` step — sandbox, image (`images`, `pull_secrets`), init
-//! containers then containers built from the pod (`cri_config`, `env`,
+//! containers then containers built from the pod (`cri_config`, `security`, `env`,
 //! `dns_config`), `probes` (gRPC ones in `grpc_probe`), lifecycle `hooks`, restart `backoff`, the
 //! `ephemeral` containers
 //! `kubectl debug` adds — followed by the
@@ -29,6 +29,7 @@ pub(crate) mod pod_workers;
 pub(crate) mod probes;
 pub(crate) mod pull_secrets;
 pub(crate) mod runtime_view;
+pub(crate) mod security;
 pub(crate) mod status;
 pub(crate) mod sync;
 pub(crate) mod termination;

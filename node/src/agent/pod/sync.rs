@@ -25,6 +25,7 @@ use super::hooks;
 use super::images;
 use super::probes::{ProbeKind, ProbeResults};
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
+use super::security;
 use super::status::{self, Observed};
 use super::termination;
 use crate::agent::volumes::{self, VolumeContext};
@@ -809,6 +810,19 @@ impl Starter<'_> {
                 return false;
             }
         };
+        let settings = security::effective(self.pod, container);
+        if settings.run_as_non_root {
+            let known = runtime.image_status(&image).await.ok().flatten();
+            if let Err(message) =
+                security::verify_non_root(self.pod, container, &settings, known.as_ref())
+            {
+                let regarding = container_reference(self.pod, &container.name);
+                let error = format!("Error: {message}");
+                self.ctx.events.warning(&regarding, "Failed", "", error);
+                wait("CreateContainerConfigError", message);
+                return false;
+            }
+        }
         let env_ctx = EnvContext {
             pod: self.pod,
             host_ip: &self.ctx.host_ip,
