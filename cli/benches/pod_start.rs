@@ -150,6 +150,7 @@ async fn through_cri(
         init: false,
         pid_target: None,
         termination_log: None,
+        hosts_file: None,
     };
     let mut container = cri_config::container_config(&container_spec, &inputs);
     container.labels.remove(labels::POD_UID);

@@ -4,7 +4,7 @@
 //! probe that names its port (`port: http`) reaching that port; lifecycle
 //! hooks; the termination messages containers leave; and a pod stopped
 //! at its active deadline; who containers run as (the pod's security
-//! context and their own, runAsNonRoot).
+//! context and their own, runAsNonRoot); and the /etc/hosts they see.
 
 use std::time::Duration;
 
@@ -74,7 +74,10 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
                 "restartPolicy": "Never",
                 "securityContext": {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000,
                                     "supplementalGroups": [4000]},
+                "hostAliases": [{"ip": "10.1.2.3", "hostnames": ["foo.local", "bar.local"]}],
                 "containers": [
+                    {"name": "hosts", "image": BUSYBOX_IMAGE,
+                     "command": ["sh", "-c", "cat /etc/hosts > /dev/termination-log"]},
                     {"name": "pod-level", "image": BUSYBOX_IMAGE,
                      "command": ["sh", "-c", "id > /dev/termination-log"]},
                     {"name": "own", "image": BUSYBOX_IMAGE,
@@ -150,6 +153,19 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         "{pod_level:?}"
     );
     assert_eq!(said("own"), "2000\nNoNewPrivs:\t1\n");
+    // The managed /etc/hosts: loopback, the pod's own name, its aliases.
+    let pod_ip = identity
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default();
+    let hosts = said("hosts");
+    assert!(
+        hosts.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n")
+            && hosts.contains(&format!("\n{pod_ip}\tidentity\n"))
+            && hosts.ends_with("# Entries added by HostAliases.\n10.1.2.3\tfoo.local\tbar.local\n"),
+        "{hosts:?}"
+    );
     let uid = rooted.metadata.uid.clone().unwrap_or_default();
     let refusal = format!(
         "container has runAsNonRoot and image will run as root (pod: \"rooted_default({uid})\", container: c)"

@@ -153,6 +153,9 @@ pub struct ContainerInputs<'a> {
     /// The host file mounted at the container's `terminationMessagePath`
     /// (read back when it ends), when there is one.
     pub termination_log: Option<PathBuf>,
+    /// The pod's managed `/etc/hosts` (see `hosts_file`), mounted unless
+    /// the container mounts a volume there itself.
+    pub hosts_file: Option<PathBuf>,
 }
 
 /// The CRI config of one container instance.
@@ -182,6 +185,20 @@ pub fn container_config(
             ..Default::default()
         })
     });
+    let own_hosts = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .any(|vm| vm.mount_path == "/etc/hosts");
+    let hosts = inputs
+        .hosts_file
+        .as_ref()
+        .filter(|_| !own_hosts)
+        .map(|host| api::Mount {
+            container_path: "/etc/hosts".to_owned(),
+            host_path: host.to_string_lossy().into_owned(),
+            ..Default::default()
+        });
     let mounts = container
         .volume_mounts
         .iter()
@@ -206,6 +223,7 @@ pub fn container_config(
             })
         })
         .chain(termination)
+        .chain(hosts)
         .collect();
     let security = container.security_context.as_ref();
     let settings = super::security::effective(inputs.pod, container);

@@ -177,12 +177,7 @@ pub fn sandbox_dns(pod: &Pod, inputs: &PodDnsInputs) -> api::DnsConfig {
 /// `<host>.<subdomain>.<ns>.svc.<domain>`.
 pub fn sandbox_hostname(pod: &Pod, domain: &str) -> String {
     let spec = pod.spec.as_ref();
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let host = spec
-        .and_then(|s| s.hostname.clone())
-        .filter(|h| !h.is_empty())
-        .unwrap_or(name);
-    let host = truncate_hostname(&host);
+    let host = pod_hostname(pod);
     let subdomain = spec
         .and_then(|s| s.subdomain.as_deref())
         .filter(|s| !s.is_empty());
@@ -193,6 +188,19 @@ pub fn sandbox_hostname(pod: &Pod, domain: &str) -> String {
         }
         _ => host,
     }
+}
+
+/// The pod's host name: `spec.hostname` or the pod name, cut to 63
+/// characters.
+pub(crate) fn pod_hostname(pod: &Pod) -> String {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let host = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .filter(|h| !h.is_empty())
+        .unwrap_or(name);
+    truncate_hostname(&host)
 }
 
 /// Cuts a host name to 63 characters without leaving a trailing `-` or `.`.

@@ -1,7 +1,8 @@
 //! How a pod runs on this node: one worker per pod (`pod_workers`) woken
 //! by the pod informer and by the runtime's relist (`pleg`); each wake is
 //! one `sync` step — sandbox, image (`images`, `pull_secrets`), init
-//! containers then containers built from the pod (`cri_config`, `security`, `env`,
+//! containers then containers built from the pod (`cri_config`, `security`,
+//! `hosts_file`, `env`,
 //! `dns_config`), `probes` (gRPC ones in `grpc_probe`), lifecycle `hooks`, restart `backoff`, the
 //! `ephemeral` containers
 //! `kubectl debug` adds — followed by the
@@ -21,6 +22,7 @@ pub(crate) mod ephemeral;
 pub(crate) mod expand;
 pub(crate) mod grpc_probe;
 pub(crate) mod hooks;
+pub(crate) mod hosts_file;
 pub(crate) mod images;
 pub mod labels;
 pub mod logs;

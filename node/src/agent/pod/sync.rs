@@ -22,6 +22,7 @@ use super::cri_config::{self, ContainerInputs};
 use super::env::{self, EnvContext};
 use super::ephemeral;
 use super::hooks;
+use super::hosts_file;
 use super::images;
 use super::probes::{ProbeKind, ProbeResults};
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
@@ -614,6 +615,27 @@ struct Starter<'a> {
 }
 
 impl Starter<'_> {
+    /// Writes the pod's managed `/etc/hosts` (under the pod's directory)
+    /// and returns its path; `None` when it cannot be written.
+    fn hosts_file(&self) -> Option<PathBuf> {
+        let uid = self.pod.metadata.uid.as_deref().unwrap_or_default();
+        let file = volumes::pod_dir(&self.ctx.agent_dir, uid).join("etc-hosts");
+        let node_hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let domain = &self.ctx.dns.cluster.domain;
+        let text = hosts_file::content(self.pod, &self.pod_ip, domain, &node_hosts);
+        let written = file
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&file, text));
+        match written {
+            Ok(()) => Some(file),
+            Err(error) => {
+                tracing::warn!(file = %file.display(), %error, "no managed /etc/hosts");
+                None
+            }
+        }
+    }
+
     /// A fresh, empty file for one instance of `container` to leave its
     /// termination message in (writable by any user in the container, as
     /// upstream's), under the pod's directory; `None` when it cannot be made.
@@ -849,6 +871,7 @@ impl Starter<'_> {
             init,
             pid_target,
             termination_log: self.termination_log(container, restart_count),
+            hosts_file: self.hosts_file(),
         };
         let config = cri_config::container_config(container, &inputs);
         let log_dir = PathBuf::from(&self.sandbox_config.log_directory).join(&container.name);
