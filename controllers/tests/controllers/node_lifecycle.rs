@@ -49,6 +49,27 @@ async fn renew(client: &kube::Client, name: &str) {
         .unwrap();
 }
 
+/// The controller, looking every 200 ms (with `config`'s other settings);
+/// stop it with [`stop_controller`].
+fn start_controller(
+    cluster: &TestCluster,
+    client: &kube::Client,
+    config: NodeLifecycleConfig,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (stop_tx, stop) = watch::channel(false);
+    let ctx = Context::new(client.clone(), cluster.factory.clone());
+    let config = NodeLifecycleConfig {
+        monitor_period: Duration::from_millis(200),
+        ..config
+    };
+    (stop_tx, tokio::spawn(run_with(ctx, stop, config)))
+}
+
+async fn stop_controller(stop_tx: watch::Sender<bool>, controller: tokio::task::JoinHandle<()>) {
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+}
+
 fn heartbeat(client: kube::Client, name: &'static str, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
         while !*stop.borrow() {
@@ -119,14 +140,12 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
     // No tolerations of its own: it keeps the API server's 300 s one.
     pod_on(&client, "patient", "silent", json!([])).await;
 
-    let (stop_tx, stop) = watch::channel(false);
-    let ctx = Context::new(client.clone(), cluster.factory.clone());
     let config = NodeLifecycleConfig {
         grace: Duration::from_secs(1),
         default_toleration: Duration::from_secs(1),
-        monitor_period: Duration::from_millis(200),
+        ..NodeLifecycleConfig::default()
     };
-    let controller = tokio::spawn(run_with(ctx, stop, config));
+    let (stop_tx, controller) = start_controller(&cluster, &client, config);
 
     let nodes: Api<Node> = Api::all(client.clone());
     let node = eventually(WAIT, "the silent node to be tainted", || async {
@@ -189,8 +208,7 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
     .await;
 
     let _ = beat_stop.send(true);
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    stop_controller(stop_tx, controller).await;
     cluster.shutdown().await;
 }
 
@@ -215,13 +233,7 @@ async fn a_cordoned_node_carries_the_unschedulable_taint() {
     ready_node(&client, "busy").await;
     let (beat_stop, beat_rx) = watch::channel(false);
     heartbeat(client.clone(), "busy", beat_rx);
-    let (stop_tx, stop) = watch::channel(false);
-    let ctx = Context::new(client.clone(), cluster.factory.clone());
-    let config = NodeLifecycleConfig {
-        monitor_period: Duration::from_millis(200),
-        ..NodeLifecycleConfig::default()
-    };
-    let controller = tokio::spawn(run_with(ctx, stop, config));
+    let (stop_tx, controller) = start_controller(&cluster, &client, NodeLifecycleConfig::default());
     let nodes: Api<Node> = Api::all(client.clone());
     let cordon = |on: bool| {
         let nodes = nodes.clone();
@@ -247,8 +259,7 @@ async fn a_cordoned_node_carries_the_unschedulable_taint() {
     })
     .await;
     let _ = beat_stop.send(true);
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    stop_controller(stop_tx, controller).await;
     cluster.shutdown().await;
 }
 
@@ -279,13 +290,7 @@ async fn controller_events(client: &kube::Client, node: &Node) -> Vec<(String, S
 async fn the_controller_reports_nodes_it_registers_and_removes() {
     let (cluster, client) = TestCluster::start_with_client(&[]).await;
     ready_node(&client, "edge").await;
-    let (stop_tx, stop) = watch::channel(false);
-    let ctx = Context::new(client.clone(), cluster.factory.clone());
-    let config = NodeLifecycleConfig {
-        monitor_period: Duration::from_millis(200),
-        ..NodeLifecycleConfig::default()
-    };
-    let controller = tokio::spawn(run_with(ctx, stop, config));
+    let (stop_tx, controller) = start_controller(&cluster, &client, NodeLifecycleConfig::default());
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes.get("edge").await.unwrap();
     let reported = |wanted: (&'static str, &'static str)| {
@@ -313,7 +318,6 @@ async fn the_controller_reports_nodes_it_registers_and_removes() {
         "Node edge event: Removing Node edge from Controller",
     );
     eventually(WAIT, "the node removed", || reported(removing)).await;
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    stop_controller(stop_tx, controller).await;
     cluster.shutdown().await;
 }

@@ -8,25 +8,17 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Event;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
-use crate::harness::TestCluster;
+use crate::harness::{TestCluster, events};
 
 /// (fieldPath, reason, message) of the kubelet's events about pod `name`.
 async fn pod_events(cluster: &TestCluster, name: &str) -> Vec<(String, String, String)> {
-    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
     let selector = format!("involvedObject.kind=Pod,involvedObject.name={name}");
-    let listed = events
-        .list(&ListParams::default().fields(&selector))
+    events(cluster, &selector)
         .await
-        .expect("events listed");
-    listed
-        .items
         .into_iter()
         .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("kubelet"))
         .map(|e| {

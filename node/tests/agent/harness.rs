@@ -326,6 +326,29 @@ pub fn condition(pod: &Pod, kind: &str) -> Option<String> {
         .map(|c| c.status.clone())
 }
 
+/// The status of init container `name` (a sidecar's among them).
+pub fn init_container_status<'a>(
+    pod: &'a Pod,
+    name: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .init_container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == name)
+}
+
+/// The core/v1 Events in every namespace matching the field `selector`.
+pub async fn events(
+    cluster: &TestCluster,
+    selector: &str,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::all(cluster.client.clone());
+    let params = kube::api::ListParams::default().fields(selector);
+    api.list(&params).await.expect("events listed").items
+}
+
 pub fn container_status<'a>(
     pod: &'a Pod,
     name: &str,

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use skiff_testkit::eventually;
 
-use crate::harness::TestCluster;
+use crate::harness::{TestCluster, events};
 
 /// How many times each reason was reported about `node` (an aggregated
 /// event counts its repeats), found as `kubectl describe node` finds a
@@ -19,13 +19,8 @@ async fn node_events(cluster: &TestCluster, node: &str) -> Vec<(String, i32, Str
     let selector = format!(
         "involvedObject.kind=Node,involvedObject.name={node},involvedObject.uid={node},involvedObject.namespace="
     );
-    let events: Api<Event> = Api::all(cluster.client.clone());
-    let listed = events
-        .list(&ListParams::default().fields(&selector))
+    events(cluster, &selector)
         .await
-        .expect("events listed");
-    listed
-        .items
         .into_iter()
         .map(|e| {
             assert_eq!(e.metadata.namespace.as_deref(), Some("default"));

@@ -7,29 +7,11 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::ContainerStatus;
 use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use crate::harness::{TestCluster, condition, phase};
-
-fn init_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
-    pod.status
-        .as_ref()?
-        .init_container_statuses
-        .as_ref()?
-        .iter()
-        .find(|s| s.name == name)
-}
-
-fn main_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
-    pod.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|s| s.name == name)
-}
+use crate::harness::{TestCluster, condition, container_status, init_container_status, phase};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sidecars_start_before_the_containers_and_run_beside_them() {
@@ -93,10 +75,10 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
     let done = cluster
         .wait_phase("job", Duration::from_secs(90), "Succeeded")
         .await;
-    let work = main_status(&done, "work").expect("work's status");
+    let work = container_status(&done, "work").expect("work's status");
     let exit = work.state.as_ref().and_then(|s| s.terminated.as_ref());
     assert_eq!(exit.map(|t| t.exit_code), Some(0), "{work:?}");
-    let proxy = init_status(&done, "proxy").expect("the sidecar's status");
+    let proxy = init_container_status(&done, "proxy").expect("the sidecar's status");
     assert_eq!(proxy.restart_count, 0, "{proxy:?}");
 
     let web = cluster
@@ -105,8 +87,8 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
             Duration::from_secs(90),
             "the sidecar restarted beside its running container",
             |p| {
-                init_status(p, "flaky").is_some_and(|s| s.restart_count >= 2)
-                    && main_status(p, "app").is_some_and(|s| {
+                init_container_status(p, "flaky").is_some_and(|s| s.restart_count >= 2)
+                    && container_status(p, "app").is_some_and(|s| {
                         s.state
                             .as_ref()
                             .and_then(|st| st.running.as_ref())
@@ -117,7 +99,7 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
         .await;
     assert_eq!(phase(&web), "Running");
     assert_eq!(condition(&web, "Initialized").as_deref(), Some("True"));
-    let app = main_status(&web, "app").expect("app's status");
+    let app = container_status(&web, "app").expect("app's status");
     assert_eq!(app.restart_count, 0, "the container kept running: {app:?}");
 
     // On deletion the sidecar outlives the container it serves.
@@ -139,8 +121,8 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
             .unwrap_or_else(|| panic!("not terminated: {s:?}"))
     };
     let (app_end, side_end) = (
-        finished(main_status(&last, "app")),
-        finished(init_status(&last, "side")),
+        finished(container_status(&last, "app")),
+        finished(init_container_status(&last, "side")),
     );
     assert!(
         side_end >= app_end,

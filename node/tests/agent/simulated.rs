@@ -32,6 +32,15 @@ fn one_node(
     })
 }
 
+/// `sim-node-0`'s Ready condition, when it has one.
+async fn ready_condition(
+    api: Api<k8s_openapi::api::core::v1::Node>,
+) -> Option<k8s_openapi::api::core::v1::NodeCondition> {
+    let node = api.get("sim-node-0").await.ok()?;
+    let conditions = node.status?.conditions?;
+    conditions.into_iter().find(|c| c.type_ == "Ready")
+}
+
 #[tokio::test]
 async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
     let cluster = TestCluster::start().await;
@@ -87,14 +96,7 @@ async fn a_node_marked_unknown_reports_itself_ready_again() {
     // Renewals every 100 ms: a status report every 6 of them.
     let nodes = one_node(&cluster, Duration::from_millis(100));
     let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
-    let ready = |api: Api<k8s_openapi::api::core::v1::Node>| async move {
-        let node = api.get("sim-node-0").await.ok()?;
-        let conditions = node.status?.conditions?;
-        conditions
-            .into_iter()
-            .find(|c| c.type_ == "Ready")
-            .map(|c| c.status)
-    };
+    let ready = |api| async move { ready_condition(api).await.map(|c| c.status) };
     eventually(Duration::from_secs(10), "node registered Ready", || async {
         (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
     })
@@ -137,10 +139,8 @@ async fn a_node_keeps_the_time_its_ready_condition_last_changed() {
     // Renewals every 100 ms: a status report every 6 of them.
     let nodes = one_node(&cluster, Duration::from_millis(100));
     let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
-    let ready = |api: Api<k8s_openapi::api::core::v1::Node>| async move {
-        let node = api.get("sim-node-0").await.ok()?;
-        let conditions = node.status?.conditions?;
-        let ready = conditions.into_iter().find(|c| c.type_ == "Ready")?;
+    let ready = |api| async move {
+        let ready = ready_condition(api).await?;
         Some((
             ready.status,
             ready.last_heartbeat_time?.0,
