@@ -196,6 +196,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
                 );
             }
             container_restart_policy(c, list == "initContainers", &at, errors);
+            container_handlers(c, &at, errors);
         }
     }
     super::one_of(
@@ -241,6 +242,39 @@ fn container_restart_policy(c: &Value, init: bool, at: &str, errors: &mut Vec<Fi
             errors.push(FieldError::forbidden(
                 format!("{at}.{field}"),
                 "may not be set for init containers without restartPolicy=Always",
+            ));
+        }
+    }
+}
+
+/// A container's probes and lifecycle hooks each name exactly one handler,
+/// in upstream's words: none is `Required: must specify a handler type`,
+/// a second is `Forbidden: may not specify more than 1 handler type`.
+fn container_handlers(c: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    const PROBE: [&str; 4] = ["exec", "httpGet", "tcpSocket", "grpc"];
+    const HOOK: [&str; 4] = ["exec", "httpGet", "tcpSocket", "sleep"];
+    let probes = ["livenessProbe", "readinessProbe", "startupProbe"]
+        .map(|probe| (format!("{at}.{probe}"), &c[probe], &PROBE[..]));
+    let hooks = ["postStart", "preStop"].map(|hook| {
+        (
+            format!("{at}.lifecycle.{hook}"),
+            &c["lifecycle"][hook],
+            &HOOK[..],
+        )
+    });
+    for (path, handler, kinds) in probes.into_iter().chain(hooks) {
+        if !handler.is_object() {
+            continue;
+        }
+        let mut named = kinds.iter().filter(|kind| !handler[**kind].is_null());
+        if named.next().is_none() {
+            errors.push(FieldError::required(path, "must specify a handler type"));
+            continue;
+        }
+        for extra in named {
+            errors.push(FieldError::forbidden(
+                format!("{path}.{extra}"),
+                "may not specify more than 1 handler type",
             ));
         }
     }

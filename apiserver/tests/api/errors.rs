@@ -525,3 +525,33 @@ async fn container_restart_policies_are_judged_as_upstream_judges_them() {
         "containers": [container(json!({"name": "main"}))]}});
     s.post(pods, sidecar).await.expect_code(StatusCode::CREATED);
 }
+
+/// A probe or lifecycle hook names exactly one handler, as upstream checks.
+#[tokio::test]
+async fn probes_and_hooks_name_one_handler() {
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    for (container, message) in [
+        (
+            json!({"name": "c", "image": "busybox", "readinessProbe": {"periodSeconds": 1}}),
+            "Pod \"p\" is invalid: spec.containers[0].readinessProbe: Required value: must specify a handler type",
+        ),
+        (
+            json!({"name": "c", "image": "busybox", "livenessProbe": {
+                "exec": {"command": ["true"]}, "httpGet": {"port": 80}}}),
+            "Pod \"p\" is invalid: spec.containers[0].livenessProbe.httpGet: Forbidden: may not specify more than 1 handler type",
+        ),
+        (
+            json!({"name": "c", "image": "busybox", "lifecycle": {"preStop": {}}}),
+            "Pod \"p\" is invalid: spec.containers[0].lifecycle.preStop: Required value: must specify a handler type",
+        ),
+    ] {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [container]}});
+        refused(s.post(pods, pod).await, 422, "Invalid", message);
+    }
+    let fine = json!({"metadata": {"name": "p"}, "spec": {"containers": [{
+        "name": "c", "image": "busybox",
+        "readinessProbe": {"grpc": {"port": 9090}},
+        "lifecycle": {"preStop": {"sleep": {"seconds": 1}}}}]}});
+    s.post(pods, fine).await.expect_code(StatusCode::CREATED);
+}
