@@ -73,9 +73,10 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
                     {"name": "pod-level", "image": BUSYBOX_IMAGE,
                      "command": ["sh", "-c", "id > /dev/termination-log"]},
                     {"name": "own", "image": BUSYBOX_IMAGE,
-                     "securityContext": {"runAsUser": 2000, "allowPrivilegeEscalation": false},
+                     "securityContext": {"runAsUser": 2000, "allowPrivilegeEscalation": false,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
                      "command": ["sh", "-c",
-                                 "id -u > /dev/termination-log; grep NoNewPrivs /proc/self/status >> /dev/termination-log"]}
+                                 "id -u > /dev/termination-log; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status >> /dev/termination-log"]}
                 ]
             }
         }))
@@ -144,7 +145,7 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
             && pod_level.contains("4000"),
         "{pod_level:?}"
     );
-    assert_eq!(said("own"), "2000\nNoNewPrivs:\t1\n");
+    assert_eq!(said("own"), "2000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
     // The managed /etc/hosts: loopback, the pod's own name, its aliases.
     let pod_ip = identity
         .status

@@ -265,6 +265,7 @@ pub fn container_config(
                 run_as_group: settings.run_as_group.map(|value| api::Int64Value { value }),
                 supplemental_groups: settings.supplemental_groups.clone(),
                 no_new_privs: settings.no_new_privs,
+                seccomp: seccomp_profile(settings.seccomp.as_deref()),
                 namespace_options: Some(namespace_options(
                     inputs.pod,
                     inputs.pid_target.as_deref(),
@@ -281,6 +282,21 @@ pub fn container_config(
         }),
         ..Default::default()
     }
+}
+
+/// The runtime's seccomp profile for the type asked for: the runtime's
+/// default or none. A `Localhost` profile (a file on the node) is not
+/// supported yet and runs as the runtime's default, the safer of the two.
+fn seccomp_profile(asked: Option<&str>) -> Option<api::SecurityProfile> {
+    use api::security_profile::ProfileType;
+    let profile_type = match asked? {
+        "Unconfined" => ProfileType::Unconfined,
+        _ => ProfileType::RuntimeDefault,
+    };
+    Some(api::SecurityProfile {
+        profile_type: profile_type as i32,
+        localhost_ref: String::new(),
+    })
 }
 
 /// CPU shares from the request, CFS quota and memory limit from the limits.

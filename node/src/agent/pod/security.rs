@@ -1,8 +1,8 @@
 //! A container's effective security settings, as upstream merges them:
 //! its own `securityContext` over the pod's (user, group, runAsNonRoot),
-//! the pod's supplemental groups with its `fsGroup`, and no new privileges
-//! when escalation is refused; and the `runAsNonRoot` check made before a
-//! container is created.
+//! the pod's supplemental groups with its `fsGroup`, no new privileges
+//! when escalation is refused, the seccomp profile; and the `runAsNonRoot`
+//! check made before a container is created.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -17,6 +17,9 @@ pub(crate) struct Effective {
     pub run_as_non_root: bool,
     pub supplemental_groups: Vec<i64>,
     pub no_new_privs: bool,
+    /// The seccomp profile type asked for (`RuntimeDefault`, `Unconfined`,
+    /// `Localhost`); `None`: none asked, which the runtime runs unconfined.
+    pub seccomp: Option<String>,
 }
 
 /// The container's settings over the pod's.
@@ -44,6 +47,10 @@ pub(crate) fn effective(pod: &Pod, container: &Container) -> Effective {
             .unwrap_or(false),
         supplemental_groups,
         no_new_privs: own.and_then(|s| s.allow_privilege_escalation) == Some(false),
+        seccomp: own
+            .and_then(|s| s.seccomp_profile.as_ref())
+            .or(pod_level.and_then(|s| s.seccomp_profile.as_ref()))
+            .map(|p| p.type_.clone()),
     }
 }
 
@@ -97,10 +104,12 @@ mod tests {
     fn the_containers_settings_win_over_the_pods() {
         let p = pod(serde_json::json!({
             "securityContext": {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000,
-                                "supplementalGroups": [4000], "runAsNonRoot": true},
+                                "supplementalGroups": [4000], "runAsNonRoot": true,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [
                 {"name": "a"},
-                {"name": "b", "securityContext": {"runAsUser": 2000, "allowPrivilegeEscalation": false}}
+                {"name": "b", "securityContext": {"runAsUser": 2000, "allowPrivilegeEscalation": false,
+                                                  "seccompProfile": {"type": "Unconfined"}}}
             ]
         }));
         let spec = p.spec.clone().unwrap();
@@ -108,9 +117,11 @@ mod tests {
         assert_eq!((a.run_as_user, a.run_as_group), (Some(1000), Some(3000)));
         assert_eq!(a.supplemental_groups, vec![2000, 4000]);
         assert!(a.run_as_non_root && !a.no_new_privs);
+        assert_eq!(a.seccomp.as_deref(), Some("RuntimeDefault"));
         let b = effective(&p, &spec.containers[1]);
         assert_eq!((b.run_as_user, b.run_as_group), (Some(2000), Some(3000)));
         assert!(b.no_new_privs);
+        assert_eq!(b.seccomp.as_deref(), Some("Unconfined"));
     }
 
     #[test]
