@@ -115,37 +115,45 @@ struct NonBodyParameter {
     path_parameter_sub_schema: Option<PathParameter>,
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct QueryParameter {
-    #[prost(bool, tag = "1")]
-    required: bool,
-    #[prost(string, tag = "2")]
-    r#in: String,
-    #[prost(string, tag = "3")]
-    description: String,
-    #[prost(string, tag = "4")]
-    name: String,
-    #[prost(string, tag = "6")]
-    r#type: String,
-    #[prost(bool, tag = "20")]
-    unique_items: bool,
+/// Declares one of gnostic's non-body parameter sub-schemas and how a JSON
+/// parameter `in` `$location` becomes it: the query and path messages carry
+/// the same fields the document uses, numbered alike up to `name` and apart
+/// after it.
+macro_rules! non_body_parameter {
+    ($message:ident, $location:literal, type = $type_tag:tt, unique_items = $unique_tag:tt) => {
+        #[derive(Clone, PartialEq, Message)]
+        struct $message {
+            #[prost(bool, tag = "1")]
+            required: bool,
+            #[prost(string, tag = "2")]
+            r#in: String,
+            #[prost(string, tag = "3")]
+            description: String,
+            #[prost(string, tag = "4")]
+            name: String,
+            #[prost(string, tag = $type_tag)]
+            r#type: String,
+            #[prost(bool, tag = $unique_tag)]
+            unique_items: bool,
+        }
+
+        impl $message {
+            fn of(v: &Value) -> Self {
+                Self {
+                    required: flag(v, "required"),
+                    r#in: $location.into(),
+                    description: text(v, "description"),
+                    name: text(v, "name"),
+                    r#type: text(v, "type"),
+                    unique_items: flag(v, "uniqueItems"),
+                }
+            }
+        }
+    };
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct PathParameter {
-    #[prost(bool, tag = "1")]
-    required: bool,
-    #[prost(string, tag = "2")]
-    r#in: String,
-    #[prost(string, tag = "3")]
-    description: String,
-    #[prost(string, tag = "4")]
-    name: String,
-    #[prost(string, tag = "5")]
-    r#type: String,
-    #[prost(bool, tag = "19")]
-    unique_items: bool,
-}
+non_body_parameter!(QueryParameter, "query", type = "6", unique_items = "20");
+non_body_parameter!(PathParameter, "path", type = "5", unique_items = "19");
 
 #[derive(Clone, PartialEq, Message)]
 struct Responses {
@@ -276,6 +284,18 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
     crate::object::strings(&v[key])
 }
 
+fn flag(v: &Value, key: &str) -> bool {
+    v.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// `f` of each element of the array at `key`, none when it is not one.
+fn each<T>(v: &Value, key: &str, f: impl Fn(&Value) -> T) -> Vec<T> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(f).collect())
+        .unwrap_or_default()
+}
+
 fn any(v: &Value) -> Any {
     Any {
         yaml: v.to_string(),
@@ -320,16 +340,9 @@ fn schema(v: &Value) -> Schema {
         title: text(v, "title"),
         description: text(v, "description"),
         default: v.get("default").map(any),
-        unique_items: v
-            .get("uniqueItems")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        unique_items: flag(v, "uniqueItems"),
         required: strings(v, "required"),
-        r#enum: v
-            .get("enum")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(any).collect())
-            .unwrap_or_default(),
+        r#enum: each(v, "enum", any),
         additional_properties: v.get("additionalProperties").map(|a| {
             Box::new(match a {
                 Value::Bool(b) => AdditionalPropertiesItem {
@@ -349,11 +362,7 @@ fn schema(v: &Value) -> Schema {
                 one => vec![schema(one)],
             },
         }),
-        all_of: v
-            .get("allOf")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(schema).collect())
-            .unwrap_or_default(),
+        all_of: each(v, "allOf", schema),
         properties: v
             .get("properties")
             .and_then(Value::as_object)
@@ -365,18 +374,13 @@ fn schema(v: &Value) -> Schema {
 }
 
 fn parameter(v: &Value) -> ParametersItem {
-    let required = v.get("required").and_then(Value::as_bool).unwrap_or(false);
-    let unique_items = v
-        .get("uniqueItems")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
     let parameter = match v.get("in").and_then(Value::as_str) {
         Some("body") => Parameter {
             body_parameter: Some(BodyParameter {
                 description: text(v, "description"),
                 name: text(v, "name"),
                 r#in: "body".into(),
-                required,
+                required: flag(v, "required"),
                 schema: v.get("schema").map(schema),
             }),
             non_body_parameter: None,
@@ -385,27 +389,13 @@ fn parameter(v: &Value) -> ParametersItem {
             body_parameter: None,
             non_body_parameter: Some(NonBodyParameter {
                 query_parameter_sub_schema: None,
-                path_parameter_sub_schema: Some(PathParameter {
-                    required,
-                    r#in: "path".into(),
-                    description: text(v, "description"),
-                    name: text(v, "name"),
-                    r#type: text(v, "type"),
-                    unique_items,
-                }),
+                path_parameter_sub_schema: Some(PathParameter::of(v)),
             }),
         },
         _ => Parameter {
             body_parameter: None,
             non_body_parameter: Some(NonBodyParameter {
-                query_parameter_sub_schema: Some(QueryParameter {
-                    required,
-                    r#in: "query".into(),
-                    description: text(v, "description"),
-                    name: text(v, "name"),
-                    r#type: text(v, "type"),
-                    unique_items,
-                }),
+                query_parameter_sub_schema: Some(QueryParameter::of(v)),
                 path_parameter_sub_schema: None,
             }),
         },
@@ -416,10 +406,7 @@ fn parameter(v: &Value) -> ParametersItem {
 }
 
 fn parameters(v: &Value) -> Vec<ParametersItem> {
-    v.get("parameters")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(parameter).collect())
-        .unwrap_or_default()
+    each(v, "parameters", parameter)
 }
 
 fn operation(v: &Value) -> Operation {
@@ -539,5 +526,30 @@ mod tests {
                 .yaml
                 .contains("Pod")
         );
+    }
+
+    #[test]
+    fn non_body_parameters_keep_gnostics_field_numbers() {
+        let v = json!({"name": "n", "type": "string", "required": true, "uniqueItems": true});
+        // required (1), in (2), name (4), then type and uniqueItems (each
+        // key a field number and wire type): 5 and 19 for a path parameter,
+        // 6 and 20 for a query parameter.
+        for (encoded, location, type_key, unique_items_key) in [
+            (PathParameter::of(&v).encode_to_vec(), "path", 0x2a, 0x98),
+            (QueryParameter::of(&v).encode_to_vec(), "query", 0x32, 0xa0),
+        ] {
+            let location_len = u8::try_from(location.len()).unwrap();
+            let head = [0x08, 0x01, 0x12, location_len];
+            let fields: [&[u8]; 7] = [
+                &head,
+                location.as_bytes(),
+                &[0x22, 0x01],
+                b"n",
+                &[type_key, 0x06],
+                b"string",
+                &[unique_items_key, 0x01, 0x01],
+            ];
+            assert_eq!(encoded, fields.concat(), "{location}");
+        }
     }
 }
