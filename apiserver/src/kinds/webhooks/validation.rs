@@ -4,6 +4,8 @@
 //! where the webhook is reached (`clientConfig`: exactly one of an `https`
 //! URL without user, query or fragment, or a Service reference).
 
+use std::ops::RangeInclusive;
+
 use serde_json::Value;
 
 use super::WebhookKind;
@@ -99,15 +101,14 @@ fn webhook(
         )),
         Some(_) => {}
     }
-    if let Some(timeout) = hook.get("timeoutSeconds").filter(|t| !t.is_null())
-        && !timeout.as_i64().is_some_and(|t| (1..=30).contains(&t))
-    {
-        errors.push(FieldError::invalid(
-            format!("{path}.timeoutSeconds"),
-            timeout.clone(),
-            "the timeout value must be between 1 and 30 seconds",
-        ));
-    }
+    within(
+        hook,
+        "timeoutSeconds",
+        1..=30,
+        "the timeout value must be between 1 and 30 seconds",
+        path,
+        errors,
+    );
     review_versions(hook, path, errors);
     for selector in ["namespaceSelector", "objectSelector"] {
         if let Some(value) = hook.get(selector).filter(|v| !v.is_null())
@@ -129,12 +130,7 @@ fn webhook(
 
 fn review_versions(hook: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let field = format!("{path}.admissionReviewVersions");
-    let versions: Vec<&str> = hook["admissionReviewVersions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let versions = strings(hook, "admissionReviewVersions");
     if versions.is_empty() {
         errors.push(FieldError::required(
             field,
@@ -162,25 +158,8 @@ fn review_versions(hook: &Value, path: &str, errors: &mut Vec<FieldError>) {
 }
 
 fn rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
-    let strings = |field: &str| -> Vec<&str> {
-        rule[field]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect()
-    };
-    let operations = strings("operations");
-    if operations.is_empty() {
-        errors.push(FieldError::required(format!("{path}.operations"), ""));
-    }
-    if operations.len() > 1 && operations.contains(&"*") {
-        errors.push(FieldError::invalid(
-            format!("{path}.operations"),
-            Value::from(operations.clone()),
-            "if '*' is present, must not specify other operations",
-        ));
-    }
+    let operations = strings(rule, "operations");
+    wildcard_list(&operations, "operations", "operations", path, errors);
     for (i, operation) in operations.iter().enumerate() {
         if !OPERATIONS.contains(operation) {
             errors.push(FieldError::not_supported(
@@ -191,17 +170,8 @@ fn rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
         }
     }
     for (field, what) in [("apiGroups", "API groups"), ("apiVersions", "API versions")] {
-        let values = strings(field);
-        if values.is_empty() {
-            errors.push(FieldError::required(format!("{path}.{field}"), ""));
-        }
-        if values.len() > 1 && values.contains(&"*") {
-            errors.push(FieldError::invalid(
-                format!("{path}.{field}"),
-                Value::from(values.clone()),
-                format!("if '*' is present, must not specify other {what}"),
-            ));
-        }
+        let values = strings(rule, field);
+        wildcard_list(&values, field, what, path, errors);
         if field == "apiVersions" {
             for (i, version) in values.iter().enumerate() {
                 if version.is_empty() {
@@ -210,7 +180,7 @@ fn rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
             }
         }
     }
-    let resources = strings("resources");
+    let resources = strings(rule, "resources");
     if resources.is_empty() {
         errors.push(FieldError::required(format!("{path}.resources"), ""));
     }
@@ -228,6 +198,27 @@ fn rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
         }
     }
     one_of(rule, "scope", SCOPES, path, errors);
+}
+
+/// A rule's list at `field`: required, and `*` stands alone in it (`what`
+/// names its entries, as upstream's message does).
+fn wildcard_list(
+    values: &[&str],
+    field: &str,
+    what: &str,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if values.is_empty() {
+        errors.push(FieldError::required(format!("{path}.{field}"), ""));
+    }
+    if values.len() > 1 && values.contains(&"*") {
+        errors.push(FieldError::invalid(
+            format!("{path}.{field}"),
+            Value::from(values),
+            format!("if '*' is present, must not specify other {what}"),
+        ));
+    }
 }
 
 fn client_config(config: &Value, path: &str, errors: &mut Vec<FieldError>) {
@@ -307,15 +298,45 @@ fn service(service: &Value, path: &str, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    if let Some(port) = service.get("port").filter(|p| !p.is_null())
-        && !port.as_i64().is_some_and(|p| (1..=65535).contains(&p))
+    within(
+        service,
+        "port",
+        1..=65535,
+        "port is not valid: must be between 1 and 65535, inclusive",
+        path,
+        errors,
+    );
+}
+
+/// `field` of `object`, when set, is an integer within `range`; `problem`
+/// says otherwise.
+fn within(
+    object: &Value,
+    field: &str,
+    range: RangeInclusive<i64>,
+    problem: &str,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(value) = object.get(field).filter(|v| !v.is_null())
+        && !value.as_i64().is_some_and(|v| range.contains(&v))
     {
         errors.push(FieldError::invalid(
-            format!("{path}.port"),
-            port.clone(),
-            "port is not valid: must be between 1 and 65535, inclusive",
+            format!("{path}.{field}"),
+            value.clone(),
+            problem,
         ));
     }
+}
+
+/// The strings of the list at `field` (none when it is not one).
+fn strings<'a>(object: &'a Value, field: &str) -> Vec<&'a str> {
+    object[field]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 #[cfg(test)]
@@ -461,6 +482,19 @@ mod tests {
                 "webhooks[0].clientConfig.service.port: Invalid value: 70000: port is not valid: must be between 1 and 65535, inclusive"
             ]
         );
+    }
+
+    #[test]
+    fn a_wildcard_stands_alone_in_a_rule() {
+        let mut h = hook();
+        h["rules"] = json!([{"operations": ["*", "CREATE"], "apiGroups": ["*", "apps"],
+            "apiVersions": ["v1"], "resources": ["pods"]}]);
+        let errors = check(vec![h]);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].starts_with("webhooks[0].rules[0].operations: Invalid value: "));
+        assert!(errors[0].ends_with(": if '*' is present, must not specify other operations"));
+        assert!(errors[1].starts_with("webhooks[0].rules[0].apiGroups: Invalid value: "));
+        assert!(errors[1].ends_with(": if '*' is present, must not specify other API groups"));
     }
 
     #[test]
