@@ -25,6 +25,35 @@ fn default_template(spec: &mut Value, path: &[&str]) {
     }
 }
 
+/// The `pod_template` and `validate` of a kind whose only checks are its pod
+/// template's: the one path (a `&'static [&'static str]`) says both where
+/// the admission plugins find the template and where its pod spec is checked.
+macro_rules! checked_template {
+    ($template:expr) => {
+        fn pod_template(&self) -> Option<&'static [&'static str]> {
+            Some($template)
+        }
+
+        fn validate(
+            &self,
+            _info: &ResourceInfo,
+            object: &Value,
+            _old: Option<&Value>,
+            errors: &mut Vec<FieldError>,
+        ) {
+            check_template(object, $template, errors);
+        }
+    };
+}
+
+/// The pod-spec checks of the template at `template`, reported under its
+/// dotted path (`spec.template.spec`).
+fn check_template(object: &Value, template: &[&str], errors: &mut Vec<FieldError>) {
+    let found = template.iter().fold(object, |v, key| &v[*key]);
+    let path = format!("{}.spec", template.join("."));
+    checks::pod_spec(&found["spec"], &path, errors);
+}
+
 /// Defaults of `updateStrategy` when its type is (or defaults to)
 /// RollingUpdate.
 fn default_rolling_update(spec: &mut Value, rolling: Value) {
@@ -183,9 +212,7 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
 pub(crate) struct Jobs;
 
 impl KindStrategy for Jobs {
-    fn pod_template(&self) -> Option<&'static [&'static str]> {
-        Some(SPEC_TEMPLATE)
-    }
+    checked_template!(SPEC_TEMPLATE);
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let uid = object["metadata"]["uid"].as_str().map(String::from);
@@ -228,20 +255,6 @@ impl KindStrategy for Jobs {
         }
         default_template(spec, &["template", "spec"]);
     }
-
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
-        checks::pod_spec(
-            &object["spec"]["template"]["spec"],
-            "spec.template.spec",
-            errors,
-        );
-    }
 }
 
 /// A Job without a manual selector selects its pods by its own uid, and its
@@ -279,9 +292,7 @@ fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
 pub(crate) struct CronJobs;
 
 impl KindStrategy for CronJobs {
-    fn pod_template(&self) -> Option<&'static [&'static str]> {
-        Some(&["spec", "jobTemplate", "spec", "template"])
-    }
+    checked_template!(&["spec", "jobTemplate", "spec", "template"]);
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let Some(spec) = spec_of(object) else {
@@ -293,20 +304,6 @@ impl KindStrategy for CronJobs {
         set_default(spec, "failedJobsHistoryLimit", json!(1));
         default_template(spec, &["jobTemplate", "spec", "template", "spec"]);
     }
-
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
-        checks::pod_spec(
-            &object["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-            "spec.jobTemplate.spec.template.spec",
-            errors,
-        );
-    }
 }
 
 /// Core `podtemplates`: checked as pod specs, not defaulted.
@@ -314,17 +311,32 @@ impl KindStrategy for CronJobs {
 pub(crate) struct PodTemplates;
 
 impl KindStrategy for PodTemplates {
-    fn pod_template(&self) -> Option<&'static [&'static str]> {
-        Some(&["template"])
-    }
+    checked_template!(&["template"]);
+}
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
-        checks::pod_spec(&object["template"]["spec"], "template.spec", errors);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_is_checked_where_it_is_kept() {
+        let cron_job: &[&str] = &["spec", "jobTemplate", "spec", "template"];
+        for (template, field) in [
+            (SPEC_TEMPLATE, "spec.template.spec.containers"),
+            (cron_job, "spec.jobTemplate.spec.template.spec.containers"),
+            (&["template"][..], "template.spec.containers"),
+        ] {
+            let missing = format!("{field}: Required value");
+            let mut errors = Vec::new();
+            check_template(&json!({}), template, &mut errors);
+            assert!(errors.iter().any(|e| e.render() == missing), "{errors:?}");
+            let pod = json!({"spec": {"containers": [{"name": "c", "image": "i"}]}});
+            let object = template.iter().rev().fold(pod, |inner, key| {
+                Value::Object([(key.to_string(), inner)].into_iter().collect())
+            });
+            let mut errors = Vec::new();
+            check_template(&object, template, &mut errors);
+            assert!(!errors.iter().any(|e| e.render() == missing), "{errors:?}");
+        }
     }
 }
