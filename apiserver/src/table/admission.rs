@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, list, name, text};
+use super::columns::{Column, Printer, age, list, name, one_column_printer, text};
 
 pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
     columns: &[
@@ -73,24 +73,14 @@ pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
 };
 
 /// Mutating and validating webhook configurations: NAME, WEBHOOKS, AGE.
-pub(crate) static WEBHOOK_CONFIGURATIONS: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Webhooks",
-            "integer",
-            "Webhooks indicates the number of webhooks in the configuration.",
-        ),
-        Column::AGE,
-    ],
-    cells: |object, now| {
-        vec![
-            name(object),
-            Value::from(list(object, "webhooks").len()),
-            age(object, now),
-        ]
-    },
-};
+pub(crate) static WEBHOOK_CONFIGURATIONS: Printer = one_column_printer!(
+    Column::new(
+        "Webhooks",
+        "integer",
+        "Webhooks indicates the number of webhooks in the configuration.",
+    ),
+    |object| Value::from(list(object, "webhooks").len()),
+);
 
 #[cfg(test)]
 mod tests {

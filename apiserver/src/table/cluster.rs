@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, flag, int, name, text};
+use super::columns::{Column, Printer, age, flag, int, name, one_column_printer, text};
 
 pub(crate) static STORAGECLASSES: Printer = Printer {
     columns: &[
@@ -88,21 +88,11 @@ pub(crate) static PRIORITYCLASSES: Printer = Printer {
 };
 
 /// RuntimeClasses: `NAME HANDLER AGE`.
-pub(crate) static RUNTIMECLASSES: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Handler",
-            "string",
-            "The CRI runtime handler the class's pods run under.",
-        ),
-        Column::AGE,
-    ],
-    cells: |class, now| {
-        vec![
-            name(class),
-            Value::from(text(class, "handler").unwrap_or("")),
-            age(class, now),
-        ]
-    },
-};
+pub(crate) static RUNTIMECLASSES: Printer = one_column_printer!(
+    Column::new(
+        "Handler",
+        "string",
+        "The CRI runtime handler the class's pods run under.",
+    ),
+    |class| Value::from(text(class, "handler").unwrap_or("")),
+);

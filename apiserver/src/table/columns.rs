@@ -78,6 +78,29 @@ pub(crate) struct Printer {
     pub cells: fn(&Value, Timestamp) -> Vec<Value>,
 }
 
+/// A [`Printer`] of `NAME <column> AGE`, the one column's cell being
+/// `$cell` of the row's object (bound to `$object`): the layout of every kind
+/// with a single figure worth a column, written once.
+macro_rules! one_column_printer {
+    ($column:expr, |$object:ident| $cell:expr $(,)?) => {
+        $crate::table::columns::Printer {
+            columns: &[
+                $crate::table::columns::Column::NAME,
+                $column,
+                $crate::table::columns::Column::AGE,
+            ],
+            cells: |$object, now| {
+                vec![
+                    $crate::table::columns::name($object),
+                    $cell,
+                    $crate::table::columns::age($object, now),
+                ]
+            },
+        }
+    };
+}
+pub(crate) use one_column_printer;
+
 /// The string at `path` (keys separated by `/`), if there is one.
 pub(crate) fn text<'a>(object: &'a Value, path: &str) -> Option<&'a str> {
     at(object, path)?.as_str()

@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, age, at, int, list, map_selector_string, name, or_none, strings, text,
+    Column, Printer, age, at, int, list, map_selector_string, name, one_column_printer, or_none,
+    strings, text,
 };
 
 pub(crate) static SERVICES: Printer = Printer {
@@ -90,14 +91,10 @@ fn service_ports(svc: &Value) -> String {
         .join(",")
 }
 
-pub(crate) static ENDPOINTS: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new("Endpoints", "string", "Endpoints of the service"),
-        Column::AGE,
-    ],
-    cells: |ep, now| vec![name(ep), Value::from(endpoint_list(ep)), age(ep, now)],
-};
+pub(crate) static ENDPOINTS: Printer = one_column_printer!(
+    Column::new("Endpoints", "string", "Endpoints of the service"),
+    |ep| Value::from(endpoint_list(ep)),
+);
 
 /// At most three `ip:port` entries, then "+ N more...".
 fn endpoint_list(ep: &Value) -> String {
@@ -239,20 +236,10 @@ fn node_roles(node: &Value) -> String {
     roles.join(",")
 }
 
-pub(crate) static NAMESPACES: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new("Status", "string", "The status of the namespace"),
-        Column::AGE,
-    ],
-    cells: |ns, now| {
-        vec![
-            name(ns),
-            Value::from(text(ns, "status/phase").unwrap_or("")),
-            age(ns, now),
-        ]
-    },
-};
+pub(crate) static NAMESPACES: Printer = one_column_printer!(
+    Column::new("Status", "string", "The status of the namespace"),
+    |ns| Value::from(text(ns, "status/phase").unwrap_or("")),
+);
 
 /// Events' columns, the same for core/v1 and events.k8s.io/v1 events.
 const EVENT_COLUMNS: &[Column] = &[
@@ -374,20 +361,10 @@ fn entries(object: &Value, field: &str) -> usize {
         .map_or(0, |m| m.len())
 }
 
-pub(crate) static CONFIGMAPS: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new("Data", "integer", "Number of data entries"),
-        Column::AGE,
-    ],
-    cells: |cm, now| {
-        vec![
-            name(cm),
-            Value::from(entries(cm, "data") + entries(cm, "binaryData")),
-            age(cm, now),
-        ]
-    },
-};
+pub(crate) static CONFIGMAPS: Printer = one_column_printer!(
+    Column::new("Data", "integer", "Number of data entries"),
+    |cm| Value::from(entries(cm, "data") + entries(cm, "binaryData")),
+);
 
 /// ComponentStatuses: `NAME STATUS MESSAGE ERROR`, the status read from the
 /// `Healthy` condition (`Unknown` without one).
@@ -435,24 +412,14 @@ pub(crate) static SECRETS: Printer = Printer {
     },
 };
 
-pub(crate) static SERVICEACCOUNTS: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Secrets",
-            "string",
-            "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount",
-        ),
-        Column::AGE,
-    ],
-    cells: |sa, now| {
-        vec![
-            name(sa),
-            Value::from(list(sa, "secrets").len()),
-            age(sa, now),
-        ]
-    },
-};
+pub(crate) static SERVICEACCOUNTS: Printer = one_column_printer!(
+    Column::new(
+        "Secrets",
+        "string",
+        "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount",
+    ),
+    |sa| Value::from(list(sa, "secrets").len()),
+);
 
 fn access_modes(object: &Value, path: &str) -> String {
     list(object, path)
@@ -612,20 +579,10 @@ pub(crate) static PERSISTENTVOLUMECLAIMS: Printer = Printer {
     },
 };
 
-pub(crate) static LEASES: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new("Holder", "string", "The holder of the lease"),
-        Column::AGE,
-    ],
-    cells: |lease, now| {
-        vec![
-            name(lease),
-            Value::from(text(lease, "spec/holderIdentity").unwrap_or("")),
-            age(lease, now),
-        ]
-    },
-};
+pub(crate) static LEASES: Printer = one_column_printer!(
+    Column::new("Holder", "string", "The holder of the lease"),
+    |lease| Value::from(text(lease, "spec/holderIdentity").unwrap_or("")),
+);
 
 /// Each hard resource as `name: used/hard`, limits in their own column.
 pub(crate) static RESOURCEQUOTAS: Printer = Printer {

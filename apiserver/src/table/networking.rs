@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use super::columns::{
-    Column, Printer, age, at, list, name, or_none, selector_string, strings, text,
+    Column, Printer, age, at, list, name, one_column_printer, or_none, selector_string, strings,
+    text,
 };
 
 pub(crate) static INGRESSES: Printer = Printer {
@@ -115,24 +116,14 @@ pub(crate) static INGRESS_CLASSES: Printer = Printer {
     },
 };
 
-pub(crate) static NETWORKPOLICIES: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Pod-Selector",
-            "string",
-            "The pods the policy applies to, as a label selector.",
-        ),
-        Column::AGE,
-    ],
-    cells: |policy, now| {
-        vec![
-            name(policy),
-            or_none(selector_string(at(policy, "spec/podSelector"))),
-            age(policy, now),
-        ]
-    },
-};
+pub(crate) static NETWORKPOLICIES: Printer = one_column_printer!(
+    Column::new(
+        "Pod-Selector",
+        "string",
+        "The pods the policy applies to, as a label selector.",
+    ),
+    |policy| or_none(selector_string(at(policy, "spec/podSelector"))),
+);
 
 /// `discovery.k8s.io` EndpointSlices: `NAME ADDRESSTYPE PORTS ENDPOINTS AGE`.
 pub(crate) static ENDPOINTSLICES: Printer = Printer {
@@ -193,24 +184,14 @@ fn three_then_more(items: &[String]) -> String {
 }
 
 /// ServiceCIDRs: `NAME CIDRS AGE`, every range of the object.
-pub(crate) static SERVICECIDRS: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "CIDRs",
-            "string",
-            "The ranges Service cluster IPs are allocated from.",
-        ),
-        Column::AGE,
-    ],
-    cells: |cidr, now| {
-        vec![
-            name(cidr),
-            Value::from(strings(cidr, "spec/cidrs").join(",")),
-            age(cidr, now),
-        ]
-    },
-};
+pub(crate) static SERVICECIDRS: Printer = one_column_printer!(
+    Column::new(
+        "CIDRs",
+        "string",
+        "The ranges Service cluster IPs are allocated from.",
+    ),
+    |cidr| Value::from(strings(cidr, "spec/cidrs").join(",")),
+);
 
 /// IPAddresses: `NAME PARENTREF` (no AGE, as upstream prints them), the
 /// parent as `services/default/web` or, in a group,

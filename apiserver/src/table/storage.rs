@@ -6,7 +6,9 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, canonical, flag, list, name, or_none, strings, text};
+use super::columns::{
+    Column, Printer, age, canonical, flag, list, name, one_column_printer, or_none, strings, text,
+};
 
 /// CSIDrivers: `NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY
 /// TOKENREQUESTS REQUIRESREPUBLISH MODES AGE`, unset flags at their defaults.
@@ -70,24 +72,14 @@ pub(crate) static CSIDRIVERS: Printer = Printer {
 };
 
 /// CSINodes: `NAME DRIVERS AGE`, the drivers counted.
-pub(crate) static CSINODES: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Drivers",
-            "integer",
-            "How many CSI drivers are registered on the node.",
-        ),
-        Column::AGE,
-    ],
-    cells: |node, now| {
-        vec![
-            name(node),
-            Value::from(list(node, "spec/drivers").len()),
-            age(node, now),
-        ]
-    },
-};
+pub(crate) static CSINODES: Printer = one_column_printer!(
+    Column::new(
+        "Drivers",
+        "integer",
+        "How many CSI drivers are registered on the node.",
+    ),
+    |node| Value::from(list(node, "spec/drivers").len()),
+);
 
 /// VolumeAttachments: `NAME ATTACHER PV NODE ATTACHED AGE`.
 pub(crate) static VOLUMEATTACHMENTS: Printer = Printer {
