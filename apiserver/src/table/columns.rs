@@ -138,6 +138,12 @@ pub(crate) fn flag(object: &Value, path: &str, unset: bool) -> bool {
     at(object, path).and_then(Value::as_bool).unwrap_or(unset)
 }
 
+/// Whether the object's deletion began (`metadata.deletionTimestamp` set):
+/// what turns the status printers show into `Terminating`.
+pub(crate) fn deleting(object: &Value) -> bool {
+    at(object, "metadata/deletionTimestamp").is_some_and(|d| !d.is_null())
+}
+
 /// A quantity in upstream's canonical form ("1Gi" for "1024Mi"), as it
 /// prints once stored; text that does not parse is shown as it is.
 pub(crate) fn canonical(quantity: &str) -> String {

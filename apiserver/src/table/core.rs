@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, age, at, int, list, map_selector_string, name, one_column_printer, or_none,
-    strings, text,
+    Column, Printer, age, at, deleting, int, list, map_selector_string, name, one_column_printer,
+    or_none, strings, text,
 };
 
 pub(crate) static SERVICES: Printer = Printer {
@@ -436,6 +436,16 @@ fn access_modes(object: &Value, path: &str) -> String {
         .join(",")
 }
 
+/// A volume's or claim's phase, `Terminating` once its deletion began (it
+/// waits on the protection finalizers while its phase still reads Bound).
+fn volume_phase(object: &Value) -> &str {
+    if deleting(object) {
+        "Terminating"
+    } else {
+        text(object, "status/phase").unwrap_or("")
+    }
+}
+
 fn unset(value: Option<&str>) -> Value {
     Value::from(value.filter(|v| !v.is_empty()).unwrap_or("<unset>"))
 }
@@ -498,17 +508,12 @@ pub(crate) static PERSISTENTVOLUMES: Printer = Printer {
             (Some(ns), Some(n)) => format!("{ns}/{n}"),
             _ => String::new(),
         };
-        let phase = if at(pv, "metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
-            "Terminating"
-        } else {
-            text(pv, "status/phase").unwrap_or("")
-        };
         vec![
             name(pv),
             Value::from(text(pv, "spec/capacity/storage").unwrap_or("")),
             Value::from(access_modes(pv, "spec/accessModes")),
             Value::from(text(pv, "spec/persistentVolumeReclaimPolicy").unwrap_or("")),
-            Value::from(phase),
+            Value::from(volume_phase(pv)),
             Value::from(claim),
             Value::from(text(pv, "spec/storageClassName").unwrap_or("")),
             unset(text(pv, "spec/volumeAttributesClassName")),
@@ -560,14 +565,9 @@ pub(crate) static PERSISTENTVOLUMECLAIMS: Printer = Printer {
         ),
     ],
     cells: |pvc, now| {
-        let phase = if at(pvc, "metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
-            "Terminating"
-        } else {
-            text(pvc, "status/phase").unwrap_or("")
-        };
         vec![
             name(pvc),
-            Value::from(phase),
+            Value::from(volume_phase(pvc)),
             Value::from(text(pvc, "spec/volumeName").unwrap_or("")),
             Value::from(text(pvc, "status/capacity/storage").unwrap_or("")),
             Value::from(access_modes(pvc, "status/accessModes")),

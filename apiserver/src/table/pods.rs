@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
-use super::columns::{Column, Printer, age, list, name, or_none, text};
+use super::columns::{Column, Printer, age, deleting, list, name, or_none, text};
 
 pub(crate) static PODS: Printer = Printer {
     columns: &[
@@ -229,10 +229,7 @@ fn summarize(pod: &Value, now: Timestamp) -> Summary {
     }
 
     let phase = text(pod, "status/phase").unwrap_or("");
-    if pod
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|d| !d.is_null())
-    {
+    if deleting(pod) {
         if text(pod, "status/reason") == Some("NodeLost") {
             reason = "Unknown".to_string();
         } else if phase != "Succeeded" && phase != "Failed" {

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, age, at, containers_and_images, int, list, map_selector_string, name, or_none,
-    selector_string, text,
+    Column, Printer, age, at, containers_and_images, deleting, int, list, map_selector_string,
+    name, or_none, selector_string, text,
 };
 
 const CONTAINERS: Column = Column::wide(
@@ -218,7 +218,7 @@ fn job_status(job: &Value) -> &'static str {
         "Complete"
     } else if condition_true(job, "Failed") {
         "Failed"
-    } else if at(job, "metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
+    } else if deleting(job) {
         "Terminating"
     } else if condition_true(job, "SuccessCriteriaMet") {
         "SuccessCriteriaMet"
