@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, list, name, one_column_printer, text};
+use super::columns::{Column, Printer, age, joined, list, name, one_column_printer, text};
 
 pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
     columns: &[
@@ -21,13 +21,8 @@ pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
         Column::AGE,
     ],
     cells: |policy, now| {
-        let param_kind = match (
-            text(policy, "spec/paramKind/apiVersion"),
-            text(policy, "spec/paramKind/kind"),
-        ) {
-            (Some(api_version), Some(kind)) => format!("{api_version}/{kind}"),
-            _ => "<unset>".to_string(),
-        };
+        let param_kind = joined(policy, "spec/paramKind/apiVersion", "spec/paramKind/kind")
+            .unwrap_or_else(|| "<unset>".to_string());
         vec![
             name(policy),
             Value::from(list(policy, "spec/validations").len()),

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, name, text};
+use super::columns::{Column, Printer, age, joined, name};
 
 pub(crate) static API_SERVICES: Printer = Printer {
     columns: &[
@@ -17,13 +17,8 @@ pub(crate) static API_SERVICES: Printer = Printer {
         Column::AGE,
     ],
     cells: |service, now| {
-        let target = match (
-            text(service, "spec/service/namespace"),
-            text(service, "spec/service/name"),
-        ) {
-            (Some(ns), Some(name)) => format!("{ns}/{name}"),
-            _ => "Local".to_string(),
-        };
+        let target = joined(service, "spec/service/namespace", "spec/service/name")
+            .unwrap_or_else(|| "Local".to_string());
         vec![
             name(service),
             Value::from(target),

@@ -138,6 +138,16 @@ pub(crate) fn flag(object: &Value, path: &str, unset: bool) -> bool {
     at(object, path).and_then(Value::as_bool).unwrap_or(unset)
 }
 
+/// `first/second`, the strings at the two paths, when both are set: how a
+/// reference (`namespace/name`, `apiVersion/kind`) prints.
+pub(crate) fn joined(object: &Value, first: &str, second: &str) -> Option<String> {
+    Some(format!(
+        "{}/{}",
+        text(object, first)?,
+        text(object, second)?
+    ))
+}
+
 /// Whether the object's deletion began (`metadata.deletionTimestamp` set):
 /// what turns the status printers show into `Terminating`.
 pub(crate) fn deleting(object: &Value) -> bool {

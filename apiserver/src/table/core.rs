@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, age, at, deleting, int, list, map_selector_string, name, one_column_printer,
-    or_none, strings, text,
+    Column, Printer, age, at, deleting, int, joined, list, map_selector_string, name,
+    one_column_printer, or_none, strings, text,
 };
 
 pub(crate) static SERVICES: Printer = Printer {
@@ -501,13 +501,7 @@ pub(crate) static PERSISTENTVOLUMES: Printer = Printer {
         ),
     ],
     cells: |pv, now| {
-        let claim = match (
-            text(pv, "spec/claimRef/namespace"),
-            text(pv, "spec/claimRef/name"),
-        ) {
-            (Some(ns), Some(n)) => format!("{ns}/{n}"),
-            _ => String::new(),
-        };
+        let claim = joined(pv, "spec/claimRef/namespace", "spec/claimRef/name").unwrap_or_default();
         vec![
             name(pv),
             Value::from(text(pv, "spec/capacity/storage").unwrap_or("")),
