@@ -23,6 +23,14 @@ const IMAGES: Column = Column::wide(
 );
 const SELECTOR: Column = Column::wide("Selector", "string", "Label selector for pods.");
 
+/// The columns of a row [`workload_row`] lays out with a selector: name, the
+/// kind's `own` columns, age, then the wide containers, images and selector.
+macro_rules! workload_columns {
+    ($($own:expr),* $(,)?) => {
+        &[Column::NAME, $($own,)* Column::AGE, CONTAINERS, IMAGES, SELECTOR]
+    };
+}
+
 /// A workload's row: its name, its `own` cells, its age, then the wide
 /// containers and images of the pod template at `template` and, when it
 /// has the column, its `selector`: how every workload's row is laid out.
@@ -72,8 +80,7 @@ fn replicas(object: &Value) -> i64 {
 }
 
 pub(crate) static DEPLOYMENTS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+    columns: workload_columns![
         Column::new("Ready", "string", "Number of the pod with ready state"),
         Column::new(
             "Up-to-date",
@@ -85,10 +92,6 @@ pub(crate) static DEPLOYMENTS: Printer = Printer {
             "string",
             "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
         ),
-        Column::AGE,
-        CONTAINERS,
-        IMAGES,
-        SELECTOR,
     ],
     cells: |d, now| {
         let own = vec![
@@ -109,8 +112,7 @@ fn replica_set_cells(rs: &Value, now: Timestamp, selector: String) -> Vec<Value>
     workload_row(rs, now, own, TEMPLATE, Some(selector))
 }
 
-const REPLICA_SET_COLUMNS: &[Column] = &[
-    Column::NAME,
+const REPLICA_SET_COLUMNS: &[Column] = workload_columns![
     Column::new(
         "Desired",
         "integer",
@@ -126,10 +128,6 @@ const REPLICA_SET_COLUMNS: &[Column] = &[
         "integer",
         "The number of ready replicas for this replica set.",
     ),
-    Column::AGE,
-    CONTAINERS,
-    IMAGES,
-    SELECTOR,
 ];
 
 pub(crate) static REPLICASETS: Printer = Printer {
@@ -154,8 +152,7 @@ pub(crate) static STATEFULSETS: Printer = Printer {
 };
 
 pub(crate) static DAEMONSETS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+    columns: workload_columns![
         Column::new(
             "Desired",
             "integer",
@@ -186,10 +183,6 @@ pub(crate) static DAEMONSETS: Printer = Printer {
             "string",
             "NodeSelector is a selector which must be true for the pod to fit on a node.",
         ),
-        Column::AGE,
-        CONTAINERS,
-        IMAGES,
-        SELECTOR,
     ],
     cells: |d, now| {
         let own = vec![
@@ -257,15 +250,10 @@ fn job_duration(job: &Value, now: Timestamp) -> String {
 }
 
 pub(crate) static JOBS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+    columns: workload_columns![
         Column::new("Status", "string", "Status of the job."),
         Column::new("Completions", "string", "The completion status of the job."),
         Column::new("Duration", "string", "Time required to complete the job."),
-        Column::AGE,
-        CONTAINERS,
-        IMAGES,
-        SELECTOR,
     ],
     cells: |job, now| {
         let own = vec![
@@ -278,8 +266,7 @@ pub(crate) static JOBS: Printer = Printer {
 };
 
 pub(crate) static CRONJOBS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+    columns: workload_columns![
         Column::new("Schedule", "string", "The schedule in Cron format."),
         Column::new(
             "Timezone",
@@ -301,10 +288,6 @@ pub(crate) static CRONJOBS: Printer = Printer {
             "string",
             "Information when was the last time the job was successfully scheduled.",
         ),
-        Column::AGE,
-        CONTAINERS,
-        IMAGES,
-        SELECTOR,
     ],
     cells: |cj, now| {
         let last = at(cj, "status/lastScheduleTime")
