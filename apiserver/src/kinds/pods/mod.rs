@@ -408,27 +408,31 @@ mod tests {
 
     #[test]
     fn pods_get_default_not_ready_and_unreachable_tolerations() {
-        let keys = |spec: &Value| -> Vec<(String, Value)> {
-            spec["tolerations"]
+        // The tolerations' keys and seconds, in order.
+        let assert_seconds = |spec: &Value, expected: &[(&str, i64)]| {
+            let keys: Vec<(&str, Value)> = spec["tolerations"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|t| {
                     (
-                        t["key"].as_str().unwrap_or("").to_string(),
+                        t["key"].as_str().unwrap_or(""),
                         t["tolerationSeconds"].clone(),
                     )
                 })
-                .collect()
+                .collect();
+            let expected: Vec<(&str, Value)> =
+                expected.iter().map(|(k, s)| (*k, json!(s))).collect();
+            assert_eq!(keys, expected);
         };
         let mut plain = json!({"containers": []});
         default_toleration_seconds(&mut plain);
-        assert_eq!(
-            keys(&plain),
-            vec![
-                ("node.kubernetes.io/not-ready".to_string(), json!(300)),
-                ("node.kubernetes.io/unreachable".to_string(), json!(300)),
-            ]
+        assert_seconds(
+            &plain,
+            &[
+                ("node.kubernetes.io/not-ready", 300),
+                ("node.kubernetes.io/unreachable", 300),
+            ],
         );
         // Applying twice adds nothing.
         let again = plain.clone();
@@ -438,12 +442,12 @@ mod tests {
         let mut own = json!({"tolerations": [{"key": "node.kubernetes.io/unreachable",
             "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 6000}]});
         default_toleration_seconds(&mut own);
-        assert_eq!(
-            keys(&own),
-            vec![
-                ("node.kubernetes.io/unreachable".to_string(), json!(6000)),
-                ("node.kubernetes.io/not-ready".to_string(), json!(300)),
-            ]
+        assert_seconds(
+            &own,
+            &[
+                ("node.kubernetes.io/unreachable", 6000),
+                ("node.kubernetes.io/not-ready", 300),
+            ],
         );
         // Tolerating everything (empty key, any effect) needs nothing added.
         let mut all = json!({"tolerations": [{"operator": "Exists"}]});
