@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, assert_mentions, deployment, refused};
+use crate::harness::{Expect, TestServer, deployment, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -410,9 +410,9 @@ async fn pod_specs_are_mostly_immutable() {
     let updated = s.put_ok(path, image).await;
     let mut restart = updated.clone();
     restart["spec"]["restartPolicy"] = json!("Never");
-    let body = s.put(path, restart).await.expect_failure(422, "Invalid");
-    assert_mentions(
-        &body,
+    s.put(path, restart).await.expect_mentions(
+        422,
+        "Invalid",
         &["spec: Forbidden: pod updates may not change fields"],
     );
     let mut fewer = updated.clone();

@@ -619,6 +619,19 @@ pub trait Expect: Sized {
         assert_status(code, &body, want_code, want_reason);
         body
     }
+
+    /// Asserts a Status failure with code and reason whose message
+    /// mentions each of `parts`; gives the Status. The check of most
+    /// refusals whose exact words are not the point.
+    #[track_caller]
+    fn expect_mentions(self, want_code: u16, want_reason: &str, parts: &[&str]) -> Value
+    where
+        Self: Expect<Body = Value>,
+    {
+        let body = self.expect_failure(want_code, want_reason);
+        assert_mentions(&body, parts);
+        body
+    }
 }
 
 impl Expect for (StatusCode, Value) {
