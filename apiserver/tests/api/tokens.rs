@@ -240,26 +240,27 @@ async fn tokens_carry_the_node_and_may_be_bound_to_one() {
 async fn token_requests_are_checked() {
     let server = TestServer::new().await;
     service_account(&server, "builder", None).await;
-    request_token(&server, "builder", json!({"expirationSeconds": 60}))
-        .await
-        .expect_failure(422, "Invalid");
-    request_token(&server, "nobody", json!({}))
-        .await
-        .expect_failure(404, "NotFound");
-    request_token(
-        &server,
-        "builder",
-        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "ghost"}}),
-    )
-    .await
-    .expect_failure(404, "NotFound");
-    request_token(
-        &server,
-        "builder",
-        json!({"boundObjectRef": {"kind": "ConfigMap", "apiVersion": "v1", "name": "x"}}),
-    )
-    .await
-    .expect_failure(422, "Invalid");
+    let refusals = [
+        ("builder", json!({"expirationSeconds": 60}), 422, "Invalid"),
+        ("nobody", json!({}), 404, "NotFound"),
+        (
+            "builder",
+            json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "ghost"}}),
+            404,
+            "NotFound",
+        ),
+        (
+            "builder",
+            json!({"boundObjectRef": {"kind": "ConfigMap", "apiVersion": "v1", "name": "x"}}),
+            422,
+            "Invalid",
+        ),
+    ];
+    for (account, spec, code, reason) in refusals {
+        request_token(&server, account, spec)
+            .await
+            .expect_failure(code, reason);
+    }
 
     // A token for another audience is not accepted by the API server.
     let issued = request_token(
