@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, eventually, find_by, refused};
+use crate::harness::{Expect, TestServer, assert_same_version, eventually, find_by, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -186,10 +186,7 @@ async fn updates_take_the_fields_they_change() {
             json!({"data": {"k": "2"}}),
         )
         .await;
-    assert_eq!(
-        same["metadata"]["resourceVersion"],
-        patched["metadata"]["resourceVersion"]
-    );
+    assert_same_version(&same, &patched);
     assert_eq!(owned(&same, "idle", "Update"), Value::Null);
 }
 

@@ -857,6 +857,16 @@ pub fn item_names(list: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Asserts `now` is at `before`'s resourceVersion: the check that a
+/// write which changed nothing, or only ran dry, stored no new revision.
+#[track_caller]
+pub fn assert_same_version(now: &Value, before: &Value) {
+    assert_eq!(
+        now["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+}
+
 /// A `Status` body's message.
 pub fn message_of(body: &Value) -> &str {
     body["message"].as_str().unwrap()
