@@ -332,13 +332,7 @@ pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
         }
         _ = crate::termination_signal() => {}
     }
-    tracing::info!("stopping");
-    let _ = stop_tx.send(true);
-    factory.shutdown();
-    agent.await.context("agent task")??;
-    while proxy.join_next().await.is_some() {}
-    tracing::info!("stopped");
-    Ok(())
+    stop_all(stop_tx, &factory, agent, "agent task", proxy).await
 }
 
 /// `skiff agent --simulated-nodes N`: joins as the agent's own node (whose
@@ -411,11 +405,29 @@ async fn run_simulated(args: &AgentArgs) -> anyhow::Result<()> {
         }
         _ = crate::termination_signal() => {}
     }
+    stop_all(stop_tx, &factory, nodes, "simulated nodes task", renewals).await
+}
+
+/// The agent's stop after a termination signal, the same for the
+/// containerd-backed node and the simulated ones: raises `stop`, shuts the
+/// informers down, then waits for the `main` task (`what` names it; its
+/// error is the command's) and every side task, so nothing still runs when
+/// the process exits.
+async fn stop_all<E>(
+    stop: watch::Sender<bool>,
+    factory: &SharedInformerFactory,
+    main: tokio::task::JoinHandle<Result<(), E>>,
+    what: &'static str,
+    mut side_tasks: tokio::task::JoinSet<()>,
+) -> anyhow::Result<()>
+where
+    anyhow::Error: From<E>,
+{
     tracing::info!("stopping");
-    let _ = stop_tx.send(true);
+    let _ = stop.send(true);
     factory.shutdown();
-    nodes.await.context("simulated nodes task")??;
-    while renewals.join_next().await.is_some() {}
+    main.await.context(what)??;
+    while side_tasks.join_next().await.is_some() {}
     tracing::info!("stopped");
     Ok(())
 }

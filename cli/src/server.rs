@@ -871,11 +871,13 @@ impl Identities {
         Self { router }
     }
 
+    /// A client acting as `user` on the server's own router.
+    fn client(&self, user: UserInfo) -> kube::Client {
+        skiff_apiserver::inprocess::client(self.router.clone(), user)
+    }
+
     fn user(&self, name: &str, groups: &[&str]) -> kube::Client {
-        skiff_apiserver::inprocess::client(
-            self.router.clone(),
-            UserInfo::new(name, groups.iter().map(|g| g.to_string())),
-        )
+        self.client(UserInfo::new(name, groups.iter().map(|g| g.to_string())))
     }
 
     /// The controller manager itself: the shared informers' lists and
@@ -901,10 +903,7 @@ impl Identities {
 
     /// The cluster DNS, as upstream's kube-dns service account.
     fn dns(&self) -> kube::Client {
-        skiff_apiserver::inprocess::client(
-            self.router.clone(),
-            UserInfo::service_account("kube-system", "kube-dns"),
-        )
+        self.client(UserInfo::service_account("kube-system", "kube-dns"))
     }
 
     /// The service proxy, as upstream's kube-proxy user.
@@ -945,10 +944,10 @@ impl Identities {
     fn node_agent(&self, node: &str) -> skiff_node::agent::AgentClients {
         skiff_node::agent::AgentClients {
             node: self.user(&format!("system:node:{node}"), &["system:nodes"]),
-            provisioner: skiff_apiserver::inprocess::client(
-                self.router.clone(),
-                UserInfo::service_account("kube-system", "local-path-provisioner-service-account"),
-            ),
+            provisioner: self.client(UserInfo::service_account(
+                "kube-system",
+                "local-path-provisioner-service-account",
+            )),
         }
     }
 }

@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, assert_mentions, deployment, refused};
+use crate::harness::{Expect, TestServer, assert_same_version, deployment, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -70,10 +70,7 @@ async fn no_op_update_keeps_resource_version() {
     let s = TestServer::new().await;
     let created = s.configmap("default", "same", json!({})).await;
     let body = s.put_ok(&format!("{CMS}/same"), created.clone()).await;
-    assert_eq!(
-        body["metadata"]["resourceVersion"],
-        created["metadata"]["resourceVersion"]
-    );
+    assert_same_version(&body, &created);
 }
 
 /// Every ObjectMeta field is `omitempty` upstream: what a client sends
@@ -259,10 +256,7 @@ async fn dry_run_create_and_update_store_nothing() {
     assert_eq!(body["data"]["k"], "dry");
     let (_, now) = s.get(&format!("{CMS}/real")).await;
     assert_eq!(now["data"]["k"], "v");
-    assert_eq!(
-        now["metadata"]["resourceVersion"],
-        created["metadata"]["resourceVersion"]
-    );
+    assert_same_version(&now, &created);
 }
 
 #[tokio::test]
@@ -410,9 +404,9 @@ async fn pod_specs_are_mostly_immutable() {
     let updated = s.put_ok(path, image).await;
     let mut restart = updated.clone();
     restart["spec"]["restartPolicy"] = json!("Never");
-    let body = s.put(path, restart).await.expect_failure(422, "Invalid");
-    assert_mentions(
-        &body,
+    s.put(path, restart).await.expect_mentions(
+        422,
+        "Invalid",
         &["spec: Forbidden: pod updates may not change fields"],
     );
     let mut fewer = updated.clone();

@@ -6,7 +6,7 @@ use axum::body::Body;
 use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::{Value, json};
 
-use super::harness::{TestServer, exchange};
+use super::harness::{TestServer, assert_same_version, exchange};
 
 async fn send(
     ts: &TestServer,
@@ -208,8 +208,5 @@ async fn dropped_fields_are_no_change() {
         vec![r#"299 - "unknown field \"spec.bogus\"""#]
     );
     assert_eq!(body["metadata"]["generation"], 1);
-    assert_eq!(
-        body["metadata"]["resourceVersion"],
-        created["metadata"]["resourceVersion"]
-    );
+    assert_same_version(&body, &created);
 }

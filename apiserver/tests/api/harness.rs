@@ -619,6 +619,19 @@ pub trait Expect: Sized {
         assert_status(code, &body, want_code, want_reason);
         body
     }
+
+    /// Asserts a Status failure with code and reason whose message
+    /// mentions each of `parts`; gives the Status. The check of most
+    /// refusals whose exact words are not the point.
+    #[track_caller]
+    fn expect_mentions(self, want_code: u16, want_reason: &str, parts: &[&str]) -> Value
+    where
+        Self: Expect<Body = Value>,
+    {
+        let body = self.expect_failure(want_code, want_reason);
+        assert_mentions(&body, parts);
+        body
+    }
 }
 
 impl Expect for (StatusCode, Value) {
@@ -842,6 +855,16 @@ pub fn item_names(list: &Value) -> Vec<String> {
         .iter()
         .map(|item| item["metadata"]["name"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// Asserts `now` is at `before`'s resourceVersion: the check that a
+/// write which changed nothing, or only ran dry, stored no new revision.
+#[track_caller]
+pub fn assert_same_version(now: &Value, before: &Value) {
+    assert_eq!(
+        now["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
 }
 
 /// A `Status` body's message.

@@ -29,9 +29,21 @@ async fn label_selectors_filter_lists() {
         ("tier%3D", vec![]),
         ("!tier,app%20in%20(,db)", vec!["b"]),
     ];
+    assert_selects(&s, CMS, "labelSelector", cases).await;
+}
+
+/// Asserts, for each `(selector, names)`, that `collection` listed with
+/// the `kind` selector (`labelSelector`, `fieldSelector`) `selector` gives
+/// exactly `names` in order: the check every selector test here makes.
+async fn assert_selects(
+    s: &TestServer,
+    collection: &str,
+    kind: &str,
+    cases: impl IntoIterator<Item = (&str, Vec<&str>)>,
+) {
     for (selector, want) in cases {
-        let list = s.get_ok(&format!("{CMS}?labelSelector={selector}")).await;
-        assert_eq!(item_names(&list), want, "{selector}");
+        let path = format!("{collection}?{kind}={selector}");
+        assert_eq!(s.list_names(&path).await, want, "{path}");
     }
 }
 
@@ -53,16 +65,11 @@ async fn lists_are_typed_and_scoped() {
             .is_ok()
     );
     assert_eq!(s.list_names("/api/v1/configmaps").await, vec!["a", "b"]);
-    assert_eq!(
-        s.list_names("/api/v1/configmaps?fieldSelector=metadata.namespace%3Dother")
-            .await,
-        vec!["b"]
-    );
-    assert_eq!(
-        s.list_names("/api/v1/configmaps?fieldSelector=metadata.name!%3Da")
-            .await,
-        vec!["b"]
-    );
+    let cases = [
+        ("metadata.namespace%3Dother", vec!["b"]),
+        ("metadata.name!%3Da", vec!["b"]),
+    ];
+    assert_selects(&s, "/api/v1/configmaps", "fieldSelector", cases).await;
 }
 
 #[tokio::test]
@@ -74,20 +81,12 @@ async fn pod_field_selectors() {
             .await;
         assert_eq!(body["status"]["phase"], "Pending");
     }
-    assert_eq!(
-        s.list_names("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1")
-            .await,
-        vec!["p1"]
-    );
-    assert_eq!(
-        s.list_names("/api/v1/pods?fieldSelector=spec.nodeName%3D")
-            .await,
-        vec!["p2"]
-    );
-    let (_, pending) = s
-        .get("/api/v1/pods?fieldSelector=status.phase%3DPending,spec.nodeName!%3Dn1")
-        .await;
-    assert_eq!(item_names(&pending), vec!["p2"]);
+    let cases = [
+        ("spec.nodeName%3Dn1", vec!["p1"]),
+        ("spec.nodeName%3D", vec!["p2"]),
+        ("status.phase%3DPending,spec.nodeName!%3Dn1", vec!["p2"]),
+    ];
+    assert_selects(&s, "/api/v1/pods", "fieldSelector", cases).await;
 }
 
 #[tokio::test]

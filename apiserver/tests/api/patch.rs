@@ -5,6 +5,12 @@ use crate::harness::{Expect, TestServer, strings};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps/p";
 
+/// Asserts the stored ConfigMap `p` holds `want` under `k`: how the tests
+/// check what their patches (refused ones too) left behind.
+async fn assert_stored_k(s: &TestServer, want: &str) {
+    assert_eq!(s.get_ok(CM).await["data"]["k"], want);
+}
+
 #[tokio::test]
 async fn json_merge_and_strategic_patches_on_configmaps() {
     let s = TestServer::new().await;
@@ -81,8 +87,7 @@ async fn patch_preconditions_and_missing_objects() {
     )
     .await
     .expect_failure(422, "Invalid");
-    let (_, now) = s.get(CM).await;
-    assert_eq!(now["data"]["k"], "new");
+    assert_stored_k(&s, "new").await;
 }
 
 #[tokio::test]
@@ -93,8 +98,7 @@ async fn patch_dry_run_changes_nothing() {
         .merge_patch_ok(&format!("{CM}?dryRun=All"), json!({"data": {"k": "dry"}}))
         .await;
     assert_eq!(body["data"]["k"], "dry");
-    let (_, now) = s.get(CM).await;
-    assert_eq!(now["data"]["k"], "v");
+    assert_stored_k(&s, "v").await;
 }
 
 #[tokio::test]
@@ -161,8 +165,7 @@ async fn json_patches_see_the_resource_version_and_can_test_it() {
             "message": "the server rejected our request due to an error in our request",
             "reason": "Invalid", "details": {}, "code": 422})
     );
-    let (_, now) = s.get(CM).await;
-    assert_eq!(now["data"]["k"], "second");
+    assert_stored_k(&s, "second").await;
 
     // Setting a stale resourceVersion is a precondition that fails with 409.
     s.patch(
@@ -173,6 +176,5 @@ async fn json_patches_see_the_resource_version_and_can_test_it() {
     )
     .await
     .expect_failure(409, "Conflict");
-    let (_, now) = s.get(CM).await;
-    assert_eq!(now["data"]["k"], "second");
+    assert_stored_k(&s, "second").await;
 }

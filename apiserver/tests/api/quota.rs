@@ -10,9 +10,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{
-    Expect, TestServer, assert_mentions, assert_status, columns, item_names, message_of, refused,
-};
+use crate::harness::{Expect, TestServer, assert_status, columns, item_names, message_of, refused};
 
 async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
     server
@@ -54,15 +52,13 @@ fn configmap(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
 }
 
+/// Where the pod tests create their pods: namespace `x`, the one
+/// `with_quota` and `with_limit_range` make.
+const PODS: &str = "/api/v1/namespaces/x/pods";
+
 fn pod(name: &str, resources: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
-}
-
-async fn create_pod(server: &TestServer, ns: &str, body: Value) -> (StatusCode, Value) {
-    server
-        .post(&format!("/api/v1/namespaces/{ns}/pods"), body)
-        .await
 }
 
 async fn names(server: &TestServer, path: &str) -> Vec<String> {
@@ -168,7 +164,7 @@ async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
     )
     .await;
     refused(
-        create_pod(&server, "x", pod("bare", json!({}))).await,
+        server.post(PODS, pod("bare", json!({}))).await,
         403,
         "Forbidden",
         "pods \"bare\" is forbidden: failed quota: compute: must specify limits.memory for: c; requests.cpu for: c",
@@ -179,20 +175,16 @@ async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
             json!({"requests": {"cpu": cpu}, "limits": {"memory": "512Mi"}}),
         )
     };
-    create_pod(&server, "x", sized("p1", "600m"))
-        .await
-        .expect_code(StatusCode::CREATED);
+    server.created(PODS, sized("p1", "600m")).await;
     refused(
-        create_pod(&server, "x", sized("p2", "600m")).await,
+        server.post(PODS, sized("p2", "600m")).await,
         403,
         "Forbidden",
         "pods \"p2\" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1",
     );
-    create_pod(&server, "x", sized("p3", "0.4"))
-        .await
-        .expect_code(StatusCode::CREATED);
+    server.created(PODS, sized("p3", "0.4")).await;
     refused(
-        create_pod(&server, "x", sized("p4", "100m")).await,
+        server.post(PODS, sized("p4", "100m")).await,
         403,
         "Forbidden",
         "pods \"p4\" is forbidden: exceeded quota: compute, requested: limits.memory=512Mi,requests.cpu=100m, used: limits.memory=1Gi,requests.cpu=1, limited: limits.memory=1Gi,requests.cpu=1",
@@ -204,9 +196,7 @@ async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
     server
         .put_ok("/api/v1/namespaces/x/pods/p1/status", p1)
         .await;
-    create_pod(&server, "x", sized("p5", "600m"))
-        .await
-        .expect_code(StatusCode::CREATED);
+    server.created(PODS, sized("p5", "600m")).await;
 }
 
 #[tokio::test]
@@ -232,32 +222,28 @@ async fn scopes_choose_the_pods_a_quota_counts() {
     )
     .await;
 
-    create_pod(&server, "x", pod("free-1", json!({})))
-        .await
-        .expect_code(StatusCode::CREATED);
+    server.created(PODS, pod("free-1", json!({}))).await;
     refused(
-        create_pod(&server, "x", pod("free-2", json!({}))).await,
+        server.post(PODS, pod("free-2", json!({}))).await,
         403,
         "Forbidden",
         "pods \"free-2\" is forbidden: exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1",
     );
     let sized = json!({"requests": {"cpu": "10m"}});
-    let (code, body) = create_pod(&server, "x", pod("sized-1", sized.clone())).await;
+    let (code, body) = server.post(PODS, pod("sized-1", sized.clone())).await;
     assert_eq!(code, StatusCode::CREATED, "not BestEffort: {body}");
 
     let mut high = pod("high-1", sized.clone());
     high["spec"]["priorityClassName"] = json!("high");
-    create_pod(&server, "x", high.clone())
-        .await
-        .expect_code(StatusCode::CREATED);
+    server.created(PODS, high.clone()).await;
     high["metadata"]["name"] = json!("high-2");
     refused(
-        create_pod(&server, "x", high).await,
+        server.post(PODS, high).await,
         403,
         "Forbidden",
         "pods \"high-2\" is forbidden: exceeded quota: high, requested: pods=1, used: pods=1, limited: pods=1",
     );
-    let (code, body) = create_pod(&server, "x", pod("sized-2", sized)).await;
+    let (code, body) = server.post(PODS, pod("sized-2", sized)).await;
     assert_eq!(code, StatusCode::CREATED, "no class, not counted: {body}");
 }
 
@@ -356,9 +342,7 @@ async fn a_limit_range_defaults_containers_and_the_stored_pod_shows_it() {
         json!({"cpu": "100m", "memory": "256Mi"}),
         "defaultRequest takes what default has"
     );
-    create_pod(&server, "x", pod("p", json!({})))
-        .await
-        .expect_code(StatusCode::CREATED);
+    server.created(PODS, pod("p", json!({}))).await;
     let (_, stored) = server.get("/api/v1/namespaces/x/pods/p").await;
     assert_eq!(
         stored["spec"]["containers"][0]["resources"],
@@ -370,13 +354,9 @@ async fn a_limit_range_defaults_containers_and_the_stored_pod_shows_it() {
         "LimitRanger plugin set: cpu, memory request for container c; cpu, memory limit for container c"
     );
     // A container that limits without requesting requests its limit.
-    let created = create_pod(
-        &server,
-        "x",
-        pod("limited", json!({"limits": {"cpu": "200m"}})),
-    )
-    .await
-    .expect_code(StatusCode::CREATED);
+    let created = server
+        .created(PODS, pod("limited", json!({"limits": {"cpu": "200m"}})))
+        .await;
     assert_eq!(
         created["spec"]["containers"][0]["resources"],
         json!({"limits": {"cpu": "200m", "memory": "256Mi"},
@@ -392,21 +372,23 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
     )
     .await;
     refused(
-        create_pod(&server, "x", pod("x", json!({"requests": {"cpu": "50m"}}))).await,
+        server
+            .post(PODS, pod("x", json!({"requests": {"cpu": "50m"}})))
+            .await,
         403,
         "Forbidden",
         "pods \"x\" is forbidden: minimum cpu usage per Container is 100m, but request is 50m",
     );
     refused(
-        create_pod(
-            &server,
-            "x",
-            pod(
-                "y",
-                json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
-            ),
-        )
-        .await,
+        server
+            .post(
+                PODS,
+                pod(
+                    "y",
+                    json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
+                ),
+            )
+            .await,
         403,
         "Forbidden",
         "pods \"y\" is forbidden: maximum cpu usage per Container is 1, but limit is 2",
@@ -416,15 +398,16 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
             {"name": "a", "image": "i", "resources": {"requests": {"cpu": "10m"}}},
             {"name": "b", "image": "i", "resources": {"requests": {"cpu": "20m"}}}]}});
     refused(
-        create_pod(&server, "x", two).await,
+        server.post(PODS, two).await,
         403,
         "Forbidden",
         "pods \"two\" is forbidden: [minimum cpu usage per Container is 100m, but request is 10m, minimum cpu usage per Container is 100m, but request is 20m]",
     );
-    assert!(names(&server, "/api/v1/namespaces/x/pods").await.is_empty());
+    assert!(names(&server, PODS).await.is_empty());
     // Within bounds, and defaulted to the maximum as limit.
-    let (code, body) =
-        create_pod(&server, "x", pod("z", json!({"requests": {"cpu": "200m"}}))).await;
+    let (code, body) = server
+        .post(PODS, pod("z", json!({"requests": {"cpu": "200m"}})))
+        .await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
     assert_eq!(
         body["spec"]["containers"][0]["resources"]["limits"]["cpu"],
@@ -447,11 +430,9 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
 async fn limit_range_defaults_satisfy_a_compute_quota() {
     let server = with_limit_range(json!([{"type": "Container", "default": {"cpu": "300m"}}])).await;
     quota(&server, "x", "cpu", json!({"hard": {"limits.cpu": "500m"}})).await;
-    create_pod(&server, "x", pod("a", json!({})))
-        .await
-        .expect_code(StatusCode::CREATED);
+    server.created(PODS, pod("a", json!({}))).await;
     refused(
-        create_pod(&server, "x", pod("b", json!({}))).await,
+        server.post(PODS, pod("b", json!({}))).await,
         403,
         "Forbidden",
         "pods \"b\" is forbidden: exceeded quota: cpu, requested: limits.cpu=300m, used: limits.cpu=300m, limited: limits.cpu=500m",
@@ -487,24 +468,22 @@ async fn quotas_print_used_and_hard_in_request_and_limit_columns() {
 #[tokio::test]
 async fn invalid_quotas_and_limit_ranges_are_refused() {
     let server = TestServer::new().await;
-    let body = server
+    server
         .post(
             "/api/v1/namespaces/default/resourcequotas",
             json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
                    "spec": {"hard": {"pods": "-1"}}}),
         )
         .await
-        .expect_failure(422, "Invalid");
-    assert_mentions(&body, &["spec.hard[pods]"]);
-    let body = server
+        .expect_mentions(422, "Invalid", &["spec.hard[pods]"]);
+    server
         .post(
             "/api/v1/namespaces/default/limitranges",
             json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"},
                    "spec": {"limits": [{"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}}]}}),
         )
         .await
-        .expect_failure(422, "Invalid");
-    assert_mentions(&body, &["min value 2 is greater than max value 1"]);
+        .expect_mentions(422, "Invalid", &["min value 2 is greater than max value 1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

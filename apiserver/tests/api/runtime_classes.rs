@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, TestServer, pod, refused};
+use crate::harness::{Expect, TestServer, columns, pod, refused};
 
 const CLASSES: &str = "/apis/node.k8s.io/v1/runtimeclasses";
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -62,13 +62,7 @@ async fn the_handler_is_a_dns_label_that_never_changes() {
         "RuntimeClass.node.k8s.io \"gvisor\" is invalid: handler: Invalid value: \"runc\": field is immutable",
     );
     let table = s.get_table(CLASSES).await;
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(columns, ["Name", "Handler", "Age"]);
+    assert_eq!(columns(&table), ["Name", "Handler", "Age"]);
     assert_eq!(table["rows"][0]["cells"][1], "runsc");
 }
 

@@ -103,11 +103,9 @@ async fn binding_assigns_a_node_once() {
         p["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
     );
-    let body = s
-        .post("/api/v1/namespaces/default/pods/p/binding", to_n1)
+    s.post("/api/v1/namespaces/default/pods/p/binding", to_n1)
         .await
-        .expect_failure(409, "Conflict");
-    assert_mentions(&body, &["is already assigned to node \"n1\""]);
+        .expect_mentions(409, "Conflict", &["is already assigned to node \"n1\""]);
     s.post(
         "/api/v1/namespaces/default/pods/gone/binding",
         binding("gone", "n1"),
@@ -130,11 +128,9 @@ async fn the_bindings_collection_binds_the_pod_its_body_names() {
     assert_eq!(body["status"], "Success");
     let p = s.get_ok("/api/v1/namespaces/default/pods/p").await;
     assert_eq!(p["spec"]["nodeName"], "n1");
-    let refused = s
-        .post("/api/v1/namespaces/default/bindings", binding("p", "n2"))
+    s.post("/api/v1/namespaces/default/bindings", binding("p", "n2"))
         .await
-        .expect_failure(409, "Conflict");
-    assert_mentions(&refused, &["is already assigned to node \"n1\""]);
+        .expect_mentions(409, "Conflict", &["is already assigned to node \"n1\""]);
     s.post("/api/v1/namespaces/default/bindings", binding("gone", "n1"))
         .await
         .expect_failure(404, "NotFound");
@@ -300,11 +296,11 @@ async fn eviction_respects_disruption_budgets() {
         twin,
     )
     .await;
-    let refusal = s
-        .post(&evict("q"), eviction("q"))
-        .await
-        .expect_failure(500, "InternalError");
-    assert_mentions(&refusal, &["more than one PodDisruptionBudget"]);
+    s.post(&evict("q"), eviction("q")).await.expect_mentions(
+        500,
+        "InternalError",
+        &["more than one PodDisruptionBudget"],
+    );
     s.get("/api/v1/namespaces/default/pods/q/eviction")
         .await
         .expect_code(StatusCode::METHOD_NOT_ALLOWED);
@@ -353,11 +349,9 @@ async fn log_options_are_checked_before_the_node_is_asked() {
         .await
         .expect_failure(400, "BadRequest");
     // Valid options reach the pod, which has no node yet.
-    let body = s
-        .get("/api/v1/namespaces/default/pods/p/log?tailLines=2")
+    s.get("/api/v1/namespaces/default/pods/p/log?tailLines=2")
         .await
-        .expect_failure(400, "BadRequest");
-    assert_mentions(&body, &["does not have a host assigned"]);
+        .expect_mentions(400, "BadRequest", &["does not have a host assigned"]);
 }
 
 #[tokio::test]
@@ -411,11 +405,9 @@ async fn ephemeral_containers_are_only_added_through_their_subresource() {
     );
     let mut removed = read.clone();
     removed["spec"]["ephemeralContainers"] = json!([]);
-    let refused = s
-        .put(&format!("{pods}/p/ephemeralcontainers"), removed)
+    s.put(&format!("{pods}/p/ephemeralcontainers"), removed)
         .await
-        .expect_failure(422, "Invalid");
-    assert_mentions(&refused, &["may not be removed"]);
+        .expect_mentions(422, "Invalid", &["may not be removed"]);
 
     // A new one may not do what only regular containers do.
     let refused = s
@@ -442,12 +434,9 @@ async fn ephemeral_containers_are_only_added_through_their_subresource() {
     // Neither a create nor a main-resource update sets them.
     let mut with_debugger = pod("q", None);
     with_debugger["spec"]["ephemeralContainers"] = json!([{"name": "d", "image": "busybox"}]);
-    let refused = s
-        .post(pods, with_debugger)
-        .await
-        .expect_failure(422, "Invalid");
-    assert_mentions(
-        &refused,
+    s.post(pods, with_debugger).await.expect_mentions(
+        422,
+        "Invalid",
         &["spec.ephemeralContainers: Forbidden: cannot be set on create"],
     );
     let mut update = s.get_ok(&format!("{pods}/p")).await;

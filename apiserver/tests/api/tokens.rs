@@ -30,6 +30,16 @@ async fn service_account(server: &TestServer, name: &str, automount: Option<bool
         .await;
 }
 
+/// A TokenRequest spec bound to the `kind` object `name` (to its `uid`
+/// when given): a token that stops working once the object is gone.
+fn bound_to(kind: &str, name: &str, uid: Option<&str>) -> Value {
+    let mut object = json!({"kind": kind, "apiVersion": "v1", "name": name});
+    if let Some(uid) = uid {
+        object["uid"] = json!(uid);
+    }
+    json!({"boundObjectRef": object})
+}
+
 async fn request_token(server: &TestServer, account: &str, spec: Value) -> (StatusCode, Value) {
     server
         .post(
@@ -109,13 +119,9 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
         )
         .await;
     let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
-    let issued = request_token(
-        &server,
-        "builder",
-        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "worker", "uid": uid}}),
-    )
-    .await
-    .expect_code(StatusCode::CREATED);
+    let issued = request_token(&server, "builder", bound_to("Pod", "worker", Some(&uid)))
+        .await
+        .expect_code(StatusCode::CREATED);
     assert_eq!(issued["kind"], "TokenRequest");
     assert_eq!(issued["spec"]["expirationSeconds"], 3600);
     assert!(issued["status"]["expirationTimestamp"].is_string());
@@ -182,13 +188,9 @@ async fn tokens_carry_the_node_and_may_be_bound_to_one() {
     };
     let token_of = |issued: &Value| issued["status"]["token"].as_str().unwrap().to_string();
 
-    let issued = request_token(
-        &server,
-        "builder",
-        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "placed"}}),
-    )
-    .await
-    .expect_code(StatusCode::CREATED);
+    let issued = request_token(&server, "builder", bound_to("Pod", "placed", None))
+        .await
+        .expect_code(StatusCode::CREATED);
     let user = user_of(&token_of(&issued)).expect("the pod-bound token authenticates");
     assert_eq!(
         user.extra.get("authentication.kubernetes.io/node-name"),
@@ -203,13 +205,9 @@ async fn tokens_carry_the_node_and_may_be_bound_to_one() {
         Some(&vec!["placed".to_string()])
     );
 
-    let issued = request_token(
-        &server,
-        "builder",
-        json!({"boundObjectRef": {"kind": "Node", "apiVersion": "v1", "name": "n1", "uid": node_uid}}),
-    )
-    .await
-    .expect_code(StatusCode::CREATED);
+    let issued = request_token(&server, "builder", bound_to("Node", "n1", Some(&node_uid)))
+        .await
+        .expect_code(StatusCode::CREATED);
     let node_token = token_of(&issued);
     let user = user_of(&node_token).expect("the node-bound token authenticates");
     assert!(
@@ -224,7 +222,7 @@ async fn tokens_carry_the_node_and_may_be_bound_to_one() {
     request_token(
         &server,
         "builder",
-        json!({"boundObjectRef": {"kind": "Node", "apiVersion": "v1", "name": "n1", "uid": "not-its-uid"}}),
+        bound_to("Node", "n1", Some("not-its-uid")),
     )
     .await
     .expect_failure(409, "Conflict");
@@ -240,26 +238,17 @@ async fn tokens_carry_the_node_and_may_be_bound_to_one() {
 async fn token_requests_are_checked() {
     let server = TestServer::new().await;
     service_account(&server, "builder", None).await;
-    request_token(&server, "builder", json!({"expirationSeconds": 60}))
-        .await
-        .expect_failure(422, "Invalid");
-    request_token(&server, "nobody", json!({}))
-        .await
-        .expect_failure(404, "NotFound");
-    request_token(
-        &server,
-        "builder",
-        json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "ghost"}}),
-    )
-    .await
-    .expect_failure(404, "NotFound");
-    request_token(
-        &server,
-        "builder",
-        json!({"boundObjectRef": {"kind": "ConfigMap", "apiVersion": "v1", "name": "x"}}),
-    )
-    .await
-    .expect_failure(422, "Invalid");
+    let refusals = [
+        ("builder", json!({"expirationSeconds": 60}), 422, "Invalid"),
+        ("nobody", json!({}), 404, "NotFound"),
+        ("builder", bound_to("Pod", "ghost", None), 404, "NotFound"),
+        ("builder", bound_to("ConfigMap", "x", None), 422, "Invalid"),
+    ];
+    for (account, spec, code, reason) in refusals {
+        request_token(&server, account, spec)
+            .await
+            .expect_failure(code, reason);
+    }
 
     // A token for another audience is not accepted by the API server.
     let issued = request_token(

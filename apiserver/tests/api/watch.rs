@@ -8,6 +8,12 @@ use crate::harness::{TestServer, WatchReader, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// Starts a watch of the default namespace's ConfigMaps with the query
+/// `options` besides `watch=1`: the watch nearly every test here makes.
+async fn watch_configmaps(s: &TestServer, options: &str) -> WatchReader {
+    s.watch(&format!("{CMS}?watch=1&{options}")).await
+}
+
 fn ev(t: &str, n: &str) -> (String, String) {
     (t.to_string(), n.to_string())
 }
@@ -50,9 +56,7 @@ async fn watch_from_a_version_sends_only_later_events() {
     let a = s.configmap("default", "a", json!({})).await;
     s.configmap("default", "b", json!({})).await;
     let rv = a["metadata"]["resourceVersion"].as_str().unwrap();
-    let mut w = s
-        .watch(&format!("{CMS}?watch=1&resourceVersion={rv}"))
-        .await;
+    let mut w = watch_configmaps(&s, &format!("resourceVersion={rv}")).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "b"));
     assert!(
         w.next_within(Duration::from_millis(100)).await.is_err(),
@@ -63,9 +67,7 @@ async fn watch_from_a_version_sends_only_later_events() {
 #[tokio::test]
 async fn selectors_turn_transitions_into_added_and_deleted() {
     let s = TestServer::new().await;
-    let mut w = s
-        .watch(&format!("{CMS}?watch=1&labelSelector=app%3Dweb"))
-        .await;
+    let mut w = watch_configmaps(&s, "labelSelector=app%3Dweb").await;
     let other = s.configmap("default", "x", json!({"app": "db"})).await;
     let mut moved = other.clone();
     moved["metadata"]["labels"] = json!({"app": "web"});
@@ -85,9 +87,7 @@ async fn selectors_turn_transitions_into_added_and_deleted() {
 #[tokio::test]
 async fn single_object_watch_by_field_selector() {
     let s = TestServer::new().await;
-    let mut w = s
-        .watch(&format!("{CMS}?watch=1&fieldSelector=metadata.name%3Dme"))
-        .await;
+    let mut w = watch_configmaps(&s, "fieldSelector=metadata.name%3Dme").await;
     s.configmap("default", "other", json!({})).await;
     s.configmap("default", "me", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "me"));
@@ -96,7 +96,7 @@ async fn single_object_watch_by_field_selector() {
 #[tokio::test]
 async fn timeout_ends_the_stream() {
     let s = TestServer::new().await;
-    let mut w = s.watch(&format!("{CMS}?watch=1&timeoutSeconds=1")).await;
+    let mut w = watch_configmaps(&s, "timeoutSeconds=1").await;
     assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
 }
 
@@ -104,7 +104,7 @@ async fn timeout_ends_the_stream() {
 async fn a_watch_ignores_the_clients_request_timeout() {
     let s = TestServer::new().await;
     // kubectl's --request-timeout=1s arrives as `timeout=1s`.
-    let mut w = s.watch(&format!("{CMS}?watch=1&timeout=1s")).await;
+    let mut w = watch_configmaps(&s, "timeout=1s").await;
     stays_open_past_a_second_and_delivers(&s, &mut w).await;
 }
 
@@ -116,7 +116,7 @@ async fn without_timeout_seconds_a_watch_ends_within_twice_the_default() {
     };
     let s = TestServer::with_config(config).await;
     // Zero is no timeout of the client's own, as upstream reads it.
-    let mut w = s.watch(&format!("{CMS}?watch=1&timeoutSeconds=0")).await;
+    let mut w = watch_configmaps(&s, "timeoutSeconds=0").await;
     let started = std::time::Instant::now();
     assert_eq!(w.next_within(Duration::from_secs(5)).await, Ok(None));
     let lasted = started.elapsed();
@@ -187,11 +187,11 @@ async fn bookmarks_carry_the_current_version() {
     let s = TestServer::with_config(config).await;
     let cm = s.configmap("default", "a", json!({})).await;
     let rv = cm["metadata"]["resourceVersion"].as_str().unwrap();
-    let mut w = s
-        .watch(&format!(
-            "{CMS}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
-        ))
-        .await;
+    let mut w = watch_configmaps(
+        &s,
+        &format!("allowWatchBookmarks=true&resourceVersion={rv}"),
+    )
+    .await;
     let e = w.next().await.unwrap();
     assert_eq!(e["type"], "BOOKMARK");
     assert_eq!(e["object"]["kind"], "ConfigMap");
@@ -238,7 +238,7 @@ async fn many_watchers_each_see_every_event() {
     let s = TestServer::new().await;
     let mut watchers = Vec::new();
     for _ in 0..50 {
-        watchers.push(s.watch(&format!("{CMS}?watch=1&resourceVersion=1")).await);
+        watchers.push(watch_configmaps(&s, "resourceVersion=1").await);
     }
     for i in 0..20 {
         s.configmap("default", &format!("cm{i:02}"), json!({}))
@@ -256,7 +256,7 @@ async fn a_slow_watcher_catches_up_from_history() {
     let s = TestServer::new().await;
     // This watcher is not read while 1,500 events (more than the live
     // buffer) happen, then must still see all of them in order.
-    let mut slow = s.watch(&format!("{CMS}?watch=1&resourceVersion=1")).await;
+    let mut slow = watch_configmaps(&s, "resourceVersion=1").await;
     for i in 0..1500 {
         s.configmap("default", &format!("cm{i:04}"), json!({}))
             .await;
@@ -290,9 +290,7 @@ async fn a_watch_from_a_version_the_store_has_not_reached_fails_after_a_wait() {
     let current = s.store.current_revision();
     let ahead = current + 1000;
     let started = std::time::Instant::now();
-    let mut w = s
-        .watch(&format!("{CMS}?watch=1&resourceVersion={ahead}"))
-        .await;
+    let mut w = watch_configmaps(&s, &format!("resourceVersion={ahead}")).await;
     let event = w
         .next_within(Duration::from_secs(8))
         .await
@@ -322,9 +320,7 @@ async fn a_watch_from_a_version_the_store_has_not_reached_fails_after_a_wait() {
 async fn a_watch_slightly_ahead_is_served_once_the_store_gets_there() {
     let s = TestServer::new().await;
     let next = s.store.current_revision() + 1;
-    let mut w = s
-        .watch(&format!("{CMS}?watch=1&resourceVersion={next}"))
-        .await;
+    let mut w = watch_configmaps(&s, &format!("resourceVersion={next}")).await;
     s.configmap("default", "first", json!({})).await; // at `next`: not sent
     s.configmap("default", "second", json!({})).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "second"));

@@ -724,17 +724,17 @@ async fn a_webhook_that_cannot_prove_its_name_gets_nothing() {
     )
     .await;
     for name in ["impostor", "misnamed"] {
-        let body = server
+        server
             .post(CMS, configmap(name, json!({"hook": name})))
             .await
-            .expect_failure(500, "InternalError");
-        assert_mentions(
-            &body,
-            &[
-                &format!("failed calling webhook \"{name}.example.com\""),
-                "tls: invalid peer certificate",
-            ],
-        );
+            .expect_mentions(
+                500,
+                "InternalError",
+                &[
+                    &format!("failed calling webhook \"{name}.example.com\""),
+                    "tls: invalid peer certificate",
+                ],
+            );
     }
     assert!(impostor.requests().is_empty() && misnamed.requests().is_empty());
 }
@@ -948,9 +948,11 @@ async fn a_webhook_that_is_down_does_not_keep_the_server_from_starting() {
         s.stop().await;
     }
     let s = disk.start().await;
-    let body = s
-        .post(CMS, configmap("after", json!({})))
+    s.post(CMS, configmap("after", json!({})))
         .await
-        .expect_failure(500, "InternalError");
-    assert_mentions(&body, &["failed calling webhook \"down.example.com\""]);
+        .expect_mentions(
+            500,
+            "InternalError",
+            &["failed calling webhook \"down.example.com\""],
+        );
 }

@@ -6,6 +6,10 @@ use serde_json::{Value, json};
 
 use super::{Case, run};
 
+fn selector() -> Value {
+    json!({"matchLabels": {"app": "w"}})
+}
+
 fn template() -> Value {
     json!({"metadata": {"labels": {"app": "w"}},
         "spec": {"containers": [{"name": "c", "image": "busybox:1.36",
@@ -46,52 +50,83 @@ fn with(
     want
 }
 
+/// The apps/v1 workload `name` in `path` with nothing but a selector and
+/// the template: each kind's minimal case, which gets the template's
+/// defaults and the kind's own `more`.
+fn minimal_apps(
+    what: &'static str,
+    path: &'static str,
+    name: &str,
+    more: Vec<(&'static str, Value)>,
+) -> Case {
+    Case {
+        what,
+        path,
+        body: minimal_body(name),
+        want: with(template_defaults("/spec/template/spec"), more),
+    }
+}
+
+/// The minimal workload `name` given the `(pointer, strategy)` of a type
+/// other than RollingUpdate: upstream keeps it as given, adding no
+/// rollingUpdate parameters.
+fn kept_strategy(
+    what: &'static str,
+    path: &'static str,
+    name: &str,
+    (pointer, strategy): (&'static str, Value),
+) -> Case {
+    let mut body = minimal_body(name);
+    body["spec"][pointer.trim_start_matches("/spec/")] = strategy.clone();
+    Case {
+        what,
+        path,
+        body,
+        want: vec![(pointer, strategy)],
+    }
+}
+
+/// An apps/v1 workload `name` of only a selector and the template.
+fn minimal_body(name: &str) -> Value {
+    json!({"metadata": {"name": name},
+        "spec": {"selector": selector(), "template": template()}})
+}
+
 #[tokio::test]
 async fn apps_workloads_are_defaulted_as_upstream() {
-    let selector = json!({"matchLabels": {"app": "w"}});
     run(vec![
-        Case {
-            what: "a minimal deployment",
-            path: "/apis/apps/v1/namespaces/default/deployments",
-            body: json!({"metadata": {"name": "d"},
-                "spec": {"selector": selector, "template": template()}}),
-            want: with(
-                template_defaults("/spec/template/spec"),
-                vec![
-                    ("/spec/replicas", json!(1)),
-                    ("/spec/revisionHistoryLimit", json!(10)),
-                    ("/spec/progressDeadlineSeconds", json!(600)),
-                    (
-                        "/spec/strategy",
-                        json!({"type": "RollingUpdate",
-                            "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-                    ),
-                ],
-            ),
-        },
-        Case {
-            what: "a deployment that recreates",
-            path: "/apis/apps/v1/namespaces/default/deployments",
-            body: json!({"metadata": {"name": "d-recreate"},
-                "spec": {"selector": selector, "template": template(),
-                    "strategy": {"type": "Recreate"}}}),
-            want: vec![("/spec/strategy", json!({"type": "Recreate"}))],
-        },
-        Case {
-            what: "a minimal replica set",
-            path: "/apis/apps/v1/namespaces/default/replicasets",
-            body: json!({"metadata": {"name": "rs"},
-                "spec": {"selector": selector, "template": template()}}),
-            want: with(
-                template_defaults("/spec/template/spec"),
-                vec![("/spec/replicas", json!(1))],
-            ),
-        },
+        minimal_apps(
+            "a minimal deployment",
+            "/apis/apps/v1/namespaces/default/deployments",
+            "d",
+            vec![
+                ("/spec/replicas", json!(1)),
+                ("/spec/revisionHistoryLimit", json!(10)),
+                ("/spec/progressDeadlineSeconds", json!(600)),
+                (
+                    "/spec/strategy",
+                    json!({"type": "RollingUpdate",
+                        "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+                ),
+            ],
+        ),
+        kept_strategy(
+            "a deployment that recreates",
+            "/apis/apps/v1/namespaces/default/deployments",
+            "d-recreate",
+            ("/spec/strategy", json!({"type": "Recreate"})),
+        ),
+        minimal_apps(
+            "a minimal replica set",
+            "/apis/apps/v1/namespaces/default/replicasets",
+            "rs",
+            vec![("/spec/replicas", json!(1))],
+        ),
         Case {
             what: "a stateful set with a claim template",
             path: "/apis/apps/v1/namespaces/default/statefulsets",
             body: json!({"metadata": {"name": "sts"},
-                "spec": {"selector": selector, "serviceName": "sts", "template": template(),
+                "spec": {"selector": selector(), "serviceName": "sts", "template": template(),
                     "volumeClaimTemplates": [{"metadata": {"name": "data"},
                         "spec": {"accessModes": ["ReadWriteOnce"],
                             "resources": {"requests": {"storage": "1Gi"}}}}]}}),
@@ -120,31 +155,25 @@ async fn apps_workloads_are_defaulted_as_upstream() {
                 ],
             ),
         },
-        Case {
-            what: "a minimal daemon set",
-            path: "/apis/apps/v1/namespaces/default/daemonsets",
-            body: json!({"metadata": {"name": "ds"},
-                "spec": {"selector": selector, "template": template()}}),
-            want: with(
-                template_defaults("/spec/template/spec"),
-                vec![
-                    ("/spec/revisionHistoryLimit", json!(10)),
-                    (
-                        "/spec/updateStrategy",
-                        json!({"type": "RollingUpdate",
-                            "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
-                    ),
-                ],
-            ),
-        },
-        Case {
-            what: "a daemon set that updates on delete",
-            path: "/apis/apps/v1/namespaces/default/daemonsets",
-            body: json!({"metadata": {"name": "ds-ondelete"},
-                "spec": {"selector": selector, "template": template(),
-                    "updateStrategy": {"type": "OnDelete"}}}),
-            want: vec![("/spec/updateStrategy", json!({"type": "OnDelete"}))],
-        },
+        minimal_apps(
+            "a minimal daemon set",
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            "ds",
+            vec![
+                ("/spec/revisionHistoryLimit", json!(10)),
+                (
+                    "/spec/updateStrategy",
+                    json!({"type": "RollingUpdate",
+                        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+                ),
+            ],
+        ),
+        kept_strategy(
+            "a daemon set that updates on delete",
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            "ds-ondelete",
+            ("/spec/updateStrategy", json!({"type": "OnDelete"})),
+        ),
     ])
     .await;
 }
