@@ -4,13 +4,14 @@
 //! deleted or (for the ConfigMap) changed, except in namespaces being deleted.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
-use skiff_informer::{Action, Cache, Controller, HandlerFns, WatchConfig, WorkQueue};
+use skiff_informer::{Action, Controller, HandlerFns, WatchConfig, WorkQueue};
 
 use crate::manager::{Context, Stop, stopped};
 
@@ -38,17 +39,20 @@ pub(crate) enum ServiceAccountError {
     },
 }
 
-/// Adds to `controller` the handlers both controllers share: the namespace
-/// of every namespace event, and of every changed or deleted object named
-/// `name` (so deleting it recreates it), is enqueued. Returns it with the
-/// namespaces' cache.
-fn watch_namespaces_and<K>(
+/// Runs the per-namespace controller `controller_name` until `stop`, the
+/// skeleton both controllers share: one work item per namespace, enqueued by
+/// every namespace event and by every change to or deletion of an object
+/// named `name` (so deleting it recreates it). `sync` gets a client, the
+/// namespace, whether it is active (exists and is not being deleted) and its
+/// object `name`.
+async fn run_per_namespace<K, F, Fut>(
     ctx: &Context,
-    controller: Controller<String>,
+    controller_name: &'static str,
     objects: &skiff_informer::Informer<K>,
     name: &'static str,
-) -> (Controller<String>, Arc<Cache<Namespace>>)
-where
+    sync: F,
+    stop: Stop,
+) where
     K: kube::Resource<DynamicType = ()>
         + Clone
         + k8s_openapi::serde::de::DeserializeOwned
@@ -56,7 +60,10 @@ where
         + Send
         + Sync
         + 'static,
+    F: Fn(kube::Client, String, bool, Option<Arc<K>>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), ServiceAccountError>> + Send + 'static,
 {
+    let controller = Controller::new(controller_name, WorkQueue::new()).workers(2);
     let namespaces = ctx.factory.informer::<Namespace>();
     let queue = controller.queue();
     let (q1, q2) = (queue.clone(), queue.clone());
@@ -78,7 +85,20 @@ where
     let controller = controller
         .watch(&namespaces, namespace_handler)
         .watch(objects, object_handler);
-    (controller, namespaces.cache().clone())
+    let ns_cache = namespaces.cache().clone();
+    let cache = objects.cache().clone();
+    let client = ctx.client.clone();
+    controller
+        .run_until(
+            move |ns: String| {
+                let active = is_active(ns_cache.get("", &ns));
+                let current = cache.get(&ns, name);
+                let synced = sync(client.clone(), ns, active, current);
+                async move { synced.await.map(|()| Action::Done) }
+            },
+            stopped(stop),
+        )
+        .await;
 }
 
 fn is_active(ns: Option<Arc<Namespace>>) -> bool {
@@ -88,34 +108,29 @@ fn is_active(ns: Option<Arc<Namespace>>) -> bool {
 /// Runs the serviceaccount controller until `stop`.
 pub(crate) async fn run(ctx: Context, stop: Stop) {
     let accounts = ctx.factory.informer::<ServiceAccount>();
-    let controller = Controller::new("serviceaccount", WorkQueue::new()).workers(2);
-    let (controller, ns_cache) =
-        watch_namespaces_and(&ctx, controller, &accounts, DEFAULT_SERVICE_ACCOUNT);
-    let sa_cache = accounts.cache().clone();
-    let client = ctx.client.clone();
-    controller
-        .run_until(
-            move |ns: String| {
-                let wanted = is_active(ns_cache.get("", &ns))
-                    && sa_cache.get(&ns, DEFAULT_SERVICE_ACCOUNT).is_none();
-                let client = client.clone();
-                async move {
-                    if wanted {
-                        create_default_account(&client, &ns).await?;
-                    }
-                    Ok::<_, ServiceAccountError>(Action::Done)
-                }
-            },
-            stopped(stop),
-        )
-        .await;
+    run_per_namespace(
+        &ctx,
+        "serviceaccount",
+        &accounts,
+        DEFAULT_SERVICE_ACCOUNT,
+        ensure_default_account,
+        stop,
+    )
+    .await;
 }
 
-async fn create_default_account(
-    client: &kube::Client,
-    namespace: &str,
+/// Creates the `default` ServiceAccount in `namespace` if it is active and
+/// has none.
+async fn ensure_default_account(
+    client: kube::Client,
+    namespace: String,
+    active: bool,
+    existing: Option<Arc<ServiceAccount>>,
 ) -> Result<(), ServiceAccountError> {
-    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    if !active || existing.is_some() {
+        return Ok(());
+    }
+    let api: Api<ServiceAccount> = Api::namespaced(client, &namespace);
     let account = ServiceAccount {
         metadata: ObjectMeta {
             name: Some(DEFAULT_SERVICE_ACCOUNT.to_owned()),
@@ -129,7 +144,7 @@ async fn create_default_account(
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 403 || s.code == 404 => Ok(()),
         Err(source) => Err(ServiceAccountError::Api {
             what: "creating the default service account",
-            namespace: namespace.to_owned(),
+            namespace,
             source,
         }),
     }
@@ -146,28 +161,23 @@ pub(crate) async fn run_root_ca_publisher(ctx: Context, stop: Stop) {
     let configmaps = ctx.factory.informer_with::<ConfigMap>(
         WatchConfig::default().fields(&format!("metadata.name={ROOT_CA_CONFIGMAP}")),
     );
-    let controller = Controller::new("root-ca-cert-publisher", WorkQueue::new()).workers(2);
-    let (controller, ns_cache) =
-        watch_namespaces_and(&ctx, controller, &configmaps, ROOT_CA_CONFIGMAP);
-    let cm_cache = configmaps.cache().clone();
-    let client = ctx.client.clone();
-    controller
-        .run_until(
-            move |ns: String| {
-                let active = is_active(ns_cache.get("", &ns));
-                let current = cm_cache.get(&ns, ROOT_CA_CONFIGMAP);
-                let client = client.clone();
-                let pem = Arc::clone(&pem);
-                async move {
-                    if active {
-                        publish(&client, &ns, current.as_deref(), &pem).await?;
-                    }
-                    Ok::<_, ServiceAccountError>(Action::Done)
+    run_per_namespace(
+        &ctx,
+        "root-ca-cert-publisher",
+        &configmaps,
+        ROOT_CA_CONFIGMAP,
+        move |client, ns, active, current| {
+            let pem = Arc::clone(&pem);
+            async move {
+                if active {
+                    publish(&client, &ns, current.as_deref(), &pem).await?;
                 }
-            },
-            stopped(stop),
-        )
-        .await;
+                Ok(())
+            }
+        },
+        stop,
+    )
+    .await;
 }
 
 fn root_ca_data(pem: &str) -> BTreeMap<String, String> {

@@ -22,22 +22,8 @@ use crate::events::{EventRecorder, object_reference};
 use crate::history::{History, HistoryError, count_collision, template_of};
 use crate::manager::Reconciler;
 use crate::pod_control::{
-    PodControlError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
+    WorkloadSyncError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
 };
-
-/// Why a StatefulSet sync failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StatefulSetError {
-    /// Adopting, releasing or deleting pods failed.
-    #[error(transparent)]
-    Pods(#[from] PodControlError),
-    /// An API write failed.
-    #[error(transparent)]
-    Api(#[from] WriteFailed),
-    /// The set's revisions could not be settled.
-    #[error(transparent)]
-    History(#[from] HistoryError),
-}
 
 /// What a sync needs.
 pub(super) struct Syncer {
@@ -77,10 +63,10 @@ fn healthy(pod: &Pod) -> bool {
 }
 
 impl Reconciler for Syncer {
-    type Error = StatefulSetError;
+    type Error = WorkloadSyncError;
 
     /// Syncs the StatefulSet under `key`.
-    async fn sync(&self, key: ObjectKey) -> Result<Action, StatefulSetError> {
+    async fn sync(&self, key: ObjectKey) -> Result<Action, WorkloadSyncError> {
         let ns = key.namespace.clone().unwrap_or_default();
         let key_str = key.to_string();
         let Some(set) = self.sets.get(&ns, &key.name) else {
@@ -242,7 +228,7 @@ impl Reconciler for Syncer {
 }
 
 impl Syncer {
-    fn err(key: &str, what: &'static str, source: kube::Error) -> StatefulSetError {
+    fn err(key: &str, what: &'static str, source: kube::Error) -> WorkloadSyncError {
         WriteFailed::new("statefulset", key, what, source).into()
     }
 
@@ -269,7 +255,7 @@ impl Syncer {
         parallel: bool,
         on_delete: bool,
         (current, update): (&ControllerRevision, &ControllerRevision),
-    ) -> Result<(), StatefulSetError> {
+    ) -> Result<(), WorkloadSyncError> {
         let update_name = update.metadata.name.clone().unwrap_or_default();
         // Failed pods are replaced.
         for pod in by_ordinal.values() {
@@ -340,7 +326,7 @@ impl Syncer {
         ordinal: i32,
         template: &PodTemplateSpec,
         revision: &str,
-    ) -> Result<(), StatefulSetError> {
+    ) -> Result<(), WorkloadSyncError> {
         let set_name = set.name_any();
         let ns = set.namespace().unwrap_or_default();
         let pod_name = format!("{set_name}-{ordinal}");
@@ -456,7 +442,7 @@ impl Syncer {
         set: &StatefulSet,
         api: &Api<Pod>,
         pod: &Pod,
-    ) -> Result<(), StatefulSetError> {
+    ) -> Result<(), WorkloadSyncError> {
         let pod_name = pod.name_any();
         delete_pod(api, &pod_name).await?;
         self.events.normal(
@@ -478,7 +464,7 @@ impl Syncer {
         key: &str,
         revisions: &[ControllerRevision],
         pods: &[Arc<Pod>],
-    ) -> Result<(), StatefulSetError> {
+    ) -> Result<(), WorkloadSyncError> {
         let limit = set
             .spec
             .as_ref()

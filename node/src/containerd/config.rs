@@ -45,6 +45,20 @@ pub enum ConfigError {
     InvalidBridgeName(String),
 }
 
+/// The `ContainerdPaths` methods naming the files at fixed places under the
+/// base: each `name: "dir" / "file";` row (with its doc comment) is a
+/// method joining those parts to the base, so the layout reads as one table.
+macro_rules! files_under_base {
+    ($($(#[$doc:meta])* $name:ident: $($part:literal)/+;)+) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self) -> PathBuf {
+                self.base$(.join($part))+
+            }
+        )+
+    };
+}
+
 /// The files of one skiff-managed containerd, all under one base directory
 /// (e.g. `DATA_DIR/agent/containerd`), so it never touches the host's own
 /// containerd in `/var/lib/containerd` and `/run/containerd`.
@@ -64,54 +78,27 @@ impl ContainerdPaths {
         &self.base
     }
 
-    /// containerd's `config.toml`.
-    pub fn config_file(&self) -> PathBuf {
-        self.base.join("config.toml")
-    }
-
-    /// Persistent data (content store, snapshots, metadata).
-    pub fn root(&self) -> PathBuf {
-        self.base.join("root")
-    }
-
-    /// Runtime state (task bundles, sockets of shims).
-    pub fn state(&self) -> PathBuf {
-        self.base.join("state")
-    }
-
-    /// The gRPC socket (CRI and containerd's own API).
-    pub fn socket(&self) -> PathBuf {
-        self.base.join("containerd.sock")
-    }
-
-    /// Where containerd looks for CNI network configuration.
-    pub fn cni_conf_dir(&self) -> PathBuf {
-        self.base.join("cni").join("net.d")
-    }
-
-    /// host-local IPAM allocations, kept apart from the host's `/var/lib/cni`.
-    pub fn cni_ipam_dir(&self) -> PathBuf {
-        self.base.join("cni").join("ipam")
-    }
-
-    /// containerd's combined stdout/stderr when skiff supervises it.
-    pub fn log_file(&self) -> PathBuf {
-        self.base.join("containerd.log")
-    }
-
-    /// PID of the containerd skiff started, to clean up after a crash of skiff.
-    pub fn pid_file(&self) -> PathBuf {
-        self.base.join("containerd.pid")
-    }
-
-    /// runc's state directory (instead of the shared `/run/containerd/runc`).
-    pub fn runc_root(&self) -> PathBuf {
-        self.base.join("runc")
-    }
-
-    /// The `/opt` plugin directory containerd would otherwise put in `/opt/containerd`.
-    pub fn opt_dir(&self) -> PathBuf {
-        self.base.join("opt")
+    files_under_base! {
+        /// containerd's `config.toml`.
+        config_file: "config.toml";
+        /// Persistent data (content store, snapshots, metadata).
+        root: "root";
+        /// Runtime state (task bundles, sockets of shims).
+        state: "state";
+        /// The gRPC socket (CRI and containerd's own API).
+        socket: "containerd.sock";
+        /// Where containerd looks for CNI network configuration.
+        cni_conf_dir: "cni" / "net.d";
+        /// host-local IPAM allocations, kept apart from the host's `/var/lib/cni`.
+        cni_ipam_dir: "cni" / "ipam";
+        /// containerd's combined stdout/stderr when skiff supervises it.
+        log_file: "containerd.log";
+        /// PID of the containerd skiff started, to clean up after a crash of skiff.
+        pid_file: "containerd.pid";
+        /// runc's state directory (instead of the shared `/run/containerd/runc`).
+        runc_root: "runc";
+        /// The `/opt` plugin directory containerd would otherwise put in `/opt/containerd`.
+        opt_dir: "opt";
     }
 }
 

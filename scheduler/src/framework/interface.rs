@@ -43,6 +43,19 @@ macro_rules! views {
 }
 pub(crate) use views;
 
+/// The default `as_*` views of [`Plugin`], each `None`: one row per
+/// extension point, as in `views!`, which overrides those a plugin serves.
+macro_rules! no_views {
+    ($($(#[$doc:meta])* $view:ident: $point:ident;)+) => {
+        $(
+            $(#[$doc])*
+            fn $view(self: Arc<Self>) -> Option<Arc<dyn $point>> {
+                None
+            }
+        )+
+    };
+}
+
 /// Base trait of every plugin.
 pub trait Plugin: Send + Sync + 'static {
     /// The plugin's registered name.
@@ -58,45 +71,27 @@ pub trait Plugin: Send + Sync + 'static {
     fn queueing_hint(&self, _pod: &PodInfo, _objects: &EventObjects<'_>) -> QueueingHint {
         QueueingHint::Queue
     }
-    /// PreFilter view.
-    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
-        None
-    }
-    /// Filter view.
-    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
-        None
-    }
-    /// PostFilter view.
-    fn as_post_filter(self: Arc<Self>) -> Option<Arc<dyn PostFilterPlugin>> {
-        None
-    }
-    /// PreScore view.
-    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
-        None
-    }
-    /// Score view.
-    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
-        None
-    }
-    /// Reserve view.
-    fn as_reserve(self: Arc<Self>) -> Option<Arc<dyn ReservePlugin>> {
-        None
-    }
-    /// Permit view.
-    fn as_permit(self: Arc<Self>) -> Option<Arc<dyn PermitPlugin>> {
-        None
-    }
-    /// PreBind view.
-    fn as_pre_bind(self: Arc<Self>) -> Option<Arc<dyn PreBindPlugin>> {
-        None
-    }
-    /// Bind view.
-    fn as_bind(self: Arc<Self>) -> Option<Arc<dyn BindPlugin>> {
-        None
-    }
-    /// PostBind view.
-    fn as_post_bind(self: Arc<Self>) -> Option<Arc<dyn PostBindPlugin>> {
-        None
+    no_views! {
+        /// PreFilter view.
+        as_pre_filter: PreFilterPlugin;
+        /// Filter view.
+        as_filter: FilterPlugin;
+        /// PostFilter view.
+        as_post_filter: PostFilterPlugin;
+        /// PreScore view.
+        as_pre_score: PreScorePlugin;
+        /// Score view.
+        as_score: ScorePlugin;
+        /// Reserve view.
+        as_reserve: ReservePlugin;
+        /// Permit view.
+        as_permit: PermitPlugin;
+        /// PreBind view.
+        as_pre_bind: PreBindPlugin;
+        /// Bind view.
+        as_bind: BindPlugin;
+        /// PostBind view.
+        as_post_bind: PostBindPlugin;
     }
 }
 

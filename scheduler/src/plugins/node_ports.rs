@@ -68,35 +68,23 @@ mod tests {
                     .build(),
             ]
         };
-        let cases = [
-            ("no ports", PodBuilder::new("p"), true),
-            (
-                "other port",
-                PodBuilder::new("p").host_port(9090, "TCP", ""),
-                true,
-            ),
-            (
-                "same port other protocol",
-                PodBuilder::new("p").host_port(8080, "UDP", ""),
-                true,
-            ),
-            (
-                "same port other ip",
-                PodBuilder::new("p").host_port(8080, "TCP", "10.0.0.2"),
-                true,
-            ),
-            (
-                "same port same ip",
-                PodBuilder::new("p").host_port(8080, "TCP", "10.0.0.1"),
-                false,
-            ),
-            (
-                "wildcard ip conflicts",
-                PodBuilder::new("p").host_port(8080, "TCP", ""),
-                false,
-            ),
+        /// A host port of the pod: (port, protocol, host IP).
+        type HostPort = (i32, &'static str, &'static str);
+        // (case, the pod's host ports, fits)
+        let cases: [(&str, &[HostPort], bool); 6] = [
+            ("no ports", &[], true),
+            ("other port", &[(9090, "TCP", "")], true),
+            ("same port other protocol", &[(8080, "UDP", "")], true),
+            ("same port other ip", &[(8080, "TCP", "10.0.0.2")], true),
+            ("same port same ip", &[(8080, "TCP", "10.0.0.1")], false),
+            ("wildcard ip conflicts", &[(8080, "TCP", "")], false),
         ];
-        for (name, pod, want) in cases {
+        for (name, ports, want) in cases {
+            let pod = ports
+                .iter()
+                .fold(PodBuilder::new("p"), |pod, &(port, protocol, ip)| {
+                    pod.host_port(port, protocol, ip)
+                });
             let ni = node_info_with(NodeBuilder::new("n").build(), existing());
             let st = filter_on(&NodePorts, pod, &ni);
             assert_eq!(st.is_success(), want, "{name}");

@@ -8,20 +8,13 @@ use futures::StreamExt;
 use skiff_store::testing::EtcdProcess;
 use skiff_store::{EtcdConfig, EtcdStore, SledConfig, SledStore, Store, WatchStream};
 
+pub use crate::tmpfs::tmp;
+
 /// A store and whatever must outlive it (its directory, its etcd).
 pub struct Fixture {
     pub store: Arc<dyn Store>,
     _dir: tempfile::TempDir,
     _etcd: Option<EtcdProcess>,
-}
-
-/// A fresh directory; on tmpfs so the many fsyncs stay cheap.
-pub fn tmp() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("skiff-conformance")
-        .tempdir_in("/dev/shm")
-        .or_else(|_| tempfile::tempdir())
-        .expect("temp dir")
 }
 
 /// The embedded store, without background compaction so checks control

@@ -15,6 +15,8 @@ mod backend;
 mod compaction;
 mod etcd_only;
 mod snapshot;
+#[path = "../shared/tmpfs.rs"]
+mod tmpfs;
 mod watch;
 
 /// Runs each named check once per backend, as `sled::<name>` and

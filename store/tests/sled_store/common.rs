@@ -32,13 +32,6 @@ pub fn config(dir: &Path) -> SledConfig {
     SledConfig::new(dir).compaction(None)
 }
 
-/// A fresh directory; on tmpfs so the many fsyncs of property tests stay cheap.
-pub fn tmp() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("skiff-store-test")
-        .tempdir_in("/dev/shm")
-        .or_else(|_| tempfile::tempdir())
-        .expect("temp dir")
-}
+pub use crate::tmpfs::tmp;
 
 pub use skiff_store::testing::{next_event as next, take_events as take};

@@ -11,4 +11,6 @@ mod crash;
 mod defrag;
 mod model;
 mod restart;
+#[path = "../shared/tmpfs.rs"]
+mod tmpfs;
 mod watch;

@@ -17,6 +17,16 @@ const CPU_PERIOD_US: i64 = 100_000;
 /// The smallest cpu.shares value the kernel accepts.
 const MIN_SHARES: i64 = 2;
 
+/// A writable mount of the host's `host` at `container_path`: how every
+/// file or directory the agent prepared reaches a container.
+fn bind_mount(container_path: &str, host: &Path) -> api::Mount {
+    api::Mount {
+        container_path: container_path.to_owned(),
+        host_path: host.to_string_lossy().into_owned(),
+        ..Default::default()
+    }
+}
+
 /// The pod's log directory: `<root>/<namespace>_<name>_<uid>`.
 pub fn pod_log_dir(log_root: &Path, pod: &Pod) -> PathBuf {
     let m = &pod.metadata;
@@ -179,11 +189,7 @@ pub fn container_config(
     }
     let termination = inputs.termination_log.as_ref().and_then(|host| {
         let path = container.termination_message_path.as_deref()?;
-        (!path.is_empty()).then(|| api::Mount {
-            container_path: path.to_owned(),
-            host_path: host.to_string_lossy().into_owned(),
-            ..Default::default()
-        })
+        (!path.is_empty()).then(|| bind_mount(path, host))
     });
     let own_hosts = container
         .volume_mounts
@@ -194,11 +200,7 @@ pub fn container_config(
         .hosts_file
         .as_ref()
         .filter(|_| !own_hosts)
-        .map(|host| api::Mount {
-            container_path: "/etc/hosts".to_owned(),
-            host_path: host.to_string_lossy().into_owned(),
-            ..Default::default()
-        });
+        .map(|host| bind_mount("/etc/hosts", host));
     let mounts = container
         .volume_mounts
         .iter()
@@ -216,10 +218,8 @@ pub fn container_config(
                 None => base.clone(),
             };
             Some(api::Mount {
-                container_path: vm.mount_path.clone(),
-                host_path: host.to_string_lossy().into_owned(),
                 readonly: vm.read_only.unwrap_or(false),
-                ..Default::default()
+                ..bind_mount(&vm.mount_path, &host)
             })
         })
         .chain(termination)
