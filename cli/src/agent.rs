@@ -94,6 +94,13 @@ pub(crate) struct NodeFlags {
     #[arg(long, env = "SKIFF_FLANNEL_BACKEND", default_value = "vxlan")]
     pub flannel_backend: agent::overlay::Backend,
 
+    /// Sysctls (names, or `prefix*` patterns) pods on this node may set
+    /// beyond the safe set, as the kubelet's `--allowed-unsafe-sysctls`;
+    /// each must be namespaced (`kernel.shm*`, `kernel.msg*`, `kernel.sem`,
+    /// `fs.mqueue.*`, `net.*`).
+    #[arg(long, env = "SKIFF_ALLOWED_UNSAFE_SYSCTLS", value_delimiter = ',')]
+    pub allowed_unsafe_sysctls: Vec<String>,
+
     /// nftables table (family `ip`) of the pod network's masquerade rules.
     #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
     pub pod_network_table: String,
@@ -125,6 +132,8 @@ impl NodeFlags {
         config.server_address = self.kubelet_address;
         config.overlay.backend = self.flannel_backend;
         config.overlay.table = self.pod_network_table.clone();
+        config.sysctls = agent::pod::sysctls::Allowlist::with_unsafe(&self.allowed_unsafe_sysctls)
+            .context("--allowed-unsafe-sysctls")?;
         let mut labels = BTreeMap::new();
         for label in &self.node_labels {
             let (k, v) = label

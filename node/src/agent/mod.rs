@@ -84,6 +84,9 @@ pub struct AgentConfig {
     /// The pod network across nodes (backend, VXLAN device, masquerade
     /// table).
     pub overlay: overlay::OverlayConfig,
+    /// The sysctls pods may set: upstream's safe set, plus those allowed
+    /// with `--allowed-unsafe-sysctls`.
+    pub sysctls: pod::sysctls::Allowlist,
 }
 
 impl AgentConfig {
@@ -107,6 +110,7 @@ impl AgentConfig {
             server_tls: None,
             dns: Default::default(),
             overlay: Default::default(),
+            sysctls: Default::default(),
         }
     }
 
@@ -331,6 +335,7 @@ async fn run_with_runtime(
         image_backoff: config.image_backoff,
         dns: dns_config::PodDnsInputs::load(&config.dns),
         events,
+        sysctls: config.sysctls.clone(),
     });
     if let Err(error) = claims::ensure_default_class(&provisioner).await {
         tracing::warn!(%error, "creating the local-path StorageClass");

@@ -65,11 +65,16 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
             "spec": {
                 "restartPolicy": "Never",
                 "securityContext": {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000,
-                                    "supplementalGroups": [4000]},
+                                    "supplementalGroups": [4000],
+                                    "sysctls": [{"name": "net.ipv4.ip_local_port_range",
+                                                 "value": "20000 30000"},
+                                                {"name": "net/core/somaxconn", "value": "1000"}]},
                 "hostAliases": [{"ip": "10.1.2.3", "hostnames": ["foo.local", "bar.local"]}],
                 "containers": [
                     {"name": "hosts", "image": BUSYBOX_IMAGE,
                      "command": ["sh", "-c", "cat /etc/hosts > /dev/termination-log"]},
+                    {"name": "sysctl", "image": BUSYBOX_IMAGE,
+                     "command": ["sh", "-c", "cat /proc/sys/net/ipv4/ip_local_port_range /proc/sys/net/core/somaxconn > /dev/termination-log"]},
                     {"name": "pod-level", "image": BUSYBOX_IMAGE,
                      "command": ["sh", "-c", "id > /dev/termination-log"]},
                     {"name": "own", "image": BUSYBOX_IMAGE,
@@ -85,6 +90,14 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         .create_pod(json!({
             "metadata": {"name": "rooted"},
             "spec": {"securityContext": {"runAsNonRoot": true},
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    // A sysctl outside the node's allowlist: rejected before it runs.
+    let forbidden = cluster
+        .create_pod(json!({
+            "metadata": {"name": "forbidden"},
+            "spec": {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
                      "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
         }))
         .await;
@@ -146,6 +159,34 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         "{pod_level:?}"
     );
     assert_eq!(said("own"), "2000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+    assert_eq!(said("sysctl"), "20000\t30000\n1000\n");
+    let rejected = cluster
+        .wait_phase("forbidden", Duration::from_secs(30), "Failed")
+        .await;
+    let why = r#"forbidden sysctl: "kernel.msgmax" not allowlisted"#;
+    let status = rejected.status.clone().unwrap_or_default();
+    assert_eq!(
+        (status.reason.as_deref(), status.message.as_deref()),
+        (
+            Some("SysctlForbidden"),
+            Some(format!("Pod was rejected: {why}").as_str())
+        )
+    );
+    assert!(
+        pod_events(&cluster, "forbidden")
+            .await
+            .iter()
+            .any(|(_, r, m)| r == "SysctlForbidden" && m == why)
+    );
+    let forbidden_uid = forbidden.metadata.uid.clone().unwrap_or_default();
+    assert!(
+        !cluster
+            .sandboxes()
+            .await
+            .iter()
+            .any(|s| s.metadata.as_ref().is_some_and(|m| m.uid == forbidden_uid)),
+        "a rejected pod got a sandbox"
+    );
     // The managed /etc/hosts: loopback, the pod's own name, its aliases.
     let pod_ip = identity
         .status

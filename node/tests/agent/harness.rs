@@ -13,6 +13,7 @@ use skiff_informer::SharedInformerFactory;
 use skiff_node::agent::NodeServerTls;
 use skiff_node::agent::identity::serving_cert::{LocalSigner, ServingCertRequest};
 use skiff_node::agent::pod::backoff::BackoffConfig;
+use skiff_node::agent::pod::sysctls::Allowlist;
 use skiff_node::agent::{self, AgentConfig};
 use skiff_node::images;
 use skiff_node::{CriRuntime, CriTimeouts, Runtime};
@@ -79,6 +80,9 @@ impl TestCluster {
         config.heartbeat_interval = Duration::from_secs(2);
         config.server_port = 0;
         config.server_tls = Some(node_tls(&certs));
+        // One sysctl beyond the safe set, as `--allowed-unsafe-sysctls` allows.
+        config.sysctls =
+            Allowlist::with_unsafe(&["net.core.somaxconn".into()]).expect("namespaced");
         config.crash_backoff = BackoffConfig {
             initial: Duration::from_secs(2),
             max: Duration::from_secs(4),

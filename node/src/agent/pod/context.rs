@@ -37,4 +37,6 @@ pub(crate) struct AgentContext {
     pub dns: super::dns_config::PodDnsInputs,
     /// Pod events (FailedMount, image pull failures).
     pub events: EventRecorder,
+    /// The sysctls this node lets pods set.
+    pub sysctls: super::sysctls::Allowlist,
 }

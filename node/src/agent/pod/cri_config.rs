@@ -106,6 +106,7 @@ pub fn sandbox_config(
                 namespace_options: Some(namespace_options(pod, None)),
                 ..Default::default()
             }),
+            sysctls: super::sysctls::of(pod),
             ..Default::default()
         }),
         ..Default::default()

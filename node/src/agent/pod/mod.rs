@@ -34,4 +34,5 @@ pub(crate) mod runtime_view;
 pub(crate) mod security;
 pub(crate) mod status;
 pub(crate) mod sync;
+pub mod sysctls;
 pub(crate) mod termination;

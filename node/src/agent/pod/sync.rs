@@ -28,6 +28,7 @@ use super::probes::{ProbeKind, ProbeResults};
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use super::security;
 use super::status::{self, Observed};
+use super::sysctls;
 use super::termination;
 use crate::agent::volumes::{self, VolumeContext};
 use crate::runtime::{RuntimeError, cri_api as api};
@@ -250,6 +251,14 @@ pub(crate) async fn sync(
     }
 
     let mut view = PodRuntimeView::load(runtime, &uid).await?;
+    // As upstream's kubelet admits a pod before anything of it runs: one
+    // asking for a sysctl this node does not allow is rejected.
+    if view.sandboxes.is_empty()
+        && let Err(message) = ctx.sysctls.admit(pod)
+    {
+        reject(ctx, pod, sysctls::FORBIDDEN_REASON, message).await?;
+        return Ok(Step::Continue(None));
+    }
     let mut observed = Observed::default();
     let mut wake: Option<Instant> = Some(Instant::now() + RESYNC);
     if let Some(at) = deadline {
@@ -1067,6 +1076,49 @@ async fn report_terminal(
     Ok(())
 }
 
+/// Rejects `pod` as upstream's kubelet does one it does not admit: a
+/// Warning event saying why, and the pod failed with `reason` and "Pod was
+/// rejected: <why>", nothing else of its status written (nothing of it
+/// ran).
+async fn reject(
+    ctx: &AgentContext,
+    pod: &Pod,
+    reason: &str,
+    message: String,
+) -> Result<(), SyncError> {
+    tracing::info!(pod = ?pod.metadata.name, reason, %message, "pod rejected");
+    let status = serde_json::json!({ "status": {
+        "phase": "Failed",
+        "reason": reason,
+        "message": format!("Pod was rejected: {message}"),
+        "qosClass": skiff_common::qos::qos_class(pod).to_string(),
+    }});
+    ctx.events
+        .warning(&object_reference(pod), reason, "", message);
+    merge_status(ctx, pod, &status).await?;
+    Ok(())
+}
+
+/// Merges `patch` (`{"status": …}`) into `pod`'s status: whether it was
+/// written (not when the pod is already gone).
+async fn merge_status(
+    ctx: &AgentContext,
+    pod: &Pod,
+    patch: &serde_json::Value,
+) -> Result<bool, kube::Error> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether every init container completed (the runtime shows it exited 0,
 /// or the last report said so): upstream's test for whether a stopped
 /// pod's regular containers count at all.
@@ -1101,33 +1153,20 @@ async fn report(
     if state.last_status.as_ref().map(without_times) == Some(without_times(&value)) {
         return Ok(phase);
     }
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let patch = serde_json::json!({ "status": value });
-    match api
-        .patch_status(
-            pod.metadata.name.as_deref().unwrap_or_default(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => {
-            state.last_status = Some(value);
-            // As upstream, a start is timed only from Pending (or no phase
-            // yet) to Running: an adopted pod that was running is not one.
-            let was = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            if phase == "Running"
-                && let Some(seen) = state.first_seen.take()
-                && matches!(was, None | Some("Pending"))
-            {
-                crate::agent::node::metrics::pod_started(seen.elapsed());
-            }
-            Ok(phase)
+    if merge_status(ctx, pod, &patch).await? {
+        state.last_status = Some(value);
+        // As upstream, a start is timed only from Pending (or no phase
+        // yet) to Running: an adopted pod that was running is not one.
+        let was = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if phase == "Running"
+            && let Some(seen) = state.first_seen.take()
+            && matches!(was, None | Some("Pending"))
+        {
+            crate::agent::node::metrics::pod_started(seen.elapsed());
         }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(phase),
-        Err(e) => Err(e),
     }
+    Ok(phase)
 }
 
 fn without_times(status: &serde_json::Value) -> serde_json::Value {
