@@ -72,6 +72,24 @@ impl Ctx {
         Ok(self.info().key(self.namespace(), self.name()?))
     }
 
+    /// The Table of `objects` (all of resource `info`, with `metadata` as
+    /// the Table's list metadata) when the request asked for one; `None`
+    /// when it did not.
+    pub(crate) fn table(
+        &self,
+        info: &ResourceInfo,
+        objects: &[Value],
+        metadata: Value,
+    ) -> Option<Result<Value, ApiError>> {
+        crate::table::for_request(
+            &self.headers,
+            self.params.include_object.as_deref(),
+            info,
+            objects,
+            metadata,
+        )
+    }
+
     /// The request's object: the one the screen decoded, else the body read
     /// and decoded here.
     pub(crate) async fn object(&mut self, body: Body) -> Result<Value, ApiError> {
