@@ -151,12 +151,17 @@ pub(crate) fn mutate_create(inner: &Inner, info: &ResourceInfo, object: &mut Val
     default_ingress_class::default_class(inner, info, object);
 }
 
-/// The objects of the core `resource` stored in `namespace`, from its watch
-/// cache (empty when the resource has none).
-fn namespace_objects(inner: &Inner, resource: &str, namespace: &str) -> Vec<Arc<Value>> {
+/// The objects of `group`'s v1 `resource` stored in `namespace`, from its
+/// watch cache (empty when the resource has none).
+pub(crate) fn namespace_objects(
+    inner: &Inner,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+) -> Vec<Arc<Value>> {
     inner
         .registry
-        .get("", "v1", resource)
+        .get(group, "v1", resource)
         .map(|info| cached_in_namespace(inner, &info, namespace))
         .unwrap_or_default()
 }
