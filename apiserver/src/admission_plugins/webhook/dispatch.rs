@@ -360,12 +360,11 @@ mod tests {
             "deny.example.com",
             Some(json!({"code": 403, "reason": "Forbidden", "message": "no configmaps here"})),
         );
-        let status = error.to_status();
-        assert_eq!(status["code"], 403);
-        assert_eq!(status["reason"], "Forbidden");
-        assert_eq!(
-            status["message"],
-            "admission webhook \"deny.example.com\" denied the request: no configmaps here"
+        crate::status::assert_status(
+            &error,
+            403,
+            "Forbidden",
+            "admission webhook \"deny.example.com\" denied the request: no configmaps here",
         );
     }
 
