@@ -291,6 +291,24 @@ fn forbidden_values(
     (bad_containers, values)
 }
 
+/// The containers that add capabilities `allowed` does not admit, and
+/// those capabilities (sorted, each once).
+fn added_capabilities(
+    spec: &PodSpec,
+    allowed: impl Fn(&str) -> bool,
+) -> (Vec<String>, BTreeSet<String>) {
+    forbidden_values(spec, |c| {
+        c.security
+            .and_then(|sc| sc.capabilities.as_ref())
+            .and_then(|caps| caps.add.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|cap| !allowed(cap))
+            .cloned()
+            .collect()
+    })
+}
+
 /// `pod`, then `container(s) "..."`: who set a bad value, for the caller
 /// to join with ` and `.
 fn setters(pod: bool, containers: &[String]) -> Vec<String> {
