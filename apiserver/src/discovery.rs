@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::{Registry, Subresource};
+use crate::registry::{Registry, ResourceInfo, Subresource};
 use crate::status::ApiError;
 
 /// The Kubernetes version this server implements, on the platform it runs
@@ -73,6 +73,17 @@ pub(crate) fn group(registry: &Registry, name: &str) -> Result<Value, ApiError> 
     Ok(doc)
 }
 
+/// A resource's short names and categories on its discovery `entry`, left
+/// out when it has none, the same in both discovery forms.
+fn add_names(entry: &mut Value, r: &ResourceInfo) {
+    if !r.short_names.is_empty() {
+        entry["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        entry["categories"] = json!(r.categories);
+    }
+}
+
 /// `/api/v1` or `/apis/<group>/<version>`.
 pub(crate) fn resources(
     registry: &Registry,
@@ -88,12 +99,7 @@ pub(crate) fn resources(
             "kind": r.kind,
             "verbs": r.verbs(),
         });
-        if !r.short_names.is_empty() {
-            entry["shortNames"] = json!(r.short_names);
-        }
-        if !r.categories.is_empty() {
-            entry["categories"] = json!(r.categories);
-        }
+        add_names(&mut entry, r);
         resources.push(entry);
         for sub in &r.subresources {
             let mut entry = json!({
@@ -201,12 +207,7 @@ pub(crate) mod aggregated {
             "singularResource": r.singular(),
             "verbs": r.verbs(),
         });
-        if !r.short_names.is_empty() {
-            entry["shortNames"] = json!(r.short_names);
-        }
-        if !r.categories.is_empty() {
-            entry["categories"] = json!(r.categories);
-        }
+        super::add_names(&mut entry, r);
         if !subresources.is_empty() {
             entry["subresources"] = json!(subresources);
         }
