@@ -37,7 +37,9 @@ pub(crate) fn core_versions() -> Value {
     })
 }
 
-fn group_json(name: &str, versions: &[&str]) -> Value {
+/// `name`'s entry in an `APIGroupList`: its versions, the first one
+/// preferred. Remote groups (see `crate::aggregator`) are listed the same.
+pub(crate) fn group_json(name: &str, versions: &[&str]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
@@ -67,10 +69,15 @@ pub(crate) fn group(registry: &Registry, name: &str) -> Result<Value, ApiError> 
         .iter()
         .find(|g| !g.name.is_empty() && g.name == name)
         .ok_or(ApiError::PathNotFound)?;
-    let mut doc = group_json(g.name, &g.versions);
+    Ok(api_group(g.name, &g.versions))
+}
+
+/// The `APIGroup` document of `/apis/<group>`, local or remote.
+pub(crate) fn api_group(name: &str, versions: &[&str]) -> Value {
+    let mut doc = group_json(name, versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
-    Ok(doc)
+    doc
 }
 
 /// A resource's short names and categories on its discovery `entry`, left
