@@ -237,23 +237,23 @@ impl Authenticator {
         token: &str,
         audiences: &[String],
     ) -> Option<(UserInfo, Vec<String>)> {
-        if let Some(user) = self.tokens.get(token) {
-            let matched: Vec<String> = audiences
+        // Of `audiences`, the ones a token naming none is good for.
+        let own_audience = || -> Vec<String> {
+            audiences
                 .iter()
                 .filter(|a| *a == crate::tokens::ISSUER)
                 .cloned()
-                .collect();
+                .collect()
+        };
+        if let Some(user) = self.tokens.get(token) {
+            let matched = own_audience();
             return (!matched.is_empty()).then(|| (user.clone(), matched));
         }
         if let Some(bootstrap) = &self.bootstrap
             && crate::bootstrap_tokens::BootstrapTokens::claims(token)
         {
             // Like the token file's, good for this API server only.
-            let matched: Vec<String> = audiences
-                .iter()
-                .filter(|a| *a == crate::tokens::ISSUER)
-                .cloned()
-                .collect();
+            let matched = own_audience();
             if matched.is_empty() {
                 return None;
             }
