@@ -178,9 +178,7 @@ pub(super) fn cached_in_namespace(
     let prefix = info.collection_prefix(Some(namespace));
     let snapshot = cache.snapshot();
     snapshot
-        .objects
-        .range(prefix.clone()..)
-        .take_while(|(key, _)| key.starts_with(&prefix))
+        .under(&prefix)
         .map(|(_, object)| object.value())
         .collect()
 }

@@ -286,10 +286,7 @@ async fn take_disruption(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
     let snapshot = ctx.inner.cache(&pdbs)?.snapshot();
     let prefix = pdbs.collection_prefix(Some(namespace));
     let mut covering = Vec::new();
-    for (key, pdb) in snapshot.objects.range(prefix.clone()..) {
-        if !key.starts_with(&prefix) {
-            break;
-        }
+    for (key, pdb) in snapshot.under(&prefix) {
         let pdb = pdb.value();
         let Ok(selector) = LabelSelector::from_object(&pdb["spec"]["selector"]) else {
             continue;

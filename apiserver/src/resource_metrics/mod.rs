@@ -114,10 +114,7 @@ pub(crate) async fn serve(
     }
     let prefix = source.collection_prefix(ctx.namespace());
     let mut items = Vec::new();
-    for (key, object) in snapshot.objects.range(prefix.clone()..) {
-        if !key.starts_with(&prefix) {
-            break;
-        }
+    for (_, object) in snapshot.under(&prefix) {
         let object = object.value();
         if !(labels.matches(&object) && fields.matches(&object)) {
             continue;

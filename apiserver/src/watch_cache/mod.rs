@@ -258,6 +258,19 @@ pub(crate) struct Snapshot {
     pub revision: Revision,
 }
 
+impl Snapshot {
+    /// The objects whose keys start with `prefix` (a collection's, or one
+    /// namespace's in it), in key order.
+    pub(crate) fn under<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a Cached)> + 'a {
+        self.objects
+            .range(prefix.to_string()..)
+            .take_while(move |(key, _)| key.starts_with(prefix))
+    }
+}
+
 /// Where a new watcher starts.
 pub(crate) enum Start {
     /// Every current object (to be sent as ADDED), then events after `revision`.
