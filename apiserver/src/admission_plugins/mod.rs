@@ -70,6 +70,18 @@ pub(crate) enum Operation {
     Delete,
 }
 
+impl Operation {
+    /// The operation's name in admission rules, reviews and CEL's
+    /// `request.operation`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+}
+
 /// One write, as the plugins see it.
 #[derive(Clone, Copy)]
 pub(crate) struct WriteRequest<'a> {
