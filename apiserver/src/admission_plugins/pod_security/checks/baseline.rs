@@ -131,10 +131,7 @@ pub(super) fn host_namespaces(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
     .filter(|(set, _)| *set == Some(true))
     .map(|(_, text)| text)
     .collect();
-    if shared.is_empty() {
-        return None;
-    }
-    Violation::new("host namespaces", shared.join(", "))
+    Violation::listing("host namespaces", &shared, ", ")
 }
 
 /// No hostPath volumes.
@@ -372,10 +369,7 @@ fn sysctls(_: &ObjectMeta, spec: &PodSpec, safe: &[&[&str]]) -> Option<Violation
         .map(|s| s.name.as_str())
         .filter(|name| !safe.iter().any(|set| set.contains(name)))
         .collect();
-    if forbidden.is_empty() {
-        return None;
-    }
-    Violation::new("forbidden sysctls", forbidden.join(", "))
+    Violation::listing("forbidden sysctls", &forbidden, ", ")
 }
 
 /// No Windows host-process pods or containers.

@@ -39,6 +39,19 @@ impl Violation {
             detail: detail.into(),
         })
     }
+
+    /// A failure whose detail lists `parts`, joined by `separator`; none
+    /// when nothing failed.
+    fn listing<S: std::borrow::Borrow<str>>(
+        reason: &str,
+        parts: &[S],
+        separator: &str,
+    ) -> Option<Self> {
+        if parts.is_empty() {
+            return None;
+        }
+        Violation::new(reason, parts.join(separator))
+    }
 }
 
 /// A check's verdict on one pod: `None` when it passes.

@@ -57,10 +57,7 @@ pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> 
             join_quote(&added)
         ));
     }
-    if details.is_empty() {
-        return None;
-    }
-    Violation::new("unrestricted capabilities", details.join("; "))
+    Violation::listing("unrestricted capabilities", &details, "; ")
 }
 
 pub(super) fn capabilities_linux(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
