@@ -237,23 +237,23 @@ impl Authenticator {
         token: &str,
         audiences: &[String],
     ) -> Option<(UserInfo, Vec<String>)> {
-        if let Some(user) = self.tokens.get(token) {
-            let matched: Vec<String> = audiences
+        // Of `audiences`, the ones a token naming none is good for.
+        let own_audience = || -> Vec<String> {
+            audiences
                 .iter()
                 .filter(|a| *a == crate::tokens::ISSUER)
                 .cloned()
-                .collect();
+                .collect()
+        };
+        if let Some(user) = self.tokens.get(token) {
+            let matched = own_audience();
             return (!matched.is_empty()).then(|| (user.clone(), matched));
         }
         if let Some(bootstrap) = &self.bootstrap
             && crate::bootstrap_tokens::BootstrapTokens::claims(token)
         {
             // Like the token file's, good for this API server only.
-            let matched: Vec<String> = audiences
-                .iter()
-                .filter(|a| *a == crate::tokens::ISSUER)
-                .cloned()
-                .collect();
+            let matched = own_audience();
             if matched.is_empty() {
                 return None;
             }
@@ -323,12 +323,18 @@ mod tests {
         h
     }
 
-    #[test]
-    fn token_file_lines_give_users_and_groups() {
+    /// The authenticator of a token file holding `text`.
+    fn from_token_text(text: &str) -> Result<Authenticator, AuthnError> {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("tokens.csv");
-        fs::write(&path, "# comment\nabc,alice,u1,\"dev,ops\"\nxyz,bob,u2\n").expect("write");
-        let authn = Authenticator::from_token_file(&path).expect("parse");
+        fs::write(&path, text).expect("write");
+        Authenticator::from_token_file(&path)
+    }
+
+    #[test]
+    fn token_file_lines_give_users_and_groups() {
+        let authn =
+            from_token_text("# comment\nabc,alice,u1,\"dev,ops\"\nxyz,bob,u2\n").expect("parse");
         let Authenticated::User(alice) = authn.authenticate(&headers(Some("Bearer abc")), None)
         else {
             panic!("alice not authenticated");
@@ -348,10 +354,7 @@ mod tests {
 
     #[test]
     fn malformed_token_line_is_an_error_naming_the_line() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("tokens.csv");
-        fs::write(&path, "ok,user,uid\nonlytoken\n").expect("write");
-        let err = Authenticator::from_token_file(&path).expect_err("must fail");
+        let err = from_token_text("ok,user,uid\nonlytoken\n").expect_err("must fail");
         assert!(err.to_string().contains("line 2"), "{err}");
     }
 

@@ -1,8 +1,13 @@
-//! Request bodies: size limit, media type, and JSON or YAML decoding.
+//! Request bodies: size limit, media type, and JSON or YAML decoding; and
+//! the pass-through wrapper the audit and metrics layers put around a body.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use axum::body::Body;
 use bytes::Bytes;
 use http::HeaderMap;
+use hyper::body::{Frame, SizeHint};
 use serde_json::Value;
 
 use crate::status::{ApiError, MAX_BODY_BYTES};
@@ -73,4 +78,56 @@ pub(crate) fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, 
         ));
     }
     Ok(value)
+}
+
+/// A body passing `inner`'s frames through unchanged, showing each data
+/// frame to `look` on its way. `look` lives as long as the body, so what it
+/// owns (a copy being kept, a guard) lasts until the stream ends or the
+/// client leaves.
+pub(crate) struct Watched<F> {
+    inner: Body,
+    look: F,
+}
+
+impl<F: FnMut(&Bytes) + Send + Unpin + 'static> Watched<F> {
+    /// Wraps `inner`; `look` sees every data frame read from it.
+    pub(crate) fn new(inner: Body, look: F) -> Self {
+        Self { inner, look }
+    }
+}
+
+impl<F: FnMut(&Bytes) + Unpin> hyper::body::Body for Watched<F> {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            (this.look)(data);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        hyper::body::Body::is_end_stream(&self.inner)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        hyper::body::Body::size_hint(&self.inner)
+    }
+}
+
+/// `body` unchanged, holding `keep` (a gauge's guard) until the body is
+/// dropped.
+pub(crate) fn holding<K: Send + Unpin + 'static>(body: Body, keep: K) -> Body {
+    Body::new(Watched::new(body, move |_: &Bytes| {
+        // Naming `keep` moves it into the closure, and so into the body.
+        let _ = &keep;
+    }))
 }

@@ -122,13 +122,7 @@ pub(crate) async fn serve(ctx: Ctx, method: Method) -> Result<Response, ApiError
         }
         None => all,
     };
-    if let Some(table) = crate::table::for_request(
-        &ctx.headers,
-        ctx.params.include_object.as_deref(),
-        &info,
-        &items,
-        json!({}),
-    ) {
+    if let Some(table) = ctx.table(&info, &items, json!({})) {
         return Ok(json_response(StatusCode::OK, &table?));
     }
     let body = match ctx.target.name {

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::{Registry, Subresource};
+use crate::registry::{Registry, ResourceInfo, Subresource};
 use crate::status::ApiError;
 
 /// The Kubernetes version this server implements, on the platform it runs
@@ -37,7 +37,9 @@ pub(crate) fn core_versions() -> Value {
     })
 }
 
-fn group_json(name: &str, versions: &[&str]) -> Value {
+/// `name`'s entry in an `APIGroupList`: its versions, the first one
+/// preferred. Remote groups (see `crate::aggregator`) are listed the same.
+pub(crate) fn group_json(name: &str, versions: &[&str]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
@@ -67,10 +69,26 @@ pub(crate) fn group(registry: &Registry, name: &str) -> Result<Value, ApiError> 
         .iter()
         .find(|g| !g.name.is_empty() && g.name == name)
         .ok_or(ApiError::PathNotFound)?;
-    let mut doc = group_json(g.name, &g.versions);
+    Ok(api_group(g.name, &g.versions))
+}
+
+/// The `APIGroup` document of `/apis/<group>`, local or remote.
+pub(crate) fn api_group(name: &str, versions: &[&str]) -> Value {
+    let mut doc = group_json(name, versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
-    Ok(doc)
+    doc
+}
+
+/// A resource's short names and categories on its discovery `entry`, left
+/// out when it has none, the same in both discovery forms.
+fn add_names(entry: &mut Value, r: &ResourceInfo) {
+    if !r.short_names.is_empty() {
+        entry["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        entry["categories"] = json!(r.categories);
+    }
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`.
@@ -88,12 +106,7 @@ pub(crate) fn resources(
             "kind": r.kind,
             "verbs": r.verbs(),
         });
-        if !r.short_names.is_empty() {
-            entry["shortNames"] = json!(r.short_names);
-        }
-        if !r.categories.is_empty() {
-            entry["categories"] = json!(r.categories);
-        }
+        add_names(&mut entry, r);
         resources.push(entry);
         for sub in &r.subresources {
             let mut entry = json!({
@@ -201,12 +214,7 @@ pub(crate) mod aggregated {
             "singularResource": r.singular(),
             "verbs": r.verbs(),
         });
-        if !r.short_names.is_empty() {
-            entry["shortNames"] = json!(r.short_names);
-        }
-        if !r.categories.is_empty() {
-            entry["categories"] = json!(r.categories);
-        }
+        super::add_names(&mut entry, r);
         if !subresources.is_empty() {
             entry["subresources"] = json!(subresources);
         }

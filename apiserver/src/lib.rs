@@ -60,6 +60,7 @@ mod routing;
 pub mod selectors;
 mod server;
 mod service_alloc;
+mod service_endpoints;
 pub mod snapshots;
 pub mod status;
 pub(crate) mod table;

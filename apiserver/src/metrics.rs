@@ -13,7 +13,6 @@
 use std::sync::{Arc, LazyLock, Weak};
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -441,44 +440,15 @@ pub(crate) async fn instrument(
         verb,
         version,
     ]));
+    // The gauge stays up until the stream ends.
     let (parts, body) = response.into_parts();
-    Response::from_parts(
-        parts,
-        Body::new(Guarded {
-            inner: body,
-            _guard: guard,
-        }),
-    )
-}
-
-/// A response body that holds a gauge up until the stream ends.
-struct Guarded {
-    inner: Body,
-    _guard: GaugeGuard,
-}
-
-impl hyper::body::Body for Guarded {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        hyper::body::Body::is_end_stream(&self.inner)
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        hyper::body::Body::size_hint(&self.inner)
-    }
+    Response::from_parts(parts, crate::body::holding(body, guard))
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::body::Body;
+
     use super::*;
 
     fn labels(method: Method, uri: &str, content_type: Option<&str>) -> Option<Labels> {

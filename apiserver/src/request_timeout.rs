@@ -168,12 +168,11 @@ mod tests {
 
     #[test]
     fn a_timeout_reads_as_upstreams() {
-        let status = timed_out().to_status();
-        assert_eq!(status["code"], 504);
-        assert_eq!(status["reason"], "Timeout");
-        assert_eq!(
-            status["message"],
-            "Timeout: request did not complete within requested timeout - context deadline exceeded"
+        let status = crate::status::assert_status(
+            &timed_out(),
+            504,
+            "Timeout",
+            "Timeout: request did not complete within requested timeout - context deadline exceeded",
         );
         assert_eq!(status["details"], serde_json::json!({}));
     }

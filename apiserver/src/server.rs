@@ -328,8 +328,8 @@ impl Inner {
         *self.shutdown.borrow()
     }
 
-    /// The objects of a built-in resource as its watch cache has them now
-    /// (none when it is not served).
+    /// The objects of a resource (built-in or custom) as its watch cache
+    /// has them now (none when it is not served).
     pub(crate) fn cached_objects(&self, group: &str, version: &str, resource: &str) -> Vec<Value> {
         let Some(info) = self.registry.get(group, version, resource) else {
             return Vec::new();

@@ -595,6 +595,17 @@ pub fn success_status(code: u16) -> Value {
     json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code })
 }
 
+/// `error`'s Status, checked to carry `code`, `reason` and `message`; the
+/// caller checks the rest.
+#[cfg(test)]
+pub(crate) fn assert_status(error: &ApiError, code: u16, reason: &str, message: &str) -> Value {
+    let status = error.to_status();
+    assert_eq!(status["code"], code, "{status}");
+    assert_eq!(status["reason"], reason, "{status}");
+    assert_eq!(status["message"], message, "{status}");
+    status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -607,24 +618,22 @@ mod tests {
             name: "x".into(),
             detail: "the object has been modified; please apply your changes to the latest version and try again".into(),
         };
-        let s = e.to_status();
-        assert_eq!(s["code"], 409);
-        assert_eq!(s["reason"], "Conflict");
-        assert_eq!(
-            s["message"],
-            "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        let s = assert_status(
+            &e,
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again",
         );
         assert_eq!(s["details"]["kind"], "configmaps");
     }
 
     #[test]
     fn too_large_resource_version_is_upstreams_timeout() {
-        let s = ApiError::too_large_resource_version(90, 12).to_status();
-        assert_eq!(s["code"], 504);
-        assert_eq!(s["reason"], "Timeout");
-        assert_eq!(
-            s["message"],
-            "Timeout: Too large resource version: 90, current: 12"
+        let s = assert_status(
+            &ApiError::too_large_resource_version(90, 12),
+            504,
+            "Timeout",
+            "Timeout: Too large resource version: 90, current: 12",
         );
         assert_eq!(
             s["details"]["causes"][0]["reason"],

@@ -560,6 +560,17 @@ fn parse_key(pem: &str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError>
         })
 }
 
+/// The roots of a `caBundle` (PEM), as webhooks and APIServices give
+/// them: every certificate in it that parses; `None` when none does.
+pub(crate) fn bundle_roots(bundle: &[u8]) -> Option<rustls::RootCertStore> {
+    let certs: Vec<_> = rustls_pemfile::certs(&mut &bundle[..])
+        .filter_map(Result::ok)
+        .collect();
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(certs);
+    (added > 0).then_some(roots)
+}
+
 /// Writes a file readable only by its owner (keys, kubeconfigs), whole or
 /// not at all.
 pub fn write_private(path: &Path, contents: &str) -> Result<(), TlsError> {

@@ -70,6 +70,18 @@ pub(crate) enum Operation {
     Delete,
 }
 
+impl Operation {
+    /// The operation's name in admission rules, reviews and CEL's
+    /// `request.operation`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+}
+
 /// One write, as the plugins see it.
 #[derive(Clone, Copy)]
 pub(crate) struct WriteRequest<'a> {
@@ -151,12 +163,17 @@ pub(crate) fn mutate_create(inner: &Inner, info: &ResourceInfo, object: &mut Val
     default_ingress_class::default_class(inner, info, object);
 }
 
-/// The objects of the core `resource` stored in `namespace`, from its watch
-/// cache (empty when the resource has none).
-fn namespace_objects(inner: &Inner, resource: &str, namespace: &str) -> Vec<Arc<Value>> {
+/// The objects of `group`'s v1 `resource` stored in `namespace`, from its
+/// watch cache (empty when the resource has none).
+pub(crate) fn namespace_objects(
+    inner: &Inner,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+) -> Vec<Arc<Value>> {
     inner
         .registry
-        .get("", "v1", resource)
+        .get(group, "v1", resource)
         .map(|info| cached_in_namespace(inner, &info, namespace))
         .unwrap_or_default()
 }
@@ -173,9 +190,7 @@ pub(super) fn cached_in_namespace(
     let prefix = info.collection_prefix(Some(namespace));
     let snapshot = cache.snapshot();
     snapshot
-        .objects
-        .range(prefix.clone()..)
-        .take_while(|(key, _)| key.starts_with(&prefix))
+        .under(&prefix)
         .map(|(_, object)| object.value())
         .collect()
 }

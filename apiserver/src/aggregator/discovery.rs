@@ -64,16 +64,9 @@ fn groups(remote: &BTreeMap<String, Remote>) -> Vec<(String, Vec<&Remote>)> {
     out
 }
 
-fn group_json(name: &str, versions: &[&Remote]) -> Value {
-    let vs: Vec<Value> = versions
-        .iter()
-        .map(|v| json!({"groupVersion": format!("{name}/{}", v.version), "version": v.version}))
-        .collect();
-    json!({
-        "name": name,
-        "versions": vs,
-        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
-    })
+/// The names of `versions`, in their order.
+fn version_names<'a>(versions: &[&'a Remote]) -> Vec<&'a str> {
+    versions.iter().map(|v| v.version.as_str()).collect()
 }
 
 /// Appends the remote groups to an `/apis` `APIGroupList`, leaving out any
@@ -86,17 +79,20 @@ pub(crate) fn add_to_group_list(doc: &mut Value, remote: &BTreeMap<String, Remot
         if list.iter().any(|g| g["name"] == name.as_str()) {
             continue;
         }
-        list.push(group_json(&name, &versions));
+        list.push(crate::discovery::group_json(
+            &name,
+            &version_names(&versions),
+        ));
     }
 }
 
 /// `/apis/<group>` for a remote group.
 pub(crate) fn group(remote: &BTreeMap<String, Remote>, name: &str) -> Option<Value> {
     let (name, versions) = groups(remote).into_iter().find(|(g, _)| g == name)?;
-    let mut doc = group_json(&name, &versions);
-    doc["kind"] = json!("APIGroup");
-    doc["apiVersion"] = json!("v1");
-    Some(doc)
+    Some(crate::discovery::api_group(
+        &name,
+        &version_names(&versions),
+    ))
 }
 
 /// An `APIResourceList` as aggregated discovery's resources of one version.

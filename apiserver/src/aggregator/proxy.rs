@@ -89,13 +89,8 @@ impl FrontProxyTls {
                 .with_custom_certificate_verifier(Arc::new(ServerCheck::any(self.provider.clone())))
         } else {
             let bundle = ca_bundle.ok_or("the APIService has no caBundle")?;
-            let certs: Vec<_> = rustls_pemfile::certs(&mut &bundle[..])
-                .filter_map(Result::ok)
-                .collect();
-            let mut roots = rustls::RootCertStore::empty();
-            if roots.add_parsable_certificates(certs).0 == 0 {
-                return Err("no certificates found in caBundle".into());
-            }
+            let roots =
+                crate::tls::bundle_roots(bundle).ok_or("no certificates found in caBundle")?;
             builder.with_root_certificates(roots)
         };
         let mut config = builder

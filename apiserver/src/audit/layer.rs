@@ -163,8 +163,17 @@ async fn audited(auditor: &Auditor, audit_id: &str, mut request: Request, next: 
     let mut seen = None;
     if decided.level >= Level::Request && !long_running {
         let (parts, body) = request.into_parts();
-        let tee = Tee::new(body);
-        seen = Some((parts.headers.clone(), tee.seen.clone()));
+        // A copy of what the handler reads, up to the API's body limit (the
+        // handler refuses anything larger).
+        let copy: Arc<Mutex<Vec<u8>>> = Default::default();
+        let kept = copy.clone();
+        let tee = crate::body::Watched::new(body, move |data: &bytes::Bytes| {
+            let mut kept = kept.lock();
+            if kept.len() + data.len() <= crate::status::MAX_BODY_BYTES {
+                kept.extend_from_slice(data);
+            }
+        });
+        seen = Some((parts.headers.clone(), copy));
         request = Request::from_parts(parts, Body::new(tee));
     }
 
@@ -287,52 +296,6 @@ async fn complete(
     }
     send(event, Stage::ResponseComplete);
     Response::from_parts(parts, Body::from(bytes))
-}
-
-/// A request body that keeps a copy of what the handler reads (up to the
-/// API's body limit; the handler refuses anything larger).
-struct Tee {
-    inner: Body,
-    seen: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Tee {
-    fn new(inner: Body) -> Self {
-        Self {
-            inner,
-            seen: Default::default(),
-        }
-    }
-}
-
-impl hyper::body::Body for Tee {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        let polled = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
-        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled
-            && let Some(data) = frame.data_ref()
-        {
-            let mut seen = this.seen.lock();
-            if seen.len() + data.len() <= crate::status::MAX_BODY_BYTES {
-                seen.extend_from_slice(data);
-            }
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        hyper::body::Body::is_end_stream(&self.inner)
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        hyper::body::Body::size_hint(&self.inner)
-    }
 }
 
 /// Records `ResponseComplete` of a stream when its body is dropped.

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use super::{Attributes, Chain, RequestKind, ResourceAttributes, forbidden};
 use crate::authn::{AUTHENTICATED_GROUP, UserInfo};
@@ -77,13 +77,16 @@ impl Claim {
 
 /// Whether a request carries any impersonation header.
 pub fn requested(headers: &HeaderMap) -> bool {
-    headers.keys().any(|name| {
-        let name = name.as_str();
-        name == USER_HEADER
-            || name == GROUP_HEADER
-            || name == UID_HEADER
-            || name.starts_with(EXTRA_HEADER_PREFIX)
-    })
+    headers.keys().any(is_impersonation_header)
+}
+
+/// Whether `name` is one of the impersonation headers.
+fn is_impersonation_header(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name == USER_HEADER
+        || name == GROUP_HEADER
+        || name == UID_HEADER
+        || name.starts_with(EXTRA_HEADER_PREFIX)
 }
 
 /// The identity `caller` acts as: `Ok(None)` when the request asks for
@@ -120,13 +123,7 @@ pub fn impersonate(
 pub fn strip(headers: &mut HeaderMap) {
     let names: Vec<_> = headers
         .keys()
-        .filter(|name| {
-            let name = name.as_str();
-            name == USER_HEADER
-                || name == GROUP_HEADER
-                || name == UID_HEADER
-                || name.starts_with(EXTRA_HEADER_PREFIX)
-        })
+        .filter(|name| is_impersonation_header(name))
         .cloned()
         .collect();
     for name in names {

@@ -172,14 +172,10 @@ impl NodeAuthorizer {
     fn any_pod(&self, node: &str, namespace: &str, refers: impl Fn(&Value) -> bool) -> bool {
         let prefix = format!("{}{namespace}/", self.pods.prefix());
         let snapshot = self.pods.snapshot();
-        snapshot
-            .objects
-            .range(prefix.clone()..)
-            .take_while(|(key, _)| key.starts_with(&prefix))
-            .any(|(_, pod)| {
-                let pod = pod.value();
-                pod["spec"]["nodeName"] == node && refers(&pod)
-            })
+        snapshot.under(&prefix).any(|(_, pod)| {
+            let pod = pod.value();
+            pod["spec"]["nodeName"] == node && refers(&pod)
+        })
     }
 
     /// Whether `node` runs a pod using a claim bound to volume `name`.

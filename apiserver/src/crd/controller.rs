@@ -160,15 +160,7 @@ async fn clean_up(
 ) -> bool {
     let storage = def.storage_version().unwrap_or("");
     let info = inner.registry.get(&def.group, storage, &def.names.plural);
-    let remaining: Vec<Value> = match info.as_ref().map(|i| inner.cache(i)) {
-        Some(Ok(cache)) => cache
-            .snapshot()
-            .objects
-            .values()
-            .map(|v| v.to_value())
-            .collect(),
-        _ => Vec::new(),
-    };
+    let remaining = inner.cached_objects(&def.group, storage, &def.names.plural);
     if let (Some(info), false) = (info, remaining.is_empty()) {
         let resource = ApiResource {
             group: def.group.clone(),

@@ -174,7 +174,7 @@ impl Walk<'_> {
                     if let Some(child_schema) = child_schema {
                         let old_child = old.and_then(|o| o.get(key));
                         let child_path = if schema.properties.contains_key(key) {
-                            join(path, key)
+                            super::values::child_path(path, key)
                         } else {
                             format!("{}[{key}]", if path.is_empty() { "<nil>" } else { path })
                         };
@@ -288,14 +288,6 @@ fn old_list_item<'o>(schema: &Schema, item: &Value, old: &'o Value) -> Option<&'
             .iter()
             .all(|key| candidate.get(key) == item.get(key))
     })
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
 }
 
 #[cfg(test)]

@@ -68,7 +68,9 @@ pub(crate) fn validate(schema: &Schema, value: &Value, path: &str, errors: &mut 
     }
 }
 
-fn child_path(path: &str, key: &str) -> String {
+/// The path of property `key` below `path` (`""` at the root), as field
+/// errors name it.
+pub(super) fn child_path(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
     } else {

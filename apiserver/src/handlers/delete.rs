@@ -263,10 +263,7 @@ pub(super) async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response, 
     let prefix = info.collection_prefix(ctx.namespace());
     let write = ctx.write_info(None);
     let mut items = Vec::new();
-    for (key, object) in snapshot.objects.range(prefix.clone()..) {
-        if !key.starts_with(&prefix) {
-            break;
-        }
+    for (key, object) in snapshot.under(&prefix) {
         let object = info.from_storage(object.to_value());
         if !labels.matches(&object) || !fields.matches(&object) {
             continue;

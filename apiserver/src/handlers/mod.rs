@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use crate::admission::{WriteInfo, manager_from_user_agent};
 use crate::authn::UserInfo;
 use crate::discovery;
+use crate::patch::{PATCH_MEDIA_TYPES, PatchType};
 use crate::query::Params;
 use crate::registry::{ResourceInfo, Subresource};
 use crate::request_notes::RequestNotes;
@@ -70,6 +71,32 @@ impl Ctx {
 
     pub(crate) fn key(&self) -> Result<String, ApiError> {
         Ok(self.info().key(self.namespace(), self.name()?))
+    }
+
+    /// The Table of `objects` (all of resource `info`, with `metadata` as
+    /// the Table's list metadata) when the request asked for one; `None`
+    /// when it did not.
+    pub(crate) fn table(
+        &self,
+        info: &ResourceInfo,
+        objects: &[Value],
+        metadata: Value,
+    ) -> Option<Result<Value, ApiError>> {
+        crate::table::for_request(
+            &self.headers,
+            self.params.include_object.as_deref(),
+            info,
+            objects,
+            metadata,
+        )
+    }
+
+    /// The type of the request's patch, from its Content-Type; any other
+    /// media type is the client's 415.
+    pub(crate) fn patch_type(&self) -> Result<PatchType, ApiError> {
+        let content_type = crate::body::content_type(&self.headers).unwrap_or_default();
+        PatchType::from_content_type(&content_type)
+            .ok_or_else(|| ApiError::UnsupportedMediaType(PATCH_MEDIA_TYPES.into()))
     }
 
     /// The request's object: the one the screen decoded, else the body read

@@ -241,15 +241,7 @@ fn pod_endpoints(
     service: &str,
     port_name: &str,
 ) -> Vec<(IpAddr, u64)> {
-    let cached = |group: &str, resource: &str| {
-        inner
-            .registry
-            .get(group, "v1", resource)
-            .map(|info| crate::admission_plugins::cached_in_namespace(inner, &info, namespace))
-            .unwrap_or_default()
-    };
-    let slices = cached("discovery.k8s.io", "endpointslices");
-    let pods = cached("", "pods");
+    let pods = crate::admission_plugins::namespace_objects(inner, "", "pods", namespace);
     let pod_ips = |name: &str| -> Vec<String> {
         pods.iter()
             .find(|p| p["metadata"]["name"].as_str() == Some(name))
@@ -266,38 +258,22 @@ fn pod_endpoints(
             .unwrap_or_default()
     };
     let mut out = Vec::new();
-    for slice in slices
-        .iter()
-        .filter(|s| s["metadata"]["labels"]["kubernetes.io/service-name"].as_str() == Some(service))
-    {
-        let Some(port) = slice["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
-            .and_then(|p| p["port"].as_u64())
-        else {
+    for (endpoint, port) in crate::service_endpoints::ready(inner, namespace, service, port_name) {
+        if endpoint["targetRef"]["kind"] != "Pod" {
             continue;
-        };
-        for endpoint in slice["endpoints"].as_array().into_iter().flatten() {
-            if endpoint["conditions"]["ready"] == Value::Bool(false)
-                || endpoint["targetRef"]["kind"] != "Pod"
-            {
-                continue;
-            }
-            let ips = pod_ips(endpoint["targetRef"]["name"].as_str().unwrap_or_default());
-            out.extend(
-                endpoint["addresses"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .filter(|a| ips.iter().any(|ip| ip == a))
-                    .filter_map(|a| a.parse::<IpAddr>().ok())
-                    .filter(proxyable)
-                    .map(|ip| (ip, port)),
-            );
         }
+        let ips = pod_ips(endpoint["targetRef"]["name"].as_str().unwrap_or_default());
+        out.extend(
+            endpoint["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter(|a| ips.iter().any(|ip| ip == a))
+                .filter_map(|a| a.parse::<IpAddr>().ok())
+                .filter(proxyable)
+                .map(|ip| (ip, port)),
+        );
     }
     out
 }

@@ -51,13 +51,7 @@ pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
         storage::Answer::Read(object) => object,
     };
     let metadata = json!({ "resourceVersion": object.pointer("/metadata/resourceVersion") });
-    if let Some(table) = crate::table::for_request(
-        &ctx.headers,
-        ctx.params.include_object.as_deref(),
-        info,
-        std::slice::from_ref(&object),
-        metadata,
-    ) {
+    if let Some(table) = ctx.table(info, std::slice::from_ref(&object), metadata) {
         return respond(StatusCode::OK, &table?);
     }
     respond(StatusCode::OK, &object)
@@ -241,9 +235,7 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     }
     // Tables render from copies; only a Table request pays for them.
     if crate::table::requested_table_version(&ctx.headers).is_some()
-        && let Some(table) = crate::table::for_request(
-            &ctx.headers,
-            ctx.params.include_object.as_deref(),
+        && let Some(table) = ctx.table(
             &info,
             &items.iter().map(Cached::to_value).collect::<Vec<_>>(),
             metadata.clone(),

@@ -90,10 +90,20 @@ async fn timed_get<T>(
     info: &ResourceInfo,
     read: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, ApiError> {
+    timed("get", info, read).await.map_err(internal)
+}
+
+/// A store `operation` on an object of `info`'s kind, timed for the store
+/// metrics (upstream's `etcd_request_duration_seconds`).
+async fn timed<T>(
+    operation: &str,
+    info: &ResourceInfo,
+    call: impl std::future::Future<Output = T>,
+) -> T {
     let started = std::time::Instant::now();
-    let got = read.await;
-    crate::metrics::observe_store("get", &info.qualified(), started);
-    got.map_err(internal)
+    let done = call.await;
+    crate::metrics::observe_store(operation, &info.qualified(), started);
+    done
 }
 
 /// A stored value as an object in `info`'s version.
@@ -247,10 +257,7 @@ pub(crate) async fn create(
 ) -> Result<Value, WriteError> {
     let stored = info.to_storage(object);
     let (bytes, _offer) = encode_offered(inner, info, stored.clone());
-    let started = std::time::Instant::now();
-    let created = inner.store.create(key, bytes).await;
-    crate::metrics::observe_store("create", &info.qualified(), started);
-    match created {
+    match timed("create", info, inner.store.create(key, bytes)).await {
         Ok(kv) => {
             caught_up(inner, info, kv.mod_revision).await;
             let mut out = info.from_storage(stored);
@@ -303,10 +310,13 @@ async fn replace_stored(
     bytes: Bytes,
     expected: Revision,
 ) -> Result<Revision, WriteError> {
-    let started = std::time::Instant::now();
-    let updated = inner.store.update(key, bytes, Some(expected)).await;
-    crate::metrics::observe_store("update", &info.qualified(), started);
-    match updated {
+    match timed(
+        "update",
+        info,
+        inner.store.update(key, bytes, Some(expected)),
+    )
+    .await
+    {
         Ok(kv) => {
             caught_up(inner, info, kv.mod_revision).await;
             Ok(kv.mod_revision)
@@ -325,10 +335,7 @@ pub(crate) async fn delete(
     last: Value,
     expected: Revision,
 ) -> Result<Value, WriteError> {
-    let started = std::time::Instant::now();
-    let deleted = inner.store.delete(key, Some(expected)).await;
-    crate::metrics::observe_store("delete", &info.qualified(), started);
-    match deleted {
+    match timed("delete", info, inner.store.delete(key, Some(expected))).await {
         Ok(kv) => {
             info.strategy.deleted(inner, &last).await;
             caught_up(inner, info, kv.mod_revision).await;

@@ -11,7 +11,7 @@ use super::update::{admit_update, precondition};
 use super::{Ctx, check_type, respond};
 use crate::admission::prepare_update;
 use crate::object::{meta_str, set_field};
-use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
+use crate::patch;
 use crate::registry::ResourceInfo;
 use crate::registry::Subresource;
 use crate::selectors::LabelSelector;
@@ -35,9 +35,7 @@ pub(super) async fn update_scale(ctx: Ctx, body: Body) -> Result<Response, ApiEr
 }
 
 pub(super) async fn patch_scale(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
-    let content_type = crate::body::content_type(&ctx.headers).unwrap_or_default();
-    let kind = PatchType::from_content_type(&content_type)
-        .ok_or_else(|| ApiError::UnsupportedMediaType(PATCH_MEDIA_TYPES.into()))?;
+    let kind = ctx.patch_type()?;
     let bytes = crate::body::read(&ctx.headers, body).await?;
     write_scale(ctx, move |current| {
         let mut base = current.clone();
@@ -288,10 +286,7 @@ async fn take_disruption(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
     let snapshot = ctx.inner.cache(&pdbs)?.snapshot();
     let prefix = pdbs.collection_prefix(Some(namespace));
     let mut covering = Vec::new();
-    for (key, pdb) in snapshot.objects.range(prefix.clone()..) {
-        if !key.starts_with(&prefix) {
-            break;
-        }
+    for (key, pdb) in snapshot.under(&prefix) {
         let pdb = pdb.value();
         let Ok(selector) = LabelSelector::from_object(&pdb["spec"]["selector"]) else {
             continue;

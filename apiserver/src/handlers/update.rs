@@ -18,7 +18,7 @@ use crate::admission::{WriteInfo, prepare_status_update, prepare_update};
 use crate::managed_fields::{self, Scope};
 use crate::object::{finalizers, is_terminating, meta_mut, meta_str, set_field};
 use crate::patch::apply::{ApplyError, ApplyRequest, server_side_apply};
-use crate::patch::{self, PATCH_MEDIA_TYPES, PatchType};
+use crate::patch::{self, PatchType};
 use crate::registry::{ResourceInfo, Subresource};
 use crate::server::Inner;
 use crate::status::ApiError;
@@ -381,9 +381,7 @@ async fn apply_create(
 }
 
 pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
-    let content_type = crate::body::content_type(&ctx.headers).unwrap_or_default();
-    let kind = PatchType::from_content_type(&content_type)
-        .ok_or_else(|| ApiError::UnsupportedMediaType(PATCH_MEDIA_TYPES.into()))?;
+    let kind = ctx.patch_type()?;
     let bytes = crate::body::read(&ctx.headers, body).await?;
     let info = ctx.info().clone();
     let name = ctx.name()?.to_string();

@@ -143,48 +143,51 @@ impl Parser<'_> {
     }
 
     fn message(&mut self, name: String) -> Result<Node, ParseError> {
-        let mut fields = Vec::new();
         // A message without fields prints as its bare name.
-        if self.eat(b'{') {
-            while !self.eat(b'}') {
-                let field = self.ident()?;
-                self.expect(b':')?;
-                fields.push((field, self.value()?));
-                if !self.eat(b',') {
-                    self.expect(b'}')?;
-                    break;
-                }
-            }
-        }
+        let fields = if self.eat(b'{') {
+            self.items(b'}', |p| {
+                let field = p.ident()?;
+                p.expect(b':')?;
+                Ok((field, p.value()?))
+            })?
+        } else {
+            Vec::new()
+        };
         Ok(Node::Message { name, fields })
     }
 
     fn list(&mut self) -> Result<Node, ParseError> {
         self.expect(b'[')?;
-        let mut items = Vec::new();
-        while !self.eat(b']') {
-            items.push(self.value()?);
-            if !self.eat(b',') {
-                self.expect(b']')?;
-                break;
-            }
-        }
-        Ok(Node::List(items))
+        self.items(b']', Self::value).map(Node::List)
     }
 
     fn map(&mut self) -> Result<Node, ParseError> {
         self.expect(b'{')?;
-        let mut entries = Vec::new();
-        while !self.eat(b'}') {
-            let key = self.value()?;
-            self.expect(b':')?;
-            entries.push((key, self.value()?));
+        self.items(b'}', |p| {
+            let key = p.value()?;
+            p.expect(b':')?;
+            Ok((key, p.value()?))
+        })
+        .map(Node::Map)
+    }
+
+    /// Comma-separated items, each read by `item`, up to and including
+    /// `close` (the opening bracket already read); a trailing comma is
+    /// allowed.
+    fn items<T>(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<T, ParseError>,
+    ) -> Result<Vec<T>, ParseError> {
+        let mut items = Vec::new();
+        while !self.eat(close) {
+            items.push(item(self)?);
             if !self.eat(b',') {
-                self.expect(b'}')?;
+                self.expect(close)?;
                 break;
             }
         }
-        Ok(Node::Map(entries))
+        Ok(items)
     }
 
     fn number(&mut self) -> Result<Node, ParseError> {

@@ -107,23 +107,14 @@ pub(crate) async fn serve(
             .get(&source.key(ctx.namespace(), name))
             .and_then(|object| metrics_of(&object.value()))
             .ok_or_else(|| which.not_found(shown))?;
-        if let Some(table) = crate::table::for_request(
-            &ctx.headers,
-            ctx.params.include_object.as_deref(),
-            &info,
-            std::slice::from_ref(&metrics),
-            json!({}),
-        ) {
+        if let Some(table) = ctx.table(&info, std::slice::from_ref(&metrics), json!({})) {
             return respond(StatusCode::OK, &table?);
         }
         return respond(StatusCode::OK, &metrics);
     }
     let prefix = source.collection_prefix(ctx.namespace());
     let mut items = Vec::new();
-    for (key, object) in snapshot.objects.range(prefix.clone()..) {
-        if !key.starts_with(&prefix) {
-            break;
-        }
+    for (_, object) in snapshot.under(&prefix) {
         let object = object.value();
         if !(labels.matches(&object) && fields.matches(&object)) {
             continue;
@@ -132,13 +123,7 @@ pub(crate) async fn serve(
             items.push(metrics);
         }
     }
-    if let Some(table) = crate::table::for_request(
-        &ctx.headers,
-        ctx.params.include_object.as_deref(),
-        &info,
-        &items,
-        json!({}),
-    ) {
+    if let Some(table) = ctx.table(&info, &items, json!({})) {
         return respond(StatusCode::OK, &table?);
     }
     respond(

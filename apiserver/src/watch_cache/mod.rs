@@ -258,6 +258,19 @@ pub(crate) struct Snapshot {
     pub revision: Revision,
 }
 
+impl Snapshot {
+    /// The objects whose keys start with `prefix` (a collection's, or one
+    /// namespace's in it), in key order.
+    pub(crate) fn under<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a Cached)> + 'a {
+        self.objects
+            .range(prefix.to_string()..)
+            .take_while(move |(key, _)| key.starts_with(prefix))
+    }
+}
+
 /// Where a new watcher starts.
 pub(crate) enum Start {
     /// Every current object (to be sent as ADDED), then events after `revision`.
@@ -625,6 +638,20 @@ mod tests {
         }
     }
 
+    /// The revisions of the history a watch from `from` starts with.
+    fn history_revisions(c: &WatchCache, from: Revision) -> Vec<Revision> {
+        history(c, from).iter().map(|e| e.revision).collect()
+    }
+
+    /// A watch from `requested` is refused: the oldest event kept is at
+    /// `oldest`.
+    fn assert_too_old(c: &WatchCache, requested: Revision, oldest: Revision) {
+        assert_eq!(
+            c.subscribe(Some(requested)).err(),
+            Some(TooOld { requested, oldest })
+        );
+    }
+
     #[test]
     fn an_event_knows_whether_labels_and_names_changed() {
         let c = WatchCache::new("/p/".into(), &limits(100, Duration::from_secs(3600)));
@@ -664,18 +691,8 @@ mod tests {
             );
         }
         // capacity 2: event 11 dropped, so rv 10 can no longer be served.
-        assert_eq!(
-            c.subscribe(Some(10)).err(),
-            Some(TooOld {
-                requested: 10,
-                oldest: 12
-            })
-        );
-        let events = history(&c, 11);
-        assert_eq!(
-            events.iter().map(|e| e.revision).collect::<Vec<_>>(),
-            vec![12, 13]
-        );
+        assert_too_old(&c, 10, 12);
+        assert_eq!(history_revisions(&c, 11), [12, 13]);
     }
 
     #[test]
@@ -692,15 +709,8 @@ mod tests {
         put(13);
         // Far below the count limit, but 11 and 12 are stale: a watch from
         // before 12 is told to go to the store (the handler serves it there).
-        assert_eq!(
-            c.subscribe(Some(11)).err(),
-            Some(TooOld {
-                requested: 11,
-                oldest: 13
-            })
-        );
-        let events = history(&c, 12);
-        assert_eq!(events.iter().map(|e| e.revision).collect::<Vec<_>>(), [13]);
+        assert_too_old(&c, 11, 13);
+        assert_eq!(history_revisions(&c, 12), [13]);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::status::{ApiError, aggregate};
 
 /// The namespace's LimitRanges, in name order.
 fn limit_ranges(inner: &Inner, namespace: &str) -> Vec<Arc<Value>> {
-    let mut ranges = namespace_objects(inner, "limitranges", namespace);
+    let mut ranges = namespace_objects(inner, "", "limitranges", namespace);
     ranges.sort_by(|a, b| meta_str(a, "name").cmp(&meta_str(b, "name")));
     ranges
 }

@@ -97,8 +97,7 @@ async fn admit_pod(
         return Ok(());
     }
     let namespace = meta_str(new, "namespace").unwrap_or("");
-    if let Some(reason) = exemption(config, namespace, &request.user.name) {
-        request.notes.annotate(EXEMPT_ANNOTATION, reason);
+    if exempt(config, request, namespace) {
         return Ok(());
     }
     let labels = namespaces::labels(inner, namespace)
@@ -137,8 +136,7 @@ async fn admit_template(
         return Ok(());
     }
     let namespace = meta_str(new, "namespace").unwrap_or("");
-    if let Some(reason) = exemption(config, namespace, &request.user.name) {
-        request.notes.annotate(EXEMPT_ANNOTATION, reason);
+    if exempt(config, request, namespace) {
         return Ok(());
     }
     // Trouble reading the namespace or the template never blocks a
@@ -181,15 +179,18 @@ async fn admit_template(
     evaluate(config, &target, &policy, &errors, &meta, &spec, false)
 }
 
-/// Why a request is not checked at all (the audit annotation's value).
-fn exemption(config: &PodSecurityConfig, namespace: &str, user: &str) -> Option<&'static str> {
-    if config.exempt_namespace(namespace) {
-        Some("namespace")
-    } else if config.exempt_user(user) {
-        Some("user")
+/// Whether a request is not checked at all, by its namespace or its user;
+/// an exempt one is noted so for the audit log.
+fn exempt(config: &PodSecurityConfig, request: &WriteRequest<'_>, namespace: &str) -> bool {
+    let reason = if config.exempt_namespace(namespace) {
+        "namespace"
+    } else if config.exempt_user(&request.user.name) {
+        "user"
     } else {
-        None
-    }
+        return false;
+    };
+    request.notes.annotate(EXEMPT_ANNOTATION, reason);
+    true
 }
 
 fn decode_pod(value: &Value) -> Result<Pod, ApiError> {

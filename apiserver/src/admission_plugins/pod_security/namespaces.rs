@@ -122,9 +122,7 @@ fn existing_pod_warnings(
     let snapshot = inner.cache(&info)?.snapshot();
     let prefix = info.collection_prefix(Some(namespace));
     let pods: Vec<Pod> = snapshot
-        .objects
-        .range(prefix.clone()..)
-        .take_while(|(key, _)| key.starts_with(&prefix))
+        .under(&prefix)
         .filter_map(|(_, pod)| serde_json::from_value::<Pod>(pod.to_value()).ok())
         .collect();
     let pods = prioritize(config, pods);

@@ -160,7 +160,7 @@ fn counting(
     evaluator: &Evaluator,
     object: &Value,
 ) -> Vec<Counting> {
-    let mut quotas: Vec<Counting> = namespace_objects(inner, "resourcequotas", namespace)
+    let mut quotas: Vec<Counting> = namespace_objects(inner, "", "resourcequotas", namespace)
         .iter()
         .map(Arc::as_ref)
         .filter_map(|quota| {

@@ -55,11 +55,7 @@ impl Tally {
             deleting: BTreeSet::new(),
             used: ResourceList::new(),
         };
-        let objects = snapshot
-            .objects
-            .range(prefix.to_string()..)
-            .take_while(|(key, _)| key.starts_with(prefix));
-        for (key, object) in objects {
+        for (key, object) in snapshot.under(prefix) {
             tally.insert(evaluator, key, &object.value(), now);
         }
         tally.objects = snapshot.objects.clone();

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Operation, WriteRequest};
+use super::WriteRequest;
 use crate::cel::{self, Budget, EvalError};
 use crate::registry::{ResourceInfo, Subresource};
 use crate::server::Inner;
@@ -69,7 +69,7 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
     let namespace_object = (!namespace.is_empty())
         .then(|| namespace_object(inner, namespace))
         .flatten();
-    let operation = operation_name(request.operation);
+    let operation = request.operation.name();
     let mut audited = Vec::new();
     let subresource = request.subresource.map(Subresource::name).unwrap_or("");
     let shape = RequestShape {
@@ -406,14 +406,6 @@ fn denied(request: &WriteRequest<'_>, policy: &str, binding: &str, failure: &Fai
         name: name.to_string(),
         detail,
         reason,
-    }
-}
-
-fn operation_name(operation: Operation) -> &'static str {
-    match operation {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
     }
 }
 

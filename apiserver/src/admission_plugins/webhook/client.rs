@@ -65,16 +65,8 @@ impl WebhookTrust {
         let Some(bundle) = ca_bundle else {
             return Ok(self.default_roots());
         };
-        let certs: Vec<_> = rustls_pemfile::certs(&mut &bundle[..])
-            .filter_map(Result::ok)
-            .collect();
-        let mut roots = rustls::RootCertStore::empty();
-        let (added, _) = roots.add_parsable_certificates(certs);
-        if added == 0 {
-            return Err(
-                "unable to load root certificates: no certificates found in caBundle".into(),
-            );
-        }
+        let roots = crate::tls::bundle_roots(bundle)
+            .ok_or("unable to load root certificates: no certificates found in caBundle")?;
         Ok(Arc::new(roots))
     }
 }

@@ -23,6 +23,34 @@ use crate::status::ApiError;
 /// `failed calling webhook "<name>": `).
 struct CallError(String);
 
+/// Which call of a hook this is, as upstream's audit annotations name it:
+/// the reinvocation round (0 for the first), the hook's place among the
+/// configured hooks, and whether the hooks mutate.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    round: usize,
+    index: usize,
+    mutating: bool,
+}
+
+impl Place {
+    fn mutation(round: usize, index: usize) -> Self {
+        Self {
+            round,
+            index,
+            mutating: true,
+        }
+    }
+
+    fn validation(index: usize) -> Self {
+        Self {
+            round: 0,
+            index,
+            mutating: false,
+        }
+    }
+}
+
 /// What calling one hook came to.
 enum Outcome {
     /// Not called: no match, or a failure ignored by its policy.
@@ -42,7 +70,7 @@ pub(super) async fn mutate(
     let mut called_if_needed = Vec::new();
     let mut changed_any = false;
     for (index, hook) in hooks.iter().enumerate() {
-        match call_mutating(inner, hook, attributes, object, 0, index).await? {
+        match call_mutating(inner, hook, attributes, object, Place::mutation(0, index)).await? {
             Outcome::Skipped => continue,
             Outcome::Called { changed } => {
                 if changed {
@@ -60,7 +88,7 @@ pub(super) async fn mutate(
     }
     for (index, hook) in hooks.iter().enumerate() {
         if reinvoke.contains(&index) {
-            call_mutating(inner, hook, attributes, object, 1, index).await?;
+            call_mutating(inner, hook, attributes, object, Place::mutation(1, index)).await?;
         }
     }
     Ok(())
@@ -89,29 +117,19 @@ async fn call_mutating(
     hook: &Hook,
     attributes: &Attributes<'_>,
     object: &mut Value,
-    round: usize,
-    index: usize,
+    place: Place,
 ) -> Result<Outcome, ApiError> {
-    let Some(invocation) =
-        invocation(inner, hook, attributes, Some(object), round, index, true).await?
-    else {
+    let Some(invocation) = invocation(inner, hook, attributes, Some(object), place).await? else {
         return Ok(Outcome::Skipped);
     };
     let sent = &invocation.resource;
     let mut in_hook_version = convert(attributes.request.info, sent, object);
-    let verdict = match call(inner, hook, attributes, sent, Some(&in_hook_version), true).await {
-        Ok(verdict) => verdict,
-        Err(error) => {
-            fail(hook, attributes, error, round, index, true)?;
-            return Ok(Outcome::Skipped);
-        }
+    let Some(verdict) = ask(inner, hook, attributes, sent, Some(&in_hook_version), place).await?
+    else {
+        return Ok(Outcome::Skipped);
     };
-    relay(hook, attributes, &verdict);
-    if !verdict.allowed {
-        return Err(denied(&hook.name, verdict.status));
-    }
     let Some(patch) = verdict.patch else {
-        annotate_mutation(hook, attributes, round, index, false);
+        annotate_mutation(hook, attributes, place, false);
         return Ok(Outcome::Called { changed: false });
     };
     let changed = patch::apply(&hook.name, &mut in_hook_version, &patch)
@@ -119,7 +137,7 @@ async fn call_mutating(
     if changed {
         *object = convert(sent, attributes.request.info, &in_hook_version);
     }
-    annotate_mutation(hook, attributes, round, index, changed);
+    annotate_mutation(hook, attributes, place, changed);
     Ok(Outcome::Called { changed })
 }
 
@@ -130,33 +148,48 @@ async fn call_validating(
     object: Option<&Value>,
     index: usize,
 ) -> Result<(), ApiError> {
-    let Some(invocation) = invocation(inner, hook, attributes, object, 0, index, false).await?
-    else {
+    let place = Place::validation(index);
+    let Some(invocation) = invocation(inner, hook, attributes, object, place).await? else {
         return Ok(());
     };
     let sent = &invocation.resource;
     let in_hook_version = object.map(|o| convert(attributes.request.info, sent, o));
-    let verdict = match call(
+    ask(
         inner,
         hook,
         attributes,
         sent,
         in_hook_version.as_ref(),
-        false,
+        place,
     )
-    .await
-    {
+    .await?;
+    Ok(())
+}
+
+/// Calls `hook` with `object` (in the hook's version `sent`) and settles
+/// the answer: a failed call as the hook's failure policy says (`None`
+/// when ignored), a refusal as the client's error; otherwise the verdict,
+/// its warnings and audit annotations passed on.
+async fn ask(
+    inner: &Inner,
+    hook: &Hook,
+    attributes: &Attributes<'_>,
+    sent: &ResourceInfo,
+    object: Option<&Value>,
+    place: Place,
+) -> Result<Option<review::Verdict>, ApiError> {
+    let verdict = match call(inner, hook, attributes, sent, object, place.mutating).await {
         Ok(verdict) => verdict,
         Err(error) => {
-            fail(hook, attributes, error, 0, index, false)?;
-            return Ok(());
+            fail(hook, attributes, error, place)?;
+            return Ok(None);
         }
     };
     relay(hook, attributes, &verdict);
     if !verdict.allowed {
         return Err(denied(&hook.name, verdict.status));
     }
-    Ok(())
+    Ok(Some(verdict))
 }
 
 /// Whether `hook` is called (and in which version), checking dry runs:
@@ -166,16 +199,14 @@ async fn invocation(
     hook: &Hook,
     attributes: &Attributes<'_>,
     object: Option<&Value>,
-    round: usize,
-    index: usize,
-    mutating: bool,
+    place: Place,
 ) -> Result<Option<matching::Invocation>, ApiError> {
     let invocation = match matching::should_call(inner, hook, attributes, object).await {
         Ok(Some(invocation)) => invocation,
         Ok(None) => return Ok(None),
         Err(MatchError::Api(e)) => return Err(e),
         Err(MatchError::Call(text)) => {
-            fail(hook, attributes, CallError(text), round, index, mutating)?;
+            fail(hook, attributes, CallError(text), place)?;
             return Ok(None);
         }
     };
@@ -244,9 +275,7 @@ fn fail(
     hook: &Hook,
     attributes: &Attributes<'_>,
     error: CallError,
-    round: usize,
-    index: usize,
-    mutating: bool,
+    place: Place,
 ) -> Result<(), ApiError> {
     let message = format!("failed calling webhook \"{}\": {}", hook.name, error.0);
     if !hook.ignore_failures {
@@ -254,6 +283,11 @@ fn fail(
         return Err(ApiError::Internal(message));
     }
     tracing::warn!(webhook = %hook.name, error = %error.0, "webhook call failed, failing open");
+    let Place {
+        round,
+        index,
+        mutating,
+    } = place;
     let kind = if mutating { "mutation" } else { "validating" };
     attributes.request.notes.annotate(
         format!("failed-open.{kind}.webhook.admission.k8s.io/round_{round}_index_{index}"),
@@ -281,8 +315,7 @@ fn relay(hook: &Hook, attributes: &Attributes<'_>, verdict: &review::Verdict) {
 fn annotate_mutation(
     hook: &Hook,
     attributes: &Attributes<'_>,
-    round: usize,
-    index: usize,
+    Place { round, index, .. }: Place,
     mutated: bool,
 ) {
     let value =
@@ -327,12 +360,11 @@ mod tests {
             "deny.example.com",
             Some(json!({"code": 403, "reason": "Forbidden", "message": "no configmaps here"})),
         );
-        let status = error.to_status();
-        assert_eq!(status["code"], 403);
-        assert_eq!(status["reason"], "Forbidden");
-        assert_eq!(
-            status["message"],
-            "admission webhook \"deny.example.com\" denied the request: no configmaps here"
+        crate::status::assert_status(
+            &error,
+            403,
+            "Forbidden",
+            "admission webhook \"deny.example.com\" denied the request: no configmaps here",
         );
     }
 

@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use super::Attributes;
 use super::source::{Hook, Rule};
-use crate::admission_plugins::Operation;
 use crate::handlers::storage;
 use crate::registry::ResourceInfo;
 use crate::selectors::LabelSelector;
@@ -37,15 +36,6 @@ struct Request<'a> {
     subresource: &'a str,
     namespace: &'a str,
     is_namespace: bool,
-}
-
-/// The operation's name in rules and reviews.
-pub(super) fn operation_name(operation: Operation) -> &'static str {
-    match operation {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
-    }
 }
 
 fn any_is(list: &[String], value: &str) -> bool {
@@ -93,7 +83,7 @@ fn matching_resource(
         rules_match(
             hook,
             &Request {
-                operation: operation_name(attributes.request.operation),
+                operation: attributes.request.operation.name(),
                 group: candidate.group,
                 version: candidate.version,
                 resource: candidate.resource,

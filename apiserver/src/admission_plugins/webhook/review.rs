@@ -13,7 +13,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Attributes;
-use super::matching::operation_name;
 use crate::admission_plugins::Operation;
 use crate::registry::ResourceInfo;
 
@@ -76,7 +75,7 @@ pub(super) fn request(
         "requestKind": kind_of(attributes, attributes.request.info),
         "requestResource": group_version_resource(attributes.request.info),
         "name": name,
-        "operation": operation_name(attributes.request.operation),
+        "operation": attributes.request.operation.name(),
         "userInfo": user_info(attributes.request.user),
         "object": object.cloned().unwrap_or(Value::Null),
         "oldObject": old.cloned().unwrap_or(Value::Null),

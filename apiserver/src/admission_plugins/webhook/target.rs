@@ -124,41 +124,18 @@ pub(crate) fn service_address(
             port,
         })?;
     let port_name = service_port["name"].as_str().unwrap_or("");
-    let slices = inner
-        .registry
-        .get("discovery.k8s.io", "v1", "endpointslices")
-        .map(|info| crate::admission_plugins::cached_in_namespace(inner, &info, namespace))
-        .unwrap_or_default();
     let mut ready = Vec::new();
-    for slice in slices
-        .iter()
-        .filter(|s| s["metadata"]["labels"]["kubernetes.io/service-name"].as_str() == Some(name))
-    {
-        let Some(slice_port) = slice["ports"]
+    for (endpoint, port) in crate::service_endpoints::ready(inner, namespace, name, port_name) {
+        if let Some(address) = endpoint["addresses"]
             .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["name"].as_str().unwrap_or("") == port_name)
-            .and_then(|p| p["port"].as_u64())
-        else {
-            continue;
-        };
-        for endpoint in slice["endpoints"].as_array().into_iter().flatten() {
-            // Ready unless it says otherwise, as upstream reads the condition.
-            if endpoint["conditions"]["ready"] == Value::Bool(false) {
-                continue;
-            }
-            if let Some(address) = endpoint["addresses"]
-                .as_array()
-                .and_then(|a| a.first())
-                .and_then(Value::as_str)
-            {
-                ready.push(if address.contains(':') {
-                    format!("[{address}]:{slice_port}")
-                } else {
-                    format!("{address}:{slice_port}")
-                });
-            }
+            .and_then(|a| a.first())
+            .and_then(Value::as_str)
+        {
+            ready.push(if address.contains(':') {
+                format!("[{address}]:{port}")
+            } else {
+                format!("{address}:{port}")
+            });
         }
     }
     ready

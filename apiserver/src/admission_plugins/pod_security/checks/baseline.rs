@@ -11,7 +11,10 @@ use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SELinuxOptions, Se
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::messages::{join_quote, pluralize, volumes_phrase};
-use super::{Violation, containers, containers_where, failed_by, forbidden_values, setters};
+use super::{
+    Violation, added_capabilities, containers, containers_where, failed_by, forbidden_values,
+    setters,
+};
 use crate::go_format::go_quote;
 
 /// Capabilities a baseline container may add (the container runtimes'
@@ -107,16 +110,8 @@ pub(super) fn app_armor_profile(meta: &ObjectMeta, spec: &PodSpec) -> Option<Vio
 
 /// Containers may add only capabilities of the default set.
 pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let (bad_containers, added) = forbidden_values(spec, |c| {
-        c.security
-            .and_then(|sc| sc.capabilities.as_ref())
-            .and_then(|caps| caps.add.as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|cap| !DEFAULT_CAPABILITIES.contains(&cap.as_str()))
-            .cloned()
-            .collect()
-    });
+    let (bad_containers, added) =
+        added_capabilities(spec, |cap| DEFAULT_CAPABILITIES.contains(&cap));
     failed_by(false, &bad_containers, "non-default capabilities", |who| {
         format!(
             "{who} must not include {} in securityContext.capabilities.add",
@@ -136,10 +131,7 @@ pub(super) fn host_namespaces(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
     .filter(|(set, _)| *set == Some(true))
     .map(|(_, text)| text)
     .collect();
-    if shared.is_empty() {
-        return None;
-    }
-    Violation::new("host namespaces", shared.join(", "))
+    Violation::listing("host namespaces", &shared, ", ")
 }
 
 /// No hostPath volumes.
@@ -377,10 +369,7 @@ fn sysctls(_: &ObjectMeta, spec: &PodSpec, safe: &[&[&str]]) -> Option<Violation
         .map(|s| s.name.as_str())
         .filter(|name| !safe.iter().any(|set| set.contains(name)))
         .collect();
-    if forbidden.is_empty() {
-        return None;
-    }
-    Violation::new("forbidden sysctls", forbidden.join(", "))
+    Violation::listing("forbidden sysctls", &forbidden, ", ")
 }
 
 /// No Windows host-process pods or containers.

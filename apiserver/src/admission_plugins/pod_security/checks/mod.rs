@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::messages::containers_phrase;
+use super::policy::Level::{Baseline, Restricted};
 use super::policy::{Level, LevelVersion};
 
 /// One failed check: a short reason (`host namespaces`) and what exactly
@@ -37,6 +38,19 @@ impl Violation {
             reason: reason.into(),
             detail: detail.into(),
         })
+    }
+
+    /// A failure whose detail lists `parts`, joined by `separator`; none
+    /// when nothing failed.
+    fn listing<S: std::borrow::Borrow<str>>(
+        reason: &str,
+        parts: &[S],
+        separator: &str,
+    ) -> Option<Self> {
+        if parts.is_empty() {
+            return None;
+        }
+        Violation::new(reason, parts.join(separator))
     }
 }
 
@@ -65,12 +79,16 @@ impl Check {
     }
 }
 
-const fn rev(since: u32, check: CheckFn) -> Revision {
-    Revision {
-        since,
-        check,
-        overrides: &[],
+const fn check(id: &'static str, level: Level, revisions: &'static [Revision]) -> Check {
+    Check {
+        id,
+        level,
+        revisions,
     }
+}
+
+const fn rev(since: u32, check: CheckFn) -> Revision {
+    rev_overriding(since, check, &[])
 }
 
 const fn rev_overriding(
@@ -88,84 +106,72 @@ const fn rev_overriding(
 /// Every check, baseline first and each level sorted by ID (a test keeps
 /// it so): the order failures are reported in.
 static CHECKS: &[Check] = &[
-    Check {
-        id: "appArmorProfile",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::app_armor_profile)],
-    },
-    Check {
-        id: "capabilities_baseline",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::capabilities)],
-    },
-    Check {
-        id: "hostNamespaces",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::host_namespaces)],
-    },
-    Check {
-        id: "hostPathVolumes",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::host_path_volumes)],
-    },
-    Check {
-        id: "hostPorts",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::host_ports)],
-    },
-    Check {
-        id: "privileged",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::privileged)],
-    },
-    Check {
-        id: "procMount",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::proc_mount)],
-    },
-    Check {
-        id: "seLinuxOptions",
-        level: Level::Baseline,
-        revisions: &[
+    check(
+        "appArmorProfile",
+        Baseline,
+        &[rev(0, baseline::app_armor_profile)],
+    ),
+    check(
+        "capabilities_baseline",
+        Baseline,
+        &[rev(0, baseline::capabilities)],
+    ),
+    check(
+        "hostNamespaces",
+        Baseline,
+        &[rev(0, baseline::host_namespaces)],
+    ),
+    check(
+        "hostPathVolumes",
+        Baseline,
+        &[rev(0, baseline::host_path_volumes)],
+    ),
+    check("hostPorts", Baseline, &[rev(0, baseline::host_ports)]),
+    check("privileged", Baseline, &[rev(0, baseline::privileged)]),
+    check("procMount", Baseline, &[rev(0, baseline::proc_mount)]),
+    check(
+        "seLinuxOptions",
+        Baseline,
+        &[
             rev(0, baseline::se_linux_options_1_0),
             rev(31, baseline::se_linux_options_1_31),
         ],
-    },
-    Check {
-        id: "seccompProfile_baseline",
-        level: Level::Baseline,
-        revisions: &[
+    ),
+    check(
+        "seccompProfile_baseline",
+        Baseline,
+        &[
             rev(0, baseline::seccomp_annotations),
             rev(19, baseline::seccomp_profile),
         ],
-    },
-    Check {
-        id: "sysctls",
-        level: Level::Baseline,
-        revisions: &[
+    ),
+    check(
+        "sysctls",
+        Baseline,
+        &[
             rev(0, baseline::sysctls_1_0),
             rev(27, baseline::sysctls_1_27),
             rev(29, baseline::sysctls_1_29),
             rev(32, baseline::sysctls_1_32),
         ],
-    },
-    Check {
-        id: "windowsHostProcess",
-        level: Level::Baseline,
-        revisions: &[rev(0, baseline::windows_host_process)],
-    },
-    Check {
-        id: "allowPrivilegeEscalation",
-        level: Level::Restricted,
-        revisions: &[
+    ),
+    check(
+        "windowsHostProcess",
+        Baseline,
+        &[rev(0, baseline::windows_host_process)],
+    ),
+    check(
+        "allowPrivilegeEscalation",
+        Restricted,
+        &[
             rev(8, restricted::allow_privilege_escalation),
             rev(25, restricted::allow_privilege_escalation_linux),
         ],
-    },
-    Check {
-        id: "capabilities_restricted",
-        level: Level::Restricted,
-        revisions: &[
+    ),
+    check(
+        "capabilities_restricted",
+        Restricted,
+        &[
             rev_overriding(22, restricted::capabilities, &["capabilities_baseline"]),
             rev_overriding(
                 25,
@@ -173,26 +179,22 @@ static CHECKS: &[Check] = &[
                 &["capabilities_baseline"],
             ),
         ],
-    },
-    Check {
-        id: "restrictedVolumes",
-        level: Level::Restricted,
-        revisions: &[rev_overriding(0, restricted::volumes, &["hostPathVolumes"])],
-    },
-    Check {
-        id: "runAsNonRoot",
-        level: Level::Restricted,
-        revisions: &[rev(0, restricted::run_as_non_root)],
-    },
-    Check {
-        id: "runAsUser",
-        level: Level::Restricted,
-        revisions: &[rev(23, restricted::run_as_user)],
-    },
-    Check {
-        id: "seccompProfile_restricted",
-        level: Level::Restricted,
-        revisions: &[
+    ),
+    check(
+        "restrictedVolumes",
+        Restricted,
+        &[rev_overriding(0, restricted::volumes, &["hostPathVolumes"])],
+    ),
+    check(
+        "runAsNonRoot",
+        Restricted,
+        &[rev(0, restricted::run_as_non_root)],
+    ),
+    check("runAsUser", Restricted, &[rev(23, restricted::run_as_user)]),
+    check(
+        "seccompProfile_restricted",
+        Restricted,
+        &[
             rev_overriding(
                 19,
                 restricted::seccomp_profile,
@@ -204,7 +206,7 @@ static CHECKS: &[Check] = &[
                 &["seccompProfile_baseline"],
             ),
         ],
-    },
+    ),
 ];
 
 /// The checks `policy` applies, in reporting order.
@@ -300,6 +302,24 @@ fn forbidden_values(
         }
     }
     (bad_containers, values)
+}
+
+/// The containers that add capabilities `allowed` does not admit, and
+/// those capabilities (sorted, each once).
+fn added_capabilities(
+    spec: &PodSpec,
+    allowed: impl Fn(&str) -> bool,
+) -> (Vec<String>, BTreeSet<String>) {
+    forbidden_values(spec, |c| {
+        c.security
+            .and_then(|sc| sc.capabilities.as_ref())
+            .and_then(|caps| caps.add.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|cap| !allowed(cap))
+            .cloned()
+            .collect()
+    })
 }
 
 /// `pod`, then `container(s) "..."`: who set a bad value, for the caller

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{PodSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::messages::{containers_phrase, join_quote, pluralize, volumes_phrase};
-use super::{Violation, containers, containers_where, failed_by, forbidden_values, is_windows};
+use super::{Violation, added_capabilities, containers, containers_where, failed_by, is_windows};
 
 /// Every container must set `allowPrivilegeEscalation: false`.
 pub(super) fn allow_privilege_escalation(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
@@ -42,16 +42,7 @@ pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> 
             .and_then(|sc| sc.capabilities.as_ref())
             .is_some_and(|caps| caps.drop.iter().flatten().any(|cap| cap == "ALL"))
     });
-    let (adding, added) = forbidden_values(spec, |c| {
-        c.security
-            .and_then(|sc| sc.capabilities.as_ref())
-            .and_then(|caps| caps.add.as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|cap| *cap != "NET_BIND_SERVICE")
-            .cloned()
-            .collect()
-    });
+    let (adding, added) = added_capabilities(spec, |cap| cap == "NET_BIND_SERVICE");
     let mut details = Vec::new();
     if !missing_drop_all.is_empty() {
         details.push(format!(
@@ -66,10 +57,7 @@ pub(super) fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> 
             join_quote(&added)
         ));
     }
-    if details.is_empty() {
-        return None;
-    }
-    Violation::new("unrestricted capabilities", details.join("; "))
+    Violation::listing("unrestricted capabilities", &details, "; ")
 }
 
 pub(super) fn capabilities_linux(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
