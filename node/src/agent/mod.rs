@@ -322,6 +322,8 @@ async fn run_with_runtime(
         memory: facts.memory.saturating_sub(host::RESERVED_MEMORY) as f64,
         ephemeral_storage: facts.disk as f64 * (1.0 - host::RESERVED_DISK_FRACTION),
     };
+    let pods = factory
+        .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));
     let ctx = Arc::new(AgentContext {
         client: client.clone(),
         provisioner: provisioner.clone(),
@@ -336,13 +338,12 @@ async fn run_with_runtime(
         dns: dns_config::PodDnsInputs::load(&config.dns),
         events,
         sysctls: config.sysctls.clone(),
+        pods: pods.cache().clone(),
     });
     if let Err(error) = claims::ensure_default_class(&provisioner).await {
         tracing::warn!(%error, "creating the local-path StorageClass");
     }
 
-    let pods = factory
-        .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));
     let (tx, rx) = mpsc::unbounded_channel();
     let listener = pods.add_event_handler(pod_workers::PodEvents::new(tx.clone()))?;
     factory.start()?;

@@ -31,6 +31,39 @@ async fn pod_events(cluster: &TestCluster, name: &str) -> Vec<(String, String, S
         .collect()
 }
 
+/// Asserts that the node rejected pod `name` as a kubelet rejects a pod it
+/// does not admit: failed with `reason` and "Pod was rejected: <why>" (`why`
+/// starting so), the same in a Warning event, and no sandbox of it.
+async fn assert_rejected(cluster: &TestCluster, name: &str, reason: &str, why: &str) {
+    let rejected = cluster
+        .wait_phase(name, Duration::from_secs(30), "Failed")
+        .await;
+    let status = rejected.status.clone().unwrap_or_default();
+    let message = status.message.unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some(reason), "{message}");
+    assert!(
+        message.starts_with(&format!("Pod was rejected: {why}")),
+        "{message}"
+    );
+    eventually(Duration::from_secs(10), "the rejection's event", || async {
+        let events = pod_events(cluster, name).await;
+        events
+            .iter()
+            .any(|(_, r, m)| r == reason && m.starts_with(why))
+            .then_some(())
+    })
+    .await;
+    let uid = rejected.metadata.uid.unwrap_or_default();
+    assert!(
+        !cluster
+            .sandboxes()
+            .await
+            .iter()
+            .any(|s| s.metadata.as_ref().is_some_and(|m| m.uid == uid)),
+        "the rejected {name} got a sandbox"
+    );
+}
+
 fn has(events: &[(String, String, String)], path: &str, reason: &str, message: &str) -> bool {
     events
         .iter()
@@ -93,12 +126,20 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
                      "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
         }))
         .await;
-    // A sysctl outside the node's allowlist: rejected before it runs.
-    let forbidden = cluster
+    // Pods the node does not admit, rejected before they run: a sysctl
+    // outside its allowlist, requests beyond what it has.
+    cluster
         .create_pod(json!({
             "metadata": {"name": "forbidden"},
             "spec": {"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]},
                      "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "greedy"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "resources": {"requests": {"cpu": "1000"}}}]}
         }))
         .await;
     let pod = cluster
@@ -160,33 +201,20 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
     );
     assert_eq!(said("own"), "2000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
     assert_eq!(said("sysctl"), "20000\t30000\n1000\n");
-    let rejected = cluster
-        .wait_phase("forbidden", Duration::from_secs(30), "Failed")
-        .await;
-    let why = r#"forbidden sysctl: "kernel.msgmax" not allowlisted"#;
-    let status = rejected.status.clone().unwrap_or_default();
-    assert_eq!(
-        (status.reason.as_deref(), status.message.as_deref()),
-        (
-            Some("SysctlForbidden"),
-            Some(format!("Pod was rejected: {why}").as_str())
-        )
-    );
-    assert!(
-        pod_events(&cluster, "forbidden")
-            .await
-            .iter()
-            .any(|(_, r, m)| r == "SysctlForbidden" && m == why)
-    );
-    let forbidden_uid = forbidden.metadata.uid.clone().unwrap_or_default();
-    assert!(
-        !cluster
-            .sandboxes()
-            .await
-            .iter()
-            .any(|s| s.metadata.as_ref().is_some_and(|m| m.uid == forbidden_uid)),
-        "a rejected pod got a sandbox"
-    );
+    assert_rejected(
+        &cluster,
+        "forbidden",
+        "SysctlForbidden",
+        r#"forbidden sysctl: "kernel.msgmax" not allowlisted"#,
+    )
+    .await;
+    assert_rejected(
+        &cluster,
+        "greedy",
+        "OutOfcpu",
+        "Node didn't have enough resource: cpu, requested: 1000000, used: ",
+    )
+    .await;
     // The managed /etc/hosts: loopback, the pod's own name, its aliases.
     let pod_ip = identity
         .status

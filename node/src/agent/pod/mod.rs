@@ -11,6 +11,7 @@
 //! runtime is read back by pod UID (`labels`, `runtime_view`), and the
 //! containers' log files are read by `logs`.
 
+pub(crate) mod admission;
 pub mod backoff;
 pub(crate) mod container_events;
 pub(crate) mod context;

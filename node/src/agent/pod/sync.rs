@@ -15,6 +15,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
+use super::admission;
 use super::backoff::{Backoff, Verdict};
 use super::container_events::{container_reference, pod_name};
 use super::context::AgentContext;
@@ -28,7 +29,6 @@ use super::probes::{ProbeKind, ProbeResults};
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use super::security;
 use super::status::{self, Observed};
-use super::sysctls;
 use super::termination;
 use crate::agent::volumes::{self, VolumeContext};
 use crate::runtime::{RuntimeError, cri_api as api};
@@ -252,11 +252,12 @@ pub(crate) async fn sync(
 
     let mut view = PodRuntimeView::load(runtime, &uid).await?;
     // As upstream's kubelet admits a pod before anything of it runs: one
-    // asking for a sysctl this node does not allow is rejected.
+    // the node cannot take (a sysctl it does not allow, requests beyond
+    // what it has left) is rejected.
     if view.sandboxes.is_empty()
-        && let Err(message) = ctx.sysctls.admit(pod)
+        && let Err(refusal) = admission::admit(ctx, pod, &ctx.pods.list())
     {
-        reject(ctx, pod, sysctls::FORBIDDEN_REASON, message).await?;
+        reject(ctx, pod, &refusal.reason, refusal.message).await?;
         return Ok(Step::Continue(None));
     }
     let mut observed = Observed::default();

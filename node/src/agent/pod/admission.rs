@@ -1,0 +1,163 @@
+//! Whether this node takes a pod, as upstream's kubelet admits one before
+//! anything of it runs: its sysctls must be on the node's allowlist
+//! ([`super::sysctls`]), and its requests must fit what the node has left
+//! after the pods it already took (the kubelet's resource predicate — a pod
+//! bound to the node by name never passed the scheduler's). A pod refused
+//! here fails with upstream's reason and message.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use skiff_common::amount::Amount;
+use skiff_common::quota::pods::pod_requests;
+
+use super::context::AgentContext;
+use super::sysctls;
+use crate::agent::node::host::MAX_PODS;
+
+/// Why a pod was not admitted: upstream's reason (`SysctlForbidden`,
+/// `OutOfcpu`, …) and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The pod status's and the event's reason.
+    pub reason: String,
+    /// What was wrong, in upstream's words.
+    pub message: String,
+}
+
+/// Admits `pod`, given the other pods bound to this node, or says why not.
+pub(crate) fn admit(ctx: &AgentContext, pod: &Pod, on_node: &[Arc<Pod>]) -> Result<(), Refusal> {
+    ctx.sysctls.admit(pod).map_err(|message| Refusal {
+        reason: sysctls::FORBIDDEN_REASON.into(),
+        message,
+    })?;
+    // What the Node publishes as allocatable (its memory in whole KiB),
+    // what the scheduler fits pods in too.
+    let capacity = [
+        ("cpu", (ctx.allocatable.cpu * 1000.0) as i64),
+        ("memory", (ctx.allocatable.memory as i64 / 1024) * 1024),
+        (
+            "ephemeral-storage",
+            ctx.allocatable.ephemeral_storage as i64,
+        ),
+        ("pods", i64::from(MAX_PODS)),
+    ];
+    let taken: Vec<&Pod> = on_node
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|other| taken_before(other, pod))
+        .collect();
+    fits(pod, &taken, &capacity)
+}
+
+/// Whether `other` holds its share of the node when `pod` is admitted: it is
+/// another pod that has not finished, and the node took it first (it has
+/// started, or it was created earlier — the order the kubelet admits in).
+fn taken_before(other: &Pod, pod: &Pod) -> bool {
+    let status = other.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref());
+    if other.metadata.uid == pod.metadata.uid || matches!(phase, Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    let created = |p: &Pod| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.metadata.namespace.clone(),
+            p.metadata.name.clone(),
+        )
+    };
+    status.is_some_and(|s| s.start_time.is_some()) || created(other) < created(pod)
+}
+
+/// `pod` fits when, for each resource of `capacity` (in upstream's units:
+/// millicores, bytes, a count of pods), what it requests and what `taken`
+/// requests stay within it.
+fn fits(pod: &Pod, taken: &[&Pod], capacity: &[(&str, i64)]) -> Result<(), Refusal> {
+    let requests = |p: &Pod| {
+        let mut list = serde_json::to_value(p)
+            .map(|v| pod_requests(&v))
+            .unwrap_or_default();
+        list.insert("pods".into(), Amount::count(1));
+        list
+    };
+    let asked = requests(pod);
+    let used: Vec<_> = taken.iter().map(|p| requests(p)).collect();
+    for (name, capacity) in capacity {
+        let in_units = |amount: Option<&Amount>| {
+            let milli = amount.map_or(0, Amount::milli);
+            if *name == "cpu" {
+                milli
+            } else {
+                milli.saturating_add(999) / 1000
+            }
+        };
+        let requested = in_units(asked.get(*name));
+        if requested == 0 {
+            continue;
+        }
+        let used: i64 = used.iter().map(|list| in_units(list.get(*name))).sum();
+        if requested + used > *capacity {
+            return Err(Refusal {
+                reason: format!("OutOf{name}"),
+                message: format!(
+                    "Node didn't have enough resource: {name}, requested: {requested}, used: {used}, capacity: {capacity}"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(name: &str, cpu: &str, memory: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "uid": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+        }))
+        .expect("pod")
+    }
+
+    const CAPACITY: &[(&str, i64)] = &[("cpu", 2000), ("memory", 1 << 30), ("pods", 3)];
+
+    #[test]
+    fn a_pod_fits_in_what_the_taken_pods_leave_and_is_refused_in_upstreams_words() {
+        let first = pod("a", "1500m", "100Mi");
+        assert_eq!(fits(&pod("b", "500m", "1Mi"), &[&first], CAPACITY), Ok(()));
+        assert_eq!(
+            fits(&pod("b", "600m", "1Mi"), &[&first], CAPACITY),
+            Err(Refusal {
+                reason: "OutOfcpu".into(),
+                message: "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000".into()
+            })
+        );
+        let refused = fits(&pod("b", "1m", "1000Mi"), &[&first], CAPACITY).unwrap_err();
+        assert_eq!(refused.reason, "OutOfmemory");
+        let full = [&first, &first, &first];
+        assert_eq!(
+            fits(&pod("b", "0", "0"), &full, CAPACITY)
+                .unwrap_err()
+                .reason,
+            "OutOfpods"
+        );
+    }
+
+    #[test]
+    fn finished_pods_and_later_ones_hold_no_share() {
+        let mut done = pod("done", "1", "1Mi");
+        done.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        });
+        let me = pod("me", "1", "1Mi");
+        assert!(!taken_before(&done, &me));
+        assert!(!taken_before(&me, &me));
+        // Same creation time (none): the name decides, as a stable order.
+        assert!(taken_before(&pod("a", "1", "1Mi"), &me));
+        assert!(!taken_before(&pod("z", "1", "1Mi"), &me));
+    }
+}
