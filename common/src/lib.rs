@@ -2,7 +2,9 @@
 //! components (controllers, scheduler, node agent, proxy) and the API server
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
-//! class, IPv4 CIDRs, label-selector matching, Go duration text, strings
+//! class, IPv4 CIDRs, label-selector matching, whether a pod may be on a
+//! node (`placement`: tolerations against taints, node selector and
+//! required node affinity), Go duration text, strings
 //! quoted as Go and TOML quote them (`quote`), the
 //! cluster's join token (`join_token`), where a node's password hash is
 //! kept (`node_password`), the
@@ -35,6 +37,7 @@ pub mod labels;
 pub mod metrics;
 pub mod nft;
 pub mod node_password;
+pub mod placement;
 pub mod platform;
 pub mod qos;
 pub mod quantity;

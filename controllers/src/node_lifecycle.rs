@@ -27,6 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
+use skiff_common::placement::tolerates;
 use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index, wait_synced};
 
 use crate::controller_utils::{RequestFailed, patch_pod_status};
@@ -247,23 +248,6 @@ pub fn reconcile_cordon(current: &[Taint], cordoned: bool) -> Option<Vec<Taint>>
         });
     }
     Some(out)
-}
-
-/// Whether `toleration` tolerates `taint`.
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect_ok = toleration
-        .effect
-        .as_deref()
-        .is_none_or(|e| e.is_empty() || e == taint.effect);
-    let key = toleration.key.as_deref().unwrap_or("");
-    let key_ok = match toleration.operator.as_deref() {
-        Some("Exists") => key.is_empty() || key == taint.key,
-        _ => {
-            key == taint.key
-                && toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-    };
-    effect_ok && key_ok
 }
 
 /// How long `pod` may stay on a node with the NoExecute `taint`, as upstream's

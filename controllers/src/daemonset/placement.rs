@@ -4,8 +4,9 @@
 
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodSpec, Taint, Toleration,
+    PodSpec, Toleration,
 };
+use skiff_common::placement::{required_affinity_matches, tolerates};
 
 /// Tolerations every daemon pod gets, as upstream adds them.
 pub(super) fn default_tolerations(host_network: bool) -> Vec<Toleration> {
@@ -29,95 +30,10 @@ pub(super) fn default_tolerations(host_network: bool) -> Vec<Toleration> {
     list
 }
 
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty())
-        && effect != taint.effect
-    {
-        return false;
-    }
-    match toleration.operator.as_deref() {
-        Some("Exists") => toleration
-            .key
-            .as_deref()
-            .is_none_or(|k| k.is_empty() || k == taint.key),
-        _ => {
-            toleration.key.as_deref() == Some(taint.key.as_str())
-                && toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-    }
-}
-
-fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&String>) -> bool {
-    let values = req.values.clone().unwrap_or_default();
-    let number = |s: &str| s.parse::<i64>().ok();
-    match req.operator.as_str() {
-        "In" => value.is_some_and(|v| values.contains(v)),
-        "NotIn" => value.is_none_or(|v| !values.contains(v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) = (
-                value.and_then(|v| number(v)),
-                values.first().and_then(|b| number(b)),
-            ) else {
-                return false;
-            };
-            if req.operator == "Gt" {
-                v > bound
-            } else {
-                v < bound
-            }
-        }
-        _ => false,
-    }
-}
-
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let exprs = term.match_expressions.iter().flatten();
-    let fields = term.match_fields.iter().flatten();
-    let mut any = false;
-    for req in exprs {
-        any = true;
-        if !requirement_matches(req, labels.get(&req.key)) {
-            return false;
-        }
-    }
-    let name = node.metadata.name.clone();
-    for req in fields {
-        any = true;
-        let value = (req.key == "metadata.name")
-            .then_some(name.as_ref())
-            .flatten();
-        if !requirement_matches(req, value) {
-            return false;
-        }
-    }
-    any
-}
-
 /// True when a pod with `spec` should run on `node`: selector, required
 /// affinity and NoSchedule/NoExecute taints (with the daemon tolerations).
 pub(super) fn should_run(spec: &PodSpec, node: &Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    if let Some(selector) = &spec.node_selector
-        && selector.iter().any(|(k, v)| labels.get(k) != Some(v))
-    {
-        return false;
-    }
-    if let Some(required) = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        && !required
-            .node_selector_terms
-            .iter()
-            .any(|t| term_matches(t, node))
-    {
+    if !required_affinity_matches(spec, node) {
         return false;
     }
     let mut tolerations = spec.tolerations.clone().unwrap_or_default();

@@ -11,29 +11,7 @@ use crate::framework::{MAX_NODE_SCORE, NodeScore};
 use crate::pod_info::PodInfo;
 use crate::selectors::{CompiledNodeSelector, Labels};
 
-/// True if `tol` tolerates `taint`: effects match (empty tolerates all), and either the
-/// operator is Exists (empty key tolerates every key) or key and value are equal.
-pub(crate) fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
-    let effect_ok = tol
-        .effect
-        .as_deref()
-        .is_none_or(|e| e.is_empty() || e == taint.effect);
-    if !effect_ok {
-        return false;
-    }
-    let key = tol.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match tol.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            !key.is_empty()
-                && tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
-}
+pub(crate) use skiff_common::placement::tolerates;
 
 /// The taint effects that keep a pod off a node (PreferNoSchedule only lowers a
 /// score): the TaintToleration filter, its queueing hint and PodTopologySpread's
@@ -64,14 +42,7 @@ impl RequiredNodeAffinity {
     pub(crate) fn of(pod: &PodInfo) -> Self {
         let spec = pod.spec();
         let selector = spec.node_selector.clone().filter(|s| !s.is_empty());
-        let affinity = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|na| {
-                na.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
+        let affinity = skiff_common::placement::required_node_affinity(spec)
             .map(CompiledNodeSelector::compile);
         RequiredNodeAffinity { selector, affinity }
     }
@@ -173,50 +144,6 @@ pub(crate) fn raw_scores<'a, N: std::borrow::Borrow<NodeInfo>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tol(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
-        let o = |s: &str| {
-            if s.is_empty() {
-                None
-            } else {
-                Some(s.to_string())
-            }
-        };
-        Toleration {
-            key: o(key),
-            operator: o(op),
-            value: o(value),
-            effect: o(effect),
-            toleration_seconds: None,
-        }
-    }
-
-    fn taint(key: &str, value: &str, effect: &str) -> Taint {
-        Taint {
-            key: key.into(),
-            value: Some(value.into()),
-            effect: effect.into(),
-            time_added: None,
-        }
-    }
-
-    #[test]
-    fn toleration_matching_table() {
-        let t = taint("dedicated", "gpu", "NoSchedule");
-        let cases = [
-            (tol("dedicated", "Equal", "gpu", "NoSchedule"), true),
-            (tol("dedicated", "", "gpu", ""), true),
-            (tol("dedicated", "Equal", "cpu", "NoSchedule"), false),
-            (tol("dedicated", "Exists", "", "NoSchedule"), true),
-            (tol("dedicated", "Exists", "", "NoExecute"), false),
-            (tol("", "Exists", "", ""), true),
-            (tol("", "Equal", "", ""), false),
-            (tol("other", "Exists", "", ""), false),
-        ];
-        for (tl, want) in cases {
-            assert_eq!(tolerates(&tl, &t), want, "{tl:?}");
-        }
-    }
 
     #[test]
     fn normalize_scales_and_reverses() {
