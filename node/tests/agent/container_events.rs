@@ -137,6 +137,13 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         .await;
     cluster
         .create_pod(json!({
+            "metadata": {"name": "elsewhere"},
+            "spec": {"nodeSelector": {"disk": "none"},
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    cluster
+        .create_pod(json!({
             "metadata": {"name": "greedy"},
             "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
                                      "resources": {"requests": {"cpu": "1000"}}}]}
@@ -206,6 +213,13 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         "forbidden",
         "SysctlForbidden",
         r#"forbidden sysctl: "kernel.msgmax" not allowlisted"#,
+    )
+    .await;
+    assert_rejected(
+        &cluster,
+        "elsewhere",
+        "NodeAffinity",
+        "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
     )
     .await;
     assert_rejected(

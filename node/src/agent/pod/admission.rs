@@ -1,14 +1,17 @@
 //! Whether this node takes a pod, as upstream's kubelet admits one before
 //! anything of it runs: its sysctls must be on the node's allowlist
 //! ([`super::sysctls`]), and its requests must fit what the node has left
-//! after the pods it already took (the kubelet's resource predicate — a pod
-//! bound to the node by name never passed the scheduler's). A pod refused
-//! here fails with upstream's reason and message.
+//! after the pods it already took, its node selector and required affinity
+//! must match the node, its host ports be free, and the node's NoExecute
+//! taints tolerated (the kubelet's predicates — a pod bound to the node by
+//! name never passed the scheduler's). A pod refused here fails with
+//! upstream's reason and message.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 use skiff_common::amount::Amount;
+use skiff_common::placement::{required_affinity_matches, tolerates};
 use skiff_common::quota::pods::pod_requests;
 
 use super::context::AgentContext;
@@ -25,8 +28,15 @@ pub(crate) struct Refusal {
     pub message: String,
 }
 
-/// Admits `pod`, given the other pods bound to this node, or says why not.
-pub(crate) fn admit(ctx: &AgentContext, pod: &Pod, on_node: &[Arc<Pod>]) -> Result<(), Refusal> {
+/// Admits `pod`, given this node's Node (when it could be read) and the
+/// other pods bound to it, or says why not — the first reason only, in the
+/// order upstream's kubelet checks them.
+pub(crate) fn admit(
+    ctx: &AgentContext,
+    pod: &Pod,
+    node: Option<&Node>,
+    on_node: &[Arc<Pod>],
+) -> Result<(), Refusal> {
     ctx.sysctls.admit(pod).map_err(|message| Refusal {
         reason: sysctls::FORBIDDEN_REASON.into(),
         message,
@@ -47,7 +57,76 @@ pub(crate) fn admit(ctx: &AgentContext, pod: &Pod, on_node: &[Arc<Pod>]) -> Resu
         .map(Arc::as_ref)
         .filter(|other| taken_before(other, pod))
         .collect();
-    fits(pod, &taken, &capacity)
+    fits(pod, &taken, &capacity)?;
+    predicates(&pod.spec.clone().unwrap_or_default(), node, &taken)
+}
+
+/// The kubelet's predicates beyond resources: node selector and required
+/// affinity, free host ports, tolerated NoExecute taints.
+fn predicates(spec: &PodSpec, node: Option<&Node>, taken: &[&Pod]) -> Result<(), Refusal> {
+    if node.is_some_and(|node| !required_affinity_matches(spec, node)) {
+        return Err(Refusal::predicate(
+            "NodeAffinity",
+            "node(s) didn't match Pod's node affinity/selector",
+        ));
+    }
+    if host_ports_clash(spec, taken) {
+        return Err(Refusal::predicate(
+            "NodePorts",
+            "node(s) didn't have free ports for the requested pod ports",
+        ));
+    }
+    // Of the taints, a kubelet minds only NoExecute: the scheduler judged
+    // the rest, and a pod placed by name chose to ignore them.
+    let taints = node.and_then(|n| n.spec.as_ref()?.taints.as_deref());
+    let tolerations = spec.tolerations.as_deref().unwrap_or_default();
+    let untolerated = taints.unwrap_or_default().iter().any(|taint| {
+        taint.effect == "NoExecute" && !tolerations.iter().any(|t| tolerates(t, taint))
+    });
+    if untolerated {
+        return Err(Refusal::predicate(
+            "TaintToleration",
+            "node(s) had taints that the pod didn't tolerate",
+        ));
+    }
+    Ok(())
+}
+
+impl Refusal {
+    /// A failed predicate, worded as upstream's `PredicateFailureError`.
+    fn predicate(name: &str, description: &str) -> Self {
+        Self {
+            reason: name.into(),
+            message: format!("Predicate {name} failed: {description}"),
+        }
+    }
+}
+
+/// Whether a host port `spec` asks for is held by a taken pod: the same
+/// protocol and port, on the same address or where either is the wildcard.
+fn host_ports_clash(spec: &PodSpec, taken: &[&Pod]) -> bool {
+    let host_ports = |spec: &PodSpec| -> Vec<(String, String, i32)> {
+        spec.containers
+            .iter()
+            .flat_map(|c| c.ports.iter().flatten())
+            .filter_map(|p| {
+                let port = p.host_port.filter(|h| *h > 0)?;
+                let ip = p.host_ip.clone().filter(|ip| !ip.is_empty());
+                let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
+                Some((protocol, ip.unwrap_or_else(|| "0.0.0.0".into()), port))
+            })
+            .collect()
+    };
+    let held: Vec<_> = taken
+        .iter()
+        .filter_map(|p| p.spec.as_ref())
+        .flat_map(host_ports)
+        .collect();
+    host_ports(spec).iter().any(|(protocol, ip, port)| {
+        held.iter().any(|(p, i, n)| {
+            p == protocol && n == port && (i == ip || i == "0.0.0.0" || ip == "0.0.0.0")
+        })
+    })
 }
 
 /// Whether `other` holds its share of the node when `pod` is admitted: it is
@@ -143,6 +222,51 @@ mod tests {
                 .unwrap_err()
                 .reason,
             "OutOfpods"
+        );
+    }
+
+    #[test]
+    fn node_predicates_refuse_in_upstreams_words() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n", "labels": {"disk": "ssd"}},
+            "spec": {"taints": [{"key": "k", "effect": "NoExecute"}, {"key": "soft", "effect": "NoSchedule"}]}
+        }))
+        .expect("node");
+        let spec = |v: serde_json::Value| -> PodSpec { serde_json::from_value(v).expect("spec") };
+        let tolerant = json!([{"key": "k", "operator": "Exists"}]);
+        let web = |port: i32, ip: &str| {
+            spec(json!({"tolerations": tolerant, "containers": [{"name": "c",
+                "ports": [{"containerPort": 80, "hostPort": port, "hostIP": ip}]}]}))
+        };
+        let holder = Pod {
+            spec: Some(web(8080, "")),
+            ..Default::default()
+        };
+        let refused = |s: &PodSpec| {
+            predicates(s, Some(&node), &[&holder])
+                .err()
+                .map(|r| r.message)
+        };
+        assert_eq!(refused(&web(8081, "")), None);
+        assert_eq!(
+            refused(&web(8080, "10.0.0.1")).as_deref(),
+            Some(
+                "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
+            )
+        );
+        let mut selective = web(8081, "");
+        selective.node_selector = Some([("disk".to_string(), "hdd".to_string())].into());
+        assert_eq!(
+            refused(&selective).as_deref(),
+            Some(
+                "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+            )
+        );
+        assert_eq!(
+            refused(&spec(json!({"containers": []}))).as_deref(),
+            Some(
+                "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"
+            )
         );
     }
 

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -254,11 +254,14 @@ pub(crate) async fn sync(
     // As upstream's kubelet admits a pod before anything of it runs: one
     // the node cannot take (a sysctl it does not allow, requests beyond
     // what it has left) is rejected.
-    if view.sandboxes.is_empty()
-        && let Err(refusal) = admission::admit(ctx, pod, &ctx.pods.list())
-    {
-        reject(ctx, pod, &refusal.reason, refusal.message).await?;
-        return Ok(Step::Continue(None));
+    if view.sandboxes.is_empty() {
+        let node = Api::<Node>::all(ctx.client.clone())
+            .get_opt(&ctx.node_name)
+            .await?;
+        if let Err(refusal) = admission::admit(ctx, pod, node.as_ref(), &ctx.pods.list()) {
+            reject(ctx, pod, &refusal.reason, refusal.message).await?;
+            return Ok(Step::Continue(None));
+        }
     }
     let mut observed = Observed::default();
     let mut wake: Option<Instant> = Some(Instant::now() + RESYNC);
