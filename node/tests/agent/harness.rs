@@ -361,6 +361,18 @@ pub fn container_status<'a>(
         .find(|c| c.name == name)
 }
 
+/// What container `name` left on terminating: its termination message, or
+/// its log's end under `FallbackToLogsOnError`.
+pub fn termination_message(pod: &Pod, name: &str) -> Option<String> {
+    container_status(pod, name)?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()?
+        .message
+        .clone()
+}
+
 /// Asserts that `state` (a container's state or last state) is terminated with
 /// `exit_code` and `reason`; `what` names the state when it is not terminated.
 #[track_caller]

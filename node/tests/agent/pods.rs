@@ -11,7 +11,8 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use crate::harness::{
-    TestCluster, assert_terminated, condition, container_id, container_status, exec, phase,
+    TestCluster, assert_terminated, condition, container_id, container_status, exec,
+    init_container_status, phase,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -92,10 +93,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     let main = container_status(&hello, "main").expect("status of main");
     assert_terminated(main.state.as_ref(), "terminated", 0, "Completed");
     let pod_status = hello.status.as_ref().expect("status");
-    let init = &pod_status
-        .init_container_statuses
-        .as_ref()
-        .expect("init statuses")[0];
+    let init = init_container_status(&hello, "prepare").expect("init statuses");
     assert_terminated(init.state.as_ref(), "init terminated", 0, "Completed");
     assert_eq!(condition(&hello, "Initialized").as_deref(), Some("True"));
     assert!(
