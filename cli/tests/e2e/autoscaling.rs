@@ -90,9 +90,8 @@ fn hpa_scales_a_cpu_burning_deployment_on_containerd() {
     run_with_node(
         "skh",
         "10.233.41.0/24",
+        NODE,
         &[
-            "--node-name",
-            NODE,
             "--kubelet-port",
             "0",
             "--metric-resolution",

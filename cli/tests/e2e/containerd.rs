@@ -87,17 +87,29 @@ fn running_container_ids(server: &Server, selector: &str) -> Vec<(String, String
 
 #[test]
 fn server_runs_pods_on_containerd_and_keeps_them_across_restarts() {
-    run_with_node("ske", "10.233.7.0/24", &["--node-name", NODE], scenario);
+    run_with_node("ske", "10.233.7.0/24", NODE, &[], scenario);
 }
 
-/// Runs `scenario` against a fresh `skiff server` whose node agent has its
-/// own bridge and pod CIDR (also given as the cluster CIDR, so node IPAM
-/// hands out exactly that range and concurrent servers cannot collide);
-/// afterwards deletes its workloads through the API, stops it and cleans the
-/// host, and prints the server log if the scenario panicked.
+/// The third octet of this run's networks: distinct per process, so
+/// leftovers of other servers cannot match.
+pub(super) fn run_octet() -> u32 {
+    100 + std::process::id() % 100
+}
+
+/// This run's /24 in `10.<second>.0.0/16` (see [`run_octet`]).
+pub(super) fn run_cidr(second: u8) -> String {
+    format!("10.{second}.{}.0/24", run_octet())
+}
+
+/// Runs `scenario` against a fresh `skiff server` whose node agent, named
+/// `node`, has its own bridge and pod CIDR (also given as the cluster CIDR,
+/// so node IPAM hands out exactly that range and concurrent servers cannot
+/// collide); afterwards deletes its workloads through the API, stops it and
+/// cleans the host, and prints the server log if the scenario panicked.
 pub(super) fn run_with_node(
     bridge_prefix: &str,
     pod_cidr: &str,
+    node: &str,
     extra: &[&str],
     scenario: impl FnOnce(&mut Server),
 ) {
@@ -110,6 +122,8 @@ pub(super) fn run_with_node(
         pod_cidr,
         "--cluster-cidr",
         pod_cidr,
+        "--node-name",
+        node,
     ];
     args.extend_from_slice(extra);
     let mut server = Server::start_with(&args);

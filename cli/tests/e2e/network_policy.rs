@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready};
+use super::containerd::{apply, import_busybox, run_cidr, run_with_node, wait_node_ready};
 use super::support::{Server, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-netpol";
@@ -51,9 +51,7 @@ fn running(server: &Server, name: &str) -> serde_json::Value {
 
 #[test]
 fn network_policies_block_and_admit_pod_traffic() {
-    let octet = 100 + std::process::id() % 100;
-    let pod_cidr = format!("10.237.{octet}.0/24");
-    run_with_node("sknp", &pod_cidr, &["--node-name", NODE], scenario);
+    run_with_node("sknp", &run_cidr(237), NODE, &[], scenario);
 }
 
 fn scenario(server: &mut Server) {

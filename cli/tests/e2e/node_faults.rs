@@ -19,15 +19,7 @@ use super::support::{Server, eventually, json};
 
 /// Flags every server here runs with: no node server port and no cluster
 /// DNS on port 53, both shared host resources not under test.
-fn node_flags(node: &str) -> Vec<&str> {
-    vec![
-        "--node-name",
-        node,
-        "--kubelet-port",
-        "0",
-        "--disable-cluster-dns",
-    ]
-}
+const NODE_FLAGS: &[&str] = &["--kubelet-port", "0", "--disable-cluster-dns"];
 
 /// A Deployment of busybox pods sleeping as PID 1 (so only SIGKILL ends
 /// them: the short grace period keeps deletions quick).
@@ -319,7 +311,7 @@ fn run_fault(
     scenario: impl FnOnce(&mut Server),
 ) {
     let started = Instant::now();
-    run_with_node(bridge_prefix, pod_cidr, &node_flags(node), |server| {
+    run_with_node(bridge_prefix, pod_cidr, node, NODE_FLAGS, |server| {
         wait_node_ready(server, node);
         import_busybox(server);
         scenario(server);

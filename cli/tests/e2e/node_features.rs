@@ -125,7 +125,7 @@ fn shell_pod(name: &str, script: &str, extra_spec: &str) -> String {
 #[test]
 fn node_features_on_containerd() {
     let registry = RecordingRegistry::start();
-    run_with_node("skf", "10.233.10.0/24", &["--node-name", NODE], |server| {
+    run_with_node("skf", "10.233.10.0/24", NODE, &[], |server| {
         scenario(server, &registry)
     });
 }

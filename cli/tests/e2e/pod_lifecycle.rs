@@ -21,7 +21,8 @@ fn kubectl_sees_crash_loops_probes_volumes_and_graceful_deletion() {
     run_with_node(
         "skl",
         "10.233.11.0/24",
-        &["--node-name", NODE, "--kubelet-port", "0"],
+        NODE,
+        &["--kubelet-port", "0"],
         |server| scenario(server),
     );
 }

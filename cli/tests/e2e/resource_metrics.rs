@@ -23,14 +23,8 @@ fn kubectl_top_shows_node_and_pod_figures_and_strangers_are_refused() {
     run_with_node(
         "skm",
         "10.233.31.0/24",
-        &[
-            "--node-name",
-            NODE,
-            "--kubelet-port",
-            "0",
-            "--metric-resolution",
-            "2s",
-        ],
+        NODE,
+        &["--kubelet-port", "0", "--metric-resolution", "2s"],
         |server| scenario(server),
     );
 }

@@ -20,7 +20,8 @@ fn kubectl_and_python_stream_logs_exec_attach_cp_and_port_forward() {
     run_with_node(
         "sks",
         "10.233.8.0/24",
-        &["--node-name", NODE, "--kubelet-port", "0"],
+        NODE,
+        &["--kubelet-port", "0"],
         |server| scenario(server),
     );
 }
