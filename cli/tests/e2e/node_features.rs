@@ -16,7 +16,9 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
 use super::containerd::{apply, pod, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, field_pairs, json, skiff_ok};
+use super::support::{
+    Server, assert_contains, bind_account, eventually, field_pairs, json, skiff_ok,
+};
 
 const NODE: &str = "e2e-node-features";
 const IMAGE: &str = "skiff.test/tools:v7";
@@ -268,13 +270,13 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
         "{}",
         String::from_utf8_lossy(&unbound.stderr)
     );
-    server.kubectl_ok(&[
-        "create",
-        "rolebinding",
+    bind_account(
+        server,
         "default-view",
         "--clusterrole=view",
-        "--serviceaccount=default:default",
-    ]);
+        "default",
+        "default",
+    );
     // The mounted token authenticates.
     let as_pod = server.kubectl_ok(&["--token", &token, "get", "pods", "-o", "name"]);
     assert!(as_pod.contains("pod/token-reader"));

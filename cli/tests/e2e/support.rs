@@ -564,6 +564,21 @@ pub fn service_account(server: &Server, namespace: &str, name: &str) -> PathBuf 
     token_kubeconfig(server, &format!("{namespace}-{name}"), token.trim())
 }
 
+/// Binds service account `<namespace>/<account>` to `role` (`--role=NAME`
+/// or `--clusterrole=NAME`) in its own namespace, as the cluster's admin
+/// creating RoleBinding `binding`.
+pub fn bind_account(server: &Server, binding: &str, role: &str, namespace: &str, account: &str) {
+    server.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        binding,
+        role,
+        &format!("--serviceaccount={namespace}:{account}"),
+        "-n",
+        namespace,
+    ]);
+}
+
 /// A service account `default/<name>` holding the `admin` ClusterRole in
 /// every namespace (everything on Secrets, not cluster-admin), and a
 /// kubeconfig with its token: the ordinary user admin endpoints refuse.
