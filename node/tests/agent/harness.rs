@@ -132,13 +132,12 @@ impl TestCluster {
                 "agent stopped early:\n{}",
                 self.containerd_log()
             );
-            let ready = nodes.get_opt(&name).await.ok().flatten().is_some_and(|n| {
-                n.status
-                    .and_then(|s| s.conditions)
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            });
+            let ready = nodes
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|n| ready_condition(&n).is_some_and(|c| c.status == "True"));
             if ready {
                 return;
             }
@@ -296,6 +295,16 @@ fn node_tls(certs: &ClusterCerts) -> NodeServerTls {
         ca_pem: certs.ca_cert_pem.clone(),
         signer: Arc::new(LocalSigner(sign)),
     }
+}
+
+/// A Node's Ready condition, when it reports one.
+pub fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
 }
 
 /// The runtime id of a container from its status.

@@ -11,6 +11,8 @@ use serde_json::json;
 use skiff_node::simulated::{self, SimulatedConfig};
 use skiff_testkit::{Spawned, TestCluster, eventually, eventually_gone};
 
+use crate::harness::ready_condition;
+
 /// An API server and one simulated node (`sim-node-0`) registered with it.
 struct OneNode {
     cluster: TestCluster,
@@ -50,12 +52,11 @@ impl OneNode {
 }
 
 /// `sim-node-0`'s Ready condition, when it has one.
-async fn ready_condition(
+async fn sim_node_ready(
     api: Api<k8s_openapi::api::core::v1::Node>,
 ) -> Option<k8s_openapi::api::core::v1::NodeCondition> {
     let node = api.get("sim-node-0").await.ok()?;
-    let conditions = node.status?.conditions?;
-    conditions.into_iter().find(|c| c.type_ == "Ready")
+    ready_condition(&node).cloned()
 }
 
 #[tokio::test]
@@ -110,7 +111,7 @@ async fn a_node_marked_unknown_reports_itself_ready_again() {
     // Renewals every 100 ms: a status report every 6 of them.
     let sim = OneNode::start(Duration::from_millis(100)).await;
     let api = sim.nodes();
-    let ready = |api| async move { ready_condition(api).await.map(|c| c.status) };
+    let ready = |api| async move { sim_node_ready(api).await.map(|c| c.status) };
     eventually(Duration::from_secs(10), "node registered Ready", || async {
         (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
     })
@@ -134,11 +135,8 @@ async fn a_node_marked_unknown_reports_itself_ready_again() {
         )
         .await
         .unwrap();
-    let marked_ready = marked
-        .status
-        .and_then(|s| s.conditions)
-        .and_then(|c| c.into_iter().find(|c| c.type_ == "Ready").map(|c| c.status));
-    assert_eq!(marked_ready.as_deref(), Some("Unknown"));
+    let marked_ready = ready_condition(&marked).map(|c| c.status.as_str());
+    assert_eq!(marked_ready, Some("Unknown"));
     eventually(Duration::from_secs(10), "node Ready again", || async {
         (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
     })
@@ -152,7 +150,7 @@ async fn a_node_keeps_the_time_its_ready_condition_last_changed() {
     let sim = OneNode::start(Duration::from_millis(100)).await;
     let api = sim.nodes();
     let ready = |api| async move {
-        let ready = ready_condition(api).await?;
+        let ready = sim_node_ready(api).await?;
         Some((
             ready.status,
             ready.last_heartbeat_time?.0,
