@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use skiff_node::images;
 
-use super::support::{Kubectl, Server, assert_contains, eventually, json};
+use super::support::{Kubectl, Server, apply, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-containerd";
 
@@ -224,7 +224,6 @@ fn control_plane_role(server: &Server) {
     );
 }
 
-/// `kubectl apply` of a JSON manifest, which must succeed.
 /// The proxy subresources reach a real pod, a service's pod and the node's
 /// server through the API server.
 fn proxies(server: &Server, pods: &serde_json::Value) {
@@ -286,10 +285,6 @@ fn debug(server: &Server, pods: &serde_json::Value) {
     let p = json(&server.kubectl_ok(&["get", "pod", pod, "-o", "json"]));
     assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
     assert!(p["status"]["containerStatuses"][0]["ready"] == true, "{p}");
-}
-
-pub(super) fn apply(server: &Server, manifest: &str) {
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
 
 fn scenario(server: &mut Server) {

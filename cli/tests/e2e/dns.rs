@@ -15,9 +15,9 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{
-    apply, import_busybox, internal_ip, pod, run_octet, run_with_node, wait_node_ready,
+    import_busybox, internal_ip, pod, run_octet, run_with_node, wait_node_ready,
 };
-use super::support::{Server, assert_contains, eventually, free_port, json};
+use super::support::{Server, apply, assert_contains, eventually, free_port, json};
 
 const NODE: &str = "e2e-dns";
 

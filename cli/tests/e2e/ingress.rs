@@ -11,11 +11,9 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-use super::containerd::{
-    apply, import_busybox, internal_ip, run_cidr, run_with_node, wait_node_ready,
-};
+use super::containerd::{import_busybox, internal_ip, run_cidr, run_with_node, wait_node_ready};
 use super::services::backend_deployment;
-use super::support::{Server, assert_contains, eventually, json};
+use super::support::{Server, apply, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-ingress";
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, run_cidr, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, json};
+use super::containerd::{import_busybox, run_cidr, run_with_node, wait_node_ready};
+use super::support::{Server, apply, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-netpol";
 const NS: &str = "np";

@@ -14,8 +14,8 @@ use skiff_node::agent::pod::labels;
 use skiff_node::cri_api as api;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, processes_naming, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, json};
+use super::containerd::{import_busybox, processes_naming, run_with_node, wait_node_ready};
+use super::support::{Server, apply, eventually, json};
 
 /// Flags every server here runs with: no node server port and no cluster
 /// DNS on port 53, both shared host resources not under test.

@@ -15,9 +15,9 @@ use std::time::Duration;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
-use super::containerd::{apply, pod, run_with_node, wait_node_ready};
+use super::containerd::{pod, run_with_node, wait_node_ready};
 use super::support::{
-    Server, assert_contains, bind_account, eventually, field_pairs, json, skiff_ok,
+    Server, apply, assert_contains, bind_account, eventually, field_pairs, json, skiff_ok,
 };
 
 const NODE: &str = "e2e-node-features";

@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client, Config};
 
-use super::support::{Kubectl, Server, assert_contains, bind_account, eventually, service_account};
+use super::support::{
+    Kubectl, Server, apply, assert_contains, bind_account, eventually, service_account,
+};
 
 const WRITERS: usize = 32;
 /// Big enough that a write takes a while, so the two seats stay busy.
@@ -97,7 +99,7 @@ spec:
       resources: ["*"]
       namespaces: ["*"]
 "#;
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], fence);
+    apply(&server, fence);
     let counts = Arc::new(Counts::default());
     let stop = Arc::new(AtomicBool::new(false));
     let _stop_writers = StopOnDrop(stop.clone());

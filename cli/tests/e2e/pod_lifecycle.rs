@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready, wait_running};
-use super::support::{Server, eventually, json};
+use super::containerd::{import_busybox, pod, run_with_node, wait_node_ready, wait_running};
+use super::support::{Server, apply, eventually, json};
 
 const NODE: &str = "e2e-lifecycle";
 

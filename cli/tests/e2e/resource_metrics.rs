@@ -13,8 +13,8 @@ use std::time::Duration;
 use rcgen::{Issuer, KeyPair};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready, wait_running};
-use super::support::{Kubectl, Server, assert_contains, eventually, json, service_account};
+use super::containerd::{import_busybox, run_with_node, wait_node_ready, wait_running};
+use super::support::{Kubectl, Server, apply, assert_contains, eventually, json, service_account};
 
 const NODE: &str = "e2e-metrics";
 

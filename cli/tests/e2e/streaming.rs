@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready, wait_running};
-use super::support::{Server, assert_contains, eventually, json, python_ok};
+use super::containerd::{import_busybox, pod, run_with_node, wait_node_ready, wait_running};
+use super::support::{Server, apply, assert_contains, eventually, json, python_ok};
 
 const NODE: &str = "e2e-streaming";
 

@@ -160,7 +160,7 @@ impl Server {
     /// until `crd/<name>` is Established, so that objects of its kind may be
     /// written next.
     pub fn apply_crd(&self, manifest: &str, name: &str) {
-        self.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
+        apply(self, manifest);
         self.kubectl_ok(&[
             "wait",
             "--for",
@@ -555,6 +555,12 @@ pub fn token_kubeconfig(server: &Server, name: &str, token: &str) -> PathBuf {
     let path = server.data_dir().join(format!("{name}.kubeconfig"));
     std::fs::write(&path, config.to_string()).expect("write kubeconfig");
     path
+}
+
+/// `kubectl apply` of `manifest` (JSON or YAML) as `server`'s admin, which
+/// must succeed.
+pub fn apply(server: &Server, manifest: &str) {
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
 
 /// A service account in `namespace` and a kubeconfig holding its token.
