@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use skiff_apiserver::tls::ClusterCerts;
 use skiff_informer::SharedInformerFactory;
 use skiff_node::agent::NodeServerTls;
@@ -216,6 +216,16 @@ impl TestCluster {
             .await
     }
 
+    /// Waits until the node has deleted pod `name` with grace 0 (its final
+    /// delete), which a finalizer of the test's own outlives; the pod as the
+    /// node left it.
+    pub async fn wait_final_delete(&self, name: &str, timeout: Duration) -> Pod {
+        self.wait_pod(name, timeout, "the node's final delete", |p| {
+            p.metadata.deletion_grace_period_seconds == Some(0)
+        })
+        .await
+    }
+
     /// Deletes the pod with its own grace period; a failed request fails the test.
     pub async fn delete_pod(&self, name: &str) {
         self.pods()
@@ -305,6 +315,16 @@ pub fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeC
         .as_ref()?
         .iter()
         .find(|c| c.type_ == "Ready")
+}
+
+/// Removes the finalizers of pod `name`: a test's own, which kept the
+/// object after the node's final delete so that its last status could be
+/// read.
+pub async fn release(pods: &Api<Pod>, name: &str) {
+    let unheld = serde_json::json!({"metadata": {"finalizers": null}});
+    pods.patch(name, &PatchParams::default(), &Patch::Merge(unheld))
+        .await
+        .expect("finalizer removed");
 }
 
 /// The runtime id of a container from its status.

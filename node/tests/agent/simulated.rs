@@ -11,7 +11,7 @@ use serde_json::json;
 use skiff_node::simulated::{self, SimulatedConfig};
 use skiff_testkit::{Spawned, TestCluster, eventually, eventually_gone};
 
-use crate::harness::ready_condition;
+use crate::harness::{ready_condition, release};
 
 /// An API server and one simulated node (`sim-node-0`) registered with it.
 struct OneNode {
@@ -95,13 +95,7 @@ async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
     assert_eq!(terminated.map(|t| t.exit_code), Some(143), "{container:?}");
     assert!(!container.ready);
 
-    pods.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    release(&pods, "web").await;
     eventually_gone(Duration::from_secs(10), &pods, "web").await;
     sim.stop().await;
 }
