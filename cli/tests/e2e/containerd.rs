@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use skiff_node::images;
 
-use super::support::{Kubectl, Server, apply, assert_contains, eventually, json};
+use super::support::{Kubectl, Server, apply, assert_contains, condition, eventually, json};
 
 const NODE: &str = "e2e-containerd";
 
@@ -165,11 +165,7 @@ pub(super) fn node_ready(kubectl: &Kubectl, node: &str, within: Duration) -> ser
             return None;
         }
         let found = json(&String::from_utf8_lossy(&out.stdout));
-        found["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(found)
+        (condition(&found, "Ready") == Some("True")).then_some(found)
     })
 }
 

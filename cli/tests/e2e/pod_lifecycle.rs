@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::{import_busybox, pod, run_with_node, wait_node_ready, wait_running};
-use super::support::{Server, apply, eventually, json};
+use super::support::{Server, apply, condition, eventually, json};
 
 const NODE: &str = "e2e-lifecycle";
 
@@ -58,12 +58,7 @@ fn ready_column(server: &Server, name: &str) -> String {
 }
 
 fn ready_condition(server: &Server, name: &str) -> String {
-    pod(server, name)["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Ready")
-        .and_then(|c| c["status"].as_str())
+    condition(&pod(server, name), "Ready")
         .unwrap_or_default()
         .to_string()
 }

@@ -557,6 +557,16 @@ pub fn token_kubeconfig(server: &Server, name: &str, token: &str) -> PathBuf {
     path
 }
 
+/// The status (`True`, `False`, `Unknown`) of `object`'s condition `kind`
+/// (a pod's or a node's, as kubectl prints them in JSON), when it has one.
+pub fn condition<'a>(object: &'a serde_json::Value, kind: &str) -> Option<&'a str> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)?["status"]
+        .as_str()
+}
+
 /// `kubectl apply` of `manifest` (JSON or YAML) as `server`'s admin, which
 /// must succeed.
 pub fn apply(server: &Server, manifest: &str) {
