@@ -253,12 +253,12 @@ fn proxies(server: &Server, pods: &serde_json::Value) {
 /// `kubectl debug` runs an ephemeral container in a running pod, in the
 /// process namespace of the container it targets.
 fn debug(server: &Server, pods: &serde_json::Value) {
-    let pod = pods["items"][1]["metadata"]["name"]
+    let name = pods["items"][1]["metadata"]["name"]
         .as_str()
         .expect("a web pod");
     server.kubectl_ok(&[
         "debug",
-        pod,
+        name,
         &format!("--image={}", images::BUSYBOX_IMAGE),
         "--target=httpd",
         "-c",
@@ -268,17 +268,17 @@ fn debug(server: &Server, pods: &serde_json::Value) {
         "ps",
     ]);
     let status = eventually(Duration::from_secs(60), "debugger ran", || {
-        let p = json(&server.kubectl_ok(&["get", "pod", pod, "-o", "json"]));
+        let p = pod(server, name);
         let status = p["status"]["ephemeralContainerStatuses"][0].clone();
         status["state"]["terminated"].is_object().then_some(status)
     });
     assert_eq!(status["name"], "debugger");
     assert_eq!(status["state"]["terminated"]["exitCode"], 0, "{status}");
     // It saw the target's processes: httpd runs there, not in the debugger.
-    let seen = server.kubectl_ok(&["logs", pod, "-c", "debugger"]);
+    let seen = server.kubectl_ok(&["logs", name, "-c", "debugger"]);
     assert_contains(&seen, "httpd -f -p 8080");
     // The pod's own container went on, and the pod is still Ready.
-    let p = json(&server.kubectl_ok(&["get", "pod", pod, "-o", "json"]));
+    let p = pod(server, name);
     assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
     assert!(p["status"]["containerStatuses"][0]["ready"] == true, "{p}");
 }

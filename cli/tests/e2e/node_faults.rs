@@ -14,7 +14,7 @@ use skiff_node::agent::pod::labels;
 use skiff_node::cri_api as api;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{import_busybox, processes_naming, run_with_node, wait_node_ready};
+use super::containerd::{import_busybox, pod, processes_naming, run_with_node, wait_node_ready};
 use super::support::{Server, apply, eventually, json};
 
 /// Flags every server here runs with: no node server port and no cluster
@@ -445,7 +445,7 @@ fn containerd_killed(server: &mut Server) {
         "{untouched}'s container was restarted with containerd"
     );
     for name in [&victim, &orphaned] {
-        let status = json(&server.kubectl_ok(&["get", "pod", name, "-o", "json"]));
+        let status = pod(server, name);
         let last = &status["status"]["containerStatuses"][0]["lastState"]["terminated"];
         assert_eq!(last["exitCode"], 137, "{status}");
     }
@@ -629,9 +629,9 @@ fn server_killed_mid_rollout(server: &mut Server) {
     let sandboxes: usize = state.sandboxes.values().map(Vec::len).sum();
     assert_eq!(sandboxes, FLEET as usize, "{:?}", state.sandboxes);
     let mut cut_off = 0;
-    for (name, pod) in &last {
-        let instances = &state.containers[&pod.uid];
-        let restarts = pod.containers[0].restarts;
+    for (name, report) in &last {
+        let instances = &state.containers[&report.uid];
+        let restarts = report.containers[0].restarts;
         assert_eq!(
             restarts as usize,
             instances.len() - 1,
@@ -640,7 +640,7 @@ fn server_killed_mid_rollout(server: &mut Server) {
         if restarts > 0 {
             cut_off += 1;
             assert_eq!(restarts, 1, "{name}: {instances:?}");
-            let status = json(&server.kubectl_ok(&["get", "pod", name, "-o", "json"]));
+            let status = pod(server, name);
             let previous = &status["status"]["containerStatuses"][0]["lastState"]["terminated"];
             assert!(previous.is_object(), "{status}");
             eprintln!("{name} was restarted: previous instance {previous}");
