@@ -546,6 +546,11 @@ pub(crate) mod tests {
         plan("n1", &refs, &pods(), &namespaces())
     }
 
+    /// The plan for policy `name` of namespace `app`, alone.
+    fn app_plan(name: &str, spec: serde_json::Value) -> Plan {
+        plan_of(&[policy("app", name, spec)])
+    }
+
     fn ip(s: &str) -> Ipv4Addr {
         s.parse().unwrap()
     }
@@ -558,11 +563,10 @@ pub(crate) mod tests {
         assert!(open.pods.is_empty());
         assert!(open.ingress_allowed("app/web", ip("10.42.0.12"), TCP, 80));
 
-        let deny = plan_of(&[policy(
-            "app",
+        let deny = app_plan(
             "deny",
             json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
-        )]);
+        );
         for source in ["10.42.0.11", "10.42.0.13", "10.42.1.5", "192.0.2.1"] {
             assert!(
                 !deny.ingress_allowed("app/web", ip(source), TCP, 8080),
@@ -581,14 +585,13 @@ pub(crate) mod tests {
 
     #[test]
     fn pod_selector_peers_are_the_policy_namespaces_pods() {
-        let p = plan_of(&[policy(
-            "app",
+        let p = app_plan(
             "allow-client",
             json!({
                 "podSelector": {"matchLabels": {"app": "web"}},
                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]
             }),
-        )]);
+        );
         assert!(p.ingress_allowed("app/web", ip("10.42.0.11"), TCP, 8080));
         assert!(
             !p.ingress_allowed("app/web", ip("10.42.0.12"), TCP, 8080),
@@ -608,14 +611,13 @@ pub(crate) mod tests {
 
     #[test]
     fn namespace_selector_alone_and_combined_with_a_pod_selector() {
-        let by_ns = plan_of(&[policy(
-            "app",
+        let by_ns = app_plan(
             "from-team-a",
             json!({
                 "podSelector": {},
                 "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "a"}}}]}]
             }),
-        )]);
+        );
         assert!(
             by_ns.ingress_allowed("app/web", ip("10.42.0.12"), TCP, 1),
             "same ns, team a"
@@ -629,8 +631,7 @@ pub(crate) mod tests {
             "team b"
         );
 
-        let both = plan_of(&[policy(
-            "app",
+        let both = app_plan(
             "infra-clients",
             json!({
                 "podSelector": {},
@@ -639,21 +640,20 @@ pub(crate) mod tests {
                     "podSelector": {"matchLabels": {"role": "client"}}
                 }]}]
             }),
-        )]);
+        );
         assert!(both.ingress_allowed("app/web", ip("10.42.1.5"), TCP, 1));
         assert!(
             !both.ingress_allowed("app/web", ip("10.42.0.11"), TCP, 1),
             "client, but ns has no kind"
         );
 
-        let everywhere = plan_of(&[policy(
-            "app",
+        let everywhere = app_plan(
             "any-ns",
             json!({
                 "podSelector": {},
                 "ingress": [{"from": [{"namespaceSelector": {}}]}]
             }),
-        )]);
+        );
         assert!(everywhere.ingress_allowed("app/web", ip("10.42.0.13"), TCP, 1));
         assert!(
             !everywhere.ingress_allowed("app/web", ip("192.0.2.1"), TCP, 1),
@@ -663,14 +663,13 @@ pub(crate) mod tests {
 
     #[test]
     fn ip_blocks_leave_out_their_exceptions() {
-        let p = plan_of(&[policy(
-            "app",
+        let p = app_plan(
             "block",
             json!({
                 "podSelector": {"matchLabels": {"app": "web"}},
                 "ingress": [{"from": [{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.128/25"]}}]}]
             }),
-        )]);
+        );
         assert!(p.ingress_allowed("app/web", ip("192.0.2.1"), TCP, 1));
         assert!(!p.ingress_allowed("app/web", ip("192.0.2.200"), TCP, 1));
         assert!(!p.ingress_allowed("app/web", ip("10.42.0.11"), TCP, 1));
@@ -678,8 +677,7 @@ pub(crate) mod tests {
 
     #[test]
     fn ports_numbered_ranged_per_protocol_and_named_on_the_target() {
-        let p = plan_of(&[policy(
-            "app",
+        let p = app_plan(
             "ports",
             json!({
                 "podSelector": {},
@@ -691,7 +689,7 @@ pub(crate) mod tests {
                     {"port": "http"}
                 ]}]
             }),
-        )]);
+        );
         let src = ip("10.42.0.12");
         assert!(p.ingress_allowed("app/web", src, TCP, 80));
         assert!(
@@ -711,11 +709,7 @@ pub(crate) mod tests {
 
     #[test]
     fn an_empty_rule_allows_everything_and_rules_add_up() {
-        let all = plan_of(&[policy(
-            "app",
-            "all",
-            json!({"podSelector": {}, "ingress": [{}]}),
-        )]);
+        let all = app_plan("all", json!({"podSelector": {}, "ingress": [{}]}));
         assert!(all.ingress_allowed("app/web", ip("203.0.113.9"), Protocol::Udp, 1));
         let p = plan_of(&[
             policy(
@@ -735,8 +729,7 @@ pub(crate) mod tests {
 
     #[test]
     fn egress_rules_and_named_ports_resolved_on_the_destination() {
-        let p = plan_of(&[policy(
-            "app",
+        let p = app_plan(
             "egress",
             json!({
                 "podSelector": {"matchLabels": {"app": "web"}},
@@ -746,7 +739,7 @@ pub(crate) mod tests {
                     {"to": [{"podSelector": {}}], "ports": [{"port": "http"}]}
                 ]
             }),
-        )]);
+        );
         let web = "app/web";
         assert!(p.pods[web].ingress.is_none(), "egress only");
         assert!(p.egress_allowed(web, ip("10.43.0.10"), Protocol::Udp, 53));
@@ -759,14 +752,13 @@ pub(crate) mod tests {
 
     #[test]
     fn policy_types_default_to_ingress_plus_egress_when_it_has_egress_rules() {
-        let ingress_only = plan_of(&[policy("app", "p", json!({"podSelector": {}}))]);
+        let ingress_only = app_plan("p", json!({"podSelector": {}}));
         assert!(ingress_only.pods["app/web"].ingress.is_some());
         assert!(ingress_only.pods["app/web"].egress.is_none());
-        let both = plan_of(&[policy(
-            "app",
+        let both = app_plan(
             "p",
             json!({"podSelector": {}, "egress": [{"ports": [{"port": 443}]}]}),
-        )]);
+        );
         assert_eq!(both.pods["app/web"].ingress.as_deref(), Some(&[][..]));
         assert!(both.egress_allowed("app/web", ip("1.1.1.1"), TCP, 443));
         assert!(!both.egress_allowed("app/web", ip("1.1.1.1"), TCP, 80));

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, assert_contains, eventually};
+use super::support::{Server, apply, assert_contains, eventually};
 
 const POLICY: &str = r#"
 apiVersion: admissionregistration.k8s.io/v1
@@ -91,7 +91,7 @@ spec:
 #[test]
 fn a_policy_refuses_warns_and_crd_rules_refuse_through_kubectl() {
     let server = Server::start_with(&["--disable-agent"]);
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], POLICY);
+    apply(&server, POLICY);
     let table = server.kubectl_ok(&["get", "validatingadmissionpolicies"]);
     assert!(
         table.contains("VALIDATIONS") && table.contains("max-replicas"),

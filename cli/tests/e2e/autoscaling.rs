@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, json, rows};
+use super::containerd::{import_busybox, run_with_node, wait_node_ready};
+use super::support::{Server, apply, assert_contains, eventually, json, rows};
 
 #[test]
 fn kubectl_autoscale_and_get_hpa() {
@@ -90,9 +90,8 @@ fn hpa_scales_a_cpu_burning_deployment_on_containerd() {
     run_with_node(
         "skh",
         "10.233.41.0/24",
+        NODE,
         &[
-            "--node-name",
-            NODE,
             "--kubelet-port",
             "0",
             "--metric-resolution",

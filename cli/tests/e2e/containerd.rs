@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use skiff_node::images;
 
-use super::support::{Kubectl, Server, assert_contains, eventually, json};
+use super::support::{Kubectl, Server, apply, assert_contains, condition, eventually, json};
 
 const NODE: &str = "e2e-containerd";
 
@@ -87,17 +87,29 @@ fn running_container_ids(server: &Server, selector: &str) -> Vec<(String, String
 
 #[test]
 fn server_runs_pods_on_containerd_and_keeps_them_across_restarts() {
-    run_with_node("ske", "10.233.7.0/24", &["--node-name", NODE], scenario);
+    run_with_node("ske", "10.233.7.0/24", NODE, &[], scenario);
 }
 
-/// Runs `scenario` against a fresh `skiff server` whose node agent has its
-/// own bridge and pod CIDR (also given as the cluster CIDR, so node IPAM
-/// hands out exactly that range and concurrent servers cannot collide);
-/// afterwards deletes its workloads through the API, stops it and cleans the
-/// host, and prints the server log if the scenario panicked.
+/// The third octet of this run's networks: distinct per process, so
+/// leftovers of other servers cannot match.
+pub(super) fn run_octet() -> u32 {
+    100 + std::process::id() % 100
+}
+
+/// This run's /24 in `10.<second>.0.0/16` (see [`run_octet`]).
+pub(super) fn run_cidr(second: u8) -> String {
+    format!("10.{second}.{}.0/24", run_octet())
+}
+
+/// Runs `scenario` against a fresh `skiff server` whose node agent, named
+/// `node`, has its own bridge and pod CIDR (also given as the cluster CIDR,
+/// so node IPAM hands out exactly that range and concurrent servers cannot
+/// collide); afterwards deletes its workloads through the API, stops it and
+/// cleans the host, and prints the server log if the scenario panicked.
 pub(super) fn run_with_node(
     bridge_prefix: &str,
     pod_cidr: &str,
+    node: &str,
     extra: &[&str],
     scenario: impl FnOnce(&mut Server),
 ) {
@@ -110,6 +122,8 @@ pub(super) fn run_with_node(
         pod_cidr,
         "--cluster-cidr",
         pod_cidr,
+        "--node-name",
+        node,
     ];
     args.extend_from_slice(extra);
     let mut server = Server::start_with(&args);
@@ -151,11 +165,7 @@ pub(super) fn node_ready(kubectl: &Kubectl, node: &str, within: Duration) -> ser
             return None;
         }
         let found = json(&String::from_utf8_lossy(&out.stdout));
-        found["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            .then_some(found)
+        (condition(&found, "Ready") == Some("True")).then_some(found)
     })
 }
 
@@ -210,7 +220,6 @@ fn control_plane_role(server: &Server) {
     );
 }
 
-/// `kubectl apply` of a JSON manifest, which must succeed.
 /// The proxy subresources reach a real pod, a service's pod and the node's
 /// server through the API server.
 fn proxies(server: &Server, pods: &serde_json::Value) {
@@ -244,12 +253,12 @@ fn proxies(server: &Server, pods: &serde_json::Value) {
 /// `kubectl debug` runs an ephemeral container in a running pod, in the
 /// process namespace of the container it targets.
 fn debug(server: &Server, pods: &serde_json::Value) {
-    let pod = pods["items"][1]["metadata"]["name"]
+    let name = pods["items"][1]["metadata"]["name"]
         .as_str()
         .expect("a web pod");
     server.kubectl_ok(&[
         "debug",
-        pod,
+        name,
         &format!("--image={}", images::BUSYBOX_IMAGE),
         "--target=httpd",
         "-c",
@@ -259,23 +268,19 @@ fn debug(server: &Server, pods: &serde_json::Value) {
         "ps",
     ]);
     let status = eventually(Duration::from_secs(60), "debugger ran", || {
-        let p = json(&server.kubectl_ok(&["get", "pod", pod, "-o", "json"]));
+        let p = pod(server, name);
         let status = p["status"]["ephemeralContainerStatuses"][0].clone();
         status["state"]["terminated"].is_object().then_some(status)
     });
     assert_eq!(status["name"], "debugger");
     assert_eq!(status["state"]["terminated"]["exitCode"], 0, "{status}");
     // It saw the target's processes: httpd runs there, not in the debugger.
-    let seen = server.kubectl_ok(&["logs", pod, "-c", "debugger"]);
+    let seen = server.kubectl_ok(&["logs", name, "-c", "debugger"]);
     assert_contains(&seen, "httpd -f -p 8080");
     // The pod's own container went on, and the pod is still Ready.
-    let p = json(&server.kubectl_ok(&["get", "pod", pod, "-o", "json"]));
+    let p = pod(server, name);
     assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
     assert!(p["status"]["containerStatuses"][0]["ready"] == true, "{p}");
-}
-
-pub(super) fn apply(server: &Server, manifest: &str) {
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
 
 fn scenario(server: &mut Server) {

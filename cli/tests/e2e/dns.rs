@@ -14,8 +14,10 @@ use std::time::Duration;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, internal_ip, pod, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, free_port, json};
+use super::containerd::{
+    import_busybox, internal_ip, pod, run_octet, run_with_node, wait_node_ready,
+};
+use super::support::{Server, apply, assert_contains, eventually, free_port, json};
 
 const NODE: &str = "e2e-dns";
 
@@ -29,7 +31,7 @@ struct Networks {
 }
 
 fn networks() -> Networks {
-    let octet = 100 + std::process::id() % 100;
+    let octet = run_octet();
     Networks {
         pod_cidr: format!("10.237.{octet}.0/24"),
         service_cidr: format!("10.238.{octet}.0/24"),
@@ -45,9 +47,8 @@ fn pods_resolve_cluster_names_through_the_cluster_dns() {
     run_with_node(
         "skd",
         &nets.pod_cidr,
+        NODE,
         &[
-            "--node-name",
-            NODE,
             "--service-cidr",
             &nets.service_cidr,
             "--cluster-dns",

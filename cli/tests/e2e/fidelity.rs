@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, assert_contains, eventually};
+use super::support::{Server, apply, assert_contains, eventually};
 
 #[test]
 fn describe_service_with_endpoints_through_kubectl() {
@@ -16,7 +16,7 @@ fn describe_service_with_endpoints_through_kubectl() {
     });
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","labels":{"app":"web"}},
         "spec":{"nodeName":"sim-node-0","containers":[{"name":"main","image":"busybox"}]}}"#;
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], pod);
+    apply(&server, pod);
     // An unnamed Service port: its slice port's name is the empty string.
     server.kubectl_ok(&["expose", "pod", "web", "--port=80", "--target-port=8080"]);
     let slice = eventually(Duration::from_secs(30), "a slice with the pod", || {
@@ -50,7 +50,7 @@ fn describe_namespace_says_what_blocks_its_deletion() {
     server.kubectl_ok(&["create", "namespace", "held"]);
     let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"sticky",
         "namespace":"held","finalizers":["example.com/hold"]}}"#;
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], cm);
+    apply(&server, cm);
     server.kubectl_ok(&["delete", "namespace", "held", "--wait=false"]);
 
     // kubectl describe lists the conditions as TYPE STATUS TIME REASON MESSAGE.

@@ -11,21 +11,20 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-use super::containerd::{apply, import_busybox, internal_ip, run_with_node, wait_node_ready};
+use super::containerd::{import_busybox, internal_ip, run_cidr, run_with_node, wait_node_ready};
 use super::services::backend_deployment;
-use super::support::{Server, assert_contains, eventually, json};
+use super::support::{Server, apply, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-ingress";
 
 #[test]
 fn ingress_routes_hosts_to_pods_and_serves_tls_from_secrets() {
-    let octet = 100 + std::process::id() % 100;
-    let pod_cidr = format!("10.239.{octet}.0/24");
-    let service_cidr = format!("10.240.{octet}.0/24");
+    let service_cidr = run_cidr(240);
     run_with_node(
         "ski",
-        &pod_cidr,
-        &["--node-name", NODE, "--service-cidr", &service_cidr],
+        &run_cidr(239),
+        NODE,
+        &["--service-cidr", &service_cidr],
         scenario,
     );
 }

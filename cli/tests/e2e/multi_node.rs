@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use super::containerd::internal_ip;
-use super::support::{eventually, json};
+use super::support::{condition, eventually, json};
 use cluster::Cluster;
 
 /// A container command: serve the hostname at `/` and the client's address
@@ -58,10 +58,7 @@ fn ready_pod_ip(cluster: &Cluster, name: &str) -> String {
         &format!("pod {name} Ready"),
         || {
             let p = json(&cluster.kubectl_ok(&["get", "pod", name, "-o", "json"]));
-            let ready = p["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let ready = condition(&p, "Ready") == Some("True");
             ready.then(|| p["status"]["podIP"].as_str().map(String::from))?
         },
     )
@@ -417,10 +414,8 @@ fn multi_node_vxlan_pods_services_dns_failover_and_node_names() {
     cluster.stop_agent(1);
     eventually(Duration::from_secs(120), "B NotReady", || {
         let n = node(&cluster, &b);
-        n["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] != "True")
+        condition(&n, "Ready")
+            .is_some_and(|s| s != "True")
             .then_some(())
     });
     eventually(

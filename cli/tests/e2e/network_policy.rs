@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, json};
+use super::containerd::{import_busybox, run_cidr, run_with_node, wait_node_ready};
+use super::support::{Server, apply, assert_contains, condition, eventually, json};
 
 const NODE: &str = "e2e-netpol";
 const NS: &str = "np";
@@ -40,20 +40,14 @@ fn sleeper(name: &str, labels: serde_json::Value) -> String {
 fn running(server: &Server, name: &str) -> serde_json::Value {
     eventually(Duration::from_secs(120), &format!("{name} Running"), || {
         let p = json(&server.kubectl_ok(&["get", "pod", "-n", NS, name, "-o", "json"]));
-        let ready = p["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let ready = condition(&p, "Ready") == Some("True");
         (p["status"]["phase"] == "Running" && ready).then_some(p)
     })
 }
 
 #[test]
 fn network_policies_block_and_admit_pod_traffic() {
-    let octet = 100 + std::process::id() % 100;
-    let pod_cidr = format!("10.237.{octet}.0/24");
-    run_with_node("sknp", &pod_cidr, &["--node-name", NODE], scenario);
+    run_with_node("sknp", &run_cidr(237), NODE, &[], scenario);
 }
 
 fn scenario(server: &mut Server) {
@@ -124,11 +118,7 @@ fn scenario(server: &mut Server) {
     // The kubelet's probes come from the node and are not blocked: web
     // stays Ready (one failed probe would make it NotReady).
     let web_now = json(&server.kubectl_ok(&["get", "pod", "-n", NS, "web", "-o", "json"]));
-    let ready = web_now["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    let ready = condition(&web_now, "Ready") == Some("True");
     assert!(ready, "web stays Ready under the policies: {web_now}");
 
     // Deleting the policies restores access.

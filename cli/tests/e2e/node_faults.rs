@@ -14,20 +14,12 @@ use skiff_node::agent::pod::labels;
 use skiff_node::cri_api as api;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, processes_naming, run_with_node, wait_node_ready};
-use super::support::{Server, eventually, json};
+use super::containerd::{import_busybox, pod, processes_naming, run_with_node, wait_node_ready};
+use super::support::{Server, apply, eventually, json};
 
 /// Flags every server here runs with: no node server port and no cluster
 /// DNS on port 53, both shared host resources not under test.
-fn node_flags(node: &str) -> Vec<&str> {
-    vec![
-        "--node-name",
-        node,
-        "--kubelet-port",
-        "0",
-        "--disable-cluster-dns",
-    ]
-}
+const NODE_FLAGS: &[&str] = &["--kubelet-port", "0", "--disable-cluster-dns"];
 
 /// A Deployment of busybox pods sleeping as PID 1 (so only SIGKILL ends
 /// them: the short grace period keeps deletions quick).
@@ -319,7 +311,7 @@ fn run_fault(
     scenario: impl FnOnce(&mut Server),
 ) {
     let started = Instant::now();
-    run_with_node(bridge_prefix, pod_cidr, &node_flags(node), |server| {
+    run_with_node(bridge_prefix, pod_cidr, node, NODE_FLAGS, |server| {
         wait_node_ready(server, node);
         import_busybox(server);
         scenario(server);
@@ -453,7 +445,7 @@ fn containerd_killed(server: &mut Server) {
         "{untouched}'s container was restarted with containerd"
     );
     for name in [&victim, &orphaned] {
-        let status = json(&server.kubectl_ok(&["get", "pod", name, "-o", "json"]));
+        let status = pod(server, name);
         let last = &status["status"]["containerStatuses"][0]["lastState"]["terminated"];
         assert_eq!(last["exitCode"], 137, "{status}");
     }
@@ -637,9 +629,9 @@ fn server_killed_mid_rollout(server: &mut Server) {
     let sandboxes: usize = state.sandboxes.values().map(Vec::len).sum();
     assert_eq!(sandboxes, FLEET as usize, "{:?}", state.sandboxes);
     let mut cut_off = 0;
-    for (name, pod) in &last {
-        let instances = &state.containers[&pod.uid];
-        let restarts = pod.containers[0].restarts;
+    for (name, report) in &last {
+        let instances = &state.containers[&report.uid];
+        let restarts = report.containers[0].restarts;
         assert_eq!(
             restarts as usize,
             instances.len() - 1,
@@ -648,7 +640,7 @@ fn server_killed_mid_rollout(server: &mut Server) {
         if restarts > 0 {
             cut_off += 1;
             assert_eq!(restarts, 1, "{name}: {instances:?}");
-            let status = json(&server.kubectl_ok(&["get", "pod", name, "-o", "json"]));
+            let status = pod(server, name);
             let previous = &status["status"]["containerStatuses"][0]["lastState"]["terminated"];
             assert!(previous.is_object(), "{status}");
             eprintln!("{name} was restarted: previous instance {previous}");

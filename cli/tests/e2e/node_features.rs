@@ -15,8 +15,10 @@ use std::time::Duration;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images;
 
-use super::containerd::{apply, pod, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, field_pairs, json, skiff_ok};
+use super::containerd::{pod, run_with_node, wait_node_ready};
+use super::support::{
+    Server, apply, assert_contains, bind_account, eventually, field_pairs, json, skiff_ok,
+};
 
 const NODE: &str = "e2e-node-features";
 const IMAGE: &str = "skiff.test/tools:v7";
@@ -125,7 +127,7 @@ fn shell_pod(name: &str, script: &str, extra_spec: &str) -> String {
 #[test]
 fn node_features_on_containerd() {
     let registry = RecordingRegistry::start();
-    run_with_node("skf", "10.233.10.0/24", &["--node-name", NODE], |server| {
+    run_with_node("skf", "10.233.10.0/24", NODE, &[], |server| {
         scenario(server, &registry)
     });
 }
@@ -268,13 +270,13 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
         "{}",
         String::from_utf8_lossy(&unbound.stderr)
     );
-    server.kubectl_ok(&[
-        "create",
-        "rolebinding",
+    bind_account(
+        server,
         "default-view",
         "--clusterrole=view",
-        "--serviceaccount=default:default",
-    ]);
+        "default",
+        "default",
+    );
     // The mounted token authenticates.
     let as_pod = server.kubectl_ok(&["--token", &token, "get", "pods", "-o", "name"]);
     assert!(as_pod.contains("pod/token-reader"));

@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client, Config};
 
-use super::support::{Kubectl, Server, assert_contains, eventually, service_account};
+use super::support::{
+    Kubectl, Server, apply, assert_contains, bind_account, eventually, service_account,
+};
 
 const WRITERS: usize = 32;
 /// Big enough that a write takes a while, so the two seats stay busy.
@@ -64,15 +66,7 @@ fn a_write_flood_gets_429_while_the_admin_and_controllers_keep_working() {
     ]);
     server.kubectl_ok(&["create", "namespace", "flood"]);
     let writer = service_account(&server, "flood", "writer");
-    server.kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "writer",
-        "-n",
-        "flood",
-        "--clusterrole=edit",
-        "--serviceaccount=flood:writer",
-    ]);
+    bind_account(&server, "writer", "--clusterrole=edit", "flood", "writer");
     // The writer's requests go to a level of one seat and one queue slot,
     // as an administrator would fence a noisy client; the rest of the
     // configuration is upstream's bootstrap set.
@@ -105,7 +99,7 @@ spec:
       resources: ["*"]
       namespaces: ["*"]
 "#;
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], fence);
+    apply(&server, fence);
     let counts = Arc::new(Counts::default());
     let stop = Arc::new(AtomicBool::new(false));
     let _stop_writers = StopOnDrop(stop.clone());

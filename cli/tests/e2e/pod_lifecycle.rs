@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready, wait_running};
-use super::support::{Server, eventually, json};
+use super::containerd::{import_busybox, pod, run_with_node, wait_node_ready, wait_running};
+use super::support::{Server, apply, condition, eventually, json};
 
 const NODE: &str = "e2e-lifecycle";
 
@@ -21,7 +21,8 @@ fn kubectl_sees_crash_loops_probes_volumes_and_graceful_deletion() {
     run_with_node(
         "skl",
         "10.233.11.0/24",
-        &["--node-name", NODE, "--kubelet-port", "0"],
+        NODE,
+        &["--kubelet-port", "0"],
         |server| scenario(server),
     );
 }
@@ -57,12 +58,7 @@ fn ready_column(server: &Server, name: &str) -> String {
 }
 
 fn ready_condition(server: &Server, name: &str) -> String {
-    pod(server, name)["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Ready")
-        .and_then(|c| c["status"].as_str())
+    condition(&pod(server, name), "Ready")
         .unwrap_or_default()
         .to_string()
 }

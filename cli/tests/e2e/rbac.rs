@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::support::{
-    Kubectl, Server, assert_contains, python_ok, service_account, token_kubeconfig,
+    Kubectl, Server, assert_contains, bind_account, python_ok, service_account, token_kubeconfig,
 };
 
 /// kubectl as the user of `kubeconfig`, which must be allowed; its output.
@@ -112,15 +112,7 @@ fn a_role_is_enforced_to_the_verb_and_the_name() {
         "-n",
         "a",
     ]);
-    server.kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "probe-one",
-        "--role=one-configmap",
-        "--serviceaccount=a:probe",
-        "-n",
-        "a",
-    ]);
+    bind_account(&server, "probe-one", "--role=one-configmap", "a", "probe");
     ok_as(&probe, &["get", "configmap", "allowed", "-n", "a"]);
     let err = refused_as(&probe, &["get", "configmap", "other", "-n", "a"]);
     assert_contains(&err, r#"configmaps "other" is forbidden"#);
@@ -136,15 +128,7 @@ fn a_namespace_admin_cannot_grant_more_than_it_holds() {
     let server = Server::start();
     server.kubectl_ok(&["create", "namespace", "team"]);
     let boss = service_account(&server, "team", "boss");
-    server.kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "boss-admin",
-        "--clusterrole=admin",
-        "--serviceaccount=team:boss",
-        "-n",
-        "team",
-    ]);
+    bind_account(&server, "boss-admin", "--clusterrole=admin", "team", "boss");
     ok_as(
         &boss,
         &[
@@ -236,15 +220,7 @@ fn python_client_sees_the_refusal_and_the_grant() {
 
 /// Binds service account `a/probe` to the `view` ClusterRole in namespace `a`.
 fn grant_probe_view(server: &Server) {
-    server.kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "probe-view",
-        "--clusterrole=view",
-        "--serviceaccount=a:probe",
-        "-n",
-        "a",
-    ]);
+    bind_account(server, "probe-view", "--clusterrole=view", "a", "probe");
 }
 
 /// A plain TCP listener on loopback that records every byte of the first

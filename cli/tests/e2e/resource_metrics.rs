@@ -13,8 +13,8 @@ use std::time::Duration;
 use rcgen::{Issuer, KeyPair};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, run_with_node, wait_node_ready, wait_running};
-use super::support::{Kubectl, Server, assert_contains, eventually, json, service_account};
+use super::containerd::{import_busybox, run_with_node, wait_node_ready, wait_running};
+use super::support::{Kubectl, Server, apply, assert_contains, eventually, json, service_account};
 
 const NODE: &str = "e2e-metrics";
 
@@ -23,14 +23,8 @@ fn kubectl_top_shows_node_and_pod_figures_and_strangers_are_refused() {
     run_with_node(
         "skm",
         "10.233.31.0/24",
-        &[
-            "--node-name",
-            NODE,
-            "--kubelet-port",
-            "0",
-            "--metric-resolution",
-            "2s",
-        ],
+        NODE,
+        &["--kubelet-port", "0", "--metric-resolution", "2s"],
         |server| scenario(server),
     );
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::support::{Server, assert_contains, eventually, json};
+use super::support::{Server, apply, assert_contains, eventually, json};
 
 /// Node name of every pod with label `app=<app>`, once all are bound.
 fn placements(server: &Server, app: &str, expected: usize) -> Vec<String> {
@@ -30,10 +30,6 @@ fn wait_nodes(server: &Server, count: usize) {
             == count)
             .then_some(())
     });
-}
-
-fn apply(server: &Server, manifest: &str) {
-    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
 }
 
 fn deployment(name: &str, replicas: u32, pod_spec_extra: &str) -> String {

@@ -16,8 +16,10 @@ use std::time::Duration;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, internal_ip, pod, run_with_node, wait_node_ready};
-use super::support::{Server, assert_contains, eventually, json};
+use super::containerd::{
+    import_busybox, internal_ip, pod, run_cidr, run_with_node, wait_node_ready,
+};
+use super::support::{Server, apply, assert_contains, eventually, json};
 
 const NODE: &str = "e2e-services";
 
@@ -155,21 +157,12 @@ impl Drop for ProxyTable {
 fn services_reach_pods_through_the_proxy_rules() {
     let tag = std::process::id() % 100_000;
     let table = ProxyTable(format!("skiff-e2e-{tag}"));
-    // Distinct networks per run: leftovers of other servers cannot match.
-    let octet = 100 + tag % 100;
-    let pod_cidr = format!("10.235.{octet}.0/24");
-    let service_cidr = format!("10.236.{octet}.0/24");
+    let service_cidr = run_cidr(236);
     run_with_node(
         "sksv",
-        &pod_cidr,
-        &[
-            "--node-name",
-            NODE,
-            "--service-cidr",
-            &service_cidr,
-            "--proxy-table",
-            &table.0,
-        ],
+        &run_cidr(235),
+        NODE,
+        &["--service-cidr", &service_cidr, "--proxy-table", &table.0],
         |server| scenario(server, &table.0),
     );
 }

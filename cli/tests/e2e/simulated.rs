@@ -8,7 +8,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use super::join::client_csrs;
-use super::support::{Server, eventually, json, skiff_ok, spawn_joined_agent};
+use super::support::{Server, condition, eventually, json, skiff_ok, spawn_joined_agent};
 
 fn pod_manifest(name: &str, node: &str, restart: &str, annotations: &str) -> String {
     format!(
@@ -145,12 +145,7 @@ fn ready_nodes(server: &Server, prefix: &str) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|n| {
-            n["status"]["conditions"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
-        })
+        .filter(|n| condition(n, "Ready") == Some("True"))
         .filter_map(|n| n["metadata"]["name"].as_str().map(String::from))
         .filter(|name| name.starts_with(prefix))
         .collect()

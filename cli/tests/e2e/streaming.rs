@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use super::containerd::{apply, import_busybox, pod, run_with_node, wait_node_ready, wait_running};
-use super::support::{Server, assert_contains, eventually, json, python_ok};
+use super::containerd::{import_busybox, pod, run_with_node, wait_node_ready, wait_running};
+use super::support::{Server, apply, assert_contains, eventually, json, python_ok};
 
 const NODE: &str = "e2e-streaming";
 
@@ -20,7 +20,8 @@ fn kubectl_and_python_stream_logs_exec_attach_cp_and_port_forward() {
     run_with_node(
         "sks",
         "10.233.8.0/24",
-        &["--node-name", NODE, "--kubelet-port", "0"],
+        NODE,
+        &["--kubelet-port", "0"],
         |server| scenario(server),
     );
 }

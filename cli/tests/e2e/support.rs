@@ -160,7 +160,7 @@ impl Server {
     /// until `crd/<name>` is Established, so that objects of its kind may be
     /// written next.
     pub fn apply_crd(&self, manifest: &str, name: &str) {
-        self.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
+        apply(self, manifest);
         self.kubectl_ok(&[
             "wait",
             "--for",
@@ -557,11 +557,42 @@ pub fn token_kubeconfig(server: &Server, name: &str, token: &str) -> PathBuf {
     path
 }
 
+/// The status (`True`, `False`, `Unknown`) of `object`'s condition `kind`
+/// (a pod's or a node's, as kubectl prints them in JSON), when it has one.
+pub fn condition<'a>(object: &'a serde_json::Value, kind: &str) -> Option<&'a str> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)?["status"]
+        .as_str()
+}
+
+/// `kubectl apply` of `manifest` (JSON or YAML) as `server`'s admin, which
+/// must succeed.
+pub fn apply(server: &Server, manifest: &str) {
+    server.kubectl_stdin_ok(&["apply", "-f", "-"], manifest);
+}
+
 /// A service account in `namespace` and a kubeconfig holding its token.
 pub fn service_account(server: &Server, namespace: &str, name: &str) -> PathBuf {
     server.kubectl_ok(&["create", "serviceaccount", name, "-n", namespace]);
     let token = server.kubectl_ok(&["create", "token", name, "-n", namespace]);
     token_kubeconfig(server, &format!("{namespace}-{name}"), token.trim())
+}
+
+/// Binds service account `<namespace>/<account>` to `role` (`--role=NAME`
+/// or `--clusterrole=NAME`) in its own namespace, as the cluster's admin
+/// creating RoleBinding `binding`.
+pub fn bind_account(server: &Server, binding: &str, role: &str, namespace: &str, account: &str) {
+    server.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        binding,
+        role,
+        &format!("--serviceaccount={namespace}:{account}"),
+        "-n",
+        namespace,
+    ]);
 }
 
 /// A service account `default/<name>` holding the `admin` ClusterRole in

@@ -12,7 +12,7 @@ use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
-use crate::harness::{TestCluster, events};
+use crate::harness::{TestCluster, container_status, events, termination_message};
 
 /// (fieldPath, reason, message) of the kubelet's events about pod `name`.
 async fn pod_events(cluster: &TestCluster, name: &str) -> Vec<(String, String, String)> {
@@ -151,20 +151,11 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         .await;
     let pod = cluster
         .wait_pod("site", Duration::from_secs(60), "web ready", |p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.name == "web" && c.ready))
+            container_status(p, "web").is_some_and(|c| c.ready)
         })
         .await;
-    let doubt = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref());
-    assert!(
-        doubt.is_some_and(|cs| cs.iter().any(|c| c.name == "doubt" && !c.ready)),
-        "{doubt:?}"
-    );
+    let doubt = container_status(&pod, "doubt");
+    assert!(doubt.is_some_and(|c| !c.ready), "{doubt:?}");
 
     let web = "spec.containers{web}";
     let present = format!("Container image \"{BUSYBOX_IMAGE}\" already present on machine");
@@ -190,15 +181,7 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
     let identity = cluster
         .wait_phase("identity", Duration::from_secs(60), "Succeeded")
         .await;
-    let said = |name: &str| {
-        identity
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.name == name))
-            .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
-            .unwrap_or_default()
-    };
+    let said = |name: &str| termination_message(&identity, name).unwrap_or_default();
     let pod_level = said("pod-level");
     assert!(
         pod_level.starts_with("uid=1000 gid=3000 ")
@@ -248,10 +231,7 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
     );
     cluster
         .wait_pod("rooted", Duration::from_secs(30), "the refusal", |p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|cs| cs.first())
+            container_status(p, "c")
                 .and_then(|c| c.state.as_ref()?.waiting.as_ref())
                 .is_some_and(|w| {
                     w.reason.as_deref() == Some("CreateContainerConfigError")
@@ -328,14 +308,8 @@ async fn lifecycle_hooks_run_after_start_and_before_stop() {
             Duration::from_secs(60),
             "main ready and broken restarted",
             |p| {
-                let statuses = p
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.container_statuses.as_ref());
-                let status =
-                    |name: &str| statuses.and_then(|cs| cs.iter().find(|c| c.name == name));
-                status("main").is_some_and(|c| c.ready)
-                    && status("broken").is_some_and(|c| c.restart_count >= 1)
+                container_status(p, "main").is_some_and(|c| c.ready)
+                    && container_status(p, "broken").is_some_and(|c| c.restart_count >= 1)
             },
         )
         .await;
@@ -362,14 +336,7 @@ async fn lifecycle_hooks_run_after_start_and_before_stop() {
             .is_some()),
         "{slept:?}"
     );
-    let message = |name: &str| {
-        ended
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.name == name))
-            .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
-    };
+    let message = |name: &str| termination_message(&ended, name);
     assert_eq!(message("writes").as_deref(), Some("bye from writes\n"));
     assert_eq!(message("own-path").as_deref(), Some("see you\n"));
     let fell_back = message("falls-back").unwrap_or_default();

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use skiff_apiserver::tls::ClusterCerts;
 use skiff_informer::SharedInformerFactory;
 use skiff_node::agent::NodeServerTls;
@@ -136,13 +136,12 @@ impl TestCluster {
                 "agent stopped early:\n{}",
                 self.containerd_log()
             );
-            let ready = nodes.get_opt(&name).await.ok().flatten().is_some_and(|n| {
-                n.status
-                    .and_then(|s| s.conditions)
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            });
+            let ready = nodes
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|n| ready_condition(&n).is_some_and(|c| c.status == "True"));
             if ready {
                 return;
             }
@@ -219,6 +218,16 @@ impl TestCluster {
     pub async fn wait_phase(&self, name: &str, timeout: Duration, phase: &str) -> Pod {
         self.wait_pod(name, timeout, phase, |p| crate::harness::phase(p) == phase)
             .await
+    }
+
+    /// Waits until the node has deleted pod `name` with grace 0 (its final
+    /// delete), which a finalizer of the test's own outlives; the pod as the
+    /// node left it.
+    pub async fn wait_final_delete(&self, name: &str, timeout: Duration) -> Pod {
+        self.wait_pod(name, timeout, "the node's final delete", |p| {
+            p.metadata.deletion_grace_period_seconds == Some(0)
+        })
+        .await
     }
 
     /// Deletes the pod with its own grace period; a failed request fails the test.
@@ -302,6 +311,26 @@ fn node_tls(certs: &ClusterCerts) -> NodeServerTls {
     }
 }
 
+/// A Node's Ready condition, when it reports one.
+pub fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+}
+
+/// Removes the finalizers of pod `name`: a test's own, which kept the
+/// object after the node's final delete so that its last status could be
+/// read.
+pub async fn release(pods: &Api<Pod>, name: &str) {
+    let unheld = serde_json::json!({"metadata": {"finalizers": null}});
+    pods.patch(name, &PatchParams::default(), &Patch::Merge(unheld))
+        .await
+        .expect("finalizer removed");
+}
+
 /// The runtime id of a container from its status.
 pub fn container_id(pod: &Pod, name: &str) -> String {
     pod.status
@@ -363,6 +392,18 @@ pub fn container_status<'a>(
         .as_ref()?
         .iter()
         .find(|c| c.name == name)
+}
+
+/// What container `name` left on terminating: its termination message, or
+/// its log's end under `FallbackToLogsOnError`.
+pub fn termination_message(pod: &Pod, name: &str) -> Option<String> {
+    container_status(pod, name)?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()?
+        .message
+        .clone()
 }
 
 /// Asserts that `state` (a container's state or last state) is terminated with

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use crate::harness::{
-    TestCluster, assert_terminated, condition, container_id, container_status, exec, phase,
+    TestCluster, assert_terminated, condition, container_id, container_status, exec,
+    init_container_status, phase, release,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -92,10 +93,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     let main = container_status(&hello, "main").expect("status of main");
     assert_terminated(main.state.as_ref(), "terminated", 0, "Completed");
     let pod_status = hello.status.as_ref().expect("status");
-    let init = &pod_status
-        .init_container_statuses
-        .as_ref()
-        .expect("init statuses")[0];
+    let init = init_container_status(&hello, "prepare").expect("init statuses");
     assert_terminated(init.state.as_ref(), "init terminated", 0, "Completed");
     assert_eq!(condition(&hello, "Initialized").as_deref(), Some("True"));
     assert!(
@@ -297,11 +295,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
         .await;
     cluster.wait_phase("held", LONG, "Running").await;
     cluster.delete_pod("held").await;
-    let held = cluster
-        .wait_pod("held", LONG, "the agent's final delete", |p| {
-            p.metadata.deletion_grace_period_seconds == Some(0)
-        })
-        .await;
+    let held = cluster.wait_final_delete("held", LONG).await;
     assert_eq!(phase(&held), "Failed", "{:?}", held.status);
     let state = container_status(&held, "h")
         .and_then(|c| c.state.clone())
@@ -316,15 +310,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
         "{:?}",
         held.status
     );
-    cluster
-        .pods()
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("release");
+    release(&cluster.pods(), "held").await;
     cluster.wait_gone("held", LONG).await;
 
     // Deleting the others removes their sandboxes from the runtime.

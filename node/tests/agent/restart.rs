@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use crate::harness::{TestCluster, container_id, container_status, phase};
+use crate::harness::{TestCluster, container_id, container_status, init_container_status, phase};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_agent_adopts_running_pods() {
@@ -83,12 +83,7 @@ async fn a_duplicate_sandbox_is_reconciled_to_one() {
                 })
         })
         .await;
-    let init = after
-        .status
-        .as_ref()
-        .and_then(|s| s.init_container_statuses.as_ref())
-        .and_then(|s| s.first())
-        .map(|s| s.restart_count);
+    let init = init_container_status(&after, "setup").map(|s| s.restart_count);
     assert_eq!(
         init,
         Some(1),

@@ -11,7 +11,9 @@ use k8s_openapi::api::core::v1::ContainerStatus;
 use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use crate::harness::{TestCluster, condition, container_status, init_container_status, phase};
+use crate::harness::{
+    TestCluster, condition, container_status, init_container_status, phase, release,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sidecars_start_before_the_containers_and_run_beside_them() {
@@ -108,12 +110,7 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
         .await;
     cluster.delete_pod("ordered").await;
     let last = cluster
-        .wait_pod(
-            "ordered",
-            Duration::from_secs(60),
-            "the node's final delete",
-            |p| p.metadata.deletion_grace_period_seconds == Some(0),
-        )
+        .wait_final_delete("ordered", Duration::from_secs(60))
         .await;
     let finished = |s: Option<&ContainerStatus>| {
         s.and_then(|s| s.state.as_ref()?.terminated.as_ref()?.finished_at.clone())
@@ -128,13 +125,6 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
         side_end >= app_end,
         "the sidecar stopped at {side_end}, before its container ({app_end})"
     );
-    let pods = cluster.pods();
-    pods.patch(
-        "ordered",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .expect("finalizer removed");
+    release(&cluster.pods(), "ordered").await;
     cluster.teardown().await;
 }

@@ -11,42 +11,59 @@ use serde_json::json;
 use skiff_node::simulated::{self, SimulatedConfig};
 use skiff_testkit::{Spawned, TestCluster, eventually, eventually_gone};
 
-/// Runs one simulated node (`sim-node-0`) renewing its Lease every
-/// `renew`; stopping it says how it ended.
-fn one_node(
-    cluster: &TestCluster,
-    renew: Duration,
-) -> Spawned<Result<(), simulated::SimulatedError>> {
-    let mut config = SimulatedConfig::new(1);
-    config.lease_renew_interval = renew;
-    let client = cluster.client.clone();
-    let factory = cluster.factory.clone();
-    skiff_testkit::spawn_until_stopped(|stop| async move {
-        simulated::run(
-            simulated::NodeClients::Shared(client),
-            &factory,
-            config,
-            stop,
-        )
-        .await
-    })
+use crate::harness::{ready_condition, release};
+
+/// An API server and one simulated node (`sim-node-0`) registered with it.
+struct OneNode {
+    cluster: TestCluster,
+    node: Spawned<Result<(), simulated::SimulatedError>>,
+}
+
+impl OneNode {
+    /// Starts the server, then the node renewing its Lease every `renew`.
+    async fn start(renew: Duration) -> Self {
+        let cluster = TestCluster::start().await;
+        let mut config = SimulatedConfig::new(1);
+        config.lease_renew_interval = renew;
+        let client = cluster.client.clone();
+        let factory = cluster.factory.clone();
+        let node = skiff_testkit::spawn_until_stopped(|stop| async move {
+            simulated::run(
+                simulated::NodeClients::Shared(client),
+                &factory,
+                config,
+                stop,
+            )
+            .await
+        });
+        Self { cluster, node }
+    }
+
+    /// The Node API, where `sim-node-0` registers.
+    fn nodes(&self) -> Api<k8s_openapi::api::core::v1::Node> {
+        Api::all(self.cluster.client.clone())
+    }
+
+    /// Stops the node, which must have run without error, then the server.
+    async fn stop(self) {
+        self.node.stop().await.unwrap();
+        self.cluster.shutdown();
+    }
 }
 
 /// `sim-node-0`'s Ready condition, when it has one.
-async fn ready_condition(
+async fn sim_node_ready(
     api: Api<k8s_openapi::api::core::v1::Node>,
 ) -> Option<k8s_openapi::api::core::v1::NodeCondition> {
     let node = api.get("sim-node-0").await.ok()?;
-    let conditions = node.status?.conditions?;
-    conditions.into_iter().find(|c| c.type_ == "Ready")
+    ready_condition(&node).cloned()
 }
 
 #[tokio::test]
 async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
-    let cluster = TestCluster::start().await;
-    let nodes = one_node(&cluster, Duration::from_secs(60));
+    let sim = OneNode::start(Duration::from_secs(60)).await;
 
-    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(sim.cluster.client.clone(), "default");
     // A finalizer of the test's own keeps the object after the node's final
     // delete, so the status it was left with can be read.
     let pod: Pod = serde_json::from_value(json!({
@@ -78,25 +95,17 @@ async fn a_deleted_running_pod_is_reported_failed_before_it_goes() {
     assert_eq!(terminated.map(|t| t.exit_code), Some(143), "{container:?}");
     assert!(!container.ready);
 
-    pods.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    release(&pods, "web").await;
     eventually_gone(Duration::from_secs(10), &pods, "web").await;
-    nodes.stop().await.unwrap();
-    cluster.shutdown();
+    sim.stop().await;
 }
 
 #[tokio::test]
 async fn a_node_marked_unknown_reports_itself_ready_again() {
-    let cluster = TestCluster::start().await;
     // Renewals every 100 ms: a status report every 6 of them.
-    let nodes = one_node(&cluster, Duration::from_millis(100));
-    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
-    let ready = |api| async move { ready_condition(api).await.map(|c| c.status) };
+    let sim = OneNode::start(Duration::from_millis(100)).await;
+    let api = sim.nodes();
+    let ready = |api| async move { sim_node_ready(api).await.map(|c| c.status) };
     eventually(Duration::from_secs(10), "node registered Ready", || async {
         (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
     })
@@ -120,27 +129,22 @@ async fn a_node_marked_unknown_reports_itself_ready_again() {
         )
         .await
         .unwrap();
-    let marked_ready = marked
-        .status
-        .and_then(|s| s.conditions)
-        .and_then(|c| c.into_iter().find(|c| c.type_ == "Ready").map(|c| c.status));
-    assert_eq!(marked_ready.as_deref(), Some("Unknown"));
+    let marked_ready = ready_condition(&marked).map(|c| c.status.as_str());
+    assert_eq!(marked_ready, Some("Unknown"));
     eventually(Duration::from_secs(10), "node Ready again", || async {
         (ready(api.clone()).await.as_deref() == Some("True")).then_some(())
     })
     .await;
-    nodes.stop().await.unwrap();
-    cluster.shutdown();
+    sim.stop().await;
 }
 
 #[tokio::test]
 async fn a_node_keeps_the_time_its_ready_condition_last_changed() {
-    let cluster = TestCluster::start().await;
     // Renewals every 100 ms: a status report every 6 of them.
-    let nodes = one_node(&cluster, Duration::from_millis(100));
-    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let sim = OneNode::start(Duration::from_millis(100)).await;
+    let api = sim.nodes();
     let ready = |api| async move {
-        let ready = ready_condition(api).await?;
+        let ready = sim_node_ready(api).await?;
         Some((
             ready.status,
             ready.last_heartbeat_time?.0,
@@ -166,6 +170,5 @@ async fn a_node_keeps_the_time_its_ready_condition_last_changed() {
         later_since, since,
         "Ready has held since it was first reported"
     );
-    nodes.stop().await.unwrap();
-    cluster.shutdown();
+    sim.stop().await;
 }
