@@ -10,10 +10,7 @@ use crate::authn::UserInfo;
 
 named_kind! {
     /// `certificates.k8s.io/v1` CertificateSigningRequests.
-    pub(crate) struct CertificateSigningRequests;
-    /// `certificates.k8s.io` certificatesigningrequests, for the node
-    /// password admission.
-    const RESOURCE = k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    CertificateSigningRequests = k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 }
 
 impl KindStrategy for CertificateSigningRequests {

@@ -12,9 +12,7 @@ use crate::watch_cache::CacheForm;
 
 named_kind! {
     /// Core `configmaps`.
-    pub(crate) struct ConfigMaps;
-    /// Core `configmaps`, for the Node authorizer.
-    const RESOURCE = k8s_openapi::api::core::v1::ConfigMap;
+    ConfigMaps = k8s_openapi::api::core::v1::ConfigMap;
 }
 
 impl KindStrategy for ConfigMaps {
@@ -36,9 +34,7 @@ impl KindStrategy for ConfigMaps {
 
 named_kind! {
     /// Core `secrets`.
-    pub(crate) struct Secrets;
-    /// Core `secrets`, for the Node authorizer.
-    const RESOURCE = k8s_openapi::api::core::v1::Secret;
+    Secrets = k8s_openapi::api::core::v1::Secret;
 }
 
 impl KindStrategy for Secrets {

@@ -5,9 +5,7 @@ use super::{KindStrategy, NodeWrites};
 
 named_kind! {
     /// `coordination.k8s.io` leases.
-    pub(crate) struct Leases;
-    /// `coordination.k8s.io` leases, for the Node authorizer.
-    const RESOURCE = k8s_openapi::api::coordination::v1::Lease;
+    Leases = k8s_openapi::api::coordination::v1::Lease;
 }
 
 impl KindStrategy for Leases {

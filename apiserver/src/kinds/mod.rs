@@ -27,16 +27,15 @@
 macro_rules! named_kind {
     (
         $(#[$kind_doc:meta])*
-        pub(crate) struct $kind:ident;
-        $(#[$resource_doc:meta])*
-        const RESOURCE = $object:ty;
+        $kind:ident = $object:ty;
     ) => {
         $(#[$kind_doc])*
         #[derive(Debug)]
         pub(crate) struct $kind;
 
         impl $kind {
-            $(#[$resource_doc])*
+            /// The kind's group and resource, what code outside `kinds/`
+            /// (the Node authorizer, admission, the watch cache) names it by.
             pub(crate) const RESOURCE: $crate::kinds::GroupResource<'static> =
                 $crate::kinds::GroupResource::of::<$object>();
         }

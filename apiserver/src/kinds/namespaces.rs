@@ -16,9 +16,7 @@ const UNDELETABLE: &[&str] = &["default", "kube-system", "kube-public"];
 
 named_kind! {
     /// The `namespaces` resource.
-    pub(crate) struct Namespaces;
-    /// Core `namespaces`, which admission treats as their own namespace.
-    const RESOURCE = k8s_openapi::api::core::v1::Namespace;
+    Namespaces = k8s_openapi::api::core::v1::Namespace;
 }
 
 /// The label every namespace carries with its own name.

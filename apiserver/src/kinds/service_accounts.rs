@@ -5,9 +5,7 @@ use super::{KindStrategy, NodeWrites};
 
 named_kind! {
     /// Core `serviceaccounts`.
-    pub(crate) struct ServiceAccounts;
-    /// Core `serviceaccounts`, for the Node authorizer.
-    const RESOURCE = k8s_openapi::api::core::v1::ServiceAccount;
+    ServiceAccounts = k8s_openapi::api::core::v1::ServiceAccount;
 }
 
 impl KindStrategy for ServiceAccounts {

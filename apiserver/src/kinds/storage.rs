@@ -45,9 +45,7 @@ impl KindStrategy for CsiDrivers {
 
 named_kind! {
     /// The `csinodes` resource: one per node, named after it.
-    pub(crate) struct CsiNodes;
-    /// `storage.k8s.io` csinodes, for the Node authorizer.
-    const RESOURCE = k8s_openapi::api::storage::v1::CSINode;
+    CsiNodes = k8s_openapi::api::storage::v1::CSINode;
 }
 
 impl KindStrategy for CsiNodes {
@@ -59,9 +57,7 @@ impl KindStrategy for CsiNodes {
 named_kind! {
     /// The `volumeattachments` resource: no rules of its own, but its name for
     /// the Node authorizer and its watch cache.
-    pub(crate) struct VolumeAttachments;
-    /// `storage.k8s.io` volumeattachments.
-    const RESOURCE = k8s_openapi::api::storage::v1::VolumeAttachment;
+    VolumeAttachments = k8s_openapi::api::storage::v1::VolumeAttachment;
 }
 
 impl KindStrategy for VolumeAttachments {}

@@ -15,9 +15,7 @@ pub(super) fn default_claim_spec(spec: &mut Value) {
 
 named_kind! {
     /// Core `persistentvolumes`.
-    pub(crate) struct PersistentVolumes;
-    /// Core `persistentvolumes`, for the Node authorizer.
-    const RESOURCE = k8s_openapi::api::core::v1::PersistentVolume;
+    PersistentVolumes = k8s_openapi::api::core::v1::PersistentVolume;
 }
 
 impl KindStrategy for PersistentVolumes {
@@ -39,9 +37,7 @@ impl KindStrategy for PersistentVolumes {
 
 named_kind! {
     /// Core `persistentvolumeclaims`.
-    pub(crate) struct PersistentVolumeClaims;
-    /// Core `persistentvolumeclaims`, for the Node authorizer and its watch cache.
-    const RESOURCE = k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    PersistentVolumeClaims = k8s_openapi::api::core::v1::PersistentVolumeClaim;
 }
 
 impl KindStrategy for PersistentVolumeClaims {

@@ -24,9 +24,7 @@ const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
 named_kind! {
     /// The `pods` resource.
-    pub(crate) struct Pods;
-    /// Core `pods`, for the Node authorizer and streaming subresources.
-    const RESOURCE = k8s_openapi::api::core::v1::Pod;
+    Pods = k8s_openapi::api::core::v1::Pod;
 }
 
 #[async_trait]
