@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default, spec_of};
+use crate::kinds::Written;
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
@@ -56,13 +57,8 @@ impl KindStrategy for HorizontalPodAutoscalers {
 
     /// Upstream's bounds and target checks. A minimum of zero needs the
     /// alpha `HPAScaleToZero` gate upstream, which skiff does not offer.
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         let spec = &object["spec"];
         let target = &spec["scaleTargetRef"];
         for field in ["kind", "name"] {

@@ -6,6 +6,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
+use crate::kinds::Written;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::watch_cache::CacheForm;
@@ -21,13 +22,8 @@ impl KindStrategy for ConfigMaps {
         CacheForm::Encoded
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         data_keys(object, &["data", "binaryData"], errors);
     }
 }
@@ -51,13 +47,8 @@ impl KindStrategy for Secrets {
         merge_string_data(object);
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         data_keys(object, &["data", "stringData"], errors);
     }
 }

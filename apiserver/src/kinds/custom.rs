@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::KindStrategy;
 use crate::crd::definition;
+use crate::kinds::Written;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 
@@ -24,13 +25,8 @@ impl KindStrategy for CustomResourceDefinitions {
         definition::apply_defaults(object);
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         definition::validate(object, errors);
     }
 }
@@ -47,13 +43,8 @@ impl KindStrategy for CustomResources {
         }
     }
 
-    fn validate(
-        &self,
-        info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { info, object, old } = *written;
         if let Some(custom) = &info.custom {
             errors.extend(custom.validate(object, old));
         }

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::KindStrategy;
+use crate::kinds::Written;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::validation::NameRule;
@@ -25,13 +26,8 @@ impl KindStrategy for Defined {
         (self.defaults)(object);
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         (self.validate)(object, errors);
     }
 }

@@ -192,6 +192,17 @@ pub(crate) enum NodeWrites {
     OwnName(&'static str),
 }
 
+/// An object about to be written, as its kind's checks see it.
+#[derive(Clone, Copy)]
+pub(crate) struct Written<'a> {
+    /// The resource it is written to.
+    pub info: &'a ResourceInfo,
+    /// The object as it will be stored.
+    pub object: &'a Value,
+    /// The stored object, on updates.
+    pub old: Option<&'a Value>,
+}
+
 /// The rules of one kind. Every method has the behaviour most kinds share
 /// as its default, so a kind's module only says how it differs.
 #[async_trait]
@@ -224,16 +235,9 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// its PrepareForCreate (a pod's QoS class).
     fn finish_create(&self, _object: &mut Value) {}
 
-    /// The kind's own field checks of an object about to be written (`old`:
-    /// the stored one, on updates); metadata is checked for every kind.
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        _object: &Value,
-        _old: Option<&Value>,
-        _errors: &mut Vec<FieldError>,
-    ) {
-    }
+    /// The kind's own field checks of an object about to be written;
+    /// metadata is checked for every kind.
+    fn validate(&self, _written: &Written<'_>, _errors: &mut Vec<FieldError>) {}
 
     /// Carries from `old` into `new` what an update of the main resource may
     /// not change beyond system metadata and status (a namespace's

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use skiff_common::amount::Amount;
 
 use super::KindStrategy;
+use crate::kinds::Written;
 use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
@@ -18,13 +19,8 @@ use crate::status::FieldError;
 pub(crate) struct ResourceQuotas;
 
 impl KindStrategy for ResourceQuotas {
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         for field in ["spec.hard", "status.hard", "status.used"] {
             let (section, key) = field.split_once('.').unwrap_or((field, ""));
             quantities(&object[section][key], field, errors);
@@ -46,13 +42,8 @@ impl KindStrategy for LimitRanges {
         }
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         let items = object["spec"]["limits"].as_array();
         for (i, item) in items.into_iter().flatten().enumerate() {
             limit_item(item, &format!("spec.limits[{i}]"), errors);
@@ -315,7 +306,13 @@ mod tests {
         let info = crate::registry::Registry::builtin()
             .get("", "v1", "resourcequotas")
             .unwrap();
-        ResourceQuotas.validate(&info, &json!({"spec": spec}), None, &mut errors);
+        let object = json!({"spec": spec});
+        let written = Written {
+            info: &info,
+            object: &object,
+            old: None,
+        };
+        ResourceQuotas.validate(&written, &mut errors);
         errors.iter().map(FieldError::render).collect()
     }
 
@@ -389,7 +386,12 @@ mod tests {
             {"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}},
             {"type": "Pod", "default": {"cpu": "1"}}
         ]}});
-        LimitRanges.validate(&info, &range, None, &mut errors);
+        let written = Written {
+            info: &info,
+            object: &range,
+            old: None,
+        };
+        LimitRanges.validate(&written, &mut errors);
         let rendered: Vec<String> = errors.iter().map(FieldError::render).collect();
         assert!(
             rendered

@@ -4,11 +4,9 @@
 //! class adds to a pod that names it is the pods' admission
 //! (`pods/admission.rs`); the node agent hands the handler to the runtime.
 
-use serde_json::Value;
-
 use super::KindStrategy;
 use super::quota::quantities;
-use crate::registry::ResourceInfo;
+use crate::kinds::Written;
 use crate::status::FieldError;
 use crate::validation::{NameRule, validate_label_value, validate_name, validate_qualified_name};
 
@@ -20,13 +18,10 @@ impl KindStrategy for RuntimeClasses {
     /// Upstream's rules: the handler is a DNS label and never changes; the
     /// overhead is quantities of at least zero; the scheduling node
     /// selector is labels.
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        class: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written {
+            object: class, old, ..
+        } = *written;
         let handler = class["handler"].as_str().unwrap_or("");
         if let Some(old) = old {
             if class["handler"] != old["handler"] {

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{InitialStatus, KindStrategy, set_default, spec_of};
+use crate::kinds::Written;
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -63,13 +64,8 @@ impl KindStrategy for Services {
         }
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, old, .. } = *written;
         crate::validation::workloads::service(object, old, errors);
     }
 

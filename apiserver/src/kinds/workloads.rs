@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::pods::default_pod_spec;
 use super::{KindStrategy, scale, set_default, spec_of};
+use crate::kinds::Written;
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
@@ -34,13 +35,8 @@ macro_rules! checked_template {
             Some($template)
         }
 
-        fn validate(
-            &self,
-            _info: &ResourceInfo,
-            object: &Value,
-            _old: Option<&Value>,
-            errors: &mut Vec<FieldError>,
-        ) {
+        fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+            let Written { object, .. } = *written;
             check_template(object, $template, errors);
         }
     };
@@ -86,13 +82,8 @@ impl KindStrategy for AppsWorkload {
         }
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, old, .. } = *written;
         checks::workload(object, old, errors);
     }
 }
@@ -154,13 +145,8 @@ impl KindStrategy for ReplicationControllers {
         REPLICA_SETS.apply_defaults(info, object);
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        _old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
         checks::replication_controller(object, errors);
     }
 

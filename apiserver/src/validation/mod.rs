@@ -46,7 +46,8 @@ pub(crate) fn validate(
     old: Option<&Value>,
 ) -> Vec<FieldError> {
     let mut errors = validate_metadata(info, object, old);
-    info.strategy.validate(info, object, old, &mut errors);
+    let written = crate::kinds::Written { info, object, old };
+    info.strategy.validate(&written, &mut errors);
     errors
 }
 

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default};
+use crate::kinds::Written;
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -65,13 +66,8 @@ impl KindStrategy for Pods {
         }
     }
 
-    fn validate(
-        &self,
-        info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { info, object, old } = *written;
         // The stored pod is compared as it reads today, as upstream defaults
         // what it decodes from storage: a default added since it was written
         // is not a change the update made to an immutable field.

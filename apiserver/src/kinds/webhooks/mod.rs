@@ -9,6 +9,7 @@ mod validation;
 use serde_json::{Value, json};
 
 use super::{KindStrategy, set_default};
+use crate::kinds::Written;
 use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
@@ -38,13 +39,8 @@ impl KindStrategy for WebhookConfigurations {
         }
     }
 
-    fn validate(
-        &self,
-        _info: &ResourceInfo,
-        object: &Value,
-        old: Option<&Value>,
-        errors: &mut Vec<FieldError>,
-    ) {
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, old, .. } = *written;
         validation::configuration(self.0, object, old, errors);
     }
 }
