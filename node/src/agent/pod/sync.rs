@@ -54,6 +54,9 @@ pub(crate) struct PodState {
     /// When this agent first saw the pod, until it is reported Running
     /// (`kubelet_pod_start_duration_seconds`).
     first_seen: Option<Instant>,
+    /// The node took the pod (or found it already running): it is not
+    /// judged again while its worker lives, as a kubelet admits a pod once.
+    admitted: bool,
 }
 
 impl PodState {
@@ -67,6 +70,7 @@ impl PodState {
             volumes_refresh: None,
             last_status: None,
             first_seen: Some(Instant::now()),
+            admitted: false,
         }
     }
 }
@@ -254,7 +258,7 @@ pub(crate) async fn sync(
     // As upstream's kubelet admits a pod before anything of it runs: one
     // the node cannot take (a sysctl it does not allow, requests beyond
     // what it has left) is rejected.
-    if view.sandboxes.is_empty() {
+    if !state.admitted && view.sandboxes.is_empty() {
         let node = Api::<Node>::all(ctx.client.clone())
             .get_opt(&ctx.node_name)
             .await?;
@@ -263,6 +267,7 @@ pub(crate) async fn sync(
             return Ok(Step::Continue(None));
         }
     }
+    state.admitted = true;
     let mut observed = Observed::default();
     let mut wake: Option<Instant> = Some(Instant::now() + RESYNC);
     if let Some(at) = deadline {
