@@ -57,13 +57,21 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
     let slices = ctx.factory.informer::<EndpointSlice>();
     let indexed = slices.ensure_index(BY_SERVICE, label_value_index(SERVICE_NAME_LABEL));
     let queue = controller.queue().clone();
-    let (q1, q2) = (queue.clone(), queue);
+    let (q0, q1, q2) = (queue.clone(), queue.clone(), queue);
     let service_of = |s: &EndpointSlice| {
         let managed = s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
         let name = s.labels().get(SERVICE_NAME_LABEL)?;
         managed.then(|| ObjectKey::new(s.namespace().as_deref(), name))
     };
+    // A slice appearing wakes its Service too: two syncs that ran before
+    // the cache showed the first one's slice each create one, and only a
+    // sync that sees both removes the extra.
     let slice_handler = HandlerFns::new()
+        .on_add(move |s: &Arc<EndpointSlice>| {
+            if let Some(key) = service_of(s) {
+                q0.add(key);
+            }
+        })
         .on_update(move |_, s: &Arc<EndpointSlice>| {
             if let Some(key) = service_of(s) {
                 q1.add(key);

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -90,6 +90,20 @@ async fn slices_track_pod_conditions_and_named_ports() {
             Some("http")
         );
     }
+
+    // A second slice for the same ports (what two syncs racing ahead of the
+    // slice cache would leave) is noticed and removed.
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let mut twin = slices[0].clone();
+    twin.metadata.name = None;
+    twin.metadata.resource_version = None;
+    twin.metadata.uid = None;
+    twin.metadata.generate_name = Some("web-twin-".into());
+    api.create(&PostParams::default(), &twin).await.unwrap();
+    eventually(WAIT, "the twin slice removed", || async {
+        (shape(&slices_of(&client, "web").await) == expected).then_some(())
+    })
+    .await;
 
     // A terminating pod stays, serving but not ready.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
