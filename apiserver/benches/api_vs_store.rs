@@ -47,18 +47,13 @@ fn now_nanos() -> u128 {
         .unwrap_or_default()
 }
 
-/// The JSON the store would hold for the same object, so both sides move the
-/// same bytes.
-fn stored_bytes(name: &str, payload: &str) -> Bytes {
-    Bytes::from(
-        serde_json::to_vec(&serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": "default", "uid": "00000000-0000-0000-0000-000000000000",
-                         "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "data": {"payload": payload}
-        }))
-        .unwrap_or_default(),
-    )
+/// `template` (what the API server stored for one ConfigMap: its uid,
+/// timestamp and managed fields included) under another name, so the bare
+/// store writes and lists the very bytes the API's store holds.
+fn stored_like(template: &serde_json::Value, name: &str) -> Bytes {
+    let mut object = template.clone();
+    object["metadata"]["name"] = name.into();
+    Bytes::from(serde_json::to_vec(&object).unwrap_or_default())
 }
 
 struct Row {
@@ -102,13 +97,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Creates.
     let creates = scale(20_000);
     let (api_t, api_create_cpu) = api_creates(&cms, "cm", creates, &payload).await;
+    let template: Arc<serde_json::Value> = {
+        let first = api_sled
+            .get("/registry/core/configmaps/default/cm-000000")
+            .await?
+            .ok_or("the API server stored no cm-000000")?;
+        println!(
+            "each ConfigMap as stored, on both sides: {} bytes",
+            first.value.len()
+        );
+        Arc::new(serde_json::from_slice(&first.value)?)
+    };
     let ((store_t, _, _), store_create_cpu) =
         with_cpu(concurrently(CONCURRENCY, creates, bare.clone(), {
-            let payload = payload.clone();
+            let template = template.clone();
             move |bare, i| {
                 let name = format!("cm-{i:06}");
                 let key = format!("/registry/core/configmaps/default/{name}");
-                let value = stored_bytes(&name, &payload);
+                let value = stored_like(&template, &name);
                 async move {
                     let created = bare.create(&key, value).await;
                     created
