@@ -4,7 +4,8 @@
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
 //! class, IPv4 CIDRs, label-selector matching, whether a pod may be on a
 //! node (`placement`: tolerations against taints, node selector and
-//! required node affinity), Go duration text, strings
+//! required node affinity), a Node's Ready condition (`node_conditions`),
+//! Go duration text, strings
 //! quoted as Go and TOML quote them (`quote`), the
 //! cluster's join token (`join_token`), where a node's password hash is
 //! kept (`node_password`), the
@@ -36,6 +37,7 @@ pub mod join_token;
 pub mod labels;
 pub mod metrics;
 pub mod nft;
+pub mod node_conditions;
 pub mod node_password;
 pub mod placement;
 pub mod platform;
