@@ -2,9 +2,12 @@
 //! components (controllers, scheduler, node agent, proxy) and the API server
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
-//! class, IPv4 CIDRs, label-selector matching, whether a pod may be on a
-//! node (`placement`: tolerations against taints, node selector and
-//! required node affinity), Go duration text, strings
+//! class, which of its containers run beside each other (`containers`:
+//! the containers and the sidecars), IPv4 CIDRs, label-selector
+//! matching, whether a pod may be on a node (`placement`: tolerations
+//! against taints, node selector and required node affinity), a Node's
+//! Ready condition (`node_conditions`),
+//! Go duration text, strings
 //! quoted as Go and TOML quote them (`quote`), the
 //! cluster's join token (`join_token`), where a node's password hash is
 //! kept (`node_password`), the
@@ -28,6 +31,7 @@
 
 pub mod amount;
 pub mod cidr;
+pub mod containers;
 pub mod duration;
 pub mod events;
 pub mod files;
@@ -36,6 +40,7 @@ pub mod join_token;
 pub mod labels;
 pub mod metrics;
 pub mod nft;
+pub mod node_conditions;
 pub mod node_password;
 pub mod placement;
 pub mod platform;

@@ -77,7 +77,7 @@ pub(crate) fn selected_pods(svc: &Service, pods: &Cache<Pod>) -> Vec<Arc<Pod>> {
 
 /// Whether a pod belongs in endpoints at all: it has an IP and has not
 /// finished; terminating pods only if `include_terminating`.
-pub(crate) fn eligible(pod: &Pod, include_terminating: bool) -> bool {
+fn eligible(pod: &Pod, include_terminating: bool) -> bool {
     let status = pod.status.as_ref();
     let has_ip = status
         .and_then(|s| s.pod_ip.as_deref())
@@ -114,7 +114,7 @@ pub(crate) fn publish_not_ready(svc: &Service) -> bool {
 
 /// Whether the Service lists any port (a pod then needs one of them to be
 /// an endpoint).
-pub(crate) fn has_ports(svc: &Service) -> bool {
+fn has_ports(svc: &Service) -> bool {
     svc.spec
         .as_ref()
         .and_then(|s| s.ports.as_ref())
@@ -152,7 +152,7 @@ pub(crate) type ResolvedPort = (Option<String>, i32, String, Option<String>);
 
 /// The Service's ports as they land on `pod`; ports whose named target the
 /// pod lacks are left out.
-pub(crate) fn pod_ports(svc: &Service, pod: &Pod) -> Vec<ResolvedPort> {
+fn pod_ports(svc: &Service, pod: &Pod) -> Vec<ResolvedPort> {
     let ports = svc.spec.as_ref().and_then(|s| s.ports.as_ref());
     ports
         .into_iter()
@@ -167,6 +167,27 @@ pub(crate) fn pod_ports(svc: &Service, pod: &Pod) -> Vec<ResolvedPort> {
             ))
         })
         .collect()
+}
+
+/// The pods of `svc` that become endpoints, each with its ports sorted (so
+/// that pods with the same ports group together): the eligible ones, less
+/// those with none of the Service's ports when it lists some.
+pub(crate) fn endpoint_pods<'a>(
+    svc: &'a Service,
+    pods: &'a [Arc<Pod>],
+    include_terminating: bool,
+) -> impl Iterator<Item = (&'a Arc<Pod>, Vec<ResolvedPort>)> + 'a {
+    let svc_has_ports = has_ports(svc);
+    pods.iter()
+        .filter(move |p| eligible(p, include_terminating))
+        .filter_map(move |pod| {
+            let mut ports = pod_ports(svc, pod);
+            if svc_has_ports && ports.is_empty() {
+                return None;
+            }
+            ports.sort();
+            Some((pod, ports))
+        })
 }
 
 /// The Pod reference endpoints carry.
@@ -204,16 +225,10 @@ pub(crate) fn derived_labels(svc: &Service) -> BTreeMap<String, String> {
 /// lists, sorted for stable output.
 pub(crate) fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
     let publish = publish_not_ready(svc);
-    let svc_has_ports = has_ports(svc);
     // port list → (ready, not ready)
     type Addrs = (Vec<EndpointAddress>, Vec<EndpointAddress>);
     let mut groups: BTreeMap<Vec<ResolvedPort>, Addrs> = BTreeMap::new();
-    for pod in pods.iter().filter(|p| eligible(p, false)) {
-        let mut ports = pod_ports(svc, pod);
-        if svc_has_ports && ports.is_empty() {
-            continue;
-        }
-        ports.sort();
+    for (pod, ports) in endpoint_pods(svc, pods, false) {
         let address = EndpointAddress {
             ip: pod
                 .status

@@ -18,8 +18,8 @@ use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Controller, HandlerFns, ObjectKey, WorkQueue, label_value_index};
 
 use crate::endpoints::{
-    ResolvedPort, derived_labels, eligible, has_ports, pod_hostname, pod_ports, pod_ready,
-    pod_reference, publish_not_ready, selected_pods, selector, watch_services_and_pods,
+    ResolvedPort, derived_labels, endpoint_pods, pod_hostname, pod_ready, pod_reference,
+    publish_not_ready, selected_pods, selector, watch_services_and_pods,
 };
 use crate::manager::{Context, Stop, stopped};
 
@@ -120,14 +120,8 @@ pub(crate) fn desired_endpoints(
     pods: &[Arc<Pod>],
 ) -> BTreeMap<Vec<ResolvedPort>, Vec<Endpoint>> {
     let publish = publish_not_ready(svc);
-    let svc_has_ports = has_ports(svc);
     let mut groups: BTreeMap<Vec<ResolvedPort>, Vec<Endpoint>> = BTreeMap::new();
-    for pod in pods.iter().filter(|p| eligible(p, true)) {
-        let mut ports = pod_ports(svc, pod);
-        if svc_has_ports && ports.is_empty() {
-            continue;
-        }
-        ports.sort();
+    for (pod, ports) in endpoint_pods(svc, pods, true) {
         let ip = pod
             .status
             .as_ref()

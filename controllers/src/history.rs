@@ -18,8 +18,9 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
+use skiff_informer::Cache;
 
-use crate::controller_utils::{WriteFailed, write_status};
+use crate::controller_utils::{WriteFailed, controlled_by, write_status};
 
 /// Why the revision of an owner's current template could not be settled.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +107,21 @@ impl Proposal<'_> {
             revision: number,
         }
     }
+}
+
+/// The revisions in `namespace` that the owner with `uid` controls, oldest
+/// number first: the order [`History::current`] expects them in.
+pub(crate) fn owned_revisions(
+    cache: &Cache<ControllerRevision>,
+    namespace: &str,
+    uid: &str,
+) -> Vec<ControllerRevision> {
+    let mut revisions: Vec<ControllerRevision> = controlled_by(cache, namespace, uid)
+        .into_iter()
+        .map(|r| (*r).clone())
+        .collect();
+    revisions.sort_by_key(|r| r.revision);
+    revisions
 }
 
 /// Revision writes on behalf of one owner.

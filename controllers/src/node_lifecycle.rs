@@ -27,6 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
+use skiff_common::node_conditions::ready_condition;
 use skiff_common::placement::tolerates;
 use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index, wait_synced};
 
@@ -153,15 +154,6 @@ pub async fn run_with(ctx: Context, stop: Stop, config: NodeLifecycleConfig) {
             _ = tokio::time::sleep(monitor.config.monitor_period) => {}
         }
     }
-}
-
-fn ready_condition(node: &Node) -> Option<&NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
 }
 
 /// Conditions of a node whose agent went silent: every condition Unknown

@@ -43,6 +43,18 @@ struct Inner<K> {
 
 type Index<K> = HashMap<String, HashMap<String, Arc<K>>>;
 
+/// Files `obj` in `index` under `key` at each value `index_fn` gives it:
+/// how an object stored joins an index, and how a new index takes in the
+/// objects already stored.
+fn file<K>(index: &mut Index<K>, index_fn: &IndexFn<K>, key: &str, obj: &Arc<K>) {
+    for value in index_fn(obj) {
+        index
+            .entry(value)
+            .or_default()
+            .insert(key.to_owned(), Arc::clone(obj));
+    }
+}
+
 impl<K> Inner<K> {
     fn unindex(&mut self, key: &str, obj: &K) {
         for (name, index_fn) in &self.index_fns {
@@ -63,12 +75,7 @@ impl<K> Inner<K> {
     fn index(&mut self, key: &str, obj: &Arc<K>) {
         for (name, index_fn) in &self.index_fns {
             let index = self.indices.entry(name.clone()).or_default();
-            for value in index_fn(obj) {
-                index
-                    .entry(value)
-                    .or_default()
-                    .insert(key.to_owned(), Arc::clone(obj));
-            }
+            file(index, index_fn, key, obj);
         }
     }
 
@@ -122,12 +129,7 @@ impl<K: Resource> Cache<K> {
         }
         let mut index: Index<K> = HashMap::new();
         for (key, obj) in &inner.items {
-            for value in index_fn(obj) {
-                index
-                    .entry(value)
-                    .or_default()
-                    .insert(key.clone(), Arc::clone(obj));
-            }
+            file(&mut index, &index_fn, key, obj);
         }
         inner.indices.insert(name.to_owned(), index);
         inner.index_fns.insert(name.to_owned(), index_fn);

@@ -174,17 +174,23 @@ impl FakeApi {
     }
 }
 
+/// A failure Status as the API sends it, the reason doubling as the message.
 fn status(code: u16, reason: &str) -> String {
+    failure(code, reason, reason).to_string()
+}
+
+/// The body of a failure Status: what an erroring request answers, and what a
+/// watch sends as an ERROR event.
+fn failure(code: u16, reason: &str, message: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Status",
         "metadata": {},
         "status": "Failure",
-        "message": reason,
+        "message": message,
         "reason": reason,
         "code": code,
     })
-    .to_string()
 }
 
 /// A ConfigMap as the API would send it.
@@ -205,13 +211,5 @@ pub(crate) fn cm(name: &str, resource_version: impl std::fmt::Display) -> Config
 
 /// The Status a watch sends when its resourceVersion is too old.
 pub(crate) fn gone() -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Status",
-        "metadata": {},
-        "status": "Failure",
-        "message": "too old resource version",
-        "reason": "Expired",
-        "code": 410,
-    })
+    failure(410, "Expired", "too old resource version")
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use crate::cache::{NodeInfo, Snapshot};
@@ -45,24 +46,37 @@ pub struct FitError {
     pub diagnosis: Diagnosis,
 }
 
+/// Each distinct reason after the number of nodes that gave it, sorted and
+/// comma-separated ("1 Insufficient cpu, 2 node(s) had untolerated taint ..."):
+/// the body of upstream's "0/N nodes are available: ..." message, which both a
+/// failed scheduling attempt and a failed preemption word this way.
+pub(crate) fn reason_counts<R: Hash + Eq + fmt::Display>(
+    reasons: impl IntoIterator<Item = R>,
+) -> String {
+    let mut counts: HashMap<R, usize> = HashMap::new();
+    for r in reasons {
+        *counts.entry(r).or_default() += 1;
+    }
+    let mut parts: Vec<String> = counts
+        .into_iter()
+        .map(|(r, c)| format!("{c} {r}"))
+        .collect();
+    parts.sort();
+    parts.join(", ")
+}
+
 impl fmt::Display for FitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "0/{} nodes are available:", self.num_all_nodes)?;
         match &self.diagnosis.pre_filter_msg {
             Some(m) => write!(f, " {m}.")?,
             None => {
-                let mut counts: HashMap<&str, usize> = HashMap::new();
-                for st in self.diagnosis.node_to_status.values() {
-                    for r in st.reasons() {
-                        *counts.entry(r.as_ref()).or_default() += 1;
-                    }
-                }
-                let mut parts: Vec<String> = counts
-                    .into_iter()
-                    .map(|(r, c)| format!("{c} {r}"))
-                    .collect();
-                parts.sort();
-                write!(f, " {}.", parts.join(", "))?;
+                let reasons = self
+                    .diagnosis
+                    .node_to_status
+                    .values()
+                    .flat_map(|st| st.reasons());
+                write!(f, " {}.", reason_counts(reasons))?;
             }
         }
         if let Some(m) = self

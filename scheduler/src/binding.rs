@@ -16,6 +16,17 @@ pub enum ApiError {
     Other(String),
 }
 
+/// `namespace/name` of a pod handed to these traits, a pod without a
+/// namespace in `default` as the API would place it: how the `Scheduled`
+/// event names the pod, and how the test double records the calls it gets.
+pub(crate) fn full_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
 /// Creates the `pods/binding` subresource.
 #[async_trait]
 pub trait Binder: Send + Sync {

@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 
 use crate::binding::{
     ApiError, Binder, ClaimAnnotator, Outcome, Preemptor, SELECTED_NODE_ANNOTATION, StatusReporter,
+    full_name,
 };
 use skiff_common::events::{EventRecorder, EventType, object_reference};
 
@@ -85,14 +86,6 @@ fn map_err(e: kube::Error) -> ApiError {
         }
         _ => ApiError::Other(e.to_string()),
     }
-}
-
-fn full_name(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or("")
-    )
 }
 
 #[async_trait]

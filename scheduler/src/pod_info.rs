@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodAffinityTerm, PodSpec, Toleration};
+use skiff_common::containers;
 
 use crate::resource::{DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Resource};
 use crate::selectors::{Labels, Selector, labels_of};
@@ -325,7 +326,7 @@ fn pod_requests(spec: &PodSpec) -> (Resource, (i64, i64)) {
     let (mut init_cpu, mut init_mem) = (0i64, 0i64);
     for c in spec.init_containers.iter().flatten() {
         let (r, cpu, mem) = container_requests(c);
-        let restartable = c.restart_policy.as_deref() == Some("Always");
+        let restartable = containers::is_sidecar(c);
         let (during, d_cpu, d_mem) = if restartable {
             reqs.add(&r);
             nz_cpu += cpu;
@@ -356,15 +357,7 @@ fn pod_requests(spec: &PodSpec) -> (Resource, (i64, i64)) {
 }
 
 fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
-    let sidecars = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
-    let mut out: Vec<HostPort> = spec
-        .containers
-        .iter()
-        .chain(sidecars)
+    let mut out: Vec<HostPort> = containers::running(spec)
         .flat_map(|c| c.ports.iter().flatten())
         .filter(|p| p.host_port.unwrap_or(0) > 0)
         .map(|p| HostPort {

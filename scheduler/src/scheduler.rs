@@ -17,7 +17,7 @@ use crate::algorithm::{Algorithm, ScheduleError, ScheduleResult};
 use crate::binding::{Outcome, Preemptor, StatusReporter};
 use crate::cache::{Cache, Snapshot};
 use crate::clock::Clock;
-use crate::framework::config::{ConfigError, DEFAULT_SCHEDULER_NAME, SchedulerConfig};
+use crate::framework::config::{ConfigError, SchedulerConfig, profile_name};
 use crate::framework::{
     ActionSet, ClusterEvent, Code, CycleState, EventObjects, EventResource, Framework, Registry,
     Services, Status,
@@ -337,13 +337,7 @@ impl Scheduler {
     }
 
     fn profile_for(&self, pod: &PodInfo) -> Option<Arc<Framework>> {
-        let name = pod
-            .spec()
-            .scheduler_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .unwrap_or(DEFAULT_SCHEDULER_NAME);
-        self.profiles.get(name).cloned()
+        self.profiles.get(profile_name(&pod.pod)).cloned()
     }
 
     fn schedule_queued(&self, q: QueuedPodInfo) -> CycleOutcome {
@@ -577,14 +571,7 @@ impl Scheduler {
         } else {
             AttemptResult::Unschedulable
         };
-        let profile = f
-            .pod
-            .spec()
-            .scheduler_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .unwrap_or(DEFAULT_SCHEDULER_NAME);
-        crate::metrics::attempt(result, profile);
+        crate::metrics::attempt(result, profile_name(&f.pod.pod));
         for v in &f.victims {
             if let Err(e) = self.preemptor.delete_victim(&v.pod, &f.pod.pod).await {
                 tracing::warn!(victim = %v.full_name(), error = %e, "deleting preemption victim");

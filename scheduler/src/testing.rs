@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
+use crate::binding::full_name;
 use crate::pod_info::resource_map;
 
 use skiff_common::labels::from_pairs as labels;
@@ -506,14 +507,6 @@ impl crate::binding::ClaimAnnotator for FakeApi {
             .push((format!("{namespace}/{claim}"), node.to_string()));
         Ok(())
     }
-}
-
-fn full_name(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or("")
-    )
 }
 
 #[async_trait::async_trait]

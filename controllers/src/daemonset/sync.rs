@@ -15,11 +15,9 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::placement::{node_of, pin_to_node, should_run};
 use crate::controller_utils::{WriteFailed, write_status};
-use crate::controller_utils::{
-    controlled_by, controller_owner_ref, now, safe_hash, workload_selector,
-};
+use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{History, HistoryError, Proposal, count_collision};
+use crate::history::{History, HistoryError, Proposal, count_collision, owned_revisions};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
@@ -231,11 +229,7 @@ impl Syncer {
     ) -> Result<Vec<ControllerRevision>, WorkloadSyncError> {
         let ns = set.namespace().unwrap_or_default();
         let uid = set.metadata.uid.clone().unwrap_or_default();
-        let mut revisions: Vec<ControllerRevision> = controlled_by(&self.revisions, &ns, &uid)
-            .into_iter()
-            .map(|r| (*r).clone())
-            .collect();
-        revisions.sort_by_key(|r| r.revision);
+        let mut revisions = owned_revisions(&self.revisions, &ns, &uid);
         let template = set
             .spec
             .as_ref()

@@ -183,6 +183,15 @@ impl Rollout<'_> {
             .collect()
     }
 
+    /// The old ReplicaSets that still want pods: those both rollout
+    /// strategies scale down.
+    fn scaled_old_indexes(&self) -> Vec<usize> {
+        self.old_indexes()
+            .into_iter()
+            .filter(|i| rs_replicas(&self.rss[*i]) > 0)
+            .collect()
+    }
+
     /// The ReplicaSet whose template is the Deployment's (the oldest such).
     fn find_new(&mut self) {
         let template = self.d.spec.as_ref().map(|s| &s.template);
@@ -445,11 +454,7 @@ impl Rollout<'_> {
             return self.write_status(true).await;
         }
         // Shrink old ones within maxUnavailable.
-        let olds: Vec<usize> = self
-            .old_indexes()
-            .into_iter()
-            .filter(|i| rs_replicas(&self.rss[*i]) > 0)
-            .collect();
+        let olds = self.scaled_old_indexes();
         if !olds.is_empty() {
             let all: i32 = self.rss.iter().map(rs_replicas).sum();
             let new_counts = Counts {
@@ -485,11 +490,7 @@ impl Rollout<'_> {
 
     async fn recreate(mut self) -> Result<Action, DeploymentError> {
         self.sync_revision(false).await?;
-        let olds: Vec<usize> = self
-            .old_indexes()
-            .into_iter()
-            .filter(|i| rs_replicas(&self.rss[*i]) > 0)
-            .collect();
+        let olds = self.scaled_old_indexes();
         let mut scaled = false;
         for i in olds {
             scaled |= self.scale(i, 0).await?;

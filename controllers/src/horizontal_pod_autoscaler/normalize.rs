@@ -162,11 +162,21 @@ pub struct Bounds {
     pub max: i32,
 }
 
-fn limited(
-    stabilized: i32,
-    (replicas, (reason, message)): (i32, (&'static str, &'static str)),
-) -> (i32, (bool, &'static str, &'static str)) {
-    (replicas, (replicas != stabilized, reason, message))
+impl Normalized {
+    /// The decision to have `bounded`'s count: `able` explains the
+    /// stabilisation, and `bounded`'s reason the bounds and rates, which
+    /// limited the count when it is not the `stabilized` one.
+    fn new(
+        able: (&'static str, &'static str),
+        stabilized: i32,
+        (replicas, (reason, message)): (i32, (&'static str, &'static str)),
+    ) -> Self {
+        Normalized {
+            replicas,
+            able,
+            limited: (replicas != stabilized, reason, message),
+        }
+    }
 }
 
 /// Without a behaviour: the highest recommendation of the last
@@ -209,12 +219,7 @@ pub fn legacy(
     } else {
         (stabilized, WITHIN)
     };
-    let (replicas, limited) = limited(stabilized, bounded);
-    Normalized {
-        replicas,
-        able,
-        limited,
-    }
+    Normalized::new(able, stabilized, bounded)
 }
 
 /// Keeps `proposed` as a recommendation, in the place of a stale one when
@@ -268,12 +273,7 @@ pub fn with_behavior(
         DOWN_STABILIZED
     };
     let bounded = rate_limited(history, &up, &down, current, stabilized, bounds, now);
-    let (replicas, limited) = limited(stabilized, bounded);
-    Normalized {
-        replicas,
-        able,
-        limited,
-    }
+    Normalized::new(able, stabilized, bounded)
 }
 
 /// Replicas changed in the last `period` seconds, by `events`.

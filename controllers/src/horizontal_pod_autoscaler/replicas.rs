@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use skiff_common::containers;
 use skiff_common::quantity::milli_value;
 
 /// One pod's usage of one resource, in thousandths of its unit, with when
@@ -186,13 +187,8 @@ fn pod_requests(
         let Some(spec) = pod.spec.as_ref() else {
             continue;
         };
-        let sidecars = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .filter(|c| c.restart_policy.as_deref() == Some("Always"));
         let mut sum = 0i64;
-        for c in spec.containers.iter().chain(sidecars) {
+        for c in containers::running(spec) {
             if container.is_some_and(|wanted| wanted != c.name) {
                 continue;
             }

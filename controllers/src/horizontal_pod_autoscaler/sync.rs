@@ -452,6 +452,36 @@ impl Syncer {
         }
     }
 
+    /// Gives up on the metrics because the target's selector cannot pick
+    /// its pods: a Warning Event with `reason` and `message`, ScalingActive
+    /// False for `InvalidSelector` with `condition`, and no proposal, the
+    /// Event's message being the sync's error.
+    fn selector_unusable(
+        &self,
+        hpa: &mut HorizontalPodAutoscaler,
+        regarding: &k8s_openapi::api::core::v1::ObjectReference,
+        (reason, message): (&str, String),
+        condition: String,
+        now: Timestamp,
+    ) -> Computed {
+        self.events
+            .warning(regarding, reason, "ComputeReplicas", message.clone());
+        set_condition(
+            hpa,
+            "ScalingActive",
+            false,
+            "InvalidSelector",
+            condition,
+            now,
+        );
+        Computed {
+            replicas: None,
+            metric: String::new(),
+            statuses: Vec::new(),
+            error: Some(message),
+        }
+    }
+
     /// Upstream's `computeReplicasForMetrics`: a proposal per metric, the
     /// highest wins; the autoscaler gives up (None) when every metric
     /// failed, or some failed and the others would scale down.
@@ -475,23 +505,13 @@ impl Syncer {
             .and_then(|s| s.selector.clone())
             .unwrap_or_default();
         if selector.is_empty() {
-            let message = "selector is required";
-            self.events
-                .warning(regarding, "SelectorRequired", "ComputeReplicas", message);
-            set_condition(
+            return self.selector_unusable(
                 hpa,
-                "ScalingActive",
-                false,
-                "InvalidSelector",
-                "the HPA target's scale is missing a selector",
+                regarding,
+                ("SelectorRequired", "selector is required".into()),
+                "the HPA target's scale is missing a selector".into(),
                 now,
             );
-            return Computed {
-                replicas: None,
-                metric: String::new(),
-                statuses: Vec::new(),
-                error: Some(message.into()),
-            };
         }
         let pods = Api::<Pod>::namespaced(self.client.clone(), namespace)
             .list(&ListParams::default().labels(&selector))
@@ -503,26 +523,13 @@ impl Syncer {
                     "couldn't convert selector into a corresponding internal selector object: {}",
                     status.message
                 );
-                self.events.warning(
-                    regarding,
-                    "InvalidSelector",
-                    "ComputeReplicas",
-                    message.clone(),
-                );
-                set_condition(
+                return self.selector_unusable(
                     hpa,
-                    "ScalingActive",
-                    false,
-                    "InvalidSelector",
-                    message.clone(),
+                    regarding,
+                    ("InvalidSelector", message.clone()),
+                    message,
                     now,
                 );
-                return Computed {
-                    replicas: None,
-                    metric: String::new(),
-                    statuses: Vec::new(),
-                    error: Some(message),
-                };
             }
             Err(error) => Err(format!(
                 "unable to get pods while calculating replica count: {}",

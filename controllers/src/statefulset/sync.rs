@@ -17,9 +17,9 @@ use skiff_informer::{Action, Cache, ObjectKey};
 use super::revision::{REVISION_LABEL, proposal};
 use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
-use crate::controller_utils::{controlled_by, controller_owner_ref, now, workload_selector};
+use crate::controller_utils::{controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{History, HistoryError, count_collision, template_of};
+use crate::history::{History, HistoryError, count_collision, owned_revisions, template_of};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     WorkloadSyncError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
@@ -93,11 +93,7 @@ impl Reconciler for Syncer {
         let mut status = set.status.clone().unwrap_or_default();
 
         // Revisions.
-        let mut revisions: Vec<ControllerRevision> = controlled_by(&self.revisions, &ns, &uid)
-            .into_iter()
-            .map(|r| (*r).clone())
-            .collect();
-        revisions.sort_by_key(|r| r.revision);
+        let mut revisions = owned_revisions(&self.revisions, &ns, &uid);
         let history = self.history(&ns, &key_str);
         let proposed = proposal(&set, &spec.template, status.collision_count);
         let update = match history.current(&mut revisions, proposed).await {

@@ -43,6 +43,15 @@ impl Figures {
     fn set(&self, figures: &[(&str, i64)]) {
         *self.cpu.lock().unwrap() = figures.iter().map(|(n, v)| (n.to_string(), *v)).collect();
     }
+
+    /// Whether the controller asked for the figures of the pods in `NS`
+    /// that `selector` picks.
+    fn asked_for(&self, selector: &str) -> bool {
+        self.asked
+            .lock()
+            .unwrap()
+            .contains(&(NS.to_string(), selector.to_string()))
+    }
 }
 
 impl ResourceMetrics for Figures {
@@ -314,13 +323,7 @@ async fn scales_a_deployment_up_on_cpu_and_reports_why() {
     );
     assert_eq!(condition(&status, "ScalingLimited").1, "DesiredWithinRange");
     // It read the pods the Deployment's Scale selects.
-    assert!(
-        h.figures
-            .asked
-            .lock()
-            .unwrap()
-            .contains(&(NS.to_string(), "app=web".to_string()))
-    );
+    assert!(h.figures.asked_for("app=web"));
 
     // The two new pods start idle: 50 % over four pods is on target.
     settled_pod(&client, "web", "web-c").await;
@@ -573,13 +576,7 @@ async fn scales_a_custom_resource_through_its_scale_subresource() {
         (worker.data["spec"]["replicas"] == 3).then_some(())
     })
     .await;
-    assert!(
-        h.figures
-            .asked
-            .lock()
-            .unwrap()
-            .contains(&(NS.to_string(), "app=crunch".to_string()))
-    );
+    assert!(h.figures.asked_for("app=crunch"));
     h.shutdown().await;
 }
 

@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
+use skiff_common::node_conditions::ready_condition;
 use tokio::sync::watch;
 
 use super::support::{TestCluster, eventually, merge_patch_status};
@@ -153,14 +154,7 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
         (unreachable_taints(&node) == ["NoExecute", "NoSchedule"]).then_some(node)
     })
     .await;
-    let ready = node
-        .status
-        .unwrap()
-        .conditions
-        .unwrap()
-        .into_iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap();
+    let ready = ready_condition(&node).unwrap();
     assert_eq!(ready.status, "Unknown");
     assert_eq!(ready.reason.as_deref(), Some("NodeStatusUnknown"));
     assert_eq!(

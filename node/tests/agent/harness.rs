@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use skiff_apiserver::tls::ClusterCerts;
+pub use skiff_common::node_conditions::ready_condition;
 use skiff_informer::SharedInformerFactory;
 use skiff_node::agent::NodeServerTls;
 use skiff_node::agent::identity::serving_cert::{LocalSigner, ServingCertRequest};
@@ -309,16 +310,6 @@ fn node_tls(certs: &ClusterCerts) -> NodeServerTls {
         ca_pem: certs.ca_cert_pem.clone(),
         signer: Arc::new(LocalSigner(sign)),
     }
-}
-
-/// A Node's Ready condition, when it reports one.
-pub fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
 }
 
 /// Removes the finalizers of pod `name`: a test's own, which kept the

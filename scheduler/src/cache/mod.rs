@@ -43,6 +43,13 @@ pub enum CacheError {
     NoNodeName(String),
 }
 
+/// The node `pod` is bound or assumed to: the one the cache files it under.
+fn bound_node(pod: &PodInfo) -> Result<String, CacheError> {
+    pod.node_name()
+        .map(str::to_string)
+        .ok_or_else(|| CacheError::NoNodeName(pod.full_name()))
+}
+
 #[derive(Debug, Clone)]
 struct PodState {
     pod: Arc<PodInfo>,
@@ -170,10 +177,7 @@ impl Cache {
 
     /// Assumes `pod` (whose `spec.nodeName` is set to the chosen node) is bound.
     pub fn assume_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
-        let node = pod
-            .node_name()
-            .ok_or_else(|| CacheError::NoNodeName(pod.full_name()))?
-            .to_string();
+        let node = bound_node(&pod)?;
         if self.pods.contains_key(&pod.key) {
             return Err(CacheError::AlreadyPresent(pod.full_name()));
         }
@@ -217,10 +221,7 @@ impl Cache {
 
     /// A bound pod appeared (informer add): confirms an assumption or adds the pod.
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) -> Result<(), CacheError> {
-        let node = pod
-            .node_name()
-            .ok_or_else(|| CacheError::NoNodeName(pod.full_name()))?
-            .to_string();
+        let node = bound_node(&pod)?;
         if let Some(ps) = self.pods.get(&pod.key).cloned() {
             if !ps.assumed {
                 return Err(CacheError::AlreadyPresent(pod.full_name()));

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
 /// Errors loading or applying a configuration.
@@ -138,6 +139,18 @@ fn default_scheduler_name() -> String {
 
 /// The scheduler name pods get when they do not set one.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// The profile `pod` is for: the one its `spec.schedulerName` names, or the
+/// default profile when the name is missing or empty (as the API defaults
+/// it), so that choosing a pod's profile, labelling its metrics and deciding
+/// whether this scheduler is responsible for it all read the name the same way.
+pub(crate) fn profile_name(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_SCHEDULER_NAME)
+}
 
 impl Default for Profile {
     fn default() -> Self {

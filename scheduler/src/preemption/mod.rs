@@ -8,6 +8,7 @@ mod select;
 
 use std::sync::Arc;
 
+use crate::algorithm::reason_counts;
 use crate::cache::Snapshot;
 use crate::framework::*;
 use crate::listers::PdbLister;
@@ -78,16 +79,10 @@ pub(crate) fn nodes_available_message(
     num_nodes: usize,
     reasons: impl IntoIterator<Item = String>,
 ) -> String {
-    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for r in reasons {
-        *counts.entry(r).or_default() += 1;
-    }
-    let mut parts: Vec<String> = counts
-        .into_iter()
-        .map(|(r, c)| format!("{c} {r}"))
-        .collect();
-    parts.sort();
-    format!("0/{num_nodes} nodes are available: {}.", parts.join(", "))
+    format!(
+        "0/{num_nodes} nodes are available: {}.",
+        reason_counts(reasons)
+    )
 }
 
 impl DefaultPreemption {

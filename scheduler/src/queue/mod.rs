@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::clock::Clock;
-use crate::framework::config::DEFAULT_SCHEDULER_NAME;
+use crate::framework::config::profile_name;
 use crate::framework::{ClusterEvent, EventObjects, Framework, Plugin, QueueingHint};
 use crate::pod_info::{PodInfo, PodKey};
 pub(crate) use nominator::Nominator;
@@ -165,13 +165,7 @@ impl SchedulingQueue {
 
     /// True if one of this scheduler's profiles handles the pod.
     pub fn responsible_for(&self, pod: &Pod) -> bool {
-        let name = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.as_deref())
-            .filter(|n| !n.is_empty())
-            .unwrap_or(DEFAULT_SCHEDULER_NAME);
-        self.scheduler_names.contains(name)
+        self.scheduler_names.contains(profile_name(pod))
     }
 
     fn next_seq(&mut self) -> u64 {
