@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::probes::ContainerHealth;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
+use skiff_common::containers::is_sidecar;
 
 /// What the worker observed in its last sync, beyond the runtime's view.
 #[derive(Debug, Default, Clone)]
@@ -408,7 +409,7 @@ pub(crate) fn pod_status(
         .iter()
         .flatten()
         .zip(&init_statuses)
-        .filter(|(c, _)| super::sync::is_sidecar(c))
+        .filter(|(c, _)| is_sidecar(c))
         .all(|(_, s)| s.ready);
     let containers_ready = !terminal && sidecars_ready && statuses.iter().all(|s| s.ready);
     let gates_ok = readiness_gates_hold(&spec, Some(&previous));

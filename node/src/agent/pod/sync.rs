@@ -32,6 +32,7 @@ use super::status::{self, Observed};
 use super::termination;
 use crate::agent::volumes::{self, VolumeContext};
 use crate::runtime::{RuntimeError, cri_api as api};
+use skiff_common::containers::is_sidecar;
 use skiff_common::events::object_reference;
 
 /// How often a pod is looked at when nothing happens.
@@ -108,12 +109,6 @@ fn should_restart(policy: &str, exit_code: i32) -> bool {
         "OnFailure" => exit_code != 0,
         _ => true,
     }
-}
-
-/// Whether `container` is a sidecar: an init container with its own
-/// `restartPolicy: Always` (upstream's restartable init container).
-pub(crate) fn is_sidecar(container: &Container) -> bool {
-    container.restart_policy.as_deref() == Some("Always")
 }
 
 /// What one look at a sidecar did.

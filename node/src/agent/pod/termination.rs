@@ -17,6 +17,7 @@ use super::hooks::{self, HookTarget};
 use super::runtime_view::PodRuntimeView;
 use crate::agent::volumes;
 use crate::runtime::RuntimeError;
+use skiff_common::containers::is_sidecar;
 
 /// Default `terminationGracePeriodSeconds`.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -68,7 +69,7 @@ pub(crate) async fn stop_pod(
         .and_then(|s| s.init_containers.as_deref())
         .unwrap_or_default()
         .iter()
-        .filter(|c| super::sync::is_sidecar(c))
+        .filter(|c| is_sidecar(c))
         .map(|c| c.name.as_str())
         .collect();
     let (last, first): (Vec<_>, Vec<_>) = view
