@@ -13,7 +13,6 @@ use base64::Engine as _;
 use http::StatusCode;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    SanType,
 };
 use rustls::server::WebPkiClientVerifier;
 use serde_json::json;
@@ -170,15 +169,10 @@ pub(crate) fn serving_cert(
 /// What a server certificate for `cn` naming `names` (IP addresses or DNS
 /// names) states: the fake servers' certificates differ in these only.
 fn serving_params(cn: &str, names: &[&str]) -> CertificateParams {
-    let mut params = CertificateParams::default();
+    // rcgen's constructor names IP addresses as IP names, the rest as DNS.
+    let mut params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
     params.distinguished_name.push(DnType::CommonName, cn);
-    params.subject_alt_names = names
-        .iter()
-        .map(|n| match n.parse() {
-            Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName((*n).try_into().unwrap()),
-        })
-        .collect();
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params
 }
