@@ -7,6 +7,8 @@
 //! policy controller's), [`netns`] holds network namespaces to apply them in.
 //! The suites that start containerd clean the host up after it with [`host`];
 //! fake binaries for a component to run are written by [`write_executable`].
+//! Fake TLS servers (webhooks, extension API servers, kubelets) get their
+//! certificates from [`pki`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
@@ -15,6 +17,7 @@
 
 pub mod host;
 pub mod netns;
+pub mod pki;
 
 use std::future::Future;
 use std::path::Path;
