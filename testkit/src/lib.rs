@@ -7,6 +7,9 @@
 //! policy controller's), [`netns`] holds network namespaces to apply them in.
 //! The suites that start containerd clean the host up after it with [`host`];
 //! fake binaries for a component to run are written by [`write_executable`].
+//! Fake TLS servers (webhooks, extension API servers, kubelets) get their
+//! certificates from [`pki`]; the Pod Security tests at every layer try
+//! the pod of [`pod_security`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
@@ -15,6 +18,8 @@
 
 pub mod host;
 pub mod netns;
+pub mod pki;
+pub mod pod_security;
 
 use std::future::Future;
 use std::path::Path;

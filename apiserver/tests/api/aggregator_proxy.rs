@@ -15,9 +15,10 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
+use skiff_testkit::pki::TestCa;
 
 use crate::harness::{Expect, TestServer, eventually};
-use crate::node_tls::{ClientCerts, TestCa, answer_ok, next_request, tls_listener};
+use crate::node_tls::{ClientCerts, answer_ok, next_request, tls_listener};
 
 /// A CA of the extension server's own and a serving certificate from it
 /// for `example-api.default.svc`.

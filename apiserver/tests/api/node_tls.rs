@@ -9,16 +9,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use http::StatusCode;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    SanType,
-};
+use rcgen::{DnType, Issuer, KeyPair};
 use rustls::server::WebPkiClientVerifier;
 use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::tls::ClusterCerts;
+use skiff_testkit::pki::{issue, serving_params};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -165,73 +162,6 @@ pub(crate) fn serving_cert(
         .distinguished_name
         .push(DnType::OrganizationName, "system:nodes");
     issue(params, issuer)
-}
-
-/// What a server certificate for `cn` naming `names` (IP addresses or DNS
-/// names) states: the fake servers' certificates differ in these only.
-fn serving_params(cn: &str, names: &[&str]) -> CertificateParams {
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.subject_alt_names = names
-        .iter()
-        .map(|n| match n.parse() {
-            Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName((*n).try_into().unwrap()),
-        })
-        .collect();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params
-}
-
-/// `params` signed by `issuer` (or self-signed when `None`) with a new
-/// key: the PEM certificate and key a [`tls_listener`] presents.
-fn issue(
-    mut params: CertificateParams,
-    issuer: Option<&Issuer<'static, KeyPair>>,
-) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let cert = match issuer {
-        Some(issuer) => {
-            params.use_authority_key_identifier_extension = true;
-            params.signed_by(&key, issuer).unwrap()
-        }
-        None => params.self_signed(&key).unwrap(),
-    };
-    (cert.pem(), key.serialize_pem())
-}
-
-/// A CA of a test's own (not the cluster's) that signs its fake servers'
-/// certificates: webhooks and extension API servers, trusted through the
-/// `caBundle` that names it.
-pub(crate) struct TestCa {
-    /// The CA's certificate (PEM).
-    pub(crate) pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl TestCa {
-    pub(crate) fn new() -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "skiff-test-ca");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let pem = params.self_signed(&key).unwrap().pem();
-        let issuer = Issuer::from_ca_cert_pem(&pem, key).unwrap();
-        Self { pem, issuer }
-    }
-
-    /// The CA as a `caBundle` field holds it (base64 PEM).
-    pub(crate) fn bundle(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(&self.pem)
-    }
-
-    /// A serving certificate from this CA naming `names` (IP addresses or
-    /// DNS names; the first is its common name).
-    pub(crate) fn serving(&self, names: &[&str]) -> (String, String) {
-        issue(serving_params(names[0], names), Some(&self.issuer))
-    }
 }
 
 /// Listens on loopback with `cert`; accepts one connection, records what

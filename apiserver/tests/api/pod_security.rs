@@ -13,6 +13,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::{ApiServerConfig, ApiServerError};
+use skiff_testkit::pod_security::{HOST_POD_RESTRICTED, host_pod};
 
 use super::harness::{
     Answer, TestServer, answer_of, assert_mentions, assert_refused, assert_status, created_answer,
@@ -93,18 +94,6 @@ async fn namespace(ts: &TestServer, name: &str, labels: Value) -> Answer {
     post_answer(ts, "/api/v1/namespaces", namespace).await
 }
 
-/// The pod from the issue: privileged, the host's PIDs, `/` mounted.
-fn host_pod(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-    "metadata": {"name": name},
-    "spec": {
-        "hostPID": true,
-        "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true},
-            "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
-        "volumes": [{"name": "root", "hostPath": {"path": "/"}}]
-    }})
-}
-
 fn privileged_pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true}}]}})
@@ -119,16 +108,6 @@ fn restricted_pod(name: &str) -> Value {
             "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]
     }})
 }
-
-const HOST_POD_RESTRICTED: &str = concat!(
-    r#"host namespaces (hostPID=true), "#,
-    r#"privileged (container "c" must not set securityContext.privileged=true), "#,
-    r#"allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), "#,
-    r#"unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), "#,
-    r#"restricted volume types (volume "root" uses restricted volume type "hostPath"), "#,
-    r#"runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), "#,
-    r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#
-);
 
 const PRIVILEGED_BASELINE: &str =
     r#"privileged (container "c" must not set securityContext.privileged=true)"#;

@@ -21,12 +21,13 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+use skiff_testkit::pki::TestCa;
 
 use crate::harness::{
     Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer, deployment,
     labelled_namespace, refused,
 };
-use crate::node_tls::{ClientCerts, TestCa, tls_listener};
+use crate::node_tls::{ClientCerts, tls_listener};
 
 type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
 

@@ -11,6 +11,8 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
+use skiff_testkit::pki::TestCa;
+
 use super::containerd::{import_busybox, internal_ip, run_cidr, run_with_node, wait_node_ready};
 use super::services::backend_deployment;
 use super::support::{Server, apply, assert_contains, eventually, json};
@@ -48,25 +50,17 @@ fn curl(host: &str, port: u16, url: &str, extra: &[&str]) -> (String, String) {
 /// A CA and a certificate it signed for `host`, as PEM files in `dir`:
 /// (CA certificate, certificate, key).
 fn certificates(dir: &std::path::Path, host: &str) -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().expect("CA key");
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "e2e ingress CA");
-    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
-    let issuer = rcgen::Issuer::from_params(&ca, &ca_key);
-    let key = rcgen::KeyPair::generate().expect("key");
-    let leaf = rcgen::CertificateParams::new(vec![host.to_string()]).expect("params");
-    let cert = leaf.signed_by(&key, &issuer).expect("certificate");
-    let write = |name: &str, pem: String| {
+    let ca = TestCa::new();
+    let (cert, key) = ca.serving(&[host]);
+    let write = |name: &str, pem: &str| {
         let path = dir.join(name);
         std::fs::write(&path, pem).expect("write PEM");
         path.to_string_lossy().into_owned()
     };
     (
-        write("ingress-ca.crt", ca_cert.pem()),
-        write("secure.crt", cert.pem()),
-        write("secure.key", key.serialize_pem()),
+        write("ingress-ca.crt", &ca.pem),
+        write("secure.crt", &cert),
+        write("secure.key", &key),
     )
 }
 

@@ -15,11 +15,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    SanType,
-};
 use serde_json::{Value, json};
+use skiff_testkit::pki::TestCa;
 
 use super::support::{Server, assert_contains, free_port};
 
@@ -45,31 +42,15 @@ fn answer(path: &str, request: &Value) -> Value {
     }
 }
 
-/// The webhook's CA (PEM) and the port it serves on, with a certificate
-/// for 127.0.0.1 and `hooks.webhooks.svc`; it runs until the test ends.
-fn start_webhook() -> (String, u16) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::default();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "e2e-webhook-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, "hooks");
-    params.subject_alt_names = vec![
-        SanType::IpAddress("127.0.0.1".parse().unwrap()),
-        SanType::DnsName("hooks.webhooks.svc".try_into().unwrap()),
-    ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.use_authority_key_identifier_extension = true;
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    let chain = rustls_pemfile::certs(&mut cert.pem().as_bytes())
+/// The webhook's CA and the port it serves on, with a certificate for
+/// `hooks.webhooks.svc` and 127.0.0.1; it runs until the test ends.
+fn start_webhook() -> (TestCa, u16) {
+    let ca = TestCa::new();
+    let (cert, key) = ca.serving(&["hooks.webhooks.svc", "127.0.0.1"]);
+    let chain = rustls_pemfile::certs(&mut cert.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
-    let key = rustls_pemfile::private_key(&mut key.serialize_pem().as_bytes())
+    let key = rustls_pemfile::private_key(&mut key.as_bytes())
         .unwrap()
         .unwrap();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -130,7 +111,7 @@ fn start_webhook() -> (String, u16) {
             }
         });
     });
-    (ca_pem, port)
+    (ca, port)
 }
 
 fn hook(name: &str, client_config: Value, extra: Value) -> Value {
@@ -157,7 +138,7 @@ fn configuration(kind: &str, name: &str, hooks: Vec<Value>) -> Value {
 fn kubectl_sees_a_webhooks_label_and_its_refusal() {
     let server = Server::start();
     let (ca, port) = start_webhook();
-    let bundle = BASE64.encode(&ca);
+    let bundle = ca.bundle();
     server.kubectl_ok(&["create", "namespace", "webhooks"]);
     create(
         &server,
@@ -226,7 +207,7 @@ fn kubectl_sees_a_webhooks_label_and_its_refusal() {
 fn failure_policies_decide_when_a_webhook_is_down_or_slow() {
     let server = Server::start();
     let (ca, port) = start_webhook();
-    let bundle = BASE64.encode(&ca);
+    let bundle = ca.bundle();
     let down = free_port();
     let selected = |value: &str| json!({"objectSelector": {"matchLabels": {"hook": value}}});
     create(

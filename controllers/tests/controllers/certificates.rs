@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
-use rcgen::{CertificateParams, DnType, KeyPair, SanType};
+use rcgen::{CertificateParams, DnType, KeyPair};
 use serde_json::json;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
@@ -29,18 +29,13 @@ const SERVING_USAGES: &[&str] = &["digital signature", "key encipherment", "serv
 
 fn request_pem(cn: &str, names: &[&str]) -> String {
     let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
+    // rcgen's constructor names IP addresses as IP names, the rest as DNS.
+    let mut params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
     params.distinguished_name.push(DnType::CommonName, cn);
     params
         .distinguished_name
         .push(DnType::OrganizationName, "system:nodes");
-    params.subject_alt_names = names
-        .iter()
-        .map(|n| match n.parse() {
-            Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName((*n).try_into().unwrap()),
-        })
-        .collect();
     params.serialize_request(&key).unwrap().pem().unwrap()
 }
 

@@ -5,6 +5,7 @@
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
+use skiff_testkit::pod_security::{HOST_POD_BASELINE, HOST_POD_RESTRICTED, host_pod};
 
 use super::super::messages::detail;
 use super::super::policy::{Level, LevelVersion, Version};
@@ -377,31 +378,9 @@ fn privilege_escalation_and_users_are_restricted_only() {
 /// host's root mounted, every failure listed in upstream's order.
 #[test]
 fn a_privileged_host_pod_fails_with_every_reason_in_order() {
-    let pod = json!({
-        "metadata": {"name": "x"},
-        "spec": {
-            "hostPID": true,
-            "containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true},
-                "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
-            "volumes": [{"name": "root", "hostPath": {"path": "/"}}]
-        }
-    });
-    assert_eq!(
-        latest(Level::Baseline, &pod),
-        r#"host namespaces (hostPID=true), hostPath volumes (volume "root"), privileged (container "c" must not set securityContext.privileged=true)"#
-    );
-    assert_eq!(
-        latest(Level::Restricted, &pod),
-        concat!(
-            r#"host namespaces (hostPID=true), "#,
-            r#"privileged (container "c" must not set securityContext.privileged=true), "#,
-            r#"allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), "#,
-            r#"unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), "#,
-            r#"restricted volume types (volume "root" uses restricted volume type "hostPath"), "#,
-            r#"runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), "#,
-            r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#
-        )
-    );
+    let pod = host_pod("x");
+    assert_eq!(latest(Level::Baseline, &pod), HOST_POD_BASELINE);
+    assert_eq!(latest(Level::Restricted, &pod), HOST_POD_RESTRICTED);
 }
 
 #[test]
