@@ -152,7 +152,7 @@ pub(crate) fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) 
         // added since it was stored is not taken for a change.
         let mut old_defaulted = old.clone();
         info.strategy.apply_defaults(info, &mut old_defaulted);
-        let changed = spec_without_metadata(&old_defaulted) != spec_without_metadata(new);
+        let changed = info.strategy.generation_changed(&old_defaulted, new);
         meta_mut(new).insert(
             "generation".into(),
             json!(old_generation + i64::from(changed)),
@@ -196,16 +196,6 @@ fn carry_system_metadata(old: &Value, new: &mut Value) {
             }
         }
     }
-}
-
-/// Everything but metadata and status: what a generation bump watches.
-fn spec_without_metadata(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(m) = copy.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-    }
-    copy
 }
 
 /// Manager name upstream derives from a User-Agent (`kubectl/v1.32 ...` → `kubectl`).

@@ -5,9 +5,9 @@
 //! Endpoints they succeed live here too: their ports speak TCP unless they
 //! say otherwise.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::{KindStrategy, set_default};
+use super::{KindStrategy, changed_outside_metadata, set_default};
 use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 
@@ -22,6 +22,23 @@ impl KindStrategy for EndpointSlices {
             set_default(port, "protocol", json!("TCP"));
         }
     }
+
+    /// A slice has no spec: any change of its endpoints or ports is a new
+    /// generation, and so is a change of its labels, which say which
+    /// Service it belongs to and who manages it. The EndpointSlice
+    /// controller reads generations to tell whether its cache has caught up
+    /// with its own writes.
+    fn generation_changed(&self, old: &Value, new: &Value) -> bool {
+        changed_outside_metadata(old, new) || labels(old) != labels(new)
+    }
+}
+
+/// An object's labels; none and an empty map are the same labels.
+fn labels(object: &Value) -> Option<&Map<String, Value>> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .filter(|labels| !labels.is_empty())
 }
 
 /// The core `endpoints` resource.

@@ -244,6 +244,13 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// `spec.finalizers`, a Service's allocations).
     fn carry_on_update(&self, _old: &Value, _new: &mut Value) {}
 
+    /// Whether an update from `old` to `new` (both defaulted) starts a new
+    /// generation, for kinds that track one: upstream's strategies count a
+    /// change of anything but metadata and status.
+    fn generation_changed(&self, old: &Value, new: &Value) -> bool {
+        changed_outside_metadata(old, new)
+    }
+
     /// Create-time admission that reads server state (a pod's service
     /// account, priority and API-access volume), before defaults and
     /// validation.
@@ -348,4 +355,18 @@ fn set_default(target: &mut Value, field: &str, value: Value) {
     if let Some(map) = target.as_object_mut() {
         map.entry(field).or_insert(value);
     }
+}
+
+/// Whether `old` and `new` differ in anything but metadata and status: what
+/// a generation counts by default.
+pub(crate) fn changed_outside_metadata(old: &Value, new: &Value) -> bool {
+    let rest = |object: &Value| {
+        let mut copy = object.clone();
+        if let Some(m) = copy.as_object_mut() {
+            m.remove("metadata");
+            m.remove("status");
+        }
+        copy
+    };
+    rest(old) != rest(new)
 }

@@ -504,6 +504,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .printer(&table::core::LEASES),
         // discovery.k8s.io/v1
         of::<discovery::v1::EndpointSlice>()
+            .generation()
             .strategy(&kinds::EndpointSlices)
             .printer(&table::networking::ENDPOINTSLICES),
         // flowcontrol.apiserver.k8s.io/v1

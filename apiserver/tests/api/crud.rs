@@ -159,6 +159,42 @@ async fn generation_tracks_spec_changes_only() {
 }
 
 #[tokio::test]
+async fn endpointslice_generation_counts_endpoints_ports_and_labels() {
+    let s = TestServer::new().await;
+    const SLICE: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-1";
+    let slice = s
+        .created(
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            json!({"metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
+                   "addressType": "IPv4",
+                   "endpoints": [{"addresses": ["10.42.0.5"]}],
+                   "ports": [{"port": 80}]}),
+        )
+        .await;
+    assert_eq!(slice["metadata"]["generation"], 1, "{slice}");
+
+    // Metadata other than labels is not a new generation.
+    let mut annotated = slice.clone();
+    annotated["metadata"]["annotations"] = json!({"note": "x"});
+    let (_, annotated) = s.put(SLICE, annotated).await;
+    assert_eq!(annotated["metadata"]["generation"], 1, "{annotated}");
+
+    let mut moved = annotated.clone();
+    moved["endpoints"][0]["addresses"] = json!(["10.42.0.6"]);
+    let (_, moved) = s.put(SLICE, moved).await;
+    assert_eq!(moved["metadata"]["generation"], 2, "{moved}");
+
+    let mut relabelled = moved.clone();
+    relabelled["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] = json!("me");
+    let (_, relabelled) = s.put(SLICE, relabelled).await;
+    assert_eq!(relabelled["metadata"]["generation"], 3, "{relabelled}");
+
+    // The same object again, its port's defaults written out: no change.
+    let (_, same) = s.put(SLICE, relabelled.clone()).await;
+    assert_eq!(same["metadata"]["generation"], 3, "{same}");
+}
+
+#[tokio::test]
 async fn yaml_bodies_are_accepted() {
     let s = TestServer::new().await;
     let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  a: \"1\"\n";
