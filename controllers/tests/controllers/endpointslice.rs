@@ -1,9 +1,14 @@
 //! EndpointSlices: ready/serving/terminating conditions, named ports per
 //! pod, labels and ownerReferences, headless and empty Services.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -153,5 +158,60 @@ async fn headless_and_empty_services_get_slices() {
     assert_eq!(empty.len(), 1);
     assert!(empty[0].endpoints.is_empty());
     assert!(slices_of(&client, "manual").await.is_empty());
+    cluster.shutdown().await;
+}
+
+/// Every sync of a burst of pod changes acts on a cache that shows the
+/// controller's own earlier writes: a watch of the Service's slices never
+/// sees a second slice for the one port the pods share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_pods_never_makes_a_second_slice() {
+    let (cluster, client) = TestCluster::start_with_client(&["endpointslice"]).await;
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let watch = WatchParams::default().labels("kubernetes.io/service-name=burst");
+    let mut events = api.watch(&watch, "0").await.unwrap().boxed();
+    let most = Arc::new(AtomicUsize::new(0));
+    let watcher = tokio::spawn({
+        let most = most.clone();
+        async move {
+            let mut live = HashSet::new();
+            while let Some(Ok(event)) = events.next().await {
+                match event {
+                    WatchEvent::Added(s) => live.insert(s.name_any()),
+                    WatchEvent::Deleted(s) => live.remove(&s.name_any()),
+                    _ => continue,
+                };
+                most.fetch_max(live.len(), Ordering::SeqCst);
+            }
+        }
+    });
+
+    service(
+        &client,
+        json!({"selector": {"app": "burst"}, "ports": [{"port": 80, "targetPort": "http"}]}),
+        "burst",
+    )
+    .await;
+    let pods = 20;
+    futures::future::join_all((0..pods).map(|i| {
+        let (client, name, ip) = (
+            client.clone(),
+            format!("burst-{i}"),
+            format!("10.42.1.{}", i + 1),
+        );
+        async move { running_pod(&client, &name, "burst", ("http", 8080), &ip, true).await }
+    }))
+    .await;
+    eventually(WAIT, "every pod in the slice", || async {
+        let slices = slices_of(&client, "burst").await;
+        (slices.len() == 1 && slices[0].endpoints.len() == pods).then_some(())
+    })
+    .await;
+    watcher.abort();
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        1,
+        "at some moment the Service had more than one slice"
+    );
     cluster.shutdown().await;
 }

@@ -5,10 +5,15 @@
 //! [`MAX_ENDPOINTS_PER_SLICE`] endpoints per slice. Slices carry the
 //! `kubernetes.io/service-name` and `endpointslice.kubernetes.io/managed-by`
 //! labels and a controller ownerReference to the Service. A Service that
-//! selects no pod keeps one empty placeholder slice.
+//! selects no pod keeps one empty placeholder slice. A sync acts only on a
+//! cache that shows every write the controller itself made (the
+//! [`tracker`]), so it does not create a slice twice.
+
+mod tracker;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
@@ -22,6 +27,7 @@ use crate::endpoints::{
     publish_not_ready, selected_pods, selector, watch_services_and_pods,
 };
 use crate::manager::{Context, Stop, stopped};
+use tracker::Tracker;
 
 /// Label naming a slice's Service.
 pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -33,6 +39,10 @@ pub(crate) const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 pub(crate) const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 const BY_SERVICE: &str = "endpointslice-service";
+
+/// How long a sync whose cache lags the controller's own writes waits
+/// before it looks again, should no event of the slice come first.
+const STALE_RETRY: Duration = Duration::from_secs(1);
 
 /// Errors syncing one Service's slices.
 #[derive(Debug, thiserror::Error)]
@@ -58,27 +68,34 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
     let indexed = slices.ensure_index(BY_SERVICE, label_value_index(SERVICE_NAME_LABEL));
     let queue = controller.queue().clone();
     let (q0, q1, q2) = (queue.clone(), queue.clone(), queue);
-    let service_of = |s: &EndpointSlice| {
-        let managed = s.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
-        let name = s.labels().get(SERVICE_NAME_LABEL)?;
-        managed.then(|| ObjectKey::new(s.namespace().as_deref(), name))
-    };
-    // A slice appearing wakes its Service too: two syncs that ran before
-    // the cache showed the first one's slice each create one, and only a
-    // sync that sees both removes the extra.
+    let tracker = Arc::new(Tracker::default());
+    let (gone_on_update, gone_on_delete) = (tracker.clone(), tracker.clone());
+    // A slice's event wakes its Service: a sync that found the cache behind
+    // its own writes waits for exactly these.
     let slice_handler = HandlerFns::new()
         .on_add(move |s: &Arc<EndpointSlice>| {
-            if let Some(key) = service_of(s) {
+            if let Some(key) = managed_service(s) {
                 q0.add(key);
             }
         })
-        .on_update(move |_, s: &Arc<EndpointSlice>| {
-            if let Some(key) = service_of(s) {
+        .on_update(move |old: &Arc<EndpointSlice>, s: &Arc<EndpointSlice>| {
+            // Relabelled away from its Service or from this controller:
+            // the cache will not show it among that Service's slices again.
+            if let Some(before) = managed_service(old)
+                && managed_service(s).as_ref() != Some(&before)
+            {
+                gone_on_update.gone(&before, old);
+                q1.add(before);
+            }
+            if let Some(key) = managed_service(s) {
                 q1.add(key);
             }
         })
         .on_delete(move |s: &Arc<EndpointSlice>| {
             if let Some(key) = service_of(s) {
+                gone_on_delete.gone(&key, s);
+            }
+            if let Some(key) = managed_service(s) {
                 q2.add(key);
             }
         });
@@ -106,12 +123,30 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
                                 == Some(MANAGED_BY)
                     })
                     .collect();
-                let client = client.clone();
-                async move { sync(&client, &key, svc, &selected, current).await }
+                let (client, tracker) = (client.clone(), tracker.clone());
+                async move {
+                    if tracker.stale(&key, &current) {
+                        tracing::debug!(service = %key, "slice cache behind this controller's writes");
+                        return Ok(Action::RequeueAfter(STALE_RETRY));
+                    }
+                    sync(&client, &tracker, &key, svc, &selected, current).await
+                }
             },
             stopped(stop),
         )
         .await;
+}
+
+/// The Service a slice names in its `kubernetes.io/service-name` label.
+fn service_of(slice: &EndpointSlice) -> Option<ObjectKey> {
+    let name = slice.labels().get(SERVICE_NAME_LABEL)?;
+    Some(ObjectKey::new(slice.namespace().as_deref(), name))
+}
+
+/// The Service of a slice this controller manages.
+fn managed_service(slice: &EndpointSlice) -> Option<ObjectKey> {
+    let managed = slice.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+    service_of(slice).filter(|_| managed)
 }
 
 /// The endpoints of `svc`, keyed by the port list they share.
@@ -184,6 +219,7 @@ fn sorted_ports(slice: &EndpointSlice) -> Vec<EndpointPort> {
 
 async fn sync(
     client: &kube::Client,
+    tracker: &Tracker,
     key: &ObjectKey,
     svc: Option<Arc<Service>>,
     pods: &[Arc<Pod>],
@@ -203,7 +239,7 @@ async fn sync(
         // The ownerReference lets the garbage collector remove them too.
         None => {
             for slice in current {
-                delete_slice(&api, &slice)
+                delete_slice(&api, tracker, key, &slice)
                     .await
                     .map_err(|e| err("deleting", e))?;
             }
@@ -227,68 +263,129 @@ async fn sync(
         wanted.push((Vec::new(), Vec::new()));
     }
 
+    // Each chunk first takes the slice that already has its ports. Slices
+    // left over are then rewritten for the chunks that found none, as
+    // upstream turns a create and a delete into one update, so a Service
+    // never shows two slices for one set of ports (as it would between a
+    // create and the delete of the placeholder it replaces).
+    let mut homeless = Vec::new();
     for (ports, endpoints) in wanted {
         let mut sorted = ports.clone();
         sorted.sort_by(|a, b| (&a.name, a.port, &a.protocol).cmp(&(&b.name, b.port, &b.protocol)));
-        let reuse = current
+        match current
             .iter()
-            .position(|s| s.address_type == "IPv4" && sorted_ports(s) == sorted);
-        match reuse {
+            .position(|s| s.address_type == "IPv4" && sorted_ports(s) == sorted)
+        {
             Some(i) => {
                 let existing = current.swap_remove(i);
-                let up_to_date = existing.endpoints == endpoints
-                    && existing.labels() == &labels
-                    && existing
-                        .owner_references()
-                        .iter()
-                        .any(|o| o.uid == owner.uid);
-                if up_to_date {
-                    continue;
-                }
-                let mut next = (*existing).clone();
-                next.endpoints = endpoints;
-                next.ports = Some(ports);
-                next.metadata.labels = Some(labels.clone());
-                next.metadata.owner_references = Some(vec![owner.clone()]);
-                api.replace(&next.name_any(), &PostParams::default(), &next)
+                let wanted = Wanted {
+                    ports,
+                    endpoints,
+                    labels: &labels,
+                    owner: &owner,
+                };
+                put(&api, tracker, key, &existing, wanted)
                     .await
                     .map_err(|e| err("updating", e))?;
             }
-            None => {
-                let slice = EndpointSlice {
-                    metadata: ObjectMeta {
-                        generate_name: Some(format!("{}-", svc.name_any())),
-                        labels: Some(labels.clone()),
-                        owner_references: Some(vec![owner.clone()]),
-                        ..Default::default()
-                    },
-                    address_type: "IPv4".into(),
-                    endpoints,
-                    ports: Some(ports),
-                };
-                match api.create(&PostParams::default(), &slice).await {
-                    Ok(_) => {}
-                    // The namespace is being deleted: nothing to publish into.
-                    Err(kube::Error::Api(s)) if s.code == 403 => return Ok(Action::Done),
-                    Err(e) => return Err(err("creating", e)),
-                }
-            }
+            None => homeless.push((ports, endpoints)),
+        }
+    }
+    for (ports, endpoints) in homeless {
+        let wanted = Wanted {
+            ports,
+            endpoints,
+            labels: &labels,
+            owner: &owner,
+        };
+        if let Some(i) = current.iter().position(|s| s.address_type == "IPv4") {
+            let existing = current.swap_remove(i);
+            put(&api, tracker, key, &existing, wanted)
+                .await
+                .map_err(|e| err("updating", e))?;
+            continue;
+        }
+        let slice = EndpointSlice {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}-", svc.name_any())),
+                labels: Some(labels.clone()),
+                owner_references: Some(vec![owner.clone()]),
+                ..Default::default()
+            },
+            address_type: "IPv4".into(),
+            endpoints: wanted.endpoints,
+            ports: Some(wanted.ports),
+        };
+        match api.create(&PostParams::default(), &slice).await {
+            Ok(created) => tracker.wrote(key, &created),
+            // The namespace is being deleted: nothing to publish into.
+            Err(kube::Error::Api(s)) if s.code == 403 => return Ok(Action::Done),
+            Err(e) => return Err(err("creating", e)),
         }
     }
     for stale in current {
-        delete_slice(&api, &stale)
+        delete_slice(&api, tracker, key, &stale)
             .await
             .map_err(|e| err("deleting", e))?;
     }
     Ok(Action::Done)
 }
 
-async fn delete_slice(api: &Api<EndpointSlice>, slice: &EndpointSlice) -> Result<(), kube::Error> {
+/// What one slice of a Service should hold.
+struct Wanted<'a> {
+    ports: Vec<EndpointPort>,
+    endpoints: Vec<Endpoint>,
+    labels: &'a BTreeMap<String, String>,
+    owner: &'a OwnerReference,
+}
+
+/// Rewrites `existing` to hold `wanted`, unless it already does, noting
+/// the write in `tracker`.
+async fn put(
+    api: &Api<EndpointSlice>,
+    tracker: &Tracker,
+    service: &ObjectKey,
+    existing: &EndpointSlice,
+    wanted: Wanted<'_>,
+) -> Result<(), kube::Error> {
+    let up_to_date = existing.endpoints == wanted.endpoints
+        && existing.ports.as_ref() == Some(&wanted.ports)
+        && existing.labels() == wanted.labels
+        && existing
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == wanted.owner.uid);
+    if up_to_date {
+        return Ok(());
+    }
+    let mut next = existing.clone();
+    next.endpoints = wanted.endpoints;
+    next.ports = Some(wanted.ports);
+    next.metadata.labels = Some(wanted.labels.clone());
+    next.metadata.owner_references = Some(vec![wanted.owner.clone()]);
+    let updated = api
+        .replace(&next.name_any(), &PostParams::default(), &next)
+        .await?;
+    tracker.wrote(service, &updated);
+    Ok(())
+}
+
+/// Deletes one of `service`'s slices, noting the deletion in `tracker`
+/// (one already gone is no error).
+async fn delete_slice(
+    api: &Api<EndpointSlice>,
+    tracker: &Tracker,
+    service: &ObjectKey,
+    slice: &EndpointSlice,
+) -> Result<(), kube::Error> {
     match api
         .delete(&slice.name_any(), &DeleteParams::default())
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            tracker.deleted(service, slice);
+            Ok(())
+        }
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
