@@ -17,7 +17,8 @@
 //! step with informer caches syncs next (`wakeups`), and the platform in
 //! Go's spelling (`platform`: `amd64`, `linux/arm64`), and what the HTTP
 //! servers do alike around their requests: the accept loop, the TLS
-//! handshake and splicing upgraded streams (`serving`).
+//! handshake, the user a client certificate names and splicing upgraded
+//! streams (`serving`).
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two

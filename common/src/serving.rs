@@ -1,8 +1,8 @@
 //! What the HTTP servers of skiff (the API server, the node server, the
 //! ingress proxy) do alike around the requests they answer: accepting
 //! connections until told to stop and then letting the open ones finish,
-//! the TLS handshake an accepted connection is given a while for, and
-//! splicing the two sides of an upgraded (`101 Switching Protocols`)
+//! the TLS handshake an accepted connection is given a while for, the user
+//! a verified client certificate names, and splicing the two sides of an upgraded (`101 Switching Protocols`)
 //! exchange they proxy (exec, attach, port-forward, WebSockets).
 
 use std::future::Future;
@@ -83,6 +83,27 @@ pub async fn tls_handshake(
             None
         }
     }
+}
+
+/// The user a client certificate (DER) names, as Kubernetes' x509
+/// authenticator reads it: the subject's (first) common name, and its
+/// organizations as the groups. `None` when the certificate cannot be read
+/// or names no common name. Nothing here checks a signature: only for
+/// certificates the TLS layer already verified against the cluster CA.
+pub fn certificate_user(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())?
+        .to_string();
+    let groups = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok())
+        .map(String::from)
+        .collect();
+    Some((name, groups))
 }
 
 /// Once both the client and the backend of an upgraded exchange have
