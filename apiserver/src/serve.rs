@@ -151,13 +151,9 @@ pub async fn serve_https_with(
                     }
                 });
                 let builder = connection_builder(timeouts);
-                let connection = builder.serve_connection_with_upgrades(
-                    TokioIo::new(tls_stream),
-                    TowerToHyperService::new(service),
-                );
-                if let Err(error) = watcher.watch(connection.into_owned()).await {
-                    tracing::debug!(%remote, %error, "connection ended with an error");
-                }
+                let io = TokioIo::new(tls_stream);
+                let service = TowerToHyperService::new(service);
+                serving::serve_watched(&builder, io, service, watcher, remote, "api").await;
             });
         })
         .await;

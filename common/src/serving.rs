@@ -9,8 +9,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
-use hyper_util::rt::TokioIo;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
@@ -82,6 +85,32 @@ pub async fn tls_handshake(
             tracing::debug!(server, %remote, "TLS handshake timed out");
             None
         }
+    }
+}
+
+/// Serves HTTP on the accepted connection `io` with `builder`, upgrades
+/// allowed (exec, attach, port-forward and WebSockets switch protocols),
+/// under `watcher`, until the connection ends; an error it ends with is
+/// logged at debug only (mostly a client that went away).
+pub async fn serve_watched<I, S, B>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    service: S,
+    watcher: Watcher,
+    remote: SocketAddr,
+    server: &'static str,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let connection = builder.serve_connection_with_upgrades(io, service);
+    if let Err(error) = watcher.watch(connection.into_owned()).await {
+        tracing::debug!(server, %remote, %error, "connection ended with an error");
     }
 }
 

@@ -25,6 +25,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// an idle keep-alive connection is kept.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The ingress, in what the shared serving helpers log.
+const SERVER: &str = "ingress";
+
 /// How long open connections may finish after the stop (within the 3 s
 /// `skiff server` gives its components).
 const DRAIN: Duration = Duration::from_secs(2);
@@ -85,7 +88,7 @@ pub(crate) async fn serve(
     let builder = Arc::new(builder);
     // Each connection, once past its handshake, is watched: the stop asks
     // it to finish its request and close.
-    serving::accept_until(listener, stop, DRAIN, "ingress", |stream, peer, watcher| {
+    serving::accept_until(listener, stop, DRAIN, SERVER, |stream, peer, watcher| {
         let proxy = proxy.clone();
         let service = service_fn(move |request| {
             let proxy = proxy.clone();
@@ -94,29 +97,21 @@ pub(crate) async fn serve(
         let builder = builder.clone();
         match acceptor.clone() {
             None => {
-                let connection =
-                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let connection = watcher.watch(connection.into_owned());
                 tokio::spawn(async move {
-                    let _ = connection.await;
+                    let io = TokioIo::new(stream);
+                    serving::serve_watched(&builder, io, service, watcher, peer, SERVER).await;
                 });
             }
             Some(acceptor) => {
                 tokio::spawn(async move {
-                    let Some(tls) = serving::tls_handshake(
-                        &acceptor,
-                        stream,
-                        peer,
-                        HANDSHAKE_TIMEOUT,
-                        "ingress",
-                    )
-                    .await
+                    let Some(tls) =
+                        serving::tls_handshake(&acceptor, stream, peer, HANDSHAKE_TIMEOUT, SERVER)
+                            .await
                     else {
                         return;
                     };
-                    let connection =
-                        builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-                    let _ = watcher.watch(connection.into_owned()).await;
+                    let io = TokioIo::new(tls);
+                    serving::serve_watched(&builder, io, service, watcher, peer, SERVER).await;
                 });
             }
         }

@@ -30,7 +30,7 @@ use crate::agent::identity::pki::{self, CertSlot};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long open connections (follows, exec sessions) may take to end at stop.
 const DRAIN: Duration = Duration::from_secs(5);
-/// The node server, in what the shared accept loop logs.
+/// The node server, in what the shared serving helpers log.
 const SERVER: &str = "node";
 
 /// The identity a request's connection proved: the caller its verified
@@ -107,13 +107,9 @@ pub async fn serve(
                     router.clone().oneshot(request)
                 });
                 let builder = auto::Builder::new(TokioExecutor::new()).http1_only();
-                let connection = builder.serve_connection_with_upgrades(
-                    TokioIo::new(stream),
-                    TowerToHyperService::new(service),
-                );
-                if let Err(error) = watcher.watch(connection.into_owned()).await {
-                    tracing::debug!(%remote, %error, "node server connection ended with an error");
-                }
+                let io = TokioIo::new(stream);
+                let service = TowerToHyperService::new(service);
+                serving::serve_watched(&builder, io, service, watcher, remote, SERVER).await;
             });
         })
         .await;
