@@ -1122,6 +1122,18 @@ async fn merge_status(
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let name = pod.metadata.name.as_deref().unwrap_or_default();
+    merge_pod_status(&api, name, patch).await
+}
+
+/// Merges `patch` (`{"status": …}`) into the status of the pod `name`:
+/// whether it was written, which it is not when the pod is already gone
+/// (its delete event ends the story). The agent and the simulated nodes
+/// report pod status this one way.
+pub(crate) async fn merge_pod_status(
+    api: &Api<Pod>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<bool, kube::Error> {
     match api
         .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
