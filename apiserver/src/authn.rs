@@ -271,18 +271,7 @@ impl Authenticator {
 /// Reads the identity out of a client certificate that the TLS layer already
 /// verified against the cluster CA.
 pub fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = cert.subject();
-    let name = subject
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())?
-        .to_string();
-    let groups = subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok())
-        .map(String::from)
-        .collect::<Vec<_>>();
+    let (name, groups) = skiff_common::serving::certificate_user(der)?;
     Some(UserInfo::new(name, groups))
 }
 

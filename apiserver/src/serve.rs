@@ -15,8 +15,8 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use skiff_common::serving;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
@@ -118,75 +118,46 @@ pub async fn serve_https_with(
     timeouts: ConnectionTimeouts,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(error) => {
-                    // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let authn = authn.clone();
-        let router = router.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let tls_stream =
-                match tokio::time::timeout(timeouts.handshake, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(error)) => {
-                        tracing::debug!(%remote, %error, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%remote, "TLS handshake timed out");
-                        return;
-                    }
+    let drained =
+        serving::accept_until(listener, shutdown, drain, "api", |tcp, remote, watcher| {
+            let acceptor = acceptor.clone();
+            let authn = authn.clone();
+            let router = router.clone();
+            tokio::spawn(async move {
+                let Some(tls_stream) =
+                    serving::tls_handshake(&acceptor, tcp, remote, timeouts.handshake, "api").await
+                else {
+                    return;
                 };
-            let peer = tls_stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|chain| chain.first())
-                .and_then(|cert| authn::user_from_certificate(cert));
-            let service = tower::service_fn(move |request: Request<Incoming>| {
-                let leftover = crate::unread_body::Leftover::default();
-                let mut request = request.map(|body| {
-                    Body::new(crate::unread_body::Tracked::new(body, leftover.clone()))
+                let peer = tls_stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .and_then(|cert| authn::user_from_certificate(cert));
+                let service = tower::service_fn(move |request: Request<Incoming>| {
+                    let leftover = crate::unread_body::Leftover::default();
+                    let mut request = request.map(|body| {
+                        Body::new(crate::unread_body::Tracked::new(body, leftover.clone()))
+                    });
+                    request.extensions_mut().insert(RemoteAddr(remote));
+                    let answer = handle(router.clone(), authn.clone(), peer.clone(), request);
+                    async move {
+                        let response = answer.await;
+                        // A body the handler left unread is read to its end
+                        // first, so HTTP/2 clients get the answer, not a reset.
+                        crate::unread_body::drain(&leftover).await;
+                        response
+                    }
                 });
-                request.extensions_mut().insert(RemoteAddr(remote));
-                let answer = handle(router.clone(), authn.clone(), peer.clone(), request);
-                async move {
-                    let response = answer.await;
-                    // A body the handler left unread is read to its end
-                    // first, so HTTP/2 clients get the answer, not a reset.
-                    crate::unread_body::drain(&leftover).await;
-                    response
-                }
+                let builder = connection_builder(timeouts);
+                let io = TokioIo::new(tls_stream);
+                let service = TowerToHyperService::new(service);
+                serving::serve_watched(&builder, io, service, watcher, remote, "api").await;
             });
-            let builder = connection_builder(timeouts);
-            let connection = builder.serve_connection_with_upgrades(
-                TokioIo::new(tls_stream),
-                TowerToHyperService::new(service),
-            );
-            if let Err(error) = watcher.watch(connection.into_owned()).await {
-                tracing::debug!(%remote, %error, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+        })
+        .await;
+    if !drained {
         tracing::warn!("connections still open after {drain:?}; closing them");
     }
 }

@@ -18,7 +18,10 @@
 //! writing a data directory's keys, certificates and tokens whole and
 //! with the right mode (`files`), when a loop that keeps something in
 //! step with informer caches syncs next (`wakeups`), and the platform in
-//! Go's spelling (`platform`: `amd64`, `linux/arm64`).
+//! Go's spelling (`platform`: `amd64`, `linux/arm64`), and what the HTTP
+//! servers do alike around their requests: the accept loop, the TLS
+//! handshake, the user a client certificate names and splicing upgraded
+//! streams (`serving`).
 //!
 //! Why a crate of its own: these are not informer machinery (so not
 //! `skiff-informer`) and not one component's logic, yet each was written two
@@ -48,4 +51,5 @@ pub mod qos;
 pub mod quantity;
 pub mod quota;
 pub mod quote;
+pub mod serving;
 pub mod wakeups;

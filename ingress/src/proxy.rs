@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use parking_lot::RwLock;
 
 use crate::backends::Pool;
@@ -140,18 +140,7 @@ impl Proxy {
         if response.status() == StatusCode::SWITCHING_PROTOCOLS
             && let Some(client_side) = client_side
         {
-            let backend_side = hyper::upgrade::on(&mut response);
-            tokio::spawn(async move {
-                let (client, backend) = match tokio::try_join!(client_side, backend_side) {
-                    Ok(pair) => pair,
-                    Err(error) => {
-                        tracing::debug!(%error, "upgrade failed");
-                        return;
-                    }
-                };
-                let (mut client, mut backend) = (TokioIo::new(client), TokioIo::new(backend));
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
-            });
+            skiff_common::serving::splice_upgraded(client_side, hyper::upgrade::on(&mut response));
             return response.map(|b| b.boxed());
         }
         strip_hop_by_hop(response.headers_mut(), None);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use skiff_common::serving;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -24,6 +24,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send a request's headers; also how long
 /// an idle keep-alive connection is kept.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The ingress, in what the shared serving helpers log.
+const SERVER: &str = "ingress";
 
 /// How long open connections may finish after the stop (within the 3 s
 /// `skiff server` gives its components).
@@ -77,65 +80,41 @@ pub(crate) async fn serve(
         Scheme::Http
     };
     let acceptor = tls.map(TlsAcceptor::from);
-    let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
     let builder = Arc::new(builder);
-    tokio::pin!(stop);
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = &mut stop => break,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(error) => {
-                    // Out of file descriptors and the like: wait, go on.
-                    tracing::warn!(%error, "ingress accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
+    // Each connection, once past its handshake, is watched: the stop asks
+    // it to finish its request and close.
+    serving::accept_until(listener, stop, DRAIN, SERVER, |stream, peer, watcher| {
         let proxy = proxy.clone();
         let service = service_fn(move |request| {
             let proxy = proxy.clone();
             async move { Ok::<_, std::convert::Infallible>(proxy.handle(request, peer, scheme).await) }
         });
         let builder = builder.clone();
-        // Each connection, once past its handshake, is watched: the stop
-        // asks it to finish its request and close.
-        let watcher = graceful.watcher();
         match acceptor.clone() {
             None => {
-                let connection =
-                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let connection = watcher.watch(connection.into_owned());
                 tokio::spawn(async move {
-                    let _ = connection.await;
+                    let io = TokioIo::new(stream);
+                    serving::serve_watched(&builder, io, service, watcher, peer, SERVER).await;
                 });
             }
             Some(acceptor) => {
                 tokio::spawn(async move {
-                    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream))
-                        .await
-                    {
-                        Ok(Ok(tls)) => tls,
-                        Ok(Err(error)) => {
-                            tracing::debug!(%peer, %error, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => return,
+                    let Some(tls) =
+                        serving::tls_handshake(&acceptor, stream, peer, HANDSHAKE_TIMEOUT, SERVER)
+                            .await
+                    else {
+                        return;
                     };
-                    let connection =
-                        builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-                    let _ = watcher.watch(connection.into_owned()).await;
+                    let io = TokioIo::new(tls);
+                    serving::serve_watched(&builder, io, service, watcher, peer, SERVER).await;
                 });
             }
         }
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+    })
+    .await;
 }

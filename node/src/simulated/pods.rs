@@ -9,13 +9,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::ips::PodIps;
 use super::{EXIT_CODE_ANNOTATION, NodeClients, RUN_SECONDS_ANNOTATION, SimulatedConfig};
 use crate::agent::pod::status::readiness_gates_hold;
+use crate::agent::pod::sync::merge_pod_status;
 use crate::agent::pod::termination::delete_for_good;
 
 /// Drives the pods of every simulated node from one shared cache.
@@ -136,19 +136,9 @@ async fn remove(api: &Api<Pod>, pod: &Pod) -> Result<Action, kube::Error> {
 }
 
 async fn patch_status(api: &Api<Pod>, name: &str, status: Value) -> Result<(), kube::Error> {
-    match api
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
+    merge_pod_status(api, name, &json!({ "status": status }))
         .await
-    {
-        Ok(_) => Ok(()),
-        // Deleted meanwhile: its delete event ends the story.
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
+        .map(|_written| ())
 }
 
 fn next_step(pod: &Pod, config: &SimulatedConfig) -> Step {

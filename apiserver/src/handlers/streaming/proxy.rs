@@ -209,22 +209,10 @@ pub(crate) async fn relay(
     for (name, value) in answer.headers() {
         response = response.header(name, value);
     }
-    let backend_io = hyper::upgrade::on(&mut answer);
-    let client_io = hyper::upgrade::on(&mut request);
-    tokio::spawn(async move {
-        let (client, backend) = match tokio::try_join!(client_io, backend_io) {
-            Ok(pair) => pair,
-            Err(error) => {
-                tracing::debug!(%error, "stream upgrade failed");
-                return;
-            }
-        };
-        let mut client = TokioIo::new(client);
-        let mut backend = TokioIo::new(backend);
-        if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
-            tracing::debug!(%error, "stream ended");
-        }
-    });
+    skiff_common::serving::splice_upgraded(
+        hyper::upgrade::on(&mut request),
+        hyper::upgrade::on(&mut answer),
+    );
     response
         .body(Body::empty())
         .map_err(|e| ApiError::Internal(e.to_string()))

@@ -143,19 +143,13 @@ async fn sync_sidecar(
                     .is_some_and(|h| h.started);
             return Ok(SidecarStep { started, changed });
         }
-        Some(i) if i.is_exited() => {
-            starter
-                .restart_with_backoff(state, observed, wake, container, &i, true)
-                .await
-        }
-        Some(i) if !i.is_running() => {
-            starter
-                .start_or_replace_created(state, observed, container, &i, true)
-                .await
-        }
         // Running in a sandbox that is being replaced: it is stopped with it.
-        Some(_) => false,
-        None => starter.start(state, observed, container, 0, true).await,
+        Some(i) if i.is_running() => false,
+        latest => {
+            starter
+                .revive(state, observed, wake, container, latest.as_ref(), true)
+                .await
+        }
     };
     Ok(SidecarStep {
         started: false,
@@ -435,22 +429,13 @@ pub(crate) async fn sync(
                     .await;
             }
             Some(i) if i.is_running() => {}
-            Some(i) if i.is_exited() => {
-                if policy == "Never" {
-                    observed.init_failed = true;
-                } else {
-                    changed |= starter
-                        .restart_with_backoff(state, &mut observed, &mut wake, c, &i, true)
-                        .await;
-                }
+            Some(i) if i.is_exited() && policy == "Never" => {
+                observed.init_failed = true;
             }
-            Some(i) => {
+            latest => {
                 changed |= starter
-                    .start_or_replace_created(state, &mut observed, c, &i, true)
+                    .revive(state, &mut observed, &mut wake, c, latest.as_ref(), true)
                     .await;
-            }
-            None => {
-                changed |= starter.start(state, &mut observed, c, 0, true).await;
             }
         }
         initialized = false;
@@ -461,24 +446,15 @@ pub(crate) async fn sync(
     if initialized {
         for c in &spec.containers {
             match view.latest(&c.name).cloned() {
-                None => {
-                    changed |= starter.start(state, &mut observed, c, 0, false).await;
-                }
                 Some(i) if i.is_running() => {
                     changed |= starter
                         .check_running(state, &mut observed, &mut wake, c, &i)
                         .await?;
                 }
-                Some(i) if i.is_exited() => {
-                    if should_restart(&policy, i.status.exit_code) {
-                        changed |= starter
-                            .restart_with_backoff(state, &mut observed, &mut wake, c, &i, false)
-                            .await;
-                    }
-                }
-                Some(i) => {
+                Some(i) if i.is_exited() && !should_restart(&policy, i.status.exit_code) => {}
+                latest => {
                     changed |= starter
-                        .start_or_replace_created(state, &mut observed, c, &i, false)
+                        .revive(state, &mut observed, &mut wake, c, latest.as_ref(), false)
                         .await;
                 }
             }
@@ -739,6 +715,34 @@ impl Starter<'_> {
         }
         observed.health.insert(container.name.clone(), health);
         Ok(stopped)
+    }
+
+    /// Brings up a container that is not running, from what became of its
+    /// `latest` instance: one that exited is restarted (after its back-off),
+    /// one only created is started or replaced, and a container with none
+    /// gets its first. Whether it may restart at all is the caller's to
+    /// judge (the restart policies of init, sidecar and app containers
+    /// differ); returns whether a container was started.
+    async fn revive(
+        &self,
+        state: &mut PodState,
+        observed: &mut Observed,
+        wake: &mut Option<Instant>,
+        container: &Container,
+        latest: Option<&ContainerInstance>,
+        init: bool,
+    ) -> bool {
+        match latest {
+            Some(i) if i.is_exited() => {
+                self.restart_with_backoff(state, observed, wake, container, i, init)
+                    .await
+            }
+            Some(i) => {
+                self.start_or_replace_created(state, observed, container, i, init)
+                    .await
+            }
+            None => self.start(state, observed, container, 0, init).await,
+        }
     }
 
     /// Restarts an exited container unless its back-off says to wait; returns
@@ -1113,6 +1117,18 @@ async fn merge_status(
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let name = pod.metadata.name.as_deref().unwrap_or_default();
+    merge_pod_status(&api, name, patch).await
+}
+
+/// Merges `patch` (`{"status": …}`) into the status of the pod `name`:
+/// whether it was written, which it is not when the pod is already gone
+/// (its delete event ends the story). The agent and the simulated nodes
+/// report pod status this one way.
+pub(crate) async fn merge_pod_status(
+    api: &Api<Pod>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<bool, kube::Error> {
     match api
         .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await

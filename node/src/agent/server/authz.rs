@@ -42,19 +42,10 @@ impl Caller {
     /// The identity in a client certificate (DER) the TLS layer already
     /// verified against the cluster CA; `None` when it names no user.
     pub fn from_certificate(der: &[u8]) -> Option<Self> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject();
-        let name = subject
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok())
-            .filter(|cn| !cn.is_empty())?
-            .to_string();
-        let mut groups: Vec<String> = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok())
-            .map(String::from)
-            .collect();
+        let (name, mut groups) = skiff_common::serving::certificate_user(der)?;
+        if name.is_empty() {
+            return None;
+        }
         // As the API server's x509 authenticator: every certificate user is
         // authenticated.
         if !groups.iter().any(|g| g == "system:authenticated") {

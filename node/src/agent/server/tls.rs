@@ -15,9 +15,9 @@ use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rustls::server::WebPkiClientVerifier;
+use skiff_common::serving;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -30,6 +30,8 @@ use crate::agent::identity::pki::{self, CertSlot};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long open connections (follows, exec sessions) may take to end at stop.
 const DRAIN: Duration = Duration::from_secs(5);
+/// The node server, in what the shared serving helpers log.
+const SERVER: &str = "node";
 
 /// The identity a request's connection proved: the caller its verified
 /// client certificate names, or `None` when it presented none.
@@ -78,67 +80,40 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     let acceptor = TlsAcceptor::from(config);
-    let graceful = GracefulShutdown::new();
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    tokio::pin!(stopped);
-    loop {
-        let (tcp, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(error) => {
-                    tracing::warn!(%error, "node server accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut stopped => break,
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(error)) => {
-                    tracing::debug!(%remote, %error, "node server TLS handshake failed");
+    let drained =
+        serving::accept_until(listener, stopped, DRAIN, SERVER, |tcp, remote, watcher| {
+            let acceptor = acceptor.clone();
+            let router = router.clone();
+            tokio::spawn(async move {
+                let Some(stream) =
+                    serving::tls_handshake(&acceptor, tcp, remote, HANDSHAKE_TIMEOUT, SERVER).await
+                else {
                     return;
-                }
-                Err(_) => {
-                    tracing::debug!(%remote, "node server TLS handshake timed out");
-                    return;
-                }
-            };
-            let peer = Peer(
-                stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .and_then(|chain| chain.first())
-                    .and_then(|cert| Caller::from_certificate(cert)),
-            );
-            let service = tower::service_fn(move |request: http::Request<Incoming>| {
-                let mut request = request.map(Body::new);
-                request.extensions_mut().insert(peer.clone());
-                router.clone().oneshot(request)
+                };
+                let peer = Peer(
+                    stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .and_then(|cert| Caller::from_certificate(cert)),
+                );
+                let service = tower::service_fn(move |request: http::Request<Incoming>| {
+                    let mut request = request.map(Body::new);
+                    request.extensions_mut().insert(peer.clone());
+                    router.clone().oneshot(request)
+                });
+                let builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+                let io = TokioIo::new(stream);
+                let service = TowerToHyperService::new(service);
+                serving::serve_watched(&builder, io, service, watcher, remote, SERVER).await;
             });
-            let builder = auto::Builder::new(TokioExecutor::new()).http1_only();
-            let connection = builder.serve_connection_with_upgrades(
-                TokioIo::new(stream),
-                TowerToHyperService::new(service),
-            );
-            if let Err(error) = watcher.watch(connection.into_owned()).await {
-                tracing::debug!(%remote, %error, "node server connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(DRAIN, graceful.shutdown())
-        .await
-        .is_err()
-    {
+        })
+        .await;
+    if !drained {
         tracing::debug!("node server connections still open at stop; closing them");
     }
 }

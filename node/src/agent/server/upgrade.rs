@@ -258,22 +258,10 @@ pub(crate) async fn proxy(mut request: Request, url: &str) -> Result<Response, U
             response = response.header(name, value);
         }
     }
-    let upstream_io = hyper::upgrade::on(&mut answer);
-    let client_io = hyper::upgrade::on(&mut request);
-    tokio::spawn(async move {
-        let (client, runtime) = match tokio::try_join!(client_io, upstream_io) {
-            Ok(pair) => pair,
-            Err(error) => {
-                tracing::debug!(%error, "stream upgrade failed");
-                return;
-            }
-        };
-        let mut client = TokioIo::new(client);
-        let mut runtime = TokioIo::new(runtime);
-        if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut runtime).await {
-            tracing::debug!(%error, "stream ended");
-        }
-    });
+    skiff_common::serving::splice_upgraded(
+        hyper::upgrade::on(&mut request),
+        hyper::upgrade::on(&mut answer),
+    );
     Ok(response.body(Body::empty())?)
 }
 
