@@ -27,8 +27,9 @@
 //! `skiff-informer`) and not one component's logic, yet each was written two
 //! or three times, once per component. Here they sit below every component.
 //! It must never import the API server, the store or any component crate:
-//! it depends only on `kube` and `k8s-openapi`, so whatever uses it stays an
-//! ordinary API client.
+//! beside `kube` and `k8s-openapi` it uses only general-purpose libraries
+//! (tokio, hyper, rustls, x509-parser, prometheus, …), so whatever uses it
+//! stays an ordinary API client.
 
 #![warn(missing_docs)]
 
