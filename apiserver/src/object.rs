@@ -68,14 +68,15 @@ pub(crate) fn finalizers(object: &Value) -> Vec<String> {
 /// The strings of a JSON list (none when it is not a list; other items are
 /// skipped).
 pub(crate) fn strings(list: &Value) -> Vec<String> {
+    str_items(list).map(String::from).collect()
+}
+
+/// [`strings`] borrowed from the list, for readers that only look.
+pub(crate) fn str_items(list: &Value) -> impl Iterator<Item = &str> {
     list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// Whether `metadata.deletionTimestamp` is set.

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::object::str_items;
 use crate::selectors::LabelSelector;
 
 /// The request as rules see it.
@@ -54,12 +55,7 @@ pub(crate) fn matches(resources: &Value, request: &RequestShape<'_>, rules_requi
 }
 
 fn listed(rule: &Value, field: &str, value: &str) -> bool {
-    rule[field]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .any(|item| item == "*" || item == value)
+    str_items(&rule[field]).any(|item| item == "*" || item == value)
 }
 
 /// One `NamedRuleWithOperations`.
@@ -78,11 +74,7 @@ fn rule_matches(rule: &Value, request: &RequestShape<'_>) -> bool {
         && listed(rule, "operations", request.operation)
         && listed(rule, "apiGroups", request.group)
         && listed(rule, "apiVersions", request.version)
-        && rule["resources"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
+        && str_items(&rule["resources"])
             .any(|pattern| resource_matches(pattern, request.resource, request.subresource))
 }
 
