@@ -351,11 +351,7 @@ impl Rule {
         if self.resources.is_empty() {
             return true;
         }
-        let combined = if r.subresource.is_empty() {
-            r.resource.clone()
-        } else {
-            format!("{}/{}", r.resource, r.subresource)
-        };
+        let combined = r.combined_resource();
         self.resources.iter().any(|group| {
             if group.group != r.group {
                 return false;

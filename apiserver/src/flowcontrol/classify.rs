@@ -120,11 +120,7 @@ fn subjects_match(subjects: &Value, attrs: &Attributes) -> bool {
 fn request_matches(rule: &Value, attrs: &Attributes) -> bool {
     match &attrs.request {
         RequestKind::Resource(r) => {
-            let resource = if r.subresource.is_empty() {
-                r.resource.clone()
-            } else {
-                format!("{}/{}", r.resource, r.subresource)
-            };
+            let resource = r.combined_resource();
             rule["resourceRules"]
                 .as_array()
                 .into_iter()
