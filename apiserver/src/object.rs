@@ -190,6 +190,18 @@ pub(crate) fn set_field(object: &mut Value, field: &str, value: Value) {
     }
 }
 
+/// Sets `section.field` of an object (`spec.replicas`, `status.phase`),
+/// the section made an empty object first when it is missing or not one.
+pub(crate) fn set_section_field(object: &mut Value, section: &str, field: &str, value: Value) {
+    let mut part = object
+        .get(section)
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    set_field(&mut part, field, value);
+    set_field(object, section, part);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{InitialStatus, KindStrategy, PodSecurityCheck};
-use crate::object::set_field;
+use crate::object::{set_field, set_section_field};
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 use crate::validation::NameRule;
@@ -96,12 +96,6 @@ impl KindStrategy for Namespaces {
     }
 
     fn mark_deleting(&self, namespace: &mut Value) {
-        let mut status = namespace
-            .get("status")
-            .filter(|s| s.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        set_field(&mut status, "phase", json!("Terminating"));
-        set_field(namespace, "status", status);
+        set_section_field(namespace, "status", "phase", json!("Terminating"));
     }
 }
