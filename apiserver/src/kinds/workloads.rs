@@ -50,16 +50,23 @@ fn check_template(object: &Value, template: &[&str], errors: &mut Vec<FieldError
     checks::pod_spec(&found["spec"], &path, errors);
 }
 
-/// Defaults of `updateStrategy` when its type is (or defaults to)
-/// RollingUpdate.
-fn default_rolling_update(spec: &mut Value, rolling: Value) {
-    set_default(spec, "updateStrategy", json!({}));
-    if let Some(strategy) = path_mut(spec, &["updateStrategy"]).filter(|s| s.is_object()) {
-        set_default(strategy, "type", json!("RollingUpdate"));
-        if strategy["type"] == "RollingUpdate" {
-            set_default(strategy, "rollingUpdate", rolling);
-        }
+/// Defaults of the update strategy at `field` (a Deployment's `strategy`,
+/// the others' `updateStrategy`) when its type is (or defaults to)
+/// RollingUpdate: `rollingUpdate` is `rolling` when missing, and is
+/// returned for defaults of its own fields.
+fn default_rolling_update<'a>(
+    spec: &'a mut Value,
+    field: &str,
+    rolling: Value,
+) -> Option<&'a mut Value> {
+    set_default(spec, field, json!({}));
+    let strategy = path_mut(spec, &[field]).filter(|s| s.is_object())?;
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if strategy["type"] != "RollingUpdate" {
+        return None;
     }
+    set_default(strategy, "rollingUpdate", rolling);
+    path_mut(strategy, &["rollingUpdate"])
 }
 
 /// The `apps/v1` workloads (Deployments, ReplicaSets, StatefulSets,
@@ -97,16 +104,9 @@ fn deployment_defaults(spec: &mut Value) {
     set_default(spec, "replicas", json!(1));
     set_default(spec, "revisionHistoryLimit", json!(10));
     set_default(spec, "progressDeadlineSeconds", json!(600));
-    set_default(spec, "strategy", json!({}));
-    if let Some(strategy) = path_mut(spec, &["strategy"]).filter(|s| s.is_object()) {
-        set_default(strategy, "type", json!("RollingUpdate"));
-        if strategy["type"] == "RollingUpdate" {
-            set_default(strategy, "rollingUpdate", json!({}));
-            if let Some(rolling) = path_mut(strategy, &["rollingUpdate"]) {
-                set_default(rolling, "maxUnavailable", json!("25%"));
-                set_default(rolling, "maxSurge", json!("25%"));
-            }
-        }
+    if let Some(rolling) = default_rolling_update(spec, "strategy", json!({})) {
+        set_default(rolling, "maxUnavailable", json!("25%"));
+        set_default(rolling, "maxSurge", json!("25%"));
     }
 }
 
@@ -166,7 +166,7 @@ fn stateful_set_defaults(spec: &mut Value) {
     set_default(spec, "replicas", json!(1));
     set_default(spec, "podManagementPolicy", json!("OrderedReady"));
     set_default(spec, "revisionHistoryLimit", json!(10));
-    default_rolling_update(spec, json!({ "partition": 0 }));
+    default_rolling_update(spec, "updateStrategy", json!({ "partition": 0 }));
     set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({}));
     if let Some(policy) = path_mut(spec, &["persistentVolumeClaimRetentionPolicy"]) {
         set_default(policy, "whenDeleted", json!("Retain"));
@@ -189,7 +189,11 @@ fn stateful_set_defaults(spec: &mut Value) {
 pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| {
         set_default(spec, "revisionHistoryLimit", json!(10));
-        default_rolling_update(spec, json!({ "maxUnavailable": 1, "maxSurge": 0 }));
+        default_rolling_update(
+            spec,
+            "updateStrategy",
+            json!({ "maxUnavailable": 1, "maxSurge": 0 }),
+        );
     },
 };
 
