@@ -130,15 +130,8 @@ impl Check<'_> {
 
     /// The stored pod `name` of the write's namespace (404 when missing).
     fn pod_named(&self, name: &str) -> Result<Value, Refusal> {
-        crate::tokens::read_core(self.inner, "pods", self.namespace, name)
-            .map_err(Refusal::Api)?
-            .ok_or_else(|| {
-                Refusal::Api(ApiError::NotFound {
-                    resource: "pods".into(),
-                    group: String::new(),
-                    name: name.to_string(),
-                })
-            })
+        crate::tokens::read_core_found(self.inner, "pods", self.namespace, name)
+            .map_err(Refusal::Api)
     }
 
     fn bound_here(&self, pod: &Value) -> bool {
@@ -241,15 +234,8 @@ impl Check<'_> {
                 "node \"{node}\" must not set blockOwnerDeletion on an owner reference"
             ));
         }
-        let stored = crate::tokens::read_core(self.inner, "nodes", "", node)
-            .map_err(Refusal::Api)?
-            .ok_or_else(|| {
-                Refusal::Api(ApiError::NotFound {
-                    resource: "nodes".into(),
-                    group: String::new(),
-                    name: node.to_string(),
-                })
-            })?;
+        let stored =
+            crate::tokens::read_core_found(self.inner, "nodes", "", node).map_err(Refusal::Api)?;
         let uid = meta_str(&stored, "uid").unwrap_or("");
         let claimed = owner["uid"].as_str().unwrap_or("");
         if claimed != uid {
