@@ -123,6 +123,15 @@ impl Ctx {
         Ok((labels, fields))
     }
 
+    /// The [`selectors`](Self::selectors) of a collection request (list,
+    /// watch, deletecollection) to the resource's field labels, once its
+    /// list options are checked too.
+    pub(crate) fn collection_selectors(&self) -> Result<(LabelSelector, FieldSelector), ApiError> {
+        let selected = self.selectors(self.info().field_labels)?;
+        self.params.check_list_options()?;
+        Ok(selected)
+    }
+
     /// Who is writing: `fieldManager`, else derived from the User-Agent.
     pub(crate) fn write_info(&self, subresource: Option<Subresource>) -> WriteInfo {
         let manager = self.params.field_manager.clone().unwrap_or_else(|| {
