@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::{Operation, WriteRequest};
 use crate::authz::node::{Kind, NODE_LEASE_NAMESPACE, node_name, references};
+use crate::handlers::storage;
 use crate::kinds::NodeWrites;
 use crate::object::meta_str;
 use crate::registry::Subresource;
@@ -58,13 +59,11 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
     }
     .unwrap_or(&Value::Null);
     let refuse = |detail: String| {
-        Err(ApiError::Forbidden {
-            resource: request.info.qualified(),
-            group: request.info.group.to_string(),
-            name: meta_str(object, "name").unwrap_or("").to_string(),
+        Err(storage::forbidden(
+            request.info,
+            meta_str(object, "name").unwrap_or(""),
             detail,
-            causes: Vec::new(),
-        })
+        ))
     };
     if node.is_empty() {
         return refuse(format!(

@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{InitialStatus, KindStrategy, PodSecurityCheck};
+use crate::handlers::storage;
 use crate::object::{set_field, set_section_field};
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
@@ -80,13 +81,11 @@ impl KindStrategy for Namespaces {
         if !UNDELETABLE.contains(&name) {
             return Ok(());
         }
-        Err(ApiError::Forbidden {
-            resource: info.qualified(),
-            group: String::new(),
-            name: name.to_string(),
-            detail: "this namespace may not be deleted".into(),
-            causes: Vec::new(),
-        })
+        Err(storage::forbidden(
+            info,
+            name,
+            "this namespace may not be deleted".into(),
+        ))
     }
 
     fn held(&self, namespace: &Value) -> bool {
