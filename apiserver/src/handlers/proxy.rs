@@ -333,9 +333,9 @@ async fn dial(
             .connect(name, tcp)
             .await
             .map_err(|e| e.to_string())?;
-        handshake(TokioIo::new(stream), upgrades).await
+        handshake(TokioIo::new(stream), upgrades, "proxied").await
     } else {
-        handshake(TokioIo::new(tcp), upgrades).await
+        handshake(TokioIo::new(tcp), upgrades, "proxied").await
     }
     .map_err(|e| e.to_string())
 }
