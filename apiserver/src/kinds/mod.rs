@@ -349,3 +349,10 @@ fn set_default(target: &mut Value, field: &str, value: Value) {
         map.entry(field).or_insert(value);
     }
 }
+
+/// `field` of an object, an empty object first when it is missing: where
+/// the defaults of a nested object go.
+fn default_object<'a>(target: &'a mut Value, field: &str) -> Option<&'a mut Value> {
+    set_default(target, field, Value::Object(serde_json::Map::new()));
+    crate::object::path_mut(target, &[field])
+}

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::pods::default_pod_spec;
-use super::{KindStrategy, scale, set_default, spec_of};
+use super::{KindStrategy, default_object, scale, set_default, spec_of};
 use crate::kinds::Written;
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
@@ -59,8 +59,7 @@ fn default_rolling_update<'a>(
     field: &str,
     rolling: Value,
 ) -> Option<&'a mut Value> {
-    set_default(spec, field, json!({}));
-    let strategy = path_mut(spec, &[field]).filter(|s| s.is_object())?;
+    let strategy = default_object(spec, field).filter(|s| s.is_object())?;
     set_default(strategy, "type", json!("RollingUpdate"));
     if strategy["type"] != "RollingUpdate" {
         return None;
@@ -167,8 +166,7 @@ fn stateful_set_defaults(spec: &mut Value) {
     set_default(spec, "podManagementPolicy", json!("OrderedReady"));
     set_default(spec, "revisionHistoryLimit", json!(10));
     default_rolling_update(spec, "updateStrategy", json!({ "partition": 0 }));
-    set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({}));
-    if let Some(policy) = path_mut(spec, &["persistentVolumeClaimRetentionPolicy"]) {
+    if let Some(policy) = default_object(spec, "persistentVolumeClaimRetentionPolicy") {
         set_default(policy, "whenDeleted", json!("Retain"));
         set_default(policy, "whenScaled", json!("Retain"));
     }
@@ -178,8 +176,7 @@ fn stateful_set_defaults(spec: &mut Value) {
         if let Some(claim_spec) = spec_of(claim) {
             super::volumes::default_claim_spec(claim_spec);
         }
-        set_default(claim, "status", json!({}));
-        if let Some(status) = path_mut(claim, &["status"]) {
+        if let Some(status) = default_object(claim, "status") {
             set_default(status, "phase", json!("Pending"));
         }
     }
@@ -261,17 +258,13 @@ fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
         "selector",
         json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } }),
     );
-    set_default(spec, "template", json!({}));
-    if let Some(template) = path_mut(spec, &["template"]) {
-        set_default(template, "metadata", json!({}));
-        if let Some(meta) = path_mut(template, &["metadata"]) {
-            set_default(meta, "labels", json!({}));
-            if let (Some(existing), Some(add)) =
-                (meta["labels"].as_object_mut(), labels.as_object())
-            {
-                for (k, v) in add {
-                    existing.entry(k.clone()).or_insert_with(|| v.clone());
-                }
+    if let Some(template) = default_object(spec, "template")
+        && let Some(meta) = default_object(template, "metadata")
+    {
+        set_default(meta, "labels", json!({}));
+        if let (Some(existing), Some(add)) = (meta["labels"].as_object_mut(), labels.as_object()) {
+            for (k, v) in add {
+                existing.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
     }
