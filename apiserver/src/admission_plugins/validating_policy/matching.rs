@@ -103,50 +103,44 @@ fn labels_of(object: &Value) -> BTreeMap<&str, &str> {
         .collect()
 }
 
-/// `Ok(None)` for no selector; `Err` for one that does not parse, which
-/// validation refused, so one that still fails selects nothing rather than
-/// everything.
-fn selector(value: &Value) -> Result<Option<LabelSelector>, ()> {
+/// Whether the selector `value` selects: `test` of it, everything when
+/// there is none, and nothing when it does not parse (validation refused
+/// it, so one that still fails selects nothing rather than everything).
+fn selects(value: &Value, test: impl FnOnce(&LabelSelector) -> bool) -> bool {
     if value.is_null() {
-        return Ok(None);
+        return true;
     }
-    LabelSelector::from_object(value).map(Some).map_err(|_| ())
+    LabelSelector::from_object(value).is_ok_and(|selector| test(&selector))
 }
 
 /// Cluster-scoped objects other than namespaces always match; a Namespace
 /// is matched on its own labels.
 fn namespace_matches(value: &Value, request: &RequestShape<'_>) -> bool {
-    let selector = match selector(value) {
-        Ok(Some(selector)) => selector,
-        Ok(None) => return true,
-        Err(()) => return false,
-    };
-    if request.is_namespace {
-        let own = request
-            .new
-            .or(request.old)
-            .map(labels_of)
-            .unwrap_or_default();
-        return selector.matches_labels(&own);
-    }
-    if !request.namespaced {
-        return true;
-    }
-    let labels = request.namespace_labels.map(labels_of).unwrap_or_default();
-    selector.matches_labels(&labels)
+    selects(value, |selector| {
+        if request.is_namespace {
+            let own = request
+                .new
+                .or(request.old)
+                .map(labels_of)
+                .unwrap_or_default();
+            return selector.matches_labels(&own);
+        }
+        if !request.namespaced {
+            return true;
+        }
+        let labels = request.namespace_labels.map(labels_of).unwrap_or_default();
+        selector.matches_labels(&labels)
+    })
 }
 
 /// The new or the old object's labels match.
 fn object_matches(value: &Value, request: &RequestShape<'_>) -> bool {
-    let selector = match selector(value) {
-        Ok(Some(selector)) => selector,
-        Ok(None) => return true,
-        Err(()) => return false,
-    };
-    [request.new, request.old]
-        .into_iter()
-        .flatten()
-        .any(|object| selector.matches_labels(&labels_of(object)))
+    selects(value, |selector| {
+        [request.new, request.old]
+            .into_iter()
+            .flatten()
+            .any(|object| selector.matches_labels(&labels_of(object)))
+    })
 }
 
 #[cfg(test)]
