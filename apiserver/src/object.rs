@@ -128,6 +128,16 @@ pub(crate) fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// Whether the object's `status.conditions` hold one of type `kind` whose
+/// status is `True`.
+pub(crate) fn condition_true(object: &Value, kind: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == "True")
+}
+
 /// The condition `type_` as it should read now, among an object's
 /// `conditions`: `None` when it already says `status`, `reason` and
 /// `message`; otherwise the new condition, which keeps its last transition

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{Column, Printer, age, deleting, int, list, name, or_none, text};
+use crate::object::condition_true;
 
 pub(crate) static PODS: Printer = Printer {
     columns: &[
@@ -89,12 +90,6 @@ fn is_sidecar(pod: &Value, container_name: &str) -> bool {
     list(pod, "spec/initContainers").iter().any(|c| {
         text(c, "name") == Some(container_name) && text(c, "restartPolicy") == Some("Always")
     })
-}
-
-fn condition_true(pod: &Value, kind: &str) -> bool {
-    list(pod, "status/conditions")
-        .iter()
-        .any(|c| text(c, "type") == Some(kind) && text(c, "status") == Some("True"))
 }
 
 /// A termination's reason, or "Signal:9" / "ExitCode:1" when it gives none.

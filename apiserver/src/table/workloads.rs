@@ -10,6 +10,7 @@ use super::columns::{
     Column, Printer, age, at, containers_and_images, deleting, flag, int, list,
     map_selector_string, name, or_none, selector_string, text, text_cell,
 };
+use crate::object::condition_true;
 
 const CONTAINERS: Column = Column::wide(
     "Containers",
@@ -203,12 +204,6 @@ pub(crate) static DAEMONSETS: Printer = Printer {
         selected_row(d, now, own)
     },
 };
-
-fn condition_true(object: &Value, kind: &str) -> bool {
-    list(object, "status/conditions")
-        .iter()
-        .any(|c| text(c, "type") == Some(kind) && text(c, "status") == Some("True"))
-}
 
 fn job_status(job: &Value) -> &'static str {
     if condition_true(job, "Complete") {
