@@ -99,12 +99,7 @@ fn statuses(ctx: &Ctx) -> Vec<Value> {
 
 /// Serves `GET` of the list or of one component.
 pub(crate) async fn serve(ctx: Ctx, method: Method) -> Result<Response, ApiError> {
-    if ctx.target.subresource.is_some() {
-        return Err(ApiError::PathNotFound);
-    }
-    if method != Method::GET || ctx.params.watch {
-        return Err(ApiError::MethodNotAllowed);
-    }
+    ctx.only_get(&method)?;
     ctx.notes.warn(DEPRECATED);
     let all = statuses(&ctx);
     let info = ctx.info().clone();

@@ -68,14 +68,15 @@ pub(crate) fn finalizers(object: &Value) -> Vec<String> {
 /// The strings of a JSON list (none when it is not a list; other items are
 /// skipped).
 pub(crate) fn strings(list: &Value) -> Vec<String> {
+    str_items(list).map(String::from).collect()
+}
+
+/// [`strings`] borrowed from the list, for readers that only look.
+pub(crate) fn str_items(list: &Value) -> impl Iterator<Item = &str> {
     list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// Whether `metadata.deletionTimestamp` is set.
@@ -125,6 +126,16 @@ pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
+}
+
+/// Whether the object's `status.conditions` hold one of type `kind` whose
+/// status is `True`.
+pub(crate) fn condition_true(object: &Value, kind: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == "True")
 }
 
 /// The condition `type_` as it should read now, among an object's
@@ -187,6 +198,18 @@ pub(crate) fn set_field(object: &mut Value, field: &str, value: Value) {
     if let Some(map) = object.as_object_mut() {
         map.insert(field.to_string(), value);
     }
+}
+
+/// Sets `section.field` of an object (`spec.replicas`, `status.phase`),
+/// the section made an empty object first when it is missing or not one.
+pub(crate) fn set_section_field(object: &mut Value, section: &str, field: &str, value: Value) {
+    let mut part = object
+        .get(section)
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    set_field(&mut part, field, value);
+    set_field(object, section, part);
 }
 
 #[cfg(test)]

@@ -229,23 +229,31 @@ pub(crate) async fn paused(shutdown: &mut watch::Receiver<bool>, period: Duratio
 /// How often [`follow_caches`] compares the caches' revisions.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
-/// Runs `sync` whenever the `revisions` of the caches it reads move (and
-/// every `resync`, when given) until the server shuts down; a round that
-/// fails is tried again at the next poll. `synced`: the server ran the
-/// first round before serving. The loop of the server's own status writers
-/// (APIService availability, FlowSchema conditions); their writes move the
-/// revisions too, and the round after finds nothing to do.
-pub(crate) async fn follow_caches<R, S, F>(
+/// Runs `sync` whenever the revisions of the `followed` (v1) resources'
+/// caches it reads move (and every `resync`, when given) until the server
+/// shuts down; a round that fails is tried again at the next poll.
+/// `synced`: the server ran the first round before serving. The loop of the
+/// server's own status writers (APIService availability, FlowSchema
+/// conditions); their writes move the revisions too, and the round after
+/// finds nothing to do.
+pub(crate) async fn follow_caches<S, F>(
     inner: &Inner,
     synced: bool,
     resync: Option<Duration>,
-    revisions: R,
+    followed: &[GroupResource<'_>],
     mut sync: S,
 ) where
-    R: Fn(&Inner) -> Vec<u64>,
     S: FnMut() -> F,
     F: std::future::Future<Output = bool>,
 {
+    let revisions = |inner: &Inner| -> Vec<u64> {
+        followed
+            .iter()
+            .filter_map(|r| inner.registry.get(r.group, "v1", r.resource))
+            .filter_map(|info| inner.cache(&info).ok())
+            .map(|cache| cache.revision())
+            .collect()
+    };
     let mut shutdown = inner.shutdown.subscribe();
     let mut seen = synced.then(|| revisions(inner));
     let mut last_full = tokio::time::Instant::now();

@@ -60,13 +60,7 @@ pub(crate) async fn admit(
     {
         return Ok(());
     }
-    let forbidden = |detail: String| ApiError::Forbidden {
-        resource: info.qualified(),
-        group: info.group.to_string(),
-        name: String::new(),
-        detail,
-        causes: Vec::new(),
-    };
+    let forbidden = |detail: String| storage::forbidden(info, "", detail);
     let Some(password) = password.filter(|p| !p.is_empty()) else {
         return Err(forbidden(format!(
             "a client certificate request for node {node:?} must carry the node password (annotation {ANNOTATION})"

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::{Operation, WriteRequest};
 use crate::authz::node::{Kind, NODE_LEASE_NAMESPACE, node_name, references};
+use crate::handlers::storage;
 use crate::kinds::NodeWrites;
 use crate::object::meta_str;
 use crate::registry::Subresource;
@@ -58,13 +59,11 @@ pub(crate) fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), Api
     }
     .unwrap_or(&Value::Null);
     let refuse = |detail: String| {
-        Err(ApiError::Forbidden {
-            resource: request.info.qualified(),
-            group: request.info.group.to_string(),
-            name: meta_str(object, "name").unwrap_or("").to_string(),
+        Err(storage::forbidden(
+            request.info,
+            meta_str(object, "name").unwrap_or(""),
             detail,
-            causes: Vec::new(),
-        })
+        ))
     };
     if node.is_empty() {
         return refuse(format!(
@@ -130,15 +129,8 @@ impl Check<'_> {
 
     /// The stored pod `name` of the write's namespace (404 when missing).
     fn pod_named(&self, name: &str) -> Result<Value, Refusal> {
-        crate::tokens::read_core(self.inner, "pods", self.namespace, name)
-            .map_err(Refusal::Api)?
-            .ok_or_else(|| {
-                Refusal::Api(ApiError::NotFound {
-                    resource: "pods".into(),
-                    group: String::new(),
-                    name: name.to_string(),
-                })
-            })
+        crate::tokens::read_core_found(self.inner, "pods", self.namespace, name)
+            .map_err(Refusal::Api)
     }
 
     fn bound_here(&self, pod: &Value) -> bool {
@@ -241,15 +233,8 @@ impl Check<'_> {
                 "node \"{node}\" must not set blockOwnerDeletion on an owner reference"
             ));
         }
-        let stored = crate::tokens::read_core(self.inner, "nodes", "", node)
-            .map_err(Refusal::Api)?
-            .ok_or_else(|| {
-                Refusal::Api(ApiError::NotFound {
-                    resource: "nodes".into(),
-                    group: String::new(),
-                    name: node.to_string(),
-                })
-            })?;
+        let stored =
+            crate::tokens::read_core_found(self.inner, "nodes", "", node).map_err(Refusal::Api)?;
         let uid = meta_str(&stored, "uid").unwrap_or("");
         let claimed = owner["uid"].as_str().unwrap_or("");
         if claimed != uid {

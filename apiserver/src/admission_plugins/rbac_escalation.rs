@@ -26,6 +26,7 @@ use crate::authz::rbac::rule::{Rule, compact, uncovered};
 use crate::authz::rbac::{GROUP, Rbac};
 use crate::authz::{Attributes, Chain, MASTERS_GROUP, RequestKind, ResourceAttributes};
 use crate::go_format::{go_quote, go_quoted_list};
+use crate::handlers::storage;
 use crate::object::meta_str;
 use crate::status::ApiError;
 
@@ -63,13 +64,7 @@ pub(super) fn check(
     }
     let name = meta_str(new, "name").unwrap_or("");
     let namespace = meta_str(new, "namespace").unwrap_or("");
-    let refuse = |detail: String| ApiError::Forbidden {
-        resource: info.qualified(),
-        group: info.group.to_string(),
-        name: name.to_string(),
-        detail,
-        causes: Vec::new(),
-    };
+    let refuse = |detail: String| storage::forbidden(info, name, detail);
     let user = request.user;
     match info.resource {
         "roles" | "clusterroles" => {

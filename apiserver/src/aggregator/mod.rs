@@ -284,20 +284,13 @@ pub(crate) async fn sync(inner: &Inner, client: &kube::Client) -> bool {
 /// availability current until the server shuts down: on any change of
 /// APIServices, Services or EndpointSlices, and every 30 s.
 pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client) {
-    let revisions = |inner: &Inner| -> Vec<u64> {
-        [
-            GroupResource::of::<APIService>(),
-            GroupResource::of::<Service>(),
-            GroupResource::of::<EndpointSlice>(),
-        ]
-        .iter()
-        .filter_map(|r| inner.registry.get(r.group, "v1", r.resource))
-        .filter_map(|info| inner.cache(&info).ok())
-        .map(|cache| cache.revision())
-        .collect()
-    };
+    let followed = [
+        GroupResource::of::<APIService>(),
+        GroupResource::of::<Service>(),
+        GroupResource::of::<EndpointSlice>(),
+    ];
     // The server ran the first round before serving.
-    crate::server::follow_caches(&inner, true, Some(RESYNC), revisions, || {
+    crate::server::follow_caches(&inner, true, Some(RESYNC), &followed, || {
         sync(&inner, &client)
     })
     .await;

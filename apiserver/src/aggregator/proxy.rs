@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::admission_plugins::webhook::target::service_address;
 use crate::authn::UserInfo;
+use crate::handlers::streaming::proxy::handshake;
 use crate::server::Inner;
 use crate::status::ApiError;
 use crate::tls::server_check::ServerCheck;
@@ -181,14 +182,9 @@ pub(crate) async fn forward(
         .await
         .map_err(|_| unavailable("TLS handshake timed out"))?
         .map_err(|e| unavailable(format!("TLS handshake with {server_name}: {e}")))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let mut sender = handshake(TokioIo::new(stream), false, "aggregated API")
         .await
         .map_err(unavailable)?;
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::debug!(%error, "aggregated API connection ended");
-        }
-    });
 
     let (parts, body) = request.into_parts();
     let uri = parts

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::authn::UserInfo;
 use crate::authz::RequestKind;
+use crate::authz::rbac::rule::url_matches;
 
 /// How much of a request is recorded, in increasing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -331,7 +332,7 @@ impl Rule {
                 RequestKind::NonResource { path } => self
                     .non_resource_urls
                     .iter()
-                    .any(|spec| path_matches(path, spec)),
+                    .any(|spec| url_matches(spec, path)),
                 RequestKind::Resource(_) => false,
             };
         }
@@ -350,11 +351,7 @@ impl Rule {
         if self.resources.is_empty() {
             return true;
         }
-        let combined = if r.subresource.is_empty() {
-            r.resource.clone()
-        } else {
-            format!("{}/{}", r.resource, r.subresource)
-        };
+        let combined = r.combined_resource();
         self.resources.iter().any(|group| {
             if group.group != r.group {
                 return false;
@@ -374,16 +371,6 @@ impl Rule {
             })
         })
     }
-}
-
-/// `*` matches every path, `/x*` every path starting with `/x`, anything
-/// else only itself.
-fn path_matches(path: &str, spec: &str) -> bool {
-    if spec == "*" || spec == path {
-        return true;
-    }
-    spec.strip_suffix('*')
-        .is_some_and(|prefix| path.starts_with(prefix.trim_end_matches('*')))
 }
 
 #[cfg(test)]

@@ -265,11 +265,7 @@ mod tests {
             let Some(r) = attributes.resource() else {
                 return Decision::NoOpinion(String::new());
             };
-            let mut resource = r.resource.clone();
-            if !r.subresource.is_empty() {
-                resource = format!("{resource}/{}", r.subresource);
-            }
-            let wanted = format!("{resource}/{}", r.name);
+            let wanted = format!("{}/{}", r.combined_resource(), r.name);
             if attributes.verb == "impersonate" && self.0.contains(&wanted.as_str()) {
                 Decision::Allow(String::new())
             } else {

@@ -71,6 +71,18 @@ pub struct ResourceAttributes {
     pub name: String,
 }
 
+impl ResourceAttributes {
+    /// `resource/subresource`, or the resource alone: how rules and
+    /// messages name what a request is aimed at.
+    pub fn combined_resource(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
+}
+
 #[cfg(test)]
 impl RequestKind {
     /// A `v1` resource request, for tests: `resource` may end in
@@ -243,10 +255,7 @@ pub fn forbidden(attributes: &Attributes, reason: &str) -> ApiError {
             String::new(),
         ),
         RequestKind::Resource(r) => {
-            let mut resource = r.resource.clone();
-            if !r.subresource.is_empty() {
-                resource = format!("{resource}/{}", r.subresource);
-            }
+            let resource = r.combined_resource();
             let scope = if r.namespace.is_empty() {
                 "at the cluster scope".to_string()
             } else {

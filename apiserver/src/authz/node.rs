@@ -311,11 +311,7 @@ impl NodeAuthorizer {
 
 /// Allow when upstream's `system:node` rules grant the request.
 fn rules_decision(verb: &str, r: &ResourceAttributes) -> Decision {
-    let resource = if r.subresource.is_empty() {
-        r.resource.clone()
-    } else {
-        format!("{}/{}", r.resource, r.subresource)
-    };
+    let resource = r.combined_resource();
     let granted = NODE_RULES.iter().any(|rule| {
         rule.group == r.group && rule.verbs.contains(&verb) && rule.resources.contains(&&*resource)
     });

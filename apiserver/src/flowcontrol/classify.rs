@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use crate::authz::{Attributes, RequestKind};
+use crate::object::str_items;
 
 const ALL: &str = "*";
 
@@ -81,16 +82,8 @@ pub(crate) fn sort(schemas: &mut [Schema]) {
     schemas.sort_by(|a, b| (a.precedence, &a.name).cmp(&(b.precedence, &b.name)));
 }
 
-fn strings(value: &Value) -> impl Iterator<Item = &str> {
-    value
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-}
-
 fn has(list: &Value, wanted: &str) -> bool {
-    strings(list).any(|s| s == ALL || s == wanted)
+    str_items(list).any(|s| s == ALL || s == wanted)
 }
 
 fn subjects_match(subjects: &Value, attrs: &Attributes) -> bool {
@@ -127,11 +120,7 @@ fn subjects_match(subjects: &Value, attrs: &Attributes) -> bool {
 fn request_matches(rule: &Value, attrs: &Attributes) -> bool {
     match &attrs.request {
         RequestKind::Resource(r) => {
-            let resource = if r.subresource.is_empty() {
-                r.resource.clone()
-            } else {
-                format!("{}/{}", r.resource, r.subresource)
-            };
+            let resource = r.combined_resource();
             rule["resourceRules"]
                 .as_array()
                 .into_iter()
@@ -158,7 +147,7 @@ fn request_matches(rule: &Value, attrs: &Attributes) -> bool {
 /// `*` matches every path, `/x/*` matches `/x` and everything under it,
 /// anything else matches itself.
 fn url_matches(urls: &Value, path: &str) -> bool {
-    strings(urls).any(|url| {
+    str_items(urls).any(|url| {
         if url == ALL || url == path {
             return true;
         }

@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::object::str_items;
 use crate::status::FieldError;
 
 /// The FlowSchema name upstream reserves for the exempt schema.
@@ -64,13 +65,6 @@ pub(crate) fn default_priority_level(object: &mut Value) {
         set_default(exempt, "nominalConcurrencyShares", json!(0));
         set_default(exempt, "lendablePercent", json!(0));
     }
-}
-
-fn strings(value: &Value) -> Vec<&str> {
-    value
-        .as_array()
-        .map(|items| items.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
 }
 
 /// `*` must stand alone in a list that holds it.
@@ -152,7 +146,7 @@ fn validate_rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
     for (i, r) in resource_rules.iter().enumerate() {
         let at = format!("{path}.resourceRules[{i}]");
         check_rule_lists(r, &at, &["verbs", "apiGroups", "resources"], errors);
-        let namespaces = strings(&r["namespaces"]);
+        let namespaces: Vec<&str> = str_items(&r["namespaces"]).collect();
         if namespaces.is_empty() && r["clusterScope"] != true {
             errors.push(FieldError::required(
                 format!("{at}.namespaces"),
@@ -171,7 +165,7 @@ fn validate_rule(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
 /// only alone.
 fn check_rule_lists(rule: &Value, path: &str, fields: &[&str], errors: &mut Vec<FieldError>) {
     for field in fields {
-        let list = strings(&rule[field]);
+        let list: Vec<&str> = str_items(&rule[field]).collect();
         if list.is_empty() {
             errors.push(FieldError::required(
                 format!("{path}.{field}"),

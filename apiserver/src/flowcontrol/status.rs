@@ -11,6 +11,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::kinds::GroupResource;
 use crate::server::Inner;
 
 const GROUP: &str = "flowcontrol.apiserver.k8s.io";
@@ -99,21 +100,15 @@ pub(crate) async fn sync(inner: &Inner, client: &kube::Client) -> bool {
         .all(|ok| ok)
 }
 
-/// The revisions of the schemas' and levels' caches.
-fn revisions(inner: &Inner) -> Vec<u64> {
-    ["flowschemas", "prioritylevelconfigurations"]
-        .iter()
-        .filter_map(|r| inner.registry.get(GROUP, "v1", r))
-        .filter_map(|info| inner.cache(&info).ok())
-        .map(|cache| cache.revision())
-        .collect()
-}
-
 /// Keeps every FlowSchema's Dangling condition current until the server
 /// shuts down, on any change of schemas or levels (after the first round,
 /// [`sync`] before serving; `synced` says whether it went through).
 pub(crate) async fn run(inner: Arc<Inner>, client: kube::Client, synced: bool) {
-    crate::server::follow_caches(&inner, synced, None, revisions, || sync(&inner, &client)).await;
+    let followed = [
+        GroupResource::new(GROUP, "flowschemas"),
+        GroupResource::new(GROUP, "prioritylevelconfigurations"),
+    ];
+    crate::server::follow_caches(&inner, synced, None, &followed, || sync(&inner, &client)).await;
 }
 
 #[cfg(test)]

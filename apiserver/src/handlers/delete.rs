@@ -257,8 +257,7 @@ pub(super) async fn delete_collection(ctx: Ctx, body: Body) -> Result<Response, 
     let bytes = crate::body::read(&ctx.headers, body).await?;
     let options = DeleteOptions::from_request(&ctx, &bytes)?;
     let info = ctx.info().clone();
-    let (labels, fields) = ctx.selectors(info.field_labels)?;
-    ctx.params.check_list_options()?;
+    let (labels, fields) = ctx.collection_selectors()?;
     let snapshot = ctx.inner.cache(&info)?.snapshot();
     let prefix = info.collection_prefix(ctx.namespace());
     let write = ctx.write_info(None);

@@ -123,6 +123,28 @@ impl Ctx {
         Ok((labels, fields))
     }
 
+    /// The [`selectors`](Self::selectors) of a collection request (list,
+    /// watch, deletecollection) to the resource's field labels, once its
+    /// list options are checked too.
+    pub(crate) fn collection_selectors(&self) -> Result<(LabelSelector, FieldSelector), ApiError> {
+        let selected = self.selectors(self.info().field_labels)?;
+        self.params.check_list_options()?;
+        Ok(selected)
+    }
+
+    /// Refuses what a computed, read-only resource (componentstatuses,
+    /// the metrics) does not serve: a subresource (404), or anything but a
+    /// GET of the list or one object (405, watches included).
+    pub(crate) fn only_get(&self, method: &Method) -> Result<(), ApiError> {
+        if self.target.subresource.is_some() {
+            return Err(ApiError::PathNotFound);
+        }
+        if method != Method::GET || self.params.watch {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        Ok(())
+    }
+
     /// Who is writing: `fieldManager`, else derived from the User-Agent.
     pub(crate) fn write_info(&self, subresource: Option<Subresource>) -> WriteInfo {
         let manager = self.params.field_manager.clone().unwrap_or_else(|| {

@@ -24,11 +24,11 @@ use axum::response::Response;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rand::seq::IndexedRandom;
-use serde_json::Value;
 
 use super::storage;
 use super::streaming::node::{NodeLocation, location_of};
 use super::streaming::proxy::{connect, handshake, relay};
+use crate::object::str_items;
 use crate::routing::Target;
 use crate::server::Inner;
 use crate::status::ApiError;
@@ -264,11 +264,7 @@ fn pod_endpoints(
         }
         let ips = pod_ips(endpoint["targetRef"]["name"].as_str().unwrap_or_default());
         out.extend(
-            endpoint["addresses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
+            str_items(&endpoint["addresses"])
                 .filter(|a| ips.iter().any(|ip| ip == a))
                 .filter_map(|a| a.parse::<IpAddr>().ok())
                 .filter(proxyable)
@@ -337,9 +333,9 @@ async fn dial(
             .connect(name, tcp)
             .await
             .map_err(|e| e.to_string())?;
-        handshake(TokioIo::new(stream), upgrades).await
+        handshake(TokioIo::new(stream), upgrades, "proxied").await
     } else {
-        handshake(TokioIo::new(tcp), upgrades).await
+        handshake(TokioIo::new(tcp), upgrades, "proxied").await
     }
     .map_err(|e| e.to_string())
 }

@@ -171,8 +171,7 @@ async fn store_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, ApiEr
 
 pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
-    let (labels, fields) = ctx.selectors(info.field_labels)?;
-    ctx.params.check_list_options()?;
+    let (labels, fields) = ctx.collection_selectors()?;
     let token = ctx
         .params
         .continue_token

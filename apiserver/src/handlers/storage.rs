@@ -34,6 +34,18 @@ pub(crate) fn not_found(info: &ResourceInfo, name: &str) -> ApiError {
     }
 }
 
+/// A 403 about `name` of `info`'s resource, without causes: how admission
+/// and a kind's own rules refuse a write.
+pub(crate) fn forbidden(info: &ResourceInfo, name: &str, detail: String) -> ApiError {
+    ApiError::Forbidden {
+        resource: info.qualified(),
+        group: info.group.to_string(),
+        name: name.to_string(),
+        detail,
+        causes: Vec::new(),
+    }
+}
+
 pub(crate) fn conflict(info: &ResourceInfo, name: &str, detail: &str) -> ApiError {
     ApiError::Conflict {
         resource: info.qualified(),

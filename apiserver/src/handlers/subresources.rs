@@ -10,7 +10,7 @@ use super::storage::{self, FirstRead, Next, check_precondition, guaranteed_updat
 use super::update::{admit_update, precondition};
 use super::{Ctx, check_type, respond};
 use crate::admission::prepare_update;
-use crate::object::{meta_str, set_field};
+use crate::object::{condition_true, meta_str, set_field};
 use crate::patch;
 use crate::registry::ResourceInfo;
 use crate::registry::Subresource;
@@ -304,12 +304,7 @@ async fn take_disruption(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
             ));
         }
     };
-    let ready = pod["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True");
-    if !ready {
+    if !condition_true(pod, "Ready") {
         let always = pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow";
         let desired = pdb["status"]["desiredHealthy"].as_i64().unwrap_or(0);
         let current = pdb["status"]["currentHealthy"].as_i64().unwrap_or(0);

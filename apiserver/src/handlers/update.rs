@@ -16,7 +16,7 @@ use super::storage::{self, FirstRead, Next, check_precondition, guaranteed_updat
 use super::{Ctx, check_type, respond_stored};
 use crate::admission::{WriteInfo, prepare_status_update, prepare_update};
 use crate::managed_fields::{self, Scope};
-use crate::object::{finalizers, is_terminating, meta_mut, meta_str, set_field};
+use crate::object::{finalizers, is_terminating, meta_mut, meta_str, set_section_field};
 use crate::patch::apply::{ApplyError, ApplyRequest, server_side_apply};
 use crate::patch::{self, PatchType};
 use crate::registry::{ResourceInfo, Subresource};
@@ -292,13 +292,7 @@ fn invalid_patch_options(cause: crate::status::FieldError) -> ApiError {
 /// changes.
 fn with_field(current: &Value, section: &str, field: &str, value: Value) -> Value {
     let mut next = current.clone();
-    let mut part = next
-        .get(section)
-        .filter(|s| s.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    set_field(&mut part, field, value);
-    set_field(&mut next, section, part);
+    set_section_field(&mut next, section, field, value);
     next
 }
 

@@ -220,8 +220,7 @@ pub(super) async fn watch_one(mut ctx: Ctx) -> Result<Response, ApiError> {
 
 pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info().clone();
-    let (labels, fields) = ctx.selectors(info.field_labels)?;
-    ctx.params.check_list_options()?;
+    let (labels, fields) = ctx.collection_selectors()?;
     let from = match ctx.params.resource_version.as_deref() {
         None | Some("0") => None,
         Some(rv) if ctx.params.send_initial_events == Some(true) => {

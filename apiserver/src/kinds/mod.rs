@@ -370,3 +370,10 @@ pub(crate) fn changed_outside_metadata(old: &Value, new: &Value) -> bool {
     };
     rest(old) != rest(new)
 }
+
+/// `field` of an object, an empty object first when it is missing: where
+/// the defaults of a nested object go.
+fn default_object<'a>(target: &'a mut Value, field: &str) -> Option<&'a mut Value> {
+    set_default(target, field, Value::Object(serde_json::Map::new()));
+    crate::object::path_mut(target, &[field])
+}

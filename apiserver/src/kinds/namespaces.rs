@@ -6,7 +6,8 @@
 use serde_json::{Value, json};
 
 use super::{InitialStatus, KindStrategy, PodSecurityCheck};
-use crate::object::set_field;
+use crate::handlers::storage;
+use crate::object::{set_field, set_section_field};
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 use crate::validation::NameRule;
@@ -80,13 +81,11 @@ impl KindStrategy for Namespaces {
         if !UNDELETABLE.contains(&name) {
             return Ok(());
         }
-        Err(ApiError::Forbidden {
-            resource: info.qualified(),
-            group: String::new(),
-            name: name.to_string(),
-            detail: "this namespace may not be deleted".into(),
-            causes: Vec::new(),
-        })
+        Err(storage::forbidden(
+            info,
+            name,
+            "this namespace may not be deleted".into(),
+        ))
     }
 
     fn held(&self, namespace: &Value) -> bool {
@@ -96,12 +95,6 @@ impl KindStrategy for Namespaces {
     }
 
     fn mark_deleting(&self, namespace: &mut Value) {
-        let mut status = namespace
-            .get("status")
-            .filter(|s| s.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        set_field(&mut status, "phase", json!("Terminating"));
-        set_field(namespace, "status", status);
+        set_section_field(namespace, "status", "phase", json!("Terminating"));
     }
 }

@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value, json};
 use skiff_common::amount::Amount;
+use skiff_common::quota::pods::COMPUTE_RESOURCES;
 
 use super::KindStrategy;
 use crate::kinds::Written;
@@ -58,17 +59,6 @@ const SCOPES: &[&str] = &[
     "NotBestEffort",
     "PriorityClass",
     "CrossNamespacePodAffinity",
-];
-
-/// The hard names a scoped quota may limit (pods' count and compute).
-const SCOPED_RESOURCES: &[&str] = &[
-    "pods",
-    "cpu",
-    "memory",
-    "requests.cpu",
-    "requests.memory",
-    "limits.cpu",
-    "limits.memory",
 ];
 
 /// Every value of a resource map is a quantity of at least zero.
@@ -148,7 +138,8 @@ fn scopes(spec: &Value, errors: &mut Vec<FieldError>) {
         let allowed = if has("BestEffort") {
             name == "pods"
         } else {
-            SCOPED_RESOURCES.contains(&name.as_str())
+            // A scoped quota limits pods' count and compute only.
+            name == "pods" || COMPUTE_RESOURCES.contains(&name.as_str())
         };
         if !allowed {
             errors.push(FieldError::invalid(

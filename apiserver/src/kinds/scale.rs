@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::object::set_field;
+use crate::object::set_section_field;
 use crate::selectors::LabelSelector;
 
 /// `spec.selector` (a LabelSelector) as a query string; empty when absent
@@ -41,11 +41,5 @@ pub(crate) fn scale_of(object: &Value, spec: i64, status: i64, selector: &str) -
 
 /// Sets `spec.replicas`, creating `spec` when missing.
 pub(super) fn set_spec_replicas(object: &mut Value, replicas: i64) {
-    let mut spec = object
-        .get("spec")
-        .filter(|s| s.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    set_field(&mut spec, "replicas", json!(replicas));
-    set_field(object, "spec", spec);
+    set_section_field(object, "spec", "replicas", json!(replicas));
 }

@@ -4,9 +4,8 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{InitialStatus, KindStrategy, set_default, spec_of};
+use super::{InitialStatus, KindStrategy, default_object, set_default, spec_of};
 use crate::kinds::Written;
-use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
 use crate::service_alloc::AllocationGuard;
@@ -45,15 +44,12 @@ impl KindStrategy for Services {
         if kind == "LoadBalancer" {
             set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
         }
-        if spec["sessionAffinity"] == "ClientIP" {
-            set_default(spec, "sessionAffinityConfig", json!({}));
-            if let Some(config) = path_mut(spec, &["sessionAffinityConfig"]) {
-                set_default(config, "clientIP", json!({}));
-                if let Some(client) = path_mut(config, &["clientIP"]) {
-                    // Three hours, upstream's sticky-session default.
-                    set_default(client, "timeoutSeconds", json!(10800));
-                }
-            }
+        if spec["sessionAffinity"] == "ClientIP"
+            && let Some(config) = default_object(spec, "sessionAffinityConfig")
+            && let Some(client) = default_object(config, "clientIP")
+        {
+            // Three hours, upstream's sticky-session default.
+            set_default(client, "timeoutSeconds", json!(10800));
         }
         if let Some(ports) = spec["ports"].as_array_mut() {
             for p in ports {

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::pods::default_pod_spec;
-use super::{KindStrategy, scale, set_default, spec_of};
+use super::{KindStrategy, default_object, scale, set_default, spec_of};
 use crate::kinds::Written;
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
@@ -50,16 +50,22 @@ fn check_template(object: &Value, template: &[&str], errors: &mut Vec<FieldError
     checks::pod_spec(&found["spec"], &path, errors);
 }
 
-/// Defaults of `updateStrategy` when its type is (or defaults to)
-/// RollingUpdate.
-fn default_rolling_update(spec: &mut Value, rolling: Value) {
-    set_default(spec, "updateStrategy", json!({}));
-    if let Some(strategy) = path_mut(spec, &["updateStrategy"]).filter(|s| s.is_object()) {
-        set_default(strategy, "type", json!("RollingUpdate"));
-        if strategy["type"] == "RollingUpdate" {
-            set_default(strategy, "rollingUpdate", rolling);
-        }
+/// Defaults of the update strategy at `field` (a Deployment's `strategy`,
+/// the others' `updateStrategy`) when its type is (or defaults to)
+/// RollingUpdate: `rollingUpdate` is `rolling` when missing, and is
+/// returned for defaults of its own fields.
+fn default_rolling_update<'a>(
+    spec: &'a mut Value,
+    field: &str,
+    rolling: Value,
+) -> Option<&'a mut Value> {
+    let strategy = default_object(spec, field).filter(|s| s.is_object())?;
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if strategy["type"] != "RollingUpdate" {
+        return None;
     }
+    set_default(strategy, "rollingUpdate", rolling);
+    path_mut(strategy, &["rollingUpdate"])
 }
 
 /// The `apps/v1` workloads (Deployments, ReplicaSets, StatefulSets,
@@ -97,16 +103,9 @@ fn deployment_defaults(spec: &mut Value) {
     set_default(spec, "replicas", json!(1));
     set_default(spec, "revisionHistoryLimit", json!(10));
     set_default(spec, "progressDeadlineSeconds", json!(600));
-    set_default(spec, "strategy", json!({}));
-    if let Some(strategy) = path_mut(spec, &["strategy"]).filter(|s| s.is_object()) {
-        set_default(strategy, "type", json!("RollingUpdate"));
-        if strategy["type"] == "RollingUpdate" {
-            set_default(strategy, "rollingUpdate", json!({}));
-            if let Some(rolling) = path_mut(strategy, &["rollingUpdate"]) {
-                set_default(rolling, "maxUnavailable", json!("25%"));
-                set_default(rolling, "maxSurge", json!("25%"));
-            }
-        }
+    if let Some(rolling) = default_rolling_update(spec, "strategy", json!({})) {
+        set_default(rolling, "maxUnavailable", json!("25%"));
+        set_default(rolling, "maxSurge", json!("25%"));
     }
 }
 
@@ -166,9 +165,8 @@ fn stateful_set_defaults(spec: &mut Value) {
     set_default(spec, "replicas", json!(1));
     set_default(spec, "podManagementPolicy", json!("OrderedReady"));
     set_default(spec, "revisionHistoryLimit", json!(10));
-    default_rolling_update(spec, json!({ "partition": 0 }));
-    set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({}));
-    if let Some(policy) = path_mut(spec, &["persistentVolumeClaimRetentionPolicy"]) {
+    default_rolling_update(spec, "updateStrategy", json!({ "partition": 0 }));
+    if let Some(policy) = default_object(spec, "persistentVolumeClaimRetentionPolicy") {
         set_default(policy, "whenDeleted", json!("Retain"));
         set_default(policy, "whenScaled", json!("Retain"));
     }
@@ -178,8 +176,7 @@ fn stateful_set_defaults(spec: &mut Value) {
         if let Some(claim_spec) = spec_of(claim) {
             super::volumes::default_claim_spec(claim_spec);
         }
-        set_default(claim, "status", json!({}));
-        if let Some(status) = path_mut(claim, &["status"]) {
+        if let Some(status) = default_object(claim, "status") {
             set_default(status, "phase", json!("Pending"));
         }
     }
@@ -189,7 +186,11 @@ fn stateful_set_defaults(spec: &mut Value) {
 pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| {
         set_default(spec, "revisionHistoryLimit", json!(10));
-        default_rolling_update(spec, json!({ "maxUnavailable": 1, "maxSurge": 0 }));
+        default_rolling_update(
+            spec,
+            "updateStrategy",
+            json!({ "maxUnavailable": 1, "maxSurge": 0 }),
+        );
     },
 };
 
@@ -257,17 +258,13 @@ fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
         "selector",
         json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } }),
     );
-    set_default(spec, "template", json!({}));
-    if let Some(template) = path_mut(spec, &["template"]) {
-        set_default(template, "metadata", json!({}));
-        if let Some(meta) = path_mut(template, &["metadata"]) {
-            set_default(meta, "labels", json!({}));
-            if let (Some(existing), Some(add)) =
-                (meta["labels"].as_object_mut(), labels.as_object())
-            {
-                for (k, v) in add {
-                    existing.entry(k.clone()).or_insert_with(|| v.clone());
-                }
+    if let Some(template) = default_object(spec, "template")
+        && let Some(meta) = default_object(template, "metadata")
+    {
+        set_default(meta, "labels", json!({}));
+        if let (Some(existing), Some(add)) = (meta["labels"].as_object_mut(), labels.as_object()) {
+            for (k, v) in add {
+                existing.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
     }

@@ -208,6 +208,22 @@ const EVENTS_V1_FIELDS: &[&str] = &[
     "type",
 ];
 
+/// HorizontalPodAutoscalers in the version `T` is of: both versions are
+/// one resource, described alike.
+fn horizontal_pod_autoscalers<T>() -> ResourceInfo
+where
+    T: Resource + Serialize + DeserializeOwned,
+    T::Scope: ScopeFlag,
+{
+    of::<T>()
+        .short(&["hpa"])
+        .cats(ALL)
+        .subs(&[Subresource::Status])
+        .generation()
+        .strategy(&kinds::HorizontalPodAutoscalers)
+        .printer(&table::autoscaling::HORIZONTALPODAUTOSCALERS)
+}
+
 /// Every built-in resource in discovery order (groups in upstream's order).
 pub(super) fn resources() -> Vec<ResourceInfo> {
     use Subresource::*;
@@ -359,24 +375,11 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
         of::<authorization::v1::SelfSubjectRulesReview>().virtual_review(Review::SelfSubjectRules),
         of::<authorization::v1::SubjectAccessReview>().virtual_review(Review::SubjectAccess),
         // autoscaling: v2 is stored and preferred, v1 converts
-        of::<autoscaling::v2::HorizontalPodAutoscaler>()
-            .short(&["hpa"])
-            .cats(ALL)
-            .subs(&[Status])
-            .generation()
-            .strategy(&kinds::HorizontalPodAutoscalers)
-            .printer(&table::autoscaling::HORIZONTALPODAUTOSCALERS),
-        of::<autoscaling::v1::HorizontalPodAutoscaler>()
-            .short(&["hpa"])
-            .cats(ALL)
-            .subs(&[Status])
-            .generation()
-            .strategy(&kinds::HorizontalPodAutoscalers)
-            .printer(&table::autoscaling::HORIZONTALPODAUTOSCALERS)
-            .stored_as(
-                "/registry/autoscaling/horizontalpodautoscalers/",
-                conversion::HPA_V1,
-            ),
+        horizontal_pod_autoscalers::<autoscaling::v2::HorizontalPodAutoscaler>(),
+        horizontal_pod_autoscalers::<autoscaling::v1::HorizontalPodAutoscaler>().stored_as(
+            "/registry/autoscaling/horizontalpodautoscalers/",
+            conversion::HPA_V1,
+        ),
         // batch/v1
         of::<batch::v1::CronJob>()
             .short(&["cj"])

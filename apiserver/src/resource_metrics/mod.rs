@@ -67,12 +67,7 @@ pub(crate) async fn serve(
     which: MetricsResource,
     method: Method,
 ) -> Result<Response, ApiError> {
-    if ctx.target.subresource.is_some() {
-        return Err(ApiError::PathNotFound);
-    }
-    if method != Method::GET || ctx.params.watch {
-        return Err(ApiError::MethodNotAllowed);
-    }
+    ctx.only_get(&method)?;
     let (labels, fields) = ctx.selectors(&[])?;
     let source = ctx
         .inner

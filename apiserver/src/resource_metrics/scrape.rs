@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::handlers::streaming::node::{NodeLocation, location_of};
 use crate::handlers::streaming::proxy;
 use crate::kubelet_client::KubeletClientTls;
+use crate::object::condition_true;
 use crate::server::Inner;
 use skiff_common::metrics::exposition;
 
@@ -275,10 +276,7 @@ impl MetricsStore {
 /// Whether the scraper should ask this Node: Ready, and run by a real
 /// node server (simulated nodes have none).
 fn scrapable(node: &Value) -> bool {
-    let ready = node["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    });
+    let ready = condition_true(node, "Ready");
     let simulated = node["status"]["nodeInfo"]["containerRuntimeVersion"]
         .as_str()
         .is_some_and(|v| v.starts_with("simulated://"));

@@ -14,7 +14,7 @@ use std::ops::RangeInclusive;
 
 use serde_json::{Value, json};
 
-use crate::object::set_field;
+use crate::object::{set_field, str_items};
 use crate::status::FieldError;
 
 mod claims;
@@ -57,12 +57,7 @@ impl Used {
 
 pub(crate) fn ips_of(service: &Value) -> impl Iterator<Item = &str> {
     let spec = &service["spec"];
-    spec["clusterIPs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .chain(spec["clusterIP"].as_str())
+    str_items(&spec["clusterIPs"]).chain(spec["clusterIP"].as_str())
 }
 
 pub(crate) fn node_ports_of(service: &Value) -> impl Iterator<Item = u16> {

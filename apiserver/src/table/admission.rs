@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, joined, list, name, one_column_printer, text};
+use super::columns::{
+    Column, Printer, age, joined, list, name, one_column_printer, text, text_cell,
+};
 
 pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
     columns: &[
@@ -60,7 +62,7 @@ pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
         };
         vec![
             name(binding),
-            Value::from(text(binding, "spec/policyName").unwrap_or("")),
+            text_cell(binding, "spec/policyName", ""),
             Value::from(param_ref),
             age(binding, now),
         ]

@@ -114,16 +114,20 @@ fn metric(spec: &Value, status: Option<&Value>) -> String {
     let source = &spec[source_key];
     let current = status.map(|s| &s[source_key]).filter(|c| c.is_object());
     let current_at = |field: &str| current.and_then(|c| c["current"].get(field));
+    // A figure of the metric's status, `<unknown>` while it has none.
+    let current_quantity = |field: &str| {
+        if current.is_some() {
+            quantity(current_at(field))
+        } else {
+            "<unknown>".into()
+        }
+    };
     let target = &source["target"];
     match kind {
         "Resource" | "ContainerResource" => {
             let resource = source["name"].as_str().unwrap_or("");
             if target.get("averageValue").is_some() {
-                let now = if current.is_some() {
-                    quantity(current_at("averageValue"))
-                } else {
-                    "<unknown>".into()
-                };
+                let now = current_quantity("averageValue");
                 format!("{resource}: {now}/{}", quantity(target.get("averageValue")))
             } else {
                 let now =
@@ -134,11 +138,7 @@ fn metric(spec: &Value, status: Option<&Value>) -> String {
             }
         }
         "Pods" => {
-            let now = if current.is_some() {
-                quantity(current_at("averageValue"))
-            } else {
-                "<unknown>".into()
-            };
+            let now = current_quantity("averageValue");
             format!("{now}/{}", quantity(target.get("averageValue")))
         }
         _ => {
@@ -147,11 +147,7 @@ fn metric(spec: &Value, status: Option<&Value>) -> String {
                 let now = quantity(current_at("averageValue"));
                 format!("{now}/{} (avg)", quantity(target.get("averageValue")))
             } else {
-                let now = if current.is_some() {
-                    quantity(current_at("value"))
-                } else {
-                    "<unknown>".into()
-                };
+                let now = current_quantity("value");
                 format!("{now}/{}", quantity(target.get("value")))
             }
         }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, at, list, name, or_none, text};
+use super::columns::{Column, Printer, age, at, list, name, or_none, text, text_cell};
 
 pub(crate) static CERTIFICATESIGNINGREQUESTS: Printer = Printer {
     columns: &[
@@ -31,8 +31,8 @@ pub(crate) static CERTIFICATESIGNINGREQUESTS: Printer = Printer {
         vec![
             name(csr),
             age(csr, now),
-            Value::from(text(csr, "spec/signerName").unwrap_or("")),
-            Value::from(text(csr, "spec/username").unwrap_or("")),
+            text_cell(csr, "spec/signerName", ""),
+            text_cell(csr, "spec/username", ""),
             or_none(duration),
             Value::from(condition(csr)),
         ]

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, flag, int, name, one_column_printer, text};
+use super::columns::{Column, Printer, age, flag, int, name, one_column_printer, text, text_cell};
 
 pub(crate) static STORAGECLASSES: Printer = Printer {
     columns: &[
@@ -51,9 +51,9 @@ pub(crate) static STORAGECLASSES: Printer = Printer {
         }
         vec![
             Value::from(shown),
-            Value::from(text(class, "provisioner").unwrap_or("")),
-            Value::from(text(class, "reclaimPolicy").unwrap_or("Delete")),
-            Value::from(text(class, "volumeBindingMode").unwrap_or("Immediate")),
+            text_cell(class, "provisioner", ""),
+            text_cell(class, "reclaimPolicy", "Delete"),
+            text_cell(class, "volumeBindingMode", "Immediate"),
             Value::from(flag(class, "allowVolumeExpansion", false)),
             age(class, now),
         ]
@@ -82,7 +82,7 @@ pub(crate) static PRIORITYCLASSES: Printer = Printer {
             Value::from(int(class, "value")),
             Value::from(flag(class, "globalDefault", false)),
             age(class, now),
-            Value::from(text(class, "preemptionPolicy").unwrap_or("PreemptLowerPriority")),
+            text_cell(class, "preemptionPolicy", "PreemptLowerPriority"),
         ]
     },
 };
@@ -94,5 +94,5 @@ pub(crate) static RUNTIMECLASSES: Printer = one_column_printer!(
         "string",
         "The CRI runtime handler the class's pods run under.",
     ),
-    |class| Value::from(text(class, "handler").unwrap_or("")),
+    |class| text_cell(class, "handler", ""),
 );

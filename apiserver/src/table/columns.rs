@@ -160,8 +160,14 @@ pub(crate) fn canonical(quantity: &str) -> String {
     Amount::parse(quantity).map_or_else(|| quantity.to_string(), |a| a.to_string())
 }
 
+/// The string at `path` as a cell, `unset` when absent: the field's
+/// default as kubectl shows it, `""` for a field without one.
+pub(crate) fn text_cell(object: &Value, path: &str, unset: &str) -> Value {
+    Value::from(text(object, path).unwrap_or(unset))
+}
+
 pub(crate) fn name(object: &Value) -> Value {
-    Value::from(text(object, "metadata/name").unwrap_or(""))
+    text_cell(object, "metadata/name", "")
 }
 
 pub(crate) fn age(object: &Value, now: Timestamp) -> Value {

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::age::{human_duration, seconds_since};
 use super::columns::{
     Column, Printer, age, at, deleting, int, joined, list, map_selector_string, name,
-    one_column_printer, or_none, strings, text,
+    one_column_printer, or_none, strings, text, text_cell,
 };
 
 pub(crate) static SERVICES: Printer = Printer {
@@ -187,7 +187,7 @@ pub(crate) static NODES: Printer = Printer {
             Value::from(node_status(node)),
             or_none(node_roles(node)),
             age(node, now),
-            Value::from(text(node, "status/nodeInfo/kubeletVersion").unwrap_or("")),
+            text_cell(node, "status/nodeInfo/kubeletVersion", ""),
             or_none(address("InternalIP")),
             or_none(address("ExternalIP")),
             info("osImage"),
@@ -238,7 +238,7 @@ fn node_roles(node: &Value) -> String {
 
 pub(crate) static NAMESPACES: Printer = one_column_printer!(
     Column::new("Status", "string", "The status of the namespace"),
-    |ns| Value::from(text(ns, "status/phase").unwrap_or("")),
+    |ns| text_cell(ns, "status/phase", ""),
 );
 
 /// Events' columns, the same for core/v1 and events.k8s.io/v1 events.
@@ -342,10 +342,10 @@ fn event_cells(ev: &Value, now: Timestamp) -> Vec<Value> {
     };
     vec![
         Value::from(human(last)),
-        Value::from(text(ev, "type").unwrap_or("")),
-        Value::from(text(ev, "reason").unwrap_or("")),
+        text_cell(ev, "type", ""),
+        text_cell(ev, "reason", ""),
         Value::from(object),
-        Value::from(text(ev, "involvedObject/fieldPath").unwrap_or("")),
+        text_cell(ev, "involvedObject/fieldPath", ""),
         Value::from(source),
         Value::from(text(ev, "message").unwrap_or("").trim().to_string()),
         Value::from(human(first)),
@@ -354,6 +354,9 @@ fn event_cells(ev: &Value, now: Timestamp) -> Vec<Value> {
     ]
 }
 
+/// The column of ConfigMaps and Secrets counting their [`entries`].
+const DATA: Column = Column::new("Data", "integer", "Number of data entries");
+
 fn entries(object: &Value, field: &str) -> usize {
     object
         .get(field)
@@ -361,10 +364,9 @@ fn entries(object: &Value, field: &str) -> usize {
         .map_or(0, |m| m.len())
 }
 
-pub(crate) static CONFIGMAPS: Printer = one_column_printer!(
-    Column::new("Data", "integer", "Number of data entries"),
-    |cm| Value::from(entries(cm, "data") + entries(cm, "binaryData")),
-);
+pub(crate) static CONFIGMAPS: Printer = one_column_printer!(DATA, |cm| {
+    Value::from(entries(cm, "data") + entries(cm, "binaryData"))
+});
 
 /// ComponentStatuses: `NAME STATUS MESSAGE ERROR`, the status read from the
 /// `Healthy` condition (`Unknown` without one).
@@ -399,13 +401,13 @@ pub(crate) static SECRETS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::new("Type", "string", "The type of the secret"),
-        Column::new("Data", "integer", "Number of data entries"),
+        DATA,
         Column::AGE,
     ],
     cells: |secret, now| {
         vec![
             name(secret),
-            Value::from(text(secret, "type").unwrap_or("Opaque")),
+            text_cell(secret, "type", "Opaque"),
             Value::from(entries(secret, "data")),
             age(secret, now),
         ]
@@ -504,16 +506,16 @@ pub(crate) static PERSISTENTVOLUMES: Printer = Printer {
         let claim = joined(pv, "spec/claimRef/namespace", "spec/claimRef/name").unwrap_or_default();
         vec![
             name(pv),
-            Value::from(text(pv, "spec/capacity/storage").unwrap_or("")),
+            text_cell(pv, "spec/capacity/storage", ""),
             Value::from(access_modes(pv, "spec/accessModes")),
-            Value::from(text(pv, "spec/persistentVolumeReclaimPolicy").unwrap_or("")),
+            text_cell(pv, "spec/persistentVolumeReclaimPolicy", ""),
             Value::from(volume_phase(pv)),
             Value::from(claim),
-            Value::from(text(pv, "spec/storageClassName").unwrap_or("")),
+            text_cell(pv, "spec/storageClassName", ""),
             unset(text(pv, "spec/volumeAttributesClassName")),
-            Value::from(text(pv, "status/reason").unwrap_or("")),
+            text_cell(pv, "status/reason", ""),
             age(pv, now),
-            Value::from(text(pv, "spec/volumeMode").unwrap_or("Filesystem")),
+            text_cell(pv, "spec/volumeMode", "Filesystem"),
         ]
     },
 };
@@ -562,20 +564,20 @@ pub(crate) static PERSISTENTVOLUMECLAIMS: Printer = Printer {
         vec![
             name(pvc),
             Value::from(volume_phase(pvc)),
-            Value::from(text(pvc, "spec/volumeName").unwrap_or("")),
-            Value::from(text(pvc, "status/capacity/storage").unwrap_or("")),
+            text_cell(pvc, "spec/volumeName", ""),
+            text_cell(pvc, "status/capacity/storage", ""),
             Value::from(access_modes(pvc, "status/accessModes")),
-            Value::from(text(pvc, "spec/storageClassName").unwrap_or("")),
+            text_cell(pvc, "spec/storageClassName", ""),
             unset(text(pvc, "spec/volumeAttributesClassName")),
             age(pvc, now),
-            Value::from(text(pvc, "spec/volumeMode").unwrap_or("Filesystem")),
+            text_cell(pvc, "spec/volumeMode", "Filesystem"),
         ]
     },
 };
 
 pub(crate) static LEASES: Printer = one_column_printer!(
     Column::new("Holder", "string", "The holder of the lease"),
-    |lease| Value::from(text(lease, "spec/holderIdentity").unwrap_or("")),
+    |lease| text_cell(lease, "spec/holderIdentity", ""),
 );
 
 /// Each hard resource as `name: used/hard`, limits in their own column.

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, at, list, name, text};
+use super::columns::{Column, Printer, age, at, list, name, text_cell};
 
 pub(crate) static FLOW_SCHEMAS: Printer = Printer {
     columns: &[
@@ -37,11 +37,11 @@ pub(crate) static FLOW_SCHEMAS: Printer = Printer {
             .unwrap_or("?");
         vec![
             name(schema),
-            Value::from(text(schema, "spec/priorityLevelConfiguration/name").unwrap_or("")),
+            text_cell(schema, "spec/priorityLevelConfiguration/name", ""),
             at(schema, "spec/matchingPrecedence")
                 .cloned()
                 .unwrap_or(Value::from(0)),
-            Value::from(text(schema, "spec/distinguisherMethod/type").unwrap_or("<none>")),
+            text_cell(schema, "spec/distinguisherMethod/type", "<none>"),
             age(schema, now),
             Value::from(missing),
         ]
@@ -69,7 +69,7 @@ pub(crate) static PRIORITY_LEVELS: Printer = Printer {
         let queuing = "spec/limited/limitResponse/queuing";
         vec![
             name(level),
-            Value::from(text(level, "spec/type").unwrap_or("")),
+            text_cell(level, "spec/type", ""),
             if limited {
                 field("spec/limited/nominalConcurrencyShares")
             } else {

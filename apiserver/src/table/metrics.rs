@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, name, text};
+use super::columns::{Column, Printer, name, text_cell};
 
 const CPU: Column = Column::new("CPU", "string", "CPU usage over the window");
 const MEMORY: Column = Column::new("Memory", "string", "Working set at the end of the window");
@@ -14,9 +14,9 @@ pub(crate) static NODE_METRICS: Printer = Printer {
     cells: |metrics, _| {
         vec![
             name(metrics),
-            Value::from(text(metrics, "usage/cpu").unwrap_or("")),
-            Value::from(text(metrics, "usage/memory").unwrap_or("")),
-            Value::from(text(metrics, "window").unwrap_or("")),
+            text_cell(metrics, "usage/cpu", ""),
+            text_cell(metrics, "usage/memory", ""),
+            text_cell(metrics, "window", ""),
         ]
     },
 };
@@ -29,7 +29,7 @@ pub(crate) static POD_METRICS: Printer = Printer {
             name(metrics),
             Value::from(cpu),
             Value::from(memory),
-            Value::from(text(metrics, "window").unwrap_or("")),
+            text_cell(metrics, "window", ""),
         ]
     },
 };

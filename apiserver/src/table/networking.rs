@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::columns::{
     Column, Printer, age, at, list, name, one_column_printer, or_none, selector_string, strings,
-    text,
+    text, text_cell,
 };
 
 pub(crate) static INGRESSES: Printer = Printer {
@@ -109,7 +109,7 @@ pub(crate) static INGRESS_CLASSES: Printer = Printer {
         };
         vec![
             name(class),
-            Value::from(text(class, "spec/controller").unwrap_or("")),
+            text_cell(class, "spec/controller", ""),
             or_none(parameters),
             age(class, now),
         ]
@@ -161,7 +161,7 @@ pub(crate) static ENDPOINTSLICES: Printer = Printer {
             .collect();
         vec![
             name(slice),
-            Value::from(text(slice, "addressType").unwrap_or("")),
+            text_cell(slice, "addressType", ""),
             Value::from(three_then_more(&ports)),
             Value::from(three_then_more(&addresses)),
             age(slice, now),

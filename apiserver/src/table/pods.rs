@@ -7,7 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
-use super::columns::{Column, Printer, age, deleting, list, name, or_none, text};
+use super::columns::{Column, Printer, age, deleting, int, list, name, or_none, text};
+use crate::object::condition_true;
 
 pub(crate) static PODS: Printer = Printer {
     columns: &[
@@ -91,27 +92,25 @@ fn is_sidecar(pod: &Value, container_name: &str) -> bool {
     })
 }
 
-fn condition_true(pod: &Value, kind: &str) -> bool {
-    list(pod, "status/conditions")
-        .iter()
-        .any(|c| text(c, "type") == Some(kind) && text(c, "status") == Some("True"))
-}
-
-/// "Signal:9" / "ExitCode:1" for a termination without a reason.
-fn exit_description(terminated: &Value) -> String {
-    let signal = terminated
-        .get("signal")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+/// A termination's reason, or "Signal:9" / "ExitCode:1" when it gives none.
+fn termination_reason(terminated: &Value) -> String {
+    if let Some(reason) = text(terminated, "reason").filter(|r| !r.is_empty()) {
+        return reason.to_string();
+    }
+    let signal = int(terminated, "signal");
     if signal != 0 {
         format!("Signal:{signal}")
     } else {
-        let code = terminated
-            .get("exitCode")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        format!("ExitCode:{code}")
+        format!("ExitCode:{}", int(terminated, "exitCode"))
     }
+}
+
+/// The reason a container state gives for waiting, when it waits for one.
+fn waiting_reason(state: Option<&Value>) -> Option<&str> {
+    state
+        .and_then(|s| s.get("waiting"))
+        .and_then(|w| text(w, "reason"))
+        .filter(|r| !r.is_empty())
 }
 
 fn summarize(pod: &Value, now: Timestamp) -> Summary {
@@ -149,10 +148,7 @@ fn summarize(pod: &Value, now: Timestamp) -> Summary {
     let mut sidecar_restarts = 0;
     let mut initializing = false;
     for (index, status) in list(pod, "status/initContainerStatuses").iter().enumerate() {
-        let restarts = status
-            .get("restartCount")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
+        let restarts = int(status, "restartCount");
         summary.restarts += restarts;
         note_termination(status, &mut summary);
         let container = text(status, "name").unwrap_or("");
@@ -166,21 +162,14 @@ fn summarize(pod: &Value, now: Timestamp) -> Summary {
         }
         let state = status.get("state");
         let terminated = state.and_then(|s| s.get("terminated"));
-        let waiting_reason = state
-            .and_then(|s| s.get("waiting"))
-            .and_then(|w| text(w, "reason"))
-            .filter(|r| !r.is_empty());
         if terminated.is_some_and(|t| t.get("exitCode").and_then(Value::as_i64) == Some(0)) {
             continue;
         }
         if sidecar && started {
             continue;
         }
-        reason = match (terminated, waiting_reason) {
-            (Some(t), _) => match text(t, "reason").filter(|r| !r.is_empty()) {
-                Some(r) => format!("Init:{r}"),
-                None => format!("Init:{}", exit_description(t)),
-            },
+        reason = match (terminated, waiting_reason(state)) {
+            (Some(t), _) => format!("Init:{}", termination_reason(t)),
             (None, Some(waiting)) if waiting != "PodInitializing" => format!("Init:{waiting}"),
             _ => format!("Init:{index}/{}", init_specs.len()),
         };
@@ -192,24 +181,14 @@ fn summarize(pod: &Value, now: Timestamp) -> Summary {
         summary.restarts = sidecar_restarts;
         let mut has_running = false;
         for status in list(pod, "status/containerStatuses").iter().rev() {
-            summary.restarts += status
-                .get("restartCount")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
+            summary.restarts += int(status, "restartCount");
             note_termination(status, &mut summary);
             let state = status.get("state");
-            let waiting_reason = state
-                .and_then(|s| s.get("waiting"))
-                .and_then(|w| text(w, "reason"))
-                .filter(|r| !r.is_empty());
             let terminated = state.and_then(|s| s.get("terminated"));
-            if let Some(waiting) = waiting_reason {
+            if let Some(waiting) = waiting_reason(state) {
                 reason = waiting.to_string();
             } else if let Some(t) = terminated {
-                reason = match text(t, "reason").filter(|r| !r.is_empty()) {
-                    Some(r) => r.to_string(),
-                    None => exit_description(t),
-                };
+                reason = termination_reason(t);
             } else if status.get("ready").and_then(Value::as_bool) == Some(true)
                 && state.and_then(|s| s.get("running")).is_some()
             {

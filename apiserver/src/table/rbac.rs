@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, list, name, text};
+use super::columns::{Column, Printer, age, list, name, text, text_cell};
 
 /// Roles and ClusterRoles.
 pub(crate) static ROLES: Printer = Printer {
@@ -19,7 +19,7 @@ pub(crate) static ROLES: Printer = Printer {
     cells: |role, _| {
         vec![
             name(role),
-            Value::from(text(role, "metadata/creationTimestamp").unwrap_or("")),
+            text_cell(role, "metadata/creationTimestamp", ""),
         ]
     },
 };

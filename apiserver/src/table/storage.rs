@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::columns::{
     Column, Printer, age, canonical, flag, list, name, one_column_printer, or_none, strings, text,
+    text_cell,
 };
 
 /// CSIDrivers: `NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY
@@ -110,9 +111,9 @@ pub(crate) static VOLUMEATTACHMENTS: Printer = Printer {
     cells: |attachment, now| {
         vec![
             name(attachment),
-            Value::from(text(attachment, "spec/attacher").unwrap_or("")),
-            Value::from(text(attachment, "spec/source/persistentVolumeName").unwrap_or("")),
-            Value::from(text(attachment, "spec/nodeName").unwrap_or("")),
+            text_cell(attachment, "spec/attacher", ""),
+            text_cell(attachment, "spec/source/persistentVolumeName", ""),
+            text_cell(attachment, "spec/nodeName", ""),
             Value::from(flag(attachment, "status/attached", false)),
             age(attachment, now),
         ]
@@ -138,7 +139,7 @@ pub(crate) static CSISTORAGECAPACITIES: Printer = Printer {
     cells: |capacity, _| {
         vec![
             name(capacity),
-            Value::from(text(capacity, "storageClassName").unwrap_or("")),
+            text_cell(capacity, "storageClassName", ""),
             Value::from(text(capacity, "capacity").map_or_else(|| "<unset>".into(), canonical)),
         ]
     },

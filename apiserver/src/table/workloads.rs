@@ -7,9 +7,10 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, age, at, containers_and_images, deleting, int, list, map_selector_string,
-    name, or_none, selector_string, text,
+    Column, Printer, age, at, containers_and_images, deleting, flag, int, list,
+    map_selector_string, name, or_none, selector_string, text, text_cell,
 };
+use crate::object::condition_true;
 
 const CONTAINERS: Column = Column::wide(
     "Containers",
@@ -63,6 +64,10 @@ fn selected_row(object: &Value, now: Timestamp, own: Vec<Value>) -> Vec<Value> {
     workload_row(object, now, own, TEMPLATE, Some(selector))
 }
 
+/// The column [`ready_of_desired`] fills.
+const READY_OF_DESIRED: Column =
+    Column::new("Ready", "string", "Number of the pod with ready state");
+
 /// Ready replicas of the desired ones, as `ready/desired`.
 fn ready_of_desired(object: &Value) -> Value {
     Value::from(format!(
@@ -81,7 +86,7 @@ fn replicas(object: &Value) -> i64 {
 
 pub(crate) static DEPLOYMENTS: Printer = Printer {
     columns: workload_columns![
-        Column::new("Ready", "string", "Number of the pod with ready state"),
+        READY_OF_DESIRED,
         Column::new(
             "Up-to-date",
             "string",
@@ -143,7 +148,7 @@ pub(crate) static REPLICATIONCONTROLLERS: Printer = Printer {
 pub(crate) static STATEFULSETS: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new("Ready", "string", "Number of the pod with ready state"),
+        READY_OF_DESIRED,
         Column::AGE,
         CONTAINERS,
         IMAGES,
@@ -199,12 +204,6 @@ pub(crate) static DAEMONSETS: Printer = Printer {
         selected_row(d, now, own)
     },
 };
-
-fn condition_true(object: &Value, kind: &str) -> bool {
-    list(object, "status/conditions")
-        .iter()
-        .any(|c| text(c, "type") == Some(kind) && text(c, "status") == Some("True"))
-}
 
 fn job_status(job: &Value) -> &'static str {
     if condition_true(job, "Complete") {
@@ -294,11 +293,9 @@ pub(crate) static CRONJOBS: Printer = Printer {
             .and_then(|t| seconds_since(t, now))
             .map(human_duration)
             .unwrap_or_default();
-        let suspend = at(cj, "spec/suspend")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let suspend = flag(cj, "spec/suspend", false);
         let own = vec![
-            Value::from(text(cj, "spec/schedule").unwrap_or("")),
+            text_cell(cj, "spec/schedule", ""),
             or_none(text(cj, "spec/timeZone").unwrap_or("")),
             Value::from(if suspend { "True" } else { "False" }),
             Value::from(list(cj, "status/active").len()),

@@ -48,6 +48,20 @@ pub(crate) fn read_core(
         .map(|o| o.to_value()))
 }
 
+/// [`read_core`], a missing object being a 404 for it.
+pub(crate) fn read_core_found(
+    inner: &crate::server::Inner,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<serde_json::Value, crate::status::ApiError> {
+    read_core(inner, resource, namespace, name)?.ok_or_else(|| crate::status::ApiError::NotFound {
+        resource: resource.to_string(),
+        group: String::new(),
+        name: name.to_string(),
+    })
+}
+
 /// The user name of a service account.
 pub(crate) fn user_name(namespace: &str, name: &str) -> String {
     format!("system:serviceaccount:{namespace}:{name}")

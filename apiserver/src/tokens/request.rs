@@ -11,7 +11,9 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
 use super::claims::{Claims, KubernetesClaim, ObjectRef};
-use super::{DEFAULT_EXPIRATION_SECONDS, ISSUER, MIN_EXPIRATION_SECONDS, read_core};
+use super::{
+    DEFAULT_EXPIRATION_SECONDS, ISSUER, MIN_EXPIRATION_SECONDS, read_core, read_core_found,
+};
 use crate::authn::UserInfo;
 use crate::object::{meta_str, now_rfc3339};
 use crate::request_notes::RequestNotes;
@@ -40,14 +42,6 @@ pub(crate) async fn create_token(
     response
 }
 
-fn not_found(resource: &str, name: &str) -> ApiError {
-    ApiError::NotFound {
-        resource: resource.to_string(),
-        group: String::new(),
-        name: name.to_string(),
-    }
-}
-
 fn invalid(name: &str, causes: Vec<FieldError>) -> ApiError {
     ApiError::Invalid {
         kind: "TokenRequest".into(),
@@ -73,8 +67,7 @@ async fn issue(
         crate::body::decode_object(headers, &bytes)?
     };
     crate::handlers::check_type(&mut request, TOKEN_REQUEST.0, TOKEN_REQUEST.1)?;
-    let account = read_core(inner, "serviceaccounts", namespace, name)?
-        .ok_or_else(|| not_found("serviceaccounts", name))?;
+    let account = read_core_found(inner, "serviceaccounts", namespace, name)?;
     let accounts = inner
         .registry
         .get("", "v1", "serviceaccounts")
@@ -150,8 +143,7 @@ async fn issue(
             }
         };
         let bound_name = bound["name"].as_str().unwrap_or_default();
-        let object = read_core(inner, resource, namespace, bound_name)?
-            .ok_or_else(|| not_found(resource, bound_name))?;
+        let object = read_core_found(inner, resource, namespace, bound_name)?;
         let uid = meta_str(&object, "uid").unwrap_or_default().to_string();
         if let Some(wanted) = bound["uid"].as_str().filter(|u| !u.is_empty())
             && wanted != uid

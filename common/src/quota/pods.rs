@@ -26,8 +26,10 @@ const POD_RESOURCES: &[&str] = &[
     "limits.ephemeral-storage",
 ];
 
-/// The names a quota on cpu or memory requires every container to specify.
-const MUST_SPECIFY: &[&str] = &[
+/// Pods' compute names (upstream's `podComputeQuotaResources`): the names a
+/// quota on cpu or memory requires every container to specify, and with
+/// `pods` the ones a scoped quota may limit.
+pub const COMPUTE_RESOURCES: &[&str] = &[
     "cpu",
     "memory",
     "requests.cpu",
@@ -191,7 +193,7 @@ pub(super) fn constraints(required: &[String], pod: &Value) -> Result<(), String
     let required: BTreeSet<&str> = required
         .iter()
         .map(String::as_str)
-        .filter(|name| MUST_SPECIFY.contains(name))
+        .filter(|name| COMPUTE_RESOURCES.contains(name))
         .collect();
     if required.is_empty() {
         return Ok(());

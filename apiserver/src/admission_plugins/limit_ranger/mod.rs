@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{Operation, WriteRequest, namespace_objects};
+use crate::handlers::storage;
 use crate::object::meta_str;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -67,13 +68,11 @@ pub(crate) fn validate(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), 
     for range in limit_ranges(inner, namespace) {
         let errors = check(&range, object);
         if !errors.is_empty() {
-            return Err(ApiError::Forbidden {
-                resource: info.qualified(),
-                group: info.group.to_string(),
-                name: meta_str(object, "name").unwrap_or("").to_string(),
-                detail: aggregate(&errors),
-                causes: Vec::new(),
-            });
+            return Err(storage::forbidden(
+                info,
+                meta_str(object, "name").unwrap_or(""),
+                aggregate(&errors),
+            ));
         }
     }
     Ok(())

@@ -32,6 +32,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::{Operation, WriteRequest};
+use crate::handlers::storage;
 use crate::kinds::PodSecurityCheck;
 use crate::object::meta_str;
 use crate::registry::Subresource;
@@ -284,13 +285,11 @@ fn evaluate(
         let violations = result_for(policy.enforce);
         if !violations.is_empty() {
             let info = target.request.info;
-            refusal = Some(ApiError::Forbidden {
-                resource: info.qualified(),
-                group: info.group.to_string(),
-                name: target.name.to_string(),
-                detail: messages::violates(policy.enforce, &violations),
-                causes: Vec::new(),
-            });
+            refusal = Some(storage::forbidden(
+                info,
+                target.name,
+                messages::violates(policy.enforce, &violations),
+            ));
         }
     }
     let audit = result_for(policy.audit);

@@ -33,6 +33,7 @@ use skiff_common::quota::{
 };
 
 use super::{Operation, WriteRequest, namespace_objects};
+use crate::handlers::storage;
 use crate::object::meta_str;
 use crate::server::Inner;
 use crate::status::ApiError;
@@ -68,13 +69,8 @@ pub(crate) fn admit(
     if let Some(old) = old {
         delta = subtract_non_negative(&delta, &evaluator.usage(old, now));
     }
-    let refuse = |detail: String| ApiError::Forbidden {
-        resource: info.qualified(),
-        group: info.group.to_string(),
-        name: meta_str(object, "name").unwrap_or("").to_string(),
-        detail,
-        causes: Vec::new(),
-    };
+    let refuse =
+        |detail: String| storage::forbidden(info, meta_str(object, "name").unwrap_or(""), detail);
     if counting(inner, namespace, &evaluator, object).is_empty() {
         return Ok(None);
     }

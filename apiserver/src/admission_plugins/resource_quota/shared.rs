@@ -46,17 +46,8 @@ pub(crate) async fn reserve(
     let Some(info) = inner.registry.get("", "v1", "resourcequotas") else {
         return Ok(());
     };
-    let refuse = |detail: String| ApiError::Forbidden {
-        resource: request.info.qualified(),
-        group: request.info.group.to_string(),
-        name: request
-            .new
-            .and_then(|o| meta_str(o, "name"))
-            .unwrap_or("")
-            .to_string(),
-        detail,
-        causes: Vec::new(),
-    };
+    let name = request.new.and_then(|o| meta_str(o, "name")).unwrap_or("");
+    let refuse = |detail: String| storage::forbidden(request.info, name, detail);
     for charge in charges {
         let key = info.key(Some(namespace), &charge.quota);
         let mut charged = false;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::cel::{self, CompileError, Declarations, Program};
+use crate::object::str_items;
 use crate::status::FieldError;
 use crate::validation::one_of;
 
@@ -299,12 +300,7 @@ pub(crate) fn validate_binding(object: &Value, errors: &mut Vec<FieldError>) {
     if spec["policyName"].as_str().is_none_or(str::is_empty) {
         errors.push(FieldError::required("spec.policyName", ""));
     }
-    let actions: Vec<&str> = spec["validationActions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let actions: Vec<&str> = str_items(&spec["validationActions"]).collect();
     if actions.is_empty() {
         errors.push(FieldError::required(
             "spec.validationActions",

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::object::str_items;
 use crate::selectors::LabelSelector;
 
 /// The request as rules see it.
@@ -54,12 +55,7 @@ pub(crate) fn matches(resources: &Value, request: &RequestShape<'_>, rules_requi
 }
 
 fn listed(rule: &Value, field: &str, value: &str) -> bool {
-    rule[field]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .any(|item| item == "*" || item == value)
+    str_items(&rule[field]).any(|item| item == "*" || item == value)
 }
 
 /// One `NamedRuleWithOperations`.
@@ -78,11 +74,7 @@ fn rule_matches(rule: &Value, request: &RequestShape<'_>) -> bool {
         && listed(rule, "operations", request.operation)
         && listed(rule, "apiGroups", request.group)
         && listed(rule, "apiVersions", request.version)
-        && rule["resources"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
+        && str_items(&rule["resources"])
             .any(|pattern| resource_matches(pattern, request.resource, request.subresource))
 }
 
@@ -111,50 +103,44 @@ fn labels_of(object: &Value) -> BTreeMap<&str, &str> {
         .collect()
 }
 
-/// `Ok(None)` for no selector; `Err` for one that does not parse, which
-/// validation refused, so one that still fails selects nothing rather than
-/// everything.
-fn selector(value: &Value) -> Result<Option<LabelSelector>, ()> {
+/// Whether the selector `value` selects: `test` of it, everything when
+/// there is none, and nothing when it does not parse (validation refused
+/// it, so one that still fails selects nothing rather than everything).
+fn selects(value: &Value, test: impl FnOnce(&LabelSelector) -> bool) -> bool {
     if value.is_null() {
-        return Ok(None);
+        return true;
     }
-    LabelSelector::from_object(value).map(Some).map_err(|_| ())
+    LabelSelector::from_object(value).is_ok_and(|selector| test(&selector))
 }
 
 /// Cluster-scoped objects other than namespaces always match; a Namespace
 /// is matched on its own labels.
 fn namespace_matches(value: &Value, request: &RequestShape<'_>) -> bool {
-    let selector = match selector(value) {
-        Ok(Some(selector)) => selector,
-        Ok(None) => return true,
-        Err(()) => return false,
-    };
-    if request.is_namespace {
-        let own = request
-            .new
-            .or(request.old)
-            .map(labels_of)
-            .unwrap_or_default();
-        return selector.matches_labels(&own);
-    }
-    if !request.namespaced {
-        return true;
-    }
-    let labels = request.namespace_labels.map(labels_of).unwrap_or_default();
-    selector.matches_labels(&labels)
+    selects(value, |selector| {
+        if request.is_namespace {
+            let own = request
+                .new
+                .or(request.old)
+                .map(labels_of)
+                .unwrap_or_default();
+            return selector.matches_labels(&own);
+        }
+        if !request.namespaced {
+            return true;
+        }
+        let labels = request.namespace_labels.map(labels_of).unwrap_or_default();
+        selector.matches_labels(&labels)
+    })
 }
 
 /// The new or the old object's labels match.
 fn object_matches(value: &Value, request: &RequestShape<'_>) -> bool {
-    let selector = match selector(value) {
-        Ok(Some(selector)) => selector,
-        Ok(None) => return true,
-        Err(()) => return false,
-    };
-    [request.new, request.old]
-        .into_iter()
-        .flatten()
-        .any(|object| selector.matches_labels(&labels_of(object)))
+    selects(value, |selector| {
+        [request.new, request.old]
+            .into_iter()
+            .flatten()
+            .any(|object| selector.matches_labels(&labels_of(object)))
+    })
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use super::WriteRequest;
 use crate::cel::{self, Budget, EvalError};
+use crate::object::str_items;
 use crate::registry::{ResourceInfo, Subresource};
 use crate::server::Inner;
 use crate::status::ApiError;
@@ -347,12 +348,7 @@ fn act(
     if failures.is_empty() {
         return Ok(());
     }
-    let actions: Vec<&str> = binding["spec"]["validationActions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let actions: Vec<&str> = str_items(&binding["spec"]["validationActions"]).collect();
     if actions.contains(&"Warn") {
         for failure in &failures {
             request.notes.warn(format!(

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::target::Target;
+use crate::handlers::streaming::proxy::handshake;
 
 /// Largest answer read from a webhook.
 const MAX_RESPONSE_BYTES: usize = 10 * 1024 * 1024;
@@ -110,14 +111,9 @@ async fn exchange(
         .connect(server_name, tcp)
         .await
         .map_err(|e| format!("tls: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+    let mut sender = handshake(TokioIo::new(tls), false, "webhook")
         .await
         .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::debug!(%error, "webhook connection ended");
-        }
-    });
     let request = http::Request::builder()
         .method(http::Method::POST)
         .uri(&target.path)

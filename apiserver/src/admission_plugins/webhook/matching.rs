@@ -7,7 +7,6 @@
 //! (a Namespace's own, when the object is one) and the object selector to
 //! the new or the old object's labels.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -114,17 +113,6 @@ fn matching_resource(
         .cloned()
 }
 
-fn labels_of(object: &Value) -> BTreeMap<&str, &str> {
-    object["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or("")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Whether the namespace selector lets the request through.
 async fn namespace_selected(
     inner: &Inner,
@@ -142,17 +130,17 @@ async fn namespace_selected(
     }
     // A namespace being created or updated is judged by its new labels.
     if is_namespace && let Some(object) = object {
-        return Ok(selector.matches_labels(&labels_of(object)));
+        return Ok(selector.matches(object));
     }
     let ns_info = inner
         .registry
         .get("", "v1", "namespaces")
         .ok_or_else(|| ApiError::Internal("namespaces are not served".into()))?;
     let stored = storage::lookup(inner, &ns_info, &ns_info.key(None, namespace)).await?;
-    let labels = match &stored {
-        Some(ns) => labels_of(ns),
+    let namespace_object = match &stored {
+        Some(ns) => ns,
         None => match attributes.request.old.filter(|_| is_namespace) {
-            Some(old) => labels_of(old),
+            Some(old) => old,
             None => {
                 return Err(ApiError::Internal(format!(
                     "namespace \"{namespace}\" not found"
@@ -160,7 +148,7 @@ async fn namespace_selected(
             }
         },
     };
-    Ok(selector.matches_labels(&labels))
+    Ok(selector.matches(namespace_object))
 }
 
 /// Whether the object selector picks the new or the old object.
@@ -169,7 +157,7 @@ fn object_selected(selector: &LabelSelector, object: Option<&Value>, old: Option
         || [object, old]
             .into_iter()
             .flatten()
-            .any(|o| selector.matches_labels(&labels_of(o)))
+            .any(|o| selector.matches(o))
 }
 
 /// What a webhook whose selectors cannot be read answers.

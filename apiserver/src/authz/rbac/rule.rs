@@ -73,8 +73,10 @@ fn has_or_all(list: &[String], value: &str) -> bool {
     list.iter().any(|v| v == ALL || v == value)
 }
 
-/// Whether `pattern` (a nonResourceURLs entry) matches `path`.
-fn url_matches(pattern: &str, path: &str) -> bool {
+/// Whether `pattern` (a nonResourceURLs entry) matches `path`: `*` every
+/// path, `/x*` every path starting with `/x`, anything else only itself.
+/// An audit policy's nonResourceURLs match the same way.
+pub(crate) fn url_matches(pattern: &str, path: &str) -> bool {
     if pattern == ALL || pattern == path {
         return true;
     }
@@ -199,7 +201,7 @@ impl Rule {
             && atom.non_resource_urls.iter().all(|wanted| {
                 self.non_resource_urls
                     .iter()
-                    .any(|owned| owned == wanted || url_covers(owned, wanted))
+                    .any(|owned| url_matches(owned, wanted))
             })
     }
 
@@ -269,14 +271,6 @@ impl Rule {
         .collect();
         format!("{{{}}}", parts.join(", "))
     }
-}
-
-/// Whether the owned URL pattern covers the wanted one (equal, or a
-/// trailing-`*` prefix of it).
-fn url_covers(owned: &str, wanted: &str) -> bool {
-    owned
-        .strip_suffix('*')
-        .is_some_and(|prefix| wanted.starts_with(prefix.trim_end_matches('*')))
 }
 
 /// Every atom of `wanted` that no rule in `held` covers, in order.

@@ -51,14 +51,19 @@ pub(crate) async fn connect(
         .await
         .map_err(|_| dial_error("TLS handshake timed out".into()))?
         .map_err(|e| handshake_error(location, e))?;
-    handshake(TokioIo::new(stream), upgrades)
+    handshake(TokioIo::new(stream), upgrades, "proxied")
         .await
         .map_err(|e| dial_error(e.to_string()))
 }
 
 /// Starts HTTP/1.1 on `io` and drives the connection in its own task (able
-/// to switch protocols when `upgrades`); gives the sender.
-pub(crate) async fn handshake<T>(io: T, upgrades: bool) -> Result<SendRequest<Body>, hyper::Error>
+/// to switch protocols when `upgrades`), its end logged as `what`'s
+/// connection; gives the sender.
+pub(crate) async fn handshake<T>(
+    io: T,
+    upgrades: bool,
+    what: &'static str,
+) -> Result<SendRequest<Body>, hyper::Error>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -70,7 +75,7 @@ where
             connection.await
         };
         if let Err(error) = result {
-            tracing::debug!(%error, "proxied connection ended");
+            tracing::debug!(%error, "{what} connection ended");
         }
     });
     Ok(sender)

@@ -112,13 +112,11 @@ async fn priority(
             match storage::lookup(inner, &classes, &key).await? {
                 Some(class) => Some(class),
                 None => {
-                    return Err(ApiError::Forbidden {
-                        resource: pods.qualified(),
-                        group: String::new(),
-                        name: name.to_string(),
-                        detail: format!("no PriorityClass with name {class_name} was found"),
-                        causes: Vec::new(),
-                    });
+                    return Err(storage::forbidden(
+                        pods,
+                        name,
+                        format!("no PriorityClass with name {class_name} was found"),
+                    ));
                 }
             }
         }

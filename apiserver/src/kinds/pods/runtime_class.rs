@@ -23,13 +23,7 @@ pub(super) async fn admit(
     name: &str,
     pod: &mut Value,
 ) -> Result<(), ApiError> {
-    let refuse = |detail: String| ApiError::Forbidden {
-        resource: pods.qualified(),
-        group: String::new(),
-        name: name.to_string(),
-        detail,
-        causes: Vec::new(),
-    };
+    let refuse = |detail: String| storage::forbidden(pods, name, detail);
     let Some(spec) = path_mut(pod, &["spec"]).filter(|s| s.is_object()) else {
         return Ok(());
     };

@@ -9,6 +9,7 @@ use std::ops::RangeInclusive;
 use serde_json::Value;
 
 use super::WebhookKind;
+use crate::object::str_items;
 use crate::status::FieldError;
 use crate::validation::{is_dns1123_label, is_dns1123_subdomain, one_of};
 
@@ -331,12 +332,7 @@ fn within(
 
 /// The strings of the list at `field` (none when it is not one).
 fn strings<'a>(object: &'a Value, field: &str) -> Vec<&'a str> {
-    object[field]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
+    str_items(&object[field]).collect()
 }
 
 #[cfg(test)]
