@@ -149,7 +149,7 @@ impl Committer {
     }
 
     fn poisoned(&self) -> Option<String> {
-        self.shared.poisoned.lock().clone()
+        self.shared.poisoned()
     }
 
     /// Runs until the store is closed or every handle is gone.
@@ -202,10 +202,7 @@ impl Committer {
 
     fn poison(&mut self, err: &StoreError) {
         tracing::error!(error = %err, "store write failed; refusing further writes");
-        let mut poisoned = self.shared.poisoned.lock();
-        if poisoned.is_none() {
-            *poisoned = Some(err.to_string());
-        }
+        self.shared.poison(err);
     }
 
     /// Hands work to the flusher (which answers every reply in it).

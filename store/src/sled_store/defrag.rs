@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use super::config::SledConfig;
 use super::durability::Durability;
 use super::layout;
-use super::state::{Generation, Shared, sled_error};
+use super::state::{Generation, Shared, io_error, sled_error};
 use crate::StoreError;
 
 /// Entries copied per sled batch.
@@ -88,10 +88,7 @@ pub(crate) fn rewrite_with(
             std::io::ErrorKind::NotFound => Ok(()),
             _ => Err(e),
         })
-        .map_err(|e| StoreError::Backend {
-            context: "clearing a leftover store generation",
-            source: Box::new(e),
-        })
+        .map_err(|e| io_error("clearing a leftover store generation", e))
         .and_then(|()| open_and_copy(&old.db, &dir, config, copy));
     let (db, durability) = match fresh {
         Ok(fresh) => fresh,
@@ -103,10 +100,7 @@ pub(crate) fn rewrite_with(
     if let Err(err) = layout::switch(&config.path, number) {
         // Whether CURRENT now names the new generation is unknown; writing on
         // either could lose them at the next open.
-        let mut poisoned = shared.poisoned.lock();
-        if poisoned.is_none() {
-            *poisoned = Some(err.to_string());
-        }
+        shared.poison(&err);
         return Err(err);
     }
     let before = old.db.size_on_disk().unwrap_or(0);

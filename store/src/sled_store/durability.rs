@@ -9,19 +9,13 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use super::state::io_error;
 use crate::StoreError;
 
 pub(crate) struct Durability {
     log: File,
     blob_dir: PathBuf,
     synced_blobs: HashSet<std::ffi::OsString>,
-}
-
-fn io_error(context: &'static str, err: std::io::Error) -> StoreError {
-    StoreError::Backend {
-        context,
-        source: Box::new(err),
-    }
 }
 
 impl Durability {

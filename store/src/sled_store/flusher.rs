@@ -89,17 +89,13 @@ impl Flusher {
     }
 
     fn commit(&mut self, mut batch: Vec<Applied>) {
-        if self.shared.poisoned.lock().is_none()
+        if self.shared.poisoned().is_none()
             && let Err(err) = self.flush()
         {
             tracing::error!(error = %err, "store flush failed; refusing further writes");
-            let mut poisoned = self.shared.poisoned.lock();
-            if poisoned.is_none() {
-                *poisoned = Some(err.to_string());
-            }
+            self.shared.poison(&err);
         }
-        let poisoned = self.shared.poisoned.lock().clone();
-        if let Some(reason) = poisoned {
+        if let Some(reason) = self.shared.poisoned() {
             // Nothing of these groups is known to be durable.
             for group in batch {
                 for (reply, result) in group.replies {

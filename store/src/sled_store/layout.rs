@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::codec;
 use super::config::SledConfig;
-use super::state::sled_error;
+use super::state::{io_error, sled_error};
 use crate::StoreError;
 
 const CURRENT: &str = "CURRENT";
@@ -21,13 +21,6 @@ const PREFIX: &str = "gen-";
 
 /// How long opening waits for another handle of the same files to let go.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
-
-fn io_error(context: &'static str, err: std::io::Error) -> StoreError {
-    StoreError::Backend {
-        context,
-        source: Box::new(err),
-    }
-}
 
 /// The directory of generation `number`.
 pub(crate) fn generation_dir(base: &Path, number: u64) -> PathBuf {

@@ -41,7 +41,7 @@ use committer::{Committer, Recovered, Request, WriteOp};
 use compactor::Compactor;
 use durability::Durability;
 use ring::EventRing;
-use state::{Counters, Generation, Shared, sled_error};
+use state::{Counters, Generation, Shared, io_error, sled_error};
 
 /// A [`Store`] kept in a sled database in one directory.
 ///
@@ -175,10 +175,7 @@ pub(crate) fn disk_usage(dir: &Path) -> u64 {
 }
 
 fn spawn_error(err: std::io::Error) -> StoreError {
-    StoreError::Backend {
-        context: "starting the store's threads",
-        source: Box::new(err),
-    }
+    io_error("starting the store's threads", err)
 }
 
 impl SledStore {
@@ -455,7 +452,7 @@ impl Store for SledStore {
     /// refused until space is freed).
     fn health(&self) -> Result<(), StoreError> {
         let shared = &self.handle.shared;
-        if let Some(reason) = shared.poisoned.lock().clone() {
+        if let Some(reason) = shared.poisoned() {
             return Err(flusher::poison_error(&reason));
         }
         shared

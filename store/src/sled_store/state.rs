@@ -68,6 +68,29 @@ impl Shared {
     pub(crate) fn compact_revision(&self) -> Revision {
         self.compact.load(Ordering::Acquire)
     }
+
+    /// Why writes are refused, once a write, flush or generation switch
+    /// has failed.
+    pub(crate) fn poisoned(&self) -> Option<String> {
+        self.poisoned.lock().clone()
+    }
+
+    /// Refuses every later write because of `err`; the first failure stays
+    /// the reason given, since what came after it may only be its echo.
+    pub(crate) fn poison(&self, err: &StoreError) {
+        let mut poisoned = self.poisoned.lock();
+        if poisoned.is_none() {
+            *poisoned = Some(err.to_string());
+        }
+    }
+}
+
+/// An I/O failure of the store's own files, with what the store was doing.
+pub(crate) fn io_error(context: &'static str, err: std::io::Error) -> StoreError {
+    StoreError::Backend {
+        context,
+        source: Box::new(err),
+    }
 }
 
 /// Maps a sled failure to the store's error: sled's own corruption report
