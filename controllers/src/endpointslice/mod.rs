@@ -117,11 +117,7 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
                     .by_index(BY_SERVICE, &key.name)
                     .unwrap_or_default()
                     .into_iter()
-                    .filter(|s| {
-                        s.namespace().as_deref() == Some(ns.as_str())
-                            && s.labels().get(MANAGED_BY_LABEL).map(String::as_str)
-                                == Some(MANAGED_BY)
-                    })
+                    .filter(|s| managed_service(s).as_ref() == Some(&key))
                     .collect();
                 let (client, tracker) = (client.clone(), tracker.clone());
                 async move {
