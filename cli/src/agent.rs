@@ -101,6 +101,16 @@ pub(crate) struct NodeFlags {
     #[arg(long, env = "SKIFF_ALLOWED_UNSAFE_SYSCTLS", value_delimiter = ',')]
     pub allowed_unsafe_sysctls: Vec<String>,
 
+    /// Hard eviction thresholds, as the kubelet's `--eviction-hard`: below
+    /// them the node reports MemoryPressure or DiskPressure, and they are
+    /// kept back from allocatable. Signals left out keep their defaults.
+    #[arg(
+        long,
+        env = "SKIFF_EVICTION_HARD",
+        default_value = "memory.available<100Mi,nodefs.available<10%"
+    )]
+    pub eviction_hard: agent::node::eviction::EvictionHard,
+
     /// nftables table (family `ip`) of the pod network's masquerade rules.
     #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
     pub pod_network_table: String,
@@ -134,6 +144,7 @@ impl NodeFlags {
         config.overlay.table = self.pod_network_table.clone();
         config.sysctls = agent::pod::sysctls::Allowlist::with_unsafe(&self.allowed_unsafe_sysctls)
             .context("--allowed-unsafe-sysctls")?;
+        config.eviction_hard = self.eviction_hard;
         let mut labels = BTreeMap::new();
         for label in &self.node_labels {
             let (k, v) = label

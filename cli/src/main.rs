@@ -115,3 +115,43 @@ async fn termination_signal() {
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use skiff_node::agent::node::eviction::{EvictionHard, Threshold};
+
+    use super::{Cli, Command};
+
+    #[test]
+    fn eviction_hard_takes_the_kubelet_spelling_and_refuses_what_skiff_cannot_honour() {
+        let parsed =
+            Cli::try_parse_from(["skiff", "server", "--eviction-hard", "nodefs.available<5%"])
+                .expect("a supported threshold");
+        let Command::Server(args) = parsed.command else {
+            panic!("not the server command");
+        };
+        let config = args
+            .node
+            .agent_config(std::path::Path::new("/nonexistent"))
+            .unwrap();
+        assert_eq!(
+            config.eviction_hard.nodefs_available,
+            Threshold::Fraction(0.05)
+        );
+        assert_eq!(
+            config.eviction_hard.memory_available,
+            EvictionHard::default().memory_available
+        );
+
+        let refused =
+            Cli::try_parse_from(["skiff", "agent", "--eviction-hard", "imagefs.available<15%"])
+                .expect_err("imagefs is not measured");
+        assert!(
+            refused
+                .to_string()
+                .contains("eviction signal \"imagefs.available\" is not supported"),
+            "{refused}"
+        );
+    }
+}

@@ -87,6 +87,10 @@ pub struct AgentConfig {
     /// The sysctls pods may set: upstream's safe set, plus those allowed
     /// with `--allowed-unsafe-sysctls`.
     pub sysctls: pod::sysctls::Allowlist,
+    /// The hard eviction thresholds (`--eviction-hard`): below them the
+    /// node reports memory or disk pressure; they are kept back from
+    /// allocatable.
+    pub eviction_hard: node::eviction::EvictionHard,
 }
 
 impl AgentConfig {
@@ -111,6 +115,7 @@ impl AgentConfig {
             dns: Default::default(),
             overlay: Default::default(),
             sysctls: Default::default(),
+            eviction_hard: Default::default(),
         }
     }
 
@@ -240,7 +245,7 @@ async fn run_with_runtime(
     )
     .await
     .map_err(register_err)?;
-    let health = registration::observe(runtime.as_ref(), &agent_dir).await;
+    let health = registration::observe(runtime.as_ref(), &agent_dir, &config.eviction_hard).await;
     let server_listener = match &config.server_tls {
         Some(_) => {
             let ip = config
@@ -261,7 +266,14 @@ async fn run_with_runtime(
         .and_then(|l| l.local_addr().ok())
         .map(|a| a.port())
         .unwrap_or_default();
-    let mut status = registration::node_status(&node_name, &facts, version.as_ref(), &health, None);
+    let mut status = registration::node_status(
+        &node_name,
+        &facts,
+        version.as_ref(),
+        &health,
+        &config.eviction_hard,
+        None,
+    );
     status.daemon_endpoints = Some(k8s_openapi::api::core::v1::NodeDaemonEndpoints {
         kubelet_endpoint: Some(k8s_openapi::api::core::v1::DaemonEndpoint {
             port: i32::from(server_port),
@@ -287,6 +299,7 @@ async fn run_with_runtime(
         facts: facts.clone(),
         version,
         agent_dir: agent_dir.clone(),
+        eviction: config.eviction_hard,
         interval: config.heartbeat_interval,
         events: node_events,
     };
@@ -319,8 +332,8 @@ async fn run_with_runtime(
 
     let allocatable = NodeAllocatable {
         cpu: f64::from(facts.cpus),
-        memory: facts.memory.saturating_sub(host::RESERVED_MEMORY) as f64,
-        ephemeral_storage: facts.disk as f64 * (1.0 - host::RESERVED_DISK_FRACTION),
+        memory: config.eviction_hard.allocatable_memory(facts.memory) as f64,
+        ephemeral_storage: config.eviction_hard.allocatable_disk(facts.disk) as f64,
     };
     let pods = factory
         .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));

@@ -84,6 +84,9 @@ impl TestCluster {
         // One sysctl beyond the safe set, as `--allowed-unsafe-sysctls` allows.
         config.sysctls =
             Allowlist::with_unsafe(&["net.core.somaxconn".into()]).expect("namespaced");
+        // The tests share the build machine's disk: keep how full it is out
+        // of the conditions and events they assert on.
+        config.eviction_hard = "nodefs.available<0%".parse().expect("threshold");
         config.crash_backoff = BackoffConfig {
             initial: Duration::from_secs(2),
             max: Duration::from_secs(4),

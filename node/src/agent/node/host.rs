@@ -7,11 +7,8 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-/// Memory kept back from allocatable for the system (upstream's default
-/// hard eviction threshold).
-pub const RESERVED_MEMORY: u64 = 100 << 20;
-/// Fraction of the disk kept back from allocatable ephemeral storage.
-pub const RESERVED_DISK_FRACTION: f64 = 0.1;
+use super::eviction::EvictionHard;
+
 /// Pods per node.
 pub const MAX_PODS: u32 = 110;
 
@@ -145,19 +142,23 @@ fn os_image(os_release: &str) -> String {
 /// The pressure signals, each true when under pressure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pressure {
-    /// Available memory below the reserve.
+    /// Available memory below `memory.available`.
     pub memory: bool,
-    /// Less than 10% of the disk free.
+    /// The agent's file system below `nodefs.available`.
     pub disk: bool,
     /// More than 90% of pid_max in use.
     pub pids: bool,
 }
 
-/// Reads the current pressure signals.
-pub fn pressure(agent_dir: &Path) -> Pressure {
-    let memory = meminfo("MemAvailable").is_some_and(|a| a < RESERVED_MEMORY);
+/// Reads the current pressure signals against the hard eviction
+/// thresholds.
+pub fn pressure(agent_dir: &Path, thresholds: &EvictionHard) -> Pressure {
+    let memory = match (meminfo("MemAvailable"), meminfo("MemTotal")) {
+        (Some(available), Some(total)) => thresholds.memory_available.crossed(available, total),
+        _ => false,
+    };
     let (size, available) = disk_size(agent_dir);
-    let disk = size > 0 && (available as f64) < size as f64 * RESERVED_DISK_FRACTION;
+    let disk = thresholds.nodefs_available.crossed(available, size);
     let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -199,9 +200,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let facts = read(dir.path());
         assert!(facts.cpus >= 1);
-        assert!(facts.memory > RESERVED_MEMORY);
+        assert!(facts.memory > 100 << 20);
         assert!(facts.disk > 0);
         assert!(!facts.kernel.is_empty());
-        assert!(!pressure(dir.path()).pids);
+        assert!(!pressure(dir.path(), &EvictionHard::default()).pids);
+    }
+
+    #[test]
+    fn disk_pressure_follows_the_nodefs_threshold() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |spelling: &str| pressure(dir.path(), &spelling.parse().unwrap()).disk;
+        assert!(at("nodefs.available<100%"), "no disk is ever wholly free");
+        assert!(!at("nodefs.available<0%"));
+        assert!(
+            !at("nodefs.available<1"),
+            "one byte free is above a one-byte threshold"
+        );
     }
 }

@@ -17,6 +17,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use tokio::sync::watch;
 
+use super::eviction::EvictionHard;
 use super::host::{self, HostFacts, Pressure};
 use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
 
@@ -67,6 +68,7 @@ pub fn node_status(
     facts: &HostFacts,
     version: Option<&RuntimeVersion>,
     health: &NodeHealth,
+    thresholds: &EvictionHard,
     previous: Option<&NodeStatus>,
 ) -> NodeStatus {
     let now = Time(Timestamp::now());
@@ -84,15 +86,12 @@ pub fn node_status(
         "memory".into(),
         Quantity(format!(
             "{}Ki",
-            facts.memory.saturating_sub(host::RESERVED_MEMORY) / 1024
+            thresholds.allocatable_memory(facts.memory) / 1024
         )),
     );
     allocatable.insert(
         "ephemeral-storage".into(),
-        Quantity(format!(
-            "{}",
-            (facts.disk as f64 * (1.0 - host::RESERVED_DISK_FRACTION)) as u64
-        )),
+        Quantity(thresholds.allocatable_disk(facts.disk).to_string()),
     );
     let (ready, ready_reason, ready_message) = match &health.runtime {
         Ok(h) if h.is_ready() => (
@@ -330,12 +329,17 @@ pub async fn renew_lease(client: &kube::Client, node: &str) -> Result<(), kube::
     }
 }
 
-/// Reads the runtime's health and the host's pressure.
-pub async fn observe(runtime: &dyn Runtime, agent_dir: &std::path::Path) -> NodeHealth {
+/// Reads the runtime's health and the host's pressure against the hard
+/// eviction thresholds.
+pub async fn observe(
+    runtime: &dyn Runtime,
+    agent_dir: &std::path::Path,
+    thresholds: &EvictionHard,
+) -> NodeHealth {
     let runtime = runtime.health().await.map_err(|e| e.to_string());
     NodeHealth {
         runtime,
-        pressure: host::pressure(agent_dir),
+        pressure: host::pressure(agent_dir, thresholds),
     }
 }
 
@@ -353,6 +357,8 @@ pub struct Heartbeat {
     pub version: Option<RuntimeVersion>,
     /// `DATA_DIR/agent` (its disk decides DiskPressure).
     pub agent_dir: PathBuf,
+    /// The hard eviction thresholds behind the pressure conditions.
+    pub eviction: EvictionHard,
     /// Lease renewal and health check interval.
     pub interval: Duration,
     /// The node's own events (condition changes, cordons).
@@ -381,7 +387,7 @@ impl Heartbeat {
             if let Err(error) = renew_lease(&self.client, &self.node_name).await {
                 tracing::warn!(%error, "lease renewal failed");
             }
-            let health = observe(self.runtime.as_ref(), &self.agent_dir).await;
+            let health = observe(self.runtime.as_ref(), &self.agent_dir, &self.eviction).await;
             if last_health.as_ref() == Some(&health) && written.elapsed() < STATUS_REFRESH {
                 match Api::<Node>::all(self.client.clone())
                     .get(&self.node_name)
@@ -397,6 +403,7 @@ impl Heartbeat {
                 &self.facts,
                 self.version.as_ref(),
                 &health,
+                &self.eviction,
                 previous.as_ref(),
             );
             match write_status(&self.client, &self.node_name, &status).await {
@@ -452,7 +459,14 @@ mod tests {
             runtime_version: "1.6.20".into(),
             runtime_api_version: "v1".into(),
         };
-        let s = node_status("n", &facts(), Some(&version), &healthy, None);
+        let s = node_status(
+            "n",
+            &facts(),
+            Some(&version),
+            &healthy,
+            &EvictionHard::default(),
+            None,
+        );
         fn condition<'a>(s: &'a NodeStatus, type_: &str) -> &'a NodeCondition {
             s.conditions
                 .as_ref()
@@ -480,7 +494,14 @@ mod tests {
             runtime: Err("connection refused".into()),
             pressure: Pressure::default(),
         };
-        let s2 = node_status("n", &facts(), None, &down, Some(&s));
+        let s2 = node_status(
+            "n",
+            &facts(),
+            None,
+            &down,
+            &EvictionHard::default(),
+            Some(&s),
+        );
         assert_eq!(cond(&s2, "Ready"), "False");
         // Unchanged conditions keep their transition time.
         let t = |s: &NodeStatus, ty: &str| condition(s, ty).last_transition_time.clone();
