@@ -126,6 +126,22 @@ fn unschedulable_pod_is_explained() {
         out.contains("FailedScheduling").then_some(out)
     });
     assert_contains(&describe, "Insufficient cpu");
+    // An event's SOURCE reads `component, host`: the scheduler has no host,
+    // so its column is the component alone, as upstream's.
+    let events = server.kubectl_ok(&[
+        "get",
+        "events",
+        "-o",
+        "wide",
+        "--field-selector",
+        "reason=FailedScheduling",
+    ]);
+    let line = events.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.contains(" default-scheduler ") && !line.contains("default-scheduler,"),
+        "{events}"
+    );
+    assert!(!line.contains("<unknown>"), "the event's times: {events}");
     // Every pod tolerates a not-ready or unreachable node for 300 s, as upstream's
     // DefaultTolerationSeconds admission sets it.
     assert_contains(

@@ -141,13 +141,16 @@ impl EventRecorder {
 
     /// A recorder writing core/v1 Events with `source.component` set to
     /// `component` and `source.host` to `host` (the kubelet names its node;
-    /// the scheduler none), as those components do upstream. The reporting
-    /// instance is the host, or the component without one.
+    /// the scheduler none), as those components do upstream. As upstream's
+    /// legacy recorder, the reporting controller and instance repeat the
+    /// source and `eventTime` stays unset: kubectl prints the source as
+    /// `component, host`, so a host-less recorder must leave the instance
+    /// empty or it reads `default-scheduler, default-scheduler`.
     pub fn core(client: kube::Client, component: &str, host: Option<&str>) -> Self {
         let flavour = Flavour::Core {
             host: host.map(str::to_owned),
         };
-        Self::spawn(client, flavour, component, host.unwrap_or(component))
+        Self::spawn(client, flavour, component, host.unwrap_or_default())
     }
 
     fn spawn(client: kube::Client, flavour: Flavour, controller: &str, instance: &str) -> Self {
@@ -404,7 +407,6 @@ fn new_core_event(o: &Occurrence, namespace: &str, host: Option<&str>) -> core::
         reporting_instance: Some(o.instance.clone()),
         first_timestamp: Some(Time(o.at)),
         last_timestamp: Some(Time(o.at)),
-        event_time: Some(MicroTime(o.at)),
         count: Some(1),
         ..Default::default()
     }
@@ -696,6 +698,11 @@ mod tests {
         assert_eq!(counts, [2, 3], "{seen:?}");
         let created = seen.iter().find(|(m, _)| m == "POST").unwrap();
         assert_eq!(created.1["source"]["component"], "default-scheduler");
+        // As upstream's legacy recorder: the reporting fields repeat the
+        // source, and no eventTime.
+        assert_eq!(created.1["reportingComponent"], "default-scheduler");
+        assert_eq!(created.1["reportingInstance"], "");
+        assert!(created.1["eventTime"].is_null(), "{created:?}");
     }
 
     #[tokio::test]
@@ -736,6 +743,7 @@ mod tests {
             (Some("c"), Some("node-1"))
         );
         assert_eq!(event.count, Some(1));
+        assert_eq!(event.event_time, None);
         assert_eq!(event.message.as_deref(), Some("pulled"));
         assert_eq!(event.involved_object.name.as_deref(), Some("web"));
         assert_eq!(event.metadata.name, new_event(&o, "ns").metadata.name);
