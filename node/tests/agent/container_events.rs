@@ -6,6 +6,7 @@
 //! at its active deadline; who containers run as (the pod's security
 //! context and their own, runAsNonRoot); and the /etc/hosts they see.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -149,6 +150,13 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
                                      "resources": {"requests": {"cpu": "1000"}}}]}
         }))
         .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "armoured"},
+            "spec": {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
     let pod = cluster
         .wait_pod("site", Duration::from_secs(60), "web ready", |p| {
             container_status(p, "web").is_some_and(|c| c.ready)
@@ -212,6 +220,24 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         "Node didn't have enough resource: cpu, requested: 1000000, used: ",
     )
     .await;
+    // A pod asking for confinement the host cannot give never runs
+    // unconfined: without AppArmor in the kernel it is refused.
+    let apparmor_on = std::fs::read("/sys/module/apparmor/parameters/enabled")
+        .is_ok_and(|flag| flag.starts_with(b"Y"))
+        && Path::new("/sys/kernel/security/apparmor").exists();
+    if apparmor_on {
+        cluster
+            .wait_phase("armoured", Duration::from_secs(60), "Running")
+            .await;
+    } else {
+        assert_rejected(
+            &cluster,
+            "armoured",
+            "AppArmor",
+            "Cannot enforce AppArmor: AppArmor is not enabled on the host",
+        )
+        .await;
+    }
     // The managed /etc/hosts: loopback, the pod's own name, its aliases.
     let pod_ip = identity
         .status

@@ -228,6 +228,8 @@ pub fn container_config(
         .collect();
     let security = container.security_context.as_ref();
     let settings = super::security::effective(inputs.pod, container);
+    let (apparmor, apparmor_profile) =
+        super::apparmor::for_runtime(super::apparmor::profile(inputs.pod, container).as_ref());
     api::ContainerConfig {
         metadata: Some(api::ContainerMetadata {
             name: container.name.clone(),
@@ -267,6 +269,9 @@ pub fn container_config(
                 supplemental_groups: settings.supplemental_groups.clone(),
                 no_new_privs: settings.no_new_privs,
                 seccomp: seccomp_profile(settings.seccomp.as_deref()),
+                apparmor,
+                #[allow(deprecated)]
+                apparmor_profile,
                 namespace_options: Some(namespace_options(
                     inputs.pod,
                     inputs.pid_target.as_deref(),
