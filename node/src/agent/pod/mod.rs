@@ -38,3 +38,9 @@ pub(crate) mod status;
 pub(crate) mod sync;
 pub mod sysctls;
 pub(crate) mod termination;
+
+/// Where `Localhost` seccomp profiles live for an agent in `agent_dir`
+/// (the kubelet's `<root-dir>/seccomp`).
+pub fn seccomp_root(agent_dir: &std::path::Path) -> std::path::PathBuf {
+    agent_dir.join("seccomp")
+}
