@@ -151,6 +151,7 @@ async fn through_cri(
         pid_target: None,
         termination_log: None,
         hosts_file: None,
+        seccomp_root: std::path::Path::new("/nonexistent"),
     };
     let mut container = cri_config::container_config(&container_spec, &inputs);
     container.labels.remove(labels::POD_UID);

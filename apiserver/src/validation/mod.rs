@@ -5,6 +5,7 @@
 //! is each kind's strategy's choice (`kinds/`), drawing on [`workloads`].
 
 mod names;
+mod security_profiles;
 pub(crate) mod workloads;
 
 use serde_json::Value;

@@ -206,6 +206,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
         path,
         errors,
     );
+    super::security_profiles::pod_spec(spec, path, errors);
 }
 
 /// A container's own `restartPolicy`, as upstream rules it: only an init

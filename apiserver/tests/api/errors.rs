@@ -1,5 +1,5 @@
 use http::{Method, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::harness::{Expect, TABLE, TestServer, message_of, refused};
 
@@ -551,5 +551,51 @@ async fn probes_and_hooks_name_one_handler() {
         "name": "c", "image": "busybox",
         "readinessProbe": {"grpc": {"port": 9090}},
         "lifecycle": {"preStop": {"sleep": {"seconds": 1}}}}]}});
+    s.post(pods, fine).await.expect_code(StatusCode::CREATED);
+}
+
+/// Seccomp and AppArmor profiles: a known type, a local name exactly for
+/// `Localhost`, and a seccomp file that cannot climb out of the node's
+/// profile directory.
+#[tokio::test]
+async fn security_profiles_are_checked_as_upstream_checks_them() {
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let with = |context: Value| {
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c", "image": "busybox", "securityContext": context}]}})
+    };
+    let at = "spec.containers[0].securityContext";
+    for (context, message) in [
+        (
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "../../etc/shadow"}}),
+            format!(
+                "Pod \"p\" is invalid: {at}.seccompProfile.localhostProfile: Invalid value: \"../../etc/shadow\": must not contain '..'"
+            ),
+        ),
+        (
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "/etc/x.json"}}),
+            format!(
+                "Pod \"p\" is invalid: {at}.seccompProfile.localhostProfile: Invalid value: \"/etc/x.json\": must be a relative path"
+            ),
+        ),
+        (
+            json!({"seccompProfile": {"type": "Localhost"}}),
+            format!(
+                "Pod \"p\" is invalid: {at}.seccompProfile.localhostProfile: Required value: must be set when seccomp type is Localhost"
+            ),
+        ),
+        (
+            json!({"appArmorProfile": {"type": "Strict"}}),
+            format!(
+                "Pod \"p\" is invalid: {at}.appArmorProfile.type: Unsupported value: \"Strict\": supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\""
+            ),
+        ),
+    ] {
+        refused(s.post(pods, with(context)).await, 422, "Invalid", &message);
+    }
+    let fine = with(json!({
+        "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/audit.json"},
+        "appArmorProfile": {"type": "RuntimeDefault"}}));
     s.post(pods, fine).await.expect_code(StatusCode::CREATED);
 }

@@ -351,6 +351,7 @@ async fn run_with_runtime(
         dns: dns_config::PodDnsInputs::load(&config.dns),
         events,
         sysctls: config.sysctls.clone(),
+        apparmor: pod::apparmor::host_enabled(),
         pods: pods.cache().clone(),
     });
     if let Err(error) = claims::ensure_default_class(&provisioner).await {

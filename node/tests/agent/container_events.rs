@@ -6,6 +6,7 @@
 //! at its active deadline; who containers run as (the pod's security
 //! context and their own, runAsNonRoot); and the /etc/hosts they see.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -90,6 +91,15 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
             }
         }))
         .await;
+    // A node-local seccomp profile that lets everything but chmod through.
+    let profiles = cluster.seccomp_root().join("profiles");
+    std::fs::create_dir_all(&profiles).expect("profile dir");
+    std::fs::write(
+        profiles.join("deny-chmod.json"),
+        r#"{"defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["chmod", "fchmod", "fchmodat"], "action": "SCMP_ACT_ERRNO"}]}"#,
+    )
+    .expect("profile");
     // Who the containers run as: the pod's security context, a
     // container's own over it, and runAsNonRoot refusing an image's root.
     cluster
@@ -114,11 +124,31 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
                      "securityContext": {"runAsUser": 2000, "allowPrivilegeEscalation": false,
                                          "seccompProfile": {"type": "RuntimeDefault"}},
                      "command": ["sh", "-c",
-                                 "id -u > /dev/termination-log; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status >> /dev/termination-log"]}
+                                 "id -u > /dev/termination-log; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status >> /dev/termination-log"]},
+                    {"name": "profiled", "image": BUSYBOX_IMAGE,
+                     "securityContext": {"seccompProfile": {"type": "Localhost",
+                                                            "localhostProfile": "profiles/deny-chmod.json"}},
+                     "command": ["sh", "-c",
+                                 "touch /tmp/f; chmod 600 /tmp/f 2> /dev/termination-log; echo \"exit $?\" >> /dev/termination-log"]}
                 ]
             }
         }))
         .await;
+    // A Localhost profile the node does not have, and one that climbs out
+    // of its profile directory.
+    for (name, profile) in [
+        ("unprofiled", "profiles/missing.json"),
+        ("climber", "../../../etc/passwd"),
+    ] {
+        cluster
+            .create_pod(json!({
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                         "securityContext": {"seccompProfile":
+                                             {"type": "Localhost", "localhostProfile": profile}}}]}
+            }))
+            .await;
+    }
     let rooted = cluster
         .create_pod(json!({
             "metadata": {"name": "rooted"},
@@ -147,6 +177,13 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
             "metadata": {"name": "greedy"},
             "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
                                      "resources": {"requests": {"cpu": "1000"}}}]}
+        }))
+        .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "armoured"},
+            "spec": {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
         }))
         .await;
     let pod = cluster
@@ -190,6 +227,11 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         "{pod_level:?}"
     );
     assert_eq!(said("own"), "2000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+    let profiled = said("profiled");
+    assert!(
+        profiled.contains("Operation not permitted") && profiled.ends_with("exit 1\n"),
+        "the node's profile denies chmod: {profiled:?}"
+    );
     assert_eq!(said("sysctl"), "20000\t30000\n1000\n");
     assert_rejected(
         &cluster,
@@ -212,6 +254,24 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
         "Node didn't have enough resource: cpu, requested: 1000000, used: ",
     )
     .await;
+    // A pod asking for confinement the host cannot give never runs
+    // unconfined: without AppArmor in the kernel it is refused.
+    let apparmor_on = std::fs::read("/sys/module/apparmor/parameters/enabled")
+        .is_ok_and(|flag| flag.starts_with(b"Y"))
+        && Path::new("/sys/kernel/security/apparmor").exists();
+    if apparmor_on {
+        cluster
+            .wait_phase("armoured", Duration::from_secs(60), "Running")
+            .await;
+    } else {
+        assert_rejected(
+            &cluster,
+            "armoured",
+            "AppArmor",
+            "Cannot enforce AppArmor: AppArmor is not enabled on the host",
+        )
+        .await;
+    }
     // The managed /etc/hosts: loopback, the pod's own name, its aliases.
     let pod_ip = identity
         .status
@@ -239,6 +299,29 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
                 })
         })
         .await;
+
+    let waiting_as = |name: &'static str, reason: &'static str, part: &'static str| {
+        let cluster = &cluster;
+        async move {
+            cluster
+                .wait_pod(name, Duration::from_secs(30), reason, |p| {
+                    container_status(p, "c")
+                        .and_then(|c| c.state.as_ref()?.waiting.as_ref())
+                        .is_some_and(|w| {
+                            w.reason.as_deref() == Some(reason)
+                                && w.message.as_deref().is_some_and(|m| m.contains(part))
+                        })
+                })
+                .await;
+        }
+    };
+    waiting_as("unprofiled", "CreateContainerError", "missing.json").await;
+    waiting_as(
+        "climber",
+        "CreateContainerConfigError",
+        r#"localhost seccomp profile "../../../etc/passwd" must be a relative path without '..'"#,
+    )
+    .await;
 
     cluster.delete_pod("site").await;
     eventually(Duration::from_secs(30), "the stop's event", || async {

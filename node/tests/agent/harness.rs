@@ -266,6 +266,11 @@ impl TestCluster {
         self.config.log_root()
     }
 
+    /// Where the agent finds `Localhost` seccomp profiles.
+    pub fn seccomp_root(&self) -> PathBuf {
+        skiff_node::agent::pod::seccomp_root(self.config.agent_dir())
+    }
+
     /// Removes every pod's containers, stops the agent and containerd, and
     /// deletes the bridge.
     pub async fn teardown(mut self) {

@@ -4,7 +4,8 @@
 //! after the pods it already took, its node selector and required affinity
 //! must match the node, its host ports be free, and the node's NoExecute
 //! taints tolerated (the kubelet's predicates — a pod bound to the node by
-//! name never passed the scheduler's). A pod refused here fails with
+//! name never passed the scheduler's), and any AppArmor profile it asks for
+//! enforceable ([`super::apparmor`]). A pod refused here fails with
 //! upstream's reason and message.
 
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use skiff_common::placement::{required_affinity_matches, tolerates};
 use skiff_common::quota::pods::pod_requests;
 
 use super::context::AgentContext;
-use super::sysctls;
+use super::{apparmor, sysctls};
 use crate::agent::node::host::MAX_PODS;
 
 /// Why a pod was not admitted: upstream's reason (`SysctlForbidden`,
@@ -58,7 +59,11 @@ pub(crate) fn admit(
         .filter(|other| taken_before(other, pod))
         .collect();
     fits(pod, &taken, &capacity)?;
-    predicates(&pod.spec.clone().unwrap_or_default(), node, &taken)
+    predicates(&pod.spec.clone().unwrap_or_default(), node, &taken)?;
+    apparmor::admit(pod, ctx.apparmor).map_err(|message| Refusal {
+        reason: apparmor::NOT_ADMITTED_REASON.into(),
+        message,
+    })
 }
 
 /// The kubelet's predicates beyond resources: node selector and required

@@ -39,6 +39,9 @@ pub(crate) struct AgentContext {
     pub events: EventRecorder,
     /// The sysctls this node lets pods set.
     pub sysctls: super::sysctls::Allowlist,
+    /// Whether the host's kernel enforces AppArmor (a pod asking for a
+    /// profile on a host without it is refused).
+    pub apparmor: bool,
     /// The pods bound to this node (the informer's cache), what admitting
     /// another one counts against.
     pub pods: Arc<skiff_informer::Cache<k8s_openapi::api::core::v1::Pod>>,

@@ -167,6 +167,9 @@ pub struct ContainerInputs<'a> {
     /// The pod's managed `/etc/hosts` (see `hosts_file`), mounted unless
     /// the container mounts a volume there itself.
     pub hosts_file: Option<PathBuf>,
+    /// Where `Localhost` seccomp profiles are named from
+    /// (`DATA_DIR/agent/seccomp`).
+    pub seccomp_root: &'a Path,
 }
 
 /// The CRI config of one container instance.
@@ -228,6 +231,8 @@ pub fn container_config(
         .collect();
     let security = container.security_context.as_ref();
     let settings = super::security::effective(inputs.pod, container);
+    let (apparmor, apparmor_profile) =
+        super::apparmor::for_runtime(super::apparmor::profile(inputs.pod, container).as_ref());
     api::ContainerConfig {
         metadata: Some(api::ContainerMetadata {
             name: container.name.clone(),
@@ -266,7 +271,10 @@ pub fn container_config(
                 run_as_group: settings.run_as_group.map(|value| api::Int64Value { value }),
                 supplemental_groups: settings.supplemental_groups.clone(),
                 no_new_privs: settings.no_new_privs,
-                seccomp: seccomp_profile(settings.seccomp.as_deref()),
+                seccomp: seccomp_profile(settings.seccomp.as_ref(), inputs.seccomp_root),
+                apparmor,
+                #[allow(deprecated)]
+                apparmor_profile,
                 namespace_options: Some(namespace_options(
                     inputs.pod,
                     inputs.pid_target.as_deref(),
@@ -285,18 +293,29 @@ pub fn container_config(
     }
 }
 
-/// The runtime's seccomp profile for the type asked for: the runtime's
-/// default or none. A `Localhost` profile (a file on the node) is not
-/// supported yet and runs as the runtime's default, the safer of the two.
-fn seccomp_profile(asked: Option<&str>) -> Option<api::SecurityProfile> {
+/// The runtime's seccomp profile for the one asked for: none, the
+/// runtime's default, or a `Localhost` file named below `root` (the
+/// kubelet's `<root-dir>/seccomp`; `security::verify_seccomp` has kept the
+/// name inside it).
+fn seccomp_profile(
+    asked: Option<&k8s_openapi::api::core::v1::SeccompProfile>,
+    root: &Path,
+) -> Option<api::SecurityProfile> {
     use api::security_profile::ProfileType;
-    let profile_type = match asked? {
-        "Unconfined" => ProfileType::Unconfined,
-        _ => ProfileType::RuntimeDefault,
+    let asked = asked?;
+    let (profile_type, localhost_ref) = match asked.type_.as_str() {
+        "Unconfined" => (ProfileType::Unconfined, String::new()),
+        "Localhost" => (
+            ProfileType::Localhost,
+            root.join(asked.localhost_profile.as_deref().unwrap_or_default())
+                .display()
+                .to_string(),
+        ),
+        _ => (ProfileType::RuntimeDefault, String::new()),
     };
     Some(api::SecurityProfile {
         profile_type: profile_type as i32,
-        localhost_ref: String::new(),
+        localhost_ref,
     })
 }
 

@@ -2,7 +2,7 @@
 //! by the pod informer and by the runtime's relist (`pleg`); each wake is
 //! one `sync` step — sandbox, image (`images`, `pull_secrets`), init
 //! containers then containers built from the pod (`cri_config`, `security`,
-//! `hosts_file`, `env`,
+//! `apparmor`, `hosts_file`, `env`,
 //! `dns_config`), `probes` (gRPC ones in `grpc_probe`), lifecycle `hooks`, restart `backoff`, the
 //! `ephemeral` containers
 //! `kubectl debug` adds — followed by the
@@ -12,6 +12,7 @@
 //! containers' log files are read by `logs`.
 
 pub(crate) mod admission;
+pub(crate) mod apparmor;
 pub mod backoff;
 pub(crate) mod container_events;
 pub(crate) mod context;
@@ -37,3 +38,9 @@ pub(crate) mod status;
 pub(crate) mod sync;
 pub mod sysctls;
 pub(crate) mod termination;
+
+/// Where `Localhost` seccomp profiles live for an agent in `agent_dir`
+/// (the kubelet's `<root-dir>/seccomp`).
+pub fn seccomp_root(agent_dir: &std::path::Path) -> std::path::PathBuf {
+    agent_dir.join("seccomp")
+}

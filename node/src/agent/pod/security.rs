@@ -1,25 +1,29 @@
 //! A container's effective security settings, as upstream merges them:
 //! its own `securityContext` over the pod's (user, group, runAsNonRoot),
 //! the pod's supplemental groups with its `fsGroup`, no new privileges
-//! when escalation is refused, the seccomp profile; and the `runAsNonRoot`
-//! check made before a container is created.
+//! when escalation is refused, the seccomp profile; and the checks made
+//! before a container is created (`runAsNonRoot`, a `Localhost` seccomp
+//! profile that stays inside the node's profile directory).
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use std::path::{Component, Path};
+
+use k8s_openapi::api::core::v1::{Container, Pod, SeccompProfile};
 
 use super::container_events::pod_name;
 use crate::runtime::cri_api;
 
 /// What the runtime is told of a container's identity and privileges.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Effective {
     pub run_as_user: Option<i64>,
     pub run_as_group: Option<i64>,
     pub run_as_non_root: bool,
     pub supplemental_groups: Vec<i64>,
     pub no_new_privs: bool,
-    /// The seccomp profile type asked for (`RuntimeDefault`, `Unconfined`,
-    /// `Localhost`); `None`: none asked, which the runtime runs unconfined.
-    pub seccomp: Option<String>,
+    /// The seccomp profile asked for (`RuntimeDefault`, `Unconfined`, or
+    /// `Localhost` with a file below the node's profile directory); `None`:
+    /// none asked, which the runtime runs unconfined.
+    pub seccomp: Option<SeccompProfile>,
 }
 
 /// The container's settings over the pod's.
@@ -50,7 +54,28 @@ pub(crate) fn effective(pod: &Pod, container: &Container) -> Effective {
         seccomp: own
             .and_then(|s| s.seccomp_profile.as_ref())
             .or(pod_level.and_then(|s| s.seccomp_profile.as_ref()))
-            .map(|p| p.type_.clone()),
+            .cloned(),
+    }
+}
+
+/// Refuses a `Localhost` seccomp profile that names no file, or one outside
+/// the node's profile directory (absolute, or climbing out with `..`): the
+/// API refuses such pods, and the node does not trust that it did.
+pub(crate) fn verify_seccomp(settings: &Effective) -> Result<(), String> {
+    let Some(profile) = settings.seccomp.as_ref().filter(|p| p.type_ == "Localhost") else {
+        return Ok(());
+    };
+    let name = profile.localhost_profile.as_deref().unwrap_or_default();
+    let inside = !name.is_empty()
+        && Path::new(name)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if inside {
+        Ok(())
+    } else {
+        Err(format!(
+            "localhost seccomp profile {name:?} must be a relative path without '..'"
+        ))
     }
 }
 
@@ -117,11 +142,34 @@ mod tests {
         assert_eq!((a.run_as_user, a.run_as_group), (Some(1000), Some(3000)));
         assert_eq!(a.supplemental_groups, vec![2000, 4000]);
         assert!(a.run_as_non_root && !a.no_new_privs);
-        assert_eq!(a.seccomp.as_deref(), Some("RuntimeDefault"));
+        let type_of = |e: &Effective| e.seccomp.as_ref().map(|p| p.type_.clone());
+        assert_eq!(type_of(&a).as_deref(), Some("RuntimeDefault"));
         let b = effective(&p, &spec.containers[1]);
         assert_eq!((b.run_as_user, b.run_as_group), (Some(2000), Some(3000)));
         assert!(b.no_new_privs);
-        assert_eq!(b.seccomp.as_deref(), Some("Unconfined"));
+        assert_eq!(type_of(&b).as_deref(), Some("Unconfined"));
+    }
+
+    #[test]
+    fn a_localhost_seccomp_profile_stays_in_the_profile_directory() {
+        let with = |name: Option<&str>| Effective {
+            seccomp: Some(SeccompProfile {
+                type_: "Localhost".into(),
+                localhost_profile: name.map(str::to_owned),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(verify_seccomp(&with(Some("profiles/audit.json"))), Ok(()));
+        for bad in [
+            None,
+            Some(""),
+            Some("/etc/shadow"),
+            Some("../../etc/x.json"),
+            Some("a/../../b"),
+        ] {
+            assert!(verify_seccomp(&with(bad)).is_err(), "{bad:?}");
+        }
+        assert_eq!(verify_seccomp(&Effective::default()), Ok(()));
     }
 
     #[test]

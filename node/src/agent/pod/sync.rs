@@ -850,6 +850,13 @@ impl Starter<'_> {
             }
         };
         let settings = security::effective(self.pod, container);
+        if let Err(message) = security::verify_seccomp(&settings) {
+            let regarding = container_reference(self.pod, &container.name);
+            let error = format!("Error: {message}");
+            self.ctx.events.warning(&regarding, "Failed", "", error);
+            wait("CreateContainerConfigError", message);
+            return false;
+        }
         if settings.run_as_non_root {
             let known = runtime.image_status(&image).await.ok().flatten();
             if let Err(message) =
@@ -877,6 +884,7 @@ impl Starter<'_> {
         };
         let command = env::expand_args(container.command.as_deref().unwrap_or(&[]), &env);
         let args = env::expand_args(container.args.as_deref().unwrap_or(&[]), &env);
+        let seccomp_root = super::seccomp_root(&self.ctx.agent_dir);
         let inputs = ContainerInputs {
             pod: self.pod,
             image,
@@ -889,6 +897,7 @@ impl Starter<'_> {
             pid_target,
             termination_log: self.termination_log(container, restart_count),
             hosts_file: self.hosts_file(),
+            seccomp_root: &seccomp_root,
         };
         let config = cri_config::container_config(container, &inputs);
         let log_dir = PathBuf::from(&self.sandbox_config.log_directory).join(&container.name);

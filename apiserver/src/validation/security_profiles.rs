@@ -1,0 +1,203 @@
+//! The seccomp and AppArmor profile fields of a pod spec, on the pod and on
+//! each container, as upstream validates them: a known type, and a
+//! `localhostProfile` exactly when the type is `Localhost`. A seccomp
+//! `localhostProfile` names a file below the node's profile directory, so
+//! it must be relative and never climb out with `..`.
+
+use serde_json::Value;
+
+use crate::status::FieldError;
+
+const TYPES: [&str; 3] = ["Localhost", "RuntimeDefault", "Unconfined"];
+
+/// Longest AppArmor profile name the kernel takes (PATH_MAX - 1).
+const MAX_APPARMOR_NAME: usize = 4095;
+
+/// Checks the profiles of the pod spec at `path`.
+pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let mut contexts = vec![(format!("{path}.securityContext"), &spec["securityContext"])];
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            contexts.push((
+                format!("{path}.{list}[{i}].securityContext"),
+                &c["securityContext"],
+            ));
+        }
+    }
+    for (at, context) in contexts {
+        seccomp(
+            &context["seccompProfile"],
+            &format!("{at}.seccompProfile"),
+            errors,
+        );
+        apparmor(
+            &context["appArmorProfile"],
+            &format!("{at}.appArmorProfile"),
+            errors,
+        );
+    }
+}
+
+fn seccomp(profile: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    if !profile.is_object() {
+        return;
+    }
+    let local = &profile["localhostProfile"];
+    match profile["type"].as_str().unwrap_or_default() {
+        "Localhost" => match local.as_str().unwrap_or_default() {
+            "" => errors.push(FieldError::required(
+                format!("{at}.localhostProfile"),
+                "must be set when seccomp type is Localhost",
+            )),
+            name => descending_path(name, &format!("{at}.localhostProfile"), errors),
+        },
+        "RuntimeDefault" | "Unconfined" => {
+            if !local.is_null() {
+                errors.push(FieldError::invalid(
+                    format!("{at}.localhostProfile"),
+                    profile.clone(),
+                    "can only be set when seccomp type is Localhost",
+                ));
+            }
+        }
+        "" => errors.push(FieldError::required(
+            format!("{at}.type"),
+            "type is required when seccompProfile is set",
+        )),
+        other => errors.push(FieldError::not_supported(
+            format!("{at}.type"),
+            other,
+            &TYPES,
+        )),
+    }
+}
+
+fn apparmor(profile: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    if !profile.is_object() {
+        return;
+    }
+    let local = &profile["localhostProfile"];
+    let field = format!("{at}.localhostProfile");
+    match profile["type"].as_str().unwrap_or_default() {
+        "Localhost" => match local.as_str() {
+            None | Some("") => errors.push(FieldError::required(
+                field,
+                "must be set when AppArmor type is Localhost",
+            )),
+            Some(name) if name.trim() != name => errors.push(FieldError::invalid(
+                field,
+                name,
+                "must not be padded with whitespace",
+            )),
+            Some(name) if name.len() > MAX_APPARMOR_NAME => errors.push(FieldError::invalid(
+                field,
+                name,
+                format!("must have at most {MAX_APPARMOR_NAME} bytes"),
+            )),
+            Some(_) => {}
+        },
+        "RuntimeDefault" | "Unconfined" => {
+            if !local.is_null() {
+                errors.push(FieldError::invalid(
+                    field,
+                    local.clone(),
+                    "can only be set when AppArmor type is Localhost",
+                ));
+            }
+        }
+        "" => errors.push(FieldError::required(
+            format!("{at}.type"),
+            "type is required when appArmorProfile is set",
+        )),
+        other => errors.push(FieldError::not_supported(
+            format!("{at}.type"),
+            other,
+            &TYPES,
+        )),
+    }
+}
+
+/// A path that stays below where it is joined: relative, no `..` part.
+fn descending_path(name: &str, field: &str, errors: &mut Vec<FieldError>) {
+    if name.starts_with('/') {
+        errors.push(FieldError::invalid(field, name, "must be a relative path"));
+    }
+    if name.split('/').any(|part| part == "..") {
+        errors.push(FieldError::invalid(field, name, "must not contain '..'"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn messages(spec: Value) -> Vec<String> {
+        let mut errors = Vec::new();
+        pod_spec(&spec, "spec", &mut errors);
+        errors
+            .iter()
+            .map(|e| format!("{}: {:?}", e.field, e.kind))
+            .collect()
+    }
+
+    #[test]
+    fn sound_profiles_pass() {
+        let spec = json!({
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"},
+                                "appArmorProfile": {"type": "Localhost", "localhostProfile": "k8s-deny"}},
+            "containers": [{"name": "c", "securityContext": {
+                "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/audit.json"},
+                "appArmorProfile": {"type": "Unconfined"}}}]});
+        assert_eq!(messages(spec), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_seccomp_file_may_not_climb_out_of_the_profile_directory() {
+        let spec = json!({"containers": [{"name": "c", "securityContext": {
+            "seccompProfile": {"type": "Localhost", "localhostProfile": "/../etc/x.json"}}}]});
+        let mut errors = Vec::new();
+        pod_spec(&spec, "spec", &mut errors);
+        let fields: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.field.as_str(), e.detail.as_str()))
+            .collect();
+        let at = "spec.containers[0].securityContext.seccompProfile.localhostProfile";
+        assert_eq!(
+            fields,
+            [
+                (at, "must be a relative path"),
+                (at, "must not contain '..'")
+            ]
+        );
+    }
+
+    #[test]
+    fn types_and_localhost_names_are_checked_on_pod_and_containers() {
+        let spec = json!({
+            "securityContext": {"seccompProfile": {"type": "Strict"},
+                                "appArmorProfile": {"type": "Localhost"}},
+            "initContainers": [{"name": "i", "securityContext": {
+                "seccompProfile": {"type": "Unconfined", "localhostProfile": "x.json"}}}],
+            "containers": [{"name": "c", "securityContext": {
+                "seccompProfile": {"type": "Localhost"},
+                "appArmorProfile": {"type": "RuntimeDefault", "localhostProfile": "p"}}},
+                           {"name": "d", "securityContext": {
+                "appArmorProfile": {"type": "Localhost", "localhostProfile": " padded"}}}]});
+        let mut errors = Vec::new();
+        pod_spec(&spec, "spec", &mut errors);
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.securityContext.seccompProfile.type",
+                "spec.securityContext.appArmorProfile.localhostProfile",
+                "spec.initContainers[0].securityContext.seccompProfile.localhostProfile",
+                "spec.containers[0].securityContext.seccompProfile.localhostProfile",
+                "spec.containers[0].securityContext.appArmorProfile.localhostProfile",
+                "spec.containers[1].securityContext.appArmorProfile.localhostProfile",
+            ]
+        );
+        assert!(messages(json!({"containers": [{"name": "c"}]})).is_empty());
+    }
+}
