@@ -100,7 +100,7 @@ pub(crate) fn prepare_create(info: &ResourceInfo, object: &mut Value, write: &Wr
         meta.remove("namespace");
     }
     reset_status_on_create(info, object);
-    info.strategy.on_create(object);
+    info.strategy.on_create(object, &write.notes);
     info.strategy.on_create_by(object, &write.user);
     info.strategy.apply_defaults(info, object);
     crate::managed_fields::on_create(info, object, provided_managers.as_ref(), write);

@@ -17,7 +17,7 @@ use crate::status::FieldError;
 pub(crate) struct CustomResourceDefinitions;
 
 impl KindStrategy for CustomResourceDefinitions {
-    fn on_create(&self, object: &mut Value) {
+    fn on_create(&self, object: &mut Value, _notes: &crate::request_notes::RequestNotes) {
         definition::add_cleanup_finalizer(object);
     }
 

@@ -219,8 +219,9 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     }
 
     /// Create-only changes after the status reset, before defaults (a CRD's
-    /// cleanup finalizer).
-    fn on_create(&self, _object: &mut Value) {}
+    /// cleanup finalizer, a pod's AppArmor annotations and fields), with
+    /// the request's notes for any warning they give.
+    fn on_create(&self, _object: &mut Value, _notes: &crate::request_notes::RequestNotes) {}
 
     /// Create-only changes that record who creates (a
     /// CertificateSigningRequest's requester), right after [`Self::on_create`].

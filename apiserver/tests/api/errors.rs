@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TABLE, TestServer, message_of, refused};
+use crate::harness::{Expect, TABLE, TestServer, created_answer, message_of, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -598,4 +598,48 @@ async fn security_profiles_are_checked_as_upstream_checks_them() {
         "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/audit.json"},
         "appArmorProfile": {"type": "RuntimeDefault"}}));
     s.post(pods, fine).await.expect_code(StatusCode::CREATED);
+}
+
+/// A pod's AppArmor profile in both spellings, as upstream keeps them since
+/// v1.30: the annotation fills a missing field (with a deprecation
+/// warning), a field fills a missing annotation, and where both are given
+/// they must agree.
+#[tokio::test]
+async fn apparmor_annotations_and_fields_are_kept_in_step() {
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let key = "container.apparmor.security.beta.kubernetes.io/c";
+    let old_client = json!({"metadata": {"name": "old", "annotations": {key: "localhost/k8s-deny"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let created = created_answer(&s, pods, old_client).await;
+    assert_eq!(
+        created.body["spec"]["containers"][0]["securityContext"]["appArmorProfile"],
+        json!({"type": "Localhost", "localhostProfile": "k8s-deny"})
+    );
+    assert_eq!(
+        created.warnings,
+        [format!(
+            "metadata.annotations[{key}]: deprecated since v1.30; use the \"appArmorProfile\" field instead"
+        )]
+    );
+
+    let new_client = json!({"metadata": {"name": "new"}, "spec": {
+        "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "c", "image": "busybox"}]}});
+    let created = created_answer(&s, pods, new_client).await;
+    assert_eq!(
+        created.body["metadata"]["annotations"][key],
+        "runtime/default"
+    );
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+
+    let disagreeing = json!({"metadata": {"name": "both", "annotations": {key: "unconfined"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+            "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}]}});
+    refused(
+        s.post(pods, disagreeing).await,
+        422,
+        "Invalid",
+        "Pod \"both\" is invalid: spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match",
+    );
 }

@@ -1,9 +1,11 @@
 //! Pods: the defaults every pod spec gets (also those inside workload
 //! templates), upstream's DefaultTolerationSeconds, the spec fields an update
-//! may change, graceful deletion and the create-time admission that reads
-//! the cluster ([`admission`]).
+//! may change, graceful deletion, the AppArmor annotations kept in step with
+//! the fields ([`apparmor`]) and the create-time admission that reads the
+//! cluster ([`admission`]).
 
 mod admission;
+mod apparmor;
 mod runtime_class;
 
 use async_trait::async_trait;
@@ -42,6 +44,10 @@ impl KindStrategy for Pods {
         NodeWrites::OwnPods
     }
 
+    fn on_create(&self, object: &mut Value, notes: &crate::request_notes::RequestNotes) {
+        apparmor::sync_on_create(object, notes);
+    }
+
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         if let Some(spec) = path_mut(object, &["spec"]) {
             default_pod_spec(spec);
@@ -77,6 +83,9 @@ impl KindStrategy for Pods {
             o
         });
         crate::validation::workloads::pod(object, old.as_ref(), errors);
+        if old.is_none() {
+            apparmor::validate_on_create(object, errors);
+        }
     }
 
     /// A main-resource update keeps the ephemeral containers: they are
