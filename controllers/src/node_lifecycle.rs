@@ -6,9 +6,12 @@
 //! toleration of the NoExecute taint runs out (300 s when they have none,
 //! which is what upstream's admission would have added). When the Lease is
 //! renewed again the taints go; the Ready condition is the node agent's to
-//! restore. A Node reporting Ready=False gets the `not-ready` taints, and a
+//! restore. A Node reporting Ready=False gets the `not-ready` taints, a
 //! cordoned one (`spec.unschedulable`) the `node.kubernetes.io/unschedulable`
-//! NoSchedule taint, as upstream taints nodes by condition.
+//! NoSchedule taint, and one reporting memory, disk or PID pressure or an
+//! unavailable network the matching NoSchedule taint
+//! (`node.kubernetes.io/disk-pressure`, …), as upstream taints nodes by
+//! condition, so the scheduler places only pods that tolerate it there.
 //!
 //! Staleness is judged by when this controller saw the Lease change, not by
 //! the timestamps in it, so clock skew between machines does not matter.
@@ -41,6 +44,17 @@ pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 /// Taint of a cordoned node.
 pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+/// The NoSchedule taint of each node condition that keeps new pods away
+/// while it is True.
+pub const CONDITION_TAINTS: [(&str, &str); 4] = [
+    ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
+    ("DiskPressure", "node.kubernetes.io/disk-pressure"),
+    ("PIDPressure", "node.kubernetes.io/pid-pressure"),
+    (
+        "NetworkUnavailable",
+        "node.kubernetes.io/network-unavailable",
+    ),
+];
 /// Namespace of the node Leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
@@ -216,30 +230,35 @@ pub fn reconcile_taints(
     Some(out)
 }
 
-/// The taints with [`UNSCHEDULABLE_TAINT`] (NoSchedule only) present exactly
-/// when the node is `cordoned`; other taints untouched. None if no change.
-pub fn reconcile_cordon(current: &[Taint], cordoned: bool) -> Option<Vec<Taint>> {
+/// The taints with `key` (NoSchedule only) present exactly when `wanted`
+/// (a cordon, a pressure condition); other taints untouched. None if no
+/// change.
+pub fn reconcile_no_schedule(current: &[Taint], key: &str, wanted: bool) -> Option<Vec<Taint>> {
     let has = current
         .iter()
-        .any(|t| t.key == UNSCHEDULABLE_TAINT && t.effect == NO_SCHEDULE);
-    let any = current.iter().any(|t| t.key == UNSCHEDULABLE_TAINT);
-    if cordoned == has && (cordoned || !any) {
+        .any(|t| t.key == key && t.effect == NO_SCHEDULE);
+    let any = current.iter().any(|t| t.key == key);
+    if wanted == has && (wanted || !any) {
         return None;
     }
-    let mut out: Vec<Taint> = current
-        .iter()
-        .filter(|t| t.key != UNSCHEDULABLE_TAINT)
-        .cloned()
-        .collect();
-    if cordoned {
+    let mut out: Vec<Taint> = current.iter().filter(|t| t.key != key).cloned().collect();
+    if wanted {
         out.push(Taint {
-            key: UNSCHEDULABLE_TAINT.into(),
+            key: key.into(),
             effect: NO_SCHEDULE.into(),
             value: None,
             time_added: None,
         });
     }
     Some(out)
+}
+
+/// Whether `node` reports the condition `kind` True.
+fn condition_true(node: &Node, kind: &str) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
 }
 
 /// How long `pod` may stay on a node with the NoExecute `taint`, as upstream's
@@ -297,9 +316,17 @@ impl Monitor {
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false);
-        if let Some(next) = reconcile_cordon(&taints, cordoned) {
-            taints = next;
-            changed = true;
+        let by_condition = CONDITION_TAINTS
+            .iter()
+            .map(|(kind, key)| (*key, !stale && condition_true(node, kind)));
+        for (key, wanted) in [(UNSCHEDULABLE_TAINT, cordoned)]
+            .into_iter()
+            .chain(by_condition)
+        {
+            if let Some(next) = reconcile_no_schedule(&taints, key, wanted) {
+                taints = next;
+                changed = true;
+            }
         }
         if changed {
             let api: Api<Node> = Api::all(self.client.clone());
@@ -490,14 +517,24 @@ mod tests {
     #[test]
     fn a_cordoned_node_carries_the_unschedulable_taint_alone() {
         let others = vec![taint("dedicated", "NoSchedule")];
-        let cordoned = reconcile_cordon(&others, true).expect("added");
+        let cordoned = reconcile_no_schedule(&others, UNSCHEDULABLE_TAINT, true).expect("added");
         assert_eq!(cordoned.len(), 2);
         assert_eq!(cordoned[1].key, UNSCHEDULABLE_TAINT);
         assert_eq!(cordoned[1].effect, "NoSchedule");
         assert_eq!(cordoned[1].time_added, None);
-        assert_eq!(reconcile_cordon(&cordoned, true), None, "added once");
-        assert_eq!(reconcile_cordon(&cordoned, false), Some(others.clone()));
-        assert_eq!(reconcile_cordon(&others, false), None);
+        assert_eq!(
+            reconcile_no_schedule(&cordoned, UNSCHEDULABLE_TAINT, true),
+            None,
+            "added once"
+        );
+        assert_eq!(
+            reconcile_no_schedule(&cordoned, UNSCHEDULABLE_TAINT, false),
+            Some(others.clone())
+        );
+        assert_eq!(
+            reconcile_no_schedule(&others, UNSCHEDULABLE_TAINT, false),
+            None
+        );
     }
 
     #[test]

@@ -658,6 +658,9 @@ pub fn spawn_logged(command: &mut Command, log: &Path) -> Child {
         .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
     command
         .env("SKIFF_LOG", "info")
+        // The tests share the build machine's disk: how full it is must not
+        // taint their nodes with disk-pressure or refuse their pods.
+        .env("SKIFF_EVICTION_HARD", "nodefs.available<0%")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(file)

@@ -257,6 +257,49 @@ async fn a_cordoned_node_carries_the_unschedulable_taint() {
     cluster.shutdown().await;
 }
 
+/// A node reporting disk pressure carries the disk-pressure NoSchedule
+/// taint while it lasts, as upstream taints nodes by condition; Ready and
+/// its other taints stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_under_pressure_carries_the_matching_taint() {
+    let (cluster, client) = TestCluster::start_with_client(&[]).await;
+    ready_node(&client, "full").await;
+    let (beat_stop, beat_rx) = watch::channel(false);
+    heartbeat(client.clone(), "full", beat_rx);
+    let (stop_tx, controller) = start_controller(&cluster, &client, NodeLifecycleConfig::default());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let report = |disk: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            let status = json!({"status": {"conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"},
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {"type": "DiskPressure", "status": disk, "reason": "KubeletHasDiskPressure"}
+            ]}});
+            merge_patch_status(&nodes, "full", &status).await;
+        }
+    };
+    const DISK: &str = "node.kubernetes.io/disk-pressure";
+    report("True").await;
+    eventually(WAIT, "the disk-pressure taint", || async {
+        let node = nodes.get("full").await.unwrap();
+        (taint_effects(&node, DISK) == ["NoSchedule"]).then_some(node)
+    })
+    .await;
+    let node = nodes.get("full").await.unwrap();
+    assert!(taint_effects(&node, "node.kubernetes.io/memory-pressure").is_empty());
+    assert!(taint_effects(&node, "node.kubernetes.io/not-ready").is_empty());
+    report("False").await;
+    eventually(WAIT, "the taint to go with the pressure", || async {
+        let node = nodes.get("full").await.unwrap();
+        taint_effects(&node, DISK).is_empty().then_some(())
+    })
+    .await;
+    let _ = beat_stop.send(true);
+    stop_controller(stop_tx, controller).await;
+    cluster.shutdown().await;
+}
+
 /// The node controller's events about `node` as `kubectl describe node`
 /// finds them (by the Node's uid): (reason, note).
 async fn controller_events(client: &kube::Client, node: &Node) -> Vec<(String, String)> {

@@ -292,6 +292,7 @@ async fn run_with_runtime(
     node_events.status_written(reported_before.as_ref(), registered.status.as_ref());
     node_events.node_seen(&registered);
 
+    let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(health.pressure);
     let heartbeat = registration::Heartbeat {
         client: client.clone(),
         runtime: runtime.clone(),
@@ -300,6 +301,7 @@ async fn run_with_runtime(
         version,
         agent_dir: agent_dir.clone(),
         eviction: config.eviction_hard,
+        pressure: pressure_tx,
         interval: config.heartbeat_interval,
         events: node_events,
     };
@@ -352,6 +354,7 @@ async fn run_with_runtime(
         events,
         sysctls: config.sysctls.clone(),
         apparmor: pod::apparmor::host_enabled(),
+        pressure: pressure_rx,
         pods: pods.cache().clone(),
     });
     if let Err(error) = claims::ensure_default_class(&provisioner).await {

@@ -50,6 +50,12 @@ pub fn assert_root() {
 impl TestCluster {
     /// API server, then an agent named `node-<slot>` on a pod network of its own.
     pub async fn start(slot: u8) -> Self {
+        Self::start_with(slot, |_| {}).await
+    }
+
+    /// [`Self::start`] with the agent's configuration changed by `configure`
+    /// after the tests' own settings.
+    pub async fn start_with(slot: u8, configure: impl FnOnce(&mut AgentConfig)) -> Self {
         assert_root();
         let dir = tempfile::Builder::new()
             .prefix("skiff-agt-")
@@ -92,6 +98,7 @@ impl TestCluster {
             max: Duration::from_secs(4),
             reset_after: Duration::from_secs(600),
         };
+        configure(&mut config);
         let airgap = config.runtime.images_dir();
         std::fs::create_dir_all(&airgap).expect("airgap dir");
         images::busybox_image(

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
+use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
 use crate::harness::{TestCluster, events};
@@ -109,5 +110,57 @@ async fn a_node_reports_its_start_conditions_and_cordons_as_events() {
         assert_eq!(times(&events, reason), 1, "{reason}: {events:?}");
     }
     assert_eq!(times(&events, "NodeSchedulable"), 1, "{events:?}");
+    cluster.teardown().await;
+}
+
+/// A node whose disk is below its `nodefs.available` threshold says so
+/// (DiskPressure, `NodeHasDiskPressure`) and refuses new pods in the
+/// eviction manager's words, before anything of them runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_under_disk_pressure_says_so_and_refuses_new_pods() {
+    // No disk is ever wholly free: at 100% the threshold is always crossed.
+    let cluster = TestCluster::start_with(8, |config| {
+        config.eviction_hard = "nodefs.available<100%".parse().expect("threshold");
+    })
+    .await;
+    let node = "node-8";
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let status = nodes
+        .get(node)
+        .await
+        .expect("node")
+        .status
+        .unwrap_or_default();
+    let disk = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DiskPressure")
+        .cloned()
+        .expect("DiskPressure condition");
+    assert_eq!(
+        (disk.status.as_str(), disk.reason.as_deref()),
+        ("True", Some("KubeletHasDiskPressure"))
+    );
+    eventually(Duration::from_secs(20), "the pressure's event", || async {
+        (times(&node_events(&cluster, node).await, "NodeHasDiskPressure") == 1).then_some(())
+    })
+    .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "latecomer"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    let refused = cluster
+        .wait_phase("latecomer", Duration::from_secs(30), "Failed")
+        .await;
+    let status = refused.status.unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some("Evicted"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Pod was rejected: The node had condition: [DiskPressure]. ")
+    );
+    assert!(cluster.sandboxes().await.is_empty(), "nothing of it ran");
     cluster.teardown().await;
 }

@@ -359,6 +359,8 @@ pub struct Heartbeat {
     pub agent_dir: PathBuf,
     /// The hard eviction thresholds behind the pressure conditions.
     pub eviction: EvictionHard,
+    /// Where each observation's pressure goes, for admitting pods.
+    pub pressure: watch::Sender<Pressure>,
     /// Lease renewal and health check interval.
     pub interval: Duration,
     /// The node's own events (condition changes, cordons).
@@ -388,6 +390,11 @@ impl Heartbeat {
                 tracing::warn!(%error, "lease renewal failed");
             }
             let health = observe(self.runtime.as_ref(), &self.agent_dir, &self.eviction).await;
+            self.pressure.send_if_modified(|seen| {
+                let changed = *seen != health.pressure;
+                *seen = health.pressure;
+                changed
+            });
             if last_health.as_ref() == Some(&health) && written.elapsed() < STATUS_REFRESH {
                 match Api::<Node>::all(self.client.clone())
                     .get(&self.node_name)

@@ -1,5 +1,7 @@
 //! Whether this node takes a pod, as upstream's kubelet admits one before
-//! anything of it runs: its sysctls must be on the node's allowlist
+//! anything of it runs: the node must not be under pressure (a critical
+//! pod always passes; under memory pressure alone, any pod but a
+//! BestEffort one not tolerating it), its sysctls must be on the node's allowlist
 //! ([`super::sysctls`]), and its requests must fit what the node has left
 //! after the pods it already took, its node selector and required affinity
 //! must match the node, its host ports be free, and the node's NoExecute
@@ -10,14 +12,14 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Taint};
 use skiff_common::amount::Amount;
 use skiff_common::placement::{required_affinity_matches, tolerates};
 use skiff_common::quota::pods::pod_requests;
 
 use super::context::AgentContext;
 use super::{apparmor, sysctls};
-use crate::agent::node::host::MAX_PODS;
+use crate::agent::node::host::{MAX_PODS, Pressure};
 
 /// Why a pod was not admitted: upstream's reason (`SysctlForbidden`,
 /// `OutOfcpu`, …) and message.
@@ -38,6 +40,7 @@ pub(crate) fn admit(
     node: Option<&Node>,
     on_node: &[Arc<Pod>],
 ) -> Result<(), Refusal> {
+    under_pressure(pod, *ctx.pressure.borrow())?;
     ctx.sysctls.admit(pod).map_err(|message| Refusal {
         reason: sysctls::FORBIDDEN_REASON.into(),
         message,
@@ -63,6 +66,56 @@ pub(crate) fn admit(
     apparmor::admit(pod, ctx.apparmor).map_err(|message| Refusal {
         reason: apparmor::NOT_ADMITTED_REASON.into(),
         message,
+    })
+}
+
+/// The pods the kubelet admits whatever the pressure: mirror pods and pods
+/// of the system's critical priorities.
+fn critical(pod: &Pod) -> bool {
+    const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    mirror || priority >= SYSTEM_CRITICAL_PRIORITY
+}
+
+/// Refuses a new pod while the node is under pressure, in the eviction
+/// manager's words: under memory pressure alone only BestEffort pods that
+/// do not tolerate it; under any other pressure every pod but a critical
+/// one.
+fn under_pressure(pod: &Pod, pressure: Pressure) -> Result<(), Refusal> {
+    let conditions: Vec<&str> = [
+        (pressure.memory, "MemoryPressure"),
+        (pressure.disk, "DiskPressure"),
+        (pressure.pids, "PIDPressure"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    if conditions.is_empty() || critical(pod) {
+        return Ok(());
+    }
+    if conditions == ["MemoryPressure"] {
+        let memory_taint = Taint {
+            key: "node.kubernetes.io/memory-pressure".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
+        let tolerated = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.tolerations.iter().flatten())
+            .any(|t| tolerates(t, &memory_taint));
+        if skiff_common::qos::qos_class(pod) != "BestEffort" || tolerated {
+            return Ok(());
+        }
+    }
+    Err(Refusal {
+        reason: "Evicted".into(),
+        message: format!("The node had condition: [{}]. ", conditions.join(" ")),
     })
 }
 
@@ -207,6 +260,48 @@ mod tests {
     }
 
     const CAPACITY: &[(&str, i64)] = &[("cpu", 2000), ("memory", 1 << 30), ("pods", 3)];
+
+    #[test]
+    fn under_pressure_only_what_the_eviction_manager_admits_gets_in() {
+        let memory = Pressure {
+            memory: true,
+            ..Default::default()
+        };
+        let both = Pressure {
+            memory: true,
+            disk: true,
+            ..Default::default()
+        };
+        let best_effort: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "be"}, "spec": {"containers": [{"name": "c"}]}}))
+        .unwrap();
+        let burstable = pod("b", "100m", "1Mi");
+        let tolerant: Pod = serde_json::from_value(json!({"metadata": {"name": "t"}, "spec": {
+            "containers": [{"name": "c"}],
+            "tolerations": [{"key": "node.kubernetes.io/memory-pressure", "operator": "Exists"}]}}))
+        .unwrap();
+        let critical: Pod = serde_json::from_value(json!({"metadata": {"name": "k"}, "spec": {
+            "containers": [{"name": "c"}], "priority": 2_000_001_000}}))
+        .unwrap();
+        assert_eq!(under_pressure(&best_effort, Pressure::default()), Ok(()));
+        assert_eq!(
+            under_pressure(&best_effort, memory),
+            Err(Refusal {
+                reason: "Evicted".into(),
+                message: "The node had condition: [MemoryPressure]. ".into()
+            })
+        );
+        assert_eq!(under_pressure(&burstable, memory), Ok(()));
+        assert_eq!(under_pressure(&tolerant, memory), Ok(()));
+        assert_eq!(
+            under_pressure(&burstable, both),
+            Err(Refusal {
+                reason: "Evicted".into(),
+                message: "The node had condition: [MemoryPressure DiskPressure]. ".into()
+            })
+        );
+        assert_eq!(under_pressure(&critical, both), Ok(()));
+    }
 
     #[test]
     fn a_pod_fits_in_what_the_taken_pods_leave_and_is_refused_in_upstreams_words() {

@@ -42,6 +42,9 @@ pub(crate) struct AgentContext {
     /// Whether the host's kernel enforces AppArmor (a pod asking for a
     /// profile on a host without it is refused).
     pub apparmor: bool,
+    /// The node's pressure as last observed (new pods are refused under
+    /// it, as the kubelet's eviction manager refuses them).
+    pub pressure: tokio::sync::watch::Receiver<crate::agent::node::host::Pressure>,
     /// The pods bound to this node (the informer's cache), what admitting
     /// another one counts against.
     pub pods: Arc<skiff_informer::Cache<k8s_openapi::api::core::v1::Pod>>,
