@@ -10,6 +10,7 @@
 //! machine), `identity` (credentials and certificates), `server` (the
 //! node server) and `overlay` (the pod network across nodes).
 
+pub(crate) mod eviction;
 pub mod identity;
 pub mod node;
 pub mod overlay;
@@ -355,8 +356,13 @@ async fn run_with_runtime(
         sysctls: config.sysctls.clone(),
         apparmor: pod::apparmor::host_enabled(),
         pressure: pressure_rx,
+        evictions: Default::default(),
         pods: pods.cache().clone(),
     });
+    let stats = Arc::new(stats::StatsProvider::new(
+        runtime.clone(),
+        node_name.clone(),
+    ));
     if let Err(error) = claims::ensure_default_class(&provisioner).await {
         tracing::warn!(%error, "creating the local-path StorageClass");
     }
@@ -371,10 +377,7 @@ async fn run_with_runtime(
             runtime: runtime.clone(),
             pods: pods.cache().clone(),
             log_root: config.log_root(),
-            stats: Arc::new(stats::StatsProvider::new(
-                runtime.clone(),
-                node_name.clone(),
-            )),
+            stats: stats.clone(),
             authorizer: Arc::new(server::authz::CachedReviewer::new(Arc::new(
                 server::authz::SubjectAccessReviewer::new(client.clone(), node_name.clone()),
             ))),
@@ -396,6 +399,13 @@ async fn run_with_runtime(
         tx.clone(),
         stop.clone(),
     ));
+    let evictions = eviction::Manager {
+        stats,
+        thresholds: config.eviction_hard,
+        wake: tx.clone(),
+        interval: config.heartbeat_interval,
+    };
+    tasks.spawn(evictions.run(ctx.clone(), stop.clone()));
     tasks.spawn(pod_workers::run(
         ctx,
         pods.cache().clone(),

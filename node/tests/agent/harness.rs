@@ -178,6 +178,14 @@ impl TestCluster {
         }
     }
 
+    /// Restarts the agent with its configuration changed by `configure`
+    /// (its pods keep running through the restart).
+    pub async fn restart_agent_with(&mut self, configure: impl FnOnce(&mut AgentConfig)) {
+        self.stop_agent().await;
+        configure(&mut self.config);
+        self.start_agent().await;
+    }
+
     pub fn containerd_log(&self) -> String {
         let path = self.config.runtime.containerd_paths().log_file();
         let text = std::fs::read_to_string(path).unwrap_or_default();

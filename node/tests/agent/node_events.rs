@@ -164,3 +164,110 @@ async fn a_node_under_disk_pressure_says_so_and_refuses_new_pods() {
     assert!(cluster.sandboxes().await.is_empty(), "nothing of it ran");
     cluster.teardown().await;
 }
+
+/// Under memory pressure the node evicts, one at a time, the pods using
+/// more than they request: the pod is stopped and fails as `Evicted`,
+/// saying what the node was short of and which container used more than it
+/// asked for, with the DisruptionTarget condition and a Warning event. A
+/// BestEffort pod is not even admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests() {
+    // A threshold above what is available now, yet below the whole (what
+    // it keeps back from allocatable must leave room for the pod): three
+    // quarters of the way from available to total.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("meminfo");
+    let kib = |field: &str| -> u64 {
+        meminfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(field)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .expect("meminfo field")
+    };
+    let (total, available) = (kib("MemTotal:"), kib("MemAvailable:"));
+    let threshold = format!(
+        "memory.available<{}Ki",
+        available + (total - available) * 3 / 4
+    );
+    // The pod runs first; the pressure comes with the agent's restart.
+    let mut cluster = TestCluster::start(9).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "hog"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "resources": {"requests": {"memory": "1"}}}]}
+        }))
+        .await;
+    cluster
+        .wait_phase("hog", Duration::from_secs(60), "Running")
+        .await;
+    cluster
+        .restart_agent_with(|config| {
+            config.eviction_hard = threshold.parse().expect("threshold");
+        })
+        .await;
+    let evicted = cluster
+        .wait_phase("hog", Duration::from_secs(60), "Failed")
+        .await;
+    let status = evicted.status.clone().unwrap_or_default();
+    let message = status.message.clone().unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some("Evicted"), "{message}");
+    assert!(
+        message.starts_with("The node was low on resource: memory. Threshold quantity: ")
+            && message.contains(". Container c was using ")
+            && message.ends_with(", request is 1, has larger consumption of memory. "),
+        "{message}"
+    );
+    let disruption = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .cloned()
+        .expect("DisruptionTarget condition");
+    assert_eq!(
+        (disruption.status.as_str(), disruption.reason.as_deref()),
+        ("True", Some("TerminationByKubelet"))
+    );
+    let c = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == "c")
+        .cloned()
+        .expect("container status");
+    assert!(
+        c.state.as_ref().is_some_and(|s| s.terminated.is_some()),
+        "{c:?}"
+    );
+    eventually(Duration::from_secs(20), "the eviction's event", || async {
+        events(&cluster, "involvedObject.name=hog,reason=Evicted")
+            .await
+            .into_iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref() == Some(message.as_str())
+            })
+            .then_some(())
+    })
+    .await;
+
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "frugal"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    let refused = cluster
+        .wait_phase("frugal", Duration::from_secs(30), "Failed")
+        .await;
+    assert_eq!(
+        refused.status.and_then(|s| s.message).as_deref(),
+        Some("Pod was rejected: The node had condition: [MemoryPressure]. ")
+    );
+    cluster.teardown().await;
+}

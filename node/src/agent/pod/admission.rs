@@ -71,7 +71,7 @@ pub(crate) fn admit(
 
 /// The pods the kubelet admits whatever the pressure: mirror pods and pods
 /// of the system's critical priorities.
-fn critical(pod: &Pod) -> bool {
+pub(crate) fn critical(pod: &Pod) -> bool {
     const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
     let mirror = pod
         .metadata

@@ -45,6 +45,8 @@ pub(crate) struct AgentContext {
     /// The node's pressure as last observed (new pods are refused under
     /// it, as the kubelet's eviction manager refuses them).
     pub pressure: tokio::sync::watch::Receiver<crate::agent::node::host::Pressure>,
+    /// Pods the eviction manager chose to evict, for their workers to stop.
+    pub evictions: crate::agent::eviction::Evictions,
     /// The pods bound to this node (the informer's cache), what admitting
     /// another one counts against.
     pub pods: Arc<skiff_informer::Cache<k8s_openapi::api::core::v1::Pod>>,

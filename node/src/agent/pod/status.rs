@@ -37,16 +37,45 @@ pub(crate) struct Observed {
     /// the phase is terminal and every container that ran reads terminated,
     /// as upstream's kubelet reports a pod it killed.
     pub terminal: bool,
-    /// The pod ran past its `activeDeadlineSeconds` and was stopped: it
-    /// failed, with upstream's reason.
-    pub deadline_exceeded: bool,
+    /// The node stopped the pod for good on its own (it ran past its
+    /// `activeDeadlineSeconds`, it was evicted): it failed, with why.
+    pub stopped: Option<NodeStop>,
 }
 
-/// Upstream's reason and message for a pod stopped at its deadline.
-pub(crate) const DEADLINE_EXCEEDED: (&str, &str) = (
-    "DeadlineExceeded",
-    "Pod was active on the node longer than the specified deadline",
-);
+/// Why the node itself stopped a pod for good, in upstream's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeStop {
+    /// The pod status's reason.
+    pub reason: &'static str,
+    /// The pod status's message.
+    pub message: String,
+    /// Whether the pod also gets the `DisruptionTarget` condition
+    /// (`TerminationByKubelet`), as an evicted pod does.
+    pub disruption: bool,
+}
+
+impl NodeStop {
+    /// A pod stopped at its `activeDeadlineSeconds`.
+    pub(crate) fn deadline_exceeded() -> Self {
+        Self {
+            reason: "DeadlineExceeded",
+            message: "Pod was active on the node longer than the specified deadline".into(),
+            disruption: false,
+        }
+    }
+
+    /// A pod evicted to relieve the node's pressure, saying why.
+    pub(crate) fn evicted(message: String) -> Self {
+        Self {
+            reason: EVICTED,
+            message,
+            disruption: true,
+        }
+    }
+}
+
+/// The reason of a pod the node evicted, or refused under pressure.
+pub(crate) const EVICTED: &str = "Evicted";
 
 /// Upstream's reason and message for a container of a terminated pod whose
 /// end the runtime cannot show (never exited, or already removed).
@@ -396,7 +425,7 @@ pub(crate) fn pod_status(
             status
         })
         .collect();
-    let phase = if observed.deadline_exceeded {
+    let phase = if observed.stopped.is_some() {
         "Failed"
     } else {
         phase(&statuses, observed)
@@ -470,16 +499,22 @@ pub(crate) fn pod_status(
             conditions.push(c.clone());
         }
     }
+    if let Some(stop) = observed.stopped.as_ref().filter(|s| s.disruption) {
+        conditions.retain(|c| c.type_ != "DisruptionTarget");
+        conditions.push(PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: Some("TerminationByKubelet".into()),
+            message: Some(stop.message.clone()),
+            last_transition_time: Some(now.clone()),
+            ..Default::default()
+        });
+    }
     let pod_ip = observed.pod_ip.clone().or(previous.pod_ip.clone());
-    let (reason, message) = if observed.deadline_exceeded {
-        (Some(DEADLINE_EXCEEDED.0), Some(DEADLINE_EXCEEDED.1))
-    } else {
-        (None, None)
-    };
     PodStatus {
         phase: Some(phase.to_string()),
-        reason: reason.map(str::to_owned),
-        message: message.map(str::to_owned),
+        reason: observed.stopped.as_ref().map(|s| s.reason.to_owned()),
+        message: observed.stopped.as_ref().map(|s| s.message.clone()),
         conditions: Some(conditions),
         host_ip: Some(host_ip.to_string()),
         host_ips: Some(vec![HostIP {

@@ -28,7 +28,7 @@ use super::images;
 use super::probes::{ProbeKind, ProbeResults};
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use super::security;
-use super::status::{self, Observed};
+use super::status::{self, NodeStop, Observed};
 use super::termination;
 use crate::agent::volumes::{self, VolumeContext};
 use crate::runtime::{RuntimeError, cri_api as api};
@@ -37,6 +37,9 @@ use skiff_common::events::object_reference;
 
 /// How often a pod is looked at when nothing happens.
 const RESYNC: Duration = Duration::from_secs(10);
+/// The grace an evicted pod's containers get: a hard threshold does not
+/// wait (upstream's immediate eviction grace period).
+const EVICTION_GRACE: Duration = Duration::from_secs(1);
 /// How long a `postStart` hook may take (upstream sets no limit; the pod's
 /// worker waits for it, so one that never ends must not hold it forever).
 const POST_START_LIMIT: Duration = Duration::from_secs(120);
@@ -212,7 +215,7 @@ pub(crate) async fn sync(
         // delete the object — whoever watches the pod (a Job controller, a
         // user) sees how it ended before it goes.
         termination::stop_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
-        report_terminal(ctx, state, pod, false).await?;
+        report_terminal(ctx, state, pod, None).await?;
         termination::remove_pod(ctx, &uid).await?;
         termination::delete_object(ctx, pod).await?;
         return Ok(Step::Finished);
@@ -235,11 +238,24 @@ pub(crate) async fn sync(
     // activeDeadlineSeconds is stopped and fails as DeadlineExceeded.
     let deadline = active_deadline(pod);
     if deadline.is_some_and(|at| at <= SystemTime::now()) {
-        let (reason, message) = status::DEADLINE_EXCEEDED;
-        ctx.events
-            .normal(&object_reference(pod), reason, "", message);
+        let stop = NodeStop::deadline_exceeded();
+        ctx.events.normal(
+            &object_reference(pod),
+            stop.reason,
+            "",
+            stop.message.clone(),
+        );
         termination::stop_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
-        report_terminal(ctx, state, pod, true).await?;
+        report_terminal(ctx, state, pod, Some(stop)).await?;
+        return Ok(Step::Continue(None));
+    }
+    // As upstream's eviction manager: a pod evicted to relieve the node's
+    // pressure is stopped at once and fails, saying why.
+    if let Some(message) = ctx.evictions.take(&uid) {
+        ctx.events
+            .warning(&object_reference(pod), status::EVICTED, "", message.clone());
+        termination::stop_pod(ctx, Some(pod), &uid, EVICTION_GRACE).await?;
+        report_terminal(ctx, state, pod, Some(NodeStop::evicted(message))).await?;
         return Ok(Step::Continue(None));
     }
 
@@ -320,7 +336,7 @@ pub(crate) async fn sync(
             // As upstream's kubelet: a pod whose containers have run and
             // none of which may run again gets no new sandbox; it is over.
             retire_sandboxes(runtime, &view, None, termination::grace_period(pod)).await?;
-            report_terminal(ctx, state, pod, false).await?;
+            report_terminal(ctx, state, pod, None).await?;
             return Ok(Step::Continue(None));
         }
         None => {
@@ -1079,13 +1095,13 @@ async fn report_terminal(
     ctx: &AgentContext,
     state: &mut PodState,
     pod: &Pod,
-    deadline_exceeded: bool,
+    stopped: Option<NodeStop>,
 ) -> Result<(), SyncError> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let view = PodRuntimeView::load(ctx.runtime.as_ref(), uid).await?;
     let observed = Observed {
         terminal: true,
-        deadline_exceeded,
+        stopped,
         initialized: was_initialized(pod, &view),
         ..Default::default()
     };
