@@ -42,7 +42,7 @@ pub const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(30);
 /// How long an HTTP/2 ping may go unanswered before the connection is closed.
 pub const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The connection-level limits of [`serve_https_with`].
+/// The connection-level limits of [`serve_https`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionTimeouts {
     /// Time to finish the TLS handshake.
@@ -68,29 +68,6 @@ impl Default for ConnectionTimeouts {
     }
 }
 
-/// Serves `router` over HTTPS on `listener` until `shutdown` completes, then
-/// stops accepting and waits up to `drain` for open connections to finish.
-/// The connections get the default [`ConnectionTimeouts`].
-pub async fn serve_https(
-    listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    authn: Arc<Authenticator>,
-    router: Router,
-    shutdown: impl Future<Output = ()>,
-    drain: Duration,
-) {
-    serve_https_with(
-        listener,
-        tls,
-        authn,
-        router,
-        shutdown,
-        drain,
-        ConnectionTimeouts::default(),
-    )
-    .await
-}
-
 /// The connection builder with `timeouts` applied to both protocols.
 fn connection_builder(timeouts: ConnectionTimeouts) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -107,8 +84,11 @@ fn connection_builder(timeouts: ConnectionTimeouts) -> auto::Builder<TokioExecut
     builder
 }
 
-/// [`serve_https`] with explicit connection timeouts.
-pub async fn serve_https_with(
+/// Serves `router` over HTTPS on `listener` until `shutdown` completes, then
+/// stops accepting and waits up to `drain` for open connections to finish.
+/// Each connection is held to `timeouts` (the server passes
+/// [`ConnectionTimeouts::default`]).
+pub async fn serve_https(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     authn: Arc<Authenticator>,

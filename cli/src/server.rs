@@ -517,6 +517,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
         api.router(),
         stopped(stop_rx.clone()),
         DRAIN,
+        skiff_apiserver::serve::ConnectionTimeouts::default(),
     ));
 
     // Every in-process component shares one informer factory, and so one

@@ -22,7 +22,9 @@ use serde_json::json;
 use skiff_informer::Action;
 
 use crate::controller_utils::api_message;
-use crate::controller_utils::{WriteFailed, controller_ref, seconds_between, selects};
+use crate::controller_utils::{
+    WriteFailed, controller_owner_ref, controller_ref, seconds_between, selects,
+};
 use crate::events::EventRecorder;
 
 /// How long an expectation may stay unfulfilled before the controller stops
@@ -421,19 +423,22 @@ pub(crate) async fn delete_pod(api: &Api<Pod>, name: &str) -> Result<bool, PodCo
     }
 }
 
-/// Which objects (pods, or a Deployment's ReplicaSets) an owner keeps after
-/// claiming: its own matching ones plus the orphans it adopted; its objects
-/// that stopped matching are released.
-pub(crate) async fn claim<K>(
+/// Which objects (pods, or a Deployment's ReplicaSets) `owner` keeps after
+/// claiming: its own matching ones plus the orphans it adopted (under its
+/// controller reference); its objects that stopped matching are released.
+/// An owner being deleted keeps all of its own and adopts nothing.
+pub(crate) async fn claim<O, K>(
     api: &Api<K>,
-    owner_ref: &OwnerReference,
-    owner_deleting: bool,
+    owner: &O,
     selector: &Selector,
     objects: Vec<Arc<K>>,
 ) -> Result<Vec<Arc<K>>, PodControlError>
 where
+    O: Resource<DynamicType = ()>,
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
+    let owner_ref = &controller_owner_ref(owner);
+    let owner_deleting = owner.meta().deletion_timestamp.is_some();
     let mut claimed = Vec::new();
     for obj in objects {
         let meta = obj.meta();

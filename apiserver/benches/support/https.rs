@@ -54,6 +54,7 @@ pub async fn serve(store: Arc<dyn Store>, dir: &std::path::Path) -> BenchResult<
             let _ = stopped.await;
         },
         Duration::from_secs(2),
+        skiff_apiserver::serve::ConnectionTimeouts::default(),
     ));
     let kubeconfig: kube::config::Kubeconfig =
         serde_yaml::from_str(&certs.admin_kubeconfig(&format!("https://127.0.0.1:{port}")))?;

@@ -48,7 +48,7 @@ impl PrinterColumn {
             name: "Age".into(),
             ty: "date".into(),
             format: String::new(),
-            description: "CreationTimestamp is a timestamp representing the server time when this object was created.".into(),
+            description: crate::table::columns::CREATION_TIMESTAMP.into(),
             priority: 0,
             json_path: ".metadata.creationTimestamp".into(),
         }

@@ -191,102 +191,94 @@ fn always_present(element: &PathElement) -> bool {
 /// changed or went away, plus the objects and list elements that appeared
 /// or went away as a whole.
 pub(crate) fn compare(schema: &dyn Schema, old: &Value, new: &Value) -> Comparison {
-    let mut out = Comparison::default();
-    compare_at(
+    let mut comparing = Comparing {
         schema,
-        Some(old),
-        Some(new),
-        &mut Cursor::default(),
-        &mut out,
-    );
-    out
+        at: Cursor::default(),
+        out: Comparison::default(),
+    };
+    comparing.values(Some(old), Some(new));
+    comparing.out
 }
 
-fn compare_at(
-    schema: &dyn Schema,
-    old: Option<&Value>,
-    new: Option<&Value>,
-    at: &mut Cursor,
-    out: &mut Comparison,
-) {
-    match (old, new) {
-        (None, None) => {}
-        (Some(gone), None) => {
-            let mut set = FieldSet::new();
-            whole(schema, gone, at, &mut set);
-            out.removed.union_with(&set);
-        }
-        (None, Some(came)) => {
-            let mut set = FieldSet::new();
-            whole(schema, came, at, &mut set);
-            out.added.union_with(&set);
-        }
-        (Some(Value::Object(a)), Some(Value::Object(b)))
-            if !(at.atomic_map(schema) || a.is_empty() && b.is_empty()) =>
-        {
-            let names: Vec<&String> = a
-                .keys()
-                .chain(b.keys().filter(|k| !a.contains_key(*k)))
-                .collect();
-            for name in names {
-                at.enter_field(name);
-                compare_at(schema, a.get(name), b.get(name), at, out);
-                at.leave_field();
+/// A comparison under way: the schema it follows, where it is, and what
+/// it has found so far.
+struct Comparing<'s> {
+    schema: &'s dyn Schema,
+    at: Cursor,
+    out: Comparison,
+}
+
+impl Comparing<'_> {
+    /// Compares the values at the cursor, recording what changed below it.
+    fn values(&mut self, old: Option<&Value>, new: Option<&Value>) {
+        let schema = self.schema;
+        match (old, new) {
+            (None, None) => {}
+            (Some(gone), None) => {
+                let mut set = FieldSet::new();
+                whole(schema, gone, &mut self.at, &mut set);
+                self.out.removed.union_with(&set);
             }
-        }
-        (Some(Value::Array(a)), Some(Value::Array(b)))
-            if !(a.is_empty() && b.is_empty()) && granular(&at.list_type(schema)) =>
-        {
-            let list_type = at.list_type(schema);
-            let a_elements = stored_elements(&list_type, a);
-            let b_elements = stored_elements(&list_type, b);
-            let b_by_element: HashMap<&PathElement, &Value> =
-                b_elements.iter().zip(b.iter()).collect();
-            let a_by_element: HashMap<&PathElement, &Value> =
-                a_elements.iter().zip(a.iter()).collect();
-            for (element, item) in a_elements.iter().zip(a.iter()) {
-                at.path.push(element.clone());
-                compare_item(
-                    schema,
-                    Some(item),
-                    b_by_element.get(element).copied(),
-                    at,
-                    out,
-                );
-                at.path.pop();
+            (None, Some(came)) => {
+                let mut set = FieldSet::new();
+                whole(schema, came, &mut self.at, &mut set);
+                self.out.added.union_with(&set);
             }
-            for (element, item) in b_elements.iter().zip(b.iter()) {
-                if !a_by_element.contains_key(element) {
-                    at.path.push(element.clone());
-                    compare_item(schema, None, Some(item), at, out);
-                    at.path.pop();
+            (Some(Value::Object(a)), Some(Value::Object(b)))
+                if !(self.at.atomic_map(schema) || a.is_empty() && b.is_empty()) =>
+            {
+                let names: Vec<&String> = a
+                    .keys()
+                    .chain(b.keys().filter(|k| !a.contains_key(*k)))
+                    .collect();
+                for name in names {
+                    self.at.enter_field(name);
+                    self.values(a.get(name), b.get(name));
+                    self.at.leave_field();
+                }
+            }
+            (Some(Value::Array(a)), Some(Value::Array(b)))
+                if !(a.is_empty() && b.is_empty()) && granular(&self.at.list_type(schema)) =>
+            {
+                let list_type = self.at.list_type(schema);
+                let a_elements = stored_elements(&list_type, a);
+                let b_elements = stored_elements(&list_type, b);
+                let b_by_element: HashMap<&PathElement, &Value> =
+                    b_elements.iter().zip(b.iter()).collect();
+                let a_by_element: HashMap<&PathElement, &Value> =
+                    a_elements.iter().zip(a.iter()).collect();
+                for (element, item) in a_elements.iter().zip(a.iter()) {
+                    self.at.path.push(element.clone());
+                    self.item(Some(item), b_by_element.get(element).copied());
+                    self.at.path.pop();
+                }
+                for (element, item) in b_elements.iter().zip(b.iter()) {
+                    if !a_by_element.contains_key(element) {
+                        self.at.path.push(element.clone());
+                        self.item(None, Some(item));
+                        self.at.path.pop();
+                    }
+                }
+            }
+            (Some(a), Some(b)) => {
+                if a != b && !self.at.path.is_empty() {
+                    self.out.modified.insert(&self.at.path);
                 }
             }
         }
-        (Some(a), Some(b)) => {
-            if a != b && !at.path.is_empty() {
-                out.modified.insert(&at.path);
-            }
-        }
     }
-}
 
-/// A list element: the element itself is the unit that appears or goes.
-fn compare_item(
-    schema: &dyn Schema,
-    old: Option<&Value>,
-    new: Option<&Value>,
-    at: &mut Cursor,
-    out: &mut Comparison,
-) {
-    match (old, new) {
-        (Some(Value::Object(_)), Some(Value::Object(_))) => compare_at(schema, old, new, at, out),
-        (Some(a), Some(b)) => {
-            if a != b {
-                out.modified.insert(&at.path);
+    /// A list element: the element itself is the unit that appears or goes.
+    fn item(&mut self, old: Option<&Value>, new: Option<&Value>) {
+        match (old, new) {
+            (Some(Value::Object(_)), Some(Value::Object(_))) => self.values(old, new),
+            (Some(a), Some(b)) => {
+                if a != b {
+                    self.out.modified.insert(&self.at.path);
+                }
             }
+            _ => self.values(old, new),
         }
-        _ => compare_at(schema, old, new, at, out),
     }
 }
 

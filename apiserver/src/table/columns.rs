@@ -4,6 +4,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use skiff_common::amount::Amount;
 
+/// Upstream's description of every column printed from
+/// `metadata.creationTimestamp` (AGE, CREATED AT, a CRD's default AGE).
+pub(crate) const CREATION_TIMESTAMP: &str =
+    "CreationTimestamp is a timestamp representing the server time when this object was created.";
+
 /// One column of a Table, as announced in `columnDefinitions`.
 #[derive(Debug)]
 pub(crate) struct Column {
@@ -52,11 +57,11 @@ impl Column {
         priority: 0,
     };
 
-    pub(crate) const AGE: Column = Column::new(
-        "Age",
-        "string",
-        "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    );
+    pub(crate) const AGE: Column = Column::new("Age", "string", CREATION_TIMESTAMP);
+
+    /// The creation time itself rather than an age, as upstream prints
+    /// Roles and CustomResourceDefinitions.
+    pub(crate) const CREATED_AT: Column = Column::new("Created At", "date", CREATION_TIMESTAMP);
 
     pub(crate) fn definition(&self) -> Value {
         json!({

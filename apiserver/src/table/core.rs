@@ -629,16 +629,7 @@ pub(crate) static RESOURCEQUOTAS: Printer = Printer {
 
 /// NAME and CREATED AT, as CustomResourceDefinitions print.
 pub(crate) static CREATED_AT: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column {
-            name: "Created At",
-            kind: "date",
-            format: "",
-            description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
-            priority: 0,
-        },
-    ],
+    columns: &[Column::NAME, Column::CREATED_AT],
     cells: |object, _| {
         vec![
             name(object),

@@ -8,14 +8,7 @@ use super::columns::{Column, Printer, age, list, name, text, text_cell};
 
 /// Roles and ClusterRoles.
 pub(crate) static ROLES: Printer = Printer {
-    columns: &[
-        Column::NAME,
-        Column::new(
-            "Created At",
-            "date",
-            "CreationTimestamp is a timestamp representing the server time when this object was created.",
-        ),
-    ],
+    columns: &[Column::NAME, Column::CREATED_AT],
     cells: |role, _| {
         vec![
             name(role),

@@ -90,14 +90,7 @@ impl Reconciler for Syncer {
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
-        let pods = claim(
-            &api,
-            &controller_owner_ref(&set),
-            deleting,
-            &selector,
-            candidates,
-        )
-        .await?;
+        let pods = claim(&api, &set, &selector, candidates).await?;
         let mut by_node: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
         for pod in &pods {
             if let Some(node) = node_of(pod) {

@@ -88,14 +88,7 @@ impl Reconciler for Syncer {
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
         let deleting = d.metadata.deletion_timestamp.is_some();
         let candidates = self.replica_sets.list_namespace(&ns);
-        let owned = claim(
-            &api,
-            &controller_owner_ref(&d),
-            deleting,
-            &selector,
-            candidates,
-        )
-        .await?;
+        let owned = claim(&api, &d, &selector, candidates).await?;
         let mut rss: Vec<ReplicaSet> = owned.iter().map(|rs| (**rs).clone()).collect();
         rss.sort_by(creation_order);
         let spec = d.spec.clone().unwrap_or_default();

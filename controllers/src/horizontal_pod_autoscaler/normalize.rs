@@ -162,6 +162,30 @@ pub struct Bounds {
     pub max: i32,
 }
 
+impl Bounds {
+    /// The most a scale-up may reach when its rate allows `limit`: the lower
+    /// of `limit` and `maxReplicas`, with the condition naming which one
+    /// holds (`maxReplicas` on a tie, as upstream).
+    fn ceiling(self, limit: i32) -> (i32, (&'static str, &'static str)) {
+        if self.max > limit {
+            (limit, UP_LIMIT)
+        } else {
+            (self.max, TOO_MANY)
+        }
+    }
+
+    /// The least a scale-down may reach when its rate allows `limit`: the
+    /// higher of `limit` and `minReplicas`, with the condition naming which
+    /// one holds (`minReplicas` on a tie, as upstream).
+    fn floor(self, limit: i32) -> (i32, (&'static str, &'static str)) {
+        if self.min < limit {
+            (limit, DOWN_LIMIT)
+        } else {
+            (self.min, TOO_FEW)
+        }
+    }
+}
+
 impl Normalized {
     /// The decision to have `bounded`'s count: `able` explains the
     /// stabilisation, and `bounded`'s reason the bounds and rates, which
@@ -207,11 +231,7 @@ pub fn legacy(
         READY
     };
     let scale_up_limit = (current.saturating_mul(2)).max(4);
-    let (max_allowed, over) = if bounds.max > scale_up_limit {
-        (scale_up_limit, UP_LIMIT)
-    } else {
-        (bounds.max, TOO_MANY)
-    };
+    let (max_allowed, over) = bounds.ceiling(scale_up_limit);
     let bounded = if stabilized < bounds.min {
         (bounds.min, TOO_FEW)
     } else if stabilized > max_allowed {
@@ -320,11 +340,7 @@ fn rate_limited(
                 chosen.unwrap_or(current).max(current)
             }
         };
-        let (max_allowed, over) = if bounds.max > limit {
-            (limit, UP_LIMIT)
-        } else {
-            (bounds.max, TOO_MANY)
-        };
+        let (max_allowed, over) = bounds.ceiling(limit);
         if desired > max_allowed {
             return (max_allowed, over);
         }
@@ -349,11 +365,7 @@ fn rate_limited(
                 chosen.unwrap_or(current).min(current)
             }
         };
-        let (min_allowed, under) = if bounds.min < limit {
-            (limit, DOWN_LIMIT)
-        } else {
-            (bounds.min, TOO_FEW)
-        };
+        let (min_allowed, under) = bounds.floor(limit);
         if desired < min_allowed {
             return (min_allowed, under);
         }

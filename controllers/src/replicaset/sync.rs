@@ -72,8 +72,7 @@ impl<K: ReplicaOwner> Reconciler for Syncer<K> {
             .filter(|p| is_active(p))
             .collect();
         let deleting = owner.meta().deletion_timestamp.is_some();
-        let owner_ref = controller_owner_ref(owner.as_ref());
-        let pods = claim(&pod_api, &owner_ref, deleting, &selector, active).await?;
+        let pods = claim(&pod_api, owner.as_ref(), &selector, active).await?;
 
         let failure = if needs_sync && !deleting {
             self.manage(&owner, &key_str, &pods, &pod_api).await

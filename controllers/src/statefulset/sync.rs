@@ -82,14 +82,7 @@ impl Reconciler for Syncer {
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let deleting = set.metadata.deletion_timestamp.is_some();
         let candidates = self.pods.list_namespace(&ns);
-        let pods = claim(
-            &pod_api,
-            &controller_owner_ref(&set),
-            deleting,
-            &selector,
-            candidates,
-        )
-        .await?;
+        let pods = claim(&pod_api, &set, &selector, candidates).await?;
         let mut status = set.status.clone().unwrap_or_default();
 
         // Revisions.

@@ -70,7 +70,8 @@ pub(super) async fn mutate(
     let mut called_if_needed = Vec::new();
     let mut changed_any = false;
     for (index, hook) in hooks.iter().enumerate() {
-        match call_mutating(inner, hook, attributes, object, Place::mutation(0, index)).await? {
+        let call = HookCall::new(inner, hook, attributes);
+        match call.mutating(object, Place::mutation(0, index)).await? {
             Outcome::Skipped => continue,
             Outcome::Called { changed } => {
                 if changed {
@@ -88,7 +89,8 @@ pub(super) async fn mutate(
     }
     for (index, hook) in hooks.iter().enumerate() {
         if reinvoke.contains(&index) {
-            call_mutating(inner, hook, attributes, object, Place::mutation(1, index)).await?;
+            let call = HookCall::new(inner, hook, attributes);
+            call.mutating(object, Place::mutation(1, index)).await?;
         }
     }
     Ok(())
@@ -105,118 +107,206 @@ pub(super) async fn validate(
     let calls = hooks
         .iter()
         .enumerate()
-        .map(|(index, hook)| call_validating(inner, hook, attributes, object, index));
+        .map(|(index, hook)| HookCall::new(inner, hook, attributes).validating(object, index));
     for result in futures::future::join_all(calls).await {
         result?;
     }
     Ok(())
 }
 
-async fn call_mutating(
-    inner: &Inner,
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    object: &mut Value,
-    place: Place,
-) -> Result<Outcome, ApiError> {
-    let Some(invocation) = invocation(inner, hook, attributes, Some(object), place).await? else {
-        return Ok(Outcome::Skipped);
-    };
-    let sent = &invocation.resource;
-    let mut in_hook_version = convert(attributes.request.info, sent, object);
-    let Some(verdict) = ask(inner, hook, attributes, sent, Some(&in_hook_version), place).await?
-    else {
-        return Ok(Outcome::Skipped);
-    };
-    let Some(patch) = verdict.patch else {
-        annotate_mutation(hook, attributes, place, false);
-        return Ok(Outcome::Called { changed: false });
-    };
-    let changed = patch::apply(&hook.name, &mut in_hook_version, &patch)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    if changed {
-        *object = convert(sent, attributes.request.info, &in_hook_version);
-    }
-    annotate_mutation(hook, attributes, place, changed);
-    Ok(Outcome::Called { changed })
+/// One hook asked about one write: the server, the hook and the write's
+/// attributes, which every step of a call reads.
+#[derive(Clone, Copy)]
+struct HookCall<'a> {
+    inner: &'a Inner,
+    hook: &'a Hook,
+    attributes: &'a Attributes<'a>,
 }
 
-async fn call_validating(
-    inner: &Inner,
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    object: Option<&Value>,
-    index: usize,
-) -> Result<(), ApiError> {
-    let place = Place::validation(index);
-    let Some(invocation) = invocation(inner, hook, attributes, object, place).await? else {
-        return Ok(());
-    };
-    let sent = &invocation.resource;
-    let in_hook_version = object.map(|o| convert(attributes.request.info, sent, o));
-    ask(
-        inner,
-        hook,
-        attributes,
-        sent,
-        in_hook_version.as_ref(),
-        place,
-    )
-    .await?;
-    Ok(())
-}
-
-/// Calls `hook` with `object` (in the hook's version `sent`) and settles
-/// the answer: a failed call as the hook's failure policy says (`None`
-/// when ignored), a refusal as the client's error; otherwise the verdict,
-/// its warnings and audit annotations passed on.
-async fn ask(
-    inner: &Inner,
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    sent: &ResourceInfo,
-    object: Option<&Value>,
-    place: Place,
-) -> Result<Option<review::Verdict>, ApiError> {
-    let verdict = match call(inner, hook, attributes, sent, object, place.mutating).await {
-        Ok(verdict) => verdict,
-        Err(error) => {
-            fail(hook, attributes, error, place)?;
-            return Ok(None);
+impl<'a> HookCall<'a> {
+    fn new(inner: &'a Inner, hook: &'a Hook, attributes: &'a Attributes<'a>) -> Self {
+        Self {
+            inner,
+            hook,
+            attributes,
         }
-    };
-    relay(hook, attributes, &verdict);
-    if !verdict.allowed {
-        return Err(denied(&hook.name, verdict.status));
     }
-    Ok(Some(verdict))
-}
 
-/// Whether `hook` is called (and in which version), checking dry runs:
-/// a hook that may have side effects refuses a dry-run request.
-async fn invocation(
-    inner: &Inner,
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    object: Option<&Value>,
-    place: Place,
-) -> Result<Option<matching::Invocation>, ApiError> {
-    let invocation = match matching::should_call(inner, hook, attributes, object).await {
-        Ok(Some(invocation)) => invocation,
-        Ok(None) => return Ok(None),
-        Err(MatchError::Api(e)) => return Err(e),
-        Err(MatchError::Call(text)) => {
-            fail(hook, attributes, CallError(text), place)?;
-            return Ok(None);
+    async fn mutating(self, object: &mut Value, place: Place) -> Result<Outcome, ApiError> {
+        let Some(invocation) = self.invocation(Some(object), place).await? else {
+            return Ok(Outcome::Skipped);
+        };
+        let (hook, attributes) = (self.hook, self.attributes);
+        let sent = &invocation.resource;
+        let mut in_hook_version = convert(attributes.request.info, sent, object);
+        let Some(verdict) = self.ask(sent, Some(&in_hook_version), place).await? else {
+            return Ok(Outcome::Skipped);
+        };
+        let Some(patch) = verdict.patch else {
+            self.annotate_mutation(place, false);
+            return Ok(Outcome::Called { changed: false });
+        };
+        let changed = patch::apply(&hook.name, &mut in_hook_version, &patch)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        if changed {
+            *object = convert(sent, attributes.request.info, &in_hook_version);
         }
-    };
-    if attributes.request.dry_run && !hook.dry_run_safe() {
-        return Err(ApiError::BadRequest(format!(
-            "admission webhook \"{}\" does not support dry run",
-            hook.name
-        )));
+        self.annotate_mutation(place, changed);
+        Ok(Outcome::Called { changed })
     }
-    Ok(Some(invocation))
+
+    async fn validating(self, object: Option<&Value>, index: usize) -> Result<(), ApiError> {
+        let place = Place::validation(index);
+        let Some(invocation) = self.invocation(object, place).await? else {
+            return Ok(());
+        };
+        let sent = &invocation.resource;
+        let in_hook_version = object.map(|o| convert(self.attributes.request.info, sent, o));
+        self.ask(sent, in_hook_version.as_ref(), place).await?;
+        Ok(())
+    }
+
+    /// Calls the hook with `object` (in the hook's version `sent`) and
+    /// settles the answer: a failed call as the hook's failure policy says
+    /// (`None` when ignored), a refusal as the client's error; otherwise the
+    /// verdict, its warnings and audit annotations passed on.
+    async fn ask(
+        self,
+        sent: &ResourceInfo,
+        object: Option<&Value>,
+        place: Place,
+    ) -> Result<Option<review::Verdict>, ApiError> {
+        let verdict = match self.call(sent, object, place.mutating).await {
+            Ok(verdict) => verdict,
+            Err(error) => {
+                self.fail(error, place)?;
+                return Ok(None);
+            }
+        };
+        self.relay(&verdict);
+        if !verdict.allowed {
+            return Err(denied(&self.hook.name, verdict.status));
+        }
+        Ok(Some(verdict))
+    }
+
+    /// Whether the hook is called (and in which version), checking dry
+    /// runs: a hook that may have side effects refuses a dry-run request.
+    async fn invocation(
+        self,
+        object: Option<&Value>,
+        place: Place,
+    ) -> Result<Option<matching::Invocation>, ApiError> {
+        let (hook, attributes) = (self.hook, self.attributes);
+        let invocation = match matching::should_call(self.inner, hook, attributes, object).await {
+            Ok(Some(invocation)) => invocation,
+            Ok(None) => return Ok(None),
+            Err(MatchError::Api(e)) => return Err(e),
+            Err(MatchError::Call(text)) => {
+                self.fail(CallError(text), place)?;
+                return Ok(None);
+            }
+        };
+        if attributes.request.dry_run && !hook.dry_run_safe() {
+            return Err(ApiError::BadRequest(format!(
+                "admission webhook \"{}\" does not support dry run",
+                hook.name
+            )));
+        }
+        Ok(Some(invocation))
+    }
+
+    /// One review sent and its answer checked.
+    async fn call(
+        self,
+        sent: &ResourceInfo,
+        object: Option<&Value>,
+        mutating: bool,
+    ) -> Result<review::Verdict, CallError> {
+        let (inner, hook, attributes) = (self.inner, self.hook, self.attributes);
+        if !hook.review_versions.iter().any(|v| v == "v1") {
+            return Err(CallError(
+                "webhook does not accept known AdmissionReview versions".into(),
+            ));
+        }
+        let old_in_hook_version = attributes
+            .request
+            .old
+            .filter(|_| attributes.request.operation != crate::admission_plugins::Operation::Create)
+            .map(|old| convert(attributes.request.info, sent, old));
+        let request = review::request(attributes, sent, object, old_in_hook_version.as_ref());
+        let target = target::resolve(inner, hook.endpoint.as_ref(), hook.timeout.as_secs())
+            .map_err(|(url, e)| {
+                CallError(format!("failed to call webhook: Post \"{url}\": {e}"))
+            })?;
+        let body = serde_json::to_vec(&request.body).map_err(|e| CallError(e.to_string()))?;
+        let answer = client::post(
+            &inner.webhook_trust,
+            hook.ca_bundle.as_deref(),
+            &target,
+            body,
+            hook.timeout,
+        )
+        .await
+        .map_err(|e| {
+            CallError(format!(
+                "failed to call webhook: Post \"{}\": {e}",
+                target.url
+            ))
+        })?;
+        review::verify(&request.uid, mutating, &answer)
+            .map_err(|e| CallError(format!("received invalid webhook response: {e}")))
+    }
+
+    /// A failed call: the request fails under `Fail`, goes on under `Ignore`
+    /// (noted for the audit log, as upstream's failed-open annotation).
+    fn fail(self, error: CallError, place: Place) -> Result<(), ApiError> {
+        let (hook, attributes) = (self.hook, self.attributes);
+        let message = format!("failed calling webhook \"{}\": {}", hook.name, error.0);
+        if !hook.ignore_failures {
+            tracing::warn!(webhook = %hook.name, error = %error.0, "webhook call failed, failing closed");
+            return Err(ApiError::Internal(message));
+        }
+        tracing::warn!(webhook = %hook.name, error = %error.0, "webhook call failed, failing open");
+        let Place {
+            round,
+            index,
+            mutating,
+        } = place;
+        let kind = if mutating { "mutation" } else { "validating" };
+        attributes.request.notes.annotate(
+            format!("failed-open.{kind}.webhook.admission.k8s.io/round_{round}_index_{index}"),
+            hook.name.clone(),
+        );
+        Ok(())
+    }
+
+    /// Passes a hook's warnings to the client and its audit annotations to the
+    /// audit log (keyed `<webhook name>/<key>`, as upstream prefixes them).
+    fn relay(self, verdict: &review::Verdict) {
+        let (hook, attributes) = (self.hook, self.attributes);
+        for warning in &verdict.warnings {
+            attributes.request.notes.warn(warning.clone());
+        }
+        for (key, value) in &verdict.audit_annotations {
+            attributes
+                .request
+                .notes
+                .annotate(format!("{}/{key}", hook.name), value.clone());
+        }
+    }
+
+    /// Upstream's mutation annotation: which configuration's hook ran in which
+    /// round and whether it changed the object.
+    fn annotate_mutation(self, Place { round, index, .. }: Place, mutated: bool) {
+        let (hook, attributes) = (self.hook, self.attributes);
+        let value =
+            json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": mutated});
+        attributes.request.notes.annotate(
+            format!("mutation.webhook.admission.k8s.io/round_{round}_index_{index}"),
+            value.to_string(),
+        );
+    }
 }
 
 /// `object`, of `from`'s version, in `to`'s (the same stored resource).
@@ -226,104 +316,6 @@ fn convert(from: &ResourceInfo, to: &ResourceInfo, object: &Value) -> Value {
     } else {
         to.from_storage(from.to_storage(object.clone()))
     }
-}
-
-/// One review sent and its answer checked.
-async fn call(
-    inner: &Inner,
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    sent: &ResourceInfo,
-    object: Option<&Value>,
-    mutating: bool,
-) -> Result<review::Verdict, CallError> {
-    if !hook.review_versions.iter().any(|v| v == "v1") {
-        return Err(CallError(
-            "webhook does not accept known AdmissionReview versions".into(),
-        ));
-    }
-    let old_in_hook_version = attributes
-        .request
-        .old
-        .filter(|_| attributes.request.operation != crate::admission_plugins::Operation::Create)
-        .map(|old| convert(attributes.request.info, sent, old));
-    let request = review::request(attributes, sent, object, old_in_hook_version.as_ref());
-    let target = target::resolve(inner, hook.endpoint.as_ref(), hook.timeout.as_secs())
-        .map_err(|(url, e)| CallError(format!("failed to call webhook: Post \"{url}\": {e}")))?;
-    let body = serde_json::to_vec(&request.body).map_err(|e| CallError(e.to_string()))?;
-    let answer = client::post(
-        &inner.webhook_trust,
-        hook.ca_bundle.as_deref(),
-        &target,
-        body,
-        hook.timeout,
-    )
-    .await
-    .map_err(|e| {
-        CallError(format!(
-            "failed to call webhook: Post \"{}\": {e}",
-            target.url
-        ))
-    })?;
-    review::verify(&request.uid, mutating, &answer)
-        .map_err(|e| CallError(format!("received invalid webhook response: {e}")))
-}
-
-/// A failed call: the request fails under `Fail`, goes on under `Ignore`
-/// (noted for the audit log, as upstream's failed-open annotation).
-fn fail(
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    error: CallError,
-    place: Place,
-) -> Result<(), ApiError> {
-    let message = format!("failed calling webhook \"{}\": {}", hook.name, error.0);
-    if !hook.ignore_failures {
-        tracing::warn!(webhook = %hook.name, error = %error.0, "webhook call failed, failing closed");
-        return Err(ApiError::Internal(message));
-    }
-    tracing::warn!(webhook = %hook.name, error = %error.0, "webhook call failed, failing open");
-    let Place {
-        round,
-        index,
-        mutating,
-    } = place;
-    let kind = if mutating { "mutation" } else { "validating" };
-    attributes.request.notes.annotate(
-        format!("failed-open.{kind}.webhook.admission.k8s.io/round_{round}_index_{index}"),
-        hook.name.clone(),
-    );
-    Ok(())
-}
-
-/// Passes a hook's warnings to the client and its audit annotations to the
-/// audit log (keyed `<webhook name>/<key>`, as upstream prefixes them).
-fn relay(hook: &Hook, attributes: &Attributes<'_>, verdict: &review::Verdict) {
-    for warning in &verdict.warnings {
-        attributes.request.notes.warn(warning.clone());
-    }
-    for (key, value) in &verdict.audit_annotations {
-        attributes
-            .request
-            .notes
-            .annotate(format!("{}/{key}", hook.name), value.clone());
-    }
-}
-
-/// Upstream's mutation annotation: which configuration's hook ran in which
-/// round and whether it changed the object.
-fn annotate_mutation(
-    hook: &Hook,
-    attributes: &Attributes<'_>,
-    Place { round, index, .. }: Place,
-    mutated: bool,
-) {
-    let value =
-        json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": mutated});
-    attributes.request.notes.annotate(
-        format!("mutation.webhook.admission.k8s.io/round_{round}_index_{index}"),
-        value.to_string(),
-    );
 }
 
 /// The client's answer to a refusal: the hook's Status with upstream's
