@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
 mod container_events;
+mod eviction;
 mod harness;
 mod node_events;
 mod pods;

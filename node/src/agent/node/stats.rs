@@ -68,6 +68,9 @@ pub(crate) struct ContainerUsage {
     pub cpu: Option<CpuFigures>,
     /// Memory, when the runtime reported it.
     pub memory: Option<MemoryFigures>,
+    /// Bytes in its writable layer, when the runtime reported them (it
+    /// measures them every few seconds, so they lag a little).
+    pub rootfs_bytes: Option<u64>,
 }
 
 /// One pod with a ready sandbox.
@@ -298,6 +301,9 @@ impl StatsProvider {
                     start_ns: container.created_at,
                     cpu,
                     memory: stats.and_then(|s| memory_figures(s.memory.as_ref())),
+                    rootfs_bytes: stats
+                        .and_then(|s| s.writable_layer.as_ref()?.used_bytes.as_ref())
+                        .map(|b| b.value),
                 });
             }
             pod.containers.sort_by(|a, b| a.name.cmp(&b.name));
@@ -822,6 +828,7 @@ mod tests {
                 uid: "u1".into(),
                 start_ns: 1_790_000_000_000_000_000,
                 containers: vec![ContainerUsage {
+                    rootfs_bytes: None,
                     name: "main".into(),
                     id: "c1".into(),
                     start_ns: 1_790_000_000_000_000_000,
@@ -881,6 +888,7 @@ mod tests {
     #[test]
     fn pods_sum_their_containers_only_when_every_one_reported() {
         let c = |cpu: Option<u64>| ContainerUsage {
+            rootfs_bytes: None,
             name: "c".into(),
             id: "c".into(),
             start_ns: 0,

@@ -1,0 +1,247 @@
+//! Local storage limits, which the kubelet enforces whatever the node's
+//! pressure: a pod is evicted when an emptyDir holds more than its
+//! `sizeLimit`, when its containers and local volumes hold more than the
+//! pod's `ephemeral-storage` limit, or when one container's writable layer
+//! and logs hold more than its own. Each is reported in upstream's words.
+//!
+//! Usage is read as `du` reads it (allocated blocks) for volumes and as
+//! file sizes for logs; a container's writable layer is the runtime's own
+//! figure, which it refreshes every few seconds.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use skiff_common::amount::Amount;
+use skiff_common::quota::pods::pod_limits;
+
+use crate::agent::node::stats::PodUsage;
+use crate::agent::pod::cri_config::pod_log_dir;
+use crate::agent::volumes::pod_dir;
+
+const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+
+/// Where a pod's volumes and logs are on this node.
+pub(super) struct Places<'a> {
+    /// `DATA_DIR/agent`, below which each pod's volumes live.
+    pub agent_dir: &'a Path,
+    /// The root of the pods' log directories.
+    pub log_root: &'a Path,
+}
+
+/// Whether `pod` sets any limit enforced here.
+pub(super) fn limited(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let sized = spec.volumes.iter().flatten().any(|v| {
+        v.empty_dir
+            .as_ref()
+            .is_some_and(|e| e.size_limit.is_some() && e.medium.as_deref() != Some("Memory"))
+    });
+    sized || spec.containers.iter().any(|c| limit_of(c).is_some())
+}
+
+/// A container's `ephemeral-storage` limit: bytes and the text as written.
+fn limit_of(container: &Container) -> Option<(u64, String)> {
+    let limit = container
+        .resources
+        .as_ref()?
+        .limits
+        .as_ref()?
+        .get(EPHEMERAL_STORAGE)?;
+    let bytes = skiff_common::quantity::parse_scaled(&limit.0, 1)?;
+    Some((u64::try_from(bytes).ok()?, limit.0.clone()))
+}
+
+/// The message of the first limit `pod` is over, checked in upstream's
+/// order (emptyDirs, then the pod, then each container); `None` within
+/// them all.
+pub(super) fn over_limit(pod: &Pod, used: &PodUsage, places: &Places<'_>) -> Option<String> {
+    if !limited(pod) {
+        return None;
+    }
+    let spec = pod.spec.as_ref()?;
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let volumes = pod_dir(places.agent_dir, uid).join("volumes");
+    let logs = pod_log_dir(places.log_root, pod);
+    for volume in spec.volumes.iter().flatten() {
+        let Some(limit) = volume
+            .empty_dir
+            .as_ref()
+            .filter(|e| e.medium.as_deref() != Some("Memory"))
+            .and_then(|e| e.size_limit.as_ref())
+        else {
+            continue;
+        };
+        let bytes = skiff_common::quantity::parse_scaled(&limit.0, 1)
+            .and_then(|b| u64::try_from(b).ok())?;
+        if disk_usage(&volumes.join(&volume.name)) > bytes {
+            return Some(format!(
+                "Usage of EmptyDir volume {:?} exceeds the limit {:?}. ",
+                volume.name, limit.0
+            ));
+        }
+    }
+    let container_usage = |c: &Container| -> u64 {
+        let rootfs = used
+            .containers
+            .iter()
+            .find(|u| u.name == c.name)
+            .and_then(|u| u.rootfs_bytes)
+            .unwrap_or(0);
+        rootfs + file_sizes(&logs.join(&c.name))
+    };
+    let pod_limit = serde_json::to_value(pod)
+        .ok()
+        .and_then(|value| pod_limits(&value).remove(EPHEMERAL_STORAGE));
+    if let Some(limit) = pod_limit {
+        // The local volumes upstream counts: emptyDirs on disk, configMaps
+        // and downward API files.
+        let local_volumes: u64 = spec
+            .volumes
+            .iter()
+            .flatten()
+            .filter(|v| {
+                v.empty_dir
+                    .as_ref()
+                    .is_some_and(|e| e.medium.as_deref() != Some("Memory"))
+                    || v.config_map.is_some()
+                    || v.downward_api.is_some()
+            })
+            .map(|v| disk_usage(&volumes.join(&v.name)))
+            .sum();
+        let total = spec.containers.iter().map(container_usage).sum::<u64>() + local_volumes;
+        if i128::from(total) * 1000 > i128::from(limit.milli()) {
+            return Some(format!(
+                "Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
+            ));
+        }
+    }
+    spec.containers.iter().find_map(|c| {
+        let (bytes, written) = limit_of(c)?;
+        (container_usage(c) > bytes).then(|| {
+            let limit = Amount::parse(&written).map_or(written, |a| a.to_string());
+            format!(
+                "Container {} exceeded its local ephemeral storage limit {limit:?}. ",
+                c.name
+            )
+        })
+    })
+}
+
+/// Bytes allocated below `path`, as `du` counts them; links are not
+/// followed.
+fn disk_usage(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let own = meta.blocks() * 512;
+    if !meta.is_dir() {
+        return own;
+    }
+    let children: u64 = std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| disk_usage(&entry.path()))
+        .sum();
+    own + children
+}
+
+/// The sizes of the files in `dir` (a container's logs).
+fn file_sizes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.metadata().ok())
+        .filter(|meta| meta.is_file())
+        .map(|meta| meta.len())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::node::stats::ContainerUsage;
+
+    fn usage(rootfs: u64) -> PodUsage {
+        PodUsage {
+            namespace: "default".into(),
+            name: "p".into(),
+            uid: "u1".into(),
+            start_ns: 0,
+            containers: vec![ContainerUsage {
+                name: "c".into(),
+                id: "id".into(),
+                start_ns: 0,
+                cpu: None,
+                memory: None,
+                rootfs_bytes: Some(rootfs),
+            }],
+            cpu: None,
+            memory: None,
+        }
+    }
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u1"}, "spec": spec}))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_limit_is_reported_in_upstreams_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let places = Places {
+            agent_dir: &dir.path().join("agent"),
+            log_root: &dir.path().join("logs"),
+        };
+        let scratch = pod_dir(places.agent_dir, "u1").join("volumes/scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::write(scratch.join("blob"), vec![1u8; 2 << 20]).unwrap();
+        let sized = pod(json!({
+            "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}],
+            "containers": [{"name": "c"}]}));
+        assert_eq!(
+            over_limit(&sized, &usage(0), &places).as_deref(),
+            Some("Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". ")
+        );
+        let roomy = pod(json!({
+            "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "4Mi"}}],
+            "containers": [{"name": "c"}]}));
+        assert_eq!(over_limit(&roomy, &usage(0), &places), None);
+
+        let limited = |limit: &str| {
+            pod(json!({
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                "containers": [{"name": "c", "resources": {"limits": {"ephemeral-storage": limit}}}]}))
+        };
+        // The pod's total counts the emptyDir: 2 MiB there is over 1536Ki.
+        assert_eq!(
+            over_limit(&limited("1536Ki"), &usage(0), &places).as_deref(),
+            Some(
+                "Pod ephemeral local storage usage exceeds the total limit of containers 1536Ki. "
+            )
+        );
+        // The container's own counts its writable layer and logs only.
+        let logs = pod_log_dir(places.log_root, &limited("3Mi")).join("c");
+        std::fs::create_dir_all(&logs).unwrap();
+        std::fs::write(logs.join("0.log"), vec![b'x'; 1 << 20]).unwrap();
+        assert_eq!(
+            over_limit(&limited("3Mi"), &usage(3 << 20), &places).as_deref(),
+            Some("Pod ephemeral local storage usage exceeds the total limit of containers 3Mi. ")
+        );
+        assert_eq!(over_limit(&limited("8Mi"), &usage(1 << 20), &places), None);
+        let two = pod(json!({"containers": [
+            {"name": "c", "resources": {"limits": {"ephemeral-storage": "1Mi"}}},
+            {"name": "d", "resources": {"limits": {"ephemeral-storage": "100Mi"}}}]}));
+        assert_eq!(
+            over_limit(&two, &usage(1 << 20), &places).as_deref(),
+            Some("Container c exceeded its local ephemeral storage limit \"1Mi\". ")
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! Evictions, as the kubelet's eviction manager makes them: pods over
+//! their local storage limits whatever the node's state, and under memory
+//! pressure the pods using most beyond what they request. An evicted pod
+//! fails as `Evicted` with upstream's message, the DisruptionTarget
+//! condition and a Warning event.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use skiff_node::images::BUSYBOX_IMAGE;
+use skiff_testkit::eventually;
+
+use crate::harness::{TestCluster, events};
+
+/// Waits for `name` to be evicted; asserts what an eviction always leaves
+/// (reason, DisruptionTarget, its containers ended, the Warning event) and
+/// returns its message.
+async fn evicted(cluster: &TestCluster, name: &str, timeout: Duration) -> String {
+    let pod: Pod = cluster.wait_phase(name, timeout, "Failed").await;
+    let status = pod.status.clone().unwrap_or_default();
+    let message = status.message.clone().unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some("Evicted"), "{message}");
+    let disruption = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .cloned()
+        .expect("DisruptionTarget condition");
+    assert_eq!(
+        (disruption.status.as_str(), disruption.reason.as_deref()),
+        ("True", Some("TerminationByKubelet"))
+    );
+    for c in status.container_statuses.iter().flatten() {
+        assert!(
+            c.state.as_ref().is_some_and(|s| s.terminated.is_some()),
+            "{c:?}"
+        );
+    }
+    let selector = format!("involvedObject.name={name},reason=Evicted");
+    eventually(Duration::from_secs(20), "the eviction's event", || async {
+        events(cluster, &selector)
+            .await
+            .into_iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref() == Some(message.as_str())
+            })
+            .then_some(())
+    })
+    .await;
+    message
+}
+
+/// A pod whose emptyDir outgrows its `sizeLimit`, and one whose container
+/// writes more than its `ephemeral-storage` limit, are evicted though the
+/// node is under no pressure; a pod within its limits keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pods_over_their_local_storage_limits_are_evicted() {
+    let cluster = TestCluster::start(10).await;
+    let fill = |path: &str| format!("head -c 4194304 /dev/zero > {path}; exec sleep 3600");
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "spill"},
+            "spec": {"volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}],
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE,
+                                     "command": ["sh", "-c", fill("/scratch/blob")],
+                                     "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}]}
+        }))
+        .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "scribbler"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
+                                     "command": ["sh", "-c", fill("/blob")],
+                                     "resources": {"limits": {"ephemeral-storage": "2Mi"}}}]}
+        }))
+        .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "tidy"},
+            "spec": {"volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}}],
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE,
+                                     "command": ["sh", "-c", fill("/scratch/blob")],
+                                     "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                                     "resources": {"limits": {"ephemeral-storage": "64Mi"}}}]}
+        }))
+        .await;
+    assert_eq!(
+        evicted(&cluster, "spill", Duration::from_secs(60)).await,
+        "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". "
+    );
+    // The runtime measures writable layers every few seconds.
+    assert_eq!(
+        evicted(&cluster, "scribbler", Duration::from_secs(90)).await,
+        "Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. "
+    );
+    let tidy = cluster
+        .wait_phase("tidy", Duration::from_secs(30), "Running")
+        .await;
+    assert!(tidy.status.and_then(|s| s.reason).is_none());
+    cluster.teardown().await;
+}
+
+/// Under memory pressure the node evicts, one at a time, the pods using
+/// more than they request: the pod is stopped and fails as `Evicted`,
+/// saying what the node was short of and which container used more than it
+/// asked for, with the DisruptionTarget condition and a Warning event. A
+/// BestEffort pod is not even admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests() {
+    // A threshold above what is available now, yet below the whole (what
+    // it keeps back from allocatable must leave room for the pod): three
+    // quarters of the way from available to total.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("meminfo");
+    let kib = |field: &str| -> u64 {
+        meminfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(field)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .expect("meminfo field")
+    };
+    let (total, available) = (kib("MemTotal:"), kib("MemAvailable:"));
+    let threshold = format!(
+        "memory.available<{}Ki",
+        available + (total - available) * 3 / 4
+    );
+    // The pod runs first; the pressure comes with the agent's restart.
+    let mut cluster = TestCluster::start(9).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "hog"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "resources": {"requests": {"memory": "1"}}}]}
+        }))
+        .await;
+    cluster
+        .wait_phase("hog", Duration::from_secs(60), "Running")
+        .await;
+    cluster
+        .restart_agent_with(|config| {
+            config.eviction_hard = threshold.parse().expect("threshold");
+        })
+        .await;
+    let message = evicted(&cluster, "hog", Duration::from_secs(60)).await;
+    assert!(
+        message.starts_with("The node was low on resource: memory. Threshold quantity: ")
+            && message.contains(". Container c was using ")
+            && message.ends_with(", request is 1, has larger consumption of memory. "),
+        "{message}"
+    );
+
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "frugal"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    let refused = cluster
+        .wait_phase("frugal", Duration::from_secs(30), "Failed")
+        .await;
+    assert_eq!(
+        refused.status.and_then(|s| s.message).as_deref(),
+        Some("Pod was rejected: The node had condition: [MemoryPressure]. ")
+    );
+    cluster.teardown().await;
+}
