@@ -171,3 +171,36 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
     );
     cluster.teardown().await;
 }
+
+/// Under disk pressure the node evicts the pod using most beyond what it
+/// requests, saying which container held how much.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
+    // The pod runs first; the pressure comes with the agent's restart.
+    let mut cluster = TestCluster::start(11).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "hoarder"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
+                                     "command": ["sh", "-c", "echo hoarding; head -c 1048576 /dev/zero > /blob; exec sleep 3600"]}]}
+        }))
+        .await;
+    cluster
+        .wait_phase("hoarder", Duration::from_secs(60), "Running")
+        .await;
+    cluster
+        .restart_agent_with(|config| {
+            // No disk is ever wholly free: at 100% the threshold is crossed.
+            config.eviction_hard = "nodefs.available<100%".parse().expect("threshold");
+        })
+        .await;
+    let message = evicted(&cluster, "hoarder", Duration::from_secs(60)).await;
+    assert!(
+        message
+            .starts_with("The node was low on resource: ephemeral-storage. Threshold quantity: ")
+            && message.contains(". Container c was using ")
+            && message.ends_with(", request is 0, has larger consumption of ephemeral-storage. "),
+        "{message}"
+    );
+    cluster.teardown().await;
+}

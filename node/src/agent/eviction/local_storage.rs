@@ -8,7 +8,7 @@
 //! file sizes for logs; a container's writable layer is the runtime's own
 //! figure, which it refreshes every few seconds.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use skiff_common::amount::Amount;
@@ -53,50 +53,49 @@ fn limit_of(container: &Container) -> Option<(u64, String)> {
     Some((u64::try_from(bytes).ok()?, limit.0.clone()))
 }
 
-/// The message of the first limit `pod` is over, checked in upstream's
-/// order (emptyDirs, then the pod, then each container); `None` within
-/// them all.
-pub(super) fn over_limit(pod: &Pod, used: &PodUsage, places: &Places<'_>) -> Option<String> {
-    if !limited(pod) {
-        return None;
-    }
-    let spec = pod.spec.as_ref()?;
-    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    let volumes = pod_dir(places.agent_dir, uid).join("volumes");
-    let logs = pod_log_dir(places.log_root, pod);
-    for volume in spec.volumes.iter().flatten() {
-        let Some(limit) = volume
-            .empty_dir
-            .as_ref()
-            .filter(|e| e.medium.as_deref() != Some("Memory"))
-            .and_then(|e| e.size_limit.as_ref())
-        else {
-            continue;
-        };
-        let bytes = skiff_common::quantity::parse_scaled(&limit.0, 1)
-            .and_then(|b| u64::try_from(b).ok())?;
-        if disk_usage(&volumes.join(&volume.name)) > bytes {
-            return Some(format!(
-                "Usage of EmptyDir volume {:?} exceeds the limit {:?}. ",
-                volume.name, limit.0
-            ));
+/// What one pod keeps on the node's disk.
+pub(super) struct DiskUse<'a> {
+    pod: &'a Pod,
+    used: &'a PodUsage,
+    volumes: PathBuf,
+    logs: PathBuf,
+}
+
+impl<'a> DiskUse<'a> {
+    /// The pod's disk use, measured where `places` says its files are.
+    pub(super) fn of(pod: &'a Pod, used: &'a PodUsage, places: &Places<'_>) -> Self {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        Self {
+            pod,
+            used,
+            volumes: pod_dir(places.agent_dir, uid).join("volumes"),
+            logs: pod_log_dir(places.log_root, pod),
         }
     }
-    let container_usage = |c: &Container| -> u64 {
-        let rootfs = used
+
+    /// A container's writable layer and logs.
+    pub(super) fn container(&self, container: &Container) -> u64 {
+        let rootfs = self
+            .used
             .containers
             .iter()
-            .find(|u| u.name == c.name)
+            .find(|u| u.name == container.name)
             .and_then(|u| u.rootfs_bytes)
             .unwrap_or(0);
-        rootfs + file_sizes(&logs.join(&c.name))
-    };
-    let pod_limit = serde_json::to_value(pod)
-        .ok()
-        .and_then(|value| pod_limits(&value).remove(EPHEMERAL_STORAGE));
-    if let Some(limit) = pod_limit {
-        // The local volumes upstream counts: emptyDirs on disk, configMaps
-        // and downward API files.
+        rootfs + file_sizes(&self.logs.join(&container.name))
+    }
+
+    /// One volume's files.
+    fn volume(&self, name: &str) -> u64 {
+        disk_usage(&self.volumes.join(name))
+    }
+
+    /// The containers' writable layers and logs and the local volumes
+    /// upstream counts (emptyDirs on disk, configMaps, downward API files).
+    pub(super) fn total(&self) -> u64 {
+        let Some(spec) = self.pod.spec.as_ref() else {
+            return 0;
+        };
         let local_volumes: u64 = spec
             .volumes
             .iter()
@@ -108,18 +107,56 @@ pub(super) fn over_limit(pod: &Pod, used: &PodUsage, places: &Places<'_>) -> Opt
                     || v.config_map.is_some()
                     || v.downward_api.is_some()
             })
-            .map(|v| disk_usage(&volumes.join(&v.name)))
+            .map(|v| self.volume(&v.name))
             .sum();
-        let total = spec.containers.iter().map(container_usage).sum::<u64>() + local_volumes;
-        if i128::from(total) * 1000 > i128::from(limit.milli()) {
+        spec.containers
+            .iter()
+            .map(|c| self.container(c))
+            .sum::<u64>()
+            + local_volumes
+    }
+}
+
+/// The message of the first limit `pod` is over, checked in upstream's
+/// order (emptyDirs, then the pod, then each container); `None` within
+/// them all.
+pub(super) fn over_limit(pod: &Pod, used: &PodUsage, places: &Places<'_>) -> Option<String> {
+    if !limited(pod) {
+        return None;
+    }
+    let spec = pod.spec.as_ref()?;
+    let disk = DiskUse::of(pod, used, places);
+    for volume in spec.volumes.iter().flatten() {
+        let Some(limit) = volume
+            .empty_dir
+            .as_ref()
+            .filter(|e| e.medium.as_deref() != Some("Memory"))
+            .and_then(|e| e.size_limit.as_ref())
+        else {
+            continue;
+        };
+        let bytes = skiff_common::quantity::parse_scaled(&limit.0, 1)
+            .and_then(|b| u64::try_from(b).ok())?;
+        if disk.volume(&volume.name) > bytes {
             return Some(format!(
-                "Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
+                "Usage of EmptyDir volume {:?} exceeds the limit {:?}. ",
+                volume.name, limit.0
             ));
         }
     }
+    let pod_limit = serde_json::to_value(pod)
+        .ok()
+        .and_then(|value| pod_limits(&value).remove(EPHEMERAL_STORAGE));
+    if let Some(limit) = pod_limit
+        && i128::from(disk.total()) * 1000 > i128::from(limit.milli())
+    {
+        return Some(format!(
+            "Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
+        ));
+    }
     spec.containers.iter().find_map(|c| {
         let (bytes, written) = limit_of(c)?;
-        (container_usage(c) > bytes).then(|| {
+        (disk.container(c) > bytes).then(|| {
             let limit = Amount::parse(&written).map_or(written, |a| a.to_string());
             format!(
                 "Container {} exceeded its local ephemeral storage limit {limit:?}. ",

@@ -2,23 +2,9 @@
 //! ranking) and the message it fails with.
 
 use k8s_openapi::api::core::v1::Pod;
-use skiff_common::amount::Amount;
 
+use super::{bytes_quantity, request};
 use crate::agent::node::stats::PodUsage;
-
-/// A container's memory request in bytes, and as written (`"0"` for none).
-pub(super) fn request(container: &k8s_openapi::api::core::v1::Container) -> (u64, String) {
-    let asked = container
-        .resources
-        .as_ref()
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("memory"));
-    let bytes = asked
-        .and_then(|q| skiff_common::quantity::parse_scaled(&q.0, 1))
-        .and_then(|b| u64::try_from(b).ok())
-        .unwrap_or(0);
-    (bytes, asked.map_or_else(|| "0".into(), |q| q.0.clone()))
-}
 
 /// The pod's memory in use (its containers' working sets) and requested.
 fn memory_of(pod: &Pod, used: Option<&PodUsage>) -> (Option<u64>, u64) {
@@ -26,7 +12,7 @@ fn memory_of(pod: &Pod, used: Option<&PodUsage>) -> (Option<u64>, u64) {
         .spec
         .iter()
         .flat_map(|s| &s.containers)
-        .map(|c| request(c).0)
+        .map(|c| request(c, "memory").0)
         .sum();
     let in_use = used.map(|u| {
         u.memory.map(|m| m.working_set_bytes).unwrap_or_else(|| {
@@ -63,16 +49,6 @@ pub(super) fn rank<'a>(
     candidates
 }
 
-/// Bytes as upstream prints a binary quantity (`4Mi`, `1025`).
-pub(super) fn bytes_quantity(bytes: u64) -> String {
-    if bytes.is_multiple_of(1024)
-        && let Some(amount) = Amount::parse(&format!("{}Ki", bytes / 1024))
-    {
-        return amount.to_string();
-    }
-    bytes.to_string()
-}
-
 /// Why `pod` is evicted, in the kubelet's words: what the node was short
 /// of, and each container that used more memory than it requested.
 pub(super) fn message(
@@ -95,7 +71,7 @@ pub(super) fn message(
             .iter()
             .find(|c| c.name == container.name)
             .and_then(|c| c.memory.map(|m| m.working_set_bytes));
-        let (requested, written) = request(container);
+        let (requested, written) = request(container, "memory");
         if let Some(in_use) = working_set.filter(|u| *u > requested) {
             message.push_str(&format!(
                 "Container {} was using {}, request is {written}, has larger consumption of memory. ",

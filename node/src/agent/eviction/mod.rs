@@ -1,14 +1,16 @@
 //! The eviction manager, as the kubelet's. Each round it first evicts every
 //! pod over a local storage limit (an emptyDir's `sizeLimit`, a container's
 //! or the pod's `ephemeral-storage` limit: [`local_storage`]); otherwise,
-//! while the node is under memory pressure, it chooses one pod ([`memory`])
-//! and has its worker stop it. An evicted pod fails as `Evicted`, saying
-//! why, with the `DisruptionTarget` condition. Critical pods are never
-//! chosen.
+//! while the node is under memory pressure, or else disk pressure, it
+//! chooses one pod by upstream's ranking ([`memory`], [`disk`]) and has its
+//! worker stop it. An evicted pod fails as `Evicted`, saying why, with the
+//! `DisruptionTarget` condition. Critical pods are never chosen.
 //!
-//! Disk and PID pressure only refuse new pods (`pod::admission`): skiff
-//! does not rank pods by the disk they use, so it evicts none for them.
+//! Unlike the kubelet, it does not first try to free disk by removing
+//! unused images and dead containers. PID pressure only refuses new pods
+//! (`pod::admission`).
 
+mod disk;
 mod local_storage;
 mod memory;
 
@@ -82,8 +84,8 @@ impl Manager {
     /// memory pressure, the first pod of the memory ranking.
     async fn round(&self, ctx: &AgentContext) {
         let pods = ctx.pods.list();
-        let memory_pressure = ctx.pressure.borrow().memory;
-        if !memory_pressure && !pods.iter().any(|p| local_storage::limited(p)) {
+        let pressure = *ctx.pressure.borrow();
+        if !pressure.memory && !pressure.disk && !pods.iter().any(|p| local_storage::limited(p)) {
             return;
         }
         let summary = match self.stats.summary().await {
@@ -125,16 +127,26 @@ impl Manager {
             }
             return;
         }
-        if !memory_pressure {
-            return;
-        }
-        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let total = host::meminfo_field(&meminfo, "MemTotal").unwrap_or(0);
-        let available = host::meminfo_field(&meminfo, "MemAvailable").unwrap_or(0);
-        let ranked = memory::rank(candidates.into_iter().map(|(p, u)| (p, Some(u))).collect());
-        if let Some((pod, used)) = ranked.into_iter().next() {
-            let threshold = self.thresholds.memory_available.bytes_of(total);
-            self.evict(ctx, pod, memory::message(pod, used, threshold, available));
+        // As upstream, memory is relieved before disk.
+        if pressure.memory {
+            let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+            let total = host::meminfo_field(&meminfo, "MemTotal").unwrap_or(0);
+            let available = host::meminfo_field(&meminfo, "MemAvailable").unwrap_or(0);
+            let ranked = memory::rank(candidates.into_iter().map(|(p, u)| (p, Some(u))).collect());
+            if let Some((pod, used)) = ranked.into_iter().next() {
+                let threshold = self.thresholds.memory_available.bytes_of(total);
+                self.evict(ctx, pod, memory::message(pod, used, threshold, available));
+            }
+        } else if pressure.disk {
+            let (size, available) = host::disk_size(&ctx.agent_dir);
+            let measured = candidates
+                .into_iter()
+                .map(|(pod, used)| (pod, local_storage::DiskUse::of(pod, used, &places)))
+                .collect();
+            if let Some((pod, disk)) = disk::rank(measured).into_iter().next() {
+                let threshold = self.thresholds.nodefs_available.bytes_of(size);
+                self.evict(ctx, pod, disk::message(pod, &disk, threshold, available));
+            }
         }
     }
 
@@ -145,6 +157,31 @@ impl Manager {
         ctx.evictions.order(&uid, message);
         let _ = self.wake.send(WorkerEvent::RuntimeChanged(uid));
     }
+}
+
+/// A container's request of `resource` in bytes, and as written (`"0"`
+/// for none).
+fn request(container: &k8s_openapi::api::core::v1::Container, resource: &str) -> (u64, String) {
+    let asked = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get(resource));
+    let bytes = asked
+        .and_then(|q| skiff_common::quantity::parse_scaled(&q.0, 1))
+        .and_then(|b| u64::try_from(b).ok())
+        .unwrap_or(0);
+    (bytes, asked.map_or_else(|| "0".into(), |q| q.0.clone()))
+}
+
+/// Bytes as upstream prints a binary quantity (`4Mi`, `1025`).
+fn bytes_quantity(bytes: u64) -> String {
+    if bytes.is_multiple_of(1024)
+        && let Some(amount) = skiff_common::amount::Amount::parse(&format!("{}Ki", bytes / 1024))
+    {
+        return amount.to_string();
+    }
+    bytes.to_string()
 }
 
 #[cfg(test)]
