@@ -111,6 +111,22 @@ pub(crate) struct NodeFlags {
     )]
     pub eviction_hard: agent::node::eviction::EvictionHard,
 
+    /// Unused images are removed once the agent's disk is this full
+    /// (percent; 100 turns it off), as the kubelet's flag.
+    #[arg(long, env = "SKIFF_IMAGE_GC_HIGH_THRESHOLD", default_value_t = 85,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub image_gc_high_threshold: u8,
+
+    /// ... until it is down to this full (percent; below the high one).
+    #[arg(long, env = "SKIFF_IMAGE_GC_LOW_THRESHOLD", default_value_t = 80,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub image_gc_low_threshold: u8,
+
+    /// An image seen for less than this is never removed (`2m0s`).
+    #[arg(long, env = "SKIFF_MINIMUM_IMAGE_TTL_DURATION", default_value = "2m",
+          value_parser = go_duration)]
+    pub minimum_image_ttl_duration: std::time::Duration,
+
     /// nftables table (family `ip`) of the pod network's masquerade rules.
     #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
     pub pod_network_table: String,
@@ -145,6 +161,16 @@ impl NodeFlags {
         config.sysctls = agent::pod::sysctls::Allowlist::with_unsafe(&self.allowed_unsafe_sysctls)
             .context("--allowed-unsafe-sysctls")?;
         config.eviction_hard = self.eviction_hard;
+        if self.image_gc_low_threshold >= self.image_gc_high_threshold {
+            anyhow::bail!(
+                "--image-gc-low-threshold ({}) must be less than --image-gc-high-threshold ({})",
+                self.image_gc_low_threshold,
+                self.image_gc_high_threshold
+            );
+        }
+        config.image_gc.high_threshold_percent = self.image_gc_high_threshold;
+        config.image_gc.low_threshold_percent = self.image_gc_low_threshold;
+        config.image_gc.minimum_age = self.minimum_image_ttl_duration;
         let mut labels = BTreeMap::new();
         for label in &self.node_labels {
             let (k, v) = label
@@ -486,6 +512,12 @@ pub(crate) fn spawn_in_server(
             tracing::error!(%error, "node agent stopped");
         }
     });
+}
+
+/// A Go duration (`2m`, `1m30s`, `0s`).
+fn go_duration(text: &str) -> Result<std::time::Duration, String> {
+    skiff_apiserver::request_timeout::parse_go_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration such as 2m or 1m30s"))
 }
 
 #[cfg(test)]

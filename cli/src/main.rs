@@ -154,4 +154,51 @@ mod tests {
             "{refused}"
         );
     }
+
+    #[test]
+    fn image_gc_flags_are_the_kubelets_and_low_stays_below_high() {
+        let parsed = Cli::try_parse_from([
+            "skiff",
+            "server",
+            "--image-gc-high-threshold",
+            "90",
+            "--image-gc-low-threshold",
+            "70",
+            "--minimum-image-ttl-duration",
+            "5m",
+        ])
+        .expect("valid thresholds");
+        let Command::Server(args) = parsed.command else {
+            panic!("not the server command");
+        };
+        let config = args
+            .node
+            .agent_config(std::path::Path::new("/nonexistent"))
+            .unwrap();
+        assert_eq!(
+            (
+                config.image_gc.high_threshold_percent,
+                config.image_gc.low_threshold_percent,
+                config.image_gc.minimum_age
+            ),
+            (90, 70, std::time::Duration::from_secs(300))
+        );
+
+        let inverted = Cli::try_parse_from(["skiff", "server", "--image-gc-low-threshold", "90"])
+            .expect("parses");
+        let Command::Server(args) = inverted.command else {
+            panic!("not the server command");
+        };
+        let refused = args
+            .node
+            .agent_config(std::path::Path::new("/nonexistent"))
+            .expect_err("low above the default high of 85");
+        assert_eq!(
+            refused.to_string(),
+            "--image-gc-low-threshold (90) must be less than --image-gc-high-threshold (85)"
+        );
+        assert!(
+            Cli::try_parse_from(["skiff", "server", "--image-gc-high-threshold", "101"]).is_err()
+        );
+    }
 }

@@ -659,8 +659,11 @@ pub fn spawn_logged(command: &mut Command, log: &Path) -> Child {
     command
         .env("SKIFF_LOG", "info")
         // The tests share the build machine's disk: how full it is must not
-        // taint their nodes with disk-pressure or refuse their pods.
+        // taint their nodes with disk-pressure or refuse their pods...
         .env("SKIFF_EVICTION_HARD", "nodefs.available<0%")
+        // Nor remove the images later cases need (no registry to pull them
+        // again from).
+        .env("SKIFF_IMAGE_GC_HIGH_THRESHOLD", "100")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(file)

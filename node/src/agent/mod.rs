@@ -12,6 +12,7 @@
 
 pub(crate) mod eviction;
 pub mod identity;
+pub mod image_gc;
 pub mod node;
 pub mod overlay;
 pub mod pod;
@@ -92,6 +93,8 @@ pub struct AgentConfig {
     /// node reports memory or disk pressure; they are kept back from
     /// allocatable.
     pub eviction_hard: node::eviction::EvictionHard,
+    /// When unused images are removed (`--image-gc-high-threshold`, …).
+    pub image_gc: image_gc::ImageGcPolicy,
 }
 
 impl AgentConfig {
@@ -117,6 +120,7 @@ impl AgentConfig {
             overlay: Default::default(),
             sysctls: Default::default(),
             eviction_hard: Default::default(),
+            image_gc: Default::default(),
         }
     }
 
@@ -399,6 +403,15 @@ async fn run_with_runtime(
         tx.clone(),
         stop.clone(),
     ));
+    let collector = image_gc::ImageGc {
+        runtime: runtime.clone(),
+        agent_dir: agent_dir.clone(),
+        policy: config.image_gc,
+        events: ctx.events.clone(),
+        node: node::events::node_reference(&node_name),
+        seen: Default::default(),
+    };
+    tasks.spawn(collector.run(stop.clone()));
     let evictions = eviction::Manager {
         stats,
         thresholds: config.eviction_hard,

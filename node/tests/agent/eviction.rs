@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
+use skiff_node::Runtime;
 use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
@@ -202,5 +203,84 @@ async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
             && message.ends_with(", request is 0, has larger consumption of ephemeral-storage. "),
         "{message}"
     );
+    cluster.teardown().await;
+}
+
+/// Whether the node's runtime holds `image`, once it answers (the
+/// runtime restarts with the agent, and the test's client redials).
+async fn present(cluster: &TestCluster, image: &str) -> bool {
+    eventually(Duration::from_secs(30), "the runtime's answer", || async {
+        Runtime::image_status(&cluster.cri, image)
+            .await
+            .ok()
+            .map(|status| status.is_some())
+    })
+    .await
+}
+
+/// Once the disk is fuller than the high threshold, unused images are
+/// removed; images in use and the pause image stay, and when even that
+/// cannot reach the low threshold the node says so (`ImageGCFailed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unused_images_are_collected_past_the_high_threshold() {
+    const UNUSED: &str = "docker.io/library/unused:1";
+    let mut cluster = TestCluster::start_with(12, |config| {
+        let mut layer = skiff_node::images::LayerBuilder::new();
+        layer
+            .file("/unused", b"nobody runs me\n", 0o644)
+            .expect("layer file");
+        let airgap = config.runtime.images_dir();
+        std::fs::create_dir_all(&airgap).expect("airgap dir");
+        skiff_node::images::ImageBuilder::new(UNUSED, layer.finish().expect("layer"))
+            .write_docker_archive(&airgap.join("unused.tar"))
+            .expect("unused archive");
+    })
+    .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "user"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+        }))
+        .await;
+    cluster
+        .wait_phase("user", Duration::from_secs(60), "Running")
+        .await;
+    assert!(present(&cluster, UNUSED).await, "imported at the start");
+    // Collection from the agent's restart on: any use of the disk is past
+    // 1%, and 0% is out of reach.
+    cluster
+        .restart_agent_with(|config| {
+            config.image_gc = skiff_node::agent::image_gc::ImageGcPolicy {
+                high_threshold_percent: 1,
+                low_threshold_percent: 0,
+                minimum_age: Duration::ZERO,
+                period: Duration::from_secs(1),
+            };
+        })
+        .await;
+    eventually(
+        Duration::from_secs(30),
+        "the unused image's removal",
+        || async { (!present(&cluster, UNUSED).await).then_some(()) },
+    )
+    .await;
+    assert!(present(&cluster, BUSYBOX_IMAGE).await, "in use, so kept");
+    assert!(
+        present(&cluster, skiff_node::images::PAUSE_IMAGE).await,
+        "the pause image stays"
+    );
+    eventually(Duration::from_secs(20), "the node's ImageGCFailed event", || async {
+        events(&cluster, "involvedObject.kind=Node,reason=ImageGCFailed")
+            .await
+            .into_iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref().is_some_and(|m| {
+                        m.starts_with("Failed to garbage collect required amount of images. Attempted to free ")
+                    })
+            })
+            .then_some(())
+    })
+    .await;
     cluster.teardown().await;
 }

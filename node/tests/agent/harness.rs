@@ -93,6 +93,9 @@ impl TestCluster {
         // The tests share the build machine's disk: keep how full it is out
         // of the conditions and events they assert on.
         config.eviction_hard = "nodefs.available<0%".parse().expect("threshold");
+        // Nor may it remove the images later cases need (there is no
+        // registry to pull them again from).
+        config.image_gc.high_threshold_percent = 100;
         config.crash_backoff = BackoffConfig {
             initial: Duration::from_secs(2),
             max: Duration::from_secs(4),

@@ -82,7 +82,7 @@ impl NodeEvents {
 /// The reference a kubelet's events about its node carry: the node's name
 /// in place of its uid, which is what `kubectl describe node` looks for
 /// besides the real uid (the node controller's events).
-fn node_reference(name: &str) -> ObjectReference {
+pub(crate) fn node_reference(name: &str) -> ObjectReference {
     ObjectReference {
         kind: Some("Node".to_owned()),
         name: Some(name.to_owned()),

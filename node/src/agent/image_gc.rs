@@ -1,0 +1,208 @@
+//! Image garbage collection, as the kubelet's image manager does it: every
+//! period, when the agent's file system is fuller than the high threshold,
+//! images no container uses are removed, least recently used first, until
+//! the low threshold would be reached. Images any container (running or
+//! not) uses, the pause image, images the runtime pins and images younger
+//! than the minimum age are kept. When not enough can be freed, the node
+//! reports `ImageGCFailed` in upstream's words.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use skiff_common::events::EventRecorder;
+use tokio::sync::watch;
+
+use crate::images::PAUSE_IMAGE;
+use crate::runtime::{Runtime, RuntimeError, cri_api};
+
+/// When and how far images are collected (the kubelet's `--image-gc-*`
+/// and `--minimum-image-ttl-duration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageGcPolicy {
+    /// Collect when the disk is at least this full (percent); 100 turns
+    /// collection off.
+    pub high_threshold_percent: u8,
+    /// Free down to this fullness (percent).
+    pub low_threshold_percent: u8,
+    /// An image seen for less than this is kept.
+    pub minimum_age: Duration,
+    /// How often usage is checked (the kubelet's five minutes).
+    pub period: Duration,
+}
+
+impl Default for ImageGcPolicy {
+    fn default() -> Self {
+        Self {
+            high_threshold_percent: 85,
+            low_threshold_percent: 80,
+            minimum_age: Duration::from_secs(120),
+            period: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The collector and what it remembers of each image (by id).
+pub(crate) struct ImageGc {
+    /// The runtime holding the images.
+    pub runtime: Arc<dyn Runtime>,
+    /// `DATA_DIR/agent`, whose file system the images fill.
+    pub agent_dir: PathBuf,
+    /// Thresholds and ages.
+    pub policy: ImageGcPolicy,
+    /// The node's events.
+    pub events: EventRecorder,
+    /// The Node, as its events name it.
+    pub node: ObjectReference,
+    /// When each image was first seen and last seen in use.
+    pub seen: HashMap<String, (Instant, Option<Instant>)>,
+}
+
+impl ImageGc {
+    /// Collects every period until `stop` is raised.
+    pub(crate) async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        if self.policy.high_threshold_percent >= 100 {
+            return;
+        }
+        let mut ticker = tokio::time::interval(self.policy.period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let (size, available) = crate::agent::node::host::disk_size(&self.agent_dir);
+            if let Err(error) = self.collect(size, available, Instant::now()).await {
+                tracing::warn!(%error, "image garbage collection failed");
+                self.events
+                    .warning(&self.node, "ImageGCFailed", "", error.to_string());
+            }
+        }
+    }
+
+    /// One pass, for a disk of `size` bytes with `available` free.
+    async fn collect(
+        &mut self,
+        size: u64,
+        available: u64,
+        now: Instant,
+    ) -> Result<(), ImageGcError> {
+        let images = self.runtime.list_images().await?;
+        let containers = self.runtime.list_containers(None).await?;
+        let in_use: HashSet<&str> = containers
+            .iter()
+            .flat_map(|c| {
+                let spec = c.image.as_ref().map(|i| i.image.as_str());
+                [Some(c.image_ref.as_str()), spec].into_iter().flatten()
+            })
+            .collect();
+        let used = |image: &cri_api::Image| {
+            in_use.contains(image.id.as_str())
+                || image.repo_tags.iter().any(|t| in_use.contains(t.as_str()))
+                || image
+                    .repo_digests
+                    .iter()
+                    .any(|d| in_use.contains(d.as_str()))
+        };
+        self.seen
+            .retain(|id, _| images.iter().any(|image| &image.id == id));
+        for image in &images {
+            let seen = self.seen.entry(image.id.clone()).or_insert((now, None));
+            if used(image) {
+                seen.1 = Some(now);
+            }
+        }
+        let Some(to_free) = amount_to_free(&self.policy, size, available) else {
+            return Ok(());
+        };
+        let mut candidates: Vec<(&cri_api::Image, Instant)> = images
+            .iter()
+            .filter(|image| {
+                !used(image) && !image.pinned && !image.repo_tags.iter().any(|t| t == PAUSE_IMAGE)
+            })
+            .filter_map(|image| {
+                let (first, last) = *self.seen.get(&image.id)?;
+                (now.duration_since(first) >= self.policy.minimum_age)
+                    .then_some((image, last.unwrap_or(first)))
+            })
+            .collect();
+        candidates.sort_by_key(|(_, last)| *last);
+        let mut freed = 0u64;
+        for (image, _) in candidates {
+            if freed >= to_free {
+                break;
+            }
+            tracing::info!(image = %image.id, tags = ?image.repo_tags, size = image.size, "removing unused image");
+            self.runtime.remove_image(&image.id).await?;
+            self.seen.remove(&image.id);
+            freed += image.size;
+        }
+        if freed < to_free {
+            return Err(ImageGcError::Short { to_free, freed });
+        }
+        Ok(())
+    }
+}
+
+/// Bytes to free to get from `available` of `size` down to the low
+/// threshold, once usage is at or over the high one; `None` below it.
+fn amount_to_free(policy: &ImageGcPolicy, size: u64, available: u64) -> Option<u64> {
+    if size == 0 {
+        return None;
+    }
+    let used = size.saturating_sub(available);
+    let percent = used * 100 / size;
+    if percent < u64::from(policy.high_threshold_percent) {
+        return None;
+    }
+    let wanted_free = size * (100 - u64::from(policy.low_threshold_percent).min(100)) / 100;
+    Some(wanted_free.saturating_sub(available))
+}
+
+/// Why a pass failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ImageGcError {
+    /// Listing or removing images failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Fewer unused images than needed.
+    #[error(
+        "Failed to garbage collect required amount of images. Attempted to free {to_free} bytes, but only found {freed} bytes eligible to free."
+    )]
+    Short {
+        /// Bytes the low threshold asked for.
+        to_free: u64,
+        /// Bytes the eligible images held.
+        freed: u64,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collection_starts_at_the_high_threshold_and_aims_at_the_low_one() {
+        let policy = ImageGcPolicy::default();
+        assert_eq!(amount_to_free(&policy, 1000, 200), None, "80% full");
+        assert_eq!(
+            amount_to_free(&policy, 1000, 150),
+            Some(50),
+            "85% full: down to 80%"
+        );
+        assert_eq!(amount_to_free(&policy, 1000, 10), Some(190));
+        assert_eq!(amount_to_free(&policy, 0, 0), None, "an unmeasured disk");
+        let eager = ImageGcPolicy {
+            high_threshold_percent: 1,
+            low_threshold_percent: 0,
+            ..policy
+        };
+        assert_eq!(
+            amount_to_free(&eager, 1000, 900),
+            Some(100),
+            "everything used"
+        );
+    }
+}
