@@ -119,22 +119,26 @@ async fn termination_signal() {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+    use skiff_node::agent::AgentConfig;
     use skiff_node::agent::node::eviction::{EvictionHard, Threshold};
 
     use super::{Cli, Command};
 
-    #[test]
-    fn eviction_hard_takes_the_kubelet_spelling_and_refuses_what_skiff_cannot_honour() {
-        let parsed =
-            Cli::try_parse_from(["skiff", "server", "--eviction-hard", "nodefs.available<5%"])
-                .expect("a supported threshold");
-        let Command::Server(args) = parsed.command else {
-            panic!("not the server command");
+    /// The node agent's configuration `skiff server <flags>` makes.
+    fn server_node_config(flags: &[&str]) -> anyhow::Result<AgentConfig> {
+        let args = ["skiff", "server"].iter().chain(flags);
+        let Command::Server(server) = Cli::try_parse_from(args)?.command else {
+            anyhow::bail!("not the server command");
         };
-        let config = args
+        server
             .node
             .agent_config(std::path::Path::new("/nonexistent"))
-            .unwrap();
+    }
+
+    #[test]
+    fn eviction_hard_takes_the_kubelet_spelling_and_refuses_what_skiff_cannot_honour() {
+        let config = server_node_config(&["--eviction-hard", "nodefs.available<5%"])
+            .expect("a supported threshold");
         assert_eq!(
             config.eviction_hard.nodefs_available,
             Threshold::Fraction(0.05)
@@ -157,9 +161,7 @@ mod tests {
 
     #[test]
     fn image_gc_flags_are_the_kubelets_and_low_stays_below_high() {
-        let parsed = Cli::try_parse_from([
-            "skiff",
-            "server",
+        let config = server_node_config(&[
             "--image-gc-high-threshold",
             "90",
             "--image-gc-low-threshold",
@@ -168,13 +170,6 @@ mod tests {
             "5m",
         ])
         .expect("valid thresholds");
-        let Command::Server(args) = parsed.command else {
-            panic!("not the server command");
-        };
-        let config = args
-            .node
-            .agent_config(std::path::Path::new("/nonexistent"))
-            .unwrap();
         assert_eq!(
             (
                 config.image_gc.high_threshold_percent,
@@ -183,22 +178,12 @@ mod tests {
             ),
             (90, 70, std::time::Duration::from_secs(300))
         );
-
-        let inverted = Cli::try_parse_from(["skiff", "server", "--image-gc-low-threshold", "90"])
-            .expect("parses");
-        let Command::Server(args) = inverted.command else {
-            panic!("not the server command");
-        };
-        let refused = args
-            .node
-            .agent_config(std::path::Path::new("/nonexistent"))
+        let refused = server_node_config(&["--image-gc-low-threshold", "90"])
             .expect_err("low above the default high of 85");
         assert_eq!(
             refused.to_string(),
             "--image-gc-low-threshold (90) must be less than --image-gc-high-threshold (85)"
         );
-        assert!(
-            Cli::try_parse_from(["skiff", "server", "--image-gc-high-threshold", "101"]).is_err()
-        );
+        assert!(server_node_config(&["--image-gc-high-threshold", "101"]).is_err());
     }
 }

@@ -3,7 +3,9 @@
 //! every resync period (to repair what was changed behind its back), and
 //! never again once it is told to stop. The service proxy's and network
 //! policy controller's nftables tables, the pod network's routes and the
-//! ingress proxy's routes are kept this way.
+//! ingress proxy's routes are kept this way. Loops that only run on a period
+//! (a node's heartbeat, relist, evictions, image collection) wake on
+//! [`Ticks`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +57,30 @@ impl SyncWakeups {
     }
 }
 
+/// The wake-ups of a loop that runs every period until it is told to stop.
+pub struct Ticks {
+    period: Interval,
+    stop: watch::Receiver<bool>,
+}
+
+impl Ticks {
+    /// Every `period` (the first at once) until `stop` is raised; a tick
+    /// that fell behind is not made up for.
+    pub fn new(period: Duration, stop: watch::Receiver<bool>) -> Self {
+        let mut period = tokio::time::interval(period);
+        period.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Self { period, stop }
+    }
+
+    /// Waits for the next tick: `false` once stop is raised.
+    pub async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = self.stop.wait_for(|s| *s) => false,
+            _ = self.period.tick() => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +104,18 @@ mod tests {
         assert_eq!(before.elapsed(), Duration::from_secs(30));
         stop_tx.send(true).unwrap();
         assert_eq!(wakeups.next().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ticks_come_at_once_then_per_period_until_stopped() {
+        let (stop, stop_rx) = watch::channel(false);
+        let mut ticks = Ticks::new(Duration::from_secs(10), stop_rx);
+        let start = tokio::time::Instant::now();
+        assert!(ticks.next().await);
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        assert!(ticks.next().await);
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        stop.send(true).unwrap();
+        assert!(!ticks.next().await);
     }
 }

@@ -25,89 +25,77 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
         }
     }
     for (at, context) in contexts {
-        seccomp(
-            &context["seccompProfile"],
+        let seccomp = &context["seccompProfile"];
+        profile(
+            seccomp,
+            "seccomp",
             &format!("{at}.seccompProfile"),
             errors,
+            descending_path,
         );
-        apparmor(
-            &context["appArmorProfile"],
+        let apparmor = &context["appArmorProfile"];
+        profile(
+            apparmor,
+            "AppArmor",
             &format!("{at}.appArmorProfile"),
             errors,
+            |name, field, errors| {
+                if name.trim() != name {
+                    errors.push(FieldError::invalid(
+                        field,
+                        name,
+                        "must not be padded with whitespace",
+                    ));
+                } else if name.len() > MAX_APPARMOR_NAME {
+                    errors.push(FieldError::invalid(
+                        field,
+                        name,
+                        format!("must have at most {MAX_APPARMOR_NAME} bytes"),
+                    ));
+                }
+            },
         );
     }
 }
 
-fn seccomp(profile: &Value, at: &str, errors: &mut Vec<FieldError>) {
-    if !profile.is_object() {
-        return;
-    }
-    let local = &profile["localhostProfile"];
-    match profile["type"].as_str().unwrap_or_default() {
-        "Localhost" => match local.as_str().unwrap_or_default() {
-            "" => errors.push(FieldError::required(
-                format!("{at}.localhostProfile"),
-                "must be set when seccomp type is Localhost",
-            )),
-            name => descending_path(name, &format!("{at}.localhostProfile"), errors),
-        },
-        "RuntimeDefault" | "Unconfined" => {
-            if !local.is_null() {
-                errors.push(FieldError::invalid(
-                    format!("{at}.localhostProfile"),
-                    profile.clone(),
-                    "can only be set when seccomp type is Localhost",
-                ));
-            }
-        }
-        "" => errors.push(FieldError::required(
-            format!("{at}.type"),
-            "type is required when seccompProfile is set",
-        )),
-        other => errors.push(FieldError::not_supported(
-            format!("{at}.type"),
-            other,
-            &TYPES,
-        )),
-    }
-}
-
-fn apparmor(profile: &Value, at: &str, errors: &mut Vec<FieldError>) {
+/// One profile field at `at` (`kind` names it in the messages): a known
+/// type; a `localhostProfile` set exactly for `Localhost`, and then held
+/// to `local_name`'s own rule.
+fn profile(
+    profile: &Value,
+    kind: &str,
+    at: &str,
+    errors: &mut Vec<FieldError>,
+    local_name: impl Fn(&str, &str, &mut Vec<FieldError>),
+) {
     if !profile.is_object() {
         return;
     }
     let local = &profile["localhostProfile"];
     let field = format!("{at}.localhostProfile");
     match profile["type"].as_str().unwrap_or_default() {
-        "Localhost" => match local.as_str() {
-            None | Some("") => errors.push(FieldError::required(
+        "Localhost" => match local.as_str().unwrap_or_default() {
+            "" => errors.push(FieldError::required(
                 field,
-                "must be set when AppArmor type is Localhost",
+                format!("must be set when {kind} type is Localhost"),
             )),
-            Some(name) if name.trim() != name => errors.push(FieldError::invalid(
-                field,
-                name,
-                "must not be padded with whitespace",
-            )),
-            Some(name) if name.len() > MAX_APPARMOR_NAME => errors.push(FieldError::invalid(
-                field,
-                name,
-                format!("must have at most {MAX_APPARMOR_NAME} bytes"),
-            )),
-            Some(_) => {}
+            name => local_name(name, &field, errors),
         },
         "RuntimeDefault" | "Unconfined" => {
             if !local.is_null() {
                 errors.push(FieldError::invalid(
                     field,
                     local.clone(),
-                    "can only be set when AppArmor type is Localhost",
+                    format!("can only be set when {kind} type is Localhost"),
                 ));
             }
         }
         "" => errors.push(FieldError::required(
             format!("{at}.type"),
-            "type is required when appArmorProfile is set",
+            format!(
+                "type is required when {} is set",
+                at.rsplit('.').next().unwrap_or(at)
+            ),
         )),
         other => errors.push(FieldError::not_supported(
             format!("{at}.type"),

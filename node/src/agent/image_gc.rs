@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use skiff_common::events::EventRecorder;
+use skiff_common::wakeups::Ticks;
 use tokio::sync::watch;
 
 use crate::images::PAUSE_IMAGE;
@@ -62,17 +63,12 @@ pub(crate) struct ImageGc {
 
 impl ImageGc {
     /// Collects every period until `stop` is raised.
-    pub(crate) async fn run(mut self, mut stop: watch::Receiver<bool>) {
+    pub(crate) async fn run(mut self, stop: watch::Receiver<bool>) {
         if self.policy.high_threshold_percent >= 100 {
             return;
         }
-        let mut ticker = tokio::time::interval(self.policy.period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                _ = stop.wait_for(|s| *s) => return,
-            }
+        let mut ticks = Ticks::new(self.policy.period, stop);
+        while ticks.next().await {
             let (size, available) = crate::agent::node::host::disk_size(&self.agent_dir);
             if let Err(error) = self.collect(size, available, Instant::now()).await {
                 tracing::warn!(%error, "image garbage collection failed");

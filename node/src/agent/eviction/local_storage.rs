@@ -203,25 +203,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::agent::node::stats::ContainerUsage;
 
     fn usage(rootfs: u64) -> PodUsage {
-        PodUsage {
-            namespace: "default".into(),
-            name: "p".into(),
-            uid: "u1".into(),
-            start_ns: 0,
-            containers: vec![ContainerUsage {
-                name: "c".into(),
-                id: "id".into(),
-                start_ns: 0,
-                cpu: None,
-                memory: None,
-                rootfs_bytes: Some(rootfs),
-            }],
-            cpu: None,
-            memory: None,
-        }
+        crate::agent::eviction::fixtures::usage("p", rootfs)
     }
 
     fn pod(spec: serde_json::Value) -> Pod {

@@ -2,7 +2,7 @@
 //! pod over a local storage limit (an emptyDir's `sizeLimit`, a container's
 //! or the pod's `ephemeral-storage` limit: [`local_storage`]); otherwise,
 //! while the node is under memory pressure, or else disk pressure, it
-//! chooses one pod by upstream's ranking ([`memory`], [`disk`]) and has its
+//! chooses one pod by upstream's ranking ([`pressure`]) and has its
 //! worker stop it. An evicted pod fails as `Evicted`, saying why, with the
 //! `DisruptionTarget` condition. Critical pods are never chosen.
 //!
@@ -10,15 +10,15 @@
 //! unused images and dead containers. PID pressure only refuses new pods
 //! (`pod::admission`).
 
-mod disk;
 mod local_storage;
-mod memory;
+mod pressure;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use skiff_common::wakeups::Ticks;
 use tokio::sync::{mpsc, watch};
 
 use super::node::eviction::EvictionHard;
@@ -27,6 +27,7 @@ use super::node::stats::{PodUsage, StatsProvider};
 use super::pod::admission::critical;
 use super::pod::context::AgentContext;
 use super::pod::pod_workers::WorkerEvent;
+use pressure::{Candidate, Shortage};
 
 /// Pods chosen for eviction, by UID, with the message they fail with; the
 /// pod's worker takes its order on its next step.
@@ -68,14 +69,9 @@ pub(crate) struct Manager {
 
 impl Manager {
     /// Runs rounds until `stop` is raised.
-    pub(crate) async fn run(self, ctx: Arc<AgentContext>, mut stop: watch::Receiver<bool>) {
-        let mut ticker = tokio::time::interval(self.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                _ = stop.wait_for(|s| *s) => return,
-            }
+    pub(crate) async fn run(self, ctx: Arc<AgentContext>, stop: watch::Receiver<bool>) {
+        let mut ticks = Ticks::new(self.interval, stop);
+        while ticks.next().await {
             self.round(&ctx).await;
         }
     }
@@ -128,25 +124,30 @@ impl Manager {
             return;
         }
         // As upstream, memory is relieved before disk.
-        if pressure.memory {
+        let (shortage, threshold, available) = if pressure.memory {
             let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
             let total = host::meminfo_field(&meminfo, "MemTotal").unwrap_or(0);
             let available = host::meminfo_field(&meminfo, "MemAvailable").unwrap_or(0);
-            let ranked = memory::rank(candidates.into_iter().map(|(p, u)| (p, Some(u))).collect());
-            if let Some((pod, used)) = ranked.into_iter().next() {
-                let threshold = self.thresholds.memory_available.bytes_of(total);
-                self.evict(ctx, pod, memory::message(pod, used, threshold, available));
-            }
+            let threshold = self.thresholds.memory_available.bytes_of(total);
+            (Shortage::Memory, threshold, available)
         } else if pressure.disk {
             let (size, available) = host::disk_size(&ctx.agent_dir);
-            let measured = candidates
-                .into_iter()
-                .map(|(pod, used)| (pod, local_storage::DiskUse::of(pod, used, &places)))
-                .collect();
-            if let Some((pod, disk)) = disk::rank(measured).into_iter().next() {
-                let threshold = self.thresholds.nodefs_available.bytes_of(size);
-                self.evict(ctx, pod, disk::message(pod, &disk, threshold, available));
-            }
+            let threshold = self.thresholds.nodefs_available.bytes_of(size);
+            (Shortage::Disk, threshold, available)
+        } else {
+            return;
+        };
+        let measured = candidates
+            .into_iter()
+            .map(|(pod, used)| Candidate {
+                pod,
+                used,
+                disk: local_storage::DiskUse::of(pod, used, &places),
+            })
+            .collect();
+        if let Some(first) = shortage.rank(measured).into_iter().next() {
+            let message = shortage.message(&first, threshold, available);
+            self.evict(ctx, first.pod, message);
         }
     }
 
@@ -182,6 +183,49 @@ fn bytes_quantity(bytes: u64) -> String {
         return amount.to_string();
     }
     bytes.to_string()
+}
+
+/// Pods and usage figures for the eviction tests.
+#[cfg(test)]
+pub(super) mod fixtures {
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    use crate::agent::node::stats::{ContainerUsage, MemoryFigures, PodUsage};
+
+    /// A pod of one container `c` requesting `request` of `resource`.
+    pub(crate) fn pod(name: &str, resource: &str, request: Option<&str>, priority: i32) -> Pod {
+        let resources = request.map_or(json!({}), |r| json!({"requests": {resource: r}}));
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"priority": priority, "containers": [{"name": "c", "resources": resources}]}}))
+        .expect("pod")
+    }
+
+    /// Container `c` of the pod `name` using `bytes` of memory and of its
+    /// writable layer.
+    pub(crate) fn usage(name: &str, bytes: u64) -> PodUsage {
+        let memory = MemoryFigures {
+            working_set_bytes: bytes,
+            ..Default::default()
+        };
+        PodUsage {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: name.into(),
+            start_ns: 0,
+            containers: vec![ContainerUsage {
+                name: "c".into(),
+                id: "id".into(),
+                start_ns: 0,
+                cpu: None,
+                memory: Some(memory),
+                rootfs_bytes: Some(bytes),
+            }],
+            cpu: None,
+            memory: None,
+        }
+    }
 }
 
 #[cfg(test)]

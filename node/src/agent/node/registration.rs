@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use skiff_common::wakeups::Ticks;
 use tokio::sync::watch;
 
 use super::eviction::EvictionHard;
@@ -374,18 +375,13 @@ impl Heartbeat {
     /// within an interval.
     pub async fn run(
         mut self,
-        mut stop: watch::Receiver<bool>,
+        stop: watch::Receiver<bool>,
         mut previous: Option<NodeStatus>,
         mut last_health: Option<NodeHealth>,
     ) {
         let mut written = Instant::now();
-        let mut ticker = tokio::time::interval(self.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                _ = stop.wait_for(|s| *s) => return,
-            }
+        let mut ticks = Ticks::new(self.interval, stop);
+        while ticks.next().await {
             if let Err(error) = renew_lease(&self.client, &self.node_name).await {
                 tracing::warn!(%error, "lease renewal failed");
             }

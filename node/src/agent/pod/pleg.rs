@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use skiff_common::wakeups::Ticks;
 use tokio::sync::{mpsc, watch};
 
 use super::labels;
@@ -18,17 +19,12 @@ pub(crate) async fn run(
     runtime: Arc<dyn Runtime>,
     interval: Duration,
     tx: mpsc::UnboundedSender<WorkerEvent>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let mut last: HashMap<String, Vec<(String, i32)>> = HashMap::new();
     let mut counts = crate::agent::node::metrics::RelistCounts::default();
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut ticks = Ticks::new(interval, stop);
+    while ticks.next().await {
         let started = std::time::Instant::now();
         let (sandboxes, containers) = match tokio::try_join!(
             runtime.list_pod_sandboxes(None),
