@@ -4,7 +4,9 @@
 //! the low threshold would be reached. Images any container (running or
 //! not) uses, the pause image, images the runtime pins and images younger
 //! than the minimum age are kept. When not enough can be freed, the node
-//! reports `ImageGCFailed` in upstream's words.
+//! reports `ImageGCFailed` in upstream's words. Under disk pressure the
+//! eviction manager removes every image that may go before it evicts a
+//! pod ([`ImageGc::delete_unused`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -61,30 +63,47 @@ pub(crate) struct ImageGc {
     pub seen: HashMap<String, (Instant, Option<Instant>)>,
 }
 
+/// The collector, shared by its own schedule and the eviction manager,
+/// which reclaims images before it evicts pods for disk.
+pub(crate) type SharedImageGc = Arc<tokio::sync::Mutex<ImageGc>>;
+
 impl ImageGc {
-    /// Collects every period until `stop` is raised.
-    pub(crate) async fn run(mut self, stop: watch::Receiver<bool>) {
-        if self.policy.high_threshold_percent >= 100 {
+    /// Collects every period until `stop` is raised (never, with a high
+    /// threshold of 100%).
+    pub(crate) async fn run(gc: SharedImageGc, stop: watch::Receiver<bool>) {
+        let policy = gc.lock().await.policy;
+        if policy.high_threshold_percent >= 100 {
             return;
         }
-        let mut ticks = Ticks::new(self.policy.period, stop);
+        let mut ticks = Ticks::new(policy.period, stop);
         while ticks.next().await {
-            let (size, available) = crate::agent::node::host::disk_size(&self.agent_dir);
-            if let Err(error) = self.collect(size, available, Instant::now()).await {
+            let mut gc = gc.lock().await;
+            let (size, available) = crate::agent::node::host::disk_size(&gc.agent_dir);
+            let Some(to_free) = amount_to_free(&gc.policy, size, available) else {
+                continue;
+            };
+            let outcome = match gc.free(to_free, Instant::now()).await {
+                Ok(freed) if freed < to_free => Err(ImageGcError::Short { to_free, freed }),
+                Ok(_) => Ok(()),
+                Err(error) => Err(error.into()),
+            };
+            if let Err(error) = outcome {
                 tracing::warn!(%error, "image garbage collection failed");
-                self.events
-                    .warning(&self.node, "ImageGCFailed", "", error.to_string());
+                gc.events
+                    .warning(&gc.node, "ImageGCFailed", "", error.to_string());
             }
         }
     }
 
-    /// One pass, for a disk of `size` bytes with `available` free.
-    async fn collect(
-        &mut self,
-        size: u64,
-        available: u64,
-        now: Instant,
-    ) -> Result<(), ImageGcError> {
+    /// Removes every image that may go (the eviction manager's reclaim
+    /// under disk pressure); the bytes freed.
+    pub(crate) async fn delete_unused(&mut self) -> Result<u64, RuntimeError> {
+        self.free(u64::MAX, Instant::now()).await
+    }
+
+    /// Removes unused images, least recently used first, until `to_free`
+    /// bytes are freed or none is left that may go; the bytes freed.
+    async fn free(&mut self, to_free: u64, now: Instant) -> Result<u64, RuntimeError> {
         let images = self.runtime.list_images().await?;
         let containers = self.runtime.list_containers(None).await?;
         let in_use: HashSet<&str> = containers
@@ -110,9 +129,6 @@ impl ImageGc {
                 seen.1 = Some(now);
             }
         }
-        let Some(to_free) = amount_to_free(&self.policy, size, available) else {
-            return Ok(());
-        };
         let mut candidates: Vec<(&cri_api::Image, Instant)> = images
             .iter()
             .filter(|image| {
@@ -133,12 +149,9 @@ impl ImageGc {
             tracing::info!(image = %image.id, tags = ?image.repo_tags, size = image.size, "removing unused image");
             self.runtime.remove_image(&image.id).await?;
             self.seen.remove(&image.id);
-            freed += image.size;
+            freed = freed.saturating_add(image.size);
         }
-        if freed < to_free {
-            return Err(ImageGcError::Short { to_free, freed });
-        }
-        Ok(())
+        Ok(freed)
     }
 }
 

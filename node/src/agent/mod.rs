@@ -403,17 +403,18 @@ async fn run_with_runtime(
         tx.clone(),
         stop.clone(),
     ));
-    let collector = image_gc::ImageGc {
+    let images = Arc::new(tokio::sync::Mutex::new(image_gc::ImageGc {
         runtime: runtime.clone(),
         agent_dir: agent_dir.clone(),
         policy: config.image_gc,
         events: ctx.events.clone(),
         node: node::events::node_reference(&node_name),
         seen: Default::default(),
-    };
-    tasks.spawn(collector.run(stop.clone()));
+    }));
+    tasks.spawn(image_gc::ImageGc::run(images.clone(), stop.clone()));
     let evictions = eviction::Manager {
         stats,
+        images,
         thresholds: config.eviction_hard,
         wake: tx.clone(),
         interval: config.heartbeat_interval,

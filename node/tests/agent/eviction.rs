@@ -128,8 +128,9 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
             .expect("meminfo field")
     };
     let (total, available) = (kib("MemTotal:"), kib("MemAvailable:"));
+    // The build disk stays out of it, as the harness keeps it out.
     let threshold = format!(
-        "memory.available<{}Ki",
+        "memory.available<{}Ki,nodefs.available<0%",
         available + (total - available) * 3 / 4
     );
     // The pod runs first; the pressure comes with the agent's restart.
@@ -173,12 +174,13 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
     cluster.teardown().await;
 }
 
-/// Under disk pressure the node evicts the pod using most beyond what it
-/// requests, saying which container held how much.
+/// Under disk pressure the node first removes unused images, then, that not
+/// being enough, evicts the pod using most beyond what it requests, saying
+/// which container held how much.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
     // The pod runs first; the pressure comes with the agent's restart.
-    let mut cluster = TestCluster::start(11).await;
+    let mut cluster = TestCluster::start_with(11, with_unused_image).await;
     cluster
         .create_pod(json!({
             "metadata": {"name": "hoarder"},
@@ -191,8 +193,12 @@ async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
         .await;
     cluster
         .restart_agent_with(|config| {
-            // No disk is ever wholly free: at 100% the threshold is crossed.
-            config.eviction_hard = "nodefs.available<100%".parse().expect("threshold");
+            // No disk is ever wholly free: at 100% the threshold is crossed,
+            // and removing images cannot relieve it. Memory stays out of it.
+            config.eviction_hard = "nodefs.available<100%,memory.available<0%"
+                .parse()
+                .expect("threshold");
+            config.image_gc.minimum_age = Duration::ZERO;
         })
         .await;
     let message = evicted(&cluster, "hoarder", Duration::from_secs(60)).await;
@@ -203,7 +209,31 @@ async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
             && message.ends_with(", request is 0, has larger consumption of ephemeral-storage. "),
         "{message}"
     );
+    assert!(
+        !present(&cluster, UNUSED).await,
+        "unused images go before pods"
+    );
+    assert!(
+        present(&cluster, BUSYBOX_IMAGE).await,
+        "in use until the eviction"
+    );
     cluster.teardown().await;
+}
+
+/// An image no pod uses, imported at the agent's start.
+const UNUSED: &str = "docker.io/library/unused:1";
+
+/// Puts [`UNUSED`] among the images the agent imports at its start.
+fn with_unused_image(config: &mut skiff_node::agent::AgentConfig) {
+    let mut layer = skiff_node::images::LayerBuilder::new();
+    layer
+        .file("/unused", b"nobody runs me\n", 0o644)
+        .expect("layer file");
+    let airgap = config.runtime.images_dir();
+    std::fs::create_dir_all(&airgap).expect("airgap dir");
+    skiff_node::images::ImageBuilder::new(UNUSED, layer.finish().expect("layer"))
+        .write_docker_archive(&airgap.join("unused.tar"))
+        .expect("unused archive");
 }
 
 /// Whether the node's runtime holds `image`, once it answers (the
@@ -223,19 +253,7 @@ async fn present(cluster: &TestCluster, image: &str) -> bool {
 /// cannot reach the low threshold the node says so (`ImageGCFailed`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unused_images_are_collected_past_the_high_threshold() {
-    const UNUSED: &str = "docker.io/library/unused:1";
-    let mut cluster = TestCluster::start_with(12, |config| {
-        let mut layer = skiff_node::images::LayerBuilder::new();
-        layer
-            .file("/unused", b"nobody runs me\n", 0o644)
-            .expect("layer file");
-        let airgap = config.runtime.images_dir();
-        std::fs::create_dir_all(&airgap).expect("airgap dir");
-        skiff_node::images::ImageBuilder::new(UNUSED, layer.finish().expect("layer"))
-            .write_docker_archive(&airgap.join("unused.tar"))
-            .expect("unused archive");
-    })
-    .await;
+    let mut cluster = TestCluster::start_with(12, with_unused_image).await;
     cluster
         .create_pod(json!({
             "metadata": {"name": "user"},

@@ -120,7 +120,9 @@ async fn a_node_reports_its_start_conditions_and_cordons_as_events() {
 async fn a_node_under_disk_pressure_says_so_and_refuses_new_pods() {
     // No disk is ever wholly free: at 100% the threshold is always crossed.
     let cluster = TestCluster::start_with(8, |config| {
-        config.eviction_hard = "nodefs.available<100%".parse().expect("threshold");
+        config.eviction_hard = "nodefs.available<100%,memory.available<0%"
+            .parse()
+            .expect("threshold");
     })
     .await;
     let node = "node-8";

@@ -6,9 +6,10 @@
 //! worker stop it. An evicted pod fails as `Evicted`, saying why, with the
 //! `DisruptionTarget` condition. Critical pods are never chosen.
 //!
-//! Unlike the kubelet, it does not first try to free disk by removing
-//! unused images and dead containers. PID pressure only refuses new pods
-//! (`pod::admission`).
+//! Under disk pressure it first removes every unused image that may go, as
+//! the kubelet reclaims node-level resources, and evicts no pod if that
+//! was enough (unlike the kubelet, it keeps dead containers for their
+//! logs). PID pressure only refuses new pods (`pod::admission`).
 
 mod local_storage;
 mod pressure;
@@ -59,6 +60,9 @@ impl Evictions {
 pub(crate) struct Manager {
     /// The node's and its pods' usage.
     pub stats: Arc<StatsProvider>,
+    /// The image collector, whose unused images go before any pod does
+    /// under disk pressure.
+    pub images: crate::agent::image_gc::SharedImageGc,
     /// The thresholds, for the message's threshold quantity.
     pub thresholds: EvictionHard,
     /// Wakes the chosen pod's worker.
@@ -131,8 +135,17 @@ impl Manager {
             let threshold = self.thresholds.memory_available.bytes_of(total);
             (Shortage::Memory, threshold, available)
         } else if pressure.disk {
+            // As the kubelet: unused images go first, and no pod goes if
+            // that was enough.
+            match self.images.lock().await.delete_unused().await {
+                Ok(freed) => tracing::info!(freed, "reclaimed unused images under disk pressure"),
+                Err(error) => tracing::warn!(%error, "reclaiming unused images failed"),
+            }
             let (size, available) = host::disk_size(&ctx.agent_dir);
             let threshold = self.thresholds.nodefs_available.bytes_of(size);
+            if !self.thresholds.nodefs_available.crossed(available, size) {
+                return;
+            }
             (Shortage::Disk, threshold, available)
         } else {
             return;
