@@ -2,8 +2,9 @@
 //! period, when the agent's file system is fuller than the high threshold,
 //! images no container uses are removed, least recently used first, until
 //! the low threshold would be reached. Images any container (running or
-//! not) uses, the pause image, images the runtime pins and images younger
-//! than the minimum age are kept. When not enough can be freed, the node
+//! not) uses, the pause image, images the runtime pins, images imported
+//! from the airgap directory (no registry may hold them, so k3s pins them
+//! too) and images younger than the minimum age are kept. When not enough can be freed, the node
 //! reports `ImageGCFailed` in upstream's words. Under disk pressure the
 //! eviction manager removes every image that may go before it evicts a
 //! pod ([`ImageGc::delete_unused`]).
@@ -61,6 +62,9 @@ pub(crate) struct ImageGc {
     pub node: ObjectReference,
     /// When each image was first seen and last seen in use.
     pub seen: HashMap<String, (Instant, Option<Instant>)>,
+    /// Names of the images imported from the airgap directory, never
+    /// removed.
+    pub keep: HashSet<String>,
 }
 
 /// The collector, shared by its own schedule and the eviction manager,
@@ -132,7 +136,12 @@ impl ImageGc {
         let mut candidates: Vec<(&cri_api::Image, Instant)> = images
             .iter()
             .filter(|image| {
-                !used(image) && !image.pinned && !image.repo_tags.iter().any(|t| t == PAUSE_IMAGE)
+                !used(image)
+                    && !image.pinned
+                    && !image
+                        .repo_tags
+                        .iter()
+                        .any(|t| t == PAUSE_IMAGE || self.keep.contains(t))
             })
             .filter_map(|image| {
                 let (first, last) = *self.seen.get(&image.id)?;

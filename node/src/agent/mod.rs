@@ -410,6 +410,12 @@ async fn run_with_runtime(
         events: ctx.events.clone(),
         node: node::events::node_reference(&node_name),
         seen: Default::default(),
+        keep: node_runtime
+            .airgap_report()
+            .imported
+            .iter()
+            .flat_map(|(_, names)| names.iter().cloned())
+            .collect(),
     }));
     tasks.spawn(image_gc::ImageGc::run(images.clone(), stop.clone()));
     let evictions = eviction::Manager {

@@ -4,6 +4,7 @@
 //! fails as `Evicted` with upstream's message, the DisruptionTarget
 //! condition and a Warning event.
 
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -180,7 +181,7 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
     // The pod runs first; the pressure comes with the agent's restart.
-    let mut cluster = TestCluster::start_with(11, with_unused_image).await;
+    let mut cluster = TestCluster::start(11).await;
     cluster
         .create_pod(json!({
             "metadata": {"name": "hoarder"},
@@ -191,6 +192,7 @@ async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
     cluster
         .wait_phase("hoarder", Duration::from_secs(60), "Running")
         .await;
+    import_unused(&cluster).await;
     cluster
         .restart_agent_with(|config| {
             // No disk is ever wholly free: at 100% the threshold is crossed,
@@ -220,20 +222,40 @@ async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
     cluster.teardown().await;
 }
 
-/// An image no pod uses, imported at the agent's start.
+/// An image no pod uses, imported after the agent started (as `skiff
+/// images import` or a pull would bring it).
 const UNUSED: &str = "docker.io/library/unused:1";
+/// An image no pod uses, imported from the airgap directory at the start.
+const AIRGAPPED: &str = "docker.io/library/airgapped:1";
 
-/// Puts [`UNUSED`] among the images the agent imports at its start.
-fn with_unused_image(config: &mut skiff_node::agent::AgentConfig) {
+/// Writes a one-file image named `name` (its content differs by name) as
+/// a docker archive at `path`.
+fn image_archive(name: &str, path: &Path) {
     let mut layer = skiff_node::images::LayerBuilder::new();
     layer
-        .file("/unused", b"nobody runs me\n", 0o644)
+        .file("/name", name.as_bytes(), 0o644)
         .expect("layer file");
+    skiff_node::images::ImageBuilder::new(name, layer.finish().expect("layer"))
+        .write_docker_archive(path)
+        .expect("image archive");
+}
+
+/// Puts [`AIRGAPPED`] among the images the agent imports at its start.
+fn with_airgapped_image(config: &mut skiff_node::agent::AgentConfig) {
     let airgap = config.runtime.images_dir();
     std::fs::create_dir_all(&airgap).expect("airgap dir");
-    skiff_node::images::ImageBuilder::new(UNUSED, layer.finish().expect("layer"))
-        .write_docker_archive(&airgap.join("unused.tar"))
-        .expect("unused archive");
+    image_archive(AIRGAPPED, &airgap.join("airgapped.tar"));
+}
+
+/// Imports [`UNUSED`] into the node's runtime.
+async fn import_unused(cluster: &TestCluster) {
+    let archive = cluster.config.agent_dir().join("unused.tar");
+    image_archive(UNUSED, &archive);
+    let socket = cluster.config.runtime.containerd_paths().socket();
+    skiff_node::images::ImageImporter::new(socket)
+        .import(&archive)
+        .await
+        .expect("unused image imported");
 }
 
 /// Whether the node's runtime holds `image`, once it answers (the
@@ -253,7 +275,7 @@ async fn present(cluster: &TestCluster, image: &str) -> bool {
 /// cannot reach the low threshold the node says so (`ImageGCFailed`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unused_images_are_collected_past_the_high_threshold() {
-    let mut cluster = TestCluster::start_with(12, with_unused_image).await;
+    let mut cluster = TestCluster::start_with(12, with_airgapped_image).await;
     cluster
         .create_pod(json!({
             "metadata": {"name": "user"},
@@ -263,7 +285,8 @@ async fn unused_images_are_collected_past_the_high_threshold() {
     cluster
         .wait_phase("user", Duration::from_secs(60), "Running")
         .await;
-    assert!(present(&cluster, UNUSED).await, "imported at the start");
+    import_unused(&cluster).await;
+    assert!(present(&cluster, UNUSED).await);
     // Collection from the agent's restart on: any use of the disk is past
     // 1%, and 0% is out of reach.
     cluster
@@ -286,6 +309,10 @@ async fn unused_images_are_collected_past_the_high_threshold() {
     assert!(
         present(&cluster, skiff_node::images::PAUSE_IMAGE).await,
         "the pause image stays"
+    );
+    assert!(
+        present(&cluster, AIRGAPPED).await,
+        "airgap images stay: no registry may hold them"
     );
     eventually(Duration::from_secs(20), "the node's ImageGCFailed event", || async {
         events(&cluster, "involvedObject.kind=Node,reason=ImageGCFailed")
