@@ -146,6 +146,17 @@ fn scenario(server: &Server) {
             > 0,
         "{busy}"
     );
+    // Disk, as the kubelet's Summary API reports it: the node's file
+    // system, each container's logs, each pod's ephemeral storage.
+    assert!(
+        summary["node"]["fs"]["capacityBytes"].as_u64().unwrap_or(0) > 0,
+        "{summary}"
+    );
+    assert!(
+        busy["containers"][0]["logs"]["usedBytes"].is_u64(),
+        "{busy}"
+    );
+    assert!(busy["ephemeral-storage"]["usedBytes"].is_u64(), "{busy}");
     let (code, metrics) = as_admin("/metrics/resource");
     assert_eq!(code, 200, "{metrics}");
     assert_contains(&metrics, "node_cpu_usage_seconds_total ");

@@ -363,10 +363,10 @@ async fn run_with_runtime(
         evictions: Default::default(),
         pods: pods.cache().clone(),
     });
-    let stats = Arc::new(stats::StatsProvider::new(
-        runtime.clone(),
-        node_name.clone(),
-    ));
+    let stats = Arc::new(
+        stats::StatsProvider::new(runtime.clone(), node_name.clone())
+            .with_storage(agent_dir.clone(), config.log_root()),
+    );
     if let Err(error) = claims::ensure_default_class(&provisioner).await {
         tracing::warn!(%error, "creating the local-path StorageClass");
     }

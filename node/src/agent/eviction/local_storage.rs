@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use skiff_common::amount::Amount;
 use skiff_common::quota::pods::pod_limits;
 
+use crate::agent::node::host;
 use crate::agent::node::stats::PodUsage;
 use crate::agent::pod::cri_config::pod_log_dir;
 use crate::agent::volumes::pod_dir;
@@ -82,12 +83,12 @@ impl<'a> DiskUse<'a> {
             .find(|u| u.name == container.name)
             .and_then(|u| u.rootfs_bytes)
             .unwrap_or(0);
-        rootfs + file_sizes(&self.logs.join(&container.name))
+        rootfs + host::file_sizes(&self.logs.join(&container.name))
     }
 
     /// One volume's files.
     fn volume(&self, name: &str) -> u64 {
-        disk_usage(&self.volumes.join(name))
+        host::disk_usage(&self.volumes.join(name))
     }
 
     /// The containers' writable layers and logs and the local volumes
@@ -164,38 +165,6 @@ pub(super) fn over_limit(pod: &Pod, used: &PodUsage, places: &Places<'_>) -> Opt
             )
         })
     })
-}
-
-/// Bytes allocated below `path`, as `du` counts them; links are not
-/// followed.
-fn disk_usage(path: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return 0;
-    };
-    let own = meta.blocks() * 512;
-    if !meta.is_dir() {
-        return own;
-    }
-    let children: u64 = std::fs::read_dir(path)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| disk_usage(&entry.path()))
-        .sum();
-    own + children
-}
-
-/// The sizes of the files in `dir` (a container's logs).
-fn file_sizes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.metadata().ok())
-        .filter(|meta| meta.is_file())
-        .map(|meta| meta.len())
-        .sum()
 }
 
 #[cfg(test)]

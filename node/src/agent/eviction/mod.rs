@@ -234,9 +234,11 @@ pub(super) mod fixtures {
                 cpu: None,
                 memory: Some(memory),
                 rootfs_bytes: Some(bytes),
+                logs_bytes: None,
             }],
             cpu: None,
             memory: None,
+            volumes: Vec::new(),
         }
     }
 }

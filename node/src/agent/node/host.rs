@@ -139,6 +139,38 @@ fn os_image(os_release: &str) -> String {
         .unwrap_or_else(|| "Linux".to_string())
 }
 
+/// Bytes allocated below `path`, as `du` counts them; links are not
+/// followed.
+pub(crate) fn disk_usage(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let own = meta.blocks() * 512;
+    if !meta.is_dir() {
+        return own;
+    }
+    let children: u64 = std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| disk_usage(&entry.path()))
+        .sum();
+    own + children
+}
+
+/// The sizes of the files in `dir` (a container's logs).
+pub(crate) fn file_sizes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.metadata().ok())
+        .filter(|meta| meta.is_file())
+        .map(|meta| meta.len())
+        .sum()
+}
+
 /// The pressure signals, each true when under pressure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pressure {

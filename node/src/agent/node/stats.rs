@@ -71,6 +71,8 @@ pub(crate) struct ContainerUsage {
     /// Bytes in its writable layer, when the runtime reported them (it
     /// measures them every few seconds, so they lag a little).
     pub rootfs_bytes: Option<u64>,
+    /// Bytes of its log files, when the provider knows where they are.
+    pub logs_bytes: Option<u64>,
 }
 
 /// One pod with a ready sandbox.
@@ -90,6 +92,8 @@ pub(crate) struct PodUsage {
     pub cpu: Option<CpuFigures>,
     /// The whole pod's memory.
     pub memory: Option<MemoryFigures>,
+    /// Its volumes on this node's disk, by name, with the bytes they hold.
+    pub volumes: Vec<(String, u64)>,
 }
 
 /// Everything one collection found.
@@ -105,6 +109,9 @@ pub(crate) struct Summary {
     pub memory: MemoryFigures,
     /// Pods with a ready sandbox, in namespace/name order.
     pub pods: Vec<PodUsage>,
+    /// The agent's file system (capacity, available), which holds images,
+    /// writable layers, logs and volumes alike.
+    pub fs: Option<(u64, u64)>,
 }
 
 /// Why usage could not be collected.
@@ -194,6 +201,9 @@ pub(crate) struct StatsProvider {
     rates: Rates,
     /// Cleared once the runtime says it has no `ListPodSandboxStats`.
     sandbox_stats: AtomicBool,
+    /// Where pods' volumes and logs are (`DATA_DIR/agent`, the log root),
+    /// for the file system figures.
+    storage: Option<(PathBuf, PathBuf)>,
 }
 
 impl StatsProvider {
@@ -214,7 +224,15 @@ impl StatsProvider {
             proc_root: proc_root.into(),
             rates: Rates::default(),
             sandbox_stats: AtomicBool::new(true),
+            storage: None,
         }
+    }
+
+    /// Also reports disk figures: the agent's file system from `agent_dir`,
+    /// pods' volumes below it and their logs below `log_root`.
+    pub(crate) fn with_storage(mut self, agent_dir: PathBuf, log_root: PathBuf) -> Self {
+        self.storage = Some((agent_dir, log_root));
+        self
     }
 
     /// The usage of the node and every pod with a ready sandbox now.
@@ -278,6 +296,11 @@ impl StatsProvider {
                 containers: Vec::new(),
                 cpu: None,
                 memory: None,
+                volumes: self
+                    .storage
+                    .as_ref()
+                    .map(|(agent_dir, _)| volume_usage(agent_dir, &uid))
+                    .unwrap_or_default(),
             };
             for container in containers
                 .iter()
@@ -304,6 +327,11 @@ impl StatsProvider {
                     rootfs_bytes: stats
                         .and_then(|s| s.writable_layer.as_ref()?.used_bytes.as_ref())
                         .map(|b| b.value),
+                    logs_bytes: self.storage.as_ref().map(|(_, log_root)| {
+                        let dir =
+                            log_root.join(format!("{}_{}_{}", meta.namespace, meta.name, uid));
+                        host::file_sizes(&dir.join(labels::container_name(container)))
+                    }),
                 });
             }
             pod.containers.sort_by(|a, b| a.name.cmp(&b.name));
@@ -353,6 +381,10 @@ impl StatsProvider {
             },
             memory,
             pods,
+            fs: self
+                .storage
+                .as_ref()
+                .map(|(agent_dir, _)| host::disk_size(agent_dir)),
         })
     }
 
@@ -548,10 +580,40 @@ fn memory_json(memory: &MemoryFigures) -> Value {
     out
 }
 
-/// The kubelet's Summary API document (`stats/v1alpha1`), with the CPU and
-/// memory figures this node collects (no network, file system or volume
-/// figures yet).
+/// Each volume directory of the pod `uid` below `agent_dir`, with the bytes
+/// it holds.
+fn volume_usage(agent_dir: &std::path::Path, uid: &str) -> Vec<(String, u64)> {
+    let dir = crate::agent::volumes::pod_dir(agent_dir, uid).join("volumes");
+    let mut volumes: Vec<(String, u64)> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            (name, host::disk_usage(&entry.path()))
+        })
+        .collect();
+    volumes.sort();
+    volumes
+}
+
+/// A file system figure of the Summary API.
+fn fs_json(time_ns: i64, used: u64, capacity_available: Option<(u64, u64)>) -> Value {
+    let mut out = json!({"time": rfc3339(time_ns), "usedBytes": used});
+    if let Some((capacity, available)) = capacity_available {
+        out["capacityBytes"] = json!(capacity);
+        out["availableBytes"] = json!(available);
+    }
+    out
+}
+
+/// The kubelet's Summary API document (`stats/v1alpha1`), with the CPU,
+/// memory and disk figures this node collects (no network figures yet):
+/// containers' writable layers (`rootfs`) and `logs`, pods' `volume`s and
+/// `ephemeral-storage`, and the node's `fs` (which is also its image file
+/// system).
 pub(crate) fn summary_json(summary: &Summary) -> Value {
+    let now = summary.memory.time_ns;
     let pods: Vec<Value> = summary
         .pods
         .iter()
@@ -567,6 +629,12 @@ pub(crate) fn summary_json(summary: &Summary) -> Value {
                     if let Some(memory) = &c.memory {
                         out["memory"] = memory_json(memory);
                     }
+                    if let Some(rootfs) = c.rootfs_bytes {
+                        out["rootfs"] = fs_json(now, rootfs, summary.fs);
+                    }
+                    if let Some(logs) = c.logs_bytes {
+                        out["logs"] = fs_json(now, logs, summary.fs);
+                    }
                     out
                 })
                 .collect();
@@ -581,18 +649,40 @@ pub(crate) fn summary_json(summary: &Summary) -> Value {
             if let Some(memory) = &pod.memory {
                 out["memory"] = memory_json(memory);
             }
+            if summary.fs.is_some() {
+                let volumes: Vec<Value> = pod
+                    .volumes
+                    .iter()
+                    .map(|(name, used)| {
+                        let mut v = fs_json(now, *used, summary.fs);
+                        v["name"] = json!(name);
+                        v
+                    })
+                    .collect();
+                let containers: u64 = pod
+                    .containers
+                    .iter()
+                    .map(|c| c.rootfs_bytes.unwrap_or(0) + c.logs_bytes.unwrap_or(0))
+                    .sum();
+                let ephemeral = containers + pod.volumes.iter().map(|(_, used)| used).sum::<u64>();
+                out["volume"] = json!(volumes);
+                out["ephemeral-storage"] = fs_json(now, ephemeral, summary.fs);
+            }
             out
         })
         .collect();
-    json!({
-        "node": {
-            "nodeName": summary.node_name,
-            "startTime": rfc3339(summary.node_start_ns),
-            "cpu": cpu_json(&summary.cpu),
-            "memory": memory_json(&summary.memory),
-        },
-        "pods": pods,
-    })
+    let mut node = json!({
+        "nodeName": summary.node_name,
+        "startTime": rfc3339(summary.node_start_ns),
+        "cpu": cpu_json(&summary.cpu),
+        "memory": memory_json(&summary.memory),
+    });
+    if let Some((capacity, available)) = summary.fs {
+        let fs = fs_json(now, capacity.saturating_sub(available), summary.fs);
+        node["runtime"] = json!({"imageFs": fs});
+        node["fs"] = fs;
+    }
+    json!({"node": node, "pods": pods})
 }
 
 /// A label value in the Prometheus text format.
@@ -828,7 +918,8 @@ mod tests {
                 uid: "u1".into(),
                 start_ns: 1_790_000_000_000_000_000,
                 containers: vec![ContainerUsage {
-                    rootfs_bytes: None,
+                    rootfs_bytes: Some(5 << 20),
+                    logs_bytes: Some(1024),
                     name: "main".into(),
                     id: "c1".into(),
                     start_ns: 1_790_000_000_000_000_000,
@@ -846,7 +937,9 @@ mod tests {
                 }],
                 cpu: None,
                 memory: None,
+                volumes: vec![("scratch".into(), 4096)],
             }],
+            fs: Some((100 << 30, 40 << 30)),
         }
     }
 
@@ -883,12 +976,27 @@ mod tests {
         assert_eq!(pod["containers"][0]["name"], "main");
         assert_eq!(pod["containers"][0]["memory"]["workingSetBytes"], 4096);
         assert!(pod["containers"][0]["cpu"].get("usageNanoCores").is_none());
+        // Disk: the writable layer and logs of each container, each volume,
+        // the pod's ephemeral storage in all, and the node's file system.
+        assert_eq!(pod["containers"][0]["rootfs"]["usedBytes"], 5u64 << 20);
+        assert_eq!(pod["containers"][0]["logs"]["usedBytes"], 1024);
+        assert_eq!(pod["volume"][0]["name"], "scratch");
+        assert_eq!(pod["volume"][0]["usedBytes"], 4096);
+        assert_eq!(
+            pod["ephemeral-storage"]["usedBytes"],
+            (5u64 << 20) + 1024 + 4096
+        );
+        assert_eq!(doc["node"]["fs"]["capacityBytes"], 100u64 << 30);
+        assert_eq!(doc["node"]["fs"]["availableBytes"], 40u64 << 30);
+        assert_eq!(doc["node"]["fs"]["usedBytes"], 60u64 << 30);
+        assert_eq!(doc["node"]["runtime"]["imageFs"], doc["node"]["fs"]);
     }
 
     #[test]
     fn pods_sum_their_containers_only_when_every_one_reported() {
         let c = |cpu: Option<u64>| ContainerUsage {
             rootfs_bytes: None,
+            logs_bytes: None,
             name: "c".into(),
             id: "c".into(),
             start_ns: 0,
