@@ -129,9 +129,7 @@ impl Manager {
         }
         // As upstream, memory is relieved before disk.
         let (shortage, threshold, available) = if pressure.memory {
-            let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-            let total = host::meminfo_field(&meminfo, "MemTotal").unwrap_or(0);
-            let available = host::meminfo_field(&meminfo, "MemAvailable").unwrap_or(0);
+            let (total, available) = host::memory_now().unwrap_or((0, 0));
             let threshold = self.thresholds.memory_available.bytes_of(total);
             (Shortage::Memory, threshold, available)
         } else if pressure.disk {

@@ -94,6 +94,16 @@ fn meminfo(field: &str) -> Option<u64> {
     meminfo_field(&std::fs::read_to_string("/proc/meminfo").ok()?, field)
 }
 
+/// The host's memory now: (total, available) bytes, from one read of
+/// `/proc/meminfo`.
+pub(crate) fn memory_now() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    Some((
+        meminfo_field(&text, "MemTotal")?,
+        meminfo_field(&text, "MemAvailable")?,
+    ))
+}
+
 /// One field of `/proc/meminfo`'s text, in bytes (the file says KiB).
 pub fn meminfo_field(text: &str, field: &str) -> Option<u64> {
     text.lines()
@@ -185,10 +195,8 @@ pub struct Pressure {
 /// Reads the current pressure signals against the hard eviction
 /// thresholds.
 pub fn pressure(agent_dir: &Path, thresholds: &EvictionHard) -> Pressure {
-    let memory = match (meminfo("MemAvailable"), meminfo("MemTotal")) {
-        (Some(available), Some(total)) => thresholds.memory_available.crossed(available, total),
-        _ => false,
-    };
+    let memory = memory_now()
+        .is_some_and(|(total, available)| thresholds.memory_available.crossed(available, total));
     let (size, available) = disk_size(agent_dir);
     let disk = thresholds.nodefs_available.crossed(available, size);
     let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
