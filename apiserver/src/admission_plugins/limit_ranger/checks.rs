@@ -186,60 +186,56 @@ mod tests {
     }
 
     #[test]
-    fn container_minimum_and_maximum_in_upstreams_words() {
-        let r = range(json!([{"type": "Container",
-            "min": {"cpu": "100m"}, "max": {"memory": "1Gi"}}]));
-        assert_eq!(
-            pod(
-                &r,
-                &one_container(json!({"requests": {"cpu": "0.05"}, "limits": {"memory": "2Gi"}}))
+    fn container_bounds_and_ratios_in_upstreams_words() {
+        let bounds = json!({"type": "Container",
+            "min": {"cpu": "100m"}, "max": {"memory": "1Gi"}});
+        let ratio = json!({"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}});
+        let cases: [(&Value, Value, &[&str]); 6] = [
+            (
+                &bounds,
+                json!({"requests": {"cpu": "0.05"}, "limits": {"memory": "2Gi"}}),
+                &[
+                    "minimum cpu usage per Container is 100m, but request is 50m",
+                    "maximum memory usage per Container is 1Gi, but limit is 2Gi",
+                ],
             ),
-            vec![
-                "minimum cpu usage per Container is 100m, but request is 50m",
-                "maximum memory usage per Container is 1Gi, but limit is 2Gi",
-            ]
-        );
-        assert_eq!(
-            pod(&r, &one_container(json!({}))),
-            vec![
-                "minimum cpu usage per Container is 100m.  No request is specified",
-                "maximum memory usage per Container is 1Gi.  No limit is specified",
-            ]
-        );
-        assert!(
-            pod(
-                &r,
-                &one_container(json!({"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}))
-            )
-            .is_empty()
-        );
-    }
-
-    #[test]
-    fn the_limit_to_request_ratio_is_bounded() {
-        let r = range(json!([{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]));
-        assert_eq!(
-            pod(
-                &r,
-                &one_container(json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "300m"}}))
+            (
+                &bounds,
+                json!({}),
+                &[
+                    "minimum cpu usage per Container is 100m.  No request is specified",
+                    "maximum memory usage per Container is 1Gi.  No limit is specified",
+                ],
             ),
-            vec![
-                "cpu max limit to request ratio per Container is 2, but provided ratio is 3.000000"
-            ]
-        );
-        assert_eq!(
-            pod(&r, &one_container(json!({"limits": {"cpu": "300m"}}))),
-            vec![
-                "cpu max limit to request ratio per Container is 2, but no request is specified or request is 0"
-            ]
-        );
-        assert!(
-            pod(
-                &r,
-                &one_container(json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}))
-            )
-            .is_empty()
-        );
+            (
+                &bounds,
+                json!({"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}),
+                &[],
+            ),
+            (
+                &ratio,
+                json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "300m"}}),
+                &[
+                    "cpu max limit to request ratio per Container is 2, but provided ratio is 3.000000",
+                ],
+            ),
+            (
+                &ratio,
+                json!({"limits": {"cpu": "300m"}}),
+                &[
+                    "cpu max limit to request ratio per Container is 2, but no request is specified or request is 0",
+                ],
+            ),
+            (
+                &ratio,
+                json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}),
+                &[],
+            ),
+        ];
+        for (limit, resources, wanted) in cases {
+            let got = pod(&range(json!([limit])), &one_container(resources.clone()));
+            assert_eq!(got, wanted, "{limit} {resources}");
+        }
     }
 
     #[test]
