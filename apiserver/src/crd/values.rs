@@ -38,12 +38,11 @@ pub(crate) fn validate(schema: &Schema, value: &Value, path: &str, errors: &mut 
         Value::String(s) => string(schema, s, path, errors),
         Value::Array(items) => array(schema, items, path, errors),
         Value::Object(map) => {
-            let count = map.len() as u64;
-            check_count(
-                count,
+            check_size(
+                map.len(),
                 (schema.min_properties, schema.max_properties),
-                (path, count.into()),
-                |bound, n| format!("have {bound} {n} properties"),
+                path,
+                "properties",
                 errors,
             );
             for key in &schema.required {
@@ -218,6 +217,25 @@ fn check_count(
     }
 }
 
+/// `minItems`/`maxItems` and `minProperties`/`maxProperties`: bounds on how
+/// many `what` a value has, where upstream reports the count as the value.
+fn check_size(
+    len: usize,
+    bounds: (Option<u64>, Option<u64>),
+    path: &str,
+    what: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let count = len as u64;
+    check_count(
+        count,
+        bounds,
+        (path, count.into()),
+        |bound, n| format!("have {bound} {n} {what}"),
+        errors,
+    );
+}
+
 fn string(schema: &Schema, s: &str, path: &str, errors: &mut Vec<FieldError>) {
     check_count(
         s.chars().count() as u64,
@@ -251,12 +269,11 @@ fn string(schema: &Schema, s: &str, path: &str, errors: &mut Vec<FieldError>) {
 }
 
 fn array(schema: &Schema, items: &[Value], path: &str, errors: &mut Vec<FieldError>) {
-    let count = items.len() as u64;
-    check_count(
-        count,
+    check_size(
+        items.len(),
         (schema.min_items, schema.max_items),
-        (path, count.into()),
-        |bound, n| format!("have {bound} {n} items"),
+        path,
+        "items",
         errors,
     );
     if let Some(item_schema) = &schema.items {
