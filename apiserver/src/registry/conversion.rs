@@ -97,23 +97,38 @@ fn hpa_v2_to_v1(object: Value) -> Value {
         return object;
     };
     map.insert("apiVersion".into(), json!("autoscaling/v1"));
-    if let Some(Value::Object(spec)) = map.get_mut("spec") {
-        let metrics = spec.remove("metrics");
-        spec.remove("behavior");
-        let target = cpu_utilization(metrics.as_ref(), "target");
-        if let Some(t) = target {
-            spec.insert("targetCPUUtilizationPercentage".into(), json!(t));
-        }
-    }
-    if let Some(Value::Object(status)) = map.get_mut("status") {
-        let current = status.remove("currentMetrics");
-        status.remove("conditions");
-        let cpu = cpu_utilization(current.as_ref(), "current");
-        if let Some(c) = cpu {
-            status.insert("currentCPUUtilizationPercentage".into(), json!(c));
-        }
-    }
+    cpu_percentage_for_v1(
+        map.get_mut("spec"),
+        ["metrics", "behavior"],
+        "target",
+        "targetCPUUtilizationPercentage",
+    );
+    cpu_percentage_for_v1(
+        map.get_mut("status"),
+        ["currentMetrics", "conditions"],
+        "current",
+        "currentCPUUtilizationPercentage",
+    );
     Value::Object(map)
+}
+
+/// In a v2 `spec` or `status`: drops the `metrics` list and the field v1
+/// has no room for (`dropped`), keeping of them only the CPU utilization
+/// (`resource.<field>`) as v1's `percentage` field.
+fn cpu_percentage_for_v1(
+    section: Option<&mut Value>,
+    [metrics, dropped]: [&str; 2],
+    field: &str,
+    percentage: &str,
+) {
+    let Some(Value::Object(section)) = section else {
+        return;
+    };
+    let metrics = section.remove(metrics);
+    section.remove(dropped);
+    if let Some(cpu) = cpu_utilization(metrics.as_ref(), field) {
+        section.insert(percentage.into(), json!(cpu));
+    }
 }
 
 fn hpa_v1_to_v2(object: Value) -> Value {
@@ -171,5 +186,18 @@ mod tests {
             50
         );
         assert_eq!(hpa_v2_to_v1(v2), v1);
+    }
+
+    #[test]
+    fn hpa_v2_status_keeps_only_the_cpu_utilization_in_v1() {
+        let v2 = json!({"apiVersion": "autoscaling/v2", "status": {"currentReplicas": 2,
+            "conditions": [{"type": "AbleToScale", "status": "True"}],
+            "currentMetrics": [{"type": "Resource",
+                "resource": {"name": "cpu", "current": {"averageUtilization": 40}}}]}});
+        assert_eq!(
+            hpa_v2_to_v1(v2),
+            json!({"apiVersion": "autoscaling/v1",
+                "status": {"currentReplicas": 2, "currentCPUUtilizationPercentage": 40}})
+        );
     }
 }
