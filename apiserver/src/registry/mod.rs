@@ -301,22 +301,31 @@ impl ResourceInfo {
     // Named for the direction it converts in, beside `to_storage`.
     #[allow(clippy::wrong_self_convention)]
     pub fn from_storage(&self, object: Value) -> Value {
-        if let Some(custom) = &self.custom {
-            return custom.from_storage(object);
-        }
-        match &self.conversion {
-            Some(c) => (c.from_storage)(object),
-            None => object,
-        }
+        self.convert(object, crate::crd::CustomVersion::from_storage, |c| {
+            c.from_storage
+        })
     }
 
     /// Converts an object of this version to the stored version.
     pub fn to_storage(&self, object: Value) -> Value {
-        if let Some(custom) = &self.custom {
-            return custom.to_storage(object);
+        self.convert(object, crate::crd::CustomVersion::to_storage, |c| {
+            c.to_storage
+        })
+    }
+
+    /// One direction of conversion: the CRD version's `custom` step for a
+    /// custom resource, else the built-in `conversion`'s step, else none.
+    fn convert(
+        &self,
+        object: Value,
+        custom: fn(&crate::crd::CustomVersion, Value) -> Value,
+        builtin: fn(&Conversion) -> fn(Value) -> Value,
+    ) -> Value {
+        if let Some(version) = &self.custom {
+            return custom(version, object);
         }
         match &self.conversion {
-            Some(c) => (c.to_storage)(object),
+            Some(conversion) => builtin(conversion)(object),
             None => object,
         }
     }
