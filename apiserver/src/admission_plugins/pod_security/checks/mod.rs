@@ -79,134 +79,69 @@ impl Check {
     }
 }
 
-const fn check(id: &'static str, level: Level, revisions: &'static [Revision]) -> Check {
-    Check {
-        id,
-        level,
-        revisions,
-    }
-}
-
-const fn rev(since: u32, check: CheckFn) -> Revision {
-    rev_overriding(since, check, &[])
-}
-
-const fn rev_overriding(
-    since: u32,
-    check: CheckFn,
-    overrides: &'static [&'static str],
-) -> Revision {
-    Revision {
-        since,
-        check,
-        overrides,
-    }
+/// The registry as a table: each check's ID, level and revisions
+/// (`since => module::check`, oldest first), a restricted revision naming
+/// the baseline checks it replaces after `overriding`.
+macro_rules! checks {
+    ($($id:literal $level:ident [
+        $($since:literal => $module:ident::$check:ident $(overriding $overrides:expr)?),+ $(,)?
+    ]),* $(,)?) => {
+        &[$(Check {
+            id: $id,
+            level: $level,
+            revisions: &[$(Revision {
+                since: $since,
+                check: $module::$check,
+                overrides: checks!(@overrides $($overrides)?),
+            }),+],
+        }),*]
+    };
+    (@overrides) => { &[] };
+    (@overrides $overrides:expr) => { $overrides };
 }
 
 /// Every check, baseline first and each level sorted by ID (a test keeps
 /// it so): the order failures are reported in.
-static CHECKS: &[Check] = &[
-    check(
-        "appArmorProfile",
-        Baseline,
-        &[rev(0, baseline::app_armor_profile)],
-    ),
-    check(
-        "capabilities_baseline",
-        Baseline,
-        &[rev(0, baseline::capabilities)],
-    ),
-    check(
-        "hostNamespaces",
-        Baseline,
-        &[rev(0, baseline::host_namespaces)],
-    ),
-    check(
-        "hostPathVolumes",
-        Baseline,
-        &[rev(0, baseline::host_path_volumes)],
-    ),
-    check("hostPorts", Baseline, &[rev(0, baseline::host_ports)]),
-    check("privileged", Baseline, &[rev(0, baseline::privileged)]),
-    check("procMount", Baseline, &[rev(0, baseline::proc_mount)]),
-    check(
-        "seLinuxOptions",
-        Baseline,
-        &[
-            rev(0, baseline::se_linux_options_1_0),
-            rev(31, baseline::se_linux_options_1_31),
-        ],
-    ),
-    check(
-        "seccompProfile_baseline",
-        Baseline,
-        &[
-            rev(0, baseline::seccomp_annotations),
-            rev(19, baseline::seccomp_profile),
-        ],
-    ),
-    check(
-        "sysctls",
-        Baseline,
-        &[
-            rev(0, baseline::sysctls_1_0),
-            rev(27, baseline::sysctls_1_27),
-            rev(29, baseline::sysctls_1_29),
-            rev(32, baseline::sysctls_1_32),
-        ],
-    ),
-    check(
-        "windowsHostProcess",
-        Baseline,
-        &[rev(0, baseline::windows_host_process)],
-    ),
-    check(
-        "allowPrivilegeEscalation",
-        Restricted,
-        &[
-            rev(8, restricted::allow_privilege_escalation),
-            rev(25, restricted::allow_privilege_escalation_linux),
-        ],
-    ),
-    check(
-        "capabilities_restricted",
-        Restricted,
-        &[
-            rev_overriding(22, restricted::capabilities, &["capabilities_baseline"]),
-            rev_overriding(
-                25,
-                restricted::capabilities_linux,
-                &["capabilities_baseline"],
-            ),
-        ],
-    ),
-    check(
-        "restrictedVolumes",
-        Restricted,
-        &[rev_overriding(0, restricted::volumes, &["hostPathVolumes"])],
-    ),
-    check(
-        "runAsNonRoot",
-        Restricted,
-        &[rev(0, restricted::run_as_non_root)],
-    ),
-    check("runAsUser", Restricted, &[rev(23, restricted::run_as_user)]),
-    check(
-        "seccompProfile_restricted",
-        Restricted,
-        &[
-            rev_overriding(
-                19,
-                restricted::seccomp_profile,
-                &["seccompProfile_baseline"],
-            ),
-            rev_overriding(
-                25,
-                restricted::seccomp_profile_linux,
-                &["seccompProfile_baseline"],
-            ),
-        ],
-    ),
+static CHECKS: &[Check] = checks![
+    "appArmorProfile" Baseline [0 => baseline::app_armor_profile],
+    "capabilities_baseline" Baseline [0 => baseline::capabilities],
+    "hostNamespaces" Baseline [0 => baseline::host_namespaces],
+    "hostPathVolumes" Baseline [0 => baseline::host_path_volumes],
+    "hostPorts" Baseline [0 => baseline::host_ports],
+    "privileged" Baseline [0 => baseline::privileged],
+    "procMount" Baseline [0 => baseline::proc_mount],
+    "seLinuxOptions" Baseline [
+        0 => baseline::se_linux_options_1_0,
+        31 => baseline::se_linux_options_1_31,
+    ],
+    "seccompProfile_baseline" Baseline [
+        0 => baseline::seccomp_annotations,
+        19 => baseline::seccomp_profile,
+    ],
+    "sysctls" Baseline [
+        0 => baseline::sysctls_1_0,
+        27 => baseline::sysctls_1_27,
+        29 => baseline::sysctls_1_29,
+        32 => baseline::sysctls_1_32,
+    ],
+    "windowsHostProcess" Baseline [0 => baseline::windows_host_process],
+    "allowPrivilegeEscalation" Restricted [
+        8 => restricted::allow_privilege_escalation,
+        25 => restricted::allow_privilege_escalation_linux,
+    ],
+    "capabilities_restricted" Restricted [
+        22 => restricted::capabilities overriding &["capabilities_baseline"],
+        25 => restricted::capabilities_linux overriding &["capabilities_baseline"],
+    ],
+    "restrictedVolumes" Restricted [
+        0 => restricted::volumes overriding &["hostPathVolumes"],
+    ],
+    "runAsNonRoot" Restricted [0 => restricted::run_as_non_root],
+    "runAsUser" Restricted [23 => restricted::run_as_user],
+    "seccompProfile_restricted" Restricted [
+        19 => restricted::seccomp_profile overriding &["seccompProfile_baseline"],
+        25 => restricted::seccomp_profile_linux overriding &["seccompProfile_baseline"],
+    ],
 ];
 
 /// The checks `policy` applies, in reporting order.
