@@ -162,19 +162,18 @@ impl Cluster {
     async fn creates(&self, prefix: &str, total: usize) -> BenchResult<f64> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
         let prefix_owned = prefix.to_string();
-        let (elapsed, _, failed) =
-            support::concurrently(CONCURRENCY, total, pods, move |pods, i| {
-                let pod = pod(&format!("{prefix_owned}-{i}")).ok();
-                async move {
-                    match pod {
-                        Some(pod) => pods.create(&PostParams::default(), &pod).await.is_ok(),
-                        None => false,
-                    }
+        let run = support::concurrently(CONCURRENCY, total, pods, move |pods, i| {
+            let pod = pod(&format!("{prefix_owned}-{i}")).ok();
+            async move {
+                match pod {
+                    Some(pod) => pods.create(&PostParams::default(), &pod).await.is_ok(),
+                    None => false,
                 }
-            })
-            .await;
-        let rate = total as f64 / elapsed.as_secs_f64();
-        match failed {
+            }
+        })
+        .await;
+        let rate = total as f64 / run.took.as_secs_f64();
+        match run.failed {
             0 => Ok(rate),
             n => Err(format!("{prefix}: {n} of {total} creates failed").into()),
         }

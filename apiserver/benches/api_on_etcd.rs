@@ -40,15 +40,15 @@ struct Round {
 
 async fn round(cms: &Api<ConfigMap>, round: usize, creates: usize) -> BenchResult<Round> {
     let payload = "x".repeat(256);
-    let (elapsed, _, failed) = concurrently(CONCURRENCY, creates, cms.clone(), move |cms, i| {
+    let created = concurrently(CONCURRENCY, creates, cms.clone(), move |cms, i| {
         let cm = configmap(&format!("r{round}-{i:06}"), &payload);
         async move { cms.create(&PostParams::default(), &cm).await.is_ok() }
     })
     .await;
-    if failed > 0 {
-        return Err(format!("{failed} creates failed").into());
+    if created.failed > 0 {
+        return Err(format!("{} creates failed", created.failed).into());
     }
-    let (_, gets, _) = concurrently(CONCURRENCY, creates, cms.clone(), move |cms, i| {
+    let gets = concurrently(CONCURRENCY, creates, cms.clone(), move |cms, i| {
         let name = format!("r{round}-{i:06}");
         async move { cms.get(&name).await.is_ok() }
     })
@@ -60,9 +60,9 @@ async fn round(cms: &Api<ConfigMap>, round: usize, creates: usize) -> BenchResul
         return Err(format!("listed {} of {creates}", listed.items.len()).into());
     }
     Ok(Round {
-        creates_per_sec: creates as f64 / elapsed.as_secs_f64(),
-        get_p50: percentile(&gets, 0.5),
-        get_p99: percentile(&gets, 0.99),
+        creates_per_sec: creates as f64 / created.took.as_secs_f64(),
+        get_p50: percentile(&gets.latencies, 0.5),
+        get_p99: percentile(&gets.latencies, 0.99),
         list,
     })
 }

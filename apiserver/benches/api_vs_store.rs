@@ -35,7 +35,7 @@ use skiff_store::{SledConfig, SledStore, Store};
 use tokio::sync::Semaphore;
 
 use crate::https::{CONCURRENCY, configmap, percentile, serve};
-use crate::support::{concurrently, scale};
+use crate::support::{concurrently, process_cpu, scale};
 
 /// Objects the watch fan-out's events are spread over.
 const FANOUT_OBJECTS: usize = 100;
@@ -108,22 +108,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         Arc::new(serde_json::from_slice(&first.value)?)
     };
-    let ((store_t, _, _), store_create_cpu) =
-        with_cpu(concurrently(CONCURRENCY, creates, bare.clone(), {
-            let template = template.clone();
-            move |bare, i| {
-                let name = format!("cm-{i:06}");
-                let key = format!("/registry/core/configmaps/default/{name}");
-                let value = stored_like(&template, &name);
-                async move {
-                    let created = bare.create(&key, value).await;
-                    created
-                        .inspect_err(|e| eprintln!("store create failed: {e}"))
-                        .is_ok()
-                }
+    let store_creates = concurrently(CONCURRENCY, creates, bare.clone(), {
+        let template = template.clone();
+        move |bare, i| {
+            let name = format!("cm-{i:06}");
+            let key = format!("/registry/core/configmaps/default/{name}");
+            let value = stored_like(&template, &name);
+            async move {
+                let created = bare.create(&key, value).await;
+                created
+                    .inspect_err(|e| eprintln!("store create failed: {e}"))
+                    .is_ok()
             }
-        }))
-        .await;
+        }
+    })
+    .await;
     // The API store's counters before the HTTP/2 run, so each run's writes
     // per flush are read apart.
     let before_h2 = api_sled.stats()?;
@@ -143,7 +142,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let api_rate = creates as f64 / api_t.as_secs_f64();
     let h2_rate = creates as f64 / h2_t.as_secs_f64();
-    let store_rate = creates as f64 / store_t.as_secs_f64();
+    let store_rate = creates as f64 / store_creates.took.as_secs_f64();
     for (what, rate) in [
         (
             format!("creates/s ({creates} objects, {CONCURRENCY} concurrent)"),
@@ -172,37 +171,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Gets.
     let gets = scale(20_000);
-    let ((_, api_lat, _), api_get_cpu) = with_cpu(concurrently(
-        CONCURRENCY,
-        gets,
-        cms.clone(),
-        move |cms, i| {
-            let name = format!("cm-{:06}", i % creates);
-            async move { cms.get(&name).await.is_ok() }
-        },
-    ))
+    let api_gets = concurrently(CONCURRENCY, gets, cms.clone(), move |cms, i| {
+        let name = format!("cm-{:06}", i % creates);
+        async move { cms.get(&name).await.is_ok() }
+    })
     .await;
-    let ((_, store_lat, _), store_get_cpu) = with_cpu(concurrently(
-        CONCURRENCY,
-        gets,
-        bare.clone(),
-        move |bare, i| {
-            let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
-            async move { bare.get(&key).await.is_ok() }
-        },
-    ))
+    let store_gets = concurrently(CONCURRENCY, gets, bare.clone(), move |bare, i| {
+        let key = format!("/registry/core/configmaps/default/cm-{:06}", i % creates);
+        async move { bare.get(&key).await.is_ok() }
+    })
     .await;
     // CPU per operation (the whole process: client, server and store) is
     // steadier than the rates when other work shares the machine.
     for (what, n, api, store) in [
-        ("create", creates, api_create_cpu, store_create_cpu),
+        ("create", creates, api_create_cpu, store_creates.cpu),
         (
             "create over HTTP/2",
             creates,
             h2_create_cpu,
-            store_create_cpu,
+            store_creates.cpu,
         ),
-        ("get", gets, api_get_cpu, store_get_cpu),
+        ("get", gets, api_gets.cpu, store_gets.cpu),
     ] {
         let per = |cpu: Duration| cpu.as_secs_f64() * 1e6 / n.max(1) as f64;
         rows.push(Row {
@@ -215,8 +204,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (label, p) in [("get p50", 0.5), ("get p99", 0.99)] {
         rows.push(Row::times(
             format!("{label} ({CONCURRENCY} concurrent)"),
-            percentile(&api_lat, p),
-            percentile(&store_lat, p),
+            percentile(&api_gets.latencies, p),
+            percentile(&store_gets.latencies, p),
             3,
         ));
     }
@@ -325,7 +314,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The line compared over time; a fan-out p99 that falls among deliveries
     // that never arrived is printed as `inf`.
-    let get_p99 = percentile(&api_lat, 0.99);
+    let get_p99 = percentile(&api_gets.latencies, 0.99);
     println!(
         "api_vs_store: creates_ratio={:.2} list_ratio={:.2} get_p99_ms={:.2} watch_p99_ms={}",
         api_rate / store_rate,
@@ -482,14 +471,6 @@ impl FanoutRun {
     }
 }
 
-/// Runs `work`; returns its output and the CPU time the whole process used
-/// meanwhile (client, server and store alike).
-async fn with_cpu<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
-    let before = process_cpu();
-    let output = work.await;
-    (output, process_cpu().saturating_sub(before))
-}
-
 /// `total` ConfigMaps `<prefix>-000000`, … created through `cms` by
 /// [`CONCURRENCY`] clients: how long they took and the process CPU they used.
 async fn api_creates(
@@ -499,34 +480,17 @@ async fn api_creates(
     payload: &str,
 ) -> (Duration, Duration) {
     let payload = payload.to_owned();
-    let ((took, _, _), cpu) = with_cpu(concurrently(
-        CONCURRENCY,
-        total,
-        cms.clone(),
-        move |cms, i| {
-            let cm = configmap(&format!("{prefix}-{i:06}"), &payload);
-            async move {
-                let created = cms.create(&PostParams::default(), &cm).await;
-                created
-                    .inspect_err(|e| eprintln!("create of {prefix}-{i:06} failed: {e}"))
-                    .is_ok()
-            }
-        },
-    ))
+    let run = concurrently(CONCURRENCY, total, cms.clone(), move |cms, i| {
+        let cm = configmap(&format!("{prefix}-{i:06}"), &payload);
+        async move {
+            let created = cms.create(&PostParams::default(), &cm).await;
+            created
+                .inspect_err(|e| eprintln!("create of {prefix}-{i:06} failed: {e}"))
+                .is_ok()
+        }
+    })
     .await;
-    (took, cpu)
-}
-
-/// CPU time (user and system) this process has used so far.
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_SELF is always valid.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    (run.took, run.cpu)
 }
 
 async fn gather(

@@ -66,8 +66,8 @@ where
     F: Fn(T, usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
-    let (elapsed, _, failed) = support::concurrently(CONCURRENCY, total, shared, op).await;
-    (total as f64 / elapsed.as_secs_f64(), failed)
+    let run = support::concurrently(CONCURRENCY, total, shared, op).await;
+    (total as f64 / run.took.as_secs_f64(), run.failed)
 }
 
 /// Creates every namespace and its RoleBinding (`edit` for its writer).

@@ -27,17 +27,27 @@ pub fn scale(n: usize) -> usize {
     ((n as f64 * env_number("BENCH_SCALE", 1.0)) as usize).max(1)
 }
 
+/// What one [`concurrently`] run measured.
+// Each bench reads only the measures it reports.
+#[allow(dead_code)]
+pub struct Run {
+    /// The wall time.
+    pub took: Duration,
+    /// Every operation's latency, sorted.
+    pub latencies: Vec<Duration>,
+    /// How many operations failed.
+    pub failed: usize,
+    /// The CPU time the whole process used meanwhile (client, server and
+    /// store alike).
+    pub cpu: Duration,
+}
+
 /// Runs `op(shared, i)` for `i` in `0..total` on `clients` tasks, each
 /// taking the next index when its last operation is done (a closed loop, as
 /// that many clients would run) and handing every operation its own clone
 /// of `shared` (a client, a store); an operation answers whether it
-/// succeeded. The wall time, the sorted latencies and how many failed.
-pub async fn concurrently<T, F, Fut>(
-    clients: usize,
-    total: usize,
-    shared: T,
-    op: F,
-) -> (Duration, Vec<Duration>, usize)
+/// succeeded.
+pub async fn concurrently<T, F, Fut>(clients: usize, total: usize, shared: T, op: F) -> Run
 where
     T: Clone + Send + Sync + 'static,
     F: Fn(T, usize) -> Fut + Send + Sync + 'static,
@@ -45,6 +55,7 @@ where
 {
     let op = Arc::new(op);
     let next = Arc::new(AtomicUsize::new(0));
+    let cpu_before = process_cpu();
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
@@ -70,7 +81,25 @@ where
         latencies.extend(task_latencies);
         failed += task_failed;
     }
-    let elapsed = started.elapsed();
+    let took = started.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_before);
     latencies.sort();
-    (elapsed, latencies, failed)
+    Run {
+        took,
+        latencies,
+        failed,
+        cpu,
+    }
+}
+
+/// CPU time (user and system) this process has used so far.
+pub fn process_cpu() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
