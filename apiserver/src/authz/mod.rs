@@ -302,46 +302,36 @@ mod tests {
     #[test]
     fn forbidden_messages_read_as_upstream() {
         let probe = UserInfo::new("system:serviceaccount:a:probe", Vec::new());
-        let list_secrets = attrs(
-            probe.clone(),
-            "list",
-            ResourceAttributes {
-                resource: "secrets".into(),
-                version: "v1".into(),
-                ..Default::default()
-            },
-        );
-        assert_eq!(
-            forbidden(&list_secrets, "").to_string(),
-            "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope"
-        );
-        let get_log = attrs(
-            probe.clone(),
-            "get",
-            ResourceAttributes {
-                resource: "pods".into(),
-                subresource: "log".into(),
-                namespace: "x".into(),
-                name: "web".into(),
-                version: "v1".into(),
-                ..Default::default()
-            },
-        );
-        assert_eq!(
-            forbidden(&get_log, "").to_string(),
-            "pods \"web\" is forbidden: User \"system:serviceaccount:a:probe\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"x\""
-        );
-        let path = Attributes {
-            user: probe,
-            verb: "get".into(),
-            request: RequestKind::NonResource {
-                path: "/metrics".into(),
-            },
-        };
-        assert_eq!(
-            forbidden(&path, "no").to_string(),
-            "forbidden: User \"system:serviceaccount:a:probe\" cannot get path \"/metrics\": no"
-        );
+        let cases = [
+            (
+                "list",
+                RequestKind::v1("", "secrets", "", ""),
+                "",
+                "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope",
+            ),
+            (
+                "get",
+                RequestKind::v1("", "pods/log", "x", "web"),
+                "",
+                "pods \"web\" is forbidden: User \"system:serviceaccount:a:probe\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"x\"",
+            ),
+            (
+                "get",
+                RequestKind::NonResource {
+                    path: "/metrics".into(),
+                },
+                "no",
+                "forbidden: User \"system:serviceaccount:a:probe\" cannot get path \"/metrics\": no",
+            ),
+        ];
+        for (verb, request, reason, wanted) in cases {
+            let attributes = Attributes {
+                user: probe.clone(),
+                verb: verb.into(),
+                request,
+            };
+            assert_eq!(forbidden(&attributes, reason).to_string(), wanted);
+        }
     }
 
     #[test]
