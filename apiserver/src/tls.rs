@@ -99,19 +99,33 @@ impl std::fmt::Debug for ClusterCerts {
     }
 }
 
-const CA_CERT: &str = "ca.crt";
-const CA_KEY: &str = "ca.key";
-const SERVING_CERT: &str = "serving.crt";
-const SERVING_KEY: &str = "serving.key";
+/// A certificate's file and its key's, which are written, read and
+/// removed together.
+#[derive(Debug, Clone, Copy)]
+struct PemFiles {
+    cert: &'static str,
+    key: &'static str,
+}
+
+impl PemFiles {
+    const fn new(cert: &'static str, key: &'static str) -> Self {
+        Self { cert, key }
+    }
+
+    /// The certificate's and the key's paths in `dir`.
+    fn paths(self, dir: &Path) -> (PathBuf, PathBuf) {
+        (dir.join(self.cert), dir.join(self.key))
+    }
+}
+
+const CA: PemFiles = PemFiles::new("ca.crt", "ca.key");
+const SERVING: PemFiles = PemFiles::new("serving.crt", "serving.key");
 const SERVING_SANS: &str = "serving.sans";
-const ADMIN_CERT: &str = "admin.crt";
-const ADMIN_KEY: &str = "admin.key";
-const KUBELET_CLIENT_CERT: &str = "kubelet-client.crt";
-const KUBELET_CLIENT_KEY: &str = "kubelet-client.key";
-const FRONT_PROXY_CA_CERT: &str = "front-proxy-ca.crt";
-const FRONT_PROXY_CA_KEY: &str = "front-proxy-ca.key";
-const FRONT_PROXY_CLIENT_CERT: &str = "front-proxy-client.crt";
-const FRONT_PROXY_CLIENT_KEY: &str = "front-proxy-client.key";
+const ADMIN: PemFiles = PemFiles::new("admin.crt", "admin.key");
+const KUBELET_CLIENT: PemFiles = PemFiles::new("kubelet-client.crt", "kubelet-client.key");
+const FRONT_PROXY_CA: PemFiles = PemFiles::new("front-proxy-ca.crt", "front-proxy-ca.key");
+const FRONT_PROXY_CLIENT: PemFiles =
+    PemFiles::new("front-proxy-client.crt", "front-proxy-client.key");
 
 impl ClusterCerts {
     /// Loads the certificates under `data_dir/tls` with the default
@@ -154,48 +168,22 @@ impl ClusterCerts {
         let dir = data_dir.join("tls");
         create_private_dir(&dir)?;
 
-        let (ca_cert_pem, ca_key_pem) = match (
-            read_optional(&dir.join(CA_CERT))?,
-            read_optional(&dir.join(CA_KEY))?,
-        ) {
-            (Some(cert), Some(key)) => (cert, key),
-            _ => {
-                let (cert, key) = new_ca(lifetimes.ca)?;
-                write_private(&dir.join(CA_KEY), &key)?;
-                write_public(&dir.join(CA_CERT), &cert)?;
-                // A new CA invalidates everything it signed before.
-                for stale in [
-                    SERVING_CERT,
-                    SERVING_KEY,
-                    ADMIN_CERT,
-                    ADMIN_KEY,
-                    KUBELET_CLIENT_CERT,
-                    KUBELET_CLIENT_KEY,
-                ] {
-                    let _ = fs::remove_file(dir.join(stale));
-                }
-                (cert, key)
-            }
+        let ca = CaFiles {
+            dir: &dir,
+            files: CA,
+            signed: &[SERVING, ADMIN, KUBELET_CLIENT],
         };
+        let (ca_cert_pem, ca_key_pem) = ca.load_or_create("skiff-ca", lifetimes.ca)?;
         if lifetime::renewal_due(&ca_cert_pem, lifetimes.renew_before) {
             tracing::warn!(
-                path = %dir.join(CA_CERT).display(),
+                path = %dir.join(CA.cert).display(),
                 "the cluster CA expires within the renewal window; skiff does not rotate CAs"
             );
         }
-        let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|_| TlsError::BadPem {
-            path: dir.join(CA_KEY),
-            what: "private key",
-        })?;
-        let issuer =
-            Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(|_| TlsError::BadPem {
-                path: dir.join(CA_CERT),
-                what: "CA certificate",
-            })?;
-        let leaf = |cert_file: &'static str, key_file: &'static str| Leaf {
+        let issuer = ca.issuer(&ca_cert_pem, &ca_key_pem)?;
+        let leaf = |files: PemFiles| Leaf {
             dir: &dir,
-            cert_file,
-            key_file,
+            files,
             renew_before: lifetimes.renew_before,
             rotate,
         };
@@ -212,21 +200,20 @@ impl ClusterCerts {
         };
         let wanted_sans = sans.join("\n");
         let sans_changed = recorded_sans.as_deref() != Some(wanted_sans.as_str());
-        let (serving_cert_pem, serving_key_pem) = leaf(SERVING_CERT, SERVING_KEY)
+        let (serving_cert_pem, serving_key_pem) = leaf(SERVING)
             .load_or_issue(sans_changed, || new_serving(&issuer, &sans, lifetimes.leaf))?;
         if sans_changed {
             write_public(&dir.join(SERVING_SANS), &wanted_sans)?;
         }
 
-        let (admin_cert_pem, admin_key_pem) = leaf(ADMIN_CERT, ADMIN_KEY)
-            .load_or_issue(false, || {
-                new_client(&issuer, "admin", &["system:masters"], lifetimes.leaf)
-            })?;
+        let (admin_cert_pem, admin_key_pem) = leaf(ADMIN).load_or_issue(false, || {
+            new_client(&issuer, "admin", &["system:masters"], lifetimes.leaf)
+        })?;
 
         // No group: what it may do on nodes comes from its own binding, not
         // from system:masters.
-        let (kubelet_client_cert_pem, kubelet_client_key_pem) =
-            leaf(KUBELET_CLIENT_CERT, KUBELET_CLIENT_KEY).load_or_issue(false, || {
+        let (kubelet_client_cert_pem, kubelet_client_key_pem) = leaf(KUBELET_CLIENT)
+            .load_or_issue(false, || {
                 new_client(
                     &issuer,
                     crate::kubelet_client::KUBELET_CLIENT_USER,
@@ -238,35 +225,17 @@ impl ClusterCerts {
         // A CA of its own, so that no certificate the cluster CA issues
         // (a user's, a node's) can carry identity headers to extension API
         // servers.
-        let (front_proxy_ca_cert_pem, front_proxy_ca_key_pem) = match (
-            read_optional(&dir.join(FRONT_PROXY_CA_CERT))?,
-            read_optional(&dir.join(FRONT_PROXY_CA_KEY))?,
-        ) {
-            (Some(cert), Some(key)) => (cert, key),
-            _ => {
-                let (cert, key) = new_named_ca("skiff-front-proxy-ca", lifetimes.ca)?;
-                write_private(&dir.join(FRONT_PROXY_CA_KEY), &key)?;
-                write_public(&dir.join(FRONT_PROXY_CA_CERT), &cert)?;
-                for stale in [FRONT_PROXY_CLIENT_CERT, FRONT_PROXY_CLIENT_KEY] {
-                    let _ = fs::remove_file(dir.join(stale));
-                }
-                (cert, key)
-            }
+        let front_proxy_ca = CaFiles {
+            dir: &dir,
+            files: FRONT_PROXY_CA,
+            signed: &[FRONT_PROXY_CLIENT],
         };
-        let front_proxy_key =
-            KeyPair::from_pem(&front_proxy_ca_key_pem).map_err(|_| TlsError::BadPem {
-                path: dir.join(FRONT_PROXY_CA_KEY),
-                what: "private key",
-            })?;
+        let (front_proxy_ca_cert_pem, front_proxy_ca_key_pem) =
+            front_proxy_ca.load_or_create("skiff-front-proxy-ca", lifetimes.ca)?;
         let front_proxy_issuer =
-            Issuer::from_ca_cert_pem(&front_proxy_ca_cert_pem, front_proxy_key).map_err(|_| {
-                TlsError::BadPem {
-                    path: dir.join(FRONT_PROXY_CA_CERT),
-                    what: "CA certificate",
-                }
-            })?;
-        let (front_proxy_client_cert_pem, front_proxy_client_key_pem) =
-            leaf(FRONT_PROXY_CLIENT_CERT, FRONT_PROXY_CLIENT_KEY).load_or_issue(false, || {
+            front_proxy_ca.issuer(&front_proxy_ca_cert_pem, &front_proxy_ca_key_pem)?;
+        let (front_proxy_client_cert_pem, front_proxy_client_key_pem) = leaf(FRONT_PROXY_CLIENT)
+            .load_or_issue(false, || {
                 new_client(
                     &front_proxy_issuer,
                     FRONT_PROXY_CLIENT_USER,
@@ -321,7 +290,7 @@ impl ClusterCerts {
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
-        for ca in parse_certs(&self.ca_cert_pem, &self.dir.join(CA_CERT))? {
+        for ca in parse_certs(&self.ca_cert_pem, &self.dir.join(CA.cert))? {
             roots
                 .add(ca)
                 .map_err(|e| TlsError::Config(format!("CA certificate rejected: {e}")))?;
@@ -331,8 +300,8 @@ impl ClusterCerts {
                 .allow_unauthenticated()
                 .build()
                 .map_err(|e| TlsError::Config(e.to_string()))?;
-        let chain = parse_certs(&self.serving_cert_pem, &self.dir.join(SERVING_CERT))?;
-        let key = parse_key(&self.serving_key_pem, &self.dir.join(SERVING_KEY))?;
+        let chain = parse_certs(&self.serving_cert_pem, &self.dir.join(SERVING.cert))?;
+        let key = parse_key(&self.serving_key_pem, &self.dir.join(SERVING.key))?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Config(e.to_string()))?
@@ -356,11 +325,53 @@ impl ClusterCerts {
     }
 }
 
+/// One CA's files, and the leaves it signed.
+struct CaFiles<'a> {
+    dir: &'a Path,
+    files: PemFiles,
+    /// The leaves this CA signs: a new CA invalidates everything the one it
+    /// replaces signed, so their files go with it.
+    signed: &'a [PemFiles],
+}
+
+impl CaFiles<'_> {
+    /// The stored certificate and key, or a new self-signed CA named `name`
+    /// when either is missing (skiff never rotates a CA it has).
+    fn load_or_create(
+        &self,
+        name: &str,
+        lifetime: std::time::Duration,
+    ) -> Result<(String, String), TlsError> {
+        let (cert_path, key_path) = self.files.paths(self.dir);
+        if let (Some(cert), Some(key)) = (read_optional(&cert_path)?, read_optional(&key_path)?) {
+            return Ok((cert, key));
+        }
+        let (cert, key) = new_ca(name, lifetime)?;
+        write_private(&key_path, &key)?;
+        write_public(&cert_path, &cert)?;
+        for stale in self.signed.iter().flat_map(|leaf| [leaf.cert, leaf.key]) {
+            let _ = fs::remove_file(self.dir.join(stale));
+        }
+        Ok((cert, key))
+    }
+
+    /// What signs with this CA's certificate and key.
+    fn issuer(&self, cert_pem: &str, key_pem: &str) -> Result<Issuer<'static, KeyPair>, TlsError> {
+        let key = KeyPair::from_pem(key_pem).map_err(|_| TlsError::BadPem {
+            path: self.dir.join(self.files.key),
+            what: "private key",
+        })?;
+        Issuer::from_ca_cert_pem(cert_pem, key).map_err(|_| TlsError::BadPem {
+            path: self.dir.join(self.files.cert),
+            what: "CA certificate",
+        })
+    }
+}
+
 /// One leaf certificate's files and when it is re-issued.
 struct Leaf<'a> {
     dir: &'a Path,
-    cert_file: &'static str,
-    key_file: &'static str,
+    files: PemFiles,
     renew_before: std::time::Duration,
     /// Re-issue whatever the expiry (`skiff certificate rotate`).
     rotate: bool,
@@ -374,8 +385,7 @@ impl Leaf<'_> {
         reissue: bool,
         issue: impl FnOnce() -> Result<(String, String), TlsError>,
     ) -> Result<(String, String), TlsError> {
-        let cert_path = self.dir.join(self.cert_file);
-        let key_path = self.dir.join(self.key_file);
+        let (cert_path, key_path) = self.files.paths(self.dir);
         if let (Some(cert), Some(key)) = (read_optional(&cert_path)?, read_optional(&key_path)?) {
             let due = lifetime::renewal_due(&cert, self.renew_before);
             if !(reissue || self.rotate || due) {
@@ -429,12 +439,8 @@ pub fn default_sans(extra: &[String]) -> Vec<String> {
     sans
 }
 
-fn new_ca(lifetime: std::time::Duration) -> Result<(String, String), TlsError> {
-    new_named_ca("skiff-ca", lifetime)
-}
-
 /// A self-signed CA named `name`.
-fn new_named_ca(name: &str, lifetime: std::time::Duration) -> Result<(String, String), TlsError> {
+fn new_ca(name: &str, lifetime: std::time::Duration) -> Result<(String, String), TlsError> {
     let key = KeyPair::generate().map_err(|source| TlsError::Generate {
         what: "CA key",
         source,
@@ -596,7 +602,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
         assert_eq!(mode(&certs.dir), 0o700);
-        for key in [CA_KEY, SERVING_KEY, ADMIN_KEY, KUBELET_CLIENT_KEY] {
+        for key in [CA, SERVING, ADMIN, KUBELET_CLIENT].map(|files| files.key) {
             assert_eq!(mode(&certs.dir.join(key)), 0o600, "{key}");
         }
         let der = parse_certs(&certs.kubelet_client_cert_pem, Path::new("x")).unwrap();
@@ -628,6 +634,33 @@ mod tests {
             serial(&certs.admin_cert_pem),
             serial(&certs.kubelet_client_cert_pem),
         ]
+    }
+
+    #[test]
+    fn a_new_ca_reissues_the_leaves_the_old_one_signed() {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        fs::remove_file(certs.dir.join(CA.key)).unwrap();
+        let renewed = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        assert_ne!(renewed.ca_cert_pem, certs.ca_cert_pem);
+        let (old, new) = (leaves(&certs), leaves(&renewed));
+        assert!(old.iter().zip(&new).all(|(old, new)| old != new), "{new:?}");
+        // The front proxy's CA is apart: it and its client stay.
+        assert_eq!(
+            renewed.front_proxy_client_cert_pem,
+            certs.front_proxy_client_cert_pem
+        );
+        fs::remove_file(certs.dir.join(FRONT_PROXY_CA.cert)).unwrap();
+        let again = ClusterCerts::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        assert_ne!(
+            again.front_proxy_ca_cert_pem,
+            renewed.front_proxy_ca_cert_pem
+        );
+        assert_ne!(
+            serial(&again.front_proxy_client_cert_pem),
+            serial(&renewed.front_proxy_client_cert_pem)
+        );
+        assert_eq!(leaves(&again), new);
     }
 
     #[test]
