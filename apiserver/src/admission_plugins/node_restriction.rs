@@ -133,6 +133,19 @@ impl Check<'_> {
             .map_err(Refusal::Api)
     }
 
+    /// A write to a status subresource, which a node may only update:
+    /// `check` judges the update from the old and the new object.
+    fn status_update(
+        &self,
+        operation: Operation,
+        check: impl FnOnce(&Value, &Value) -> Verdict,
+    ) -> Verdict {
+        match operation {
+            Operation::Update => check(self.old_object(), self.new_object()),
+            operation => forbid(format!("unexpected operation \"{operation:?}\"")),
+        }
+    }
+
     fn bound_here(&self, pod: &Value) -> bool {
         pod["spec"]["nodeName"] == self.node
     }
@@ -153,8 +166,7 @@ impl Check<'_> {
             (None, operation) => forbid(format!(
                 "unexpected operation \"{operation:?}\", node \"{node}\" can only create and delete mirror pods"
             )),
-            (Some(Subresource::Status), Operation::Update) => {
-                let (old, new) = (self.old_object(), self.new_object());
+            (Some(Subresource::Status), operation) => self.status_update(operation, |old, new| {
                 if !self.bound_here(old) {
                     return forbid(format!(
                         "node \"{node}\" can only update pod status for pods with spec.nodeName set to itself"
@@ -166,10 +178,7 @@ impl Check<'_> {
                     ));
                 }
                 Ok(())
-            }
-            (Some(Subresource::Status), operation) => {
-                forbid(format!("unexpected operation \"{operation:?}\""))
-            }
+            }),
             (Some(Subresource::Eviction), _) => {
                 if self.bound_here(self.object) {
                     Ok(())
@@ -324,18 +333,14 @@ impl Check<'_> {
     fn claim(&self) -> Verdict {
         let node = self.node;
         match (self.request.subresource, self.request.operation) {
-            (Some(Subresource::Status), Operation::Update) => {
-                let (old, new) = (self.old_object(), self.new_object());
+            (Some(Subresource::Status), operation) => self.status_update(operation, |old, new| {
                 if reported_by_others(old) != reported_by_others(new) {
                     return forbid(format!(
                         "node \"{node}\" is not allowed to update fields other than status.capacity and status.conditions"
                     ));
                 }
                 Ok(())
-            }
-            (Some(Subresource::Status), operation) => {
-                forbid(format!("unexpected operation \"{operation:?}\""))
-            }
+            }),
             _ => forbid("may only update PVC status"),
         }
     }
