@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default, spec_of};
+use super::{KindStrategy, set_default};
 use crate::kinds::Written;
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
@@ -22,10 +22,7 @@ const SCALE_DOWN_STABILIZATION_SECONDS: i64 = 300;
 pub(crate) struct HorizontalPodAutoscalers;
 
 impl KindStrategy for HorizontalPodAutoscalers {
-    fn apply_defaults(&self, info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
+    fn apply_spec_defaults(&self, info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "minReplicas", json!(1));
         if info.version != "v2" {
             return;

@@ -228,8 +228,19 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     fn on_create_by(&self, _object: &mut Value, _user: &UserInfo) {}
 
     /// Fills defaults. Runs on every create and update, and on the stored
-    /// object an update is compared with, so it must be idempotent.
-    fn apply_defaults(&self, _info: &ResourceInfo, _object: &mut Value) {}
+    /// object an update is compared with, so it must be idempotent. Unless
+    /// a kind says otherwise, those of its `spec` (see
+    /// [`KindStrategy::apply_spec_defaults`]).
+    fn apply_defaults(&self, info: &ResourceInfo, object: &mut Value) {
+        if let Some(spec) = spec_of(object) {
+            self.apply_spec_defaults(info, spec);
+        }
+    }
+
+    /// Fills the defaults of an object's `spec`, for the kinds whose
+    /// defaults all live there; not called for an object without a spec.
+    /// The same rules as [`KindStrategy::apply_defaults`].
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, _spec: &mut Value) {}
 
     /// The last step of a create, after defaults, built-in admission and
     /// mutating webhooks: fields upstream derives from the final object in

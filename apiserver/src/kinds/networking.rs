@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default, spec_of};
+use super::{KindStrategy, set_default};
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 
@@ -14,10 +14,7 @@ use crate::registry::ResourceInfo;
 pub(crate) struct NetworkPolicies;
 
 impl KindStrategy for NetworkPolicies {
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         for direction in ["ingress", "egress"] {
             for port in items_mut(spec, &[direction]).flat_map(|r| items_mut(r, &["ports"])) {
                 set_default(port, "protocol", json!("TCP"));

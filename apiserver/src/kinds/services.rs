@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{InitialStatus, KindStrategy, default_object, set_default, spec_of};
+use super::{InitialStatus, KindStrategy, default_object, set_default};
 use crate::kinds::Written;
 use crate::registry::ResourceInfo;
 use crate::server::Inner;
@@ -28,10 +28,7 @@ impl KindStrategy for Services {
         InitialStatus::Empty(|| json!({ "loadBalancer": {} }))
     }
 
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "type", json!("ClusterIP"));
         set_default(spec, "sessionAffinity", json!("None"));
         let kind = spec["type"].as_str().unwrap_or_default().to_owned();

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, NodeWrites, set_default, spec_of};
+use super::{KindStrategy, NodeWrites, set_default};
 use crate::registry::ResourceInfo;
 
 /// The `storageclasses` resource.
@@ -29,10 +29,7 @@ impl KindStrategy for CsiDrivers {
     /// attaching, wants no pod info, reports no capacity, manages its own
     /// fsGroup only for ReadWriteOnce volumes with an fsType, serves
     /// persistent volumes, needs no republishing and no SELinux mounts.
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "attachRequired", json!(true));
         set_default(spec, "podInfoOnMount", json!(false));
         set_default(spec, "storageCapacity", json!(false));

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::pods::default_volume_source;
-use super::{InitialStatus, KindStrategy, NodeWrites, set_default, spec_of};
+use super::{InitialStatus, KindStrategy, NodeWrites, set_default};
 use crate::registry::ResourceInfo;
 
 /// A claim's spec asks for a filesystem unless it says block.
@@ -25,10 +25,7 @@ impl KindStrategy for PersistentVolumes {
 
     /// A volume is kept when its claim goes (Retain) and is a filesystem,
     /// and its source gets the defaults a pod volume's would.
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
         set_default(spec, "volumeMode", json!("Filesystem"));
         default_volume_source(spec);
@@ -49,9 +46,7 @@ impl KindStrategy for PersistentVolumeClaims {
         NodeWrites::ClaimStatus
     }
 
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        if let Some(spec) = spec_of(object) {
-            default_claim_spec(spec);
-        }
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
+        default_claim_spec(spec);
     }
 }

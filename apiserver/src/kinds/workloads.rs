@@ -81,11 +81,9 @@ impl KindStrategy for AppsWorkload {
         Some(SPEC_TEMPLATE)
     }
 
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        if let Some(spec) = spec_of(object) {
-            (self.spec_defaults)(spec);
-            default_template(spec, &["template", "spec"]);
-        }
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
+        (self.spec_defaults)(spec);
+        default_template(spec, &["template", "spec"]);
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
@@ -277,10 +275,7 @@ pub(crate) struct CronJobs;
 impl KindStrategy for CronJobs {
     checked_template!(&["spec", "jobTemplate", "spec", "template"]);
 
-    fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
-        let Some(spec) = spec_of(object) else {
-            return;
-        };
+    fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "concurrencyPolicy", json!("Allow"));
         set_default(spec, "suspend", json!(false));
         set_default(spec, "successfulJobsHistoryLimit", json!(3));
