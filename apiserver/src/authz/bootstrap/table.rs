@@ -69,35 +69,33 @@ pub fn rule(verbs: &[&str]) -> Rule {
     }
 }
 
-/// Builder methods for [`rule`].
-pub trait RuleBuilder {
-    /// The rule applies to these API groups.
-    fn groups(self, groups: &[&str]) -> Self;
-    /// The rule applies to these resources.
-    fn resources(self, resources: &[&str]) -> Self;
-    /// The rule applies to these objects only.
-    fn names(self, names: &[&str]) -> Self;
-    /// The rule applies to these non-resource paths.
-    fn urls(self, urls: &[&str]) -> Self;
+/// Declares [`RuleBuilder`] and implements it for [`Rule`] from a table of
+/// methods, each setting one list field of the rule.
+macro_rules! rule_builder {
+    ($($(#[$doc:meta])* $method:ident => $field:ident;)*) => {
+        /// Builder methods for [`rule`].
+        pub trait RuleBuilder {
+            $($(#[$doc])* fn $method(self, values: &[&str]) -> Self;)*
+        }
+
+        impl RuleBuilder for Rule {
+            $(fn $method(mut self, values: &[&str]) -> Self {
+                self.$field = strings(values);
+                self
+            })*
+        }
+    };
 }
 
-impl RuleBuilder for Rule {
-    fn groups(mut self, groups: &[&str]) -> Self {
-        self.api_groups = strings(groups);
-        self
-    }
-    fn resources(mut self, resources: &[&str]) -> Self {
-        self.resources = strings(resources);
-        self
-    }
-    fn names(mut self, names: &[&str]) -> Self {
-        self.resource_names = strings(names);
-        self
-    }
-    fn urls(mut self, urls: &[&str]) -> Self {
-        self.non_resource_urls = strings(urls);
-        self
-    }
+rule_builder! {
+    /// The rule applies to these API groups.
+    groups => api_groups;
+    /// The rule applies to these resources.
+    resources => resources;
+    /// The rule applies to these objects only.
+    names => resource_names;
+    /// The rule applies to these non-resource paths.
+    urls => non_resource_urls;
 }
 
 /// A rule allowing `verbs` on `resources` of the API `groups`: the shape
