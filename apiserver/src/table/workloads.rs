@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, age, at, containers_and_images, deleting, flag, int, list,
-    map_selector_string, name, or_none, selector_string, text, text_cell,
+    Column, Printer, at, containers_and_images, deleting, flag, int, list, map_selector_string,
+    name, name_age_printer, name_age_row, or_none, selector_string, text, text_cell,
 };
 use crate::object::condition_true;
 
@@ -43,13 +43,8 @@ fn workload_row(
     selector: Option<String>,
 ) -> Vec<Value> {
     let (containers, images) = containers_and_images(at(object, template));
-    let mut row = vec![name(object)];
-    row.extend(own);
-    row.extend([
-        age(object, now),
-        Value::from(containers),
-        Value::from(images),
-    ]);
+    let mut row = name_age_row(object, now, own);
+    row.extend([Value::from(containers), Value::from(images)]);
     row.extend(selector.map(or_none));
     row
 }
@@ -309,18 +304,16 @@ pub(crate) static CRONJOBS: Printer = Printer {
 
 /// ControllerRevisions: `NAME CONTROLLER REVISION AGE`, the controller as
 /// `statefulset.apps/web`.
-pub(crate) static CONTROLLERREVISIONS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static CONTROLLERREVISIONS: Printer = name_age_printer!(
+    [
         Column::new(
             "Controller",
             "string",
             "The workload that keeps this revision.",
         ),
         Column::new("Revision", "integer", "The revision's number."),
-        Column::AGE,
     ],
-    cells: |revision, now| {
+    |revision, _| {
         let controller = list(revision, "metadata/ownerReferences")
             .iter()
             .find(|r| r["controller"] == true)
@@ -334,13 +327,11 @@ pub(crate) static CONTROLLERREVISIONS: Printer = Printer {
             })
             .unwrap_or_else(|| "<none>".into());
         vec![
-            name(revision),
             Value::from(controller),
             Value::from(int(revision, "revision")),
-            age(revision, now),
         ]
     },
-};
+);
 
 /// PodTemplates: `NAME CONTAINERS IMAGES POD LABELS`, no AGE (as upstream
 /// prints them).
