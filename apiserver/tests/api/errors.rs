@@ -23,9 +23,7 @@ async fn not_found_names_the_resource() {
         "deployments.apps \"d\" not found",
     );
     assert_eq!(body["details"]["group"], "apps");
-    s.get("/apis/nothing.example/v1/widgets")
-        .await
-        .expect_failure(404, "NotFound");
+    s.get_not_found("/apis/nothing.example/v1/widgets").await;
 }
 
 #[tokio::test]

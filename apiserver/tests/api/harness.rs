@@ -306,13 +306,17 @@ impl TestServer {
         item_names(&self.get_ok(path).await)
     }
 
-    /// GETs `path`, which must answer 404: the check that something is gone.
+    /// GETs `path`, which must answer a NotFound Status (404), as upstream
+    /// does for any object, resource or group it does not have: the check
+    /// that something is gone.
     pub async fn get_not_found(&self, path: &str) -> Value {
-        answered(
+        let body = answered(
             &format!("GET {path}"),
             self.get(path).await,
             StatusCode::NOT_FOUND,
-        )
+        );
+        assert_status(StatusCode::NOT_FOUND, &body, 404, "NotFound");
+        body
     }
 
     /// PUTs `body`, which must answer 200; returns the stored object.
