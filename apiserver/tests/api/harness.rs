@@ -429,6 +429,21 @@ pub struct Answer {
     pub annotations: Vec<(String, String)>,
 }
 
+impl Answer {
+    /// Asserts a Status failure with code and reason (see [`assert_status`]).
+    #[track_caller]
+    pub fn assert_status(&self, want_code: u16, want_reason: &str) {
+        assert_status(self.code, &self.body, want_code, want_reason);
+    }
+
+    /// Asserts a Status failure and its exact message (see
+    /// [`assert_refused`]).
+    #[track_caller]
+    pub fn assert_refused(&self, want_code: u16, want_reason: &str, want_message: &str) {
+        assert_refused(self.code, &self.body, want_code, want_reason, want_message);
+    }
+}
+
 /// Sends `request` through `router` and reads the whole answer.
 pub async fn answer_of(router: Router, request: Request<Body>) -> Answer {
     let response = router.oneshot(request).await.unwrap();
