@@ -7,8 +7,9 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, at, containers_and_images, deleting, flag, int, list, map_selector_string,
-    name, name_age_printer, name_age_row, or_none, selector_string, text, text_cell,
+    Column, OwnCells, Printer, at, containers_and_images, deleting, flag, int, list,
+    map_selector_string, name, name_age_printer, name_age_row, or_none, selector_string, text,
+    text_cell,
 };
 use crate::object::condition_true;
 
@@ -59,6 +60,22 @@ fn selected_row(object: &Value, now: Timestamp, own: Vec<Value>) -> Vec<Value> {
     workload_row(object, now, own, TEMPLATE, Some(selector))
 }
 
+/// The [`Printer`] of a workload with its pod template at [`TEMPLATE`] and
+/// its label selector at `spec/selector`: its own `columns` laid out by
+/// [`workload_columns`], their cells (what `own`, an [`OwnCells`], gives)
+/// by [`selected_row`].
+macro_rules! selected_workload_printer {
+    ([$($column:expr),+ $(,)?], $own:expr $(,)?) => {
+        Printer {
+            columns: workload_columns![$($column),+],
+            cells: |object, now| {
+                let own: OwnCells = $own;
+                selected_row(object, now, own(object, now))
+            },
+        }
+    };
+}
+
 /// The column [`ready_of_desired`] fills.
 const READY_OF_DESIRED: Column =
     Column::new("Ready", "string", "Number of the pod with ready state");
@@ -79,8 +96,8 @@ fn replicas(object: &Value) -> i64 {
         .unwrap_or(1)
 }
 
-pub(crate) static DEPLOYMENTS: Printer = Printer {
-    columns: workload_columns![
+pub(crate) static DEPLOYMENTS: Printer = selected_workload_printer!(
+    [
         READY_OF_DESIRED,
         Column::new(
             "Up-to-date",
@@ -93,15 +110,14 @@ pub(crate) static DEPLOYMENTS: Printer = Printer {
             "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
         ),
     ],
-    cells: |d, now| {
-        let own = vec![
+    |d, _| {
+        vec![
             ready_of_desired(d),
             Value::from(int(d, "status/updatedReplicas")),
             Value::from(int(d, "status/availableReplicas")),
-        ];
-        selected_row(d, now, own)
+        ]
     },
-};
+);
 
 fn replica_set_cells(rs: &Value, now: Timestamp, selector: String) -> Vec<Value> {
     let own = vec![
@@ -151,8 +167,8 @@ pub(crate) static STATEFULSETS: Printer = Printer {
     cells: |s, now| workload_row(s, now, vec![ready_of_desired(s)], TEMPLATE, None),
 };
 
-pub(crate) static DAEMONSETS: Printer = Printer {
-    columns: workload_columns![
+pub(crate) static DAEMONSETS: Printer = selected_workload_printer!(
+    [
         Column::new(
             "Desired",
             "integer",
@@ -184,8 +200,8 @@ pub(crate) static DAEMONSETS: Printer = Printer {
             "NodeSelector is a selector which must be true for the pod to fit on a node.",
         ),
     ],
-    cells: |d, now| {
-        let own = vec![
+    |d, _| {
+        vec![
             Value::from(int(d, "status/desiredNumberScheduled")),
             Value::from(int(d, "status/currentNumberScheduled")),
             Value::from(int(d, "status/numberReady")),
@@ -195,10 +211,9 @@ pub(crate) static DAEMONSETS: Printer = Printer {
                 d,
                 "spec/template/spec/nodeSelector",
             ))),
-        ];
-        selected_row(d, now, own)
+        ]
     },
-};
+);
 
 fn job_status(job: &Value) -> &'static str {
     if condition_true(job, "Complete") {
@@ -243,21 +258,20 @@ fn job_duration(job: &Value, now: Timestamp) -> String {
     }
 }
 
-pub(crate) static JOBS: Printer = Printer {
-    columns: workload_columns![
+pub(crate) static JOBS: Printer = selected_workload_printer!(
+    [
         Column::new("Status", "string", "Status of the job."),
         Column::new("Completions", "string", "The completion status of the job."),
         Column::new("Duration", "string", "Time required to complete the job."),
     ],
-    cells: |job, now| {
-        let own = vec![
+    |job, now| {
+        vec![
             Value::from(job_status(job)),
             Value::from(job_completions(job)),
             Value::from(job_duration(job, now)),
-        ];
-        selected_row(job, now, own)
+        ]
     },
-};
+);
 
 pub(crate) static CRONJOBS: Printer = Printer {
     columns: workload_columns![
