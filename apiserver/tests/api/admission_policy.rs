@@ -12,7 +12,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::{
-    Answer, TestServer, assert_mentions, created_answer, labelled_namespace, message_of,
+    Answer, Client, TestServer, assert_mentions, created_answer, labelled_namespace, message_of,
     post_answer, send_answer, strings,
 };
 

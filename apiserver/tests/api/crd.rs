@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use skiff_store::Store;
 
 use crate::harness::{
-    Expect, KeptStore, TestServer, assert_mentions, columns, eventually, find_by, find_in,
+    Client, Expect, KeptStore, TestServer, assert_mentions, columns, eventually, find_by, find_in,
     message_of, refused, strings,
 };
 

@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TABLE, TestServer, created_answer, message_of, refused};
+use crate::harness::{Client, Expect, TABLE, TestServer, created_answer, message_of, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 

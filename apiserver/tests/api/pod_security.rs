@@ -16,8 +16,8 @@ use skiff_apiserver::{ApiServerConfig, ApiServerError};
 use skiff_testkit::pod_security::{HOST_POD_RESTRICTED, host_pod};
 
 use super::harness::{
-    Answer, TestServer, answer_of, assert_mentions, created_answer, eventually, json_request,
-    labelled_namespace, post_answer, start_error,
+    Answer, Client, TestServer, answer_of, assert_mentions, created_answer, eventually,
+    json_request, labelled_namespace, post_answer, start_error,
 };
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, assert_status, columns, message_of, refused};
+use crate::harness::{Client, Expect, TestServer, assert_status, columns, message_of, refused};
 
 async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
     server

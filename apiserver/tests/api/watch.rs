@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_store::Store;
 
-use crate::harness::{TestServer, WatchReader, refused};
+use crate::harness::{Client, TestServer, WatchReader, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 

@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{Case, run};
+use crate::harness::Client;
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
