@@ -4,12 +4,11 @@
 use serde_json::Value;
 
 use super::columns::{
-    Column, Printer, age, joined, list, name, one_column_printer, text, text_cell,
+    Column, Printer, joined, list, name_age_printer, one_column_printer, text, text_cell,
 };
 
-pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = name_age_printer!(
+    [
         Column::new(
             "Validations",
             "integer",
@@ -20,23 +19,19 @@ pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = Printer {
             "string",
             "ParamKind specifies the kind of resources used to parameterize this policy",
         ),
-        Column::AGE,
     ],
-    cells: |policy, now| {
+    |policy, _| {
         let param_kind = joined(policy, "spec/paramKind/apiVersion", "spec/paramKind/kind")
             .unwrap_or_else(|| "<unset>".to_string());
         vec![
-            name(policy),
             Value::from(list(policy, "spec/validations").len()),
             Value::from(param_kind),
-            age(policy, now),
         ]
     },
-};
+);
 
-pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = name_age_printer!(
+    [
         Column::new(
             "PolicyName",
             "string",
@@ -47,9 +42,8 @@ pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
             "string",
             "ParamRef indicates the param resource which sets the configration param",
         ),
-        Column::AGE,
     ],
-    cells: |binding, now| {
+    |binding, _| {
         let param_ref = match (
             text(binding, "spec/paramRef/namespace").filter(|s| !s.is_empty()),
             text(binding, "spec/paramRef/name").filter(|s| !s.is_empty()),
@@ -61,13 +55,11 @@ pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = Printer {
             (None, None) => "<unset>".to_string(),
         };
         vec![
-            name(binding),
             text_cell(binding, "spec/policyName", ""),
             Value::from(param_ref),
-            age(binding, now),
         ]
     },
-};
+);
 
 /// Mutating and validating webhook configurations: NAME, WEBHOOKS, AGE.
 pub(crate) static WEBHOOK_CONFIGURATIONS: Printer = one_column_printer!(

@@ -3,30 +3,23 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, joined, name};
+use super::columns::{Column, Printer, joined, name_age_printer};
 
-pub(crate) static API_SERVICES: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static API_SERVICES: Printer = name_age_printer!(
+    [
         Column::new(
             "Service",
             "string",
             "The reference to the service that hosts this API endpoint.",
         ),
         Column::new("Available", "string", "Whether this service is available."),
-        Column::AGE,
     ],
-    cells: |service, now| {
+    |service, _| {
         let target = joined(service, "spec/service/namespace", "spec/service/name")
             .unwrap_or_else(|| "Local".to_string());
-        vec![
-            name(service),
-            Value::from(target),
-            Value::from(available(service)),
-            age(service, now),
-        ]
+        vec![Value::from(target), Value::from(available(service))]
     },
-};
+);
 
 /// `True`, `False (Reason)`, or `Unknown` without the condition.
 fn available(service: &Value) -> String {

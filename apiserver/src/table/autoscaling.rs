@@ -4,14 +4,13 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, at, canonical, int, list, name, text};
+use super::columns::{Column, Printer, at, canonical, int, list, name_age_printer, text};
 
 /// How many metrics the TARGETS cell shows before summarising.
 const SHOWN_METRICS: usize = 2;
 
-pub(crate) static HORIZONTALPODAUTOSCALERS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static HORIZONTALPODAUTOSCALERS: Printer = name_age_printer!(
+    [
         Column::new(
             "Reference",
             "string",
@@ -37,9 +36,8 @@ pub(crate) static HORIZONTALPODAUTOSCALERS: Printer = Printer {
             "integer",
             "The replica count the autoscaler last saw.",
         ),
-        Column::AGE,
     ],
-    cells: |hpa, now| {
+    |hpa, _| {
         let reference = format!(
             "{}/{}",
             text(hpa, "spec/scaleTargetRef/kind").unwrap_or(""),
@@ -49,16 +47,14 @@ pub(crate) static HORIZONTALPODAUTOSCALERS: Printer = Printer {
             .and_then(Value::as_i64)
             .map_or_else(|| "<unset>".to_string(), |n| n.to_string());
         vec![
-            name(hpa),
             Value::from(reference),
             Value::from(targets(hpa)),
             Value::from(min_pods),
             Value::from(int(hpa, "spec/maxReplicas")),
             Value::from(int(hpa, "status/currentReplicas")),
-            age(hpa, now),
         ]
     },
-};
+);
 
 /// A quantity as upstream prints it (canonical form), `<unknown>` when absent.
 fn quantity(value: Option<&Value>) -> String {

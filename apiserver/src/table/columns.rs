@@ -74,6 +74,10 @@ impl Column {
     }
 }
 
+/// The cells of a row between its NAME and AGE (see [`name_age_printer`]);
+/// ages are counted to the time given (now).
+pub(crate) type OwnCells = fn(&Value, Timestamp) -> Vec<Value>;
+
 /// How one resource is printed.
 #[derive(Debug)]
 pub(crate) struct Printer {
@@ -83,25 +87,32 @@ pub(crate) struct Printer {
     pub cells: fn(&Value, Timestamp) -> Vec<Value>,
 }
 
-/// A [`Printer`] of `NAME <column> AGE`, the one column's cell being
-/// `$cell` of the row's object (bound to `$object`): the layout of every kind
-/// with a single figure worth a column, written once.
-macro_rules! one_column_printer {
-    ($column:expr, |$object:ident| $cell:expr $(,)?) => {
+/// A [`Printer`] of `NAME <columns> AGE`, the `columns`' cells being what
+/// `own` (an [`OwnCells`]) gives for the row's object: the layout most
+/// kinds print in, written once so each printer states only its own columns.
+macro_rules! name_age_printer {
+    ([$($column:expr),+ $(,)?], $own:expr $(,)?) => {
         $crate::table::columns::Printer {
             columns: &[
                 $crate::table::columns::Column::NAME,
-                $column,
+                $($column,)+
                 $crate::table::columns::Column::AGE,
             ],
-            cells: |$object, now| {
-                vec![
-                    $crate::table::columns::name($object),
-                    $cell,
-                    $crate::table::columns::age($object, now),
-                ]
+            cells: |object, now| {
+                let own: $crate::table::columns::OwnCells = $own;
+                $crate::table::columns::name_age_row(object, now, own(object, now))
             },
         }
+    };
+}
+pub(crate) use name_age_printer;
+
+/// A [`Printer`] of `NAME <column> AGE`, the one column's cell being
+/// `$cell` of the row's object (bound to `$object`): the layout of every kind
+/// with a single figure worth a column.
+macro_rules! one_column_printer {
+    ($column:expr, |$object:ident| $cell:expr $(,)?) => {
+        $crate::table::columns::name_age_printer!([$column], |$object, _| vec![$cell])
     };
 }
 pub(crate) use one_column_printer;
@@ -180,6 +191,15 @@ pub(crate) fn age(object: &Value, now: Timestamp) -> Value {
         at(object, "metadata/creationTimestamp").unwrap_or(&Value::Null),
         now,
     ))
+}
+
+/// A row of the object's name, its `own` cells, then its age: the layout
+/// of [`name_age_printer`]'s printers and the start of a workload's row.
+pub(crate) fn name_age_row(object: &Value, now: Timestamp, own: Vec<Value>) -> Vec<Value> {
+    let mut row = vec![name(object)];
+    row.extend(own);
+    row.push(age(object, now));
+    row
 }
 
 /// `<none>` for an empty string, as kubectl prints missing values.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::age::{human_duration, seconds_since};
 use super::columns::{
     Column, Printer, age, at, deleting, int, joined, list, map_selector_string, name,
-    one_column_printer, or_none, strings, text, text_cell,
+    name_age_printer, one_column_printer, or_none, strings, text, text_cell,
 };
 
 pub(crate) static SERVICES: Printer = Printer {
@@ -397,22 +397,18 @@ pub(crate) static COMPONENT_STATUSES: Printer = Printer {
     },
 };
 
-pub(crate) static SECRETS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static SECRETS: Printer = name_age_printer!(
+    [
         Column::new("Type", "string", "The type of the secret"),
-        DATA,
-        Column::AGE,
+        DATA
     ],
-    cells: |secret, now| {
+    |secret, _| {
         vec![
-            name(secret),
             text_cell(secret, "type", "Opaque"),
             Value::from(entries(secret, "data")),
-            age(secret, now),
         ]
     },
-};
+);
 
 pub(crate) static SERVICEACCOUNTS: Printer = one_column_printer!(
     Column::new(

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, at, list, name, text_cell};
+use super::columns::{Column, Printer, age, at, list, name, name_age_printer, text_cell};
 
 pub(crate) static FLOW_SCHEMAS: Printer = Printer {
     columns: &[
@@ -48,9 +48,8 @@ pub(crate) static FLOW_SCHEMAS: Printer = Printer {
     },
 };
 
-pub(crate) static PRIORITY_LEVELS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static PRIORITY_LEVELS: Printer = name_age_printer!(
+    [
         Column::new("Type", "string", "Exempt or Limited"),
         Column::new(
             "NominalConcurrencyShares",
@@ -60,15 +59,13 @@ pub(crate) static PRIORITY_LEVELS: Printer = Printer {
         Column::new("Queues", "string", "Number of queues"),
         Column::new("HandSize", "string", "Queues a flow is dealt"),
         Column::new("QueueLengthLimit", "string", "Requests one queue may hold"),
-        Column::AGE,
     ],
-    cells: |level, now| {
+    |level, _| {
         let none = || Value::from("<none>");
         let field = |path: &str| at(level, path).cloned().unwrap_or_else(none);
         let limited = at(level, "spec/limited").is_some_and(Value::is_object);
         let queuing = "spec/limited/limitResponse/queuing";
         vec![
-            name(level),
             text_cell(level, "spec/type", ""),
             if limited {
                 field("spec/limited/nominalConcurrencyShares")
@@ -78,7 +75,6 @@ pub(crate) static PRIORITY_LEVELS: Printer = Printer {
             field(&format!("{queuing}/queues")),
             field(&format!("{queuing}/handSize")),
             field(&format!("{queuing}/queueLengthLimit")),
-            age(level, now),
         ]
     },
-};
+);

@@ -6,13 +6,12 @@
 use serde_json::Value;
 
 use super::columns::{
-    Column, Printer, age, at, list, name, one_column_printer, or_none, selector_string, strings,
-    text, text_cell,
+    Column, Printer, at, list, name, name_age_printer, one_column_printer, or_none,
+    selector_string, strings, text, text_cell,
 };
 
-pub(crate) static INGRESSES: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static INGRESSES: Printer = name_age_printer!(
+    [
         Column::new(
             "Class",
             "string",
@@ -29,9 +28,8 @@ pub(crate) static INGRESSES: Printer = Printer {
             "Address is a list containing ingress points for the load-balancer",
         ),
         Column::new("Ports", "string", "Ports of TLS configurations that open"),
-        Column::AGE,
     ],
-    cells: |ingress, now| {
+    |ingress, _| {
         let class = text(ingress, "spec/ingressClassName")
             .or_else(|| {
                 ingress
@@ -40,7 +38,6 @@ pub(crate) static INGRESSES: Printer = Printer {
             })
             .unwrap_or("");
         vec![
-            name(ingress),
             or_none(class),
             Value::from(ingress_hosts(ingress)),
             Value::from(ingress_address(ingress)),
@@ -49,10 +46,9 @@ pub(crate) static INGRESSES: Printer = Printer {
             } else {
                 "80, 443"
             }),
-            age(ingress, now),
         ]
     },
-};
+);
 
 /// The rules' hosts, three at most then "+ N more...", or `*`.
 fn ingress_hosts(ingress: &Value) -> String {
@@ -81,9 +77,8 @@ fn ingress_address(ingress: &Value) -> String {
         .join(",")
 }
 
-pub(crate) static INGRESS_CLASSES: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static INGRESS_CLASSES: Printer = name_age_printer!(
+    [
         Column::new(
             "Controller",
             "string",
@@ -94,9 +89,8 @@ pub(crate) static INGRESS_CLASSES: Printer = Printer {
             "string",
             "A reference to a resource with additional parameters",
         ),
-        Column::AGE,
     ],
-    cells: |class, now| {
+    |class, _| {
         let parameters = match (
             text(class, "spec/parameters/kind"),
             text(class, "spec/parameters/name"),
@@ -107,14 +101,9 @@ pub(crate) static INGRESS_CLASSES: Printer = Printer {
             },
             _ => String::new(),
         };
-        vec![
-            name(class),
-            text_cell(class, "spec/controller", ""),
-            or_none(parameters),
-            age(class, now),
-        ]
+        vec![text_cell(class, "spec/controller", ""), or_none(parameters)]
     },
-};
+);
 
 pub(crate) static NETWORKPOLICIES: Printer = one_column_printer!(
     Column::new(
@@ -126,9 +115,8 @@ pub(crate) static NETWORKPOLICIES: Printer = one_column_printer!(
 );
 
 /// `discovery.k8s.io` EndpointSlices: `NAME ADDRESSTYPE PORTS ENDPOINTS AGE`.
-pub(crate) static ENDPOINTSLICES: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static ENDPOINTSLICES: Printer = name_age_printer!(
+    [
         Column::new(
             "AddressType",
             "string",
@@ -140,9 +128,8 @@ pub(crate) static ENDPOINTSLICES: Printer = Printer {
             "string",
             "The addresses of the slice's endpoints.",
         ),
-        Column::AGE,
     ],
-    cells: |slice, now| {
+    |slice, _| {
         let ports: Vec<String> = list(slice, "ports")
             .iter()
             .map(
@@ -160,14 +147,12 @@ pub(crate) static ENDPOINTSLICES: Printer = Printer {
             .map(str::to_string)
             .collect();
         vec![
-            name(slice),
             text_cell(slice, "addressType", ""),
             Value::from(three_then_more(&ports)),
             Value::from(three_then_more(&addresses)),
-            age(slice, now),
         ]
     },
-};
+);
 
 /// The first three of `items` and "+ N more..." for the rest, or `<unset>`.
 fn three_then_more(items: &[String]) -> String {

@@ -3,11 +3,10 @@
 
 use serde_json::Value;
 
-use super::columns::{Column, Printer, age, at, int, name};
+use super::columns::{Column, Printer, at, int, name_age_printer};
 
-pub(crate) static PODDISRUPTIONBUDGETS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static PODDISRUPTIONBUDGETS: Printer = name_age_printer!(
+    [
         Column::new(
             "Min Available",
             "string",
@@ -23,18 +22,15 @@ pub(crate) static PODDISRUPTIONBUDGETS: Printer = Printer {
             "integer",
             "How many pods may be evicted now, as last counted.",
         ),
-        Column::AGE,
     ],
-    cells: |pdb, now| {
+    |pdb, _| {
         vec![
-            name(pdb),
             Value::from(bound(pdb, "spec/minAvailable")),
             Value::from(bound(pdb, "spec/maxUnavailable")),
             Value::from(int(pdb, "status/disruptionsAllowed")),
-            age(pdb, now),
         ]
     },
-};
+);
 
 /// A number or a percentage as written, `N/A` when unset.
 fn bound(pdb: &Value, path: &str) -> String {

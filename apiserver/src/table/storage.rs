@@ -7,15 +7,14 @@
 use serde_json::Value;
 
 use super::columns::{
-    Column, Printer, age, canonical, flag, list, name, one_column_printer, or_none, strings, text,
-    text_cell,
+    Column, Printer, canonical, flag, list, name, name_age_printer, one_column_printer, or_none,
+    strings, text, text_cell,
 };
 
 /// CSIDrivers: `NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY
 /// TOKENREQUESTS REQUIRESREPUBLISH MODES AGE`, unset flags at their defaults.
-pub(crate) static CSIDRIVERS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static CSIDRIVERS: Printer = name_age_printer!(
+    [
         Column::new(
             "AttachRequired",
             "boolean",
@@ -46,9 +45,8 @@ pub(crate) static CSIDRIVERS: Printer = Printer {
             "string",
             "The volume lifecycle modes the driver supports.",
         ),
-        Column::AGE,
     ],
-    cells: |driver, now| {
+    |driver, _| {
         // Stored objects lose an empty list, so it prints as unset too.
         let audiences: Vec<&str> = list(driver, "spec/tokenRequests")
             .iter()
@@ -60,17 +58,15 @@ pub(crate) static CSIDRIVERS: Printer = Printer {
             audiences.join(",")
         };
         vec![
-            name(driver),
             Value::from(flag(driver, "spec/attachRequired", true)),
             Value::from(flag(driver, "spec/podInfoOnMount", false)),
             Value::from(flag(driver, "spec/storageCapacity", false)),
             Value::from(token_requests),
             Value::from(flag(driver, "spec/requiresRepublish", false)),
             or_none(strings(driver, "spec/volumeLifecycleModes").join(",")),
-            age(driver, now),
         ]
     },
-};
+);
 
 /// CSINodes: `NAME DRIVERS AGE`, the drivers counted.
 pub(crate) static CSINODES: Printer = one_column_printer!(
@@ -83,9 +79,8 @@ pub(crate) static CSINODES: Printer = one_column_printer!(
 );
 
 /// VolumeAttachments: `NAME ATTACHER PV NODE ATTACHED AGE`.
-pub(crate) static VOLUMEATTACHMENTS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static VOLUMEATTACHMENTS: Printer = name_age_printer!(
+    [
         // Upstream marks this column as a name too; kubectl takes the first.
         Column {
             format: "name",
@@ -106,19 +101,16 @@ pub(crate) static VOLUMEATTACHMENTS: Printer = Printer {
             "boolean",
             "Whether the attacher reports the volume attached.",
         ),
-        Column::AGE,
     ],
-    cells: |attachment, now| {
+    |attachment, _| {
         vec![
-            name(attachment),
             text_cell(attachment, "spec/attacher", ""),
             text_cell(attachment, "spec/source/persistentVolumeName", ""),
             text_cell(attachment, "spec/nodeName", ""),
             Value::from(flag(attachment, "status/attached", false)),
-            age(attachment, now),
         ]
     },
-};
+);
 
 /// CSIStorageCapacities: `NAME STORAGECLASSNAME CAPACITY` (no AGE, as
 /// upstream prints them).

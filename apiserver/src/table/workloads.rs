@@ -7,8 +7,9 @@ use serde_json::Value;
 
 use super::age::{human_duration, seconds_since};
 use super::columns::{
-    Column, Printer, age, at, containers_and_images, deleting, flag, int, list,
-    map_selector_string, name, or_none, selector_string, text, text_cell,
+    Column, OwnCells, Printer, at, containers_and_images, deleting, flag, int, list,
+    map_selector_string, name, name_age_printer, name_age_row, or_none, selector_string, text,
+    text_cell,
 };
 use crate::object::condition_true;
 
@@ -43,13 +44,8 @@ fn workload_row(
     selector: Option<String>,
 ) -> Vec<Value> {
     let (containers, images) = containers_and_images(at(object, template));
-    let mut row = vec![name(object)];
-    row.extend(own);
-    row.extend([
-        age(object, now),
-        Value::from(containers),
-        Value::from(images),
-    ]);
+    let mut row = name_age_row(object, now, own);
+    row.extend([Value::from(containers), Value::from(images)]);
     row.extend(selector.map(or_none));
     row
 }
@@ -62,6 +58,22 @@ const TEMPLATE: &str = "spec/template/spec";
 fn selected_row(object: &Value, now: Timestamp, own: Vec<Value>) -> Vec<Value> {
     let selector = selector_string(at(object, "spec/selector"));
     workload_row(object, now, own, TEMPLATE, Some(selector))
+}
+
+/// The [`Printer`] of a workload with its pod template at [`TEMPLATE`] and
+/// its label selector at `spec/selector`: its own `columns` laid out by
+/// [`workload_columns`], their cells (what `own`, an [`OwnCells`], gives)
+/// by [`selected_row`].
+macro_rules! selected_workload_printer {
+    ([$($column:expr),+ $(,)?], $own:expr $(,)?) => {
+        Printer {
+            columns: workload_columns![$($column),+],
+            cells: |object, now| {
+                let own: OwnCells = $own;
+                selected_row(object, now, own(object, now))
+            },
+        }
+    };
 }
 
 /// The column [`ready_of_desired`] fills.
@@ -84,8 +96,8 @@ fn replicas(object: &Value) -> i64 {
         .unwrap_or(1)
 }
 
-pub(crate) static DEPLOYMENTS: Printer = Printer {
-    columns: workload_columns![
+pub(crate) static DEPLOYMENTS: Printer = selected_workload_printer!(
+    [
         READY_OF_DESIRED,
         Column::new(
             "Up-to-date",
@@ -98,15 +110,14 @@ pub(crate) static DEPLOYMENTS: Printer = Printer {
             "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
         ),
     ],
-    cells: |d, now| {
-        let own = vec![
+    |d, _| {
+        vec![
             ready_of_desired(d),
             Value::from(int(d, "status/updatedReplicas")),
             Value::from(int(d, "status/availableReplicas")),
-        ];
-        selected_row(d, now, own)
+        ]
     },
-};
+);
 
 fn replica_set_cells(rs: &Value, now: Timestamp, selector: String) -> Vec<Value> {
     let own = vec![
@@ -156,8 +167,8 @@ pub(crate) static STATEFULSETS: Printer = Printer {
     cells: |s, now| workload_row(s, now, vec![ready_of_desired(s)], TEMPLATE, None),
 };
 
-pub(crate) static DAEMONSETS: Printer = Printer {
-    columns: workload_columns![
+pub(crate) static DAEMONSETS: Printer = selected_workload_printer!(
+    [
         Column::new(
             "Desired",
             "integer",
@@ -189,8 +200,8 @@ pub(crate) static DAEMONSETS: Printer = Printer {
             "NodeSelector is a selector which must be true for the pod to fit on a node.",
         ),
     ],
-    cells: |d, now| {
-        let own = vec![
+    |d, _| {
+        vec![
             Value::from(int(d, "status/desiredNumberScheduled")),
             Value::from(int(d, "status/currentNumberScheduled")),
             Value::from(int(d, "status/numberReady")),
@@ -200,10 +211,9 @@ pub(crate) static DAEMONSETS: Printer = Printer {
                 d,
                 "spec/template/spec/nodeSelector",
             ))),
-        ];
-        selected_row(d, now, own)
+        ]
     },
-};
+);
 
 fn job_status(job: &Value) -> &'static str {
     if condition_true(job, "Complete") {
@@ -248,21 +258,20 @@ fn job_duration(job: &Value, now: Timestamp) -> String {
     }
 }
 
-pub(crate) static JOBS: Printer = Printer {
-    columns: workload_columns![
+pub(crate) static JOBS: Printer = selected_workload_printer!(
+    [
         Column::new("Status", "string", "Status of the job."),
         Column::new("Completions", "string", "The completion status of the job."),
         Column::new("Duration", "string", "Time required to complete the job."),
     ],
-    cells: |job, now| {
-        let own = vec![
+    |job, now| {
+        vec![
             Value::from(job_status(job)),
             Value::from(job_completions(job)),
             Value::from(job_duration(job, now)),
-        ];
-        selected_row(job, now, own)
+        ]
     },
-};
+);
 
 pub(crate) static CRONJOBS: Printer = Printer {
     columns: workload_columns![
@@ -309,18 +318,16 @@ pub(crate) static CRONJOBS: Printer = Printer {
 
 /// ControllerRevisions: `NAME CONTROLLER REVISION AGE`, the controller as
 /// `statefulset.apps/web`.
-pub(crate) static CONTROLLERREVISIONS: Printer = Printer {
-    columns: &[
-        Column::NAME,
+pub(crate) static CONTROLLERREVISIONS: Printer = name_age_printer!(
+    [
         Column::new(
             "Controller",
             "string",
             "The workload that keeps this revision.",
         ),
         Column::new("Revision", "integer", "The revision's number."),
-        Column::AGE,
     ],
-    cells: |revision, now| {
+    |revision, _| {
         let controller = list(revision, "metadata/ownerReferences")
             .iter()
             .find(|r| r["controller"] == true)
@@ -334,13 +341,11 @@ pub(crate) static CONTROLLERREVISIONS: Printer = Printer {
             })
             .unwrap_or_else(|| "<none>".into());
         vec![
-            name(revision),
             Value::from(controller),
             Value::from(int(revision, "revision")),
-            age(revision, now),
         ]
     },
-};
+);
 
 /// PodTemplates: `NAME CONTAINERS IMAGES POD LABELS`, no AGE (as upstream
 /// prints them).

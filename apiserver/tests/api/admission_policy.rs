@@ -12,8 +12,8 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::{
-    Answer, TestServer, assert_mentions, assert_refused, assert_status, created_answer,
-    labelled_namespace, message_of, post_answer, send_answer, strings,
+    Answer, Client, TestServer, assert_mentions, created_answer, labelled_namespace, message_of,
+    post_answer, send_answer, strings,
 };
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
@@ -100,7 +100,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
             {"expression": "object.spec.replicas <"}]}),
     );
     let answer = post_answer(&ts, POLICIES, bad).await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
+    answer.assert_status(422, "Invalid");
     let cause = &answer.body["details"]["causes"][0];
     assert_eq!(
         cause["field"], "spec.validations[1].expression",
@@ -120,7 +120,7 @@ async fn a_policy_whose_cel_does_not_compile_is_refused_naming_the_expression() 
                 {"expression": "variables.big", "messageExpression": "'x' +"}]}),
     );
     let answer = post_answer(&ts, POLICIES, typo).await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
+    answer.assert_status(422, "Invalid");
     let fields = strings(&answer.body["details"]["causes"], "field");
     assert_eq!(
         fields,
@@ -153,14 +153,14 @@ async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
     let no_actions = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny", "Warn"]}});
     let answer = post_answer(&ts, BINDINGS, no_actions).await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
+    answer.assert_status(422, "Invalid");
     assert_eq!(
         answer.body["details"]["causes"][0]["field"],
         "spec.validationActions"
     );
     let bad_ref = binding("b", "p", json!({"paramRef": {"name": "x"}}));
     let answer = post_answer(&ts, BINDINGS, bad_ref).await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
+    answer.assert_status(422, "Invalid");
     assert_eq!(
         answer.body["details"]["causes"][0]["field"],
         "spec.paramRef.parameterNotFoundAction"
@@ -177,9 +177,7 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
     )
     .await;
     let answer = create_until_refused(&ts, deployment("big", 6, json!({}))).await;
-    assert_refused(
-        answer.code,
-        &answer.body,
+    answer.assert_refused(
         422,
         "Invalid",
         "deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: failed expression: object.spec.replicas <= 5",
@@ -199,7 +197,7 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
         Some(grown),
     )
     .await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
+    answer.assert_status(422, "Invalid");
     assert_eq!(
         ts.get(&format!("{DEPLOYMENTS}/small")).await.1["spec"]["replicas"],
         5
@@ -226,9 +224,7 @@ async fn message_expressions_and_reasons_shape_the_refusal() {
     )
     .await;
     let answer = create_until_refused(&ts, deployment("web", 1, json!({}))).await;
-    assert_refused(
-        answer.code,
-        &answer.body,
+    answer.assert_refused(
         403,
         "Forbidden",
         "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'named' with binding 'named-binding' denied request: name web must start with ok-",
@@ -363,7 +359,7 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     )
     .await;
     let answer = create_until_refused(&ts, deployment("d", 1, json!({}))).await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
+    answer.assert_status(422, "Invalid");
     assert_mentions(
         &answer.body,
         &[
@@ -402,7 +398,7 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     .await;
     let started = std::time::Instant::now();
     let answer = create_until_refused(&ts, deployment("h", 1, json!({}))).await;
-    assert_status(answer.code, &answer.body, 422, "Invalid");
+    answer.assert_status(422, "Invalid");
     assert_mentions(&answer.body, &["hostile", "operation cancelled"]);
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -436,7 +432,7 @@ async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let refused = refused.expect("the policy never refused the dry run");
-    assert_status(refused.code, &refused.body, 422, "Invalid");
+    refused.assert_status(422, "Invalid");
     assert!(
         message_of(&refused.body).ends_with("denied request: no dry runs here"),
         "{}",

@@ -6,7 +6,7 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, columns, row};
+use crate::harness::{Client, Expect, TestServer, columns, row};
 
 const PATH: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 

@@ -17,7 +17,7 @@ use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_testkit::pki::TestCa;
 
-use crate::harness::{Expect, TestServer, eventually};
+use crate::harness::{Client, Expect, TestServer, eventually};
 use crate::node_tls::{ClientCerts, answer_ok, next_request, tls_listener};
 
 /// A CA of the extension server's own and a serving certificate from it

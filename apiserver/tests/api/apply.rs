@@ -6,7 +6,9 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, assert_same_version, eventually, find_by, refused};
+use crate::harness::{
+    Client, Expect, TestServer, assert_same_version, eventually, find_by, refused,
+};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 

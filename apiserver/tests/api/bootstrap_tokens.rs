@@ -10,7 +10,7 @@ use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::{Authenticated, Authenticator, UserInfo};
 use skiff_apiserver::bootstrap_tokens::{self, NewToken};
 
-use crate::harness::{Expect, TestServer, bearer};
+use crate::harness::{Client, Expect, TestServer, bearer};
 
 async fn create_token(server: &TestServer, token: &NewToken) {
     server

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use skiff_store::Store;
 
 use crate::harness::{
-    Expect, KeptStore, TestServer, assert_mentions, columns, eventually, find_by, find_in,
+    Client, Expect, KeptStore, TestServer, assert_mentions, columns, eventually, find_by, find_in,
     message_of, refused, strings,
 };
 
@@ -194,9 +194,7 @@ async fn custom_objects_support_crud_selectors_and_watch() {
     s.delete_ok(&format!("{WIDGETS}/a")).await;
     assert_eq!(watch.next_summary().await, ("MODIFIED".into(), "a".into()));
     assert_eq!(watch.next_summary().await, ("DELETED".into(), "a".into()));
-    s.get(&format!("{WIDGETS}/a"))
-        .await
-        .expect_failure(404, "NotFound");
+    s.get_not_found(&format!("{WIDGETS}/a")).await;
 }
 
 #[tokio::test]

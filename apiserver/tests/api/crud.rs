@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, assert_same_version, deployment, refused};
+use crate::harness::{Client, Expect, TestServer, assert_same_version, deployment, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 

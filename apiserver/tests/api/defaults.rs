@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::TestServer;
+use crate::harness::{Client, TestServer};
 
 /// Creates `body` at `path`, then reads it back from `path/name`; returns
 /// (created response, stored object).

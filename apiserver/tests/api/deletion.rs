@@ -3,7 +3,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, eventually, pod};
+use crate::harness::{Client, Expect, TestServer, eventually, pod};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 

@@ -1,7 +1,7 @@
 use http::StatusCode;
 use serde_json::Value;
 
-use crate::harness::{TestServer, find_by, strings};
+use crate::harness::{Client, TestServer, find_by, strings};
 
 fn resource<'a>(list: &'a Value, name: &str) -> &'a Value {
     find_by(&list["resources"], "name", name)

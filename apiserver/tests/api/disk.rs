@@ -9,7 +9,7 @@ use serde_json::json;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, SpaceReserve, Store};
 
-use crate::harness::{Expect, TestServer, assert_mentions, assert_status};
+use crate::harness::{Client, Expect, TestServer, assert_mentions, assert_status};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 

@@ -13,7 +13,7 @@ use skiff_apiserver::encryption::{EncryptionSource, ProviderKind};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::Store;
 
-use crate::harness::{Expect, TestServer, bearer, start_error_on, store_in, strings};
+use crate::harness::{Client, Expect, TestServer, bearer, start_error_on, store_in, strings};
 
 /// The distinctive value the tests store in Secrets.
 const VALUE: &str = "correct-horse-battery-staple-7f3a";

@@ -1,7 +1,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TABLE, TestServer, created_answer, message_of, refused};
+use crate::harness::{Client, Expect, TABLE, TestServer, created_answer, message_of, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -23,9 +23,7 @@ async fn not_found_names_the_resource() {
         "deployments.apps \"d\" not found",
     );
     assert_eq!(body["details"]["group"], "apps");
-    s.get("/apis/nothing.example/v1/widgets")
-        .await
-        .expect_failure(404, "NotFound");
+    s.get_not_found("/apis/nothing.example/v1/widgets").await;
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use axum::body::Body;
 use http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::{Value, json};
 
-use super::harness::{TestServer, assert_same_version, exchange};
+use super::harness::{Client, TestServer, assert_same_version, exchange};
 
 async fn send(
     ts: &TestServer,

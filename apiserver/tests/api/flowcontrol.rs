@@ -16,8 +16,8 @@ use skiff_common::metrics::exposition;
 use tower::ServiceExt;
 
 use super::harness::{
-    Expect, KeptStore, TestServer, assert_refused, columns, exchange, item_names, json_request,
-    refused, row, strings,
+    Client, Expect, KeptStore, TestServer, assert_refused, columns, exchange, item_names,
+    json_request, refused, row, strings,
 };
 use super::metrics::scrape;
 

@@ -39,6 +39,83 @@ pub fn admin_router(server: &ApiServer) -> Router {
     )))
 }
 
+/// Requests under one identity: the admin's (a [`TestServer`]) or
+/// another user's (a [`Caller`]). Each names the server and the user its
+/// requests go out as; the verbs the tests send are written once.
+pub trait Client {
+    /// The server the requests go to, and the user they are made as
+    /// (none: the admin, through the server's admin router).
+    fn identity(&self) -> (&TestServer, Option<&UserInfo>);
+
+    /// Sends `body` as `content_type`; returns code and JSON body
+    /// (`Value::String` when the body is not JSON).
+    async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value) {
+        match self.identity() {
+            (server, None) => {
+                let request = request(method, path, content_type, &[AGENT], body);
+                answer(server.router.clone().oneshot(request).await.unwrap()).await
+            }
+            (server, Some(user)) => {
+                server
+                    .send_as(user, method, path, content_type, &[], body)
+                    .await
+            }
+        }
+    }
+
+    /// Sends a request with a JSON body (or none); returns code and JSON body.
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.raw(method, path, "application/json", json_bytes(body))
+            .await
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
+    async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    async fn patch(&self, path: &str, content_type: &str, body: Value) -> (StatusCode, Value) {
+        self.raw(Method::PATCH, path, content_type, json_bytes(Some(body)))
+            .await
+    }
+
+    /// A JSON merge patch, the patch type most tests send.
+    async fn merge_patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.patch(path, "application/merge-patch+json", body).await
+    }
+
+    /// A server-side apply of the YAML manifest `yaml` to `path`.
+    async fn apply_yaml(&self, path: &str, yaml: &str) -> (StatusCode, Value) {
+        let bytes = yaml.as_bytes().to_vec();
+        self.raw(Method::PATCH, path, "application/apply-patch+yaml", bytes)
+            .await
+    }
+}
+
+/// The admin's requests.
+impl Client for TestServer {
+    fn identity(&self) -> (&TestServer, Option<&UserInfo>) {
+        (self, None)
+    }
+}
+
 pub struct TestServer {
     pub server: ApiServer,
     pub router: Router,
@@ -97,18 +174,6 @@ impl TestServer {
         listed.items.into_iter().map(|kv| kv.key).collect()
     }
 
-    /// Sends a request with a JSON body (or none); returns code and JSON body
-    /// (`Value::String` when the body is not JSON).
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        self.raw(method, path, "application/json", json_bytes(body))
-            .await
-    }
-
     /// Sends a request and returns the response's code and exact bytes.
     pub async fn bytes(
         &self,
@@ -134,17 +199,6 @@ impl TestServer {
         let code = response.status();
         let bytes = body_bytes(response).await;
         (code, String::from_utf8(bytes).unwrap())
-    }
-
-    pub async fn raw(
-        &self,
-        method: Method,
-        path: &str,
-        content_type: &str,
-        body: Vec<u8>,
-    ) -> (StatusCode, Value) {
-        let request = request(method, path, content_type, &[AGENT], body);
-        answer(self.router.clone().oneshot(request).await.unwrap()).await
     }
 
     /// Sends a JSON request as `user` (as the HTTPS listener would attach
@@ -205,34 +259,6 @@ impl TestServer {
     /// POSTs `body` as `user`.
     pub async fn post_as(&self, user: &UserInfo, path: &str, body: Value) -> (StatusCode, Value) {
         self.call_with_headers(user, Method::POST, path, Some(body), &[])
-            .await
-    }
-
-    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.call(Method::GET, path, None).await
-    }
-
-    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.call(Method::POST, path, Some(body)).await
-    }
-
-    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.call(Method::PUT, path, Some(body)).await
-    }
-
-    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
-        self.call(Method::DELETE, path, None).await
-    }
-
-    pub async fn patch(&self, path: &str, content_type: &str, body: Value) -> (StatusCode, Value) {
-        self.raw(Method::PATCH, path, content_type, json_bytes(Some(body)))
-            .await
-    }
-
-    /// A server-side apply of the YAML manifest `yaml` to `path`.
-    pub async fn apply_yaml(&self, path: &str, yaml: &str) -> (StatusCode, Value) {
-        let bytes = yaml.as_bytes().to_vec();
-        self.raw(Method::PATCH, path, "application/apply-patch+yaml", bytes)
             .await
     }
 
@@ -306,13 +332,17 @@ impl TestServer {
         item_names(&self.get_ok(path).await)
     }
 
-    /// GETs `path`, which must answer 404: the check that something is gone.
+    /// GETs `path`, which must answer a NotFound Status (404), as upstream
+    /// does for any object, resource or group it does not have: the check
+    /// that something is gone.
     pub async fn get_not_found(&self, path: &str) -> Value {
-        answered(
+        let body = answered(
             &format!("GET {path}"),
             self.get(path).await,
             StatusCode::NOT_FOUND,
-        )
+        );
+        assert_status(StatusCode::NOT_FOUND, &body, 404, "NotFound");
+        body
     }
 
     /// PUTs `body`, which must answer 200; returns the stored object.
@@ -331,11 +361,6 @@ impl TestServer {
             self.delete(path).await,
             StatusCode::OK,
         )
-    }
-
-    /// A JSON merge patch, the patch type most tests send.
-    pub async fn merge_patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.patch(path, "application/merge-patch+json", body).await
     }
 
     /// A JSON merge patch that must answer 200; returns the patched object.
@@ -423,6 +448,21 @@ pub struct Answer {
     pub warnings: Vec<String>,
     /// The audit annotations admission attached to the response.
     pub annotations: Vec<(String, String)>,
+}
+
+impl Answer {
+    /// Asserts a Status failure with code and reason (see [`assert_status`]).
+    #[track_caller]
+    pub fn assert_status(&self, want_code: u16, want_reason: &str) {
+        assert_status(self.code, &self.body, want_code, want_reason);
+    }
+
+    /// Asserts a Status failure and its exact message (see
+    /// [`assert_refused`]).
+    #[track_caller]
+    pub fn assert_refused(&self, want_code: u16, want_reason: &str, want_message: &str) {
+        assert_refused(self.code, &self.body, want_code, want_reason, want_message);
+    }
 }
 
 /// Sends `request` through `router` and reads the whole answer.
@@ -564,24 +604,11 @@ pub struct Caller<'a> {
     user: UserInfo,
 }
 
-impl Caller<'_> {
-    /// Sends a JSON request as this caller; returns code and JSON body.
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        self.server.call_as(&self.user, method, path, body).await
-    }
-
-    /// A JSON merge patch as this caller.
-    pub async fn merge_patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        let body = json_bytes(Some(body));
-        let content_type = "application/merge-patch+json";
-        self.server
-            .send_as(&self.user, Method::PATCH, path, content_type, &[], body)
-            .await
+/// This caller's requests, as the HTTPS listener would pass them on
+/// after authenticating its user.
+impl Client for Caller<'_> {
+    fn identity(&self) -> (&TestServer, Option<&UserInfo>) {
+        (self.server, Some(&self.user))
     }
 }
 

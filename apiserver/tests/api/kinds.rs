@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, refused};
+use crate::harness::{Client, Expect, TestServer, refused};
 
 #[tokio::test]
 async fn rbac_and_event_names_are_path_segments_others_subdomains() {

@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::json;
 use skiff_apiserver::ApiServerConfig;
 
-use crate::harness::{Expect, TestServer, item_names, pod};
+use crate::harness::{Client, Expect, TestServer, item_names, pod};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 

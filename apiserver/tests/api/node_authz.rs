@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, TestServer, refused};
+use crate::harness::{Client, Expect, TestServer, refused};
 
 fn node(name: &str) -> UserInfo {
     UserInfo::new(format!("system:node:{name}"), ["system:nodes".to_string()])

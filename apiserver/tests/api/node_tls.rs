@@ -19,7 +19,7 @@ use skiff_testkit::pki::{issue, serving_params};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::harness::{Expect, TestServer};
+use crate::harness::{Client, Expect, TestServer};
 
 /// What a fake node listener saw of the one connection it accepted.
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 use http::StatusCode;
 use serde_json::Value;
 
-use super::harness::{TestServer, fetch, message_of, strings};
+use super::harness::{Client, TestServer, fetch, message_of, strings};
 
 async fn fetch_json(ts: &TestServer, path: &str) -> Value {
     let (status, _, body) = fetch(ts, path, &[]).await;

@@ -1,7 +1,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use crate::harness::{Expect, TestServer, strings};
+use crate::harness::{Client, Expect, TestServer, strings};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps/p";
 

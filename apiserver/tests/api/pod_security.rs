@@ -16,8 +16,8 @@ use skiff_apiserver::{ApiServerConfig, ApiServerError};
 use skiff_testkit::pod_security::{HOST_POD_RESTRICTED, host_pod};
 
 use super::harness::{
-    Answer, TestServer, answer_of, assert_mentions, assert_refused, assert_status, created_answer,
-    eventually, json_request, labelled_namespace, post_answer, start_error,
+    Answer, Client, TestServer, answer_of, assert_mentions, created_answer, eventually,
+    json_request, labelled_namespace, post_answer, start_error,
 };
 
 /// Sends `body` as `user` (the admin when `None`) with `content_type`.
@@ -56,14 +56,14 @@ async fn post_as(ts: &TestServer, user: &UserInfo, path: &str, body: Value) -> A
 /// POSTs `body`, which must be refused with a 403.
 async fn forbidden(ts: &TestServer, path: &str, body: Value) -> Answer {
     let refused = post_answer(ts, path, body).await;
-    assert_status(refused.code, &refused.body, 403, "Forbidden");
+    refused.assert_status(403, "Forbidden");
     refused
 }
 
 /// POSTs `body`, which must be refused with a 403 saying `message`.
 async fn forbidden_with(ts: &TestServer, path: &str, body: Value, message: &str) -> Answer {
     let refused = post_answer(ts, path, body).await;
-    assert_refused(refused.code, &refused.body, 403, "Forbidden", message);
+    refused.assert_refused(403, "Forbidden", message);
     refused
 }
 
@@ -366,9 +366,7 @@ async fn pod_updates_are_checked_only_when_they_change_what_the_checks_see() {
         Some(json!({"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}})),
     )
     .await;
-    assert_refused(
-        reimaged.code,
-        &reimaged.body,
+    reimaged.assert_refused(
         403,
         "Forbidden",
         &format!(
@@ -437,9 +435,7 @@ async fn a_stricter_enforce_label_names_the_existing_pods_that_would_fail() {
 async fn labels_pod_security_cannot_read_are_refused_so_enforcement_cannot_be_switched_off() {
     let ts = TestServer::new().await;
     let bad = namespace(&ts, "bad", psa(&[("enforce", "strict")])).await;
-    assert_refused(
-        bad.code,
-        &bad.body,
+    bad.assert_refused(
         422,
         "Invalid",
         "Namespace \"bad\" is invalid: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\": must be one of privileged, baseline, restricted",
@@ -458,7 +454,7 @@ async fn labels_pod_security_cannot_read_are_refused_so_enforcement_cannot_be_sw
         psa(&[("warn", "loud")]),
     ] {
         let refused = label(&ts, "secure", labels.clone(), "").await;
-        assert_status(refused.code, &refused.body, 422, "Invalid");
+        refused.assert_status(422, "Invalid");
     }
     forbidden(&ts, "/api/v1/namespaces/secure/pods", privileged_pod("p")).await;
 }
@@ -559,7 +555,7 @@ async fn defaults_and_exemptions_come_from_the_configuration_file() {
         host_pod("by-intruder"),
     )
     .await;
-    assert_status(by_intruder.code, &by_intruder.body, 403, "Forbidden");
+    by_intruder.assert_status(403, "Forbidden");
     // Impersonating the exempt user takes its exemption only when the
     // impersonation is allowed (here: the admin may). The impersonated
     // user keeps its group, as RBAC then judges the user it became.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{Expect, TestServer, message_of};
+use crate::harness::{Client, Expect, TestServer, message_of};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const SERVICES: &str = "/api/v1/namespaces/default/services";

@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Expect, TestServer, assert_status, columns, item_names, message_of, refused};
+use crate::harness::{Client, Expect, TestServer, assert_status, columns, message_of, refused};
 
 async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
     server
@@ -59,10 +59,6 @@ const PODS: &str = "/api/v1/namespaces/x/pods";
 fn pod(name: &str, resources: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
-}
-
-async fn names(server: &TestServer, path: &str) -> Vec<String> {
-    item_names(&server.get_ok(path).await)
 }
 
 /// Creates configmaps `cm-0`..`cm-{count}` in `ns` all at once, each through
@@ -114,7 +110,7 @@ async fn a_count_quota_refuses_the_object_past_its_limit_and_stores_nothing() {
             .iter()
             .any(|k| k.ends_with("/configmaps/x/b"))
     );
-    assert_eq!(names(&server, cms).await, vec!["a"]);
+    assert_eq!(server.list_names(cms).await, vec!["a"]);
 
     // Deleting the first frees its slot; other kinds and namespaces are free.
     server.delete_ok(&format!("{cms}/a")).await;
@@ -263,7 +259,8 @@ async fn concurrent_creates_never_pass_the_hard_limit() {
     .await;
     assert_eq!(created, 5);
     assert_eq!(
-        names(&server, "/api/v1/namespaces/x/configmaps")
+        server
+            .list_names("/api/v1/namespaces/x/configmaps")
             .await
             .len(),
         5
@@ -403,7 +400,7 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
         "Forbidden",
         "pods \"two\" is forbidden: [minimum cpu usage per Container is 100m, but request is 10m, minimum cpu usage per Container is 100m, but request is 20m]",
     );
-    assert!(names(&server, PODS).await.is_empty());
+    assert!(server.list_names(PODS).await.is_empty());
     // Within bounds, and defaulted to the maximum as limit.
     let (code, body) = server
         .post(PODS, pod("z", json!({"requests": {"cpu": "200m"}})))

@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, KeptStore, TestServer, pod, refused};
+use crate::harness::{Client, Expect, KeptStore, TestServer, pod, refused};
 
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 

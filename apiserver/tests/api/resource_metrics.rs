@@ -15,7 +15,7 @@ use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
 use skiff_apiserver::tls::ClusterCerts;
 
-use crate::harness::{Expect, TestServer, find_by};
+use crate::harness::{Client, Expect, TestServer, find_by};
 use crate::node_tls::{ClientCerts, answer_ok, issuer, next_request, serving_cert, tls_listener};
 
 /// What the fake node saw: how many scrapes, and who asked for what.

@@ -7,7 +7,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticator, UserInfo};
 
-use crate::harness::{Expect, TestServer, find_by, find_in, message_of, refused};
+use crate::harness::{Client, Expect, TestServer, find_by, find_in, message_of, refused};
 
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, TestServer, columns, pod, refused};
+use crate::harness::{Client, Expect, TestServer, columns, pod, refused};
 
 const CLASSES: &str = "/apis/node.k8s.io/v1/runtimeclasses";
 const PODS: &str = "/api/v1/namespaces/default/pods";

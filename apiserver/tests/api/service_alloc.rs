@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledStore, Store};
 
-use crate::harness::{Expect, TestServer, assert_status, eventually};
+use crate::harness::{Client, Expect, TestServer, assert_status, eventually};
 
 const SERVICES: &str = "/api/v1/namespaces/default/services";
 

@@ -2,7 +2,7 @@ use http::StatusCode;
 use serde_json::json;
 use skiff_apiserver::authn::UserInfo;
 
-use crate::harness::{Expect, TestServer, assert_mentions, columns, find_by, pod, row};
+use crate::harness::{Client, Expect, TestServer, assert_mentions, columns, find_by, pod, row};
 
 const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments/web";
 

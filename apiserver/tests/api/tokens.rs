@@ -5,7 +5,7 @@ use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticated, Authenticator};
 
-use crate::harness::{Expect, TestServer, bearer};
+use crate::harness::{Client, Expect, TestServer, bearer};
 
 const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 

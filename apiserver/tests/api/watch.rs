@@ -1,10 +1,10 @@
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_store::Store;
 
-use crate::harness::{TestServer, WatchReader, refused};
+use crate::harness::{Client, TestServer, WatchReader, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -18,6 +18,15 @@ fn ev(t: &str, n: &str) -> (String, String) {
     (t.to_string(), n.to_string())
 }
 
+/// Creates configmap `name` in the default namespace and asserts `w`
+/// delivers it next, as ADDED: how the tests see a watch still serving.
+/// Gives the created object.
+async fn create_and_see_added(s: &TestServer, w: &mut WatchReader, name: &str) -> Value {
+    let created = s.configmap("default", name, json!({})).await;
+    assert_eq!(w.next_summary().await, ev("ADDED", name));
+    created
+}
+
 /// Asserts `w` stays open and quiet for 2.5 s, well past a one-second
 /// timeout, then still delivers a configmap created after: the check of
 /// every timeout a watch must outlive.
@@ -27,8 +36,7 @@ async fn stays_open_past_a_second_and_delivers(s: &TestServer, w: &mut WatchRead
         Err(()),
         "the watch is still open past the timeout"
     );
-    s.configmap("default", "late", json!({})).await;
-    assert_eq!(w.next_summary().await, ev("ADDED", "late"));
+    create_and_see_added(s, w, "late").await;
 }
 
 #[tokio::test]
@@ -37,8 +45,7 @@ async fn watch_without_version_starts_with_current_state() {
     s.configmap("default", "a", json!({})).await;
     let mut w = s.watch(&format!("{CMS}?watch=true")).await;
     assert_eq!(w.next_summary().await, ev("ADDED", "a"));
-    let b = s.configmap("default", "b", json!({})).await;
-    assert_eq!(w.next_summary().await, ev("ADDED", "b"));
+    let b = create_and_see_added(&s, &mut w, "b").await;
     let mut changed = b.clone();
     changed["data"] = json!({"k": "2"});
     s.put(&format!("{CMS}/b"), changed).await;
@@ -89,8 +96,7 @@ async fn single_object_watch_by_field_selector() {
     let s = TestServer::new().await;
     let mut w = watch_configmaps(&s, "fieldSelector=metadata.name%3Dme").await;
     s.configmap("default", "other", json!({})).await;
-    s.configmap("default", "me", json!({})).await;
-    assert_eq!(w.next_summary().await, ev("ADDED", "me"));
+    create_and_see_added(&s, &mut w, "me").await;
 }
 
 #[tokio::test]
@@ -280,8 +286,7 @@ async fn streaming_list_ends_initial_events_with_a_bookmark() {
         bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
-    s.configmap("default", "b", json!({})).await;
-    assert_eq!(w.next_summary().await, ev("ADDED", "b"));
+    create_and_see_added(&s, &mut w, "b").await;
 }
 
 #[tokio::test]
@@ -322,8 +327,7 @@ async fn a_watch_slightly_ahead_is_served_once_the_store_gets_there() {
     let next = s.store.current_revision() + 1;
     let mut w = watch_configmaps(&s, &format!("resourceVersion={next}")).await;
     s.configmap("default", "first", json!({})).await; // at `next`: not sent
-    s.configmap("default", "second", json!({})).await;
-    assert_eq!(w.next_summary().await, ev("ADDED", "second"));
+    create_and_see_added(&s, &mut w, "second").await;
 }
 
 #[tokio::test]

@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use skiff_testkit::pki::TestCa;
 
 use crate::harness::{
-    Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer, deployment,
-    labelled_namespace, refused,
+    Client, Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer,
+    deployment, labelled_namespace, refused,
 };
 use crate::node_tls::{ClientCerts, tls_listener};
 

@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{Case, run};
+use crate::harness::Client;
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
@@ -13,10 +14,12 @@ fn pod(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
 }
 
-fn volume_pod(name: &str, volume: Value) -> Value {
+/// A one-container pod with `volumes` (a JSON array): the body of every
+/// volume case.
+fn volume_pod(name: &str, volumes: Value) -> Value {
     pod(
         name,
-        json!({"containers": [{"name": "c", "image": "busybox:1.36"}], "volumes": [volume]}),
+        json!({"containers": [{"name": "c", "image": "busybox:1.36"}], "volumes": volumes}),
     )
 }
 
@@ -135,19 +138,19 @@ async fn pods_are_defaulted_as_upstream() {
         Case {
             what: "a volume naming no source",
             path: PODS,
-            body: volume_pod("v-none", json!({"name": "v"})),
+            body: volume_pod("v-none", json!([{"name": "v"}])),
             want: vec![("/spec/volumes/0", json!({"name": "v", "emptyDir": {}}))],
         },
         Case {
             what: "secret, configMap and downwardAPI volumes",
             path: PODS,
-            body: pod(
+            body: volume_pod(
                 "v-files",
-                json!({"containers": [{"name": "c", "image": "busybox:1.36"}], "volumes": [
+                json!([
                     {"name": "s", "secret": {"secretName": "x"}},
                     {"name": "m", "configMap": {"name": "x"}},
                     {"name": "d", "downwardAPI": {"items": [{"path": "n",
-                        "fieldRef": {"fieldPath": "metadata.name"}}]}}]}),
+                        "fieldRef": {"fieldPath": "metadata.name"}}]}}]),
             ),
             want: vec![
                 (
@@ -170,10 +173,10 @@ async fn pods_are_defaulted_as_upstream() {
             path: PODS,
             body: volume_pod(
                 "v-projected",
-                json!({"name": "p", "projected": {"sources": [
+                json!([{"name": "p", "projected": {"sources": [
                     {"serviceAccountToken": {"path": "token"}},
                     {"downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]}},
-                    {"configMap": {"name": "x"}}]}}),
+                    {"configMap": {"name": "x"}}]}}]),
             ),
             want: vec![
                 ("/spec/volumes/0/projected/defaultMode", json!(420)),
@@ -194,14 +197,14 @@ async fn pods_are_defaulted_as_upstream() {
         Case {
             what: "hostPath, emptyDir and ephemeral volumes",
             path: PODS,
-            body: pod(
+            body: volume_pod(
                 "v-host",
-                json!({"containers": [{"name": "c", "image": "busybox:1.36"}], "volumes": [
+                json!([
                     {"name": "h", "hostPath": {"path": "/tmp"}},
                     {"name": "e", "emptyDir": {"medium": "Memory"}},
                     {"name": "t", "ephemeral": {"volumeClaimTemplate": {"spec": {
                         "accessModes": ["ReadWriteOnce"],
-                        "resources": {"requests": {"storage": "1Gi"}}}}}}]}),
+                        "resources": {"requests": {"storage": "1Gi"}}}}}}]),
             ),
             want: vec![
                 ("/spec/volumes/0/hostPath", json!({"path": "/tmp", "type": ""})),
@@ -215,15 +218,15 @@ async fn pods_are_defaulted_as_upstream() {
         Case {
             what: "network block volumes (iSCSI, RBD, Azure Disk, ScaleIO)",
             path: PODS,
-            body: pod(
+            body: volume_pod(
                 "v-block",
-                json!({"containers": [{"name": "c", "image": "busybox:1.36"}], "volumes": [
+                json!([
                     {"name": "i", "iscsi": {"targetPortal": "10.0.0.1:3260",
                         "iqn": "iqn.2001-04.com.example:storage", "lun": 0}},
                     {"name": "r", "rbd": {"monitors": ["10.0.0.2:6789"], "image": "img"}},
                     {"name": "a", "azureDisk": {"diskName": "d", "diskURI": "https://example.com/d"}},
                     {"name": "s", "scaleIO": {"gateway": "https://gw", "system": "sys",
-                        "secretRef": {"name": "sio"}}}]}),
+                        "secretRef": {"name": "sio"}}}]),
             ),
             want: vec![
                 ("/spec/volumes/0/iscsi/iscsiInterface", json!("default")),

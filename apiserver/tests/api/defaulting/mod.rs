@@ -11,7 +11,7 @@ mod workloads;
 use http::StatusCode;
 use serde_json::Value;
 
-use crate::harness::TestServer;
+use crate::harness::{Client, TestServer};
 
 /// One input and the defaults upstream gives it.
 pub struct Case {
