@@ -148,7 +148,7 @@ impl InterPodAffinity {
         labels: &Labels,
         delta: i64,
     ) {
-        for t in &existing.required_anti_affinity {
+        for t in &existing.anti_affinity.required {
             if self.matches(t, pod) {
                 bump(counts, &t.topology_key, labels, delta);
             }
@@ -166,17 +166,18 @@ impl InterPodAffinity {
         labels: &Labels,
         delta: i64,
     ) {
-        if !pod.required_affinity.is_empty()
+        if !pod.affinity.required.is_empty()
             && pod
-                .required_affinity
+                .affinity
+                .required
                 .iter()
                 .all(|t| self.matches(t, existing))
         {
-            for t in &pod.required_affinity {
+            for t in &pod.affinity.required {
                 bump(&mut fs.affinity, &t.topology_key, labels, delta);
             }
         }
-        for t in &pod.required_anti_affinity {
+        for t in &pod.anti_affinity.required {
             if self.matches(t, existing) {
                 bump(&mut fs.anti, &t.topology_key, labels, delta);
             }
@@ -214,7 +215,7 @@ impl PreFilterPlugin for InterPodAffinity {
                 self.count_existing_anti(&mut fs.existing_anti, pod, existing, node.labels(), 1);
             }
         }
-        let has_own = !pod.required_affinity.is_empty() || !pod.required_anti_affinity.is_empty();
+        let has_own = !pod.affinity.required.is_empty() || !pod.anti_affinity.required.is_empty();
         if !has_own && is_empty(&fs.existing_anti) {
             return (None, Status::skip());
         }
@@ -250,9 +251,9 @@ impl FilterPlugin for InterPodAffinity {
             return Status::success();
         };
         let labels = node.labels();
-        if !pod.required_affinity.is_empty() {
+        if !pod.affinity.required.is_empty() {
             let mut all_exist = true;
-            for t in &pod.required_affinity {
+            for t in &pod.affinity.required {
                 if !labels.contains_key(&t.topology_key) {
                     return Status::unresolvable(REASON_AFFINITY);
                 }
@@ -262,13 +263,14 @@ impl FilterPlugin for InterPodAffinity {
             }
             // The first pod of a group whose affinity selects itself may go anywhere.
             let first_of_group = is_empty(&fs.affinity)
-                && pod.required_affinity.iter().all(|t| self.matches(t, pod));
+                && pod.affinity.required.iter().all(|t| self.matches(t, pod));
             if !all_exist && !first_of_group {
                 return Status::unresolvable(REASON_AFFINITY);
             }
         }
         if pod
-            .required_anti_affinity
+            .anti_affinity
+            .required
             .iter()
             .any(|t| lookup(&fs.anti, &t.topology_key, labels) > 0)
         {
@@ -301,7 +303,7 @@ impl PreScorePlugin for InterPodAffinity {
         snapshot: &Snapshot,
     ) -> Status {
         let has_preferred =
-            !pod.preferred_affinity.is_empty() || !pod.preferred_anti_affinity.is_empty();
+            !pod.affinity.preferred.is_empty() || !pod.anti_affinity.preferred.is_empty();
         let nodes: &[Arc<NodeInfo>] = if has_preferred {
             snapshot.nodes()
         } else {
@@ -319,16 +321,16 @@ impl PreScorePlugin for InterPodAffinity {
                 &node.pods_with_affinity
             };
             for existing in existing_pods {
-                self.score_terms(&mut ss.scores, &pod.preferred_affinity, existing, labels, 1);
+                self.score_terms(&mut ss.scores, &pod.affinity.preferred, existing, labels, 1);
                 self.score_terms(
                     &mut ss.scores,
-                    &pod.preferred_anti_affinity,
+                    &pod.anti_affinity.preferred,
                     existing,
                     labels,
                     -1,
                 );
                 if self.args.hard_pod_affinity_weight > 0 {
-                    for t in &existing.required_affinity {
+                    for t in &existing.affinity.required {
                         if self.matches(t, pod) {
                             bump(
                                 &mut ss.scores,
@@ -340,10 +342,10 @@ impl PreScorePlugin for InterPodAffinity {
                     }
                 }
                 if !self.args.ignore_preferred_terms_of_existing_pods {
-                    self.score_terms(&mut ss.scores, &existing.preferred_affinity, pod, labels, 1);
+                    self.score_terms(&mut ss.scores, &existing.affinity.preferred, pod, labels, 1);
                     self.score_terms(
                         &mut ss.scores,
-                        &existing.preferred_anti_affinity,
+                        &existing.anti_affinity.preferred,
                         pod,
                         labels,
                         -1,

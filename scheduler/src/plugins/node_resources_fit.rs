@@ -279,8 +279,12 @@ pub(crate) fn requested_and_allocatable(
 ) -> (i64, i64) {
     let alloc = node.allocatable.get_kind(resource);
     let req = match (resource, non_zero) {
-        (ResourceKind::Cpu, true) => node.non_zero_requested.milli_cpu + pod.non_zero_milli_cpu,
-        (ResourceKind::Memory, true) => node.non_zero_requested.memory + pod.non_zero_memory,
+        (ResourceKind::Cpu, true) => {
+            node.non_zero_requested.milli_cpu + pod.non_zero_requests.milli_cpu
+        }
+        (ResourceKind::Memory, true) => {
+            node.non_zero_requested.memory + pod.non_zero_requests.memory
+        }
         _ => node.requested.get_kind(resource) + pod.requests.get_kind(resource),
     };
     (req, alloc)
