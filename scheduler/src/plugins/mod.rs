@@ -18,6 +18,34 @@ use std::sync::Arc;
 
 use crate::framework::{ConfigError, Plugin, Registry, Services};
 
+/// Declares an in-tree plugin that holds no state: its unit struct, and its
+/// `impl Plugin` with the plugin's name, the cluster events that may make a pod it
+/// rejected schedulable, and then its other `Plugin` items (views, queueing hint) as
+/// written. Such plugins differ only in those, so each states only those.
+macro_rules! stateless_plugin {
+    (
+        $(#[$doc:meta])*
+        $plugin:ident = $name:expr;
+        events: [$($event:expr),+ $(,)?];
+        $($item:tt)*
+    ) => {
+        $(#[$doc])*
+        #[derive(Default)]
+        pub(crate) struct $plugin;
+
+        impl $crate::framework::Plugin for $plugin {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn events_to_register(&self) -> Vec<$crate::framework::ClusterEvent> {
+                vec![$($event),+]
+            }
+            $($item)*
+        }
+    };
+}
+pub(crate) use stateless_plugin;
+
 /// The constructor of a plugin that takes no arguments and holds no state.
 fn stateless<P: Plugin + Default + 'static>(
     _args: &serde_json::Value,
