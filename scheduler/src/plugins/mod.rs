@@ -20,13 +20,27 @@ use crate::framework::{ConfigError, Plugin, Registry, Services};
 
 /// Declares an in-tree plugin that holds no state: its unit struct, and its
 /// `impl Plugin` with the plugin's name, the cluster events that may make a pod it
-/// rejected schedulable, and then its other `Plugin` items (views, queueing hint) as
-/// written. Such plugins differ only in those, so each states only those.
+/// rejected schedulable (if any), and then its other `Plugin` items (views, queueing
+/// hint) as written. Such plugins differ only in those, so each states only those.
 macro_rules! stateless_plugin {
     (
         $(#[$doc:meta])*
         $plugin:ident = $name:expr;
         events: [$($event:expr),+ $(,)?];
+        $($item:tt)*
+    ) => {
+        $crate::plugins::stateless_plugin! {
+            $(#[$doc])*
+            $plugin = $name;
+            fn events_to_register(&self) -> Vec<$crate::framework::ClusterEvent> {
+                vec![$($event),+]
+            }
+            $($item)*
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        $plugin:ident = $name:expr;
         $($item:tt)*
     ) => {
         $(#[$doc])*
@@ -36,9 +50,6 @@ macro_rules! stateless_plugin {
         impl $crate::framework::Plugin for $plugin {
             fn name(&self) -> &'static str {
                 $name
-            }
-            fn events_to_register(&self) -> Vec<$crate::framework::ClusterEvent> {
-                vec![$($event),+]
             }
             $($item)*
         }
