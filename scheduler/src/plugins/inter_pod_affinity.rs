@@ -375,23 +375,8 @@ impl ScorePlugin for InterPodAffinity {
         (s, Status::success())
     }
 
-    fn normalize(
-        &self,
-        _state: &CycleState,
-        _pod: &PodInfo,
-        scores: &mut [NodeScore<'_>],
-    ) -> Status {
-        let min = scores.iter().map(|s| s.score).min().unwrap_or(0);
-        let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
-        let diff = max - min;
-        for s in scores.iter_mut() {
-            s.score = if diff > 0 {
-                MAX_NODE_SCORE * (s.score - min) / diff
-            } else {
-                0
-            };
-        }
-        Status::success()
+    fn scale(&self) -> ScoreScale {
+        ScoreScale::MinMax
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::helpers::{RequiredNodeAffinity, default_normalize};
+use super::helpers::RequiredNodeAffinity;
 use super::stateless_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
@@ -125,14 +125,8 @@ impl ScorePlugin for NodeAffinity {
         (s, Status::success())
     }
 
-    fn normalize(
-        &self,
-        _state: &CycleState,
-        _pod: &PodInfo,
-        scores: &mut [NodeScore<'_>],
-    ) -> Status {
-        default_normalize(scores, false);
-        Status::success()
+    fn scale(&self) -> ScoreScale {
+        ScoreScale::ToMax
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::helpers::{FILTERING_EFFECTS, default_normalize, first_untolerated, tolerates};
+use super::helpers::{FILTERING_EFFECTS, first_untolerated, tolerates};
 use super::stateless_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
@@ -98,14 +98,8 @@ impl ScorePlugin for TaintToleration {
         (count as i64, Status::success())
     }
 
-    fn normalize(
-        &self,
-        _state: &CycleState,
-        _pod: &PodInfo,
-        scores: &mut [NodeScore<'_>],
-    ) -> Status {
-        default_normalize(scores, true);
-        Status::success()
+    fn scale(&self) -> ScoreScale {
+        ScoreScale::ToMaxReversed
     }
 }
 
