@@ -25,20 +25,15 @@ pub(crate) const REASON_EXISTING_ANTI_AFFINITY: &str =
 const FILTER_KEY: &str = "PreFilterInterPodAffinity";
 const SCORE_KEY: &str = "PreScoreInterPodAffinity";
 
-/// Plugin args (`InterPodAffinityArgs`).
+/// Plugin args (`InterPodAffinityArgs`); a field left out takes its value from
+/// `Args::default()`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub(crate) struct Args {
     /// Score an existing pod's required affinity towards the incoming pod contributes.
-    #[serde(default = "default_hard_weight")]
     pub hard_pod_affinity_weight: i64,
     /// Ignore existing pods' preferred terms when scoring.
-    #[serde(default)]
     pub ignore_preferred_terms_of_existing_pods: bool,
-}
-
-fn default_hard_weight() -> i64 {
-    1
 }
 
 impl Default for Args {

@@ -39,15 +39,15 @@ pub(crate) enum StrategyType {
     MostAllocated,
 }
 
-/// Scoring strategy args.
+/// Scoring strategy args; a field left out takes its value from
+/// `ScoringStrategy::default()`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub(crate) struct ScoringStrategy {
     /// Strategy.
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type")]
     pub kind: StrategyType,
     /// Resources and weights; cpu and memory with weight 1 by default.
-    #[serde(default = "default_resources")]
     pub resources: Vec<ResourceSpec>,
 }
 

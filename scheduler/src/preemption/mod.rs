@@ -24,24 +24,15 @@ pub(crate) const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 /// Status reason for nodes where evicting every lower-priority pod is not enough.
 pub(crate) const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 
-/// Plugin args (`DefaultPreemptionArgs`).
+/// Plugin args (`DefaultPreemptionArgs`); a field left out takes its value from
+/// `Args::default()`.
 #[derive(Debug, Clone, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub(crate) struct Args {
     /// Minimum share of nodes to dry-run, in percent.
-    #[serde(default = "default_pct")]
     pub min_candidate_nodes_percentage: usize,
     /// Minimum number of nodes to dry-run.
-    #[serde(default = "default_abs")]
     pub min_candidate_nodes_absolute: usize,
-}
-
-fn default_pct() -> usize {
-    10
-}
-
-fn default_abs() -> usize {
-    100
 }
 
 impl Default for Args {
