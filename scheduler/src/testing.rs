@@ -26,6 +26,14 @@ pub fn match_labels(pairs: &[(&str, &str)]) -> LabelSelector {
     }
 }
 
+/// Container resources with only `requests` set.
+fn resource_requests(requests: &[(&str, &str)]) -> Option<ResourceRequirements> {
+    Some(ResourceRequirements {
+        requests: Some(resource_map(requests)),
+        ..Default::default()
+    })
+}
+
 /// A node selector requirement.
 pub fn node_req(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
     NodeSelectorRequirement {
@@ -171,29 +179,28 @@ impl PodBuilder {
         self
     }
 
-    /// Adds a container with the given requests.
-    pub fn container(mut self, requests: &[(&str, &str)]) -> Self {
-        let n = self.spec().containers.len();
-        self.spec().containers.push(Container {
-            name: format!("c{n}"),
-            resources: Some(ResourceRequirements {
-                requests: Some(resource_map(requests)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+    /// Adds `c` as the next container, named `c0`, `c1`, ….
+    fn with_container(mut self, c: Container) -> Self {
+        let containers = &mut self.spec().containers;
+        let name = format!("c{}", containers.len());
+        containers.push(Container { name, ..c });
         self
     }
 
+    /// Adds a container with the given requests.
+    pub fn container(self, requests: &[(&str, &str)]) -> Self {
+        self.with_container(Container {
+            resources: resource_requests(requests),
+            ..Default::default()
+        })
+    }
+
     /// Adds a container with an image.
-    pub fn image(mut self, image: &str) -> Self {
-        let n = self.spec().containers.len();
-        self.spec().containers.push(Container {
-            name: format!("c{n}"),
+    pub fn image(self, image: &str) -> Self {
+        self.with_container(Container {
             image: Some(image.into()),
             ..Default::default()
-        });
-        self
+        })
     }
 
     /// Adds an init container; `sidecar` makes it restartable (`restartPolicy: Always`).
@@ -203,10 +210,7 @@ impl PodBuilder {
         inits.push(Container {
             name: format!("init{n}"),
             restart_policy: if sidecar { Some("Always".into()) } else { None },
-            resources: Some(ResourceRequirements {
-                requests: Some(resource_map(requests)),
-                ..Default::default()
-            }),
+            resources: resource_requests(requests),
             ..Default::default()
         });
         self
@@ -219,10 +223,8 @@ impl PodBuilder {
     }
 
     /// Adds a container binding a host port.
-    pub fn host_port(mut self, port: i32, protocol: &str, ip: &str) -> Self {
-        let n = self.spec().containers.len();
-        self.spec().containers.push(Container {
-            name: format!("c{n}"),
+    pub fn host_port(self, port: i32, protocol: &str, ip: &str) -> Self {
+        self.with_container(Container {
             ports: Some(vec![ContainerPort {
                 container_port: port,
                 host_port: Some(port),
@@ -231,8 +233,7 @@ impl PodBuilder {
                 name: None,
             }]),
             ..Default::default()
-        });
-        self
+        })
     }
 
     /// Sets `spec.nodeName`.
@@ -408,23 +409,19 @@ impl PodBuilder {
 
     /// Adds a topology spread constraint.
     pub fn spread(
-        mut self,
+        self,
         max_skew: i32,
         topology_key: &str,
         when: &str,
         selector: &[(&str, &str)],
     ) -> Self {
-        self.spec()
-            .topology_spread_constraints
-            .get_or_insert_default()
-            .push(TopologySpreadConstraint {
-                max_skew,
-                topology_key: topology_key.into(),
-                when_unsatisfiable: when.into(),
-                label_selector: Some(match_labels(selector)),
-                ..Default::default()
-            });
-        self
+        self.spread_constraint(TopologySpreadConstraint {
+            max_skew,
+            topology_key: topology_key.into(),
+            when_unsatisfiable: when.into(),
+            label_selector: Some(match_labels(selector)),
+            ..Default::default()
+        })
     }
 
     /// Adds a fully specified topology spread constraint.
