@@ -666,7 +666,7 @@ impl TestCluster {
                     }
                 }
                 crate::scheduler::CycleOutcome::Failed(f) => {
-                    for v in &f.victims {
+                    for v in &f.preemption.victims {
                         self.scheduler.on_pod_delete(&v.pod);
                     }
                 }
