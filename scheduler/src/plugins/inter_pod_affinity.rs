@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::impl_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::NamespaceLister;
@@ -104,17 +105,13 @@ struct FilterState {
     anti: TopologyCounts,
 }
 
-impl Plugin for InterPodAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![
-            ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
-            ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
-            ClusterEvent::added_or_updated(EventResource::Namespace),
-        ]
-    }
+impl_plugin! {
+    InterPodAffinity = NAME;
+    events: [
+        ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
+        ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
+        ClusterEvent::added_or_updated(EventResource::Namespace),
+    ];
     views!(pre_filter, filter, pre_score, score);
 }
 

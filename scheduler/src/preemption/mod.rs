@@ -12,6 +12,7 @@ use crate::algorithm::reason_counts;
 use crate::cache::Snapshot;
 use crate::framework::*;
 use crate::listers::PdbLister;
+use crate::plugins::impl_plugin;
 use crate::pod_info::PodInfo;
 #[cfg(test)]
 pub(crate) use select::Candidate;
@@ -58,10 +59,8 @@ pub(crate) fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plug
     }))
 }
 
-impl Plugin for DefaultPreemption {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl_plugin! {
+    DefaultPreemption = NAME;
     views!(post_filter);
 }
 
