@@ -9,6 +9,9 @@ use k8s_openapi::api::core::v1::{
     PodSchedulingGate, PodSpec, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
     TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
 };
+use k8s_openapi::api::policy::v1::{
+    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::binding::full_name;
@@ -32,6 +35,26 @@ fn resource_requests(requests: &[(&str, &str)]) -> Option<ResourceRequirements> 
         requests: Some(resource_map(requests)),
         ..Default::default()
     })
+}
+
+/// A PodDisruptionBudget `default/name` over the pods matching `selector`, allowing
+/// `disruptions_allowed` more disruptions.
+pub fn pdb(name: &str, selector: &[(&str, &str)], disruptions_allowed: i32) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            selector: Some(match_labels(selector)),
+            ..Default::default()
+        }),
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed,
+            ..Default::default()
+        }),
+    }
 }
 
 /// A node selector requirement.

@@ -1,13 +1,8 @@
 use std::sync::Arc;
 
-use k8s_openapi::api::policy::v1::{
-    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
 use super::*;
 use crate::scheduler::{CycleOutcome, Failure};
-use crate::testing::{NodeBuilder, PodBuilder, TestCluster, match_labels};
+use crate::testing::{NodeBuilder, PodBuilder, TestCluster, pdb};
 
 fn node(name: &str, cpu: &str) -> k8s_openapi::api::core::v1::Node {
     NodeBuilder::new(name)
@@ -173,21 +168,7 @@ fn avoids_pdb_violations() {
             running("free", "n2", "1", 1),
         ],
     );
-    c.listers.put_pdb(PodDisruptionBudget {
-        metadata: ObjectMeta {
-            name: Some("pdb".into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        spec: Some(PodDisruptionBudgetSpec {
-            selector: Some(match_labels(&[("name", "protected")])),
-            ..Default::default()
-        }),
-        status: Some(PodDisruptionBudgetStatus {
-            disruptions_allowed: 0,
-            ..Default::default()
-        }),
-    });
+    c.listers.put_pdb(pdb("pdb", &[("name", "protected")], 0));
     let f = schedule_failure(&c, pending("high", "1", 100));
     assert_eq!(f.preemption.nominated_node.as_deref(), Some("n2"));
 }
