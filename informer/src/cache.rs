@@ -275,26 +275,15 @@ fn labels_match<K: Resource>(obj: &K, selector: &Selector) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake_api;
     use crate::indexes::{NODE_NAME_INDEX, pod_node_name_index};
     use crate::indexes::{OWNER_UID_INDEX, label_value_index, owner_uid_index};
-    use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::core::Expression;
 
     fn pod(ns: &str, name: &str, node: Option<&str>, labels: &[(&str, &str)]) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                labels: Some(skiff_common::labels::from_pairs(labels)),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: node.map(str::to_owned),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        Arc::new(fake_api::pod(ns, name, node, labels))
     }
 
     fn names(mut objs: Vec<Arc<Pod>>) -> Vec<String> {
@@ -335,13 +324,7 @@ mod tests {
     #[test]
     fn cluster_scoped_objects_are_keyed_by_name() {
         let cache: Cache<Node> = Cache::new();
-        cache.insert(Arc::new(Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }));
+        cache.insert(Arc::new(fake_api::node("n1")));
         assert!(cache.get("", "n1").is_some());
         assert_eq!(cache.keys(), ["n1"]);
         assert!(cache.by_index(NAMESPACE_INDEX, "").unwrap().is_empty());

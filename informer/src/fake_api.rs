@@ -8,7 +8,8 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::client::Body;
 use parking_lot::Mutex;
@@ -207,6 +208,34 @@ pub(crate) fn config_map(namespace: &str, name: &str, resource_version: &str) ->
 pub(crate) fn cm(name: &str, resource_version: impl std::fmt::Display) -> ConfigMap {
     serde_json::from_value(config_map("ns", name, &resource_version.to_string()))
         .expect("a ConfigMap")
+}
+
+/// A pod `ns/name`, on `node` when given, with `labels` (the cases that need no API).
+pub(crate) fn pod(ns: &str, name: &str, node: Option<&str>, labels: &[(&str, &str)]) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            labels: Some(skiff_common::labels::from_pairs(labels)),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: node.map(str::to_owned),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A node `name` and nothing else: a cluster-scoped object.
+pub(crate) fn node(name: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 /// The Status a watch sends when its resourceVersion is too old.

@@ -61,34 +61,17 @@ pub fn label_value_index<K: Resource>(key: &str) -> IndexFn<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PodSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use crate::fake_api::pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     #[test]
     fn builtin_index_functions_extract_their_values() {
-        let pod = Pod {
-            metadata: ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some("p".into()),
-                labels: Some([("app".to_string(), "web".to_string())].into()),
-                owner_references: Some(vec![
-                    OwnerReference {
-                        uid: "u1".into(),
-                        ..Default::default()
-                    },
-                    OwnerReference {
-                        uid: "u2".into(),
-                        ..Default::default()
-                    },
-                ]),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: Some("node-a".into()),
-                ..Default::default()
-            }),
+        let mut pod = pod("ns", "p", Some("node-a"), &[("app", "web")]);
+        let owner = |uid: &str| OwnerReference {
+            uid: uid.into(),
             ..Default::default()
         };
+        pod.metadata.owner_references = Some(vec![owner("u1"), owner("u2")]);
         assert_eq!(namespace_index::<Pod>()(&pod), ["ns"]);
         assert_eq!(pod_node_name_index()(&pod), ["node-a"]);
         assert_eq!(owner_uid_index::<Pod>()(&pod), ["u1", "u2"]);

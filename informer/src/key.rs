@@ -70,26 +70,12 @@ pub fn key_for(namespace: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Node, Pod};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use crate::fake_api::{node, pod};
 
     #[test]
     fn keys_of_namespaced_and_cluster_objects() {
-        let pod = Pod {
-            metadata: ObjectMeta {
-                namespace: Some("default".into()),
-                name: Some("web".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let pod = pod("default", "web", None, &[]);
+        let node = node("n1");
         assert_eq!(object_key(&pod), "default/web");
         assert_eq!(object_key(&node), "n1");
         assert_eq!(ObjectKey::from_object(&pod).to_string(), "default/web");

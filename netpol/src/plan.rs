@@ -557,6 +557,21 @@ pub(crate) mod tests {
 
     const TCP: Protocol = Protocol::Tcp;
 
+    /// Sources of traffic to `app/web`: (source IP, allowed, why).
+    type Sources<'a> = &'a [(&'a str, bool, &'a str)];
+
+    /// Asserts, for each of `cases`, whether `p` lets the source reach `app/web` on
+    /// TCP `port`.
+    fn assert_web_ingress(p: &Plan, port: u16, cases: Sources<'_>) {
+        for (source, allowed, why) in cases {
+            assert_eq!(
+                p.ingress_allowed("app/web", ip(source), TCP, port),
+                *allowed,
+                "{source}: {why}"
+            );
+        }
+    }
+
     #[test]
     fn unselected_pods_are_open_and_default_deny_closes_ingress_only() {
         let open = plan_of(&[]);
@@ -592,18 +607,15 @@ pub(crate) mod tests {
                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]
             }),
         );
-        assert!(p.ingress_allowed("app/web", ip("10.42.0.11"), TCP, 8080));
-        assert!(
-            !p.ingress_allowed("app/web", ip("10.42.0.12"), TCP, 8080),
-            "unlabelled"
-        );
-        assert!(
-            !p.ingress_allowed("app/web", ip("10.42.0.13"), TCP, 8080),
-            "other namespace"
-        );
-        assert!(
-            !p.ingress_allowed("app/web", ip("10.42.1.5"), TCP, 8080),
-            "other namespace"
+        assert_web_ingress(
+            &p,
+            8080,
+            &[
+                ("10.42.0.11", true, "client"),
+                ("10.42.0.12", false, "unlabelled"),
+                ("10.42.0.13", false, "other namespace"),
+                ("10.42.1.5", false, "other namespace"),
+            ],
         );
         // Only the selected pod is isolated.
         assert_eq!(p.pods.keys().collect::<Vec<_>>(), ["app/web"]);
@@ -611,54 +623,44 @@ pub(crate) mod tests {
 
     #[test]
     fn namespace_selector_alone_and_combined_with_a_pod_selector() {
-        let by_ns = app_plan(
-            "from-team-a",
-            json!({
-                "podSelector": {},
-                "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "a"}}}]}]
-            }),
-        );
-        assert!(
-            by_ns.ingress_allowed("app/web", ip("10.42.0.12"), TCP, 1),
-            "same ns, team a"
-        );
-        assert!(
-            by_ns.ingress_allowed("app/web", ip("10.42.1.5"), TCP, 1),
-            "monitoring, other node"
-        );
-        assert!(
-            !by_ns.ingress_allowed("app/web", ip("10.42.0.13"), TCP, 1),
-            "team b"
-        );
-
-        let both = app_plan(
-            "infra-clients",
-            json!({
-                "podSelector": {},
-                "ingress": [{"from": [{
+        // (policy, its one ingress peer, (source, allowed, why) on port 1)
+        let cases: [(&str, serde_json::Value, Sources<'_>); 3] = [
+            (
+                "from-team-a",
+                json!({"namespaceSelector": {"matchLabels": {"team": "a"}}}),
+                &[
+                    ("10.42.0.12", true, "same ns, team a"),
+                    ("10.42.1.5", true, "monitoring, other node"),
+                    ("10.42.0.13", false, "team b"),
+                ],
+            ),
+            (
+                "infra-clients",
+                json!({
                     "namespaceSelector": {"matchExpressions": [{"key": "kind", "operator": "Exists"}]},
                     "podSelector": {"matchLabels": {"role": "client"}}
-                }]}]
-            }),
-        );
-        assert!(both.ingress_allowed("app/web", ip("10.42.1.5"), TCP, 1));
-        assert!(
-            !both.ingress_allowed("app/web", ip("10.42.0.11"), TCP, 1),
-            "client, but ns has no kind"
-        );
-
-        let everywhere = app_plan(
-            "any-ns",
-            json!({
-                "podSelector": {},
-                "ingress": [{"from": [{"namespaceSelector": {}}]}]
-            }),
-        );
-        assert!(everywhere.ingress_allowed("app/web", ip("10.42.0.13"), TCP, 1));
-        assert!(
-            !everywhere.ingress_allowed("app/web", ip("192.0.2.1"), TCP, 1),
-            "not a pod"
-        );
+                }),
+                &[
+                    ("10.42.1.5", true, "client in a namespace with a kind"),
+                    ("10.42.0.11", false, "client, but ns has no kind"),
+                ],
+            ),
+            (
+                "any-ns",
+                json!({"namespaceSelector": {}}),
+                &[
+                    ("10.42.0.13", true, "a pod in another namespace"),
+                    ("192.0.2.1", false, "not a pod"),
+                ],
+            ),
+        ];
+        for (name, peer, sources) in cases {
+            let p = app_plan(
+                name,
+                json!({"podSelector": {}, "ingress": [{"from": [peer]}]}),
+            );
+            assert_web_ingress(&p, 1, sources);
+        }
     }
 
     #[test]
@@ -670,9 +672,15 @@ pub(crate) mod tests {
                 "ingress": [{"from": [{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.128/25"]}}]}]
             }),
         );
-        assert!(p.ingress_allowed("app/web", ip("192.0.2.1"), TCP, 1));
-        assert!(!p.ingress_allowed("app/web", ip("192.0.2.200"), TCP, 1));
-        assert!(!p.ingress_allowed("app/web", ip("10.42.0.11"), TCP, 1));
+        assert_web_ingress(
+            &p,
+            1,
+            &[
+                ("192.0.2.1", true, "in the block"),
+                ("192.0.2.200", false, "in an exception"),
+                ("10.42.0.11", false, "outside the block"),
+            ],
+        );
     }
 
     #[test]

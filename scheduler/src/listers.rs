@@ -214,30 +214,14 @@ impl WorkloadLister for MemoryListers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn pdb(name: &str, allowed: i32) -> PodDisruptionBudget {
-        PodDisruptionBudget {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                ..Default::default()
-            },
-            spec: None,
-            status: Some(PodDisruptionBudgetStatus {
-                disruptions_allowed: allowed,
-                ..Default::default()
-            }),
-        }
-    }
+    use crate::testing::pdb;
 
     #[test]
     fn pdb_updates_replace_and_deletes_remove() {
         let l = MemoryListers::new();
-        l.put_pdb(pdb("a", 0));
-        l.put_pdb(pdb("a", 2));
-        l.put_pdb(pdb("b", 1));
+        l.put_pdb(pdb("a", &[], 0));
+        l.put_pdb(pdb("a", &[], 2));
+        l.put_pdb(pdb("b", &[], 1));
         let got: Vec<i32> = l
             .pdbs()
             .iter()

@@ -7,7 +7,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodAffinityTerm, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{
+    Container, Pod, PodAffinityTerm, PodSpec, Toleration, WeightedPodAffinityTerm,
+};
 use skiff_common::containers;
 
 use crate::resource::{DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Resource};
@@ -110,6 +112,47 @@ pub struct WeightedAffinityTerm {
     pub weight: i64,
 }
 
+/// The compiled terms of a pod's `podAffinity` or of its `podAntiAffinity`: both
+/// have the same two lists, compiled the same way.
+#[derive(Debug, Clone, Default)]
+pub struct AffinityTerms {
+    /// Required terms (`requiredDuringSchedulingIgnoredDuringExecution`).
+    pub required: Vec<AffinityTerm>,
+    /// Preferred terms (`preferredDuringSchedulingIgnoredDuringExecution`).
+    pub preferred: Vec<WeightedAffinityTerm>,
+}
+
+impl AffinityTerms {
+    /// Compiles the required and preferred terms of a pod in `pod_ns` with `pod_labels`.
+    fn compile(
+        required: Option<&Vec<PodAffinityTerm>>,
+        preferred: Option<&Vec<WeightedPodAffinityTerm>>,
+        pod_ns: &str,
+        pod_labels: &Labels,
+    ) -> Self {
+        AffinityTerms {
+            required: required
+                .into_iter()
+                .flatten()
+                .map(|t| AffinityTerm::compile(t, pod_ns, pod_labels))
+                .collect(),
+            preferred: preferred
+                .into_iter()
+                .flatten()
+                .map(|w| WeightedAffinityTerm {
+                    term: AffinityTerm::compile(&w.pod_affinity_term, pod_ns, pod_labels),
+                    weight: i64::from(w.weight),
+                })
+                .collect(),
+        }
+    }
+
+    /// True if there is no term at all.
+    pub fn is_empty(&self) -> bool {
+        self.required.is_empty() && self.preferred.is_empty()
+    }
+}
+
 /// A pod with its derived scheduling data. Shared as `Arc<PodInfo>` between queue, cache
 /// and snapshot; never mutated after construction.
 #[derive(Debug, Clone)]
@@ -126,20 +169,15 @@ pub struct PodInfo {
     pub priority: i32,
     /// Effective requests (init-container and sidecar rules, plus overhead).
     pub requests: Resource,
-    /// CPU request with scoring defaults for containers that request none.
-    pub non_zero_milli_cpu: i64,
-    /// Memory request with scoring defaults for containers that request none.
-    pub non_zero_memory: i64,
+    /// CPU and memory requests with scoring defaults for containers that request
+    /// none; only those two are set, as upstream's non-zero requests.
+    pub non_zero_requests: Resource,
     /// Host ports the pod's containers bind.
     pub host_ports: Vec<HostPort>,
-    /// Required pod affinity terms.
-    pub required_affinity: Vec<AffinityTerm>,
-    /// Required pod anti-affinity terms.
-    pub required_anti_affinity: Vec<AffinityTerm>,
-    /// Preferred pod affinity terms.
-    pub preferred_affinity: Vec<WeightedAffinityTerm>,
-    /// Preferred pod anti-affinity terms.
-    pub preferred_anti_affinity: Vec<WeightedAffinityTerm>,
+    /// Pod affinity terms.
+    pub affinity: AffinityTerms,
+    /// Pod anti-affinity terms.
+    pub anti_affinity: AffinityTerms,
     /// Node chosen by the scheduler while the binding is in flight; overrides
     /// `spec.nodeName` so assuming a pod never copies the API object.
     pub assumed_node: Option<String>,
@@ -161,48 +199,39 @@ impl PodInfo {
         let (requests, non_zero) = pod_requests(spec);
         let host_ports = host_ports(spec);
         let labels = labels_of(&pod.metadata.labels).clone();
-        let compile = |terms: Option<&Vec<PodAffinityTerm>>| -> Vec<AffinityTerm> {
-            terms
-                .into_iter()
-                .flatten()
-                .map(|t| AffinityTerm::compile(t, &namespace, &labels))
-                .collect()
-        };
-        let compile_weighted =
-            |terms: Option<&Vec<k8s_openapi::api::core::v1::WeightedPodAffinityTerm>>| {
-                terms
-                    .into_iter()
-                    .flatten()
-                    .map(|w| WeightedAffinityTerm {
-                        term: AffinityTerm::compile(&w.pod_affinity_term, &namespace, &labels),
-                        weight: i64::from(w.weight),
-                    })
-                    .collect::<Vec<_>>()
-            };
         let aff = spec.affinity.as_ref();
         let pa = aff.and_then(|a| a.pod_affinity.as_ref());
         let paa = aff.and_then(|a| a.pod_anti_affinity.as_ref());
+        // `PodAffinity` and `PodAntiAffinity` are two types with the same two lists.
+        let compile = |lists: Option<(&Option<_>, &Option<_>)>| {
+            let (required, preferred) = lists.unzip();
+            AffinityTerms::compile(
+                required.and_then(Option::as_ref),
+                preferred.and_then(Option::as_ref),
+                &namespace,
+                &labels,
+            )
+        };
         PodInfo {
-            required_affinity: compile(pa.and_then(|p| {
-                p.required_during_scheduling_ignored_during_execution
-                    .as_ref()
+            affinity: compile(pa.map(|p| {
+                (
+                    &p.required_during_scheduling_ignored_during_execution,
+                    &p.preferred_during_scheduling_ignored_during_execution,
+                )
             })),
-            required_anti_affinity: compile(paa.and_then(|p| {
-                p.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
-            preferred_affinity: compile_weighted(pa.and_then(|p| {
-                p.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
-            preferred_anti_affinity: compile_weighted(paa.and_then(|p| {
-                p.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
+            anti_affinity: compile(paa.map(|p| {
+                (
+                    &p.required_during_scheduling_ignored_during_execution,
+                    &p.preferred_during_scheduling_ignored_during_execution,
+                )
             })),
             priority: spec.priority.unwrap_or(0),
             assumed_node: None,
-            non_zero_milli_cpu: non_zero.0,
-            non_zero_memory: non_zero.1,
+            non_zero_requests: Resource {
+                milli_cpu: non_zero.0,
+                memory: non_zero.1,
+                ..Resource::default()
+            },
             requests,
             host_ports,
             key,
@@ -254,10 +283,7 @@ impl PodInfo {
 
     /// True if the pod has any pod affinity or anti-affinity term.
     pub fn has_affinity(&self) -> bool {
-        !self.required_affinity.is_empty()
-            || !self.required_anti_affinity.is_empty()
-            || !self.preferred_affinity.is_empty()
-            || !self.preferred_anti_affinity.is_empty()
+        !self.affinity.is_empty() || !self.anti_affinity.is_empty()
     }
 
     /// True if the pod is being deleted.
@@ -468,7 +494,7 @@ mod tests {
                 .build(),
         ));
         assert_eq!(info.requests.milli_cpu, 1000);
-        assert_eq!(info.non_zero_milli_cpu, 1100);
-        assert_eq!(info.non_zero_memory, 2 * DEFAULT_MEMORY_REQUEST);
+        assert_eq!(info.non_zero_requests.milli_cpu, 1100);
+        assert_eq!(info.non_zero_requests.memory, 2 * DEFAULT_MEMORY_REQUEST);
     }
 }

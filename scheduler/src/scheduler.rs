@@ -19,8 +19,8 @@ use crate::cache::{Cache, Snapshot};
 use crate::clock::Clock;
 use crate::framework::config::{ConfigError, SchedulerConfig, profile_name};
 use crate::framework::{
-    ActionSet, ClusterEvent, Code, CycleState, EventObjects, EventResource, Framework, Registry,
-    Services, Status,
+    ActionSet, ClusterEvent, Code, CycleState, EventObjects, EventResource, Framework,
+    PostFilterResult, Registry, Services, Status,
 };
 use crate::metrics::AttemptResult;
 use crate::pod_info::{PodInfo, pod_key};
@@ -59,12 +59,9 @@ pub struct Failure {
     pub reason: String,
     /// Upstream-worded message.
     pub message: String,
-    /// Node nominated by preemption.
-    pub nominated_node: Option<String>,
-    /// Pods to delete for the nomination.
-    pub victims: Vec<Arc<PodInfo>>,
-    /// Pods losing their nomination.
-    pub nominations_to_clear: Vec<Arc<PodInfo>>,
+    /// What preemption decided: the node nominated, the pods to delete for it and
+    /// those losing their nomination (all empty when it did not run or found nothing).
+    pub preemption: PostFilterResult,
 }
 
 /// Result of one scheduling cycle.
@@ -363,14 +360,7 @@ impl Scheduler {
                 self.assume_and_reserve(fwk, state, q, result)
             }
             Err(ScheduleError::Fit(mut fe)) => {
-                let mut failure = Failure {
-                    pod: pod.clone(),
-                    reason: "Unschedulable".into(),
-                    message: String::new(),
-                    nominated_node: None,
-                    victims: Vec::new(),
-                    nominations_to_clear: Vec::new(),
-                };
+                let mut failure = Self::failure(pod.clone(), "Unschedulable", String::new());
                 if fwk.has_post_filter() {
                     let (res, st) = fwk.run_post_filter(
                         &state,
@@ -387,9 +377,7 @@ impl Scheduler {
                             for p in &r.nominations_to_clear {
                                 self.nominator.remove(&p.key);
                             }
-                            failure.nominated_node = r.nominated_node;
-                            failure.victims = r.victims;
-                            failure.nominations_to_clear = r.nominations_to_clear;
+                            failure.preemption = r;
                         }
                     } else if !st.message().is_empty() {
                         fe.diagnosis.post_filter_msg = Some(st.message());
@@ -430,9 +418,7 @@ impl Scheduler {
             pod,
             reason: reason.into(),
             message,
-            nominated_node: None,
-            victims: Vec::new(),
-            nominations_to_clear: Vec::new(),
+            preemption: PostFilterResult::default(),
         }
     }
 
@@ -572,12 +558,12 @@ impl Scheduler {
             AttemptResult::Unschedulable
         };
         crate::metrics::attempt(result, profile_name(&f.pod.pod));
-        for v in &f.victims {
+        for v in &f.preemption.victims {
             if let Err(e) = self.preemptor.delete_victim(&v.pod, &f.pod.pod).await {
                 tracing::warn!(victim = %v.full_name(), error = %e, "deleting preemption victim");
             }
         }
-        for p in &f.nominations_to_clear {
+        for p in &f.preemption.nominations_to_clear {
             if let Err(e) = self.preemptor.clear_nomination(&p.pod).await {
                 tracing::warn!(pod = %p.full_name(), error = %e, "clearing nomination");
             }
@@ -585,7 +571,7 @@ impl Scheduler {
         let outcome = Outcome::Failed {
             reason: f.reason.clone(),
             message: f.message.clone(),
-            nominated_node: f.nominated_node.clone(),
+            nominated_node: f.preemption.nominated_node.clone(),
         };
         if let Err(e) = self.reporter.report(&f.pod.pod, &outcome).await {
             tracing::warn!(pod = %f.pod.full_name(), error = %e, "reporting scheduling failure");

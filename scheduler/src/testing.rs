@@ -9,6 +9,9 @@ use k8s_openapi::api::core::v1::{
     PodSchedulingGate, PodSpec, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
     TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
 };
+use k8s_openapi::api::policy::v1::{
+    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::binding::full_name;
@@ -23,6 +26,34 @@ pub fn match_labels(pairs: &[(&str, &str)]) -> LabelSelector {
     LabelSelector {
         match_labels: Some(labels(pairs)),
         match_expressions: None,
+    }
+}
+
+/// Container resources with only `requests` set.
+fn resource_requests(requests: &[(&str, &str)]) -> Option<ResourceRequirements> {
+    Some(ResourceRequirements {
+        requests: Some(resource_map(requests)),
+        ..Default::default()
+    })
+}
+
+/// A PodDisruptionBudget `default/name` over the pods matching `selector`, allowing
+/// `disruptions_allowed` more disruptions.
+pub fn pdb(name: &str, selector: &[(&str, &str)], disruptions_allowed: i32) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            selector: Some(match_labels(selector)),
+            ..Default::default()
+        }),
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed,
+            ..Default::default()
+        }),
     }
 }
 
@@ -171,29 +202,28 @@ impl PodBuilder {
         self
     }
 
-    /// Adds a container with the given requests.
-    pub fn container(mut self, requests: &[(&str, &str)]) -> Self {
-        let n = self.spec().containers.len();
-        self.spec().containers.push(Container {
-            name: format!("c{n}"),
-            resources: Some(ResourceRequirements {
-                requests: Some(resource_map(requests)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+    /// Adds `c` as the next container, named `c0`, `c1`, ….
+    fn with_container(mut self, c: Container) -> Self {
+        let containers = &mut self.spec().containers;
+        let name = format!("c{}", containers.len());
+        containers.push(Container { name, ..c });
         self
     }
 
+    /// Adds a container with the given requests.
+    pub fn container(self, requests: &[(&str, &str)]) -> Self {
+        self.with_container(Container {
+            resources: resource_requests(requests),
+            ..Default::default()
+        })
+    }
+
     /// Adds a container with an image.
-    pub fn image(mut self, image: &str) -> Self {
-        let n = self.spec().containers.len();
-        self.spec().containers.push(Container {
-            name: format!("c{n}"),
+    pub fn image(self, image: &str) -> Self {
+        self.with_container(Container {
             image: Some(image.into()),
             ..Default::default()
-        });
-        self
+        })
     }
 
     /// Adds an init container; `sidecar` makes it restartable (`restartPolicy: Always`).
@@ -203,10 +233,7 @@ impl PodBuilder {
         inits.push(Container {
             name: format!("init{n}"),
             restart_policy: if sidecar { Some("Always".into()) } else { None },
-            resources: Some(ResourceRequirements {
-                requests: Some(resource_map(requests)),
-                ..Default::default()
-            }),
+            resources: resource_requests(requests),
             ..Default::default()
         });
         self
@@ -219,10 +246,8 @@ impl PodBuilder {
     }
 
     /// Adds a container binding a host port.
-    pub fn host_port(mut self, port: i32, protocol: &str, ip: &str) -> Self {
-        let n = self.spec().containers.len();
-        self.spec().containers.push(Container {
-            name: format!("c{n}"),
+    pub fn host_port(self, port: i32, protocol: &str, ip: &str) -> Self {
+        self.with_container(Container {
             ports: Some(vec![ContainerPort {
                 container_port: port,
                 host_port: Some(port),
@@ -231,8 +256,7 @@ impl PodBuilder {
                 name: None,
             }]),
             ..Default::default()
-        });
-        self
+        })
     }
 
     /// Sets `spec.nodeName`.
@@ -408,23 +432,19 @@ impl PodBuilder {
 
     /// Adds a topology spread constraint.
     pub fn spread(
-        mut self,
+        self,
         max_skew: i32,
         topology_key: &str,
         when: &str,
         selector: &[(&str, &str)],
     ) -> Self {
-        self.spec()
-            .topology_spread_constraints
-            .get_or_insert_default()
-            .push(TopologySpreadConstraint {
-                max_skew,
-                topology_key: topology_key.into(),
-                when_unsatisfiable: when.into(),
-                label_selector: Some(match_labels(selector)),
-                ..Default::default()
-            });
-        self
+        self.spread_constraint(TopologySpreadConstraint {
+            max_skew,
+            topology_key: topology_key.into(),
+            when_unsatisfiable: when.into(),
+            label_selector: Some(match_labels(selector)),
+            ..Default::default()
+        })
     }
 
     /// Adds a fully specified topology spread constraint.
@@ -669,7 +689,7 @@ impl TestCluster {
                     }
                 }
                 crate::scheduler::CycleOutcome::Failed(f) => {
-                    for v in &f.victims {
+                    for v in &f.preemption.victims {
                         self.scheduler.on_pod_delete(&v.pod);
                     }
                 }

@@ -113,13 +113,12 @@ impl NodeInfo {
     /// Adds a pod's contribution.
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
         self.requested.add(&pod.requests);
-        self.non_zero_requested.milli_cpu += pod.non_zero_milli_cpu;
-        self.non_zero_requested.memory += pod.non_zero_memory;
+        self.non_zero_requested.add(&pod.non_zero_requests);
         self.used_ports.extend(pod.host_ports.iter().cloned());
         if pod.has_affinity() {
             self.pods_with_affinity.push(pod.clone());
         }
-        if !pod.required_anti_affinity.is_empty() {
+        if !pod.anti_affinity.required.is_empty() {
             self.pods_with_required_anti_affinity.push(pod.clone());
         }
         self.pods.push(pod);
@@ -135,8 +134,7 @@ impl NodeInfo {
         self.pods_with_required_anti_affinity
             .retain(|p| p.key != key);
         self.requested.sub(&pod.requests);
-        self.non_zero_requested.milli_cpu -= pod.non_zero_milli_cpu;
-        self.non_zero_requested.memory -= pod.non_zero_memory;
+        self.non_zero_requested.sub(&pod.non_zero_requests);
         for hp in &pod.host_ports {
             if let Some(i) = self.used_ports.iter().position(|u| u == hp) {
                 self.used_ports.swap_remove(i);

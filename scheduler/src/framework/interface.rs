@@ -261,17 +261,74 @@ pub struct NodeScore<'a> {
     pub score: i64,
 }
 
+/// How raw scores map into [0, MAX_NODE_SCORE] when that depends on the scores
+/// alone: what a [`ScorePlugin`] names instead of writing its own `normalize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreScale {
+    /// The scores are in range already.
+    AsIs,
+    /// Scaled relative to the highest score (upstream's `DefaultNormalizeScore`).
+    ToMax,
+    /// As `ToMax`, then flipped, so lower raw scores rank higher.
+    ToMaxReversed,
+    /// Scaled from the lowest score (0) to the highest (MAX_NODE_SCORE); all 0 when
+    /// they are all equal.
+    MinMax,
+}
+
+impl ScoreScale {
+    /// Scales `scores` in place.
+    pub fn apply(self, scores: &mut [NodeScore<'_>]) {
+        match self {
+            ScoreScale::AsIs => {}
+            ScoreScale::ToMax | ScoreScale::ToMaxReversed => {
+                let reverse = self == ScoreScale::ToMaxReversed;
+                let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+                if max == 0 {
+                    if reverse {
+                        for s in scores.iter_mut() {
+                            s.score = MAX_NODE_SCORE;
+                        }
+                    }
+                    return;
+                }
+                for s in scores.iter_mut() {
+                    let v = MAX_NODE_SCORE * s.score / max;
+                    s.score = if reverse { MAX_NODE_SCORE - v } else { v };
+                }
+            }
+            ScoreScale::MinMax => {
+                let min = scores.iter().map(|s| s.score).min().unwrap_or(0);
+                let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
+                let diff = max - min;
+                for s in scores.iter_mut() {
+                    s.score = if diff > 0 {
+                        MAX_NODE_SCORE * (s.score - min) / diff
+                    } else {
+                        0
+                    };
+                }
+            }
+        }
+    }
+}
+
 /// Ranks feasible nodes.
 pub trait ScorePlugin: Plugin {
     /// Raw score of a node.
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> (i64, Status);
-    /// Maps raw scores into [0, MAX_NODE_SCORE]; default: scores are already in range.
+    /// How the default `normalize` scales raw scores; default: they are in range.
+    fn scale(&self) -> ScoreScale {
+        ScoreScale::AsIs
+    }
+    /// Maps raw scores into [0, MAX_NODE_SCORE]; default: by [`ScorePlugin::scale`].
     fn normalize(
         &self,
         _state: &CycleState,
         _pod: &PodInfo,
-        _scores: &mut [NodeScore<'_>],
+        scores: &mut [NodeScore<'_>],
     ) -> Status {
+        self.scale().apply(scores);
         Status::success()
     }
 }
@@ -309,4 +366,34 @@ pub trait BindPlugin: Plugin {
 pub trait PostBindPlugin: Plugin {
     /// Called after binding succeeded.
     async fn post_bind(&self, pod: &PodInfo, node: &str);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_scales() {
+        // (raw scores, scale, scaled scores)
+        let cases: [(&[i64], ScoreScale, &[i64]); 7] = [
+            (&[2, 4], ScoreScale::ToMax, &[50, 100]),
+            (&[0, 4], ScoreScale::ToMaxReversed, &[100, 0]),
+            (&[0], ScoreScale::ToMaxReversed, &[100]),
+            (&[0, 0], ScoreScale::ToMax, &[0, 0]),
+            (&[-5, 10], ScoreScale::MinMax, &[0, 100]),
+            (&[3, 3], ScoreScale::MinMax, &[0, 0]),
+            (&[7, 200], ScoreScale::AsIs, &[7, 200]),
+        ];
+        let names = ["a", "b"];
+        for (raw, scale, want) in cases {
+            let mut scores: Vec<NodeScore> = raw
+                .iter()
+                .zip(names)
+                .map(|(&score, name)| NodeScore { name, score })
+                .collect();
+            scale.apply(&mut scores);
+            let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
+            assert_eq!(got, want, "{raw:?} {scale:?}");
+        }
+    }
 }

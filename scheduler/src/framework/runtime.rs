@@ -53,6 +53,21 @@ fn serving<T: ?Sized>(
     active.into_iter().filter_map(|(pl, _)| view(pl)).collect()
 }
 
+/// Runs `step` for each of `plugins` in order until one fails: that status, tagged with
+/// its plugin, or success when none does.
+fn until_failure<P: Plugin + ?Sized>(
+    plugins: &[Arc<P>],
+    mut step: impl FnMut(&P) -> Status,
+) -> Status {
+    for pl in plugins {
+        let st = step(pl);
+        if !st.is_success() {
+            return st.with_plugin(pl.name());
+        }
+    }
+    Status::success()
+}
+
 impl Framework {
     /// Builds a profile's framework from the registry.
     pub fn new(
@@ -286,18 +301,10 @@ impl Framework {
         pod: &PodInfo,
         other: SimulatedPod<'_>,
     ) -> Status {
-        for pl in &self.pre_filter {
-            if state.is_filter_skipped(pl.name()) {
-                continue;
-            }
-            if let Some(ext) = pl.extensions() {
-                let st = ext.update(state, pod, other);
-                if !st.is_success() {
-                    return st.with_plugin(pl.name());
-                }
-            }
-        }
-        Status::success()
+        until_failure(&self.pre_filter, |pl| match pl.extensions() {
+            Some(ext) if !state.is_filter_skipped(pl.name()) => ext.update(state, pod, other),
+            _ => Status::success(),
+        })
     }
 
     /// Runs PostFilter plugins until one succeeds or returns an error.
@@ -335,17 +342,14 @@ impl Framework {
         nodes: &[Arc<NodeInfo>],
         snapshot: &Snapshot,
     ) -> Status {
-        for pl in &self.pre_score {
+        until_failure(&self.pre_score, |pl| {
             let st = pl.pre_score(state, pod, nodes, snapshot);
             if st.is_skip() {
                 state.skip_score(pl.name());
-                continue;
+                return Status::success();
             }
-            if !st.is_success() {
-                return st.with_plugin(pl.name());
-            }
-        }
-        Status::success()
+            st
+        })
     }
 
     /// Scores, normalizes and weights; returns the total per node (same order as `nodes`).
@@ -398,13 +402,7 @@ impl Framework {
 
     /// Runs Reserve plugins; on failure the caller must run Unreserve.
     pub fn run_reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
-        for pl in &self.reserve {
-            let st = pl.reserve(state, pod, node);
-            if !st.is_success() {
-                return st.with_plugin(pl.name());
-            }
-        }
-        Status::success()
+        until_failure(&self.reserve, |pl| pl.reserve(state, pod, node))
     }
 
     /// Runs Unreserve in reverse order.

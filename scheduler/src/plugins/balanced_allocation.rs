@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::impl_plugin;
 use super::node_resources_fit::{ResourceSpec, default_resources, requested_and_allocatable};
 use crate::cache::NodeInfo;
 use crate::framework::*;
@@ -50,10 +51,8 @@ impl Default for BalancedAllocation {
     }
 }
 
-impl Plugin for BalancedAllocation {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl_plugin! {
+    BalancedAllocation = NAME;
     views!(score);
 }
 

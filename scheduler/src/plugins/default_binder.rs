@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::impl_plugin;
 use crate::binding::Binder;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -23,10 +24,8 @@ pub(crate) fn new(_args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plu
     }))
 }
 
-impl Plugin for DefaultBinder {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl_plugin! {
+    DefaultBinder = NAME;
     views!(bind);
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
 use crate::cache::NodeInfo;
-use crate::framework::{MAX_NODE_SCORE, NodeScore};
 use crate::pod_info::PodInfo;
 use crate::selectors::{CompiledNodeSelector, Labels};
 
@@ -75,24 +74,6 @@ impl RequiredNodeAffinity {
     }
 }
 
-/// Scales scores into [0, MAX_NODE_SCORE] relative to the maximum; `reverse` flips them
-/// so lower raw scores rank higher.
-pub(crate) fn default_normalize(scores: &mut [NodeScore<'_>], reverse: bool) {
-    let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
-    if max == 0 {
-        if reverse {
-            for s in scores.iter_mut() {
-                s.score = MAX_NODE_SCORE;
-            }
-        }
-        return;
-    }
-    for s in scores.iter_mut() {
-        let v = MAX_NODE_SCORE * s.score / max;
-        s.score = if reverse { MAX_NODE_SCORE - v } else { v };
-    }
-}
-
 #[cfg(test)]
 /// Builds a `NodeInfo` from a node and pods (tests and simulations).
 pub(crate) fn node_info_with(
@@ -131,38 +112,12 @@ pub(crate) fn raw_scores<'a, N: std::borrow::Borrow<NodeInfo>>(
     state: &crate::framework::CycleState,
     pod: &PodInfo,
     nodes: &'a [N],
-) -> Vec<NodeScore<'a>> {
+) -> Vec<crate::framework::NodeScore<'a>> {
     nodes
         .iter()
-        .map(|n| NodeScore {
+        .map(|n| crate::framework::NodeScore {
             name: n.borrow().name(),
             score: plugin.score(state, pod, n.borrow()).0,
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normalize_scales_and_reverses() {
-        // (raw scores, reverse, normalized scores)
-        let cases: [(&[i64], bool, &[i64]); 3] = [
-            (&[2, 4], false, &[50, 100]),
-            (&[0, 4], true, &[100, 0]),
-            (&[0], true, &[100]),
-        ];
-        let names = ["a", "b"];
-        for (raw, reverse, want) in cases {
-            let mut scores: Vec<NodeScore> = raw
-                .iter()
-                .zip(names)
-                .map(|(&score, name)| NodeScore { name, score })
-                .collect();
-            default_normalize(&mut scores, reverse);
-            let got: Vec<i64> = scores.iter().map(|s| s.score).collect();
-            assert_eq!(got, want, "{raw:?} reverse={reverse}");
-        }
-    }
 }

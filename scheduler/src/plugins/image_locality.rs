@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::stateless_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -15,10 +16,6 @@ const MB: i64 = 1024 * 1024;
 const MIN_THRESHOLD: i64 = 23 * MB;
 /// Per-container cap of the total.
 const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
-
-/// The ImageLocality plugin.
-#[derive(Default)]
-pub(crate) struct ImageLocality;
 
 /// Adds ":latest" to image names without a tag or digest, as the runtime does.
 pub(crate) fn normalize_image(name: &str) -> String {
@@ -37,10 +34,9 @@ struct PodImages {
     containers: i64,
 }
 
-impl Plugin for ImageLocality {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+stateless_plugin! {
+    /// The ImageLocality plugin.
+    ImageLocality = NAME;
     views!(pre_score, score);
 }
 

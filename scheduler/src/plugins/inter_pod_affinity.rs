@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::impl_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::NamespaceLister;
@@ -25,20 +26,15 @@ pub(crate) const REASON_EXISTING_ANTI_AFFINITY: &str =
 const FILTER_KEY: &str = "PreFilterInterPodAffinity";
 const SCORE_KEY: &str = "PreScoreInterPodAffinity";
 
-/// Plugin args (`InterPodAffinityArgs`).
+/// Plugin args (`InterPodAffinityArgs`); a field left out takes its value from
+/// `Args::default()`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub(crate) struct Args {
     /// Score an existing pod's required affinity towards the incoming pod contributes.
-    #[serde(default = "default_hard_weight")]
     pub hard_pod_affinity_weight: i64,
     /// Ignore existing pods' preferred terms when scoring.
-    #[serde(default)]
     pub ignore_preferred_terms_of_existing_pods: bool,
-}
-
-fn default_hard_weight() -> i64 {
-    1
 }
 
 impl Default for Args {
@@ -109,17 +105,13 @@ struct FilterState {
     anti: TopologyCounts,
 }
 
-impl Plugin for InterPodAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![
-            ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
-            ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
-            ClusterEvent::added_or_updated(EventResource::Namespace),
-        ]
-    }
+impl_plugin! {
+    InterPodAffinity = NAME;
+    events: [
+        ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
+        ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
+        ClusterEvent::added_or_updated(EventResource::Namespace),
+    ];
     views!(pre_filter, filter, pre_score, score);
 }
 
@@ -148,7 +140,7 @@ impl InterPodAffinity {
         labels: &Labels,
         delta: i64,
     ) {
-        for t in &existing.required_anti_affinity {
+        for t in &existing.anti_affinity.required {
             if self.matches(t, pod) {
                 bump(counts, &t.topology_key, labels, delta);
             }
@@ -166,17 +158,18 @@ impl InterPodAffinity {
         labels: &Labels,
         delta: i64,
     ) {
-        if !pod.required_affinity.is_empty()
+        if !pod.affinity.required.is_empty()
             && pod
-                .required_affinity
+                .affinity
+                .required
                 .iter()
                 .all(|t| self.matches(t, existing))
         {
-            for t in &pod.required_affinity {
+            for t in &pod.affinity.required {
                 bump(&mut fs.affinity, &t.topology_key, labels, delta);
             }
         }
-        for t in &pod.required_anti_affinity {
+        for t in &pod.anti_affinity.required {
             if self.matches(t, existing) {
                 bump(&mut fs.anti, &t.topology_key, labels, delta);
             }
@@ -214,7 +207,7 @@ impl PreFilterPlugin for InterPodAffinity {
                 self.count_existing_anti(&mut fs.existing_anti, pod, existing, node.labels(), 1);
             }
         }
-        let has_own = !pod.required_affinity.is_empty() || !pod.required_anti_affinity.is_empty();
+        let has_own = !pod.affinity.required.is_empty() || !pod.anti_affinity.required.is_empty();
         if !has_own && is_empty(&fs.existing_anti) {
             return (None, Status::skip());
         }
@@ -250,9 +243,9 @@ impl FilterPlugin for InterPodAffinity {
             return Status::success();
         };
         let labels = node.labels();
-        if !pod.required_affinity.is_empty() {
+        if !pod.affinity.required.is_empty() {
             let mut all_exist = true;
-            for t in &pod.required_affinity {
+            for t in &pod.affinity.required {
                 if !labels.contains_key(&t.topology_key) {
                     return Status::unresolvable(REASON_AFFINITY);
                 }
@@ -262,13 +255,14 @@ impl FilterPlugin for InterPodAffinity {
             }
             // The first pod of a group whose affinity selects itself may go anywhere.
             let first_of_group = is_empty(&fs.affinity)
-                && pod.required_affinity.iter().all(|t| self.matches(t, pod));
+                && pod.affinity.required.iter().all(|t| self.matches(t, pod));
             if !all_exist && !first_of_group {
                 return Status::unresolvable(REASON_AFFINITY);
             }
         }
         if pod
-            .required_anti_affinity
+            .anti_affinity
+            .required
             .iter()
             .any(|t| lookup(&fs.anti, &t.topology_key, labels) > 0)
         {
@@ -301,7 +295,7 @@ impl PreScorePlugin for InterPodAffinity {
         snapshot: &Snapshot,
     ) -> Status {
         let has_preferred =
-            !pod.preferred_affinity.is_empty() || !pod.preferred_anti_affinity.is_empty();
+            !pod.affinity.preferred.is_empty() || !pod.anti_affinity.preferred.is_empty();
         let nodes: &[Arc<NodeInfo>] = if has_preferred {
             snapshot.nodes()
         } else {
@@ -319,16 +313,16 @@ impl PreScorePlugin for InterPodAffinity {
                 &node.pods_with_affinity
             };
             for existing in existing_pods {
-                self.score_terms(&mut ss.scores, &pod.preferred_affinity, existing, labels, 1);
+                self.score_terms(&mut ss.scores, &pod.affinity.preferred, existing, labels, 1);
                 self.score_terms(
                     &mut ss.scores,
-                    &pod.preferred_anti_affinity,
+                    &pod.anti_affinity.preferred,
                     existing,
                     labels,
                     -1,
                 );
                 if self.args.hard_pod_affinity_weight > 0 {
-                    for t in &existing.required_affinity {
+                    for t in &existing.affinity.required {
                         if self.matches(t, pod) {
                             bump(
                                 &mut ss.scores,
@@ -340,10 +334,10 @@ impl PreScorePlugin for InterPodAffinity {
                     }
                 }
                 if !self.args.ignore_preferred_terms_of_existing_pods {
-                    self.score_terms(&mut ss.scores, &existing.preferred_affinity, pod, labels, 1);
+                    self.score_terms(&mut ss.scores, &existing.affinity.preferred, pod, labels, 1);
                     self.score_terms(
                         &mut ss.scores,
-                        &existing.preferred_anti_affinity,
+                        &existing.anti_affinity.preferred,
                         pod,
                         labels,
                         -1,
@@ -373,23 +367,8 @@ impl ScorePlugin for InterPodAffinity {
         (s, Status::success())
     }
 
-    fn normalize(
-        &self,
-        _state: &CycleState,
-        _pod: &PodInfo,
-        scores: &mut [NodeScore<'_>],
-    ) -> Status {
-        let min = scores.iter().map(|s| s.score).min().unwrap_or(0);
-        let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
-        let diff = max - min;
-        for s in scores.iter_mut() {
-            s.score = if diff > 0 {
-                MAX_NODE_SCORE * (s.score - min) / diff
-            } else {
-                0
-            };
-        }
-        Status::success()
+    fn scale(&self) -> ScoreScale {
+        ScoreScale::MinMax
     }
 }
 

@@ -18,6 +18,54 @@ use std::sync::Arc;
 
 use crate::framework::{ConfigError, Plugin, Registry, Services};
 
+/// The `impl Plugin` of an in-tree plugin: its name, the cluster events that may make
+/// a pod it rejected schedulable (if any), and then its other `Plugin` items (views,
+/// queueing hint) as written. Plugins differ only in those, so each states only those.
+macro_rules! impl_plugin {
+    (
+        $plugin:ident = $name:expr;
+        events: [$($event:expr),+ $(,)?];
+        $($item:tt)*
+    ) => {
+        $crate::plugins::impl_plugin! {
+            $plugin = $name;
+            fn events_to_register(&self) -> Vec<$crate::framework::ClusterEvent> {
+                vec![$($event),+]
+            }
+            $($item)*
+        }
+    };
+    ($plugin:ident = $name:expr; $($item:tt)*) => {
+        impl $crate::framework::Plugin for $plugin {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            $($item)*
+        }
+    };
+}
+pub(crate) use impl_plugin;
+
+/// Declares an in-tree plugin that holds no state: its unit struct (what the registry
+/// builds by `Default`), and its `impl Plugin` as [`impl_plugin!`] writes it.
+macro_rules! stateless_plugin {
+    (
+        $(#[$doc:meta])*
+        $plugin:ident = $name:expr;
+        $($rest:tt)*
+    ) => {
+        $(#[$doc])*
+        #[derive(Default)]
+        pub(crate) struct $plugin;
+
+        $crate::plugins::impl_plugin! {
+            $plugin = $name;
+            $($rest)*
+        }
+    };
+}
+pub(crate) use stateless_plugin;
+
 /// The constructor of a plugin that takes no arguments and holds no state.
 fn stateless<P: Plugin + Default + 'static>(
     _args: &serde_json::Value,

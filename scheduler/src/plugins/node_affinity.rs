@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use super::helpers::{RequiredNodeAffinity, default_normalize};
+use super::helpers::RequiredNodeAffinity;
+use super::stateless_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -16,17 +17,10 @@ pub(crate) const REASON: &str = "node(s) didn't match Pod's node affinity/select
 const PRE_FILTER_KEY: &str = "PreFilterNodeAffinity";
 const PRE_SCORE_KEY: &str = "PreScoreNodeAffinity";
 
-/// The NodeAffinity plugin.
-#[derive(Default)]
-pub(crate) struct NodeAffinity;
-
-impl Plugin for NodeAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::NODE_ADD_OR_LABEL_CHANGE]
-    }
+stateless_plugin! {
+    /// The NodeAffinity plugin.
+    NodeAffinity = NAME;
+    events: [ClusterEvent::NODE_ADD_OR_LABEL_CHANGE];
     /// Only a node that now satisfies the pod's node selector and required affinity,
     /// and did not before (or that is new), can help.
     fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
@@ -131,14 +125,8 @@ impl ScorePlugin for NodeAffinity {
         (s, Status::success())
     }
 
-    fn normalize(
-        &self,
-        _state: &CycleState,
-        _pod: &PodInfo,
-        scores: &mut [NodeScore<'_>],
-    ) -> Status {
-        default_normalize(scores, false);
-        Status::success()
+    fn scale(&self) -> ScoreScale {
+        ScoreScale::ToMax
     }
 }
 

@@ -1,5 +1,6 @@
 //! NodeName: a pod that names a node fits only that node.
 
+use super::stateless_plugin;
 use crate::cache::NodeInfo;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -9,17 +10,10 @@ pub(crate) const NAME: &str = "NodeName";
 /// Rejection reason, as upstream.
 pub(crate) const REASON: &str = "node(s) didn't match the requested node name";
 
-/// The NodeName plugin.
-#[derive(Default)]
-pub(crate) struct NodeName;
-
-impl Plugin for NodeName {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::NODE_ADD]
-    }
+stateless_plugin! {
+    /// The NodeName plugin.
+    NodeName = NAME;
+    events: [ClusterEvent::NODE_ADD];
     views!(filter);
 }
 

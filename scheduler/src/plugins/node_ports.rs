@@ -1,6 +1,7 @@
 //! NodePorts: a pod's host ports must be free on the node (same protocol and port
 //! conflict when either IP is the wildcard or both IPs are equal).
 
+use super::stateless_plugin;
 use crate::cache::NodeInfo;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -10,17 +11,10 @@ pub(crate) const NAME: &str = "NodePorts";
 /// Rejection reason, as upstream.
 pub(crate) const REASON: &str = "node(s) didn't have free ports for the requested pod ports";
 
-/// The NodePorts plugin.
-#[derive(Default)]
-pub(crate) struct NodePorts;
-
-impl Plugin for NodePorts {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::ASSIGNED_POD_DELETE, ClusterEvent::NODE_ADD]
-    }
+stateless_plugin! {
+    /// The NodePorts plugin.
+    NodePorts = NAME;
+    events: [ClusterEvent::ASSIGNED_POD_DELETE, ClusterEvent::NODE_ADD];
     /// A deleted pod helps only if it held a host port the pod wants.
     fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         let EventObjects::Pod {

@@ -39,15 +39,15 @@ pub(crate) enum StrategyType {
     MostAllocated,
 }
 
-/// Scoring strategy args.
+/// Scoring strategy args; a field left out takes its value from
+/// `ScoringStrategy::default()`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub(crate) struct ScoringStrategy {
     /// Strategy.
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type")]
     pub kind: StrategyType,
     /// Resources and weights; cpu and memory with weight 1 by default.
-    #[serde(default = "default_resources")]
     pub resources: Vec<ResourceSpec>,
 }
 
@@ -279,8 +279,12 @@ pub(crate) fn requested_and_allocatable(
 ) -> (i64, i64) {
     let alloc = node.allocatable.get_kind(resource);
     let req = match (resource, non_zero) {
-        (ResourceKind::Cpu, true) => node.non_zero_requested.milli_cpu + pod.non_zero_milli_cpu,
-        (ResourceKind::Memory, true) => node.non_zero_requested.memory + pod.non_zero_memory,
+        (ResourceKind::Cpu, true) => {
+            node.non_zero_requested.milli_cpu + pod.non_zero_requests.milli_cpu
+        }
+        (ResourceKind::Memory, true) => {
+            node.non_zero_requested.memory + pod.non_zero_requests.memory
+        }
         _ => node.requested.get_kind(resource) + pod.requests.get_kind(resource),
     };
     (req, alloc)

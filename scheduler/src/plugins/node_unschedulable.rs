@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::Taint;
 
 use super::helpers::tolerates;
+use super::stateless_plugin;
 use crate::cache::NodeInfo;
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -15,17 +16,10 @@ pub(crate) const REASON: &str = "node(s) were unschedulable";
 /// The taint a cordoned node implies.
 pub(crate) const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 
-/// The NodeUnschedulable plugin.
-#[derive(Default)]
-pub(crate) struct NodeUnschedulable;
-
-impl Plugin for NodeUnschedulable {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::NODE_ADD_OR_TAINT_CHANGE]
-    }
+stateless_plugin! {
+    /// The NodeUnschedulable plugin.
+    NodeUnschedulable = NAME;
+    events: [ClusterEvent::NODE_ADD_OR_TAINT_CHANGE];
     /// Only a node that is (now) not cordoned can help.
     fn queueing_hint(&self, _pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
         QueueingHint::node_now_fits(objects, |n| {

@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use serde::Deserialize;
 
 use super::helpers::{FILTERING_EFFECTS, RequiredNodeAffinity, first_untolerated};
+use super::impl_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::listers::{SPREAD_CONTROLLER_KINDS, WorkloadLister};
@@ -279,22 +280,18 @@ pub(crate) fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plug
     )?))
 }
 
-impl Plugin for PodTopologySpread {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![
-            ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
-            ClusterEvent::new(
-                EventResource::Node,
-                ActionSet::ADD
-                    .or(ActionSet::DELETE)
-                    .or(ActionSet::UPDATE_NODE_LABEL)
-                    .or(ActionSet::UPDATE_NODE_TAINT),
-            ),
-        ]
-    }
+impl_plugin! {
+    PodTopologySpread = NAME;
+    events: [
+        ClusterEvent::ASSIGNED_POD_ADD_DELETE_OR_LABEL_CHANGE,
+        ClusterEvent::new(
+            EventResource::Node,
+            ActionSet::ADD
+                .or(ActionSet::DELETE)
+                .or(ActionSet::UPDATE_NODE_LABEL)
+                .or(ActionSet::UPDATE_NODE_TAINT),
+        ),
+    ];
     views!(pre_filter, filter, pre_score, score);
 }
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::helpers::{FILTERING_EFFECTS, default_normalize, first_untolerated, tolerates};
+use super::helpers::{FILTERING_EFFECTS, first_untolerated, tolerates};
+use super::stateless_plugin;
 use crate::cache::{NodeInfo, Snapshot};
 use crate::framework::*;
 use crate::pod_info::PodInfo;
@@ -14,17 +15,10 @@ use crate::pod_info::PodInfo;
 pub(crate) const NAME: &str = "TaintToleration";
 const STATE_KEY: &str = "PreScoreTaintToleration";
 
-/// The TaintToleration plugin.
-#[derive(Default)]
-pub(crate) struct TaintToleration;
-
-impl Plugin for TaintToleration {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![ClusterEvent::NODE_ADD_OR_TAINT_CHANGE]
-    }
+stateless_plugin! {
+    /// The TaintToleration plugin.
+    TaintToleration = NAME;
+    events: [ClusterEvent::NODE_ADD_OR_TAINT_CHANGE];
     /// Only a node whose scheduling taints the pod now tolerates, and did not before
     /// (or that is new), can help.
     fn queueing_hint(&self, pod: &PodInfo, objects: &EventObjects<'_>) -> QueueingHint {
@@ -104,14 +98,8 @@ impl ScorePlugin for TaintToleration {
         (count as i64, Status::success())
     }
 
-    fn normalize(
-        &self,
-        _state: &CycleState,
-        _pod: &PodInfo,
-        scores: &mut [NodeScore<'_>],
-    ) -> Status {
-        default_normalize(scores, true);
-        Status::success()
+    fn scale(&self) -> ScoreScale {
+        ScoreScale::ToMaxReversed
     }
 }
 

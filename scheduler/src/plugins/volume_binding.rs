@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, TopologySelectorTerm};
 
+use super::impl_plugin;
 #[cfg(test)]
 use crate::binding::NoClaimAnnotator;
 use crate::binding::{ClaimAnnotator, SELECTED_NODE_ANNOTATION};
@@ -121,18 +122,14 @@ struct State {
     missing_pv: bool,
 }
 
-impl Plugin for VolumeBinding {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn events_to_register(&self) -> Vec<ClusterEvent> {
-        vec![
-            ClusterEvent::added_or_updated(EventResource::PersistentVolumeClaim),
-            ClusterEvent::added_or_updated(EventResource::PersistentVolume),
-            ClusterEvent::added_or_updated(EventResource::StorageClass),
-            ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
-        ]
-    }
+impl_plugin! {
+    VolumeBinding = NAME;
+    events: [
+        ClusterEvent::added_or_updated(EventResource::PersistentVolumeClaim),
+        ClusterEvent::added_or_updated(EventResource::PersistentVolume),
+        ClusterEvent::added_or_updated(EventResource::StorageClass),
+        ClusterEvent::NODE_ADD_OR_LABEL_CHANGE,
+    ];
     views!(pre_filter, filter, pre_bind);
 }
 

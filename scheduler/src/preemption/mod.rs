@@ -12,6 +12,7 @@ use crate::algorithm::reason_counts;
 use crate::cache::Snapshot;
 use crate::framework::*;
 use crate::listers::PdbLister;
+use crate::plugins::impl_plugin;
 use crate::pod_info::PodInfo;
 #[cfg(test)]
 pub(crate) use select::Candidate;
@@ -24,24 +25,15 @@ pub(crate) const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 /// Status reason for nodes where evicting every lower-priority pod is not enough.
 pub(crate) const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 
-/// Plugin args (`DefaultPreemptionArgs`).
+/// Plugin args (`DefaultPreemptionArgs`); a field left out takes its value from
+/// `Args::default()`.
 #[derive(Debug, Clone, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub(crate) struct Args {
     /// Minimum share of nodes to dry-run, in percent.
-    #[serde(default = "default_pct")]
     pub min_candidate_nodes_percentage: usize,
     /// Minimum number of nodes to dry-run.
-    #[serde(default = "default_abs")]
     pub min_candidate_nodes_absolute: usize,
-}
-
-fn default_pct() -> usize {
-    10
-}
-
-fn default_abs() -> usize {
-    100
 }
 
 impl Default for Args {
@@ -67,10 +59,8 @@ pub(crate) fn new(args: &serde_json::Value, s: &Services) -> Result<Arc<dyn Plug
     }))
 }
 
-impl Plugin for DefaultPreemption {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl_plugin! {
+    DefaultPreemption = NAME;
     views!(post_filter);
 }
 

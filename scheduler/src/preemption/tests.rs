@@ -1,13 +1,8 @@
 use std::sync::Arc;
 
-use k8s_openapi::api::policy::v1::{
-    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
 use super::*;
 use crate::scheduler::{CycleOutcome, Failure};
-use crate::testing::{NodeBuilder, PodBuilder, TestCluster, match_labels};
+use crate::testing::{NodeBuilder, PodBuilder, TestCluster, pdb};
 
 fn node(name: &str, cpu: &str) -> k8s_openapi::api::core::v1::Node {
     NodeBuilder::new(name)
@@ -59,8 +54,8 @@ fn names(v: &[Arc<PodInfo>]) -> Vec<String> {
 fn preempts_lower_priority_pod() {
     let c = cluster(&[("n1", "2")], vec![running("low", "n1", "2", 0)]);
     let f = schedule_failure(&c, pending("high", "1", 100));
-    assert_eq!(f.nominated_node.as_deref(), Some("n1"));
-    assert_eq!(names(&f.victims), vec!["low"]);
+    assert_eq!(f.preemption.nominated_node.as_deref(), Some("n1"));
+    assert_eq!(names(&f.preemption.victims), vec!["low"]);
     assert_eq!(f.message, "0/1 nodes are available: 1 Insufficient cpu.");
 }
 
@@ -83,7 +78,7 @@ fn not_helpful_when_every_rejection_is_unresolvable() {
             .node_selector("zone", "a")
             .build(),
     );
-    assert_eq!(f.nominated_node, None);
+    assert_eq!(f.preemption.nominated_node, None);
     assert_eq!(
         f.message,
         "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, \
@@ -96,7 +91,7 @@ fn not_helpful_when_every_rejection_is_unresolvable() {
 fn no_victims_among_equal_priority_pods() {
     let c = cluster(&[("n1", "2")], vec![running("peer", "n1", "2", 5)]);
     let f = schedule_failure(&c, pending("p", "1", 5));
-    assert!(f.victims.is_empty());
+    assert!(f.preemption.victims.is_empty());
     assert_eq!(
         f.message,
         "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
@@ -114,7 +109,7 @@ fn preemption_policy_never() {
             .container(&[("cpu", "1")])
             .build(),
     );
-    assert!(f.victims.is_empty());
+    assert!(f.preemption.victims.is_empty());
     assert_eq!(
         f.message,
         "0/1 nodes are available: 1 Insufficient cpu. not eligible due to preemptionPolicy=Never."
@@ -129,7 +124,7 @@ fn evicts_as_few_and_as_unimportant_pods_as_possible() {
     }
     let f = schedule_failure(&c, pending("high", "2", 100));
     assert_eq!(
-        names(&f.victims),
+        names(&f.preemption.victims),
         vec!["p2", "p1"],
         "the two least important pods, most important first"
     );
@@ -142,7 +137,7 @@ fn picks_node_with_lowest_priority_victims() {
         vec![running("v10", "n1", "1", 10), running("v5", "n2", "1", 5)],
     );
     let f = schedule_failure(&c, pending("high", "1", 100));
-    assert_eq!(f.nominated_node.as_deref(), Some("n2"));
+    assert_eq!(f.preemption.nominated_node.as_deref(), Some("n2"));
 }
 
 #[test]
@@ -157,11 +152,11 @@ fn picks_node_with_fewest_victims() {
     );
     let f = schedule_failure(&c, pending("high", "2", 100));
     assert_eq!(
-        f.nominated_node.as_deref(),
+        f.preemption.nominated_node.as_deref(),
         Some("n2"),
         "sum of priorities is smaller with one victim"
     );
-    assert_eq!(names(&f.victims), vec!["c"]);
+    assert_eq!(names(&f.preemption.victims), vec!["c"]);
 }
 
 #[test]
@@ -173,23 +168,9 @@ fn avoids_pdb_violations() {
             running("free", "n2", "1", 1),
         ],
     );
-    c.listers.put_pdb(PodDisruptionBudget {
-        metadata: ObjectMeta {
-            name: Some("pdb".into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        spec: Some(PodDisruptionBudgetSpec {
-            selector: Some(match_labels(&[("name", "protected")])),
-            ..Default::default()
-        }),
-        status: Some(PodDisruptionBudgetStatus {
-            disruptions_allowed: 0,
-            ..Default::default()
-        }),
-    });
+    c.listers.put_pdb(pdb("pdb", &[("name", "protected")], 0));
     let f = schedule_failure(&c, pending("high", "1", 100));
-    assert_eq!(f.nominated_node.as_deref(), Some("n2"));
+    assert_eq!(f.preemption.nominated_node.as_deref(), Some("n2"));
 }
 
 #[test]
@@ -234,7 +215,7 @@ async fn nominated_pod_gets_the_room_after_victims_leave() {
     c.add_pod(pending("high", "2", 100));
     let (placed, failed) = c.schedule_all().await;
     assert!(placed.is_empty());
-    assert_eq!(failed[0].nominated_node.as_deref(), Some("n1"));
+    assert_eq!(failed[0].preemption.nominated_node.as_deref(), Some("n1"));
     assert_eq!(c.api.deleted.lock().clone(), vec!["default/low"]);
     // A mid-priority pod arriving before the victim is gone must not take the room.
     c.scheduler.on_pod_delete(&low);
