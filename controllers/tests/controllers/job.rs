@@ -21,6 +21,18 @@ async fn create(client: &Client, name: &str, spec: Value) -> Job {
     create_workload(client, name, full, spec).await
 }
 
+/// A cluster running `controllers` with the Job `name` of `spec` created,
+/// where every test begins: the cluster, a client and the Job's uid.
+async fn start_with_job(
+    controllers: &[&str],
+    name: &str,
+    spec: Value,
+) -> (TestCluster, Client, String) {
+    let (cluster, client) = TestCluster::start_with_client(controllers).await;
+    let uid = create(&client, name, spec).await.uid().unwrap();
+    (cluster, client, uid)
+}
+
 /// The Job `name` in `default`, as the API has it now.
 async fn get(client: &Client, name: &str) -> Job {
     get_workload(client, name).await
@@ -49,9 +61,12 @@ async fn wait_running(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_pods_to_completions_with_parallelism() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(&client, "work", json!({"completions": 3, "parallelism": 2})).await;
-    let uid = job.uid().unwrap();
+    let (cluster, client, uid) = start_with_job(
+        &["job"],
+        "work",
+        json!({"completions": 3, "parallelism": 2}),
+    )
+    .await;
     let pods = wait_running(&client, &uid, 2).await;
     for pod in &pods {
         assert!(pod.name_any().starts_with("work-"));
@@ -112,9 +127,8 @@ async fn runs_pods_to_completions_with_parallelism() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_pods_are_retried_until_the_backoff_limit() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(&client, "flaky", json!({"backoffLimit": 1})).await;
-    let uid = job.uid().unwrap();
+    let (cluster, client, uid) =
+        start_with_job(&["job"], "flaky", json!({"backoffLimit": 1})).await;
     let first = wait_running(&client, &uid, 1).await;
     set_pod_status(&client, "default", &first[0].name_any(), "Failed", false).await;
     // The replacement comes after upstream's 10 s failure backoff.
@@ -144,14 +158,12 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(
-        &client,
+    let (cluster, client, uid) = start_with_job(
+        &["job"],
         "idx",
         json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed"}),
     )
     .await;
-    let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 3).await;
     let mut by_index = std::collections::BTreeMap::new();
     for pod in &pods {
@@ -193,14 +205,12 @@ async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn active_deadline_fails_the_job_and_removes_its_pods() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(
-        &client,
+    let (cluster, client, uid) = start_with_job(
+        &["job"],
         "late",
         json!({"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 2}),
     )
     .await;
-    let uid = job.uid().unwrap();
     wait_running(&client, &uid, 2).await;
     let job: Job = wait_for_condition(
         &client,
@@ -224,14 +234,12 @@ async fn active_deadline_fails_the_job_and_removes_its_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspended_jobs_run_nothing_until_resumed() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(
-        &client,
+    let (cluster, client, uid) = start_with_job(
+        &["job"],
         "later",
         json!({"suspend": true, "parallelism": 2, "completions": 2}),
     )
     .await;
-    let uid = job.uid().unwrap();
     wait_for_condition::<Job>(
         &client,
         "later",
@@ -263,9 +271,12 @@ async fn suspended_jobs_run_nothing_until_resumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_jobs_are_deleted_after_their_ttl() {
-    let (cluster, client) = TestCluster::start_with_client(&["job", "garbage-collector"]).await;
-    let job = create(&client, "brief", json!({"ttlSecondsAfterFinished": 1})).await;
-    let uid = job.uid().unwrap();
+    let (cluster, client, uid) = start_with_job(
+        &["job", "garbage-collector"],
+        "brief",
+        json!({"ttlSecondsAfterFinished": 1}),
+    )
+    .await;
     let pods = wait_running(&client, &uid, 1).await;
     set_pod_status(&client, "default", &pods[0].name_any(), "Succeeded", false).await;
     eventually(WAIT, "job deleted after ttl", || async {
@@ -284,9 +295,12 @@ async fn finished_jobs_are_deleted_after_their_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(&client, "gone", json!({"parallelism": 2, "completions": 2})).await;
-    let uid = job.uid().unwrap();
+    let (cluster, client, uid) = start_with_job(
+        &["job"],
+        "gone",
+        json!({"parallelism": 2, "completions": 2}),
+    )
+    .await;
     let pods = wait_running(&client, &uid, 2).await;
     let tracked = |p: &Pod| {
         p.finalizers()
