@@ -23,7 +23,8 @@ use skiff_controllers::horizontal_pod_autoscaler::metrics::{MetricsError, PodUsa
 use skiff_controllers::horizontal_pod_autoscaler::{self as hpa, HpaConfig, ResourceMetrics};
 
 use super::support::{
-    OwnController, TestCluster, eventually, list_all, merge_patch, merge_patch_status,
+    OwnController, TestCluster, create_object, eventually, list_all, merge_patch,
+    merge_patch_status, object,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -109,7 +110,7 @@ impl Harness {
             "horizontal-pod-autoscaler",
             move |ctx, stop| hpa::run_with_metrics(ctx, stop, config, source),
         );
-        create(
+        create_object(
             &Api::<Namespace>::all(cluster.client.clone()),
             json!({"metadata": {"name": NS}}),
         )
@@ -148,27 +149,10 @@ fn autoscaler_account() -> UserInfo {
     UserInfo::service_account("kube-system", "horizontal-pod-autoscaler")
 }
 
-fn object<K: k8s_openapi::serde::de::DeserializeOwned>(value: Value) -> K {
-    serde_json::from_value(value).unwrap()
-}
-
-/// Creates the object `value` describes through `api`.
-async fn create<K>(api: &Api<K>, value: Value)
-where
-    K: Clone
-        + k8s_openapi::serde::de::DeserializeOwned
-        + k8s_openapi::serde::Serialize
-        + std::fmt::Debug,
-{
-    api.create(&PostParams::default(), &object(value))
-        .await
-        .unwrap();
-}
-
 /// A Deployment of `replicas` with app=`name` pods requesting 100m CPU;
 /// with no Deployment controller running, the test makes the pods.
 async fn deployment(client: &kube::Client, name: &str, replicas: i32) {
-    create(
+    create_object(
         &Api::<Deployment>::namespaced(client.clone(), NS),
         json!({"metadata": {"name": name}, "spec": {
             "replicas": replicas,
@@ -184,7 +168,7 @@ async fn deployment(client: &kube::Client, name: &str, replicas: i32) {
 /// hour (past CPU initialisation).
 async fn settled_pod(client: &kube::Client, app: &str, name: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    create(
+    create_object(
         &pods,
         json!({"metadata": {"name": name, "labels": {"app": app}}, "spec": {
             "containers": [{"name": "app", "image": "busybox",
@@ -204,7 +188,7 @@ async fn settled_pod(client: &kube::Client, app: &str, name: &str) {
 }
 
 async fn autoscaler(client: &kube::Client, spec: Value) {
-    create(
+    create_object(
         &autoscalers(client),
         json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
             "metadata": {"name": "web"}, "spec": spec}),
@@ -525,7 +509,7 @@ async fn scales_a_custom_resource_through_its_scale_subresource() {
     let h = Harness::start().await;
     let client = h.admin();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    create(
+    create_object(
         &crds,
         json!({"metadata": {"name": "workers.example.com"}, "spec": {
             "group": "example.com", "scope": "Namespaced",

@@ -11,7 +11,7 @@ use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
 use skiff_controllers::{Context, ControllerManager};
 use skiff_informer::SharedInformerFactory;
@@ -91,6 +91,22 @@ impl TestCluster {
         }
         self.cluster.shutdown();
     }
+}
+
+/// The object `value` describes; the test stops if it does not fit `K`.
+pub fn object<K: DeserializeOwned>(value: serde_json::Value) -> K {
+    serde_json::from_value(value).unwrap()
+}
+
+/// Creates the object `value` describes through `api`; the test stops if
+/// the API refuses.
+pub async fn create_object<K>(api: &Api<K>, value: serde_json::Value) -> K
+where
+    K: Clone + DeserializeOwned + Serialize + Debug,
+{
+    api.create(&PostParams::default(), &object(value))
+        .await
+        .unwrap()
 }
 
 /// Merges `patch` into the object `name` through `api` (as `kubectl patch
