@@ -8,7 +8,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually, list_all, merge_patch, merge_patch_scale};
+use super::support::{TestCluster, eventually, list_all, merge_patch, scale};
 use super::workload_helpers::{
     WAIT, all_pods, condition, create_workload, get_workload, is_ready, make_all_ready, make_ready,
     template, wait_for_condition, wait_for_events,
@@ -266,7 +266,7 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
     )
     .await;
     // Scaling still works while paused.
-    merge_patch_scale(&api, "hold", json!({"spec": {"replicas": 3}})).await;
+    scale(&api, "hold", 3).await;
     eventually(WAIT, "scaled while paused", || async {
         let rss = replica_sets(&client).await;
         (rss.len() == 1 && spec_replicas(&rss[0]) == 3).then_some(())

@@ -6,7 +6,7 @@ use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually, merge_patch, merge_patch_scale};
+use super::support::{TestCluster, eventually, merge_patch, scale};
 use super::workload_helpers::{
     WAIT, all_pods, create_workload, event_about, make_ready, pods_owned_by, set_pod_status,
     template, wait_for_events,
@@ -105,7 +105,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     .await;
     // Scale through the scale subresource, as `kubectl scale` does.
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
-    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 1}})).await;
+    scale(&api, "rank", 1).await;
     let left = wait_for_pods(&client, &uid, 1).await;
     assert_eq!(
         left[0].name_any(),
@@ -118,7 +118,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     .await;
     wait_for_events(&client, "rank", &["SuccessfulDelete"]).await;
     // Scaling up again replaces them.
-    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 4}})).await;
+    scale(&api, "rank", 4).await;
     wait_for_pods(&client, &uid, 4).await;
     cluster.shutdown().await;
 }
