@@ -338,26 +338,17 @@ impl Syncer {
                 spec: claim_template.spec.clone(),
                 status: None,
             };
-            match pvc_api.create(&PostParams::default(), &pvc).await {
-                Ok(_) => self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulCreate",
-                    "Create",
-                    format!(
-                        "create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"
-                    ),
+            self.create_reported(
+                set,
+                &pvc_api,
+                &pvc,
+                format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name}"),
+                format!(
+                    "create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"
                 ),
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => {
-                    self.events.warning(
-                        &object_reference(set),
-                        "FailedCreate",
-                        "Create",
-                        format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {}", api_message(&e)),
-                    );
-                    return Err(Self::err(key, "creating a claim", e));
-                }
-            }
+            )
+            .await
+            .map_err(|e| Self::err(key, "creating a claim", e))?;
             claims.insert(template_name, claim_name);
         }
         let meta = template.metadata.clone().unwrap_or_default();
@@ -400,30 +391,46 @@ impl Syncer {
             spec: Some(pod_spec),
             status: None,
         };
-        match api.create(&PostParams::default(), &pod).await {
-            Ok(_) => {
-                self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulCreate",
-                    "Create",
-                    format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
-                );
-                Ok(())
-            }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        self.create_reported(
+            set,
+            api,
+            &pod,
+            format!("create Pod {pod_name} in StatefulSet {set_name}"),
+            format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
+        )
+        .await
+        .map_err(|e| Self::err(key, "creating a pod", e))
+    }
+
+    /// Creates `object` for `set` and reports it in upstream's words for a
+    /// StatefulSet's claims and pods alike: `SuccessfulCreate` with
+    /// `success`, or the warning `FailedCreate` "`attempt` failed error:
+    /// <error>". One already there (an earlier sync made it) is no news.
+    async fn create_reported<K>(
+        &self,
+        set: &StatefulSet,
+        api: &Api<K>,
+        object: &K,
+        attempt: String,
+        success: String,
+    ) -> Result<(), kube::Error>
+    where
+        K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    {
+        let regarding = object_reference(set);
+        match api.create(&PostParams::default(), object).await {
+            Ok(_) => self
+                .events
+                .normal(&regarding, "SuccessfulCreate", "Create", success),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => {
-                self.events.warning(
-                    &object_reference(set),
-                    "FailedCreate",
-                    "Create",
-                    format!(
-                        "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
-                        api_message(&e)
-                    ),
-                );
-                Err(Self::err(key, "creating a pod", e))
+                let note = format!("{attempt} failed error: {}", api_message(&e));
+                self.events
+                    .warning(&regarding, "FailedCreate", "Create", note);
+                return Err(e);
             }
         }
+        Ok(())
     }
 
     async fn delete(
