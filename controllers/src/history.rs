@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt;
@@ -37,6 +37,15 @@ pub(crate) enum HistoryError {
         /// The owner's namespace/name.
         key: String,
     },
+}
+
+/// The pod label naming the revision a StatefulSet's or DaemonSet's pod was
+/// made from (upstream's `controller-revision-hash`).
+pub(crate) const REVISION_HASH_LABEL: &str = "controller-revision-hash";
+
+/// The revision `pod` was made from, by its [`REVISION_HASH_LABEL`].
+pub(crate) fn revision_hash(pod: &Pod) -> Option<&str> {
+    pod.labels().get(REVISION_HASH_LABEL).map(String::as_str)
 }
 
 /// What a revision stores: the template as a patch that replaces the owner's

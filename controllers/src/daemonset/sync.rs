@@ -17,7 +17,10 @@ use super::placement::{node_of, pin_to_node, should_run};
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{History, HistoryError, Proposal, count_collision, owned_revisions};
+use crate::history::{
+    History, HistoryError, Proposal, REVISION_HASH_LABEL, count_collision, owned_revisions,
+    revision_hash,
+};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
@@ -26,7 +29,7 @@ use crate::pod_control::{
 
 /// The pod label with the hash of the template a pod was made from; the
 /// template's revision carries it too and is named `<set>-<hash>`.
-const HASH_LABEL: &str = "controller-revision-hash";
+const HASH_LABEL: &str = REVISION_HASH_LABEL;
 
 /// The pod label with the set's generation when the pod was made (upstream
 /// still sets it, though it judges pods by [`HASH_LABEL`]).
@@ -41,14 +44,6 @@ pub(super) struct Syncer {
     pub revisions: Arc<Cache<ControllerRevision>>,
     pub expectations: Expectations,
     pub events: EventRecorder,
-}
-
-fn hash_of(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(HASH_LABEL)
-        .map(String::as_str)
 }
 
 impl Reconciler for Syncer {
@@ -144,7 +139,7 @@ impl Reconciler for Syncer {
                     } else {
                         unavailable += 1;
                     }
-                    if hash_of(pod) == Some(hash.as_str()) {
+                    if revision_hash(pod) == Some(hash.as_str()) {
                         *status.updated_number_scheduled.get_or_insert(0) += 1;
                     } else {
                         outdated.push(pod.clone());
@@ -323,7 +318,7 @@ fn unused_revisions<'a>(
             .and_then(|l| l.get(HASH_LABEL))
             .cloned()
     };
-    let in_use = |hash: &str| pods.iter().any(|p| hash_of(p) == Some(hash));
+    let in_use = |hash: &str| pods.iter().any(|p| revision_hash(p) == Some(hash));
     let old: Vec<&ControllerRevision> = revisions
         .iter()
         .filter(|r| hash_of_revision(r).as_deref() != Some(current_hash))

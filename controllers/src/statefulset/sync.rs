@@ -19,7 +19,9 @@ use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{History, HistoryError, count_collision, owned_revisions, template_of};
+use crate::history::{
+    History, HistoryError, count_collision, owned_revisions, revision_hash, template_of,
+};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     WorkloadSyncError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
@@ -43,14 +45,6 @@ pub(super) fn ordinal_of(set_name: &str, pod: &Pod) -> Option<i32> {
         .strip_prefix('-')?
         .parse()
         .ok()
-}
-
-fn revision_of(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(REVISION_LABEL)
-        .map(String::as_str)
 }
 
 fn is_terminating(pod: &Pod) -> bool {
@@ -172,12 +166,12 @@ impl Reconciler for Syncer {
         );
         status.current_replicas = Some(
             live.iter()
-                .filter(|p| revision_of(p) == Some(current_name.as_str()))
+                .filter(|p| revision_hash(p) == Some(current_name.as_str()))
                 .count() as i32,
         );
         status.updated_replicas = Some(
             live.iter()
-                .filter(|p| revision_of(p) == Some(update_name.as_str()))
+                .filter(|p| revision_hash(p) == Some(update_name.as_str()))
                 .count() as i32,
         );
         status.current_revision = Some(current_name);
@@ -298,7 +292,7 @@ impl Syncer {
         // Rolling update: highest ordinal first, one pod at a time.
         for ordinal in (start + partition..end).rev() {
             if let Some(pod) = by_ordinal.get(&ordinal)
-                && revision_of(pod) != Some(update_name.as_str())
+                && revision_hash(pod) != Some(update_name.as_str())
             {
                 self.delete(set, api, pod).await?;
                 return Ok(());
@@ -474,7 +468,7 @@ impl Syncer {
                 let name = r.metadata.name.as_deref();
                 name != status.current_revision.as_deref()
                     && name != status.update_revision.as_deref()
-                    && !pods.iter().any(|p| revision_of(p) == name)
+                    && !pods.iter().any(|p| revision_hash(p) == name)
                     && revisions.last().map(|l| l.revision) != Some(r.revision)
             })
             .collect();
