@@ -23,8 +23,8 @@ use crate::history::{
 };
 use crate::manager::Reconciler;
 use crate::pod_control::{
-    Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
-    pod_from_template, report_deleted, requeue_when_available,
+    Expectations, WorkloadSyncError, claim, create_pod, delete_pods, is_available, is_ready, phase,
+    pod_from_template, requeue_when_available,
 };
 
 /// The pod label with the hash of the template a pod was made from; the
@@ -256,18 +256,16 @@ impl Syncer {
         let ns = set.namespace().unwrap_or_default();
         let template = set.spec.clone().unwrap_or_default().template;
         if !delete.is_empty() {
-            self.expectations
-                .expect_deletions(key, delete.iter().map(|p| format!("{ns}/{}", p.name_any())));
-            for pod in &delete {
-                let name = pod.name_any();
-                let result = delete_pod(api, &name).await;
-                if !matches!(result, Ok(true)) {
-                    self.expectations
-                        .deletion_observed(key, &format!("{ns}/{name}"));
-                }
-                result?;
-                report_deleted(&self.events, &object_reference(set), &name);
-            }
+            let regarding = object_reference(set);
+            delete_pods(
+                api,
+                &self.events,
+                &self.expectations,
+                key,
+                &regarding,
+                &delete,
+            )
+            .await?;
             return Ok(());
         }
         if create_on.is_empty() {
