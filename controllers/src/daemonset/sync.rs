@@ -17,10 +17,7 @@ use super::placement::{node_of, pin_to_node, should_run};
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{
-    History, HistoryError, Proposal, REVISION_HASH_LABEL, count_collision, owned_revisions,
-    revision_hash,
-};
+use crate::history::{History, Proposal, REVISION_HASH_LABEL, owned_revisions, revision_hash};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     Expectations, WorkloadSyncError, claim, create_pod, delete_pods, is_available, is_ready, phase,
@@ -230,18 +227,12 @@ impl Syncer {
             hash_label: HASH_LABEL,
             hash: hash.to_owned(),
         };
-        match history.current(&mut revisions, proposal).await {
-            Ok(_) => Ok(revisions),
-            Err(collision @ HistoryError::Collision { .. }) => {
-                let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
-                let count = set.status.as_ref().and_then(|s| s.collision_count);
-                count_collision(&sets, &set.name_any(), count)
-                    .await
-                    .map_err(|e| Self::err(history.key, "updating status", e))?;
-                Err(collision.into())
-            }
-            Err(e) => Err(e.into()),
-        }
+        let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
+        let count = set.status.as_ref().and_then(|s| s.collision_count);
+        history
+            .current_counting_collisions(&mut revisions, proposal, &sets, count)
+            .await?;
+        Ok(revisions)
     }
 
     async fn apply(

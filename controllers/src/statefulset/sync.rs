@@ -19,9 +19,7 @@ use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{
-    History, HistoryError, count_collision, owned_revisions, revision_hash, template_of,
-};
+use crate::history::{History, owned_revisions, revision_hash, template_of};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     WorkloadSyncError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
@@ -83,17 +81,10 @@ impl Reconciler for Syncer {
         let mut revisions = owned_revisions(&self.revisions, &ns, &uid);
         let history = self.history(&ns, &key_str);
         let proposed = proposal(&set, &spec.template, status.collision_count);
-        let update = match history.current(&mut revisions, proposed).await {
-            Ok(update) => update,
-            Err(collision @ HistoryError::Collision { .. }) => {
-                let sets: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
-                count_collision(&sets, &name, status.collision_count)
-                    .await
-                    .map_err(|e| Self::err(&key_str, "updating status", e))?;
-                return Err(collision.into());
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let sets: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
+        let update = history
+            .current_counting_collisions(&mut revisions, proposed, &sets, status.collision_count)
+            .await?;
         let update_name = update.metadata.name.clone().unwrap_or_default();
         let current = status
             .current_revision
