@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
@@ -19,7 +18,7 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
-use skiff_controllers::horizontal_pod_autoscaler::metrics::{MetricsError, PodUsage};
+use skiff_controllers::horizontal_pod_autoscaler::metrics::{MetricsError, PodUsageFuture};
 use skiff_controllers::horizontal_pod_autoscaler::{self as hpa, HpaConfig, ResourceMetrics};
 
 use super::support::{
@@ -55,11 +54,7 @@ impl Figures {
 }
 
 impl ResourceMetrics for Figures {
-    fn pod_metrics<'a>(
-        &'a self,
-        namespace: &'a str,
-        selector: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<PodUsage>, MetricsError>> {
+    fn pod_metrics<'a>(&'a self, namespace: &'a str, selector: &'a str) -> PodUsageFuture<'a> {
         Box::pin(async move {
             self.asked
                 .lock()
