@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::ResourceExt;
@@ -37,6 +37,15 @@ pub(crate) enum HistoryError {
         /// The owner's namespace/name.
         key: String,
     },
+}
+
+/// The pod label naming the revision a StatefulSet's or DaemonSet's pod was
+/// made from (upstream's `controller-revision-hash`).
+pub(crate) const REVISION_HASH_LABEL: &str = "controller-revision-hash";
+
+/// The revision `pod` was made from, by its [`REVISION_HASH_LABEL`].
+pub(crate) fn revision_hash(pod: &Pod) -> Option<&str> {
+    pod.labels().get(REVISION_HASH_LABEL).map(String::as_str)
 }
 
 /// What a revision stores: the template as a patch that replaces the owner's
@@ -190,6 +199,31 @@ impl History<'_> {
         }
     }
 
+    /// [`current`](Self::current), and on a hash collision one more count in
+    /// the owner's `status.collisionCount` (written through `owners`;
+    /// `collision_count` is the count now), so its next proposal hashes to a
+    /// different name, as upstream's; the collision is still returned.
+    pub(crate) async fn current_counting_collisions<K>(
+        &self,
+        revisions: &mut Vec<ControllerRevision>,
+        proposal: Proposal<'_>,
+        owners: &Api<K>,
+        collision_count: Option<i32>,
+    ) -> Result<ControllerRevision, HistoryError>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let owner = proposal.owner.name.clone().unwrap_or_default();
+        let result = self.current(revisions, proposal).await;
+        if let Err(HistoryError::Collision { .. }) = &result {
+            let count = collision_count.unwrap_or(0).saturating_add(1);
+            write_status(owners, &owner, json!({ "collisionCount": count }))
+                .await
+                .map_err(|e| self.failed("updating status", e))?;
+        }
+        result
+    }
+
     /// Deletes `old` revisions (one already gone counts as deleted).
     pub(crate) async fn delete(&self, old: &[&ControllerRevision]) -> Result<(), HistoryError> {
         for r in old {
@@ -201,23 +235,6 @@ impl History<'_> {
         }
         Ok(())
     }
-}
-
-/// Counts one more hash collision in the status of the owner `name`, so its
-/// next proposal hashes to a different name (as upstream's
-/// `status.collisionCount`).
-pub(crate) async fn count_collision<K>(
-    owners: &Api<K>,
-    name: &str,
-    collision_count: Option<i32>,
-) -> Result<(), kube::Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let count = collision_count.unwrap_or(0).saturating_add(1);
-    write_status(owners, name, json!({ "collisionCount": count }))
-        .await
-        .map(|_| ())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use skiff_informer::Action;
 
 use crate::controller_utils::api_message;
 use crate::controller_utils::{
-    WriteFailed, controller_owner_ref, controller_ref, seconds_between, selects,
+    WriteFailed, controller_owner_ref, controller_ref, key_of, seconds_between, selects,
 };
 use crate::events::EventRecorder;
 
@@ -342,6 +342,36 @@ pub(crate) async fn create_pod(
 pub(crate) fn report_deleted(events: &EventRecorder, regarding: &ObjectReference, name: &str) {
     let note = format!("Deleted pod: {name}");
     events.normal(regarding, "SuccessfulDelete", "Delete", note);
+}
+
+/// Deletes `pods` for the owner under `key` one at a time, each reported by
+/// [`report_deleted`], stopping at the first failure. Every deletion is
+/// expected before the first is sent; one already gone or failed is taken
+/// back, since no watch event will observe it. Nothing to delete leaves the
+/// expectations as they are.
+pub(crate) async fn delete_pods(
+    api: &Api<Pod>,
+    events: &EventRecorder,
+    expectations: &Expectations,
+    key: &str,
+    regarding: &ObjectReference,
+    pods: &[Arc<Pod>],
+) -> Result<(), PodControlError> {
+    use kube::ResourceExt as _;
+    if pods.is_empty() {
+        return Ok(());
+    }
+    expectations.expect_deletions(key, pods.iter().map(|p| key_of(&p.metadata)));
+    for pod in pods {
+        let name = pod.name_any();
+        let result = delete_pod(api, &name).await;
+        if !matches!(result, Ok(true)) {
+            expectations.deletion_observed(key, &key_of(&pod.metadata));
+        }
+        result?;
+        report_deleted(events, regarding, &name);
+    }
+    Ok(())
 }
 
 /// Creates `pods` for the owner under `key` in slow-start batches

@@ -256,99 +256,41 @@ mod tests {
             .to_string()
     }
 
-    #[test]
-    fn steps_ranges_lists_and_names() {
-        assert_eq!(
-            next("*/15 * * * *", None, "2025-01-10T10:07:30Z"),
-            "2025-01-10T10:15:00Z"
-        );
-        assert_eq!(
-            next("*/15 * * * *", None, "2025-01-10T10:15:00Z"),
-            "2025-01-10T10:30:00Z"
-        );
-        assert_eq!(
-            next("5,35 9-17 * * *", None, "2025-01-10T17:40:00Z"),
-            "2025-01-11T09:05:00Z"
-        );
+    /// The next run after a time, by schedule: (schedule, time zone field,
+    /// after, next).
+    #[rustfmt::skip]
+    const NEXT: &[(&str, Option<&str>, &str, &str)] = &[
+        // Steps, ranges, lists and names.
+        ("*/15 * * * *", None, "2025-01-10T10:07:30Z", "2025-01-10T10:15:00Z"),
+        ("*/15 * * * *", None, "2025-01-10T10:15:00Z", "2025-01-10T10:30:00Z"),
+        ("5,35 9-17 * * *", None, "2025-01-10T17:40:00Z", "2025-01-11T09:05:00Z"),
         // Friday 2025-01-10 → Monday 09:00
-        assert_eq!(
-            next("0 9 * * MON-FRI", None, "2025-01-10T10:00:00Z"),
-            "2025-01-13T09:00:00Z"
-        );
-        assert_eq!(
-            next("0 0 1 feb *", None, "2025-03-01T00:00:00Z"),
-            "2026-02-01T00:00:00Z"
-        );
-        assert_eq!(
-            next("0 0 * * 7", None, "2025-01-10T00:00:00Z"),
-            "2025-01-12T00:00:00Z"
-        );
-        assert_eq!(
-            next("10/20 * * * *", None, "2025-01-10T10:31:00Z"),
-            "2025-01-10T10:50:00Z"
-        );
-    }
+        ("0 9 * * MON-FRI", None, "2025-01-10T10:00:00Z", "2025-01-13T09:00:00Z"),
+        ("0 0 1 feb *", None, "2025-03-01T00:00:00Z", "2026-02-01T00:00:00Z"),
+        ("0 0 * * 7", None, "2025-01-10T00:00:00Z", "2025-01-12T00:00:00Z"),
+        ("10/20 * * * *", None, "2025-01-10T10:31:00Z", "2025-01-10T10:50:00Z"),
+        // Shorthands.
+        ("@hourly", None, "2025-01-10T10:07:00Z", "2025-01-10T11:00:00Z"),
+        ("@daily", None, "2025-01-10T10:07:00Z", "2025-01-11T00:00:00Z"),
+        ("@weekly", None, "2025-01-10T10:07:00Z", "2025-01-12T00:00:00Z"),
+        ("@monthly", None, "2025-01-10T10:07:00Z", "2025-02-01T00:00:00Z"),
+        ("@yearly", None, "2025-01-10T10:07:00Z", "2026-01-01T00:00:00Z"),
+        // Day of month or day of week when both are restricted: the 13th,
+        // or any Friday.
+        ("0 0 13 * FRI", None, "2025-01-11T00:00:00Z", "2025-01-13T00:00:00Z"),
+        ("0 0 13 * FRI", None, "2025-01-13T00:00:00Z", "2025-01-17T00:00:00Z"),
+        // Time zones from the field or the prefix: 09:00 in New York is
+        // 14:00 UTC in winter, 13:00 UTC in summer.
+        ("0 9 * * *", Some("America/New_York"), "2025-01-10T15:00:00Z", "2025-01-11T14:00:00Z"),
+        ("CRON_TZ=America/New_York 0 9 * * *", None,
+            "2025-07-10T15:00:00Z", "2025-07-11T13:00:00Z"),
+    ];
 
     #[test]
-    fn shorthands() {
-        assert_eq!(
-            next("@hourly", None, "2025-01-10T10:07:00Z"),
-            "2025-01-10T11:00:00Z"
-        );
-        assert_eq!(
-            next("@daily", None, "2025-01-10T10:07:00Z"),
-            "2025-01-11T00:00:00Z"
-        );
-        assert_eq!(
-            next("@weekly", None, "2025-01-10T10:07:00Z"),
-            "2025-01-12T00:00:00Z"
-        );
-        assert_eq!(
-            next("@monthly", None, "2025-01-10T10:07:00Z"),
-            "2025-02-01T00:00:00Z"
-        );
-        assert_eq!(
-            next("@yearly", None, "2025-01-10T10:07:00Z"),
-            "2026-01-01T00:00:00Z"
-        );
-    }
-
-    #[test]
-    fn day_of_month_or_day_of_week_when_both_restricted() {
-        // the 13th, or any Friday
-        assert_eq!(
-            next("0 0 13 * FRI", None, "2025-01-11T00:00:00Z"),
-            "2025-01-13T00:00:00Z"
-        );
-        assert_eq!(
-            next("0 0 13 * FRI", None, "2025-01-13T00:00:00Z"),
-            "2025-01-17T00:00:00Z"
-        );
-    }
-
-    #[test]
-    fn time_zones_from_the_field_or_the_prefix() {
-        // 09:00 in New York is 14:00 UTC in winter, 13:00 UTC in summer
-        assert_eq!(
-            next(
-                "0 9 * * *",
-                Some("America/New_York"),
-                "2025-01-10T15:00:00Z"
-            ),
-            "2025-01-11T14:00:00Z"
-        );
-        assert_eq!(
-            next(
-                "CRON_TZ=America/New_York 0 9 * * *",
-                None,
-                "2025-07-10T15:00:00Z"
-            ),
-            "2025-07-11T13:00:00Z"
-        );
-        assert!(matches!(
-            Schedule::parse("0 9 * * *", Some("Mars/Base")),
-            Err(ScheduleError::TimeZone(_))
-        ));
+    fn next_runs_follow_the_schedule() {
+        for &(spec, tz, after, want) in NEXT {
+            assert_eq!(next(spec, tz, after), want, "{spec} ({tz:?}) after {after}");
+        }
     }
 
     #[test]
@@ -357,6 +299,10 @@ mod tests {
         assert!(Schedule::parse("60 * * * *", None).is_err());
         assert!(Schedule::parse("* * * FOO *", None).is_err());
         assert!(Schedule::parse("*/0 * * * *", None).is_err());
+        assert!(matches!(
+            Schedule::parse("0 9 * * *", Some("Mars/Base")),
+            Err(ScheduleError::TimeZone(_))
+        ));
     }
 
     #[test]

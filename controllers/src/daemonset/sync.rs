@@ -17,16 +17,16 @@ use super::placement::{node_of, pin_to_node, should_run};
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{History, HistoryError, Proposal, count_collision, owned_revisions};
+use crate::history::{History, Proposal, REVISION_HASH_LABEL, owned_revisions, revision_hash};
 use crate::manager::Reconciler;
 use crate::pod_control::{
-    Expectations, WorkloadSyncError, claim, create_pod, delete_pod, is_available, is_ready, phase,
-    pod_from_template, report_deleted, requeue_when_available,
+    Expectations, WorkloadSyncError, claim, create_pod, delete_pods, is_available, is_ready, phase,
+    pod_from_template, requeue_when_available,
 };
 
 /// The pod label with the hash of the template a pod was made from; the
 /// template's revision carries it too and is named `<set>-<hash>`.
-const HASH_LABEL: &str = "controller-revision-hash";
+const HASH_LABEL: &str = REVISION_HASH_LABEL;
 
 /// The pod label with the set's generation when the pod was made (upstream
 /// still sets it, though it judges pods by [`HASH_LABEL`]).
@@ -41,14 +41,6 @@ pub(super) struct Syncer {
     pub revisions: Arc<Cache<ControllerRevision>>,
     pub expectations: Expectations,
     pub events: EventRecorder,
-}
-
-fn hash_of(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(HASH_LABEL)
-        .map(String::as_str)
 }
 
 impl Reconciler for Syncer {
@@ -144,7 +136,7 @@ impl Reconciler for Syncer {
                     } else {
                         unavailable += 1;
                     }
-                    if hash_of(pod) == Some(hash.as_str()) {
+                    if revision_hash(pod) == Some(hash.as_str()) {
                         *status.updated_number_scheduled.get_or_insert(0) += 1;
                     } else {
                         outdated.push(pod.clone());
@@ -235,18 +227,12 @@ impl Syncer {
             hash_label: HASH_LABEL,
             hash: hash.to_owned(),
         };
-        match history.current(&mut revisions, proposal).await {
-            Ok(_) => Ok(revisions),
-            Err(collision @ HistoryError::Collision { .. }) => {
-                let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
-                let count = set.status.as_ref().and_then(|s| s.collision_count);
-                count_collision(&sets, &set.name_any(), count)
-                    .await
-                    .map_err(|e| Self::err(history.key, "updating status", e))?;
-                Err(collision.into())
-            }
-            Err(e) => Err(e.into()),
-        }
+        let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
+        let count = set.status.as_ref().and_then(|s| s.collision_count);
+        history
+            .current_counting_collisions(&mut revisions, proposal, &sets, count)
+            .await?;
+        Ok(revisions)
     }
 
     async fn apply(
@@ -261,18 +247,16 @@ impl Syncer {
         let ns = set.namespace().unwrap_or_default();
         let template = set.spec.clone().unwrap_or_default().template;
         if !delete.is_empty() {
-            self.expectations
-                .expect_deletions(key, delete.iter().map(|p| format!("{ns}/{}", p.name_any())));
-            for pod in &delete {
-                let name = pod.name_any();
-                let result = delete_pod(api, &name).await;
-                if !matches!(result, Ok(true)) {
-                    self.expectations
-                        .deletion_observed(key, &format!("{ns}/{name}"));
-                }
-                result?;
-                report_deleted(&self.events, &object_reference(set), &name);
-            }
+            let regarding = object_reference(set);
+            delete_pods(
+                api,
+                &self.events,
+                &self.expectations,
+                key,
+                &regarding,
+                &delete,
+            )
+            .await?;
             return Ok(());
         }
         if create_on.is_empty() {
@@ -323,7 +307,7 @@ fn unused_revisions<'a>(
             .and_then(|l| l.get(HASH_LABEL))
             .cloned()
     };
-    let in_use = |hash: &str| pods.iter().any(|p| hash_of(p) == Some(hash));
+    let in_use = |hash: &str| pods.iter().any(|p| revision_hash(p) == Some(hash));
     let old: Vec<&ControllerRevision> = revisions
         .iter()
         .filter(|r| hash_of_revision(r).as_deref() != Some(current_hash))

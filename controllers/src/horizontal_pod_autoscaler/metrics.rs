@@ -60,15 +60,15 @@ pub enum MetricsError {
     },
 }
 
+/// What [`ResourceMetrics::pod_metrics`] hands back: boxed, so the trait
+/// stays usable as `dyn ResourceMetrics`.
+pub type PodUsageFuture<'a> = BoxFuture<'a, Result<Vec<PodUsage>, MetricsError>>;
+
 /// A source of pod usage figures.
 pub trait ResourceMetrics: Send + Sync {
     /// The PodMetrics of the pods in `namespace` matching `selector` (a
     /// label selector in query syntax).
-    fn pod_metrics<'a>(
-        &'a self,
-        namespace: &'a str,
-        selector: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<PodUsage>, MetricsError>>;
+    fn pod_metrics<'a>(&'a self, namespace: &'a str, selector: &'a str) -> PodUsageFuture<'a>;
 }
 
 /// The metrics API (`metrics.k8s.io/v1beta1` `pods`), read with the
@@ -95,11 +95,7 @@ fn pod_metrics_resource() -> ApiResource {
 }
 
 impl ResourceMetrics for ApiMetrics {
-    fn pod_metrics<'a>(
-        &'a self,
-        namespace: &'a str,
-        selector: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<PodUsage>, MetricsError>> {
+    fn pod_metrics<'a>(&'a self, namespace: &'a str, selector: &'a str) -> PodUsageFuture<'a> {
         Box::pin(async move {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), namespace, &pod_metrics_resource());

@@ -20,8 +20,7 @@ use crate::controller_utils::{controlled_by, controller_ref, now, seconds_betwee
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
-    BURST_REPLICAS, Expectations, WorkloadSyncError, create_pods, delete_pod, is_ready, phase,
-    pods_to_delete, report_deleted,
+    BURST_REPLICAS, Expectations, WorkloadSyncError, create_pods, is_ready, phase, pods_to_delete,
 };
 
 /// Upstream's first delay before recreating a failed pod; it doubles per
@@ -518,32 +517,17 @@ impl Syncer {
         active: &[Arc<Pod>],
         count: usize,
     ) -> Result<Vec<Arc<Pod>>, WorkloadSyncError> {
-        if count == 0 {
-            return Ok(Vec::new());
-        }
         let victims = pods_to_delete(active, active, count);
-        let ns = job.namespace().unwrap_or_default();
-        self.expectations.expect_deletions(
+        let regarding = object_reference(job);
+        crate::pod_control::delete_pods(
+            api,
+            &self.events,
+            &self.expectations,
             key,
-            victims.iter().map(|p| format!("{ns}/{}", p.name_any())),
-        );
-        for pod in &victims {
-            let name = pod.name_any();
-            match delete_pod(api, &name).await {
-                Ok(existed) => {
-                    if !existed {
-                        self.expectations
-                            .deletion_observed(key, &format!("{ns}/{name}"));
-                    }
-                    report_deleted(&self.events, &object_reference(job), &name);
-                }
-                Err(e) => {
-                    self.expectations
-                        .deletion_observed(key, &format!("{ns}/{name}"));
-                    return Err(e.into());
-                }
-            }
-        }
+            &regarding,
+            &victims,
+        )
+        .await?;
         Ok(victims)
     }
 

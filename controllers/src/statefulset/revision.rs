@@ -9,7 +9,7 @@ use crate::controller_utils::{controller_owner_ref, safe_hash};
 use crate::history::{Proposal, revision_data};
 
 /// The pod label naming the revision a pod was made from.
-pub(super) const REVISION_LABEL: &str = "controller-revision-hash";
+pub(super) const REVISION_LABEL: &str = crate::history::REVISION_HASH_LABEL;
 
 /// The label carrying the hash on a StatefulSet's revisions.
 const HASH_LABEL: &str = "controller.kubernetes.io/hash";

@@ -19,7 +19,7 @@ use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, workload_selector};
 use crate::events::{EventRecorder, object_reference};
-use crate::history::{History, HistoryError, count_collision, owned_revisions, template_of};
+use crate::history::{History, owned_revisions, revision_hash, template_of};
 use crate::manager::Reconciler;
 use crate::pod_control::{
     WorkloadSyncError, claim, delete_pod, is_available, is_ready, phase, requeue_when_available,
@@ -43,14 +43,6 @@ pub(super) fn ordinal_of(set_name: &str, pod: &Pod) -> Option<i32> {
         .strip_prefix('-')?
         .parse()
         .ok()
-}
-
-fn revision_of(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(REVISION_LABEL)
-        .map(String::as_str)
 }
 
 fn is_terminating(pod: &Pod) -> bool {
@@ -89,17 +81,10 @@ impl Reconciler for Syncer {
         let mut revisions = owned_revisions(&self.revisions, &ns, &uid);
         let history = self.history(&ns, &key_str);
         let proposed = proposal(&set, &spec.template, status.collision_count);
-        let update = match history.current(&mut revisions, proposed).await {
-            Ok(update) => update,
-            Err(collision @ HistoryError::Collision { .. }) => {
-                let sets: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
-                count_collision(&sets, &name, status.collision_count)
-                    .await
-                    .map_err(|e| Self::err(&key_str, "updating status", e))?;
-                return Err(collision.into());
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let sets: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
+        let update = history
+            .current_counting_collisions(&mut revisions, proposed, &sets, status.collision_count)
+            .await?;
         let update_name = update.metadata.name.clone().unwrap_or_default();
         let current = status
             .current_revision
@@ -172,12 +157,12 @@ impl Reconciler for Syncer {
         );
         status.current_replicas = Some(
             live.iter()
-                .filter(|p| revision_of(p) == Some(current_name.as_str()))
+                .filter(|p| revision_hash(p) == Some(current_name.as_str()))
                 .count() as i32,
         );
         status.updated_replicas = Some(
             live.iter()
-                .filter(|p| revision_of(p) == Some(update_name.as_str()))
+                .filter(|p| revision_hash(p) == Some(update_name.as_str()))
                 .count() as i32,
         );
         status.current_revision = Some(current_name);
@@ -298,7 +283,7 @@ impl Syncer {
         // Rolling update: highest ordinal first, one pod at a time.
         for ordinal in (start + partition..end).rev() {
             if let Some(pod) = by_ordinal.get(&ordinal)
-                && revision_of(pod) != Some(update_name.as_str())
+                && revision_hash(pod) != Some(update_name.as_str())
             {
                 self.delete(set, api, pod).await?;
                 return Ok(());
@@ -338,26 +323,17 @@ impl Syncer {
                 spec: claim_template.spec.clone(),
                 status: None,
             };
-            match pvc_api.create(&PostParams::default(), &pvc).await {
-                Ok(_) => self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulCreate",
-                    "Create",
-                    format!(
-                        "create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"
-                    ),
+            self.create_reported(
+                set,
+                &pvc_api,
+                &pvc,
+                format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name}"),
+                format!(
+                    "create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"
                 ),
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => {
-                    self.events.warning(
-                        &object_reference(set),
-                        "FailedCreate",
-                        "Create",
-                        format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {}", api_message(&e)),
-                    );
-                    return Err(Self::err(key, "creating a claim", e));
-                }
-            }
+            )
+            .await
+            .map_err(|e| Self::err(key, "creating a claim", e))?;
             claims.insert(template_name, claim_name);
         }
         let meta = template.metadata.clone().unwrap_or_default();
@@ -400,30 +376,46 @@ impl Syncer {
             spec: Some(pod_spec),
             status: None,
         };
-        match api.create(&PostParams::default(), &pod).await {
-            Ok(_) => {
-                self.events.normal(
-                    &object_reference(set),
-                    "SuccessfulCreate",
-                    "Create",
-                    format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
-                );
-                Ok(())
-            }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        self.create_reported(
+            set,
+            api,
+            &pod,
+            format!("create Pod {pod_name} in StatefulSet {set_name}"),
+            format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
+        )
+        .await
+        .map_err(|e| Self::err(key, "creating a pod", e))
+    }
+
+    /// Creates `object` for `set` and reports it in upstream's words for a
+    /// StatefulSet's claims and pods alike: `SuccessfulCreate` with
+    /// `success`, or the warning `FailedCreate` "`attempt` failed error:
+    /// <error>". One already there (an earlier sync made it) is no news.
+    async fn create_reported<K>(
+        &self,
+        set: &StatefulSet,
+        api: &Api<K>,
+        object: &K,
+        attempt: String,
+        success: String,
+    ) -> Result<(), kube::Error>
+    where
+        K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    {
+        let regarding = object_reference(set);
+        match api.create(&PostParams::default(), object).await {
+            Ok(_) => self
+                .events
+                .normal(&regarding, "SuccessfulCreate", "Create", success),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => {
-                self.events.warning(
-                    &object_reference(set),
-                    "FailedCreate",
-                    "Create",
-                    format!(
-                        "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
-                        api_message(&e)
-                    ),
-                );
-                Err(Self::err(key, "creating a pod", e))
+                let note = format!("{attempt} failed error: {}", api_message(&e));
+                self.events
+                    .warning(&regarding, "FailedCreate", "Create", note);
+                return Err(e);
             }
         }
+        Ok(())
     }
 
     async fn delete(
@@ -467,7 +459,7 @@ impl Syncer {
                 let name = r.metadata.name.as_deref();
                 name != status.current_revision.as_deref()
                     && name != status.update_revision.as_deref()
-                    && !pods.iter().any(|p| revision_of(p) == name)
+                    && !pods.iter().any(|p| revision_hash(p) == name)
                     && revisions.last().map(|l| l.revision) != Some(r.revision)
             })
             .collect();

@@ -22,7 +22,21 @@ async fn web_pod(pods: &Api<Pod>, name: &str) {
     pods.create(&PostParams::default(), &pod).await.unwrap();
 }
 
-async fn budget(api: &Api<PodDisruptionBudget>, name: &str, spec: serde_json::Value) {
+/// The label of the pods with no controller ([`web_pod`]).
+const WEB: (&str, &str) = ("app", "web");
+/// The label of the pods the test makes for the ReplicaSet `api`.
+const API: (&str, &str) = ("tier", "api");
+
+/// Creates budget `name` with `limit` (its `minAvailable` or
+/// `maxUnavailable`) over the pods labelled `key`=`value`.
+async fn budget(
+    api: &Api<PodDisruptionBudget>,
+    name: &str,
+    limit: serde_json::Value,
+    (key, value): (&str, &str),
+) {
+    let mut spec = limit;
+    spec["selector"] = json!({"matchLabels": {key: value}});
     let pdb: PodDisruptionBudget =
         serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
     api.create(&PostParams::default(), &pdb).await.unwrap();
@@ -66,12 +80,7 @@ async fn a_budget_counts_healthy_pods_against_what_it_must_keep() {
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
 
     // minAvailable as a number: the selected pods are the expected ones.
-    budget(
-        &pdbs,
-        "keep-one",
-        json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}),
-    )
-    .await;
+    budget(&pdbs, "keep-one", json!({"minAvailable": 1}), WEB).await;
     let status = counts_become(&pdbs, "keep-one", (0, 1, 0, 0)).await;
     assert_eq!(
         allowed_condition(&status),
@@ -104,12 +113,7 @@ async fn a_budget_counts_healthy_pods_against_what_it_must_keep() {
         .create(&PostParams::default(), &rs)
         .await
         .unwrap();
-    budget(
-        &pdbs,
-        "spare-one",
-        json!({"maxUnavailable": 1, "selector": {"matchLabels": {"tier": "api"}}}),
-    )
-    .await;
+    budget(&pdbs, "spare-one", json!({"maxUnavailable": 1}), API).await;
     for name in ["api-1", "api-2"] {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {"tier": "api"}, "ownerReferences": [
@@ -123,23 +127,13 @@ async fn a_budget_counts_healthy_pods_against_what_it_must_keep() {
     }
     counts_become(&pdbs, "spare-one", (3, 2, 2, 0)).await;
     // A percentage of the same scale rounds up: 50% of 3 is 2.
-    budget(
-        &pdbs,
-        "half",
-        json!({"minAvailable": "50%", "selector": {"matchLabels": {"tier": "api"}}}),
-    )
-    .await;
+    budget(&pdbs, "half", json!({"minAvailable": "50%"}), API).await;
     counts_become(&pdbs, "half", (3, 2, 2, 0)).await;
 
     // A pod without a controller cannot be counted towards a scale: it is
     // reported and left out.
     web_pod(&pods, "stray").await;
-    budget(
-        &pdbs,
-        "by-scale",
-        json!({"maxUnavailable": "10%", "selector": {"matchLabels": {"app": "web"}}}),
-    )
-    .await;
+    budget(&pdbs, "by-scale", json!({"maxUnavailable": "10%"}), WEB).await;
     counts_become(&pdbs, "by-scale", (0, 0, 2, 0)).await;
     wait_for_events(&client, "by-scale", &["UnmanagedPods"]).await;
     cluster.shutdown().await;

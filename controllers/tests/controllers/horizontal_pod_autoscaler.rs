@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
@@ -19,13 +18,13 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
-use skiff_controllers::horizontal_pod_autoscaler::metrics::{MetricsError, PodUsage};
+use skiff_controllers::horizontal_pod_autoscaler::metrics::{MetricsError, PodUsageFuture};
 use skiff_controllers::horizontal_pod_autoscaler::{self as hpa, HpaConfig, ResourceMetrics};
-use skiff_controllers::{Context, ControllerManager};
-use skiff_informer::SharedInformerFactory;
-use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually, list_all, merge_patch, merge_patch_status};
+use super::support::{
+    OwnController, TestCluster, create_object, eventually, list_all, merge_patch,
+    merge_patch_status, object,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 const NS: &str = "shop";
@@ -55,11 +54,7 @@ impl Figures {
 }
 
 impl ResourceMetrics for Figures {
-    fn pod_metrics<'a>(
-        &'a self,
-        namespace: &'a str,
-        selector: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<PodUsage>, MetricsError>> {
+    fn pod_metrics<'a>(&'a self, namespace: &'a str, selector: &'a str) -> PodUsageFuture<'a> {
         Box::pin(async move {
             self.asked
                 .lock()
@@ -90,8 +85,7 @@ impl ResourceMetrics for Figures {
 struct Harness {
     cluster: TestCluster,
     figures: Arc<Figures>,
-    stop: watch::Sender<bool>,
-    running: tokio::task::JoinHandle<()>,
+    controller: OwnController,
 }
 
 impl Harness {
@@ -99,36 +93,40 @@ impl Harness {
     /// as `kube-system/horizontal-pod-autoscaler`, syncing every second.
     async fn start() -> Self {
         let cluster = TestCluster::start(Some(&[])).await;
-        let account = UserInfo::service_account("kube-system", "horizontal-pod-autoscaler");
-        let client = cluster.client_as(account);
-        let factory = SharedInformerFactory::new(client.clone());
         let figures = Arc::new(Figures::default());
         let source: Arc<dyn ResourceMetrics> = figures.clone();
-        let mut manager = ControllerManager::new(Context::new(client, factory));
         let config = HpaConfig {
             sync_period: Duration::from_secs(1),
             ..Default::default()
         };
-        manager.register(
+        let controller = OwnController::start(
+            cluster.client_as(autoscaler_account()),
             "horizontalpodautoscaling",
             "horizontal-pod-autoscaler",
             move |ctx, stop| hpa::run_with_metrics(ctx, stop, config, source),
         );
-        let (stop, stop_rx) = watch::channel(false);
-        let running = tokio::spawn(manager.run(stop_rx));
-        Api::<Namespace>::all(cluster.client.clone())
-            .create(
-                &PostParams::default(),
-                &object(json!({"metadata": {"name": NS}})),
-            )
-            .await
-            .unwrap();
+        create_object(
+            &Api::<Namespace>::all(cluster.client.clone()),
+            json!({"metadata": {"name": NS}}),
+        )
+        .await;
         Self {
             cluster,
             figures,
-            stop,
-            running,
+            controller,
         }
+    }
+
+    /// [`start`](Self::start)ed with Deployment `web` at `replicas` and its
+    /// settled `pods`: where most tests begin. Hands back an admin client.
+    async fn with_web(replicas: i32, pods: &[&str]) -> (Self, kube::Client) {
+        let h = Self::start().await;
+        let client = h.admin();
+        deployment(&client, "web", replicas).await;
+        for pod in pods {
+            settled_pod(&client, "web", pod).await;
+        }
+        (h, client)
     }
 
     fn admin(&self) -> kube::Client {
@@ -136,47 +134,42 @@ impl Harness {
     }
 
     async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.running).await;
+        self.controller.stop().await;
         self.cluster.shutdown().await;
     }
 }
 
-fn object<K: k8s_openapi::serde::de::DeserializeOwned>(value: Value) -> K {
-    serde_json::from_value(value).unwrap()
+/// The account the autoscaler controller acts as.
+fn autoscaler_account() -> UserInfo {
+    UserInfo::service_account("kube-system", "horizontal-pod-autoscaler")
 }
 
 /// A Deployment of `replicas` with app=`name` pods requesting 100m CPU;
 /// with no Deployment controller running, the test makes the pods.
 async fn deployment(client: &kube::Client, name: &str, replicas: i32) {
-    Api::<Deployment>::namespaced(client.clone(), NS)
-        .create(
-            &PostParams::default(),
-            &object(json!({"metadata": {"name": name}, "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
-                    {"name": "app", "image": "busybox",
-                     "resources": {"requests": {"cpu": "100m"}}}]}}}})),
-        )
-        .await
-        .unwrap();
+    create_object(
+        &Api::<Deployment>::namespaced(client.clone(), NS),
+        json!({"metadata": {"name": name}, "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                {"name": "app", "image": "busybox",
+                 "resources": {"requests": {"cpu": "100m"}}}]}}}}),
+    )
+    .await;
 }
 
 /// A pod labelled app=`app` requesting 100m, running and ready for an
 /// hour (past CPU initialisation).
 async fn settled_pod(client: &kube::Client, app: &str, name: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    pods.create(
-        &PostParams::default(),
-        &object(
-            json!({"metadata": {"name": name, "labels": {"app": app}}, "spec": {
+    create_object(
+        &pods,
+        json!({"metadata": {"name": name, "labels": {"app": app}}, "spec": {
             "containers": [{"name": "app", "image": "busybox",
                 "resources": {"requests": {"cpu": "100m"}}}]}}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     let hour_ago = (k8s_openapi::jiff::Timestamp::now()
         - k8s_openapi::jiff::SignedDuration::from_secs(3600))
     .to_string();
@@ -190,16 +183,22 @@ async fn settled_pod(client: &kube::Client, app: &str, name: &str) {
 }
 
 async fn autoscaler(client: &kube::Client, spec: Value) {
-    Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS)
-        .create(
-            &PostParams::default(),
-            &object(
-                json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                "metadata": {"name": "web"}, "spec": spec}),
-            ),
-        )
-        .await
-        .unwrap();
+    create_object(
+        &autoscalers(client),
+        json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"}, "spec": spec}),
+    )
+    .await;
+}
+
+/// The autoscalers in `NS`.
+fn autoscalers(client: &kube::Client) -> Api<HorizontalPodAutoscaler> {
+    Api::namespaced(client.clone(), NS)
+}
+
+/// Merges `patch` into autoscaler `web`.
+async fn patch_autoscaler(client: &kube::Client, patch: Value) {
+    merge_patch(&autoscalers(client), "web", patch).await;
 }
 
 /// The autoscaler most tests use: Deployment `web` at 50% of its pods' CPU
@@ -218,6 +217,14 @@ fn cpu_target(percent: i32) -> Value {
         "target": {"type": "Utilization", "averageUtilization": percent}}}])
 }
 
+/// Waits until Deployment `web` has `replicas`.
+async fn web_scaled_to(client: &kube::Client, replicas: i32, what: &str) {
+    eventually(WAIT, what, || async {
+        (replicas_of(client, "web").await == replicas).then_some(())
+    })
+    .await;
+}
+
 async fn replicas_of(client: &kube::Client, name: &str) -> i32 {
     Api::<Deployment>::namespaced(client.clone(), NS)
         .get(name)
@@ -230,10 +237,7 @@ async fn replicas_of(client: &kube::Client, name: &str) -> i32 {
 
 /// The autoscaler's status as JSON.
 async fn hpa_status(client: &kube::Client) -> Value {
-    let hpa = Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS)
-        .get("web")
-        .await
-        .unwrap();
+    let hpa = autoscalers(client).get("web").await.unwrap();
     serde_json::to_value(hpa.status).unwrap()
 }
 
@@ -274,18 +278,11 @@ async fn notes(client: &kube::Client, reason: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scales_a_deployment_up_on_cpu_and_reports_why() {
-    let h = Harness::start().await;
-    let client = h.admin();
-    deployment(&client, "web", 2).await;
-    settled_pod(&client, "web", "web-a").await;
-    settled_pod(&client, "web", "web-b").await;
+    let (h, client) = Harness::with_web(2, &["web-a", "web-b"]).await;
     // 100 % of the request against a 50 % target: twice as many pods.
     h.figures.set(&[("web-a", 100), ("web-b", 100)]);
     web_autoscaler(&client).await;
-    eventually(WAIT, "the deployment scaled to 4", || async {
-        (replicas_of(&client, "web").await == 4).then_some(())
-    })
-    .await;
+    web_scaled_to(&client, 4, "the deployment scaled to 4").await;
     let note = eventually(WAIT, "a SuccessfulRescale event", || async {
         notes(&client, "SuccessfulRescale").await.into_iter().next()
     })
@@ -346,12 +343,7 @@ async fn scales_a_deployment_up_on_cpu_and_reports_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounds_and_the_scale_down_window_hold() {
-    let h = Harness::start().await;
-    let client = h.admin();
-    deployment(&client, "web", 3).await;
-    for pod in ["web-a", "web-b", "web-c"] {
-        settled_pod(&client, "web", pod).await;
-    }
+    let (h, client) = Harness::with_web(3, &["web-a", "web-b", "web-c"]).await;
     // 500 % of a 50 % target would ask for 30 pods; the maximum is 5.
     h.figures
         .set(&[("web-a", 500), ("web-b", 500), ("web-c", 500)]);
@@ -362,10 +354,7 @@ async fn bounds_and_the_scale_down_window_hold() {
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}}}),
     )
     .await;
-    eventually(WAIT, "scaled to the maximum", || async {
-        (replicas_of(&client, "web").await == 5).then_some(())
-    })
-    .await;
+    web_scaled_to(&client, 5, "scaled to the maximum").await;
     let status = status_when(&client, "limited at the maximum", |s| {
         condition(s, "ScalingLimited").1 == "TooManyReplicas"
     })
@@ -380,10 +369,7 @@ async fn bounds_and_the_scale_down_window_hold() {
     );
     // Idle: with no scale-down window it goes straight to the minimum.
     h.figures.set(&[("web-a", 1), ("web-b", 1), ("web-c", 1)]);
-    eventually(WAIT, "scaled to the minimum", || async {
-        (replicas_of(&client, "web").await == 2).then_some(())
-    })
-    .await;
+    web_scaled_to(&client, 2, "scaled to the minimum").await;
     let note = eventually(WAIT, "the scale-down event", || async {
         notes(&client, "SuccessfulRescale")
             .await
@@ -401,10 +387,7 @@ async fn bounds_and_the_scale_down_window_hold() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_are_conditions_and_warnings_and_change_nothing() {
-    let h = Harness::start().await;
-    let client = h.admin();
-    deployment(&client, "web", 2).await;
-    settled_pod(&client, "web", "web-a").await;
+    let (h, client) = Harness::with_web(2, &["web-a"]).await;
     *h.figures.failing.lock().unwrap() =
         Some("the server could not find the requested resource".into());
     web_autoscaler(&client).await;
@@ -448,9 +431,8 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
     .await;
 
     // A target that does not exist.
-    merge_patch(
-        &Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS),
-        "web",
+    patch_autoscaler(
+        &client,
         json!({"spec": {"scaleTargetRef": {"name": "gone"}}}),
     )
     .await;
@@ -465,9 +447,8 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
             .starts_with("the HPA controller was unable to get the target's current scale: ")
     );
     // A kind nobody serves.
-    merge_patch(
-        &Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS),
-        "web",
+    patch_autoscaler(
+        &client,
         json!({"spec": {"scaleTargetRef": {"kind": "Nonesuch", "name": "web"}}}),
     )
     .await;
@@ -483,9 +464,7 @@ async fn failures_are_conditions_and_warnings_and_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_at_zero_replicas_is_left_alone() {
-    let h = Harness::start().await;
-    let client = h.admin();
-    deployment(&client, "web", 0).await;
+    let (h, client) = Harness::with_web(0, &[]).await;
     web_autoscaler(&client).await;
     let status = status_when(&client, "scaling disabled", |s| {
         condition(s, "ScalingActive").1 == "ScalingDisabled"
@@ -497,7 +476,7 @@ async fn a_target_at_zero_replicas_is_left_alone() {
     );
     assert_eq!(replicas_of(&client, "web").await, 0);
     // And an autoscaler may not ask for zero (no scale-to-zero gate).
-    let refused = Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), NS)
+    let refused = autoscalers(&client)
         .create(
             &PostParams::default(),
             &object(json!({"metadata": {"name": "zero"}, "spec": {
@@ -525,10 +504,9 @@ async fn scales_a_custom_resource_through_its_scale_subresource() {
     let h = Harness::start().await;
     let client = h.admin();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(
-        &PostParams::default(),
-        &object(
-            json!({"metadata": {"name": "workers.example.com"}, "spec": {
+    create_object(
+        &crds,
+        json!({"metadata": {"name": "workers.example.com"}, "spec": {
             "group": "example.com", "scope": "Namespaced",
             "names": {"plural": "workers", "singular": "worker", "kind": "Worker"},
             "versions": [{"name": "v1", "served": true, "storage": true,
@@ -538,10 +516,8 @@ async fn scales_a_custom_resource_through_its_scale_subresource() {
                     "specReplicasPath": ".spec.replicas",
                     "statusReplicasPath": ".status.replicas",
                     "labelSelectorPath": ".status.selector"}}}]}}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     let resource = ApiResource {
         group: "example.com".into(),
         version: "v1".into(),
@@ -582,14 +558,8 @@ async fn scales_a_custom_resource_through_its_scale_subresource() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_autoscaler_account_writes_scale_and_status_only() {
-    let h = Harness::start().await;
-    let client = h.admin();
-    deployment(&client, "web", 1).await;
-    settled_pod(&client, "web", "web-a").await;
-    let account = h.cluster.client_as(UserInfo::service_account(
-        "kube-system",
-        "horizontal-pod-autoscaler",
-    ));
+    let (h, _) = Harness::with_web(1, &["web-a"]).await;
+    let account = h.cluster.client_as(autoscaler_account());
     let deployments: Api<Deployment> = Api::namespaced(account.clone(), NS);
     // What it needs: the Scale, pods by selector, and PodMetrics.
     let scale = deployments.get_scale("web").await.unwrap();

@@ -3,11 +3,11 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually, merge_patch};
+use super::support::{TestCluster, create_object, eventually, merge_patch};
 use super::workload_helpers::{
     WAIT, condition, create_workload, get_workload, pods_owned_by, set_pod_status, template,
     wait_for_condition, wait_for_events,
@@ -19,6 +19,14 @@ async fn create(client: &Client, name: &str, spec: Value) -> Job {
     });
     full["template"]["spec"]["restartPolicy"] = json!("Never");
     create_workload(client, name, full, spec).await
+}
+
+/// A cluster running the Job controller with the Job `name` of `spec`
+/// created, where most tests begin: the cluster, a client and the Job's uid.
+async fn start_with_job(name: &str, spec: Value) -> (TestCluster, Client, String) {
+    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
+    let uid = create(&client, name, spec).await.uid().unwrap();
+    (cluster, client, uid)
 }
 
 /// The Job `name` in `default`, as the API has it now.
@@ -49,9 +57,8 @@ async fn wait_running(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_pods_to_completions_with_parallelism() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(&client, "work", json!({"completions": 3, "parallelism": 2})).await;
-    let uid = job.uid().unwrap();
+    let (cluster, client, uid) =
+        start_with_job("work", json!({"completions": 3, "parallelism": 2})).await;
     let pods = wait_running(&client, &uid, 2).await;
     for pod in &pods {
         assert!(pod.name_any().starts_with("work-"));
@@ -80,14 +87,8 @@ async fn runs_pods_to_completions_with_parallelism() {
     for name in next {
         set_pod_status(&client, "default", &name, "Succeeded", false).await;
     }
-    let job: Job = wait_for_condition(
-        &client,
-        "work",
-        "Complete",
-        ("True", "CompletionsReached"),
-        "complete",
-    )
-    .await;
+    let job: Job =
+        wait_for_condition(&client, "work", "Complete", ("True", "CompletionsReached")).await;
     let s = job.status.clone().unwrap();
     assert_eq!(
         (s.succeeded, s.failed.unwrap_or(0), s.active.unwrap_or(0)),
@@ -112,9 +113,7 @@ async fn runs_pods_to_completions_with_parallelism() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_pods_are_retried_until_the_backoff_limit() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(&client, "flaky", json!({"backoffLimit": 1})).await;
-    let uid = job.uid().unwrap();
+    let (cluster, client, uid) = start_with_job("flaky", json!({"backoffLimit": 1})).await;
     let first = wait_running(&client, &uid, 1).await;
     set_pod_status(&client, "default", &first[0].name_any(), "Failed", false).await;
     // The replacement comes after upstream's 10 s failure backoff.
@@ -125,14 +124,8 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
     .await;
     assert_eq!(get(&client, "flaky").await.status.unwrap().failed, Some(1));
     set_pod_status(&client, "default", &second[0].name_any(), "Failed", false).await;
-    let job: Job = wait_for_condition(
-        &client,
-        "flaky",
-        "Failed",
-        ("True", "BackoffLimitExceeded"),
-        "failed",
-    )
-    .await;
+    let job: Job =
+        wait_for_condition(&client, "flaky", "Failed", ("True", "BackoffLimitExceeded")).await;
     assert_eq!(
         condition(&job, "FailureTarget").unwrap().1,
         "BackoffLimitExceeded"
@@ -144,14 +137,11 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(
-        &client,
+    let (cluster, client, uid) = start_with_job(
         "idx",
         json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed"}),
     )
     .await;
-    let uid = job.uid().unwrap();
     let pods = wait_running(&client, &uid, 3).await;
     let mut by_index = std::collections::BTreeMap::new();
     for pod in &pods {
@@ -193,23 +183,14 @@ async fn indexed_jobs_give_each_pod_an_index_and_track_completed_indexes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn active_deadline_fails_the_job_and_removes_its_pods() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(
-        &client,
+    let (cluster, client, uid) = start_with_job(
         "late",
         json!({"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 2}),
     )
     .await;
-    let uid = job.uid().unwrap();
     wait_running(&client, &uid, 2).await;
-    let job: Job = wait_for_condition(
-        &client,
-        "late",
-        "Failed",
-        ("True", "DeadlineExceeded"),
-        "deadline exceeded",
-    )
-    .await;
+    let job: Job =
+        wait_for_condition(&client, "late", "Failed", ("True", "DeadlineExceeded")).await;
     let s = job.status.unwrap();
     assert_eq!(s.active.unwrap_or(0), 0);
     eventually(WAIT, "pods removed", || async {
@@ -224,22 +205,12 @@ async fn active_deadline_fails_the_job_and_removes_its_pods() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspended_jobs_run_nothing_until_resumed() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(
-        &client,
+    let (cluster, client, uid) = start_with_job(
         "later",
         json!({"suspend": true, "parallelism": 2, "completions": 2}),
     )
     .await;
-    let uid = job.uid().unwrap();
-    wait_for_condition::<Job>(
-        &client,
-        "later",
-        "Suspended",
-        ("True", "JobSuspended"),
-        "suspended",
-    )
-    .await;
+    wait_for_condition::<Job>(&client, "later", "Suspended", ("True", "JobSuspended")).await;
     assert!(pods_owned_by(&client, "default", &uid).await.is_empty());
     merge_patch(
         &Api::<Job>::namespaced(client.clone(), "default"),
@@ -249,14 +220,7 @@ async fn suspended_jobs_run_nothing_until_resumed() {
     .await;
     wait_running(&client, &uid, 2).await;
     // The sync that creates the pods writes the condition after them.
-    let j: Job = wait_for_condition(
-        &client,
-        "later",
-        "Suspended",
-        ("False", "JobResumed"),
-        "the JobResumed condition",
-    )
-    .await;
+    let j: Job = wait_for_condition(&client, "later", "Suspended", ("False", "JobResumed")).await;
     assert!(j.status.unwrap().start_time.is_some());
     cluster.shutdown().await;
 }
@@ -264,8 +228,10 @@ async fn suspended_jobs_run_nothing_until_resumed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_jobs_are_deleted_after_their_ttl() {
     let (cluster, client) = TestCluster::start_with_client(&["job", "garbage-collector"]).await;
-    let job = create(&client, "brief", json!({"ttlSecondsAfterFinished": 1})).await;
-    let uid = job.uid().unwrap();
+    let uid = create(&client, "brief", json!({"ttlSecondsAfterFinished": 1}))
+        .await
+        .uid()
+        .unwrap();
     let pods = wait_running(&client, &uid, 1).await;
     set_pod_status(&client, "default", &pods[0].name_any(), "Succeeded", false).await;
     eventually(WAIT, "job deleted after ttl", || async {
@@ -284,9 +250,8 @@ async fn finished_jobs_are_deleted_after_their_ttl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
-    let (cluster, client) = TestCluster::start_with_client(&["job"]).await;
-    let job = create(&client, "gone", json!({"parallelism": 2, "completions": 2})).await;
-    let uid = job.uid().unwrap();
+    let (cluster, client, uid) =
+        start_with_job("gone", json!({"parallelism": 2, "completions": 2})).await;
     let pods = wait_running(&client, &uid, 2).await;
     let tracked = |p: &Pod| {
         p.finalizers()
@@ -312,17 +277,16 @@ async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
 
     // A tracked pod naming a Job that no longer exists (or never did under
     // that uid) is released when it is seen, with no Job event at all.
-    let stray: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "stray", "finalizers": ["batch.kubernetes.io/job-tracking"],
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "ghost",
-                "uid": "00000000-0000-0000-0000-000000000000", "controller": true}]},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
-    }))
-    .unwrap();
-    pod_api
-        .create(&PostParams::default(), &stray)
-        .await
-        .unwrap();
+    create_object(
+        &pod_api,
+        json!({
+            "metadata": {"name": "stray", "finalizers": ["batch.kubernetes.io/job-tracking"],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "ghost",
+                    "uid": "00000000-0000-0000-0000-000000000000", "controller": true}]},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+        }),
+    )
+    .await;
     eventually(WAIT, "the stray pod released", || async {
         let pod = pod_api.get("stray").await.ok()?;
         (!tracked(&pod)).then_some(())
@@ -332,16 +296,15 @@ async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
     // A tracked pod naming no controller at all (its Job deleted with
     // orphan propagation: the garbage collector dropped the reference) is
     // released too, and keeps running; other finalizers stay.
-    let ownerless: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "ownerless",
-            "finalizers": ["batch.kubernetes.io/job-tracking", "skiff.test/keep"]},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
-    }))
-    .unwrap();
-    pod_api
-        .create(&PostParams::default(), &ownerless)
-        .await
-        .unwrap();
+    create_object(
+        &pod_api,
+        json!({
+            "metadata": {"name": "ownerless",
+                "finalizers": ["batch.kubernetes.io/job-tracking", "skiff.test/keep"]},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+        }),
+    )
+    .await;
     let released = eventually(WAIT, "the ownerless pod released", || async {
         let pod = pod_api.get("ownerless").await.ok()?;
         (!tracked(&pod)).then_some(pod)

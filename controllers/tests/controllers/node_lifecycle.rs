@@ -14,7 +14,7 @@ use serde_json::json;
 use skiff_common::node_conditions::ready_condition;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually, merge_patch_status};
+use super::support::{TestCluster, eventually, merge_patch, merge_patch_status};
 use skiff_controllers::Context;
 use skiff_controllers::node_lifecycle::{NodeLifecycleConfig, run_with};
 
@@ -50,37 +50,78 @@ async fn renew(client: &kube::Client, name: &str) {
         .unwrap();
 }
 
-/// The controller, looking every 200 ms (with `config`'s other settings);
-/// stop it with [`stop_controller`].
-fn start_controller(
-    cluster: &TestCluster,
-    client: &kube::Client,
-    config: NodeLifecycleConfig,
-) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
-    let (stop_tx, stop) = watch::channel(false);
-    let ctx = Context::new(client.clone(), cluster.factory.clone());
-    let config = NodeLifecycleConfig {
-        monitor_period: Duration::from_millis(200),
-        ..config
-    };
-    (stop_tx, tokio::spawn(run_with(ctx, stop, config)))
+/// A cluster where the test plays the nodes' agents (their heartbeats run
+/// until [`shutdown`](Self::shutdown)), and the controller once
+/// [`run_controller`](Self::run_controller) started it.
+struct Lifecycle {
+    cluster: TestCluster,
+    client: kube::Client,
+    beats: watch::Sender<bool>,
+    controller: Option<(watch::Sender<bool>, tokio::task::JoinHandle<()>)>,
 }
 
-async fn stop_controller(stop_tx: watch::Sender<bool>, controller: tokio::task::JoinHandle<()>) {
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
-}
-
-fn heartbeat(client: kube::Client, name: &'static str, mut stop: watch::Receiver<bool>) {
-    tokio::spawn(async move {
-        while !*stop.borrow() {
-            renew(&client, name).await;
-            tokio::select! {
-                _ = stop.changed() => {}
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-            }
+impl Lifecycle {
+    async fn start() -> Self {
+        let (cluster, client) = TestCluster::start_with_client(&[]).await;
+        let (beats, _) = watch::channel(false);
+        Self {
+            cluster,
+            client,
+            beats,
+            controller: None,
         }
-    });
+    }
+
+    /// Where most tests begin: the Ready node `name`, its heartbeat on, and
+    /// the controller with the default settings.
+    async fn with_beating_node(name: &'static str) -> Self {
+        let mut t = Self::start().await;
+        ready_node(&t.client, name).await;
+        t.beat(name);
+        t.run_controller(NodeLifecycleConfig::default());
+        t
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// Plays node `name`'s agent: renews its Lease every 200 ms.
+    fn beat(&self, name: &'static str) {
+        let client = self.client.clone();
+        let mut stop = self.beats.subscribe();
+        tokio::spawn(async move {
+            while !*stop.borrow() {
+                renew(&client, name).await;
+                tokio::select! {
+                    _ = stop.changed() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+            }
+        });
+    }
+
+    /// Starts the controller, looking every 200 ms (with `config`'s other
+    /// settings).
+    fn run_controller(&mut self, config: NodeLifecycleConfig) {
+        let (stop_tx, stop) = watch::channel(false);
+        let ctx = Context::new(self.client.clone(), self.cluster.factory.clone());
+        let config = NodeLifecycleConfig {
+            monitor_period: Duration::from_millis(200),
+            ..config
+        };
+        self.controller = Some((stop_tx, tokio::spawn(run_with(ctx, stop, config))));
+    }
+
+    /// Stops the heartbeats, the controller and the cluster.
+    async fn shutdown(self) {
+        let _ = self.beats.send(true);
+        if let Some((stop_tx, controller)) = self.controller {
+            let _ = stop_tx.send(true);
+            let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+        }
+        self.cluster.shutdown().await;
+    }
 }
 
 async fn pod_on(client: &kube::Client, name: &str, node: &str, tolerations: serde_json::Value) {
@@ -115,11 +156,11 @@ fn unreachable_taints(node: &Node) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
-    let (cluster, client) = TestCluster::start_with_client(&[]).await;
+    let mut t = Lifecycle::start().await;
+    let client = t.client.clone();
     ready_node(&client, "silent").await;
     ready_node(&client, "healthy").await;
-    let (beat_stop, beat_rx) = watch::channel(false);
-    heartbeat(client.clone(), "healthy", beat_rx.clone());
+    t.beat("healthy");
     // The API server gives every pod a 300 s toleration of the unreachable taint; the
     // victim's own, shorter one is what it gets instead.
     pod_on(
@@ -146,9 +187,9 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
         default_toleration: Duration::from_secs(1),
         ..NodeLifecycleConfig::default()
     };
-    let (stop_tx, controller) = start_controller(&cluster, &client, config);
+    t.run_controller(config);
 
-    let nodes: Api<Node> = Api::all(client.clone());
+    let nodes = t.nodes();
     let node = eventually(WAIT, "the silent node to be tainted", || async {
         let node = nodes.get("silent").await.unwrap();
         (unreachable_taints(&node) == ["NoExecute", "NoSchedule"]).then_some(node)
@@ -194,16 +235,14 @@ async fn a_silent_node_is_tainted_and_evicted_until_its_lease_returns() {
     assert!(unreachable_taints(&nodes.get("healthy").await.unwrap()).is_empty());
 
     // The agent comes back: the taints go.
-    heartbeat(client.clone(), "silent", beat_rx);
+    t.beat("silent");
     eventually(WAIT, "the taints to be removed", || async {
         let node = nodes.get("silent").await.unwrap();
         unreachable_taints(&node).is_empty().then_some(())
     })
     .await;
 
-    let _ = beat_stop.send(true);
-    stop_controller(stop_tx, controller).await;
-    cluster.shutdown().await;
+    t.shutdown().await;
 }
 
 /// The effects of `key`'s taints on `node`.
@@ -223,38 +262,22 @@ fn taint_effects(node: &Node, key: &str) -> Vec<String> {
 /// loses it again when uncordoned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cordoned_node_carries_the_unschedulable_taint() {
-    let (cluster, client) = TestCluster::start_with_client(&[]).await;
-    ready_node(&client, "busy").await;
-    let (beat_stop, beat_rx) = watch::channel(false);
-    heartbeat(client.clone(), "busy", beat_rx);
-    let (stop_tx, controller) = start_controller(&cluster, &client, NodeLifecycleConfig::default());
-    let nodes: Api<Node> = Api::all(client.clone());
-    let cordon = |on: bool| {
-        let nodes = nodes.clone();
-        async move {
-            let patch = Patch::Merge(json!({"spec": {"unschedulable": on}}));
-            nodes
-                .patch("busy", &PatchParams::default(), &patch)
-                .await
-                .unwrap();
-        }
-    };
+    let t = Lifecycle::with_beating_node("busy").await;
+    let nodes = t.nodes();
     const KEY: &str = "node.kubernetes.io/unschedulable";
-    cordon(true).await;
+    merge_patch(&nodes, "busy", json!({"spec": {"unschedulable": true}})).await;
     eventually(WAIT, "the cordoned node to be tainted", || async {
         let node = nodes.get("busy").await.unwrap();
         (taint_effects(&node, KEY) == ["NoSchedule"]).then_some(())
     })
     .await;
-    cordon(false).await;
+    merge_patch(&nodes, "busy", json!({"spec": {"unschedulable": false}})).await;
     eventually(WAIT, "the taint to go with the cordon", || async {
         let node = nodes.get("busy").await.unwrap();
         taint_effects(&node, KEY).is_empty().then_some(())
     })
     .await;
-    let _ = beat_stop.send(true);
-    stop_controller(stop_tx, controller).await;
-    cluster.shutdown().await;
+    t.shutdown().await;
 }
 
 /// A node reporting disk pressure carries the disk-pressure NoSchedule
@@ -262,12 +285,8 @@ async fn a_cordoned_node_carries_the_unschedulable_taint() {
 /// its other taints stay as they were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_under_pressure_carries_the_matching_taint() {
-    let (cluster, client) = TestCluster::start_with_client(&[]).await;
-    ready_node(&client, "full").await;
-    let (beat_stop, beat_rx) = watch::channel(false);
-    heartbeat(client.clone(), "full", beat_rx);
-    let (stop_tx, controller) = start_controller(&cluster, &client, NodeLifecycleConfig::default());
-    let nodes: Api<Node> = Api::all(client.clone());
+    let t = Lifecycle::with_beating_node("full").await;
+    let nodes = t.nodes();
     let report = |disk: &'static str| {
         let nodes = nodes.clone();
         async move {
@@ -295,9 +314,7 @@ async fn a_node_under_pressure_carries_the_matching_taint() {
         taint_effects(&node, DISK).is_empty().then_some(())
     })
     .await;
-    let _ = beat_stop.send(true);
-    stop_controller(stop_tx, controller).await;
-    cluster.shutdown().await;
+    t.shutdown().await;
 }
 
 /// The node controller's events about `node` as `kubectl describe node`
@@ -325,10 +342,11 @@ async fn controller_events(client: &kube::Client, node: &Node) -> Vec<(String, S
 /// it stops following, which `kubectl describe node` lists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_reports_nodes_it_registers_and_removes() {
-    let (cluster, client) = TestCluster::start_with_client(&[]).await;
+    let mut t = Lifecycle::start().await;
+    let client = t.client.clone();
     ready_node(&client, "edge").await;
-    let (stop_tx, controller) = start_controller(&cluster, &client, NodeLifecycleConfig::default());
-    let nodes: Api<Node> = Api::all(client.clone());
+    t.run_controller(NodeLifecycleConfig::default());
+    let nodes = t.nodes();
     let node = nodes.get("edge").await.unwrap();
     let reported = |wanted: (&'static str, &'static str)| {
         let (client, node) = (client.clone(), node.clone());
@@ -355,6 +373,5 @@ async fn the_controller_reports_nodes_it_registers_and_removes() {
         "Node edge event: Removing Node edge from Controller",
     );
     eventually(WAIT, "the node removed", || reported(removing)).await;
-    stop_controller(stop_tx, controller).await;
-    cluster.shutdown().await;
+    t.shutdown().await;
 }

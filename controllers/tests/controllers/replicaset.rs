@@ -6,7 +6,7 @@ use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::support::{TestCluster, eventually, merge_patch, merge_patch_scale};
+use super::support::{TestCluster, eventually, merge_patch, scale};
 use super::workload_helpers::{
     WAIT, all_pods, create_workload, event_about, make_ready, pods_owned_by, set_pod_status,
     template, wait_for_events,
@@ -25,6 +25,15 @@ async fn create_rs(client: &Client, name: &str, replicas: i32, min_ready: i32) -
     }))
     .unwrap();
     api.create(&PostParams::default(), &rs).await.unwrap()
+}
+
+/// A cluster running the ReplicaSet controller with the ReplicaSet `name`
+/// of `replicas` created, where most tests begin: the cluster, a client and
+/// the ReplicaSet's uid.
+async fn start_with_rs(name: &str, replicas: i32) -> (TestCluster, Client, String) {
+    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
+    let uid = create_rs(&client, name, replicas, 0).await.uid().unwrap();
+    (cluster, client, uid)
 }
 
 async fn rs_status(client: &Client, name: &str) -> ReplicaSet {
@@ -59,9 +68,7 @@ async fn wait_for_pods(client: &Client, uid: &str, count: usize) -> Vec<Pod> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_pods_from_the_template_and_reports_status() {
-    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
-    let rs = create_rs(&client, "web", 3, 0).await;
-    let uid = rs.uid().unwrap();
+    let (cluster, client, uid) = start_with_rs("web", 3).await;
     let pods = wait_for_pods(&client, &uid, 3).await;
     for pod in &pods {
         assert!(pod.name_any().starts_with("web-"), "{}", pod.name_any());
@@ -92,9 +99,7 @@ async fn creates_pods_from_the_template_and_reports_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_down_deletes_the_least_useful_pods_first() {
-    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
-    let rs = create_rs(&client, "rank", 3, 0).await;
-    let uid = rs.uid().unwrap();
+    let (cluster, client, uid) = start_with_rs("rank", 3).await;
     let pods = wait_for_pods(&client, &uid, 3).await;
     let (keeper, unready, pending) = (pods[0].name_any(), pods[1].name_any(), pods[2].name_any());
     make_ready(&client, "default", &keeper).await;
@@ -105,7 +110,7 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     .await;
     // Scale through the scale subresource, as `kubectl scale` does.
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
-    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 1}})).await;
+    scale(&api, "rank", 1).await;
     let left = wait_for_pods(&client, &uid, 1).await;
     assert_eq!(
         left[0].name_any(),
@@ -118,16 +123,14 @@ async fn scaling_down_deletes_the_least_useful_pods_first() {
     .await;
     wait_for_events(&client, "rank", &["SuccessfulDelete"]).await;
     // Scaling up again replaces them.
-    merge_patch_scale(&api, "rank", json!({"spec": {"replicas": 4}})).await;
+    scale(&api, "rank", 4).await;
     wait_for_pods(&client, &uid, 4).await;
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_events_never_creates_extra_pods() {
-    let (cluster, client) = TestCluster::start_with_client(&["replicaset"]).await;
-    let rs = create_rs(&client, "burst", 20, 0).await;
-    let uid = rs.uid().unwrap();
+    let (cluster, client, uid) = start_with_rs("burst", 20).await;
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
     // Every annotation change wakes the controller while creations are in flight.
     for i in 0..30 {

@@ -13,13 +13,11 @@ use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
 use skiff_controllers::resource_quota;
 
-use super::support::{OwnController, TestCluster, eventually, merge_patch, merge_patch_status};
+use super::support::{
+    OwnController, TestCluster, create_object, eventually, merge_patch, merge_patch_status, object,
+};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn object<K: k8s_openapi::serde::de::DeserializeOwned>(value: Value) -> K {
-    serde_json::from_value(value).unwrap()
-}
 
 /// Waits until the quota's status reads `hard` and `used` exactly.
 async fn until_status(quotas: &Api<ResourceQuota>, what: &str, hard: Value, used: Value) {
@@ -43,23 +41,19 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
         resource_quota::run,
     );
     let client = cluster.client.clone();
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &object(json!({"metadata": {"name": "team"}})),
-        )
-        .await
-        .unwrap();
+    create_object(
+        &Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": "team"}}),
+    )
+    .await;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "team");
     let hard =
         json!({"configmaps": "3", "pods": "2", "requests.cpu": "1", "requests.memory": "1Gi"});
-    quotas
-        .create(
-            &PostParams::default(),
-            &object(json!({"metadata": {"name": "q"}, "spec": {"hard": hard}})),
-        )
-        .await
-        .unwrap();
+    create_object(
+        &quotas,
+        json!({"metadata": {"name": "q"}, "spec": {"hard": hard}}),
+    )
+    .await;
     until_status(
         &quotas,
         "the first count",
@@ -70,23 +64,17 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
     for name in ["a", "b"] {
-        cms.create(
-            &PostParams::default(),
-            &object(json!({"metadata": {"name": name}})),
-        )
-        .await
-        .unwrap();
+        create_object(&cms, json!({"metadata": {"name": name}})).await;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
     for name in ["p1", "p2"] {
-        pods.create(
-            &PostParams::default(),
-            &object(json!({"metadata": {"name": name}, "spec": {"containers": [
+        create_object(
+            &pods,
+            json!({"metadata": {"name": name}, "spec": {"containers": [
                 {"name": "c", "image": "i",
-                 "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]}})),
+                 "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]}}),
         )
-        .await
-        .unwrap();
+        .await;
     }
     until_status(
         &quotas,
@@ -108,13 +96,7 @@ async fn status_used_follows_creates_deletes_and_finished_pods() {
 
     // A changed spec is reported, counting what it now names.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "team");
-    secrets
-        .create(
-            &PostParams::default(),
-            &object(json!({"metadata": {"name": "s"}})),
-        )
-        .await
-        .unwrap();
+    create_object(&secrets, json!({"metadata": {"name": "s"}})).await;
     merge_patch(
         &quotas,
         "q",

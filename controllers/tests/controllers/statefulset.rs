@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, eventually, list_all, merge_patch_scale};
+use super::support::{TestCluster, eventually, list_all, scale};
 use super::workload_helpers::{
     WAIT, create_workload, get_workload, make_all_ready, make_ready, pods_owned_by, template,
 };
@@ -118,10 +118,10 @@ async fn ordered_ready_creates_pods_one_at_a_time_with_claims() {
     );
 
     // Scale down: highest ordinal first.
-    merge_patch_scale(
+    scale(
         &Api::<StatefulSet>::namespaced(client.clone(), "default"),
         "db",
-        json!({"spec": {"replicas": 1}}),
+        1,
     )
     .await;
     eventually(WAIT, "scaled down to db-0", || async {

@@ -11,7 +11,7 @@ use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
 use skiff_controllers::{Context, ControllerManager};
 use skiff_informer::SharedInformerFactory;
@@ -93,13 +93,27 @@ impl TestCluster {
     }
 }
 
+/// The object `value` describes; the test stops if it does not fit `K`.
+pub fn object<K: DeserializeOwned>(value: serde_json::Value) -> K {
+    serde_json::from_value(value).unwrap()
+}
+
+/// What kube's `Api` asks of the objects the tests read and write.
+pub trait Object: Clone + DeserializeOwned + Debug {}
+
+impl<K: Clone + DeserializeOwned + Debug> Object for K {}
+
+/// Creates the object `value` describes through `api`; the test stops if
+/// the API refuses.
+pub async fn create_object<K: Object + Serialize>(api: &Api<K>, value: serde_json::Value) -> K {
+    api.create(&PostParams::default(), &object(value))
+        .await
+        .unwrap()
+}
+
 /// Merges `patch` into the object `name` through `api` (as `kubectl patch
 /// --type merge`); the test stops if the API refuses.
-pub async fn merge_patch<K, P>(api: &Api<K>, name: &str, patch: P) -> K
-where
-    K: Clone + DeserializeOwned + Debug,
-    P: Serialize + Debug,
-{
+pub async fn merge_patch<K: Object>(api: &Api<K>, name: &str, patch: impl Serialize + Debug) -> K {
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .unwrap()
@@ -107,33 +121,27 @@ where
 
 /// Merges `patch` into the status of the object `name` through `api`, as the
 /// node or another controller would write it.
-pub async fn merge_patch_status<K, P>(api: &Api<K>, name: &str, patch: P) -> K
-where
-    K: Clone + DeserializeOwned + Debug,
-    P: Serialize + Debug,
-{
+pub async fn merge_patch_status<K: Object>(
+    api: &Api<K>,
+    name: &str,
+    patch: impl Serialize + Debug,
+) -> K {
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .unwrap()
 }
 
-/// Merges `patch` into the scale subresource of the object `name` through
-/// `api`, as `kubectl scale` does.
-pub async fn merge_patch_scale<K, P>(api: &Api<K>, name: &str, patch: P) -> Scale
-where
-    K: Clone + DeserializeOwned + Debug,
-    P: Serialize + Debug,
-{
-    api.patch_scale(name, &PatchParams::default(), &Patch::Merge(patch))
+/// Sets the replicas of the object `name` through its scale subresource,
+/// as `kubectl scale --replicas` does.
+pub async fn scale<K: Object>(api: &Api<K>, name: &str, replicas: i32) -> Scale {
+    let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": replicas}}));
+    api.patch_scale(name, &PatchParams::default(), &patch)
         .await
         .unwrap()
 }
 
 /// Every object `api` lists (the test stops if the API refuses).
-pub async fn list_all<K>(api: &Api<K>) -> Vec<K>
-where
-    K: Clone + DeserializeOwned + Debug,
-{
+pub async fn list_all<K: Object>(api: &Api<K>) -> Vec<K> {
     api.list(&ListParams::default()).await.unwrap().items
 }
 

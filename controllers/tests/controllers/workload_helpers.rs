@@ -152,17 +152,18 @@ pub fn condition<K: Serialize>(workload: &K, type_: &str) -> Option<(String, Str
     Some((found["status"].as_str()?.to_owned(), reason.to_owned()))
 }
 
-/// Waits (as `what`) until the condition `type_` of the workload `name` in
-/// `default` has `status` and `reason`; returns the workload as it was then.
+/// Waits until the condition `type_` of the workload `name` in `default`
+/// has `status` and `reason` (which also name the wait when it times out);
+/// returns the workload as it was then.
 pub async fn wait_for_condition<K: Workload>(
     client: &Client,
     name: &str,
     type_: &str,
     (status, reason): (&str, &str),
-    what: &str,
 ) -> K {
     let expected = Some((status.to_owned(), reason.to_owned()));
-    eventually(WAIT, what, || async {
+    let what = format!("{name}'s {type_} condition at {status} ({reason})");
+    eventually(WAIT, &what, || async {
         let workload: K = get_workload(client, name).await;
         (condition(&workload, type_) == expected).then_some(workload)
     })
