@@ -13,7 +13,7 @@ use skiff_node::Runtime;
 use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
-use crate::harness::{TestCluster, events};
+use crate::harness::{TestCluster, events, pod_condition, sleeper};
 
 /// Waits for `name` to be evicted; asserts what an eviction always leaves
 /// (reason, DisruptionTarget, its containers ended, the Warning event) and
@@ -23,13 +23,7 @@ async fn evicted(cluster: &TestCluster, name: &str, timeout: Duration) -> String
     let status = pod.status.clone().unwrap_or_default();
     let message = status.message.clone().unwrap_or_default();
     assert_eq!(status.reason.as_deref(), Some("Evicted"), "{message}");
-    let disruption = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "DisruptionTarget")
-        .cloned()
-        .expect("DisruptionTarget condition");
+    let disruption = pod_condition(&pod, "DisruptionTarget").expect("DisruptionTarget condition");
     assert_eq!(
         (disruption.status.as_str(), disruption.reason.as_deref()),
         ("True", Some("TerminationByKubelet"))
@@ -137,14 +131,14 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
     // The pod runs first; the pressure comes with the agent's restart.
     let mut cluster = TestCluster::start(9).await;
     cluster
-        .create_pod(json!({
-            "metadata": {"name": "hog"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
-                                     "resources": {"requests": {"memory": "1"}}}]}
-        }))
-        .await;
-    cluster
-        .wait_phase("hog", Duration::from_secs(60), "Running")
+        .run_pod(
+            json!({
+                "metadata": {"name": "hog"},
+                "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                         "resources": {"requests": {"memory": "1"}}}]}
+            }),
+            Duration::from_secs(60),
+        )
         .await;
     cluster
         .restart_agent_with(|config| {
@@ -159,12 +153,7 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
         "{message}"
     );
 
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "frugal"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
-        }))
-        .await;
+    cluster.create_pod(sleeper("frugal", "c")).await;
     let refused = cluster
         .wait_phase("frugal", Duration::from_secs(30), "Failed")
         .await;
@@ -183,14 +172,14 @@ async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
     // The pod runs first; the pressure comes with the agent's restart.
     let mut cluster = TestCluster::start(11).await;
     cluster
-        .create_pod(json!({
-            "metadata": {"name": "hoarder"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", "echo hoarding; head -c 1048576 /dev/zero > /blob; exec sleep 3600"]}]}
-        }))
-        .await;
-    cluster
-        .wait_phase("hoarder", Duration::from_secs(60), "Running")
+        .run_pod(
+            json!({
+                "metadata": {"name": "hoarder"},
+                "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
+                                         "command": ["sh", "-c", "echo hoarding; head -c 1048576 /dev/zero > /blob; exec sleep 3600"]}]}
+            }),
+            Duration::from_secs(60),
+        )
         .await;
     import_unused(&cluster).await;
     cluster
@@ -277,13 +266,7 @@ async fn present(cluster: &TestCluster, image: &str) -> bool {
 async fn unused_images_are_collected_past_the_high_threshold() {
     let mut cluster = TestCluster::start_with(12, with_airgapped_image).await;
     cluster
-        .create_pod(json!({
-            "metadata": {"name": "user"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
-        }))
-        .await;
-    cluster
-        .wait_phase("user", Duration::from_secs(60), "Running")
+        .run_pod(sleeper("user", "c"), Duration::from_secs(60))
         .await;
     import_unused(&cluster).await;
     assert!(present(&cluster, UNUSED).await);
