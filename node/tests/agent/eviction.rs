@@ -49,40 +49,48 @@ async fn evicted(cluster: &TestCluster, name: &str, timeout: Duration) -> String
     message
 }
 
+/// A pod of one container `c` that writes 4 MiB and sleeps: into an
+/// emptyDir `scratch` of `size_limit` when one is given, else into its
+/// writable layer; limited to `storage_limit` of ephemeral storage when one
+/// is given.
+fn filler(name: &str, size_limit: Option<&str>, storage_limit: Option<&str>) -> serde_json::Value {
+    let mut pod = json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE}]}
+    });
+    let blob = if let Some(limit) = size_limit {
+        pod["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {"sizeLimit": limit}}]);
+        pod["spec"]["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch"}]);
+        "/scratch/blob"
+    } else {
+        "/blob"
+    };
+    let fill = format!("head -c 4194304 /dev/zero > {blob}; exec sleep 3600");
+    pod["spec"]["containers"][0]["command"] = json!(["sh", "-c", fill]);
+    if let Some(limit) = storage_limit {
+        pod["spec"]["containers"][0]["resources"] = json!({"limits": {"ephemeral-storage": limit}});
+    }
+    pod
+}
+
 /// A pod whose emptyDir outgrows its `sizeLimit`, and one whose container
 /// writes more than its `ephemeral-storage` limit, are evicted though the
 /// node is under no pressure; a pod within its limits keeps running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pods_over_their_local_storage_limits_are_evicted() {
     let cluster = TestCluster::start(10).await;
-    let fill = |path: &str| format!("head -c 4194304 /dev/zero > {path}; exec sleep 3600");
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "spill"},
-            "spec": {"volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}],
-                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", fill("/scratch/blob")],
-                                     "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}]}
-        }))
-        .await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "scribbler"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", fill("/blob")],
-                                     "resources": {"limits": {"ephemeral-storage": "2Mi"}}}]}
-        }))
-        .await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "tidy"},
-            "spec": {"volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}}],
-                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", fill("/scratch/blob")],
-                                     "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
-                                     "resources": {"limits": {"ephemeral-storage": "64Mi"}}}]}
-        }))
-        .await;
+    // An emptyDir over its sizeLimit, a container over its limit, and a
+    // pod within both.
+    for (name, size_limit, storage_limit) in [
+        ("spill", Some("1Mi"), None),
+        ("scribbler", None, Some("2Mi")),
+        ("tidy", Some("64Mi"), Some("64Mi")),
+    ] {
+        cluster
+            .create_pod(filler(name, size_limit, storage_limit))
+            .await;
+    }
     assert_eq!(
         evicted(&cluster, "spill", Duration::from_secs(60)).await,
         "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". "
