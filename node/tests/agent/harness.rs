@@ -1,7 +1,7 @@
 //! One API server plus one agent (with its own containerd, pod CIDR and
 //! bridge) per test, torn down completely afterwards.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -104,13 +104,7 @@ impl TestCluster {
         configure(&mut config);
         let airgap = config.runtime.images_dir();
         std::fs::create_dir_all(&airgap).expect("airgap dir");
-        images::busybox_image(
-            Path::new(images::builtin::HOST_BUSYBOX),
-            images::BUSYBOX_IMAGE,
-        )
-        .expect("busybox image")
-        .write_docker_archive(&airgap.join("busybox.tar"))
-        .expect("busybox archive");
+        images::write_host_busybox(&airgap.join("busybox.tar")).expect("busybox archive");
         let socket = config.runtime.containerd_paths().socket();
         let cri = CriRuntime::new(&socket.to_string_lossy(), CriTimeouts::default()).expect("cri");
         let mut cluster = Self {
