@@ -27,7 +27,7 @@ use kube::{Api, Client, Config};
 use skiff_node::agent::pod::cri_config::{self, ContainerInputs};
 use skiff_node::agent::pod::dns_config::{ClusterDnsSettings, PodDnsInputs};
 use skiff_node::agent::pod::labels;
-use skiff_node::{CriRuntime, images};
+use skiff_node::{CriRuntime, Runtime, images};
 
 const NODE: &str = "bench-node";
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use skiff_node::cri_api::Image;
 use skiff_node::images::ImageImporter;
-use skiff_node::{CriRuntime, CriTimeouts};
+use skiff_node::{CriRuntime, CriTimeouts, Runtime};
 
 /// `skiff images` arguments.
 #[derive(Debug, clap::Args)]

@@ -143,11 +143,7 @@ pub async fn import_busybox(
     use skiff_node::images;
     let socket = data_dir.join("agent/containerd/containerd.sock");
     let archive = data_dir.join("busybox.tar");
-    images::busybox_image(
-        std::path::Path::new(images::builtin::HOST_BUSYBOX),
-        images::BUSYBOX_IMAGE,
-    )?
-    .write_docker_archive(&archive)?;
+    images::write_host_busybox(&archive)?;
     let cri = skiff_node::CriRuntime::new(
         &socket.to_string_lossy(),
         skiff_node::CriTimeouts::default(),

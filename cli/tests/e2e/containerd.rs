@@ -2,7 +2,6 @@
 //! that prints and exits, a 3-replica Deployment, and a server restart
 //! that leaves running containers alone. Needs root (containerd, runc, CNI).
 
-use std::path::Path;
 use std::time::Duration;
 
 use skiff_node::images;
@@ -33,13 +32,7 @@ pub(super) use skiff_testkit::host::{all_pids, cleanup_host, processes_naming, u
 pub(super) fn import_busybox(server: &Server) {
     let agent_dir = server.data_dir().join("agent");
     let archive = server.data_dir().join("busybox.tar");
-    images::busybox_image(
-        Path::new(images::builtin::HOST_BUSYBOX),
-        images::BUSYBOX_IMAGE,
-    )
-    .expect("busybox image")
-    .write_docker_archive(&archive)
-    .expect("busybox archive");
+    images::write_host_busybox(&archive).expect("busybox archive");
     let socket = agent_dir.join("containerd/containerd.sock");
     let rt = tokio::runtime::Runtime::new().expect("tokio");
     rt.block_on(async {

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use skiff_node::Runtime;
 use skiff_node::agent::pod::labels;
 use skiff_node::cri_api as api;
 use skiff_node::images::BUSYBOX_IMAGE;

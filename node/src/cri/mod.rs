@@ -8,6 +8,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use k8s_cri::v1 as api;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -16,7 +17,7 @@ use tonic::transport::Channel;
 pub(crate) use connect::socket_path;
 pub use error::CriError;
 
-use crate::runtime::{ExecOutput, RuntimeHealth, RuntimeVersion};
+use crate::runtime::{ExecOutput, Runtime, RuntimeError, RuntimeHealth, RuntimeVersion};
 
 /// Deadlines for CRI calls. A call that takes its own duration (stopping with
 /// a grace period, a synchronous exec) gets that duration on top.
@@ -99,8 +100,20 @@ impl CriRuntime {
         }
     }
 
+    /// `Status`: the raw response, including the runtime's conditions.
+    pub async fn status(&self, verbose: bool) -> Result<api::StatusResponse, CriError> {
+        let d = self.timeouts.default;
+        let mut c = self.runtime.clone();
+        Self::call("Status", d, c.status(api::StatusRequest { verbose })).await
+    }
+}
+
+/// The CRI calls themselves; each answer's failure keeps its gRPC code in
+/// [`RuntimeError::Cri`].
+#[async_trait]
+impl Runtime for CriRuntime {
     /// `Version`: runtime name and versions.
-    pub async fn version(&self) -> Result<RuntimeVersion, CriError> {
+    async fn version(&self) -> Result<RuntimeVersion, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let r = Self::call("Version", d, c.version(api::VersionRequest::default())).await?;
@@ -111,15 +124,8 @@ impl CriRuntime {
         })
     }
 
-    /// `Status`: the raw response, including the runtime's conditions.
-    pub async fn status(&self, verbose: bool) -> Result<api::StatusResponse, CriError> {
-        let d = self.timeouts.default;
-        let mut c = self.runtime.clone();
-        Self::call("Status", d, c.status(api::StatusRequest { verbose })).await
-    }
-
     /// `Status`, reduced to the two conditions every runtime must report.
-    pub async fn health(&self) -> Result<RuntimeHealth, CriError> {
+    async fn health(&self) -> Result<RuntimeHealth, RuntimeError> {
         let status = self.status(false).await?;
         let status = status.status.ok_or(CriError::MissingField {
             method: "Status",
@@ -129,11 +135,11 @@ impl CriRuntime {
     }
 
     /// `RunPodSandbox`: creates and starts a sandbox, returning its id.
-    pub async fn run_pod_sandbox(
+    async fn run_pod_sandbox(
         &self,
         config: &api::PodSandboxConfig,
         runtime_handler: &str,
-    ) -> Result<String, CriError> {
+    ) -> Result<String, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::RunPodSandboxRequest {
@@ -146,7 +152,7 @@ impl CriRuntime {
 
     /// `StopPodSandbox`: stops every container of the sandbox and tears down
     /// its network. Idempotent in the runtime.
-    pub async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), CriError> {
+    async fn stop_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::StopPodSandboxRequest {
@@ -157,7 +163,7 @@ impl CriRuntime {
     }
 
     /// `RemovePodSandbox`: removes a stopped sandbox and its containers.
-    pub async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), CriError> {
+    async fn remove_pod_sandbox(&self, sandbox_id: &str) -> Result<(), RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::RemovePodSandboxRequest {
@@ -168,10 +174,10 @@ impl CriRuntime {
     }
 
     /// `PodSandboxStatus`.
-    pub async fn pod_sandbox_status(
+    async fn pod_sandbox_status(
         &self,
         sandbox_id: &str,
-    ) -> Result<api::PodSandboxStatus, CriError> {
+    ) -> Result<api::PodSandboxStatus, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::PodSandboxStatusRequest {
@@ -179,17 +185,17 @@ impl CriRuntime {
             verbose: false,
         };
         let r = Self::call("PodSandboxStatus", d, c.pod_sandbox_status(message)).await?;
-        r.status.ok_or(CriError::MissingField {
+        Ok(r.status.ok_or(CriError::MissingField {
             method: "PodSandboxStatus",
             field: "status",
-        })
+        })?)
     }
 
     /// `ListPodSandbox`.
-    pub async fn list_pod_sandboxes(
+    async fn list_pod_sandboxes(
         &self,
         filter: Option<api::PodSandboxFilter>,
-    ) -> Result<Vec<api::PodSandbox>, CriError> {
+    ) -> Result<Vec<api::PodSandbox>, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::ListPodSandboxRequest { filter };
@@ -198,12 +204,12 @@ impl CriRuntime {
     }
 
     /// `CreateContainer` in a sandbox, returning the container id.
-    pub async fn create_container(
+    async fn create_container(
         &self,
         sandbox_id: &str,
         config: &api::ContainerConfig,
         sandbox_config: &api::PodSandboxConfig,
-    ) -> Result<String, CriError> {
+    ) -> Result<String, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::CreateContainerRequest {
@@ -216,7 +222,7 @@ impl CriRuntime {
     }
 
     /// `StartContainer`.
-    pub async fn start_container(&self, container_id: &str) -> Result<(), CriError> {
+    async fn start_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::StartContainerRequest {
@@ -228,11 +234,11 @@ impl CriRuntime {
 
     /// `StopContainer`: SIGTERM (or the image's stop signal), then SIGKILL
     /// after `grace`.
-    pub async fn stop_container(
+    async fn stop_container(
         &self,
         container_id: &str,
         grace: Duration,
-    ) -> Result<(), CriError> {
+    ) -> Result<(), RuntimeError> {
         let d = self.timeouts.default + grace;
         let mut c = self.runtime.clone();
         let message = api::StopContainerRequest {
@@ -247,7 +253,7 @@ impl CriRuntime {
     }
 
     /// `RemoveContainer` (stops it first if it is running).
-    pub async fn remove_container(&self, container_id: &str) -> Result<(), CriError> {
+    async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::RemoveContainerRequest {
@@ -258,10 +264,10 @@ impl CriRuntime {
     }
 
     /// `ContainerStatus`.
-    pub async fn container_status(
+    async fn container_status(
         &self,
         container_id: &str,
-    ) -> Result<api::ContainerStatus, CriError> {
+    ) -> Result<api::ContainerStatus, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::ContainerStatusRequest {
@@ -278,10 +284,10 @@ impl CriRuntime {
     }
 
     /// `ListContainers`.
-    pub async fn list_containers(
+    async fn list_containers(
         &self,
         filter: Option<api::ContainerFilter>,
-    ) -> Result<Vec<api::Container>, CriError> {
+    ) -> Result<Vec<api::Container>, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::ListContainersRequest { filter };
@@ -291,10 +297,10 @@ impl CriRuntime {
 
     /// `ListContainerStats`: CPU, memory and writable-layer usage of the
     /// containers matching `filter` (all when `None`).
-    pub async fn list_container_stats(
+    async fn list_container_stats(
         &self,
         filter: Option<api::ContainerStatsFilter>,
-    ) -> Result<Vec<api::ContainerStats>, CriError> {
+    ) -> Result<Vec<api::ContainerStats>, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::ListContainerStatsRequest { filter };
@@ -305,10 +311,10 @@ impl CriRuntime {
     /// `ListPodSandboxStats`: usage of whole pod sandboxes (their cgroup,
     /// network and processes); runtimes that predate it answer
     /// `Unimplemented`.
-    pub async fn list_pod_sandbox_stats(
+    async fn list_pod_sandbox_stats(
         &self,
         filter: Option<api::PodSandboxStatsFilter>,
-    ) -> Result<Vec<api::PodSandboxStats>, CriError> {
+    ) -> Result<Vec<api::PodSandboxStats>, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::ListPodSandboxStatsRequest { filter };
@@ -319,12 +325,12 @@ impl CriRuntime {
     /// `ExecSync`: runs `cmd` in the container and collects its output.
     /// `timeout` is the command's own limit (zero: none); the call's deadline
     /// is that plus the default.
-    pub async fn exec_sync(
+    async fn exec_sync(
         &self,
         container_id: &str,
         cmd: &[String],
         timeout: Duration,
-    ) -> Result<ExecOutput, CriError> {
+    ) -> Result<ExecOutput, RuntimeError> {
         let d = self.timeouts.default + timeout;
         let mut c = self.runtime.clone();
         let message = api::ExecSyncRequest {
@@ -341,7 +347,7 @@ impl CriRuntime {
     }
 
     /// `Exec`: the URL of the runtime's streaming server for this exec.
-    pub async fn exec(&self, message: api::ExecRequest) -> Result<String, CriError> {
+    async fn exec_url(&self, message: api::ExecRequest) -> Result<String, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let r = Self::call("Exec", d, c.exec(message)).await?;
@@ -349,7 +355,7 @@ impl CriRuntime {
     }
 
     /// `Attach`: the streaming URL to attach to the container's main process.
-    pub async fn attach(&self, message: api::AttachRequest) -> Result<String, CriError> {
+    async fn attach_url(&self, message: api::AttachRequest) -> Result<String, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let r = Self::call("Attach", d, c.attach(message)).await?;
@@ -357,7 +363,11 @@ impl CriRuntime {
     }
 
     /// `PortForward`: the streaming URL to forward to `ports` of the sandbox.
-    pub async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, CriError> {
+    async fn port_forward_url(
+        &self,
+        sandbox_id: &str,
+        ports: &[i32],
+    ) -> Result<String, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.runtime.clone();
         let message = api::PortForwardRequest {
@@ -369,12 +379,12 @@ impl CriRuntime {
     }
 
     /// `PullImage`, returning the image reference the runtime resolved.
-    pub async fn pull_image(
+    async fn pull_image(
         &self,
         image: &str,
         auth: Option<api::AuthConfig>,
         sandbox_config: Option<&api::PodSandboxConfig>,
-    ) -> Result<String, CriError> {
+    ) -> Result<String, RuntimeError> {
         let d = self.timeouts.pull;
         let mut c = self.images.clone();
         let message = api::PullImageRequest {
@@ -387,7 +397,7 @@ impl CriRuntime {
     }
 
     /// `ImageStatus`: `None` when the image is not present.
-    pub async fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError> {
+    async fn image_status(&self, image: &str) -> Result<Option<api::Image>, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.images.clone();
         let message = api::ImageStatusRequest {
@@ -399,7 +409,7 @@ impl CriRuntime {
     }
 
     /// `ListImages`: every image the runtime can run.
-    pub async fn list_images(&self) -> Result<Vec<api::Image>, CriError> {
+    async fn list_images(&self) -> Result<Vec<api::Image>, RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.images.clone();
         let message = api::ListImagesRequest { filter: None };
@@ -408,7 +418,7 @@ impl CriRuntime {
     }
 
     /// `RemoveImage`.
-    pub async fn remove_image(&self, image: &str) -> Result<(), CriError> {
+    async fn remove_image(&self, image: &str) -> Result<(), RuntimeError> {
         let d = self.timeouts.default;
         let mut c = self.images.clone();
         let message = api::RemoveImageRequest {
@@ -497,10 +507,10 @@ mod tests {
         assert!(
             matches!(
                 err,
-                CriError::Timeout {
+                RuntimeError::Cri(CriError::Timeout {
                     method: "ListContainers",
                     ..
-                }
+                })
             ),
             "{err:?}"
         );

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::archive::{ImageArchiveError, ImageBuilder, LayerBuilder};
+use super::archive::{ArchiveSummary, ImageArchiveError, ImageBuilder, LayerBuilder};
 use super::pause_binary::pause_elf;
 
 /// Name of skiff's pause image (containerd's `sandbox_image`).
@@ -75,6 +75,13 @@ pub fn busybox_image(busybox: &Path, reference: &str) -> Result<ImageBuilder, Im
         l.symlink(&format!("/bin/{applet}"), "busybox")?;
     }
     Ok(ImageBuilder::new(reference, l.finish()?).cmd(["sh"]))
+}
+
+/// Writes [`BUSYBOX_IMAGE`], built from the host's [`HOST_BUSYBOX`], as a
+/// docker archive at `path`: what tests and benchmarks put in an airgap
+/// directory or import, having no registry to pull it from.
+pub fn write_host_busybox(path: &Path) -> Result<ArchiveSummary, ImageArchiveError> {
+    busybox_image(Path::new(HOST_BUSYBOX), BUSYBOX_IMAGE)?.write_docker_archive(path)
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::cri::{CriError, CriRuntime};
+use crate::cri::CriRuntime;
+use crate::runtime::{Runtime, RuntimeError};
 
 /// The containerd namespace CRI uses.
 pub const CRI_NAMESPACE: &str = "k8s.io";
@@ -59,7 +60,7 @@ pub enum ImportError {
     },
     /// Asking CRI for the imported images failed.
     #[error("checking imported images through CRI: {0}")]
-    Cri(#[from] CriError),
+    Cri(#[from] RuntimeError),
     /// The airgap directory could not be read.
     #[error("reading image directory {dir}: {source}")]
     ReadDir {

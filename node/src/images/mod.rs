@@ -8,5 +8,5 @@ pub mod import;
 pub mod pause_binary;
 
 pub use archive::{ArchiveSummary, ImageArchiveError, ImageBuilder, LayerBuilder};
-pub use builtin::{BUSYBOX_IMAGE, PAUSE_IMAGE, busybox_image, pause_image};
+pub use builtin::{BUSYBOX_IMAGE, PAUSE_IMAGE, busybox_image, pause_image, write_host_busybox};
 pub use import::{AirgapReport, ImageImporter, ImportError};

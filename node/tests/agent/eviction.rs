@@ -13,7 +13,7 @@ use skiff_node::Runtime;
 use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
-use crate::harness::{TestCluster, events};
+use crate::harness::{TestCluster, events, pod_condition, sleeper};
 
 /// Waits for `name` to be evicted; asserts what an eviction always leaves
 /// (reason, DisruptionTarget, its containers ended, the Warning event) and
@@ -23,13 +23,7 @@ async fn evicted(cluster: &TestCluster, name: &str, timeout: Duration) -> String
     let status = pod.status.clone().unwrap_or_default();
     let message = status.message.clone().unwrap_or_default();
     assert_eq!(status.reason.as_deref(), Some("Evicted"), "{message}");
-    let disruption = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "DisruptionTarget")
-        .cloned()
-        .expect("DisruptionTarget condition");
+    let disruption = pod_condition(&pod, "DisruptionTarget").expect("DisruptionTarget condition");
     assert_eq!(
         (disruption.status.as_str(), disruption.reason.as_deref()),
         ("True", Some("TerminationByKubelet"))
@@ -55,40 +49,48 @@ async fn evicted(cluster: &TestCluster, name: &str, timeout: Duration) -> String
     message
 }
 
+/// A pod of one container `c` that writes 4 MiB and sleeps: into an
+/// emptyDir `scratch` of `size_limit` when one is given, else into its
+/// writable layer; limited to `storage_limit` of ephemeral storage when one
+/// is given.
+fn filler(name: &str, size_limit: Option<&str>, storage_limit: Option<&str>) -> serde_json::Value {
+    let mut pod = json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE}]}
+    });
+    let blob = if let Some(limit) = size_limit {
+        pod["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {"sizeLimit": limit}}]);
+        pod["spec"]["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch"}]);
+        "/scratch/blob"
+    } else {
+        "/blob"
+    };
+    let fill = format!("head -c 4194304 /dev/zero > {blob}; exec sleep 3600");
+    pod["spec"]["containers"][0]["command"] = json!(["sh", "-c", fill]);
+    if let Some(limit) = storage_limit {
+        pod["spec"]["containers"][0]["resources"] = json!({"limits": {"ephemeral-storage": limit}});
+    }
+    pod
+}
+
 /// A pod whose emptyDir outgrows its `sizeLimit`, and one whose container
 /// writes more than its `ephemeral-storage` limit, are evicted though the
 /// node is under no pressure; a pod within its limits keeps running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pods_over_their_local_storage_limits_are_evicted() {
     let cluster = TestCluster::start(10).await;
-    let fill = |path: &str| format!("head -c 4194304 /dev/zero > {path}; exec sleep 3600");
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "spill"},
-            "spec": {"volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}],
-                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", fill("/scratch/blob")],
-                                     "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}]}
-        }))
-        .await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "scribbler"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", fill("/blob")],
-                                     "resources": {"limits": {"ephemeral-storage": "2Mi"}}}]}
-        }))
-        .await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "tidy"},
-            "spec": {"volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}}],
-                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", fill("/scratch/blob")],
-                                     "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
-                                     "resources": {"limits": {"ephemeral-storage": "64Mi"}}}]}
-        }))
-        .await;
+    // An emptyDir over its sizeLimit, a container over its limit, and a
+    // pod within both.
+    for (name, size_limit, storage_limit) in [
+        ("spill", Some("1Mi"), None),
+        ("scribbler", None, Some("2Mi")),
+        ("tidy", Some("64Mi"), Some("64Mi")),
+    ] {
+        cluster
+            .create_pod(filler(name, size_limit, storage_limit))
+            .await;
+    }
     assert_eq!(
         evicted(&cluster, "spill", Duration::from_secs(60)).await,
         "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". "
@@ -137,14 +139,14 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
     // The pod runs first; the pressure comes with the agent's restart.
     let mut cluster = TestCluster::start(9).await;
     cluster
-        .create_pod(json!({
-            "metadata": {"name": "hog"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
-                                     "resources": {"requests": {"memory": "1"}}}]}
-        }))
-        .await;
-    cluster
-        .wait_phase("hog", Duration::from_secs(60), "Running")
+        .run_pod(
+            json!({
+                "metadata": {"name": "hog"},
+                "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                         "resources": {"requests": {"memory": "1"}}}]}
+            }),
+            Duration::from_secs(60),
+        )
         .await;
     cluster
         .restart_agent_with(|config| {
@@ -159,12 +161,7 @@ async fn a_node_under_memory_pressure_evicts_a_pod_using_more_than_it_requests()
         "{message}"
     );
 
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "frugal"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
-        }))
-        .await;
+    cluster.create_pod(sleeper("frugal", "c")).await;
     let refused = cluster
         .wait_phase("frugal", Duration::from_secs(30), "Failed")
         .await;
@@ -183,14 +180,14 @@ async fn a_node_under_disk_pressure_evicts_a_pod_using_more_than_it_requests() {
     // The pod runs first; the pressure comes with the agent's restart.
     let mut cluster = TestCluster::start(11).await;
     cluster
-        .create_pod(json!({
-            "metadata": {"name": "hoarder"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-                                     "command": ["sh", "-c", "echo hoarding; head -c 1048576 /dev/zero > /blob; exec sleep 3600"]}]}
-        }))
-        .await;
-    cluster
-        .wait_phase("hoarder", Duration::from_secs(60), "Running")
+        .run_pod(
+            json!({
+                "metadata": {"name": "hoarder"},
+                "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
+                                         "command": ["sh", "-c", "echo hoarding; head -c 1048576 /dev/zero > /blob; exec sleep 3600"]}]}
+            }),
+            Duration::from_secs(60),
+        )
         .await;
     import_unused(&cluster).await;
     cluster
@@ -277,13 +274,7 @@ async fn present(cluster: &TestCluster, image: &str) -> bool {
 async fn unused_images_are_collected_past_the_high_threshold() {
     let mut cluster = TestCluster::start_with(12, with_airgapped_image).await;
     cluster
-        .create_pod(json!({
-            "metadata": {"name": "user"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
-        }))
-        .await;
-    cluster
-        .wait_phase("user", Duration::from_secs(60), "Running")
+        .run_pod(sleeper("user", "c"), Duration::from_secs(60))
         .await;
     import_unused(&cluster).await;
     assert!(present(&cluster, UNUSED).await);

@@ -1,11 +1,11 @@
 //! One API server plus one agent (with its own containerd, pod CIDR and
 //! bridge) per test, torn down completely afterwards.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, PodCondition};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use skiff_apiserver::tls::ClusterCerts;
@@ -16,7 +16,7 @@ use skiff_node::agent::identity::serving_cert::{LocalSigner, ServingCertRequest}
 use skiff_node::agent::pod::backoff::BackoffConfig;
 use skiff_node::agent::pod::sysctls::Allowlist;
 use skiff_node::agent::{self, AgentConfig};
-use skiff_node::images;
+use skiff_node::images::{self, BUSYBOX_IMAGE};
 use skiff_node::{CriRuntime, CriTimeouts, Runtime};
 use skiff_testkit::UserInfo;
 use tokio::sync::watch;
@@ -104,13 +104,7 @@ impl TestCluster {
         configure(&mut config);
         let airgap = config.runtime.images_dir();
         std::fs::create_dir_all(&airgap).expect("airgap dir");
-        images::busybox_image(
-            Path::new(images::builtin::HOST_BUSYBOX),
-            images::BUSYBOX_IMAGE,
-        )
-        .expect("busybox image")
-        .write_docker_archive(&airgap.join("busybox.tar"))
-        .expect("busybox archive");
+        images::write_host_busybox(&airgap.join("busybox.tar")).expect("busybox archive");
         let socket = config.runtime.containerd_paths().socket();
         let cri = CriRuntime::new(&socket.to_string_lossy(), CriTimeouts::default()).expect("cri");
         let mut cluster = Self {
@@ -208,6 +202,14 @@ impl TestCluster {
             .create(&PostParams::default(), &pod)
             .await
             .expect("create pod")
+    }
+
+    /// Creates a pod as [`Self::create_pod`] does and waits until it is
+    /// Running: the set-up of every case that acts on a running pod.
+    pub async fn run_pod(&self, manifest: serde_json::Value, timeout: Duration) -> Pod {
+        let created = self.create_pod(manifest).await;
+        let name = created.metadata.name.expect("pod name");
+        self.wait_phase(&name, timeout, "Running").await
     }
 
     /// Polls the pod until `check` holds.
@@ -366,14 +368,38 @@ pub fn phase(pod: &Pod) -> &str {
         .unwrap_or("")
 }
 
+/// The status of the pod's condition `kind`.
 pub fn condition(pod: &Pod, kind: &str) -> Option<String> {
+    pod_condition(pod, kind).map(|c| c.status.clone())
+}
+
+/// The pod's condition `kind`.
+pub fn pod_condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
     pod.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
         .find(|c| c.type_ == kind)
-        .map(|c| c.status.clone())
+}
+
+/// The node's condition `kind`.
+pub fn node_condition<'a>(node: &'a Node, kind: &str) -> Option<&'a NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+}
+
+/// A pod of one busybox container, `container`, that sleeps for an hour:
+/// the cases' plain running pod.
+pub fn sleeper(name: &str, container: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": container, "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+    })
 }
 
 /// The status of init container `name` (a sidecar's among them).

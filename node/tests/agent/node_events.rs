@@ -8,10 +8,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
-use crate::harness::{TestCluster, events};
+use crate::harness::{TestCluster, events, node_condition, sleeper};
 
 /// How many times each reason was reported about `node` (an aggregated
 /// event counts its repeats), found as `kubectl describe node` finds a
@@ -127,19 +126,8 @@ async fn a_node_under_disk_pressure_says_so_and_refuses_new_pods() {
     .await;
     let node = "node-8";
     let nodes: Api<Node> = Api::all(cluster.client.clone());
-    let status = nodes
-        .get(node)
-        .await
-        .expect("node")
-        .status
-        .unwrap_or_default();
-    let disk = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "DiskPressure")
-        .cloned()
-        .expect("DiskPressure condition");
+    let pressed = nodes.get(node).await.expect("node");
+    let disk = node_condition(&pressed, "DiskPressure").expect("DiskPressure condition");
     assert_eq!(
         (disk.status.as_str(), disk.reason.as_deref()),
         ("True", Some("KubeletHasDiskPressure"))
@@ -148,12 +136,7 @@ async fn a_node_under_disk_pressure_says_so_and_refuses_new_pods() {
         (times(&node_events(&cluster, node).await, "NodeHasDiskPressure") == 1).then_some(())
     })
     .await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "latecomer"},
-            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
-        }))
-        .await;
+    cluster.create_pod(sleeper("latecomer", "c")).await;
     let refused = cluster
         .wait_phase("latecomer", Duration::from_secs(30), "Failed")
         .await;

@@ -6,19 +6,15 @@ use std::time::Duration;
 use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
 
-use crate::harness::{TestCluster, container_id, container_status, init_container_status, phase};
+use crate::harness::{
+    TestCluster, container_id, container_status, init_container_status, phase, sleeper,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_agent_adopts_running_pods() {
     let mut cluster = TestCluster::start(2).await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "long"},
-            "spec": {"containers": [{"name": "s", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
-        }))
-        .await;
     let before = cluster
-        .wait_phase("long", Duration::from_secs(60), "Running")
+        .run_pod(sleeper("long", "s"), Duration::from_secs(60))
         .await;
     let id = container_id(&before, "s");
     let ip = before.status.as_ref().and_then(|s| s.pod_ip.clone());
@@ -50,16 +46,16 @@ async fn a_restarted_agent_adopts_running_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_duplicate_sandbox_is_reconciled_to_one() {
     let cluster = TestCluster::start(4).await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "twin"},
-            "spec": {"terminationGracePeriodSeconds": 1,
-                "initContainers": [{"name": "setup", "image": BUSYBOX_IMAGE, "command": ["true"]}],
-                "containers": [{"name": "s", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
-        }))
-        .await;
     let before = cluster
-        .wait_phase("twin", Duration::from_secs(60), "Running")
+        .run_pod(
+            json!({
+                "metadata": {"name": "twin"},
+                "spec": {"terminationGracePeriodSeconds": 1,
+                    "initContainers": [{"name": "setup", "image": BUSYBOX_IMAGE, "command": ["true"]}],
+                    "containers": [{"name": "s", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}
+            }),
+            Duration::from_secs(60),
+        )
         .await;
     let id = container_id(&before, "s");
 

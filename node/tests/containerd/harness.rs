@@ -149,12 +149,9 @@ impl TestNode {
 
         let airgap_dir = options.images_dir();
         std::fs::create_dir_all(&airgap_dir).expect("airgap dir");
-        let busybox = Path::new(images::builtin::HOST_BUSYBOX);
-        let summary = images::busybox_image(busybox, images::BUSYBOX_IMAGE)
-            .expect("busybox image")
-            .write_docker_archive(&airgap_dir.join("busybox.tar"))
-            .expect("write archive");
-        let pause = images::pause_image(busybox)
+        let summary =
+            images::write_host_busybox(&airgap_dir.join("busybox.tar")).expect("write archive");
+        let pause = images::pause_image(Path::new(images::builtin::HOST_BUSYBOX))
             .expect("pause image")
             .to_docker_archive()
             .expect("pause archive")

@@ -1,7 +1,7 @@
 //! Airgap import of skiff-built archives, seen through CRI.
 
 use skiff_node::images::{self, ImageImporter};
-use skiff_node::{CriError, Runtime};
+use skiff_node::{CriError, Runtime, RuntimeError};
 
 use crate::harness::TestNode;
 
@@ -69,10 +69,10 @@ async fn airgap_archives_are_imported_and_listed_through_cri() {
     assert!(
         matches!(
             err,
-            CriError::Rpc {
+            RuntimeError::Cri(CriError::Rpc {
                 method: "PullImage",
                 ..
-            }
+            })
         ),
         "{err:?}"
     );

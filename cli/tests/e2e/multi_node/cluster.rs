@@ -104,13 +104,8 @@ impl Cluster {
             let data_dir = cluster.dir.path().join(format!("agent-{letter}"));
             std::fs::create_dir_all(data_dir.join("agent/images")).expect("agent dir");
             // The agent imports every archive there when it starts.
-            images::busybox_image(
-                Path::new(images::builtin::HOST_BUSYBOX),
-                images::BUSYBOX_IMAGE,
-            )
-            .expect("busybox image")
-            .write_docker_archive(&data_dir.join("agent/images/busybox.tar"))
-            .expect("busybox archive");
+            images::write_host_busybox(&data_dir.join("agent/images/busybox.tar"))
+                .expect("busybox archive");
             cluster.agents.push(AgentHost {
                 token: format!(
                     "mn{n}{letter}-{:x}",

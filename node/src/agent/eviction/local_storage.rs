@@ -4,9 +4,11 @@
 //! pod's `ephemeral-storage` limit, or when one container's writable layer
 //! and logs hold more than its own. Each is reported in upstream's words.
 //!
-//! Usage is read as `du` reads it (allocated blocks) for volumes and as
-//! file sizes for logs; a container's writable layer is the runtime's own
-//! figure, which it refreshes every few seconds.
+//! Volumes and writable layers are read from the stats summary, which
+//! measures volumes as `du` does (allocated blocks) and takes a writable
+//! layer from the runtime (refreshed every few seconds). Logs are file
+//! sizes read here: the summary has those of running containers only, and
+//! an exited container's logs count too.
 
 use std::path::{Path, PathBuf};
 
@@ -17,17 +19,8 @@ use skiff_common::quota::pods::pod_limits;
 use crate::agent::node::host;
 use crate::agent::node::stats::PodUsage;
 use crate::agent::pod::cri_config::pod_log_dir;
-use crate::agent::volumes::pod_dir;
 
 const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
-
-/// Where a pod's volumes and logs are on this node.
-pub(super) struct Places<'a> {
-    /// `DATA_DIR/agent`, below which each pod's volumes live.
-    pub agent_dir: &'a Path,
-    /// The root of the pods' log directories.
-    pub log_root: &'a Path,
-}
 
 /// Whether `pod` sets any limit enforced here.
 pub(super) fn limited(pod: &Pod) -> bool {
@@ -58,19 +51,17 @@ fn limit_of(container: &Container) -> Option<(u64, String)> {
 pub(super) struct DiskUse<'a> {
     pod: &'a Pod,
     used: &'a PodUsage,
-    volumes: PathBuf,
     logs: PathBuf,
 }
 
 impl<'a> DiskUse<'a> {
-    /// The pod's disk use, measured where `places` says its files are.
-    pub(super) fn of(pod: &'a Pod, used: &'a PodUsage, places: &Places<'_>) -> Self {
-        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    /// The pod's disk use: `used` (the summary's figures, volumes among
+    /// them) and its logs below `log_root`.
+    pub(super) fn of(pod: &'a Pod, used: &'a PodUsage, log_root: &Path) -> Self {
         Self {
             pod,
             used,
-            volumes: pod_dir(places.agent_dir, uid).join("volumes"),
-            logs: pod_log_dir(places.log_root, pod),
+            logs: pod_log_dir(log_root, pod),
         }
     }
 
@@ -86,9 +77,13 @@ impl<'a> DiskUse<'a> {
         rootfs + host::file_sizes(&self.logs.join(&container.name))
     }
 
-    /// One volume's files.
+    /// One volume's files (none when the summary has no such volume).
     fn volume(&self, name: &str) -> u64 {
-        host::disk_usage(&self.volumes.join(name))
+        self.used
+            .volumes
+            .iter()
+            .find(|(volume, _)| volume == name)
+            .map_or(0, |(_, bytes)| *bytes)
     }
 
     /// The containers' writable layers and logs and the local volumes
@@ -121,12 +116,12 @@ impl<'a> DiskUse<'a> {
 /// The message of the first limit `pod` is over, checked in upstream's
 /// order (emptyDirs, then the pod, then each container); `None` within
 /// them all.
-pub(super) fn over_limit(pod: &Pod, used: &PodUsage, places: &Places<'_>) -> Option<String> {
+pub(super) fn over_limit(pod: &Pod, used: &PodUsage, log_root: &Path) -> Option<String> {
     if !limited(pod) {
         return None;
     }
     let spec = pod.spec.as_ref()?;
-    let disk = DiskUse::of(pod, used, places);
+    let disk = DiskUse::of(pod, used, log_root);
     for volume in spec.volumes.iter().flatten() {
         let Some(limit) = volume
             .empty_dir
@@ -173,8 +168,12 @@ mod tests {
 
     use super::*;
 
+    /// Pod `p`'s usage: `rootfs` bytes in container `c`'s writable layer
+    /// and 2 MiB in its volume `scratch`.
     fn usage(rootfs: u64) -> PodUsage {
-        crate::agent::eviction::fixtures::usage("p", rootfs)
+        let mut usage = crate::agent::eviction::fixtures::usage("p", rootfs);
+        usage.volumes = vec![("scratch".into(), 2 << 20)];
+        usage
     }
 
     fn pod(spec: serde_json::Value) -> Pod {
@@ -186,24 +185,18 @@ mod tests {
     #[test]
     fn each_limit_is_reported_in_upstreams_words() {
         let dir = tempfile::tempdir().unwrap();
-        let places = Places {
-            agent_dir: &dir.path().join("agent"),
-            log_root: &dir.path().join("logs"),
-        };
-        let scratch = pod_dir(places.agent_dir, "u1").join("volumes/scratch");
-        std::fs::create_dir_all(&scratch).unwrap();
-        std::fs::write(scratch.join("blob"), vec![1u8; 2 << 20]).unwrap();
+        let log_root = dir.path().join("logs");
         let sized = pod(json!({
             "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}],
             "containers": [{"name": "c"}]}));
         assert_eq!(
-            over_limit(&sized, &usage(0), &places).as_deref(),
+            over_limit(&sized, &usage(0), &log_root).as_deref(),
             Some("Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". ")
         );
         let roomy = pod(json!({
             "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "4Mi"}}],
             "containers": [{"name": "c"}]}));
-        assert_eq!(over_limit(&roomy, &usage(0), &places), None);
+        assert_eq!(over_limit(&roomy, &usage(0), &log_root), None);
 
         let limited = |limit: &str| {
             pod(json!({
@@ -212,25 +205,28 @@ mod tests {
         };
         // The pod's total counts the emptyDir: 2 MiB there is over 1536Ki.
         assert_eq!(
-            over_limit(&limited("1536Ki"), &usage(0), &places).as_deref(),
+            over_limit(&limited("1536Ki"), &usage(0), &log_root).as_deref(),
             Some(
                 "Pod ephemeral local storage usage exceeds the total limit of containers 1536Ki. "
             )
         );
         // The container's own counts its writable layer and logs only.
-        let logs = pod_log_dir(places.log_root, &limited("3Mi")).join("c");
+        let logs = pod_log_dir(&log_root, &limited("3Mi")).join("c");
         std::fs::create_dir_all(&logs).unwrap();
         std::fs::write(logs.join("0.log"), vec![b'x'; 1 << 20]).unwrap();
         assert_eq!(
-            over_limit(&limited("3Mi"), &usage(3 << 20), &places).as_deref(),
+            over_limit(&limited("3Mi"), &usage(3 << 20), &log_root).as_deref(),
             Some("Pod ephemeral local storage usage exceeds the total limit of containers 3Mi. ")
         );
-        assert_eq!(over_limit(&limited("8Mi"), &usage(1 << 20), &places), None);
+        assert_eq!(
+            over_limit(&limited("8Mi"), &usage(1 << 20), &log_root),
+            None
+        );
         let two = pod(json!({"containers": [
             {"name": "c", "resources": {"limits": {"ephemeral-storage": "1Mi"}}},
             {"name": "d", "resources": {"limits": {"ephemeral-storage": "100Mi"}}}]}));
         assert_eq!(
-            over_limit(&two, &usage(1 << 20), &places).as_deref(),
+            over_limit(&two, &usage(1 << 20), &log_root).as_deref(),
             Some("Container c exceeded its local ephemeral storage limit \"1Mi\". ")
         );
     }

@@ -58,7 +58,9 @@ impl Evictions {
 
 /// What one round needs besides the agent's context.
 pub(crate) struct Manager {
-    /// The node's and its pods' usage.
+    /// The node's and its pods' usage, with their volumes
+    /// ([`StatsProvider::with_storage`]): the local storage limits and
+    /// the disk ranking read them.
     pub stats: Arc<StatsProvider>,
     /// The image collector, whose unused images go before any pod does
     /// under disk pressure.
@@ -113,13 +115,11 @@ impl Manager {
                 Some((pod, *usage.get(uid)?))
             })
             .collect();
-        let places = local_storage::Places {
-            agent_dir: &ctx.agent_dir,
-            log_root: &ctx.log_root,
-        };
         let over: Vec<(&Pod, String)> = candidates
             .iter()
-            .filter_map(|(pod, used)| Some((*pod, local_storage::over_limit(pod, used, &places)?)))
+            .filter_map(|(pod, used)| {
+                Some((*pod, local_storage::over_limit(pod, used, &ctx.log_root)?))
+            })
             .collect();
         if !over.is_empty() {
             for (pod, message) in over {
@@ -153,7 +153,7 @@ impl Manager {
             .map(|(pod, used)| Candidate {
                 pod,
                 used,
-                disk: local_storage::DiskUse::of(pod, used, &places),
+                disk: local_storage::DiskUse::of(pod, used, &ctx.log_root),
             })
             .collect();
         if let Some(first) = shortage.rank(measured).into_iter().next() {

@@ -135,21 +135,17 @@ impl Shortage {
 mod tests {
     use super::*;
     use crate::agent::eviction::fixtures::{pod, usage};
-    use crate::agent::eviction::local_storage::Places;
 
     fn ranked_names(shortage: Shortage, pods: &[Pod], used: &[PodUsage]) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
-        let places = Places {
-            agent_dir: &dir.path().join("agent"),
-            log_root: &dir.path().join("logs"),
-        };
+        let log_root = dir.path().join("logs");
         let candidates = pods
             .iter()
             .zip(used)
             .map(|(pod, used)| Candidate {
                 pod,
                 used,
-                disk: DiskUse::of(pod, used, &places),
+                disk: DiskUse::of(pod, used, &log_root),
             })
             .collect();
         shortage
@@ -188,16 +184,13 @@ mod tests {
     #[test]
     fn the_message_names_the_shortage_and_the_greedy_containers() {
         let dir = tempfile::tempdir().unwrap();
-        let places = Places {
-            agent_dir: &dir.path().join("agent"),
-            log_root: &dir.path().join("logs"),
-        };
+        let log_root = dir.path().join("logs");
         let hog = pod("hog", "memory", Some("1Mi"), 0);
         let (greedy, modest) = (usage("hog", 8 << 20), usage("hog", 512 << 10));
         let candidate = |used| Candidate {
             pod: &hog,
             used,
-            disk: DiskUse::of(&hog, used, &places),
+            disk: DiskUse::of(&hog, used, &log_root),
         };
         assert_eq!(
             Shortage::Memory.message(&candidate(&greedy), 100 << 20, 51_200 << 10),

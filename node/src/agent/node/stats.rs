@@ -1013,4 +1013,18 @@ mod tests {
         assert!(sum_cpu(&[c(Some(1)), c(None)]).is_none());
         assert!(sum_memory(&[c(Some(1))]).is_none());
     }
+
+    #[test]
+    fn volumes_are_measured_as_du_measures_them_each_by_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let volumes = crate::agent::volumes::pod_dir(dir.path(), "u1").join("volumes");
+        std::fs::create_dir_all(volumes.join("empty")).unwrap();
+        std::fs::create_dir_all(volumes.join("scratch")).unwrap();
+        std::fs::write(volumes.join("scratch/blob"), vec![1u8; 2 << 20]).unwrap();
+        let measured = volume_usage(dir.path(), "u1");
+        let names: Vec<&str> = measured.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["empty", "scratch"]);
+        assert!(measured[1].1 >= 2 << 20, "{measured:?}");
+        assert!(volume_usage(dir.path(), "u2").is_empty());
+    }
 }

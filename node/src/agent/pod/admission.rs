@@ -283,22 +283,23 @@ mod tests {
         let critical: Pod = serde_json::from_value(json!({"metadata": {"name": "k"}, "spec": {
             "containers": [{"name": "c"}], "priority": 2_000_001_000}}))
         .unwrap();
+        // The refusal naming `conditions`, in upstream's words.
+        let refused = |conditions: &str| {
+            Err(Refusal {
+                reason: "Evicted".into(),
+                message: format!("The node had condition: [{conditions}]. "),
+            })
+        };
         assert_eq!(under_pressure(&best_effort, Pressure::default()), Ok(()));
         assert_eq!(
             under_pressure(&best_effort, memory),
-            Err(Refusal {
-                reason: "Evicted".into(),
-                message: "The node had condition: [MemoryPressure]. ".into()
-            })
+            refused("MemoryPressure")
         );
         assert_eq!(under_pressure(&burstable, memory), Ok(()));
         assert_eq!(under_pressure(&tolerant, memory), Ok(()));
         assert_eq!(
             under_pressure(&burstable, both),
-            Err(Refusal {
-                reason: "Evicted".into(),
-                message: "The node had condition: [MemoryPressure DiskPressure]. ".into()
-            })
+            refused("MemoryPressure DiskPressure")
         );
         assert_eq!(under_pressure(&critical, both), Ok(()));
     }

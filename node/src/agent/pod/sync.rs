@@ -441,7 +441,7 @@ pub(crate) async fn sync(
             // Init containers run again in a new sandbox, as upstream's.
             Some(i) if i.is_exited() && i.status.exit_code == 0 => {
                 changed |= starter
-                    .start(state, &mut observed, c, i.restart_count + 1, true)
+                    .start(state, &mut observed, c, i.restart_count + 1, true, None)
                     .await;
             }
             Some(i) if i.is_running() => {}
@@ -489,7 +489,7 @@ pub(crate) async fn sync(
             .filter(|i| i.is_running())
             .map(|i| i.id.clone());
         changed |= starter
-            .start_joining(state, &mut observed, &debug.container, 0, false, target)
+            .start(state, &mut observed, &debug.container, 0, false, target)
             .await;
     }
     let live: Vec<&str> = view.running().map(|c| c.id.as_str()).collect();
@@ -757,7 +757,7 @@ impl Starter<'_> {
                 self.start_or_replace_created(state, observed, container, i, init)
                     .await
             }
-            None => self.start(state, observed, container, 0, init).await,
+            None => self.start(state, observed, container, 0, init, None).await,
         }
     }
 
@@ -781,13 +781,8 @@ impl Starter<'_> {
         let now = SystemTime::now();
         match state.crash.check(&container.name, finished, ran, now) {
             Verdict::Retry => {
-                let started = self
-                    .start(state, observed, container, exited.restart_count + 1, init)
-                    .await;
-                if started {
-                    self.prune(&container.name, exited).await;
-                }
-                started
+                self.start_after(state, observed, container, exited, init)
+                    .await
             }
             Verdict::Wait { until, delay } => {
                 let message = format!(
@@ -819,23 +814,11 @@ impl Starter<'_> {
         }
     }
 
-    /// Pulls (by policy), resolves env, creates and starts one instance;
-    /// on failure records the waiting reason. Returns whether it started.
+    /// Pulls (by policy), resolves env, creates and starts one instance,
+    /// joining the process namespace of the container `pid_target` (a
+    /// runtime id) when one is given; on failure records the waiting reason.
+    /// Returns whether it started.
     async fn start(
-        &self,
-        state: &mut PodState,
-        observed: &mut Observed,
-        container: &Container,
-        restart_count: u32,
-        init: bool,
-    ) -> bool {
-        self.start_joining(state, observed, container, restart_count, init, None)
-            .await
-    }
-
-    /// [`Self::start`], the instance joining the process namespace of the
-    /// container `pid_target` (a runtime id) when one is given.
-    async fn start_joining(
         &self,
         state: &mut PodState,
         observed: &mut Observed,
@@ -1052,13 +1035,9 @@ impl Starter<'_> {
                 return false;
             }
             tracing::info!(container = %created.id, name = %created.name, "replacing a container in the unknown state");
-            let started = self
-                .start(state, observed, container, created.restart_count + 1, init)
+            return self
+                .start_after(state, observed, container, created, init)
                 .await;
-            if started {
-                self.prune(&container.name, created).await;
-            }
-            return started;
         }
         if created.sandbox_id == self.sandbox_id {
             start_created(self.ctx, created, observed).await;
@@ -1069,8 +1048,36 @@ impl Starter<'_> {
         {
             tracing::warn!(container = %created.id, error = %e, "removing a container of a replaced sandbox");
         }
-        self.start(state, observed, container, created.restart_count, init)
-            .await
+        self.start(
+            state,
+            observed,
+            container,
+            created.restart_count,
+            init,
+            None,
+        )
+        .await
+    }
+
+    /// Starts the instance after `previous` (one more restart) and, once it
+    /// has started, prunes those before `previous`. Returns whether it
+    /// started.
+    async fn start_after(
+        &self,
+        state: &mut PodState,
+        observed: &mut Observed,
+        container: &Container,
+        previous: &ContainerInstance,
+        init: bool,
+    ) -> bool {
+        let restart_count = previous.restart_count + 1;
+        let started = self
+            .start(state, observed, container, restart_count, init, None)
+            .await;
+        if started {
+            self.prune(&container.name, previous).await;
+        }
+        started
     }
 
     /// Removes instances older than `keep` (the one just replaced stays for
