@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use skiff_dns::{ClusterDns, DnsConfig};
+use skiff_dns::{ClusterDns, DnsConfig, PublishConfig};
 use skiff_testkit::{Spawned, TestCluster};
 
 use super::support::{answers, ask};
@@ -81,9 +81,12 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     let cluster = TestCluster::start().await;
     let (client, factory) = (cluster.client.clone(), cluster.factory.clone());
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
-    config.advertise = Some("192.0.2.2".parse().unwrap());
-    config.node_name = Some("node-a".into());
-    config.service_ip = Some("10.43.0.10".parse().unwrap());
+    config.publish = PublishConfig {
+        advertise: Some("192.0.2.2".parse().unwrap()),
+        node_name: Some("node-a".into()),
+        service_ip: Some("10.43.0.10".parse().unwrap()),
+        owner_lease: None,
+    };
     config.metrics_listen = vec!["127.0.0.1:0".parse().unwrap()];
     let dns = spawn_dns(&client, &factory, config);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "kube-system");
@@ -175,8 +178,11 @@ async fn a_server_s_slice_is_owned_by_its_identity_lease_and_replaces_the_shared
         .unwrap();
 
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
-    config.advertise = Some("192.0.2.2".parse().unwrap());
-    config.owner_lease = Some("apiserver-00aa11bb".into());
+    config.publish = PublishConfig {
+        advertise: Some("192.0.2.2".parse().unwrap()),
+        owner_lease: Some("apiserver-00aa11bb".into()),
+        ..PublishConfig::default()
+    };
     let dns = spawn_dns(&client, &factory, config);
     // Nothing is published while the owner is missing: a slice nothing owns
     // would outlive its server.
