@@ -1034,13 +1034,15 @@ fn cluster_dns_config(args: &ServerArgs) -> skiff_dns::DnsConfig {
             !loops
         })
         .collect();
-    config.advertise = Some(node_ip);
-    config.node_name = flags.node_name.clone();
-    // The slice goes with this server's identity Lease.
-    config.owner_lease = Some(skiff_apiserver::peer_endpoints::lease_name(
-        advertise_address(args),
-    ));
-    config.service_ip = flags.cluster_dns.first().copied();
+    config.publish = skiff_dns::PublishConfig {
+        advertise: Some(node_ip),
+        node_name: flags.node_name.clone(),
+        // The slice goes with this server's identity Lease.
+        owner_lease: Some(skiff_apiserver::peer_endpoints::lease_name(
+            advertise_address(args),
+        )),
+        service_ip: flags.cluster_dns.first().copied(),
+    };
     config
 }
 

@@ -71,6 +71,19 @@ pub struct DnsConfig {
     pub forward_timeout: Duration,
     /// TTL of cluster answers, in seconds.
     pub ttl: u32,
+    /// How the server announces itself in the cluster (the `kube-dns`
+    /// Service and its endpoints); the default announces nothing.
+    pub publish: PublishConfig,
+    /// Where `/metrics` is served over plain HTTP (CoreDNS's
+    /// `prometheus :9153`; port 0: any free port); empty: nowhere. The
+    /// first one's port is published as the slice's `metrics` port.
+    pub metrics_listen: Vec<SocketAddr>,
+}
+
+/// Where this server is published as `kube-dns`: the fields travel
+/// together from the server's flags to the publishing loop in [`run`].
+#[derive(Debug, Clone, Default)]
+pub struct PublishConfig {
     /// Where pods reach this server (the node's address); published as the
     /// `kube-dns` endpoints with the listen port. None: publish nothing.
     pub advertise: Option<IpAddr>,
@@ -84,10 +97,6 @@ pub struct DnsConfig {
     /// The `kube-dns` Service's ClusterIP; when set, the Service is created
     /// if missing.
     pub service_ip: Option<IpAddr>,
-    /// Where `/metrics` is served over plain HTTP (CoreDNS's
-    /// `prometheus :9153`; port 0: any free port); empty: nowhere. The
-    /// first one's port is published as the slice's `metrics` port.
-    pub metrics_listen: Vec<SocketAddr>,
 }
 
 impl DnsConfig {
@@ -99,10 +108,7 @@ impl DnsConfig {
             upstreams: Vec::new(),
             forward_timeout: Duration::from_secs(2),
             ttl: 5,
-            advertise: None,
-            node_name: None,
-            owner_lease: None,
-            service_ip: None,
+            publish: PublishConfig::default(),
             metrics_listen: Vec::new(),
         }
     }
@@ -198,9 +204,9 @@ impl ClusterDns {
 const REPUBLISH_EVERY: Duration = Duration::from_secs(30);
 
 /// Runs the DNS server until `stop` resolves, keeping the `kube-dns`
-/// endpoints pointed at it when `config.advertise` is set. Reads come from
-/// the shared informers; `client` (the DNS's own identity) writes its
-/// Service and EndpointSlice.
+/// endpoints pointed at it when `config.publish.advertise` is set. Reads
+/// come from the shared informers; `client` (the DNS's own identity)
+/// writes its Service and EndpointSlice.
 pub async fn run(
     client: kube::Client,
     factory: &SharedInformerFactory,
@@ -210,45 +216,45 @@ pub async fn run(
     let dns = ClusterDns::start(factory, &config).await?;
     let metrics_port = dns.metrics_addrs().first().map(|a| a.port());
     tracing::info!(listen = ?dns.local_addrs(), metrics = ?dns.metrics_addrs(), upstreams = ?config.upstreams, domain = %config.domain, "cluster DNS serving");
-    let advertised = config
-        .advertise
+    let PublishConfig {
+        advertise,
+        node_name: node,
+        owner_lease: owner,
+        service_ip,
+    } = config.publish;
+    let advertised = advertise
         .zip(dns.local_addrs().first())
         .map(|(ip, local)| SocketAddr::new(ip, local.port()));
-    let publisher = {
-        let node = config.node_name.clone();
-        let owner = config.owner_lease.clone();
-        let service_ip = config.service_ip;
-        tokio::spawn(async move {
-            // The API may not accept writes yet at start-up, nor hold the
-            // owner Lease; retry until it does. After that, check again now
-            // and then: a slice deleted with a Lease that lapsed (a long
-            // pause) comes back once the Lease is renewed.
-            loop {
-                let mut result = Ok(());
-                if let Some(ip) = service_ip {
-                    result = publish::ensure_service(&client, ip).await;
-                }
-                if let (Ok(()), Some(address)) = (&result, advertised) {
-                    result = publish::publish(
-                        &client,
-                        address,
-                        metrics_port,
-                        node.as_deref(),
-                        owner.as_deref(),
-                    )
-                    .await;
-                }
-                let wait = match result {
-                    Ok(()) => REPUBLISH_EVERY,
-                    Err(error) => {
-                        tracing::warn!(%error, "retrying in 2 s");
-                        Duration::from_secs(2)
-                    }
-                };
-                tokio::time::sleep(wait).await;
+    let publisher = tokio::spawn(async move {
+        // The API may not accept writes yet at start-up, nor hold the
+        // owner Lease; retry until it does. After that, check again now
+        // and then: a slice deleted with a Lease that lapsed (a long
+        // pause) comes back once the Lease is renewed.
+        loop {
+            let mut result = Ok(());
+            if let Some(ip) = service_ip {
+                result = publish::ensure_service(&client, ip).await;
             }
-        })
-    };
+            if let (Ok(()), Some(address)) = (&result, advertised) {
+                result = publish::publish(
+                    &client,
+                    address,
+                    metrics_port,
+                    node.as_deref(),
+                    owner.as_deref(),
+                )
+                .await;
+            }
+            let wait = match result {
+                Ok(()) => REPUBLISH_EVERY,
+                Err(error) => {
+                    tracing::warn!(%error, "retrying in 2 s");
+                    Duration::from_secs(2)
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    });
     stop.await;
     publisher.abort();
     dns.shutdown().await;

@@ -234,18 +234,41 @@ mod tests {
         assert_eq!(slice.address_type, "IPv4");
         assert_eq!(slice.endpoints[0].addresses, ["192.0.2.2"]);
         assert_eq!(slice.endpoints[0].node_name.as_deref(), Some("n1"));
-        let ports: Vec<(String, i32, String)> = slice
-            .ports
-            .unwrap()
-            .into_iter()
-            .map(|p| (p.name.unwrap(), p.port.unwrap(), p.protocol.unwrap()))
-            .collect();
+        let ports = slice.ports.unwrap_or_default();
+        assert_kube_dns_ports(ports.into_iter().map(|p| (p.name, p.port, p.protocol)));
+    }
+
+    #[test]
+    fn the_service_has_no_selector_and_the_dns_and_metrics_ports() {
+        let svc = service("10.43.0.10".parse().unwrap());
+        assert_eq!(svc.metadata.labels.unwrap()["k8s-app"], "kube-dns");
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("10.43.0.10"));
+        assert!(spec.selector.is_none(), "its endpoints are the slices");
+        let ports = spec.ports.unwrap_or_default();
+        assert_kube_dns_ports(
+            ports
+                .into_iter()
+                .map(|p| (p.name, Some(p.port), p.protocol)),
+        );
+    }
+
+    /// Checks `ports` (name, port, protocol) are `dns` 53/UDP, `dns-tcp`
+    /// 53/TCP and `metrics` 9153/TCP, in that order: what the Service and
+    /// the slices both name.
+    fn assert_kube_dns_ports(
+        ports: impl Iterator<Item = (Option<String>, Option<i32>, Option<String>)>,
+    ) {
+        let ports: Vec<_> = ports.collect();
+        let named = |name: &str, port, protocol: &str| {
+            (Some(name.to_owned()), Some(port), Some(protocol.to_owned()))
+        };
         assert_eq!(
             ports,
             [
-                ("dns".to_string(), 53, "UDP".to_string()),
-                ("dns-tcp".to_string(), 53, "TCP".to_string()),
-                ("metrics".to_string(), 9153, "TCP".to_string())
+                named("dns", 53, "UDP"),
+                named("dns-tcp", 53, "TCP"),
+                named("metrics", 9153, "TCP")
             ]
         );
     }

@@ -599,35 +599,41 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn pod_selector_peers_are_the_policy_namespaces_pods() {
-        let p = app_plan(
-            "allow-client",
-            json!({
-                "podSelector": {"matchLabels": {"app": "web"}},
-                "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]
-            }),
+    fn each_kind_of_ingress_peer_lets_in_only_its_sources() {
+        // Pods the policies isolate: `app/web`, or every pod of `app` on n1.
+        let web_only: &[&str] = &["app/web"];
+        let all_of_app: &[&str] = &["app/client", "app/stranger", "app/web"];
+        // (policy, its pod selector, its one ingress peer, the pods it
+        // isolates, the port, (source, allowed, why) on that port)
+        type Case<'a> = (
+            &'a str,
+            serde_json::Value,
+            serde_json::Value,
+            &'a [&'a str],
+            u16,
+            Sources<'a>,
         );
-        assert_web_ingress(
-            &p,
-            8080,
-            &[
-                ("10.42.0.11", true, "client"),
-                ("10.42.0.12", false, "unlabelled"),
-                ("10.42.0.13", false, "other namespace"),
-                ("10.42.1.5", false, "other namespace"),
-            ],
-        );
-        // Only the selected pod is isolated.
-        assert_eq!(p.pods.keys().collect::<Vec<_>>(), ["app/web"]);
-    }
-
-    #[test]
-    fn namespace_selector_alone_and_combined_with_a_pod_selector() {
-        // (policy, its one ingress peer, (source, allowed, why) on port 1)
-        let cases: [(&str, serde_json::Value, Sources<'_>); 3] = [
+        let cases: [Case<'_>; 5] = [
+            (
+                "allow-client",
+                json!({"matchLabels": {"app": "web"}}),
+                // Pod selector peers are the policy namespace's pods.
+                json!({"podSelector": {"matchLabels": {"role": "client"}}}),
+                web_only,
+                8080,
+                &[
+                    ("10.42.0.11", true, "client"),
+                    ("10.42.0.12", false, "unlabelled"),
+                    ("10.42.0.13", false, "other namespace"),
+                    ("10.42.1.5", false, "other namespace"),
+                ],
+            ),
             (
                 "from-team-a",
+                json!({}),
                 json!({"namespaceSelector": {"matchLabels": {"team": "a"}}}),
+                all_of_app,
+                1,
                 &[
                     ("10.42.0.12", true, "same ns, team a"),
                     ("10.42.1.5", true, "monitoring, other node"),
@@ -636,10 +642,13 @@ pub(crate) mod tests {
             ),
             (
                 "infra-clients",
+                json!({}),
                 json!({
                     "namespaceSelector": {"matchExpressions": [{"key": "kind", "operator": "Exists"}]},
                     "podSelector": {"matchLabels": {"role": "client"}}
                 }),
+                all_of_app,
+                1,
                 &[
                     ("10.42.1.5", true, "client in a namespace with a kind"),
                     ("10.42.0.11", false, "client, but ns has no kind"),
@@ -647,40 +656,37 @@ pub(crate) mod tests {
             ),
             (
                 "any-ns",
+                json!({}),
                 json!({"namespaceSelector": {}}),
+                all_of_app,
+                1,
                 &[
                     ("10.42.0.13", true, "a pod in another namespace"),
                     ("192.0.2.1", false, "not a pod"),
                 ],
             ),
+            (
+                "block",
+                json!({"matchLabels": {"app": "web"}}),
+                // IP blocks leave out their exceptions.
+                json!({"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.128/25"]}}),
+                web_only,
+                1,
+                &[
+                    ("192.0.2.1", true, "in the block"),
+                    ("192.0.2.200", false, "in an exception"),
+                    ("10.42.0.11", false, "outside the block"),
+                ],
+            ),
         ];
-        for (name, peer, sources) in cases {
+        for (name, selector, peer, isolated, port, sources) in cases {
             let p = app_plan(
                 name,
-                json!({"podSelector": {}, "ingress": [{"from": [peer]}]}),
+                json!({"podSelector": selector, "ingress": [{"from": [peer]}]}),
             );
-            assert_web_ingress(&p, 1, sources);
+            assert_web_ingress(&p, port, sources);
+            assert_eq!(p.pods.keys().collect::<Vec<_>>(), isolated, "{name}");
         }
-    }
-
-    #[test]
-    fn ip_blocks_leave_out_their_exceptions() {
-        let p = app_plan(
-            "block",
-            json!({
-                "podSelector": {"matchLabels": {"app": "web"}},
-                "ingress": [{"from": [{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.128/25"]}}]}]
-            }),
-        );
-        assert_web_ingress(
-            &p,
-            1,
-            &[
-                ("192.0.2.1", true, "in the block"),
-                ("192.0.2.200", false, "in an exception"),
-                ("10.42.0.11", false, "outside the block"),
-            ],
-        );
     }
 
     #[test]

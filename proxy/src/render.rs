@@ -104,41 +104,31 @@ pub fn render(table: &str, plans: &[PortPlan], node: &NodeFacts) -> Ruleset {
     use chains::*;
     use sets::*;
     let mut r = Ruleset::new(Family::Ip, table);
-    let fixed: [(&str, &str, Vec<String>); 6] = [
-        (
-            NAT_PREROUTING,
-            "type nat hook prerouting priority dstnat; policy accept;",
-            vec![format!("jump {SERVICES}")],
-        ),
-        (
-            NAT_OUTPUT,
-            "type nat hook output priority -100; policy accept;",
-            vec![format!("jump {SERVICES}")],
-        ),
-        (
-            NAT_POSTROUTING,
-            "type nat hook postrouting priority srcnat; policy accept;",
-            vec![format!("jump {MASQUERADING}")],
-        ),
-        (
-            FILTER_INPUT,
-            "type filter hook input priority filter; policy accept;",
-            vec![format!("ct state new jump {ENDPOINTS_CHECK}")],
-        ),
-        (
-            FILTER_FORWARD,
-            "type filter hook forward priority filter; policy accept;",
-            vec![format!("ct state new jump {ENDPOINTS_CHECK}")],
-        ),
-        (
-            FILTER_OUTPUT,
-            "type filter hook output priority filter; policy accept;",
-            vec![format!("ct state new jump {ENDPOINTS_CHECK}")],
-        ),
+    // The nat hooks: traffic from pods and other hosts (prerouting) and
+    // from this host (output) looks its destination up among the
+    // Services; postrouting masquerades what was marked.
+    let nat = [
+        (NAT_PREROUTING, "prerouting priority dstnat", SERVICES),
+        (NAT_OUTPUT, "output priority -100", SERVICES),
+        (NAT_POSTROUTING, "postrouting priority srcnat", MASQUERADING),
     ];
-    for (name, hook, rules) in fixed {
-        let mut c = base(hook);
-        c.rules = rules;
+    for (name, hook, target) in nat {
+        let mut c = base(&format!("type nat hook {hook}; policy accept;"));
+        c.rules = vec![format!("jump {target}")];
+        r.chains.insert(name.into(), c);
+    }
+    // Every filter hook checks new connections for Services that cannot
+    // be served.
+    let filter = [
+        (FILTER_INPUT, "input"),
+        (FILTER_FORWARD, "forward"),
+        (FILTER_OUTPUT, "output"),
+    ];
+    for (name, hook) in filter {
+        let mut c = base(&format!(
+            "type filter hook {hook} priority filter; policy accept;"
+        ));
+        c.rules = vec![format!("ct state new jump {ENDPOINTS_CHECK}")];
         r.chains.insert(name.into(), c);
     }
     r.chains.insert(
@@ -178,22 +168,19 @@ pub fn render(table: &str, plans: &[PortPlan], node: &NodeFacts) -> Ruleset {
             "reject".into(),
         ]),
     );
-    r.sets.insert(
-        SERVICE_IPS.into(),
-        map("type ipv4_addr . inet_proto . inet_service : verdict;"),
-    );
-    r.sets.insert(
-        NO_ENDPOINT_SERVICES.into(),
-        map("type ipv4_addr . inet_proto . inet_service : verdict;"),
-    );
-    r.sets.insert(
-        SERVICE_NODEPORTS.into(),
-        map("type inet_proto . inet_service : verdict;"),
-    );
-    r.sets.insert(
-        NO_ENDPOINT_NODEPORTS.into(),
-        map("type inet_proto . inet_service : verdict;"),
-    );
+    // Verdict maps keyed by address, protocol and port (cluster and
+    // external IPs), or by protocol and port alone (node ports).
+    let by_address = "type ipv4_addr . inet_proto . inet_service : verdict;";
+    let by_port = "type inet_proto . inet_service : verdict;";
+    let maps = [
+        (SERVICE_IPS, by_address),
+        (NO_ENDPOINT_SERVICES, by_address),
+        (SERVICE_NODEPORTS, by_port),
+        (NO_ENDPOINT_NODEPORTS, by_port),
+    ];
+    for (name, declaration) in maps {
+        r.sets.insert(name.into(), map(declaration));
+    }
     let mut node_ips = set("type ipv4_addr;");
     node_ips.elements = node.addresses.iter().map(|a| a.to_string()).collect();
     r.sets.insert(NODEPORT_IPS.into(), node_ips);

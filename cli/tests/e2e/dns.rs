@@ -17,7 +17,9 @@ use skiff_node::images::BUSYBOX_IMAGE;
 use super::containerd::{
     import_busybox, internal_ip, pod, run_octet, run_with_node, wait_node_ready,
 };
-use super::support::{Server, apply, assert_contains, eventually, free_port, json};
+use super::support::{
+    Server, apply, assert_contains, endpoint_slices, eventually, free_port, json,
+};
 
 const NODE: &str = "e2e-dns";
 
@@ -136,20 +138,10 @@ fn scenario(server: &Server, nets: &Networks) {
     });
     assert_eq!(dns_svc["spec"]["clusterIP"], nets.cluster_dns.as_str());
     let slice = eventually(Duration::from_secs(30), "the kube-dns endpoints", || {
-        let out = server.kubectl(&[
-            "get",
-            "endpointslice",
-            "-n",
-            "kube-system",
-            "-l",
-            "endpointslice.kubernetes.io/managed-by=skiff-dns",
-            "-o",
-            "json",
-        ]);
-        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let managed_by_dns = "endpointslice.kubernetes.io/managed-by=skiff-dns";
+        let slices = endpoint_slices(server, "kube-system", managed_by_dns);
         // One slice, this server's, owned by its identity Lease.
-        (out.status.success() && items.len() == 1).then(|| items[0].clone())
+        (slices.len() == 1).then(|| slices[0].clone())
     });
     assert_eq!(slice["metadata"]["ownerReferences"][0]["kind"], "Lease");
     let node_ip = internal_ip(&node);

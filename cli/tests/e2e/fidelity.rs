@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::support::{Server, apply, assert_contains, eventually};
+use super::support::{Server, apply, assert_contains, endpoint_slices, eventually};
 
 #[test]
 fn describe_service_with_endpoints_through_kubectl() {
@@ -20,16 +20,8 @@ fn describe_service_with_endpoints_through_kubectl() {
     // An unnamed Service port: its slice port's name is the empty string.
     server.kubectl_ok(&["expose", "pod", "web", "--port=80", "--target-port=8080"]);
     let slice = eventually(Duration::from_secs(30), "a slice with the pod", || {
-        let out = server.kubectl_ok(&[
-            "get",
-            "endpointslices",
-            "-l",
-            "kubernetes.io/service-name=web",
-            "-o",
-            "json",
-        ]);
-        let list: serde_json::Value = serde_json::from_str(&out).ok()?;
-        let slice = list["items"].get(0)?.clone();
+        let slices = endpoint_slices(&server, "default", "kubernetes.io/service-name=web");
+        let slice = slices.into_iter().next()?;
         slice["endpoints"]
             .as_array()
             .is_some_and(|e| !e.is_empty())

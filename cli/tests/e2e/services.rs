@@ -19,7 +19,7 @@ use skiff_node::images::BUSYBOX_IMAGE;
 use super::containerd::{
     import_busybox, internal_ip, pod, run_cidr, run_with_node, wait_node_ready,
 };
-use super::support::{Server, apply, assert_contains, eventually, json};
+use super::support::{Server, apply, assert_contains, endpoint_slices, eventually, json};
 
 const NODE: &str = "e2e-services";
 
@@ -68,11 +68,8 @@ pub(super) fn backend_deployment(name: &str, replicas: u32) -> String {
 /// Ready endpoint addresses of `service`'s slices.
 fn ready_endpoints(server: &Server, service: &str) -> BTreeSet<String> {
     let selector = format!("kubernetes.io/service-name={service}");
-    let list = json(&server.kubectl_ok(&["get", "endpointslices", "-l", &selector, "-o", "json"]));
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    endpoint_slices(server, "default", &selector)
+        .iter()
         .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
         .filter(|e| e["conditions"]["ready"] != false)
         .filter_map(|e| e["addresses"][0].as_str().map(String::from))

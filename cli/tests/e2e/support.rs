@@ -360,6 +360,22 @@ pub fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// The EndpointSlices in `namespace` that the label `selector` picks, as
+/// kubectl's `-o json` lists them.
+pub fn endpoint_slices(server: &Server, namespace: &str, selector: &str) -> Vec<serde_json::Value> {
+    let list = server.kubectl_ok(&[
+        "get",
+        "endpointslices",
+        "-n",
+        namespace,
+        "-l",
+        selector,
+        "-o",
+        "json",
+    ]);
+    json(&list)["items"].as_array().cloned().unwrap_or_default()
+}
+
 /// A kubectl table's lines split into whitespace-separated columns.
 pub fn rows(output: &str) -> Vec<Vec<String>> {
     output

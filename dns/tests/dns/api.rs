@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use skiff_dns::{ClusterDns, DnsConfig};
+use skiff_dns::{ClusterDns, DnsConfig, PublishConfig};
 use skiff_testkit::{Spawned, TestCluster};
 
 use super::support::{answers, ask};
@@ -81,9 +81,12 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
     let cluster = TestCluster::start().await;
     let (client, factory) = (cluster.client.clone(), cluster.factory.clone());
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
-    config.advertise = Some("192.0.2.2".parse().unwrap());
-    config.node_name = Some("node-a".into());
-    config.service_ip = Some("10.43.0.10".parse().unwrap());
+    config.publish = PublishConfig {
+        advertise: Some("192.0.2.2".parse().unwrap()),
+        node_name: Some("node-a".into()),
+        service_ip: Some("10.43.0.10".parse().unwrap()),
+        owner_lease: None,
+    };
     config.metrics_listen = vec!["127.0.0.1:0".parse().unwrap()];
     let dns = spawn_dns(&client, &factory, config);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "kube-system");
@@ -136,21 +139,11 @@ async fn run_creates_kube_dns_and_publishes_its_listen_port_as_the_endpoints() {
         spec.selector.is_none(),
         "its endpoints are the published slice"
     );
-    let ports: Vec<(String, i32, String)> = spec
-        .ports
-        .unwrap()
-        .into_iter()
-        .map(|p| (p.name.unwrap(), p.port, p.protocol.unwrap()))
-        .collect();
-    assert_eq!(
-        ports,
-        [
-            ("dns".to_string(), 53, "UDP".to_string()),
-            ("dns-tcp".to_string(), 53, "TCP".to_string()),
-            ("metrics".to_string(), 9153, "TCP".to_string())
-        ]
-    );
-    assert_eq!(svc.metadata.labels.unwrap()["k8s-app"], "kube-dns");
+    // What the Service holds (ports and labels) is what `publish::service`
+    // builds, which its unit test checks.
+    let wanted = skiff_dns::publish::service("10.43.0.10".parse().unwrap());
+    assert_eq!(spec.ports, wanted.spec.and_then(|s| s.ports));
+    assert_eq!(svc.metadata.labels, wanted.metadata.labels);
 
     dns.stop().await.unwrap();
     cluster.shutdown();
@@ -175,8 +168,11 @@ async fn a_server_s_slice_is_owned_by_its_identity_lease_and_replaces_the_shared
         .unwrap();
 
     let mut config = DnsConfig::new("cluster.local", "127.0.0.1:0".parse().unwrap());
-    config.advertise = Some("192.0.2.2".parse().unwrap());
-    config.owner_lease = Some("apiserver-00aa11bb".into());
+    config.publish = PublishConfig {
+        advertise: Some("192.0.2.2".parse().unwrap()),
+        owner_lease: Some("apiserver-00aa11bb".into()),
+        ..PublishConfig::default()
+    };
     let dns = spawn_dns(&client, &factory, config);
     // Nothing is published while the owner is missing: a slice nothing owns
     // would outlive its server.
