@@ -227,11 +227,7 @@ impl PodInfo {
             })),
             priority: spec.priority.unwrap_or(0),
             assumed_node: None,
-            non_zero_requests: Resource {
-                milli_cpu: non_zero.0,
-                memory: non_zero.1,
-                ..Resource::default()
-            },
+            non_zero_requests: non_zero,
             requests,
             host_ports,
             key,
@@ -336,8 +332,9 @@ fn container_requests(c: &Container) -> (Resource, i64, i64) {
 
 /// Effective pod requests: regular containers and sidecars run together; each ordinary
 /// init container runs alone next to the sidecars started before it; the pod needs the
-/// maximum of both, plus overhead. Returns (requests, (non-zero cpu, non-zero memory)).
-fn pod_requests(spec: &PodSpec) -> (Resource, (i64, i64)) {
+/// maximum of both, plus overhead. Returns the requests and the non-zero requests (CPU
+/// and memory only, with scoring defaults for containers that request none).
+fn pod_requests(spec: &PodSpec) -> (Resource, Resource) {
     let mut reqs = Resource::default();
     let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
     for c in &spec.containers {
@@ -379,7 +376,12 @@ fn pod_requests(spec: &PodSpec) -> (Resource, (i64, i64)) {
         nz_cpu += o.milli_cpu;
         nz_mem += o.memory;
     }
-    (reqs, (nz_cpu, nz_mem))
+    let non_zero = Resource {
+        milli_cpu: nz_cpu,
+        memory: nz_mem,
+        ..Resource::default()
+    };
+    (reqs, non_zero)
 }
 
 fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
