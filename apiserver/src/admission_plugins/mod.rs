@@ -8,7 +8,9 @@
 //! audit annotations in the request's notes. Their settings come from the
 //! admission configuration file (`config`), read once at start.
 //! [`mutate_create`] is the built-in mutating step: LimitRanger's container
-//! defaults and DefaultIngressClass's class, after the kind's defaults; the mutating admission webhooks
+//! defaults, and DefaultIngressClass's and DefaultStorageClass's class for
+//! Ingresses and PersistentVolumeClaims that name none, after the kind's
+//! defaults; the mutating admission webhooks
 //! (`webhook::mutate`, creates and updates) follow it, before validation.
 //! Validating webhooks (`webhook`) run in [`admit`] after the built-in
 //! plugins and before ResourceQuota, as upstream orders them.
@@ -18,7 +20,7 @@
 //! lock) it hands back in [`Admitted`].
 
 pub(crate) mod config;
-mod default_ingress_class;
+mod default_class;
 pub(crate) mod limit_ranger;
 pub(crate) mod node_password;
 pub(crate) mod node_restriction;
@@ -157,10 +159,10 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
 
 /// Mutating admission of a new object, after its kind's defaults and
 /// before validation: LimitRanger's container defaults for pods, and the
-/// default IngressClass for Ingresses that name none.
+/// default class for Ingresses and PersistentVolumeClaims that name none.
 pub(crate) fn mutate_create(inner: &Inner, info: &ResourceInfo, object: &mut Value) {
     limit_ranger::default_pod(inner, info, object);
-    default_ingress_class::default_class(inner, info, object);
+    default_class::default_class(inner, info, object);
 }
 
 /// The objects of `group`'s v1 `resource` stored in `namespace`, from its

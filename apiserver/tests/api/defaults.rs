@@ -171,3 +171,81 @@ async fn endpoint_slice_ports_get_an_empty_name_and_tcp() {
         );
     }
 }
+
+/// DefaultStorageClass admission: a new claim that names no class gets the
+/// default one (the newest marked, by either annotation; the first by name
+/// among equally new ones). A claim asking for `""`, one naming a class or
+/// the legacy annotation, and updates are left as they are.
+#[tokio::test]
+async fn a_claim_naming_no_class_gets_the_default_storage_class() {
+    let s = TestServer::new().await;
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let classes = "/apis/storage.k8s.io/v1/storageclasses";
+    let claim = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["accessModes"] = json!(["ReadWriteOnce"]);
+        spec["resources"] = json!({"requests": {"storage": "1Gi"}});
+        json!({"metadata": {"name": name}, "spec": spec})
+    };
+    // Before any class is marked default, a claim keeps naming none.
+    let early = s.created(claims, claim("early", json!({}))).await;
+    assert!(early["spec"].get("storageClassName").is_none(), "{early}");
+
+    let class = |name: &str, marker: Option<&str>| {
+        let mut class = json!({"metadata": {"name": name}, "provisioner": "example.com/p"});
+        if let Some(marker) = marker {
+            class["metadata"]["annotations"] = json!({marker: "true"});
+        }
+        class
+    };
+    s.created(classes, class("plain", None)).await;
+    s.created(
+        classes,
+        class(
+            "b-default",
+            Some("storageclass.kubernetes.io/is-default-class"),
+        ),
+    )
+    .await;
+    // Newer than b-default, or as new and first by name: it wins either way.
+    s.created(
+        classes,
+        class(
+            "a-default",
+            Some("storageclass.beta.kubernetes.io/is-default-class"),
+        ),
+    )
+    .await;
+
+    let cases = [
+        ("none", json!({}), json!("a-default")),
+        ("empty", json!({"storageClassName": ""}), json!("")),
+        (
+            "named",
+            json!({"storageClassName": "plain"}),
+            json!("plain"),
+        ),
+    ];
+    for (name, spec, want) in cases {
+        let (created, stored) = create_and_read(&s, claims, claim(name, spec)).await;
+        for object in [&created, &stored] {
+            assert_eq!(object["spec"]["storageClassName"], want, "{name}: {object}");
+        }
+    }
+    let mut legacy = claim("legacy", json!({}));
+    legacy["metadata"]["annotations"] = json!({"volume.beta.kubernetes.io/storage-class": "plain"});
+    let legacy = s.created(claims, legacy).await;
+    assert!(legacy["spec"].get("storageClassName").is_none(), "{legacy}");
+
+    // An update is not a create: the early claim still names no class.
+    let updated = s
+        .merge_patch_ok(
+            &format!("{claims}/early"),
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
+        )
+        .await;
+    assert!(
+        updated["spec"].get("storageClassName").is_none(),
+        "{updated}"
+    );
+}

@@ -180,8 +180,10 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
            "spec":{"accessModes":["ReadWriteOnce"],"storageClassName":"","volumeName":"static-pv",
              "resources":{"requests":{"storage":"1Gi"}}}}"#
             .to_string(),
+        // Naming no class, as most charts' claims do: DefaultStorageClass
+        // admission gives it the default `local-path`.
         r#"{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"scratch"},
-           "spec":{"accessModes":["ReadWriteOnce"],"storageClassName":"local-path",
+           "spec":{"accessModes":["ReadWriteOnce"],
              "resources":{"requests":{"storage":"64Mi"}}}}"#
             .to_string(),
         format!(
@@ -335,6 +337,7 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
     });
     let claim = json(&server.kubectl_ok(&["get", "pvc", "scratch", "-o", "json"]));
     assert_eq!(claim["status"]["phase"], "Bound", "{claim}");
+    assert_eq!(claim["spec"]["storageClassName"], "local-path", "{claim}");
     let claim_uid = claim["metadata"]["uid"].as_str().expect("uid");
     assert_eq!(claim["spec"]["volumeName"], format!("pvc-{claim_uid}"));
     let pv = json(&server.kubectl_ok(&["get", "pv", &format!("pvc-{claim_uid}"), "-o", "json"]));

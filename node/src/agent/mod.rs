@@ -238,6 +238,11 @@ async fn run_with_runtime(
     if let Some(ip) = config.node_ip {
         facts.internal_ip = ip.to_string();
     }
+    // Before the node is Ready: a claim naming no class that is created once
+    // the node is up gets this class from DefaultStorageClass admission.
+    if let Err(error) = claims::ensure_default_class(&provisioner).await {
+        tracing::warn!(%error, "creating the local-path StorageClass");
+    }
     let version = runtime.version().await.ok();
     let node_name = config.node_name.clone();
     let register_err = |source| AgentError::Register {
@@ -367,10 +372,6 @@ async fn run_with_runtime(
         stats::StatsProvider::new(runtime.clone(), node_name.clone())
             .with_storage(agent_dir.clone(), config.log_root()),
     );
-    if let Err(error) = claims::ensure_default_class(&provisioner).await {
-        tracing::warn!(%error, "creating the local-path StorageClass");
-    }
-
     let (tx, rx) = mpsc::unbounded_channel();
     let listener = pods.add_event_handler(pod_workers::PodEvents::new(tx.clone()))?;
     factory.start()?;
