@@ -28,6 +28,9 @@ pub(crate) async fn authorize(
     let Some(user) = request.extensions().get::<UserInfo>().cloned() else {
         return unauthorized();
     };
+    // Only a caller that presented no credentials is asked to authenticate;
+    // one that impersonates `system:anonymous` is told what it may not do.
+    let without_credentials = user.is_anonymous();
     // Present when the request is audited: the decision goes into its events.
     let audit = request.extensions().get::<AuditSlot>().cloned();
     // Handlers see only the identity the request acts as.
@@ -61,7 +64,7 @@ pub(crate) async fn authorize(
         // A caller without credentials reaches what the policy opens to
         // `system:anonymous` (health and version); anything else asks it to
         // authenticate rather than telling it what exists.
-        if attrs.user.is_anonymous() {
+        if without_credentials {
             return unauthorized();
         }
         return error.into_response();

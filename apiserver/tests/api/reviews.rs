@@ -552,4 +552,30 @@ mod with_rbac {
             .await
             .expect_mentions(403, "Forbidden", &["User \"alice\" cannot list"]);
     }
+
+    /// A caller without credentials is asked to authenticate (401), but an
+    /// admin acting as `system:anonymous` (`kubectl --as=system:anonymous`)
+    /// is told what anonymous may not do, as upstream answers.
+    #[tokio::test]
+    async fn acting_as_anonymous_is_forbidden_not_unauthenticated() {
+        let s = TestServer::new().await;
+        let master = UserInfo::new("boss", ["system:masters".to_string()]);
+        const PODS: &str = "/api/v1/namespaces/default/pods";
+        refused(
+            s.call_with_headers(
+                &master,
+                Method::GET,
+                PODS,
+                None,
+                &[("Impersonate-User", "system:anonymous")],
+            )
+            .await,
+            403,
+            "Forbidden",
+            "pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\"",
+        );
+        s.call_with_headers(&UserInfo::anonymous(), Method::GET, PODS, None, &[])
+            .await
+            .expect_failure(401, "Unauthorized");
+    }
 }
