@@ -86,11 +86,26 @@ pub(crate) async fn admit_new(
     );
     crate::admission_plugins::webhook::mutate(inner, &attributes, object).await?;
     info.strategy.finish_create(object);
-    let errors = crate::validation::validate(info, object, None);
+    validated(info, object, None)
+}
+
+/// The typed form of `object` once it passes validation (against `old` on
+/// an update). A field of the wrong type is the 400 of an undecodable body
+/// even where a rule also fails on it: upstream decodes before it validates,
+/// so `"containerPort": "80"` is a type error, not an out-of-range port.
+pub(crate) fn validated(
+    info: &ResourceInfo,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<Value, ApiError> {
+    let errors = crate::validation::validate(info, object, old);
+    let typed = info
+        .roundtrip(object)
+        .map_err(|e| cannot_handle(info, &e))?;
     if !errors.is_empty() {
         return Err(invalid(info, object, errors));
     }
-    info.roundtrip(object).map_err(|e| cannot_handle(info, &e))
+    Ok(typed)
 }
 
 pub(crate) fn invalid(

@@ -11,7 +11,7 @@ use http::StatusCode;
 use serde_json::{Value, json};
 use skiff_store::Revision;
 
-use super::create::{cannot_handle, create_object, invalid};
+use super::create::{create_object, validated};
 use super::storage::{self, FirstRead, Next, check_precondition, guaranteed_update};
 use super::{Ctx, check_type, respond_stored};
 use crate::admission::{WriteInfo, prepare_status_update, prepare_update};
@@ -91,11 +91,7 @@ pub(crate) async fn admit_update<'a>(
     if comparable(&new) == comparable(old) {
         return Ok(Next::Done(old.clone()));
     }
-    let errors = crate::validation::validate(info, &new, Some(old));
-    if !errors.is_empty() {
-        return Err(invalid(info, &new, errors));
-    }
-    let mut new = info.roundtrip(&new).map_err(|e| cannot_handle(info, &e))?;
+    let mut new = validated(info, &new, Some(old))?;
     let admitted = if deletion_step {
         crate::admission_plugins::Admitted::default()
     } else {

@@ -83,6 +83,29 @@ async fn malformed_bodies_are_400_and_store_nothing() {
         message_of(&body)
             .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap")
     );
+    // A field of the wrong type that a validation rule would also fail is
+    // still a body that does not decode (upstream decodes first), on create
+    // and on replace alike.
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |port: Value| {
+        json!({"metadata": {"name": "typed"}, "spec": {"containers": [
+            {"name": "c", "image": "i", "ports": [{"containerPort": port}]}]}})
+    };
+    let body = s
+        .post(pods, pod(json!("80")))
+        .await
+        .expect_failure(400, "BadRequest");
+    assert!(
+        message_of(&body).starts_with("Pod in version \"v1\" cannot be handled as a Pod"),
+        "{body}"
+    );
+    let created = s.created(pods, pod(json!(80))).await;
+    let mut replaced = pod(json!("80"));
+    replaced["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    s.put(&format!("{pods}/typed"), replaced)
+        .await
+        .expect_failure(400, "BadRequest");
+    s.delete_ok(&format!("{pods}/typed")).await;
     assert_eq!(
         s.keys().await,
         before,
