@@ -6,7 +6,8 @@
 //! the containers and the sidecars), IPv4 CIDRs, label-selector
 //! matching, whether a pod may be on a node (`placement`: tolerations
 //! against taints, node selector and required node affinity), a Node's
-//! Ready condition (`node_conditions`),
+//! Ready condition (`node_conditions`), which StorageClass or IngressClass
+//! is the default (`default_class`),
 //! Go duration text, strings
 //! quoted as Go and TOML quote them (`quote`), the
 //! cluster's join token (`join_token`), where a node's password hash is
@@ -36,6 +37,7 @@
 pub mod amount;
 pub mod cidr;
 pub mod containers;
+pub mod default_class;
 pub mod duration;
 pub mod events;
 pub mod files;

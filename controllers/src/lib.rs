@@ -2,8 +2,9 @@
 //! service account, ReplicaSet/ReplicationController, Deployment, StatefulSet,
 //! DaemonSet, Job, CronJob, PodDisruptionBudget status (disruption), endpoints
 //! and EndpointSlices, node lifecycle, pod GC, ClusterRole aggregation,
-//! resource quota, horizontal pod autoscaling, CSR approval and signing and
-//! k3s's node-password cleanup, each reconciling through shared informers
+//! resource quota, horizontal pod autoscaling, CSR approval and signing,
+//! the default StorageClass of claims made before there was one
+//! (persistentvolume-binder) and k3s's node-password cleanup, each reconciling through shared informers
 //! (events are recorded with `skiff_common::events`, re-exported as
 //! `events`); and the auto-deployed manifests directory (`deploy`, which
 //! polls files, not the API).
@@ -32,6 +33,7 @@ pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod node_password;
 pub(crate) mod owner_events;
+pub(crate) mod persistent_volume_binder;
 pub(crate) mod pod_control;
 pub mod podgc;
 pub(crate) mod replicaset;
@@ -106,6 +108,11 @@ fn defaults() -> Vec<manager::Registered> {
             "horizontalpodautoscaling",
             "horizontal-pod-autoscaler",
             horizontal_pod_autoscaler::run,
+        ),
+        starter(
+            "persistentvolume-binder",
+            "persistent-volume-binder",
+            persistent_volume_binder::run,
         ),
         starter("tokencleaner", "token-cleaner", token_cleaner::run),
         starter("node-password", node_password::ACCOUNT, node_password::run),

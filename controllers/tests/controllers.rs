@@ -22,6 +22,7 @@ mod controllers {
     mod namespace;
     mod node_ipam;
     mod node_lifecycle;
+    mod persistent_volume_binder;
     mod podgc;
     mod replicaset;
     mod resource_quota;

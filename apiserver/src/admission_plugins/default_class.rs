@@ -10,6 +10,10 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
+use skiff_common::default_class::{
+    BETA_STORAGE_CLASS_MARKER, Candidate, INGRESS_CLASS_MARKER, STORAGE_CLASS_MARKER,
+    newest_default,
+};
 
 use super::cached_in_namespace;
 use crate::kinds::GroupResource;
@@ -33,17 +37,14 @@ const INGRESS: ClassRule = ClassRule {
     classes: ("networking.k8s.io", "ingressclasses"),
     field: "ingressClassName",
     legacy_annotation: "kubernetes.io/ingress.class",
-    default_markers: &["ingressclass.kubernetes.io/is-default-class"],
+    default_markers: &[INGRESS_CLASS_MARKER],
 };
 
 const CLAIM: ClassRule = ClassRule {
     classes: ("storage.k8s.io", "storageclasses"),
     field: "storageClassName",
     legacy_annotation: "volume.beta.kubernetes.io/storage-class",
-    default_markers: &[
-        "storageclass.kubernetes.io/is-default-class",
-        "storageclass.beta.kubernetes.io/is-default-class",
-    ],
+    default_markers: &[STORAGE_CLASS_MARKER, BETA_STORAGE_CLASS_MARKER],
 };
 
 /// Sets a new Ingress's or claim's class to the default one when it names
@@ -64,7 +65,7 @@ pub(crate) fn default_class(inner: &Inner, info: &ResourceInfo, object: &mut Val
         return;
     };
     let classes = cached_in_namespace(inner, &classes, "");
-    if let Some(name) = rule.newest_default(classes.iter().map(|c| &**c))
+    if let Some(name) = rule.default_among(classes.iter().map(|c| &**c))
         && let Some(spec) = object
             .as_object_mut()
             .map(|o| o.entry("spec").or_insert(json!({})))
@@ -87,31 +88,25 @@ impl ClassRule {
         by_field || by_annotation
     }
 
-    fn marks_default(&self, class: &Value) -> bool {
-        let annotations = class.pointer("/metadata/annotations");
-        self.default_markers.iter().any(|marker| {
-            annotations
-                .and_then(|a| a.get(*marker))
-                .and_then(Value::as_str)
-                == Some("true")
-        })
-    }
-
-    /// The name of the newest class marked default (the first by name among
-    /// equally new ones), if any.
-    fn newest_default<'a>(&self, classes: impl Iterator<Item = &'a Value>) -> Option<String> {
-        classes
-            .filter(|c| self.marks_default(c))
-            .filter_map(|c| {
-                let created = meta_str(c, "creationTimestamp").unwrap_or("").to_owned();
-                Some((created, meta_str(c, "name")?.to_owned()))
+    /// The default class among these stored classes, if any is marked.
+    fn default_among<'a>(&self, classes: impl Iterator<Item = &'a Value>) -> Option<String> {
+        let candidates = classes.filter_map(|c| {
+            let annotations = c
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object);
+            let marked = self.default_markers.iter().any(|marker| {
+                annotations
+                    .and_then(|a| a.get(*marker))
+                    .and_then(Value::as_str)
+                    == Some("true")
+            });
+            Some(Candidate {
+                name: meta_str(c, "name")?,
+                created: meta_str(c, "creationTimestamp").unwrap_or(""),
+                marked,
             })
-            // The newest; among classes created in the same second, the
-            // names compare reversed so that "a" beats "b".
-            .max_by(|(a_created, a_name), (b_created, b_name)| {
-                a_created.cmp(b_created).then_with(|| b_name.cmp(a_name))
-            })
-            .map(|(_, name)| name)
+        });
+        newest_default(candidates).map(str::to_owned)
     }
 }
 
@@ -128,27 +123,6 @@ mod tests {
     }
 
     #[test]
-    fn the_newest_default_class_wins_then_the_first_by_name() {
-        let marker = INGRESS.default_markers[0];
-        let classes = [
-            class("old", "2026-01-01T00:00:00Z", &[(marker, "true")]),
-            class("new-b", "2026-02-01T00:00:00Z", &[(marker, "true")]),
-            class("new-a", "2026-02-01T00:00:00Z", &[(marker, "true")]),
-            class(
-                "newer-not-default",
-                "2026-03-01T00:00:00Z",
-                &[(marker, "false")],
-            ),
-            class("plain", "2026-03-01T00:00:00Z", &[]),
-        ];
-        assert_eq!(
-            INGRESS.newest_default(classes.iter()).as_deref(),
-            Some("new-a")
-        );
-        assert_eq!(INGRESS.newest_default(classes[3..].iter()), None);
-    }
-
-    #[test]
     fn storage_classes_are_marked_by_either_annotation() {
         let classes = [
             class(
@@ -162,12 +136,9 @@ mod tests {
                 &[("ingressclass.kubernetes.io/is-default-class", "true")],
             ),
         ];
+        assert_eq!(CLAIM.default_among(classes.iter()).as_deref(), Some("beta"));
         assert_eq!(
-            CLAIM.newest_default(classes.iter()).as_deref(),
-            Some("beta")
-        );
-        assert_eq!(
-            INGRESS.newest_default(classes.iter()).as_deref(),
+            INGRESS.default_among(classes.iter()).as_deref(),
             Some("ingress-marked")
         );
     }

@@ -38,6 +38,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
     ),
     ("resourcequota", "resourcequota-controller"),
     ("horizontalpodautoscaling", "horizontal-pod-autoscaler"),
+    ("persistentvolume-binder", "persistent-volume-binder"),
 ];
 
 /// Every controller role, named `system:controller:<account>`.
@@ -263,6 +264,20 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 allow(&["get", "list", "delete"], &[CORE], &["pods"]),
                 allow(&["create"], &[CORE], &["pods/eviction"]),
                 allow(READ, &[COORDINATION], &["leases"]),
+                events_rule(),
+            ],
+        ),
+        (
+            // Only what skiff's part of it does: the default StorageClass
+            // of claims created before there was one.
+            "persistent-volume-binder",
+            vec![
+                allow(
+                    &["get", "list", "watch", "update"],
+                    &[CORE],
+                    &["persistentvolumeclaims"],
+                ),
+                allow(READ, &[STORAGE], &["storageclasses"]),
                 events_rule(),
             ],
         ),

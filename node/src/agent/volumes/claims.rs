@@ -315,7 +315,7 @@ pub(crate) async fn ensure_default_class(client: &kube::Client) -> Result<(), ku
         metadata: ObjectMeta {
             name: Some(LOCAL_PATH_CLASS.into()),
             annotations: Some(BTreeMap::from([(
-                "storageclass.kubernetes.io/is-default-class".to_string(),
+                skiff_common::default_class::STORAGE_CLASS_MARKER.to_string(),
                 "true".to_string(),
             )])),
             ..Default::default()

@@ -1,0 +1,179 @@
+//! The part of upstream's persistent volume controller
+//! (`persistentvolume-binder`) that nothing else in skiff does: a claim that
+//! names no StorageClass and was created while none was marked default gets
+//! the default class once one is (upstream's retroactive default
+//! StorageClass assignment). A claim created after that already has it from
+//! DefaultStorageClass admission. Provisioning and binding happen on the
+//! node that runs the claim's first pod (skiff-node's local-path claims).
+//!
+//! It acts as the `persistent-volume-binder` service account, which may
+//! update claims and read StorageClasses, and it only ever sets the class
+//! of an unbound claim that names none; `storageClassName: ""` asks for no
+//! class and is left alone, as upstream leaves it.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+use skiff_common::default_class::{
+    BETA_STORAGE_CLASS_MARKER, Candidate, STORAGE_CLASS_MARKER, newest_default,
+};
+use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
+
+use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
+
+/// The annotation that named a claim's class before `storageClassName`.
+const LEGACY_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+
+/// Why a claim's class could not be set.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BinderError {
+    /// The update of the claim failed (a conflict is retried).
+    #[error("setting the default StorageClass of claim {claim}: {source}")]
+    Update {
+        /// namespace/name.
+        claim: String,
+        /// The API's error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+struct Syncer {
+    client: kube::Client,
+    claims: Arc<Cache<PersistentVolumeClaim>>,
+    classes: Arc<Cache<StorageClass>>,
+}
+
+/// Runs the controller until `stop`.
+pub(crate) async fn run(ctx: Context, stop: Stop) {
+    let claims = ctx.factory.informer::<PersistentVolumeClaim>();
+    let classes = ctx.factory.informer::<StorageClass>();
+    let syncer = Arc::new(Syncer {
+        client: ctx.client.clone(),
+        claims: claims.cache().clone(),
+        classes: classes.cache().clone(),
+    });
+    let controller = keyed_by("persistentvolume-binder", &claims);
+    // A class added or marked default may be what every waiting claim lacks.
+    let wake_waiting = {
+        let (queue, claims) = (controller.queue().clone(), claims.cache().clone());
+        move || {
+            for claim in claims.list().iter().filter(|c| waits_for_default(c)) {
+                queue.add(ObjectKey::from_object(claim.as_ref()));
+            }
+        }
+    };
+    let on_update = wake_waiting.clone();
+    let class_handler = HandlerFns::new()
+        .on_add(move |_: &Arc<StorageClass>| wake_waiting())
+        .on_update(move |_, _: &Arc<StorageClass>| on_update());
+    let controller = controller.watch(&classes, class_handler);
+    run_until_stopped(controller, syncer, stop).await;
+}
+
+/// Whether `claim` names no class in any way and is not bound or going.
+fn waits_for_default(claim: &PersistentVolumeClaim) -> bool {
+    let unbound_without_class = claim.spec.as_ref().is_some_and(|s| {
+        s.storage_class_name.is_none() && s.volume_name.as_deref().unwrap_or_default().is_empty()
+    });
+    unbound_without_class
+        && !claim.annotations().contains_key(LEGACY_CLASS_ANNOTATION)
+        && claim.metadata.deletion_timestamp.is_none()
+}
+
+/// The default StorageClass among `classes`, if one is marked.
+fn default_class(classes: &[Arc<StorageClass>]) -> Option<String> {
+    let created: Vec<String> = classes
+        .iter()
+        .map(|c| {
+            c.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    let markers = [STORAGE_CLASS_MARKER, BETA_STORAGE_CLASS_MARKER];
+    let candidates = classes.iter().zip(&created).filter_map(|(class, created)| {
+        let name = class.metadata.name.as_deref()?;
+        Some(Candidate::new(
+            name,
+            created,
+            class.metadata.annotations.as_ref(),
+            &markers,
+        ))
+    });
+    newest_default(candidates).map(str::to_owned)
+}
+
+impl Reconciler for Syncer {
+    type Error = BinderError;
+
+    /// Gives the claim under `key` the default class, if it waits for one
+    /// and one exists.
+    async fn sync(&self, key: ObjectKey) -> Result<Action, BinderError> {
+        let namespace = key.namespace.clone().unwrap_or_default();
+        let Some(claim) = self.claims.get(&namespace, &key.name) else {
+            return Ok(Action::Done);
+        };
+        if !waits_for_default(&claim) {
+            return Ok(Action::Done);
+        }
+        let Some(class) = default_class(&self.classes.list()) else {
+            return Ok(Action::Done);
+        };
+        // A replace of the version judged here: a claim changed meanwhile
+        // is a conflict, and its next sync judges it again.
+        let mut updated = (*claim).clone();
+        if let Some(spec) = updated.spec.as_mut() {
+            spec.storage_class_name = Some(class.clone());
+        }
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &namespace);
+        match api
+            .replace(&key.name, &PostParams::default(), &updated)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(claim = %key, %class, "assigned the default StorageClass");
+                Ok(Action::Done)
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::Done),
+            Err(source) => Err(BinderError::Update {
+                claim: key.to_string(),
+                source,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(spec: serde_json::Value, annotations: serde_json::Value) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "default", "annotations": annotations},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_an_unbound_claim_naming_no_class_waits_for_the_default() {
+        let cases = [
+            (json!({}), json!({}), true),
+            (json!({"storageClassName": ""}), json!({}), false),
+            (json!({"storageClassName": "fast"}), json!({}), false),
+            (json!({"volumeName": "pv-1"}), json!({}), false),
+            (json!({}), json!({LEGACY_CLASS_ANNOTATION: "fast"}), false),
+        ];
+        for (spec, annotations, waits) in cases {
+            let claim = claim(spec.clone(), annotations);
+            assert_eq!(waits_for_default(&claim), waits, "{spec}");
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! persistentvolume-binder's part in skiff: claims that name no class and
+//! were created before any StorageClass was marked default get the default
+//! class once one is; claims that ask for no class (`""`), that name one, or
+//! that are bound keep what they have.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+use super::support::{TestCluster, eventually, merge_patch};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn create_claim(api: &Api<PersistentVolumeClaim>, name: &str, spec: serde_json::Value) {
+    let mut spec = spec;
+    spec["accessModes"] = json!(["ReadWriteOnce"]);
+    spec["resources"] = json!({"requests": {"storage": "1Gi"}});
+    let claim: PersistentVolumeClaim =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+    api.create(&PostParams::default(), &claim).await.unwrap();
+}
+
+async fn class_of(api: &Api<PersistentVolumeClaim>, name: &str) -> Option<String> {
+    api.get(name)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.storage_class_name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_made_before_a_default_class_get_it_once_one_is_marked() {
+    let cluster = TestCluster::start(Some(&["persistentvolume-binder"])).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client.clone(), "default");
+    let classes: Api<StorageClass> = Api::all(cluster.client.clone());
+    create_claim(&claims, "waiting", json!({})).await;
+    create_claim(&claims, "no-class", json!({"storageClassName": ""})).await;
+    create_claim(&claims, "bound", json!({"volumeName": "pv-1"})).await;
+
+    // A class that is not marked default changes nothing.
+    let class: StorageClass = serde_json::from_value(
+        json!({"metadata": {"name": "slow"}, "provisioner": "example.com/p"}),
+    )
+    .unwrap();
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(class_of(&claims, "waiting").await, None);
+
+    // Marking it default completes the waiting claim.
+    merge_patch(
+        &classes,
+        "slow",
+        json!({"metadata": {"annotations": {
+            "storageclass.kubernetes.io/is-default-class": "true"}}}),
+    )
+    .await;
+    eventually(WAIT, "the waiting claim gets the default class", || async {
+        (class_of(&claims, "waiting").await.as_deref() == Some("slow")).then_some(())
+    })
+    .await;
+    assert_eq!(class_of(&claims, "no-class").await.as_deref(), Some(""));
+    assert_eq!(class_of(&claims, "bound").await, None);
+    cluster.shutdown().await;
+}
