@@ -109,14 +109,6 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
     let rv: Revision = rv
         .parse()
         .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {rv}")))?;
-    if ctx.params.resource_version_match.as_deref() == Some("Exact") {
-        return cache.snapshot_at(rv).ok_or_else(|| {
-            ApiError::Expired(format!(
-                "too old resource version: {rv} ({})",
-                cache.revision()
-            ))
-        });
-    }
     // Ahead of the store: wait briefly as upstream does, then 504.
     let store = ctx.inner.store.as_ref();
     if rv > store.current_revision()
@@ -126,6 +118,15 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
             rv,
             store.current_revision(),
         ));
+    }
+    if ctx.params.resource_version_match.as_deref() == Some("Exact") {
+        // The cache holds its current state and the snapshots of recent
+        // paginated lists; an older state is answered as upstream answers
+        // one its store has compacted.
+        cache.wait_for(rv, WAIT_FOR_REVISION).await;
+        return cache.snapshot_at(rv).ok_or_else(|| {
+            ApiError::Expired("The resourceVersion for the provided list is too old.".into())
+        });
     }
     if cache.wait_for(rv, WAIT_FOR_REVISION).await {
         return Ok(cache.current_snapshot());

@@ -344,6 +344,32 @@ async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
         &format!("Timeout: Too large resource version: {ahead}, current: {current}"),
     );
     assert_eq!(body["details"]["retryAfterSeconds"], 1);
+    // An exact list of a version still to come is the same 504, not "too old".
+    let exact_ahead = format!("{CMS}?resourceVersion={ahead}&resourceVersionMatch=Exact");
+    refused(
+        s.get(&exact_ahead).await,
+        504,
+        "Timeout",
+        &format!("Timeout: Too large resource version: {ahead}, current: {current}"),
+    );
+}
+
+#[tokio::test]
+async fn an_exact_list_of_a_state_no_longer_held_is_410_with_upstreams_words() {
+    let s = TestServer::new().await;
+    s.configmap("default", "first", json!({})).await;
+    let then = s.store.current_revision();
+    s.configmap("default", "second", json!({})).await;
+    let now = s.store.current_revision();
+    let exact = |rv| format!("{CMS}?resourceVersion={rv}&resourceVersionMatch=Exact");
+    let current = s.get_ok(&exact(now)).await;
+    assert_eq!(current["items"].as_array().unwrap().len(), 2, "{current}");
+    refused(
+        s.get(&exact(then)).await,
+        410,
+        "Expired",
+        "The resourceVersion for the provided list is too old.",
+    );
 }
 
 #[tokio::test]
