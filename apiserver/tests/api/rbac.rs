@@ -463,6 +463,57 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
     }
 }
 
+/// The persistent volume controller's account sets a waiting claim's class
+/// and reads StorageClasses, and nothing more: it cannot delete claims,
+/// write volumes or classes, or read secrets.
+#[tokio::test]
+async fn the_volume_binder_account_only_updates_claims() {
+    let s = TestServer::new().await;
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let claim = s
+        .created(
+            claims,
+            json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .await;
+    let binder = account("kube-system", "persistent-volume-binder");
+    assert_eq!(
+        s.get_as(&binder, "/apis/storage.k8s.io/v1/storageclasses")
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let mut with_class = claim.clone();
+    with_class["spec"]["storageClassName"] = json!("fast");
+    let path = format!("{claims}/c");
+    assert_eq!(
+        s.call_as(&binder, Method::PUT, &path, Some(with_class))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let class = json!({"metadata": {"name": "fast"}, "provisioner": "example.com/p"});
+    let volume = json!({"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/pv"}}});
+    for (method, path, body) in [
+        (Method::DELETE, path.as_str(), None),
+        (
+            Method::POST,
+            "/apis/storage.k8s.io/v1/storageclasses",
+            Some(class),
+        ),
+        (Method::POST, "/api/v1/persistentvolumes", Some(volume)),
+        (Method::GET, "/api/v1/secrets", None),
+    ] {
+        assert_eq!(
+            s.call_as(&binder, method.clone(), path, body).await.0,
+            StatusCode::FORBIDDEN,
+            "{method} {path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
     let disk = KeptStore::new();
