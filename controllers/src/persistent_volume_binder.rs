@@ -4,7 +4,9 @@
 //! the default class once one is (upstream's retroactive default
 //! StorageClass assignment). A claim created after that already has it from
 //! DefaultStorageClass admission. Provisioning and binding happen on the
-//! node that runs the claim's first pod (skiff-node's local-path claims).
+//! node that runs the claim's first pod (skiff-node's local-path claims);
+//! until a pod is scheduled with it, a claim of a `WaitForFirstConsumer`
+//! class is told why it is Pending, in the event upstream records.
 //!
 //! It acts as the `persistent-volume-binder` service account, which may
 //! update claims and read StorageClasses, and it only ever sets the class
@@ -22,10 +24,15 @@ use skiff_common::default_class::{
 };
 use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
 
+use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 
 /// The annotation that named a claim's class before `storageClassName`.
 const LEGACY_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+/// Set by the scheduler on a delayed claim once its first pod has a node.
+const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+/// Upstream's name for this controller's events.
+const CONTROLLER: &str = "persistentvolume-controller";
 
 /// Why a claim's class could not be set.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +50,7 @@ pub(crate) enum BinderError {
 
 struct Syncer {
     client: kube::Client,
+    events: EventRecorder,
     claims: Arc<Cache<PersistentVolumeClaim>>,
     classes: Arc<Cache<StorageClass>>,
 }
@@ -53,6 +61,7 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
     let classes = ctx.factory.informer::<StorageClass>();
     let syncer = Arc::new(Syncer {
         client: ctx.client.clone(),
+        events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
         claims: claims.cache().clone(),
         classes: classes.cache().clone(),
     });
@@ -109,6 +118,28 @@ fn default_class(classes: &[Arc<StorageClass>]) -> Option<String> {
     newest_default(candidates).map(str::to_owned)
 }
 
+impl Syncer {
+    /// Whether `claim` is unbound with a class that binds only once a pod
+    /// using it is scheduled, and no pod has been yet.
+    fn waits_for_consumer(&self, claim: &PersistentVolumeClaim) -> bool {
+        let Some(spec) = claim.spec.as_ref() else {
+            return false;
+        };
+        let delayed = spec
+            .storage_class_name
+            .as_deref()
+            .filter(|name| !name.is_empty())
+            .and_then(|name| self.classes.get("", name))
+            .is_some_and(|class| {
+                class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+            });
+        delayed
+            && spec.volume_name.as_deref().unwrap_or_default().is_empty()
+            && !claim.annotations().contains_key(SELECTED_NODE_ANNOTATION)
+            && claim.metadata.deletion_timestamp.is_none()
+    }
+}
+
 impl Reconciler for Syncer {
     type Error = BinderError;
 
@@ -120,6 +151,14 @@ impl Reconciler for Syncer {
             return Ok(Action::Done);
         };
         if !waits_for_default(&claim) {
+            if self.waits_for_consumer(&claim) {
+                self.events.normal(
+                    &object_reference(claim.as_ref()),
+                    "WaitForFirstConsumer",
+                    "",
+                    "waiting for first consumer to be created before binding",
+                );
+            }
             return Ok(Action::Done);
         }
         let Some(class) = default_class(&self.classes.list()) else {

@@ -12,6 +12,7 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use super::support::{TestCluster, eventually, merge_patch};
+use super::workload_helpers::{event_about, event_reasons};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -67,5 +68,53 @@ async fn claims_made_before_a_default_class_get_it_once_one_is_marked() {
     .await;
     assert_eq!(class_of(&claims, "no-class").await.as_deref(), Some(""));
     assert_eq!(class_of(&claims, "bound").await, None);
+    cluster.shutdown().await;
+}
+
+/// A claim of a `WaitForFirstConsumer` class says why it is Pending, as
+/// upstream's controller does; one whose first pod is placed says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_claim_is_told_it_waits_for_its_first_consumer() {
+    let cluster = TestCluster::start(Some(&["persistentvolume-binder"])).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client.clone(), "default");
+    let classes: Api<StorageClass> = Api::all(cluster.client.clone());
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "local"}, "provisioner": "example.com/p",
+        "volumeBindingMode": "WaitForFirstConsumer"}))
+    .unwrap();
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    create_claim(&claims, "delayed", json!({"storageClassName": "local"})).await;
+    let event = event_about(&cluster.client, "delayed", "WaitForFirstConsumer").await;
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(
+        event.note.as_deref(),
+        Some("waiting for first consumer to be created before binding")
+    );
+    assert_eq!(
+        event.reporting_controller.as_deref(),
+        Some("persistentvolume-controller")
+    );
+
+    let placed: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "placed",
+            "annotations": {"volume.kubernetes.io/selected-node": "n1"}},
+        "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}))
+    .unwrap();
+    claims
+        .create(&PostParams::default(), &placed)
+        .await
+        .unwrap();
+    // Its sync follows the delayed claim's: give it the time that one took.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reasons = event_reasons(&cluster.client, "default", "placed").await;
+    assert!(
+        reasons.is_empty(),
+        "{reasons:?} about {:?}",
+        placed.metadata.name
+    );
     cluster.shutdown().await;
 }
