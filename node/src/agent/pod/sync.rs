@@ -16,10 +16,11 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 use super::admission;
-use super::backoff::{Backoff, Verdict};
+use super::backoff::{Backoff, Verdict, go_duration};
 use super::container_events::{container_reference, pod_name};
 use super::context::AgentContext;
 use super::cri_config::{self, ContainerInputs};
+use super::cri_text;
 use super::env::{self, EnvContext};
 use super::ephemeral;
 use super::hooks;
@@ -49,7 +50,7 @@ const SETUP_RETRY: Duration = Duration::from_secs(2);
 /// What a worker remembers about its pod between steps.
 pub(crate) struct PodState {
     crash: Backoff,
-    images: Backoff,
+    images: images::PullBackoff,
     probes: ProbeResults,
     volumes: Option<HashMap<String, PathBuf>>,
     /// When volume content (service-account tokens) must be written again.
@@ -68,7 +69,7 @@ impl PodState {
     pub(crate) fn new(ctx: &AgentContext) -> Self {
         Self {
             crash: Backoff::new(ctx.crash_backoff),
-            images: Backoff::new(ctx.image_backoff),
+            images: images::PullBackoff::new(ctx.image_backoff),
             probes: ProbeResults::default(),
             volumes: None,
             volumes_refresh: None,
@@ -792,18 +793,16 @@ impl Starter<'_> {
                 );
                 let regarding = container_reference(self.pod, &container.name);
                 self.ctx.events.warning(&regarding, "BackOff", "", message);
-                let pod = &self.pod.metadata;
                 observed.waiting.insert(
                     container.name.clone(),
                     (
                         "CrashLoopBackOff".into(),
+                        // The delay as Go prints it (`1m20s`, `5m0s`).
                         format!(
-                            "back-off {}s restarting failed container={} pod={}_{}({})",
-                            delay.as_secs(),
+                            "back-off {} restarting failed container={} pod={}",
+                            go_duration(delay),
                             container.name,
-                            pod.name.as_deref().unwrap_or_default(),
-                            pod.namespace.as_deref().unwrap_or_default(),
-                            pod.uid.as_deref().unwrap_or_default()
+                            pod_name(self.pod)
                         ),
                     ),
                 );
@@ -909,16 +908,20 @@ impl Starter<'_> {
         {
             Ok(id) => id,
             Err(e) => {
-                events.warning(&regarding, "Failed", "", format!("Error: {e}"));
-                wait("CreateContainerError", e.to_string());
+                // The runtime's own words, as a kubelet gives them (the
+                // status message, without skiff's call name or code).
+                let message = cri_text::status_message(&e);
+                events.warning(&regarding, "Failed", "", format!("Error: {message}"));
+                wait("CreateContainerError", message);
                 return false;
             }
         };
         let created = format!("Created container: {}", container.name);
         events.normal(&regarding, "Created", "", created);
         if let Err(e) = runtime.start_container(&id).await {
-            events.warning(&regarding, "Failed", "", format!("Error: {e}"));
-            wait("RunContainerError", e.to_string());
+            let message = cri_text::status_message(&e);
+            events.warning(&regarding, "Failed", "", format!("Error: {message}"));
+            wait("RunContainerError", message);
             return false;
         }
         let started = format!("Started container {}", container.name);
@@ -955,7 +958,9 @@ impl Starter<'_> {
         true
     }
 
-    /// The events upstream records around image pulls.
+    /// The events upstream records around image pulls: the image
+    /// manager's, then, when the image is not there, `Error: <reason>` as
+    /// the kubelet records every container it could not start.
     async fn image_events(
         &self,
         container: &Container,
@@ -971,32 +976,17 @@ impl Starter<'_> {
             );
             events.warning(&regarding, "FailedToRetrieveImagePullSecret", "", message);
         }
-        let image = container.image.as_deref().unwrap_or_default();
-        if notes.pulled {
-            events.normal(
-                &regarding,
-                "Pulling",
-                "",
-                format!("Pulling image \"{image}\""),
-            );
+        for event in &notes.events {
+            let message = event.message.clone();
+            if event.warning {
+                events.warning(&regarding, event.reason, "", message);
+            } else {
+                events.normal(&regarding, event.reason, "", message);
+            }
         }
-        match outcome {
-            Ok(_) if notes.pulled => {
-                let message = format!("Successfully pulled image \"{image}\"");
-                events.normal(&regarding, "Pulled", "", message);
-            }
-            Ok(_) => {
-                let message = format!("Container image \"{image}\" already present on machine");
-                events.normal(&regarding, "Pulled", "", message);
-            }
-            Err(problem) => {
-                let reason = match problem.reason {
-                    "ImagePullBackOff" => "BackOff",
-                    "ErrImageNeverPull" => "ErrImageNeverPull",
-                    _ => "Failed",
-                };
-                events.warning(&regarding, reason, "", problem.message.clone());
-            }
+        if let Err(problem) = outcome {
+            let error = format!("Error: {}", problem.reason);
+            events.warning(&regarding, "Failed", "", error);
         }
     }
 
