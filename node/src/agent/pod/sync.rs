@@ -876,7 +876,12 @@ impl Starter<'_> {
         let env = match env::resolve(&self.ctx.client, &env_ctx, container).await {
             Ok(env) => env,
             Err(e) => {
-                wait("CreateContainerConfigError", e.to_string());
+                // Upstream records each container it could not configure.
+                let message = e.to_string();
+                let regarding = container_reference(self.pod, &container.name);
+                let error = format!("Error: {message}");
+                self.ctx.events.warning(&regarding, "Failed", "", error);
+                wait("CreateContainerConfigError", message);
                 return false;
             }
         };
