@@ -100,6 +100,29 @@ pub(crate) enum SyncError {
     Api(#[from] kube::Error),
 }
 
+/// The `FailedMount` event's message for a volume that could not be set
+/// up, in upstream's words: `MountVolume.SetUp failed for volume "cfg" :
+/// configmap "settings" not found`.
+fn mount_failure(e: &volumes::VolumeError) -> String {
+    use volumes::VolumeError as E;
+    let (volume, detail) = match e {
+        E::Io {
+            volume,
+            path,
+            source,
+        } => (volume, format!("{}: {source}", path.display())),
+        E::Source { volume, source } => (volume, source.to_string()),
+        E::InvalidPath { volume, path } => (volume, format!("invalid path {path:?}")),
+        E::Claim { volume, source } => (volume, source.to_string()),
+        E::Token { volume, source } => (
+            volume,
+            format!("requesting a service account token: {source}"),
+        ),
+        E::Unsupported(volume) => (volume, "unsupported volume type".to_string()),
+    };
+    format!("MountVolume.SetUp failed for volume \"{volume}\" : {detail}")
+}
+
 fn restart_policy(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
@@ -306,7 +329,7 @@ pub(crate) async fn sync(
             }
             Err(e) => {
                 tracing::info!(pod = ?pod.metadata.name, error = %e, "volumes not ready");
-                let message = format!("MountVolume.SetUp failed for {e}");
+                let message = mount_failure(&e);
                 ctx.events
                     .warning(&object_reference(pod), "FailedMount", "", message);
                 for c in all_containers(pod) {
@@ -372,7 +395,7 @@ pub(crate) async fn sync(
                         &object_reference(pod),
                         "FailedCreatePodSandBox",
                         "",
-                        format!("Failed to create pod sandbox: {e}"),
+                        format!("Failed to create pod sandbox: {}", cri_text::grpc_error(&e)),
                     );
                     for c in all_containers(pod) {
                         observed.waiting.insert(
@@ -1231,6 +1254,27 @@ fn without_times(status: &serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_volume_that_cannot_be_set_up_is_named_as_upstream_names_it() {
+        let missing = volumes::VolumeError::Source {
+            volume: "cfg".into(),
+            source: Box::new(env::EnvError::Missing {
+                kind: "configmap",
+                name: "settings".into(),
+                what: "not found".into(),
+            }),
+        };
+        assert_eq!(
+            mount_failure(&missing),
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"settings\" not found"
+        );
+        let odd = volumes::VolumeError::Unsupported("disk".into());
+        assert_eq!(
+            mount_failure(&odd),
+            "MountVolume.SetUp failed for volume \"disk\" : unsupported volume type"
+        );
+    }
 
     fn pod(policy: &str) -> Pod {
         serde_json::from_value(serde_json::json!({
