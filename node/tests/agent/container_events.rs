@@ -490,7 +490,7 @@ fn waiting(pod: &k8s_openapi::api::core::v1::Pod, container: &str) -> Option<(St
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn images_and_config_that_are_not_there_are_reported_as_a_kubelet_reports_them() {
+async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
     let cluster = TestCluster::start_with(13, |c| {
         c.image_backoff = skiff_node::agent::pod::backoff::BackoffConfig {
             initial: Duration::from_secs(2),
@@ -530,6 +530,15 @@ async fn images_and_config_that_are_not_there_are_reported_as_a_kubelet_reports_
             "metadata": {"name": "keyless"},
             "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
                 "env": [{"name": "GONE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "gone"}}}]}]}
+        }))
+        .await;
+
+    // A command that is not in the image: its start fails (StartError)
+    // and it is restarted with back-off, as any container that exits.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "badcmd"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["/no/such/binary"]}]}
         }))
         .await;
 
@@ -627,5 +636,26 @@ async fn images_and_config_that_are_not_there_are_reported_as_a_kubelet_reports_
         },
     )
     .await;
+    // The failed start backs off (the agent's back-off here is 2 s
+    // doubling to 4 s): a handful of restarts, not one every sync.
+    let backing_off = cluster
+        .wait_pod("badcmd", Duration::from_secs(60), "CrashLoopBackOff", |p| {
+            waiting(p, "c").is_some_and(|(r, _)| r == "CrashLoopBackOff")
+        })
+        .await;
+    let c = container_status(&backing_off, "c").expect("status");
+    let last = c
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.clone())
+        .expect("last state");
+    assert_eq!(last.reason.as_deref(), Some("StartError"), "{last:?}");
+    assert_eq!(last.exit_code, 128, "{last:?}");
+    let started = serde_json::to_value(&last.started_at).expect("time");
+    assert_eq!(started, "1970-01-01T00:00:00Z", "{last:?}");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let later = cluster.pods().get("badcmd").await.expect("pod");
+    let restarts = container_status(&later, "c").map_or(0, |c| c.restart_count);
+    assert!(restarts <= 6, "restarted {restarts} times within seconds");
     cluster.teardown().await;
 }

@@ -94,6 +94,11 @@ pub(crate) fn time_from_nanos(nanos: i64) -> Option<Time> {
     Timestamp::from_nanosecond(i128::from(nanos)).ok().map(Time)
 }
 
+/// 1970-01-01T00:00:00Z.
+fn unix_epoch() -> Time {
+    Time(Timestamp::UNIX_EPOCH)
+}
+
 /// The most of a termination message file kept (upstream's limit).
 const TERMINATION_MESSAGE_BYTES: u64 = 4096;
 /// What `FallbackToLogsOnError` takes of the log: the last lines, at most
@@ -158,7 +163,10 @@ fn terminated_state(c: &ContainerInstance, spec: &Container) -> ContainerStateTe
         exit_code: s.exit_code,
         reason: Some(reason),
         message: Some(message).filter(|m| !m.is_empty()),
-        started_at: time_from_nanos(s.started_at),
+        // A container whose start failed never started: upstream reports
+        // its start as the zero of Unix time (1970-01-01T00:00:00Z), as
+        // the runtime gives it, not as absent.
+        started_at: Some(time_from_nanos(s.started_at).unwrap_or_else(unix_epoch)),
         finished_at: time_from_nanos(s.finished_at),
         container_id: Some(format!("containerd://{}", c.id)),
         signal: None,
@@ -570,6 +578,24 @@ mod tests {
             sandboxes: Vec::new(),
             containers: HashMap::from([("c".to_string(), instances)]),
         }
+    }
+
+    #[test]
+    fn a_container_whose_start_failed_started_at_the_unix_epoch() {
+        let mut failed = instance(api::ContainerState::ContainerExited, 128, 0);
+        failed.status.started_at = 0;
+        failed.status.reason = "StartError".into();
+        let spec = Container {
+            name: "c".into(),
+            ..Default::default()
+        };
+        let state = terminated_state(&failed, &spec);
+        assert_eq!(state.reason.as_deref(), Some("StartError"));
+        let started = serde_json::to_value(&state.started_at).unwrap();
+        assert_eq!(started, "1970-01-01T00:00:00Z");
+        let ran = terminated_state(&instance(api::ContainerState::ContainerExited, 1, 0), &spec);
+        let started = serde_json::to_value(&ran.started_at).unwrap();
+        assert_eq!(started, "1970-01-01T00:00:01Z");
     }
 
     /// What the agent observed of a live pod: sandbox ready, init containers done.

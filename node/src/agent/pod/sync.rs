@@ -197,6 +197,19 @@ fn system_time(nanos: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
 }
 
+/// How long an exited container ran. One that never started (its start
+/// failed: `StartError`) ran for no time — not since 1970, which would
+/// forget its back-off and restart it at once, over and over, where a
+/// kubelet backs off (CrashLoopBackOff) as for any other exit.
+fn run_time(status: &api::ContainerStatus) -> Duration {
+    if status.started_at <= 0 {
+        return Duration::ZERO;
+    }
+    system_time(status.finished_at)
+        .duration_since(system_time(status.started_at))
+        .unwrap_or_default()
+}
+
 /// The CRI handler of the pod's RuntimeClass ("" — the runtime's default —
 /// when it names none), read from the API as upstream's kubelet does; a
 /// class that is gone leaves the sandbox uncreated, with the API's words.
@@ -799,9 +812,7 @@ impl Starter<'_> {
     ) -> bool {
         observed.will_restart.insert(container.name.clone());
         let finished = system_time(exited.status.finished_at);
-        let ran = finished
-            .duration_since(system_time(exited.status.started_at))
-            .unwrap_or_default();
+        let ran = run_time(&exited.status);
         let now = SystemTime::now();
         match state.crash.check(&container.name, finished, ran, now) {
             Verdict::Retry => {
@@ -1254,6 +1265,23 @@ fn without_times(status: &serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_container_that_never_started_ran_for_no_time() {
+        let second = 1_000_000_000;
+        let never = api::ContainerStatus {
+            started_at: 0,
+            finished_at: 1_700_000_000 * second,
+            ..Default::default()
+        };
+        assert_eq!(run_time(&never), Duration::ZERO);
+        let ran = api::ContainerStatus {
+            started_at: 1_700_000_000 * second,
+            finished_at: 1_700_000_030 * second,
+            ..Default::default()
+        };
+        assert_eq!(run_time(&ran), Duration::from_secs(30));
+    }
 
     #[test]
     fn a_volume_that_cannot_be_set_up_is_named_as_upstream_names_it() {
