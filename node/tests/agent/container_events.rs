@@ -533,6 +533,15 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
         }))
         .await;
 
+    // A configMap volume whose ConfigMap is missing.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "mountless"},
+            "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "missing-cm"}}],
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
+        }))
+        .await;
     // A command that is not in the image: its start fails (StartError)
     // and it is restarted with back-off, as any container that exits.
     cluster
@@ -636,6 +645,29 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
         },
     )
     .await;
+    // The volume that cannot be set up: said in the pod's FailedMount
+    // event, the container waiting without a message, as a kubelet's.
+    let unmounted =
+        r#"MountVolume.SetUp failed for volume "cfg" : configmap "missing-cm" not found"#;
+    eventually(Duration::from_secs(30), "the FailedMount event", || async {
+        let selector = "involvedObject.kind=Pod,involvedObject.name=mountless";
+        events(&cluster, selector)
+            .await
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("FailedMount")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref() == Some(unmounted)
+            })
+            .then_some(())
+    })
+    .await;
+    let mountless = cluster.pods().get("mountless").await.expect("pod");
+    assert_eq!(
+        waiting(&mountless, "c"),
+        Some(("ContainerCreating".to_string(), String::new()))
+    );
+
     // The failed start backs off (the agent's back-off here is 2 s
     // doubling to 4 s): a handful of restarts, not one every sync.
     let backing_off = cluster

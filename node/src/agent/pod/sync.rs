@@ -345,10 +345,12 @@ pub(crate) async fn sync(
                 let message = mount_failure(&e);
                 ctx.events
                     .warning(&object_reference(pod), "FailedMount", "", message);
+                // As a kubelet's: the containers wait without a message;
+                // why is the event's to say.
                 for c in all_containers(pod) {
                     observed
                         .waiting
-                        .insert(c.name.clone(), ("ContainerCreating".into(), e.to_string()));
+                        .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
                 }
                 report(ctx, state, pod, &view, &observed).await?;
                 return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
@@ -411,10 +413,9 @@ pub(crate) async fn sync(
                         format!("Failed to create pod sandbox: {}", cri_text::grpc_error(&e)),
                     );
                     for c in all_containers(pod) {
-                        observed.waiting.insert(
-                            c.name.clone(),
-                            ("ContainerCreating".into(), format!("sandbox: {e}")),
-                        );
+                        observed
+                            .waiting
+                            .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
                     }
                     report(ctx, state, pod, &view, &observed).await?;
                     return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
