@@ -242,12 +242,13 @@ fn timed_out(e: &crate::runtime::RuntimeError) -> bool {
     matches!(e, crate::runtime::RuntimeError::Cri(c) if c.code() == tonic::Code::DeadlineExceeded)
 }
 
-/// What a kubelet says of an exec probe that timed out:
-/// `command "sleep 5" timed out`.
-fn exec_timed_out(cmd: &[String]) -> String {
+/// What a kubelet (its CRI client) says of an exec probe that timed out:
+/// `command timed out: "sleep 5" timed out after 1s`.
+fn exec_timed_out(cmd: &[String], timeout: Duration) -> String {
     format!(
-        "command {} timed out",
-        skiff_common::quote::go_quote(&cmd.join(" "))
+        "command timed out: {} timed out after {}",
+        skiff_common::quote::go_quote(&cmd.join(" ")),
+        super::backoff::go_duration(timeout)
     )
 }
 
@@ -270,7 +271,7 @@ async fn run_probe(
                 seen.push_str(&String::from_utf8_lossy(&out.stderr));
                 Err(seen)
             }
-            Err(e) if timed_out(&e) => Err(exec_timed_out(&cmd)),
+            Err(e) if timed_out(&e) => Err(exec_timed_out(&cmd, timeout)),
             Err(e) => Err(e.to_string()),
         };
     }
@@ -405,7 +406,10 @@ mod tests {
             "no".into()
         )));
         let cmd = ["sh".to_string(), "-c".to_string(), "sleep 5".to_string()];
-        assert_eq!(exec_timed_out(&cmd), r#"command "sh -c sleep 5" timed out"#);
+        assert_eq!(
+            exec_timed_out(&cmd, Duration::from_secs(1)),
+            r#"command timed out: "sh -c sleep 5" timed out after 1s"#
+        );
     }
 
     #[tokio::test]
