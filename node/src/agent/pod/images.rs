@@ -6,7 +6,7 @@
 //! there (`ErrImagePull`, `ImagePullBackOff` carrying the last pull error).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -19,7 +19,7 @@ use crate::runtime::Runtime;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ImageProblem {
     /// `ErrImageNeverPull`, `ErrImagePull`, `ImagePullBackOff` or
-    /// `ErrImageInspect`.
+    /// `ImageInspectError`.
     pub reason: &'static str,
     /// Details.
     pub message: String,
@@ -75,7 +75,8 @@ pub(crate) struct PullNotes {
 #[derive(Debug, Clone)]
 struct Failure {
     delay: Duration,
-    at: SystemTime,
+    /// When it failed (monotonic, as the agent's deadlines are).
+    at: Instant,
     /// `<reason>: <message>` of the last failure, which the waiting message
     /// repeats while the pull backs off.
     last: String,
@@ -101,18 +102,18 @@ impl PullBackoff {
 
     /// The last failure's `<reason>: <message>` while `image` backs off at
     /// `now`.
-    fn backing_off(&self, image: &str, now: SystemTime) -> Option<&str> {
+    fn backing_off(&self, image: &str, now: Instant) -> Option<&str> {
         let failure = self.failures.get(image)?;
-        let since = now.duration_since(failure.at).unwrap_or_default();
+        let since = now.saturating_duration_since(failure.at);
         (since < failure.delay).then_some(failure.last.as_str())
     }
 
     /// Records a failed pull at `now`: the first waits `initial`, each
     /// later one twice the last delay (at most `max`); one long after the
     /// last (twice `max`) starts over, as upstream's back-off expires.
-    fn failed(&mut self, image: &str, now: SystemTime, last: String) {
+    fn failed(&mut self, image: &str, now: Instant, last: String) {
         let delay = match self.failures.get(image) {
-            Some(f) if now.duration_since(f.at).unwrap_or_default() <= self.config.max * 2 => {
+            Some(f) if now.saturating_duration_since(f.at) <= self.config.max * 2 => {
                 (f.delay * 2).min(self.config.max)
             }
             _ => self.config.initial,
@@ -196,7 +197,7 @@ pub(crate) async fn ensure(
             message,
         });
     }
-    if let Some(last) = backoff.backing_off(&image, SystemTime::now()) {
+    if let Some(last) = backoff.backing_off(&image, Instant::now()) {
         let message = format!("Back-off pulling image \"{image}\"");
         notes
             .events
@@ -247,7 +248,7 @@ pub(crate) async fn ensure(
                 "Failed",
                 format!("Failed to pull image \"{image}\": {error}"),
             ));
-            backoff.failed(&image, SystemTime::now(), format!("ErrImagePull: {error}"));
+            backoff.failed(&image, Instant::now(), format!("ErrImagePull: {error}"));
             Err(ImageProblem {
                 reason: "ErrImagePull",
                 message: error,
@@ -323,7 +324,7 @@ mod tests {
             max: Duration::from_secs(25),
             reset_after: Duration::from_secs(600),
         });
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         assert_eq!(backoff.backing_off("x", t0), None);
         backoff.failed("x", t0, "ErrImagePull: one".into());
