@@ -542,6 +542,15 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
                                      "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
         }))
         .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "mountless-init"},
+            "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "missing-cm"}}],
+                     "initContainers": [{"name": "setup", "image": BUSYBOX_IMAGE, "command": ["true"]}],
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
+        }))
+        .await;
     // A command that is not in the image: its start fails (StartError)
     // and it is restarted with back-off, as any container that exits.
     cluster
@@ -666,6 +675,36 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
     assert_eq!(
         waiting(&mountless, "c"),
         Some(("ContainerCreating".to_string(), String::new()))
+    );
+    // Without init containers the pod is initialized all the same.
+    let condition = |p: &k8s_openapi::api::core::v1::Pod, type_: &str| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
+            .expect("condition")
+    };
+    assert_eq!(condition(&mountless, "Initialized").status, "True");
+    // With them, everything waits as PodInitializing (`Init:0/1`).
+    let with_init = cluster
+        .wait_pod(
+            "mountless-init",
+            Duration::from_secs(30),
+            "PodInitializing",
+            |p| waiting(p, "c").is_some_and(|(r, _)| r == "PodInitializing"),
+        )
+        .await;
+    let setup = with_init
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|l| l.iter().find(|c| c.name == "setup"))
+        .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+    assert_eq!(setup.as_deref(), Some("PodInitializing"));
+    let initialized = condition(&with_init, "Initialized");
+    assert_eq!(
+        (initialized.status.as_str(), initialized.message.as_deref()),
+        ("False", Some("containers with incomplete status: [setup]"))
     );
 
     // The failed start backs off (the agent's back-off here is 2 s

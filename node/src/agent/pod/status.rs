@@ -583,7 +583,11 @@ pub(crate) fn pod_status(
     } else {
         (Some(containers_reason), containers_message.clone())
     };
-    let (initialized_reason, initialized_message) = readiness.initialized(observed.initialized);
+    // A pod without init containers is initialized from the start, as
+    // upstream's, even while its volumes or sandbox are not there yet.
+    let initialized =
+        observed.initialized || spec.init_containers.as_ref().is_none_or(|i| i.is_empty());
+    let (initialized_reason, initialized_message) = readiness.initialized(initialized);
     let wanted: Vec<(&str, bool, Option<&str>, Option<String>)> = vec![
         (
             "PodReadyToStartContainers",
@@ -593,7 +597,7 @@ pub(crate) fn pod_status(
         ),
         (
             "Initialized",
-            observed.initialized,
+            initialized,
             initialized_reason,
             initialized_message,
         ),
@@ -835,6 +839,16 @@ mod tests {
             );
         }
         assert_eq!(condition(s, "Initialized").reason, None);
+        // Nothing set up yet, no init containers: initialized all the same.
+        let mut early = started();
+        early.initialized = false;
+        early.sandbox_ready = false;
+        let s = pod_status(&pod(), &view(Vec::new()), &early, "192.0.2.1");
+        let initialized = condition(s, "Initialized");
+        assert_eq!(
+            (initialized.status.as_str(), initialized.reason),
+            ("True", None)
+        );
     }
 
     #[test]

@@ -347,7 +347,7 @@ pub(crate) async fn sync(
                     .warning(&object_reference(pod), "FailedMount", "", message);
                 // As a kubelet's: the containers wait without a message;
                 // why is the event's to say.
-                for c in all_containers(pod) {
+                for c in creating(pod) {
                     observed
                         .waiting
                         .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
@@ -412,7 +412,7 @@ pub(crate) async fn sync(
                         "",
                         format!("Failed to create pod sandbox: {}", cri_text::grpc_error(&e)),
                     );
-                    for c in all_containers(pod) {
+                    for c in creating(pod) {
                         observed
                             .waiting
                             .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
@@ -629,13 +629,18 @@ fn ignore_not_found(result: Result<(), RuntimeError>) -> Result<(), RuntimeError
     }
 }
 
-fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
-    pod.spec.iter().flat_map(|s| {
-        s.init_containers
-            .iter()
-            .flatten()
-            .chain(s.containers.iter())
-    })
+/// The containers that wait as `ContainerCreating` while the pod's
+/// volumes or sandbox are not there: a pod with init containers has them
+/// all wait as `PodInitializing` (the status's default, which `kubectl get
+/// pods` shows as `Init:0/n`), as a kubelet's.
+fn creating(pod: &Pod) -> impl Iterator<Item = &Container> {
+    let spec = pod.spec.as_ref();
+    let has_init = spec
+        .and_then(|s| s.init_containers.as_ref())
+        .is_some_and(|i| !i.is_empty());
+    spec.filter(|_| !has_init)
+        .into_iter()
+        .flat_map(|s| s.containers.iter())
 }
 
 async fn start_created(ctx: &AgentContext, instance: &ContainerInstance, observed: &mut Observed) {
