@@ -454,3 +454,279 @@ async fn lifecycle_hooks_run_after_start_and_before_stop() {
     );
     cluster.teardown().await;
 }
+
+/// (type, reason, message, count) of the kubelet's events about container
+/// `container` of pod `name`.
+async fn container_events_of(
+    cluster: &TestCluster,
+    name: &str,
+    container: &str,
+) -> Vec<(String, String, String, i32)> {
+    let selector = format!("involvedObject.kind=Pod,involvedObject.name={name}");
+    let path = format!("spec.containers{{{container}}}");
+    events(cluster, &selector)
+        .await
+        .into_iter()
+        .filter(|e| e.involved_object.field_path.as_deref() == Some(path.as_str()))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+                e.count.unwrap_or(1),
+            )
+        })
+        .collect()
+}
+
+/// The waiting (reason, message) of container `container` of `pod`.
+fn waiting(pod: &k8s_openapi::api::core::v1::Pod, container: &str) -> Option<(String, String)> {
+    let w = container_status(pod, container)?
+        .state
+        .as_ref()?
+        .waiting
+        .clone()?;
+    Some((w.reason.unwrap_or_default(), w.message.unwrap_or_default()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
+    let cluster = TestCluster::start_with(13, |c| {
+        c.image_backoff = skiff_node::agent::pod::backoff::BackoffConfig {
+            initial: Duration::from_secs(2),
+            max: Duration::from_secs(4),
+            reset_after: Duration::from_secs(600),
+        };
+    })
+    .await;
+    // No registry answers for skiff.local: the pull fails every time.
+    let absent = "skiff.local/absent:1";
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "unpullable"},
+            "spec": {"containers": [{"name": "c", "image": absent, "imagePullPolicy": "IfNotPresent"}]}
+        }))
+        .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "never"},
+            "spec": {"containers": [{"name": "c", "image": absent, "imagePullPolicy": "Never"}]}
+        }))
+        .await;
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(cluster.client.clone(), "default");
+    configmaps
+        .create(
+            &Default::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "settings"}, "data": {"there": "v"}}),
+            )
+            .expect("configmap"),
+        )
+        .await
+        .expect("create configmap");
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "keyless"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                "env": [{"name": "GONE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "gone"}}}]}]}
+        }))
+        .await;
+
+    // A configMap volume whose ConfigMap is missing.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "mountless"},
+            "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "missing-cm"}}],
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
+        }))
+        .await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "mountless-init"},
+            "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "missing-cm"}}],
+                     "initContainers": [{"name": "setup", "image": BUSYBOX_IMAGE, "command": ["true"]}],
+                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
+        }))
+        .await;
+    // A command that is not in the image: its start fails (StartError)
+    // and it is restarted with back-off, as any container that exits.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "badcmd"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["/no/such/binary"]}]}
+        }))
+        .await;
+
+    // A failed pull: the registry's error alone (no CRI call name), then
+    // back-off with that error in the waiting message, the pull retried
+    // once the back-off has passed.
+    let pulling = format!("Pulling image \"{absent}\"");
+    let failed = format!("Failed to pull image \"{absent}\": ");
+    let backing_off = format!("Back-off pulling image \"{absent}\"");
+    let seen = eventually(Duration::from_secs(60), "the pull's events", || async {
+        let events = container_events_of(&cluster, "unpullable", "c").await;
+        let with = |kind: &str, reason: &str, message: &str| {
+            events
+                .iter()
+                .find(|(t, r, m, _)| t == kind && r == reason && m.starts_with(message))
+                .cloned()
+        };
+        let retried = with("Normal", "Pulling", &pulling).is_some_and(|e| e.3 >= 2);
+        (retried
+            && with("Warning", "Failed", "Error: ErrImagePull").is_some()
+            && with("Normal", "BackOff", &backing_off).is_some()
+            && with("Warning", "Failed", "Error: ImagePullBackOff").is_some())
+        .then(|| with("Warning", "Failed", &failed))
+        .flatten()
+    })
+    .await;
+    let error = seen.2.strip_prefix(&failed).unwrap_or_default().to_string();
+    assert!(
+        !error.is_empty() && !error.contains("CRI PullImage"),
+        "{seen:?}"
+    );
+    let backing_off_with = format!("{backing_off}: ErrImagePull: ");
+    let pod = cluster
+        .wait_pod(
+            "unpullable",
+            Duration::from_secs(30),
+            "ImagePullBackOff",
+            |p| {
+                waiting(p, "c").is_some_and(|(r, m)| {
+                    r == "ImagePullBackOff" && m.starts_with(&backing_off_with)
+                })
+            },
+        )
+        .await;
+    assert!(
+        !waiting(&pod, "c")
+            .unwrap_or_default()
+            .1
+            .contains("CRI PullImage"),
+        "{pod:?}"
+    );
+
+    // Pull policy Never and no image: its own event, then the error.
+    let never = format!("Container image \"{absent}\" is not present with pull policy of Never");
+    eventually(Duration::from_secs(30), "the Never events", || async {
+        let events = container_events_of(&cluster, "never", "c").await;
+        let with = |kind: &str, reason: &str, message: &str| {
+            events
+                .iter()
+                .any(|(t, r, m, _)| t == kind && r == reason && m == message)
+        };
+        (with("Warning", "ErrImageNeverPull", &never)
+            && with("Warning", "Failed", "Error: ErrImageNeverPull"))
+        .then_some(())
+    })
+    .await;
+
+    // A key the ConfigMap lacks, in upstream's words, in the waiting
+    // message and an event.
+    let lacking = "couldn't find key gone in ConfigMap default/settings";
+    cluster
+        .wait_pod(
+            "keyless",
+            Duration::from_secs(60),
+            "CreateContainerConfigError",
+            |p| {
+                waiting(p, "c")
+                    == Some((
+                        "CreateContainerConfigError".to_string(),
+                        lacking.to_string(),
+                    ))
+            },
+        )
+        .await;
+    let error = format!("Error: {lacking}");
+    eventually(
+        Duration::from_secs(20),
+        "the config error's event",
+        || async {
+            let events = container_events_of(&cluster, "keyless", "c").await;
+            events
+                .iter()
+                .any(|(t, r, m, _)| t == "Warning" && r == "Failed" && *m == error)
+                .then_some(())
+        },
+    )
+    .await;
+    // The volume that cannot be set up: said in the pod's FailedMount
+    // event, the container waiting without a message, as a kubelet's.
+    let unmounted =
+        r#"MountVolume.SetUp failed for volume "cfg" : configmap "missing-cm" not found"#;
+    eventually(Duration::from_secs(30), "the FailedMount event", || async {
+        let selector = "involvedObject.kind=Pod,involvedObject.name=mountless";
+        events(&cluster, selector)
+            .await
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("FailedMount")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref() == Some(unmounted)
+            })
+            .then_some(())
+    })
+    .await;
+    let mountless = cluster.pods().get("mountless").await.expect("pod");
+    assert_eq!(
+        waiting(&mountless, "c"),
+        Some(("ContainerCreating".to_string(), String::new()))
+    );
+    // Without init containers the pod is initialized all the same.
+    let condition = |p: &k8s_openapi::api::core::v1::Pod, type_: &str| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
+            .expect("condition")
+    };
+    assert_eq!(condition(&mountless, "Initialized").status, "True");
+    // With them, everything waits as PodInitializing (`Init:0/1`).
+    let with_init = cluster
+        .wait_pod(
+            "mountless-init",
+            Duration::from_secs(30),
+            "PodInitializing",
+            |p| waiting(p, "c").is_some_and(|(r, _)| r == "PodInitializing"),
+        )
+        .await;
+    let setup = with_init
+        .status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|l| l.iter().find(|c| c.name == "setup"))
+        .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+    assert_eq!(setup.as_deref(), Some("PodInitializing"));
+    let initialized = condition(&with_init, "Initialized");
+    assert_eq!(
+        (initialized.status.as_str(), initialized.message.as_deref()),
+        ("False", Some("containers with incomplete status: [setup]"))
+    );
+
+    // The failed start backs off (the agent's back-off here is 2 s
+    // doubling to 4 s): a handful of restarts, not one every sync.
+    let backing_off = cluster
+        .wait_pod("badcmd", Duration::from_secs(60), "CrashLoopBackOff", |p| {
+            waiting(p, "c").is_some_and(|(r, _)| r == "CrashLoopBackOff")
+        })
+        .await;
+    let c = container_status(&backing_off, "c").expect("status");
+    let last = c
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.clone())
+        .expect("last state");
+    assert_eq!(last.reason.as_deref(), Some("StartError"), "{last:?}");
+    assert_eq!(last.exit_code, 128, "{last:?}");
+    let started = serde_json::to_value(&last.started_at).expect("time");
+    assert_eq!(started, "1970-01-01T00:00:00Z", "{last:?}");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let later = cluster.pods().get("badcmd").await.expect("pod");
+    let restarts = container_status(&later, "c").map_or(0, |c| c.restart_count);
+    assert!(restarts <= 6, "restarted {restarts} times within seconds");
+    cluster.teardown().await;
+}

@@ -337,8 +337,8 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
 
 /// A pod's RuntimeClass picks the CRI handler its sandbox runs under:
 /// `runc` (containerd's configured one) runs it, an unknown handler leaves
-/// it waiting with the runtime's refusal, and a class deleted after the pod
-/// was admitted leaves it waiting with the API's words.
+/// it waiting with the runtime's refusal in an event, and a class deleted
+/// after the pod was admitted leaves it waiting with the API's words there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_runtime_class_chooses_the_sandbox_handler() {
     let cluster = TestCluster::start(1).await;
@@ -371,42 +371,8 @@ async fn a_runtime_class_chooses_the_sandbox_handler() {
     cluster.wait_phase("plain", LONG, "Succeeded").await;
 
     cluster.create_pod(pod("ghost", "ghost")).await;
-    wait_waiting_with(
-        &cluster,
-        "ghost",
-        "refused by the runtime",
-        "no-such-handler",
-    )
-    .await;
     // `kubectl describe pod` shows why, as an event about the pod.
-    let events =
-        Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default");
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let listed = events
-            .list(&kube::api::ListParams::default().fields("involvedObject.name=ghost"))
-            .await
-            .expect("list events");
-        let failed = listed.items.iter().find(|e| {
-            e.reason.as_deref() == Some("FailedCreatePodSandBox")
-                && e.type_.as_deref() == Some("Warning")
-        });
-        if let Some(event) = failed {
-            let message = event.message.as_deref().unwrap_or("");
-            assert!(
-                message.starts_with("Failed to create pod sandbox: ")
-                    && message.contains("no-such-handler"),
-                "{message}"
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no FailedCreatePodSandBox event: {:?}",
-            listed.items
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_sandbox_refused(&cluster, "ghost", "no-such-handler").await;
 
     // A pod admitted while its class existed, bound after the class went
     // (nothing schedules in this cluster: the pod waits unbound until the
@@ -437,23 +403,57 @@ async fn a_runtime_class_chooses_the_sandbox_handler() {
         )
         .await
         .expect("bind pod");
-    wait_waiting_with(
+    wait_sandbox_refused(
         &cluster,
         "late",
-        "waiting on its missing class",
         "runtimeclass.node.k8s.io \"gone\" not found",
     )
     .await;
 }
 
-/// Waits until the pod's `main` container waits with a message holding
-/// `needle` (its sandbox was not created); the pod is Pending then.
-async fn wait_waiting_with(cluster: &TestCluster, name: &str, what: &str, needle: &'static str) {
+/// Waits until pod `name` has a Warning `FailedCreatePodSandBox` event
+/// whose message holds `needle`, then checks that its `main` container
+/// waits as a kubelet's does while there is no sandbox: ContainerCreating,
+/// no message (the event says why), the pod Pending.
+async fn wait_sandbox_refused(cluster: &TestCluster, name: &str, needle: &str) {
+    let events =
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client.clone(), "default");
+    let selector = format!("involvedObject.name={name}");
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let listed = events
+            .list(&kube::api::ListParams::default().fields(&selector))
+            .await
+            .expect("list events");
+        let failed = listed.items.iter().find(|e| {
+            e.reason.as_deref() == Some("FailedCreatePodSandBox")
+                && e.type_.as_deref() == Some("Warning")
+        });
+        if let Some(event) = failed {
+            let message = event.message.as_deref().unwrap_or("");
+            assert!(
+                message.starts_with("Failed to create pod sandbox: ") && message.contains(needle),
+                "{message}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no FailedCreatePodSandBox event: {:?}",
+            listed.items
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let pod = cluster
-        .wait_pod(name, LONG, what, move |p| {
-            container_status(p, "main")
-                .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone())
-                .is_some_and(|m| m.contains(needle))
+        .wait_pod(name, LONG, "waiting for its sandbox", |p| {
+            container_status(p, "main").is_some_and(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|s| s.waiting.as_ref())
+                    .is_some_and(|w| {
+                        w.reason.as_deref() == Some("ContainerCreating") && w.message.is_none()
+                    })
+            })
         })
         .await;
     assert_eq!(phase(&pod), "Pending");

@@ -1,5 +1,6 @@
-//! Per-container back-off for restarts (CrashLoopBackOff) and image pulls
-//! (ImagePullBackOff): the first retry is immediate, then the delay starts
+//! Per-container back-off for restarts (CrashLoopBackOff; its parameters
+//! also pace image pulls, `images::PullBackoff`): the first retry is
+//! immediate, then the delay starts
 //! at `initial` and doubles up to `max`; a container that ran longer than
 //! `reset_after` starts over.
 
@@ -118,6 +119,36 @@ impl Backoff {
     }
 }
 
+/// `d` cut to whole milliseconds in Go's duration text, as a kubelet
+/// prints its back-off delays and pull times (`850ms`, `1.5s`,
+/// `2m3.042s`, `1h0m5s`).
+pub(crate) fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (hours, rest) = (ms / 3_600_000, ms % 3_600_000);
+    let (minutes, rest) = (rest / 60_000, rest % 60_000);
+    let (seconds, fraction) = (rest / 1000, rest % 1000);
+    let mut out = String::new();
+    if hours > 0 {
+        out.push_str(&format!("{hours}h{minutes}m"));
+    } else if minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    out.push_str(&seconds.to_string());
+    if fraction > 0 {
+        let digits = format!("{fraction:03}");
+        out.push('.');
+        out.push_str(digits.trim_end_matches('0'));
+    }
+    out.push('s');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +191,16 @@ mod tests {
             b.check("c", t3, Duration::from_secs(600), t3),
             Verdict::Retry
         );
+    }
+
+    #[test]
+    fn durations_print_as_go_prints_them() {
+        assert_eq!(go_duration(Duration::from_micros(850_900)), "850ms");
+        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(go_duration(Duration::from_millis(123_042)), "2m3.042s");
+        assert_eq!(go_duration(Duration::from_secs(3605)), "1h0m5s");
+        assert_eq!(go_duration(Duration::from_micros(10)), "0s");
+        assert_eq!(go_duration(Duration::from_secs(80)), "1m20s");
+        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
     }
 }

@@ -14,15 +14,28 @@ use super::expand::expand;
 /// Why the environment could not be built (`CreateContainerConfigError`).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum EnvError {
-    /// A referenced ConfigMap or Secret, or one of its keys, is missing.
+    /// A referenced ConfigMap or Secret is missing.
     #[error("{kind} {name:?} {what}")]
     Missing {
         /// `configmap` or `secret`.
         kind: &'static str,
         /// Its name.
         name: String,
-        /// What is missing (`not found`, `has no key "k"`).
+        /// What is missing (`not found`).
         what: String,
+    },
+    /// A key an env var names is not in its ConfigMap or Secret (upstream's
+    /// words: `couldn't find key k in ConfigMap ns/name`).
+    #[error("couldn't find key {key} in {kind} {namespace}/{name}")]
+    MissingKey {
+        /// `ConfigMap` or `Secret`.
+        kind: &'static str,
+        /// The pod's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+        /// The key.
+        key: String,
     },
     /// Reading a ConfigMap or Secret failed.
     #[error("reading {kind} {name:?}: {source}")]
@@ -137,19 +150,41 @@ async fn value_from(
     if let Some(key_ref) = &source.config_map_key_ref {
         let optional = key_ref.optional.unwrap_or(false);
         let data = config_map_data(configmaps, &key_ref.name, optional).await?;
-        return pick("configmap", &key_ref.name, &key_ref.key, data, optional);
+        let named = Named {
+            kind: "ConfigMap",
+            namespace: pod_namespace(ctx),
+            name: &key_ref.name,
+        };
+        return pick(&named, &key_ref.key, data, optional);
     }
     if let Some(key_ref) = &source.secret_key_ref {
         let optional = key_ref.optional.unwrap_or(false);
         let data = secret_data(secrets, &key_ref.name, optional).await?;
-        return pick("secret", &key_ref.name, &key_ref.key, data, optional);
+        let named = Named {
+            kind: "Secret",
+            namespace: pod_namespace(ctx),
+            name: &key_ref.name,
+        };
+        return pick(&named, &key_ref.key, data, optional);
     }
     Ok(None)
 }
 
-fn pick(
+/// The ConfigMap or Secret an env var takes a key of.
+struct Named<'a> {
+    /// `ConfigMap` or `Secret`.
     kind: &'static str,
-    name: &str,
+    namespace: &'a str,
+    name: &'a str,
+}
+
+/// The pod's namespace, where its ConfigMaps and Secrets are.
+fn pod_namespace<'a>(ctx: &EnvContext<'a>) -> &'a str {
+    ctx.pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+fn pick(
+    named: &Named<'_>,
     key: &str,
     data: Option<BTreeMap<String, String>>,
     optional: bool,
@@ -157,10 +192,11 @@ fn pick(
     match data.and_then(|mut d| d.remove(key)) {
         Some(v) => Ok(Some(v)),
         None if optional => Ok(None),
-        None => Err(EnvError::Missing {
-            kind,
-            name: name.to_string(),
-            what: format!("has no key {key:?}"),
+        None => Err(EnvError::MissingKey {
+            kind: named.kind,
+            namespace: named.namespace.to_string(),
+            name: named.name.to_string(),
+            key: key.to_string(),
         }),
     }
 }
@@ -270,5 +306,37 @@ mod tests {
         ];
         let args = vec!["echo".to_string(), "$(A)-$(B)-$(C)".to_string()];
         assert_eq!(expand_args(&args, &env), ["echo", "1-two-$(C)"]);
+    }
+
+    #[test]
+    fn a_missing_key_is_named_as_upstream_names_it() {
+        let data = BTreeMap::from([("there".to_string(), "v".to_string())]);
+        let named = Named {
+            kind: "ConfigMap",
+            namespace: "apps",
+            name: "settings",
+        };
+        assert_eq!(
+            pick(&named, "there", Some(data.clone()), false).ok(),
+            Some(Some("v".to_string()))
+        );
+        assert_eq!(
+            pick(&named, "gone", Some(data.clone()), true).ok(),
+            Some(None)
+        );
+        let missing = pick(&named, "gone", Some(data), false).map_err(|e| e.to_string());
+        assert_eq!(
+            missing,
+            Err("couldn't find key gone in ConfigMap apps/settings".to_string())
+        );
+        let secret = Named {
+            kind: "Secret",
+            ..named
+        };
+        let missing = pick(&secret, "k", None, false).map_err(|e| e.to_string());
+        assert_eq!(
+            missing,
+            Err("couldn't find key k in Secret apps/settings".to_string())
+        );
     }
 }

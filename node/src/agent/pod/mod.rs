@@ -8,8 +8,9 @@
 //! `kubectl debug` adds — followed by the
 //! `status` report and the containers' events (`container_events`); a
 //! deleted pod ends through `termination`. The
-//! runtime is read back by pod UID (`labels`, `runtime_view`), and the
-//! containers' log files are read by `logs`.
+//! runtime is read back by pod UID (`labels`, `runtime_view`), the
+//! containers' log files are read by `logs`, and CRI errors are worded as
+//! a kubelet words them (`cri_text`).
 
 pub(crate) mod admission;
 pub(crate) mod apparmor;
@@ -17,6 +18,7 @@ pub mod backoff;
 pub(crate) mod container_events;
 pub(crate) mod context;
 pub mod cri_config;
+pub(crate) mod cri_text;
 pub mod dns_config;
 pub(crate) mod downward;
 pub(crate) mod env;

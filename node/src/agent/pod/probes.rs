@@ -236,6 +236,22 @@ fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
+/// The runtime gave up on the command at the probe's timeout (containerd
+/// answers `DeadlineExceeded`), or skiff's own call deadline passed.
+fn timed_out(e: &crate::runtime::RuntimeError) -> bool {
+    matches!(e, crate::runtime::RuntimeError::Cri(c) if c.code() == tonic::Code::DeadlineExceeded)
+}
+
+/// What a kubelet (its CRI client) says of an exec probe that timed out:
+/// `command timed out: "sleep 5" timed out after 1s`.
+fn exec_timed_out(cmd: &[String], timeout: Duration) -> String {
+    format!(
+        "command timed out: {} timed out after {}",
+        skiff_common::quote::go_quote(&cmd.join(" ")),
+        super::backoff::go_duration(timeout)
+    )
+}
+
 /// One probe attempt on `container`: what it saw when it failed, in a
 /// kubelet's words.
 async fn run_probe(
@@ -255,6 +271,7 @@ async fn run_probe(
                 seen.push_str(&String::from_utf8_lossy(&out.stderr));
                 Err(seen)
             }
+            Err(e) if timed_out(&e) => Err(exec_timed_out(&cmd, timeout)),
             Err(e) => Err(e.to_string()),
         };
     }
@@ -376,6 +393,24 @@ pub(crate) async fn http_get(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exec_probe_that_times_out_says_so_as_a_kubelet_does() {
+        let late = crate::runtime::RuntimeError::Cri(crate::CriError::Rpc {
+            method: "ExecSync",
+            code: tonic::Code::DeadlineExceeded,
+            message: "timeout 1s exceeded: context deadline exceeded".into(),
+        });
+        assert!(timed_out(&late));
+        assert!(!timed_out(&crate::runtime::RuntimeError::Failed(
+            "no".into()
+        )));
+        let cmd = ["sh".to_string(), "-c".to_string(), "sleep 5".to_string()];
+        assert_eq!(
+            exec_timed_out(&cmd, Duration::from_secs(1)),
+            r#"command timed out: "sh -c sleep 5" timed out after 1s"#
+        );
+    }
 
     #[tokio::test]
     async fn http_probe_reads_the_status_code() {

@@ -15,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::probes::ContainerHealth;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use skiff_common::containers::is_sidecar;
+use skiff_common::quote::go_quote;
 
 /// What the worker observed in its last sync, beyond the runtime's view.
 #[derive(Debug, Default, Clone)]
@@ -94,6 +95,11 @@ pub(crate) fn time_from_nanos(nanos: i64) -> Option<Time> {
     Timestamp::from_nanosecond(i128::from(nanos)).ok().map(Time)
 }
 
+/// 1970-01-01T00:00:00Z.
+fn unix_epoch() -> Time {
+    Time(Timestamp::UNIX_EPOCH)
+}
+
 /// The most of a termination message file kept (upstream's limit).
 const TERMINATION_MESSAGE_BYTES: u64 = 4096;
 /// What `FallbackToLogsOnError` takes of the log: the last lines, at most
@@ -158,7 +164,10 @@ fn terminated_state(c: &ContainerInstance, spec: &Container) -> ContainerStateTe
         exit_code: s.exit_code,
         reason: Some(reason),
         message: Some(message).filter(|m| !m.is_empty()),
-        started_at: time_from_nanos(s.started_at),
+        // A container whose start failed never started: upstream reports
+        // its start as the zero of Unix time (1970-01-01T00:00:00Z), as
+        // the runtime gives it, not as absent.
+        started_at: Some(time_from_nanos(s.started_at).unwrap_or_else(unix_epoch)),
         finished_at: time_from_nanos(s.finished_at),
         container_id: Some(format!("containerd://{}", c.id)),
         signal: None,
@@ -377,6 +386,124 @@ pub(crate) fn readiness_gates_hold(spec: &PodSpec, status: Option<&PodStatus>) -
         .all(|g| condition_is_true(status, &g.condition_type))
 }
 
+/// What the readiness conditions' reasons and messages are made of.
+struct ReadinessFacts<'a> {
+    spec: &'a PodSpec,
+    init_statuses: &'a [ContainerStatus],
+    statuses: &'a [ContainerStatus],
+    previous: &'a PodStatus,
+    phase: &'a str,
+}
+
+/// Names as Go prints a `[]string` with `%s`: `[a b]`.
+fn go_list(names: &[&str]) -> String {
+    format!("[{}]", names.join(" "))
+}
+
+impl ReadinessFacts<'_> {
+    /// `ContainersReady`'s (and so `Ready`'s) reason and message when it is
+    /// False, as upstream's: `PodCompleted` or `PodFailed` once the pod is
+    /// over, else `ContainersNotReady` with `containers with unready
+    /// status: [a b]` (sidecars first, then the containers).
+    fn containers_not_ready(&self) -> (&'static str, Option<String>) {
+        match self.phase {
+            "Succeeded" => return ("PodCompleted", None),
+            "Failed" => return ("PodFailed", None),
+            _ => {}
+        }
+        let sidecars = self
+            .spec
+            .init_containers
+            .iter()
+            .flatten()
+            .zip(self.init_statuses)
+            .filter(|(c, _)| is_sidecar(c))
+            .map(|(_, s)| s);
+        let unready: Vec<&str> = sidecars
+            .chain(self.statuses)
+            .filter(|s| !s.ready)
+            .map(|s| s.name.as_str())
+            .collect();
+        let message = (!unready.is_empty())
+            .then(|| format!("containers with unready status: {}", go_list(&unready)));
+        ("ContainersNotReady", message)
+    }
+
+    /// `Ready`'s reason and message when the containers are ready but a
+    /// readiness gate is not: `ReadinessGatesNotReady`, each gate said as
+    /// upstream says it.
+    fn gates_not_ready(&self) -> (Option<&'static str>, Option<String>) {
+        let said: Vec<String> = self
+            .spec
+            .readiness_gates
+            .iter()
+            .flatten()
+            .filter_map(|g| {
+                let gate = &g.condition_type;
+                let found = self
+                    .previous
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .find(|c| &c.type_ == gate);
+                match found {
+                    None => Some(format!(
+                        "corresponding condition of pod readiness gate {} does not exist.",
+                        go_quote(gate)
+                    )),
+                    Some(c) if c.status != "True" => Some(format!(
+                        "the status of pod readiness gate {} is not \"True\", but {}",
+                        go_quote(gate),
+                        c.status
+                    )),
+                    Some(_) => None,
+                }
+            })
+            .collect();
+        if said.is_empty() {
+            (None, None)
+        } else {
+            (Some("ReadinessGatesNotReady"), Some(said.join(", ")))
+        }
+    }
+
+    /// `Initialized`'s reason and message: `PodCompleted` for a pod that
+    /// succeeded; while init containers have yet to finish (or a sidecar
+    /// to start), `ContainersNotInitialized` with `containers with
+    /// incomplete status: [a]`.
+    fn initialized(&self, initialized: bool) -> (Option<&'static str>, Option<String>) {
+        if self.phase == "Succeeded" {
+            return (Some("PodCompleted"), None);
+        }
+        if initialized {
+            return (None, None);
+        }
+        let incomplete: Vec<&str> = self
+            .spec
+            .init_containers
+            .iter()
+            .flatten()
+            .zip(self.init_statuses)
+            .filter(|(c, s)| {
+                if is_sidecar(c) {
+                    s.started != Some(true)
+                } else {
+                    let done = s.state.as_ref().and_then(|st| st.terminated.as_ref());
+                    done.is_none_or(|t| t.exit_code != 0)
+                }
+            })
+            .map(|(c, _)| c.name.as_str())
+            .collect();
+        let message = (!incomplete.is_empty()).then(|| {
+            format!(
+                "containers with incomplete status: {}",
+                go_list(&incomplete)
+            )
+        });
+        (Some("ContainersNotInitialized"), message)
+    }
+}
+
 /// The pod's status. Conditions keep their transition times when their
 /// status does not change; conditions owned by others are kept.
 pub(crate) fn pod_status(
@@ -443,35 +570,53 @@ pub(crate) fn pod_status(
     let containers_ready = !terminal && sidecars_ready && statuses.iter().all(|s| s.ready);
     let gates_ok = readiness_gates_hold(&spec, Some(&previous));
     let bool_text = |b: bool| if b { "True" } else { "False" };
-    let not_ready_reason = if terminal {
-        "PodCompleted"
-    } else {
-        "ContainersNotReady"
+    let readiness = ReadinessFacts {
+        spec: &spec,
+        init_statuses: &init_statuses,
+        statuses: &statuses,
+        previous: &previous,
+        phase,
     };
-    let mut wanted: Vec<(&str, bool, Option<&str>)> = vec![
+    let (containers_reason, containers_message) = readiness.containers_not_ready();
+    let (ready_reason, ready_message) = if containers_ready {
+        readiness.gates_not_ready()
+    } else {
+        (Some(containers_reason), containers_message.clone())
+    };
+    // A pod without init containers is initialized from the start, as
+    // upstream's, even while its volumes or sandbox are not there yet.
+    let initialized =
+        observed.initialized || spec.init_containers.as_ref().is_none_or(|i| i.is_empty());
+    let (initialized_reason, initialized_message) = readiness.initialized(initialized);
+    let wanted: Vec<(&str, bool, Option<&str>, Option<String>)> = vec![
         (
             "PodReadyToStartContainers",
             observed.sandbox_ready && !terminal,
             None,
+            None,
         ),
         (
             "Initialized",
-            observed.initialized,
-            (!observed.initialized).then_some("ContainersNotInitialized"),
+            initialized,
+            initialized_reason,
+            initialized_message,
         ),
         (
             "Ready",
             containers_ready && gates_ok,
-            Some(not_ready_reason),
+            ready_reason,
+            ready_message,
         ),
-        ("ContainersReady", containers_ready, Some(not_ready_reason)),
-        ("PodScheduled", true, None),
+        (
+            "ContainersReady",
+            containers_ready,
+            Some(containers_reason),
+            containers_message,
+        ),
+        ("PodScheduled", true, None, None),
     ];
-    if terminal && observed.initialized {
-        wanted[1].2 = Some("PodCompleted");
-    }
     let mut conditions: Vec<PodCondition> = Vec::new();
-    for (type_, status, reason) in wanted {
+    for (type_, status, reason, message) in wanted {
         let status = bool_text(status).to_string();
         let old = previous
             .conditions
@@ -482,13 +627,13 @@ pub(crate) fn pod_status(
             Some(o) if o.status == status => o.last_transition_time.clone(),
             _ => Some(now.clone()),
         };
+        // Upstream gives a reason to a condition that is False, and to
+        // `Initialized` of a pod that succeeded (True, PodCompleted).
+        let keep = status == "False" || (type_ == "Initialized" && phase == "Succeeded");
         conditions.push(PodCondition {
             type_: type_.to_string(),
-            reason: if status == "False" {
-                reason.map(str::to_string)
-            } else {
-                None
-            },
+            reason: reason.filter(|_| keep).map(str::to_string),
+            message: message.filter(|_| status == "False"),
             status,
             last_transition_time: transition,
             ..Default::default()
@@ -570,6 +715,24 @@ mod tests {
             sandboxes: Vec::new(),
             containers: HashMap::from([("c".to_string(), instances)]),
         }
+    }
+
+    #[test]
+    fn a_container_whose_start_failed_started_at_the_unix_epoch() {
+        let mut failed = instance(api::ContainerState::ContainerExited, 128, 0);
+        failed.status.started_at = 0;
+        failed.status.reason = "StartError".into();
+        let spec = Container {
+            name: "c".into(),
+            ..Default::default()
+        };
+        let state = terminated_state(&failed, &spec);
+        assert_eq!(state.reason.as_deref(), Some("StartError"));
+        let started = serde_json::to_value(&state.started_at).unwrap();
+        assert_eq!(started, "1970-01-01T00:00:00Z");
+        let ran = terminated_state(&instance(api::ContainerState::ContainerExited, 1, 0), &spec);
+        let started = serde_json::to_value(&ran.started_at).unwrap();
+        assert_eq!(started, "1970-01-01T00:00:01Z");
     }
 
     /// What the agent observed of a live pod: sandbox ready, init containers done.
@@ -665,7 +828,78 @@ mod tests {
         let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
         let s = pod_status(&pod(), &v, &observed, "192.0.2.1");
         assert_eq!(s.phase.as_deref(), Some("Running"));
-        assert_eq!(condition(s, "Ready").status, "False");
+        // Said as upstream says it, on both conditions.
+        for type_ in ["Ready", "ContainersReady"] {
+            let c = condition(s.clone(), type_);
+            assert_eq!(c.status, "False");
+            assert_eq!(c.reason.as_deref(), Some("ContainersNotReady"));
+            assert_eq!(
+                c.message.as_deref(),
+                Some("containers with unready status: [c]")
+            );
+        }
+        assert_eq!(condition(s, "Initialized").reason, None);
+        // Nothing set up yet, no init containers: initialized all the same.
+        let mut early = started();
+        early.initialized = false;
+        early.sandbox_ready = false;
+        let s = pod_status(&pod(), &view(Vec::new()), &early, "192.0.2.1");
+        let initialized = condition(s, "Initialized");
+        assert_eq!(
+            (initialized.status.as_str(), initialized.reason),
+            ("True", None)
+        );
+    }
+
+    #[test]
+    fn conditions_say_why_as_upstream_says_it() {
+        // Containers ready, a readiness gate not: the gate is named.
+        let mut gated = pod();
+        gated.spec.as_mut().unwrap().readiness_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodReadinessGate {
+                condition_type: "example.com/lb".into(),
+            }]);
+        let v = view(vec![instance(api::ContainerState::ContainerRunning, 0, 0)]);
+        let s = pod_status(&gated, &v, &started(), "192.0.2.1");
+        assert_eq!(condition(s.clone(), "ContainersReady").status, "True");
+        let ready = condition(s, "Ready");
+        assert_eq!(ready.reason.as_deref(), Some("ReadinessGatesNotReady"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some(
+                r#"corresponding condition of pod readiness gate "example.com/lb" does not exist."#
+            )
+        );
+        // A pod that succeeded: Initialized stays True, with PodCompleted.
+        let done = view(vec![instance(api::ContainerState::ContainerExited, 0, 0)]);
+        let s = pod_status(&pod(), &done, &terminal(), "192.0.2.1");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let initialized = condition(s.clone(), "Initialized");
+        assert_eq!(initialized.status, "True");
+        assert_eq!(initialized.reason.as_deref(), Some("PodCompleted"));
+        assert_eq!(
+            condition(s, "Ready").reason.as_deref(),
+            Some("PodCompleted")
+        );
+        // An init container yet to finish is named.
+        let mut init = pod();
+        init.spec.as_mut().unwrap().init_containers = Some(vec![Container {
+            name: "setup".into(),
+            ..Default::default()
+        }]);
+        let mut waiting = started();
+        waiting.initialized = false;
+        let s = pod_status(&init, &view(Vec::new()), &waiting, "192.0.2.1");
+        let initialized = condition(s, "Initialized");
+        assert_eq!(initialized.status, "False");
+        assert_eq!(
+            initialized.reason.as_deref(),
+            Some("ContainersNotInitialized")
+        );
+        assert_eq!(
+            initialized.message.as_deref(),
+            Some("containers with incomplete status: [setup]")
+        );
     }
 
     #[test]
@@ -752,10 +986,10 @@ mod tests {
         assert_eq!(s.phase.as_deref(), Some("Failed"));
         let t = terminated(&s);
         assert_eq!((t.exit_code, t.reason.as_deref()), (137, Some("Error")));
-        assert_eq!(
-            condition(s, "Ready").reason.as_deref(),
-            Some("PodCompleted")
-        );
+        // Upstream's reason for a pod that failed (not PodCompleted).
+        let ready = condition(s, "Ready");
+        assert_eq!(ready.reason.as_deref(), Some("PodFailed"));
+        assert_eq!(ready.message, None);
     }
 
     #[test]

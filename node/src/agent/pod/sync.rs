@@ -16,10 +16,11 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 use super::admission;
-use super::backoff::{Backoff, Verdict};
+use super::backoff::{Backoff, Verdict, go_duration};
 use super::container_events::{container_reference, pod_name};
 use super::context::AgentContext;
 use super::cri_config::{self, ContainerInputs};
+use super::cri_text;
 use super::env::{self, EnvContext};
 use super::ephemeral;
 use super::hooks;
@@ -49,7 +50,7 @@ const SETUP_RETRY: Duration = Duration::from_secs(2);
 /// What a worker remembers about its pod between steps.
 pub(crate) struct PodState {
     crash: Backoff,
-    images: Backoff,
+    images: images::PullBackoff,
     probes: ProbeResults,
     volumes: Option<HashMap<String, PathBuf>>,
     /// When volume content (service-account tokens) must be written again.
@@ -68,7 +69,7 @@ impl PodState {
     pub(crate) fn new(ctx: &AgentContext) -> Self {
         Self {
             crash: Backoff::new(ctx.crash_backoff),
-            images: Backoff::new(ctx.image_backoff),
+            images: images::PullBackoff::new(ctx.image_backoff),
             probes: ProbeResults::default(),
             volumes: None,
             volumes_refresh: None,
@@ -97,6 +98,29 @@ pub(crate) enum SyncError {
     /// The API failed.
     #[error(transparent)]
     Api(#[from] kube::Error),
+}
+
+/// The `FailedMount` event's message for a volume that could not be set
+/// up, in upstream's words: `MountVolume.SetUp failed for volume "cfg" :
+/// configmap "settings" not found`.
+fn mount_failure(e: &volumes::VolumeError) -> String {
+    use volumes::VolumeError as E;
+    let (volume, detail) = match e {
+        E::Io {
+            volume,
+            path,
+            source,
+        } => (volume, format!("{}: {source}", path.display())),
+        E::Source { volume, source } => (volume, source.to_string()),
+        E::InvalidPath { volume, path } => (volume, format!("invalid path {path:?}")),
+        E::Claim { volume, source } => (volume, source.to_string()),
+        E::Token { volume, source } => (
+            volume,
+            format!("requesting a service account token: {source}"),
+        ),
+        E::Unsupported(volume) => (volume, "unsupported volume type".to_string()),
+    };
+    format!("MountVolume.SetUp failed for volume \"{volume}\" : {detail}")
 }
 
 fn restart_policy(pod: &Pod) -> &str {
@@ -171,6 +195,19 @@ fn active_deadline(pod: &Pod) -> Option<SystemTime> {
 
 fn system_time(nanos: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
+}
+
+/// How long an exited container ran. One that never started (its start
+/// failed: `StartError`) ran for no time — not since 1970, which would
+/// forget its back-off and restart it at once, over and over, where a
+/// kubelet backs off (CrashLoopBackOff) as for any other exit.
+fn run_time(status: &api::ContainerStatus) -> Duration {
+    if status.started_at <= 0 {
+        return Duration::ZERO;
+    }
+    system_time(status.finished_at)
+        .duration_since(system_time(status.started_at))
+        .unwrap_or_default()
 }
 
 /// The CRI handler of the pod's RuntimeClass ("" — the runtime's default —
@@ -305,13 +342,15 @@ pub(crate) async fn sync(
             }
             Err(e) => {
                 tracing::info!(pod = ?pod.metadata.name, error = %e, "volumes not ready");
-                let message = format!("MountVolume.SetUp failed for {e}");
+                let message = mount_failure(&e);
                 ctx.events
                     .warning(&object_reference(pod), "FailedMount", "", message);
-                for c in all_containers(pod) {
+                // As a kubelet's: the containers wait without a message;
+                // why is the event's to say.
+                for c in creating(pod) {
                     observed
                         .waiting
-                        .insert(c.name.clone(), ("ContainerCreating".into(), e.to_string()));
+                        .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
                 }
                 report(ctx, state, pod, &view, &observed).await?;
                 return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
@@ -371,13 +410,12 @@ pub(crate) async fn sync(
                         &object_reference(pod),
                         "FailedCreatePodSandBox",
                         "",
-                        format!("Failed to create pod sandbox: {e}"),
+                        format!("Failed to create pod sandbox: {}", cri_text::grpc_error(&e)),
                     );
-                    for c in all_containers(pod) {
-                        observed.waiting.insert(
-                            c.name.clone(),
-                            ("ContainerCreating".into(), format!("sandbox: {e}")),
-                        );
+                    for c in creating(pod) {
+                        observed
+                            .waiting
+                            .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
                     }
                     report(ctx, state, pod, &view, &observed).await?;
                     return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
@@ -591,13 +629,18 @@ fn ignore_not_found(result: Result<(), RuntimeError>) -> Result<(), RuntimeError
     }
 }
 
-fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
-    pod.spec.iter().flat_map(|s| {
-        s.init_containers
-            .iter()
-            .flatten()
-            .chain(s.containers.iter())
-    })
+/// The containers that wait as `ContainerCreating` while the pod's
+/// volumes or sandbox are not there: a pod with init containers has them
+/// all wait as `PodInitializing` (the status's default, which `kubectl get
+/// pods` shows as `Init:0/n`), as a kubelet's.
+fn creating(pod: &Pod) -> impl Iterator<Item = &Container> {
+    let spec = pod.spec.as_ref();
+    let has_init = spec
+        .and_then(|s| s.init_containers.as_ref())
+        .is_some_and(|i| !i.is_empty());
+    spec.filter(|_| !has_init)
+        .into_iter()
+        .flat_map(|s| s.containers.iter())
 }
 
 async fn start_created(ctx: &AgentContext, instance: &ContainerInstance, observed: &mut Observed) {
@@ -775,9 +818,7 @@ impl Starter<'_> {
     ) -> bool {
         observed.will_restart.insert(container.name.clone());
         let finished = system_time(exited.status.finished_at);
-        let ran = finished
-            .duration_since(system_time(exited.status.started_at))
-            .unwrap_or_default();
+        let ran = run_time(&exited.status);
         let now = SystemTime::now();
         match state.crash.check(&container.name, finished, ran, now) {
             Verdict::Retry => {
@@ -792,18 +833,16 @@ impl Starter<'_> {
                 );
                 let regarding = container_reference(self.pod, &container.name);
                 self.ctx.events.warning(&regarding, "BackOff", "", message);
-                let pod = &self.pod.metadata;
                 observed.waiting.insert(
                     container.name.clone(),
                     (
                         "CrashLoopBackOff".into(),
+                        // The delay as Go prints it (`1m20s`, `5m0s`).
                         format!(
-                            "back-off {}s restarting failed container={} pod={}_{}({})",
-                            delay.as_secs(),
+                            "back-off {} restarting failed container={} pod={}",
+                            go_duration(delay),
                             container.name,
-                            pod.name.as_deref().unwrap_or_default(),
-                            pod.namespace.as_deref().unwrap_or_default(),
-                            pod.uid.as_deref().unwrap_or_default()
+                            pod_name(self.pod)
                         ),
                     ),
                 );
@@ -877,7 +916,12 @@ impl Starter<'_> {
         let env = match env::resolve(&self.ctx.client, &env_ctx, container).await {
             Ok(env) => env,
             Err(e) => {
-                wait("CreateContainerConfigError", e.to_string());
+                // Upstream records each container it could not configure.
+                let message = e.to_string();
+                let regarding = container_reference(self.pod, &container.name);
+                let error = format!("Error: {message}");
+                self.ctx.events.warning(&regarding, "Failed", "", error);
+                wait("CreateContainerConfigError", message);
                 return false;
             }
         };
@@ -909,16 +953,20 @@ impl Starter<'_> {
         {
             Ok(id) => id,
             Err(e) => {
-                events.warning(&regarding, "Failed", "", format!("Error: {e}"));
-                wait("CreateContainerError", e.to_string());
+                // The runtime's own words, as a kubelet gives them (the
+                // status message, without skiff's call name or code).
+                let message = cri_text::status_message(&e);
+                events.warning(&regarding, "Failed", "", format!("Error: {message}"));
+                wait("CreateContainerError", message);
                 return false;
             }
         };
         let created = format!("Created container: {}", container.name);
         events.normal(&regarding, "Created", "", created);
         if let Err(e) = runtime.start_container(&id).await {
-            events.warning(&regarding, "Failed", "", format!("Error: {e}"));
-            wait("RunContainerError", e.to_string());
+            let message = cri_text::status_message(&e);
+            events.warning(&regarding, "Failed", "", format!("Error: {message}"));
+            wait("RunContainerError", message);
             return false;
         }
         let started = format!("Started container {}", container.name);
@@ -955,7 +1003,9 @@ impl Starter<'_> {
         true
     }
 
-    /// The events upstream records around image pulls.
+    /// The events upstream records around image pulls: the image
+    /// manager's, then, when the image is not there, `Error: <reason>` as
+    /// the kubelet records every container it could not start.
     async fn image_events(
         &self,
         container: &Container,
@@ -971,32 +1021,17 @@ impl Starter<'_> {
             );
             events.warning(&regarding, "FailedToRetrieveImagePullSecret", "", message);
         }
-        let image = container.image.as_deref().unwrap_or_default();
-        if notes.pulled {
-            events.normal(
-                &regarding,
-                "Pulling",
-                "",
-                format!("Pulling image \"{image}\""),
-            );
+        for event in &notes.events {
+            let message = event.message.clone();
+            if event.warning {
+                events.warning(&regarding, event.reason, "", message);
+            } else {
+                events.normal(&regarding, event.reason, "", message);
+            }
         }
-        match outcome {
-            Ok(_) if notes.pulled => {
-                let message = format!("Successfully pulled image \"{image}\"");
-                events.normal(&regarding, "Pulled", "", message);
-            }
-            Ok(_) => {
-                let message = format!("Container image \"{image}\" already present on machine");
-                events.normal(&regarding, "Pulled", "", message);
-            }
-            Err(problem) => {
-                let reason = match problem.reason {
-                    "ImagePullBackOff" => "BackOff",
-                    "ErrImageNeverPull" => "ErrImageNeverPull",
-                    _ => "Failed",
-                };
-                events.warning(&regarding, reason, "", problem.message.clone());
-            }
+        if let Err(problem) = outcome {
+            let error = format!("Error: {}", problem.reason);
+            events.warning(&regarding, "Failed", "", error);
         }
     }
 
@@ -1236,6 +1271,44 @@ fn without_times(status: &serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_container_that_never_started_ran_for_no_time() {
+        let second = 1_000_000_000;
+        let never = api::ContainerStatus {
+            started_at: 0,
+            finished_at: 1_700_000_000 * second,
+            ..Default::default()
+        };
+        assert_eq!(run_time(&never), Duration::ZERO);
+        let ran = api::ContainerStatus {
+            started_at: 1_700_000_000 * second,
+            finished_at: 1_700_000_030 * second,
+            ..Default::default()
+        };
+        assert_eq!(run_time(&ran), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_volume_that_cannot_be_set_up_is_named_as_upstream_names_it() {
+        let missing = volumes::VolumeError::Source {
+            volume: "cfg".into(),
+            source: Box::new(env::EnvError::Missing {
+                kind: "configmap",
+                name: "settings".into(),
+                what: "not found".into(),
+            }),
+        };
+        assert_eq!(
+            mount_failure(&missing),
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"settings\" not found"
+        );
+        let odd = volumes::VolumeError::Unsupported("disk".into());
+        assert_eq!(
+            mount_failure(&odd),
+            "MountVolume.SetUp failed for volume \"disk\" : unsupported volume type"
+        );
+    }
 
     fn pod(policy: &str) -> Pod {
         serde_json::from_value(serde_json::json!({
