@@ -80,3 +80,70 @@ async fn a_replication_controllers_scale_selector_is_its_map() {
     assert_eq!(scale["spec"]["replicas"], 2);
     assert_eq!(scale["status"]["selector"], "app=web,tier=front");
 }
+
+/// A claim's spec is fixed once made, as upstream's: only a bound claim's
+/// storage request (never below what it has) and its volume attributes
+/// class change; a volume name may be set once and a class given to a
+/// claim that had none (retroactive default class assignment).
+#[tokio::test]
+async fn a_claims_spec_is_immutable_but_for_what_upstream_allows() {
+    let s = TestServer::new().await;
+    let claim = json!({"metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    let created = s
+        .created("/api/v1/namespaces/default/persistentvolumeclaims", claim)
+        .await;
+    let path = "/api/v1/namespaces/default/persistentvolumeclaims/data";
+    let immutable = "PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
+
+    let mut modes = created.clone();
+    modes["spec"]["accessModes"] = json!(["ReadOnlyMany"]);
+    let body = s.put(path, modes).await.expect_failure(422, "Invalid");
+    assert!(
+        crate::harness::message_of(&body).starts_with(immutable),
+        "{body}"
+    );
+    assert_eq!(body["details"]["causes"][0]["field"], "spec", "{body}");
+
+    // Not bound yet: its size is fixed too.
+    let mut bigger = created.clone();
+    bigger["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+    s.put(path, bigger)
+        .await
+        .expect_mentions(422, "Invalid", &[immutable]);
+
+    // What the binder and default-class assignment write.
+    let mut bound = created.clone();
+    bound["spec"]["volumeName"] = json!("pv-1");
+    bound["spec"]["storageClassName"] = json!("local-path");
+    let bound = s.put_ok(path, bound).await;
+    let mut renamed = bound.clone();
+    renamed["spec"]["volumeName"] = json!("pv-2");
+    s.put(path, renamed)
+        .await
+        .expect_mentions(422, "Invalid", &[immutable]);
+    let mut reclassed = bound.clone();
+    reclassed["spec"]["storageClassName"] = json!("other");
+    s.put(path, reclassed)
+        .await
+        .expect_mentions(422, "Invalid", &[immutable]);
+
+    let mut status = bound.clone();
+    status["status"] = json!({"phase": "Bound", "capacity": {"storage": "1Gi"}});
+    let bound = s.put_ok(&format!("{path}/status"), status).await;
+    let mut grown = bound.clone();
+    grown["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+    let grown = s.put_ok(path, grown).await;
+    let mut shrunk = grown.clone();
+    shrunk["spec"]["resources"]["requests"]["storage"] = json!("1Gi");
+    refused(
+        s.put(path, shrunk).await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"data\" is invalid: spec.resources.requests.storage: Forbidden: field can not be less than status.capacity",
+    );
+    let mut relabelled = grown.clone();
+    relabelled["metadata"]["labels"] = json!({"a": "b"});
+    s.put_ok(path, relabelled).await;
+}
