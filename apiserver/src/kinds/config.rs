@@ -1,5 +1,6 @@
-//! ConfigMaps and Secrets: the keys their data maps may use and a Secret's
-//! default type.
+//! ConfigMaps and Secrets: the keys their data maps may use, a Secret's
+//! default type, and what an update may not change (the data of one marked
+//! `immutable`, and the mark itself; a Secret's type).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -23,7 +24,10 @@ impl KindStrategy for ConfigMaps {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { object, .. } = *written;
+        let Written { object, old, .. } = *written;
+        if let Some(old) = old {
+            kept_while_immutable(old, object, &["data", "binaryData"], errors);
+        }
         data_keys(object, &["data", "binaryData"], errors);
     }
 }
@@ -48,8 +52,38 @@ impl KindStrategy for Secrets {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { object, .. } = *written;
+        let Written { object, old, .. } = *written;
+        if let Some(old) = old {
+            if old["type"] != object["type"] {
+                errors.push(FieldError::invalid(
+                    "type",
+                    object["type"].clone(),
+                    "field is immutable",
+                ));
+            }
+            // `stringData` is already merged into `data` here.
+            kept_while_immutable(old, object, &["data"], errors);
+        }
         data_keys(object, &["data", "stringData"], errors);
+    }
+}
+
+/// Upstream's words for a change of an object marked immutable.
+const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
+
+/// Once `old` is marked `immutable`, the mark stays and so does each of
+/// `fields` (a field set to null is a field not set).
+fn kept_while_immutable(old: &Value, new: &Value, fields: &[&str], errors: &mut Vec<FieldError>) {
+    if old["immutable"] != true {
+        return;
+    }
+    if new["immutable"] != true {
+        errors.push(FieldError::forbidden("immutable", IMMUTABLE_SET));
+    }
+    for field in fields {
+        if old[*field] != new[*field] {
+            errors.push(FieldError::forbidden(*field, IMMUTABLE_SET));
+        }
     }
 }
 

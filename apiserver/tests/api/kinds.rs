@@ -147,3 +147,61 @@ async fn a_claims_spec_is_immutable_but_for_what_upstream_allows() {
     relabelled["metadata"]["labels"] = json!({"a": "b"});
     s.put_ok(path, relabelled).await;
 }
+
+/// ConfigMaps and Secrets marked immutable keep their data and the mark;
+/// a Secret's type never changes.
+#[tokio::test]
+async fn immutable_configmaps_and_secrets_keep_their_data() {
+    let s = TestServer::new().await;
+    let cm = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}});
+    let cm = s.created("/api/v1/namespaces/default/configmaps", cm).await;
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    let mut changed = cm.clone();
+    changed["data"]["a"] = json!("2");
+    refused(
+        s.put(path, changed).await,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+    );
+    let mut unmarked = cm.clone();
+    unmarked["immutable"] = json!(false);
+    refused(
+        s.put(path, unmarked).await,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: immutable: Forbidden: field is immutable when `immutable` is set",
+    );
+    let mut binary = cm.clone();
+    binary["binaryData"] = json!({"b": "AA=="});
+    refused(
+        s.put(path, binary).await,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: binaryData: Forbidden: field is immutable when `immutable` is set",
+    );
+    s.merge_patch_ok(path, json!({"metadata": {"labels": {"ok": "yes"}}}))
+        .await;
+
+    let secret = json!({"metadata": {"name": "s"}, "immutable": true, "data": {"a": "MQ=="}});
+    let secret = s
+        .created("/api/v1/namespaces/default/secrets", secret)
+        .await;
+    let path = "/api/v1/namespaces/default/secrets/s";
+    let mut changed = secret.clone();
+    changed["data"]["a"] = json!("Mg==");
+    refused(
+        s.put(path, changed).await,
+        422,
+        "Invalid",
+        "Secret \"s\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+    );
+    let mut retyped = secret.clone();
+    retyped["type"] = json!("example.com/other");
+    refused(
+        s.put(path, retyped).await,
+        422,
+        "Invalid",
+        "Secret \"s\" is invalid: type: Invalid value: \"example.com/other\": field is immutable",
+    );
+}
