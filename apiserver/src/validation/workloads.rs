@@ -295,9 +295,10 @@ fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<Fiel
 }
 
 /// Deployments, ReplicaSets, StatefulSets, DaemonSets: a selector that
-/// selects the template's labels, a valid template, non-negative replicas,
-/// and (on update) an unchanged selector.
-pub(crate) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+/// selects the template's labels, a valid template and non-negative
+/// replicas. What an update may change is each kind's own rule
+/// ([`selector_unchanged`], [`stateful_set_update`]).
+pub(crate) fn workload(object: &Value, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     if let Some(r) = spec["replicas"].as_i64()
         && r < 0
@@ -331,14 +332,51 @@ pub(crate) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<Fie
         }
     }
     pod_spec(&spec["template"]["spec"], "spec.template.spec", errors);
-    if let Some(old) = old
-        && !old["spec"]["selector"].is_null()
-        && old["spec"]["selector"] != *selector
-    {
+}
+
+/// An update keeps the selector (Deployments, ReplicaSets, DaemonSets).
+pub(crate) fn selector_unchanged(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    immutable(old, new, &["spec", "selector"], errors);
+}
+
+/// `path` of `new` is what it was in `old`: upstream's "field is immutable"
+/// (a field set to null is a field not set).
+pub(crate) fn immutable(old: &Value, new: &Value, path: &[&str], errors: &mut Vec<FieldError>) {
+    let at = |object: &Value| path.iter().fold(object, |v, key| &v[*key]).clone();
+    let now = at(new);
+    if at(old) != now {
         errors.push(FieldError::invalid(
-            "spec.selector",
-            selector.clone(),
+            path.join("."),
+            now,
             "field is immutable",
+        ));
+    }
+}
+
+/// The fields of a StatefulSet's spec an update may change; upstream
+/// refuses a change of any other with one error about the whole spec.
+const STATEFUL_SET_MUTABLE: &[&str] = &[
+    "replicas",
+    "template",
+    "updateStrategy",
+    "minReadySeconds",
+    "ordinals",
+    "persistentVolumeClaimRetentionPolicy",
+];
+
+/// A StatefulSet's spec changes only in [`STATEFUL_SET_MUTABLE`].
+pub(crate) fn stateful_set_update(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    let fixed = |object: &Value| {
+        let mut spec = object["spec"].clone();
+        if let Some(map) = spec.as_object_mut() {
+            map.retain(|key, v| !v.is_null() && !STATEFUL_SET_MUTABLE.contains(&key.as_str()));
+        }
+        spec
+    };
+    if fixed(old) != fixed(new) {
+        errors.push(FieldError::forbidden(
+            "spec",
+            "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
         ));
     }
 }

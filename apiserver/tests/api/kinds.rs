@@ -205,3 +205,113 @@ async fn immutable_configmaps_and_secrets_keep_their_data() {
         "Secret \"s\" is invalid: type: Invalid value: \"example.com/other\": field is immutable",
     );
 }
+
+/// A StatefulSet's spec changes only in what upstream lets change.
+#[tokio::test]
+async fn a_statefulsets_spec_changes_only_where_upstream_allows() {
+    let s = TestServer::new().await;
+    let set = json!({"metadata": {"name": "db"},
+        "spec": {"serviceName": "db", "replicas": 1,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}]}});
+    let created = s
+        .created("/apis/apps/v1/namespaces/default/statefulsets", set)
+        .await;
+    let path = "/apis/apps/v1/namespaces/default/statefulsets/db";
+    let forbidden = "StatefulSet.apps \"db\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden";
+    for (field, value) in [
+        ("serviceName", json!("other")),
+        ("podManagementPolicy", json!("Parallel")),
+        ("revisionHistoryLimit", json!(3)),
+    ] {
+        let mut changed = created.clone();
+        changed["spec"][field] = value;
+        refused(s.put(path, changed).await, 422, "Invalid", forbidden);
+    }
+    let mut bigger = created.clone();
+    bigger["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
+        json!("2Gi");
+    refused(s.put(path, bigger).await, 422, "Invalid", forbidden);
+    let mut selector = created.clone();
+    selector["spec"]["selector"]["matchLabels"]["tier"] = json!("x");
+    selector["spec"]["template"]["metadata"]["labels"]["tier"] = json!("x");
+    refused(s.put(path, selector).await, 422, "Invalid", forbidden);
+
+    let mut allowed = created.clone();
+    allowed["spec"]["replicas"] = json!(3);
+    allowed["spec"]["minReadySeconds"] = json!(5);
+    allowed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("j");
+    allowed["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    allowed["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    allowed["spec"]["ordinals"] = json!({"start": 2});
+    s.put_ok(path, allowed).await;
+}
+
+/// A Job's selector and pod template are fixed once made (but for the
+/// scheduling directives of a suspended job that never started), and so
+/// is a non-indexed job's completion count.
+#[tokio::test]
+async fn a_jobs_template_selector_and_completions_are_immutable() {
+    let s = TestServer::new().await;
+    let job = json!({"metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "i"}]}}}});
+    let created = s
+        .created("/apis/batch/v1/namespaces/default/jobs", job)
+        .await;
+    let path = "/apis/batch/v1/namespaces/default/jobs/j";
+    let mut image = created.clone();
+    image["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other");
+    let body = s.put(path, image).await.expect_failure(422, "Invalid");
+    let message = crate::harness::message_of(&body);
+    assert!(
+        message.starts_with("Job.batch \"j\" is invalid: spec.template: Invalid value: ")
+            && message.ends_with(": field is immutable"),
+        "{body}"
+    );
+    let mut selector = created.clone();
+    selector["spec"]["selector"]["matchLabels"]["x"] = json!("y");
+    selector["spec"]["template"]["metadata"]["labels"]["x"] = json!("y");
+    s.put(path, selector).await.expect_mentions(
+        422,
+        "Invalid",
+        &[
+            "spec.selector: Invalid value: ",
+            "spec.template: Invalid value: ",
+        ],
+    );
+    let mut completions = created.clone();
+    completions["spec"]["completions"] = json!(3);
+    refused(
+        s.put(path, completions).await,
+        422,
+        "Invalid",
+        "Job.batch \"j\" is invalid: spec.completions: Invalid value: 3: field is immutable",
+    );
+    let mut parallel = created.clone();
+    parallel["spec"]["parallelism"] = json!(4);
+    parallel["spec"]["activeDeadlineSeconds"] = json!(60);
+    s.put_ok(path, parallel).await;
+
+    let suspended = json!({"metadata": {"name": "later"},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "i"}]}}}});
+    let created = s
+        .created("/apis/batch/v1/namespaces/default/jobs", suspended)
+        .await;
+    let path = "/apis/batch/v1/namespaces/default/jobs/later";
+    let mut placed = created.clone();
+    placed["spec"]["template"]["spec"]["nodeSelector"] = json!({"zone": "a"});
+    placed["spec"]["template"]["metadata"]["labels"]["zone"] = json!("a");
+    let placed = s.put_ok(path, placed).await;
+    let mut image = placed.clone();
+    image["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other");
+    s.put(path, image)
+        .await
+        .expect_mentions(422, "Invalid", &["spec.template: Invalid value: "]);
+}
