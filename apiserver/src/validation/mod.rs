@@ -72,11 +72,9 @@ fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -
     if let Some(labels) = meta["labels"].as_object() {
         for (k, v) in labels {
             errors.extend(names::validate_qualified_name(k, "metadata.labels"));
+            // Upstream reports a bad value at the map, not at its key.
             match v.as_str() {
-                Some(v) => errors.extend(names::validate_label_value(
-                    v,
-                    &format!("metadata.labels[{k}]"),
-                )),
+                Some(v) => errors.extend(names::validate_label_value(v, "metadata.labels")),
                 None => errors.push(FieldError::invalid(
                     format!("metadata.labels[{k}]"),
                     v.clone(),

@@ -26,6 +26,63 @@ async fn rbac_and_event_names_are_path_segments_others_subdomains() {
         .expect_mentions(422, "Invalid", &["RFC 1123 subdomain"]);
 }
 
+/// Names and label values get upstream's errors: a too-long name is only
+/// too long, a subdomain name's parts are not bounded one by one, and a bad
+/// label value is reported at the labels map.
+#[tokio::test]
+async fn names_and_label_values_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let long_part = "a".repeat(100);
+    s.created(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": long_part}}),
+    )
+    .await;
+
+    let name = "a".repeat(254);
+    let pod = json!({"metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    refused(
+        s.post("/api/v1/namespaces/default/pods", pod).await,
+        422,
+        "Invalid",
+        &format!(
+            "Pod \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": must be no more than 253 characters"
+        ),
+    );
+    let name = "a".repeat(64);
+    let svc = json!({"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}});
+    refused(
+        s.post("/api/v1/namespaces/default/services", svc).await,
+        422,
+        "Invalid",
+        &format!(
+            "Service \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": must be no more than 63 characters"
+        ),
+    );
+
+    let value = "b".repeat(64);
+    let cm = json!({"metadata": {"name": "c", "labels": {"a": value}}});
+    refused(
+        s.post("/api/v1/namespaces/default/configmaps", cm).await,
+        422,
+        "Invalid",
+        &format!(
+            "ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"{value}\": must be no more than 63 characters"
+        ),
+    );
+    let cm = json!({"metadata": {"name": "c", "labels": {"a": "x y"}}});
+    let body = s
+        .post("/api/v1/namespaces/default/configmaps", cm)
+        .await
+        .expect_mentions(
+            422,
+            "Invalid",
+            &["ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"x y\": a valid label must be"],
+        );
+    assert_eq!(body["details"]["causes"][0]["field"], "metadata.labels");
+}
+
 #[tokio::test]
 async fn system_namespaces_cannot_be_deleted_others_terminate() {
     let s = TestServer::new().await;
