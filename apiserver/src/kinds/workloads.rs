@@ -77,9 +77,19 @@ fn default_rolling_update<'a>(
 pub(crate) struct AppsWorkload {
     /// Defaults of the kind's own `spec` fields (its pod template's follow).
     spec_defaults: fn(&mut Value),
+    /// How its selector's checks are worded.
+    selector: checks::SelectorRule,
     /// The checks of an update, given the stored object and the new one.
     update: fn(&Value, &Value, &mut Vec<FieldError>),
 }
+
+/// The selector rule of Deployments and ReplicaSets (whose empty selector
+/// upstream also calls invalid "for deployment").
+const DEPLOYMENT_SELECTOR: checks::SelectorRule = checks::SelectorRule {
+    empty_for: "deployment",
+    unusable: Some("invalid label selector"),
+    required: true,
+};
 
 impl KindStrategy for AppsWorkload {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
@@ -93,7 +103,7 @@ impl KindStrategy for AppsWorkload {
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         let Written { object, old, .. } = *written;
-        checks::workload(object, errors);
+        checks::workload(object, self.selector, errors);
         if let Some(old) = old {
             (self.update)(old, object, errors);
         }
@@ -103,6 +113,7 @@ impl KindStrategy for AppsWorkload {
 /// `apps/v1` deployments.
 pub(crate) static DEPLOYMENTS: AppsWorkload = AppsWorkload {
     spec_defaults: deployment_defaults,
+    selector: DEPLOYMENT_SELECTOR,
     update: checks::selector_unchanged,
 };
 
@@ -119,6 +130,7 @@ fn deployment_defaults(spec: &mut Value) {
 /// `apps/v1` replicasets.
 pub(crate) static REPLICA_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| set_default(spec, "replicas", json!(1)),
+    selector: DEPLOYMENT_SELECTOR,
     update: checks::selector_unchanged,
 };
 
@@ -167,6 +179,11 @@ impl KindStrategy for ReplicationControllers {
 /// `apps/v1` statefulsets.
 pub(crate) static STATEFUL_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: stateful_set_defaults,
+    selector: checks::SelectorRule {
+        empty_for: "statefulset",
+        unusable: Some(""),
+        required: true,
+    },
     update: checks::stateful_set_update,
 };
 
@@ -200,6 +217,11 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
             "updateStrategy",
             json!({ "maxUnavailable": 1, "maxSurge": 0 }),
         );
+    },
+    selector: checks::SelectorRule {
+        empty_for: "daemonset",
+        unusable: None,
+        required: false,
     },
     update: checks::selector_unchanged,
 };

@@ -2,7 +2,9 @@
 
 use serde_json::Value;
 
-use super::names::{NameRule, is_dns1123_label, validate_name};
+use super::names::{
+    NameRule, is_dns1123_label, validate_label_value, validate_name, validate_qualified_name,
+};
 use crate::selectors::LabelSelector;
 use crate::status::FieldError;
 
@@ -294,11 +296,26 @@ fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<Fiel
     }
 }
 
-/// Deployments, ReplicaSets, StatefulSets, DaemonSets: a selector that
-/// selects the template's labels, a valid template and non-negative
-/// replicas. What an update may change is each kind's own rule
-/// ([`selector_unchanged`], [`stateful_set_update`]).
-pub(crate) fn workload(object: &Value, errors: &mut Vec<FieldError>) {
+/// How one `apps/v1` kind words its selector checks: upstream's validation
+/// of each differs a little.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SelectorRule {
+    /// The kind an empty selector "is invalid for" (ReplicaSets say
+    /// "deployment", as upstream's).
+    pub(crate) empty_for: &'static str,
+    /// The detail of the error on the whole selector when it cannot be
+    /// built from its parts; `None` where upstream reports only the parts.
+    pub(crate) unusable: Option<&'static str>,
+    /// Whether a missing selector is its own error (otherwise it selects
+    /// nothing, so it does not match the template's labels).
+    pub(crate) required: bool,
+}
+
+/// Deployments, ReplicaSets, StatefulSets, DaemonSets: a valid, non-empty
+/// selector that selects the template's labels, a valid template and
+/// non-negative replicas. What an update may change is each kind's own
+/// rule ([`selector_unchanged`], [`stateful_set_update`]).
+pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     if let Some(r) = spec["replicas"].as_i64()
         && r < 0
@@ -310,28 +327,107 @@ pub(crate) fn workload(object: &Value, errors: &mut Vec<FieldError>) {
         ));
     }
     let selector = &spec["selector"];
+    let mismatch = || {
+        FieldError::invalid(
+            "spec.template.metadata.labels",
+            spec["template"]["metadata"]["labels"].clone(),
+            "`selector` does not match template `labels`",
+        )
+    };
     if selector.is_null() {
-        errors.push(FieldError::required("spec.selector", ""));
+        errors.push(if rule.required {
+            FieldError::required("spec.selector", "")
+        } else {
+            mismatch()
+        });
     } else {
-        match LabelSelector::from_object(selector) {
-            Ok(s) if s.is_empty() => errors.push(FieldError::invalid(
-                "spec.selector",
-                selector.clone(),
-                "empty selector is invalid for deployment",
-            )),
-            Ok(s) => {
-                if !s.matches(&spec["template"]) {
-                    errors.push(FieldError::invalid(
-                        "spec.template.metadata.labels",
-                        spec["template"]["metadata"]["labels"].clone(),
-                        "`selector` does not match template `labels`",
-                    ));
-                }
+        let before = errors.len();
+        label_selector(selector, "spec.selector", errors);
+        let usable = errors.len() == before;
+        let parsed = LabelSelector::from_object(selector).ok().filter(|_| usable);
+        let empty = ["matchLabels", "matchExpressions"]
+            .iter()
+            .all(|part| match &selector[*part] {
+                Value::Object(m) => m.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                _ => true,
+            });
+        let empty_error = FieldError::invalid(
+            "spec.selector",
+            selector.clone(),
+            format!("empty selector is invalid for {}", rule.empty_for),
+        );
+        // Upstream's DaemonSet checks the match before the emptiness.
+        if rule.unusable.is_none() {
+            if parsed.is_some_and(|s| !s.matches(&spec["template"])) {
+                errors.push(mismatch());
             }
-            Err(e) => errors.push(FieldError::invalid("spec.selector", selector.clone(), e.0)),
+            if empty {
+                errors.push(empty_error);
+            }
+        } else {
+            if empty {
+                errors.push(empty_error);
+            }
+            match (parsed, rule.unusable) {
+                (None, Some(detail)) => errors.push(FieldError::invalid(
+                    "spec.selector",
+                    selector.clone(),
+                    detail,
+                )),
+                (Some(s), _) if !s.is_empty() && !s.matches(&spec["template"]) => {
+                    errors.push(mismatch())
+                }
+                _ => {}
+            }
         }
     }
     pod_spec(&spec["template"]["spec"], "spec.template.spec", errors);
+}
+
+/// A `metav1.LabelSelector` at `path`, checked as upstream's
+/// ValidateLabelSelector (label values strictly): its labels, and each
+/// expression's operator, key and values.
+pub(crate) fn label_selector(selector: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let labels = format!("{path}.matchLabels");
+    for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+        errors.extend(validate_qualified_name(key, &labels));
+        errors.extend(validate_label_value(
+            value.as_str().unwrap_or_default(),
+            &labels,
+        ));
+    }
+    let expressions = selector["matchExpressions"].as_array();
+    for (i, expr) in expressions.into_iter().flatten().enumerate() {
+        let at = format!("{path}.matchExpressions[{i}]");
+        let values = expr["values"].as_array().map_or(&[][..], Vec::as_slice);
+        match expr["operator"].as_str().unwrap_or_default() {
+            "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
+                format!("{at}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
+                format!("{at}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => errors.push(FieldError::invalid(
+                format!("{at}.operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        errors.extend(validate_qualified_name(
+            expr["key"].as_str().unwrap_or_default(),
+            &format!("{at}.key"),
+        ));
+        for (j, value) in values.iter().enumerate() {
+            errors.extend(validate_label_value(
+                value.as_str().unwrap_or_default(),
+                &format!("{at}.values[{j}]"),
+            ));
+        }
+    }
 }
 
 /// An update keeps the selector (Deployments, ReplicaSets, DaemonSets).

@@ -372,3 +372,88 @@ async fn a_jobs_template_selector_and_completions_are_immutable() {
         .await
         .expect_mentions(422, "Invalid", &["spec.template: Invalid value: "]);
 }
+
+/// A workload's selector is checked part by part, as upstream's
+/// ValidateLabelSelector, and each apps kind words the whole as its own.
+#[tokio::test]
+async fn workload_selectors_are_checked_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let workload = |name: &str, selector: serde_json::Value| {
+        json!({"metadata": {"name": name},
+            "spec": {"selector": selector,
+                "template": {"metadata": {"labels": {"a": "x"}},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    };
+    let bad_operator =
+        json!({"matchExpressions": [{"key": "a", "operator": "Foo", "values": ["x"]}]});
+    let shown = bad_operator.to_string();
+    refused(
+        s.post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            workload("d", bad_operator.clone()),
+        )
+        .await,
+        422,
+        "Invalid",
+        &format!("Deployment.apps \"d\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}: invalid label selector]"),
+    );
+    refused(
+        s.post(
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            workload("s", bad_operator.clone()),
+        )
+        .await,
+        422,
+        "Invalid",
+        &format!("StatefulSet.apps \"s\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}]"),
+    );
+    refused(
+        s.post(
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            workload("ds", bad_operator),
+        )
+        .await,
+        422,
+        "Invalid",
+        "DaemonSet.apps \"ds\" is invalid: spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator",
+    );
+
+    let no_values = json!({"matchExpressions": [{"key": "a", "operator": "In"}]});
+    s.post(
+        "/apis/apps/v1/namespaces/default/replicasets",
+        workload("rs", no_values),
+    )
+    .await
+    .expect_mentions(
+        422,
+        "Invalid",
+        &["spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"],
+    );
+    let bad_value = json!({"matchLabels": {"a": "x y"}});
+    s.post(
+        "/apis/apps/v1/namespaces/default/deployments",
+        workload("v", bad_value),
+    )
+    .await
+    .expect_mentions(
+        422,
+        "Invalid",
+        &["spec.selector.matchLabels: Invalid value: \"x y\": a valid label must be"],
+    );
+    for (resource, kind, noun) in [
+        ("statefulsets", "StatefulSet", "statefulset"),
+        ("daemonsets", "DaemonSet", "daemonset"),
+        ("replicasets", "ReplicaSet", "deployment"),
+    ] {
+        refused(
+            s.post(
+                &format!("/apis/apps/v1/namespaces/default/{resource}"),
+                workload("empty", json!({})),
+            )
+            .await,
+            422,
+            "Invalid",
+            &format!("{kind}.apps \"empty\" is invalid: spec.selector: Invalid value: {{}}: empty selector is invalid for {noun}"),
+        );
+    }
+}
