@@ -5,6 +5,8 @@ use serde_json::Value;
 use super::names::{
     NameRule, is_dns1123_label, validate_label_value, validate_name, validate_qualified_name,
 };
+use skiff_common::amount::Amount;
+
 use crate::selectors::LabelSelector;
 use crate::status::FieldError;
 
@@ -197,6 +199,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     errors,
                 );
             }
+            container_resources(&c["resources"], &format!("{at}.resources"), errors);
             container_restart_policy(c, list == "initContainers", &at, errors);
             container_handlers(c, &at, errors);
         }
@@ -209,6 +212,102 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
         errors,
     );
     super::security_profiles::pod_spec(spec, path, errors);
+}
+
+/// The resources a container may name without a prefix (`hugepages-<size>`
+/// too).
+const CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
+
+/// A container's `resources` at `path`, as upstream's
+/// validateResourceRequirements: each name a container resource, each
+/// quantity at least zero, and each request within its limit — equal to
+/// it for resources that cannot be overcommitted (huge pages, extended
+/// resources), which must have a limit.
+fn container_resources(resources: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let amount = |v: &Value| v.as_str().and_then(Amount::parse);
+    for list in ["limits", "requests"] {
+        for (name, quantity) in resources[list].as_object().into_iter().flatten() {
+            let at = format!("{path}.{list}[{name}]");
+            container_resource_name(name, &at, errors);
+            if amount(quantity).is_some_and(|a| a.milli() < 0) {
+                errors.push(FieldError::invalid(
+                    at,
+                    quantity.clone(),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+    }
+    let (limits, requests) = (format!("{path}.limits"), format!("{path}.requests"));
+    for (name, quantity) in resources["requests"].as_object().into_iter().flatten() {
+        let overcommits = !name.starts_with("hugepages-")
+            && (!name.contains('/') || name.contains("kubernetes.io/"));
+        let (Some(request), limit) = (amount(quantity), &resources["limits"][name]) else {
+            continue;
+        };
+        let shown = |a: Amount| Value::String(a.to_string());
+        match amount(limit) {
+            Some(limit) if !overcommits && request != limit => errors.push(FieldError::invalid(
+                &requests,
+                shown(request),
+                format!("must be equal to {name} limit of {limit}"),
+            )),
+            Some(limit) if request > limit => errors.push(FieldError::invalid(
+                &requests,
+                shown(request),
+                format!("must be less than or equal to {name} limit of {limit}"),
+            )),
+            None if limit.is_null() && !overcommits => errors.push(FieldError::required(
+                &limits,
+                "Limit must be set for non overcommitable resources",
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// The object counts a quota may limit by their bare names: standard
+/// resource names, though not a container's.
+const QUOTA_OBJECTS: &[&str] = &[
+    "pods",
+    "services",
+    "replicationcontrollers",
+    "resourcequotas",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "storage",
+];
+
+/// A resource name a container may ask for: a qualified name, and without
+/// a prefix one of [`CONTAINER_RESOURCES`] or huge pages.
+fn container_resource_name(name: &str, at: &str, errors: &mut Vec<FieldError>) {
+    let malformed = validate_qualified_name(name, at);
+    if !malformed.is_empty() {
+        errors.extend(malformed);
+        return;
+    }
+    let for_containers = CONTAINER_RESOURCES.contains(&name) || name.starts_with("hugepages-");
+    if !name.contains('/') && !for_containers {
+        // Names a quota may count are standard, only not for containers.
+        let quota_name = name
+            .strip_prefix("requests.")
+            .or_else(|| name.strip_prefix("limits."))
+            .is_some_and(|r| CONTAINER_RESOURCES.contains(&r) || r == "storage")
+            || QUOTA_OBJECTS.contains(&name);
+        if !quota_name {
+            errors.push(FieldError::invalid(
+                at,
+                name,
+                "must be a standard resource type or fully qualified",
+            ));
+        }
+        errors.push(FieldError::invalid(
+            at,
+            name,
+            "must be a standard resource for containers",
+        ));
+    }
 }
 
 /// A container's own `restartPolicy`, as upstream rules it: only an init

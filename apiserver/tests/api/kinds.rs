@@ -395,7 +395,9 @@ async fn workload_selectors_are_checked_in_upstreams_words() {
         .await,
         422,
         "Invalid",
-        &format!("Deployment.apps \"d\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}: invalid label selector]"),
+        &format!(
+            "Deployment.apps \"d\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}: invalid label selector]"
+        ),
     );
     refused(
         s.post(
@@ -405,7 +407,9 @@ async fn workload_selectors_are_checked_in_upstreams_words() {
         .await,
         422,
         "Invalid",
-        &format!("StatefulSet.apps \"s\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}]"),
+        &format!(
+            "StatefulSet.apps \"s\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}]"
+        ),
     );
     refused(
         s.post(
@@ -453,7 +457,66 @@ async fn workload_selectors_are_checked_in_upstreams_words() {
             .await,
             422,
             "Invalid",
-            &format!("{kind}.apps \"empty\" is invalid: spec.selector: Invalid value: {{}}: empty selector is invalid for {noun}"),
+            &format!(
+                "{kind}.apps \"empty\" is invalid: spec.selector: Invalid value: {{}}: empty selector is invalid for {noun}"
+            ),
         );
     }
+}
+
+/// A container's resources are checked as upstream's: known names, no
+/// negative quantities, requests within limits.
+#[tokio::test]
+async fn container_resources_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let pod = |name: &str, resources: serde_json::Value| {
+        json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": resources}]}})
+    };
+    let cases = [
+        (
+            json!({"requests": {"cpu": "-1"}}),
+            "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+        ),
+        (
+            json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+        ),
+        (
+            json!({"limits": {"foo": "1"}}),
+            // The request defaults to the limit, so is refused too.
+            "[spec.containers[0].resources.limits[foo]: Invalid value: \"foo\": must be a standard resource type or fully qualified, spec.containers[0].resources.limits[foo]: Invalid value: \"foo\": must be a standard resource for containers, spec.containers[0].resources.requests[foo]: Invalid value: \"foo\": must be a standard resource type or fully qualified, spec.containers[0].resources.requests[foo]: Invalid value: \"foo\": must be a standard resource for containers]",
+        ),
+        (
+            json!({"limits": {"pods": "1"}}),
+            "[spec.containers[0].resources.limits[pods]: Invalid value: \"pods\": must be a standard resource for containers, spec.containers[0].resources.requests[pods]: Invalid value: \"pods\": must be a standard resource for containers]",
+        ),
+        (
+            json!({"requests": {"example.com/gpu": "1"}}),
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+        ),
+        (
+            json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "2"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to example.com/gpu limit of 2",
+        ),
+    ];
+    for (i, (resources, message)) in cases.into_iter().enumerate() {
+        let name = format!("p{i}");
+        refused(
+            s.post("/api/v1/namespaces/default/pods", pod(&name, resources))
+                .await,
+            422,
+            "Invalid",
+            &format!("Pod \"{name}\" is invalid: {message}"),
+        );
+    }
+    s.created(
+        "/api/v1/namespaces/default/pods",
+        pod(
+            "fine",
+            json!({"requests": {"cpu": "500m", "memory": "1Gi", "example.com/gpu": "1"},
+                "limits": {"cpu": "1", "memory": "1Gi", "example.com/gpu": "1"}}),
+        ),
+    )
+    .await;
 }
