@@ -238,6 +238,7 @@ impl KindStrategy for Jobs {
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         let Written { object, old, .. } = *written;
         check_template(object, SPEC_TEMPLATE, errors);
+        job_restart_policy(object, SPEC_TEMPLATE, errors);
         if let Some(old) = old {
             job_update(old, object, errors);
         }
@@ -283,6 +284,20 @@ impl KindStrategy for Jobs {
             default_job_selector(spec, &uid, &name);
         }
         default_template(spec, &["template", "spec"]);
+    }
+}
+
+/// A job's pods run to completion: its template's restart policy (`Always`
+/// when not given) must be `OnFailure` or `Never`.
+fn job_restart_policy(object: &Value, template: &[&str], errors: &mut Vec<FieldError>) {
+    let found = template.iter().fold(object, |v, key| &v[*key]);
+    let policy = found["spec"]["restartPolicy"].as_str().unwrap_or_default();
+    if policy != "OnFailure" && policy != "Never" {
+        errors.push(FieldError::not_supported(
+            format!("{}.spec.restartPolicy", template.join(".")),
+            policy,
+            &["OnFailure", "Never"],
+        ));
     }
 }
 
@@ -380,8 +395,19 @@ fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
 #[derive(Debug)]
 pub(crate) struct CronJobs;
 
+/// Where a CronJob keeps the pod template of its jobs.
+const CRON_JOB_TEMPLATE: &[&str] = &["spec", "jobTemplate", "spec", "template"];
+
 impl KindStrategy for CronJobs {
-    checked_template!(&["spec", "jobTemplate", "spec", "template"]);
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(CRON_JOB_TEMPLATE)
+    }
+
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
+        check_template(object, CRON_JOB_TEMPLATE, errors);
+        job_restart_policy(object, CRON_JOB_TEMPLATE, errors);
+    }
 
     fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "concurrencyPolicy", json!("Allow"));

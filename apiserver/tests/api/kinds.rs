@@ -520,3 +520,32 @@ async fn container_resources_are_refused_in_upstreams_words() {
     )
     .await;
 }
+
+/// A Job's pods run to completion: its template may not keep the pod
+/// default `Always` restart policy, nor may a CronJob's.
+#[tokio::test]
+async fn job_templates_must_not_restart_always() {
+    let s = TestServer::new().await;
+    let template = json!({"spec": {"containers": [{"name": "c", "image": "i"}]}});
+    refused(
+        s.post(
+            "/apis/batch/v1/namespaces/default/jobs",
+            json!({"metadata": {"name": "j"}, "spec": {"template": template}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+    );
+    refused(
+        s.post(
+            "/apis/batch/v1/namespaces/default/cronjobs",
+            json!({"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *",
+                "jobTemplate": {"spec": {"template": template}}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "CronJob.batch \"cj\" is invalid: spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+    );
+}
