@@ -54,15 +54,67 @@ impl KindStrategy for PersistentVolumeClaims {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        if let Written {
-            object,
-            old: Some(old),
-            ..
-        } = *written
-        {
+        let Written { object, old, .. } = *written;
+        claim_spec(&object["spec"], "spec", errors);
+        if let Some(old) = old {
             claim_update(old, object, errors);
         }
     }
+}
+
+/// The access modes a claim may ask for, in upstream's (sorted) order.
+const ACCESS_MODES: &[&str] = &[
+    "ReadOnlyMany",
+    "ReadWriteMany",
+    "ReadWriteOnce",
+    "ReadWriteOncePod",
+];
+
+/// A claim spec at `path`, as upstream's ValidatePersistentVolumeClaimSpec:
+/// at least one known access mode (ReadWriteOncePod alone), a storage
+/// request above zero, and a known volume mode.
+fn claim_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let modes = spec["accessModes"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    if modes.is_empty() {
+        errors.push(FieldError::required(
+            format!("{path}.accessModes"),
+            "at least 1 access mode is required",
+        ));
+    }
+    for mode in modes {
+        let name = mode.as_str().unwrap_or_default();
+        if !ACCESS_MODES.contains(&name) {
+            errors.push(FieldError::not_supported(
+                format!("{path}.accessModes"),
+                mode.clone(),
+                ACCESS_MODES,
+            ));
+        }
+    }
+    if modes.len() > 1 && modes.iter().any(|m| m == "ReadWriteOncePod") {
+        errors.push(FieldError::forbidden(
+            format!("{path}.accessModes"),
+            "may not use ReadWriteOncePod with other access modes",
+        ));
+    }
+    let storage_path = format!("{path}.resources[storage]");
+    let storage = &spec["resources"]["requests"]["storage"];
+    if storage.is_null() {
+        errors.push(FieldError::required(storage_path, ""));
+    } else if storage
+        .as_str()
+        .and_then(Amount::parse)
+        .is_some_and(|a| a.milli() <= 0)
+    {
+        errors.push(FieldError::invalid(
+            storage_path,
+            storage.clone(),
+            "must be greater than zero",
+        ));
+    }
+    crate::validation::one_of(spec, "volumeMode", &["Block", "Filesystem"], path, errors);
 }
 
 /// Upstream's words for a change of a claim's spec it does not allow.

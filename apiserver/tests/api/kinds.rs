@@ -549,3 +549,39 @@ async fn job_templates_must_not_restart_always() {
         "CronJob.batch \"cj\" is invalid: spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
     );
 }
+
+/// A claim must ask for access and for some storage, as upstream says.
+#[tokio::test]
+async fn a_claim_needs_access_modes_and_a_storage_request() {
+    let s = TestServer::new().await;
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    refused(
+        s.post(claims, json!({"metadata": {"name": "a"}, "spec": {}}))
+            .await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"a\" is invalid: [spec.accessModes: Required value: at least 1 access mode is required, spec.resources[storage]: Required value]",
+    );
+    refused(
+        s.post(
+            claims,
+            json!({"metadata": {"name": "b"}, "spec": {"accessModes": ["ReadWriteSometimes"],
+                "resources": {"requests": {"storage": "0"}}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"b\" is invalid: [spec.accessModes: Unsupported value: \"ReadWriteSometimes\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.resources[storage]: Invalid value: \"0\": must be greater than zero]",
+    );
+    refused(
+        s.post(
+            claims,
+            json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOncePod", "ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"c\" is invalid: spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
+    );
+}
