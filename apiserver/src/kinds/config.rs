@@ -1,5 +1,6 @@
 //! ConfigMaps and Secrets: the keys their data maps may use, a Secret's
-//! default type, and what an update may not change (the data of one marked
+//! default type and the keys its type requires, and what an update may not
+//! change (the data of one marked
 //! `immutable`, and the mark itself; a Secret's type).
 
 use base64::Engine;
@@ -65,6 +66,52 @@ impl KindStrategy for Secrets {
             kept_while_immutable(old, object, &["data"], errors);
         }
         data_keys(object, &["data", "stringData"], errors);
+        typed_secret(object, errors);
+    }
+}
+
+/// What a Secret's type requires of it, as upstream's ValidateSecret: a
+/// service account token names its account, and the well-known types have
+/// their keys (basic auth one of its two).
+fn typed_secret(secret: &Value, errors: &mut Vec<FieldError>) {
+    let has = |key: &str| secret["data"].get(key).is_some_and(|v| !v.is_null());
+    let mut require = |key: &str| {
+        if !has(key) {
+            errors.push(FieldError::required(format!("data[{key}]"), ""));
+        }
+    };
+    match secret["type"].as_str().unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let account = "kubernetes.io/service-account.name";
+            let named = secret["metadata"]["annotations"][account]
+                .as_str()
+                .is_some_and(|name| !name.is_empty());
+            if !named {
+                errors.push(FieldError::required(
+                    format!("metadata.annotations[{account}]"),
+                    "",
+                ));
+            }
+        }
+        "kubernetes.io/dockercfg" => require(".dockercfg"),
+        "kubernetes.io/dockerconfigjson" => require(".dockerconfigjson"),
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            require("username");
+            require("password");
+        }
+        // An empty key is as good as none.
+        "kubernetes.io/ssh-auth"
+            if secret["data"]["ssh-privatekey"]
+                .as_str()
+                .is_none_or(str::is_empty) =>
+        {
+            errors.push(FieldError::required("data[ssh-privatekey]", ""));
+        }
+        "kubernetes.io/tls" => {
+            require("tls.crt");
+            require("tls.key");
+        }
+        _ => {}
     }
 }
 

@@ -585,3 +585,46 @@ async fn a_claim_needs_access_modes_and_a_storage_request() {
         "PersistentVolumeClaim \"c\" is invalid: spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
     );
 }
+
+/// The well-known Secret types require their keys, as upstream's.
+#[tokio::test]
+async fn typed_secrets_need_their_keys() {
+    let s = TestServer::new().await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let secret = |name: &str, kind: &str| json!({"metadata": {"name": name}, "type": kind, "data": {"other": "eA=="}});
+    for (kind, message) in [
+        (
+            "kubernetes.io/tls",
+            "[data[tls.crt]: Required value, data[tls.key]: Required value]",
+        ),
+        (
+            "kubernetes.io/dockerconfigjson",
+            "data[.dockerconfigjson]: Required value",
+        ),
+        (
+            "kubernetes.io/basic-auth",
+            "[data[username]: Required value, data[password]: Required value]",
+        ),
+        (
+            "kubernetes.io/ssh-auth",
+            "data[ssh-privatekey]: Required value",
+        ),
+        (
+            "kubernetes.io/service-account-token",
+            "metadata.annotations[kubernetes.io/service-account.name]: Required value",
+        ),
+    ] {
+        refused(
+            s.post(secrets, secret("s", kind)).await,
+            422,
+            "Invalid",
+            &format!("Secret \"s\" is invalid: {message}"),
+        );
+    }
+    let tls = json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": "c", "tls.key": "k"}});
+    s.created(secrets, tls).await;
+    let auth = json!({"metadata": {"name": "auth"}, "type": "kubernetes.io/basic-auth",
+        "data": {"username": ""}});
+    s.created(secrets, auth).await;
+}
