@@ -613,6 +613,20 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
     if !TYPES.contains(&kind) {
         errors.push(FieldError::not_supported("spec.type", kind, TYPES));
     }
+    if kind == "ExternalName" {
+        // A CNAME, which may end in a dot to say it is fully qualified.
+        let name = spec["externalName"].as_str().unwrap_or_default();
+        let cname = name.strip_suffix('.').unwrap_or(name);
+        if cname.is_empty() {
+            errors.push(FieldError::required("spec.externalName", ""));
+        } else {
+            errors.extend(validate_name(
+                NameRule::Subdomain,
+                cname,
+                "spec.externalName",
+            ));
+        }
+    }
     let headless = spec["clusterIP"] == "None";
     let ports = spec["ports"].as_array();
     if kind != "ExternalName" && !headless && ports.is_none_or(|p| p.is_empty()) {

@@ -628,3 +628,32 @@ async fn typed_secrets_need_their_keys() {
         "data": {"username": ""}});
     s.created(secrets, auth).await;
 }
+
+/// An ExternalName Service names a host, as upstream requires.
+#[tokio::test]
+async fn an_external_name_service_names_a_host() {
+    let s = TestServer::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let service = |name: &str, external: Option<&str>| {
+        let mut svc = json!({"metadata": {"name": name}, "spec": {"type": "ExternalName"}});
+        if let Some(external) = external {
+            svc["spec"]["externalName"] = json!(external);
+        }
+        svc
+    };
+    refused(
+        s.post(services, service("a", None)).await,
+        422,
+        "Invalid",
+        "Service \"a\" is invalid: spec.externalName: Required value",
+    );
+    s.post(services, service("b", Some("Not_A_Host")))
+        .await
+        .expect_mentions(
+            422,
+            "Invalid",
+            &["Service \"b\" is invalid: spec.externalName: Invalid value: \"Not_A_Host\": a lowercase RFC 1123 subdomain"],
+        );
+    s.created(services, service("c", Some("db.example.com.")))
+        .await;
+}
