@@ -653,5 +653,11 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
             &format!("spec.ports[{i}]"),
             errors,
         );
+        if kind == "ClusterIP" && p["nodePort"].as_i64().is_some_and(|n| n != 0) {
+            errors.push(FieldError::forbidden(
+                format!("spec.ports[{i}].nodePort"),
+                "may not be used when `type` is 'ClusterIP'",
+            ));
+        }
     }
 }

@@ -657,3 +657,52 @@ async fn an_external_name_service_names_a_host() {
     s.created(services, service("c", Some("db.example.com.")))
         .await;
 }
+
+/// A change of a Service's type drops what only the old type had (its node
+/// ports, its cluster address when it becomes ExternalName), as upstream's
+/// update strategy; a ClusterIP Service may not ask for a node port.
+#[tokio::test]
+async fn a_services_type_change_drops_what_the_old_type_had() {
+    let s = TestServer::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let path = "/api/v1/namespaces/default/services/web";
+    let created = s
+        .created(
+            services,
+            json!({"metadata": {"name": "web"},
+                "spec": {"type": "NodePort", "ports": [{"port": 80}]}}),
+        )
+        .await;
+    let node_port = created["spec"]["ports"][0]["nodePort"].clone();
+    assert!(node_port.is_i64(), "{created}");
+
+    let mut cluster_ip = created.clone();
+    cluster_ip["spec"]["type"] = json!("ClusterIP");
+    let now = s.put_ok(path, cluster_ip).await;
+    assert!(now["spec"]["ports"][0].get("nodePort").is_none(), "{now}");
+    assert!(now["spec"].get("externalTrafficPolicy").is_none(), "{now}");
+    assert_eq!(now["spec"]["clusterIP"], created["spec"]["clusterIP"]);
+
+    let mut asked = now.clone();
+    asked["spec"]["ports"][0]["nodePort"] = node_port;
+    refused(
+        s.put(path, asked).await,
+        422,
+        "Invalid",
+        "Service \"web\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'",
+    );
+
+    let mut external = now.clone();
+    external["spec"]["type"] = json!("ExternalName");
+    external["spec"]["externalName"] = json!("db.example.com");
+    let now = s.put_ok(path, external).await;
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        assert!(now["spec"].get(field).is_none(), "{field}: {now}");
+    }
+
+    let mut back = now.clone();
+    back["spec"]["type"] = json!("ClusterIP");
+    back["spec"]["ports"] = json!([{"port": 80}]);
+    let now = s.put_ok(path, back).await;
+    assert!(now["spec"]["clusterIP"].is_string(), "{now}");
+}
