@@ -30,6 +30,22 @@ impl KindStrategy for ConfigMaps {
             kept_while_immutable(old, object, &["data", "binaryData"], errors);
         }
         data_keys(object, &["data", "binaryData"], errors);
+        for (field, other) in [("data", "binaryData"), ("binaryData", "data")] {
+            for key in object[field].as_object().into_iter().flat_map(|m| m.keys()) {
+                if object[other].get(key).is_some() {
+                    errors.push(FieldError::invalid(
+                        format!("{field}[{key}]"),
+                        key.as_str(),
+                        format!("duplicate of key present in {other}"),
+                    ));
+                }
+            }
+        }
+        // Upstream names no field: the error is about the whole object.
+        if data_size(object, "data", false) + data_size(object, "binaryData", true) > MAX_DATA_BYTES
+        {
+            errors.push(FieldError::too_long("", MAX_DATA_BYTES));
+        }
     }
 }
 
@@ -66,6 +82,9 @@ impl KindStrategy for Secrets {
             kept_while_immutable(old, object, &["data"], errors);
         }
         data_keys(object, &["data", "stringData"], errors);
+        if data_size(object, "data", true) > MAX_DATA_BYTES {
+            errors.push(FieldError::too_long("data", MAX_DATA_BYTES));
+        }
         typed_secret(object, errors);
     }
 }
@@ -113,6 +132,28 @@ fn typed_secret(secret: &Value, errors: &mut Vec<FieldError>) {
         }
         _ => {}
     }
+}
+
+/// The most a ConfigMap's or Secret's values may hold together (1 MiB).
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The bytes the values of `field` hold: base64 ones decoded.
+fn data_size(object: &Value, field: &str, base64: bool) -> usize {
+    let values = object[field]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values());
+    values
+        .filter_map(Value::as_str)
+        .map(|v| {
+            if base64 {
+                let padding = v.bytes().rev().take_while(|b| *b == b'=').count();
+                ((v.len() / 4) * 3).saturating_sub(padding)
+            } else {
+                v.len()
+            }
+        })
+        .sum()
 }
 
 /// Upstream's words for a change of an object marked immutable.

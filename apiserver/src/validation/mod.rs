@@ -93,11 +93,7 @@ fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -
             total += k.len() + v.as_str().map_or(0, str::len);
         }
         if total > 256 * 1024 {
-            errors.push(FieldError {
-                field: "metadata.annotations".into(),
-                kind: crate::status::FieldErrorKind::TooLong(Value::String(String::new())),
-                detail: "must have at most 262144 bytes".into(),
-            });
+            errors.push(FieldError::too_long("metadata.annotations", 256 * 1024));
         }
     }
     if let Some(old) = old

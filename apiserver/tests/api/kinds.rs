@@ -706,3 +706,54 @@ async fn a_services_type_change_drops_what_the_old_type_had() {
     let now = s.put_ok(path, back).await;
     assert!(now["spec"]["clusterIP"].is_string(), "{now}");
 }
+
+/// What is too long is refused without being shown, as upstream: too many
+/// annotation bytes, a ConfigMap or Secret holding over 1 MiB; and a
+/// ConfigMap key may not be in both its maps.
+#[tokio::test]
+async fn too_long_and_duplicated_data_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let big = "x".repeat(300 * 1024);
+    refused(
+        s.post(
+            configmaps,
+            json!({"metadata": {"name": "a", "annotations": {"note": big}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "ConfigMap \"a\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes",
+    );
+    let data = "x".repeat(1024 * 1024 + 1);
+    refused(
+        s.post(
+            configmaps,
+            json!({"metadata": {"name": "b"}, "data": {"k": data}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "ConfigMap \"b\" is invalid: : Too long: must have at most 1048576 bytes",
+    );
+    refused(
+        s.post(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": "c"}, "stringData": {"k": data}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "Secret \"c\" is invalid: data: Too long: must have at most 1048576 bytes",
+    );
+    refused(
+        s.post(
+            configmaps,
+            json!({"metadata": {"name": "d"}, "data": {"k": "v"}, "binaryData": {"k": "dg=="}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "ConfigMap \"d\" is invalid: [data[k]: Invalid value: \"k\": duplicate of key present in binaryData, binaryData[k]: Invalid value: \"k\": duplicate of key present in data]",
+    );
+}
