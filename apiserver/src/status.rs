@@ -76,6 +76,16 @@ impl FieldError {
         }
     }
 
+    /// `field` holds more than `max` bytes (upstream's TooLong, which
+    /// never shows the value).
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::TooLong(Value::Null),
+            detail: format!("must have at most {max} bytes"),
+        }
+    }
+
     /// `value` appears twice in `field`.
     pub fn duplicate(field: impl Into<String>, value: impl Into<Value>) -> Self {
         Self {
@@ -148,7 +158,8 @@ impl FieldError {
             FieldErrorKind::Forbidden => with_detail("Forbidden".to_string()),
             FieldErrorKind::Duplicate(v) => format!("Duplicate value: {}", render_value(v)),
             FieldErrorKind::NotFound(v) => format!("Not found: {}", render_value(v)),
-            FieldErrorKind::TooLong(v) => with_detail(format!("Too long: {}", render_value(v))),
+            // Upstream never shows the value that is too long.
+            FieldErrorKind::TooLong(_) => with_detail("Too long".to_string()),
         }
     }
 

@@ -1,5 +1,7 @@
-//! ConfigMaps and Secrets: the keys their data maps may use and a Secret's
-//! default type.
+//! ConfigMaps and Secrets: the keys their data maps may use, a Secret's
+//! default type and the keys its type requires, and what an update may not
+//! change (the data of one marked
+//! `immutable`, and the mark itself; a Secret's type).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -23,8 +25,27 @@ impl KindStrategy for ConfigMaps {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { object, .. } = *written;
+        let Written { object, old, .. } = *written;
+        if let Some(old) = old {
+            kept_while_immutable(old, object, &["data", "binaryData"], errors);
+        }
         data_keys(object, &["data", "binaryData"], errors);
+        for (field, other) in [("data", "binaryData"), ("binaryData", "data")] {
+            for key in object[field].as_object().into_iter().flat_map(|m| m.keys()) {
+                if object[other].get(key).is_some() {
+                    errors.push(FieldError::invalid(
+                        format!("{field}[{key}]"),
+                        key.as_str(),
+                        format!("duplicate of key present in {other}"),
+                    ));
+                }
+            }
+        }
+        // Upstream names no field: the error is about the whole object.
+        if data_size(object, "data", false) + data_size(object, "binaryData", true) > MAX_DATA_BYTES
+        {
+            errors.push(FieldError::too_long("", MAX_DATA_BYTES));
+        }
     }
 }
 
@@ -48,8 +69,109 @@ impl KindStrategy for Secrets {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { object, .. } = *written;
+        let Written { object, old, .. } = *written;
+        if let Some(old) = old {
+            if old["type"] != object["type"] {
+                errors.push(FieldError::invalid(
+                    "type",
+                    object["type"].clone(),
+                    "field is immutable",
+                ));
+            }
+            // `stringData` is already merged into `data` here.
+            kept_while_immutable(old, object, &["data"], errors);
+        }
         data_keys(object, &["data", "stringData"], errors);
+        if data_size(object, "data", true) > MAX_DATA_BYTES {
+            errors.push(FieldError::too_long("data", MAX_DATA_BYTES));
+        }
+        typed_secret(object, errors);
+    }
+}
+
+/// What a Secret's type requires of it, as upstream's ValidateSecret: a
+/// service account token names its account, and the well-known types have
+/// their keys (basic auth one of its two).
+fn typed_secret(secret: &Value, errors: &mut Vec<FieldError>) {
+    let has = |key: &str| secret["data"].get(key).is_some_and(|v| !v.is_null());
+    let mut require = |key: &str| {
+        if !has(key) {
+            errors.push(FieldError::required(format!("data[{key}]"), ""));
+        }
+    };
+    match secret["type"].as_str().unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let account = "kubernetes.io/service-account.name";
+            let named = secret["metadata"]["annotations"][account]
+                .as_str()
+                .is_some_and(|name| !name.is_empty());
+            if !named {
+                errors.push(FieldError::required(
+                    format!("metadata.annotations[{account}]"),
+                    "",
+                ));
+            }
+        }
+        "kubernetes.io/dockercfg" => require(".dockercfg"),
+        "kubernetes.io/dockerconfigjson" => require(".dockerconfigjson"),
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            require("username");
+            require("password");
+        }
+        // An empty key is as good as none.
+        "kubernetes.io/ssh-auth"
+            if secret["data"]["ssh-privatekey"]
+                .as_str()
+                .is_none_or(str::is_empty) =>
+        {
+            errors.push(FieldError::required("data[ssh-privatekey]", ""));
+        }
+        "kubernetes.io/tls" => {
+            require("tls.crt");
+            require("tls.key");
+        }
+        _ => {}
+    }
+}
+
+/// The most a ConfigMap's or Secret's values may hold together (1 MiB).
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The bytes the values of `field` hold: base64 ones decoded.
+fn data_size(object: &Value, field: &str, base64: bool) -> usize {
+    let values = object[field]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values());
+    values
+        .filter_map(Value::as_str)
+        .map(|v| {
+            if base64 {
+                let padding = v.bytes().rev().take_while(|b| *b == b'=').count();
+                ((v.len() / 4) * 3).saturating_sub(padding)
+            } else {
+                v.len()
+            }
+        })
+        .sum()
+}
+
+/// Upstream's words for a change of an object marked immutable.
+const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
+
+/// Once `old` is marked `immutable`, the mark stays and so does each of
+/// `fields` (a field set to null is a field not set).
+fn kept_while_immutable(old: &Value, new: &Value, fields: &[&str], errors: &mut Vec<FieldError>) {
+    if old["immutable"] != true {
+        return;
+    }
+    if new["immutable"] != true {
+        errors.push(FieldError::forbidden("immutable", IMMUTABLE_SET));
+    }
+    for field in fields {
+        if old[*field] != new[*field] {
+            errors.push(FieldError::forbidden(*field, IMMUTABLE_SET));
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Services: defaults, a DNS-1035 name, cluster IPs and node ports allocated
-//! from the server's pools (and kept across updates that omit them).
+//! from the server's pools (kept across updates that omit them, dropped by
+//! one that changes the type to one without them).
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -64,6 +65,7 @@ impl KindStrategy for Services {
 
     fn carry_on_update(&self, old: &Value, new: &mut Value) {
         crate::service_alloc::keep_allocations(old, new);
+        drop_type_dependent_fields(old, new);
     }
 
     /// A new Service, or one that became NodePort (or lost its address),
@@ -85,5 +87,82 @@ impl KindStrategy for Services {
     /// would free them too, a moment later).
     async fn deleted(&self, inner: &Inner, last: &Value) {
         crate::service_alloc::repair::release_held(inner.store.as_ref(), last).await;
+    }
+}
+
+/// Whether a Service of this type has node ports.
+fn needs_node_ports(kind: &str) -> bool {
+    kind == "NodePort" || kind == "LoadBalancer"
+}
+
+/// What a change of type takes away, as upstream's update strategy: node
+/// ports, when the new type has none and the update left them as they were
+/// (a client that sets its own is refused by validation instead); the
+/// cluster addresses of a Service that became ExternalName, likewise; and
+/// the fields only the old type had. What is dropped is released from the
+/// pools once the Service is stored without it.
+fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
+    let type_of = |object: &Value| {
+        object["spec"]["type"]
+            .as_str()
+            .unwrap_or("ClusterIP")
+            .to_owned()
+    };
+    let (was, now) = (type_of(old), type_of(new));
+    let old_spec = &old["spec"];
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if needs_node_ports(&was) && !needs_node_ports(&now) {
+        let node_port = |ports: Option<&Vec<Value>>, i: usize| {
+            ports.and_then(|p| p.get(i)).map(|p| p["nodePort"].clone())
+        };
+        let old_ports = old_spec["ports"].as_array();
+        let new_ports = spec.get("ports").and_then(Value::as_array);
+        let same = old_ports
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .all(|(i, _)| node_port(new_ports, i) == node_port(old_ports, i));
+        if same {
+            for port in spec
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(port) = port.as_object_mut() {
+                    port.remove("nodePort");
+                }
+            }
+        }
+    }
+    if was != "ExternalName" && now == "ExternalName" {
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if spec.get(field) == old_spec.get(field) {
+                spec.remove(field);
+            }
+        }
+        spec.remove("internalTrafficPolicy");
+    }
+    let external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|ips| !ips.is_empty());
+    // Only a Service reachable from outside has an external traffic policy.
+    let external = needs_node_ports(&now) || (now == "ClusterIP" && external_ips);
+    if !external {
+        spec.remove("externalTrafficPolicy");
+    }
+    if !needs_node_ports(&now) {
+        spec.remove("healthCheckNodePort");
+    }
+    if now != "LoadBalancer" {
+        spec.remove("allocateLoadBalancerNodePorts");
+        if was == "LoadBalancer"
+            && spec.get("loadBalancerClass") == old_spec.get("loadBalancerClass")
+        {
+            spec.remove("loadBalancerClass");
+        }
     }
 }

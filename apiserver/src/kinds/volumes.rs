@@ -1,12 +1,15 @@
 //! PersistentVolumes and PersistentVolumeClaims: both start Pending; their
 //! defaults (a claim's spec also where it is a template: StatefulSets'
-//! volumeClaimTemplates, pods' ephemeral volumes).
+//! volumeClaimTemplates, pods' ephemeral volumes), and what an update of a
+//! claim's spec may change.
 
 use serde_json::{Value, json};
+use skiff_common::amount::Amount;
 
 use super::pods::default_volume_source;
-use super::{InitialStatus, KindStrategy, NodeWrites, set_default};
+use super::{InitialStatus, KindStrategy, NodeWrites, Written, set_default};
 use crate::registry::ResourceInfo;
+use crate::status::FieldError;
 
 /// A claim's spec asks for a filesystem unless it says block.
 pub(super) fn default_claim_spec(spec: &mut Value) {
@@ -49,4 +52,168 @@ impl KindStrategy for PersistentVolumeClaims {
     fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         default_claim_spec(spec);
     }
+
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, old, .. } = *written;
+        claim_spec(&object["spec"], "spec", errors);
+        if let Some(old) = old {
+            claim_update(old, object, errors);
+        }
+    }
+}
+
+/// The access modes a claim may ask for, in upstream's (sorted) order.
+const ACCESS_MODES: &[&str] = &[
+    "ReadOnlyMany",
+    "ReadWriteMany",
+    "ReadWriteOnce",
+    "ReadWriteOncePod",
+];
+
+/// A claim spec at `path`, as upstream's ValidatePersistentVolumeClaimSpec:
+/// at least one known access mode (ReadWriteOncePod alone), a storage
+/// request above zero, and a known volume mode.
+fn claim_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let modes = spec["accessModes"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    if modes.is_empty() {
+        errors.push(FieldError::required(
+            format!("{path}.accessModes"),
+            "at least 1 access mode is required",
+        ));
+    }
+    for mode in modes {
+        let name = mode.as_str().unwrap_or_default();
+        if !ACCESS_MODES.contains(&name) {
+            errors.push(FieldError::not_supported(
+                format!("{path}.accessModes"),
+                mode.clone(),
+                ACCESS_MODES,
+            ));
+        }
+    }
+    if modes.len() > 1 && modes.iter().any(|m| m == "ReadWriteOncePod") {
+        errors.push(FieldError::forbidden(
+            format!("{path}.accessModes"),
+            "may not use ReadWriteOncePod with other access modes",
+        ));
+    }
+    let storage_path = format!("{path}.resources[storage]");
+    let storage = &spec["resources"]["requests"]["storage"];
+    if storage.is_null() {
+        errors.push(FieldError::required(storage_path, ""));
+    } else if storage
+        .as_str()
+        .and_then(Amount::parse)
+        .is_some_and(|a| a.milli() <= 0)
+    {
+        errors.push(FieldError::invalid(
+            storage_path,
+            storage.clone(),
+            "must be greater than zero",
+        ));
+    }
+    crate::validation::one_of(spec, "volumeMode", &["Block", "Filesystem"], path, errors);
+}
+
+/// Upstream's words for a change of a claim's spec it does not allow.
+const CLAIM_SPEC_RULE: &str = "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
+
+/// The beta annotation a claim's class was once named by.
+const BETA_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+
+/// What an update of a claim may change, as upstream rules it: a claim's
+/// spec is fixed (quota and limits were charged by it) except that the
+/// binder names its volume once, a claim without a class may be given one
+/// (retroactive default class assignment), and a bound claim's storage
+/// request and volume attributes class may change — its request never
+/// below the capacity it already has.
+fn claim_update(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    let mut was = comparable_claim_spec(&old["spec"]);
+    let mut now = comparable_claim_spec(&new["spec"]);
+    let (Some(was_map), Some(now_map)) = (was.as_object_mut(), now.as_object_mut()) else {
+        return;
+    };
+    if old["spec"]["volumeName"].as_str().is_none_or(str::is_empty) {
+        was_map.remove("volumeName");
+        now_map.remove("volumeName");
+    }
+    let had_beta_class = old["metadata"]["annotations"][BETA_CLASS_ANNOTATION].is_string();
+    if !had_beta_class
+        && old["spec"]["storageClassName"].is_null()
+        && new["spec"]["storageClassName"]
+            .as_str()
+            .is_some_and(|class| !class.is_empty())
+    {
+        now_map.remove("storageClassName");
+    }
+    if new["status"]["phase"] == "Bound" {
+        if let Some(requests) = now_map
+            .get_mut("resources")
+            .and_then(|r| r.get_mut("requests"))
+            .and_then(Value::as_object_mut)
+        {
+            let was_storage = was_map
+                .get("resources")
+                .and_then(|r| r["requests"].get("storage"));
+            match was_storage {
+                Some(storage) => requests.insert("storage".into(), storage.clone()),
+                None => requests.remove("storage"),
+            };
+        }
+        if now_map.contains_key("volumeAttributesClassName") {
+            match was_map.get("volumeAttributesClassName") {
+                Some(class) => now_map.insert("volumeAttributesClassName".into(), class.clone()),
+                None => now_map.remove("volumeAttributesClassName"),
+            };
+        }
+    }
+    if was != now {
+        errors.push(FieldError::forbidden("spec", CLAIM_SPEC_RULE));
+    }
+    let storage = |claim: &Value, path: &[&str]| {
+        let at = path.iter().fold(claim, |v, key| &v[*key]);
+        at.as_str().and_then(Amount::parse).unwrap_or(Amount::ZERO)
+    };
+    let requested = ["spec", "resources", "requests", "storage"];
+    let new_size = storage(new, &requested);
+    if new_size < storage(old, &requested)
+        && new_size <= storage(old, &["status", "capacity", "storage"])
+    {
+        errors.push(FieldError::forbidden(
+            "spec.resources.requests.storage",
+            "field can not be less than status.capacity",
+        ));
+    }
+    // Upstream checks the volume mode on its own too, at this path.
+    if old["spec"]["volumeMode"] != new["spec"]["volumeMode"] {
+        errors.push(FieldError::invalid(
+            "volumeMode",
+            new["spec"]["volumeMode"].clone(),
+            "field is immutable",
+        ));
+    }
+}
+
+/// A claim spec as upstream's semantic equality sees it: a field set to
+/// null is a field not set, and quantities are equal by value (`1Gi` is
+/// `1024Mi`).
+fn comparable_claim_spec(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    if let Some(map) = spec.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+        for list in ["requests", "limits"] {
+            let quantities = map
+                .get_mut("resources")
+                .and_then(|r| r.get_mut(list))
+                .and_then(Value::as_object_mut);
+            for quantity in quantities.into_iter().flat_map(|q| q.values_mut()) {
+                if let Some(amount) = quantity.as_str().and_then(Amount::parse) {
+                    *quantity = json!(amount.milli());
+                }
+            }
+        }
+    }
+    spec
 }

@@ -2,9 +2,11 @@
 //! ReplicationControllers, StatefulSets, DaemonSets, Jobs, CronJobs and
 //! PodTemplates — their defaults (each pod template gets the pod-spec
 //! defaults), where each keeps its pod template, the pod-template checks,
-//! and the ReplicationController's map selector in its Scale. The four
-//! `apps/v1` kinds share one strategy type, [`AppsWorkload`], that differs
-//! only in their spec defaults.
+//! the ReplicationController's map selector in its Scale, and what an update
+//! may change (a Job's template and selector are fixed, a StatefulSet's
+//! spec but for a few fields). The four `apps/v1` kinds share one strategy
+//! type, [`AppsWorkload`], that differs only in their spec defaults and
+//! update rule.
 
 use serde_json::{Value, json};
 
@@ -69,12 +71,25 @@ fn default_rolling_update<'a>(
 }
 
 /// The `apps/v1` workloads (Deployments, ReplicaSets, StatefulSets,
-/// DaemonSets): the same rules but for the defaults of their own spec fields.
+/// DaemonSets): the same rules but for the defaults of their own spec fields
+/// and what an update may change.
 #[derive(Debug)]
 pub(crate) struct AppsWorkload {
     /// Defaults of the kind's own `spec` fields (its pod template's follow).
     spec_defaults: fn(&mut Value),
+    /// How its selector's checks are worded.
+    selector: checks::SelectorRule,
+    /// The checks of an update, given the stored object and the new one.
+    update: fn(&Value, &Value, &mut Vec<FieldError>),
 }
+
+/// The selector rule of Deployments and ReplicaSets (whose empty selector
+/// upstream also calls invalid "for deployment").
+const DEPLOYMENT_SELECTOR: checks::SelectorRule = checks::SelectorRule {
+    empty_for: "deployment",
+    unusable: Some("invalid label selector"),
+    required: true,
+};
 
 impl KindStrategy for AppsWorkload {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
@@ -88,13 +103,18 @@ impl KindStrategy for AppsWorkload {
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         let Written { object, old, .. } = *written;
-        checks::workload(object, old, errors);
+        checks::workload(object, self.selector, errors);
+        if let Some(old) = old {
+            (self.update)(old, object, errors);
+        }
     }
 }
 
 /// `apps/v1` deployments.
 pub(crate) static DEPLOYMENTS: AppsWorkload = AppsWorkload {
     spec_defaults: deployment_defaults,
+    selector: DEPLOYMENT_SELECTOR,
+    update: checks::selector_unchanged,
 };
 
 fn deployment_defaults(spec: &mut Value) {
@@ -110,6 +130,8 @@ fn deployment_defaults(spec: &mut Value) {
 /// `apps/v1` replicasets.
 pub(crate) static REPLICA_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| set_default(spec, "replicas", json!(1)),
+    selector: DEPLOYMENT_SELECTOR,
+    update: checks::selector_unchanged,
 };
 
 /// Core `replicationcontrollers`: a map selector instead of a label selector.
@@ -157,6 +179,12 @@ impl KindStrategy for ReplicationControllers {
 /// `apps/v1` statefulsets.
 pub(crate) static STATEFUL_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: stateful_set_defaults,
+    selector: checks::SelectorRule {
+        empty_for: "statefulset",
+        unusable: Some(""),
+        required: true,
+    },
+    update: checks::stateful_set_update,
 };
 
 fn stateful_set_defaults(spec: &mut Value) {
@@ -190,6 +218,12 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
             json!({ "maxUnavailable": 1, "maxSurge": 0 }),
         );
     },
+    selector: checks::SelectorRule {
+        empty_for: "daemonset",
+        unusable: None,
+        required: false,
+    },
+    update: checks::selector_unchanged,
 };
 
 /// `batch/v1` jobs.
@@ -197,7 +231,18 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
 pub(crate) struct Jobs;
 
 impl KindStrategy for Jobs {
-    checked_template!(SPEC_TEMPLATE);
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(SPEC_TEMPLATE)
+    }
+
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, old, .. } = *written;
+        check_template(object, SPEC_TEMPLATE, errors);
+        job_restart_policy(object, SPEC_TEMPLATE, errors);
+        if let Some(old) = old {
+            job_update(old, object, errors);
+        }
+    }
 
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         let uid = object["metadata"]["uid"].as_str().map(String::from);
@@ -242,6 +287,84 @@ impl KindStrategy for Jobs {
     }
 }
 
+/// A job's pods run to completion: its template's restart policy (`Always`
+/// when not given) must be `OnFailure` or `Never`.
+fn job_restart_policy(object: &Value, template: &[&str], errors: &mut Vec<FieldError>) {
+    let found = template.iter().fold(object, |v, key| &v[*key]);
+    let policy = found["spec"]["restartPolicy"].as_str().unwrap_or_default();
+    if policy != "OnFailure" && policy != "Never" {
+        errors.push(FieldError::not_supported(
+            format!("{}.spec.restartPolicy", template.join(".")),
+            policy,
+            &["OnFailure", "Never"],
+        ));
+    }
+}
+
+/// What an update of a Job may not change, as upstream rules it: its
+/// selector, its completion mode and the policies it runs by, the count of
+/// completions (but for an indexed job's, in step with its parallelism),
+/// and its pod template — but for the scheduling directives of a job
+/// suspended before it ever started, which a queue controller places.
+fn job_update(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    let (was, now) = (&old["spec"], &new["spec"]);
+    if now["completionMode"] == "Indexed" {
+        if was["completions"] != now["completions"]
+            && !now["completions"].is_null()
+            && now["completions"] != now["parallelism"]
+        {
+            errors.push(FieldError::invalid(
+                "spec.completions",
+                now["completions"].clone(),
+                "can only be modified in tandem with spec.parallelism",
+            ));
+        }
+    } else {
+        checks::immutable(old, new, &["spec", "completions"], errors);
+    }
+    checks::immutable(old, new, &["spec", "selector"], errors);
+    let unstarted_suspended = was["suspend"] == true && old["status"]["startTime"].is_null();
+    let template = |spec: &Value| {
+        let mut template = spec["template"].clone();
+        if unstarted_suspended {
+            for (path, field) in SCHEDULING_DIRECTIVES {
+                if let Some(map) = path_mut(&mut template, path).and_then(Value::as_object_mut) {
+                    map.remove(*field);
+                }
+            }
+        }
+        template
+    };
+    if template(was) != template(now) {
+        errors.push(FieldError::invalid(
+            "spec.template",
+            now["template"].clone(),
+            "field is immutable",
+        ));
+    }
+    for field in [
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+        "podReplacementPolicy",
+    ] {
+        checks::immutable(old, new, &["spec", field], errors);
+    }
+}
+
+/// What a suspended Job that never started may change in its pod template
+/// (the object under the path, and the field of it).
+const SCHEDULING_DIRECTIVES: &[(&[&str], &str)] = &[
+    (&["metadata"], "labels"),
+    (&["metadata"], "annotations"),
+    (&["spec"], "nodeSelector"),
+    (&["spec"], "tolerations"),
+    (&["spec"], "affinity"),
+    (&["spec"], "schedulingGates"),
+];
+
 /// A Job without a manual selector selects its pods by its own uid, and its
 /// pod template carries the labels that say so, as upstream generates them.
 fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
@@ -272,8 +395,19 @@ fn default_job_selector(spec: &mut Value, uid: &str, name: &str) {
 #[derive(Debug)]
 pub(crate) struct CronJobs;
 
+/// Where a CronJob keeps the pod template of its jobs.
+const CRON_JOB_TEMPLATE: &[&str] = &["spec", "jobTemplate", "spec", "template"];
+
 impl KindStrategy for CronJobs {
-    checked_template!(&["spec", "jobTemplate", "spec", "template"]);
+    fn pod_template(&self) -> Option<&'static [&'static str]> {
+        Some(CRON_JOB_TEMPLATE)
+    }
+
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let Written { object, .. } = *written;
+        check_template(object, CRON_JOB_TEMPLATE, errors);
+        job_restart_policy(object, CRON_JOB_TEMPLATE, errors);
+    }
 
     fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "concurrencyPolicy", json!("Allow"));

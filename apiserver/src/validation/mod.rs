@@ -72,11 +72,9 @@ fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -
     if let Some(labels) = meta["labels"].as_object() {
         for (k, v) in labels {
             errors.extend(names::validate_qualified_name(k, "metadata.labels"));
+            // Upstream reports a bad value at the map, not at its key.
             match v.as_str() {
-                Some(v) => errors.extend(names::validate_label_value(
-                    v,
-                    &format!("metadata.labels[{k}]"),
-                )),
+                Some(v) => errors.extend(names::validate_label_value(v, "metadata.labels")),
                 None => errors.push(FieldError::invalid(
                     format!("metadata.labels[{k}]"),
                     v.clone(),
@@ -95,11 +93,7 @@ fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -
             total += k.len() + v.as_str().map_or(0, str::len);
         }
         if total > 256 * 1024 {
-            errors.push(FieldError {
-                field: "metadata.annotations".into(),
-                kind: crate::status::FieldErrorKind::TooLong(Value::String(String::new())),
-                detail: "must have at most 262144 bytes".into(),
-            });
+            errors.push(FieldError::too_long("metadata.annotations", 256 * 1024));
         }
     }
     if let Some(old) = old

@@ -25,22 +25,32 @@ fn is_label_char(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
 }
 
+/// Upstream's RFC 1123 label pattern, `[a-z0-9]([-a-z0-9]*[a-z0-9])?`,
+/// whatever the length.
+fn matches_label(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(is_label_char) && !s.starts_with('-') && !s.ends_with('-')
+}
+
+/// Upstream's RFC 1123 subdomain pattern: dot-separated parts, each
+/// matching the label pattern — whatever their length, as upstream's
+/// pattern bounds none of them (only the whole, at 253).
+fn matches_subdomain(s: &str) -> bool {
+    s.split('.').all(matches_label)
+}
+
+/// Upstream's DNS-1035 label pattern, `[a-z]([-a-z0-9]*[a-z0-9])?`.
+fn matches_dns1035(s: &str) -> bool {
+    matches_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
 /// RFC 1123 label: at most 63 of [a-z0-9-], alphanumeric at both ends.
 pub(crate) fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars().all(is_label_char)
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    s.len() <= 63 && matches_label(s)
 }
 
 /// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
 pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-fn is_dns1035_label(s: &str) -> bool {
-    is_dns1123_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())
+    s.len() <= 253 && matches_subdomain(s)
 }
 
 /// Errors for `name` under `rule`, reported at `field`.
@@ -55,7 +65,7 @@ pub(crate) fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<Fiel
                     "must be no more than 253 characters",
                 ));
             }
-            if !is_dns1123_subdomain(name) {
+            if !matches_subdomain(name) {
                 errors.push(FieldError::invalid(field, name, SUBDOMAIN_MSG));
             }
         }
@@ -68,9 +78,9 @@ pub(crate) fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<Fiel
                 ));
             }
             let (ok, msg) = if rule == NameRule::Label {
-                (is_dns1123_label(name), LABEL_MSG)
+                (matches_label(name), LABEL_MSG)
             } else {
-                (is_dns1035_label(name), DNS1035_MSG)
+                (matches_dns1035(name), DNS1035_MSG)
             };
             if !ok {
                 errors.push(FieldError::invalid(field, name, msg));
@@ -118,7 +128,7 @@ pub(crate) fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError>
                 if prefix.len() > 253 {
                     fail("prefix part must be no more than 253 characters".into());
                 }
-                if !is_dns1123_subdomain(prefix) {
+                if !matches_subdomain(prefix) {
                     fail(format!("prefix part {SUBDOMAIN_MSG}"));
                 }
             }
@@ -147,24 +157,32 @@ pub(crate) fn validate_qualified_name(key: &str, field: &str) -> Vec<FieldError>
     errors
 }
 
-/// Label value: empty, or at most 63 of [A-Za-z0-9-_.] alphanumeric at both ends.
+/// Label value: empty, or at most 63 of [A-Za-z0-9-_.] alphanumeric at
+/// both ends; the length and the pattern are each their own error, as
+/// upstream's.
 pub(crate) fn validate_label_value(value: &str, field: &str) -> Vec<FieldError> {
-    let ok = value.is_empty()
-        || (value.len() <= 63
-            && value
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push(FieldError::invalid(
+            field,
+            value,
+            "must be no more than 63 characters",
+        ));
+    }
+    let matches = value.is_empty()
+        || (value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             && value.starts_with(|c: char| c.is_ascii_alphanumeric())
             && value.ends_with(|c: char| c.is_ascii_alphanumeric()));
-    if ok {
-        Vec::new()
-    } else {
-        vec![FieldError::invalid(
+    if !matches {
+        errors.push(FieldError::invalid(
             field,
             value,
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-        )]
+        ));
     }
+    errors
 }
 
 #[cfg(test)]
@@ -180,6 +198,25 @@ mod tests {
         assert!(is_dns1123_label("abc-1"));
         assert!(!is_dns1123_label("a.b"));
         assert!(!is_dns1123_label(&"a".repeat(64)));
+        // Upstream's subdomain pattern bounds no part, only the whole.
+        assert!(is_dns1123_subdomain(&"a".repeat(100)));
+        assert!(validate_name(NameRule::Subdomain, &"a".repeat(100), "n").is_empty());
+        let details = |rule: NameRule, name: &str| -> Vec<String> {
+            validate_name(rule, name, "n")
+                .into_iter()
+                .map(|e| e.detail)
+                .collect()
+        };
+        assert_eq!(
+            details(NameRule::Subdomain, &"a".repeat(254)),
+            ["must be no more than 253 characters"]
+        );
+        for rule in [NameRule::Label, NameRule::Dns1035] {
+            assert_eq!(
+                details(rule, &"a".repeat(64)),
+                ["must be no more than 63 characters"]
+            );
+        }
         assert!(validate_name(NameRule::Dns1035, "1abc", "metadata.name").len() == 1);
         assert!(validate_name(NameRule::PathSegment, "Mixed:Case", "metadata.name").is_empty());
         assert!(!validate_name(NameRule::PathSegment, "a/b", "metadata.name").is_empty());
@@ -218,5 +255,18 @@ mod tests {
         );
         assert!(validate_label_value("", "v").is_empty());
         assert!(!validate_label_value("a b", "v").is_empty());
+        let details = |value: &str| -> Vec<String> {
+            validate_label_value(value, "v")
+                .into_iter()
+                .map(|e| e.detail)
+                .collect()
+        };
+        assert_eq!(
+            details(&"b".repeat(64)),
+            ["must be no more than 63 characters"]
+        );
+        let both = details(&format!("-{}", "b".repeat(63)));
+        assert_eq!(both.len(), 2, "{both:?}");
+        assert!(both[1].starts_with("a valid label must be"), "{both:?}");
     }
 }

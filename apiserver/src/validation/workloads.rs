@@ -2,7 +2,11 @@
 
 use serde_json::Value;
 
-use super::names::{NameRule, is_dns1123_label, validate_name};
+use super::names::{
+    NameRule, is_dns1123_label, validate_label_value, validate_name, validate_qualified_name,
+};
+use skiff_common::amount::Amount;
+
 use crate::selectors::LabelSelector;
 use crate::status::FieldError;
 
@@ -195,6 +199,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     errors,
                 );
             }
+            container_resources(&c["resources"], &format!("{at}.resources"), errors);
             container_restart_policy(c, list == "initContainers", &at, errors);
             container_handlers(c, &at, errors);
         }
@@ -207,6 +212,102 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
         errors,
     );
     super::security_profiles::pod_spec(spec, path, errors);
+}
+
+/// The resources a container may name without a prefix (`hugepages-<size>`
+/// too).
+const CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
+
+/// A container's `resources` at `path`, as upstream's
+/// validateResourceRequirements: each name a container resource, each
+/// quantity at least zero, and each request within its limit — equal to
+/// it for resources that cannot be overcommitted (huge pages, extended
+/// resources), which must have a limit.
+fn container_resources(resources: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let amount = |v: &Value| v.as_str().and_then(Amount::parse);
+    for list in ["limits", "requests"] {
+        for (name, quantity) in resources[list].as_object().into_iter().flatten() {
+            let at = format!("{path}.{list}[{name}]");
+            container_resource_name(name, &at, errors);
+            if amount(quantity).is_some_and(|a| a.milli() < 0) {
+                errors.push(FieldError::invalid(
+                    at,
+                    quantity.clone(),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+    }
+    let (limits, requests) = (format!("{path}.limits"), format!("{path}.requests"));
+    for (name, quantity) in resources["requests"].as_object().into_iter().flatten() {
+        let overcommits = !name.starts_with("hugepages-")
+            && (!name.contains('/') || name.contains("kubernetes.io/"));
+        let (Some(request), limit) = (amount(quantity), &resources["limits"][name]) else {
+            continue;
+        };
+        let shown = |a: Amount| Value::String(a.to_string());
+        match amount(limit) {
+            Some(limit) if !overcommits && request != limit => errors.push(FieldError::invalid(
+                &requests,
+                shown(request),
+                format!("must be equal to {name} limit of {limit}"),
+            )),
+            Some(limit) if request > limit => errors.push(FieldError::invalid(
+                &requests,
+                shown(request),
+                format!("must be less than or equal to {name} limit of {limit}"),
+            )),
+            None if limit.is_null() && !overcommits => errors.push(FieldError::required(
+                &limits,
+                "Limit must be set for non overcommitable resources",
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// The object counts a quota may limit by their bare names: standard
+/// resource names, though not a container's.
+const QUOTA_OBJECTS: &[&str] = &[
+    "pods",
+    "services",
+    "replicationcontrollers",
+    "resourcequotas",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "storage",
+];
+
+/// A resource name a container may ask for: a qualified name, and without
+/// a prefix one of [`CONTAINER_RESOURCES`] or huge pages.
+fn container_resource_name(name: &str, at: &str, errors: &mut Vec<FieldError>) {
+    let malformed = validate_qualified_name(name, at);
+    if !malformed.is_empty() {
+        errors.extend(malformed);
+        return;
+    }
+    let for_containers = CONTAINER_RESOURCES.contains(&name) || name.starts_with("hugepages-");
+    if !name.contains('/') && !for_containers {
+        // Names a quota may count are standard, only not for containers.
+        let quota_name = name
+            .strip_prefix("requests.")
+            .or_else(|| name.strip_prefix("limits."))
+            .is_some_and(|r| CONTAINER_RESOURCES.contains(&r) || r == "storage")
+            || QUOTA_OBJECTS.contains(&name);
+        if !quota_name {
+            errors.push(FieldError::invalid(
+                at,
+                name,
+                "must be a standard resource type or fully qualified",
+            ));
+        }
+        errors.push(FieldError::invalid(
+            at,
+            name,
+            "must be a standard resource for containers",
+        ));
+    }
 }
 
 /// A container's own `restartPolicy`, as upstream rules it: only an init
@@ -294,10 +395,26 @@ fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<Fiel
     }
 }
 
-/// Deployments, ReplicaSets, StatefulSets, DaemonSets: a selector that
-/// selects the template's labels, a valid template, non-negative replicas,
-/// and (on update) an unchanged selector.
-pub(crate) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
+/// How one `apps/v1` kind words its selector checks: upstream's validation
+/// of each differs a little.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SelectorRule {
+    /// The kind an empty selector "is invalid for" (ReplicaSets say
+    /// "deployment", as upstream's).
+    pub(crate) empty_for: &'static str,
+    /// The detail of the error on the whole selector when it cannot be
+    /// built from its parts; `None` where upstream reports only the parts.
+    pub(crate) unusable: Option<&'static str>,
+    /// Whether a missing selector is its own error (otherwise it selects
+    /// nothing, so it does not match the template's labels).
+    pub(crate) required: bool,
+}
+
+/// Deployments, ReplicaSets, StatefulSets, DaemonSets: a valid, non-empty
+/// selector that selects the template's labels, a valid template and
+/// non-negative replicas. What an update may change is each kind's own
+/// rule ([`selector_unchanged`], [`stateful_set_update`]).
+pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<FieldError>) {
     let spec = &object["spec"];
     if let Some(r) = spec["replicas"].as_i64()
         && r < 0
@@ -309,36 +426,152 @@ pub(crate) fn workload(object: &Value, old: Option<&Value>, errors: &mut Vec<Fie
         ));
     }
     let selector = &spec["selector"];
+    let mismatch = || {
+        FieldError::invalid(
+            "spec.template.metadata.labels",
+            spec["template"]["metadata"]["labels"].clone(),
+            "`selector` does not match template `labels`",
+        )
+    };
     if selector.is_null() {
-        errors.push(FieldError::required("spec.selector", ""));
+        errors.push(if rule.required {
+            FieldError::required("spec.selector", "")
+        } else {
+            mismatch()
+        });
     } else {
-        match LabelSelector::from_object(selector) {
-            Ok(s) if s.is_empty() => errors.push(FieldError::invalid(
-                "spec.selector",
-                selector.clone(),
-                "empty selector is invalid for deployment",
-            )),
-            Ok(s) => {
-                if !s.matches(&spec["template"]) {
-                    errors.push(FieldError::invalid(
-                        "spec.template.metadata.labels",
-                        spec["template"]["metadata"]["labels"].clone(),
-                        "`selector` does not match template `labels`",
-                    ));
-                }
+        let before = errors.len();
+        label_selector(selector, "spec.selector", errors);
+        let usable = errors.len() == before;
+        let parsed = LabelSelector::from_object(selector).ok().filter(|_| usable);
+        let empty = ["matchLabels", "matchExpressions"]
+            .iter()
+            .all(|part| match &selector[*part] {
+                Value::Object(m) => m.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                _ => true,
+            });
+        let empty_error = FieldError::invalid(
+            "spec.selector",
+            selector.clone(),
+            format!("empty selector is invalid for {}", rule.empty_for),
+        );
+        // Upstream's DaemonSet checks the match before the emptiness.
+        if rule.unusable.is_none() {
+            if parsed.is_some_and(|s| !s.matches(&spec["template"])) {
+                errors.push(mismatch());
             }
-            Err(e) => errors.push(FieldError::invalid("spec.selector", selector.clone(), e.0)),
+            if empty {
+                errors.push(empty_error);
+            }
+        } else {
+            if empty {
+                errors.push(empty_error);
+            }
+            match (parsed, rule.unusable) {
+                (None, Some(detail)) => errors.push(FieldError::invalid(
+                    "spec.selector",
+                    selector.clone(),
+                    detail,
+                )),
+                (Some(s), _) if !s.is_empty() && !s.matches(&spec["template"]) => {
+                    errors.push(mismatch())
+                }
+                _ => {}
+            }
         }
     }
     pod_spec(&spec["template"]["spec"], "spec.template.spec", errors);
-    if let Some(old) = old
-        && !old["spec"]["selector"].is_null()
-        && old["spec"]["selector"] != *selector
-    {
+}
+
+/// A `metav1.LabelSelector` at `path`, checked as upstream's
+/// ValidateLabelSelector (label values strictly): its labels, and each
+/// expression's operator, key and values.
+pub(crate) fn label_selector(selector: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let labels = format!("{path}.matchLabels");
+    for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+        errors.extend(validate_qualified_name(key, &labels));
+        errors.extend(validate_label_value(
+            value.as_str().unwrap_or_default(),
+            &labels,
+        ));
+    }
+    let expressions = selector["matchExpressions"].as_array();
+    for (i, expr) in expressions.into_iter().flatten().enumerate() {
+        let at = format!("{path}.matchExpressions[{i}]");
+        let values = expr["values"].as_array().map_or(&[][..], Vec::as_slice);
+        match expr["operator"].as_str().unwrap_or_default() {
+            "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
+                format!("{at}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
+                format!("{at}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => errors.push(FieldError::invalid(
+                format!("{at}.operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        errors.extend(validate_qualified_name(
+            expr["key"].as_str().unwrap_or_default(),
+            &format!("{at}.key"),
+        ));
+        for (j, value) in values.iter().enumerate() {
+            errors.extend(validate_label_value(
+                value.as_str().unwrap_or_default(),
+                &format!("{at}.values[{j}]"),
+            ));
+        }
+    }
+}
+
+/// An update keeps the selector (Deployments, ReplicaSets, DaemonSets).
+pub(crate) fn selector_unchanged(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    immutable(old, new, &["spec", "selector"], errors);
+}
+
+/// `path` of `new` is what it was in `old`: upstream's "field is immutable"
+/// (a field set to null is a field not set).
+pub(crate) fn immutable(old: &Value, new: &Value, path: &[&str], errors: &mut Vec<FieldError>) {
+    let at = |object: &Value| path.iter().fold(object, |v, key| &v[*key]).clone();
+    let now = at(new);
+    if at(old) != now {
         errors.push(FieldError::invalid(
-            "spec.selector",
-            selector.clone(),
+            path.join("."),
+            now,
             "field is immutable",
+        ));
+    }
+}
+
+/// The fields of a StatefulSet's spec an update may change; upstream
+/// refuses a change of any other with one error about the whole spec.
+const STATEFUL_SET_MUTABLE: &[&str] = &[
+    "replicas",
+    "template",
+    "updateStrategy",
+    "minReadySeconds",
+    "ordinals",
+    "persistentVolumeClaimRetentionPolicy",
+];
+
+/// A StatefulSet's spec changes only in [`STATEFUL_SET_MUTABLE`].
+pub(crate) fn stateful_set_update(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    let fixed = |object: &Value| {
+        let mut spec = object["spec"].clone();
+        if let Some(map) = spec.as_object_mut() {
+            map.retain(|key, v| !v.is_null() && !STATEFUL_SET_MUTABLE.contains(&key.as_str()));
+        }
+        spec
+    };
+    if fixed(old) != fixed(new) {
+        errors.push(FieldError::forbidden(
+            "spec",
+            "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
         ));
     }
 }
@@ -380,6 +613,20 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
     if !TYPES.contains(&kind) {
         errors.push(FieldError::not_supported("spec.type", kind, TYPES));
     }
+    if kind == "ExternalName" {
+        // A CNAME, which may end in a dot to say it is fully qualified.
+        let name = spec["externalName"].as_str().unwrap_or_default();
+        let cname = name.strip_suffix('.').unwrap_or(name);
+        if cname.is_empty() {
+            errors.push(FieldError::required("spec.externalName", ""));
+        } else {
+            errors.extend(validate_name(
+                NameRule::Subdomain,
+                cname,
+                "spec.externalName",
+            ));
+        }
+    }
     let headless = spec["clusterIP"] == "None";
     let ports = spec["ports"].as_array();
     if kind != "ExternalName" && !headless && ports.is_none_or(|p| p.is_empty()) {
@@ -406,5 +653,11 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
             &format!("spec.ports[{i}]"),
             errors,
         );
+        if kind == "ClusterIP" && p["nodePort"].as_i64().is_some_and(|n| n != 0) {
+            errors.push(FieldError::forbidden(
+                format!("spec.ports[{i}].nodePort"),
+                "may not be used when `type` is 'ClusterIP'",
+            ));
+        }
     }
 }

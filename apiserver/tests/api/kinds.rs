@@ -26,6 +26,63 @@ async fn rbac_and_event_names_are_path_segments_others_subdomains() {
         .expect_mentions(422, "Invalid", &["RFC 1123 subdomain"]);
 }
 
+/// Names and label values get upstream's errors: a too-long name is only
+/// too long, a subdomain name's parts are not bounded one by one, and a bad
+/// label value is reported at the labels map.
+#[tokio::test]
+async fn names_and_label_values_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let long_part = "a".repeat(100);
+    s.created(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": long_part}}),
+    )
+    .await;
+
+    let name = "a".repeat(254);
+    let pod = json!({"metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    refused(
+        s.post("/api/v1/namespaces/default/pods", pod).await,
+        422,
+        "Invalid",
+        &format!(
+            "Pod \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": must be no more than 253 characters"
+        ),
+    );
+    let name = "a".repeat(64);
+    let svc = json!({"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}});
+    refused(
+        s.post("/api/v1/namespaces/default/services", svc).await,
+        422,
+        "Invalid",
+        &format!(
+            "Service \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": must be no more than 63 characters"
+        ),
+    );
+
+    let value = "b".repeat(64);
+    let cm = json!({"metadata": {"name": "c", "labels": {"a": value}}});
+    refused(
+        s.post("/api/v1/namespaces/default/configmaps", cm).await,
+        422,
+        "Invalid",
+        &format!(
+            "ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"{value}\": must be no more than 63 characters"
+        ),
+    );
+    let cm = json!({"metadata": {"name": "c", "labels": {"a": "x y"}}});
+    let body = s
+        .post("/api/v1/namespaces/default/configmaps", cm)
+        .await
+        .expect_mentions(
+            422,
+            "Invalid",
+            &["ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"x y\": a valid label must be"],
+        );
+    assert_eq!(body["details"]["causes"][0]["field"], "metadata.labels");
+}
+
 #[tokio::test]
 async fn system_namespaces_cannot_be_deleted_others_terminate() {
     let s = TestServer::new().await;
@@ -79,4 +136,624 @@ async fn a_replication_controllers_scale_selector_is_its_map() {
         .await;
     assert_eq!(scale["spec"]["replicas"], 2);
     assert_eq!(scale["status"]["selector"], "app=web,tier=front");
+}
+
+/// A claim's spec is fixed once made, as upstream's: only a bound claim's
+/// storage request (never below what it has) and its volume attributes
+/// class change; a volume name may be set once and a class given to a
+/// claim that had none (retroactive default class assignment).
+#[tokio::test]
+async fn a_claims_spec_is_immutable_but_for_what_upstream_allows() {
+    let s = TestServer::new().await;
+    let claim = json!({"metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    let created = s
+        .created("/api/v1/namespaces/default/persistentvolumeclaims", claim)
+        .await;
+    let path = "/api/v1/namespaces/default/persistentvolumeclaims/data";
+    let immutable = "PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
+
+    let mut modes = created.clone();
+    modes["spec"]["accessModes"] = json!(["ReadOnlyMany"]);
+    let body = s.put(path, modes).await.expect_failure(422, "Invalid");
+    assert!(
+        crate::harness::message_of(&body).starts_with(immutable),
+        "{body}"
+    );
+    assert_eq!(body["details"]["causes"][0]["field"], "spec", "{body}");
+
+    // Not bound yet: its size is fixed too.
+    let mut bigger = created.clone();
+    bigger["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+    s.put(path, bigger)
+        .await
+        .expect_mentions(422, "Invalid", &[immutable]);
+
+    // What the binder and default-class assignment write.
+    let mut bound = created.clone();
+    bound["spec"]["volumeName"] = json!("pv-1");
+    bound["spec"]["storageClassName"] = json!("local-path");
+    let bound = s.put_ok(path, bound).await;
+    let mut renamed = bound.clone();
+    renamed["spec"]["volumeName"] = json!("pv-2");
+    s.put(path, renamed)
+        .await
+        .expect_mentions(422, "Invalid", &[immutable]);
+    let mut reclassed = bound.clone();
+    reclassed["spec"]["storageClassName"] = json!("other");
+    s.put(path, reclassed)
+        .await
+        .expect_mentions(422, "Invalid", &[immutable]);
+
+    let mut status = bound.clone();
+    status["status"] = json!({"phase": "Bound", "capacity": {"storage": "1Gi"}});
+    let bound = s.put_ok(&format!("{path}/status"), status).await;
+    let mut grown = bound.clone();
+    grown["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+    let grown = s.put_ok(path, grown).await;
+    let mut shrunk = grown.clone();
+    shrunk["spec"]["resources"]["requests"]["storage"] = json!("1Gi");
+    refused(
+        s.put(path, shrunk).await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"data\" is invalid: spec.resources.requests.storage: Forbidden: field can not be less than status.capacity",
+    );
+    let mut relabelled = grown.clone();
+    relabelled["metadata"]["labels"] = json!({"a": "b"});
+    s.put_ok(path, relabelled).await;
+}
+
+/// ConfigMaps and Secrets marked immutable keep their data and the mark;
+/// a Secret's type never changes.
+#[tokio::test]
+async fn immutable_configmaps_and_secrets_keep_their_data() {
+    let s = TestServer::new().await;
+    let cm = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}});
+    let cm = s.created("/api/v1/namespaces/default/configmaps", cm).await;
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    let mut changed = cm.clone();
+    changed["data"]["a"] = json!("2");
+    refused(
+        s.put(path, changed).await,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+    );
+    let mut unmarked = cm.clone();
+    unmarked["immutable"] = json!(false);
+    refused(
+        s.put(path, unmarked).await,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: immutable: Forbidden: field is immutable when `immutable` is set",
+    );
+    let mut binary = cm.clone();
+    binary["binaryData"] = json!({"b": "AA=="});
+    refused(
+        s.put(path, binary).await,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: binaryData: Forbidden: field is immutable when `immutable` is set",
+    );
+    s.merge_patch_ok(path, json!({"metadata": {"labels": {"ok": "yes"}}}))
+        .await;
+
+    let secret = json!({"metadata": {"name": "s"}, "immutable": true, "data": {"a": "MQ=="}});
+    let secret = s
+        .created("/api/v1/namespaces/default/secrets", secret)
+        .await;
+    let path = "/api/v1/namespaces/default/secrets/s";
+    let mut changed = secret.clone();
+    changed["data"]["a"] = json!("Mg==");
+    refused(
+        s.put(path, changed).await,
+        422,
+        "Invalid",
+        "Secret \"s\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+    );
+    let mut retyped = secret.clone();
+    retyped["type"] = json!("example.com/other");
+    refused(
+        s.put(path, retyped).await,
+        422,
+        "Invalid",
+        "Secret \"s\" is invalid: type: Invalid value: \"example.com/other\": field is immutable",
+    );
+}
+
+/// A StatefulSet's spec changes only in what upstream lets change.
+#[tokio::test]
+async fn a_statefulsets_spec_changes_only_where_upstream_allows() {
+    let s = TestServer::new().await;
+    let set = json!({"metadata": {"name": "db"},
+        "spec": {"serviceName": "db", "replicas": 1,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}]}});
+    let created = s
+        .created("/apis/apps/v1/namespaces/default/statefulsets", set)
+        .await;
+    let path = "/apis/apps/v1/namespaces/default/statefulsets/db";
+    let forbidden = "StatefulSet.apps \"db\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden";
+    for (field, value) in [
+        ("serviceName", json!("other")),
+        ("podManagementPolicy", json!("Parallel")),
+        ("revisionHistoryLimit", json!(3)),
+    ] {
+        let mut changed = created.clone();
+        changed["spec"][field] = value;
+        refused(s.put(path, changed).await, 422, "Invalid", forbidden);
+    }
+    let mut bigger = created.clone();
+    bigger["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
+        json!("2Gi");
+    refused(s.put(path, bigger).await, 422, "Invalid", forbidden);
+    let mut selector = created.clone();
+    selector["spec"]["selector"]["matchLabels"]["tier"] = json!("x");
+    selector["spec"]["template"]["metadata"]["labels"]["tier"] = json!("x");
+    refused(s.put(path, selector).await, 422, "Invalid", forbidden);
+
+    let mut allowed = created.clone();
+    allowed["spec"]["replicas"] = json!(3);
+    allowed["spec"]["minReadySeconds"] = json!(5);
+    allowed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("j");
+    allowed["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    allowed["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"});
+    allowed["spec"]["ordinals"] = json!({"start": 2});
+    s.put_ok(path, allowed).await;
+}
+
+/// A Job's selector and pod template are fixed once made (but for the
+/// scheduling directives of a suspended job that never started), and so
+/// is a non-indexed job's completion count.
+#[tokio::test]
+async fn a_jobs_template_selector_and_completions_are_immutable() {
+    let s = TestServer::new().await;
+    let job = json!({"metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "i"}]}}}});
+    let created = s
+        .created("/apis/batch/v1/namespaces/default/jobs", job)
+        .await;
+    let path = "/apis/batch/v1/namespaces/default/jobs/j";
+    let mut image = created.clone();
+    image["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other");
+    let body = s.put(path, image).await.expect_failure(422, "Invalid");
+    let message = crate::harness::message_of(&body);
+    assert!(
+        message.starts_with("Job.batch \"j\" is invalid: spec.template: Invalid value: ")
+            && message.ends_with(": field is immutable"),
+        "{body}"
+    );
+    let mut selector = created.clone();
+    selector["spec"]["selector"]["matchLabels"]["x"] = json!("y");
+    selector["spec"]["template"]["metadata"]["labels"]["x"] = json!("y");
+    s.put(path, selector).await.expect_mentions(
+        422,
+        "Invalid",
+        &[
+            "spec.selector: Invalid value: ",
+            "spec.template: Invalid value: ",
+        ],
+    );
+    let mut completions = created.clone();
+    completions["spec"]["completions"] = json!(3);
+    refused(
+        s.put(path, completions).await,
+        422,
+        "Invalid",
+        "Job.batch \"j\" is invalid: spec.completions: Invalid value: 3: field is immutable",
+    );
+    let mut parallel = created.clone();
+    parallel["spec"]["parallelism"] = json!(4);
+    parallel["spec"]["activeDeadlineSeconds"] = json!(60);
+    s.put_ok(path, parallel).await;
+
+    let suspended = json!({"metadata": {"name": "later"},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "i"}]}}}});
+    let created = s
+        .created("/apis/batch/v1/namespaces/default/jobs", suspended)
+        .await;
+    let path = "/apis/batch/v1/namespaces/default/jobs/later";
+    let mut placed = created.clone();
+    placed["spec"]["template"]["spec"]["nodeSelector"] = json!({"zone": "a"});
+    placed["spec"]["template"]["metadata"]["labels"]["zone"] = json!("a");
+    let placed = s.put_ok(path, placed).await;
+    let mut image = placed.clone();
+    image["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other");
+    s.put(path, image)
+        .await
+        .expect_mentions(422, "Invalid", &["spec.template: Invalid value: "]);
+}
+
+/// A workload's selector is checked part by part, as upstream's
+/// ValidateLabelSelector, and each apps kind words the whole as its own.
+#[tokio::test]
+async fn workload_selectors_are_checked_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let workload = |name: &str, selector: serde_json::Value| {
+        json!({"metadata": {"name": name},
+            "spec": {"selector": selector,
+                "template": {"metadata": {"labels": {"a": "x"}},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    };
+    let bad_operator =
+        json!({"matchExpressions": [{"key": "a", "operator": "Foo", "values": ["x"]}]});
+    let shown = bad_operator.to_string();
+    refused(
+        s.post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            workload("d", bad_operator.clone()),
+        )
+        .await,
+        422,
+        "Invalid",
+        &format!(
+            "Deployment.apps \"d\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}: invalid label selector]"
+        ),
+    );
+    refused(
+        s.post(
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            workload("s", bad_operator.clone()),
+        )
+        .await,
+        422,
+        "Invalid",
+        &format!(
+            "StatefulSet.apps \"s\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}]"
+        ),
+    );
+    refused(
+        s.post(
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            workload("ds", bad_operator),
+        )
+        .await,
+        422,
+        "Invalid",
+        "DaemonSet.apps \"ds\" is invalid: spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator",
+    );
+
+    let no_values = json!({"matchExpressions": [{"key": "a", "operator": "In"}]});
+    s.post(
+        "/apis/apps/v1/namespaces/default/replicasets",
+        workload("rs", no_values),
+    )
+    .await
+    .expect_mentions(
+        422,
+        "Invalid",
+        &["spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"],
+    );
+    let bad_value = json!({"matchLabels": {"a": "x y"}});
+    s.post(
+        "/apis/apps/v1/namespaces/default/deployments",
+        workload("v", bad_value),
+    )
+    .await
+    .expect_mentions(
+        422,
+        "Invalid",
+        &["spec.selector.matchLabels: Invalid value: \"x y\": a valid label must be"],
+    );
+    for (resource, kind, noun) in [
+        ("statefulsets", "StatefulSet", "statefulset"),
+        ("daemonsets", "DaemonSet", "daemonset"),
+        ("replicasets", "ReplicaSet", "deployment"),
+    ] {
+        refused(
+            s.post(
+                &format!("/apis/apps/v1/namespaces/default/{resource}"),
+                workload("empty", json!({})),
+            )
+            .await,
+            422,
+            "Invalid",
+            &format!(
+                "{kind}.apps \"empty\" is invalid: spec.selector: Invalid value: {{}}: empty selector is invalid for {noun}"
+            ),
+        );
+    }
+}
+
+/// A container's resources are checked as upstream's: known names, no
+/// negative quantities, requests within limits.
+#[tokio::test]
+async fn container_resources_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let pod = |name: &str, resources: serde_json::Value| {
+        json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": resources}]}})
+    };
+    let cases = [
+        (
+            json!({"requests": {"cpu": "-1"}}),
+            "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+        ),
+        (
+            json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+        ),
+        (
+            json!({"limits": {"foo": "1"}}),
+            // The request defaults to the limit, so is refused too.
+            "[spec.containers[0].resources.limits[foo]: Invalid value: \"foo\": must be a standard resource type or fully qualified, spec.containers[0].resources.limits[foo]: Invalid value: \"foo\": must be a standard resource for containers, spec.containers[0].resources.requests[foo]: Invalid value: \"foo\": must be a standard resource type or fully qualified, spec.containers[0].resources.requests[foo]: Invalid value: \"foo\": must be a standard resource for containers]",
+        ),
+        (
+            json!({"limits": {"pods": "1"}}),
+            "[spec.containers[0].resources.limits[pods]: Invalid value: \"pods\": must be a standard resource for containers, spec.containers[0].resources.requests[pods]: Invalid value: \"pods\": must be a standard resource for containers]",
+        ),
+        (
+            json!({"requests": {"example.com/gpu": "1"}}),
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+        ),
+        (
+            json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "2"}}),
+            "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to example.com/gpu limit of 2",
+        ),
+    ];
+    for (i, (resources, message)) in cases.into_iter().enumerate() {
+        let name = format!("p{i}");
+        refused(
+            s.post("/api/v1/namespaces/default/pods", pod(&name, resources))
+                .await,
+            422,
+            "Invalid",
+            &format!("Pod \"{name}\" is invalid: {message}"),
+        );
+    }
+    s.created(
+        "/api/v1/namespaces/default/pods",
+        pod(
+            "fine",
+            json!({"requests": {"cpu": "500m", "memory": "1Gi", "example.com/gpu": "1"},
+                "limits": {"cpu": "1", "memory": "1Gi", "example.com/gpu": "1"}}),
+        ),
+    )
+    .await;
+}
+
+/// A Job's pods run to completion: its template may not keep the pod
+/// default `Always` restart policy, nor may a CronJob's.
+#[tokio::test]
+async fn job_templates_must_not_restart_always() {
+    let s = TestServer::new().await;
+    let template = json!({"spec": {"containers": [{"name": "c", "image": "i"}]}});
+    refused(
+        s.post(
+            "/apis/batch/v1/namespaces/default/jobs",
+            json!({"metadata": {"name": "j"}, "spec": {"template": template}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+    );
+    refused(
+        s.post(
+            "/apis/batch/v1/namespaces/default/cronjobs",
+            json!({"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *",
+                "jobTemplate": {"spec": {"template": template}}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "CronJob.batch \"cj\" is invalid: spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+    );
+}
+
+/// A claim must ask for access and for some storage, as upstream says.
+#[tokio::test]
+async fn a_claim_needs_access_modes_and_a_storage_request() {
+    let s = TestServer::new().await;
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    refused(
+        s.post(claims, json!({"metadata": {"name": "a"}, "spec": {}}))
+            .await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"a\" is invalid: [spec.accessModes: Required value: at least 1 access mode is required, spec.resources[storage]: Required value]",
+    );
+    refused(
+        s.post(
+            claims,
+            json!({"metadata": {"name": "b"}, "spec": {"accessModes": ["ReadWriteSometimes"],
+                "resources": {"requests": {"storage": "0"}}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"b\" is invalid: [spec.accessModes: Unsupported value: \"ReadWriteSometimes\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.resources[storage]: Invalid value: \"0\": must be greater than zero]",
+    );
+    refused(
+        s.post(
+            claims,
+            json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOncePod", "ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"c\" is invalid: spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
+    );
+}
+
+/// The well-known Secret types require their keys, as upstream's.
+#[tokio::test]
+async fn typed_secrets_need_their_keys() {
+    let s = TestServer::new().await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let secret = |name: &str, kind: &str| json!({"metadata": {"name": name}, "type": kind, "data": {"other": "eA=="}});
+    for (kind, message) in [
+        (
+            "kubernetes.io/tls",
+            "[data[tls.crt]: Required value, data[tls.key]: Required value]",
+        ),
+        (
+            "kubernetes.io/dockerconfigjson",
+            "data[.dockerconfigjson]: Required value",
+        ),
+        (
+            "kubernetes.io/basic-auth",
+            "[data[username]: Required value, data[password]: Required value]",
+        ),
+        (
+            "kubernetes.io/ssh-auth",
+            "data[ssh-privatekey]: Required value",
+        ),
+        (
+            "kubernetes.io/service-account-token",
+            "metadata.annotations[kubernetes.io/service-account.name]: Required value",
+        ),
+    ] {
+        refused(
+            s.post(secrets, secret("s", kind)).await,
+            422,
+            "Invalid",
+            &format!("Secret \"s\" is invalid: {message}"),
+        );
+    }
+    let tls = json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": "c", "tls.key": "k"}});
+    s.created(secrets, tls).await;
+    let auth = json!({"metadata": {"name": "auth"}, "type": "kubernetes.io/basic-auth",
+        "data": {"username": ""}});
+    s.created(secrets, auth).await;
+}
+
+/// An ExternalName Service names a host, as upstream requires.
+#[tokio::test]
+async fn an_external_name_service_names_a_host() {
+    let s = TestServer::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let service = |name: &str, external: Option<&str>| {
+        let mut svc = json!({"metadata": {"name": name}, "spec": {"type": "ExternalName"}});
+        if let Some(external) = external {
+            svc["spec"]["externalName"] = json!(external);
+        }
+        svc
+    };
+    refused(
+        s.post(services, service("a", None)).await,
+        422,
+        "Invalid",
+        "Service \"a\" is invalid: spec.externalName: Required value",
+    );
+    s.post(services, service("b", Some("Not_A_Host")))
+        .await
+        .expect_mentions(
+            422,
+            "Invalid",
+            &["Service \"b\" is invalid: spec.externalName: Invalid value: \"Not_A_Host\": a lowercase RFC 1123 subdomain"],
+        );
+    s.created(services, service("c", Some("db.example.com.")))
+        .await;
+}
+
+/// A change of a Service's type drops what only the old type had (its node
+/// ports, its cluster address when it becomes ExternalName), as upstream's
+/// update strategy; a ClusterIP Service may not ask for a node port.
+#[tokio::test]
+async fn a_services_type_change_drops_what_the_old_type_had() {
+    let s = TestServer::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let path = "/api/v1/namespaces/default/services/web";
+    let created = s
+        .created(
+            services,
+            json!({"metadata": {"name": "web"},
+                "spec": {"type": "NodePort", "ports": [{"port": 80}]}}),
+        )
+        .await;
+    let node_port = created["spec"]["ports"][0]["nodePort"].clone();
+    assert!(node_port.is_i64(), "{created}");
+
+    let mut cluster_ip = created.clone();
+    cluster_ip["spec"]["type"] = json!("ClusterIP");
+    let now = s.put_ok(path, cluster_ip).await;
+    assert!(now["spec"]["ports"][0].get("nodePort").is_none(), "{now}");
+    assert!(now["spec"].get("externalTrafficPolicy").is_none(), "{now}");
+    assert_eq!(now["spec"]["clusterIP"], created["spec"]["clusterIP"]);
+
+    let mut asked = now.clone();
+    asked["spec"]["ports"][0]["nodePort"] = node_port;
+    refused(
+        s.put(path, asked).await,
+        422,
+        "Invalid",
+        "Service \"web\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'",
+    );
+
+    let mut external = now.clone();
+    external["spec"]["type"] = json!("ExternalName");
+    external["spec"]["externalName"] = json!("db.example.com");
+    let now = s.put_ok(path, external).await;
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        assert!(now["spec"].get(field).is_none(), "{field}: {now}");
+    }
+
+    let mut back = now.clone();
+    back["spec"]["type"] = json!("ClusterIP");
+    back["spec"]["ports"] = json!([{"port": 80}]);
+    let now = s.put_ok(path, back).await;
+    assert!(now["spec"]["clusterIP"].is_string(), "{now}");
+}
+
+/// What is too long is refused without being shown, as upstream: too many
+/// annotation bytes, a ConfigMap or Secret holding over 1 MiB; and a
+/// ConfigMap key may not be in both its maps.
+#[tokio::test]
+async fn too_long_and_duplicated_data_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let big = "x".repeat(300 * 1024);
+    refused(
+        s.post(
+            configmaps,
+            json!({"metadata": {"name": "a", "annotations": {"note": big}}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "ConfigMap \"a\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes",
+    );
+    let data = "x".repeat(1024 * 1024 + 1);
+    refused(
+        s.post(
+            configmaps,
+            json!({"metadata": {"name": "b"}, "data": {"k": data}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "ConfigMap \"b\" is invalid: : Too long: must have at most 1048576 bytes",
+    );
+    refused(
+        s.post(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": "c"}, "stringData": {"k": data}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "Secret \"c\" is invalid: data: Too long: must have at most 1048576 bytes",
+    );
+    refused(
+        s.post(
+            configmaps,
+            json!({"metadata": {"name": "d"}, "data": {"k": "v"}, "binaryData": {"k": "dg=="}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        "ConfigMap \"d\" is invalid: [data[k]: Invalid value: \"k\": duplicate of key present in binaryData, binaryData[k]: Invalid value: \"k\": duplicate of key present in data]",
+    );
 }
