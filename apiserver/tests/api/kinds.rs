@@ -1,9 +1,15 @@
 //! Per-kind rules that only some kinds follow, checked through the API: each
 //! reaches its kind (and only its kind) through the registry's strategy.
 
-use serde_json::json;
+use http::StatusCode;
+use serde_json::{Value, json};
 
 use crate::harness::{Client, Expect, TestServer, refused};
+
+/// Checks that `answer` is upstream's 422 `Invalid` with `message`.
+fn invalid(answer: (StatusCode, Value), message: &str) {
+    refused(answer, 422, "Invalid", message);
+}
 
 #[tokio::test]
 async fn rbac_and_event_names_are_path_segments_others_subdomains() {
@@ -42,20 +48,16 @@ async fn names_and_label_values_are_refused_in_upstreams_words() {
     let name = "a".repeat(254);
     let pod = json!({"metadata": {"name": name},
         "spec": {"containers": [{"name": "c", "image": "i"}]}});
-    refused(
+    invalid(
         s.post("/api/v1/namespaces/default/pods", pod).await,
-        422,
-        "Invalid",
         &format!(
             "Pod \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": must be no more than 253 characters"
         ),
     );
     let name = "a".repeat(64);
     let svc = json!({"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}});
-    refused(
+    invalid(
         s.post("/api/v1/namespaces/default/services", svc).await,
-        422,
-        "Invalid",
         &format!(
             "Service \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": must be no more than 63 characters"
         ),
@@ -63,10 +65,8 @@ async fn names_and_label_values_are_refused_in_upstreams_words() {
 
     let value = "b".repeat(64);
     let cm = json!({"metadata": {"name": "c", "labels": {"a": value}}});
-    refused(
+    invalid(
         s.post("/api/v1/namespaces/default/configmaps", cm).await,
-        422,
-        "Invalid",
         &format!(
             "ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"{value}\": must be no more than 63 characters"
         ),
@@ -194,10 +194,8 @@ async fn a_claims_spec_is_immutable_but_for_what_upstream_allows() {
     let grown = s.put_ok(path, grown).await;
     let mut shrunk = grown.clone();
     shrunk["spec"]["resources"]["requests"]["storage"] = json!("1Gi");
-    refused(
+    invalid(
         s.put(path, shrunk).await,
-        422,
-        "Invalid",
         "PersistentVolumeClaim \"data\" is invalid: spec.resources.requests.storage: Forbidden: field can not be less than status.capacity",
     );
     let mut relabelled = grown.clone();
@@ -215,26 +213,20 @@ async fn immutable_configmaps_and_secrets_keep_their_data() {
     let path = "/api/v1/namespaces/default/configmaps/c";
     let mut changed = cm.clone();
     changed["data"]["a"] = json!("2");
-    refused(
+    invalid(
         s.put(path, changed).await,
-        422,
-        "Invalid",
         "ConfigMap \"c\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
     );
     let mut unmarked = cm.clone();
     unmarked["immutable"] = json!(false);
-    refused(
+    invalid(
         s.put(path, unmarked).await,
-        422,
-        "Invalid",
         "ConfigMap \"c\" is invalid: immutable: Forbidden: field is immutable when `immutable` is set",
     );
     let mut binary = cm.clone();
     binary["binaryData"] = json!({"b": "AA=="});
-    refused(
+    invalid(
         s.put(path, binary).await,
-        422,
-        "Invalid",
         "ConfigMap \"c\" is invalid: binaryData: Forbidden: field is immutable when `immutable` is set",
     );
     s.merge_patch_ok(path, json!({"metadata": {"labels": {"ok": "yes"}}}))
@@ -247,18 +239,14 @@ async fn immutable_configmaps_and_secrets_keep_their_data() {
     let path = "/api/v1/namespaces/default/secrets/s";
     let mut changed = secret.clone();
     changed["data"]["a"] = json!("Mg==");
-    refused(
+    invalid(
         s.put(path, changed).await,
-        422,
-        "Invalid",
         "Secret \"s\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
     );
     let mut retyped = secret.clone();
     retyped["type"] = json!("example.com/other");
-    refused(
+    invalid(
         s.put(path, retyped).await,
-        422,
-        "Invalid",
         "Secret \"s\" is invalid: type: Invalid value: \"example.com/other\": field is immutable",
     );
 }
@@ -344,10 +332,8 @@ async fn a_jobs_template_selector_and_completions_are_immutable() {
     );
     let mut completions = created.clone();
     completions["spec"]["completions"] = json!(3);
-    refused(
+    invalid(
         s.put(path, completions).await,
-        422,
-        "Invalid",
         "Job.batch \"j\" is invalid: spec.completions: Invalid value: 3: field is immutable",
     );
     let mut parallel = created.clone();
@@ -387,38 +373,32 @@ async fn workload_selectors_are_checked_in_upstreams_words() {
     let bad_operator =
         json!({"matchExpressions": [{"key": "a", "operator": "Foo", "values": ["x"]}]});
     let shown = bad_operator.to_string();
-    refused(
+    invalid(
         s.post(
             "/apis/apps/v1/namespaces/default/deployments",
             workload("d", bad_operator.clone()),
         )
         .await,
-        422,
-        "Invalid",
         &format!(
             "Deployment.apps \"d\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}: invalid label selector]"
         ),
     );
-    refused(
+    invalid(
         s.post(
             "/apis/apps/v1/namespaces/default/statefulsets",
             workload("s", bad_operator.clone()),
         )
         .await,
-        422,
-        "Invalid",
         &format!(
             "StatefulSet.apps \"s\" is invalid: [spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator, spec.selector: Invalid value: {shown}]"
         ),
     );
-    refused(
+    invalid(
         s.post(
             "/apis/apps/v1/namespaces/default/daemonsets",
             workload("ds", bad_operator),
         )
         .await,
-        422,
-        "Invalid",
         "DaemonSet.apps \"ds\" is invalid: spec.selector.matchExpressions[0].operator: Invalid value: \"Foo\": not a valid selector operator",
     );
 
@@ -449,14 +429,12 @@ async fn workload_selectors_are_checked_in_upstreams_words() {
         ("daemonsets", "DaemonSet", "daemonset"),
         ("replicasets", "ReplicaSet", "deployment"),
     ] {
-        refused(
+        invalid(
             s.post(
                 &format!("/apis/apps/v1/namespaces/default/{resource}"),
                 workload("empty", json!({})),
             )
             .await,
-            422,
-            "Invalid",
             &format!(
                 "{kind}.apps \"empty\" is invalid: spec.selector: Invalid value: {{}}: empty selector is invalid for {noun}"
             ),
@@ -502,11 +480,9 @@ async fn container_resources_are_refused_in_upstreams_words() {
     ];
     for (i, (resources, message)) in cases.into_iter().enumerate() {
         let name = format!("p{i}");
-        refused(
+        invalid(
             s.post("/api/v1/namespaces/default/pods", pod(&name, resources))
                 .await,
-            422,
-            "Invalid",
             &format!("Pod \"{name}\" is invalid: {message}"),
         );
     }
@@ -527,25 +503,21 @@ async fn container_resources_are_refused_in_upstreams_words() {
 async fn job_templates_must_not_restart_always() {
     let s = TestServer::new().await;
     let template = json!({"spec": {"containers": [{"name": "c", "image": "i"}]}});
-    refused(
+    invalid(
         s.post(
             "/apis/batch/v1/namespaces/default/jobs",
             json!({"metadata": {"name": "j"}, "spec": {"template": template}}),
         )
         .await,
-        422,
-        "Invalid",
         "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
     );
-    refused(
+    invalid(
         s.post(
             "/apis/batch/v1/namespaces/default/cronjobs",
             json!({"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *",
                 "jobTemplate": {"spec": {"template": template}}}}),
         )
         .await,
-        422,
-        "Invalid",
         "CronJob.batch \"cj\" is invalid: spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
     );
 }
@@ -555,33 +527,27 @@ async fn job_templates_must_not_restart_always() {
 async fn a_claim_needs_access_modes_and_a_storage_request() {
     let s = TestServer::new().await;
     let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
-    refused(
+    invalid(
         s.post(claims, json!({"metadata": {"name": "a"}, "spec": {}}))
             .await,
-        422,
-        "Invalid",
         "PersistentVolumeClaim \"a\" is invalid: [spec.accessModes: Required value: at least 1 access mode is required, spec.resources[storage]: Required value]",
     );
-    refused(
+    invalid(
         s.post(
             claims,
             json!({"metadata": {"name": "b"}, "spec": {"accessModes": ["ReadWriteSometimes"],
                 "resources": {"requests": {"storage": "0"}}}}),
         )
         .await,
-        422,
-        "Invalid",
         "PersistentVolumeClaim \"b\" is invalid: [spec.accessModes: Unsupported value: \"ReadWriteSometimes\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.resources[storage]: Invalid value: \"0\": must be greater than zero]",
     );
-    refused(
+    invalid(
         s.post(
             claims,
             json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOncePod", "ReadWriteOnce"],
                 "resources": {"requests": {"storage": "1Gi"}}}}),
         )
         .await,
-        422,
-        "Invalid",
         "PersistentVolumeClaim \"c\" is invalid: spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
     );
 }
@@ -614,10 +580,8 @@ async fn typed_secrets_need_their_keys() {
             "metadata.annotations[kubernetes.io/service-account.name]: Required value",
         ),
     ] {
-        refused(
+        invalid(
             s.post(secrets, secret("s", kind)).await,
-            422,
-            "Invalid",
             &format!("Secret \"s\" is invalid: {message}"),
         );
     }
@@ -641,10 +605,8 @@ async fn an_external_name_service_names_a_host() {
         }
         svc
     };
-    refused(
+    invalid(
         s.post(services, service("a", None)).await,
-        422,
-        "Invalid",
         "Service \"a\" is invalid: spec.externalName: Required value",
     );
     s.post(services, service("b", Some("Not_A_Host")))
@@ -685,10 +647,8 @@ async fn a_services_type_change_drops_what_the_old_type_had() {
 
     let mut asked = now.clone();
     asked["spec"]["ports"][0]["nodePort"] = node_port;
-    refused(
+    invalid(
         s.put(path, asked).await,
-        422,
-        "Invalid",
         "Service \"web\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'",
     );
 
@@ -715,45 +675,37 @@ async fn too_long_and_duplicated_data_are_refused_in_upstreams_words() {
     let s = TestServer::new().await;
     let configmaps = "/api/v1/namespaces/default/configmaps";
     let big = "x".repeat(300 * 1024);
-    refused(
+    invalid(
         s.post(
             configmaps,
             json!({"metadata": {"name": "a", "annotations": {"note": big}}}),
         )
         .await,
-        422,
-        "Invalid",
         "ConfigMap \"a\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes",
     );
     let data = "x".repeat(1024 * 1024 + 1);
-    refused(
+    invalid(
         s.post(
             configmaps,
             json!({"metadata": {"name": "b"}, "data": {"k": data}}),
         )
         .await,
-        422,
-        "Invalid",
         "ConfigMap \"b\" is invalid: : Too long: must have at most 1048576 bytes",
     );
-    refused(
+    invalid(
         s.post(
             "/api/v1/namespaces/default/secrets",
             json!({"metadata": {"name": "c"}, "stringData": {"k": data}}),
         )
         .await,
-        422,
-        "Invalid",
         "Secret \"c\" is invalid: data: Too long: must have at most 1048576 bytes",
     );
-    refused(
+    invalid(
         s.post(
             configmaps,
             json!({"metadata": {"name": "d"}, "data": {"k": "v"}, "binaryData": {"k": "dg=="}}),
         )
         .await,
-        422,
-        "Invalid",
         "ConfigMap \"d\" is invalid: [data[k]: Invalid value: \"k\": duplicate of key present in binaryData, binaryData[k]: Invalid value: \"k\": duplicate of key present in data]",
     );
 }
