@@ -1,5 +1,5 @@
 //! Go's duration text (`1h2m3.5s`), as Kubernetes flags, query
-//! parameters and API fields write durations.
+//! parameters and API fields write durations, read and printed.
 
 use std::time::Duration;
 
@@ -41,6 +41,43 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
         total += number * seconds;
     }
     Duration::try_from_secs_f64(total).ok()
+}
+
+/// A duration in nanoseconds as Go prints it (`1h2m3.5s`, `150ms`, `0s`).
+pub fn format_go_duration(ns: i64) -> String {
+    if ns == 0 {
+        return "0s".to_string();
+    }
+    let sign = if ns < 0 { "-" } else { "" };
+    let u = ns.unsigned_abs();
+    let body = if u < 1_000 {
+        format!("{u}ns")
+    } else if u < 1_000_000 {
+        format!("{}µs", decimal(u, 1_000))
+    } else if u < 1_000_000_000 {
+        format!("{}ms", decimal(u, 1_000_000))
+    } else {
+        let secs = u / 1_000_000_000;
+        let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+        let seconds = decimal(s * 1_000_000_000 + u % 1_000_000_000, 1_000_000_000);
+        match (h, m) {
+            (0, 0) => format!("{seconds}s"),
+            (0, m) => format!("{m}m{seconds}s"),
+            (h, m) => format!("{h}h{m}m{seconds}s"),
+        }
+    };
+    format!("{sign}{body}")
+}
+
+/// `value / unit` with the fraction's trailing zeros dropped.
+fn decimal(value: u64, unit: u64) -> String {
+    let (whole, frac) = (value / unit, value % unit);
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = unit.ilog10() as usize;
+    let frac = format!("{frac:0digits$}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
 #[cfg(test)]

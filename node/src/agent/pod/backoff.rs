@@ -123,30 +123,8 @@ impl Backoff {
 /// prints its back-off delays and pull times (`850ms`, `1.5s`,
 /// `2m3.042s`, `1h0m5s`).
 pub(crate) fn go_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".to_string();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let (hours, rest) = (ms / 3_600_000, ms % 3_600_000);
-    let (minutes, rest) = (rest / 60_000, rest % 60_000);
-    let (seconds, fraction) = (rest / 1000, rest % 1000);
-    let mut out = String::new();
-    if hours > 0 {
-        out.push_str(&format!("{hours}h{minutes}m"));
-    } else if minutes > 0 {
-        out.push_str(&format!("{minutes}m"));
-    }
-    out.push_str(&seconds.to_string());
-    if fraction > 0 {
-        let digits = format!("{fraction:03}");
-        out.push('.');
-        out.push_str(digits.trim_end_matches('0'));
-    }
-    out.push('s');
-    out
+    let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 1_000_000);
+    skiff_common::duration::format_go_duration(ms.saturating_mul(1_000_000))
 }
 
 #[cfg(test)]
