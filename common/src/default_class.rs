@@ -34,10 +34,8 @@ impl<'a> Candidate<'a> {
         annotations: Option<&BTreeMap<String, String>>,
         markers: &[&str],
     ) -> Self {
-        let marked = annotations.is_some_and(|a| {
-            markers
-                .iter()
-                .any(|m| a.get(*m).map(String::as_str) == Some("true"))
+        let marked = is_marked(markers, |key| {
+            annotations.and_then(|a| a.get(key)).map(String::as_str)
         });
         Self {
             name,
@@ -45,6 +43,12 @@ impl<'a> Candidate<'a> {
             marked,
         }
     }
+}
+
+/// Whether any of `markers` is `"true"` among a class's annotations, read
+/// through `annotation` (so typed objects and stored JSON ask alike).
+pub fn is_marked<'v>(markers: &[&str], annotation: impl Fn(&str) -> Option<&'v str>) -> bool {
+    markers.iter().any(|m| annotation(m) == Some("true"))
 }
 
 /// The name of the default class among `classes`, if any is marked.

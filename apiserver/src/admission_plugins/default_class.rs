@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
 use skiff_common::default_class::{
-    BETA_STORAGE_CLASS_MARKER, Candidate, INGRESS_CLASS_MARKER, STORAGE_CLASS_MARKER,
+    BETA_STORAGE_CLASS_MARKER, Candidate, INGRESS_CLASS_MARKER, STORAGE_CLASS_MARKER, is_marked,
     newest_default,
 };
 
@@ -94,11 +94,8 @@ impl ClassRule {
             let annotations = c
                 .pointer("/metadata/annotations")
                 .and_then(Value::as_object);
-            let marked = self.default_markers.iter().any(|marker| {
-                annotations
-                    .and_then(|a| a.get(*marker))
-                    .and_then(Value::as_str)
-                    == Some("true")
+            let marked = is_marked(self.default_markers, |key| {
+                annotations.and_then(|a| a.get(key)).and_then(Value::as_str)
             });
             Some(Candidate {
                 name: meta_str(c, "name")?,
