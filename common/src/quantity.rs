@@ -5,6 +5,8 @@
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+pub mod syntax;
+
 /// Parses a quantity into its value times `scale` (1 for plain units, 1000
 /// for milli-units), rounding away from zero like upstream; values beyond
 /// `i64` saturate at `±i64::MAX`. `None` for text that is not a quantity.

@@ -1,5 +1,6 @@
 //! Resource quantities (`250m`, `1.5Gi`, `1e3`) as quota, limit ranges, the
-//! scheduler and the node read them, and their canonical printing.
+//! scheduler and the node read them, their canonical printing, and the
+//! decoder's syntax check agreeing with what they read.
 #![no_main]
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -15,6 +16,10 @@ fuzz_target!(|data: &[u8]| {
     let value = quantity::value(&q);
     let milli = quantity::milli_value(&q);
     assert_eq!(value.is_some(), milli.is_some(), "{text:?}");
+    // Whatever skiff reads as a quantity, the API server's decoder lets in.
+    if milli.is_some() {
+        assert_eq!(quantity::syntax::check(text), Ok(()), "{text:?}");
+    }
     let Some(amount) = Amount::parse(text) else {
         assert!(
             milli.is_none(),

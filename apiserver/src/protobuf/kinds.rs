@@ -27,6 +27,8 @@ pub(super) struct KindEntry {
 pub(super) struct Kinds {
     /// The traced JSON shapes.
     pub schemas: Schemas,
+    /// For each type in `schemas`, whether it can hold a quantity.
+    pub reaches_quantity: Vec<bool>,
     by_kind: HashMap<String, KindEntry>,
 }
 
@@ -174,6 +176,7 @@ fn build() -> Kinds {
         k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions,
     >("", DELETE_OPTIONS);
     Kinds {
+        reaches_quantity: super::quantities::reachable(&b.schemas),
         schemas: b.schemas,
         by_kind: b.by_kind,
     }

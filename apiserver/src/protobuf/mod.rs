@@ -9,16 +9,22 @@
 //! (k8s-pb has no serde or reflection) and named with the JSON field names
 //! traced from k8s-openapi's deserializers. No schema is written by hand or
 //! copied: both crates are ordinary dependencies.
+//!
+//! The traced shapes also say which fields are quantities
+//! ([`first_refused_quantity`]): every write of a built-in kind checks their
+//! text as upstream's decoder does, whatever format the body came in.
 
 mod debug_tree;
 mod envelope;
 mod kinds;
+mod quantities;
 mod schema;
 mod to_json;
 
 use serde_json::Value;
 
 pub use envelope::{Envelope, MAGIC};
+pub(crate) use quantities::first_refused as first_refused_quantity;
 
 /// The media type of Kubernetes protobuf bodies.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

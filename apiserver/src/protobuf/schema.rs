@@ -26,6 +26,9 @@ use serde::de::{
 pub(super) enum Shape {
     /// A string, number, bool, or something without named fields.
     Leaf,
+    /// A resource quantity (`250m`, `1Gi`): a string or number whose text
+    /// upstream's decoder parses.
+    Quantity,
     /// A struct with named fields: an index into [`Schemas::types`].
     Struct(usize),
     /// A list of the inner shape.
@@ -200,6 +203,9 @@ impl Tracer {
 
 const TIMESTAMP_TYPES: &[&str] = &["Time", "MicroTime"];
 
+/// The newtype k8s-openapi deserializes quantities through.
+const QUANTITY_TYPE: &str = "Quantity";
+
 /// Deserializer methods that answer with a fixed placeholder value.
 macro_rules! placeholders {
     ($($method:ident => $visit:ident($($value:expr)?),)*) => {
@@ -274,6 +280,9 @@ impl<'de> Deserializer<'de> for Tracer {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Error> {
+        if name == QUANTITY_TYPE {
+            self.slot.borrow_mut().shape = Shape::Quantity;
+        }
         let mut inner = self.child(Rc::new(RefCell::new(Slot::default())));
         inner.timestamp = TIMESTAMP_TYPES.contains(&name);
         visitor.visit_newtype_struct(inner)
@@ -473,7 +482,7 @@ mod tests {
         match shape {
             Shape::Struct(id) => *id,
             Shape::List(inner) | Shape::Map(inner) => struct_of(inner),
-            Shape::Leaf => panic!("not a struct"),
+            Shape::Leaf | Shape::Quantity => panic!("not a struct"),
         }
     }
 

@@ -281,12 +281,17 @@ impl ResourceInfo {
 
     /// Checks the object's shape against the typed struct and normalises it;
     /// a custom object comes back pruned to its schema, so what the round
-    /// trip drops is what field validation calls unknown.
+    /// trip drops is what field validation calls unknown. A built-in kind's
+    /// quantities must also parse as upstream parses them.
     pub fn roundtrip(&self, object: &Value) -> Result<Value, String> {
         if let Some(custom) = &self.custom {
             return Ok(custom.pruned(object));
         }
-        (self.roundtrip)(object)
+        let typed = (self.roundtrip)(object)?;
+        match crate::protobuf::first_refused_quantity(&self.api_version(), self.kind, object) {
+            Some(refused) => Err(refused.to_string()),
+            None => Ok(typed),
+        }
     }
 
     /// The objects of `request` as a Table with this resource's columns.

@@ -664,3 +664,74 @@ async fn apparmor_annotations_and_fields_are_kept_in_step() {
         "Pod \"both\" is invalid: spec.containers[0].securityContext.appArmorProfile.type: Forbidden: apparmor type in annotation and field must match",
     );
 }
+
+/// A quantity upstream cannot parse makes the whole body undecodable: a 400
+/// in upstream's words, whichever kind holds it and however deep, on create
+/// and replace, and nothing is stored.
+#[tokio::test]
+async fn quantities_that_do_not_parse_are_400_as_upstream_decodes_them() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |cpu: Value| {
+        json!({"metadata": {"name": "sized"}, "spec": {"containers": [
+            {"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}})
+    };
+    refused(
+        s.post(pods, pod(json!("abc"))).await,
+        400,
+        "BadRequest",
+        "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the \
+         regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    );
+    let deployment = json!({
+        "metadata": {"name": "sized"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {
+                "metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": [{"name": "c", "image": "i",
+                    "resources": {"limits": {"memory": "32MMi"}}}]}
+            }
+        }
+    });
+    refused(
+        s.post("/apis/apps/v1/namespaces/default/deployments", deployment)
+            .await,
+        400,
+        "BadRequest",
+        "Deployment in version \"v1\" cannot be handled as a Deployment: \
+         unable to parse quantity's suffix",
+    );
+    let quotas = "/api/v1/namespaces/default/resourcequotas";
+    let quota = |pods: Value| json!({"metadata": {"name": "q"}, "spec": {"hard": {"pods": pods}}});
+    s.post(quotas, quota(json!("ten")))
+        .await
+        .expect_failure(400, "BadRequest");
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+
+    // Numbers and every notation upstream reads are quantities.
+    s.created(pods, pod(json!(1))).await;
+    s.delete_ok(&format!("{pods}/sized")).await;
+    s.created(pods, pod(json!("1.5e3"))).await;
+    s.delete_ok(&format!("{pods}/sized")).await;
+    let created = s.created(quotas, quota(json!(10))).await;
+    let mut replaced = quota(json!("1 0"));
+    replaced["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    let body = s
+        .put(&format!("{quotas}/q"), replaced)
+        .await
+        .expect_failure(400, "BadRequest");
+    assert!(
+        message_of(&body).ends_with(
+            "quantities must match the regular expression \
+             '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        ),
+        "{body}"
+    );
+    let stored = s.get_ok(&format!("{quotas}/q")).await;
+    assert_eq!(
+        stored["spec"]["hard"]["pods"], "10",
+        "the replace lost nothing"
+    );
+}
