@@ -274,6 +274,25 @@ fn spec_list(incoming: &Value, field: &str) -> Value {
 }
 
 /// A PatchOptions the patch cannot be made with.
+/// A patched object that does not decode is upstream's 422 on the field
+/// `patch`, not the 400 of a body that does not decode. The value shown is
+/// the patched object for JSON and merge patches, and the patch itself as
+/// Go prints a map for strategic merge patches, as upstream shows them.
+fn undecodable_patch(kind: PatchType, bytes: &[u8], patched: &Value, error: &str) -> ApiError {
+    let shown = match kind {
+        PatchType::StrategicMerge => serde_json::from_slice::<Value>(bytes)
+            .map(|patch| crate::go_format::go_value(&patch))
+            .unwrap_or_default(),
+        _ => patched.to_string(),
+    };
+    ApiError::Invalid {
+        kind: String::new(),
+        group: String::new(),
+        name: String::new(),
+        causes: vec![crate::status::FieldError::invalid("patch", shown, error)],
+    }
+}
+
 fn invalid_patch_options(cause: crate::status::FieldError) -> ApiError {
     ApiError::Invalid {
         kind: "PatchOptions".into(),
@@ -455,6 +474,11 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
                 )));
             }
             check_type(&mut patched, &info.api_version(), info.kind)?;
+            if kind != PatchType::Apply
+                && let Err(error) = info.roundtrip(&patched)
+            {
+                return Err(undecodable_patch(kind, bytes, &patched, &error));
+            }
             let new = apply_to_current(info, sub, &current.object, patched);
             let next = admit_update(
                 inner,

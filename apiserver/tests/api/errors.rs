@@ -729,9 +729,40 @@ async fn quantities_that_do_not_parse_are_400_as_upstream_decodes_them() {
         ),
         "{body}"
     );
+    // A patch whose result does not decode is upstream's 422 on `patch`,
+    // showing the patched object (merge) or the patch as Go prints it
+    // (strategic merge).
+    let refusal = "quantities must match the regular expression \
+                   '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+    let patch = json!({"spec": {"hard": {"pods": "ten"}}});
+    let body = s
+        .merge_patch(&format!("{quotas}/q"), patch.clone())
+        .await
+        .expect_failure(422, "Invalid");
+    let message = message_of(&body);
+    assert!(
+        message.starts_with(" \"\" is invalid: patch: Invalid value: \"{")
+            && message.contains(r#"\"hard\":{\"pods\":\"ten\"}"#)
+            && message.ends_with(refusal),
+        "{body}"
+    );
+    assert_eq!(body["details"]["causes"][0]["field"], "patch", "{body}");
+    refused(
+        s.patch(
+            &format!("{quotas}/q"),
+            "application/strategic-merge-patch+json",
+            patch,
+        )
+        .await,
+        422,
+        "Invalid",
+        &format!(
+            " \"\" is invalid: patch: Invalid value: \"map[spec:map[hard:map[pods:ten]]]\": {refusal}"
+        ),
+    );
     let stored = s.get_ok(&format!("{quotas}/q")).await;
     assert_eq!(
         stored["spec"]["hard"]["pods"], "10",
-        "the replace lost nothing"
+        "the refused writes lost nothing"
     );
 }
