@@ -206,12 +206,8 @@ mod tests {
 
     use super::*;
     use crate::authz::Masters;
-    use crate::authz::rbac::testing::{binding, fixture, role};
+    use crate::authz::rbac::testing::{binding, fixture, role, user_subjects};
     use crate::registry::Registry;
-
-    fn subjects(user: &str) -> Value {
-        json!([{"kind": "User", "name": user}])
-    }
 
     fn named(ns: Option<&str>, name: &str, body: Value) -> Value {
         let mut meta = json!({"name": name});
@@ -256,23 +252,29 @@ mod tests {
                     "u-pods",
                     "ClusterRole",
                     "pod-reader",
-                    subjects("u"),
+                    user_subjects("u"),
                 ),
                 binding(
                     Some("a"),
                     "d-pods",
                     "ClusterRole",
                     "pod-reader",
-                    subjects("d"),
+                    user_subjects("d"),
                 ),
-                binding(Some("a"), "d-delegate", "Role", "delegate", subjects("d")),
+                binding(
+                    Some("a"),
+                    "d-delegate",
+                    "Role",
+                    "delegate",
+                    user_subjects("d"),
+                ),
             ],
             &[binding(
                 None,
                 "w",
                 "ClusterRole",
                 "role-writer",
-                subjects("w"),
+                user_subjects("w"),
             )],
         );
         let rbac = Arc::new(f.rbac);
@@ -284,7 +286,7 @@ mod tests {
         let everything =
             json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
         let pods_delete = json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]}]});
-        let bind = |kind: &str, name: &str| json!({"roleRef": {"apiGroup": GROUP, "kind": kind, "name": name}, "subjects": subjects("x")});
+        let bind = |kind: &str, name: &str| json!({"roleRef": {"apiGroup": GROUP, "kind": kind, "name": name}, "subjects": user_subjects("x")});
         let mut owned = named(Some("a"), "r", everything.clone());
         owned["metadata"]["ownerReferences"] =
             json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "1"}]);

@@ -196,26 +196,22 @@ mod tests {
 
     #[test]
     fn table_is_requested_only_through_the_meta_group() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::ACCEPT,
-            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
-                .parse()
-                .expect("header"),
-        );
-        assert_eq!(requested_table_version(&headers), Some("meta.k8s.io/v1"));
-        headers.insert(
-            http::header::ACCEPT,
-            "application/json".parse().expect("header"),
-        );
-        assert_eq!(requested_table_version(&headers), None);
-        headers.insert(
-            http::header::ACCEPT,
-            "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
-                .parse()
-                .expect("header"),
-        );
-        assert_eq!(requested_table_version(&headers), None);
+        let cases = [
+            (
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+                Some("meta.k8s.io/v1"),
+            ),
+            ("application/json", None),
+            (
+                "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+                None,
+            ),
+        ];
+        for (accept, version) in cases {
+            let headers =
+                HeaderMap::from_iter([(http::header::ACCEPT, accept.parse().expect("header"))]);
+            assert_eq!(requested_table_version(&headers), version, "{accept}");
+        }
     }
 
     #[test]

@@ -189,6 +189,11 @@ pub(crate) fn validate_label_value(value: &str, field: &str) -> Vec<FieldError> 
 mod tests {
     use super::*;
 
+    /// The details of `errors`, the words a client reads.
+    fn details(errors: Vec<FieldError>) -> Vec<String> {
+        errors.into_iter().map(|e| e.detail).collect()
+    }
+
     #[test]
     fn subdomain_and_label_rules() {
         assert!(is_dns1123_subdomain("a.b-c.d"));
@@ -201,19 +206,13 @@ mod tests {
         // Upstream's subdomain pattern bounds no part, only the whole.
         assert!(is_dns1123_subdomain(&"a".repeat(100)));
         assert!(validate_name(NameRule::Subdomain, &"a".repeat(100), "n").is_empty());
-        let details = |rule: NameRule, name: &str| -> Vec<String> {
-            validate_name(rule, name, "n")
-                .into_iter()
-                .map(|e| e.detail)
-                .collect()
-        };
         assert_eq!(
-            details(NameRule::Subdomain, &"a".repeat(254)),
+            details(validate_name(NameRule::Subdomain, &"a".repeat(254), "n")),
             ["must be no more than 253 characters"]
         );
         for rule in [NameRule::Label, NameRule::Dns1035] {
             assert_eq!(
-                details(rule, &"a".repeat(64)),
+                details(validate_name(rule, &"a".repeat(64), "n")),
                 ["must be no more than 63 characters"]
             );
         }
@@ -228,12 +227,7 @@ mod tests {
         assert!(validate_qualified_name("Foo_Bar", "k").is_empty());
         assert!(!validate_qualified_name("-bad", "k").is_empty());
         assert!(!validate_qualified_name("UPPER.io/x", "k").is_empty());
-        let messages = |key: &str| -> Vec<String> {
-            validate_qualified_name(key, "k")
-                .into_iter()
-                .map(|e| e.detail)
-                .collect()
-        };
+        let messages = |key: &str| details(validate_qualified_name(key, "k"));
         // More than one `/` is one error about the whole key, as upstream.
         let many = messages("a/b/c");
         assert_eq!(many.len(), 1);
@@ -255,17 +249,11 @@ mod tests {
         );
         assert!(validate_label_value("", "v").is_empty());
         assert!(!validate_label_value("a b", "v").is_empty());
-        let details = |value: &str| -> Vec<String> {
-            validate_label_value(value, "v")
-                .into_iter()
-                .map(|e| e.detail)
-                .collect()
-        };
         assert_eq!(
-            details(&"b".repeat(64)),
+            details(validate_label_value(&"b".repeat(64), "v")),
             ["must be no more than 63 characters"]
         );
-        let both = details(&format!("-{}", "b".repeat(63)));
+        let both = details(validate_label_value(&format!("-{}", "b".repeat(63)), "v"));
         assert_eq!(both.len(), 2, "{both:?}");
         assert!(both[1].starts_with("a valid label must be"), "{both:?}");
     }

@@ -80,3 +80,8 @@ pub(crate) fn binding(
     json!({"metadata": meta, "subjects": subjects,
         "roleRef": {"apiGroup": GROUP, "kind": kind, "name": role}})
 }
+
+/// A binding's subjects naming the one user `name`.
+pub(crate) fn user_subjects(name: &str) -> Value {
+    json!([{"kind": "User", "name": name}])
+}

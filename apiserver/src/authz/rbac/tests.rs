@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use skiff_store::Revision;
 
-use super::testing::{Fixture, binding, fixture, key, role};
+use super::testing::{Fixture, binding, fixture, key, role, user_subjects};
 use super::*;
 use crate::authz::{RequestKind, ResourceAttributes};
 use crate::watch_cache::ChangeKind;
@@ -38,16 +38,16 @@ fn path(user: &UserInfo, verb: &str, p: &str) -> Attributes {
     }
 }
 
+/// ClusterRole `reader` of `rules`, bound to no one yet (see
+/// [`bind_reader_to_u`]).
+fn unbound_reader(rules: Value) -> Fixture {
+    fixture(&[], &[role(None, "reader", rules)], &[], &[])
+}
+
 /// Binds ClusterRole `reader` to user `u` in namespace `x` as the store's
 /// change at `revision`; the binding, for a later delete.
 fn bind_reader_to_u(f: &Fixture, revision: Revision) -> Value {
-    let b = binding(
-        Some("x"),
-        "b",
-        "ClusterRole",
-        "reader",
-        json!([{"kind": "User", "name": "u"}]),
-    );
+    let b = binding(Some("x"), "b", "ClusterRole", "reader", user_subjects("u"));
     f.sources
         .role_bindings
         .apply(revision, ChangeKind::Put, key("/rb/", &b), Some(b.clone()));
@@ -104,7 +104,7 @@ fn subjects_and_scopes_decide_as_upstream() {
                 "alice-cm",
                 "Role",
                 "cm-reader",
-                json!([{"kind": "User", "name": "alice"}]),
+                user_subjects("alice"),
             ),
             // A ClusterRole granted in one namespace, for a group.
             binding(
@@ -209,19 +209,13 @@ fn missing_roles_are_the_reason_of_a_refusal() {
     let f = fixture(
         &[],
         &[],
-        &[binding(
-            Some("a"),
-            "b1",
-            "Role",
-            "gone",
-            json!([{"kind": "User", "name": "u"}]),
-        )],
+        &[binding(Some("a"), "b1", "Role", "gone", user_subjects("u"))],
         &[binding(
             None,
             "b2",
             "ClusterRole",
             "absent",
-            json!([{"kind": "User", "name": "u"}]),
+            user_subjects("u"),
         )],
     );
     let u = UserInfo::new("u", Vec::new());
@@ -244,16 +238,7 @@ fn missing_roles_are_the_reason_of_a_refusal() {
 
 #[test]
 fn the_policy_follows_the_caches() {
-    let f = fixture(
-        &[],
-        &[role(
-            None,
-            "reader",
-            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}]),
-        )],
-        &[],
-        &[],
-    );
+    let f = unbound_reader(json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}]));
     let u = UserInfo::new("u", Vec::new());
     let get = request(&u, "get", "apps deployments x d");
     assert!(!allowed(&f.rbac, &get));
@@ -288,16 +273,7 @@ fn the_policy_follows_the_caches() {
 /// and no other test noticed.
 #[test]
 fn the_policy_is_built_once_per_rbac_change() {
-    let f = fixture(
-        &[],
-        &[role(
-            None,
-            "reader",
-            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]),
-        )],
-        &[],
-        &[],
-    );
+    let f = unbound_reader(json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]));
     let progress = skiff_store::WatchProgress::new(1);
     for cache in [
         &f.sources.roles,
@@ -342,20 +318,8 @@ fn rules_for_lists_cluster_and_namespace_rules() {
             "c",
             json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]),
         )],
-        &[binding(
-            Some("a"),
-            "b",
-            "Role",
-            "r",
-            json!([{"kind": "User", "name": "u"}]),
-        )],
-        &[binding(
-            None,
-            "cb",
-            "ClusterRole",
-            "c",
-            json!([{"kind": "User", "name": "u"}]),
-        )],
+        &[binding(Some("a"), "b", "Role", "r", user_subjects("u"))],
+        &[binding(None, "cb", "ClusterRole", "c", user_subjects("u"))],
     );
     let u = UserInfo::new("u", Vec::new());
     let cluster = f.rbac.rules_for(&u, "");
