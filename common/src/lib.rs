@@ -7,8 +7,9 @@
 //! matching, whether a pod may be on a node (`placement`: tolerations
 //! against taints, node selector and required node affinity), a Node's
 //! Ready condition (`node_conditions`), which StorageClass or IngressClass
-//! is the default (`default_class`),
-//! Go duration text, strings
+//! is the default (`default_class`), cron schedules as CronJobs read and
+//! refuse them (`cron`, for the API server's validation and the
+//! controller), Go duration text, strings
 //! quoted as Go and TOML quote them (`quote`), the
 //! cluster's join token (`join_token`), where a node's password hash is
 //! kept (`node_password`), the
@@ -29,7 +30,7 @@
 //! or three times, once per component. Here they sit below every component.
 //! It must never import the API server, the store or any component crate:
 //! beside `kube` and `k8s-openapi` it uses only general-purpose libraries
-//! (tokio, hyper, rustls, x509-parser, prometheus, …), so whatever uses it
+//! (tokio, hyper, rustls, x509-parser, prometheus, jiff, …), so whatever uses it
 //! stays an ordinary API client.
 
 #![warn(missing_docs)]
@@ -37,6 +38,7 @@
 pub mod amount;
 pub mod cidr;
 pub mod containers;
+pub mod cron;
 pub mod default_class;
 pub mod duration;
 pub mod events;

@@ -404,7 +404,37 @@ impl KindStrategy for CronJobs {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { object, .. } = *written;
+        let Written { object, old, .. } = *written;
+        let spec = &object["spec"];
+        let old_spec = old.map(|old| &old["spec"]);
+        cron_schedule(spec, old_spec, errors);
+        // Only a changed zone is checked: one the zone database has since
+        // dropped must not block other updates.
+        if old_spec.is_none_or(|old| old["timeZone"] != spec["timeZone"]) {
+            cron_time_zone(&spec["timeZone"], errors);
+        }
+        if let Some(policy) = spec["concurrencyPolicy"].as_str()
+            && !CONCURRENCY_POLICIES.contains(&policy)
+        {
+            errors.push(FieldError::not_supported(
+                "spec.concurrencyPolicy",
+                policy,
+                CONCURRENCY_POLICIES,
+            ));
+        }
+        for field in [
+            "startingDeadlineSeconds",
+            "successfulJobsHistoryLimit",
+            "failedJobsHistoryLimit",
+        ] {
+            if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
+                errors.push(FieldError::invalid(
+                    format!("spec.{field}"),
+                    n,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
         check_template(object, CRON_JOB_TEMPLATE, errors);
         job_restart_policy(object, CRON_JOB_TEMPLATE, errors);
     }
@@ -415,6 +445,66 @@ impl KindStrategy for CronJobs {
         set_default(spec, "successfulJobsHistoryLimit", json!(3));
         set_default(spec, "failedJobsHistoryLimit", json!(1));
         default_template(spec, &["jobTemplate", "spec", "template", "spec"]);
+    }
+}
+
+const CONCURRENCY_POLICIES: &[&str] = &["Allow", "Forbid", "Replace"];
+
+/// The schedule parses as upstream's cron library parses it, and names its
+/// zone only in `timeZone`: a `TZ=`/`CRON_TZ=` prefix is kept only by a
+/// CronJob that already had one (and then without a `timeZone` too).
+fn cron_schedule(spec: &Value, old_spec: Option<&Value>, errors: &mut Vec<FieldError>) {
+    let schedule = spec["schedule"].as_str().unwrap_or("");
+    if schedule.is_empty() {
+        errors.push(FieldError::required("spec.schedule", ""));
+        return;
+    }
+    let invalid = |detail: String| FieldError::invalid("spec.schedule", schedule, detail);
+    if let Err(error) = skiff_common::cron::Schedule::parse(schedule, None) {
+        errors.push(invalid(error.to_string()));
+    }
+    let had_zone =
+        old_spec.is_some_and(|old| old["schedule"].as_str().unwrap_or("").contains("TZ"));
+    if !schedule.contains("TZ") {
+        return;
+    }
+    if !had_zone {
+        errors.push(invalid(
+            "cannot use TZ or CRON_TZ in schedule, use timeZone field instead".into(),
+        ));
+    } else if !spec["timeZone"].is_null() {
+        errors.push(invalid(
+            "cannot use both timeZone field and TZ or CRON_TZ in schedule".into(),
+        ));
+    }
+}
+
+/// `timeZone`, when set, is a zone of the IANA database, named explicitly.
+fn cron_time_zone(zone: &Value, errors: &mut Vec<FieldError>) {
+    let Some(name) = zone.as_str() else {
+        return;
+    };
+    let invalid = |detail: String| FieldError::invalid("spec.timeZone", name, detail);
+    if name.is_empty() {
+        errors.push(invalid("timeZone must be nil or non-empty string".into()));
+        return;
+    }
+    let well_formed = name.split('/').all(|part| {
+        part != "."
+            && part != ".."
+            && !part.starts_with('-')
+            && (1..=14).contains(&part.len())
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b))
+    });
+    if well_formed && name.eq_ignore_ascii_case("Local") {
+        errors.push(invalid(
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                .into(),
+        ));
+    } else if !well_formed || jiff::tz::TimeZone::get(name).is_err() {
+        errors.push(invalid(format!("unknown time zone {name}")));
     }
 }
 

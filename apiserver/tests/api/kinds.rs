@@ -709,3 +709,78 @@ async fn too_long_and_duplicated_data_are_refused_in_upstreams_words() {
         "ConfigMap \"d\" is invalid: [data[k]: Invalid value: \"k\": duplicate of key present in binaryData, binaryData[k]: Invalid value: \"k\": duplicate of key present in data]",
     );
 }
+
+/// A CronJob's schedule and time zone are refused as upstream refuses them:
+/// the cron library's own words, a zone only in `timeZone`, and the spec's
+/// policy and limits.
+#[tokio::test]
+async fn cron_job_schedules_and_zones_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let path = "/apis/batch/v1/namespaces/default/cronjobs";
+    let cron_job = |schedule: &str, extra: Value| {
+        let mut spec = json!({"schedule": schedule, "jobTemplate": {"spec": {"template":
+            {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            spec[k] = v.clone();
+        }
+        json!({"metadata": {"name": "cj"}, "spec": spec})
+    };
+    let cases = [
+        (
+            "0 0 * * * *",
+            json!({}),
+            "spec.schedule: Invalid value: \"0 0 * * * *\": expected exactly 5 fields, found 6: [0 0 * * * *]",
+        ),
+        (
+            "0 0 * * 7",
+            json!({}),
+            "spec.schedule: Invalid value: \"0 0 * * 7\": end of range (7) above maximum (6): 7",
+        ),
+        (
+            "*/x * * * *",
+            json!({}),
+            "spec.schedule: Invalid value: \"*/x * * * *\": failed to parse int from x: strconv.Atoi: parsing \"x\": invalid syntax",
+        ),
+        ("", json!({}), "spec.schedule: Required value"),
+        (
+            "TZ=UTC 0 0 * * *",
+            json!({}),
+            "spec.schedule: Invalid value: \"TZ=UTC 0 0 * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+        ),
+        (
+            "0 0 * * *",
+            json!({"timeZone": "Mars/Base"}),
+            "spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base",
+        ),
+        (
+            "0 0 * * *",
+            json!({"timeZone": "local"}),
+            "spec.timeZone: Invalid value: \"local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        ),
+        (
+            "0 0 * * *",
+            json!({"concurrencyPolicy": "Sometimes"}),
+            "spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"",
+        ),
+        (
+            "0 0 * * *",
+            json!({"startingDeadlineSeconds": -1}),
+            "spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0",
+        ),
+    ];
+    for (schedule, extra, cause) in cases {
+        invalid(
+            s.post(path, cron_job(schedule, extra)).await,
+            &format!("CronJob.batch \"cj\" is invalid: {cause}"),
+        );
+    }
+    // What upstream's parser reads: names in any case, ranges, steps,
+    // shorthands, and an IANA zone.
+    for (schedule, extra) in [
+        ("*/15 9-17 * jan-MAR Mon-Fri", json!({})),
+        ("@hourly", json!({"timeZone": "Europe/Berlin"})),
+    ] {
+        s.created(path, cron_job(schedule, extra)).await;
+        s.delete_ok(&format!("{path}/cj")).await;
+    }
+}

@@ -3,7 +3,6 @@
 //! startingDeadlineSeconds, suspend), tracks active Jobs and the last
 //! schedule and success, and trims finished Jobs to the history limits.
 
-mod schedule;
 mod sync;
 
 use std::sync::Arc;

@@ -14,12 +14,12 @@ use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::{Client, Resource, ResourceExt};
 use skiff_informer::{Action, Cache, ObjectKey};
 
-use super::schedule::Schedule;
 use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controlled_by, controller_owner_ref, controller_ref};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
+use skiff_common::cron::Schedule;
 
 /// What a sync needs.
 pub(super) struct Syncer {
