@@ -17,7 +17,7 @@ use kube::core::Selector;
 use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Cache, Controller, HandlerFns, ObjectKey, WorkQueue};
 
-use crate::controller_utils::selects;
+use crate::controller_utils::{done_or_gone, selects};
 use crate::manager::{Context, Stop, stopped};
 
 /// Errors of the aggregation controller.
@@ -136,20 +136,14 @@ async fn sync(
     let mut updated = (*role).clone();
     updated.rules = Some(rules);
     let api: Api<ClusterRole> = Api::all(client.clone());
-    match api
+    let written = api
         .replace(&key.name, &PostParams::default(), &updated)
         .await
-    {
-        Ok(_) => {
-            tracing::info!(clusterrole = %key.name, "aggregated rules updated");
-            Ok(Action::Done)
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::Done),
-        Err(source) => Err(AggregationError::Api {
-            role: key.name.clone(),
-            source,
-        }),
-    }
+        .inspect(|_| tracing::info!(clusterrole = %key.name, "aggregated rules updated"));
+    done_or_gone(written, |source| AggregationError::Api {
+        role: key.name.clone(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Small helpers the controllers share: the clock, owner references, label
-//! selectors, timestamps, deleting exactly one object, and the error of a
-//! request that failed.
+//! selectors, timestamps, deleting exactly one object, a sync's outcome
+//! after its write, and the error of a request that failed.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +10,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::core::{Selector, SelectorExt};
+
+/// A sync's outcome once it wrote its object: done, also when the object
+/// is gone by now (its informer brings the deletion); any other failure is
+/// `error`'s.
+pub(crate) fn done_or_gone<T, E>(
+    written: kube::Result<T>,
+    error: impl FnOnce(kube::Error) -> E,
+) -> Result<skiff_informer::Action, E> {
+    match written {
+        Ok(_) => Ok(skiff_informer::Action::Done),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(skiff_informer::Action::Done),
+        Err(source) => Err(error(source)),
+    }
+}
 
 /// Delete options that delete only the object `meta` describes (by uid):
 /// one re-created meanwhile under the same name, which the caller did not

@@ -24,6 +24,7 @@ use skiff_common::default_class::{
 };
 use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
 
+use crate::controller_utils::done_or_gone;
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 
@@ -171,20 +172,14 @@ impl Reconciler for Syncer {
             spec.storage_class_name = Some(class.clone());
         }
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &namespace);
-        match api
+        let written = api
             .replace(&key.name, &PostParams::default(), &updated)
             .await
-        {
-            Ok(_) => {
-                tracing::info!(claim = %key, %class, "assigned the default StorageClass");
-                Ok(Action::Done)
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::Done),
-            Err(source) => Err(BinderError::Update {
-                claim: key.to_string(),
-                source,
-            }),
-        }
+            .inspect(|_| tracing::info!(claim = %key, %class, "assigned the default StorageClass"));
+        done_or_gone(written, |source| BinderError::Update {
+            claim: key.to_string(),
+            source,
+        })
     }
 }
 

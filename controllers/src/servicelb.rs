@@ -17,6 +17,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Cache, Controller, HandlerFns, ObjectKey, WorkQueue};
 
+use crate::controller_utils::done_or_gone;
 use crate::manager::{Context, Stop, stopped};
 
 /// The Node label that limits which Nodes serve load balancers.
@@ -176,20 +177,16 @@ async fn sync(
         serde_json::json!({"status": {"loadBalancer": {"ingress": ingress}}})
     };
     let api: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    match api
+    let written = api
         .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-    {
-        Ok(_) => {
+        .inspect(|_| {
             tracing::info!(service = %key, ingress = ?wanted, "servicelb: load balancer status set");
-            Ok(Action::Done)
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::Done),
-        Err(source) => Err(ServiceLbError::Api {
-            service: key.to_string(),
-            source,
-        }),
-    }
+        });
+    done_or_gone(written, |source| ServiceLbError::Api {
+        service: key.to_string(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -257,26 +257,88 @@ fn ceil_replicas(ratio: f64, pods: usize) -> i32 {
     }
 }
 
-/// Figures the calculator fills in for pods it could not count, once the
-/// direction of the change is known.
-struct Fallback {
-    /// What a missing pod is taken to use on a scale-down, per pod.
-    missing_on_scale_down: Box<dyn Fn(&str) -> i64>,
+/// What a resource metric's target asks of the pods' average.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// A utilisation in percent of the pods' requests.
+    Utilization {
+        /// The percentage.
+        percent: i32,
+        /// The one container whose usage and requests count, when named.
+        container: Option<&'a str>,
+    },
+    /// A usage per pod, in thousandths.
+    AverageValue(i64),
 }
 
-/// The shared second half of both calculations: with no unready or missing
-/// pods the ratio decides; otherwise missing pods are assumed to use their
-/// fallback on a scale-down and nothing on a scale-up, unready pods nothing
-/// on a scale-up, and the count is recomputed unless that would reverse
-/// the direction.
-#[allow(clippy::too_many_arguments)]
+/// What a target makes of the pods' figures.
+struct Reading {
+    /// The figures' ratio to the target.
+    ratio: f64,
+    /// The utilisation in percent of the requests (Utilization targets
+    /// only).
+    utilization: Option<i32>,
+    /// The average usage per pod, in thousandths.
+    average: i64,
+}
+
+/// A target with what reading figures against it takes.
+enum Measure {
+    /// A utilisation of `percent` of each pod's `requests`.
+    Utilization {
+        requests: BTreeMap<String, i64>,
+        percent: i32,
+    },
+    /// An average usage per pod, in thousandths.
+    AverageValue(i64),
+}
+
+impl Measure {
+    /// The figures' ratio to the target, with the averages it comes from.
+    fn read(&self, metrics: &PodMetrics) -> Result<Reading, CalcError> {
+        Ok(match self {
+            Measure::Utilization { requests, percent } => {
+                let (ratio, utilization, average) = utilization_ratio(metrics, requests, *percent)?;
+                Reading {
+                    ratio,
+                    utilization: Some(utilization),
+                    average,
+                }
+            }
+            Measure::AverageValue(target) => {
+                let (ratio, average) = usage_ratio(metrics, *target);
+                Reading {
+                    ratio,
+                    utilization: None,
+                    average,
+                }
+            }
+        })
+    }
+
+    /// What a missing pod is taken to use on a scale-down: the larger of
+    /// the target and its whole request, or the target value.
+    fn missing_on_scale_down(&self, pod: &str) -> i64 {
+        match self {
+            Measure::Utilization { requests, percent } => {
+                requests.get(pod).copied().unwrap_or(0) * i64::from((*percent).max(100)) / 100
+            }
+            Measure::AverageValue(target) => *target,
+        }
+    }
+}
+
+/// The count the pods' first `ratio` to the target leads to: with no
+/// unready or missing pods the ratio decides; otherwise missing
+/// pods are assumed to use their fallback on a scale-down and nothing on a
+/// scale-up, unready pods nothing on a scale-up, and the count is
+/// recomputed unless that would reverse the direction.
 fn settle(
     current: i32,
     ratio: f64,
     groups: &Groups,
     mut metrics: PodMetrics,
-    fallback: Fallback,
-    recompute: impl Fn(&PodMetrics) -> Result<f64, CalcError>,
+    measure: &Measure,
     tuning: &Tuning,
 ) -> Result<i32, CalcError> {
     let scale_up_with_unready = !groups.unready.is_empty() && ratio > 1.0;
@@ -293,7 +355,7 @@ fn settle(
     };
     if ratio < 1.0 {
         for pod in &groups.missing {
-            metrics.insert(pod.clone(), filler((fallback.missing_on_scale_down)(pod)));
+            metrics.insert(pod.clone(), filler(measure.missing_on_scale_down(pod)));
         }
     } else if ratio > 1.0 {
         for pod in &groups.missing {
@@ -305,7 +367,7 @@ fn settle(
             metrics.insert(pod.clone(), filler(0));
         }
     }
-    let new_ratio = recompute(&metrics)?;
+    let new_ratio = measure.read(&metrics)?.ratio;
     if tuning.within(new_ratio)
         || (ratio < 1.0 && new_ratio > 1.0)
         || (ratio > 1.0 && new_ratio < 1.0)
@@ -338,50 +400,11 @@ fn counted(
     Ok((groups, metrics))
 }
 
-/// The replica count for a target average utilisation (percent of the
-/// pods' requests) of `resource`, over `container` only when named.
-#[allow(clippy::too_many_arguments)]
-pub fn utilization_replicas(
+/// The replica count that brings the pods' average usage of `resource`
+/// to `target`.
+pub fn resource_replicas(
     current: i32,
-    target: i32,
-    resource: &str,
-    container: Option<&str>,
-    pods: &[Pod],
-    metrics: PodMetrics,
-    tuning: &Tuning,
-    now: Timestamp,
-) -> Result<Proposal, CalcError> {
-    let (groups, metrics) = counted(pods, metrics, resource, tuning, now)?;
-    let requests = pod_requests(pods, container, resource)?;
-    let (ratio, utilization, average) = utilization_ratio(&metrics, &requests, target)?;
-    let fallback_percent = i64::from(target.max(100));
-    let for_missing = requests.clone();
-    let fallback = Fallback {
-        missing_on_scale_down: Box::new(move |pod| {
-            for_missing.get(pod).copied().unwrap_or(0) * fallback_percent / 100
-        }),
-    };
-    let replicas = settle(
-        current,
-        ratio,
-        &groups,
-        metrics,
-        fallback,
-        |m| utilization_ratio(m, &requests, target).map(|(r, _, _)| r),
-        tuning,
-    )?;
-    Ok(Proposal {
-        replicas,
-        utilization: Some(utilization),
-        average,
-    })
-}
-
-/// The replica count for a target average usage per pod of `resource`
-/// (`target` in thousandths).
-pub fn average_value_replicas(
-    current: i32,
-    target: i64,
+    target: Target<'_>,
     resource: &str,
     pods: &[Pod],
     metrics: PodMetrics,
@@ -389,23 +412,19 @@ pub fn average_value_replicas(
     now: Timestamp,
 ) -> Result<Proposal, CalcError> {
     let (groups, metrics) = counted(pods, metrics, resource, tuning, now)?;
-    let (ratio, average) = usage_ratio(&metrics, target);
-    let fallback = Fallback {
-        missing_on_scale_down: Box::new(move |_| target),
+    let measure = match target {
+        Target::Utilization { percent, container } => Measure::Utilization {
+            requests: pod_requests(pods, container, resource)?,
+            percent,
+        },
+        Target::AverageValue(value) => Measure::AverageValue(value),
     };
-    let replicas = settle(
-        current,
-        ratio,
-        &groups,
-        metrics,
-        fallback,
-        |m| Ok(usage_ratio(m, target).0),
-        tuning,
-    )?;
+    let reading = measure.read(&metrics)?;
+    let replicas = settle(current, reading.ratio, &groups, metrics, &measure, tuning)?;
     Ok(Proposal {
         replicas,
-        utilization: None,
-        average,
+        utilization: reading.utilization,
+        average: reading.average,
     })
 }
 

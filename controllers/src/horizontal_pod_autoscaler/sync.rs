@@ -761,10 +761,10 @@ impl Syncer {
             let pods = pods
                 .as_ref()
                 .map_err(|e| format!("failed to get {resource} usage: {e}"))?;
-            let proposal = replicas::average_value_replicas(
-                current, wanted, resource, pods, metrics, tuning, now,
-            )
-            .map_err(|e| format!("failed to get {resource} usage: {e}"))?;
+            let target = replicas::Target::AverageValue(wanted);
+            let proposal =
+                replicas::resource_replicas(current, target, resource, pods, metrics, tuning, now)
+                    .map_err(|e| format!("failed to get {resource} usage: {e}"))?;
             let status = MetricValueStatus {
                 average_value: Some(milli_quantity(proposal.average)),
                 ..Default::default()
@@ -780,17 +780,13 @@ impl Syncer {
         let pods = pods
             .as_ref()
             .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
-        let proposal = replicas::utilization_replicas(
-            current,
-            utilization,
-            resource,
+        let target = replicas::Target::Utilization {
+            percent: utilization,
             container,
-            pods,
-            metrics,
-            tuning,
-            now,
-        )
-        .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
+        };
+        let proposal =
+            replicas::resource_replicas(current, target, resource, pods, metrics, tuning, now)
+                .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
         let name = match container {
             Some(_) => format!("{resource} container resource utilization (percentage of request)"),
             None => format!("{resource} resource utilization (percentage of request)"),

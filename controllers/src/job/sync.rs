@@ -16,7 +16,7 @@ use skiff_informer::{Action, Cache, ObjectKey};
 use super::indexes;
 use super::pods::{TRACKING_FINALIZER, has_finalizer, index_of, is_indexed, new_pod};
 use crate::controller_utils::WriteFailed;
-use crate::controller_utils::{controlled_by, controller_ref, now, seconds_between};
+use crate::controller_utils::{controlled_by, controller_ref, done_or_gone, now, seconds_between};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::Reconciler;
 use crate::pod_control::{
@@ -673,11 +673,9 @@ impl Syncer {
             }),
             ..Default::default()
         };
-        match api.delete(&job.name_any(), &params).await {
-            Ok(_) => Ok(Action::Done),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::Done),
-            Err(e) => Err(Self::api_error(key, "deleting the expired job", e)),
-        }
+        done_or_gone(api.delete(&job.name_any(), &params).await, |e| {
+            Self::api_error(key, "deleting the expired job", e)
+        })
     }
 }
 

@@ -79,11 +79,13 @@ fn cpu(
     pods: &[Pod],
     figures: &[(&str, i64)],
 ) -> Result<Proposal, CalcError> {
-    utilization_replicas(
+    resource_replicas(
         current,
-        target,
+        Target::Utilization {
+            percent: target,
+            container: None,
+        },
         "cpu",
-        None,
         pods,
         metrics(figures),
         &Tuning::default(),
@@ -224,9 +226,9 @@ fn cpu_of_a_starting_pod_counts_only_once_measured_a_window_after_it_turned_read
     assert_eq!(replicas_for(2, 50, &pods, &[("a", 1000), ("b", 1000)]), 4);
     // Memory has no such rule.
     let pods = [settled("a", 1000), fresh];
-    let proposal = average_value_replicas(
+    let proposal = resource_replicas(
         2,
-        500,
+        Target::AverageValue(500),
         "memory",
         &pods,
         metrics(&[("a", 1000), ("b", 1000)]),
@@ -302,11 +304,13 @@ fn restartable_init_containers_count_and_a_named_container_counts_alone() {
     // 1000m used of 1000m requested: 100 %.
     let whole = cpu(1, 50, std::slice::from_ref(&two), &[("a", 1000)]).unwrap();
     assert_eq!(whole.utilization, Some(100));
-    let app_only = utilization_replicas(
+    let app_only = resource_replicas(
         1,
-        50,
+        Target::Utilization {
+            percent: 50,
+            container: Some("app"),
+        },
         "cpu",
-        Some("app"),
         &[two],
         metrics(&[("a", 200)]),
         &Tuning::default(),
@@ -322,7 +326,16 @@ fn average_value_targets_divide_the_mean_by_the_target() {
     let pods = [settled("a", 100), settled("b", 100)];
     let tuning = Tuning::default();
     let value = |figures: &[(&str, i64)], current| {
-        average_value_replicas(current, 200, "cpu", &pods, metrics(figures), &tuning, now())
+        let target = Target::AverageValue(200);
+        resource_replicas(
+            current,
+            target,
+            "cpu",
+            &pods,
+            metrics(figures),
+            &tuning,
+            now(),
+        )
     };
     let up = value(&[("a", 300), ("b", 500)], 2).unwrap();
     assert_eq!(
@@ -347,11 +360,13 @@ fn tolerance_is_a_tunable() {
         tolerance: 0.5,
         ..Tuning::default()
     };
-    let proposal = utilization_replicas(
+    let proposal = resource_replicas(
         2,
-        50,
+        Target::Utilization {
+            percent: 50,
+            container: None,
+        },
         "cpu",
-        None,
         &pods,
         metrics(&[("a", 700), ("b", 700)]),
         &wide,

@@ -150,21 +150,13 @@ async fn value_from(
     if let Some(key_ref) = &source.config_map_key_ref {
         let optional = key_ref.optional.unwrap_or(false);
         let data = config_map_data(configmaps, &key_ref.name, optional).await?;
-        let named = Named {
-            kind: "ConfigMap",
-            namespace: pod_namespace(ctx),
-            name: &key_ref.name,
-        };
+        let named = Named::in_pod(ctx, "ConfigMap", &key_ref.name);
         return pick(&named, &key_ref.key, data, optional);
     }
     if let Some(key_ref) = &source.secret_key_ref {
         let optional = key_ref.optional.unwrap_or(false);
         let data = secret_data(secrets, &key_ref.name, optional).await?;
-        let named = Named {
-            kind: "Secret",
-            namespace: pod_namespace(ctx),
-            name: &key_ref.name,
-        };
+        let named = Named::in_pod(ctx, "Secret", &key_ref.name);
         return pick(&named, &key_ref.key, data, optional);
     }
     Ok(None)
@@ -178,9 +170,16 @@ struct Named<'a> {
     name: &'a str,
 }
 
-/// The pod's namespace, where its ConfigMaps and Secrets are.
-fn pod_namespace<'a>(ctx: &EnvContext<'a>) -> &'a str {
-    ctx.pod.metadata.namespace.as_deref().unwrap_or("default")
+impl<'a> Named<'a> {
+    /// The `kind` named `name` in the pod's namespace, where its ConfigMaps
+    /// and Secrets are.
+    fn in_pod(ctx: &EnvContext<'a>, kind: &'static str, name: &'a str) -> Self {
+        Named {
+            kind,
+            namespace: ctx.pod.metadata.namespace.as_deref().unwrap_or("default"),
+            name,
+        }
+    }
 }
 
 fn pick(

@@ -71,6 +71,20 @@ pub(crate) struct PullNotes {
     pub events: Vec<PullEvent>,
 }
 
+impl PullNotes {
+    /// The problem `reason` whose message a Warning event `event` also
+    /// tells.
+    fn warned(
+        &mut self,
+        event: &'static str,
+        reason: &'static str,
+        message: String,
+    ) -> ImageProblem {
+        self.events.push(PullEvent::warning(event, message.clone()));
+        ImageProblem { reason, message }
+    }
+}
+
 /// One image's failed pulls.
 #[derive(Debug, Clone)]
 struct Failure {
@@ -167,13 +181,7 @@ pub(crate) async fn ensure(
                 "Failed to inspect image \"{image}\": {}",
                 cri_text::grpc_error(&e)
             );
-            notes
-                .events
-                .push(PullEvent::warning("InspectFailed", message.clone()));
-            return Err(ImageProblem {
-                reason: "ImageInspectError",
-                message,
-            });
+            return Err(notes.warned("InspectFailed", "ImageInspectError", message));
         }
     };
     let already_present = || {
@@ -189,13 +197,7 @@ pub(crate) async fn ensure(
     if !present && policy == "Never" {
         let message =
             format!("Container image \"{image}\" is not present with pull policy of Never");
-        notes
-            .events
-            .push(PullEvent::warning("ErrImageNeverPull", message.clone()));
-        return Err(ImageProblem {
-            reason: "ErrImageNeverPull",
-            message,
-        });
+        return Err(notes.warned("ErrImageNeverPull", "ErrImageNeverPull", message));
     }
     if let Some(last) = backoff.backing_off(&image, Instant::now()) {
         let message = format!("Back-off pulling image \"{image}\"");

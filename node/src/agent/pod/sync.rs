@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, ObjectReference, Pod};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -345,15 +345,7 @@ pub(crate) async fn sync(
                 let message = mount_failure(&e);
                 ctx.events
                     .warning(&object_reference(pod), "FailedMount", "", message);
-                // As a kubelet's: the containers wait without a message;
-                // why is the event's to say.
-                for c in creating(pod) {
-                    observed
-                        .waiting
-                        .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
-                }
-                report(ctx, state, pod, &view, &observed).await?;
-                return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
+                return wait_for_setup(ctx, state, pod, &view, observed).await;
             }
         }
     }
@@ -412,13 +404,7 @@ pub(crate) async fn sync(
                         "",
                         format!("Failed to create pod sandbox: {}", cri_text::grpc_error(&e)),
                     );
-                    for c in creating(pod) {
-                        observed
-                            .waiting
-                            .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
-                    }
-                    report(ctx, state, pod, &view, &observed).await?;
-                    return Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)));
+                    return wait_for_setup(ctx, state, pod, &view, observed).await;
                 }
             }
         }
@@ -627,6 +613,25 @@ fn ignore_not_found(result: Result<(), RuntimeError>) -> Result<(), RuntimeError
         Err(e) if !e.is_not_found() => Err(e),
         _ => Ok(()),
     }
+}
+
+/// While the pod's volumes or sandbox cannot be set up: the containers
+/// wait without a message, as a kubelet's (why is the event's to say), and
+/// the pod is synced again shortly.
+async fn wait_for_setup(
+    ctx: &AgentContext,
+    state: &mut PodState,
+    pod: &Pod,
+    view: &PodRuntimeView,
+    mut observed: Observed,
+) -> Result<Step, SyncError> {
+    for c in creating(pod) {
+        observed
+            .waiting
+            .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
+    }
+    report(ctx, state, pod, view, &observed).await?;
+    Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)))
 }
 
 /// The containers that wait as `ContainerCreating` while the pod's
@@ -947,30 +952,17 @@ impl Starter<'_> {
         let _ = std::fs::create_dir_all(&log_dir);
         let events = &self.ctx.events;
         let regarding = container_reference(self.pod, &container.name);
-        let id = match runtime
-            .create_container(self.sandbox_id, &config, self.sandbox_config)
-            .await
-        {
+        let id = match self.create_and_start(container, &config, &regarding).await {
             Ok(id) => id,
-            Err(e) => {
+            Err((reason, e)) => {
                 // The runtime's own words, as a kubelet gives them (the
                 // status message, without skiff's call name or code).
                 let message = cri_text::status_message(&e);
                 events.warning(&regarding, "Failed", "", format!("Error: {message}"));
-                wait("CreateContainerError", message);
+                wait(reason, message);
                 return false;
             }
         };
-        let created = format!("Created container: {}", container.name);
-        events.normal(&regarding, "Created", "", created);
-        if let Err(e) = runtime.start_container(&id).await {
-            let message = cri_text::status_message(&e);
-            events.warning(&regarding, "Failed", "", format!("Error: {message}"));
-            wait("RunContainerError", message);
-            return false;
-        }
-        let started = format!("Started container {}", container.name);
-        events.normal(&regarding, "Started", "", started);
         if let Some(handler) = container
             .lifecycle
             .as_ref()
@@ -1001,6 +993,32 @@ impl Starter<'_> {
             }
         }
         true
+    }
+
+    /// Creates and starts the container, recording the Created and Started
+    /// events; a failure comes back with the waiting reason it gives the
+    /// container (CreateContainerError, RunContainerError).
+    async fn create_and_start(
+        &self,
+        container: &Container,
+        config: &api::ContainerConfig,
+        regarding: &ObjectReference,
+    ) -> Result<String, (&'static str, RuntimeError)> {
+        let runtime = self.ctx.runtime.as_ref();
+        let events = &self.ctx.events;
+        let id = runtime
+            .create_container(self.sandbox_id, config, self.sandbox_config)
+            .await
+            .map_err(|e| ("CreateContainerError", e))?;
+        let created = format!("Created container: {}", container.name);
+        events.normal(regarding, "Created", "", created);
+        runtime
+            .start_container(&id)
+            .await
+            .map_err(|e| ("RunContainerError", e))?;
+        let started = format!("Started container {}", container.name);
+        events.normal(regarding, "Started", "", started);
+        Ok(id)
     }
 
     /// The events upstream records around image pulls: the image
