@@ -119,21 +119,20 @@ struct Bounds {
     names: &'static [&'static str],
 }
 
-const MINUTES: Bounds = Bounds {
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOURS: Bounds = Bounds {
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DAYS: Bounds = Bounds {
-    min: 1,
-    max: 31,
-    names: &[],
-};
+impl Bounds {
+    /// A field of plain numbers.
+    const fn numbers(min: u64, max: u64) -> Self {
+        Bounds {
+            min,
+            max,
+            names: &[],
+        }
+    }
+}
+
+const MINUTES: Bounds = Bounds::numbers(0, 59);
+const HOURS: Bounds = Bounds::numbers(0, 23);
+const DAYS: Bounds = Bounds::numbers(1, 31);
 const MONTHS: Bounds = Bounds {
     min: 1,
     max: 12,
