@@ -626,6 +626,27 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
                 "spec.externalName",
             ));
         }
+        // Nothing routes to an alias by address: it has none to give.
+        let set = |field: &str| match &spec[field] {
+            Value::Null => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Array(items) => !items.is_empty(),
+            _ => true,
+        };
+        for (field, shown) in [
+            ("clusterIP", "clusterIPs"),
+            ("clusterIPs", "clusterIPs"),
+            ("ipFamilies", "ipFamilies"),
+            ("ipFamilyPolicy", "ipFamilyPolicy"),
+        ] {
+            let path = format!("spec.{shown}");
+            if set(field) && !errors.iter().any(|e| e.field == path) {
+                errors.push(FieldError::forbidden(
+                    path,
+                    "may not be set for ExternalName services",
+                ));
+            }
+        }
     }
     let headless = spec["clusterIP"] == "None";
     let ports = spec["ports"].as_array();

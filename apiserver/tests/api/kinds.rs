@@ -618,6 +618,17 @@ async fn an_external_name_service_names_a_host() {
         );
     s.created(services, service("c", Some("db.example.com.")))
         .await;
+    // An alias has no cluster address, and so no families to give one in.
+    let mut addressed = service("d", Some("db.example.com"));
+    addressed["spec"]["clusterIP"] = json!("10.43.0.99");
+    addressed["spec"]["ipFamilies"] = json!(["IPv4"]);
+    addressed["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+    invalid(
+        s.post(services, addressed).await,
+        "Service \"d\" is invalid: [spec.clusterIPs: Forbidden: may not be set for ExternalName services, \
+         spec.ipFamilies: Forbidden: may not be set for ExternalName services, \
+         spec.ipFamilyPolicy: Forbidden: may not be set for ExternalName services]",
+    );
 }
 
 /// A change of a Service's type drops what only the old type had (its node
