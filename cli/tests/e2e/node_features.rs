@@ -373,6 +373,16 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
     eventually(Duration::from_secs(60), "private ImagePullBackOff", || {
         (waiting_reason(server, "private").as_deref() == Some("ImagePullBackOff")).then_some(())
     });
+    // Its log, as a kubelet answers for a container whose image fails to
+    // pull (the words follow the status, which a retry flips back to
+    // ErrImagePull for a moment).
+    let refused = server.kubectl_err(&["logs", "private"]);
+    assert!(
+        refused.contains("Error from server (BadRequest): container \"main\" in pod \"private\" is waiting to start: ")
+            && (refused.contains("trying and failing to pull image")
+                || refused.contains("image can't be pulled")),
+        "{refused}"
+    );
     let events = events_of(server, "private");
     assert!(
         events

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::api::core::v1::{ContainerState, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use super::cri_config;
@@ -24,6 +25,40 @@ pub enum LogError {
         container: String,
         /// `namespace/name`.
         pod: String,
+    },
+    /// The pod's status knows no such container yet.
+    #[error("container {container:?} in pod {pod:?} is not available")]
+    Unavailable {
+        /// The container.
+        container: String,
+        /// The pod's name.
+        pod: String,
+    },
+    /// `--previous` of a container that never terminated.
+    #[error("previous terminated container {container:?} in pod {pod:?} not found")]
+    NoPrevious {
+        /// The container.
+        container: String,
+        /// The pod's name.
+        pod: String,
+    },
+    /// A terminated container whose run left nothing to read.
+    #[error("container {container:?} in pod {pod:?} is terminated")]
+    Terminated {
+        /// The container.
+        container: String,
+        /// The pod's name.
+        pod: String,
+    },
+    /// A container that has not started yet, and why.
+    #[error("container {container:?} in pod {pod:?} is waiting to start{why}")]
+    Waiting {
+        /// The container.
+        container: String,
+        /// The pod's name.
+        pod: String,
+        /// `: <what it waits for>`, or ` - no logs yet`.
+        why: String,
     },
     /// The file could not be read.
     #[error("reading {path}: {source}")]
@@ -64,6 +99,66 @@ pub struct LogOptions {
     pub timestamps: bool,
     /// Stop after this many bytes.
     pub limit_bytes: Option<usize>,
+}
+
+/// Refuses a log request the way a kubelet does from the pod's status
+/// (`kubectl logs` shows these words): a container that is still waiting
+/// (saying why, for image pulls), one with no earlier run for `--previous`,
+/// one the status does not list yet.
+pub fn check_status(pod: &Pod, container: &str, previous: bool) -> Result<(), LogError> {
+    let status = pod.status.as_ref();
+    let statuses = status.into_iter().flat_map(|s| {
+        s.container_statuses
+            .iter()
+            .chain(&s.init_container_statuses)
+            .chain(&s.ephemeral_container_statuses)
+            .flatten()
+    });
+    let (container, pod) = (
+        container.to_string(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    );
+    let Some(found) = statuses.into_iter().find(|c| c.name == container) else {
+        return Err(LogError::Unavailable { container, pod });
+    };
+    let ran = |state: Option<&ContainerState>| {
+        state
+            .and_then(|s| s.terminated.as_ref())
+            .is_some_and(|t| t.container_id.as_deref().is_some_and(|id| !id.is_empty()))
+    };
+    let last = found.last_state.as_ref();
+    let state = found.state.as_ref();
+    if previous {
+        return if ran(last) {
+            Ok(())
+        } else {
+            Err(LogError::NoPrevious { container, pod })
+        };
+    }
+    if state.is_some_and(|s| s.running.is_some()) || ran(state) {
+        return Ok(());
+    }
+    let terminated = state.is_some_and(|s| s.terminated.is_some());
+    if terminated || last.is_some_and(|s| s.terminated.is_some()) {
+        return if ran(last) {
+            Ok(())
+        } else {
+            Err(LogError::Terminated { container, pod })
+        };
+    }
+    let why = match state.and_then(|s| s.waiting.as_ref()) {
+        Some(waiting) => match waiting.reason.as_deref().unwrap_or_default() {
+            "ErrImagePull" => ": image can't be pulled".to_string(),
+            "ImagePullBackOff" => ": trying and failing to pull image".to_string(),
+            reason => format!(": {reason}"),
+        },
+        None => " - no logs yet".to_string(),
+    };
+    Err(LogError::Waiting {
+        container,
+        pod,
+        why,
+    })
 }
 
 /// The log file of the current (or previous) run of a container.
@@ -172,7 +267,87 @@ pub fn render(raw: &[u8], options: &LogOptions) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    /// `check_status`'s answer for a pod whose container `c` has `status`.
+    fn refusal(status: serde_json::Value, previous: bool) -> Option<String> {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "status": {"containerStatuses": [status]},
+        }))
+        .unwrap();
+        check_status(&pod, "c", previous)
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn log_requests_are_refused_from_the_status_as_a_kubelet_refuses_them() {
+        let base =
+            json!({"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0});
+        let with = |extra: serde_json::Value| {
+            let mut status = base.clone();
+            for (k, v) in extra.as_object().unwrap() {
+                status[k] = v.clone();
+            }
+            status
+        };
+        let running = with(json!({"state": {"running": {}}}));
+        let exited = json!({"terminated": {"exitCode": 1, "containerID": "containerd://a"}});
+        let crash_looping = with(json!({"state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": exited}));
+        let cases = [
+            (running.clone(), false, None),
+            (crash_looping.clone(), false, None),
+            (crash_looping, true, None),
+            (
+                running,
+                true,
+                Some("previous terminated container \"c\" in pod \"p\" not found"),
+            ),
+            (
+                with(json!({"state": {"waiting": {"reason": "ImagePullBackOff"}}})),
+                false,
+                Some(
+                    "container \"c\" in pod \"p\" is waiting to start: trying and failing to pull image",
+                ),
+            ),
+            (
+                with(json!({"state": {"waiting": {"reason": "ErrImagePull"}}})),
+                false,
+                Some("container \"c\" in pod \"p\" is waiting to start: image can't be pulled"),
+            ),
+            (
+                with(json!({"state": {"waiting": {"reason": "ContainerCreating"}}})),
+                false,
+                Some("container \"c\" in pod \"p\" is waiting to start: ContainerCreating"),
+            ),
+            (
+                base.clone(),
+                false,
+                Some("container \"c\" in pod \"p\" is waiting to start - no logs yet"),
+            ),
+            (
+                with(json!({"state": {"terminated": {"exitCode": 128, "reason": "StartError"}}})),
+                false,
+                Some("container \"c\" in pod \"p\" is terminated"),
+            ),
+            (
+                with(json!({"name": "other"})),
+                false,
+                Some("container \"c\" in pod \"p\" is not available"),
+            ),
+        ];
+        for (status, previous, want) in cases {
+            assert_eq!(
+                refusal(status.clone(), previous).as_deref(),
+                want,
+                "{status} previous={previous}"
+            );
+        }
+    }
 
     const RAW: &[u8] = b"2026-01-01T00:00:01.000000001Z stdout F one\n\
 2026-01-01T00:00:02Z stderr P tw\n\

@@ -96,6 +96,9 @@ pub(crate) async fn serve(
     if let Err(e) = target::check_container(&pod, &container) {
         return e.into_response();
     }
+    if let Err(e) = logs::check_status(&pod, &container, options.previous) {
+        return e.into_response();
+    }
     let uid = target::uid(&pod).to_string();
     let log_target = LogTarget {
         log_root: &state.log_root,

@@ -54,8 +54,8 @@ impl IntoResponse for TargetError {
 impl IntoResponse for LogError {
     fn into_response(self) -> Response {
         let code = match &self {
-            LogError::NotFound { .. } => StatusCode::BAD_REQUEST,
             LogError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
         };
         failure(code, self.to_string())
     }
