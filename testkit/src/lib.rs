@@ -9,7 +9,7 @@
 //! fake binaries for a component to run are written by [`write_executable`].
 //! Fake TLS servers (webhooks, extension API servers, kubelets) get their
 //! certificates from [`pki`]; the Pod Security tests at every layer try
-//! the pod of [`pod_security`].
+//! the pod of [`pod_security`]. The full-disk tests fill a [`tmpfs`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
@@ -20,6 +20,7 @@ pub mod host;
 pub mod netns;
 pub mod pki;
 pub mod pod_security;
+pub mod tmpfs;
 
 use std::future::Future;
 use std::path::Path;

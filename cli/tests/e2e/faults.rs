@@ -4,44 +4,12 @@
 //! giving its space back once objects are deleted, and the server stopping
 //! promptly afterwards.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use skiff_testkit::tmpfs::Tmpfs;
+
 use super::support::{Server, assert_contains, eventually};
-
-/// A tmpfs of `mib` MiB on a temporary mount point, unmounted when dropped,
-/// also when the test fails (declare it before the server that uses it, so
-/// the server is stopped first).
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(mib: u64) -> Self {
-        let dir = tempfile::tempdir().expect("mount point");
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(status.success(), "mounting a tmpfs (the tests run as root)");
-        Self { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 /// Opens TLS to the server, starts a request and sends one header byte per
 /// second; prints how many seconds passed until the server hung up.
