@@ -8,7 +8,8 @@
 //! The suites that start containerd clean the host up after it with [`host`];
 //! fake binaries for a component to run are written by [`write_executable`].
 //! Fake TLS servers (webhooks, extension API servers, kubelets) get their
-//! certificates from [`pki`]; the Pod Security tests at every layer try
+//! certificates from [`pki`] (and webhooks their answers' envelope from
+//! [`admission`]); the Pod Security tests at every layer try
 //! the pod of [`pod_security`]. The full-disk tests fill a [`tmpfs`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
@@ -16,6 +17,7 @@
 //! component may. It starts no component itself; each test starts the ones
 //! it exercises on [`TestCluster::factory`].
 
+pub mod admission;
 pub mod host;
 pub mod netns;
 pub mod pki;

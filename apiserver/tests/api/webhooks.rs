@@ -21,6 +21,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+use skiff_testkit::admission::review_answer;
 use skiff_testkit::pki::TestCa;
 
 use crate::harness::{
@@ -90,10 +91,7 @@ impl Hook {
                                     serde_json::from_slice(&bytes).unwrap_or(Value::Null);
                                 recorded.lock().push(review["request"].clone());
                                 tokio::time::sleep(delay).await;
-                                let mut response = answer(&review["request"]);
-                                response["uid"] = review["request"]["uid"].clone();
-                                let body = json!({"apiVersion": "admission.k8s.io/v1",
-                                "kind": "AdmissionReview", "response": response});
+                                let body = review_answer(&review, answer(&review["request"]));
                                 Ok::<_, std::convert::Infallible>(
                                     http::Response::builder()
                                         .header("content-type", "application/json")
