@@ -509,6 +509,12 @@ pub async fn post_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
     send_answer(ts, Method::POST, path, Some(body)).await
 }
 
+/// PUTs `body` as the admin and reads the whole answer: the update an
+/// admission test tries.
+pub async fn put_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
+    send_answer(ts, Method::PUT, path, Some(body)).await
+}
+
 /// POSTs `body` as the admin, which must be created (warnings aside),
 /// and reads the whole answer.
 pub async fn created_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
