@@ -19,6 +19,7 @@
 
 pub mod admission;
 pub mod host;
+pub mod json;
 pub mod netns;
 pub mod pki;
 pub mod pod_security;

@@ -5,6 +5,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
+use skiff_testkit::json::str_array;
 
 use crate::harness::{Client, Expect, KeptStore, TestServer, pod, refused};
 
@@ -401,8 +402,7 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|r| r["resources"].as_array().unwrap().iter())
-        .filter_map(Value::as_str)
+        .flat_map(|r| str_array(&r["resources"]))
         .collect();
     assert!(resources.contains(&"pods"), "{view}");
     assert!(!resources.contains(&"secrets"), "{view}");
