@@ -132,6 +132,14 @@ impl TestServer {
         Self::in_dir(tempfile::tempdir().unwrap(), config).await
     }
 
+    /// A server configured as by default but for what `configure` sets:
+    /// the one setting a case is about.
+    pub async fn configured(configure: impl FnOnce(&mut ApiServerConfig)) -> Self {
+        let mut config = ApiServerConfig::default();
+        configure(&mut config);
+        Self::with_config(config).await
+    }
+
     /// A server whose configuration `configure` makes from the cluster's
     /// certificates (its client to kubelets, to extension servers), created
     /// in the server's own directory; gives the certificates too, to sign
