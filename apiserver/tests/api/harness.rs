@@ -963,6 +963,14 @@ pub fn refused(
     body
 }
 
+/// Checks that `answer` is upstream's 403 `Forbidden` with `message` (an
+/// authorizer's, an admission plugin's or a quota's refusal); gives the
+/// Status.
+#[track_caller]
+pub fn forbidden(answer: (StatusCode, Value), message: &str) -> Value {
+    refused(answer, 403, "Forbidden", message)
+}
+
 /// Opens the store at `path`, waiting (up to ten seconds) for a previous
 /// opening's database lock: after a restart's shutdown, the old server's
 /// background tasks let go of the store shortly after, not at once — and

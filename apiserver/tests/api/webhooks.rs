@@ -26,7 +26,7 @@ use skiff_testkit::pki::TestCa;
 
 use crate::harness::{
     Client, Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer,
-    deployment, labelled_namespace, refused,
+    deployment, forbidden, labelled_namespace, refused,
 };
 use crate::node_tls::{ClientCerts, tls_listener};
 
@@ -317,10 +317,8 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
         ),
     )
     .await;
-    refused(
+    forbidden(
         post_configmap(&server, "refused", json!({"guarded": "yes"})).await,
-        403,
-        "Forbidden",
         "admission webhook \"deny.example.com\" denied the request: no configmaps here",
     );
     let (code, _) = server.get(&format!("{CMS}/refused")).await;
