@@ -167,6 +167,17 @@ where
     .await;
 }
 
+/// Whether `api` finds `name` once the components have had a moment (half
+/// a second) to act: how a test shows what they must not do, such as
+/// delete an object or make one.
+pub async fn present_after_a_moment<K>(api: &kube::Api<K>, name: &str) -> bool
+where
+    K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    api.get_opt(name).await.expect("read the object").is_some()
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, and returns that;
 /// panics naming `what` after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
