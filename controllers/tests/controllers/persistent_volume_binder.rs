@@ -11,7 +11,7 @@ use kube::Api;
 use serde_json::json;
 
 use super::support::{TestCluster, create_object, eventually, merge_patch};
-use super::workload_helpers::{event_about, event_reasons};
+use super::workload_helpers::{assert_event, event_about, event_reasons};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -80,10 +80,10 @@ async fn a_delayed_claim_is_told_it_waits_for_its_first_consumer() {
     .await;
     create_claim(&claims, "delayed", json!({"storageClassName": "local"})).await;
     let event = event_about(&cluster.client, "delayed", "WaitForFirstConsumer").await;
-    assert_eq!(event.type_.as_deref(), Some("Normal"));
-    assert_eq!(
-        event.note.as_deref(),
-        Some("waiting for first consumer to be created before binding")
+    assert_event(
+        &event,
+        "Normal",
+        "waiting for first consumer to be created before binding",
     );
     assert_eq!(
         event.reporting_controller.as_deref(),
