@@ -10,7 +10,8 @@
 //! Fake TLS servers (webhooks, extension API servers, kubelets) get their
 //! certificates from [`pki`] (and webhooks their answers' envelope from
 //! [`admission`]); the Pod Security tests at every layer try
-//! the pod of [`pod_security`]. The full-disk tests fill a [`tmpfs`].
+//! the pod of [`pod_security`]. The full-disk tests fill a [`tmpfs`];
+//! the JSON the API serves is read with [`json`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
