@@ -67,12 +67,10 @@ fn a_client_trickling_its_headers_is_cut_at_32_seconds() {
 #[test]
 fn a_resource_version_from_the_future_fails_as_upstreams_does() {
     let server = Server::start();
+    // The ConfigMaps as of a version the store is far from reaching.
+    let future = "/api/v1/namespaces/default/configmaps?resourceVersion=99999999";
     let started = Instant::now();
-    let watched = server.kubectl_ok(&[
-        "get",
-        "--raw",
-        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=99999999",
-    ]);
+    let watched = server.kubectl_ok(&["get", "--raw", &format!("{future}&watch=1")]);
     assert!(started.elapsed() >= Duration::from_millis(2900));
     assert_contains(&watched, r#""type":"ERROR""#);
     assert_contains(
@@ -84,7 +82,7 @@ fn a_resource_version_from_the_future_fails_as_upstreams_does() {
     let listed = server.kubectl_err(&[
         "get",
         "--raw",
-        "/api/v1/namespaces/default/configmaps?resourceVersion=99999999&resourceVersionMatch=NotOlderThan",
+        &format!("{future}&resourceVersionMatch=NotOlderThan"),
     ]);
     assert_contains(&listed, "Too large resource version");
 }
