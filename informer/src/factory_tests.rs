@@ -22,6 +22,19 @@ fn listing_a_and_b_then(events: Vec<(&str, serde_json::Value)>) -> FakeApi {
     fake
 }
 
+/// Asserts that `fake` was asked for `path` (with its query's `?`) with
+/// every one of `query` in the query.
+#[track_caller]
+fn assert_requested(fake: &FakeApi, path: &str, query: &[&str]) {
+    let requests = fake.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with(path) && query.iter().all(|q| r.contains(q))),
+        "no request for {path} with {query:?}: {requests:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn one_informer_per_type_and_scope() {
     let factory = SharedInformerFactory::new(FakeApi::default().client());
@@ -63,12 +76,10 @@ async fn start_lists_watches_and_syncs_every_informer() {
     })
     .await
     .expect("watch event applied");
-    let requests = fake.requests();
-    assert!(
-        requests
-            .iter()
-            .any(|r| r.contains("watch=true") && r.contains("resourceVersion=10")),
-        "{requests:?}"
+    assert_requested(
+        &fake,
+        "/api/v1/configmaps?",
+        &["watch=true", "resourceVersion=10"],
     );
     factory.shutdown();
     assert!(!informer.is_running());
@@ -99,18 +110,15 @@ async fn scoping_reaches_the_list_and_watch_requests() {
     tokio::time::timeout(Duration::from_secs(10), factory.wait_for_sync())
         .await
         .expect("sync");
-    let requests = fake.requests();
-    assert!(
-        requests.iter().any(|r| r.starts_with("/api/v1/pods?")
-            && r.contains("fieldSelector=spec.nodeName%3Dnode-1")),
-        "{requests:?}"
+    assert_requested(
+        &fake,
+        "/api/v1/pods?",
+        &["fieldSelector=spec.nodeName%3Dnode-1"],
     );
-    assert!(
-        requests
-            .iter()
-            .any(|r| r.starts_with("/api/v1/namespaces/team/configmaps?")
-                && r.contains("labelSelector=app%3Dweb")),
-        "{requests:?}"
+    assert_requested(
+        &fake,
+        "/api/v1/namespaces/team/configmaps?",
+        &["labelSelector=app%3Dweb"],
     );
     factory.shutdown();
 }

@@ -8,18 +8,23 @@
 //! The suites that start containerd clean the host up after it with [`host`];
 //! fake binaries for a component to run are written by [`write_executable`].
 //! Fake TLS servers (webhooks, extension API servers, kubelets) get their
-//! certificates from [`pki`]; the Pod Security tests at every layer try
-//! the pod of [`pod_security`].
+//! certificates from [`pki`] (and webhooks their answers' envelope from
+//! [`admission`]); the Pod Security tests at every layer try
+//! the pod of [`pod_security`]. The full-disk tests fill a [`tmpfs`];
+//! the JSON the API serves is read with [`json`].
 //!
 //! It is a development-only crate (`publish = false`) and must only ever be
 //! a dev-dependency: it imports the API server and the store, which no
 //! component may. It starts no component itself; each test starts the ones
 //! it exercises on [`TestCluster::factory`].
 
+pub mod admission;
 pub mod host;
+pub mod json;
 pub mod netns;
 pub mod pki;
 pub mod pod_security;
+pub mod tmpfs;
 
 use std::future::Future;
 use std::path::Path;
@@ -161,6 +166,17 @@ where
         }
     })
     .await;
+}
+
+/// Whether `api` finds `name` once the components have had a moment (half
+/// a second) to act: how a test shows what they must not do, such as
+/// delete an object or make one.
+pub async fn present_after_a_moment<K>(api: &kube::Api<K>, name: &str) -> bool
+where
+    K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    api.get_opt(name).await.expect("read the object").is_some()
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, and returns that;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::harness::{
     Answer, Client, TestServer, assert_mentions, created_answer, labelled_namespace, message_of,
-    post_answer, send_answer, strings,
+    post_answer, put_answer, send_answer, strings,
 };
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
@@ -53,11 +53,13 @@ async fn install(ts: &TestServer, policy: Value, binding: Value) {
     created_answer(ts, BINDINGS, binding).await;
 }
 
-/// Installs policy `name` of `spec` with a binding `<name>-binding` that
-/// denies what it fails: most tests' setup.
-async fn install_denying(ts: &TestServer, name: &str, spec: Value) {
+/// A server with the one policy `name` of `spec` and a binding
+/// `<name>-binding` that denies what it fails: most tests' setup.
+async fn server_denying(name: &str, spec: Value) -> TestServer {
+    let ts = TestServer::new().await;
     let bound = binding(&format!("{name}-binding"), name, json!({}));
-    install(ts, policy(name, spec), bound).await;
+    install(&ts, policy(name, spec), bound).await;
+    ts
 }
 
 /// Creates `object` in `collection` until `settled` accepts the answer, or
@@ -169,9 +171,7 @@ async fn policies_and_bindings_get_upstreams_defaults_and_checks() {
 
 #[tokio::test]
 async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
-    let ts = TestServer::new().await;
-    install_denying(
-        &ts,
+    let ts = server_denying(
         "max-replicas",
         json!({"validations": [{"expression": "object.spec.replicas <= 5"}]}),
     )
@@ -190,13 +190,7 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
     // An update past the limit is refused too; the stored object stays.
     let mut grown = small.body.clone();
     grown["spec"]["replicas"] = json!(9);
-    let answer = send_answer(
-        &ts,
-        Method::PUT,
-        &format!("{DEPLOYMENTS}/small"),
-        Some(grown),
-    )
-    .await;
+    let answer = put_answer(&ts, &format!("{DEPLOYMENTS}/small"), grown).await;
     answer.assert_status(422, "Invalid");
     assert_eq!(
         ts.get(&format!("{DEPLOYMENTS}/small")).await.1["spec"]["replicas"],
@@ -214,9 +208,7 @@ async fn a_bound_policy_denies_with_upstreams_wording_and_reason() {
 
 #[tokio::test]
 async fn message_expressions_and_reasons_shape_the_refusal() {
-    let ts = TestServer::new().await;
-    install_denying(
-        &ts,
+    let ts = server_denying(
         "named",
         json!({"validations": [{"expression": "object.metadata.name.startsWith('ok-')",
             "messageExpression": "'name ' + object.metadata.name + ' must start with ok-'",
@@ -350,10 +342,8 @@ async fn params_match_conditions_variables_and_selectors_decide() {
 
 #[tokio::test]
 async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ignore() {
-    let ts = TestServer::new().await;
     // A field the object lacks: a runtime error, so Fail refuses.
-    install_denying(
-        &ts,
+    let ts = server_denying(
         "strict",
         json!({"validations": [{"expression": "object.spec.missing.size() == 0"}]}),
     )
@@ -369,13 +359,7 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
     // Under Ignore the same error lets the write through.
     let mut ignore = ts.get(&format!("{POLICIES}/strict")).await.1;
     ignore["spec"]["failurePolicy"] = json!("Ignore");
-    let put = send_answer(
-        &ts,
-        Method::PUT,
-        &format!("{POLICIES}/strict"),
-        Some(ignore),
-    )
-    .await;
+    let put = put_answer(&ts, &format!("{POLICIES}/strict"), ignore).await;
     assert_eq!(put.code, StatusCode::OK, "{}", put.body);
     let created = create_until(&ts, DEPLOYMENTS, deployment("d", 1, json!({})), |a| {
         a.code == StatusCode::CREATED
@@ -409,9 +393,7 @@ async fn errors_and_runaway_expressions_fail_closed_under_fail_and_open_under_ig
 
 #[tokio::test]
 async fn the_request_variable_says_whether_the_write_is_a_dry_run() {
-    let ts = TestServer::new().await;
-    install_denying(
-        &ts,
+    let ts = server_denying(
         "no-dry-runs",
         json!({"validations": [{"expression": "!request.dryRun", "message": "no dry runs here"}]}),
     )

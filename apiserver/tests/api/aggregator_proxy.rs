@@ -15,6 +15,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::UserInfo;
+use skiff_testkit::json::str_array;
 use skiff_testkit::pki::TestCa;
 
 use crate::harness::{Client, Expect, TestServer, eventually};
@@ -173,12 +174,7 @@ async fn requests_reach_the_extension_server_with_the_callers_identity_only() {
         )
         .await
         .expect_code(StatusCode::OK);
-    let headers: Vec<&str> = answer["headers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let headers = str_array(&answer["headers"]);
     assert!(headers.contains(&"x-remote-user: alice"), "{headers:?}");
     assert!(
         headers.contains(&"x-remote-group: system:masters"),

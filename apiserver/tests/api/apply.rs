@@ -26,6 +26,12 @@ async fn apply_at(s: &TestServer, path: &str, body: Value) -> (StatusCode, Value
         .await
 }
 
+/// Applies `data` to the existing ConfigMap `c` with `query`, which must
+/// be answered 200 (an update, not a create): the object answered.
+async fn applied(s: &TestServer, query: &str, data: Value) -> Value {
+    apply(s, query, cm(data)).await.expect_code(StatusCode::OK)
+}
+
 /// Applies `data` as manager `a`, which must be refused with a 409 whose
 /// cause names `owner`: how each test shows who holds a field.
 async fn conflicts_as_a(s: &TestServer, data: Value, owner: &str) -> Value {
@@ -67,9 +73,7 @@ async fn apply_creates_then_updates_and_removes_omitted_fields() {
     );
     assert_eq!(entry["fieldsV1"], json!({"f:data": {"f:x": {}, "f:y": {}}}));
 
-    apply(&s, "fieldManager=a", cm(json!({"x": "9"})))
-        .await
-        .expect_code(StatusCode::OK);
+    applied(&s, "fieldManager=a", json!({"x": "9"})).await;
     let (_, stored) = s.get(&format!("{CMS}/c")).await;
     assert_eq!(
         stored["data"],
@@ -103,9 +107,7 @@ async fn conflicts_name_the_owner_and_force_takes_over() {
     let (_, stored) = s.get(&format!("{CMS}/c")).await;
     assert_eq!(stored["data"]["k"], "1", "a refused apply stores nothing");
 
-    let forced = apply(&s, "fieldManager=b&force=true", cm(json!({"k": "2"})))
-        .await
-        .expect_code(StatusCode::OK);
+    let forced = applied(&s, "fieldManager=b&force=true", json!({"k": "2"})).await;
     assert_eq!(forced["data"], json!({"k": "2", "other": "o"}));
     assert_eq!(
         owned(&forced, "a", "Apply"),
@@ -113,9 +115,7 @@ async fn conflicts_name_the_owner_and_force_takes_over() {
     );
     assert_eq!(owned(&forced, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
     // a applies again without k: b owns it, so it stays.
-    let again = apply(&s, "fieldManager=a", cm(json!({"other": "o"})))
-        .await
-        .expect_code(StatusCode::OK);
+    let again = applied(&s, "fieldManager=a", json!({"other": "o"})).await;
     assert_eq!(again["data"]["k"], "2");
 }
 
@@ -123,9 +123,7 @@ async fn conflicts_name_the_owner_and_force_takes_over() {
 async fn managers_agreeing_on_a_value_share_it() {
     let s = TestServer::new().await;
     apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
-    let shared = apply(&s, "fieldManager=b", cm(json!({"k": "1"})))
-        .await
-        .expect_code(StatusCode::OK);
+    let shared = applied(&s, "fieldManager=b", json!({"k": "1"})).await;
     assert_eq!(owned(&shared, "a", "Apply"), json!({"f:data": {"f:k": {}}}));
     assert_eq!(owned(&shared, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
     // Neither can now change it alone.
@@ -143,13 +141,12 @@ async fn dry_run_apply_returns_entries_and_stores_nothing() {
     assert_eq!(s.keys().await, before);
 
     apply(&s, "fieldManager=a", cm(json!({"k": "1"}))).await;
-    let body = apply(
+    let body = applied(
         &s,
         "fieldManager=b&dryRun=All&force=true",
-        cm(json!({"k": "2"})),
+        json!({"k": "2"}),
     )
-    .await
-    .expect_code(StatusCode::OK);
+    .await;
     assert_eq!(owned(&body, "b", "Apply"), json!({"f:data": {"f:k": {}}}));
     let (_, stored) = s.get(&format!("{CMS}/c")).await;
     assert_eq!(stored["data"]["k"], "1");

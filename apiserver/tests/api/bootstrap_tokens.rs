@@ -6,7 +6,6 @@
 
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use skiff_apiserver::ApiServerConfig;
 use skiff_apiserver::authn::{Authenticated, Authenticator, UserInfo};
 use skiff_apiserver::bootstrap_tokens::{self, NewToken};
 
@@ -152,11 +151,7 @@ async fn extra_groups_must_stay_under_bootstrappers() {
 #[tokio::test]
 async fn cacerts_is_public_and_exact() {
     let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-    let server = TestServer::with_config(ApiServerConfig {
-        cacerts_pem: Some(pem.into()),
-        ..Default::default()
-    })
-    .await;
+    let server = TestServer::configured(|c| c.cacerts_pem = Some(pem.into())).await;
     let body = server
         .call_as(&UserInfo::anonymous(), Method::GET, "/cacerts", None)
         .await

@@ -1,7 +1,9 @@
 use http::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Client, Expect, TestServer, assert_same_version, deployment, refused};
+use crate::harness::{
+    Client, Expect, TestServer, assert_same_version, deployment, forbidden, refused,
+};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -220,10 +222,8 @@ async fn namespace_must_exist_and_not_be_terminating() {
     s.namespace("doomed").await;
     let ns = s.delete_ok("/api/v1/namespaces/doomed").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
-    let body = refused(
+    let body = forbidden(
         s.post("/api/v1/namespaces/doomed/configmaps", cm).await,
-        403,
-        "Forbidden",
         "configmaps \"x\" is forbidden: unable to create new content in namespace doomed because it is being terminated",
     );
     assert_eq!(
@@ -385,14 +385,12 @@ async fn pods_get_service_account_and_priority() {
         )
         .await;
     assert_eq!(critical["spec"]["priority"], 2_000_001_000);
-    refused(
+    forbidden(
         s.post(
             "/api/v1/namespaces/default/pods",
             pod("nope", Some("missing")),
         )
         .await,
-        403,
-        "Forbidden",
         "pods \"nope\" is forbidden: no PriorityClass with name missing was found",
     );
 }

@@ -214,11 +214,7 @@ async fn componentstatuses_report_the_store_and_the_registered_components() {
     let _scheduler = health.running("scheduler");
     // A component whose task ended is reported, as unhealthy.
     drop(health.running("controller-manager"));
-    let s = TestServer::with_config(skiff_apiserver::ApiServerConfig {
-        component_health: health,
-        ..Default::default()
-    })
-    .await;
+    let s = TestServer::configured(|c| c.component_health = health).await;
     let list = s.get_ok("/api/v1/componentstatuses").await;
     assert_eq!(list["kind"], "ComponentStatusList");
     let conditions: Vec<(String, Value)> = list["items"]

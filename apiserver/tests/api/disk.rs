@@ -1,49 +1,18 @@
 //! A full disk, for real: the store on a small tmpfs (the tests run as
 //! root), filled with ConfigMaps until writes are refused.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::json;
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_store::{SledConfig, SledStore, SpaceReserve, Store};
+use skiff_testkit::tmpfs::Tmpfs;
 
 use crate::harness::{Client, Expect, TestServer, assert_mentions, assert_status};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
-
-/// A tmpfs of `mib` MiB mounted on a temporary directory, unmounted when
-/// dropped (also when the test fails).
-pub struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    pub fn mount(mib: u64) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("running mount");
-        assert!(status.success(), "mounting a tmpfs (needs root)");
-        Self { dir }
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .args(["-l"])
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 fn filler(name: &str) -> serde_json::Value {
     // 100 KiB per object: a 24 MiB disk fills in about a hundred and fifty.

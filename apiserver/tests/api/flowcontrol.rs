@@ -16,8 +16,8 @@ use skiff_common::metrics::exposition;
 use tower::ServiceExt;
 
 use super::harness::{
-    Client, Expect, KeptStore, TestServer, assert_refused, columns, exchange, item_names,
-    json_request, refused, row, strings,
+    Client, Expect, KeptStore, TestServer, assert_refused, columns, exchange, forbidden,
+    item_names, json_request, row, strings,
 };
 use super::metrics::scrape;
 
@@ -518,10 +518,8 @@ async fn open_watches_do_not_hold_their_levels_seats() {
 async fn a_plain_user_can_neither_read_nor_change_the_configuration() {
     let s = TestServer::new().await;
     let user = UserInfo::new("mallory", ["system:authenticated".to_string()]);
-    refused(
+    forbidden(
         s.get_as(&user, SCHEMAS).await,
-        403,
-        "Forbidden",
         "flowschemas.flowcontrol.apiserver.k8s.io is forbidden: User \"mallory\" cannot list resource \"flowschemas\" in API group \"flowcontrol.apiserver.k8s.io\" at the cluster scope",
     );
     // Nor may it give itself a level that is never queued.

@@ -132,6 +132,14 @@ impl TestServer {
         Self::in_dir(tempfile::tempdir().unwrap(), config).await
     }
 
+    /// A server configured as by default but for what `configure` sets:
+    /// the one setting a case is about.
+    pub async fn configured(configure: impl FnOnce(&mut ApiServerConfig)) -> Self {
+        let mut config = ApiServerConfig::default();
+        configure(&mut config);
+        Self::with_config(config).await
+    }
+
     /// A server whose configuration `configure` makes from the cluster's
     /// certificates (its client to kubelets, to extension servers), created
     /// in the server's own directory; gives the certificates too, to sign
@@ -507,6 +515,12 @@ pub async fn send_answer(
 /// admission test tries.
 pub async fn post_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
     send_answer(ts, Method::POST, path, Some(body)).await
+}
+
+/// PUTs `body` as the admin and reads the whole answer: the update an
+/// admission test tries.
+pub async fn put_answer(ts: &TestServer, path: &str, body: Value) -> Answer {
+    send_answer(ts, Method::PUT, path, Some(body)).await
 }
 
 /// POSTs `body` as the admin, which must be created (warnings aside),
@@ -947,6 +961,14 @@ pub fn refused(
 ) -> Value {
     assert_refused(code, &body, want_code, want_reason, want_message);
     body
+}
+
+/// Checks that `answer` is upstream's 403 `Forbidden` with `message` (an
+/// authorizer's, an admission plugin's or a quota's refusal); gives the
+/// Status.
+#[track_caller]
+pub fn forbidden(answer: (StatusCode, Value), message: &str) -> Value {
+    refused(answer, 403, "Forbidden", message)
 }
 
 /// Opens the store at `path`, waiting (up to ten seconds) for a previous

@@ -4,7 +4,7 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Client, Expect, TestServer, refused};
+use crate::harness::{Client, Expect, TestServer, forbidden, refused};
 
 /// Checks that `answer` is upstream's 422 `Invalid` with `message`.
 fn invalid(answer: (StatusCode, Value), message: &str) {
@@ -87,10 +87,8 @@ async fn names_and_label_values_are_refused_in_upstreams_words() {
 async fn system_namespaces_cannot_be_deleted_others_terminate() {
     let s = TestServer::new().await;
     for name in ["default", "kube-system", "kube-public"] {
-        refused(
+        forbidden(
             s.delete(&format!("/api/v1/namespaces/{name}")).await,
-            403,
-            "Forbidden",
             &format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
         );
         let ns = s.get_ok(&format!("/api/v1/namespaces/{name}")).await;

@@ -1,7 +1,6 @@
 use std::time::Duration;
 
 use serde_json::json;
-use skiff_apiserver::ApiServerConfig;
 
 use crate::harness::{Client, Expect, TestServer, item_names, pod};
 
@@ -125,11 +124,7 @@ async fn pagination_reads_one_consistent_snapshot() {
 
 #[tokio::test]
 async fn expired_continue_is_410() {
-    let config = ApiServerConfig {
-        continue_ttl: Duration::from_millis(50),
-        ..Default::default()
-    };
-    let s = TestServer::with_config(config).await;
+    let s = TestServer::configured(|c| c.continue_ttl = Duration::from_millis(50)).await;
     for i in 0..3 {
         s.configmap("default", &format!("cm{i}"), json!({})).await;
     }

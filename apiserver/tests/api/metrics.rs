@@ -179,10 +179,8 @@ async fn only_monitoring_reads_metrics() {
     );
 
     let user = UserInfo::new("alice", vec!["system:authenticated".to_string()]);
-    refused(
+    forbidden(
         s.get_as(&user, "/metrics").await,
-        403,
-        "Forbidden",
         "forbidden: User \"alice\" cannot get path \"/metrics\"",
     );
     let anonymous = UserInfo::new(

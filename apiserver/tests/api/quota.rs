@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::{Client, Expect, TestServer, assert_status, columns, message_of, refused};
+use crate::harness::{Client, Expect, TestServer, assert_status, columns, forbidden, message_of};
 
 async fn quota(server: &TestServer, ns: &str, name: &str, spec: Value) {
     server
@@ -95,10 +95,8 @@ async fn a_count_quota_refuses_the_object_past_its_limit_and_stores_nothing() {
     let server = with_quota("q", json!({"hard": {"configmaps": "1"}})).await;
     let cms = "/api/v1/namespaces/x/configmaps";
     server.created(cms, configmap("a")).await;
-    let body = refused(
+    let body = forbidden(
         server.post(cms, configmap("b")).await,
-        403,
-        "Forbidden",
         "configmaps \"b\" is forbidden: exceeded quota: q, requested: configmaps=1, used: configmaps=1, limited: configmaps=1",
     );
     assert_eq!(body["details"]["name"], "b");
@@ -144,10 +142,8 @@ async fn count_names_cover_any_resource_and_a_dry_run_takes_no_slot() {
         .created(&format!("{deployments}?dryRun=All"), deployment("d0"))
         .await;
     server.created(deployments, deployment("d1")).await;
-    refused(
+    forbidden(
         server.post(deployments, deployment("d2")).await,
-        403,
-        "Forbidden",
         "deployments.apps \"d2\" is forbidden: exceeded quota: objects, requested: count/deployments.apps=1, used: count/deployments.apps=1, limited: count/deployments.apps=1",
     );
 }
@@ -159,10 +155,8 @@ async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
         json!({"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "pods": "5"}}),
     )
     .await;
-    refused(
+    forbidden(
         server.post(PODS, pod("bare", json!({}))).await,
-        403,
-        "Forbidden",
         "pods \"bare\" is forbidden: failed quota: compute: must specify limits.memory for: c; requests.cpu for: c",
     );
     let sized = |name: &str, cpu: &str| {
@@ -172,17 +166,13 @@ async fn a_compute_quota_demands_what_it_constrains_and_counts_live_pods() {
         )
     };
     server.created(PODS, sized("p1", "600m")).await;
-    refused(
+    forbidden(
         server.post(PODS, sized("p2", "600m")).await,
-        403,
-        "Forbidden",
         "pods \"p2\" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1",
     );
     server.created(PODS, sized("p3", "0.4")).await;
-    refused(
+    forbidden(
         server.post(PODS, sized("p4", "100m")).await,
-        403,
-        "Forbidden",
         "pods \"p4\" is forbidden: exceeded quota: compute, requested: limits.memory=512Mi,requests.cpu=100m, used: limits.memory=1Gi,requests.cpu=1, limited: limits.memory=1Gi,requests.cpu=1",
     );
 
@@ -219,10 +209,8 @@ async fn scopes_choose_the_pods_a_quota_counts() {
     .await;
 
     server.created(PODS, pod("free-1", json!({}))).await;
-    refused(
+    forbidden(
         server.post(PODS, pod("free-2", json!({}))).await,
-        403,
-        "Forbidden",
         "pods \"free-2\" is forbidden: exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1",
     );
     let sized = json!({"requests": {"cpu": "10m"}});
@@ -233,10 +221,8 @@ async fn scopes_choose_the_pods_a_quota_counts() {
     high["spec"]["priorityClassName"] = json!("high");
     server.created(PODS, high.clone()).await;
     high["metadata"]["name"] = json!("high-2");
-    refused(
+    forbidden(
         server.post(PODS, high).await,
-        403,
-        "Forbidden",
         "pods \"high-2\" is forbidden: exceeded quota: high, requested: pods=1, used: pods=1, limited: pods=1",
     );
     let (code, body) = server.post(PODS, pod("sized-2", sized)).await;
@@ -278,15 +264,13 @@ async fn updates_that_grow_usage_are_checked() {
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
         "spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}});
     server.created(services, svc).await;
-    refused(
+    forbidden(
         server
             .merge_patch(
                 &format!("{services}/web"),
                 json!({"spec": {"type": "NodePort"}}),
             )
             .await,
-        403,
-        "Forbidden",
         "services \"web\" is forbidden: exceeded quota: svc, requested: services.nodeports=2, used: services.nodeports=0, limited: services.nodeports=1",
     );
     let (_, stored) = server.get(&format!("{services}/web")).await;
@@ -314,10 +298,8 @@ async fn claims_are_charged_their_storage_per_class() {
     };
     let claims = "/api/v1/namespaces/x/persistentvolumeclaims";
     server.created(claims, claim("a", "gold", "768Mi")).await;
-    refused(
+    forbidden(
         server.post(claims, claim("b", "gold", "512Mi")).await,
-        403,
-        "Forbidden",
         "persistentvolumeclaims \"b\" is forbidden: exceeded quota: storage, requested: gold.storageclass.storage.k8s.io/requests.storage=512Mi, used: gold.storageclass.storage.k8s.io/requests.storage=768Mi, limited: gold.storageclass.storage.k8s.io/requests.storage=1Gi",
     );
     let (code, body) = server.post(claims, claim("c", "silver", "5Gi")).await;
@@ -368,15 +350,13 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
                {"type": "PersistentVolumeClaim", "max": {"storage": "1Gi"}}]),
     )
     .await;
-    refused(
+    forbidden(
         server
             .post(PODS, pod("x", json!({"requests": {"cpu": "50m"}})))
             .await,
-        403,
-        "Forbidden",
         "pods \"x\" is forbidden: minimum cpu usage per Container is 100m, but request is 50m",
     );
-    refused(
+    forbidden(
         server
             .post(
                 PODS,
@@ -386,18 +366,14 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
                 ),
             )
             .await,
-        403,
-        "Forbidden",
         "pods \"y\" is forbidden: maximum cpu usage per Container is 1, but limit is 2",
     );
     let two = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "two"},
         "spec": {"containers": [
             {"name": "a", "image": "i", "resources": {"requests": {"cpu": "10m"}}},
             {"name": "b", "image": "i", "resources": {"requests": {"cpu": "20m"}}}]}});
-    refused(
+    forbidden(
         server.post(PODS, two).await,
-        403,
-        "Forbidden",
         "pods \"two\" is forbidden: [minimum cpu usage per Container is 100m, but request is 10m, minimum cpu usage per Container is 100m, but request is 20m]",
     );
     assert!(server.list_names(PODS).await.is_empty());
@@ -413,12 +389,10 @@ async fn a_limit_range_refuses_containers_outside_its_bounds() {
 
     let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "big"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}});
-    refused(
+    forbidden(
         server
             .post("/api/v1/namespaces/x/persistentvolumeclaims", claim)
             .await,
-        403,
-        "Forbidden",
         "persistentvolumeclaims \"big\" is forbidden: maximum storage usage per PersistentVolumeClaim is 1Gi, but request is 2Gi",
     );
 }
@@ -428,10 +402,8 @@ async fn limit_range_defaults_satisfy_a_compute_quota() {
     let server = with_limit_range(json!([{"type": "Container", "default": {"cpu": "300m"}}])).await;
     quota(&server, "x", "cpu", json!({"hard": {"limits.cpu": "500m"}})).await;
     server.created(PODS, pod("a", json!({}))).await;
-    refused(
+    forbidden(
         server.post(PODS, pod("b", json!({}))).await,
-        403,
-        "Forbidden",
         "pods \"b\" is forbidden: exceeded quota: cpu, requested: limits.cpu=300m, used: limits.cpu=300m, limited: limits.cpu=500m",
     );
 }

@@ -5,8 +5,9 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::UserInfo;
+use skiff_testkit::json::str_array;
 
-use crate::harness::{Client, Expect, KeptStore, TestServer, pod, refused};
+use crate::harness::{Client, Expect, KeptStore, TestServer, forbidden, pod};
 
 const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
 
@@ -65,10 +66,8 @@ async fn a_service_account_without_grants_is_refused_in_upstreams_words() {
     let s = TestServer::new().await;
     s.namespace("a").await;
     let probe = account("a", "probe");
-    let body = refused(
+    let body = forbidden(
         s.get_as(&probe, "/api/v1/secrets").await,
-        403,
-        "Forbidden",
         "secrets is forbidden: User \"system:serviceaccount:a:probe\" cannot list resource \"secrets\" in API group \"\" at the cluster scope",
     );
     // Upstream's details leave the (absent) name out.
@@ -122,12 +121,7 @@ async fn a_view_binding_reads_its_own_namespace_and_nothing_more() {
         ),
     ];
     for (method, path, want) in refusals {
-        refused(
-            s.call_as(&probe, method, path, None).await,
-            403,
-            "Forbidden",
-            want,
-        );
+        forbidden(s.call_as(&probe, method, path, None).await, want);
     }
     s.post_as(
         &probe,
@@ -155,10 +149,8 @@ async fn a_binding_to_a_missing_role_says_so() {
     s.namespace("a").await;
     bind_role(&s, "a", "dangling", "nowhere", user("carol")).await;
     let carol = UserInfo::new("carol", Vec::new());
-    refused(
+    forbidden(
         s.get_as(&carol, "/api/v1/namespaces/a/pods").await,
-        403,
-        "Forbidden",
         "pods is forbidden: User \"carol\" cannot list resource \"pods\" in API group \"\" in the namespace \"a\": RBAC: role.rbac.authorization.k8s.io \"nowhere\" not found",
     );
 }
@@ -186,10 +178,8 @@ async fn a_namespace_admin_cannot_grant_what_it_does_not_hold() {
         "too-much",
         json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
     );
-    let body = refused(
+    let body = forbidden(
         s.post_as(&alice, &roles, everything.clone()).await,
-        403,
-        "Forbidden",
         "roles.rbac.authorization.k8s.io \"too-much\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}",
     );
     assert_eq!(body["details"]["group"], "rbac.authorization.k8s.io");
@@ -334,10 +324,8 @@ async fn aggregation_rules_need_every_permission() {
     let dora = UserInfo::new("dora", Vec::new());
     let gatherer = json!({"metadata": {"name": "gatherer"},
         "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}});
-    refused(
+    forbidden(
         s.post_as(&dora, &clusterroles, gatherer).await,
-        403,
-        "Forbidden",
         "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule",
     );
     s.post_as(
@@ -380,10 +368,8 @@ async fn anonymous_requests_reach_public_information_only() {
         .expect_code(StatusCode::UNAUTHORIZED);
     // The refusal wording for a path, as an authenticated user sees it.
     let nobody = UserInfo::new("nobody-in-particular", Vec::new());
-    let body = refused(
+    let body = forbidden(
         s.get_as(&nobody, "/metrics").await,
-        403,
-        "Forbidden",
         "forbidden: User \"nobody-in-particular\" cannot get path \"/metrics\"",
     );
     assert_eq!(body["details"], json!({}));
@@ -401,8 +387,7 @@ async fn the_default_policy_is_served_and_aggregated_from_the_start() {
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|r| r["resources"].as_array().unwrap().iter())
-        .filter_map(Value::as_str)
+        .flat_map(|r| str_array(&r["resources"]))
         .collect();
     assert!(resources.contains(&"pods"), "{view}");
     assert!(!resources.contains(&"secrets"), "{view}");

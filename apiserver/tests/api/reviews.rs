@@ -7,7 +7,9 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use skiff_apiserver::authn::{Authenticator, UserInfo};
 
-use crate::harness::{Client, Expect, TestServer, find_by, find_in, message_of, refused};
+use crate::harness::{
+    Client, Expect, TestServer, find_by, find_in, forbidden, message_of, refused,
+};
 
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -458,11 +460,9 @@ mod with_rbac {
         assert!(body["status"].get("denied").is_none(), "{body}");
 
         // Asking about someone else is a privilege of its own...
-        refused(
+        forbidden(
             s.post_as(&bob(), SAR, sar("SubjectAccessReview", spec))
                 .await,
-            403,
-            "Forbidden",
             "subjectaccessreviews.authorization.k8s.io is forbidden: User \"bob\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope",
         );
         // ...asking about oneself is not.
@@ -503,11 +503,9 @@ mod with_rbac {
     async fn impersonation_needs_the_impersonate_grant_for_each_claim() {
         let s = TestServer::new().await;
         let as_alice = [("Impersonate-User", "alice")];
-        refused(
+        forbidden(
             s.call_with_headers(&bob(), Method::POST, WHOAMI, Some(whoami_body()), &as_alice)
                 .await,
-            403,
-            "Forbidden",
             "users \"alice\" is forbidden: User \"bob\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
         );
 
@@ -561,7 +559,7 @@ mod with_rbac {
         let s = TestServer::new().await;
         let master = UserInfo::new("boss", ["system:masters".to_string()]);
         const PODS: &str = "/api/v1/namespaces/default/pods";
-        refused(
+        forbidden(
             s.call_with_headers(
                 &master,
                 Method::GET,
@@ -570,8 +568,6 @@ mod with_rbac {
                 &[("Impersonate-User", "system:anonymous")],
             )
             .await,
-            403,
-            "Forbidden",
             "pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\"",
         );
         s.call_with_headers(&UserInfo::anonymous(), Method::GET, PODS, None, &[])

@@ -23,10 +23,11 @@ async fn status_and_spec_are_written_separately() {
         d.get("status").is_none(),
         "client-set status is dropped on create"
     );
+    let status_path = format!("{DEPLOY}/status");
     let mut with_status = d.clone();
     with_status["status"] = json!({"replicas": 2, "observedGeneration": 1});
     with_status["spec"]["replicas"] = json!(7);
-    let body = s.put_ok(&format!("{DEPLOY}/status"), with_status).await;
+    let body = s.put_ok(&status_path, with_status).await;
     assert_eq!(body["status"]["replicas"], 2);
     assert_eq!(body["spec"]["replicas"], 2, "spec ignored through status");
 
@@ -41,13 +42,10 @@ async fn status_and_spec_are_written_separately() {
     assert_eq!(body["spec"]["replicas"], 3);
 
     let body = s
-        .merge_patch_ok(
-            &format!("{DEPLOY}/status"),
-            json!({"status": {"readyReplicas": 1}}),
-        )
+        .merge_patch_ok(&status_path, json!({"status": {"readyReplicas": 1}}))
         .await;
     assert_eq!(body["status"]["readyReplicas"], 1);
-    let got = s.get_ok(&format!("{DEPLOY}/status")).await;
+    let got = s.get_ok(&status_path).await;
     assert_eq!(got["status"]["readyReplicas"], 1);
 }
 

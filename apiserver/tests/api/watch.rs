@@ -1,7 +1,6 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skiff_apiserver::ApiServerConfig;
 use skiff_store::Store;
 
 use crate::harness::{Client, TestServer, WatchReader, refused};
@@ -116,11 +115,7 @@ async fn a_watch_ignores_the_clients_request_timeout() {
 
 #[tokio::test]
 async fn without_timeout_seconds_a_watch_ends_within_twice_the_default() {
-    let config = ApiServerConfig {
-        default_watch_timeout: Duration::from_secs(1),
-        ..Default::default()
-    };
-    let s = TestServer::with_config(config).await;
+    let s = TestServer::configured(|c| c.default_watch_timeout = Duration::from_secs(1)).await;
     // Zero is no timeout of the client's own, as upstream reads it.
     let mut w = watch_configmaps(&s, "timeoutSeconds=0").await;
     let started = std::time::Instant::now();
@@ -134,11 +129,7 @@ async fn without_timeout_seconds_a_watch_ends_within_twice_the_default() {
 
 #[tokio::test]
 async fn a_version_past_the_caches_history_is_served_from_the_store_until_compacted() {
-    let config = ApiServerConfig {
-        watch_history: 2,
-        ..Default::default()
-    };
-    let s = TestServer::with_config(config).await;
+    let s = TestServer::configured(|c| c.watch_history = 2).await;
     let first = s.configmap("default", "a", json!({})).await;
     for i in 0..4 {
         s.configmap("default", &format!("b{i}"), json!({})).await;
@@ -186,11 +177,7 @@ async fn a_version_past_the_caches_history_is_served_from_the_store_until_compac
 
 #[tokio::test]
 async fn bookmarks_carry_the_current_version() {
-    let config = ApiServerConfig {
-        bookmark_interval: Duration::from_millis(100),
-        ..Default::default()
-    };
-    let s = TestServer::with_config(config).await;
+    let s = TestServer::configured(|c| c.bookmark_interval = Duration::from_millis(100)).await;
     let cm = s.configmap("default", "a", json!({})).await;
     let rv = cm["metadata"]["resourceVersion"].as_str().unwrap();
     let mut w = watch_configmaps(
@@ -289,11 +276,19 @@ async fn streaming_list_ends_initial_events_with_a_bookmark() {
     create_and_see_added(&s, &mut w, "b").await;
 }
 
+/// A resourceVersion `by` past the store's, and upstream's message for a
+/// read of it (the 504 the watch and list cases expect).
+fn version_past_the_store(s: &TestServer, by: u64) -> (u64, String) {
+    let current = s.store.current_revision();
+    let ahead = current + by;
+    let message = format!("Timeout: Too large resource version: {ahead}, current: {current}");
+    (ahead, message)
+}
+
 #[tokio::test]
 async fn a_watch_from_a_version_the_store_has_not_reached_fails_after_a_wait() {
     let s = TestServer::new().await;
-    let current = s.store.current_revision();
-    let ahead = current + 1000;
+    let (ahead, too_large) = version_past_the_store(&s, 1000);
     let started = std::time::Instant::now();
     let mut w = watch_configmaps(&s, &format!("resourceVersion={ahead}")).await;
     let event = w
@@ -310,10 +305,7 @@ async fn a_watch_from_a_version_the_store_has_not_reached_fails_after_a_wait() {
     let status = &event["object"];
     assert_eq!(status["code"], 504, "{status}");
     assert_eq!(status["reason"], "Timeout");
-    assert_eq!(
-        status["message"],
-        format!("Timeout: Too large resource version: {ahead}, current: {current}")
-    );
+    assert_eq!(status["message"], too_large);
     assert_eq!(
         status["details"]["causes"][0]["reason"],
         "ResourceVersionTooLarge"
@@ -333,25 +325,14 @@ async fn a_watch_slightly_ahead_is_served_once_the_store_gets_there() {
 #[tokio::test]
 async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
     let s = TestServer::new().await;
-    let current = s.store.current_revision();
-    let ahead = current + 50;
+    let (ahead, too_large) = version_past_the_store(&s, 50);
     let ahead_of_the_store =
         format!("{CMS}?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan");
-    let body = refused(
-        s.get(&ahead_of_the_store).await,
-        504,
-        "Timeout",
-        &format!("Timeout: Too large resource version: {ahead}, current: {current}"),
-    );
+    let body = refused(s.get(&ahead_of_the_store).await, 504, "Timeout", &too_large);
     assert_eq!(body["details"]["retryAfterSeconds"], 1);
     // An exact list of a version still to come is the same 504, not "too old".
     let exact_ahead = format!("{CMS}?resourceVersion={ahead}&resourceVersionMatch=Exact");
-    refused(
-        s.get(&exact_ahead).await,
-        504,
-        "Timeout",
-        &format!("Timeout: Too large resource version: {ahead}, current: {current}"),
-    );
+    refused(s.get(&exact_ahead).await, 504, "Timeout", &too_large);
 }
 
 #[tokio::test]
@@ -374,11 +355,7 @@ async fn an_exact_list_of_a_state_no_longer_held_is_410_with_upstreams_words() {
 
 #[tokio::test]
 async fn a_watch_outlives_the_request_timeout() {
-    let config = ApiServerConfig {
-        request_timeout: Duration::from_secs(1),
-        ..Default::default()
-    };
-    let s = TestServer::with_config(config).await;
+    let s = TestServer::configured(|c| c.request_timeout = Duration::from_secs(1)).await;
     let mut w = s.watch(&format!("{CMS}?watch=1")).await;
     stays_open_past_a_second_and_delivers(&s, &mut w).await;
     // Requests that are not long-running still answer within it.

@@ -21,11 +21,12 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+use skiff_testkit::admission::review_answer;
 use skiff_testkit::pki::TestCa;
 
 use crate::harness::{
     Client, Expect, KeptStore, TestServer, assert_mentions, columns, configmap, created_answer,
-    deployment, labelled_namespace, refused,
+    deployment, forbidden, labelled_namespace, refused,
 };
 use crate::node_tls::{ClientCerts, tls_listener};
 
@@ -90,10 +91,7 @@ impl Hook {
                                     serde_json::from_slice(&bytes).unwrap_or(Value::Null);
                                 recorded.lock().push(review["request"].clone());
                                 tokio::time::sleep(delay).await;
-                                let mut response = answer(&review["request"]);
-                                response["uid"] = review["request"]["uid"].clone();
-                                let body = json!({"apiVersion": "admission.k8s.io/v1",
-                                "kind": "AdmissionReview", "response": response});
+                                let body = review_answer(&review, answer(&review["request"]));
                                 Ok::<_, std::convert::Infallible>(
                                     http::Response::builder()
                                         .header("content-type", "application/json")
@@ -319,10 +317,8 @@ async fn a_validating_webhook_refuses_in_upstreams_words_and_selects_by_labels()
         ),
     )
     .await;
-    refused(
+    forbidden(
         post_configmap(&server, "refused", json!({"guarded": "yes"})).await,
-        403,
-        "Forbidden",
         "admission webhook \"deny.example.com\" denied the request: no configmaps here",
     );
     let (code, _) = server.get(&format!("{CMS}/refused")).await;

@@ -4,44 +4,12 @@
 //! giving its space back once objects are deleted, and the server stopping
 //! promptly afterwards.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use skiff_testkit::tmpfs::Tmpfs;
+
 use super::support::{Server, assert_contains, eventually};
-
-/// A tmpfs of `mib` MiB on a temporary mount point, unmounted when dropped,
-/// also when the test fails (declare it before the server that uses it, so
-/// the server is stopped first).
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(mib: u64) -> Self {
-        let dir = tempfile::tempdir().expect("mount point");
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("run mount");
-        assert!(status.success(), "mounting a tmpfs (the tests run as root)");
-        Self { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 /// Opens TLS to the server, starts a request and sends one header byte per
 /// second; prints how many seconds passed until the server hung up.
@@ -99,12 +67,10 @@ fn a_client_trickling_its_headers_is_cut_at_32_seconds() {
 #[test]
 fn a_resource_version_from_the_future_fails_as_upstreams_does() {
     let server = Server::start();
+    // The ConfigMaps as of a version the store is far from reaching.
+    let future = "/api/v1/namespaces/default/configmaps?resourceVersion=99999999";
     let started = Instant::now();
-    let watched = server.kubectl_ok(&[
-        "get",
-        "--raw",
-        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=99999999",
-    ]);
+    let watched = server.kubectl_ok(&["get", "--raw", &format!("{future}&watch=1")]);
     assert!(started.elapsed() >= Duration::from_millis(2900));
     assert_contains(&watched, r#""type":"ERROR""#);
     assert_contains(
@@ -116,7 +82,7 @@ fn a_resource_version_from_the_future_fails_as_upstreams_does() {
     let listed = server.kubectl_err(&[
         "get",
         "--raw",
-        "/api/v1/namespaces/default/configmaps?resourceVersion=99999999&resourceVersionMatch=NotOlderThan",
+        &format!("{future}&resourceVersionMatch=NotOlderThan"),
     ]);
     assert_contains(&listed, "Too large resource version");
 }

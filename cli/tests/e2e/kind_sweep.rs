@@ -12,6 +12,7 @@ use std::time::Duration;
 use base64::Engine;
 use rcgen::{CertificateParams, DnType, KeyPair};
 use serde_json::{Value, json};
+use skiff_testkit::json::str_array;
 
 use super::support::{Server, eventually};
 
@@ -46,12 +47,7 @@ fn creatable_kinds(server: &Server) -> BTreeSet<String> {
             serde_json::from_str(&server.kubectl_ok(&["get", "--raw", &path])).unwrap();
         for resource in list["resources"].as_array().unwrap() {
             let name = resource["name"].as_str().unwrap();
-            let verbs: Vec<&str> = resource["verbs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(Value::as_str)
-                .collect();
+            let verbs = str_array(&resource["verbs"]);
             // Subresources are reached through their parent's kind.
             if name.contains('/') || !verbs.contains(&"create") {
                 continue;

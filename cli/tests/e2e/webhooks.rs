@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
+use skiff_testkit::admission::review_answer;
 use skiff_testkit::pki::TestCa;
 
 use super::support::{Server, assert_contains, free_port};
@@ -92,10 +93,7 @@ fn start_webhook() -> (TestCa, u16) {
                             if path == "/slow" {
                                 tokio::time::sleep(Duration::from_secs(3)).await;
                             }
-                            let mut response = answer(&path, &review["request"]);
-                            response["uid"] = review["request"]["uid"].clone();
-                            let out = json!({"apiVersion": "admission.k8s.io/v1",
-                                "kind": "AdmissionReview", "response": response});
+                            let out = review_answer(&review, answer(&path, &review["request"]));
                             Ok::<_, std::convert::Infallible>(
                                 http::Response::builder()
                                     .header("content-type", "application/json")

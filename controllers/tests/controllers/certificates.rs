@@ -23,7 +23,7 @@ use skiff_controllers::Context;
 use skiff_controllers::certificates::kubelet_serving::ClusterSigner;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually, merge_patch_status};
+use super::support::{TestCluster, eventually, merge_patch_status, present_after_a_moment};
 
 const SERVING_USAGES: &[&str] = &["digital signature", "key encipherment", "server auth"];
 
@@ -518,14 +518,7 @@ async fn deleting_a_node_frees_its_name_for_a_new_host() {
     nodes.create(&pp, &other).await.unwrap();
     nodes.delete("edge-3", &Default::default()).await.unwrap();
     let secrets = Api::<Secret>::namespaced(cluster.client.clone(), "kube-system");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        secrets
-            .get_opt("edge-2.node-password.skiff")
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(present_after_a_moment(&secrets, "edge-2.node-password.skiff").await);
     let err = join("host-b-early", "host-b")
         .await
         .expect_err("the node exists");

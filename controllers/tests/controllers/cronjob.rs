@@ -7,7 +7,7 @@ use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use super::support::{TestCluster, eventually, list_all, merge_patch_status};
-use super::workload_helpers::{WAIT, create_workload, event_about, wait_for_events};
+use super::workload_helpers::{WAIT, assert_event, create_workload, event_about, wait_for_events};
 
 /// Makes a run of `name` due now: the last one three minutes ago.
 async fn due_now(api: &Api<CronJob>, name: &str) {
@@ -119,12 +119,10 @@ async fn a_schedule_that_never_fires_is_reported_invalid() {
     });
     create_workload::<CronJob>(&client, "never", spec, json!({})).await;
     let event = event_about(&client, "never", "InvalidSchedule").await;
-    assert_eq!(event.type_.as_deref(), Some("Warning"));
-    assert_eq!(
-        event.note.as_deref(),
-        Some(
-            "invalid schedule: 59 23 31 2 * : time difference between two schedules is less than 1 second"
-        )
+    assert_event(
+        &event,
+        "Warning",
+        "invalid schedule: 59 23 31 2 * : time difference between two schedules is less than 1 second",
     );
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     assert!(list_all(&jobs).await.is_empty());

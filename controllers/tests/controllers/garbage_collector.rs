@@ -9,7 +9,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::support::{TestCluster, eventually, merge_patch};
+use super::support::{TestCluster, eventually, merge_patch, present_after_a_moment};
 use skiff_controllers::{Context, garbage_collector};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -75,8 +75,7 @@ async fn background_deletion_collects_dependents_after_the_owner() {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     // Give the collector time to see the graph; nothing must be collected.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(cms.get_opt("child-cm").await.unwrap().is_some());
+    assert!(present_after_a_moment(&cms, "child-cm").await);
     assert!(pods.get_opt("child-pod").await.unwrap().is_some());
 
     cms.delete("rs-like", &DeleteParams::background())
@@ -148,8 +147,7 @@ async fn orphan_deletion_keeps_dependents_without_the_reference() {
     let pod = pods.get("orphan-pod").await.unwrap();
     assert!(pod.metadata.owner_references.unwrap_or_default().is_empty());
     // Nothing collects the orphans later.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(pods.get_opt("orphan-pod").await.unwrap().is_some());
+    assert!(present_after_a_moment(&pods, "orphan-pod").await);
     cluster.shutdown().await;
 }
 

@@ -8,11 +8,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
-use kube::api::PostParams;
 use serde_json::json;
 
-use super::support::{TestCluster, eventually, merge_patch};
-use super::workload_helpers::{event_about, event_reasons};
+use super::support::{TestCluster, create_object, eventually, merge_patch};
+use super::workload_helpers::{assert_event, event_about, event_reasons};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -20,9 +19,7 @@ async fn create_claim(api: &Api<PersistentVolumeClaim>, name: &str, spec: serde_
     let mut spec = spec;
     spec["accessModes"] = json!(["ReadWriteOnce"]);
     spec["resources"] = json!({"requests": {"storage": "1Gi"}});
-    let claim: PersistentVolumeClaim =
-        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
-    api.create(&PostParams::default(), &claim).await.unwrap();
+    create_object(api, json!({"metadata": {"name": name}, "spec": spec})).await;
 }
 
 async fn class_of(api: &Api<PersistentVolumeClaim>, name: &str) -> Option<String> {
@@ -43,14 +40,11 @@ async fn claims_made_before_a_default_class_get_it_once_one_is_marked() {
     create_claim(&claims, "bound", json!({"volumeName": "pv-1"})).await;
 
     // A class that is not marked default changes nothing.
-    let class: StorageClass = serde_json::from_value(
+    create_object(
+        &classes,
         json!({"metadata": {"name": "slow"}, "provisioner": "example.com/p"}),
     )
-    .unwrap();
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(class_of(&claims, "waiting").await, None);
 
@@ -78,36 +72,32 @@ async fn a_delayed_claim_is_told_it_waits_for_its_first_consumer() {
     let cluster = TestCluster::start(Some(&["persistentvolume-binder"])).await;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client.clone(), "default");
     let classes: Api<StorageClass> = Api::all(cluster.client.clone());
-    let class: StorageClass = serde_json::from_value(json!({
-        "metadata": {"name": "local"}, "provisioner": "example.com/p",
-        "volumeBindingMode": "WaitForFirstConsumer"}))
-    .unwrap();
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
+    create_object(
+        &classes,
+        json!({"metadata": {"name": "local"}, "provisioner": "example.com/p",
+            "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
     create_claim(&claims, "delayed", json!({"storageClassName": "local"})).await;
     let event = event_about(&cluster.client, "delayed", "WaitForFirstConsumer").await;
-    assert_eq!(event.type_.as_deref(), Some("Normal"));
-    assert_eq!(
-        event.note.as_deref(),
-        Some("waiting for first consumer to be created before binding")
+    assert_event(
+        &event,
+        "Normal",
+        "waiting for first consumer to be created before binding",
     );
     assert_eq!(
         event.reporting_controller.as_deref(),
         Some("persistentvolume-controller")
     );
 
-    let placed: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "placed",
-            "annotations": {"volume.kubernetes.io/selected-node": "n1"}},
-        "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}}}}))
-    .unwrap();
-    claims
-        .create(&PostParams::default(), &placed)
-        .await
-        .unwrap();
+    let placed = create_object(
+        &claims,
+        json!({"metadata": {"name": "placed",
+                "annotations": {"volume.kubernetes.io/selected-node": "n1"}},
+            "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
     // Its sync follows the delayed claim's: give it the time that one took.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let reasons = event_reasons(&cluster.client, "default", "placed").await;

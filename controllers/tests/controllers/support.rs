@@ -18,7 +18,7 @@ use skiff_informer::SharedInformerFactory;
 use skiff_testkit::UserInfo;
 use tokio::sync::watch;
 
-pub use skiff_testkit::{eventually, eventually_gone};
+pub use skiff_testkit::{eventually, eventually_gone, present_after_a_moment};
 
 /// The cluster CA the test clusters publish (any PEM text will do).
 pub const TEST_CA_PEM: &str =

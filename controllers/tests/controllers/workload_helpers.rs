@@ -202,6 +202,14 @@ pub async fn event_reasons(client: &Client, ns: &str, name: &str) -> Vec<String>
         .collect()
 }
 
+/// Asserts that `event` is of `type_` (Normal or Warning) and says `note`:
+/// what a user reads of it in `kubectl describe`.
+#[track_caller]
+pub fn assert_event(event: &k8s_openapi::api::events::v1::Event, type_: &str, note: &str) {
+    assert_eq!(event.type_.as_deref(), Some(type_), "{event:?}");
+    assert_eq!(event.note.as_deref(), Some(note), "{event:?}");
+}
+
 /// Waits for the events.k8s.io/v1 event with `reason` about the object named
 /// `name` in `default`, and returns it: for checking its type and note.
 pub async fn event_about(

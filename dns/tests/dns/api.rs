@@ -13,7 +13,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use skiff_dns::{ClusterDns, DnsConfig, PublishConfig};
-use skiff_testkit::{Spawned, TestCluster};
+use skiff_testkit::{Spawned, TestCluster, present_after_a_moment};
 
 use super::support::{answers, ask};
 
@@ -176,14 +176,7 @@ async fn a_server_s_slice_is_owned_by_its_identity_lease_and_replaces_the_shared
     let dns = spawn_dns(&client, &factory, config);
     // Nothing is published while the owner is missing: a slice nothing owns
     // would outlive its server.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        slices
-            .get_opt("kube-dns-skiff-00aa11bb")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!present_after_a_moment(&slices, "kube-dns-skiff-00aa11bb").await);
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
     let lease: Lease = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "apiserver-00aa11bb", "namespace": "kube-system"},

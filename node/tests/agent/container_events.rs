@@ -513,18 +513,9 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
             "spec": {"containers": [{"name": "c", "image": absent, "imagePullPolicy": "Never"}]}
         }))
         .await;
-    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-        kube::Api::namespaced(cluster.client.clone(), "default");
-    configmaps
-        .create(
-            &Default::default(),
-            &serde_json::from_value(
-                json!({"metadata": {"name": "settings"}, "data": {"there": "v"}}),
-            )
-            .expect("configmap"),
-        )
-        .await
-        .expect("create configmap");
+    cluster
+        .create_configmap(json!({"metadata": {"name": "settings"}, "data": {"there": "v"}}))
+        .await;
     cluster
         .create_pod(json!({
             "metadata": {"name": "keyless"},

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, Pod, PodCondition};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use skiff_apiserver::tls::ClusterCerts;
@@ -202,6 +202,16 @@ impl TestCluster {
             .create(&PostParams::default(), &pod)
             .await
             .expect("create pod")
+    }
+
+    /// Creates a ConfigMap in the pods' namespace from a JSON manifest: what
+    /// their volumes and environment read.
+    pub async fn create_configmap(&self, manifest: serde_json::Value) -> ConfigMap {
+        let configmap: ConfigMap = serde_json::from_value(manifest).expect("configmap manifest");
+        Api::namespaced(self.client.clone(), "default")
+            .create(&PostParams::default(), &configmap)
+            .await
+            .expect("create configmap")
     }
 
     /// Creates a pod as [`Self::create_pod`] does and waits until it is

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
@@ -50,17 +50,12 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     .expect("lease");
     assert!(lease.spec.and_then(|s| s.renew_time).is_some());
 
-    Api::<ConfigMap>::namespaced(cluster.client.clone(), "default")
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "settings"},
-                "data": {"greeting": "hello from a configmap", "mode": "fast"}
-            }))
-            .expect("configmap"),
-        )
-        .await
-        .expect("create configmap");
+    cluster
+        .create_configmap(json!({
+            "metadata": {"name": "settings"},
+            "data": {"greeting": "hello from a configmap", "mode": "fast"}
+        }))
+        .await;
 
     // 1. Prints and exits: Succeeded, exit 0, Completed, log content; env
     //    from a configMapKeyRef, a fieldRef and $(VAR) expansion in args.

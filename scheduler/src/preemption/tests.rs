@@ -61,14 +61,15 @@ fn preempts_lower_priority_pod() {
 
 #[test]
 fn not_helpful_when_every_rejection_is_unresolvable() {
+    let tainted = |name: &str| {
+        NodeBuilder::new(name)
+            .taint("key", "value", "NoSchedule")
+            .build()
+    };
     let c = TestCluster::new();
     c.add_nodes(vec![
-        NodeBuilder::new("n1")
-            .taint("key", "value", "NoSchedule")
-            .build(),
-        NodeBuilder::new("n2")
-            .taint("key", "value", "NoSchedule")
-            .build(),
+        tainted("n1"),
+        tainted("n2"),
         NodeBuilder::new("n3").label("zone", "b").build(),
     ]);
     let f = schedule_failure(

@@ -37,10 +37,19 @@ fn pod(name: &str) -> Arc<Pod> {
 /// A queue holding `pod`, popped once and parked as rejected by `plugins`, and
 /// the pod's key.
 fn parked(pod: PodBuilder, plugins: &[&'static str]) -> (SchedulingQueue, String) {
-    let (mut q, _) = queue();
+    let (q, _, key) = parked_on_clock(pod, plugins);
+    (q, key)
+}
+
+/// [`parked`], with the queue's clock for the cases that let time pass.
+fn parked_on_clock(
+    pod: PodBuilder,
+    plugins: &[&'static str],
+) -> (SchedulingQueue, FakeClock, String) {
+    let (mut q, clock) = queue();
     q.add(Arc::new(pod.build()));
     let key = fail(&mut q, plugins);
-    (q, key)
+    (q, clock, key)
 }
 
 /// Asserts the pod `key` left the unschedulable pods (for the active or backoff queue).
@@ -122,9 +131,7 @@ fn errors_back_off_exponentially_up_to_ten_seconds() {
 
 #[test]
 fn parked_pods_move_only_on_relevant_events() {
-    let (mut q, clock) = queue();
-    q.add(pod("p"));
-    let key = fail(&mut q, &["NodeResourcesFit"]);
+    let (mut q, clock, key) = parked_on_clock(PodBuilder::new("p"), &["NodeResourcesFit"]);
     assert_eq!(q.location(&key), Some(Location::Unschedulable));
     // A node label change cannot help a pod short of resources.
     assert_eq!(
@@ -146,9 +153,7 @@ fn parked_pods_move_only_on_relevant_events() {
 
 #[test]
 fn event_after_backoff_goes_straight_to_active() {
-    let (mut q, clock) = queue();
-    q.add(pod("p"));
-    let key = fail(&mut q, &["TaintToleration"]);
+    let (mut q, clock, key) = parked_on_clock(PodBuilder::new("p"), &["TaintToleration"]);
     clock.advance(Duration::from_secs(2));
     assert_eq!(
         on(&mut q, EventResource::Node, ActionSet::UPDATE_NODE_TAINT),
@@ -174,9 +179,7 @@ fn volume_events_requeue_volume_binding_failures() {
 
 #[test]
 fn unschedulable_pods_flushed_after_five_minutes() {
-    let (mut q, clock) = queue();
-    q.add(pod("p"));
-    let key = fail(&mut q, &["NodeAffinity"]);
+    let (mut q, clock, key) = parked_on_clock(PodBuilder::new("p"), &["NodeAffinity"]);
     clock.advance(Duration::from_secs(299));
     assert_eq!(q.flush_unschedulable_leftover(), 0);
     clock.advance(Duration::from_secs(1));
@@ -186,9 +189,7 @@ fn unschedulable_pods_flushed_after_five_minutes() {
 
 #[test]
 fn status_updates_do_not_postpone_the_flush() {
-    let (mut q, clock) = queue();
-    q.add(pod("p"));
-    fail(&mut q, &["NodeAffinity"]);
+    let (mut q, clock, _) = parked_on_clock(PodBuilder::new("p"), &["NodeAffinity"]);
     for _ in 0..5 {
         clock.advance(Duration::from_secs(60));
         let mut same = PodBuilder::new("p").build();
@@ -271,9 +272,7 @@ fn updates_and_deletes_while_in_flight() {
 
 #[test]
 fn spec_update_of_parked_pod_requeues_it() {
-    let (mut q, clock) = queue();
-    q.add(pod("p"));
-    fail(&mut q, &["NodeAffinity"]);
+    let (mut q, clock, _) = parked_on_clock(PodBuilder::new("p"), &["NodeAffinity"]);
     // A status-only update changes nothing.
     let mut same = PodBuilder::new("p").build();
     same.status = Some(Default::default());
@@ -318,6 +317,20 @@ mod queueing_hints {
                 new: Some(new),
             },
         )
+    }
+
+    /// Asserts that the node update from `old` to `new` moves the parked pod
+    /// `key`, and it alone.
+    #[track_caller]
+    fn assert_node_update_requeues(
+        q: &mut SchedulingQueue,
+        key: &str,
+        actions: ActionSet,
+        old: &Node,
+        new: &Node,
+    ) {
+        assert_eq!(node_update(q, actions, old, new), 1);
+        assert_requeued(q, key);
     }
 
     /// The queue told that `deleted` was deleted; how many pods moved.
@@ -366,11 +379,13 @@ mod queueing_hints {
         let enough = NodeBuilder::new("small")
             .allocatable(&[("cpu", "16"), ("pods", "110")])
             .build();
-        assert_eq!(
-            node_update(&mut q, ActionSet::UPDATE_NODE_ALLOCATABLE, &bigger, &enough),
-            1
+        assert_node_update_requeues(
+            &mut q,
+            &key,
+            ActionSet::UPDATE_NODE_ALLOCATABLE,
+            &bigger,
+            &enough,
         );
-        assert_requeued(&q, &key);
     }
 
     #[test]
@@ -411,11 +426,7 @@ mod queueing_hints {
         assert_eq!(q.location(&key), Some(Location::Unschedulable));
         // The taint is removed: retried.
         let clean = NodeBuilder::new("n").build();
-        assert_eq!(
-            node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &still, &clean),
-            1
-        );
-        assert_requeued(&q, &key);
+        assert_node_update_requeues(&mut q, &key, ActionSet::UPDATE_NODE_TAINT, &still, &clean);
         // A tolerated taint on a new node also helps another such pod.
         q.add(Arc::new(
             PodBuilder::new("q")
@@ -450,11 +461,7 @@ mod queueing_hints {
             0
         );
         let ssd = NodeBuilder::new("n").label("disk", "ssd").build();
-        assert_eq!(
-            node_update(&mut q, ActionSet::UPDATE_NODE_LABEL, &hdd2, &ssd),
-            1
-        );
-        assert_requeued(&q, &key);
+        assert_node_update_requeues(&mut q, &key, ActionSet::UPDATE_NODE_LABEL, &hdd2, &ssd);
     }
 
     #[test]
@@ -494,11 +501,13 @@ mod queueing_hints {
             0
         );
         let open = NodeBuilder::new("n").build();
-        assert_eq!(
-            node_update(&mut q, ActionSet::UPDATE_NODE_TAINT, &relabelled, &open),
-            1
+        assert_node_update_requeues(
+            &mut q,
+            &key,
+            ActionSet::UPDATE_NODE_TAINT,
+            &relabelled,
+            &open,
         );
-        assert_requeued(&q, &key);
     }
 
     #[test]
