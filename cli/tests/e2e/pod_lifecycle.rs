@@ -147,6 +147,15 @@ fn scenario(server: &Server) {
         server.kubectl_ok(&["logs", "crasher", "--previous"]),
         "crashing\n"
     );
+    // A stream to it between runs: no container is running, and kubectl
+    // says so in a kubelet's words (retried, as a run may be under way).
+    eventually(Duration::from_secs(30), "exec finds no container", || {
+        let out = server.kubectl(&["exec", "crasher", "--", "true"]);
+        let error = String::from_utf8_lossy(&out.stderr).into_owned();
+        (!out.status.success()
+            && error.contains("unable to upgrade connection: container not found (\"main\")"))
+        .then_some(())
+    });
 
     // A configMap volume read through exec.
     wait_running(server, "reader");

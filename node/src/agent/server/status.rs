@@ -39,11 +39,16 @@ pub(crate) fn failure(code: StatusCode, message: impl Into<String>) -> Response 
 
 impl IntoResponse for TargetError {
     fn into_response(self) -> Response {
+        // A kubelet answers a stream to a container that is not running
+        // with its runtime error's text, not a Status.
+        if let TargetError::ContainerNotFound { .. } = &self {
+            return (StatusCode::INTERNAL_SERVER_ERROR, self.to_string()).into_response();
+        }
         let code = match &self {
             TargetError::PodNotFound { .. } => StatusCode::NOT_FOUND,
-            TargetError::NoSuchContainer { .. } | TargetError::NotRunning { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            TargetError::NoSuchContainer { .. }
+            | TargetError::NotRunning { .. }
+            | TargetError::ContainerNotFound { .. } => StatusCode::BAD_REQUEST,
             TargetError::Runtime(e) if e.is_unavailable() => StatusCode::SERVICE_UNAVAILABLE,
             TargetError::Runtime(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

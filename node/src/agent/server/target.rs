@@ -30,7 +30,15 @@ pub(crate) enum TargetError {
         /// The pod.
         pod: String,
     },
-    /// The container (or sandbox) has no running instance.
+    /// The container has no running instance to exec in or attach to:
+    /// a kubelet's words, which kubectl shows after "unable to upgrade
+    /// connection: ".
+    #[error("container not found ({container:?})")]
+    ContainerNotFound {
+        /// The container.
+        container: String,
+    },
+    /// The pod's sandbox has no running instance.
     #[error("container {container:?} in pod {pod:?} is not running")]
     NotRunning {
         /// The container (empty for the sandbox).
@@ -115,9 +123,8 @@ pub(crate) async fn running_container(
     check_container(pod, container)?;
     match newest_container(runtime, uid(pod), container).await? {
         Some(c) if c.state == cri_api::ContainerState::ContainerRunning as i32 => Ok(c.id),
-        _ => Err(TargetError::NotRunning {
+        _ => Err(TargetError::ContainerNotFound {
             container: container.to_string(),
-            pod: pod.metadata.name.clone().unwrap_or_default(),
         }),
     }
 }
