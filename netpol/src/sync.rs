@@ -116,6 +116,7 @@ const RULES: TableKind = TableKind {
     what: "network policy rules",
     intact,
     sysctls: &[(sysctl::BRIDGE_NF_CALL_IPTABLES, "1")],
+    sysctls_undone_on_stop: &[],
     sysctls_purpose: "network policies (traffic between pods on one bridge)",
 };
 

@@ -3,7 +3,9 @@
 //! table — cluster IPs, node ports, external and load-balancer IPs DNATed to
 //! ready endpoints with random balancing, ClientIP affinity, `Local` traffic
 //! policies, draining of terminating endpoints, rejection of Services without
-//! endpoints and masquerading for hairpin and off-cluster clients — and keeps
+//! endpoints, masquerading for hairpin and off-cluster clients, node ports
+//! on `127.0.0.1` for the host's own clients with the loopback guarded
+//! against other hosts — and keeps
 //! it applied, one atomic `nft -f` transaction per change.
 //!
 //! It must never touch other tables (only its own, `ip skiff-proxy` by

@@ -21,6 +21,16 @@ use crate::plan::{Endpoint, NodeFacts, PortPlan, Target};
 /// Mark bit that asks the postrouting chain to masquerade.
 pub const MASQUERADE_MARK: u32 = 0x4000;
 
+/// The loopback addresses. Node ports answer there for this host's own
+/// clients (`curl 127.0.0.1:30080`, as k3s's kube-proxy answers), which
+/// needs the `route_localnet` sysctl; so the filter input hook drops what
+/// arrives for them from another host (CVE-2020-8558).
+pub const LOOPBACK: &str = "127.0.0.0/8";
+
+/// How `nft list ruleset` shows the loopback guard's match on the source:
+/// while any table holds it, `route_localnet` stays safe to leave on.
+pub const LOOPBACK_GUARD_LISTED: &str = "ip saddr != 127.0.0.0/8";
+
 /// Chains every ruleset has.
 pub mod chains {
     /// nat prerouting hook.
@@ -115,6 +125,11 @@ pub fn render(table: &str, plans: &[PortPlan], node: &NodeFacts) -> Ruleset {
     for (name, hook, target) in nat {
         let mut c = base(&format!("type nat hook {hook}; policy accept;"));
         c.rules = vec![format!("jump {target}")];
+        if name == NAT_OUTPUT {
+            c.rules.push(format!(
+                "ip daddr {LOOPBACK} meta l4proto . th dport vmap @{SERVICE_NODEPORTS}"
+            ));
+        }
         r.chains.insert(name.into(), c);
     }
     // Every filter hook checks new connections for Services that cannot
@@ -130,6 +145,22 @@ pub fn render(table: &str, plans: &[PortPlan], node: &NodeFacts) -> Ruleset {
         ));
         c.rules = vec![format!("ct state new jump {ENDPOINTS_CHECK}")];
         r.chains.insert(name.into(), c);
+    }
+    if let Some(input) = r.chains.get_mut(FILTER_INPUT) {
+        // Only this host may reach its loopback addresses (node ports
+        // there are DNATed away before this hook).
+        input.rules.insert(
+            0,
+            format!(
+                "iifname != \"lo\" ip daddr {LOOPBACK} ip saddr != {LOOPBACK} \
+                 ct state != {{ established, related }} ct status & dnat == 0 drop"
+            ),
+        );
+    }
+    if let Some(output) = r.chains.get_mut(FILTER_OUTPUT) {
+        output.rules.push(format!(
+            "ct state new ip daddr {LOOPBACK} meta l4proto . th dport vmap @{NO_ENDPOINT_NODEPORTS}"
+        ));
     }
     r.chains.insert(
         SERVICES.into(),

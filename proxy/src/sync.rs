@@ -110,7 +110,8 @@ pub fn intact(applier: &Applier) -> Result<bool, NftError> {
 }
 
 /// The proxy's table: replies between pods on one bridge must pass the
-/// `ip` hooks to be un-NATed, and the node forwards.
+/// `ip` hooks to be un-NATed, the node forwards, and loopback addresses
+/// route to pods (node ports on `127.0.0.1`).
 const RULES: TableKind = TableKind {
     family: Family::Ip,
     what: "service rules",
@@ -118,8 +119,11 @@ const RULES: TableKind = TableKind {
     sysctls: &[
         (sysctl::IP_FORWARD, "1"),
         (sysctl::BRIDGE_NF_CALL_IPTABLES, "1"),
+        (sysctl::ROUTE_LOCALNET, "1"),
     ],
-    sysctls_purpose: "the service proxy (pod-to-Service traffic on one bridge)",
+    sysctls_purpose: "the service proxy (pod-to-Service traffic on one bridge, node ports on 127.0.0.1)",
+    // Without the loopback guard, route_localnet would let other hosts in.
+    sysctls_undone_on_stop: &[(sysctl::ROUTE_LOCALNET, render::LOOPBACK_GUARD_LISTED)],
 };
 
 /// Runs the proxy until `stop` is raised; then removes the table when

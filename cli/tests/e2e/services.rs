@@ -212,9 +212,12 @@ fn scenario(server: &mut Server, table: &str) {
         "pod through the ClusterIP"
     );
 
-    // Host → NodePort on the node's address.
+    // Host → NodePort on the node's address, and on 127.0.0.1 (as k3s
+    // answers there).
     let via_node_port = SocketAddr::new(node_ip, node_port);
     assert_eq!(host_get(via_node_port).as_deref(), Ok(first_name.as_str()));
+    let via_loopback = SocketAddr::from(([127, 0, 0, 1], node_port));
+    assert_eq!(host_get(via_loopback).as_deref(), Ok(first_name.as_str()));
 
     // Three replicas: every one answers.
     server.kubectl_ok(&["scale", "deployment", "web", "--replicas=3"]);

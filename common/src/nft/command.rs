@@ -83,6 +83,11 @@ impl Nft {
         }
     }
 
+    /// `nft list ruleset`: every table.
+    pub fn list_ruleset(&self) -> Result<String, NftError> {
+        self.run(&["list", "ruleset"], None)
+    }
+
     /// Deletes the table if it exists.
     pub fn delete_table(&self, family: Family, table: &str) -> Result<(), NftError> {
         self.apply(&format!(

@@ -30,6 +30,12 @@ pub struct TableKind {
     pub sysctls: &'static [(&'static str, &'static str)],
     /// What needs those sysctls, named when one cannot be set.
     pub sysctls_purpose: &'static str,
+    /// Those of `sysctls` only safe while rules are in place
+    /// (`route_localnet` needs the proxy's loopback guard), each with text
+    /// that such rules hold as `nft list ruleset` shows them: once the table
+    /// is removed on stop, the earlier value is put back unless another
+    /// table (another instance's) still holds that text.
+    pub sysctls_undone_on_stop: &'static [(&'static str, &'static str)],
 }
 
 /// How one table is kept applied: the settings the service proxy's and the
@@ -90,10 +96,12 @@ pub async fn run<S, E>(
 where
     S: TableSources,
 {
+    let set = if sync.host_sysctls {
+        sysctl::ensure(kind.sysctls, kind.sysctls_purpose)
+    } else {
+        Vec::new()
+    };
     let result = async {
-        if sync.host_sysctls {
-            sysctl::ensure(kind.sysctls, kind.sysctls_purpose);
-        }
         let changed = Arc::new(Notify::new());
         let sources = start_sources(changed.clone())?;
         tokio::select! {
@@ -106,8 +114,46 @@ where
     .await;
     if sync.remove_on_stop {
         remove_table(sync.nft.clone(), kind.family, sync.table.clone(), kind.what).await;
+        undo_sysctls(kind, &sync.nft, set).await;
     }
     result
+}
+
+/// Puts back what `set` changed of [`TableKind::sysctls_undone_on_stop`],
+/// unless the rules that make it safe are still there in another table.
+async fn undo_sysctls(kind: &TableKind, nft: &Nft, set: Vec<(&'static str, String)>) {
+    let undone: Vec<(&'static str, String, &'static str)> = set
+        .into_iter()
+        .filter_map(|(path, earlier)| {
+            let (_, marker) = kind
+                .sysctls_undone_on_stop
+                .iter()
+                .find(|(undone, _)| *undone == path)?;
+            Some((path, earlier, *marker))
+        })
+        .collect();
+    if undone.is_empty() {
+        return;
+    }
+    let nft = nft.clone();
+    let listed = tokio::task::spawn_blocking(move || nft.list_ruleset()).await;
+    let ruleset = match listed {
+        Ok(Ok(text)) => text,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "listing the ruleset; sysctls left as they are");
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "listing the ruleset; sysctls left as they are");
+            return;
+        }
+    };
+    sysctl::restore(
+        undone
+            .into_iter()
+            .filter(|(_, _, marker)| !ruleset.contains(marker))
+            .map(|(path, earlier, _)| (path, earlier)),
+    );
 }
 
 /// Applies `ruleset()` to `sync.table` as described in the module doc

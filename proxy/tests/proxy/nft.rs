@@ -77,6 +77,9 @@ fn ruleset_round_trips_and_updates_incrementally() {
         first.chains.keys().cloned().collect::<Vec<_>>()
     );
     assert!(text.contains("10.43.0.20 . tcp . 80 : goto svc-ns/web/tcp/http"));
+    // The loopback guard as the proxy looks for it before it turns
+    // route_localnet back off.
+    assert!(text.contains(render::LOOPBACK_GUARD_LISTED), "{text}");
     assert!(text.contains("10.43.0.21 . tcp . 80 : goto reject-chain"));
     assert!(text.contains("tcp . 30080 : goto ext-ns/web/tcp/http"));
     assert!(text.contains("dnat to 10.42.0.6:8080"));
@@ -147,11 +150,15 @@ fn traffic_is_balanced_refused_and_sticky_as_planned() {
         }
     }
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["three", "two"]);
-    // So does the node port on the node's address.
-    assert!(
-        ["two", "three"].contains(&ns.fetch("10.99.0.1:30080").unwrap().as_str()),
-        "node port"
-    );
+    // So does the node port on the node's address, and on the loopback
+    // address for this host's own clients.
+    for address in ["10.99.0.1:30080", "127.0.0.1:30080"] {
+        let answer = ns.fetch(address);
+        assert!(
+            ["two", "three"].contains(&answer.as_deref().unwrap_or_default()),
+            "node port on {address}: {answer:?}"
+        );
+    }
     // And the external IP.
     assert_eq!(ns.fetch("198.51.100.7").unwrap(), "three");
     // A Service without endpoints is refused at once, not timed out.
@@ -162,4 +169,54 @@ fn traffic_is_balanced_refused_and_sticky_as_planned() {
     for _ in 0..10 {
         assert_eq!(ns.fetch("10.43.0.22").unwrap(), first);
     }
+}
+
+/// With node ports on the loopback address, `route_localnet` lets packets
+/// for 127.0.0.0/8 in from other interfaces: another host on the link could
+/// then reach whatever listens on this host's loopback (CVE-2020-8558).
+/// The rules drop that, and still serve the host itself and the node port
+/// on the node's own address.
+#[test]
+fn loopback_addresses_answer_this_host_only() {
+    let node = netns();
+    let attacker = netns();
+    node.link_peer("vn", &attacker, "va");
+    node.address("vn", "10.98.0.1/24");
+    attacker.address("va", "10.98.0.2/24");
+    // The proxy's sysctl on the node; the attacker routes loopback
+    // addresses to the node.
+    for ns in [&node, &attacker] {
+        ns.exec_ok(&["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"]);
+    }
+    attacker.exec_ok(&["sysctl", "-qw", "net.ipv4.conf.va.route_localnet=1"]);
+    // Without its own loopback addresses, 127.0.0.1 is not its own.
+    attacker.exec_ok(&["ip", "addr", "flush", "dev", "lo"]);
+    attacker.exec_ok(&["ip", "route", "add", "127.0.0.1/32", "via", "10.98.0.1"]);
+    node.serve("127.0.0.1", "loopback only");
+    node.serve("10.98.0.1", "web");
+    // Without the rules the attack works: the test can see it.
+    assert_eq!(
+        attacker.fetch("127.0.0.1:8080").as_deref(),
+        Ok("loopback only")
+    );
+
+    let mut web = port(
+        "ns/web",
+        "10.43.0.20",
+        Target::Endpoints(vec![ep("10.98.0.1")]),
+    );
+    web.node_port = Some(30080);
+    let ruleset = render::render("skp", &[web], &facts("10.98.0.1", "10.42.0.0/24"));
+    Applier::new(node.nft(), skiff_proxy::Family::Ip, "skp")
+        .apply(ruleset)
+        .unwrap();
+
+    let refused = attacker.fetch("127.0.0.1:8080");
+    assert!(
+        refused.is_err(),
+        "another host reached the loopback: {refused:?}"
+    );
+    assert_eq!(node.fetch("127.0.0.1:8080").as_deref(), Ok("loopback only"));
+    assert_eq!(node.fetch("127.0.0.1:30080").as_deref(), Ok("web"));
+    assert_eq!(attacker.fetch("10.98.0.1:30080").as_deref(), Ok("web"));
 }
