@@ -240,3 +240,60 @@ pub async fn remove_table(nft: Nft, family: Family, table: String, what: &'stati
         Err(error) => tracing::warn!(%error, "removing the {what}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file standing in for a sysctl, holding `value`.
+    fn setting(dir: &tempfile::TempDir, name: &str, value: &str) -> &'static str {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value).expect("write the setting");
+        Box::leak(path.to_string_lossy().into_owned().into_boxed_str())
+    }
+
+    fn ip_netns(args: &[&str]) {
+        let status = std::process::Command::new("ip")
+            .arg("netns")
+            .args(args)
+            .status()
+            .expect("run ip netns");
+        assert!(status.success(), "ip netns {args:?}");
+    }
+
+    /// A setting only safe beside certain rules goes back to its earlier
+    /// value at a clean stop, but not while another table still holds
+    /// those rules (another instance on the host relies on it). Needs root.
+    #[tokio::test]
+    async fn a_setting_is_put_back_unless_another_table_still_needs_it() {
+        let ns = format!("sku-{}", std::process::id());
+        ip_netns(&["add", &ns]);
+        let nft = Nft::in_netns(ns.clone());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let guarded = setting(&dir, "guarded", "0");
+        let marker = "ip saddr != 127.0.0.0/8";
+        let kind = TableKind {
+            family: Family::Ip,
+            what: "test rules",
+            intact: |_| Ok(true),
+            sysctls: &[],
+            sysctls_purpose: "the test",
+            sysctls_undone_on_stop: Box::leak(vec![(guarded, marker)].into_boxed_slice()),
+        };
+        let set = sysctl::ensure(&[(guarded, "1")], "the test");
+        assert_eq!(set, [(guarded, "0".to_string())]);
+        let read = || std::fs::read_to_string(guarded).expect("read the setting");
+
+        nft.apply(&format!(
+            "add table ip other\nadd chain ip other c\nadd rule ip other c {marker} counter\n"
+        ))
+        .expect("another instance's table");
+        undo_sysctls(&kind, &nft, set.clone()).await;
+        assert_eq!(read(), "1", "kept while another table holds the rules");
+
+        nft.delete_table(Family::Ip, "other").expect("delete it");
+        undo_sysctls(&kind, &nft, set).await;
+        assert_eq!(read(), "0", "put back once nothing holds them");
+        ip_netns(&["del", &ns]);
+    }
+}
